@@ -1,0 +1,160 @@
+/* bench.c - ptrain.h benchmarks, one JSON line per measurement.
+
+   bench gemm [n]        ptrain's SGEMM vs OpenBLAS cblas_sgemm at n x n x n, same threads, same run
+   bench gpt A|B|C       one GPT training step (median of >= 5 after 2 warm-ups), with the n=1024
+                         OpenBLAS rate measured in the same process after the training steps (so
+                         OpenBLAS's buffers do not count in peak_rss_mb)
+
+   FLOPs per training step = 6*P*B*T + 12*L*B*T^2*C, P = weights used in matmuls (blocks + LM head).
+   Build: cc -O3 -march=native -fopenmp -I. bench/bench.c -o build/bench -lopenblas -lm */
+#define PTRAIN_IMPLEMENTATION
+#include "ptrain.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* GFLOP/s of OpenBLAS sgemm at n, median of reps */
+static double openblas_gflops(int n, int threads, int reps) {
+    float *A = (float *)malloc(sizeof(float) * (size_t)n * n), *B = (float *)malloc(sizeof(float) * (size_t)n * n),
+          *C = (float *)malloc(sizeof(float) * (size_t)n * n);
+    double t[32];
+    int i;
+    openblas_set_num_threads(threads);
+    for (i = 0; i < n * n; i++) A[i] = (float)(i % 7) * 0.1f, B[i] = (float)(i % 5) * 0.1f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
+    for (i = 0; i < reps; i++) {
+        double t0 = pt_time();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A, n, B, n, 0.0f, C, n);
+        t[i] = pt_time() - t0;
+    }
+    free(A), free(B), free(C);
+    return 2.0 * n * n * (double)n / median(t, reps) * 1e-9;
+}
+
+/* GFLOP/s of ptrain's matmul op (the path training uses) at n, median of reps */
+static double ptrain_gflops(pt_ctx *ctx, int n, int ta, int tb, int reps) {
+    pt_graph *g = pt_graph_new(ctx);
+    pt_tensor *a, *b;
+    double t[32];
+    int i;
+    pt_graph_set_grad(g, 0);
+    a = pt_tensor_new(g, PT_F32, 2, n, n, 0, 0);
+    b = pt_tensor_new(g, PT_F32, 2, n, n, 0, 0);
+    for (i = 0; i < n * n; i++) pt_f32(a)[i] = (float)(i % 7) * 0.1f, pt_f32(b)[i] = (float)(i % 5) * 0.1f;
+    for (i = -1; i < reps; i++) {
+        pt_tensor *c;
+        double t0 = pt_time();
+        c = pt_matmul(g, a, b, ta, tb);
+        if (i >= 0) t[i] = pt_time() - t0;
+        (void)c;
+    }
+    pt_graph_free(g);
+    return 2.0 * n * n * (double)n / median(t, reps) * 1e-9;
+}
+
+static double peak_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
+}
+
+static int bench_gemm(int n) {
+    pt_ctx *ctx = pt_init(NULL);
+    int th, ta, tb;
+    if (!ctx) return 1;
+    th = pt_threads(ctx);
+    for (ta = 0; ta < 2; ta++)
+        for (tb = 0; tb < 2; tb++) {
+            double ob = openblas_gflops(n, th, 9), pt = ptrain_gflops(ctx, n, ta, tb, 9);
+            printf("{\"bench\":\"gemm\",\"n\":%d,\"ta\":%d,\"tb\":%d,\"threads\":%d,\"ptrain_gflops\":%.1f,\"openblas_gflops\":%.1f,\"ratio\":%.3f}\n", n,
+                   ta, tb, th, pt, ob, pt / ob);
+            fflush(stdout);
+        }
+    pt_shutdown(ctx);
+    return 0;
+}
+
+static int bench_gpt(const char *which, int steps) {
+    pt_gpt_config cfg;
+    pt_desc d;
+    pt_ctx *ctx;
+    pt_gpt *m;
+    pt_optim_desc od;
+    pt_optim *opt;
+    pt_graph *g;
+    int B, T, i, s;
+    int32_t *ids;
+    double t[64], flops, med, rss;
+    memset(&cfg, 0, sizeof cfg);
+    if (!strcmp(which, "A")) cfg.vocab = 256, cfg.layers = 4, cfg.width = 256, cfg.heads = 8, B = 8, T = 256;
+    else if (!strcmp(which, "B")) cfg.vocab = 512, cfg.layers = 6, cfg.width = 384, cfg.heads = 6, B = 8, T = 256;
+    else if (!strcmp(which, "C")) cfg.vocab = 50257, cfg.vocab_padded = 50304, cfg.layers = 12, cfg.width = 768, cfg.heads = 12, B = 4, T = 64;
+    else {
+        fprintf(stderr, "bench: unknown GPT config '%s' (expected A, B or C)\n", which);
+        return 2;
+    }
+    cfg.max_seq = !strcmp(which, "C") ? 1024 : T;
+    memset(&d, 0, sizeof d);
+    d.seed = 1;
+    if (!(ctx = pt_init(&d)) || !(m = pt_gpt_new(ctx, &cfg))) return 1;
+    memset(&od, 0, sizeof od);
+    od.kind = PT_OPTIM_ADAMW, od.lr = 1e-4f, od.weight_decay = 0.1f, od.clip_norm = 1.0f;
+    opt = pt_optim_new(ctx, &od);
+    g = pt_graph_new(ctx);
+    ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * (T + 1)));
+    if (!opt || !g || !ids) return 1;
+    {
+        pt_rng r = pt_rng_seed(7);
+        for (i = 0; i < B * (T + 1); i++) ids[i] = (int32_t)(pt_rng_u32(&r) % (uint32_t)cfg.vocab);
+    }
+    for (s = -2; s < steps; s++) {
+        double t0 = pt_time();
+        pt_tensor *x, *y, *l;
+        pt_graph_reset(g);
+        x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+        y = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+        pt_tensor_write(x, ids);
+        pt_tensor_write(y, ids + B);
+        l = pt_gpt_loss(g, m, x, y);
+        pt_zero_grad(ctx);
+        if (!l || pt_backward(g, l) != PT_OK) {
+            fprintf(stderr, "bench: %s\n", pt_error(ctx));
+            return 1;
+        }
+        pt_optim_step(opt, 1e-4f);
+        if (s >= 0) t[s] = pt_time() - t0;
+    }
+    med = median(t, steps);
+    rss = peak_rss_mb();
+    flops = pt_gpt_flops(&cfg, B, T);
+    printf("{\"bench\":\"gpt_train\",\"config\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"B\":%d,\"T\":%d,\"step_s\":%.4f,\"tokens_per_s\":%.1f,"
+           "\"step_gflops\":%.1f,\"openblas_gflops\":%.1f,\"peak_rss_mb\":%.1f,\"params\":%lld,\"act_peak_mb\":%.1f}\n",
+           which, pt_backend_name(ctx), pt_threads(ctx), B, T, med, B * T / med, flops / med * 1e-9, openblas_gflops(1024, pt_threads(ctx), 9), rss,
+           (long long)pt_param_numel(ctx), pt_mem(ctx).peak_total / 1048576.0);
+    fflush(stdout);
+    free(ids);
+    pt_optim_free(opt);
+    pt_graph_free(g);
+    pt_gpt_free(m);
+    pt_shutdown(ctx);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "gemm")) return bench_gemm(argc >= 3 ? atoi(argv[2]) : 1024);
+    if (argc >= 3 && !strcmp(argv[1], "gpt")) return bench_gpt(argv[2], argc >= 4 ? atoi(argv[3]) : 5);
+    fprintf(stderr, "usage: bench gemm [n] | bench gpt A|B|C [steps]\n");
+    return 2;
+}

@@ -1,0 +1,4630 @@
+/* ptrain.h - train neural networks in parallel from C. One header, no dependencies in its core.
+   Version 0.1.0. MIT license or public domain, your choice (see the end of this file).
+
+   ==================================================================================================
+   QUICK START
+   ==================================================================================================
+   In exactly ONE C or C++ file:
+
+       #define PTRAIN_IMPLEMENTATION
+       #include "ptrain.h"
+
+   Everywhere else just #include "ptrain.h". Then:
+
+       pt_ctx *ctx = pt_init(NULL);                       // device, threads, errors, parameters
+       pt_gpt_config cfg = {0};
+       cfg.vocab = 256; cfg.max_seq = 128; cfg.layers = 4; cfg.width = 256; cfg.heads = 8;
+       pt_gpt *model = pt_gpt_new(ctx, &cfg);             // parameters live in ctx's slabs
+       pt_optim_desc od = {0};
+       od.kind = PT_OPTIM_ADAMW; od.weight_decay = 0.1f; od.clip_norm = 1.0f;
+       pt_optim *opt = pt_optim_new(ctx, &od);            // create it after every parameter
+       pt_graph *g = pt_graph_new(ctx);                   // activations + tape of one pass
+       for (step = 0; step < steps; step++) {
+           pt_graph_reset(g);                             // reuses last step's memory
+           pt_tensor *x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0), *y = ...;
+           pt_tensor_write(x, ids); pt_tensor_write(y, targets);
+           pt_tensor *loss = pt_gpt_loss(g, model, x, y); // NULL on error: see pt_error(ctx)
+           pt_zero_grad(ctx);
+           pt_backward(g, loss);
+           pt_optim_step(opt, pt_lr_at(&schedule, step));
+       }
+       pt_shutdown(ctx);
+
+   Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
+
+   The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c) each start with their
+   one-line build command.
+
+   ==================================================================================================
+   CONCEPTS
+   ==================================================================================================
+   context   pt_ctx: the device backend, the thread count, the first error, every parameter (in one
+             contiguous value slab and one gradient slab), the registry of checkpointed state.
+   graph     pt_graph: the activations and the tape of one forward/backward pass. Ops append nodes
+             to it (define-by-run); pt_backward walks it in reverse. pt_graph_reset rewinds it and
+             keeps its memory, so a training step allocates nothing after the first one. Several
+             graphs may be alive at once (one per pipeline micro-batch).
+   tensor    pt_tensor: (storage, element offset, shape) of contiguous row-major data, f32 first
+             (bf16, f16, i32, i8 as storage types). Only the CPU backend dereferences host memory:
+             pt_f32(t) gives the host pointer there, pt_tensor_read/write work everywhere.
+   op        pt_add, pt_matmul, pt_attention, ...: checks its inputs (a clear error naming the op
+             and the shapes), computes through the backend's kernel table, records its backward.
+             Ops return NULL on error and when an input is NULL, so a pass is checked once at end.
+   parameter pt_param_new / pt_param_from_spec: a slice of the slabs plus its sharding spec (name,
+             global shape, tensor-parallel split, pipeline stage). Its initial value is a pure
+             function of (seed, name, global element index): every parallel layout starts from
+             the same model.
+   errors    A failing call records the first error in the context (pt_status_get, pt_error) and
+             reports it to desc.on_error or the log. Nothing calls exit() or abort() on bad input.
+
+   ==================================================================================================
+   BUILD SWITCHES (define before including)
+   ==================================================================================================
+   PTRAIN_IMPLEMENTATION    emit the implementation in this translation unit (exactly one)
+   PTRAIN_STATIC            make every API function static (private copy per translation unit)
+   PT_MALLOC(sz), PT_REALLOC(p, sz), PT_FREE(p)
+                            the allocator: define all three or none
+   PT_ASSERT(x)             assertion macro (default: assert)
+   PT_LOG(level, msg)       default log sink when pt_desc.log is NULL (default: stderr)
+   _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
+
+   ==================================================================================================
+   ENVIRONMENT
+   ==================================================================================================
+   PTRAIN_THREADS=N         CPU threads per process (default: CPUs in the affinity mask)
+   PTRAIN_DEVICE=cpu        backend when pt_desc.device is NULL
+
+   ==================================================================================================
+   DETERMINISM
+   ==================================================================================================
+   Same seed, same inputs, same layout: bit-identical results, whatever the number of threads.
+   Threaded kernels never use float atomics or OpenMP reduction clauses on training values: each
+   output element is computed by one thread, reductions use fixed chunks combined in a fixed
+   order. Dropout masks are keyed by (seed, global element position), set with
+   pt_graph_set_sample_offset.
+
+   ==================================================================================================
+   MEMORY
+   ==================================================================================================
+   Parameters, gradients and optimizer state: persistent slabs (pt_param_slab, pt_grad_slab).
+   Activations: the graph's arena, rewound by pt_graph_reset. Gradients of activations: a pool
+   of blocks, each returned as soon as the op that produced the activation has run its backward.
+   Attention keeps O(B*T*C) (no T x T matrix). pt_mem(ctx) reports bytes by kind and the peak.
+
+   ==================================================================================================
+   CONTENTS (search for the marker)
+   ==================================================================================================
+   >>api        public declarations
+   >>base       allocator, logging, errors, clock, hashing
+   >>backend    the kernel table (what a device backend supplies)
+   >>gemm       packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch
+   >>attn       causal self-attention kernels (flash-style, no T x T kept)
+   >>cpu        the CPU reference kernels
+   >>tensor     storages, arenas, tensors
+   >>autograd   graphs, tape, backward
+   >>param      parameters, slabs, deterministic init, checkpointed-state registry
+   >>ctx        context setup
+   >>ops        every op with its backward
+   >>optim      SGD, AdamW, clipping, learning-rate schedules
+   >>nn         linear, MLP, transformer block, GPT
+   >>args       the command line shared by the examples
+*/
+#ifndef PTRAIN_H
+#define PTRAIN_H
+
+#define PTRAIN_VERSION_MAJOR 0
+#define PTRAIN_VERSION_MINOR 1
+#define PTRAIN_VERSION_PATCH 0
+#define PTRAIN_VERSION_STRING "0.1.0"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef PTRAIN_STATIC
+#if defined(__GNUC__) || defined(__clang__)
+#define PTDEF static __attribute__((unused))
+#else
+#define PTDEF static
+#endif
+#else
+#define PTDEF extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* =================================================================================================
+   >>api  Public API
+   ================================================================================================= */
+
+#define PT_MAX_DIMS 4
+
+/** Element types. f32 is first-class; the others are storage types (bf16/f16 mixed precision, i32
+    token ids and indices, i8 quantized weights). */
+typedef enum pt_dtype { PT_F32 = 0, PT_BF16, PT_F16, PT_I32, PT_I8, PT_DTYPE_COUNT } pt_dtype;
+
+/** Result of a call that can fail. The message is in pt_error(ctx). */
+typedef enum pt_status {
+    PT_OK = 0,
+    PT_ERR_ARG,    /**< an invalid argument (bad flag, negative size, NULL where a value is needed) */
+    PT_ERR_SHAPE,  /**< tensor shapes that do not fit the operation */
+    PT_ERR_DTYPE,  /**< a tensor of the wrong element type */
+    PT_ERR_OOM,    /**< an allocation failed */
+    PT_ERR_IO,     /**< a file could not be read or written */
+    PT_ERR_FORMAT, /**< a malformed file */
+    PT_ERR_DEVICE, /**< a missing or failing compute device */
+    PT_ERR_STATE   /**< a call at the wrong time (e.g. a parameter created after the optimizer) */
+} pt_status;
+
+/** Log levels of the log callback. */
+typedef enum pt_log_level { PT_LOG_DEBUG = 0, PT_LOG_INFO, PT_LOG_WARN, PT_LOG_ERROR } pt_log_level;
+
+typedef struct pt_ctx pt_ctx;         /**< a training context: device, parameters, errors, workspace */
+typedef struct pt_graph pt_graph;     /**< one forward/backward graph: activation arena + tape */
+typedef struct pt_storage pt_storage; /**< a buffer owned by a device (host memory or cl_mem) */
+typedef struct pt_node pt_node;       /**< one recorded operation on the tape */
+typedef struct pt_param pt_param;     /**< a parameter: its sharding spec and its slab slices */
+typedef struct pt_optim pt_optim;     /**< an optimizer (SGD with momentum, AdamW) */
+
+/** A tensor is a view (storage, element offset, shape) of contiguous row-major data. Fields are
+    readable; create tensors with the functions below. */
+typedef struct pt_tensor {
+    pt_storage *st;              /**< the buffer holding the data */
+    int64_t off;                 /**< offset into st, in elements */
+    int32_t ndim;                /**< number of dimensions, 0 (scalar) to PT_MAX_DIMS */
+    pt_dtype dtype;              /**< element type */
+    int64_t shape[PT_MAX_DIMS];  /**< sizes; unused trailing entries are 1 */
+    struct pt_tensor *grad;      /**< gradient (same shape), or NULL */
+    pt_node *node;               /**< the op that produced it (NULL for inputs and parameters) */
+    pt_param *param;             /**< the parameter it is, or NULL */
+    uint32_t flags;              /**< PT_TENSOR_* */
+} pt_tensor;
+
+#define PT_TENSOR_REQUIRES_GRAD 1u /**< gradients flow to (or through) this tensor */
+
+/** Setup of a context (sokol-style: zero-initialize, then set what you need). */
+typedef struct pt_desc {
+    uint64_t seed;       /**< master seed: parameter init, dropout; same seed = same run */
+    int32_t threads;     /**< CPU threads; 0 = env PTRAIN_THREADS, else CPUs in the affinity mask */
+    const char *device;  /**< "cpu" (default; env PTRAIN_DEVICE when NULL) */
+    void (*log)(void *user, int level, const char *msg);          /**< log sink; NULL = stderr */
+    void *log_user;
+    void (*on_error)(void *user, pt_status status, const char *msg); /**< called on every error */
+    void *error_user;
+    int32_t log_level;   /**< lowest level passed to the log sink (default PT_LOG_INFO) */
+} pt_desc;
+
+/* ---- context ---------------------------------------------------------------------------------- */
+/** Creates a context; NULL desc = defaults. Returns NULL (and logs why) only if out of memory or
+    the device is unavailable. */
+PTDEF pt_ctx *pt_init(const pt_desc *desc);
+/** Frees the context and everything it owns (parameters, graphs, optimizers). */
+PTDEF void pt_shutdown(pt_ctx *ctx);
+/** The status of the first error since the last pt_error_clear (PT_OK if none). */
+PTDEF pt_status pt_status_get(const pt_ctx *ctx);
+/** The message of that error ("" if none). */
+PTDEF const char *pt_error(const pt_ctx *ctx);
+/** Forgets the recorded error. */
+PTDEF void pt_error_clear(pt_ctx *ctx);
+/** Number of CPU threads kernels use. */
+PTDEF int pt_threads(const pt_ctx *ctx);
+/** Sets the number of CPU threads (>= 1). */
+PTDEF void pt_set_threads(pt_ctx *ctx, int threads);
+/** Name of the active backend ("cpu"). */
+PTDEF const char *pt_backend_name(const pt_ctx *ctx);
+/** Logs a printf-style message through the context's log sink. */
+PTDEF void pt_log(pt_ctx *ctx, int level, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/** Monotonic wall clock in seconds. */
+PTDEF double pt_time(void);
+
+/** Bytes the framework holds, by kind, now and at the high-water mark. */
+typedef struct pt_mem_stats {
+    int64_t params, grads, optim, activations, workspace; /**< current bytes */
+    int64_t peak_total;                                    /**< high-water of their sum */
+    int64_t allocs;                                        /**< allocations made so far */
+} pt_mem_stats;
+PTDEF pt_mem_stats pt_mem(const pt_ctx *ctx);
+
+/* ---- tensors ---------------------------------------------------------------------------------- */
+/** Number of elements. */
+PTDEF int64_t pt_numel(const pt_tensor *t);
+/** Bytes of one element of a dtype. */
+PTDEF int64_t pt_dtype_size(pt_dtype dt);
+/** Host pointer to f32 data (CPU backend), or NULL. */
+PTDEF float *pt_f32(const pt_tensor *t);
+/** Host pointer to i32 data (CPU backend), or NULL. */
+PTDEF int32_t *pt_i32(const pt_tensor *t);
+/** Copies numel elements from host memory into the tensor. */
+PTDEF pt_status pt_tensor_write(pt_tensor *t, const void *src);
+/** Copies the tensor's elements to host memory. */
+PTDEF pt_status pt_tensor_read(const pt_tensor *t, void *dst);
+/** Value of a one-element f32 tensor (e.g. a loss). NAN on error. */
+PTDEF float pt_item(const pt_tensor *t);
+/** Writes "[2,3,4]" into buf; returns buf. */
+PTDEF const char *pt_shape_str(const pt_tensor *t, char *buf, size_t n);
+
+/* ---- graphs ----------------------------------------------------------------------------------- */
+/** A graph owns the activations and the tape of one forward/backward pass. Several may be alive at
+    once (e.g. one per pipeline micro-batch). */
+PTDEF pt_graph *pt_graph_new(pt_ctx *ctx);
+/** Frees the graph and its memory. */
+PTDEF void pt_graph_free(pt_graph *g);
+/** Drops the tape and all activations; keeps the memory for the next pass (no allocation then). */
+PTDEF void pt_graph_reset(pt_graph *g);
+/** Training mode (dropout active) on/off; default on. */
+PTDEF void pt_graph_set_training(pt_graph *g, int on);
+/** Tape recording on/off (off = inference, nothing kept for backward); default on. */
+PTDEF void pt_graph_set_grad(pt_graph *g, int on);
+/** Sets the global position of this graph's first sample, so dropout masks depend on the global
+    sample index, not on how the batch was split. */
+PTDEF void pt_graph_set_sample_offset(pt_graph *g, int64_t offset);
+/** The context of a graph. */
+PTDEF pt_ctx *pt_graph_ctx(const pt_graph *g);
+/** Bytes of activation memory the graph holds now. */
+PTDEF int64_t pt_graph_bytes(const pt_graph *g);
+
+/** A new tensor in the graph's arena: ndim sizes d0..d3 (unused ones ignored), uninitialized. */
+PTDEF pt_tensor *pt_tensor_new(pt_graph *g, pt_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                               int64_t d3);
+/** A new tensor from a shape array; data (numel elements, may be NULL) is copied in. */
+PTDEF pt_tensor *pt_tensor_from(pt_graph *g, pt_dtype dt, int ndim, const int64_t *shape, const void *data);
+/** A new f32 tensor filled with value. */
+PTDEF pt_tensor *pt_full(pt_graph *g, int ndim, const int64_t *shape, float value);
+/** Marks a graph tensor as needing a gradient (a leaf you want d(loss)/d(t) for). */
+PTDEF void pt_requires_grad(pt_tensor *t);
+
+/* ---- ops: each records itself on the tape and has a backward --------------------------------
+   All return NULL on error (message in pt_error) and return NULL at once when an input is NULL,
+   so a forward pass can be checked once at its end. */
+/** a + b; b may have a's trailing shape (broadcast over the leading dims). */
+PTDEF pt_tensor *pt_add(pt_graph *g, pt_tensor *a, pt_tensor *b);
+/** a - b; broadcast as pt_add. */
+PTDEF pt_tensor *pt_sub(pt_graph *g, pt_tensor *a, pt_tensor *b);
+/** a * b elementwise; broadcast as pt_add. */
+PTDEF pt_tensor *pt_mul(pt_graph *g, pt_tensor *a, pt_tensor *b);
+/** s * x. */
+PTDEF pt_tensor *pt_scale(pt_graph *g, pt_tensor *x, float s);
+/** op(a) @ op(b), op = transpose of the last two dims when ta/tb. Batched when a has more than 2
+    dims: leading dims of a and b must match, or b is 2-D (shared). */
+PTDEF pt_tensor *pt_matmul(pt_graph *g, pt_tensor *a, pt_tensor *b, int ta, int tb);
+/** x + bias, bias of x's last-dim size. */
+PTDEF pt_tensor *pt_bias_add(pt_graph *g, pt_tensor *x, pt_tensor *bias);
+/** x @ w^T + b: x [..., in], w [out, in], b [out] or NULL. One fused op. */
+PTDEF pt_tensor *pt_linear(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b);
+/** max(x, 0). */
+PTDEF pt_tensor *pt_relu(pt_graph *g, pt_tensor *x);
+/** GELU, tanh approximation. */
+PTDEF pt_tensor *pt_gelu(pt_graph *g, pt_tensor *x);
+/** Softmax over the last dim. */
+PTDEF pt_tensor *pt_softmax(pt_graph *g, pt_tensor *x);
+/** Log-softmax over the last dim. */
+PTDEF pt_tensor *pt_log_softmax(pt_graph *g, pt_tensor *x);
+/** Mean cross-entropy of softmax(logits) [..., V] against i32 targets [...]; targets equal to
+    ignore_index do not count. Fused: no probability tensor is kept. Scalar result. */
+PTDEF pt_tensor *pt_cross_entropy(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index);
+/** As pt_cross_entropy, softmax over the first nvalid columns only (padded vocabularies). */
+PTDEF pt_tensor *pt_cross_entropy_ex(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index,
+                                     int64_t nvalid);
+/** Layer normalization over the last dim with weight w and bias b (b may be NULL). */
+PTDEF pt_tensor *pt_layernorm(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b, float eps);
+/** Rows of table [V, C] picked by i32 ids [...]: result [..., C]. */
+PTDEF pt_tensor *pt_embedding(pt_graph *g, pt_tensor *table, pt_tensor *ids);
+/** Causal multi-head self-attention on packed qkv [B, T, 3C] (q, k, v each C wide, heads of C/n_head
+    contiguous): result [B, T, C]. Memory O(B·T·C): no T×T matrix is kept. */
+PTDEF pt_tensor *pt_attention(pt_graph *g, pt_tensor *qkv, int n_head);
+/** Inverted dropout with probability p; the mask is a pure function of (context seed, seed, global
+    element position), so it does not depend on how the batch is split. Identity when not training. */
+PTDEF pt_tensor *pt_dropout(pt_graph *g, pt_tensor *x, float p, uint64_t seed);
+/** Same data, new shape (same numel); one size may be -1 (inferred). */
+PTDEF pt_tensor *pt_reshape(pt_graph *g, pt_tensor *x, int ndim, const int64_t *shape);
+/** Swaps two dims (copies). */
+PTDEF pt_tensor *pt_transpose(pt_graph *g, pt_tensor *x, int d0, int d1);
+/** Result dim i is x's dim perm[i] (copies). */
+PTDEF pt_tensor *pt_permute(pt_graph *g, pt_tensor *x, const int *perm);
+/** Joins n tensors along dim (other dims equal). */
+PTDEF pt_tensor *pt_concat(pt_graph *g, int n, pt_tensor *const *xs, int dim);
+/** Cuts x along dim into n parts of the given sizes (summing to the dim); outs receives n tensors. */
+PTDEF pt_status pt_split(pt_graph *g, pt_tensor *x, int dim, int n, const int64_t *sizes, pt_tensor **outs);
+/** Elements [start, start+len) of dim (copies). */
+PTDEF pt_tensor *pt_slice(pt_graph *g, pt_tensor *x, int dim, int64_t start, int64_t len);
+/** Sum of all elements (scalar), in a fixed order. */
+PTDEF pt_tensor *pt_sum(pt_graph *g, pt_tensor *x);
+/** Mean of all elements (scalar). */
+PTDEF pt_tensor *pt_mean(pt_graph *g, pt_tensor *x);
+/** 2-D convolution: x [N, Cin, H, W], w [Cout, Cin, kh, kw], b [Cout] or NULL. */
+PTDEF pt_tensor *pt_conv2d(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b, int stride, int pad);
+/** 2-D max pooling with a k×k window: x [N, C, H, W]. */
+PTDEF pt_tensor *pt_maxpool2d(pt_graph *g, pt_tensor *x, int k, int stride);
+
+/* ---- autograd --------------------------------------------------------------------------------- */
+/** Backpropagates from a scalar loss (seed gradient 1). Parameter gradients accumulate. */
+PTDEF pt_status pt_backward(pt_graph *g, pt_tensor *loss);
+/** Backpropagates from out with the given gradient dout (same shape): pipeline stage boundaries. */
+PTDEF pt_status pt_backward_from(pt_graph *g, pt_tensor *out, const pt_tensor *dout);
+
+/* ---- parameters ------------------------------------------------------------------------------- */
+/** How a parameter is initialized: a pure function of (seed, name, global element index). */
+typedef enum pt_init_kind { PT_INIT_ZEROS = 0, PT_INIT_ONES, PT_INIT_CONST, PT_INIT_NORMAL, PT_INIT_UNIFORM } pt_init_kind;
+
+#define PT_PARAM_NO_DECAY 1u /**< excluded from weight decay (biases, norms) */
+#define PT_PARAM_FROZEN 2u   /**< no gradient */
+
+/** Sharding spec of a parameter: kept apart from the local shard it describes. */
+typedef struct pt_spec {
+    char name[96];                   /**< unique name, e.g. "h.3.attn.w" */
+    int32_t ndim;
+    int64_t global_shape[PT_MAX_DIMS];
+    int32_t split_dim;               /**< dim cut across tensor-parallel ranks, -1 = replicated */
+    int32_t split_parts, split_index;/**< number of parts and this rank's part */
+    int32_t stage;                   /**< pipeline stage holding it, -1 = every stage */
+    pt_init_kind init;
+    float init_scale;                /**< std (normal), half-width (uniform) or the constant */
+    uint32_t flags;                  /**< PT_PARAM_* */
+} pt_spec;
+
+/** A parameter: its spec, its tensor (a slice of the parameter slab) and its gradient (a slice of
+    the gradient slab). */
+struct pt_param {
+    pt_spec spec;
+    int32_t id;
+    pt_tensor value, grad;
+    int64_t slab_off; /**< element offset in the slabs */
+};
+
+/** Creates a replicated parameter of the given global shape, initialized by kind and scale. */
+PTDEF pt_tensor *pt_param_new(pt_ctx *ctx, const char *name, int ndim, const int64_t *shape, pt_init_kind init,
+                              float scale, uint32_t flags);
+/** Creates a parameter from a full spec (sharded parameters). */
+PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec);
+/** Number of parameters. */
+PTDEF int pt_param_count(const pt_ctx *ctx);
+/** The i-th parameter. */
+PTDEF pt_param *pt_param_at(pt_ctx *ctx, int i);
+/** The parameter of that name, or NULL. */
+PTDEF pt_param *pt_param_find(pt_ctx *ctx, const char *name);
+/** Total elements of all (local) parameters. */
+PTDEF int64_t pt_param_numel(const pt_ctx *ctx);
+/** Sets all parameter gradients to zero. */
+PTDEF void pt_zero_grad(pt_ctx *ctx);
+/** Called during backward when a parameter's gradient is complete (all its uses done). */
+PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user);
+/** The whole parameter slab (host pointer on CPU) and its element count. */
+PTDEF pt_tensor pt_param_slab(pt_ctx *ctx);
+/** The whole gradient slab. */
+PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx);
+
+/* ---- checkpointed state registry ---------------------------------------------------------- */
+/** Registers bytes that are part of the training state (saved and restored by checkpoints). */
+PTDEF pt_status pt_state_register(pt_ctx *ctx, const char *name, void *ptr, int64_t bytes);
+/** Number of registered state entries. */
+PTDEF int pt_state_count(const pt_ctx *ctx);
+/** Entry i: name, pointer and size. */
+PTDEF const char *pt_state_at(const pt_ctx *ctx, int i, void **ptr, int64_t *bytes);
+
+/* ---- optimizers and schedules -------------------------------------------------------------- */
+typedef enum pt_optim_kind { PT_OPTIM_SGD = 0, PT_OPTIM_ADAMW } pt_optim_kind;
+typedef struct pt_optim_desc {
+    pt_optim_kind kind;
+    float lr;           /**< default learning rate (pt_optim_step may pass another) */
+    float momentum;     /**< SGD momentum (0 = plain SGD) */
+    float beta1, beta2; /**< AdamW (defaults 0.9, 0.95 when 0) */
+    float eps;          /**< AdamW (default 1e-8 when 0) */
+    float weight_decay; /**< decoupled; not applied to PT_PARAM_NO_DECAY parameters */
+    float clip_norm;    /**< clip gradients to this global L2 norm; 0 = off */
+} pt_optim_desc;
+/** Creates an optimizer over all parameters of ctx (its state slabs are allocated now). */
+PTDEF pt_optim *pt_optim_new(pt_ctx *ctx, const pt_optim_desc *desc);
+/** Frees it. */
+PTDEF void pt_optim_free(pt_optim *o);
+/** One update with learning rate lr (clipping first); returns the gradient norm before clipping. */
+PTDEF float pt_optim_step(pt_optim *o, float lr);
+/** Updates done so far. */
+PTDEF int64_t pt_optim_steps(const pt_optim *o);
+/** Global L2 norm of all parameter gradients, summed in a fixed order. */
+PTDEF float pt_grad_norm(pt_ctx *ctx);
+
+typedef enum pt_lr_kind { PT_LR_CONST = 0, PT_LR_COSINE, PT_LR_LINEAR } pt_lr_kind;
+/** Learning-rate schedule: linear warmup to lr, then cosine or linear decay to min_lr at total. */
+typedef struct pt_lr_schedule {
+    pt_lr_kind kind;
+    float lr, min_lr;
+    int64_t warmup, total;
+} pt_lr_schedule;
+/** The learning rate at a step (0-based). */
+PTDEF float pt_lr_at(const pt_lr_schedule *s, int64_t step);
+
+/* ---- building blocks ------------------------------------------------------------------------ */
+/** A linear layer: w [out, in], b [out] (or NULL). */
+typedef struct pt_linear_layer { pt_tensor *w, *b; } pt_linear_layer;
+/** Creates "<name>.w" (normal, std) and, if bias, "<name>.b" (zeros). */
+PTDEF pt_linear_layer pt_linear_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std);
+/** x @ w^T + b. */
+PTDEF pt_tensor *pt_linear_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x);
+
+/** A two-layer perceptron: fc (in -> hidden), act, proj (hidden -> out). */
+typedef struct pt_mlp { pt_linear_layer fc, proj; int gelu; } pt_mlp;
+PTDEF pt_mlp pt_mlp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hidden, int64_t out, int gelu, float std);
+PTDEF pt_tensor *pt_mlp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x);
+
+/** GPT configuration (GPT-2 shape: learned positions, pre-norm, GELU MLP of 4x width). */
+typedef struct pt_gpt_config {
+    int32_t vocab;        /**< real vocabulary size */
+    int32_t vocab_padded; /**< embedding rows (>= vocab; 0 = vocab rounded up to 64) */
+    int32_t max_seq;      /**< positions */
+    int32_t layers, width, heads;
+    float dropout;        /**< residual/attention-output dropout (0 = none) */
+    int32_t untied;       /**< 1 = separate LM head instead of the tied token embedding */
+} pt_gpt_config;
+
+/** One transformer block's parameters. */
+typedef struct pt_block {
+    pt_tensor *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    pt_linear_layer attn, attn_proj;
+    pt_mlp mlp;
+} pt_block;
+
+/** A transformer block: x + attn(ln1(x)), then + mlp(ln2(.)). n_head heads; dropout p. */
+PTDEF pt_block pt_block_new(pt_ctx *ctx, const char *name, int64_t width, int n_layer_total);
+PTDEF pt_tensor *pt_block_fwd(pt_graph *g, const pt_block *b, pt_tensor *x, int n_head, float dropout,
+                              uint64_t seed);
+
+typedef struct pt_gpt {
+    pt_gpt_config cfg;
+    pt_tensor *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head == wte when tied */
+    pt_block *blocks;
+    pt_ctx *ctx;
+} pt_gpt;
+
+/** Creates the GPT's parameters in ctx (names "wte", "wpe", "h.<l>.*", "lnf.*", "lm_head"). */
+PTDEF pt_gpt *pt_gpt_new(pt_ctx *ctx, const pt_gpt_config *cfg);
+PTDEF void pt_gpt_free(pt_gpt *m);
+/** Token + position embedding of ids [B, T] (i32): [B, T, C]. */
+PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids);
+/** Block l. */
+PTDEF pt_tensor *pt_gpt_block(pt_graph *g, const pt_gpt *m, int l, pt_tensor *x);
+/** Final norm and LM head: [B, T, vocab_padded] logits. */
+PTDEF pt_tensor *pt_gpt_head(pt_graph *g, const pt_gpt *m, pt_tensor *x);
+/** The whole forward pass: logits [B, T, vocab_padded]. */
+PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids);
+/** Mean next-token loss of ids against targets (both [B, T] i32). */
+PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets);
+/** Samples max_new tokens after prompt (n tokens) into out (n + max_new); temperature 0 = greedy. */
+PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new,
+                                float temperature, uint64_t seed, int32_t *out);
+/** Parameters used in matmuls (all block weights and the LM head; no positions). */
+PTDEF int64_t pt_gpt_matmul_params(const pt_gpt_config *cfg);
+/** Training FLOPs of one step: 6·P·B·T + 12·L·B·T²·C. */
+PTDEF double pt_gpt_flops(const pt_gpt_config *cfg, int64_t B, int64_t T);
+
+/* ---- utilities -------------------------------------------------------------------------------- */
+/** 64-bit mixing hash (splitmix64 finalizer). */
+PTDEF uint64_t pt_hash64(uint64_t x);
+/** Hash of a string (FNV-1a 64). */
+PTDEF uint64_t pt_hash_str(const char *s);
+/** A small deterministic random generator. */
+typedef struct pt_rng { uint64_t s; } pt_rng;
+PTDEF pt_rng pt_rng_seed(uint64_t seed);
+PTDEF uint32_t pt_rng_u32(pt_rng *r);
+/** Uniform in [0, 1). */
+PTDEF float pt_rng_float(pt_rng *r);
+
+/** The command-line convention shared by the training examples. */
+typedef struct pt_args {
+    int64_t steps, seed, batch, seq, layers, width, heads, stop_after;
+    float lr;
+    const char *device;
+    int help;
+} pt_args;
+/** Parses --steps --seed --batch --seq --lr --layers --width --heads --stop-after --device --help
+    out of argv (pre-filled a holds the defaults). Flags it does not know stay in argv, compacted;
+    returns the new argc, or -1 with a message in err for a bad value. */
+PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen);
+/** Prints the shared flags and their defaults. */
+PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PTRAIN_H */
+
+/* =================================================================================================
+   Implementation
+   ================================================================================================= */
+#if defined(PTRAIN_IMPLEMENTATION) && !defined(PTRAIN_IMPLEMENTATION_DONE)
+#define PTRAIN_IMPLEMENTATION_DONE
+
+/* >>base  includes, allocator, logging, errors, clock, hashing */
+#if !defined(_GNU_SOURCE) && defined(__linux__)
+#define _GNU_SOURCE
+#endif
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#if defined(__linux__)
+#include <sched.h>
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
+#if defined(PT_MALLOC) && defined(PT_FREE) && defined(PT_REALLOC)
+/* user allocator */
+#elif !defined(PT_MALLOC) && !defined(PT_FREE) && !defined(PT_REALLOC)
+#define PT_MALLOC(sz) malloc(sz)
+#define PT_REALLOC(p, sz) realloc(p, sz)
+#define PT_FREE(p) free(p)
+#else
+#error "ptrain.h: define all of PT_MALLOC, PT_REALLOC and PT_FREE, or none of them"
+#endif
+
+#ifndef PT_ASSERT
+#include <assert.h>
+#define PT_ASSERT(x) assert(x)
+#endif
+
+/* Default log sink (overridable: define PT_LOG(level, msg) before the implementation). */
+#ifndef PT_LOG
+#define PT_LOG(level, msg) (fputs((msg), stderr), fputc('\n', stderr), (void)(level))
+#endif
+
+#define PT__ALIGN 64
+#define PT__MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PT__MAX(a, b) ((a) > (b) ? (a) : (b))
+#define PT__ERRLEN 1024
+
+#if defined(_OPENMP)
+#define PT__PRAGMA(x) _Pragma(#x)
+/* A statically scheduled parallel loop over [0, n): each index is done by exactly one thread, and
+   what an index computes never depends on the thread count (the determinism rule). */
+#define PT__PAR_FOR(ctx) PT__PRAGMA(omp parallel for schedule(static) num_threads((ctx)->nthreads))
+#else
+#define PT__PAR_FOR(ctx)
+#endif
+
+/* A buffer owned by a device. On the CPU, host points at the data. */
+struct pt_storage {
+    void *host;      /* CPU data (64-byte aligned) */
+    void *dev;       /* device handle (cl_mem) for device backends */
+    void *raw;       /* the pointer to free */
+    int64_t bytes;   /* usable bytes */
+    int32_t kind;    /* PT__MEM_* accounting category */
+    pt_ctx *ctx;     /* the context whose backend owns it */
+};
+
+enum { PT__MEM_PARAMS = 0, PT__MEM_GRADS, PT__MEM_OPTIM, PT__MEM_ACT, PT__MEM_WORK, PT__MEM_KINDS };
+
+typedef struct pt__state_entry {
+    char name[64];
+    void *ptr;
+    int64_t bytes;
+} pt__state_entry;
+
+struct pt_ctx {
+    pt_desc desc;
+    int nthreads;
+    const struct pt__backend *be;
+    pt_status status;
+    char err[PT__ERRLEN];
+    /* memory accounting */
+    int64_t mem[PT__MEM_KINDS], mem_peak, nallocs;
+    /* parameters: one slab each for values and gradients */
+    pt_param **params;
+    int nparams, cap_params;
+    pt_storage *pslab, *gslab;
+    int64_t slab_n;       /* elements used */
+    int optim_frozen;     /* set once an optimizer exists: no new parameters */
+    void (*grad_hook)(void *user, pt_param *p);
+    void *grad_hook_user;
+    /* checkpointed state */
+    pt__state_entry *state;
+    int nstate, cap_state;
+    /* kernel workspace (grown only) */
+    struct pt__gemm_ws *gemm_ws; /* one per thread: [0] is the whole-team workspace */
+    int ngemm_ws;
+    float *work;
+    int64_t work_cap;
+};
+
+/* ---- errors and logging --------------------------------------------------------------------- */
+static void pt__emit(const pt_ctx *ctx, int level, const char *msg) {
+    if (ctx && ctx->desc.log) {
+        if (level >= ctx->desc.log_level) ctx->desc.log(ctx->desc.log_user, level, msg);
+    } else if (!ctx || level >= ctx->desc.log_level) {
+        PT_LOG(level, msg);
+    }
+}
+
+PTDEF void pt_log(pt_ctx *ctx, int level, const char *fmt, ...) {
+    char buf[PT__ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    pt__emit(ctx, level, buf);
+}
+
+/* Records an error (the first one since the last clear is kept), tells the error callback and the
+   log. Returns NULL so ops can `return pt__fail(...)`. */
+static void *pt__fail(pt_ctx *ctx, pt_status st, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void *pt__fail(pt_ctx *ctx, pt_status st, const char *fmt, ...) {
+    char buf[PT__ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (!ctx) {
+        PT_LOG(PT_LOG_ERROR, buf);
+        return NULL;
+    }
+    if (ctx->status == PT_OK) {
+        ctx->status = st;
+        memcpy(ctx->err, buf, sizeof buf);
+    }
+    if (ctx->desc.on_error) ctx->desc.on_error(ctx->desc.error_user, st, buf);
+    else pt__emit(ctx, PT_LOG_ERROR, buf);
+    return NULL;
+}
+
+PTDEF pt_status pt_status_get(const pt_ctx *ctx) { return ctx ? ctx->status : PT_ERR_ARG; }
+PTDEF const char *pt_error(const pt_ctx *ctx) { return ctx ? ctx->err : "no context"; }
+PTDEF void pt_error_clear(pt_ctx *ctx) {
+    if (!ctx) return;
+    ctx->status = PT_OK;
+    ctx->err[0] = 0;
+}
+PTDEF int pt_threads(const pt_ctx *ctx) { return ctx ? ctx->nthreads : 1; }
+
+PTDEF double pt_time(void) {
+#if defined(CLOCK_MONOTONIC)
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#else
+    return (double)clock() / CLOCKS_PER_SEC;
+#endif
+}
+
+/* ---- hashing and random numbers ------------------------------------------------------------- */
+PTDEF uint64_t pt_hash64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+PTDEF uint64_t pt_hash_str(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    while (s && *s) h = (h ^ (uint8_t)*s++) * 0x100000001b3ull;
+    return h;
+}
+PTDEF pt_rng pt_rng_seed(uint64_t seed) {
+    pt_rng r;
+    r.s = pt_hash64(seed ^ 0x5eed5eed5eedull);
+    return r;
+}
+PTDEF uint32_t pt_rng_u32(pt_rng *r) {
+    r->s += 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(pt_hash64(r->s) >> 32);
+}
+PTDEF float pt_rng_float(pt_rng *r) { return (float)(pt_rng_u32(r) >> 8) * (1.0f / 16777216.0f); }
+
+/* Counter-based uniform in (0, 1] from a key and an index: the basis of layout-independent init
+   and dropout masks. */
+static inline float pt__unit(uint64_t key, uint64_t i) {
+    uint64_t h = pt_hash64(key ^ pt_hash64(i));
+    return ((float)(h >> 40) + 1.0f) * (1.0f / 16777216.0f);
+}
+/* Standard normal from a key and an index (Box-Muller on two counter draws). */
+static inline float pt__normal(uint64_t key, uint64_t i) {
+    float u1 = pt__unit(key, 2 * i), u2 = pt__unit(key, 2 * i + 1);
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+}
+
+/* ---- memory ----------------------------------------------------------------------------------- */
+static void *pt__malloc(pt_ctx *ctx, size_t bytes) {
+    void *p = PT_MALLOC(bytes ? bytes : 1);
+    if (ctx) ctx->nallocs++;
+    return p;
+}
+static void pt__mem_add(pt_ctx *ctx, int kind, int64_t bytes) {
+    int64_t tot = 0;
+    int k;
+    ctx->mem[kind] += bytes;
+    for (k = 0; k < PT__MEM_KINDS; k++) tot += ctx->mem[k];
+    if (tot > ctx->mem_peak) ctx->mem_peak = tot;
+}
+
+/* >>backend  the kernel table every op goes through
+   An op (>>ops) checks shapes, allocates its result and records itself on the tape; the numbers are
+   computed by the kernels of ctx->be. The CPU backend (>>cpu) is the reference; a device backend
+   supplies the same table over its own buffers, so no op changes meaning or tape when it plugs in.
+   Conventions for every kernel:
+   - tensors are contiguous views: data at (storage, element offset t->off), numel elements;
+   - "accumulate" kernels (names ending in _bwd, or with an accumulate flag set) ADD into dst;
+   - results never depend on the number of threads: each output element is computed by one thread
+     in a fixed order; reductions use fixed chunks combined in a fixed order (no float atomics,
+     no OpenMP reduction clauses). */
+
+enum { PT__ADD = 0, PT__SUB, PT__MUL };
+enum { PT__RELU = 0, PT__GELU };
+
+typedef struct pt__backend {
+    const char *name;
+    /* ---- storage ---- */
+    pt_status (*st_alloc)(pt_ctx *ctx, pt_storage *st, int64_t bytes); /* st->bytes = bytes */
+    void (*st_free)(pt_ctx *ctx, pt_storage *st);
+    void (*write)(pt_ctx *ctx, const pt_tensor *dst, const void *src, int64_t bytes);
+    void (*read)(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes);
+    /* ---- elementwise (n = numel of the first tensor argument unless said) ---- */
+    /* t[i] = v (f32), or (int32_t)v for an i32 tensor */
+    void (*fill)(pt_ctx *ctx, const pt_tensor *t, float v);
+    /* dst[i] (+)= src[i], same numel, same dtype (f32 or i32) */
+    void (*copy)(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate);
+    /* out[i] = a[i] op b[i % nb]; nb = numel(b) divides numel(a) = numel(out); out may alias a */
+    void (*binary)(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b);
+    /* dst += alpha * src when numel equal; when nd = numel(dst) < ns = numel(src) (nd divides ns):
+       dst[j] += alpha * sum over r = 0.. of src[r*nd + j], rows summed in increasing r */
+    void (*axpy_reduce)(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, float alpha);
+    /* dst += x * y, n = numel(x); y repeats (index i % ny); dst is n elements, or nd < n elements
+       receiving the row sums: dst[j] += sum over r of x[r*nd+j] * y[(r*nd+j) % ny] in increasing r */
+    void (*mul_acc)(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *x, const pt_tensor *y);
+    /* out[i] = s * x[i]; out may alias x */
+    void (*scale)(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float s);
+    /* out = f(x), f = relu or gelu (tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))) */
+    void (*act_fwd)(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x);
+    /* dx += f'(x) * dy */
+    void (*act_bwd)(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt_tensor *x, const pt_tensor *dy);
+    /* inverted dropout, used for forward and backward alike: out[i] (+)= keep_i ? x[i]/(1-p) : 0 with
+       keep_i = (pt__unit(key, base + i) > p); p in [0, 1) */
+    void (*dropout)(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key, int64_t base,
+                    int accumulate);
+    /* ---- row-wise (a tensor seen as [rows, cols], cols = last dim) ---- */
+    /* y = softmax(x) or log_softmax(x) per row */
+    void (*softmax_fwd)(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, int log);
+    /* dx += y*(dy - sum(dy*y)) (softmax), dx += dy - exp(y)*sum(dy) (log-softmax; y is the output) */
+    void (*softmax_bwd)(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *y, const pt_tensor *dy, int log);
+    /* logits [rows, V], targets i32 [rows]: lse[r] = logsumexp(logits[r, 0:nvalid]);
+       loss_rows[r] = lse[r] - logits[r, targets[r]], or 0 when targets[r] == ignore */
+    void (*xent_fwd)(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_tensor *lse, const pt_tensor *logits,
+                     const pt_tensor *targets, int32_t ignore, int64_t nvalid);
+    /* dlogits[r, c] += g * (exp(logits[r,c] - lse[r]) - (c == targets[r])) for c < nvalid, rows whose
+       target != ignore; g = dloss[0] * scale (dloss: a one-element tensor) */
+    void (*xent_bwd)(pt_ctx *ctx, const pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *lse,
+                     const pt_tensor *targets, int32_t ignore, int64_t nvalid, const pt_tensor *dloss, float scale);
+    /* y = (x - mean) * rstd * w + b per row (b may be NULL); saves mean[r], rstd[r] */
+    void (*layernorm_fwd)(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *mean, const pt_tensor *rstd,
+                          const pt_tensor *x, const pt_tensor *w, const pt_tensor *b, float eps);
+    /* accumulates dx, dw, db (each may be NULL = not needed) */
+    void (*layernorm_bwd)(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dw, const pt_tensor *db,
+                          const pt_tensor *dy, const pt_tensor *x, const pt_tensor *w, const pt_tensor *mean,
+                          const pt_tensor *rstd);
+    /* out[i, :] = table[ids[i], :], table [V, C], ids i32 (already checked to be in range) */
+    void (*embed_fwd)(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *table, const pt_tensor *ids);
+    /* dtable[ids[i], :] += dout[i, :], summed in increasing i */
+    void (*embed_bwd)(pt_ctx *ctx, const pt_tensor *dtable, const pt_tensor *dout, const pt_tensor *ids);
+    /* causal self-attention, qkv [B, T, 3C] -> out [B, T, C]; head h of q is columns
+       [h*hs, (h+1)*hs) of the first C, k and v likewise in the second and third C; scale 1/sqrt(hs);
+       lse [B, H, T] receives each query row's logsumexp (for the backward) */
+    void (*attn_fwd)(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B, int T,
+                     int C, int H);
+    /* accumulates dqkv [B, T, 3C] from dout [B, T, C] */
+    void (*attn_bwd)(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor *dout, const pt_tensor *qkv,
+                     const pt_tensor *out, const pt_tensor *lse, int B, int T, int C, int H);
+    /* ---- layout ---- */
+    /* dst (+)= src permuted: dst dim i is src dim perm[i]; ndim = src->ndim */
+    void (*permute)(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, const int *perm, int accumulate);
+    /* both seen as [outer, dim, inner]: dst[o, dst_start + i, :] (+)= src[o, src_start + i, :], i < count */
+    void (*copy_block)(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_dim, int64_t dst_start, const pt_tensor *src,
+                       int64_t src_dim, int64_t src_start, int64_t count, int64_t outer, int64_t inner,
+                       int accumulate);
+    /* out[0] = scale * sum(x), in fixed chunks combined in a fixed order (double accumulation) */
+    void (*sum)(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float scale);
+    /* ---- matrix products (row-major; see pt__sgemm) ---- */
+    void (*gemm)(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                 const pt_tensor *A, int64_t lda, int64_t sa, const pt_tensor *B, int64_t ldb, int64_t sb,
+                 float beta, const pt_tensor *C, int64_t ldc, int64_t sc);
+    /* ---- images ---- */
+    /* x [N, C, H, W] -> cols [N, C*k*k, Ho*Wo] (zero padding) */
+    void (*im2col)(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *x, int N, int C, int H, int W, int k,
+                   int stride, int pad, int Ho, int Wo);
+    /* dx += the adjoint of im2col applied to dcols (deterministic: each dx element gathered by one thread) */
+    void (*col2im)(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dcols, int N, int C, int H, int W, int k,
+                   int stride, int pad, int Ho, int Wo);
+    /* out[n, c, s] += b[c] over S = spatial size */
+    void (*chan_bias_fwd)(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *b, int N, int C, int64_t S);
+    /* db[c] += sum over n, s of dout[n, c, s] */
+    void (*chan_bias_bwd)(pt_ctx *ctx, const pt_tensor *db, const pt_tensor *dout, int N, int C, int64_t S);
+    /* out [N, C, Ho, Wo] = window max; idx (i32) = flat input index (within the plane) of the max */
+    void (*maxpool_fwd)(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *idx, const pt_tensor *x, int N, int C,
+                        int H, int W, int k, int stride, int Ho, int Wo);
+    /* dx[n, c, idx] += dout[n, c, o] (each plane by one thread, in increasing o) */
+    void (*maxpool_bwd)(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dout, const pt_tensor *idx, int N, int C,
+                        int H, int W, int Ho, int Wo);
+    /* ---- optimizers over n elements of slabs (p, g, m, v at each tensor's offset) ---- */
+    /* g' = g * gscale; m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+       p -= lr * ((m / bc1) / (sqrt(v / bc2) + eps) + wd * p) */
+    void (*adamw)(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *m, const pt_tensor *v,
+                  int64_t n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale);
+    /* g' = g * gscale + wd * p; mom = momentum * mom + g' (mom may be NULL when momentum == 0);
+       p -= lr * (momentum ? mom : g') */
+    void (*sgd)(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *mom, int64_t n, float lr,
+                float momentum, float wd, float gscale);
+    /* sum of squares of n elements, fixed chunks, double */
+    double (*sumsq)(pt_ctx *ctx, const pt_tensor *x, int64_t n);
+} pt__backend;
+
+#define PT__F(t) ((float *)(t)->st->host + (t)->off)
+#define PT__I(t) ((int32_t *)(t)->st->host + (t)->off)
+
+/* Scratch floats for kernels, grown only (so the steady state does not allocate). Call outside
+   parallel regions; the pointer is valid until the next call. */
+static float *pt__work(pt_ctx *ctx, int64_t nfloats) {
+    if (nfloats > ctx->work_cap) {
+        float *p = (float *)pt__malloc(ctx, (size_t)nfloats * sizeof(float) + PT__ALIGN);
+        if (!p) return (float *)pt__fail(ctx, PT_ERR_OOM, "pt: out of memory for %lld scratch floats", (long long)nfloats);
+        if (ctx->work) PT_FREE(ctx->work);
+        pt__mem_add(ctx, PT__MEM_WORK, (nfloats - ctx->work_cap) * (int64_t)sizeof(float));
+        ctx->work = p;
+        ctx->work_cap = nfloats;
+    }
+    return (float *)(((uintptr_t)ctx->work + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1));
+}
+/* ==========================================================================
+ * pt_gemm: packed, cache-blocked single-precision GEMM (fragment of ptrain.h)
+ * ==========================================================================
+ *
+ *   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]     (row-major)
+ *
+ * Blocking scheme (Goto / BLIS):
+ *
+ *   for jc in N step NC            B panel  op(B)[pc:pc+kc, jc:jc+nc] -> packed
+ *     for pc in K step KC            (KC x NC, lives in L3, shared by threads,
+ *       pack B panel                  packed cooperatively, double-buffered)
+ *       for ic in M step MC          A block  op(A)[ic:ic+mc, pc:pc+kc] -> packed
+ *         pack A block                 (MC x KC, lives in the thread's L2)
+ *         for jr in nc step NR       B micro-panel (KC x NR) stays in L1
+ *           for ir in mc step MR     A micro-panel (MR x KC) streams from L2
+ *             micro-kernel: MR x NR tile of C += A sliver * B sliver
+ *
+ *   Packed A micro-panel: for each k, MR consecutive floats (rows i..i+MR).
+ *   Packed B micro-panel: for each k, NR consecutive floats (cols j..j+NR).
+ *   Partial panels are zero-padded, so the micro-kernel always runs the full
+ *   MR x NR register tile; only its final C update is masked to m x n.
+ *   The four transpose cases are absorbed by the two packing routines.
+ *
+ *   Micro-kernels (chosen at run time, cached in the workspace):
+ *     AVX-512F : MR=12, NR=32 (24 zmm accumulators)
+ *     AVX2+FMA : MR=6,  NR=16 (12 ymm accumulators)
+ *     plain C  : MR=4,  NR=16 (auto-vectorisable)
+ *
+ * Determinism rule:
+ *   K is never split across threads. Each element of C is computed as
+ *     for each K block (fixed split that depends only on K and the kernel):
+ *       acc = 0; acc = fma(a_k, b_k, acc) for k in block, in order;
+ *       C = alpha * acc + beta_eff * C   (beta_eff = beta for the first block, 1 after)
+ *   using the same instructions for full and edge tiles (edges are masked,
+ *   never computed by a different code path). Threads only split the M / N
+ *   ranges (or whole batch items), so results are bit-identical for any
+ *   thread count. (The kernel choice - AVX-512 / AVX2 / C - can change bits.)
+ *
+ * Threading (OpenMP, ws->nthreads): either batch items are distributed
+ *   (many small GEMMs), or one GEMM's M x N is split over a tm x tn thread
+ *   grid; each thread packs its own A block and a slice of the shared B panel.
+ *   All memory is taken from ws->buf, grown (never shrunk) before the parallel
+ *   region, so repeated calls with the same sizes never allocate.
+ * ========================================================================== */
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(_M_X64))
+#define PT__GEMM_X86 1
+#include <immintrin.h>
+#else
+#define PT__GEMM_X86 0
+#endif
+
+/* micro-kernel identifiers for pt__gemm_ws.kern (0 = pick automatically) */
+#define PT__GEMM_KERN_AUTO   0
+#define PT__GEMM_KERN_C      1
+#define PT__GEMM_KERN_AVX2   2
+#define PT__GEMM_KERN_AVX512 3
+
+typedef struct pt__gemm_ws {      /* per-context workspace: packing buffers, grown only, never shrunk */
+    float *buf; size_t cap;       /* cap is in floats */
+    int nthreads;                 /* threads to use; 1 = no OpenMP region */
+    int kern;                     /* PT__GEMM_KERN_*: 0 = auto-select on first call (then cached) */
+} pt__gemm_ws;
+
+static void pt__gemm_ws_free(pt__gemm_ws *ws)
+{
+    if (ws->buf) PT_FREE(ws->buf);
+    ws->buf = NULL;
+    ws->cap = 0;
+}
+
+/* micro-kernel: C[0:m,0:n] = alpha * (Apanel * Bpanel) + beta * C  (beta==0: C not read) */
+typedef void (*pt__gemm_kern_fn)(int64_t kc, const float *a, const float *b, float *c,
+                                 int64_t ldc, float alpha, float beta, int m, int n);
+
+/* everything one GEMM call needs, shared read-only by all threads */
+struct pt__gemm_ctx;
+typedef void (*pt__gemm_pack_a_fn)(const struct pt__gemm_ctx *g, const float *A, int64_t i0, int64_t mb,
+                                   int64_t p0, int64_t kb, float *dst);
+typedef void (*pt__gemm_pack_b_fn)(const struct pt__gemm_ctx *g, const float *B, int64_t p0, int64_t kb,
+                                   int64_t j0, int64_t nb, int64_t p_lo, int64_t p_hi, float *bp);
+
+typedef struct pt__gemm_ctx {
+    pt__gemm_kern_fn kern;
+    pt__gemm_pack_a_fn pack_a;    /* packing routines matching the kernel's MR / NR */
+    pt__gemm_pack_b_fn pack_b;
+    int64_t mr, nr, mc, kc, nc;   /* register and cache blocking */
+    int ta, tb;
+    int64_t M, N, K, lda, ldb, ldc;
+    float alpha, beta;
+} pt__gemm_ctx;
+
+#define PT__GEMM_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define PT__GEMM_RUP(x, m) (((x) + (m) - 1) / (m) * (m))
+
+/* ---------------------------------------------------------------- kernels */
+
+/* Portable kernel: MR=4, NR=16. Inner j loops are fixed-length and unit-stride
+   so compilers vectorise them. */
+#define PT__GEMMC_MR 4
+#define PT__GEMMC_NR 16
+static void pt__sgemm_kern_c(int64_t kc, const float *a, const float *b, float *c,
+                             int64_t ldc, float alpha, float beta, int m, int n)
+{
+    float acc[PT__GEMMC_MR][PT__GEMMC_NR];
+    int64_t k;
+    int i, j;
+    memset(acc, 0, sizeof(acc));
+    for (k = 0; k < kc; k++) {
+        for (i = 0; i < PT__GEMMC_MR; i++) {
+            float ai = a[i];
+            for (j = 0; j < PT__GEMMC_NR; j++) acc[i][j] += ai * b[j];
+        }
+        a += PT__GEMMC_MR;
+        b += PT__GEMMC_NR;
+    }
+    for (i = 0; i < m; i++) {
+        float *cr = c + (int64_t)i * ldc;
+        if (beta == 0.0f) for (j = 0; j < n; j++) cr[j] = alpha * acc[i][j];
+        else for (j = 0; j < n; j++) cr[j] = alpha * acc[i][j] + beta * cr[j];
+    }
+}
+
+#if PT__GEMM_X86
+
+/* ---- AVX-512: MR=12, NR=32 ---- */
+#define PT__G512_MR 12
+#define PT__G512_NR 32
+#ifndef PT__G512_MC                /* cache blocking (tuned on Zen5: 48K L1d, 1M L2) */
+#define PT__G512_MC 240
+#define PT__G512_KC 512
+#define PT__G512_NC 4096
+#endif
+#define PT__G512_TGT __attribute__((target("avx512f,avx512vl,avx512dq,fma")))
+
+PT__G512_TGT static inline void pt__gemm_st512(float *c, __m512 x0, __m512 x1, __m512 va, __m512 vb,
+                                                float beta, __mmask16 k0, __mmask16 k1)
+{
+    __m512 r0 = _mm512_mul_ps(va, x0), r1 = _mm512_mul_ps(va, x1);
+    if (beta != 0.0f) {
+        r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k0, c), r0);
+        r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(k1, c + 16), r1);
+    }
+    _mm512_mask_storeu_ps(c, k0, r0);
+    _mm512_mask_storeu_ps(c + 16, k1, r1);
+}
+
+#define PT__G512_DECL(i) __m512 c##i##_0 = _mm512_setzero_ps(), c##i##_1 = _mm512_setzero_ps();
+#define PT__G512_FMA(i)                                              \
+    { __m512 ai = _mm512_set1_ps(a[i]);                              \
+      c##i##_0 = _mm512_fmadd_ps(ai, b0, c##i##_0);                  \
+      c##i##_1 = _mm512_fmadd_ps(ai, b1, c##i##_1); }
+#define PT__G512_STORE(i) \
+    if ((i) < m) pt__gemm_st512(c + (int64_t)(i) * ldc, c##i##_0, c##i##_1, va, vb, beta, k0, k1);
+#define PT__G512_ALL(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+
+PT__G512_TGT static void pt__sgemm_kern_avx512(int64_t kc, const float *a, const float *b, float *c,
+                                               int64_t ldc, float alpha, float beta, int m, int n)
+{
+    __mmask16 k0, k1;
+    __m512 va, vb;
+    int64_t k;
+    PT__G512_ALL(PT__G512_DECL)
+    for (k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
+        PT__G512_ALL(PT__G512_FMA)
+        a += PT__G512_MR;
+        b += PT__G512_NR;
+    }
+    k0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+    k1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
+    va = _mm512_set1_ps(alpha);
+    vb = _mm512_set1_ps(beta);
+    PT__G512_ALL(PT__G512_STORE)
+}
+
+/* ---- AVX2 + FMA: MR=6, NR=16 ---- */
+#define PT__G256_MR 6
+#define PT__G256_NR 16
+#define PT__G256_TGT __attribute__((target("avx2,fma")))
+
+PT__G256_TGT static inline void pt__gemm_st256(float *c, __m256 x0, __m256 x1, __m256 va, __m256 vb,
+                                                float beta, __m256i k0, __m256i k1)
+{
+    __m256 r0 = _mm256_mul_ps(va, x0), r1 = _mm256_mul_ps(va, x1);
+    if (beta != 0.0f) {
+        r0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(c, k0), r0);
+        r1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(c + 8, k1), r1);
+    }
+    _mm256_maskstore_ps(c, k0, r0);
+    _mm256_maskstore_ps(c + 8, k1, r1);
+}
+
+#define PT__G256_DECL(i) __m256 c##i##_0 = _mm256_setzero_ps(), c##i##_1 = _mm256_setzero_ps();
+#define PT__G256_FMA(i)                                              \
+    { __m256 ai = _mm256_broadcast_ss(a + (i));                      \
+      c##i##_0 = _mm256_fmadd_ps(ai, b0, c##i##_0);                  \
+      c##i##_1 = _mm256_fmadd_ps(ai, b1, c##i##_1); }
+#define PT__G256_STORE(i) \
+    if ((i) < m) pt__gemm_st256(c + (int64_t)(i) * ldc, c##i##_0, c##i##_1, va, vb, beta, k0, k1);
+#define PT__G256_ALL(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+PT__G256_TGT static void pt__sgemm_kern_avx2(int64_t kc, const float *a, const float *b, float *c,
+                                             int64_t ldc, float alpha, float beta, int m, int n)
+{
+    __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), k0, k1;
+    __m256 va, vb;
+    int64_t k;
+    PT__G256_ALL(PT__G256_DECL)
+    for (k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        PT__G256_ALL(PT__G256_FMA)
+        a += PT__G256_MR;
+        b += PT__G256_NR;
+    }
+    k0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);       /* lane j valid if j < n */
+    k1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(n - 8), idx);
+    va = _mm256_set1_ps(alpha);
+    vb = _mm256_set1_ps(beta);
+    PT__G256_ALL(PT__G256_STORE)
+}
+
+#endif /* PT__GEMM_X86 */
+
+/* ---------------------------------------------------------------- packing */
+
+/* Pack op(A)[i0:i0+mb, p0:p0+kb] into MR-row micro-panels (zero-padded). */
+static void pt__gemm_pack_a(const pt__gemm_ctx *g, const float *A, int64_t i0, int64_t mb,
+                            int64_t p0, int64_t kb, float *dst)
+{
+    const int64_t mr = g->mr, lda = g->lda;
+    int64_t ip, i, k;
+    for (ip = 0; ip < mb; ip += mr, dst += mr * kb) {
+        int64_t mm = PT__GEMM_MIN(mr, mb - ip);
+        if (!g->ta) {                       /* op(A)[i][k] = A[i*lda + k]: strided gather */
+            for (i = 0; i < mm; i++) {
+                const float *src = A + (i0 + ip + i) * lda + p0;
+                for (k = 0; k < kb; k++) dst[k * mr + i] = src[k];
+            }
+        } else {                            /* op(A)[i][k] = A[k*lda + i]: contiguous rows */
+            for (k = 0; k < kb; k++) {
+                const float *src = A + (p0 + k) * lda + i0 + ip;
+                for (i = 0; i < mm; i++) dst[k * mr + i] = src[i];
+            }
+        }
+        if (mm < mr)
+            for (k = 0; k < kb; k++)
+                for (i = mm; i < mr; i++) dst[k * mr + i] = 0.0f;
+    }
+}
+
+/* Pack micro-panels [p_lo,p_hi) of op(B)[p0:p0+kb, j0:j0+nb] (NR columns each). */
+static void pt__gemm_pack_b(const pt__gemm_ctx *g, const float *B, int64_t p0, int64_t kb,
+                            int64_t j0, int64_t nb, int64_t p_lo, int64_t p_hi, float *bp)
+{
+    const int64_t nr = g->nr, ldb = g->ldb;
+    int64_t jp, j, k;
+    for (jp = p_lo; jp < p_hi; jp++) {
+        float *dst = bp + jp * nr * kb;
+        int64_t jj = jp * nr, nn = PT__GEMM_MIN(nr, nb - jj);
+        if (!g->tb) {                       /* op(B)[k][j] = B[k*ldb + j]: contiguous rows */
+            for (k = 0; k < kb; k++) {
+                const float *src = B + (p0 + k) * ldb + j0 + jj;
+                float *d = dst + k * nr;
+                if (nn == nr) for (j = 0; j < nr; j++) d[j] = src[j];
+                else {
+                    for (j = 0; j < nn; j++) d[j] = src[j];
+                    for (; j < nr; j++) d[j] = 0.0f;
+                }
+            }
+        } else {                            /* op(B)[k][j] = B[j*ldb + k]: strided gather */
+            for (j = 0; j < nn; j++) {
+                const float *src = B + (j0 + jj + j) * ldb + p0;
+                for (k = 0; k < kb; k++) dst[k * nr + j] = src[k];
+            }
+            if (nn < nr)
+                for (k = 0; k < kb; k++)
+                    for (j = nn; j < nr; j++) dst[k * nr + j] = 0.0f;
+        }
+    }
+}
+
+#if PT__GEMM_X86
+/* ---- AVX-512 packing for the 12x32 kernel ---- */
+
+/* In-register transpose of 16 rows x 16 floats: r[i][j] -> r[j][i]. */
+PT__G512_TGT static inline void pt__gemm_tr16(__m512 *r)
+{
+    __m512 t[16], u[16];
+    int i, c;
+    for (i = 0; i < 16; i += 2) {          /* interleave pairs of rows */
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (i = 0; i < 16; i += 4) {          /* 4x4 blocks inside each 128-bit lane */
+        u[i + 0] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (c = 0; c < 4; c++) {              /* gather the 128-bit lanes */
+        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+        __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+        __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+        __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+        r[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+    }
+}
+
+static __mmask16 pt__gemm_mask16(int64_t n)
+{
+    return (__mmask16)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u);
+}
+
+/* Transposing copy: rows src + i*ld (i < rows <= 16), k in [0,kb) ->
+   dst[k*dstride + i] for i < width (zero for rows <= i < width). */
+PT__G512_TGT static void pt__gemm_pack_tr512(const float *src, int64_t ld, int64_t rows,
+                                             int64_t kb, float *dst, int64_t dstride, int width)
+{
+    const __mmask16 wmask = pt__gemm_mask16(width);
+    __m512 r[16];
+    int64_t k0, i, kk;
+    for (k0 = 0; k0 < kb; k0 += 16) {
+        const int64_t kn = PT__GEMM_MIN(16, kb - k0);
+        const __mmask16 km = pt__gemm_mask16(kn);
+        for (i = 0; i < 16; i++)
+            r[i] = i < rows ? _mm512_maskz_loadu_ps(km, src + i * ld + k0) : _mm512_setzero_ps();
+        pt__gemm_tr16(r);
+        for (kk = 0; kk < kn; kk++) _mm512_mask_storeu_ps(dst + (k0 + kk) * dstride, wmask, r[kk]);
+    }
+}
+
+PT__G512_TGT static void pt__gemm_pack_a512(const pt__gemm_ctx *g, const float *A, int64_t i0, int64_t mb,
+                                            int64_t p0, int64_t kb, float *dst)
+{
+    const int64_t lda = g->lda;
+    int64_t ip, k;
+    for (ip = 0; ip < mb; ip += PT__G512_MR, dst += PT__G512_MR * kb) {
+        const int64_t mm = PT__GEMM_MIN(PT__G512_MR, mb - ip);
+        if (!g->ta) {
+            pt__gemm_pack_tr512(A + (i0 + ip) * lda + p0, lda, mm, kb, dst, PT__G512_MR, PT__G512_MR);
+        } else {
+            const __mmask16 m = pt__gemm_mask16(mm);
+            const float *src = A + p0 * lda + i0 + ip;
+            for (k = 0; k < kb; k++, src += lda)
+                _mm512_mask_storeu_ps(dst + k * PT__G512_MR, 0x0FFF, _mm512_maskz_loadu_ps(m, src));
+        }
+    }
+}
+
+PT__G512_TGT static void pt__gemm_pack_b512(const pt__gemm_ctx *g, const float *B, int64_t p0, int64_t kb,
+                                            int64_t j0, int64_t nb, int64_t p_lo, int64_t p_hi, float *bp)
+{
+    const int64_t ldb = g->ldb;
+    int64_t jp, k;
+    for (jp = p_lo; jp < p_hi; jp++) {
+        float *dst = bp + jp * PT__G512_NR * kb;
+        const int64_t jj = jp * PT__G512_NR, nn = PT__GEMM_MIN(PT__G512_NR, nb - jj);
+        if (!g->tb) {
+            const __mmask16 m0 = pt__gemm_mask16(nn), m1 = pt__gemm_mask16(nn - 16);
+            const float *src = B + p0 * ldb + j0 + jj;
+            for (k = 0; k < kb; k++, src += ldb, dst += PT__G512_NR) {
+                _mm512_storeu_ps(dst, _mm512_maskz_loadu_ps(m0, src));
+                _mm512_storeu_ps(dst + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+            }
+        } else {
+            const float *src = B + (j0 + jj) * ldb + p0;
+            pt__gemm_pack_tr512(src, ldb, PT__GEMM_MIN(16, nn), kb, dst, PT__G512_NR, 16);
+            pt__gemm_pack_tr512(src + 16 * ldb, ldb, nn - 16, kb, dst + 16, PT__G512_NR, 16);
+        }
+    }
+}
+#endif /* PT__GEMM_X86 */
+
+/* Pick the best kernel this CPU supports (once; cached in ws->kern). */
+static int pt__gemm_pick_kern(void)
+{
+#if PT__GEMM_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
+        return PT__GEMM_KERN_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return PT__GEMM_KERN_AVX2;
+#endif
+    return PT__GEMM_KERN_C;
+}
+
+/* Fill kernel + blocking parameters. KC depends only on K and the kernel
+   (determinism); MC/NC may be anything. */
+static void pt__gemm_setup(pt__gemm_ws *ws, pt__gemm_ctx *g)
+{
+    int64_t kc_max, nkb;
+    if (ws->kern == PT__GEMM_KERN_AUTO) ws->kern = pt__gemm_pick_kern();
+#if PT__GEMM_X86
+    if (ws->kern == PT__GEMM_KERN_AVX512) {
+        g->kern = pt__sgemm_kern_avx512;
+        g->pack_a = pt__gemm_pack_a512; g->pack_b = pt__gemm_pack_b512;
+        g->mr = PT__G512_MR; g->nr = PT__G512_NR;
+        g->mc = PT__G512_MC; kc_max = PT__G512_KC; g->nc = PT__G512_NC;
+    } else if (ws->kern == PT__GEMM_KERN_AVX2) {
+        g->kern = pt__sgemm_kern_avx2;
+        g->pack_a = pt__gemm_pack_a; g->pack_b = pt__gemm_pack_b;
+        g->mr = PT__G256_MR; g->nr = PT__G256_NR;
+        g->mc = 192; kc_max = 256; g->nc = 4096;
+    } else
+#endif
+    {
+        ws->kern = PT__GEMM_KERN_C;
+        g->kern = pt__sgemm_kern_c;
+        g->pack_a = pt__gemm_pack_a; g->pack_b = pt__gemm_pack_b;
+        g->mr = PT__GEMMC_MR; g->nr = PT__GEMMC_NR;
+        g->mc = 128; kc_max = 256; g->nc = 2048;
+    }
+    nkb = (g->K + kc_max - 1) / kc_max;          /* even split of K into blocks */
+    g->kc = (g->K + nkb - 1) / nkb;
+}
+
+/* ---------------------------------------------------------------- drivers */
+
+static void pt__gemm_barrier(int nt)
+{
+#ifdef _OPENMP
+    if (nt > 1) {
+#pragma omp barrier
+    }
+#else
+    (void)nt;
+#endif
+}
+
+/* Macro-kernel: packed A block (mb x kb) times B micro-panels [p_lo,p_hi). */
+static void pt__gemm_macro(const pt__gemm_ctx *g, const float *ap, const float *bp, float *C,
+                           int64_t ic, int64_t mb, int64_t jc, int64_t nb, int64_t kb,
+                           int64_t p_lo, int64_t p_hi, float beta)
+{
+    const int64_t mr = g->mr, nr = g->nr, ldc = g->ldc;
+    int64_t jp, ir;
+    for (jp = p_lo; jp < p_hi; jp++) {
+        int64_t jr = jp * nr;
+        int nn = (int)PT__GEMM_MIN(nr, nb - jr);
+        const float *bpan = bp + jp * nr * kb;
+        float *cc = C + ic * ldc + jc + jr;
+        for (ir = 0; ir < mb; ir += mr) {
+            int mm = (int)PT__GEMM_MIN(mr, mb - ir);
+            g->kern(kb, ap + ir * kb, bpan, cc + ir * ldc, ldc, g->alpha, beta, mm, nn);
+        }
+    }
+}
+
+/* One GEMM, executed by thread `tid` of `nt` arranged as a tm x tn grid
+   (tm splits M, tn splits the NR micro-panels of each B panel). Every thread
+   runs the same jc/pc loops and hits the same barriers. bb0/bb1 are the shared
+   double-buffered B panels, ab the thread's private A block. */
+static void pt__gemm_one(const pt__gemm_ctx *g, const float *A, const float *B, float *C,
+                         float *bb0, float *bb1, float *ab, int tid, int nt, int tm, int tn)
+{
+    const int64_t mr = g->mr, nr = g->nr;
+    const int tid_m = tid % tm, tid_n = tid / tm;
+    const int64_t mp = (g->M + mr - 1) / mr;
+    const int64_t m_lo = mp * tid_m / tm * mr;
+    const int64_t m_hi = PT__GEMM_MIN(mp * (tid_m + 1) / tm * mr, g->M);
+    int64_t jc, pc, ic;
+    int it = 0;
+    for (jc = 0; jc < g->N; jc += g->nc) {
+        const int64_t nb = PT__GEMM_MIN(g->nc, g->N - jc);
+        const int64_t np = (nb + nr - 1) / nr;
+        const int64_t p_lo = np * tid_n / tn, p_hi = np * (tid_n + 1) / tn;
+        for (pc = 0; pc < g->K; pc += g->kc) {
+            const int64_t kb = PT__GEMM_MIN(g->kc, g->K - pc);
+            const float beta = pc == 0 ? g->beta : 1.0f;
+            float *bp = (it++ & 1) ? bb1 : bb0;
+            g->pack_b(g, B, pc, kb, jc, nb, np * tid / nt, np * (tid + 1) / nt, bp);
+            pt__gemm_barrier(nt);           /* B panel complete (double buffer: one barrier) */
+            for (ic = m_lo; ic < m_hi; ic += g->mc) {
+                const int64_t mb = PT__GEMM_MIN(g->mc, m_hi - ic);
+                g->pack_a(g, A, ic, mb, pc, kb, ab);
+                pt__gemm_macro(g, ab, bp, C, ic, mb, jc, nb, kb, p_lo, p_hi, beta);
+            }
+        }
+    }
+    pt__gemm_barrier(nt);                   /* buffers free for the next GEMM */
+}
+
+/* Split nt threads into tm (over M) x tn (over N micro-panels), maximising
+   load balance; ties prefer splitting M (no duplicated A packing). */
+static void pt__gemm_grid(const pt__gemm_ctx *g, int nt, int *tm, int *tn)
+{
+    const int64_t mp = (g->M + g->mr - 1) / g->mr;
+    const int64_t np = (PT__GEMM_MIN(g->nc, g->N) + g->nr - 1) / g->nr;
+    double best = -1.0;
+    int m;
+    *tm = nt; *tn = 1;
+    for (m = nt; m >= 1; m--) {
+        int n = nt / m;
+        double eff;
+        if (m * n != nt) continue;
+        eff = (double)mp / (double)(m * ((mp + m - 1) / m)) *
+              (double)np / (double)(n * ((np + n - 1) / n));
+        if (eff > best * 1.05) { best = eff; *tm = m; *tn = n; }
+    }
+}
+
+/* C = beta * C (used for K == 0 or alpha == 0). */
+static void pt__gemm_scale(float *C, int64_t M, int64_t N, int64_t ldc, float beta)
+{
+    int64_t i, j;
+    for (i = 0; i < M; i++) {
+        float *c = C + i * ldc;
+        if (beta == 0.0f) memset(c, 0, (size_t)N * sizeof(float));
+        else if (beta != 1.0f) for (j = 0; j < N; j++) c[j] *= beta;
+    }
+}
+
+/* Make sure ws->buf holds at least `need` floats (+64-byte alignment slack). */
+static int pt__gemm_reserve(pt__gemm_ws *ws, size_t need)
+{
+    need += 16;
+    if (need <= ws->cap) return 0;
+    if (ws->buf) PT_FREE(ws->buf);
+    ws->buf = (float *)PT_MALLOC(need * sizeof(float));
+    ws->cap = ws->buf ? need : 0;
+    return ws->buf ? 0 : -1;
+}
+
+static float *pt__gemm_align(float *p)
+{
+    return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
+static int pt__sgemm(pt__gemm_ws *ws, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                     float alpha, const float *A, int64_t lda, int64_t sa,
+                     const float *B, int64_t ldb, int64_t sb,
+                     float beta, float *C, int64_t ldc, int64_t sc)
+{
+    pt__gemm_ctx g;
+    size_t asz, bsz;
+    int64_t b;
+    int nt = ws->nthreads < 1 ? 1 : ws->nthreads, bmode;
+    float *base;
+
+    if (batch <= 0 || M <= 0 || N <= 0) return 0;
+    if (K <= 0 || alpha == 0.0f) {
+        for (b = 0; b < batch; b++) pt__gemm_scale(C + b * sc, M, N, ldc, beta);
+        return 0;
+    }
+    memset(&g, 0, sizeof(g));
+    g.ta = ta; g.tb = tb; g.M = M; g.N = N; g.K = K;
+    g.lda = lda; g.ldb = ldb; g.ldc = ldc; g.alpha = alpha; g.beta = beta;
+    pt__gemm_setup(ws, &g);
+
+#ifndef _OPENMP
+    nt = 1;
+#endif
+    if ((double)M * (double)N * (double)K * (double)batch < 32768.0) nt = 1;  /* not worth a fork */
+    bmode = nt > 1 && batch >= nt && (batch % nt == 0 || batch >= 4 * nt);
+
+    /* workspace: B panel(s) + A block per thread, each 64-byte aligned */
+    bsz = (size_t)PT__GEMM_RUP(g.kc * PT__GEMM_RUP(PT__GEMM_MIN(g.nc, N), g.nr), 16);
+    asz = (size_t)PT__GEMM_RUP(g.kc * PT__GEMM_RUP(PT__GEMM_MIN(g.mc, M), g.mr), 16);
+    if (pt__gemm_reserve(ws, bmode ? (size_t)nt * (asz + bsz)
+                                   : (size_t)(nt > 1 ? 2 : 1) * bsz + (size_t)nt * asz))
+        return -1;
+    base = pt__gemm_align(ws->buf);
+
+    if (nt == 1) {
+        for (b = 0; b < batch; b++)
+            pt__gemm_one(&g, A + b * sa, B + b * sb, C + b * sc, base, base, base + bsz, 0, 1, 1, 1);
+        return 0;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+    {
+        const int tid = omp_get_thread_num(), ntr = omp_get_num_threads();
+        if (bmode) {                        /* whole GEMMs per thread, private buffers */
+            float *bb = base + (size_t)tid * (asz + bsz), *ab = bb + bsz;
+            int64_t i;
+#pragma omp for schedule(static)
+            for (i = 0; i < batch; i++)
+                pt__gemm_one(&g, A + i * sa, B + i * sb, C + i * sc, bb, bb, ab, 0, 1, 1, 1);
+        } else {                            /* all threads cooperate on each GEMM */
+            int tm, tn;
+            int64_t i;
+            pt__gemm_grid(&g, ntr, &tm, &tn);
+            for (i = 0; i < batch; i++)
+                pt__gemm_one(&g, A + i * sa, B + i * sb, C + i * sc, base, base + bsz,
+                             base + 2 * bsz + (size_t)tid * asz, tid, ntr, tm, tn);
+        }
+    }
+#endif
+    return 0;
+}
+
+/* >>attn  causal multi-head self-attention kernels (CPU)
+   Flash-style: the queries of one (b, h) are cut into blocks of PT__ATTN_BQ rows. For a block
+   [i0, i0+bq) only keys 0..i0+bq-1 are looked at (key blocks past the diagonal are skipped), and the
+   scores live in a per-thread scratch tile St[key j][query c] (keys are rows, the block's queries
+   are the 16-aligned columns), so the softmax over keys is an elementwise max/sum down the rows.
+   Nothing T×T is kept: the forward saves only lse (per query row), the backward recomputes P from
+   q, k and lse:
+     forward   St = scale·K Qᵀ;  P = exp(St − m) (0 where j > i);  O = Pᵀ V / l;  lse = m + log l
+     backward  P = exp(scale·K Qᵀ − lse);  dPt = V dOᵀ;  dS = P ∘ (dP − D), D_i = dO_i·O_i
+               dV += P dO;  dK += scale·dS Q;  dQ += scale·dSᵀ K          (all accumulated)
+   Every product is one strided tile product (pt__attn_mm): C(r,n) (+)= alpha Σ_k A(r,k) B(k,n) with
+   A(r,k) = A[r·sr + k·sk] broadcast from memory and B rows unit-stride, computed with AVX-512
+   register tiles (run-time dispatch) or a portable loop.
+   Threads: the forward spreads (b, h, query block) items, the backward (b, h) pairs; each item's
+   numbers are computed by one thread in a fixed order, so results do not depend on nthreads. */
+
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#define PT__ATTN_X86 1
+#include <immintrin.h>
+#else
+#define PT__ATTN_X86 0
+#endif
+
+#define PT__ATTN_BQ 64 /* query rows per block = column stride of the score tiles (multiple of 16) */
+
+/* 0 = pick at run time, 1 = portable C, 2 = AVX-512 (tests set this to cover both paths). */
+static int pt__attn_kernel = 0;
+
+/* C(r, n) (+)= alpha * sum_k A(r, k) * B(k, n) for r < M, n < N, with A(r, k) = A[r*sr + k*sk],
+   B(k, n) = B[k*ldb + n], C(r, n) = C[r*ldc + n]; acc: add into C, else overwrite.
+   k range of a group of rows [r0, r1) (the causal structure; skipped terms are exact zeros):
+   kmode 0: [0, K);  1: [0, min(K, r1 + koff)) (rows are queries koff+r);
+   2: [max(0, r0 + koff), K) (rows are keys, k are queries -koff+k). */
+typedef struct pt__attn_mm {
+    const float *A;
+    int64_t sr, sk;
+    const float *B;
+    int64_t ldb;
+    float *C;
+    int64_t ldc;
+    int M, N, K, kmode, koff, acc;
+    float alpha;
+} pt__attn_mm;
+
+static void pt__attn_mm_init(pt__attn_mm *p, const float *A, int64_t sr, int64_t sk, const float *B, int64_t ldb,
+                             float *C, int64_t ldc, int M, int N, int K, float alpha, int acc) {
+    memset(p, 0, sizeof *p);
+    p->A = A; p->sr = sr; p->sk = sk;
+    p->B = B; p->ldb = ldb;
+    p->C = C; p->ldc = ldc;
+    p->M = M; p->N = N; p->K = K;
+    p->alpha = alpha; p->acc = acc;
+}
+
+static void pt__attn_krange(const pt__attn_mm *p, int r0, int r1, int *kb, int *ke) {
+    *kb = 0;
+    *ke = p->K;
+    if (p->kmode == 1) *ke = PT__MIN(p->K, r1 + p->koff);
+    else if (p->kmode == 2) *kb = PT__MAX(0, r0 + p->koff);
+}
+
+/* ---- portable kernels ------------------------------------------------------------------------ */
+static void pt__attn_mm_c(const pt__attn_mm *p) {
+    float tmp[64];
+    int n0, r, k, n;
+    for (n0 = 0; n0 < p->N; n0 += 64) {
+        const int nn = PT__MIN(64, p->N - n0);
+        for (r = 0; r < p->M; r++) {
+            const float *a = p->A + (int64_t)r * p->sr;
+            float *c = p->C + (int64_t)r * p->ldc + n0;
+            int kb, ke;
+            pt__attn_krange(p, r, r + 1, &kb, &ke);
+            for (n = 0; n < nn; n++) tmp[n] = 0.0f;
+            for (k = kb; k < ke; k++) {
+                const float av = a[(int64_t)k * p->sk];
+                const float *b = p->B + (int64_t)k * p->ldb + n0;
+                for (n = 0; n < nn; n++) tmp[n] += av * b[n];
+            }
+            if (p->acc) for (n = 0; n < nn; n++) c[n] += p->alpha * tmp[n];
+            else for (n = 0; n < nn; n++) c[n] = p->alpha * tmp[n];
+        }
+    }
+}
+
+/* In place on St [nk rows (keys) x ld]: for query column c < bq (query i0 + c) and key j <= i0 + c,
+   P = exp(St - m_c) with m_c the column max; other entries (and columns bq..16-aligned) become 0.
+   mx[c] = m_c, sm[c] = sum_j P. */
+static void pt__attn_sm_fwd_c(float *S, int64_t ld, int nk, int i0, int bq, float *mx, float *sm) {
+    const int nq = (bq + 15) & ~15;
+    int c, j;
+    for (c = 0; c < nq; c++) {
+        const int jend = c < bq ? PT__MIN(nk, i0 + c + 1) : 0;
+        float m = -INFINITY, s = 0.0f;
+        for (j = 0; j < jend; j++) m = PT__MAX(m, S[(int64_t)j * ld + c]);
+        for (j = 0; j < jend; j++) {
+            float e = expf(S[(int64_t)j * ld + c] - m);
+            S[(int64_t)j * ld + c] = e;
+            s += e;
+        }
+        for (; j < nk; j++) S[(int64_t)j * ld + c] = 0.0f;
+        mx[c] = m;
+        sm[c] = s;
+    }
+}
+
+/* Backward: S = exp(S - lse_c) (masked entries 0), then dP = S * (dP - D_c). */
+static void pt__attn_sm_bwd_c(float *S, float *dP, int64_t ld, int nk, int i0, int bq, const float *ls,
+                              const float *D) {
+    const int nq = (bq + 15) & ~15;
+    int c, j;
+    for (c = 0; c < nq; c++) {
+        const int jend = c < bq ? PT__MIN(nk, i0 + c + 1) : 0;
+        for (j = 0; j < jend; j++) {
+            const int64_t o = (int64_t)j * ld + c;
+            const float pv = expf(S[o] - ls[c]);
+            S[o] = pv;
+            dP[o] = pv * (dP[o] - D[c]);
+        }
+        for (; j < nk; j++) S[(int64_t)j * ld + c] = dP[(int64_t)j * ld + c] = 0.0f;
+    }
+}
+
+/* ---- AVX-512 kernels ------------------------------------------------------------------------- */
+#if PT__ATTN_X86
+#define PT__ATTN_TGT __attribute__((target("avx512f,fma")))
+
+#define PT__AK_R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define PT__AK_R12(X) PT__AK_R6(X) X(6) X(7) X(8) X(9) X(10) X(11)
+/* rows past m repeat row m-1 (read in bounds; their results are not stored) */
+#define PT__AK_PTR(r) const float *a##r = A + (int64_t)((r) < m ? (r) : m - 1) * sr;
+#define PT__AK_ZERO(r) __m512 c##r##_0 = _mm512_setzero_ps(), c##r##_1 = c##r##_0, c##r##_2 = c##r##_0, \
+                              c##r##_3 = c##r##_0;
+#define PT__AK_FMA(r)                                               \
+    {                                                               \
+        const __m512 av = _mm512_set1_ps(a##r[ko]);                 \
+        c##r##_0 = _mm512_fmadd_ps(av, b0, c##r##_0);               \
+        if (NV > 1) c##r##_1 = _mm512_fmadd_ps(av, b1, c##r##_1);   \
+        if (NV > 2) {                                               \
+            c##r##_2 = _mm512_fmadd_ps(av, b2, c##r##_2);           \
+            c##r##_3 = _mm512_fmadd_ps(av, b3, c##r##_3);           \
+        }                                                           \
+    }
+#define PT__AK_ST(r)                                                          \
+    if ((r) < m) {                                                            \
+        float *cr = C + (int64_t)(r) * ldc;                                   \
+        pt__attn_st512(cr, c##r##_0, va, acc, k0);                            \
+        if (NV > 1) pt__attn_st512(cr + 16, c##r##_1, va, acc, k1);           \
+        if (NV > 2) {                                                         \
+            pt__attn_st512(cr + 32, c##r##_2, va, acc, k2);                   \
+            pt__attn_st512(cr + 48, c##r##_3, va, acc, k3);                   \
+        }                                                                     \
+    }
+
+PT__ATTN_TGT static inline void pt__attn_st512(float *c, __m512 x, __m512 va, int acc, __mmask16 k) {
+    if (acc) x = _mm512_fmadd_ps(x, va, _mm512_maskz_loadu_ps(k, c));
+    else x = _mm512_mul_ps(x, va);
+    _mm512_mask_storeu_ps(c, k, x);
+}
+
+/* An m x (16*NV) tile (m <= rows of the variant) over k in [kb, ke); mk: the NV column masks. */
+#define PT__AK_FN(NAME, NVV, ROWS)                                                                    \
+    PT__ATTN_TGT static void NAME(const float *A, int64_t sr, int64_t sk, int m, int kb, int ke,       \
+                                  const float *B, int64_t ldb, float *C, int64_t ldc, float alpha,     \
+                                  int acc, const __mmask16 *mk) {                                      \
+        const int NV = NVV;                                                                            \
+        const __mmask16 k0 = mk[0], k1 = mk[1], k2 = mk[2], k3 = mk[3];                                \
+        const __m512 va = _mm512_set1_ps(alpha);                                                       \
+        int k;                                                                                         \
+        ROWS(PT__AK_PTR)                                                                               \
+        ROWS(PT__AK_ZERO)                                                                              \
+        for (k = kb; k < ke; k++) {                                                                    \
+            const float *bk = B + (int64_t)k * ldb;                                                    \
+            const int64_t ko = (int64_t)k * sk;                                                        \
+            const __m512 b0 = _mm512_maskz_loadu_ps(k0, bk);                                           \
+            const __m512 b1 = NV > 1 ? _mm512_maskz_loadu_ps(k1, bk + 16) : b0;                        \
+            const __m512 b2 = NV > 2 ? _mm512_maskz_loadu_ps(k2, bk + 32) : b0;                        \
+            const __m512 b3 = NV > 2 ? _mm512_maskz_loadu_ps(k3, bk + 48) : b0;                        \
+            ROWS(PT__AK_FMA)                                                                           \
+        }                                                                                              \
+        ROWS(PT__AK_ST)                                                                                \
+    }
+
+PT__AK_FN(pt__attn_k6x4, 4, PT__AK_R6)
+PT__AK_FN(pt__attn_k12x2, 2, PT__AK_R12)
+PT__AK_FN(pt__attn_k12x1, 1, PT__AK_R12)
+
+static __mmask16 pt__attn_lanes(int n) { return (__mmask16)(n >= 16 ? 0xFFFF : n <= 0 ? 0 : (1u << n) - 1u); }
+
+PT__ATTN_TGT static void pt__attn_mm_avx512(const pt__attn_mm *p) {
+    int n0 = 0;
+    while (n0 < p->N) {
+        const int rem = p->N - n0;
+        const int nv = rem > 48 ? 4 : rem > 16 ? 2 : 1, rows = nv == 4 ? 6 : 12;
+        const int w = PT__MIN(rem, 16 * nv);
+        __mmask16 mk[4];
+        int v, r0;
+        for (v = 0; v < 4; v++) mk[v] = v < nv ? pt__attn_lanes(w - 16 * v) : (__mmask16)0;
+        for (r0 = 0; r0 < p->M; r0 += rows) {
+            const int m = PT__MIN(rows, p->M - r0);
+            const float *A = p->A + (int64_t)r0 * p->sr;
+            const float *B = p->B + n0;
+            float *C = p->C + (int64_t)r0 * p->ldc + n0;
+            int kb, ke;
+            pt__attn_krange(p, r0, r0 + m, &kb, &ke);
+            if (nv == 4) pt__attn_k6x4(A, p->sr, p->sk, m, kb, ke, B, p->ldb, C, p->ldc, p->alpha, p->acc, mk);
+            else if (nv == 2) pt__attn_k12x2(A, p->sr, p->sk, m, kb, ke, B, p->ldb, C, p->ldc, p->alpha, p->acc, mk);
+            else pt__attn_k12x1(A, p->sr, p->sk, m, kb, ke, B, p->ldb, C, p->ldc, p->alpha, p->acc, mk);
+        }
+        n0 += w;
+    }
+}
+
+/* exp(x), x clamped to [-104, 88.7] (exp(-104) flushes to 0); ~1 ulp. (The _mask_ forms with an
+   explicit source avoid _mm512_undefined_ps, which g++ 12 flags as maybe-uninitialized.) */
+PT__ATTN_TGT static inline __m512 pt__attn_exp512(__m512 x) {
+    const __mmask16 all = (__mmask16)0xFFFF;
+    __m512 n, r, q;
+    x = _mm512_mask_max_ps(x, all, x, _mm512_set1_ps(-104.0f));
+    x = _mm512_mask_min_ps(x, all, x, _mm512_set1_ps(88.7f));
+    n = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+    n = _mm512_mask_roundscale_ps(n, all, n, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+    q = _mm512_set1_ps(1.0f / 720.0f);
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 120.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 24.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 6.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.5f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+    return _mm512_mask_scalef_ps(q, all, q, n);
+}
+
+/* lanes l of the 16 columns from c0 valid on key row j: i0 + c0 + l >= j, and c0 + l < bq */
+static __mmask16 pt__attn_rowmask(int j, int i0, int c0, __mmask16 tail) {
+    const int s = j - i0 - c0;
+    return (__mmask16)(s <= 0 ? tail : s >= 16 ? 0 : (tail & (0xFFFFu << s)));
+}
+
+PT__ATTN_TGT static void pt__attn_sm_fwd_avx512(float *S, int64_t ld, int nk, int i0, int bq, float *mx, float *sm) {
+    int c0, j;
+    for (c0 = 0; c0 < bq; c0 += 16) {
+        const __mmask16 tail = pt__attn_lanes(bq - c0);
+        const int jend = PT__MIN(nk, i0 + c0 + 16), jfull = PT__MIN(jend, i0 + c0 + 1);
+        __m512 vm = _mm512_set1_ps(-INFINITY), vs = _mm512_setzero_ps();
+        float *s = S + c0;
+        for (j = 0; j < jfull; j++) vm = _mm512_mask_max_ps(vm, tail, vm, _mm512_load_ps(s + (int64_t)j * ld));
+        for (; j < jend; j++)
+            vm = _mm512_mask_max_ps(vm, pt__attn_rowmask(j, i0, c0, tail), vm, _mm512_load_ps(s + (int64_t)j * ld));
+        for (j = 0; j < jend; j++) {
+            float *sj = s + (int64_t)j * ld;
+            const __mmask16 mk = j < jfull ? tail : pt__attn_rowmask(j, i0, c0, tail);
+            const __m512 e = _mm512_maskz_mov_ps(mk, pt__attn_exp512(_mm512_sub_ps(_mm512_load_ps(sj), vm)));
+            _mm512_store_ps(sj, e);
+            vs = _mm512_add_ps(vs, e);
+        }
+        for (; j < nk; j++) _mm512_store_ps(s + (int64_t)j * ld, _mm512_setzero_ps());
+        _mm512_store_ps(mx + c0, vm);
+        _mm512_store_ps(sm + c0, vs);
+    }
+}
+
+PT__ATTN_TGT static void pt__attn_sm_bwd_avx512(float *S, float *dP, int64_t ld, int nk, int i0, int bq,
+                                                const float *ls, const float *D) {
+    int c0, j;
+    for (c0 = 0; c0 < bq; c0 += 16) {
+        const __mmask16 tail = pt__attn_lanes(bq - c0);
+        const int jend = PT__MIN(nk, i0 + c0 + 16), jfull = PT__MIN(jend, i0 + c0 + 1);
+        const __m512 vl = _mm512_load_ps(ls + c0), vd = _mm512_load_ps(D + c0);
+        float *s = S + c0, *d = dP + c0;
+        for (j = 0; j < jend; j++) {
+            const int64_t o = (int64_t)j * ld;
+            const __mmask16 mk = j < jfull ? tail : pt__attn_rowmask(j, i0, c0, tail);
+            const __m512 e = _mm512_maskz_mov_ps(mk, pt__attn_exp512(_mm512_sub_ps(_mm512_load_ps(s + o), vl)));
+            _mm512_store_ps(s + o, e);
+            _mm512_store_ps(d + o, _mm512_mul_ps(e, _mm512_sub_ps(_mm512_load_ps(d + o), vd)));
+        }
+        for (; j < nk; j++) {
+            _mm512_store_ps(s + (int64_t)j * ld, _mm512_setzero_ps());
+            _mm512_store_ps(d + (int64_t)j * ld, _mm512_setzero_ps());
+        }
+    }
+}
+#endif /* PT__ATTN_X86 */
+
+/* ---- dispatch ---------------------------------------------------------------------------------- */
+typedef struct pt__attn_fns {
+    void (*mm)(const pt__attn_mm *p);
+    void (*sm_fwd)(float *S, int64_t ld, int nk, int i0, int bq, float *mx, float *sm);
+    void (*sm_bwd)(float *S, float *dP, int64_t ld, int nk, int i0, int bq, const float *ls, const float *D);
+} pt__attn_fns;
+
+static pt__attn_fns pt__attn_pick(void) {
+    pt__attn_fns f;
+    int k = pt__attn_kernel;
+#if PT__ATTN_X86
+    if (k == 0 || k == 2) {
+        __builtin_cpu_init();
+        k = __builtin_cpu_supports("avx512f") ? 2 : 1;
+    }
+    if (k == 2) {
+        f.mm = pt__attn_mm_avx512;
+        f.sm_fwd = pt__attn_sm_fwd_avx512;
+        f.sm_bwd = pt__attn_sm_bwd_avx512;
+        return f;
+    }
+#endif
+    (void)k;
+    f.mm = pt__attn_mm_c;
+    f.sm_fwd = pt__attn_sm_fwd_c;
+    f.sm_bwd = pt__attn_sm_bwd_c;
+    return f;
+}
+
+/* Qt [hs x BQ] = rows [0, bq) of X (row stride ldx) transposed, columns bq.. zero-filled to 16. */
+static void pt__attn_pack_t(float *Qt, const float *X, int64_t ldx, int bq, int hs) {
+    const int nq = (bq + 15) & ~15;
+    int c, d;
+    for (c = 0; c < bq; c++) {
+        const float *x = X + (int64_t)c * ldx;
+        for (d = 0; d < hs; d++) Qt[(int64_t)d * PT__ATTN_BQ + c] = x[d];
+    }
+    for (d = 0; d < hs; d++)
+        for (c = bq; c < nq; c++) Qt[(int64_t)d * PT__ATTN_BQ + c] = 0.0f;
+}
+
+static int64_t pt__attn_rup16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+/* ---- forward ---------------------------------------------------------------------------------- */
+static void pt__attn_fwd_item(const pt__attn_fns *f, float *ws, const float *qkv, float *out, float *lse,
+                              int64_t item, int T, int C, int H) {
+    const int hs = C / H, BQ = PT__ATTN_BQ, nblk = (T + BQ - 1) / BQ;
+    const int qb = (int)(item % nblk), h = (int)(item / nblk % H);
+    const int64_t b = item / ((int64_t)nblk * H), ld3 = 3 * (int64_t)C;
+    const int i0 = qb * BQ, bq = PT__MIN(BQ, T - i0), nk = i0 + bq, nq = (bq + 15) & ~15;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *base = qkv + b * T * ld3 + (int64_t)h * hs;
+    float *Qt = ws, *S = Qt + pt__attn_rup16((int64_t)hs * BQ), *mx = S + (int64_t)T * BQ, *sm = mx + BQ;
+    float *o = out + (b * T + i0) * C + (int64_t)h * hs, *l = lse + (b * H + h) * T + i0;
+    pt__attn_mm p;
+    int c, d;
+    pt__attn_pack_t(Qt, base + (int64_t)i0 * ld3, ld3, bq, hs);
+    /* St = scale * K Qt : [nk x nq] */
+    pt__attn_mm_init(&p, base + C, ld3, 1, Qt, BQ, S, BQ, nk, nq, hs, scale, 0);
+    f->mm(&p);
+    f->sm_fwd(S, BQ, nk, i0, bq, mx, sm);
+    /* O = P^T V : rows = queries, k = keys (only keys <= the tile's last query) */
+    pt__attn_mm_init(&p, S, 1, BQ, base + 2 * (int64_t)C, ld3, o, C, bq, hs, nk, 1.0f, 0);
+    p.kmode = 1;
+    p.koff = i0;
+    f->mm(&p);
+    for (c = 0; c < bq; c++) {
+        const float inv = 1.0f / sm[c];
+        float *oc = o + (int64_t)c * C;
+        for (d = 0; d < hs; d++) oc[d] *= inv;
+        l[c] = mx[c] + logf(sm[c]);
+    }
+}
+
+static void pt__cpu_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B,
+                             int T, int C, int H) {
+    const int nt = ctx->nthreads < 1 ? 1 : ctx->nthreads;
+    int64_t per, nitems, it;
+    float *work, *q, *o, *l;
+    pt__attn_fns f;
+    int hs;
+    if (B <= 0 || T <= 0 || H <= 0 || C <= 0) return;
+    if (C % H) {
+        pt__fail(ctx, PT_ERR_SHAPE, "attention: width %d not divisible by %d heads", C, H);
+        return;
+    }
+    hs = C / H;
+    per = pt__attn_rup16((int64_t)hs * PT__ATTN_BQ) + (int64_t)T * PT__ATTN_BQ + 2 * PT__ATTN_BQ;
+    nitems = (int64_t)B * H * ((T + PT__ATTN_BQ - 1) / PT__ATTN_BQ);
+    work = pt__work(ctx, per * nt);
+    if (!work) return;
+    f = pt__attn_pick();
+    q = PT__F(qkv);
+    o = PT__F(out);
+    l = PT__F(lse);
+    PT__PAR_FOR(ctx)
+    for (it = 0; it < nitems; it++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        pt__attn_fwd_item(&f, work + per * tid, q, o, l, it, T, C, H);
+    }
+}
+
+/* ---- backward --------------------------------------------------------------------------------- */
+static void pt__attn_bwd_bh(const pt__attn_fns *f, float *ws, float *dqkv, const float *dout, const float *qkv,
+                            const float *out, const float *lse, int64_t bh, int T, int C, int H) {
+    const int hs = C / H, BQ = PT__ATTN_BQ, h = (int)(bh % H);
+    const int64_t b = bh / H, ld3 = 3 * (int64_t)C, tile = (int64_t)T * BQ;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const float *base = qkv + b * T * ld3 + (int64_t)h * hs;
+    const float *dob = dout + b * T * C + (int64_t)h * hs, *ob = out + b * T * C + (int64_t)h * hs;
+    const float *lb = lse + bh * T;
+    float *db = dqkv + b * T * ld3 + (int64_t)h * hs;
+    float *Qt = ws, *dOt = Qt + pt__attn_rup16((int64_t)hs * BQ), *S = dOt + pt__attn_rup16((int64_t)hs * BQ);
+    float *dP = S + tile, *D = dP + tile, *ls = D + BQ;
+    pt__attn_mm p;
+    int i0, c, d;
+    for (i0 = 0; i0 < T; i0 += BQ) {
+        const int bq = PT__MIN(BQ, T - i0), nk = i0 + bq, nq = (bq + 15) & ~15;
+        pt__attn_pack_t(Qt, base + (int64_t)i0 * ld3, ld3, bq, hs);
+        pt__attn_pack_t(dOt, dob + (int64_t)i0 * C, C, bq, hs);
+        for (c = 0; c < nq; c++) {
+            float s = 0.0f;
+            if (c < bq) {
+                const float *x = dob + (int64_t)(i0 + c) * C, *y = ob + (int64_t)(i0 + c) * C;
+                for (d = 0; d < hs; d++) s += x[d] * y[d];
+            }
+            D[c] = s;
+            ls[c] = c < bq ? lb[i0 + c] : 0.0f;
+        }
+        /* St = scale * K Qt, dPt = V dOt : [nk x nq] */
+        pt__attn_mm_init(&p, base + C, ld3, 1, Qt, BQ, S, BQ, nk, nq, hs, scale, 0);
+        f->mm(&p);
+        pt__attn_mm_init(&p, base + 2 * (int64_t)C, ld3, 1, dOt, BQ, dP, BQ, nk, nq, hs, 1.0f, 0);
+        f->mm(&p);
+        f->sm_bwd(S, dP, BQ, nk, i0, bq, ls, D);
+        /* dV += P dO, dK += scale dS Q : rows = keys, k = the block's queries at or after the key */
+        pt__attn_mm_init(&p, S, BQ, 1, dob + (int64_t)i0 * C, C, db + 2 * (int64_t)C, ld3, nk, hs, bq, 1.0f, 1);
+        p.kmode = 2;
+        p.koff = -i0;
+        f->mm(&p);
+        pt__attn_mm_init(&p, dP, BQ, 1, base + (int64_t)i0 * ld3, ld3, db + C, ld3, nk, hs, bq, scale, 1);
+        p.kmode = 2;
+        p.koff = -i0;
+        f->mm(&p);
+        /* dQ += scale dS^T K : rows = queries, k = keys up to the query */
+        pt__attn_mm_init(&p, dP, 1, BQ, base + C, ld3, db + (int64_t)i0 * ld3, ld3, bq, hs, nk, scale, 1);
+        p.kmode = 1;
+        p.koff = i0;
+        f->mm(&p);
+    }
+}
+
+static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor *dout, const pt_tensor *qkv,
+                             const pt_tensor *out, const pt_tensor *lse, int B, int T, int C, int H) {
+    const int nt = ctx->nthreads < 1 ? 1 : ctx->nthreads;
+    int64_t per, nitems, it;
+    float *work, *dq, *q, *o, *l, *dO;
+    pt__attn_fns f;
+    int hs;
+    if (B <= 0 || T <= 0 || H <= 0 || C <= 0) return;
+    if (C % H) {
+        pt__fail(ctx, PT_ERR_SHAPE, "attention: width %d not divisible by %d heads", C, H);
+        return;
+    }
+    hs = C / H;
+    per = 2 * pt__attn_rup16((int64_t)hs * PT__ATTN_BQ) + 2 * (int64_t)T * PT__ATTN_BQ + 2 * PT__ATTN_BQ;
+    nitems = (int64_t)B * H;
+    work = pt__work(ctx, per * nt);
+    if (!work) return;
+    f = pt__attn_pick();
+    dq = PT__F(dqkv);
+    dO = PT__F(dout);
+    q = PT__F(qkv);
+    o = PT__F(out);
+    l = PT__F(lse);
+    PT__PAR_FOR(ctx)
+    for (it = 0; it < nitems; it++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        pt__attn_bwd_bh(&f, work + per * tid, dq, dO, q, o, l, it, T, C, H);
+    }
+}
+
+/* >>cpu  CPU backend: the reference kernels
+   Threading and determinism: loops are split with OpenMP (static schedule, ctx->nthreads) over
+   output elements, rows, planes, column blocks or fixed-size chunks; small loops stay serial
+   (PT__CPU_PAR_MIN), which changes nothing but speed because every output element is computed by
+   one thread with the same instructions in the same order whichever path runs. Reductions over
+   rows (axpy_reduce, mul_acc, layernorm dw/db, chan_bias_bwd, embed_bwd) give each thread whole
+   columns and loop over rows serially inside; sums over many elements (sum, sumsq, small-column
+   row sums) use chunks of a fixed size (PT__CPU_CHUNK elements, never derived from the thread
+   count) whose partials are combined serially in chunk order. No atomics, no reduction clauses:
+   results are bit-identical for any thread count. Row statistics (softmax, logsumexp, layernorm
+   mean/var) and sum/sumsq accumulate in double. */
+
+#ifndef PT__RESTRICT
+#if defined(__GNUC__) || defined(__clang__) || (defined(_MSC_VER) && defined(__cplusplus))
+#define PT__RESTRICT __restrict
+#else
+#define PT__RESTRICT
+#endif
+#endif
+
+#define PT__CPU_CHUNK 4096    /* elements per work item and per reduction chunk (a constant) */
+#define PT__CPU_PAR_MIN 32768 /* less work than this (elements touched) stays on one thread */
+#define PT__CPU_CB 64         /* columns per work item in column-parallel row reductions */
+
+/* PT__PAR_FOR with a size threshold: parallel only when work >= PT__CPU_PAR_MIN. */
+#if defined(_OPENMP)
+#define PT__CPU_PAR_FOR(ctx, work)                                                                        \
+    PT__PRAGMA(omp parallel for schedule(static) num_threads((ctx)->nthreads > 1 ? (ctx)->nthreads : 1) \
+                   if ((work) >= PT__CPU_PAR_MIN))
+#else /* one statement that only marks ctx used: `PT__CPU_PAR_FOR(ctx, n) for (...)` stays one statement */
+#define PT__CPU_PAR_FOR(ctx, work) \
+    if (0) {                       \
+        (void)(ctx);               \
+        (void)(work);              \
+    } else
+#endif
+
+#define PT__CPU_NCHUNK(n) (((n) + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK)
+
+static int64_t pt__cpu_cols(const pt_tensor *t) { return t->ndim > 0 ? t->shape[t->ndim - 1] : 1; }
+static char *pt__cpu_bytes(const pt_tensor *t) {
+    return (char *)t->st->host + t->off * pt_dtype_size(t->dtype);
+}
+
+/* ---- storage ---------------------------------------------------------------------------------- */
+static pt_status pt__cpu_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
+    void *raw;
+    if (bytes < 0) bytes = 0;
+    raw = pt__malloc(ctx, (size_t)bytes + PT__ALIGN);
+    if (!raw) {
+        pt__fail(ctx, PT_ERR_OOM, "pt: out of memory allocating %lld bytes", (long long)bytes);
+        return PT_ERR_OOM;
+    }
+    st->raw = raw;
+    st->host = (void *)(((uintptr_t)raw + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1));
+    st->dev = NULL;
+    st->bytes = bytes;
+    return PT_OK;
+}
+static void pt__cpu_st_free(pt_ctx *ctx, pt_storage *st) {
+    (void)ctx;
+    if (st->raw) PT_FREE(st->raw);
+    st->raw = NULL;
+    st->host = NULL;
+    st->bytes = 0;
+}
+static void pt__cpu_write(pt_ctx *ctx, const pt_tensor *dst, const void *src, int64_t bytes) {
+    (void)ctx;
+    if (bytes > 0) memcpy(pt__cpu_bytes(dst), src, (size_t)bytes);
+}
+static void pt__cpu_read(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) {
+    (void)ctx;
+    if (bytes > 0) memcpy(dst, pt__cpu_bytes(src), (size_t)bytes);
+}
+
+/* ---- elementwise ------------------------------------------------------------------------------ */
+static void pt__cpu_fill(pt_ctx *ctx, const pt_tensor *t, float v) {
+    int64_t n = pt_numel(t), nch = PT__CPU_NCHUNK(n);
+    if (t->dtype == PT_I32) {
+        int32_t *PT__RESTRICT p = PT__I(t);
+        int32_t iv = (int32_t)v;
+        PT__CPU_PAR_FOR(ctx, n)
+        for (int64_t c = 0; c < nch; c++) {
+            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+            for (int64_t i = i0; i < i1; i++) p[i] = iv;
+        }
+    } else {
+        float *PT__RESTRICT p = PT__F(t);
+        PT__CPU_PAR_FOR(ctx, n)
+        for (int64_t c = 0; c < nch; c++) {
+            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+            for (int64_t i = i0; i < i1; i++) p[i] = v;
+        }
+    }
+}
+
+static void pt__cpu_add_f(float *PT__RESTRICT d, const float *PT__RESTRICT s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] += s[i];
+}
+static void pt__cpu_add_i(int32_t *PT__RESTRICT d, const int32_t *PT__RESTRICT s, int64_t n) {
+    for (int64_t i = 0; i < n; i++) d[i] = (int32_t)((uint32_t)d[i] + (uint32_t)s[i]); /* wraps */
+}
+
+/* d (+)= s over n elements of esz bytes (accumulate: f32, or i32 when is_i32) */
+static void pt__cpu_move(void *d, const void *s, int64_t n, int64_t esz, int accumulate, int is_i32) {
+    if (n <= 0) return;
+    if (!accumulate) {
+        if (d != s) memmove(d, s, (size_t)(n * esz));
+    }
+    else if (is_i32) pt__cpu_add_i((int32_t *)d, (const int32_t *)s, n);
+    else pt__cpu_add_f((float *)d, (const float *)s, n);
+}
+
+static void pt__cpu_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
+    int64_t n = pt_numel(dst), nch = PT__CPU_NCHUNK(n), esz = pt_dtype_size(dst->dtype);
+    char *d = pt__cpu_bytes(dst);
+    const char *s = pt__cpu_bytes(src);
+    int is_i32 = dst->dtype == PT_I32;
+    if (accumulate && d == s) { /* x += x: elementwise doubling, still safe */
+        if (is_i32) {
+            int32_t *p = (int32_t *)d;
+            for (int64_t i = 0; i < n; i++) p[i] = (int32_t)((uint32_t)p[i] * 2u);
+        } else {
+            float *p = (float *)d;
+            for (int64_t i = 0; i < n; i++) p[i] += p[i];
+        }
+        return;
+    }
+    if (d == s) return;
+    PT__CPU_PAR_FOR(ctx, n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+        pt__cpu_move(d + i0 * esz, s + i0 * esz, i1 - i0, esz, accumulate, is_i32);
+    }
+}
+
+/* o[i] = a[i] op b[i] (o may alias a) */
+static void pt__cpu_binary_seg(int op, float *o, const float *a, const float *b, int64_t n) {
+    if (op == PT__ADD)
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] + b[i];
+    else if (op == PT__SUB)
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] - b[i];
+    else
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] * b[i];
+}
+static void pt__cpu_binary_sc(int op, float *o, const float *a, float b, int64_t n) {
+    if (op == PT__ADD)
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] + b;
+    else if (op == PT__SUB)
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] - b;
+    else
+        for (int64_t i = 0; i < n; i++) o[i] = a[i] * b;
+}
+static void pt__cpu_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b) {
+    int64_t n = pt_numel(a), nb = pt_numel(b), nch = PT__CPU_NCHUNK(n);
+    float *o = PT__F(out);
+    const float *x = PT__F(a), *y = PT__F(b);
+    if (nb <= 0) return;
+    PT__CPU_PAR_FOR(ctx, n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i + PT__CPU_CHUNK);
+        if (nb == n) pt__cpu_binary_seg(op, o + i, x + i, y + i, i1 - i);
+        else if (nb == 1) pt__cpu_binary_sc(op, o + i, x + i, y[0], i1 - i);
+        else
+            while (i < i1) {
+                int64_t j = i % nb, len = PT__MIN(nb - j, i1 - i);
+                pt__cpu_binary_seg(op, o + i, x + i, y + j, len);
+                i += len;
+            }
+    }
+}
+
+/* acc[j] += x[j] * y[(yi + j) % ny] for j < n, where 0 <= yi < ny */
+static void pt__cpu_fma_wrap(float *PT__RESTRICT acc, const float *PT__RESTRICT x, const float *PT__RESTRICT y,
+                             int64_t yi, int64_t ny, int64_t n) {
+    if (ny == 1) {
+        float s = y[0];
+        for (int64_t j = 0; j < n; j++) acc[j] += x[j] * s;
+        return;
+    }
+    while (n > 0) {
+        int64_t len = PT__MIN(n, ny - yi);
+        const float *PT__RESTRICT yy = y + yi;
+        for (int64_t j = 0; j < len; j++) acc[j] += x[j] * yy[j];
+        acc += len;
+        x += len;
+        n -= len;
+        yi = 0;
+    }
+}
+
+/* Row sums of [rows, nd] into acc[0, len) for columns [j0, j0 + len) and rows [r0, r1), in
+   increasing r. y == NULL: rows of src; else rows of src * y (y repeating with period ny). */
+static void pt__cpu_rows_acc(float *PT__RESTRICT acc, const float *src, const float *y, int64_t ny, int64_t nd,
+                             int64_t j0, int64_t len, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t base = r * nd + j0;
+        if (y) pt__cpu_fma_wrap(acc, src + base, y, base % ny, ny, len);
+        else pt__cpu_add_f(acc, src + base, len);
+    }
+}
+
+/* dst[j] += alpha * sum_r (src[r*nd+j] (* y[...])), deterministic for any thread count. */
+static void pt__cpu_rowsum(pt_ctx *ctx, float *dst, int64_t nd, int64_t rows, float alpha, const float *src,
+                           const float *y, int64_t ny) {
+    if (nd <= 0 || rows <= 0) return;
+    if (nd >= 32 || rows * nd < PT__CPU_PAR_MIN) {
+        /* column blocks, rows serially inside */
+        int64_t nblk = (nd + PT__CPU_CB - 1) / PT__CPU_CB;
+        PT__CPU_PAR_FOR(ctx, rows * nd)
+        for (int64_t b = 0; b < nblk; b++) {
+            float acc[PT__CPU_CB];
+            int64_t j0 = b * PT__CPU_CB, len = PT__MIN(nd - j0, (int64_t)PT__CPU_CB);
+            for (int64_t j = 0; j < len; j++) acc[j] = 0.0f;
+            pt__cpu_rows_acc(acc, src, y, ny, nd, j0, len, 0, rows);
+            for (int64_t j = 0; j < len; j++) dst[j0 + j] += alpha * acc[j];
+        }
+    } else {
+        /* few columns, many rows: fixed row chunks, partials combined in chunk order */
+        int64_t rc = PT__MAX((int64_t)1, (int64_t)PT__CPU_CHUNK / nd), nch = (rows + rc - 1) / rc;
+        float tot[32], acc[32];
+        float *part = ctx->nthreads > 1 ? pt__work(ctx, nch * nd) : NULL;
+        for (int64_t j = 0; j < nd; j++) tot[j] = 0.0f;
+        if (part) {
+            PT__CPU_PAR_FOR(ctx, rows * nd)
+            for (int64_t c = 0; c < nch; c++) {
+                float *p = part + c * nd;
+                for (int64_t j = 0; j < nd; j++) p[j] = 0.0f;
+                pt__cpu_rows_acc(p, src, y, ny, nd, 0, nd, c * rc, PT__MIN(rows, (c + 1) * rc));
+            }
+            for (int64_t c = 0; c < nch; c++) pt__cpu_add_f(tot, part + c * nd, nd);
+        } else {
+            for (int64_t c = 0; c < nch; c++) {
+                for (int64_t j = 0; j < nd; j++) acc[j] = 0.0f;
+                pt__cpu_rows_acc(acc, src, y, ny, nd, 0, nd, c * rc, PT__MIN(rows, (c + 1) * rc));
+                pt__cpu_add_f(tot, acc, nd);
+            }
+        }
+        for (int64_t j = 0; j < nd; j++) dst[j] += alpha * tot[j];
+    }
+}
+
+static void pt__cpu_axpy_reduce(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, float alpha) {
+    int64_t nd = pt_numel(dst), ns = pt_numel(src);
+    float *d = PT__F(dst);
+    const float *s = PT__F(src);
+    if (nd <= 0) return;
+    if (nd >= ns) {
+        int64_t nch = PT__CPU_NCHUNK(ns);
+        PT__CPU_PAR_FOR(ctx, ns)
+        for (int64_t c = 0; c < nch; c++) {
+            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(ns, i0 + PT__CPU_CHUNK);
+            float *PT__RESTRICT dd = d;
+            const float *PT__RESTRICT ss = s;
+            for (int64_t i = i0; i < i1; i++) dd[i] += alpha * ss[i];
+        }
+    } else {
+        pt__cpu_rowsum(ctx, d, nd, ns / nd, alpha, s, NULL, 1);
+    }
+}
+
+static void pt__cpu_mul_acc(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *x, const pt_tensor *y) {
+    int64_t n = pt_numel(x), ny = pt_numel(y), nd = pt_numel(dst);
+    float *d = PT__F(dst);
+    const float *a = PT__F(x), *b = PT__F(y);
+    if (nd <= 0 || ny <= 0) return;
+    if (nd >= n) {
+        int64_t nch = PT__CPU_NCHUNK(n);
+        PT__CPU_PAR_FOR(ctx, n)
+        for (int64_t c = 0; c < nch; c++) {
+            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+            pt__cpu_fma_wrap(d + i0, a + i0, b, i0 % ny, ny, i1 - i0);
+        }
+    } else {
+        pt__cpu_rowsum(ctx, d, nd, n / nd, 1.0f, a, b, ny);
+    }
+}
+
+static void pt__cpu_scale(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float s) {
+    int64_t n = pt_numel(x), nch = PT__CPU_NCHUNK(n);
+    float *o = PT__F(out);
+    const float *a = PT__F(x);
+    PT__CPU_PAR_FOR(ctx, n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+        for (int64_t i = i0; i < i1; i++) o[i] = s * a[i];
+    }
+}
+
+#define PT__CPU_GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
+#define PT__CPU_GELU_K1 0.044715f
+
+static void pt__cpu_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x) {
+    int64_t n = pt_numel(x), nch = PT__CPU_NCHUNK(n);
+    float *o = PT__F(out);
+    const float *a = PT__F(x);
+    PT__CPU_PAR_FOR(ctx, kind == PT__GELU ? 8 * n : n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+        if (kind == PT__GELU)
+            for (int64_t i = i0; i < i1; i++) {
+                float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v);
+                o[i] = 0.5f * v * (1.0f + tanhf(u));
+            }
+        else
+            for (int64_t i = i0; i < i1; i++) o[i] = a[i] > 0.0f ? a[i] : 0.0f;
+    }
+}
+
+static void pt__cpu_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt_tensor *x, const pt_tensor *dy) {
+    int64_t n = pt_numel(x), nch = PT__CPU_NCHUNK(n);
+    float *d = PT__F(dx);
+    const float *a = PT__F(x), *g = PT__F(dy);
+    PT__CPU_PAR_FOR(ctx, kind == PT__GELU ? 8 * n : n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+        if (kind == PT__GELU)
+            for (int64_t i = i0; i < i1; i++) {
+                float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v), t = tanhf(u);
+                float du = PT__CPU_GELU_K0 * (1.0f + 3.0f * PT__CPU_GELU_K1 * v * v);
+                d[i] += (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du) * g[i];
+            }
+        else
+            for (int64_t i = i0; i < i1; i++) d[i] += a[i] > 0.0f ? g[i] : 0.0f;
+    }
+}
+
+static void pt__cpu_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key,
+                            int64_t base, int accumulate) {
+    int64_t n = pt_numel(x), nch = PT__CPU_NCHUNK(n);
+    float *o = PT__F(out), q = 1.0f - p;
+    const float *a = PT__F(x);
+    PT__CPU_PAR_FOR(ctx, 4 * n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+        for (int64_t i = i0; i < i1; i++) {
+            float v = pt__unit(key, (uint64_t)(base + i)) > p ? a[i] / q : 0.0f;
+            if (accumulate) o[i] += v;
+            else o[i] = v;
+        }
+    }
+}
+
+/* ---- row-wise --------------------------------------------------------------------------------- */
+static void pt__cpu_softmax_row(float *PT__RESTRICT y, const float *PT__RESTRICT x, int64_t n, int lg) {
+    float mx = x[0];
+    double s = 0.0;
+    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    if (lg) {
+        for (int64_t i = 0; i < n; i++) s += (double)expf(x[i] - mx);
+        float lse = (float)((double)mx + log(s));
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] - lse;
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float e = expf(x[i] - mx);
+            y[i] = e;
+            s += (double)e;
+        }
+        float inv = (float)(1.0 / s);
+        for (int64_t i = 0; i < n; i++) y[i] *= inv;
+    }
+}
+
+static void pt__cpu_softmax_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, int lg) {
+    int64_t cols = pt__cpu_cols(x), rows = cols > 0 ? pt_numel(x) / cols : 0;
+    float *o = PT__F(y);
+    const float *a = PT__F(x);
+    if (cols <= 0) return;
+    PT__CPU_PAR_FOR(ctx, 4 * rows * cols)
+    for (int64_t r = 0; r < rows; r++) pt__cpu_softmax_row(o + r * cols, a + r * cols, cols, lg);
+}
+
+static void pt__cpu_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *y, const pt_tensor *dy, int lg) {
+    int64_t cols = pt__cpu_cols(y), rows = cols > 0 ? pt_numel(y) / cols : 0;
+    float *d = PT__F(dx);
+    const float *p = PT__F(y), *g = PT__F(dy);
+    if (cols <= 0) return;
+    PT__CPU_PAR_FOR(ctx, 2 * rows * cols)
+    for (int64_t r = 0; r < rows; r++) {
+        float *PT__RESTRICT dr = d + r * cols;
+        const float *PT__RESTRICT yr = p + r * cols, *PT__RESTRICT gr = g + r * cols;
+        double s = 0.0;
+        if (lg) {
+            for (int64_t i = 0; i < cols; i++) s += (double)gr[i];
+            float sf = (float)s;
+            for (int64_t i = 0; i < cols; i++) dr[i] += gr[i] - expf(yr[i]) * sf;
+        } else {
+            for (int64_t i = 0; i < cols; i++) s += (double)gr[i] * (double)yr[i];
+            float sf = (float)s;
+            for (int64_t i = 0; i < cols; i++) dr[i] += yr[i] * (gr[i] - sf);
+        }
+    }
+}
+
+#define PT__CPU_LSE_BLOCK 1024 /* logits per block of the one-pass logsumexp (stays in L1) */
+
+/* logsumexp of x[0, n) in one pass over memory: per block, the block max rescales the running sum
+   (double), then the block's exponentials are added. */
+static double pt__cpu_lse_row(const float *PT__RESTRICT x, int64_t n) {
+    float m = x[0];
+    double s = 0.0;
+    for (int64_t b = 0; b < n; b += PT__CPU_LSE_BLOCK) {
+        int64_t e = PT__MIN(n, b + PT__CPU_LSE_BLOCK);
+        float bm = x[b];
+        for (int64_t i = b + 1; i < e; i++) bm = x[i] > bm ? x[i] : bm;
+        if (bm > m) {
+            s *= exp((double)m - (double)bm);
+            m = bm;
+        }
+        for (int64_t i = b; i < e; i++) s += (double)expf(x[i] - m);
+    }
+    return (double)m + log(s);
+}
+
+static void pt__cpu_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_tensor *lse, const pt_tensor *logits,
+                             const pt_tensor *targets, int32_t ignore, int64_t nvalid) {
+    int64_t V = pt__cpu_cols(logits), rows = V > 0 ? pt_numel(logits) / V : 0;
+    float *lo = PT__F(loss_rows), *ls = PT__F(lse);
+    const float *x = PT__F(logits);
+    const int32_t *tg = PT__I(targets);
+    if (nvalid <= 0 || nvalid > V) nvalid = V;
+    if (nvalid <= 0) return;
+    PT__CPU_PAR_FOR(ctx, 4 * rows * nvalid)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * V;
+        double l = pt__cpu_lse_row(xr, nvalid);
+        int32_t t = tg[r];
+        ls[r] = (float)l;
+        if (t == ignore) lo[r] = 0.0f;
+        else if (t >= 0 && (int64_t)t < V) lo[r] = (float)(l - (double)xr[t]);
+        else lo[r] = (float)NAN; /* out-of-range target (the op checks; never silently 0) */
+    }
+}
+
+static void pt__cpu_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *lse,
+                             const pt_tensor *targets, int32_t ignore, int64_t nvalid, const pt_tensor *dloss,
+                             float scale) {
+    int64_t V = pt__cpu_cols(logits), rows = V > 0 ? pt_numel(logits) / V : 0;
+    float *d = PT__F(dlogits), g = PT__F(dloss)[0] * scale;
+    const float *x = PT__F(logits), *ls = PT__F(lse);
+    const int32_t *tg = PT__I(targets);
+    if (nvalid <= 0 || nvalid > V) nvalid = V;
+    if (nvalid <= 0) return;
+    PT__CPU_PAR_FOR(ctx, 4 * rows * nvalid)
+    for (int64_t r = 0; r < rows; r++) {
+        int32_t t = tg[r];
+        if (t == ignore) continue;
+        float *PT__RESTRICT dr = d + r * V;
+        const float *PT__RESTRICT xr = x + r * V;
+        float l = ls[r];
+        int has_t = t >= 0 && (int64_t)t < nvalid;
+        float old_t = has_t ? dr[t] : 0.0f;
+        for (int64_t c = 0; c < nvalid; c++) dr[c] += g * expf(xr[c] - l);
+        if (has_t) dr[t] = old_t + g * (expf(xr[t] - l) - 1.0f);
+    }
+}
+
+static void pt__cpu_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *mean, const pt_tensor *rstd,
+                                  const pt_tensor *x, const pt_tensor *w, const pt_tensor *b, float eps) {
+    int64_t C = pt__cpu_cols(x), rows = C > 0 ? pt_numel(x) / C : 0;
+    float *o = PT__F(y), *mu = PT__F(mean), *rs = PT__F(rstd);
+    const float *a = PT__F(x), *wt = PT__F(w), *bs = b ? PT__F(b) : NULL;
+    if (C <= 0) return;
+    PT__CPU_PAR_FOR(ctx, 3 * rows * C)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *PT__RESTRICT xr = a + r * C;
+        float *PT__RESTRICT yr = o + r * C;
+        double s = 0.0, v = 0.0;
+        for (int64_t i = 0; i < C; i++) s += (double)xr[i];
+        s /= (double)C;
+        for (int64_t i = 0; i < C; i++) {
+            double dv = (double)xr[i] - s;
+            v += dv * dv;
+        }
+        v /= (double)C;
+        float m = (float)s, rsd = (float)(1.0 / sqrt(v + (double)eps));
+        mu[r] = m;
+        rs[r] = rsd;
+        if (bs)
+            for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
+        else
+            for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i];
+    }
+}
+
+static void pt__cpu_layernorm_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dw, const pt_tensor *db,
+                                  const pt_tensor *dy, const pt_tensor *x, const pt_tensor *w, const pt_tensor *mean,
+                                  const pt_tensor *rstd) {
+    int64_t C = pt__cpu_cols(x), rows = C > 0 ? pt_numel(x) / C : 0;
+    const float *a = PT__F(x), *g = PT__F(dy), *wt = PT__F(w), *mu = PT__F(mean), *rs = PT__F(rstd);
+    if (C <= 0) return;
+    if (dx) {
+        float *d = PT__F(dx);
+        PT__CPU_PAR_FOR(ctx, 3 * rows * C)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *PT__RESTRICT xr = a + r * C, *PT__RESTRICT gr = g + r * C;
+            float *PT__RESTRICT dr = d + r * C;
+            float m = mu[r], s = rs[r];
+            double s1 = 0.0, s2 = 0.0;
+            for (int64_t i = 0; i < C; i++) {
+                float gw = gr[i] * wt[i];
+                s1 += (double)gw;
+                s2 += (double)gw * (double)((xr[i] - m) * s);
+            }
+            float m1 = (float)(s1 / (double)C), m2 = (float)(s2 / (double)C);
+            for (int64_t i = 0; i < C; i++) dr[i] += s * (gr[i] * wt[i] - m1 - (xr[i] - m) * s * m2);
+        }
+    }
+    if (dw || db) {
+        float *dwp = dw ? PT__F(dw) : NULL, *dbp = db ? PT__F(db) : NULL;
+        int64_t nblk = (C + PT__CPU_CB - 1) / PT__CPU_CB;
+        PT__CPU_PAR_FOR(ctx, 2 * rows * C)
+        for (int64_t bk = 0; bk < nblk; bk++) {
+            float aw[PT__CPU_CB], ab[PT__CPU_CB];
+            int64_t j0 = bk * PT__CPU_CB, len = PT__MIN(C - j0, (int64_t)PT__CPU_CB);
+            for (int64_t j = 0; j < len; j++) aw[j] = ab[j] = 0.0f;
+            for (int64_t r = 0; r < rows; r++) {
+                const float *PT__RESTRICT xr = a + r * C + j0, *PT__RESTRICT gr = g + r * C + j0;
+                float m = mu[r], s = rs[r];
+                for (int64_t j = 0; j < len; j++) {
+                    aw[j] += gr[j] * ((xr[j] - m) * s);
+                    ab[j] += gr[j];
+                }
+            }
+            if (dwp)
+                for (int64_t j = 0; j < len; j++) dwp[j0 + j] += aw[j];
+            if (dbp)
+                for (int64_t j = 0; j < len; j++) dbp[j0 + j] += ab[j];
+        }
+    }
+}
+
+static void pt__cpu_embed_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *table, const pt_tensor *ids) {
+    int64_t C = pt__cpu_cols(table), n = pt_numel(ids);
+    float *o = PT__F(out);
+    const float *tb = PT__F(table);
+    const int32_t *id = PT__I(ids);
+    PT__CPU_PAR_FOR(ctx, n * C)
+    for (int64_t i = 0; i < n; i++) memcpy(o + i * C, tb + (int64_t)id[i] * C, (size_t)C * sizeof(float));
+}
+
+static void pt__cpu_embed_bwd(pt_ctx *ctx, const pt_tensor *dtable, const pt_tensor *dout, const pt_tensor *ids) {
+    int64_t C = pt__cpu_cols(dtable), n = pt_numel(ids), cb = 32, nblk = (C + cb - 1) / cb;
+    float *dt = PT__F(dtable);
+    const float *g = PT__F(dout);
+    const int32_t *id = PT__I(ids);
+    /* column blocks in parallel; every thread walks all ids in increasing i */
+    PT__CPU_PAR_FOR(ctx, n * C)
+    for (int64_t bk = 0; bk < nblk; bk++) {
+        int64_t j0 = bk * cb, len = PT__MIN(C - j0, cb);
+        for (int64_t i = 0; i < n; i++) pt__cpu_add_f(dt + (int64_t)id[i] * C + j0, g + i * C + j0, len);
+    }
+}
+
+/* ---- layout ----------------------------------------------------------------------------------- */
+static void pt__cpu_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, const int *perm, int accumulate) {
+    int nd = src->ndim, is_i32 = src->dtype == PT_I32;
+    int64_t sstr[PT_MAX_DIMS], D[4] = {1, 1, 1, 1}, S[4] = {0, 0, 0, 0}, n = pt_numel(src), outer;
+    if (n <= 0) return;
+    if (nd <= 0) {
+        pt__cpu_move(PT__F(dst), PT__F(src), 1, 4, accumulate, is_i32);
+        return;
+    }
+    sstr[nd - 1] = 1;
+    for (int k = nd - 2; k >= 0; k--) sstr[k] = sstr[k + 1] * src->shape[k + 1];
+    for (int i = 0; i < nd; i++) {
+        D[4 - nd + i] = src->shape[perm[i]];
+        S[4 - nd + i] = sstr[perm[i]];
+    }
+    outer = D[0] * D[1] * D[2];
+    {
+        const int64_t d1 = D[1], d2 = D[2], d3 = D[3], s0 = S[0], s1 = S[1], s2 = S[2], s3 = S[3];
+        char *dbase = (char *)PT__F(dst);
+        const char *sbase = (const char *)PT__F(src);
+        PT__CPU_PAR_FOR(ctx, n)
+        for (int64_t o = 0; o < outer; o++) {
+            int64_t i2 = o % d2, i1 = (o / d2) % d1, i0 = o / (d2 * d1);
+            int64_t so = i0 * s0 + i1 * s1 + i2 * s2, doff = o * d3;
+            if (s3 == 1) {
+                pt__cpu_move(dbase + 4 * doff, sbase + 4 * so, d3, 4, accumulate, is_i32);
+            } else if (is_i32) {
+                int32_t *PT__RESTRICT dp = (int32_t *)dbase + doff;
+                const int32_t *PT__RESTRICT sp = (const int32_t *)sbase + so;
+                if (accumulate)
+                    for (int64_t i = 0; i < d3; i++) dp[i] = (int32_t)((uint32_t)dp[i] + (uint32_t)sp[i * s3]);
+                else
+                    for (int64_t i = 0; i < d3; i++) dp[i] = sp[i * s3];
+            } else {
+                float *PT__RESTRICT dp = (float *)dbase + doff;
+                const float *PT__RESTRICT sp = (const float *)sbase + so;
+                if (accumulate)
+                    for (int64_t i = 0; i < d3; i++) dp[i] += sp[i * s3];
+                else
+                    for (int64_t i = 0; i < d3; i++) dp[i] = sp[i * s3];
+            }
+        }
+    }
+}
+
+static void pt__cpu_copy_block(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_dim, int64_t dst_start,
+                               const pt_tensor *src, int64_t src_dim, int64_t src_start, int64_t count,
+                               int64_t outer, int64_t inner, int accumulate) {
+    int64_t L = count * inner, np = PT__CPU_NCHUNK(L), esz = pt_dtype_size(dst->dtype);
+    int is_i32 = dst->dtype == PT_I32;
+    char *d = pt__cpu_bytes(dst);
+    const char *s = pt__cpu_bytes(src);
+    if (L <= 0 || outer <= 0) return;
+    PT__CPU_PAR_FOR(ctx, outer * L)
+    for (int64_t it = 0; it < outer * np; it++) {
+        int64_t o = it / np, p0 = (it % np) * PT__CPU_CHUNK, len = PT__MIN(L - p0, (int64_t)PT__CPU_CHUNK);
+        int64_t doff = (o * dst_dim + dst_start) * inner + p0, soff = (o * src_dim + src_start) * inner + p0;
+        pt__cpu_move(d + doff * esz, s + soff * esz, len, esz, accumulate, is_i32);
+    }
+}
+
+static double pt__cpu_chunk_sum(const float *PT__RESTRICT x, int64_t n, int sq) {
+    double s = 0.0;
+    if (sq)
+        for (int64_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+    else
+        for (int64_t i = 0; i < n; i++) s += (double)x[i];
+    return s;
+}
+
+/* sum (or sum of squares) of x[0, n): chunk partials in double, added in chunk order */
+static double pt__cpu_reduce(pt_ctx *ctx, const float *x, int64_t n, int sq) {
+    int64_t nch = PT__CPU_NCHUNK(n);
+    double tot = 0.0, *part = NULL;
+    if (n <= 0) return 0.0;
+    if (ctx->nthreads > 1 && n >= PT__CPU_PAR_MIN) part = (double *)(void *)pt__work(ctx, 2 * nch);
+    if (part) {
+        PT__CPU_PAR_FOR(ctx, n)
+        for (int64_t c = 0; c < nch; c++) {
+            int64_t i0 = c * PT__CPU_CHUNK;
+            part[c] = pt__cpu_chunk_sum(x + i0, PT__MIN(n - i0, (int64_t)PT__CPU_CHUNK), sq);
+        }
+        for (int64_t c = 0; c < nch; c++) tot += part[c];
+    } else {
+        for (int64_t c = 0; c < nch; c++) {
+            int64_t i0 = c * PT__CPU_CHUNK;
+            tot += pt__cpu_chunk_sum(x + i0, PT__MIN(n - i0, (int64_t)PT__CPU_CHUNK), sq);
+        }
+    }
+    return tot;
+}
+
+static void pt__cpu_sum(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float scale) {
+    PT__F(out)[0] = (float)((double)scale * pt__cpu_reduce(ctx, PT__F(x), pt_numel(x), 0));
+}
+
+/* ---- matrix products -------------------------------------------------------------------------- */
+static void pt__cpu_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha,
+                         const pt_tensor *A, int64_t lda, int64_t sa, const pt_tensor *B, int64_t ldb, int64_t sb,
+                         float beta, const pt_tensor *C, int64_t ldc, int64_t sc) {
+    struct pt__gemm_ws *ws = ctx->gemm_ws; /* [0]: the whole-team workspace (nthreads set by the core) */
+    if (!ws) {
+        pt__fail(ctx, PT_ERR_STATE, "pt: gemm without a workspace");
+        return;
+    }
+    if (pt__sgemm(ws, ta, tb, batch, M, N, K, alpha, PT__F(A), lda, sa, PT__F(B), ldb, sb, beta, PT__F(C), ldc,
+                  sc) < 0)
+        pt__fail(ctx, PT_ERR_OOM, "pt: out of memory for the gemm workspace (M=%lld N=%lld K=%lld)", (long long)M,
+                 (long long)N, (long long)K);
+}
+
+/* ---- images ----------------------------------------------------------------------------------- */
+static void pt__cpu_im2col(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *x, int N, int C, int H, int W, int k,
+                           int stride, int pad, int Ho, int Wo) {
+    const int64_t kk = (int64_t)k * k, rows = (int64_t)N * C * kk, HW = (int64_t)H * W, S = (int64_t)Ho * Wo;
+    float *cp = PT__F(cols);
+    const float *xp = PT__F(x);
+    PT__CPU_PAR_FOR(ctx, rows * S)
+    for (int64_t rr = 0; rr < rows; rr++) {
+        int64_t plane = rr / kk, rem = rr % kk, ki = rem / k, kj = rem % k;
+        const float *PT__RESTRICT xs = xp + plane * HW;
+        float *PT__RESTRICT out = cp + rr * S;
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            int64_t ih = oh * stride - pad + ki;
+            float *PT__RESTRICT row = out + oh * Wo;
+            if (ih < 0 || ih >= H) {
+                for (int64_t ow = 0; ow < Wo; ow++) row[ow] = 0.0f;
+                continue;
+            }
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                int64_t iw = ow * stride - pad + kj;
+                row[ow] = (iw >= 0 && iw < W) ? xs[ih * W + iw] : 0.0f;
+            }
+        }
+    }
+}
+
+static void pt__cpu_col2im(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dcols, int N, int C, int H, int W,
+                           int k, int stride, int pad, int Ho, int Wo) {
+    const int64_t planes = (int64_t)N * C, HW = (int64_t)H * W, S = (int64_t)Ho * Wo, kk = (int64_t)k * k;
+    float *dp = PT__F(dx);
+    const float *cp = PT__F(dcols);
+    /* gather: each dx element sums its (ki, kj) contributions in increasing order, then adds */
+    PT__CPU_PAR_FOR(ctx, planes * kk * S)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const float *cs = cp + pl * kk * S;
+        float *d = dp + pl * HW;
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t w = 0; w < W; w++) {
+                float acc = 0.0f;
+                for (int64_t ki = 0; ki < k; ki++) {
+                    int64_t th = h + pad - ki, oh;
+                    if (th < 0 || th % stride) continue;
+                    oh = th / stride;
+                    if (oh >= Ho) continue;
+                    for (int64_t kj = 0; kj < k; kj++) {
+                        int64_t tw = w + pad - kj, ow;
+                        if (tw < 0 || tw % stride) continue;
+                        ow = tw / stride;
+                        if (ow >= Wo) continue;
+                        acc += cs[(ki * k + kj) * S + oh * Wo + ow];
+                    }
+                }
+                d[h * W + w] += acc;
+            }
+    }
+}
+
+static void pt__cpu_chan_bias_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *b, int N, int C, int64_t S) {
+    const int64_t planes = (int64_t)N * C;
+    float *o = PT__F(out);
+    const float *bs = PT__F(b);
+    PT__CPU_PAR_FOR(ctx, planes * S)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        float *PT__RESTRICT op = o + pl * S, v = bs[pl % C];
+        for (int64_t s = 0; s < S; s++) op[s] += v;
+    }
+}
+
+static void pt__cpu_chan_bias_bwd(pt_ctx *ctx, const pt_tensor *db, const pt_tensor *dout, int N, int C, int64_t S) {
+    float *d = PT__F(db);
+    const float *g = PT__F(dout);
+    PT__CPU_PAR_FOR(ctx, (int64_t)N * C * S)
+    for (int64_t c = 0; c < C; c++) {
+        double acc = 0.0;
+        for (int64_t n = 0; n < N; n++) acc += pt__cpu_chunk_sum(g + (n * C + c) * S, S, 0);
+        d[c] += (float)acc;
+    }
+}
+
+static void pt__cpu_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *idx, const pt_tensor *x, int N,
+                                int C, int H, int W, int k, int stride, int Ho, int Wo) {
+    const int64_t planes = (int64_t)N * C, HW = (int64_t)H * W, S = (int64_t)Ho * Wo;
+    float *op = PT__F(out);
+    int32_t *ip = PT__I(idx);
+    const float *xp = PT__F(x);
+    PT__CPU_PAR_FOR(ctx, planes * S * k * k)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const float *xs = xp + pl * HW;
+        for (int64_t oh = 0; oh < Ho; oh++)
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                int64_t h0 = oh * stride, w0 = ow * stride, bi = h0 * W + w0;
+                float best = xs[bi];
+                for (int64_t ki = 0; ki < k && h0 + ki < H; ki++)
+                    for (int64_t kj = 0; kj < k && w0 + kj < W; kj++) {
+                        int64_t j = (h0 + ki) * W + w0 + kj;
+                        float v = xs[j];
+                        if (v > best || (v != v && best == best)) { /* first max; NaN wins */
+                            best = v;
+                            bi = j;
+                        }
+                    }
+                op[pl * S + oh * Wo + ow] = best;
+                ip[pl * S + oh * Wo + ow] = (int32_t)bi;
+            }
+    }
+}
+
+static void pt__cpu_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dout, const pt_tensor *idx, int N,
+                                int C, int H, int W, int Ho, int Wo) {
+    const int64_t planes = (int64_t)N * C, HW = (int64_t)H * W, S = (int64_t)Ho * Wo;
+    float *dp = PT__F(dx);
+    const float *g = PT__F(dout);
+    const int32_t *ip = PT__I(idx);
+    PT__CPU_PAR_FOR(ctx, planes * S)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        float *d = dp + pl * HW;
+        for (int64_t o = 0; o < S; o++) d[ip[pl * S + o]] += g[pl * S + o];
+    }
+}
+
+/* ---- optimizers ------------------------------------------------------------------------------- */
+static void pt__cpu_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *m, const pt_tensor *v,
+                          int64_t n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
+                          float gscale) {
+    float *pp = PT__F(p), *mp = PT__F(m), *vp = PT__F(v);
+    const float *gp = PT__F(g);
+    const float c1 = 1.0f - b1, c2 = 1.0f - b2;
+    int64_t nch = PT__CPU_NCHUNK(n);
+    PT__CPU_PAR_FOR(ctx, 4 * n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+        float *PT__RESTRICT P = pp, *PT__RESTRICT M = mp, *PT__RESTRICT Vv = vp;
+        const float *PT__RESTRICT G = gp;
+        for (int64_t i = i0; i < i1; i++) {
+            float gi = G[i] * gscale;
+            float mi = b1 * M[i] + c1 * gi, vi = b2 * Vv[i] + c2 * gi * gi;
+            M[i] = mi;
+            Vv[i] = vi;
+            P[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * P[i]);
+        }
+    }
+}
+
+static void pt__cpu_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *mom, int64_t n, float lr,
+                        float momentum, float wd, float gscale) {
+    float *pp = PT__F(p), *mp = mom ? PT__F(mom) : NULL;
+    const float *gp = PT__F(g);
+    int64_t nch = PT__CPU_NCHUNK(n);
+    PT__CPU_PAR_FOR(ctx, 2 * n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+        float *PT__RESTRICT P = pp;
+        const float *PT__RESTRICT G = gp;
+        if (mp) {
+            float *PT__RESTRICT M = mp;
+            for (int64_t i = i0; i < i1; i++) {
+                float gi = G[i] * gscale + wd * P[i], mi = momentum * M[i] + gi;
+                M[i] = mi;
+                P[i] -= lr * (momentum != 0.0f ? mi : gi);
+            }
+        } else {
+            for (int64_t i = i0; i < i1; i++) P[i] -= lr * (G[i] * gscale + wd * P[i]);
+        }
+    }
+}
+
+static double pt__cpu_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return pt__cpu_reduce(ctx, PT__F(x), n, 1); }
+
+static const pt__backend pt__cpu_backend = {
+    "cpu",
+    pt__cpu_st_alloc, pt__cpu_st_free, pt__cpu_write, pt__cpu_read,
+    pt__cpu_fill, pt__cpu_copy, pt__cpu_binary, pt__cpu_axpy_reduce, pt__cpu_mul_acc, pt__cpu_scale,
+    pt__cpu_act_fwd, pt__cpu_act_bwd, pt__cpu_dropout,
+    pt__cpu_softmax_fwd, pt__cpu_softmax_bwd, pt__cpu_xent_fwd, pt__cpu_xent_bwd,
+    pt__cpu_layernorm_fwd, pt__cpu_layernorm_bwd, pt__cpu_embed_fwd, pt__cpu_embed_bwd,
+    pt__cpu_attn_fwd, pt__cpu_attn_bwd,
+    pt__cpu_permute, pt__cpu_copy_block, pt__cpu_sum,
+    pt__cpu_gemm,
+    pt__cpu_im2col, pt__cpu_col2im, pt__cpu_chan_bias_fwd, pt__cpu_chan_bias_bwd, pt__cpu_maxpool_fwd,
+    pt__cpu_maxpool_bwd,
+    pt__cpu_adamw, pt__cpu_sgd, pt__cpu_sumsq,
+};
+
+/* >>tensor  storages, the graph's arenas, tensors
+   A graph holds two arenas: a host arena for the small records (tensor structs, tape nodes) and a
+   data arena of device storages for activations. Both are bump allocators; pt_graph_reset rewinds
+   them and, if a pass needed more than one chunk, replaces the chunks by one chunk of the pass's
+   high-water size, so from the second identical pass on nothing is allocated. Gradients of
+   activations come from a pool of blocks reused by exact size: a block returns to the pool as soon
+   as the op that produced the activation has run its backward, so backward holds only a few
+   layers' gradients at a time. */
+
+typedef struct pt__hchunk {
+    struct pt__hchunk *next;
+    size_t cap, used;
+} pt__hchunk;
+
+typedef struct pt__dchunk {
+    struct pt__dchunk *next;
+    pt_storage st;
+    int64_t used;
+} pt__dchunk;
+
+typedef struct pt__block {
+    pt_storage st;
+    int busy;
+} pt__block;
+
+struct pt_node {
+    void (*backward)(pt_graph *g, pt_node *n);
+    const char *op;
+    pt_tensor *out;
+    pt_tensor **in;      /* nin inputs */
+    int nin;
+    pt_tensor *saved[3]; /* tensors kept for the backward (e.g. lse, mean/rstd) */
+    int64_t i[8];        /* integer attributes */
+    float f[4];          /* float attributes */
+};
+
+struct pt_graph {
+    pt_ctx *ctx;
+    pt__hchunk *hhead, *hcur;
+    size_t hpass;                     /* host bytes this pass */
+    pt__dchunk *dhead, *dcur;
+    int64_t dpass;                    /* data bytes this pass */
+    pt__block **pool;
+    int npool, cap_pool;
+    pt_node **tape;
+    int ntape, cap_tape;
+    int32_t *puse;                    /* uses of each parameter on this tape */
+    int cap_puse;
+    int training, grad_on;
+    int64_t sample_off;
+    int64_t bytes;                    /* activation bytes held */
+};
+
+static pt_status pt__st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes, int kind) {
+    pt_status s = ctx->be->st_alloc(ctx, st, bytes);
+    if (s == PT_OK) {
+        st->kind = kind;
+        st->ctx = ctx;
+        pt__mem_add(ctx, kind, bytes);
+    }
+    return s;
+}
+static void pt__st_free(pt_ctx *ctx, pt_storage *st) {
+    if (!st->raw && !st->dev) return;
+    pt__mem_add(ctx, st->kind, -st->bytes);
+    ctx->be->st_free(ctx, st);
+}
+
+/* host arena: small records, zeroed */
+static void *pt__halloc(pt_graph *g, size_t bytes) {
+    pt__hchunk *c = g->hcur;
+    bytes = (bytes + 15) & ~(size_t)15;
+    g->hpass += bytes;
+    while (c && c->used + bytes > c->cap) {
+        c = c->next;
+        if (c) g->hcur = c;
+    }
+    if (!c) {
+        size_t cap = PT__MAX(bytes, (size_t)1 << 16);
+        c = (pt__hchunk *)pt__malloc(g->ctx, sizeof(pt__hchunk) + 16 + cap);
+        if (!c) return pt__fail(g->ctx, PT_ERR_OOM, "pt_graph: out of host memory (%zu bytes)", cap);
+        c->next = NULL;
+        c->cap = cap;
+        c->used = 0;
+        if (g->hcur) g->hcur->next = c;
+        else g->hhead = c;
+        g->hcur = c;
+    }
+    {
+        char *p = (char *)(c + 1) + ((16 - sizeof(pt__hchunk) % 16) % 16) + c->used;
+        c->used += bytes;
+        memset(p, 0, bytes);
+        return p;
+    }
+}
+
+/* data arena: returns (storage, element offset) for nbytes, 64-byte aligned */
+static pt_storage *pt__dalloc(pt_graph *g, int64_t nbytes, int64_t esize, int64_t *off) {
+    pt__dchunk *c = g->dcur;
+    nbytes = (nbytes + PT__ALIGN - 1) & ~(int64_t)(PT__ALIGN - 1);
+    g->dpass += nbytes;
+    while (c && c->used + nbytes > c->st.bytes) {
+        c = c->next;
+        if (c) g->dcur = c;
+    }
+    if (!c) {
+        int64_t cap = PT__MAX(nbytes, (int64_t)1 << 20);
+        c = (pt__dchunk *)pt__malloc(g->ctx, sizeof(pt__dchunk));
+        if (!c) return (pt_storage *)pt__fail(g->ctx, PT_ERR_OOM, "pt_graph: out of memory");
+        memset(c, 0, sizeof *c);
+        if (pt__st_alloc(g->ctx, &c->st, cap, PT__MEM_ACT) != PT_OK) {
+            PT_FREE(c);
+            return NULL;
+        }
+        g->bytes += cap;
+        if (g->dcur) g->dcur->next = c;
+        else g->dhead = c;
+        g->dcur = c;
+    }
+    *off = c->used / esize;
+    c->used += nbytes;
+    return &c->st;
+}
+
+/* grad pool: a zero-filled block of exactly nbytes */
+static pt_storage *pt__pool_get(pt_graph *g, int64_t nbytes) {
+    int i;
+    pt__block *b = NULL;
+    for (i = 0; i < g->npool; i++)
+        if (!g->pool[i]->busy && g->pool[i]->st.bytes == nbytes) {
+            b = g->pool[i];
+            break;
+        }
+    if (!b) {
+        if (g->npool == g->cap_pool) {
+            int cap = g->cap_pool ? 2 * g->cap_pool : 32;
+            pt__block **np = (pt__block **)PT_REALLOC(g->pool, (size_t)cap * sizeof *np);
+            if (!np) return (pt_storage *)pt__fail(g->ctx, PT_ERR_OOM, "pt_graph: out of memory (grad pool)");
+            g->ctx->nallocs++;
+            g->pool = np;
+            g->cap_pool = cap;
+        }
+        b = (pt__block *)pt__malloc(g->ctx, sizeof *b);
+        if (!b) return (pt_storage *)pt__fail(g->ctx, PT_ERR_OOM, "pt_graph: out of memory (grad pool)");
+        memset(b, 0, sizeof *b);
+        if (pt__st_alloc(g->ctx, &b->st, nbytes, PT__MEM_ACT) != PT_OK) {
+            PT_FREE(b);
+            return NULL;
+        }
+        g->bytes += nbytes;
+        g->pool[g->npool++] = b;
+    }
+    b->busy = 1;
+    return &b->st;
+}
+static void pt__pool_put(pt_graph *g, pt_storage *st) {
+    int i;
+    for (i = 0; i < g->npool; i++)
+        if (&g->pool[i]->st == st) g->pool[i]->busy = 0;
+}
+
+PTDEF int64_t pt_dtype_size(pt_dtype dt) {
+    switch (dt) {
+    case PT_F32: case PT_I32: return 4;
+    case PT_BF16: case PT_F16: return 2;
+    case PT_I8: return 1;
+    default: return 0;
+    }
+}
+PTDEF int64_t pt_numel(const pt_tensor *t) {
+    int64_t n = 1;
+    int i;
+    if (!t) return 0;
+    for (i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+PTDEF float *pt_f32(const pt_tensor *t) {
+    return (t && t->dtype == PT_F32 && t->st && t->st->host) ? PT__F(t) : NULL;
+}
+PTDEF int32_t *pt_i32(const pt_tensor *t) {
+    return (t && t->dtype == PT_I32 && t->st && t->st->host) ? PT__I(t) : NULL;
+}
+PTDEF const char *pt_shape_str(const pt_tensor *t, char *buf, size_t n) {
+    size_t k = 0;
+    int i;
+    if (!t) {
+        snprintf(buf, n, "(null)");
+        return buf;
+    }
+    k += (size_t)snprintf(buf + k, n - k, "[");
+    for (i = 0; i < t->ndim && k < n; i++)
+        k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)t->shape[i]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+/* the shape of a tensor as a string for messages: up to 4 at once per call site */
+typedef struct pt__sbuf { char s[64]; } pt__sbuf;
+static pt__sbuf pt__shp(const pt_tensor *t) {
+    pt__sbuf b;
+    pt_shape_str(t, b.s, sizeof b.s);
+    return b;
+}
+static const char *pt__dtname(pt_dtype dt) {
+    static const char *names[] = {"f32", "bf16", "f16", "i32", "i8"};
+    return (unsigned)dt < PT_DTYPE_COUNT ? names[dt] : "?";
+}
+
+/* a new tensor record (no data) */
+static pt_tensor *pt__rec(pt_graph *g, pt_dtype dt, int ndim, const int64_t *shape) {
+    pt_tensor *t = (pt_tensor *)pt__halloc(g, sizeof(pt_tensor));
+    int i;
+    if (!t) return NULL;
+    t->dtype = dt;
+    t->ndim = ndim;
+    for (i = 0; i < PT_MAX_DIMS; i++) t->shape[i] = i < ndim ? shape[i] : 1;
+    return t;
+}
+/* a new tensor with data in the arena */
+static pt_tensor *pt__new(pt_graph *g, pt_dtype dt, int ndim, const int64_t *shape) {
+    pt_tensor *t = pt__rec(g, dt, ndim, shape);
+    if (!t) return NULL;
+    t->st = pt__dalloc(g, pt_numel(t) * pt_dtype_size(dt), pt_dtype_size(dt), &t->off);
+    return t->st ? t : NULL;
+}
+
+PTDEF pt_tensor *pt_tensor_from(pt_graph *g, pt_dtype dt, int ndim, const int64_t *shape, const void *data) {
+    pt_tensor *t;
+    int i;
+    if (!g) return NULL;
+    if (ndim < 0 || ndim > PT_MAX_DIMS || (ndim > 0 && !shape))
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_tensor_from: ndim is %d, expected 0..%d with a shape", ndim,
+                                     PT_MAX_DIMS);
+    if ((unsigned)dt >= PT_DTYPE_COUNT) return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_tensor_from: unknown dtype %d", (int)dt);
+    for (i = 0; i < ndim; i++)
+        if (shape[i] < 0)
+            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_tensor_from: dim %d has negative size %lld", i,
+                                         (long long)shape[i]);
+    t = pt__new(g, dt, ndim, shape);
+    if (t && data) g->ctx->be->write(g->ctx, t, data, pt_numel(t) * pt_dtype_size(dt));
+    return t;
+}
+PTDEF pt_tensor *pt_tensor_new(pt_graph *g, pt_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2, int64_t d3) {
+    int64_t s[4];
+    s[0] = d0, s[1] = d1, s[2] = d2, s[3] = d3;
+    return pt_tensor_from(g, dt, ndim, s, NULL);
+}
+PTDEF pt_tensor *pt_full(pt_graph *g, int ndim, const int64_t *shape, float value) {
+    pt_tensor *t = pt_tensor_from(g, PT_F32, ndim, shape, NULL);
+    if (t) g->ctx->be->fill(g->ctx, t, value);
+    return t;
+}
+PTDEF void pt_requires_grad(pt_tensor *t) {
+    if (t && t->dtype == PT_F32) t->flags |= PT_TENSOR_REQUIRES_GRAD;
+}
+PTDEF pt_status pt_tensor_write(pt_tensor *t, const void *src) {
+    if (!t || !src || !t->st || !t->st->ctx) return PT_ERR_ARG;
+    t->st->ctx->be->write(t->st->ctx, t, src, pt_numel(t) * pt_dtype_size(t->dtype));
+    return PT_OK;
+}
+PTDEF pt_status pt_tensor_read(const pt_tensor *t, void *dst) {
+    if (!t || !dst || !t->st || !t->st->ctx) return PT_ERR_ARG;
+    t->st->ctx->be->read(t->st->ctx, t, dst, pt_numel(t) * pt_dtype_size(t->dtype));
+    return PT_OK;
+}
+PTDEF float pt_item(const pt_tensor *t) {
+    float v = NAN;
+    if (t && t->dtype == PT_F32 && pt_numel(t) == 1) pt_tensor_read(t, &v);
+    return v;
+}
+
+/* >>autograd  graphs, the tape, backward */
+PTDEF pt_graph *pt_graph_new(pt_ctx *ctx) {
+    pt_graph *g;
+    if (!ctx) return NULL;
+    g = (pt_graph *)pt__malloc(ctx, sizeof *g);
+    if (!g) return (pt_graph *)pt__fail(ctx, PT_ERR_OOM, "pt_graph_new: out of memory");
+    memset(g, 0, sizeof *g);
+    g->ctx = ctx;
+    g->training = 1;
+    g->grad_on = 1;
+    return g;
+}
+static void pt__graph_free_chunks(pt_graph *g) {
+    while (g->hhead) {
+        pt__hchunk *n = g->hhead->next;
+        PT_FREE(g->hhead);
+        g->hhead = n;
+    }
+    while (g->dhead) {
+        pt__dchunk *n = g->dhead->next;
+        g->bytes -= g->dhead->st.bytes;
+        pt__st_free(g->ctx, &g->dhead->st);
+        PT_FREE(g->dhead);
+        g->dhead = n;
+    }
+    g->hcur = NULL;
+    g->dcur = NULL;
+}
+PTDEF void pt_graph_free(pt_graph *g) {
+    int i;
+    if (!g) return;
+    pt__graph_free_chunks(g);
+    for (i = 0; i < g->npool; i++) {
+        pt__st_free(g->ctx, &g->pool[i]->st);
+        PT_FREE(g->pool[i]);
+    }
+    PT_FREE(g->pool);
+    PT_FREE(g->tape);
+    PT_FREE(g->puse);
+    PT_FREE(g);
+}
+PTDEF void pt_graph_reset(pt_graph *g) {
+    pt__hchunk *h;
+    pt__dchunk *d;
+    int i;
+    if (!g) return;
+    /* consolidate: a pass that spilled into a second chunk gets one chunk of its high-water size */
+    if ((g->hhead && g->hhead->next) || (g->dhead && g->dhead->next)) {
+        size_t hneed = g->hpass;
+        int64_t dneed = g->dpass;
+        pt__graph_free_chunks(g);
+        if (hneed) {
+            g->hpass = 0;
+            pt__halloc(g, hneed);
+        }
+        if (dneed) {
+            int64_t off;
+            pt__dalloc(g, dneed, 1, &off);
+        }
+    }
+    for (h = g->hhead; h; h = h->next) h->used = 0;
+    for (d = g->dhead; d; d = d->next) d->used = 0;
+    g->hcur = g->hhead;
+    g->dcur = g->dhead;
+    g->hpass = 0;
+    g->dpass = 0;
+    for (i = 0; i < g->npool; i++) g->pool[i]->busy = 0;
+    g->ntape = 0;
+    if (g->puse) memset(g->puse, 0, (size_t)g->cap_puse * sizeof *g->puse);
+}
+PTDEF void pt_graph_set_training(pt_graph *g, int on) {
+    if (g) g->training = on != 0;
+}
+PTDEF void pt_graph_set_grad(pt_graph *g, int on) {
+    if (g) g->grad_on = on != 0;
+}
+PTDEF void pt_graph_set_sample_offset(pt_graph *g, int64_t offset) {
+    if (g) g->sample_off = offset;
+}
+PTDEF pt_ctx *pt_graph_ctx(const pt_graph *g) { return g ? g->ctx : NULL; }
+PTDEF int64_t pt_graph_bytes(const pt_graph *g) { return g ? g->bytes : 0; }
+
+/* Records an op producing out from inputs, if any input needs a gradient (and the tape is on).
+   Returns the node (NULL when nothing is recorded; that is not an error). */
+static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*bwd)(pt_graph *, pt_node *), int nin,
+                           pt_tensor *const *ins) {
+    pt_node *n;
+    int i, need = 0;
+    if (!g->grad_on || !out) return NULL;
+    for (i = 0; i < nin; i++)
+        if (ins[i] && (ins[i]->flags & PT_TENSOR_REQUIRES_GRAD)) need = 1;
+    if (!need) return NULL;
+    if (g->ntape == g->cap_tape) {
+        int cap = g->cap_tape ? 2 * g->cap_tape : 256;
+        pt_node **nt = (pt_node **)PT_REALLOC(g->tape, (size_t)cap * sizeof *nt);
+        if (!nt) return (pt_node *)pt__fail(g->ctx, PT_ERR_OOM, "%s: out of memory for the tape", op);
+        g->ctx->nallocs++;
+        g->tape = nt;
+        g->cap_tape = cap;
+    }
+    if (g->cap_puse < g->ctx->nparams) {
+        int cap = g->ctx->cap_params;
+        int32_t *np = (int32_t *)PT_REALLOC(g->puse, (size_t)cap * sizeof *np);
+        if (!np) return (pt_node *)pt__fail(g->ctx, PT_ERR_OOM, "%s: out of memory for the tape", op);
+        g->ctx->nallocs++;
+        memset(np + g->cap_puse, 0, (size_t)(cap - g->cap_puse) * sizeof *np);
+        g->puse = np;
+        g->cap_puse = cap;
+    }
+    n = (pt_node *)pt__halloc(g, sizeof *n);
+    if (!n) return NULL;
+    n->in = (pt_tensor **)pt__halloc(g, (size_t)nin * sizeof(pt_tensor *));
+    if (!n->in) return NULL;
+    n->op = op;
+    n->backward = bwd;
+    n->out = out;
+    n->nin = nin;
+    for (i = 0; i < nin; i++) {
+        n->in[i] = ins[i];
+        if (ins[i] && ins[i]->param) g->puse[ins[i]->param->id]++;
+    }
+    out->node = n;
+    out->flags |= PT_TENSOR_REQUIRES_GRAD;
+    g->tape[g->ntape++] = n;
+    return n;
+}
+
+/* The gradient of t, created zero-filled on first use: a parameter's is its slab slice, an
+   activation's comes from the pool, a leaf's from the arena. NULL if t needs none. */
+static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
+    pt_tensor *gr;
+    if (!t || !(t->flags & PT_TENSOR_REQUIRES_GRAD)) return NULL;
+    if (t->grad) return t->grad;
+    if (t->param) return t->grad = &t->param->grad;
+    gr = pt__rec(g, PT_F32, t->ndim, t->shape);
+    if (!gr) return NULL;
+    if (t->node) {
+        gr->st = pt__pool_get(g, pt_numel(t) * 4);
+        gr->off = 0;
+    } else {
+        gr->st = pt__dalloc(g, pt_numel(t) * 4, 4, &gr->off);
+    }
+    if (!gr->st) return NULL;
+    g->ctx->be->fill(g->ctx, gr, 0.0f);
+    return t->grad = gr;
+}
+
+static pt_status pt__run_backward(pt_graph *g) {
+    pt_ctx *ctx = g->ctx;
+    int i, j;
+    for (i = g->ntape - 1; i >= 0; i--) {
+        pt_node *n = g->tape[i];
+        if (n->out->grad) {
+            n->backward(g, n);
+            if (n->out->node == n && !n->out->param) {
+                pt__pool_put(g, n->out->grad->st);
+                n->out->grad = NULL;
+            }
+        }
+        for (j = 0; j < n->nin; j++) {
+            pt_param *p = n->in[j] ? n->in[j]->param : NULL;
+            if (p && --g->puse[p->id] == 0 && ctx->grad_hook) ctx->grad_hook(ctx->grad_hook_user, p);
+        }
+        if (ctx->status != PT_OK) return ctx->status;
+    }
+    return ctx->status;
+}
+
+PTDEF pt_status pt_backward(pt_graph *g, pt_tensor *loss) {
+    pt_tensor *gr;
+    if (!g) return PT_ERR_ARG;
+    if (!loss) return (pt_status)(pt__fail(g->ctx, PT_ERR_ARG, "pt_backward: loss is NULL (did the forward pass fail?)"), PT_ERR_ARG);
+    if (pt_numel(loss) != 1) {
+        pt__fail(g->ctx, PT_ERR_SHAPE, "pt_backward: loss must have one element, found shape %s", pt__shp(loss).s);
+        return PT_ERR_SHAPE;
+    }
+    if (!(loss->flags & PT_TENSOR_REQUIRES_GRAD)) {
+        pt__fail(g->ctx, PT_ERR_STATE, "pt_backward: the loss does not depend on any parameter or tensor needing a gradient");
+        return PT_ERR_STATE;
+    }
+    gr = pt__grad(g, loss);
+    if (!gr) return g->ctx->status;
+    g->ctx->be->fill(g->ctx, gr, 1.0f);
+    return pt__run_backward(g);
+}
+
+PTDEF pt_status pt_backward_from(pt_graph *g, pt_tensor *out, const pt_tensor *dout) {
+    pt_tensor *gr;
+    if (!g) return PT_ERR_ARG;
+    if (!out || !dout) {
+        pt__fail(g->ctx, PT_ERR_ARG, "pt_backward_from: %s is NULL", out ? "dout" : "out");
+        return PT_ERR_ARG;
+    }
+    if (pt_numel(out) != pt_numel(dout) || dout->dtype != PT_F32) {
+        pt__fail(g->ctx, PT_ERR_SHAPE, "pt_backward_from: dout %s (%s) does not match out %s (f32)", pt__shp(dout).s,
+                 pt__dtname(dout->dtype), pt__shp(out).s);
+        return PT_ERR_SHAPE;
+    }
+    if (!(out->flags & PT_TENSOR_REQUIRES_GRAD)) {
+        pt__fail(g->ctx, PT_ERR_STATE, "pt_backward_from: out does not depend on anything needing a gradient");
+        return PT_ERR_STATE;
+    }
+    gr = pt__grad(g, out);
+    if (!gr) return g->ctx->status;
+    g->ctx->be->copy(g->ctx, gr, dout, 1);
+    return pt__run_backward(g);
+}
+
+/* >>param  parameters in slabs, deterministic init, the state registry */
+
+/* global linear index of local element i of a (possibly tensor-parallel) shard */
+static uint64_t pt__global_index(const pt_spec *s, const int64_t *lshape, int64_t i) {
+    int64_t idx[PT_MAX_DIMS], g = 0;
+    int d;
+    for (d = s->ndim - 1; d >= 0; d--) {
+        idx[d] = i % lshape[d];
+        i /= lshape[d];
+    }
+    if (s->split_dim >= 0) idx[s->split_dim] += (int64_t)s->split_index * lshape[s->split_dim];
+    for (d = 0; d < s->ndim; d++) g = g * s->global_shape[d] + idx[d];
+    return (uint64_t)g;
+}
+
+static void pt__param_init(pt_ctx *ctx, pt_param *p) {
+    float *x = (float *)ctx->pslab->host + p->slab_off;
+    int64_t n = pt_numel(&p->value), i;
+    const pt_spec *s = &p->spec;
+    uint64_t key = pt_hash64(ctx->desc.seed) ^ pt_hash_str(s->name);
+    for (i = 0; i < n; i++) {
+        switch (s->init) {
+        case PT_INIT_ZEROS: x[i] = 0.0f; break;
+        case PT_INIT_ONES: x[i] = 1.0f; break;
+        case PT_INIT_CONST: x[i] = s->init_scale; break;
+        case PT_INIT_NORMAL: x[i] = s->init_scale * pt__normal(key, pt__global_index(s, p->value.shape, i)); break;
+        case PT_INIT_UNIFORM:
+            x[i] = s->init_scale * (2.0f * pt__unit(key, pt__global_index(s, p->value.shape, i)) - 1.0f);
+            break;
+        }
+    }
+}
+
+/* grows a slab storage to hold n elements, keeping its contents */
+static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n, int kind) {
+    pt_storage *old = *slab, *st;
+    st = (pt_storage *)pt__malloc(ctx, sizeof *st);
+    if (!st) return PT_ERR_OOM;
+    memset(st, 0, sizeof *st);
+    if (pt__st_alloc(ctx, st, n * 4, kind) != PT_OK) {
+        PT_FREE(st);
+        return PT_ERR_OOM;
+    }
+    memset(st->host, 0, (size_t)n * 4);
+    if (old) {
+        memcpy(st->host, old->host, (size_t)old->bytes);
+        pt__st_free(ctx, old);
+        PT_FREE(old);
+    }
+    *slab = st;
+    return PT_OK;
+}
+
+PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
+    pt_param *p;
+    int64_t lshape[PT_MAX_DIMS], n = 1, need, cap;
+    int d, i;
+    char shp[64];
+    if (!ctx || !spec) return NULL;
+    if (ctx->optim_frozen)
+        return (pt_tensor *)pt__fail(ctx, PT_ERR_STATE, "pt_param: '%s' created after the optimizer; create every parameter first", spec->name);
+    if (spec->ndim < 1 || spec->ndim > PT_MAX_DIMS || !spec->name[0])
+        return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param: '%s' has ndim %d (expected 1..%d) or no name", spec->name, spec->ndim, PT_MAX_DIMS);
+    if (pt_param_find(ctx, spec->name)) return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param: a parameter named '%s' exists already", spec->name);
+    for (d = 0; d < spec->ndim; d++) {
+        lshape[d] = spec->global_shape[d];
+        if (lshape[d] <= 0) return (pt_tensor *)pt__fail(ctx, PT_ERR_SHAPE, "pt_param: '%s' dim %d has size %lld, expected > 0", spec->name, d, (long long)lshape[d]);
+    }
+    if (spec->split_dim >= 0) {
+        if (spec->split_dim >= spec->ndim || spec->split_parts < 1 || spec->split_index < 0 || spec->split_index >= spec->split_parts)
+            return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param: '%s' split dim %d into %d parts (part %d) is invalid", spec->name,
+                                         spec->split_dim, spec->split_parts, spec->split_index);
+        if (lshape[spec->split_dim] % spec->split_parts)
+            return (pt_tensor *)pt__fail(ctx, PT_ERR_SHAPE, "pt_param: '%s' dim %d of size %lld does not split evenly into %d parts", spec->name,
+                                         spec->split_dim, (long long)lshape[spec->split_dim], spec->split_parts);
+        lshape[spec->split_dim] /= spec->split_parts;
+    }
+    for (d = 0; d < spec->ndim; d++) n *= lshape[d];
+    if (ctx->nparams == ctx->cap_params) {
+        int c = ctx->cap_params ? 2 * ctx->cap_params : 64;
+        pt_param **np = (pt_param **)PT_REALLOC(ctx->params, (size_t)c * sizeof *np);
+        if (!np) return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory");
+        ctx->params = np;
+        ctx->cap_params = c;
+    }
+    p = (pt_param *)pt__malloc(ctx, sizeof *p);
+    if (!p) return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory");
+    memset(p, 0, sizeof *p);
+    p->spec = *spec;
+    p->spec.name[sizeof p->spec.name - 1] = 0;
+    p->id = ctx->nparams;
+    p->slab_off = ctx->slab_n;
+    need = ctx->slab_n + ((n + 15) & ~(int64_t)15); /* 64-byte aligned slices */
+    cap = ctx->pslab ? ctx->pslab->bytes / 4 : 0;
+    if (need > cap) {
+        int64_t ncap = PT__MAX(need, cap + cap / 2);
+        if (pt__slab_grow(ctx, &ctx->pslab, ncap, PT__MEM_PARAMS) != PT_OK ||
+            pt__slab_grow(ctx, &ctx->gslab, ncap, PT__MEM_GRADS) != PT_OK) {
+            PT_FREE(p);
+            return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory for the slabs (%lld elements)", (long long)ncap);
+        }
+    }
+    ctx->slab_n = need;
+    ctx->params[ctx->nparams++] = p;
+    for (i = 0; i < 2; i++) {
+        pt_tensor *t = i ? &p->grad : &p->value;
+        t->st = NULL; /* slabs may move; resolved below and after every growth */
+        t->off = p->slab_off;
+        t->ndim = spec->ndim;
+        t->dtype = PT_F32;
+        for (d = 0; d < PT_MAX_DIMS; d++) t->shape[d] = d < spec->ndim ? lshape[d] : 1;
+    }
+    p->value.param = p;
+    p->value.grad = &p->grad;
+    p->value.flags = (spec->flags & PT_PARAM_FROZEN) ? 0 : PT_TENSOR_REQUIRES_GRAD;
+    for (i = 0; i < ctx->nparams; i++) { /* the slab storages may have been replaced */
+        ctx->params[i]->value.st = ctx->pslab;
+        ctx->params[i]->grad.st = ctx->gslab;
+    }
+    pt__param_init(ctx, p);
+    (void)shp;
+    return &p->value;
+}
+
+PTDEF pt_tensor *pt_param_new(pt_ctx *ctx, const char *name, int ndim, const int64_t *shape, pt_init_kind init, float scale,
+                              uint32_t flags) {
+    pt_spec s;
+    int d;
+    if (!ctx) return NULL;
+    if (!name || !shape || ndim < 1 || ndim > PT_MAX_DIMS)
+        return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param_new: '%s': need a name and a shape of 1..%d dims, got ndim %d",
+                                     name ? name : "(null)", PT_MAX_DIMS, ndim);
+    memset(&s, 0, sizeof s);
+    snprintf(s.name, sizeof s.name, "%s", name);
+    s.ndim = ndim;
+    for (d = 0; d < PT_MAX_DIMS; d++) s.global_shape[d] = d < ndim ? shape[d] : 1;
+    s.split_dim = -1;
+    s.split_parts = 1;
+    s.stage = -1;
+    s.init = init;
+    s.init_scale = scale;
+    s.flags = flags;
+    return pt_param_from_spec(ctx, &s);
+}
+PTDEF int pt_param_count(const pt_ctx *ctx) { return ctx ? ctx->nparams : 0; }
+PTDEF pt_param *pt_param_at(pt_ctx *ctx, int i) { return ctx && i >= 0 && i < ctx->nparams ? ctx->params[i] : NULL; }
+PTDEF pt_param *pt_param_find(pt_ctx *ctx, const char *name) {
+    int i;
+    for (i = 0; ctx && name && i < ctx->nparams; i++)
+        if (!strcmp(ctx->params[i]->spec.name, name)) return ctx->params[i];
+    return NULL;
+}
+PTDEF int64_t pt_param_numel(const pt_ctx *ctx) {
+    int64_t n = 0;
+    int i;
+    for (i = 0; ctx && i < ctx->nparams; i++) n += pt_numel(&ctx->params[i]->value);
+    return n;
+}
+static pt_tensor pt__slab_view(pt_storage *st, int64_t n) {
+    pt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.st = st;
+    t.ndim = 1;
+    t.dtype = PT_F32;
+    t.shape[0] = n;
+    t.shape[1] = t.shape[2] = t.shape[3] = 1;
+    return t;
+}
+PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) { return pt__slab_view(ctx->pslab, ctx->slab_n); }
+PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) { return pt__slab_view(ctx->gslab, ctx->slab_n); }
+PTDEF void pt_zero_grad(pt_ctx *ctx) {
+    pt_tensor t;
+    if (!ctx || !ctx->gslab) return;
+    t = pt_grad_slab(ctx);
+    ctx->be->fill(ctx, &t, 0.0f);
+}
+PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user) {
+    if (!ctx) return;
+    ctx->grad_hook = fn;
+    ctx->grad_hook_user = user;
+}
+
+PTDEF pt_status pt_state_register(pt_ctx *ctx, const char *name, void *ptr, int64_t bytes) {
+    pt__state_entry *e;
+    int i;
+    if (!ctx) return PT_ERR_ARG;
+    if (!name || !ptr || bytes <= 0) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_state_register: '%s' needs a name, a pointer and a size > 0 (got %lld)", name ? name : "(null)",
+                 (long long)bytes);
+        return PT_ERR_ARG;
+    }
+    for (i = 0; i < ctx->nstate; i++)
+        if (!strcmp(ctx->state[i].name, name)) {
+            pt__fail(ctx, PT_ERR_ARG, "pt_state_register: '%s' is registered already", name);
+            return PT_ERR_ARG;
+        }
+    if (ctx->nstate == ctx->cap_state) {
+        int c = ctx->cap_state ? 2 * ctx->cap_state : 16;
+        pt__state_entry *ns = (pt__state_entry *)PT_REALLOC(ctx->state, (size_t)c * sizeof *ns);
+        if (!ns) {
+            pt__fail(ctx, PT_ERR_OOM, "pt_state_register: out of memory");
+            return PT_ERR_OOM;
+        }
+        ctx->state = ns;
+        ctx->cap_state = c;
+    }
+    e = &ctx->state[ctx->nstate++];
+    snprintf(e->name, sizeof e->name, "%s", name);
+    e->ptr = ptr;
+    e->bytes = bytes;
+    return PT_OK;
+}
+PTDEF int pt_state_count(const pt_ctx *ctx) { return ctx ? ctx->nstate : 0; }
+PTDEF const char *pt_state_at(const pt_ctx *ctx, int i, void **ptr, int64_t *bytes) {
+    if (!ctx || i < 0 || i >= ctx->nstate) return NULL;
+    if (ptr) *ptr = ctx->state[i].ptr;
+    if (bytes) *bytes = ctx->state[i].bytes;
+    return ctx->state[i].name;
+}
+static void pt__state_unregister(pt_ctx *ctx, void *ptr) {
+    int i, j = 0;
+    for (i = 0; i < ctx->nstate; i++)
+        if (ctx->state[i].ptr != ptr) ctx->state[j++] = ctx->state[i];
+    ctx->nstate = j;
+}
+
+/* >>ctx  context setup */
+static int pt__default_threads(void) {
+    const char *e = getenv("PTRAIN_THREADS");
+    int n = 0;
+    if (e && atoi(e) > 0) return atoi(e);
+#if defined(__linux__) && defined(CPU_COUNT)
+    {
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    }
+#endif
+#if defined(_SC_NPROCESSORS_ONLN)
+    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    return n > 0 ? n : 1;
+}
+
+static pt_status pt__gemm_ws_setup(pt_ctx *ctx, int threads) {
+    int i;
+    if (ctx->gemm_ws) {
+        for (i = 0; i < ctx->ngemm_ws; i++) pt__gemm_ws_free(&ctx->gemm_ws[i]);
+        PT_FREE(ctx->gemm_ws);
+    }
+    ctx->gemm_ws = (pt__gemm_ws *)pt__malloc(ctx, (size_t)(threads + 1) * sizeof(pt__gemm_ws));
+    if (!ctx->gemm_ws) return PT_ERR_OOM;
+    memset(ctx->gemm_ws, 0, (size_t)(threads + 1) * sizeof(pt__gemm_ws));
+    ctx->ngemm_ws = threads + 1;
+    for (i = 0; i <= threads; i++) ctx->gemm_ws[i].nthreads = i ? 1 : threads;
+    ctx->nthreads = threads;
+    return PT_OK;
+}
+PTDEF void pt_set_threads(pt_ctx *ctx, int threads) {
+    if (!ctx) return;
+    if (threads < 1) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_set_threads: %d threads, expected >= 1", threads);
+        return;
+    }
+    if (pt__gemm_ws_setup(ctx, threads) != PT_OK) pt__fail(ctx, PT_ERR_OOM, "pt_set_threads: out of memory");
+}
+
+PTDEF pt_ctx *pt_init(const pt_desc *desc) {
+    pt_ctx *ctx = (pt_ctx *)PT_MALLOC(sizeof(pt_ctx));
+    const char *dev;
+    if (!ctx) {
+        PT_LOG(PT_LOG_ERROR, "pt_init: out of memory");
+        return NULL;
+    }
+    memset(ctx, 0, sizeof *ctx);
+    if (desc) ctx->desc = *desc;
+    if (!desc) ctx->desc.log_level = PT_LOG_INFO;
+    ctx->be = &pt__cpu_backend;
+    if (pt__gemm_ws_setup(ctx, ctx->desc.threads > 0 ? ctx->desc.threads : pt__default_threads()) != PT_OK) {
+        PT_LOG(PT_LOG_ERROR, "pt_init: out of memory");
+        PT_FREE(ctx);
+        return NULL;
+    }
+    dev = ctx->desc.device ? ctx->desc.device : getenv("PTRAIN_DEVICE");
+    if (dev && *dev && strcmp(dev, "cpu") != 0) {
+        pt__fail(ctx, PT_ERR_DEVICE,
+                 "pt_init: device '%s' is not available in this build (devices compiled in: cpu; OpenCL needs -DPTRAIN_OPENCL)", dev);
+        pt_shutdown(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+PTDEF void pt_shutdown(pt_ctx *ctx) {
+    int i;
+    if (!ctx) return;
+    for (i = 0; i < ctx->nparams; i++) PT_FREE(ctx->params[i]);
+    PT_FREE(ctx->params);
+    if (ctx->pslab) {
+        pt__st_free(ctx, ctx->pslab);
+        PT_FREE(ctx->pslab);
+    }
+    if (ctx->gslab) {
+        pt__st_free(ctx, ctx->gslab);
+        PT_FREE(ctx->gslab);
+    }
+    for (i = 0; i < ctx->ngemm_ws; i++) pt__gemm_ws_free(&ctx->gemm_ws[i]);
+    PT_FREE(ctx->gemm_ws);
+    PT_FREE(ctx->work);
+    PT_FREE(ctx->state);
+    PT_FREE(ctx);
+}
+PTDEF const char *pt_backend_name(const pt_ctx *ctx) { return ctx && ctx->be ? ctx->be->name : "none"; }
+PTDEF pt_mem_stats pt_mem(const pt_ctx *ctx) {
+    pt_mem_stats m;
+    memset(&m, 0, sizeof m);
+    if (!ctx) return m;
+    m.params = ctx->mem[PT__MEM_PARAMS];
+    m.grads = ctx->mem[PT__MEM_GRADS];
+    m.optim = ctx->mem[PT__MEM_OPTIM];
+    m.activations = ctx->mem[PT__MEM_ACT];
+    m.workspace = ctx->mem[PT__MEM_WORK];
+    m.peak_total = ctx->mem_peak;
+    m.allocs = ctx->nallocs;
+    return m;
+}
+
+/* >>ops  every op: checks, forward through the kernel table, its backward next to it
+   Each op is a pair: `pt_X` checks its arguments (a clear message naming the op and the shapes),
+   allocates the result in the graph, runs the forward kernel and records a node; `pt__X_bwd`
+   accumulates the gradients of the inputs that need one. */
+
+#define PT__BE (g->ctx->be)
+#define PT__C (g->ctx)
+
+/* a copy of t's view shifted by off elements (for per-batch kernel calls) */
+static pt_tensor pt__at(const pt_tensor *t, int64_t off) {
+    pt_tensor v = *t;
+    v.off += off;
+    return v;
+}
+
+static int pt__need_f32(pt_graph *g, const char *op, const char *what, const pt_tensor *t) {
+    if (t->dtype == PT_F32) return 1;
+    pt__fail(g->ctx, PT_ERR_DTYPE, "%s: %s must be f32, found %s %s", op, what, pt__dtname(t->dtype), pt__shp(t).s);
+    return 0;
+}
+/* rows of a tensor seen as [rows, last dim] */
+static int64_t pt__rows(const pt_tensor *t) { return t->ndim ? pt_numel(t) / t->shape[t->ndim - 1] : 1; }
+static int64_t pt__last(const pt_tensor *t) { return t->ndim ? t->shape[t->ndim - 1] : 1; }
+
+/* ---- add, sub, mul (b equal to a, or a's trailing dims) --------------------------------------- */
+static void pt__binary_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dy = n->out->grad, *a = n->in[0], *b = n->in[1];
+    pt_tensor *da = pt__grad(g, a), *db = pt__grad(g, b);
+    if (n->i[0] == PT__MUL) {
+        if (da) PT__BE->mul_acc(PT__C, da, dy, b);
+        if (db) PT__BE->mul_acc(PT__C, db, dy, a);
+    } else {
+        if (da) PT__BE->axpy_reduce(PT__C, da, dy, 1.0f);
+        if (db) PT__BE->axpy_reduce(PT__C, db, dy, n->i[0] == PT__SUB ? -1.0f : 1.0f);
+    }
+}
+static pt_tensor *pt__binary(pt_graph *g, int op, const char *name, pt_tensor *a, pt_tensor *b) {
+    pt_tensor *out, *ins[2];
+    pt_node *n;
+    int i, ok;
+    if (!g || !a || !b) return NULL;
+    if (!pt__need_f32(g, name, "a", a) || !pt__need_f32(g, name, "b", b)) return NULL;
+    ok = b->ndim <= a->ndim;
+    for (i = 0; ok && i < b->ndim; i++) ok = b->shape[i] == a->shape[a->ndim - b->ndim + i];
+    if (!ok)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "%s: b %s must equal a %s or a's trailing dims", name, pt__shp(b).s,
+                                     pt__shp(a).s);
+    out = pt__new(g, PT_F32, a->ndim, a->shape);
+    if (!out) return NULL;
+    PT__BE->binary(PT__C, op, out, a, b);
+    ins[0] = a, ins[1] = b;
+    if ((n = pt__record(g, name, out, pt__binary_bwd, 2, ins)) != NULL) n->i[0] = op;
+    return out;
+}
+PTDEF pt_tensor *pt_add(pt_graph *g, pt_tensor *a, pt_tensor *b) { return pt__binary(g, PT__ADD, "pt_add", a, b); }
+PTDEF pt_tensor *pt_sub(pt_graph *g, pt_tensor *a, pt_tensor *b) { return pt__binary(g, PT__SUB, "pt_sub", a, b); }
+PTDEF pt_tensor *pt_mul(pt_graph *g, pt_tensor *a, pt_tensor *b) { return pt__binary(g, PT__MUL, "pt_mul", a, b); }
+PTDEF pt_tensor *pt_bias_add(pt_graph *g, pt_tensor *x, pt_tensor *bias) {
+    if (!g || !x || !bias) return NULL;
+    if (bias->ndim != 1 || bias->shape[0] != pt__last(x))
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_bias_add: bias %s must be 1-D of x's last dim (x is %s)",
+                                     pt__shp(bias).s, pt__shp(x).s);
+    return pt__binary(g, PT__ADD, "pt_bias_add", x, bias);
+}
+
+/* ---- scale --------------------------------------------------------------------------------- */
+static void pt__scale_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    if (dx) PT__BE->axpy_reduce(PT__C, dx, n->out->grad, n->f[0]);
+}
+PTDEF pt_tensor *pt_scale(pt_graph *g, pt_tensor *x, float s) {
+    pt_tensor *out;
+    pt_node *n;
+    if (!g || !x || !pt__need_f32(g, "pt_scale", "x", x)) return NULL;
+    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
+    PT__BE->scale(PT__C, out, x, s);
+    if ((n = pt__record(g, "pt_scale", out, pt__scale_bwd, 1, &x)) != NULL) n->f[0] = s;
+    return out;
+}
+
+/* ---- matmul ----------------------------------------------------------------------------------
+   i[]: ta, tb, batch, M, N, K, b shared across the batch */
+static void pt__matmul_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *a = n->in[0], *b = n->in[1], *dc = n->out->grad;
+    pt_tensor *da = pt__grad(g, a), *db = pt__grad(g, b);
+    int ta = (int)n->i[0], tb = (int)n->i[1], bshared = (int)n->i[6];
+    int64_t batch = n->i[2], M = n->i[3], N = n->i[4], K = n->i[5];
+    int64_t lda = ta ? M : K, ldb = tb ? K : N, sa = M * K, sb = bshared ? 0 : K * N, sc = M * N, i;
+    if (da) {
+        if (!ta) PT__BE->gemm(PT__C, 0, !tb, batch, M, K, N, 1.0f, dc, N, sc, b, ldb, sb, 1.0f, da, lda, sa);
+        else PT__BE->gemm(PT__C, tb, 1, batch, K, M, N, 1.0f, b, ldb, sb, dc, N, sc, 1.0f, da, lda, sa);
+    }
+    if (db) {
+        /* a shared b sums its gradient over the batch: one accumulating call per item, in order */
+        int64_t nb = bshared ? batch : 1, bb = bshared ? 1 : batch;
+        for (i = 0; i < nb; i++) {
+            pt_tensor ai = pt__at(a, i * sa), ci = pt__at(dc, i * sc);
+            if (!tb) PT__BE->gemm(PT__C, !ta, 0, bb, K, N, M, 1.0f, &ai, lda, sa, &ci, N, sc, 1.0f, db, ldb, sb);
+            else PT__BE->gemm(PT__C, 1, ta, bb, N, K, M, 1.0f, &ci, N, sc, &ai, lda, sa, 1.0f, db, ldb, sb);
+        }
+    }
+}
+PTDEF pt_tensor *pt_matmul(pt_graph *g, pt_tensor *a, pt_tensor *b, int ta, int tb) {
+    int64_t M, K, Kb, N, batch = 1, shape[PT_MAX_DIMS];
+    int i, bshared, nd;
+    pt_tensor *out, *ins[2];
+    pt_node *n;
+    if (!g || !a || !b) return NULL;
+    if (!pt__need_f32(g, "pt_matmul", "a", a) || !pt__need_f32(g, "pt_matmul", "b", b)) return NULL;
+    if (a->ndim < 2 || b->ndim < 2)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_matmul: a %s and b %s need at least 2 dims", pt__shp(a).s, pt__shp(b).s);
+    nd = a->ndim;
+    M = ta ? a->shape[nd - 1] : a->shape[nd - 2];
+    K = ta ? a->shape[nd - 2] : a->shape[nd - 1];
+    Kb = tb ? b->shape[b->ndim - 1] : b->shape[b->ndim - 2];
+    N = tb ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
+    if (K != Kb)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_matmul: inner dims differ: a %s%s has K=%lld, b %s%s has K=%lld", pt__shp(a).s,
+                                     ta ? "^T" : "", (long long)K, pt__shp(b).s, tb ? "^T" : "", (long long)Kb);
+    bshared = b->ndim == 2;
+    if (!bshared) {
+        int ok = b->ndim == nd;
+        for (i = 0; ok && i < nd - 2; i++) ok = a->shape[i] == b->shape[i];
+        if (!ok)
+            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_matmul: batch dims differ: a %s, b %s (b must be 2-D or share a's leading dims)",
+                                         pt__shp(a).s, pt__shp(b).s);
+    }
+    for (i = 0; i < nd - 2; i++) batch *= a->shape[i], shape[i] = a->shape[i];
+    shape[nd - 2] = M;
+    shape[nd - 1] = N;
+    if (!(out = pt__new(g, PT_F32, nd, shape))) return NULL;
+    if (bshared && !ta) { /* [batch*M, K] @ b: one matrix product */
+        M *= batch;
+        batch = 1;
+    }
+    PT__BE->gemm(PT__C, ta, tb, batch, M, N, K, 1.0f, a, ta ? M : K, M * K, b, tb ? K : N, bshared ? 0 : K * N, 0.0f, out, N, M * N);
+    ins[0] = a, ins[1] = b;
+    if ((n = pt__record(g, "pt_matmul", out, pt__matmul_bwd, 2, ins)) != NULL) {
+        n->i[0] = ta, n->i[1] = tb, n->i[2] = batch, n->i[3] = M, n->i[4] = N, n->i[5] = K, n->i[6] = bshared;
+    }
+    return out;
+}
+
+/* ---- linear: x @ w^T + b ---------------------------------------------------------------------- */
+static void pt__linear_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL, *dy = n->out->grad;
+    pt_tensor *dx = pt__grad(g, x), *dw = pt__grad(g, w), *db = pt__grad(g, b);
+    int64_t rows = n->i[0], in = n->i[1], out = n->i[2];
+    if (dx) PT__BE->gemm(PT__C, 0, 0, 1, rows, in, out, 1.0f, dy, out, 0, w, in, 0, 1.0f, dx, in, 0);
+    if (dw) PT__BE->gemm(PT__C, 1, 0, 1, out, in, rows, 1.0f, dy, out, 0, x, in, 0, 1.0f, dw, in, 0);
+    if (db) PT__BE->axpy_reduce(PT__C, db, dy, 1.0f);
+}
+PTDEF pt_tensor *pt_linear(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b) {
+    int64_t in, outf, rows, shape[PT_MAX_DIMS];
+    pt_tensor *y, *ins[3];
+    pt_node *n;
+    int i;
+    if (!g || !x || !w) return NULL;
+    if (!pt__need_f32(g, "pt_linear", "x", x) || !pt__need_f32(g, "pt_linear", "w", w) || (b && !pt__need_f32(g, "pt_linear", "b", b)))
+        return NULL;
+    if (x->ndim < 1 || w->ndim != 2 || w->shape[1] != pt__last(x))
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_linear: w %s must be [out, %lld] for x %s", pt__shp(w).s,
+                                     (long long)pt__last(x), pt__shp(x).s);
+    outf = w->shape[0];
+    if (b && (b->ndim != 1 || b->shape[0] != outf))
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_linear: bias %s must be [%lld] for w %s", pt__shp(b).s, (long long)outf,
+                                     pt__shp(w).s);
+    in = w->shape[1];
+    rows = pt__rows(x);
+    for (i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[x->ndim - 1] = outf;
+    if (!(y = pt__new(g, PT_F32, x->ndim, shape))) return NULL;
+    PT__BE->gemm(PT__C, 0, 1, 1, rows, outf, in, 1.0f, x, in, 0, w, in, 0, 0.0f, y, outf, 0);
+    if (b) PT__BE->binary(PT__C, PT__ADD, y, y, b);
+    ins[0] = x, ins[1] = w, ins[2] = b;
+    if ((n = pt__record(g, "pt_linear", y, pt__linear_bwd, b ? 3 : 2, ins)) != NULL) n->i[0] = rows, n->i[1] = in, n->i[2] = outf;
+    return y;
+}
+
+/* ---- activations ------------------------------------------------------------------------------ */
+static void pt__act_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    if (dx) PT__BE->act_bwd(PT__C, (int)n->i[0], dx, n->in[0], n->out->grad);
+}
+static pt_tensor *pt__act(pt_graph *g, int kind, const char *name, pt_tensor *x) {
+    pt_tensor *out;
+    pt_node *n;
+    if (!g || !x || !pt__need_f32(g, name, "x", x)) return NULL;
+    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
+    PT__BE->act_fwd(PT__C, kind, out, x);
+    if ((n = pt__record(g, name, out, pt__act_bwd, 1, &x)) != NULL) n->i[0] = kind;
+    return out;
+}
+PTDEF pt_tensor *pt_relu(pt_graph *g, pt_tensor *x) { return pt__act(g, PT__RELU, "pt_relu", x); }
+PTDEF pt_tensor *pt_gelu(pt_graph *g, pt_tensor *x) { return pt__act(g, PT__GELU, "pt_gelu", x); }
+
+/* ---- softmax, log-softmax --------------------------------------------------------------------- */
+static void pt__softmax_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    if (dx) PT__BE->softmax_bwd(PT__C, dx, n->out, n->out->grad, (int)n->i[0]);
+}
+static pt_tensor *pt__softmax(pt_graph *g, int log, const char *name, pt_tensor *x) {
+    pt_tensor *out;
+    pt_node *n;
+    if (!g || !x || !pt__need_f32(g, name, "x", x)) return NULL;
+    if (x->ndim < 1 || pt__last(x) < 1) return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "%s: x %s needs a last dim of size >= 1", name, pt__shp(x).s);
+    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
+    PT__BE->softmax_fwd(PT__C, out, x, log);
+    if ((n = pt__record(g, name, out, pt__softmax_bwd, 1, &x)) != NULL) n->i[0] = log;
+    return out;
+}
+PTDEF pt_tensor *pt_softmax(pt_graph *g, pt_tensor *x) { return pt__softmax(g, 0, "pt_softmax", x); }
+PTDEF pt_tensor *pt_log_softmax(pt_graph *g, pt_tensor *x) { return pt__softmax(g, 1, "pt_log_softmax", x); }
+
+/* ---- cross-entropy (fused with softmax) ------------------------------------------------------- */
+static void pt__xent_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dl = pt__grad(g, n->in[0]);
+    if (dl) PT__BE->xent_bwd(PT__C, dl, n->in[0], n->saved[0], n->in[1], (int32_t)n->i[0], n->i[1], n->out->grad, n->f[0]);
+}
+PTDEF pt_tensor *pt_cross_entropy_ex(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index, int64_t nvalid) {
+    int64_t rows, V, i, count = 0;
+    pt_tensor *lse, *lrows, *out, *ins[2];
+    int32_t *tg;
+    pt_node *n;
+    if (!g || !logits || !targets) return NULL;
+    if (!pt__need_f32(g, "pt_cross_entropy", "logits", logits)) return NULL;
+    if (targets->dtype != PT_I32)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_DTYPE, "pt_cross_entropy: targets must be i32, found %s %s", pt__dtname(targets->dtype),
+                                     pt__shp(targets).s);
+    V = pt__last(logits);
+    rows = pt__rows(logits);
+    if (logits->ndim < 1 || pt_numel(targets) != rows)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_cross_entropy: targets %s must hold one id per logits row (logits %s: %lld rows)",
+                                     pt__shp(targets).s, pt__shp(logits).s, (long long)rows);
+    if (nvalid < 1 || nvalid > V)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_cross_entropy: nvalid %lld must be in [1, %lld] (logits %s)", (long long)nvalid,
+                                     (long long)V, pt__shp(logits).s);
+    tg = (int32_t *)pt__work(g->ctx, rows);
+    if (!tg) return NULL;
+    PT__BE->read(PT__C, targets, tg, rows * 4);
+    for (i = 0; i < rows; i++) {
+        if (tg[i] == ignore_index) continue;
+        if (tg[i] < 0 || tg[i] >= nvalid)
+            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_cross_entropy: target %d at row %lld is outside [0, %lld) (ignore_index %d)",
+                                         (int)tg[i], (long long)i, (long long)nvalid, (int)ignore_index);
+        count++;
+    }
+    lse = pt__new(g, PT_F32, 1, &rows);
+    lrows = pt__new(g, PT_F32, 1, &rows);
+    out = pt__new(g, PT_F32, 0, NULL);
+    if (!lse || !lrows || !out) return NULL;
+    PT__BE->xent_fwd(PT__C, lrows, lse, logits, targets, ignore_index, nvalid);
+    PT__BE->sum(PT__C, out, lrows, count ? 1.0f / (float)count : 0.0f);
+    ins[0] = logits, ins[1] = targets;
+    if ((n = pt__record(g, "pt_cross_entropy", out, pt__xent_bwd, 2, ins)) != NULL) {
+        n->saved[0] = lse;
+        n->i[0] = ignore_index;
+        n->i[1] = nvalid;
+        n->f[0] = count ? 1.0f / (float)count : 0.0f;
+    }
+    return out;
+}
+PTDEF pt_tensor *pt_cross_entropy(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index) {
+    return pt_cross_entropy_ex(g, logits, targets, ignore_index, logits ? pt__last(logits) : 0);
+}
+
+/* ---- layernorm -------------------------------------------------------------------------------- */
+static void pt__layernorm_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]), *dw = pt__grad(g, n->in[1]), *db = n->nin > 2 ? pt__grad(g, n->in[2]) : NULL;
+    PT__BE->layernorm_bwd(PT__C, dx, dw, db, n->out->grad, n->in[0], n->in[1], n->saved[0], n->saved[1]);
+}
+PTDEF pt_tensor *pt_layernorm(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b, float eps) {
+    int64_t C, rows;
+    pt_tensor *y, *mean, *rstd, *ins[3];
+    pt_node *n;
+    if (!g || !x || !w) return NULL;
+    if (!pt__need_f32(g, "pt_layernorm", "x", x) || !pt__need_f32(g, "pt_layernorm", "w", w) || (b && !pt__need_f32(g, "pt_layernorm", "b", b)))
+        return NULL;
+    C = pt__last(x);
+    if (x->ndim < 1 || w->ndim != 1 || w->shape[0] != C || (b && (b->ndim != 1 || b->shape[0] != C)))
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_layernorm: w %s and b %s must be [%lld], the last dim of x %s", pt__shp(w).s,
+                                     pt__shp(b).s, (long long)C, pt__shp(x).s);
+    if (!(eps > 0.0f)) return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_layernorm: eps must be > 0, found %g", (double)eps);
+    rows = pt__rows(x);
+    y = pt__new(g, PT_F32, x->ndim, x->shape);
+    mean = pt__new(g, PT_F32, 1, &rows);
+    rstd = pt__new(g, PT_F32, 1, &rows);
+    if (!y || !mean || !rstd) return NULL;
+    PT__BE->layernorm_fwd(PT__C, y, mean, rstd, x, w, b, eps);
+    ins[0] = x, ins[1] = w, ins[2] = b;
+    if ((n = pt__record(g, "pt_layernorm", y, pt__layernorm_bwd, b ? 3 : 2, ins)) != NULL) n->saved[0] = mean, n->saved[1] = rstd;
+    return y;
+}
+
+/* ---- embedding -------------------------------------------------------------------------------- */
+static void pt__embedding_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dt = pt__grad(g, n->in[0]);
+    if (dt) PT__BE->embed_bwd(PT__C, dt, n->out->grad, n->in[1]);
+}
+PTDEF pt_tensor *pt_embedding(pt_graph *g, pt_tensor *table, pt_tensor *ids) {
+    int64_t shape[PT_MAX_DIMS], n_ids, i;
+    int32_t *id;
+    pt_tensor *out, *ins[2];
+    int d;
+    if (!g || !table || !ids) return NULL;
+    if (!pt__need_f32(g, "pt_embedding", "table", table)) return NULL;
+    if (ids->dtype != PT_I32)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_DTYPE, "pt_embedding: ids must be i32, found %s %s", pt__dtname(ids->dtype), pt__shp(ids).s);
+    if (table->ndim != 2 || ids->ndim >= PT_MAX_DIMS)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_embedding: table %s must be [V, C] and ids %s at most %d-D", pt__shp(table).s,
+                                     pt__shp(ids).s, PT_MAX_DIMS - 1);
+    n_ids = pt_numel(ids);
+    id = (int32_t *)pt__work(g->ctx, n_ids);
+    if (!id) return NULL;
+    PT__BE->read(PT__C, ids, id, n_ids * 4);
+    for (i = 0; i < n_ids; i++)
+        if (id[i] < 0 || id[i] >= table->shape[0])
+            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_embedding: id %d at position %lld is outside the table's %lld rows", (int)id[i],
+                                         (long long)i, (long long)table->shape[0]);
+    for (d = 0; d < ids->ndim; d++) shape[d] = ids->shape[d];
+    shape[ids->ndim] = table->shape[1];
+    if (!(out = pt__new(g, PT_F32, ids->ndim + 1, shape))) return NULL;
+    PT__BE->embed_fwd(PT__C, out, table, ids);
+    ins[0] = table, ins[1] = ids;
+    pt__record(g, "pt_embedding", out, pt__embedding_bwd, 2, ins);
+    return out;
+}
+
+/* ---- causal self-attention -------------------------------------------------------------------- */
+static void pt__attention_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dq = pt__grad(g, n->in[0]);
+    if (dq)
+        PT__BE->attn_bwd(PT__C, dq, n->out->grad, n->in[0], n->out, n->saved[0], (int)n->i[0], (int)n->i[1], (int)n->i[2], (int)n->i[3]);
+}
+PTDEF pt_tensor *pt_attention(pt_graph *g, pt_tensor *qkv, int n_head) {
+    int64_t B, T, C, shape[3];
+    pt_tensor *out, *lse;
+    pt_node *n;
+    if (!g || !qkv || !pt__need_f32(g, "pt_attention", "qkv", qkv)) return NULL;
+    if (qkv->ndim != 3 || qkv->shape[2] % 3)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_attention: qkv %s must be [B, T, 3C]", pt__shp(qkv).s);
+    B = qkv->shape[0], T = qkv->shape[1], C = qkv->shape[2] / 3;
+    if (n_head < 1 || C % n_head)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_attention: width C=%lld (qkv %s) does not split into %d heads", (long long)C,
+                                     pt__shp(qkv).s, n_head);
+    shape[0] = B, shape[1] = T, shape[2] = C;
+    out = pt__new(g, PT_F32, 3, shape);
+    shape[1] = n_head, shape[2] = T;
+    lse = pt__new(g, PT_F32, 3, shape);
+    if (!out || !lse) return NULL;
+    PT__BE->attn_fwd(PT__C, out, lse, qkv, (int)B, (int)T, (int)C, n_head);
+    if ((n = pt__record(g, "pt_attention", out, pt__attention_bwd, 1, &qkv)) != NULL) {
+        n->saved[0] = lse;
+        n->i[0] = B, n->i[1] = T, n->i[2] = C, n->i[3] = n_head;
+    }
+    return out;
+}
+
+/* ---- dropout ---------------------------------------------------------------------------------- */
+static void pt__dropout_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    if (dx) PT__BE->dropout(PT__C, dx, n->out->grad, n->f[0], (uint64_t)n->i[0], n->i[1], 1);
+}
+PTDEF pt_tensor *pt_dropout(pt_graph *g, pt_tensor *x, float p, uint64_t seed) {
+    pt_tensor *out;
+    pt_node *n;
+    uint64_t key;
+    int64_t base;
+    if (!g || !x || !pt__need_f32(g, "pt_dropout", "x", x)) return NULL;
+    if (!(p >= 0.0f && p < 1.0f)) return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_dropout: p must be in [0, 1), found %g", (double)p);
+    if (!g->training || p == 0.0f) return x;
+    key = pt_hash64(g->ctx->desc.seed ^ pt_hash64(seed ^ 0xd509u));
+    base = g->sample_off * (x->ndim ? pt_numel(x) / PT__MAX(x->shape[0], 1) : 1);
+    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
+    PT__BE->dropout(PT__C, out, x, p, key, base, 0);
+    if ((n = pt__record(g, "pt_dropout", out, pt__dropout_bwd, 1, &x)) != NULL) {
+        n->i[0] = (int64_t)key;
+        n->i[1] = base;
+        n->f[0] = p;
+    }
+    return out;
+}
+
+/* ---- reshape (a view), permute, transpose ---------------------------------------------------- */
+static void pt__copyback_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    if (dx) PT__BE->copy(PT__C, dx, n->out->grad, 1);
+}
+PTDEF pt_tensor *pt_reshape(pt_graph *g, pt_tensor *x, int ndim, const int64_t *shape) {
+    int64_t s[PT_MAX_DIMS], known = 1;
+    int i, infer = -1;
+    pt_tensor *out;
+    if (!g || !x) return NULL;
+    if (ndim < 0 || ndim > PT_MAX_DIMS || (ndim && !shape))
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_reshape: ndim %d must be in 0..%d", ndim, PT_MAX_DIMS);
+    for (i = 0; i < ndim; i++) {
+        s[i] = shape[i];
+        if (s[i] == -1 && infer < 0) infer = i;
+        else if (s[i] < 0) return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_reshape: dim %d is %lld (one -1 allowed)", i, (long long)s[i]);
+        else known *= s[i];
+    }
+    if (infer >= 0 && known > 0 && pt_numel(x) % known == 0) s[infer] = pt_numel(x) / known, known *= s[infer];
+    if (known != pt_numel(x) || (infer >= 0 && known == 0)) {
+        char want[96];
+        int k = snprintf(want, sizeof want, "[");
+        for (i = 0; i < ndim && k < (int)sizeof want; i++) k += snprintf(want + k, sizeof want - (size_t)k, i ? ",%lld" : "%lld", (long long)shape[i]);
+        if (k < (int)sizeof want) snprintf(want + k, sizeof want - (size_t)k, "]");
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_reshape: x %s (%lld elements) cannot take shape %s", pt__shp(x).s,
+                                     (long long)pt_numel(x), want);
+    }
+    if (!(out = pt__rec(g, x->dtype, ndim, s))) return NULL;
+    out->st = x->st;
+    out->off = x->off;
+    pt__record(g, "pt_reshape", out, pt__copyback_bwd, 1, &x);
+    return out;
+}
+static void pt__permute_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    int inv[PT_MAX_DIMS], i;
+    for (i = 0; i < n->in[0]->ndim; i++) inv[n->i[i]] = i;
+    if (dx) PT__BE->permute(PT__C, dx, n->out->grad, inv, 1);
+}
+PTDEF pt_tensor *pt_permute(pt_graph *g, pt_tensor *x, const int *perm) {
+    int64_t s[PT_MAX_DIMS];
+    int i, seen = 0;
+    pt_tensor *out;
+    pt_node *n;
+    if (!g || !x) return NULL;
+    for (i = 0; perm && i < x->ndim; i++) {
+        if (perm[i] < 0 || perm[i] >= x->ndim || (seen & (1 << perm[i]))) break;
+        seen |= 1 << perm[i];
+        s[i] = x->shape[perm[i]];
+    }
+    if (!perm || i < x->ndim)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_permute: perm is not a permutation of the %d dims of x %s", x->ndim, pt__shp(x).s);
+    if (!(out = pt__new(g, x->dtype, x->ndim, s))) return NULL;
+    PT__BE->permute(PT__C, out, x, perm, 0);
+    if ((n = pt__record(g, "pt_permute", out, pt__permute_bwd, 1, &x)) != NULL)
+        for (i = 0; i < x->ndim; i++) n->i[i] = perm[i];
+    return out;
+}
+PTDEF pt_tensor *pt_transpose(pt_graph *g, pt_tensor *x, int d0, int d1) {
+    int perm[PT_MAX_DIMS], i;
+    if (!g || !x) return NULL;
+    if (d0 < 0 || d1 < 0 || d0 >= x->ndim || d1 >= x->ndim)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_transpose: dims %d and %d must be in [0, %d) for x %s", d0, d1, x->ndim, pt__shp(x).s);
+    for (i = 0; i < PT_MAX_DIMS; i++) perm[i] = i;
+    perm[d0] = d1;
+    perm[d1] = d0;
+    return pt_permute(g, x, perm);
+}
+
+/* ---- concat, slice, split -------------------------------------------------------------------- */
+static void pt__outer_inner(const pt_tensor *t, int dim, int64_t *outer, int64_t *inner) {
+    int i;
+    *outer = *inner = 1;
+    for (i = 0; i < dim; i++) *outer *= t->shape[i];
+    for (i = dim + 1; i < t->ndim; i++) *inner *= t->shape[i];
+}
+static void pt__concat_bwd(pt_graph *g, pt_node *n) {
+    int64_t outer, inner, at = 0, dimn = n->out->shape[n->i[0]];
+    int k;
+    pt__outer_inner(n->out, (int)n->i[0], &outer, &inner);
+    for (k = 0; k < n->nin; k++) {
+        pt_tensor *dx = pt__grad(g, n->in[k]);
+        int64_t len = n->in[k]->shape[n->i[0]];
+        if (dx) PT__BE->copy_block(PT__C, dx, len, 0, n->out->grad, dimn, at, len, outer, inner, 1);
+        at += len;
+    }
+}
+PTDEF pt_tensor *pt_concat(pt_graph *g, int nx, pt_tensor *const *xs, int dim) {
+    int64_t s[PT_MAX_DIMS], outer, inner, at = 0;
+    int k, i;
+    pt_tensor *out;
+    pt_node *n;
+    if (!g || !xs || nx < 1) return g ? (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_concat: needs at least one tensor") : NULL;
+    for (k = 0; k < nx; k++)
+        if (!xs[k]) return NULL;
+    if (dim < 0 || dim >= xs[0]->ndim)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_concat: dim %d must be in [0, %d)", dim, xs[0]->ndim);
+    for (i = 0; i < xs[0]->ndim; i++) s[i] = xs[0]->shape[i];
+    for (k = 1; k < nx; k++) {
+        int ok = xs[k]->ndim == xs[0]->ndim && xs[k]->dtype == xs[0]->dtype;
+        for (i = 0; ok && i < xs[0]->ndim; i++) ok = i == dim || xs[k]->shape[i] == xs[0]->shape[i];
+        if (!ok)
+            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_concat: tensor %d %s does not match tensor 0 %s outside dim %d", k,
+                                         pt__shp(xs[k]).s, pt__shp(xs[0]).s, dim);
+        s[dim] += xs[k]->shape[dim];
+    }
+    if (!(out = pt__new(g, xs[0]->dtype, xs[0]->ndim, s))) return NULL;
+    pt__outer_inner(out, dim, &outer, &inner);
+    for (k = 0; k < nx; k++) {
+        PT__BE->copy_block(PT__C, out, s[dim], at, xs[k], xs[k]->shape[dim], 0, xs[k]->shape[dim], outer, inner, 0);
+        at += xs[k]->shape[dim];
+    }
+    if ((n = pt__record(g, "pt_concat", out, pt__concat_bwd, nx, xs)) != NULL) n->i[0] = dim;
+    return out;
+}
+static void pt__slice_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    int64_t outer, inner;
+    pt__outer_inner(n->in[0], (int)n->i[0], &outer, &inner);
+    if (dx) PT__BE->copy_block(PT__C, dx, n->in[0]->shape[n->i[0]], n->i[1], n->out->grad, n->i[2], 0, n->i[2], outer, inner, 1);
+}
+PTDEF pt_tensor *pt_slice(pt_graph *g, pt_tensor *x, int dim, int64_t start, int64_t len) {
+    int64_t s[PT_MAX_DIMS], outer, inner;
+    int i;
+    pt_tensor *out;
+    pt_node *n;
+    if (!g || !x) return NULL;
+    if (dim < 0 || dim >= x->ndim || start < 0 || len < 0 || start + len > x->shape[dim > 0 ? dim : 0])
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_slice: [%lld, %lld) of dim %d is outside x %s", (long long)start,
+                                     (long long)(start + len), dim, pt__shp(x).s);
+    for (i = 0; i < x->ndim; i++) s[i] = x->shape[i];
+    s[dim] = len;
+    if (!(out = pt__new(g, x->dtype, x->ndim, s))) return NULL;
+    pt__outer_inner(x, dim, &outer, &inner);
+    PT__BE->copy_block(PT__C, out, len, 0, x, x->shape[dim], start, len, outer, inner, 0);
+    if ((n = pt__record(g, "pt_slice", out, pt__slice_bwd, 1, &x)) != NULL) n->i[0] = dim, n->i[1] = start, n->i[2] = len;
+    return out;
+}
+PTDEF pt_status pt_split(pt_graph *g, pt_tensor *x, int dim, int n, const int64_t *sizes, pt_tensor **outs) {
+    int64_t at = 0;
+    int k;
+    if (!g) return PT_ERR_ARG;
+    if (!x || !sizes || !outs || n < 1 || dim < 0 || dim >= x->ndim) {
+        pt__fail(g->ctx, PT_ERR_ARG, "pt_split: needs x, n >= 1 sizes, outs and a dim of x (dim %d, x %s)", dim, pt__shp(x).s);
+        return PT_ERR_ARG;
+    }
+    for (k = 0; k < n; k++) at += sizes[k];
+    if (at != x->shape[dim]) {
+        pt__fail(g->ctx, PT_ERR_SHAPE, "pt_split: sizes sum to %lld, dim %d of x %s is %lld", (long long)at, dim, pt__shp(x).s,
+                 (long long)x->shape[dim]);
+        return PT_ERR_SHAPE;
+    }
+    for (at = 0, k = 0; k < n; k++) {
+        if (!(outs[k] = pt_slice(g, x, dim, at, sizes[k]))) return g->ctx->status;
+        at += sizes[k];
+    }
+    return PT_OK;
+}
+
+/* ---- sum, mean -------------------------------------------------------------------------------- */
+static void pt__sum_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    if (dx) PT__BE->binary(PT__C, PT__ADD, dx, dx, n->out->grad);
+}
+PTDEF pt_tensor *pt_sum(pt_graph *g, pt_tensor *x) {
+    pt_tensor *out;
+    if (!g || !x || !pt__need_f32(g, "pt_sum", "x", x)) return NULL;
+    if (!(out = pt__new(g, PT_F32, 0, NULL))) return NULL;
+    PT__BE->sum(PT__C, out, x, 1.0f);
+    pt__record(g, "pt_sum", out, pt__sum_bwd, 1, &x);
+    return out;
+}
+PTDEF pt_tensor *pt_mean(pt_graph *g, pt_tensor *x) {
+    if (!x) return NULL;
+    if (pt_numel(x) == 0 && g) return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_mean: x %s has no elements", pt__shp(x).s);
+    return pt_scale(g, pt_sum(g, x), 1.0f / (float)pt_numel(x));
+}
+
+/* ---- conv2d (im2col + GEMM), max-pool ---------------------------------------------------------
+   conv i[]: N, Cin, H, W, Cout, k, stride, pad; saved[0] = the im2col matrix */
+static void pt__conv2d_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *x = n->in[0], *w = n->in[1], *b = n->nin > 2 ? n->in[2] : NULL, *dy = n->out->grad, *cols = n->saved[0];
+    pt_tensor *dx = pt__grad(g, x), *dw = pt__grad(g, w), *db = pt__grad(g, b);
+    int N = (int)n->i[0], Ci = (int)n->i[1], H = (int)n->i[2], W = (int)n->i[3], Co = (int)n->i[4], k = (int)n->i[5];
+    int st = (int)n->i[6], pad = (int)n->i[7], Ho = (int)n->out->shape[2], Wo = (int)n->out->shape[3], i;
+    int64_t S = (int64_t)Ho * Wo, CKK = (int64_t)Ci * k * k;
+    if (db) PT__BE->chan_bias_bwd(PT__C, db, dy, N, Co, S);
+    if (dw)
+        for (i = 0; i < N; i++) { /* summed over images in order */
+            pt_tensor yi = pt__at(dy, i * Co * S), ci = pt__at(cols, i * CKK * S);
+            PT__BE->gemm(PT__C, 0, 1, 1, Co, CKK, S, 1.0f, &yi, S, 0, &ci, S, 0, 1.0f, dw, CKK, 0);
+        }
+    if (dx) {
+        pt_tensor dc = *cols;
+        dc.st = pt__pool_get(g, pt_numel(cols) * 4);
+        dc.off = 0;
+        if (!dc.st) return;
+        PT__BE->gemm(PT__C, 1, 0, N, CKK, S, Co, 1.0f, w, CKK, 0, dy, S, Co * S, 0.0f, &dc, S, CKK * S);
+        PT__BE->col2im(PT__C, dx, &dc, N, Ci, H, W, k, st, pad, Ho, Wo);
+        pt__pool_put(g, dc.st);
+    }
+}
+PTDEF pt_tensor *pt_conv2d(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b, int stride, int pad) {
+    int64_t N, Ci, H, W, Co, k, Ho, Wo, s[4];
+    pt_tensor *y, *cols, *ins[3];
+    pt_node *n;
+    if (!g || !x || !w) return NULL;
+    if (!pt__need_f32(g, "pt_conv2d", "x", x) || !pt__need_f32(g, "pt_conv2d", "w", w) || (b && !pt__need_f32(g, "pt_conv2d", "b", b))) return NULL;
+    if (x->ndim != 4 || w->ndim != 4 || w->shape[1] != x->shape[1] || w->shape[2] != w->shape[3])
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_conv2d: x %s must be [N, Cin, H, W] and w %s [Cout, Cin, k, k]", pt__shp(x).s, pt__shp(w).s);
+    N = x->shape[0], Ci = x->shape[1], H = x->shape[2], W = x->shape[3], Co = w->shape[0], k = w->shape[2];
+    if (b && (b->ndim != 1 || b->shape[0] != Co))
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_conv2d: bias %s must be [%lld]", pt__shp(b).s, (long long)Co);
+    if (stride < 1 || pad < 0 || H + 2 * pad < k || W + 2 * pad < k)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_conv2d: stride %d, pad %d and kernel %lld do not fit x %s", stride, pad, (long long)k,
+                                     pt__shp(x).s);
+    Ho = (H + 2 * pad - k) / stride + 1;
+    Wo = (W + 2 * pad - k) / stride + 1;
+    s[0] = N, s[1] = Co, s[2] = Ho, s[3] = Wo;
+    y = pt__new(g, PT_F32, 4, s);
+    s[0] = N, s[1] = Ci * k * k, s[2] = Ho * Wo;
+    cols = pt__new(g, PT_F32, 3, s);
+    if (!y || !cols) return NULL;
+    PT__BE->im2col(PT__C, cols, x, (int)N, (int)Ci, (int)H, (int)W, (int)k, stride, pad, (int)Ho, (int)Wo);
+    PT__BE->gemm(PT__C, 0, 0, N, Co, Ho * Wo, Ci * k * k, 1.0f, w, Ci * k * k, 0, cols, Ho * Wo, Ci * k * k * Ho * Wo, 0.0f, y, Ho * Wo,
+                 Co * Ho * Wo);
+    if (b) PT__BE->chan_bias_fwd(PT__C, y, b, (int)N, (int)Co, Ho * Wo);
+    ins[0] = x, ins[1] = w, ins[2] = b;
+    if ((n = pt__record(g, "pt_conv2d", y, pt__conv2d_bwd, b ? 3 : 2, ins)) != NULL) {
+        n->saved[0] = cols;
+        n->i[0] = N, n->i[1] = Ci, n->i[2] = H, n->i[3] = W, n->i[4] = Co, n->i[5] = k, n->i[6] = stride, n->i[7] = pad;
+    }
+    return y;
+}
+static void pt__maxpool_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *x = n->in[0], *dx = pt__grad(g, x);
+    if (dx)
+        PT__BE->maxpool_bwd(PT__C, dx, n->out->grad, n->saved[0], (int)x->shape[0], (int)x->shape[1], (int)x->shape[2], (int)x->shape[3],
+                            (int)n->out->shape[2], (int)n->out->shape[3]);
+}
+PTDEF pt_tensor *pt_maxpool2d(pt_graph *g, pt_tensor *x, int k, int stride) {
+    int64_t s[4];
+    pt_tensor *y, *idx;
+    pt_node *n;
+    if (!g || !x || !pt__need_f32(g, "pt_maxpool2d", "x", x)) return NULL;
+    if (x->ndim != 4 || k < 1 || stride < 1 || x->shape[2] < k || x->shape[3] < k)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_maxpool2d: x %s must be [N, C, H, W] with H, W >= k=%d (stride %d >= 1)",
+                                     pt__shp(x).s, k, stride);
+    s[0] = x->shape[0], s[1] = x->shape[1], s[2] = (x->shape[2] - k) / stride + 1, s[3] = (x->shape[3] - k) / stride + 1;
+    y = pt__new(g, PT_F32, 4, s);
+    idx = pt__new(g, PT_I32, 4, s);
+    if (!y || !idx) return NULL;
+    PT__BE->maxpool_fwd(PT__C, y, idx, x, (int)s[0], (int)s[1], (int)x->shape[2], (int)x->shape[3], k, stride, (int)s[2], (int)s[3]);
+    if ((n = pt__record(g, "pt_maxpool2d", y, pt__maxpool_bwd, 1, &x)) != NULL) n->saved[0] = idx;
+    return y;
+}
+
+/* >>optim  SGD with momentum, AdamW, clipping, learning-rate schedules
+   The optimizer's state lives in slabs laid out like the parameter slab, so one kernel call
+   updates a run of parameters that share a weight decay; padding between parameters stays 0. */
+
+typedef struct pt__run {
+    int64_t off, n;
+    float wd;
+} pt__run;
+
+struct pt_optim {
+    pt_ctx *ctx;
+    pt_optim_desc d;
+    pt_storage m, v; /* AdamW moments, or SGD momentum in m */
+    pt__run *runs;
+    int nruns;
+    int64_t steps;
+};
+
+PTDEF float pt_grad_norm(pt_ctx *ctx) {
+    pt_tensor gs;
+    if (!ctx || !ctx->gslab) return 0.0f;
+    gs = pt_grad_slab(ctx);
+    return (float)sqrt(ctx->be->sumsq(ctx, &gs, ctx->slab_n));
+}
+
+PTDEF pt_optim *pt_optim_new(pt_ctx *ctx, const pt_optim_desc *desc) {
+    pt_optim *o;
+    int i;
+    if (!ctx) return NULL;
+    if (!desc || (desc->kind != PT_OPTIM_SGD && desc->kind != PT_OPTIM_ADAMW))
+        return (pt_optim *)pt__fail(ctx, PT_ERR_ARG, "pt_optim_new: unknown optimizer kind %d (expected PT_OPTIM_SGD or PT_OPTIM_ADAMW)",
+                                    desc ? (int)desc->kind : -1);
+    if (desc->lr < 0 || desc->weight_decay < 0 || desc->clip_norm < 0 || desc->momentum < 0 || desc->momentum >= 1 || desc->beta1 < 0 ||
+        desc->beta1 >= 1 || desc->beta2 < 0 || desc->beta2 >= 1)
+        return (pt_optim *)pt__fail(ctx, PT_ERR_ARG, "pt_optim_new: lr %g, weight_decay %g, clip %g must be >= 0; momentum %g, betas %g/%g in [0, 1)",
+                                    (double)desc->lr, (double)desc->weight_decay, (double)desc->clip_norm, (double)desc->momentum,
+                                    (double)desc->beta1, (double)desc->beta2);
+    if (!ctx->nparams) return (pt_optim *)pt__fail(ctx, PT_ERR_STATE, "pt_optim_new: the context has no parameters yet");
+    o = (pt_optim *)pt__malloc(ctx, sizeof *o);
+    if (!o) return (pt_optim *)pt__fail(ctx, PT_ERR_OOM, "pt_optim_new: out of memory");
+    memset(o, 0, sizeof *o);
+    o->ctx = ctx;
+    o->d = *desc;
+    if (o->d.kind == PT_OPTIM_ADAMW) {
+        if (o->d.beta1 == 0) o->d.beta1 = 0.9f;
+        if (o->d.beta2 == 0) o->d.beta2 = 0.95f;
+        if (o->d.eps == 0) o->d.eps = 1e-8f;
+    }
+    o->runs = (pt__run *)pt__malloc(ctx, (size_t)ctx->nparams * sizeof *o->runs);
+    if (!o->runs || pt__st_alloc(ctx, &o->m, ctx->slab_n * 4, PT__MEM_OPTIM) != PT_OK ||
+        (o->d.kind == PT_OPTIM_ADAMW && pt__st_alloc(ctx, &o->v, ctx->slab_n * 4, PT__MEM_OPTIM) != PT_OK)) {
+        pt_optim_free(o);
+        return (pt_optim *)pt__fail(ctx, PT_ERR_OOM, "pt_optim_new: out of memory for the optimizer state (%lld floats)", (long long)ctx->slab_n);
+    }
+    {
+        pt_tensor t = pt__slab_view(&o->m, ctx->slab_n);
+        ctx->be->fill(ctx, &t, 0.0f);
+        if (o->v.host || o->v.dev) {
+            t.st = &o->v;
+            ctx->be->fill(ctx, &t, 0.0f);
+        }
+    }
+    /* runs of slab-consecutive parameters with equal weight decay (frozen ones are skipped) */
+    for (i = 0; i < ctx->nparams; i++) {
+        pt_param *p = ctx->params[i];
+        float wd = (p->spec.flags & PT_PARAM_NO_DECAY) ? 0.0f : o->d.weight_decay;
+        int64_t end = i + 1 < ctx->nparams ? ctx->params[i + 1]->slab_off : ctx->slab_n;
+        if (p->spec.flags & PT_PARAM_FROZEN) continue;
+        if (o->nruns && o->runs[o->nruns - 1].wd == wd && o->runs[o->nruns - 1].off + o->runs[o->nruns - 1].n == p->slab_off)
+            o->runs[o->nruns - 1].n = end - o->runs[o->nruns - 1].off;
+        else {
+            o->runs[o->nruns].off = p->slab_off;
+            o->runs[o->nruns].n = end - p->slab_off;
+            o->runs[o->nruns].wd = wd;
+            o->nruns++;
+        }
+    }
+    ctx->optim_frozen = 1;
+    pt_state_register(ctx, "optim.steps", &o->steps, sizeof o->steps);
+    return o;
+}
+PTDEF void pt_optim_free(pt_optim *o) {
+    if (!o) return;
+    pt__st_free(o->ctx, &o->m);
+    pt__st_free(o->ctx, &o->v);
+    pt__state_unregister(o->ctx, &o->steps);
+    PT_FREE(o->runs);
+    PT_FREE(o);
+}
+PTDEF int64_t pt_optim_steps(const pt_optim *o) { return o ? o->steps : 0; }
+
+PTDEF float pt_optim_step(pt_optim *o, float lr) {
+    pt_ctx *ctx;
+    float norm, gscale = 1.0f;
+    int r;
+    if (!o) return NAN;
+    ctx = o->ctx;
+    norm = pt_grad_norm(ctx);
+    if (o->d.clip_norm > 0 && norm > o->d.clip_norm) gscale = o->d.clip_norm / (norm + 1e-6f);
+    o->steps++;
+    for (r = 0; r < o->nruns; r++) {
+        pt__run *u = &o->runs[r];
+        pt_tensor p = pt__slab_view(ctx->pslab, u->n), g = pt__slab_view(ctx->gslab, u->n), m = pt__slab_view(&o->m, u->n),
+                  v = pt__slab_view(&o->v, u->n);
+        p.off = g.off = m.off = v.off = u->off;
+        if (o->d.kind == PT_OPTIM_ADAMW) {
+            float bc1 = 1.0f - powf(o->d.beta1, (float)o->steps), bc2 = 1.0f - powf(o->d.beta2, (float)o->steps);
+            ctx->be->adamw(ctx, &p, &g, &m, &v, u->n, lr, o->d.beta1, o->d.beta2, o->d.eps, u->wd, bc1, bc2, gscale);
+        } else {
+            ctx->be->sgd(ctx, &p, &g, o->d.momentum > 0 ? &m : NULL, u->n, lr, o->d.momentum, u->wd, gscale);
+        }
+    }
+    return norm;
+}
+
+PTDEF float pt_lr_at(const pt_lr_schedule *s, int64_t step) {
+    double p;
+    if (!s) return 0.0f;
+    if (step < s->warmup) return s->lr * (float)(step + 1) / (float)s->warmup;
+    if (s->kind == PT_LR_CONST || s->total <= s->warmup) return s->kind == PT_LR_CONST ? s->lr : s->min_lr;
+    p = (double)(step - s->warmup) / (double)(s->total - s->warmup);
+    if (p > 1) p = 1;
+    if (s->kind == PT_LR_COSINE) return (float)(s->min_lr + 0.5 * (1.0 + cos(3.14159265358979323846 * p)) * (s->lr - s->min_lr));
+    return (float)(s->lr - (s->lr - s->min_lr) * p);
+}
+
+/* >>nn  layers and the GPT */
+static pt_tensor *pt__param2(pt_ctx *ctx, const char *base, const char *suffix, int ndim, int64_t d0, int64_t d1, pt_init_kind init,
+                             float scale, uint32_t flags) {
+    char name[96];
+    int64_t s[2];
+    s[0] = d0, s[1] = d1;
+    snprintf(name, sizeof name, "%s%s", base, suffix);
+    return pt_param_new(ctx, name, ndim, s, init, scale, flags);
+}
+PTDEF pt_linear_layer pt_linear_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
+    pt_linear_layer l;
+    l.w = pt__param2(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0);
+    l.b = bias ? pt__param2(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY) : NULL;
+    return l;
+}
+PTDEF pt_tensor *pt_linear_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x) { return pt_linear(g, x, l->w, l->b); }
+
+PTDEF pt_mlp pt_mlp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hidden, int64_t out, int gelu, float std) {
+    pt_mlp m;
+    char n[96];
+    snprintf(n, sizeof n, "%s.fc", name);
+    m.fc = pt_linear_new(ctx, n, in, hidden, 1, std);
+    snprintf(n, sizeof n, "%s.proj", name);
+    m.proj = pt_linear_new(ctx, n, hidden, out, 1, std);
+    m.gelu = gelu;
+    return m;
+}
+PTDEF pt_tensor *pt_mlp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
+    pt_tensor *h = pt_linear_fwd(g, &m->fc, x);
+    h = m->gelu ? pt_gelu(g, h) : pt_relu(g, h);
+    return pt_linear_fwd(g, &m->proj, h);
+}
+
+PTDEF pt_block pt_block_new(pt_ctx *ctx, const char *name, int64_t C, int n_layer_total) {
+    pt_block b;
+    char n[96];
+    float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * (float)PT__MAX(n_layer_total, 1));
+    b.ln1_w = pt__param2(ctx, name, ".ln1.w", 1, C, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
+    b.ln1_b = pt__param2(ctx, name, ".ln1.b", 1, C, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
+    snprintf(n, sizeof n, "%s.attn", name);
+    b.attn = pt_linear_new(ctx, n, C, 3 * C, 1, std);
+    snprintf(n, sizeof n, "%s.attn_proj", name);
+    b.attn_proj = pt_linear_new(ctx, n, C, C, 1, pstd);
+    b.ln2_w = pt__param2(ctx, name, ".ln2.w", 1, C, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
+    b.ln2_b = pt__param2(ctx, name, ".ln2.b", 1, C, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
+    snprintf(n, sizeof n, "%s.mlp.fc", name);
+    b.mlp.fc = pt_linear_new(ctx, n, C, 4 * C, 1, std);
+    snprintf(n, sizeof n, "%s.mlp.proj", name);
+    b.mlp.proj = pt_linear_new(ctx, n, 4 * C, C, 1, pstd);
+    b.mlp.gelu = 1;
+    return b;
+}
+PTDEF pt_tensor *pt_block_fwd(pt_graph *g, const pt_block *b, pt_tensor *x, int n_head, float dropout, uint64_t seed) {
+    pt_tensor *h = pt_layernorm(g, x, b->ln1_w, b->ln1_b, 1e-5f);
+    h = pt_linear_fwd(g, &b->attn, h);
+    h = pt_attention(g, h, n_head);
+    h = pt_linear_fwd(g, &b->attn_proj, h);
+    if (dropout > 0) h = pt_dropout(g, h, dropout, seed);
+    x = pt_add(g, x, h);
+    h = pt_layernorm(g, x, b->ln2_w, b->ln2_b, 1e-5f);
+    h = pt_mlp_fwd(g, &b->mlp, h);
+    if (dropout > 0) h = pt_dropout(g, h, dropout, seed + 1);
+    return pt_add(g, x, h);
+}
+
+PTDEF pt_gpt *pt_gpt_new(pt_ctx *ctx, const pt_gpt_config *cfg) {
+    pt_gpt *m;
+    int l;
+    if (!ctx) return NULL;
+    if (!cfg || cfg->vocab < 1 || cfg->max_seq < 1 || cfg->layers < 1 || cfg->width < 1 || cfg->heads < 1 || cfg->width % cfg->heads ||
+        (cfg->vocab_padded && cfg->vocab_padded < cfg->vocab) || cfg->dropout < 0 || cfg->dropout >= 1)
+        return (pt_gpt *)pt__fail(ctx, PT_ERR_ARG,
+                                  "pt_gpt_new: invalid config: vocab %d (padded %d), max_seq %d, layers %d, width %d, heads %d (must divide width), "
+                                  "dropout %g",
+                                  cfg ? cfg->vocab : 0, cfg ? cfg->vocab_padded : 0, cfg ? cfg->max_seq : 0, cfg ? cfg->layers : 0,
+                                  cfg ? cfg->width : 0, cfg ? cfg->heads : 0, cfg ? (double)cfg->dropout : 0.0);
+    m = (pt_gpt *)pt__malloc(ctx, sizeof *m);
+    if (!m) return (pt_gpt *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_new: out of memory");
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->ctx = ctx;
+    if (!m->cfg.vocab_padded) m->cfg.vocab_padded = (cfg->vocab + 63) / 64 * 64;
+    m->blocks = (pt_block *)pt__malloc(ctx, (size_t)cfg->layers * sizeof(pt_block));
+    if (!m->blocks) {
+        PT_FREE(m);
+        return (pt_gpt *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_new: out of memory");
+    }
+    m->wte = pt__param2(ctx, "wte", "", 2, m->cfg.vocab_padded, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
+    m->wpe = pt__param2(ctx, "wpe", "", 2, cfg->max_seq, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
+    for (l = 0; l < cfg->layers; l++) {
+        char n[32];
+        snprintf(n, sizeof n, "h.%d", l);
+        m->blocks[l] = pt_block_new(ctx, n, cfg->width, cfg->layers);
+    }
+    m->lnf_w = pt__param2(ctx, "lnf.w", "", 1, cfg->width, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
+    m->lnf_b = pt__param2(ctx, "lnf.b", "", 1, cfg->width, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
+    m->lm_head = cfg->untied ? pt__param2(ctx, "lm_head", "", 2, m->cfg.vocab_padded, cfg->width, PT_INIT_NORMAL, 0.02f, 0) : m->wte;
+    if (ctx->status != PT_OK) {
+        pt_gpt_free(m);
+        return NULL;
+    }
+    return m;
+}
+PTDEF void pt_gpt_free(pt_gpt *m) {
+    if (!m) return;
+    PT_FREE(m->blocks);
+    PT_FREE(m);
+}
+PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
+    pt_tensor *tok, *pos;
+    if (!g || !m || !ids) return NULL;
+    if (ids->ndim != 2 || ids->shape[1] > m->cfg.max_seq)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_gpt_embed: ids %s must be [B, T] with T <= max_seq %d", pt__shp(ids).s,
+                                     m->cfg.max_seq);
+    tok = pt_embedding(g, m->wte, ids);
+    pos = pt_slice(g, m->wpe, 0, 0, ids->shape[1]);
+    return pt_add(g, tok, pos);
+}
+PTDEF pt_tensor *pt_gpt_block(pt_graph *g, const pt_gpt *m, int l, pt_tensor *x) {
+    if (!m || l < 0 || l >= m->cfg.layers) return g ? (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_gpt_block: layer %d outside [0, %d)", l, m ? m->cfg.layers : 0) : NULL;
+    return pt_block_fwd(g, &m->blocks[l], x, m->cfg.heads, m->cfg.dropout, pt_hash64((uint64_t)l * 2654435761u + 17));
+}
+PTDEF pt_tensor *pt_gpt_head(pt_graph *g, const pt_gpt *m, pt_tensor *x) {
+    if (!m) return NULL;
+    x = pt_layernorm(g, x, m->lnf_w, m->lnf_b, 1e-5f);
+    return pt_linear(g, x, m->lm_head, NULL);
+}
+PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
+    pt_tensor *x = pt_gpt_embed(g, m, ids);
+    int l;
+    for (l = 0; m && l < m->cfg.layers; l++) x = pt_gpt_block(g, m, l, x);
+    return pt_gpt_head(g, m, x);
+}
+PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets) {
+    pt_tensor *logits = pt_gpt_forward(g, m, ids);
+    return m ? pt_cross_entropy_ex(g, logits, targets, -1, m->cfg.vocab) : NULL;
+}
+PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, float temperature, uint64_t seed,
+                                int32_t *out) {
+    pt_rng rng = pt_rng_seed(seed);
+    int t, i, V, Vp, saved_grad, saved_train;
+    float *row;
+    if (!m || !g || !out || (n > 0 && !prompt) || n < 1 || max_new < 0)
+        return (pt_status)(pt__fail(m ? m->ctx : NULL, PT_ERR_ARG, "pt_gpt_generate: needs a model, a graph, a prompt of >= 1 token and out"),
+                           PT_ERR_ARG);
+    V = m->cfg.vocab, Vp = m->cfg.vocab_padded;
+    row = (float *)PT_MALLOC((size_t)Vp * sizeof(float));
+    if (!row) return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_gpt_generate: out of memory"), PT_ERR_OOM);
+    memcpy(out, prompt, (size_t)n * sizeof *out);
+    saved_grad = g->grad_on, saved_train = g->training;
+    pt_graph_set_grad(g, 0);
+    pt_graph_set_training(g, 0);
+    for (t = n; t < n + max_new; t++) {
+        int T = PT__MIN(t, m->cfg.max_seq), best = 0;
+        pt_tensor *ids, *logits, last;
+        pt_graph_reset(g);
+        ids = pt_tensor_new(g, PT_I32, 2, 1, T, 0, 0);
+        if (!ids || pt_tensor_write(ids, out + t - T) != PT_OK) break;
+        logits = pt_gpt_forward(g, m, ids);
+        if (!logits) break;
+        last = pt__at(logits, (int64_t)(T - 1) * Vp);
+        last.ndim = 1;
+        last.shape[0] = Vp;
+        last.shape[1] = last.shape[2] = 1;
+        pt_tensor_read(&last, row);
+        for (i = 1; i < V; i++)
+            if (row[i] > row[best]) best = i;
+        if (temperature > 0) {
+            double sum = 0, u;
+            for (i = 0; i < V; i++) sum += exp((row[i] - row[best]) / temperature);
+            u = pt_rng_float(&rng) * sum;
+            for (i = 0; i < V; i++) {
+                u -= exp((row[i] - row[best]) / temperature);
+                if (u <= 0) break;
+            }
+            best = i < V ? i : V - 1;
+        }
+        out[t] = best;
+    }
+    pt_graph_reset(g);
+    pt_graph_set_grad(g, saved_grad);
+    pt_graph_set_training(g, saved_train);
+    PT_FREE(row);
+    return m->ctx->status;
+}
+PTDEF int64_t pt_gpt_matmul_params(const pt_gpt_config *c) {
+    int64_t C = c->width, Vp = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64;
+    return (int64_t)c->layers * (3 * C * C + C * C + 4 * C * C + 4 * C * C) + Vp * C;
+}
+PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
+    return 6.0 * (double)pt_gpt_matmul_params(c) * (double)(B * T) + 12.0 * c->layers * (double)B * (double)T * (double)T * c->width;
+}
+
+/* >>args  the command line shared by the training examples */
+PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra) {
+    printf("usage: %s [flags]%s%s\n", prog, extra ? "\n" : "", extra ? extra : "");
+    printf("  --steps N       total steps, also the LR schedule's length (%lld)\n", (long long)a->steps);
+    printf("  --seed S        seed of init, data order and dropout (%lld)\n", (long long)a->seed);
+    printf("  --batch B       sequences (or samples) per step (%lld)\n", (long long)a->batch);
+    printf("  --seq T         sequence length (%lld)\n", (long long)a->seq);
+    printf("  --lr X          peak learning rate (%g)\n", (double)a->lr);
+    printf("  --layers L      transformer blocks (%lld)\n", (long long)a->layers);
+    printf("  --width C       model width (%lld)\n", (long long)a->width);
+    printf("  --heads H       attention heads (%lld)\n", (long long)a->heads);
+    printf("  --stop-after K  stop after K steps, schedule unchanged (%lld, 0 = run all)\n", (long long)a->stop_after);
+    printf("  --device D      cpu (%s)\n", a->device ? a->device : "cpu");
+}
+PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen) {
+    static const char *names[] = {"--steps", "--seed", "--batch", "--seq", "--layers", "--width", "--heads", "--stop-after", "--lr", "--device"};
+    int i, k, out = 1;
+    for (i = 1; i < argc; i++) {
+        const char *v;
+        char *end;
+        int which = -1;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            a->help = 1;
+            continue;
+        }
+        for (k = 0; k < (int)(sizeof names / sizeof *names); k++)
+            if (!strcmp(argv[i], names[k])) which = k;
+        if (which < 0) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "flag %s needs a value", argv[i]);
+            return -1;
+        }
+        v = argv[++i];
+        if (which == 9) {
+            a->device = v;
+            continue;
+        }
+        if (which == 8) {
+            double d = strtod(v, &end);
+            if (*end || end == v || !(d > 0)) {
+                snprintf(err, errlen, "flag --lr expects a positive number, found '%s'", v);
+                return -1;
+            }
+            a->lr = (float)d;
+        } else {
+            long long x = strtoll(v, &end, 10);
+            int64_t *dst[8];
+            dst[0] = &a->steps, dst[1] = &a->seed, dst[2] = &a->batch, dst[3] = &a->seq, dst[4] = &a->layers, dst[5] = &a->width,
+            dst[6] = &a->heads, dst[7] = &a->stop_after;
+            if (*end || end == v || x < 0 || (x == 0 && which != 1 && which != 7)) {
+                snprintf(err, errlen, "flag %s expects a %s integer, found '%s'", names[which], which == 1 || which == 7 ? "non-negative" : "positive",
+                         v);
+                return -1;
+            }
+            *dst[which] = x;
+        }
+    }
+    argv[out] = NULL;
+    return out;
+}
+
+#endif /* PTRAIN_IMPLEMENTATION */

@@ -1,0 +1,102 @@
+#!/bin/sh
+# tests/run.sh [BUILD_DIR] - builds and runs every ptrain.h test program from the repository root.
+# Each program prints PASS/FAIL lines and a final "N passed, N failed"; this script prints every
+# program's summary (and its FAIL lines), then the total as its last line. Exit 1 if anything failed.
+# A program that does not build, crashes, or prints no final line counts as 1 failed.
+# Env: CC (default cc), TEST_FILTER (only programs whose name contains it), NO_ASAN=1 (skip the
+# sanitizer builds).
+set -u
+BUILD=${1:-build/tests}
+CC=${CC:-cc}
+if [ ! -f ptrain.h ] || [ ! -d tests ]; then
+    echo "tests/run.sh: run me from the repository root" >&2
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+mkdir -p "$BUILD" || exit 1
+START=$(date +%s)
+
+OPT="-std=c99 -O2 -march=native -fopenmp -Wall -Wextra -I."
+ASAN="-std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra -I."
+
+TOTAL_P=0
+TOTAL_F=0
+
+# build NAME SRC FLAGS: compiles in the background, status in $BUILD/NAME.build
+build() {
+    (
+        if $CC $3 "$2" -o "$BUILD/$1" -lm >"$BUILD/$1.build.log" 2>&1; then echo ok >"$BUILD/$1.build"
+        else echo fail >"$BUILD/$1.build"; fi
+    ) &
+}
+
+# account NAME LOGFILE RC SECONDS: parses the final line of the log and adds to the totals
+account() {
+    name=$1 log=$2 rc=$3 secs=$4
+    last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -z "$last" ]; then
+        p=0 f=1
+        why="no final line (exit status $rc)"
+    else
+        p=$(echo "$last" | cut -d' ' -f1)
+        f=$(echo "$last" | cut -d' ' -f3)
+        why=""
+        if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+            f=1
+            why="exit status $rc after its final line (sanitizer report?)"
+        fi
+    fi
+    grep -E '^FAIL ' "$log" | sed "s/^/  [$name] /"
+    if [ -n "$why" ]; then
+        echo "  [$name] FAIL $why; last lines of $log:"
+        tail -n 15 "$log" | sed 's/^/    /'
+    fi
+    echo "$name: $p passed, $f failed (${secs}s)"
+    TOTAL_P=$((TOTAL_P + p))
+    TOTAL_F=$((TOTAL_F + f))
+}
+
+want() { [ -z "${TEST_FILTER:-}" ] || case "$1" in *"$TEST_FILTER"*) return 0 ;; *) return 1 ;; esac; }
+
+# ---- build everything (in parallel) ----
+PROGS=""
+for t in test_core test_ops; do
+    if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi
+    if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then
+        build "$t.asan" "tests/$t.c" "$ASAN"
+        PROGS="$PROGS $t.asan"
+    fi
+done
+wait
+
+# ---- run ----
+for b in $PROGS; do
+    case $b in
+    *.asan) name="${b%.asan}[asan]"; args="--quick"
+        env="ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1" ;;
+    *) name=$b; args=""; env="" ;;
+    esac
+    log="$BUILD/$b.log"
+    if [ "$(cat "$BUILD/$b.build" 2>/dev/null)" != ok ]; then
+        echo "  [$name] FAIL does not build:"
+        head -n 30 "$BUILD/$b.build.log" | sed 's/^/    /'
+        echo "$name: 0 passed, 1 failed (build)"
+        TOTAL_F=$((TOTAL_F + 1))
+        continue
+    fi
+    t0=$(date +%s)
+    env $env "./$BUILD/$b" $args >"$log" 2>&1
+    rc=$?
+    account "$name" "$log" "$rc" $(($(date +%s) - t0))
+done
+
+if want compile_test; then
+    t0=$(date +%s)
+    CC="$CC" sh tests/compile_test.sh "$BUILD/compile" >"$BUILD/compile_test.log" 2>&1
+    rc=$?
+    account compile_test "$BUILD/compile_test.log" "$rc" $(($(date +%s) - t0))
+fi
+
+echo "total time $(($(date +%s) - START))s"
+echo "$TOTAL_P passed, $TOTAL_F failed"
+[ "$TOTAL_F" -eq 0 ]
