@@ -634,6 +634,7 @@ struct pt_ctx {
     int ngemm_ws;
     float *work;
     int64_t work_cap;
+    int attn_kernel; /* attention kernel: 0 = best available, 1 = C, 2 = AVX-512, 3 = AVX2 (tests) */
 };
 
 /* ---- errors and logging --------------------------------------------------------------------- */
@@ -963,7 +964,7 @@ struct pt__gemm_ctx;
 typedef void (*pt__gemm_pack_a_fn)(const struct pt__gemm_ctx *g, const float *A, int64_t i0, int64_t mb,
                                    int64_t p0, int64_t kb, float *dst);
 typedef void (*pt__gemm_pack_b_fn)(const struct pt__gemm_ctx *g, const float *B, int64_t p0, int64_t kb,
-                                   int64_t j0, int64_t nb, int64_t p_lo, int64_t p_hi, float *bp);
+                                   int64_t j0, int64_t nb, float *bp);
 
 typedef struct pt__gemm_ctx {
     pt__gemm_kern_fn kern;
@@ -980,25 +981,29 @@ typedef struct pt__gemm_ctx {
 
 /* ---------------------------------------------------------------- kernels */
 
-/* Portable kernel: MR=4, NR=16. Inner j loops are fixed-length and unit-stride
-   so compilers vectorise them. */
+/* Portable kernel: MR=4, NR=16. The single unit-stride j loop updates four
+   row accumulators, a shape compilers vectorise cleanly. */
 #define PT__GEMMC_MR 4
 #define PT__GEMMC_NR 16
 static void pt__sgemm_kern_c(int64_t kc, const float *a, const float *b, float *c,
                              int64_t ldc, float alpha, float beta, int m, int n)
 {
-    float acc[PT__GEMMC_MR][PT__GEMMC_NR];
+    float c0[PT__GEMMC_NR], c1[PT__GEMMC_NR], c2[PT__GEMMC_NR], c3[PT__GEMMC_NR];
+    float *acc[PT__GEMMC_MR];
     int64_t k;
     int i, j;
-    memset(acc, 0, sizeof(acc));
-    for (k = 0; k < kc; k++) {
-        for (i = 0; i < PT__GEMMC_MR; i++) {
-            float ai = a[i];
-            for (j = 0; j < PT__GEMMC_NR; j++) acc[i][j] += ai * b[j];
+    for (j = 0; j < PT__GEMMC_NR; j++) c0[j] = c1[j] = c2[j] = c3[j] = 0.0f;
+    for (k = 0; k < kc; k++, a += PT__GEMMC_MR, b += PT__GEMMC_NR) {
+        const float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
+        for (j = 0; j < PT__GEMMC_NR; j++) {
+            const float bj = b[j];
+            c0[j] += a0 * bj;
+            c1[j] += a1 * bj;
+            c2[j] += a2 * bj;
+            c3[j] += a3 * bj;
         }
-        a += PT__GEMMC_MR;
-        b += PT__GEMMC_NR;
     }
+    acc[0] = c0; acc[1] = c1; acc[2] = c2; acc[3] = c3;
     for (i = 0; i < m; i++) {
         float *cr = c + (int64_t)i * ldc;
         if (beta == 0.0f) for (j = 0; j < n; j++) cr[j] = alpha * acc[i][j];
@@ -1037,6 +1042,9 @@ PT__G512_TGT static inline void pt__gemm_st512(float *c, __m512 x0, __m512 x1, _
       c##i##_1 = _mm512_fmadd_ps(ai, b1, c##i##_1); }
 #define PT__G512_STORE(i) \
     if ((i) < m) pt__gemm_st512(c + (int64_t)(i) * ldc, c##i##_0, c##i##_1, va, vb, beta, k0, k1);
+#define PT__G512_PREFETCH(i)                                                 \
+    if ((i) < m) { _mm_prefetch((const char *)(c + (int64_t)(i) * ldc), _MM_HINT_T0);      \
+                   _mm_prefetch((const char *)(c + (int64_t)(i) * ldc + 31), _MM_HINT_T0); }
 #define PT__G512_ALL(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
 PT__G512_TGT static void pt__sgemm_kern_avx512(int64_t kc, const float *a, const float *b, float *c,
@@ -1046,6 +1054,9 @@ PT__G512_TGT static void pt__sgemm_kern_avx512(int64_t kc, const float *a, const
     __m512 va, vb;
     int64_t k;
     PT__G512_ALL(PT__G512_DECL)
+#ifndef PT__G512_NOPF
+    PT__G512_ALL(PT__G512_PREFETCH)
+#endif
     for (k = 0; k < kc; k++) {
         __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
         PT__G512_ALL(PT__G512_FMA)
@@ -1134,13 +1145,13 @@ static void pt__gemm_pack_a(const pt__gemm_ctx *g, const float *A, int64_t i0, i
     }
 }
 
-/* Pack micro-panels [p_lo,p_hi) of op(B)[p0:p0+kb, j0:j0+nb] (NR columns each). */
+/* Pack op(B)[p0:p0+kb, j0:j0+nb] into NR-column micro-panels (zero-padded). */
 static void pt__gemm_pack_b(const pt__gemm_ctx *g, const float *B, int64_t p0, int64_t kb,
-                            int64_t j0, int64_t nb, int64_t p_lo, int64_t p_hi, float *bp)
+                            int64_t j0, int64_t nb, float *bp)
 {
     const int64_t nr = g->nr, ldb = g->ldb;
     int64_t jp, j, k;
-    for (jp = p_lo; jp < p_hi; jp++) {
+    for (jp = 0; jp * nr < nb; jp++) {
         float *dst = bp + jp * nr * kb;
         int64_t jj = jp * nr, nn = PT__GEMM_MIN(nr, nb - jj);
         if (!g->tb) {                       /* op(B)[k][j] = B[k*ldb + j]: contiguous rows */
@@ -1168,30 +1179,33 @@ static void pt__gemm_pack_b(const pt__gemm_ctx *g, const float *B, int64_t p0, i
 #if PT__GEMM_X86
 /* ---- AVX-512 packing for the 12x32 kernel ---- */
 
-/* In-register transpose of 16 rows x 16 floats: r[i][j] -> r[j][i]. */
+/* In-register transpose of 16 rows x 16 floats: r[i][j] -> r[j][i].
+   (Masked forms with an all-ones mask compile to the plain instructions; they
+   avoid a g++-12 -Wmaybe-uninitialized false positive in the unmasked ones.) */
+#define PT__G512_ALL1 ((__mmask16)0xFFFF)
 PT__G512_TGT static inline void pt__gemm_tr16(__m512 *r)
 {
     __m512 t[16], u[16];
     int i, c;
     for (i = 0; i < 16; i += 2) {          /* interleave pairs of rows */
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+        t[i] = _mm512_mask_unpacklo_ps(r[i], PT__G512_ALL1, r[i], r[i + 1]);
+        t[i + 1] = _mm512_mask_unpackhi_ps(r[i], PT__G512_ALL1, r[i], r[i + 1]);
     }
     for (i = 0; i < 16; i += 4) {          /* 4x4 blocks inside each 128-bit lane */
-        u[i + 0] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+        u[i + 0] = _mm512_mask_shuffle_ps(t[i], PT__G512_ALL1, t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm512_mask_shuffle_ps(t[i], PT__G512_ALL1, t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm512_mask_shuffle_ps(t[i], PT__G512_ALL1, t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm512_mask_shuffle_ps(t[i], PT__G512_ALL1, t[i + 1], t[i + 3], 0xEE);
     }
     for (c = 0; c < 4; c++) {              /* gather the 128-bit lanes */
-        __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-        __m512 v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-        __m512 w0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-        __m512 w1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-        r[c] = _mm512_shuffle_f32x4(v0, w0, 0x88);
-        r[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
-        r[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+        __m512 v0 = _mm512_mask_shuffle_f32x4(u[c], PT__G512_ALL1, u[c], u[4 + c], 0x88);
+        __m512 v1 = _mm512_mask_shuffle_f32x4(u[c], PT__G512_ALL1, u[c], u[4 + c], 0xDD);
+        __m512 w0 = _mm512_mask_shuffle_f32x4(u[c], PT__G512_ALL1, u[8 + c], u[12 + c], 0x88);
+        __m512 w1 = _mm512_mask_shuffle_f32x4(u[c], PT__G512_ALL1, u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_mask_shuffle_f32x4(v0, PT__G512_ALL1, v0, w0, 0x88);
+        r[8 + c] = _mm512_mask_shuffle_f32x4(v0, PT__G512_ALL1, v0, w0, 0xDD);
+        r[4 + c] = _mm512_mask_shuffle_f32x4(v1, PT__G512_ALL1, v1, w1, 0x88);
+        r[12 + c] = _mm512_mask_shuffle_f32x4(v1, PT__G512_ALL1, v1, w1, 0xDD);
     }
 }
 
@@ -1237,11 +1251,11 @@ PT__G512_TGT static void pt__gemm_pack_a512(const pt__gemm_ctx *g, const float *
 }
 
 PT__G512_TGT static void pt__gemm_pack_b512(const pt__gemm_ctx *g, const float *B, int64_t p0, int64_t kb,
-                                            int64_t j0, int64_t nb, int64_t p_lo, int64_t p_hi, float *bp)
+                                            int64_t j0, int64_t nb, float *bp)
 {
     const int64_t ldb = g->ldb;
     int64_t jp, k;
-    for (jp = p_lo; jp < p_hi; jp++) {
+    for (jp = 0; jp * PT__G512_NR < nb; jp++) {
         float *dst = bp + jp * PT__G512_NR * kb;
         const int64_t jj = jp * PT__G512_NR, nn = PT__GEMM_MIN(PT__G512_NR, nb - jj);
         if (!g->tb) {
@@ -1306,87 +1320,74 @@ static void pt__gemm_setup(pt__gemm_ws *ws, pt__gemm_ctx *g)
 
 /* ---------------------------------------------------------------- drivers */
 
-static void pt__gemm_barrier(int nt)
-{
-#ifdef _OPENMP
-    if (nt > 1) {
-#pragma omp barrier
-    }
-#else
-    (void)nt;
-#endif
-}
-
-/* Macro-kernel: packed A block (mb x kb) times B micro-panels [p_lo,p_hi). */
+/* Macro-kernel: packed A block (mb x kb) times the np packed B micro-panels. */
 static void pt__gemm_macro(const pt__gemm_ctx *g, const float *ap, const float *bp, float *C,
-                           int64_t ic, int64_t mb, int64_t jc, int64_t nb, int64_t kb,
-                           int64_t p_lo, int64_t p_hi, float beta)
+                           int64_t ic, int64_t mb, int64_t jc, int64_t nb, int64_t kb, float beta)
 {
     const int64_t mr = g->mr, nr = g->nr, ldc = g->ldc;
-    int64_t jp, ir;
-    for (jp = p_lo; jp < p_hi; jp++) {
-        int64_t jr = jp * nr;
-        int nn = (int)PT__GEMM_MIN(nr, nb - jr);
-        const float *bpan = bp + jp * nr * kb;
+    int64_t jr, ir;
+    for (jr = 0; jr < nb; jr += nr) {
+        const int nn = (int)PT__GEMM_MIN(nr, nb - jr);
+        const float *bpan = bp + jr * kb;
         float *cc = C + ic * ldc + jc + jr;
         for (ir = 0; ir < mb; ir += mr) {
-            int mm = (int)PT__GEMM_MIN(mr, mb - ir);
+            const int mm = (int)PT__GEMM_MIN(mr, mb - ir);
             g->kern(kb, ap + ir * kb, bpan, cc + ir * ldc, ldc, g->alpha, beta, mm, nn);
         }
     }
 }
 
-/* One GEMM, executed by thread `tid` of `nt` arranged as a tm x tn grid
-   (tm splits M, tn splits the NR micro-panels of each B panel). Every thread
-   runs the same jc/pc loops and hits the same barriers. bb0/bb1 are the shared
-   double-buffered B panels, ab the thread's private A block. */
-static void pt__gemm_one(const pt__gemm_ctx *g, const float *A, const float *B, float *C,
-                         float *bb0, float *bb1, float *ab, int tid, int nt, int tm, int tn)
+/* Serial Goto GEMM on the C tile rows [m0,m1) x cols [n0,n1) of one batch item,
+   using the caller's private buffers bp (B panel) and ap (A block). */
+static void pt__gemm_tile(const pt__gemm_ctx *g, const float *A, const float *B, float *C,
+                          int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *bp, float *ap)
 {
-    const int64_t mr = g->mr, nr = g->nr;
-    const int tid_m = tid % tm, tid_n = tid / tm;
-    const int64_t mp = (g->M + mr - 1) / mr;
-    const int64_t m_lo = mp * tid_m / tm * mr;
-    const int64_t m_hi = PT__GEMM_MIN(mp * (tid_m + 1) / tm * mr, g->M);
+    /* even MC blocks over the tile's rows (no tiny trailing block) */
+    const int64_t nblk = (m1 - m0 + g->mc - 1) / g->mc;
+    const int64_t mc = PT__GEMM_RUP((m1 - m0 + nblk - 1) / nblk, g->mr);
     int64_t jc, pc, ic;
-    int it = 0;
-    for (jc = 0; jc < g->N; jc += g->nc) {
-        const int64_t nb = PT__GEMM_MIN(g->nc, g->N - jc);
-        const int64_t np = (nb + nr - 1) / nr;
-        const int64_t p_lo = np * tid_n / tn, p_hi = np * (tid_n + 1) / tn;
+    for (jc = n0; jc < n1; jc += g->nc) {
+        const int64_t nb = PT__GEMM_MIN(g->nc, n1 - jc);
         for (pc = 0; pc < g->K; pc += g->kc) {
             const int64_t kb = PT__GEMM_MIN(g->kc, g->K - pc);
             const float beta = pc == 0 ? g->beta : 1.0f;
-            float *bp = (it++ & 1) ? bb1 : bb0;
-            g->pack_b(g, B, pc, kb, jc, nb, np * tid / nt, np * (tid + 1) / nt, bp);
-            pt__gemm_barrier(nt);           /* B panel complete (double buffer: one barrier) */
-            for (ic = m_lo; ic < m_hi; ic += g->mc) {
-                const int64_t mb = PT__GEMM_MIN(g->mc, m_hi - ic);
-                g->pack_a(g, A, ic, mb, pc, kb, ab);
-                pt__gemm_macro(g, ab, bp, C, ic, mb, jc, nb, kb, p_lo, p_hi, beta);
+            g->pack_b(g, B, pc, kb, jc, nb, bp);
+            for (ic = m0; ic < m1; ic += mc) {
+                const int64_t mb = PT__GEMM_MIN(mc, m1 - ic);
+                g->pack_a(g, A, ic, mb, pc, kb, ap);
+                pt__gemm_macro(g, ap, bp, C, ic, mb, jc, nb, kb, beta);
             }
         }
     }
-    pt__gemm_barrier(nt);                   /* buffers free for the next GEMM */
 }
 
-/* Split nt threads into tm (over M) x tn (over N micro-panels), maximising
-   load balance; ties prefer splitting M (no duplicated A packing). */
-static void pt__gemm_grid(const pt__gemm_ctx *g, int nt, int *tm, int *tn)
+/* Work split: C of every batch item is cut into tile_m x tile_n tiles; the
+   (batch item, tile) pairs are the work items handed out to threads. Tiles are
+   halved along their larger side (duplicating the least packing work) until
+   there are at least 2 items per thread, or tiles reach one register block. */
+static void pt__gemm_tiles(const pt__gemm_ctx *g, int64_t batch, int nt, int64_t *tile_m, int64_t *tile_n)
 {
-    const int64_t mp = (g->M + g->mr - 1) / g->mr;
-    const int64_t np = (PT__GEMM_MIN(g->nc, g->N) + g->nr - 1) / g->nr;
-    double best = -1.0;
-    int m;
-    *tm = nt; *tn = 1;
-    for (m = nt; m >= 1; m--) {
-        int n = nt / m;
-        double eff;
-        if (m * n != nt) continue;
-        eff = (double)mp / (double)(m * ((mp + m - 1) / m)) *
-              (double)np / (double)(n * ((np + n - 1) / n));
-        if (eff > best * 1.05) { best = eff; *tm = m; *tn = n; }
+    int64_t tm = g->M, tn = g->N;
+    while (nt > 1 && batch * ((g->M + tm - 1) / tm) * ((g->N + tn - 1) / tn) < 2 * nt) {
+        const int can_m = tm > g->mr, can_n = tn > g->nr;
+        if (can_m && (tm >= tn || !can_n)) tm = PT__GEMM_RUP((tm + 1) / 2, g->mr);
+        else if (can_n) tn = PT__GEMM_RUP((tn + 1) / 2, g->nr);
+        else break;
     }
+    *tile_m = tm;
+    *tile_n = tn;
+}
+
+/* Run work item `it` (batch item it / tiles, tile it % tiles). */
+static void pt__gemm_item(const pt__gemm_ctx *g, int64_t it, int64_t tile_m, int64_t tile_n,
+                          const float *A, int64_t sa, const float *B, int64_t sb, float *C, int64_t sc,
+                          float *bp, float *ap)
+{
+    const int64_t ntm = (g->M + tile_m - 1) / tile_m, ntn = (g->N + tile_n - 1) / tile_n;
+    const int64_t b = it / (ntm * ntn), t = it % (ntm * ntn);
+    const int64_t m0 = t / ntn * tile_m, n0 = t % ntn * tile_n;
+    pt__gemm_tile(g, A + b * sa, B + b * sb, C + b * sc, m0, PT__GEMM_MIN(m0 + tile_m, g->M),
+                  n0, PT__GEMM_MIN(n0 + tile_n, g->N), bp, ap);
 }
 
 /* C = beta * C (used for K == 0 or alpha == 0). */
@@ -1423,13 +1424,13 @@ static int pt__sgemm(pt__gemm_ws *ws, int ta, int tb, int64_t batch, int64_t M, 
 {
     pt__gemm_ctx g;
     size_t asz, bsz;
-    int64_t b;
-    int nt = ws->nthreads < 1 ? 1 : ws->nthreads, bmode;
+    int64_t tile_m, tile_n, nitems, it;
+    int nt = ws->nthreads < 1 ? 1 : ws->nthreads;
     float *base;
 
     if (batch <= 0 || M <= 0 || N <= 0) return 0;
     if (K <= 0 || alpha == 0.0f) {
-        for (b = 0; b < batch; b++) pt__gemm_scale(C + b * sc, M, N, ldc, beta);
+        for (it = 0; it < batch; it++) pt__gemm_scale(C + it * sc, M, N, ldc, beta);
         return 0;
     }
     memset(&g, 0, sizeof(g));
@@ -1441,39 +1442,29 @@ static int pt__sgemm(pt__gemm_ws *ws, int ta, int tb, int64_t batch, int64_t M, 
     nt = 1;
 #endif
     if ((double)M * (double)N * (double)K * (double)batch < 32768.0) nt = 1;  /* not worth a fork */
-    bmode = nt > 1 && batch >= nt && (batch % nt == 0 || batch >= 4 * nt);
+    pt__gemm_tiles(&g, batch, nt, &tile_m, &tile_n);
+    nitems = batch * ((M + tile_m - 1) / tile_m) * ((N + tile_n - 1) / tile_n);
+    if (nitems < nt) nt = (int)nitems;
 
-    /* workspace: B panel(s) + A block per thread, each 64-byte aligned */
-    bsz = (size_t)PT__GEMM_RUP(g.kc * PT__GEMM_RUP(PT__GEMM_MIN(g.nc, N), g.nr), 16);
-    asz = (size_t)PT__GEMM_RUP(g.kc * PT__GEMM_RUP(PT__GEMM_MIN(g.mc, M), g.mr), 16);
-    if (pt__gemm_reserve(ws, bmode ? (size_t)nt * (asz + bsz)
-                                   : (size_t)(nt > 1 ? 2 : 1) * bsz + (size_t)nt * asz))
-        return -1;
+    /* workspace: a private B panel + A block per thread, each 64-byte aligned */
+    bsz = (size_t)PT__GEMM_RUP(g.kc * PT__GEMM_RUP(PT__GEMM_MIN(g.nc, tile_n), g.nr), 16);
+    asz = (size_t)PT__GEMM_RUP(g.kc * PT__GEMM_RUP(PT__GEMM_MIN(g.mc, tile_m), g.mr), 16);
+    if (pt__gemm_reserve(ws, (size_t)nt * (asz + bsz))) return -1;
     base = pt__gemm_align(ws->buf);
 
     if (nt == 1) {
-        for (b = 0; b < batch; b++)
-            pt__gemm_one(&g, A + b * sa, B + b * sb, C + b * sc, base, base, base + bsz, 0, 1, 1, 1);
+        for (it = 0; it < nitems; it++)
+            pt__gemm_item(&g, it, tile_m, tile_n, A, sa, B, sb, C, sc, base, base + bsz);
         return 0;
     }
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nt)
     {
-        const int tid = omp_get_thread_num(), ntr = omp_get_num_threads();
-        if (bmode) {                        /* whole GEMMs per thread, private buffers */
-            float *bb = base + (size_t)tid * (asz + bsz), *ab = bb + bsz;
-            int64_t i;
-#pragma omp for schedule(static)
-            for (i = 0; i < batch; i++)
-                pt__gemm_one(&g, A + i * sa, B + i * sb, C + i * sc, bb, bb, ab, 0, 1, 1, 1);
-        } else {                            /* all threads cooperate on each GEMM */
-            int tm, tn;
-            int64_t i;
-            pt__gemm_grid(&g, ntr, &tm, &tn);
-            for (i = 0; i < batch; i++)
-                pt__gemm_one(&g, A + i * sa, B + i * sb, C + i * sc, base, base + bsz,
-                             base + 2 * bsz + (size_t)tid * asz, tid, ntr, tm, tn);
-        }
+        float *bp = base + (size_t)omp_get_thread_num() * (asz + bsz);
+        int64_t i;
+#pragma omp for schedule(dynamic, 1)
+        for (i = 0; i < nitems; i++)
+            pt__gemm_item(&g, i, tile_m, tile_n, A, sa, B, sb, C, sc, bp, bp + bsz);
     }
 #endif
     return 0;
@@ -1504,8 +1495,6 @@ static int pt__sgemm(pt__gemm_ws *ws, int ta, int tb, int64_t batch, int64_t M, 
 
 #define PT__ATTN_BQ 64 /* query rows per block = column stride of the score tiles (multiple of 16) */
 
-/* 0 = pick at run time, 1 = portable C, 2 = AVX-512 (tests set this to cover both paths). */
-static int pt__attn_kernel = 0;
 
 /* C(r, n) (+)= alpha * sum_k A(r, k) * B(k, n) for r < M, n < N, with A(r, k) = A[r*sr + k*sk],
    B(k, n) = B[k*ldb + n], C(r, n) = C[r*ldc + n]; acc: add into C, else overwrite.
@@ -1541,27 +1530,54 @@ static void pt__attn_krange(const pt__attn_mm *p, int r0, int r1, int *kb, int *
 }
 
 /* ---- portable kernels ------------------------------------------------------------------------ */
-static void pt__attn_mm_c(const pt__attn_mm *p) {
-    float tmp[64];
-    int n0, r, k, n;
-    for (n0 = 0; n0 < p->N; n0 += 64) {
-        const int nn = PT__MIN(64, p->N - n0);
-        for (r = 0; r < p->M; r++) {
-            const float *a = p->A + (int64_t)r * p->sr;
-            float *c = p->C + (int64_t)r * p->ldc + n0;
-            int kb, ke;
-            pt__attn_krange(p, r, r + 1, &kb, &ke);
-            for (n = 0; n < nn; n++) tmp[n] = 0.0f;
+#if defined(__GNUC__) || defined(__clang__)
+#define PT__ATTN_INLINE __attribute__((always_inline)) inline
+#else
+#define PT__ATTN_INLINE inline
+#endif
+
+/* 4 x 16 tiles with fixed-length inner loops (vectorized at -O2); also compiled for AVX2 below.
+   Rows past M repeat row M-1 (in-bounds reads; not stored); columns past N are read from a
+   zero-padded copy of the B row. */
+static PT__ATTN_INLINE void pt__attn_mm_c_impl(const pt__attn_mm *p) {
+    float acc[4][16], bb[16];
+    int r0, n0, k, n, i;
+    for (r0 = 0; r0 < p->M; r0 += 4) {
+        const int m = PT__MIN(4, p->M - r0);
+        const float *a0 = p->A + (int64_t)r0 * p->sr, *a1 = a0 + (m > 1 ? p->sr : 0);
+        const float *a2 = a0 + (int64_t)(m > 2 ? 2 : m - 1) * p->sr, *a3 = a0 + (int64_t)(m - 1) * p->sr;
+        int kb, ke;
+        pt__attn_krange(p, r0, r0 + m, &kb, &ke);
+        for (n0 = 0; n0 < p->N; n0 += 16) {
+            const int nn = PT__MIN(16, p->N - n0);
+            memset(acc, 0, sizeof acc);
             for (k = kb; k < ke; k++) {
-                const float av = a[(int64_t)k * p->sk];
+                const int64_t ko = (int64_t)k * p->sk;
+                const float x0 = a0[ko], x1 = a1[ko], x2 = a2[ko], x3 = a3[ko];
                 const float *b = p->B + (int64_t)k * p->ldb + n0;
-                for (n = 0; n < nn; n++) tmp[n] += av * b[n];
+                if (nn < 16) {
+                    for (n = 0; n < 16; n++) bb[n] = n < nn ? b[n] : 0.0f;
+                    b = bb;
+                }
+                for (n = 0; n < 16; n++) {
+                    acc[0][n] += x0 * b[n];
+                    acc[1][n] += x1 * b[n];
+                    acc[2][n] += x2 * b[n];
+                    acc[3][n] += x3 * b[n];
+                }
             }
-            if (p->acc) for (n = 0; n < nn; n++) c[n] += p->alpha * tmp[n];
-            else for (n = 0; n < nn; n++) c[n] = p->alpha * tmp[n];
+            for (i = 0; i < m; i++) {
+                float *c = p->C + (int64_t)(r0 + i) * p->ldc + n0;
+                if (p->acc) for (n = 0; n < nn; n++) c[n] += p->alpha * acc[i][n];
+                else for (n = 0; n < nn; n++) c[n] = p->alpha * acc[i][n];
+            }
         }
     }
 }
+static void pt__attn_mm_c(const pt__attn_mm *p) { pt__attn_mm_c_impl(p); }
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+__attribute__((target("avx2,fma"))) static void pt__attn_mm_avx2(const pt__attn_mm *p) { pt__attn_mm_c_impl(p); }
+#endif
 
 /* In place on St [nk rows (keys) x ld]: for query column c < bq (query i0 + c) and key j <= i0 + c,
    P = exp(St - m_c) with m_c the column max; other entries (and columns bq..16-aligned) become 0.
@@ -1771,18 +1787,26 @@ typedef struct pt__attn_fns {
     void (*sm_bwd)(float *S, float *dP, int64_t ld, int nk, int i0, int bq, const float *ls, const float *D);
 } pt__attn_fns;
 
-static pt__attn_fns pt__attn_pick(void) {
+/* ctx->attn_kernel: 0 = pick at run time, 1 = portable C, 2 = AVX-512, 3 = portable C compiled for
+   AVX2 (tests set it to cover every path) */
+static pt__attn_fns pt__attn_pick(const pt_ctx *ctx) {
     pt__attn_fns f;
-    int k = pt__attn_kernel;
+    int k = ctx->attn_kernel;
 #if PT__ATTN_X86
-    if (k == 0 || k == 2) {
-        __builtin_cpu_init();
-        k = __builtin_cpu_supports("avx512f") ? 2 : 1;
-    }
+    __builtin_cpu_init();
+    if (k == 0) k = __builtin_cpu_supports("avx512f") ? 2 : 3;
+    if (k == 2 && !__builtin_cpu_supports("avx512f")) k = 3;
+    if (k == 3 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) k = 1;
     if (k == 2) {
         f.mm = pt__attn_mm_avx512;
         f.sm_fwd = pt__attn_sm_fwd_avx512;
         f.sm_bwd = pt__attn_sm_bwd_avx512;
+        return f;
+    }
+    if (k == 3) {
+        f.mm = pt__attn_mm_avx2;
+        f.sm_fwd = pt__attn_sm_fwd_c;
+        f.sm_bwd = pt__attn_sm_bwd_c;
         return f;
     }
 #endif
@@ -1855,7 +1879,7 @@ static void pt__cpu_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor 
     nitems = (int64_t)B * H * ((T + PT__ATTN_BQ - 1) / PT__ATTN_BQ);
     work = pt__work(ctx, per * nt);
     if (!work) return;
-    f = pt__attn_pick();
+    f = pt__attn_pick(ctx);
     q = PT__F(qkv);
     o = PT__F(out);
     l = PT__F(lse);
@@ -1936,7 +1960,7 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
     nitems = (int64_t)B * H;
     work = pt__work(ctx, per * nt);
     if (!work) return;
-    f = pt__attn_pick();
+    f = pt__attn_pick(ctx);
     dq = PT__F(dqkv);
     dO = PT__F(dout);
     q = PT__F(qkv);
@@ -1989,11 +2013,109 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
     } else
 #endif
 
+/* asks for vectorization of the next loop (OpenMP simd: works at -O2, where GCC's cheap cost
+   model skips loops with calls to the inline exp below); nothing without OpenMP */
+#if defined(_OPENMP)
+#define PT__SIMD PT__PRAGMA(omp simd)
+#else
+#define PT__SIMD
+#endif
+
 #define PT__CPU_NCHUNK(n) (((n) + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK)
 
 static int64_t pt__cpu_cols(const pt_tensor *t) { return t->ndim > 0 ? t->shape[t->ndim - 1] : 1; }
 static char *pt__cpu_bytes(const pt_tensor *t) {
     return (char *)t->st->host + t->off * pt_dtype_size(t->dtype);
+}
+
+/* exp(x) in float arithmetic only (Cody-Waite reduction, degree-6 polynomial; within 1.5 ulp), written
+   so that loops calling it vectorize (libm's expf/tanhf calls do not; GCC -O3 or -O2 -ftree-vectorize). The result is exactly 0 for
+   x <= -88 (and -inf), exp(88) for x >= 88 (and +inf), NaN for NaN. The exponent is rounded with
+   the 1.5 * 2^23 bit trick and clamped as an integer (no float-to-int conversion of big values, and
+   no constant branch results, which would stop the vectorizer). */
+static inline float pt__cpu_expf(float x) {
+    float z = x < -88.0f ? -88.0f : x, t, n, r, p, sc;
+    uint32_t tb, bits;
+    int32_t i;
+    z = z > 88.0f ? 88.0f : z;
+    t = x * 1.44269504088896341f + 12582912.0f; /* the low mantissa bits hold round(x log2 e) */
+    memcpy(&tb, &t, sizeof tb);
+    i = (int32_t)(tb - 0x4B400000u);
+    i = i < -127 ? -127 : i;
+    i = i > 127 ? 127 : i;
+    n = (float)i;
+    r = z - n * 0.693359375f; /* ln 2 in two parts */
+    r = r - n * -2.12194440e-4f;
+    p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    bits = ((uint32_t)i + 127u) << 23; /* 2^i; i = -127 (x <= -88): 0 */
+    memcpy(&sc, &bits, sizeof sc);
+    return p * sc;
+}
+/* GELU pieces without cancellation: with a = exp(-2|u|), 1 + |tanh u| = 2/(1+a) and
+   1 - |tanh u| = 2a/(1+a); so 1 + tanh u and 1 - tanh^2 u = (1+t)(1-t) are exact to a few ulp. */
+static inline void pt__cpu_tanh_parts(float u, float *one_plus_t, float *one_minus_t2) {
+    float a = pt__cpu_expf(-2.0f * (u < 0.0f ? -u : u)), s = 2.0f / (1.0f + a), q = a * s;
+    *one_plus_t = u < 0.0f ? q : s;
+    *one_minus_t2 = s * q;
+}
+
+#define PT__CPU_LANES 16 /* independent float partial sums/maxima, so the loops vectorize */
+
+/* max of x[0, n), n >= 1 (NaNs ignored unless all are NaN) */
+static float pt__cpu_maxf(const float *PT__RESTRICT x, int64_t n) {
+    float m = x[0];
+    int64_t i = 0;
+    if (n >= PT__CPU_LANES) {
+        float lm[PT__CPU_LANES];
+        for (int l = 0; l < PT__CPU_LANES; l++) lm[l] = x[l];
+        for (i = PT__CPU_LANES; i + PT__CPU_LANES <= n; i += PT__CPU_LANES)
+            for (int l = 0; l < PT__CPU_LANES; l++) lm[l] = x[i + l] > lm[l] ? x[i + l] : lm[l];
+        for (int l = 0; l < PT__CPU_LANES; l++) m = lm[l] > m ? lm[l] : m;
+    }
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+/* sum of exp(x[i] - m) over [0, n): 16 float lanes, combined in a fixed order in double */
+static double pt__cpu_expsum(const float *PT__RESTRICT x, int64_t n, float m) {
+    float ls[PT__CPU_LANES];
+    double s = 0.0;
+    int64_t i = 0;
+    for (int l = 0; l < PT__CPU_LANES; l++) ls[l] = 0.0f;
+    for (; i + PT__CPU_LANES <= n; i += PT__CPU_LANES) {
+        PT__SIMD
+        for (int l = 0; l < PT__CPU_LANES; l++) ls[l] += pt__cpu_expf(x[i + l] - m);
+    }
+    for (int l = 0; l < PT__CPU_LANES; l++) s += (double)ls[l];
+    for (; i < n; i++) s += (double)pt__cpu_expf(x[i] - m);
+    return s;
+}
+/* as pt__cpu_expsum, also storing y[i] = exp(x[i] - m) */
+static double pt__cpu_expsum_st(float *PT__RESTRICT y, const float *PT__RESTRICT x, int64_t n, float m) {
+    float ls[PT__CPU_LANES];
+    double s = 0.0;
+    int64_t i = 0;
+    for (int l = 0; l < PT__CPU_LANES; l++) ls[l] = 0.0f;
+    for (; i + PT__CPU_LANES <= n; i += PT__CPU_LANES) {
+        PT__SIMD
+        for (int l = 0; l < PT__CPU_LANES; l++) {
+            float e = pt__cpu_expf(x[i + l] - m);
+            y[i + l] = e;
+            ls[l] += e;
+        }
+    }
+    for (int l = 0; l < PT__CPU_LANES; l++) s += (double)ls[l];
+    for (; i < n; i++) {
+        float e = pt__cpu_expf(x[i] - m);
+        y[i] = e;
+        s += (double)e;
+    }
+    return s;
 }
 
 /* ---- storage ---------------------------------------------------------------------------------- */
@@ -2007,7 +2129,6 @@ static pt_status pt__cpu_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
     }
     st->raw = raw;
     st->host = (void *)(((uintptr_t)raw + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1));
-    st->dev = NULL;
     st->bytes = bytes;
     return PT_OK;
 }
@@ -2030,6 +2151,11 @@ static void pt__cpu_read(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t b
 /* ---- elementwise ------------------------------------------------------------------------------ */
 static void pt__cpu_fill(pt_ctx *ctx, const pt_tensor *t, float v) {
     int64_t n = pt_numel(t), nch = PT__CPU_NCHUNK(n);
+    if (t->dtype != PT_F32 && t->dtype != PT_I32) { /* storage types: zero only */
+        if (v == 0.0f) memset(pt__cpu_bytes(t), 0, (size_t)(n * pt_dtype_size(t->dtype)));
+        else pt__fail(ctx, PT_ERR_DTYPE, "pt: fill of a non-f32/i32 tensor with %g (only 0 is supported)", (double)v);
+        return;
+    }
     if (t->dtype == PT_I32) {
         int32_t *PT__RESTRICT p = PT__I(t);
         int32_t iv = (int32_t)v;
@@ -2070,6 +2196,10 @@ static void pt__cpu_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src
     char *d = pt__cpu_bytes(dst);
     const char *s = pt__cpu_bytes(src);
     int is_i32 = dst->dtype == PT_I32;
+    if (accumulate && dst->dtype != PT_F32 && !is_i32) {
+        pt__fail(ctx, PT_ERR_DTYPE, "pt: accumulating copy of a non-f32/i32 tensor");
+        return;
+    }
     if (accumulate && d == s) { /* x += x: elementwise doubling, still safe */
         if (is_i32) {
             int32_t *p = (int32_t *)d;
@@ -2252,9 +2382,11 @@ static void pt__cpu_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const p
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
         if (kind == PT__GELU)
+            PT__SIMD
             for (int64_t i = i0; i < i1; i++) {
-                float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v);
-                o[i] = 0.5f * v * (1.0f + tanhf(u));
+                float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v), tp, t2;
+                pt__cpu_tanh_parts(u, &tp, &t2);
+                o[i] = 0.5f * v * tp;
             }
         else
             for (int64_t i = i0; i < i1; i++) o[i] = a[i] > 0.0f ? a[i] : 0.0f;
@@ -2269,10 +2401,12 @@ static void pt__cpu_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
         if (kind == PT__GELU)
+            PT__SIMD
             for (int64_t i = i0; i < i1; i++) {
-                float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v), t = tanhf(u);
+                float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v), tp, t2;
                 float du = PT__CPU_GELU_K0 * (1.0f + 3.0f * PT__CPU_GELU_K1 * v * v);
-                d[i] += (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * du) * g[i];
+                pt__cpu_tanh_parts(u, &tp, &t2);
+                d[i] += (0.5f * tp + 0.5f * v * t2 * du) * g[i];
             }
         else
             for (int64_t i = i0; i < i1; i++) d[i] += a[i] > 0.0f ? g[i] : 0.0f;
@@ -2297,20 +2431,12 @@ static void pt__cpu_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *
 
 /* ---- row-wise --------------------------------------------------------------------------------- */
 static void pt__cpu_softmax_row(float *PT__RESTRICT y, const float *PT__RESTRICT x, int64_t n, int lg) {
-    float mx = x[0];
-    double s = 0.0;
-    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float mx = pt__cpu_maxf(x, n);
     if (lg) {
-        for (int64_t i = 0; i < n; i++) s += (double)expf(x[i] - mx);
-        float lse = (float)((double)mx + log(s));
+        float lse = (float)((double)mx + log(pt__cpu_expsum(x, n, mx)));
         for (int64_t i = 0; i < n; i++) y[i] = x[i] - lse;
     } else {
-        for (int64_t i = 0; i < n; i++) {
-            float e = expf(x[i] - mx);
-            y[i] = e;
-            s += (double)e;
-        }
-        float inv = (float)(1.0 / s);
+        float inv = (float)(1.0 / pt__cpu_expsum_st(y, x, n, mx));
         for (int64_t i = 0; i < n; i++) y[i] *= inv;
     }
 }
@@ -2337,7 +2463,8 @@ static void pt__cpu_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tenso
         if (lg) {
             for (int64_t i = 0; i < cols; i++) s += (double)gr[i];
             float sf = (float)s;
-            for (int64_t i = 0; i < cols; i++) dr[i] += gr[i] - expf(yr[i]) * sf;
+            PT__SIMD
+            for (int64_t i = 0; i < cols; i++) dr[i] += gr[i] - pt__cpu_expf(yr[i]) * sf;
         } else {
             for (int64_t i = 0; i < cols; i++) s += (double)gr[i] * (double)yr[i];
             float sf = (float)s;
@@ -2355,13 +2482,12 @@ static double pt__cpu_lse_row(const float *PT__RESTRICT x, int64_t n) {
     double s = 0.0;
     for (int64_t b = 0; b < n; b += PT__CPU_LSE_BLOCK) {
         int64_t e = PT__MIN(n, b + PT__CPU_LSE_BLOCK);
-        float bm = x[b];
-        for (int64_t i = b + 1; i < e; i++) bm = x[i] > bm ? x[i] : bm;
+        float bm = pt__cpu_maxf(x + b, e - b);
         if (bm > m) {
             s *= exp((double)m - (double)bm);
             m = bm;
         }
-        for (int64_t i = b; i < e; i++) s += (double)expf(x[i] - m);
+        s += pt__cpu_expsum(x + b, e - b, m);
     }
     return (double)m + log(s);
 }
@@ -2404,8 +2530,9 @@ static void pt__cpu_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_ten
         float l = ls[r];
         int has_t = t >= 0 && (int64_t)t < nvalid;
         float old_t = has_t ? dr[t] : 0.0f;
-        for (int64_t c = 0; c < nvalid; c++) dr[c] += g * expf(xr[c] - l);
-        if (has_t) dr[t] = old_t + g * (expf(xr[t] - l) - 1.0f);
+        PT__SIMD
+        for (int64_t c = 0; c < nvalid; c++) dr[c] += g * pt__cpu_expf(xr[c] - l);
+        if (has_t) dr[t] = old_t + g * (pt__cpu_expf(xr[t] - l) - 1.0f);
     }
 }
 
@@ -2510,9 +2637,17 @@ static void pt__cpu_embed_bwd(pt_ctx *ctx, const pt_tensor *dtable, const pt_ten
 static void pt__cpu_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, const int *perm, int accumulate) {
     int nd = src->ndim, is_i32 = src->dtype == PT_I32;
     int64_t sstr[PT_MAX_DIMS], D[4] = {1, 1, 1, 1}, S[4] = {0, 0, 0, 0}, n = pt_numel(src), outer;
+    const int64_t esz = pt_dtype_size(src->dtype);
     if (n <= 0) return;
+    if (esz != 4 || (accumulate && src->dtype != PT_F32 && !is_i32)) {
+        if (accumulate || esz <= 0) {
+            pt__fail(ctx, PT_ERR_DTYPE, "pt: permute%s of a %lld-byte dtype", accumulate ? " (accumulate)" : "",
+                     (long long)esz);
+            return;
+        }
+    }
     if (nd <= 0) {
-        pt__cpu_move(PT__F(dst), PT__F(src), 1, 4, accumulate, is_i32);
+        pt__cpu_move(pt__cpu_bytes(dst), pt__cpu_bytes(src), 1, esz, accumulate, is_i32);
         return;
     }
     sstr[nd - 1] = 1;
@@ -2524,14 +2659,16 @@ static void pt__cpu_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *
     outer = D[0] * D[1] * D[2];
     {
         const int64_t d1 = D[1], d2 = D[2], d3 = D[3], s0 = S[0], s1 = S[1], s2 = S[2], s3 = S[3];
-        char *dbase = (char *)PT__F(dst);
-        const char *sbase = (const char *)PT__F(src);
+        char *dbase = pt__cpu_bytes(dst);
+        const char *sbase = pt__cpu_bytes(src);
         PT__CPU_PAR_FOR(ctx, n)
         for (int64_t o = 0; o < outer; o++) {
             int64_t i2 = o % d2, i1 = (o / d2) % d1, i0 = o / (d2 * d1);
             int64_t so = i0 * s0 + i1 * s1 + i2 * s2, doff = o * d3;
             if (s3 == 1) {
-                pt__cpu_move(dbase + 4 * doff, sbase + 4 * so, d3, 4, accumulate, is_i32);
+                pt__cpu_move(dbase + esz * doff, sbase + esz * so, d3, esz, accumulate, is_i32);
+            } else if (esz != 4) { /* 1- and 2-byte storage types: plain copy */
+                for (int64_t i = 0; i < d3; i++) memcpy(dbase + esz * (doff + i), sbase + esz * (so + i * s3), (size_t)esz);
             } else if (is_i32) {
                 int32_t *PT__RESTRICT dp = (int32_t *)dbase + doff;
                 const int32_t *PT__RESTRICT sp = (const int32_t *)sbase + so;
@@ -2559,6 +2696,10 @@ static void pt__cpu_copy_block(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_di
     char *d = pt__cpu_bytes(dst);
     const char *s = pt__cpu_bytes(src);
     if (L <= 0 || outer <= 0) return;
+    if (accumulate && dst->dtype != PT_F32 && !is_i32) {
+        pt__fail(ctx, PT_ERR_DTYPE, "pt: accumulating copy_block of a non-f32/i32 tensor");
+        return;
+    }
     PT__CPU_PAR_FOR(ctx, outer * L)
     for (int64_t it = 0; it < outer * np; it++) {
         int64_t o = it / np, p0 = (it % np) * PT__CPU_CHUNK, len = PT__MIN(L - p0, (int64_t)PT__CPU_CHUNK);
@@ -3190,7 +3331,7 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
     n->nin = nin;
     for (i = 0; i < nin; i++) {
         n->in[i] = ins[i];
-        if (ins[i] && ins[i]->param) g->puse[ins[i]->param->id]++;
+        if (ins[i] && ins[i]->param && (ins[i]->flags & PT_TENSOR_REQUIRES_GRAD)) g->puse[ins[i]->param->id]++;
     }
     out->node = n;
     out->flags |= PT_TENSOR_REQUIRES_GRAD;
@@ -3231,7 +3372,7 @@ static pt_status pt__run_backward(pt_graph *g) {
             }
         }
         for (j = 0; j < n->nin; j++) {
-            pt_param *p = n->in[j] ? n->in[j]->param : NULL;
+            pt_param *p = n->in[j] && (n->in[j]->flags & PT_TENSOR_REQUIRES_GRAD) ? n->in[j]->param : NULL;
             if (p && --g->puse[p->id] == 0 && ctx->grad_hook) ctx->grad_hook(ctx->grad_hook_user, p);
         }
         if (ctx->status != PT_OK) return ctx->status;
@@ -4628,3 +4769,23 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */
+
+/* -------------------------------------------------------------------------------------------------
+   LICENSE: this software is available under two licenses; choose whichever you prefer.
+   A - MIT License. Copyright (c) 2026 the ptrain.h authors. Permission is hereby granted, free of
+   charge, to any person obtaining a copy of this software and associated documentation files (the
+   "Software"), to deal in the Software without restriction, including without limitation the
+   rights to use, copy, modify, merge, publish, distribute, sublicense, and/or sell copies of the
+   Software, and to permit persons to whom the Software is furnished to do so, subject to the
+   following conditions: The above copyright notice and this permission notice shall be included in
+   all copies or substantial portions of the Software. THE SOFTWARE IS PROVIDED "AS IS", WITHOUT
+   WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF
+   MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE
+   AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY, WHETHER IN AN
+   ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE SOFTWARE OR
+   THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+   B - Public Domain (www.unlicense.org). This is free and unencumbered software released into the
+   public domain. Anyone is free to copy, modify, publish, use, compile, sell, or distribute this
+   software, either in source code form or as a compiled binary, for any purpose, commercial or
+   non-commercial, and by any means.
+   ------------------------------------------------------------------------------------------------- */

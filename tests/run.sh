@@ -85,7 +85,8 @@ for b in $PROGS; do
         continue
     fi
     t0=$(date +%s)
-    env $env "./$BUILD/$b" $args >"$log" 2>&1
+    case $BUILD in /*) bin="$BUILD/$b" ;; *) bin="./$BUILD/$b" ;; esac
+    env $env "$bin" $args >"$log" 2>&1
     rc=$?
     account "$name" "$log" "$rc" $(($(date +%s) - t0))
 done

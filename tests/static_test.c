@@ -5,6 +5,7 @@
 #include "../ptrain.h"
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* sum of softmax([0, 1, 2]) * [1, 2, 3] computed by this TU's copy */
 #ifdef STATIC_SECOND
@@ -14,12 +15,13 @@
 #endif
 float STATIC_FN(void);
 float STATIC_FN(void) {
-    pt_desc d = {0};
+    pt_desc d;
     pt_ctx *ctx;
     pt_graph *g;
     const int64_t s[1] = {3};
     const float x[3] = {0, 1, 2}, w[3] = {1, 2, 3};
     float r = -1;
+    memset(&d, 0, sizeof d);
     d.threads = 1;
     if (!(ctx = pt_init(&d))) return -1;
     g = pt_graph_new(ctx);

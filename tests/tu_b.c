@@ -4,9 +4,10 @@
 #include "../ptrain.h"
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 int main(void) {
-    pt_desc d = {0};
+    pt_desc d;
     pt_ctx *ctx;
     pt_graph *g;
     pt_tensor *a, *b, *c, *loss;
@@ -15,6 +16,7 @@ int main(void) {
     const float want[4] = {4, 5, 10, 11};
     float got[4];
     int i, bad = 0;
+    memset(&d, 0, sizeof d);
     d.seed = 1;
     d.threads = 1;
     ctx = pt_init(&d);

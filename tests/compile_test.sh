@@ -1,0 +1,97 @@
+#!/bin/sh
+# tests/compile_test.sh [OUT_DIR] - ptrain.h builds cleanly as C99, C11, C++11 and C++17 (gcc and,
+# when present, clang) with -Wall -Wextra -Werror; two translation units link (one holds the
+# implementation); tu_a.o exports only pt_*/PT_* symbols; PTRAIN_STATIC copies in two TUs link.
+# Prints PASS/FAIL lines and "N passed, N failed"; exit 1 if any failed.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+OUT=${1:-build/tests/compile}
+mkdir -p "$OUT" || exit 1
+CC=${CC:-cc}
+NP=0
+NF=0
+W="-Wall -Wextra -Werror"
+
+pass() { NP=$((NP + 1)); echo "PASS $1"; }
+fail() { NF=$((NF + 1)); echo "FAIL $1: $2"; }
+
+# try NAME LOG CMD...: runs the command; PASS if it exits 0, else FAIL with the log's first lines
+try() {
+    name=$1 log=$2
+    shift 2
+    if "$@" >"$log" 2>&1; then pass "$name"; else
+        fail "$name" "'$*' failed:"
+        head -n 20 "$log" | sed 's/^/    /'
+    fi
+}
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+GCC=gcc
+have gcc || GCC=$CC
+GXX=g++
+COMPILERS_C="$GCC"
+COMPILERS_CXX=""
+have g++ && COMPILERS_CXX="g++"
+if have clang; then COMPILERS_C="$COMPILERS_C clang"; else echo "NOTE clang not found: clang checks skipped"; fi
+have clang++ && COMPILERS_CXX="$COMPILERS_CXX clang++"
+
+# ---- the implementation TU in every language standard ----
+for c in $COMPILERS_C; do
+    for std in c99 c11; do
+        try "compile $c -std=$std -pedantic $W" "$OUT/$c.$std.log" $c -std=$std -pedantic $W -O2 -c tests/tu_a.c -o "$OUT/$c.$std.o"
+        try "compile $c -std=$std -pedantic $W -fopenmp" "$OUT/$c.$std.omp.log" $c -std=$std -pedantic $W -O2 -fopenmp -c tests/tu_a.c -o "$OUT/$c.$std.omp.o"
+    done
+done
+for cxx in $COMPILERS_CXX; do
+    for std in c++11 c++17; do
+        try "compile $cxx -x c++ -std=$std $W" "$OUT/$cxx.$std.log" $cxx -x c++ -std=$std $W -O1 -c tests/tu_a.c -o "$OUT/$cxx.$std.o"
+    done
+done
+try "compile $GCC -std=c99 $W -fopenmp -DPTRAIN_STATIC (static_test.c)" "$OUT/static.c.log" \
+    $GCC -std=c99 -pedantic $W -O1 -fopenmp -c tests/static_test.c -o "$OUT/static_a.o"
+if [ -n "$COMPILERS_CXX" ]; then
+    try "compile g++ -x c++ -std=c++11 $W -DPTRAIN_STATIC (static_test.c)" "$OUT/static.cxx.log" \
+        $GXX -x c++ -std=c++11 $W -O1 -c tests/static_test.c -o "$OUT/static_cxx.o"
+fi
+
+# ---- two translation units: tu_a holds the implementation, tu_b only includes the header ----
+if $GCC -std=c99 -O1 -fopenmp -c tests/tu_a.c -o "$OUT/tu_a.o" >"$OUT/tu_a.log" 2>&1 &&
+    $GCC -std=c99 $W -O1 -c tests/tu_b.c -o "$OUT/tu_b.o" >"$OUT/tu_b.log" 2>&1; then
+    try "link tu_a.o + tu_b.o (no duplicate symbols)" "$OUT/link2.log" $GCC -fopenmp "$OUT/tu_a.o" "$OUT/tu_b.o" -o "$OUT/tu2" -lm
+    try "run the two-TU program" "$OUT/run2.log" "$OUT/tu2"
+    # every defined global symbol of the implementation TU starts with pt_ or PT_
+    bad=$(nm -g --defined-only "$OUT/tu_a.o" | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
+    if [ -z "$bad" ]; then pass "nm: tu_a.o defines only pt_*/PT_* global symbols"; else
+        fail "nm: tu_a.o defines only pt_*/PT_* global symbols" "found: $bad"; fi
+    n=$(nm -g --defined-only "$OUT/tu_a.o" | grep -c -E ' (pt_|PT_)')
+    if [ "$n" -gt 50 ]; then pass "nm: tu_a.o exports the API ($n symbols)"; else
+        fail "nm: tu_a.o exports the API" "only $n pt_ symbols"; fi
+    bad=$(nm -g --defined-only "$OUT/tu_b.o" | awk 'NF >= 3 {print $3}' | grep -v -x main | tr '\n' ' ')
+    if [ -z "$bad" ]; then pass "nm: tu_b.o (header only) defines nothing but main"; else
+        fail "nm: tu_b.o (header only) defines nothing but main" "found: $bad"; fi
+    if [ -n "$COMPILERS_CXX" ]; then
+        try "C++ tu_b links against C tu_a (extern \"C\")" "$OUT/linkxx.log" \
+            $GXX -x c++ -std=c++11 $W -O1 tests/tu_b.c -x none "$OUT/tu_a.o" -fopenmp -o "$OUT/tu2xx" -lm
+        try "run the C++/C two-TU program" "$OUT/run2xx.log" "$OUT/tu2xx"
+    fi
+else
+    fail "build tu_a.c / tu_b.c" "see $OUT/tu_a.log $OUT/tu_b.log"
+    cat "$OUT/tu_a.log" "$OUT/tu_b.log" | head -n 20 | sed 's/^/    /'
+fi
+
+# ---- PTRAIN_STATIC: two private copies link and both work ----
+if $GCC -std=c99 $W -O1 -fopenmp -c tests/static_test.c -o "$OUT/st1.o" >"$OUT/st1.log" 2>&1 &&
+    $GCC -std=c99 $W -O1 -fopenmp -DSTATIC_SECOND -c tests/static_test.c -o "$OUT/st2.o" >"$OUT/st2.log" 2>&1; then
+    try "link two PTRAIN_STATIC TUs" "$OUT/linkst.log" $GCC -fopenmp "$OUT/st1.o" "$OUT/st2.o" -o "$OUT/static_test" -lm
+    try "run the PTRAIN_STATIC program" "$OUT/runst.log" "$OUT/static_test"
+    bad=$(nm -g --defined-only "$OUT/st1.o" "$OUT/st2.o" | awk 'NF >= 3 {print $3}' | grep -E '^(pt_|PT_)' | tr '\n' ' ')
+    if [ -z "$bad" ]; then pass "nm: PTRAIN_STATIC TUs export no pt_ symbols"; else
+        fail "nm: PTRAIN_STATIC TUs export no pt_ symbols" "found: $bad"; fi
+else
+    fail "build static_test.c twice" "see $OUT/st1.log $OUT/st2.log"
+    cat "$OUT/st1.log" "$OUT/st2.log" | head -n 20 | sed 's/^/    /'
+fi
+
+echo "$NP passed, $NF failed"
+[ "$NF" -eq 0 ]
