@@ -12,10 +12,12 @@
    Build: cc -O2 -fopenmp -march=native -I. examples/02_mnist_mlp.c -o build/02_mnist_mlp -lm
    Run: ./build/02_mnist_mlp
 */
+#define _GNU_SOURCE /* popen() and pclose() are POSIX, not ISO C: ask the system headers for them */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +35,13 @@ typedef struct dataset {
     uint8_t *labels; /* n */
 } dataset;
 
-static void die(const char *fmt, const char *a, const char *b) {
+static void die(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fprintf(stderr, "02_mnist_mlp: ");
-    fprintf(stderr, fmt, a, b);
+    vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
+    va_end(ap);
     exit(1);
 }
 
@@ -78,12 +83,12 @@ static src open_idx(const char *dir, const char *name) {
     sprintf(o, "'");
     s.f = popen(cmd, "r");
     s.piped = 1;
-    if (!s.f) die("cannot run gzip to read %s%s", gz, "");
+    if (!s.f) die("cannot run gzip to read %s", gz);
     return s;
 }
 static void close_idx(src *s, int complete) {
     int rc = s->piped ? pclose(s->f) : fclose(s->f);
-    if (rc != 0 && complete) die("reading %s failed (gzip reported an error: a corrupt file?)%s", s->path, "");
+    if (rc != 0 && complete) die("reading %s failed (gzip reported an error: a corrupt file?)", s->path);
 }
 
 static uint32_t be32(const uint8_t *b) { return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3]; }
@@ -118,11 +123,11 @@ static dataset load(const char *dir, const char *images, const char *labels) {
     d.n = (int)be32(h + 4), d.rows = (int)be32(h + 8), d.cols = (int)be32(h + 12);
     expect(&s, "row count", 28, (uint32_t)d.rows);
     expect(&s, "column count", 28, (uint32_t)d.cols);
-    if (d.n <= 0 || d.n > 10000000) expect(&s, "image count (at most 10000000)", 60000, (uint32_t)d.n);
+    if (d.n <= 0 || d.n > 10000000) die("%s: bad image count: expected 1..10000000, found %d", s.path, d.n);
     d.pixels = (uint8_t *)malloc((size_t)d.n * 784);
-    if (!d.pixels) die("out of memory for %s%s", s.path, "");
+    if (!d.pixels) die("out of memory for %s", s.path);
     read_exact(&s, d.pixels, (size_t)d.n * 784, "pixel data");
-    if (fread(&extra, 1, 1, s.f) == 1) die("%s: trailing bytes after the %s images the header announces", s.path, "");
+    if (fread(&extra, 1, 1, s.f) == 1) die("%s: trailing bytes after the %d images the header announces", s.path, d.n);
     close_idx(&s, 1);
     /* labels */
     s = open_idx(dir, labels);
@@ -130,12 +135,12 @@ static dataset load(const char *dir, const char *images, const char *labels) {
     expect(&s, "magic number", 0x00000801, be32(h));
     expect(&s, "label count (must equal the image count)", (uint32_t)d.n, be32(h + 4));
     d.labels = (uint8_t *)malloc((size_t)d.n);
-    if (!d.labels) die("out of memory for %s%s", s.path, "");
+    if (!d.labels) die("out of memory for %s", s.path);
     read_exact(&s, d.labels, (size_t)d.n, "label data");
-    if (fread(&extra, 1, 1, s.f) == 1) die("%s: trailing bytes after the labels the header announces%s", s.path, "");
+    if (fread(&extra, 1, 1, s.f) == 1) die("%s: trailing bytes after the %d labels the header announces", s.path, d.n);
     close_idx(&s, 1);
     for (i = 0; i < d.n; i++)
-        if (d.labels[i] > 9) expect(&s, "label (0..9)", 9, d.labels[i]);
+        if (d.labels[i] > 9) die("%s: bad label: expected 0..9, found %d at index %d", s.path, d.labels[i], i);
     return d;
 }
 

@@ -98,6 +98,13 @@ if want compile_test; then
     account compile_test "$BUILD/compile_test.log" "$rc" $(($(date +%s) - t0))
 fi
 
+if want examples; then
+    t0=$(date +%s)
+    sh tests/examples_test.sh "$BUILD/examples" >"$BUILD/examples_test.log" 2>&1
+    rc=$?
+    account examples_test "$BUILD/examples_test.log" "$rc" $(($(date +%s) - t0))
+fi
+
 echo "total time $(($(date +%s) - START))s"
 echo "$TOTAL_P passed, $TOTAL_F failed"
 [ "$TOTAL_F" -eq 0 ]

@@ -1,0 +1,89 @@
+#!/bin/sh
+# tests/examples_test.sh [WORKDIR] - the tutorials as a student meets them: each file's "Build:"
+# line is extracted and run verbatim from the repository root, then short runs check the shared
+# command-line convention (step lines, --stop-after, val_loss, bad flags) and the data tools.
+# Prints PASS/FAIL lines and "N passed, N failed".
+set -u
+W=${1:-build/tests/examples}
+mkdir -p "$W" build
+P=0
+F=0
+pass() { echo "PASS $1"; P=$((P + 1)); }
+fail() { echo "FAIL $1"; F=$((F + 1)); }
+
+# 1. every Build: line compiles as written, and names a Run: line
+for src in examples/*.c; do
+    name=$(basename "$src" .c)
+    bline=$(sed -n 's/^ *Build: //p' "$src" | head -n 1)
+    rline=$(sed -n 's/^ *Run: //p' "$src" | head -n 1)
+    if [ -z "$bline" ] || [ -z "$rline" ]; then fail "$name: first comment needs 'Build:' and 'Run:' lines"; continue; fi
+    case "$bline" in cc\ *|mpicc\ *) ;; *) fail "$name: Build line is not a single cc/mpicc command: $bline"; continue ;; esac
+    if sh -c "$bline" >"$W/$name.build.log" 2>&1; then pass "$name builds with its Build: line"
+    else fail "$name: '$bline' failed: $(head -c 400 "$W/$name.build.log")"; fi
+done
+
+# 2. 01 checks a gradient by hand and by finite differences, and says so
+if ./build/01_autograd >"$W/01.log" 2>&1; then pass "01_autograd runs and its gradient checks agree"
+else fail "01_autograd: exit status $? ($(tail -n 3 "$W/01.log" | tr '\n' ' '))"; fi
+
+# 3. 03 on a tiny corpus: step lines, val_loss, a sample, and --stop-after keeps the schedule
+mkdir -p "$W/corpus"
+i=0
+: >"$W/corpus/train.txt"
+while [ $i -lt 200 ]; do echo "the quick brown fox jumps over the lazy dog $i times." >>"$W/corpus/train.txt"; i=$((i + 1)); done
+head -n 40 "$W/corpus/train.txt" >"$W/corpus/val.txt"
+small="--data $W/corpus --layers 1 --width 32 --heads 2 --seq 16 --batch 4 --val-every 0 --sample 20 --seed 5"
+./build/03_gpt $small --steps 6 >"$W/03full.log" 2>&1
+rc=$?
+n=$(grep -c '^step [0-9]* loss ' "$W/03full.log")
+if [ $rc -eq 0 ] && [ "$n" -eq 6 ] && grep -q '^val_loss ' "$W/03full.log" && grep -q '^sample:' "$W/03full.log"; then
+    pass "03_gpt prints 6 step lines, val_loss and a sample"
+else fail "03_gpt: exit $rc, $n step lines; $(tail -n 3 "$W/03full.log" | tr '\n' ' ')"; fi
+if grep '^step ' "$W/03full.log" | awk '{print $2}' | tr '\n' ' ' | grep -q '^0 1 2 3 4 5 $'; then pass "03_gpt numbers steps from 0"
+else fail "03_gpt step numbers: $(grep '^step ' "$W/03full.log" | awk '{print $2}' | tr '\n' ' ')"; fi
+./build/03_gpt $small --steps 6 --stop-after 3 >"$W/03stop.log" 2>&1
+a=$(grep '^step ' "$W/03full.log" | head -n 3 | awk '{print $4, $6}')
+b=$(grep '^step ' "$W/03stop.log" | awk '{print $4, $6}')
+if [ -n "$a" ] && [ "$a" = "$b" ]; then pass "03_gpt --stop-after 3 gives the first 3 steps of the same run (loss and lr)"
+else fail "03_gpt --stop-after: '$b' vs '$a'"; fi
+./build/03_gpt $small --steps 6 >"$W/03again.log" 2>&1
+if [ "$(grep '^step ' "$W/03full.log" | awk '{print $4}')" = "$(grep '^step ' "$W/03again.log" | awk '{print $4}')" ]; then
+    pass "03_gpt: same seed, same losses (bit-identical printout)"
+else fail "03_gpt: two runs with the same seed differ"; fi
+./build/03_gpt --steps x >"$W/03bad.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q -- '--steps' "$W/03bad.log"; then pass "03_gpt: a bad flag value is a clear error naming the flag"
+else fail "03_gpt --steps x: exit $rc, '$(cat "$W/03bad.log")'"; fi
+./build/03_gpt --data "$W/nosuch" >"$W/03nodata.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "nosuch" "$W/03nodata.log"; then pass "03_gpt: a missing corpus is a clear error naming the path"
+else fail "03_gpt --data nosuch: exit $rc, '$(cat "$W/03nodata.log")'"; fi
+
+# 4. 02 on Fashion-MNIST, a few steps: step lines and the accuracy line
+if [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]; then
+    ./build/02_mnist_mlp --steps 20 >"$W/02.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && [ "$(grep -c '^step [0-9]* loss ' "$W/02.log")" -eq 20 ] && grep -q '^test_accuracy: 0\.[0-9][0-9][0-9][0-9]$' "$W/02.log" &&
+        grep -q '^val_loss ' "$W/02.log"; then
+        pass "02_mnist_mlp: 20 step lines, val_loss and test_accuracy"
+    else fail "02_mnist_mlp --steps 20: exit $rc; $(tail -n 3 "$W/02.log" | tr '\n' ' ')"; fi
+else
+    fail "02_mnist_mlp: /usr/share/datasets/fashion-mnist missing (make deps installs dataset-fashion-mnist)"
+fi
+
+# 5. the corpus tool: deterministic, idempotent, clear error on a missing source
+if [ -d /usr/share/games/fortunes ]; then
+    rm -rf "$W/ft"
+    if sh tools/prepare_text.sh "$W/ft" >/dev/null 2>&1 && [ -s "$W/ft/train.txt" ] && [ -s "$W/ft/val.txt" ]; then
+        s1=$(cksum <"$W/ft/train.txt")
+        sh tools/prepare_text.sh "$W/ft" >/dev/null 2>&1
+        if [ "$(cksum <"$W/ft/train.txt")" = "$s1" ]; then pass "prepare_text.sh builds train/val and is idempotent"
+        else fail "prepare_text.sh: a second run changed train.txt"; fi
+    else fail "prepare_text.sh $W/ft failed"; fi
+else fail "prepare_text.sh: /usr/share/games/fortunes missing (make deps installs fortunes)"; fi
+if ! sh tools/prepare_text.sh "$W/ft2" "$W/no-such-dir" >"$W/prep.log" 2>&1 && grep -q "no-such-dir" "$W/prep.log"; then
+    pass "prepare_text.sh: a missing source is a clear error naming it"
+else fail "prepare_text.sh with a missing source: $(cat "$W/prep.log")"; fi
+
+echo "$P passed, $F failed"
+[ $F -eq 0 ]
