@@ -89,7 +89,10 @@
    Parameters, gradients and optimizer state: persistent slabs (pt_param_slab, pt_grad_slab).
    Activations: the graph's arena, rewound by pt_graph_reset. Gradients of activations: a pool
    of blocks, each returned as soon as the op that produced the activation has run its backward.
-   Attention keeps O(B*T*C) (no T x T matrix). pt_mem(ctx) reports bytes by kind and the peak.
+   Attention keeps O(B*T*C) (no T x T matrix). The fused cross-entropy writes the gradient of the
+   logits over the logits themselves when no other op reads them (so a 50k vocabulary costs one
+   buffer, not two): read such logits before pt_backward if you need them afterwards.
+   pt_mem(ctx) reports bytes by kind (slab capacities included) and the peak.
 
    ==================================================================================================
    CONTENTS (search for the marker)
@@ -179,6 +182,7 @@ typedef struct pt_tensor {
     pt_node *node;               /**< the op that produced it (NULL for inputs and parameters) */
     pt_param *param;             /**< the parameter it is, or NULL */
     uint32_t flags;              /**< PT_TENSOR_* */
+    int32_t uses;                /**< ops on the tape that read it (activations only) */
 } pt_tensor;
 
 #define PT_TENSOR_REQUIRES_GRAD 1u /**< gradients flow to (or through) this tensor */
@@ -305,7 +309,8 @@ PTDEF pt_tensor *pt_softmax(pt_graph *g, pt_tensor *x);
 /** Log-softmax over the last dim. */
 PTDEF pt_tensor *pt_log_softmax(pt_graph *g, pt_tensor *x);
 /** Mean cross-entropy of softmax(logits) [..., V] against i32 targets [...]; targets equal to
-    ignore_index do not count. Fused: no probability tensor is kept. Scalar result. */
+    ignore_index do not count. Fused: no probability tensor is kept; when nothing else reads the
+    logits, backward writes their gradient in their place. Scalar result. */
 PTDEF pt_tensor *pt_cross_entropy(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index);
 /** As pt_cross_entropy, softmax over the first nvalid columns only (padded vocabularies). */
 PTDEF pt_tensor *pt_cross_entropy_ex(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index,
@@ -634,6 +639,8 @@ struct pt_ctx {
     int ngemm_ws;
     float *work;
     int64_t work_cap;
+    pt_graph *graphs;  /* live graphs and optimizers, freed by pt_shutdown */
+    pt_optim *optims;
     int attn_kernel; /* attention kernel: 0 = best available, 1 = C, 2 = AVX-512, 3 = AVX2 (tests) */
 };
 
@@ -803,9 +810,11 @@ typedef struct pt__backend {
     void (*xent_fwd)(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_tensor *lse, const pt_tensor *logits,
                      const pt_tensor *targets, int32_t ignore, int64_t nvalid);
     /* dlogits[r, c] += g * (exp(logits[r,c] - lse[r]) - (c == targets[r])) for c < nvalid, rows whose
-       target != ignore; g = dloss[0] * scale (dloss: a one-element tensor) */
+       target != ignore; g = dloss[0] * scale (dloss: a one-element tensor). overwrite: dlogits is set
+       instead (0 for ignored rows and for c >= nvalid) and may be logits itself (in place) */
     void (*xent_bwd)(pt_ctx *ctx, const pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *lse,
-                     const pt_tensor *targets, int32_t ignore, int64_t nvalid, const pt_tensor *dloss, float scale);
+                     const pt_tensor *targets, int32_t ignore, int64_t nvalid, const pt_tensor *dloss, float scale,
+                     int overwrite);
     /* y = (x - mean) * rstd * w + b per row (b may be NULL); saves mean[r], rstd[r] */
     void (*layernorm_fwd)(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *mean, const pt_tensor *rstd,
                           const pt_tensor *x, const pt_tensor *w, const pt_tensor *b, float eps);
@@ -981,35 +990,58 @@ typedef struct pt__gemm_ctx {
 
 /* ---------------------------------------------------------------- kernels */
 
-/* Portable kernel: MR=4, NR=16. The single unit-stride j loop updates four
-   row accumulators, a shape compilers vectorise cleanly. */
+/* Portable kernel: MR=4, NR=16. With GCC/Clang (any architecture) it uses
+   generic vector extensions: 4 rows x 4 vectors of 4 floats = 16 independent
+   accumulators. Otherwise plain loops with a unit-stride inner j loop. */
 #define PT__GEMMC_MR 4
 #define PT__GEMMC_NR 16
+#if defined(__GNUC__) || defined(__clang__)
+typedef float pt__gemm_v4 __attribute__((vector_size(16)));
+#define PT__GEMMC_ROW(i)                                                        \
+    { const float ai = a[i];                                                    \
+      r##i##0 += ai * b0; r##i##1 += ai * b1; r##i##2 += ai * b2; r##i##3 += ai * b3; }
+#define PT__GEMMC_OUT(i) \
+    memcpy(out[i], &r##i##0, 16); memcpy(out[i] + 4, &r##i##1, 16); \
+    memcpy(out[i] + 8, &r##i##2, 16); memcpy(out[i] + 12, &r##i##3, 16);
 static void pt__sgemm_kern_c(int64_t kc, const float *a, const float *b, float *c,
                              int64_t ldc, float alpha, float beta, int m, int n)
 {
-    float c0[PT__GEMMC_NR], c1[PT__GEMMC_NR], c2[PT__GEMMC_NR], c3[PT__GEMMC_NR];
-    float *acc[PT__GEMMC_MR];
+    pt__gemm_v4 z = {0.0f, 0.0f, 0.0f, 0.0f};
+    pt__gemm_v4 r00 = z, r01 = z, r02 = z, r03 = z, r10 = z, r11 = z, r12 = z, r13 = z;
+    pt__gemm_v4 r20 = z, r21 = z, r22 = z, r23 = z, r30 = z, r31 = z, r32 = z, r33 = z;
+    float out[PT__GEMMC_MR][PT__GEMMC_NR];
     int64_t k;
     int i, j;
-    for (j = 0; j < PT__GEMMC_NR; j++) c0[j] = c1[j] = c2[j] = c3[j] = 0.0f;
     for (k = 0; k < kc; k++, a += PT__GEMMC_MR, b += PT__GEMMC_NR) {
-        const float a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
-        for (j = 0; j < PT__GEMMC_NR; j++) {
-            const float bj = b[j];
-            c0[j] += a0 * bj;
-            c1[j] += a1 * bj;
-            c2[j] += a2 * bj;
-            c3[j] += a3 * bj;
-        }
+        pt__gemm_v4 b0, b1, b2, b3;
+        memcpy(&b0, b, 16); memcpy(&b1, b + 4, 16); memcpy(&b2, b + 8, 16); memcpy(&b3, b + 12, 16);
+        PT__GEMMC_ROW(0) PT__GEMMC_ROW(1) PT__GEMMC_ROW(2) PT__GEMMC_ROW(3)
     }
-    acc[0] = c0; acc[1] = c1; acc[2] = c2; acc[3] = c3;
+    PT__GEMMC_OUT(0) PT__GEMMC_OUT(1) PT__GEMMC_OUT(2) PT__GEMMC_OUT(3)
+    for (i = 0; i < m; i++) {
+        float *cr = c + (int64_t)i * ldc;
+        if (beta == 0.0f) for (j = 0; j < n; j++) cr[j] = alpha * out[i][j];
+        else for (j = 0; j < n; j++) cr[j] = alpha * out[i][j] + beta * cr[j];
+    }
+}
+#else
+static void pt__sgemm_kern_c(int64_t kc, const float *a, const float *b, float *c,
+                             int64_t ldc, float alpha, float beta, int m, int n)
+{
+    float acc[PT__GEMMC_MR][PT__GEMMC_NR];
+    int64_t k;
+    int i, j;
+    memset(acc, 0, sizeof(acc));
+    for (k = 0; k < kc; k++, a += PT__GEMMC_MR, b += PT__GEMMC_NR)
+        for (i = 0; i < PT__GEMMC_MR; i++)
+            for (j = 0; j < PT__GEMMC_NR; j++) acc[i][j] += a[i] * b[j];
     for (i = 0; i < m; i++) {
         float *cr = c + (int64_t)i * ldc;
         if (beta == 0.0f) for (j = 0; j < n; j++) cr[j] = alpha * acc[i][j];
         else for (j = 0; j < n; j++) cr[j] = alpha * acc[i][j] + beta * cr[j];
     }
 }
+#endif
 
 #if PT__GEMM_X86
 
@@ -2514,7 +2546,7 @@ static void pt__cpu_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_t
 
 static void pt__cpu_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *lse,
                              const pt_tensor *targets, int32_t ignore, int64_t nvalid, const pt_tensor *dloss,
-                             float scale) {
+                             float scale, int overwrite) {
     int64_t V = pt__cpu_cols(logits), rows = V > 0 ? pt_numel(logits) / V : 0;
     float *d = PT__F(dlogits), g = PT__F(dloss)[0] * scale;
     const float *x = PT__F(logits), *ls = PT__F(lse);
@@ -2524,15 +2556,29 @@ static void pt__cpu_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_ten
     PT__CPU_PAR_FOR(ctx, 4 * rows * nvalid)
     for (int64_t r = 0; r < rows; r++) {
         int32_t t = tg[r];
-        if (t == ignore) continue;
-        float *PT__RESTRICT dr = d + r * V;
-        const float *PT__RESTRICT xr = x + r * V;
         float l = ls[r];
-        int has_t = t >= 0 && (int64_t)t < nvalid;
-        float old_t = has_t ? dr[t] : 0.0f;
-        PT__SIMD
-        for (int64_t c = 0; c < nvalid; c++) dr[c] += g * pt__cpu_expf(xr[c] - l);
-        if (has_t) dr[t] = old_t + g * (pt__cpu_expf(xr[t] - l) - 1.0f);
+        int has_t = t >= 0 && (int64_t)t < nvalid && t != ignore;
+        if (overwrite) { /* dlogits may be logits itself: every element read once, then written */
+            float *dr = d + r * V;
+            const float *xr = x + r * V;
+            float xt = has_t ? xr[t] : 0.0f;
+            if (t == ignore) {
+                for (int64_t c = 0; c < V; c++) dr[c] = 0.0f;
+                continue;
+            }
+            PT__SIMD
+            for (int64_t c = 0; c < nvalid; c++) dr[c] = g * pt__cpu_expf(xr[c] - l);
+            for (int64_t c = nvalid; c < V; c++) dr[c] = 0.0f;
+            if (has_t) dr[t] = g * (pt__cpu_expf(xt - l) - 1.0f);
+        } else {
+            float *PT__RESTRICT dr = d + r * V;
+            const float *PT__RESTRICT xr = x + r * V;
+            float old_t = has_t ? dr[t] : 0.0f;
+            if (t == ignore) continue;
+            PT__SIMD
+            for (int64_t c = 0; c < nvalid; c++) dr[c] += g * pt__cpu_expf(xr[c] - l);
+            if (has_t) dr[t] = old_t + g * (pt__cpu_expf(xr[t] - l) - 1.0f);
+        }
     }
 }
 
@@ -2966,6 +3012,10 @@ typedef struct pt__block {
     int busy;
 } pt__block;
 
+/* the node's backward never reads its output: a consumer may overwrite the output's data with its
+   gradient (the fused cross-entropy does, so the logits need no second buffer) */
+#define PT__NODE_OUT_FREE 1u
+
 struct pt_node {
     void (*backward)(pt_graph *g, pt_node *n);
     const char *op;
@@ -2973,12 +3023,14 @@ struct pt_node {
     pt_tensor **in;      /* nin inputs */
     int nin;
     pt_tensor *saved[3]; /* tensors kept for the backward (e.g. lse, mean/rstd) */
+    uint32_t flags;      /* PT__NODE_* */
     int64_t i[8];        /* integer attributes */
     float f[4];          /* float attributes */
 };
 
 struct pt_graph {
     pt_ctx *ctx;
+    pt_graph *prev, *next;            /* the context's list of graphs (freed by pt_shutdown) */
     pt__hchunk *hhead, *hcur;
     size_t hpass;                     /* host bytes this pass */
     pt__dchunk *dhead, *dcur;
@@ -3047,7 +3099,10 @@ static pt_storage *pt__dalloc(pt_graph *g, int64_t nbytes, int64_t esize, int64_
         if (c) g->dcur = c;
     }
     if (!c) {
-        int64_t cap = PT__MAX(nbytes, (int64_t)1 << 20);
+        /* 64 MiB at least: big enough to be mapped pages of their own, so chunks freed when reset
+           consolidates them return to the system instead of staying resident in the heap;
+           untouched pages cost nothing */
+        int64_t cap = PT__MAX(nbytes, (int64_t)64 << 20);
         c = (pt__dchunk *)pt__malloc(g->ctx, sizeof(pt__dchunk));
         if (!c) return (pt_storage *)pt__fail(g->ctx, PT_ERR_OOM, "pt_graph: out of memory");
         memset(c, 0, sizeof *c);
@@ -3222,6 +3277,9 @@ PTDEF pt_graph *pt_graph_new(pt_ctx *ctx) {
     g->ctx = ctx;
     g->training = 1;
     g->grad_on = 1;
+    g->next = ctx->graphs;
+    if (ctx->graphs) ctx->graphs->prev = g;
+    ctx->graphs = g;
     return g;
 }
 static void pt__graph_free_chunks(pt_graph *g) {
@@ -3243,6 +3301,9 @@ static void pt__graph_free_chunks(pt_graph *g) {
 PTDEF void pt_graph_free(pt_graph *g) {
     int i;
     if (!g) return;
+    if (g->prev) g->prev->next = g->next;
+    else g->ctx->graphs = g->next;
+    if (g->next) g->next->prev = g->prev;
     pt__graph_free_chunks(g);
     for (i = 0; i < g->npool; i++) {
         pt__st_free(g->ctx, &g->pool[i]->st);
@@ -3332,6 +3393,7 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
     for (i = 0; i < nin; i++) {
         n->in[i] = ins[i];
         if (ins[i] && ins[i]->param && (ins[i]->flags & PT_TENSOR_REQUIRES_GRAD)) g->puse[ins[i]->param->id]++;
+        if (ins[i] && !ins[i]->param) ins[i]->uses++;
     }
     out->node = n;
     out->flags |= PT_TENSOR_REQUIRES_GRAD;
@@ -3463,9 +3525,9 @@ static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n, int ki
         PT_FREE(st);
         return PT_ERR_OOM;
     }
-    memset(st->host, 0, (size_t)n * 4);
-    if (old) {
-        memcpy(st->host, old->host, (size_t)old->bytes);
+    if (old) { /* only the used part is copied; the tail is zeroed per parameter as it is created, so
+                  unused capacity is never touched (and costs no resident memory) */
+        memcpy(st->host, old->host, (size_t)ctx->slab_n * 4);
         pt__st_free(ctx, old);
         PT_FREE(old);
     }
@@ -3515,13 +3577,15 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
     need = ctx->slab_n + ((n + 15) & ~(int64_t)15); /* 64-byte aligned slices */
     cap = ctx->pslab ? ctx->pslab->bytes / 4 : 0;
     if (need > cap) {
-        int64_t ncap = PT__MAX(need, cap + cap / 2);
+        int64_t ncap = PT__MAX(need, PT__MAX(2 * cap, (int64_t)16 << 20)); /* >= 64 MiB: own pages, see pt__dalloc */
         if (pt__slab_grow(ctx, &ctx->pslab, ncap, PT__MEM_PARAMS) != PT_OK ||
             pt__slab_grow(ctx, &ctx->gslab, ncap, PT__MEM_GRADS) != PT_OK) {
             PT_FREE(p);
             return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory for the slabs (%lld elements)", (long long)ncap);
         }
     }
+    memset((float *)ctx->pslab->host + ctx->slab_n, 0, (size_t)(need - ctx->slab_n) * 4);
+    memset((float *)ctx->gslab->host + ctx->slab_n, 0, (size_t)(need - ctx->slab_n) * 4);
     ctx->slab_n = need;
     ctx->params[ctx->nparams++] = p;
     for (i = 0; i < 2; i++) {
@@ -3651,16 +3715,15 @@ static int pt__default_threads(void) {
     const char *e = getenv("PTRAIN_THREADS");
     int n = 0;
     if (e && atoi(e) > 0) return atoi(e);
-#if defined(__linux__) && defined(CPU_COUNT)
+#if defined(_OPENMP)
+    n = omp_get_num_procs(); /* the CPUs of the affinity mask (what mpirun --bind-to gives a rank) */
+#elif defined(__linux__) && defined(CPU_COUNT)
     {
         cpu_set_t set;
         if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
     }
 #endif
-#if defined(_SC_NPROCESSORS_ONLN)
-    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-#endif
-    return n > 0 ? n : 1;
+    return n > 0 ? n : 1; /* without OpenMP the kernels run on one thread anyway */
 }
 
 static pt_status pt__gemm_ws_setup(pt_ctx *ctx, int threads) {
@@ -3714,6 +3777,8 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
 PTDEF void pt_shutdown(pt_ctx *ctx) {
     int i;
     if (!ctx) return;
+    while (ctx->graphs) pt_graph_free(ctx->graphs);
+    while (ctx->optims) pt_optim_free(ctx->optims);
     for (i = 0; i < ctx->nparams; i++) PT_FREE(ctx->params[i]);
     PT_FREE(ctx->params);
     if (ctx->pslab) {
@@ -3883,6 +3948,7 @@ PTDEF pt_tensor *pt_matmul(pt_graph *g, pt_tensor *a, pt_tensor *b, int ta, int 
     PT__BE->gemm(PT__C, ta, tb, batch, M, N, K, 1.0f, a, ta ? M : K, M * K, b, tb ? K : N, bshared ? 0 : K * N, 0.0f, out, N, M * N);
     ins[0] = a, ins[1] = b;
     if ((n = pt__record(g, "pt_matmul", out, pt__matmul_bwd, 2, ins)) != NULL) {
+        n->flags |= PT__NODE_OUT_FREE;
         n->i[0] = ta, n->i[1] = tb, n->i[2] = batch, n->i[3] = M, n->i[4] = N, n->i[5] = K, n->i[6] = bshared;
     }
     return out;
@@ -3920,7 +3986,10 @@ PTDEF pt_tensor *pt_linear(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b
     PT__BE->gemm(PT__C, 0, 1, 1, rows, outf, in, 1.0f, x, in, 0, w, in, 0, 0.0f, y, outf, 0);
     if (b) PT__BE->binary(PT__C, PT__ADD, y, y, b);
     ins[0] = x, ins[1] = w, ins[2] = b;
-    if ((n = pt__record(g, "pt_linear", y, pt__linear_bwd, b ? 3 : 2, ins)) != NULL) n->i[0] = rows, n->i[1] = in, n->i[2] = outf;
+    if ((n = pt__record(g, "pt_linear", y, pt__linear_bwd, b ? 3 : 2, ins)) != NULL) {
+        n->flags |= PT__NODE_OUT_FREE;
+        n->i[0] = rows, n->i[1] = in, n->i[2] = outf;
+    }
     return y;
 }
 
@@ -3961,8 +4030,20 @@ PTDEF pt_tensor *pt_log_softmax(pt_graph *g, pt_tensor *x) { return pt__softmax(
 
 /* ---- cross-entropy (fused with softmax) ------------------------------------------------------- */
 static void pt__xent_bwd(pt_graph *g, pt_node *n) {
-    pt_tensor *dl = pt__grad(g, n->in[0]);
-    if (dl) PT__BE->xent_bwd(PT__C, dl, n->in[0], n->saved[0], n->in[1], (int32_t)n->i[0], n->i[1], n->out->grad, n->f[0]);
+    pt_tensor *lg = n->in[0], *dl;
+    int overwrite = 0;
+    if (!(lg->flags & PT_TENSOR_REQUIRES_GRAD)) return;
+    if (!lg->grad && lg->node && lg->uses == 1 && (lg->node->flags & PT__NODE_OUT_FREE)) {
+        /* the logits are read by nothing else and their producer's backward does not need them:
+           their gradient takes their place (no second vocabulary-sized buffer) */
+        if (!(dl = pt__rec(g, PT_F32, lg->ndim, lg->shape))) return;
+        dl->st = lg->st;
+        dl->off = lg->off;
+        lg->grad = dl;
+        overwrite = 1;
+    } else if (!(dl = pt__grad(g, lg)))
+        return;
+    PT__BE->xent_bwd(PT__C, dl, lg, n->saved[0], n->in[1], (int32_t)n->i[0], n->i[1], n->out->grad, n->f[0], overwrite);
 }
 PTDEF pt_tensor *pt_cross_entropy_ex(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index, int64_t nvalid) {
     int64_t rows, V, i, count = 0;
@@ -4396,6 +4477,7 @@ typedef struct pt__run {
 
 struct pt_optim {
     pt_ctx *ctx;
+    pt_optim *prev, *next; /* the context's list */
     pt_optim_desc d;
     pt_storage m, v; /* AdamW moments, or SGD momentum in m */
     pt__run *runs;
@@ -4464,10 +4546,16 @@ PTDEF pt_optim *pt_optim_new(pt_ctx *ctx, const pt_optim_desc *desc) {
     }
     ctx->optim_frozen = 1;
     pt_state_register(ctx, "optim.steps", &o->steps, sizeof o->steps);
+    o->next = ctx->optims;
+    if (ctx->optims) ctx->optims->prev = o;
+    ctx->optims = o;
     return o;
 }
 PTDEF void pt_optim_free(pt_optim *o) {
     if (!o) return;
+    if (o->prev) o->prev->next = o->next;
+    else if (o->ctx->optims == o) o->ctx->optims = o->next;
+    if (o->next) o->next->prev = o->prev;
     pt__st_free(o->ctx, &o->m);
     pt__st_free(o->ctx, &o->v);
     pt__state_unregister(o->ctx, &o->steps);

@@ -3,10 +3,11 @@
    Teaches: loading a data set (gzip'd IDX files), parameters and layers, minibatches shuffled
    with pt_rng, AdamW with a warmup + cosine learning-rate schedule, one graph reused for every
    step (pt_graph_reset: no allocation once warm), and evaluation in inference mode.
-   Default model: an MLP 784 -> 512 -> 10 with ReLU (about 0.89 test accuracy).
-   With --cnn: conv(1->32, 3x3) relu maxpool, conv(32->64, 3x3) relu maxpool, linear -> 10
-   (about 0.91). Data: the Debian package dataset-fashion-mnist (apt-get install
-   dataset-fashion-mnist), or --data DIR holding the four IDX files, gzip'd or not.
+   Default model: an MLP 784 -> 512 -> 10 with ReLU: 0.896 test accuracy after 10 epochs
+   (about 10 s on 2 idle cores). With --cnn: conv(1->32, 3x3) relu maxpool, conv(32->64, 3x3)
+   relu maxpool, linear -> 10: 0.915 after 5 epochs (about 2 minutes).
+   Data: the Debian package dataset-fashion-mnist (apt-get install dataset-fashion-mnist), or
+   --data DIR holding the four IDX files, gzip'd or not.
    Flags: the shared ones (--steps --seed --batch --lr --width --stop-after; --help) and --cnn.
 
    Build: cc -O2 -fopenmp -march=native -I. examples/02_mnist_mlp.c -o build/02_mnist_mlp -lm
@@ -104,8 +105,8 @@ static void read_exact(src *s, void *dst, size_t n, const char *what) {
 
 static void expect(const src *s, const char *what, uint32_t expected, uint32_t found) {
     if (expected != found) {
-        fprintf(stderr, "02_mnist_mlp: %s: bad %s: expected %u (0x%08x), found %u (0x%08x) - not an IDX file of this kind?\n", s->path,
-                what, expected, expected, found, found);
+        fprintf(stderr, "02_mnist_mlp: %s: bad %s: expected %u (0x%08x), found %u (0x%08x)%s\n", s->path, what, expected, expected,
+                found, found, strstr(what, "magic") ? " - not an IDX file of this kind (or the wrong one)" : "");
         exit(1);
     }
 }
@@ -278,7 +279,7 @@ int main(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     a.seed = 1;
     a.batch = 128;
-    a.steps = cnn ? 3744 : 4680;   /* 8 (CNN) or 10 (MLP) passes over the 60000 images at batch 128 */
+    a.steps = cnn ? 2340 : 4680;   /* 5 (CNN) or 10 (MLP) passes over the 60000 images at batch 128 */
     a.lr = cnn ? 2e-3f : 1e-3f;
     a.width = cnn ? 32 : 512;      /* hidden units (MLP) or first conv's channels (CNN) */
     argc = pt_args_parse(&a, argc, argv, err, sizeof err);
@@ -288,7 +289,11 @@ int main(int argc, char **argv) {
     }
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--cnn")) continue;
-        if (!strcmp(argv[i], "--data") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--data")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "02_mnist_mlp: flag --data needs a directory\n");
+                return 2;
+            }
             data = argv[++i];
             continue;
         }
