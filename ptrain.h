@@ -67,6 +67,8 @@
    PT_ASSERT(x)             assertion macro (default: assert)
    PT_LOG(level, msg)       default log sink when pt_desc.log is NULL (default: stderr)
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
+   PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
+                            the built-in SGEMM
 
    ==================================================================================================
    ENVIRONMENT
@@ -561,6 +563,17 @@ PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
 #endif
 #if defined(__unix__) || defined(__APPLE__)
 #include <unistd.h>
+#endif
+#ifdef PTRAIN_CBLAS
+#if !defined(I) && !defined(complex)
+#define PT__CBLAS_UNDEF
+#endif
+#include <cblas.h>
+#ifdef PT__CBLAS_UNDEF /* OpenBLAS's cblas.h pulls in <complex.h>: keep its I and complex out of the user's way */
+#undef I
+#undef complex
+#undef PT__CBLAS_UNDEF
+#endif
 #endif
 
 #if defined(PT_MALLOC) && defined(PT_FREE) && defined(PT_REALLOC)
@@ -2794,6 +2807,16 @@ static void pt__cpu_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, 
                          const pt_tensor *A, int64_t lda, int64_t sa, const pt_tensor *B, int64_t ldb, int64_t sb,
                          float beta, const pt_tensor *C, int64_t ldc, int64_t sc) {
     struct pt__gemm_ws *ws = ctx->gemm_ws; /* [0]: the whole-team workspace (nthreads set by the core) */
+#ifdef PTRAIN_CBLAS
+    /* -DPTRAIN_CBLAS: the system BLAS instead of the built-in kernel (a K = 0 product still scales C) */
+    if (M > 0 && N > 0 && K > 0) {
+        int64_t b;
+        for (b = 0; b < batch; b++)
+            cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
+                        alpha, PT__F(A) + b * sa, (int)lda, PT__F(B) + b * sb, (int)ldb, beta, PT__F(C) + b * sc, (int)ldc);
+        return;
+    }
+#endif
     if (!ws) {
         pt__fail(ctx, PT_ERR_STATE, "pt: gemm without a workspace");
         return;

@@ -25,7 +25,7 @@ TOTAL_F=0
 # build NAME SRC FLAGS: compiles in the background, status in $BUILD/NAME.build
 build() {
     (
-        if $CC $3 "$2" -o "$BUILD/$1" -lm >"$BUILD/$1.build.log" 2>&1; then echo ok >"$BUILD/$1.build"
+        if $CC $3 "$2" -o "$BUILD/$1" ${4:-} -lm >"$BUILD/$1.build.log" 2>&1; then echo ok >"$BUILD/$1.build"
         else echo fail >"$BUILD/$1.build"; fi
     ) &
 }
@@ -67,11 +67,17 @@ for t in test_core test_ops; do
         PROGS="$PROGS $t.asan"
     fi
 done
+# the ops once more with -DPTRAIN_CBLAS: matrix products through the system BLAS
+if want "test_ops[cblas]"; then
+    build test_ops.cblas tests/test_ops.c "$OPT -DPTRAIN_CBLAS" -lopenblas
+    PROGS="$PROGS test_ops.cblas"
+fi
 wait
 
 # ---- run ----
 for b in $PROGS; do
     case $b in
+    *.cblas) name="${b%.cblas}[cblas]"; args="--quick"; env="" ;;
     *.asan) name="${b%.asan}[asan]"; args="--quick"
         env="ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1" ;;
     *) name=$b; args=""; env="" ;;
