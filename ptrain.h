@@ -912,27 +912,32 @@ static float *pt__work(pt_ctx *ctx, int64_t nfloats) {
  *
  *   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]     (row-major)
  *
- * Blocking scheme (Goto / BLIS):
+ * Blocking scheme (Goto / BLIS), run by one thread on one tile of C:
  *
  *   for jc in N step NC            B panel  op(B)[pc:pc+kc, jc:jc+nc] -> packed
- *     for pc in K step KC            (KC x NC, lives in L3, shared by threads,
- *       pack B panel                  packed cooperatively, double-buffered)
+ *     for pc in K step KC            (KC x NC, 8 MiB max, streamed from L3)
+ *       pack B panel
  *       for ic in M step MC          A block  op(A)[ic:ic+mc, pc:pc+kc] -> packed
- *         pack A block                 (MC x KC, lives in the thread's L2)
- *         for jr in nc step NR       B micro-panel (KC x NR) stays in L1
+ *         pack A block                 (MC x KC = 240 x 512 floats, ~480 KiB: L2)
+ *         for jr in nc step NR       B micro-panel (KC x NR): L1 / L2
  *           for ir in mc step MR     A micro-panel (MR x KC) streams from L2
  *             micro-kernel: MR x NR tile of C += A sliver * B sliver
+ *
+ *   (Zen5 feeds L1 from L2 at 64 B/cycle, so a 64 KiB B micro-panel that does
+ *   not quite fit the 48 KiB L1 still keeps the FMA units busy; KC=512 measured
+ *   best. MC blocks are balanced so no tiny trailing block re-streams B.)
  *
  *   Packed A micro-panel: for each k, MR consecutive floats (rows i..i+MR).
  *   Packed B micro-panel: for each k, NR consecutive floats (cols j..j+NR).
  *   Partial panels are zero-padded, so the micro-kernel always runs the full
  *   MR x NR register tile; only its final C update is masked to m x n.
- *   The four transpose cases are absorbed by the two packing routines.
+ *   The four transpose cases are absorbed by the two packing routines
+ *   (AVX-512 versions use 16x16 in-register transposes for the strided cases).
  *
- *   Micro-kernels (chosen at run time, cached in the workspace):
+ *   Micro-kernels (chosen at run time, cached in ws->kern):
  *     AVX-512F : MR=12, NR=32 (24 zmm accumulators)
  *     AVX2+FMA : MR=6,  NR=16 (12 ymm accumulators)
- *     plain C  : MR=4,  NR=16 (auto-vectorisable)
+ *     plain C  : MR=4,  NR=16 (GCC/Clang vector extensions, or plain loops)
  *
  * Determinism rule:
  *   K is never split across threads. Each element of C is computed as
@@ -944,9 +949,14 @@ static float *pt__work(pt_ctx *ctx, int64_t nfloats) {
  *   ranges (or whole batch items), so results are bit-identical for any
  *   thread count. (The kernel choice - AVX-512 / AVX2 / C - can change bits.)
  *
- * Threading (OpenMP, ws->nthreads): either batch items are distributed
- *   (many small GEMMs), or one GEMM's M x N is split over a tm x tn thread
- *   grid; each thread packs its own A block and a slice of the shared B panel.
+ * Threading (OpenMP, ws->nthreads): C of every batch item is cut into tiles
+ *   (halving the larger side until there are >= 2 work items per thread); the
+ *   (batch item, tile) items are handed out with schedule(dynamic). Each thread
+ *   runs the serial blocked GEMM above on its item with its own private A and
+ *   B buffers, so there is no barrier or shared data inside the region (some
+ *   packing is duplicated between tiles: a few % of the work). This degrades
+ *   gracefully when the cores are shared; on a busy machine, also run with
+ *   OMP_WAIT_POLICY=passive so idle OpenMP threads do not spin.
  *   All memory is taken from ws->buf, grown (never shrunk) before the parallel
  *   region, so repeated calls with the same sizes never allocate.
  * ========================================================================== */
@@ -1065,6 +1075,9 @@ static void pt__sgemm_kern_c(int64_t kc, const float *a, const float *b, float *
 #define PT__G512_MC 240
 #define PT__G512_KC 512
 #define PT__G512_NC 4096
+#endif
+#ifndef PT__G512_PFB
+#define PT__G512_PFB 8                    /* B-packing prefetch distance (rows) */
 #endif
 #define PT__G512_TGT __attribute__((target("avx512f,avx512vl,avx512dq,fma")))
 
@@ -1307,6 +1320,12 @@ PT__G512_TGT static void pt__gemm_pack_b512(const pt__gemm_ctx *g, const float *
             const __mmask16 m0 = pt__gemm_mask16(nn), m1 = pt__gemm_mask16(nn - 16);
             const float *src = B + p0 * ldb + j0 + jj;
             for (k = 0; k < kb; k++, src += ldb, dst += PT__G512_NR) {
+#ifndef PT__G512_NOPFB
+                if (k + PT__G512_PFB < kb) {     /* strided rows: help the prefetcher */
+                    _mm_prefetch((const char *)(src + PT__G512_PFB * ldb), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(src + PT__G512_PFB * ldb + 31), _MM_HINT_T0);
+                }
+#endif
                 _mm512_storeu_ps(dst, _mm512_maskz_loadu_ps(m0, src));
                 _mm512_storeu_ps(dst + 16, _mm512_maskz_loadu_ps(m1, src + 16));
             }
@@ -3080,7 +3099,7 @@ static pt_status pt__st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes, int ki
 }
 static void pt__st_free(pt_ctx *ctx, pt_storage *st) {
     if (!st->raw && !st->dev) return;
-    pt__mem_add(ctx, st->kind, -st->bytes);
+    if (st->kind >= 0) pt__mem_add(ctx, st->kind, -st->bytes); /* slabs (kind -1) count what they use */
     ctx->be->st_free(ctx, st);
 }
 
@@ -3544,10 +3563,13 @@ static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n, int ki
     st = (pt_storage *)pt__malloc(ctx, sizeof *st);
     if (!st) return PT_ERR_OOM;
     memset(st, 0, sizeof *st);
-    if (pt__st_alloc(ctx, st, n * 4, kind) != PT_OK) {
+    if (ctx->be->st_alloc(ctx, st, n * 4) != PT_OK) {
         PT_FREE(st);
         return PT_ERR_OOM;
     }
+    st->kind = -1; /* accounted by use in pt_param_from_spec, not by capacity */
+    st->ctx = ctx;
+    (void)kind;
     if (old) { /* only the used part is copied; the tail is zeroed per parameter as it is created, so
                   unused capacity is never touched (and costs no resident memory) */
         memcpy(st->host, old->host, (size_t)ctx->slab_n * 4);
@@ -3607,6 +3629,8 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
             return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory for the slabs (%lld elements)", (long long)ncap);
         }
     }
+    pt__mem_add(ctx, PT__MEM_PARAMS, (need - ctx->slab_n) * 4);
+    pt__mem_add(ctx, PT__MEM_GRADS, (need - ctx->slab_n) * 4);
     memset((float *)ctx->pslab->host + ctx->slab_n, 0, (size_t)(need - ctx->slab_n) * 4);
     memset((float *)ctx->gslab->host + ctx->slab_n, 0, (size_t)(need - ctx->slab_n) * 4);
     ctx->slab_n = need;

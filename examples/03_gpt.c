@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     int val_every = 100, sample = 300, i;
     text train = {0, 0}, val = {0, 0};
     memset(&a, 0, sizeof a);
-    a.steps = 300, a.seed = 1337, a.batch = 16, a.seq = 128, a.layers = 4, a.width = 256, a.heads = 8, a.lr = 2e-3f;
+    a.steps = 600, a.seed = 1337, a.batch = 16, a.seq = 256, a.layers = 4, a.width = 256, a.heads = 8, a.lr = 2e-3f;
     argc = pt_args_parse(&a, argc, argv, err, sizeof err);
     if (argc < 0) {
         fprintf(stderr, "03_gpt: %s (try --help)\n", err);
