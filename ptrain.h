@@ -75,6 +75,8 @@
    ==================================================================================================
    PTRAIN_THREADS=N         CPU threads per process (default: CPUs in the affinity mask)
    PTRAIN_DEVICE=cpu        backend when pt_desc.device is NULL
+   OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
+                            shared with other busy processes, where spinning threads thrash
 
    ==================================================================================================
    DETERMINISM
