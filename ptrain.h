@@ -3560,7 +3560,7 @@ static void pt__param_init(pt_ctx *ctx, pt_param *p) {
 }
 
 /* grows a slab storage to hold n elements, keeping its contents */
-static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n, int kind) {
+static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n) {
     pt_storage *old = *slab, *st;
     st = (pt_storage *)pt__malloc(ctx, sizeof *st);
     if (!st) return PT_ERR_OOM;
@@ -3571,7 +3571,6 @@ static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n, int ki
     }
     st->kind = -1; /* accounted by use in pt_param_from_spec, not by capacity */
     st->ctx = ctx;
-    (void)kind;
     if (old) { /* only the used part is copied; the tail is zeroed per parameter as it is created, so
                   unused capacity is never touched (and costs no resident memory) */
         memcpy(st->host, old->host, (size_t)ctx->slab_n * 4);
@@ -3586,7 +3585,6 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
     pt_param *p;
     int64_t lshape[PT_MAX_DIMS], n = 1, need, cap;
     int d, i;
-    char shp[64];
     if (!ctx || !spec) return NULL;
     if (ctx->optim_frozen)
         return (pt_tensor *)pt__fail(ctx, PT_ERR_STATE, "pt_param: '%s' created after the optimizer; create every parameter first", spec->name);
@@ -3625,8 +3623,8 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
     cap = ctx->pslab ? ctx->pslab->bytes / 4 : 0;
     if (need > cap) {
         int64_t ncap = PT__MAX(need, PT__MAX(2 * cap, (int64_t)16 << 20)); /* >= 64 MiB: own pages, see pt__dalloc */
-        if (pt__slab_grow(ctx, &ctx->pslab, ncap, PT__MEM_PARAMS) != PT_OK ||
-            pt__slab_grow(ctx, &ctx->gslab, ncap, PT__MEM_GRADS) != PT_OK) {
+        if (pt__slab_grow(ctx, &ctx->pslab, ncap) != PT_OK ||
+            pt__slab_grow(ctx, &ctx->gslab, ncap) != PT_OK) {
             PT_FREE(p);
             return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory for the slabs (%lld elements)", (long long)ncap);
         }
@@ -3653,7 +3651,6 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
         ctx->params[i]->grad.st = ctx->gslab;
     }
     pt__param_init(ctx, p);
-    (void)shp;
     return &p->value;
 }
 
@@ -4385,7 +4382,7 @@ PTDEF pt_tensor *pt_slice(pt_graph *g, pt_tensor *x, int dim, int64_t start, int
     pt_tensor *out;
     pt_node *n;
     if (!g || !x) return NULL;
-    if (dim < 0 || dim >= x->ndim || start < 0 || len < 0 || start + len > x->shape[dim > 0 ? dim : 0])
+    if (dim < 0 || dim >= x->ndim || start < 0 || len < 0 || start + len > x->shape[dim])
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_slice: [%lld, %lld) of dim %d is outside x %s", (long long)start,
                                      (long long)(start + len), dim, pt__shp(x).s);
     for (i = 0; i < x->ndim; i++) s[i] = x->shape[i];
