@@ -908,8 +908,9 @@ static float *pt__work(pt_ctx *ctx, int64_t nfloats) {
     }
     return (float *)(((uintptr_t)ctx->work + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1));
 }
-/* ==========================================================================
- * pt_gemm: packed, cache-blocked single-precision GEMM (fragment of ptrain.h)
+/* >>gemm  packed, cache-blocked SGEMM
+ * ==========================================================================
+ * Single-precision GEMM for the CPU backend (row-major, four transpose cases, batched).
  * ==========================================================================
  *
  *   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]     (row-major)
