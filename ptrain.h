@@ -62,6 +62,8 @@
    ==================================================================================================
    PTRAIN_IMPLEMENTATION    emit the implementation in this translation unit (exactly one)
    PTRAIN_STATIC            make every API function static (private copy per translation unit)
+   PTRAIN_MPI               real multi-process runs over MPI (compile with mpicc); without it the
+                            same API runs as a world of one rank
    PT_MALLOC(sz), PT_REALLOC(p, sz), PT_FREE(p)
                             the allocator: define all three or none
    PT_ASSERT(x)             assertion macro (default: assert)
@@ -73,8 +75,11 @@
    ==================================================================================================
    ENVIRONMENT
    ==================================================================================================
-   PTRAIN_THREADS=N         CPU threads per process (default: CPUs in the affinity mask)
+   PTRAIN_THREADS=N         CPU threads per process (default: CPUs in the affinity mask, divided
+                            among the ranks of the node sharing them)
    PTRAIN_DEVICE=cpu        backend when pt_desc.device is NULL
+   PTRAIN_FAKE_NODE_SIZE=N  treat every N consecutive ranks as one node (tests hierarchy on one
+                            machine)
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -115,6 +120,7 @@
    >>optim      SGD, AdamW, clipping, learning-rate schedules
    >>nn         linear, MLP, transformer block, GPT
    >>args       the command line shared by the examples
+   >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -201,6 +207,7 @@ typedef struct pt_desc {
     void (*on_error)(void *user, pt_status status, const char *msg); /**< called on every error */
     void *error_user;
     int32_t log_level;   /**< lowest level passed to the log sink (default PT_LOG_INFO) */
+    const struct pt_dist *dist; /**< process grid (pt_dist_init): threads default to pt_dist_threads */
 } pt_desc;
 
 /* ---- context ---------------------------------------------------------------------------------- */
@@ -536,6 +543,75 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
 /** Prints the shared flags and their defaults. */
 PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
 
+/* ---- process grid (>>dist) -------------------------------------------------------------------
+   The world's ranks form a dp x tp x pp grid. Rank order (a pure function, pt_layout_coords):
+   TP innermost (the most local: consecutive ranks, same node), then DP, then PP outermost, i.e.
+   rank = tp + TP*(dp + DP*pp) -- Megatron's "tp-dp-pp". Compiled with -DPTRAIN_MPI (mpicc) the grid
+   spans the MPI world; without it every call works on a world of one rank. */
+
+/** Grid sizes. 0 = "the rest of the world" (at most one 0; all three 0 = pure data parallel). */
+typedef struct pt_layout {
+    int32_t dp, tp, pp;            /**< data-, tensor- and pipeline-parallel sizes */
+    int32_t allow_tp_across_nodes; /**< 1 = accept a TP group spanning nodes (slow; refused otherwise) */
+} pt_layout;
+/** Coordinates of a rank in the grid (each from 0 to its size - 1). */
+typedef struct pt_coords { int32_t tp, pp, dp; } pt_coords;
+typedef struct pt_dist pt_dist; /**< the process grid of this process: ranks, nodes, communicators */
+
+/** Communicators of pt_dist_comm. CROSS = the ranks with my local rank, one per node. */
+enum { PT_COMM_WORLD = 0, PT_COMM_TP, PT_COMM_PP, PT_COMM_DP, PT_COMM_NODE, PT_COMM_CROSS, PT_COMM_COUNT };
+
+/** Fills the 0 of a layout from the world size and checks dp*tp*pp == world, all >= 1. PT_OK, or
+    PT_ERR_ARG with a message in err (err may be NULL). */
+PTDEF pt_status pt_layout_resolve(pt_layout *l, int world, char *err, size_t errlen);
+/** Pure: the coordinates of rank in a resolved layout ({-1,-1,-1} if out of range). */
+PTDEF pt_coords pt_layout_coords(const pt_layout *l, int rank);
+/** Pure: the rank at coordinates c (rank = tp + TP*(dp + DP*pp)); -1 if out of range. */
+PTDEF int pt_layout_rank(const pt_layout *l, pt_coords c);
+
+/** Collective. Initializes MPI if nobody has (asking for MPI_THREAD_MULTIPLE), builds the grid
+    (NULL layout = pure data parallel) and its communicators. On error every rank returns NULL with
+    the same message in err (and MPI is finalized again if this call initialized it). Never aborts.
+    Env: PTRAIN_FAKE_NODE_SIZE=N fakes nodes of N consecutive ranks; PTRAIN_THREADS as in pt_init. */
+PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, char *err, size_t errlen);
+/** Collective. Frees the communicators and d; calls MPI_Finalize if pt_dist_init initialized MPI
+    (finalize that grid last). NULL is a no-op. */
+PTDEF void pt_dist_finalize(pt_dist *d);
+/** World rank of this process (0 for a NULL grid). */
+PTDEF int pt_dist_rank(const pt_dist *d);
+/** World size (1 for a NULL grid). */
+PTDEF int pt_dist_size(const pt_dist *d);
+/** This rank's grid coordinates. */
+PTDEF pt_coords pt_dist_coords(const pt_dist *d);
+/** The resolved layout (no 0 left). */
+PTDEF pt_layout pt_dist_layout(const pt_dist *d);
+/** Rank among the ranks of this node. */
+PTDEF int pt_dist_local_rank(const pt_dist *d);
+/** Number of ranks on this node. */
+PTDEF int pt_dist_local_size(const pt_dist *d);
+/** Index of this node (nodes numbered by their lowest world rank). */
+PTDEF int pt_dist_node(const pt_dist *d);
+/** Number of nodes. */
+PTDEF int pt_dist_nodes(const pt_dist *d);
+/** Node index of any world rank (-1 if out of range). */
+PTDEF int pt_dist_node_of(const pt_dist *d, int rank);
+/** OpenMP threads this rank should use: PTRAIN_THREADS if set, else the CPUs of its affinity mask
+    divided by the ranks of this node sharing them, at least 1 (pass it as pt_desc.threads). */
+PTDEF int pt_dist_threads(const pt_dist *d);
+/** The MPI thread level MPI provides (MPI_THREAD_*; 0 without PTRAIN_MPI). */
+PTDEF int pt_dist_mpi_thread_level(const pt_dist *d);
+/** Pointer to an MPI_Comm (which = PT_COMM_*): MPI_Comm c = *(MPI_Comm *)pt_dist_comm(d, PT_COMM_TP).
+    NULL without PTRAIN_MPI. The grid owns it. */
+PTDEF void *pt_dist_comm(const pt_dist *d, int which);
+/** Collective: 1 only if every rank passes ok != 0 (an error on one rank seen by all). */
+PTDEF int pt_dist_agree(const pt_dist *d, int ok);
+/** Collective: as pt_dist_agree, and on disagreement every rank's err receives the message that the
+    lowest failing rank had in its err, so all ranks report the same error. */
+PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen);
+/** Collective: rank 0 prints the grid (a header line, then one row per rank: rank, node, local rank,
+    tp, pp, dp, threads, host) to file (a FILE *; NULL = stdout). Other ranks' file is unused. */
+PTDEF void pt_dist_print(const pt_dist *d, void *file);
+
 #ifdef __cplusplus
 }
 #endif
@@ -547,10 +623,10 @@ PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
 #if defined(PTRAIN_IMPLEMENTATION) && !defined(PTRAIN_IMPLEMENTATION_DONE)
 #define PTRAIN_IMPLEMENTATION_DONE
 
-/* >>base  includes, allocator, logging, errors, clock, hashing */
-#if !defined(_GNU_SOURCE) && defined(__linux__)
-#define _GNU_SOURCE
-#endif
+/* >>base  includes, allocator, logging, errors, clock, hashing
+   No feature macro (_GNU_SOURCE) is defined here: it would put GNU names into the user's
+   translation unit. CPU affinity comes from OpenMP (omp_get_num_procs respects the mask), or from
+   sched_getaffinity when the user's build has _GNU_SOURCE. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -3807,7 +3883,9 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
     if (desc) ctx->desc = *desc;
     if (!desc) ctx->desc.log_level = PT_LOG_INFO;
     ctx->be = &pt__cpu_backend;
-    if (pt__gemm_ws_setup(ctx, ctx->desc.threads > 0 ? ctx->desc.threads : pt__default_threads()) != PT_OK) {
+    if (pt__gemm_ws_setup(ctx, ctx->desc.threads > 0 ? ctx->desc.threads
+                               : ctx->desc.dist ? pt_dist_threads(ctx->desc.dist)
+                                                : pt__default_threads()) != PT_OK) {
         PT_LOG(PT_LOG_ERROR, "pt_init: out of memory");
         PT_FREE(ctx);
         return NULL;
@@ -4815,10 +4893,10 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
             if (row[i] > row[best]) best = i;
         if (temperature > 0) {
             double sum = 0, u;
-            for (i = 0; i < V; i++) sum += exp((row[i] - row[best]) / temperature);
+            for (i = 0; i < V; i++) sum += exp((double)(row[i] - row[best]) / temperature);
             u = pt_rng_float(&rng) * sum;
             for (i = 0; i < V; i++) {
-                u -= exp((row[i] - row[best]) / temperature);
+                u -= exp((double)(row[i] - row[best]) / temperature);
                 if (u <= 0) break;
             }
             best = i < V ? i : V - 1;
@@ -4901,6 +4979,661 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
     }
     argv[out] = NULL;
     return out;
+}
+
+/* =================================================================================================
+   >>dist  the process grid: layout <-> coordinates, nodes, communicators, agreement on errors
+   =================================================================================================
+   Rank order: TP innermost, then DP, then PP outermost: rank = tp + TP*(dp + DP*pp). A TP group is
+   TP consecutive world ranks (so, with the usual by-slot mapping, on one node). Every communicator
+   is an MPI_Comm_split of a private duplicate of MPI_COMM_WORLD with key = world rank, so a rank's
+   rank in its TP/PP/DP communicator is its tp/pp/dp coordinate. The duplicate has
+   MPI_ERRORS_RETURN (inherited by the splits): a failing MPI call returns an error code here
+   instead of aborting the job. Errors at the API boundary are agreed on: one MPI_Allreduce (MIN) of
+   "ok ? size : rank" finds the lowest failing rank, which broadcasts its message to all. */
+#ifdef PTRAIN_MPI
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX) && !defined(MPICH_SKIP_MPICXX)
+/* keep MPI's deprecated C++ bindings out (they warn under -Wextra, define MPI:: symbols in this TU
+   and need -lmpi_cxx); include <mpi.h> before ptrain.h if you want them */
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+#endif
+
+#define PT__DIST_MSG 512 /* bytes of an agreed error message */
+#define PT__DIST_HOST 32 /* bytes of a host name in pt_dist_print */
+
+struct pt_dist {
+    int rank, size;
+    pt_layout layout;  /* resolved */
+    pt_coords coords;  /* this rank */
+    int node, nodes, local_rank, local_size;
+    int fake_node_size; /* PTRAIN_FAKE_NODE_SIZE, 0 = real nodes */
+    int threads;        /* pt_dist_threads */
+    int thread_level;   /* MPI_Init_thread's provided level (0 without MPI) */
+    int owns_mpi;       /* pt_dist_init called MPI_Init_thread: pt_dist_finalize calls MPI_Finalize */
+    int *node_of;       /* [size]: node index of every world rank */
+#ifdef PTRAIN_MPI
+    MPI_Comm comm[PT_COMM_COUNT];
+#endif
+};
+
+static void pt__dist_msg(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void pt__dist_msg(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    if (!err || !errlen) return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- the pure layout functions ---------------------------------------------------------------- */
+PTDEF pt_status pt_layout_resolve(pt_layout *l, int world, char *err, size_t errlen) {
+    int zeros, known;
+    double need;
+    if (err && errlen) err[0] = 0;
+    if (!l) {
+        pt__dist_msg(err, errlen, "pt_layout_resolve: NULL layout");
+        return PT_ERR_ARG;
+    }
+    if (world < 1) {
+        pt__dist_msg(err, errlen, "world of %d ranks, expected >= 1", world);
+        return PT_ERR_ARG;
+    }
+    if (l->dp < 0 || l->tp < 0 || l->pp < 0) {
+        pt__dist_msg(err, errlen, "layout dp=%d tp=%d pp=%d: a size is negative (sizes are >= 1, or 0 = the rest of the world)",
+                     (int)l->dp, (int)l->tp, (int)l->pp);
+        return PT_ERR_ARG;
+    }
+    zeros = (l->dp == 0) + (l->tp == 0) + (l->pp == 0);
+    if (zeros == 3) { /* the zero-initialized layout: pure data parallelism */
+        l->dp = world;
+        l->tp = l->pp = 1;
+        return PT_OK;
+    }
+    if (zeros == 2) {
+        pt__dist_msg(err, errlen, "layout dp=%d tp=%d pp=%d: two sizes are 0 (at most one may be 0 = the rest of the world)",
+                     (int)l->dp, (int)l->tp, (int)l->pp);
+        return PT_ERR_ARG;
+    }
+    need = (double)(l->dp ? l->dp : 1) * (double)(l->tp ? l->tp : 1) * (double)(l->pp ? l->pp : 1);
+    if (zeros == 1) {
+        if (need > (double)world || world % (int)need != 0) {
+            pt__dist_msg(err, errlen,
+                         "layout dp=%d tp=%d pp=%d: the world of %d ranks does not divide by %.0f (the product of the other sizes)",
+                         (int)l->dp, (int)l->tp, (int)l->pp, world, need);
+            return PT_ERR_ARG;
+        }
+        known = world / (int)need;
+        if (l->dp == 0) l->dp = known;
+        else if (l->tp == 0) l->tp = known;
+        else l->pp = known;
+        return PT_OK;
+    }
+    if (need != (double)world) {
+        pt__dist_msg(err, errlen, "layout dp=%d tp=%d pp=%d needs %.0f ranks, the world has %d (set one size to 0 for the rest)",
+                     (int)l->dp, (int)l->tp, (int)l->pp, need, world);
+        return PT_ERR_ARG;
+    }
+    return PT_OK;
+}
+
+PTDEF pt_coords pt_layout_coords(const pt_layout *l, int rank) {
+    pt_coords c;
+    c.tp = c.pp = c.dp = -1;
+    if (!l || l->dp < 1 || l->tp < 1 || l->pp < 1 || rank < 0) return c;
+    if ((double)rank >= (double)l->dp * (double)l->tp * (double)l->pp) return c;
+    c.tp = rank % l->tp;
+    c.dp = (rank / l->tp) % l->dp;
+    c.pp = rank / l->tp / l->dp;
+    return c;
+}
+
+PTDEF int pt_layout_rank(const pt_layout *l, pt_coords c) {
+    if (!l || l->dp < 1 || l->tp < 1 || l->pp < 1) return -1;
+    if (c.tp < 0 || c.tp >= l->tp || c.dp < 0 || c.dp >= l->dp || c.pp < 0 || c.pp >= l->pp) return -1;
+    return (int)(c.tp + l->tp * (c.dp + l->dp * c.pp));
+}
+
+/* ---- environment and CPUs --------------------------------------------------------------------- */
+/* PTRAIN_FAKE_NODE_SIZE: 0 when unset or empty, N >= 1, or -1 (message in msg) when malformed. */
+static int pt__dist_fake_node_size(char *msg, size_t n) {
+    const char *e = getenv("PTRAIN_FAKE_NODE_SIZE");
+    char *end = NULL;
+    long v;
+    if (!e || !*e) return 0;
+    v = strtol(e, &end, 10);
+    if (!end || *end || v < 1 || v > 1000000000L) {
+        pt__dist_msg(msg, n, "pt_dist_init: PTRAIN_FAKE_NODE_SIZE='%s', expected a whole number >= 1 (ranks per fake node)", e);
+        return -1;
+    }
+    return (int)v;
+}
+
+#if defined(__linux__) && defined(CPU_COUNT) && defined(CPU_AND)
+#define PT__DIST_AFFINITY 1
+#endif
+
+/* CPUs this process may run on: its affinity mask where the platform tells. */
+static int pt__dist_cpus(void) {
+    int n = 0;
+#if defined(PT__DIST_AFFINITY)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#elif defined(_OPENMP)
+    n = omp_get_num_procs();
+#elif (defined(__unix__) || defined(__APPLE__)) && defined(_SC_NPROCESSORS_ONLN)
+    n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    return n > 0 ? n : 1;
+}
+
+/* PTRAIN_THREADS when set (> 0), else cpus / sharers, at least 1. */
+static int pt__dist_threads_for(int cpus, int sharers) {
+    const char *e = getenv("PTRAIN_THREADS");
+    int t;
+    if (e && atoi(e) > 0) return atoi(e);
+    t = cpus / (sharers > 0 ? sharers : 1);
+    return t > 0 ? t : 1;
+}
+
+/* Node indices of all ranks from each rank's node leader (lowest world rank of its node): nodes are
+   numbered by their leaders. Returns 0 if the map is inconsistent. */
+static int pt__dist_nodes_from_leaders(const int *leader, int *node_of, int *tmp, int size, int *nodes) {
+    int r, n = 0;
+    for (r = 0; r < size; r++) {
+        if (leader[r] < 0 || leader[r] > r || leader[leader[r]] != leader[r]) return 0;
+        if (leader[r] == r) tmp[r] = n++;
+        node_of[r] = tmp[leader[r]];
+    }
+    *nodes = n;
+    return 1;
+}
+
+/* node, local rank and local size of rank from node_of */
+static void pt__dist_local(pt_dist *d) {
+    int r;
+    d->node = d->node_of[d->rank];
+    d->local_rank = d->local_size = 0;
+    for (r = 0; r < d->size; r++) {
+        if (d->node_of[r] != d->node) continue;
+        if (r < d->rank) d->local_rank++;
+        d->local_size++;
+    }
+}
+
+/* The TP group check: a group of tp consecutive ranks all on one node. Returns 1 if it fits (or
+   crossing is allowed), else 0 with the message. */
+static int pt__dist_tp_fits(const pt_dist *d, char *msg, size_t n) {
+    int g, r, tp = d->layout.tp;
+    if (d->layout.allow_tp_across_nodes) return 1;
+    for (g = 0; g < d->size; g += tp) {
+        for (r = g + 1; r < g + tp; r++) {
+            if (d->node_of[r] != d->node_of[g]) {
+                int node_size = 0, k;
+                for (k = 0; k < d->size; k++) node_size += d->node_of[k] == d->node_of[g];
+                pt__dist_msg(msg, n,
+                             "pt_dist_init: layout dp=%d tp=%d pp=%d on %d ranks: tp=%d does not fit in nodes of %d ranks: a "
+                             "tensor-parallel group would cross nodes (ranks %d-%d span nodes %d and %d%s); set "
+                             "allow_tp_across_nodes to force",
+                             (int)d->layout.dp, tp, (int)d->layout.pp, d->size, tp, node_size, g, g + tp - 1, d->node_of[g],
+                             d->node_of[r], d->fake_node_size ? ", faked by PTRAIN_FAKE_NODE_SIZE" : "");
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+static void pt__dist_free(pt_dist *d) {
+    if (!d) return;
+    PT_FREE(d->node_of);
+    PT_FREE(d);
+}
+
+#ifdef PTRAIN_MPI
+/* ---- MPI ---------------------------------------------------------------------------------------- */
+static void pt__dist_mpi_msg(char *msg, size_t n, const char *what, int rc) {
+    char es[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    es[0] = 0;
+    if (MPI_Error_string(rc, es, &len) != MPI_SUCCESS) len = 0;
+    es[len > 0 && len < MPI_MAX_ERROR_STRING ? len : 0] = 0;
+    pt__dist_msg(msg, n, "pt_dist_init: %s failed (error %d: %s)", what, rc, es);
+}
+
+/* The agreement: 1 if every rank of comm passed ok; else 0 and msg (PT__DIST_MSG bytes) holds the
+   message of the lowest failing rank on every rank. */
+static int pt__dist_agree_comm(MPI_Comm comm, int ok, char *msg) {
+    int rank = 0, size = 1, v, first = 0;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    v = ok ? size : rank;
+    if (MPI_Allreduce(&v, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
+        pt__dist_msg(msg, PT__DIST_MSG, "pt_dist: the error agreement (MPI_Allreduce) failed");
+        return 0;
+    }
+    if (first >= size) return 1;
+    if (MPI_Bcast(msg, PT__DIST_MSG, MPI_CHAR, first, comm) != MPI_SUCCESS)
+        pt__dist_msg(msg, PT__DIST_MSG, "pt_dist: rank %d failed (its message could not be broadcast)", first);
+    msg[PT__DIST_MSG - 1] = 0;
+    return 0;
+}
+
+static const char *pt__dist_level_name(int level) {
+    if (level == MPI_THREAD_MULTIPLE) return "MULTIPLE";
+    if (level == MPI_THREAD_SERIALIZED) return "SERIALIZED";
+    if (level == MPI_THREAD_FUNNELED) return "FUNNELED";
+    if (level == MPI_THREAD_SINGLE) return "SINGLE";
+    return "?";
+}
+
+/* Threads per rank: CPUs of my mask / ranks of my (real, shared-memory) node whose masks overlap it. */
+static int pt__dist_mpi_threads(MPI_Comm shm) {
+    int cpus = pt__dist_cpus(), n = 1, sharers;
+#if defined(PT__DIST_AFFINITY)
+    char msg[PT__DIST_MSG];
+    cpu_set_t mine, both, *all;
+    int i, ok;
+    memset(msg, 0, sizeof msg);
+    MPI_Comm_size(shm, &n);
+    sharers = n;
+    CPU_ZERO(&mine);
+    ok = sched_getaffinity(0, sizeof mine, &mine) == 0;
+    all = (cpu_set_t *)PT_MALLOC((size_t)n * sizeof(cpu_set_t));
+    ok = ok && all != NULL;
+    if (pt__dist_agree_comm(shm, ok, msg) &&
+        MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, shm) == MPI_SUCCESS) {
+        sharers = 0;
+        for (i = 0; i < n; i++) {
+            CPU_AND(&both, &mine, &all[i]);
+            sharers += CPU_COUNT(&both) > 0;
+        }
+    }
+    PT_FREE(all);
+#else
+    MPI_Comm_size(shm, &n);
+    sharers = n;
+#endif
+    return pt__dist_threads_for(cpus, sharers);
+}
+
+static void pt__dist_free_comms(pt_dist *d) {
+    int i, fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) return;
+    for (i = 0; i < PT_COMM_COUNT; i++)
+        if (d->comm[i] != MPI_COMM_NULL) MPI_Comm_free(&d->comm[i]);
+}
+
+PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, char *err, size_t errlen) {
+    char msg[PT__DIST_MSG];
+    int inited = 0, fin = 0, owns = 0, provided = 0, rank = 0, size = 1, rc, ok, i, fake, nodes = 0;
+    int same[10], color[PT_COMM_COUNT], want_size[PT_COMM_COUNT], want_rank[PT_COMM_COUNT];
+    int *leader = NULL, *tmp = NULL, my_leader;
+    MPI_Comm world = MPI_COMM_NULL, shm = MPI_COMM_NULL;
+    pt_dist *d = NULL;
+    pt_layout l;
+    static const char *const names[PT_COMM_COUNT] = {"world", "TP", "PP", "DP", "node", "cross-node"};
+
+    memset(msg, 0, sizeof msg);
+    if (err && errlen) err[0] = 0;
+    MPI_Finalized(&fin);
+    if (fin) {
+        pt__dist_msg(err, errlen, "pt_dist_init: MPI was already finalized");
+        return NULL;
+    }
+    MPI_Initialized(&inited);
+    if (!inited) {
+        rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+        if (rc != MPI_SUCCESS) {
+            pt__dist_mpi_msg(err, errlen, "MPI_Init_thread", rc);
+            return NULL;
+        }
+        owns = 1;
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &world);
+    if (rc != MPI_SUCCESS) {
+        pt__dist_mpi_msg(err, errlen, "MPI_Comm_dup(MPI_COMM_WORLD)", rc);
+        if (owns) MPI_Finalize();
+        return NULL;
+    }
+    MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(world, &rank);
+    MPI_Comm_size(world, &size);
+
+    /* memory */
+    d = (pt_dist *)PT_MALLOC(sizeof(pt_dist));
+    if (d) {
+        memset(d, 0, sizeof *d);
+        for (i = 0; i < PT_COMM_COUNT; i++) d->comm[i] = MPI_COMM_NULL;
+        d->node_of = (int *)PT_MALLOC((size_t)size * sizeof(int));
+    }
+    leader = (int *)PT_MALLOC((size_t)size * sizeof(int));
+    tmp = (int *)PT_MALLOC((size_t)size * sizeof(int));
+    ok = d && d->node_of && leader && tmp;
+    if (!ok) pt__dist_msg(msg, sizeof msg, "pt_dist_init: out of memory on rank %d", rank);
+    if (!pt__dist_agree_comm(world, ok, msg)) goto fail;
+    d->comm[PT_COMM_WORLD] = world;
+    world = MPI_COMM_NULL;
+    d->rank = rank;
+    d->size = size;
+    d->owns_mpi = owns;
+    d->thread_level = provided;
+
+    /* the layout: valid on every rank, and the same everywhere */
+    memset(&l, 0, sizeof l);
+    if (layout) l = *layout;
+    l.allow_tp_across_nodes = l.allow_tp_across_nodes != 0;
+    ok = pt_layout_resolve(&l, size, msg, sizeof msg) == PT_OK;
+    if (!ok) {
+        char m2[PT__DIST_MSG];
+        memcpy(m2, msg, sizeof m2);
+        pt__dist_msg(msg, sizeof msg, "pt_dist_init: %s", m2);
+    }
+    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
+    fake = pt__dist_fake_node_size(msg, sizeof msg);
+    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], fake >= 0, msg)) goto fail;
+    same[0] = l.dp, same[1] = l.tp, same[2] = l.pp, same[3] = l.allow_tp_across_nodes, same[4] = fake;
+    for (i = 0; i < 5; i++) same[5 + i] = -same[i];
+    rc = MPI_Allreduce(MPI_IN_PLACE, same, 10, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]);
+    if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Allreduce (layout check)", rc);
+    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
+    if (same[0] != -same[5] || same[1] != -same[6] || same[2] != -same[7] || same[3] != -same[8]) {
+        pt__dist_msg(msg, sizeof msg,
+                     "pt_dist_init: the ranks passed different layouts (resolved dp %d..%d, tp %d..%d, pp %d..%d, "
+                     "allow_tp_across_nodes %d..%d)",
+                     same[0], -same[5], same[1], -same[6], same[2], -same[7], same[3], -same[8]);
+        goto fail; /* every rank saw the same reduction: every rank is here, with the same message */
+    }
+    if (same[4] != -same[9]) {
+        pt__dist_msg(msg, sizeof msg, "pt_dist_init: PTRAIN_FAKE_NODE_SIZE differs between ranks (%d..%d; 0 = unset)", same[4],
+                     -same[9]);
+        goto fail;
+    }
+    d->layout = l;
+    d->coords = pt_layout_coords(&l, rank);
+
+    /* nodes: real ones from MPI_Comm_split_type(SHARED), or fake ones of N consecutive ranks */
+    d->fake_node_size = fake;
+    rc = MPI_Comm_split_type(d->comm[PT_COMM_WORLD], MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
+    my_leader = rank;
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&rank, &my_leader, 1, MPI_INT, MPI_MIN, shm);
+    if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", rc);
+    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
+    if (fake > 0) my_leader = rank - rank % fake;
+    rc = MPI_Allgather(&my_leader, 1, MPI_INT, leader, 1, MPI_INT, d->comm[PT_COMM_WORLD]);
+    if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Allgather (node map)", rc);
+    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
+    if (!pt__dist_nodes_from_leaders(leader, d->node_of, tmp, size, &nodes)) {
+        pt__dist_msg(msg, sizeof msg, "pt_dist_init: the ranks disagree on the nodes (is PTRAIN_FAKE_NODE_SIZE the same on every rank?)");
+        goto fail; /* every rank gathered the same map, so every rank is here */
+    }
+    d->nodes = nodes;
+    pt__dist_local(d);
+    if (!pt__dist_tp_fits(d, msg, sizeof msg)) goto fail; /* same map and layout everywhere: same verdict */
+
+    /* the communicators; every split is called on every rank, the verdict comes after */
+    color[PT_COMM_TP] = d->coords.dp + l.dp * d->coords.pp;
+    color[PT_COMM_PP] = d->coords.tp + l.tp * d->coords.dp;
+    color[PT_COMM_DP] = d->coords.tp + l.tp * d->coords.pp;
+    color[PT_COMM_NODE] = d->node;
+    color[PT_COMM_CROSS] = d->local_rank;
+    want_size[PT_COMM_WORLD] = size, want_rank[PT_COMM_WORLD] = rank;
+    want_size[PT_COMM_TP] = l.tp, want_rank[PT_COMM_TP] = d->coords.tp;
+    want_size[PT_COMM_PP] = l.pp, want_rank[PT_COMM_PP] = d->coords.pp;
+    want_size[PT_COMM_DP] = l.dp, want_rank[PT_COMM_DP] = d->coords.dp;
+    want_size[PT_COMM_NODE] = d->local_size, want_rank[PT_COMM_NODE] = d->local_rank;
+    /* cross-node: one rank per node that has a rank with my local rank; tmp = node sizes */
+    for (i = 0; i < nodes; i++) tmp[i] = 0;
+    for (i = 0; i < size; i++) tmp[d->node_of[i]]++;
+    want_size[PT_COMM_CROSS] = want_rank[PT_COMM_CROSS] = 0;
+    for (i = 0; i < nodes; i++) {
+        if (tmp[i] <= d->local_rank) continue;
+        want_size[PT_COMM_CROSS]++;
+        if (i < d->node) want_rank[PT_COMM_CROSS]++;
+    }
+    ok = 1;
+    for (i = PT_COMM_TP; i < PT_COMM_COUNT; i++) {
+        rc = MPI_Comm_split(d->comm[PT_COMM_WORLD], color[i], rank, &d->comm[i]);
+        if (rc != MPI_SUCCESS && ok) {
+            char what[64];
+            pt__dist_msg(what, sizeof what, "MPI_Comm_split (%s communicator)", names[i]);
+            pt__dist_mpi_msg(msg, sizeof msg, what, rc);
+            ok = 0;
+        }
+    }
+    for (i = 0; ok && i < PT_COMM_COUNT; i++) {
+        int s = -1, r = -1;
+        MPI_Comm_size(d->comm[i], &s);
+        MPI_Comm_rank(d->comm[i], &r);
+        if (s != want_size[i] || r != want_rank[i]) {
+            pt__dist_msg(msg, sizeof msg, "pt_dist_init: rank %d: the %s communicator has size %d and rank %d, expected %d and %d",
+                         rank, names[i], s, r, want_size[i], want_rank[i]);
+            ok = 0;
+        }
+    }
+    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
+
+    d->threads = pt__dist_mpi_threads(shm);
+    MPI_Comm_free(&shm);
+    PT_FREE(leader);
+    PT_FREE(tmp);
+    return d;
+
+fail:
+    if (shm != MPI_COMM_NULL) MPI_Comm_free(&shm);
+    if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
+    if (d) {
+        pt__dist_free_comms(d);
+        pt__dist_free(d);
+    }
+    PT_FREE(leader);
+    PT_FREE(tmp);
+    if (owns) MPI_Finalize();
+    pt__dist_msg(err, errlen, "%s", msg);
+    return NULL;
+}
+
+PTDEF void pt_dist_finalize(pt_dist *d) {
+    int fin = 0, owns;
+    if (!d) return;
+    owns = d->owns_mpi;
+    pt__dist_free_comms(d);
+    pt__dist_free(d);
+    MPI_Finalized(&fin);
+    if (owns && !fin) MPI_Finalize();
+}
+
+PTDEF int pt_dist_agree(const pt_dist *d, int ok) {
+    int in = ok != 0, out = 0;
+    if (!d) return in;
+    if (MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]) != MPI_SUCCESS) return 0;
+    return out;
+}
+
+PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen) {
+    char msg[PT__DIST_MSG];
+    if (!d) return ok != 0;
+    memset(msg, 0, sizeof msg);
+    if (!ok && err && errlen) pt__dist_msg(msg, sizeof msg, "%s", err);
+    if (pt__dist_agree_comm(d->comm[PT_COMM_WORLD], ok != 0, msg)) return 1;
+    pt__dist_msg(err, errlen, "%s", msg);
+    return 0;
+}
+
+PTDEF void *pt_dist_comm(const pt_dist *d, int which) {
+    if (!d || which < 0 || which >= PT_COMM_COUNT) return NULL;
+    return (void *)&d->comm[which];
+}
+
+static void pt__dist_host(char *host) {
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    memset(name, 0, sizeof name);
+    if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS || len <= 0) pt__dist_msg(name, sizeof name, "?");
+    pt__dist_msg(host, PT__DIST_HOST, "%s", name);
+}
+#else /* !PTRAIN_MPI: a world of one rank */
+
+PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, char *err, size_t errlen) {
+    char msg[PT__DIST_MSG];
+    pt_dist *d;
+    pt_layout l;
+    int fake, leader, tmp;
+    (void)argc;
+    (void)argv;
+    if (err && errlen) err[0] = 0;
+    memset(&l, 0, sizeof l);
+    if (layout) l = *layout;
+    l.allow_tp_across_nodes = l.allow_tp_across_nodes != 0;
+    if (pt_layout_resolve(&l, 1, msg, sizeof msg) != PT_OK) {
+        pt__dist_msg(err, errlen, "pt_dist_init: %s (built without PTRAIN_MPI: a world of one rank)", msg);
+        return NULL;
+    }
+    fake = pt__dist_fake_node_size(msg, sizeof msg);
+    if (fake < 0) {
+        pt__dist_msg(err, errlen, "%s", msg);
+        return NULL;
+    }
+    d = (pt_dist *)PT_MALLOC(sizeof(pt_dist));
+    if (d) {
+        memset(d, 0, sizeof *d);
+        d->node_of = (int *)PT_MALLOC(sizeof(int));
+    }
+    if (!d || !d->node_of) {
+        pt__dist_free(d);
+        pt__dist_msg(err, errlen, "pt_dist_init: out of memory");
+        return NULL;
+    }
+    d->size = 1;
+    d->layout = l;
+    d->coords = pt_layout_coords(&l, 0);
+    d->fake_node_size = fake;
+    leader = tmp = 0; /* the same path as with MPI, for one rank */
+    if (!pt__dist_nodes_from_leaders(&leader, d->node_of, &tmp, 1, &d->nodes)) d->nodes = 1;
+    pt__dist_local(d);
+    if (!pt__dist_tp_fits(d, msg, sizeof msg)) { /* cannot happen with tp = 1 */
+        pt__dist_free(d);
+        pt__dist_msg(err, errlen, "%s", msg);
+        return NULL;
+    }
+    d->threads = pt__dist_threads_for(pt__dist_cpus(), 1);
+    return d;
+}
+PTDEF void pt_dist_finalize(pt_dist *d) { pt__dist_free(d); }
+PTDEF int pt_dist_agree(const pt_dist *d, int ok) {
+    (void)d;
+    return ok != 0;
+}
+PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen) {
+    (void)d;
+    (void)err;
+    (void)errlen;
+    return ok != 0;
+}
+PTDEF void *pt_dist_comm(const pt_dist *d, int which) {
+    (void)d;
+    (void)which;
+    return NULL;
+}
+static void pt__dist_host(char *host) { pt__dist_msg(host, PT__DIST_HOST, "%s", "local"); }
+#endif /* PTRAIN_MPI */
+
+/* ---- accessors (a NULL grid is a world of one rank) ------------------------------------------- */
+PTDEF int pt_dist_rank(const pt_dist *d) { return d ? d->rank : 0; }
+PTDEF int pt_dist_size(const pt_dist *d) { return d ? d->size : 1; }
+PTDEF pt_coords pt_dist_coords(const pt_dist *d) {
+    pt_coords c;
+    if (d) return d->coords;
+    c.tp = c.pp = c.dp = 0;
+    return c;
+}
+PTDEF pt_layout pt_dist_layout(const pt_dist *d) {
+    pt_layout l;
+    if (d) return d->layout;
+    l.dp = l.tp = l.pp = 1;
+    l.allow_tp_across_nodes = 0;
+    return l;
+}
+PTDEF int pt_dist_local_rank(const pt_dist *d) { return d ? d->local_rank : 0; }
+PTDEF int pt_dist_local_size(const pt_dist *d) { return d ? d->local_size : 1; }
+PTDEF int pt_dist_node(const pt_dist *d) { return d ? d->node : 0; }
+PTDEF int pt_dist_nodes(const pt_dist *d) { return d ? d->nodes : 1; }
+PTDEF int pt_dist_node_of(const pt_dist *d, int rank) {
+    if (!d) return rank == 0 ? 0 : -1;
+    return rank >= 0 && rank < d->size ? d->node_of[rank] : -1;
+}
+PTDEF int pt_dist_threads(const pt_dist *d) { return d ? d->threads : pt__dist_threads_for(pt__dist_cpus(), 1); }
+PTDEF int pt_dist_mpi_thread_level(const pt_dist *d) { return d ? d->thread_level : 0; }
+
+/* ---- the printed grid ------------------------------------------------------------------------- */
+#define PT__DIST_ROW 8 /* rank, node, local rank, local size, tp, pp, dp, threads */
+PTDEF void pt_dist_print(const pt_dist *d, void *file) {
+    FILE *f = file ? (FILE *)file : stdout;
+    int row[PT__DIST_ROW], *rows = NULL, size = pt_dist_size(d), rank = pt_dist_rank(d), i, ok;
+    char host[PT__DIST_HOST], *hosts = NULL;
+    pt_layout l = pt_dist_layout(d);
+    pt_coords c = pt_dist_coords(d);
+    memset(host, 0, sizeof host);
+    pt__dist_host(host);
+    row[0] = rank, row[1] = pt_dist_node(d), row[2] = pt_dist_local_rank(d), row[3] = pt_dist_local_size(d);
+    row[4] = c.tp, row[5] = c.pp, row[6] = c.dp, row[7] = pt_dist_threads(d);
+    if (rank == 0) {
+        rows = (int *)PT_MALLOC((size_t)size * sizeof row);
+        hosts = (char *)PT_MALLOC((size_t)size * PT__DIST_HOST);
+    }
+    ok = rank != 0 || (rows && hosts);
+    if (!pt_dist_agree(d, ok)) {
+        if (rank == 0) fprintf(f, "pt_dist_print: out of memory\n");
+        PT_FREE(rows);
+        PT_FREE(hosts);
+        return;
+    }
+#ifdef PTRAIN_MPI
+    if (d) {
+        MPI_Comm w = d->comm[PT_COMM_WORLD];
+        ok = MPI_Gather(row, PT__DIST_ROW, MPI_INT, rows, PT__DIST_ROW, MPI_INT, 0, w) == MPI_SUCCESS;
+        ok = ok && MPI_Gather(host, PT__DIST_HOST, MPI_CHAR, hosts, PT__DIST_HOST, MPI_CHAR, 0, w) == MPI_SUCCESS;
+    } else
+#endif
+    {
+        memcpy(rows, row, sizeof row);
+        memcpy(hosts, host, PT__DIST_HOST);
+        ok = 1;
+    }
+    if (rank == 0) {
+        if (!ok) {
+            fprintf(f, "pt_dist_print: gathering the rows failed\n");
+        } else {
+            fprintf(f, "grid: %d ranks = dp %d x tp %d x pp %d (rank = tp + %d*(dp + %d*pp): tp innermost), %d node%s", size,
+                    (int)l.dp, (int)l.tp, (int)l.pp, (int)l.tp, (int)l.dp, pt_dist_nodes(d), pt_dist_nodes(d) == 1 ? "" : "s");
+            if (d && d->fake_node_size) fprintf(f, " (fake: PTRAIN_FAKE_NODE_SIZE=%d)", d->fake_node_size);
+            if (l.allow_tp_across_nodes) fprintf(f, ", tp across nodes allowed");
+#ifdef PTRAIN_MPI
+            if (d) fprintf(f, ", MPI thread level %s", pt__dist_level_name(d->thread_level));
+#else
+            fprintf(f, ", no MPI");
+#endif
+            fprintf(f, "\n rank  node local   tp   pp   dp threads host\n");
+            for (i = 0; i < size; i++) {
+                const int *r = rows + (size_t)i * PT__DIST_ROW;
+                hosts[(size_t)i * PT__DIST_HOST + PT__DIST_HOST - 1] = 0;
+                fprintf(f, "%5d %5d %5d %4d %4d %4d %7d %s\n", r[0], r[1], r[2], r[4], r[5], r[6], r[7],
+                        hosts + (size_t)i * PT__DIST_HOST);
+            }
+        }
+        fflush(f);
+    }
+    PT_FREE(rows);
+    PT_FREE(hosts);
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

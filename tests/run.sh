@@ -104,6 +104,13 @@ if want compile_test; then
     account compile_test "$BUILD/compile_test.log" "$rc" $(($(date +%s) - t0))
 fi
 
+if want dist; then
+    t0=$(date +%s)
+    sh tests/dist_test.sh "$BUILD" >"$BUILD/dist_test.log" 2>&1
+    rc=$?
+    account dist_test "$BUILD/dist_test.log" "$rc" $(($(date +%s) - t0))
+fi
+
 if want examples; then
     t0=$(date +%s)
     sh tests/examples_test.sh "$BUILD/examples" >"$BUILD/examples_test.log" 2>&1

@@ -1,0 +1,109 @@
+#!/bin/sh
+# tests/dist_test.sh [BUILD_DIR] - the process grid (>>dist). Builds tests/test_dist.c twice (cc without
+# MPI, mpicc -DPTRAIN_MPI), runs the plain one and the MPI one under mpirun with several world sizes
+# and (fake) node sizes, checks that a grid refused at the first pt_dist_init is refused on every
+# rank with one message and leaves MPI finalized, and compiles the implementation with MPI as C and
+# C++ (-Wall -Wextra -Werror; only pt_*/PT_* symbols defined). Prints one PASS/FAIL line per run or
+# check, then "N passed, N failed": the checks of every test program plus one per script-level check
+# (a run that fails without a failed check, e.g. a crash or a timeout, adds one failure).
+# Each mpirun is bounded by `timeout 120`; the whole script takes a few seconds.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${1:-build/tests}
+mkdir -p "$BUILD" || exit 1
+CC=${CC:-cc}
+NP=0
+NF=0
+W="-std=c99 -O2 -Wall -Wextra -Werror -I."
+# Open MPI: allow root (containers), and more ranks than cores
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+pass() { NP=$((NP + 1)); echo "PASS $1"; }
+fail() { NF=$((NF + 1)); echo "FAIL $1: $2"; }
+have() { command -v "$1" >/dev/null 2>&1; }
+case $BUILD in /*) B=$BUILD ;; *) B=./$BUILD ;; esac
+
+# prog NAME LOG CMD...: runs a test program, adds its "N passed, N failed" to the totals
+prog() {
+    name=$1 log=$2
+    shift 2
+    "$@" >"$log" 2>&1
+    rc=$?
+    last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -z "$last" ]; then
+        fail "$name" "no final line (exit status $rc; 124 = timeout); last lines of $log:"
+        tail -n 15 "$log" | sed 's/^/    /'
+        return
+    fi
+    p=$(echo "$last" | cut -d' ' -f1)
+    f=$(echo "$last" | cut -d' ' -f3)
+    NP=$((NP + p))
+    NF=$((NF + f))
+    if [ "$f" -eq 0 ] && [ "$rc" -eq 0 ]; then
+        echo "PASS $name ($p checks)"
+    else
+        [ "$f" -eq 0 ] && NF=$((NF + 1))
+        echo "FAIL $name: $f of $((p + f)) checks failed, exit status $rc"
+        grep -E '^(FAIL |  rank )' "$log" | head -n 30 | sed 's/^/    /'
+    fi
+}
+
+# ---- without MPI: pure functions and the world of one ----
+if $CC $W tests/test_dist.c -o "$BUILD/test_dist" -lm >"$BUILD/test_dist.build.log" 2>&1; then
+    prog "test_dist (no MPI)" "$BUILD/test_dist.log" "$B/test_dist"
+    prog "test_dist (no MPI, PTRAIN_THREADS=3)" "$BUILD/test_dist.t3.log" env PTRAIN_THREADS=3 "$B/test_dist"
+else
+    fail "build test_dist ($CC)" "see $BUILD/test_dist.build.log"
+    head -n 20 "$BUILD/test_dist.build.log" | sed 's/^/    /'
+fi
+
+# ---- with MPI ----
+if ! have mpicc || ! have mpirun; then
+    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+    echo "$NP passed, $NF failed"
+    exit 1
+fi
+if mpicc $W -DPTRAIN_MPI tests/test_dist.c -o "$BUILD/test_dist_mpi" -lm >"$BUILD/test_dist_mpi.build.log" 2>&1; then
+    MPIRUN="timeout 120 mpirun --oversubscribe"
+    T=$B/test_dist_mpi
+    prog "mpirun -np 8" "$BUILD/dist_np8.log" $MPIRUN -np 8 env -u PTRAIN_FAKE_NODE_SIZE "$T"
+    prog "mpirun -np 8, PTRAIN_FAKE_NODE_SIZE=2" "$BUILD/dist_np8_f2.log" $MPIRUN -np 8 env PTRAIN_FAKE_NODE_SIZE=2 "$T"
+    prog "mpirun -np 4, PTRAIN_FAKE_NODE_SIZE=2" "$BUILD/dist_np4_f2.log" $MPIRUN -np 4 env PTRAIN_FAKE_NODE_SIZE=2 "$T"
+    prog "mpirun -np 4, PTRAIN_THREADS=2" "$BUILD/dist_np4_t2.log" $MPIRUN -np 4 env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_THREADS=2 "$T"
+    prog "mpirun -np 2" "$BUILD/dist_np2.log" $MPIRUN -np 2 env -u PTRAIN_FAKE_NODE_SIZE "$T"
+    prog "mpirun -np 1" "$BUILD/dist_np1.log" $MPIRUN -np 1 env -u PTRAIN_FAKE_NODE_SIZE "$T"
+
+    # the first grid (the call that initializes MPI) refused: tp=4 in fake nodes of 2 ranks
+    log=$BUILD/dist_refused.log
+    $MPIRUN -np 8 env PTRAIN_FAKE_NODE_SIZE=2 "$T" --refused-first 4 1 >"$log" 2>&1
+    rc=$?
+    n=$(grep -c '^REFUSED rank ' "$log")
+    msgs=$(grep '^REFUSED rank ' "$log" | sed 's/^REFUSED rank [0-9]*: //' | sort -u | wc -l)
+    want="tp=4 does not fit in nodes of 2 ranks: a tensor-parallel group would cross nodes"
+    if [ "$rc" -eq 0 ] && [ "$n" -eq 8 ] && [ "$msgs" -eq 1 ] && grep -q "$want" "$log"; then
+        pass "mpirun -np 8: tp=4 in nodes of 2 refused at the first pt_dist_init on all 8 ranks, one message, MPI finalized"
+    else
+        fail "refused first grid" "exit status $rc, $n of 8 ranks refused, $msgs distinct messages; $log:"
+        tail -n 15 "$log" | sed 's/^/    /'
+    fi
+else
+    fail "build test_dist_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_dist_mpi.build.log"
+    head -n 20 "$BUILD/test_dist_mpi.build.log" | sed 's/^/    /'
+fi
+
+# ---- the implementation compiles with MPI as C and C++, defining only pt_*/PT_* symbols ----
+printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/dist_tu.c"
+for cc in "mpicc -std=c99 -pedantic" "mpicc -std=c11 -pedantic -fopenmp" "mpicxx -x c++ -std=c++11" "mpicxx -x c++ -std=c++17"; do
+    o=$BUILD/dist_tu.$(echo "$cc" | tr -c 'a-z0-9+\n' '_').o
+    if $cc -Wall -Wextra -Werror -O1 -I. -DPTRAIN_MPI -c "$BUILD/dist_tu.c" -o "$o" >"$o.log" 2>&1; then
+        bad=$(nm -g --defined-only "$o" | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
+        if [ -z "$bad" ]; then pass "compile $cc -DPTRAIN_MPI -Wall -Wextra -Werror; only pt_*/PT_* symbols"; else
+            fail "compile $cc -DPTRAIN_MPI" "symbols outside pt_/PT_: $bad"; fi
+    else
+        fail "compile $cc -DPTRAIN_MPI -Wall -Wextra -Werror" "see $o.log"
+        head -n 20 "$o.log" | sed 's/^/    /'
+    fi
+done
+
+echo "$NP passed, $NF failed"
+[ "$NF" -eq 0 ]
