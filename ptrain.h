@@ -409,6 +409,8 @@ PTDEF int64_t pt_param_numel(const pt_ctx *ctx);
 PTDEF void pt_zero_grad(pt_ctx *ctx);
 /** Called during backward when a parameter's gradient is complete (all its uses done). */
 PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user);
+/** Called after every node's backward (e.g. to progress non-blocking reductions with MPI_Test). */
+PTDEF void pt_set_backward_poll(pt_ctx *ctx, void (*fn)(void *user), void *user);
 /** The whole parameter slab (host pointer on CPU) and its element count. */
 PTDEF pt_tensor pt_param_slab(pt_ctx *ctx);
 /** The whole gradient slab. */
@@ -722,6 +724,8 @@ struct pt_ctx {
     int optim_frozen;     /* set once an optimizer exists: no new parameters */
     void (*grad_hook)(void *user, pt_param *p);
     void *grad_hook_user;
+    void (*poll)(void *user); /* after each node's backward */
+    void *poll_user;
     /* checkpointed state */
     pt__state_entry *state;
     int nstate, cap_state;
@@ -3558,6 +3562,7 @@ static pt_status pt__run_backward(pt_graph *g) {
             pt_param *p = n->in[j] && (n->in[j]->flags & PT_TENSOR_REQUIRES_GRAD) ? n->in[j]->param : NULL;
             if (p && --g->puse[p->id] == 0 && ctx->grad_hook) ctx->grad_hook(ctx->grad_hook_user, p);
         }
+        if (ctx->poll) ctx->poll(ctx->poll_user);
         if (ctx->status != PT_OK) return ctx->status;
     }
     return ctx->status;
@@ -3787,6 +3792,12 @@ PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), vo
     if (!ctx) return;
     ctx->grad_hook = fn;
     ctx->grad_hook_user = user;
+}
+
+PTDEF void pt_set_backward_poll(pt_ctx *ctx, void (*fn)(void *user), void *user) {
+    if (!ctx) return;
+    ctx->poll = fn;
+    ctx->poll_user = user;
 }
 
 PTDEF pt_status pt_state_register(pt_ctx *ctx, const char *name, void *ptr, int64_t bytes) {
