@@ -121,6 +121,7 @@
    >>nn         linear, MLP, transformer block, GPT
    >>args       the command line shared by the examples
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
+   >>dp         data parallelism: gradient buckets reduced during backward, accumulation
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -613,6 +614,32 @@ PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen);
 /** Collective: rank 0 prints the grid (a header line, then one row per rank: rank, node, local rank,
     tp, pp, dp, threads, host) to file (a FILE *; NULL = stdout). Other ranks' file is unused. */
 PTDEF void pt_dist_print(const pt_dist *d, void *file);
+
+/* ---- data parallelism (>>dp) -----------------------------------------------------------------
+   Gradients of the DP ranks are averaged in buckets: contiguous ranges of the gradient slab cut in
+   reverse parameter order at pt_dp_new (the same on every rank), each reduced with one
+   MPI_Iallreduce as soon as all its parameters' gradients are complete, while backward goes on.
+   Use per step: pt_dp_begin; pt_backward; pt_dp_finish; pt_optim_step. pt_dp_new installs its own
+   grad hook and backward poll on ctx (it owns them until pt_dp_free; with one DP rank, or without
+   PTRAIN_MPI, it installs nothing and never communicates). Create it after all parameters. */
+typedef struct pt_dp pt_dp; /**< a data-parallel gradient reducer over one context's gradient slab */
+/** Per-reducer counters, cumulative since pt_dp_new (buckets: the fixed number of buckets). */
+typedef struct pt_dp_stats {
+    int64_t buckets;            /**< buckets cut at pt_dp_new */
+    int64_t started_before_end; /**< bucket reductions started during backward (not at pt_dp_finish) */
+    int64_t bytes_reduced;      /**< bytes of gradient passed to MPI_Iallreduce */
+    double wait_s;              /**< seconds spent waiting in pt_dp_finish */
+} pt_dp_stats;
+/** Creates the reducer for ctx over d's DP communicator; bucket_bytes 0 = 25 MiB; NULL on error (in pt_error(ctx)). */
+PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes);
+/** Waits for reductions in flight, removes its hook and poll from the context, frees dp (free it before its context). */
+PTDEF void pt_dp_free(pt_dp *dp);
+/** Before a micro-batch's backward: reduce_now 0 = accumulate only (no communication), 1 = last micro-batch: reduce during its backward. */
+PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now);
+/** After that backward: starts the buckets not yet started, waits for all, scales by 1/dp (the mean); no-op after pt_dp_begin(dp, 0). */
+PTDEF pt_status pt_dp_finish(pt_dp *dp);
+/** The counters. */
+PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
 
 #ifdef __cplusplus
 }
@@ -5645,6 +5672,287 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
     }
     PT_FREE(rows);
     PT_FREE(hosts);
+}
+
+/* =================================================================================================
+   >>dp  data parallelism: bucketed, overlapped gradient averaging over the DP communicator
+   =================================================================================================
+   Buckets are cut once, at pt_dp_new, walking the parameters in reverse creation order (the order
+   backward completes them): a bucket is a run of consecutive non-frozen parameters whose slab range
+   (slices are 64-byte aligned, padding included) fits bucket_bytes; a parameter larger than that
+   gets a bucket of its own; a frozen parameter ends the run. Since the slab is in creation order, a
+   bucket is one contiguous range [lo, hi) of the gradient slab. During a reducing backward the grad
+   hook counts the parameters of each bucket; when a bucket is complete it is marked ready, and the
+   ready buckets are started strictly in bucket order (bucket k+1 waits for k), so every rank issues
+   its MPI_Iallreduce calls in the same order. The backward poll MPI_Tests the requests in flight
+   (Open MPI progresses non-blocking collectives only inside MPI calls). pt_dp_finish starts what is
+   left in order (parameters this graph did not use never fire), waits, and divides by the DP size:
+   an exact sum over ranks, then one scale, the same on every rank. No float atomics anywhere. */
+
+struct pt_dp {
+    pt_ctx *ctx;
+    int dpsize;       /* ranks of the DP communicator (1 = no communication) */
+    int nparams;      /* parameters when created (more later is an error) */
+    int nb;           /* buckets */
+    int64_t *lo, *hi; /* [nb]: slab element range of each bucket */
+    int *nparam_b;    /* [nb]: parameters in each bucket */
+    int *left;        /* [nb]: parameters still to fire in this backward */
+    int *bucket_of;   /* [nparams]: bucket of each parameter, -1 = frozen */
+    unsigned char *fired;   /* [nparams]: hook seen in this backward */
+    unsigned char *started; /* [nb] */
+    unsigned char *done;    /* [nb]: request completed */
+    int next;         /* first bucket not started */
+    int reducing;     /* pt_dp_begin(dp, 1) seen, pt_dp_finish not yet */
+    int in_backward;  /* between pt_dp_begin and pt_dp_finish: starts count as overlapped */
+    pt_dp_stats stats;
+#ifdef PTRAIN_MPI
+    MPI_Comm comm;
+    MPI_Request *req; /* [nb] */
+#endif
+};
+
+#ifdef PTRAIN_MPI
+/* Starts bucket k (the next in order). 0 and a context error on failure. */
+static int pt__dp_start(pt_dp *dp, int k, int from_hook) {
+    pt_tensor gs = pt_grad_slab(dp->ctx);
+    float *base = pt_f32(&gs);
+    int rc;
+    if (!base) return pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp: the gradient slab has no host memory"), 0;
+    rc = MPI_Iallreduce(MPI_IN_PLACE, base + dp->lo[k], (int)(dp->hi[k] - dp->lo[k]), MPI_FLOAT, MPI_SUM, dp->comm,
+                        &dp->req[k]);
+    dp->started[k] = 1;
+    dp->next = k + 1;
+    if (rc != MPI_SUCCESS) {
+        dp->req[k] = MPI_REQUEST_NULL;
+        dp->done[k] = 1;
+        pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Iallreduce of bucket %d failed (MPI error %d)", k, rc);
+        return 0;
+    }
+    dp->stats.bytes_reduced += (dp->hi[k] - dp->lo[k]) * 4;
+    if (from_hook) dp->stats.started_before_end++;
+    return 1;
+}
+static void pt__dp_poll(void *user) {
+    pt_dp *dp = (pt_dp *)user;
+    int k, flag;
+    if (!dp->reducing) return;
+    for (k = 0; k < dp->next; k++) {
+        if (dp->done[k]) continue;
+        flag = 0;
+        if (MPI_Test(&dp->req[k], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+            dp->done[k] = 1;
+            pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Test of bucket %d failed", k);
+            return;
+        }
+        if (flag) dp->done[k] = 1;
+    }
+}
+static void pt__dp_hook(void *user, pt_param *p) {
+    pt_dp *dp = (pt_dp *)user;
+    int b;
+    if (!dp->reducing || !p || p->id < 0 || p->id >= dp->nparams) return;
+    b = dp->bucket_of[p->id];
+    if (b < 0) return;
+    if (dp->fired[p->id] || dp->started[b]) {
+        /* a second backward into a gradient whose reduction may have started */
+        pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp: gradient of '%s' completed twice in one reducing backward (one backward per pt_dp_begin(dp, 1))",
+                 p->spec.name);
+        return;
+    }
+    dp->fired[p->id] = 1;
+    if (--dp->left[b] > 0) return;
+    while (dp->next < dp->nb && dp->left[dp->next] == 0)
+        if (!pt__dp_start(dp, dp->next, 1)) return;
+}
+#endif
+
+PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes) {
+    pt_dp *dp;
+    int i, n, b, open_b;
+    int64_t cap;
+    if (!ctx) return NULL;
+    if (bucket_bytes < 0)
+        return (pt_dp *)pt__fail(ctx, PT_ERR_ARG, "pt_dp_new: bucket_bytes must be >= 0 (0 = 25 MiB), got %lld", (long long)bucket_bytes);
+    if (bucket_bytes == 0) bucket_bytes = (int64_t)25 << 20;
+    cap = bucket_bytes / 4;
+    if (cap < 1) cap = 1;
+    n = ctx->nparams;
+    dp = (pt_dp *)PT_MALLOC(sizeof *dp);
+    if (!dp) return (pt_dp *)pt__fail(ctx, PT_ERR_OOM, "pt_dp_new: out of memory");
+    memset(dp, 0, sizeof *dp);
+    dp->ctx = ctx;
+    dp->nparams = n;
+    dp->dpsize = 1;
+#ifdef PTRAIN_MPI
+    dp->comm = MPI_COMM_NULL;
+    if (d) {
+        int s = 1;
+        dp->comm = *(MPI_Comm *)pt_dist_comm(d, PT_COMM_DP);
+        if (dp->comm == MPI_COMM_NULL || MPI_Comm_size(dp->comm, &s) != MPI_SUCCESS) {
+            PT_FREE(dp);
+            return (pt_dp *)pt__fail(ctx, PT_ERR_STATE, "pt_dp_new: the grid has no usable DP communicator");
+        }
+        dp->dpsize = s;
+    }
+#else
+    (void)d;
+#endif
+    /* the arrays: at most one bucket per parameter */
+    dp->lo = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(n + 1));
+    dp->hi = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(n + 1));
+    dp->nparam_b = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
+    dp->left = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
+    dp->bucket_of = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
+    dp->fired = (unsigned char *)PT_MALLOC((size_t)(n + 1));
+    dp->started = (unsigned char *)PT_MALLOC((size_t)(n + 1));
+    dp->done = (unsigned char *)PT_MALLOC((size_t)(n + 1));
+#ifdef PTRAIN_MPI
+    dp->req = (MPI_Request *)PT_MALLOC(sizeof(MPI_Request) * (size_t)(n + 1));
+    if (!dp->req) goto oom;
+#endif
+    if (!dp->lo || !dp->hi || !dp->nparam_b || !dp->left || !dp->bucket_of || !dp->fired || !dp->started || !dp->done) goto oom;
+    /* cut: reverse creation order = descending slab offsets */
+    open_b = 0;
+    for (i = n - 1; i >= 0; i--) {
+        pt_param *p = ctx->params[i];
+        int64_t slice_n = (pt_numel(&p->grad) + 15) & ~(int64_t)15;
+        if (p->spec.flags & PT_PARAM_FROZEN) {
+            dp->bucket_of[i] = -1;
+            open_b = 0; /* a frozen slice ends the open bucket */
+            continue;
+        }
+        if (slice_n > 0x7fffffff) {
+            pt_dp_free(dp);
+            return (pt_dp *)pt__fail(ctx, PT_ERR_ARG, "pt_dp_new: parameter '%s' has more than 2^31-1 elements", p->spec.name);
+        }
+        b = dp->nb - 1;
+        if (open_b && dp->hi[b] - p->slab_off <= cap && dp->lo[b] == p->slab_off + slice_n) {
+            dp->lo[b] = p->slab_off; /* extend the open bucket downwards */
+        } else {
+            b = dp->nb++;
+            dp->lo[b] = p->slab_off;
+            dp->hi[b] = p->slab_off + slice_n;
+            dp->nparam_b[b] = 0;
+            open_b = 1;
+        }
+        dp->nparam_b[b]++;
+        dp->bucket_of[i] = b;
+    }
+    dp->stats.buckets = dp->nb;
+    for (b = 0; b < dp->nb; b++) {
+        dp->started[b] = dp->done[b] = 1; /* nothing in flight */
+#ifdef PTRAIN_MPI
+        dp->req[b] = MPI_REQUEST_NULL;
+#endif
+    }
+#ifdef PTRAIN_MPI
+    if (dp->dpsize > 1) {
+        pt_set_grad_hook(ctx, pt__dp_hook, dp);
+        pt_set_backward_poll(ctx, pt__dp_poll, dp);
+    }
+#endif
+    return dp;
+oom:
+    pt_dp_free(dp);
+    return (pt_dp *)pt__fail(ctx, PT_ERR_OOM, "pt_dp_new: out of memory");
+}
+
+#ifdef PTRAIN_MPI
+/* Starts the buckets left (in order) and waits for every request. */
+static pt_status pt__dp_complete(pt_dp *dp) {
+    pt_status st = PT_OK;
+    double t0 = pt_time();
+    int k, rc;
+    while (dp->next < dp->nb)
+        if (!pt__dp_start(dp, dp->next, 0)) {
+            st = PT_ERR_DEVICE;
+            break;
+        }
+    for (k = 0; k < dp->nb; k++) {
+        if (dp->done[k]) continue;
+        rc = MPI_Wait(&dp->req[k], MPI_STATUS_IGNORE);
+        dp->done[k] = 1;
+        if (rc != MPI_SUCCESS && st == PT_OK) {
+            pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Wait of bucket %d failed (MPI error %d)", k, rc);
+            st = PT_ERR_DEVICE;
+        }
+    }
+    dp->stats.wait_s += pt_time() - t0;
+    return st;
+}
+#endif
+
+PTDEF void pt_dp_free(pt_dp *dp) {
+    if (!dp) return;
+#ifdef PTRAIN_MPI
+    if (dp->reducing && dp->req && dp->started && dp->done) (void)pt__dp_complete(dp);
+    if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
+        pt_set_grad_hook(dp->ctx, NULL, NULL);
+    if (dp->dpsize > 1 && dp->ctx->poll == pt__dp_poll && dp->ctx->poll_user == (void *)dp)
+        pt_set_backward_poll(dp->ctx, NULL, NULL);
+    PT_FREE(dp->req);
+#endif
+    PT_FREE(dp->lo);
+    PT_FREE(dp->hi);
+    PT_FREE(dp->nparam_b);
+    PT_FREE(dp->left);
+    PT_FREE(dp->bucket_of);
+    PT_FREE(dp->fired);
+    PT_FREE(dp->started);
+    PT_FREE(dp->done);
+    PT_FREE(dp);
+}
+
+PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now) {
+    int k;
+    if (!dp || dp->dpsize <= 1) return;
+#ifdef PTRAIN_MPI
+    if (dp->reducing) (void)pt__dp_complete(dp); /* a reduction never finished: drain it first */
+#endif
+    dp->reducing = reduce_now != 0;
+    if (!dp->reducing) return;
+    for (k = 0; k < dp->nb; k++) {
+        dp->left[k] = dp->nparam_b[k];
+        dp->started[k] = dp->done[k] = 0;
+    }
+    memset(dp->fired, 0, (size_t)dp->nparams);
+    dp->next = 0;
+}
+
+PTDEF pt_status pt_dp_finish(pt_dp *dp) {
+    if (!dp) return PT_ERR_ARG;
+    if (dp->dpsize <= 1 || !dp->reducing) return PT_OK;
+#ifdef PTRAIN_MPI
+    {
+        pt_status st;
+        pt_tensor gs;
+        float *g;
+        int k;
+        int64_t i;
+        st = pt__dp_complete(dp);
+        dp->reducing = 0;
+        if (st != PT_OK) return st;
+        if (dp->ctx->nparams != dp->nparams)
+            return (pt_status)(pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp_finish: parameters were created after pt_dp_new (%d, now %d)",
+                                        dp->nparams, dp->ctx->nparams),
+                               PT_ERR_STATE);
+        gs = pt_grad_slab(dp->ctx);
+        g = pt_f32(&gs);
+        if (!g) return (pt_status)(pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp_finish: the gradient slab has no host memory"), PT_ERR_STATE);
+        for (k = 0; k < dp->nb; k++) {
+            float inv = (float)dp->dpsize;
+            for (i = dp->lo[k]; i < dp->hi[k]; i++) g[i] = g[i] / inv;
+        }
+    }
+#endif
+    return PT_OK;
+}
+
+PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
+    pt_dp_stats s;
+    if (dp) return dp->stats;
+    memset(&s, 0, sizeof s);
+    return s;
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

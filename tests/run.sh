@@ -111,6 +111,13 @@ if want dist; then
     account dist_test "$BUILD/dist_test.log" "$rc" $(($(date +%s) - t0))
 fi
 
+if want dp; then
+    t0=$(date +%s)
+    sh tests/dp_test.sh "$BUILD" >"$BUILD/dp_test.log" 2>&1
+    rc=$?
+    account dp_test "$BUILD/dp_test.log" "$rc" $(($(date +%s) - t0))
+fi
+
 if want examples; then
     t0=$(date +%s)
     sh tests/examples_test.sh "$BUILD/examples" >"$BUILD/examples_test.log" 2>&1

@@ -1,0 +1,93 @@
+#!/bin/sh
+# tests/dp_test.sh [BUILD_DIR] - data parallelism (>>dp). Builds tests/test_dp.c without MPI (a world of
+# one: pt_dp never communicates) and with mpicc -DPTRAIN_MPI -fopenmp, runs the plain one and the MPI
+# one under mpirun -np 2 and -np 4 (each rank checks bucketed, overlapped gradient averaging,
+# gradient accumulation and determinism against a single-process reference it also computes), and
+# compiles the implementation with and without MPI as C and C++ (-Wall -Wextra -Werror; only
+# pt_*/PT_* symbols defined). Prints one PASS/FAIL line per run or check, then "N passed, N failed"
+# (a run that fails without a failed check, e.g. a crash or a timeout, adds one failure).
+# Each mpirun is bounded by `timeout 120`; the whole script takes a few seconds.
+# PT_INC: the directory holding ptrain.h (default: the repository root).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${1:-build/tests}
+mkdir -p "$BUILD" || exit 1
+CC=${CC:-cc}
+INC=${PT_INC:-.}
+NP=0
+NF=0
+W="-std=c99 -O2 -Wall -Wextra -Werror -I$INC"
+# Open MPI: allow root (containers), more ranks than cores, and no busy-polling when idle
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+pass() { NP=$((NP + 1)); echo "PASS $1"; }
+fail() { NF=$((NF + 1)); echo "FAIL $1: $2"; }
+have() { command -v "$1" >/dev/null 2>&1; }
+case $BUILD in /*) B=$BUILD ;; *) B=./$BUILD ;; esac
+
+# prog NAME LOG CMD...: runs a test program, adds its "N passed, N failed" to the totals
+prog() {
+    name=$1 log=$2
+    shift 2
+    "$@" >"$log" 2>&1
+    rc=$?
+    last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -z "$last" ]; then
+        fail "$name" "no final line (exit status $rc; 124 = timeout); last lines of $log:"
+        tail -n 15 "$log" | sed 's/^/    /'
+        return
+    fi
+    p=$(echo "$last" | cut -d' ' -f1)
+    f=$(echo "$last" | cut -d' ' -f3)
+    NP=$((NP + p))
+    NF=$((NF + f))
+    if [ "$f" -eq 0 ] && [ "$rc" -eq 0 ]; then
+        echo "PASS $name ($p checks)"
+    else
+        [ "$f" -eq 0 ] && NF=$((NF + 1))
+        echo "FAIL $name: $f of $((p + f)) checks failed, exit status $rc"
+        grep -E '^FAIL ' "$log" | head -n 30 | sed 's/^/    /'
+    fi
+}
+
+# ---- without MPI: a world of one ----
+if $CC $W tests/test_dp.c -o "$BUILD/test_dp" -lm >"$BUILD/test_dp.build.log" 2>&1; then
+    prog "test_dp (no MPI)" "$BUILD/test_dp.log" "$B/test_dp"
+else
+    fail "build test_dp ($CC)" "see $BUILD/test_dp.build.log"
+    head -n 20 "$BUILD/test_dp.build.log" | sed 's/^/    /'
+fi
+
+# ---- with MPI ----
+if ! have mpicc || ! have mpirun; then
+    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+    echo "$NP passed, $NF failed"
+    exit 1
+fi
+if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$BUILD/test_dp_mpi" -lm >"$BUILD/test_dp_mpi.build.log" 2>&1; then
+    MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
+    for n in 2 4; do
+        prog "mpirun -np $n test_dp" "$BUILD/dp_np$n.log" $MPIRUN -np $n "$B/test_dp_mpi"
+    done
+else
+    fail "build test_dp_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_dp_mpi.build.log"
+    head -n 20 "$BUILD/test_dp_mpi.build.log" | sed 's/^/    /'
+fi
+
+# ---- the implementation compiles as C and C++, with and without MPI, defining only pt_*/PT_* symbols ----
+printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/dp_tu.c"
+for cc in "$CC -std=c99 -pedantic" "c++ -x c++ -std=c++11" "mpicc -std=c99 -pedantic -DPTRAIN_MPI" \
+    "mpicc -std=c11 -fopenmp -DPTRAIN_MPI" "mpicxx -x c++ -std=c++17 -DPTRAIN_MPI"; do
+    o=$BUILD/dp_tu.$(echo "$cc" | tr -c 'a-z0-9+\n' '_').o
+    if $cc -Wall -Wextra -Werror -O1 -I"$INC" -c "$BUILD/dp_tu.c" -o "$o" >"$o.log" 2>&1; then
+        bad=$(nm -g --defined-only "$o" | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
+        if [ -z "$bad" ]; then pass "compile $cc -Wall -Wextra -Werror; only pt_*/PT_* symbols"; else
+            fail "compile $cc" "symbols outside pt_/PT_: $bad"; fi
+    else
+        fail "compile $cc -Wall -Wextra -Werror" "see $o.log"
+        head -n 20 "$o.log" | sed 's/^/    /'
+    fi
+done
+
+echo "$NP passed, $NF failed"
+[ "$NF" -eq 0 ]
