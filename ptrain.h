@@ -122,6 +122,7 @@
    >>args       the command line shared by the examples
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
    >>dp         data parallelism: gradient buckets reduced during backward, accumulation
+   >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -640,6 +641,42 @@ PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now);
 PTDEF pt_status pt_dp_finish(pt_dp *dp);
 /** The counters. */
 PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
+
+/* ---- tensor parallelism (>>tp) ---------------------------------------------------------------
+   Megatron-style building blocks over the TP communicator of the context's grid (pt_desc.dist;
+   NULL grid, TP size 1 or no PTRAIN_MPI: every TP op is an identity, still recorded on the tape).
+   The two conjugate ops: f = pt_tp_copy (identity forward, allreduce-sum of the gradient backward)
+   and g = pt_tp_reduce (allreduce-sum forward, identity backward). A column-parallel linear holds
+   out/tp rows of w [out, in] (and of b); a row-parallel linear holds in/tp columns of w, its bias
+   is replicated and added once after the reduction. Shards are made by pt_param_from_spec with the
+   unsplit names, so their initial values are the slices of the unsplit parameters. Replicated
+   parameters (the row-parallel bias, and anything after a pt_tp_reduce) see the same input on every
+   TP rank, so they get identical gradients without communication: do not reduce them over TP.
+   The reductions run in host f32 memory (CPU backend); every TP rank must make the same calls in
+   the same order (they are collectives over the TP communicator). */
+/** f: forward identity (a view of x), backward: the gradient is summed over the TP ranks. */
+PTDEF pt_tensor *pt_tp_copy(pt_graph *g, pt_tensor *x);
+/** g: forward x summed over the TP ranks (a new tensor), backward: identity. */
+PTDEF pt_tensor *pt_tp_reduce(pt_graph *g, pt_tensor *x);
+/** TP size of the context's grid (1 without a grid or without PTRAIN_MPI). */
+PTDEF int pt_tp_size(const pt_ctx *ctx);
+/** This rank's TP coordinate (0 without a grid). */
+PTDEF int pt_tp_rank(const pt_ctx *ctx);
+/** Column-parallel linear: "<name>.w" rows [out/tp, in] and "<name>.b" [out/tp] of this rank;
+    out must split evenly over tp (else an error and NULL tensors). */
+PTDEF pt_linear_layer pt_linear_col_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std);
+/** pt_linear(pt_tp_copy(x), w, b): x [..., in] replicated -> this rank's [..., out/tp] columns. */
+PTDEF pt_tensor *pt_linear_col_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x);
+/** Row-parallel linear: "<name>.w" columns [out, in/tp] of this rank, "<name>.b" [out] replicated;
+    in must split evenly over tp. */
+PTDEF pt_linear_layer pt_linear_row_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std);
+/** pt_tp_reduce(x_local @ w^T) + b: x_local [..., in/tp] -> replicated [..., out]. */
+PTDEF pt_tensor *pt_linear_row_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x_local);
+/** Tensor-parallel MLP with pt_mlp_new's names: column-parallel fc (hidden split), row-parallel
+    proj; hidden must split evenly over tp. */
+PTDEF pt_mlp pt_mlp_tp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hidden, int64_t out, int gelu, float std);
+/** fc, act, proj: one allreduce forward (in proj) and one backward (of x's gradient). */
+PTDEF pt_tensor *pt_mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x);
 
 #ifdef __cplusplus
 }
@@ -5953,6 +5990,171 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
     if (dp) return dp->stats;
     memset(&s, 0, sizeof s);
     return s;
+}
+
+/* =================================================================================================
+   >>tp  tensor parallelism: the conjugate ops f (pt_tp_copy) and g (pt_tp_reduce), parallel linears
+   =================================================================================================
+   f's forward is a view of its input (no copy, like pt_reshape); its backward sums the output's
+   gradient over the TP communicator in place (the gradient buffer is the node's own, returned to the
+   pool right after) and accumulates it into the input's. g's forward copies its input into a new
+   tensor and sums that in place; its backward accumulates the gradient unchanged. The sums are one
+   MPI_Allreduce (MPI_SUM, MPI_FLOAT) over host memory, cut into chunks of at most 2^30 elements for
+   MPI's int counts; the TP communicator has MPI_ERRORS_RETURN, so a failing call becomes a
+   PT_ERR_DEVICE error of the context. With TP size 1 (or no grid, or no PTRAIN_MPI) nothing is
+   communicated and both ops are identities. */
+
+PTDEF int pt_tp_size(const pt_ctx *ctx) {
+    if (!ctx || !ctx->desc.dist) return 1;
+    return PT__MAX(pt_dist_layout(ctx->desc.dist).tp, 1);
+}
+PTDEF int pt_tp_rank(const pt_ctx *ctx) {
+    if (!ctx || !ctx->desc.dist) return 0;
+    return PT__MAX(pt_dist_coords(ctx->desc.dist).tp, 0);
+}
+
+/* sums t (contiguous f32) over the TP ranks in place; 0 and a context error on failure */
+static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
+#ifdef PTRAIN_MPI
+    MPI_Comm comm;
+    void *cp;
+    float *p;
+    int64_t n = pt_numel(t), done = 0;
+    if (pt_tp_size(ctx) <= 1) return 1;
+    cp = pt_dist_comm(ctx->desc.dist, PT_COMM_TP);
+    if (!cp) return pt__fail(ctx, PT_ERR_STATE, "%s: the grid has no TP communicator", op), 0;
+    if (t->dtype != PT_F32 || !t->st || !t->st->host)
+        return pt__fail(ctx, PT_ERR_DEVICE, "%s: tensor parallelism needs f32 data in host memory (the CPU backend)", op), 0;
+    comm = *(MPI_Comm *)cp;
+    p = PT__F(t);
+    while (done < n) {
+        int cnt = (int)PT__MIN(n - done, (int64_t)1 << 30);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, p + done, cnt, MPI_FLOAT, MPI_SUM, comm);
+        if (rc != MPI_SUCCESS)
+            return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allreduce of %lld floats over the TP communicator failed (MPI error %d)", op,
+                            (long long)n, rc), 0;
+        done += cnt;
+    }
+    return 1;
+#else
+    (void)ctx, (void)op, (void)t;
+    return 1;
+#endif
+}
+
+/* ---- f: identity forward, allreduce backward ---------------------------------------------------- */
+static void pt__tp_copy_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dy = n->out->grad, *dx = pt__grad(g, n->in[0]);
+    if (!dx) return;
+    if (!pt__tp_allreduce(PT__C, "pt_tp_copy (backward)", dy)) return;
+    PT__BE->copy(PT__C, dx, dy, 1);
+}
+PTDEF pt_tensor *pt_tp_copy(pt_graph *g, pt_tensor *x) {
+    pt_tensor *out;
+    if (!g || !x || !pt__need_f32(g, "pt_tp_copy", "x", x)) return NULL;
+    if (!(out = pt__rec(g, PT_F32, x->ndim, x->shape))) return NULL;
+    out->st = x->st;
+    out->off = x->off;
+    pt__record(g, "pt_tp_copy", out, pt__tp_copy_bwd, 1, &x);
+    return out;
+}
+
+/* ---- g: allreduce forward, identity backward ------------------------------------------------- */
+static void pt__tp_reduce_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    if (dx) PT__BE->copy(PT__C, dx, n->out->grad, 1);
+}
+PTDEF pt_tensor *pt_tp_reduce(pt_graph *g, pt_tensor *x) {
+    pt_tensor *out;
+    pt_node *n;
+    if (!g || !x || !pt__need_f32(g, "pt_tp_reduce", "x", x)) return NULL;
+    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
+    PT__BE->copy(PT__C, out, x, 0);
+    if (!pt__tp_allreduce(PT__C, "pt_tp_reduce", out)) return NULL;
+    if ((n = pt__record(g, "pt_tp_reduce", out, pt__tp_reduce_bwd, 1, &x)) != NULL) n->flags |= PT__NODE_OUT_FREE;
+    return out;
+}
+
+/* ---- parallel linear layers ------------------------------------------------------------------- */
+/* "<base><suffix>" of global shape [d0(, d1)], split on split_dim (-1 = replicated) over tp parts */
+static pt_tensor *pt__tp_param(pt_ctx *ctx, const char *base, const char *suffix, int ndim, int64_t d0, int64_t d1, pt_init_kind init,
+                               float scale, uint32_t flags, int split_dim) {
+    pt_spec s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.name, sizeof s.name, "%s%s", base, suffix);
+    s.ndim = ndim;
+    s.global_shape[0] = d0;
+    s.global_shape[1] = ndim > 1 ? d1 : 1;
+    s.global_shape[2] = s.global_shape[3] = 1;
+    s.split_dim = split_dim;
+    s.split_parts = split_dim >= 0 ? pt_tp_size(ctx) : 1;
+    s.split_index = split_dim >= 0 ? pt_tp_rank(ctx) : 0;
+    s.stage = -1;
+    s.init = init;
+    s.init_scale = scale;
+    s.flags = flags;
+    return pt_param_from_spec(ctx, &s);
+}
+/* 1 if n splits evenly over the TP size, else 0 and an error naming the dimension */
+static int pt__tp_even(pt_ctx *ctx, const char *fn, const char *what, int64_t n) {
+    int tp = pt_tp_size(ctx);
+    if (n > 0 && n % tp == 0) return 1;
+    pt__fail(ctx, PT_ERR_SHAPE, "%s: %s=%lld does not split evenly over tp=%d", fn, what, (long long)n, tp);
+    return 0;
+}
+PTDEF pt_linear_layer pt_linear_col_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
+    pt_linear_layer l;
+    l.w = l.b = NULL;
+    if (!ctx) return l;
+    if (!name) return pt__fail(ctx, PT_ERR_ARG, "pt_linear_col_new: name is NULL"), l;
+    if (!pt__tp_even(ctx, "pt_linear_col_new", "out", out)) return l;
+    l.w = pt__tp_param(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0, 0);
+    if (l.w && bias) l.b = pt__tp_param(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY, 0);
+    if (bias && !l.b) l.w = NULL;
+    return l;
+}
+PTDEF pt_tensor *pt_linear_col_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x) {
+    if (!g || !l || !x) return NULL;
+    return pt_linear(g, pt_tp_copy(g, x), l->w, l->b);
+}
+PTDEF pt_linear_layer pt_linear_row_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
+    pt_linear_layer l;
+    l.w = l.b = NULL;
+    if (!ctx) return l;
+    if (!name) return pt__fail(ctx, PT_ERR_ARG, "pt_linear_row_new: name is NULL"), l;
+    if (!pt__tp_even(ctx, "pt_linear_row_new", "in", in)) return l;
+    l.w = pt__tp_param(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0, 1);
+    if (l.w && bias) l.b = pt__tp_param(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY, -1);
+    if (bias && !l.b) l.w = NULL;
+    return l;
+}
+PTDEF pt_tensor *pt_linear_row_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x_local) {
+    pt_tensor *y;
+    if (!g || !l || !x_local) return NULL;
+    y = pt_tp_reduce(g, pt_linear(g, x_local, l->w, NULL));
+    return l->b ? pt_bias_add(g, y, l->b) : y;
+}
+
+PTDEF pt_mlp pt_mlp_tp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hidden, int64_t out, int gelu, float std) {
+    pt_mlp m;
+    char n[96];
+    memset(&m, 0, sizeof m);
+    m.gelu = gelu;
+    if (!ctx) return m;
+    if (!name) return pt__fail(ctx, PT_ERR_ARG, "pt_mlp_tp_new: name is NULL"), m;
+    if (!pt__tp_even(ctx, "pt_mlp_tp_new", "hidden", hidden)) return m;
+    snprintf(n, sizeof n, "%s.fc", name);
+    m.fc = pt_linear_col_new(ctx, n, in, hidden, 1, std);
+    snprintf(n, sizeof n, "%s.proj", name);
+    if (m.fc.w) m.proj = pt_linear_row_new(ctx, n, hidden, out, 1, std);
+    return m;
+}
+PTDEF pt_tensor *pt_mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
+    pt_tensor *h;
+    if (!g || !m || !x) return NULL;
+    h = pt_linear_col_fwd(g, &m->fc, x);
+    h = m->gelu ? pt_gelu(g, h) : pt_relu(g, h);
+    return pt_linear_row_fwd(g, &m->proj, h);
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

@@ -118,6 +118,13 @@ if want dp; then
     account dp_test "$BUILD/dp_test.log" "$rc" $(($(date +%s) - t0))
 fi
 
+if want tp; then
+    t0=$(date +%s)
+    sh tests/tp_test.sh "$BUILD" >"$BUILD/tp_test.log" 2>&1
+    rc=$?
+    account tp_test "$BUILD/tp_test.log" "$rc" $(($(date +%s) - t0))
+fi
+
 if want examples; then
     t0=$(date +%s)
     sh tests/examples_test.sh "$BUILD/examples" >"$BUILD/examples_test.log" 2>&1

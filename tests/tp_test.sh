@@ -1,0 +1,90 @@
+#!/bin/sh
+# tests/tp_test.sh [BUILD_DIR] - tensor parallelism (>>tp). Builds tests/test_tp.c twice (cc without MPI,
+# mpicc -DPTRAIN_MPI -fopenmp), runs the plain one (tp=1) and the MPI one under mpirun -np 2 and -np 4
+# (layout tp = world size), and compiles the implementation as C99/C++ with and without MPI
+# (-Wall -Wextra -Werror; only pt_*/PT_* symbols defined). Prints one PASS/FAIL line per run or check,
+# then "N passed, N failed": the checks of every test program plus one per script-level check (a run
+# that fails without a failed check, e.g. a crash or a timeout, adds one failure). Each mpirun is
+# bounded by `timeout 120`; the whole script takes a few seconds.
+# PTRAIN_INC=DIR takes ptrain.h from DIR instead of the repository root.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${1:-build/tests}
+mkdir -p "$BUILD" || exit 1
+CC=${CC:-cc}
+INC=${PTRAIN_INC:-.}
+NP=0
+NF=0
+W="-std=c99 -O2 -Wall -Wextra -Werror -I$INC"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+pass() { NP=$((NP + 1)); echo "PASS $1"; }
+fail() { NF=$((NF + 1)); echo "FAIL $1: $2"; }
+have() { command -v "$1" >/dev/null 2>&1; }
+case $BUILD in /*) B=$BUILD ;; *) B=./$BUILD ;; esac
+
+# prog NAME LOG CMD...: runs a test program, adds its "N passed, N failed" to the totals
+prog() {
+    name=$1 log=$2
+    shift 2
+    "$@" >"$log" 2>&1
+    rc=$?
+    last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -z "$last" ]; then
+        fail "$name" "no final line (exit status $rc; 124 = timeout); last lines of $log:"
+        tail -n 15 "$log" | sed 's/^/    /'
+        return
+    fi
+    p=$(echo "$last" | cut -d' ' -f1)
+    f=$(echo "$last" | cut -d' ' -f3)
+    NP=$((NP + p))
+    NF=$((NF + f))
+    if [ "$f" -eq 0 ] && [ "$rc" -eq 0 ]; then
+        echo "PASS $name ($p checks)"
+    else
+        [ "$f" -eq 0 ] && NF=$((NF + 1))
+        echo "FAIL $name: $f of $((p + f)) checks failed, exit status $rc"
+        grep -E '^(FAIL |  rank )' "$log" | head -n 30 | sed 's/^/    /'
+    fi
+}
+
+# ---- without MPI: tp = 1 ----
+if $CC $W tests/test_tp.c -o "$BUILD/test_tp" -lm >"$BUILD/test_tp.build.log" 2>&1; then
+    prog "test_tp (no MPI, tp=1)" "$BUILD/test_tp.log" "$B/test_tp"
+else
+    fail "build test_tp ($CC)" "see $BUILD/test_tp.build.log"
+    head -n 20 "$BUILD/test_tp.build.log" | sed 's/^/    /'
+fi
+
+# ---- with MPI: tp = 2 and 4 ----
+if ! have mpicc || ! have mpirun; then
+    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+    echo "$NP passed, $NF failed"
+    exit 1
+fi
+if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_tp.c -o "$BUILD/test_tp_mpi" -lm >"$BUILD/test_tp_mpi.build.log" 2>&1; then
+    MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
+    for n in 2 4; do
+        prog "mpirun -np $n (tp=$n)" "$BUILD/tp_np$n.log" $MPIRUN -np $n env -u PTRAIN_FAKE_NODE_SIZE "$B/test_tp_mpi"
+    done
+else
+    fail "build test_tp_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_tp_mpi.build.log"
+    head -n 20 "$BUILD/test_tp_mpi.build.log" | sed 's/^/    /'
+fi
+
+# ---- the implementation compiles as C and C++, with and without MPI, defining only pt_*/PT_* symbols ----
+printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/tp_tu.c"
+for cc in "gcc -std=c99 -pedantic" "g++ -x c++ -std=c++11" "mpicc -std=c99 -pedantic -DPTRAIN_MPI" "mpicxx -x c++ -std=c++11 -DPTRAIN_MPI"; do
+    o=$BUILD/tp_tu.$(echo "$cc" | tr -c 'a-zA-Z0-9+\n' '_').o
+    if $cc -Wall -Wextra -Werror -O1 -I"$INC" -c "$BUILD/tp_tu.c" -o "$o" >"$o.log" 2>&1; then
+        bad=$(nm -g --defined-only "$o" | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
+        if [ -z "$bad" ]; then pass "compile $cc -Wall -Wextra -Werror; only pt_*/PT_* symbols"; else
+            fail "compile $cc" "symbols outside pt_/PT_: $bad"; fi
+    else
+        fail "compile $cc -Wall -Wextra -Werror" "see $o.log"
+        head -n 20 "$o.log" | sed 's/^/    /'
+    fi
+done
+
+echo "$NP passed, $NF failed"
+[ "$NF" -eq 0 ]
