@@ -4685,11 +4685,10 @@ struct pt_optim {
     int64_t steps;
 };
 
+static double pt__grad_sumsq(pt_ctx *ctx); /* >>tp: shards summed over TP, replicated once */
 PTDEF float pt_grad_norm(pt_ctx *ctx) {
-    pt_tensor gs;
     if (!ctx || !ctx->gslab) return 0.0f;
-    gs = pt_grad_slab(ctx);
-    return (float)sqrt(ctx->be->sumsq(ctx, &gs, ctx->slab_n));
+    return (float)sqrt(pt__grad_sumsq(ctx));
 }
 
 PTDEF pt_optim *pt_optim_new(pt_ctx *ctx, const pt_optim_desc *desc) {
@@ -6040,6 +6039,30 @@ static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
     (void)ctx, (void)op, (void)t;
     return 1;
 #endif
+}
+
+/* Sum of squares of all parameter gradients of the model, for clipping and monitoring. Without
+   tensor parallelism: the whole gradient slab in one fixed-order kernel call. With it: the shards
+   of split parameters are summed over the TP ranks, replicated parameters (identical on every TP
+   rank) are counted once; parameters are visited in slab order, so the result is deterministic. */
+static double pt__grad_sumsq(pt_ctx *ctx) {
+    pt_tensor gs = pt_grad_slab(ctx);
+    double shard = 0.0, repl = 0.0;
+    int i;
+    if (pt_tp_size(ctx) <= 1) return ctx->be->sumsq(ctx, &gs, ctx->slab_n);
+    for (i = 0; i < ctx->nparams; i++) {
+        pt_param *p = ctx->params[i];
+        double s = ctx->be->sumsq(ctx, &p->grad, pt_numel(&p->grad));
+        if (p->spec.split_dim >= 0 && p->spec.split_parts > 1) shard += s;
+        else repl += s;
+    }
+#ifdef PTRAIN_MPI
+    {
+        int rc = MPI_Allreduce(MPI_IN_PLACE, &shard, 1, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(ctx->desc.dist, PT_COMM_TP));
+        if (rc != MPI_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "pt_grad_norm: MPI_Allreduce over the TP communicator failed (MPI error %d)", rc);
+    }
+#endif
+    return shard + repl;
 }
 
 /* ---- f: identity forward, allreduce backward ---------------------------------------------------- */

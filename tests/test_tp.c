@@ -192,6 +192,12 @@ static void test_mlp(void) {
         snprintf(nm, sizeof nm, "step %d: x's gradient equals the unsplit one", s);
         if (xa->grad && xb->grad) cmp(nm, pt_f32(xa->grad), pt_f32(xb->grad), NB * IN);
         else check(0, nm, "no gradient for x");
+        { /* clipping needs the model's norm: shards summed over TP, the replicated bias once */
+            float na = pt_grad_norm(a), nb = pt_grad_norm(b);
+            snprintf(nm, sizeof nm, "step %d: pt_grad_norm over the TP shards equals the unsplit model's", s);
+            snprintf(why, sizeof why, "%.9g vs %.9g", na, nb);
+            check(fabs(na - nb) <= TOL * (nb > 1 ? nb : 1), nm, why);
+        }
         if (s == 0 && g_tp > 1) { /* the test can fail: the shards without the reduction are not the answer */
             pt_graph *gc = pt_graph_new(a);
             pt_tensor *xc = pt_tensor_from(gc, PT_F32, 2, xs, x);
