@@ -123,6 +123,8 @@
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
    >>dp         data parallelism: gradient buckets reduced during backward, accumulation
    >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP
+   >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
+                check (matching sends, no deadlock), simulate the bubble, print the table
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -677,6 +679,77 @@ PTDEF pt_tensor *pt_linear_row_fwd(pt_graph *g, const pt_linear_layer *l, pt_ten
 PTDEF pt_mlp pt_mlp_tp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hidden, int64_t out, int gelu, float std);
 /** fc, act, proj: one allreduce forward (in proj) and one backward (of x's gradient). */
 PTDEF pt_tensor *pt_mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x);
+
+/* ---- pipeline schedules (>>pipeline) ---------------------------------------------------------
+   A pipeline schedule is data: for each of the p pipeline ranks, the list of instructions it runs
+   in one training step (compute a micro-batch's forward or backward of one model chunk, send or
+   receive an activation or a gradient, step the optimizer). With v virtual stages per rank the
+   model is cut into v*p stages; global stage s = chunk*p + rank (Megatron interleaving: rank r
+   holds stages r, r+p, r+2p, ...), the last stage (v*p-1) computes the loss. Activations flow from
+   stage s to s+1, gradients from s+1 to s; a transfer between stages of the same rank (p = 1) is
+   not emitted. In a send or receive, chunk is the chunk of the issuing rank's stage (the stage the
+   data leaves or enters) and peer is the other pipeline rank. The schedules can be checked (a
+   static simulation: matching, ordering, no deadlock with buffered sends and blocking receives),
+   simulated with given compute times, and printed as a timeline table. Pure computation: no MPI. */
+/** Schedule kinds. */
+typedef enum pt_pp_kind {
+    PT_PP_GPIPE = 0,     /**< all forwards, then all backwards (keeps m activations in flight) */
+    PT_PP_1F1B,          /**< warm-up of p-r-1 forwards on rank r, then one forward / one backward */
+    PT_PP_INTERLEAVED,   /**< Megatron interleaved 1F1B over v >= 2 chunks per rank; m % p == 0 */
+    PT_PP_FORWARD_ONLY   /**< forwards and activation transfers only (inference, evaluation) */
+} pt_pp_kind;
+/** Instruction kinds of a pipeline program. */
+typedef enum pt_pp_op {
+    PT_PP_FWD = 0,   /**< forward of (micro-batch, chunk) */
+    PT_PP_BWD,       /**< backward of (micro-batch, chunk) */
+    PT_PP_SEND_ACT,  /**< send the chunk's output activation to the next stage's rank (peer) */
+    PT_PP_RECV_ACT,  /**< receive the chunk's input activation from the previous stage's rank */
+    PT_PP_SEND_GRAD, /**< send the gradient of the chunk's input to the previous stage's rank */
+    PT_PP_RECV_GRAD, /**< receive the gradient of the chunk's output from the next stage's rank */
+    PT_PP_OPTIM      /**< optimizer step (once, last, on every rank of a training schedule) */
+} pt_pp_op;
+/** One instruction: op (pt_pp_op), micro-batch, chunk (virtual stage index on this rank, 0..v-1),
+    peer pipeline rank of a send/receive (-1 otherwise; mb and chunk are -1 for PT_PP_OPTIM). */
+typedef struct pt_pp_instr { int32_t op, mb, chunk, peer; } pt_pp_instr;
+typedef struct pt_pp_schedule pt_pp_schedule; /**< the per-rank programs of one pipeline step */
+
+/** A schedule of kind (pt_pp_kind) for p ranks, m micro-batches, v virtual stages per rank (1
+    unless PT_PP_INTERLEAVED, which needs v >= 2 and m % p == 0). NULL and a message naming the
+    numbers in err on bad arguments or allocation failure. */
+PTDEF pt_pp_schedule *pt_pp_schedule_new(int kind, int p, int m, int v, char *err, size_t errlen);
+/** A schedule from given programs (counts[r] instructions at progs[r], copied), e.g. a custom or a
+    deliberately broken one; only the sizes are checked here, run pt_pp_schedule_check. */
+PTDEF pt_pp_schedule *pt_pp_schedule_from(int kind, int p, int m, int v, const int *counts,
+                                          const pt_pp_instr *const *progs, char *err, size_t errlen);
+/** Frees a schedule (NULL is fine). */
+PTDEF void pt_pp_schedule_free(pt_pp_schedule *s);
+/** Kind, p, m, v of the schedule (any out pointer may be NULL). */
+PTDEF void pt_pp_schedule_shape(const pt_pp_schedule *s, int *kind, int *p, int *m, int *v);
+/** Number of instructions of rank's program (0 for a bad rank). */
+PTDEF int pt_pp_schedule_count(const pt_pp_schedule *s, int rank);
+/** rank's program, pt_pp_schedule_count(s, rank) instructions (NULL for a bad rank). */
+PTDEF const pt_pp_instr *pt_pp_schedule_instrs(const pt_pp_schedule *s, int rank);
+/** Forwards of rank's warm-up phase (before its first backward is due) as built; -1 for a schedule
+    from pt_pp_schedule_from or a bad rank. */
+PTDEF int pt_pp_schedule_warmup(const pt_pp_schedule *s, int rank);
+/** Peak activations in flight on rank: max over its program of forwards done minus backwards done
+    (a forward-only schedule never frees, so it reports its forward count). */
+PTDEF int pt_pp_schedule_peak_inflight(const pt_pp_schedule *s, int rank);
+/** Static check: fields in range, every send matched by exactly one receive, FWD after its
+    RECV_ACT, BWD after its RECV_GRAD and its FWD, sends after their compute, exactly one FWD and
+    (unless forward-only) one BWD per (micro-batch, stage), OPTIM last, and no deadlock with buffered
+    sends and blocking receives. The first violation (rank, instruction index, what) goes to err. */
+PTDEF pt_status pt_pp_schedule_check(const pt_pp_schedule *s, char *err, size_t errlen);
+/** Theoretical bubble (idle share of a step with equal stages): (p-1)/(v*m+p-1). */
+PTDEF double pt_pp_bubble_theory(int p, int m, int v);
+/** Event simulation, t_fwd / t_bwd per chunk forward / backward, transfers free, receives wait:
+    returns the idle share 1 - busy/(p*makespan) and the makespan (may be NULL); -1 if the schedule
+    is malformed or deadlocks. */
+PTDEF double pt_pp_schedule_simulate(const pt_pp_schedule *s, double t_fwd, double t_bwd, double *makespan);
+/** Prints the timeline (unit forward, 2-unit backward): one row "rank r |" per rank, F<mb> / B<mb>
+    (F<mb>.<chunk> when interleaved) per time slot, '.' idle; then the theoretical and simulated
+    bubble. file is a FILE * (NULL: stdout). */
+PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file);
 
 #ifdef __cplusplus
 }
@@ -3808,8 +3881,10 @@ PTDEF pt_tensor *pt_param_new(pt_ctx *ctx, const char *name, int ndim, const int
     if (!name || !shape || ndim < 1 || ndim > PT_MAX_DIMS)
         return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param_new: '%s': need a name and a shape of 1..%d dims, got ndim %d",
                                      name ? name : "(null)", PT_MAX_DIMS, ndim);
+    if (strlen(name) >= sizeof s.name)
+        return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param_new: name '%s' is longer than %d characters", name, (int)sizeof s.name - 1);
     memset(&s, 0, sizeof s);
-    snprintf(s.name, sizeof s.name, "%s", name);
+    memcpy(s.name, name, strlen(name) + 1);
     s.ndim = ndim;
     for (d = 0; d < PT_MAX_DIMS; d++) s.global_shape[d] = d < ndim ? shape[d] : 1;
     s.split_dim = -1;
@@ -4801,10 +4876,15 @@ PTDEF float pt_lr_at(const pt_lr_schedule *s, int64_t step) {
 /* >>nn  layers and the GPT */
 static pt_tensor *pt__param2(pt_ctx *ctx, const char *base, const char *suffix, int ndim, int64_t d0, int64_t d1, pt_init_kind init,
                              float scale, uint32_t flags) {
-    char name[96];
+    char name[sizeof(((pt_spec *)0)->name)];
     int64_t s[2];
+    size_t nb = strlen(base), ns = strlen(suffix);
     s[0] = d0, s[1] = d1;
-    snprintf(name, sizeof name, "%s%s", base, suffix);
+    if (nb + ns >= sizeof name)
+        return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param: name '%s%s' is longer than %d characters", base, suffix,
+                                     (int)sizeof name - 1);
+    memcpy(name, base, nb);
+    memcpy(name + nb, suffix, ns + 1);
     return pt_param_new(ctx, name, ndim, s, init, scale, flags);
 }
 PTDEF pt_linear_layer pt_linear_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
@@ -6178,6 +6258,537 @@ PTDEF pt_tensor *pt_mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
     h = pt_linear_col_fwd(g, &m->fc, x);
     h = m->gelu ? pt_gelu(g, h) : pt_relu(g, h);
     return pt_linear_row_fwd(g, &m->proj, h);
+}
+
+/* =================================================================================================
+   >>pipeline  pipeline schedules as data: GPipe, 1F1B, interleaved 1F1B, forward-only; a checker,
+   an event simulation and a timeline table
+   =================================================================================================
+   A schedule is built in two steps: first the order of the compute operations on each rank (a list
+   of (F|B, micro-batch, chunk)), then each one is expanded into receive, compute, send (a forward:
+   RECV_ACT from the previous stage's rank, FWD, SEND_ACT to the next; a backward: RECV_GRAD from
+   the next, BWD, SEND_GRAD to the previous; transfers between stages of one rank are dropped).
+   Receives are issued right before the compute that needs them and sends right after the compute
+   that produced the data, so with buffered sends the only waits are the data dependencies.
+   Interleaved order (Megatron): the k-th forward of a rank (k = 0..m*v-1) runs chunk (k/p)%v of
+   micro-batch (k/(p*v))*p + k%p, the k-th backward chunk v-1-(k/p)%v of the same micro-batch
+   formula; warm-up (p-r-1)*2 + (v-1)*p forwards (at most m*v), then forward warm-up+i and backward
+   i alternate, then the remaining backwards. 1F1B is the same with v = 1 and warm-up p-r-1.
+   Messages are keyed by (micro-batch, source stage); the checker and the simulation both run the
+   programs in sweeps over the ranks, each rank advancing until a receive whose send has not run. */
+
+struct pt_pp_schedule {
+    int kind, p, m, v;
+    int *count;         /* [p] instructions per rank */
+    int *warmup;        /* [p] warm-up forwards as built, -1 for pt_pp_schedule_from */
+    pt_pp_instr **prog; /* [p] programs */
+};
+
+static void pt__pp_msg(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void pt__pp_msg(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    if (!err || !errlen) return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static const char *pt__pp_kind_name(int kind) {
+    switch (kind) {
+    case PT_PP_GPIPE: return "GPipe";
+    case PT_PP_1F1B: return "1F1B";
+    case PT_PP_INTERLEAVED: return "interleaved 1F1B";
+    case PT_PP_FORWARD_ONLY: return "forward-only";
+    default: return "unknown";
+    }
+}
+
+static const char *pt__pp_op_name(int op) {
+    static const char *const names[] = {"FWD", "BWD", "SEND_ACT", "RECV_ACT", "SEND_GRAD", "RECV_GRAD", "OPTIM"};
+    return op >= 0 && op <= PT_PP_OPTIM ? names[op] : "bad op";
+}
+
+/* 1 if the arguments are valid, else 0 and a message */
+static int pt__pp_args(int kind, int p, int m, int v, char *err, size_t errlen) {
+    if (kind < PT_PP_GPIPE || kind > PT_PP_FORWARD_ONLY) {
+        pt__pp_msg(err, errlen, "pipeline schedule: unknown kind %d (PT_PP_GPIPE, PT_PP_1F1B, PT_PP_INTERLEAVED, PT_PP_FORWARD_ONLY)", kind);
+        return 0;
+    }
+    if (p < 1 || m < 1 || v < 1) {
+        pt__pp_msg(err, errlen, "pipeline schedule: need p >= 1 ranks, m >= 1 micro-batches, v >= 1 virtual stages (got p = %d, m = %d, v = %d)", p, m, v);
+        return 0;
+    }
+    if (kind != PT_PP_INTERLEAVED && v != 1) {
+        pt__pp_msg(err, errlen, "pipeline schedule: %s needs v = 1 virtual stage per rank (got v = %d); only PT_PP_INTERLEAVED takes v >= 2",
+                   pt__pp_kind_name(kind), v);
+        return 0;
+    }
+    if (kind == PT_PP_INTERLEAVED && v < 2) {
+        pt__pp_msg(err, errlen, "pipeline schedule: interleaved 1F1B needs v >= 2 virtual stages per rank (got v = %d; use PT_PP_1F1B for v = 1)", v);
+        return 0;
+    }
+    if (kind == PT_PP_INTERLEAVED && m % p != 0) {
+        pt__pp_msg(err, errlen, "pipeline schedule: interleaved 1F1B needs the micro-batches to be a multiple of the ranks (m = %d is not a multiple of p = %d)", m, p);
+        return 0;
+    }
+    if ((double)p * m * v > 16777216.0) {
+        pt__pp_msg(err, errlen, "pipeline schedule: p*m*v = %d*%d*%d too large (at most 2^24)", p, m, v);
+        return 0;
+    }
+    return 1;
+}
+
+/* an empty schedule with room for cap[r] instructions on rank r (cap NULL: cap1 each); NULL on OOM */
+static pt_pp_schedule *pt__pp_alloc(int kind, int p, int m, int v, const int *cap, int cap1, char *err, size_t errlen) {
+    pt_pp_schedule *s = (pt_pp_schedule *)PT_MALLOC(sizeof *s);
+    int r, ok = 1;
+    if (!s) goto oom;
+    s->kind = kind, s->p = p, s->m = m, s->v = v;
+    s->count = (int *)PT_MALLOC(sizeof(int) * (size_t)p);
+    s->warmup = (int *)PT_MALLOC(sizeof(int) * (size_t)p);
+    s->prog = (pt_pp_instr **)PT_MALLOC(sizeof(pt_pp_instr *) * (size_t)p);
+    if (!s->count || !s->warmup || !s->prog) {
+        if (s->count) PT_FREE(s->count);
+        if (s->warmup) PT_FREE(s->warmup);
+        if (s->prog) PT_FREE(s->prog);
+        PT_FREE(s);
+        goto oom;
+    }
+    for (r = 0; r < p; r++) {
+        s->count[r] = 0, s->warmup[r] = -1;
+        int c = cap ? cap[r] : cap1;
+        s->prog[r] = (pt_pp_instr *)PT_MALLOC(sizeof(pt_pp_instr) * (size_t)(c > 0 ? c : 1));
+        if (!s->prog[r]) ok = 0;
+    }
+    if (!ok) {
+        pt_pp_schedule_free(s);
+        goto oom;
+    }
+    return s;
+oom:
+    pt__pp_msg(err, errlen, "pipeline schedule: out of memory (p = %d, m = %d, v = %d)", p, m, v);
+    return NULL;
+}
+
+PTDEF void pt_pp_schedule_free(pt_pp_schedule *s) {
+    int r;
+    if (!s) return;
+    for (r = 0; r < s->p; r++)
+        if (s->prog[r]) PT_FREE(s->prog[r]);
+    PT_FREE(s->prog);
+    PT_FREE(s->count);
+    PT_FREE(s->warmup);
+    PT_FREE(s);
+}
+
+static void pt__pp_emit(pt_pp_schedule *s, int r, int op, int mb, int chunk, int peer) {
+    pt_pp_instr *in = &s->prog[r][s->count[r]++];
+    in->op = op, in->mb = mb, in->chunk = chunk, in->peer = peer;
+}
+
+/* appends one compute op (fwd or bwd of mb, chunk on rank r) with its receive and send */
+static void pt__pp_compute(pt_pp_schedule *s, int r, int fwd, int mb, int chunk) {
+    int p = s->p, st = chunk * p + r, nst = s->v * p;
+    if (fwd) {
+        if (st > 0 && (st - 1) % p != r) pt__pp_emit(s, r, PT_PP_RECV_ACT, mb, chunk, (st - 1) % p);
+        pt__pp_emit(s, r, PT_PP_FWD, mb, chunk, -1);
+        if (st < nst - 1 && (st + 1) % p != r) pt__pp_emit(s, r, PT_PP_SEND_ACT, mb, chunk, (st + 1) % p);
+    } else {
+        if (st < nst - 1 && (st + 1) % p != r) pt__pp_emit(s, r, PT_PP_RECV_GRAD, mb, chunk, (st + 1) % p);
+        pt__pp_emit(s, r, PT_PP_BWD, mb, chunk, -1);
+        if (st > 0 && (st - 1) % p != r) pt__pp_emit(s, r, PT_PP_SEND_GRAD, mb, chunk, (st - 1) % p);
+    }
+}
+
+/* (micro-batch, chunk) of the k-th forward (fwd) or backward of a rank, Megatron's order */
+static void pt__pp_order(int p, int v, int k, int fwd, int *mb, int *chunk) {
+    int c = (k / p) % v;
+    *chunk = fwd ? c : v - 1 - c;
+    *mb = (k / (p * v)) * p + k % p;
+}
+
+PTDEF pt_pp_schedule *pt_pp_schedule_new(int kind, int p, int m, int v, char *err, size_t errlen) {
+    pt_pp_schedule *s;
+    int r, k, n;
+    if (!pt__pp_args(kind, p, m, v, err, errlen)) return NULL;
+    s = pt__pp_alloc(kind, p, m, v, NULL, 6 * m * v + 1, err, errlen);
+    if (!s) return NULL;
+    n = m * v; /* compute ops of each kind per rank */
+    for (r = 0; r < p; r++) {
+        int mb, ch, warm;
+        if (kind == PT_PP_GPIPE || kind == PT_PP_FORWARD_ONLY) {
+            for (k = 0; k < m; k++) pt__pp_compute(s, r, 1, k, 0);
+            if (kind == PT_PP_GPIPE)
+                for (k = 0; k < m; k++) pt__pp_compute(s, r, 0, k, 0);
+            s->warmup[r] = m;
+        } else {
+            warm = kind == PT_PP_1F1B ? p - r - 1 : (p - r - 1) * 2 + (v - 1) * p;
+            if (warm > n) warm = n;
+            s->warmup[r] = warm;
+            for (k = 0; k < warm; k++) {
+                pt__pp_order(p, v, k, 1, &mb, &ch);
+                pt__pp_compute(s, r, 1, mb, ch);
+            }
+            for (k = 0; k < n - warm; k++) {
+                pt__pp_order(p, v, warm + k, 1, &mb, &ch);
+                pt__pp_compute(s, r, 1, mb, ch);
+                pt__pp_order(p, v, k, 0, &mb, &ch);
+                pt__pp_compute(s, r, 0, mb, ch);
+            }
+            for (k = n - warm; k < n; k++) {
+                pt__pp_order(p, v, k, 0, &mb, &ch);
+                pt__pp_compute(s, r, 0, mb, ch);
+            }
+        }
+        if (kind != PT_PP_FORWARD_ONLY) pt__pp_emit(s, r, PT_PP_OPTIM, -1, -1, -1);
+    }
+    return s;
+}
+
+PTDEF pt_pp_schedule *pt_pp_schedule_from(int kind, int p, int m, int v, const int *counts,
+                                          const pt_pp_instr *const *progs, char *err, size_t errlen) {
+    pt_pp_schedule *s;
+    int r;
+    if (!pt__pp_args(kind, p, m, v, err, errlen)) return NULL;
+    if (!counts || !progs) {
+        pt__pp_msg(err, errlen, "pt_pp_schedule_from: NULL counts or programs");
+        return NULL;
+    }
+    for (r = 0; r < p; r++)
+        if (counts[r] < 0 || (counts[r] > 0 && !progs[r])) {
+            pt__pp_msg(err, errlen, "pt_pp_schedule_from: rank %d has count %d and program %p", r, counts[r], (const void *)progs[r]);
+            return NULL;
+        }
+    s = pt__pp_alloc(kind, p, m, v, counts, 0, err, errlen);
+    if (!s) return NULL;
+    for (r = 0; r < p; r++) {
+        if (counts[r] > 0) memcpy(s->prog[r], progs[r], sizeof(pt_pp_instr) * (size_t)counts[r]);
+        s->count[r] = counts[r];
+    }
+    return s;
+}
+
+PTDEF void pt_pp_schedule_shape(const pt_pp_schedule *s, int *kind, int *p, int *m, int *v) {
+    if (kind) *kind = s ? s->kind : -1;
+    if (p) *p = s ? s->p : 0;
+    if (m) *m = s ? s->m : 0;
+    if (v) *v = s ? s->v : 0;
+}
+PTDEF int pt_pp_schedule_count(const pt_pp_schedule *s, int rank) {
+    return s && rank >= 0 && rank < s->p ? s->count[rank] : 0;
+}
+PTDEF const pt_pp_instr *pt_pp_schedule_instrs(const pt_pp_schedule *s, int rank) {
+    return s && rank >= 0 && rank < s->p ? s->prog[rank] : NULL;
+}
+PTDEF int pt_pp_schedule_warmup(const pt_pp_schedule *s, int rank) {
+    return s && rank >= 0 && rank < s->p ? s->warmup[rank] : -1;
+}
+PTDEF int pt_pp_schedule_peak_inflight(const pt_pp_schedule *s, int rank) {
+    int i, cur = 0, peak = 0;
+    if (!s || rank < 0 || rank >= s->p) return 0;
+    for (i = 0; i < s->count[rank]; i++) {
+        if (s->prog[rank][i].op == PT_PP_FWD) cur++;
+        if (s->prog[rank][i].op == PT_PP_BWD) cur--;
+        if (cur > peak) peak = cur;
+    }
+    return peak;
+}
+
+PTDEF double pt_pp_bubble_theory(int p, int m, int v) {
+    if (p < 1 || m < 1 || v < 1) return 0.0;
+    return (double)(p - 1) / ((double)v * m + p - 1);
+}
+
+/* ---- the simulation shared by the checker, pt_pp_schedule_simulate and the table ---------------- */
+
+/* message slot of a send/receive instruction of rank r: (mb, source stage), act and grad apart;
+   -1 if it names no valid transfer (bad stage, same rank, wrong peer) */
+static int64_t pt__pp_key(const pt_pp_schedule *s, int r, const pt_pp_instr *in) {
+    int p = s->p, nst = s->v * p, st = in->chunk * p + r, src, dst;
+    if (in->mb < 0 || in->mb >= s->m || in->chunk < 0 || in->chunk >= s->v) return -1;
+    switch (in->op) {
+    case PT_PP_SEND_ACT: src = st, dst = st + 1; break;
+    case PT_PP_RECV_ACT: src = st - 1, dst = st; break;
+    case PT_PP_SEND_GRAD: src = st, dst = st - 1; break;
+    case PT_PP_RECV_GRAD: src = st + 1, dst = st; break;
+    default: return -1;
+    }
+    if (src < 0 || src >= nst || dst < 0 || dst >= nst || src % p == dst % p) return -1;
+    if (in->peer != ((in->op == PT_PP_SEND_ACT || in->op == PT_PP_SEND_GRAD) ? dst : src) % p) return -1;
+    return ((int64_t)(in->op == PT_PP_SEND_GRAD || in->op == PT_PP_RECV_GRAD) * s->m + in->mb) * nst + src;
+}
+
+/* runs the programs: compute costs tf / tb, transfers free, a receive waits for its send. start[]
+   (total instructions, rank-major; may be NULL) gets each instruction's start time. Returns 1 if
+   every rank finished, 0 on deadlock (*stuck_rank, *stuck_pc: the first blocked rank and its
+   receive), -1 on a malformed instruction or OOM. */
+static int pt__pp_run(const pt_pp_schedule *s, double tf, double tb, double *start, double *makespan,
+                      double *busy, int *stuck_rank, int *stuck_pc) {
+    int p = s->p, r, progress, left, rc = 1;
+    int64_t nkey = (int64_t)2 * s->m * s->v * p, k, *base;
+    double *sent = (double *)PT_MALLOC(sizeof(double) * (size_t)nkey);
+    double *clock = (double *)PT_MALLOC(sizeof(double) * (size_t)p);
+    int *pc = (int *)PT_MALLOC(sizeof(int) * (size_t)p);
+    base = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)p);
+    if (!sent || !clock || !pc || !base) {
+        rc = -1;
+        goto done;
+    }
+    for (k = 0; k < nkey; k++) sent[k] = -1.0;
+    for (r = 0; r < p; r++) clock[r] = 0.0, pc[r] = 0, base[r] = r ? base[r - 1] + s->count[r - 1] : 0;
+    *busy = 0.0;
+    do {
+        progress = 0, left = 0;
+        for (r = 0; r < p; r++) {
+            while (pc[r] < s->count[r]) {
+                const pt_pp_instr *in = &s->prog[r][pc[r]];
+                if (in->op == PT_PP_FWD || in->op == PT_PP_BWD) {
+                    double c = in->op == PT_PP_FWD ? tf : tb;
+                    if (start) start[base[r] + pc[r]] = clock[r];
+                    clock[r] += c, *busy += c;
+                } else if (in->op == PT_PP_OPTIM) {
+                    if (start) start[base[r] + pc[r]] = clock[r];
+                } else {
+                    k = pt__pp_key(s, r, in);
+                    if (k < 0) {
+                        rc = -1;
+                        goto done;
+                    }
+                    if (in->op == PT_PP_RECV_ACT || in->op == PT_PP_RECV_GRAD) {
+                        if (sent[k] < 0) break;
+                        if (sent[k] > clock[r]) clock[r] = sent[k];
+                    } else
+                        sent[k] = clock[r];
+                    if (start) start[base[r] + pc[r]] = clock[r];
+                }
+                pc[r]++, progress = 1;
+            }
+            if (pc[r] < s->count[r]) left = 1;
+        }
+    } while (left && progress);
+    *makespan = 0.0;
+    for (r = 0; r < p; r++)
+        if (clock[r] > *makespan) *makespan = clock[r];
+    if (left) {
+        rc = 0;
+        for (r = 0; r < p; r++)
+            if (pc[r] < s->count[r]) {
+                *stuck_rank = r, *stuck_pc = pc[r];
+                break;
+            }
+    }
+done:
+    if (sent) PT_FREE(sent);
+    if (clock) PT_FREE(clock);
+    if (pc) PT_FREE(pc);
+    if (base) PT_FREE(base);
+    return rc;
+}
+
+static int64_t pt__pp_total(const pt_pp_schedule *s) {
+    int64_t t = 0;
+    int r;
+    for (r = 0; r < s->p; r++) t += s->count[r];
+    return t;
+}
+
+PTDEF double pt_pp_schedule_simulate(const pt_pp_schedule *s, double t_fwd, double t_bwd, double *makespan) {
+    double ms = 0.0, busy = 0.0;
+    int stuck = -1, stuckpc = -1;
+    if (makespan) *makespan = 0.0;
+    if (!s || pt__pp_run(s, t_fwd, t_bwd, NULL, &ms, &busy, &stuck, &stuckpc) != 1) return -1.0;
+    if (makespan) *makespan = ms;
+    return ms > 0.0 ? 1.0 - busy / (s->p * ms) : 0.0;
+}
+
+/* ---- the checker ---------------------------------------------------------------------------------- */
+
+PTDEF pt_status pt_pp_schedule_check(const pt_pp_schedule *s, char *err, size_t errlen) {
+    pt_status st = PT_OK;
+    int p, m, v, nst, r, i, train, stuck = -1, stuckpc = -1, rc;
+    int64_t nkey, nms, k;
+    /* per (mb, stage): FWD, BWD, RECV_ACT, RECV_GRAD seen; per message: send / recv (rank, index) */
+    unsigned char *fw = NULL, *bw = NULL, *ra = NULL, *rg = NULL;
+    int *snd = NULL, *rcv = NULL;
+    double ms, busy, *start = NULL;
+    if (!s) {
+        pt__pp_msg(err, errlen, "pt_pp_schedule_check: NULL schedule");
+        return PT_ERR_ARG;
+    }
+    p = s->p, m = s->m, v = s->v, nst = v * p, train = s->kind != PT_PP_FORWARD_ONLY;
+    nms = (int64_t)m * nst, nkey = 2 * nms;
+    fw = (unsigned char *)PT_MALLOC((size_t)nms * 4);
+    snd = (int *)PT_MALLOC(sizeof(int) * 2 * (size_t)nkey);
+    start = (double *)PT_MALLOC(sizeof(double) * (size_t)(pt__pp_total(s) + 1));
+    if (!fw || !snd || !start) {
+        pt__pp_msg(err, errlen, "pt_pp_schedule_check: out of memory");
+        st = PT_ERR_OOM;
+        goto done;
+    }
+    bw = fw + nms, ra = bw + nms, rg = ra + nms, rcv = snd + nkey;
+    memset(fw, 0, (size_t)nms * 4);
+    for (k = 0; k < 2 * nkey; k++) snd[k] = -1;
+#define PT__PP_FAIL(...)                        \
+    do {                                        \
+        pt__pp_msg(err, errlen, __VA_ARGS__);   \
+        st = PT_ERR_STATE;                      \
+        goto done;                              \
+    } while (0)
+    /* pass 1: each rank's program on its own: fields, order, duplicates */
+    for (r = 0; r < p; r++) {
+        const pt_pp_instr *prog = s->prog[r];
+        for (i = 0; i < s->count[r]; i++) {
+            const pt_pp_instr *in = &prog[i];
+            int op = in->op, mb = in->mb, ch = in->chunk, sg = ch * p + r;
+            int64_t ms_i = (int64_t)mb * nst + sg;
+            if (op < PT_PP_FWD || op > PT_PP_OPTIM) PT__PP_FAIL("rank %d instruction %d: unknown op %d", r, i, op);
+            if (op == PT_PP_OPTIM) {
+                if (!train) PT__PP_FAIL("rank %d instruction %d: OPTIM in a forward-only schedule", r, i);
+                if (i != s->count[r] - 1) PT__PP_FAIL("rank %d instruction %d: OPTIM is not the last instruction (%d follow)", r, i, s->count[r] - 1 - i);
+                continue;
+            }
+            if (mb < 0 || mb >= m || ch < 0 || ch >= v)
+                PT__PP_FAIL("rank %d instruction %d: %s micro-batch %d chunk %d out of range (m = %d, v = %d)", r, i, pt__pp_op_name(op), mb, ch, m, v);
+            switch (op) {
+            case PT_PP_FWD:
+                if (fw[ms_i]) PT__PP_FAIL("rank %d instruction %d: second FWD of micro-batch %d chunk %d (stage %d)", r, i, mb, ch, sg);
+                if (sg > 0 && (sg - 1) % p != r && !ra[ms_i])
+                    PT__PP_FAIL("rank %d instruction %d: FWD of micro-batch %d chunk %d (stage %d) before its RECV_ACT from rank %d", r, i, mb, ch, sg, (sg - 1) % p);
+                fw[ms_i] = 1;
+                break;
+            case PT_PP_BWD:
+                if (!train) PT__PP_FAIL("rank %d instruction %d: BWD in a forward-only schedule", r, i);
+                if (bw[ms_i]) PT__PP_FAIL("rank %d instruction %d: second BWD of micro-batch %d chunk %d (stage %d)", r, i, mb, ch, sg);
+                if (!fw[ms_i]) PT__PP_FAIL("rank %d instruction %d: BWD of micro-batch %d chunk %d (stage %d) before its FWD", r, i, mb, ch, sg);
+                if (sg < nst - 1 && (sg + 1) % p != r && !rg[ms_i])
+                    PT__PP_FAIL("rank %d instruction %d: BWD of micro-batch %d chunk %d (stage %d) before its RECV_GRAD from rank %d", r, i, mb, ch, sg, (sg + 1) % p);
+                bw[ms_i] = 1;
+                break;
+            default:
+                k = pt__pp_key(s, r, in);
+                if (k < 0)
+                    PT__PP_FAIL("rank %d instruction %d: %s micro-batch %d chunk %d (stage %d) peer %d names no transfer between neighbouring stages on different ranks",
+                                r, i, pt__pp_op_name(op), mb, ch, sg, in->peer);
+                if (op == PT_PP_SEND_ACT || op == PT_PP_SEND_GRAD) {
+                    if (op == PT_PP_SEND_ACT && !fw[ms_i])
+                        PT__PP_FAIL("rank %d instruction %d: SEND_ACT of micro-batch %d chunk %d before its FWD", r, i, mb, ch);
+                    if (op == PT_PP_SEND_GRAD && !bw[ms_i])
+                        PT__PP_FAIL("rank %d instruction %d: SEND_GRAD of micro-batch %d chunk %d before its BWD", r, i, mb, ch);
+                    if (snd[k] >= 0)
+                        PT__PP_FAIL("rank %d instruction %d: second %s of micro-batch %d chunk %d (first at instruction %d)", r, i, pt__pp_op_name(op), mb, ch, snd[k]);
+                    snd[k] = i;
+                } else {
+                    if (rcv[k] >= 0)
+                        PT__PP_FAIL("rank %d instruction %d: second %s of micro-batch %d chunk %d (first at instruction %d)", r, i, pt__pp_op_name(op), mb, ch, rcv[k]);
+                    if (op == PT_PP_RECV_ACT) ra[ms_i] = 1;
+                    else rg[ms_i] = 1;
+                    rcv[k] = i;
+                }
+            }
+        }
+        if (train && (s->count[r] == 0 || prog[s->count[r] - 1].op != PT_PP_OPTIM))
+            PT__PP_FAIL("rank %d instruction %d: the program does not end with OPTIM", r, s->count[r]);
+    }
+    /* pass 2: completeness and matching */
+    for (k = 0; k < nms; k++) {
+        int mb = (int)(k / nst), sg = (int)(k % nst);
+        if (!fw[k]) PT__PP_FAIL("rank %d instruction -: no FWD of micro-batch %d chunk %d (stage %d)", sg % p, mb, sg / p, sg);
+        if (train && !bw[k]) PT__PP_FAIL("rank %d instruction -: no BWD of micro-batch %d chunk %d (stage %d)", sg % p, mb, sg / p, sg);
+    }
+    for (k = 0; k < nkey; k++) {
+        int grad = k >= nms, mb = (int)((k % nms) / nst), src = (int)(k % nst), dst = grad ? src - 1 : src + 1;
+        if (snd[k] >= 0 && rcv[k] < 0)
+            PT__PP_FAIL("rank %d instruction %d: %s of micro-batch %d chunk %d to rank %d has no matching %s", src % p, snd[k],
+                        grad ? "SEND_GRAD" : "SEND_ACT", mb, src / p, dst % p, grad ? "RECV_GRAD" : "RECV_ACT");
+        if (rcv[k] >= 0 && snd[k] < 0)
+            PT__PP_FAIL("rank %d instruction %d: %s of micro-batch %d chunk %d from rank %d has no matching %s", dst % p, rcv[k],
+                        grad ? "RECV_GRAD" : "RECV_ACT", mb, dst / p, src % p, grad ? "SEND_GRAD" : "SEND_ACT");
+    }
+    /* pass 3: deadlock */
+    rc = pt__pp_run(s, 1.0, 2.0, start, &ms, &busy, &stuck, &stuckpc);
+    if (rc < 0) {
+        pt__pp_msg(err, errlen, "pt_pp_schedule_check: out of memory");
+        st = PT_ERR_OOM;
+        goto done;
+    }
+    if (rc == 0) {
+        const pt_pp_instr *in;
+        i = stuckpc;
+        in = &s->prog[stuck][i];
+        PT__PP_FAIL("rank %d instruction %d: deadlock: %s of micro-batch %d chunk %d from rank %d waits forever (its send is never reached)",
+                    stuck, i, pt__pp_op_name(in->op), in->mb, in->chunk, in->peer);
+    }
+#undef PT__PP_FAIL
+done:
+    if (fw) PT_FREE(fw);
+    if (snd) PT_FREE(snd);
+    if (start) PT_FREE(start);
+    return st;
+}
+
+/* ---- the table ------------------------------------------------------------------------------------ */
+
+PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file) {
+    FILE *f = file ? (FILE *)file : stdout;
+    double ms = 0.0, busy = 0.0, *start;
+    int r, i, t, slots, w = 2, stuck = -1, stuckpc = -1, rc;
+    int64_t b = 0;
+    char lab[32];
+    if (!s) {
+        fprintf(f, "pipeline schedule: (null)\n");
+        return;
+    }
+    fprintf(f, "pipeline schedule: %s, p = %d ranks, m = %d micro-batches, v = %d (F forward 1 unit, B backward 2 units)\n",
+            pt__pp_kind_name(s->kind), s->p, s->m, s->v);
+    start = (double *)PT_MALLOC(sizeof(double) * (size_t)(pt__pp_total(s) + 1));
+    if (!start) {
+        fprintf(f, "  (out of memory)\n");
+        return;
+    }
+    rc = pt__pp_run(s, 1.0, 2.0, start, &ms, &busy, &stuck, &stuckpc);
+    if (rc != 1) {
+        fprintf(f, "  (%s: run pt_pp_schedule_check)\n", rc == 0 ? "deadlocks" : "malformed");
+        PT_FREE(start);
+        return;
+    }
+    slots = (int)(ms + 0.5);
+    for (r = 0; r < s->p; r++)
+        for (i = 0; i < s->count[r]; i++) {
+            const pt_pp_instr *in = &s->prog[r][i];
+            int n = s->v > 1 ? snprintf(lab, sizeof lab, "F%d.%d", (int)in->mb, (int)in->chunk) : snprintf(lab, sizeof lab, "F%d", (int)in->mb);
+            if ((in->op == PT_PP_FWD || in->op == PT_PP_BWD) && n > w) w = n;
+        }
+    for (r = 0; r < s->p; r++) {
+        int cur = 0;
+        fprintf(f, "rank %d |", r);
+        for (t = 0; t < slots; t++) {
+            const char *txt = ".";
+            /* the compute op of rank r covering [t, t+1) */
+            for (; cur < s->count[r]; cur++) {
+                const pt_pp_instr *in = &s->prog[r][cur];
+                double st0 = start[b + cur], len;
+                if (in->op != PT_PP_FWD && in->op != PT_PP_BWD) continue;
+                len = in->op == PT_PP_FWD ? 1.0 : 2.0;
+                if (st0 + len <= t + 0.5) continue;
+                if (st0 <= t + 0.5) {
+                    if (s->v > 1) snprintf(lab, sizeof lab, "%c%d.%d", in->op == PT_PP_FWD ? 'F' : 'B', (int)in->mb, (int)in->chunk);
+                    else snprintf(lab, sizeof lab, "%c%d", in->op == PT_PP_FWD ? 'F' : 'B', (int)in->mb);
+                    txt = lab;
+                }
+                break;
+            }
+            fprintf(f, " %*s", w, txt);
+        }
+        fprintf(f, "\n");
+        b += s->count[r];
+    }
+    fprintf(f, "bubble: theory (p-1)/(v*m+p-1) = %.4f, simulated idle share = %.4f (makespan %d units)\n",
+            pt_pp_bubble_theory(s->p, s->m, s->v), ms > 0.0 ? 1.0 - busy / (s->p * ms) : 0.0, slots);
+    PT_FREE(start);
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

@@ -48,6 +48,9 @@ for cxx in $COMPILERS_CXX; do
         try "compile $cxx -x c++ -std=$std $W" "$OUT/$cxx.$std.log" $cxx -x c++ -std=$std $W -O1 -c tests/tu_a.c -o "$OUT/$cxx.$std.o"
     done
 done
+# -O3 enables more analysis-based warnings (format truncation, ...); bench and users build with it
+try "compile $GCC -std=c99 -O3 -march=native $W -fopenmp" "$OUT/o3.log" $GCC -std=c99 -pedantic $W -O3 -march=native -fopenmp -c tests/tu_a.c -o "$OUT/o3.o"
+try "compile g++ -x c++ -O3 $W" "$OUT/o3xx.log" $GXX -x c++ -std=c++17 $W -O3 -c tests/tu_a.c -o "$OUT/o3xx.o"
 try "compile $GCC -std=c99 $W -fopenmp -DPTRAIN_STATIC (static_test.c)" "$OUT/static.c.log" \
     $GCC -std=c99 -pedantic $W -O1 -fopenmp -c tests/static_test.c -o "$OUT/static_a.o"
 if [ -n "$COMPILERS_CXX" ]; then

@@ -168,19 +168,20 @@ int main(int argc, char **argv) {
         check(ok, "bubble: simulated idle share == (p-1)/(m+p-1) for GPipe and 1F1B (1e-9)", why);
         printf("    max |simulated - theory| = %.3g\n", worst);
     }
-    { /* interleaved v=2 beats 1F1B, close to its theory */
-        int ok = 1;
+    { /* interleaved: v=2 beats 1F1B; v=2..4 equal (p-1)/(v*m+p-1) */
+        int ok = 1, v;
         double worst = 0.0;
         for (p = 2; p <= pmax && ok; p++)
-            for (m = p; m <= mmax && ok; m += p) {
-                double f = idle_of(PT_PP_1F1B, p, m, 1), i2 = idle_of(PT_PP_INTERLEAVED, p, m, 2), th = pt_pp_bubble_theory(p, m, 2);
-                if (fabs(i2 - th) > worst) worst = fabs(i2 - th);
-                if (!(i2 >= 0.0 && i2 < f) || fabs(i2 - th) > 0.05) {
-                    snprintf(why, sizeof why, "p=%d m=%d: interleaved %.6f, 1f1b %.6f, theory(v=2) %.6f", p, m, i2, f, th);
-                    ok = 0;
+            for (m = p; m <= mmax && ok; m += p)
+                for (v = 2; v <= 4 && ok; v++) {
+                    double f = idle_of(PT_PP_1F1B, p, m, 1), iv = idle_of(PT_PP_INTERLEAVED, p, m, v), th = pt_pp_bubble_theory(p, m, v);
+                    if (fabs(iv - th) > worst) worst = fabs(iv - th);
+                    if (!(iv >= 0.0 && iv < f) || fabs(iv - th) > 1e-9) {
+                        snprintf(why, sizeof why, "p=%d m=%d v=%d: interleaved %.12f, 1f1b %.12f, theory %.12f", p, m, v, iv, f, th);
+                        ok = 0;
+                    }
                 }
-            }
-        check(ok, "bubble: interleaved v=2 idle < 1F1B idle for m >= p, within 0.05 of (p-1)/(2m+p-1)", why);
+        check(ok, "bubble: interleaved v=2..4 idle < 1F1B idle for m >= p and == (p-1)/(v*m+p-1) (1e-9)", why);
         printf("    max |interleaved simulated - theory| = %.3g\n", worst);
     }
 
