@@ -643,6 +643,18 @@ PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now);
 PTDEF pt_status pt_dp_finish(pt_dp *dp);
 /** The counters. */
 PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
+/** ZeRO stage for optimizer o of dp's context (collective over the DP ranks): 1 = ZeRO-1: DP rank r
+    owns the slab range [lo_r, hi_r) (the slab cut in dp equal parts, boundaries rounded down to 16
+    floats, the last rank takes the rest); o keeps moment state for that range only (the full slabs
+    are freed) and pt_optim_step updates only it, then allgathers the parameter slab over DP
+    (MPI_Allgatherv) so every rank holds the whole updated model. Gradients are still allreduced in
+    full by pt_dp_finish, so the clipping norm is the global one. 0 = back to unsharded (the state
+    shards are allgathered into full slabs). One optimizer per pt_dp; the parameter slab needs host
+    memory. pt_dp_free detaches the allgather: free the optimizer or call pt_dp_zero(dp, o, 0) first
+    if it is used afterwards. With one DP rank (or without PTRAIN_MPI) it changes nothing. */
+PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage);
+/** Bytes of optimizer state (moments) this rank holds for o: the whole slab's, or its ZeRO shard's. */
+PTDEF int64_t pt_optim_state_bytes(const pt_optim *o);
 
 /* ---- tensor parallelism (>>tp) ---------------------------------------------------------------
    Megatron-style building blocks over the TP communicator of the context's grid (pt_desc.dist;
@@ -4758,6 +4770,12 @@ struct pt_optim {
     pt__run *runs;
     int nruns;
     int64_t steps;
+    /* ZeRO-1 (>>dp, pt_dp_zero): m and v hold only the slab range [zlo, zhi) (element zlo at state
+       offset 0) and pt_optim_step updates only that range; [0, slab_n) when not sharded. After the
+       update post_step (the DP allgather of the parameter slab) runs, if set. */
+    int64_t zlo, zhi;
+    pt_status (*post_step)(void *user);
+    void *post_user;
 };
 
 static double pt__grad_sumsq(pt_ctx *ctx); /* >>tp: shards summed over TP, replicated once */
@@ -4784,6 +4802,7 @@ PTDEF pt_optim *pt_optim_new(pt_ctx *ctx, const pt_optim_desc *desc) {
     memset(o, 0, sizeof *o);
     o->ctx = ctx;
     o->d = *desc;
+    o->zlo = 0, o->zhi = ctx->slab_n;
     if (o->d.kind == PT_OPTIM_ADAMW) {
         if (o->d.beta1 == 0) o->d.beta1 = 0.9f;
         if (o->d.beta2 == 0) o->d.beta2 = 0.95f;
@@ -4837,6 +4856,53 @@ PTDEF void pt_optim_free(pt_optim *o) {
     PT_FREE(o);
 }
 PTDEF int64_t pt_optim_steps(const pt_optim *o) { return o ? o->steps : 0; }
+PTDEF int64_t pt_optim_state_bytes(const pt_optim *o) {
+    if (!o) return 0;
+    return ((o->m.raw || o->m.dev) ? o->m.bytes : 0) + ((o->v.raw || o->v.dev) ? o->v.bytes : 0);
+}
+
+/* Re-shards the optimizer state to the slab range [lo, hi) (ZeRO-1; [0, slab_n) = unsharded): new
+   zeroed slabs of hi - lo floats; the part of the old range that overlaps the new one is copied
+   (host memory needed for that once steps were taken). The old slabs are freed, so the memory
+   accounting (pt_mem_stats optim) drops to the shard. Does not touch the parameters. */
+static pt_status pt__optim_reshard(pt_optim *o, int64_t lo, int64_t hi) {
+    pt_ctx *ctx = o->ctx;
+    pt_storage nm, nv;
+    int64_t n = hi - lo, clo = PT__MAX(lo, o->zlo), chi = PT__MIN(hi, o->zhi);
+    int adam = o->d.kind == PT_OPTIM_ADAMW, k;
+    if (lo < 0 || hi > ctx->slab_n || lo > hi)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_optim: shard [%lld, %lld) outside the slab of %lld", (long long)lo, (long long)hi,
+                                    (long long)ctx->slab_n), PT_ERR_ARG);
+    if (lo == o->zlo && hi == o->zhi) return PT_OK;
+    memset(&nm, 0, sizeof nm);
+    memset(&nv, 0, sizeof nv);
+    if (n > 0 && (pt__st_alloc(ctx, &nm, n * 4, PT__MEM_OPTIM) != PT_OK ||
+                  (adam && pt__st_alloc(ctx, &nv, n * 4, PT__MEM_OPTIM) != PT_OK))) {
+        pt__st_free(ctx, &nm);
+        pt__st_free(ctx, &nv);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_optim: out of memory for the state shard (%lld floats)", (long long)n), PT_ERR_OOM);
+    }
+    for (k = 0; k < 2 && n > 0; k++) {
+        pt_storage *ns = k ? &nv : &nm, *os = k ? &o->v : &o->m;
+        pt_tensor t;
+        if (!ns->raw && !ns->dev) continue;
+        t = pt__slab_view(ns, n);
+        ctx->be->fill(ctx, &t, 0.0f);
+        if (o->steps > 0 && chi > clo) {
+            if (!ns->host || !os->host) {
+                pt__st_free(ctx, &nm);
+                pt__st_free(ctx, &nv);
+                return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_optim: re-sharding state after steps needs host memory"), PT_ERR_STATE);
+            }
+            memcpy((float *)ns->host + (clo - lo), (const float *)os->host + (clo - o->zlo), (size_t)(chi - clo) * 4);
+        }
+    }
+    pt__st_free(ctx, &o->m);
+    pt__st_free(ctx, &o->v);
+    o->m = nm, o->v = nv;
+    o->zlo = lo, o->zhi = hi;
+    return PT_OK;
+}
 
 PTDEF float pt_optim_step(pt_optim *o, float lr) {
     pt_ctx *ctx;
@@ -4847,18 +4913,24 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
     norm = pt_grad_norm(ctx);
     if (o->d.clip_norm > 0 && norm > o->d.clip_norm) gscale = o->d.clip_norm / (norm + 1e-6f);
     o->steps++;
+    /* ZeRO-1: the norm above is still the global one, since every DP rank holds the whole averaged
+       gradient (pt_dp_finish allreduces it); only the runs' parts inside [zlo, zhi) are updated */
     for (r = 0; r < o->nruns; r++) {
         pt__run *u = &o->runs[r];
-        pt_tensor p = pt__slab_view(ctx->pslab, u->n), g = pt__slab_view(ctx->gslab, u->n), m = pt__slab_view(&o->m, u->n),
-                  v = pt__slab_view(&o->v, u->n);
-        p.off = g.off = m.off = v.off = u->off;
+        int64_t lo = PT__MAX(u->off, o->zlo), hi = PT__MIN(u->off + u->n, o->zhi), n = hi - lo;
+        pt_tensor p, g, m, v;
+        if (n <= 0) continue;
+        p = pt__slab_view(ctx->pslab, n), g = pt__slab_view(ctx->gslab, n), m = pt__slab_view(&o->m, n), v = pt__slab_view(&o->v, n);
+        p.off = g.off = lo;
+        m.off = v.off = lo - o->zlo;
         if (o->d.kind == PT_OPTIM_ADAMW) {
             float bc1 = 1.0f - powf(o->d.beta1, (float)o->steps), bc2 = 1.0f - powf(o->d.beta2, (float)o->steps);
-            ctx->be->adamw(ctx, &p, &g, &m, &v, u->n, lr, o->d.beta1, o->d.beta2, o->d.eps, u->wd, bc1, bc2, gscale);
+            ctx->be->adamw(ctx, &p, &g, &m, &v, n, lr, o->d.beta1, o->d.beta2, o->d.eps, u->wd, bc1, bc2, gscale);
         } else {
-            ctx->be->sgd(ctx, &p, &g, o->d.momentum > 0 ? &m : NULL, u->n, lr, o->d.momentum, u->wd, gscale);
+            ctx->be->sgd(ctx, &p, &g, o->d.momentum > 0 ? &m : NULL, n, lr, o->d.momentum, u->wd, gscale);
         }
     }
+    if (o->post_step && o->post_step(o->post_user) != PT_OK) return NAN;
     return norm;
 }
 
@@ -5821,9 +5893,11 @@ struct pt_dp {
     int reducing;     /* pt_dp_begin(dp, 1) seen, pt_dp_finish not yet */
     int in_backward;  /* between pt_dp_begin and pt_dp_finish: starts count as overlapped */
     pt_dp_stats stats;
+    pt_optim *zopt;   /* ZeRO-1 optimizer (pt_dp_zero), or NULL */
 #ifdef PTRAIN_MPI
     MPI_Comm comm;
     MPI_Request *req; /* [nb] */
+    int *zcnt, *zdispl; /* [dpsize]: ZeRO shard of each DP rank (elements, offsets) for MPI_Allgatherv */
 #endif
 };
 
@@ -5998,8 +6072,20 @@ static pt_status pt__dp_complete(pt_dp *dp) {
 }
 #endif
 
+/* o still in ctx's optimizer list (it may have been freed before dp) */
+static int pt__dp_optim_alive(pt_dp *dp, pt_optim *o) {
+    pt_optim *q;
+    for (q = dp->ctx->optims; q; q = q->next)
+        if (q == o) return 1;
+    return 0;
+}
+
 PTDEF void pt_dp_free(pt_dp *dp) {
     if (!dp) return;
+    if (dp->zopt && pt__dp_optim_alive(dp, dp->zopt) && dp->zopt->post_user == (void *)dp) {
+        dp->zopt->post_step = NULL;
+        dp->zopt->post_user = NULL;
+    }
 #ifdef PTRAIN_MPI
     if (dp->reducing && dp->req && dp->started && dp->done) (void)pt__dp_complete(dp);
     if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
@@ -6007,6 +6093,8 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     if (dp->dpsize > 1 && dp->ctx->poll == pt__dp_poll && dp->ctx->poll_user == (void *)dp)
         pt_set_backward_poll(dp->ctx, NULL, NULL);
     PT_FREE(dp->req);
+    PT_FREE(dp->zcnt);
+    PT_FREE(dp->zdispl);
 #endif
     PT_FREE(dp->lo);
     PT_FREE(dp->hi);
@@ -6069,6 +6157,91 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
     if (dp) return dp->stats;
     memset(&s, 0, sizeof s);
     return s;
+}
+
+/* ---- ZeRO-1: optimizer state sharded over the DP ranks ------------------------------------------
+   Simple form: pt_dp_finish still allreduces the whole gradient (every rank holds the full mean, so
+   pt_grad_norm, and the clip scale from it, is the global norm with no extra communication); each
+   rank then updates only its own slab range with its own state shard, and the parameter slab is
+   allgathered in place over DP. Shard boundaries are multiples of 16 floats (slab slices are
+   64-byte aligned), the same on every rank. The optimizer state per rank is about 1/dp of the whole
+   (the ZeRO-1 memory win); the gradient traffic is unchanged (a reduce-scatter would halve it). */
+#ifdef PTRAIN_MPI
+static pt_status pt__dp_zero_gather(void *user) {
+    pt_dp *dp = (pt_dp *)user;
+    pt_tensor ps = pt_param_slab(dp->ctx);
+    float *p = pt_f32(&ps);
+    int rc;
+    if (!p) return (pt_status)(pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp (ZeRO): the parameter slab has no host memory"), PT_ERR_STATE);
+    rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, dp->zcnt, dp->zdispl, MPI_FLOAT, dp->comm);
+    if (rc != MPI_SUCCESS)
+        return (pt_status)(pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp (ZeRO): MPI_Allgatherv of the parameters failed (MPI error %d)", rc),
+                           PT_ERR_DEVICE);
+    return PT_OK;
+}
+#endif
+
+PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
+    pt_ctx *ctx;
+    int64_t lo = 0, hi;
+    if (!dp || !o) return PT_ERR_ARG;
+    ctx = dp->ctx;
+    if (o->ctx != ctx) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: the optimizer belongs to another context"), PT_ERR_ARG);
+    if (stage != 0 && stage != 1)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: stage %d (expected 0 or 1)", stage), PT_ERR_ARG);
+    if (stage == 1 && dp->zopt && dp->zopt != o && pt__dp_optim_alive(dp, dp->zopt))
+        return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: another optimizer is already sharded over this pt_dp"), PT_ERR_STATE);
+    hi = ctx->slab_n;
+    if (dp->dpsize <= 1) return pt__optim_reshard(o, lo, hi); /* one rank: the shard is the whole slab */
+#ifdef PTRAIN_MPI
+    {
+        int r, me = 0, n = dp->dpsize;
+        pt_status st;
+        if (ctx->slab_n > 0x7fffffff)
+            return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: slab of %lld floats exceeds MPI's int counts", (long long)ctx->slab_n),
+                               PT_ERR_ARG);
+        if (!dp->zcnt) {
+            dp->zcnt = (int *)PT_MALLOC(sizeof(int) * (size_t)n);
+            dp->zdispl = (int *)PT_MALLOC(sizeof(int) * (size_t)n);
+            if (!dp->zcnt || !dp->zdispl) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory"), PT_ERR_OOM);
+        }
+        MPI_Comm_rank(dp->comm, &me);
+        for (r = 0; r < n; r++) {
+            int64_t a = (ctx->slab_n * r / n) & ~(int64_t)15, b = r + 1 < n ? (ctx->slab_n * (r + 1) / n) & ~(int64_t)15 : ctx->slab_n;
+            dp->zdispl[r] = (int)a;
+            dp->zcnt[r] = (int)(b - a);
+        }
+        if (stage == 1) {
+            st = pt__optim_reshard(o, dp->zdispl[me], (int64_t)dp->zdispl[me] + dp->zcnt[me]);
+            if (st != PT_OK) return st;
+            o->post_step = pt__dp_zero_gather;
+            o->post_user = dp;
+            dp->zopt = o;
+            return PT_OK;
+        }
+        /* stage 0: gather the state shards back into full slabs */
+        if (o->zlo == 0 && o->zhi == hi) return PT_OK;
+        if (o->zlo != dp->zdispl[me] || o->zhi != (int64_t)dp->zdispl[me] + dp->zcnt[me])
+            return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: the optimizer is not sharded over this pt_dp"), PT_ERR_STATE);
+        st = pt__optim_reshard(o, 0, hi);
+        if (st != PT_OK) return st;
+        for (r = 0; r < 2; r++) {
+            pt_storage *s = r ? &o->v : &o->m;
+            int rc;
+            if (!s->raw && !s->dev) continue;
+            if (!s->host) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: the optimizer state has no host memory"), PT_ERR_STATE);
+            rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s->host, dp->zcnt, dp->zdispl, MPI_FLOAT, dp->comm);
+            if (rc != MPI_SUCCESS)
+                return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_dp_zero: MPI_Allgatherv of the state failed (MPI error %d)", rc),
+                                   PT_ERR_DEVICE);
+        }
+        if (o->post_user == (void *)dp) o->post_step = NULL, o->post_user = NULL;
+        if (dp->zopt == o) dp->zopt = NULL;
+        return PT_OK;
+    }
+#else
+    return PT_OK;
+#endif
 }
 
 /* =================================================================================================

@@ -69,6 +69,7 @@ if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$BUILD/test_dp_mpi" -lm >"
     for n in 2 4; do
         prog "mpirun -np $n test_dp" "$BUILD/dp_np$n.log" $MPIRUN -np $n "$B/test_dp_mpi"
     done
+    if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_zero.c -o "$BUILD/test_zero_mpi" -lm >"$BUILD/test_zero_mpi.build.log" 2>&1; then for n in 2 4; do prog "mpirun -np $n test_zero (ZeRO-1)" "$BUILD/zero_np$n.log" $MPIRUN -np $n "$B/test_zero_mpi"; done; else fail "build test_zero_mpi" "see $BUILD/test_zero_mpi.build.log"; fi
 else
     fail "build test_dp_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_dp_mpi.build.log"
     head -n 20 "$BUILD/test_dp_mpi.build.log" | sed 's/^/    /'
