@@ -932,6 +932,20 @@ static void *pt__fail(pt_ctx *ctx, pt_status st, const char *fmt, ...) {
     return NULL;
 }
 
+/* Formats a message into a caller's buffer (for functions that report errors without a context). */
+static void pt__msg(char *err, size_t errlen, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void pt__msg(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    if (!err || !errlen) return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
 PTDEF pt_status pt_status_get(const pt_ctx *ctx) { return ctx ? ctx->status : PT_ERR_ARG; }
 PTDEF const char *pt_error(const pt_ctx *ctx) { return ctx ? ctx->err : "no context"; }
 PTDEF void pt_error_clear(pt_ctx *ctx) {
@@ -5245,18 +5259,6 @@ struct pt_dist {
 #endif
 };
 
-static void pt__dist_msg(char *err, size_t errlen, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static void pt__dist_msg(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    if (!err || !errlen) return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- the pure layout functions ---------------------------------------------------------------- */
 PTDEF pt_status pt_layout_resolve(pt_layout *l, int world, char *err, size_t errlen) {
@@ -5264,15 +5266,15 @@ PTDEF pt_status pt_layout_resolve(pt_layout *l, int world, char *err, size_t err
     double need;
     if (err && errlen) err[0] = 0;
     if (!l) {
-        pt__dist_msg(err, errlen, "pt_layout_resolve: NULL layout");
+        pt__msg(err, errlen, "pt_layout_resolve: NULL layout");
         return PT_ERR_ARG;
     }
     if (world < 1) {
-        pt__dist_msg(err, errlen, "world of %d ranks, expected >= 1", world);
+        pt__msg(err, errlen, "world of %d ranks, expected >= 1", world);
         return PT_ERR_ARG;
     }
     if (l->dp < 0 || l->tp < 0 || l->pp < 0) {
-        pt__dist_msg(err, errlen, "layout dp=%d tp=%d pp=%d: a size is negative (sizes are >= 1, or 0 = the rest of the world)",
+        pt__msg(err, errlen, "layout dp=%d tp=%d pp=%d: a size is negative (sizes are >= 1, or 0 = the rest of the world)",
                      (int)l->dp, (int)l->tp, (int)l->pp);
         return PT_ERR_ARG;
     }
@@ -5283,14 +5285,14 @@ PTDEF pt_status pt_layout_resolve(pt_layout *l, int world, char *err, size_t err
         return PT_OK;
     }
     if (zeros == 2) {
-        pt__dist_msg(err, errlen, "layout dp=%d tp=%d pp=%d: two sizes are 0 (at most one may be 0 = the rest of the world)",
+        pt__msg(err, errlen, "layout dp=%d tp=%d pp=%d: two sizes are 0 (at most one may be 0 = the rest of the world)",
                      (int)l->dp, (int)l->tp, (int)l->pp);
         return PT_ERR_ARG;
     }
     need = (double)(l->dp ? l->dp : 1) * (double)(l->tp ? l->tp : 1) * (double)(l->pp ? l->pp : 1);
     if (zeros == 1) {
         if (need > (double)world || world % (int)need != 0) {
-            pt__dist_msg(err, errlen,
+            pt__msg(err, errlen,
                          "layout dp=%d tp=%d pp=%d: the world of %d ranks does not divide by %.0f (the product of the other sizes)",
                          (int)l->dp, (int)l->tp, (int)l->pp, world, need);
             return PT_ERR_ARG;
@@ -5302,7 +5304,7 @@ PTDEF pt_status pt_layout_resolve(pt_layout *l, int world, char *err, size_t err
         return PT_OK;
     }
     if (need != (double)world) {
-        pt__dist_msg(err, errlen, "layout dp=%d tp=%d pp=%d needs %.0f ranks, the world has %d (set one size to 0 for the rest)",
+        pt__msg(err, errlen, "layout dp=%d tp=%d pp=%d needs %.0f ranks, the world has %d (set one size to 0 for the rest)",
                      (int)l->dp, (int)l->tp, (int)l->pp, need, world);
         return PT_ERR_ARG;
     }
@@ -5335,7 +5337,7 @@ static int pt__dist_fake_node_size(char *msg, size_t n) {
     if (!e || !*e) return 0;
     v = strtol(e, &end, 10);
     if (!end || *end || v < 1 || v > 1000000000L) {
-        pt__dist_msg(msg, n, "pt_dist_init: PTRAIN_FAKE_NODE_SIZE='%s', expected a whole number >= 1 (ranks per fake node)", e);
+        pt__msg(msg, n, "pt_dist_init: PTRAIN_FAKE_NODE_SIZE='%s', expected a whole number >= 1 (ranks per fake node)", e);
         return -1;
     }
     return (int)v;
@@ -5403,7 +5405,7 @@ static int pt__dist_tp_fits(const pt_dist *d, char *msg, size_t n) {
             if (d->node_of[r] != d->node_of[g]) {
                 int node_size = 0, k;
                 for (k = 0; k < d->size; k++) node_size += d->node_of[k] == d->node_of[g];
-                pt__dist_msg(msg, n,
+                pt__msg(msg, n,
                              "pt_dist_init: layout dp=%d tp=%d pp=%d on %d ranks: tp=%d does not fit in nodes of %d ranks: a "
                              "tensor-parallel group would cross nodes (ranks %d-%d span nodes %d and %d%s); set "
                              "allow_tp_across_nodes to force",
@@ -5430,7 +5432,7 @@ static void pt__dist_mpi_msg(char *msg, size_t n, const char *what, int rc) {
     es[0] = 0;
     if (MPI_Error_string(rc, es, &len) != MPI_SUCCESS) len = 0;
     es[len > 0 && len < MPI_MAX_ERROR_STRING ? len : 0] = 0;
-    pt__dist_msg(msg, n, "pt_dist_init: %s failed (error %d: %s)", what, rc, es);
+    pt__msg(msg, n, "pt_dist_init: %s failed (error %d: %s)", what, rc, es);
 }
 
 /* The agreement: 1 if every rank of comm passed ok; else 0 and msg (PT__DIST_MSG bytes) holds the
@@ -5441,12 +5443,12 @@ static int pt__dist_agree_comm(MPI_Comm comm, int ok, char *msg) {
     MPI_Comm_size(comm, &size);
     v = ok ? size : rank;
     if (MPI_Allreduce(&v, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
-        pt__dist_msg(msg, PT__DIST_MSG, "pt_dist: the error agreement (MPI_Allreduce) failed");
+        pt__msg(msg, PT__DIST_MSG, "pt_dist: the error agreement (MPI_Allreduce) failed");
         return 0;
     }
     if (first >= size) return 1;
     if (MPI_Bcast(msg, PT__DIST_MSG, MPI_CHAR, first, comm) != MPI_SUCCESS)
-        pt__dist_msg(msg, PT__DIST_MSG, "pt_dist: rank %d failed (its message could not be broadcast)", first);
+        pt__msg(msg, PT__DIST_MSG, "pt_dist: rank %d failed (its message could not be broadcast)", first);
     msg[PT__DIST_MSG - 1] = 0;
     return 0;
 }
@@ -5511,7 +5513,7 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     if (err && errlen) err[0] = 0;
     MPI_Finalized(&fin);
     if (fin) {
-        pt__dist_msg(err, errlen, "pt_dist_init: MPI was already finalized");
+        pt__msg(err, errlen, "pt_dist_init: MPI was already finalized");
         return NULL;
     }
     MPI_Initialized(&inited);
@@ -5545,7 +5547,7 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     leader = (int *)PT_MALLOC((size_t)size * sizeof(int));
     tmp = (int *)PT_MALLOC((size_t)size * sizeof(int));
     ok = d && d->node_of && leader && tmp;
-    if (!ok) pt__dist_msg(msg, sizeof msg, "pt_dist_init: out of memory on rank %d", rank);
+    if (!ok) pt__msg(msg, sizeof msg, "pt_dist_init: out of memory on rank %d", rank);
     if (!pt__dist_agree_comm(world, ok, msg)) goto fail;
     d->comm[PT_COMM_WORLD] = world;
     world = MPI_COMM_NULL;
@@ -5562,7 +5564,7 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     if (!ok) {
         char m2[PT__DIST_MSG];
         memcpy(m2, msg, sizeof m2);
-        pt__dist_msg(msg, sizeof msg, "pt_dist_init: %s", m2);
+        pt__msg(msg, sizeof msg, "pt_dist_init: %s", m2);
     }
     if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
     fake = pt__dist_fake_node_size(msg, sizeof msg);
@@ -5573,14 +5575,14 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Allreduce (layout check)", rc);
     if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
     if (same[0] != -same[5] || same[1] != -same[6] || same[2] != -same[7] || same[3] != -same[8]) {
-        pt__dist_msg(msg, sizeof msg,
+        pt__msg(msg, sizeof msg,
                      "pt_dist_init: the ranks passed different layouts (resolved dp %d..%d, tp %d..%d, pp %d..%d, "
                      "allow_tp_across_nodes %d..%d)",
                      same[0], -same[5], same[1], -same[6], same[2], -same[7], same[3], -same[8]);
         goto fail; /* every rank saw the same reduction: every rank is here, with the same message */
     }
     if (same[4] != -same[9]) {
-        pt__dist_msg(msg, sizeof msg, "pt_dist_init: PTRAIN_FAKE_NODE_SIZE differs between ranks (%d..%d; 0 = unset)", same[4],
+        pt__msg(msg, sizeof msg, "pt_dist_init: PTRAIN_FAKE_NODE_SIZE differs between ranks (%d..%d; 0 = unset)", same[4],
                      -same[9]);
         goto fail;
     }
@@ -5599,7 +5601,7 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Allgather (node map)", rc);
     if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
     if (!pt__dist_nodes_from_leaders(leader, d->node_of, tmp, size, &nodes)) {
-        pt__dist_msg(msg, sizeof msg, "pt_dist_init: the ranks disagree on the nodes (is PTRAIN_FAKE_NODE_SIZE the same on every rank?)");
+        pt__msg(msg, sizeof msg, "pt_dist_init: the ranks disagree on the nodes (is PTRAIN_FAKE_NODE_SIZE the same on every rank?)");
         goto fail; /* every rank gathered the same map, so every rank is here */
     }
     d->nodes = nodes;
@@ -5631,7 +5633,7 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
         rc = MPI_Comm_split(d->comm[PT_COMM_WORLD], color[i], rank, &d->comm[i]);
         if (rc != MPI_SUCCESS && ok) {
             char what[64];
-            pt__dist_msg(what, sizeof what, "MPI_Comm_split (%s communicator)", names[i]);
+            pt__msg(what, sizeof what, "MPI_Comm_split (%s communicator)", names[i]);
             pt__dist_mpi_msg(msg, sizeof msg, what, rc);
             ok = 0;
         }
@@ -5641,7 +5643,7 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
         MPI_Comm_size(d->comm[i], &s);
         MPI_Comm_rank(d->comm[i], &r);
         if (s != want_size[i] || r != want_rank[i]) {
-            pt__dist_msg(msg, sizeof msg, "pt_dist_init: rank %d: the %s communicator has size %d and rank %d, expected %d and %d",
+            pt__msg(msg, sizeof msg, "pt_dist_init: rank %d: the %s communicator has size %d and rank %d, expected %d and %d",
                          rank, names[i], s, r, want_size[i], want_rank[i]);
             ok = 0;
         }
@@ -5664,7 +5666,7 @@ fail:
     PT_FREE(leader);
     PT_FREE(tmp);
     if (owns) MPI_Finalize();
-    pt__dist_msg(err, errlen, "%s", msg);
+    pt__msg(err, errlen, "%s", msg);
     return NULL;
 }
 
@@ -5689,9 +5691,9 @@ PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen) 
     char msg[PT__DIST_MSG];
     if (!d) return ok != 0;
     memset(msg, 0, sizeof msg);
-    if (!ok && err && errlen) pt__dist_msg(msg, sizeof msg, "%s", err);
+    if (!ok && err && errlen) pt__msg(msg, sizeof msg, "%s", err);
     if (pt__dist_agree_comm(d->comm[PT_COMM_WORLD], ok != 0, msg)) return 1;
-    pt__dist_msg(err, errlen, "%s", msg);
+    pt__msg(err, errlen, "%s", msg);
     return 0;
 }
 
@@ -5704,8 +5706,8 @@ static void pt__dist_host(char *host) {
     char name[MPI_MAX_PROCESSOR_NAME];
     int len = 0;
     memset(name, 0, sizeof name);
-    if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS || len <= 0) pt__dist_msg(name, sizeof name, "?");
-    pt__dist_msg(host, PT__DIST_HOST, "%s", name);
+    if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS || len <= 0) pt__msg(name, sizeof name, "?");
+    pt__msg(host, PT__DIST_HOST, "%s", name);
 }
 #else /* !PTRAIN_MPI: a world of one rank */
 
@@ -5721,12 +5723,12 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     if (layout) l = *layout;
     l.allow_tp_across_nodes = l.allow_tp_across_nodes != 0;
     if (pt_layout_resolve(&l, 1, msg, sizeof msg) != PT_OK) {
-        pt__dist_msg(err, errlen, "pt_dist_init: %s (built without PTRAIN_MPI: a world of one rank)", msg);
+        pt__msg(err, errlen, "pt_dist_init: %s (built without PTRAIN_MPI: a world of one rank)", msg);
         return NULL;
     }
     fake = pt__dist_fake_node_size(msg, sizeof msg);
     if (fake < 0) {
-        pt__dist_msg(err, errlen, "%s", msg);
+        pt__msg(err, errlen, "%s", msg);
         return NULL;
     }
     d = (pt_dist *)PT_MALLOC(sizeof(pt_dist));
@@ -5736,7 +5738,7 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     }
     if (!d || !d->node_of) {
         pt__dist_free(d);
-        pt__dist_msg(err, errlen, "pt_dist_init: out of memory");
+        pt__msg(err, errlen, "pt_dist_init: out of memory");
         return NULL;
     }
     d->size = 1;
@@ -5748,7 +5750,7 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     pt__dist_local(d);
     if (!pt__dist_tp_fits(d, msg, sizeof msg)) { /* cannot happen with tp = 1 */
         pt__dist_free(d);
-        pt__dist_msg(err, errlen, "%s", msg);
+        pt__msg(err, errlen, "%s", msg);
         return NULL;
     }
     d->threads = pt__dist_threads_for(pt__dist_cpus(), 1);
@@ -5770,7 +5772,7 @@ PTDEF void *pt_dist_comm(const pt_dist *d, int which) {
     (void)which;
     return NULL;
 }
-static void pt__dist_host(char *host) { pt__dist_msg(host, PT__DIST_HOST, "%s", "local"); }
+static void pt__dist_host(char *host) { pt__msg(host, PT__DIST_HOST, "%s", "local"); }
 #endif /* PTRAIN_MPI */
 
 /* ---- accessors (a NULL grid is a world of one rank) ------------------------------------------- */
@@ -6457,18 +6459,6 @@ struct pt_pp_schedule {
     pt_pp_instr **prog; /* [p] programs */
 };
 
-static void pt__pp_msg(char *err, size_t errlen, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static void pt__pp_msg(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    if (!err || !errlen) return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static const char *pt__pp_kind_name(int kind) {
     switch (kind) {
@@ -6488,28 +6478,28 @@ static const char *pt__pp_op_name(int op) {
 /* 1 if the arguments are valid, else 0 and a message */
 static int pt__pp_args(int kind, int p, int m, int v, char *err, size_t errlen) {
     if (kind < PT_PP_GPIPE || kind > PT_PP_FORWARD_ONLY) {
-        pt__pp_msg(err, errlen, "pipeline schedule: unknown kind %d (PT_PP_GPIPE, PT_PP_1F1B, PT_PP_INTERLEAVED, PT_PP_FORWARD_ONLY)", kind);
+        pt__msg(err, errlen, "pipeline schedule: unknown kind %d (PT_PP_GPIPE, PT_PP_1F1B, PT_PP_INTERLEAVED, PT_PP_FORWARD_ONLY)", kind);
         return 0;
     }
     if (p < 1 || m < 1 || v < 1) {
-        pt__pp_msg(err, errlen, "pipeline schedule: need p >= 1 ranks, m >= 1 micro-batches, v >= 1 virtual stages (got p = %d, m = %d, v = %d)", p, m, v);
+        pt__msg(err, errlen, "pipeline schedule: need p >= 1 ranks, m >= 1 micro-batches, v >= 1 virtual stages (got p = %d, m = %d, v = %d)", p, m, v);
         return 0;
     }
     if (kind != PT_PP_INTERLEAVED && v != 1) {
-        pt__pp_msg(err, errlen, "pipeline schedule: %s needs v = 1 virtual stage per rank (got v = %d); only PT_PP_INTERLEAVED takes v >= 2",
+        pt__msg(err, errlen, "pipeline schedule: %s needs v = 1 virtual stage per rank (got v = %d); only PT_PP_INTERLEAVED takes v >= 2",
                    pt__pp_kind_name(kind), v);
         return 0;
     }
     if (kind == PT_PP_INTERLEAVED && v < 2) {
-        pt__pp_msg(err, errlen, "pipeline schedule: interleaved 1F1B needs v >= 2 virtual stages per rank (got v = %d; use PT_PP_1F1B for v = 1)", v);
+        pt__msg(err, errlen, "pipeline schedule: interleaved 1F1B needs v >= 2 virtual stages per rank (got v = %d; use PT_PP_1F1B for v = 1)", v);
         return 0;
     }
     if (kind == PT_PP_INTERLEAVED && m % p != 0) {
-        pt__pp_msg(err, errlen, "pipeline schedule: interleaved 1F1B needs the micro-batches to be a multiple of the ranks (m = %d is not a multiple of p = %d)", m, p);
+        pt__msg(err, errlen, "pipeline schedule: interleaved 1F1B needs the micro-batches to be a multiple of the ranks (m = %d is not a multiple of p = %d)", m, p);
         return 0;
     }
     if ((double)p * m * v > 16777216.0) {
-        pt__pp_msg(err, errlen, "pipeline schedule: p*m*v = %d*%d*%d too large (at most 2^24)", p, m, v);
+        pt__msg(err, errlen, "pipeline schedule: p*m*v = %d*%d*%d too large (at most 2^24)", p, m, v);
         return 0;
     }
     return 1;
@@ -6543,7 +6533,7 @@ static pt_pp_schedule *pt__pp_alloc(int kind, int p, int m, int v, const int *ca
     }
     return s;
 oom:
-    pt__pp_msg(err, errlen, "pipeline schedule: out of memory (p = %d, m = %d, v = %d)", p, m, v);
+    pt__msg(err, errlen, "pipeline schedule: out of memory (p = %d, m = %d, v = %d)", p, m, v);
     return NULL;
 }
 
@@ -6628,12 +6618,12 @@ PTDEF pt_pp_schedule *pt_pp_schedule_from(int kind, int p, int m, int v, const i
     int r;
     if (!pt__pp_args(kind, p, m, v, err, errlen)) return NULL;
     if (!counts || !progs) {
-        pt__pp_msg(err, errlen, "pt_pp_schedule_from: NULL counts or programs");
+        pt__msg(err, errlen, "pt_pp_schedule_from: NULL counts or programs");
         return NULL;
     }
     for (r = 0; r < p; r++)
         if (counts[r] < 0 || (counts[r] > 0 && !progs[r])) {
-            pt__pp_msg(err, errlen, "pt_pp_schedule_from: rank %d has count %d and program %p", r, counts[r], (const void *)progs[r]);
+            pt__msg(err, errlen, "pt_pp_schedule_from: rank %d has count %d and program %p", r, counts[r], (const void *)progs[r]);
             return NULL;
         }
     s = pt__pp_alloc(kind, p, m, v, counts, 0, err, errlen);
@@ -6789,7 +6779,7 @@ PTDEF pt_status pt_pp_schedule_check(const pt_pp_schedule *s, char *err, size_t 
     int *snd = NULL, *rcv = NULL;
     double ms, busy, *start = NULL;
     if (!s) {
-        pt__pp_msg(err, errlen, "pt_pp_schedule_check: NULL schedule");
+        pt__msg(err, errlen, "pt_pp_schedule_check: NULL schedule");
         return PT_ERR_ARG;
     }
     p = s->p, m = s->m, v = s->v, nst = v * p, train = s->kind != PT_PP_FORWARD_ONLY;
@@ -6798,7 +6788,7 @@ PTDEF pt_status pt_pp_schedule_check(const pt_pp_schedule *s, char *err, size_t 
     snd = (int *)PT_MALLOC(sizeof(int) * 2 * (size_t)nkey);
     start = (double *)PT_MALLOC(sizeof(double) * (size_t)(pt__pp_total(s) + 1));
     if (!fw || !snd || !start) {
-        pt__pp_msg(err, errlen, "pt_pp_schedule_check: out of memory");
+        pt__msg(err, errlen, "pt_pp_schedule_check: out of memory");
         st = PT_ERR_OOM;
         goto done;
     }
@@ -6807,7 +6797,7 @@ PTDEF pt_status pt_pp_schedule_check(const pt_pp_schedule *s, char *err, size_t 
     for (k = 0; k < 2 * nkey; k++) snd[k] = -1;
 #define PT__PP_FAIL(...)                        \
     do {                                        \
-        pt__pp_msg(err, errlen, __VA_ARGS__);   \
+        pt__msg(err, errlen, __VA_ARGS__);   \
         st = PT_ERR_STATE;                      \
         goto done;                              \
     } while (0)
@@ -6884,7 +6874,7 @@ PTDEF pt_status pt_pp_schedule_check(const pt_pp_schedule *s, char *err, size_t 
     /* pass 3: deadlock */
     rc = pt__pp_run(s, 1.0, 2.0, start, &ms, &busy, &stuck, &stuckpc);
     if (rc < 0) {
-        pt__pp_msg(err, errlen, "pt_pp_schedule_check: out of memory");
+        pt__msg(err, errlen, "pt_pp_schedule_check: out of memory");
         st = PT_ERR_OOM;
         goto done;
     }

@@ -10,45 +10,7 @@
 # PT_INC: the directory holding ptrain.h (default: the repository root).
 set -u
 cd "$(dirname "$0")/.." || exit 1
-BUILD=${1:-build/tests}
-mkdir -p "$BUILD" || exit 1
-CC=${CC:-cc}
-INC=${PT_INC:-.}
-NP=0
-NF=0
-W="-std=c99 -O2 -Wall -Wextra -Werror -I$INC"
-# Open MPI: allow root (containers), more ranks than cores, and no busy-polling when idle
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-
-pass() { NP=$((NP + 1)); echo "PASS $1"; }
-fail() { NF=$((NF + 1)); echo "FAIL $1: $2"; }
-have() { command -v "$1" >/dev/null 2>&1; }
-case $BUILD in /*) B=$BUILD ;; *) B=./$BUILD ;; esac
-
-# prog NAME LOG CMD...: runs a test program, adds its "N passed, N failed" to the totals
-prog() {
-    name=$1 log=$2
-    shift 2
-    "$@" >"$log" 2>&1
-    rc=$?
-    last=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
-    if [ -z "$last" ]; then
-        fail "$name" "no final line (exit status $rc; 124 = timeout); last lines of $log:"
-        tail -n 15 "$log" | sed 's/^/    /'
-        return
-    fi
-    p=$(echo "$last" | cut -d' ' -f1)
-    f=$(echo "$last" | cut -d' ' -f3)
-    NP=$((NP + p))
-    NF=$((NF + f))
-    if [ "$f" -eq 0 ] && [ "$rc" -eq 0 ]; then
-        echo "PASS $name ($p checks)"
-    else
-        [ "$f" -eq 0 ] && NF=$((NF + 1))
-        echo "FAIL $name: $f of $((p + f)) checks failed, exit status $rc"
-        grep -E '^FAIL ' "$log" | head -n 30 | sed 's/^/    /'
-    fi
-}
+. tests/mpi_lib.sh
 
 # ---- without MPI: a world of one ----
 if $CC $W tests/test_dp.c -o "$BUILD/test_dp" -lm >"$BUILD/test_dp.build.log" 2>&1; then
