@@ -4515,10 +4515,18 @@ static void pt__copyback_bwd(pt_graph *g, pt_node *n) {
     pt_tensor *dx = pt__grad(g, n->in[0]);
     if (dx) PT__BE->copy(PT__C, dx, n->out->grad, 1);
 }
+/* a new shape over x's data (no copy), recorded as op with a pass-through backward */
+static pt_tensor *pt__view(pt_graph *g, const char *op, pt_tensor *x, int ndim, const int64_t *shape) {
+    pt_tensor *out = pt__rec(g, x->dtype, ndim, shape);
+    if (!out) return NULL;
+    out->st = x->st;
+    out->off = x->off;
+    pt__record(g, op, out, pt__copyback_bwd, 1, &x);
+    return out;
+}
 PTDEF pt_tensor *pt_reshape(pt_graph *g, pt_tensor *x, int ndim, const int64_t *shape) {
     int64_t s[PT_MAX_DIMS], known = 1;
     int i, infer = -1;
-    pt_tensor *out;
     if (!g || !x) return NULL;
     if (ndim < 0 || ndim > PT_MAX_DIMS || (ndim && !shape))
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_reshape: ndim %d must be in 0..%d", ndim, PT_MAX_DIMS);
@@ -4537,11 +4545,7 @@ PTDEF pt_tensor *pt_reshape(pt_graph *g, pt_tensor *x, int ndim, const int64_t *
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_reshape: x %s (%lld elements) cannot take shape %s", pt__shp(x).s,
                                      (long long)pt_numel(x), want);
     }
-    if (!(out = pt__rec(g, x->dtype, ndim, s))) return NULL;
-    out->st = x->st;
-    out->off = x->off;
-    pt__record(g, "pt_reshape", out, pt__copyback_bwd, 1, &x);
-    return out;
+    return pt__view(g, "pt_reshape", x, ndim, s);
 }
 static void pt__permute_bwd(pt_graph *g, pt_node *n) {
     pt_tensor *dx = pt__grad(g, n->in[0]);
@@ -6330,18 +6334,12 @@ static void pt__tp_copy_bwd(pt_graph *g, pt_node *n) {
 PTDEF pt_tensor *pt_tp_copy(pt_graph *g, pt_tensor *x) {
     pt_tensor *out;
     if (!g || !x || !pt__need_f32(g, "pt_tp_copy", "x", x)) return NULL;
-    if (!(out = pt__rec(g, PT_F32, x->ndim, x->shape))) return NULL;
-    out->st = x->st;
-    out->off = x->off;
-    pt__record(g, "pt_tp_copy", out, pt__tp_copy_bwd, 1, &x);
+    if (!(out = pt__view(g, "pt_tp_copy", x, x->ndim, x->shape))) return NULL;
+    if (out->node) out->node->backward = pt__tp_copy_bwd; /* the gradient is summed over TP first */
     return out;
 }
 
 /* ---- g: allreduce forward, identity backward ------------------------------------------------- */
-static void pt__tp_reduce_bwd(pt_graph *g, pt_node *n) {
-    pt_tensor *dx = pt__grad(g, n->in[0]);
-    if (dx) PT__BE->copy(PT__C, dx, n->out->grad, 1);
-}
 PTDEF pt_tensor *pt_tp_reduce(pt_graph *g, pt_tensor *x) {
     pt_tensor *out;
     pt_node *n;
@@ -6349,7 +6347,7 @@ PTDEF pt_tensor *pt_tp_reduce(pt_graph *g, pt_tensor *x) {
     if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
     PT__BE->copy(PT__C, out, x, 0);
     if (!pt__tp_allreduce(PT__C, "pt_tp_reduce", out)) return NULL;
-    if ((n = pt__record(g, "pt_tp_reduce", out, pt__tp_reduce_bwd, 1, &x)) != NULL) n->flags |= PT__NODE_OUT_FREE;
+    if ((n = pt__record(g, "pt_tp_reduce", out, pt__copyback_bwd, 1, &x)) != NULL) n->flags |= PT__NODE_OUT_FREE;
     return out;
 }
 

@@ -97,40 +97,17 @@ for b in $PROGS; do
     account "$name" "$log" "$rc" $(($(date +%s) - t0))
 done
 
-if want compile_test; then
+# script NAME ARG: runs tests/NAME.sh ARG (a script ending with "N passed, N failed") and counts it
+script() {
     t0=$(date +%s)
-    CC="$CC" sh tests/compile_test.sh "$BUILD/compile" >"$BUILD/compile_test.log" 2>&1
-    rc=$?
-    account compile_test "$BUILD/compile_test.log" "$rc" $(($(date +%s) - t0))
-fi
-
-if want dist; then
-    t0=$(date +%s)
-    sh tests/dist_test.sh "$BUILD" >"$BUILD/dist_test.log" 2>&1
-    rc=$?
-    account dist_test "$BUILD/dist_test.log" "$rc" $(($(date +%s) - t0))
-fi
-
-if want dp; then
-    t0=$(date +%s)
-    sh tests/dp_test.sh "$BUILD" >"$BUILD/dp_test.log" 2>&1
-    rc=$?
-    account dp_test "$BUILD/dp_test.log" "$rc" $(($(date +%s) - t0))
-fi
-
-if want tp; then
-    t0=$(date +%s)
-    sh tests/tp_test.sh "$BUILD" >"$BUILD/tp_test.log" 2>&1
-    rc=$?
-    account tp_test "$BUILD/tp_test.log" "$rc" $(($(date +%s) - t0))
-fi
-
-if want examples; then
-    t0=$(date +%s)
-    sh tests/examples_test.sh "$BUILD/examples" >"$BUILD/examples_test.log" 2>&1
-    rc=$?
-    account examples_test "$BUILD/examples_test.log" "$rc" $(($(date +%s) - t0))
-fi
+    CC="$CC" sh "tests/$1.sh" "$2" >"$BUILD/$1.log" 2>&1
+    account "$1" "$BUILD/$1.log" "$?" $(($(date +%s) - t0))
+}
+want compile_test && script compile_test "$BUILD/compile"
+want dist && script dist_test "$BUILD"
+want dp && script dp_test "$BUILD"
+want tp && script tp_test "$BUILD"
+want examples && script examples_test "$BUILD/examples"
 
 echo "total time $(($(date +%s) - START))s"
 echo "$TOTAL_P passed, $TOTAL_F failed"
