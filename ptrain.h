@@ -121,7 +121,7 @@
    >>nn         linear, MLP, transformer block, GPT
    >>args       the command line shared by the examples
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
-   >>dp         data parallelism: gradient buckets reduced during backward, accumulation
+   >>dp         data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1
    >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP
    >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
                 check (matching sends, no deadlock), simulate the bubble, print the table
