@@ -125,6 +125,7 @@
    >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP
    >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
                 check (matching sends, no deadlock), simulate the bubble, print the table
+   >>pprun      pipeline execution over MPI: graphs per micro-batch, transfers, tied parameters
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -373,6 +374,8 @@ typedef enum pt_init_kind { PT_INIT_ZEROS = 0, PT_INIT_ONES, PT_INIT_CONST, PT_I
 
 #define PT_PARAM_NO_DECAY 1u /**< excluded from weight decay (biases, norms) */
 #define PT_PARAM_FROZEN 2u   /**< no gradient */
+#define PT_PARAM_TIED_COPY 4u /**< a copy of a parameter that also lives on another pipeline rank (set by
+                                   pt_pp_new): its gradient is summed with the original's; counted once in norms */
 
 /** Sharding spec of a parameter: kept apart from the local shard it describes. */
 typedef struct pt_spec {
@@ -500,10 +503,27 @@ typedef struct pt_gpt {
     pt_tensor *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head == wte when tied */
     pt_block *blocks;
     pt_ctx *ctx;
+    int32_t nstages;      /**< pipeline stages the model is cut into (1 = whole) */
+    int32_t *first;       /**< [nstages + 1]: first layer of each stage */
+    unsigned char *mine;  /**< [nstages]: 1 = this rank holds the stage's parameters */
 } pt_gpt;
 
 /** Creates the GPT's parameters in ctx (names "wte", "wpe", "h.<l>.*", "lnf.*", "lm_head"). */
 PTDEF pt_gpt *pt_gpt_new(pt_ctx *ctx, const pt_gpt_config *cfg);
+/** The GPT cut into nstages pipeline stages: stage s holds layers [first[s], first[s+1]) (see
+    pt_pp_split), stage 0 also the embeddings (wte, wpe), the last stage lnf and the head (tied: wte
+    again, a parameter of the same name). Only the nmine stages listed in mine get parameters in
+    ctx. nstages 1 (first and mine may be NULL) is pt_gpt_new. */
+PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstages, const int32_t *first, int nmine,
+                                const int32_t *mine);
+/** Stage s of a staged GPT: stage 0 starts from ids [B, T] (x unused), later stages from x; the
+    last stage ends with the mean loss against targets (returned), the others return [B, T, C]. */
+PTDEF pt_tensor *pt_gpt_stage_fwd(pt_graph *g, const pt_gpt *m, int stage, pt_tensor *x, pt_tensor *ids, pt_tensor *targets);
+/** Cost estimate (FLOPs of forward + backward for a batch of B x T tokens) for pt_pp_split: per
+    block into layer_cost[0..layers), the embedding into *first_extra, final norm + head + loss into
+    *last_extra. */
+PTDEF void pt_gpt_stage_costs(const pt_gpt_config *cfg, int64_t B, int64_t T, double *layer_cost, double *first_extra,
+                              double *last_extra);
 PTDEF void pt_gpt_free(pt_gpt *m);
 /** Token + position embedding of ids [B, T] (i32): [B, T, C]. */
 PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids);
@@ -708,7 +728,8 @@ typedef enum pt_pp_kind {
     PT_PP_GPIPE = 0,     /**< all forwards, then all backwards (keeps m activations in flight) */
     PT_PP_1F1B,          /**< warm-up of p-r-1 forwards on rank r, then one forward / one backward */
     PT_PP_INTERLEAVED,   /**< Megatron interleaved 1F1B over v >= 2 chunks per rank; m % p == 0 */
-    PT_PP_FORWARD_ONLY   /**< forwards and activation transfers only (inference, evaluation) */
+    PT_PP_FORWARD_ONLY   /**< forwards and activation transfers only (inference, evaluation); v >= 1,
+                              chunk by chunk */
 } pt_pp_kind;
 /** Instruction kinds of a pipeline program. */
 typedef enum pt_pp_op {
@@ -762,6 +783,73 @@ PTDEF double pt_pp_schedule_simulate(const pt_pp_schedule *s, double t_fwd, doub
     (F<mb>.<chunk> when interleaved) per time slot, '.' idle; then the theoretical and simulated
     bubble. file is a FILE * (NULL: stdout). */
 PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file);
+
+/* ---- pipeline execution (>>pprun) ------------------------------------------------------------
+   pt_pp runs a training schedule over the PP communicator of the context's grid (pt_desc.dist).
+   The model is cut into nstages = p*v stages; this rank (pipeline coordinate r) holds stages
+   r, r+p, ..., and one function, supplied by the caller, computes any stage for any micro-batch.
+   Each micro-batch of each stage gets a graph of its own (pooled, reused), alive from its forward
+   to its backward. Activations and gradients travel as host f32 buffers (a shape header, then the
+   data) with MPI_Isend / blocking receives, keyed by (micro-batch, stage); between stages of the
+   same rank they are handed over in memory. A parameter present (by name) on the first and on the
+   last pipeline rank -- a tied embedding -- is found at pt_pp_new: after backward the two gradients
+   are summed between those ranks (the last rank's copy gets PT_PARAM_TIED_COPY, so norms count it
+   once) and both copies take identical updates. Without a grid (or with p = 1) the same code runs
+   the micro-batches on one rank: plain gradient accumulation. */
+typedef struct pt_pp pt_pp; /**< a pipeline runtime: schedule, graphs, buffers, peers */
+/** Computes global stage `stage` of micro-batch mb in graph g. x: the input activation (a leaf that
+    needs a gradient when training), NULL on stage 0 (make the input from your data). The last
+    stage returns the micro-batch's mean loss (one element), other stages their output activation.
+    NULL on error (message in pt_error). */
+typedef pt_tensor *(*pt_pp_stage_fn)(pt_graph *g, int stage, int mb, pt_tensor *x, void *user);
+/** Pipeline runtime setup. */
+typedef struct pt_pp_desc {
+    int32_t kind;           /**< pt_pp_kind of the training schedule (GPipe, 1F1B or interleaved) */
+    int32_t micro_batches;  /**< m (0 = the pipeline size p) */
+    int32_t virtual_stages; /**< v: 0 = 2 for PT_PP_INTERLEAVED, else 1 */
+    pt_pp_stage_fn forward; /**< computes a stage */
+    void *user;             /**< passed to forward */
+} pt_pp_desc;
+/** Timings of the last pt_pp_step / pt_pp_eval on this rank, and the pipeline-wide bubble. */
+typedef struct pt_pp_stats {
+    double step_s;     /**< wall time of the schedule (gradient reductions after it not included) */
+    double busy_s;     /**< time inside forward and backward computations */
+    double fwd_s, bwd_s;
+    double bubble;     /**< idle share of the step, 1 - busy/step, averaged over the pipeline ranks */
+    double my_bubble;  /**< the same for this rank alone */
+    int64_t bytes_sent;/**< activation and gradient bytes this rank sent (cumulative) */
+    int32_t graphs;    /**< graphs allocated (peak micro-batch stages in flight) */
+} pt_pp_stats;
+/** Collective over the world of ctx's grid: builds the schedule (checked with pt_pp_schedule_check),
+    finds tied parameters. NULL on error, the same message on every rank (pt_error(ctx)). */
+PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc);
+/** Frees the runtime, its graphs and buffers (waits for sends in flight). */
+PTDEF void pt_pp_free(pt_pp *pp);
+/** Gradients also averaged over the data-parallel ranks by dp (NULL = none): pt_pp_step drives it. */
+PTDEF void pt_pp_set_dp(pt_pp *pp, pt_dp *dp);
+/** Runs one training schedule: forward and backward of every micro-batch. Gradients accumulate
+    (call pt_zero_grad before the first round); each micro-batch's loss is scaled by 1/(m*rounds),
+    so after rounds calls (round = 0..rounds-1, gradient accumulation) the gradient is that of the
+    mean loss. In the last round the gradients are averaged over DP and tied copies are summed:
+    then call pt_optim_step. Returns this round's mean loss over micro-batches and DP ranks, on
+    every rank (NAN on error, agreed over the world). */
+PTDEF float pt_pp_step(pt_pp *pp, int round, int rounds);
+/** Forward-only schedule (evaluation): the mean loss over the m micro-batches and DP ranks, on
+    every rank; no gradients, graphs recycled right after each forward. */
+PTDEF float pt_pp_eval(pt_pp *pp);
+/** Timings of the last step (bubble agreed over the pipeline ranks). */
+PTDEF pt_pp_stats pt_pp_stats_get(const pt_pp *pp);
+/** The training schedule (for pt_pp_schedule_print). */
+PTDEF const pt_pp_schedule *pt_pp_get_schedule(const pt_pp *pp);
+/** Pipeline size p, this rank's pipeline coordinate, m and v (out pointers may be NULL). */
+PTDEF void pt_pp_shape(const pt_pp *pp, int *p, int *rank, int *m, int *v);
+/** Cuts `layers` consecutive layers into nstages stages: first[s] = first layer of stage s,
+    first[nstages] = layers. cost NULL: equal stages (layers % nstages must be 0). Else balanced:
+    cost[l] per layer, plus first_extra on stage 0 and last_extra on the last stage (e.g. embedding
+    and head), minimizing the most expensive stage with >= 1 layer each. PT_ERR_ARG and a message
+    naming the numbers on bad input. */
+PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double first_extra, double last_extra,
+                            int32_t *first, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
@@ -5033,9 +5121,11 @@ PTDEF pt_tensor *pt_block_fwd(pt_graph *g, const pt_block *b, pt_tensor *x, int 
     return pt_add(g, x, h);
 }
 
-PTDEF pt_gpt *pt_gpt_new(pt_ctx *ctx, const pt_gpt_config *cfg) {
+PTDEF pt_gpt *pt_gpt_new(pt_ctx *ctx, const pt_gpt_config *cfg) { return pt_gpt_new_stages(ctx, cfg, 1, NULL, 0, NULL); }
+PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstages, const int32_t *first, int nmine,
+                                const int32_t *mine) {
     pt_gpt *m;
-    int l;
+    int l, s, head, embed;
     if (!ctx) return NULL;
     if (!cfg || cfg->vocab < 1 || cfg->max_seq < 1 || cfg->layers < 1 || cfg->width < 1 || cfg->heads < 1 || cfg->width % cfg->heads ||
         (cfg->vocab_padded && cfg->vocab_padded < cfg->vocab) || cfg->dropout < 0 || cfg->dropout >= 1)
@@ -5044,27 +5134,63 @@ PTDEF pt_gpt *pt_gpt_new(pt_ctx *ctx, const pt_gpt_config *cfg) {
                                   "dropout %g",
                                   cfg ? cfg->vocab : 0, cfg ? cfg->vocab_padded : 0, cfg ? cfg->max_seq : 0, cfg ? cfg->layers : 0,
                                   cfg ? cfg->width : 0, cfg ? cfg->heads : 0, cfg ? (double)cfg->dropout : 0.0);
+    if (nstages < 1 || nstages > cfg->layers || (nstages > 1 && (!first || !mine || nmine < 1)))
+        return (pt_gpt *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_new_stages: %d stages for %d layers (need 1..layers stages, a split and the stages held)",
+                                  nstages, cfg->layers);
+    if (nstages > 1) {
+        if (first[0] != 0 || first[nstages] != cfg->layers)
+            return (pt_gpt *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_new_stages: the split must start at layer 0 and end at %d (found %d .. %d)",
+                                      cfg->layers, (int)first[0], (int)first[nstages]);
+        for (s = 0; s < nstages; s++)
+            if (first[s + 1] <= first[s])
+                return (pt_gpt *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_new_stages: stage %d is empty or reversed (layers %d .. %d)", s, (int)first[s],
+                                          (int)first[s + 1]);
+        for (s = 0; s < nmine; s++)
+            if (mine[s] < 0 || mine[s] >= nstages)
+                return (pt_gpt *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_new_stages: stage %d outside [0, %d)", (int)mine[s], nstages);
+    }
     m = (pt_gpt *)pt__malloc(ctx, sizeof *m);
     if (!m) return (pt_gpt *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_new: out of memory");
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->ctx = ctx;
+    m->nstages = nstages;
     if (!m->cfg.vocab_padded) m->cfg.vocab_padded = (cfg->vocab + 63) / 64 * 64;
     m->blocks = (pt_block *)pt__malloc(ctx, (size_t)cfg->layers * sizeof(pt_block));
-    if (!m->blocks) {
-        PT_FREE(m);
+    m->first = (int32_t *)pt__malloc(ctx, (size_t)(nstages + 1) * sizeof(int32_t));
+    m->mine = (unsigned char *)pt__malloc(ctx, (size_t)nstages);
+    if (!m->blocks || !m->first || !m->mine) {
+        pt_gpt_free(m);
         return (pt_gpt *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_new: out of memory");
     }
-    m->wte = pt__param2(ctx, "wte", "", 2, m->cfg.vocab_padded, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
-    m->wpe = pt__param2(ctx, "wpe", "", 2, cfg->max_seq, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
-    for (l = 0; l < cfg->layers; l++) {
-        char n[32];
-        snprintf(n, sizeof n, "h.%d", l);
-        m->blocks[l] = pt_block_new(ctx, n, cfg->width, cfg->layers);
+    memset(m->blocks, 0, (size_t)cfg->layers * sizeof(pt_block));
+    if (nstages == 1) {
+        m->first[0] = 0, m->first[1] = cfg->layers, m->mine[0] = 1;
+    } else {
+        memcpy(m->first, first, (size_t)(nstages + 1) * sizeof(int32_t));
+        memset(m->mine, 0, (size_t)nstages);
+        for (s = 0; s < nmine; s++) m->mine[mine[s]] = 1;
     }
-    m->lnf_w = pt__param2(ctx, "lnf.w", "", 1, cfg->width, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
-    m->lnf_b = pt__param2(ctx, "lnf.b", "", 1, cfg->width, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
-    m->lm_head = cfg->untied ? pt__param2(ctx, "lm_head", "", 2, m->cfg.vocab_padded, cfg->width, PT_INIT_NORMAL, 0.02f, 0) : m->wte;
+    embed = m->mine[0], head = m->mine[nstages - 1];
+    /* creation order = slab order: embedding, blocks, final norm, head (as the unsplit model) */
+    if (embed) {
+        m->wte = pt__param2(ctx, "wte", "", 2, m->cfg.vocab_padded, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
+        m->wpe = pt__param2(ctx, "wpe", "", 2, cfg->max_seq, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
+    }
+    for (s = 0; s < nstages; s++) {
+        if (!m->mine[s]) continue;
+        for (l = m->first[s]; l < m->first[s + 1]; l++) {
+            char n[32];
+            snprintf(n, sizeof n, "h.%d", l);
+            m->blocks[l] = pt_block_new(ctx, n, cfg->width, cfg->layers);
+        }
+    }
+    if (head) {
+        m->lnf_w = pt__param2(ctx, "lnf.w", "", 1, cfg->width, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
+        m->lnf_b = pt__param2(ctx, "lnf.b", "", 1, cfg->width, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
+        if (cfg->untied) m->lm_head = pt__param2(ctx, "lm_head", "", 2, m->cfg.vocab_padded, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
+        else m->lm_head = embed ? m->wte : pt__param2(ctx, "wte", "", 2, m->cfg.vocab_padded, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
+    }
     if (ctx->status != PT_OK) {
         pt_gpt_free(m);
         return NULL;
@@ -5074,6 +5200,8 @@ PTDEF pt_gpt *pt_gpt_new(pt_ctx *ctx, const pt_gpt_config *cfg) {
 PTDEF void pt_gpt_free(pt_gpt *m) {
     if (!m) return;
     PT_FREE(m->blocks);
+    PT_FREE(m->first);
+    PT_FREE(m->mine);
     PT_FREE(m);
 }
 PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
@@ -5100,6 +5228,24 @@ PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
     int l;
     for (l = 0; m && l < m->cfg.layers; l++) x = pt_gpt_block(g, m, l, x);
     return pt_gpt_head(g, m, x);
+}
+PTDEF pt_tensor *pt_gpt_stage_fwd(pt_graph *g, const pt_gpt *m, int stage, pt_tensor *x, pt_tensor *ids, pt_tensor *targets) {
+    int l;
+    if (!g || !m) return NULL;
+    if (stage < 0 || stage >= m->nstages || !m->mine[stage])
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_gpt_stage_fwd: stage %d is not held here (%d stages)", stage, m->nstages);
+    if (stage == 0) x = pt_gpt_embed(g, m, ids);
+    for (l = m->first[stage]; x && l < m->first[stage + 1]; l++) x = pt_gpt_block(g, m, l, x);
+    if (stage < m->nstages - 1) return x;
+    x = pt_gpt_head(g, m, x);
+    return x ? pt_cross_entropy_ex(g, x, targets, -1, m->cfg.vocab) : NULL;
+}
+PTDEF void pt_gpt_stage_costs(const pt_gpt_config *c, int64_t B, int64_t T, double *layer_cost, double *first_extra, double *last_extra) {
+    double bt = (double)B * (double)T, C = c->width, Vp = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64;
+    int l;
+    for (l = 0; layer_cost && l < c->layers; l++) layer_cost[l] = 6.0 * 12.0 * C * C * bt + 12.0 * bt * (double)T * C;
+    if (first_extra) *first_extra = 3.0 * bt * C;           /* gathers and adds, forward and backward */
+    if (last_extra) *last_extra = 6.0 * Vp * C * bt + 10.0 * bt * Vp; /* head matmuls and the softmax */
 }
 PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets) {
     pt_tensor *logits = pt_gpt_forward(g, m, ids);
@@ -6306,19 +6452,29 @@ static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
    rank) are counted once; parameters are visited in slab order, so the result is deterministic. */
 static double pt__grad_sumsq(pt_ctx *ctx) {
     pt_tensor gs = pt_grad_slab(ctx);
+    const pt_dist *d = ctx->desc.dist;
     double shard = 0.0, repl = 0.0;
-    int i;
-    if (pt_tp_size(ctx) <= 1) return ctx->be->sumsq(ctx, &gs, ctx->slab_n);
+    int i, tp = pt_tp_size(ctx), pp = d ? pt_dist_layout(d).pp : 1, tied = 0;
+    for (i = 0; i < ctx->nparams; i++) tied |= (ctx->params[i]->spec.flags & PT_PARAM_TIED_COPY) != 0;
+    if (tp <= 1 && pp <= 1 && !tied) return ctx->be->sumsq(ctx, &gs, ctx->slab_n);
     for (i = 0; i < ctx->nparams; i++) {
         pt_param *p = ctx->params[i];
-        double s = ctx->be->sumsq(ctx, &p->grad, pt_numel(&p->grad));
-        if (p->spec.split_dim >= 0 && p->spec.split_parts > 1) shard += s;
+        double s;
+        if (p->spec.flags & PT_PARAM_TIED_COPY) continue; /* the original elsewhere counts */
+        s = ctx->be->sumsq(ctx, &p->grad, pt_numel(&p->grad));
+        if (tp > 1 && p->spec.split_dim >= 0 && p->spec.split_parts > 1) shard += s;
         else repl += s;
     }
 #ifdef PTRAIN_MPI
-    {
-        int rc = MPI_Allreduce(MPI_IN_PLACE, &shard, 1, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(ctx->desc.dist, PT_COMM_TP));
+    if (tp > 1) {
+        int rc = MPI_Allreduce(MPI_IN_PLACE, &shard, 1, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_TP));
         if (rc != MPI_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "pt_grad_norm: MPI_Allreduce over the TP communicator failed (MPI error %d)", rc);
+    }
+    if (pp > 1) { /* the stages hold disjoint parameters: sum over the pipeline */
+        double t = shard + repl;
+        int rc = MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_PP));
+        if (rc != MPI_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "pt_grad_norm: MPI_Allreduce over the PP communicator failed (MPI error %d)", rc);
+        return t;
     }
 #endif
     return shard + repl;
@@ -6483,8 +6639,8 @@ static int pt__pp_args(int kind, int p, int m, int v, char *err, size_t errlen) 
         pt__msg(err, errlen, "pipeline schedule: need p >= 1 ranks, m >= 1 micro-batches, v >= 1 virtual stages (got p = %d, m = %d, v = %d)", p, m, v);
         return 0;
     }
-    if (kind != PT_PP_INTERLEAVED && v != 1) {
-        pt__msg(err, errlen, "pipeline schedule: %s needs v = 1 virtual stage per rank (got v = %d); only PT_PP_INTERLEAVED takes v >= 2",
+    if (kind != PT_PP_INTERLEAVED && kind != PT_PP_FORWARD_ONLY && v != 1) {
+        pt__msg(err, errlen, "pipeline schedule: %s needs v = 1 virtual stage per rank (got v = %d); only PT_PP_INTERLEAVED (and forward-only) take v >= 2",
                    pt__pp_kind_name(kind), v);
         return 0;
     }
@@ -6582,7 +6738,8 @@ PTDEF pt_pp_schedule *pt_pp_schedule_new(int kind, int p, int m, int v, char *er
     for (r = 0; r < p; r++) {
         int mb, ch, warm;
         if (kind == PT_PP_GPIPE || kind == PT_PP_FORWARD_ONLY) {
-            for (k = 0; k < m; k++) pt__pp_compute(s, r, 1, k, 0);
+            for (ch = 0; ch < v; ch++) /* forward-only may run v chunks: chunk by chunk */
+                for (k = 0; k < m; k++) pt__pp_compute(s, r, 1, k, ch);
             if (kind == PT_PP_GPIPE)
                 for (k = 0; k < m; k++) pt__pp_compute(s, r, 0, k, 0);
             s->warmup[r] = m;
@@ -6950,6 +7107,640 @@ PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file) {
     fprintf(f, "bubble: theory (p-1)/(v*m+p-1) = %.4f, simulated idle share = %.4f (makespan %d units)\n",
             pt_pp_bubble_theory(s->p, s->m, s->v), ms > 0.0 ? 1.0 - busy / (s->p * ms) : 0.0, slots);
     PT_FREE(start);
+}
+
+/* =================================================================================================
+   >>pprun  pipeline execution over MPI: one graph per (micro-batch, stage) in flight, transfers with
+   a shape header, tied parameters summed between the first and last pipeline ranks
+   =================================================================================================
+   Every transfer is two messages on the PP communicator: a header of 8 int64 (ndim, 4 sizes, an
+   error flag) and the f32 data. Tags are (micro-batch, receiving stage, kind) so a message can only
+   match the receive it is meant for. Sends are MPI_Isend from buffers of a pool (each buffer busy
+   until its request completes; no allocation once the pool has grown); receives block (Open MPI's
+   progress engine also advances the data-parallel reductions meanwhile). A rank whose forward or
+   backward fails keeps running its program with empty payloads (header flag set), so its peers
+   never hang; the error is agreed over the world at the end of the step. */
+
+enum { PT__PP_ACT = 0, PT__PP_GRAD = 1 };
+
+typedef struct pt__pp_sendbuf {
+    char *buf;
+    size_t cap;
+    int busy;
+#ifdef PTRAIN_MPI
+    MPI_Request req[2];
+#endif
+} pt__pp_sendbuf;
+
+/* a host buffer holding one received (or locally handed over) activation or gradient */
+typedef struct pt__pp_box {
+    float *data;
+    int64_t cap, n;
+    int64_t shape[PT_MAX_DIMS];
+    int ndim, full, bad;
+} pt__pp_box;
+
+struct pt_pp {
+    pt_ctx *ctx;
+    const pt_dist *d;
+    pt_pp_desc desc;
+    pt_pp_schedule *sched, *fsched; /* training and forward-only schedules */
+    int p, rank, m, v;
+    pt_dp *dp;
+    pt_graph **gfree; /* pool of idle graphs */
+    int nfree, ngraphs;
+    pt_graph **slot_g; /* [m*v]: graph of (mb, chunk) */
+    pt_tensor **slot_in, **slot_out;
+    pt__pp_box *box[2]; /* [m*v] inbox per kind: activation in, gradient in */
+    pt__pp_box *out;    /* [m*v] outgoing payload prepared by FWD / BWD for SEND_* */
+    float *losses;      /* [m] */
+    pt__pp_sendbuf *sb;
+    int nsb;
+    int ntied;
+    pt_param **tied;    /* parameters summed with the other end of the pipeline */
+    float *tied_tmp;
+    int64_t tied_cap;
+    int failed;         /* this step: a local forward/backward failed */
+    pt_pp_stats stats;
+#ifdef PTRAIN_MPI
+    MPI_Comm comm; /* PP communicator (rank = pipeline coordinate) */
+#endif
+};
+
+static pt_graph *pt__pp_graph(pt_pp *pp) {
+    if (pp->nfree > 0) return pp->gfree[--pp->nfree];
+    pp->ngraphs++;
+    return pt_graph_new(pp->ctx);
+}
+static void pt__pp_release(pt_pp *pp, int slot) {
+    pt_graph *g = pp->slot_g[slot];
+    if (!g) return;
+    pt_graph_reset(g);
+    pp->gfree[pp->nfree++] = g; /* gfree has room for every graph ever made (m*v) */
+    pp->slot_g[slot] = NULL;
+    pp->slot_in[slot] = pp->slot_out[slot] = NULL;
+}
+
+/* copies t (or nothing when t is NULL: a failed step's placeholder) into box */
+static int pt__pp_fill(pt_pp *pp, pt__pp_box *b, const pt_tensor *t) {
+    int64_t n = t ? pt_numel(t) : 0;
+    int i;
+    if (n > b->cap) {
+        float *nd = (float *)PT_REALLOC(b->data, (size_t)n * sizeof(float));
+        if (!nd) return pt__fail(pp->ctx, PT_ERR_OOM, "pt_pp: out of memory for a %lld-float transfer buffer", (long long)n), 0;
+        b->data = nd, b->cap = n;
+    }
+    b->n = n, b->bad = t == NULL, b->ndim = t ? t->ndim : 1, b->full = 1;
+    for (i = 0; i < PT_MAX_DIMS; i++) b->shape[i] = t && i < t->ndim ? t->shape[i] : 1;
+    if (!t) b->shape[0] = 0;
+    if (t && pt_tensor_read(t, b->data) != PT_OK) return 0;
+    return 1;
+}
+
+/* a tensor of g holding box's data */
+static pt_tensor *pt__pp_unbox(pt_pp *pp, pt_graph *g, pt__pp_box *b, const char *what, int mb, int stage) {
+    if (!b->full) return (pt_tensor *)pt__fail(pp->ctx, PT_ERR_STATE, "pt_pp: no %s for micro-batch %d of stage %d", what, mb, stage);
+    b->full = 0;
+    if (b->bad) return NULL; /* the sender failed: its error is reported at the agreement */
+    return pt_tensor_from(g, PT_F32, b->ndim, b->shape, b->data);
+}
+
+#ifdef PTRAIN_MPI
+/* the tag of a transfer's header (the data has tag + 1) */
+static int pt__pp_tag(const pt_pp *pp, int mb, int stage, int kind) { return ((mb * pp->p * pp->v + stage) * 2 + kind) * 2; }
+
+static pt__pp_sendbuf *pt__pp_sendbuf_get(pt_pp *pp, size_t bytes) {
+    int i, pick = -1;
+    for (i = 0; i < pp->nsb; i++) {
+        pt__pp_sendbuf *s = &pp->sb[i];
+        if (s->busy) {
+            int flag = 0;
+            MPI_Testall(2, s->req, &flag, MPI_STATUSES_IGNORE);
+            if (flag) s->busy = 0;
+        }
+        if (!s->busy && (pick < 0 || (s->cap >= bytes && pp->sb[pick].cap < bytes))) pick = i;
+    }
+    if (pick < 0) {
+        pt__pp_sendbuf *n = (pt__pp_sendbuf *)PT_REALLOC(pp->sb, sizeof *n * (size_t)(pp->nsb + 1));
+        if (!n) return NULL;
+        pp->sb = n;
+        pick = pp->nsb++;
+        memset(&pp->sb[pick], 0, sizeof pp->sb[pick]);
+    }
+    if (pp->sb[pick].cap < bytes) {
+        char *b = (char *)PT_REALLOC(pp->sb[pick].buf, bytes);
+        if (!b) return NULL;
+        pp->sb[pick].buf = b, pp->sb[pick].cap = bytes;
+    }
+    return &pp->sb[pick];
+}
+
+/* posts the payload of box b to pipeline rank peer: header then data */
+static int pt__pp_send(pt_pp *pp, const pt__pp_box *b, int peer, int tag) {
+    size_t bytes = 8 * sizeof(int64_t) + (size_t)b->n * sizeof(float);
+    pt__pp_sendbuf *s = pt__pp_sendbuf_get(pp, bytes);
+    int64_t *h;
+    int i, rc;
+    if (!s) return pt__fail(pp->ctx, PT_ERR_OOM, "pt_pp: out of memory for a send buffer of %zu bytes", bytes), 0;
+    h = (int64_t *)s->buf;
+    h[0] = b->ndim;
+    for (i = 0; i < PT_MAX_DIMS; i++) h[1 + i] = b->shape[i];
+    h[5] = b->bad, h[6] = b->n, h[7] = 0;
+    if (b->n) memcpy(s->buf + 8 * sizeof(int64_t), b->data, (size_t)b->n * sizeof(float));
+    rc = MPI_Isend(h, 8, MPI_INT64_T, peer, tag, pp->comm, &s->req[0]);
+    if (rc == MPI_SUCCESS) rc = MPI_Isend(s->buf + 8 * sizeof(int64_t), (int)b->n, MPI_FLOAT, peer, tag + 1, pp->comm, &s->req[1]);
+    if (rc != MPI_SUCCESS) return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: MPI_Isend to pipeline rank %d failed (MPI error %d)", peer, rc), 0;
+    s->busy = 1;
+    pp->stats.bytes_sent += (int64_t)bytes;
+    return 1;
+}
+
+static int pt__pp_recv(pt_pp *pp, pt__pp_box *b, int peer, int tag) {
+    int64_t h[8], n;
+    int i, rc = MPI_Recv(h, 8, MPI_INT64_T, peer, tag, pp->comm, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: MPI_Recv from pipeline rank %d failed (MPI error %d)", peer, rc), 0;
+    n = h[6];
+    if (n < 0 || n > 0x7fffffff || h[0] < 1 || h[0] > PT_MAX_DIMS)
+        return pt__fail(pp->ctx, PT_ERR_STATE, "pt_pp: malformed transfer header from pipeline rank %d (ndim %lld, %lld floats)", peer,
+                        (long long)h[0], (long long)n), 0;
+    if (n > b->cap) {
+        float *nd = (float *)PT_REALLOC(b->data, (size_t)n * sizeof(float));
+        if (!nd) return pt__fail(pp->ctx, PT_ERR_OOM, "pt_pp: out of memory for a %lld-float receive buffer", (long long)n), 0;
+        b->data = nd, b->cap = n;
+    }
+    b->ndim = (int)h[0], b->bad = h[5] != 0, b->n = n, b->full = 1;
+    for (i = 0; i < PT_MAX_DIMS; i++) b->shape[i] = h[1 + i];
+    rc = MPI_Recv(b->data, (int)n, MPI_FLOAT, peer, tag + 1, pp->comm, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: MPI_Recv from pipeline rank %d failed (MPI error %d)", peer, rc), 0;
+    return 1;
+}
+
+static void pt__pp_wait_sends(pt_pp *pp) {
+    int i;
+    for (i = 0; i < pp->nsb; i++)
+        if (pp->sb[i].busy) {
+            MPI_Waitall(2, pp->sb[i].req, MPI_STATUSES_IGNORE);
+            pp->sb[i].busy = 0;
+        }
+}
+
+/* tied parameters: pipeline rank 0 sends its parameter names and sizes to rank p-1, which answers
+   with the indices it also holds; both keep them in rank 0's order */
+static int pt__pp_find_tied(pt_pp *pp) {
+    pt_ctx *ctx = pp->ctx;
+    int other = pp->rank == 0 ? pp->p - 1 : 0, n = 0, i, j, k, rc = MPI_SUCCESS, ok = 1;
+    int *idx = NULL;
+    char *names = NULL;
+    int64_t *sizes = NULL;
+    if (pp->p < 2 || (pp->rank != 0 && pp->rank != pp->p - 1)) return 1;
+    if (pp->rank == 0) {
+        n = ctx->nparams;
+        names = (char *)PT_MALLOC((size_t)PT__MAX(n, 1) * 96);
+        sizes = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)PT__MAX(n, 1));
+        idx = (int *)PT_MALLOC(sizeof(int) * (size_t)PT__MAX(n, 1) + sizeof(int));
+        if (!names || !sizes || !idx) ok = 0, n = 0;
+        for (i = 0; i < n; i++) {
+            memset(names + (size_t)i * 96, 0, 96);
+            snprintf(names + (size_t)i * 96, 96, "%s", ctx->params[i]->spec.name);
+            sizes[i] = pt_numel(&ctx->params[i]->value);
+        }
+        rc = MPI_Send(&n, 1, MPI_INT, other, 1, pp->comm);
+        if (rc == MPI_SUCCESS && n) rc = MPI_Send(names, n * 96, MPI_CHAR, other, 2, pp->comm);
+        if (rc == MPI_SUCCESS && n) rc = MPI_Send(sizes, n, MPI_INT64_T, other, 3, pp->comm);
+        if (rc == MPI_SUCCESS) rc = MPI_Recv(&k, 1, MPI_INT, other, 4, pp->comm, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && k > 0 && idx) rc = MPI_Recv(idx, k, MPI_INT, other, 5, pp->comm, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && k > 0 && idx) {
+            pp->tied = (pt_param **)PT_MALLOC(sizeof(pt_param *) * (size_t)k);
+            if (!pp->tied) ok = 0;
+            for (j = 0; pp->tied && j < k; j++) pp->tied[pp->ntied++] = ctx->params[idx[j]];
+        }
+    } else {
+        rc = MPI_Recv(&n, 1, MPI_INT, other, 1, pp->comm, MPI_STATUS_IGNORE);
+        names = (char *)PT_MALLOC((size_t)PT__MAX(n, 1) * 96);
+        sizes = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)PT__MAX(n, 1));
+        idx = (int *)PT_MALLOC(sizeof(int) * (size_t)PT__MAX(n, 1));
+        pp->tied = (pt_param **)PT_MALLOC(sizeof(pt_param *) * (size_t)PT__MAX(n, 1));
+        if (!names || !sizes || !idx || !pp->tied) ok = 0; /* still answer, with k = 0 */
+        if (rc == MPI_SUCCESS && n && names) rc = MPI_Recv(names, n * 96, MPI_CHAR, other, 2, pp->comm, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && n && sizes) rc = MPI_Recv(sizes, n, MPI_INT64_T, other, 3, pp->comm, MPI_STATUS_IGNORE);
+        k = 0;
+        for (i = 0; ok && i < n; i++) {
+            names[(size_t)i * 96 + 95] = 0;
+            for (j = 0; j < ctx->nparams; j++) {
+                pt_param *q = ctx->params[j];
+                if (strcmp(q->spec.name, names + (size_t)i * 96) != 0) continue;
+                if (pt_numel(&q->value) != sizes[i]) {
+                    pt__fail(ctx, PT_ERR_SHAPE, "pt_pp_new: tied parameter '%s' has %lld elements on the last pipeline rank but %lld on the first",
+                             q->spec.name, (long long)pt_numel(&q->value), (long long)sizes[i]);
+                    ok = 0;
+                    break;
+                }
+                idx[k++] = i;
+                pp->tied[pp->ntied++] = q;
+                q->spec.flags |= PT_PARAM_TIED_COPY;
+            }
+        }
+        if (!ok) k = 0;
+        if (rc == MPI_SUCCESS) rc = MPI_Send(&k, 1, MPI_INT, other, 4, pp->comm);
+        if (rc == MPI_SUCCESS && k > 0) rc = MPI_Send(idx, k, MPI_INT, other, 5, pp->comm);
+    }
+    PT_FREE(names);
+    PT_FREE(sizes);
+    PT_FREE(idx);
+    if (rc != MPI_SUCCESS) return pt__fail(ctx, PT_ERR_DEVICE, "pt_pp_new: exchanging parameter names failed (MPI error %d)", rc), 0;
+    if (!ok && ctx->status == PT_OK) pt__fail(ctx, PT_ERR_OOM, "pt_pp_new: out of memory");
+    return ok;
+}
+
+/* sums the tied gradients between pipeline ranks 0 and p-1 (a + b on both: the same bits) */
+static int pt__pp_sum_tied(pt_pp *pp) {
+    int other = pp->rank == 0 ? pp->p - 1 : 0, i;
+    int64_t j, n;
+    for (i = 0; i < pp->ntied; i++) {
+        pt_param *q = pp->tied[i];
+        float *g = pt_f32(&q->grad);
+        int rc;
+        n = pt_numel(&q->grad);
+        if (!g) return pt__fail(pp->ctx, PT_ERR_STATE, "pt_pp: tied gradient of '%s' has no host memory", q->spec.name), 0;
+        if (n > pp->tied_cap) {
+            float *t = (float *)PT_REALLOC(pp->tied_tmp, (size_t)n * sizeof(float));
+            if (!t) return pt__fail(pp->ctx, PT_ERR_OOM, "pt_pp: out of memory"), 0;
+            pp->tied_tmp = t, pp->tied_cap = n;
+        }
+        rc = MPI_Sendrecv(g, (int)n, MPI_FLOAT, other, 7, pp->tied_tmp, (int)n, MPI_FLOAT, other, 7, pp->comm, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS)
+            return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: exchanging the tied gradient of '%s' failed (MPI error %d)", q->spec.name, rc), 0;
+        for (j = 0; j < n; j++) g[j] = g[j] + pp->tied_tmp[j];
+    }
+    return 1;
+}
+#endif /* PTRAIN_MPI */
+
+static void pt__pp_free_boxes(pt__pp_box *b, int n) {
+    int i;
+    if (!b) return;
+    for (i = 0; i < n; i++) PT_FREE(b[i].data);
+    PT_FREE(b);
+}
+
+PTDEF void pt_pp_free(pt_pp *pp) {
+    int i, n;
+    if (!pp) return;
+    n = pp->m * pp->v;
+#ifdef PTRAIN_MPI
+    if (pp->p > 1) pt__pp_wait_sends(pp);
+#endif
+    for (i = 0; pp->slot_g && i < n; i++)
+        if (pp->slot_g[i]) pt_graph_free(pp->slot_g[i]);
+    for (i = 0; i < pp->nfree; i++) pt_graph_free(pp->gfree[i]);
+    for (i = 0; i < pp->nsb; i++) PT_FREE(pp->sb[i].buf);
+    pt__pp_free_boxes(pp->box[0], n);
+    pt__pp_free_boxes(pp->box[1], n);
+    pt__pp_free_boxes(pp->out, n);
+    PT_FREE(pp->sb);
+    PT_FREE(pp->gfree);
+    PT_FREE(pp->slot_g);
+    PT_FREE(pp->slot_in);
+    PT_FREE(pp->slot_out);
+    PT_FREE(pp->losses);
+    PT_FREE(pp->tied);
+    PT_FREE(pp->tied_tmp);
+    pt_pp_schedule_free(pp->sched);
+    pt_pp_schedule_free(pp->fsched);
+    PT_FREE(pp);
+}
+
+PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc) {
+    pt_pp *pp;
+    char msg[512];
+    int ok = 1, n;
+    const pt_dist *d;
+    if (!ctx) return NULL;
+    d = ctx->desc.dist;
+    msg[0] = 0;
+    pp = (pt_pp *)PT_MALLOC(sizeof *pp);
+    if (!pp) return (pt_pp *)pt__fail(ctx, PT_ERR_OOM, "pt_pp_new: out of memory");
+    memset(pp, 0, sizeof *pp);
+    pp->ctx = ctx, pp->d = d;
+    pp->p = d ? pt_dist_layout(d).pp : 1;
+    pp->rank = d ? pt_dist_coords(d).pp : 0;
+#ifdef PTRAIN_MPI
+    pp->comm = d ? *(MPI_Comm *)pt_dist_comm(d, PT_COMM_PP) : MPI_COMM_NULL;
+#else
+    pp->p = 1, pp->rank = 0;
+#endif
+    if (!desc || !desc->forward) {
+        pt__msg(msg, sizeof msg, "pt_pp_new: %s", desc ? "desc.forward (the stage function) is NULL" : "desc is NULL");
+        ok = 0;
+    } else {
+        pp->desc = *desc;
+        pp->m = desc->micro_batches > 0 ? desc->micro_batches : pp->p;
+        pp->v = desc->kind == PT_PP_INTERLEAVED ? (desc->virtual_stages > 0 ? desc->virtual_stages : 2) : 1;
+        if (desc->kind == PT_PP_FORWARD_ONLY) {
+            pt__msg(msg, sizeof msg, "pt_pp_new: kind is the training schedule (GPipe, 1F1B or interleaved); evaluation uses pt_pp_eval");
+            ok = 0;
+        } else if (desc->kind != PT_PP_INTERLEAVED && desc->virtual_stages > 1) {
+            pt__msg(msg, sizeof msg, "pt_pp_new: %d virtual stages need the interleaved schedule (kind %s)", desc->virtual_stages,
+                    pt__pp_kind_name(desc->kind));
+            ok = 0;
+        } else if ((double)pp->m * pp->v * pp->p * 8.0 > 16777216.0) {
+            pt__msg(msg, sizeof msg, "pt_pp_new: m*v*p = %d*%d*%d is too large for message tags", pp->m, pp->v, pp->p);
+            ok = 0;
+        } else {
+            pp->sched = pt_pp_schedule_new(desc->kind, pp->p, pp->m, pp->v, msg, sizeof msg);
+            if (pp->sched) pp->fsched = pt_pp_schedule_new(PT_PP_FORWARD_ONLY, pp->p, pp->m, pp->v, msg, sizeof msg);
+            ok = pp->sched && pp->fsched && pt_pp_schedule_check(pp->sched, msg, sizeof msg) == PT_OK &&
+                 pt_pp_schedule_check(pp->fsched, msg, sizeof msg) == PT_OK;
+        }
+    }
+    if (ok) {
+        n = pp->m * pp->v;
+        pp->gfree = (pt_graph **)PT_MALLOC(sizeof(pt_graph *) * (size_t)n);
+        pp->slot_g = (pt_graph **)PT_MALLOC(sizeof(pt_graph *) * (size_t)n);
+        pp->slot_in = (pt_tensor **)PT_MALLOC(sizeof(pt_tensor *) * (size_t)n);
+        pp->slot_out = (pt_tensor **)PT_MALLOC(sizeof(pt_tensor *) * (size_t)n);
+        pp->box[0] = (pt__pp_box *)PT_MALLOC(sizeof(pt__pp_box) * (size_t)n);
+        pp->box[1] = (pt__pp_box *)PT_MALLOC(sizeof(pt__pp_box) * (size_t)n);
+        pp->out = (pt__pp_box *)PT_MALLOC(sizeof(pt__pp_box) * (size_t)n);
+        pp->losses = (float *)PT_MALLOC(sizeof(float) * (size_t)pp->m);
+        if (!pp->gfree || !pp->slot_g || !pp->slot_in || !pp->slot_out || !pp->box[0] || !pp->box[1] || !pp->out || !pp->losses) {
+            pt__msg(msg, sizeof msg, "pt_pp_new: out of memory");
+            ok = 0;
+        } else {
+            memset(pp->slot_g, 0, sizeof(pt_graph *) * (size_t)n);
+            memset(pp->slot_in, 0, sizeof(pt_tensor *) * (size_t)n);
+            memset(pp->slot_out, 0, sizeof(pt_tensor *) * (size_t)n);
+            memset(pp->box[0], 0, sizeof(pt__pp_box) * (size_t)n);
+            memset(pp->box[1], 0, sizeof(pt__pp_box) * (size_t)n);
+            memset(pp->out, 0, sizeof(pt__pp_box) * (size_t)n);
+        }
+    }
+#ifdef PTRAIN_MPI
+    if (d && pt_dist_size(d) > 1) {
+        ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
+        if (ok && !pt__pp_find_tied(pp)) pt__msg(msg, sizeof msg, "%s", pt_error(ctx)), ok = 0;
+        ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
+    }
+#endif
+    if (!ok) {
+        pt_pp_free(pp);
+        if (ctx->status == PT_OK || !strstr(pt_error(ctx), msg)) pt__fail(ctx, PT_ERR_ARG, "%s", msg);
+        return NULL;
+    }
+    return pp;
+}
+
+PTDEF void pt_pp_set_dp(pt_pp *pp, pt_dp *dp) {
+    if (pp) pp->dp = dp;
+}
+
+/* runs schedule s; train: with backward. Returns the mean loss over micro-batches (before the DP mean). */
+static float pt__pp_exec(pt_pp *pp, const pt_pp_schedule *s, int train, float scale) {
+    pt_ctx *ctx = pp->ctx;
+    const pt_pp_instr *prog = pt_pp_schedule_instrs(s, pp->rank);
+    int count = pt_pp_schedule_count(s, pp->rank), nst = pp->p * pp->v, i, k;
+    double t0 = pt_time(), t;
+    float loss = 0.0f;
+    pp->failed = ctx->status != PT_OK;
+    pp->stats.fwd_s = pp->stats.bwd_s = 0.0;
+    for (k = 0; k < pp->m; k++) pp->losses[k] = 0.0f;
+    for (i = 0; i < count; i++) {
+        const pt_pp_instr *in = &prog[i];
+        int mb = in->mb, c = in->chunk, stage = c * pp->p + pp->rank, slot = mb * pp->v + c;
+        switch (in->op) {
+        case PT_PP_FWD: {
+            pt_graph *g = pt__pp_graph(pp);
+            pt_tensor *x = NULL, *y = NULL;
+            pp->slot_g[slot] = g;
+            if (!g) {
+                pp->failed = 1;
+            } else {
+                pt_graph_set_grad(g, train);
+                pt_graph_set_training(g, train);
+                if (stage > 0) {
+                    /* received from another rank, or handed over by this rank's previous chunk */
+                    x = pt__pp_unbox(pp, g, &pp->box[PT__PP_ACT][slot], "input activation", mb, stage);
+                    if (x && train) pt_requires_grad(x);
+                }
+                if (!pp->failed && (stage == 0 || x)) {
+                    t = pt_time();
+                    y = pp->desc.forward(g, stage, mb, x, pp->desc.user);
+                    pp->stats.fwd_s += pt_time() - t;
+                }
+                if (!y && (stage == 0 || x) && ctx->status == PT_OK && !pp->failed)
+                    pt__fail(ctx, PT_ERR_STATE, "pt_pp: the stage function returned NULL for micro-batch %d, stage %d", mb, stage);
+                if (!y || ctx->status != PT_OK) pp->failed = 1, y = NULL;
+            }
+            pp->slot_in[slot] = x, pp->slot_out[slot] = y;
+            if (stage == nst - 1) {
+                pp->losses[mb] = y ? pt_item(y) : NAN;
+            } else {
+                /* the output goes to the next stage: in place if it is ours, else via SEND_ACT */
+                int nslot = pp->p == 1 ? slot + 1 : slot;
+                pt__pp_box *b = pp->p == 1 ? &pp->box[PT__PP_ACT][nslot] : &pp->out[slot];
+                if (!pt__pp_fill(pp, b, y)) pp->failed = 1;
+            }
+            if (!train) pt__pp_release(pp, slot);
+            break;
+        }
+        case PT_PP_BWD: {
+            pt_graph *g = pp->slot_g[slot];
+            pt_tensor *y = pp->slot_out[slot], *x = pp->slot_in[slot], *dy = NULL;
+            if (g && y && !pp->failed) {
+                if (stage == nst - 1) {
+                    int64_t one = 1;
+                    dy = pt_full(g, 1, &one, scale);
+                } else {
+                    dy = pt__pp_unbox(pp, g, &pp->box[PT__PP_GRAD][slot], "output gradient", mb, stage);
+                }
+                if (dy) {
+                    t = pt_time();
+                    if (pt_backward_from(g, y, dy) != PT_OK) pp->failed = 1;
+                    pp->stats.bwd_s += pt_time() - t;
+                } else {
+                    pp->failed = 1;
+                }
+            } else {
+                pp->failed = 1;
+                if (stage < nst - 1) pp->box[PT__PP_GRAD][slot].full = 0;
+            }
+            if (stage > 0) {
+                /* the input's gradient goes to the previous stage: ours (p == 1) or via SEND_GRAD */
+                pt__pp_box *b = pp->p == 1 ? &pp->box[PT__PP_GRAD][slot - 1] : &pp->out[slot];
+                if (!pt__pp_fill(pp, b, !pp->failed && x ? x->grad : NULL)) pp->failed = 1;
+            }
+            pt__pp_release(pp, slot);
+            break;
+        }
+#ifdef PTRAIN_MPI
+        case PT_PP_SEND_ACT:
+            if (!pt__pp_send(pp, &pp->out[slot], in->peer, pt__pp_tag(pp, mb, stage + 1, PT__PP_ACT))) pp->failed = 1;
+            pp->out[slot].full = 0;
+            break;
+        case PT_PP_SEND_GRAD:
+            if (!pt__pp_send(pp, &pp->out[slot], in->peer, pt__pp_tag(pp, mb, stage - 1, PT__PP_GRAD))) pp->failed = 1;
+            pp->out[slot].full = 0;
+            break;
+        case PT_PP_RECV_ACT:
+            if (!pt__pp_recv(pp, &pp->box[PT__PP_ACT][slot], in->peer, pt__pp_tag(pp, mb, stage, PT__PP_ACT))) pp->failed = 1;
+            break;
+        case PT_PP_RECV_GRAD:
+            if (!pt__pp_recv(pp, &pp->box[PT__PP_GRAD][slot], in->peer, pt__pp_tag(pp, mb, stage, PT__PP_GRAD))) pp->failed = 1;
+            break;
+#endif
+        default: break; /* PT_PP_OPTIM: the caller steps the optimizer after pt_pp_step */
+        }
+    }
+#ifdef PTRAIN_MPI
+    if (pp->p > 1) pt__pp_wait_sends(pp);
+#endif
+    for (k = 0; k < pp->m * pp->v; k++) pt__pp_release(pp, k); /* a failed step may leave graphs */
+    pp->stats.step_s = pt_time() - t0;
+    pp->stats.busy_s = pp->stats.fwd_s + pp->stats.bwd_s;
+    pp->stats.my_bubble = pp->stats.step_s > 0 ? 1.0 - pp->stats.busy_s / pp->stats.step_s : 0.0;
+    pp->stats.bubble = pp->stats.my_bubble;
+    pp->stats.graphs = pp->ngraphs;
+    if (pp->rank == pp->p - 1)
+        for (k = 0; k < pp->m; k++) loss += pp->losses[k] / (float)pp->m;
+    return loss;
+}
+
+/* after a run: agree on errors, share the loss (from the last pipeline rank, mean over DP) and the bubble */
+static float pt__pp_done(pt_pp *pp, float loss, pt_status st) {
+    pt_ctx *ctx = pp->ctx;
+    int ok = !pp->failed && st == PT_OK && ctx->status == PT_OK;
+#ifdef PTRAIN_MPI
+    if (pp->d && pt_dist_size(pp->d) > 1) {
+        char msg[512];
+        double b[2];
+        /* a rank whose input came marked failed has no message of its own: the first rank with an
+           error of its own (the one that failed first) speaks for all */
+        pt__msg(msg, sizeof msg, "%s", ctx->status != PT_OK ? pt_error(ctx) : "");
+        if (!pt_dist_agree_msg(pp->d, ctx->status == PT_OK && st == PT_OK, msg, sizeof msg)) {
+            if (ctx->status == PT_OK) pt__fail(ctx, PT_ERR_STATE, "%s", msg);
+            return NAN;
+        }
+        pt__msg(msg, sizeof msg, "pt_pp: a pipeline step failed");
+        if (!pt_dist_agree_msg(pp->d, ok, msg, sizeof msg)) {
+            if (ctx->status == PT_OK) pt__fail(ctx, PT_ERR_STATE, "%s", msg);
+            return NAN;
+        }
+        if (pp->p > 1) {
+            MPI_Bcast(&loss, 1, MPI_FLOAT, pp->p - 1, pp->comm);
+            b[0] = pp->stats.my_bubble;
+            MPI_Allreduce(MPI_IN_PLACE, b, 1, MPI_DOUBLE, MPI_SUM, pp->comm);
+            pp->stats.bubble = b[0] / pp->p;
+        }
+        if (pt_dist_layout(pp->d).dp > 1) {
+            MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_FLOAT, MPI_SUM, *(MPI_Comm *)pt_dist_comm(pp->d, PT_COMM_DP));
+            loss /= (float)pt_dist_layout(pp->d).dp;
+        }
+        return loss;
+    }
+#endif
+    return ok ? loss : NAN;
+}
+
+PTDEF float pt_pp_step(pt_pp *pp, int round, int rounds) {
+    float loss;
+    pt_status st = PT_OK;
+    int last;
+    if (!pp) return NAN;
+    if (rounds < 1 || round < 0 || round >= rounds) {
+        pt__fail(pp->ctx, PT_ERR_ARG, "pt_pp_step: round %d of %d (need 0 <= round < rounds)", round, rounds);
+        return NAN;
+    }
+    last = round == rounds - 1;
+    pt_dp_begin(pp->dp, 0); /* accumulate during the schedule; averaged over DP after it */
+    loss = pt__pp_exec(pp, pp->sched, 1, 1.0f / ((float)pp->m * (float)rounds));
+    if (last && !pp->failed) {
+        if (pp->dp) {
+            pt_dp_begin(pp->dp, 1);
+            st = pt_dp_finish(pp->dp);
+        }
+#ifdef PTRAIN_MPI
+        if (st == PT_OK && pp->ntied && !pt__pp_sum_tied(pp)) st = pp->ctx->status;
+#endif
+    }
+    return pt__pp_done(pp, loss, st);
+}
+
+PTDEF float pt_pp_eval(pt_pp *pp) {
+    float loss;
+    if (!pp) return NAN;
+    loss = pt__pp_exec(pp, pp->fsched, 0, 1.0f);
+    return pt__pp_done(pp, loss, PT_OK);
+}
+
+PTDEF pt_pp_stats pt_pp_stats_get(const pt_pp *pp) {
+    pt_pp_stats s;
+    if (pp) return pp->stats;
+    memset(&s, 0, sizeof s);
+    return s;
+}
+PTDEF const pt_pp_schedule *pt_pp_get_schedule(const pt_pp *pp) { return pp ? pp->sched : NULL; }
+PTDEF void pt_pp_shape(const pt_pp *pp, int *p, int *rank, int *m, int *v) {
+    if (p) *p = pp ? pp->p : 0;
+    if (rank) *rank = pp ? pp->rank : 0;
+    if (m) *m = pp ? pp->m : 0;
+    if (v) *v = pp ? pp->v : 0;
+}
+
+PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double first_extra, double last_extra, int32_t *first,
+                            char *err, size_t errlen) {
+    int s, l, j;
+    double *best;
+    int *cut;
+    if (err && errlen) err[0] = 0;
+    if (!first || layers < 1 || nstages < 1 || nstages > layers) {
+        pt__msg(err, errlen, "pt_pp_split: %d layers cannot be cut into %d stages (need 1 <= stages <= layers)", layers, nstages);
+        return PT_ERR_ARG;
+    }
+    if (!cost) {
+        if (layers % nstages) {
+            pt__msg(err, errlen, "pt_pp_split: layers = %d is not divisible by the %d stages (pp x virtual stages); change --layers, or use a balanced split",
+                    layers, nstages);
+            return PT_ERR_ARG;
+        }
+        for (s = 0; s <= nstages; s++) first[s] = (int32_t)((int64_t)layers * s / nstages);
+        return PT_OK;
+    }
+    /* best[s][l]: least max-stage cost of layers [0, l) in stages [0, s]; cut[s][l] where stage s starts */
+    best = (double *)PT_MALLOC(sizeof(double) * (size_t)nstages * (size_t)(layers + 1));
+    cut = (int *)PT_MALLOC(sizeof(int) * (size_t)nstages * (size_t)(layers + 1));
+    if (!best || !cut) {
+        PT_FREE(best);
+        PT_FREE(cut);
+        pt__msg(err, errlen, "pt_pp_split: out of memory");
+        return PT_ERR_OOM;
+    }
+#define PT__B(s, l) best[(size_t)(s) * (size_t)(layers + 1) + (size_t)(l)]
+#define PT__K(s, l) cut[(size_t)(s) * (size_t)(layers + 1) + (size_t)(l)]
+    for (s = 0; s < nstages; s++)
+        for (l = 0; l <= layers; l++) PT__B(s, l) = HUGE_VAL, PT__K(s, l) = -1;
+    for (l = 1; l <= layers; l++) {
+        double c = first_extra;
+        for (j = 0; j < l; j++) c += cost[j];
+        if (nstages == 1) c += last_extra;
+        PT__B(0, l) = c, PT__K(0, l) = 0;
+    }
+    for (s = 1; s < nstages; s++)
+        for (l = s + 1; l <= layers; l++) {
+            double c = s == nstages - 1 ? last_extra : 0.0;
+            for (j = l - 1; j >= s; j--) { /* stage s = layers [j, l) */
+                double m;
+                c += cost[j];
+                m = PT__MAX(PT__B(s - 1, j), c);
+                if (m < PT__B(s, l)) PT__B(s, l) = m, PT__K(s, l) = j;
+            }
+        }
+    first[nstages] = layers;
+    for (s = nstages - 1, l = layers; s >= 0; s--) first[s] = PT__K(s, l), l = PT__K(s, l);
+#undef PT__B
+#undef PT__K
+    PT_FREE(best);
+    PT_FREE(cut);
+    return PT_OK;
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

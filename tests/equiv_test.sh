@@ -1,0 +1,56 @@
+#!/bin/sh
+# tests/equiv_test.sh [BUILD_DIR] - the equivalence matrix of parallel training (tests/test_equiv.c):
+# a small GPT on each layout among 1, dp2, tp2, pp2, dp2 x tp2, tp2 x pp2, dp2 x pp2, dp2 x tp2 x pp2,
+# with ZeRO, pipeline schedules (GPipe, 1F1B, interleaved), micro-batches, gradient accumulation,
+# dropout and a balanced stage split, must reproduce the single-process per-step losses, gradient
+# norms, evaluation loss and final parameters (relative 1e-5), and be bit-identical when run twice.
+# Every run is one mpirun bounded by `timeout 120`; prints PASS/FAIL per run, then "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. tests/mpi_lib.sh
+
+if ! have mpicc || ! have mpirun; then
+    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+    echo "$NP passed, $NF failed"
+    exit 1
+fi
+if ! mpicc $W -DPTRAIN_MPI -fopenmp tests/test_equiv.c -o "$BUILD/test_equiv" -lm >"$BUILD/test_equiv.build.log" 2>&1; then
+    fail "build test_equiv (mpicc -DPTRAIN_MPI)" "see $BUILD/test_equiv.build.log"
+    head -n 20 "$BUILD/test_equiv.build.log" | sed 's/^/    /'
+    echo "$NP passed, $NF failed"
+    exit 1
+fi
+MPIRUN="timeout 120 mpirun --mca mpi_yield_when_idle 1"
+export PTRAIN_THREADS=1 OMP_WAIT_POLICY=passive
+i=0
+while read -r n args; do
+    case $n in '' | '#'*) continue ;; esac
+    i=$((i + 1))
+    prog "equivalence np=$n $args" "$BUILD/equiv_$i.log" $MPIRUN -np "$n" "$B/test_equiv" $args </dev/null
+done <<'LAYOUTS'
+1 --dp 1
+1 --dp 1 --m 4
+1 --dp 1 --schedule interleaved --v 2 --m 2
+2 --dp 2
+2 --dp 2 --accum 2
+2 --dp 2 --zero 1
+2 --tp 2
+2 --tp 2 --dropout 0.1
+2 --pp 2 --schedule gpipe --m 4
+2 --pp 2 --schedule 1f1b --m 4
+2 --pp 2 --schedule interleaved --v 2 --m 4
+2 --pp 2 --balanced --dropout 0.1
+4 --pp 4 --m 4
+4 --dp 2 --tp 2
+4 --dp 2 --tp 2 --zero 1 --accum 2
+4 --tp 2 --pp 2
+4 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2
+4 --dp 2 --pp 2
+4 --dp 2 --pp 2 --zero 1 --accum 2
+4 --dp 2 --pp 2 --schedule gpipe --m 4
+8 --dp 2 --tp 2 --pp 2
+8 --dp 2 --tp 2 --pp 2 --zero 1
+8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2
+LAYOUTS
+echo "$NP passed, $NF failed"
+[ "$NF" -eq 0 ]

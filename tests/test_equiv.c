@@ -1,0 +1,359 @@
+/* test_equiv.c - the correctness bar of parallel training: a small GPT trained on a layout
+   (dp x tp x pp, pipeline schedule, micro-batches, accumulation, ZeRO) gives the per-step losses,
+   gradient norms and final parameters of the same GPT trained by one process on the whole batch.
+   Every rank trains that single-process reference itself (a context without a grid), then compares
+   its own parameters (its shards, its stages) with the matching slices of the reference.
+   Usage: mpirun -np N test_equiv [--dp D] [--tp T] [--pp P] [--schedule gpipe|1f1b|interleaved]
+          [--v V] [--m M] [--accum K] [--zero Z] [--dropout P] [--balanced] [--steps S] [--tol X]
+   Prints PASS/FAIL lines and "N passed, N failed" (rank 0). */
+#define PTRAIN_IMPLEMENTATION
+#include "ptrain.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXSTEPS 13 /* 12 steps and the evaluation */
+enum { GB = 8, TT = 16, VOCAB = 100 };
+
+typedef struct {
+    pt_layout lay;
+    int kind, v, m, accum, zero, steps, balanced;
+    float dropout, tol;
+} opts;
+
+typedef struct {
+    pt_gpt *model;
+    const int32_t *ids, *tgt; /* this step's global batch [GB, TT] */
+    int row0, rows;           /* this round's rows of the global batch: [row0, row0 + rows) */
+    int m;
+    int fail_stage; /* > 0: that stage's function fails (error-path test) */
+} stage_user;
+
+static int npass, nfail, world_rank;
+static pt_dist *grid;
+
+static int agree(int ok) {
+#ifdef PTRAIN_MPI
+    int all = ok != 0;
+    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_WORLD));
+    return all;
+#else
+    return ok != 0;
+#endif
+}
+static void check(int ok, const char *name, const char *why) {
+    ok = agree(ok);
+    if (ok) npass++; else nfail++;
+    if (world_rank == 0) {
+        if (ok) printf("PASS %s\n", name); else printf("FAIL %s: %s\n", name, why);
+        fflush(stdout);
+    }
+}
+
+static pt_tensor *stage_fn(pt_graph *g, int stage, int mb, pt_tensor *x, void *user) {
+    stage_user *u = (stage_user *)user;
+    int rows = u->rows / u->m, r0 = u->row0 + mb * rows;
+    int64_t shp[2];
+    pt_tensor *ids = NULL, *tgt = NULL;
+    shp[0] = rows, shp[1] = TT;
+    if (u->fail_stage > 0 && stage == u->fail_stage) return NULL;
+    pt_graph_set_sample_offset(g, r0);
+    if (stage == 0) ids = pt_tensor_from(g, PT_I32, 2, shp, u->ids + (size_t)r0 * TT);
+    if (stage == u->model->nstages - 1) tgt = pt_tensor_from(g, PT_I32, 2, shp, u->tgt + (size_t)r0 * TT);
+    return pt_gpt_stage_fwd(g, u->model, stage, x, ids, tgt);
+}
+
+static pt_gpt_config config(const opts *o) {
+    pt_gpt_config c;
+    memset(&c, 0, sizeof c);
+    c.vocab = VOCAB, c.max_seq = TT, c.layers = 4, c.width = 32, c.heads = 4, c.dropout = o->dropout;
+    return c;
+}
+static pt_optim_desc optim_desc(void) {
+    pt_optim_desc od;
+    memset(&od, 0, sizeof od);
+    od.kind = PT_OPTIM_ADAMW, od.lr = 3e-3f, od.eps = 1e-6f, od.weight_decay = 0.1f, od.clip_norm = 0.5f;
+    return od;
+}
+
+static void batch(int step, int32_t *ids, int32_t *tgt) {
+    pt_rng r = pt_rng_seed(1000 + (uint64_t)step);
+    int i;
+    int b, t;
+    for (b = 0; b < GB; b++) { /* learnable: arithmetic sequences modulo the vocabulary */
+        int a = (int)(pt_rng_u32(&r) % VOCAB), d = 1 + (int)(pt_rng_u32(&r) % 5);
+        for (t = 0; t < TT; t++) ids[b * TT + t] = (a + d * t) % VOCAB, tgt[b * TT + t] = (a + d * (t + 1)) % VOCAB;
+    }
+    (void)i;
+}
+
+/* the single-process reference: whole batch, one backward per step */
+static pt_ctx *reference(const opts *o, float *loss, float *gnorm) {
+    pt_desc desc;
+    pt_gpt_config c = config(o);
+    pt_optim_desc od = optim_desc();
+    pt_ctx *ctx;
+    pt_gpt *m;
+    pt_graph *g;
+    pt_optim *opt;
+    int s;
+    memset(&desc, 0, sizeof desc);
+    desc.seed = 7, desc.threads = 1;
+    ctx = pt_init(&desc);
+    m = pt_gpt_new(ctx, &c);
+    opt = pt_optim_new(ctx, &od);
+    g = pt_graph_new(ctx);
+    for (s = 0; s < o->steps; s++) {
+        int32_t ids[GB * TT], tgt[GB * TT];
+        int64_t shp[2] = {GB, TT};
+        pt_tensor *x, *y, *l;
+        batch(s, ids, tgt);
+        pt_graph_reset(g);
+        x = pt_tensor_from(g, PT_I32, 2, shp, ids);
+        y = pt_tensor_from(g, PT_I32, 2, shp, tgt);
+        l = pt_gpt_loss(g, m, x, y);
+        loss[s] = pt_item(l);
+        pt_zero_grad(ctx);
+        pt_backward(g, l);
+        gnorm[s] = pt_optim_step(opt, od.lr);
+    }
+    { /* evaluation on a further batch */
+        int32_t ids[GB * TT], tgt[GB * TT];
+        int64_t shp[2] = {GB, TT};
+        batch(99, ids, tgt);
+        pt_graph_reset(g);
+        pt_graph_set_grad(g, 0);
+        pt_graph_set_training(g, 0);
+        loss[o->steps] = pt_item(pt_gpt_loss(g, m, pt_tensor_from(g, PT_I32, 2, shp, ids), pt_tensor_from(g, PT_I32, 2, shp, tgt)));
+    }
+    pt_gpt_free(m);
+    return ctx;
+}
+
+/* the run on the grid; returns its context (parameters compared by the caller) */
+static pt_ctx *parallel(const opts *o, float *loss, float *gnorm, pt_pp_stats *st, char *err, size_t errlen, int fail_stage) {
+    pt_desc desc;
+    pt_gpt_config c = config(o);
+    pt_optim_desc od = optim_desc();
+    pt_ctx *ctx;
+    pt_gpt *m = NULL;
+    pt_optim *opt = NULL;
+    pt_pp *pp = NULL;
+    pt_dp *dp = NULL;
+    pt_pp_desc pd;
+    stage_user u;
+    pt_layout lay = pt_dist_layout(grid);
+    pt_coords me = pt_dist_coords(grid);
+    int nst = lay.pp * o->v, i, s, mine[64], nmine = 0;
+    int32_t first[65];
+    memset(&desc, 0, sizeof desc);
+    desc.seed = 7, desc.threads = 1, desc.dist = grid;
+    ctx = pt_init(&desc);
+    if (o->balanced) {
+        double cost[64], fe, le;
+        pt_gpt_stage_costs(&c, GB, TT, cost, &fe, &le);
+        if (pt_pp_split(c.layers, nst, cost, fe, le, first, err, errlen) != PT_OK) return ctx;
+    } else if (pt_pp_split(c.layers, nst, NULL, 0, 0, first, err, errlen) != PT_OK) {
+        return ctx;
+    }
+    for (i = 0; i < o->v; i++) mine[nmine++] = i * lay.pp + me.pp;
+    m = pt_gpt_new_stages(ctx, &c, nst, first, nmine, mine);
+    opt = pt_optim_new(ctx, &od);
+    if (lay.dp > 1) {
+        dp = pt_dp_new(ctx, grid, 2048); /* small buckets: several per stage */
+        if (dp && o->zero) pt_dp_zero(dp, opt, o->zero);
+    }
+    memset(&pd, 0, sizeof pd);
+    pd.kind = o->kind, pd.micro_batches = o->m, pd.virtual_stages = o->v, pd.forward = stage_fn, pd.user = &u;
+    if (m && opt) pp = pt_pp_new(ctx, &pd);
+    if (pp) pt_pp_set_dp(pp, dp);
+    if (!pp) {
+        snprintf(err, errlen, "%s", pt_error(ctx));
+        goto out;
+    }
+    u.model = m, u.m = o->m, u.fail_stage = fail_stage;
+    for (s = 0; s < o->steps; s++) {
+        int32_t ids[GB * TT], tgt[GB * TT];
+        int k, per = GB / lay.dp;
+        float sum = 0;
+        batch(s, ids, tgt);
+        u.ids = ids, u.tgt = tgt;
+        pt_zero_grad(ctx);
+        for (k = 0; k < o->accum; k++) {
+            u.rows = per / o->accum;
+            u.row0 = me.dp * per + k * u.rows;
+            sum += pt_pp_step(pp, k, o->accum);
+        }
+        loss[s] = sum / (float)o->accum;
+        if (fail_stage) break;
+        gnorm[s] = pt_optim_step(opt, od.lr);
+    }
+    *st = pt_pp_stats_get(pp);
+    { /* evaluation: the forward-only schedule on a further batch */
+        int32_t ids[GB * TT], tgt[GB * TT];
+        batch(99, ids, tgt);
+        u.ids = ids, u.tgt = tgt, u.rows = GB / lay.dp, u.row0 = me.dp * u.rows;
+        loss[o->steps] = pt_pp_eval(pp);
+    }
+    if (pt_status_get(ctx) != PT_OK) snprintf(err, errlen, "%s", pt_error(ctx));
+out:
+    pt_pp_free(pp);
+    if (dp && o->zero) pt_dp_zero(dp, opt, 0); /* full state again before the reducer goes */
+    pt_dp_free(dp);
+    pt_gpt_free(m);
+    return ctx;
+}
+
+/* global flat index of local element i of a shard (split_dim cut in split_parts equal parts) */
+static int64_t global_index(const pt_spec *s, int64_t i) {
+    int64_t idx[PT_MAX_DIMS], ls[PT_MAX_DIMS], g = 0;
+    int d;
+    for (d = 0; d < s->ndim; d++) ls[d] = s->global_shape[d] / (d == s->split_dim ? s->split_parts : 1);
+    for (d = s->ndim - 1; d >= 0; d--) idx[d] = i % ls[d], i /= ls[d];
+    if (s->split_dim >= 0) idx[s->split_dim] += (int64_t)s->split_index * ls[s->split_dim];
+    for (d = 0; d < s->ndim; d++) g = g * s->global_shape[d] + idx[d];
+    return g;
+}
+
+/* worst per-tensor ||p - ref|| / ||ref|| over this rank's parameters (split ones summed over TP) */
+static double param_diff(pt_ctx *ctx, pt_ctx *ref, char *worst, size_t n) {
+    double w = 0;
+    int i;
+    worst[0] = 0;
+    for (i = 0; i < pt_param_count(ctx); i++) {
+        pt_param *p = pt_param_at(ctx, i), *r = pt_param_find(ref, p->spec.name);
+        const float *a = pt_f32(&p->value), *b = r ? pt_f32(&r->value) : NULL;
+        double acc[2] = {0, 0}, rel;
+        int64_t j, cnt = pt_numel(&p->value);
+        if (!b) {
+            snprintf(worst, n, "parameter '%s' has no reference", p->spec.name);
+            return 1e30;
+        }
+        for (j = 0; j < cnt; j++) {
+            double ref_v = b[global_index(&p->spec, j)], dlt = a[j] - ref_v;
+            acc[0] += dlt * dlt, acc[1] += ref_v * ref_v;
+        }
+#ifdef PTRAIN_MPI
+        if (p->spec.split_dim >= 0 && p->spec.split_parts > 1)
+            MPI_Allreduce(MPI_IN_PLACE, acc, 2, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_TP));
+#endif
+        rel = acc[1] > 0 ? sqrt(acc[0] / acc[1]) : sqrt(acc[0]);
+        if (rel > w) {
+            w = rel;
+            snprintf(worst, n, "'%s' rel %.3g", p->spec.name, rel);
+        }
+    }
+    return w;
+}
+
+static int parse(int argc, char **argv, opts *o) {
+    int i;
+    memset(o, 0, sizeof *o);
+    o->lay.dp = 0, o->lay.tp = 1, o->lay.pp = 1; /* dp: the rest of the world */
+    o->kind = PT_PP_1F1B, o->v = 1, o->m = 0, o->accum = 1, o->steps = 5, o->tol = 1e-5f;
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
+        if (!strcmp(a, "--dp")) o->lay.dp = atoi(v), i++;
+        else if (!strcmp(a, "--tp")) o->lay.tp = atoi(v), i++;
+        else if (!strcmp(a, "--pp")) o->lay.pp = atoi(v), i++;
+        else if (!strcmp(a, "--v")) o->v = atoi(v), i++;
+        else if (!strcmp(a, "--m")) o->m = atoi(v), i++;
+        else if (!strcmp(a, "--accum")) o->accum = atoi(v), i++;
+        else if (!strcmp(a, "--zero")) o->zero = atoi(v), i++;
+        else if (!strcmp(a, "--steps")) o->steps = atoi(v), i++;
+        else if (!strcmp(a, "--dropout")) o->dropout = (float)atof(v), i++;
+        else if (!strcmp(a, "--tol")) o->tol = (float)atof(v), i++;
+        else if (!strcmp(a, "--balanced")) o->balanced = 1;
+        else if (!strcmp(a, "--schedule")) {
+            o->kind = !strcmp(v, "gpipe") ? PT_PP_GPIPE : !strcmp(v, "interleaved") ? PT_PP_INTERLEAVED : PT_PP_1F1B;
+            i++;
+        } else {
+            fprintf(stderr, "test_equiv: unknown flag %s\n", a);
+            return 0;
+        }
+    }
+    if (o->kind != PT_PP_INTERLEAVED) o->v = 1;
+    if (o->steps > MAXSTEPS - 1) o->steps = MAXSTEPS - 1;
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    opts o;
+    char err[1024], name[256], worst[256];
+    float rl[MAXSTEPS], rg[MAXSTEPS], l1[MAXSTEPS], g1[MAXSTEPS], l2[MAXSTEPS], g2[MAXSTEPS];
+    double dl = 0, dg = 0, dpar;
+    pt_ctx *ref, *a, *b;
+    pt_pp_stats st;
+    pt_layout lay;
+    int s, same = 1;
+    if (!parse(argc, argv, &o)) return 2;
+    grid = pt_dist_init(&argc, &argv, &o.lay, err, sizeof err);
+    if (!grid) {
+        fprintf(stderr, "test_equiv: %s\n", err);
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    world_rank = pt_dist_rank(grid);
+    lay = pt_dist_layout(grid);
+    if (o.m == 0) o.m = lay.pp;
+    if ((GB / lay.dp) % (o.accum * o.m) != 0) {
+        if (world_rank == 0) printf("FAIL configuration: the batch per DP rank (%d) must split into accum x micro-batches (%d x %d)\n0 passed, 1 failed\n", GB / lay.dp, o.accum, o.m);
+        pt_dist_finalize(grid);
+        return 1;
+    }
+    snprintf(name, sizeof name, "dp%d tp%d pp%d %s v%d m%d accum%d zero%d%s%s", lay.dp, lay.tp, lay.pp,
+             o.kind == PT_PP_GPIPE ? "gpipe" : o.kind == PT_PP_INTERLEAVED ? "interleaved" : "1f1b", o.v, o.m, o.accum, o.zero,
+             o.dropout > 0 ? " dropout" : "", o.balanced ? " balanced" : "");
+    if (world_rank == 0) printf("layout: %s\n", name);
+    ref = reference(&o, rl, rg);
+    err[0] = 0;
+    a = parallel(&o, l1, g1, &st, err, sizeof err, 0);
+    check(pt_status_get(a) == PT_OK && !err[0], "parallel run completes", err);
+    if (nfail) goto done;
+    for (s = 0; s < o.steps; s++) {
+        double e = fabs((double)l1[s] - rl[s]) / fabs((double)rl[s]), f = fabs((double)g1[s] - rg[s]) / fabs((double)rg[s]);
+        if (!(e <= dl)) dl = e; /* NaN sticks */
+        if (!(f <= dg)) dg = f;
+    }
+    if (world_rank == 0) {
+        printf("  step 0 loss %.7f (reference %.7f), step %d loss %.7f (reference %.7f)\n", l1[0], rl[0], o.steps - 1, l1[o.steps - 1],
+               rl[o.steps - 1]);
+        printf("  max rel loss diff %.3g, max rel grad-norm diff %.3g, bubble %.3f, graphs %d\n", dl, dg, st.bubble, st.graphs);
+    }
+    snprintf(err, sizeof err, "max relative loss difference %.3g > %.3g", dl, (double)o.tol);
+    check(dl <= o.tol, "per-step losses equal the single process", err);
+    snprintf(err, sizeof err, "max relative grad-norm difference %.3g > %.3g", dg, (double)o.tol);
+    check(dg <= o.tol, "per-step global gradient norms equal the single process", err);
+    {
+        double e = fabs((double)l1[o.steps] - rl[o.steps]) / fabs((double)rl[o.steps]);
+        if (world_rank == 0) printf("  eval loss %.7f (reference %.7f)\n", l1[o.steps], rl[o.steps]);
+        snprintf(err, sizeof err, "relative difference %.3g > %.3g", e, (double)o.tol);
+        check(e <= o.tol, "forward-only evaluation equals the single process", err);
+    }
+    dpar = param_diff(a, ref, worst, sizeof worst);
+#ifdef PTRAIN_MPI
+    MPI_Allreduce(MPI_IN_PLACE, &dpar, 1, MPI_DOUBLE, MPI_MAX, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_WORLD));
+#endif
+    if (world_rank == 0) printf("  max per-tensor rel param diff %.3g (%s)\n", dpar, worst);
+    snprintf(err, sizeof err, "per-tensor relative parameter difference %.3g > %.3g (%s)", dpar, (double)o.tol, worst);
+    check(dpar <= o.tol, "final parameters equal the single process", err);
+    b = parallel(&o, l2, g2, &st, err, sizeof err, 0);
+    for (s = 0; s < o.steps; s++) same &= memcmp(&l1[s], &l2[s], sizeof(float)) == 0 && memcmp(&g1[s], &g2[s], sizeof(float)) == 0;
+    check(same, "the same layout twice is bit-identical", "losses or norms differ between two runs");
+    pt_shutdown(b);
+    if (lay.pp > 1) { /* a stage that fails: every rank returns NaN and the failing rank's message */
+        err[0] = 0;
+        b = parallel(&o, l2, g2, &st, err, sizeof err, 1);
+        snprintf(name, sizeof name, "stage 1's function failing: NaN and one message on every rank (got %g, '%s')", l2[0], err);
+        check(l2[0] != l2[0] && strstr(err, "micro-batch 0, stage 1") != NULL, "a failing stage is reported on every rank, no hang", name);
+        pt_shutdown(b);
+    }
+done:
+    pt_shutdown(a);
+    pt_shutdown(ref);
+    if (world_rank == 0) printf("%d passed, %d failed\n", npass, nfail);
+    pt_dist_finalize(grid);
+    return nfail ? 1 : 0;
+}
