@@ -804,9 +804,10 @@ typedef struct pt_pp pt_pp; /**< a pipeline runtime: schedule, graphs, buffers, 
 typedef pt_tensor *(*pt_pp_stage_fn)(pt_graph *g, int stage, int mb, pt_tensor *x, void *user);
 /** Pipeline runtime setup. */
 typedef struct pt_pp_desc {
-    int32_t kind;           /**< pt_pp_kind of the training schedule (GPipe, 1F1B or interleaved) */
+    int32_t kind;           /**< pt_pp_kind of the training schedule (GPipe, 1F1B or interleaved), or
+                                 PT_PP_FORWARD_ONLY for an inference-only runtime (pt_pp_eval) */
     int32_t micro_batches;  /**< m (0 = the pipeline size p) */
-    int32_t virtual_stages; /**< v: 0 = 2 for PT_PP_INTERLEAVED, else 1 */
+    int32_t virtual_stages; /**< v: 0 = 2 for PT_PP_INTERLEAVED, else 1 (forward-only: any v >= 1) */
     pt_pp_stage_fn forward; /**< computes a stage */
     void *user;             /**< passed to forward */
 } pt_pp_desc;
@@ -7435,11 +7436,9 @@ PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc) {
     } else {
         pp->desc = *desc;
         pp->m = desc->micro_batches > 0 ? desc->micro_batches : pp->p;
-        pp->v = desc->kind == PT_PP_INTERLEAVED ? (desc->virtual_stages > 0 ? desc->virtual_stages : 2) : 1;
-        if (desc->kind == PT_PP_FORWARD_ONLY) {
-            pt__msg(msg, sizeof msg, "pt_pp_new: kind is the training schedule (GPipe, 1F1B or interleaved); evaluation uses pt_pp_eval");
-            ok = 0;
-        } else if (desc->kind != PT_PP_INTERLEAVED && desc->virtual_stages > 1) {
+        pp->v = desc->kind == PT_PP_INTERLEAVED ? (desc->virtual_stages > 0 ? desc->virtual_stages : 2)
+                : desc->kind == PT_PP_FORWARD_ONLY && desc->virtual_stages > 0 ? desc->virtual_stages : 1;
+        if (desc->kind != PT_PP_INTERLEAVED && desc->kind != PT_PP_FORWARD_ONLY && desc->virtual_stages > 1) {
             pt__msg(msg, sizeof msg, "pt_pp_new: %d virtual stages need the interleaved schedule (kind %s)", desc->virtual_stages,
                     pt__pp_kind_name(desc->kind));
             ok = 0;
@@ -7447,7 +7446,7 @@ PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc) {
             pt__msg(msg, sizeof msg, "pt_pp_new: m*v*p = %d*%d*%d is too large for message tags", pp->m, pp->v, pp->p);
             ok = 0;
         } else {
-            pp->sched = pt_pp_schedule_new(desc->kind, pp->p, pp->m, pp->v, msg, sizeof msg);
+            pp->sched = pt_pp_schedule_new(desc->kind, pp->p, pp->m, pp->v, msg, sizeof msg); /* forward-only: inference runtime */
             if (pp->sched) pp->fsched = pt_pp_schedule_new(PT_PP_FORWARD_ONLY, pp->p, pp->m, pp->v, msg, sizeof msg);
             ok = pp->sched && pp->fsched && pt_pp_schedule_check(pp->sched, msg, sizeof msg) == PT_OK &&
                  pt_pp_schedule_check(pp->fsched, msg, sizeof msg) == PT_OK;
@@ -7648,6 +7647,10 @@ PTDEF float pt_pp_step(pt_pp *pp, int round, int rounds) {
     if (!pp) return NAN;
     if (rounds < 1 || round < 0 || round >= rounds) {
         pt__fail(pp->ctx, PT_ERR_ARG, "pt_pp_step: round %d of %d (need 0 <= round < rounds)", round, rounds);
+        return NAN;
+    }
+    if (pp->desc.kind == PT_PP_FORWARD_ONLY) {
+        pt__fail(pp->ctx, PT_ERR_STATE, "pt_pp_step: this runtime was made with the forward-only schedule (inference: pt_pp_eval only)");
         return NAN;
     }
     last = round == rounds - 1;

@@ -1,0 +1,396 @@
+/* 07_gpt_3d.c - the GPT of 03, trained on any layout of data, tensor and pipeline parallelism.
+
+   What it teaches: how the three kinds of parallelism compose around one model. The world's ranks
+   form a dp x tp x pp grid (pt_dist_init; the rank table is printed). The model is cut into
+   pp x v pipeline stages (pt_pp_split, balanced by a FLOP estimate unless --split equal); each
+   pipeline rank creates only the parameters of its stages (pt_gpt_new_stages), with tensor-parallel
+   layers when tp > 1. A pt_pp runtime runs the schedule (GPipe, 1F1B or interleaved 1F1B, printed
+   as a table), a pt_dp reducer averages gradients over the data-parallel ranks during backward,
+   optionally with the optimizer state sharded (ZeRO). `--batch` is the global batch: every layout
+   sees the same data in a step, so the losses of any layout follow those of one process (and of 03).
+
+   Build: mpicc -O2 -fopenmp -march=native -I. examples/07_gpt_3d.c -o build/07_gpt_3d -DPTRAIN_MPI -lm
+   Run: mpirun -np 4 ./build/07_gpt_3d --dp 2 --pp 2 --steps 300
+
+   Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
+   --device), the layout --dp D --tp T --pp P (0 = the rest of the world; default: all data
+   parallel), --zero 0|1 (optimizer state sharded over DP), --schedule gpipe|1f1b|interleaved
+   (default 1f1b), --virtual-stages V (interleaved; default 2), --micro-batches M (default pp),
+   --accum K (rounds of M micro-batches per optimizer step), --split balanced|equal, --bucket-kb N
+   (DP bucket size), --data DIR, --val-every N, --sample N (bytes to generate at the end).
+   Each step prints `step <n> loss <l> ...` (rank 0); the run ends with `val_loss <v>` and a sample. */
+#define PTRAIN_IMPLEMENTATION
+#include "ptrain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct text {
+    unsigned char *bytes;
+    long n;
+} text;
+
+static int read_file(const char *path, text *t) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    t->n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    t->bytes = (unsigned char *)malloc((size_t)t->n + 1);
+    if (!t->bytes || fread(t->bytes, 1, (size_t)t->n, f) != (size_t)t->n) {
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* the global batch of a step, the same windows as 03 (every rank draws all of them, keeps its own) */
+static void make_batch(const text *d, pt_rng *rng, int B, int T, int32_t *ids, int32_t *tg) {
+    int b, t;
+    for (b = 0; b < B; b++) {
+        long start = (long)(((uint64_t)pt_rng_u32(rng) << 20 ^ pt_rng_u32(rng)) % (uint64_t)(d->n - T - 1));
+        for (t = 0; t < T; t++) {
+            ids[b * T + t] = d->bytes[start + t];
+            tg[b * T + t] = d->bytes[start + t + 1];
+        }
+    }
+}
+
+/* what the stage function reads: the model, the current global batch and this rank's rows */
+typedef struct feed {
+    pt_gpt *m;
+    const int32_t *ids, *tg;
+    int T, row0, rows, mbs; /* this round: rows [row0, row0 + rows) of the batch, in mbs micro-batches */
+    int gen;                /* generation: the last stage picks the next byte instead of a loss */
+    float temperature;
+    pt_rng rng;
+    int32_t next;           /* the byte picked (on the last pipeline rank) */
+    float *row;             /* [vocab_padded] the last position's logits */
+    const pt_dist *d;
+} feed;
+
+/* the last stage in generation: logits of the last position (gathered over TP), sampled */
+static pt_tensor *pick_next(pt_graph *g, feed *f, pt_tensor *x) {
+    pt_tensor *logits = pt_gpt_head(g, f->m, x), last;
+    int64_t T = x ? x->shape[1] : 0, Vl = logits ? logits->shape[2] : 0, i, best = 0;
+    int V = f->m->cfg.vocab;
+    if (!logits) return NULL;
+    last = *logits;
+    last.off += (T - 1) * Vl;
+    last.ndim = 1, last.shape[0] = Vl, last.shape[1] = last.shape[2] = 1;
+    pt_tensor_read(&last, f->row);
+#ifdef PTRAIN_MPI
+    if (pt_tp_size(pt_graph_ctx(g)) > 1 && Vl * pt_tp_size(pt_graph_ctx(g)) == f->m->cfg.vocab_padded) /* vocab-parallel: gather the row */
+        MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, f->row, (int)Vl, MPI_FLOAT, *(MPI_Comm *)pt_dist_comm(f->d, PT_COMM_TP));
+#endif
+    for (i = 1; i < V; i++)
+        if (f->row[i] > f->row[best]) best = i;
+    if (f->temperature > 0) {
+        double sum = 0, u;
+        for (i = 0; i < V; i++) sum += exp((double)(f->row[i] - f->row[best]) / f->temperature);
+        u = pt_rng_float(&f->rng) * sum;
+        for (i = 0; i < V; i++) {
+            u -= exp((double)(f->row[i] - f->row[best]) / f->temperature);
+            if (u <= 0) break;
+        }
+        best = i < V ? i : V - 1;
+    }
+    f->next = (int32_t)best;
+    return pt_mean(g, logits); /* a scalar for the runtime; the byte is in f->next */
+}
+
+static pt_tensor *stage_fn(pt_graph *g, int stage, int mb, pt_tensor *x, void *user) {
+    feed *f = (feed *)user;
+    int rows = f->rows / f->mbs, r0 = f->row0 + mb * rows, last = stage == f->m->nstages - 1, l;
+    int64_t shp[2];
+    pt_tensor *ids = NULL, *tg = NULL;
+    shp[0] = rows, shp[1] = f->T;
+    pt_graph_set_sample_offset(g, r0);
+    if (stage == 0) ids = pt_tensor_from(g, PT_I32, 2, shp, f->ids + (size_t)r0 * f->T);
+    if (!f->gen) {
+        if (last) tg = pt_tensor_from(g, PT_I32, 2, shp, f->tg + (size_t)r0 * f->T);
+        return pt_gpt_stage_fwd(g, f->m, stage, x, ids, tg);
+    }
+    if (stage == 0) x = pt_gpt_embed(g, f->m, ids);
+    for (l = f->m->first[stage]; x && l < f->m->first[stage + 1]; l++) x = pt_gpt_block(g, f->m, l, x);
+    return last ? pick_next(g, f, x) : x;
+}
+
+static int flag_kind(const char *v) {
+    return !strcmp(v, "gpipe") ? PT_PP_GPIPE : !strcmp(v, "1f1b") ? PT_PP_1F1B : !strcmp(v, "interleaved") ? PT_PP_INTERLEAVED : -1;
+}
+
+int main(int argc, char **argv) {
+    pt_args a;
+    pt_layout lay = {0, 1, 1, 0};
+    char err[1024], path[512];
+    const char *data = "data/fortunes";
+    int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
+    int i, rank, fail = 0;
+    text train = {0, 0}, val = {0, 0};
+    pt_dist *d;
+    memset(&a, 0, sizeof a);
+    a.steps = 600, a.seed = 1337, a.batch = 16, a.seq = 256, a.layers = 4, a.width = 256, a.heads = 8, a.lr = 2e-3f;
+    argc = pt_args_parse(&a, argc, argv, err, sizeof err);
+    if (argc < 0) {
+        fprintf(stderr, "07_gpt_3d: %s (try --help)\n", err);
+        return 2;
+    }
+    for (i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int *num = !strcmp(f, "--dp") ? &lay.dp : !strcmp(f, "--tp") ? &lay.tp : !strcmp(f, "--pp") ? &lay.pp : !strcmp(f, "--zero") ? &zero
+                 : !strcmp(f, "--virtual-stages") ? &vstages : !strcmp(f, "--micro-batches") ? &mbs : !strcmp(f, "--accum") ? &accum
+                 : !strcmp(f, "--val-every") ? &val_every : !strcmp(f, "--sample") ? &sample : !strcmp(f, "--bucket-kb") ? &bucket_kb : NULL;
+        if (!v) {
+            fprintf(stderr, "07_gpt_3d: unknown flag or missing value: '%s' (try --help)\n", f);
+            return 2;
+        }
+        if (num) {
+            char *end;
+            long x = strtol(v, &end, 10);
+            if (*end || x < 0 || x > 1 << 20) {
+                fprintf(stderr, "07_gpt_3d: flag %s expects a number >= 0, found '%s'\n", f, v);
+                return 2;
+            }
+            *num = (int)x;
+        } else if (!strcmp(f, "--schedule")) {
+            if ((kind = flag_kind(v)) < 0) {
+                fprintf(stderr, "07_gpt_3d: --schedule expects gpipe, 1f1b or interleaved, found '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(f, "--split")) {
+            if (strcmp(v, "balanced") && strcmp(v, "equal")) {
+                fprintf(stderr, "07_gpt_3d: --split expects balanced or equal, found '%s'\n", v);
+                return 2;
+            }
+            balanced = !strcmp(v, "balanced");
+        } else if (!strcmp(f, "--data")) {
+            data = v;
+        } else {
+            fprintf(stderr, "07_gpt_3d: unknown flag '%s' (try --help)\n", f);
+            return 2;
+        }
+        i++;
+    }
+    if (a.help) {
+        pt_args_usage(&a, "07_gpt_3d",
+                      "  --dp D --tp T --pp P  layout (0 = the rest of the world; default all data parallel)\n"
+                      "  --zero Z              0 or 1: optimizer state sharded over the DP ranks (0)\n"
+                      "  --schedule S          gpipe, 1f1b or interleaved (1f1b)\n"
+                      "  --virtual-stages V    chunks per pipeline rank for interleaved (2)\n"
+                      "  --micro-batches M     micro-batches per round (default: pp)\n"
+                      "  --accum K             rounds per optimizer step (1)\n"
+                      "  --split S             balanced (by FLOPs) or equal layers per stage (balanced)\n"
+                      "  --bucket-kb N         data-parallel bucket size in KiB (0 = 25 MiB)\n"
+                      "  --data DIR            train.txt/val.txt directory (data/fortunes)\n"
+                      "  --val-every N         validation interval (100)\n"
+                      "  --sample N            bytes to generate at the end (300)");
+        return 0;
+    }
+    if (zero > 1) {
+        fprintf(stderr, "07_gpt_3d: --zero expects 0 or 1, found %d\n", zero);
+        return 2;
+    }
+    if (kind != PT_PP_INTERLEAVED) vstages = 1;
+    if (accum < 1) accum = 1;
+    d = pt_dist_init(&argc, &argv, &lay, err, sizeof err);
+    if (!d) {
+        fprintf(stderr, "07_gpt_3d: %s\n", err);
+        return 1;
+    }
+    lay = pt_dist_layout(d);
+    rank = pt_dist_rank(d);
+    if (mbs == 0) mbs = lay.pp;
+    /* the data: rank 0 prepares the corpus if needed, then everyone reads it */
+    snprintf(path, sizeof path, "%s/train.txt", data);
+    if (rank == 0 && read_file(path, &train) != 0 && !strcmp(data, "data/fortunes")) {
+        printf("preparing the corpus: sh tools/prepare_text.sh data/fortunes\n");
+        fflush(stdout);
+        if (system("sh tools/prepare_text.sh data/fortunes") != 0)
+            fprintf(stderr, "07_gpt_3d: tools/prepare_text.sh failed (is the Debian package 'fortunes' installed? make deps)\n");
+    }
+    free(train.bytes);
+    train.bytes = NULL;
+    pt_dist_agree(d, 1); /* a barrier: the corpus exists now if it can */
+    err[0] = 0;
+    if (read_file(path, &train) != 0) snprintf(err, sizeof err, "cannot read %s (prepare it with tools/prepare_text.sh %s)", path, data);
+    snprintf(path, sizeof path, "%s/val.txt", data);
+    if (!err[0] && read_file(path, &val) != 0) snprintf(err, sizeof err, "cannot read %s", path);
+    if (!err[0] && (train.n < a.seq + 2 || val.n < a.seq + 2))
+        snprintf(err, sizeof err, "the corpus is too small: train %ld and val %ld bytes, need more than --seq %lld + 1", train.n, val.n, (long long)a.seq);
+    if (!err[0] && (a.batch % lay.dp || (a.batch / lay.dp) % ((int64_t)mbs * accum)))
+        snprintf(err, sizeof err, "--batch %lld must split over dp = %d ranks and then into --accum %d x --micro-batches %d equal parts "
+                 "(batch per DP rank %lld)", (long long)a.batch, lay.dp, accum, mbs, (long long)(a.batch / lay.dp));
+    if (!pt_dist_agree_msg(d, !err[0], err, sizeof err)) {
+        if (rank == 0) fprintf(stderr, "07_gpt_3d: %s\n", err);
+        pt_dist_finalize(d);
+        return 1;
+    }
+    {
+        pt_desc desc;
+        pt_ctx *ctx;
+        pt_gpt_config cfg;
+        pt_gpt *m = NULL;
+        pt_optim_desc od;
+        pt_optim *opt = NULL;
+        pt_dp *dp = NULL;
+        pt_pp *pp = NULL, *gen = NULL;
+        pt_pp_desc pd;
+        pt_lr_schedule sched;
+        pt_coords me = pt_dist_coords(d);
+        int B = (int)a.batch, T = (int)a.seq, nst = lay.pp * vstages, mine[256], nmine = 0, s;
+        int32_t first[257];
+        int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
+        int64_t step, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
+        double flops;
+        feed f;
+        memset(&desc, 0, sizeof desc);
+        desc.seed = (uint64_t)a.seed, desc.device = a.device, desc.dist = d;
+        ctx = pt_init(&desc);
+        memset(&cfg, 0, sizeof cfg);
+        cfg.vocab = 256, cfg.max_seq = T, cfg.layers = (int)a.layers, cfg.width = (int)a.width, cfg.heads = (int)a.heads;
+        err[0] = 0;
+        if (!ctx || !ids || !tg) snprintf(err, sizeof err, "out of memory");
+        else if (nst > 256 || nst > cfg.layers)
+            snprintf(err, sizeof err, "%d layers cannot fill pp x virtual stages = %d x %d stages (need at least one layer each)", cfg.layers, lay.pp, vstages);
+        else if (balanced) {
+            double *cost = (double *)malloc(sizeof(double) * (size_t)cfg.layers), fe, le;
+            pt_gpt_stage_costs(&cfg, B, T, cost, &fe, &le);
+            pt_pp_split(cfg.layers, nst, cost, fe, le, first, err, sizeof err);
+            free(cost);
+        } else {
+            pt_pp_split(cfg.layers, nst, NULL, 0, 0, first, err, sizeof err);
+        }
+        if (!err[0]) {
+            for (s = 0; s < vstages; s++) mine[nmine++] = s * lay.pp + me.pp;
+            m = pt_gpt_new_stages(ctx, &cfg, nst, first, nmine, mine);
+            memset(&od, 0, sizeof od);
+            od.kind = PT_OPTIM_ADAMW, od.lr = a.lr, od.beta1 = 0.9f, od.beta2 = 0.95f, od.weight_decay = 0.1f, od.clip_norm = 1.0f;
+            if (m) opt = pt_optim_new(ctx, &od);
+            if (opt && lay.dp > 1 && (dp = pt_dp_new(ctx, d, (int64_t)bucket_kb << 10)) != NULL && zero) pt_dp_zero(dp, opt, zero);
+            memset(&pd, 0, sizeof pd);
+            pd.kind = kind, pd.micro_batches = mbs, pd.virtual_stages = vstages, pd.forward = stage_fn, pd.user = &f;
+            if (opt) pp = pt_pp_new(ctx, &pd);
+            pd.micro_batches = 1, pd.kind = PT_PP_FORWARD_ONLY; /* generation: one sequence through the pipeline */
+            if (pp) gen = pt_pp_new(ctx, &pd);
+            pt_pp_set_dp(pp, dp);
+            if (!pp || pt_status_get(ctx) != PT_OK) snprintf(err, sizeof err, "%s", pt_error(ctx));
+        }
+        if (!pt_dist_agree_msg(d, !err[0], err, sizeof err)) {
+            if (rank == 0) fprintf(stderr, "07_gpt_3d: %s\n", err);
+            fail = 1;
+            goto done;
+        }
+        memset(&f, 0, sizeof f);
+        f.m = m, f.T = T, f.mbs = mbs, f.d = d;
+        f.row = (float *)malloc(sizeof(float) * (size_t)m->cfg.vocab_padded);
+        sched.kind = PT_LR_COSINE, sched.lr = a.lr, sched.min_lr = a.lr * 0.1f, sched.warmup = a.steps / 20 + 1, sched.total = a.steps;
+        flops = pt_gpt_flops(&cfg, B, T);
+        pt_dist_print(d, NULL);
+        if (rank == 0) {
+            printf("model: %d layers, width %d, %d heads; batch %d x %d bytes (global); layout dp %d x tp %d x pp %d, %s schedule, "
+                   "v %d, %d micro-batches x %d rounds, zero %d\n",
+                   cfg.layers, cfg.width, cfg.heads, B, T, lay.dp, lay.tp, lay.pp, kind == PT_PP_GPIPE ? "GPipe" : kind == PT_PP_1F1B ? "1F1B" : "interleaved",
+                   vstages, mbs, accum, zero);
+            printf("stages (%s split):", balanced ? "balanced" : "equal");
+            for (s = 0; s < nst; s++) printf(" %d:[%d,%d) on pp rank %d", s, (int)first[s], (int)first[s + 1], s % lay.pp);
+            printf("\n");
+            if (lay.pp > 1) pt_pp_schedule_print(pt_pp_get_schedule(pp), NULL);
+            fflush(stdout);
+        }
+        for (step = 0; step < last; step++) {
+            pt_rng rng = pt_rng_seed((uint64_t)a.seed * 1000003u + (uint64_t)step); /* data order: a function of (seed, step), as in 03 */
+            double t0 = pt_time(), dt;
+            float lr = pt_lr_at(&sched, step), loss = 0, norm;
+            int k, per = B / lay.dp;
+            make_batch(&train, &rng, B, T, ids, tg);
+            f.ids = ids, f.tg = tg, f.gen = 0, f.T = T;
+            pt_zero_grad(ctx);
+            for (k = 0; k < accum; k++) {
+                f.rows = per / accum, f.row0 = me.dp * per + k * f.rows;
+                loss += pt_pp_step(pp, k, accum) / (float)accum;
+            }
+            norm = pt_optim_step(opt, lr);
+            dt = pt_time() - t0;
+            if (loss != loss || pt_status_get(ctx) != PT_OK) {
+                if (rank == 0) fprintf(stderr, "07_gpt_3d: step %lld failed: %s\n", (long long)step, pt_error(ctx));
+                fail = 1;
+                break;
+            }
+            if (rank == 0) {
+                pt_pp_stats st = pt_pp_stats_get(pp);
+                printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f gflops %.1f bubble %.3f\n", (long long)step, loss, lr, norm,
+                       dt * 1e3, B * T / dt, flops / dt * 1e-9, st.bubble);
+                fflush(stdout);
+            }
+            if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last) {
+                float vl = 0;
+                int nb = 16, b, t, j;
+                long stride = (val.n - T - 1) / ((long)nb * B);
+                for (j = 0; j < nb; j++) {
+                    for (b = 0; b < B; b++)
+                        for (t = 0; t < T; t++) {
+                            long st0 = ((long)j * B + b) * stride;
+                            ids[b * T + t] = val.bytes[st0 + t], tg[b * T + t] = val.bytes[st0 + t + 1];
+                        }
+                    f.rows = per, f.row0 = me.dp * per;
+                    vl += pt_pp_eval(pp) / (float)nb;
+                }
+                if (rank == 0) printf("val step %lld val_loss %.4f\n", (long long)(step + 1), vl);
+            }
+        }
+        if (!fail) {
+            float vl = 0;
+            int nb = 32, b, t, j, per = B / lay.dp;
+            long stride = (val.n - T - 1) / ((long)nb * B);
+            for (j = 0; j < nb; j++) {
+                for (b = 0; b < B; b++)
+                    for (t = 0; t < T; t++) {
+                        long st0 = ((long)j * B + b) * stride;
+                        ids[b * T + t] = val.bytes[st0 + t], tg[b * T + t] = val.bytes[st0 + t + 1];
+                    }
+                f.rows = per, f.row0 = me.dp * per, f.mbs = mbs;
+                vl += pt_pp_eval(pp) / (float)nb;
+            }
+            if (rank == 0) printf("val_loss %.4f\n", vl);
+        }
+        if (!fail && sample > 0 && gen) {
+            /* generation through the pipeline: one sequence, forward-only, the last stage picks a
+               byte and the pipeline's last rank shares it */
+            int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
+            out[0] = '\n';
+            f.gen = 1, f.temperature = 0.8f, f.rng = pt_rng_seed((uint64_t)a.seed), f.mbs = 1, f.row0 = 0, f.rows = 1;
+            for (i = 1; i <= sample; i++) {
+                int n = i < T ? i : T;
+                f.T = n, f.ids = out + i - n;
+                pt_pp_eval(gen);
+#ifdef PTRAIN_MPI
+                MPI_Bcast(&f.next, 1, MPI_INT32_T, lay.pp - 1, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_PP));
+#endif
+                out[i] = f.next;
+            }
+            if (rank == 0) {
+                printf("sample:\n");
+                for (i = 1; i <= sample; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
+                printf("\n");
+            }
+            free(out);
+        }
+        free(f.row);
+    done:
+        pt_pp_free(gen);
+        pt_pp_free(pp);
+        if (dp && zero) pt_dp_zero(dp, opt, 0);
+        pt_dp_free(dp);
+        pt_gpt_free(m);
+        pt_shutdown(ctx);
+        free(ids);
+        free(tg);
+    }
+    free(train.bytes);
+    free(val.bytes);
+    pt_dist_finalize(d);
+    return fail;
+}
