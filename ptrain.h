@@ -53,7 +53,8 @@
    parameter pt_param_new / pt_param_from_spec: a slice of the slabs plus its sharding spec (name,
              global shape, tensor-parallel split, pipeline stage). Its initial value is a pure
              function of (seed, name, global element index): every parallel layout starts from
-             the same model.
+             the same model. pt_spec_global_index maps a shard's elements to the unsplit tensor
+             (grouped splits such as q|k|v included).
    errors    A failing call records the first error in the context (pt_status_get, pt_error) and
              reports it to desc.on_error or the log. Nothing calls exit() or abort() on bad input.
 
@@ -122,7 +123,7 @@
    >>args       the command line shared by the examples
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
    >>dp         data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1
-   >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP
+   >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP and block
    >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
                 check (matching sends, no deadlock), simulate the bubble, print the table
 */
@@ -694,7 +695,10 @@ PTDEF int64_t pt_optim_state_bytes(const pt_optim *o);
    parameters (the row-parallel bias, and anything after a pt_tp_reduce) see the same input on every
    TP rank, so they get identical gradients without communication: do not reduce them over TP.
    The reductions run in host f32 memory (CPU backend); every TP rank must make the same calls in
-   the same order (they are collectives over the TP communicator). */
+   the same order (they are collectives over the TP communicator). The GPT (>>nn) uses these
+   automatically when the context's TP size is > 1: pt_block_new/pt_block_fwd build and run the
+   Megatron block (qkv split with pt_spec.split_groups = 3), pt_gpt_new splits the vocabulary of wte
+   (pt_embedding_vp, pt_cross_entropy_vp in >>ops); see those declarations. */
 /** f: forward identity (a view of x), backward: the gradient is summed over the TP ranks. */
 PTDEF pt_tensor *pt_tp_copy(pt_graph *g, pt_tensor *x);
 /** g: forward x summed over the TP ranks (a new tensor), backward: identity. */
@@ -6466,7 +6470,9 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
    MPI_Allreduce (MPI_SUM, MPI_FLOAT) over host memory, cut into chunks of at most 2^30 elements for
    MPI's int counts; the TP communicator has MPI_ERRORS_RETURN, so a failing call becomes a
    PT_ERR_DEVICE error of the context. With TP size 1 (or no grid, or no PTRAIN_MPI) nothing is
-   communicated and both ops are identities. */
+   communicated and both ops are identities. pt__tp_allreduce_buf also reduces with MPI_MAX (the
+   vocabulary-parallel cross-entropy in >>ops), pt__tp_allgather gathers in place (pt_gpt_generate).
+   The transformer block under TP (pt__block_tp_new, pt__attn_tp_fwd) is at the end of this section. */
 
 PTDEF int pt_tp_size(const pt_ctx *ctx) {
     if (!ctx || !ctx->desc.dist) return 1;
