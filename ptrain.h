@@ -53,7 +53,8 @@
    parameter pt_param_new / pt_param_from_spec: a slice of the slabs plus its sharding spec (name,
              global shape, tensor-parallel split, pipeline stage). Its initial value is a pure
              function of (seed, name, global element index): every parallel layout starts from
-             the same model.
+             the same model. pt_spec_global_index maps a shard's elements to the unsplit tensor
+             (grouped splits such as q|k|v included).
    errors    A failing call records the first error in the context (pt_status_get, pt_error) and
              reports it to desc.on_error or the log. Nothing calls exit() or abort() on bad input.
 
@@ -122,7 +123,7 @@
    >>args       the command line shared by the examples
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
    >>dp         data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1
-   >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP
+   >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP and block
    >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
                 check (matching sends, no deadlock), simulate the bubble, print the table
    >>pprun      pipeline execution over MPI: graphs per micro-batch, transfers, tied parameters
@@ -335,6 +336,18 @@ PTDEF pt_tensor *pt_cross_entropy_ex(pt_graph *g, pt_tensor *logits, pt_tensor *
 PTDEF pt_tensor *pt_layernorm(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b, float eps);
 /** Rows of table [V, C] picked by i32 ids [...]: result [..., C]. */
 PTDEF pt_tensor *pt_embedding(pt_graph *g, pt_tensor *table, pt_tensor *ids);
+/** Vocabulary-parallel embedding: w_local [V/tp, C] holds rows [vocab_offset, vocab_offset + V/tp)
+    of the table; ids outside that range give zero rows (and no gradient). Sum the result over the
+    TP ranks (pt_tp_reduce) to get pt_embedding of the whole table. ids must be >= 0. */
+PTDEF pt_tensor *pt_embedding_vp(pt_graph *g, pt_tensor *w_local, pt_tensor *ids, int64_t vocab_offset);
+/** Vocabulary-parallel mean cross-entropy: logits_local [..., V/tp] are columns [vocab_offset,
+    vocab_offset + V/tp) of the logits, targets (i32, global ids in [0, nvalid), or -1 = ignored)
+    are the same on every TP rank. No rank holds full logits: per row, the local log-sum-exps are
+    combined by an allreduce MAX and SUM over TP, the target logit by an allreduce SUM. Columns
+    with global index >= nvalid are masked (as pt_cross_entropy_ex). Backward is local:
+    (softmax_local - onehot_local) / N. Collective over TP; with TP size 1 it is pt_cross_entropy_ex. */
+PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_tensor *targets, int64_t vocab_offset,
+                                     int64_t nvalid);
 /** Causal multi-head self-attention on packed qkv [B, T, 3C] (q, k, v each C wide, heads of C/n_head
     contiguous): result [B, T, C]. Memory O(B·T·C): no T×T matrix is kept. */
 PTDEF pt_tensor *pt_attention(pt_graph *g, pt_tensor *qkv, int n_head);
@@ -384,6 +397,9 @@ typedef struct pt_spec {
     int64_t global_shape[PT_MAX_DIMS];
     int32_t split_dim;               /**< dim cut across tensor-parallel ranks, -1 = replicated */
     int32_t split_parts, split_index;/**< number of parts and this rank's part */
+    int32_t split_groups;            /**< 0 or 1: plain split; G > 1: the split dim is G equal blocks
+                                          (fused weights, e.g. q|k|v), each cut in split_parts; a
+                                          shard holds its part of every block, in block order */
     int32_t stage;                   /**< pipeline stage holding it, -1 = every stage */
     pt_init_kind init;
     float init_scale;                /**< std (normal), half-width (uniform) or the constant */
@@ -404,6 +420,10 @@ PTDEF pt_tensor *pt_param_new(pt_ctx *ctx, const char *name, int ndim, const int
                               float scale, uint32_t flags);
 /** Creates a parameter from a full spec (sharded parameters). */
 PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec);
+/** Global flat index (row-major in global_shape) of element local_flat of the shard s describes
+    (local shape: global_shape with the split dim divided by split_parts); -1 if out of range or s
+    is not a valid split. Maps shards to slices of the unsplit tensor (tests, checkpoint resharding). */
+PTDEF int64_t pt_spec_global_index(const pt_spec *s, int64_t local_flat);
 /** Number of parameters. */
 PTDEF int pt_param_count(const pt_ctx *ctx);
 /** The i-th parameter. */
@@ -493,7 +513,10 @@ typedef struct pt_block {
     pt_mlp mlp;
 } pt_block;
 
-/** A transformer block: x + attn(ln1(x)), then + mlp(ln2(.)). n_head heads; dropout p. */
+/** A transformer block: x + attn(ln1(x)), then + mlp(ln2(.)). n_head heads; dropout p. With
+    pt_tp_size(ctx) > 1 it is the Megatron block (same names, shards): "<name>.attn" column-parallel
+    with its q|k|v rows split as 3 groups (heads/tp heads per rank), "attn_proj" row-parallel, the
+    MLP pt_mlp_tp; one allreduce forward in attn_proj and one in the MLP (n_head % tp must be 0). */
 PTDEF pt_block pt_block_new(pt_ctx *ctx, const char *name, int64_t width, int n_layer_total);
 PTDEF pt_tensor *pt_block_fwd(pt_graph *g, const pt_block *b, pt_tensor *x, int n_head, float dropout,
                               uint64_t seed);
@@ -508,7 +531,9 @@ typedef struct pt_gpt {
     unsigned char *mine;  /**< [nstages]: 1 = this rank holds the stage's parameters */
 } pt_gpt;
 
-/** Creates the GPT's parameters in ctx (names "wte", "wpe", "h.<l>.*", "lnf.*", "lm_head"). */
+/** Creates the GPT's parameters in ctx (names "wte", "wpe", "h.<l>.*", "lnf.*", "lm_head"). With
+    pt_tp_size(ctx) > 1: blocks as pt_block_new, wte (and an untied lm_head) split over vocabulary
+    rows (vocab_padded % tp == 0 and heads % tp == 0, else an error), wpe and the norms replicated. */
 PTDEF pt_gpt *pt_gpt_new(pt_ctx *ctx, const pt_gpt_config *cfg);
 /** The GPT cut into nstages pipeline stages: stage s holds layers [first[s], first[s+1]) (see
     pt_pp_split), stage 0 also the embeddings (wte, wpe), the last stage lnf and the head (tied: wte
@@ -525,17 +550,20 @@ PTDEF pt_tensor *pt_gpt_stage_fwd(pt_graph *g, const pt_gpt *m, int stage, pt_te
 PTDEF void pt_gpt_stage_costs(const pt_gpt_config *cfg, int64_t B, int64_t T, double *layer_cost, double *first_extra,
                               double *last_extra);
 PTDEF void pt_gpt_free(pt_gpt *m);
-/** Token + position embedding of ids [B, T] (i32): [B, T, C]. */
+/** Token + position embedding of ids [B, T] (i32): [B, T, C] (TP: pt_embedding_vp + pt_tp_reduce). */
 PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids);
 /** Block l. */
 PTDEF pt_tensor *pt_gpt_block(pt_graph *g, const pt_gpt *m, int l, pt_tensor *x);
-/** Final norm and LM head: [B, T, vocab_padded] logits. */
+/** Final norm and LM head: [B, T, vocab_padded] logits. With TP size tp > 1: this rank's columns
+    [B, T, vocab_padded/tp], vocabulary ids [tp_rank * vocab_padded/tp, ...) (layernorm, pt_tp_copy,
+    linear with the local wte rows); the full logits exist nowhere. */
 PTDEF pt_tensor *pt_gpt_head(pt_graph *g, const pt_gpt *m, pt_tensor *x);
-/** The whole forward pass: logits [B, T, vocab_padded]. */
+/** The whole forward pass: logits [B, T, vocab_padded] (TP: the local [B, T, vocab_padded/tp]). */
 PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids);
-/** Mean next-token loss of ids against targets (both [B, T] i32). */
+/** Mean next-token loss of ids against targets (both [B, T] i32; -1 = ignored). TP: pt_cross_entropy_vp. */
 PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets);
-/** Samples max_new tokens after prompt (n tokens) into out (n + max_new); temperature 0 = greedy. */
+/** Samples max_new tokens after prompt (n tokens) into out (n + max_new); temperature 0 = greedy.
+    Under TP (collective) the last row's logits are gathered over TP and every rank samples the same. */
 PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new,
                                 float temperature, uint64_t seed, int32_t *out);
 /** Parameters used in matmuls (all block weights and the LM head; no positions). */
@@ -687,7 +715,10 @@ PTDEF int64_t pt_optim_state_bytes(const pt_optim *o);
    parameters (the row-parallel bias, and anything after a pt_tp_reduce) see the same input on every
    TP rank, so they get identical gradients without communication: do not reduce them over TP.
    The reductions run in host f32 memory (CPU backend); every TP rank must make the same calls in
-   the same order (they are collectives over the TP communicator). */
+   the same order (they are collectives over the TP communicator). The GPT (>>nn) uses these
+   automatically when the context's TP size is > 1: pt_block_new/pt_block_fwd build and run the
+   Megatron block (qkv split with pt_spec.split_groups = 3), pt_gpt_new splits the vocabulary of wte
+   (pt_embedding_vp, pt_cross_entropy_vp in >>ops); see those declarations. */
 /** f: forward identity (a view of x), backward: the gradient is summed over the TP ranks. */
 PTDEF pt_tensor *pt_tp_copy(pt_graph *g, pt_tensor *x);
 /** g: forward x summed over the TP ranks (a new tensor), backward: identity. */
@@ -1169,9 +1200,9 @@ typedef struct pt__backend {
     void (*layernorm_bwd)(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dw, const pt_tensor *db,
                           const pt_tensor *dy, const pt_tensor *x, const pt_tensor *w, const pt_tensor *mean,
                           const pt_tensor *rstd);
-    /* out[i, :] = table[ids[i], :], table [V, C], ids i32 (already checked to be in range) */
+    /* out[i, :] = table[ids[i], :], table [V, C], ids i32 (checked: < V); ids[i] < 0 gives a zero row */
     void (*embed_fwd)(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *table, const pt_tensor *ids);
-    /* dtable[ids[i], :] += dout[i, :], summed in increasing i */
+    /* dtable[ids[i], :] += dout[i, :], summed in increasing i; ids[i] < 0 are skipped */
     void (*embed_bwd)(pt_ctx *ctx, const pt_tensor *dtable, const pt_tensor *dout, const pt_tensor *ids);
     /* causal self-attention, qkv [B, T, 3C] -> out [B, T, C]; head h of q is columns
        [h*hs, (h+1)*hs) of the first C, k and v likewise in the second and third C; scale 1/sqrt(hs);
@@ -3030,7 +3061,10 @@ static void pt__cpu_embed_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor
     const float *tb = PT__F(table);
     const int32_t *id = PT__I(ids);
     PT__CPU_PAR_FOR(ctx, n * C)
-    for (int64_t i = 0; i < n; i++) memcpy(o + i * C, tb + (int64_t)id[i] * C, (size_t)C * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        if (id[i] >= 0) memcpy(o + i * C, tb + (int64_t)id[i] * C, (size_t)C * sizeof(float));
+        else memset(o + i * C, 0, (size_t)C * sizeof(float));
+    }
 }
 
 static void pt__cpu_embed_bwd(pt_ctx *ctx, const pt_tensor *dtable, const pt_tensor *dout, const pt_tensor *ids) {
@@ -3042,7 +3076,8 @@ static void pt__cpu_embed_bwd(pt_ctx *ctx, const pt_tensor *dtable, const pt_ten
     PT__CPU_PAR_FOR(ctx, n * C)
     for (int64_t bk = 0; bk < nblk; bk++) {
         int64_t j0 = bk * cb, len = PT__MIN(C - j0, cb);
-        for (int64_t i = 0; i < n; i++) pt__cpu_add_f(dt + (int64_t)id[i] * C + j0, g + i * C + j0, len);
+        for (int64_t i = 0; i < n; i++)
+            if (id[i] >= 0) pt__cpu_add_f(dt + (int64_t)id[i] * C + j0, g + i * C + j0, len);
     }
 }
 
@@ -3862,7 +3897,11 @@ PTDEF pt_status pt_backward_from(pt_graph *g, pt_tensor *out, const pt_tensor *d
 
 /* >>param  parameters in slabs, deterministic init, the state registry */
 
-/* global linear index of local element i of a (possibly tensor-parallel) shard */
+/* global linear index of local element i of a (possibly tensor-parallel) shard. A grouped split
+   (split_groups G > 1) cuts each of the G blocks of the split dim in split_parts: local index j of
+   that dim is block j / P, offset j % P, with P = its part size; global = block * (size / G) +
+   split_index * P + offset (G = 1: the plain split_index * local size + j). */
+static int32_t pt__split_groups(const pt_spec *s) { return s->split_groups > 1 ? s->split_groups : 1; }
 static uint64_t pt__global_index(const pt_spec *s, const int64_t *lshape, int64_t i) {
     int64_t idx[PT_MAX_DIMS], g = 0;
     int d;
@@ -3870,9 +3909,41 @@ static uint64_t pt__global_index(const pt_spec *s, const int64_t *lshape, int64_
         idx[d] = i % lshape[d];
         i /= lshape[d];
     }
-    if (s->split_dim >= 0) idx[s->split_dim] += (int64_t)s->split_index * lshape[s->split_dim];
+    if (s->split_dim >= 0) {
+        int64_t part = lshape[s->split_dim] / pt__split_groups(s), j = idx[s->split_dim];
+        idx[s->split_dim] = j / part * (s->global_shape[s->split_dim] / pt__split_groups(s)) + (int64_t)s->split_index * part + j % part;
+    }
     for (d = 0; d < s->ndim; d++) g = g * s->global_shape[d] + idx[d];
     return (uint64_t)g;
+}
+/* the shard shape of a spec into lshape; PT_ERR_ARG (a bad split) or PT_ERR_SHAPE (a dim that does not
+   split evenly) and a message in err (if any) when the spec is invalid */
+static pt_status pt__spec_local_shape(const pt_spec *s, int64_t *lshape, char *err, size_t errlen) {
+    int d;
+    for (d = 0; d < PT_MAX_DIMS; d++) lshape[d] = d < s->ndim ? s->global_shape[d] : 1;
+    if (s->split_dim < 0) return PT_OK;
+    if (s->split_dim >= s->ndim || s->split_parts < 1 || s->split_index < 0 || s->split_index >= s->split_parts || s->split_groups < 0) {
+        if (err)
+            snprintf(err, errlen, "pt_param: '%s' split dim %d into %d parts (part %d, %d groups) is invalid", s->name, s->split_dim,
+                     s->split_parts, s->split_index, s->split_groups);
+        return PT_ERR_ARG;
+    }
+    if (lshape[s->split_dim] % ((int64_t)s->split_parts * pt__split_groups(s))) {
+        if (err)
+            snprintf(err, errlen, "pt_param: '%s' dim %d of size %lld does not split evenly into %d groups of %d parts", s->name,
+                     s->split_dim, (long long)lshape[s->split_dim], pt__split_groups(s), s->split_parts);
+        return PT_ERR_SHAPE;
+    }
+    lshape[s->split_dim] /= s->split_parts;
+    return PT_OK;
+}
+PTDEF int64_t pt_spec_global_index(const pt_spec *s, int64_t local_flat) {
+    int64_t lshape[PT_MAX_DIMS], n = 1;
+    int d;
+    if (!s || s->ndim < 1 || s->ndim > PT_MAX_DIMS || pt__spec_local_shape(s, lshape, NULL, 0) != PT_OK) return -1;
+    for (d = 0; d < s->ndim; d++) n *= lshape[d];
+    if (local_flat < 0 || local_flat >= n) return -1;
+    return (int64_t)pt__global_index(s, lshape, local_flat);
 }
 
 static void pt__param_init(pt_ctx *ctx, pt_param *p) {
@@ -3925,18 +3996,14 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
     if (spec->ndim < 1 || spec->ndim > PT_MAX_DIMS || !spec->name[0])
         return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param: '%s' has ndim %d (expected 1..%d) or no name", spec->name, spec->ndim, PT_MAX_DIMS);
     if (pt_param_find(ctx, spec->name)) return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param: a parameter named '%s' exists already", spec->name);
-    for (d = 0; d < spec->ndim; d++) {
-        lshape[d] = spec->global_shape[d];
-        if (lshape[d] <= 0) return (pt_tensor *)pt__fail(ctx, PT_ERR_SHAPE, "pt_param: '%s' dim %d has size %lld, expected > 0", spec->name, d, (long long)lshape[d]);
-    }
-    if (spec->split_dim >= 0) {
-        if (spec->split_dim >= spec->ndim || spec->split_parts < 1 || spec->split_index < 0 || spec->split_index >= spec->split_parts)
-            return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param: '%s' split dim %d into %d parts (part %d) is invalid", spec->name,
-                                         spec->split_dim, spec->split_parts, spec->split_index);
-        if (lshape[spec->split_dim] % spec->split_parts)
-            return (pt_tensor *)pt__fail(ctx, PT_ERR_SHAPE, "pt_param: '%s' dim %d of size %lld does not split evenly into %d parts", spec->name,
-                                         spec->split_dim, (long long)lshape[spec->split_dim], spec->split_parts);
-        lshape[spec->split_dim] /= spec->split_parts;
+    for (d = 0; d < spec->ndim; d++)
+        if (spec->global_shape[d] <= 0)
+            return (pt_tensor *)pt__fail(ctx, PT_ERR_SHAPE, "pt_param: '%s' dim %d has size %lld, expected > 0", spec->name, d,
+                                         (long long)spec->global_shape[d]);
+    {
+        char err[256];
+        pt_status st = pt__spec_local_shape(spec, lshape, err, sizeof err);
+        if (st != PT_OK) return (pt_tensor *)pt__fail(ctx, st, "%s", err);
     }
     for (d = 0; d < spec->ndim; d++) n *= lshape[d];
     if (ctx->nparams == ctx->cap_params) {
@@ -4435,34 +4502,46 @@ static void pt__xent_bwd(pt_graph *g, pt_node *n) {
         return;
     PT__BE->xent_bwd(PT__C, dl, lg, n->saved[0], n->in[1], (int32_t)n->i[0], n->i[1], n->out->grad, n->f[0], overwrite);
 }
+/* f32 logits [..., V] and i32 targets with one id per row; 0 and an error otherwise */
+static int pt__xent_shape(pt_graph *g, const char *op, const pt_tensor *logits, const pt_tensor *targets) {
+    if (!pt__need_f32(g, op, "logits", logits)) return 0;
+    if (targets->dtype != PT_I32)
+        return pt__fail(g->ctx, PT_ERR_DTYPE, "%s: targets must be i32, found %s %s", op, pt__dtname(targets->dtype), pt__shp(targets).s), 0;
+    if (logits->ndim < 1 || pt_numel(targets) != pt__rows(logits))
+        return pt__fail(g->ctx, PT_ERR_SHAPE, "%s: targets %s must hold one id per logits row (logits %s: %lld rows)", op, pt__shp(targets).s,
+                        pt__shp(logits).s, (long long)pt__rows(logits)),
+               0;
+    return 1;
+}
+/* the targets (rows ids) in host scratch of rows + extra words, checked to be in [0, nvalid) or
+   ignore; *count receives the rows that count. NULL on error. */
+static int32_t *pt__xent_targets(pt_graph *g, const char *op, const pt_tensor *targets, int64_t rows, int32_t ignore, int64_t nvalid,
+                                 int64_t extra, int64_t *count) {
+    int32_t *tg = (int32_t *)pt__work(g->ctx, rows + extra);
+    int64_t i;
+    if (!tg) return NULL;
+    PT__BE->read(PT__C, targets, tg, rows * 4);
+    for (*count = 0, i = 0; i < rows; i++) {
+        if (tg[i] == ignore) continue;
+        if (tg[i] < 0 || tg[i] >= nvalid)
+            return (int32_t *)pt__fail(g->ctx, PT_ERR_ARG, "%s: target %d at row %lld is outside [0, %lld) (ignore_index %d)", op, (int)tg[i],
+                                       (long long)i, (long long)nvalid, (int)ignore);
+        (*count)++;
+    }
+    return tg;
+}
 PTDEF pt_tensor *pt_cross_entropy_ex(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index, int64_t nvalid) {
-    int64_t rows, V, i, count = 0;
+    int64_t rows, V, count = 0;
     pt_tensor *lse, *lrows, *out, *ins[2];
-    int32_t *tg;
     pt_node *n;
     if (!g || !logits || !targets) return NULL;
-    if (!pt__need_f32(g, "pt_cross_entropy", "logits", logits)) return NULL;
-    if (targets->dtype != PT_I32)
-        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_DTYPE, "pt_cross_entropy: targets must be i32, found %s %s", pt__dtname(targets->dtype),
-                                     pt__shp(targets).s);
+    if (!pt__xent_shape(g, "pt_cross_entropy", logits, targets)) return NULL;
     V = pt__last(logits);
     rows = pt__rows(logits);
-    if (logits->ndim < 1 || pt_numel(targets) != rows)
-        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_cross_entropy: targets %s must hold one id per logits row (logits %s: %lld rows)",
-                                     pt__shp(targets).s, pt__shp(logits).s, (long long)rows);
     if (nvalid < 1 || nvalid > V)
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_cross_entropy: nvalid %lld must be in [1, %lld] (logits %s)", (long long)nvalid,
                                      (long long)V, pt__shp(logits).s);
-    tg = (int32_t *)pt__work(g->ctx, rows);
-    if (!tg) return NULL;
-    PT__BE->read(PT__C, targets, tg, rows * 4);
-    for (i = 0; i < rows; i++) {
-        if (tg[i] == ignore_index) continue;
-        if (tg[i] < 0 || tg[i] >= nvalid)
-            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_cross_entropy: target %d at row %lld is outside [0, %lld) (ignore_index %d)",
-                                         (int)tg[i], (long long)i, (long long)nvalid, (int)ignore_index);
-        count++;
-    }
+    if (!pt__xent_targets(g, "pt_cross_entropy", targets, rows, ignore_index, nvalid, 0, &count)) return NULL;
     lse = pt__new(g, PT_F32, 1, &rows);
     lrows = pt__new(g, PT_F32, 1, &rows);
     out = pt__new(g, PT_F32, 0, NULL);
@@ -4480,6 +4559,85 @@ PTDEF pt_tensor *pt_cross_entropy_ex(pt_graph *g, pt_tensor *logits, pt_tensor *
 }
 PTDEF pt_tensor *pt_cross_entropy(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index) {
     return pt_cross_entropy_ex(g, logits, targets, ignore_index, logits ? pt__last(logits) : 0);
+}
+
+/* ---- vocabulary-parallel cross-entropy ----------------------------------------------------------
+   Rank k holds columns [off_k, off_k + V/tp) of the logits; nloc of them are valid (global index <
+   nvalid). Per row r: lse_k = logsumexp of the local valid columns (the xent kernel; -inf when
+   nloc = 0), M = allreduce MAX of lse_k, S = allreduce SUM of exp(lse_k - M), so
+   lse = M + log S = logsumexp of the whole row (stable: every term <= 1, the largest is 1). The target
+   logit x_t and a "held" flag come from the rank holding column t (allreduce SUM); loss_r = lse - x_t.
+   The backward needs only the global lse: dlogits_local = g * (exp(x - lse) - onehot_local), the
+   pt_cross_entropy_ex kernel with local targets (-2 = held elsewhere: no one-hot) and nvalid = nloc. */
+#define PT__TP_SUM 0
+#define PT__TP_MAX 1
+static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n, int how); /* >>tp */
+static void pt__xent_vp_bwd(pt_graph *g, pt_node *n) {
+    if (n->i[1] > 0) pt__xent_bwd(g, n);
+    else pt__grad(g, n->in[0]); /* no valid column on this rank: a zero gradient (the backward goes on) */
+}
+PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_tensor *targets, int64_t vocab_offset, int64_t nvalid) {
+    static const char *op = "pt_cross_entropy_vp";
+    int64_t rows, Vl, nloc, count = 0, i;
+    int32_t *tg, *tl;
+    float *ls, *mx, *red;
+    pt_tensor *lse, *lrows, *tloc, *out, *ins[2];
+    pt_node *n;
+    if (!g || !logits_local || !targets) return NULL;
+    if (!pt__xent_shape(g, op, logits_local, targets)) return NULL;
+    Vl = pt__last(logits_local);
+    rows = pt__rows(logits_local);
+    if (nvalid < 1 || vocab_offset < 0)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "%s: nvalid %lld must be >= 1 and vocab_offset %lld >= 0 (logits_local %s)", op,
+                                     (long long)nvalid, (long long)vocab_offset, pt__shp(logits_local).s);
+    /* scratch: targets, local targets (rows each), local lse, M, S | x_t | held (3 rows), in words */
+    if (!(tg = pt__xent_targets(g, op, targets, rows, -1, nvalid, 6 * rows, &count))) return NULL;
+    tl = tg + rows, ls = (float *)(tl + rows), mx = ls + rows, red = mx + rows;
+    nloc = PT__MAX((int64_t)0, PT__MIN(nvalid - vocab_offset, Vl));
+    for (i = 0; i < rows; i++) tl[i] = tg[i] == -1 ? -1 : tg[i] >= vocab_offset && tg[i] - vocab_offset < nloc ? (int32_t)(tg[i] - vocab_offset) : -2;
+    lse = pt__new(g, PT_F32, 1, &rows);
+    lrows = pt__new(g, PT_F32, 1, &rows);
+    tloc = pt__new(g, PT_I32, targets->ndim, targets->shape);
+    out = pt__new(g, PT_F32, 0, NULL);
+    if (!lse || !lrows || !tloc || !out) return NULL;
+    PT__BE->write(PT__C, tloc, tl, rows * 4);
+    if (nloc > 0) {
+        PT__BE->xent_fwd(PT__C, lrows, lse, logits_local, tloc, -1, nloc);
+        PT__BE->read(PT__C, lse, ls, rows * 4);
+    } else
+        for (i = 0; i < rows; i++) ls[i] = -INFINITY;
+    memcpy(mx, ls, (size_t)rows * sizeof(float));
+    if (!pt__tp_allreduce_buf(PT__C, op, mx, rows, PT__TP_MAX)) return NULL;
+    for (i = 0; i < rows; i++) {
+        red[i] = nloc > 0 ? (float)exp((double)ls[i] - (double)mx[i]) : 0.0f;
+        red[rows + i] = red[2 * rows + i] = 0.0f;
+        if (tl[i] >= 0) {
+            pt_tensor xt = pt__at(logits_local, i * Vl + tl[i]);
+            PT__BE->read(PT__C, &xt, &red[rows + i], 4);
+            red[2 * rows + i] = 1.0f;
+        }
+    }
+    if (!pt__tp_allreduce_buf(PT__C, op, red, 3 * rows, PT__TP_SUM)) return NULL;
+    for (i = 0; i < rows; i++) { /* the same on every TP rank: every input of this loop is reduced */
+        double l = (double)mx[i] + log((double)red[i]);
+        if (tg[i] != -1 && (!(mx[i] > -INFINITY) || red[2 * rows + i] != 1.0f))
+            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "%s: row %lld: target %d is held by %g TP ranks (expected 1; vocab_offset %lld + %lld "
+                                         "columns on this rank, nvalid %lld)", op, (long long)i, (int)tg[i], (double)red[2 * rows + i],
+                                         (long long)vocab_offset, (long long)Vl, (long long)nvalid);
+        ls[i] = (float)l;
+        mx[i] = tg[i] == -1 ? 0.0f : (float)(l - (double)red[rows + i]); /* the row's loss */
+    }
+    PT__BE->write(PT__C, lse, ls, rows * 4);
+    PT__BE->write(PT__C, lrows, mx, rows * 4);
+    PT__BE->sum(PT__C, out, lrows, count ? 1.0f / (float)count : 0.0f);
+    ins[0] = logits_local, ins[1] = tloc;
+    if ((n = pt__record(g, op, out, pt__xent_vp_bwd, 2, ins)) != NULL) {
+        n->saved[0] = lse;
+        n->i[0] = -1;
+        n->i[1] = nloc;
+        n->f[0] = count ? 1.0f / (float)count : 0.0f;
+    }
+    return out;
 }
 
 /* ---- layernorm -------------------------------------------------------------------------------- */
@@ -4515,33 +4673,60 @@ static void pt__embedding_bwd(pt_graph *g, pt_node *n) {
     pt_tensor *dt = pt__grad(g, n->in[0]);
     if (dt) PT__BE->embed_bwd(PT__C, dt, n->out->grad, n->in[1]);
 }
-PTDEF pt_tensor *pt_embedding(pt_graph *g, pt_tensor *table, pt_tensor *ids) {
-    int64_t shape[PT_MAX_DIMS], n_ids, i;
+/* checks table [V, C] f32 and ids i32; returns the ids in host scratch (NULL on error) */
+static int32_t *pt__embed_ids(pt_graph *g, const char *op, const pt_tensor *table, const pt_tensor *ids) {
     int32_t *id;
+    if (!pt__need_f32(g, op, "table", table)) return NULL;
+    if (ids->dtype != PT_I32)
+        return (int32_t *)pt__fail(g->ctx, PT_ERR_DTYPE, "%s: ids must be i32, found %s %s", op, pt__dtname(ids->dtype), pt__shp(ids).s);
+    if (table->ndim != 2 || ids->ndim >= PT_MAX_DIMS)
+        return (int32_t *)pt__fail(g->ctx, PT_ERR_SHAPE, "%s: table %s must be [V, C] and ids %s at most %d-D", op, pt__shp(table).s,
+                                   pt__shp(ids).s, PT_MAX_DIMS - 1);
+    if (!(id = (int32_t *)pt__work(g->ctx, pt_numel(ids)))) return NULL;
+    PT__BE->read(PT__C, ids, id, pt_numel(ids) * 4);
+    return id;
+}
+/* rows of table picked by checked ids (< V; negative ids: zero rows), recorded as op */
+static pt_tensor *pt__embed(pt_graph *g, const char *op, pt_tensor *table, pt_tensor *ids) {
+    int64_t shape[PT_MAX_DIMS];
     pt_tensor *out, *ins[2];
     int d;
-    if (!g || !table || !ids) return NULL;
-    if (!pt__need_f32(g, "pt_embedding", "table", table)) return NULL;
-    if (ids->dtype != PT_I32)
-        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_DTYPE, "pt_embedding: ids must be i32, found %s %s", pt__dtname(ids->dtype), pt__shp(ids).s);
-    if (table->ndim != 2 || ids->ndim >= PT_MAX_DIMS)
-        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_embedding: table %s must be [V, C] and ids %s at most %d-D", pt__shp(table).s,
-                                     pt__shp(ids).s, PT_MAX_DIMS - 1);
-    n_ids = pt_numel(ids);
-    id = (int32_t *)pt__work(g->ctx, n_ids);
-    if (!id) return NULL;
-    PT__BE->read(PT__C, ids, id, n_ids * 4);
-    for (i = 0; i < n_ids; i++)
-        if (id[i] < 0 || id[i] >= table->shape[0])
-            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_embedding: id %d at position %lld is outside the table's %lld rows", (int)id[i],
-                                         (long long)i, (long long)table->shape[0]);
     for (d = 0; d < ids->ndim; d++) shape[d] = ids->shape[d];
     shape[ids->ndim] = table->shape[1];
     if (!(out = pt__new(g, PT_F32, ids->ndim + 1, shape))) return NULL;
     PT__BE->embed_fwd(PT__C, out, table, ids);
     ins[0] = table, ins[1] = ids;
-    pt__record(g, "pt_embedding", out, pt__embedding_bwd, 2, ins);
+    pt__record(g, op, out, pt__embedding_bwd, 2, ins);
     return out;
+}
+PTDEF pt_tensor *pt_embedding(pt_graph *g, pt_tensor *table, pt_tensor *ids) {
+    int64_t i;
+    int32_t *id;
+    if (!g || !table || !ids) return NULL;
+    if (!(id = pt__embed_ids(g, "pt_embedding", table, ids))) return NULL;
+    for (i = 0; i < pt_numel(ids); i++)
+        if (id[i] < 0 || id[i] >= table->shape[0])
+            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_embedding: id %d at position %lld is outside the table's %lld rows", (int)id[i],
+                                         (long long)i, (long long)table->shape[0]);
+    return pt__embed(g, "pt_embedding", table, ids);
+}
+/* this rank's rows [vocab_offset, vocab_offset + V_local): the ids mapped to local rows, -1 elsewhere */
+PTDEF pt_tensor *pt_embedding_vp(pt_graph *g, pt_tensor *w_local, pt_tensor *ids, int64_t vocab_offset) {
+    int64_t i, n;
+    int32_t *id;
+    pt_tensor *lid;
+    if (!g || !w_local || !ids) return NULL;
+    if (!(id = pt__embed_ids(g, "pt_embedding_vp", w_local, ids))) return NULL;
+    if (vocab_offset < 0)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_embedding_vp: vocab_offset %lld must be >= 0", (long long)vocab_offset);
+    for (n = pt_numel(ids), i = 0; i < n; i++) {
+        if (id[i] < 0)
+            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_embedding_vp: id %d at position %lld is negative", (int)id[i], (long long)i);
+        id[i] = id[i] >= vocab_offset && id[i] - vocab_offset < w_local->shape[0] ? (int32_t)(id[i] - vocab_offset) : -1;
+    }
+    if (!(lid = pt__new(g, PT_I32, ids->ndim, ids->shape))) return NULL;
+    PT__BE->write(PT__C, lid, id, n * 4);
+    return pt__embed(g, "pt_embedding_vp", w_local, lid);
 }
 
 /* ---- causal self-attention -------------------------------------------------------------------- */
@@ -5090,10 +5275,22 @@ PTDEF pt_tensor *pt_mlp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
     return pt_linear_fwd(g, &m->proj, h);
 }
 
+/* >>tp: the tensor-parallel block and the gather of the logits' last row */
+static pt_block pt__block_tp_new(pt_ctx *ctx, const char *name, int64_t C, float std, float pstd);
+static pt_tensor *pt__attn_tp_fwd(pt_graph *g, const pt_block *b, pt_tensor *h, int n_head);
+static int pt__tp_allgather(pt_ctx *ctx, const char *op, float *full, int64_t n_local);
+static pt_tensor *pt__tp_param(pt_ctx *ctx, const char *base, const char *suffix, int ndim, int64_t d0, int64_t d1, pt_init_kind init,
+                               float scale, uint32_t flags, int split_dim, int groups);
+/* first vocabulary id of this rank's logits columns / token-table rows (0 without TP) */
+static int64_t pt__gpt_vocab_offset(const pt_gpt *m) {
+    return (int64_t)pt_tp_rank(m->ctx) * (m->cfg.vocab_padded / pt_tp_size(m->ctx));
+}
+
 PTDEF pt_block pt_block_new(pt_ctx *ctx, const char *name, int64_t C, int n_layer_total) {
     pt_block b;
     char n[96];
     float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * (float)PT__MAX(n_layer_total, 1));
+    if (pt_tp_size(ctx) > 1) return pt__block_tp_new(ctx, name, C, std, pstd);
     b.ln1_w = pt__param2(ctx, name, ".ln1.w", 1, C, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
     b.ln1_b = pt__param2(ctx, name, ".ln1.b", 1, C, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
     snprintf(n, sizeof n, "%s.attn", name);
@@ -5110,14 +5307,16 @@ PTDEF pt_block pt_block_new(pt_ctx *ctx, const char *name, int64_t C, int n_laye
     return b;
 }
 PTDEF pt_tensor *pt_block_fwd(pt_graph *g, const pt_block *b, pt_tensor *x, int n_head, float dropout, uint64_t seed) {
-    pt_tensor *h = pt_layernorm(g, x, b->ln1_w, b->ln1_b, 1e-5f);
-    h = pt_linear_fwd(g, &b->attn, h);
-    h = pt_attention(g, h, n_head);
-    h = pt_linear_fwd(g, &b->attn_proj, h);
+    int tp = g && b ? pt_tp_size(g->ctx) : 1;
+    pt_tensor *h;
+    if (!g || !b || !x) return NULL;
+    h = pt_layernorm(g, x, b->ln1_w, b->ln1_b, 1e-5f);
+    if (tp > 1) h = pt__attn_tp_fwd(g, b, h, n_head);
+    else h = pt_linear_fwd(g, &b->attn_proj, pt_attention(g, pt_linear_fwd(g, &b->attn, h), n_head));
     if (dropout > 0) h = pt_dropout(g, h, dropout, seed);
     x = pt_add(g, x, h);
     h = pt_layernorm(g, x, b->ln2_w, b->ln2_b, 1e-5f);
-    h = pt_mlp_fwd(g, &b->mlp, h);
+    h = tp > 1 ? pt_mlp_tp_fwd(g, &b->mlp, h) : pt_mlp_fwd(g, &b->mlp, h);
     if (dropout > 0) h = pt_dropout(g, h, dropout, seed + 1);
     return pt_add(g, x, h);
 }
@@ -5126,7 +5325,7 @@ PTDEF pt_gpt *pt_gpt_new(pt_ctx *ctx, const pt_gpt_config *cfg) { return pt_gpt_
 PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstages, const int32_t *first, int nmine,
                                 const int32_t *mine) {
     pt_gpt *m;
-    int l, s, head, embed;
+    int l, s, head, embed, tp, vp;
     if (!ctx) return NULL;
     if (!cfg || cfg->vocab < 1 || cfg->max_seq < 1 || cfg->layers < 1 || cfg->width < 1 || cfg->heads < 1 || cfg->width % cfg->heads ||
         (cfg->vocab_padded && cfg->vocab_padded < cfg->vocab) || cfg->dropout < 0 || cfg->dropout >= 1)
@@ -5150,13 +5349,18 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
             if (mine[s] < 0 || mine[s] >= nstages)
                 return (pt_gpt *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_new_stages: stage %d outside [0, %d)", (int)mine[s], nstages);
     }
+    tp = pt_tp_size(ctx);
+    vp = cfg->vocab_padded ? cfg->vocab_padded : (cfg->vocab + 63) / 64 * 64;
+    if (cfg->heads % tp || vp % tp)
+        return (pt_gpt *)pt__fail(ctx, PT_ERR_SHAPE, "pt_gpt_new: %s=%d does not split evenly over tp=%d", cfg->heads % tp ? "heads" : "vocab_padded",
+                                  cfg->heads % tp ? cfg->heads : vp, tp);
     m = (pt_gpt *)pt__malloc(ctx, sizeof *m);
     if (!m) return (pt_gpt *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_new: out of memory");
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
     m->ctx = ctx;
     m->nstages = nstages;
-    if (!m->cfg.vocab_padded) m->cfg.vocab_padded = (cfg->vocab + 63) / 64 * 64;
+    m->cfg.vocab_padded = vp;
     m->blocks = (pt_block *)pt__malloc(ctx, (size_t)cfg->layers * sizeof(pt_block));
     m->first = (int32_t *)pt__malloc(ctx, (size_t)(nstages + 1) * sizeof(int32_t));
     m->mine = (unsigned char *)pt__malloc(ctx, (size_t)nstages);
@@ -5175,7 +5379,8 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
     embed = m->mine[0], head = m->mine[nstages - 1];
     /* creation order = slab order: embedding, blocks, final norm, head (as the unsplit model) */
     if (embed) {
-        m->wte = pt__param2(ctx, "wte", "", 2, m->cfg.vocab_padded, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
+        /* the token table (and an untied head) split over vocabulary rows across TP (replicated at tp 1) */
+        m->wte = pt__tp_param(ctx, "wte", "", 2, vp, cfg->width, PT_INIT_NORMAL, 0.02f, 0, tp > 1 ? 0 : -1, 1);
         m->wpe = pt__param2(ctx, "wpe", "", 2, cfg->max_seq, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
     }
     for (s = 0; s < nstages; s++) {
@@ -5189,8 +5394,8 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
     if (head) {
         m->lnf_w = pt__param2(ctx, "lnf.w", "", 1, cfg->width, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
         m->lnf_b = pt__param2(ctx, "lnf.b", "", 1, cfg->width, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
-        if (cfg->untied) m->lm_head = pt__param2(ctx, "lm_head", "", 2, m->cfg.vocab_padded, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
-        else m->lm_head = embed ? m->wte : pt__param2(ctx, "wte", "", 2, m->cfg.vocab_padded, cfg->width, PT_INIT_NORMAL, 0.02f, 0);
+        if (cfg->untied) m->lm_head = pt__tp_param(ctx, "lm_head", "", 2, vp, cfg->width, PT_INIT_NORMAL, 0.02f, 0, tp > 1 ? 0 : -1, 1);
+        else m->lm_head = embed ? m->wte : pt__tp_param(ctx, "wte", "", 2, vp, cfg->width, PT_INIT_NORMAL, 0.02f, 0, tp > 1 ? 0 : -1, 1);
     }
     if (ctx->status != PT_OK) {
         pt_gpt_free(m);
@@ -5211,7 +5416,8 @@ PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
     if (ids->ndim != 2 || ids->shape[1] > m->cfg.max_seq)
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_gpt_embed: ids %s must be [B, T] with T <= max_seq %d", pt__shp(ids).s,
                                      m->cfg.max_seq);
-    tok = pt_embedding(g, m->wte, ids);
+    if (pt_tp_size(g->ctx) > 1) tok = pt_tp_reduce(g, pt_embedding_vp(g, m->wte, ids, pt__gpt_vocab_offset(m)));
+    else tok = pt_embedding(g, m->wte, ids);
     pos = pt_slice(g, m->wpe, 0, 0, ids->shape[1]);
     return pt_add(g, tok, pos);
 }
@@ -5222,6 +5428,7 @@ PTDEF pt_tensor *pt_gpt_block(pt_graph *g, const pt_gpt *m, int l, pt_tensor *x)
 PTDEF pt_tensor *pt_gpt_head(pt_graph *g, const pt_gpt *m, pt_tensor *x) {
     if (!m) return NULL;
     x = pt_layernorm(g, x, m->lnf_w, m->lnf_b, 1e-5f);
+    if (g && pt_tp_size(g->ctx) > 1) x = pt_tp_copy(g, x); /* the local vocabulary columns: f before the column-parallel head */
     return pt_linear(g, x, m->lm_head, NULL);
 }
 PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
@@ -5229,6 +5436,15 @@ PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
     int l;
     for (l = 0; m && l < m->cfg.layers; l++) x = pt_gpt_block(g, m, l, x);
     return pt_gpt_head(g, m, x);
+}
+/* the mean loss of logits (this rank's vocabulary columns under TP) against targets */
+static pt_tensor *pt__gpt_xent(pt_graph *g, const pt_gpt *m, pt_tensor *logits, pt_tensor *targets) {
+    if (!m || !g) return NULL;
+    if (pt_tp_size(g->ctx) > 1) return pt_cross_entropy_vp(g, logits, targets, pt__gpt_vocab_offset(m), m->cfg.vocab);
+    return pt_cross_entropy_ex(g, logits, targets, -1, m->cfg.vocab);
+}
+PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets) {
+    return pt__gpt_xent(g, m, pt_gpt_forward(g, m, ids), targets);
 }
 PTDEF pt_tensor *pt_gpt_stage_fwd(pt_graph *g, const pt_gpt *m, int stage, pt_tensor *x, pt_tensor *ids, pt_tensor *targets) {
     int l;
@@ -5238,8 +5454,7 @@ PTDEF pt_tensor *pt_gpt_stage_fwd(pt_graph *g, const pt_gpt *m, int stage, pt_te
     if (stage == 0) x = pt_gpt_embed(g, m, ids);
     for (l = m->first[stage]; x && l < m->first[stage + 1]; l++) x = pt_gpt_block(g, m, l, x);
     if (stage < m->nstages - 1) return x;
-    x = pt_gpt_head(g, m, x);
-    return x ? pt_cross_entropy_ex(g, x, targets, -1, m->cfg.vocab) : NULL;
+    return pt__gpt_xent(g, m, pt_gpt_head(g, m, x), targets);
 }
 PTDEF void pt_gpt_stage_costs(const pt_gpt_config *c, int64_t B, int64_t T, double *layer_cost, double *first_extra, double *last_extra) {
     double bt = (double)B * (double)T, C = c->width, Vp = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64;
@@ -5248,19 +5463,15 @@ PTDEF void pt_gpt_stage_costs(const pt_gpt_config *c, int64_t B, int64_t T, doub
     if (first_extra) *first_extra = 3.0 * bt * C;           /* gathers and adds, forward and backward */
     if (last_extra) *last_extra = 6.0 * Vp * C * bt + 10.0 * bt * Vp; /* head matmuls and the softmax */
 }
-PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets) {
-    pt_tensor *logits = pt_gpt_forward(g, m, ids);
-    return m ? pt_cross_entropy_ex(g, logits, targets, -1, m->cfg.vocab) : NULL;
-}
 PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, float temperature, uint64_t seed,
                                 int32_t *out) {
     pt_rng rng = pt_rng_seed(seed);
-    int t, i, V, Vp, saved_grad, saved_train;
+    int t, i, V, Vp, Vl, saved_grad, saved_train;
     float *row;
     if (!m || !g || !out || (n > 0 && !prompt) || n < 1 || max_new < 0)
         return (pt_status)(pt__fail(m ? m->ctx : NULL, PT_ERR_ARG, "pt_gpt_generate: needs a model, a graph, a prompt of >= 1 token and out"),
                            PT_ERR_ARG);
-    V = m->cfg.vocab, Vp = m->cfg.vocab_padded;
+    V = m->cfg.vocab, Vp = m->cfg.vocab_padded, Vl = Vp / pt_tp_size(m->ctx);
     row = (float *)PT_MALLOC((size_t)Vp * sizeof(float));
     if (!row) return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_gpt_generate: out of memory"), PT_ERR_OOM);
     memcpy(out, prompt, (size_t)n * sizeof *out);
@@ -5275,11 +5486,12 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
         if (!ids || pt_tensor_write(ids, out + t - T) != PT_OK) break;
         logits = pt_gpt_forward(g, m, ids);
         if (!logits) break;
-        last = pt__at(logits, (int64_t)(T - 1) * Vp);
+        last = pt__at(logits, (int64_t)(T - 1) * Vl); /* TP: this rank's columns, gathered in rank order */
         last.ndim = 1;
-        last.shape[0] = Vp;
+        last.shape[0] = Vl;
         last.shape[1] = last.shape[2] = 1;
-        pt_tensor_read(&last, row);
+        pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
+        if (!pt__tp_allgather(m->ctx, "pt_gpt_generate", row, Vl)) break;
         for (i = 1; i < V; i++)
             if (row[i] > row[best]) best = i;
         if (temperature > 0) {
@@ -6407,7 +6619,9 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
    MPI_Allreduce (MPI_SUM, MPI_FLOAT) over host memory, cut into chunks of at most 2^30 elements for
    MPI's int counts; the TP communicator has MPI_ERRORS_RETURN, so a failing call becomes a
    PT_ERR_DEVICE error of the context. With TP size 1 (or no grid, or no PTRAIN_MPI) nothing is
-   communicated and both ops are identities. */
+   communicated and both ops are identities. pt__tp_allreduce_buf also reduces with MPI_MAX (the
+   vocabulary-parallel cross-entropy in >>ops), pt__tp_allgather gathers in place (pt_gpt_generate).
+   The transformer block under TP (pt__block_tp_new, pt__attn_tp_fwd) is at the end of this section. */
 
 PTDEF int pt_tp_size(const pt_ctx *ctx) {
     if (!ctx || !ctx->desc.dist) return 1;
@@ -6418,23 +6632,20 @@ PTDEF int pt_tp_rank(const pt_ctx *ctx) {
     return PT__MAX(pt_dist_coords(ctx->desc.dist).tp, 0);
 }
 
-/* sums t (contiguous f32) over the TP ranks in place; 0 and a context error on failure */
-static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
+/* reduces n host floats at p over the TP ranks in place (how: PT__TP_SUM or PT__TP_MAX); 0 and a
+   context error on failure */
+static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n, int how) {
 #ifdef PTRAIN_MPI
     MPI_Comm comm;
     void *cp;
-    float *p;
-    int64_t n = pt_numel(t), done = 0;
+    int64_t done = 0;
     if (pt_tp_size(ctx) <= 1) return 1;
     cp = pt_dist_comm(ctx->desc.dist, PT_COMM_TP);
     if (!cp) return pt__fail(ctx, PT_ERR_STATE, "%s: the grid has no TP communicator", op), 0;
-    if (t->dtype != PT_F32 || !t->st || !t->st->host)
-        return pt__fail(ctx, PT_ERR_DEVICE, "%s: tensor parallelism needs f32 data in host memory (the CPU backend)", op), 0;
     comm = *(MPI_Comm *)cp;
-    p = PT__F(t);
     while (done < n) {
         int cnt = (int)PT__MIN(n - done, (int64_t)1 << 30);
-        int rc = MPI_Allreduce(MPI_IN_PLACE, p + done, cnt, MPI_FLOAT, MPI_SUM, comm);
+        int rc = MPI_Allreduce(MPI_IN_PLACE, p + done, cnt, MPI_FLOAT, how == PT__TP_MAX ? MPI_MAX : MPI_SUM, comm);
         if (rc != MPI_SUCCESS)
             return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allreduce of %lld floats over the TP communicator failed (MPI error %d)", op,
                             (long long)n, rc), 0;
@@ -6442,9 +6653,36 @@ static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
     }
     return 1;
 #else
-    (void)ctx, (void)op, (void)t;
+    (void)ctx, (void)op, (void)p, (void)n, (void)how;
     return 1;
 #endif
+}
+
+/* sums t (contiguous f32) over the TP ranks in place; 0 and a context error on failure */
+static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
+    if (pt_tp_size(ctx) <= 1) return 1;
+    if (t->dtype != PT_F32 || !t->st || !t->st->host)
+        return pt__fail(ctx, PT_ERR_DEVICE, "%s: tensor parallelism needs f32 data in host memory (the CPU backend)", op), 0;
+    return pt__tp_allreduce_buf(ctx, op, PT__F(t), pt_numel(t), PT__TP_SUM);
+}
+
+/* full (tp * n_local host floats) holds this rank's n_local at tp_rank * n_local: gathers the other
+   ranks' parts around it, in TP rank order */
+static int pt__tp_allgather(pt_ctx *ctx, const char *op, float *full, int64_t n_local) {
+#ifdef PTRAIN_MPI
+    void *cp;
+    int rc;
+    if (pt_tp_size(ctx) > 1) {
+        if (!(cp = pt_dist_comm(ctx->desc.dist, PT_COMM_TP))) return pt__fail(ctx, PT_ERR_STATE, "%s: the grid has no TP communicator", op), 0;
+        if (n_local > INT32_MAX) return pt__fail(ctx, PT_ERR_ARG, "%s: %lld floats per rank exceed MPI's int count", op, (long long)n_local), 0;
+        rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, (int)n_local, MPI_FLOAT, *(MPI_Comm *)cp);
+        if (rc != MPI_SUCCESS)
+            return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allgather over the TP communicator failed (MPI error %d)", op, rc), 0;
+        return 1;
+    }
+#endif
+    (void)ctx, (void)op, (void)full, (void)n_local;
+    return 1;
 }
 
 /* Sum of squares of all parameter gradients of the model, for clipping and monitoring. Without
@@ -6509,9 +6747,10 @@ PTDEF pt_tensor *pt_tp_reduce(pt_graph *g, pt_tensor *x) {
 }
 
 /* ---- parallel linear layers ------------------------------------------------------------------- */
-/* "<base><suffix>" of global shape [d0(, d1)], split on split_dim (-1 = replicated) over tp parts */
+/* "<base><suffix>" of global shape [d0(, d1)], split on split_dim (-1 = replicated) over tp parts, each
+   of `groups` blocks of that dim separately when groups > 1 (pt_spec.split_groups) */
 static pt_tensor *pt__tp_param(pt_ctx *ctx, const char *base, const char *suffix, int ndim, int64_t d0, int64_t d1, pt_init_kind init,
-                               float scale, uint32_t flags, int split_dim) {
+                               float scale, uint32_t flags, int split_dim, int groups) {
     pt_spec s;
     memset(&s, 0, sizeof s);
     snprintf(s.name, sizeof s.name, "%s%s", base, suffix);
@@ -6522,6 +6761,7 @@ static pt_tensor *pt__tp_param(pt_ctx *ctx, const char *base, const char *suffix
     s.split_dim = split_dim;
     s.split_parts = split_dim >= 0 ? pt_tp_size(ctx) : 1;
     s.split_index = split_dim >= 0 ? pt_tp_rank(ctx) : 0;
+    s.split_groups = split_dim >= 0 ? groups : 0;
     s.stage = -1;
     s.init = init;
     s.init_scale = scale;
@@ -6535,16 +6775,22 @@ static int pt__tp_even(pt_ctx *ctx, const char *fn, const char *what, int64_t n)
     pt__fail(ctx, PT_ERR_SHAPE, "%s: %s=%lld does not split evenly over tp=%d", fn, what, (long long)n, tp);
     return 0;
 }
-PTDEF pt_linear_layer pt_linear_col_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
+/* column-parallel linear whose out rows are `groups` fused blocks (q|k|v: 3), each split over TP */
+static pt_linear_layer pt__linear_col(pt_ctx *ctx, const char *fn, const char *name, int64_t in, int64_t out, int groups, int bias,
+                                      float std) {
     pt_linear_layer l;
     l.w = l.b = NULL;
     if (!ctx) return l;
-    if (!name) return pt__fail(ctx, PT_ERR_ARG, "pt_linear_col_new: name is NULL"), l;
-    if (!pt__tp_even(ctx, "pt_linear_col_new", "out", out)) return l;
-    l.w = pt__tp_param(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0, 0);
-    if (l.w && bias) l.b = pt__tp_param(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY, 0);
+    if (!name) return pt__fail(ctx, PT_ERR_ARG, "%s: name is NULL", fn), l;
+    if (out % groups) return pt__fail(ctx, PT_ERR_SHAPE, "%s: out=%lld is not %d equal blocks", fn, (long long)out, groups), l;
+    if (!pt__tp_even(ctx, fn, groups > 1 ? "out/groups" : "out", out / groups)) return l;
+    l.w = pt__tp_param(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0, 0, groups);
+    if (l.w && bias) l.b = pt__tp_param(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY, 0, groups);
     if (bias && !l.b) l.w = NULL;
     return l;
+}
+PTDEF pt_linear_layer pt_linear_col_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
+    return pt__linear_col(ctx, "pt_linear_col_new", name, in, out, 1, bias, std);
 }
 PTDEF pt_tensor *pt_linear_col_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x) {
     if (!g || !l || !x) return NULL;
@@ -6556,8 +6802,8 @@ PTDEF pt_linear_layer pt_linear_row_new(pt_ctx *ctx, const char *name, int64_t i
     if (!ctx) return l;
     if (!name) return pt__fail(ctx, PT_ERR_ARG, "pt_linear_row_new: name is NULL"), l;
     if (!pt__tp_even(ctx, "pt_linear_row_new", "in", in)) return l;
-    l.w = pt__tp_param(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0, 1);
-    if (l.w && bias) l.b = pt__tp_param(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY, -1);
+    l.w = pt__tp_param(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0, 1, 1);
+    if (l.w && bias) l.b = pt__tp_param(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY, -1, 1);
     if (bias && !l.b) l.w = NULL;
     return l;
 }
@@ -6588,6 +6834,42 @@ PTDEF pt_tensor *pt_mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
     h = pt_linear_col_fwd(g, &m->fc, x);
     h = m->gelu ? pt_gelu(g, h) : pt_relu(g, h);
     return pt_linear_row_fwd(g, &m->proj, h);
+}
+
+/* ---- the tensor-parallel transformer block (pt_block_new / pt_block_fwd when tp > 1) ----------
+   qkv: column-parallel, its 3C rows split as 3 groups, so rank r holds q_r|k_r|v_r (heads
+   [r*H/tp, (r+1)*H/tp) of each), exactly the packed layout pt_attention expects for H/tp heads of
+   the same size; attn_proj: row-parallel over those C/tp attention outputs; the MLP: pt_mlp_tp.
+   Norms, the row-parallel biases and the residual stream are replicated, so dropout (keyed by global
+   positions) draws the same mask as one process. */
+static pt_block pt__block_tp_new(pt_ctx *ctx, const char *name, int64_t C, float std, float pstd) {
+    pt_block b;
+    char n[96];
+    memset(&b, 0, sizeof b);
+    if (!pt__tp_even(ctx, "pt_block_new", "width", C)) return b;
+    b.ln1_w = pt__param2(ctx, name, ".ln1.w", 1, C, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
+    b.ln1_b = pt__param2(ctx, name, ".ln1.b", 1, C, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
+    snprintf(n, sizeof n, "%s.attn", name);
+    b.attn = pt__linear_col(ctx, "pt_block_new", n, C, 3 * C, 3, 1, std);
+    snprintf(n, sizeof n, "%s.attn_proj", name);
+    b.attn_proj = pt_linear_row_new(ctx, n, C, C, 1, pstd);
+    b.ln2_w = pt__param2(ctx, name, ".ln2.w", 1, C, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
+    b.ln2_b = pt__param2(ctx, name, ".ln2.b", 1, C, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
+    snprintf(n, sizeof n, "%s.mlp.fc", name);
+    b.mlp.fc = pt_linear_col_new(ctx, n, C, 4 * C, 1, std);
+    snprintf(n, sizeof n, "%s.mlp.proj", name);
+    b.mlp.proj = pt_linear_row_new(ctx, n, 4 * C, C, 1, pstd);
+    b.mlp.gelu = 1;
+    return b;
+}
+/* the attention half: pt_tp_copy before the qkv linear, one allreduce in attn_proj */
+static pt_tensor *pt__attn_tp_fwd(pt_graph *g, const pt_block *b, pt_tensor *h, int n_head) {
+    int tp = pt_tp_size(g->ctx);
+    if (n_head < 1 || n_head % tp)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_block_fwd: heads=%d does not split evenly over tp=%d", n_head, tp);
+    h = pt_linear_col_fwd(g, &b->attn, h);
+    h = pt_attention(g, h, n_head / tp);
+    return pt_linear_row_fwd(g, &b->attn_proj, h);
 }
 
 /* =================================================================================================

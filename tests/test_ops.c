@@ -86,6 +86,9 @@ static pt_tensor *b_layernorm(pt_graph *g, pt_tensor **x, const gcase *c) {
     return pt_layernorm(g, x[0], x[1], c->nin > 2 ? x[2] : NULL, c->fa[0]);
 }
 static pt_tensor *b_embedding(pt_graph *g, pt_tensor **x, const gcase *c) { (void)c; return pt_embedding(g, x[0], x[1]); }
+/* vocabulary-parallel ops in one process (TP size 1): ia[0] = vocab_offset, ia[1] = nvalid */
+static pt_tensor *b_embedding_vp(pt_graph *g, pt_tensor **x, const gcase *c) { return pt_embedding_vp(g, x[0], x[1], c->ia[0]); }
+static pt_tensor *b_xent_vp(pt_graph *g, pt_tensor **x, const gcase *c) { return pt_cross_entropy_vp(g, x[0], x[1], c->ia[0], c->ia[1]); }
 static pt_tensor *b_attention(pt_graph *g, pt_tensor **x, const gcase *c) { return pt_attention(g, x[0], c->ia[0]); }
 static pt_tensor *b_dropout(pt_graph *g, pt_tensor **x, const gcase *c) { return pt_dropout(g, x[0], c->fa[0], (uint64_t)c->ia[0]); }
 static pt_tensor *b_reshape(pt_graph *g, pt_tensor **x, const gcase *c) {
@@ -230,6 +233,27 @@ static int64_t r_xent(const gcase *c, double *const *in, double *out, int *ondim
     out[0] = cnt ? tot / (double)cnt : 0;
     return 1;
 }
+/* the vocabulary-parallel loss as one rank sees it: logsumexp over its valid columns (global index
+   ia[0] + j < ia[1]) minus the target logit when the target is one of its columns (else 0); -1 ignored */
+static int64_t r_xent_vp(const gcase *c, double *const *in, double *out, int *ondim, int64_t *oshape) {
+    const in_spec *X = &c->in[0];
+    int64_t V = X->shape[X->ndim - 1], rows = spec_numel(X) / V, off = c->ia[0], nv = c->ia[1] - off, r, j, cnt = 0;
+    double tot = 0;
+    SETSHAPE(0, 1, 1, 1, 1);
+    if (nv > V) nv = V;
+    for (r = 0; r < rows; r++) {
+        const double *x = in[0] + r * V;
+        int t = (int)in[1][r];
+        double mx = x[0], s = 0;
+        if (t == -1) continue;
+        for (j = 1; j < nv; j++) mx = x[j] > mx ? x[j] : mx;
+        for (j = 0; j < nv; j++) s += exp(x[j] - mx);
+        tot += mx + log(s) - (t >= off && t - off < nv ? x[t - off] : 0);
+        cnt++;
+    }
+    out[0] = cnt ? tot / (double)cnt : 0;
+    return 1;
+}
 static int64_t r_layernorm(const gcase *c, double *const *in, double *out, int *ondim, int64_t *oshape) {
     const in_spec *X = &c->in[0];
     int64_t C = X->shape[X->ndim - 1], rows = spec_numel(X) / C, r, j;
@@ -253,7 +277,10 @@ static int64_t r_embedding(const gcase *c, double *const *in, double *out, int *
     *ondim = I->ndim + 1;
     for (d = 0; d < 4; d++) oshape[d] = d < I->ndim ? I->shape[d] : d == I->ndim ? C : 1;
     for (i = 0; i < n; i++)
-        for (j = 0; j < C; j++) out[i * C + j] = in[0][(int64_t)in[1][i] * C + j];
+        for (j = 0; j < C; j++) {
+            int64_t row = (int64_t)in[1][i] - (c->build == b_embedding_vp ? c->ia[0] : 0); /* vp: rows outside the table give 0 */
+            out[i * C + j] = row >= 0 && row < c->in[0].shape[0] ? in[0][row * C + j] : 0;
+        }
     return n * C;
 }
 static int64_t r_attention(const gcase *c, double *const *in, double *out, int *ondim, int64_t *oshape) {
@@ -434,6 +461,7 @@ static const int32_t ce_t4[3] = {-7, -7, -7};                       /* every row
 static const int32_t ce_t5[6] = {6, 0, 1, 6, 5, 2};                 /* [2,3] targets */
 static const int32_t em_ids[10] = {2, 5, 2, 0, 6, 6, 6, 1, 2, 3};   /* repeated ids */
 static const int32_t em_ids1[1] = {4};
+static const int32_t vp_t1[6] = {2, 5, 3, 4, -1, 2};               /* global ids; this "rank" holds columns 2..6 */
 
 static const gcase cases[] = {
     /* ---- elementwise ---- */
@@ -516,6 +544,12 @@ static const gcase cases[] = {
     {"pt_embedding table [7,3] leaf, ids [10]", b_embedding, r_embedding, 2, {L(2, 7, 3, 1, 1), IDL(em_ids, 1, 10, 1, 1, 1)}},
     {"pt_embedding table [5,1], ids [1]", b_embedding, r_embedding, 2, {P(2, 5, 1, 1, 1), IDL(em_ids1, 1, 1, 1, 1, 1)}},
     {"pt_embedding table [4,2], ids [2,2,3] random", b_embedding, r_embedding, 2, {P(2, 4, 2, 1, 1), IDS(4, 3, 2, 2, 3, 1)}},
+    {"pt_embedding_vp rows [3,7) of a table, ids [2,5] (some outside: 0)", b_embedding_vp, r_embedding, 2, {P(2, 4, 4, 1, 1), IDL(em_ids, 2, 2, 5, 1, 1)}, {3}},
+    {"pt_embedding_vp offset 0 = pt_embedding, ids [10]", b_embedding_vp, r_embedding, 2, {L(2, 7, 3, 1, 1), IDL(em_ids, 1, 10, 1, 1, 1)}, {0}},
+    /* ---- vocabulary-parallel cross-entropy (one rank: the local part of the loss) ---- */
+    {"pt_cross_entropy_vp [6,5] offset 0 nvalid 5 (= pt_cross_entropy)", b_xent_vp, r_xent_vp, 2, {LR(-2.0f, 2.0f, 2, 6, 5, 1, 1), IDS(5, 1, 6, 1, 1, 1)}, {0, 5}},
+    {"pt_cross_entropy_vp [8,8] offset 0 nvalid 5, -1 ignored", b_xent_vp, r_xent_vp, 2, {LR(-2.0f, 2.0f, 2, 8, 8, 1, 1), IDL(ce_t3, 1, 8, 1, 1, 1)}, {0, 5}},
+    {"pt_cross_entropy_vp [2,3,5] columns 2..6, nvalid 6 (column 6 masked)", b_xent_vp, r_xent_vp, 2, {LR(-2.0f, 2.0f, 3, 2, 3, 5, 1), IDL(vp_t1, 2, 2, 3, 1, 1)}, {2, 6}},
     /* ---- attention (qkv [B, T, 3C], heads) ---- */
     {"pt_attention B1 T1 C4 H2", b_attention, r_attention, 1, {L(3, 1, 1, 12, 1)}, {2}},
     {"pt_attention B2 T3 C6 H3 (head size 2)", b_attention, r_attention, 1, {L(3, 2, 3, 18, 1)}, {3}},

@@ -6,13 +6,7 @@
    outputs, loss, the shard gradients with the slices of the full gradients, x's gradient, and the
    parameters after 3 SGD steps. Every check is agreed across ranks (MPI_MIN); rank 0 prints PASS/FAIL
    and "N passed, N failed". */
-#define PTRAIN_IMPLEMENTATION
-#include "ptrain.h"
-
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#include "tp_common.h"
 
 #define IN 16
 #define HID 32
@@ -21,38 +15,6 @@
 #define STEPS 3
 #define TOL 1e-5
 
-static pt_dist *g_d;
-static int g_rank, g_tp, g_tpr, g_np, g_nf;
-
-static int check(int ok, const char *name, const char *why) {
-    int all = ok != 0;
-#ifdef PTRAIN_MPI
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)pt_dist_comm(g_d, PT_COMM_WORLD));
-    all = all != 0;
-#endif
-    if (all) g_np++; else g_nf++;
-    if (!ok) printf("  rank %d: %s: %s\n", g_rank, name, why);
-    if (g_rank == 0) {
-        if (all) printf("PASS %s (tp=%d)\n", name, g_tp);
-        else printf("FAIL %s (tp=%d): %s\n", name, g_tp, ok ? "failed on another rank" : why);
-    }
-    fflush(stdout);
-    return all;
-}
-
-/* normwise relative difference: max|a-b| / max(max|b|, 1e-6) */
-static double rel(const float *a, const float *b, long n) {
-    double m = 1e-6, d = 0;
-    long i;
-    for (i = 0; i < n; i++) {
-        double e = fabs((double)a[i] - b[i]);
-        if (e != e) return INFINITY;
-        if (fabs(b[i]) > m) m = fabs(b[i]);
-        if (e > d) d = e;
-    }
-    return d / m;
-}
-
 /* rows [r0, r0+nr) x cols [c0, c0+nc) of a row-major matrix with ld columns, into dst */
 static void slice2(float *dst, const float *src, long ld, long r0, long nr, long c0, long nc) {
     long r, c;
@@ -60,12 +22,7 @@ static void slice2(float *dst, const float *src, long ld, long r0, long nr, long
         for (c = 0; c < nc; c++) dst[r * nc + c] = src[(r0 + r) * ld + c0 + c];
 }
 
-static void cmp(const char *name, const float *got, const float *want, long n) {
-    char why[160];
-    double r = rel(got, want, n);
-    snprintf(why, sizeof why, "relative difference %.3g > %g", r, TOL);
-    check(r <= TOL, name, why);
-}
+static void cmp(const char *name, const float *got, const float *want, long n) { cmp_tol(name, got, want, n, TOL); }
 
 /* compares the shards of ctx a (TP) with the slices of the full parameters (values or grads) of b */
 static void cmp_params(pt_ctx *a, pt_ctx *b, int grads, const char *when) {
@@ -93,30 +50,7 @@ static void cmp_params(pt_ctx *a, pt_ctx *b, int grads, const char *when) {
 }
 
 /* values identical (bitwise) on every rank of the world */
-static void same_everywhere(const char *name, const float *v, int n) {
-    int ok = 1;
-#ifdef PTRAIN_MPI
-    float mx[OUT * NB], mn[OUT * NB];
-    int i;
-    MPI_Comm w = *(MPI_Comm *)pt_dist_comm(g_d, PT_COMM_WORLD);
-    MPI_Allreduce(v, mx, n, MPI_FLOAT, MPI_MAX, w);
-    MPI_Allreduce(v, mn, n, MPI_FLOAT, MPI_MIN, w);
-    for (i = 0; i < n; i++) ok &= mx[i] == mn[i];
-#else
-    (void)v, (void)n;
-#endif
-    check(ok, name, "values differ between TP ranks");
-}
-
-static pt_ctx *mk_ctx(const pt_dist *d) {
-    pt_desc desc;
-    memset(&desc, 0, sizeof desc);
-    desc.seed = 1234;
-    desc.threads = 1;
-    desc.dist = d;
-    desc.log_level = PT_LOG_ERROR + 1; /* quiet: expected errors are checked, not logged */
-    return pt_init(&desc);
-}
+static void same_everywhere(const char *name, const float *v, int n) { check(same_on_all_ranks(v, n), name, "values differ between TP ranks"); }
 
 static void test_mlp(void) {
     pt_ctx *a = mk_ctx(g_d), *b = mk_ctx(NULL);
@@ -344,35 +278,15 @@ static void test_refusal(void) {
     pt_shutdown(c);
 }
 
-int main(int argc, char **argv) {
-    pt_layout lay;
-    char err[512];
-    int nf;
-    memset(&lay, 0, sizeof lay);
-    lay.dp = 1, lay.tp = 0, lay.pp = 1;
-    g_d = pt_dist_init(&argc, &argv, &lay, err, sizeof err);
-    if (!g_d) {
-        printf("FAIL pt_dist_init: %s\n0 passed, 1 failed\n", err);
-        return 1;
-    }
-    g_rank = pt_dist_rank(g_d);
-    g_tp = pt_dist_layout(g_d).tp;
-    g_tpr = pt_dist_coords(g_d).tp;
-    {
-        pt_ctx *c = mk_ctx(g_d);
-        check(c && pt_tp_size(c) == g_tp && g_tp == pt_dist_size(g_d) && pt_tp_rank(c) == g_tpr && g_tpr == g_rank,
-              "pt_tp_size/pt_tp_rank follow the grid (tp = world size)", "mismatch");
-        pt_shutdown(c);
-    }
+static void run(void) {
+    pt_ctx *c = mk_ctx(g_d);
+    check(c && pt_tp_size(c) == g_tp && g_tp == pt_dist_size(g_d) && pt_tp_rank(c) == g_tpr && g_tpr == g_rank,
+          "pt_tp_size/pt_tp_rank follow the grid (tp = world size)", "mismatch");
+    pt_shutdown(c);
     test_mlp();
     test_ops();
     test_fd();
     test_refusal();
-    nf = g_nf;
-#ifdef PTRAIN_MPI
-    MPI_Allreduce(&g_nf, &nf, 1, MPI_INT, MPI_MAX, *(MPI_Comm *)pt_dist_comm(g_d, PT_COMM_WORLD));
-#endif
-    if (g_rank == 0) printf("%d passed, %d failed\n", g_np, nf);
-    pt_dist_finalize(g_d);
-    return nf != 0;
 }
+
+int main(int argc, char **argv) { return tp_main(&argc, &argv, run); }

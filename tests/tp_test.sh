@@ -1,6 +1,7 @@
 #!/bin/sh
-# tests/tp_test.sh [BUILD_DIR] - tensor parallelism (>>tp). Builds tests/test_tp.c twice (cc without MPI,
-# mpicc -DPTRAIN_MPI -fopenmp), runs the plain one (tp=1) and the MPI one under mpirun -np 2 and -np 4
+# tests/tp_test.sh [BUILD_DIR] - tensor parallelism (>>tp). Builds tests/test_tp.c (the TP layers) and
+# tests/test_tp_gpt.c (the TP GPT against one process) twice each (cc without MPI, mpicc -DPTRAIN_MPI
+# -fopenmp), runs the plain ones (tp=1) and the MPI ones under mpirun -np 2 and -np 4
 # (layout tp = world size), and compiles the implementation as C99/C++ with and without MPI
 # (-Wall -Wextra -Werror; only pt_*/PT_* symbols defined). Prints one PASS/FAIL line per run or check,
 # then "N passed, N failed": the checks of every test program plus one per script-level check (a run
@@ -12,12 +13,14 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 
 # ---- without MPI: tp = 1 ----
-if $CC $W tests/test_tp.c -o "$BUILD/test_tp" -lm >"$BUILD/test_tp.build.log" 2>&1; then
-    prog "test_tp (no MPI, tp=1)" "$BUILD/test_tp.log" "$B/test_tp"
-else
-    fail "build test_tp ($CC)" "see $BUILD/test_tp.build.log"
-    head -n 20 "$BUILD/test_tp.build.log" | sed 's/^/    /'
-fi
+for t in test_tp test_tp_gpt; do
+    if $CC $W tests/$t.c -o "$BUILD/$t" -lm >"$BUILD/$t.build.log" 2>&1; then
+        prog "$t (no MPI, tp=1)" "$BUILD/$t.log" "$B/$t"
+    else
+        fail "build $t ($CC)" "see $BUILD/$t.build.log"
+        head -n 20 "$BUILD/$t.build.log" | sed 's/^/    /'
+    fi
+done
 
 # ---- with MPI: tp = 2 and 4 ----
 if ! have mpicc || ! have mpirun; then
@@ -25,15 +28,17 @@ if ! have mpicc || ! have mpirun; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
-if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_tp.c -o "$BUILD/test_tp_mpi" -lm >"$BUILD/test_tp_mpi.build.log" 2>&1; then
-    MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
-    for n in 2 4; do
-        prog "mpirun -np $n (tp=$n)" "$BUILD/tp_np$n.log" $MPIRUN -np $n env -u PTRAIN_FAKE_NODE_SIZE "$B/test_tp_mpi"
-    done
-else
-    fail "build test_tp_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_tp_mpi.build.log"
-    head -n 20 "$BUILD/test_tp_mpi.build.log" | sed 's/^/    /'
-fi
+MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
+for t in test_tp test_tp_gpt; do
+    if mpicc $W -DPTRAIN_MPI -fopenmp tests/$t.c -o "$BUILD/${t}_mpi" -lm >"$BUILD/${t}_mpi.build.log" 2>&1; then
+        for n in 2 4; do
+            prog "$t: mpirun -np $n (tp=$n)" "$BUILD/${t}_np$n.log" $MPIRUN -np $n env -u PTRAIN_FAKE_NODE_SIZE "$B/${t}_mpi"
+        done
+    else
+        fail "build ${t}_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/${t}_mpi.build.log"
+        head -n 20 "$BUILD/${t}_mpi.build.log" | sed 's/^/    /'
+    fi
+done
 
 # ---- the implementation compiles as C and C++, with and without MPI, defining only pt_*/PT_* symbols ----
 printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/tp_tu.c"
