@@ -32,8 +32,8 @@
 
    Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
 
-   The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c) each start with their
-   one-line build command.
+   The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
+   04_data_parallel.c, 05_tensor_parallel.c) each start with their one-line build command.
 
    ==================================================================================================
    CONCEPTS
