@@ -3,6 +3,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
 EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
+MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel
 
 .PHONY: all help deps demo test bench examples tools clean
 
@@ -25,7 +26,11 @@ $(BUILD):
 $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 	$(CC) $(CFLAGS) -I. $< -o $@ -lm
 
-examples: $(EXAMPLES)
+# the MPI tutorials, as their "Build:" lines say
+$(MPI_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
+	mpicc -O2 -fopenmp -DPTRAIN_MPI -I. $< -o $@ -lm
+
+examples: $(EXAMPLES) $(MPI_EXAMPLES)
 
 demo: deps $(BUILD)/03_gpt
 	./$(BUILD)/03_gpt

@@ -32,8 +32,8 @@
 
    Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
 
-   The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c) each start with their
-   one-line build command.
+   The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
+   04_data_parallel.c, 05_tensor_parallel.c) each start with their one-line build command.
 
    ==================================================================================================
    CONCEPTS
@@ -56,7 +56,8 @@
              the same model. pt_spec_global_index maps a shard's elements to the unsplit tensor
              (grouped splits such as q|k|v included).
    errors    A failing call records the first error in the context (pt_status_get, pt_error) and
-             reports it to desc.on_error or the log. Nothing calls exit() or abort() on bad input.
+             reports it to desc.on_error or the log. Nothing calls exit() or abort() on bad input
+             (the one abort is the opt-in collective watchdog, PTRAIN_WATCHDOG).
 
    ==================================================================================================
    BUILD SWITCHES (define before including)
@@ -81,6 +82,10 @@
    PTRAIN_DEVICE=cpu        backend when pt_desc.device is NULL
    PTRAIN_FAKE_NODE_SIZE=N  treat every N consecutive ranks as one node (tests hierarchy on one
                             machine)
+   PTRAIN_COLL_CHECK=1      debug mode: the ranks of a communicator agree on each collective before
+                            it runs; a mismatch fails the call on every rank, naming the ranks
+   PTRAIN_WATCHDOG=S        a collective in flight for more than S seconds dumps the rank's
+                            collective records to stderr and aborts the job (MPI_Abort)
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -626,7 +631,8 @@ PTDEF int pt_layout_rank(const pt_layout *l, pt_coords c);
 /** Collective. Initializes MPI if nobody has (asking for MPI_THREAD_MULTIPLE), builds the grid
     (NULL layout = pure data parallel) and its communicators. On error every rank returns NULL with
     the same message in err (and MPI is finalized again if this call initialized it). Never aborts.
-    Env: PTRAIN_FAKE_NODE_SIZE=N fakes nodes of N consecutive ranks; PTRAIN_THREADS as in pt_init. */
+    Env: PTRAIN_FAKE_NODE_SIZE=N fakes nodes of N consecutive ranks; PTRAIN_THREADS as in pt_init;
+    PTRAIN_COLL_CHECK=1 debug mode (the same on every rank); PTRAIN_WATCHDOG=seconds the watchdog. */
 PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, char *err, size_t errlen);
 /** Collective. Frees the communicators and d; calls MPI_Finalize if pt_dist_init initialized MPI
     (finalize that grid last). NULL is a no-op. */
@@ -665,6 +671,56 @@ PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen);
 /** Collective: rank 0 prints the grid (a header line, then one row per rank: rank, node, local rank,
     tp, pp, dp, threads, host) to file (a FILE *; NULL = stdout). Other ranks' file is unused. */
 PTDEF void pt_dist_print(const pt_dist *d, void *file);
+
+/* Collective records. Every MPI collective, send and receive the library makes after pt_dist_init
+   gets a sequence number and a record in a per-rank ring of the last PT_COLL_RING ones (the
+   collectives that build the grid inside pt_dist_init are not recorded). Debug mode
+   (PTRAIN_COLL_CHECK=1 or pt_dist_set_coll_check) makes the ranks of a communicator agree on each
+   collective before it runs: on a mismatch no rank runs it, every rank's call fails with a message
+   naming the ranks that disagree and what each asked for. The watchdog (PTRAIN_WATCHDOG=seconds or
+   pt_dist_set_watchdog) is a thread that, when a record stays in flight past the deadline, prints
+   the rank's records to stderr and calls MPI_Abort: the one place where ptrain.h aborts. */
+#define PT_COLL_RING 256 /**< records kept per rank */
+/** Operations of the records (pt_coll_record.op). */
+typedef enum pt_coll_op {
+    PT_COLL_ALLREDUCE = 1, PT_COLL_IALLREDUCE, PT_COLL_BCAST, PT_COLL_GATHER, PT_COLL_ALLGATHER, PT_COLL_ALLGATHERV,
+    PT_COLL_REDUCE_SCATTER, PT_COLL_IREDUCE_SCATTER, PT_COLL_BARRIER, PT_COLL_SEND, PT_COLL_RECV, PT_COLL_ISEND,
+    PT_COLL_IRECV, PT_COLL_OP_COUNT
+} pt_coll_op;
+/** Element types of the records (pt_coll_record.dtype). */
+typedef enum pt_coll_dtype { PT_COLL_BYTE = 0, PT_COLL_CHAR, PT_COLL_I32, PT_COLL_I64, PT_COLL_F32, PT_COLL_F64, PT_COLL_BF16, PT_COLL_DTYPE_COUNT } pt_coll_dtype;
+/** States of a record (pt_coll_record.state). */
+enum { PT_COLL_IN_FLIGHT = 0, PT_COLL_DONE, PT_COLL_FAILED, PT_COLL_REFUSED };
+/** One communication call of this rank. */
+typedef struct pt_coll_record {
+    uint64_t seq;        /**< 1, 2, ...: this rank's calls over all communicators */
+    uint64_t comm_seq;   /**< 1, 2, ...: this rank's collectives on that communicator (0 for send/recv) */
+    int32_t op;          /**< pt_coll_op */
+    int32_t comm;        /**< PT_COMM_* */
+    int64_t count;       /**< elements (the total for allgatherv) */
+    int32_t dtype;       /**< pt_coll_dtype */
+    int32_t peer;        /**< root of bcast/gather, peer of send/recv (rank in comm); -1 otherwise */
+    int64_t step, micro_batch; /**< pt_dist_set_step's values when the call started */
+    double t_start, t_end;     /**< seconds since pt_dist_init; t_end < 0 while in flight */
+    int32_t state;       /**< PT_COLL_IN_FLIGHT, _DONE, _FAILED (MPI error rc) or _REFUSED (debug mode mismatch) */
+    int32_t rc;          /**< MPI's return code (0 = success) */
+} pt_coll_record;
+/** Tags the records of the following calls with the training step and micro-batch. */
+PTDEF void pt_dist_set_step(pt_dist *d, int64_t step, int64_t micro_batch);
+/** Copies the last min(max, kept) records into out, oldest first; returns how many. */
+PTDEF int pt_dist_records(const pt_dist *d, pt_coll_record *out, int max);
+/** Prints this rank's records (a header, then one line per record, oldest first) to file (a FILE *;
+    NULL = stderr). Not collective. */
+PTDEF void pt_dist_dump_records(const pt_dist *d, void *file);
+/** Collective (world): debug mode on (1) or off (0); every rank must pass the same value (else
+    PT_ERR_ARG on every rank and the mode is unchanged). Costs one MPI_Allgather per collective. */
+PTDEF pt_status pt_dist_set_coll_check(pt_dist *d, int on);
+/** This rank's watchdog deadline in seconds (0 = off; PT_ERR_ARG if negative or not finite): a
+    call in flight longer than that aborts the job (MPI_Abort) after dumping the records to stderr.
+    Starts or stops the watchdog thread. Without PTRAIN_MPI it is accepted and does nothing. */
+PTDEF pt_status pt_dist_set_watchdog(pt_dist *d, double seconds);
+/** The message of the last call refused by debug mode ("" if none). */
+PTDEF const char *pt_dist_coll_error(const pt_dist *d);
 
 /* ---- data parallelism (>>dp) -----------------------------------------------------------------
    Gradients of the DP ranks are averaged in buckets: contiguous ranges of the gradient slab cut in
@@ -5602,10 +5658,17 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
 #define MPICH_SKIP_MPICXX 1
 #endif
 #include <mpi.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <poll.h>
+#include <pthread.h>
+#define PT__COLL_THREADS 1 /* the watchdog thread (POSIX threads) */
+#endif
 #endif
 
-#define PT__DIST_MSG 512 /* bytes of an agreed error message */
-#define PT__DIST_HOST 32 /* bytes of a host name in pt_dist_print */
+#define PT__DIST_MSG 1024 /* bytes of an agreed error message */
+#define PT__DIST_HOST 32  /* bytes of a host name in pt_dist_print */
+#define PT__COLL_REFUSED (-1) /* the return code of a call refused by debug mode (MPI's codes are >= 0) */
+#define PT__COLL_NV 6 /* values per rank in the debug-mode agreement */
 
 struct pt_dist {
     int rank, size;
@@ -5620,7 +5683,335 @@ struct pt_dist {
 #ifdef PTRAIN_MPI
     MPI_Comm comm[PT_COMM_COUNT];
 #endif
+    /* the collective records (below): written by the calling thread, read by the watchdog */
+    pt_coll_record ring[PT_COLL_RING]; /* record of call seq at ring[(seq - 1) % PT_COLL_RING] */
+    uint64_t seq;                      /* calls recorded */
+    uint64_t comm_seq[PT_COMM_COUNT];  /* collectives recorded per communicator */
+    int64_t step, micro_batch;         /* pt_dist_set_step */
+    int check;                         /* debug mode */
+    int64_t *check_buf;                /* [size * PT__COLL_NV]: the debug mode's allgather */
+    double t0, deadline;               /* MPI_Wtime at pt_dist_init; the watchdog's deadline (0 = off) */
+    char coll_err[PT__DIST_MSG];       /* the last refusal */
+    char why[PT__DIST_MSG];            /* pt__coll_why's text of an MPI error */
+#ifdef PT__COLL_THREADS
+    pthread_mutex_t mu; /* guards ring, seq, deadline and wd_stop against the watchdog */
+    pthread_t wd;
+    int wd_running, wd_stop;
+#endif
 };
+
+/* ---- collective records ------------------------------------------------------------------------
+   Every call site of an MPI collective, send or receive is wrapped as
+       uint64_t s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_TP, count, PT_COLL_F32, -1);
+       rc = pt__coll_end(d, s, s ? MPI_Allreduce(...) : PT__COLL_REFUSED);
+   begin writes the record (in flight) and, in debug mode, lets the ranks of the communicator agree
+   on (op, count, dtype, their collective number on it, root) with one MPI_Allgather: all ranks
+   see the same table, so all of them refuse a mismatch (begin returns 0, the message is in
+   coll_err, pt__coll_why(d, rc) gives it) and nobody blocks in the real call. end stamps the
+   end time and the outcome and returns rc. A non-blocking call keeps s and calls pt__coll_end at
+   its completion (MPI_Test's flag or MPI_Wait). The watchdog thread wakes every deadline/10 (10 ms
+   to 200 ms), looks for a record in flight for longer than the deadline, prints the records and
+   calls MPI_Abort. The ring and the counters are guarded by a mutex (never held during MPI calls). */
+static const char *const pt__dist_comm_names[PT_COMM_COUNT] = {"world", "TP", "PP", "DP", "node", "cross-node"};
+
+static const char *pt__coll_op_name(int op) {
+    static const char *const names[PT_COLL_OP_COUNT] = {"?", "allreduce", "iallreduce", "bcast", "gather", "allgather",
+        "allgatherv", "reduce_scatter", "ireduce_scatter", "barrier", "send", "recv", "isend", "irecv"};
+    return op > 0 && op < PT_COLL_OP_COUNT ? names[op] : "?";
+}
+static const char *pt__coll_dtype_name(int dt) {
+    static const char *const names[PT_COLL_DTYPE_COUNT] = {"byte", "char", "i32", "i64", "f32", "f64", "bf16"};
+    return dt >= 0 && dt < PT_COLL_DTYPE_COUNT ? names[dt] : "?";
+}
+static const char *pt__coll_comm_name(int which) { return which >= 0 && which < PT_COMM_COUNT ? pt__dist_comm_names[which] : "?"; }
+
+static void pt__coll_lock(const pt_dist *d) {
+#ifdef PT__COLL_THREADS
+    pthread_mutex_lock(&((pt_dist *)d)->mu);
+#else
+    (void)d;
+#endif
+}
+static void pt__coll_unlock(const pt_dist *d) {
+#ifdef PT__COLL_THREADS
+    pthread_mutex_unlock(&((pt_dist *)d)->mu);
+#else
+    (void)d;
+#endif
+}
+/* seconds since pt_dist_init (MPI_Wtime: callable from the watchdog thread) */
+static double pt__coll_now(const pt_dist *d) {
+#ifdef PTRAIN_MPI
+    return MPI_Wtime() - d->t0;
+#else
+    (void)d;
+    return 0.0;
+#endif
+}
+
+/* the records (caller holds the lock) */
+static void pt__coll_dump_locked(const pt_dist *d, FILE *f) {
+    uint64_t n = PT__MIN(d->seq, (uint64_t)PT_COLL_RING), i;
+    double now = pt__coll_now(d);
+    fprintf(f, "collective records of rank %d (tp %d, pp %d, dp %d): %llu calls, the last %llu (oldest first); now %.3f s, step %lld, micro-batch %lld\n",
+            d->rank, (int)d->coords.tp, (int)d->coords.pp, (int)d->coords.dp, (unsigned long long)d->seq, (unsigned long long)n, now,
+            (long long)d->step, (long long)d->micro_batch);
+    if (!n) return;
+    fprintf(f, "      seq op              comm           #      count dtype  peer     step   mb    start_s     time_s state\n");
+    for (i = d->seq - n; i < d->seq; i++) {
+        const pt_coll_record *r = &d->ring[i % PT_COLL_RING];
+        fprintf(f, "%9llu %-15s %-10s %6llu %10lld %-5s %5d %8lld %4lld %10.3f ", (unsigned long long)r->seq, pt__coll_op_name(r->op),
+                pt__coll_comm_name(r->comm), (unsigned long long)r->comm_seq, (long long)r->count, pt__coll_dtype_name(r->dtype), (int)r->peer,
+                (long long)r->step, (long long)r->micro_batch, r->t_start);
+        if (r->state == PT_COLL_IN_FLIGHT) fprintf(f, "%10.3f IN FLIGHT\n", now - r->t_start);
+        else if (r->state == PT_COLL_DONE) fprintf(f, "%10.6f done\n", r->t_end - r->t_start);
+        else if (r->state == PT_COLL_REFUSED) fprintf(f, "%10.6f refused (debug mode: the ranks disagree)\n", r->t_end - r->t_start);
+        else fprintf(f, "%10.6f failed (MPI error %d)\n", r->t_end - r->t_start, (int)r->rc);
+    }
+}
+
+PTDEF void pt_dist_set_step(pt_dist *d, int64_t step, int64_t micro_batch) {
+    if (!d) return;
+    pt__coll_lock(d);
+    d->step = step;
+    d->micro_batch = micro_batch;
+    pt__coll_unlock(d);
+}
+PTDEF int pt_dist_records(const pt_dist *d, pt_coll_record *out, int max) {
+    uint64_t n, i;
+    if (!d || !out || max <= 0) return 0;
+    pt__coll_lock(d);
+    n = PT__MIN(PT__MIN(d->seq, (uint64_t)PT_COLL_RING), (uint64_t)max);
+    for (i = 0; i < n; i++) out[i] = d->ring[(d->seq - n + i) % PT_COLL_RING];
+    pt__coll_unlock(d);
+    return (int)n;
+}
+PTDEF void pt_dist_dump_records(const pt_dist *d, void *file) {
+    FILE *f = file ? (FILE *)file : stderr;
+    if (!d) {
+        fprintf(f, "collective records: no grid (a world of one rank makes no calls)\n");
+        return;
+    }
+    pt__coll_lock(d);
+    pt__coll_dump_locked(d, f);
+    pt__coll_unlock(d);
+    fflush(f);
+}
+PTDEF const char *pt_dist_coll_error(const pt_dist *d) { return d ? d->coll_err : ""; }
+
+#ifdef PTRAIN_MPI
+/* appends printf output at the end of the string in buf (cap bytes), truncating */
+static void pt__coll_cat(char *buf, size_t cap, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void pt__coll_cat(char *buf, size_t cap, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    va_list ap;
+    if (len + 1 >= cap) return;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+/* "rank 3" or "ranks 0,2,5": the world ranks (v[i * NV]) of the n ranks whose tuple equals (or, when
+   same = 0, differs from) the tuple at ref */
+static void pt__coll_ranks(char *buf, size_t cap, const int64_t *v, int n, const int64_t *ref, int same) {
+    int i, k = 0, total = 0;
+    for (i = 0; i < n; i++) total += (memcmp(v + (size_t)i * PT__COLL_NV + 1, ref + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) == 0) == same;
+    pt__coll_cat(buf, cap, "rank%s ", total == 1 ? "" : "s");
+    for (i = 0; i < n; i++) {
+        if ((memcmp(v + (size_t)i * PT__COLL_NV + 1, ref + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) == 0) != same) continue;
+        if (k == 16) {
+            pt__coll_cat(buf, cap, ",...");
+            break;
+        }
+        pt__coll_cat(buf, cap, "%s%lld", k++ ? "," : "", (long long)v[(size_t)i * PT__COLL_NV]);
+    }
+}
+/* The mismatch message: the disagreeing ranks (outside the largest group of equal requests, ties
+   to the group of the lowest rank), then every distinct request with the ranks that made it. */
+static void pt__coll_mismatch(pt_dist *d, int which, const int64_t *v, int n) {
+    char *m = d->coll_err;
+    size_t cap = sizeof d->coll_err;
+    int i, j, best = 0, best_n = 0, groups = 0;
+    for (i = 0; i < n; i++) { /* group leaders: no earlier rank with the same request */
+        int lead = 1, cnt = 0;
+        for (j = 0; j < i && lead; j++) lead = memcmp(v + (size_t)j * PT__COLL_NV + 1, v + (size_t)i * PT__COLL_NV + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) != 0;
+        if (!lead) continue;
+        for (j = i; j < n; j++) cnt += memcmp(v + (size_t)j * PT__COLL_NV + 1, v + (size_t)i * PT__COLL_NV + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) == 0;
+        if (cnt > best_n) best = i, best_n = cnt;
+    }
+    m[0] = 0;
+    pt__coll_cat(m, cap, "collective mismatch on the %s communicator (%d ranks; debug mode, nothing was run): ", pt__coll_comm_name(which), n);
+    pt__coll_ranks(m, cap, v, n, v + (size_t)best * PT__COLL_NV, 0);
+    pt__coll_cat(m, cap, " disagree%s with the others; ", n - best_n == 1 ? "s" : "");
+    for (i = 0; i < n; i++) {
+        const int64_t *t = v + (size_t)i * PT__COLL_NV;
+        int lead = 1;
+        for (j = 0; j < i && lead; j++) lead = memcmp(v + (size_t)j * PT__COLL_NV + 1, t + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) != 0;
+        if (!lead) continue;
+        if (groups++ == 8) {
+            pt__coll_cat(m, cap, "; ...");
+            break;
+        }
+        if (groups > 1) pt__coll_cat(m, cap, "; ");
+        pt__coll_ranks(m, cap, v, n, t, 1);
+        pt__coll_cat(m, cap, " asked for %s of %lld %s", pt__coll_op_name((int)t[1]), (long long)t[2], pt__coll_dtype_name((int)t[3]));
+        if (t[5] >= 0) pt__coll_cat(m, cap, " with root %lld", (long long)t[5]);
+        pt__coll_cat(m, cap, " as collective #%lld on it", (long long)t[4]);
+    }
+}
+/* debug mode: 1 if every rank of the communicator asks for the same collective as r */
+static int pt__coll_check(pt_dist *d, const pt_coll_record *r) {
+    int64_t mine[PT__COLL_NV];
+    int n = 1, i, rc;
+    MPI_Comm c = d->comm[r->comm];
+    mine[0] = d->rank, mine[1] = r->op, mine[2] = r->count, mine[3] = r->dtype, mine[4] = (int64_t)r->comm_seq, mine[5] = r->peer;
+    MPI_Comm_size(c, &n);
+    rc = MPI_Allgather(mine, PT__COLL_NV, MPI_INT64_T, d->check_buf, PT__COLL_NV, MPI_INT64_T, c);
+    if (rc != MPI_SUCCESS) {
+        pt__msg(d->coll_err, sizeof d->coll_err, "debug mode: the agreement on the next collective (MPI_Allgather on the %s communicator) failed (MPI error %d)",
+                pt__coll_comm_name(r->comm), rc);
+        return 0;
+    }
+    for (i = 1; i < n; i++)
+        if (memcmp(d->check_buf + (size_t)i * PT__COLL_NV + 1, d->check_buf + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) != 0) break;
+    if (i == n) return 1;
+    pt__coll_mismatch(d, r->comm, d->check_buf, n);
+    return 0;
+}
+
+/* Closes record s with MPI return code rc (PT__COLL_REFUSED: refused); returns rc. s = 0 (a refused
+   call, already closed) or a record already overwritten by newer ones: nothing to do. */
+static int pt__coll_end(const pt_dist *cd, uint64_t s, int rc) {
+    pt_dist *d = (pt_dist *)cd;
+    pt_coll_record *r;
+    if (!d || !s) return rc;
+    pt__coll_lock(d);
+    r = &d->ring[(s - 1) % PT_COLL_RING];
+    if (r->seq == s) {
+        r->t_end = pt__coll_now(d);
+        r->rc = rc;
+        r->state = rc == MPI_SUCCESS ? PT_COLL_DONE : rc == PT__COLL_REFUSED ? PT_COLL_REFUSED : PT_COLL_FAILED;
+    }
+    pt__coll_unlock(d);
+    return rc;
+}
+/* Records the start of a call on communicator which (PT_COMM_*) of d; count elements of dtype,
+   peer = root or peer rank in that communicator (-1 if none). Returns the record's number for
+   pt__coll_end, or 0 when debug mode refused the call (do not make it). d may be const: the records
+   are its only mutable part. A NULL d records nothing (returns 1). */
+static uint64_t pt__coll_begin(const pt_dist *cd, int op, int which, int64_t count, int dtype, int peer) {
+    pt_dist *d = (pt_dist *)cd;
+    pt_coll_record *r, copy;
+    uint64_t s;
+    int coll = op != PT_COLL_SEND && op != PT_COLL_RECV && op != PT_COLL_ISEND && op != PT_COLL_IRECV;
+    if (!d) return 1;
+    pt__coll_lock(d);
+    s = ++d->seq;
+    r = &d->ring[(s - 1) % PT_COLL_RING];
+    memset(r, 0, sizeof *r);
+    r->seq = s;
+    r->comm_seq = coll ? ++d->comm_seq[which] : 0;
+    r->op = op, r->comm = which, r->count = count, r->dtype = dtype, r->peer = peer;
+    r->step = d->step, r->micro_batch = d->micro_batch;
+    r->t_start = pt__coll_now(d);
+    r->t_end = -1.0;
+    r->state = PT_COLL_IN_FLIGHT;
+    copy = *r;
+    pt__coll_unlock(d);
+    if (coll && d->check && !pt__coll_check(d, &copy)) {
+        pt__coll_end(d, s, PT__COLL_REFUSED);
+        return 0;
+    }
+    return s;
+}
+/* what went wrong with a call that returned rc: the refusal's message or MPI's error string */
+static const char *pt__coll_why(const pt_dist *cd, int rc) {
+    pt_dist *d = (pt_dist *)cd;
+    char es[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (!d) return "an MPI call failed";
+    if (rc == PT__COLL_REFUSED) return d->coll_err;
+    es[0] = 0;
+    if (MPI_Error_string(rc, es, &len) != MPI_SUCCESS) len = 0;
+    es[len > 0 && len < MPI_MAX_ERROR_STRING ? len : 0] = 0;
+    pt__msg(d->why, sizeof d->why, "MPI error %d: %s", rc, es);
+    return d->why;
+}
+
+#ifdef PT__COLL_THREADS
+static void *pt__coll_watchdog(void *arg) {
+    pt_dist *d = (pt_dist *)arg;
+    for (;;) {
+        uint64_t n, i;
+        const pt_coll_record *late = NULL;
+        double now, dl;
+        int ms;
+        pt__coll_lock(d);
+        if (d->wd_stop) {
+            pt__coll_unlock(d);
+            return NULL;
+        }
+        dl = d->deadline;
+        now = pt__coll_now(d);
+        n = PT__MIN(d->seq, (uint64_t)PT_COLL_RING);
+        for (i = d->seq - n; i < d->seq && !late; i++) {
+            const pt_coll_record *r = &d->ring[i % PT_COLL_RING];
+            if (r->state == PT_COLL_IN_FLIGHT && now - r->t_start > dl) late = r;
+        }
+        if (late) {
+            fprintf(stderr,
+                    "ptrain watchdog: rank %d: %s of %lld %s on the %s communicator (call %llu, collective #%llu there, step %lld, "
+                    "micro-batch %lld) has been in flight for %.1f s, longer than the deadline of %g s: a rank of that communicator is "
+                    "stuck, much slower, or on another path. Aborting the job (MPI_Abort).\n",
+                    d->rank, pt__coll_op_name(late->op), (long long)late->count, pt__coll_dtype_name(late->dtype), pt__coll_comm_name(late->comm),
+                    (unsigned long long)late->seq, (unsigned long long)late->comm_seq, (long long)late->step, (long long)late->micro_batch,
+                    now - late->t_start, dl);
+            pt__coll_dump_locked(d, stderr);
+            fflush(stderr);
+            pt__coll_unlock(d);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+            return NULL;
+        }
+        pt__coll_unlock(d);
+        ms = (int)(dl * 100.0); /* a tenth of the deadline */
+        poll(NULL, 0, ms < 10 ? 10 : ms > 200 ? 200 : ms);
+    }
+}
+#endif
+#endif /* PTRAIN_MPI */
+
+PTDEF pt_status pt_dist_set_watchdog(pt_dist *d, double seconds) {
+    if (!(seconds >= 0.0 && seconds <= 1e9)) return PT_ERR_ARG; /* also NaN */
+    if (!d) return PT_OK;
+#ifdef PT__COLL_THREADS
+    pt__coll_lock(d);
+    d->deadline = seconds;
+    if (seconds > 0 && !d->wd_running) {
+        d->wd_stop = 0;
+        d->wd_running = pthread_create(&d->wd, NULL, pt__coll_watchdog, d) == 0;
+        if (!d->wd_running) d->deadline = 0;
+        pt__coll_unlock(d);
+        return d->wd_running ? PT_OK : PT_ERR_STATE;
+    }
+    if (seconds == 0 && d->wd_running) {
+        d->wd_stop = 1;
+        pt__coll_unlock(d);
+        pthread_join(d->wd, NULL);
+        d->wd_running = 0;
+        return PT_OK;
+    }
+    pt__coll_unlock(d);
+    return PT_OK;
+#elif defined(PTRAIN_MPI)
+    return seconds > 0 ? PT_ERR_STATE : PT_OK; /* no threads on this platform */
+#else
+    d->deadline = seconds; /* a world of one never waits for another rank */
+    return PT_OK;
+#endif
+}
 
 
 /* ---- the pure layout functions ---------------------------------------------------------------- */
@@ -5692,18 +6083,37 @@ PTDEF int pt_layout_rank(const pt_layout *l, pt_coords c) {
 }
 
 /* ---- environment and CPUs --------------------------------------------------------------------- */
-/* PTRAIN_FAKE_NODE_SIZE: 0 when unset or empty, N >= 1, or -1 (message in msg) when malformed. */
-static int pt__dist_fake_node_size(char *msg, size_t n) {
-    const char *e = getenv("PTRAIN_FAKE_NODE_SIZE");
+/* Environment variable name as a number in [lo, hi] (whole if whole): 0 when unset or empty, 1 with
+   *v set, or -1 (message in msg naming the variable and what) when malformed. */
+static int pt__dist_env(const char *name, double lo, double hi, int whole, const char *what, double *v, char *msg, size_t n) {
+    const char *e = getenv(name);
     char *end = NULL;
-    long v;
+    double x;
     if (!e || !*e) return 0;
-    v = strtol(e, &end, 10);
-    if (!end || *end || v < 1 || v > 1000000000L) {
-        pt__msg(msg, n, "pt_dist_init: PTRAIN_FAKE_NODE_SIZE='%s', expected a whole number >= 1 (ranks per fake node)", e);
+    x = strtod(e, &end);
+    if (!end || *end || !(x >= lo && x <= hi) || (whole && x != (double)(long)x)) {
+        pt__msg(msg, n, "pt_dist_init: %s='%s', expected %s", name, e, what);
         return -1;
     }
-    return (int)v;
+    *v = x;
+    return 1;
+}
+/* PTRAIN_FAKE_NODE_SIZE: 0 when unset or empty, N >= 1, or -1 (message in msg) when malformed. */
+static int pt__dist_fake_node_size(char *msg, size_t n) {
+    double v = 0;
+    int k = pt__dist_env("PTRAIN_FAKE_NODE_SIZE", 1, 1e9, 1, "a whole number >= 1 (ranks per fake node)", &v, msg, n);
+    return k < 0 ? -1 : (int)v;
+}
+/* PTRAIN_COLL_CHECK (0 or 1) and PTRAIN_WATCHDOG (seconds >= 0, 0 = off) into check and deadline;
+   0 and the message in msg when one is malformed. */
+static int pt__dist_coll_env(int *check, double *deadline, char *msg, size_t n) {
+    double c = 0, w = 0;
+    if (pt__dist_env("PTRAIN_COLL_CHECK", 0, 1, 1, "0 or 1 (1 = the ranks agree on every collective before it runs)", &c, msg, n) < 0)
+        return 0;
+    if (pt__dist_env("PTRAIN_WATCHDOG", 0, 1e9, 0, "seconds >= 0 (the deadline of a collective; 0 = off)", &w, msg, n) < 0) return 0;
+    *check = (int)c;
+    *deadline = w;
+    return 1;
 }
 
 #if defined(__linux__) && defined(CPU_COUNT) && defined(CPU_AND)
@@ -5781,8 +6191,22 @@ static int pt__dist_tp_fits(const pt_dist *d, char *msg, size_t n) {
     return 1;
 }
 
+/* the records' part of a new grid (d zeroed): the mutex */
+static void pt__dist_coll_setup(pt_dist *d) {
+#ifdef PT__COLL_THREADS
+    pthread_mutex_init(&d->mu, NULL);
+#else
+    (void)d;
+#endif
+}
+
 static void pt__dist_free(pt_dist *d) {
     if (!d) return;
+    pt_dist_set_watchdog(d, 0); /* joins the thread */
+#ifdef PT__COLL_THREADS
+    pthread_mutex_destroy(&d->mu);
+#endif
+    PT_FREE(d->check_buf);
     PT_FREE(d->node_of);
     PT_FREE(d);
 }
@@ -5799,18 +6223,23 @@ static void pt__dist_mpi_msg(char *msg, size_t n, const char *what, int rc) {
 }
 
 /* The agreement: 1 if every rank of comm passed ok; else 0 and msg (PT__DIST_MSG bytes) holds the
-   message of the lowest failing rank on every rank. */
-static int pt__dist_agree_comm(MPI_Comm comm, int ok, char *msg) {
-    int rank = 0, size = 1, v, first = 0;
+   message of the lowest failing rank on every rank. rec: the grid whose world communicator comm
+   is, recording the calls; NULL while pt_dist_init builds the grid (not recorded). */
+static int pt__dist_agree_comm(const pt_dist *rec, MPI_Comm comm, int ok, char *msg) {
+    int rank = 0, size = 1, v, first = 0, rc;
+    uint64_t s;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &size);
     v = ok ? size : rank;
-    if (MPI_Allreduce(&v, &first, 1, MPI_INT, MPI_MIN, comm) != MPI_SUCCESS) {
-        pt__msg(msg, PT__DIST_MSG, "pt_dist: the error agreement (MPI_Allreduce) failed");
+    s = pt__coll_begin(rec, PT_COLL_ALLREDUCE, PT_COMM_WORLD, 1, PT_COLL_I32, -1);
+    rc = pt__coll_end(rec, s, s ? MPI_Allreduce(&v, &first, 1, MPI_INT, MPI_MIN, comm) : PT__COLL_REFUSED);
+    if (rc != MPI_SUCCESS) {
+        pt__msg(msg, PT__DIST_MSG, "pt_dist: the error agreement (MPI_Allreduce) failed: %s", pt__coll_why(rec, rc));
         return 0;
     }
     if (first >= size) return 1;
-    if (MPI_Bcast(msg, PT__DIST_MSG, MPI_CHAR, first, comm) != MPI_SUCCESS)
+    s = pt__coll_begin(rec, PT_COLL_BCAST, PT_COMM_WORLD, PT__DIST_MSG, PT_COLL_CHAR, first);
+    if (pt__coll_end(rec, s, s ? MPI_Bcast(msg, PT__DIST_MSG, MPI_CHAR, first, comm) : PT__COLL_REFUSED) != MPI_SUCCESS)
         pt__msg(msg, PT__DIST_MSG, "pt_dist: rank %d failed (its message could not be broadcast)", first);
     msg[PT__DIST_MSG - 1] = 0;
     return 0;
@@ -5838,7 +6267,7 @@ static int pt__dist_mpi_threads(MPI_Comm shm) {
     ok = sched_getaffinity(0, sizeof mine, &mine) == 0;
     all = (cpu_set_t *)PT_MALLOC((size_t)n * sizeof(cpu_set_t));
     ok = ok && all != NULL;
-    if (pt__dist_agree_comm(shm, ok, msg) &&
+    if (pt__dist_agree_comm(NULL, shm, ok, msg) &&
         MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, shm) == MPI_SUCCESS) {
         sharers = 0;
         for (i = 0; i < n; i++) {
@@ -5864,13 +6293,14 @@ static void pt__dist_free_comms(pt_dist *d) {
 
 PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, char *err, size_t errlen) {
     char msg[PT__DIST_MSG];
-    int inited = 0, fin = 0, owns = 0, provided = 0, rank = 0, size = 1, rc, ok, i, fake, nodes = 0;
-    int same[10], color[PT_COMM_COUNT], want_size[PT_COMM_COUNT], want_rank[PT_COMM_COUNT];
+    int inited = 0, fin = 0, owns = 0, provided = 0, rank = 0, size = 1, rc, ok, i, fake, nodes = 0, check = 0;
+    int same[12], color[PT_COMM_COUNT], want_size[PT_COMM_COUNT], want_rank[PT_COMM_COUNT];
     int *leader = NULL, *tmp = NULL, my_leader;
+    double deadline = 0;
     MPI_Comm world = MPI_COMM_NULL, shm = MPI_COMM_NULL;
     pt_dist *d = NULL;
     pt_layout l;
-    static const char *const names[PT_COMM_COUNT] = {"world", "TP", "PP", "DP", "node", "cross-node"};
+    const char *const *names = pt__dist_comm_names;
 
     memset(msg, 0, sizeof msg);
     if (err && errlen) err[0] = 0;
@@ -5905,13 +6335,16 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     if (d) {
         memset(d, 0, sizeof *d);
         for (i = 0; i < PT_COMM_COUNT; i++) d->comm[i] = MPI_COMM_NULL;
+        pt__dist_coll_setup(d);
+        d->t0 = MPI_Wtime();
         d->node_of = (int *)PT_MALLOC((size_t)size * sizeof(int));
+        d->check_buf = (int64_t *)PT_MALLOC((size_t)size * PT__COLL_NV * sizeof(int64_t));
     }
     leader = (int *)PT_MALLOC((size_t)size * sizeof(int));
     tmp = (int *)PT_MALLOC((size_t)size * sizeof(int));
-    ok = d && d->node_of && leader && tmp;
+    ok = d && d->node_of && d->check_buf && leader && tmp;
     if (!ok) pt__msg(msg, sizeof msg, "pt_dist_init: out of memory on rank %d", rank);
-    if (!pt__dist_agree_comm(world, ok, msg)) goto fail;
+    if (!pt__dist_agree_comm(NULL, world, ok, msg)) goto fail;
     d->comm[PT_COMM_WORLD] = world;
     world = MPI_COMM_NULL;
     d->rank = rank;
@@ -5929,24 +6362,26 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
         memcpy(m2, msg, sizeof m2);
         pt__msg(msg, sizeof msg, "pt_dist_init: %s", m2);
     }
-    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
     fake = pt__dist_fake_node_size(msg, sizeof msg);
-    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], fake >= 0, msg)) goto fail;
-    same[0] = l.dp, same[1] = l.tp, same[2] = l.pp, same[3] = l.allow_tp_across_nodes, same[4] = fake;
-    for (i = 0; i < 5; i++) same[5 + i] = -same[i];
-    rc = MPI_Allreduce(MPI_IN_PLACE, same, 10, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]);
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], fake >= 0, msg)) goto fail;
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], pt__dist_coll_env(&check, &deadline, msg, sizeof msg), msg)) goto fail;
+    same[0] = l.dp, same[1] = l.tp, same[2] = l.pp, same[3] = l.allow_tp_across_nodes, same[4] = fake, same[5] = check;
+    for (i = 0; i < 6; i++) same[6 + i] = -same[i];
+    rc = MPI_Allreduce(MPI_IN_PLACE, same, 12, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]);
     if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Allreduce (layout check)", rc);
-    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
-    if (same[0] != -same[5] || same[1] != -same[6] || same[2] != -same[7] || same[3] != -same[8]) {
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
+    if (same[0] != -same[6] || same[1] != -same[7] || same[2] != -same[8] || same[3] != -same[9]) {
         pt__msg(msg, sizeof msg,
                      "pt_dist_init: the ranks passed different layouts (resolved dp %d..%d, tp %d..%d, pp %d..%d, "
                      "allow_tp_across_nodes %d..%d)",
-                     same[0], -same[5], same[1], -same[6], same[2], -same[7], same[3], -same[8]);
+                     same[0], -same[6], same[1], -same[7], same[2], -same[8], same[3], -same[9]);
         goto fail; /* every rank saw the same reduction: every rank is here, with the same message */
     }
-    if (same[4] != -same[9]) {
-        pt__msg(msg, sizeof msg, "pt_dist_init: PTRAIN_FAKE_NODE_SIZE differs between ranks (%d..%d; 0 = unset)", same[4],
-                     -same[9]);
+    if (same[4] != -same[10] || same[5] != -same[11]) {
+        pt__msg(msg, sizeof msg, "pt_dist_init: %s differs between ranks (%d..%d; 0 = unset)",
+                same[4] != -same[10] ? "PTRAIN_FAKE_NODE_SIZE" : "PTRAIN_COLL_CHECK", same[4] != -same[10] ? same[4] : same[5],
+                same[4] != -same[10] ? -same[10] : -same[11]);
         goto fail;
     }
     d->layout = l;
@@ -5958,11 +6393,11 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     my_leader = rank;
     if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&rank, &my_leader, 1, MPI_INT, MPI_MIN, shm);
     if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", rc);
-    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
     if (fake > 0) my_leader = rank - rank % fake;
     rc = MPI_Allgather(&my_leader, 1, MPI_INT, leader, 1, MPI_INT, d->comm[PT_COMM_WORLD]);
     if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Allgather (node map)", rc);
-    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
     if (!pt__dist_nodes_from_leaders(leader, d->node_of, tmp, size, &nodes)) {
         pt__msg(msg, sizeof msg, "pt_dist_init: the ranks disagree on the nodes (is PTRAIN_FAKE_NODE_SIZE the same on every rank?)");
         goto fail; /* every rank gathered the same map, so every rank is here */
@@ -6011,7 +6446,13 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
             ok = 0;
         }
     }
-    if (!pt__dist_agree_comm(d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
+
+    /* the records start here: debug mode and the watchdog */
+    d->check = check;
+    ok = pt_dist_set_watchdog(d, deadline) == PT_OK;
+    if (!ok) pt__msg(msg, sizeof msg, "pt_dist_init: rank %d could not start the watchdog thread (PTRAIN_WATCHDOG=%g)", rank, deadline);
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
 
     d->threads = pt__dist_mpi_threads(shm);
     MPI_Comm_free(&shm);
@@ -6045,9 +6486,24 @@ PTDEF void pt_dist_finalize(pt_dist *d) {
 
 PTDEF int pt_dist_agree(const pt_dist *d, int ok) {
     int in = ok != 0, out = 0;
+    uint64_t s;
     if (!d) return in;
-    if (MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]) != MPI_SUCCESS) return 0;
+    s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_WORLD, 1, PT_COLL_I32, -1);
+    if (pt__coll_end(d, s, s ? MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED) != MPI_SUCCESS) return 0;
     return out;
+}
+
+PTDEF pt_status pt_dist_set_coll_check(pt_dist *d, int on) {
+    int v[2];
+    uint64_t s;
+    if (!d) return PT_OK;
+    v[0] = on != 0, v[1] = -(on != 0);
+    s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_WORLD, 2, PT_COLL_I32, -1);
+    if (pt__coll_end(d, s, s ? MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED) != MPI_SUCCESS)
+        return PT_ERR_STATE;
+    if (v[0] != -v[1]) return PT_ERR_ARG; /* the same verdict on every rank */
+    d->check = v[0];
+    return PT_OK;
 }
 
 PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen) {
@@ -6055,7 +6511,7 @@ PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen) 
     if (!d) return ok != 0;
     memset(msg, 0, sizeof msg);
     if (!ok && err && errlen) pt__msg(msg, sizeof msg, "%s", err);
-    if (pt__dist_agree_comm(d->comm[PT_COMM_WORLD], ok != 0, msg)) return 1;
+    if (pt__dist_agree_comm(d, d->comm[PT_COMM_WORLD], ok != 0, msg)) return 1;
     pt__msg(err, errlen, "%s", msg);
     return 0;
 }
@@ -6078,7 +6534,8 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     char msg[PT__DIST_MSG];
     pt_dist *d;
     pt_layout l;
-    int fake, leader, tmp;
+    int fake, leader, tmp, check = 0;
+    double deadline = 0;
     (void)argc;
     (void)argv;
     if (err && errlen) err[0] = 0;
@@ -6090,13 +6547,14 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
         return NULL;
     }
     fake = pt__dist_fake_node_size(msg, sizeof msg);
-    if (fake < 0) {
+    if (fake < 0 || !pt__dist_coll_env(&check, &deadline, msg, sizeof msg)) {
         pt__msg(err, errlen, "%s", msg);
         return NULL;
     }
     d = (pt_dist *)PT_MALLOC(sizeof(pt_dist));
     if (d) {
         memset(d, 0, sizeof *d);
+        pt__dist_coll_setup(d);
         d->node_of = (int *)PT_MALLOC(sizeof(int));
     }
     if (!d || !d->node_of) {
@@ -6117,9 +6575,15 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
         return NULL;
     }
     d->threads = pt__dist_threads_for(pt__dist_cpus(), 1);
+    d->check = check;
+    d->deadline = deadline;
     return d;
 }
 PTDEF void pt_dist_finalize(pt_dist *d) { pt__dist_free(d); }
+PTDEF pt_status pt_dist_set_coll_check(pt_dist *d, int on) {
+    if (d) d->check = on != 0; /* a world of one: nothing to disagree with */
+    return PT_OK;
+}
 PTDEF int pt_dist_agree(const pt_dist *d, int ok) {
     (void)d;
     return ok != 0;
@@ -6191,8 +6655,10 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
 #ifdef PTRAIN_MPI
     if (d) {
         MPI_Comm w = d->comm[PT_COMM_WORLD];
-        ok = MPI_Gather(row, PT__DIST_ROW, MPI_INT, rows, PT__DIST_ROW, MPI_INT, 0, w) == MPI_SUCCESS;
-        ok = ok && MPI_Gather(host, PT__DIST_HOST, MPI_CHAR, hosts, PT__DIST_HOST, MPI_CHAR, 0, w) == MPI_SUCCESS;
+        uint64_t s = pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, PT__DIST_ROW, PT_COLL_I32, 0);
+        ok = pt__coll_end(d, s, s ? MPI_Gather(row, PT__DIST_ROW, MPI_INT, rows, PT__DIST_ROW, MPI_INT, 0, w) : PT__COLL_REFUSED) == MPI_SUCCESS;
+        s = ok ? pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, PT__DIST_HOST, PT_COLL_CHAR, 0) : 0;
+        ok = ok && pt__coll_end(d, s, s ? MPI_Gather(host, PT__DIST_HOST, MPI_CHAR, hosts, PT__DIST_HOST, MPI_CHAR, 0, w) : PT__COLL_REFUSED) == MPI_SUCCESS;
     } else
 #endif
     {
@@ -6202,7 +6668,7 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
     }
     if (rank == 0) {
         if (!ok) {
-            fprintf(f, "pt_dist_print: gathering the rows failed\n");
+            fprintf(f, "pt_dist_print: gathering the rows failed%s%s\n", d && d->coll_err[0] ? ": " : "", d ? d->coll_err : "");
         } else {
             fprintf(f, "grid: %d ranks = dp %d x tp %d x pp %d (rank = tp + %d*(dp + %d*pp): tp innermost), %d node%s", size,
                     (int)l.dp, (int)l.tp, (int)l.pp, (int)l.tp, (int)l.dp, pt_dist_nodes(d), pt_dist_nodes(d) == 1 ? "" : "s");
@@ -6645,10 +7111,12 @@ static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n
     comm = *(MPI_Comm *)cp;
     while (done < n) {
         int cnt = (int)PT__MIN(n - done, (int64_t)1 << 30);
-        int rc = MPI_Allreduce(MPI_IN_PLACE, p + done, cnt, MPI_FLOAT, how == PT__TP_MAX ? MPI_MAX : MPI_SUM, comm);
+        uint64_t s = pt__coll_begin(ctx->desc.dist, PT_COLL_ALLREDUCE, PT_COMM_TP, cnt, PT_COLL_F32, -1);
+        int rc = pt__coll_end(ctx->desc.dist, s,
+                              s ? MPI_Allreduce(MPI_IN_PLACE, p + done, cnt, MPI_FLOAT, how == PT__TP_MAX ? MPI_MAX : MPI_SUM, comm) : PT__COLL_REFUSED);
         if (rc != MPI_SUCCESS)
-            return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allreduce of %lld floats over the TP communicator failed (MPI error %d)", op,
-                            (long long)n, rc), 0;
+            return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allreduce of %lld floats over the TP communicator failed: %s", op,
+                            (long long)n, pt__coll_why(ctx->desc.dist, rc)), 0;
         done += cnt;
     }
     return 1;
@@ -6685,6 +7153,17 @@ static int pt__tp_allgather(pt_ctx *ctx, const char *op, float *full, int64_t n_
     return 1;
 }
 
+#ifdef PTRAIN_MPI
+/* sums one double over a communicator of the context's grid (recorded); 0 and an error on failure */
+static int pt__sum_f64(pt_ctx *ctx, int comm, double *x, const char *what) {
+    const pt_dist *d = ctx->desc.dist;
+    uint64_t s = pt__coll_begin(d, PT_COLL_ALLREDUCE, comm, 1, PT_COLL_F64, -1);
+    int rc = pt__coll_end(d, s, s ? MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(d, comm)) : PT__COLL_REFUSED);
+    if (rc != MPI_SUCCESS) return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allreduce over the %s communicator failed: %s", what, pt__coll_comm_name(comm), pt__coll_why(d, rc)), 0;
+    return 1;
+}
+#endif
+
 /* Sum of squares of all parameter gradients of the model, for clipping and monitoring. Without
    tensor parallelism: the whole gradient slab in one fixed-order kernel call. With it: the shards
    of split parameters are summed over the TP ranks, replicated parameters (identical on every TP
@@ -6705,14 +7184,10 @@ static double pt__grad_sumsq(pt_ctx *ctx) {
         else repl += s;
     }
 #ifdef PTRAIN_MPI
-    if (tp > 1) {
-        int rc = MPI_Allreduce(MPI_IN_PLACE, &shard, 1, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_TP));
-        if (rc != MPI_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "pt_grad_norm: MPI_Allreduce over the TP communicator failed (MPI error %d)", rc);
-    }
+    if (tp > 1) pt__sum_f64(ctx, PT_COMM_TP, &shard, "pt_grad_norm");
     if (pp > 1) { /* the stages hold disjoint parameters: sum over the pipeline */
         double t = shard + repl;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_PP));
-        if (rc != MPI_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "pt_grad_norm: MPI_Allreduce over the PP communicator failed (MPI error %d)", rc);
+        pt__sum_f64(ctx, PT_COMM_PP, &t, "pt_grad_norm");
         return t;
     }
 #endif

@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/examples_test.sh [WORKDIR] - the tutorials as a student meets them: each file's "Build:"
 # line is extracted and run verbatim from the repository root, then short runs check the shared
-# command-line convention (step lines, --stop-after, val_loss, bad flags) and the data tools.
+# command-line convention (step lines, --stop-after, val_loss, bad flags) and the data tools; the
+# MPI tutorials (04, 05) run their Run: lines verbatim and must end with their equality checks.
 # Prints PASS/FAIL lines and "N passed, N failed".
 set -u
 W=${1:-build/tests/examples}
@@ -84,6 +85,36 @@ else fail "prepare_text.sh: /usr/share/games/fortunes missing (make deps install
 if ! sh tools/prepare_text.sh "$W/ft2" "$W/no-such-dir" >"$W/prep.log" 2>&1 && grep -q "no-such-dir" "$W/prep.log"; then
     pass "prepare_text.sh: a missing source is a clear error naming it"
 else fail "prepare_text.sh with a missing source: $(cat "$W/prep.log")"; fi
+
+# 6. the MPI tutorials: each Run: line verbatim (Open MPI's root permission, oversubscription and
+#    yielding come from the environment, as a user would set them), then 04 with accumulation and
+#    ZeRO-1 on 4 ranks; each must print 20 (or 5) step lines and end with its equality check
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_mpi_yield_when_idle=1
+# mpi_run NAME LABEL STEPS EXTRA: runs NAME's Run: line (with -np 2 replaced when EXTRA starts with "np=K") plus flags
+mpi_run() {
+    rline=$(sed -n 's/^ *Run: //p' "examples/$1.c" | head -n 1)
+    case $4 in np=*) np=${4%% *}; rline=$(echo "$rline" | sed "s/-np 2/-np ${np#np=}/"); extra=${4#"$np"} ;; *) extra=$4 ;; esac
+    timeout 120 sh -c "$rline $extra" >"$W/$2.log" 2>&1
+    rc=$?
+    n=$(grep -c '^step [0-9]* loss ' "$W/$2.log")
+    if [ $rc -eq 0 ] && [ "$n" -eq "$3" ] && grep -q '^check: the .* losses equal the single-process run' "$W/$2.log"; then
+        pass "$2: '$rline$extra' prints $3 step lines and the equality check"
+    else fail "$2: '$rline$extra': exit $rc, $n step lines; $(tail -n 4 "$W/$2.log" | tr '\n' ' ')"; fi
+}
+if command -v mpirun >/dev/null 2>&1; then
+    mpi_run 04_data_parallel 04_data_parallel 20 ""
+    mpi_run 04_data_parallel "04_data_parallel_np4_accum_zero" 5 "np=4 --accum 2 --zero 1 --steps 5"
+    if grep -q '^dp: 3 buckets, 15 reductions started during backward' "$W/04_data_parallel_np4_accum_zero.log"; then
+        pass "04_data_parallel: the DP counters (3 buckets x 5 steps, all started during backward)"
+    else fail "04_data_parallel counters: $(grep '^dp:' "$W/04_data_parallel_np4_accum_zero.log")"; fi
+    mpi_run 05_tensor_parallel 05_tensor_parallel 20 ""
+    if grep -q '^communication of one step over TP: forward 1 allreduce of 32 floats .* backward 1 of 1024 ' "$W/05_tensor_parallel.log" &&
+        [ "$(grep -c '^rank [01]: mlp.fc.w \[64, 32\]' "$W/05_tensor_parallel.log")" -eq 2 ]; then
+        pass "05_tensor_parallel: per-rank shapes, one allreduce forward and one backward"
+    else fail "05_tensor_parallel shapes/communication: $(grep -E '^(rank|communication)' "$W/05_tensor_parallel.log" | tr '\n' ' ')"; fi
+else
+    fail "04/05: mpirun not found (make deps installs openmpi-bin)"
+fi
 
 echo "$P passed, $F failed"
 [ $F -eq 0 ]

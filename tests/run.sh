@@ -107,6 +107,7 @@ want compile_test && script compile_test "$BUILD/compile"
 want dist && script dist_test "$BUILD"
 want dp && script dp_test "$BUILD"
 want tp && script tp_test "$BUILD"
+want coll && script coll_test "$BUILD"
 want equiv && script equiv_test "$BUILD"
 want examples && script examples_test "$BUILD/examples"
 

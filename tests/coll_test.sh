@@ -1,0 +1,147 @@
+#!/bin/sh
+# tests/coll_test.sh [BUILD_DIR] - collective records, debug mode and the watchdog (>>dist). Builds
+# tests/test_coll.c without MPI (a world of one) and with mpicc -DPTRAIN_MPI -fopenmp, runs the MPI
+# one under mpirun -np 2 and -np 3 (records, debug-mode mismatches), then checks at script level:
+# a bad PTRAIN_WATCHDOG and a PTRAIN_COLL_CHECK that differs between ranks are refused by
+# pt_dist_init on every rank; PTRAIN_COLL_CHECK=1 runs the whole test in debug mode; and with
+# PTRAIN_WATCHDOG=2 a rank waiting in a collective for a rank that sleeps 8 s aborts the job: exit
+# status non-zero (not the timeout's), well before the sleeper wakes, stderr holding the watchdog's
+# message and the dump with the stuck call's record. (dist_test.sh compiles the implementation as C
+# and C++ with MPI and checks its symbols.) Prints one PASS/FAIL line per run or check, then
+# "N passed, N failed". Each mpirun is bounded by `timeout`; the script takes ~15 seconds.
+# PTRAIN_INC=DIR takes ptrain.h from DIR instead of the repository root.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. tests/mpi_lib.sh
+
+# ---- without MPI: a world of one ----
+if $CC $W tests/test_coll.c -o "$BUILD/test_coll" -lm >"$BUILD/test_coll.build.log" 2>&1; then
+    prog "test_coll (no MPI)" "$BUILD/test_coll.log" "$B/test_coll"
+else
+    fail "build test_coll ($CC)" "see $BUILD/test_coll.build.log"
+    head -n 20 "$BUILD/test_coll.build.log" | sed 's/^/    /'
+fi
+
+# ---- with MPI ----
+if ! have mpicc || ! have mpirun; then
+    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+    echo "$NP passed, $NF failed"
+    exit 1
+fi
+if ! mpicc $W -DPTRAIN_MPI -fopenmp tests/test_coll.c -o "$B/test_coll_mpi" -lm >"$BUILD/test_coll_mpi.build.log" 2>&1; then
+    fail "build test_coll_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_coll_mpi.build.log"
+    head -n 20 "$BUILD/test_coll_mpi.build.log" | sed 's/^/    /'
+    echo "$NP passed, $NF failed"
+    exit 1
+fi
+MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
+T=$B/test_coll_mpi
+for n in 2 3; do
+    prog "mpirun -np $n test_coll" "$BUILD/coll_np$n.log" $MPIRUN -np $n env -u PTRAIN_FAKE_NODE_SIZE -u PTRAIN_WATCHDOG -u PTRAIN_COLL_CHECK "$T"
+done
+prog "mpirun -np 2 test_coll, PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60" "$BUILD/coll_np2_check.log" \
+    $MPIRUN -np 2 env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$T"
+
+# ---- bad environment: refused on every rank with one message naming the variable ----
+log=$BUILD/coll_badenv.log
+$MPIRUN -np 2 env PTRAIN_WATCHDOG=soon "$T" --init-error >"$log" 2>&1
+n=$(grep -c "^INIT ERROR rank ?: pt_dist_init: PTRAIN_WATCHDOG='soon', expected seconds" "$log")
+if [ "$n" -eq 2 ]; then pass "PTRAIN_WATCHDOG=soon: pt_dist_init refused on both ranks, naming the variable"
+else fail "PTRAIN_WATCHDOG=soon" "$n of 2 ranks refused; $(tail -n 3 "$log" | tr '\n' ' ')"; fi
+log=$BUILD/coll_diffenv.log
+$MPIRUN -np 1 env PTRAIN_COLL_CHECK=1 "$T" --init-error : -np 1 env -u PTRAIN_COLL_CHECK "$T" --init-error >"$log" 2>&1
+n=$(grep -c "^INIT ERROR rank ?: pt_dist_init: PTRAIN_COLL_CHECK differs between ranks" "$log")
+if [ "$n" -eq 2 ]; then pass "PTRAIN_COLL_CHECK set on one rank only: pt_dist_init refused on both ranks"
+else fail "PTRAIN_COLL_CHECK on one rank" "$n of 2 ranks refused; $(tail -n 3 "$log" | tr '\n' ' ')"; fi
+
+# ---- the watchdog: rank 1 sleeps 8 s, rank 0 waits in pt_dist_agree, deadline 2 s ----
+out=$BUILD/coll_watchdog.out
+err=$BUILD/coll_watchdog.err
+t0=$(date +%s)
+timeout 60 mpirun --oversubscribe --mca mpi_yield_when_idle 1 -np 2 env -u PTRAIN_FAKE_NODE_SIZE -u PTRAIN_COLL_CHECK \
+    PTRAIN_WATCHDOG=2 "$T" --watchdog >"$out" 2>"$err"
+rc=$?
+secs=$(($(date +%s) - t0))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && ! grep -q "NOT ABORTED" "$out"; then
+    pass "watchdog: the job is aborted (exit status $rc after ${secs}s)"
+else fail "watchdog abort" "exit status $rc after ${secs}s; stdout: $(tr '\n' ' ' <"$out" | head -c 300)"; fi
+if [ "$secs" -lt 8 ]; then pass "watchdog: aborted before the sleeping rank woke (${secs}s < 8s)"
+else fail "watchdog timing" "took ${secs}s, the sleeper wakes at 8s"; fi
+if grep -q "ptrain watchdog: rank 0: allreduce of 1 i32 on the world communicator (call 2, collective #2 there, step 5, micro-batch 1) has been in flight for" "$err" &&
+    grep -q "longer than the deadline of 2 s" "$err"; then
+    pass "watchdog: stderr names the stuck call (op, count, communicator, number, step, micro-batch) and the deadline"
+else fail "watchdog message" "not in $err: $(head -c 600 "$err" | tr '\n' ' ')"; fi
+if grep -q "^collective records of rank 0 (tp 0, pp 0, dp 0): 2 calls" "$err" &&
+    grep -E -q '^ +1 allreduce +world +1 +1 i32 +-1 +5 +1 .* done$' "$err" &&
+    grep -E -q '^ +2 allreduce +world +2 +1 i32 +-1 +5 +1 .* IN FLIGHT$' "$err"; then
+    pass "watchdog: stderr holds rank 0's records, the stuck call IN FLIGHT"
+else fail "watchdog dump" "not in $err: $(head -c 900 "$err" | tr '\n' ' ')"; fi
+
+echo "$NP passed, $NF failed"
+    exit 1
+fi
+if ! mpicc $W -DPTRAIN_MPI -fopenmp tests/test_coll.c -o "$B/test_coll_mpi" -lm >"$BUILD/test_coll_mpi.build.log" 2>&1; then
+    fail "build test_coll_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_coll_mpi.build.log"
+    head -n 20 "$BUILD/test_coll_mpi.build.log" | sed 's/^/    /'
+    echo "$NP passed, $NF failed"
+    exit 1
+fi
+MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
+T=$B/test_coll_mpi
+for n in 2 3; do
+    prog "mpirun -np $n test_coll" "$BUILD/coll_np$n.log" $MPIRUN -np $n env -u PTRAIN_FAKE_NODE_SIZE -u PTRAIN_WATCHDOG -u PTRAIN_COLL_CHECK "$T"
+done
+prog "mpirun -np 2 test_coll, PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60" "$BUILD/coll_np2_check.log" \
+    $MPIRUN -np 2 env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$T"
+
+# ---- bad environment: refused on every rank with one message naming the variable ----
+log=$BUILD/coll_badenv.log
+$MPIRUN -np 2 env PTRAIN_WATCHDOG=soon "$T" --init-error >"$log" 2>&1
+n=$(grep -c "^INIT ERROR rank ?: pt_dist_init: PTRAIN_WATCHDOG='soon', expected seconds" "$log")
+if [ "$n" -eq 2 ]; then pass "PTRAIN_WATCHDOG=soon: pt_dist_init refused on both ranks, naming the variable"
+else fail "PTRAIN_WATCHDOG=soon" "$n of 2 ranks refused; $(tail -n 3 "$log" | tr '\n' ' ')"; fi
+log=$BUILD/coll_diffenv.log
+$MPIRUN -np 1 env PTRAIN_COLL_CHECK=1 "$T" --init-error : -np 1 env -u PTRAIN_COLL_CHECK "$T" --init-error >"$log" 2>&1
+n=$(grep -c "^INIT ERROR rank ?: pt_dist_init: PTRAIN_COLL_CHECK differs between ranks" "$log")
+if [ "$n" -eq 2 ]; then pass "PTRAIN_COLL_CHECK set on one rank only: pt_dist_init refused on both ranks"
+else fail "PTRAIN_COLL_CHECK on one rank" "$n of 2 ranks refused; $(tail -n 3 "$log" | tr '\n' ' ')"; fi
+
+# ---- the watchdog: rank 1 sleeps 8 s, rank 0 waits in pt_dist_agree, deadline 2 s ----
+out=$BUILD/coll_watchdog.out
+err=$BUILD/coll_watchdog.err
+t0=$(date +%s)
+timeout 60 mpirun --oversubscribe --mca mpi_yield_when_idle 1 -np 2 env -u PTRAIN_FAKE_NODE_SIZE -u PTRAIN_COLL_CHECK \
+    PTRAIN_WATCHDOG=2 "$T" --watchdog >"$out" 2>"$err"
+rc=$?
+secs=$(($(date +%s) - t0))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && ! grep -q "NOT ABORTED" "$out"; then
+    pass "watchdog: the job is aborted (exit status $rc after ${secs}s)"
+else fail "watchdog abort" "exit status $rc after ${secs}s; stdout: $(tr '\n' ' ' <"$out" | head -c 300)"; fi
+if [ "$secs" -lt 8 ]; then pass "watchdog: aborted before the sleeping rank woke (${secs}s < 8s)"
+else fail "watchdog timing" "took ${secs}s, the sleeper wakes at 8s"; fi
+if grep -q "ptrain watchdog: rank 0: allreduce of 1 i32 on the world communicator (call 2, collective #2 there, step 5, micro-batch 1) has been in flight for" "$err" &&
+    grep -q "longer than the deadline of 2 s" "$err"; then
+    pass "watchdog: stderr names the stuck call (op, count, communicator, number, step, micro-batch) and the deadline"
+else fail "watchdog message" "not in $err: $(head -c 600 "$err" | tr '\n' ' ')"; fi
+if grep -q "^collective records of rank 0 (tp 0, pp 0, dp 0): 2 calls" "$err" &&
+    grep -E -q '^ +1 allreduce +world +1 +1 i32 +-1 +5 +1 .* done$' "$err" &&
+    grep -E -q '^ +2 allreduce +world +2 +1 i32 +-1 +5 +1 .* IN FLIGHT$' "$err"; then
+    pass "watchdog: stderr holds rank 0's records, the stuck call IN FLIGHT"
+else fail "watchdog dump" "not in $err: $(head -c 900 "$err" | tr '\n' ' ')"; fi
+
+# ---- the implementation compiles as C and C++ with MPI, defining only pt_*/PT_* symbols ----
+printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/coll_tu.c"
+for cc in "mpicc -std=c99 -pedantic -DPTRAIN_MPI" "mpicxx -x c++ -std=c++11 -DPTRAIN_MPI"; do
+    o=$BUILD/coll_tu.$(echo "$cc" | tr -c 'a-zA-Z0-9+\n' '_').o
+    if $cc -Wall -Wextra -Werror -O1 -I"$INC" -c "$BUILD/coll_tu.c" -o "$o" >"$o.log" 2>&1; then
+        bad=$(nm -g --defined-only "$o" | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
+        if [ -z "$bad" ]; then pass "compile $cc -Wall -Wextra -Werror; only pt_*/PT_* symbols"; else
+            fail "compile $cc" "symbols outside pt_/PT_: $bad"; fi
+    else
+        fail "compile $cc -Wall -Wextra -Werror" "see $o.log"
+        head -n 20 "$o.log" | sed 's/^/    /'
+    fi
+done
+
+echo "$NP passed, $NF failed"
+[ "$NF" -eq 0 ]
