@@ -121,7 +121,8 @@
    >>nn         linear, MLP, transformer block, GPT
    >>args       the command line shared by the examples
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
-   >>dp         data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1
+   >>dp         data parallelism: gradient buckets reduced during backward, accumulation over
+                passes, ZeRO-1/2, hierarchical allreduce, bf16 compression with error feedback
    >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP
    >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
                 check (matching sends, no deadlock), simulate the bubble, print the table
@@ -6207,12 +6208,16 @@ static pt_status pt__dp_complete(pt_dp *dp) {
     return ok ? PT_OK : PT_ERR_DEVICE;
 }
 
-/* The staging ring: two of the largest bucket's staging (ZeRO-2: f32, compression: bf16), or none. */
+/* The staging ring: room for two of the largest bucket's staging (ZeRO-2: f32, compression: bf16),
+   at most all buckets' together (one bucket: one), or none. */
 static pt_status pt__dp_alloc_stage(pt_dp *dp) {
-    int64_t big = 0, need;
+    int64_t big = 0, all = 0, need;
     int b;
-    for (b = 0; b < dp->nb; b++) big = PT__MAX(big, dp->hi[b] - dp->lo[b]);
-    need = dp->compress ? 2 * ((big + 1) / 2) : dp->stage == 2 ? 2 * big : 0;
+    for (b = 0; b < dp->nb; b++) {
+        int64_t m = dp->compress ? (dp->hi[b] - dp->lo[b] + 1) / 2 : dp->hi[b] - dp->lo[b];
+        big = PT__MAX(big, m), all += m;
+    }
+    need = dp->compress || dp->stage == 2 ? PT__MIN(2 * big, all) : 0;
     if (need == dp->stg_n) return PT_OK;
     PT_FREE(dp->stg);
     dp->stg = NULL, dp->stg_n = dp->stg_head = 0;

@@ -144,7 +144,11 @@ int main(int argc, char **argv) {
     }
     pt_shutdown(a.ctx);
     pt_shutdown(b.ctx);
-    c.compress = 0, c.step_api = 0;
+    c.hier = 1;
+    run(t, &c, &a);
+    compare_tol(t, "DP, hierarchical allreduce of bf16 buckets with error feedback", &a, &ref, 1e-3, 5e-2, 1e-2);
+    pt_shutdown(a.ctx);
+    c.compress = 0, c.step_api = 0, c.hier = 0;
 
     /* a frozen and an unused parameter: before the model (last bucket) and after it (first bucket) */
     c.micro = 1;
@@ -159,6 +163,45 @@ int main(int argc, char **argv) {
         if (i == 1) check(t, t->dpn == 1 || a.st.started_before_end > 0, "DP, unused parameter in the last bucket: overlap still happens", why);
         else check(t, a.st.started_before_end == 0, "DP, unused parameter in the first bucket: every bucket waits for pt_dp_finish (in order)", why);
         pt_shutdown(a.ctx);
+    }
+
+    /* errors: passes < 1; a parameter completing more often than the step's passes */
+    if (t->dpn > 1) {
+        pt_desc desc;
+        pt_gpt_config cfg;
+        pt_ctx *ctx;
+        pt_gpt *m;
+        pt_dp *dp;
+        pt_graph *g;
+        pt_tensor *x, *loss;
+        memset(&desc, 0, sizeof desc);
+        desc.threads = 1;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.vocab = 64, cfg.layers = 1, cfg.width = 32, cfg.heads = 4, cfg.max_seq = T;
+        ctx = pt_init(&desc);
+        m = pt_gpt_new(ctx, &cfg);
+        dp = pt_dp_new(ctx, t->d, 0);
+        g = pt_graph_new(ctx);
+        pt_dp_begin_step(dp, 0);
+        snprintf(why, sizeof why, "'%.200s'", pt_error(ctx));
+        check(t, pt_status_get(ctx) == PT_ERR_ARG && strstr(pt_error(ctx), "passes must be >= 1"), "error: pt_dp_begin_step(dp, 0)", why);
+        pt_error_clear(ctx);
+        x = pt_tensor_new(g, PT_I32, 2, 1, T, 0, 0);
+        pt_tensor_write(x, t->ids[0]);
+        loss = pt_gpt_loss(g, m, x, x);
+        pt_dp_begin_step(dp, 1);
+        pt_backward(g, loss);
+        pt_graph_reset(g);
+        x = pt_tensor_new(g, PT_I32, 2, 1, T, 0, 0);
+        pt_tensor_write(x, t->ids[0]);
+        loss = pt_gpt_loss(g, m, x, x);
+        pt_backward(g, loss);
+        snprintf(why, sizeof why, "'%.200s'", pt_error(ctx));
+        check(t, pt_status_get(ctx) == PT_ERR_STATE && strstr(pt_error(ctx), "completed 2 times in a step of 1"),
+              "error: a second backward in a step of 1 pass names the parameter and the counts", why);
+        pt_dp_free(dp);
+        pt_gpt_free(m);
+        pt_shutdown(ctx);
     }
 
     /* the check can fail: without the reduction each rank's model drifts from the reference */
