@@ -287,6 +287,21 @@ static void compare_tol(tctx *t, const char *what, run_out *a, run_out *ref, dou
     snprintf(name, sizeof name, "%s: gradient norms (the clip's) match the reference (rel <= %g)", what, ntol);
     snprintf(why, sizeof why, "worst relative norm difference %.3g (step 0: %.7f vs %.7f)", nd, a->norm[0], ref->norm[0]);
     check(t, nd <= ntol, name, why);
+    {
+        /* every DP rank holds the same model (a hash of the parameter slab, min = max over ranks) */
+        pt_tensor ps = pt_param_slab(a->ctx);
+        const unsigned char *q = (const unsigned char *)pt_f32(&ps);
+        unsigned long long h = 1469598103934665603ull, lo = 0, hi = 0;
+        int64_t j;
+        for (j = 0; a->ok && q && j < pt_numel(&ps) * 4; j++) h = (h ^ q[j]) * 1099511628211ull;
+        lo = hi = h;
+#ifdef PTRAIN_MPI
+        MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, *(MPI_Comm *)pt_dist_comm(t->d, PT_COMM_WORLD));
+        MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, *(MPI_Comm *)pt_dist_comm(t->d, PT_COMM_WORLD));
+#endif
+        snprintf(name, sizeof name, "%s: bit-identical parameters on every rank", what);
+        check(t, a->ok && lo == hi, name, "the replicas differ");
+    }
     if (t->rank == 0 && getenv("DP_TEST_VERBOSE"))
         printf("  %s: loss %.3g, params %.3g, norm %.3g\n", what, ld, pd, nd);
 }
