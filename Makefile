@@ -13,7 +13,7 @@ help:
 	@echo "make deps      install the Debian packages used (as root via apt-get; idempotent)"
 	@echo "make demo      train the tutorial GPT on the fortunes corpus"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
-	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step)"
+	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, DP allreduce/overlap/ZeRO)"
 	@echo "make examples  build the tutorials into build/"
 
 deps:
@@ -38,11 +38,14 @@ demo: deps $(BUILD)/03_gpt
 test: deps
 	@sh tests/run.sh $(BUILD)/tests
 
-$(BUILD)/bench: bench/bench.c ptrain.h | $(BUILD)
+$(BUILD)/bench: bench/bench.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -I. bench/bench.c -o $@ -lopenblas -lm
 
-bench: deps $(BUILD)/bench
-	@sh bench/run.sh $(BUILD)/bench
+$(BUILD)/bench_dist: bench/bench_dist.c bench/bench_util.h ptrain.h | $(BUILD)
+	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_dist.c -o $@ -lm
+
+bench: deps $(BUILD)/bench $(BUILD)/bench_dist
+	@sh bench/run.sh $(BUILD)/bench $(BUILD)/bench_dist
 
 clean:
 	rm -rf $(BUILD)

@@ -127,7 +127,8 @@
    >>nn         linear, MLP, transformer block, GPT
    >>args       the command line shared by the examples
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
-   >>dp         data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1
+   >>dp         data parallelism: gradient buckets reduced during backward, accumulation over
+                passes, ZeRO-1/2, hierarchical allreduce, bf16 compression with error feedback
    >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP and block
    >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
                 check (matching sends, no deadlock), simulate the bubble, print the table
@@ -724,38 +725,58 @@ PTDEF const char *pt_dist_coll_error(const pt_dist *d);
 
 /* ---- data parallelism (>>dp) -----------------------------------------------------------------
    Gradients of the DP ranks are averaged in buckets: contiguous ranges of the gradient slab cut in
-   reverse parameter order at pt_dp_new (the same on every rank), each reduced with one
-   MPI_Iallreduce as soon as all its parameters' gradients are complete, while backward goes on.
-   Use per step: pt_dp_begin; pt_backward; pt_dp_finish; pt_optim_step. pt_dp_new installs its own
-   grad hook and backward poll on ctx (it owns them until pt_dp_free; with one DP rank, or without
-   PTRAIN_MPI, it installs nothing and never communicates). Create it after all parameters. */
+   reverse parameter order at pt_dp_new (the same on every rank), each reduced (MPI_Iallreduce, or
+   MPI_Ireduce_scatter under ZeRO) as soon as all its parameters' gradients are complete, while
+   backward goes on. A step: pt_zero_grad; pt_dp_begin_step(dp, passes); the `passes` backward passes
+   (micro-batches; each parameter's grad hook fires once per pass that uses it, passes of different
+   model parts may interleave); pt_dp_finish; pt_optim_step. pt_dp_begin(dp, 0/1) is the older
+   per-pass form: 0 = this pass only accumulates, 1 = pt_dp_begin_step(dp, 1), the last pass, which
+   reduces whatever the slab accumulated. pt_dp_new installs its own grad hook and backward poll on
+   ctx (it owns them until pt_dp_free; with one DP rank, or without PTRAIN_MPI, it installs nothing
+   and never communicates). Create it after all parameters; one pt_dp per context. */
 typedef struct pt_dp pt_dp; /**< a data-parallel gradient reducer over one context's gradient slab */
 /** Per-reducer counters, cumulative since pt_dp_new (buckets: the fixed number of buckets). */
 typedef struct pt_dp_stats {
     int64_t buckets;            /**< buckets cut at pt_dp_new */
     int64_t started_before_end; /**< bucket reductions started during backward (not at pt_dp_finish) */
-    int64_t bytes_reduced;      /**< bytes of gradient passed to MPI_Iallreduce */
-    double wait_s;              /**< seconds spent waiting in pt_dp_finish */
+    int64_t bytes_reduced;      /**< bytes of gradient passed to the first reduction of each bucket (bf16: 2 per element) */
+    double wait_s;              /**< seconds spent in pt_dp_finish (starting what is left, waiting) */
+    int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard, bf16 residual */
 } pt_dp_stats;
+/** Options of pt_dp_new_opts (zero-initialize; all 0 = pt_dp_new(ctx, d, 0)). */
+typedef struct pt_dp_options {
+    int64_t bucket_bytes; /**< bucket size; 0 = 25 MiB */
+    int32_t hier;     /**< 1 = hierarchical allreduce (ZeRO stage 0): in-node reduce-scatter, allreduce across nodes among
+                           ranks of equal local index, in-node allgather, on DP sub-communicators (equal DP ranks per node) */
+    int32_t compress; /**< 1 = gradients travel as bf16 (summed as bf16 by an MPI operator), with error feedback: a
+                           per-rank f32 residual keeps what rounding dropped and adds it to the next step's gradient */
+} pt_dp_options;
 /** Creates the reducer for ctx over d's DP communicator; bucket_bytes 0 = 25 MiB; NULL on error (in pt_error(ctx)). */
 PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes);
+/** Collective over DP (with hier). As pt_dp_new, with options (hierarchical, bf16 compression). */
+PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *opts);
 /** Waits for reductions in flight, removes its hook and poll from the context, frees dp (free it before its context). */
 PTDEF void pt_dp_free(pt_dp *dp);
-/** Before a micro-batch's backward: reduce_now 0 = accumulate only (no communication), 1 = last micro-batch: reduce during its backward. */
+/** Before a step's first backward: the step's gradient comes from `passes` >= 1 backward passes; a bucket is reduced
+    once all its parameters fired `passes` times (ZeRO-2: reduce-scattered after each pass). */
+PTDEF void pt_dp_begin_step(pt_dp *dp, int passes);
+/** Before a pass's backward: reduce_now 0 = accumulate only (no communication), 1 = pt_dp_begin_step(dp, 1). */
 PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now);
-/** After that backward: starts the buckets not yet started, waits for all, scales by 1/dp (the mean); no-op after pt_dp_begin(dp, 0). */
+/** After the step's last backward: starts the buckets not yet started, waits for all, scales by 1/dp (the mean of
+    the sums); ZeRO-1/2: only this rank's range [lo_r, hi_r) of the gradient slab holds it. No-op after pt_dp_begin(dp, 0). */
 PTDEF pt_status pt_dp_finish(pt_dp *dp);
 /** The counters. */
 PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
-/** ZeRO stage for optimizer o of dp's context (collective over the DP ranks): 1 = ZeRO-1: DP rank r
-    owns the slab range [lo_r, hi_r) (the slab cut in dp equal parts, boundaries rounded down to 16
-    floats, the last rank takes the rest); o keeps moment state for that range only (the full slabs
-    are freed) and pt_optim_step updates only it, then allgathers the parameter slab over DP
-    (MPI_Allgatherv) so every rank holds the whole updated model. Gradients are still allreduced in
-    full by pt_dp_finish, so the clipping norm is the global one. 0 = back to unsharded (the state
-    shards are allgathered into full slabs). One optimizer per pt_dp; the parameter slab needs host
-    memory. pt_dp_free detaches the allgather: free the optimizer or call pt_dp_zero(dp, o, 0) first
-    if it is used afterwards. With one DP rank (or without PTRAIN_MPI) it changes nothing. */
+/** ZeRO stage for optimizer o of dp's context (collective over the DP ranks; between steps). DP rank r owns the slab
+    range [lo_r, hi_r) (the slab cut in dp equal parts, boundaries rounded down to 16 floats, the last rank takes the
+    rest). 1 = ZeRO-1: buckets are reduce-scattered (each rank receives its range's sum), o keeps moment state for
+    its range only (the full slabs are freed), pt_optim_step updates only it (clipping uses the global norm: shard
+    squares summed over DP), then allgathers the parameter slab over DP. 2 = ZeRO-2: as 1, and every pass is
+    reduce-scattered into a shard accumulator, so the accumulated gradient exists only as 1/dp shards (the gradient
+    slab stays full size: it is autograd's per-pass scratch, so resident memory does not drop here). 0 = back to
+    unsharded (state shards allgathered). One optimizer per pt_dp; host memory needed. pt_dp_free detaches the
+    allgather: free the optimizer or call pt_dp_zero(dp, o, 0) first if it is used afterwards. One DP rank (or no
+    PTRAIN_MPI): changes nothing. */
 PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage);
 /** Bytes of optimizer state (moments) this rank holds for o: the whole slab's, or its ZeRO shard's. */
 PTDEF int64_t pt_optim_state_bytes(const pt_optim *o);
@@ -1062,6 +1083,7 @@ struct pt_ctx {
     pt_graph *graphs;  /* live graphs and optimizers, freed by pt_shutdown */
     pt_optim *optims;
     int attn_kernel; /* attention kernel: 0 = best available, 1 = C, 2 = AVX-512, 3 = AVX2 (tests) */
+    pt_dp *dp;       /* the data-parallel reducer (>>dp), whose ZeRO shard pt_grad_norm sums over */
 };
 
 /* ---- errors and logging --------------------------------------------------------------------- */
@@ -5118,7 +5140,7 @@ struct pt_optim {
     pt__run *runs;
     int nruns;
     int64_t steps;
-    /* ZeRO-1 (>>dp, pt_dp_zero): m and v hold only the slab range [zlo, zhi) (element zlo at state
+    /* ZeRO-1/2 (>>dp, pt_dp_zero): m and v hold only the slab range [zlo, zhi) (element zlo at state
        offset 0) and pt_optim_step updates only that range; [0, slab_n) when not sharded. After the
        update post_step (the DP allgather of the parameter slab) runs, if set. */
     int64_t zlo, zhi;
@@ -5261,8 +5283,8 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
     norm = pt_grad_norm(ctx);
     if (o->d.clip_norm > 0 && norm > o->d.clip_norm) gscale = o->d.clip_norm / (norm + 1e-6f);
     o->steps++;
-    /* ZeRO-1: the norm above is still the global one, since every DP rank holds the whole averaged
-       gradient (pt_dp_finish allreduces it); only the runs' parts inside [zlo, zhi) are updated */
+    /* ZeRO: the norm above is the global one (pt__grad_sumsq sums the DP shards' squares); only the
+       runs' parts inside [zlo, zhi) are updated */
     for (r = 0; r < o->nruns; r++) {
         pt__run *u = &o->runs[r];
         int64_t lo = PT__MAX(u->off, o->zlo), hi = PT__MIN(u->off + u->n, o->zhi), n = hi - lo;
@@ -6700,100 +6722,360 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
    backward completes them): a bucket is a run of consecutive non-frozen parameters whose slab range
    (slices are 64-byte aligned, padding included) fits bucket_bytes; a parameter larger than that
    gets a bucket of its own; a frozen parameter ends the run. Since the slab is in creation order, a
-   bucket is one contiguous range [lo, hi) of the gradient slab. During a reducing backward the grad
-   hook counts the parameters of each bucket; when a bucket is complete it is marked ready, and the
-   ready buckets are started strictly in bucket order (bucket k+1 waits for k), so every rank issues
-   its MPI_Iallreduce calls in the same order. The backward poll MPI_Tests the requests in flight
-   (Open MPI progresses non-blocking collectives only inside MPI calls). pt_dp_finish starts what is
-   left in order (parameters this graph did not use never fire), waits, and divides by the DP size:
-   an exact sum over ranks, then one scale, the same on every rank. No float atomics anywhere. */
+   bucket is one contiguous range [lo, hi) of the gradient slab and its parameters have consecutive
+   ids [p0, p1].
+
+   A step (pt_dp_begin_step(dp, passes)) issues a fixed sequence of reductions ("ops"): rounds x
+   buckets, round-major, rounds = 1, or = passes under ZeRO-2 (one reduce-scatter per micro-batch).
+   The grad hook counts each parameter's completions (fired[]); op (round k, bucket b) is ready when
+   every parameter of b has fired >= k+1 times (ZeRO-2) or >= passes times (otherwise): a per-
+   parameter count, so passes of different model parts may interleave freely. Ready ops are started
+   strictly in sequence order (op s+1 waits for s), so every rank issues the same collectives in the
+   same order. An op has 1 phase (allreduce or reduce-scatter) or 3 (hierarchical: in-node reduce-
+   scatter, cross-node allreduce, in-node allgather, each on its own communicator); op i issues
+   phase q only after op i-1 did, so each communicator sees the ops in order too. The backward poll
+   MPI_Tests the ops in flight and issues next phases; ops retire (their results are moved into
+   place) strictly in order, so accumulation order is fixed. pt_dp_finish starts what is left in
+   order (parameters a pass did not use never fire), waits, and divides by the DP size: an exact sum
+   over ranks, then one scale, the same on every rank. No float atomics anywhere.
+
+   Buffers: the f32 flat and ZeRO-1 paths reduce in place in the gradient slab. ZeRO-2 and bf16
+   compression copy a bucket into a staging ring (two largest buckets) when its op starts: ZeRO-2
+   then zeroes the bucket, so later passes accumulate only their own contribution (a pass that
+   already began to accumulate into it is sent now or in a later round: each contribution is reduced
+   exactly once); compression writes bf16(g + e) and keeps e = (g + e) - bf16(g + e) per element. A
+   full ring waits for its oldest op. */
+
+typedef struct pt__dp_op {
+    int b;        /* bucket */
+    int issued;   /* phases issued so far */
+    int active;   /* the last issued phase is in flight */
+    int64_t soff; /* staging ring offset (floats), -1 = none */
+    int64_t sn;   /* staging floats */
+#ifdef PTRAIN_MPI
+    MPI_Request req;
+#endif
+} pt__dp_op;
 
 struct pt_dp {
     pt_ctx *ctx;
-    int dpsize;       /* ranks of the DP communicator (1 = no communication) */
-    int nparams;      /* parameters when created (more later is an error) */
-    int nb;           /* buckets */
-    int64_t *lo, *hi; /* [nb]: slab element range of each bucket */
-    int *nparam_b;    /* [nb]: parameters in each bucket */
-    int *left;        /* [nb]: parameters still to fire in this backward */
-    int *bucket_of;   /* [nparams]: bucket of each parameter, -1 = frozen */
-    unsigned char *fired;   /* [nparams]: hook seen in this backward */
-    unsigned char *started; /* [nb] */
-    unsigned char *done;    /* [nb]: request completed */
-    int next;         /* first bucket not started */
-    int reducing;     /* pt_dp_begin(dp, 1) seen, pt_dp_finish not yet */
-    int in_backward;  /* between pt_dp_begin and pt_dp_finish: starts count as overlapped */
+    int dpsize, dprank; /* the DP communicator (1 = no communication) */
+    int nparams;        /* parameters when created (more later is an error) */
+    int nb;             /* buckets */
+    int64_t *lo, *hi;   /* [nb]: slab element range of each bucket */
+    int *p0, *p1;       /* [nb]: the bucket's parameter ids p0..p1 */
+    int *bucket_of;     /* [nparams]: bucket of each parameter, -1 = frozen */
+    int *fired;         /* [nparams]: grad hooks seen this step */
+    int passes, rounds; /* this step's backward passes; reductions per bucket */
+    int nseq, next, retired; /* ops this step; the next to start; the first not retired */
+    pt__dp_op *ops;
+    int cap_ops;
+    int reducing;       /* a step is open (pt_dp_begin_step or pt_dp_begin(dp, 1) seen, not finished) */
+    int stage;          /* ZeRO stage 0, 1, 2 */
+    int hier, compress, nphases;
+    int64_t zlo, zhi;   /* this rank's ZeRO range of the slab */
+    float *acc;         /* ZeRO-2: [zhi - zlo] shard accumulator */
+    float *resid;       /* compression: [slab_n] error feedback, carried across steps */
+    float *stg;         /* staging ring [stg_n] */
+    int64_t stg_n, stg_head;
     pt_dp_stats stats;
-    pt_optim *zopt;   /* ZeRO-1 optimizer (pt_dp_zero), or NULL */
+    pt_optim *zopt;     /* sharded optimizer (pt_dp_zero), or NULL */
 #ifdef PTRAIN_MPI
-    MPI_Comm comm;
-    MPI_Request *req; /* [nb] */
-    int *zcnt, *zdispl; /* [dpsize]: ZeRO shard of each DP rank (elements, offsets) for MPI_Allgatherv */
+    MPI_Comm comm, node, node2, cross; /* DP; hierarchical: in-node (twice: phases 0 and 2), across nodes */
+    int lsize, lrank;   /* the in-node DP sub-communicator */
+    int *zcnt, *zdispl; /* [dpsize]: ZeRO shard of each DP rank (elements, offsets) */
+    int *bcnt;          /* [nb * dpsize]: each bucket's intersection with each rank's shard */
+    int *hcnt, *hdispl; /* [nb * lsize]: in-node parts of each bucket */
+    MPI_Op bf16sum;
 #endif
 };
 
-#ifdef PTRAIN_MPI
-/* Starts bucket k (the next in order). 0 and a context error on failure. */
-static int pt__dp_start(pt_dp *dp, int k, int from_hook) {
-    pt_tensor gs = pt_grad_slab(dp->ctx);
-    float *base = pt_f32(&gs);
-    int rc;
-    if (!base) return pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp: the gradient slab has no host memory"), 0;
-    rc = MPI_Iallreduce(MPI_IN_PLACE, base + dp->lo[k], (int)(dp->hi[k] - dp->lo[k]), MPI_FLOAT, MPI_SUM, dp->comm,
-                        &dp->req[k]);
-    dp->started[k] = 1;
-    dp->next = k + 1;
-    if (rc != MPI_SUCCESS) {
-        dp->req[k] = MPI_REQUEST_NULL;
-        dp->done[k] = 1;
-        pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Iallreduce of bucket %d failed (MPI error %d)", k, rc);
-        return 0;
-    }
-    dp->stats.bytes_reduced += (dp->hi[k] - dp->lo[k]) * 4;
-    if (from_hook) dp->stats.started_before_end++;
+/* The DP shard of the gradient slab that holds the reduced gradient after pt_dp_finish (ZeRO-1/2:
+   this rank's range, else the whole slab); 1 when the sum of squares must be summed over DP. */
+static int pt__dp_grad_range(pt_ctx *ctx, int64_t *lo, int64_t *hi) {
+    pt_dp *dp = ctx->dp;
+    *lo = 0, *hi = ctx->slab_n;
+    if (!dp || dp->dpsize <= 1 || dp->stage == 0) return 0;
+    *lo = dp->zlo, *hi = dp->zhi;
     return 1;
 }
+/* Sums n doubles over the DP communicator of ctx's reducer, in place. */
+static void pt__dp_sum(pt_ctx *ctx, double *x, int n) {
+#ifdef PTRAIN_MPI
+    int rc;
+    if (!ctx->dp || ctx->dp->dpsize <= 1) return;
+    rc = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, ctx->dp->comm);
+    if (rc != MPI_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "pt_grad_norm: MPI_Allreduce over the DP communicator failed (MPI error %d)", rc);
+#else
+    (void)ctx, (void)x, (void)n;
+#endif
+}
+
+#ifdef PTRAIN_MPI
+/* bf16 round to nearest even (NaN kept quiet) */
+static uint16_t pt__dp_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float pt__dp_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static float *pt__dp_grads(pt_dp *dp) {
+    pt_tensor gs = pt_grad_slab(dp->ctx);
+    float *g = pt_f32(&gs);
+    if (!g) pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp: the gradient slab has no host memory");
+    return g;
+}
+
+static void pt__dp_bf16_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    const uint16_t *a = (const uint16_t *)in;
+    uint16_t *b = (uint16_t *)inout;
+    int i;
+    (void)dt;
+    for (i = 0; i < *len; i++) b[i] = pt__dp_bf16(pt__dp_f32(a[i]) + pt__dp_f32(b[i]));
+}
+
+/* Issues op's next phase. 0 and a context error on failure. */
+static int pt__dp_issue(pt_dp *dp, pt__dp_op *op) {
+    int b = op->b, q = op->issued, rc, n = (int)(dp->hi[b] - dp->lo[b]), es = dp->compress ? 2 : 4;
+    MPI_Datatype ty = dp->compress ? MPI_UINT16_T : MPI_FLOAT;
+    MPI_Op mop = dp->compress ? dp->bf16sum : MPI_SUM;
+    float *g = pt__dp_grads(dp);
+    char *buf;
+    if (!g) return 0;
+    buf = op->soff >= 0 ? (char *)(dp->stg + op->soff) : (char *)(g + dp->lo[b]);
+    if (dp->nphases == 3) { /* hierarchical: the in-place reduce-scatter leaves my part at the start */
+        int *c = dp->hcnt + (size_t)b * dp->lsize, *d = dp->hdispl + (size_t)b * dp->lsize;
+        if (q == 0) rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, c, ty, mop, dp->node, &op->req);
+        else if (q == 1) rc = MPI_Iallreduce(MPI_IN_PLACE, buf, c[dp->lrank], ty, mop, dp->cross, &op->req);
+        else {
+            memmove(buf + (size_t)d[dp->lrank] * es, buf, (size_t)c[dp->lrank] * es);
+            rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c, d, ty, dp->node2, &op->req);
+        }
+    } else if (dp->stage == 0) {
+        rc = MPI_Iallreduce(MPI_IN_PLACE, buf, n, ty, mop, dp->comm, &op->req);
+    } else { /* ZeRO: in place, my part of the bucket lands at its start */
+        rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, dp->bcnt + (size_t)b * dp->dpsize, ty, mop, dp->comm, &op->req);
+    }
+    op->issued++;
+    if (rc != MPI_SUCCESS) {
+        op->req = MPI_REQUEST_NULL;
+        op->issued = dp->nphases;
+        pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: the reduction of bucket %d (phase %d) failed to start (MPI error %d)", b, q, rc);
+        return 0;
+    }
+    op->active = 1;
+    if (q == 0) dp->stats.bytes_reduced += (int64_t)n * es;
+    return 1;
+}
+
+/* Moves a finished op's result into place (in sequence order). */
+static void pt__dp_retire(pt_dp *dp, pt__dp_op *op) {
+    int b = op->b;
+    int64_t lo = dp->lo[b], n = dp->hi[b] - lo, a, c, i;
+    float *g = pt__dp_grads(dp);
+    const uint16_t *h = op->soff >= 0 ? (const uint16_t *)(dp->stg + op->soff) : NULL;
+    if (!g) return;
+    if (dp->stage == 0) {
+        if (dp->compress)
+            for (i = 0; i < n; i++) g[lo + i] = pt__dp_f32(h[i]);
+        return;
+    }
+    a = PT__MAX(lo, dp->zlo);
+    c = dp->bcnt[(size_t)b * dp->dpsize + dp->dprank];
+    if (c <= 0) return;
+    if (dp->stage == 1) {
+        if (dp->compress)
+            for (i = 0; i < c; i++) g[a + i] = pt__dp_f32(h[i]);
+        else memmove(g + a, g + lo, (size_t)c * 4);
+    } else {
+        float *acc = dp->acc + (a - dp->zlo);
+        if (dp->compress)
+            for (i = 0; i < c; i++) acc[i] += pt__dp_f32(h[i]);
+        else
+            for (i = 0; i < c; i++) acc[i] += dp->stg[op->soff + i];
+    }
+}
+
+/* Tests the ops in flight in order, issues next phases (op i's phase q only after op i-1's), retires
+   finished ops in order. 0 on an MPI error. */
+static int pt__dp_progress(pt_dp *dp) {
+    int i, prev = dp->nphases, flag;
+    for (i = dp->retired; i < dp->next; i++) {
+        pt__dp_op *op = &dp->ops[i];
+        for (;;) {
+            if (op->active) {
+                flag = 0;
+                if (MPI_Test(&op->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+                    op->active = 0, op->issued = dp->nphases;
+                    pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Test of bucket %d failed", op->b);
+                    return 0;
+                }
+                if (!flag) break;
+                op->active = 0;
+            }
+            if (op->issued >= dp->nphases || prev <= op->issued) break;
+            if (!pt__dp_issue(dp, op)) return 0;
+        }
+        prev = op->issued;
+    }
+    while (dp->retired < dp->next && dp->ops[dp->retired].issued >= dp->nphases && !dp->ops[dp->retired].active)
+        pt__dp_retire(dp, &dp->ops[dp->retired++]);
+    return 1;
+}
+
+/* Waits until the first `target` ops of the step are retired. */
+static int pt__dp_wait(pt_dp *dp, int target) {
+    while (dp->retired < target) {
+        pt__dp_op *op;
+        if (!pt__dp_progress(dp)) return 0;
+        if (dp->retired >= target) break;
+        op = &dp->ops[dp->retired];
+        if (op->active) {
+            int rc = MPI_Wait(&op->req, MPI_STATUS_IGNORE);
+            op->active = 0;
+            if (rc != MPI_SUCCESS) {
+                op->issued = dp->nphases;
+                pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Wait of bucket %d failed (MPI error %d)", op->b, rc);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* n floats of the staging ring (FIFO: waits for the oldest ops while the room overlaps one). */
+static int64_t pt__dp_stage_alloc(pt_dp *dp, int64_t n) {
+    for (;;) {
+        int64_t off = dp->stg_head + n <= dp->stg_n ? dp->stg_head : 0;
+        int i, clash = 0;
+        for (i = dp->retired; i < dp->next && !clash; i++) {
+            pt__dp_op *o = &dp->ops[i];
+            clash = o->soff >= 0 && o->soff < off + n && off < o->soff + o->sn;
+        }
+        if (!clash) {
+            dp->stg_head = off + n;
+            return off;
+        }
+        if (!pt__dp_wait(dp, dp->retired + 1)) return -1;
+    }
+}
+
+/* Starts the next op of the sequence. 0 and a context error on failure. */
+static int pt__dp_start(pt_dp *dp, int from_hook) {
+    pt__dp_op *op = &dp->ops[dp->next];
+    int b = dp->next % dp->nb;
+    int64_t lo = dp->lo[b], n = dp->hi[b] - lo, need = dp->compress ? (n + 1) / 2 : dp->stage == 2 ? n : 0, i;
+    float *g = pt__dp_grads(dp);
+    if (!g) return 0;
+    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0;
+    op->req = MPI_REQUEST_NULL;
+    if (need) {
+        int64_t off = pt__dp_stage_alloc(dp, need);
+        if (off < 0) return 0;
+        op->soff = off, op->sn = need;
+        if (dp->compress) {
+            uint16_t *h = (uint16_t *)(dp->stg + off);
+            float *e = dp->resid + lo;
+            for (i = 0; i < n; i++) {
+                float v = g[lo + i] + e[i];
+                h[i] = pt__dp_bf16(v);
+                e[i] = v - pt__dp_f32(h[i]);
+            }
+        } else {
+            memcpy(dp->stg + off, g + lo, (size_t)n * 4);
+        }
+        if (dp->stage == 2) memset(g + lo, 0, (size_t)n * 4); /* later passes accumulate afresh */
+    }
+    dp->next++;
+    if (from_hook) dp->stats.started_before_end++;
+    return pt__dp_issue(dp, op);
+}
+
+/* op s ready: every parameter of its bucket fired enough times */
+static int pt__dp_ready(const pt_dp *dp, int s) {
+    int b = s % dp->nb, thr = dp->stage == 2 ? s / dp->nb + 1 : dp->passes, p;
+    for (p = dp->p0[b]; p <= dp->p1[b]; p++)
+        if (dp->fired[p] < thr) return 0;
+    return 1;
+}
+
 static void pt__dp_poll(void *user) {
     pt_dp *dp = (pt_dp *)user;
-    int k, flag;
-    if (!dp->reducing) return;
-    for (k = 0; k < dp->next; k++) {
-        if (dp->done[k]) continue;
-        flag = 0;
-        if (MPI_Test(&dp->req[k], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-            dp->done[k] = 1;
-            pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Test of bucket %d failed", k);
-            return;
-        }
-        if (flag) dp->done[k] = 1;
-    }
+    if (dp->reducing && dp->ctx->status == PT_OK) (void)pt__dp_progress(dp);
 }
 static void pt__dp_hook(void *user, pt_param *p) {
     pt_dp *dp = (pt_dp *)user;
-    int b;
-    if (!dp->reducing || !p || p->id < 0 || p->id >= dp->nparams) return;
-    b = dp->bucket_of[p->id];
-    if (b < 0) return;
-    if (dp->fired[p->id] || dp->started[b]) {
-        /* a second backward into a gradient whose reduction may have started */
-        pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp: gradient of '%s' completed twice in one reducing backward (one backward per pt_dp_begin(dp, 1))",
-                 p->spec.name);
+    if (!dp->reducing || !p || p->id < 0 || p->id >= dp->nparams || dp->bucket_of[p->id] < 0) return;
+    if (++dp->fired[p->id] > dp->passes) {
+        pt__fail(dp->ctx, PT_ERR_STATE,
+                 "pt_dp: gradient of '%s' completed %d times in a step of %d backward pass(es) (pt_dp_begin_step(dp, passes); pt_dp_begin(dp, 1) = 1 pass)",
+                 p->spec.name, dp->fired[p->id], dp->passes);
         return;
     }
-    dp->fired[p->id] = 1;
-    if (--dp->left[b] > 0) return;
-    while (dp->next < dp->nb && dp->left[dp->next] == 0)
-        if (!pt__dp_start(dp, dp->next, 1)) return;
+    while (dp->next < dp->nseq && pt__dp_ready(dp, dp->next))
+        if (!pt__dp_start(dp, 1)) return;
 }
+
+/* Starts every op left (in order) and waits for all. */
+static pt_status pt__dp_complete(pt_dp *dp) {
+    double t0 = pt_time();
+    int ok = 1;
+    while (ok && dp->next < dp->nseq) ok = pt__dp_start(dp, 0);
+    ok = pt__dp_wait(dp, dp->next) && ok;
+    dp->stats.wait_s += pt_time() - t0;
+    return ok ? PT_OK : PT_ERR_DEVICE;
+}
+
+/* The staging ring: room for two of the largest bucket's staging (ZeRO-2: f32, compression: bf16),
+   at most all buckets' together (one bucket: one), or none. */
+static pt_status pt__dp_alloc_stage(pt_dp *dp) {
+    int64_t big = 0, all = 0, need;
+    int b;
+    for (b = 0; b < dp->nb; b++) {
+        int64_t m = dp->compress ? (dp->hi[b] - dp->lo[b] + 1) / 2 : dp->hi[b] - dp->lo[b];
+        big = PT__MAX(big, m), all += m;
+    }
+    need = dp->compress || dp->stage == 2 ? PT__MIN(2 * big, all) : 0;
+    if (need == dp->stg_n) return PT_OK;
+    PT_FREE(dp->stg);
+    dp->stg = NULL, dp->stg_n = dp->stg_head = 0;
+    if (need && !(dp->stg = (float *)PT_MALLOC((size_t)need * 4)))
+        return (pt_status)(pt__fail(dp->ctx, PT_ERR_OOM, "pt_dp: out of memory for the staging ring (%lld floats)", (long long)need), PT_ERR_OOM);
+    dp->stg_n = need;
+    return PT_OK;
+}
+static void pt__dp_account(pt_dp *dp) {
+    dp->stats.extra_bytes = (dp->stg_n + (dp->acc ? dp->zhi - dp->zlo : 0) + (dp->resid ? dp->ctx->slab_n : 0)) * 4;
+}
+
 #endif
 
 PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes) {
+    pt_dp_options o;
+    memset(&o, 0, sizeof o);
+    o.bucket_bytes = bucket_bytes;
+    return pt_dp_new_opts(ctx, d, &o);
+}
+
+PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *opts) {
     pt_dp *dp;
     int i, n, b, open_b;
-    int64_t cap;
+    int64_t cap, bucket_bytes;
     if (!ctx) return NULL;
+    if (!opts) return (pt_dp *)pt__fail(ctx, PT_ERR_ARG, "pt_dp_new_opts: options are NULL");
+    bucket_bytes = opts->bucket_bytes;
     if (bucket_bytes < 0)
         return (pt_dp *)pt__fail(ctx, PT_ERR_ARG, "pt_dp_new: bucket_bytes must be >= 0 (0 = 25 MiB), got %lld", (long long)bucket_bytes);
+    if ((opts->hier != 0 && opts->hier != 1) || (opts->compress != 0 && opts->compress != 1))
+        return (pt_dp *)pt__fail(ctx, PT_ERR_ARG, "pt_dp_new_opts: hier %d and compress %d must be 0 or 1", (int)opts->hier, (int)opts->compress);
+    if (ctx->dp) return (pt_dp *)pt__fail(ctx, PT_ERR_STATE, "pt_dp_new: the context already has a pt_dp (free it first)");
     if (bucket_bytes == 0) bucket_bytes = (int64_t)25 << 20;
     cap = bucket_bytes / 4;
     if (cap < 1) cap = 1;
@@ -6804,8 +7086,11 @@ PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes) {
     dp->ctx = ctx;
     dp->nparams = n;
     dp->dpsize = 1;
+    dp->nphases = 1;
+    dp->zhi = ctx->slab_n;
 #ifdef PTRAIN_MPI
-    dp->comm = MPI_COMM_NULL;
+    dp->comm = dp->node = dp->node2 = dp->cross = MPI_COMM_NULL;
+    dp->bf16sum = MPI_OP_NULL;
     if (d) {
         int s = 1;
         dp->comm = *(MPI_Comm *)pt_dist_comm(d, PT_COMM_DP);
@@ -6814,6 +7099,7 @@ PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes) {
             return (pt_dp *)pt__fail(ctx, PT_ERR_STATE, "pt_dp_new: the grid has no usable DP communicator");
         }
         dp->dpsize = s;
+        MPI_Comm_rank(dp->comm, &dp->dprank);
     }
 #else
     (void)d;
@@ -6821,17 +7107,11 @@ PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes) {
     /* the arrays: at most one bucket per parameter */
     dp->lo = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(n + 1));
     dp->hi = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(n + 1));
-    dp->nparam_b = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
-    dp->left = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
+    dp->p0 = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
+    dp->p1 = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
     dp->bucket_of = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
-    dp->fired = (unsigned char *)PT_MALLOC((size_t)(n + 1));
-    dp->started = (unsigned char *)PT_MALLOC((size_t)(n + 1));
-    dp->done = (unsigned char *)PT_MALLOC((size_t)(n + 1));
-#ifdef PTRAIN_MPI
-    dp->req = (MPI_Request *)PT_MALLOC(sizeof(MPI_Request) * (size_t)(n + 1));
-    if (!dp->req) goto oom;
-#endif
-    if (!dp->lo || !dp->hi || !dp->nparam_b || !dp->left || !dp->bucket_of || !dp->fired || !dp->started || !dp->done) goto oom;
+    dp->fired = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
+    if (!dp->lo || !dp->hi || !dp->p0 || !dp->p1 || !dp->bucket_of || !dp->fired) goto oom;
     /* cut: reverse creation order = descending slab offsets */
     open_b = 0;
     for (i = n - 1; i >= 0; i--) {
@@ -6853,55 +7133,67 @@ PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes) {
             b = dp->nb++;
             dp->lo[b] = p->slab_off;
             dp->hi[b] = p->slab_off + slice_n;
-            dp->nparam_b[b] = 0;
+            dp->p1[b] = i;
             open_b = 1;
         }
-        dp->nparam_b[b]++;
+        dp->p0[b] = i;
         dp->bucket_of[i] = b;
     }
     dp->stats.buckets = dp->nb;
-    for (b = 0; b < dp->nb; b++) {
-        dp->started[b] = dp->done[b] = 1; /* nothing in flight */
-#ifdef PTRAIN_MPI
-        dp->req[b] = MPI_REQUEST_NULL;
-#endif
-    }
+    dp->hier = opts->hier;
+    dp->compress = opts->compress;
 #ifdef PTRAIN_MPI
     if (dp->dpsize > 1) {
+        int mm[2], rc = MPI_SUCCESS;
+        if (dp->compress) {
+            if (MPI_Op_create(pt__dp_bf16_sum, 1, &dp->bf16sum) != MPI_SUCCESS) goto mpi_fail;
+            if (!(dp->resid = (float *)PT_MALLOC((size_t)PT__MAX(ctx->slab_n, 1) * 4))) goto oom;
+            memset(dp->resid, 0, (size_t)ctx->slab_n * 4);
+        }
+        if (dp->hier) { /* DP sub-communicators: by node, then by index within the node */
+            int wr = pt_dist_rank(d), r;
+            if (MPI_Comm_split(dp->comm, pt_dist_node_of(d, wr), dp->dprank, &dp->node) != MPI_SUCCESS) goto mpi_fail;
+            MPI_Comm_size(dp->node, &dp->lsize);
+            MPI_Comm_rank(dp->node, &dp->lrank);
+            if (MPI_Comm_split(dp->comm, dp->lrank, dp->dprank, &dp->cross) != MPI_SUCCESS || MPI_Comm_dup(dp->node, &dp->node2) != MPI_SUCCESS)
+                goto mpi_fail;
+            mm[0] = dp->lsize, mm[1] = -dp->lsize;
+            rc = MPI_Allreduce(MPI_IN_PLACE, mm, 2, MPI_INT, MPI_MIN, dp->comm);
+            if (rc != MPI_SUCCESS) goto mpi_fail;
+            if (mm[0] != -mm[1]) {
+                pt_dp_free(dp);
+                return (pt_dp *)pt__fail(ctx, PT_ERR_ARG, "pt_dp_new_opts: hier needs the same number of DP ranks on every node (found %d..%d)", mm[0], -mm[1]);
+            }
+            dp->hcnt = (int *)PT_MALLOC(sizeof(int) * (size_t)dp->nb * dp->lsize + 1);
+            dp->hdispl = (int *)PT_MALLOC(sizeof(int) * (size_t)dp->nb * dp->lsize + 1);
+            if (!dp->hcnt || !dp->hdispl) goto oom;
+            for (b = 0; b < dp->nb; b++)
+                for (r = 0; r < dp->lsize; r++) {
+                    int64_t m = dp->hi[b] - dp->lo[b], a = m * r / dp->lsize, e = m * (r + 1) / dp->lsize;
+                    dp->hdispl[(size_t)b * dp->lsize + r] = (int)a;
+                    dp->hcnt[(size_t)b * dp->lsize + r] = (int)(e - a);
+                }
+        }
+        if (pt__dp_alloc_stage(dp) != PT_OK) {
+            pt_dp_free(dp);
+            return NULL;
+        }
         pt_set_grad_hook(ctx, pt__dp_hook, dp);
         pt_set_backward_poll(ctx, pt__dp_poll, dp);
     }
+    pt__dp_account(dp);
 #endif
+    ctx->dp = dp;
     return dp;
+#ifdef PTRAIN_MPI
+mpi_fail:
+    pt_dp_free(dp);
+    return (pt_dp *)pt__fail(ctx, PT_ERR_DEVICE, "pt_dp_new_opts: creating the MPI operator or the hierarchical communicators failed");
+#endif
 oom:
     pt_dp_free(dp);
     return (pt_dp *)pt__fail(ctx, PT_ERR_OOM, "pt_dp_new: out of memory");
 }
-
-#ifdef PTRAIN_MPI
-/* Starts the buckets left (in order) and waits for every request. */
-static pt_status pt__dp_complete(pt_dp *dp) {
-    pt_status st = PT_OK;
-    double t0 = pt_time();
-    int k, rc;
-    while (dp->next < dp->nb)
-        if (!pt__dp_start(dp, dp->next, 0)) {
-            st = PT_ERR_DEVICE;
-            break;
-        }
-    for (k = 0; k < dp->nb; k++) {
-        if (dp->done[k]) continue;
-        rc = MPI_Wait(&dp->req[k], MPI_STATUS_IGNORE);
-        dp->done[k] = 1;
-        if (rc != MPI_SUCCESS && st == PT_OK) {
-            pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Wait of bucket %d failed (MPI error %d)", k, rc);
-            st = PT_ERR_DEVICE;
-        }
-    }
-    dp->stats.wait_s += pt_time() - t0;
-    return st;
-}
-#endif
 
 /* o still in ctx's optimizer list (it may have been freed before dp) */
 static int pt__dp_optim_alive(pt_dp *dp, pt_optim *o) {
@@ -6917,41 +7209,78 @@ PTDEF void pt_dp_free(pt_dp *dp) {
         dp->zopt->post_step = NULL;
         dp->zopt->post_user = NULL;
     }
+    if (dp->ctx->dp == dp) dp->ctx->dp = NULL;
 #ifdef PTRAIN_MPI
-    if (dp->reducing && dp->req && dp->started && dp->done) (void)pt__dp_complete(dp);
+    if (dp->reducing && dp->ops) (void)pt__dp_complete(dp);
     if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
         pt_set_grad_hook(dp->ctx, NULL, NULL);
     if (dp->dpsize > 1 && dp->ctx->poll == pt__dp_poll && dp->ctx->poll_user == (void *)dp)
         pt_set_backward_poll(dp->ctx, NULL, NULL);
-    PT_FREE(dp->req);
+    if (dp->node != MPI_COMM_NULL) MPI_Comm_free(&dp->node);
+    if (dp->node2 != MPI_COMM_NULL) MPI_Comm_free(&dp->node2);
+    if (dp->cross != MPI_COMM_NULL) MPI_Comm_free(&dp->cross);
+    if (dp->bf16sum != MPI_OP_NULL) MPI_Op_free(&dp->bf16sum);
     PT_FREE(dp->zcnt);
     PT_FREE(dp->zdispl);
+    PT_FREE(dp->bcnt);
+    PT_FREE(dp->hcnt);
+    PT_FREE(dp->hdispl);
 #endif
     PT_FREE(dp->lo);
     PT_FREE(dp->hi);
-    PT_FREE(dp->nparam_b);
-    PT_FREE(dp->left);
+    PT_FREE(dp->p0);
+    PT_FREE(dp->p1);
     PT_FREE(dp->bucket_of);
     PT_FREE(dp->fired);
-    PT_FREE(dp->started);
-    PT_FREE(dp->done);
+    PT_FREE(dp->ops);
+    PT_FREE(dp->acc);
+    PT_FREE(dp->resid);
+    PT_FREE(dp->stg);
     PT_FREE(dp);
 }
 
-PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now) {
-    int k;
+PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     if (!dp || dp->dpsize <= 1) return;
-#ifdef PTRAIN_MPI
-    if (dp->reducing) (void)pt__dp_complete(dp); /* a reduction never finished: drain it first */
-#endif
-    dp->reducing = reduce_now != 0;
-    if (!dp->reducing) return;
-    for (k = 0; k < dp->nb; k++) {
-        dp->left[k] = dp->nparam_b[k];
-        dp->started[k] = dp->done[k] = 0;
+    if (passes < 1) {
+        pt__fail(dp->ctx, PT_ERR_ARG, "pt_dp_begin_step: passes must be >= 1, got %d", passes);
+        return;
     }
-    memset(dp->fired, 0, (size_t)dp->nparams);
-    dp->next = 0;
+#ifdef PTRAIN_MPI
+    if (dp->reducing) (void)pt__dp_complete(dp); /* a step never finished: drain it first */
+    dp->rounds = dp->stage == 2 ? passes : 1;
+    if ((int64_t)dp->rounds * dp->nb > 0x7fffffff) {
+        pt__fail(dp->ctx, PT_ERR_ARG, "pt_dp_begin_step: %d passes x %d buckets is too many reductions", passes, dp->nb);
+        return;
+    }
+    if (dp->rounds * dp->nb > dp->cap_ops) {
+        pt__dp_op *ops = (pt__dp_op *)PT_REALLOC(dp->ops, sizeof *ops * (size_t)(dp->rounds * dp->nb));
+        if (!ops) {
+            pt__fail(dp->ctx, PT_ERR_OOM, "pt_dp_begin_step: out of memory");
+            return;
+        }
+        dp->ops = ops, dp->cap_ops = dp->rounds * dp->nb;
+    }
+    dp->passes = passes;
+    dp->nphases = dp->hier && dp->stage == 0 ? 3 : 1; /* hierarchical: the allreduce path only */
+    dp->nseq = dp->rounds * dp->nb;
+    dp->next = dp->retired = 0;
+    dp->stg_head = 0;
+    memset(dp->fired, 0, sizeof(int) * (size_t)dp->nparams);
+    if (dp->acc) memset(dp->acc, 0, (size_t)(dp->zhi - dp->zlo) * 4);
+    dp->reducing = 1;
+#endif
+}
+
+PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now) {
+    if (!dp || dp->dpsize <= 1) return;
+    if (reduce_now) {
+        pt_dp_begin_step(dp, 1);
+        return;
+    }
+#ifdef PTRAIN_MPI
+    if (dp->reducing) (void)pt__dp_complete(dp);
+#endif
+    dp->reducing = 0;
 }
 
 PTDEF pt_status pt_dp_finish(pt_dp *dp) {
@@ -6959,24 +7288,23 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
     if (dp->dpsize <= 1 || !dp->reducing) return PT_OK;
 #ifdef PTRAIN_MPI
     {
-        pt_status st;
-        pt_tensor gs;
-        float *g;
+        pt_status st = pt__dp_complete(dp);
+        float *g, inv = (float)dp->dpsize;
         int k;
         int64_t i;
-        st = pt__dp_complete(dp);
         dp->reducing = 0;
         if (st != PT_OK) return st;
         if (dp->ctx->nparams != dp->nparams)
             return (pt_status)(pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp_finish: parameters were created after pt_dp_new (%d, now %d)",
                                         dp->nparams, dp->ctx->nparams),
                                PT_ERR_STATE);
-        gs = pt_grad_slab(dp->ctx);
-        g = pt_f32(&gs);
-        if (!g) return (pt_status)(pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp_finish: the gradient slab has no host memory"), PT_ERR_STATE);
-        for (k = 0; k < dp->nb; k++) {
-            float inv = (float)dp->dpsize;
-            for (i = dp->lo[k]; i < dp->hi[k]; i++) g[i] = g[i] / inv;
+        if (!(g = pt__dp_grads(dp))) return PT_ERR_STATE;
+        for (k = 0; k < dp->nb; k++) { /* the sum over ranks, then one scale (ZeRO: only my shard holds it) */
+            int64_t a = dp->stage ? PT__MAX(dp->lo[k], dp->zlo) : dp->lo[k], e = dp->stage ? PT__MIN(dp->hi[k], dp->zhi) : dp->hi[k];
+            if (dp->stage == 2)
+                for (i = a; i < e; i++) g[i] = dp->acc[i - dp->zlo] / inv;
+            else
+                for (i = a; i < e; i++) g[i] = g[i] / inv;
         }
     }
 #endif
@@ -6990,13 +7318,15 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
     return s;
 }
 
-/* ---- ZeRO-1: optimizer state sharded over the DP ranks ------------------------------------------
-   Simple form: pt_dp_finish still allreduces the whole gradient (every rank holds the full mean, so
-   pt_grad_norm, and the clip scale from it, is the global norm with no extra communication); each
-   rank then updates only its own slab range with its own state shard, and the parameter slab is
-   allgathered in place over DP. Shard boundaries are multiples of 16 floats (slab slices are
-   64-byte aligned), the same on every rank. The optimizer state per rank is about 1/dp of the whole
-   (the ZeRO-1 memory win); the gradient traffic is unchanged (a reduce-scatter would halve it). */
+/* ---- ZeRO: optimizer state (1) and accumulated gradients (2) sharded over the DP ranks -----------
+   DP rank r owns the slab range [lo_r, hi_r): the slab cut in dp equal parts, boundaries rounded
+   down to 16 floats (slices are 64-byte aligned), the last rank takes the rest; the same on every
+   rank. Each bucket is reduce-scattered: rank r receives the sum of the bucket's intersection with
+   its range (counts per rank; an in-place MPI_Ireduce_scatter leaves it at the bucket's start, from
+   where it is moved to its slab place, ZeRO-1, or added to the shard accumulator, ZeRO-2). After
+   pt_dp_finish only [lo_r, hi_r) of the gradient slab holds the averaged gradient; pt_grad_norm
+   sums the shards' squares over DP (pt__grad_sumsq). pt_optim_step updates the own range with the
+   own moment shard, then post_step allgathers the parameter slab in place over DP. */
 #ifdef PTRAIN_MPI
 static pt_status pt__dp_zero_gather(void *user) {
     pt_dp *dp = (pt_dp *)user;
@@ -7018,15 +7348,17 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
     if (!dp || !o) return PT_ERR_ARG;
     ctx = dp->ctx;
     if (o->ctx != ctx) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: the optimizer belongs to another context"), PT_ERR_ARG);
-    if (stage != 0 && stage != 1)
-        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: stage %d (expected 0 or 1)", stage), PT_ERR_ARG);
-    if (stage == 1 && dp->zopt && dp->zopt != o && pt__dp_optim_alive(dp, dp->zopt))
+    if (stage < 0 || stage > 2)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: stage %d (expected 0, 1 or 2)", stage), PT_ERR_ARG);
+    if (stage && dp->zopt && dp->zopt != o && pt__dp_optim_alive(dp, dp->zopt))
         return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: another optimizer is already sharded over this pt_dp"), PT_ERR_STATE);
+    if (dp->reducing)
+        return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: a step is open (call it between pt_dp_finish and the next step)"), PT_ERR_STATE);
     hi = ctx->slab_n;
     if (dp->dpsize <= 1) return pt__optim_reshard(o, lo, hi); /* one rank: the shard is the whole slab */
 #ifdef PTRAIN_MPI
     {
-        int r, me = 0, n = dp->dpsize;
+        int r, b, me = dp->dprank, n = dp->dpsize;
         pt_status st;
         if (ctx->slab_n > 0x7fffffff)
             return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: slab of %lld floats exceeds MPI's int counts", (long long)ctx->slab_n),
@@ -7034,23 +7366,40 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
         if (!dp->zcnt) {
             dp->zcnt = (int *)PT_MALLOC(sizeof(int) * (size_t)n);
             dp->zdispl = (int *)PT_MALLOC(sizeof(int) * (size_t)n);
-            if (!dp->zcnt || !dp->zdispl) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory"), PT_ERR_OOM);
+            dp->bcnt = (int *)PT_MALLOC(sizeof(int) * (size_t)n * (size_t)(dp->nb + 1));
+            if (!dp->zcnt || !dp->zdispl || !dp->bcnt) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory"), PT_ERR_OOM);
+            for (r = 0; r < n; r++) {
+                int64_t a = (ctx->slab_n * r / n) & ~(int64_t)15, e = r + 1 < n ? (ctx->slab_n * (r + 1) / n) & ~(int64_t)15 : ctx->slab_n;
+                dp->zdispl[r] = (int)a;
+                dp->zcnt[r] = (int)(e - a);
+                for (b = 0; b < dp->nb; b++)
+                    dp->bcnt[(size_t)b * n + r] = (int)PT__MAX(0, PT__MIN(dp->hi[b], e) - PT__MAX(dp->lo[b], a));
+            }
         }
-        MPI_Comm_rank(dp->comm, &me);
-        for (r = 0; r < n; r++) {
-            int64_t a = (ctx->slab_n * r / n) & ~(int64_t)15, b = r + 1 < n ? (ctx->slab_n * (r + 1) / n) & ~(int64_t)15 : ctx->slab_n;
-            dp->zdispl[r] = (int)a;
-            dp->zcnt[r] = (int)(b - a);
-        }
-        if (stage == 1) {
+        if (stage) {
             st = pt__optim_reshard(o, dp->zdispl[me], (int64_t)dp->zdispl[me] + dp->zcnt[me]);
             if (st != PT_OK) return st;
             o->post_step = pt__dp_zero_gather;
             o->post_user = dp;
             dp->zopt = o;
-            return PT_OK;
+            dp->zlo = dp->zdispl[me], dp->zhi = (int64_t)dp->zdispl[me] + dp->zcnt[me];
+            PT_FREE(dp->acc);
+            dp->acc = NULL;
+            if (stage == 2 && !(dp->acc = (float *)PT_MALLOC((size_t)PT__MAX(dp->zhi - dp->zlo, 1) * 4)))
+                return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory for the gradient shard"), PT_ERR_OOM);
+            dp->stage = stage;
+            st = pt__dp_alloc_stage(dp);
+            pt__dp_account(dp);
+            return st;
         }
         /* stage 0: gather the state shards back into full slabs */
+        dp->stage = 0;
+        dp->zlo = 0, dp->zhi = hi;
+        PT_FREE(dp->acc);
+        dp->acc = NULL;
+        st = pt__dp_alloc_stage(dp);
+        pt__dp_account(dp);
+        if (st != PT_OK) return st;
         if (o->zlo == 0 && o->zhi == hi) return PT_OK;
         if (o->zlo != dp->zdispl[me] || o->zhi != (int64_t)dp->zdispl[me] + dp->zcnt[me])
             return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: the optimizer is not sharded over this pt_dp"), PT_ERR_STATE);
@@ -7169,29 +7518,37 @@ static int pt__sum_f64(pt_ctx *ctx, int comm, double *x, const char *what) {
    of split parameters are summed over the TP ranks, replicated parameters (identical on every TP
    rank) are counted once; parameters are visited in slab order, so the result is deterministic. */
 static double pt__grad_sumsq(pt_ctx *ctx) {
+    /* local partial sums over the gradient range this rank holds reduced (ZeRO: its DP shard):
+       [0] TP-split parameters, [1] the rest (replicated over TP); then the reductions */
     pt_tensor gs = pt_grad_slab(ctx);
     const pt_dist *d = ctx->desc.dist;
-    double shard = 0.0, repl = 0.0;
-    int i, tp = pt_tp_size(ctx), pp = d ? pt_dist_layout(d).pp : 1, tied = 0;
+    double part[2] = {0.0, 0.0};
+    int64_t lo, hi;
+    int i, dpshard = pt__dp_grad_range(ctx, &lo, &hi), tp = pt_tp_size(ctx), pp = d ? pt_dist_layout(d).pp : 1, tied = 0;
     for (i = 0; i < ctx->nparams; i++) tied |= (ctx->params[i]->spec.flags & PT_PARAM_TIED_COPY) != 0;
-    if (tp <= 1 && pp <= 1 && !tied) return ctx->be->sumsq(ctx, &gs, ctx->slab_n);
-    for (i = 0; i < ctx->nparams; i++) {
-        pt_param *p = ctx->params[i];
-        double s;
-        if (p->spec.flags & PT_PARAM_TIED_COPY) continue; /* the original elsewhere counts */
-        s = ctx->be->sumsq(ctx, &p->grad, pt_numel(&p->grad));
-        if (tp > 1 && p->spec.split_dim >= 0 && p->spec.split_parts > 1) shard += s;
-        else repl += s;
+    if (tp <= 1 && !tied) {
+        gs.off = lo;
+        part[1] = ctx->be->sumsq(ctx, &gs, hi - lo);
+    } else {
+        for (i = 0; i < ctx->nparams; i++) {
+            pt_param *p = ctx->params[i];
+            pt_tensor t = gs;
+            int64_t a = PT__MAX(lo, p->slab_off), e = PT__MIN(hi, p->slab_off + pt_numel(&p->grad));
+            if (e <= a || (p->spec.flags & PT_PARAM_TIED_COPY)) continue; /* a tied copy: the original elsewhere counts */
+            t.off = a;
+            part[p->spec.split_dim >= 0 && p->spec.split_parts > 1 ? 0 : 1] += ctx->be->sumsq(ctx, &t, e - a);
+        }
     }
+    if (dpshard) pt__dp_sum(ctx, part, 2); /* ZeRO: the shards together are the whole gradient */
+    (void)pp;
 #ifdef PTRAIN_MPI
-    if (tp > 1) pt__sum_f64(ctx, PT_COMM_TP, &shard, "pt_grad_norm");
+    if (tp > 1) pt__sum_f64(ctx, PT_COMM_TP, &part[0], "pt_grad_norm");
     if (pp > 1) { /* the stages hold disjoint parameters: sum over the pipeline */
-        double t = shard + repl;
-        pt__sum_f64(ctx, PT_COMM_PP, &t, "pt_grad_norm");
-        return t;
+        part[0] += part[1], part[1] = 0.0;
+        pt__sum_f64(ctx, PT_COMM_PP, &part[0], "pt_grad_norm");
     }
 #endif
-    return shard + repl;
+    return part[0] + part[1];
 }
 
 /* ---- f: identity forward, allreduce backward ---------------------------------------------------- */

@@ -16,14 +16,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench_util.h"
 
 /* GFLOP/s of OpenBLAS sgemm at n, median of reps */
 static double openblas_gflops(int n, int threads, int reps) {

@@ -1,8 +1,10 @@
 #!/bin/sh
 # tests/dp_test.sh [BUILD_DIR] - data parallelism (>>dp). Builds tests/test_dp.c without MPI (a world of
 # one: pt_dp never communicates) and with mpicc -DPTRAIN_MPI -fopenmp, runs the plain one and the MPI
-# one under mpirun -np 2 and -np 4 (each rank checks bucketed, overlapped gradient averaging,
-# gradient accumulation and determinism against a single-process reference it also computes), and
+# one under mpirun -np 2 and -np 4, and -np 4 with 2 fake nodes (each rank checks bucketed, overlapped
+# gradient averaging, accumulation over 1-4 passes incl. interleaved ones, hierarchical allreduce, bf16
+# compression and determinism against a single-process reference it also computes), test_zero
+# (ZeRO-1/2, global clip norm, optimizer bytes per rank) under -np 2 and -np 4, and
 # compiles the implementation with and without MPI as C and C++ (-Wall -Wextra -Werror; only
 # pt_*/PT_* symbols defined). Prints one PASS/FAIL line per run or check, then "N passed, N failed"
 # (a run that fails without a failed check, e.g. a crash or a timeout, adds one failure).
@@ -31,7 +33,10 @@ if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$BUILD/test_dp_mpi" -lm >"
     for n in 2 4; do
         prog "mpirun -np $n test_dp" "$BUILD/dp_np$n.log" $MPIRUN -np $n "$B/test_dp_mpi"
     done
-    if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_zero.c -o "$BUILD/test_zero_mpi" -lm >"$BUILD/test_zero_mpi.build.log" 2>&1; then for n in 2 4; do prog "mpirun -np $n test_zero (ZeRO-1)" "$BUILD/zero_np$n.log" $MPIRUN -np $n "$B/test_zero_mpi"; done; else fail "build test_zero_mpi" "see $BUILD/test_zero_mpi.build.log"; fi
+    # hierarchical allreduce across 2 fake nodes of 2 ranks
+    prog "mpirun -np 4 test_dp, PTRAIN_FAKE_NODE_SIZE=2 (hierarchical over 2 nodes)" "$BUILD/dp_np4_nodes2.log" \
+        env PTRAIN_FAKE_NODE_SIZE=2 $MPIRUN -x PTRAIN_FAKE_NODE_SIZE -np 4 "$B/test_dp_mpi"
+    if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_zero.c -o "$BUILD/test_zero_mpi" -lm >"$BUILD/test_zero_mpi.build.log" 2>&1; then for n in 2 4; do prog "mpirun -np $n test_zero (ZeRO-1/2)" "$BUILD/zero_np$n.log" $MPIRUN -np $n "$B/test_zero_mpi"; done; else fail "build test_zero_mpi" "see $BUILD/test_zero_mpi.build.log"; fi
 else
     fail "build test_dp_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_dp_mpi.build.log"
     head -n 20 "$BUILD/test_dp_mpi.build.log" | sed 's/^/    /'

@@ -23,7 +23,8 @@ int main(int argc, char **argv) {
     run_cfg c;
     run_out ref, a;
     pt_rng rng;
-    int s, i, fails;
+    int s, i, fails, stage;
+    char name[256];
     int64_t full, want, tol, sum;
     if (!t) return 1;
     t->d = pt_dist_init(&argc, &argv, NULL, err, sizeof err);
@@ -38,12 +39,14 @@ int main(int argc, char **argv) {
     for (s = 0; s < STEPS; s++)
         for (i = 0; i < B * T; i++) t->ids[s][i] = (int32_t)(pt_rng_u32(&rng) % 64), t->tgt[s][i] = (int32_t)(pt_rng_u32(&rng) % 64);
     if (t->rank == 0) printf("test_zero: %d DP ranks, GPT vocab 64, 2 layers, width 32, B=%d T=%d, %d AdamW steps, ZeRO-1\n", t->dpn, B, T, STEPS);
-    if (!check(t, B % (2 * t->dpn) == 0, "the global batch splits into 2 micro-batches per rank", "use np 1, 2 or 4")) goto done;
+    if (!check(t, B % (MAXMICRO * t->dpn) == 0, "the global batch splits into 4 micro-batches per rank", "use np 1, 2 or 4")) goto done;
 
     memset(&c, 0, sizeof c);
     c.whole = 1, c.micro = 1, c.zero_at = c.unzero_at = -1;
     run(t, &c, &ref); /* the single-process reference */
     check(t, ref.ok, "reference (whole batch, no DP) trains", ref.err);
+    snprintf(why, sizeof why, "step-0 gradient norm %.4f", ref.norm[0]);
+    check(t, ref.norm[0] > 0.5f, "reference: clipping (clip_norm 0.5) is active at step 0, so the norm under DP/ZeRO matters", why);
     full = ref.state_bytes;
     {
         pt_tensor ps = pt_param_slab(ref.ctx);
@@ -87,10 +90,71 @@ int main(int argc, char **argv) {
     compare(t, "ZeRO-1 on at step 2, off at step 4 (state kept across re-sharding)", &a, &ref);
     pt_shutdown(a.ctx);
 
+    /* the step contract under ZeRO-1 and ZeRO-2: passes 1, 2, 4 (the global batch split further), 16 KiB buckets */
+    c.extras = 0, c.zero_at = 0, c.unzero_at = -1, c.bucket = 16 << 10, c.step_api = 1;
+    for (stage = 1; stage <= 2; stage++)
+        for (i = 1; i <= 4; i *= 2) {
+            int64_t per = 4 * pt_param_numel(ref.ctx) + 4 * 16 * pt_param_count(ref.ctx); /* bytes of one whole reduction, pads included */
+            c.stage = stage, c.micro = i;
+            run(t, &c, &a);
+            snprintf(name, sizeof name, "ZeRO-%d, pt_dp_begin_step(dp, %d)", stage, i);
+            compare(t, name, &a, &ref);
+            want = full / t->dpn, tol = 2 * 2 * 16 * 4;
+            snprintf(why, sizeof why, "%lld bytes, want %lld +- %lld", (long long)a.state_bytes, (long long)want, (long long)tol);
+            snprintf(name, sizeof name, "ZeRO-%d, %d passes: optimizer bytes per rank = full / dp", stage, i);
+            check(t, a.ok && llabs(a.state_bytes - want) <= tol, name, why);
+            snprintf(why, sizeof why, "bytes reduced %lld (one whole reduction <= %lld), started during backward %lld of %lld",
+                     (long long)a.st.bytes_reduced, (long long)per, (long long)a.st.started_before_end,
+                     (long long)(a.st.buckets * STEPS * (stage == 2 ? i : 1)));
+            snprintf(name, sizeof name, "ZeRO-%d, %d passes: %s per step, started during backward", stage, i,
+                     stage == 2 ? "one reduce-scatter per pass" : "one reduce-scatter");
+            check(t, t->dpn == 1 || (a.st.bytes_reduced <= (int64_t)STEPS * (stage == 2 ? i : 1) * per &&
+                                     a.st.bytes_reduced > (int64_t)STEPS * (stage == 2 ? i : 1) * (per / 2) && a.st.started_before_end > 0),
+                  name, why);
+            if (stage == 2 && i == 4) {
+                run_out b;
+                pt_tensor pa = pt_param_slab(a.ctx), pb;
+                snprintf(why, sizeof why, "extra %lld bytes, shard %lld", (long long)a.st.extra_bytes, (long long)(full / 2 / t->dpn));
+                check(t, t->dpn == 1 || (a.st.extra_bytes >= full / 2 / t->dpn && a.st.extra_bytes <= full / 2 / t->dpn + 2 * (16 << 10) + 64),
+                      "ZeRO-2: the reducer holds the gradient shard (slab/dp) and a staging ring of two buckets", why);
+                run(t, &c, &b);
+                pb = pt_param_slab(b.ctx);
+                check(t, a.ok && b.ok && !memcmp(a.loss, b.loss, sizeof a.loss) && !memcmp(pt_f32(&pa), pt_f32(&pb), (size_t)pt_numel(&pa) * 4),
+                      "ZeRO-2, 4 passes, run twice: bit-identical losses and parameters", "they differ");
+                pt_shutdown(b.ctx);
+            }
+            pt_shutdown(a.ctx);
+        }
+
+    /* ZeRO-2 with interleaved passes of a split model (part B one micro-batch ahead of part A) */
+    {
+        run_out uref;
+        run_cfg u;
+        memset(&u, 0, sizeof u);
+        u.whole = 1, u.micro = 1, u.zero_at = u.unzero_at = -1, u.untied = 1;
+        run(t, &u, &uref);
+        u.whole = 0, u.use_dp = 1, u.bucket = 16 << 10, u.split = 1, u.micro = 4, u.zero_at = 0, u.stage = 2;
+        run(t, &u, &a);
+        compare(t, "ZeRO-2, split model, 4 interleaved passes (B0 B1 A0 B2 A1 B3 A2 A3)", &a, &uref);
+        pt_shutdown(a.ctx);
+        pt_shutdown(uref.ctx);
+    }
+
+    /* bf16 compression under ZeRO-1 and ZeRO-2 (reduce-scatter of bf16 buckets): the looser bound */
+    c.compress = 1, c.micro = 2;
+    for (stage = 1; stage <= 2; stage++) {
+        c.stage = stage;
+        run(t, &c, &a);
+        snprintf(name, sizeof name, "ZeRO-%d, 2 passes, bf16 compression with error feedback", stage);
+        compare_tol(t, name, &a, &ref, 1e-3, 5e-2, 1e-2);
+        pt_shutdown(a.ctx);
+    }
+    c.compress = 0, c.step_api = 0, c.stage = 0, c.micro = 1, c.bucket = 0;
+
     /* the check can fail: without the allgather each rank holds only its own shard's updates */
     if (t->dpn > 1) {
         double pd;
-        c.zero_at = 0, c.unzero_at = -1, c.no_gather = 1;
+        c.zero_at = 0, c.unzero_at = -1, c.no_gather = 1, c.extras = 0;
         run(t, &c, &a);
         pd = a.ok ? param_diff(a.ctx, ref.ctx) : 0;
         snprintf(why, sizeof why, "worst per-tensor relative difference only %.3g", pd);
