@@ -5455,7 +5455,11 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
         for (s = 0; s < nmine; s++) m->mine[mine[s]] = 1;
     }
     embed = m->mine[0], head = m->mine[nstages - 1];
-    /* creation order = slab order: embedding, blocks, final norm, head (as the unsplit model) */
+    /* creation order = slab order: embedding, blocks, final norm, head (as the unsplit model); a
+       tied copy of the embedding on a last stage without the first comes first, so it lands in the
+       last gradient bucket (the one reduced last, after the pipeline sums the two copies) */
+    if (head && !embed && !cfg->untied)
+        m->lm_head = pt__tp_param(ctx, "wte", "", 2, vp, cfg->width, PT_INIT_NORMAL, 0.02f, 0, tp > 1 ? 0 : -1, 1);
     if (embed) {
         /* the token table (and an untied head) split over vocabulary rows across TP (replicated at tp 1) */
         m->wte = pt__tp_param(ctx, "wte", "", 2, vp, cfg->width, PT_INIT_NORMAL, 0.02f, 0, tp > 1 ? 0 : -1, 1);
@@ -5473,7 +5477,7 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
         m->lnf_w = pt__param2(ctx, "lnf.w", "", 1, cfg->width, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
         m->lnf_b = pt__param2(ctx, "lnf.b", "", 1, cfg->width, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
         if (cfg->untied) m->lm_head = pt__tp_param(ctx, "lm_head", "", 2, vp, cfg->width, PT_INIT_NORMAL, 0.02f, 0, tp > 1 ? 0 : -1, 1);
-        else m->lm_head = embed ? m->wte : pt__tp_param(ctx, "wte", "", 2, vp, cfg->width, PT_INIT_NORMAL, 0.02f, 0, tp > 1 ? 0 : -1, 1);
+        else if (embed) m->lm_head = m->wte;
     }
     if (ctx->status != PT_OK) {
         pt_gpt_free(m);
@@ -8244,6 +8248,7 @@ typedef struct pt__pp_sendbuf {
     int busy;
 #ifdef PTRAIN_MPI
     MPI_Request req[2];
+    uint64_t seq[2]; /* their collective records */
 #endif
 } pt__pp_sendbuf;
 
@@ -8273,6 +8278,10 @@ struct pt_pp {
     int nsb;
     int ntied;
     pt_param **tied;    /* parameters summed with the other end of the pipeline */
+    int *tied_fires;    /* [ntied] gradient completions held back this step */
+    int fires;          /* completions per parameter in a step: m * rounds */
+    void (*hook)(void *user, pt_param *p); /* the context's grad hook (the DP reducer's), interposed */
+    void *hook_user;
     float *tied_tmp;
     int64_t tied_cap;
     int failed;         /* this step: a local forward/backward failed */
@@ -8324,14 +8333,20 @@ static pt_tensor *pt__pp_unbox(pt_pp *pp, pt_graph *g, pt__pp_box *b, const char
 /* the tag of a transfer's header (the data has tag + 1) */
 static int pt__pp_tag(const pt_pp *pp, int mb, int stage, int kind) { return ((mb * pp->p * pp->v + stage) * 2 + kind) * 2; }
 
+/* a send buffer's two messages completed (or failed): close their records */
+static void pt__pp_send_done(pt_pp *pp, pt__pp_sendbuf *s, int rc) {
+    pt__coll_end(pp->d, s->seq[0], rc);
+    pt__coll_end(pp->d, s->seq[1], rc);
+    s->busy = 0;
+}
+
 static pt__pp_sendbuf *pt__pp_sendbuf_get(pt_pp *pp, size_t bytes) {
     int i, pick = -1;
     for (i = 0; i < pp->nsb; i++) {
         pt__pp_sendbuf *s = &pp->sb[i];
         if (s->busy) {
-            int flag = 0;
-            MPI_Testall(2, s->req, &flag, MPI_STATUSES_IGNORE);
-            if (flag) s->busy = 0;
+            int flag = 0, rc = MPI_Testall(2, s->req, &flag, MPI_STATUSES_IGNORE);
+            if (flag || rc != MPI_SUCCESS) pt__pp_send_done(pp, s, rc);
         }
         if (!s->busy && (pick < 0 || (s->cap >= bytes && pp->sb[pick].cap < bytes))) pick = i;
     }
@@ -8362,18 +8377,25 @@ static int pt__pp_send(pt_pp *pp, const pt__pp_box *b, int peer, int tag) {
     for (i = 0; i < PT_MAX_DIMS; i++) h[1 + i] = b->shape[i];
     h[5] = b->bad, h[6] = b->n, h[7] = 0;
     if (b->n) memcpy(s->buf + 8 * sizeof(int64_t), b->data, (size_t)b->n * sizeof(float));
+    s->req[0] = s->req[1] = MPI_REQUEST_NULL;
+    s->seq[0] = pt__coll_begin(pp->d, PT_COLL_ISEND, PT_COMM_PP, 8, PT_COLL_I64, peer);
     rc = MPI_Isend(h, 8, MPI_INT64_T, peer, tag, pp->comm, &s->req[0]);
+    s->seq[1] = pt__coll_begin(pp->d, PT_COLL_ISEND, PT_COMM_PP, b->n, PT_COLL_F32, peer);
     if (rc == MPI_SUCCESS) rc = MPI_Isend(s->buf + 8 * sizeof(int64_t), (int)b->n, MPI_FLOAT, peer, tag + 1, pp->comm, &s->req[1]);
-    if (rc != MPI_SUCCESS) return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: MPI_Isend to pipeline rank %d failed (MPI error %d)", peer, rc), 0;
     s->busy = 1;
+    if (rc != MPI_SUCCESS) {
+        pt__pp_send_done(pp, s, rc);
+        return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: MPI_Isend to pipeline rank %d failed: %s", peer, pt__coll_why(pp->d, rc)), 0;
+    }
     pp->stats.bytes_sent += (int64_t)bytes;
     return 1;
 }
 
 static int pt__pp_recv(pt_pp *pp, pt__pp_box *b, int peer, int tag) {
     int64_t h[8], n;
-    int i, rc = MPI_Recv(h, 8, MPI_INT64_T, peer, tag, pp->comm, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: MPI_Recv from pipeline rank %d failed (MPI error %d)", peer, rc), 0;
+    uint64_t sq = pt__coll_begin(pp->d, PT_COLL_RECV, PT_COMM_PP, 8, PT_COLL_I64, peer);
+    int i, rc = pt__coll_end(pp->d, sq, MPI_Recv(h, 8, MPI_INT64_T, peer, tag, pp->comm, MPI_STATUS_IGNORE));
+    if (rc != MPI_SUCCESS) return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: MPI_Recv from pipeline rank %d failed: %s", peer, pt__coll_why(pp->d, rc)), 0;
     n = h[6];
     if (n < 0 || n > 0x7fffffff || h[0] < 1 || h[0] > PT_MAX_DIMS)
         return pt__fail(pp->ctx, PT_ERR_STATE, "pt_pp: malformed transfer header from pipeline rank %d (ndim %lld, %lld floats)", peer,
@@ -8385,18 +8407,16 @@ static int pt__pp_recv(pt_pp *pp, pt__pp_box *b, int peer, int tag) {
     }
     b->ndim = (int)h[0], b->bad = h[5] != 0, b->n = n, b->full = 1;
     for (i = 0; i < PT_MAX_DIMS; i++) b->shape[i] = h[1 + i];
-    rc = MPI_Recv(b->data, (int)n, MPI_FLOAT, peer, tag + 1, pp->comm, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: MPI_Recv from pipeline rank %d failed (MPI error %d)", peer, rc), 0;
+    sq = pt__coll_begin(pp->d, PT_COLL_RECV, PT_COMM_PP, n, PT_COLL_F32, peer);
+    rc = pt__coll_end(pp->d, sq, MPI_Recv(b->data, (int)n, MPI_FLOAT, peer, tag + 1, pp->comm, MPI_STATUS_IGNORE));
+    if (rc != MPI_SUCCESS) return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: MPI_Recv from pipeline rank %d failed: %s", peer, pt__coll_why(pp->d, rc)), 0;
     return 1;
 }
 
 static void pt__pp_wait_sends(pt_pp *pp) {
     int i;
     for (i = 0; i < pp->nsb; i++)
-        if (pp->sb[i].busy) {
-            MPI_Waitall(2, pp->sb[i].req, MPI_STATUSES_IGNORE);
-            pp->sb[i].busy = 0;
-        }
+        if (pp->sb[i].busy) pt__pp_send_done(pp, &pp->sb[i], MPI_Waitall(2, pp->sb[i].req, MPI_STATUSES_IGNORE));
 }
 
 /* tied parameters: pipeline rank 0 sends its parameter names and sizes to rank p-1, which answers
@@ -8482,9 +8502,12 @@ static int pt__pp_sum_tied(pt_pp *pp) {
             if (!t) return pt__fail(pp->ctx, PT_ERR_OOM, "pt_pp: out of memory"), 0;
             pp->tied_tmp = t, pp->tied_cap = n;
         }
-        rc = MPI_Sendrecv(g, (int)n, MPI_FLOAT, other, 7, pp->tied_tmp, (int)n, MPI_FLOAT, other, 7, pp->comm, MPI_STATUS_IGNORE);
+        {
+            uint64_t sq = pt__coll_begin(pp->d, PT_COLL_SEND, PT_COMM_PP, n, PT_COLL_F32, other); /* a send-receive pair */
+            rc = pt__coll_end(pp->d, sq, MPI_Sendrecv(g, (int)n, MPI_FLOAT, other, 7, pp->tied_tmp, (int)n, MPI_FLOAT, other, 7, pp->comm, MPI_STATUS_IGNORE));
+        }
         if (rc != MPI_SUCCESS)
-            return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: exchanging the tied gradient of '%s' failed (MPI error %d)", q->spec.name, rc), 0;
+            return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: exchanging the tied gradient of '%s' failed: %s", q->spec.name, pt__coll_why(pp->d, rc)), 0;
         for (j = 0; j < n; j++) g[j] = g[j] + pp->tied_tmp[j];
     }
     return 1;
@@ -8519,6 +8542,7 @@ PTDEF void pt_pp_free(pt_pp *pp) {
     PT_FREE(pp->slot_out);
     PT_FREE(pp->losses);
     PT_FREE(pp->tied);
+    PT_FREE(pp->tied_fires);
     PT_FREE(pp->tied_tmp);
     pt_pp_schedule_free(pp->sched);
     pt_pp_schedule_free(pp->fsched);
@@ -8592,6 +8616,8 @@ PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc) {
     if (d && pt_dist_size(d) > 1) {
         ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
         if (ok && !pt__pp_find_tied(pp)) pt__msg(msg, sizeof msg, "%s", pt_error(ctx)), ok = 0;
+        if (ok && pp->ntied && !(pp->tied_fires = (int *)PT_MALLOC(sizeof(int) * (size_t)pp->ntied)))
+            pt__msg(msg, sizeof msg, "pt_pp_new: out of memory"), ok = 0;
         ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
     }
 #endif
@@ -8739,19 +8765,36 @@ static float pt__pp_done(pt_pp *pp, float loss, pt_status st) {
             return NAN;
         }
         if (pp->p > 1) {
-            MPI_Bcast(&loss, 1, MPI_FLOAT, pp->p - 1, pp->comm);
+            uint64_t sq = pt__coll_begin(pp->d, PT_COLL_BCAST, PT_COMM_PP, 1, PT_COLL_F32, pp->p - 1);
+            pt__coll_end(pp->d, sq, sq ? MPI_Bcast(&loss, 1, MPI_FLOAT, pp->p - 1, pp->comm) : PT__COLL_REFUSED);
             b[0] = pp->stats.my_bubble;
-            MPI_Allreduce(MPI_IN_PLACE, b, 1, MPI_DOUBLE, MPI_SUM, pp->comm);
+            pt__sum_f64(ctx, PT_COMM_PP, b, "pt_pp (bubble)");
             pp->stats.bubble = b[0] / pp->p;
         }
         if (pt_dist_layout(pp->d).dp > 1) {
-            MPI_Allreduce(MPI_IN_PLACE, &loss, 1, MPI_FLOAT, MPI_SUM, *(MPI_Comm *)pt_dist_comm(pp->d, PT_COMM_DP));
-            loss /= (float)pt_dist_layout(pp->d).dp;
+            b[0] = loss;
+            pt__sum_f64(ctx, PT_COMM_DP, b, "pt_pp (loss)");
+            loss = (float)(b[0] / pt_dist_layout(pp->d).dp);
         }
-        return loss;
+        return ctx->status == PT_OK ? loss : NAN;
     }
 #endif
     return ok ? loss : NAN;
+}
+
+/* the grad hook while a step runs with tied parameters: passes every completion on to the DP
+   reducer's hook except a tied parameter's, which pt_pp_step passes on after summing the two
+   copies -- so the bucket holding it is reduced (with ZeRO-2: reduce-scattered) only once the sum
+   is in; until then its slab range keeps accumulating, which is what the reducer expects */
+static void pt__pp_hook(void *user, pt_param *p) {
+    pt_pp *pp = (pt_pp *)user;
+    int i;
+    for (i = 0; i < pp->ntied; i++)
+        if (pp->tied[i] == p) {
+            pp->tied_fires[i]++;
+            return;
+        }
+    if (pp->hook) pp->hook(pp->hook_user, p);
 }
 
 PTDEF float pt_pp_step(pt_pp *pp, int round, int rounds) {
@@ -8768,16 +8811,28 @@ PTDEF float pt_pp_step(pt_pp *pp, int round, int rounds) {
         return NAN;
     }
     last = round == rounds - 1;
-    pt_dp_begin(pp->dp, 0); /* accumulate during the schedule; averaged over DP after it */
+    /* every parameter's gradient completes m * rounds times in a step; the DP reducer starts a
+       bucket's reduction during the backward that completes it the last time */
+    pp->fires = pp->m * rounds;
+    if (round == 0) {
+        int i;
+        pt_dp_begin_step(pp->dp, pp->fires);
+        for (i = 0; i < pp->ntied; i++) pp->tied_fires[i] = 0;
+    }
+    if (pp->ntied) { /* hold the tied parameters' last completion until the two copies are summed */
+        pp->hook = pp->ctx->grad_hook, pp->hook_user = pp->ctx->grad_hook_user;
+        pt_set_grad_hook(pp->ctx, pt__pp_hook, pp);
+    }
     loss = pt__pp_exec(pp, pp->sched, 1, 1.0f / ((float)pp->m * (float)rounds));
+    if (pp->ntied) pt_set_grad_hook(pp->ctx, pp->hook, pp->hook_user);
     if (last && !pp->failed) {
-        if (pp->dp) {
-            pt_dp_begin(pp->dp, 1);
-            st = pt_dp_finish(pp->dp);
-        }
 #ifdef PTRAIN_MPI
-        if (st == PT_OK && pp->ntied && !pt__pp_sum_tied(pp)) st = pp->ctx->status;
+        int i;
+        if (pp->ntied && !pt__pp_sum_tied(pp)) st = pp->ctx->status;
+        for (i = 0; st == PT_OK && i < pp->ntied; i++)
+            while (pp->hook && pp->tied_fires[i]-- > 0) pp->hook(pp->hook_user, pp->tied[i]);
 #endif
+        if (st == PT_OK && pp->dp) st = pt_dp_finish(pp->dp);
     }
     return pt__pp_done(pp, loss, st);
 }

@@ -14,7 +14,8 @@
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
    --device), the layout --dp D --tp T --pp P (0 = the rest of the world; default: all data
-   parallel), --zero 0|1 (optimizer state sharded over DP), --schedule gpipe|1f1b|interleaved
+   parallel), --zero 0|1|2 (optimizer state, then gradients too, sharded over DP), --compress bf16
+   (gradients on the wire as bf16 with error feedback), --hier (hierarchical allreduce), --schedule gpipe|1f1b|interleaved
    (default 1f1b), --virtual-stages V (interleaved; default 2), --micro-batches M (default pp),
    --accum K (rounds of M micro-batches per optimizer step), --split balanced|equal, --bucket-kb N
    (DP bucket size), --data DIR, --val-every N, --sample N (bytes to generate at the end).
@@ -128,6 +129,7 @@ int main(int argc, char **argv) {
     char err[1024], path[512];
     const char *data = "data/fortunes";
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
+    int hier = 0, compress = 0;
     int i, rank, fail = 0;
     text train = {0, 0}, val = {0, 0};
     pt_dist *d;
@@ -140,6 +142,10 @@ int main(int argc, char **argv) {
     }
     for (i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(f, "--hier")) { /* the one flag without a value */
+            hier = 1;
+            continue;
+        }
         int *num = !strcmp(f, "--dp") ? &lay.dp : !strcmp(f, "--tp") ? &lay.tp : !strcmp(f, "--pp") ? &lay.pp : !strcmp(f, "--zero") ? &zero
                  : !strcmp(f, "--virtual-stages") ? &vstages : !strcmp(f, "--micro-batches") ? &mbs : !strcmp(f, "--accum") ? &accum
                  : !strcmp(f, "--val-every") ? &val_every : !strcmp(f, "--sample") ? &sample : !strcmp(f, "--bucket-kb") ? &bucket_kb : NULL;
@@ -168,6 +174,12 @@ int main(int argc, char **argv) {
             balanced = !strcmp(v, "balanced");
         } else if (!strcmp(f, "--data")) {
             data = v;
+        } else if (!strcmp(f, "--compress")) {
+            if (strcmp(v, "bf16") && strcmp(v, "none")) {
+                fprintf(stderr, "07_gpt_3d: --compress expects bf16 or none, found '%s'\n", v);
+                return 2;
+            }
+            compress = !strcmp(v, "bf16");
         } else {
             fprintf(stderr, "07_gpt_3d: unknown flag '%s' (try --help)\n", f);
             return 2;
@@ -177,7 +189,9 @@ int main(int argc, char **argv) {
     if (a.help) {
         pt_args_usage(&a, "07_gpt_3d",
                       "  --dp D --tp T --pp P  layout (0 = the rest of the world; default all data parallel)\n"
-                      "  --zero Z              0 or 1: optimizer state sharded over the DP ranks (0)\n"
+                      "  --zero Z              0, 1 (optimizer state sharded over DP) or 2 (gradients too) (0)\n"
+                      "  --compress C          bf16: gradients travel as bf16 with error feedback (none)\n"
+                      "  --hier                hierarchical allreduce: in-node, across nodes, in-node\n"
                       "  --schedule S          gpipe, 1f1b or interleaved (1f1b)\n"
                       "  --virtual-stages V    chunks per pipeline rank for interleaved (2)\n"
                       "  --micro-batches M     micro-batches per round (default: pp)\n"
@@ -189,8 +203,8 @@ int main(int argc, char **argv) {
                       "  --sample N            bytes to generate at the end (300)");
         return 0;
     }
-    if (zero > 1) {
-        fprintf(stderr, "07_gpt_3d: --zero expects 0 or 1, found %d\n", zero);
+    if (zero > 2) {
+        fprintf(stderr, "07_gpt_3d: --zero expects 0, 1 or 2, found %d\n", zero);
         return 2;
     }
     if (kind != PT_PP_INTERLEAVED) vstages = 1;
@@ -269,7 +283,12 @@ int main(int argc, char **argv) {
             memset(&od, 0, sizeof od);
             od.kind = PT_OPTIM_ADAMW, od.lr = a.lr, od.beta1 = 0.9f, od.beta2 = 0.95f, od.weight_decay = 0.1f, od.clip_norm = 1.0f;
             if (m) opt = pt_optim_new(ctx, &od);
-            if (opt && lay.dp > 1 && (dp = pt_dp_new(ctx, d, (int64_t)bucket_kb << 10)) != NULL && zero) pt_dp_zero(dp, opt, zero);
+            if (opt && lay.dp > 1) {
+                pt_dp_options dopt;
+                memset(&dopt, 0, sizeof dopt);
+                dopt.bucket_bytes = (int64_t)bucket_kb << 10, dopt.hier = hier, dopt.compress = compress;
+                if ((dp = pt_dp_new_opts(ctx, d, &dopt)) != NULL && zero) pt_dp_zero(dp, opt, zero);
+            }
             memset(&pd, 0, sizeof pd);
             pd.kind = kind, pd.micro_batches = mbs, pd.virtual_stages = vstages, pd.forward = stage_fn, pd.user = &f;
             if (opt) pp = pt_pp_new(ctx, &pd);
@@ -291,9 +310,9 @@ int main(int argc, char **argv) {
         pt_dist_print(d, NULL);
         if (rank == 0) {
             printf("model: %d layers, width %d, %d heads; batch %d x %d bytes (global); layout dp %d x tp %d x pp %d, %s schedule, "
-                   "v %d, %d micro-batches x %d rounds, zero %d\n",
+                   "v %d, %d micro-batches x %d rounds, zero %d%s%s\n",
                    cfg.layers, cfg.width, cfg.heads, B, T, lay.dp, lay.tp, lay.pp, kind == PT_PP_GPIPE ? "GPipe" : kind == PT_PP_1F1B ? "1F1B" : "interleaved",
-                   vstages, mbs, accum, zero);
+                   vstages, mbs, accum, zero, hier ? ", hierarchical allreduce" : "", compress ? ", bf16 gradients" : "");
             printf("stages (%s split):", balanced ? "balanced" : "equal");
             for (s = 0; s < nst; s++) printf(" %d:[%d,%d) on pp rank %d", s, (int)first[s], (int)first[s + 1], s % lay.pp);
             printf("\n");

@@ -1,9 +1,11 @@
 #!/bin/sh
 # tests/equiv_test.sh [BUILD_DIR] - the equivalence matrix of parallel training (tests/test_equiv.c):
 # a small GPT on each layout among 1, dp2, tp2, pp2, dp2 x tp2, tp2 x pp2, dp2 x pp2, dp2 x tp2 x pp2,
-# with ZeRO, pipeline schedules (GPipe, 1F1B, interleaved), micro-batches, gradient accumulation,
-# dropout and a balanced stage split, must reproduce the single-process per-step losses, gradient
-# norms, evaluation loss and final parameters (relative 1e-5), and be bit-identical when run twice.
+# with ZeRO-1/2, pipeline schedules (GPipe, 1F1B, interleaved), micro-batches, gradient accumulation,
+# hierarchical allreduce (fake nodes of 2 ranks), dropout and a balanced stage split, must reproduce
+# the single-process per-step losses, gradient norms, evaluation loss and final parameters
+# (relative 1e-5; AdamW parameters 1e-4, see test_equiv.c), and be bit-identical when run twice.
+# bf16 gradient compression: losses 1e-3, norms 1e-2, parameters 1e-2 (SGD) / 1e-1 (AdamW).
 # Every run is one mpirun bounded by `timeout 120`; prints PASS/FAIL per run, then "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -34,6 +36,8 @@ done <<'LAYOUTS'
 2 --dp 2
 2 --dp 2 --accum 2
 2 --dp 2 --zero 1
+2 --dp 2 --zero 2 --m 2
+2 --dp 2 --compress
 2 --tp 2
 2 --tp 2 --dropout 0.1
 2 --pp 2 --schedule gpipe --m 4
@@ -41,16 +45,22 @@ done <<'LAYOUTS'
 2 --pp 2 --schedule interleaved --v 2 --m 4
 2 --pp 2 --balanced --dropout 0.1
 4 --pp 4 --m 4
+4 --dp 4 --hier --fake-node-size 2
+4 --dp 4 --zero 2 --accum 2
 4 --dp 2 --tp 2
 4 --dp 2 --tp 2 --zero 1 --accum 2
 4 --tp 2 --pp 2
 4 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2
 4 --dp 2 --pp 2
 4 --dp 2 --pp 2 --zero 1 --accum 2
+4 --dp 2 --pp 2 --zero 2 --m 2
 4 --dp 2 --pp 2 --schedule gpipe --m 4
+4 --dp 2 --pp 2 --hier --fake-node-size 2
 8 --dp 2 --tp 2 --pp 2
 8 --dp 2 --tp 2 --pp 2 --zero 1
+8 --dp 2 --tp 2 --pp 2 --zero 2 --schedule gpipe --m 2
 8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2
+8 --dp 2 --tp 2 --pp 2 --compress
 LAYOUTS
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

@@ -6,6 +6,7 @@
    Usage: mpirun -np N test_equiv [--dp D] [--tp T] [--pp P] [--schedule gpipe|1f1b|interleaved]
           [--v V] [--m M] [--accum K] [--zero Z] [--dropout P] [--balanced] [--steps S] [--tol X]
    Prints PASS/FAIL lines and "N passed, N failed" (rank 0). */
+#define _POSIX_C_SOURCE 200112L /* setenv */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
@@ -19,8 +20,8 @@ enum { GB = 8, TT = 16, VOCAB = 100 };
 
 typedef struct {
     pt_layout lay;
-    int kind, v, m, accum, zero, steps, balanced;
-    float dropout, tol;
+    int kind, v, m, accum, zero, steps, balanced, hier, compress;
+    float dropout, tol, tol_norm, tol_param; /* losses; gradient norms; SGD parameters (AdamW: 10x) */
 } opts;
 
 typedef struct {
@@ -171,7 +172,11 @@ static pt_ctx *parallel(const opts *o, float *loss, float *gnorm, pt_pp_stats *s
     m = pt_gpt_new_stages(ctx, &c, nst, first, nmine, mine);
     opt = pt_optim_new(ctx, &od);
     if (lay.dp > 1) {
-        dp = pt_dp_new(ctx, grid, 2048); /* small buckets: several per stage */
+        pt_dp_options dopt;
+        memset(&dopt, 0, sizeof dopt);
+        dopt.bucket_bytes = 2048; /* small buckets: several per stage */
+        dopt.hier = o->hier, dopt.compress = o->compress;
+        dp = pt_dp_new_opts(ctx, grid, &dopt);
         if (dp && o->zero) pt_dp_zero(dp, opt, o->zero);
     }
     memset(&pd, 0, sizeof pd);
@@ -264,6 +269,9 @@ static int parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--dropout")) o->dropout = (float)atof(v), i++;
         else if (!strcmp(a, "--tol")) o->tol = (float)atof(v), i++;
         else if (!strcmp(a, "--balanced")) o->balanced = 1;
+        else if (!strcmp(a, "--hier")) o->hier = 1;
+        else if (!strcmp(a, "--compress")) o->compress = 1;
+        else if (!strcmp(a, "--fake-node-size")) setenv("PTRAIN_FAKE_NODE_SIZE", v, 1), i++;
         else if (!strcmp(a, "--schedule")) {
             o->kind = !strcmp(v, "gpipe") ? PT_PP_GPIPE : !strcmp(v, "interleaved") ? PT_PP_INTERLEAVED : PT_PP_1F1B;
             i++;
@@ -273,6 +281,9 @@ static int parse(int argc, char **argv, opts *o) {
         }
     }
     if (o->kind != PT_PP_INTERLEAVED) o->v = 1;
+    /* bf16 gradients on the wire (error feedback): a looser, stated bound */
+    o->tol_norm = o->compress ? 1e-2f : o->tol, o->tol_param = o->compress ? 1e-2f : o->tol;
+    if (o->compress) o->tol = 1e-3f;
     if (o->steps > MAXSTEPS - 1) o->steps = MAXSTEPS - 1;
     return 1;
 }
@@ -301,9 +312,9 @@ int main(int argc, char **argv) {
         pt_dist_finalize(grid);
         return 1;
     }
-    snprintf(name, sizeof name, "dp%d tp%d pp%d %s v%d m%d accum%d zero%d%s%s", lay.dp, lay.tp, lay.pp,
+    snprintf(name, sizeof name, "dp%d tp%d pp%d %s v%d m%d accum%d zero%d%s%s%s%s", lay.dp, lay.tp, lay.pp,
              o.kind == PT_PP_GPIPE ? "gpipe" : o.kind == PT_PP_INTERLEAVED ? "interleaved" : "1f1b", o.v, o.m, o.accum, o.zero,
-             o.dropout > 0 ? " dropout" : "", o.balanced ? " balanced" : "");
+             o.dropout > 0 ? " dropout" : "", o.balanced ? " balanced" : "", o.hier ? " hier" : "", o.compress ? " bf16" : "");
     if (world_rank == 0) printf("layout: %s\n", name);
     ref = reference(&o, rl, rg);
     err[0] = 0;
@@ -322,8 +333,8 @@ int main(int argc, char **argv) {
     }
     snprintf(err, sizeof err, "max relative loss difference %.3g > %.3g", dl, (double)o.tol);
     check(dl <= o.tol, "per-step losses equal the single process", err);
-    snprintf(err, sizeof err, "max relative grad-norm difference %.3g > %.3g", dg, (double)o.tol);
-    check(dg <= o.tol, "per-step global gradient norms equal the single process", err);
+    snprintf(err, sizeof err, "max relative grad-norm difference %.3g > %.3g", dg, (double)o.tol_norm);
+    check(dg <= o.tol_norm, "per-step global gradient norms equal the single process", err);
     {
         double e = fabs((double)l1[o.steps] - rl[o.steps]) / fabs((double)rl[o.steps]);
         if (world_rank == 0) printf("  eval loss %.7f (reference %.7f)\n", l1[o.steps], rl[o.steps]);
@@ -338,8 +349,9 @@ int main(int argc, char **argv) {
     /* Adam normalizes each element's step, so near-zero gradients (sums over tokens that cancel)
        turn rounding differences into visible parameter differences: 1e-4 here; the 1e-5 bar on
        parameters is checked below with SGD, whose update is linear in the gradient */
-    snprintf(err, sizeof err, "per-tensor relative parameter difference %.3g > %.3g (%s)", dpar, 10.0 * o.tol, worst);
-    check(dpar <= 10.0 * o.tol, "AdamW: final parameters equal the single process (1e-4)", err);
+    snprintf(err, sizeof err, "per-tensor relative parameter difference %.3g > %.3g (%s)", dpar, 10.0 * o.tol_param, worst);
+    snprintf(name, sizeof name, "AdamW: final parameters equal the single process (%.0e)", 10.0 * o.tol_param);
+    check(dpar <= 10.0 * o.tol_param, name, err);
     {
         float sl[MAXSTEPS], sg[MAXSTEPS], pl[MAXSTEPS], pg[MAXSTEPS];
         pt_ctx *sref, *spar;
@@ -356,8 +368,10 @@ int main(int argc, char **argv) {
         MPI_Allreduce(MPI_IN_PLACE, &dpar, 1, MPI_DOUBLE, MPI_MAX, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_WORLD));
 #endif
         if (world_rank == 0) printf("  SGD: max rel loss diff %.3g, max per-tensor rel param diff %.3g (%s)\n", e, dpar, worst);
-        snprintf(err, sizeof err, "loss %.3g, per-tensor parameter %.3g > %.3g (%s)", e, dpar, (double)o.tol, worst);
-        check(e <= o.tol && dpar <= o.tol, "SGD: per-step losses and final parameters equal the single process (1e-5)", err);
+        snprintf(err, sizeof err, "loss %.3g, per-tensor parameter %.3g > %.3g (%s)", e, dpar, (double)o.tol_param, worst);
+        snprintf(name, sizeof name, "SGD: per-step losses (%.0e) and final parameters (%.0e) equal the single process", (double)o.tol,
+                 (double)o.tol_param);
+        check(e <= o.tol && dpar <= o.tol_param, name, err);
         use_sgd = 0;
         pt_shutdown(spar);
         pt_shutdown(sref);
