@@ -3,7 +3,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
 EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
-MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel
+MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d
 
 .PHONY: all help deps demo test bench examples tools clean
 
@@ -11,9 +11,9 @@ all: examples
 
 help:
 	@echo "make deps      install the Debian packages used (as root via apt-get; idempotent)"
-	@echo "make demo      train the tutorial GPT on the fortunes corpus"
+	@echo "make demo      train the tutorial GPT on the fortunes corpus on 4 MPI ranks (dp 2 x pp 2)"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
-	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, DP allreduce/overlap/ZeRO)"
+	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, DP allreduce/overlap/ZeRO, pipeline bubbles)"
 	@echo "make examples  build the tutorials into build/"
 
 deps:
@@ -32,8 +32,12 @@ $(MPI_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 
 examples: $(EXAMPLES) $(MPI_EXAMPLES)
 
-demo: deps $(BUILD)/03_gpt
-	./$(BUILD)/03_gpt
+# the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage 1F1B pipeline (Open MPI
+# needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores)
+DEMO_NP   ?= 4
+DEMO_ARGS ?= --dp 2 --pp 2 --micro-batches 4 --steps 400
+demo: deps $(BUILD)/07_gpt_3d
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np $(DEMO_NP) ./$(BUILD)/07_gpt_3d $(DEMO_ARGS)
 
 test: deps
 	@sh tests/run.sh $(BUILD)/tests
@@ -44,8 +48,11 @@ $(BUILD)/bench: bench/bench.c bench/bench_util.h ptrain.h | $(BUILD)
 $(BUILD)/bench_dist: bench/bench_dist.c bench/bench_util.h ptrain.h | $(BUILD)
 	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_dist.c -o $@ -lm
 
-bench: deps $(BUILD)/bench $(BUILD)/bench_dist
-	@sh bench/run.sh $(BUILD)/bench $(BUILD)/bench_dist
+$(BUILD)/bench_pp: bench/bench_pp.c bench/bench_util.h ptrain.h | $(BUILD)
+	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_pp.c -o $@ -lm
+
+bench: deps $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp
+	@sh bench/run.sh $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp
 
 clean:
 	rm -rf $(BUILD)

@@ -33,7 +33,15 @@
    Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
-   04_data_parallel.c, 05_tensor_parallel.c) each start with their one-line build command.
+   04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c) each start with
+   their one-line build command.
+
+   Parallel (compile with mpicc -DPTRAIN_MPI): pt_dist_init builds the dp x tp x pp grid; pass it
+   as pt_desc.dist. Tensor parallel: pt_linear_col_new / pt_linear_row_new / pt_mlp_tp_new, and
+   the GPT constructors build the Megatron GPT when tp > 1. Data parallel: pt_dp_new (buckets
+   reduced during backward), pt_dp_zero (ZeRO-1/2), pt_dp_new_opts (hierarchical, bf16). Pipeline:
+   pt_pp_new with one function computing any stage (pt_gpt_new_stages / pt_gpt_stage_fwd for the
+   GPT), pt_pp_step per step (pt_pp_set_dp hands it the DP reducer), pt_pp_eval to evaluate.
 
    ==================================================================================================
    CONCEPTS
@@ -58,6 +66,9 @@
    errors    A failing call records the first error in the context (pt_status_get, pt_error) and
              reports it to desc.on_error or the log. Nothing calls exit() or abort() on bad input
              (the one abort is the opt-in collective watchdog, PTRAIN_WATCHDOG).
+   stage     a pipeline stage: consecutive layers on one pipeline rank (rank r holds stages r, r+p,
+             ... with v virtual stages). pt_pp runs a schedule -- per-rank instruction lists,
+             checked before they run -- with one graph per micro-batch in flight.
 
    ==================================================================================================
    BUILD SWITCHES (define before including)

@@ -9,7 +9,7 @@
    optionally with the optimizer state sharded (ZeRO). `--batch` is the global batch: every layout
    sees the same data in a step, so the losses of any layout follow those of one process (and of 03).
 
-   Build: mpicc -O2 -fopenmp -march=native -I. examples/07_gpt_3d.c -o build/07_gpt_3d -DPTRAIN_MPI -lm
+   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -I. examples/07_gpt_3d.c -o build/07_gpt_3d -lm
    Run: mpirun -np 4 ./build/07_gpt_3d --dp 2 --pp 2 --steps 300
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after

@@ -2,7 +2,8 @@
 # tests/examples_test.sh [WORKDIR] - the tutorials as a student meets them: each file's "Build:"
 # line is extracted and run verbatim from the repository root, then short runs check the shared
 # command-line convention (step lines, --stop-after, val_loss, bad flags) and the data tools; the
-# MPI tutorials (04, 05) run their Run: lines verbatim and must end with their equality checks.
+# MPI tutorials (04, 05, 06) run their Run: lines verbatim and must end with their equality checks;
+# 07 (its Run: line shortened by later flags, and four more layouts) must reproduce 03's losses.
 # Prints PASS/FAIL lines and "N passed, N failed".
 set -u
 W=${1:-build/tests/examples}
@@ -112,8 +113,41 @@ if command -v mpirun >/dev/null 2>&1; then
         [ "$(grep -c '^rank [01]: mlp.fc.w \[64, 32\]' "$W/05_tensor_parallel.log")" -eq 2 ]; then
         pass "05_tensor_parallel: per-rank shapes, one allreduce forward and one backward"
     else fail "05_tensor_parallel shapes/communication: $(grep -E '^(rank|communication)' "$W/05_tensor_parallel.log" | tr '\n' ' ')"; fi
+    # 06: three schedules printed as tables, 10 steps each, equal to one process
+    mpi_run 06_pipeline_parallel 06_pipeline_parallel 30 ""
+    if [ "$(grep -c '^pipeline schedule: ' "$W/06_pipeline_parallel.log")" -eq 3 ] && grep -q '^interleaved 1F1B (v = 2) ' "$W/06_pipeline_parallel.log"; then
+        pass "06_pipeline_parallel: the GPipe, 1F1B and interleaved tables and the bubble table"
+    else fail "06_pipeline_parallel tables: $(grep -c '^pipeline schedule: ' "$W/06_pipeline_parallel.log") schedules printed"; fi
+    # 07: its Run line (shortened by later flags) and other layouts reproduce 03's losses on the same data
+    g="--data $W/corpus --layers 4 --width 32 --heads 2 --seq 16 --batch 8 --val-every 0 --sample 20 --seed 5 --steps 5"
+    ./build/03_gpt $g >"$W/07ref.log" 2>&1
+    ref=$(grep '^step ' "$W/07ref.log" | awk '{print $4}' | tr '\n' ' ')
+    rline=$(sed -n 's/^ *Run: //p' examples/07_gpt_3d.c | head -n 1)
+    k=0
+    for lay in "RUN" "np=4 --tp 2 --pp 2 --schedule interleaved --micro-batches 2" "np=8 --dp 2 --tp 2 --pp 2 --zero 1" \
+        "np=4 --dp 4 --zero 2 --accum 2 --hier" "np=2 --pp 2 --schedule gpipe --micro-batches 4 --split equal"; do
+        k=$((k + 1))
+        if [ "$lay" = RUN ]; then cmd="$rline $g"; else
+            np=${lay%% *}; cmd="mpirun -np ${np#np=} ./build/07_gpt_3d ${lay#"$np" } $g"; fi
+        PTRAIN_FAKE_NODE_SIZE=2 timeout 120 sh -c "$cmd" >"$W/07_$k.log" 2>&1
+        rc=$?
+        got=$(grep '^step ' "$W/07_$k.log" | awk '{print $4}' | tr '\n' ' ')
+        if [ $rc -eq 0 ] && grep -q '^val_loss ' "$W/07_$k.log" && grep -q '^sample:' "$W/07_$k.log" &&
+            echo "$ref|$got" | awk -F'|' '{n = split($1, a, " "); m = split($2, b, " "); if (n != 5 || m != 5) exit 1;
+                for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-5 * a[i]) exit 1 } }'; then
+            pass "07_gpt_3d '$cmd': the 5 step losses of 03 (1e-5), val_loss and a sample"
+        else fail "07_gpt_3d '$cmd': exit $rc; losses '$got' vs 03's '$ref'; $(tail -n 2 "$W/07_$k.log" | tr '\n' ' ')"; fi
+    done
+    mpirun -np 4 ./build/07_gpt_3d --dp 4 $g --batch 6 >"$W/07bad.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q -- '--batch 6 must split over dp = 4' "$W/07bad.log"; then pass "07_gpt_3d: a batch that does not split over dp is a clear error"
+    else fail "07_gpt_3d --dp 4 --batch 6: exit $rc, '$(head -c 300 "$W/07bad.log")'"; fi
+    mpirun -np 2 ./build/07_gpt_3d --pp 2 --split equal $g --layers 3 >"$W/07bad2.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q 'layers = 3 is not divisible' "$W/07bad2.log"; then pass "07_gpt_3d: layers not divisible by pp x v stages is a clear error"
+    else fail "07_gpt_3d --pp 2 --layers 3 --split equal: exit $rc, '$(head -c 300 "$W/07bad2.log")'"; fi
 else
-    fail "04/05: mpirun not found (make deps installs openmpi-bin)"
+    fail "04-07: mpirun not found (make deps installs openmpi-bin)"
 fi
 
 echo "$P passed, $F failed"
