@@ -77,58 +77,6 @@ if grep -q "^collective records of rank 0 (tp 0, pp 0, dp 0): 2 calls" "$err" &&
     pass "watchdog: stderr holds rank 0's records, the stuck call IN FLIGHT"
 else fail "watchdog dump" "not in $err: $(head -c 900 "$err" | tr '\n' ' ')"; fi
 
-echo "$NP passed, $NF failed"
-    exit 1
-fi
-if ! mpicc $W -DPTRAIN_MPI -fopenmp tests/test_coll.c -o "$B/test_coll_mpi" -lm >"$BUILD/test_coll_mpi.build.log" 2>&1; then
-    fail "build test_coll_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_coll_mpi.build.log"
-    head -n 20 "$BUILD/test_coll_mpi.build.log" | sed 's/^/    /'
-    echo "$NP passed, $NF failed"
-    exit 1
-fi
-MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
-T=$B/test_coll_mpi
-for n in 2 3; do
-    prog "mpirun -np $n test_coll" "$BUILD/coll_np$n.log" $MPIRUN -np $n env -u PTRAIN_FAKE_NODE_SIZE -u PTRAIN_WATCHDOG -u PTRAIN_COLL_CHECK "$T"
-done
-prog "mpirun -np 2 test_coll, PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60" "$BUILD/coll_np2_check.log" \
-    $MPIRUN -np 2 env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$T"
-
-# ---- bad environment: refused on every rank with one message naming the variable ----
-log=$BUILD/coll_badenv.log
-$MPIRUN -np 2 env PTRAIN_WATCHDOG=soon "$T" --init-error >"$log" 2>&1
-n=$(grep -c "^INIT ERROR rank ?: pt_dist_init: PTRAIN_WATCHDOG='soon', expected seconds" "$log")
-if [ "$n" -eq 2 ]; then pass "PTRAIN_WATCHDOG=soon: pt_dist_init refused on both ranks, naming the variable"
-else fail "PTRAIN_WATCHDOG=soon" "$n of 2 ranks refused; $(tail -n 3 "$log" | tr '\n' ' ')"; fi
-log=$BUILD/coll_diffenv.log
-$MPIRUN -np 1 env PTRAIN_COLL_CHECK=1 "$T" --init-error : -np 1 env -u PTRAIN_COLL_CHECK "$T" --init-error >"$log" 2>&1
-n=$(grep -c "^INIT ERROR rank ?: pt_dist_init: PTRAIN_COLL_CHECK differs between ranks" "$log")
-if [ "$n" -eq 2 ]; then pass "PTRAIN_COLL_CHECK set on one rank only: pt_dist_init refused on both ranks"
-else fail "PTRAIN_COLL_CHECK on one rank" "$n of 2 ranks refused; $(tail -n 3 "$log" | tr '\n' ' ')"; fi
-
-# ---- the watchdog: rank 1 sleeps 8 s, rank 0 waits in pt_dist_agree, deadline 2 s ----
-out=$BUILD/coll_watchdog.out
-err=$BUILD/coll_watchdog.err
-t0=$(date +%s)
-timeout 60 mpirun --oversubscribe --mca mpi_yield_when_idle 1 -np 2 env -u PTRAIN_FAKE_NODE_SIZE -u PTRAIN_COLL_CHECK \
-    PTRAIN_WATCHDOG=2 "$T" --watchdog >"$out" 2>"$err"
-rc=$?
-secs=$(($(date +%s) - t0))
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && ! grep -q "NOT ABORTED" "$out"; then
-    pass "watchdog: the job is aborted (exit status $rc after ${secs}s)"
-else fail "watchdog abort" "exit status $rc after ${secs}s; stdout: $(tr '\n' ' ' <"$out" | head -c 300)"; fi
-if [ "$secs" -lt 8 ]; then pass "watchdog: aborted before the sleeping rank woke (${secs}s < 8s)"
-else fail "watchdog timing" "took ${secs}s, the sleeper wakes at 8s"; fi
-if grep -q "ptrain watchdog: rank 0: allreduce of 1 i32 on the world communicator (call 2, collective #2 there, step 5, micro-batch 1) has been in flight for" "$err" &&
-    grep -q "longer than the deadline of 2 s" "$err"; then
-    pass "watchdog: stderr names the stuck call (op, count, communicator, number, step, micro-batch) and the deadline"
-else fail "watchdog message" "not in $err: $(head -c 600 "$err" | tr '\n' ' ')"; fi
-if grep -q "^collective records of rank 0 (tp 0, pp 0, dp 0): 2 calls" "$err" &&
-    grep -E -q '^ +1 allreduce +world +1 +1 i32 +-1 +5 +1 .* done$' "$err" &&
-    grep -E -q '^ +2 allreduce +world +2 +1 i32 +-1 +5 +1 .* IN FLIGHT$' "$err"; then
-    pass "watchdog: stderr holds rank 0's records, the stuck call IN FLIGHT"
-else fail "watchdog dump" "not in $err: $(head -c 900 "$err" | tr '\n' ' ')"; fi
-
 # ---- the implementation compiles as C and C++ with MPI, defining only pt_*/PT_* symbols ----
 printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/coll_tu.c"
 for cc in "mpicc -std=c99 -pedantic -DPTRAIN_MPI" "mpicxx -x c++ -std=c++11 -DPTRAIN_MPI"; do
