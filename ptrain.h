@@ -631,6 +631,9 @@ typedef struct pt_dist pt_dist; /**< the process grid of this process: ranks, no
 
 /** Communicators of pt_dist_comm. CROSS = the ranks with my local rank, one per node. */
 enum { PT_COMM_WORLD = 0, PT_COMM_TP, PT_COMM_PP, PT_COMM_DP, PT_COMM_NODE, PT_COMM_CROSS, PT_COMM_COUNT };
+/** More communicators of the collective records (pt_coll_record.comm; not given by pt_dist_comm): the DP
+    sub-communicators of a hierarchical pt_dp (>>dp): its DP ranks on my node, its DP ranks of my index in the node. */
+enum { PT_COMM_DP_NODE = PT_COMM_COUNT, PT_COMM_DP_CROSS };
 
 /** Fills the 0 of a layout from the world size and checks dp*tp*pp == world, all >= 1. PT_OK, or
     PT_ERR_ARG with a message in err (err may be NULL). */
@@ -697,7 +700,7 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file);
 typedef enum pt_coll_op {
     PT_COLL_ALLREDUCE = 1, PT_COLL_IALLREDUCE, PT_COLL_BCAST, PT_COLL_GATHER, PT_COLL_ALLGATHER, PT_COLL_ALLGATHERV,
     PT_COLL_REDUCE_SCATTER, PT_COLL_IREDUCE_SCATTER, PT_COLL_BARRIER, PT_COLL_SEND, PT_COLL_RECV, PT_COLL_ISEND,
-    PT_COLL_IRECV, PT_COLL_OP_COUNT
+    PT_COLL_IRECV, PT_COLL_IALLGATHERV, PT_COLL_OP_COUNT
 } pt_coll_op;
 /** Element types of the records (pt_coll_record.dtype). */
 typedef enum pt_coll_dtype { PT_COLL_BYTE = 0, PT_COLL_CHAR, PT_COLL_I32, PT_COLL_I64, PT_COLL_F32, PT_COLL_F64, PT_COLL_BF16, PT_COLL_DTYPE_COUNT } pt_coll_dtype;
@@ -708,7 +711,7 @@ typedef struct pt_coll_record {
     uint64_t seq;        /**< 1, 2, ...: this rank's calls over all communicators */
     uint64_t comm_seq;   /**< 1, 2, ...: this rank's collectives on that communicator (0 for send/recv) */
     int32_t op;          /**< pt_coll_op */
-    int32_t comm;        /**< PT_COMM_* */
+    int32_t comm;        /**< PT_COMM_* (incl. PT_COMM_DP_NODE, PT_COMM_DP_CROSS) */
     int64_t count;       /**< elements (the total for allgatherv) */
     int32_t dtype;       /**< pt_coll_dtype */
     int32_t peer;        /**< root of bcast/gather, peer of send/recv (rank in comm); -1 otherwise */
@@ -5706,6 +5709,7 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
 #define PT__DIST_HOST 32  /* bytes of a host name in pt_dist_print */
 #define PT__COLL_REFUSED (-1) /* the return code of a call refused by debug mode (MPI's codes are >= 0) */
 #define PT__COLL_NV 6 /* values per rank in the debug-mode agreement */
+#define PT__COMM_ALL (PT_COMM_DP_CROSS + 1) /* communicators of the records: the grid's and a hierarchical pt_dp's */
 
 struct pt_dist {
     int rank, size;
@@ -5718,12 +5722,12 @@ struct pt_dist {
     int owns_mpi;       /* pt_dist_init called MPI_Init_thread: pt_dist_finalize calls MPI_Finalize */
     int *node_of;       /* [size]: node index of every world rank */
 #ifdef PTRAIN_MPI
-    MPI_Comm comm[PT_COMM_COUNT];
+    MPI_Comm comm[PT__COMM_ALL]; /* [PT_COMM_DP_NODE..]: a hierarchical pt_dp's, registered for debug mode (it owns them) */
 #endif
     /* the collective records (below): written by the calling thread, read by the watchdog */
     pt_coll_record ring[PT_COLL_RING]; /* record of call seq at ring[(seq - 1) % PT_COLL_RING] */
     uint64_t seq;                      /* calls recorded */
-    uint64_t comm_seq[PT_COMM_COUNT];  /* collectives recorded per communicator */
+    uint64_t comm_seq[PT__COMM_ALL];   /* collectives recorded per communicator */
     int64_t step, micro_batch;         /* pt_dist_set_step */
     int check;                         /* debug mode */
     int64_t *check_buf;                /* [size * PT__COLL_NV]: the debug mode's allgather */
@@ -5749,18 +5753,18 @@ struct pt_dist {
    its completion (MPI_Test's flag or MPI_Wait). The watchdog thread wakes every deadline/10 (10 ms
    to 200 ms), looks for a record in flight for longer than the deadline, prints the records and
    calls MPI_Abort. The ring and the counters are guarded by a mutex (never held during MPI calls). */
-static const char *const pt__dist_comm_names[PT_COMM_COUNT] = {"world", "TP", "PP", "DP", "node", "cross-node"};
+static const char *const pt__dist_comm_names[PT__COMM_ALL] = {"world", "TP", "PP", "DP", "node", "cross-node", "DP-node", "DP-cross"};
 
 static const char *pt__coll_op_name(int op) {
     static const char *const names[PT_COLL_OP_COUNT] = {"?", "allreduce", "iallreduce", "bcast", "gather", "allgather",
-        "allgatherv", "reduce_scatter", "ireduce_scatter", "barrier", "send", "recv", "isend", "irecv"};
+        "allgatherv", "reduce_scatter", "ireduce_scatter", "barrier", "send", "recv", "isend", "irecv", "iallgatherv"};
     return op > 0 && op < PT_COLL_OP_COUNT ? names[op] : "?";
 }
 static const char *pt__coll_dtype_name(int dt) {
     static const char *const names[PT_COLL_DTYPE_COUNT] = {"byte", "char", "i32", "i64", "f32", "f64", "bf16"};
     return dt >= 0 && dt < PT_COLL_DTYPE_COUNT ? names[dt] : "?";
 }
-static const char *pt__coll_comm_name(int which) { return which >= 0 && which < PT_COMM_COUNT ? pt__dist_comm_names[which] : "?"; }
+static const char *pt__coll_comm_name(int which) { return which >= 0 && which < PT__COMM_ALL ? pt__dist_comm_names[which] : "?"; }
 
 static void pt__coll_lock(const pt_dist *d) {
 #ifdef PT__COLL_THREADS
@@ -6371,7 +6375,7 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     d = (pt_dist *)PT_MALLOC(sizeof(pt_dist));
     if (d) {
         memset(d, 0, sizeof *d);
-        for (i = 0; i < PT_COMM_COUNT; i++) d->comm[i] = MPI_COMM_NULL;
+        for (i = 0; i < PT__COMM_ALL; i++) d->comm[i] = MPI_COMM_NULL;
         pt__dist_coll_setup(d);
         d->t0 = MPI_Wtime();
         d->node_of = (int *)PT_MALLOC((size_t)size * sizeof(int));
@@ -6759,7 +6763,15 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
    then zeroes the bucket, so later passes accumulate only their own contribution (a pass that
    already began to accumulate into it is sent now or in a later round: each contribution is reduced
    exactly once); compression writes bf16(g + e) and keeps e = (g + e) - bf16(g + e) per element. A
-   full ring waits for its oldest op. */
+   full ring waits for its oldest op.
+
+   Collective records (>>dist): every call goes through pt__coll_begin/pt__coll_end; a bucket's
+   record (op->rec) stays in flight until MPI_Test or MPI_Wait sees it finish. The hierarchical
+   phases are recorded on PT_COMM_DP_NODE (reduce-scatter; the allgatherv, which runs on node2, a
+   duplicate) and PT_COMM_DP_CROSS. A refused or failed reduction fails the step (dp->failed: no
+   later op starts; a refusal happens on every rank of the communicator, so all stop at the same
+   op). Debug mode, hierarchical: pt__dp_issue_checked runs an op's phases one after another and
+   the DP ranks agree on the outcome, so every DP rank fails, not just the refusing sub-group. */
 
 typedef struct pt__dp_op {
     int b;        /* bucket */
@@ -6767,6 +6779,7 @@ typedef struct pt__dp_op {
     int active;   /* the last issued phase is in flight */
     int64_t soff; /* staging ring offset (floats), -1 = none */
     int64_t sn;   /* staging floats */
+    uint64_t rec; /* the collective record of the phase in flight (pt__coll_begin) */
 #ifdef PTRAIN_MPI
     MPI_Request req;
 #endif
@@ -6774,6 +6787,7 @@ typedef struct pt__dp_op {
 
 struct pt_dp {
     pt_ctx *ctx;
+    const pt_dist *dist; /* the grid: its collective records (NULL: none) */
     int dpsize, dprank; /* the DP communicator (1 = no communication) */
     int nparams;        /* parameters when created (more later is an error) */
     int nb;             /* buckets */
@@ -6786,6 +6800,7 @@ struct pt_dp {
     pt__dp_op *ops;
     int cap_ops;
     int reducing;       /* a step is open (pt_dp_begin_step or pt_dp_begin(dp, 1) seen, not finished) */
+    int failed;         /* a reduction of this step failed or was refused: start no more (a refusal is seen by every rank) */
     int stage;          /* ZeRO stage 0, 1, 2 */
     int hier, compress, nphases;
     int64_t zlo, zhi;   /* this rank's ZeRO range of the slab */
@@ -6817,10 +6832,14 @@ static int pt__dp_grad_range(pt_ctx *ctx, int64_t *lo, int64_t *hi) {
 /* Sums n doubles over the DP communicator of ctx's reducer, in place. */
 static void pt__dp_sum(pt_ctx *ctx, double *x, int n) {
 #ifdef PTRAIN_MPI
+    const pt_dist *d;
+    uint64_t s;
     int rc;
     if (!ctx->dp || ctx->dp->dpsize <= 1) return;
-    rc = MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, ctx->dp->comm);
-    if (rc != MPI_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "pt_grad_norm: MPI_Allreduce over the DP communicator failed (MPI error %d)", rc);
+    d = ctx->dp->dist;
+    s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_DP, n, PT_COLL_F64, -1);
+    rc = pt__coll_end(d, s, s ? MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, ctx->dp->comm) : PT__COLL_REFUSED);
+    if (rc != MPI_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "pt_grad_norm: the allreduce over the DP communicator failed: %s", pt__coll_why(d, rc));
 #else
     (void)ctx, (void)x, (void)n;
 #endif
@@ -6856,33 +6875,91 @@ static void pt__dp_bf16_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
     for (i = 0; i < *len; i++) b[i] = pt__dp_bf16(pt__dp_f32(a[i]) + pt__dp_f32(b[i]));
 }
 
+/* Starts phase q of op on buf, its record in op->rec: MPI's return code, or PT__COLL_REFUSED when
+   debug mode refused it (nothing started). A call that did not start has its record closed. */
+static int pt__dp_call(pt_dp *dp, pt__dp_op *op, char *buf, int q) {
+    int b = op->b, rc, n = (int)(dp->hi[b] - dp->lo[b]), es = dp->compress ? 2 : 4, dt = dp->compress ? PT_COLL_BF16 : PT_COLL_F32;
+    MPI_Datatype ty = dp->compress ? MPI_UINT16_T : MPI_FLOAT;
+    MPI_Op mop = dp->compress ? dp->bf16sum : MPI_SUM;
+    const pt_dist *d = dp->dist;
+    uint64_t s;
+    op->req = MPI_REQUEST_NULL;
+    if (dp->nphases == 3) { /* hierarchical: the in-place reduce-scatter leaves my part at the start */
+        int *c = dp->hcnt + (size_t)b * dp->lsize, *dd = dp->hdispl + (size_t)b * dp->lsize;
+        if (q == 0) {
+            s = pt__coll_begin(d, PT_COLL_IREDUCE_SCATTER, PT_COMM_DP_NODE, n, dt, -1);
+            rc = s ? MPI_Ireduce_scatter(MPI_IN_PLACE, buf, c, ty, mop, dp->node, &op->req) : PT__COLL_REFUSED;
+        } else if (q == 1) {
+            s = pt__coll_begin(d, PT_COLL_IALLREDUCE, PT_COMM_DP_CROSS, c[dp->lrank], dt, -1);
+            rc = s ? MPI_Iallreduce(MPI_IN_PLACE, buf, c[dp->lrank], ty, mop, dp->cross, &op->req) : PT__COLL_REFUSED;
+        } else { /* on node2, a duplicate of the in-node communicator; recorded as that one */
+            s = pt__coll_begin(d, PT_COLL_IALLGATHERV, PT_COMM_DP_NODE, n, dt, -1);
+            if (s) memmove(buf + (size_t)dd[dp->lrank] * es, buf, (size_t)c[dp->lrank] * es);
+            rc = s ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c, dd, ty, dp->node2, &op->req) : PT__COLL_REFUSED;
+        }
+    } else if (dp->stage == 0) {
+        s = pt__coll_begin(d, PT_COLL_IALLREDUCE, PT_COMM_DP, n, dt, -1);
+        rc = s ? MPI_Iallreduce(MPI_IN_PLACE, buf, n, ty, mop, dp->comm, &op->req) : PT__COLL_REFUSED;
+    } else { /* ZeRO: in place, my part of the bucket lands at its start */
+        s = pt__coll_begin(d, PT_COLL_IREDUCE_SCATTER, PT_COMM_DP, n, dt, -1);
+        rc = s ? MPI_Ireduce_scatter(MPI_IN_PLACE, buf, dp->bcnt + (size_t)b * dp->dpsize, ty, mop, dp->comm, &op->req) : PT__COLL_REFUSED;
+    }
+    op->rec = s;
+    if (rc != MPI_SUCCESS) {
+        op->req = MPI_REQUEST_NULL;
+        pt__coll_end(d, s, rc);
+    }
+    return rc;
+}
+
+/* Debug mode, hierarchical: the three phases one after the other, each waited for, so every rank
+   makes the (blocking) agreements of pt__coll_begin on the three communicators in the same order and
+   none can wait on another. A phase refused on some ranks is still offered (and run where agreed)
+   on the others, so no peer is left waiting; then the DP ranks agree on the outcome: a phase that
+   failed anywhere fails the op on every DP rank, with the lowest failing DP rank's message. */
+static int pt__dp_issue_checked(pt_dp *dp, pt__dp_op *op, char *buf) {
+    pt_dist *d = (pt_dist *)dp->dist;
+    char msg[PT__DIST_MSG];
+    int q, rc, v, low = dp->dpsize, es = dp->compress ? 2 : 4;
+    uint64_t s;
+    msg[0] = 0;
+    d->comm[PT_COMM_DP_NODE] = dp->node, d->comm[PT_COMM_DP_CROSS] = dp->cross; /* what the agreements run on */
+    for (q = 0; q < 3; q++) {
+        rc = pt__dp_call(dp, op, buf, q);
+        if (rc == MPI_SUCCESS) rc = pt__coll_end(d, op->rec, MPI_Wait(&op->req, MPI_STATUS_IGNORE));
+        if (rc != MPI_SUCCESS && !msg[0]) pt__msg(msg, sizeof msg, "phase %d: %s", q, pt__coll_why(d, rc));
+    }
+    op->issued = 3, op->active = 0, op->req = MPI_REQUEST_NULL;
+    dp->stats.bytes_reduced += (dp->hi[op->b] - dp->lo[op->b]) * es;
+    v = msg[0] ? dp->dprank : dp->dpsize;
+    s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_DP, 1, PT_COLL_I32, -1);
+    rc = pt__coll_end(d, s, s ? MPI_Allreduce(&v, &low, 1, MPI_INT, MPI_MIN, dp->comm) : PT__COLL_REFUSED);
+    if (rc == MPI_SUCCESS && low < dp->dpsize) {
+        s = pt__coll_begin(d, PT_COLL_BCAST, PT_COMM_DP, PT__DIST_MSG, PT_COLL_CHAR, low);
+        rc = pt__coll_end(d, s, s ? MPI_Bcast(msg, PT__DIST_MSG, MPI_CHAR, low, dp->comm) : PT__COLL_REFUSED);
+    }
+    dp->failed = rc != MPI_SUCCESS || low < dp->dpsize;
+    if (rc != MPI_SUCCESS)
+        pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: the agreement on bucket %d's hierarchical reduction failed: %s", op->b, pt__coll_why(d, rc));
+    else if (low < dp->dpsize)
+        pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: the hierarchical reduction of bucket %d failed on DP rank %d, %.*s", op->b, low, PT__DIST_MSG - 1, msg);
+    return rc == MPI_SUCCESS && low == dp->dpsize;
+}
+
 /* Issues op's next phase. 0 and a context error on failure. */
 static int pt__dp_issue(pt_dp *dp, pt__dp_op *op) {
     int b = op->b, q = op->issued, rc, n = (int)(dp->hi[b] - dp->lo[b]), es = dp->compress ? 2 : 4;
-    MPI_Datatype ty = dp->compress ? MPI_UINT16_T : MPI_FLOAT;
-    MPI_Op mop = dp->compress ? dp->bf16sum : MPI_SUM;
     float *g = pt__dp_grads(dp);
     char *buf;
     if (!g) return 0;
     buf = op->soff >= 0 ? (char *)(dp->stg + op->soff) : (char *)(g + dp->lo[b]);
-    if (dp->nphases == 3) { /* hierarchical: the in-place reduce-scatter leaves my part at the start */
-        int *c = dp->hcnt + (size_t)b * dp->lsize, *d = dp->hdispl + (size_t)b * dp->lsize;
-        if (q == 0) rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, c, ty, mop, dp->node, &op->req);
-        else if (q == 1) rc = MPI_Iallreduce(MPI_IN_PLACE, buf, c[dp->lrank], ty, mop, dp->cross, &op->req);
-        else {
-            memmove(buf + (size_t)d[dp->lrank] * es, buf, (size_t)c[dp->lrank] * es);
-            rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c, d, ty, dp->node2, &op->req);
-        }
-    } else if (dp->stage == 0) {
-        rc = MPI_Iallreduce(MPI_IN_PLACE, buf, n, ty, mop, dp->comm, &op->req);
-    } else { /* ZeRO: in place, my part of the bucket lands at its start */
-        rc = MPI_Ireduce_scatter(MPI_IN_PLACE, buf, dp->bcnt + (size_t)b * dp->dpsize, ty, mop, dp->comm, &op->req);
-    }
+    if (dp->nphases == 3 && q == 0 && dp->dist && dp->dist->check) return pt__dp_issue_checked(dp, op, buf);
+    rc = pt__dp_call(dp, op, buf, q);
     op->issued++;
     if (rc != MPI_SUCCESS) {
-        op->req = MPI_REQUEST_NULL;
         op->issued = dp->nphases;
-        pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: the reduction of bucket %d (phase %d) failed to start (MPI error %d)", b, q, rc);
+        dp->failed = 1;
+        pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: the reduction of bucket %d (phase %d) failed to start: %s", b, q, pt__coll_why(dp->dist, rc));
         return 0;
     }
     op->active = 1;
@@ -6926,13 +7003,16 @@ static int pt__dp_progress(pt_dp *dp) {
         pt__dp_op *op = &dp->ops[i];
         for (;;) {
             if (op->active) {
+                int rc;
                 flag = 0;
-                if (MPI_Test(&op->req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
-                    op->active = 0, op->issued = dp->nphases;
-                    pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Test of bucket %d failed", op->b);
+                if ((rc = MPI_Test(&op->req, &flag, MPI_STATUS_IGNORE)) != MPI_SUCCESS) {
+                    pt__coll_end(dp->dist, op->rec, rc);
+                    op->active = 0, op->issued = dp->nphases, dp->failed = 1;
+                    pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Test of bucket %d failed: %s", op->b, pt__coll_why(dp->dist, rc));
                     return 0;
                 }
                 if (!flag) break;
+                pt__coll_end(dp->dist, op->rec, MPI_SUCCESS);
                 op->active = 0;
             }
             if (op->issued >= dp->nphases || prev <= op->issued) break;
@@ -6953,11 +7033,11 @@ static int pt__dp_wait(pt_dp *dp, int target) {
         if (dp->retired >= target) break;
         op = &dp->ops[dp->retired];
         if (op->active) {
-            int rc = MPI_Wait(&op->req, MPI_STATUS_IGNORE);
+            int rc = pt__coll_end(dp->dist, op->rec, MPI_Wait(&op->req, MPI_STATUS_IGNORE));
             op->active = 0;
             if (rc != MPI_SUCCESS) {
-                op->issued = dp->nphases;
-                pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Wait of bucket %d failed (MPI error %d)", op->b, rc);
+                op->issued = dp->nphases, dp->failed = 1;
+                pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp: MPI_Wait of bucket %d failed: %s", op->b, pt__coll_why(dp->dist, rc));
                 return 0;
             }
         }
@@ -6989,7 +7069,7 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
     int64_t lo = dp->lo[b], n = dp->hi[b] - lo, need = dp->compress ? (n + 1) / 2 : dp->stage == 2 ? n : 0, i;
     float *g = pt__dp_grads(dp);
     if (!g) return 0;
-    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0;
+    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0;
     op->req = MPI_REQUEST_NULL;
     if (need) {
         int64_t off = pt__dp_stage_alloc(dp, need);
@@ -7034,7 +7114,7 @@ static void pt__dp_hook(void *user, pt_param *p) {
                  p->spec.name, dp->fired[p->id], dp->passes);
         return;
     }
-    while (dp->next < dp->nseq && pt__dp_ready(dp, dp->next))
+    while (!dp->failed && dp->next < dp->nseq && pt__dp_ready(dp, dp->next))
         if (!pt__dp_start(dp, 1)) return;
 }
 
@@ -7042,10 +7122,10 @@ static void pt__dp_hook(void *user, pt_param *p) {
 static pt_status pt__dp_complete(pt_dp *dp) {
     double t0 = pt_time();
     int ok = 1;
-    while (ok && dp->next < dp->nseq) ok = pt__dp_start(dp, 0);
+    while (ok && !dp->failed && dp->next < dp->nseq) ok = pt__dp_start(dp, 0);
     ok = pt__dp_wait(dp, dp->next) && ok;
     dp->stats.wait_s += pt_time() - t0;
-    return ok ? PT_OK : PT_ERR_DEVICE;
+    return ok && !dp->failed ? PT_OK : PT_ERR_DEVICE;
 }
 
 /* The staging ring: room for two of the largest bucket's staging (ZeRO-2: f32, compression: bf16),
@@ -7114,6 +7194,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
             return (pt_dp *)pt__fail(ctx, PT_ERR_STATE, "pt_dp_new: the grid has no usable DP communicator");
         }
         dp->dpsize = s;
+        dp->dist = d;
         MPI_Comm_rank(dp->comm, &dp->dprank);
     }
 #else
@@ -7160,6 +7241,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
 #ifdef PTRAIN_MPI
     if (dp->dpsize > 1) {
         int mm[2], rc = MPI_SUCCESS;
+        uint64_t s;
         if (dp->compress) {
             if (MPI_Op_create(pt__dp_bf16_sum, 1, &dp->bf16sum) != MPI_SUCCESS) goto mpi_fail;
             if (!(dp->resid = (float *)PT_MALLOC((size_t)PT__MAX(ctx->slab_n, 1) * 4))) goto oom;
@@ -7173,8 +7255,12 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
             if (MPI_Comm_split(dp->comm, dp->lrank, dp->dprank, &dp->cross) != MPI_SUCCESS || MPI_Comm_dup(dp->node, &dp->node2) != MPI_SUCCESS)
                 goto mpi_fail;
             mm[0] = dp->lsize, mm[1] = -dp->lsize;
-            rc = MPI_Allreduce(MPI_IN_PLACE, mm, 2, MPI_INT, MPI_MIN, dp->comm);
-            if (rc != MPI_SUCCESS) goto mpi_fail;
+            s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_DP, 2, PT_COLL_I32, -1);
+            rc = pt__coll_end(d, s, s ? MPI_Allreduce(MPI_IN_PLACE, mm, 2, MPI_INT, MPI_MIN, dp->comm) : PT__COLL_REFUSED);
+            if (rc != MPI_SUCCESS) {
+                pt_dp_free(dp);
+                return (pt_dp *)pt__fail(ctx, PT_ERR_DEVICE, "pt_dp_new_opts: the agreement on the DP ranks per node failed: %s", pt__coll_why(d, rc));
+            }
             if (mm[0] != -mm[1]) {
                 pt_dp_free(dp);
                 return (pt_dp *)pt__fail(ctx, PT_ERR_ARG, "pt_dp_new_opts: hier needs the same number of DP ranks on every node (found %d..%d)", mm[0], -mm[1]);
@@ -7231,6 +7317,11 @@ PTDEF void pt_dp_free(pt_dp *dp) {
         pt_set_grad_hook(dp->ctx, NULL, NULL);
     if (dp->dpsize > 1 && dp->ctx->poll == pt__dp_poll && dp->ctx->poll_user == (void *)dp)
         pt_set_backward_poll(dp->ctx, NULL, NULL);
+    if (dp->dist && dp->node != MPI_COMM_NULL) { /* unregister what debug mode's agreements ran on */
+        pt_dist *d = (pt_dist *)dp->dist;
+        if (d->comm[PT_COMM_DP_NODE] == dp->node) d->comm[PT_COMM_DP_NODE] = MPI_COMM_NULL;
+        if (d->comm[PT_COMM_DP_CROSS] == dp->cross) d->comm[PT_COMM_DP_CROSS] = MPI_COMM_NULL;
+    }
     if (dp->node != MPI_COMM_NULL) MPI_Comm_free(&dp->node);
     if (dp->node2 != MPI_COMM_NULL) MPI_Comm_free(&dp->node2);
     if (dp->cross != MPI_COMM_NULL) MPI_Comm_free(&dp->cross);
@@ -7278,7 +7369,7 @@ PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     dp->passes = passes;
     dp->nphases = dp->hier && dp->stage == 0 ? 3 : 1; /* hierarchical: the allreduce path only */
     dp->nseq = dp->rounds * dp->nb;
-    dp->next = dp->retired = 0;
+    dp->next = dp->retired = 0, dp->failed = 0;
     dp->stg_head = 0;
     memset(dp->fired, 0, sizeof(int) * (size_t)dp->nparams);
     if (dp->acc) memset(dp->acc, 0, (size_t)(dp->zhi - dp->zlo) * 4);
@@ -7347,11 +7438,13 @@ static pt_status pt__dp_zero_gather(void *user) {
     pt_dp *dp = (pt_dp *)user;
     pt_tensor ps = pt_param_slab(dp->ctx);
     float *p = pt_f32(&ps);
+    uint64_t s;
     int rc;
     if (!p) return (pt_status)(pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp (ZeRO): the parameter slab has no host memory"), PT_ERR_STATE);
-    rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, dp->zcnt, dp->zdispl, MPI_FLOAT, dp->comm);
+    s = pt__coll_begin(dp->dist, PT_COLL_ALLGATHERV, PT_COMM_DP, dp->ctx->slab_n, PT_COLL_F32, -1);
+    rc = pt__coll_end(dp->dist, s, s ? MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, dp->zcnt, dp->zdispl, MPI_FLOAT, dp->comm) : PT__COLL_REFUSED);
     if (rc != MPI_SUCCESS)
-        return (pt_status)(pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp (ZeRO): MPI_Allgatherv of the parameters failed (MPI error %d)", rc),
+        return (pt_status)(pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp (ZeRO): the allgather of the parameters failed: %s", pt__coll_why(dp->dist, rc)),
                            PT_ERR_DEVICE);
     return PT_OK;
 }
@@ -7422,12 +7515,15 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
         if (st != PT_OK) return st;
         for (r = 0; r < 2; r++) {
             pt_storage *s = r ? &o->v : &o->m;
+            uint64_t sq;
             int rc;
             if (!s->raw && !s->dev) continue;
             if (!s->host) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: the optimizer state has no host memory"), PT_ERR_STATE);
-            rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s->host, dp->zcnt, dp->zdispl, MPI_FLOAT, dp->comm);
+            sq = pt__coll_begin(dp->dist, PT_COLL_ALLGATHERV, PT_COMM_DP, hi, PT_COLL_F32, -1);
+            rc = pt__coll_end(dp->dist, sq, sq ? MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s->host, dp->zcnt, dp->zdispl, MPI_FLOAT, dp->comm)
+                                               : PT__COLL_REFUSED);
             if (rc != MPI_SUCCESS)
-                return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_dp_zero: MPI_Allgatherv of the state failed (MPI error %d)", rc),
+                return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_dp_zero: the allgather of the state failed: %s", pt__coll_why(dp->dist, rc)),
                                    PT_ERR_DEVICE);
         }
         if (o->post_user == (void *)dp) o->post_step = NULL, o->post_user = NULL;

@@ -3,12 +3,13 @@
 # tests/test_coll.c without MPI (a world of one) and with mpicc -DPTRAIN_MPI -fopenmp, runs the MPI
 # one under mpirun -np 2 and -np 3 (records, debug-mode mismatches), then checks at script level:
 # a bad PTRAIN_WATCHDOG and a PTRAIN_COLL_CHECK that differs between ranks are refused by
-# pt_dist_init on every rank; PTRAIN_COLL_CHECK=1 runs the whole test in debug mode; and with
+# pt_dist_init on every rank; PTRAIN_COLL_CHECK=1 runs the whole test (and
+# tests/test_dp.c under -np 2 and -np 4 with 2 fake nodes) in debug mode; and with
 # PTRAIN_WATCHDOG=2 a rank waiting in a collective for a rank that sleeps 8 s aborts the job: exit
 # status non-zero (not the timeout's), well before the sleeper wakes, stderr holding the watchdog's
 # message and the dump with the stuck call's record. (dist_test.sh compiles the implementation as C
 # and C++ with MPI and checks its symbols.) Prints one PASS/FAIL line per run or check, then
-# "N passed, N failed". Each mpirun is bounded by `timeout`; the script takes ~15 seconds.
+# "N passed, N failed". Each mpirun is bounded by `timeout`; the script takes ~35 seconds.
 # PTRAIN_INC=DIR takes ptrain.h from DIR instead of the repository root.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -41,6 +42,16 @@ for n in 2 3; do
 done
 prog "mpirun -np 2 test_coll, PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60" "$BUILD/coll_np2_check.log" \
     $MPIRUN -np 2 env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$T"
+
+# ---- the data-parallel paths (>>dp) in debug mode: buckets, ZeRO, hierarchical chain, compression ----
+if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$B/test_dp_coll" -lm >"$BUILD/test_dp_coll.build.log" 2>&1; then
+    prog "mpirun -np 2 test_dp, PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60" "$BUILD/coll_dp_np2_check.log" \
+        $MPIRUN -np 2 env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$B/test_dp_coll"
+    prog "mpirun -np 4 test_dp, 2 fake nodes (hierarchical), PTRAIN_COLL_CHECK=1" "$BUILD/coll_dp_np4_check.log" \
+        $MPIRUN -np 4 env PTRAIN_FAKE_NODE_SIZE=2 PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$B/test_dp_coll"
+else
+    fail "build test_dp (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_dp_coll.build.log"
+fi
 
 # ---- bad environment: refused on every rank with one message naming the variable ----
 log=$BUILD/coll_badenv.log

@@ -5,6 +5,185 @@
    same model on the whole batch alone (the reference); losses and final parameters must agree.
    Every check is agreed across ranks (MPI_MIN); rank 0 prints PASS/FAIL and "N passed, N failed". */
 #include "dp_common.h"
+/* ---- the collective records of one data-parallel step (>>dist's records, >>dp's calls) ---- */
+typedef struct {
+    pt_coll_record rec[PT_COLL_RING];
+    int n;            /* this rank's records tagged with the step */
+    int ok;           /* the step ran without error */
+    char err[512];
+    int64_t buckets, grad_n, param_n;
+} rec_out;
+
+/* One step of the small GPT on this rank's slice with pt_dp_new_opts(o) (ZeRO stage `zero` first),
+   tagged pt_dist_set_step(d, tag, 0); keeps this rank's records carrying that tag. */
+static void rec_step(tctx *t, const pt_dp_options *o, int zero, int64_t tag, rec_out *out) {
+    static pt_coll_record all[PT_COLL_RING];
+    pt_desc desc;
+    pt_gpt_config cfg;
+    pt_optim_desc od;
+    pt_ctx *ctx;
+    pt_gpt *m;
+    pt_optim *opt;
+    pt_dp *dp;
+    pt_graph *g;
+    pt_tensor *ids, *tg, *loss, gs, ps;
+    int nr = B / t->dpn, i, n;
+    memset(out, 0, sizeof *out);
+    memset(&desc, 0, sizeof desc);
+    desc.seed = 1234, desc.threads = 1, desc.log_level = PT_LOG_ERROR + 1;
+    ctx = pt_init(&desc);
+    memset(&cfg, 0, sizeof cfg);
+    cfg.vocab = 64, cfg.layers = 2, cfg.width = 32, cfg.heads = 4, cfg.max_seq = T;
+    m = pt_gpt_new(ctx, &cfg);
+    memset(&od, 0, sizeof od);
+    od.kind = PT_OPTIM_ADAMW, od.lr = LR, od.clip_norm = 0.5f, od.eps = EPS;
+    opt = pt_optim_new(ctx, &od);
+    dp = pt_dp_new_opts(ctx, t->d, o);
+    g = pt_graph_new(ctx);
+    if (!m || !opt || !dp || !g || (zero && pt_dp_zero(dp, opt, zero) != PT_OK)) {
+        snprintf(out->err, sizeof out->err, "setup failed: %.200s", pt_error(ctx));
+    } else {
+        pt_dist_set_step(t->d, tag, 0);
+        pt_zero_grad(ctx);
+        pt_dp_begin_step(dp, 1);
+        ids = pt_tensor_new(g, PT_I32, 2, nr, T, 0, 0);
+        tg = pt_tensor_new(g, PT_I32, 2, nr, T, 0, 0);
+        pt_tensor_write(ids, t->ids[0] + t->dprank * nr * T);
+        pt_tensor_write(tg, t->tgt[0] + t->dprank * nr * T);
+        loss = pt_gpt_loss(g, m, ids, tg);
+        pt_backward(g, loss);
+        if (pt_dp_finish(dp) == PT_OK && pt_status_get(ctx) == PT_OK) pt_optim_step(opt, LR);
+        out->ok = pt_status_get(ctx) == PT_OK;
+        snprintf(out->err, sizeof out->err, "%.500s", pt_error(ctx));
+        pt_dist_set_step(t->d, -1, -1);
+    }
+    gs = pt_grad_slab(ctx), ps = pt_param_slab(ctx);
+    out->grad_n = pt_numel(&gs), out->param_n = pt_numel(&ps);
+    out->buckets = pt_dp_stats_get(dp).buckets;
+    n = pt_dist_records(t->d, all, PT_COLL_RING);
+    for (i = 0; i < n; i++)
+        if (all[i].step == tag) out->rec[out->n++] = all[i];
+    pt_graph_free(g);
+    pt_dp_free(dp);
+    pt_gpt_free(m);
+    pt_shutdown(ctx);
+}
+
+/* the records of op on comm: how many, the sum of their counts; *bad = those not DONE or not of dtype,
+   *gap = 1 if their per-communicator numbers are not consecutive */
+static int rec_count(const rec_out *r, int op, int comm, int dtype, int64_t *sum, int *bad, int *gap) {
+    int i, k = 0;
+    uint64_t prev = 0;
+    *sum = 0, *bad = 0, *gap = 0;
+    for (i = 0; i < r->n; i++) {
+        const pt_coll_record *c = &r->rec[i];
+        if (c->op != op || c->comm != comm) continue;
+        *sum += c->count;
+        *bad += c->state != PT_COLL_DONE || c->rc != 0 || c->dtype != dtype || c->peer != -1 || c->micro_batch != 0 || c->t_end < c->t_start;
+        if (k && comm != PT_COMM_DP_NODE && c->comm_seq != prev + 1) *gap = 1;
+        prev = c->comm_seq, k++;
+    }
+    return k;
+}
+
+static void test_records(tctx *t) {
+    pt_dp_options o;
+    rec_out *r = (rec_out *)calloc(1, sizeof(rec_out));
+    char why[1024];
+    int64_t sum, sum2;
+    int n, n2, bad, bad2, gap, i, last_rs = -1, ag = -1, norm = 0;
+    if (!r) return;
+    memset(&o, 0, sizeof o);
+    o.bucket_bytes = 16 << 10;
+
+    /* plain DP: one iallreduce of f32 per bucket on DP, together the whole gradient slab */
+    rec_step(t, &o, 0, 101, r);
+    check(t, r->ok, "records: a DP step with 16 KiB buckets runs", r->err);
+    n = rec_count(r, PT_COLL_IALLREDUCE, PT_COMM_DP, PT_COLL_F32, &sum, &bad, &gap);
+    snprintf(why, sizeof why, "%d of %d records tagged step 101: %d iallreduce on DP (buckets %lld), counts sum %lld (slab %lld), %d not done/f32, gap %d",
+             n, r->n, n, (long long)r->buckets, (long long)sum, (long long)r->grad_n, bad, gap);
+    check(t, t->dpn == 1 ? r->n == 0 : (n == r->buckets && r->buckets > 1 && sum == r->grad_n && !bad && !gap && n == r->n),
+          "records: one iallreduce of f32 per bucket on DP, counts summing to the gradient slab, done, tagged with the step", why);
+
+    /* bf16 compression: the same, dtype bf16 */
+    o.compress = 1;
+    rec_step(t, &o, 0, 102, r);
+    n = rec_count(r, PT_COLL_IALLREDUCE, PT_COMM_DP, PT_COLL_BF16, &sum, &bad, &gap);
+    snprintf(why, sizeof why, "%.300s; %d iallreduce of bf16 (buckets %lld), counts sum %lld (slab %lld), %d bad", r->err, n, (long long)r->buckets,
+             (long long)sum, (long long)r->grad_n, bad);
+    check(t, r->ok && (t->dpn == 1 || (n == r->buckets && sum == r->grad_n && !bad)), "records: bf16 compression reduces buckets as bf16", why);
+    o.compress = 0;
+
+    /* ZeRO-1: reduce-scatter per bucket, the norm's allreduce, then the parameter allgatherv */
+    rec_step(t, &o, 1, 103, r);
+    n = rec_count(r, PT_COLL_IREDUCE_SCATTER, PT_COMM_DP, PT_COLL_F32, &sum, &bad, &gap);
+    n2 = rec_count(r, PT_COLL_ALLGATHERV, PT_COMM_DP, PT_COLL_F32, &sum2, &bad2, &gap);
+    for (i = 0; i < r->n; i++) {
+        if (r->rec[i].op == PT_COLL_IREDUCE_SCATTER) last_rs = i;
+        if (r->rec[i].op == PT_COLL_ALLGATHERV) ag = i;
+        if (r->rec[i].op == PT_COLL_ALLREDUCE && r->rec[i].comm == PT_COMM_DP && r->rec[i].dtype == PT_COLL_F64 && r->rec[i].state == PT_COLL_DONE) norm++;
+    }
+    snprintf(why, sizeof why, "%.300s; %d ireduce_scatter (buckets %lld) summing %lld (slab %lld), %d bad; %d allgatherv of %lld (params %lld), %d bad; norm allreduces %d; order %d < %d",
+             r->err, n, (long long)r->buckets, (long long)sum, (long long)r->grad_n, bad, n2, (long long)sum2, (long long)r->param_n, bad2, norm, last_rs, ag);
+    check(t, r->ok && (t->dpn == 1 || (n == r->buckets && sum == r->grad_n && !bad && n2 == 1 && sum2 == r->param_n && !bad2 && norm == 1 && last_rs < ag)),
+          "records: ZeRO-1 reduce-scatters every bucket, sums the norm over DP, then allgathers the parameters", why);
+
+    /* hierarchical: in-node reduce-scatter, cross-node allreduce, in-node allgatherv per bucket */
+    if (t->dpn > 1 && pt_dist_nodes(t->d) > 1) {
+        int64_t sc, node_sum = 0;
+        int nc, bc, ga;
+        o.hier = 1;
+        rec_step(t, &o, 0, 104, r);
+        n = rec_count(r, PT_COLL_IREDUCE_SCATTER, PT_COMM_DP_NODE, PT_COLL_F32, &sum, &bad, &gap);
+        nc = rec_count(r, PT_COLL_IALLREDUCE, PT_COMM_DP_CROSS, PT_COLL_F32, &sc, &bc, &gap);
+        n2 = rec_count(r, PT_COLL_IALLGATHERV, PT_COMM_DP_NODE, PT_COLL_F32, &sum2, &bad2, &ga);
+#ifdef PTRAIN_MPI
+        MPI_Allreduce(&sc, &node_sum, 1, MPI_INT64_T, MPI_SUM, *(MPI_Comm *)pt_dist_comm(t->d, PT_COMM_NODE));
+#endif
+        snprintf(why, sizeof why, "%.300s; buckets %lld: %d ireduce_scatter (sum %lld, %d bad), %d iallreduce cross (sum over the node %lld, %d bad, gap %d), %d iallgatherv (sum %lld, %d bad); slab %lld",
+                 r->err, (long long)r->buckets, n, (long long)sum, bad, nc, (long long)node_sum, bc, gap, n2, (long long)sum2, bad2, (long long)r->grad_n);
+        check(t, r->ok && n == r->buckets && nc == n && n2 == n && sum == r->grad_n && sum2 == r->grad_n && node_sum == r->grad_n && !bad && !bc && !bad2 && !gap,
+              "records: hierarchical buckets go DP-node reduce-scatter, DP-cross allreduce, DP-node allgatherv", why);
+        o.hier = 0;
+    }
+
+    /* debug mode: matching steps run; different buckets on one rank are refused on every rank, no hang */
+    if (t->dpn > 1) {
+        const char *m;
+        check(t, pt_dist_set_coll_check(t->d, 1) == PT_OK, "records: debug mode on", "refused");
+        rec_step(t, &o, 0, 105, r);
+        n = rec_count(r, PT_COLL_IALLREDUCE, PT_COMM_DP, PT_COLL_F32, &sum, &bad, &gap);
+        check(t, r->ok && n == r->buckets && !bad, "debug mode: a DP step with matching buckets runs", r->err);
+        o.hier = 1;
+        rec_step(t, &o, 0, 106, r);
+        check(t, r->ok, "debug mode: a hierarchical DP step runs", r->err);
+        if (pt_dist_nodes(t->d) > 1) {
+            n = rec_count(r, PT_COLL_IREDUCE_SCATTER, PT_COMM_DP_NODE, PT_COLL_F32, &sum, &bad, &gap);
+            n2 = rec_count(r, PT_COLL_ALLREDUCE, PT_COMM_DP, PT_COLL_I32, &sum2, &bad2, &gap);
+            snprintf(why, sizeof why, "buckets %lld: %d DP-node reduce-scatters (%d bad), %d agreements on DP (%d bad)", (long long)r->buckets, n, bad, n2, bad2);
+            check(t, n == r->buckets && n2 == n && !bad && !bad2, "debug mode, hierarchical: each bucket's chain is run, then agreed on over DP", why);
+            o.bucket_bytes = t->dprank == t->dpn - 1 ? 4 : 16 << 10;
+            rec_step(t, &o, 0, 109, r);
+            check(t, !r->ok && strstr(r->err, "hierarchical reduction of bucket 0 failed on DP rank") && strstr(r->err, "collective mismatch on the DP-"),
+                  "debug mode, hierarchical: one rank with other buckets: the step fails on every rank naming the mismatch", r->err);
+            o.bucket_bytes = 16 << 10;
+        }
+        o.hier = 0;
+        rec_step(t, &o, 1, 107, r);
+        check(t, r->ok, "debug mode: a ZeRO-1 step runs", r->err);
+        o.bucket_bytes = t->dprank == t->dpn - 1 ? 4 : 16 << 10;
+        rec_step(t, &o, 0, 108, r);
+        m = r->err;
+        check(t, !r->ok && strstr(m, "collective mismatch on the DP communicator") && strstr(m, "iallreduce of"),
+              "debug mode: one rank with other buckets: the step fails on every rank naming the mismatch", m);
+        for (i = 0, n = 0; i < r->n; i++) n += r->rec[i].state == PT_COLL_REFUSED;
+        snprintf(why, sizeof why, "%d refused of %d records", n, r->n);
+        check(t, n == 1 && r->n == 1 && r->rec[0].op == PT_COLL_IALLREDUCE, "debug mode: the refused bucket is recorded as refused, nothing after it", why);
+        check(t, pt_dist_set_coll_check(t->d, 0) == PT_OK && pt_dist_agree(t->d, 1) == 1, "debug mode off again; the grid is usable", "failed");
+    }
+    free(r);
+}
+
 int main(int argc, char **argv) {
     tctx *t = (tctx *)calloc(1, sizeof(tctx));
     char err[512], name[256], why[256];
@@ -203,6 +382,8 @@ int main(int argc, char **argv) {
         pt_gpt_free(m);
         pt_shutdown(ctx);
     }
+
+    test_records(t);
 
     /* the check can fail: without the reduction each rank's model drifts from the reference */
     if (t->dpn > 1) {
