@@ -6,11 +6,20 @@
 # the single-process per-step losses, gradient norms, evaluation loss and final parameters
 # (relative 1e-5; AdamW parameters 1e-4, see test_equiv.c), and be bit-identical when run twice.
 # bf16 gradient compression: losses 1e-3, norms 1e-2, parameters 1e-2 (SGD) / 1e-1 (AdamW).
+# Two layouts run in the collective debug mode (PTRAIN_COLL_CHECK=1: every collective agreed first).
 # Every run is one mpirun bounded by `timeout 120`; prints PASS/FAIL per run, then "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 
+# without MPI: a world of one (micro-batches; v chunks on one rank handed over in memory)
+if $CC $W tests/test_equiv.c -o "$BUILD/test_equiv_nompi" -lm >"$BUILD/test_equiv_nompi.build.log" 2>&1; then
+    PTRAIN_THREADS=1 prog "equivalence without MPI --m 4" "$BUILD/equiv_nompi1.log" "$B/test_equiv_nompi" --m 4
+    PTRAIN_THREADS=1 prog "equivalence without MPI --schedule interleaved --v 2 --m 2" "$BUILD/equiv_nompi2.log" "$B/test_equiv_nompi" \
+        --schedule interleaved --v 2 --m 2
+else
+    fail "build test_equiv ($CC, no MPI)" "see $BUILD/test_equiv_nompi.build.log"
+fi
 if ! have mpicc || ! have mpirun; then
     fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
     echo "$NP passed, $NF failed"
@@ -61,6 +70,8 @@ done <<'LAYOUTS'
 8 --dp 2 --tp 2 --pp 2 --zero 2 --schedule gpipe --m 2
 8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2
 8 --dp 2 --tp 2 --pp 2 --compress
+8 --dp 2 --tp 2 --pp 2 --zero 1 --coll-check
+4 --dp 2 --pp 2 --hier --fake-node-size 2 --coll-check
 LAYOUTS
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

@@ -272,6 +272,7 @@ static int parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--hier")) o->hier = 1;
         else if (!strcmp(a, "--compress")) o->compress = 1;
         else if (!strcmp(a, "--fake-node-size")) setenv("PTRAIN_FAKE_NODE_SIZE", v, 1), i++;
+        else if (!strcmp(a, "--coll-check")) setenv("PTRAIN_COLL_CHECK", "1", 1); /* debug mode: every collective agreed */
         else if (!strcmp(a, "--schedule")) {
             o->kind = !strcmp(v, "gpipe") ? PT_PP_GPIPE : !strcmp(v, "interleaved") ? PT_PP_INTERLEAVED : PT_PP_1F1B;
             i++;
