@@ -6812,6 +6812,8 @@ struct pt_dp {
     pt_optim *zopt;     /* sharded optimizer (pt_dp_zero), or NULL */
 #ifdef PTRAIN_MPI
     MPI_Comm comm, node, node2, cross; /* DP; hierarchical: in-node (twice: phases 0 and 2), across nodes */
+    MPI_Comm agree;     /* a private duplicate of the DP communicator for pt_dp_finish's agreement */
+    int blocking;       /* the ops started now use the blocking collective (see pt__dp_complete) */
     int lsize, lrank;   /* the in-node DP sub-communicator */
     int *zcnt, *zdispl; /* [dpsize]: ZeRO shard of each DP rank (elements, offsets) */
     int *bcnt;          /* [nb * dpsize]: each bucket's intersection with each rank's shard */
@@ -6897,6 +6899,13 @@ static int pt__dp_call(pt_dp *dp, pt__dp_op *op, char *buf, int q) {
             if (s) memmove(buf + (size_t)dd[dp->lrank] * es, buf, (size_t)c[dp->lrank] * es);
             rc = s ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c, dd, ty, dp->node2, &op->req) : PT__COLL_REFUSED;
         }
+    } else if (dp->blocking) { /* after backward: the blocking collective, MPI's tuned algorithm */
+        int zero = dp->stage != 0;
+        s = pt__coll_begin(d, zero ? PT_COLL_REDUCE_SCATTER : PT_COLL_ALLREDUCE, PT_COMM_DP, n, dt, -1);
+        rc = !s ? PT__COLL_REFUSED
+             : zero ? MPI_Reduce_scatter(MPI_IN_PLACE, buf, dp->bcnt + (size_t)b * dp->dpsize, ty, mop, dp->comm)
+                    : MPI_Allreduce(MPI_IN_PLACE, buf, n, ty, mop, dp->comm);
+        if (rc == MPI_SUCCESS) pt__coll_end(d, s, rc), s = 0; /* done: the op completes at its first test */
     } else if (dp->stage == 0) {
         s = pt__coll_begin(d, PT_COLL_IALLREDUCE, PT_COMM_DP, n, dt, -1);
         rc = s ? MPI_Iallreduce(MPI_IN_PLACE, buf, n, ty, mop, dp->comm, &op->req) : PT__COLL_REFUSED;
@@ -7118,11 +7127,28 @@ static void pt__dp_hook(void *user, pt_param *p) {
         if (!pt__dp_start(dp, 1)) return;
 }
 
-/* Starts every op left (in order) and waits for all. */
+/* Starts every op left (in order) and waits for all. Ops that no rank started during backward have
+   nothing to overlap with: they use the blocking collective (MPI_Allreduce, MPI_Reduce_scatter),
+   whose tuned algorithms Open MPI applies, unlike those of its non-blocking ones (often 2x slower
+   for large buckets). Ranks may have started different numbers of ops during backward, and an op
+   must be the same kind of call on every rank, so the ranks first agree, on a private duplicate of
+   the DP communicator (not recorded: it is outside the DP communicator's sequence of collectives),
+   on the most any rank started; up to there the ops stay non-blocking. One-phase paths (ZeRO-0/1,
+   with or without bf16) only; ZeRO-2 and the hierarchical chain stay non-blocking. */
 static pt_status pt__dp_complete(pt_dp *dp) {
     double t0 = pt_time();
     int ok = 1;
+    if (dp->nphases == 1 && dp->stage < 2 && dp->agree != MPI_COMM_NULL && !dp->failed) {
+        int most = dp->next;
+        if (MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, dp->agree) != MPI_SUCCESS) {
+            ok = 0, dp->failed = 1;
+            pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp_finish: the agreement on the buckets started during backward failed");
+        }
+        while (ok && !dp->failed && dp->next < most) ok = pt__dp_start(dp, 0);
+        dp->blocking = 1;
+    }
     while (ok && !dp->failed && dp->next < dp->nseq) ok = pt__dp_start(dp, 0);
+    dp->blocking = 0;
     ok = pt__dp_wait(dp, dp->next) && ok;
     dp->stats.wait_s += pt_time() - t0;
     return ok && !dp->failed ? PT_OK : PT_ERR_DEVICE;
@@ -7184,7 +7210,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     dp->nphases = 1;
     dp->zhi = ctx->slab_n;
 #ifdef PTRAIN_MPI
-    dp->comm = dp->node = dp->node2 = dp->cross = MPI_COMM_NULL;
+    dp->comm = dp->node = dp->node2 = dp->cross = dp->agree = MPI_COMM_NULL;
     dp->bf16sum = MPI_OP_NULL;
     if (d) {
         int s = 1;
@@ -7242,6 +7268,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     if (dp->dpsize > 1) {
         int mm[2], rc = MPI_SUCCESS;
         uint64_t s;
+        if (MPI_Comm_dup(dp->comm, &dp->agree) != MPI_SUCCESS) goto mpi_fail;
         if (dp->compress) {
             if (MPI_Op_create(pt__dp_bf16_sum, 1, &dp->bf16sum) != MPI_SUCCESS) goto mpi_fail;
             if (!(dp->resid = (float *)PT_MALLOC((size_t)PT__MAX(ctx->slab_n, 1) * 4))) goto oom;
@@ -7323,6 +7350,7 @@ PTDEF void pt_dp_free(pt_dp *dp) {
         if (d->comm[PT_COMM_DP_CROSS] == dp->cross) d->comm[PT_COMM_DP_CROSS] = MPI_COMM_NULL;
     }
     if (dp->node != MPI_COMM_NULL) MPI_Comm_free(&dp->node);
+    if (dp->agree != MPI_COMM_NULL) MPI_Comm_free(&dp->agree);
     if (dp->node2 != MPI_COMM_NULL) MPI_Comm_free(&dp->node2);
     if (dp->cross != MPI_COMM_NULL) MPI_Comm_free(&dp->cross);
     if (dp->bf16sum != MPI_OP_NULL) MPI_Op_free(&dp->bf16sum);
@@ -7407,10 +7435,15 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
         if (!(g = pt__dp_grads(dp))) return PT_ERR_STATE;
         for (k = 0; k < dp->nb; k++) { /* the sum over ranks, then one scale (ZeRO: only my shard holds it) */
             int64_t a = dp->stage ? PT__MAX(dp->lo[k], dp->zlo) : dp->lo[k], e = dp->stage ? PT__MIN(dp->hi[k], dp->zhi) : dp->hi[k];
-            if (dp->stage == 2)
-                for (i = a; i < e; i++) g[i] = dp->acc[i - dp->zlo] / inv;
-            else
-                for (i = a; i < e; i++) g[i] = g[i] / inv;
+            const float *src = dp->stage == 2 ? dp->acc + (a - dp->zlo) : g + a;
+            float *dst = g + a;
+            int64_t n = e - a, nch = (n + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK;
+            (void)i;
+            PT__CPU_PAR_FOR(dp->ctx, n) /* threaded like the CPU kernels: a pass over the gradient costs */
+            for (int64_t c = 0; c < nch; c++) {
+                int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK), j;
+                for (j = i0; j < i1; j++) dst[j] = src[j] / inv;
+            }
         }
     }
 #endif
