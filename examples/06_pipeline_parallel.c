@@ -15,7 +15,7 @@
    Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -I. examples/06_pipeline_parallel.c -o build/06_pipeline_parallel -lm
    Run: mpirun -np 2 ./build/06_pipeline_parallel
 
-   Flags: --steps N (10 per schedule), --layers L (8), --width W (256), --batch B (64, split into
+   Flags: --steps N (10 per schedule), --layers L (8), --width W (512), --batch B (256, split into
    --micro-batches M = 8), --seed S. Prints `step <n> loss <l> ...` per step of each schedule. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
     static const char *names[3] = {"GPipe", "1F1B", "interleaved 1F1B (v = 2)"};
     pt_pp_stats st[3];
     memset(&m, 0, sizeof m);
-    m.layers = 8, m.width = 256, m.batch = 64, m.mbs = 8;
+    m.layers = 8, m.width = 512, m.batch = 256, m.mbs = 8;
     for (i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         int n = atoi(v);
