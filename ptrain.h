@@ -54,7 +54,8 @@
              graphs may be alive at once (one per pipeline micro-batch).
    tensor    pt_tensor: (storage, element offset, shape) of contiguous row-major data, f32 first
              (bf16, f16, i32, i8 as storage types). Only the CPU backend dereferences host memory:
-             pt_f32(t) gives the host pointer there, pt_tensor_read/write work everywhere.
+             pt_f32(t) gives the host pointer there (NULL on OpenCL), pt_tensor_read/write work
+             everywhere; pt_transfer_stats counts a device backend's host <-> device copies.
    op        pt_add, pt_matmul, pt_attention, ...: checks its inputs (a clear error naming the op
              and the shapes), computes through the backend's kernel table, records its backward.
              Ops return NULL on error and when an input is NULL, so a pass is checked once at end.
@@ -84,13 +85,21 @@
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
+   PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for the
+                            elementwise, row-wise, reduction, layout and optimizer entries, CLBlast
+                            for GEMM; chosen at run time with device "opencl[:P[:D]]" (cpu stays the
+                            default). Not on OpenCL yet: attention, im2col/col2im, channel bias,
+                            max-pooling (they fail with "not implemented on OpenCL yet")
 
    ==================================================================================================
    ENVIRONMENT
    ==================================================================================================
    PTRAIN_THREADS=N         CPU threads per process (default: CPUs in the affinity mask, divided
                             among the ranks of the node sharing them)
-   PTRAIN_DEVICE=cpu        backend when pt_desc.device is NULL
+   PTRAIN_DEVICE=cpu        backend when pt_desc.device is NULL: cpu, or opencl[:P[:D]] (platform P,
+                            device D; without D an MPI rank takes node-local rank mod devices)
+   PTRAIN_CL_CACHE=DIR      where compiled OpenCL programs are cached ("off": no cache; default
+                            $XDG_CACHE_HOME/ptrain or ~/.cache/ptrain)
    PTRAIN_FAKE_NODE_SIZE=N  treat every N consecutive ranks as one node (tests hierarchy on one
                             machine)
    PTRAIN_COLL_CHECK=1      debug mode: the ranks of a communicator agree on each collective before
@@ -129,6 +138,7 @@
    >>gemm       packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch
    >>attn       causal self-attention kernels (flash-style, no T x T kept)
    >>cpu        the CPU reference kernels
+   >>opencl     the OpenCL backend: device buffers, kernel sources, program cache, CLBlast GEMM
    >>tensor     storages, arenas, tensors
    >>autograd   graphs, tape, backward
    >>param      parameters, slabs, deterministic init, checkpointed-state registry
