@@ -54,7 +54,8 @@
              graphs may be alive at once (one per pipeline micro-batch).
    tensor    pt_tensor: (storage, element offset, shape) of contiguous row-major data, f32 first
              (bf16, f16, i32, i8 as storage types). Only the CPU backend dereferences host memory:
-             pt_f32(t) gives the host pointer there, pt_tensor_read/write work everywhere.
+             pt_f32(t) gives the host pointer there (NULL on OpenCL), pt_tensor_read/write work
+             everywhere; pt_transfer_stats counts a device backend's host <-> device copies.
    op        pt_add, pt_matmul, pt_attention, ...: checks its inputs (a clear error naming the op
              and the shapes), computes through the backend's kernel table, records its backward.
              Ops return NULL on error and when an input is NULL, so a pass is checked once at end.
@@ -84,13 +85,21 @@
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
+   PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for the
+                            elementwise, row-wise, reduction, layout and optimizer entries, CLBlast
+                            for GEMM; chosen at run time with device "opencl[:P[:D]]" (cpu stays the
+                            default). Not on OpenCL yet: attention, im2col/col2im, channel bias,
+                            max-pooling (they fail with "not implemented on OpenCL yet")
 
    ==================================================================================================
    ENVIRONMENT
    ==================================================================================================
    PTRAIN_THREADS=N         CPU threads per process (default: CPUs in the affinity mask, divided
                             among the ranks of the node sharing them)
-   PTRAIN_DEVICE=cpu        backend when pt_desc.device is NULL
+   PTRAIN_DEVICE=cpu        backend when pt_desc.device is NULL: cpu, or opencl[:P[:D]] (platform P,
+                            device D; without D an MPI rank takes node-local rank mod devices)
+   PTRAIN_CL_CACHE=DIR      where compiled OpenCL programs are cached ("off": no cache; default
+                            $XDG_CACHE_HOME/ptrain or ~/.cache/ptrain)
    PTRAIN_FAKE_NODE_SIZE=N  treat every N consecutive ranks as one node (tests hierarchy on one
                             machine)
    PTRAIN_COLL_CHECK=1      debug mode: the ranks of a communicator agree on each collective before
@@ -129,6 +138,7 @@
    >>gemm       packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch
    >>attn       causal self-attention kernels (flash-style, no T x T kept)
    >>cpu        the CPU reference kernels
+   >>opencl     the OpenCL backend: device buffers, kernel sources, program cache, CLBlast GEMM
    >>tensor     storages, arenas, tensors
    >>autograd   graphs, tape, backward
    >>param      parameters, slabs, deterministic init, checkpointed-state registry
@@ -224,7 +234,9 @@ typedef struct pt_tensor {
 typedef struct pt_desc {
     uint64_t seed;       /**< master seed: parameter init, dropout; same seed = same run */
     int32_t threads;     /**< CPU threads; 0 = env PTRAIN_THREADS, else CPUs in the affinity mask */
-    const char *device;  /**< "cpu" (default; env PTRAIN_DEVICE when NULL) */
+    const char *device;  /**< "cpu" (default; env PTRAIN_DEVICE when NULL), or "opencl[:P[:D]]" (platform P,
+                              device D; without D a rank of a pt_dist grid takes node-local rank
+                              modulo the platform's devices, else device 0; needs -DPTRAIN_OPENCL) */
     void (*log)(void *user, int level, const char *msg);          /**< log sink; NULL = stderr */
     void *log_user;
     void (*on_error)(void *user, pt_status status, const char *msg); /**< called on every error */
@@ -249,7 +261,7 @@ PTDEF void pt_error_clear(pt_ctx *ctx);
 PTDEF int pt_threads(const pt_ctx *ctx);
 /** Sets the number of CPU threads (>= 1). */
 PTDEF void pt_set_threads(pt_ctx *ctx, int threads);
-/** Name of the active backend ("cpu"). */
+/** Name of the active backend ("cpu" or "opencl"). */
 PTDEF const char *pt_backend_name(const pt_ctx *ctx);
 /** Logs a printf-style message through the context's log sink. */
 PTDEF void pt_log(pt_ctx *ctx, int level, const char *fmt, ...)
@@ -267,6 +279,51 @@ typedef struct pt_mem_stats {
     int64_t allocs;                                        /**< allocations made so far */
 } pt_mem_stats;
 PTDEF pt_mem_stats pt_mem(const pt_ctx *ctx);
+
+/** Why host <-> device data moved (pt_transfers). A device backend counts every copy between host
+    memory and its buffers under the purpose in effect; the CPU backend moves nothing (all zero). */
+typedef enum pt_xfer_kind {
+    PT_XFER_IO = 0, /**< pt_tensor_write / pt_tensor_read / pt_item / pt_tensor_from: batches in, losses out */
+    PT_XFER_PARAM,  /**< parameter initialization and slab growth */
+    PT_XFER_CHECK,  /**< ids and targets read back by pt_embedding / pt_cross_entropy to check their range */
+    PT_XFER_SCALAR, /**< scalar results a kernel returns to the host (pt_grad_norm's sum of squares) */
+    PT_XFER_DP,     /**< staging of data-parallel gradient buckets and ZeRO gathers for MPI */
+    PT_XFER_TP,     /**< staging of tensor-parallel collectives */
+    PT_XFER_PP,     /**< pipeline activations and gradients sent between stages */
+    PT_XFER_CKPT,   /**< checkpoints and exports */
+    PT_XFER_KINDS
+} pt_xfer_kind;
+/** Host <-> device transfers of a context since it started (or pt_transfer_reset): bytes and
+    number of copies, per purpose (index pt_xfer_kind) and in total. h2d = host to device. */
+typedef struct pt_transfers {
+    int64_t h2d_bytes[PT_XFER_KINDS], h2d_count[PT_XFER_KINDS];
+    int64_t d2h_bytes[PT_XFER_KINDS], d2h_count[PT_XFER_KINDS];
+    int64_t h2d_total_bytes, h2d_total_count, d2h_total_bytes, d2h_total_count;
+} pt_transfers;
+/** The transfer counters of a context (all zero on the CPU backend). */
+PTDEF pt_transfers pt_transfer_stats(const pt_ctx *ctx);
+/** Sets the transfer counters to zero (e.g. at the start of the step to measure). */
+PTDEF void pt_transfer_reset(pt_ctx *ctx);
+/** Name of a pt_xfer_kind ("io", "param", ...). */
+PTDEF const char *pt_xfer_kind_name(int kind);
+
+/** The device a context computes on. */
+typedef struct pt_device_info {
+    char backend[16];              /**< "cpu" or "opencl" */
+    char platform[128];            /**< OpenCL platform name ("" on the CPU) */
+    char device[128];              /**< OpenCL device name */
+    char driver[64];               /**< driver version (part of the program cache key) */
+    int32_t platform_index, device_index; /**< indices as in PTRAIN_DEVICE=opencl:P:D (-1 on the CPU) */
+    int32_t program_builds;        /**< kernel programs this context compiled from source (0 or 1) */
+    int32_t program_cache_loads;   /**< kernel programs it loaded from the binary cache (0 or 1) */
+    char cache_file[512];          /**< the program binary cache file ("" when the cache is off) */
+} pt_device_info;
+/** What device ctx uses; for OpenCL also whether its kernels came from the binary cache. */
+PTDEF pt_device_info pt_device_info_get(const pt_ctx *ctx);
+/** Writes a listing of the devices this build can use ("cpu", then one line per OpenCL platform and
+    device with its PTRAIN_DEVICE string) into buf (may be NULL); returns the number of OpenCL
+    devices found (0 when built without PTRAIN_OPENCL or when no OpenCL platform is present). */
+PTDEF int pt_device_list(char *buf, size_t len);
 
 /* ---- tensors ---------------------------------------------------------------------------------- */
 /** Number of elements. */
@@ -1098,6 +1155,9 @@ struct pt_ctx {
     pt_optim *optims;
     int attn_kernel; /* attention kernel: 0 = best available, 1 = C, 2 = AVX-512, 3 = AVX2 (tests) */
     pt_dp *dp;       /* the data-parallel reducer (>>dp), whose ZeRO shard pt_grad_norm sums over */
+    void *cl;        /* the OpenCL device state (struct pt__cl, >>opencl) when the backend is OpenCL */
+    pt_transfers xfer; /* host <-> device copies made by a device backend, by purpose */
+    int xfer_kind;   /* the purpose (PT_XFER_*) copies are counted under now; PT_XFER_IO by default */
 };
 
 /* ---- errors and logging --------------------------------------------------------------------- */
@@ -1224,6 +1284,29 @@ static void pt__mem_add(pt_ctx *ctx, int kind, int64_t bytes) {
     ctx->mem[kind] += bytes;
     for (k = 0; k < PT__MEM_KINDS; k++) tot += ctx->mem[k];
     if (tot > ctx->mem_peak) ctx->mem_peak = tot;
+}
+
+/* ---- transfer accounting (pt_transfers) -------------------------------------------------------
+   A device backend counts every host <-> device copy (pt__xfer_count, >>opencl); code that moves data for a
+   purpose other than user I/O brackets it: `int k = pt__xfer_as(ctx, PT_XFER_DP); ...;
+   pt__xfer_as(ctx, k);`. */
+static int pt__xfer_as(pt_ctx *ctx, int kind) {
+    int old = ctx->xfer_kind;
+    ctx->xfer_kind = kind;
+    return old;
+}
+PTDEF pt_transfers pt_transfer_stats(const pt_ctx *ctx) {
+    pt_transfers x;
+    if (ctx) return ctx->xfer;
+    memset(&x, 0, sizeof x);
+    return x;
+}
+PTDEF void pt_transfer_reset(pt_ctx *ctx) {
+    if (ctx) memset(&ctx->xfer, 0, sizeof ctx->xfer);
+}
+PTDEF const char *pt_xfer_kind_name(int kind) {
+    static const char *names[PT_XFER_KINDS] = {"io", "param", "check", "scalar", "dp", "tp", "pp", "ckpt"};
+    return (unsigned)kind < PT_XFER_KINDS ? names[kind] : "?";
 }
 
 /* >>backend  the kernel table every op goes through
@@ -3491,6 +3574,1313 @@ static const pt__backend pt__cpu_backend = {
     pt__cpu_adamw, pt__cpu_sgd, pt__cpu_sumsq,
 };
 
+/* >>opencl  OpenCL backend (-DPTRAIN_OPENCL; link -lOpenCL -lclblast)
+   pt_init with device "opencl[:P[:D]]" (pt_desc.device or env PTRAIN_DEVICE) opens platform P,
+   device D (pt__cl_open; without D a rank of a pt_dist grid takes node-local rank modulo the
+   platform's devices) and sets ctx->be to pt__cl_backend. Storages are device buffers: st->dev is
+   a cl_mem, st->host stays NULL, a tensor is (cl_mem, element offset) and every kernel takes both.
+   One in-order command queue per context; reads and writes are blocking and counted
+   (pt__xfer_count, pt_transfer_stats). Kernels: the OpenCL C source below (pt__cl_src), built once
+   per context with a binary cache on disk (pt__cl_build); launched through pt__cl_launch (one
+   work item per element, row or column, the global size rounded up to the work group, every
+   kernel checks its bound). GEMM: CLBlast. Determinism: as on the CPU, every output element is
+   computed by one work item, no atomics; sum/sumsq reduce fixed 4096-element chunks (a fixed tree
+   of 64 items each) whose partials one work item adds in chunk order, in double where the device
+   has cl_khr_fp64 (float otherwise).
+   Adding a kernel: write it in pt__cl_src, add its name to PT__CL_KERNELS, call it with
+   pt__cl_launch(ctx, PT__CLK_<name>, items, 0, "<sig>", args...). Entries still missing fail with
+   "not implemented on OpenCL yet: <kernel>" (pt__cl_todo): attn_fwd/bwd, im2col/col2im,
+   chan_bias_fwd/bwd, maxpool_fwd/bwd, and permute/copy_block of 1- and 2-byte dtypes. */
+#ifdef PTRAIN_OPENCL
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#if defined(__APPLE__)
+#include <OpenCL/opencl.h>
+#else
+#include <CL/cl.h>
+#endif
+#include <clblast_c.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/stat.h>
+#endif
+
+/* counts one host <-> device copy under the purpose in effect (ctx->xfer_kind) */
+static void pt__xfer_count(pt_ctx *ctx, int d2h, int64_t bytes) {
+    pt_transfers *x = &ctx->xfer;
+    int k = (unsigned)ctx->xfer_kind < PT_XFER_KINDS ? ctx->xfer_kind : PT_XFER_IO;
+    if (d2h) x->d2h_bytes[k] += bytes, x->d2h_count[k]++, x->d2h_total_bytes += bytes, x->d2h_total_count++;
+    else x->h2d_bytes[k] += bytes, x->h2d_count[k]++, x->h2d_total_bytes += bytes, x->h2d_total_count++;
+}
+
+/* The kernel sources, in pieces below the 4095 characters a C99 compiler must accept per literal.
+   They port the CPU kernels statement by statement (same formulas, same evaluation order, the same
+   exp polynomial, the same counter-based RNG) so the backends agree to a few ulp; no relaxed-math
+   options, contraction off, divide and sqrt correctly rounded where the device can. */
+static const char *const pt__cl_src[] = {
+    /* ---- common: accumulator type, RNG, exp, GELU parts ---- */
+    "#ifdef PT_FP64\n"
+    "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+    "typedef double pt_acc;\n"
+    "#else\n"
+    "typedef float pt_acc;\n"
+    "#endif\n"
+    "#pragma OPENCL FP_CONTRACT OFF\n"
+    "#define PT_CHUNK 4096\n"
+    "#define PT_RWG 64\n"
+    "#define PT_LANES 16\n"
+    "#define PT_LSE_BLOCK 1024\n"
+    "#define PT_GELU_K0 0.7978845608028654f\n"
+    "#define PT_GELU_K1 0.044715f\n"
+    "ulong pt_hash64(ulong x) {\n"
+    "    x += 0x9E3779B97F4A7C15UL;\n"
+    "    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9UL;\n"
+    "    x = (x ^ (x >> 27)) * 0x94D049BB133111EBUL;\n"
+    "    return x ^ (x >> 31);\n"
+    "}\n"
+    "float pt_unit(ulong key, ulong i) {\n"
+    "    ulong h = pt_hash64(key ^ pt_hash64(i));\n"
+    "    return ((float)(h >> 40) + 1.0f) * (1.0f / 16777216.0f);\n"
+    "}\n"
+    "float pt_expf(float x) {\n"
+    "    float z = x < -88.0f ? -88.0f : x, t, n, r, p;\n"
+    "    int i;\n"
+    "    z = z > 88.0f ? 88.0f : z;\n"
+    "    t = x * 1.44269504088896341f + 12582912.0f;\n"
+    "    i = (int)(as_uint(t) - 0x4B400000u);\n"
+    "    i = i < -127 ? -127 : i;\n"
+    "    i = i > 127 ? 127 : i;\n"
+    "    n = (float)i;\n"
+    "    r = z - n * 0.693359375f;\n"
+    "    r = r - n * -2.12194440e-4f;\n"
+    "    p = 1.9875691500e-4f;\n"
+    "    p = p * r + 1.3981999507e-3f;\n"
+    "    p = p * r + 8.3334519073e-3f;\n"
+    "    p = p * r + 4.1665795894e-2f;\n"
+    "    p = p * r + 1.6666665459e-1f;\n"
+    "    p = p * r + 5.0000001201e-1f;\n"
+    "    p = p * r * r + r + 1.0f;\n"
+    "    return p * as_float(((uint)i + 127u) << 23);\n"
+    "}\n"
+    "void pt_tanh_parts(float u, float *one_plus_t, float *one_minus_t2) {\n"
+    "    float a = pt_expf(-2.0f * (u < 0.0f ? -u : u)), s = 2.0f / (1.0f + a), q = a * s;\n"
+    "    *one_plus_t = u < 0.0f ? q : s;\n"
+    "    *one_minus_t2 = s * q;\n"
+    "}\n"
+    "float pt_maxf(__global const float *x, long n) {\n"
+    "    float m = x[0];\n"
+    "    for (long i = 1; i < n; i++) m = x[i] > m ? x[i] : m;\n"
+    "    return m;\n"
+    "}\n"
+    /* sum of exp(x - m) as the CPU's pt__cpu_expsum: 16 float lanes, combined in order, tail added */
+    "pt_acc pt_expsum(__global const float *x, long n, float m, __global float *y, int store) {\n"
+    "    float ls[PT_LANES];\n"
+    "    pt_acc s = 0;\n"
+    "    long i = 0;\n"
+    "    for (int l = 0; l < PT_LANES; l++) ls[l] = 0.0f;\n"
+    "    for (; i + PT_LANES <= n; i += PT_LANES)\n"
+    "        for (int l = 0; l < PT_LANES; l++) {\n"
+    "            float e = pt_expf(x[i + l] - m);\n"
+    "            if (store) y[i + l] = e;\n"
+    "            ls[l] += e;\n"
+    "        }\n"
+    "    for (int l = 0; l < PT_LANES; l++) s += (pt_acc)ls[l];\n"
+    "    for (; i < n; i++) {\n"
+    "        float e = pt_expf(x[i] - m);\n"
+    "        if (store) y[i] = e;\n"
+    "        s += (pt_acc)e;\n"
+    "    }\n"
+    "    return s;\n"
+    "}\n",
+    /* ---- elementwise ---- */
+    "__kernel void pt_acc_f32(__global float *d, long d_o, __global const float *s, long s_o, long n) {\n"
+    "    long i = get_global_id(0);\n"
+    "    if (i < n) d[d_o + i] += s[s_o + i];\n"
+    "}\n"
+    "__kernel void pt_acc_i32(__global int *d, long d_o, __global const int *s, long s_o, long n) {\n"
+    "    long i = get_global_id(0);\n"
+    "    if (i < n) d[d_o + i] = as_int(as_uint(d[d_o + i]) + as_uint(s[s_o + i]));\n"
+    "}\n"
+    "__kernel void pt_binary(__global float *o, long o_o, __global const float *a, long a_o, __global const float *b,\n"
+    "                        long b_o, long n, long nb, int op) {\n"
+    "    long i = get_global_id(0);\n"
+    "    float x, y;\n"
+    "    if (i >= n) return;\n"
+    "    x = a[a_o + i], y = b[b_o + (nb == n ? i : i % nb)];\n"
+    "    o[o_o + i] = op == 0 ? x + y : op == 1 ? x - y : x * y;\n"
+    "}\n"
+    "__kernel void pt_scale(__global float *o, long o_o, __global const float *x, long x_o, long n, float s) {\n"
+    "    long i = get_global_id(0);\n"
+    "    if (i < n) o[o_o + i] = s * x[x_o + i];\n"
+    "}\n"
+    "__kernel void pt_axpy(__global float *d, long d_o, __global const float *s, long s_o, long n, float alpha) {\n"
+    "    long i = get_global_id(0);\n"
+    "    if (i < n) d[d_o + i] += alpha * s[s_o + i];\n"
+    "}\n"
+    "__kernel void pt_mul_acc(__global float *d, long d_o, __global const float *x, long x_o, __global const float *y,\n"
+    "                         long y_o, long n, long ny) {\n"
+    "    long i = get_global_id(0);\n"
+    "    if (i < n) d[d_o + i] += x[x_o + i] * y[y_o + i % ny];\n"
+    "}\n"
+    /* one work item per column j, rows in increasing r (the CPU's column-block order) */
+    "__kernel void pt_rowsum(__global float *d, long d_o, __global const float *s, long s_o, __global const float *y,\n"
+    "                        long y_o, long nd, long rows, long ny, int use_y, float alpha) {\n"
+    "    long j = get_global_id(0);\n"
+    "    float acc = 0.0f;\n"
+    "    if (j >= nd) return;\n"
+    "    for (long r = 0; r < rows; r++) {\n"
+    "        long k = r * nd + j;\n"
+    "        if (use_y) acc += s[s_o + k] * y[y_o + k % ny];\n"
+    "        else acc += s[s_o + k];\n"
+    "    }\n"
+    "    d[d_o + j] += alpha * acc;\n"
+    "}\n"
+    "__kernel void pt_act_fwd(__global float *o, long o_o, __global const float *x, long x_o, long n, int kind) {\n"
+    "    long i = get_global_id(0);\n"
+    "    float v, u, tp, t2;\n"
+    "    if (i >= n) return;\n"
+    "    v = x[x_o + i];\n"
+    "    if (kind == 1) {\n"
+    "        u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v);\n"
+    "        pt_tanh_parts(u, &tp, &t2);\n"
+    "        o[o_o + i] = 0.5f * v * tp;\n"
+    "    } else {\n"
+    "        o[o_o + i] = v > 0.0f ? v : 0.0f;\n"
+    "    }\n"
+    "}\n",
+    "__kernel void pt_act_bwd(__global float *d, long d_o, __global const float *x, long x_o, __global const float *g,\n"
+    "                         long g_o, long n, int kind) {\n"
+    "    long i = get_global_id(0);\n"
+    "    float v, u, du, tp, t2;\n"
+    "    if (i >= n) return;\n"
+    "    v = x[x_o + i];\n"
+    "    if (kind == 1) {\n"
+    "        u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v);\n"
+    "        du = PT_GELU_K0 * (1.0f + 3.0f * PT_GELU_K1 * v * v);\n"
+    "        pt_tanh_parts(u, &tp, &t2);\n"
+    "        d[d_o + i] += (0.5f * tp + 0.5f * v * t2 * du) * g[g_o + i];\n"
+    "    } else {\n"
+    "        d[d_o + i] += v > 0.0f ? g[g_o + i] : 0.0f;\n"
+    "    }\n"
+    "}\n"
+    "__kernel void pt_dropout(__global float *o, long o_o, __global const float *x, long x_o, long n, float p, ulong key,\n"
+    "                         long base, int acc) {\n"
+    "    long i = get_global_id(0);\n"
+    "    float q = 1.0f - p, v;\n"
+    "    if (i >= n) return;\n"
+    "    v = pt_unit(key, (ulong)(base + i)) > p ? x[x_o + i] / q : 0.0f;\n"
+    "    if (acc) o[o_o + i] += v;\n"
+    "    else o[o_o + i] = v;\n"
+    "}\n"
+    /* sum / sum of squares: one work group of PT_RWG items per chunk of PT_CHUNK elements, a fixed
+       tree in local memory; then one item adds the chunk partials in chunk order */
+    "__kernel void pt_reduce_chunks(__global const float *x, long x_o, long n, int sq, __global pt_acc *part, long p_o) {\n"
+    "    __local pt_acc sh[PT_RWG];\n"
+    "    long c = get_group_id(0), i0 = c * PT_CHUNK, i1 = min(n, i0 + PT_CHUNK);\n"
+    "    int l = get_local_id(0);\n"
+    "    pt_acc s = 0;\n"
+    "    for (long i = i0 + l; i < i1; i += PT_RWG) {\n"
+    "        pt_acc v = (pt_acc)x[x_o + i];\n"
+    "        s += sq ? v * v : v;\n"
+    "    }\n"
+    "    sh[l] = s;\n"
+    "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    for (int w = PT_RWG / 2; w > 0; w >>= 1) {\n"
+    "        if (l < w) sh[l] += sh[l + w];\n"
+    "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    }\n"
+    "    if (l == 0) part[p_o + c] = sh[0];\n"
+    "}\n"
+    "__kernel void pt_reduce_final(__global pt_acc *part, long p_o, long nch, __global float *out, long o_o, int has_out,\n"
+    "                              float scale) {\n"
+    "    pt_acc t = 0;\n"
+    "    if (get_global_id(0) != 0) return;\n"
+    "    for (long c = 0; c < nch; c++) t += part[p_o + c];\n"
+    "    part[p_o + nch] = t;\n"
+    "    if (has_out) out[o_o] = (float)((pt_acc)scale * t);\n"
+    "}\n"
+    "__kernel void pt_adamw(__global float *p, long p_o, __global const float *g, long g_o, __global float *m, long m_o,\n"
+    "                       __global float *v, long v_o, long n, float lr, float b1, float b2, float eps, float wd,\n"
+    "                       float bc1, float bc2, float gscale) {\n"
+    "    long i = get_global_id(0);\n"
+    "    float c1 = 1.0f - b1, c2 = 1.0f - b2, gi, mi, vi;\n"
+    "    if (i >= n) return;\n"
+    "    gi = g[g_o + i] * gscale;\n"
+    "    mi = b1 * m[m_o + i] + c1 * gi, vi = b2 * v[v_o + i] + c2 * gi * gi;\n"
+    "    m[m_o + i] = mi;\n"
+    "    v[v_o + i] = vi;\n"
+    "    p[p_o + i] -= lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * p[p_o + i]);\n"
+    "}\n"
+    "__kernel void pt_sgd(__global float *p, long p_o, __global const float *g, long g_o, __global float *m, long m_o,\n"
+    "                     long n, float lr, float momentum, float wd, float gscale, int has_m) {\n"
+    "    long i = get_global_id(0);\n"
+    "    float gi, mi;\n"
+    "    if (i >= n) return;\n"
+    "    if (has_m) {\n"
+    "        gi = g[g_o + i] * gscale + wd * p[p_o + i], mi = momentum * m[m_o + i] + gi;\n"
+    "        m[m_o + i] = mi;\n"
+    "        p[p_o + i] -= lr * (momentum != 0.0f ? mi : gi);\n"
+    "    } else {\n"
+    "        p[p_o + i] -= lr * (g[g_o + i] * gscale + wd * p[p_o + i]);\n"
+    "    }\n"
+    "}\n",
+    /* ---- row-wise: one work item per row, the CPU's loops and accumulation order ---- */
+    "__kernel void pt_softmax_fwd(__global float *y, long y_o, __global const float *x, long x_o, long rows, long cols,\n"
+    "                             int lg) {\n"
+    "    long r = get_global_id(0);\n"
+    "    __global const float *xr;\n"
+    "    __global float *yr;\n"
+    "    float mx;\n"
+    "    if (r >= rows) return;\n"
+    "    xr = x + x_o + r * cols, yr = y + y_o + r * cols;\n"
+    "    mx = pt_maxf(xr, cols);\n"
+    "    if (lg) {\n"
+    "        float lse = (float)((pt_acc)mx + log(pt_expsum(xr, cols, mx, yr, 0)));\n"
+    "        for (long i = 0; i < cols; i++) yr[i] = xr[i] - lse;\n"
+    "    } else {\n"
+    "        float inv = (float)((pt_acc)1 / pt_expsum(xr, cols, mx, yr, 1));\n"
+    "        for (long i = 0; i < cols; i++) yr[i] *= inv;\n"
+    "    }\n"
+    "}\n"
+    "__kernel void pt_softmax_bwd(__global float *d, long d_o, __global const float *y, long y_o, __global const float *g,\n"
+    "                             long g_o, long rows, long cols, int lg) {\n"
+    "    long r = get_global_id(0);\n"
+    "    __global float *dr;\n"
+    "    __global const float *yr, *gr;\n"
+    "    pt_acc s = 0;\n"
+    "    float sf;\n"
+    "    if (r >= rows) return;\n"
+    "    dr = d + d_o + r * cols, yr = y + y_o + r * cols, gr = g + g_o + r * cols;\n"
+    "    if (lg) {\n"
+    "        for (long i = 0; i < cols; i++) s += (pt_acc)gr[i];\n"
+    "        sf = (float)s;\n"
+    "        for (long i = 0; i < cols; i++) dr[i] += gr[i] - pt_expf(yr[i]) * sf;\n"
+    "    } else {\n"
+    "        for (long i = 0; i < cols; i++) s += (pt_acc)gr[i] * (pt_acc)yr[i];\n"
+    "        sf = (float)s;\n"
+    "        for (long i = 0; i < cols; i++) dr[i] += yr[i] * (gr[i] - sf);\n"
+    "    }\n"
+    "}\n"
+    "pt_acc pt_lse_row(__global const float *x, long n) {\n"
+    "    float m = x[0];\n"
+    "    pt_acc s = 0;\n"
+    "    for (long b = 0; b < n; b += PT_LSE_BLOCK) {\n"
+    "        long e = min(n, b + PT_LSE_BLOCK);\n"
+    "        float bm = pt_maxf(x + b, e - b);\n"
+    "        if (bm > m) {\n"
+    "            s *= exp((pt_acc)m - (pt_acc)bm);\n"
+    "            m = bm;\n"
+    "        }\n"
+    "        s += pt_expsum(x + b, e - b, m, 0, 0);\n"
+    "    }\n"
+    "    return (pt_acc)m + log(s);\n"
+    "}\n"
+    "__kernel void pt_xent_fwd(__global float *lo, long lo_o, __global float *ls, long ls_o, __global const float *x,\n"
+    "                          long x_o, __global const int *tg, long tg_o, long rows, long V, int ignore, long nvalid) {\n"
+    "    long r = get_global_id(0);\n"
+    "    __global const float *xr;\n"
+    "    pt_acc l;\n"
+    "    int t;\n"
+    "    if (r >= rows) return;\n"
+    "    xr = x + x_o + r * V;\n"
+    "    l = pt_lse_row(xr, nvalid);\n"
+    "    t = tg[tg_o + r];\n"
+    "    ls[ls_o + r] = (float)l;\n"
+    "    if (t == ignore) lo[lo_o + r] = 0.0f;\n"
+    "    else if (t >= 0 && (long)t < V) lo[lo_o + r] = (float)(l - (pt_acc)xr[t]);\n"
+    "    else lo[lo_o + r] = NAN;\n"
+    "}\n",
+    "__kernel void pt_xent_bwd(__global float *d, long d_o, __global const float *x, long x_o, __global const float *ls,\n"
+    "                          long ls_o, __global const int *tg, long tg_o, __global const float *dl, long dl_o,\n"
+    "                          long rows, long V, int ignore, long nvalid, float scale, int overwrite) {\n"
+    "    long r = get_global_id(0);\n"
+    "    __global float *dr;\n"
+    "    __global const float *xr;\n"
+    "    float g, l, xt, old_t;\n"
+    "    int t, has_t;\n"
+    "    if (r >= rows) return;\n"
+    "    g = dl[dl_o] * scale;\n"
+    "    t = tg[tg_o + r], l = ls[ls_o + r];\n"
+    "    has_t = t >= 0 && (long)t < nvalid && t != ignore;\n"
+    "    dr = d + d_o + r * V, xr = x + x_o + r * V;\n"
+    "    if (overwrite) {\n"
+    "        xt = has_t ? xr[t] : 0.0f;\n"
+    "        if (t == ignore) {\n"
+    "            for (long c = 0; c < V; c++) dr[c] = 0.0f;\n"
+    "            return;\n"
+    "        }\n"
+    "        for (long c = 0; c < nvalid; c++) dr[c] = g * pt_expf(xr[c] - l);\n"
+    "        for (long c = nvalid; c < V; c++) dr[c] = 0.0f;\n"
+    "        if (has_t) dr[t] = g * (pt_expf(xt - l) - 1.0f);\n"
+    "    } else {\n"
+    "        old_t = has_t ? dr[t] : 0.0f;\n"
+    "        if (t == ignore) return;\n"
+    "        for (long c = 0; c < nvalid; c++) dr[c] += g * pt_expf(xr[c] - l);\n"
+    "        if (has_t) dr[t] = old_t + g * (pt_expf(xr[t] - l) - 1.0f);\n"
+    "    }\n"
+    "}\n"
+    "__kernel void pt_layernorm_fwd(__global float *y, long y_o, __global float *mu, long mu_o, __global float *rs,\n"
+    "                               long rs_o, __global const float *x, long x_o, __global const float *w, long w_o,\n"
+    "                               __global const float *b, long b_o, int has_b, long rows, long C, float eps) {\n"
+    "    long r = get_global_id(0);\n"
+    "    __global const float *xr;\n"
+    "    __global float *yr;\n"
+    "    pt_acc s = 0, v = 0;\n"
+    "    float m, rsd;\n"
+    "    if (r >= rows) return;\n"
+    "    xr = x + x_o + r * C, yr = y + y_o + r * C;\n"
+    "    for (long i = 0; i < C; i++) s += (pt_acc)xr[i];\n"
+    "    s /= (pt_acc)C;\n"
+    "    for (long i = 0; i < C; i++) {\n"
+    "        pt_acc dv = (pt_acc)xr[i] - s;\n"
+    "        v += dv * dv;\n"
+    "    }\n"
+    "    v /= (pt_acc)C;\n"
+    "    m = (float)s, rsd = (float)((pt_acc)1 / sqrt(v + (pt_acc)eps));\n"
+    "    mu[mu_o + r] = m;\n"
+    "    rs[rs_o + r] = rsd;\n"
+    "    if (has_b)\n"
+    "        for (long i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * w[w_o + i] + b[b_o + i];\n"
+    "    else\n"
+    "        for (long i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * w[w_o + i];\n"
+    "}\n"
+    "__kernel void pt_layernorm_bwd_dx(__global float *d, long d_o, __global const float *g, long g_o,\n"
+    "                                  __global const float *x, long x_o, __global const float *w, long w_o,\n"
+    "                                  __global const float *mu, long mu_o, __global const float *rs, long rs_o,\n"
+    "                                  long rows, long C) {\n"
+    "    long r = get_global_id(0);\n"
+    "    __global const float *xr, *gr;\n"
+    "    __global float *dr;\n"
+    "    float m, s, m1, m2;\n"
+    "    pt_acc s1 = 0, s2 = 0;\n"
+    "    if (r >= rows) return;\n"
+    "    xr = x + x_o + r * C, gr = g + g_o + r * C, dr = d + d_o + r * C;\n"
+    "    m = mu[mu_o + r], s = rs[rs_o + r];\n"
+    "    for (long i = 0; i < C; i++) {\n"
+    "        float gw = gr[i] * w[w_o + i];\n"
+    "        s1 += (pt_acc)gw;\n"
+    "        s2 += (pt_acc)gw * (pt_acc)((xr[i] - m) * s);\n"
+    "    }\n"
+    "    m1 = (float)(s1 / (pt_acc)C), m2 = (float)(s2 / (pt_acc)C);\n"
+    "    for (long i = 0; i < C; i++) dr[i] += s * (gr[i] * w[w_o + i] - m1 - (xr[i] - m) * s * m2);\n"
+    "}\n",
+    "__kernel void pt_layernorm_bwd_wb(__global float *dw, long dw_o, int has_w, __global float *db, long db_o, int has_b,\n"
+    "                                  __global const float *g, long g_o, __global const float *x, long x_o,\n"
+    "                                  __global const float *mu, long mu_o, __global const float *rs, long rs_o,\n"
+    "                                  long rows, long C) {\n"
+    "    long j = get_global_id(0);\n"
+    "    float aw = 0.0f, ab = 0.0f;\n"
+    "    if (j >= C) return;\n"
+    "    for (long r = 0; r < rows; r++) {\n"
+    "        float gv = g[g_o + r * C + j];\n"
+    "        aw += gv * ((x[x_o + r * C + j] - mu[mu_o + r]) * rs[rs_o + r]);\n"
+    "        ab += gv;\n"
+    "    }\n"
+    "    if (has_w) dw[dw_o + j] += aw;\n"
+    "    if (has_b) db[db_o + j] += ab;\n"
+    "}\n"
+    "__kernel void pt_embed_fwd(__global float *o, long o_o, __global const float *tb, long tb_o, __global const int *id,\n"
+    "                           long id_o, long n, long C) {\n"
+    "    long e = get_global_id(0), i, c;\n"
+    "    int k;\n"
+    "    if (e >= n * C) return;\n"
+    "    i = e / C, c = e % C, k = id[id_o + i];\n"
+    "    o[o_o + e] = k >= 0 ? tb[tb_o + (long)k * C + c] : 0.0f;\n"
+    "}\n"
+    /* one work item per column: every id in increasing i (the CPU's order per element) */
+    "__kernel void pt_embed_bwd(__global float *dt, long dt_o, __global const float *g, long g_o, __global const int *id,\n"
+    "                           long id_o, long n, long C) {\n"
+    "    long j = get_global_id(0);\n"
+    "    if (j >= C) return;\n"
+    "    for (long i = 0; i < n; i++) {\n"
+    "        int k = id[id_o + i];\n"
+    "        if (k >= 0) dt[dt_o + (long)k * C + j] += g[g_o + i * C + j];\n"
+    "    }\n"
+    "}\n"
+    /* ---- layout (4-byte elements; acc: 1 = f32 add, 2 = i32 wrapping add, 0 = copy) ---- */
+    "__kernel void pt_permute(__global uint *d, long d_o, __global const uint *s, long s_o, long n, long d1, long d2,\n"
+    "                         long d3, long s0, long s1, long s2, long s3, int acc) {\n"
+    "    long e = get_global_id(0), i3, i2, i1, i0, so;\n"
+    "    uint v;\n"
+    "    if (e >= n) return;\n"
+    "    i3 = e % d3, i2 = (e / d3) % d2, i1 = (e / (d3 * d2)) % d1, i0 = e / (d3 * d2 * d1);\n"
+    "    so = i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3;\n"
+    "    v = s[s_o + so];\n"
+    "    if (acc == 1) d[d_o + e] = as_uint(as_float(d[d_o + e]) + as_float(v));\n"
+    "    else if (acc == 2) d[d_o + e] = d[d_o + e] + v;\n"
+    "    else d[d_o + e] = v;\n"
+    "}\n"
+    "__kernel void pt_copy_block(__global uint *d, long d_o, __global const uint *s, long s_o, long outer, long L,\n"
+    "                            long dst_dim, long dst_start, long src_dim, long src_start, long inner, int acc) {\n"
+    "    long e = get_global_id(0), o, p, di, si;\n"
+    "    uint v;\n"
+    "    if (e >= outer * L) return;\n"
+    "    o = e / L, p = e % L;\n"
+    "    di = (o * dst_dim + dst_start) * inner + p, si = (o * src_dim + src_start) * inner + p;\n"
+    "    v = s[s_o + si];\n"
+    "    if (acc == 1) d[d_o + di] = as_uint(as_float(d[d_o + di]) + as_float(v));\n"
+    "    else if (acc == 2) d[d_o + di] = d[d_o + di] + v;\n"
+    "    else d[d_o + di] = v;\n"
+    "}\n"
+    /* C = beta C over batch x [M, N] with row stride ldc and batch stride sc (a product with K = 0,
+       and the zeroing before a beta = 0 product) */
+    "__kernel void pt_gemm_scale(__global float *c, long c_o, long batch, long M, long N, long ldc, long sc, float beta) {\n"
+    "    long e = get_global_id(0), b, r, j;\n"
+    "    __global float *p;\n"
+    "    if (e >= batch * M * N) return;\n"
+    "    b = e / (M * N), r = (e / N) % M, j = e % N;\n"
+    "    p = c + c_o + b * sc + r * ldc + j;\n"
+    "    *p = beta == 0.0f ? 0.0f : beta * *p;\n"
+    "}\n",
+};
+
+/* every kernel of the program, in the order of the PT__CLK_* indices */
+#define PT__CL_KERNELS(X)                                                                                     \
+    X(acc_f32) X(acc_i32) X(binary) X(scale) X(axpy) X(mul_acc) X(rowsum) X(act_fwd) X(act_bwd) X(dropout)   \
+    X(reduce_chunks) X(reduce_final) X(adamw) X(sgd) X(softmax_fwd) X(softmax_bwd) X(xent_fwd) X(xent_bwd)   \
+    X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_wb) X(embed_fwd) X(embed_bwd) X(permute)           \
+    X(copy_block) X(gemm_scale)
+
+enum {
+#define PT__CL_ENUM(name) PT__CLK_##name,
+    PT__CL_KERNELS(PT__CL_ENUM)
+#undef PT__CL_ENUM
+    PT__CLK_COUNT
+};
+static const char *const pt__cl_kname[PT__CLK_COUNT] = {
+#define PT__CL_NAME(name) "pt_" #name,
+    PT__CL_KERNELS(PT__CL_NAME)
+#undef PT__CL_NAME
+};
+
+#define PT__CL_WG 256     /* work-group size of the one-item-per-element kernels (at most the device's) */
+#define PT__CL_CHUNK 4096 /* elements per partial of sum/sumsq: PT_CHUNK in the kernel source */
+#define PT__CL_RWG 64     /* work items per chunk in pt_reduce_chunks: PT_RWG in the kernel source */
+
+/* the OpenCL state of a context (ctx->cl) */
+typedef struct pt__cl {
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context context;
+    cl_command_queue queue;
+    cl_program program;
+    cl_kernel k[PT__CLK_COUNT];
+    size_t wg;           /* work-group size of the elementwise kernels */
+    cl_ulong max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    int fp64;            /* double accumulators (cl_khr_fp64); float otherwise */
+    cl_mem part;         /* partial sums of sum/sumsq (grown only), also the stand-in for absent tensors */
+    int64_t part_bytes;
+    pt_device_info info;
+} pt__cl;
+
+static const char *pt__cl_err(cl_int e) {
+    switch (e) {
+    case CL_SUCCESS: return "CL_SUCCESS";
+    case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
+    case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
+    case CL_COMPILER_NOT_AVAILABLE: return "CL_COMPILER_NOT_AVAILABLE";
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
+    case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
+    case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
+    case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
+    case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
+    case CL_INVALID_DEVICE: return "CL_INVALID_DEVICE";
+    case CL_INVALID_BINARY: return "CL_INVALID_BINARY";
+    case CL_INVALID_BUILD_OPTIONS: return "CL_INVALID_BUILD_OPTIONS";
+    case CL_INVALID_KERNEL_NAME: return "CL_INVALID_KERNEL_NAME";
+    case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
+    case CL_INVALID_ARG_SIZE: return "CL_INVALID_ARG_SIZE";
+    case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
+    case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
+    case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
+    case CL_MEM_COPY_OVERLAP: return "CL_MEM_COPY_OVERLAP";
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL driver installed)";
+    default: return "OpenCL error";
+    }
+}
+
+/* ---- platforms and devices -------------------------------------------------------------------- */
+#define PT__CL_MAXP 16
+#define PT__CL_MAXD 64
+
+static cl_uint pt__cl_platforms(cl_platform_id *ids) {
+    cl_uint n = 0;
+    if (clGetPlatformIDs(PT__CL_MAXP, ids, &n) != CL_SUCCESS) return 0;
+    return n > PT__CL_MAXP ? PT__CL_MAXP : n;
+}
+static cl_uint pt__cl_devices(cl_platform_id p, cl_device_id *ids) {
+    cl_uint n = 0;
+    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, PT__CL_MAXD, ids, &n) != CL_SUCCESS) return 0;
+    return n > PT__CL_MAXD ? PT__CL_MAXD : n;
+}
+static void pt__cl_str(cl_platform_id p, cl_device_id d, cl_uint what, char *buf, size_t n) {
+    buf[0] = 0;
+    if (d) clGetDeviceInfo(d, what, n, buf, NULL);
+    else clGetPlatformInfo(p, what, n, buf, NULL);
+    buf[n - 1] = 0;
+}
+
+/* appends to buf at *k, never past len */
+static void pt__cl_cat(char *buf, size_t len, size_t *k, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static void pt__cl_cat(char *buf, size_t len, size_t *k, const char *fmt, ...) {
+    va_list ap;
+    int w;
+    if (!buf || *k >= len) return;
+    va_start(ap, fmt);
+    w = vsnprintf(buf + *k, len - *k, fmt, ap);
+    va_end(ap);
+    if (w > 0) *k = PT__MIN(len, *k + (size_t)w);
+}
+
+/* one line per platform and device, "opencl:P:D  platform / device"; returns the number of devices */
+static int pt__cl_list(char *buf, size_t len) {
+    cl_platform_id ps[PT__CL_MAXP];
+    cl_device_id ds[PT__CL_MAXD];
+    cl_uint np = pt__cl_platforms(ps), p, d, nd;
+    size_t k = 0;
+    int total = 0;
+    char pn[128], dn[128];
+    if (buf && len) buf[0] = 0;
+    for (p = 0; p < np; p++) {
+        pt__cl_str(ps[p], NULL, CL_PLATFORM_NAME, pn, sizeof pn);
+        nd = pt__cl_devices(ps[p], ds);
+        if (!nd) pt__cl_cat(buf, len, &k, "  opencl:%u    %s (no devices)\n", p, pn);
+        for (d = 0; d < nd; d++, total++) {
+            pt__cl_str(NULL, ds[d], CL_DEVICE_NAME, dn, sizeof dn);
+            pt__cl_cat(buf, len, &k, "  opencl:%u:%u  %s / %s\n", p, d, pn, dn);
+        }
+    }
+    return total;
+}
+
+/* ---- launching kernels -------------------------------------------------------------------------- */
+/* Sets the arguments of kernel kid from sig and enqueues `items` work items (rounded up to a multiple
+   of the work-group size `local`, 0 = cl->wg; kernels check their bound). sig letters: T a tensor
+   (two arguments: its cl_mem and its element offset as long; NULL gives the scratch buffer and 0),
+   L an int64_t (long), I an int, F a float (passed as double), U a uint64_t (ulong). Returns 0 and
+   records the error on failure. */
+static int pt__cl_launch(pt_ctx *ctx, int kid, int64_t items, size_t local, const char *sig, ...) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    cl_kernel k = cl->k[kid];
+    cl_int err = CL_SUCCESS;
+    cl_uint a = 0;
+    size_t gsz;
+    va_list ap;
+    if (items <= 0) return 1;
+    if (!local) local = cl->wg;
+    va_start(ap, sig);
+    for (; *sig && err == CL_SUCCESS; sig++) {
+        switch (*sig) {
+        case 'T': {
+            const pt_tensor *t = va_arg(ap, const pt_tensor *);
+            cl_mem m = t ? (cl_mem)t->st->dev : cl->part;
+            cl_long o = t ? (cl_long)t->off : 0;
+            err = clSetKernelArg(k, a++, sizeof m, &m);
+            if (err == CL_SUCCESS) err = clSetKernelArg(k, a++, sizeof o, &o);
+            break;
+        }
+        case 'L': {
+            cl_long v = (cl_long)va_arg(ap, int64_t);
+            err = clSetKernelArg(k, a++, sizeof v, &v);
+            break;
+        }
+        case 'I': {
+            cl_int v = (cl_int)va_arg(ap, int);
+            err = clSetKernelArg(k, a++, sizeof v, &v);
+            break;
+        }
+        case 'F': {
+            cl_float v = (cl_float)va_arg(ap, double);
+            err = clSetKernelArg(k, a++, sizeof v, &v);
+            break;
+        }
+        case 'U': {
+            cl_ulong v = (cl_ulong)va_arg(ap, uint64_t);
+            err = clSetKernelArg(k, a++, sizeof v, &v);
+            break;
+        }
+        default: err = CL_INVALID_KERNEL_ARGS;
+        }
+    }
+    va_end(ap);
+    gsz = ((size_t)items + local - 1) / local * local;
+    if (err == CL_SUCCESS) err = clEnqueueNDRangeKernel(cl->queue, k, 1, NULL, &gsz, &local, 0, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        pt__fail(ctx, PT_ERR_DEVICE, "opencl: kernel %s (%lld items) failed: %s (%d)", pt__cl_kname[kid], (long long)items,
+                 pt__cl_err(err), (int)err);
+        return 0;
+    }
+    return 1;
+}
+
+/* a kernel-table entry this backend does not have yet */
+static void pt__cl_todo(pt_ctx *ctx, const char *kernel) {
+    pt__fail(ctx, PT_ERR_DEVICE, "opencl: not implemented on OpenCL yet: %s (use the cpu device for this op)", kernel);
+}
+
+/* ---- storage ------------------------------------------------------------------------------------ */
+static pt_status pt__cl_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    cl_int err = CL_SUCCESS;
+    cl_mem m;
+    size_t sz = (size_t)(bytes > 0 ? bytes : 4);
+    int64_t held = 0;
+    int i;
+    for (i = 0; i < PT__MEM_KINDS; i++) held += ctx->mem[i];
+    if (bytes < 0) bytes = 0;
+    if ((cl_ulong)sz > cl->max_alloc) {
+        pt__fail(ctx, PT_ERR_OOM, "opencl: cannot allocate %lld bytes on '%s': more than its largest buffer (%llu bytes)", (long long)bytes,
+                 cl->info.device, (unsigned long long)cl->max_alloc);
+        return PT_ERR_OOM;
+    }
+    m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, sz, NULL, &err);
+    if (!m || err != CL_SUCCESS) {
+        pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes on '%s' failed: %s (%d); %lld bytes held by this context", (long long)bytes,
+                 cl->info.device, pt__cl_err(err), (int)err, (long long)held);
+        return PT_ERR_OOM;
+    }
+    st->dev = (void *)m;
+    st->host = NULL;
+    st->raw = NULL;
+    st->bytes = bytes;
+    return PT_OK;
+}
+static void pt__cl_st_free(pt_ctx *ctx, pt_storage *st) {
+    (void)ctx;
+    if (st->dev) clReleaseMemObject((cl_mem)st->dev);
+    st->dev = NULL;
+    st->bytes = 0;
+}
+static void pt__cl_write(pt_ctx *ctx, const pt_tensor *dst, const void *src, int64_t bytes) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    cl_int err;
+    if (bytes <= 0) return;
+    err = clEnqueueWriteBuffer(cl->queue, (cl_mem)dst->st->dev, CL_TRUE, (size_t)(dst->off * pt_dtype_size(dst->dtype)), (size_t)bytes, src, 0,
+                               NULL, NULL);
+    if (err != CL_SUCCESS)
+        pt__fail(ctx, PT_ERR_DEVICE, "opencl: writing %lld bytes to the device failed: %s (%d)", (long long)bytes, pt__cl_err(err), (int)err);
+    else pt__xfer_count(ctx, 0, bytes);
+}
+static void pt__cl_read(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    cl_int err;
+    if (bytes <= 0) return;
+    err = clEnqueueReadBuffer(cl->queue, (cl_mem)src->st->dev, CL_TRUE, (size_t)(src->off * pt_dtype_size(src->dtype)), (size_t)bytes, dst, 0,
+                              NULL, NULL);
+    if (err != CL_SUCCESS) {
+        memset(dst, 0, (size_t)bytes);
+        pt__fail(ctx, PT_ERR_DEVICE, "opencl: reading %lld bytes from the device failed: %s (%d)", (long long)bytes, pt__cl_err(err), (int)err);
+    } else pt__xfer_count(ctx, 1, bytes);
+}
+
+/* ---- elementwise ------------------------------------------------------------------------------ */
+static void pt__cl_fill(pt_ctx *ctx, const pt_tensor *t, float v) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    int64_t n = pt_numel(t), esz = pt_dtype_size(t->dtype);
+    cl_int err;
+    if (n <= 0) return;
+    if (t->dtype == PT_F32) {
+        cl_float f = v;
+        err = clEnqueueFillBuffer(cl->queue, (cl_mem)t->st->dev, &f, sizeof f, (size_t)(t->off * 4), (size_t)(n * 4), 0, NULL, NULL);
+    } else if (t->dtype == PT_I32) {
+        cl_int iv = (cl_int)v;
+        err = clEnqueueFillBuffer(cl->queue, (cl_mem)t->st->dev, &iv, sizeof iv, (size_t)(t->off * 4), (size_t)(n * 4), 0, NULL, NULL);
+    } else if (v == 0.0f) { /* storage types: zero only, as on the CPU */
+        cl_uchar z = 0;
+        err = clEnqueueFillBuffer(cl->queue, (cl_mem)t->st->dev, &z, 1, (size_t)(t->off * esz), (size_t)(n * esz), 0, NULL, NULL);
+    } else {
+        pt__fail(ctx, PT_ERR_DTYPE, "pt: fill of a non-f32/i32 tensor with %g (only 0 is supported)", (double)v);
+        return;
+    }
+    if (err != CL_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "opencl: fill of %lld elements failed: %s (%d)", (long long)n, pt__cl_err(err), (int)err);
+}
+
+static void pt__cl_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    int64_t n = pt_numel(dst), esz = pt_dtype_size(dst->dtype), d0 = dst->off * esz, s0 = src->off * esz;
+    cl_int err;
+    if (n <= 0) return;
+    if (accumulate) {
+        if (dst->dtype != PT_F32 && dst->dtype != PT_I32) {
+            pt__fail(ctx, PT_ERR_DTYPE, "pt: accumulating copy of a non-f32/i32 tensor");
+            return;
+        }
+        pt__cl_launch(ctx, dst->dtype == PT_I32 ? PT__CLK_acc_i32 : PT__CLK_acc_f32, n, 0, "TTL", dst, src, n);
+        return;
+    }
+    if (dst->st == src->st && d0 == s0) return;
+    if (dst->st == src->st && d0 < s0 + n * esz && s0 < d0 + n * esz) {
+        pt__fail(ctx, PT_ERR_DEVICE, "opencl: copy between overlapping ranges of one buffer (%lld bytes at %lld and %lld)", (long long)(n * esz),
+                 (long long)s0, (long long)d0);
+        return;
+    }
+    err = clEnqueueCopyBuffer(cl->queue, (cl_mem)src->st->dev, (cl_mem)dst->st->dev, (size_t)s0, (size_t)d0, (size_t)(n * esz), 0, NULL, NULL);
+    if (err != CL_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "opencl: copy of %lld bytes failed: %s (%d)", (long long)(n * esz), pt__cl_err(err), (int)err);
+}
+
+static void pt__cl_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b) {
+    int64_t n = pt_numel(a), nb = pt_numel(b);
+    if (nb > 0) pt__cl_launch(ctx, PT__CLK_binary, n, 0, "TTTLLI", out, a, b, n, nb, op);
+}
+
+static void pt__cl_axpy_reduce(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, float alpha) {
+    int64_t nd = pt_numel(dst), ns = pt_numel(src);
+    if (nd <= 0) return;
+    if (nd >= ns) pt__cl_launch(ctx, PT__CLK_axpy, ns, 0, "TTLF", dst, src, ns, (double)alpha);
+    else pt__cl_launch(ctx, PT__CLK_rowsum, nd, 0, "TTTLLLIF", dst, src, (const pt_tensor *)NULL, nd, ns / nd, (int64_t)1, 0, (double)alpha);
+}
+
+static void pt__cl_mul_acc(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *x, const pt_tensor *y) {
+    int64_t n = pt_numel(x), ny = pt_numel(y), nd = pt_numel(dst);
+    if (nd <= 0 || ny <= 0) return;
+    if (nd >= n) pt__cl_launch(ctx, PT__CLK_mul_acc, n, 0, "TTTLL", dst, x, y, n, ny);
+    else pt__cl_launch(ctx, PT__CLK_rowsum, nd, 0, "TTTLLLIF", dst, x, y, nd, n / nd, ny, 1, 1.0);
+}
+
+static void pt__cl_scale(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float s) {
+    int64_t n = pt_numel(x);
+    pt__cl_launch(ctx, PT__CLK_scale, n, 0, "TTLF", out, x, n, (double)s);
+}
+
+static void pt__cl_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x) {
+    int64_t n = pt_numel(x);
+    pt__cl_launch(ctx, PT__CLK_act_fwd, n, 0, "TTLI", out, x, n, kind);
+}
+static void pt__cl_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt_tensor *x, const pt_tensor *dy) {
+    int64_t n = pt_numel(x);
+    pt__cl_launch(ctx, PT__CLK_act_bwd, n, 0, "TTTLI", dx, x, dy, n, kind);
+}
+static void pt__cl_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key, int64_t base,
+                           int accumulate) {
+    int64_t n = pt_numel(x);
+    pt__cl_launch(ctx, PT__CLK_dropout, n, 0, "TTLFULI", out, x, n, (double)p, key, base, accumulate);
+}
+
+/* ---- row-wise --------------------------------------------------------------------------------- */
+static int64_t pt__cl_cols(const pt_tensor *t) { return t->ndim > 0 ? t->shape[t->ndim - 1] : 1; }
+
+static void pt__cl_softmax_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, int lg) {
+    int64_t cols = pt__cl_cols(x), rows = cols > 0 ? pt_numel(x) / cols : 0;
+    if (cols > 0) pt__cl_launch(ctx, PT__CLK_softmax_fwd, rows, 0, "TTLLI", y, x, rows, cols, lg);
+}
+static void pt__cl_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *y, const pt_tensor *dy, int lg) {
+    int64_t cols = pt__cl_cols(y), rows = cols > 0 ? pt_numel(y) / cols : 0;
+    if (cols > 0) pt__cl_launch(ctx, PT__CLK_softmax_bwd, rows, 0, "TTTLLI", dx, y, dy, rows, cols, lg);
+}
+static void pt__cl_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_tensor *lse, const pt_tensor *logits,
+                            const pt_tensor *targets, int32_t ignore, int64_t nvalid) {
+    int64_t V = pt__cl_cols(logits), rows = V > 0 ? pt_numel(logits) / V : 0;
+    if (nvalid <= 0 || nvalid > V) nvalid = V;
+    if (nvalid > 0) pt__cl_launch(ctx, PT__CLK_xent_fwd, rows, 0, "TTTTLLIL", loss_rows, lse, logits, targets, rows, V, (int)ignore, nvalid);
+}
+static void pt__cl_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *lse,
+                            const pt_tensor *targets, int32_t ignore, int64_t nvalid, const pt_tensor *dloss, float scale,
+                            int overwrite) {
+    int64_t V = pt__cl_cols(logits), rows = V > 0 ? pt_numel(logits) / V : 0;
+    if (nvalid <= 0 || nvalid > V) nvalid = V;
+    if (nvalid > 0)
+        pt__cl_launch(ctx, PT__CLK_xent_bwd, rows, 0, "TTTTTLLILFI", dlogits, logits, lse, targets, dloss, rows, V, (int)ignore, nvalid,
+                      (double)scale, overwrite);
+}
+static void pt__cl_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *mean, const pt_tensor *rstd, const pt_tensor *x,
+                                 const pt_tensor *w, const pt_tensor *b, float eps) {
+    int64_t C = pt__cl_cols(x), rows = C > 0 ? pt_numel(x) / C : 0;
+    if (C > 0) pt__cl_launch(ctx, PT__CLK_layernorm_fwd, rows, 0, "TTTTTTILLF", y, mean, rstd, x, w, b, b != NULL, rows, C, (double)eps);
+}
+static void pt__cl_layernorm_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dw, const pt_tensor *db, const pt_tensor *dy,
+                                 const pt_tensor *x, const pt_tensor *w, const pt_tensor *mean, const pt_tensor *rstd) {
+    int64_t C = pt__cl_cols(x), rows = C > 0 ? pt_numel(x) / C : 0;
+    if (C <= 0) return;
+    if (dx) pt__cl_launch(ctx, PT__CLK_layernorm_bwd_dx, rows, 0, "TTTTTTLL", dx, dy, x, w, mean, rstd, rows, C);
+    if (dw || db)
+        pt__cl_launch(ctx, PT__CLK_layernorm_bwd_wb, C, 0, "TITITTTTLL", dw, dw != NULL, db, db != NULL, dy, x, mean, rstd, rows, C);
+}
+static void pt__cl_embed_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *table, const pt_tensor *ids) {
+    int64_t C = pt__cl_cols(table), n = pt_numel(ids);
+    pt__cl_launch(ctx, PT__CLK_embed_fwd, n * C, 0, "TTTLL", out, table, ids, n, C);
+}
+static void pt__cl_embed_bwd(pt_ctx *ctx, const pt_tensor *dtable, const pt_tensor *dout, const pt_tensor *ids) {
+    int64_t C = pt__cl_cols(dtable), n = pt_numel(ids);
+    pt__cl_launch(ctx, PT__CLK_embed_bwd, C, 0, "TTTLL", dtable, dout, ids, n, C);
+}
+static void pt__cl_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B, int T, int C, int H) {
+    (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)C, (void)H;
+    pt__cl_todo(ctx, "attn_fwd");
+}
+static void pt__cl_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *out,
+                            const pt_tensor *lse, int B, int T, int C, int H) {
+    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)B, (void)T, (void)C, (void)H;
+    pt__cl_todo(ctx, "attn_bwd");
+}
+
+/* ---- layout (4-byte elements; the CPU also moves 1- and 2-byte storage types) ------------------- */
+static int pt__cl_acc_mode(pt_ctx *ctx, const char *what, const pt_tensor *t, int accumulate) {
+    if (pt_dtype_size(t->dtype) != 4) {
+        pt__cl_todo(ctx, what); /* bf16/f16/i8 layout changes */
+        return -1;
+    }
+    return accumulate ? (t->dtype == PT_I32 ? 2 : 1) : 0;
+}
+static void pt__cl_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, const int *perm, int accumulate) {
+    int nd = src->ndim, acc = pt__cl_acc_mode(ctx, "permute of a 1- or 2-byte dtype", src, accumulate), i, k;
+    int64_t sstr[PT_MAX_DIMS], D[4] = {1, 1, 1, 1}, S[4] = {0, 0, 0, 0}, n = pt_numel(src);
+    if (acc < 0 || n <= 0) return;
+    if (nd > 0) {
+        sstr[nd - 1] = 1;
+        for (k = nd - 2; k >= 0; k--) sstr[k] = sstr[k + 1] * src->shape[k + 1];
+        for (i = 0; i < nd; i++) {
+            D[4 - nd + i] = src->shape[perm[i]];
+            S[4 - nd + i] = sstr[perm[i]];
+        }
+    } else S[3] = 1;
+    pt__cl_launch(ctx, PT__CLK_permute, n, 0, "TTLLLLLLLLI", dst, src, n, D[1], D[2], D[3], S[0], S[1], S[2], S[3], acc);
+}
+static void pt__cl_copy_block(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_dim, int64_t dst_start, const pt_tensor *src, int64_t src_dim,
+                              int64_t src_start, int64_t count, int64_t outer, int64_t inner, int accumulate) {
+    int acc = pt__cl_acc_mode(ctx, "copy_block of a 1- or 2-byte dtype", dst, accumulate);
+    int64_t L = count * inner;
+    if (acc < 0 || L <= 0 || outer <= 0) return;
+    pt__cl_launch(ctx, PT__CLK_copy_block, outer * L, 0, "TTLLLLLLLI", dst, src, outer, L, dst_dim, dst_start, src_dim, src_start, inner, acc);
+}
+
+/* sum or sum of squares of x[0, n) into the scratch slot part[nch] (and into out[0] * scale when out
+   is given); 0 and an error on failure */
+static int pt__cl_reduce(pt_ctx *ctx, const pt_tensor *x, int64_t n, int sq, const pt_tensor *out, float scale, int64_t *slot) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    int64_t nch = (n + PT__CL_CHUNK - 1) / PT__CL_CHUNK, esz = cl->fp64 ? 8 : 4, need = (nch + 1) * esz;
+    if (need > cl->part_bytes) {
+        cl_int err = CL_SUCCESS;
+        cl_mem m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, (size_t)need, NULL, &err);
+        if (!m || err != CL_SUCCESS) {
+            pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes of reduction scratch failed: %s (%d)", (long long)need, pt__cl_err(err), (int)err);
+            return 0;
+        }
+        clReleaseMemObject(cl->part);
+        cl->part = m;
+        cl->part_bytes = need;
+    }
+    *slot = nch;
+    if (!pt__cl_launch(ctx, PT__CLK_reduce_chunks, nch * PT__CL_RWG, PT__CL_RWG, "TLIT", x, n, sq, (const pt_tensor *)NULL)) return 0;
+    /* a NULL tensor stands for the scratch buffer at offset 0 (see pt__cl_launch) */
+    return pt__cl_launch(ctx, PT__CLK_reduce_final, 1, 1, "TLTIF", (const pt_tensor *)NULL, nch, out, out != NULL, (double)scale);
+}
+static void pt__cl_sum(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float scale) {
+    int64_t slot, n = pt_numel(x);
+    if (n <= 0) {
+        pt__cl_fill(ctx, out, 0.0f);
+        return;
+    }
+    pt__cl_reduce(ctx, x, n, 0, out, scale, &slot);
+}
+static double pt__cl_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    int64_t slot;
+    double r = 0.0;
+    float rf = 0.0f;
+    cl_int err;
+    int k;
+    if (n <= 0 || !pt__cl_reduce(ctx, x, n, 1, NULL, 1.0f, &slot)) return 0.0;
+    err = cl->fp64 ? clEnqueueReadBuffer(cl->queue, cl->part, CL_TRUE, (size_t)(slot * 8), 8, &r, 0, NULL, NULL)
+                   : clEnqueueReadBuffer(cl->queue, cl->part, CL_TRUE, (size_t)(slot * 4), 4, &rf, 0, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        pt__fail(ctx, PT_ERR_DEVICE, "opencl: reading a sum of squares failed: %s (%d)", pt__cl_err(err), (int)err);
+        return 0.0;
+    }
+    k = pt__xfer_as(ctx, PT_XFER_SCALAR);
+    pt__xfer_count(ctx, 1, cl->fp64 ? 8 : 4);
+    pt__xfer_as(ctx, k);
+    return cl->fp64 ? r : (double)rf;
+}
+
+/* ---- matrix products: CLBlast, row-major, offsets in elements ---------------------------------- */
+static void pt__cl_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, const pt_tensor *A,
+                        int64_t lda, int64_t sa, const pt_tensor *B, int64_t ldb, int64_t sb, float beta, const pt_tensor *C,
+                        int64_t ldc, int64_t sc) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    CLBlastStatusCode s;
+    CLBlastTranspose TA = ta ? CLBlastTransposeYes : CLBlastTransposeNo, TB = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+    if (M <= 0 || N <= 0 || batch <= 0) return;
+    /* K = 0 scales C by beta; beta = 0 must not read C (the arena may hold NaN bit patterns) */
+    if (K <= 0 || beta == 0.0f) {
+        if (!pt__cl_launch(ctx, PT__CLK_gemm_scale, batch * M * N, 0, "TLLLLLF", C, batch, M, N, ldc, sc, (double)beta) || K <= 0) return;
+    }
+    if (batch == 1)
+        s = CLBlastSgemm(CLBlastLayoutRowMajor, TA, TB, (size_t)M, (size_t)N, (size_t)K, alpha, (cl_mem)A->st->dev, (size_t)A->off, (size_t)lda,
+                         (cl_mem)B->st->dev, (size_t)B->off, (size_t)ldb, beta, (cl_mem)C->st->dev, (size_t)C->off, (size_t)ldc, &cl->queue, NULL);
+    else
+        s = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, TA, TB, (size_t)M, (size_t)N, (size_t)K, alpha, (cl_mem)A->st->dev, (size_t)A->off,
+                                       (size_t)lda, (size_t)sa, (cl_mem)B->st->dev, (size_t)B->off, (size_t)ldb, (size_t)sb, beta,
+                                       (cl_mem)C->st->dev, (size_t)C->off, (size_t)ldc, (size_t)sc, (size_t)batch, &cl->queue, NULL);
+    if (s != CLBlastSuccess)
+        pt__fail(ctx, PT_ERR_DEVICE, "opencl: CLBlast SGEMM (batch %lld, M=%lld N=%lld K=%lld, ta %d tb %d, lda %lld ldb %lld ldc %lld) failed: status %d",
+                 (long long)batch, (long long)M, (long long)N, (long long)K, ta, tb, (long long)lda, (long long)ldb, (long long)ldc, (int)s);
+}
+
+/* ---- images: not yet on OpenCL ------------------------------------------------------------------ */
+static void pt__cl_im2col(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *x, int N, int C, int H, int W, int k, int stride, int pad,
+                          int Ho, int Wo) {
+    (void)cols, (void)x, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)pad, (void)Ho, (void)Wo;
+    pt__cl_todo(ctx, "im2col");
+}
+static void pt__cl_col2im(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dcols, int N, int C, int H, int W, int k, int stride, int pad,
+                          int Ho, int Wo) {
+    (void)dx, (void)dcols, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)pad, (void)Ho, (void)Wo;
+    pt__cl_todo(ctx, "col2im");
+}
+static void pt__cl_chan_bias_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *b, int N, int C, int64_t S) {
+    (void)out, (void)b, (void)N, (void)C, (void)S;
+    pt__cl_todo(ctx, "chan_bias_fwd");
+}
+static void pt__cl_chan_bias_bwd(pt_ctx *ctx, const pt_tensor *db, const pt_tensor *dout, int N, int C, int64_t S) {
+    (void)db, (void)dout, (void)N, (void)C, (void)S;
+    pt__cl_todo(ctx, "chan_bias_bwd");
+}
+static void pt__cl_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *idx, const pt_tensor *x, int N, int C, int H, int W, int k,
+                               int stride, int Ho, int Wo) {
+    (void)out, (void)idx, (void)x, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)Ho, (void)Wo;
+    pt__cl_todo(ctx, "maxpool_fwd");
+}
+static void pt__cl_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dout, const pt_tensor *idx, int N, int C, int H, int W,
+                               int Ho, int Wo) {
+    (void)dx, (void)dout, (void)idx, (void)N, (void)C, (void)H, (void)W, (void)Ho, (void)Wo;
+    pt__cl_todo(ctx, "maxpool_bwd");
+}
+
+/* ---- optimizers ------------------------------------------------------------------------------- */
+static void pt__cl_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *m, const pt_tensor *v, int64_t n, float lr,
+                         float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale) {
+    pt__cl_launch(ctx, PT__CLK_adamw, n, 0, "TTTTLFFFFFFFF", p, g, m, v, n, (double)lr, (double)b1, (double)b2, (double)eps, (double)wd,
+                  (double)bc1, (double)bc2, (double)gscale);
+}
+static void pt__cl_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *mom, int64_t n, float lr, float momentum,
+                       float wd, float gscale) {
+    pt__cl_launch(ctx, PT__CLK_sgd, n, 0, "TTTLFFFFI", p, g, mom, n, (double)lr, (double)momentum, (double)wd, (double)gscale, mom != NULL);
+}
+
+static const pt__backend pt__cl_backend = {
+    "opencl",
+    pt__cl_st_alloc, pt__cl_st_free, pt__cl_write, pt__cl_read,
+    pt__cl_fill, pt__cl_copy, pt__cl_binary, pt__cl_axpy_reduce, pt__cl_mul_acc, pt__cl_scale,
+    pt__cl_act_fwd, pt__cl_act_bwd, pt__cl_dropout,
+    pt__cl_softmax_fwd, pt__cl_softmax_bwd, pt__cl_xent_fwd, pt__cl_xent_bwd,
+    pt__cl_layernorm_fwd, pt__cl_layernorm_bwd, pt__cl_embed_fwd, pt__cl_embed_bwd,
+    pt__cl_attn_fwd, pt__cl_attn_bwd,
+    pt__cl_permute, pt__cl_copy_block, pt__cl_sum,
+    pt__cl_gemm,
+    pt__cl_im2col, pt__cl_col2im, pt__cl_chan_bias_fwd, pt__cl_chan_bias_bwd, pt__cl_maxpool_fwd,
+    pt__cl_maxpool_bwd,
+    pt__cl_adamw, pt__cl_sgd, pt__cl_sumsq,
+};
+
+/* ---- the program: built from source once per context, binaries cached on disk ------------------
+   Cache file <dir>/ptrain-cl-<key>.bin, key = hash(platform, device name, driver version, build
+   options, kernel source). Layout: "PTCLBIN1", the key, the binary's size and a hash of its bytes
+   (4 x 8 bytes), then the binary. An entry whose header, size or hash does not match, or that the
+   driver refuses, is rebuilt from source and rewritten; writes go to a temporary file renamed over
+   the entry, so readers never see half a file. dir: env PTRAIN_CL_CACHE ("off" disables), else
+   $XDG_CACHE_HOME/ptrain, else $HOME/.cache/ptrain. */
+static uint64_t pt__cl_hash_bytes(uint64_t h, const void *p, size_t n) {
+    const unsigned char *s = (const unsigned char *)p;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* mkdir -p of dir (POSIX); 0 when it cannot be made */
+static int pt__cl_mkdirs(char *dir) {
+#if defined(__unix__) || defined(__APPLE__)
+    char *p;
+    for (p = dir + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            mkdir(dir, 0755);
+            *p = '/';
+        }
+    mkdir(dir, 0755);
+    {
+        struct stat sb;
+        return stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode);
+    }
+#else
+    (void)dir;
+    return 0;
+#endif
+}
+
+static void pt__cl_cache_path(pt__cl *cl, uint64_t key) {
+    const char *e = getenv("PTRAIN_CL_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[400];
+    cl->info.cache_file[0] = 0;
+    if (e && (!strcmp(e, "off") || !strcmp(e, "0"))) return;
+    if (e && *e) pt__msg(dir, sizeof dir, "%s", e);
+    else if (xdg && *xdg) pt__msg(dir, sizeof dir, "%s/ptrain", xdg);
+    else if (home && *home) pt__msg(dir, sizeof dir, "%s/.cache/ptrain", home);
+    else return;
+    if (!pt__cl_mkdirs(dir)) return;
+    pt__msg(cl->info.cache_file, sizeof cl->info.cache_file, "%s/ptrain-cl-%016llx.bin", dir, (unsigned long long)key);
+}
+
+/* the cached binary (PT_MALLOC'd, *size set) if the entry is intact, else NULL */
+static unsigned char *pt__cl_cache_load(const char *path, uint64_t key, size_t *size) {
+    FILE *f = path[0] ? fopen(path, "rb") : NULL;
+    uint64_t hdr[4];
+    unsigned char *bin = NULL;
+    if (!f) return NULL;
+    if (fread(hdr, sizeof hdr, 1, f) == 1 && !memcmp(&hdr[0], "PTCLBIN1", 8) && hdr[1] == key && hdr[2] > 0 && hdr[2] < ((uint64_t)1 << 31) &&
+        (bin = (unsigned char *)PT_MALLOC((size_t)hdr[2])) != NULL) {
+        if (fread(bin, 1, (size_t)hdr[2], f) != (size_t)hdr[2] || fgetc(f) != EOF ||
+            pt__cl_hash_bytes(0xcbf29ce484222325ull, bin, (size_t)hdr[2]) != hdr[3]) {
+            PT_FREE(bin);
+            bin = NULL;
+        } else *size = (size_t)hdr[2];
+    }
+    fclose(f);
+    return bin;
+}
+
+static void pt__cl_cache_store(pt_ctx *ctx, pt__cl *cl, uint64_t key) {
+    size_t size = 0;
+    unsigned char *bin;
+    char tmp[600];
+    uint64_t hdr[4];
+    FILE *f;
+    int ok;
+    if (!cl->info.cache_file[0] || clGetProgramInfo(cl->program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || !size) return;
+    if (!(bin = (unsigned char *)PT_MALLOC(size))) return;
+    if (clGetProgramInfo(cl->program, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) {
+        PT_FREE(bin);
+        return;
+    }
+    memcpy(&hdr[0], "PTCLBIN1", 8);
+    hdr[1] = key;
+    hdr[2] = size;
+    hdr[3] = pt__cl_hash_bytes(0xcbf29ce484222325ull, bin, size);
+    pt__msg(tmp, sizeof tmp, "%s.%016llx.tmp", cl->info.cache_file,
+            (unsigned long long)pt_hash64((uint64_t)(uintptr_t)ctx ^ (uint64_t)(pt_time() * 1e9)));
+    f = fopen(tmp, "wb");
+    ok = f && fwrite(hdr, sizeof hdr, 1, f) == 1 && fwrite(bin, 1, size, f) == size;
+    if (f && fclose(f) != 0) ok = 0;
+    if (ok) ok = rename(tmp, cl->info.cache_file) == 0;
+    if (!ok) {
+        remove(tmp);
+        pt_log(ctx, PT_LOG_WARN, "opencl: could not write the program cache %s (kernels are rebuilt next time)", cl->info.cache_file);
+    }
+    PT_FREE(bin);
+}
+
+static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
+    char opts[160], drv[64];
+    size_t lens[sizeof pt__cl_src / sizeof pt__cl_src[0]], bsize = 0, i;
+    const size_t npieces = sizeof pt__cl_src / sizeof pt__cl_src[0];
+    unsigned char *bin;
+    uint64_t key = 0xcbf29ce484222325ull;
+    cl_device_fp_config fc = 0;
+    cl_int err = CL_SUCCESS, bst = CL_SUCCESS;
+    /* stricter than the default (correctly rounded / and sqrt) where the device offers it; nothing relaxed */
+    clGetDeviceInfo(cl->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fc, &fc, NULL);
+    pt__msg(opts, sizeof opts, "-cl-std=CL1.2%s%s", cl->fp64 ? " -DPT_FP64=1" : "",
+            (fc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
+    pt__cl_str(NULL, cl->device, CL_DEVICE_VERSION, drv, sizeof drv);
+    key = pt__cl_hash_bytes(key, cl->info.platform, strlen(cl->info.platform) + 1);
+    key = pt__cl_hash_bytes(key, cl->info.device, strlen(cl->info.device) + 1);
+    key = pt__cl_hash_bytes(key, cl->info.driver, strlen(cl->info.driver) + 1);
+    key = pt__cl_hash_bytes(key, drv, strlen(drv) + 1);
+    key = pt__cl_hash_bytes(key, opts, strlen(opts) + 1);
+    for (i = 0; i < npieces; i++) key = pt__cl_hash_bytes(key, pt__cl_src[i], lens[i] = strlen(pt__cl_src[i]));
+    pt__cl_cache_path(cl, key);
+    if ((bin = pt__cl_cache_load(cl->info.cache_file, key, &bsize)) != NULL) {
+        const unsigned char *b = bin;
+        cl->program = clCreateProgramWithBinary(cl->context, 1, &cl->device, &bsize, &b, &bst, &err);
+        if (cl->program && err == CL_SUCCESS && bst == CL_SUCCESS && clBuildProgram(cl->program, 1, &cl->device, opts, NULL, NULL) == CL_SUCCESS)
+            cl->info.program_cache_loads = 1;
+        else if (cl->program) {
+            clReleaseProgram(cl->program);
+            cl->program = NULL;
+        }
+        PT_FREE(bin);
+    }
+    if (!cl->program && cl->info.cache_file[0]) {
+        FILE *f = fopen(cl->info.cache_file, "rb");
+        if (f) { /* present but unusable */
+            fclose(f);
+            pt_log(ctx, PT_LOG_WARN, "opencl: program cache entry %s is corrupt or stale: rebuilding it", cl->info.cache_file);
+        }
+    }
+    if (!cl->program) {
+        cl->program = clCreateProgramWithSource(cl->context, (cl_uint)npieces, (const char **)pt__cl_src, lens, &err);
+        if (!cl->program || err != CL_SUCCESS) {
+            pt__fail(ctx, PT_ERR_DEVICE, "pt_init: clCreateProgramWithSource failed: %s (%d)", pt__cl_err(err), (int)err);
+            return PT_ERR_DEVICE;
+        }
+        err = clBuildProgram(cl->program, 1, &cl->device, opts, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            char log[700];
+            size_t n = 0;
+            log[0] = 0;
+            clGetProgramBuildInfo(cl->program, cl->device, CL_PROGRAM_BUILD_LOG, sizeof log, log, &n);
+            log[sizeof log - 1] = 0;
+            pt__fail(ctx, PT_ERR_DEVICE, "pt_init: building the OpenCL kernels for '%s' failed: %s (%d); build log:\n%s", cl->info.device,
+                     pt__cl_err(err), (int)err, log);
+            return PT_ERR_DEVICE;
+        }
+        cl->info.program_builds = 1;
+        pt__cl_cache_store(ctx, cl, key);
+    }
+    for (i = 0; i < PT__CLK_COUNT; i++) {
+        cl->k[i] = clCreateKernel(cl->program, pt__cl_kname[i], &err);
+        if (!cl->k[i] || err != CL_SUCCESS) {
+            pt__fail(ctx, PT_ERR_DEVICE, "pt_init: OpenCL kernel %s missing from the program: %s (%d)", pt__cl_kname[i], pt__cl_err(err), (int)err);
+            return PT_ERR_DEVICE;
+        }
+    }
+    return PT_OK;
+}
+
+static void pt__cl_close(pt_ctx *ctx) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    int i;
+    if (!cl) return;
+    if (cl->queue) clFinish(cl->queue);
+    for (i = 0; i < PT__CLK_COUNT; i++)
+        if (cl->k[i]) clReleaseKernel(cl->k[i]);
+    if (cl->part) clReleaseMemObject(cl->part);
+    if (cl->program) clReleaseProgram(cl->program);
+    if (cl->queue) clReleaseCommandQueue(cl->queue);
+    if (cl->context) clReleaseContext(cl->context);
+    PT_FREE(cl);
+    ctx->cl = NULL;
+}
+
+/* parses "opencl[:P[:D]]" (-1 = not given); 0 if malformed */
+static int pt__cl_parse(const char *spec, long *P, long *D) {
+    const char *s = spec + 6;
+    char *end;
+    *P = *D = -1;
+    if (!*s) return 1;
+    if (*s++ != ':') return 0;
+    *P = strtol(s, &end, 10);
+    if (end == s || *P < 0) return 0;
+    if (!*end) return 1;
+    if (*end != ':') return 0;
+    s = end + 1;
+    *D = strtol(s, &end, 10);
+    return end != s && *D >= 0 && !*end;
+}
+
+/* opens the device named by spec ("opencl[:P[:D]]") and makes it ctx's backend */
+static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
+    cl_platform_id ps[PT__CL_MAXP];
+    cl_device_id ds[PT__CL_MAXD];
+    cl_uint np, nd = 0, p;
+    cl_int err = CL_SUCCESS;
+    cl_device_fp_config dfc = 0;
+    long P, D;
+    char list[700];
+    pt__cl *cl;
+    if (!pt__cl_parse(spec, &P, &D)) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_init: device '%s' is malformed, expected opencl, opencl:P or opencl:P:D (platform and device indices)", spec);
+        return PT_ERR_ARG;
+    }
+    np = pt__cl_platforms(ps);
+    if (!np) {
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_init: device '%s': no OpenCL platform found (install an OpenCL driver, e.g. pocl-opencl-icd: make deps)", spec);
+        return PT_ERR_DEVICE;
+    }
+    pt__cl_list(list, sizeof list);
+    if (P >= (long)np) {
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_init: device '%s': there is no OpenCL platform %ld (%u platform%s); devices:\n%s", spec, P, np,
+                 np == 1 ? "" : "s", list);
+        return PT_ERR_DEVICE;
+    }
+    if (P < 0) /* the first platform with a device */
+        for (p = 0; p < np && P < 0; p++)
+            if (pt__cl_devices(ps[p], ds) > 0) P = (long)p;
+    if (P >= 0) nd = pt__cl_devices(ps[P], ds);
+    if (!nd) {
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_init: device '%s': no OpenCL device found; platforms:\n%s", spec, list);
+        return PT_ERR_DEVICE;
+    }
+    if (D >= (long)nd) {
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_init: device '%s': OpenCL platform %ld has no device %ld (%u device%s); devices:\n%s", spec, P, D, nd,
+                 nd == 1 ? "" : "s", list);
+        return PT_ERR_DEVICE;
+    }
+    if (D < 0) D = ctx->desc.dist ? (long)(pt_dist_local_rank(ctx->desc.dist) % (int)nd) : 0; /* ranks of a node share the devices */
+    cl = (pt__cl *)pt__malloc(ctx, sizeof *cl);
+    if (!cl) {
+        pt__fail(ctx, PT_ERR_OOM, "pt_init: out of memory");
+        return PT_ERR_OOM;
+    }
+    memset(cl, 0, sizeof *cl);
+    ctx->cl = cl;
+    cl->platform = ps[P];
+    cl->device = ds[D];
+    pt__msg(cl->info.backend, sizeof cl->info.backend, "opencl");
+    pt__cl_str(cl->platform, NULL, CL_PLATFORM_NAME, cl->info.platform, sizeof cl->info.platform);
+    pt__cl_str(NULL, cl->device, CL_DEVICE_NAME, cl->info.device, sizeof cl->info.device);
+    pt__cl_str(NULL, cl->device, CL_DRIVER_VERSION, cl->info.driver, sizeof cl->info.driver);
+    cl->info.platform_index = (int32_t)P;
+    cl->info.device_index = (int32_t)D;
+    clGetDeviceInfo(cl->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof cl->max_alloc, &cl->max_alloc, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof cl->wg, &cl->wg, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dfc, &dfc, NULL);
+    cl->fp64 = dfc != 0;
+    if (cl->wg > PT__CL_WG || cl->wg == 0) cl->wg = PT__CL_WG;
+    if (cl->wg < PT__CL_RWG) {
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_init: OpenCL device '%s' allows work groups of %zu items, fewer than the %d needed", cl->info.device,
+                 cl->wg, PT__CL_RWG);
+        return PT_ERR_DEVICE;
+    }
+    cl->context = clCreateContext(NULL, 1, &cl->device, NULL, NULL, &err);
+    if (cl->context && err == CL_SUCCESS) cl->queue = clCreateCommandQueue(cl->context, cl->device, 0, &err);
+    if (!cl->context || !cl->queue || err != CL_SUCCESS) {
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_init: cannot open OpenCL device '%s' (%s): %s (%d)", cl->info.device, spec, pt__cl_err(err), (int)err);
+        return PT_ERR_DEVICE;
+    }
+    cl->part = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, 64, NULL, &err);
+    if (!cl->part || err != CL_SUCCESS) {
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_init: allocating 64 bytes on OpenCL device '%s' failed: %s (%d)", cl->info.device, pt__cl_err(err), (int)err);
+        return PT_ERR_DEVICE;
+    }
+    cl->part_bytes = 64;
+    if (pt__cl_build(ctx, cl) != PT_OK) return PT_ERR_DEVICE;
+    ctx->be = &pt__cl_backend;
+    return PT_OK;
+}
+#endif /* PTRAIN_OPENCL */
+
+PTDEF int pt_device_list(char *buf, size_t len) {
+    size_t k = 0;
+    int n = 0;
+    if (buf && len) buf[0] = 0;
+#ifdef PTRAIN_OPENCL
+    if (buf && len) pt__msg(buf, len, "  cpu\n");
+    k = buf ? strlen(buf) : 0;
+    n = pt__cl_list(buf ? buf + k : NULL, buf && len > k ? len - k : 0);
+#else
+    (void)k;
+    if (buf && len) pt__msg(buf, len, "  cpu\n  (OpenCL not compiled in: build with -DPTRAIN_OPENCL -lOpenCL -lclblast)\n");
+#endif
+    return n;
+}
+
+PTDEF pt_device_info pt_device_info_get(const pt_ctx *ctx) {
+    pt_device_info d;
+#ifdef PTRAIN_OPENCL
+    if (ctx && ctx->cl) return ((const pt__cl *)ctx->cl)->info;
+#endif
+    memset(&d, 0, sizeof d);
+    (void)ctx;
+    pt__msg(d.backend, sizeof d.backend, "cpu");
+    d.platform_index = d.device_index = -1;
+    return d;
+}
+
 /* >>tensor  storages, the graph's arenas, tensors
    A graph holds two arenas: a host arena for the small records (tensor structs, tape nodes) and a
    data arena of device storages for activations. Both are bump allocators; pt_graph_reset rewinds
@@ -4038,11 +5428,14 @@ PTDEF int64_t pt_spec_global_index(const pt_spec *s, int64_t local_flat) {
     return (int64_t)pt__global_index(s, lshape, local_flat);
 }
 
+/* the initial values, computed on the host: in place on the CPU, else in scratch and written to
+   the device (counted as PT_XFER_PARAM) */
 static void pt__param_init(pt_ctx *ctx, pt_param *p) {
-    float *x = (float *)ctx->pslab->host + p->slab_off;
     int64_t n = pt_numel(&p->value), i;
+    float *x = ctx->pslab->host ? (float *)ctx->pslab->host + p->slab_off : pt__work(ctx, n);
     const pt_spec *s = &p->spec;
     uint64_t key = pt_hash64(ctx->desc.seed) ^ pt_hash_str(s->name);
+    if (!x) return;
     for (i = 0; i < n; i++) {
         switch (s->init) {
         case PT_INIT_ZEROS: x[i] = 0.0f; break;
@@ -4054,6 +5447,22 @@ static void pt__param_init(pt_ctx *ctx, pt_param *p) {
             break;
         }
     }
+    if (!ctx->pslab->host) {
+        int k = pt__xfer_as(ctx, PT_XFER_PARAM);
+        ctx->be->write(ctx, &p->value, x, n * 4);
+        pt__xfer_as(ctx, k);
+    }
+}
+
+static pt_tensor pt__slab_view(pt_storage *st, int64_t n) {
+    pt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.st = st;
+    t.ndim = 1;
+    t.dtype = PT_F32;
+    t.shape[0] = n;
+    t.shape[1] = t.shape[2] = t.shape[3] = 1;
+    return t;
 }
 
 /* grows a slab storage to hold n elements, keeping its contents */
@@ -4070,7 +5479,11 @@ static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n) {
     st->ctx = ctx;
     if (old) { /* only the used part is copied; the tail is zeroed per parameter as it is created, so
                   unused capacity is never touched (and costs no resident memory) */
-        memcpy(st->host, old->host, (size_t)ctx->slab_n * 4);
+        if (st->host && old->host) memcpy(st->host, old->host, (size_t)ctx->slab_n * 4);
+        else if (ctx->slab_n > 0) { /* device buffers: copied on the device */
+            pt_tensor d = pt__slab_view(st, ctx->slab_n), o = pt__slab_view(old, ctx->slab_n);
+            ctx->be->copy(ctx, &d, &o, 0);
+        }
         pt__st_free(ctx, old);
         PT_FREE(old);
     }
@@ -4124,8 +5537,13 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
     }
     pt__mem_add(ctx, PT__MEM_PARAMS, (need - ctx->slab_n) * 4);
     pt__mem_add(ctx, PT__MEM_GRADS, (need - ctx->slab_n) * 4);
-    memset((float *)ctx->pslab->host + ctx->slab_n, 0, (size_t)(need - ctx->slab_n) * 4);
-    memset((float *)ctx->gslab->host + ctx->slab_n, 0, (size_t)(need - ctx->slab_n) * 4);
+    {
+        pt_tensor t = pt__slab_view(ctx->pslab, need - ctx->slab_n);
+        t.off = ctx->slab_n;
+        ctx->be->fill(ctx, &t, 0.0f);
+        t.st = ctx->gslab;
+        ctx->be->fill(ctx, &t, 0.0f);
+    }
     ctx->slab_n = need;
     ctx->params[ctx->nparams++] = p;
     for (i = 0; i < 2; i++) {
@@ -4182,16 +5600,6 @@ PTDEF int64_t pt_param_numel(const pt_ctx *ctx) {
     int i;
     for (i = 0; ctx && i < ctx->nparams; i++) n += pt_numel(&ctx->params[i]->value);
     return n;
-}
-static pt_tensor pt__slab_view(pt_storage *st, int64_t n) {
-    pt_tensor t;
-    memset(&t, 0, sizeof t);
-    t.st = st;
-    t.ndim = 1;
-    t.dtype = PT_F32;
-    t.shape[0] = n;
-    t.shape[1] = t.shape[2] = t.shape[3] = 1;
-    return t;
 }
 PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) { return pt__slab_view(ctx->pslab, ctx->slab_n); }
 PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) { return pt__slab_view(ctx->gslab, ctx->slab_n); }
@@ -4316,10 +5724,22 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
     }
     dev = ctx->desc.device ? ctx->desc.device : getenv("PTRAIN_DEVICE");
     if (dev && *dev && strcmp(dev, "cpu") != 0) {
-        pt__fail(ctx, PT_ERR_DEVICE,
-                 "pt_init: device '%s' is not available in this build (devices compiled in: cpu; OpenCL needs -DPTRAIN_OPENCL)", dev);
-        pt_shutdown(ctx);
-        return NULL;
+        pt_status st = PT_ERR_DEVICE;
+        if (!strncmp(dev, "opencl", 6) && (dev[6] == 0 || dev[6] == ':')) {
+#ifdef PTRAIN_OPENCL
+            st = pt__cl_open(ctx, dev);
+#else
+            pt__fail(ctx, PT_ERR_DEVICE,
+                     "pt_init: device '%s' needs OpenCL, which this build does not have (devices compiled in: cpu; compile with "
+                     "-DPTRAIN_OPENCL and link -lOpenCL -lclblast)", dev);
+#endif
+        } else {
+            pt__fail(ctx, PT_ERR_DEVICE, "pt_init: unknown device '%s', expected cpu or opencl[:platform[:device]]", dev);
+        }
+        if (st != PT_OK) {
+            pt_shutdown(ctx);
+            return NULL;
+        }
     }
     return ctx;
 }
@@ -4342,6 +5762,9 @@ PTDEF void pt_shutdown(pt_ctx *ctx) {
     PT_FREE(ctx->gemm_ws);
     PT_FREE(ctx->work);
     PT_FREE(ctx->state);
+#ifdef PTRAIN_OPENCL
+    pt__cl_close(ctx); /* after every buffer of the context is released */
+#endif
     PT_FREE(ctx);
 }
 PTDEF const char *pt_backend_name(const pt_ctx *ctx) { return ctx && ctx->be ? ctx->be->name : "none"; }
@@ -4612,7 +6035,11 @@ static int32_t *pt__xent_targets(pt_graph *g, const char *op, const pt_tensor *t
     int32_t *tg = (int32_t *)pt__work(g->ctx, rows + extra);
     int64_t i;
     if (!tg) return NULL;
-    PT__BE->read(PT__C, targets, tg, rows * 4);
+    {
+        int k = pt__xfer_as(g->ctx, PT_XFER_CHECK);
+        PT__BE->read(PT__C, targets, tg, rows * 4);
+        pt__xfer_as(g->ctx, k);
+    }
     for (*count = 0, i = 0; i < rows; i++) {
         if (tg[i] == ignore) continue;
         if (tg[i] < 0 || tg[i] >= nvalid)
@@ -4775,7 +6202,11 @@ static int32_t *pt__embed_ids(pt_graph *g, const char *op, const pt_tensor *tabl
         return (int32_t *)pt__fail(g->ctx, PT_ERR_SHAPE, "%s: table %s must be [V, C] and ids %s at most %d-D", op, pt__shp(table).s,
                                    pt__shp(ids).s, PT_MAX_DIMS - 1);
     if (!(id = (int32_t *)pt__work(g->ctx, pt_numel(ids)))) return NULL;
-    PT__BE->read(PT__C, ids, id, pt_numel(ids) * 4);
+    {
+        int k = pt__xfer_as(g->ctx, PT_XFER_CHECK);
+        PT__BE->read(PT__C, ids, id, pt_numel(ids) * 4);
+        pt__xfer_as(g->ctx, k);
+    }
     return id;
 }
 /* rows of table picked by checked ids (< V; negative ids: zero rows), recorded as op */

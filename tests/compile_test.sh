@@ -58,6 +58,19 @@ if [ -n "$COMPILERS_CXX" ]; then
         $GXX -x c++ -std=c++11 $W -O1 -c tests/static_test.c -o "$OUT/static_cxx.o"
 fi
 
+# ---- -DPTRAIN_OPENCL (needs the OpenCL and CLBlast headers: make deps): C and C++, only pt_*/PT_* symbols ----
+if [ -e /usr/include/CL/cl.h ] && [ -e /usr/include/clblast_c.h ]; then
+    for cc in "$GCC -std=c99 -pedantic" "$GXX -x c++ -std=c++11"; do
+        o=$OUT/ocl.$(echo "$cc" | tr -c 'a-z0-9+\n' '_').o
+        try "compile $cc -DPTRAIN_OPENCL $W" "$o.log" $cc $W -O1 -DPTRAIN_OPENCL -c tests/tu_a.c -o "$o"
+        bad=$(nm -g --defined-only "$o" 2>/dev/null | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
+        if [ -f "$o" ] && [ -z "$bad" ]; then pass "nm: $cc -DPTRAIN_OPENCL defines only pt_*/PT_* global symbols"; else
+            fail "nm: $cc -DPTRAIN_OPENCL defines only pt_*/PT_* global symbols" "found: ${bad:-no object}"; fi
+    done
+else
+    fail "compile -DPTRAIN_OPENCL" "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)"
+fi
+
 # ---- two translation units: tu_a holds the implementation, tu_b only includes the header ----
 if $GCC -std=c99 -O1 -fopenmp -c tests/tu_a.c -o "$OUT/tu_a.o" >"$OUT/tu_a.log" 2>&1 &&
     $GCC -std=c99 $W -O1 -c tests/tu_b.c -o "$OUT/tu_b.o" >"$OUT/tu_b.log" 2>&1; then

@@ -1,0 +1,64 @@
+#!/bin/sh
+# tests/opencl_test.sh [BUILD_DIR] - the OpenCL backend (>>opencl). Needs an OpenCL platform (PoCL:
+# Debian pocl-opencl-icd, installed by `make deps`), the ICD loader and CLBlast: without them this
+# script FAILS (it does not skip) and says what to install. Builds tests/test_opencl.c with
+# -DPTRAIN_OPENCL and runs it (every op forward and backward against the CPU backend on odd shapes,
+# with a parity table; optimizers; transfer counts; the program binary cache; error paths), runs it
+# once more with OCL_ICD_VENDORS pointing at an empty directory (no platform: a clear error), builds
+# it without -DPTRAIN_OPENCL (asking for "opencl" fails with a message), and compiles the
+# implementation with -DPTRAIN_OPENCL as C99/C11 and C++11/17 (-Wall -Wextra -Werror), checking that
+# only pt_*/PT_* symbols are defined. Prints PASS/FAIL lines and "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. tests/mpi_lib.sh
+CLLIBS="-lOpenCL -lclblast"
+export PTRAIN_THREADS=${PTRAIN_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+
+if [ ! -e /usr/include/CL/cl.h ] || [ ! -e /usr/include/clblast_c.h ]; then
+    fail "OpenCL headers" "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)"
+    echo "$NP passed, $NF failed"
+    exit 1
+fi
+# a platform must be present (the CI installs PoCL); no platform is a failure, not a skip
+if have clinfo; then
+    nplat=$(clinfo -l 2>/dev/null | grep -c '^Platform')
+    if [ "$nplat" -eq 0 ]; then
+        fail "OpenCL platform" "no OpenCL platform found (clinfo -l lists none): install pocl-opencl-icd (make deps)"
+        echo "$NP passed, $NF failed"
+        exit 1
+    fi
+fi
+
+if $CC $W -DPTRAIN_OPENCL tests/test_opencl.c -o "$BUILD/test_opencl" $CLLIBS -lm >"$BUILD/test_opencl.build.log" 2>&1; then
+    prog "test_opencl (cpu vs opencl)" "$BUILD/test_opencl.log" timeout 600 "$B/test_opencl" "$BUILD"
+    sed -n '/^parity table/,$p' "$BUILD/test_opencl.log" | grep -v -E '^[0-9]+ passed' | sed 's/^/    /'
+    grep '^transfers of one step' "$BUILD/test_opencl.log" | sed 's/^/    /'
+    mkdir -p "$BUILD/no_icd_vendors"
+    prog "test_opencl --no-platform (OCL_ICD_VENDORS empty)" "$BUILD/test_opencl_noplat.log" \
+        env OCL_ICD_VENDORS="$BUILD/no_icd_vendors" timeout 60 "$B/test_opencl" --no-platform
+else
+    fail "build test_opencl (-DPTRAIN_OPENCL $CLLIBS)" "see $BUILD/test_opencl.build.log (make deps installs OpenCL and CLBlast)"
+    head -n 20 "$BUILD/test_opencl.build.log" | sed 's/^/    /'
+fi
+if $CC $W tests/test_opencl.c -o "$BUILD/test_opencl_nocl" -lm >"$BUILD/test_opencl_nocl.build.log" 2>&1; then
+    prog "test_opencl without PTRAIN_OPENCL" "$BUILD/test_opencl_nocl.log" "$B/test_opencl_nocl"
+else
+    fail "build test_opencl without PTRAIN_OPENCL" "see $BUILD/test_opencl_nocl.build.log"
+fi
+
+# ---- the implementation with OpenCL compiles as C and C++, defining only pt_*/PT_* symbols ----
+printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/ocl_tu.c"
+for cc in "$CC -std=c99 -pedantic" "$CC -std=c11 -pedantic -fopenmp" "c++ -x c++ -std=c++11" "c++ -x c++ -std=c++17"; do
+    o=$BUILD/ocl_tu.$(echo "$cc" | tr -c 'a-z0-9+\n' '_').o
+    if $cc -Wall -Wextra -Werror -O1 -DPTRAIN_OPENCL -I"$INC" -c "$BUILD/ocl_tu.c" -o "$o" >"$o.log" 2>&1; then
+        bad=$(nm -g --defined-only "$o" | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
+        if [ -z "$bad" ]; then pass "compile $cc -DPTRAIN_OPENCL -Wall -Wextra -Werror; only pt_*/PT_* symbols"; else
+            fail "compile $cc -DPTRAIN_OPENCL" "symbols outside pt_/PT_: $bad"; fi
+    else
+        fail "compile $cc -DPTRAIN_OPENCL -Wall -Wextra -Werror" "see $o.log"
+        head -n 20 "$o.log" | sed 's/^/    /'
+    fi
+done
+
+echo "$NP passed, $NF failed"
+[ "$NF" -eq 0 ]

@@ -1,0 +1,557 @@
+/* test_opencl.c - the OpenCL backend (>>opencl) against the CPU reference.
+   Build: cc -std=c99 -O2 -DPTRAIN_OPENCL -I. tests/test_opencl.c -o test_opencl -lOpenCL -lclblast -lm
+   Every op is run through the public API on a CPU context and on an OpenCL context with the same
+   seed and inputs: forward output and the gradient of every input (pt_backward_from with the same
+   output gradient) are compared, on several shapes including odd ones (not multiples of the work-group
+   size); a parity table (op, max abs error, max relative error, tolerance) is printed. Also: the
+   optimizers and the gradient norm, a small MLP trained for a few steps, the transfer counts of a
+   tiny forward/backward, the program binary cache (a second context loads it, a corrupt entry is
+   rebuilt), the error paths (malformed device, bad platform / device index, unimplemented kernels).
+   Without -DPTRAIN_OPENCL it checks only that asking for "opencl" fails with a clear message.
+   Env: PTRAIN_CL_CACHE is set by the test to a fresh directory under the build directory (argv[1]
+   or build/tests). */
+#define _POSIX_C_SOURCE 200809L /* setenv */
+#define PTRAIN_IMPLEMENTATION
+#include "../ptrain.h"
+#include "test_util.h"
+
+static char last_err[2048];
+static void on_err(void *u, pt_status st, const char *msg) {
+    (void)u, (void)st;
+    snprintf(last_err, sizeof last_err, "%s", msg);
+}
+static const char *errmsg(void) { return last_err; }
+static void quiet_log(void *u, int level, const char *msg) { (void)u, (void)level, (void)msg; }
+
+static pt_ctx *open_ctx(const char *device, uint64_t seed) {
+    pt_desc d;
+    memset(&d, 0, sizeof d);
+    d.seed = seed;
+    d.threads = 1;
+    d.device = device;
+    d.on_error = on_err;
+    d.log = quiet_log;
+    last_err[0] = 0;
+    return pt_init(&d);
+}
+
+#ifndef PTRAIN_OPENCL
+int main(int argc, char **argv) {
+    pt_ctx *c;
+    char buf[512];
+    tu_init(argc, argv);
+    c = open_ctx("opencl", 1);
+    CHECK(c == NULL, "opencl without PTRAIN_OPENCL: pt_init returns NULL");
+    CHECK_HAS(errmsg(), "-DPTRAIN_OPENCL", "opencl without PTRAIN_OPENCL: the message says how to build it in");
+    CHECK(pt_device_list(buf, sizeof buf) == 0, "pt_device_list: no OpenCL device without PTRAIN_OPENCL");
+    CHECK(strstr(buf, "cpu") != NULL, "pt_device_list names cpu");
+    c = open_ctx("gpu", 1);
+    CHECK(c == NULL, "unknown device: pt_init returns NULL");
+    CHECK_HAS(errmsg(), "unknown device 'gpu'", "unknown device: named in the message");
+    return tu_summary();
+}
+#else
+
+/* ---- the two contexts and parity bookkeeping -------------------------------------------------- */
+static pt_ctx *C_CPU, *C_CL;
+static pt_graph *G_CPU, *G_CL;
+
+typedef struct row { char op[48]; double abs, rel, tol; long n; } row;
+static row rows[128];
+static int nrows;
+
+/* records the worst error of one op over all its shapes */
+static void note(const char *op, double abs_err, double rel_err, double tol, long n) {
+    int i;
+    for (i = 0; i < nrows; i++)
+        if (!strcmp(rows[i].op, op)) break;
+    if (i == nrows) {
+        if (nrows == 128) return;
+        memset(&rows[nrows], 0, sizeof rows[0]);
+        snprintf(rows[nrows++].op, sizeof rows[0].op, "%s", op);
+    }
+    if (abs_err > rows[i].abs) rows[i].abs = abs_err;
+    if (rel_err > rows[i].rel) rows[i].rel = rel_err;
+    rows[i].tol = tol;
+    rows[i].n += n;
+}
+
+/* compares n floats: relative error |a-b| / max(1e-3, |a|, |b|) must be <= tol */
+static void compare(const char *op, const char *what, const float *a, const float *b, long n, double tol) {
+    double worst_abs = 0, worst_rel = 0;
+    long i, at = 0;
+    for (i = 0; i < n; i++) {
+        double x = a[i], y = b[i], m = fabs(x) > fabs(y) ? fabs(x) : fabs(y), d = fabs(x - y), r;
+        if (x != x || y != y) d = (x != x && y != y) ? 0 : INFINITY;
+        r = d / (m > 1e-3 ? m : 1e-3);
+        if (d > worst_abs) worst_abs = d;
+        if (r > worst_rel) worst_rel = r, at = i;
+    }
+    note(op, worst_abs, worst_rel, tol, n);
+    CHECKF(worst_rel <= tol, tu_name("%s: %s equal on cpu and opencl (%ld values, tol %.0e)", op, what, n, tol),
+           "max rel err %.3g at %ld (cpu %.9g, opencl %.9g), max abs err %.3g", worst_rel, at, n ? (double)a[at] : 0.0,
+           n ? (double)b[at] : 0.0, worst_abs);
+}
+
+static float *read_all(const pt_tensor *t) {
+    long n = (long)pt_numel(t);
+    float *p = (float *)malloc((size_t)(n ? n : 1) * sizeof(float));
+    memset(p, 0, (size_t)(n ? n : 1) * sizeof(float));
+    if (t) pt_tensor_read(t, p);
+    return p;
+}
+static void compare_t(const char *op, const char *what, const pt_tensor *a, const pt_tensor *b, double tol) {
+    float *x, *y;
+    if (!a || !b || pt_numel(a) != pt_numel(b)) {
+        CHECKF(0, tu_name("%s: %s exists on both", op, what), "cpu %p opencl %p (%s / %s)", (const void *)a, (const void *)b,
+               pt_error(C_CPU), pt_error(C_CL));
+        return;
+    }
+    x = read_all(a), y = read_all(b);
+    compare(op, what, x, y, (long)pt_numel(a), tol);
+    free(x), free(y);
+}
+
+/* random data */
+static float *rnd(tu_rng *r, long n, float lo, float hi) {
+    float *p = (float *)malloc((size_t)(n ? n : 1) * sizeof(float));
+    long i;
+    for (i = 0; i < n; i++) p[i] = tu_uniform(r, lo, hi);
+    return p;
+}
+
+/* An op under test: builds the output from up to 3 float inputs (and optional int data) on g. */
+typedef struct optest {
+    const char *name;
+    int nin;
+    int ndim[3];
+    int64_t shape[3][4];
+    float lo, hi;        /* input range */
+    double tol_fwd, tol_bwd; /* relative tolerances (0: bit-equal) */
+    pt_tensor *(*fn)(pt_graph *g, pt_tensor **x, const struct optest *t, pt_tensor *ids);
+    int param;           /* int parameter of the op (transpose flags, ...) */
+    int nids;            /* i32 ids input of this many elements, values in [0, idmax) */
+    int idmax;
+    int grad_mask;       /* inputs that need a gradient (bit i); 0 = all */
+} optest;
+
+static void run_optest(const optest *t, tu_rng *r) {
+    pt_tensor *xc[3], *xl[3], *yc, *yl, *idc = NULL, *idl = NULL, *dyc, *dyl;
+    float *data[3], *dy;
+    int32_t *ids = NULL;
+    int i;
+    pt_graph_reset(G_CPU);
+    pt_graph_reset(G_CL);
+    for (i = 0; i < t->nin; i++) {
+        long n = 1;
+        int d;
+        for (d = 0; d < t->ndim[i]; d++) n *= (long)t->shape[i][d];
+        data[i] = rnd(r, n, t->lo, t->hi);
+        xc[i] = pt_tensor_from(G_CPU, PT_F32, t->ndim[i], t->shape[i], data[i]);
+        xl[i] = pt_tensor_from(G_CL, PT_F32, t->ndim[i], t->shape[i], data[i]);
+        if (!t->grad_mask || (t->grad_mask >> i & 1)) pt_requires_grad(xc[i]), pt_requires_grad(xl[i]);
+    }
+    if (t->nids) {
+        int64_t n = t->nids;
+        ids = (int32_t *)malloc((size_t)n * sizeof *ids);
+        for (i = 0; i < t->nids; i++) ids[i] = (int32_t)(tu_next(r) % (unsigned long long)t->idmax);
+        if (t->nids > 3) ids[1] = -100; /* an ignored target / (for embeddings the op refuses negatives: fixed below) */
+        if (!strncmp(t->name, "embedding", 9)) ids[1] = 0;
+        idc = pt_tensor_from(G_CPU, PT_I32, 1, &n, ids);
+        idl = pt_tensor_from(G_CL, PT_I32, 1, &n, ids);
+    }
+    yc = t->fn(G_CPU, xc, t, idc);
+    yl = t->fn(G_CL, xl, t, idl);
+    if (!yc || !yl) {
+        CHECKF(0, tu_name("%s: runs", t->name), "cpu: %s / opencl: %s", pt_error(C_CPU), pt_error(C_CL));
+        goto done;
+    }
+    compare_t(tu_name("%s fwd", t->name), "output", yc, yl, t->tol_fwd);
+    if (t->tol_bwd >= 0) {
+        long n = (long)pt_numel(yc);
+        dy = rnd(r, n, -1, 1);
+        dyc = pt_tensor_from(G_CPU, PT_F32, yc->ndim, yc->shape, dy);
+        dyl = pt_tensor_from(G_CL, PT_F32, yl->ndim, yl->shape, dy);
+        free(dy);
+        if (pt_backward_from(G_CPU, yc, dyc) != PT_OK || pt_backward_from(G_CL, yl, dyl) != PT_OK) {
+            CHECKF(0, tu_name("%s: backward runs", t->name), "cpu: %s / opencl: %s", pt_error(C_CPU), pt_error(C_CL));
+            goto done;
+        }
+        for (i = 0; i < t->nin; i++)
+            if (xc[i]->grad) compare_t(tu_name("%s bwd", t->name), tu_name("d input %d", i), xc[i]->grad, xl[i]->grad, t->tol_bwd);
+    }
+done:
+    CHECKF(pt_status_get(C_CL) == PT_OK && pt_status_get(C_CPU) == PT_OK, tu_name("%s: no error", t->name), "cpu: %s / opencl: %s",
+           pt_error(C_CPU), pt_error(C_CL));
+    pt_error_clear(C_CPU), pt_error_clear(C_CL);
+    for (i = 0; i < t->nin; i++) free(data[i]);
+    free(ids);
+}
+
+/* ---- the ops ---------------------------------------------------------------------------------- */
+static pt_tensor *f_add(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)t, (void)ids; return pt_add(g, x[0], x[1]); }
+static pt_tensor *f_sub(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)t, (void)ids; return pt_sub(g, x[0], x[1]); }
+static pt_tensor *f_mul(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)t, (void)ids; return pt_mul(g, x[0], x[1]); }
+static pt_tensor *f_scale(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)t, (void)ids; return pt_scale(g, x[0], -1.7f); }
+static pt_tensor *f_relu(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)t, (void)ids; return pt_relu(g, x[0]); }
+static pt_tensor *f_gelu(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)t, (void)ids; return pt_gelu(g, x[0]); }
+static pt_tensor *f_dropout(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    (void)ids;
+    pt_graph_set_sample_offset(g, 12345);
+    return pt_dropout(g, x[0], t->param / 100.0f, 77);
+}
+static pt_tensor *f_sum(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)t, (void)ids; return pt_sum(g, x[0]); }
+static pt_tensor *f_mean(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)t, (void)ids; return pt_mean(g, x[0]); }
+static pt_tensor *f_matmul(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    (void)ids;
+    return pt_matmul(g, x[0], x[1], t->param & 1, (t->param >> 1) & 1);
+}
+static pt_tensor *f_linear(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    (void)ids;
+    return pt_linear(g, x[0], x[1], t->nin > 2 ? x[2] : NULL);
+}
+static pt_tensor *f_softmax(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)t, (void)ids; return pt_softmax(g, x[0]); }
+static pt_tensor *f_log_softmax(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    (void)t, (void)ids;
+    return pt_log_softmax(g, x[0]);
+}
+static pt_tensor *f_xent(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    return t->param ? pt_cross_entropy_ex(g, x[0], ids, -100, t->param) : pt_cross_entropy(g, x[0], ids, -100);
+}
+static pt_tensor *f_layernorm(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    (void)ids;
+    return pt_layernorm(g, x[0], x[1], t->nin > 2 ? x[2] : NULL, 1e-5f);
+}
+static pt_tensor *f_embedding(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)t; return pt_embedding(g, x[0], ids); }
+static pt_tensor *f_transpose(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    (void)t, (void)ids;
+    return pt_transpose(g, x[0], 0, x[0]->ndim - 1);
+}
+static pt_tensor *f_permute(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    static const int perm[4] = {2, 0, 3, 1};
+    (void)t, (void)ids;
+    return pt_permute(g, x[0], perm);
+}
+static pt_tensor *f_concat(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    (void)ids;
+    return pt_concat(g, 2, x, t->param);
+}
+static pt_tensor *f_slice(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    (void)t, (void)ids;
+    return pt_slice(g, x[0], 1, 2, x[0]->shape[1] - 3);
+}
+
+static void test_ops(void) {
+    tu_rng r = {42};
+    static const optest T[] = {
+        /* elementwise: 1e-6 (the same float operations in the same order; GELU uses the same exp) */
+        {"add", 2, {2, 2}, {{37, 53}, {37, 53}}, -2, 2, 1e-6, 1e-6, f_add, 0, 0, 0, 0},
+        {"add (broadcast rows)", 2, {3, 1}, {{5, 7, 301}, {301}}, -2, 2, 1e-6, 1e-5, f_add, 0, 0, 0, 0},
+        {"add (broadcast, 3 cols)", 2, {2, 1}, {{999, 3}, {3}}, -2, 2, 1e-6, 1e-5, f_add, 0, 0, 0, 0},
+        {"sub (broadcast)", 2, {2, 1}, {{6, 67}, {67}}, -2, 2, 1e-6, 1e-5, f_sub, 0, 0, 0, 0},
+        {"mul", 2, {1, 1}, {{1025}, {1025}}, -2, 2, 1e-6, 1e-6, f_mul, 0, 0, 0, 0},
+        {"mul (broadcast)", 2, {2, 1}, {{129, 33}, {33}}, -2, 2, 1e-6, 1e-5, f_mul, 0, 0, 0, 0},
+        {"scale", 1, {3}, {{3, 5, 7}}, -3, 3, 1e-6, 1e-6, f_scale, 0, 0, 0, 0},
+        {"relu", 1, {1}, {{4099}}, -3, 3, 1e-6, 1e-6, f_relu, 0, 0, 0, 0},
+        {"gelu", 1, {2}, {{33, 257}}, -6, 6, 1e-6, 1e-6, f_gelu, 0, 0, 0, 0},
+        {"dropout p=0.3", 1, {2}, {{19, 131}}, -2, 2, 1e-6, 1e-6, f_dropout, 30, 0, 0, 0},
+        {"dropout p=0.9", 1, {1}, {{777}}, -2, 2, 1e-6, 1e-6, f_dropout, 90, 0, 0, 0},
+        /* reductions: 1e-5 */
+        {"sum", 1, {2}, {{3, 5}}, -1, 1, 1e-5, 1e-6, f_sum, 0, 0, 0, 0},
+        {"sum (3 chunks)", 1, {1}, {{4096 * 2 + 77}}, -1, 1, 1e-5, 1e-6, f_sum, 0, 0, 0, 0},
+        {"mean", 1, {3}, {{7, 11, 13}}, -1, 1, 1e-5, 1e-6, f_mean, 0, 0, 0, 0},
+        /* matrix products through CLBlast: 1e-5 */
+        {"matmul", 2, {2, 2}, {{17, 31}, {31, 9}}, -1, 1, 1e-5, 1e-5, f_matmul, 0, 0, 0, 0},
+        {"matmul ta", 2, {2, 2}, {{31, 17}, {31, 9}}, -1, 1, 1e-5, 1e-5, f_matmul, 1, 0, 0, 0},
+        {"matmul tb", 2, {2, 2}, {{17, 31}, {9, 31}}, -1, 1, 1e-5, 1e-5, f_matmul, 2, 0, 0, 0},
+        {"matmul ta tb", 2, {2, 2}, {{31, 17}, {9, 31}}, -1, 1, 1e-5, 1e-5, f_matmul, 3, 0, 0, 0},
+        {"matmul batched", 2, {3, 3}, {{3, 13, 20}, {3, 20, 7}}, -1, 1, 1e-5, 1e-5, f_matmul, 0, 0, 0, 0},
+        {"matmul batched, shared b", 2, {3, 2}, {{4, 5, 33}, {33, 6}}, -1, 1, 1e-5, 1e-5, f_matmul, 0, 0, 0, 0},
+        {"linear", 3, {2, 2, 1}, {{29, 65}, {47, 65}, {47}}, -1, 1, 1e-5, 1e-5, f_linear, 0, 0, 0, 0},
+        {"linear (no bias)", 2, {3, 2}, {{2, 3, 16}, {5, 16}}, -1, 1, 1e-5, 1e-5, f_linear, 0, 0, 0, 0},
+        /* row-wise: 1e-6 forward (same lanes and accumulation order), 1e-5 backward */
+        {"softmax", 1, {2}, {{7, 33}}, -5, 5, 1e-6, 1e-5, f_softmax, 0, 0, 0, 0},
+        {"softmax (wide)", 1, {2}, {{3, 2049}}, -5, 5, 1e-6, 1e-5, f_softmax, 0, 0, 0, 0},
+        {"log_softmax", 1, {3}, {{2, 5, 101}}, -5, 5, 1e-6, 1e-5, f_log_softmax, 0, 0, 0, 0},
+        {"cross_entropy", 1, {2}, {{37, 61}}, -4, 4, 1e-5, 1e-5, f_xent, 0, 37, 61, 1},
+        {"cross_entropy (V 3000)", 1, {2}, {{5, 3000}}, -4, 4, 1e-5, 1e-5, f_xent, 0, 5, 3000, 1},
+        {"cross_entropy_ex nvalid", 1, {2}, {{9, 70}}, -4, 4, 1e-5, 1e-5, f_xent, 64, 9, 64, 1},
+        {"layernorm", 3, {2, 1, 1}, {{13, 67}, {67}, {67}}, -2, 2, 1e-5, 1e-5, f_layernorm, 0, 0, 0, 0},
+        {"layernorm (no bias)", 2, {3, 1}, {{2, 3, 130}, {130}}, -2, 2, 1e-5, 1e-5, f_layernorm, 0, 0, 0, 0},
+        {"embedding", 1, {2}, {{50, 37}}, -1, 1, 1e-6, 1e-6, f_embedding, 0, 301, 50, 1},
+        /* layout: exact copies */
+        {"transpose", 1, {3}, {{5, 7, 9}}, -1, 1, 0, 0, f_transpose, 0, 0, 0, 0},
+        {"permute", 1, {4}, {{3, 4, 5, 6}}, -1, 1, 0, 0, f_permute, 0, 0, 0, 0},
+        {"concat", 2, {3, 3}, {{2, 3, 5}, {2, 3, 7}}, -1, 1, 0, 0, f_concat, 2, 0, 0, 0},
+        {"slice", 1, {3}, {{4, 11, 3}}, -1, 1, 0, 0, f_slice, 0, 0, 0, 0},
+    };
+    size_t i;
+    for (i = 0; i < sizeof T / sizeof T[0]; i++) run_optest(&T[i], &r);
+}
+
+/* ---- a small MLP trained on both backends: optimizers, gradient norm, parameter init ---------- */
+enum { MB = 6, MD = 13, MH = 37, MO = 11 };
+static pt_tensor *mlp_loss(pt_graph *g, const float *x, const int32_t *y) {
+    pt_ctx *c = pt_graph_ctx(g);
+    int64_t xs[2] = {MB, MD}, ys[1] = {MB};
+    pt_tensor *xt = pt_tensor_from(g, PT_F32, 2, xs, x), *yt = pt_tensor_from(g, PT_I32, 1, ys, y), *h;
+    h = pt_gelu(g, pt_linear(g, xt, &pt_param_find(c, "w1")->value, &pt_param_find(c, "b1")->value));
+    h = pt_layernorm(g, h, &pt_param_find(c, "ln.w")->value, &pt_param_find(c, "ln.b")->value, 1e-5f);
+    h = pt_linear(g, h, &pt_param_find(c, "w2")->value, &pt_param_find(c, "b2")->value);
+    return pt_cross_entropy(g, h, yt, -100);
+}
+static void mlp_params(pt_ctx *c) {
+    int64_t s1[2] = {MH, MD}, s2[1] = {MH}, s3[2] = {MO, MH}, s4[1] = {MO};
+    pt_param_new(c, "w1", 2, s1, PT_INIT_NORMAL, 0.3f, 0);
+    pt_param_new(c, "b1", 1, s2, PT_INIT_UNIFORM, 0.1f, 0);
+    pt_param_new(c, "ln.w", 1, s2, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
+    pt_param_new(c, "ln.b", 1, s2, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
+    pt_param_new(c, "w2", 2, s3, PT_INIT_NORMAL, 0.2f, 0);
+    pt_param_new(c, "b2", 1, s4, PT_INIT_CONST, 0.05f, 0);
+}
+
+static void test_train(int kind) {
+    const char *kn = kind == PT_OPTIM_ADAMW ? "adamw" : "sgd";
+    pt_ctx *c[2];
+    pt_graph *g[2];
+    pt_optim *o[2];
+    pt_optim_desc od;
+    float x[MB * MD], losses[2][8], norms[2][8];
+    int32_t y[MB];
+    tu_rng r = {7};
+    int k, step, i, nsteps = 6;
+    memset(&od, 0, sizeof od);
+    od.kind = (pt_optim_kind)kind;
+    od.lr = kind == PT_OPTIM_ADAMW ? 0.01f : 0.1f;
+    od.weight_decay = 0.1f;
+    od.momentum = kind == PT_OPTIM_SGD ? 0.9f : 0.0f;
+    od.clip_norm = 0.5f;
+    for (k = 0; k < 2; k++) {
+        c[k] = open_ctx(k ? "opencl" : "cpu", 99);
+        if (!c[k]) {
+            CHECKF(0, tu_name("%s: contexts", kn), "%s", last_err);
+            return;
+        }
+        mlp_params(c[k]);
+        o[k] = pt_optim_new(c[k], &od);
+        g[k] = pt_graph_new(c[k]);
+    }
+    {
+        pt_tensor a = pt_param_slab(c[0]), b = pt_param_slab(c[1]);
+        compare_t("param init", "parameter slab", &a, &b, 0);
+    }
+    for (step = 0; step < nsteps; step++) {
+        for (i = 0; i < MB * MD; i++) x[i] = tu_uniform(&r, -1, 1);
+        for (i = 0; i < MB; i++) y[i] = (int32_t)(tu_next(&r) % MO);
+        for (k = 0; k < 2; k++) {
+            pt_tensor *loss;
+            pt_graph_reset(g[k]);
+            loss = mlp_loss(g[k], x, y);
+            losses[k][step] = pt_item(loss);
+            pt_zero_grad(c[k]);
+            pt_backward(g[k], loss);
+            norms[k][step] = pt_optim_step(o[k], od.lr);
+        }
+    }
+    compare(tu_name("%s training", kn), "losses of 6 steps", losses[0], losses[1], nsteps, 1e-5);
+    compare(tu_name("%s grad norm", kn), "gradient norms of 6 steps", norms[0], norms[1], nsteps, 1e-5);
+    {
+        pt_tensor a = pt_param_slab(c[0]), b = pt_param_slab(c[1]);
+        compare_t(tu_name("%s update", kn), "parameters after 6 steps", &a, &b, 1e-4);
+    }
+    CHECKF(pt_status_get(c[1]) == PT_OK, tu_name("%s training on opencl: no error", kn), "%s", pt_error(c[1]));
+    /* the transfers of one training step (after the first: nothing is allocated any more) */
+    if (kind == PT_OPTIM_ADAMW) {
+        pt_transfers t;
+        pt_device_info di = pt_device_info_get(c[1]);
+        int64_t scal = 0;
+        pt_transfer_reset(c[1]);
+        pt_graph_reset(g[1]);
+        {
+            pt_tensor *loss = mlp_loss(g[1], x, y);
+            (void)pt_item(loss);
+            pt_zero_grad(c[1]);
+            pt_backward(g[1], loss);
+            pt_optim_step(o[1], od.lr);
+        }
+        t = pt_transfer_stats(c[1]);
+        printf("transfers of one step (B=%d, D=%d):", MB, MD);
+        for (k = 0; k < PT_XFER_KINDS; k++)
+            if (t.h2d_count[k] || t.d2h_count[k])
+                printf(" %s h2d %lld x (%lld B) d2h %lld x (%lld B);", pt_xfer_kind_name(k), (long long)t.h2d_count[k], (long long)t.h2d_bytes[k],
+                       (long long)t.d2h_count[k], (long long)t.d2h_bytes[k]);
+        printf("\n");
+        scal = t.d2h_bytes[PT_XFER_SCALAR];
+        CHECKF(t.h2d_count[PT_XFER_IO] == 2 && t.h2d_bytes[PT_XFER_IO] == (MB * MD + MB) * 4, "transfers: the batch in (x and y: 2 writes)",
+               "%lld writes, %lld bytes", (long long)t.h2d_count[PT_XFER_IO], (long long)t.h2d_bytes[PT_XFER_IO]);
+        CHECKF(t.d2h_count[PT_XFER_IO] == 1 && t.d2h_bytes[PT_XFER_IO] == 4, "transfers: the loss out (1 read of 4 bytes)", "%lld reads, %lld bytes",
+               (long long)t.d2h_count[PT_XFER_IO], (long long)t.d2h_bytes[PT_XFER_IO]);
+        CHECKF(t.d2h_count[PT_XFER_CHECK] == 1 && t.d2h_bytes[PT_XFER_CHECK] == MB * 4, "transfers: the targets' range check (1 read)",
+               "%lld reads, %lld bytes", (long long)t.d2h_count[PT_XFER_CHECK], (long long)t.d2h_bytes[PT_XFER_CHECK]);
+        CHECKF(t.d2h_count[PT_XFER_SCALAR] == 1 && (scal == 8 || scal == 4), "transfers: the gradient norm (1 scalar read)", "%lld reads, %lld bytes",
+               (long long)t.d2h_count[PT_XFER_SCALAR], (long long)scal);
+        CHECKF(t.h2d_total_count == 2 && t.d2h_total_count == 3, "transfers: nothing else (2 writes, 3 reads per step)", "%lld writes, %lld reads",
+               (long long)t.h2d_total_count, (long long)t.d2h_total_count);
+        t = pt_transfer_stats(c[0]);
+        CHECK(t.h2d_total_count == 0 && t.d2h_total_count == 0, "transfers: the CPU backend counts none");
+        (void)di;
+    }
+    for (k = 0; k < 2; k++) pt_shutdown(c[k]);
+}
+
+/* parameter init transfers: one write per parameter, its bytes */
+static void test_param_transfers(void) {
+    pt_ctx *c = open_ctx("opencl", 5);
+    pt_transfers t;
+    int64_t n = (MH * MD + MH + MH + MH + MO * MH + MO) * 4;
+    if (!c) {
+        CHECKF(0, "param transfers: context", "%s", last_err);
+        return;
+    }
+    mlp_params(c);
+    t = pt_transfer_stats(c);
+    CHECKF(t.h2d_count[PT_XFER_PARAM] == 6 && t.h2d_bytes[PT_XFER_PARAM] == n && t.h2d_total_count == 6 && t.d2h_total_count == 0,
+           "transfers: parameter init writes each parameter once", "%lld writes of %lld bytes (expected 6 of %lld), %lld in all",
+           (long long)t.h2d_count[PT_XFER_PARAM], (long long)t.h2d_bytes[PT_XFER_PARAM], (long long)n, (long long)t.h2d_total_count);
+    pt_shutdown(c);
+}
+
+/* ---- the program binary cache ------------------------------------------------------------------- */
+static void test_cache(void) {
+    pt_ctx *c;
+    pt_device_info d;
+    char path[512];
+    FILE *f;
+    long size = 0;
+    c = open_ctx("opencl", 1);
+    if (!c) {
+        CHECKF(0, "cache: first context", "%s", last_err);
+        return;
+    }
+    d = pt_device_info_get(c);
+    snprintf(path, sizeof path, "%s", d.cache_file);
+    printf("device: %s / %s (driver %s), opencl:%d:%d, cache %s\n", d.platform, d.device, d.driver, d.platform_index, d.device_index, path);
+    CHECKF(d.program_builds == 1 && d.program_cache_loads == 0, "cache: an empty cache builds from source", "builds %d loads %d", d.program_builds,
+           d.program_cache_loads);
+    pt_shutdown(c);
+    f = fopen(path, "rb");
+    if (f) fseek(f, 0, SEEK_END), size = ftell(f), fclose(f);
+    CHECKF(size > 32, "cache: the binary was written", "%s: %ld bytes", path, size);
+    c = open_ctx("opencl", 1);
+    d = c ? pt_device_info_get(c) : d;
+    CHECKF(c && d.program_builds == 0 && d.program_cache_loads == 1, "cache: a second context loads it (no build)", "builds %d loads %d (%s)",
+           d.program_builds, d.program_cache_loads, last_err);
+    pt_shutdown(c);
+    /* corrupt the middle of the binary: the hash no longer matches, the entry is rebuilt */
+    f = fopen(path, "r+b");
+    if (f) {
+        int i;
+        fseek(f, size / 2, SEEK_SET);
+        for (i = 0; i < 16; i++) fputc(0x5a ^ i, f);
+        fclose(f);
+    }
+    c = open_ctx("opencl", 1);
+    d = c ? pt_device_info_get(c) : d;
+    CHECKF(c && d.program_builds == 1 && d.program_cache_loads == 0, "cache: a corrupted entry is rebuilt, not loaded", "builds %d loads %d (%s)",
+           d.program_builds, d.program_cache_loads, last_err);
+    pt_shutdown(c);
+    /* a truncated entry too */
+    f = fopen(path, "wb");
+    if (f) fputs("PTCLBIN1", f), fclose(f);
+    c = open_ctx("opencl", 1);
+    d = c ? pt_device_info_get(c) : d;
+    CHECKF(c && d.program_builds == 1, "cache: a truncated entry is rebuilt", "builds %d loads %d", d.program_builds, d.program_cache_loads);
+    pt_shutdown(c);
+    c = open_ctx("opencl", 1);
+    d = c ? pt_device_info_get(c) : d;
+    CHECKF(c && d.program_cache_loads == 1, "cache: the rewritten entry loads again", "builds %d loads %d", d.program_builds, d.program_cache_loads);
+    pt_shutdown(c);
+}
+
+/* ---- error paths -------------------------------------------------------------------------------- */
+static void test_errors(void) {
+    pt_ctx *c;
+    pt_graph *g;
+    char list[1024];
+    int n = pt_device_list(list, sizeof list);
+    CHECKF(n >= 1 && strstr(list, "opencl:0:0"), "pt_device_list lists opencl:0:0", "%d devices: %s", n, list);
+    c = open_ctx("opencl:0:99", 1);
+    CHECK(c == NULL, "bad device index: pt_init returns NULL");
+    CHECK_HAS(errmsg(), "has no device 99", "bad device index: named in the message");
+    CHECK_HAS(errmsg(), "opencl:0:0", "bad device index: the message lists what exists");
+    c = open_ctx("opencl:9", 1);
+    CHECK(c == NULL, "bad platform index: pt_init returns NULL");
+    CHECK_HAS(errmsg(), "no OpenCL platform 9", "bad platform index: named in the message");
+    c = open_ctx("opencl:x", 1);
+    CHECK(c == NULL && strstr(last_err, "malformed"), "malformed device string: refused");
+    c = open_ctx("cuda", 1);
+    CHECK(c == NULL && strstr(last_err, "unknown device 'cuda'"), "unknown device: refused");
+    /* env PTRAIN_DEVICE when desc.device is NULL */
+    setenv("PTRAIN_DEVICE", "opencl:0", 1);
+    c = open_ctx(NULL, 1);
+    CHECKF(c && !strcmp(pt_backend_name(c), "opencl"), "PTRAIN_DEVICE=opencl:0 selects OpenCL", "%s", c ? pt_backend_name(c) : last_err);
+    unsetenv("PTRAIN_DEVICE");
+    if (!c) return;
+    /* an entry not on OpenCL yet fails with a clear error instead of crashing */
+    g = pt_graph_new(c);
+    {
+        int64_t s[3] = {1, 4, 12};
+        pt_tensor *q = pt_tensor_from(g, PT_F32, 3, s, NULL);
+        pt_attention(g, q, 2);
+        CHECK(pt_status_get(c) == PT_ERR_DEVICE, "attention on OpenCL: PT_ERR_DEVICE");
+        CHECK_HAS(pt_error(c), "not implemented on OpenCL yet: attn_fwd", "attention on OpenCL: says it is not implemented yet");
+    }
+    pt_shutdown(c);
+}
+
+/* run with OCL_ICD_VENDORS pointing at an empty directory: no platform at all */
+static int no_platform(void) {
+    pt_ctx *c = open_ctx("opencl", 1);
+    CHECK(c == NULL, "no OpenCL platform: pt_init returns NULL");
+    CHECK_HAS(errmsg(), "no OpenCL platform found", "no OpenCL platform: the message says so");
+    CHECK_HAS(errmsg(), "pocl-opencl-icd", "no OpenCL platform: the message says what to install");
+    return tu_summary();
+}
+
+int main(int argc, char **argv) {
+    char dir[512];
+    const char *build = "build/tests";
+    int i;
+    tu_init(argc, argv);
+    for (i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--no-platform")) return no_platform();
+        if (argv[i][0] != '-') build = argv[i];
+    }
+    snprintf(dir, sizeof dir, "%s/clcache", build);
+    setenv("PTRAIN_CL_CACHE", dir, 1);
+    {   /* start from an empty cache: remove the entry a previous run left */
+        pt_ctx *c = open_ctx("opencl", 1);
+        if (!c) {
+            CHECKF(0, "an OpenCL context opens", "%s", last_err);
+            return tu_summary();
+        }
+        remove(pt_device_info_get(c).cache_file);
+        pt_shutdown(c);
+    }
+    test_cache();
+    test_errors();
+    C_CPU = open_ctx("cpu", 3);
+    C_CL = open_ctx("opencl", 3);
+    if (!C_CPU || !C_CL) {
+        CHECKF(0, "contexts for the op tests", "%s", last_err);
+        return tu_summary();
+    }
+    G_CPU = pt_graph_new(C_CPU);
+    G_CL = pt_graph_new(C_CL);
+    test_ops();
+    pt_shutdown(C_CPU);
+    pt_shutdown(C_CL);
+    test_param_transfers();
+    test_train(PT_OPTIM_ADAMW);
+    test_train(PT_OPTIM_SGD);
+    printf("\nparity table (cpu vs opencl; rel = |a-b| / max(1e-3, |a|, |b|))\n");
+    printf("%-36s %12s %12s %8s %9s\n", "op", "max abs err", "max rel err", "tol", "values");
+    for (i = 0; i < nrows; i++) printf("%-36s %12.3g %12.3g %8.0e %9ld\n", rows[i].op, rows[i].abs, rows[i].rel, rows[i].tol, rows[i].n);
+    return tu_summary();
+}
+#endif
