@@ -17,7 +17,8 @@
    parallel), --zero 0|1|2 (optimizer state, then gradients too, sharded over DP), --compress bf16
    (gradients on the wire as bf16 with error feedback), --hier (hierarchical allreduce), --schedule gpipe|1f1b|interleaved
    (default 1f1b), --virtual-stages V (interleaved; default 2), --micro-batches M (default pp),
-   --accum K (rounds of M micro-batches per optimizer step), --split balanced|equal, --bucket-kb N
+   --accum K (rounds of M micro-batches per optimizer step), --split balanced|equal|L0,L1,.. (layers
+   per stage by hand), --bucket-kb N
    (DP bucket size), --data DIR, --val-every N, --sample N (bytes to generate at the end).
    Each step prints `step <n> loss <l> ...` (rank 0); the run ends with `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION
@@ -130,6 +131,7 @@ int main(int argc, char **argv) {
     const char *data = "data/fortunes";
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
     int hier = 0, compress = 0;
+    const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
     int i, rank, fail = 0;
     text train = {0, 0}, val = {0, 0};
     pt_dist *d;
@@ -167,11 +169,12 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(f, "--split")) {
-            if (strcmp(v, "balanced") && strcmp(v, "equal")) {
-                fprintf(stderr, "07_gpt_3d: --split expects balanced or equal, found '%s'\n", v);
+            if (strcmp(v, "balanced") && strcmp(v, "equal") && strspn(v, "0123456789,") != strlen(v)) {
+                fprintf(stderr, "07_gpt_3d: --split expects balanced, equal or layers per stage (e.g. 3,1), found '%s'\n", v);
                 return 2;
             }
             balanced = !strcmp(v, "balanced");
+            if (strcmp(v, "balanced") && strcmp(v, "equal")) stage_layers = v;
         } else if (!strcmp(f, "--data")) {
             data = v;
         } else if (!strcmp(f, "--compress")) {
@@ -196,7 +199,7 @@ int main(int argc, char **argv) {
                       "  --virtual-stages V    chunks per pipeline rank for interleaved (2)\n"
                       "  --micro-batches M     micro-batches per round (default: pp)\n"
                       "  --accum K             rounds per optimizer step (1)\n"
-                      "  --split S             balanced (by FLOPs) or equal layers per stage (balanced)\n"
+                      "  --split S             balanced (by FLOPs), equal, or layers per stage, e.g. 3,1 (balanced)\n"
                       "  --bucket-kb N         data-parallel bucket size in KiB (0 = 25 MiB)\n"
                       "  --data DIR            train.txt/val.txt directory (data/fortunes)\n"
                       "  --val-every N         validation interval (100)\n"
@@ -269,7 +272,22 @@ int main(int argc, char **argv) {
         if (!ctx || !ids || !tg) snprintf(err, sizeof err, "out of memory");
         else if (nst > 256 || nst > cfg.layers)
             snprintf(err, sizeof err, "%d layers cannot fill pp x virtual stages = %d x %d stages (need at least one layer each)", cfg.layers, lay.pp, vstages);
-        else if (balanced) {
+        else if (stage_layers) { /* the split by hand: layers per stage, checked */
+            const char *c = stage_layers;
+            int k = 0, total = 0;
+            first[0] = 0;
+            while (*c && k < nst) {
+                int n = atoi(c);
+                if (n < 1) break;
+                total += n, first[++k] = total;
+                c = strchr(c, ',');
+                if (!c) break;
+                c++;
+            }
+            if (k != nst || total != cfg.layers || (c && *c))
+                snprintf(err, sizeof err, "--split %s: expected %d positive layer counts (pp x virtual stages) summing to --layers %d",
+                         stage_layers, nst, cfg.layers);
+        } else if (balanced) {
             double *cost = (double *)malloc(sizeof(double) * (size_t)cfg.layers), fe, le;
             pt_gpt_stage_costs(&cfg, B, T, cost, &fe, &le);
             pt_pp_split(cfg.layers, nst, cost, fe, le, first, err, sizeof err);
@@ -313,7 +331,7 @@ int main(int argc, char **argv) {
                    "v %d, %d micro-batches x %d rounds, zero %d%s%s\n",
                    cfg.layers, cfg.width, cfg.heads, B, T, lay.dp, lay.tp, lay.pp, kind == PT_PP_GPIPE ? "GPipe" : kind == PT_PP_1F1B ? "1F1B" : "interleaved",
                    vstages, mbs, accum, zero, hier ? ", hierarchical allreduce" : "", compress ? ", bf16 gradients" : "");
-            printf("stages (%s split):", balanced ? "balanced" : "equal");
+            printf("stages (%s split):", stage_layers ? "given" : balanced ? "balanced" : "equal");
             for (s = 0; s < nst; s++) printf(" %d:[%d,%d) on pp rank %d", s, (int)first[s], (int)first[s + 1], s % lay.pp);
             printf("\n");
             if (lay.pp > 1) pt_pp_schedule_print(pt_pp_get_schedule(pp), NULL);

@@ -125,7 +125,7 @@ if command -v mpirun >/dev/null 2>&1; then
     rline=$(sed -n 's/^ *Run: //p' examples/07_gpt_3d.c | head -n 1)
     k=0
     for lay in "RUN" "np=4 --tp 2 --pp 2 --schedule interleaved --micro-batches 2" "np=8 --dp 2 --tp 2 --pp 2 --zero 1" \
-        "np=4 --dp 4 --zero 2 --accum 2 --hier" "np=2 --pp 2 --schedule gpipe --micro-batches 4 --split equal"; do
+        "np=4 --dp 4 --zero 2 --accum 2 --hier" "np=2 --pp 2 --schedule gpipe --micro-batches 4 --split equal" "np=2 --pp 2 --split 3,1"; do
         k=$((k + 1))
         if [ "$lay" = RUN ]; then cmd="$rline $g"; else
             np=${lay%% *}; cmd="mpirun -np ${np#np=} ./build/07_gpt_3d ${lay#"$np" } $g"; fi
@@ -146,6 +146,10 @@ if command -v mpirun >/dev/null 2>&1; then
     rc=$?
     if [ $rc -ne 0 ] && grep -q 'layers = 3 is not divisible' "$W/07bad2.log"; then pass "07_gpt_3d: layers not divisible by pp x v stages is a clear error"
     else fail "07_gpt_3d --pp 2 --layers 3 --split equal: exit $rc, '$(head -c 300 "$W/07bad2.log")'"; fi
+    mpirun -np 2 ./build/07_gpt_3d --pp 2 $g --split 3,2 >"$W/07bad3.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q -- '--split 3,2: expected 2 positive layer counts' "$W/07bad3.log"; then pass "07_gpt_3d: a split by hand that does not add up is a clear error"
+    else fail "07_gpt_3d --split 3,2: exit $rc, '$(head -c 300 "$W/07bad3.log")'"; fi
 else
     fail "04-07: mpirun not found (make deps installs openmpi-bin)"
 fi
