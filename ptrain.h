@@ -1158,6 +1158,8 @@ struct pt_ctx {
     void *cl;        /* the OpenCL device state (struct pt__cl, >>opencl) when the backend is OpenCL */
     pt_transfers xfer; /* host <-> device copies made by a device backend, by purpose */
     int xfer_kind;   /* the purpose (PT_XFER_*) copies are counted under now; PT_XFER_IO by default */
+    float *stage;    /* host staging of MPI payloads on a device backend (>>tp, >>pprun; pt__stage_buf), grown only */
+    int64_t stage_cap;
 };
 
 /* ---- errors and logging --------------------------------------------------------------------- */
@@ -5761,6 +5763,7 @@ PTDEF void pt_shutdown(pt_ctx *ctx) {
     for (i = 0; i < ctx->ngemm_ws; i++) pt__gemm_ws_free(&ctx->gemm_ws[i]);
     PT_FREE(ctx->gemm_ws);
     PT_FREE(ctx->work);
+    PT_FREE(ctx->stage);
     PT_FREE(ctx->state);
 #ifdef PTRAIN_OPENCL
     pt__cl_close(ctx); /* after every buffer of the context is released */
@@ -6102,6 +6105,7 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
     float *ls, *mx, *red;
     pt_tensor *lse, *lrows, *tloc, *out, *ins[2];
     pt_node *n;
+    int xk;
     if (!g || !logits_local || !targets) return NULL;
     if (!pt__xent_shape(g, op, logits_local, targets)) return NULL;
     Vl = pt__last(logits_local);
@@ -6119,6 +6123,7 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
     tloc = pt__new(g, PT_I32, targets->ndim, targets->shape);
     out = pt__new(g, PT_F32, 0, NULL);
     if (!lse || !lrows || !tloc || !out) return NULL;
+    xk = pt__xfer_as(g->ctx, PT_XFER_TP); /* a device backend: the row statistics cross to the host for the TP reductions */
     PT__BE->write(PT__C, tloc, tl, rows * 4);
     if (nloc > 0) {
         PT__BE->xent_fwd(PT__C, lrows, lse, logits_local, tloc, -1, nloc);
@@ -6126,7 +6131,7 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
     } else
         for (i = 0; i < rows; i++) ls[i] = -INFINITY;
     memcpy(mx, ls, (size_t)rows * sizeof(float));
-    if (!pt__tp_allreduce_buf(PT__C, op, mx, rows, PT__TP_MAX)) return NULL;
+    if (!pt__tp_allreduce_buf(PT__C, op, mx, rows, PT__TP_MAX)) return pt__xfer_as(g->ctx, xk), (pt_tensor *)NULL;
     for (i = 0; i < rows; i++) {
         red[i] = nloc > 0 ? (float)exp((double)ls[i] - (double)mx[i]) : 0.0f;
         red[rows + i] = red[2 * rows + i] = 0.0f;
@@ -6136,7 +6141,8 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
             red[2 * rows + i] = 1.0f;
         }
     }
-    if (!pt__tp_allreduce_buf(PT__C, op, red, 3 * rows, PT__TP_SUM)) return NULL;
+    if (!pt__tp_allreduce_buf(PT__C, op, red, 3 * rows, PT__TP_SUM)) return pt__xfer_as(g->ctx, xk), (pt_tensor *)NULL;
+    pt__xfer_as(g->ctx, xk);
     for (i = 0; i < rows; i++) { /* the same on every TP rank: every input of this loop is reduced */
         double l = (double)mx[i] + log((double)red[i]);
         if (tg[i] != -1 && (!(mx[i] > -INFINITY) || red[2 * rows + i] != 1.0f))
@@ -6146,8 +6152,10 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
         ls[i] = (float)l;
         mx[i] = tg[i] == -1 ? 0.0f : (float)(l - (double)red[rows + i]); /* the row's loss */
     }
+    xk = pt__xfer_as(g->ctx, PT_XFER_TP);
     PT__BE->write(PT__C, lse, ls, rows * 4);
     PT__BE->write(PT__C, lrows, mx, rows * 4);
+    pt__xfer_as(g->ctx, xk);
     PT__BE->sum(PT__C, out, lrows, count ? 1.0f / (float)count : 0.0f);
     ins[0] = logits_local, ins[1] = tloc;
     if ((n = pt__record(g, op, out, pt__xent_vp_bwd, 2, ins)) != NULL) {
@@ -6248,7 +6256,11 @@ PTDEF pt_tensor *pt_embedding_vp(pt_graph *g, pt_tensor *w_local, pt_tensor *ids
         id[i] = id[i] >= vocab_offset && id[i] - vocab_offset < w_local->shape[0] ? (int32_t)(id[i] - vocab_offset) : -1;
     }
     if (!(lid = pt__new(g, PT_I32, ids->ndim, ids->shape))) return NULL;
-    PT__BE->write(PT__C, lid, id, n * 4);
+    {
+        int k = pt__xfer_as(g->ctx, PT_XFER_TP); /* a device backend: the ids mapped to this rank's rows */
+        PT__BE->write(PT__C, lid, id, n * 4);
+        pt__xfer_as(g->ctx, k);
+    }
     return pt__embed(g, "pt_embedding_vp", w_local, lid);
 }
 
@@ -6594,6 +6606,32 @@ struct pt_optim {
 };
 
 static double pt__grad_sumsq(pt_ctx *ctx); /* >>tp: shards summed over TP, replicated once */
+
+/* ---- host staging of device data (the MPI paths of >>dp, >>tp, >>pprun on a device backend) ------
+   A storage has host memory (the CPU backend: MPI works on it in place) or not (a device backend:
+   st->host is NULL, and data crosses to the host around each MPI call). pt__stage_xfer copies n
+   floats at element offset off of st to or from host memory through the backend's read/write,
+   counted as transfers of `kind` (PT_XFER_DP, _TP, _PP); pt__stage_buf is the context's grown-only
+   host buffer for payloads that have no home of their own. */
+static void pt__stage_xfer(pt_ctx *ctx, pt_storage *st, int64_t off, float *host, int64_t n, int d2h, int kind) {
+    pt_tensor v = pt__slab_view(st, n);
+    int k;
+    if (n <= 0) return;
+    v.off = off;
+    k = pt__xfer_as(ctx, kind);
+    if (d2h) ctx->be->read(ctx, &v, host, n * 4);
+    else ctx->be->write(ctx, &v, host, n * 4);
+    pt__xfer_as(ctx, k);
+}
+static float *pt__stage_buf(pt_ctx *ctx, int64_t n) {
+    if (n > ctx->stage_cap) {
+        float *p = (float *)PT_REALLOC(ctx->stage, (size_t)PT__MAX(n, 1) * sizeof(float));
+        if (!p) return (float *)pt__fail(ctx, PT_ERR_OOM, "pt: out of memory for %lld floats of host staging", (long long)n);
+        ctx->stage = p, ctx->stage_cap = n;
+    }
+    return ctx->stage;
+}
+
 PTDEF float pt_grad_norm(pt_ctx *ctx) {
     if (!ctx || !ctx->gslab) return 0.0f;
     return (float)sqrt(pt__grad_sumsq(ctx));
@@ -6678,7 +6716,7 @@ PTDEF int64_t pt_optim_state_bytes(const pt_optim *o) {
 
 /* Re-shards the optimizer state to the slab range [lo, hi) (ZeRO-1; [0, slab_n) = unsharded): new
    zeroed slabs of hi - lo floats; the part of the old range that overlaps the new one is copied
-   (host memory needed for that once steps were taken). The old slabs are freed, so the memory
+   (on a device backend by a device copy). The old slabs are freed, so the memory
    accounting (pt_mem_stats optim) drops to the shard. Does not touch the parameters. */
 static pt_status pt__optim_reshard(pt_optim *o, int64_t lo, int64_t hi) {
     pt_ctx *ctx = o->ctx;
@@ -6704,12 +6742,13 @@ static pt_status pt__optim_reshard(pt_optim *o, int64_t lo, int64_t hi) {
         t = pt__slab_view(ns, n);
         ctx->be->fill(ctx, &t, 0.0f);
         if (o->steps > 0 && chi > clo) {
-            if (!ns->host || !os->host) {
-                pt__st_free(ctx, &nm);
-                pt__st_free(ctx, &nv);
-                return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_optim: re-sharding state after steps needs host memory"), PT_ERR_STATE);
+            if (ns->host && os->host) {
+                memcpy((float *)ns->host + (clo - lo), (const float *)os->host + (clo - o->zlo), (size_t)(chi - clo) * 4);
+            } else { /* a device backend: copied on the device (no host round trip) */
+                pt_tensor src = pt__slab_view(os, chi - clo), dst = pt__slab_view(ns, chi - clo);
+                src.off = clo - o->zlo, dst.off = clo - lo;
+                ctx->be->copy(ctx, &dst, &src, 0);
             }
-            memcpy((float *)ns->host + (clo - lo), (const float *)os->host + (clo - o->zlo), (size_t)(chi - clo) * 4);
         }
     }
     pt__st_free(ctx, &o->m);
@@ -7017,7 +7056,11 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
         last.ndim = 1;
         last.shape[0] = Vl;
         last.shape[1] = last.shape[2] = 1;
-        pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
+        {
+            int xk = pt__xfer_as(m->ctx, pt_tp_size(m->ctx) > 1 ? PT_XFER_TP : PT_XFER_IO); /* staged for the TP allgather */
+            pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
+            pt__xfer_as(m->ctx, xk);
+        }
         if (!pt__tp_allgather(m->ctx, "pt_gpt_generate", row, Vl)) break;
         for (i = 1; i < V; i++)
             if (row[i] > row[best]) best = i;
@@ -8196,6 +8239,16 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
    exactly once); compression writes bf16(g + e) and keeps e = (g + e) - bf16(g + e) per element. A
    full ring waits for its oldest op.
 
+   Device backends (the gradient slab has no host memory): a host mirror of the gradient slab (hg,
+   slab_n floats) stands in for it. When a bucket's op starts (in the grad hook, during backward)
+   the bucket is read from the device into its place in hg (one blocking read, counted as
+   PT_XFER_DP: the queue is in order, so it waits for exactly the kernels that produced the
+   bucket; the reduction itself then runs while backward goes on), everything above runs on hg
+   unchanged, and pt_dp_finish writes each bucket's reduced range back (one write per bucket, the
+   own shard's part under ZeRO). ZeRO-2 zeroes the bucket on the device. The ZeRO allgathers of the
+   parameter slab and of the optimizer state read the own shard to hg and write the others' parts
+   back (pt__dp_allgather_slab). The CPU path works in the slab in place, as before.
+
    Collective records (>>dist): every call goes through pt__coll_begin/pt__coll_end; a bucket's
    record (op->rec) stays in flight until MPI_Test or MPI_Wait sees it finish. The hierarchical
    phases are recorded on PT_COMM_DP_NODE (reduce-scatter; the allgatherv, which runs on node2, a
@@ -8239,6 +8292,7 @@ struct pt_dp {
     float *resid;       /* compression: [slab_n] error feedback, carried across steps */
     float *stg;         /* staging ring [stg_n] */
     int64_t stg_n, stg_head;
+    float *hg;          /* device backend: host mirror of the gradient slab [slab_n] (NULL on the CPU) */
     pt_dp_stats stats;
     pt_optim *zopt;     /* sharded optimizer (pt_dp_zero), or NULL */
 #ifdef PTRAIN_MPI
@@ -8293,9 +8347,10 @@ static float pt__dp_f32(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
+/* the gradient slab the reductions work on: the slab itself, or its host mirror on a device */
 static float *pt__dp_grads(pt_dp *dp) {
     pt_tensor gs = pt_grad_slab(dp->ctx);
-    float *g = pt_f32(&gs);
+    float *g = dp->hg ? dp->hg : pt_f32(&gs);
     if (!g) pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp: the gradient slab has no host memory");
     return g;
 }
@@ -8511,6 +8566,10 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
     if (!g) return 0;
     op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0;
     op->req = MPI_REQUEST_NULL;
+    if (dp->hg) { /* a device backend: the bucket comes to its place in the host mirror */
+        pt__stage_xfer(dp->ctx, dp->ctx->gslab, lo, g + lo, n, 1, PT_XFER_DP);
+        if (dp->ctx->status != PT_OK) return 0;
+    }
     if (need) {
         int64_t off = pt__dp_stage_alloc(dp, need);
         if (off < 0) return 0;
@@ -8526,7 +8585,14 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
         } else {
             memcpy(dp->stg + off, g + lo, (size_t)n * 4);
         }
-        if (dp->stage == 2) memset(g + lo, 0, (size_t)n * 4); /* later passes accumulate afresh */
+        if (dp->stage == 2) { /* later passes accumulate afresh */
+            memset(g + lo, 0, (size_t)n * 4);
+            if (dp->hg) {
+                pt_tensor t = pt__slab_view(dp->ctx->gslab, n);
+                t.off = lo;
+                dp->ctx->be->fill(dp->ctx, &t, 0.0f);
+            }
+        }
     }
     dp->next++;
     if (from_hook) dp->stats.started_before_end++;
@@ -8604,7 +8670,7 @@ static pt_status pt__dp_alloc_stage(pt_dp *dp) {
     return PT_OK;
 }
 static void pt__dp_account(pt_dp *dp) {
-    dp->stats.extra_bytes = (dp->stg_n + (dp->acc ? dp->zhi - dp->zlo : 0) + (dp->resid ? dp->ctx->slab_n : 0)) * 4;
+    dp->stats.extra_bytes = (dp->stg_n + (dp->acc ? dp->zhi - dp->zlo : 0) + (dp->resid ? dp->ctx->slab_n : 0) + (dp->hg ? dp->ctx->slab_n : 0)) * 4;
 }
 
 #endif
@@ -8733,6 +8799,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
                     dp->hcnt[(size_t)b * dp->lsize + r] = (int)(e - a);
                 }
         }
+        if (ctx->gslab && !ctx->gslab->host && !(dp->hg = (float *)PT_MALLOC((size_t)PT__MAX(ctx->slab_n, 1) * 4))) goto oom;
         if (pt__dp_alloc_stage(dp) != PT_OK) {
             pt_dp_free(dp);
             return NULL;
@@ -8801,6 +8868,7 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     PT_FREE(dp->acc);
     PT_FREE(dp->resid);
     PT_FREE(dp->stg);
+    PT_FREE(dp->hg);
     PT_FREE(dp);
 }
 
@@ -8875,7 +8943,9 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
                 int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK), j;
                 for (j = i0; j < i1; j++) dst[j] = src[j] / inv;
             }
+            if (dp->hg) pt__stage_xfer(dp->ctx, dp->ctx->gslab, a, dst, n, 0, PT_XFER_DP); /* back to the device */
         }
+        if (dp->hg && dp->ctx->status != PT_OK) return dp->ctx->status;
     }
 #endif
     return PT_OK;
@@ -8898,19 +8968,31 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
    sums the shards' squares over DP (pt__grad_sumsq). pt_optim_step updates the own range with the
    own moment shard, then post_step allgathers the parameter slab in place over DP. */
 #ifdef PTRAIN_MPI
-static pt_status pt__dp_zero_gather(void *user) {
-    pt_dp *dp = (pt_dp *)user;
-    pt_tensor ps = pt_param_slab(dp->ctx);
-    float *p = pt_f32(&ps);
+/* Every DP rank's shard [zdispl[r], +zcnt[r]) of the slab storage st (slab_n floats) to every DP
+   rank, in place. A device backend stages through the host mirror hg: the own shard is read, the
+   other ranks' parts are written back (PT_XFER_DP). `what` names the slab in messages. */
+static pt_status pt__dp_allgather_slab(pt_dp *dp, pt_storage *st, const char *fn, const char *what) {
+    pt_ctx *ctx = dp->ctx;
+    int64_t n = ctx->slab_n, lo = dp->zdispl[dp->dprank], hi = lo + dp->zcnt[dp->dprank];
+    float *p = st->host ? (float *)st->host : dp->hg;
     uint64_t s;
     int rc;
-    if (!p) return (pt_status)(pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp (ZeRO): the parameter slab has no host memory"), PT_ERR_STATE);
-    s = pt__coll_begin(dp->dist, PT_COLL_ALLGATHERV, PT_COMM_DP, dp->ctx->slab_n, PT_COLL_F32, -1);
+    if (!p) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "%s: the %s has no host memory", fn, what), PT_ERR_STATE);
+    if (!st->host) pt__stage_xfer(ctx, st, lo, p + lo, hi - lo, 1, PT_XFER_DP);
+    if (ctx->status != PT_OK) return ctx->status;
+    s = pt__coll_begin(dp->dist, PT_COLL_ALLGATHERV, PT_COMM_DP, n, PT_COLL_F32, -1);
     rc = pt__coll_end(dp->dist, s, s ? MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, dp->zcnt, dp->zdispl, MPI_FLOAT, dp->comm) : PT__COLL_REFUSED);
     if (rc != MPI_SUCCESS)
-        return (pt_status)(pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp (ZeRO): the allgather of the parameters failed: %s", pt__coll_why(dp->dist, rc)),
-                           PT_ERR_DEVICE);
-    return PT_OK;
+        return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "%s: the allgather of the %s failed: %s", fn, what, pt__coll_why(dp->dist, rc)), PT_ERR_DEVICE);
+    if (!st->host) { /* the other ranks' parts: before and after the own shard */
+        pt__stage_xfer(ctx, st, 0, p, lo, 0, PT_XFER_DP);
+        pt__stage_xfer(ctx, st, hi, p + hi, n - hi, 0, PT_XFER_DP);
+    }
+    return ctx->status;
+}
+static pt_status pt__dp_zero_gather(void *user) {
+    pt_dp *dp = (pt_dp *)user;
+    return pt__dp_allgather_slab(dp, dp->ctx->pslab, "pt_dp (ZeRO)", "parameters");
 }
 #endif
 
@@ -8979,16 +9061,8 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
         if (st != PT_OK) return st;
         for (r = 0; r < 2; r++) {
             pt_storage *s = r ? &o->v : &o->m;
-            uint64_t sq;
-            int rc;
             if (!s->raw && !s->dev) continue;
-            if (!s->host) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: the optimizer state has no host memory"), PT_ERR_STATE);
-            sq = pt__coll_begin(dp->dist, PT_COLL_ALLGATHERV, PT_COMM_DP, hi, PT_COLL_F32, -1);
-            rc = pt__coll_end(dp->dist, sq, sq ? MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s->host, dp->zcnt, dp->zdispl, MPI_FLOAT, dp->comm)
-                                               : PT__COLL_REFUSED);
-            if (rc != MPI_SUCCESS)
-                return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_dp_zero: the allgather of the state failed: %s", pt__coll_why(dp->dist, rc)),
-                                   PT_ERR_DEVICE);
+            if ((st = pt__dp_allgather_slab(dp, s, "pt_dp_zero", "optimizer state")) != PT_OK) return st;
         }
         if (o->post_user == (void *)dp) o->post_step = NULL, o->post_user = NULL;
         if (dp->zopt == o) dp->zopt = NULL;
@@ -9008,7 +9082,9 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
    tensor and sums that in place; its backward accumulates the gradient unchanged. The sums are one
    MPI_Allreduce (MPI_SUM, MPI_FLOAT) over host memory, cut into chunks of at most 2^30 elements for
    MPI's int counts; the TP communicator has MPI_ERRORS_RETURN, so a failing call becomes a
-   PT_ERR_DEVICE error of the context. With TP size 1 (or no grid, or no PTRAIN_MPI) nothing is
+   PT_ERR_DEVICE error of the context. On a device backend the tensor is read to host staging,
+   reduced and written back (PT_XFER_TP); the vocabulary-parallel cross-entropy's row statistics and
+   pt_gpt_generate's gathered row cross the same way. With TP size 1 (or no grid, or no PTRAIN_MPI) nothing is
    communicated and both ops are identities. pt__tp_allreduce_buf also reduces with MPI_MAX (the
    vocabulary-parallel cross-entropy in >>ops), pt__tp_allgather gathers in place (pt_gpt_generate).
    The transformer block under TP (pt__block_tp_new, pt__attn_tp_fwd) is at the end of this section. */
@@ -9050,12 +9126,21 @@ static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n
 #endif
 }
 
-/* sums t (contiguous f32) over the TP ranks in place; 0 and a context error on failure */
+/* sums t (contiguous f32) over the TP ranks in place; 0 and a context error on failure. On a device
+   backend t goes through the context's host staging: read, reduced, written back (PT_XFER_TP). */
 static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
+    int64_t n;
+    float *h;
     if (pt_tp_size(ctx) <= 1) return 1;
-    if (t->dtype != PT_F32 || !t->st || !t->st->host)
-        return pt__fail(ctx, PT_ERR_DEVICE, "%s: tensor parallelism needs f32 data in host memory (the CPU backend)", op), 0;
-    return pt__tp_allreduce_buf(ctx, op, PT__F(t), pt_numel(t), PT__TP_SUM);
+    if (t->dtype != PT_F32 || !t->st)
+        return pt__fail(ctx, PT_ERR_DTYPE, "%s: tensor parallelism needs f32 data, found %s", op, pt__dtname(t->dtype)), 0;
+    n = pt_numel(t);
+    if (t->st->host) return pt__tp_allreduce_buf(ctx, op, PT__F(t), n, PT__TP_SUM);
+    if (!(h = pt__stage_buf(ctx, n))) return 0;
+    pt__stage_xfer(ctx, t->st, t->off, h, n, 1, PT_XFER_TP);
+    if (ctx->status != PT_OK || !pt__tp_allreduce_buf(ctx, op, h, n, PT__TP_SUM)) return 0;
+    pt__stage_xfer(ctx, t->st, t->off, h, n, 0, PT_XFER_TP);
+    return ctx->status == PT_OK;
 }
 
 /* full (tp * n_local host floats) holds this rank's n_local at tp_rank * n_local: gathers the other
@@ -9809,7 +9894,10 @@ PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file) {
    until its request completes; no allocation once the pool has grown); receives block (Open MPI's
    progress engine also advances the data-parallel reductions meanwhile). A rank whose forward or
    backward fails keeps running its program with empty payloads (header flag set), so its peers
-   never hang; the error is agreed over the world at the end of the step. */
+   never hang; the error is agreed over the world at the end of the step. The payloads live in host
+   boxes: on a device backend filling a box reads the tensor and unboxing writes a new one, both
+   counted as PT_XFER_PP (with p = 1 and v chunks the hand-over between this rank's chunks takes the
+   same way); tied gradients are read, summed with the peer's and written back (PT_XFER_PP). */
 
 enum { PT__PP_ACT = 0, PT__PP_GRAD = 1 };
 
@@ -9888,16 +9976,25 @@ static int pt__pp_fill(pt_pp *pp, pt__pp_box *b, const pt_tensor *t) {
     b->n = n, b->bad = t == NULL, b->ndim = t ? t->ndim : 1, b->full = 1;
     for (i = 0; i < PT_MAX_DIMS; i++) b->shape[i] = t && i < t->ndim ? t->shape[i] : 1;
     if (!t) b->shape[0] = 0;
-    if (t && pt_tensor_read(t, b->data) != PT_OK) return 0;
+    if (t) {
+        int k = pt__xfer_as(pp->ctx, PT_XFER_PP), ok = pt_tensor_read(t, b->data) == PT_OK;
+        pt__xfer_as(pp->ctx, k);
+        if (!ok) return 0;
+    }
     return 1;
 }
 
 /* a tensor of g holding box's data */
 static pt_tensor *pt__pp_unbox(pt_pp *pp, pt_graph *g, pt__pp_box *b, const char *what, int mb, int stage) {
+    pt_tensor *t;
+    int k;
     if (!b->full) return (pt_tensor *)pt__fail(pp->ctx, PT_ERR_STATE, "pt_pp: no %s for micro-batch %d of stage %d", what, mb, stage);
     b->full = 0;
     if (b->bad) return NULL; /* the sender failed: its error is reported at the agreement */
-    return pt_tensor_from(g, PT_F32, b->ndim, b->shape, b->data);
+    k = pt__xfer_as(pp->ctx, PT_XFER_PP);
+    t = pt_tensor_from(g, PT_F32, b->ndim, b->shape, b->data);
+    pt__xfer_as(pp->ctx, k);
+    return t;
 }
 
 #ifdef PTRAIN_MPI
@@ -10067,11 +10164,15 @@ static int pt__pp_sum_tied(pt_pp *pp) {
         float *g = pt_f32(&q->grad);
         int rc;
         n = pt_numel(&q->grad);
-        if (!g) return pt__fail(pp->ctx, PT_ERR_STATE, "pt_pp: tied gradient of '%s' has no host memory", q->spec.name), 0;
         if (n > pp->tied_cap) {
             float *t = (float *)PT_REALLOC(pp->tied_tmp, (size_t)n * sizeof(float));
             if (!t) return pt__fail(pp->ctx, PT_ERR_OOM, "pt_pp: out of memory"), 0;
             pp->tied_tmp = t, pp->tied_cap = n;
+        }
+        if (!g) { /* a device backend: the gradient crosses through host staging (PT_XFER_PP) */
+            if (!(g = pt__stage_buf(pp->ctx, n))) return 0;
+            pt__stage_xfer(pp->ctx, q->grad.st, q->grad.off, g, n, 1, PT_XFER_PP);
+            if (pp->ctx->status != PT_OK) return 0;
         }
         {
             uint64_t sq = pt__coll_begin(pp->d, PT_COLL_SEND, PT_COMM_PP, n, PT_COLL_F32, other); /* a send-receive pair */
@@ -10080,8 +10181,9 @@ static int pt__pp_sum_tied(pt_pp *pp) {
         if (rc != MPI_SUCCESS)
             return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: exchanging the tied gradient of '%s' failed: %s", q->spec.name, pt__coll_why(pp->d, rc)), 0;
         for (j = 0; j < n; j++) g[j] = g[j] + pp->tied_tmp[j];
+        if (!q->grad.st->host) pt__stage_xfer(pp->ctx, q->grad.st, q->grad.off, g, n, 0, PT_XFER_PP);
     }
-    return 1;
+    return pp->ctx->status == PT_OK;
 }
 #endif /* PTRAIN_MPI */
 
