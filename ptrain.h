@@ -90,6 +90,9 @@
                             for GEMM; chosen at run time with device "opencl[:P[:D]]" (cpu stays the
                             default). Not on OpenCL yet: attention, im2col/col2im, channel bias,
                             max-pooling (they fail with "not implemented on OpenCL yet")
+                            With PTRAIN_MPI every rank may run on OpenCL: data, tensor and pipeline
+                            parallelism stage their MPI payloads through host memory (DP buckets,
+                            ZeRO gathers, TP sums, PP activations), counted as dp/tp/pp transfers
 
    ==================================================================================================
    ENVIRONMENT
@@ -845,7 +848,8 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
     squares summed over DP), then allgathers the parameter slab over DP. 2 = ZeRO-2: as 1, and every pass is
     reduce-scattered into a shard accumulator, so the accumulated gradient exists only as 1/dp shards (the gradient
     slab stays full size: it is autograd's per-pass scratch, so resident memory does not drop here). 0 = back to
-    unsharded (state shards allgathered). One optimizer per pt_dp; host memory needed. pt_dp_free detaches the
+    unsharded (state shards allgathered). One optimizer per pt_dp; on a device backend the gathers go through host
+    staging (PT_XFER_DP). pt_dp_free detaches the
     allgather: free the optimizer or call pt_dp_zero(dp, o, 0) first if it is used afterwards. One DP rank (or no
     PTRAIN_MPI): changes nothing. */
 PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage);
