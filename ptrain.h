@@ -90,6 +90,9 @@
                             for GEMM; chosen at run time with device "opencl[:P[:D]]" (cpu stays the
                             default). Not on OpenCL yet: attention, im2col/col2im, channel bias,
                             max-pooling (they fail with "not implemented on OpenCL yet")
+                            With PTRAIN_MPI every rank may run on OpenCL: data, tensor and pipeline
+                            parallelism stage their MPI payloads through host memory (DP buckets,
+                            ZeRO gathers, TP sums, PP activations), counted as dp/tp/pp transfers
 
    ==================================================================================================
    ENVIRONMENT
@@ -845,7 +848,8 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
     squares summed over DP), then allgathers the parameter slab over DP. 2 = ZeRO-2: as 1, and every pass is
     reduce-scattered into a shard accumulator, so the accumulated gradient exists only as 1/dp shards (the gradient
     slab stays full size: it is autograd's per-pass scratch, so resident memory does not drop here). 0 = back to
-    unsharded (state shards allgathered). One optimizer per pt_dp; host memory needed. pt_dp_free detaches the
+    unsharded (state shards allgathered). One optimizer per pt_dp; on a device backend the gathers go through host
+    staging (PT_XFER_DP). pt_dp_free detaches the
     allgather: free the optimizer or call pt_dp_zero(dp, o, 0) first if it is used afterwards. One DP rank (or no
     PTRAIN_MPI): changes nothing. */
 PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage);
@@ -1158,6 +1162,8 @@ struct pt_ctx {
     void *cl;        /* the OpenCL device state (struct pt__cl, >>opencl) when the backend is OpenCL */
     pt_transfers xfer; /* host <-> device copies made by a device backend, by purpose */
     int xfer_kind;   /* the purpose (PT_XFER_*) copies are counted under now; PT_XFER_IO by default */
+    float *stage;    /* host staging of MPI payloads on a device backend (>>tp, >>pprun; pt__stage_buf), grown only */
+    int64_t stage_cap;
 };
 
 /* ---- errors and logging --------------------------------------------------------------------- */
@@ -3588,9 +3594,10 @@ static const pt__backend pt__cpu_backend = {
    of 64 items each) whose partials one work item adds in chunk order, in double where the device
    has cl_khr_fp64 (float otherwise).
    Adding a kernel: write it in pt__cl_src, add its name to PT__CL_KERNELS, call it with
-   pt__cl_launch(ctx, PT__CLK_<name>, items, 0, "<sig>", args...). Entries still missing fail with
-   "not implemented on OpenCL yet: <kernel>" (pt__cl_todo): attn_fwd/bwd, im2col/col2im,
-   chan_bias_fwd/bwd, maxpool_fwd/bwd, and permute/copy_block of 1- and 2-byte dtypes. */
+   pt__cl_launch(ctx, PT__CLK_<name>, items, 0, "<sig>", args...). Every entry of the kernel table
+   is implemented. Attention: one work item per (b, h, row), flash-style (lse saved, nothing T x T
+   kept); the backward computes dQ per query row, then dK and dV per key row (no atomics), with
+   D_i = dO_i . O_i passed between the two in the scratch buffer. */
 #ifdef PTRAIN_OPENCL
 #ifndef CL_TARGET_OPENCL_VERSION
 #define CL_TARGET_OPENCL_VERSION 120
@@ -4032,6 +4039,203 @@ static const char *const pt__cl_src[] = {
     "    p = c + c_o + b * sc + r * ldc + j;\n"
     "    *p = beta == 0.0f ? 0.0f : beta * *p;\n"
     "}\n",
+    /* ---- layout of 1- and 2-byte storage types: plain copies (the CPU accumulates only f32/i32) ---- */
+    "#define PT_MOVE(TY, SUF)\\\n"
+    "__kernel void pt_permute_##SUF(__global TY *d, long d_o, __global const TY *s, long s_o, long n, long d1, long d2,\\\n"
+    "                               long d3, long s0, long s1, long s2, long s3) {\\\n"
+    "    long e = get_global_id(0), i3, i2, i1, i0;\\\n"
+    "    if (e >= n) return;\\\n"
+    "    i3 = e % d3, i2 = (e / d3) % d2, i1 = (e / (d3 * d2)) % d1, i0 = e / (d3 * d2 * d1);\\\n"
+    "    d[d_o + e] = s[s_o + i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3];\\\n"
+    "}\\\n"
+    "__kernel void pt_copy_block_##SUF(__global TY *d, long d_o, __global const TY *s, long s_o, long outer, long L,\\\n"
+    "                                  long dst_dim, long dst_start, long src_dim, long src_start, long inner) {\\\n"
+    "    long e = get_global_id(0), o, p;\\\n"
+    "    if (e >= outer * L) return;\\\n"
+    "    o = e / L, p = e % L;\\\n"
+    "    d[d_o + (o * dst_dim + dst_start) * inner + p] = s[s_o + (o * src_dim + src_start) * inner + p];\\\n"
+    "}\n"
+    "PT_MOVE(ushort, u16)\n"
+    "PT_MOVE(uchar, u8)\n"
+    /* ---- images: one work item per output element (maxpool_bwd: per plane, as the CPU) ---- */
+    "__kernel void pt_im2col(__global float *cp, long c_o, __global const float *x, long x_o, long rows, int C, int H, int W,\n"
+    "                        int k, int stride, int pad, int Ho, int Wo) {\n"
+    "    long e = get_global_id(0), S = (long)Ho * Wo, rr, plane, kk = (long)k * k, s, ih, iw;\n"
+    "    int ki, kj;\n"
+    "    if (e >= rows * S) return;\n"
+    "    rr = e / S, s = e % S, plane = rr / kk, ki = (int)(rr % kk / k), kj = (int)(rr % kk % k);\n"
+    "    ih = s / Wo * stride - pad + ki, iw = s % Wo * stride - pad + kj;\n"
+    "    cp[c_o + e] = ih >= 0 && ih < H && iw >= 0 && iw < W ? x[x_o + plane * H * W + ih * W + iw] : 0.0f;\n"
+    "}\n"
+    /* each dx element sums its (ki, kj) contributions in increasing order, then adds (the CPU's gather) */
+    "__kernel void pt_col2im(__global float *dx, long d_o, __global const float *cp, long c_o, long n, int H, int W, int k,\n"
+    "                        int stride, int pad, int Ho, int Wo) {\n"
+    "    long e = get_global_id(0), S = (long)Ho * Wo, pl, h, w, th, tw, oh, ow;\n"
+    "    __global const float *cs;\n"
+    "    float acc = 0.0f;\n"
+    "    if (e >= n) return;\n"
+    "    pl = e / ((long)H * W), h = e / W % H, w = e % W;\n"
+    "    cs = cp + c_o + pl * k * k * S;\n"
+    "    for (int ki = 0; ki < k; ki++) {\n"
+    "        th = h + pad - ki;\n"
+    "        if (th < 0 || th % stride) continue;\n"
+    "        oh = th / stride;\n"
+    "        if (oh >= Ho) continue;\n"
+    "        for (int kj = 0; kj < k; kj++) {\n"
+    "            tw = w + pad - kj;\n"
+    "            if (tw < 0 || tw % stride) continue;\n"
+    "            ow = tw / stride;\n"
+    "            if (ow >= Wo) continue;\n"
+    "            acc += cs[(ki * k + kj) * S + oh * Wo + ow];\n"
+    "        }\n"
+    "    }\n"
+    "    dx[d_o + e] += acc;\n"
+    "}\n"
+    "__kernel void pt_chan_bias_fwd(__global float *o, long o_o, __global const float *b, long b_o, long n, int C, long S) {\n"
+    "    long e = get_global_id(0);\n"
+    "    if (e < n) o[o_o + e] += b[b_o + e / S % C];\n"
+    "}\n"
+    /* a work group per channel: item l sums the plane of image n0 + l (in order, pt_acc), item 0 adds
+       the planes in increasing n (the CPU's per-plane partials in double, added in image order) */
+    "__kernel void pt_chan_bias_bwd(__global float *db, long db_o, __global const float *g, long g_o, int N, int C, long S) {\n"
+    "    __local pt_acc sh[PT_RWG];\n"
+    "    int c = get_group_id(0), l = get_local_id(0);\n"
+    "    pt_acc acc = 0;\n"
+    "    for (int n0 = 0; n0 < N; n0 += PT_RWG) {\n"
+    "        pt_acc s = 0;\n"
+    "        if (n0 + l < N) {\n"
+    "            __global const float *p = g + g_o + ((long)(n0 + l) * C + c) * S;\n"
+    "            for (long i = 0; i < S; i++) s += (pt_acc)p[i];\n"
+    "        }\n"
+    "        sh[l] = s;\n"
+    "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "        if (l == 0)\n"
+    "            for (int i = 0; i < PT_RWG && n0 + i < N; i++) acc += sh[i];\n"
+    "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    }\n"
+    "    if (l == 0) db[db_o + c] += (float)acc;\n"
+    "}\n",
+    "__kernel void pt_maxpool_fwd(__global float *o, long o_o, __global int *ix, long ix_o, __global const float *x, long x_o,\n"
+    "                             long n, int H, int W, int k, int stride, int Ho, int Wo) {\n"
+    "    long e = get_global_id(0), S = (long)Ho * Wo, pl, s, h0, w0, bi, j;\n"
+    "    __global const float *xs;\n"
+    "    float best, v;\n"
+    "    if (e >= n) return;\n"
+    "    pl = e / S, s = e % S, h0 = s / Wo * stride, w0 = s % Wo * stride, bi = h0 * W + w0;\n"
+    "    xs = x + x_o + pl * H * W;\n"
+    "    best = xs[bi];\n"
+    "    for (int ki = 0; ki < k && h0 + ki < H; ki++)\n"
+    "        for (int kj = 0; kj < k && w0 + kj < W; kj++) {\n"
+    "            j = (h0 + ki) * W + w0 + kj, v = xs[j];\n"
+    "            if (v > best || (v != v && best == best)) best = v, bi = j;\n"
+    "        }\n"
+    "    o[o_o + e] = best;\n"
+    "    ix[ix_o + e] = (int)bi;\n"
+    "}\n"
+    "__kernel void pt_maxpool_bwd(__global float *dx, long d_o, __global const float *g, long g_o, __global const int *ix,\n"
+    "                             long ix_o, long planes, long HW, long S) {\n"
+    "    long pl = get_global_id(0);\n"
+    "    if (pl >= planes) return;\n"
+    "    for (long o = 0; o < S; o++) dx[d_o + pl * HW + ix[ix_o + pl * S + o]] += g[g_o + pl * S + o];\n"
+    "}\n",
+    /* ---- causal attention, qkv [B, T, 3C], heads of hs = C/H; one work item per (b, h, row), rows
+       consecutive. Scores s_ij = scale * sum_d q_i[d] k_j[d] (d increasing, as the CPU's tiles); the
+       row's outputs are accumulated PT_AD dims at a time in private memory (scores recomputed per
+       slice when hs > PT_AD). No atomics: dQ by query row, dK and dV by key row. ---- */
+    "#define PT_AD 64\n"
+    "float pt_dot(__global const float *a, __global const float *b, int n) {\n"
+    "    float s = 0.0f;\n"
+    "    for (int d = 0; d < n; d++) s += a[d] * b[d];\n"
+    "    return s;\n"
+    "}\n"
+    "__kernel void pt_attn_fwd(__global float *o, long o_o, __global float *ls, long ls_o, __global const float *q, long q_o,\n"
+    "                          int B, int T, int C, int H) {\n"
+    "    long e = get_global_id(0), b, ld3 = 3 * (long)C;\n"
+    "    int hs = C / H, i, h;\n"
+    "    float scale = 1.0f / sqrt((float)hs), m = -INFINITY, l = 0.0f, acc[PT_AD];\n"
+    "    __global const float *qr, *kb, *vb;\n"
+    "    __global float *orow;\n"
+    "    if (e >= (long)B * H * T) return;\n"
+    "    i = (int)(e % T), h = (int)(e / T % H), b = e / ((long)T * H);\n"
+    "    qr = q + q_o + (b * T + i) * ld3 + (long)h * hs, kb = q + q_o + b * T * ld3 + C + (long)h * hs, vb = kb + C;\n"
+    "    orow = o + o_o + (b * T + i) * C + (long)h * hs;\n"
+    "    for (int j = 0; j <= i; j++) m = fmax(m, scale * pt_dot(kb + j * ld3, qr, hs));\n"
+    "    for (int d0 = 0; d0 < hs; d0 += PT_AD) {\n"
+    "        int dn = min(PT_AD, hs - d0);\n"
+    "        float inv;\n"
+    "        for (int d = 0; d < dn; d++) acc[d] = 0.0f;\n"
+    "        l = 0.0f;\n"
+    "        for (int j = 0; j <= i; j++) {\n"
+    "            __global const float *vj = vb + j * ld3 + d0;\n"
+    "            float p = exp(scale * pt_dot(kb + j * ld3, qr, hs) - m);\n"
+    "            l += p;\n"
+    "            for (int d = 0; d < dn; d++) acc[d] += p * vj[d];\n"
+    "        }\n"
+    "        inv = 1.0f / l;\n"
+    "        for (int d = 0; d < dn; d++) orow[d0 + d] = acc[d] * inv;\n"
+    "    }\n"
+    "    ls[ls_o + e] = m + log(l);\n"
+    "}\n",
+    /* dQ_i += scale * sum_j<=i P_ij (dP_ij - D_i) k_j, P_ij = exp(s_ij - lse_i), dP_ij = dO_i . v_j,
+       D_i = dO_i . O_i (also stored in Dv for the dK/dV kernel) */
+    "__kernel void pt_attn_bwd_dq(__global float *dq, long dq_o, __global float *Dv, long Dv_o, __global const float *dO,\n"
+    "                             long dO_o, __global const float *q, long q_o, __global const float *O, long O_o,\n"
+    "                             __global const float *ls, long ls_o, int B, int T, int C, int H) {\n"
+    "    long e = get_global_id(0), b, ld3 = 3 * (long)C;\n"
+    "    int hs = C / H, i, h;\n"
+    "    float scale = 1.0f / sqrt((float)hs), D, L, acc[PT_AD];\n"
+    "    __global const float *qr, *kb, *vb, *gr;\n"
+    "    __global float *dr;\n"
+    "    if (e >= (long)B * H * T) return;\n"
+    "    i = (int)(e % T), h = (int)(e / T % H), b = e / ((long)T * H);\n"
+    "    qr = q + q_o + (b * T + i) * ld3 + (long)h * hs, kb = q + q_o + b * T * ld3 + C + (long)h * hs, vb = kb + C;\n"
+    "    gr = dO + dO_o + (b * T + i) * C + (long)h * hs;\n"
+    "    dr = dq + dq_o + (b * T + i) * ld3 + (long)h * hs;\n"
+    "    D = pt_dot(gr, O + O_o + (b * T + i) * C + (long)h * hs, hs), L = ls[ls_o + e];\n"
+    "    Dv[Dv_o + e] = D;\n"
+    "    for (int d0 = 0; d0 < hs; d0 += PT_AD) {\n"
+    "        int dn = min(PT_AD, hs - d0);\n"
+    "        for (int d = 0; d < dn; d++) acc[d] = 0.0f;\n"
+    "        for (int j = 0; j <= i; j++) {\n"
+    "            __global const float *kj = kb + j * ld3;\n"
+    "            float p = exp(scale * pt_dot(kj, qr, hs) - L), ds = p * (pt_dot(vb + j * ld3, gr, hs) - D);\n"
+    "            for (int d = 0; d < dn; d++) acc[d] += ds * kj[d0 + d];\n"
+    "        }\n"
+    "        for (int d = 0; d < dn; d++) dr[d0 + d] += scale * acc[d];\n"
+    "    }\n"
+    "}\n",
+    /* dV_j += sum_i>=j P_ij dO_i;  dK_j += scale * sum_i>=j P_ij (dP_ij - D_i) q_i */
+    "__kernel void pt_attn_bwd_dkv(__global float *dq, long dq_o, __global const float *Dv, long Dv_o, __global const float *dO,\n"
+    "                              long dO_o, __global const float *q, long q_o, __global const float *ls, long ls_o, int B,\n"
+    "                              int T, int C, int H) {\n"
+    "    long e = get_global_id(0), b, ld3 = 3 * (long)C, bh;\n"
+    "    int hs = C / H, j, h;\n"
+    "    float scale = 1.0f / sqrt((float)hs), av[PT_AD], ak[PT_AD];\n"
+    "    __global const float *qb, *kr, *vr, *gb;\n"
+    "    __global float *dk;\n"
+    "    if (e >= (long)B * H * T) return;\n"
+    "    j = (int)(e % T), h = (int)(e / T % H), b = e / ((long)T * H), bh = e - j;\n"
+    "    qb = q + q_o + b * T * ld3 + (long)h * hs, kr = qb + j * ld3 + C, vr = kr + C;\n"
+    "    gb = dO + dO_o + b * T * C + (long)h * hs;\n"
+    "    dk = dq + dq_o + (b * T + j) * ld3 + C + (long)h * hs;\n"
+    "    for (int d0 = 0; d0 < hs; d0 += PT_AD) {\n"
+    "        int dn = min(PT_AD, hs - d0);\n"
+    "        for (int d = 0; d < dn; d++) av[d] = ak[d] = 0.0f;\n"
+    "        for (int i = j; i < T; i++) {\n"
+    "            __global const float *qi = qb + i * ld3, *gi = gb + (long)i * C;\n"
+    "            float p = exp(scale * pt_dot(kr, qi, hs) - ls[ls_o + bh + i]);\n"
+    "            float ds = p * (pt_dot(vr, gi, hs) - Dv[Dv_o + bh + i]);\n"
+    "            for (int d = 0; d < dn; d++) {\n"
+    "                av[d] += p * gi[d0 + d];\n"
+    "                ak[d] += ds * qi[d0 + d];\n"
+    "            }\n"
+    "        }\n"
+    "        for (int d = 0; d < dn; d++) {\n"
+    "            dk[C + d0 + d] += av[d];\n"
+    "            dk[d0 + d] += scale * ak[d];\n"
+    "        }\n"
+    "    }\n"
+    "}\n",
 };
 
 /* every kernel of the program, in the order of the PT__CLK_* indices */
@@ -4039,7 +4243,9 @@ static const char *const pt__cl_src[] = {
     X(acc_f32) X(acc_i32) X(binary) X(scale) X(axpy) X(mul_acc) X(rowsum) X(act_fwd) X(act_bwd) X(dropout)   \
     X(reduce_chunks) X(reduce_final) X(adamw) X(sgd) X(softmax_fwd) X(softmax_bwd) X(xent_fwd) X(xent_bwd)   \
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_wb) X(embed_fwd) X(embed_bwd) X(permute)           \
-    X(copy_block) X(gemm_scale)
+    X(copy_block) X(gemm_scale) X(permute_u16) X(copy_block_u16) X(permute_u8) X(copy_block_u8) X(im2col)    \
+    X(col2im) X(chan_bias_fwd) X(chan_bias_bwd) X(maxpool_fwd) X(maxpool_bwd) X(attn_fwd) X(attn_bwd_dq)      \
+    X(attn_bwd_dkv)
 
 enum {
 #define PT__CL_ENUM(name) PT__CLK_##name,
@@ -4218,9 +4424,22 @@ static int pt__cl_launch(pt_ctx *ctx, int kid, int64_t items, size_t local, cons
     return 1;
 }
 
-/* a kernel-table entry this backend does not have yet */
-static void pt__cl_todo(pt_ctx *ctx, const char *kernel) {
-    pt__fail(ctx, PT_ERR_DEVICE, "opencl: not implemented on OpenCL yet: %s (use the cpu device for this op)", kernel);
+/* grows the scratch buffer cl->part (what a NULL tensor stands for in pt__cl_launch) to at least
+   `need` bytes; its contents are not kept. 0 and an error on failure. */
+static int pt__cl_scratch(pt_ctx *ctx, int64_t need, const char *what) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    if (need > cl->part_bytes) {
+        cl_int err = CL_SUCCESS;
+        cl_mem m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, (size_t)need, NULL, &err);
+        if (!m || err != CL_SUCCESS) {
+            pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes of %s scratch failed: %s (%d)", (long long)need, what, pt__cl_err(err), (int)err);
+            return 0;
+        }
+        clReleaseMemObject(cl->part);
+        cl->part = m;
+        cl->part_bytes = need;
+    }
+    return 1;
 }
 
 /* ---- storage ------------------------------------------------------------------------------------ */
@@ -4408,28 +4627,49 @@ static void pt__cl_embed_bwd(pt_ctx *ctx, const pt_tensor *dtable, const pt_tens
     int64_t C = pt__cl_cols(dtable), n = pt_numel(ids);
     pt__cl_launch(ctx, PT__CLK_embed_bwd, C, 0, "TTTLL", dtable, dout, ids, n, C);
 }
-static void pt__cl_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B, int T, int C, int H) {
-    (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)C, (void)H;
-    pt__cl_todo(ctx, "attn_fwd");
+static int pt__cl_attn_ok(pt_ctx *ctx, int B, int T, int C, int H) {
+    if (B <= 0 || T <= 0 || H <= 0 || C <= 0) return 0;
+    if (C % H) {
+        pt__fail(ctx, PT_ERR_SHAPE, "attention: width %d not divisible by %d heads", C, H);
+        return 0;
+    }
+    return 1;
 }
+static void pt__cl_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B, int T, int C, int H) {
+    if (pt__cl_attn_ok(ctx, B, T, C, H)) pt__cl_launch(ctx, PT__CLK_attn_fwd, (int64_t)B * H * T, 0, "TTTIIII", out, lse, qkv, B, T, C, H);
+}
+/* dQ by query row (also D_i = dO_i . O_i into the scratch buffer), then dK and dV by key row */
 static void pt__cl_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *out,
                             const pt_tensor *lse, int B, int T, int C, int H) {
-    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)B, (void)T, (void)C, (void)H;
-    pt__cl_todo(ctx, "attn_bwd");
+    const pt_tensor *D = NULL; /* the scratch buffer */
+    int64_t n = (int64_t)B * H * T;
+    if (!pt__cl_attn_ok(ctx, B, T, C, H) || !pt__cl_scratch(ctx, n * 4, "attention")) return;
+    if (pt__cl_launch(ctx, PT__CLK_attn_bwd_dq, n, 0, "TTTTTTIIII", dqkv, D, dout, qkv, out, lse, B, T, C, H))
+        pt__cl_launch(ctx, PT__CLK_attn_bwd_dkv, n, 0, "TTTTTIIII", dqkv, D, dout, qkv, lse, B, T, C, H);
 }
 
-/* ---- layout (4-byte elements; the CPU also moves 1- and 2-byte storage types) ------------------- */
-static int pt__cl_acc_mode(pt_ctx *ctx, const char *what, const pt_tensor *t, int accumulate) {
-    if (pt_dtype_size(t->dtype) != 4) {
-        pt__cl_todo(ctx, what); /* bf16/f16/i8 layout changes */
+/* ---- layout: 4-byte elements (f32 add, i32 wrapping add or copy), 1- and 2-byte storage types (copy) -- */
+/* the kernel for t's element size (PT__CLK_permute or PT__CLK_copy_block for 4 bytes, *kid + 2 for 2
+   bytes, + 4 for 1 byte) and the accumulate mode; -1 with the CPU's error for an accumulating move of
+   a storage type */
+static int pt__cl_acc_mode(pt_ctx *ctx, const char *what, const pt_tensor *t, int accumulate, int *kid) {
+    int64_t esz = pt_dtype_size(t->dtype);
+    if (esz != 4 && esz != 2 && esz != 1) {
+        pt__fail(ctx, PT_ERR_DTYPE, "pt: %s of a %lld-byte dtype", what, (long long)esz);
         return -1;
     }
-    return accumulate ? (t->dtype == PT_I32 ? 2 : 1) : 0;
+    if (esz != 4 && accumulate) {
+        pt__fail(ctx, PT_ERR_DTYPE, "pt: accumulating %s of a non-f32/i32 tensor", what);
+        return -1;
+    }
+    *kid = esz == 4 ? *kid : *kid == PT__CLK_permute ? (esz == 2 ? PT__CLK_permute_u16 : PT__CLK_permute_u8)
+                                                      : (esz == 2 ? PT__CLK_copy_block_u16 : PT__CLK_copy_block_u8);
+    return esz != 4 ? -2 : accumulate ? (t->dtype == PT_I32 ? 2 : 1) : 0;
 }
 static void pt__cl_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, const int *perm, int accumulate) {
-    int nd = src->ndim, acc = pt__cl_acc_mode(ctx, "permute of a 1- or 2-byte dtype", src, accumulate), i, k;
+    int kid = PT__CLK_permute, nd = src->ndim, acc = pt__cl_acc_mode(ctx, "permute", src, accumulate, &kid), i, k;
     int64_t sstr[PT_MAX_DIMS], D[4] = {1, 1, 1, 1}, S[4] = {0, 0, 0, 0}, n = pt_numel(src);
-    if (acc < 0 || n <= 0) return;
+    if (acc == -1 || n <= 0) return;
     if (nd > 0) {
         sstr[nd - 1] = 1;
         for (k = nd - 2; k >= 0; k--) sstr[k] = sstr[k + 1] * src->shape[k + 1];
@@ -4438,32 +4678,24 @@ static void pt__cl_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *s
             S[4 - nd + i] = sstr[perm[i]];
         }
     } else S[3] = 1;
-    pt__cl_launch(ctx, PT__CLK_permute, n, 0, "TTLLLLLLLLI", dst, src, n, D[1], D[2], D[3], S[0], S[1], S[2], S[3], acc);
+    /* the storage-type kernels take no acc argument (the trailing "I" is left off) */
+    pt__cl_launch(ctx, kid, n, 0, acc == -2 ? "TTLLLLLLLL" : "TTLLLLLLLLI", dst, src, n, D[1], D[2], D[3], S[0], S[1], S[2], S[3], acc);
 }
 static void pt__cl_copy_block(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_dim, int64_t dst_start, const pt_tensor *src, int64_t src_dim,
                               int64_t src_start, int64_t count, int64_t outer, int64_t inner, int accumulate) {
-    int acc = pt__cl_acc_mode(ctx, "copy_block of a 1- or 2-byte dtype", dst, accumulate);
+    int kid = PT__CLK_copy_block, acc = pt__cl_acc_mode(ctx, "copy_block", dst, accumulate, &kid);
     int64_t L = count * inner;
-    if (acc < 0 || L <= 0 || outer <= 0) return;
-    pt__cl_launch(ctx, PT__CLK_copy_block, outer * L, 0, "TTLLLLLLLI", dst, src, outer, L, dst_dim, dst_start, src_dim, src_start, inner, acc);
+    if (acc == -1 || L <= 0 || outer <= 0) return;
+    pt__cl_launch(ctx, kid, outer * L, 0, acc == -2 ? "TTLLLLLLL" : "TTLLLLLLLI", dst, src, outer, L, dst_dim, dst_start, src_dim, src_start,
+                  inner, acc);
 }
 
 /* sum or sum of squares of x[0, n) into the scratch slot part[nch] (and into out[0] * scale when out
    is given); 0 and an error on failure */
 static int pt__cl_reduce(pt_ctx *ctx, const pt_tensor *x, int64_t n, int sq, const pt_tensor *out, float scale, int64_t *slot) {
     pt__cl *cl = (pt__cl *)ctx->cl;
-    int64_t nch = (n + PT__CL_CHUNK - 1) / PT__CL_CHUNK, esz = cl->fp64 ? 8 : 4, need = (nch + 1) * esz;
-    if (need > cl->part_bytes) {
-        cl_int err = CL_SUCCESS;
-        cl_mem m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, (size_t)need, NULL, &err);
-        if (!m || err != CL_SUCCESS) {
-            pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes of reduction scratch failed: %s (%d)", (long long)need, pt__cl_err(err), (int)err);
-            return 0;
-        }
-        clReleaseMemObject(cl->part);
-        cl->part = m;
-        cl->part_bytes = need;
-    }
+    int64_t nch = (n + PT__CL_CHUNK - 1) / PT__CL_CHUNK, esz = cl->fp64 ? 8 : 4;
+    if (!pt__cl_scratch(ctx, (nch + 1) * esz, "reduction")) return 0;
     *slot = nch;
     if (!pt__cl_launch(ctx, PT__CLK_reduce_chunks, nch * PT__CL_RWG, PT__CL_RWG, "TLIT", x, n, sq, (const pt_tensor *)NULL)) return 0;
     /* a NULL tensor stands for the scratch buffer at offset 0 (see pt__cl_launch) */
@@ -4521,34 +4753,33 @@ static void pt__cl_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, i
                  (long long)batch, (long long)M, (long long)N, (long long)K, ta, tb, (long long)lda, (long long)ldb, (long long)ldc, (int)s);
 }
 
-/* ---- images: not yet on OpenCL ------------------------------------------------------------------ */
+/* ---- images ------------------------------------------------------------------------------------- */
 static void pt__cl_im2col(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *x, int N, int C, int H, int W, int k, int stride, int pad,
                           int Ho, int Wo) {
-    (void)cols, (void)x, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)pad, (void)Ho, (void)Wo;
-    pt__cl_todo(ctx, "im2col");
+    int64_t rows = (int64_t)N * C * k * k;
+    pt__cl_launch(ctx, PT__CLK_im2col, rows * Ho * Wo, 0, "TTLIIIIIIII", cols, x, rows, C, H, W, k, stride, pad, Ho, Wo);
 }
 static void pt__cl_col2im(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dcols, int N, int C, int H, int W, int k, int stride, int pad,
                           int Ho, int Wo) {
-    (void)dx, (void)dcols, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)pad, (void)Ho, (void)Wo;
-    pt__cl_todo(ctx, "col2im");
+    int64_t n = (int64_t)N * C * H * W;
+    pt__cl_launch(ctx, PT__CLK_col2im, n, 0, "TTLIIIIIII", dx, dcols, n, H, W, k, stride, pad, Ho, Wo);
 }
 static void pt__cl_chan_bias_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *b, int N, int C, int64_t S) {
-    (void)out, (void)b, (void)N, (void)C, (void)S;
-    pt__cl_todo(ctx, "chan_bias_fwd");
+    int64_t n = (int64_t)N * C * S;
+    pt__cl_launch(ctx, PT__CLK_chan_bias_fwd, n, 0, "TTLIL", out, b, n, C, S);
 }
 static void pt__cl_chan_bias_bwd(pt_ctx *ctx, const pt_tensor *db, const pt_tensor *dout, int N, int C, int64_t S) {
-    (void)db, (void)dout, (void)N, (void)C, (void)S;
-    pt__cl_todo(ctx, "chan_bias_bwd");
+    if (N > 0 && S > 0) pt__cl_launch(ctx, PT__CLK_chan_bias_bwd, (int64_t)C * PT__CL_RWG, PT__CL_RWG, "TTIIL", db, dout, N, C, S);
 }
 static void pt__cl_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *idx, const pt_tensor *x, int N, int C, int H, int W, int k,
                                int stride, int Ho, int Wo) {
-    (void)out, (void)idx, (void)x, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)Ho, (void)Wo;
-    pt__cl_todo(ctx, "maxpool_fwd");
+    int64_t n = (int64_t)N * C * Ho * Wo;
+    pt__cl_launch(ctx, PT__CLK_maxpool_fwd, n, 0, "TTTLIIIIII", out, idx, x, n, H, W, k, stride, Ho, Wo);
 }
+/* one work item per plane, outputs in increasing order (overlapping windows add into one dx element) */
 static void pt__cl_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dout, const pt_tensor *idx, int N, int C, int H, int W,
                                int Ho, int Wo) {
-    (void)dx, (void)dout, (void)idx, (void)N, (void)C, (void)H, (void)W, (void)Ho, (void)Wo;
-    pt__cl_todo(ctx, "maxpool_bwd");
+    pt__cl_launch(ctx, PT__CLK_maxpool_bwd, (int64_t)N * C, 0, "TTTLLL", dx, dout, idx, (int64_t)N * C, (int64_t)H * W, (int64_t)Ho * Wo);
 }
 
 /* ---- optimizers ------------------------------------------------------------------------------- */
@@ -5761,6 +5992,7 @@ PTDEF void pt_shutdown(pt_ctx *ctx) {
     for (i = 0; i < ctx->ngemm_ws; i++) pt__gemm_ws_free(&ctx->gemm_ws[i]);
     PT_FREE(ctx->gemm_ws);
     PT_FREE(ctx->work);
+    PT_FREE(ctx->stage);
     PT_FREE(ctx->state);
 #ifdef PTRAIN_OPENCL
     pt__cl_close(ctx); /* after every buffer of the context is released */
@@ -6102,6 +6334,7 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
     float *ls, *mx, *red;
     pt_tensor *lse, *lrows, *tloc, *out, *ins[2];
     pt_node *n;
+    int xk;
     if (!g || !logits_local || !targets) return NULL;
     if (!pt__xent_shape(g, op, logits_local, targets)) return NULL;
     Vl = pt__last(logits_local);
@@ -6119,6 +6352,7 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
     tloc = pt__new(g, PT_I32, targets->ndim, targets->shape);
     out = pt__new(g, PT_F32, 0, NULL);
     if (!lse || !lrows || !tloc || !out) return NULL;
+    xk = pt__xfer_as(g->ctx, PT_XFER_TP); /* a device backend: the row statistics cross to the host for the TP reductions */
     PT__BE->write(PT__C, tloc, tl, rows * 4);
     if (nloc > 0) {
         PT__BE->xent_fwd(PT__C, lrows, lse, logits_local, tloc, -1, nloc);
@@ -6126,7 +6360,7 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
     } else
         for (i = 0; i < rows; i++) ls[i] = -INFINITY;
     memcpy(mx, ls, (size_t)rows * sizeof(float));
-    if (!pt__tp_allreduce_buf(PT__C, op, mx, rows, PT__TP_MAX)) return NULL;
+    if (!pt__tp_allreduce_buf(PT__C, op, mx, rows, PT__TP_MAX)) return pt__xfer_as(g->ctx, xk), (pt_tensor *)NULL;
     for (i = 0; i < rows; i++) {
         red[i] = nloc > 0 ? (float)exp((double)ls[i] - (double)mx[i]) : 0.0f;
         red[rows + i] = red[2 * rows + i] = 0.0f;
@@ -6136,7 +6370,8 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
             red[2 * rows + i] = 1.0f;
         }
     }
-    if (!pt__tp_allreduce_buf(PT__C, op, red, 3 * rows, PT__TP_SUM)) return NULL;
+    if (!pt__tp_allreduce_buf(PT__C, op, red, 3 * rows, PT__TP_SUM)) return pt__xfer_as(g->ctx, xk), (pt_tensor *)NULL;
+    pt__xfer_as(g->ctx, xk);
     for (i = 0; i < rows; i++) { /* the same on every TP rank: every input of this loop is reduced */
         double l = (double)mx[i] + log((double)red[i]);
         if (tg[i] != -1 && (!(mx[i] > -INFINITY) || red[2 * rows + i] != 1.0f))
@@ -6146,8 +6381,10 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
         ls[i] = (float)l;
         mx[i] = tg[i] == -1 ? 0.0f : (float)(l - (double)red[rows + i]); /* the row's loss */
     }
+    xk = pt__xfer_as(g->ctx, PT_XFER_TP);
     PT__BE->write(PT__C, lse, ls, rows * 4);
     PT__BE->write(PT__C, lrows, mx, rows * 4);
+    pt__xfer_as(g->ctx, xk);
     PT__BE->sum(PT__C, out, lrows, count ? 1.0f / (float)count : 0.0f);
     ins[0] = logits_local, ins[1] = tloc;
     if ((n = pt__record(g, op, out, pt__xent_vp_bwd, 2, ins)) != NULL) {
@@ -6248,7 +6485,11 @@ PTDEF pt_tensor *pt_embedding_vp(pt_graph *g, pt_tensor *w_local, pt_tensor *ids
         id[i] = id[i] >= vocab_offset && id[i] - vocab_offset < w_local->shape[0] ? (int32_t)(id[i] - vocab_offset) : -1;
     }
     if (!(lid = pt__new(g, PT_I32, ids->ndim, ids->shape))) return NULL;
-    PT__BE->write(PT__C, lid, id, n * 4);
+    {
+        int k = pt__xfer_as(g->ctx, PT_XFER_TP); /* a device backend: the ids mapped to this rank's rows */
+        PT__BE->write(PT__C, lid, id, n * 4);
+        pt__xfer_as(g->ctx, k);
+    }
     return pt__embed(g, "pt_embedding_vp", w_local, lid);
 }
 
@@ -6594,6 +6835,32 @@ struct pt_optim {
 };
 
 static double pt__grad_sumsq(pt_ctx *ctx); /* >>tp: shards summed over TP, replicated once */
+
+/* ---- host staging of device data (the MPI paths of >>dp, >>tp, >>pprun on a device backend) ------
+   A storage has host memory (the CPU backend: MPI works on it in place) or not (a device backend:
+   st->host is NULL, and data crosses to the host around each MPI call). pt__stage_xfer copies n
+   floats at element offset off of st to or from host memory through the backend's read/write,
+   counted as transfers of `kind` (PT_XFER_DP, _TP, _PP); pt__stage_buf is the context's grown-only
+   host buffer for payloads that have no home of their own. */
+static void pt__stage_xfer(pt_ctx *ctx, pt_storage *st, int64_t off, float *host, int64_t n, int d2h, int kind) {
+    pt_tensor v = pt__slab_view(st, n);
+    int k;
+    if (n <= 0) return;
+    v.off = off;
+    k = pt__xfer_as(ctx, kind);
+    if (d2h) ctx->be->read(ctx, &v, host, n * 4);
+    else ctx->be->write(ctx, &v, host, n * 4);
+    pt__xfer_as(ctx, k);
+}
+static float *pt__stage_buf(pt_ctx *ctx, int64_t n) {
+    if (n > ctx->stage_cap) {
+        float *p = (float *)PT_REALLOC(ctx->stage, (size_t)PT__MAX(n, 1) * sizeof(float));
+        if (!p) return (float *)pt__fail(ctx, PT_ERR_OOM, "pt: out of memory for %lld floats of host staging", (long long)n);
+        ctx->stage = p, ctx->stage_cap = n;
+    }
+    return ctx->stage;
+}
+
 PTDEF float pt_grad_norm(pt_ctx *ctx) {
     if (!ctx || !ctx->gslab) return 0.0f;
     return (float)sqrt(pt__grad_sumsq(ctx));
@@ -6678,7 +6945,7 @@ PTDEF int64_t pt_optim_state_bytes(const pt_optim *o) {
 
 /* Re-shards the optimizer state to the slab range [lo, hi) (ZeRO-1; [0, slab_n) = unsharded): new
    zeroed slabs of hi - lo floats; the part of the old range that overlaps the new one is copied
-   (host memory needed for that once steps were taken). The old slabs are freed, so the memory
+   (on a device backend by a device copy). The old slabs are freed, so the memory
    accounting (pt_mem_stats optim) drops to the shard. Does not touch the parameters. */
 static pt_status pt__optim_reshard(pt_optim *o, int64_t lo, int64_t hi) {
     pt_ctx *ctx = o->ctx;
@@ -6704,12 +6971,13 @@ static pt_status pt__optim_reshard(pt_optim *o, int64_t lo, int64_t hi) {
         t = pt__slab_view(ns, n);
         ctx->be->fill(ctx, &t, 0.0f);
         if (o->steps > 0 && chi > clo) {
-            if (!ns->host || !os->host) {
-                pt__st_free(ctx, &nm);
-                pt__st_free(ctx, &nv);
-                return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_optim: re-sharding state after steps needs host memory"), PT_ERR_STATE);
+            if (ns->host && os->host) {
+                memcpy((float *)ns->host + (clo - lo), (const float *)os->host + (clo - o->zlo), (size_t)(chi - clo) * 4);
+            } else { /* a device backend: copied on the device (no host round trip) */
+                pt_tensor src = pt__slab_view(os, chi - clo), dst = pt__slab_view(ns, chi - clo);
+                src.off = clo - o->zlo, dst.off = clo - lo;
+                ctx->be->copy(ctx, &dst, &src, 0);
             }
-            memcpy((float *)ns->host + (clo - lo), (const float *)os->host + (clo - o->zlo), (size_t)(chi - clo) * 4);
         }
     }
     pt__st_free(ctx, &o->m);
@@ -7017,7 +7285,11 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
         last.ndim = 1;
         last.shape[0] = Vl;
         last.shape[1] = last.shape[2] = 1;
-        pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
+        {
+            int xk = pt__xfer_as(m->ctx, pt_tp_size(m->ctx) > 1 ? PT_XFER_TP : PT_XFER_IO); /* staged for the TP allgather */
+            pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
+            pt__xfer_as(m->ctx, xk);
+        }
         if (!pt__tp_allgather(m->ctx, "pt_gpt_generate", row, Vl)) break;
         for (i = 1; i < V; i++)
             if (row[i] > row[best]) best = i;
@@ -8196,6 +8468,16 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
    exactly once); compression writes bf16(g + e) and keeps e = (g + e) - bf16(g + e) per element. A
    full ring waits for its oldest op.
 
+   Device backends (the gradient slab has no host memory): a host mirror of the gradient slab (hg,
+   slab_n floats) stands in for it. When a bucket's op starts (in the grad hook, during backward)
+   the bucket is read from the device into its place in hg (one blocking read, counted as
+   PT_XFER_DP: the queue is in order, so it waits for exactly the kernels that produced the
+   bucket; the reduction itself then runs while backward goes on), everything above runs on hg
+   unchanged, and pt_dp_finish writes each bucket's reduced range back (one write per bucket, the
+   own shard's part under ZeRO). ZeRO-2 zeroes the bucket on the device. The ZeRO allgathers of the
+   parameter slab and of the optimizer state read the own shard to hg and write the others' parts
+   back (pt__dp_allgather_slab). The CPU path works in the slab in place, as before.
+
    Collective records (>>dist): every call goes through pt__coll_begin/pt__coll_end; a bucket's
    record (op->rec) stays in flight until MPI_Test or MPI_Wait sees it finish. The hierarchical
    phases are recorded on PT_COMM_DP_NODE (reduce-scatter; the allgatherv, which runs on node2, a
@@ -8239,6 +8521,7 @@ struct pt_dp {
     float *resid;       /* compression: [slab_n] error feedback, carried across steps */
     float *stg;         /* staging ring [stg_n] */
     int64_t stg_n, stg_head;
+    float *hg;          /* device backend: host mirror of the gradient slab [slab_n] (NULL on the CPU) */
     pt_dp_stats stats;
     pt_optim *zopt;     /* sharded optimizer (pt_dp_zero), or NULL */
 #ifdef PTRAIN_MPI
@@ -8293,9 +8576,10 @@ static float pt__dp_f32(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
+/* the gradient slab the reductions work on: the slab itself, or its host mirror on a device */
 static float *pt__dp_grads(pt_dp *dp) {
     pt_tensor gs = pt_grad_slab(dp->ctx);
-    float *g = pt_f32(&gs);
+    float *g = dp->hg ? dp->hg : pt_f32(&gs);
     if (!g) pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp: the gradient slab has no host memory");
     return g;
 }
@@ -8511,6 +8795,10 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
     if (!g) return 0;
     op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0;
     op->req = MPI_REQUEST_NULL;
+    if (dp->hg) { /* a device backend: the bucket comes to its place in the host mirror */
+        pt__stage_xfer(dp->ctx, dp->ctx->gslab, lo, g + lo, n, 1, PT_XFER_DP);
+        if (dp->ctx->status != PT_OK) return 0;
+    }
     if (need) {
         int64_t off = pt__dp_stage_alloc(dp, need);
         if (off < 0) return 0;
@@ -8526,7 +8814,14 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
         } else {
             memcpy(dp->stg + off, g + lo, (size_t)n * 4);
         }
-        if (dp->stage == 2) memset(g + lo, 0, (size_t)n * 4); /* later passes accumulate afresh */
+        if (dp->stage == 2) { /* later passes accumulate afresh */
+            memset(g + lo, 0, (size_t)n * 4);
+            if (dp->hg) {
+                pt_tensor t = pt__slab_view(dp->ctx->gslab, n);
+                t.off = lo;
+                dp->ctx->be->fill(dp->ctx, &t, 0.0f);
+            }
+        }
     }
     dp->next++;
     if (from_hook) dp->stats.started_before_end++;
@@ -8604,7 +8899,7 @@ static pt_status pt__dp_alloc_stage(pt_dp *dp) {
     return PT_OK;
 }
 static void pt__dp_account(pt_dp *dp) {
-    dp->stats.extra_bytes = (dp->stg_n + (dp->acc ? dp->zhi - dp->zlo : 0) + (dp->resid ? dp->ctx->slab_n : 0)) * 4;
+    dp->stats.extra_bytes = (dp->stg_n + (dp->acc ? dp->zhi - dp->zlo : 0) + (dp->resid ? dp->ctx->slab_n : 0) + (dp->hg ? dp->ctx->slab_n : 0)) * 4;
 }
 
 #endif
@@ -8733,6 +9028,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
                     dp->hcnt[(size_t)b * dp->lsize + r] = (int)(e - a);
                 }
         }
+        if (ctx->gslab && !ctx->gslab->host && !(dp->hg = (float *)PT_MALLOC((size_t)PT__MAX(ctx->slab_n, 1) * 4))) goto oom;
         if (pt__dp_alloc_stage(dp) != PT_OK) {
             pt_dp_free(dp);
             return NULL;
@@ -8801,6 +9097,7 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     PT_FREE(dp->acc);
     PT_FREE(dp->resid);
     PT_FREE(dp->stg);
+    PT_FREE(dp->hg);
     PT_FREE(dp);
 }
 
@@ -8875,7 +9172,9 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
                 int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK), j;
                 for (j = i0; j < i1; j++) dst[j] = src[j] / inv;
             }
+            if (dp->hg) pt__stage_xfer(dp->ctx, dp->ctx->gslab, a, dst, n, 0, PT_XFER_DP); /* back to the device */
         }
+        if (dp->hg && dp->ctx->status != PT_OK) return dp->ctx->status;
     }
 #endif
     return PT_OK;
@@ -8898,19 +9197,31 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
    sums the shards' squares over DP (pt__grad_sumsq). pt_optim_step updates the own range with the
    own moment shard, then post_step allgathers the parameter slab in place over DP. */
 #ifdef PTRAIN_MPI
-static pt_status pt__dp_zero_gather(void *user) {
-    pt_dp *dp = (pt_dp *)user;
-    pt_tensor ps = pt_param_slab(dp->ctx);
-    float *p = pt_f32(&ps);
+/* Every DP rank's shard [zdispl[r], +zcnt[r]) of the slab storage st (slab_n floats) to every DP
+   rank, in place. A device backend stages through the host mirror hg: the own shard is read, the
+   other ranks' parts are written back (PT_XFER_DP). `what` names the slab in messages. */
+static pt_status pt__dp_allgather_slab(pt_dp *dp, pt_storage *st, const char *fn, const char *what) {
+    pt_ctx *ctx = dp->ctx;
+    int64_t n = ctx->slab_n, lo = dp->zdispl[dp->dprank], hi = lo + dp->zcnt[dp->dprank];
+    float *p = st->host ? (float *)st->host : dp->hg;
     uint64_t s;
     int rc;
-    if (!p) return (pt_status)(pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp (ZeRO): the parameter slab has no host memory"), PT_ERR_STATE);
-    s = pt__coll_begin(dp->dist, PT_COLL_ALLGATHERV, PT_COMM_DP, dp->ctx->slab_n, PT_COLL_F32, -1);
+    if (!p) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "%s: the %s has no host memory", fn, what), PT_ERR_STATE);
+    if (!st->host) pt__stage_xfer(ctx, st, lo, p + lo, hi - lo, 1, PT_XFER_DP);
+    if (ctx->status != PT_OK) return ctx->status;
+    s = pt__coll_begin(dp->dist, PT_COLL_ALLGATHERV, PT_COMM_DP, n, PT_COLL_F32, -1);
     rc = pt__coll_end(dp->dist, s, s ? MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, dp->zcnt, dp->zdispl, MPI_FLOAT, dp->comm) : PT__COLL_REFUSED);
     if (rc != MPI_SUCCESS)
-        return (pt_status)(pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp (ZeRO): the allgather of the parameters failed: %s", pt__coll_why(dp->dist, rc)),
-                           PT_ERR_DEVICE);
-    return PT_OK;
+        return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "%s: the allgather of the %s failed: %s", fn, what, pt__coll_why(dp->dist, rc)), PT_ERR_DEVICE);
+    if (!st->host) { /* the other ranks' parts: before and after the own shard */
+        pt__stage_xfer(ctx, st, 0, p, lo, 0, PT_XFER_DP);
+        pt__stage_xfer(ctx, st, hi, p + hi, n - hi, 0, PT_XFER_DP);
+    }
+    return ctx->status;
+}
+static pt_status pt__dp_zero_gather(void *user) {
+    pt_dp *dp = (pt_dp *)user;
+    return pt__dp_allgather_slab(dp, dp->ctx->pslab, "pt_dp (ZeRO)", "parameters");
 }
 #endif
 
@@ -8979,16 +9290,8 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
         if (st != PT_OK) return st;
         for (r = 0; r < 2; r++) {
             pt_storage *s = r ? &o->v : &o->m;
-            uint64_t sq;
-            int rc;
             if (!s->raw && !s->dev) continue;
-            if (!s->host) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: the optimizer state has no host memory"), PT_ERR_STATE);
-            sq = pt__coll_begin(dp->dist, PT_COLL_ALLGATHERV, PT_COMM_DP, hi, PT_COLL_F32, -1);
-            rc = pt__coll_end(dp->dist, sq, sq ? MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, s->host, dp->zcnt, dp->zdispl, MPI_FLOAT, dp->comm)
-                                               : PT__COLL_REFUSED);
-            if (rc != MPI_SUCCESS)
-                return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_dp_zero: the allgather of the state failed: %s", pt__coll_why(dp->dist, rc)),
-                                   PT_ERR_DEVICE);
+            if ((st = pt__dp_allgather_slab(dp, s, "pt_dp_zero", "optimizer state")) != PT_OK) return st;
         }
         if (o->post_user == (void *)dp) o->post_step = NULL, o->post_user = NULL;
         if (dp->zopt == o) dp->zopt = NULL;
@@ -9008,7 +9311,9 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
    tensor and sums that in place; its backward accumulates the gradient unchanged. The sums are one
    MPI_Allreduce (MPI_SUM, MPI_FLOAT) over host memory, cut into chunks of at most 2^30 elements for
    MPI's int counts; the TP communicator has MPI_ERRORS_RETURN, so a failing call becomes a
-   PT_ERR_DEVICE error of the context. With TP size 1 (or no grid, or no PTRAIN_MPI) nothing is
+   PT_ERR_DEVICE error of the context. On a device backend the tensor is read to host staging,
+   reduced and written back (PT_XFER_TP); the vocabulary-parallel cross-entropy's row statistics and
+   pt_gpt_generate's gathered row cross the same way. With TP size 1 (or no grid, or no PTRAIN_MPI) nothing is
    communicated and both ops are identities. pt__tp_allreduce_buf also reduces with MPI_MAX (the
    vocabulary-parallel cross-entropy in >>ops), pt__tp_allgather gathers in place (pt_gpt_generate).
    The transformer block under TP (pt__block_tp_new, pt__attn_tp_fwd) is at the end of this section. */
@@ -9050,12 +9355,21 @@ static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n
 #endif
 }
 
-/* sums t (contiguous f32) over the TP ranks in place; 0 and a context error on failure */
+/* sums t (contiguous f32) over the TP ranks in place; 0 and a context error on failure. On a device
+   backend t goes through the context's host staging: read, reduced, written back (PT_XFER_TP). */
 static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
+    int64_t n;
+    float *h;
     if (pt_tp_size(ctx) <= 1) return 1;
-    if (t->dtype != PT_F32 || !t->st || !t->st->host)
-        return pt__fail(ctx, PT_ERR_DEVICE, "%s: tensor parallelism needs f32 data in host memory (the CPU backend)", op), 0;
-    return pt__tp_allreduce_buf(ctx, op, PT__F(t), pt_numel(t), PT__TP_SUM);
+    if (t->dtype != PT_F32 || !t->st)
+        return pt__fail(ctx, PT_ERR_DTYPE, "%s: tensor parallelism needs f32 data, found %s", op, pt__dtname(t->dtype)), 0;
+    n = pt_numel(t);
+    if (t->st->host) return pt__tp_allreduce_buf(ctx, op, PT__F(t), n, PT__TP_SUM);
+    if (!(h = pt__stage_buf(ctx, n))) return 0;
+    pt__stage_xfer(ctx, t->st, t->off, h, n, 1, PT_XFER_TP);
+    if (ctx->status != PT_OK || !pt__tp_allreduce_buf(ctx, op, h, n, PT__TP_SUM)) return 0;
+    pt__stage_xfer(ctx, t->st, t->off, h, n, 0, PT_XFER_TP);
+    return ctx->status == PT_OK;
 }
 
 /* full (tp * n_local host floats) holds this rank's n_local at tp_rank * n_local: gathers the other
@@ -9809,7 +10123,10 @@ PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file) {
    until its request completes; no allocation once the pool has grown); receives block (Open MPI's
    progress engine also advances the data-parallel reductions meanwhile). A rank whose forward or
    backward fails keeps running its program with empty payloads (header flag set), so its peers
-   never hang; the error is agreed over the world at the end of the step. */
+   never hang; the error is agreed over the world at the end of the step. The payloads live in host
+   boxes: on a device backend filling a box reads the tensor and unboxing writes a new one, both
+   counted as PT_XFER_PP (with p = 1 and v chunks the hand-over between this rank's chunks takes the
+   same way); tied gradients are read, summed with the peer's and written back (PT_XFER_PP). */
 
 enum { PT__PP_ACT = 0, PT__PP_GRAD = 1 };
 
@@ -9888,16 +10205,25 @@ static int pt__pp_fill(pt_pp *pp, pt__pp_box *b, const pt_tensor *t) {
     b->n = n, b->bad = t == NULL, b->ndim = t ? t->ndim : 1, b->full = 1;
     for (i = 0; i < PT_MAX_DIMS; i++) b->shape[i] = t && i < t->ndim ? t->shape[i] : 1;
     if (!t) b->shape[0] = 0;
-    if (t && pt_tensor_read(t, b->data) != PT_OK) return 0;
+    if (t) {
+        int k = pt__xfer_as(pp->ctx, PT_XFER_PP), ok = pt_tensor_read(t, b->data) == PT_OK;
+        pt__xfer_as(pp->ctx, k);
+        if (!ok) return 0;
+    }
     return 1;
 }
 
 /* a tensor of g holding box's data */
 static pt_tensor *pt__pp_unbox(pt_pp *pp, pt_graph *g, pt__pp_box *b, const char *what, int mb, int stage) {
+    pt_tensor *t;
+    int k;
     if (!b->full) return (pt_tensor *)pt__fail(pp->ctx, PT_ERR_STATE, "pt_pp: no %s for micro-batch %d of stage %d", what, mb, stage);
     b->full = 0;
     if (b->bad) return NULL; /* the sender failed: its error is reported at the agreement */
-    return pt_tensor_from(g, PT_F32, b->ndim, b->shape, b->data);
+    k = pt__xfer_as(pp->ctx, PT_XFER_PP);
+    t = pt_tensor_from(g, PT_F32, b->ndim, b->shape, b->data);
+    pt__xfer_as(pp->ctx, k);
+    return t;
 }
 
 #ifdef PTRAIN_MPI
@@ -10067,11 +10393,15 @@ static int pt__pp_sum_tied(pt_pp *pp) {
         float *g = pt_f32(&q->grad);
         int rc;
         n = pt_numel(&q->grad);
-        if (!g) return pt__fail(pp->ctx, PT_ERR_STATE, "pt_pp: tied gradient of '%s' has no host memory", q->spec.name), 0;
         if (n > pp->tied_cap) {
             float *t = (float *)PT_REALLOC(pp->tied_tmp, (size_t)n * sizeof(float));
             if (!t) return pt__fail(pp->ctx, PT_ERR_OOM, "pt_pp: out of memory"), 0;
             pp->tied_tmp = t, pp->tied_cap = n;
+        }
+        if (!g) { /* a device backend: the gradient crosses through host staging (PT_XFER_PP) */
+            if (!(g = pt__stage_buf(pp->ctx, n))) return 0;
+            pt__stage_xfer(pp->ctx, q->grad.st, q->grad.off, g, n, 1, PT_XFER_PP);
+            if (pp->ctx->status != PT_OK) return 0;
         }
         {
             uint64_t sq = pt__coll_begin(pp->d, PT_COLL_SEND, PT_COMM_PP, n, PT_COLL_F32, other); /* a send-receive pair */
@@ -10080,8 +10410,9 @@ static int pt__pp_sum_tied(pt_pp *pp) {
         if (rc != MPI_SUCCESS)
             return pt__fail(pp->ctx, PT_ERR_DEVICE, "pt_pp: exchanging the tied gradient of '%s' failed: %s", q->spec.name, pt__coll_why(pp->d, rc)), 0;
         for (j = 0; j < n; j++) g[j] = g[j] + pp->tied_tmp[j];
+        if (!q->grad.st->host) pt__stage_xfer(pp->ctx, q->grad.st, q->grad.off, g, n, 0, PT_XFER_PP);
     }
-    return 1;
+    return pp->ctx->status == PT_OK;
 }
 #endif /* PTRAIN_MPI */
 

@@ -5,7 +5,9 @@
    its own parameters (its shards, its stages) with the matching slices of the reference.
    Usage: mpirun -np N test_equiv [--dp D] [--tp T] [--pp P] [--schedule gpipe|1f1b|interleaved]
           [--v V] [--m M] [--accum K] [--zero Z] [--dropout P] [--balanced] [--steps S] [--tol X]
-   Prints PASS/FAIL lines and "N passed, N failed" (rank 0). */
+          [--device cpu|opencl]
+   --device opencl runs the parallel training with every rank on OpenCL (the reference stays on the
+   CPU, so the comparison is also one between the backends). Prints PASS/FAIL lines and "N passed, N failed" (rank 0). */
 #define _POSIX_C_SOURCE 200112L /* setenv */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
@@ -21,6 +23,7 @@ enum { GB = 8, TT = 16, VOCAB = 100 };
 typedef struct {
     pt_layout lay;
     int kind, v, m, accum, zero, steps, balanced, hier, compress;
+    const char *device; /* the parallel run's backend (pt_desc.device) */
     float dropout, tol, tol_norm, tol_param; /* losses; gradient norms; SGD parameters (AdamW: 10x) */
 } opts;
 
@@ -159,8 +162,12 @@ static pt_ctx *parallel(const opts *o, float *loss, float *gnorm, pt_pp_stats *s
     int nst = lay.pp * o->v, i, s, mine[64], nmine = 0;
     int32_t first[65];
     memset(&desc, 0, sizeof desc);
-    desc.seed = 7, desc.threads = 1, desc.dist = grid;
+    desc.seed = 7, desc.threads = 1, desc.dist = grid, desc.device = o->device;
     ctx = pt_init(&desc);
+    if (pt_status_get(ctx) != PT_OK) {
+        snprintf(err, errlen, "%s", pt_error(ctx));
+        return ctx;
+    }
     if (o->balanced) {
         double cost[64], fe, le;
         pt_gpt_stage_costs(&c, GB, TT, cost, &fe, &le);
@@ -227,17 +234,20 @@ static double param_diff(pt_ctx *ctx, pt_ctx *ref, char *worst, size_t n) {
     worst[0] = 0;
     for (i = 0; i < pt_param_count(ctx); i++) {
         pt_param *p = pt_param_at(ctx, i), *r = pt_param_find(ref, p->spec.name);
-        const float *a = pt_f32(&p->value), *b = r ? pt_f32(&r->value) : NULL;
-        double acc[2] = {0, 0}, rel;
         int64_t j, cnt = pt_numel(&p->value);
-        if (!b) {
+        float *a = (float *)malloc((size_t)cnt * sizeof(float)); /* read: the values may be on a device */
+        const float *b = r ? pt_f32(&r->value) : NULL;
+        double acc[2] = {0, 0}, rel;
+        if (!b || !a || pt_tensor_read(&p->value, a) != PT_OK) {
             snprintf(worst, n, "parameter '%s' has no reference", p->spec.name);
+            free(a);
             return 1e30;
         }
         for (j = 0; j < cnt; j++) {
             double ref_v = b[pt_spec_global_index(&p->spec, j)], dlt = a[j] - ref_v;
             acc[0] += dlt * dlt, acc[1] += ref_v * ref_v;
         }
+        free(a);
 #ifdef PTRAIN_MPI
         if (p->spec.split_dim >= 0 && p->spec.split_parts > 1)
             MPI_Allreduce(MPI_IN_PLACE, acc, 2, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_TP));
@@ -255,7 +265,7 @@ static int parse(int argc, char **argv, opts *o) {
     int i;
     memset(o, 0, sizeof *o);
     o->lay.dp = 0, o->lay.tp = 1, o->lay.pp = 1; /* dp: the rest of the world */
-    o->kind = PT_PP_1F1B, o->v = 1, o->m = 0, o->accum = 1, o->steps = 5, o->tol = 1e-5f;
+    o->kind = PT_PP_1F1B, o->v = 1, o->m = 0, o->accum = 1, o->steps = 5, o->tol = 1e-5f, o->device = "cpu";
     for (i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (!strcmp(a, "--dp")) o->lay.dp = atoi(v), i++;
@@ -268,6 +278,7 @@ static int parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--steps")) o->steps = atoi(v), i++;
         else if (!strcmp(a, "--dropout")) o->dropout = (float)atof(v), i++;
         else if (!strcmp(a, "--tol")) o->tol = (float)atof(v), i++;
+        else if (!strcmp(a, "--device")) o->device = v, i++;
         else if (!strcmp(a, "--balanced")) o->balanced = 1;
         else if (!strcmp(a, "--hier")) o->hier = 1;
         else if (!strcmp(a, "--compress")) o->compress = 1;
@@ -313,9 +324,10 @@ int main(int argc, char **argv) {
         pt_dist_finalize(grid);
         return 1;
     }
-    snprintf(name, sizeof name, "dp%d tp%d pp%d %s v%d m%d accum%d zero%d%s%s%s%s", lay.dp, lay.tp, lay.pp,
+    snprintf(name, sizeof name, "dp%d tp%d pp%d %s v%d m%d accum%d zero%d%s%s%s%s%s%.16s", lay.dp, lay.tp, lay.pp,
              o.kind == PT_PP_GPIPE ? "gpipe" : o.kind == PT_PP_INTERLEAVED ? "interleaved" : "1f1b", o.v, o.m, o.accum, o.zero,
-             o.dropout > 0 ? " dropout" : "", o.balanced ? " balanced" : "", o.hier ? " hier" : "", o.compress ? " bf16" : "");
+             o.dropout > 0 ? " dropout" : "", o.balanced ? " balanced" : "", o.hier ? " hier" : "", o.compress ? " bf16" : "",
+             strcmp(o.device, "cpu") ? " on " : "", strcmp(o.device, "cpu") ? o.device : "");
     if (world_rank == 0) printf("layout: %s\n", name);
     ref = reference(&o, rl, rg);
     err[0] = 0;
