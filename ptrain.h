@@ -85,11 +85,10 @@
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
-   PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for the
-                            elementwise, row-wise, reduction, layout and optimizer entries, CLBlast
-                            for GEMM; chosen at run time with device "opencl[:P[:D]]" (cpu stays the
-                            default). Not on OpenCL yet: attention, im2col/col2im, channel bias,
-                            max-pooling (they fail with "not implemented on OpenCL yet")
+   PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for every
+                            entry of the kernel table (elementwise, row-wise, attention, layout,
+                            images, reductions, optimizers), CLBlast for GEMM; chosen at run time
+                            with device "opencl[:P[:D]]" (cpu stays the default)
 
    ==================================================================================================
    ENVIRONMENT
