@@ -85,14 +85,13 @@
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
-   PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for the
-                            elementwise, row-wise, reduction, layout and optimizer entries, CLBlast
-                            for GEMM; chosen at run time with device "opencl[:P[:D]]" (cpu stays the
-                            default). Not on OpenCL yet: attention, im2col/col2im, channel bias,
-                            max-pooling (they fail with "not implemented on OpenCL yet")
-                            With PTRAIN_MPI every rank may run on OpenCL: data, tensor and pipeline
-                            parallelism stage their MPI payloads through host memory (DP buckets,
-                            ZeRO gathers, TP sums, PP activations), counted as dp/tp/pp transfers
+   PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for every
+                            entry of the kernel table (elementwise, row-wise, attention, layout,
+                            images, reductions, optimizers), CLBlast for GEMM; chosen at run time
+                            with device "opencl[:P[:D]]" (cpu stays the default). With PTRAIN_MPI
+                            every rank may run on OpenCL: data, tensor and pipeline parallelism
+                            stage their MPI payloads through host memory (DP buckets, ZeRO gathers,
+                            TP sums, PP activations), counted as dp/tp/pp transfers
 
    ==================================================================================================
    ENVIRONMENT
@@ -3637,6 +3636,9 @@ static const char *const pt__cl_src[] = {
     "#define PT_RWG 64\n"
     "#define PT_LANES 16\n"
     "#define PT_LSE_BLOCK 1024\n"
+    /* index arithmetic of non-negative longs in 32 bits when both fit (64-bit division is slow) */
+    "#define PT_DIV(a, b) ((((a) | (b)) >> 31) ? (a) / (b) : (long)((uint)(a) / (uint)(b)))\n"
+    "#define PT_MOD(a, b) ((((a) | (b)) >> 31) ? (a) % (b) : (long)((uint)(a) % (uint)(b)))\n"
     "#define PT_GELU_K0 0.7978845608028654f\n"
     "#define PT_GELU_K1 0.044715f\n"
     "ulong pt_hash64(ulong x) {\n"
@@ -3713,7 +3715,7 @@ static const char *const pt__cl_src[] = {
     "    long i = get_global_id(0);\n"
     "    float x, y;\n"
     "    if (i >= n) return;\n"
-    "    x = a[a_o + i], y = b[b_o + (nb == n ? i : i % nb)];\n"
+    "    x = a[a_o + i], y = b[b_o + (nb == n ? i : PT_MOD(i, nb))];\n"
     "    o[o_o + i] = op == 0 ? x + y : op == 1 ? x - y : x * y;\n"
     "}\n"
     "__kernel void pt_scale(__global float *o, long o_o, __global const float *x, long x_o, long n, float s) {\n"
@@ -3727,7 +3729,7 @@ static const char *const pt__cl_src[] = {
     "__kernel void pt_mul_acc(__global float *d, long d_o, __global const float *x, long x_o, __global const float *y,\n"
     "                         long y_o, long n, long ny) {\n"
     "    long i = get_global_id(0);\n"
-    "    if (i < n) d[d_o + i] += x[x_o + i] * y[y_o + i % ny];\n"
+    "    if (i < n) d[d_o + i] += x[x_o + i] * y[y_o + PT_MOD(i, ny)];\n"
     "}\n"
     /* one work item per column j, rows in increasing r (the CPU's column-block order) */
     "__kernel void pt_rowsum(__global float *d, long d_o, __global const float *s, long s_o, __global const float *y,\n"
@@ -3737,7 +3739,7 @@ static const char *const pt__cl_src[] = {
     "    if (j >= nd) return;\n"
     "    for (long r = 0; r < rows; r++) {\n"
     "        long k = r * nd + j;\n"
-    "        if (use_y) acc += s[s_o + k] * y[y_o + k % ny];\n"
+    "        if (use_y) acc += s[s_o + k] * y[y_o + PT_MOD(k, ny)];\n"
     "        else acc += s[s_o + k];\n"
     "    }\n"
     "    d[d_o + j] += alpha * acc;\n"
@@ -3991,7 +3993,7 @@ static const char *const pt__cl_src[] = {
     "    long e = get_global_id(0), i, c;\n"
     "    int k;\n"
     "    if (e >= n * C) return;\n"
-    "    i = e / C, c = e % C, k = id[id_o + i];\n"
+    "    i = PT_DIV(e, C), c = e - i * C, k = id[id_o + i];\n"
     "    o[o_o + e] = k >= 0 ? tb[tb_o + (long)k * C + c] : 0.0f;\n"
     "}\n"
     /* one work item per column: every id in increasing i (the CPU's order per element) */
@@ -4010,7 +4012,7 @@ static const char *const pt__cl_src[] = {
     "    long e = get_global_id(0), i3, i2, i1, i0, so;\n"
     "    uint v;\n"
     "    if (e >= n) return;\n"
-    "    i3 = e % d3, i2 = (e / d3) % d2, i1 = (e / (d3 * d2)) % d1, i0 = e / (d3 * d2 * d1);\n"
+    "    i0 = PT_DIV(e, d3), i3 = e - i0 * d3, i1 = PT_DIV(i0, d2), i2 = i0 - i1 * d2, i0 = PT_DIV(i1, d1), i1 -= i0 * d1;\n"
     "    so = i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3;\n"
     "    v = s[s_o + so];\n"
     "    if (acc == 1) d[d_o + e] = as_uint(as_float(d[d_o + e]) + as_float(v));\n"
@@ -4022,7 +4024,7 @@ static const char *const pt__cl_src[] = {
     "    long e = get_global_id(0), o, p, di, si;\n"
     "    uint v;\n"
     "    if (e >= outer * L) return;\n"
-    "    o = e / L, p = e % L;\n"
+    "    o = PT_DIV(e, L), p = e - o * L;\n"
     "    di = (o * dst_dim + dst_start) * inner + p, si = (o * src_dim + src_start) * inner + p;\n"
     "    v = s[s_o + si];\n"
     "    if (acc == 1) d[d_o + di] = as_uint(as_float(d[d_o + di]) + as_float(v));\n"
@@ -4035,7 +4037,7 @@ static const char *const pt__cl_src[] = {
     "    long e = get_global_id(0), b, r, j;\n"
     "    __global float *p;\n"
     "    if (e >= batch * M * N) return;\n"
-    "    b = e / (M * N), r = (e / N) % M, j = e % N;\n"
+    "    r = PT_DIV(e, N), j = e - r * N, b = PT_DIV(r, M), r -= b * M;\n"
     "    p = c + c_o + b * sc + r * ldc + j;\n"
     "    *p = beta == 0.0f ? 0.0f : beta * *p;\n"
     "}\n",
@@ -4045,14 +4047,14 @@ static const char *const pt__cl_src[] = {
     "                               long d3, long s0, long s1, long s2, long s3) {\\\n"
     "    long e = get_global_id(0), i3, i2, i1, i0;\\\n"
     "    if (e >= n) return;\\\n"
-    "    i3 = e % d3, i2 = (e / d3) % d2, i1 = (e / (d3 * d2)) % d1, i0 = e / (d3 * d2 * d1);\\\n"
+    "    i0 = PT_DIV(e, d3), i3 = e - i0 * d3, i1 = PT_DIV(i0, d2), i2 = i0 - i1 * d2, i0 = PT_DIV(i1, d1), i1 -= i0 * d1;\\\n"
     "    d[d_o + e] = s[s_o + i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3];\\\n"
     "}\\\n"
     "__kernel void pt_copy_block_##SUF(__global TY *d, long d_o, __global const TY *s, long s_o, long outer, long L,\\\n"
     "                                  long dst_dim, long dst_start, long src_dim, long src_start, long inner) {\\\n"
     "    long e = get_global_id(0), o, p;\\\n"
     "    if (e >= outer * L) return;\\\n"
-    "    o = e / L, p = e % L;\\\n"
+    "    o = PT_DIV(e, L), p = e - o * L;\\\n"
     "    d[d_o + (o * dst_dim + dst_start) * inner + p] = s[s_o + (o * src_dim + src_start) * inner + p];\\\n"
     "}\n"
     "PT_MOVE(ushort, u16)\n"
@@ -4063,8 +4065,8 @@ static const char *const pt__cl_src[] = {
     "    long e = get_global_id(0), S = (long)Ho * Wo, rr, plane, kk = (long)k * k, s, ih, iw;\n"
     "    int ki, kj;\n"
     "    if (e >= rows * S) return;\n"
-    "    rr = e / S, s = e % S, plane = rr / kk, ki = (int)(rr % kk / k), kj = (int)(rr % kk % k);\n"
-    "    ih = s / Wo * stride - pad + ki, iw = s % Wo * stride - pad + kj;\n"
+    "    rr = PT_DIV(e, S), s = e - rr * S, plane = PT_DIV(rr, kk), ki = (int)(rr - plane * kk), kj = ki % k, ki /= k;\n"
+    "    ih = PT_DIV(s, (long)Wo), iw = (s - ih * Wo) * stride - pad + kj, ih = ih * stride - pad + ki;\n"
     "    cp[c_o + e] = ih >= 0 && ih < H && iw >= 0 && iw < W ? x[x_o + plane * H * W + ih * W + iw] : 0.0f;\n"
     "}\n"
     /* each dx element sums its (ki, kj) contributions in increasing order, then adds (the CPU's gather) */
@@ -4074,7 +4076,7 @@ static const char *const pt__cl_src[] = {
     "    __global const float *cs;\n"
     "    float acc = 0.0f;\n"
     "    if (e >= n) return;\n"
-    "    pl = e / ((long)H * W), h = e / W % H, w = e % W;\n"
+    "    h = PT_DIV(e, (long)W), w = e - h * W, pl = PT_DIV(h, (long)H), h -= pl * H;\n"
     "    cs = cp + c_o + pl * k * k * S;\n"
     "    for (int ki = 0; ki < k; ki++) {\n"
     "        th = h + pad - ki;\n"
@@ -4093,7 +4095,7 @@ static const char *const pt__cl_src[] = {
     "}\n"
     "__kernel void pt_chan_bias_fwd(__global float *o, long o_o, __global const float *b, long b_o, long n, int C, long S) {\n"
     "    long e = get_global_id(0);\n"
-    "    if (e < n) o[o_o + e] += b[b_o + e / S % C];\n"
+    "    if (e < n) o[o_o + e] += b[b_o + PT_MOD(PT_DIV(e, S), (long)C)];\n"
     "}\n"
     /* a work group per channel: item l sums the plane of image n0 + l (in order, pt_acc), item 0 adds
        the planes in increasing n (the CPU's per-plane partials in double, added in image order) */
@@ -4121,7 +4123,7 @@ static const char *const pt__cl_src[] = {
     "    __global const float *xs;\n"
     "    float best, v;\n"
     "    if (e >= n) return;\n"
-    "    pl = e / S, s = e % S, h0 = s / Wo * stride, w0 = s % Wo * stride, bi = h0 * W + w0;\n"
+    "    pl = PT_DIV(e, S), s = e - pl * S, h0 = PT_DIV(s, (long)Wo), w0 = (s - h0 * Wo) * stride, h0 *= stride, bi = h0 * W + w0;\n"
     "    xs = x + x_o + pl * H * W;\n"
     "    best = xs[bi];\n"
     "    for (int ki = 0; ki < k && h0 + ki < H; ki++)\n"
@@ -4260,6 +4262,7 @@ static const char *const pt__cl_kname[PT__CLK_COUNT] = {
 };
 
 #define PT__CL_WG 256     /* work-group size of the one-item-per-element kernels (at most the device's) */
+#define PT__CL_MINWG 32   /* the smallest group pt__cl_launch shrinks to */
 #define PT__CL_CHUNK 4096 /* elements per partial of sum/sumsq: PT_CHUNK in the kernel source */
 #define PT__CL_RWG 64     /* work items per chunk in pt_reduce_chunks: PT_RWG in the kernel source */
 
@@ -4272,6 +4275,7 @@ typedef struct pt__cl {
     cl_program program;
     cl_kernel k[PT__CLK_COUNT];
     size_t wg;           /* work-group size of the elementwise kernels */
+    cl_uint cus;         /* CL_DEVICE_MAX_COMPUTE_UNITS: small launches use smaller groups to reach them all */
     cl_ulong max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     int fp64;            /* double accumulators (cl_khr_fp64); float otherwise */
     cl_mem part;         /* partial sums of sum/sumsq (grown only), also the stand-in for absent tensors */
@@ -4366,7 +4370,9 @@ static int pt__cl_list(char *buf, size_t len) {
 
 /* ---- launching kernels -------------------------------------------------------------------------- */
 /* Sets the arguments of kernel kid from sig and enqueues `items` work items (rounded up to a multiple
-   of the work-group size `local`, 0 = cl->wg; kernels check their bound). sig letters: T a tensor
+   of the work-group size `local`; 0 = cl->wg, halved down to PT__CL_MINWG while that gives fewer than
+   4 groups per compute unit, so launches of a few hundred rows or columns still fill the device;
+   kernels check their bound). sig letters: T a tensor
    (two arguments: its cl_mem and its element offset as long; NULL gives the scratch buffer and 0),
    L an int64_t (long), I an int, F a float (passed as double), U a uint64_t (ulong). Returns 0 and
    records the error on failure. */
@@ -4378,7 +4384,8 @@ static int pt__cl_launch(pt_ctx *ctx, int kid, int64_t items, size_t local, cons
     size_t gsz;
     va_list ap;
     if (items <= 0) return 1;
-    if (!local) local = cl->wg;
+    if (!local)
+        for (local = cl->wg; local / 2 >= PT__CL_MINWG && (uint64_t)items < (uint64_t)local * 4 * (cl->cus ? cl->cus : 1);) local /= 2;
     va_start(ap, sig);
     for (; *sig && err == CL_SUCCESS; sig++) {
         switch (*sig) {
@@ -5059,6 +5066,7 @@ static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
     cl->info.device_index = (int32_t)D;
     clGetDeviceInfo(cl->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof cl->max_alloc, &cl->max_alloc, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof cl->wg, &cl->wg, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cl->cus, &cl->cus, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dfc, &dfc, NULL);
     cl->fp64 = dfc != 0;
     if (cl->wg > PT__CL_WG || cl->wg == 0) cl->wg = PT__CL_WG;
