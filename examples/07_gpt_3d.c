@@ -266,7 +266,8 @@ int main(int argc, char **argv) {
         memset(&cfg, 0, sizeof cfg);
         cfg.vocab = 256, cfg.max_seq = T, cfg.layers = (int)a.layers, cfg.width = (int)a.width, cfg.heads = (int)a.heads;
         err[0] = 0;
-        if (!ctx || !ids || !tg) snprintf(err, sizeof err, "out of memory");
+        if (!ctx) snprintf(err, sizeof err, "cannot use device '%s' (the reason is logged above)", a.device ? a.device : "cpu");
+        else if (!ids || !tg) snprintf(err, sizeof err, "out of memory");
         else if (nst > 256 || nst > cfg.layers)
             snprintf(err, sizeof err, "%d layers cannot fill pp x virtual stages = %d x %d stages (need at least one layer each)", cfg.layers, lay.pp, vstages);
         else if (balanced) {

@@ -180,6 +180,11 @@ if command -v mpirun >/dev/null 2>&1; then
             pass "07_gpt_3d '$cmd': the 5 step losses of 03 (1e-5), val_loss and a sample"
         else fail "07_gpt_3d '$cmd': exit $rc; losses '$got' vs 03's '$ref'; $(tail -n 2 "$W/07_$k.log" | tr '\n' ' ')"; fi
     done
+    mpirun -np 2 ./build/07_gpt_3d --pp 2 $g --device opencl:0:99 >"$W/07cl.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q 'has no device 99' "$W/07cl.log" && grep -q "cannot use device 'opencl:0:99'" "$W/07cl.log"; then
+        pass "07_gpt_3d (OpenCL compiled in) --device opencl:0:99: a clear error on every rank"
+    else fail "07_gpt_3d --device opencl:0:99: exit $rc, '$(head -c 300 "$W/07cl.log")'"; fi
     mpirun -np 4 ./build/07_gpt_3d --dp 4 $g --batch 6 >"$W/07bad.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ] && grep -q -- '--batch 6 must split over dp = 4' "$W/07bad.log"; then pass "07_gpt_3d: a batch that does not split over dp is a clear error"
