@@ -86,11 +86,10 @@
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
-   PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for the
-                            elementwise, row-wise, reduction, layout and optimizer entries, CLBlast
-                            for GEMM; chosen at run time with device "opencl[:P[:D]]" (cpu stays the
-                            default). Not on OpenCL yet: attention, im2col/col2im, channel bias,
-                            max-pooling (they fail with "not implemented on OpenCL yet")
+   PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for every
+                            entry of the kernel table (elementwise, row-wise, attention, layout,
+                            images, reductions, optimizers), CLBlast for GEMM; chosen at run time
+                            with device "opencl[:P[:D]]" (cpu stays the default)
 
    ==================================================================================================
    ENVIRONMENT
@@ -3614,9 +3613,10 @@ static const pt__backend pt__cpu_backend = {
    of 64 items each) whose partials one work item adds in chunk order, in double where the device
    has cl_khr_fp64 (float otherwise).
    Adding a kernel: write it in pt__cl_src, add its name to PT__CL_KERNELS, call it with
-   pt__cl_launch(ctx, PT__CLK_<name>, items, 0, "<sig>", args...). Entries still missing fail with
-   "not implemented on OpenCL yet: <kernel>" (pt__cl_todo): attn_fwd/bwd, im2col/col2im,
-   chan_bias_fwd/bwd, maxpool_fwd/bwd, and permute/copy_block of 1- and 2-byte dtypes. */
+   pt__cl_launch(ctx, PT__CLK_<name>, items, 0, "<sig>", args...). Every entry of the kernel table
+   is implemented. Attention: one work item per (b, h, row), flash-style (lse saved, nothing T x T
+   kept); the backward computes dQ per query row, then dK and dV per key row (no atomics), with
+   D_i = dO_i . O_i passed between the two in the scratch buffer. */
 #ifdef PTRAIN_OPENCL
 #ifndef CL_TARGET_OPENCL_VERSION
 #define CL_TARGET_OPENCL_VERSION 120
@@ -3656,6 +3656,9 @@ static const char *const pt__cl_src[] = {
     "#define PT_RWG 64\n"
     "#define PT_LANES 16\n"
     "#define PT_LSE_BLOCK 1024\n"
+    /* index arithmetic of non-negative longs in 32 bits when both fit (64-bit division is slow) */
+    "#define PT_DIV(a, b) ((((a) | (b)) >> 31) ? (a) / (b) : (long)((uint)(a) / (uint)(b)))\n"
+    "#define PT_MOD(a, b) ((((a) | (b)) >> 31) ? (a) % (b) : (long)((uint)(a) % (uint)(b)))\n"
     "#define PT_GELU_K0 0.7978845608028654f\n"
     "#define PT_GELU_K1 0.044715f\n"
     "ulong pt_hash64(ulong x) {\n"
@@ -3732,7 +3735,7 @@ static const char *const pt__cl_src[] = {
     "    long i = get_global_id(0);\n"
     "    float x, y;\n"
     "    if (i >= n) return;\n"
-    "    x = a[a_o + i], y = b[b_o + (nb == n ? i : i % nb)];\n"
+    "    x = a[a_o + i], y = b[b_o + (nb == n ? i : PT_MOD(i, nb))];\n"
     "    o[o_o + i] = op == 0 ? x + y : op == 1 ? x - y : x * y;\n"
     "}\n"
     "__kernel void pt_scale(__global float *o, long o_o, __global const float *x, long x_o, long n, float s) {\n"
@@ -3746,7 +3749,7 @@ static const char *const pt__cl_src[] = {
     "__kernel void pt_mul_acc(__global float *d, long d_o, __global const float *x, long x_o, __global const float *y,\n"
     "                         long y_o, long n, long ny) {\n"
     "    long i = get_global_id(0);\n"
-    "    if (i < n) d[d_o + i] += x[x_o + i] * y[y_o + i % ny];\n"
+    "    if (i < n) d[d_o + i] += x[x_o + i] * y[y_o + PT_MOD(i, ny)];\n"
     "}\n"
     /* one work item per column j, rows in increasing r (the CPU's column-block order) */
     "__kernel void pt_rowsum(__global float *d, long d_o, __global const float *s, long s_o, __global const float *y,\n"
@@ -3756,7 +3759,7 @@ static const char *const pt__cl_src[] = {
     "    if (j >= nd) return;\n"
     "    for (long r = 0; r < rows; r++) {\n"
     "        long k = r * nd + j;\n"
-    "        if (use_y) acc += s[s_o + k] * y[y_o + k % ny];\n"
+    "        if (use_y) acc += s[s_o + k] * y[y_o + PT_MOD(k, ny)];\n"
     "        else acc += s[s_o + k];\n"
     "    }\n"
     "    d[d_o + j] += alpha * acc;\n"
@@ -4010,7 +4013,7 @@ static const char *const pt__cl_src[] = {
     "    long e = get_global_id(0), i, c;\n"
     "    int k;\n"
     "    if (e >= n * C) return;\n"
-    "    i = e / C, c = e % C, k = id[id_o + i];\n"
+    "    i = PT_DIV(e, C), c = e - i * C, k = id[id_o + i];\n"
     "    o[o_o + e] = k >= 0 ? tb[tb_o + (long)k * C + c] : 0.0f;\n"
     "}\n"
     /* one work item per column: every id in increasing i (the CPU's order per element) */
@@ -4029,7 +4032,7 @@ static const char *const pt__cl_src[] = {
     "    long e = get_global_id(0), i3, i2, i1, i0, so;\n"
     "    uint v;\n"
     "    if (e >= n) return;\n"
-    "    i3 = e % d3, i2 = (e / d3) % d2, i1 = (e / (d3 * d2)) % d1, i0 = e / (d3 * d2 * d1);\n"
+    "    i0 = PT_DIV(e, d3), i3 = e - i0 * d3, i1 = PT_DIV(i0, d2), i2 = i0 - i1 * d2, i0 = PT_DIV(i1, d1), i1 -= i0 * d1;\n"
     "    so = i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3;\n"
     "    v = s[s_o + so];\n"
     "    if (acc == 1) d[d_o + e] = as_uint(as_float(d[d_o + e]) + as_float(v));\n"
@@ -4041,7 +4044,7 @@ static const char *const pt__cl_src[] = {
     "    long e = get_global_id(0), o, p, di, si;\n"
     "    uint v;\n"
     "    if (e >= outer * L) return;\n"
-    "    o = e / L, p = e % L;\n"
+    "    o = PT_DIV(e, L), p = e - o * L;\n"
     "    di = (o * dst_dim + dst_start) * inner + p, si = (o * src_dim + src_start) * inner + p;\n"
     "    v = s[s_o + si];\n"
     "    if (acc == 1) d[d_o + di] = as_uint(as_float(d[d_o + di]) + as_float(v));\n"
@@ -4054,9 +4057,206 @@ static const char *const pt__cl_src[] = {
     "    long e = get_global_id(0), b, r, j;\n"
     "    __global float *p;\n"
     "    if (e >= batch * M * N) return;\n"
-    "    b = e / (M * N), r = (e / N) % M, j = e % N;\n"
+    "    r = PT_DIV(e, N), j = e - r * N, b = PT_DIV(r, M), r -= b * M;\n"
     "    p = c + c_o + b * sc + r * ldc + j;\n"
     "    *p = beta == 0.0f ? 0.0f : beta * *p;\n"
+    "}\n",
+    /* ---- layout of 1- and 2-byte storage types: plain copies (the CPU accumulates only f32/i32) ---- */
+    "#define PT_MOVE(TY, SUF)\\\n"
+    "__kernel void pt_permute_##SUF(__global TY *d, long d_o, __global const TY *s, long s_o, long n, long d1, long d2,\\\n"
+    "                               long d3, long s0, long s1, long s2, long s3) {\\\n"
+    "    long e = get_global_id(0), i3, i2, i1, i0;\\\n"
+    "    if (e >= n) return;\\\n"
+    "    i0 = PT_DIV(e, d3), i3 = e - i0 * d3, i1 = PT_DIV(i0, d2), i2 = i0 - i1 * d2, i0 = PT_DIV(i1, d1), i1 -= i0 * d1;\\\n"
+    "    d[d_o + e] = s[s_o + i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3];\\\n"
+    "}\\\n"
+    "__kernel void pt_copy_block_##SUF(__global TY *d, long d_o, __global const TY *s, long s_o, long outer, long L,\\\n"
+    "                                  long dst_dim, long dst_start, long src_dim, long src_start, long inner) {\\\n"
+    "    long e = get_global_id(0), o, p;\\\n"
+    "    if (e >= outer * L) return;\\\n"
+    "    o = PT_DIV(e, L), p = e - o * L;\\\n"
+    "    d[d_o + (o * dst_dim + dst_start) * inner + p] = s[s_o + (o * src_dim + src_start) * inner + p];\\\n"
+    "}\n"
+    "PT_MOVE(ushort, u16)\n"
+    "PT_MOVE(uchar, u8)\n"
+    /* ---- images: one work item per output element (maxpool_bwd: per plane, as the CPU) ---- */
+    "__kernel void pt_im2col(__global float *cp, long c_o, __global const float *x, long x_o, long rows, int C, int H, int W,\n"
+    "                        int k, int stride, int pad, int Ho, int Wo) {\n"
+    "    long e = get_global_id(0), S = (long)Ho * Wo, rr, plane, kk = (long)k * k, s, ih, iw;\n"
+    "    int ki, kj;\n"
+    "    if (e >= rows * S) return;\n"
+    "    rr = PT_DIV(e, S), s = e - rr * S, plane = PT_DIV(rr, kk), ki = (int)(rr - plane * kk), kj = ki % k, ki /= k;\n"
+    "    ih = PT_DIV(s, (long)Wo), iw = (s - ih * Wo) * stride - pad + kj, ih = ih * stride - pad + ki;\n"
+    "    cp[c_o + e] = ih >= 0 && ih < H && iw >= 0 && iw < W ? x[x_o + plane * H * W + ih * W + iw] : 0.0f;\n"
+    "}\n"
+    /* each dx element sums its (ki, kj) contributions in increasing order, then adds (the CPU's gather) */
+    "__kernel void pt_col2im(__global float *dx, long d_o, __global const float *cp, long c_o, long n, int H, int W, int k,\n"
+    "                        int stride, int pad, int Ho, int Wo) {\n"
+    "    long e = get_global_id(0), S = (long)Ho * Wo, pl, h, w, th, tw, oh, ow;\n"
+    "    __global const float *cs;\n"
+    "    float acc = 0.0f;\n"
+    "    if (e >= n) return;\n"
+    "    h = PT_DIV(e, (long)W), w = e - h * W, pl = PT_DIV(h, (long)H), h -= pl * H;\n"
+    "    cs = cp + c_o + pl * k * k * S;\n"
+    "    for (int ki = 0; ki < k; ki++) {\n"
+    "        th = h + pad - ki;\n"
+    "        if (th < 0 || th % stride) continue;\n"
+    "        oh = th / stride;\n"
+    "        if (oh >= Ho) continue;\n"
+    "        for (int kj = 0; kj < k; kj++) {\n"
+    "            tw = w + pad - kj;\n"
+    "            if (tw < 0 || tw % stride) continue;\n"
+    "            ow = tw / stride;\n"
+    "            if (ow >= Wo) continue;\n"
+    "            acc += cs[(ki * k + kj) * S + oh * Wo + ow];\n"
+    "        }\n"
+    "    }\n"
+    "    dx[d_o + e] += acc;\n"
+    "}\n"
+    "__kernel void pt_chan_bias_fwd(__global float *o, long o_o, __global const float *b, long b_o, long n, int C, long S) {\n"
+    "    long e = get_global_id(0);\n"
+    "    if (e < n) o[o_o + e] += b[b_o + PT_MOD(PT_DIV(e, S), (long)C)];\n"
+    "}\n"
+    /* a work group per channel: item l sums the plane of image n0 + l (in order, pt_acc), item 0 adds
+       the planes in increasing n (the CPU's per-plane partials in double, added in image order) */
+    "__kernel void pt_chan_bias_bwd(__global float *db, long db_o, __global const float *g, long g_o, int N, int C, long S) {\n"
+    "    __local pt_acc sh[PT_RWG];\n"
+    "    int c = get_group_id(0), l = get_local_id(0);\n"
+    "    pt_acc acc = 0;\n"
+    "    for (int n0 = 0; n0 < N; n0 += PT_RWG) {\n"
+    "        pt_acc s = 0;\n"
+    "        if (n0 + l < N) {\n"
+    "            __global const float *p = g + g_o + ((long)(n0 + l) * C + c) * S;\n"
+    "            for (long i = 0; i < S; i++) s += (pt_acc)p[i];\n"
+    "        }\n"
+    "        sh[l] = s;\n"
+    "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "        if (l == 0)\n"
+    "            for (int i = 0; i < PT_RWG && n0 + i < N; i++) acc += sh[i];\n"
+    "        barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    }\n"
+    "    if (l == 0) db[db_o + c] += (float)acc;\n"
+    "}\n",
+    "__kernel void pt_maxpool_fwd(__global float *o, long o_o, __global int *ix, long ix_o, __global const float *x, long x_o,\n"
+    "                             long n, int H, int W, int k, int stride, int Ho, int Wo) {\n"
+    "    long e = get_global_id(0), S = (long)Ho * Wo, pl, s, h0, w0, bi, j;\n"
+    "    __global const float *xs;\n"
+    "    float best, v;\n"
+    "    if (e >= n) return;\n"
+    "    pl = PT_DIV(e, S), s = e - pl * S, h0 = PT_DIV(s, (long)Wo), w0 = (s - h0 * Wo) * stride, h0 *= stride, bi = h0 * W + w0;\n"
+    "    xs = x + x_o + pl * H * W;\n"
+    "    best = xs[bi];\n"
+    "    for (int ki = 0; ki < k && h0 + ki < H; ki++)\n"
+    "        for (int kj = 0; kj < k && w0 + kj < W; kj++) {\n"
+    "            j = (h0 + ki) * W + w0 + kj, v = xs[j];\n"
+    "            if (v > best || (v != v && best == best)) best = v, bi = j;\n"
+    "        }\n"
+    "    o[o_o + e] = best;\n"
+    "    ix[ix_o + e] = (int)bi;\n"
+    "}\n"
+    "__kernel void pt_maxpool_bwd(__global float *dx, long d_o, __global const float *g, long g_o, __global const int *ix,\n"
+    "                             long ix_o, long planes, long HW, long S) {\n"
+    "    long pl = get_global_id(0);\n"
+    "    if (pl >= planes) return;\n"
+    "    for (long o = 0; o < S; o++) dx[d_o + pl * HW + ix[ix_o + pl * S + o]] += g[g_o + pl * S + o];\n"
+    "}\n",
+    /* ---- causal attention, qkv [B, T, 3C], heads of hs = C/H; one work item per (b, h, row), rows
+       consecutive. Scores s_ij = scale * sum_d q_i[d] k_j[d] (d increasing, as the CPU's tiles); the
+       row's outputs are accumulated PT_AD dims at a time in private memory (scores recomputed per
+       slice when hs > PT_AD). No atomics: dQ by query row, dK and dV by key row. ---- */
+    "#define PT_AD 64\n"
+    "float pt_dot(__global const float *a, __global const float *b, int n) {\n"
+    "    float s = 0.0f;\n"
+    "    for (int d = 0; d < n; d++) s += a[d] * b[d];\n"
+    "    return s;\n"
+    "}\n"
+    "__kernel void pt_attn_fwd(__global float *o, long o_o, __global float *ls, long ls_o, __global const float *q, long q_o,\n"
+    "                          int B, int T, int C, int H) {\n"
+    "    long e = get_global_id(0), b, ld3 = 3 * (long)C;\n"
+    "    int hs = C / H, i, h;\n"
+    "    float scale = 1.0f / sqrt((float)hs), m = -INFINITY, l = 0.0f, acc[PT_AD];\n"
+    "    __global const float *qr, *kb, *vb;\n"
+    "    __global float *orow;\n"
+    "    if (e >= (long)B * H * T) return;\n"
+    "    i = (int)(e % T), h = (int)(e / T % H), b = e / ((long)T * H);\n"
+    "    qr = q + q_o + (b * T + i) * ld3 + (long)h * hs, kb = q + q_o + b * T * ld3 + C + (long)h * hs, vb = kb + C;\n"
+    "    orow = o + o_o + (b * T + i) * C + (long)h * hs;\n"
+    "    for (int j = 0; j <= i; j++) m = fmax(m, scale * pt_dot(kb + j * ld3, qr, hs));\n"
+    "    for (int d0 = 0; d0 < hs; d0 += PT_AD) {\n"
+    "        int dn = min(PT_AD, hs - d0);\n"
+    "        float inv;\n"
+    "        for (int d = 0; d < dn; d++) acc[d] = 0.0f;\n"
+    "        l = 0.0f;\n"
+    "        for (int j = 0; j <= i; j++) {\n"
+    "            __global const float *vj = vb + j * ld3 + d0;\n"
+    "            float p = exp(scale * pt_dot(kb + j * ld3, qr, hs) - m);\n"
+    "            l += p;\n"
+    "            for (int d = 0; d < dn; d++) acc[d] += p * vj[d];\n"
+    "        }\n"
+    "        inv = 1.0f / l;\n"
+    "        for (int d = 0; d < dn; d++) orow[d0 + d] = acc[d] * inv;\n"
+    "    }\n"
+    "    ls[ls_o + e] = m + log(l);\n"
+    "}\n",
+    /* dQ_i += scale * sum_j<=i P_ij (dP_ij - D_i) k_j, P_ij = exp(s_ij - lse_i), dP_ij = dO_i . v_j,
+       D_i = dO_i . O_i (also stored in Dv for the dK/dV kernel) */
+    "__kernel void pt_attn_bwd_dq(__global float *dq, long dq_o, __global float *Dv, long Dv_o, __global const float *dO,\n"
+    "                             long dO_o, __global const float *q, long q_o, __global const float *O, long O_o,\n"
+    "                             __global const float *ls, long ls_o, int B, int T, int C, int H) {\n"
+    "    long e = get_global_id(0), b, ld3 = 3 * (long)C;\n"
+    "    int hs = C / H, i, h;\n"
+    "    float scale = 1.0f / sqrt((float)hs), D, L, acc[PT_AD];\n"
+    "    __global const float *qr, *kb, *vb, *gr;\n"
+    "    __global float *dr;\n"
+    "    if (e >= (long)B * H * T) return;\n"
+    "    i = (int)(e % T), h = (int)(e / T % H), b = e / ((long)T * H);\n"
+    "    qr = q + q_o + (b * T + i) * ld3 + (long)h * hs, kb = q + q_o + b * T * ld3 + C + (long)h * hs, vb = kb + C;\n"
+    "    gr = dO + dO_o + (b * T + i) * C + (long)h * hs;\n"
+    "    dr = dq + dq_o + (b * T + i) * ld3 + (long)h * hs;\n"
+    "    D = pt_dot(gr, O + O_o + (b * T + i) * C + (long)h * hs, hs), L = ls[ls_o + e];\n"
+    "    Dv[Dv_o + e] = D;\n"
+    "    for (int d0 = 0; d0 < hs; d0 += PT_AD) {\n"
+    "        int dn = min(PT_AD, hs - d0);\n"
+    "        for (int d = 0; d < dn; d++) acc[d] = 0.0f;\n"
+    "        for (int j = 0; j <= i; j++) {\n"
+    "            __global const float *kj = kb + j * ld3;\n"
+    "            float p = exp(scale * pt_dot(kj, qr, hs) - L), ds = p * (pt_dot(vb + j * ld3, gr, hs) - D);\n"
+    "            for (int d = 0; d < dn; d++) acc[d] += ds * kj[d0 + d];\n"
+    "        }\n"
+    "        for (int d = 0; d < dn; d++) dr[d0 + d] += scale * acc[d];\n"
+    "    }\n"
+    "}\n",
+    /* dV_j += sum_i>=j P_ij dO_i;  dK_j += scale * sum_i>=j P_ij (dP_ij - D_i) q_i */
+    "__kernel void pt_attn_bwd_dkv(__global float *dq, long dq_o, __global const float *Dv, long Dv_o, __global const float *dO,\n"
+    "                              long dO_o, __global const float *q, long q_o, __global const float *ls, long ls_o, int B,\n"
+    "                              int T, int C, int H) {\n"
+    "    long e = get_global_id(0), b, ld3 = 3 * (long)C, bh;\n"
+    "    int hs = C / H, j, h;\n"
+    "    float scale = 1.0f / sqrt((float)hs), av[PT_AD], ak[PT_AD];\n"
+    "    __global const float *qb, *kr, *vr, *gb;\n"
+    "    __global float *dk;\n"
+    "    if (e >= (long)B * H * T) return;\n"
+    "    j = (int)(e % T), h = (int)(e / T % H), b = e / ((long)T * H), bh = e - j;\n"
+    "    qb = q + q_o + b * T * ld3 + (long)h * hs, kr = qb + j * ld3 + C, vr = kr + C;\n"
+    "    gb = dO + dO_o + b * T * C + (long)h * hs;\n"
+    "    dk = dq + dq_o + (b * T + j) * ld3 + C + (long)h * hs;\n"
+    "    for (int d0 = 0; d0 < hs; d0 += PT_AD) {\n"
+    "        int dn = min(PT_AD, hs - d0);\n"
+    "        for (int d = 0; d < dn; d++) av[d] = ak[d] = 0.0f;\n"
+    "        for (int i = j; i < T; i++) {\n"
+    "            __global const float *qi = qb + i * ld3, *gi = gb + (long)i * C;\n"
+    "            float p = exp(scale * pt_dot(kr, qi, hs) - ls[ls_o + bh + i]);\n"
+    "            float ds = p * (pt_dot(vr, gi, hs) - Dv[Dv_o + bh + i]);\n"
+    "            for (int d = 0; d < dn; d++) {\n"
+    "                av[d] += p * gi[d0 + d];\n"
+    "                ak[d] += ds * qi[d0 + d];\n"
+    "            }\n"
+    "        }\n"
+    "        for (int d = 0; d < dn; d++) {\n"
+    "            dk[C + d0 + d] += av[d];\n"
+    "            dk[d0 + d] += scale * ak[d];\n"
+    "        }\n"
+    "    }\n"
     "}\n",
 };
 
@@ -4065,7 +4265,9 @@ static const char *const pt__cl_src[] = {
     X(acc_f32) X(acc_i32) X(binary) X(scale) X(axpy) X(mul_acc) X(rowsum) X(act_fwd) X(act_bwd) X(dropout)   \
     X(reduce_chunks) X(reduce_final) X(adamw) X(sgd) X(softmax_fwd) X(softmax_bwd) X(xent_fwd) X(xent_bwd)   \
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_wb) X(embed_fwd) X(embed_bwd) X(permute)           \
-    X(copy_block) X(gemm_scale)
+    X(copy_block) X(gemm_scale) X(permute_u16) X(copy_block_u16) X(permute_u8) X(copy_block_u8) X(im2col)    \
+    X(col2im) X(chan_bias_fwd) X(chan_bias_bwd) X(maxpool_fwd) X(maxpool_bwd) X(attn_fwd) X(attn_bwd_dq)      \
+    X(attn_bwd_dkv)
 
 enum {
 #define PT__CL_ENUM(name) PT__CLK_##name,
@@ -4080,6 +4282,7 @@ static const char *const pt__cl_kname[PT__CLK_COUNT] = {
 };
 
 #define PT__CL_WG 256     /* work-group size of the one-item-per-element kernels (at most the device's) */
+#define PT__CL_MINWG 32   /* the smallest group pt__cl_launch shrinks to */
 #define PT__CL_CHUNK 4096 /* elements per partial of sum/sumsq: PT_CHUNK in the kernel source */
 #define PT__CL_RWG 64     /* work items per chunk in pt_reduce_chunks: PT_RWG in the kernel source */
 
@@ -4092,6 +4295,7 @@ typedef struct pt__cl {
     cl_program program;
     cl_kernel k[PT__CLK_COUNT];
     size_t wg;           /* work-group size of the elementwise kernels */
+    cl_uint cus;         /* CL_DEVICE_MAX_COMPUTE_UNITS: small launches use smaller groups to reach them all */
     cl_ulong max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     int fp64;            /* double accumulators (cl_khr_fp64); float otherwise */
     cl_mem part;         /* partial sums of sum/sumsq (grown only), also the stand-in for absent tensors */
@@ -4186,7 +4390,9 @@ static int pt__cl_list(char *buf, size_t len) {
 
 /* ---- launching kernels -------------------------------------------------------------------------- */
 /* Sets the arguments of kernel kid from sig and enqueues `items` work items (rounded up to a multiple
-   of the work-group size `local`, 0 = cl->wg; kernels check their bound). sig letters: T a tensor
+   of the work-group size `local`; 0 = cl->wg, halved down to PT__CL_MINWG while that gives fewer than
+   4 groups per compute unit, so launches of a few hundred rows or columns still fill the device;
+   kernels check their bound). sig letters: T a tensor
    (two arguments: its cl_mem and its element offset as long; NULL gives the scratch buffer and 0),
    L an int64_t (long), I an int, F a float (passed as double), U a uint64_t (ulong). Returns 0 and
    records the error on failure. */
@@ -4198,7 +4404,8 @@ static int pt__cl_launch(pt_ctx *ctx, int kid, int64_t items, size_t local, cons
     size_t gsz;
     va_list ap;
     if (items <= 0) return 1;
-    if (!local) local = cl->wg;
+    if (!local)
+        for (local = cl->wg; local / 2 >= PT__CL_MINWG && (uint64_t)items < (uint64_t)local * 4 * (cl->cus ? cl->cus : 1);) local /= 2;
     va_start(ap, sig);
     for (; *sig && err == CL_SUCCESS; sig++) {
         switch (*sig) {
@@ -4244,9 +4451,22 @@ static int pt__cl_launch(pt_ctx *ctx, int kid, int64_t items, size_t local, cons
     return 1;
 }
 
-/* a kernel-table entry this backend does not have yet */
-static void pt__cl_todo(pt_ctx *ctx, const char *kernel) {
-    pt__fail(ctx, PT_ERR_DEVICE, "opencl: not implemented on OpenCL yet: %s (use the cpu device for this op)", kernel);
+/* grows the scratch buffer cl->part (what a NULL tensor stands for in pt__cl_launch) to at least
+   `need` bytes; its contents are not kept. 0 and an error on failure. */
+static int pt__cl_scratch(pt_ctx *ctx, int64_t need, const char *what) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    if (need > cl->part_bytes) {
+        cl_int err = CL_SUCCESS;
+        cl_mem m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, (size_t)need, NULL, &err);
+        if (!m || err != CL_SUCCESS) {
+            pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes of %s scratch failed: %s (%d)", (long long)need, what, pt__cl_err(err), (int)err);
+            return 0;
+        }
+        clReleaseMemObject(cl->part);
+        cl->part = m;
+        cl->part_bytes = need;
+    }
+    return 1;
 }
 
 /* ---- storage ------------------------------------------------------------------------------------ */
@@ -4434,28 +4654,49 @@ static void pt__cl_embed_bwd(pt_ctx *ctx, const pt_tensor *dtable, const pt_tens
     int64_t C = pt__cl_cols(dtable), n = pt_numel(ids);
     pt__cl_launch(ctx, PT__CLK_embed_bwd, C, 0, "TTTLL", dtable, dout, ids, n, C);
 }
-static void pt__cl_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B, int T, int C, int H) {
-    (void)out, (void)lse, (void)qkv, (void)B, (void)T, (void)C, (void)H;
-    pt__cl_todo(ctx, "attn_fwd");
+static int pt__cl_attn_ok(pt_ctx *ctx, int B, int T, int C, int H) {
+    if (B <= 0 || T <= 0 || H <= 0 || C <= 0) return 0;
+    if (C % H) {
+        pt__fail(ctx, PT_ERR_SHAPE, "attention: width %d not divisible by %d heads", C, H);
+        return 0;
+    }
+    return 1;
 }
+static void pt__cl_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B, int T, int C, int H) {
+    if (pt__cl_attn_ok(ctx, B, T, C, H)) pt__cl_launch(ctx, PT__CLK_attn_fwd, (int64_t)B * H * T, 0, "TTTIIII", out, lse, qkv, B, T, C, H);
+}
+/* dQ by query row (also D_i = dO_i . O_i into the scratch buffer), then dK and dV by key row */
 static void pt__cl_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *out,
                             const pt_tensor *lse, int B, int T, int C, int H) {
-    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse, (void)B, (void)T, (void)C, (void)H;
-    pt__cl_todo(ctx, "attn_bwd");
+    const pt_tensor *D = NULL; /* the scratch buffer */
+    int64_t n = (int64_t)B * H * T;
+    if (!pt__cl_attn_ok(ctx, B, T, C, H) || !pt__cl_scratch(ctx, n * 4, "attention")) return;
+    if (pt__cl_launch(ctx, PT__CLK_attn_bwd_dq, n, 0, "TTTTTTIIII", dqkv, D, dout, qkv, out, lse, B, T, C, H))
+        pt__cl_launch(ctx, PT__CLK_attn_bwd_dkv, n, 0, "TTTTTIIII", dqkv, D, dout, qkv, lse, B, T, C, H);
 }
 
-/* ---- layout (4-byte elements; the CPU also moves 1- and 2-byte storage types) ------------------- */
-static int pt__cl_acc_mode(pt_ctx *ctx, const char *what, const pt_tensor *t, int accumulate) {
-    if (pt_dtype_size(t->dtype) != 4) {
-        pt__cl_todo(ctx, what); /* bf16/f16/i8 layout changes */
+/* ---- layout: 4-byte elements (f32 add, i32 wrapping add or copy), 1- and 2-byte storage types (copy) -- */
+/* the kernel for t's element size (PT__CLK_permute or PT__CLK_copy_block for 4 bytes, *kid + 2 for 2
+   bytes, + 4 for 1 byte) and the accumulate mode; -1 with the CPU's error for an accumulating move of
+   a storage type */
+static int pt__cl_acc_mode(pt_ctx *ctx, const char *what, const pt_tensor *t, int accumulate, int *kid) {
+    int64_t esz = pt_dtype_size(t->dtype);
+    if (esz != 4 && esz != 2 && esz != 1) {
+        pt__fail(ctx, PT_ERR_DTYPE, "pt: %s of a %lld-byte dtype", what, (long long)esz);
         return -1;
     }
-    return accumulate ? (t->dtype == PT_I32 ? 2 : 1) : 0;
+    if (esz != 4 && accumulate) {
+        pt__fail(ctx, PT_ERR_DTYPE, "pt: accumulating %s of a non-f32/i32 tensor", what);
+        return -1;
+    }
+    *kid = esz == 4 ? *kid : *kid == PT__CLK_permute ? (esz == 2 ? PT__CLK_permute_u16 : PT__CLK_permute_u8)
+                                                      : (esz == 2 ? PT__CLK_copy_block_u16 : PT__CLK_copy_block_u8);
+    return esz != 4 ? -2 : accumulate ? (t->dtype == PT_I32 ? 2 : 1) : 0;
 }
 static void pt__cl_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, const int *perm, int accumulate) {
-    int nd = src->ndim, acc = pt__cl_acc_mode(ctx, "permute of a 1- or 2-byte dtype", src, accumulate), i, k;
+    int kid = PT__CLK_permute, nd = src->ndim, acc = pt__cl_acc_mode(ctx, "permute", src, accumulate, &kid), i, k;
     int64_t sstr[PT_MAX_DIMS], D[4] = {1, 1, 1, 1}, S[4] = {0, 0, 0, 0}, n = pt_numel(src);
-    if (acc < 0 || n <= 0) return;
+    if (acc == -1 || n <= 0) return;
     if (nd > 0) {
         sstr[nd - 1] = 1;
         for (k = nd - 2; k >= 0; k--) sstr[k] = sstr[k + 1] * src->shape[k + 1];
@@ -4464,32 +4705,24 @@ static void pt__cl_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *s
             S[4 - nd + i] = sstr[perm[i]];
         }
     } else S[3] = 1;
-    pt__cl_launch(ctx, PT__CLK_permute, n, 0, "TTLLLLLLLLI", dst, src, n, D[1], D[2], D[3], S[0], S[1], S[2], S[3], acc);
+    /* the storage-type kernels take no acc argument (the trailing "I" is left off) */
+    pt__cl_launch(ctx, kid, n, 0, acc == -2 ? "TTLLLLLLLL" : "TTLLLLLLLLI", dst, src, n, D[1], D[2], D[3], S[0], S[1], S[2], S[3], acc);
 }
 static void pt__cl_copy_block(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_dim, int64_t dst_start, const pt_tensor *src, int64_t src_dim,
                               int64_t src_start, int64_t count, int64_t outer, int64_t inner, int accumulate) {
-    int acc = pt__cl_acc_mode(ctx, "copy_block of a 1- or 2-byte dtype", dst, accumulate);
+    int kid = PT__CLK_copy_block, acc = pt__cl_acc_mode(ctx, "copy_block", dst, accumulate, &kid);
     int64_t L = count * inner;
-    if (acc < 0 || L <= 0 || outer <= 0) return;
-    pt__cl_launch(ctx, PT__CLK_copy_block, outer * L, 0, "TTLLLLLLLI", dst, src, outer, L, dst_dim, dst_start, src_dim, src_start, inner, acc);
+    if (acc == -1 || L <= 0 || outer <= 0) return;
+    pt__cl_launch(ctx, kid, outer * L, 0, acc == -2 ? "TTLLLLLLL" : "TTLLLLLLLI", dst, src, outer, L, dst_dim, dst_start, src_dim, src_start,
+                  inner, acc);
 }
 
 /* sum or sum of squares of x[0, n) into the scratch slot part[nch] (and into out[0] * scale when out
    is given); 0 and an error on failure */
 static int pt__cl_reduce(pt_ctx *ctx, const pt_tensor *x, int64_t n, int sq, const pt_tensor *out, float scale, int64_t *slot) {
     pt__cl *cl = (pt__cl *)ctx->cl;
-    int64_t nch = (n + PT__CL_CHUNK - 1) / PT__CL_CHUNK, esz = cl->fp64 ? 8 : 4, need = (nch + 1) * esz;
-    if (need > cl->part_bytes) {
-        cl_int err = CL_SUCCESS;
-        cl_mem m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, (size_t)need, NULL, &err);
-        if (!m || err != CL_SUCCESS) {
-            pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes of reduction scratch failed: %s (%d)", (long long)need, pt__cl_err(err), (int)err);
-            return 0;
-        }
-        clReleaseMemObject(cl->part);
-        cl->part = m;
-        cl->part_bytes = need;
-    }
+    int64_t nch = (n + PT__CL_CHUNK - 1) / PT__CL_CHUNK, esz = cl->fp64 ? 8 : 4;
+    if (!pt__cl_scratch(ctx, (nch + 1) * esz, "reduction")) return 0;
     *slot = nch;
     if (!pt__cl_launch(ctx, PT__CLK_reduce_chunks, nch * PT__CL_RWG, PT__CL_RWG, "TLIT", x, n, sq, (const pt_tensor *)NULL)) return 0;
     /* a NULL tensor stands for the scratch buffer at offset 0 (see pt__cl_launch) */
@@ -4547,34 +4780,33 @@ static void pt__cl_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, i
                  (long long)batch, (long long)M, (long long)N, (long long)K, ta, tb, (long long)lda, (long long)ldb, (long long)ldc, (int)s);
 }
 
-/* ---- images: not yet on OpenCL ------------------------------------------------------------------ */
+/* ---- images ------------------------------------------------------------------------------------- */
 static void pt__cl_im2col(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *x, int N, int C, int H, int W, int k, int stride, int pad,
                           int Ho, int Wo) {
-    (void)cols, (void)x, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)pad, (void)Ho, (void)Wo;
-    pt__cl_todo(ctx, "im2col");
+    int64_t rows = (int64_t)N * C * k * k;
+    pt__cl_launch(ctx, PT__CLK_im2col, rows * Ho * Wo, 0, "TTLIIIIIIII", cols, x, rows, C, H, W, k, stride, pad, Ho, Wo);
 }
 static void pt__cl_col2im(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dcols, int N, int C, int H, int W, int k, int stride, int pad,
                           int Ho, int Wo) {
-    (void)dx, (void)dcols, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)pad, (void)Ho, (void)Wo;
-    pt__cl_todo(ctx, "col2im");
+    int64_t n = (int64_t)N * C * H * W;
+    pt__cl_launch(ctx, PT__CLK_col2im, n, 0, "TTLIIIIIII", dx, dcols, n, H, W, k, stride, pad, Ho, Wo);
 }
 static void pt__cl_chan_bias_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *b, int N, int C, int64_t S) {
-    (void)out, (void)b, (void)N, (void)C, (void)S;
-    pt__cl_todo(ctx, "chan_bias_fwd");
+    int64_t n = (int64_t)N * C * S;
+    pt__cl_launch(ctx, PT__CLK_chan_bias_fwd, n, 0, "TTLIL", out, b, n, C, S);
 }
 static void pt__cl_chan_bias_bwd(pt_ctx *ctx, const pt_tensor *db, const pt_tensor *dout, int N, int C, int64_t S) {
-    (void)db, (void)dout, (void)N, (void)C, (void)S;
-    pt__cl_todo(ctx, "chan_bias_bwd");
+    if (N > 0 && S > 0) pt__cl_launch(ctx, PT__CLK_chan_bias_bwd, (int64_t)C * PT__CL_RWG, PT__CL_RWG, "TTIIL", db, dout, N, C, S);
 }
 static void pt__cl_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *idx, const pt_tensor *x, int N, int C, int H, int W, int k,
                                int stride, int Ho, int Wo) {
-    (void)out, (void)idx, (void)x, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)Ho, (void)Wo;
-    pt__cl_todo(ctx, "maxpool_fwd");
+    int64_t n = (int64_t)N * C * Ho * Wo;
+    pt__cl_launch(ctx, PT__CLK_maxpool_fwd, n, 0, "TTTLIIIIII", out, idx, x, n, H, W, k, stride, Ho, Wo);
 }
+/* one work item per plane, outputs in increasing order (overlapping windows add into one dx element) */
 static void pt__cl_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dout, const pt_tensor *idx, int N, int C, int H, int W,
                                int Ho, int Wo) {
-    (void)dx, (void)dout, (void)idx, (void)N, (void)C, (void)H, (void)W, (void)Ho, (void)Wo;
-    pt__cl_todo(ctx, "maxpool_bwd");
+    pt__cl_launch(ctx, PT__CLK_maxpool_bwd, (int64_t)N * C, 0, "TTTLLL", dx, dout, idx, (int64_t)N * C, (int64_t)H * W, (int64_t)Ho * Wo);
 }
 
 /* ---- optimizers ------------------------------------------------------------------------------- */
@@ -4854,6 +5086,7 @@ static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
     cl->info.device_index = (int32_t)D;
     clGetDeviceInfo(cl->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof cl->max_alloc, &cl->max_alloc, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof cl->wg, &cl->wg, NULL);
+    clGetDeviceInfo(cl->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cl->cus, &cl->cus, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dfc, &dfc, NULL);
     cl->fp64 = dfc != 0;
     if (cl->wg > PT__CL_WG || cl->wg == 0) cl->wg = PT__CL_WG;
