@@ -9,18 +9,7 @@
 
 #include "test_util.h"
 
-static char tmpdir[400];
-
-static const char *write_file(const char *name, const char *text) {
-    static char path[8][512];
-    static int k;
-    char *p = path[k++ & 7];
-    FILE *f;
-    snprintf(p, sizeof path[0], "%s/%s", tmpdir, name);
-    f = fopen(p, "w");
-    if (f) fputs(text, f), fclose(f);
-    return p;
-}
+static char tmpdir[400]; /* where the tuning files are written */
 
 static pt_ctx *open_ctx(const char *dev) {
     pt_desc d;
@@ -32,6 +21,17 @@ static pt_ctx *open_ctx(const char *dev) {
 }
 
 #ifdef PTRAIN_OPENCL
+static const char *write_file(const char *name, const char *text) {
+    static char path[8][512];
+    static int k;
+    char *p = path[k++ & 7];
+    FILE *f;
+    snprintf(p, sizeof path[0], "%s/%s", tmpdir, name);
+    f = fopen(p, "w");
+    if (f) fputs(text, f), fclose(f);
+    return p;
+}
+
 /* max |C_dev - C_cpu| / max |C_cpu| of op(A) @ op(B), M x K times K x N, or -1 when the device GEMM fails */
 static double gemm_err(pt_ctx *cl, pt_ctx *cpu, int M, int N, int K, int ta, int tb) {
     pt_ctx *c[2];

@@ -254,7 +254,7 @@ enum { KWID, MDIMAD, MDIMCD, NDIMBD, NDIMCD, PADA, PADB, VWMD, VWND, WGD, ND };
 
 typedef struct tuner {
     pt_ctx *ctx;
-    int n, evals;
+    int n, evals, rejected;
     const float *a, *b, *ref;
     float *c;
     size_t maxwg, lmem;
@@ -264,6 +264,7 @@ typedef struct tuner {
 static int xgemm_valid(const size_t *v, const tuner *t) {
     size_t wg = v[MDIMC] * v[NDIMC];
     if (v[GEMMK] != 0 || v[KREG] != 1 || !v[MDIMA] || !v[NDIMB] || !v[KWI] || wg > t->maxwg) return 0;
+    if ((v[MWG] / v[MDIMC]) * (v[NWG] / v[NDIMC]) > 64) return 0; /* outputs per work item: larger tiles take minutes to compile */
     if (v[MWG] % (v[MDIMC] * v[VWM]) || v[NWG] % (v[NDIMC] * v[VWN]) || v[MWG] % (v[MDIMA] * v[VWM]) || v[NWG] % (v[NDIMB] * v[VWN])) return 0;
     if (wg % v[MDIMA] || wg % v[NDIMB] || v[KWG] % (wg / v[MDIMA]) || v[KWG] % (wg / v[NDIMB]) || v[KWG] % v[KWI]) return 0;
     return (v[SA] * v[KWG] * v[MWG] + v[SB] * v[KWG] * v[NWG]) * 4 <= t->lmem;
@@ -271,6 +272,7 @@ static int xgemm_valid(const size_t *v, const tuner *t) {
 static int direct_valid(const size_t *v, const tuner *t) {
     size_t wg = v[MDIMCD] * v[NDIMCD];
     if (!v[MDIMAD] || !v[NDIMBD] || !v[KWID] || wg > t->maxwg || wg % v[MDIMAD] || wg % v[NDIMBD]) return 0;
+    if ((v[WGD] / v[MDIMCD]) * (v[WGD] / v[NDIMCD]) > 64) return 0;
     if (v[WGD] % (v[MDIMCD] * v[VWMD]) || v[WGD] % (v[NDIMCD] * v[VWND]) || v[WGD] % (v[MDIMAD] * v[VWMD]) || v[WGD] % (v[NDIMBD] * v[VWND])) return 0;
     if (v[WGD] % (wg / v[MDIMAD]) || v[WGD] % (wg / v[NDIMBD]) || v[WGD] % v[KWID]) return 0;
     return (v[WGD] * (v[WGD] + v[PADA]) + v[WGD] * (v[WGD] + v[PADB])) * 4 <= t->lmem;
@@ -288,14 +290,17 @@ static double evaluate(tuner *t, const char *kernel, const size_t *v, int nv) {
     t->evals++;
     if (pt_cl_tune_set(t->ctx, kernel, nv, pt_cl_tune_params(kernel), v) != PT_OK) {
         pt_error_clear(t->ctx);
+        t->rejected++;
         return 0;
     }
     gf = gemm_gflops(t->ctx, t->n, t->a, t->b, t->c, 5);
     if (gf <= 0) {
         pt_error_clear(t->ctx);
+        t->rejected++;
         return 0;
     }
     e = rel_err(t->c, t->ref, (int64_t)t->n * t->n);
+    if (e > 1e-5) t->rejected++;
     return e <= 1e-5 ? gf : 0;
 }
 
@@ -313,7 +318,14 @@ typedef struct axis {
     int idx, tie; /* the parameter, and one set to the same value (-1: none) */
     size_t vals[6];
 } axis;
+static double search1(tuner *t, const char *kernel, size_t *best, int nv, const axis *ax, int nax, int (*valid)(const size_t *, const tuner *));
 static double search(tuner *t, const char *kernel, size_t *best, int nv, const axis *ax, int nax, int (*valid)(const size_t *, const tuner *)) {
+    int e0 = t->evals, r0 = t->rejected;
+    double gf = search1(t, kernel, best, nv, ax, nax, valid);
+    printf("  %-12s best   %7.2f GFLOP/s after %d candidates (%d refused by CLBlast, failed or wrong)\n", kernel, gf, t->evals - e0, t->rejected - r0);
+    return gf;
+}
+static double search1(tuner *t, const char *kernel, size_t *best, int nv, const axis *ax, int nax, int (*valid)(const size_t *, const tuner *)) {
     double bgf;
     int a, k, pass;
     evaluate(t, kernel, best, nv); /* the first timing after a switch of kernel runs slow: discard it */
@@ -364,6 +376,7 @@ static int cmd_tune(const char *dev, const char *out, int n, double seconds) {
     float *buf;
     double untuned, xgf, dgf, tuned;
     int direct, ok;
+    size_t threshold;
     FILE *f;
     memset(&t, 0, sizeof t);
     if (!(t.ctx = open_ctx(dev)) || !(cpu = open_ctx("cpu"))) return 2;
@@ -395,6 +408,26 @@ static int cmd_tune(const char *dev, const char *out, int n, double seconds) {
     if (!set_threshold(&t, 100000)) return 1; /* direct kernel for every size */
     dgf = search(&t, "XgemmDirect", dbest, ND, dax, (int)(sizeof dax / sizeof *dax), direct_valid);
     direct = dgf > xgf;
+    /* the threshold: the smallest of n/2, n, 2n where Xgemm beats XgemmDirect (both with their best parameters) */
+    threshold = 4 * (size_t)n;
+    if (pt_cl_tune_set(t.ctx, "Xgemm", NX, pt_cl_tune_params("Xgemm"), xbest) != PT_OK ||
+        pt_cl_tune_set(t.ctx, "XgemmDirect", ND, pt_cl_tune_params("XgemmDirect"), dbest) != PT_OK)
+        return 1;
+    {
+        float *big = (float *)malloc(sizeof(float) * (size_t)n * n * 8);
+        int s, k;
+        if (!big) return 2;
+        fill(big, (int64_t)n * n * 8, 13, 1.0f);
+        for (k = 0; k < 3; k++) {
+            double gd, gi;
+            s = k == 0 ? n / 2 : k == 1 ? n : 2 * n;
+            gd = set_threshold(&t, 100000) ? gemm_gflops(t.ctx, s, big, big + (size_t)s * s, NULL, 3) : 0;
+            gi = set_threshold(&t, 1) ? gemm_gflops(t.ctx, s, big, big + (size_t)s * s, NULL, 3) : 0;
+            printf("  gemm %d: Xgemm %.2f GFLOP/s, XgemmDirect %.2f GFLOP/s\n", s, gi, gd);
+            if (gi > gd && threshold == 4 * (size_t)n) threshold = (size_t)s;
+        }
+        free(big);
+    }
     f = fopen(out, "w");
     if (!f) {
         fprintf(stderr, "ptcl tune: cannot write %s\n", out);
@@ -404,7 +437,7 @@ static int cmd_tune(const char *dev, const char *out, int n, double seconds) {
     fprintf(f, "# gemm %d: untuned %.2f GFLOP/s, Xgemm %.2f, XgemmDirect %.2f (%d candidates timed)\n", n, untuned, xgf, dgf, t.evals);
     fprintf(f, "# apply with pt_cl_tune_load(ctx, file) or env PTRAIN_CL_TUNE=file; products with m*n*k below\n");
     fprintf(f, "# XGEMM_MIN_INDIRECT_SIZE cubed use XgemmDirect, the others Xgemm\n");
-    fprintf(f, "GemmRoutine.XGEMM_MIN_INDIRECT_SIZE = %d\n", direct ? 2 * n : n);
+    fprintf(f, "GemmRoutine.XGEMM_MIN_INDIRECT_SIZE = %zu\n", threshold);
     print_params(f, 1, "Xgemm", xbest);
     print_params(f, 1, "XgemmDirect", dbest);
     if (fclose(f) != 0) return 2;
@@ -414,8 +447,8 @@ static int cmd_tune(const char *dev, const char *out, int n, double seconds) {
         return 1;
     }
     tuned = gemm_gflops(t.ctx, n, t.a, t.b, t.c, 5);
-    printf("tuned: gemm %d: %.2f GFLOP/s with %s (untuned %.2f, %.2fx); %d candidates timed; wrote %s\n", n, tuned, direct ? "XgemmDirect" : "Xgemm",
-           untuned, tuned / untuned, t.evals, out);
+    printf("tuned: gemm %d: %.2f GFLOP/s (untuned %.2f, %.2fx; %s was the faster kernel at %d, Xgemm from m*n*k >= %zu^3); %d candidates timed; wrote %s\n",
+           n, tuned, untuned, tuned / untuned, direct ? "XgemmDirect" : "Xgemm", n, threshold, t.evals, out);
     printf("use it: PTRAIN_CL_TUNE=%s or pt_cl_tune_load(ctx, \"%s\")\n", out, out);
     ok = tuned > 0 && rel_err(t.c, t.ref, (int64_t)n * n) <= 1e-5;
     if (!ok) fprintf(stderr, "ptcl tune: the GEMM with the written file fails or disagrees with the CPU: %s\n", pt_error(t.ctx));
