@@ -15,7 +15,7 @@
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
    --device; here the device defaults to opencl, --device cpu runs the same program on the CPU),
-   --data DIR (default data/fortunes), --sample N (bytes to generate at the end). Each step prints
+   --data DIR (default data/fortunes), --val-every N, --sample N (bytes to generate at the end). Each step prints
    `step <n> loss <l> ...`; then the transfers of a step by kind, `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
@@ -56,6 +56,33 @@ static void make_batch(const text *d, pt_rng *rng, int B, int T, int32_t *ids, i
     }
 }
 
+/* mean loss over fixed, evenly spaced windows of the validation text (no gradients kept) */
+static float eval_loss(pt_graph *g, const pt_gpt *m, const text *val, int B, int T, int batches, int32_t *ids, int32_t *tg) {
+    double sum = 0;
+    int k, b, t, nb = 0;
+    long stride = (val->n - T - 1) / ((long)batches * B);
+    pt_graph_set_grad(g, 0);
+    pt_graph_set_training(g, 0);
+    for (k = 0; k < batches && stride > 0; k++, nb++) {
+        pt_tensor *x, *y, *loss;
+        for (b = 0; b < B; b++) {
+            long start = ((long)k * B + b) * stride;
+            for (t = 0; t < T; t++) ids[b * T + t] = val->bytes[start + t], tg[b * T + t] = val->bytes[start + t + 1];
+        }
+        pt_graph_reset(g);
+        x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+        y = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+        pt_tensor_write(x, ids);
+        pt_tensor_write(y, tg);
+        loss = pt_gpt_loss(g, m, x, y);
+        if (!loss) break;
+        sum += pt_item(loss);
+    }
+    pt_graph_set_grad(g, 1);
+    pt_graph_set_training(g, 1);
+    return nb ? (float)(sum / nb) : -1.0f;
+}
+
 /* one line per kind of transfer that happened: "io: 2 in (16 KiB), 1 out (4 B)" */
 static void print_transfers(const char *what, const pt_transfers *x, int steps) {
     int k;
@@ -70,7 +97,7 @@ int main(int argc, char **argv) {
     pt_args a;
     char err[256], path[512], list[2048];
     const char *data = "data/fortunes";
-    int sample = 200, i;
+    int sample = 200, val_every = 100, i;
     text train = {0, 0}, val = {0, 0};
     memset(&a, 0, sizeof a);
     a.steps = 600, a.seed = 1337, a.batch = 16, a.seq = 256, a.layers = 4, a.width = 256, a.heads = 8, a.lr = 2e-3f;
@@ -83,13 +110,14 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
         else if (!strcmp(argv[i], "--sample") && i + 1 < argc) sample = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--val-every") && i + 1 < argc) val_every = atoi(argv[++i]);
         else {
             fprintf(stderr, "08_opencl: unknown flag '%s' (try --help)\n", argv[i]);
             return 2;
         }
     }
     if (a.help) {
-        pt_args_usage(&a, "08_opencl", "  --data DIR      train.txt/val.txt directory (data/fortunes)\n  --sample N      bytes to generate at the end (200)");
+        pt_args_usage(&a, "08_opencl", "  --data DIR      train.txt/val.txt directory (data/fortunes)\n  --val-every N   validation interval (100)\n  --sample N      bytes to generate at the end (200)");
         return 0;
     }
     snprintf(path, sizeof path, "%s/train.txt", data);
@@ -124,8 +152,6 @@ int main(int argc, char **argv) {
         int B = (int)a.batch, T = (int)a.seq;
         int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
         int64_t step, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
-        double vsum = 0;
-        int vn = 0;
 
         /* 1. The device: the only line that differs from 03. pt_init fails (and says why: no
               OpenCL driver, no such device, a build without -DPTRAIN_OPENCL) if it cannot open it. */
@@ -200,28 +226,14 @@ int main(int argc, char **argv) {
             printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f copies %lld in %lld out\n", (long long)step, loss, lr, norm, dt * 1e3,
                    B * T / dt, (long long)s.h2d_total_count, (long long)s.d2h_total_count);
             fflush(stdout);
+            if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last)
+                printf("val step %lld val_loss %.4f\n", (long long)(step + 1), eval_loss(g, m, &val, B, T, 16, ids, tg));
         }
         print_transfers("of step 0", &first, 1);
         if (last > 1) print_transfers("of the later steps", &rest, (int)(last - 1));
 
         /* 4. Validation loss on fixed windows, then a sample (both run on the device too). */
-        pt_graph_set_grad(g, 0);
-        pt_graph_set_training(g, 0);
-        for (i = 0; i < 8; i++) {
-            long stride = (val.n - T - 1) / (8L * B), start;
-            int b, t;
-            pt_tensor *x, *y, *l;
-            for (b = 0; b < B && stride > 0; b++)
-                for (start = ((long)i * B + b) * stride, t = 0; t < T; t++) ids[b * T + t] = val.bytes[start + t], tg[b * T + t] = val.bytes[start + t + 1];
-            pt_graph_reset(g);
-            x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
-            y = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
-            pt_tensor_write(x, ids);
-            pt_tensor_write(y, tg);
-            if (stride <= 0 || !(l = pt_gpt_loss(g, m, x, y))) break;
-            vsum += pt_item(l), vn++;
-        }
-        printf("val_loss %.4f\n", vn ? vsum / vn : -1.0);
+        printf("val_loss %.4f\n", eval_loss(g, m, &val, B, T, 32, ids, tg));
         if (sample > 0) {
             int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
             int32_t prompt = '\n';
