@@ -3,7 +3,8 @@ CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
 EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
-MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d
+MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel
+CLLIBS  := -lOpenCL -lclblast
 
 .PHONY: all help deps demo test bench examples tools clean
 
@@ -13,8 +14,10 @@ help:
 	@echo "make deps      install the Debian packages used (as root via apt-get; idempotent)"
 	@echo "make demo      train the tutorial GPT on the fortunes corpus on 4 MPI ranks (dp 2 x pp 2)"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
-	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, DP allreduce/overlap/ZeRO, pipeline bubbles)"
+	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, DP allreduce/overlap/ZeRO, pipeline bubbles,"
+	@echo "               OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise bandwidth, GPT step on OpenCL)"
 	@echo "make examples  build the tutorials into build/"
+	@echo "make tools     build build/ptcl: list OpenCL devices, check one against the CPU, tune CLBlast's GEMM for it"
 
 deps:
 	@sh tools/deps.sh
@@ -30,7 +33,19 @@ $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 $(MPI_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 	mpicc -O2 -fopenmp -DPTRAIN_MPI -I. $< -o $@ -lm
 
-examples: $(EXAMPLES) $(MPI_EXAMPLES)
+# 07 compiles OpenCL in (--device opencl on any layout), 08 is the OpenCL tutorial
+$(BUILD)/07_gpt_3d: examples/07_gpt_3d.c ptrain.h | $(BUILD)
+	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. $< -o $@ $(CLLIBS) -lm
+
+$(BUILD)/08_opencl: examples/08_opencl.c ptrain.h | $(BUILD)
+	$(CC) -O2 -fopenmp -march=native -DPTRAIN_OPENCL -I. $< -o $@ $(CLLIBS) -lm
+
+examples: $(EXAMPLES) $(MPI_EXAMPLES) $(BUILD)/07_gpt_3d $(BUILD)/08_opencl
+
+$(BUILD)/ptcl: tools/ptcl.c bench/bench_util.h ptrain.h | $(BUILD)
+	$(CC) -O2 -fopenmp -DPTRAIN_OPENCL -I. tools/ptcl.c -o $@ $(CLLIBS) -lm
+
+tools: $(BUILD)/ptcl
 
 # the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage 1F1B pipeline (Open MPI
 # needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores)
@@ -51,8 +66,13 @@ $(BUILD)/bench_dist: bench/bench_dist.c bench/bench_util.h ptrain.h | $(BUILD)
 $(BUILD)/bench_pp: bench/bench_pp.c bench/bench_util.h ptrain.h | $(BUILD)
 	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_pp.c -o $@ -lm
 
+$(BUILD)/bench_cl: bench/bench_cl.c bench/bench_util.h ptrain.h | $(BUILD)
+	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o $@ $(CLLIBS) -lm
+
+# the OpenCL benchmarks build only where OpenCL and CLBlast are installed (make deps); run.sh skips them otherwise
 bench: deps $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp
-	@sh bench/run.sh $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp
+	@$(MAKE) --no-print-directory $(BUILD)/bench_cl $(BUILD)/ptcl || echo "bench_cl: cannot build (OpenCL headers or CLBlast missing: make deps)" >&2
+	@sh bench/run.sh $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp $(BUILD)/bench_cl $(BUILD)/ptcl
 
 clean:
 	rm -rf $(BUILD)

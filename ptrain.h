@@ -33,8 +33,9 @@
    Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
-   04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c) each start with
-   their one-line build command.
+   04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c; on OpenCL:
+   08_opencl.c) each start with their one-line build command. tools/ptcl.c (make tools) lists
+   OpenCL devices, checks one against the CPU backend and tunes CLBlast's GEMM for it.
 
    Parallel (compile with mpicc -DPTRAIN_MPI): pt_dist_init builds the dp x tp x pp grid; pass it
    as pt_desc.dist. Tensor parallel: pt_linear_col_new / pt_linear_row_new / pt_mlp_tp_new, and
@@ -100,6 +101,8 @@
                             among the ranks of the node sharing them)
    PTRAIN_DEVICE=cpu        backend when pt_desc.device is NULL: cpu, or opencl[:P[:D]] (platform P,
                             device D; without D an MPI rank takes node-local rank mod devices)
+   PTRAIN_CL_TUNE=FILE      CLBlast kernel parameters applied to each OpenCL context (pt_cl_tune_load;
+                            `ptcl tune -o FILE` writes them)
    PTRAIN_CL_CACHE=DIR      where compiled OpenCL programs are cached ("off": no cache; default
                             $XDG_CACHE_HOME/ptrain or ~/.cache/ptrain)
    PTRAIN_FAKE_NODE_SIZE=N  treat every N consecutive ranks as one node (tests hierarchy on one
@@ -326,6 +329,29 @@ PTDEF pt_device_info pt_device_info_get(const pt_ctx *ctx);
     device with its PTRAIN_DEVICE string) into buf (may be NULL); returns the number of OpenCL
     devices found (0 when built without PTRAIN_OPENCL or when no OpenCL platform is present). */
 PTDEF int pt_device_list(char *buf, size_t len);
+/** Waits until ctx's device has finished every queued command (clFinish on OpenCL, where ops only
+    enqueue work; nothing on the CPU). For timing. */
+PTDEF void pt_sync(pt_ctx *ctx);
+/** OpenCL handles of a context, for interop with other OpenCL code (cl_platform_id, cl_device_id,
+    cl_context, cl_command_queue as void *; all NULL when ctx is not on OpenCL). */
+typedef struct pt_cl_handles {
+    void *platform, *device, *context, *queue;
+} pt_cl_handles;
+PTDEF pt_cl_handles pt_cl_handles_get(const pt_ctx *ctx);
+/** The cl_mem holding a tensor's data (its elements start at t->off); NULL on the CPU backend. */
+PTDEF void *pt_cl_mem(const pt_tensor *t);
+/** Applies tuned CLBlast kernel parameters from a file to ctx's OpenCL device (process-wide for that
+    device, through CLBlastOverrideParameters; pt_init does it for env PTRAIN_CL_TUNE=FILE). The file
+    (`ptcl tune -o FILE` writes one): lines `Kernel.PARAM = value` (e.g. `Xgemm.MWG = 64`), `#`
+    comments, blank lines; a kernel named must have every one of its parameters. A bad line is
+    PT_ERR_FORMAT naming the file and line; a context not on OpenCL is PT_ERR_DEVICE. */
+PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path);
+/** Applies one CLBlast kernel's parameters (names[i] = values[i], all of the kernel's parameters) to
+    ctx's device; the next GEMM recompiles with them. For tools that search parameters. */
+PTDEF pt_status pt_cl_tune_set(pt_ctx *ctx, const char *kernel, int n, const char *const *names, const size_t *values);
+/** The parameter names of a CLBlast kernel ptrain knows ("Xgemm", "XgemmDirect", "Copy", "Pad",
+    "Transpose", "Padtranspose", "GemmRoutine"), NULL-terminated; NULL for an unknown kernel. */
+PTDEF const char *const *pt_cl_tune_params(const char *kernel);
 
 /* ---- tensors ---------------------------------------------------------------------------------- */
 /** Number of elements. */
@@ -4744,8 +4770,18 @@ static void pt__cl_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, i
     CLBlastStatusCode s;
     CLBlastTranspose TA = ta ? CLBlastTransposeYes : CLBlastTransposeNo, TB = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
     if (M <= 0 || N <= 0 || batch <= 0) return;
-    /* K = 0 scales C by beta; beta = 0 must not read C (the arena may hold NaN bit patterns) */
-    if (K <= 0 || beta == 0.0f) {
+    /* K = 0 scales C by beta; beta = 0 must not read C (the arena may hold NaN bit patterns). A
+       contiguous C is zeroed by the driver's fill, several times faster than the kernel on PoCL */
+    if (beta == 0.0f && ldc == N && (batch == 1 || sc == M * N)) {
+        const float zero = 0.0f;
+        cl_int e = clEnqueueFillBuffer(cl->queue, (cl_mem)C->st->dev, &zero, sizeof zero, (size_t)C->off * sizeof(float),
+                                       (size_t)(batch * M * N) * sizeof(float), 0, NULL, NULL);
+        if (e != CL_SUCCESS) {
+            pt__fail(ctx, PT_ERR_DEVICE, "opencl: zeroing a GEMM result of %lld floats failed: %s (%d)", (long long)(batch * M * N), pt__cl_err(e), (int)e);
+            return;
+        }
+        if (K <= 0) return;
+    } else if (K <= 0 || beta == 0.0f) {
         if (!pt__cl_launch(ctx, PT__CLK_gemm_scale, batch * M * N, 0, "TLLLLLF", C, batch, M, N, ldc, sc, (double)beta) || K <= 0) return;
     }
     if (batch == 1)
@@ -5119,6 +5155,205 @@ PTDEF pt_device_info pt_device_info_get(const pt_ctx *ctx) {
     d.platform_index = d.device_index = -1;
     return d;
 }
+
+/* ---- CLBlast tuning (>>opencl) ----------------------------------------------------------------
+   CLBlast takes its kernel parameters (tile sizes, vector widths, ...) from a database keyed by
+   device; a device it does not know (PoCL among them) gets generic defaults and runs slowly.
+   pt_cl_tune_set hands CLBlast a kernel's full parameter set (CLBlastOverrideParameters: the next
+   call of a routine using the kernel recompiles it); pt_cl_tune_load reads `Kernel.PARAM = value`
+   lines and applies them per kernel; pt_init applies env PTRAIN_CL_TUNE. `ptcl tune` (tools/ptcl.c)
+   searches Xgemm / XgemmDirect parameters and writes such a file. */
+static const char *const pt__clt_xgemm[] = {"GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB", "NDIMC",
+                                            "NWG", "SA", "SB", "STRM", "STRN", "VWM", "VWN", NULL};
+static const char *const pt__clt_direct[] = {"KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD", "VWND", "WGD", NULL};
+static const char *const pt__clt_copy[] = {"COPY_DIMX", "COPY_DIMY", "COPY_VW", "COPY_WPT", NULL};
+static const char *const pt__clt_pad[] = {"PAD_DIMX", "PAD_DIMY", "PAD_WPTX", "PAD_WPTY", NULL};
+static const char *const pt__clt_tra[] = {"TRA_DIM", "TRA_PAD", "TRA_SHUFFLE", "TRA_WPT", NULL};
+static const char *const pt__clt_padtra[] = {"PADTRA_PAD", "PADTRA_TILE", "PADTRA_WPT", NULL};
+static const char *const pt__clt_routine[] = {"XGEMM_MIN_INDIRECT_SIZE", NULL};
+
+PTDEF const char *const *pt_cl_tune_params(const char *kernel) {
+    static const char *const kernels[] = {"Xgemm", "XgemmDirect", "Copy", "Pad", "Transpose", "Padtranspose", "GemmRoutine"};
+    static const char *const *const params[] = {pt__clt_xgemm, pt__clt_direct, pt__clt_copy, pt__clt_pad, pt__clt_tra, pt__clt_padtra, pt__clt_routine};
+    int i;
+    for (i = 0; kernel && i < (int)(sizeof kernels / sizeof *kernels); i++)
+        if (!strcmp(kernel, kernels[i])) return params[i];
+    return NULL;
+}
+
+/* the names of a known kernel's parameters absent from names[0, n), space-separated, into buf */
+static void pt__clt_missing(const char *kernel, int n, const char *const *names, char *buf, size_t len) {
+    const char *const *want = pt_cl_tune_params(kernel);
+    size_t k = 0;
+    int i, j;
+    buf[0] = 0;
+    for (i = 0; want && want[i]; i++) {
+        for (j = 0; j < n && strcmp(names[j], want[i]); j++) {}
+        if (j == n && k < len) k += (size_t)snprintf(buf + k, len - k, "%s%s", k ? " " : "", want[i]);
+    }
+}
+
+PTDEF pt_status pt_cl_tune_set(pt_ctx *ctx, const char *kernel, int n, const char *const *names, const size_t *values) {
+#ifdef PTRAIN_OPENCL
+    CLBlastStatusCode s;
+    char miss[256];
+    if (!ctx) return PT_ERR_ARG;
+    if (!ctx->cl) {
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_set: the context is on '%s', expected an OpenCL device (device \"opencl[:P[:D]]\")", pt_backend_name(ctx));
+        return PT_ERR_DEVICE;
+    }
+    if (!kernel || !*kernel || n <= 0 || !names || !values) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_cl_tune_set: expected a kernel name and n > 0 parameters, found kernel %s and n = %d", kernel ? kernel : "NULL", n);
+        return PT_ERR_ARG;
+    }
+    s = CLBlastOverrideParameters(((pt__cl *)ctx->cl)->device, kernel, CLBlastPrecisionSingle, (size_t)n, (const char **)names, values);
+    if (s != CLBlastSuccess) {
+        pt__clt_missing(kernel, n, names, miss, sizeof miss);
+        pt__fail(ctx, PT_ERR_ARG, "pt_cl_tune_set: CLBlast refused the %d parameters of kernel %s (status %d%s)%s%s", n, kernel, (int)s,
+                 s == CLBlastMissingOverrideParameter ? ": every parameter of the kernel is needed, each once" : "",
+                 miss[0] ? "; missing: " : "", miss);
+        return PT_ERR_ARG;
+    }
+    return PT_OK;
+#else
+    (void)kernel, (void)n, (void)names, (void)values;
+    if (ctx) pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_set: OpenCL is not compiled in (compile with -DPTRAIN_OPENCL, link -lOpenCL -lclblast)");
+    return PT_ERR_DEVICE;
+#endif
+}
+
+#define PT__CLT_MAXP 32 /* parameters of one kernel in a tuning file */
+/* applies the parameters of kernel `kern` gathered from the lines starting at `first` */
+static pt_status pt__clt_apply(pt_ctx *ctx, const char *path, int first, const char *kern, int n, const char *const *names, const size_t *vals) {
+    const char *const *want = pt_cl_tune_params(kern);
+    char miss[256];
+    int i, j;
+    if (want) {
+        for (i = 0; i < n; i++) {
+            for (j = 0; want[j] && strcmp(want[j], names[i]); j++) {}
+            if (!want[j]) {
+                pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: kernel %s has no parameter %s", path, first, kern, names[i]);
+                return PT_ERR_FORMAT;
+            }
+        }
+        pt__clt_missing(kern, n, names, miss, sizeof miss);
+        if (miss[0]) {
+            pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: kernel %s is missing parameters: %s (a kernel needs all of them)", path, first, kern, miss);
+            return PT_ERR_FORMAT;
+        }
+    }
+    if (pt_cl_tune_set(ctx, kern, n, names, vals) != PT_OK) {
+        char why[300];
+        pt__msg(why, sizeof why, "%s", pt_error(ctx));
+        pt_error_clear(ctx);
+        pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: %s", path, first, why);
+        return PT_ERR_FORMAT;
+    }
+    return PT_OK;
+}
+
+PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
+    char line[256], kern[64], cur[64], names[PT__CLT_MAXP][48];
+    const char *np[PT__CLT_MAXP];
+    size_t vals[PT__CLT_MAXP];
+    int n = 0, lineno = 0, i, first = 0, eof = 0;
+    pt_status st = PT_OK;
+    FILE *f;
+    if (!ctx) return PT_ERR_ARG;
+    if (!ctx->cl) {
+#ifdef PTRAIN_OPENCL
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: the context is on '%s', expected an OpenCL device (device \"opencl[:P[:D]]\")", pt_backend_name(ctx));
+#else
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: OpenCL is not compiled in (compile with -DPTRAIN_OPENCL, link -lOpenCL -lclblast)");
+#endif
+        return PT_ERR_DEVICE;
+    }
+    if (!path || !(f = fopen(path, "r"))) {
+        pt__fail(ctx, PT_ERR_IO, "pt_cl_tune_load: cannot open the tuning file '%s' (write one with `ptcl tune -o FILE`)", path ? path : "(null)");
+        return PT_ERR_IO;
+    }
+    for (i = 0; i < PT__CLT_MAXP; i++) np[i] = names[i];
+    cur[0] = kern[0] = 0;
+    while (!eof && st == PT_OK) {
+        char *s = fgets(line, sizeof line, f), *dot = NULL, *eq = NULL, *end = NULL, *e;
+        unsigned long long v = 0;
+        size_t kl = 0, pl = 0;
+        if (!s) eof = 1;
+        else {
+            lineno++;
+            if (!strchr(s, '\n') && !feof(f)) {
+                pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: line longer than %d characters", path, lineno, (int)sizeof line - 2);
+                st = PT_ERR_FORMAT;
+                break;
+            }
+            if ((e = strchr(s, '#')) != NULL) *e = 0;
+            while (*s == ' ' || *s == '\t') s++;
+            for (e = s + strlen(s); e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t'); e--) {}
+            *e = 0;
+            if (!*s) continue;
+            dot = strchr(s, '.'), eq = strchr(s, '=');
+            if (dot && eq && dot < eq) {
+                kl = (size_t)(dot - s);
+                for (e = eq; e > dot + 1 && (e[-1] == ' ' || e[-1] == '\t'); e--) {}
+                pl = (size_t)(e - dot - 1);
+                v = strtoull(eq + 1, &end, 10);
+                while (*end == ' ' || *end == '\t') end++;
+            }
+            if (!dot || !eq || dot > eq || !kl || kl >= sizeof kern || !pl || pl >= sizeof names[0] || end == eq + 1 || *end || strchr(eq + 1, '-')) {
+                pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: expected `Kernel.PARAM = value` (e.g. Xgemm.MWG = 64, value a non-negative integer), found '%s'",
+                         path, lineno, s);
+                st = PT_ERR_FORMAT;
+                break;
+            }
+            memcpy(kern, s, kl), kern[kl] = 0;
+        }
+        if (cur[0] && (eof || strcmp(kern, cur) != 0)) { /* the lines of kernel `cur` are complete */
+            st = pt__clt_apply(ctx, path, first, cur, n, np, vals);
+            n = 0, cur[0] = 0;
+        }
+        if (eof || st != PT_OK) break;
+        if (!cur[0]) memcpy(cur, kern, strlen(kern) + 1), first = lineno;
+        for (i = 0; i < n && (strlen(names[i]) != pl || strncmp(names[i], dot + 1, pl)); i++) {}
+        if (i < n || n == PT__CLT_MAXP) {
+            pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: %s", path, lineno, i < n ? "parameter given twice" : "too many parameters for one kernel");
+            st = PT_ERR_FORMAT;
+            break;
+        }
+        memcpy(names[n], dot + 1, pl), names[n][pl] = 0, vals[n++] = (size_t)v;
+    }
+    fclose(f);
+    return st;
+}
+
+PTDEF void pt_sync(pt_ctx *ctx) {
+#ifdef PTRAIN_OPENCL
+    if (ctx && ctx->cl) clFinish(((pt__cl *)ctx->cl)->queue);
+#else
+    (void)ctx;
+#endif
+}
+PTDEF pt_cl_handles pt_cl_handles_get(const pt_ctx *ctx) {
+    pt_cl_handles h;
+    memset(&h, 0, sizeof h);
+#ifdef PTRAIN_OPENCL
+    if (ctx && ctx->cl) {
+        const pt__cl *cl = (const pt__cl *)ctx->cl;
+        h.platform = (void *)cl->platform, h.device = (void *)cl->device, h.context = (void *)cl->context, h.queue = (void *)cl->queue;
+    }
+#else
+    (void)ctx;
+#endif
+    return h;
+}
+PTDEF void *pt_cl_mem(const pt_tensor *t) { return t && t->st && t->st->ctx && t->st->ctx->cl ? t->st->dev : NULL; }
+
+#ifdef PTRAIN_OPENCL
+/* pt_init: env PTRAIN_CL_TUNE=FILE applies a tuning file to a new OpenCL context */
+static pt_status pt__clt_env(pt_ctx *ctx) {
+    const char *p = getenv("PTRAIN_CL_TUNE");
+    return p && *p ? pt_cl_tune_load(ctx, p) : PT_OK;
+}
+#endif
 
 /* >>tensor  storages, the graph's arenas, tensors
    A graph holds two arenas: a host arena for the small records (tensor structs, tape nodes) and a
@@ -5967,6 +6202,7 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
         if (!strncmp(dev, "opencl", 6) && (dev[6] == 0 || dev[6] == ':')) {
 #ifdef PTRAIN_OPENCL
             st = pt__cl_open(ctx, dev);
+            if (st == PT_OK) st = pt__clt_env(ctx);
 #else
             pt__fail(ctx, PT_ERR_DEVICE,
                      "pt_init: device '%s' needs OpenCL, which this build does not have (devices compiled in: cpu; compile with "
@@ -7339,7 +7575,7 @@ PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra) 
     printf("  --width C       model width (%lld)\n", (long long)a->width);
     printf("  --heads H       attention heads (%lld)\n", (long long)a->heads);
     printf("  --stop-after K  stop after K steps, schedule unchanged (%lld, 0 = run all)\n", (long long)a->stop_after);
-    printf("  --device D      cpu (%s)\n", a->device ? a->device : "cpu");
+    printf("  --device D      cpu, or opencl[:P[:D]] in a build with -DPTRAIN_OPENCL (%s)\n", a->device ? a->device : "cpu");
 }
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen) {
     static const char *names[] = {"--steps", "--seed", "--batch", "--seq", "--layers", "--width", "--heads", "--stop-after", "--lr", "--device"};

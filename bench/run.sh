@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs every benchmark, each configuration in its own process; prints JSON lines.
-# Usage: sh bench/run.sh [path/to/bench] [path/to/bench_dist] [path/to/bench_pp]
+# Usage: sh bench/run.sh [path/to/bench] [path/to/bench_dist] [path/to/bench_pp] [path/to/bench_cl] [path/to/ptcl]
 # bench_dist (data parallelism, built with mpicc) runs under mpirun -np 2, once with Open MPI's default
 # choice of non-blocking allreduce algorithm and once with the ring (coll_libnbc_iallreduce_algorithm=1),
 # since pt_dp's buckets go through MPI_Iallreduce, whose default is slower than the blocking
@@ -25,4 +25,24 @@ if [ -x "$PP" ] && command -v mpirun >/dev/null 2>&1; then
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 "$PP" || exit 1
 else
     echo "bench_pp: skipped ($PP or mpirun missing)" >&2
+fi
+# OpenCL (skipped with a message when bench_cl is missing or no OpenCL device opens): GEMM through
+# ptrain vs a direct CLBlast call untuned, then tuned with the file `ptcl tune` writes (once, into
+# CL_TUNE, default build/ptrain_cl_tune.txt; delete it to search again), elementwise bandwidth vs
+# the device's copy, and the GPT step (tuned when the file exists).
+CL=${4:-build/bench_cl}
+PTCL=${5:-build/ptcl}
+CL_TUNE=${CL_TUNE:-build/ptrain_cl_tune.txt}
+if [ -x "$CL" ] && "$CL" probe >/dev/null 2>&1; then
+    env -u PTRAIN_CL_TUNE "$CL" gemm 1024 || exit 1
+    if [ ! -f "$CL_TUNE" ] && [ -x "$PTCL" ]; then
+        echo "bench_cl: tuning CLBlast's GEMM for this device into $CL_TUNE (ptcl tune, a few minutes)" >&2
+        "$PTCL" tune -n 512 -t 300 -o "$CL_TUNE" >&2 || rm -f "$CL_TUNE"
+    fi
+    [ -f "$CL_TUNE" ] && { PTRAIN_CL_TUNE=$CL_TUNE "$CL" gemm 1024 || exit 1; }
+    env -u PTRAIN_CL_TUNE "$CL" bandwidth || exit 1
+    if [ -f "$CL_TUNE" ]; then PTRAIN_CL_TUNE=$CL_TUNE "$CL" gpt A 3 || exit 1
+    else env -u PTRAIN_CL_TUNE "$CL" gpt A 3 || exit 1; fi
+else
+    echo "bench_cl: skipped ($CL missing or no OpenCL device: make deps installs pocl-opencl-icd; build/ptcl list shows the devices)" >&2
 fi

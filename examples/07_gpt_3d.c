@@ -9,11 +9,11 @@
    optionally with the optimizer state sharded (ZeRO). `--batch` is the global batch: every layout
    sees the same data in a step, so the losses of any layout follow those of one process (and of 03).
 
-   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -I. examples/07_gpt_3d.c -o build/07_gpt_3d -lm
+   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. examples/07_gpt_3d.c -o build/07_gpt_3d -lOpenCL -lclblast -lm
    Run: mpirun -np 4 ./build/07_gpt_3d --dp 2 --pp 2 --steps 300
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
-   --device), the layout --dp D --tp T --pp P (0 = the rest of the world; default: all data
+   --device cpu|opencl[:P[:D]]; OpenCL is compiled in, the ranks of a node share its devices), the layout --dp D --tp T --pp P (0 = the rest of the world; default: all data
    parallel), --zero 0|1|2 (optimizer state, then gradients too, sharded over DP), --compress bf16
    (gradients on the wire as bf16 with error feedback), --hier (hierarchical allreduce), --schedule gpipe|1f1b|interleaved
    (default 1f1b), --virtual-stages V (interleaved; default 2), --micro-batches M (default pp),
@@ -269,7 +269,8 @@ int main(int argc, char **argv) {
         memset(&cfg, 0, sizeof cfg);
         cfg.vocab = 256, cfg.max_seq = T, cfg.layers = (int)a.layers, cfg.width = (int)a.width, cfg.heads = (int)a.heads;
         err[0] = 0;
-        if (!ctx || !ids || !tg) snprintf(err, sizeof err, "out of memory");
+        if (!ctx) snprintf(err, sizeof err, "cannot use device '%s' (the reason is logged above)", a.device ? a.device : "cpu");
+        else if (!ids || !tg) snprintf(err, sizeof err, "out of memory");
         else if (nst > 256 || nst > cfg.layers)
             snprintf(err, sizeof err, "%d layers cannot fill pp x virtual stages = %d x %d stages (need at least one layer each)", cfg.layers, lay.pp, vstages);
         else if (stage_layers) { /* the split by hand: layers per stage, checked */

@@ -4,6 +4,8 @@
 # command-line convention (step lines, --stop-after, val_loss, bad flags) and the data tools; the
 # MPI tutorials (04, 05, 06) run their Run: lines verbatim and must end with their equality checks;
 # 07 (its Run: line shortened by later flags, and four more layouts) must reproduce 03's losses.
+# --device: 02 and 03 (built without OpenCL) give a clear error for opencl; 08 (the OpenCL tutorial)
+# matches 03 on the CPU and, where attention runs on OpenCL, on the device.
 # Prints PASS/FAIL lines and "N passed, N failed".
 set -u
 W=${1:-build/tests/examples}
@@ -61,6 +63,41 @@ rc=$?
 if [ $rc -ne 0 ] && grep -q "nosuch" "$W/03nodata.log"; then pass "03_gpt: a missing corpus is a clear error naming the path"
 else fail "03_gpt --data nosuch: exit $rc, '$(cat "$W/03nodata.log")'"; fi
 
+# 3b. --device: a build without OpenCL says so; 08 (OpenCL compiled in) runs 03's model: on the CPU
+#     with 03's losses exactly, on OpenCL within 1e-4 (once attention runs there), with its
+#     transfer counts; no platform and a bad device are clear errors
+./build/03_gpt $small --steps 2 --device opencl >"$W/03cl.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q 'needs OpenCL, which this build does not have' "$W/03cl.log" && grep -q -- '-DPTRAIN_OPENCL' "$W/03cl.log"; then
+    pass "03_gpt --device opencl (built without OpenCL): a clear error naming -DPTRAIN_OPENCL"
+else fail "03_gpt --device opencl: exit $rc, '$(head -c 300 "$W/03cl.log")'"; fi
+ref3=$(grep '^step ' "$W/03full.log" | head -n 3 | awk '{print $4}' | tr '\n' ' ')
+./build/08_opencl $small --steps 6 --stop-after 3 --device cpu >"$W/08cpu.log" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep '^step ' "$W/08cpu.log" | awk '{print $4}' | tr '\n' ' ')" = "$ref3" ] && grep -q '^transfers of step 0: none' "$W/08cpu.log"; then
+    pass "08_opencl --device cpu: 03's first 3 losses (bit-identical), no transfers"
+else fail "08_opencl --device cpu: exit $rc; losses '$(grep '^step ' "$W/08cpu.log" | awk '{print $4}' | tr '\n' ' ')' vs 03's '$ref3'"; fi
+timeout 300 ./build/08_opencl $small --steps 6 --stop-after 3 >"$W/08cl.log" 2>&1
+rc=$?
+got=$(grep '^step ' "$W/08cl.log" | awk '{print $4}' | tr '\n' ' ')
+if grep -q 'not implemented on OpenCL yet: attn' "$W/08cl.log"; then
+    echo "SKIP 08_opencl on OpenCL: attention does not run on OpenCL in this build yet (not counted)"
+elif [ $rc -eq 0 ] && grep -q '^device: opencl:' "$W/08cl.log" && grep -q '^transfers of step 0:' "$W/08cl.log" && grep -q '^val_loss ' "$W/08cl.log" &&
+    echo "$ref3|$got" | awk -F'|' '{n = split($1, a, " "); m = split($2, b, " "); if (n != 3 || m != 3) exit 1;
+        for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-4 * a[i]) exit 1 } }'; then
+    pass "08_opencl on OpenCL: 3 step lines with 03's losses (1e-4), transfers by kind, val_loss"
+else fail "08_opencl on OpenCL: exit $rc; losses '$got' vs 03's '$ref3'; $(tail -n 3 "$W/08cl.log" | tr '\n' ' ')"; fi
+mkdir -p "$W/no_icd_vendors"
+OCL_ICD_VENDORS="$W/no_icd_vendors" ./build/08_opencl $small --steps 1 >"$W/08noplat.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q 'no OpenCL platform found' "$W/08noplat.log" && grep -q 'pocl-opencl-icd' "$W/08noplat.log"; then
+    pass "08_opencl without an OpenCL platform: a clear error (install pocl-opencl-icd)"
+else fail "08_opencl without a platform: exit $rc, '$(head -c 300 "$W/08noplat.log")'"; fi
+./build/08_opencl $small --steps 1 --device opencl:0:99 >"$W/08bad.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q 'has no device 99' "$W/08bad.log"; then pass "08_opencl --device opencl:0:99: a clear error listing the devices"
+else fail "08_opencl --device opencl:0:99: exit $rc, '$(head -c 300 "$W/08bad.log")'"; fi
+
 # 4. 02 on Fashion-MNIST, a few steps: step lines and the accuracy line
 if [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]; then
     ./build/02_mnist_mlp --steps 20 >"$W/02.log" 2>&1
@@ -69,6 +106,11 @@ if [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ]; then
         grep -q '^val_loss ' "$W/02.log"; then
         pass "02_mnist_mlp: 20 step lines, val_loss and test_accuracy"
     else fail "02_mnist_mlp --steps 20: exit $rc; $(tail -n 3 "$W/02.log" | tr '\n' ' ')"; fi
+    ./build/02_mnist_mlp --steps 1 --device opencl >"$W/02cl.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q 'needs OpenCL, which this build does not have' "$W/02cl.log"; then
+        pass "02_mnist_mlp --device opencl (built without OpenCL): a clear error"
+    else fail "02_mnist_mlp --device opencl: exit $rc; $(tail -n 2 "$W/02cl.log" | tr '\n' ' ')"; fi
 else
     fail "02_mnist_mlp: /usr/share/datasets/fashion-mnist missing (make deps installs dataset-fashion-mnist)"
 fi
@@ -138,6 +180,11 @@ if command -v mpirun >/dev/null 2>&1; then
             pass "07_gpt_3d '$cmd': the 5 step losses of 03 (1e-5), val_loss and a sample"
         else fail "07_gpt_3d '$cmd': exit $rc; losses '$got' vs 03's '$ref'; $(tail -n 2 "$W/07_$k.log" | tr '\n' ' ')"; fi
     done
+    mpirun -np 2 ./build/07_gpt_3d --pp 2 $g --device opencl:0:99 >"$W/07cl.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && grep -q 'has no device 99' "$W/07cl.log" && grep -q "cannot use device 'opencl:0:99'" "$W/07cl.log"; then
+        pass "07_gpt_3d (OpenCL compiled in) --device opencl:0:99: a clear error on every rank"
+    else fail "07_gpt_3d --device opencl:0:99: exit $rc, '$(head -c 300 "$W/07cl.log")'"; fi
     mpirun -np 4 ./build/07_gpt_3d --dp 4 $g --batch 6 >"$W/07bad.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ] && grep -q -- '--batch 6 must split over dp = 4' "$W/07bad.log"; then pass "07_gpt_3d: a batch that does not split over dp is a clear error"

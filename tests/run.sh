@@ -112,6 +112,7 @@ want equiv && script equiv_test "$BUILD"
 want examples && script examples_test "$BUILD/examples"
 want opencl && script opencl_test "$BUILD"
 want opencl_mpi && script opencl_mpi_test "$BUILD"
+want cltools && script cltools_test "$BUILD"
 
 echo "total time $(($(date +%s) - START))s"
 echo "$TOTAL_P passed, $TOTAL_F failed"
