@@ -77,10 +77,12 @@ static void make_data(uint64_t seed, float *x, int32_t *y) {
     }
 }
 
+static const char *device; /* --device (NULL = cpu) */
 static pt_ctx *make_ctx(const pt_dist *d, uint64_t seed, int threads) {
     pt_desc desc;
     memset(&desc, 0, sizeof desc);
     desc.seed = seed;
+    desc.device = device;
     desc.dist = d; /* NULL: a single process */
     desc.threads = threads;
     return pt_init(&desc);
@@ -125,6 +127,7 @@ int main(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     a.steps = 20, a.seed = 1, a.batch = 64, a.lr = 1e-2f, a.width = 64;
     argc = pt_args_parse(&a, argc, argv, err, sizeof err);
+    device = a.device;
     for (i = 1; argc > 0 && i < argc; i++) {
         int64_t *dst = !strcmp(argv[i], "--accum") ? &accum : !strcmp(argv[i], "--zero") ? &zero : !strcmp(argv[i], "--bucket-kb") ? &bucket_kb : NULL;
         char *end = NULL;

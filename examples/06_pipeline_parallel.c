@@ -16,7 +16,7 @@
    Run: mpirun -np 2 ./build/06_pipeline_parallel
 
    Flags: --steps N (10 per schedule), --layers L (8), --width W (512), --batch B (256, split into
-   --micro-batches M = 8), --seed S. Prints `step <n> loss <l> ...` per step of each schedule. */
+   --micro-batches M = 8), --seed S, --device cpu|opencl. Prints `step <n> loss <l> ...` per step of each schedule. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
@@ -24,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char *device; /* --device (NULL = cpu) */
 
 typedef struct model {
     int layers, nstages;
@@ -74,7 +76,7 @@ static int train(const pt_dist *d, int kind, int v, model *m, int steps, uint64_
     int p = d ? pt_dist_layout(d).pp : 1, r = d ? pt_dist_coords(d).pp : 0, mine[8], i, s, ok = 1;
     char err[256];
     memset(&desc, 0, sizeof desc);
-    desc.seed = seed, desc.threads = 1, desc.dist = d;
+    desc.seed = seed, desc.threads = 1, desc.dist = d, desc.device = device;
     ctx = pt_init(&desc);
     m->nstages = p * v;
     if (pt_pp_split(m->layers, m->nstages, NULL, 0, 0, m->first, err, sizeof err) != PT_OK) {
@@ -148,9 +150,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch") && n > 0) m.batch = n;
         else if (!strcmp(argv[i], "--micro-batches") && n > 0) m.mbs = n;
         else if (!strcmp(argv[i], "--seed")) seed = (uint64_t)atoll(v);
+        else if (!strcmp(argv[i], "--device") && *v) device = v;
         else {
             fprintf(stderr, "06_pipeline_parallel: unknown flag or bad value '%s %s' (flags: --steps 1..64, --layers 1..64, --width, "
-                            "--batch, --micro-batches, --seed)\n", argv[i], v);
+                            "--batch, --micro-batches, --seed, --device)\n", argv[i], v);
             return 2;
         }
         i++;

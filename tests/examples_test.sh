@@ -185,6 +185,13 @@ if command -v mpirun >/dev/null 2>&1; then
     if [ $rc -ne 0 ] && grep -q 'has no device 99' "$W/07cl.log" && grep -q "cannot use device 'opencl:0:99'" "$W/07cl.log"; then
         pass "07_gpt_3d (OpenCL compiled in) --device opencl:0:99: a clear error on every rank"
     else fail "07_gpt_3d --device opencl:0:99: exit $rc, '$(head -c 300 "$W/07cl.log")'"; fi
+    for e in 04_data_parallel 05_tensor_parallel 06_pipeline_parallel; do
+        mpirun -np 2 ./build/$e --device opencl >"$W/${e}_cl.log" 2>&1
+        rc=$?
+        if [ $rc -ne 0 ] && [ "$(grep -c "device 'opencl' needs OpenCL" "$W/${e}_cl.log")" -ge 2 ]; then
+            pass "$e --device opencl (built without OpenCL): a clear error on both ranks"
+        else fail "$e --device opencl: exit $rc, '$(head -c 300 "$W/${e}_cl.log")'"; fi
+    done
     mpirun -np 4 ./build/07_gpt_3d --dp 4 $g --batch 6 >"$W/07bad.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ] && grep -q -- '--batch 6 must split over dp = 4' "$W/07bad.log"; then pass "07_gpt_3d: a batch that does not split over dp is a clear error"
