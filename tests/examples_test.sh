@@ -167,7 +167,8 @@ if command -v mpirun >/dev/null 2>&1; then
     rline=$(sed -n 's/^ *Run: //p' examples/07_gpt_3d.c | head -n 1)
     k=0
     for lay in "RUN" "np=4 --tp 2 --pp 2 --schedule interleaved --micro-batches 2" "np=8 --dp 2 --tp 2 --pp 2 --zero 1" \
-        "np=4 --dp 4 --zero 2 --accum 2 --hier" "np=2 --pp 2 --schedule gpipe --micro-batches 4 --split equal" "np=2 --pp 2 --split 3,1"; do
+        "np=4 --dp 4 --zero 2 --accum 2 --hier" "np=2 --pp 2 --schedule gpipe --micro-batches 4 --split equal" "np=2 --pp 2 --split 3,1" \
+        "np=4 --dp 2 --pp 2 --device opencl" "np=4 --tp 2 --pp 2 --zero 1 --device opencl"; do
         k=$((k + 1))
         if [ "$lay" = RUN ]; then cmd="$rline $g"; else
             np=${lay%% *}; cmd="mpirun -np ${np#np=} ./build/07_gpt_3d ${lay#"$np" } $g"; fi
