@@ -11579,6 +11579,8 @@ static void pt__data_start(pt_loader *L) {
         if (pthread_create(&L->thread, NULL, pt__data_producer, L) == 0) L->running = 1;
         else L->nring = 0; /* no thread: read in pt_loader_next */
     }
+#else
+    (void)L;
 #endif
 }
 
