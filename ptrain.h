@@ -44,6 +44,13 @@
    pt_pp_new with one function computing any stage (pt_gpt_new_stages / pt_gpt_stage_fwd for the
    GPT), pt_pp_step per step (pt_pp_set_dp hands it the DP reducer), pt_pp_eval to evaluate.
 
+   Data: tools/prepare_shards.c turns text files into train/val token shards (byte-level); llm.c's
+   shards are read too. pt_loader_new streams them memory-mapped (desc.dir + prefix, or a path list),
+   each DP rank taking its slice of every global batch (desc.rank of desc.ranks), shuffled per epoch
+   by a seed, a prefetch thread keeping batches ready; pt_loader_next fills x and y. Its state
+   (pt_loader_get_state / set_state, or pt_loader_register into the checkpointed state) continues the
+   stream exactly, also on another DP size or global batch. pt_loader_stats_get: data wait per batch.
+
    ==================================================================================================
    CONCEPTS
    ==================================================================================================
@@ -86,6 +93,8 @@
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
+   PTRAIN_NO_THREADS        no prefetch thread in the data loader (pt_loader_next reads the batch);
+                            platforms without pthreads get this by themselves
    PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for every
                             entry of the kernel table (elementwise, row-wise, attention, layout,
                             images, reductions, optimizers), CLBlast for GEMM; chosen at run time
@@ -159,6 +168,7 @@
    >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
                 check (matching sends, no deadlock), simulate the bubble, print the table
    >>pprun      pipeline execution over MPI: graphs per micro-batch, transfers, tied parameters
+   >>data       token shards (llm.c and ptrain layouts), the streaming loader, its state
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
