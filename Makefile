@@ -17,7 +17,7 @@ help:
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, DP allreduce/overlap/ZeRO, pipeline bubbles,"
 	@echo "               OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise bandwidth, GPT step on OpenCL)"
 	@echo "make examples  build the tutorials into build/"
-	@echo "make tools     build build/ptcl: list OpenCL devices, check one against the CPU, tune CLBlast's GEMM for it"
+	@echo "make tools     build build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM) and build/prepare_shards (text -> token shards)"
 
 deps:
 	@sh tools/deps.sh
@@ -45,7 +45,10 @@ examples: $(EXAMPLES) $(MPI_EXAMPLES) $(BUILD)/07_gpt_3d $(BUILD)/08_opencl
 $(BUILD)/ptcl: tools/ptcl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -DPTRAIN_OPENCL -I. tools/ptcl.c -o $@ $(CLLIBS) -lm
 
-tools: $(BUILD)/ptcl
+$(BUILD)/prepare_shards: tools/prepare_shards.c ptrain.h | $(BUILD)
+	$(CC) -O2 -I. tools/prepare_shards.c -o $@ -lm
+
+tools: $(BUILD)/ptcl $(BUILD)/prepare_shards
 
 # the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage 1F1B pipeline (Open MPI
 # needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores)
@@ -60,6 +63,9 @@ test: deps
 $(BUILD)/bench: bench/bench.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -I. bench/bench.c -o $@ -lopenblas -lm
 
+$(BUILD)/bench_data: bench/bench_data.c bench/bench_util.h ptrain.h | $(BUILD)
+	$(CC) -O3 -march=native -I. bench/bench_data.c -o $@ -lm
+
 $(BUILD)/bench_dist: bench/bench_dist.c bench/bench_util.h ptrain.h | $(BUILD)
 	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_dist.c -o $@ -lm
 
@@ -70,9 +76,9 @@ $(BUILD)/bench_cl: bench/bench_cl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o $@ $(CLLIBS) -lm
 
 # the OpenCL benchmarks build only where OpenCL and CLBlast are installed (make deps); run.sh skips them otherwise
-bench: deps $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp
+bench: deps $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp $(BUILD)/bench_data
 	@$(MAKE) --no-print-directory $(BUILD)/bench_cl $(BUILD)/ptcl || echo "bench_cl: cannot build (OpenCL headers or CLBlast missing: make deps)" >&2
-	@sh bench/run.sh $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp $(BUILD)/bench_cl $(BUILD)/ptcl
+	@sh bench/run.sh $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp $(BUILD)/bench_cl $(BUILD)/ptcl $(BUILD)/bench_data
 
 clean:
 	rm -rf $(BUILD)

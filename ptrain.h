@@ -44,6 +44,13 @@
    pt_pp_new with one function computing any stage (pt_gpt_new_stages / pt_gpt_stage_fwd for the
    GPT), pt_pp_step per step (pt_pp_set_dp hands it the DP reducer), pt_pp_eval to evaluate.
 
+   Data: tools/prepare_shards.c turns text files into train/val token shards (byte-level); llm.c's
+   shards are read too. pt_loader_new streams them memory-mapped (desc.dir + prefix, or a path list),
+   each DP rank taking its slice of every global batch (desc.rank of desc.ranks), shuffled per epoch
+   by a seed, a prefetch thread keeping batches ready; pt_loader_next fills x and y. Its state
+   (pt_loader_get_state / set_state, or pt_loader_register into the checkpointed state) continues the
+   stream exactly, also on another DP size or global batch. pt_loader_stats_get: data wait per batch.
+
    ==================================================================================================
    CONCEPTS
    ==================================================================================================
@@ -86,6 +93,8 @@
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
+   PTRAIN_NO_THREADS        no prefetch thread in the data loader (pt_loader_next reads the batch);
+                            platforms without pthreads get this by themselves
    PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for every
                             entry of the kernel table (elementwise, row-wise, attention, layout,
                             images, reductions, optimizers), CLBlast for GEMM; chosen at run time
@@ -159,6 +168,7 @@
    >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
                 check (matching sends, no deadlock), simulate the bubble, print the table
    >>pprun      pipeline execution over MPI: graphs per micro-batch, transfers, tied parameters
+   >>data       token shards (llm.c and ptrain layouts), the streaming loader, its state
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -698,6 +708,98 @@ typedef struct pt_args {
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen);
 /** Prints the shared flags and their defaults. */
 PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
+
+/* ---- data: token shards and the streaming loader (>>data) ----------------------------------------
+   A shard is a file of token ids. Two layouts are read:
+     llm.c    256 little-endian int32 (magic 20240520, version 1, token count, rest 0), then the
+              tokens as uint16 (byte 1024 on).
+     ptrain   a 64-byte header of little-endian fields: uint32 magic 0x534B5450 ("PTKS"), uint32
+              version 1, uint32 token width in bytes (2 or 4), uint32 vocabulary size (0 = not
+              recorded), uint64 token count, 40 bytes of zero; then the tokens (uint16 or uint32).
+   Opening a shard checks the magic, the version, the width and that the file size is exactly
+   header + count x width; a bad shard is PT_ERR_FORMAT naming the file, what was expected and what
+   was found. A sample is a window of T+1 tokens starting at a multiple of T inside one shard (x =
+   its first T tokens, y = its last T): a shard of n tokens holds (n - 1) / T samples. */
+typedef enum pt_shard_format { PT_SHARD_PTRAIN = 0, PT_SHARD_LLMC = 1 } pt_shard_format;
+#define PT_SHARD_MAGIC 0x534B5450u    /**< "PTKS": the ptrain shard magic */
+#define PT_SHARD_LLMC_MAGIC 20240520  /**< llm.c's token shard magic */
+/** What a shard's header says (after validation). */
+typedef struct pt_shard_info {
+    pt_shard_format format;
+    int32_t version;      /**< 1 */
+    int32_t token_bytes;  /**< 2 or 4 */
+    int32_t vocab;        /**< vocabulary size (0 = not recorded; llm.c does not record it) */
+    int64_t tokens;       /**< token count */
+    int64_t header_bytes; /**< where the tokens start (64 or 1024) */
+} pt_shard_info;
+/** Reads and validates a shard's header against the file size. PT_ERR_IO (cannot open) or
+    PT_ERR_FORMAT with the file, expected and found in the message. */
+PTDEF pt_status pt_shard_info_read(pt_ctx *ctx, const char *path, pt_shard_info *info);
+/** Writes n tokens as a shard (under path.tmp, then renamed). format PT_SHARD_LLMC stores uint16
+    (every token must be < 65536); PT_SHARD_PTRAIN stores uint16 when vocab is 1..65536, else uint32.
+    Tokens >= vocab (when vocab > 0) are PT_ERR_ARG. */
+PTDEF pt_status pt_shard_write(pt_ctx *ctx, const char *path, pt_shard_format format, const uint32_t *tokens, int64_t n,
+                               int32_t vocab);
+
+/** The position of a loader's stream: everything needed to continue it exactly. The shuffle is a
+    pure function of (seed, epoch), so (seed, epoch, sample) is the whole random state. Plain
+    bytes: a checkpoint saves and restores them (pt_loader_register). */
+typedef struct pt_loader_state {
+    uint64_t seed;      /**< the shuffle seed */
+    int64_t epoch;      /**< epochs completed */
+    int64_t sample;     /**< next sample of this epoch's global order (a multiple of nothing in particular:
+                             a changed global batch or DP size continues from it, no repeat, no skip) */
+    int64_t shard;      /**< informational: slot in this epoch's shard order of that sample */
+    int64_t position;   /**< informational: its window index in that shard */
+    int64_t batches;    /**< global batches delivered so far (all epochs) */
+    int64_t seq;        /**< T the state was taken with (a restore with another T is refused) */
+    int64_t samples_total; /**< samples per epoch of the dataset it was taken on (must match) */
+} pt_loader_state;
+/** Setup of a loader (zero-initialize, then set what you need). */
+typedef struct pt_loader_desc {
+    const char *const *paths; /**< shard files, in this order before shuffling ... */
+    int32_t npaths;
+    const char *dir;          /**< ... or every regular file of dir whose name starts with prefix, */
+    const char *prefix;       /**< sorted by name (prefix NULL = all files) */
+    int64_t batch;            /**< global batch B in samples (sequences); divisible by ranks */
+    int64_t seq;              /**< T: tokens per sample */
+    int32_t rank, ranks;      /**< this DP rank and the DP size (ranks 0 = 1): rank r reads samples
+                                   [r B/ranks, (r+1) B/ranks) of every global batch */
+    uint64_t seed;            /**< shuffle seed */
+    int32_t shuffle;          /**< 1: shard order and windows in a shard are permuted per epoch */
+    int32_t prefetch;         /**< batches a background thread keeps ready (0 = read in pt_loader_next;
+                                   default used when < 0: 4). Without threads (PTRAIN_NO_THREADS) always 0 */
+} pt_loader_desc;
+typedef struct pt_loader pt_loader;
+/** Data-wait and throughput counters of a loader. */
+typedef struct pt_loader_stats {
+    int64_t batches;      /**< batches returned by pt_loader_next */
+    double wait_s;        /**< total seconds pt_loader_next spent waiting for (or reading) data */
+    double last_wait_s;   /**< of the last call: ~0 when the prefetch keeps up */
+    int64_t samples_total;/**< samples per epoch (whole dataset) */
+    int64_t batches_per_epoch; /**< floor(samples_total / B): the last < B samples of an epoch are skipped */
+    int64_t shards;       /**< number of shards */
+    int64_t tokens;       /**< tokens over all shards */
+} pt_loader_stats;
+/** Opens and validates every shard (headers only; the data is memory-mapped one or two shards at a
+    time while streaming). NULL with PT_ERR_FORMAT / PT_ERR_IO / PT_ERR_ARG (e.g. a dataset with fewer
+    samples than one global batch). */
+PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *desc);
+/** The next batch of this rank: x and y each receive B/ranks x T token ids (row-major), y the
+    targets (x shifted by one). Crosses epochs by itself. PT_ERR_IO on a read failure. */
+PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y);
+/** The state after the last batch returned (what a checkpoint saves). */
+PTDEF pt_loader_state pt_loader_get_state(const pt_loader *L);
+/** Continues the stream from a saved state (possibly saved with another DP size or global batch);
+    PT_ERR_ARG when it belongs to another T or dataset. Ready batches are dropped and refilled. */
+PTDEF pt_status pt_loader_set_state(pt_loader *L, const pt_loader_state *s);
+/** Registers the loader's state with pt_state_register under name: a checkpoint saves it, and when
+    a load overwrites it, the next pt_loader_next continues from the loaded state. */
+PTDEF pt_status pt_loader_register(pt_loader *L, const char *name);
+/** Counters (data-wait time per batch: last_wait_s; in total: wait_s / batches). */
+PTDEF pt_loader_stats pt_loader_stats_get(const pt_loader *L);
+/** Stops the prefetch thread, unmaps, frees. */
+PTDEF void pt_loader_free(pt_loader *L);
 
 /* ---- process grid (>>dist) -------------------------------------------------------------------
    The world's ranks form a dp x tp x pp grid. Rank order (a pure function, pt_layout_coords):
@@ -11059,6 +11161,676 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
     PT_FREE(best);
     PT_FREE(cut);
     return PT_OK;
+}
+
+/* =================================================================================================
+   >>data  token shards (llm.c and ptrain layouts), the memory-mapped streaming loader with a
+   prefetch thread, its resumable state
+   Order of an epoch: the shards in a permuted order (a keyed Feistel permutation of their indices,
+   seeded by (seed, epoch)), and inside each shard its windows in a permuted order (keyed by (seed,
+   epoch, shard)); the epoch's samples are that sequence, cut into global batches of B consecutive
+   samples, of which DP rank r takes the r-th B/ranks. The permutations cost no memory (computed
+   per index), so a state is (seed, epoch, sample). The last samples_total % B samples of an epoch
+   are skipped (different ones each epoch when shuffled). A producer thread fills a ring of ready
+   batches; without threads (PTRAIN_NO_THREADS, or a platform without pthreads) pt_loader_next reads.
+   ================================================================================================= */
+#if !defined(PTRAIN_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
+#define PT__DATA_THREADS 1
+#include <pthread.h>
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+#define PT__DATA_POSIX 1
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#endif
+
+#define PT__SHARD_HDR 64
+#define PT__LLMC_HDR 1024
+
+static uint32_t pt__le32(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static void pt__put32(unsigned char *p, uint32_t v) { p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8), p[2] = (unsigned char)(v >> 16), p[3] = (unsigned char)(v >> 24); }
+
+/* size of a file in bytes, or -1 */
+static int64_t pt__file_size(const char *path) {
+#ifdef PT__DATA_POSIX
+    struct stat st;
+    if (stat(path, &st) != 0) return -1;
+    return (int64_t)st.st_size;
+#else
+    long n;
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    fclose(f);
+    return (int64_t)n;
+#endif
+}
+
+/* validates a shard's header against its size; PT_OK, PT_ERR_IO or PT_ERR_FORMAT with a message in err */
+static pt_status pt__shard_check(const char *path, pt_shard_info *info, char *err, size_t errlen) {
+    unsigned char h[PT__LLMC_HDR];
+    int64_t size = pt__file_size(path), want;
+    size_t got;
+    uint32_t magic;
+    FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
+    memset(info, 0, sizeof *info);
+    if (!f) {
+        pt__msg(err, errlen, "shard %s: cannot open it for reading", path);
+        return PT_ERR_IO;
+    }
+    got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (got < 4) {
+        pt__msg(err, errlen, "shard %s: truncated header, expected at least %d bytes, found a %lld-byte file", path, PT__SHARD_HDR, (long long)size);
+        return PT_ERR_FORMAT;
+    }
+    magic = pt__le32(h);
+    if (magic == (uint32_t)PT_SHARD_LLMC_MAGIC) {
+        int32_t count;
+        if (got < PT__LLMC_HDR) {
+            pt__msg(err, errlen, "shard %s: truncated llm.c header, expected %d bytes, found a %lld-byte file", path, PT__LLMC_HDR, (long long)size);
+            return PT_ERR_FORMAT;
+        }
+        if (pt__le32(h + 4) != 1) {
+            pt__msg(err, errlen, "shard %s: llm.c shard version: expected 1, found %u", path, (unsigned)pt__le32(h + 4));
+            return PT_ERR_FORMAT;
+        }
+        count = (int32_t)pt__le32(h + 8);
+        if (count < 0) {
+            pt__msg(err, errlen, "shard %s: token count: expected >= 0, found %d", path, (int)count);
+            return PT_ERR_FORMAT;
+        }
+        info->format = PT_SHARD_LLMC, info->version = 1, info->token_bytes = 2, info->tokens = count;
+        info->header_bytes = PT__LLMC_HDR;
+    } else if (magic == PT_SHARD_MAGIC) {
+        uint64_t count;
+        int i;
+        if (got < PT__SHARD_HDR) {
+            pt__msg(err, errlen, "shard %s: truncated header, expected %d bytes, found a %lld-byte file", path, PT__SHARD_HDR, (long long)size);
+            return PT_ERR_FORMAT;
+        }
+        if (pt__le32(h + 4) != 1) {
+            pt__msg(err, errlen, "shard %s: version: expected 1, found %u", path, (unsigned)pt__le32(h + 4));
+            return PT_ERR_FORMAT;
+        }
+        info->token_bytes = (int32_t)pt__le32(h + 8);
+        info->vocab = (int32_t)pt__le32(h + 12);
+        count = (uint64_t)pt__le32(h + 16) | (uint64_t)pt__le32(h + 20) << 32;
+        if (info->token_bytes != 2 && info->token_bytes != 4) {
+            pt__msg(err, errlen, "shard %s: token width: expected 2 or 4 bytes, found %d", path, (int)info->token_bytes);
+            return PT_ERR_FORMAT;
+        }
+        if (info->vocab < 0 || (info->token_bytes == 2 && info->vocab > 65536)) {
+            pt__msg(err, errlen, "shard %s: vocabulary size: expected 0..%d for %d-byte tokens, found %d", path,
+                    info->token_bytes == 2 ? 65536 : 2147483647, (int)info->token_bytes, (int)info->vocab);
+            return PT_ERR_FORMAT;
+        }
+        for (i = 24; i < PT__SHARD_HDR; i++)
+            if (h[i]) {
+                pt__msg(err, errlen, "shard %s: reserved header byte %d: expected 0, found %u", path, i, (unsigned)h[i]);
+                return PT_ERR_FORMAT;
+            }
+        if (count > (uint64_t)1 << 60) {
+            pt__msg(err, errlen, "shard %s: token count: expected < 2^60, found %llu", path, (unsigned long long)count);
+            return PT_ERR_FORMAT;
+        }
+        info->format = PT_SHARD_PTRAIN, info->version = 1, info->tokens = (int64_t)count;
+        info->header_bytes = PT__SHARD_HDR;
+    } else {
+        pt__msg(err, errlen, "shard %s: bad magic: expected 0x%08X (ptrain) or %d (llm.c), found 0x%08X", path, (unsigned)PT_SHARD_MAGIC,
+                PT_SHARD_LLMC_MAGIC, (unsigned)magic);
+        return PT_ERR_FORMAT;
+    }
+    want = info->header_bytes + info->tokens * info->token_bytes;
+    if (size != want) {
+        pt__msg(err, errlen, "shard %s: size: expected %lld bytes (%lld-byte header + %lld tokens x %d bytes), found %lld bytes%s", path,
+                (long long)want, (long long)info->header_bytes, (long long)info->tokens, (int)info->token_bytes, (long long)size,
+                size < want ? " (truncated)" : "");
+        return PT_ERR_FORMAT;
+    }
+    return PT_OK;
+}
+
+PTDEF pt_status pt_shard_info_read(pt_ctx *ctx, const char *path, pt_shard_info *info) {
+    char err[PT__ERRLEN];
+    pt_shard_info tmp;
+    pt_status st;
+    if (!path) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_shard_info_read: NULL path");
+        return PT_ERR_ARG;
+    }
+    st = pt__shard_check(path, info ? info : &tmp, err, sizeof err);
+    if (st != PT_OK) pt__fail(ctx, st, "pt_shard_info_read: %s", err);
+    return st;
+}
+
+PTDEF pt_status pt_shard_write(pt_ctx *ctx, const char *path, pt_shard_format format, const uint32_t *tokens, int64_t n, int32_t vocab) {
+    unsigned char h[PT__LLMC_HDR], buf[4096];
+    int width = format == PT_SHARD_LLMC || (vocab > 0 && vocab <= 65536) ? 2 : 4;
+    int hdr = format == PT_SHARD_LLMC ? PT__LLMC_HDR : PT__SHARD_HDR;
+    uint32_t lim = format == PT_SHARD_LLMC ? 65536u : (vocab > 0 ? (uint32_t)vocab : 0xFFFFFFFFu);
+    char tmp[4096];
+    int64_t i;
+    size_t k = 0;
+    int ok;
+    FILE *f;
+    if (!path || (!tokens && n > 0) || n < 0 || vocab < 0 || (format != PT_SHARD_PTRAIN && format != PT_SHARD_LLMC) ||
+        (format == PT_SHARD_LLMC && n > 2147483647)) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_shard_write: bad arguments (path %s, %lld tokens, vocab %d, format %d)", path ? path : "NULL", (long long)n,
+                 (int)vocab, (int)format);
+        return PT_ERR_ARG;
+    }
+    for (i = 0; i < n; i++)
+        if (tokens[i] >= lim && !(lim == 0xFFFFFFFFu)) {
+            pt__fail(ctx, PT_ERR_ARG, "pt_shard_write: %s: token %lld is %u, expected < %u", path, (long long)i, (unsigned)tokens[i], (unsigned)lim);
+            return PT_ERR_ARG;
+        }
+    memset(h, 0, sizeof h);
+    if (format == PT_SHARD_LLMC) {
+        pt__put32(h, (uint32_t)PT_SHARD_LLMC_MAGIC), pt__put32(h + 4, 1), pt__put32(h + 8, (uint32_t)n);
+    } else {
+        pt__put32(h, PT_SHARD_MAGIC), pt__put32(h + 4, 1), pt__put32(h + 8, (uint32_t)width), pt__put32(h + 12, (uint32_t)vocab);
+        pt__put32(h + 16, (uint32_t)((uint64_t)n & 0xFFFFFFFFu)), pt__put32(h + 20, (uint32_t)((uint64_t)n >> 32));
+    }
+    if (strlen(path) + 5 > sizeof tmp) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_shard_write: path too long: %s", path);
+        return PT_ERR_ARG;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = fopen(tmp, "wb");
+    if (!f) {
+        pt__fail(ctx, PT_ERR_IO, "pt_shard_write: cannot create %s", tmp);
+        return PT_ERR_IO;
+    }
+    ok = fwrite(h, 1, (size_t)hdr, f) == (size_t)hdr;
+    for (i = 0; ok && i < n; i++) {
+        uint32_t v = tokens[i];
+        buf[k++] = (unsigned char)v, buf[k++] = (unsigned char)(v >> 8);
+        if (width == 4) buf[k++] = (unsigned char)(v >> 16), buf[k++] = (unsigned char)(v >> 24);
+        if (k + 4 > sizeof buf || i == n - 1) ok = fwrite(buf, 1, k, f) == k, k = 0;
+    }
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        pt__fail(ctx, PT_ERR_IO, "pt_shard_write: writing %s failed", path);
+        return PT_ERR_IO;
+    }
+    return PT_OK;
+}
+
+/* a bijection of [0, n) keyed by key: a 4-round Feistel network on the next even power of two,
+   walked until the result falls inside [0, n) (cycle walking keeps it a bijection) */
+static int64_t pt__perm(int64_t i, int64_t n, uint64_t key) {
+    int bits = 2, half, r;
+    uint64_t mask, x = (uint64_t)i;
+    if (n <= 1) return 0;
+    while (((int64_t)1 << bits) < n) bits += 2;
+    half = bits / 2, mask = ((uint64_t)1 << half) - 1;
+    do {
+        uint64_t lo = x & mask, hi = x >> half;
+        for (r = 0; r < 4; r++) {
+            uint64_t t = lo;
+            lo = hi ^ (pt_hash64(key + (uint64_t)r * 0x9E3779B97F4A7C15ull + lo) & mask);
+            hi = t;
+        }
+        x = hi << half | lo;
+    } while (x >= (uint64_t)n);
+    return (int64_t)x;
+}
+
+typedef struct pt__dshard {
+    char *path;
+    pt_shard_info info;
+    int64_t samples;
+} pt__dshard;
+/* one open shard: its mapping (or FILE on platforms without mmap) */
+typedef struct pt__dmap {
+    int shard;
+    const unsigned char *base;
+    size_t len;
+    FILE *f;
+    int64_t used;
+} pt__dmap;
+
+struct pt_loader {
+    pt_ctx *ctx;
+    pt__dshard *sh;
+    int nsh;
+    int64_t B, T, local, rank, ranks, total, tokens;
+    int shuffle;
+    uint64_t seed;
+    pt_loader_state pub, seen; /* state after the last batch returned; seen = pub as left (a changed pub was loaded) */
+    pt_loader_state cur;       /* where the filler (producer thread or pt_loader_next) stands */
+    int64_t order_epoch;       /* epoch of order/prefix (-1 none) */
+    int *order;                /* shard index at each slot of the epoch */
+    int64_t *prefix;           /* samples before each slot */
+    pt__dmap map[2];
+    int64_t map_tick;
+    unsigned char *win;        /* one window's bytes (stdio path) */
+    int nring, head, count, stop, failed, running;
+    int32_t *ring;             /* nring slots of x | y */
+    pt_loader_state *ring_state;
+    char err[PT__ERRLEN];
+    pt_status err_st;
+    pt_loader_stats stats;
+#ifdef PT__DATA_THREADS
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+#endif
+};
+
+static void pt__dmap_close(pt__dmap *m) {
+#ifdef PT__DATA_POSIX
+    if (m->base) munmap((void *)m->base, m->len);
+#endif
+    if (m->f) fclose(m->f);
+    m->base = NULL, m->f = NULL, m->shard = -1;
+}
+
+/* the open view of shard s (at most two shards open: the least recently used one is closed) */
+static pt__dmap *pt__dmap_get(pt_loader *L, int s) {
+    pt__dmap *m;
+    const char *path = L->sh[s].path;
+    int i;
+    for (i = 0; i < 2; i++)
+        if (L->map[i].shard == s) {
+            L->map[i].used = ++L->map_tick;
+            return &L->map[i];
+        }
+    m = L->map[0].used <= L->map[1].used ? &L->map[0] : &L->map[1];
+    pt__dmap_close(m);
+#ifdef PT__DATA_POSIX
+    {
+        int fd = open(path, O_RDONLY);
+        size_t len = (size_t)(L->sh[s].info.header_bytes + L->sh[s].info.tokens * L->sh[s].info.token_bytes);
+        void *p = fd >= 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+        if (fd >= 0) close(fd);
+        if (p == MAP_FAILED) {
+            pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot map shard %s (%lld bytes)", path, (long long)len);
+            return NULL;
+        }
+        m->base = (const unsigned char *)p, m->len = len;
+    }
+#else
+    m->f = fopen(path, "rb");
+    if (!m->f) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot open shard %s", path);
+        return NULL;
+    }
+#endif
+    m->shard = s, m->used = ++L->map_tick;
+    return m;
+}
+
+/* computes the shard order and prefix sums of an epoch */
+static void pt__data_epoch(pt_loader *L, int64_t epoch) {
+    int i;
+    uint64_t key = pt_hash64(L->seed ^ pt_hash64((uint64_t)epoch * 2 + 1));
+    if (L->order_epoch == epoch) return;
+    for (i = 0; i < L->nsh; i++) L->order[i] = L->shuffle ? (int)pt__perm(i, L->nsh, key) : i;
+    L->prefix[0] = 0;
+    for (i = 0; i < L->nsh; i++) L->prefix[i + 1] = L->prefix[i] + L->sh[L->order[i]].samples;
+    L->order_epoch = epoch;
+}
+
+/* slot of sample k of the current epoch (binary search of the prefix sums) */
+static int pt__data_slot(const pt_loader *L, int64_t k) {
+    int lo = 0, hi = L->nsh - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (L->prefix[mid] <= k) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* fills the informational shard/position of a state */
+static void pt__data_locate(pt_loader *L, pt_loader_state *s) {
+    s->shard = s->position = 0;
+    if (s->sample < L->total) {
+        int slot;
+        pt__data_epoch(L, s->epoch);
+        slot = pt__data_slot(L, s->sample);
+        s->shard = slot, s->position = s->sample - L->prefix[slot];
+    }
+}
+
+/* reads the batch at L->cur into x, y (this rank's rows) and advances L->cur; 0 or an error in L->err */
+static pt_status pt__data_fill(pt_loader *L, int32_t *x, int32_t *y) {
+    pt_loader_state *c = &L->cur;
+    int64_t j, t, T = L->T;
+    if (c->sample + L->B > L->total) c->epoch++, c->sample = 0;
+    pt__data_epoch(L, c->epoch);
+    for (j = 0; j < L->local; j++) {
+        int64_t k = c->sample + L->rank * L->local + j, w;
+        int slot = pt__data_slot(L, k), s = L->order[slot], tb = L->sh[s].info.token_bytes;
+        const unsigned char *p;
+        pt__dmap *m;
+        w = k - L->prefix[slot];
+        if (L->shuffle) w = pt__perm(w, L->sh[s].samples, pt_hash64(L->seed ^ pt_hash64((uint64_t)c->epoch * 2 + 1) ^ pt_hash64((uint64_t)s + 0x51ED)));
+        m = pt__dmap_get(L, s);
+        if (!m) return PT_ERR_IO;
+        if (m->base) p = m->base + L->sh[s].info.header_bytes + w * T * tb;
+        else {
+            long off = (long)(L->sh[s].info.header_bytes + w * T * tb);
+            if (fseek(m->f, off, SEEK_SET) != 0 || fread(L->win, (size_t)tb, (size_t)(T + 1), m->f) != (size_t)(T + 1)) {
+                pt__msg(L->err, sizeof L->err, "pt_loader_next: reading shard %s at byte %ld failed", L->sh[s].path, off);
+                return PT_ERR_IO;
+            }
+            p = L->win;
+        }
+        if (tb == 2) {
+            int32_t prev = (int32_t)(p[0] | p[1] << 8);
+            for (t = 0; t < T; t++) {
+                int32_t v = (int32_t)(p[2 * t + 2] | p[2 * t + 3] << 8);
+                x[j * T + t] = prev, y[j * T + t] = v, prev = v;
+            }
+        } else {
+            int32_t prev = (int32_t)pt__le32(p);
+            for (t = 0; t < T; t++) {
+                int32_t v = (int32_t)pt__le32(p + 4 * t + 4);
+                x[j * T + t] = prev, y[j * T + t] = v, prev = v;
+            }
+        }
+    }
+    c->sample += L->B, c->batches++;
+    pt__data_locate(L, c);
+    return PT_OK;
+}
+
+#ifdef PT__DATA_THREADS
+static void *pt__data_producer(void *arg) {
+    pt_loader *L = (pt_loader *)arg;
+    int64_t n = 2 * L->local * L->T;
+    pthread_mutex_lock(&L->mu);
+    for (;;) {
+        int slot;
+        pt_status st;
+        while (!L->stop && L->count == L->nring) pthread_cond_wait(&L->cv, &L->mu);
+        if (L->stop) break;
+        slot = (L->head + L->count) % L->nring;
+        pthread_mutex_unlock(&L->mu);
+        st = pt__data_fill(L, L->ring + slot * n, L->ring + slot * n + n / 2);
+        L->ring_state[slot] = L->cur;
+        pthread_mutex_lock(&L->mu);
+        if (st != PT_OK) {
+            L->failed = 1, L->err_st = st;
+            pthread_cond_broadcast(&L->cv);
+            break;
+        }
+        L->count++;
+        pthread_cond_broadcast(&L->cv);
+    }
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+#endif
+
+static void pt__data_stop(pt_loader *L) {
+#ifdef PT__DATA_THREADS
+    if (L->running) {
+        pthread_mutex_lock(&L->mu);
+        L->stop = 1;
+        pthread_cond_broadcast(&L->cv);
+        pthread_mutex_unlock(&L->mu);
+        pthread_join(L->thread, NULL);
+        L->running = 0;
+    }
+#endif
+    L->head = L->count = L->stop = L->failed = 0;
+}
+
+static void pt__data_start(pt_loader *L) {
+#ifdef PT__DATA_THREADS
+    if (L->nring > 0 && !L->running) {
+        if (pthread_create(&L->thread, NULL, pt__data_producer, L) == 0) L->running = 1;
+        else L->nring = 0; /* no thread: read in pt_loader_next */
+    }
+#else
+    (void)L;
+#endif
+}
+
+PTDEF void pt_loader_free(pt_loader *L) {
+    int i;
+    if (!L) return;
+    pt__data_stop(L);
+#ifdef PT__DATA_THREADS
+    pthread_mutex_destroy(&L->mu);
+    pthread_cond_destroy(&L->cv);
+#endif
+    for (i = 0; i < 2; i++) pt__dmap_close(&L->map[i]);
+    for (i = 0; i < L->nsh; i++) PT_FREE(L->sh[i].path);
+    PT_FREE(L->sh);
+    PT_FREE(L->order);
+    PT_FREE(L->prefix);
+    PT_FREE(L->win);
+    PT_FREE(L->ring);
+    PT_FREE(L->ring_state);
+    PT_FREE(L);
+}
+
+static int pt__data_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* the shard paths of desc (an explicit list, or dir/prefix* sorted), as PT_MALLOC'd strings */
+static pt_status pt__data_paths(pt_ctx *ctx, const pt_loader_desc *d, char ***out, int *n) {
+    int i, cap = 0;
+    char **v = NULL;
+    *n = 0;
+    if (d->npaths > 0) {
+        v = (char **)PT_MALLOC(sizeof(char *) * (size_t)d->npaths);
+        if (!v) return PT_ERR_OOM;
+        for (i = 0; i < d->npaths; i++) {
+            size_t len = d->paths[i] ? strlen(d->paths[i]) + 1 : 0;
+            v[i] = len ? (char *)PT_MALLOC(len) : NULL;
+            if (!v[i]) {
+                *out = v, *n = i;
+                return len ? PT_ERR_OOM : PT_ERR_ARG;
+            }
+            memcpy(v[i], d->paths[i], len);
+        }
+        *out = v, *n = d->npaths;
+        return PT_OK;
+    }
+#ifdef PT__DATA_POSIX
+    if (d->dir) {
+        DIR *dir = opendir(d->dir);
+        struct dirent *e;
+        size_t plen = d->prefix ? strlen(d->prefix) : 0;
+        if (!dir) {
+            pt__fail(ctx, PT_ERR_IO, "pt_loader_new: cannot open the directory %s", d->dir);
+            return PT_ERR_IO;
+        }
+        while ((e = readdir(dir)) != NULL) {
+            size_t nl = strlen(e->d_name), len = strlen(d->dir) + nl + 2;
+            struct stat st;
+            char *p;
+            if (e->d_name[0] == '.' || (plen && strncmp(e->d_name, d->prefix, plen) != 0) || (nl > 4 && !strcmp(e->d_name + nl - 4, ".tmp"))) continue;
+            p = (char *)PT_MALLOC(len);
+            if (!p) break;
+            snprintf(p, len, "%s/%s", d->dir, e->d_name);
+            if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
+                PT_FREE(p);
+                continue;
+            }
+            if (*n == cap) {
+                char **nv = (char **)PT_REALLOC(v, sizeof(char *) * (size_t)(cap = cap ? cap * 2 : 16));
+                if (!nv) {
+                    PT_FREE(p);
+                    break;
+                }
+                v = nv;
+            }
+            v[(*n)++] = p;
+        }
+        closedir(dir);
+        *out = v;
+        if (*n > 1) qsort(v, (size_t)*n, sizeof(char *), pt__data_cmp);
+        if (*n == 0) {
+            pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: no shard in %s (expected files named %s*)", d->dir, d->prefix ? d->prefix : "");
+            return PT_ERR_ARG;
+        }
+        return PT_OK;
+    }
+#else
+    (void)cap;
+    if (d->dir) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: desc.dir needs a POSIX system; list the shards in desc.paths");
+        return PT_ERR_ARG;
+    }
+#endif
+    pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: no shards (set desc.paths/npaths or desc.dir)");
+    return PT_ERR_ARG;
+}
+
+PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
+    pt_loader *L;
+    char **paths = NULL, err[PT__ERRLEN];
+    int n = 0, i;
+    pt_status st;
+    int64_t ranks = d && d->ranks > 0 ? d->ranks : 1;
+    if (!d || d->batch <= 0 || d->seq <= 0 || d->rank < 0 || d->rank >= ranks || d->batch % ranks != 0) {
+        return (pt_loader *)pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: expected batch > 0 divisible by ranks, seq > 0, 0 <= rank < ranks; found batch %lld, seq %lld, rank %d of %lld",
+                                     d ? (long long)d->batch : 0LL, d ? (long long)d->seq : 0LL, d ? (int)d->rank : 0, (long long)ranks);
+    }
+    L = (pt_loader *)PT_MALLOC(sizeof *L);
+    if (!L) return (pt_loader *)pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
+    memset(L, 0, sizeof *L);
+    L->ctx = ctx, L->B = d->batch, L->T = d->seq, L->ranks = ranks, L->rank = d->rank, L->local = d->batch / ranks;
+    L->shuffle = d->shuffle != 0, L->seed = d->seed, L->order_epoch = -1;
+    L->map[0].shard = L->map[1].shard = -1;
+#ifdef PT__DATA_THREADS
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv, NULL);
+    L->nring = d->prefetch < 0 ? 4 : d->prefetch;
+#endif
+    st = pt__data_paths(ctx, d, &paths, &n);
+    L->sh = (pt__dshard *)PT_MALLOC(sizeof(pt__dshard) * (size_t)(n > 0 ? n : 1));
+    if (L->sh) memset(L->sh, 0, sizeof(pt__dshard) * (size_t)(n > 0 ? n : 1));
+    for (i = 0; L->sh && i < n; i++) L->sh[i].path = paths[i];
+    L->nsh = L->sh ? n : 0;
+    if (!L->sh)
+        for (i = 0; i < n; i++) PT_FREE(paths[i]);
+    PT_FREE(paths);
+    if (st != PT_OK || !L->sh) {
+        if (st == PT_ERR_OOM || !L->sh) pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
+        else if (st == PT_ERR_ARG && pt_status_get(ctx) == PT_OK) pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: NULL shard path");
+        pt_loader_free(L);
+        return NULL;
+    }
+    for (i = 0; i < n; i++) {
+        st = pt__shard_check(L->sh[i].path, &L->sh[i].info, err, sizeof err);
+        if (st != PT_OK) {
+            pt__fail(ctx, st, "pt_loader_new: %s", err);
+            pt_loader_free(L);
+            return NULL;
+        }
+        L->sh[i].samples = L->sh[i].info.tokens > 0 ? (L->sh[i].info.tokens - 1) / L->T : 0;
+        L->total += L->sh[i].samples, L->tokens += L->sh[i].info.tokens;
+    }
+    if (L->total < L->B) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: the dataset is smaller than one global batch: expected at least %lld samples of %lld+1 tokens (batch %lld), found %lld in %d shard(s) of %lld tokens",
+                 (long long)L->B, (long long)L->T, (long long)L->B, (long long)L->total, n, (long long)L->tokens);
+        pt_loader_free(L);
+        return NULL;
+    }
+    L->order = (int *)PT_MALLOC(sizeof(int) * (size_t)n);
+    L->prefix = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(n + 1));
+    L->win = (unsigned char *)PT_MALLOC((size_t)(4 * (L->T + 1)));
+    L->ring = L->nring ? (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(2 * L->local * L->T * L->nring)) : NULL;
+    L->ring_state = L->nring ? (pt_loader_state *)PT_MALLOC(sizeof(pt_loader_state) * (size_t)L->nring) : NULL;
+    if (!L->order || !L->prefix || !L->win || (L->nring && (!L->ring || !L->ring_state))) {
+        pt_loader_free(L);
+        return (pt_loader *)pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
+    }
+    L->pub.seed = L->seed, L->pub.seq = L->T, L->pub.samples_total = L->total;
+    pt__data_locate(L, &L->pub);
+    L->seen = L->cur = L->pub;
+    L->stats.samples_total = L->total, L->stats.batches_per_epoch = L->total / L->B;
+    L->stats.shards = n, L->stats.tokens = L->tokens;
+    pt__data_start(L);
+    return L;
+}
+
+PTDEF pt_status pt_loader_set_state(pt_loader *L, const pt_loader_state *s) {
+    if (!L || !s) return PT_ERR_ARG;
+    if (s->seq != L->T || s->samples_total != L->total || s->epoch < 0 || s->sample < 0 || s->sample > L->total || s->batches < 0) {
+        pt__fail(L->ctx, PT_ERR_ARG, "pt_loader_set_state: the state belongs to another stream: expected seq %lld and %lld samples per epoch, found seq %lld, %lld samples (epoch %lld, sample %lld)",
+                 (long long)L->T, (long long)L->total, (long long)s->seq, (long long)s->samples_total, (long long)s->epoch, (long long)s->sample);
+        L->pub = L->seen; /* keep the stream where it was */
+        return PT_ERR_ARG;
+    }
+    pt__data_stop(L);
+    L->seed = s->seed;
+    L->order_epoch = -1;
+    L->cur = *s;
+    pt__data_locate(L, &L->cur);
+    L->pub = L->seen = L->cur;
+    pt__data_start(L);
+    return PT_OK;
+}
+
+PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) {
+    double t0;
+    pt_status st = PT_OK;
+    if (!L || !x || !y) return PT_ERR_ARG;
+    if (memcmp(&L->pub, &L->seen, sizeof L->pub) != 0) { /* a checkpoint load wrote the registered state */
+        pt_loader_state s = L->pub;
+        L->pub = L->seen;
+        if ((st = pt_loader_set_state(L, &s)) != PT_OK) return st;
+    }
+    t0 = pt_time();
+#ifdef PT__DATA_THREADS
+    if (L->running) {
+        int64_t n = L->local * L->T;
+        pthread_mutex_lock(&L->mu);
+        while (L->count == 0 && !L->failed) pthread_cond_wait(&L->cv, &L->mu);
+        if (L->count == 0) st = L->err_st;
+        else {
+            memcpy(x, L->ring + L->head * 2 * n, sizeof(int32_t) * (size_t)n);
+            memcpy(y, L->ring + L->head * 2 * n + n, sizeof(int32_t) * (size_t)n);
+            L->pub = L->ring_state[L->head];
+            L->head = (L->head + 1) % L->nring, L->count--;
+            pthread_cond_broadcast(&L->cv);
+        }
+        pthread_mutex_unlock(&L->mu);
+    } else
+#endif
+    {
+        st = pt__data_fill(L, x, y);
+        if (st == PT_OK) L->pub = L->cur;
+    }
+    if (st != PT_OK) {
+        pt__fail(L->ctx, st, "%s", L->err);
+        return st;
+    }
+    L->seen = L->pub;
+    L->stats.last_wait_s = pt_time() - t0;
+    L->stats.wait_s += L->stats.last_wait_s;
+    L->stats.batches++;
+    return PT_OK;
+}
+
+PTDEF pt_loader_state pt_loader_get_state(const pt_loader *L) {
+    pt_loader_state s;
+    if (L) return L->pub;
+    memset(&s, 0, sizeof s);
+    return s;
+}
+
+PTDEF pt_status pt_loader_register(pt_loader *L, const char *name) {
+    if (!L) return PT_ERR_ARG;
+    return pt_state_register(L->ctx, name, &L->pub, (int64_t)sizeof L->pub);
+}
+
+PTDEF pt_loader_stats pt_loader_stats_get(const pt_loader *L) {
+    pt_loader_stats s;
+    if (L) return L->stats;
+    memset(&s, 0, sizeof s);
+    return s;
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

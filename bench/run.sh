@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs every benchmark, each configuration in its own process; prints JSON lines.
-# Usage: sh bench/run.sh [path/to/bench] [path/to/bench_dist] [path/to/bench_pp] [path/to/bench_cl] [path/to/ptcl]
+# Usage: sh bench/run.sh [path/to/bench] [path/to/bench_dist] [path/to/bench_pp] [path/to/bench_cl] [path/to/ptcl] [path/to/bench_data]
 # bench_dist (data parallelism, built with mpicc) runs under mpirun -np 2, once with Open MPI's default
 # choice of non-blocking allreduce algorithm and once with the ring (coll_libnbc_iallreduce_algorithm=1),
 # since pt_dp's buckets go through MPI_Iallreduce, whose default is slower than the blocking
@@ -11,6 +11,9 @@ BENCH=${1:-build/bench}
 run() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$BENCH" "$@"; }
 run gemm 1024 || exit 1
 for c in A B C; do run gpt $c 5 || exit 1; done
+# the token loader (>>data): tokens/s with and without the prefetch thread, data wait per batch
+DATA=${6:-build/bench_data}
+if [ -x "$DATA" ]; then "$DATA" || exit 1; else echo "bench_data: skipped ($DATA missing)" >&2; fi
 DIST=${2:-build/bench_dist}
 if [ -x "$DIST" ] && command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

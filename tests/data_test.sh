@@ -1,0 +1,58 @@
+#!/bin/sh
+# tests/data_test.sh [BUILD_DIR] - token shards and the streaming loader (>>data). Builds tests/test_data.c
+# three ways (with the prefetch thread; -DPTRAIN_NO_THREADS; C++ with address/undefined sanitizers) and
+# runs each (exactly-once epochs for dp 1, 2, 4, resume = uninterrupted stream, bad shards refused, a
+# dataset smaller than one batch refused); then builds tools/prepare_shards.c, turns two text files into
+# train/val shards (ptrain layout, several shards; llm.c layout; --val FILE) and checks that the shards
+# hold the text's bytes in order. Prints PASS/FAIL lines, then "N passed, N failed". A few seconds.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. tests/mpi_lib.sh
+D=$BUILD/data
+mkdir -p "$D" || exit 1
+export PTRAIN_THREADS=${PTRAIN_THREADS:-1}
+
+if $CC $W tests/test_data.c -o "$BUILD/test_data" -lm >"$BUILD/test_data.build.log" 2>&1; then
+    prog "test_data (prefetch thread)" "$BUILD/test_data.log" timeout 60 "$B/test_data" --dir "$D"
+else
+    fail "build test_data" "see $BUILD/test_data.build.log"
+fi
+if $CC $W -DPTRAIN_NO_THREADS tests/test_data.c -o "$BUILD/test_data_nothreads" -lm >"$BUILD/test_data_nt.build.log" 2>&1; then
+    prog "test_data -DPTRAIN_NO_THREADS" "$BUILD/test_data_nt.log" timeout 60 "$B/test_data_nothreads" --dir "$D"
+else
+    fail "build test_data -DPTRAIN_NO_THREADS" "see $BUILD/test_data_nt.build.log"
+fi
+if [ "${NO_ASAN:-0}" != 1 ] && have g++; then
+    if g++ -x c++ -std=c++11 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra -Werror -I. tests/test_data.c \
+        -o "$BUILD/test_data_asan" -lm >"$BUILD/test_data_asan.build.log" 2>&1; then
+        prog "test_data (C++, sanitizers)" "$BUILD/test_data_asan.log" env UBSAN_OPTIONS=halt_on_error=1 timeout 120 "$B/test_data_asan" --dir "$D"
+    else
+        fail "build test_data as C++ with sanitizers" "see $BUILD/test_data_asan.build.log"
+    fi
+fi
+
+# ---- tools/prepare_shards ----
+if $CC $W tools/prepare_shards.c -o "$BUILD/prepare_shards" -lm >"$BUILD/prepare_shards.build.log" 2>&1; then
+    T=$D/text
+    rm -rf "$T" && mkdir -p "$T/p" "$T/l" "$T/v"
+    head -c 40000 ptrain.h >"$T/a.txt"
+    head -c 9001 README.md >"$T/b.txt"
+    cat "$T/a.txt" "$T/b.txt" >"$T/all.txt"
+    if "$B/prepare_shards" --val-fraction 0.1 --shard-tokens 10000 "$T/p" "$T/a.txt" "$T/b.txt" >"$T/p.log" 2>&1 &&
+        [ "$(ls "$T/p" | grep -c '^train_')" -eq 5 ]; then pass "prepare_shards: 49001 bytes -> 5 train shards + val"
+    else fail "prepare_shards (ptrain layout)" "$(cat "$T/p.log"; ls "$T/p")"; fi
+    prog "prepared ptrain shards hold the text" "$T/pc.log" "$B/test_data" --prepared "$T/p" "$T/all.txt"
+    if "$B/prepare_shards" --format llmc --val-fraction 0.2 "$T/l" "$T/a.txt" "$T/b.txt" >"$T/l.log" 2>&1; then pass "prepare_shards --format llmc"
+    else fail "prepare_shards --format llmc" "$(cat "$T/l.log")"; fi
+    prog "prepared llm.c shards hold the text" "$T/lc.log" "$B/test_data" --prepared "$T/l" "$T/all.txt"
+    if "$B/prepare_shards" --val "$T/b.txt" "$T/v" "$T/a.txt" >"$T/v.log" 2>&1; then pass "prepare_shards --val FILE"
+    else fail "prepare_shards --val FILE" "$(cat "$T/v.log")"; fi
+    prog "prepared shards (--val FILE) hold the text" "$T/vc.log" "$B/test_data" --prepared "$T/v" "$T/all.txt"
+    if "$B/prepare_shards" "$T/none" "$T/missing.txt" >"$T/m.log" 2>&1; then fail "prepare_shards on a missing file" "exit status 0"
+    elif grep -q "cannot read" "$T/m.log"; then pass "prepare_shards on a missing file: an error naming it"
+    else fail "prepare_shards on a missing file" "$(cat "$T/m.log")"; fi
+else
+    fail "build tools/prepare_shards.c" "see $BUILD/prepare_shards.build.log"
+fi
+echo "$NP passed, $NF failed"
+[ "$NF" -eq 0 ]

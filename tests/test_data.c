@@ -1,0 +1,310 @@
+/* test_data.c - token shards and the streaming loader (>>data): the llm.c and ptrain layouts read the
+   same stream; every DP rank's batches together cover the dataset exactly once per epoch (dp 1, 2, 4,
+   shuffled or not), equal to the one-rank stream batch by batch; the prefetch thread gives the same
+   stream as reading in place; a saved state continues the uninterrupted stream (same layout, another
+   DP size, another global batch, through pt_state_register); bad shards and a dataset smaller than
+   one global batch are refused with a message.
+   Usage: test_data [--quick] [--dir DIR]            (DIR for the shard files, default build/tests/data)
+          test_data --prepared DIR TEXT              (train_* then val_* shards of DIR hold TEXT's bytes) */
+#define PTRAIN_IMPLEMENTATION
+#include "../ptrain.h"
+#include "test_util.h"
+
+#define T 8
+#define NSH 6
+static const int64_t sizes[NSH] = {97, 129, 57, 1, 201, 33}; /* windows: 12 16 7 0 25 4 = 64 */
+#define TOTAL 64
+static char dir[512] = "build/tests/data";
+static char paths[NSH][600], paths16[NSH][600], pathsl[NSH][600];
+static const char *pp[NSH], *pp16[NSH], *ppl[NSH];
+static int64_t first_id[NSH]; /* token id of each shard's first token (ids are unique over the dataset) */
+
+static char last_err[1024];
+static void on_err(void *u, pt_status st, const char *msg) {
+    (void)u, (void)st;
+    snprintf(last_err, sizeof last_err, "%s", msg);
+}
+
+static pt_loader *mk(pt_ctx *ctx, const char *const *p, int64_t B, int rank, int ranks, int shuffle, int prefetch, uint64_t seed) {
+    pt_loader_desc d;
+    memset(&d, 0, sizeof d);
+    d.paths = p, d.npaths = NSH, d.batch = B, d.seq = T, d.rank = rank, d.ranks = ranks, d.shuffle = shuffle, d.prefetch = prefetch, d.seed = seed;
+    return pt_loader_new(ctx, &d);
+}
+
+/* the window id of a sample (its first token id), after checking x and y are consecutive tokens of
+   one window that starts at a multiple of T inside one shard; -1 if not */
+static int64_t window_of(const int32_t *x, const int32_t *y) {
+    int s, t;
+    for (t = 0; t < T; t++)
+        if (x[t] != x[0] + t || y[t] != x[0] + t + 1) return -1;
+    for (s = 0; s < NSH; s++) {
+        int64_t off = x[0] - first_id[s];
+        if (off >= 0 && off < sizes[s]) return off % T == 0 && off + T < sizes[s] ? x[0] : -1;
+    }
+    return -1;
+}
+
+/* global batches of a stream of (ranks) loaders: nb batches of B samples into ids (window ids) */
+static int stream(pt_ctx *ctx, const char *const *p, int64_t B, int ranks, int shuffle, int prefetch, uint64_t seed, int nb, int64_t *ids,
+                  const pt_loader_state *from) {
+    pt_loader *L[4];
+    int32_t x[TOTAL * T], y[TOTAL * T];
+    int r, b, j, ok = 1;
+    int64_t local = B / ranks;
+    for (r = 0; r < ranks; r++) {
+        L[r] = mk(ctx, p, B, r, ranks, shuffle, prefetch, seed);
+        if (!L[r]) return 0;
+        if (from && pt_loader_set_state(L[r], from) != PT_OK) ok = 0;
+    }
+    for (b = 0; b < nb && ok; b++)
+        for (r = 0; r < ranks; r++) {
+            if (pt_loader_next(L[r], x, y) != PT_OK) ok = 0;
+            for (j = 0; j < local && ok; j++) ids[b * B + r * local + j] = window_of(x + j * T, y + j * T);
+        }
+    for (r = 0; r < ranks; r++) pt_loader_free(L[r]);
+    return ok;
+}
+
+static void write_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (f) fwrite(p, 1, n, f), fclose(f);
+}
+
+/* --prepared DIR TEXT: the prepared shards hold the text's bytes, train first then val */
+static int check_prepared(const char *d, const char *text) {
+    pt_ctx *ctx = pt_init(NULL);
+    FILE *f = fopen(text, "rb");
+    static unsigned char want[1 << 22];
+    size_t n = f ? fread(want, 1, sizeof want, f) : 0, at = 0;
+    const char *pre[2] = {"train", "val"};
+    int k, i, bad = 0, nshards = 0;
+    char name[1024];
+    if (f) fclose(f);
+    for (k = 0; k < 2; k++)
+        for (i = 0;; i++) {
+            pt_shard_info info;
+            FILE *g;
+            int64_t t;
+            snprintf(name, sizeof name, "%s/%s_%06d.bin", d, pre[k], i);
+            if (!(g = fopen(name, "rb"))) break;
+            nshards++;
+            if (pt_shard_info_read(ctx, name, &info) != PT_OK) {
+                bad = 1;
+                fclose(g);
+                break;
+            }
+            fseek(g, (long)info.header_bytes, SEEK_SET);
+            for (t = 0; t < info.tokens; t++) {
+                unsigned char b[4];
+                if (fread(b, 1, (size_t)info.token_bytes, g) != (size_t)info.token_bytes || at >= n || b[0] != want[at] || b[1]) bad = 1;
+                at++;
+            }
+            fclose(g);
+        }
+    CHECKF(!bad && at == n && nshards >= 2, "prepared shards (train_*, val_*) hold the text's bytes in order", "%zu of %zu bytes matched in %d shards (bad %d)", at, n, nshards, bad);
+    pt_shutdown(ctx);
+    return tu_summary();
+}
+
+int main(int argc, char **argv) {
+    pt_desc desc;
+    pt_ctx *ctx;
+    static uint32_t tok[1024];
+    static int64_t ref[3 * TOTAL], got[3 * TOTAL], a[3 * TOTAL];
+    int32_t x[TOTAL * T], y[TOTAL * T];
+    int s, i, dp, sh, k;
+    int64_t id = 1;
+    tu_init(argc, argv);
+    for (i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--dir") && i + 1 < argc) snprintf(dir, sizeof dir, "%s", argv[++i]);
+        if (!strcmp(argv[i], "--prepared") && i + 2 < argc) return check_prepared(argv[i + 1], argv[i + 2]);
+    }
+    memset(&desc, 0, sizeof desc);
+    desc.on_error = on_err;
+    ctx = pt_init(&desc);
+
+    /* the dataset three times: ptrain uint32 (vocab 0), ptrain uint16, llm.c; same tokens */
+    for (s = 0; s < NSH; s++) {
+        first_id[s] = id;
+        for (i = 0; i < sizes[s]; i++) tok[i] = (uint32_t)id++;
+        snprintf(paths[s], sizeof paths[s], "%s/d32_%d.bin", dir, s);
+        snprintf(paths16[s], sizeof paths16[s], "%s/d16_%d.bin", dir, s);
+        snprintf(pathsl[s], sizeof pathsl[s], "%s/dllmc_%d.bin", dir, s);
+        pp[s] = paths[s], pp16[s] = paths16[s], ppl[s] = pathsl[s];
+        CHECK(pt_shard_write(ctx, paths[s], PT_SHARD_PTRAIN, tok, sizes[s], 0) == PT_OK &&
+                  pt_shard_write(ctx, paths16[s], PT_SHARD_PTRAIN, tok, sizes[s], 1024) == PT_OK &&
+                  pt_shard_write(ctx, pathsl[s], PT_SHARD_LLMC, tok, sizes[s], 0) == PT_OK,
+              tu_name("write shard %d in three layouts", s));
+    }
+    {
+        pt_shard_info i32, i16, il;
+        pt_shard_info_read(ctx, paths[4], &i32), pt_shard_info_read(ctx, paths16[4], &i16), pt_shard_info_read(ctx, pathsl[4], &il);
+        CHECKF(i32.token_bytes == 4 && i16.token_bytes == 2 && il.token_bytes == 2 && il.format == PT_SHARD_LLMC && il.header_bytes == 1024 &&
+                   i32.tokens == 201 && i16.vocab == 1024 && il.tokens == 201,
+               "shard headers read back (width, vocab, count, layout)", "widths %d %d %d", i32.token_bytes, i16.token_bytes, il.token_bytes);
+    }
+
+    /* every layout, every DP size, shuffled or not: the global batches equal the one-rank stream, and an
+       epoch covers every window exactly once */
+    for (sh = 0; sh <= 1; sh++) {
+        int ok = stream(ctx, pp, 16, 1, sh, 0, 7, 3 * TOTAL / 16, ref, NULL);
+        for (k = 0; k < 3; k++) {
+            static int seen[4096];
+            int once = 1, n = 0;
+            memset(seen, 0, sizeof seen);
+            for (i = 0; i < TOTAL; i++) {
+                int64_t w = ref[k * TOTAL + i];
+                if (w < 0 || w >= 4096 || seen[w]++) once = 0;
+                else n++;
+            }
+            CHECKF(ok && once && n == TOTAL, tu_name("epoch %d (shuffle %d): the %d windows each exactly once", k, sh, TOTAL), "ok %d once %d n %d", ok, once, n);
+        }
+        if (sh) CHECK(memcmp(ref, ref + TOTAL, sizeof(int64_t) * TOTAL) != 0, "shuffle: epoch 1's order differs from epoch 0's");
+        else {
+            int inorder = 1;
+            for (i = 1; i < TOTAL; i++) inorder &= ref[i] > ref[i - 1];
+            CHECK(inorder, "no shuffle: windows in file order");
+        }
+        for (dp = 1; dp <= 4; dp *= 2) {
+            int okd = stream(ctx, pp, 16, dp, sh, 2, 7, 3 * TOTAL / 16, got, NULL);
+            CHECK(okd && !memcmp(got, ref, sizeof(int64_t) * 3 * TOTAL), tu_name("dp %d (shuffle %d, prefetch): union of the ranks' batches = the one-rank stream, 3 epochs", dp, sh));
+        }
+        CHECK(stream(ctx, pp16, 16, 2, sh, 0, 7, 3 * TOTAL / 16, got, NULL) && !memcmp(got, ref, sizeof(int64_t) * 3 * TOTAL),
+              tu_name("uint16 ptrain shards give the same stream (shuffle %d)", sh));
+        CHECK(stream(ctx, ppl, 16, 4, sh, 3, 7, 3 * TOTAL / 16, got, NULL) && !memcmp(got, ref, sizeof(int64_t) * 3 * TOTAL),
+              tu_name("llm.c shards give the same stream (shuffle %d)", sh));
+    }
+    stream(ctx, pp, 16, 1, 1, 0, 8, TOTAL / 16, got, NULL);
+    CHECK(memcmp(got, ref, sizeof(int64_t) * TOTAL) != 0, "another seed: another order");
+    {   /* batch 24 does not divide 64: 2 batches per epoch, 16 windows skipped, none twice */
+        static int seen[4096];
+        int once = 1;
+        memset(seen, 0, sizeof seen);
+        stream(ctx, pp, 24, 2, 1, 1, 7, 2, got, NULL);
+        for (i = 0; i < 48; i++) once &= got[i] >= 0 && got[i] < 4096 && !seen[got[i]]++;
+        CHECK(once, "batch 24 (64 windows): 48 distinct windows in the epoch's 2 batches");
+    }
+
+    /* resume: a state saved after k batches continues the uninterrupted stream (same layout; dp 1 -> 2,
+       dp 4 -> 1; another global batch), with and without the prefetch thread */
+    stream(ctx, pp, 16, 1, 1, 0, 7, 12, ref, NULL);
+    for (k = 0; k <= 9; k += 3) {
+        pt_loader *L = mk(ctx, pp, 16, 0, 1, 1, 2, 7);
+        pt_loader_state st;
+        int ok = L != NULL;
+        for (i = 0; i < k && ok; i++) ok = pt_loader_next(L, x, y) == PT_OK;
+        st = pt_loader_get_state(L);
+        pt_loader_free(L);
+        CHECK(ok && stream(ctx, pp, 16, 1, 1, 2, 7, 12 - k, got, &st) && !memcmp(got, ref + 16 * k, sizeof(int64_t) * 16 * (12 - k)),
+              tu_name("resume after %d batches (epoch %lld, sample %lld): the uninterrupted stream", k, (long long)st.epoch, (long long)st.sample));
+        CHECK(stream(ctx, pp, 16, 2, 1, 0, 7, 12 - k, got, &st) && !memcmp(got, ref + 16 * k, sizeof(int64_t) * 16 * (12 - k)),
+              tu_name("resume after %d batches of dp 1 on dp 2 (no prefetch): the uninterrupted stream", k));
+        CHECK(stream(ctx, pp, 8, 4, 1, 1, 7, 2 * (12 - k), got, &st) && !memcmp(got, ref + 16 * k, sizeof(int64_t) * 16 * (12 - k)),
+              tu_name("resume after %d batches of 16 with batch 8 on dp 4: the same samples, none repeated or skipped", k));
+    }
+    {   /* through the state registry: a checkpoint load overwrites the registered bytes */
+        pt_loader *L = mk(ctx, pp, 16, 0, 1, 1, 2, 7), *M = mk(ctx, pp, 16, 0, 1, 1, 3, 7);
+        pt_loader_state st;
+        void *ptr = NULL;
+        int64_t bytes = 0;
+        int ok = L && M, n;
+        for (i = 0; i < 5 && ok; i++) ok = pt_loader_next(L, x, y) == PT_OK;
+        st = pt_loader_get_state(L);
+        ok = ok && pt_loader_register(M, "data.train") == PT_OK && pt_loader_next(M, x, y) == PT_OK;
+        n = pt_state_count(ctx);
+        CHECK(ok && n >= 1 && !strcmp(pt_state_at(ctx, n - 1, &ptr, &bytes), "data.train") && bytes == (int64_t)sizeof st, "pt_loader_register: the state is in the registry");
+        if (ptr) memcpy(ptr, &st, sizeof st);
+        for (i = 5; i < 12 && ok; i++) {
+            ok = pt_loader_next(M, x, y) == PT_OK;
+            for (k = 0; k < 16 && ok; k++) a[16 * i + k] = window_of(x + k * T, y + k * T);
+        }
+        CHECK(ok && !memcmp(a + 80, ref + 80, sizeof(int64_t) * 16 * 7), "registered state overwritten (a checkpoint load): the stream continues from it");
+        st.seq = T + 1;
+        CHECK(pt_loader_set_state(M, &st) == PT_ERR_ARG, "a state of another seq is refused");
+        {
+            const char *msg = last_err;
+            CHECK_HAS(msg, "expected seq 8", "  ... with a message");
+        }
+        pt_error_clear(ctx);
+        {
+            pt_loader_stats ls = pt_loader_stats_get(M);
+            CHECKF(ls.batches == 8 && ls.wait_s >= 0 && ls.last_wait_s >= 0 && ls.batches_per_epoch == 4 && ls.samples_total == TOTAL && ls.shards == NSH,
+                   "stats: batches, data wait, samples per epoch", "batches %lld wait %g", (long long)ls.batches, ls.wait_s);
+        }
+        pt_loader_free(L);
+        pt_loader_free(M);
+    }
+    {   /* dir + prefix: the same shards, sorted by name */
+        pt_loader_desc d;
+        pt_loader *L;
+        memset(&d, 0, sizeof d);
+        d.dir = dir, d.prefix = "d32_", d.batch = 16, d.seq = T, d.shuffle = 1, d.seed = 7, d.prefetch = 2;
+        L = pt_loader_new(ctx, &d);
+        stream(ctx, pp, 16, 1, 1, 0, 7, 1, ref, NULL);
+        for (k = 0; L && k < 16; k++) {
+            if (k == 0) pt_loader_next(L, x, y);
+            got[k] = window_of(x + k * T, y + k * T);
+        }
+        CHECK(L && !memcmp(got, ref, 16 * sizeof(int64_t)), "desc.dir + prefix: the same stream as the path list");
+        pt_loader_free(L);
+    }
+
+    /* refused: bad shards, a dataset smaller than one global batch */
+    {
+        unsigned char h[2048];
+        char bad[700];
+        struct { const char *what, *msg; int llmc; size_t n; int off; uint32_t val; } cases[] = {
+            {"truncated header (10 bytes)", "truncated header", 0, 10, -1, 0},
+            {"garbled magic", "bad magic", 0, 64 + 40, 0, 0xDEADBEEFu},
+            {"version 2", "version: expected 1, found 2", 0, 64 + 40, 4, 2},
+            {"token width 3", "token width: expected 2 or 4", 0, 64 + 40, 8, 3},
+            {"count larger than the data", "(truncated)", 0, 64 + 40, 16, 21},
+            {"nonzero reserved byte", "reserved header byte", 0, 64 + 40, 40, 1},
+            {"llm.c truncated header", "truncated llm.c header", 1, 600, -1, 0},
+            {"llm.c version 3", "llm.c shard version: expected 1, found 3", 1, 1024 + 20, 4, 3},
+            {"llm.c count smaller than the data", "expected 1036 bytes", 1, 1024 + 20, 8, 6},
+        };
+        int c;
+        for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+            const char *one[NSH];
+            pt_loader *L;
+            pt_shard_info info;
+            memset(h, 0, sizeof h);
+            if (cases[c].llmc) h[0] = 0x88, h[1] = 0xD8, h[2] = 0x34, h[3] = 0x01, h[4] = 1, h[8] = 10; /* 20240520, v1, 10 tokens */
+            else h[0] = 'P', h[1] = 'T', h[2] = 'K', h[3] = 'S', h[4] = 1, h[8] = 4, h[16] = 10;
+            if (cases[c].off >= 0) h[cases[c].off] = (unsigned char)cases[c].val, h[cases[c].off + 1] = (unsigned char)(cases[c].val >> 8),
+                                   h[cases[c].off + 2] = (unsigned char)(cases[c].val >> 16), h[cases[c].off + 3] = (unsigned char)(cases[c].val >> 24);
+            snprintf(bad, sizeof bad, "%s/bad_%d.bin", dir, c);
+            write_file(bad, h, cases[c].n);
+            for (i = 0; i < NSH; i++) one[i] = i == 2 ? bad : pp[i];
+            last_err[0] = 0;
+            L = mk(ctx, one, 16, 0, 1, 1, 2, 7);
+            CHECKF(!L && pt_status_get(ctx) == PT_ERR_FORMAT && strstr(last_err, bad) && strstr(last_err, cases[c].msg) && strstr(last_err, "expected"),
+                   tu_name("refused: %s", cases[c].what), "loader %p, message '%s'", (void *)L, last_err);
+            pt_error_clear(ctx);
+            CHECK(pt_shard_info_read(ctx, bad, &info) == PT_ERR_FORMAT, tu_name("pt_shard_info_read refuses it too (%s)", cases[c].what));
+            pt_error_clear(ctx);
+            pt_loader_free(L);
+        }
+        printf("  e.g. %s\n", last_err);
+        last_err[0] = 0;
+        CHECK(!mk(ctx, pp, 128, 0, 2, 1, 2, 7) && pt_status_get(ctx) == PT_ERR_ARG && strstr(last_err, "smaller than one global batch"),
+              "a dataset smaller than one global batch (64 samples, batch 128) is refused");
+        printf("  %s\n", last_err);
+        pt_error_clear(ctx);
+        last_err[0] = 0;
+        CHECK(!mk(ctx, pp, 18, 0, 4, 1, 2, 7) && pt_status_get(ctx) == PT_ERR_ARG && strstr(last_err, "divisible"), "a batch not divisible by the DP size is refused");
+        pt_error_clear(ctx);
+        {
+            uint32_t big[3] = {1, 70000, 2};
+            char p2[700];
+            snprintf(p2, sizeof p2, "%s/big.bin", dir);
+            CHECK(pt_shard_write(ctx, p2, PT_SHARD_LLMC, big, 3, 0) == PT_ERR_ARG, "llm.c layout refuses a token >= 65536");
+            pt_error_clear(ctx);
+            CHECK(pt_shard_write(ctx, p2, PT_SHARD_PTRAIN, big, 3, 100000) == PT_OK, "ptrain layout stores a token >= 65536 (vocab 100000, 4 bytes)");
+        }
+    }
+    pt_shutdown(ctx);
+    return tu_summary();
+}

@@ -1,0 +1,120 @@
+/* prepare_shards.c - text files -> train/val token shards for the ptrain.h loader (byte-level tokens).
+   Build: cc -O2 -I. tools/prepare_shards.c -o build/prepare_shards -lm      (or: make tools)
+   Usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] OUTDIR TEXT...
+   The TEXT files are read in order as one byte stream; every byte is one token (vocabulary 256).
+   Without --val, the last F of the stream (default 0.05) becomes the validation set; with --val FILE,
+   FILE's bytes are the validation set and every TEXT goes to training. Writes OUTDIR/train_000000.bin,
+   train_000001.bin, ... and OUTDIR/val_000000.bin, ... of at most N tokens each (default 16777216),
+   in the ptrain layout (uint16 tokens, vocabulary 256) or the llm.c one; each file is written under
+   a temporary name and renamed. Prints one summary line per split. (No BPE tokenizer: byte-level only.) */
+#define PTRAIN_IMPLEMENTATION
+#include "ptrain.h"
+
+typedef struct writer {
+    pt_ctx *ctx;
+    const char *dir, *split;
+    pt_shard_format format;
+    uint32_t *buf;
+    int64_t n, cap, total;
+    int shards;
+} writer;
+
+static int flush_shard(writer *w) {
+    char path[4096];
+    if (w->n == 0) return 0;
+    snprintf(path, sizeof path, "%s/%s_%06d.bin", w->dir, w->split, w->shards);
+    if (pt_shard_write(w->ctx, path, w->format, w->buf, w->n, w->format == PT_SHARD_LLMC ? 0 : 256) != PT_OK) return -1;
+    w->shards++, w->total += w->n, w->n = 0;
+    return 0;
+}
+
+static int push(writer *w, const unsigned char *p, size_t n) {
+    size_t i;
+    for (i = 0; i < n; i++) {
+        w->buf[w->n++] = p[i];
+        if (w->n == w->cap && flush_shard(w) != 0) return -1;
+    }
+    return 0;
+}
+
+static long long file_size(const char *path) {
+    FILE *f = fopen(path, "rb");
+    long n;
+    if (!f) return -1;
+    n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    fclose(f);
+    return n;
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] OUTDIR TEXT...\n");
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    double frac = 0.05;
+    const char *val = NULL, *out;
+    long long shard_tokens = 1 << 24, total = 0, train_end, pos = 0;
+    pt_shard_format format = PT_SHARD_PTRAIN;
+    writer tw, vw;
+    pt_ctx *ctx;
+    static unsigned char chunk[1 << 16];
+    int i, first, rc = 0;
+    for (i = 1; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i += 2) {
+        if (i + 1 >= argc) return usage();
+        if (!strcmp(argv[i], "--val-fraction")) frac = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--val")) val = argv[i + 1];
+        else if (!strcmp(argv[i], "--shard-tokens")) shard_tokens = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--format")) {
+            if (!strcmp(argv[i + 1], "llmc")) format = PT_SHARD_LLMC;
+            else if (strcmp(argv[i + 1], "ptrain") != 0) return usage();
+        } else return usage();
+    }
+    if (argc - i < 2 || frac < 0 || frac >= 1 || shard_tokens < 2) return usage();
+    out = argv[i], first = i + 1;
+    for (i = first; i < argc; i++) {
+        long long n = file_size(argv[i]);
+        if (n < 0) {
+            fprintf(stderr, "prepare_shards: cannot read %s\n", argv[i]);
+            return 1;
+        }
+        total += n;
+    }
+    train_end = val ? total : total - (long long)(frac * (double)total);
+    ctx = pt_init(NULL);
+    if (!ctx) return 1;
+    memset(&tw, 0, sizeof tw);
+    tw.ctx = ctx, tw.dir = out, tw.split = "train", tw.format = format, tw.cap = shard_tokens;
+    vw = tw;
+    vw.split = "val";
+    tw.buf = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)shard_tokens);
+    vw.buf = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)shard_tokens);
+    if (!tw.buf || !vw.buf) return 1;
+    for (i = first; i < argc + (val ? 1 : 0) && rc == 0; i++) {
+        const char *path = i < argc ? argv[i] : val;
+        FILE *f = fopen(path, "rb");
+        size_t n;
+        if (!f) {
+            fprintf(stderr, "prepare_shards: cannot read %s\n", path);
+            rc = 1;
+            break;
+        }
+        while (rc == 0 && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+            size_t cut = n;
+            if (i < argc && pos + (long long)n > train_end) cut = pos >= train_end ? 0 : (size_t)(train_end - pos);
+            if (i == argc) cut = 0; /* --val FILE: all validation */
+            if (push(&tw, chunk, cut) != 0 || push(&vw, chunk + cut, n - cut) != 0) rc = 1;
+            pos += (long long)n;
+        }
+        fclose(f);
+    }
+    if (rc == 0 && (flush_shard(&tw) != 0 || flush_shard(&vw) != 0)) rc = 1;
+    if (rc == 0) {
+        printf("train: %lld tokens in %d shard(s) %s/train_*.bin\n", (long long)tw.total, tw.shards, out);
+        printf("val: %lld tokens in %d shard(s) %s/val_*.bin\n", (long long)vw.total, vw.shards, out);
+    } else fprintf(stderr, "prepare_shards: failed%s%s\n", pt_error(ctx)[0] ? ": " : "", pt_error(ctx));
+    free(tw.buf);
+    free(vw.buf);
+    pt_shutdown(ctx);
+    return rc;
+}
