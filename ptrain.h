@@ -11867,14 +11867,14 @@ static int pt__ck_fill(const char *dir, const pt__ck_man *m, const pt_param *p, 
         if (t->ndim != s->ndim) goto shape;
         for (d = 0; d < s->ndim; d++)
             if (t->shape[d] != s->global_shape[d]) goto shape;
-        if (t->split_dim != s->split_dim || (s->split_dim >= 0 && (t->split_parts != s->split_parts || t->split_index != s->split_index ||
-                                                                    pt__split_groups(s) != (t->split_groups > 1 ? t->split_groups : 1)))) {
+        if (t->split_dim != s->split_dim ||
+            (s->split_dim >= 0 && (t->split_parts != s->split_parts || pt__split_groups(s) != (t->split_groups > 1 ? t->split_groups : 1)))) {
             pt__msg(err, errlen, "pt_ckpt_load: '%s' is split dim %d parts %d here, dim %d parts %d in the checkpoint: another tensor-parallel "
                     "layout (resharding across TP is not supported yet)", s->name, s->split_dim, s->split_parts, t->split_dim, t->split_parts);
             ok = 0;
             break;
         }
-        if (b <= a) continue;
+        if (b <= a || (s->split_dim >= 0 && t->split_index != s->split_index)) continue; /* another rank's range or TP shard */
         if (t->hi - t->lo > cap) {
             float *nb = (float *)PT_REALLOC(buf, (size_t)(t->hi - t->lo) * 4);
             if (!nb) {

@@ -22,7 +22,7 @@
 #define KSAVE 4
 
 static pt_dist *D;
-static int RANK, WORLD;
+static int RANK, WORLD, DPN; /* DPN: data-parallel size */
 static char LOG[1 << 16]; /* warnings and errors of the contexts */
 static void log_cb(void *user, int level, const char *msg) {
     size_t n = strlen(LOG);
@@ -67,7 +67,7 @@ static int run_open(run *r) {
     od.kind = PT_OPTIM_ADAMW, od.lr = 1e-2f, od.weight_decay = 0.1f, od.clip_norm = 0.5f;
     r->o = pt_optim_new(r->ctx, &od);
     if (!r->m || !r->o) return 0;
-    if (WORLD > 1) {
+    if (DPN > 1) {
         if (!(r->dp = pt_dp_new(r->ctx, D, 0))) return 0;
         if (pt_dp_zero(r->dp, r->o, 1) != PT_OK) return 0;
     }
@@ -86,7 +86,7 @@ static void run_close(run *r) {
 /* one optimizer step on this rank's rows of the next global batch; the loss (NAN on error) */
 static float run_step(run *r) {
     int32_t ids[GB * T], tgt[GB * T];
-    int bl = GB / WORLD, dpr = pt_dist_coords(D).dp, i;
+    int bl = GB / DPN, dpr = pt_dist_coords(D).dp, i;
     int64_t step = pt_optim_steps(r->o);
     pt_tensor *x, *y, *loss;
     float l;
@@ -203,22 +203,48 @@ int main(int argc, char **argv) {
     int64_t step = -1;
     pt_ckpt_opts opts;
     tu_init(argc, argv);
-    D = pt_dist_init(&argc, &argv, NULL, err, sizeof err);
+    {
+        pt_layout lay; /* CKPT_TP=2: tensor parallel inside data parallel (e.g. np 4 = dp2 x tp2) */
+        memset(&lay, 0, sizeof lay);
+        lay.tp = getenv("CKPT_TP") ? atoi(getenv("CKPT_TP")) : 1, lay.pp = 1;
+        D = pt_dist_init(&argc, &argv, &lay, err, sizeof err);
+    }
 #ifdef PTRAIN_MPI
     if (!D) {
         printf("FAIL pt_dist_init: %s\n0 passed, 1 failed\n", err);
         return 1;
     }
 #endif
-    RANK = pt_dist_rank(D), WORLD = pt_dist_size(D);
+    RANK = pt_dist_rank(D), WORLD = pt_dist_size(D), DPN = pt_dist_layout(D).dp;
+    if (!D) DPN = 1;
     snprintf(base, sizeof base, "%s", argc > 1 && argv[1][0] != '-' ? argv[1] : "build/tests/ckpt_tmp");
     if (RANK == 0) {
-        printf("test_ckpt: %d rank(s)%s, GPT vocab 64, 2 layers, width 32, dropout 0.1, AdamW, %d steps, checkpoint at %d, in %s\n", WORLD,
-               WORLD > 1 ? " data parallel with ZeRO-1" : "", NSTEPS, KSAVE, base);
+        printf("test_ckpt: %d rank(s) (dp %d, tp %d)%s, GPT vocab 64, 2 layers, width 32, dropout 0.1, AdamW, %d steps, checkpoint at %d, in %s\n", WORLD, DPN, WORLD / DPN,
+               DPN > 1 ? " with ZeRO-1" : "", NSTEPS, KSAVE, base);
         rm_tree(base);
         mkdir(base, 0755);
     }
     sync_all();
+
+    if (getenv("CKPT_FROM")) { /* another DP size / ZeRO sharding: load the run directory of a test_ckpt run kept with CKPT_KEEP=1 */
+        const char *from = getenv("CKPT_FROM");
+        double md = 0;
+        ok = run_open(&a);
+        for (i = 0; ok && i < NSTEPS; i++) ok = !isnan(ref[i] = run_step(&a));
+        run_close(&a);
+        ok = ok && run_open(&b) && pt_ckpt_load(b.ctx, b.o, from, &step) == PT_OK;
+        snprintf(why, sizeof why, "step %lld: %s", (long long)step, b.ctx ? pt_error(b.ctx) : "");
+        check(ok && step == KSAVE, tu_name("reshard: a checkpoint of another DP size loads on %d rank(s) (step 4)", WORLD), why);
+        for (i = KSAVE; ok && i < NSTEPS; i++) {
+            res[i] = run_step(&b);
+            md = fmax(md, fabs((double)res[i] - ref[i]) / fmax(1.0, fabs((double)ref[i])));
+        }
+        snprintf(why, sizeof why, "max relative loss difference %g", md);
+        check(ok && md < 1e-5, tu_name("reshard: resumed losses on %d rank(s) follow this layout's uninterrupted run (rel. tol 1e-5)", WORLD), why);
+        if (RANK == 0) printf("reshard to %d rank(s): max relative loss difference %g over steps %d..%d\n", WORLD, md, KSAVE, NSTEPS - 1);
+        run_close(&b);
+        goto done;
+    }
 
     /* ---- CRC32C: RFC 3720 B.4 and the usual check value ---- */
     {
@@ -293,7 +319,8 @@ int main(int argc, char **argv) {
         ok = ok && md == 0;
         snprintf(why, sizeof why, "max |loss difference| %g over steps %d..%d", md, KSAVE, NSTEPS - 1);
         check(ok, tu_name("exact resume: losses of steps %d..%d bit-identical to the uninterrupted run", KSAVE, NSTEPS - 1), why);
-        if (RANK == 0) printf("resume: max loss difference %g over steps %d..%d (%s)\n", md, KSAVE, NSTEPS - 1, WORLD > 1 ? "dp with ZeRO-1" : "1 rank");
+        if (RANK == 0) printf("resume: max loss difference %g over steps %d..%d (dp %d, tp %d%s)\n", md, KSAVE, NSTEPS - 1, DPN, WORLD / DPN,
+                                 DPN > 1 ? ", ZeRO-1" : "");
     }
     /* a step directory given directly */
     snprintf(p, sizeof p, "%s/step_000000002", dir);
@@ -412,7 +439,12 @@ int main(int argc, char **argv) {
     }
     snap_free(&s4);
 done:
-    if (RANK == 0 && tu_nfail == 0) rm_tree(base);
+    if (getenv("CKPT_FROM")) {
+        pt_dist_finalize(D);
+        if (RANK == 0) return tu_summary();
+        return tu_nfail != 0;
+    }
+    if (RANK == 0 && tu_nfail == 0 && !getenv("CKPT_KEEP")) rm_tree(base);
     pt_dist_finalize(D);
     if (RANK == 0) return tu_summary();
     return tu_nfail != 0;
