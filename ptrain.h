@@ -71,6 +71,11 @@
    stage     a pipeline stage: consecutive layers on one pipeline rank (rank r holds stages r, r+p,
              ... with v virtual stages). pt_pp runs a schedule -- per-rank instruction lists,
              checked before they run -- with one graph per micro-batch in flight.
+   checkpoint pt_ckpt_save / pt_ckpt_load: DIR/step_<k>/ holds a checksummed manifest and one
+             data file per rank (parameters, optimizer moments -- ZeRO shards per DP rank --,
+             registered state); written to a temporary name, fsynced, renamed, then DIR/latest;
+             loading verifies every CRC32C and falls back to the previous checkpoint. Resuming
+             from step k gives the same losses, bit for bit, as never stopping.
 
    ==================================================================================================
    BUILD SWITCHES (define before including)
@@ -111,6 +116,7 @@
                             it runs; a mismatch fails the call on every rank, naming the ranks
    PTRAIN_WATCHDOG=S        a collective in flight for more than S seconds dumps the rank's
                             collective records to stderr and aborts the job (MPI_Abort)
+   PTRAIN_CKPT_FAIL=N       (tests) pt_ckpt_save fails once a rank has written N bytes of its file
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -1095,7 +1101,8 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     naming the file and the problem) and the previous one is tried. *step_out (may be NULL) = the
     step loaded, -1 if none. PT_ERR_IO when dir holds no checkpoint, PT_ERR_FORMAT when none is
     valid or none fits this model. Same layout, or another DP size / ZeRO sharding (the moments are
-    re-cut by slab range); another TP or PP layout is not yet supported (see docs/architecture.md). */
+    re-cut by slab range); pieces are matched by name, so PP placement does not matter (untested);
+    another TP split is refused as not yet supported (see docs/architecture.md). */
 PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t *step_out);
 /** Checks one checkpoint directory without a context: manifest checksum, every file's size and
     CRC32C. PT_OK, or PT_ERR_IO / PT_ERR_FORMAT with a message naming the file in err. */
