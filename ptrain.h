@@ -1101,8 +1101,8 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     naming the file and the problem) and the previous one is tried. *step_out (may be NULL) = the
     step loaded, -1 if none. PT_ERR_IO when dir holds no checkpoint, PT_ERR_FORMAT when none is
     valid or none fits this model. Same layout, or another DP size / ZeRO sharding (the moments are
-    re-cut by slab range); pieces are matched by name, so PP placement does not matter (untested);
-    another TP split is refused as not yet supported (see docs/architecture.md). */
+    re-cut by slab range) or another PP split (pieces are matched by name); another TP split is
+    refused as not yet supported (see docs/architecture.md). */
 PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t *step_out);
 /** Checks one checkpoint directory without a context: manifest checksum, every file's size and
     CRC32C. PT_OK, or PT_ERR_IO / PT_ERR_FORMAT with a message naming the file in err. */

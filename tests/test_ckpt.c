@@ -5,8 +5,11 @@
    per-step losses), corruption (a flipped byte, a truncated or deleted data file, a missing or
    altered manifest: detected, the previous checkpoint used, a warning naming the file), retention,
    and a failed save (PTRAIN_CKPT_FAIL) that leaves the previous checkpoints intact.
-   Build: cc -std=c99 -O2 -I. tests/test_ckpt.c -lm [dir]; with mpicc -DPTRAIN_MPI under mpirun -np
-   2 it runs data parallel with ZeRO-1 (each DP rank writes its optimizer shard). Every check is
+   Build: cc -std=c99 -O2 -I. tests/test_ckpt.c -lm; run: test_ckpt [DIR]. With mpicc -DPTRAIN_MPI
+   under mpirun it runs data parallel with ZeRO-1 (each DP rank writes its optimizer shard), with
+   env CKPT_TP=2 / CKPT_PP=2 tensor / pipeline parallel inside (np 8: dp2 x tp2 x pp2). CKPT_KEEP=1
+   keeps DIR; CKPT_FROM=DIR/run instead loads such a kept run's checkpoint of step 4 on this layout
+   and checks the resumed losses against this layout's own uninterrupted run (rel. 1e-5). Every check is
    agreed over the ranks; rank 0 prints PASS/FAIL and "N passed, N failed". */
 #define _POSIX_C_SOURCE 200809L
 #define PTRAIN_IMPLEMENTATION
@@ -22,7 +25,7 @@
 #define KSAVE 4
 
 static pt_dist *D;
-static int RANK, WORLD, DPN; /* DPN: data-parallel size */
+static int RANK, WORLD, DPN, NTP, NPP; /* data-, tensor-, pipeline-parallel sizes */
 static char LOG[1 << 16]; /* warnings and errors of the contexts */
 static void log_cb(void *user, int level, const char *msg) {
     size_t n = strlen(LOG);
@@ -47,22 +50,41 @@ typedef struct run {
     pt_gpt *m;
     pt_optim *o;
     pt_dp *dp;
+    pt_pp *pp;  /* CKPT_PP=2: the model in 2 pipeline stages (1F1B, 2 micro-batches) */
     pt_graph *g;
     data_state ds;
+    int32_t ids[GB * T], tgt[GB * T];
+    int64_t step;
 } run;
 static pt_gpt_config CFG;
 static pt_lr_schedule SCHED;
 
+static pt_tensor *stage_fn(pt_graph *g, int stage, int mb, pt_tensor *x, void *user) {
+    run *r = (run *)user;
+    int bl = GB / DPN, rows = bl / 2, r0 = pt_dist_coords(D).dp * bl + mb * rows;
+    int64_t shp[2];
+    pt_tensor *ids = NULL, *tg = NULL;
+    shp[0] = rows, shp[1] = T;
+    pt_graph_set_sample_offset(g, r->step * GB + r0);
+    if (stage == 0) ids = pt_tensor_from(g, PT_I32, 2, shp, r->ids + (size_t)r0 * T);
+    if (stage == r->m->nstages - 1) tg = pt_tensor_from(g, PT_I32, 2, shp, r->tgt + (size_t)r0 * T);
+    return pt_gpt_stage_fwd(g, r->m, stage, x, ids, tg);
+}
+
 static int run_open(run *r) {
     pt_desc desc;
     pt_optim_desc od;
+    int npp = pt_dist_layout(D).pp;
     memset(r, 0, sizeof *r);
     memset(&desc, 0, sizeof desc);
     desc.seed = 7, desc.dist = D, desc.log = log_cb, desc.threads = 1;
     if (!(r->ctx = pt_init(&desc))) return 0;
     memset(&CFG, 0, sizeof CFG);
     CFG.vocab = 64, CFG.max_seq = T, CFG.layers = 2, CFG.width = 32, CFG.heads = 4, CFG.dropout = 0.1f;
-    r->m = pt_gpt_new(r->ctx, &CFG);
+    if (D && npp > 1) {
+        int32_t first[3] = {0, 1, 2}, mine = pt_dist_coords(D).pp;
+        r->m = pt_gpt_new_stages(r->ctx, &CFG, 2, first, 1, &mine);
+    } else r->m = pt_gpt_new(r->ctx, &CFG);
     memset(&od, 0, sizeof od);
     od.kind = PT_OPTIM_ADAMW, od.lr = 1e-2f, od.weight_decay = 0.1f, od.clip_norm = 0.5f;
     r->o = pt_optim_new(r->ctx, &od);
@@ -71,6 +93,13 @@ static int run_open(run *r) {
         if (!(r->dp = pt_dp_new(r->ctx, D, 0))) return 0;
         if (pt_dp_zero(r->dp, r->o, 1) != PT_OK) return 0;
     }
+    if (D && npp > 1) {
+        pt_pp_desc pd;
+        memset(&pd, 0, sizeof pd);
+        pd.kind = PT_PP_1F1B, pd.micro_batches = 2, pd.forward = stage_fn, pd.user = r;
+        if (!(r->pp = pt_pp_new(r->ctx, &pd))) return 0;
+        pt_pp_set_dp(r->pp, r->dp);
+    }
     r->ds.rng = pt_rng_seed(99);
     if (pt_state_register(r->ctx, "data", &r->ds, sizeof r->ds) != PT_OK) return 0;
     r->g = pt_graph_new(r->ctx);
@@ -78,6 +107,7 @@ static int run_open(run *r) {
     return r->g != NULL;
 }
 static void run_close(run *r) {
+    if (r->pp) pt_pp_free(r->pp);
     if (r->dp) pt_dp_free(r->dp);
     if (r->m) pt_gpt_free(r->m);
     if (r->ctx) pt_shutdown(r->ctx);
@@ -92,6 +122,15 @@ static float run_step(run *r) {
     float l;
     for (i = 0; i < GB * T; i++) ids[i] = (int32_t)(pt_rng_u32(&r->ds.rng) % 64), tgt[i] = (int32_t)(pt_rng_u32(&r->ds.rng) % 64);
     r->ds.pos++;
+    if (r->pp) {
+        memcpy(r->ids, ids, sizeof ids), memcpy(r->tgt, tgt, sizeof tgt);
+        r->step = step;
+        pt_zero_grad(r->ctx);
+        l = pt_pp_step(r->pp, 0, 1);
+        if (isnan(l)) return NAN;
+        pt_optim_step(r->o, pt_lr_at(&SCHED, step));
+        return l;
+    }
     pt_graph_reset(r->g);
     pt_graph_set_sample_offset(r->g, step * GB + dpr * bl);
     x = pt_tensor_new(r->g, PT_I32, 2, bl, T, 0, 0);
@@ -206,7 +245,7 @@ int main(int argc, char **argv) {
     {
         pt_layout lay; /* CKPT_TP=2: tensor parallel inside data parallel (e.g. np 4 = dp2 x tp2) */
         memset(&lay, 0, sizeof lay);
-        lay.tp = getenv("CKPT_TP") ? atoi(getenv("CKPT_TP")) : 1, lay.pp = 1;
+        lay.tp = getenv("CKPT_TP") ? atoi(getenv("CKPT_TP")) : 1, lay.pp = getenv("CKPT_PP") ? atoi(getenv("CKPT_PP")) : 1;
         D = pt_dist_init(&argc, &argv, &lay, err, sizeof err);
     }
 #ifdef PTRAIN_MPI
@@ -216,17 +255,18 @@ int main(int argc, char **argv) {
     }
 #endif
     RANK = pt_dist_rank(D), WORLD = pt_dist_size(D), DPN = pt_dist_layout(D).dp;
+    NTP = D ? pt_dist_layout(D).tp : 1, NPP = D ? pt_dist_layout(D).pp : 1;
     if (!D) DPN = 1;
     snprintf(base, sizeof base, "%s", argc > 1 && argv[1][0] != '-' ? argv[1] : "build/tests/ckpt_tmp");
     if (RANK == 0) {
-        printf("test_ckpt: %d rank(s) (dp %d, tp %d)%s, GPT vocab 64, 2 layers, width 32, dropout 0.1, AdamW, %d steps, checkpoint at %d, in %s\n", WORLD, DPN, WORLD / DPN,
+        printf("test_ckpt: %d rank(s) (dp %d, tp %d, pp %d)%s, GPT vocab 64, 2 layers, width 32, dropout 0.1, AdamW, %d steps, checkpoint at %d, in %s\n", WORLD, DPN, NTP, NPP,
                DPN > 1 ? " with ZeRO-1" : "", NSTEPS, KSAVE, base);
         rm_tree(base);
         mkdir(base, 0755);
     }
     sync_all();
 
-    if (getenv("CKPT_FROM")) { /* another DP size / ZeRO sharding: load the run directory of a test_ckpt run kept with CKPT_KEEP=1 */
+    if (getenv("CKPT_FROM")) { /* another DP size / ZeRO sharding / PP split: load the run directory of a test_ckpt run kept with CKPT_KEEP=1 */
         const char *from = getenv("CKPT_FROM");
         double md = 0;
         ok = run_open(&a);
@@ -234,7 +274,7 @@ int main(int argc, char **argv) {
         run_close(&a);
         ok = ok && run_open(&b) && pt_ckpt_load(b.ctx, b.o, from, &step) == PT_OK;
         snprintf(why, sizeof why, "step %lld: %s", (long long)step, b.ctx ? pt_error(b.ctx) : "");
-        check(ok && step == KSAVE, tu_name("reshard: a checkpoint of another DP size loads on %d rank(s) (step 4)", WORLD), why);
+        check(ok && step == KSAVE, tu_name("reshard: a checkpoint of another layout loads on %d rank(s) (dp %d, tp %d, pp %d; step 4)", WORLD, DPN, NTP, NPP), why);
         for (i = KSAVE; ok && i < NSTEPS; i++) {
             res[i] = run_step(&b);
             md = fmax(md, fabs((double)res[i] - ref[i]) / fmax(1.0, fabs((double)ref[i])));
@@ -319,7 +359,7 @@ int main(int argc, char **argv) {
         ok = ok && md == 0;
         snprintf(why, sizeof why, "max |loss difference| %g over steps %d..%d", md, KSAVE, NSTEPS - 1);
         check(ok, tu_name("exact resume: losses of steps %d..%d bit-identical to the uninterrupted run", KSAVE, NSTEPS - 1), why);
-        if (RANK == 0) printf("resume: max loss difference %g over steps %d..%d (dp %d, tp %d%s)\n", md, KSAVE, NSTEPS - 1, DPN, WORLD / DPN,
+        if (RANK == 0) printf("resume: max loss difference %g over steps %d..%d (dp %d, tp %d, pp %d%s)\n", md, KSAVE, NSTEPS - 1, DPN, NTP, NPP,
                                  DPN > 1 ? ", ZeRO-1" : "");
     }
     /* a step directory given directly */
