@@ -11164,6 +11164,40 @@ PTDEF uint32_t pt_crc32c(uint32_t crc, const void *data, size_t n) {
     return ~crc;
 }
 
+/* CRC32C of A|B from crc(A), crc(B) and |B| (zlib's crc32_combine with the Castagnoli polynomial):
+   appending |B| zero bytes to A is a linear map on the CRC, applied by repeated squaring of the
+   one-zero-bit operator over GF(2). The file CRC of a checkpoint is combined from its pieces' CRCs,
+   so a save computes one CRC per byte. */
+static uint32_t pt__gf2_times(const uint32_t *mat, uint32_t vec) {
+    uint32_t sum = 0;
+    for (; vec; vec >>= 1, mat++)
+        if (vec & 1) sum ^= *mat;
+    return sum;
+}
+static void pt__gf2_square(uint32_t *sq, const uint32_t *mat) {
+    int n;
+    for (n = 0; n < 32; n++) sq[n] = pt__gf2_times(mat, mat[n]);
+}
+static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2) {
+    uint32_t even[32], odd[32], row = 1;
+    int n;
+    if (len2 <= 0) return crc1;
+    odd[0] = 0x82F63B78u; /* the operator for one zero bit */
+    for (n = 1; n < 32; n++) odd[n] = row, row <<= 1;
+    pt__gf2_square(even, odd); /* two zero bits */
+    pt__gf2_square(odd, even); /* four */
+    do {                       /* one zero byte first (8 bits), then doubling */
+        pt__gf2_square(even, odd);
+        if (len2 & 1) crc1 = pt__gf2_times(even, crc1);
+        len2 >>= 1;
+        if (!len2) break;
+        pt__gf2_square(odd, even);
+        if (len2 & 1) crc1 = pt__gf2_times(odd, crc1);
+        len2 >>= 1;
+    } while (len2);
+    return crc1 ^ crc2;
+}
+
 #ifdef PT__CKPT_POSIX
 /* a growable text buffer */
 typedef struct pt__ck_sb {
@@ -11552,7 +11586,9 @@ typedef struct pt__ck_writer {
     size_t errlen;
     int ok;
 } pt__ck_writer;
-static int pt__ck_write(pt__ck_writer *w, const void *p, int64_t bytes) {
+/* appends bytes to the file; the piece's CRC32C into *crc (may be NULL), the file's combined from it */
+static int pt__ck_write(pt__ck_writer *w, const void *p, int64_t bytes, uint32_t *crc) {
+    uint32_t c;
     if (!w->ok) return 0;
     if (w->limit >= 0 && w->off + bytes > w->limit) {
         pt__msg(w->err, w->errlen, "%s: write failed after %lld bytes (PTRAIN_CKPT_FAIL=%lld)", w->path, (long long)w->off, (long long)w->limit);
@@ -11562,7 +11598,9 @@ static int pt__ck_write(pt__ck_writer *w, const void *p, int64_t bytes) {
         pt__msg(w->err, w->errlen, "%s: write of %lld bytes at offset %lld failed (disk full?)", w->path, (long long)bytes, (long long)w->off);
         return w->ok = 0;
     }
-    w->crc = pt_crc32c(w->crc, p, (size_t)bytes);
+    c = pt_crc32c(0, p, (size_t)bytes);
+    w->crc = pt__crc32c_combine(w->crc, c, bytes);
+    if (crc) *crc = c;
     w->off += bytes;
     return 1;
 }
@@ -11582,8 +11620,7 @@ static int pt__ck_write_floats(pt_ctx *ctx, pt__ck_writer *w, pt_storage *st, in
         pt__stage_xfer(ctx, st, off, w->stage, n, 1, PT_XFER_CKPT);
         src = w->stage;
     }
-    *crc = pt_crc32c(0, src, (size_t)n * 4);
-    return pt__ck_write(w, src, n * 4);
+    return pt__ck_write(w, src, n * 4, crc);
 }
 
 static const char *pt__ck_optim_kind(const pt_optim *o) { return o->d.kind == PT_OPTIM_ADAMW ? "adamw" : "sgd"; }
@@ -11648,9 +11685,13 @@ static int pt__ck_write_rank(pt_ctx *ctx, pt_optim *o, const char *tmp, int rank
             w.ok = 0;
             break;
         }
-        pt__ck_sb_add(recs, "state name=%s rank=%d offset=%lld bytes=%lld crc32c=0x%08x\n", e->name, rank, (long long)w.off, (long long)e->bytes,
-                   pt_crc32c(0, e->ptr, (size_t)e->bytes));
-        pt__ck_write(&w, e->ptr, e->bytes);
+        {
+            int64_t at = w.off;
+            uint32_t crc = 0;
+            if (pt__ck_write(&w, e->ptr, e->bytes, &crc))
+                pt__ck_sb_add(recs, "state name=%s rank=%d offset=%lld bytes=%lld crc32c=0x%08x\n", e->name, rank, (long long)at,
+                              (long long)e->bytes, crc);
+        }
     }
     if (w.ok && fsync(w.fd) != 0) {
         pt__msg(err, errlen, "%s: fsync failed", path);

@@ -11,6 +11,9 @@ BENCH=${1:-build/bench}
 run() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$BENCH" "$@"; }
 run gemm 1024 || exit 1
 for c in A B C; do run gpt $c 5 || exit 1; done
+# checkpoints: CRC32C speed, a synchronous save vs a plain fsynced write of the same bytes, resume
+CKPT=${BENCH_CKPT:-build/bench_ckpt}
+if [ -x "$CKPT" ]; then "$CKPT" A build/bench_ckpt_dir || exit 1; else echo "bench_ckpt: skipped ($CKPT missing)" >&2; fi
 DIST=${2:-build/bench_dist}
 if [ -x "$DIST" ] && command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -304,6 +304,9 @@ int main(int argc, char **argv) {
         c = pt_crc32c(pt_crc32c(0, pdu, 13), pdu + 13, 35);
         check(c == pt_crc32c(0, pdu, 48), "crc32c continues over pieces", "differs");
         check(pt_crc32c(0, pdu + 1, 20) == pt_crc32c(0, pdu + 1, 20) && pt_crc32c(0, NULL, 0) == 0, "crc32c unaligned start, empty", "wrong");
+        for (ok = 1, i = 0; i <= 48; i++) /* the file CRC of a checkpoint is combined from its pieces' CRCs */
+            ok = ok && pt__crc32c_combine(pt_crc32c(0, pdu, (size_t)i), pt_crc32c(0, pdu + i, (size_t)(48 - i)), 48 - i) == pt_crc32c(0, pdu, 48);
+        check(ok, "crc32c combine(crc(A), crc(B), |B|) = crc(A|B) for every cut of 48 bytes", "differs");
     }
 
     /* ---- the reference: NSTEPS steps without a break ---- */
