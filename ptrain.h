@@ -1081,7 +1081,8 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
    are equal); optimizer moments by DP rank 0, or under ZeRO by every DP rank for its own range;
    registered state by every rank. A save writes DIR/.tmp.step_<k>, fsyncs every file, agrees over
    the grid, renames it to step_<k>, then replaces DIR/latest (a one-line file naming it) by an
-   atomic rename, then deletes all but the newest keep_last checkpoints. Needs a file system that
+   atomic rename (the commit point), then deletes all but the newest keep_last checkpoints up to
+   this step (newer ones, left by an abandoned run, are not touched; pt_ckpt_load skips them). Needs a file system that
    all ranks share. Env PTRAIN_CKPT_FAIL=N (tests): a save fails once a rank has written N bytes. */
 /** Options of pt_ckpt_save (zero-initialize). */
 typedef struct pt_ckpt_opts {
@@ -1096,7 +1097,9 @@ PTDEF uint32_t pt_crc32c(uint32_t crc, const void *data, size_t n);
     A failure (same error on every rank) leaves every checkpoint already in dir as it was. */
 PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t step, const pt_ckpt_opts *opts);
 /** Collective. Restores parameters, o's state (NULL = none) and registered state from the newest
-    valid checkpoint of dir (path may also be one step directory: then only that one). Every file is
+    valid checkpoint of dir (path may also be one step directory: then only that one); newest = the
+    one `latest` names (newer step directories are an unfinished save or an abandoned run and are
+    skipped with a warning), then older ones. Every file is
     checked (size, CRC32C, manifest checksum); a bad or incomplete checkpoint is reported (a warning
     naming the file and the problem) and the previous one is tried. *step_out (may be NULL) = the
     step loaded, -1 if none. PT_ERR_IO when dir holds no checkpoint, PT_ERR_FORMAT when none is
@@ -11783,7 +11786,8 @@ static int pt__ck_commit(pt_ctx *ctx, pt_optim *o, const char *dir, const char *
         ok = close(fd) == 0 && ok;
     }
     PT_FREE(m.s);
-    if (!ok || !pt__ck_fsync_path(tmp)) {
+    pt__ck_fsync_path(tmp); /* best effort: some file systems cannot fsync a directory */
+    if (!ok) {
         pt__msg(err, errlen, "%s: write/fsync failed", path);
         return 0;
     }
@@ -11819,7 +11823,9 @@ static int pt__ck_commit(pt_ctx *ctx, pt_optim *o, const char *dir, const char *
     if (opts && opts->keep_last > 0) {
         int n, i;
         int64_t *v = pt__ck_list(dir, &n);
-        for (i = opts->keep_last; i < n; i++) {
+        int kept = 0;
+        for (i = 0; i < n; i++) { /* steps after this one (an abandoned run's) are neither counted nor deleted */
+            if (v[i] > step || kept++ < opts->keep_last) continue;
             snprintf(path, sizeof path, "%s/step_%09lld", dir, (long long)v[i]);
             pt__ck_rmdir(path);
         }
@@ -12030,6 +12036,32 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
     return pt_dist_agree_msg(d, ok, err, errlen);
 }
 
+/* `latest` is the commit point: a step directory newer than the one it names is a save that died
+   between its rename and the update of latest, or a run abandoned when training resumed from an
+   older checkpoint; those are skipped (with a message) when latest names a listed step. Returns the
+   number of candidates left at the front of steps (newest first). */
+static int pt__ck_after_latest(pt_ctx *ctx, const char *dir, int64_t *steps, int n) {
+    char path[1100], *txt, *end;
+    size_t len = 0;
+    long long k;
+    int i, j;
+    snprintf(path, sizeof path, "%s/latest", dir);
+    if (!steps || !(txt = pt__ck_slurp(path, &len))) return n;
+    k = strncmp(txt, "step_", 5) ? -1 : strtoll(txt + 5, &end, 10);
+    if (k >= 0 && (*end == '\n' || *end == 0)) {
+        for (i = 0; i < n && steps[i] != k; i++) {}
+        if (i < n && i > 0) {
+            if (pt_dist_rank(ctx->desc.dist) == 0)
+                pt_log(ctx, PT_LOG_WARN, "pt_ckpt_load: %s names step_%09lld; %d newer step director%s (an unfinished save or an abandoned run) not used",
+                       path, k, i, i == 1 ? "y is" : "ies are");
+            for (j = 0; i + j < n; j++) steps[j] = steps[i + j];
+            n = j;
+        }
+    }
+    PT_FREE(txt);
+    return n;
+}
+
 PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t *step_out) {
     char err[PT__ERRLEN], cdir[1024], last[PT__ERRLEN];
     struct stat sb;
@@ -12043,6 +12075,7 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     single = stat(cdir, &sb) == 0;
     if (!single) {
         steps = pt__ck_list(path, &n);
+        n = pt__ck_after_latest(ctx, path, steps, n);
         i = pt_dist_agree(ctx->desc.dist, n > 0);
         if (!i || !n) {
             PT_FREE(steps);
