@@ -14,7 +14,7 @@ help:
 	@echo "make deps      install the Debian packages used (as root via apt-get; idempotent)"
 	@echo "make demo      train the tutorial GPT on the fortunes corpus on 4 MPI ranks (dp 2 x pp 2)"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
-	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, DP allreduce/overlap/ZeRO, pipeline bubbles,"
+	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, checkpoint save/resume, DP allreduce/overlap/ZeRO, pipeline bubbles,"
 	@echo "               OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise bandwidth, GPT step on OpenCL)"
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM) and build/prepare_shards (text -> token shards)"
@@ -72,13 +72,16 @@ $(BUILD)/bench_dist: bench/bench_dist.c bench/bench_util.h ptrain.h | $(BUILD)
 $(BUILD)/bench_pp: bench/bench_pp.c bench/bench_util.h ptrain.h | $(BUILD)
 	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_pp.c -o $@ -lm
 
+$(BUILD)/bench_ckpt: bench/bench_ckpt.c bench/bench_util.h ptrain.h | $(BUILD)
+	$(CC) -O3 -march=native -fopenmp -I. bench/bench_ckpt.c -o $@ -lm
+
 $(BUILD)/bench_cl: bench/bench_cl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o $@ $(CLLIBS) -lm
 
 # the OpenCL benchmarks build only where OpenCL and CLBlast are installed (make deps); run.sh skips them otherwise
-bench: deps $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp $(BUILD)/bench_data
+bench: deps $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp $(BUILD)/bench_data $(BUILD)/bench_ckpt
 	@$(MAKE) --no-print-directory $(BUILD)/bench_cl $(BUILD)/ptcl || echo "bench_cl: cannot build (OpenCL headers or CLBlast missing: make deps)" >&2
-	@sh bench/run.sh $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp $(BUILD)/bench_cl $(BUILD)/ptcl $(BUILD)/bench_data
+	@BENCH_CKPT=$(BUILD)/bench_ckpt sh bench/run.sh $(BUILD)/bench $(BUILD)/bench_dist $(BUILD)/bench_pp $(BUILD)/bench_cl $(BUILD)/ptcl $(BUILD)/bench_data
 
 clean:
 	rm -rf $(BUILD)

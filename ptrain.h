@@ -78,6 +78,11 @@
    stage     a pipeline stage: consecutive layers on one pipeline rank (rank r holds stages r, r+p,
              ... with v virtual stages). pt_pp runs a schedule -- per-rank instruction lists,
              checked before they run -- with one graph per micro-batch in flight.
+   checkpoint pt_ckpt_save / pt_ckpt_load: DIR/step_<k>/ holds a checksummed manifest and one
+             data file per rank (parameters, optimizer moments -- ZeRO shards per DP rank --,
+             registered state); written to a temporary name, fsynced, renamed, then DIR/latest;
+             loading verifies every CRC32C and falls back to the previous checkpoint. Resuming
+             from step k gives the same losses, bit for bit, as never stopping.
 
    ==================================================================================================
    BUILD SWITCHES (define before including)
@@ -120,6 +125,7 @@
                             it runs; a mismatch fails the call on every rank, naming the ranks
    PTRAIN_WATCHDOG=S        a collective in flight for more than S seconds dumps the rank's
                             collective records to stderr and aborts the job (MPI_Abort)
+   PTRAIN_CKPT_FAIL=N       (tests) pt_ckpt_save fails once a rank has written N bytes of its file
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -169,6 +175,8 @@
                 check (matching sends, no deadlock), simulate the bubble, print the table
    >>pprun      pipeline execution over MPI: graphs per micro-batch, transfers, tied parameters
    >>data       token shards (llm.c and ptrain layouts), the streaming loader, its state
+   >>ckpt       checkpoints: CRC32C, manifest, save (temporary name, fsync, rename, latest,
+                retention), load of the newest valid one with fallback
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -1161,6 +1169,49 @@ PTDEF void pt_pp_shape(const pt_pp *pp, int *p, int *rank, int *m, int *v);
     naming the numbers on bad input. */
 PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double first_extra, double last_extra,
                             int32_t *first, char *err, size_t errlen);
+
+/* ---- checkpoints (>>ckpt) --------------------------------------------------------------------
+   A checkpoint of step k holds the training state after k optimizer steps: DIR/step_<k, 9 digits>/
+   with a text manifest (`manifest`) and one data file per rank (`rank_<r, 5 digits>.bin`). The
+   manifest records the format version, the step, the layout (dp, tp, pp, world), the model
+   configuration (if given), the optimizer (kind, steps, hyper-parameters, ZeRO), each rank's grid
+   coordinates and ZeRO range, each data file (bytes, CRC32C), and per tensor piece: name, kind
+   (param, m, v = optimizer moments), rank (file), dtype, global shape, TP split (dim, parts, index,
+   groups), the element range [lo, hi) of that shard it holds, offset, bytes, CRC32C; per registered
+   state entry (pt_state_register): name, rank, offset, bytes, CRC32C. Its last line is the CRC32C
+   of every byte before it. Parameters are written by the ranks of DP coordinate 0 (the replicas
+   are equal); optimizer moments by DP rank 0, or under ZeRO by every DP rank for its own range;
+   registered state by every rank. A save writes DIR/.tmp.step_<k>, fsyncs every file, agrees over
+   the grid, renames it to step_<k>, then replaces DIR/latest (a one-line file naming it) by an
+   atomic rename (the commit point), then deletes all but the newest keep_last checkpoints up to
+   this step (newer ones, left by an abandoned run, are not touched; pt_ckpt_load skips them). Needs a file system that
+   all ranks share. Env PTRAIN_CKPT_FAIL=N (tests): a save fails once a rank has written N bytes. */
+/** Options of pt_ckpt_save (zero-initialize). */
+typedef struct pt_ckpt_opts {
+    int32_t keep_last;          /**< keep the newest K checkpoints of the directory (0 = all) */
+    const pt_gpt_config *model; /**< model configuration recorded in the manifest (NULL = none) */
+} pt_ckpt_opts;
+/** CRC32C (Castagnoli, as iSCSI / RFC 3720) of n bytes, continuing crc (0 to start): pt_crc32c(0,
+    "123456789", 9) = 0xE3069283; crc32c(a|b) = pt_crc32c(pt_crc32c(0, a), b). Table-driven, software. */
+PTDEF uint32_t pt_crc32c(uint32_t crc, const void *data, size_t n);
+/** Collective over ctx's grid (world). Saves parameters, optimizer o's state (NULL = none) and every
+    registered state entry as checkpoint `step` of dir (created if needed; step < 0 = pt_optim_steps(o)).
+    A failure (same error on every rank) leaves every checkpoint already in dir as it was. */
+PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t step, const pt_ckpt_opts *opts);
+/** Collective. Restores parameters, o's state (NULL = none) and registered state from the newest
+    valid checkpoint of dir (path may also be one step directory: then only that one); newest = the
+    one `latest` names (newer step directories are an unfinished save or an abandoned run and are
+    skipped with a warning), then older ones. Every file is
+    checked (size, CRC32C, manifest checksum); a bad or incomplete checkpoint is reported (a warning
+    naming the file and the problem) and the previous one is tried. *step_out (may be NULL) = the
+    step loaded, -1 if none. PT_ERR_IO when dir holds no checkpoint, PT_ERR_FORMAT when none is
+    valid or none fits this model. Same layout, or another DP size / ZeRO sharding (the moments are
+    re-cut by slab range) or another PP split (pieces are matched by name); another TP split is
+    refused as not yet supported (see docs/architecture.md). */
+PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t *step_out);
+/** Checks one checkpoint directory without a context: manifest checksum, every file's size and
+    CRC32C. PT_OK, or PT_ERR_IO / PT_ERR_FORMAT with a message naming the file in err. */
+PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
@@ -11832,6 +11883,1011 @@ PTDEF pt_loader_stats pt_loader_stats_get(const pt_loader *L) {
     memset(&s, 0, sizeof s);
     return s;
 }
+
+/* =================================================================================================
+   >>ckpt  checkpoints: CRC32C, the manifest, synchronous save, load with fallback to the previous one
+   Layout and protocol: see the declarations (>>api). The manifest is text, one record a line, the
+   first word its kind, then key=value fields:
+       ptrain-checkpoint version=1
+       step value=K
+       layout dp= tp= pp= world=
+       model vocab= vocab_padded= max_seq= layers= width= heads= dropout= untied=      (if given)
+       optim kind=adamw|sgd steps= lr= momentum= beta1= beta2= eps= weight_decay= clip_norm=
+       rank rank= tp= pp= dp= zlo= zhi=                                   (one per rank)
+       file rank= name=rank_00000.bin bytes= crc32c=                      (one per rank)
+       tensor name= kind=param|m|v rank= dtype=f32 shape=a,b split_dim= split_parts= split_index=
+              split_groups= stage= lo= hi= offset= bytes= crc32c=
+       state name= rank= offset= bytes= crc32c=
+       end crc32c=XXXXXXXX                                                (of all bytes before it)
+   A tensor record holds elements [lo, hi) of the flat local shard its split describes; element i of
+   it is global element pt_spec_global_index(split, i). Resharding (next): a reader on another TP
+   layout maps each element it needs through the global index (the inverse of pt__global_index),
+   PP needs nothing (names are global), and DP/ZeRO only re-cuts the ranges (done here). Floats are
+   printed with 9 significant digits (exact for f32). Registered state is matched by name and rank.
+   ================================================================================================= */
+#if defined(__unix__) || defined(__APPLE__)
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#define PT__CKPT_POSIX 1
+#endif
+
+static uint32_t pt__crc_tab[8][256];
+static volatile int pt__crc_ready;
+static void pt__crc_init(void) {
+    uint32_t i, c;
+    int k;
+    for (i = 0; i < 256; i++) {
+        for (c = i, k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        pt__crc_tab[0][i] = c;
+    }
+    for (i = 0; i < 256; i++)
+        for (k = 1; k < 8; k++) pt__crc_tab[k][i] = (pt__crc_tab[k - 1][i] >> 8) ^ pt__crc_tab[0][pt__crc_tab[k - 1][i] & 0xff];
+    pt__crc_ready = 1; /* every thread computes the same tables: a race writes equal values */
+}
+PTDEF uint32_t pt_crc32c(uint32_t crc, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+    if (!pt__crc_ready) pt__crc_init();
+    crc = ~crc;
+    for (; n >= 8; p += 8, n -= 8) { /* slicing by 8 */
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        crc = pt__crc_tab[7][lo & 0xff] ^ pt__crc_tab[6][(lo >> 8) & 0xff] ^ pt__crc_tab[5][(lo >> 16) & 0xff] ^ pt__crc_tab[4][lo >> 24] ^
+              pt__crc_tab[3][hi & 0xff] ^ pt__crc_tab[2][(hi >> 8) & 0xff] ^ pt__crc_tab[1][(hi >> 16) & 0xff] ^ pt__crc_tab[0][hi >> 24];
+    }
+    while (n--) crc = pt__crc_tab[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* CRC32C of A|B from crc(A), crc(B) and |B| (zlib's crc32_combine with the Castagnoli polynomial):
+   appending |B| zero bytes to A is a linear map on the CRC, applied by repeated squaring of the
+   one-zero-bit operator over GF(2). The file CRC of a checkpoint is combined from its pieces' CRCs,
+   so a save computes one CRC per byte. */
+static uint32_t pt__gf2_times(const uint32_t *mat, uint32_t vec) {
+    uint32_t sum = 0;
+    for (; vec; vec >>= 1, mat++)
+        if (vec & 1) sum ^= *mat;
+    return sum;
+}
+static void pt__gf2_square(uint32_t *sq, const uint32_t *mat) {
+    int n;
+    for (n = 0; n < 32; n++) sq[n] = pt__gf2_times(mat, mat[n]);
+}
+static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2) {
+    uint32_t even[32], odd[32], row = 1;
+    int n;
+    if (len2 <= 0) return crc1;
+    odd[0] = 0x82F63B78u; /* the operator for one zero bit */
+    for (n = 1; n < 32; n++) odd[n] = row, row <<= 1;
+    pt__gf2_square(even, odd); /* two zero bits */
+    pt__gf2_square(odd, even); /* four */
+    do {                       /* one zero byte first (8 bits), then doubling */
+        pt__gf2_square(even, odd);
+        if (len2 & 1) crc1 = pt__gf2_times(even, crc1);
+        len2 >>= 1;
+        if (!len2) break;
+        pt__gf2_square(odd, even);
+        if (len2 & 1) crc1 = pt__gf2_times(odd, crc1);
+        len2 >>= 1;
+    } while (len2);
+    return crc1 ^ crc2;
+}
+
+#ifdef PT__CKPT_POSIX
+/* a growable text buffer */
+typedef struct pt__ck_sb {
+    char *s;
+    size_t n, cap;
+    int oom;
+} pt__ck_sb;
+static void pt__ck_sb_add(pt__ck_sb *b, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void pt__ck_sb_add(pt__ck_sb *b, const char *fmt, ...) {
+    va_list ap;
+    int k;
+    if (b->oom) return;
+    for (;;) {
+        size_t room = b->cap - b->n;
+        va_start(ap, fmt);
+        k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? room : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) { b->oom = 1; return; }
+        if (b->s && (size_t)k < room) { b->n += (size_t)k; return; }
+        {
+            size_t nc = PT__MAX(2 * b->cap, b->n + (size_t)k + 256);
+            char *ns = (char *)PT_REALLOC(b->s, nc);
+            if (!ns) { b->oom = 1; return; }
+            b->s = ns, b->cap = nc;
+        }
+    }
+}
+
+enum { PT__CK_PARAM = 0, PT__CK_M, PT__CK_V };
+static const char *const pt__ck_kind_names[3] = {"param", "m", "v"};
+#define PT__CK_NAME 96
+
+/* ---- the manifest in memory ---- */
+typedef struct pt__ck_tensor {
+    char name[PT__CK_NAME];
+    int kind, rank, ndim;
+    int64_t shape[PT_MAX_DIMS];
+    int32_t split_dim, split_parts, split_index, split_groups, stage;
+    int64_t lo, hi, off, bytes;
+    uint32_t crc;
+} pt__ck_tensor;
+typedef struct pt__ck_state {
+    char name[64];
+    int rank;
+    int64_t off, bytes;
+    uint32_t crc;
+} pt__ck_state;
+typedef struct pt__ck_file {
+    char name[64];
+    int64_t bytes;
+    uint32_t crc;
+    int seen;
+} pt__ck_file;
+typedef struct pt__ck_man {
+    int64_t step, optim_steps;
+    int version, world, dp, tp, pp, has_optim, optim_kind;
+    pt__ck_file *files;   /* [world] */
+    pt__ck_tensor *t;
+    int nt, capt;
+    pt__ck_state *s;
+    int ns, caps;
+} pt__ck_man;
+static void pt__ck_man_free(pt__ck_man *m) {
+    PT_FREE(m->files);
+    PT_FREE(m->t);
+    PT_FREE(m->s);
+    memset(m, 0, sizeof *m);
+}
+
+/* the value of " key=" in a record line (up to the next space or end of line) into out; 0 if absent */
+static int pt__ck_field(const char *line, const char *key, char *out, size_t n) {
+    size_t kl = strlen(key), i = 0;
+    const char *p = line;
+    while ((p = strstr(p, key)) != NULL) {
+        if (p > line && p[-1] == ' ' && p[kl] == '=') break;
+        p += kl;
+    }
+    if (!p) return 0;
+    p += kl + 1;
+    while (*p && *p != ' ' && *p != '\n' && i + 1 < n) out[i++] = *p++;
+    out[i] = 0;
+    return *p == 0 || *p == ' ' || *p == '\n';
+}
+static int pt__ck_i64(const char *line, const char *key, int64_t *v) {
+    char b[64], *e;
+    if (!pt__ck_field(line, key, b, sizeof b) || !b[0]) return 0;
+    *v = (int64_t)strtoll(b, &e, 0);
+    return *e == 0;
+}
+static int pt__ck_int(const char *line, const char *key, int *v) {
+    int64_t x;
+    if (!pt__ck_i64(line, key, &x) || x < -2147483647 || x > 2147483647) return 0;
+    *v = (int)x;
+    return 1;
+}
+static int pt__ck_crc(const char *line, uint32_t *v) {
+    int64_t x;
+    if (!pt__ck_i64(line, "crc32c", &x) || x < 0 || x > 0xffffffffll) return 0;
+    *v = (uint32_t)x;
+    return 1;
+}
+
+/* reads a whole (small) file; NULL if it cannot */
+static char *pt__ck_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    char *s = NULL;
+    long n;
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = (char *)PT_MALLOC((size_t)n + 1)) != NULL) {
+        if (fread(s, 1, (size_t)n, f) != (size_t)n) {
+            PT_FREE(s);
+            s = NULL;
+        } else {
+            s[n] = 0;
+            *len = (size_t)n;
+        }
+    }
+    fclose(f);
+    return s;
+}
+
+/* parses dir/manifest into m; 0 and a message naming the file and the problem on failure */
+static int pt__ck_man_read(const char *dir, pt__ck_man *m, char *err, size_t errlen) {
+    char path[1024], *txt, *line, *next, b[128];
+    size_t len = 0, endpos;
+    const char *endl;
+    uint32_t want;
+    int r, ok = 0;
+    memset(m, 0, sizeof *m);
+    snprintf(path, sizeof path, "%s/manifest", dir);
+    if (!(txt = pt__ck_slurp(path, &len))) {
+        pt__msg(err, errlen, "%s: missing or unreadable", path);
+        return 0;
+    }
+    endl = strstr(txt, "end crc32c=");
+    while (endl && endl != txt && endl[-1] != '\n') endl = strstr(endl + 1, "end crc32c=");
+    if (!endl || strlen(txt) != len) {
+        pt__msg(err, errlen, "%s: no 'end crc32c=' line (a truncated manifest?)", path);
+        goto out;
+    }
+    endpos = (size_t)(endl - txt);
+    if (!strchr(endl, '\n') || strchr(endl, '\n')[1]) {
+        pt__msg(err, errlen, "%s: bytes after the 'end' line", path);
+        goto out;
+    }
+    if (!pt__ck_crc(endl, &want) || pt_crc32c(0, txt, endpos) != want) {
+        pt__msg(err, errlen, "%s: checksum mismatch (manifest says %s, the bytes before it give %08x)", path,
+                pt__ck_field(endl, "crc32c", b, sizeof b) ? b : "?", pt_crc32c(0, txt, endpos));
+        goto out;
+    }
+    txt[endpos] = 0;
+    if (strncmp(txt, "ptrain-checkpoint version=", 26) || (m->version = atoi(txt + 26)) != 1) {
+        pt__msg(err, errlen, "%s: not a ptrain checkpoint manifest of version 1", path);
+        goto out;
+    }
+    m->step = -1;
+    for (line = txt; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        if (!strncmp(line, "step ", 5)) {
+            if (!pt__ck_i64(line, "value", &m->step)) break;
+        } else if (!strncmp(line, "layout ", 7)) {
+            if (!pt__ck_int(line, "dp", &m->dp) || !pt__ck_int(line, "tp", &m->tp) || !pt__ck_int(line, "pp", &m->pp) ||
+                !pt__ck_int(line, "world", &m->world) || m->world < 1 || m->world > (1 << 20) || m->files)
+                break;
+            if (!(m->files = (pt__ck_file *)PT_MALLOC((size_t)m->world * sizeof *m->files))) break;
+            memset(m->files, 0, (size_t)m->world * sizeof *m->files);
+        } else if (!strncmp(line, "optim ", 6)) {
+            m->has_optim = 1;
+            if (!pt__ck_field(line, "kind", b, sizeof b) || !pt__ck_i64(line, "steps", &m->optim_steps)) break;
+            m->optim_kind = !strcmp(b, "adamw") ? PT_OPTIM_ADAMW : PT_OPTIM_SGD;
+        } else if (!strncmp(line, "file ", 5)) {
+            pt__ck_file f;
+            memset(&f, 0, sizeof f);
+            if (!m->files || !pt__ck_int(line, "rank", &r) || r < 0 || r >= m->world || !pt__ck_field(line, "name", f.name, sizeof f.name) ||
+                strchr(f.name, '/') || !f.name[0] || !pt__ck_i64(line, "bytes", &f.bytes) || !pt__ck_crc(line, &f.crc))
+                break;
+            f.seen = 1;
+            m->files[r] = f;
+        } else if (!strncmp(line, "tensor ", 7)) {
+            pt__ck_tensor t;
+            char sh[128], *p;
+            int d;
+            memset(&t, 0, sizeof t);
+            if (!pt__ck_field(line, "name", t.name, sizeof t.name) || !pt__ck_field(line, "kind", b, sizeof b) ||
+                !pt__ck_int(line, "rank", &t.rank) || !pt__ck_field(line, "shape", sh, sizeof sh) ||
+                !pt__ck_int(line, "split_dim", &t.split_dim) || !pt__ck_int(line, "split_parts", &t.split_parts) ||
+                !pt__ck_int(line, "split_index", &t.split_index) || !pt__ck_int(line, "split_groups", &t.split_groups) ||
+                !pt__ck_int(line, "stage", &t.stage) || !pt__ck_i64(line, "lo", &t.lo) || !pt__ck_i64(line, "hi", &t.hi) ||
+                !pt__ck_i64(line, "offset", &t.off) || !pt__ck_i64(line, "bytes", &t.bytes) || !pt__ck_crc(line, &t.crc) ||
+                t.rank < 0 || t.rank >= m->world || t.lo < 0 || t.hi < t.lo || t.bytes != (t.hi - t.lo) * 4 || t.off < 0)
+                break;
+            for (t.kind = 0; t.kind < 3 && strcmp(b, pt__ck_kind_names[t.kind]); t.kind++) {}
+            if (t.kind == 3) break;
+            for (d = 0, p = sh; d < PT_MAX_DIMS && *p; d++) {
+                t.shape[d] = strtoll(p, &p, 10);
+                if (*p == ',') p++;
+            }
+            t.ndim = d;
+            for (; d < PT_MAX_DIMS; d++) t.shape[d] = 1;
+            if (m->nt == m->capt) {
+                int c = m->capt ? 2 * m->capt : 64;
+                pt__ck_tensor *nt = (pt__ck_tensor *)PT_REALLOC(m->t, (size_t)c * sizeof *nt);
+                if (!nt) break;
+                m->t = nt, m->capt = c;
+            }
+            m->t[m->nt++] = t;
+        } else if (!strncmp(line, "state ", 6)) {
+            pt__ck_state s;
+            memset(&s, 0, sizeof s);
+            if (!pt__ck_field(line, "name", s.name, sizeof s.name) || !pt__ck_int(line, "rank", &s.rank) || s.rank < 0 ||
+                s.rank >= m->world || !pt__ck_i64(line, "offset", &s.off) || !pt__ck_i64(line, "bytes", &s.bytes) ||
+                !pt__ck_crc(line, &s.crc) || s.bytes < 0 || s.off < 0)
+                break;
+            if (m->ns == m->caps) {
+                int c = m->caps ? 2 * m->caps : 16;
+                pt__ck_state *ns = (pt__ck_state *)PT_REALLOC(m->s, (size_t)c * sizeof *ns);
+                if (!ns) break;
+                m->s = ns, m->caps = c;
+            }
+            m->s[m->ns++] = s;
+        }
+    }
+    if (line && *line) {
+        pt__msg(err, errlen, "%s: malformed record '%.120s'", path, line);
+        goto out;
+    }
+    if (m->step < 0 || !m->files) {
+        pt__msg(err, errlen, "%s: no step or layout record", path);
+        goto out;
+    }
+    for (r = 0; r < m->world; r++)
+        if (!m->files[r].seen) {
+            pt__msg(err, errlen, "%s: no file record for rank %d of %d", path, r, m->world);
+            goto out;
+        }
+    ok = 1;
+out:
+    PT_FREE(txt);
+    if (!ok) pt__ck_man_free(m);
+    return ok;
+}
+
+/* checks the size and CRC32C of data file r of the checkpoint in dir */
+static int pt__ck_file_check(const char *dir, const pt__ck_man *m, int r, char *err, size_t errlen) {
+    char path[1024];
+    FILE *f;
+    unsigned char *buf;
+    uint32_t crc = 0;
+    int64_t total = 0;
+    size_t k;
+    snprintf(path, sizeof path, "%s/%s", dir, m->files[r].name);
+    if (!(f = fopen(path, "rb"))) {
+        pt__msg(err, errlen, "%s: missing (the manifest lists %lld bytes)", path, (long long)m->files[r].bytes);
+        return 0;
+    }
+    if (!(buf = (unsigned char *)PT_MALLOC(1 << 20))) {
+        fclose(f);
+        pt__msg(err, errlen, "%s: out of memory", path);
+        return 0;
+    }
+    while ((k = fread(buf, 1, 1 << 20, f)) > 0) crc = pt_crc32c(crc, buf, k), total += (int64_t)k;
+    fclose(f);
+    PT_FREE(buf);
+    if (total != m->files[r].bytes) {
+        pt__msg(err, errlen, "%s: %lld bytes, the manifest lists %lld (truncated or extended)", path, (long long)total,
+                (long long)m->files[r].bytes);
+        return 0;
+    }
+    if (crc != m->files[r].crc) {
+        pt__msg(err, errlen, "%s: CRC32C mismatch (file %08x, manifest %08x)", path, crc, m->files[r].crc);
+        return 0;
+    }
+    return 1;
+}
+
+PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
+    pt__ck_man m;
+    int r;
+    if (!step_dir) {
+        pt__msg(err, errlen, "pt_ckpt_verify: no directory given");
+        return PT_ERR_ARG;
+    }
+    if (!pt__ck_man_read(step_dir, &m, err, errlen)) return PT_ERR_FORMAT;
+    for (r = 0; r < m.world; r++)
+        if (!pt__ck_file_check(step_dir, &m, r, err, errlen)) {
+            pt__ck_man_free(&m);
+            return PT_ERR_FORMAT;
+        }
+    pt__ck_man_free(&m);
+    return PT_OK;
+}
+
+/* ---- file system helpers ---- */
+static int pt__ck_fsync_path(const char *path) {
+    int fd = open(path, O_RDONLY), rc;
+    if (fd < 0) return 0;
+    rc = fsync(fd);
+    close(fd);
+    return rc == 0;
+}
+static int pt__ck_mkdirs(const char *dir) {
+    char p[1024];
+    size_t i, n = strlen(dir);
+    struct stat sb;
+    if (n == 0 || n >= sizeof p) return 0;
+    memcpy(p, dir, n + 1);
+    for (i = 1; i <= n; i++)
+        if (p[i] == '/' || p[i] == 0) {
+            char c = p[i];
+            p[i] = 0;
+            if (mkdir(p, 0755) != 0 && (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))) return 0;
+            p[i] = c;
+        }
+    return 1;
+}
+/* removes a flat directory (its files, then itself) */
+static void pt__ck_rmdir(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[1024];
+    if (d) {
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+/* steps of the step_<digits> directories of dir, newest first; count in *n (NULL when none) */
+static int pt__ck_cmp_desc(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+static int64_t *pt__ck_list(const char *dir, int *n) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int64_t *v = NULL;
+    int cap = 0;
+    *n = 0;
+    if (!d) return NULL;
+    while ((e = readdir(d)) != NULL) {
+        const char *s = e->d_name;
+        char *end;
+        long long k;
+        if (strncmp(s, "step_", 5) || !s[5] || s[5] < '0' || s[5] > '9') continue;
+        k = strtoll(s + 5, &end, 10);
+        if (*end) continue;
+        if (*n == cap) {
+            int64_t *nv = (int64_t *)PT_REALLOC(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *nv);
+            if (!nv) break;
+            v = nv;
+        }
+        v[(*n)++] = k;
+    }
+    closedir(d);
+    if (v) qsort(v, (size_t)*n, sizeof *v, pt__ck_cmp_desc);
+    return v;
+}
+
+/* ---- save ---- */
+/* writes all n bytes to fd; 0 on failure */
+static int pt__ck_write_fd(int fd, const void *p, size_t n) {
+    const char *c = (const char *)p;
+    while (n > 0) {
+        ssize_t k = write(fd, c, n);
+        if (k <= 0) return 0;
+        c += k, n -= (size_t)k;
+    }
+    return 1;
+}
+typedef struct pt__ck_writer {
+    int fd;
+    const char *path;
+    int64_t off, limit; /* limit: PTRAIN_CKPT_FAIL, -1 = none */
+    uint32_t crc;
+    float *stage; /* device backend: host staging */
+    int64_t stage_n;
+    char *err;
+    size_t errlen;
+    int ok;
+} pt__ck_writer;
+/* appends bytes to the file; the piece's CRC32C into *crc (may be NULL), the file's combined from it */
+static int pt__ck_write(pt__ck_writer *w, const void *p, int64_t bytes, uint32_t *crc) {
+    uint32_t c;
+    if (!w->ok) return 0;
+    if (w->limit >= 0 && w->off + bytes > w->limit) {
+        pt__msg(w->err, w->errlen, "%s: write failed after %lld bytes (PTRAIN_CKPT_FAIL=%lld)", w->path, (long long)w->off, (long long)w->limit);
+        return w->ok = 0;
+    }
+    if (bytes > 0 && !pt__ck_write_fd(w->fd, p, (size_t)bytes)) {
+        pt__msg(w->err, w->errlen, "%s: write of %lld bytes at offset %lld failed (disk full?)", w->path, (long long)bytes, (long long)w->off);
+        return w->ok = 0;
+    }
+    c = pt_crc32c(0, p, (size_t)bytes);
+    w->crc = pt__crc32c_combine(w->crc, c, bytes);
+    if (crc) *crc = c;
+    w->off += bytes;
+    return 1;
+}
+/* writes n floats at element offset off of st (staged through host memory on a device backend) */
+static int pt__ck_write_floats(pt_ctx *ctx, pt__ck_writer *w, pt_storage *st, int64_t off, int64_t n, uint32_t *crc) {
+    const float *src;
+    if (st->host) src = (const float *)st->host + off;
+    else {
+        if (n > w->stage_n) {
+            float *p = (float *)PT_REALLOC(w->stage, (size_t)PT__MAX(n, 1) * 4);
+            if (!p) {
+                pt__msg(w->err, w->errlen, "%s: out of memory staging %lld floats", w->path, (long long)n);
+                return w->ok = 0;
+            }
+            w->stage = p, w->stage_n = n;
+        }
+        pt__stage_xfer(ctx, st, off, w->stage, n, 1, PT_XFER_CKPT);
+        src = w->stage;
+    }
+    return pt__ck_write(w, src, n * 4, crc);
+}
+
+static const char *pt__ck_optim_kind(const pt_optim *o) { return o->d.kind == PT_OPTIM_ADAMW ? "adamw" : "sgd"; }
+/* moment storages of o that hold state: [0] m (AdamW m or SGD momentum), [1] v */
+static pt_storage *pt__ck_moment(pt_optim *o, int k) {
+    pt_storage *st = k == PT__CK_M ? &o->m : &o->v;
+    if (k == PT__CK_M && o->d.kind == PT_OPTIM_SGD && !(o->d.momentum > 0)) return NULL;
+    if (k == PT__CK_V && o->d.kind != PT_OPTIM_ADAMW) return NULL;
+    return (st->host || st->raw || st->dev) ? st : NULL;
+}
+
+/* this rank's data file and its records (appended to recs); 0 and a message on failure */
+static int pt__ck_write_rank(pt_ctx *ctx, pt_optim *o, const char *tmp, int rank, pt_coords c, int dp_sharded, pt__ck_sb *recs,
+                             char *err, size_t errlen) {
+    char path[1200], name[64];
+    pt__ck_writer w;
+    const char *env = getenv("PTRAIN_CKPT_FAIL");
+    int i, k, d;
+    memset(&w, 0, sizeof w);
+    snprintf(name, sizeof name, "rank_%05d.bin", rank);
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    w.path = path, w.err = err, w.errlen = errlen, w.ok = 1;
+    w.limit = env && *env ? (int64_t)strtoll(env, NULL, 10) : -1;
+    if ((w.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+        pt__msg(err, errlen, "%s: cannot create", path);
+        return 0;
+    }
+    for (i = 0; i < ctx->nparams && w.ok; i++) {
+        pt_param *p = ctx->params[i];
+        const pt_spec *s = &p->spec;
+        int64_t n = pt_numel(&p->value);
+        for (k = 0; k < 3 && w.ok; k++) {
+            pt_storage *st = k == PT__CK_PARAM ? ctx->pslab : o ? pt__ck_moment(o, k) : NULL;
+            int64_t lo = 0, hi = n, soff = p->slab_off;
+            uint32_t crc;
+            if (!st) continue;
+            if (k == PT__CK_PARAM) {
+                if (c.dp != 0) continue; /* DP replicas hold equal values */
+            } else {
+                if (!dp_sharded && c.dp != 0) continue;
+                lo = PT__MAX(0, o->zlo - p->slab_off), hi = PT__MIN(n, o->zhi - p->slab_off);
+                if (hi <= lo) continue;
+                soff = p->slab_off - o->zlo;
+            }
+            if (strchr(s->name, ' ') || strchr(s->name, '\n') || strchr(s->name, '=')) {
+                pt__msg(err, errlen, "pt_ckpt_save: parameter name '%s' has a space, newline or '='", s->name);
+                w.ok = 0;
+                break;
+            }
+            pt__ck_sb_add(recs, "tensor name=%s kind=%s rank=%d dtype=f32 shape=", s->name, pt__ck_kind_names[k], rank);
+            for (d = 0; d < s->ndim; d++) pt__ck_sb_add(recs, d ? ",%lld" : "%lld", (long long)s->global_shape[d]);
+            pt__ck_sb_add(recs, " split_dim=%d split_parts=%d split_index=%d split_groups=%d stage=%d lo=%lld hi=%lld offset=%lld bytes=%lld",
+                       s->split_dim, s->split_dim >= 0 ? s->split_parts : 1, s->split_dim >= 0 ? s->split_index : 0, s->split_groups,
+                       s->stage, (long long)lo, (long long)hi, (long long)w.off, (long long)((hi - lo) * 4));
+            if (pt__ck_write_floats(ctx, &w, st, soff + lo, hi - lo, &crc)) pt__ck_sb_add(recs, " crc32c=0x%08x\n", crc);
+        }
+    }
+    for (i = 0; i < ctx->nstate && w.ok; i++) {
+        const pt__state_entry *e = &ctx->state[i];
+        if (strchr(e->name, ' ') || strchr(e->name, '\n') || strchr(e->name, '=')) {
+            pt__msg(err, errlen, "pt_ckpt_save: state name '%s' has a space, newline or '='", e->name);
+            w.ok = 0;
+            break;
+        }
+        {
+            int64_t at = w.off;
+            uint32_t crc = 0;
+            if (pt__ck_write(&w, e->ptr, e->bytes, &crc))
+                pt__ck_sb_add(recs, "state name=%s rank=%d offset=%lld bytes=%lld crc32c=0x%08x\n", e->name, rank, (long long)at,
+                              (long long)e->bytes, crc);
+        }
+    }
+    if (w.ok && fsync(w.fd) != 0) {
+        pt__msg(err, errlen, "%s: fsync failed", path);
+        w.ok = 0;
+    }
+    if (close(w.fd) != 0 && w.ok) {
+        pt__msg(err, errlen, "%s: close failed", path);
+        w.ok = 0;
+    }
+    PT_FREE(w.stage);
+    pt__ck_sb_add(recs, "rank rank=%d tp=%d pp=%d dp=%d zlo=%lld zhi=%lld\n", rank, c.tp, c.pp, c.dp, (long long)(o ? o->zlo : 0),
+               (long long)(o ? o->zhi : ctx->slab_n));
+    pt__ck_sb_add(recs, "file rank=%d name=%s bytes=%lld crc32c=0x%08x\n", rank, name, (long long)w.off, w.crc);
+    if (w.ok && recs->oom) {
+        pt__msg(err, errlen, "pt_ckpt_save: out of memory for the manifest records");
+        w.ok = 0;
+    }
+    return w.ok;
+}
+
+/* gathers every rank's records at rank 0 (in rank order) into all; 0 on failure */
+static int pt__ck_gather(const pt_dist *d, const pt__ck_sb *mine, pt__ck_sb *all) {
+#ifdef PTRAIN_MPI
+    int size = pt_dist_size(d), rank = pt_dist_rank(d), r, len = (int)mine->n, *lens = NULL, *displ = NULL, ok = 1;
+    uint64_t s;
+    if (d && size > 1) {
+        MPI_Comm w = d->comm[PT_COMM_WORLD];
+        if (rank == 0) {
+            lens = (int *)PT_MALLOC((size_t)size * sizeof *lens);
+            displ = (int *)PT_MALLOC((size_t)size * sizeof *displ);
+            ok = lens && displ;
+        }
+        ok = pt_dist_agree(d, ok);
+        s = ok ? pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, 1, PT_COLL_I32, 0) : 0;
+        ok = ok && pt__coll_end(d, s, s ? MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, w) : PT__COLL_REFUSED) == MPI_SUCCESS;
+        if (ok && rank == 0) {
+            int64_t tot = 0;
+            for (r = 0; r < size; r++) displ[r] = (int)tot, tot += lens[r];
+            if (tot > 2147483647 || !(all->s = (char *)PT_MALLOC((size_t)tot + 1))) ok = 0;
+            else all->n = (size_t)tot, all->cap = (size_t)tot + 1;
+        }
+        ok = pt_dist_agree(d, ok);
+        s = ok ? pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, len, PT_COLL_CHAR, 0) : 0;
+        ok = ok && pt__coll_end(d, s, s ? MPI_Gatherv(mine->s, len, MPI_CHAR, all->s, lens, displ, MPI_CHAR, 0, w) : PT__COLL_REFUSED) ==
+                       MPI_SUCCESS;
+        PT_FREE(lens);
+        PT_FREE(displ);
+        return ok;
+    }
+#else
+    (void)d;
+#endif
+    pt__ck_sb_add(all, "%.*s", (int)mine->n, mine->s ? mine->s : "");
+    return !all->oom;
+}
+
+/* rank 0: manifest, fsync, rename into place, latest, retention */
+static int pt__ck_commit(pt_ctx *ctx, pt_optim *o, const char *dir, const char *tmp, int64_t step, const pt_ckpt_opts *opts,
+                         const pt__ck_sb *recs, char *err, size_t errlen) {
+    pt__ck_sb m;
+    char path[1200], fin[1024], old[1024], lt[1024];
+    pt_layout l = pt_dist_layout(ctx->desc.dist);
+    int fd, ok, world = pt_dist_size(ctx->desc.dist);
+    char line[64];
+    struct stat sb;
+    memset(&m, 0, sizeof m);
+    if (!ctx->desc.dist) l.dp = l.tp = l.pp = 1;
+    pt__ck_sb_add(&m, "ptrain-checkpoint version=1\nstep value=%lld\nlayout dp=%d tp=%d pp=%d world=%d\n", (long long)step, l.dp, l.tp, l.pp, world);
+    if (opts && opts->model) {
+        const pt_gpt_config *c = opts->model;
+        pt__ck_sb_add(&m, "model vocab=%d vocab_padded=%d max_seq=%d layers=%d width=%d heads=%d dropout=%.9g untied=%d\n", c->vocab, c->vocab_padded,
+                   c->max_seq, c->layers, c->width, c->heads, (double)c->dropout, c->untied);
+    }
+    if (o)
+        pt__ck_sb_add(&m, "optim kind=%s steps=%lld lr=%.9g momentum=%.9g beta1=%.9g beta2=%.9g eps=%.9g weight_decay=%.9g clip_norm=%.9g\n",
+                   pt__ck_optim_kind(o), (long long)o->steps, (double)o->d.lr, (double)o->d.momentum, (double)o->d.beta1, (double)o->d.beta2,
+                   (double)o->d.eps, (double)o->d.weight_decay, (double)o->d.clip_norm);
+    pt__ck_sb_add(&m, "%.*s", (int)recs->n, recs->s ? recs->s : "");
+    pt__ck_sb_add(&m, "end crc32c=0x%08x\n", m.s ? pt_crc32c(0, m.s, m.n) : 0);
+    if (m.oom) {
+        PT_FREE(m.s);
+        pt__msg(err, errlen, "pt_ckpt_save: out of memory for the manifest");
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/manifest", tmp);
+    ok = (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0;
+    if (ok) {
+        ok = pt__ck_write_fd(fd, m.s, m.n) && fsync(fd) == 0;
+        ok = close(fd) == 0 && ok;
+    }
+    PT_FREE(m.s);
+    pt__ck_fsync_path(tmp); /* best effort: some file systems cannot fsync a directory */
+    if (!ok) {
+        pt__msg(err, errlen, "%s: write/fsync failed", path);
+        return 0;
+    }
+    snprintf(fin, sizeof fin, "%s/step_%09lld", dir, (long long)step);
+    snprintf(old, sizeof old, "%s/.old.step_%09lld", dir, (long long)step);
+    if (stat(fin, &sb) == 0) { /* the same step saved again: the old one goes only after the new one is in place */
+        pt__ck_rmdir(old);
+        if (rename(fin, old) != 0) {
+            pt__msg(err, errlen, "%s: cannot move the existing checkpoint aside", fin);
+            return 0;
+        }
+    }
+    if (rename(tmp, fin) != 0) {
+        rename(old, fin);
+        pt__msg(err, errlen, "%s: rename to %s failed", tmp, fin);
+        return 0;
+    }
+    pt__ck_rmdir(old);
+    pt__ck_fsync_path(dir);
+    snprintf(lt, sizeof lt, "%s/latest.tmp", dir);
+    snprintf(path, sizeof path, "%s/latest", dir);
+    snprintf(line, sizeof line, "step_%09lld\n", (long long)step);
+    ok = (fd = open(lt, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0;
+    if (ok) {
+        ok = pt__ck_write_fd(fd, line, strlen(line)) && fsync(fd) == 0;
+        ok = close(fd) == 0 && ok;
+    }
+    if (!ok || rename(lt, path) != 0) {
+        pt__msg(err, errlen, "%s: cannot update (the checkpoint %s is complete)", path, fin);
+        return 0;
+    }
+    pt__ck_fsync_path(dir);
+    if (opts && opts->keep_last > 0) {
+        int n, i;
+        int64_t *v = pt__ck_list(dir, &n);
+        int kept = 0;
+        for (i = 0; i < n; i++) { /* steps after this one (an abandoned run's) are neither counted nor deleted */
+            if (v[i] > step || kept++ < opts->keep_last) continue;
+            snprintf(path, sizeof path, "%s/step_%09lld", dir, (long long)v[i]);
+            pt__ck_rmdir(path);
+        }
+        PT_FREE(v);
+        pt__ck_fsync_path(dir);
+    }
+    return 1;
+}
+
+PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t step, const pt_ckpt_opts *opts) {
+    const pt_dist *d;
+    char err[PT__ERRLEN], tmp[1024];
+    pt__ck_sb recs, all;
+    pt_layout l;
+    pt_coords c;
+    int ok = 1, rank, dp_sharded;
+    struct stat sb;
+    if (!ctx) return PT_ERR_ARG;
+    d = ctx->desc.dist;
+    rank = pt_dist_rank(d);
+    c = pt_dist_coords(d);
+    l = pt_dist_layout(d);
+    err[0] = 0;
+    if (o && o->ctx != ctx) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: the optimizer belongs to another context");
+    if (!dir || !dir[0] || strlen(dir) > 900) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: need a directory name (at most 900 characters)");
+    if (step < 0) step = o ? o->steps : 0;
+    if (!pt_dist_agree_msg(d, ok, err, sizeof err)) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "%s", err), PT_ERR_ARG);
+    snprintf(tmp, sizeof tmp, "%s/.tmp.step_%09lld", dir, (long long)step);
+    if (rank == 0) {
+        if (!pt__ck_mkdirs(dir)) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create directory %s", dir);
+        else {
+            if (stat(tmp, &sb) == 0) pt__ck_rmdir(tmp); /* left by a save that died */
+            if (mkdir(tmp, 0755) != 0) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create %s", tmp);
+        }
+    }
+    if (!pt_dist_agree_msg(d, ok, err, sizeof err)) return (pt_status)(pt__fail(ctx, PT_ERR_IO, "%s", err), PT_ERR_IO);
+    memset(&recs, 0, sizeof recs);
+    memset(&all, 0, sizeof all);
+    dp_sharded = o && !(o->zlo == 0 && o->zhi == ctx->slab_n);
+    ok = pt__ck_write_rank(ctx, o, tmp, rank, c, dp_sharded, &recs, err, sizeof err);
+    if (pt_dist_agree_msg(d, ok, err, sizeof err)) {
+        ok = pt__ck_gather(d, &recs, &all);
+        if (!ok) pt__msg(err, sizeof err, "pt_ckpt_save: gathering the manifest records failed (out of memory?)");
+        if (ok && rank == 0) ok = pt__ck_commit(ctx, o, dir, tmp, step, opts, &all, err, sizeof err);
+        ok = pt_dist_agree_msg(d, ok, err, sizeof err);
+    } else ok = 0;
+    PT_FREE(recs.s);
+    PT_FREE(all.s);
+    (void)l;
+    if (!ok) {
+        if (rank == 0) pt__ck_rmdir(tmp);
+        return (pt_status)(pt__fail(ctx, PT_ERR_IO, "pt_ckpt_save: step %lld not saved: %s", (long long)step, err), PT_ERR_IO);
+    }
+    return PT_OK;
+}
+
+/* ---- load ---- */
+/* reads a tensor piece's bytes from its file into buf and checks its CRC */
+static int pt__ck_read_piece(const char *dir, const pt__ck_man *m, int64_t off, int64_t bytes, uint32_t crc, int rank, void *buf, char *err,
+                             size_t errlen) {
+    char path[1024];
+    FILE *f;
+    int ok;
+    snprintf(path, sizeof path, "%s/%s", dir, m->files[rank].name);
+    if (!(f = fopen(path, "rb"))) {
+        pt__msg(err, errlen, "%s: missing", path);
+        return 0;
+    }
+    ok = fseek(f, (long)off, SEEK_SET) == 0 && fread(buf, 1, (size_t)bytes, f) == (size_t)bytes;
+    fclose(f);
+    if (!ok) pt__msg(err, errlen, "%s: cannot read %lld bytes at offset %lld", path, (long long)bytes, (long long)off);
+    else if (pt_crc32c(0, buf, (size_t)bytes) != crc) {
+        pt__msg(err, errlen, "%s: CRC32C mismatch of the piece at offset %lld", path, (long long)off);
+        ok = 0;
+    }
+    return ok;
+}
+
+/* fills elements [lo, hi) of local parameter p's kind k from the pieces of the manifest; out: hi - lo floats */
+static int pt__ck_fill(const char *dir, const pt__ck_man *m, const pt_param *p, int k, int64_t lo, int64_t hi, float *out, char *err,
+                       size_t errlen) {
+    const pt_spec *s = &p->spec;
+    unsigned char *got = (unsigned char *)PT_MALLOC((size_t)PT__MAX(hi - lo, 1));
+    float *buf = NULL;
+    int64_t cap = 0, have = 0, i;
+    int j, d, ok = got != NULL;
+    if (!ok) pt__msg(err, errlen, "pt_ckpt_load: out of memory");
+    else memset(got, 0, (size_t)PT__MAX(hi - lo, 1));
+    for (j = 0; j < m->nt && ok; j++) {
+        const pt__ck_tensor *t = &m->t[j];
+        int64_t a = PT__MAX(lo, t->lo), b = PT__MIN(hi, t->hi);
+        if (t->kind != k || strcmp(t->name, s->name)) continue;
+        if (t->ndim != s->ndim) goto shape;
+        for (d = 0; d < s->ndim; d++)
+            if (t->shape[d] != s->global_shape[d]) goto shape;
+        if (t->split_dim != s->split_dim ||
+            (s->split_dim >= 0 && (t->split_parts != s->split_parts || pt__split_groups(s) != (t->split_groups > 1 ? t->split_groups : 1)))) {
+            pt__msg(err, errlen, "pt_ckpt_load: '%s' is split dim %d parts %d here, dim %d parts %d in the checkpoint: another tensor-parallel "
+                    "layout (resharding across TP is not supported yet)", s->name, s->split_dim, s->split_parts, t->split_dim, t->split_parts);
+            ok = 0;
+            break;
+        }
+        if (b <= a || (s->split_dim >= 0 && t->split_index != s->split_index)) continue; /* another rank's range or TP shard */
+        if (t->hi - t->lo > cap) {
+            float *nb = (float *)PT_REALLOC(buf, (size_t)(t->hi - t->lo) * 4);
+            if (!nb) {
+                pt__msg(err, errlen, "pt_ckpt_load: out of memory");
+                ok = 0;
+                break;
+            }
+            buf = nb, cap = t->hi - t->lo;
+        }
+        if (!pt__ck_read_piece(dir, m, t->off, t->bytes, t->crc, t->rank, buf, err, errlen)) {
+            ok = 0;
+            break;
+        }
+        memcpy(out + (a - lo), buf + (a - t->lo), (size_t)(b - a) * 4);
+        for (i = a; i < b; i++) have += !got[i - lo], got[i - lo] = 1;
+        continue;
+    shape:
+        pt__msg(err, errlen, "pt_ckpt_load: '%s' has another global shape in the checkpoint", s->name);
+        ok = 0;
+    }
+    if (ok && have != hi - lo) {
+        pt__msg(err, errlen, "pt_ckpt_load: the checkpoint holds %lld of the %lld elements of '%s' (%s) this rank needs", (long long)have,
+                (long long)(hi - lo), s->name, pt__ck_kind_names[k]);
+        ok = 0;
+    }
+    PT_FREE(got);
+    PT_FREE(buf);
+    return ok;
+}
+
+/* loads one checkpoint directory; collective; 0 and the same message on every rank on failure */
+static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *step, char *err, size_t errlen) {
+    const pt_dist *d = ctx->desc.dist;
+    int rank = pt_dist_rank(d), world = pt_dist_size(d), ok, r, i, k;
+    pt__ck_man m;
+    float *host = NULL;
+    int64_t hcap = 0;
+    ok = pt__ck_man_read(cdir, &m, err, errlen);
+    if (ok && o && (!m.has_optim || m.optim_kind != (int)o->d.kind)) {
+        pt__msg(err, errlen, "%s/manifest: optimizer %s, this run uses %s", cdir, m.has_optim ? (m.optim_kind == PT_OPTIM_ADAMW ? "adamw" : "sgd") : "none",
+                pt__ck_optim_kind(o));
+        ok = 0;
+    }
+    /* every file is checked by one rank */
+    for (r = rank; ok && r < m.world; r += world) ok = pt__ck_file_check(cdir, &m, r, err, errlen);
+    if (!pt_dist_agree_msg(d, ok, err, errlen)) {
+        pt__ck_man_free(&m);
+        return 0;
+    }
+    for (i = 0; i < ctx->nparams && ok; i++) {
+        pt_param *p = ctx->params[i];
+        int64_t n = pt_numel(&p->value);
+        for (k = 0; k < 3 && ok; k++) {
+            pt_storage *st = k == PT__CK_PARAM ? ctx->pslab : o ? pt__ck_moment(o, k) : NULL;
+            int64_t lo = 0, hi = n, soff = p->slab_off;
+            if (!st) continue;
+            if (k != PT__CK_PARAM) {
+                lo = PT__MAX(0, o->zlo - p->slab_off), hi = PT__MIN(n, o->zhi - p->slab_off);
+                if (hi <= lo) continue;
+                soff = p->slab_off - o->zlo;
+            }
+            if (hi - lo > hcap) {
+                float *nh = (float *)PT_REALLOC(host, (size_t)(hi - lo) * 4);
+                if (!nh) {
+                    pt__msg(err, errlen, "pt_ckpt_load: out of memory");
+                    ok = 0;
+                    break;
+                }
+                host = nh, hcap = hi - lo;
+            }
+            if (!(ok = pt__ck_fill(cdir, &m, p, k, lo, hi, host, err, errlen))) break;
+            if (st->host) memcpy((float *)st->host + soff + lo, host, (size_t)(hi - lo) * 4);
+            else pt__stage_xfer(ctx, st, soff + lo, host, hi - lo, 0, PT_XFER_CKPT);
+        }
+    }
+    /* registered state: the entry of this rank, else (another world size) rank 0's */
+    for (i = 0; i < ctx->nstate && ok; i++) {
+        const pt__state_entry *e = &ctx->state[i];
+        const pt__ck_state *s = NULL, *s0 = NULL;
+        int j;
+        for (j = 0; j < m.ns; j++)
+            if (!strcmp(m.s[j].name, e->name)) {
+                if (m.s[j].rank == rank) s = &m.s[j];
+                if (m.s[j].rank == 0) s0 = &m.s[j];
+            }
+        if (!s) s = s0;
+        if (!s) {
+            pt__msg(err, errlen, "%s/manifest: no state '%s' (registered here)", cdir, e->name);
+            ok = 0;
+        } else if (s->bytes != e->bytes) {
+            pt__msg(err, errlen, "%s/manifest: state '%s' has %lld bytes, %lld registered here", cdir, e->name, (long long)s->bytes, (long long)e->bytes);
+            ok = 0;
+        } else {
+            void *tmp = PT_MALLOC((size_t)PT__MAX(e->bytes, 1));
+            ok = tmp && pt__ck_read_piece(cdir, &m, s->off, s->bytes, s->crc, s->rank, tmp, err, errlen);
+            if (!tmp) pt__msg(err, errlen, "pt_ckpt_load: out of memory");
+            if (ok) memcpy(e->ptr, tmp, (size_t)e->bytes);
+            PT_FREE(tmp);
+        }
+    }
+    if (ok && o) o->steps = m.optim_steps;
+    PT_FREE(host);
+    *step = m.step;
+    pt__ck_man_free(&m);
+    return pt_dist_agree_msg(d, ok, err, errlen);
+}
+
+/* `latest` is the commit point: a step directory newer than the one it names is a save that died
+   between its rename and the update of latest, or a run abandoned when training resumed from an
+   older checkpoint; those are skipped (with a message) when latest names a listed step. Returns the
+   number of candidates left at the front of steps (newest first). */
+static int pt__ck_after_latest(pt_ctx *ctx, const char *dir, int64_t *steps, int n) {
+    char path[1100], *txt, *end;
+    size_t len = 0;
+    long long k;
+    int i, j;
+    snprintf(path, sizeof path, "%s/latest", dir);
+    if (!steps || !(txt = pt__ck_slurp(path, &len))) return n;
+    k = strncmp(txt, "step_", 5) ? -1 : strtoll(txt + 5, &end, 10);
+    if (k >= 0 && (*end == '\n' || *end == 0)) {
+        for (i = 0; i < n && steps[i] != k; i++) {}
+        if (i < n && i > 0) {
+            if (pt_dist_rank(ctx->desc.dist) == 0)
+                pt_log(ctx, PT_LOG_WARN, "pt_ckpt_load: %s names step_%09lld; %d newer step director%s (an unfinished save or an abandoned run) not used",
+                       path, k, i, i == 1 ? "y is" : "ies are");
+            for (j = 0; i + j < n; j++) steps[j] = steps[i + j];
+            n = j;
+        }
+    }
+    PT_FREE(txt);
+    return n;
+}
+
+PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t *step_out) {
+    char err[PT__ERRLEN], cdir[1024], last[PT__ERRLEN];
+    struct stat sb;
+    int64_t *steps = NULL, step = -1;
+    int n = 0, i, single;
+    if (step_out) *step_out = -1;
+    if (!ctx) return PT_ERR_ARG;
+    if (!path || !path[0] || strlen(path) > 900) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_load: need a directory name (at most 900 characters)"), PT_ERR_ARG);
+    if (o && o->ctx != ctx) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_load: the optimizer belongs to another context"), PT_ERR_ARG);
+    snprintf(cdir, sizeof cdir, "%s/manifest", path);
+    single = stat(cdir, &sb) == 0;
+    if (!single) {
+        steps = pt__ck_list(path, &n);
+        n = pt__ck_after_latest(ctx, path, steps, n);
+        i = pt_dist_agree(ctx->desc.dist, n > 0);
+        if (!i || !n) {
+            PT_FREE(steps);
+            return (pt_status)(pt__fail(ctx, PT_ERR_IO, "pt_ckpt_load: no checkpoint in %s (no step_* directory)", path), PT_ERR_IO);
+        }
+    }
+    last[0] = 0;
+    for (i = 0; i < (single ? 1 : n); i++) {
+        if (single) snprintf(cdir, sizeof cdir, "%s", path);
+        else snprintf(cdir, sizeof cdir, "%s/step_%09lld", path, (long long)steps[i]);
+        err[0] = 0;
+        if (pt__ck_load_one(ctx, o, cdir, &step, err, sizeof err)) {
+            PT_FREE(steps);
+            if (step_out) *step_out = step;
+            if (i > 0) pt_log(ctx, PT_LOG_WARN, "pt_ckpt_load: resumed from %s, an older checkpoint, after the newer ones failed", cdir);
+            return PT_OK;
+        }
+        snprintf(last, sizeof last, "%s", err);
+        if (pt_dist_rank(ctx->desc.dist) == 0)
+            pt_log(ctx, PT_LOG_WARN, "pt_ckpt_load: %s is not usable: %s%s", cdir, err, !single && i + 1 < n ? "; trying the previous checkpoint" : "");
+    }
+    PT_FREE(steps);
+    return (pt_status)(pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_load: no valid checkpoint in %s (last problem: %s)", path, last), PT_ERR_FORMAT);
+}
+#else /* not POSIX: no directories to write */
+PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t step, const pt_ckpt_opts *opts) {
+    (void)o, (void)dir, (void)step, (void)opts;
+    return ctx ? (pt_status)(pt__fail(ctx, PT_ERR_IO, "pt_ckpt_save: checkpoints need a POSIX file system"), PT_ERR_IO) : PT_ERR_ARG;
+}
+PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t *step_out) {
+    (void)o, (void)path;
+    if (step_out) *step_out = -1;
+    return ctx ? (pt_status)(pt__fail(ctx, PT_ERR_IO, "pt_ckpt_load: checkpoints need a POSIX file system"), PT_ERR_IO) : PT_ERR_ARG;
+}
+PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
+    (void)step_dir;
+    pt__msg(err, errlen, "pt_ckpt_verify: checkpoints need a POSIX file system");
+    return PT_ERR_IO;
+}
+#endif /* PT__CKPT_POSIX */
 
 #endif /* PTRAIN_IMPLEMENTATION */
 

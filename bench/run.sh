@@ -14,6 +14,9 @@ for c in A B C; do run gpt $c 5 || exit 1; done
 # the token loader (>>data): tokens/s with and without the prefetch thread, data wait per batch
 DATA=${6:-build/bench_data}
 if [ -x "$DATA" ]; then "$DATA" || exit 1; else echo "bench_data: skipped ($DATA missing)" >&2; fi
+# checkpoints: CRC32C speed, a synchronous save vs a plain fsynced write of the same bytes, resume
+CKPT=${BENCH_CKPT:-build/bench_ckpt}
+if [ -x "$CKPT" ]; then "$CKPT" A build/bench_ckpt_dir || exit 1; else echo "bench_ckpt: skipped ($CKPT missing)" >&2; fi
 DIST=${2:-build/bench_dist}
 if [ -x "$DIST" ] && command -v mpirun >/dev/null 2>&1; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -106,6 +106,7 @@ script() {
 want compile_test && script compile_test "$BUILD/compile"
 want dist && script dist_test "$BUILD"
 want dp && script dp_test "$BUILD"
+want ckpt && script ckpt_test "$BUILD"
 want tp && script tp_test "$BUILD"
 want coll && script coll_test "$BUILD"
 want equiv && script equiv_test "$BUILD"

@@ -1,0 +1,515 @@
+/* test_ckpt.c - checkpoints (>>ckpt): CRC32C test vectors (RFC 3720 B.4), save/load round trip
+   (parameters, AdamW moments, optimizer steps, registered state: bit-exact), exact resume (a small
+   GPT with dropout, clipping and a cosine schedule trained n steps without a break is the
+   reference; a fresh context loading the checkpoint of step k and training on must give bit-identical
+   per-step losses), corruption (a flipped byte, a truncated or deleted data file, a missing or
+   altered manifest: detected, the previous checkpoint used, a warning naming the file), retention,
+   and a failed save (PTRAIN_CKPT_FAIL) that leaves the previous checkpoints intact.
+   Build: cc -std=c99 -O2 -I. tests/test_ckpt.c -lm; run: test_ckpt [DIR]. With mpicc -DPTRAIN_MPI
+   under mpirun it runs data parallel with ZeRO-1 (each DP rank writes its optimizer shard), with
+   env CKPT_TP=2 / CKPT_PP=2 tensor / pipeline parallel inside (np 8: dp2 x tp2 x pp2). CKPT_KEEP=1
+   keeps DIR; CKPT_FROM=DIR/run instead loads such a kept run's checkpoint of step 4 on this layout
+   and checks the resumed losses against this layout's own uninterrupted run (rel. 1e-5). Every check is
+   agreed over the ranks; rank 0 prints PASS/FAIL and "N passed, N failed". */
+#define _POSIX_C_SOURCE 200809L
+#define PTRAIN_IMPLEMENTATION
+#include "ptrain.h"
+#include "test_util.h"
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GB 4      /* global batch */
+#define T 16
+#define NSTEPS 8
+#define KSAVE 4
+
+static pt_dist *D;
+static int RANK, WORLD, DPN, NTP, NPP; /* data-, tensor-, pipeline-parallel sizes */
+static char LOG[1 << 16]; /* warnings and errors of the contexts */
+static void log_cb(void *user, int level, const char *msg) {
+    size_t n = strlen(LOG);
+    (void)user, (void)level;
+    snprintf(LOG + n, sizeof LOG - n, "%s\n", msg);
+}
+/* a check agreed over the ranks (rank 0 prints) */
+static int check(int ok, const char *name, const char *why) {
+    int all = pt_dist_agree(D, ok);
+    if (RANK == 0) tu_check(all, __FILE__, __LINE__, name, "%s", all ? "" : (ok ? "failed on another rank" : why));
+    else if (all) tu_npass++;
+    else tu_nfail++;
+    return all;
+}
+
+typedef struct data_state {
+    uint64_t pos;
+    pt_rng rng;
+} data_state;
+typedef struct run {
+    pt_ctx *ctx;
+    pt_gpt *m;
+    pt_optim *o;
+    pt_dp *dp;
+    pt_pp *pp;  /* CKPT_PP=2: the model in 2 pipeline stages (1F1B, 2 micro-batches) */
+    pt_graph *g;
+    data_state ds;
+    int32_t ids[GB * T], tgt[GB * T];
+    int64_t step;
+} run;
+static pt_gpt_config CFG;
+static pt_lr_schedule SCHED;
+
+static pt_tensor *stage_fn(pt_graph *g, int stage, int mb, pt_tensor *x, void *user) {
+    run *r = (run *)user;
+    int bl = GB / DPN, rows = bl / 2, r0 = pt_dist_coords(D).dp * bl + mb * rows;
+    int64_t shp[2];
+    pt_tensor *ids = NULL, *tg = NULL;
+    shp[0] = rows, shp[1] = T;
+    pt_graph_set_sample_offset(g, r->step * GB + r0);
+    if (stage == 0) ids = pt_tensor_from(g, PT_I32, 2, shp, r->ids + (size_t)r0 * T);
+    if (stage == r->m->nstages - 1) tg = pt_tensor_from(g, PT_I32, 2, shp, r->tgt + (size_t)r0 * T);
+    return pt_gpt_stage_fwd(g, r->m, stage, x, ids, tg);
+}
+
+static int run_open(run *r) {
+    pt_desc desc;
+    pt_optim_desc od;
+    int npp = pt_dist_layout(D).pp;
+    memset(r, 0, sizeof *r);
+    memset(&desc, 0, sizeof desc);
+    desc.seed = 7, desc.dist = D, desc.log = log_cb, desc.threads = 1;
+    if (!(r->ctx = pt_init(&desc))) return 0;
+    memset(&CFG, 0, sizeof CFG);
+    CFG.vocab = 64, CFG.max_seq = T, CFG.layers = 2, CFG.width = 32, CFG.heads = 4, CFG.dropout = 0.1f;
+    if (D && npp > 1) {
+        int32_t first[3] = {0, 1, 2}, mine = pt_dist_coords(D).pp;
+        r->m = pt_gpt_new_stages(r->ctx, &CFG, 2, first, 1, &mine);
+    } else r->m = pt_gpt_new(r->ctx, &CFG);
+    memset(&od, 0, sizeof od);
+    od.kind = PT_OPTIM_ADAMW, od.lr = 1e-2f, od.weight_decay = 0.1f, od.clip_norm = 0.5f;
+    r->o = pt_optim_new(r->ctx, &od);
+    if (!r->m || !r->o) return 0;
+    if (DPN > 1) {
+        if (!(r->dp = pt_dp_new(r->ctx, D, 0))) return 0;
+        if (pt_dp_zero(r->dp, r->o, 1) != PT_OK) return 0;
+    }
+    if (D && npp > 1) {
+        pt_pp_desc pd;
+        memset(&pd, 0, sizeof pd);
+        pd.kind = PT_PP_1F1B, pd.micro_batches = 2, pd.forward = stage_fn, pd.user = r;
+        if (!(r->pp = pt_pp_new(r->ctx, &pd))) return 0;
+        pt_pp_set_dp(r->pp, r->dp);
+    }
+    r->ds.rng = pt_rng_seed(99);
+    if (pt_state_register(r->ctx, "data", &r->ds, sizeof r->ds) != PT_OK) return 0;
+    r->g = pt_graph_new(r->ctx);
+    SCHED.kind = PT_LR_COSINE, SCHED.lr = 1e-2f, SCHED.min_lr = 1e-3f, SCHED.warmup = 2, SCHED.total = NSTEPS;
+    return r->g != NULL;
+}
+static void run_close(run *r) {
+    if (r->pp) pt_pp_free(r->pp);
+    if (r->dp) pt_dp_free(r->dp);
+    if (r->m) pt_gpt_free(r->m);
+    if (r->ctx) pt_shutdown(r->ctx);
+    memset(r, 0, sizeof *r);
+}
+/* one optimizer step on this rank's rows of the next global batch; the loss (NAN on error) */
+static float run_step(run *r) {
+    int32_t ids[GB * T], tgt[GB * T];
+    int bl = GB / DPN, dpr = pt_dist_coords(D).dp, i;
+    int64_t step = pt_optim_steps(r->o);
+    pt_tensor *x, *y, *loss;
+    float l;
+    for (i = 0; i < GB * T; i++) ids[i] = (int32_t)(pt_rng_u32(&r->ds.rng) % 64), tgt[i] = (int32_t)(pt_rng_u32(&r->ds.rng) % 64);
+    r->ds.pos++;
+    if (r->pp) {
+        memcpy(r->ids, ids, sizeof ids), memcpy(r->tgt, tgt, sizeof tgt);
+        r->step = step;
+        pt_zero_grad(r->ctx);
+        l = pt_pp_step(r->pp, 0, 1);
+        if (isnan(l)) return NAN;
+        pt_optim_step(r->o, pt_lr_at(&SCHED, step));
+        return l;
+    }
+    pt_graph_reset(r->g);
+    pt_graph_set_sample_offset(r->g, step * GB + dpr * bl);
+    x = pt_tensor_new(r->g, PT_I32, 2, bl, T, 0, 0);
+    y = pt_tensor_new(r->g, PT_I32, 2, bl, T, 0, 0);
+    if (!x || !y) return NAN;
+    pt_tensor_write(x, ids + dpr * bl * T);
+    pt_tensor_write(y, tgt + dpr * bl * T);
+    loss = pt_gpt_loss(r->g, r->m, x, y);
+    if (!loss) return NAN;
+    l = pt_item(loss);
+    pt_zero_grad(r->ctx);
+    if (r->dp) pt_dp_begin_step(r->dp, 1);
+    if (pt_backward(r->g, loss) != PT_OK) return NAN;
+    if (r->dp && pt_dp_finish(r->dp) != PT_OK) return NAN;
+    pt_optim_step(r->o, pt_lr_at(&SCHED, step));
+    return l;
+}
+
+/* the whole training state of a run, for bit-exact comparison */
+typedef struct snap {
+    float *p, *m, *v;
+    int64_t np, nm, steps;
+    data_state ds;
+} snap;
+static void snap_take(run *r, snap *s) {
+    pt_tensor ps = pt_param_slab(r->ctx);
+    s->np = pt_numel(&ps), s->nm = r->o->zhi - r->o->zlo;
+    s->p = (float *)malloc((size_t)s->np * 4), s->m = (float *)malloc((size_t)(s->nm + 1) * 4), s->v = (float *)malloc((size_t)(s->nm + 1) * 4);
+    memcpy(s->p, pt_f32(&ps), (size_t)s->np * 4);
+    if (s->nm) memcpy(s->m, r->o->m.host, (size_t)s->nm * 4), memcpy(s->v, r->o->v.host, (size_t)s->nm * 4);
+    s->steps = pt_optim_steps(r->o), s->ds = r->ds;
+}
+static int snap_equal(run *r, const snap *s, char *why, size_t n) {
+    snap t;
+    int ok;
+    snap_take(r, &t);
+    ok = t.np == s->np && t.nm == s->nm && !memcmp(t.p, s->p, (size_t)s->np * 4) && !memcmp(t.m, s->m, (size_t)s->nm * 4) &&
+         !memcmp(t.v, s->v, (size_t)s->nm * 4) && t.steps == s->steps && !memcmp(&t.ds, &s->ds, sizeof t.ds);
+    snprintf(why, n, "params %s, m %s, v %s, steps %lld vs %lld, data state %s", !memcmp(t.p, s->p, (size_t)s->np * 4) ? "equal" : "differ",
+             !memcmp(t.m, s->m, (size_t)s->nm * 4) ? "equal" : "differ", !memcmp(t.v, s->v, (size_t)s->nm * 4) ? "equal" : "differ",
+             (long long)t.steps, (long long)s->steps, !memcmp(&t.ds, &s->ds, sizeof t.ds) ? "equal" : "differs");
+    free(t.p), free(t.m), free(t.v);
+    return ok;
+}
+static void snap_free(snap *s) { free(s->p), free(s->m), free(s->v); }
+
+/* file helpers (rank 0 changes files; everybody waits) */
+static void sync_all(void) { pt_dist_agree(D, 1); }
+static void rm_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char p[2048];
+    struct stat sb;
+    if (d) {
+        while ((e = readdir(d)) != NULL) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) rm_tree(p);
+            else unlink(p);
+        }
+        closedir(d);
+    }
+    rmdir(dir);
+}
+static void cp_tree(const char *from, const char *to) {
+    DIR *d = opendir(from);
+    struct dirent *e;
+    char a[2048], b[2048];
+    struct stat sb;
+    mkdir(to, 0755);
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(a, sizeof a, "%s/%s", from, e->d_name);
+        snprintf(b, sizeof b, "%s/%s", to, e->d_name);
+        if (stat(a, &sb) == 0 && S_ISDIR(sb.st_mode)) cp_tree(a, b);
+        else {
+            FILE *f = fopen(a, "rb"), *g = fopen(b, "wb");
+            char buf[4096];
+            size_t k;
+            while (f && g && (k = fread(buf, 1, sizeof buf, f)) > 0) fwrite(buf, 1, k, g);
+            if (f) fclose(f);
+            if (g) fclose(g);
+        }
+    }
+    closedir(d);
+}
+static int exists(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0;
+}
+static void flip_byte(const char *path, long at) {
+    FILE *f = fopen(path, "r+b");
+    int c;
+    if (!f) return;
+    fseek(f, at, SEEK_SET);
+    c = fgetc(f);
+    fseek(f, at, SEEK_SET);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+}
+
+int main(int argc, char **argv) {
+    char err[512], why[2048], base[1024], dir[1100], p[1300], q[1300];
+    run a, b;
+    snap s2, s4;
+    float ref[NSTEPS], res[NSTEPS];
+    int i, ok;
+    int64_t step = -1;
+    pt_ckpt_opts opts;
+    tu_init(argc, argv);
+    {
+        pt_layout lay; /* CKPT_TP=2: tensor parallel inside data parallel (e.g. np 4 = dp2 x tp2) */
+        memset(&lay, 0, sizeof lay);
+        lay.tp = getenv("CKPT_TP") ? atoi(getenv("CKPT_TP")) : 1, lay.pp = getenv("CKPT_PP") ? atoi(getenv("CKPT_PP")) : 1;
+        D = pt_dist_init(&argc, &argv, &lay, err, sizeof err);
+    }
+#ifdef PTRAIN_MPI
+    if (!D) {
+        printf("FAIL pt_dist_init: %s\n0 passed, 1 failed\n", err);
+        return 1;
+    }
+#endif
+    RANK = pt_dist_rank(D), WORLD = pt_dist_size(D), DPN = pt_dist_layout(D).dp;
+    NTP = D ? pt_dist_layout(D).tp : 1, NPP = D ? pt_dist_layout(D).pp : 1;
+    if (!D) DPN = 1;
+    snprintf(base, sizeof base, "%s", argc > 1 && argv[1][0] != '-' ? argv[1] : "build/tests/ckpt_tmp");
+    if (RANK == 0) {
+        printf("test_ckpt: %d rank(s) (dp %d, tp %d, pp %d)%s, GPT vocab 64, 2 layers, width 32, dropout 0.1, AdamW, %d steps, checkpoint at %d, in %s\n", WORLD, DPN, NTP, NPP,
+               DPN > 1 ? " with ZeRO-1" : "", NSTEPS, KSAVE, base);
+        rm_tree(base);
+        mkdir(base, 0755);
+    }
+    sync_all();
+
+    if (getenv("CKPT_FROM")) { /* another DP size / ZeRO sharding / PP split: load the run directory of a test_ckpt run kept with CKPT_KEEP=1 */
+        const char *from = getenv("CKPT_FROM");
+        double md = 0;
+        ok = run_open(&a);
+        for (i = 0; ok && i < NSTEPS; i++) ok = !isnan(ref[i] = run_step(&a));
+        run_close(&a);
+        ok = ok && run_open(&b) && pt_ckpt_load(b.ctx, b.o, from, &step) == PT_OK;
+        snprintf(why, sizeof why, "step %lld: %s", (long long)step, b.ctx ? pt_error(b.ctx) : "");
+        check(ok && step == KSAVE, tu_name("reshard: a checkpoint of another layout loads on %d rank(s) (dp %d, tp %d, pp %d; step 4)", WORLD, DPN, NTP, NPP), why);
+        for (i = KSAVE; ok && i < NSTEPS; i++) {
+            res[i] = run_step(&b);
+            md = fmax(md, fabs((double)res[i] - ref[i]) / fmax(1.0, fabs((double)ref[i])));
+        }
+        snprintf(why, sizeof why, "max relative loss difference %g", md);
+        check(ok && md < 1e-5, tu_name("reshard: resumed losses on %d rank(s) follow this layout's uninterrupted run (rel. tol 1e-5)", WORLD), why);
+        if (RANK == 0) printf("reshard to %d rank(s): max relative loss difference %g over steps %d..%d\n", WORLD, md, KSAVE, NSTEPS - 1);
+        run_close(&b);
+        goto done;
+    }
+
+    /* ---- CRC32C: RFC 3720 B.4 and the usual check value ---- */
+    {
+        unsigned char z[32], o[32], inc[32], dec[32];
+        static const unsigned char pdu[48] = {0x01, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x14, 0, 0, 0, 0, 0, 0x04, 0,
+                                              0, 0, 0, 0x14, 0, 0, 0, 0x18, 0x28, 0, 0, 0, 0, 0, 0, 0, 0x02, 0, 0, 0, 0, 0, 0, 0};
+        uint32_t c;
+        for (i = 0; i < 32; i++) z[i] = 0, o[i] = 0xff, inc[i] = (unsigned char)i, dec[i] = (unsigned char)(31 - i);
+        check(pt_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c(\"123456789\") = e3069283", "wrong");
+        check(pt_crc32c(0, z, 32) == 0x8A9136AAu, "crc32c(32 zero bytes) = 8a9136aa (RFC 3720 B.4)", "wrong");
+        check(pt_crc32c(0, o, 32) == 0x62A8AB43u, "crc32c(32 0xff bytes) = 62a8ab43", "wrong");
+        check(pt_crc32c(0, inc, 32) == 0x46DD794Eu, "crc32c(bytes 0..31) = 46dd794e", "wrong");
+        check(pt_crc32c(0, dec, 32) == 0x113FDB5Cu, "crc32c(bytes 31..0) = 113fdb5c", "wrong");
+        c = pt_crc32c(0, pdu, 48);
+        snprintf(why, sizeof why, "got %08x", c);
+        check(c == 0xD9963A56u, "crc32c(iSCSI read PDU, 48 bytes) = d9963a56", why);
+        c = pt_crc32c(pt_crc32c(0, pdu, 13), pdu + 13, 35);
+        check(c == pt_crc32c(0, pdu, 48), "crc32c continues over pieces", "differs");
+        check(pt_crc32c(0, pdu + 1, 20) == pt_crc32c(0, pdu + 1, 20) && pt_crc32c(0, NULL, 0) == 0, "crc32c unaligned start, empty", "wrong");
+        for (ok = 1, i = 0; i <= 48; i++) /* the file CRC of a checkpoint is combined from its pieces' CRCs */
+            ok = ok && pt__crc32c_combine(pt_crc32c(0, pdu, (size_t)i), pt_crc32c(0, pdu + i, (size_t)(48 - i)), 48 - i) == pt_crc32c(0, pdu, 48);
+        check(ok, "crc32c combine(crc(A), crc(B), |B|) = crc(A|B) for every cut of 48 bytes", "differs");
+    }
+
+    /* ---- the reference: NSTEPS steps without a break ---- */
+    ok = run_open(&a);
+    for (i = 0; ok && i < NSTEPS; i++) ok = !isnan(ref[i] = run_step(&a));
+    if (!check(ok, "reference run trains", ok ? "" : pt_error(a.ctx))) goto done;
+    run_close(&a);
+
+    /* ---- run A: KSAVE steps with checkpoints at 2 and KSAVE, then on to NSTEPS ---- */
+    snprintf(dir, sizeof dir, "%s/run", base);
+    memset(&opts, 0, sizeof opts);
+    opts.keep_last = 3, opts.model = &CFG;
+    ok = run_open(&a);
+    for (i = 0; ok && i < KSAVE; i++) {
+        float l = run_step(&a);
+        ok = l == ref[i];
+        if (i == 1) ok = ok && pt_ckpt_save(a.ctx, a.o, dir, -1, &opts) == PT_OK, snap_take(&a, &s2);
+    }
+    ok = ok && pt_ckpt_save(a.ctx, a.o, dir, pt_optim_steps(a.o), &opts) == PT_OK;
+    snap_take(&a, &s4);
+    check(ok, "run A: saves at steps 2 and 4 (losses unchanged by saving)", pt_error(a.ctx));
+    for (i = KSAVE; ok && i < NSTEPS; i++) ok = run_step(&a) == ref[i];
+    check(ok, "run A: saving does not perturb training (losses = reference to the end)", pt_error(a.ctx));
+    snprintf(p, sizeof p, "%s/step_000000004/manifest", dir);
+    snprintf(q, sizeof q, "%s/step_000000004/rank_%05d.bin", dir, RANK);
+    check(exists(p) && exists(q), "checkpoint layout: step_000000004/manifest and one rank_*.bin per rank", p);
+    {
+        FILE *f;
+        char line[64] = {0};
+        snprintf(p, sizeof p, "%s/latest", dir);
+        f = fopen(p, "r");
+        if (f) {
+            if (!fgets(line, sizeof line, f)) line[0] = 0;
+            fclose(f);
+        }
+        check(!strcmp(line, "step_000000004\n"), "latest names step_000000004", line);
+    }
+    snprintf(p, sizeof p, "%s/step_000000004", dir);
+    check(pt_ckpt_verify(p, why, sizeof why) == PT_OK, "pt_ckpt_verify passes on a good checkpoint", why);
+    run_close(&a);
+
+    /* ---- run B: a fresh context loads the newest checkpoint and continues ---- */
+    LOG[0] = 0;
+    ok = run_open(&b);
+    ok = ok && pt_ckpt_load(b.ctx, b.o, dir, &step) == PT_OK;
+    snprintf(why, sizeof why, "load: %s, step %lld", pt_error(b.ctx), (long long)step);
+    check(ok && step == KSAVE, "load picks the newest checkpoint (step 4)", why);
+    check(ok && snap_equal(&b, &s4, why, sizeof why), "round trip bit-exact: parameters, AdamW m and v, steps, registered state", why);
+    for (i = KSAVE; ok && i < NSTEPS; i++) res[i] = run_step(&b);
+    {
+        double md = 0;
+        for (i = KSAVE; i < NSTEPS; i++) md = fmax(md, fabs((double)res[i] - ref[i]));
+        ok = ok && md == 0;
+        snprintf(why, sizeof why, "max |loss difference| %g over steps %d..%d", md, KSAVE, NSTEPS - 1);
+        check(ok, tu_name("exact resume: losses of steps %d..%d bit-identical to the uninterrupted run", KSAVE, NSTEPS - 1), why);
+        if (RANK == 0) printf("resume: max loss difference %g over steps %d..%d (dp %d, tp %d, pp %d%s)\n", md, KSAVE, NSTEPS - 1, DPN, NTP, NPP,
+                                 DPN > 1 ? ", ZeRO-1" : "");
+    }
+    /* a step directory given directly */
+    snprintf(p, sizeof p, "%s/step_000000002", dir);
+    ok = pt_ckpt_load(b.ctx, b.o, p, &step) == PT_OK && step == 2;
+    check(ok && snap_equal(&b, &s2, why, sizeof why), "load of a given step directory (step 2) restores that state", why);
+    run_close(&b);
+
+    /* ---- corruption: each case on a copy of the run directory; step 4 is damaged, step 2 must be used ---- */
+    {
+        static const char *cases[] = {"flip a byte of a data file", "truncate a data file", "delete a data file", "remove the manifest",
+                                      "flip a byte of the manifest", "flip a byte of registered state"};
+        int c;
+        for (c = 0; c < 6; c++) {
+            char cd[1200], target[1400];
+            snprintf(cd, sizeof cd, "%s/corrupt%d", base, c);
+            snprintf(target, sizeof target, c >= 3 && c <= 4 ? "%s/step_000000004/manifest" : "%s/step_000000004/rank_00000.bin", cd);
+            if (RANK == 0) {
+                cp_tree(dir, cd);
+                if (c == 0) flip_byte(target, 100);
+                else if (c == 1) {
+                    struct stat sb;
+                    if (stat(target, &sb) == 0 && truncate(target, sb.st_size / 2) != 0) printf("truncate failed\n");
+                } else if (c == 2 || c == 3) unlink(target);
+                else if (c == 4) flip_byte(target, 40);
+                else {
+                    struct stat sb;
+                    if (stat(target, &sb) == 0) flip_byte(target, (long)sb.st_size - 3); /* the registered state is written last */
+                }
+            }
+            sync_all();
+            LOG[0] = 0;
+            ok = run_open(&b);
+            ok = ok && pt_ckpt_load(b.ctx, b.o, cd, &step) == PT_OK;
+            snprintf(why, sizeof why, "step %lld, %s", (long long)step, pt_error(b.ctx));
+            check(ok && step == 2, tu_name("corruption (%s): detected, the previous checkpoint (step 2) is loaded", cases[c]), why);
+            check(ok && snap_equal(&b, &s2, why, sizeof why), tu_name("corruption (%s): state = step 2's, bit-exact", cases[c]), why);
+            ok = strstr(LOG, target) != NULL || RANK != 0;
+            snprintf(why, sizeof why, "log: %.600s", LOG);
+            check(ok, tu_name("corruption (%s): the warning names %s", cases[c], strrchr(target, '/') + 1), why);
+            if (RANK == 0 && c < 5) printf("  message: %s", LOG);
+            run_close(&b);
+        }
+    }
+    /* every checkpoint bad, and an empty directory */
+    {
+        char cd[1200];
+        snprintf(cd, sizeof cd, "%s/corrupt0", base);
+        if (RANK == 0) {
+            snprintf(p, sizeof p, "%s/step_000000002/manifest", cd);
+            unlink(p);
+        }
+        snprintf(p, sizeof p, "%s/empty", base);
+        if (RANK == 0) mkdir(p, 0755);
+        sync_all();
+        run_open(&b);
+        ok = pt_ckpt_load(b.ctx, b.o, cd, &step) == PT_ERR_FORMAT && step == -1;
+        check(ok, "no valid checkpoint: PT_ERR_FORMAT", pt_error(b.ctx));
+        pt_error_clear(b.ctx);
+        ok = pt_ckpt_load(b.ctx, b.o, p, &step) == PT_ERR_IO;
+        check(ok && strstr(pt_error(b.ctx), "no checkpoint"), "empty directory: PT_ERR_IO 'no checkpoint'", pt_error(b.ctx));
+        run_close(&b);
+    }
+
+    /* ---- retention (keep_last 2) and a failed save ---- */
+    {
+        char rd[1200];
+        int n = 0;
+        snprintf(rd, sizeof rd, "%s/keep", base);
+        opts.keep_last = 2, opts.model = NULL;
+        ok = run_open(&a);
+        for (i = 0; ok && i < 5; i++) ok = !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, rd, -1, &opts) == PT_OK;
+        check(ok, "5 saves with keep_last 2", pt_error(a.ctx));
+        for (i = 1; i <= 5; i++) {
+            snprintf(p, sizeof p, "%s/step_%09d", rd, i);
+            n += exists(p) << (i - 1);
+        }
+        snprintf(why, sizeof why, "present steps mask %#x (want 0x18: steps 4 and 5)", n);
+        check(n == 0x18, "retention keeps the newest 2 (steps 4, 5)", why);
+        /* the same step saved again replaces it */
+        ok = pt_ckpt_save(a.ctx, a.o, rd, -1, &opts) == PT_OK;
+        snprintf(p, sizeof p, "%s/step_000000005", rd);
+        check(ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK, "saving the same step again replaces it (still valid)", pt_error(a.ctx));
+        /* a save that fails half-way: the older checkpoints stay, no step_6, no temporary left, latest unchanged */
+        ok = run_step(&a) == run_step(&a); /* two more steps: 7 */
+        (void)ok;
+        setenv("PTRAIN_CKPT_FAIL", "1000", 1);
+        ok = pt_ckpt_save(a.ctx, a.o, rd, -1, &opts) == PT_ERR_IO;
+        unsetenv("PTRAIN_CKPT_FAIL");
+        check(ok && strstr(pt_error(a.ctx), "PTRAIN_CKPT_FAIL"), "a failing write makes pt_ckpt_save return PT_ERR_IO with the reason", pt_error(a.ctx));
+        pt_error_clear(a.ctx);
+        snprintf(p, sizeof p, "%s/step_000000007", rd);
+        snprintf(q, sizeof q, "%s/.tmp.step_000000007", rd);
+        check(!exists(p) && !exists(q), "failed save: no step_000000007, no temporary directory left", p);
+        snprintf(p, sizeof p, "%s/step_000000005", rd);
+        ok = pt_ckpt_verify(p, why, sizeof why) == PT_OK;
+        snprintf(p, sizeof p, "%s/step_000000004", rd);
+        ok = ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK;
+        check(ok, "failed save: the previous checkpoints (4, 5) still verify", why);
+        {
+            FILE *f;
+            char line[64] = {0};
+            snprintf(p, sizeof p, "%s/latest", rd);
+            if ((f = fopen(p, "r")) != NULL) {
+                if (!fgets(line, sizeof line, f)) line[0] = 0;
+                fclose(f);
+            }
+            check(!strcmp(line, "step_000000005\n"), "failed save: latest still names step_000000005", line);
+        }
+        run_close(&a);
+        run_open(&b);
+        ok = pt_ckpt_load(b.ctx, b.o, rd, &step) == PT_OK && step == 5;
+        check(ok, "after the failed save the directory loads step 5", pt_error(b.ctx));
+        run_close(&b);
+        /* a step directory newer than latest (an abandoned run): load follows latest; retention after
+           a save of an older step keeps it and the step just saved */
+        if (RANK == 0) {
+            snprintf(p, sizeof p, "%s/step_000000004", rd);
+            snprintf(q, sizeof q, "%s/step_000000009", rd);
+            cp_tree(p, q);
+        }
+        sync_all();
+        LOG[0] = 0;
+        run_open(&b);
+        ok = pt_ckpt_load(b.ctx, b.o, rd, &step) == PT_OK && step == 5;
+        snprintf(why, sizeof why, "step %lld; log: %.300s", (long long)step, LOG);
+        check(ok && (RANK != 0 || strstr(LOG, "newer step directory")), "a step directory newer than latest is skipped with a warning (step 5 loaded)", why);
+        opts.keep_last = 1;
+        ok = !isnan(run_step(&b)) && pt_ckpt_save(b.ctx, b.o, rd, -1, &opts) == PT_OK;
+        for (n = 0, i = 1; i <= 9; i++) {
+            snprintf(p, sizeof p, "%s/step_%09d", rd, i);
+            n += exists(p) << (i - 1);
+        }
+        snprintf(why, sizeof why, "present steps mask %#x (want 0x120: steps 6 and 9)", n);
+        check(ok && n == 0x120, "retention (keep 1) after a save of step 6 keeps step 6 and leaves the newer step 9 alone", why);
+        run_close(&b);
+    }
+    snap_free(&s4);
+    snap_free(&s2);
+done:
+    if (getenv("CKPT_FROM")) {
+        pt_dist_finalize(D);
+        if (RANK == 0) return tu_summary();
+        return tu_nfail != 0;
+    }
+    if (RANK == 0 && tu_nfail == 0 && !getenv("CKPT_KEEP")) rm_tree(base);
+    pt_dist_finalize(D);
+    if (RANK == 0) return tu_summary();
+    return tu_nfail != 0;
+}
