@@ -3661,6 +3661,7 @@ static const char *const pt__cl_src[] = {
     "#define PT_CHUNK 4096\n"
     "#define PT_RWG 64\n"
     "#define PT_LANES 16\n"
+    "#define PT_EPI 8\n"
     "#define PT_LSE_BLOCK 1024\n"
     /* index arithmetic of non-negative longs in 32 bits when both fit (64-bit division is slow) */
     "#define PT_DIV(a, b) ((((a) | (b)) >> 31) ? (a) / (b) : (long)((uint)(a) / (uint)(b)))\n"
@@ -3770,32 +3771,39 @@ static const char *const pt__cl_src[] = {
     "    }\n"
     "    d[d_o + j] += alpha * acc;\n"
     "}\n"
+    /* PT_EPI elements per work item: a full run's loop has no bound check, which lets PoCL vectorize
+       across work items (a per-element check keeps it scalar) */
+    "float pt_gelu_f(float v) {\n"
+    "    float u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v), tp, t2;\n"
+    "    pt_tanh_parts(u, &tp, &t2);\n"
+    "    return 0.5f * v * tp;\n"
+    "}\n"
     "__kernel void pt_act_fwd(__global float *o, long o_o, __global const float *x, long x_o, long n, int kind) {\n"
-    "    long i = get_global_id(0);\n"
-    "    float v, u, tp, t2;\n"
-    "    if (i >= n) return;\n"
-    "    v = x[x_o + i];\n"
-    "    if (kind == 1) {\n"
-    "        u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v);\n"
-    "        pt_tanh_parts(u, &tp, &t2);\n"
-    "        o[o_o + i] = 0.5f * v * tp;\n"
+    "    long i0 = get_global_id(0) * PT_EPI, e = min(n - i0, (long)PT_EPI);\n"
+    "    __global float *op = o + o_o + i0;\n"
+    "    __global const float *xp = x + x_o + i0;\n"
+    "    if (e == PT_EPI) {\n"
+    "        if (kind == 1) for (int k = 0; k < PT_EPI; k++) op[k] = pt_gelu_f(xp[k]);\n"
+    "        else for (int k = 0; k < PT_EPI; k++) op[k] = xp[k] > 0.0f ? xp[k] : 0.0f;\n"
     "    } else {\n"
-    "        o[o_o + i] = v > 0.0f ? v : 0.0f;\n"
+    "        for (int k = 0; k < e; k++) op[k] = kind == 1 ? pt_gelu_f(xp[k]) : xp[k] > 0.0f ? xp[k] : 0.0f;\n"
     "    }\n"
     "}\n",
+    "float pt_gelu_d(float v) {\n"
+    "    float u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v), du = PT_GELU_K0 * (1.0f + 3.0f * PT_GELU_K1 * v * v), tp, t2;\n"
+    "    pt_tanh_parts(u, &tp, &t2);\n"
+    "    return 0.5f * tp + 0.5f * v * t2 * du;\n"
+    "}\n"
     "__kernel void pt_act_bwd(__global float *d, long d_o, __global const float *x, long x_o, __global const float *g,\n"
     "                         long g_o, long n, int kind) {\n"
-    "    long i = get_global_id(0);\n"
-    "    float v, u, du, tp, t2;\n"
-    "    if (i >= n) return;\n"
-    "    v = x[x_o + i];\n"
-    "    if (kind == 1) {\n"
-    "        u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v);\n"
-    "        du = PT_GELU_K0 * (1.0f + 3.0f * PT_GELU_K1 * v * v);\n"
-    "        pt_tanh_parts(u, &tp, &t2);\n"
-    "        d[d_o + i] += (0.5f * tp + 0.5f * v * t2 * du) * g[g_o + i];\n"
+    "    long i0 = get_global_id(0) * PT_EPI, e = min(n - i0, (long)PT_EPI);\n"
+    "    __global float *dp = d + d_o + i0;\n"
+    "    __global const float *xp = x + x_o + i0, *gp = g + g_o + i0;\n"
+    "    if (e == PT_EPI) {\n"
+    "        if (kind == 1) for (int k = 0; k < PT_EPI; k++) dp[k] += pt_gelu_d(xp[k]) * gp[k];\n"
+    "        else for (int k = 0; k < PT_EPI; k++) dp[k] += xp[k] > 0.0f ? gp[k] : 0.0f;\n"
     "    } else {\n"
-    "        d[d_o + i] += v > 0.0f ? g[g_o + i] : 0.0f;\n"
+    "        for (int k = 0; k < e; k++) dp[k] += kind == 1 ? pt_gelu_d(xp[k]) * gp[k] : xp[k] > 0.0f ? gp[k] : 0.0f;\n"
     "    }\n"
     "}\n"
     "__kernel void pt_dropout(__global float *o, long o_o, __global const float *x, long x_o, long n, float p, ulong key,\n"
@@ -3834,17 +3842,21 @@ static const char *const pt__cl_src[] = {
     "    part[p_o + nch] = t;\n"
     "    if (has_out) out[o_o] = (float)((pt_acc)scale * t);\n"
     "}\n"
+    "#define PT_ADAMW_K(k) {\\\n"
+    "        float gi = gp[k] * gscale, mi = b1 * mp[k] + c1 * gi, vi = b2 * vp[k] + c2 * gi * gi;\\\n"
+    "        mp[k] = mi;\\\n"
+    "        vp[k] = vi;\\\n"
+    "        pp[k] -= lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * pp[k]);\\\n"
+    "    }\n"
     "__kernel void pt_adamw(__global float *p, long p_o, __global const float *g, long g_o, __global float *m, long m_o,\n"
     "                       __global float *v, long v_o, long n, float lr, float b1, float b2, float eps, float wd,\n"
     "                       float bc1, float bc2, float gscale) {\n"
-    "    long i = get_global_id(0);\n"
-    "    float c1 = 1.0f - b1, c2 = 1.0f - b2, gi, mi, vi;\n"
-    "    if (i >= n) return;\n"
-    "    gi = g[g_o + i] * gscale;\n"
-    "    mi = b1 * m[m_o + i] + c1 * gi, vi = b2 * v[v_o + i] + c2 * gi * gi;\n"
-    "    m[m_o + i] = mi;\n"
-    "    v[v_o + i] = vi;\n"
-    "    p[p_o + i] -= lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * p[p_o + i]);\n"
+    "    long i0 = get_global_id(0) * PT_EPI, e = min(n - i0, (long)PT_EPI);\n"
+    "    float c1 = 1.0f - b1, c2 = 1.0f - b2;\n"
+    "    __global float *pp = p + p_o + i0, *mp = m + m_o + i0, *vp = v + v_o + i0;\n"
+    "    __global const float *gp = g + g_o + i0;\n"
+    "    if (e == PT_EPI) for (int k = 0; k < PT_EPI; k++) PT_ADAMW_K(k)\n"
+    "    else for (int k = 0; k < e; k++) PT_ADAMW_K(k)\n"
     "}\n"
     "__kernel void pt_sgd(__global float *p, long p_o, __global const float *g, long g_o, __global float *m, long m_o,\n"
     "                     long n, float lr, float momentum, float wd, float gscale, int has_m) {\n"
@@ -4288,6 +4300,7 @@ static const char *const pt__cl_kname[PT__CLK_COUNT] = {
 };
 
 #define PT__CL_WG 256     /* work-group size of the one-item-per-element kernels (at most the device's) */
+#define PT__CL_EPI_ITEMS(n) (((n) + 7) / 8) /* work items of a kernel doing PT_EPI (8) elements each */
 #define PT__CL_MINWG 32   /* the smallest group pt__cl_launch shrinks to */
 #define PT__CL_CHUNK 4096 /* elements per partial of sum/sumsq: PT_CHUNK in the kernel source */
 #define PT__CL_RWG 64     /* work items per chunk in pt_reduce_chunks: PT_RWG in the kernel source */
@@ -4601,11 +4614,11 @@ static void pt__cl_scale(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, 
 
 static void pt__cl_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x) {
     int64_t n = pt_numel(x);
-    pt__cl_launch(ctx, PT__CLK_act_fwd, n, 0, "TTLI", out, x, n, kind);
+    pt__cl_launch(ctx, PT__CLK_act_fwd, PT__CL_EPI_ITEMS(n), 0, "TTLI", out, x, n, kind);
 }
 static void pt__cl_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt_tensor *x, const pt_tensor *dy) {
     int64_t n = pt_numel(x);
-    pt__cl_launch(ctx, PT__CLK_act_bwd, n, 0, "TTTLI", dx, x, dy, n, kind);
+    pt__cl_launch(ctx, PT__CLK_act_bwd, PT__CL_EPI_ITEMS(n), 0, "TTTLI", dx, x, dy, n, kind);
 }
 static void pt__cl_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key, int64_t base,
                            int accumulate) {
@@ -4828,7 +4841,7 @@ static void pt__cl_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor
 /* ---- optimizers ------------------------------------------------------------------------------- */
 static void pt__cl_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *m, const pt_tensor *v, int64_t n, float lr,
                          float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale) {
-    pt__cl_launch(ctx, PT__CLK_adamw, n, 0, "TTTTLFFFFFFFF", p, g, m, v, n, (double)lr, (double)b1, (double)b2, (double)eps, (double)wd,
+    pt__cl_launch(ctx, PT__CLK_adamw, PT__CL_EPI_ITEMS(n), 0, "TTTTLFFFFFFFF", p, g, m, v, n, (double)lr, (double)b1, (double)b2, (double)eps, (double)wd,
                   (double)bc1, (double)bc2, (double)gscale);
 }
 static void pt__cl_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *mom, int64_t n, float lr, float momentum,
