@@ -1361,6 +1361,11 @@ typedef struct pt__backend {
     void (*st_free)(pt_ctx *ctx, pt_storage *st);
     void (*write)(pt_ctx *ctx, const pt_tensor *dst, const void *src, int64_t bytes);
     void (*read)(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes);
+    /* read without waiting: starts the copy (counted like read) and returns its handle, or NULL when it
+       is already done (or failed: the error is in ctx); dst must stay untouched until read_wait(h)
+       returned 1, which releases h. read_wait: 1 when done, 0 while running (block: waits). */
+    void *(*read_start)(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes);
+    int (*read_wait)(pt_ctx *ctx, void *h, int block);
     /* ---- elementwise (n = numel of the first tensor argument unless said) ---- */
     /* t[i] = v (f32), or (int32_t)v for an i32 tensor */
     void (*fill)(pt_ctx *ctx, const pt_tensor *t, float v);
@@ -2783,6 +2788,14 @@ static void pt__cpu_read(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t b
     (void)ctx;
     if (bytes > 0) memcpy(dst, pt__cpu_bytes(src), (size_t)bytes);
 }
+static void *pt__cpu_read_start(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) { /* done at once */
+    pt__cpu_read(ctx, src, dst, bytes);
+    return NULL;
+}
+static int pt__cpu_read_wait(pt_ctx *ctx, void *h, int block) {
+    (void)ctx, (void)h, (void)block;
+    return 1;
+}
 
 /* ---- elementwise ------------------------------------------------------------------------------ */
 static void pt__cpu_fill(pt_ctx *ctx, const pt_tensor *t, float v) {
@@ -3592,7 +3605,7 @@ static double pt__cpu_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return
 
 static const pt__backend pt__cpu_backend = {
     "cpu",
-    pt__cpu_st_alloc, pt__cpu_st_free, pt__cpu_write, pt__cpu_read,
+    pt__cpu_st_alloc, pt__cpu_st_free, pt__cpu_write, pt__cpu_read, pt__cpu_read_start, pt__cpu_read_wait,
     pt__cpu_fill, pt__cpu_copy, pt__cpu_binary, pt__cpu_axpy_reduce, pt__cpu_mul_acc, pt__cpu_scale,
     pt__cpu_act_fwd, pt__cpu_act_bwd, pt__cpu_dropout,
     pt__cpu_softmax_fwd, pt__cpu_softmax_bwd, pt__cpu_xent_fwd, pt__cpu_xent_bwd,
@@ -3611,9 +3624,11 @@ static const pt__backend pt__cpu_backend = {
    platform's devices) and sets ctx->be to pt__cl_backend. Storages are device buffers: st->dev is
    a cl_mem, st->host stays NULL, a tensor is (cl_mem, element offset) and every kernel takes both.
    One in-order command queue per context; reads and writes are blocking and counted
-   (pt__xfer_count, pt_transfer_stats). Kernels: the OpenCL C source below (pt__cl_src), built once
+   (pt__xfer_count, pt_transfer_stats), except read_start (a cl_event to read_wait on: the DP
+   bucket staging of >>dp). Kernels: the OpenCL C source below (pt__cl_src), built once
    per context with a binary cache on disk (pt__cl_build); launched through pt__cl_launch (one
-   work item per element, row or column, the global size rounded up to the work group, every
+   work item per element, row or column -- PT_EPI = 8 elements for act_fwd/bwd and AdamW, whose
+   full runs PoCL then vectorizes -- the global size rounded up to the work group, every
    kernel checks its bound). GEMM: CLBlast. Determinism: as on the CPU, every output element is
    computed by one work item, no atomics; sum/sumsq reduce fixed 4096-element chunks (a fixed tree
    of 64 items each) whose partials one work item adds in chunk order, in double where the device
@@ -4542,6 +4557,39 @@ static void pt__cl_read(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t by
         pt__fail(ctx, PT_ERR_DEVICE, "opencl: reading %lld bytes from the device failed: %s (%d)", (long long)bytes, pt__cl_err(err), (int)err);
     } else pt__xfer_count(ctx, 1, bytes);
 }
+/* the non-blocking read: its handle is the read's cl_event (flushed, so the copy runs while the
+   host goes on); NULL after an error, which is in ctx */
+static void *pt__cl_read_start(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    cl_event ev = NULL;
+    cl_int err;
+    if (bytes <= 0) return NULL;
+    err = clEnqueueReadBuffer(cl->queue, (cl_mem)src->st->dev, CL_FALSE, (size_t)(src->off * pt_dtype_size(src->dtype)), (size_t)bytes, dst, 0,
+                              NULL, &ev);
+    if (err == CL_SUCCESS) err = clFlush(cl->queue);
+    if (err != CL_SUCCESS) {
+        if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev);
+        memset(dst, 0, (size_t)bytes);
+        pt__fail(ctx, PT_ERR_DEVICE, "opencl: starting a read of %lld bytes from the device failed: %s (%d)", (long long)bytes, pt__cl_err(err),
+                 (int)err);
+        return NULL;
+    }
+    pt__xfer_count(ctx, 1, bytes);
+    return (void *)ev;
+}
+static int pt__cl_read_wait(pt_ctx *ctx, void *h, int block) {
+    cl_event ev = (cl_event)h;
+    cl_int st = CL_COMPLETE, err = CL_SUCCESS;
+    if (!ev) return 1;
+    if (block) err = clWaitForEvents(1, &ev);
+    if (err == CL_SUCCESS) err = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+    if (err == CL_SUCCESS && st > CL_COMPLETE) return 0; /* queued, submitted or running */
+    if (err == CL_SUCCESS && st < 0) err = st;
+    clReleaseEvent(ev);
+    if (err != CL_SUCCESS)
+        pt__fail(ctx, PT_ERR_DEVICE, "opencl: a read from the device failed: %s (%d)", pt__cl_err(err), (int)err);
+    return 1;
+}
 
 /* ---- elementwise ------------------------------------------------------------------------------ */
 static void pt__cl_fill(pt_ctx *ctx, const pt_tensor *t, float v) {
@@ -4851,7 +4899,7 @@ static void pt__cl_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, cons
 
 static const pt__backend pt__cl_backend = {
     "opencl",
-    pt__cl_st_alloc, pt__cl_st_free, pt__cl_write, pt__cl_read,
+    pt__cl_st_alloc, pt__cl_st_free, pt__cl_write, pt__cl_read, pt__cl_read_start, pt__cl_read_wait,
     pt__cl_fill, pt__cl_copy, pt__cl_binary, pt__cl_axpy_reduce, pt__cl_mul_acc, pt__cl_scale,
     pt__cl_act_fwd, pt__cl_act_bwd, pt__cl_dropout,
     pt__cl_softmax_fwd, pt__cl_softmax_bwd, pt__cl_xent_fwd, pt__cl_xent_bwd,
@@ -7097,8 +7145,9 @@ static double pt__grad_sumsq(pt_ctx *ctx); /* >>tp: shards summed over TP, repli
    A storage has host memory (the CPU backend: MPI works on it in place) or not (a device backend:
    st->host is NULL, and data crosses to the host around each MPI call). pt__stage_xfer copies n
    floats at element offset off of st to or from host memory through the backend's read/write,
-   counted as transfers of `kind` (PT_XFER_DP, _TP, _PP); pt__stage_buf is the context's grown-only
-   host buffer for payloads that have no home of their own. */
+   counted as transfers of `kind` (PT_XFER_DP, _TP, _PP); pt__stage_read_start is its device-to-host
+   direction without waiting (the backend's read_start: a handle for read_wait, NULL = done);
+   pt__stage_buf is the context's grown-only host buffer for payloads that have no home of their own. */
 static void pt__stage_xfer(pt_ctx *ctx, pt_storage *st, int64_t off, float *host, int64_t n, int d2h, int kind) {
     pt_tensor v = pt__slab_view(st, n);
     int k;
@@ -7109,6 +7158,19 @@ static void pt__stage_xfer(pt_ctx *ctx, pt_storage *st, int64_t off, float *host
     else ctx->be->write(ctx, &v, host, n * 4);
     pt__xfer_as(ctx, k);
 }
+#ifdef PTRAIN_MPI
+static void *pt__stage_read_start(pt_ctx *ctx, pt_storage *st, int64_t off, float *host, int64_t n, int kind) {
+    pt_tensor v = pt__slab_view(st, n);
+    void *h;
+    int k;
+    if (n <= 0) return NULL;
+    v.off = off;
+    k = pt__xfer_as(ctx, kind);
+    h = ctx->be->read_start(ctx, &v, host, n * 4);
+    pt__xfer_as(ctx, k);
+    return h;
+}
+#endif
 static float *pt__stage_buf(pt_ctx *ctx, int64_t n) {
     if (n > ctx->stage_cap) {
         float *p = (float *)PT_REALLOC(ctx->stage, (size_t)PT__MAX(n, 1) * sizeof(float));
@@ -8726,11 +8788,12 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
    full ring waits for its oldest op.
 
    Device backends (the gradient slab has no host memory): a host mirror of the gradient slab (hg,
-   slab_n floats) stands in for it. When a bucket's op starts (in the grad hook, during backward)
-   the bucket is read from the device into its place in hg (one blocking read, counted as
-   PT_XFER_DP: the queue is in order, so it waits for exactly the kernels that produced the
-   bucket; the reduction itself then runs while backward goes on), everything above runs on hg
-   unchanged, and pt_dp_finish writes each bucket's reduced range back (one write per bucket, the
+   slab_n floats) stands in for it. When a bucket's gradient is complete (the grad hook, during
+   backward) its read into its place in hg starts without waiting (pt__dp_fetch: the backend's
+   read_start, counted as PT_XFER_DP; the queue is in order, so the copy follows exactly the
+   kernels that produced the bucket, while the host enqueues the rest of backward); the op starts
+   (read_wait, then the reduction) in a later hook or poll once the copy is done, or in
+   pt__dp_complete, still strictly in sequence order. Everything above runs on hg unchanged, and pt_dp_finish writes each bucket's reduced range back (one write per bucket, the
    own shard's part under ZeRO). ZeRO-2 zeroes the bucket on the device. The ZeRO allgathers of the
    parameter slab and of the optimizer state read the own shard to hg and write the others' parts
    back (pt__dp_allgather_slab). The CPU path works in the slab in place, as before.
@@ -8750,6 +8813,7 @@ typedef struct pt__dp_op {
     int64_t soff; /* staging ring offset (floats), -1 = none */
     int64_t sn;   /* staging floats */
     uint64_t rec; /* the collective record of the phase in flight (pt__coll_begin) */
+    void *rd;     /* device backend: the bucket's read to the host mirror, in flight (read_wait), or NULL */
 #ifdef PTRAIN_MPI
     MPI_Request req;
 #endif
@@ -8767,6 +8831,7 @@ struct pt_dp {
     int *fired;         /* [nparams]: grad hooks seen this step */
     int passes, rounds; /* this step's backward passes; reductions per bucket */
     int nseq, next, retired; /* ops this step; the next to start; the first not retired */
+    int fetched;        /* ops whose bucket was handed over (device backend: its read started), >= next */
     pt__dp_op *ops;
     int cap_ops;
     int reducing;       /* a step is open (pt_dp_begin_step or pt_dp_begin(dp, 1) seen, not finished) */
@@ -9043,17 +9108,47 @@ static int64_t pt__dp_stage_alloc(pt_dp *dp, int64_t n) {
     }
 }
 
-/* Starts the next op of the sequence. 0 and a context error on failure. */
+static int pt__dp_start(pt_dp *dp, int from_hook);
+
+/* Hands the next op's bucket over (its gradient is complete): on a device backend its read to its
+   place in the host mirror starts (non-blocking; the in-order queue makes it wait for exactly the
+   kernels that produced it) and, under ZeRO-2, the device bucket is zeroed behind it. The op's
+   reduction starts later (pt__dp_start, after read_wait). A bucket's earlier op of this step must
+   have left the mirror first (ZeRO-2 rounds): it is started now. 0 and a context error on failure. */
+static int pt__dp_fetch(pt_dp *dp, int from_hook) {
+    pt__dp_op *op = &dp->ops[dp->fetched];
+    int b = dp->fetched % dp->nb;
+    int64_t lo = dp->lo[b], n = dp->hi[b] - lo;
+    while (dp->next <= dp->fetched - dp->nb)
+        if (!pt__dp_start(dp, from_hook)) return 0;
+    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0, op->rd = NULL;
+    op->req = MPI_REQUEST_NULL;
+    dp->fetched++;
+    if (dp->hg) {
+        op->rd = pt__stage_read_start(dp->ctx, dp->ctx->gslab, lo, dp->hg + lo, n, PT_XFER_DP);
+        if (dp->ctx->status != PT_OK) return 0;
+        if (dp->stage == 2) { /* later passes accumulate afresh (queued after the read) */
+            pt_tensor t = pt__slab_view(dp->ctx->gslab, n);
+            t.off = lo;
+            dp->ctx->be->fill(dp->ctx, &t, 0.0f);
+        }
+    }
+    return 1;
+}
+
+/* Starts the next op of the sequence (fetched first if it was not), after its bucket's read is
+   done. 0 and a context error on failure. */
 static int pt__dp_start(pt_dp *dp, int from_hook) {
     pt__dp_op *op = &dp->ops[dp->next];
     int b = dp->next % dp->nb;
     int64_t lo = dp->lo[b], n = dp->hi[b] - lo, need = dp->compress ? (n + 1) / 2 : dp->stage == 2 ? n : 0, i;
     float *g = pt__dp_grads(dp);
     if (!g) return 0;
-    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0;
-    op->req = MPI_REQUEST_NULL;
-    if (dp->hg) { /* a device backend: the bucket comes to its place in the host mirror */
-        pt__stage_xfer(dp->ctx, dp->ctx->gslab, lo, g + lo, n, 1, PT_XFER_DP);
+    if (dp->next == dp->fetched && !pt__dp_fetch(dp, from_hook)) return 0;
+    if (op->rd) {
+        void *h = op->rd;
+        op->rd = NULL;
+        dp->ctx->be->read_wait(dp->ctx, h, 1);
         if (dp->ctx->status != PT_OK) return 0;
     }
     if (need) {
@@ -9071,14 +9166,7 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
         } else {
             memcpy(dp->stg + off, g + lo, (size_t)n * 4);
         }
-        if (dp->stage == 2) { /* later passes accumulate afresh */
-            memset(g + lo, 0, (size_t)n * 4);
-            if (dp->hg) {
-                pt_tensor t = pt__slab_view(dp->ctx->gslab, n);
-                t.off = lo;
-                dp->ctx->be->fill(dp->ctx, &t, 0.0f);
-            }
-        }
+        if (dp->stage == 2) memset(g + lo, 0, (size_t)n * 4); /* later passes accumulate afresh (the device's: pt__dp_fetch) */
     }
     dp->next++;
     if (from_hook) dp->stats.started_before_end++;
@@ -9093,9 +9181,22 @@ static int pt__dp_ready(const pt_dp *dp, int s) {
     return 1;
 }
 
+/* Starts, in order, the fetched ops whose bucket reads are done (block: waits for them). */
+static int pt__dp_start_fetched(pt_dp *dp, int block) {
+    while (!dp->failed && dp->next < dp->fetched) {
+        pt__dp_op *op = &dp->ops[dp->next];
+        if (op->rd && !block) {
+            if (!dp->ctx->be->read_wait(dp->ctx, op->rd, 0)) return 1;
+            op->rd = NULL;
+            if (dp->ctx->status != PT_OK) return 0;
+        }
+        if (!pt__dp_start(dp, 1)) return 0;
+    }
+    return 1;
+}
 static void pt__dp_poll(void *user) {
     pt_dp *dp = (pt_dp *)user;
-    if (dp->reducing && dp->ctx->status == PT_OK) (void)pt__dp_progress(dp);
+    if (dp->reducing && dp->ctx->status == PT_OK && pt__dp_start_fetched(dp, 0)) (void)pt__dp_progress(dp);
 }
 static void pt__dp_hook(void *user, pt_param *p) {
     pt_dp *dp = (pt_dp *)user;
@@ -9106,8 +9207,9 @@ static void pt__dp_hook(void *user, pt_param *p) {
                  p->spec.name, dp->fired[p->id], dp->passes);
         return;
     }
-    while (!dp->failed && dp->next < dp->nseq && pt__dp_ready(dp, dp->next))
-        if (!pt__dp_start(dp, 1)) return;
+    while (!dp->failed && dp->fetched < dp->nseq && pt__dp_ready(dp, dp->fetched))
+        if (!pt__dp_fetch(dp, 1)) return;
+    (void)pt__dp_start_fetched(dp, 0);
 }
 
 /* Starts every op left (in order) and waits for all. Ops that no rank started during backward have
@@ -9120,7 +9222,11 @@ static void pt__dp_hook(void *user, pt_param *p) {
    with or without bf16) only; ZeRO-2 and the hierarchical chain stay non-blocking. */
 static pt_status pt__dp_complete(pt_dp *dp) {
     double t0 = pt_time();
-    int ok = 1;
+    int ok = 1, i;
+    /* the ops handed over during backward start first (a peer may wait on them in its staging ring
+       before it joins the agreement below), then every read left goes in flight at once */
+    ok = pt__dp_start_fetched(dp, 1);
+    while (ok && !dp->failed && dp->fetched < dp->nseq) ok = pt__dp_fetch(dp, 0);
     if (dp->nphases == 1 && dp->stage < 2 && dp->agree != MPI_COMM_NULL && !dp->failed) {
         int most = dp->next;
         if (MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, dp->agree) != MPI_SUCCESS) {
@@ -9132,6 +9238,9 @@ static pt_status pt__dp_complete(pt_dp *dp) {
     }
     while (ok && !dp->failed && dp->next < dp->nseq) ok = pt__dp_start(dp, 0);
     dp->blocking = 0;
+    for (i = dp->next; i < dp->fetched; i++) /* after a failure: reads that no op will use */
+        if (dp->ops[i].rd) dp->ctx->be->read_wait(dp->ctx, dp->ops[i].rd, 1), dp->ops[i].rd = NULL;
+    dp->fetched = dp->next;
     ok = pt__dp_wait(dp, dp->next) && ok;
     dp->stats.wait_s += pt_time() - t0;
     return ok && !dp->failed ? PT_OK : PT_ERR_DEVICE;
@@ -9382,7 +9491,7 @@ PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     dp->passes = passes;
     dp->nphases = dp->hier && dp->stage == 0 ? 3 : 1; /* hierarchical: the allreduce path only */
     dp->nseq = dp->rounds * dp->nb;
-    dp->next = dp->retired = 0, dp->failed = 0;
+    dp->next = dp->retired = dp->fetched = 0, dp->failed = 0;
     dp->stg_head = 0;
     memset(dp->fired, 0, sizeof(int) * (size_t)dp->nparams);
     if (dp->acc) memset(dp->acc, 0, (size_t)(dp->zhi - dp->zlo) * 4);
