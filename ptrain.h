@@ -3676,7 +3676,7 @@ static const char *const pt__cl_src[] = {
     "#define PT_CHUNK 4096\n"
     "#define PT_RWG 64\n"
     "#define PT_LANES 16\n"
-    "#define PT_EPI 8\n"
+    "#define PT_EPI 16\n"
     "#define PT_LSE_BLOCK 1024\n"
     /* index arithmetic of non-negative longs in 32 bits when both fit (64-bit division is slow) */
     "#define PT_DIV(a, b) ((((a) | (b)) >> 31) ? (a) / (b) : (long)((uint)(a) / (uint)(b)))\n"
@@ -3754,11 +3754,18 @@ static const char *const pt__cl_src[] = {
     "}\n"
     "__kernel void pt_binary(__global float *o, long o_o, __global const float *a, long a_o, __global const float *b,\n"
     "                        long b_o, long n, long nb, int op) {\n"
-    "    long i = get_global_id(0);\n"
-    "    float x, y;\n"
-    "    if (i >= n) return;\n"
-    "    x = a[a_o + i], y = b[b_o + (nb == n ? i : PT_MOD(i, nb))];\n"
-    "    o[o_o + i] = op == 0 ? x + y : op == 1 ? x - y : x * y;\n"
+    "    long i0 = get_global_id(0) * PT_EPI, e = min(n - i0, (long)PT_EPI);\n"
+    "    __global float *op_ = o + o_o + i0;\n"
+    "    __global const float *ap = a + a_o + i0, *bp = b + b_o + i0;\n"
+    "    if (e == PT_EPI && nb == n) {\n"
+    "        float16 x = vload16(0, ap), y = vload16(0, bp);\n"
+    "        vstore16(op == 0 ? x + y : op == 1 ? x - y : x * y, 0, op_);\n"
+    "    } else {\n"
+    "        for (int k = 0; k < e; k++) {\n"
+    "            float x = ap[k], y = b[b_o + (nb == n ? i0 + k : PT_MOD(i0 + k, nb))];\n"
+    "            op_[k] = op == 0 ? x + y : op == 1 ? x - y : x * y;\n"
+    "        }\n"
+    "    }\n"
     "}\n"
     "__kernel void pt_scale(__global float *o, long o_o, __global const float *x, long x_o, long n, float s) {\n"
     "    long i = get_global_id(0);\n"
@@ -3785,38 +3792,70 @@ static const char *const pt__cl_src[] = {
     "        else acc += s[s_o + k];\n"
     "    }\n"
     "    d[d_o + j] += alpha * acc;\n"
+    "}\n",
+    /* PT_EPI = 16 elements per work item: a full run is one float16 (the same IEEE operations per
+       element in the same order, so the same bits as one element at a time), which PoCL compiles
+       to full-width SIMD; the tail goes one element at a time */
+    "float16 pt_expf16(float16 x) {\n"
+    "    float16 z = x < -88.0f ? (float16)(-88.0f) : x, t, n, r, p;\n"
+    "    int16 i;\n"
+    "    z = z > 88.0f ? (float16)(88.0f) : z;\n"
+    "    t = x * 1.44269504088896341f + 12582912.0f;\n"
+    "    i = as_int16(as_uint16(t) - 0x4B400000u);\n"
+    "    i = i < -127 ? (int16)(-127) : i;\n"
+    "    i = i > 127 ? (int16)(127) : i;\n"
+    "    n = convert_float16(i);\n"
+    "    r = z - n * 0.693359375f;\n"
+    "    r = r - n * -2.12194440e-4f;\n"
+    "    p = 1.9875691500e-4f;\n"
+    "    p = p * r + 1.3981999507e-3f;\n"
+    "    p = p * r + 8.3334519073e-3f;\n"
+    "    p = p * r + 4.1665795894e-2f;\n"
+    "    p = p * r + 1.6666665459e-1f;\n"
+    "    p = p * r + 5.0000001201e-1f;\n"
+    "    p = p * r * r + r + 1.0f;\n"
+    "    return p * as_float16((as_uint16(i) + 127u) << 23);\n"
     "}\n"
-    /* PT_EPI elements per work item: a full run's loop has no bound check, which lets PoCL vectorize
-       across work items (a per-element check keeps it scalar) */
+    /* gelu and its derivative, as pt_tanh_parts: a = exp(-2|u|), s = 2/(1+a), q = a*s */
     "float pt_gelu_f(float v) {\n"
     "    float u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v), tp, t2;\n"
     "    pt_tanh_parts(u, &tp, &t2);\n"
     "    return 0.5f * v * tp;\n"
+    "}\n"
+    "float pt_gelu_d(float v) {\n"
+    "    float u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v), du = PT_GELU_K0 * (1.0f + 3.0f * PT_GELU_K1 * v * v), tp, t2;\n"
+    "    pt_tanh_parts(u, &tp, &t2);\n"
+    "    return 0.5f * tp + 0.5f * v * t2 * du;\n"
+    "}\n"
+    "float16 pt_gelu_f16(float16 v) {\n"
+    "    float16 u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v);\n"
+    "    float16 a = pt_expf16(-2.0f * (u < 0.0f ? -u : u)), s = 2.0f / (1.0f + a), q = a * s;\n"
+    "    return 0.5f * v * (u < 0.0f ? q : s);\n"
+    "}\n"
+    "float16 pt_gelu_d16(float16 v) {\n"
+    "    float16 u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v), du = PT_GELU_K0 * (1.0f + 3.0f * PT_GELU_K1 * v * v);\n"
+    "    float16 a = pt_expf16(-2.0f * (u < 0.0f ? -u : u)), s = 2.0f / (1.0f + a), q = a * s;\n"
+    "    return 0.5f * (u < 0.0f ? q : s) + 0.5f * v * (s * q) * du;\n"
     "}\n"
     "__kernel void pt_act_fwd(__global float *o, long o_o, __global const float *x, long x_o, long n, int kind) {\n"
     "    long i0 = get_global_id(0) * PT_EPI, e = min(n - i0, (long)PT_EPI);\n"
     "    __global float *op = o + o_o + i0;\n"
     "    __global const float *xp = x + x_o + i0;\n"
     "    if (e == PT_EPI) {\n"
-    "        if (kind == 1) for (int k = 0; k < PT_EPI; k++) op[k] = pt_gelu_f(xp[k]);\n"
-    "        else for (int k = 0; k < PT_EPI; k++) op[k] = xp[k] > 0.0f ? xp[k] : 0.0f;\n"
+    "        float16 v = vload16(0, xp);\n"
+    "        vstore16(kind == 1 ? pt_gelu_f16(v) : v > 0.0f ? v : (float16)(0.0f), 0, op);\n"
     "    } else {\n"
     "        for (int k = 0; k < e; k++) op[k] = kind == 1 ? pt_gelu_f(xp[k]) : xp[k] > 0.0f ? xp[k] : 0.0f;\n"
     "    }\n"
     "}\n",
-    "float pt_gelu_d(float v) {\n"
-    "    float u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v), du = PT_GELU_K0 * (1.0f + 3.0f * PT_GELU_K1 * v * v), tp, t2;\n"
-    "    pt_tanh_parts(u, &tp, &t2);\n"
-    "    return 0.5f * tp + 0.5f * v * t2 * du;\n"
-    "}\n"
     "__kernel void pt_act_bwd(__global float *d, long d_o, __global const float *x, long x_o, __global const float *g,\n"
     "                         long g_o, long n, int kind) {\n"
     "    long i0 = get_global_id(0) * PT_EPI, e = min(n - i0, (long)PT_EPI);\n"
     "    __global float *dp = d + d_o + i0;\n"
     "    __global const float *xp = x + x_o + i0, *gp = g + g_o + i0;\n"
     "    if (e == PT_EPI) {\n"
-    "        if (kind == 1) for (int k = 0; k < PT_EPI; k++) dp[k] += pt_gelu_d(xp[k]) * gp[k];\n"
-    "        else for (int k = 0; k < PT_EPI; k++) dp[k] += xp[k] > 0.0f ? gp[k] : 0.0f;\n"
+    "        float16 v = vload16(0, xp), gv = vload16(0, gp);\n"
+    "        vstore16(vload16(0, dp) + (kind == 1 ? pt_gelu_d16(v) * gv : v > 0.0f ? gv : (float16)(0.0f)), 0, dp);\n"
     "    } else {\n"
     "        for (int k = 0; k < e; k++) dp[k] += kind == 1 ? pt_gelu_d(xp[k]) * gp[k] : xp[k] > 0.0f ? gp[k] : 0.0f;\n"
     "    }\n"
@@ -3848,6 +3887,30 @@ static const char *const pt__cl_src[] = {
     "        barrier(CLK_LOCAL_MEM_FENCE);\n"
     "    }\n"
     "    if (l == 0) part[p_o + c] = sh[0];\n"
+    "}\n",
+    /* the same partials, one work item per chunk holding the PT_RWG lanes (the same per-lane order
+       and tree, so the same bits): CPU devices, where the full chunks' lane loop vectorizes */
+    "__kernel void pt_reduce_lanes(__global const float *x, long x_o, long n, int sq, __global pt_acc *part, long p_o) {\n"
+    "    long c = get_global_id(0), i0 = c * PT_CHUNK, m = min(n - i0, (long)PT_CHUNK);\n"
+    "    __global const float *xp = x + x_o + i0;\n"
+    "    pt_acc sh[PT_RWG];\n"
+    "    if (m <= 0) return;\n"
+    "    for (int l = 0; l < PT_RWG; l++) sh[l] = 0;\n"
+    "    if (m == PT_CHUNK) {\n"
+    "        for (int k = 0; k < PT_CHUNK; k += PT_RWG)\n"
+    "            for (int l = 0; l < PT_RWG; l++) {\n"
+    "                pt_acc v = (pt_acc)xp[k + l];\n"
+    "                sh[l] += sq ? v * v : v;\n"
+    "            }\n"
+    "    } else {\n"
+    "        for (long i = 0; i < m; i++) {\n"
+    "            pt_acc v = (pt_acc)xp[i];\n"
+    "            sh[i % PT_RWG] += sq ? v * v : v;\n"
+    "        }\n"
+    "    }\n"
+    "    for (int w = PT_RWG / 2; w > 0; w >>= 1)\n"
+    "        for (int l = 0; l < w; l++) sh[l] += sh[l + w];\n"
+    "    part[p_o + c] = sh[0];\n"
     "}\n"
     "__kernel void pt_reduce_final(__global pt_acc *part, long p_o, long nch, __global float *out, long o_o, int has_out,\n"
     "                              float scale) {\n"
@@ -3857,12 +3920,6 @@ static const char *const pt__cl_src[] = {
     "    part[p_o + nch] = t;\n"
     "    if (has_out) out[o_o] = (float)((pt_acc)scale * t);\n"
     "}\n"
-    "#define PT_ADAMW_K(k) {\\\n"
-    "        float gi = gp[k] * gscale, mi = b1 * mp[k] + c1 * gi, vi = b2 * vp[k] + c2 * gi * gi;\\\n"
-    "        mp[k] = mi;\\\n"
-    "        vp[k] = vi;\\\n"
-    "        pp[k] -= lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * pp[k]);\\\n"
-    "    }\n"
     "__kernel void pt_adamw(__global float *p, long p_o, __global const float *g, long g_o, __global float *m, long m_o,\n"
     "                       __global float *v, long v_o, long n, float lr, float b1, float b2, float eps, float wd,\n"
     "                       float bc1, float bc2, float gscale) {\n"
@@ -3870,8 +3927,20 @@ static const char *const pt__cl_src[] = {
     "    float c1 = 1.0f - b1, c2 = 1.0f - b2;\n"
     "    __global float *pp = p + p_o + i0, *mp = m + m_o + i0, *vp = v + v_o + i0;\n"
     "    __global const float *gp = g + g_o + i0;\n"
-    "    if (e == PT_EPI) for (int k = 0; k < PT_EPI; k++) PT_ADAMW_K(k)\n"
-    "    else for (int k = 0; k < e; k++) PT_ADAMW_K(k)\n"
+    "    if (e == PT_EPI) { /* float16 lanes, as pt_act_fwd */\n"
+    "        float16 gi = vload16(0, gp) * gscale, pi = vload16(0, pp);\n"
+    "        float16 mi = b1 * vload16(0, mp) + c1 * gi, vi = b2 * vload16(0, vp) + c2 * gi * gi;\n"
+    "        vstore16(mi, 0, mp);\n"
+    "        vstore16(vi, 0, vp);\n"
+    "        vstore16(pi - lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * pi), 0, pp);\n"
+    "    } else {\n"
+    "        for (int k = 0; k < e; k++) {\n"
+    "            float gi = gp[k] * gscale, mi = b1 * mp[k] + c1 * gi, vi = b2 * vp[k] + c2 * gi * gi;\n"
+    "            mp[k] = mi;\n"
+    "            vp[k] = vi;\n"
+    "            pp[k] -= lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * pp[k]);\n"
+    "        }\n"
+    "    }\n"
     "}\n"
     "__kernel void pt_sgd(__global float *p, long p_o, __global const float *g, long g_o, __global float *m, long m_o,\n"
     "                     long n, float lr, float momentum, float wd, float gscale, int has_m) {\n"
@@ -4296,7 +4365,7 @@ static const char *const pt__cl_src[] = {
 /* every kernel of the program, in the order of the PT__CLK_* indices */
 #define PT__CL_KERNELS(X)                                                                                     \
     X(acc_f32) X(acc_i32) X(binary) X(scale) X(axpy) X(mul_acc) X(rowsum) X(act_fwd) X(act_bwd) X(dropout)   \
-    X(reduce_chunks) X(reduce_final) X(adamw) X(sgd) X(softmax_fwd) X(softmax_bwd) X(xent_fwd) X(xent_bwd)   \
+    X(reduce_chunks) X(reduce_lanes) X(reduce_final) X(adamw) X(sgd) X(softmax_fwd) X(softmax_bwd) X(xent_fwd) X(xent_bwd)   \
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_wb) X(embed_fwd) X(embed_bwd) X(permute)           \
     X(copy_block) X(gemm_scale) X(permute_u16) X(copy_block_u16) X(permute_u8) X(copy_block_u8) X(im2col)    \
     X(col2im) X(chan_bias_fwd) X(chan_bias_bwd) X(maxpool_fwd) X(maxpool_bwd) X(attn_fwd) X(attn_bwd_dq)      \
@@ -4315,7 +4384,7 @@ static const char *const pt__cl_kname[PT__CLK_COUNT] = {
 };
 
 #define PT__CL_WG 256     /* work-group size of the one-item-per-element kernels (at most the device's) */
-#define PT__CL_EPI_ITEMS(n) (((n) + 7) / 8) /* work items of a kernel doing PT_EPI (8) elements each */
+#define PT__CL_EPI_ITEMS(n) (((n) + 15) / 16) /* work items of a kernel doing PT_EPI (16) elements each */
 #define PT__CL_MINWG 32   /* the smallest group pt__cl_launch shrinks to */
 #define PT__CL_CHUNK 4096 /* elements per partial of sum/sumsq: PT_CHUNK in the kernel source */
 #define PT__CL_RWG 64     /* work items per chunk in pt_reduce_chunks: PT_RWG in the kernel source */
@@ -4332,6 +4401,7 @@ typedef struct pt__cl {
     cl_uint cus;         /* CL_DEVICE_MAX_COMPUTE_UNITS: small launches use smaller groups to reach them all */
     cl_ulong max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     int fp64;            /* double accumulators (cl_khr_fp64); float otherwise */
+    int cpu;             /* a CPU device (CL_DEVICE_TYPE_CPU): reductions use pt_reduce_lanes */
     cl_mem part;         /* partial sums of sum/sumsq (grown only), also the stand-in for absent tensors */
     int64_t part_bytes;
     pt_device_info info;
@@ -4638,7 +4708,7 @@ static void pt__cl_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src,
 
 static void pt__cl_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b) {
     int64_t n = pt_numel(a), nb = pt_numel(b);
-    if (nb > 0) pt__cl_launch(ctx, PT__CLK_binary, n, 0, "TTTLLI", out, a, b, n, nb, op);
+    if (nb > 0) pt__cl_launch(ctx, PT__CLK_binary, PT__CL_EPI_ITEMS(n), 0, "TTTLLI", out, a, b, n, nb, op);
 }
 
 static void pt__cl_axpy_reduce(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, float alpha) {
@@ -4791,7 +4861,9 @@ static int pt__cl_reduce(pt_ctx *ctx, const pt_tensor *x, int64_t n, int sq, con
     int64_t nch = (n + PT__CL_CHUNK - 1) / PT__CL_CHUNK, esz = cl->fp64 ? 8 : 4;
     if (!pt__cl_scratch(ctx, (nch + 1) * esz, "reduction")) return 0;
     *slot = nch;
-    if (!pt__cl_launch(ctx, PT__CLK_reduce_chunks, nch * PT__CL_RWG, PT__CL_RWG, "TLIT", x, n, sq, (const pt_tensor *)NULL)) return 0;
+    if (cl->cpu ? !pt__cl_launch(ctx, PT__CLK_reduce_lanes, nch, 0, "TLIT", x, n, sq, (const pt_tensor *)NULL)
+                : !pt__cl_launch(ctx, PT__CLK_reduce_chunks, nch * PT__CL_RWG, PT__CL_RWG, "TLIT", x, n, sq, (const pt_tensor *)NULL))
+        return 0;
     /* a NULL tensor stands for the scratch buffer at offset 0 (see pt__cl_launch) */
     return pt__cl_launch(ctx, PT__CLK_reduce_final, 1, 1, "TLTIF", (const pt_tensor *)NULL, nch, out, out != NULL, (double)scale);
 }
@@ -5166,6 +5238,11 @@ static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
     clGetDeviceInfo(cl->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cl->cus, &cl->cus, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dfc, &dfc, NULL);
     cl->fp64 = dfc != 0;
+    {
+        cl_device_type ty = 0;
+        clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
+        cl->cpu = (ty & CL_DEVICE_TYPE_CPU) != 0;
+    }
     if (cl->wg > PT__CL_WG || cl->wg == 0) cl->wg = PT__CL_WG;
     if (cl->wg < PT__CL_RWG) {
         pt__fail(ctx, PT_ERR_DEVICE, "pt_init: OpenCL device '%s' allows work groups of %zu items, fewer than the %d needed", cl->info.device,
