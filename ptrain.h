@@ -105,6 +105,8 @@
                             `ptcl tune -o FILE` writes them)
    PTRAIN_CL_CACHE=DIR      where compiled OpenCL programs are cached ("off": no cache; default
                             $XDG_CACHE_HOME/ptrain or ~/.cache/ptrain)
+   PTRAIN_CL_REDUCE=groups  OpenCL sums: a work group per chunk (default on GPUs) or "lanes", one
+                            work item per chunk (default on CPU devices); the same bits either way
    PTRAIN_FAKE_NODE_SIZE=N  treat every N consecutive ranks as one node (tests hierarchy on one
                             machine)
    PTRAIN_COLL_CHECK=1      debug mode: the ranks of a communicator agree on each collective before
@@ -3627,12 +3629,13 @@ static const pt__backend pt__cpu_backend = {
    (pt__xfer_count, pt_transfer_stats), except read_start (a cl_event to read_wait on: the DP
    bucket staging of >>dp). Kernels: the OpenCL C source below (pt__cl_src), built once
    per context with a binary cache on disk (pt__cl_build); launched through pt__cl_launch (one
-   work item per element, row or column -- PT_EPI = 8 elements for act_fwd/bwd and AdamW, whose
-   full runs PoCL then vectorizes -- the global size rounded up to the work group, every
-   kernel checks its bound). GEMM: CLBlast. Determinism: as on the CPU, every output element is
-   computed by one work item, no atomics; sum/sumsq reduce fixed 4096-element chunks (a fixed tree
-   of 64 items each) whose partials one work item adds in chunk order, in double where the device
-   has cl_khr_fp64 (float otherwise).
+   work item per element, row or column -- PT_EPI = 16 elements for act_fwd/bwd, binary and
+   AdamW: a full run is one float16, which PoCL compiles to full-width SIMD -- the global size
+   rounded up to the work group, every kernel checks its bound). GEMM: CLBlast. Determinism: as on the CPU, every output element is
+   computed by one work item, no atomics; sum/sumsq reduce fixed 4096-element chunks (64 strided
+   lanes and a fixed tree: a work group of 64 items per chunk, or on CPU devices one item holding
+   the 64 lanes, pt_reduce_lanes, the same bits) whose partials one work item adds in chunk order,
+   in double where the device has cl_khr_fp64 (float otherwise).
    Adding a kernel: write it in pt__cl_src, add its name to PT__CL_KERNELS, call it with
    pt__cl_launch(ctx, PT__CLK_<name>, items, 0, "<sig>", args...). Every entry of the kernel table
    is implemented. Attention: one work item per (b, h, row), flash-style (lse saved, nothing T x T
@@ -4401,7 +4404,7 @@ typedef struct pt__cl {
     cl_uint cus;         /* CL_DEVICE_MAX_COMPUTE_UNITS: small launches use smaller groups to reach them all */
     cl_ulong max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     int fp64;            /* double accumulators (cl_khr_fp64); float otherwise */
-    int cpu;             /* a CPU device (CL_DEVICE_TYPE_CPU): reductions use pt_reduce_lanes */
+    int lanes;           /* sum/sumsq partials by pt_reduce_lanes (CPU devices; env PTRAIN_CL_REDUCE), else pt_reduce_chunks */
     cl_mem part;         /* partial sums of sum/sumsq (grown only), also the stand-in for absent tensors */
     int64_t part_bytes;
     pt_device_info info;
@@ -4861,7 +4864,7 @@ static int pt__cl_reduce(pt_ctx *ctx, const pt_tensor *x, int64_t n, int sq, con
     int64_t nch = (n + PT__CL_CHUNK - 1) / PT__CL_CHUNK, esz = cl->fp64 ? 8 : 4;
     if (!pt__cl_scratch(ctx, (nch + 1) * esz, "reduction")) return 0;
     *slot = nch;
-    if (cl->cpu ? !pt__cl_launch(ctx, PT__CLK_reduce_lanes, nch, 0, "TLIT", x, n, sq, (const pt_tensor *)NULL)
+    if (cl->lanes ? !pt__cl_launch(ctx, PT__CLK_reduce_lanes, nch, 0, "TLIT", x, n, sq, (const pt_tensor *)NULL)
                 : !pt__cl_launch(ctx, PT__CLK_reduce_chunks, nch * PT__CL_RWG, PT__CL_RWG, "TLIT", x, n, sq, (const pt_tensor *)NULL))
         return 0;
     /* a NULL tensor stands for the scratch buffer at offset 0 (see pt__cl_launch) */
@@ -5240,8 +5243,9 @@ static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
     cl->fp64 = dfc != 0;
     {
         cl_device_type ty = 0;
+        const char *r = getenv("PTRAIN_CL_REDUCE");
         clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
-        cl->cpu = (ty & CL_DEVICE_TYPE_CPU) != 0;
+        cl->lanes = r && !strcmp(r, "groups") ? 0 : r && !strcmp(r, "lanes") ? 1 : (ty & CL_DEVICE_TYPE_CPU) != 0;
     }
     if (cl->wg > PT__CL_WG || cl->wg == 0) cl->wg = PT__CL_WG;
     if (cl->wg < PT__CL_RWG) {
