@@ -119,6 +119,8 @@
                             `ptcl tune -o FILE` writes them)
    PTRAIN_CL_CACHE=DIR      where compiled OpenCL programs are cached ("off": no cache; default
                             $XDG_CACHE_HOME/ptrain or ~/.cache/ptrain)
+   PTRAIN_CL_REDUCE=groups  OpenCL sums: a work group per chunk (default on GPUs) or "lanes", one
+                            work item per chunk (default on CPU devices); the same bits either way
    PTRAIN_FAKE_NODE_SIZE=N  treat every N consecutive ranks as one node (tests hierarchy on one
                             machine)
    PTRAIN_COLL_CHECK=1      debug mode: the ranks of a communicator agree on each collective before
@@ -1514,6 +1516,11 @@ typedef struct pt__backend {
     void (*st_free)(pt_ctx *ctx, pt_storage *st);
     void (*write)(pt_ctx *ctx, const pt_tensor *dst, const void *src, int64_t bytes);
     void (*read)(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes);
+    /* read without waiting: starts the copy (counted like read) and returns its handle, or NULL when it
+       is already done (or failed: the error is in ctx); dst must stay untouched until read_wait(h)
+       returned 1, which releases h. read_wait: 1 when done, 0 while running (block: waits). */
+    void *(*read_start)(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes);
+    int (*read_wait)(pt_ctx *ctx, void *h, int block);
     /* ---- elementwise (n = numel of the first tensor argument unless said) ---- */
     /* t[i] = v (f32), or (int32_t)v for an i32 tensor */
     void (*fill)(pt_ctx *ctx, const pt_tensor *t, float v);
@@ -2936,6 +2943,14 @@ static void pt__cpu_read(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t b
     (void)ctx;
     if (bytes > 0) memcpy(dst, pt__cpu_bytes(src), (size_t)bytes);
 }
+static void *pt__cpu_read_start(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) { /* done at once */
+    pt__cpu_read(ctx, src, dst, bytes);
+    return NULL;
+}
+static int pt__cpu_read_wait(pt_ctx *ctx, void *h, int block) {
+    (void)ctx, (void)h, (void)block;
+    return 1;
+}
 
 /* ---- elementwise ------------------------------------------------------------------------------ */
 static void pt__cpu_fill(pt_ctx *ctx, const pt_tensor *t, float v) {
@@ -3745,7 +3760,7 @@ static double pt__cpu_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return
 
 static const pt__backend pt__cpu_backend = {
     "cpu",
-    pt__cpu_st_alloc, pt__cpu_st_free, pt__cpu_write, pt__cpu_read,
+    pt__cpu_st_alloc, pt__cpu_st_free, pt__cpu_write, pt__cpu_read, pt__cpu_read_start, pt__cpu_read_wait,
     pt__cpu_fill, pt__cpu_copy, pt__cpu_binary, pt__cpu_axpy_reduce, pt__cpu_mul_acc, pt__cpu_scale,
     pt__cpu_act_fwd, pt__cpu_act_bwd, pt__cpu_dropout,
     pt__cpu_softmax_fwd, pt__cpu_softmax_bwd, pt__cpu_xent_fwd, pt__cpu_xent_bwd,
@@ -3764,13 +3779,16 @@ static const pt__backend pt__cpu_backend = {
    platform's devices) and sets ctx->be to pt__cl_backend. Storages are device buffers: st->dev is
    a cl_mem, st->host stays NULL, a tensor is (cl_mem, element offset) and every kernel takes both.
    One in-order command queue per context; reads and writes are blocking and counted
-   (pt__xfer_count, pt_transfer_stats). Kernels: the OpenCL C source below (pt__cl_src), built once
+   (pt__xfer_count, pt_transfer_stats), except read_start (a cl_event to read_wait on: the DP
+   bucket staging of >>dp). Kernels: the OpenCL C source below (pt__cl_src), built once
    per context with a binary cache on disk (pt__cl_build); launched through pt__cl_launch (one
-   work item per element, row or column, the global size rounded up to the work group, every
-   kernel checks its bound). GEMM: CLBlast. Determinism: as on the CPU, every output element is
-   computed by one work item, no atomics; sum/sumsq reduce fixed 4096-element chunks (a fixed tree
-   of 64 items each) whose partials one work item adds in chunk order, in double where the device
-   has cl_khr_fp64 (float otherwise).
+   work item per element, row or column -- PT_EPI = 16 elements for act_fwd/bwd, binary and
+   AdamW: a full run is one float16, which PoCL compiles to full-width SIMD -- the global size
+   rounded up to the work group, every kernel checks its bound). GEMM: CLBlast. Determinism: as on the CPU, every output element is
+   computed by one work item, no atomics; sum/sumsq reduce fixed 4096-element chunks (64 strided
+   lanes and a fixed tree: a work group of 64 items per chunk, or on CPU devices one item holding
+   the 64 lanes, pt_reduce_lanes, the same bits) whose partials one work item adds in chunk order,
+   in double where the device has cl_khr_fp64 (float otherwise).
    Adding a kernel: write it in pt__cl_src, add its name to PT__CL_KERNELS, call it with
    pt__cl_launch(ctx, PT__CLK_<name>, items, 0, "<sig>", args...). Every entry of the kernel table
    is implemented. Attention: one work item per (b, h, row), flash-style (lse saved, nothing T x T
@@ -3814,6 +3832,7 @@ static const char *const pt__cl_src[] = {
     "#define PT_CHUNK 4096\n"
     "#define PT_RWG 64\n"
     "#define PT_LANES 16\n"
+    "#define PT_EPI 16\n"
     "#define PT_LSE_BLOCK 1024\n"
     /* index arithmetic of non-negative longs in 32 bits when both fit (64-bit division is slow) */
     "#define PT_DIV(a, b) ((((a) | (b)) >> 31) ? (a) / (b) : (long)((uint)(a) / (uint)(b)))\n"
@@ -3891,11 +3910,18 @@ static const char *const pt__cl_src[] = {
     "}\n"
     "__kernel void pt_binary(__global float *o, long o_o, __global const float *a, long a_o, __global const float *b,\n"
     "                        long b_o, long n, long nb, int op) {\n"
-    "    long i = get_global_id(0);\n"
-    "    float x, y;\n"
-    "    if (i >= n) return;\n"
-    "    x = a[a_o + i], y = b[b_o + (nb == n ? i : PT_MOD(i, nb))];\n"
-    "    o[o_o + i] = op == 0 ? x + y : op == 1 ? x - y : x * y;\n"
+    "    long i0 = get_global_id(0) * PT_EPI, e = min(n - i0, (long)PT_EPI);\n"
+    "    __global float *op_ = o + o_o + i0;\n"
+    "    __global const float *ap = a + a_o + i0, *bp = b + b_o + i0;\n"
+    "    if (e == PT_EPI && nb == n) {\n"
+    "        float16 x = vload16(0, ap), y = vload16(0, bp);\n"
+    "        vstore16(op == 0 ? x + y : op == 1 ? x - y : x * y, 0, op_);\n"
+    "    } else {\n"
+    "        for (int k = 0; k < e; k++) {\n"
+    "            float x = ap[k], y = b[b_o + (nb == n ? i0 + k : PT_MOD(i0 + k, nb))];\n"
+    "            op_[k] = op == 0 ? x + y : op == 1 ? x - y : x * y;\n"
+    "        }\n"
+    "    }\n"
     "}\n"
     "__kernel void pt_scale(__global float *o, long o_o, __global const float *x, long x_o, long n, float s) {\n"
     "    long i = get_global_id(0);\n"
@@ -3922,33 +3948,72 @@ static const char *const pt__cl_src[] = {
     "        else acc += s[s_o + k];\n"
     "    }\n"
     "    d[d_o + j] += alpha * acc;\n"
+    "}\n",
+    /* PT_EPI = 16 elements per work item: a full run is one float16 (the same IEEE operations per
+       element in the same order, so the same bits as one element at a time), which PoCL compiles
+       to full-width SIMD; the tail goes one element at a time */
+    "float16 pt_expf16(float16 x) {\n"
+    "    float16 z = x < -88.0f ? (float16)(-88.0f) : x, t, n, r, p;\n"
+    "    int16 i;\n"
+    "    z = z > 88.0f ? (float16)(88.0f) : z;\n"
+    "    t = x * 1.44269504088896341f + 12582912.0f;\n"
+    "    i = as_int16(as_uint16(t) - 0x4B400000u);\n"
+    "    i = i < -127 ? (int16)(-127) : i;\n"
+    "    i = i > 127 ? (int16)(127) : i;\n"
+    "    n = convert_float16(i);\n"
+    "    r = z - n * 0.693359375f;\n"
+    "    r = r - n * -2.12194440e-4f;\n"
+    "    p = 1.9875691500e-4f;\n"
+    "    p = p * r + 1.3981999507e-3f;\n"
+    "    p = p * r + 8.3334519073e-3f;\n"
+    "    p = p * r + 4.1665795894e-2f;\n"
+    "    p = p * r + 1.6666665459e-1f;\n"
+    "    p = p * r + 5.0000001201e-1f;\n"
+    "    p = p * r * r + r + 1.0f;\n"
+    "    return p * as_float16((as_uint16(i) + 127u) << 23);\n"
+    "}\n"
+    /* gelu and its derivative, as pt_tanh_parts: a = exp(-2|u|), s = 2/(1+a), q = a*s */
+    "float pt_gelu_f(float v) {\n"
+    "    float u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v), tp, t2;\n"
+    "    pt_tanh_parts(u, &tp, &t2);\n"
+    "    return 0.5f * v * tp;\n"
+    "}\n"
+    "float pt_gelu_d(float v) {\n"
+    "    float u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v), du = PT_GELU_K0 * (1.0f + 3.0f * PT_GELU_K1 * v * v), tp, t2;\n"
+    "    pt_tanh_parts(u, &tp, &t2);\n"
+    "    return 0.5f * tp + 0.5f * v * t2 * du;\n"
+    "}\n"
+    "float16 pt_gelu_f16(float16 v) {\n"
+    "    float16 u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v);\n"
+    "    float16 a = pt_expf16(-2.0f * (u < 0.0f ? -u : u)), s = 2.0f / (1.0f + a), q = a * s;\n"
+    "    return 0.5f * v * (u < 0.0f ? q : s);\n"
+    "}\n"
+    "float16 pt_gelu_d16(float16 v) {\n"
+    "    float16 u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v), du = PT_GELU_K0 * (1.0f + 3.0f * PT_GELU_K1 * v * v);\n"
+    "    float16 a = pt_expf16(-2.0f * (u < 0.0f ? -u : u)), s = 2.0f / (1.0f + a), q = a * s;\n"
+    "    return 0.5f * (u < 0.0f ? q : s) + 0.5f * v * (s * q) * du;\n"
     "}\n"
     "__kernel void pt_act_fwd(__global float *o, long o_o, __global const float *x, long x_o, long n, int kind) {\n"
-    "    long i = get_global_id(0);\n"
-    "    float v, u, tp, t2;\n"
-    "    if (i >= n) return;\n"
-    "    v = x[x_o + i];\n"
-    "    if (kind == 1) {\n"
-    "        u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v);\n"
-    "        pt_tanh_parts(u, &tp, &t2);\n"
-    "        o[o_o + i] = 0.5f * v * tp;\n"
+    "    long i0 = get_global_id(0) * PT_EPI, e = min(n - i0, (long)PT_EPI);\n"
+    "    __global float *op = o + o_o + i0;\n"
+    "    __global const float *xp = x + x_o + i0;\n"
+    "    if (e == PT_EPI) {\n"
+    "        float16 v = vload16(0, xp);\n"
+    "        vstore16(kind == 1 ? pt_gelu_f16(v) : v > 0.0f ? v : (float16)(0.0f), 0, op);\n"
     "    } else {\n"
-    "        o[o_o + i] = v > 0.0f ? v : 0.0f;\n"
+    "        for (int k = 0; k < e; k++) op[k] = kind == 1 ? pt_gelu_f(xp[k]) : xp[k] > 0.0f ? xp[k] : 0.0f;\n"
     "    }\n"
     "}\n",
     "__kernel void pt_act_bwd(__global float *d, long d_o, __global const float *x, long x_o, __global const float *g,\n"
     "                         long g_o, long n, int kind) {\n"
-    "    long i = get_global_id(0);\n"
-    "    float v, u, du, tp, t2;\n"
-    "    if (i >= n) return;\n"
-    "    v = x[x_o + i];\n"
-    "    if (kind == 1) {\n"
-    "        u = PT_GELU_K0 * (v + PT_GELU_K1 * v * v * v);\n"
-    "        du = PT_GELU_K0 * (1.0f + 3.0f * PT_GELU_K1 * v * v);\n"
-    "        pt_tanh_parts(u, &tp, &t2);\n"
-    "        d[d_o + i] += (0.5f * tp + 0.5f * v * t2 * du) * g[g_o + i];\n"
+    "    long i0 = get_global_id(0) * PT_EPI, e = min(n - i0, (long)PT_EPI);\n"
+    "    __global float *dp = d + d_o + i0;\n"
+    "    __global const float *xp = x + x_o + i0, *gp = g + g_o + i0;\n"
+    "    if (e == PT_EPI) {\n"
+    "        float16 v = vload16(0, xp), gv = vload16(0, gp);\n"
+    "        vstore16(vload16(0, dp) + (kind == 1 ? pt_gelu_d16(v) * gv : v > 0.0f ? gv : (float16)(0.0f)), 0, dp);\n"
     "    } else {\n"
-    "        d[d_o + i] += v > 0.0f ? g[g_o + i] : 0.0f;\n"
+    "        for (int k = 0; k < e; k++) dp[k] += kind == 1 ? pt_gelu_d(xp[k]) * gp[k] : xp[k] > 0.0f ? gp[k] : 0.0f;\n"
     "    }\n"
     "}\n"
     "__kernel void pt_dropout(__global float *o, long o_o, __global const float *x, long x_o, long n, float p, ulong key,\n"
@@ -3978,6 +4043,30 @@ static const char *const pt__cl_src[] = {
     "        barrier(CLK_LOCAL_MEM_FENCE);\n"
     "    }\n"
     "    if (l == 0) part[p_o + c] = sh[0];\n"
+    "}\n",
+    /* the same partials, one work item per chunk holding the PT_RWG lanes (the same per-lane order
+       and tree, so the same bits): CPU devices, where the full chunks' lane loop vectorizes */
+    "__kernel void pt_reduce_lanes(__global const float *x, long x_o, long n, int sq, __global pt_acc *part, long p_o) {\n"
+    "    long c = get_global_id(0), i0 = c * PT_CHUNK, m = min(n - i0, (long)PT_CHUNK);\n"
+    "    __global const float *xp = x + x_o + i0;\n"
+    "    pt_acc sh[PT_RWG];\n"
+    "    if (m <= 0) return;\n"
+    "    for (int l = 0; l < PT_RWG; l++) sh[l] = 0;\n"
+    "    if (m == PT_CHUNK) {\n"
+    "        for (int k = 0; k < PT_CHUNK; k += PT_RWG)\n"
+    "            for (int l = 0; l < PT_RWG; l++) {\n"
+    "                pt_acc v = (pt_acc)xp[k + l];\n"
+    "                sh[l] += sq ? v * v : v;\n"
+    "            }\n"
+    "    } else {\n"
+    "        for (long i = 0; i < m; i++) {\n"
+    "            pt_acc v = (pt_acc)xp[i];\n"
+    "            sh[i % PT_RWG] += sq ? v * v : v;\n"
+    "        }\n"
+    "    }\n"
+    "    for (int w = PT_RWG / 2; w > 0; w >>= 1)\n"
+    "        for (int l = 0; l < w; l++) sh[l] += sh[l + w];\n"
+    "    part[p_o + c] = sh[0];\n"
     "}\n"
     "__kernel void pt_reduce_final(__global pt_acc *part, long p_o, long nch, __global float *out, long o_o, int has_out,\n"
     "                              float scale) {\n"
@@ -3990,14 +4079,24 @@ static const char *const pt__cl_src[] = {
     "__kernel void pt_adamw(__global float *p, long p_o, __global const float *g, long g_o, __global float *m, long m_o,\n"
     "                       __global float *v, long v_o, long n, float lr, float b1, float b2, float eps, float wd,\n"
     "                       float bc1, float bc2, float gscale) {\n"
-    "    long i = get_global_id(0);\n"
-    "    float c1 = 1.0f - b1, c2 = 1.0f - b2, gi, mi, vi;\n"
-    "    if (i >= n) return;\n"
-    "    gi = g[g_o + i] * gscale;\n"
-    "    mi = b1 * m[m_o + i] + c1 * gi, vi = b2 * v[v_o + i] + c2 * gi * gi;\n"
-    "    m[m_o + i] = mi;\n"
-    "    v[v_o + i] = vi;\n"
-    "    p[p_o + i] -= lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * p[p_o + i]);\n"
+    "    long i0 = get_global_id(0) * PT_EPI, e = min(n - i0, (long)PT_EPI);\n"
+    "    float c1 = 1.0f - b1, c2 = 1.0f - b2;\n"
+    "    __global float *pp = p + p_o + i0, *mp = m + m_o + i0, *vp = v + v_o + i0;\n"
+    "    __global const float *gp = g + g_o + i0;\n"
+    "    if (e == PT_EPI) { /* float16 lanes, as pt_act_fwd */\n"
+    "        float16 gi = vload16(0, gp) * gscale, pi = vload16(0, pp);\n"
+    "        float16 mi = b1 * vload16(0, mp) + c1 * gi, vi = b2 * vload16(0, vp) + c2 * gi * gi;\n"
+    "        vstore16(mi, 0, mp);\n"
+    "        vstore16(vi, 0, vp);\n"
+    "        vstore16(pi - lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * pi), 0, pp);\n"
+    "    } else {\n"
+    "        for (int k = 0; k < e; k++) {\n"
+    "            float gi = gp[k] * gscale, mi = b1 * mp[k] + c1 * gi, vi = b2 * vp[k] + c2 * gi * gi;\n"
+    "            mp[k] = mi;\n"
+    "            vp[k] = vi;\n"
+    "            pp[k] -= lr * ((mi / bc1) / (sqrt(vi / bc2) + eps) + wd * pp[k]);\n"
+    "        }\n"
+    "    }\n"
     "}\n"
     "__kernel void pt_sgd(__global float *p, long p_o, __global const float *g, long g_o, __global float *m, long m_o,\n"
     "                     long n, float lr, float momentum, float wd, float gscale, int has_m) {\n"
@@ -4422,7 +4521,7 @@ static const char *const pt__cl_src[] = {
 /* every kernel of the program, in the order of the PT__CLK_* indices */
 #define PT__CL_KERNELS(X)                                                                                     \
     X(acc_f32) X(acc_i32) X(binary) X(scale) X(axpy) X(mul_acc) X(rowsum) X(act_fwd) X(act_bwd) X(dropout)   \
-    X(reduce_chunks) X(reduce_final) X(adamw) X(sgd) X(softmax_fwd) X(softmax_bwd) X(xent_fwd) X(xent_bwd)   \
+    X(reduce_chunks) X(reduce_lanes) X(reduce_final) X(adamw) X(sgd) X(softmax_fwd) X(softmax_bwd) X(xent_fwd) X(xent_bwd)   \
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_wb) X(embed_fwd) X(embed_bwd) X(permute)           \
     X(copy_block) X(gemm_scale) X(permute_u16) X(copy_block_u16) X(permute_u8) X(copy_block_u8) X(im2col)    \
     X(col2im) X(chan_bias_fwd) X(chan_bias_bwd) X(maxpool_fwd) X(maxpool_bwd) X(attn_fwd) X(attn_bwd_dq)      \
@@ -4441,6 +4540,7 @@ static const char *const pt__cl_kname[PT__CLK_COUNT] = {
 };
 
 #define PT__CL_WG 256     /* work-group size of the one-item-per-element kernels (at most the device's) */
+#define PT__CL_EPI_ITEMS(n) (((n) + 15) / 16) /* work items of a kernel doing PT_EPI (16) elements each */
 #define PT__CL_MINWG 32   /* the smallest group pt__cl_launch shrinks to */
 #define PT__CL_CHUNK 4096 /* elements per partial of sum/sumsq: PT_CHUNK in the kernel source */
 #define PT__CL_RWG 64     /* work items per chunk in pt_reduce_chunks: PT_RWG in the kernel source */
@@ -4457,6 +4557,7 @@ typedef struct pt__cl {
     cl_uint cus;         /* CL_DEVICE_MAX_COMPUTE_UNITS: small launches use smaller groups to reach them all */
     cl_ulong max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     int fp64;            /* double accumulators (cl_khr_fp64); float otherwise */
+    int lanes;           /* sum/sumsq partials by pt_reduce_lanes (CPU devices; env PTRAIN_CL_REDUCE), else pt_reduce_chunks */
     cl_mem part;         /* partial sums of sum/sumsq (grown only), also the stand-in for absent tensors */
     int64_t part_bytes;
     pt_device_info info;
@@ -4682,6 +4783,39 @@ static void pt__cl_read(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t by
         pt__fail(ctx, PT_ERR_DEVICE, "opencl: reading %lld bytes from the device failed: %s (%d)", (long long)bytes, pt__cl_err(err), (int)err);
     } else pt__xfer_count(ctx, 1, bytes);
 }
+/* the non-blocking read: its handle is the read's cl_event (flushed, so the copy runs while the
+   host goes on); NULL after an error, which is in ctx */
+static void *pt__cl_read_start(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    cl_event ev = NULL;
+    cl_int err;
+    if (bytes <= 0) return NULL;
+    err = clEnqueueReadBuffer(cl->queue, (cl_mem)src->st->dev, CL_FALSE, (size_t)(src->off * pt_dtype_size(src->dtype)), (size_t)bytes, dst, 0,
+                              NULL, &ev);
+    if (err == CL_SUCCESS) err = clFlush(cl->queue);
+    if (err != CL_SUCCESS) {
+        if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev);
+        memset(dst, 0, (size_t)bytes);
+        pt__fail(ctx, PT_ERR_DEVICE, "opencl: starting a read of %lld bytes from the device failed: %s (%d)", (long long)bytes, pt__cl_err(err),
+                 (int)err);
+        return NULL;
+    }
+    pt__xfer_count(ctx, 1, bytes);
+    return (void *)ev;
+}
+static int pt__cl_read_wait(pt_ctx *ctx, void *h, int block) {
+    cl_event ev = (cl_event)h;
+    cl_int st = CL_COMPLETE, err = CL_SUCCESS;
+    if (!ev) return 1;
+    if (block) err = clWaitForEvents(1, &ev);
+    if (err == CL_SUCCESS) err = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+    if (err == CL_SUCCESS && st > CL_COMPLETE) return 0; /* queued, submitted or running */
+    if (err == CL_SUCCESS && st < 0) err = st;
+    clReleaseEvent(ev);
+    if (err != CL_SUCCESS)
+        pt__fail(ctx, PT_ERR_DEVICE, "opencl: a read from the device failed: %s (%d)", pt__cl_err(err), (int)err);
+    return 1;
+}
 
 /* ---- elementwise ------------------------------------------------------------------------------ */
 static void pt__cl_fill(pt_ctx *ctx, const pt_tensor *t, float v) {
@@ -4730,7 +4864,7 @@ static void pt__cl_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src,
 
 static void pt__cl_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b) {
     int64_t n = pt_numel(a), nb = pt_numel(b);
-    if (nb > 0) pt__cl_launch(ctx, PT__CLK_binary, n, 0, "TTTLLI", out, a, b, n, nb, op);
+    if (nb > 0) pt__cl_launch(ctx, PT__CLK_binary, PT__CL_EPI_ITEMS(n), 0, "TTTLLI", out, a, b, n, nb, op);
 }
 
 static void pt__cl_axpy_reduce(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, float alpha) {
@@ -4754,11 +4888,11 @@ static void pt__cl_scale(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, 
 
 static void pt__cl_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x) {
     int64_t n = pt_numel(x);
-    pt__cl_launch(ctx, PT__CLK_act_fwd, n, 0, "TTLI", out, x, n, kind);
+    pt__cl_launch(ctx, PT__CLK_act_fwd, PT__CL_EPI_ITEMS(n), 0, "TTLI", out, x, n, kind);
 }
 static void pt__cl_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt_tensor *x, const pt_tensor *dy) {
     int64_t n = pt_numel(x);
-    pt__cl_launch(ctx, PT__CLK_act_bwd, n, 0, "TTTLI", dx, x, dy, n, kind);
+    pt__cl_launch(ctx, PT__CLK_act_bwd, PT__CL_EPI_ITEMS(n), 0, "TTTLI", dx, x, dy, n, kind);
 }
 static void pt__cl_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key, int64_t base,
                            int accumulate) {
@@ -4883,7 +5017,9 @@ static int pt__cl_reduce(pt_ctx *ctx, const pt_tensor *x, int64_t n, int sq, con
     int64_t nch = (n + PT__CL_CHUNK - 1) / PT__CL_CHUNK, esz = cl->fp64 ? 8 : 4;
     if (!pt__cl_scratch(ctx, (nch + 1) * esz, "reduction")) return 0;
     *slot = nch;
-    if (!pt__cl_launch(ctx, PT__CLK_reduce_chunks, nch * PT__CL_RWG, PT__CL_RWG, "TLIT", x, n, sq, (const pt_tensor *)NULL)) return 0;
+    if (cl->lanes ? !pt__cl_launch(ctx, PT__CLK_reduce_lanes, nch, 0, "TLIT", x, n, sq, (const pt_tensor *)NULL)
+                : !pt__cl_launch(ctx, PT__CLK_reduce_chunks, nch * PT__CL_RWG, PT__CL_RWG, "TLIT", x, n, sq, (const pt_tensor *)NULL))
+        return 0;
     /* a NULL tensor stands for the scratch buffer at offset 0 (see pt__cl_launch) */
     return pt__cl_launch(ctx, PT__CLK_reduce_final, 1, 1, "TLTIF", (const pt_tensor *)NULL, nch, out, out != NULL, (double)scale);
 }
@@ -4981,7 +5117,7 @@ static void pt__cl_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor
 /* ---- optimizers ------------------------------------------------------------------------------- */
 static void pt__cl_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *m, const pt_tensor *v, int64_t n, float lr,
                          float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale) {
-    pt__cl_launch(ctx, PT__CLK_adamw, n, 0, "TTTTLFFFFFFFF", p, g, m, v, n, (double)lr, (double)b1, (double)b2, (double)eps, (double)wd,
+    pt__cl_launch(ctx, PT__CLK_adamw, PT__CL_EPI_ITEMS(n), 0, "TTTTLFFFFFFFF", p, g, m, v, n, (double)lr, (double)b1, (double)b2, (double)eps, (double)wd,
                   (double)bc1, (double)bc2, (double)gscale);
 }
 static void pt__cl_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *mom, int64_t n, float lr, float momentum,
@@ -4991,7 +5127,7 @@ static void pt__cl_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, cons
 
 static const pt__backend pt__cl_backend = {
     "opencl",
-    pt__cl_st_alloc, pt__cl_st_free, pt__cl_write, pt__cl_read,
+    pt__cl_st_alloc, pt__cl_st_free, pt__cl_write, pt__cl_read, pt__cl_read_start, pt__cl_read_wait,
     pt__cl_fill, pt__cl_copy, pt__cl_binary, pt__cl_axpy_reduce, pt__cl_mul_acc, pt__cl_scale,
     pt__cl_act_fwd, pt__cl_act_bwd, pt__cl_dropout,
     pt__cl_softmax_fwd, pt__cl_softmax_bwd, pt__cl_xent_fwd, pt__cl_xent_bwd,
@@ -5258,6 +5394,12 @@ static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
     clGetDeviceInfo(cl->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cl->cus, &cl->cus, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dfc, &dfc, NULL);
     cl->fp64 = dfc != 0;
+    {
+        cl_device_type ty = 0;
+        const char *r = getenv("PTRAIN_CL_REDUCE");
+        clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
+        cl->lanes = r && !strcmp(r, "groups") ? 0 : r && !strcmp(r, "lanes") ? 1 : (ty & CL_DEVICE_TYPE_CPU) != 0;
+    }
     if (cl->wg > PT__CL_WG || cl->wg == 0) cl->wg = PT__CL_WG;
     if (cl->wg < PT__CL_RWG) {
         pt__fail(ctx, PT_ERR_DEVICE, "pt_init: OpenCL device '%s' allows work groups of %zu items, fewer than the %d needed", cl->info.device,
@@ -7237,8 +7379,9 @@ static double pt__grad_sumsq(pt_ctx *ctx); /* >>tp: shards summed over TP, repli
    A storage has host memory (the CPU backend: MPI works on it in place) or not (a device backend:
    st->host is NULL, and data crosses to the host around each MPI call). pt__stage_xfer copies n
    floats at element offset off of st to or from host memory through the backend's read/write,
-   counted as transfers of `kind` (PT_XFER_DP, _TP, _PP); pt__stage_buf is the context's grown-only
-   host buffer for payloads that have no home of their own. */
+   counted as transfers of `kind` (PT_XFER_DP, _TP, _PP); pt__stage_read_start is its device-to-host
+   direction without waiting (the backend's read_start: a handle for read_wait, NULL = done);
+   pt__stage_buf is the context's grown-only host buffer for payloads that have no home of their own. */
 static void pt__stage_xfer(pt_ctx *ctx, pt_storage *st, int64_t off, float *host, int64_t n, int d2h, int kind) {
     pt_tensor v = pt__slab_view(st, n);
     int k;
@@ -7249,6 +7392,19 @@ static void pt__stage_xfer(pt_ctx *ctx, pt_storage *st, int64_t off, float *host
     else ctx->be->write(ctx, &v, host, n * 4);
     pt__xfer_as(ctx, k);
 }
+#ifdef PTRAIN_MPI
+static void *pt__stage_read_start(pt_ctx *ctx, pt_storage *st, int64_t off, float *host, int64_t n, int kind) {
+    pt_tensor v = pt__slab_view(st, n);
+    void *h;
+    int k;
+    if (n <= 0) return NULL;
+    v.off = off;
+    k = pt__xfer_as(ctx, kind);
+    h = ctx->be->read_start(ctx, &v, host, n * 4);
+    pt__xfer_as(ctx, k);
+    return h;
+}
+#endif
 static float *pt__stage_buf(pt_ctx *ctx, int64_t n) {
     if (n > ctx->stage_cap) {
         float *p = (float *)PT_REALLOC(ctx->stage, (size_t)PT__MAX(n, 1) * sizeof(float));
@@ -8866,11 +9022,12 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
    full ring waits for its oldest op.
 
    Device backends (the gradient slab has no host memory): a host mirror of the gradient slab (hg,
-   slab_n floats) stands in for it. When a bucket's op starts (in the grad hook, during backward)
-   the bucket is read from the device into its place in hg (one blocking read, counted as
-   PT_XFER_DP: the queue is in order, so it waits for exactly the kernels that produced the
-   bucket; the reduction itself then runs while backward goes on), everything above runs on hg
-   unchanged, and pt_dp_finish writes each bucket's reduced range back (one write per bucket, the
+   slab_n floats) stands in for it. When a bucket's gradient is complete (the grad hook, during
+   backward) its read into its place in hg starts without waiting (pt__dp_fetch: the backend's
+   read_start, counted as PT_XFER_DP; the queue is in order, so the copy follows exactly the
+   kernels that produced the bucket, while the host enqueues the rest of backward); the op starts
+   (read_wait, then the reduction) in a later hook or poll once the copy is done, or in
+   pt__dp_complete, still strictly in sequence order. Everything above runs on hg unchanged, and pt_dp_finish writes each bucket's reduced range back (one write per bucket, the
    own shard's part under ZeRO). ZeRO-2 zeroes the bucket on the device. The ZeRO allgathers of the
    parameter slab and of the optimizer state read the own shard to hg and write the others' parts
    back (pt__dp_allgather_slab). The CPU path works in the slab in place, as before.
@@ -8890,6 +9047,7 @@ typedef struct pt__dp_op {
     int64_t soff; /* staging ring offset (floats), -1 = none */
     int64_t sn;   /* staging floats */
     uint64_t rec; /* the collective record of the phase in flight (pt__coll_begin) */
+    void *rd;     /* device backend: the bucket's read to the host mirror, in flight (read_wait), or NULL */
 #ifdef PTRAIN_MPI
     MPI_Request req;
 #endif
@@ -8907,6 +9065,7 @@ struct pt_dp {
     int *fired;         /* [nparams]: grad hooks seen this step */
     int passes, rounds; /* this step's backward passes; reductions per bucket */
     int nseq, next, retired; /* ops this step; the next to start; the first not retired */
+    int fetched;        /* ops whose bucket was handed over (device backend: its read started), >= next */
     pt__dp_op *ops;
     int cap_ops;
     int reducing;       /* a step is open (pt_dp_begin_step or pt_dp_begin(dp, 1) seen, not finished) */
@@ -9183,17 +9342,47 @@ static int64_t pt__dp_stage_alloc(pt_dp *dp, int64_t n) {
     }
 }
 
-/* Starts the next op of the sequence. 0 and a context error on failure. */
+static int pt__dp_start(pt_dp *dp, int from_hook);
+
+/* Hands the next op's bucket over (its gradient is complete): on a device backend its read to its
+   place in the host mirror starts (non-blocking; the in-order queue makes it wait for exactly the
+   kernels that produced it) and, under ZeRO-2, the device bucket is zeroed behind it. The op's
+   reduction starts later (pt__dp_start, after read_wait). A bucket's earlier op of this step must
+   have left the mirror first (ZeRO-2 rounds): it is started now. 0 and a context error on failure. */
+static int pt__dp_fetch(pt_dp *dp, int from_hook) {
+    pt__dp_op *op = &dp->ops[dp->fetched];
+    int b = dp->fetched % dp->nb;
+    int64_t lo = dp->lo[b], n = dp->hi[b] - lo;
+    while (dp->next <= dp->fetched - dp->nb)
+        if (!pt__dp_start(dp, from_hook)) return 0;
+    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0, op->rd = NULL;
+    op->req = MPI_REQUEST_NULL;
+    dp->fetched++;
+    if (dp->hg) {
+        op->rd = pt__stage_read_start(dp->ctx, dp->ctx->gslab, lo, dp->hg + lo, n, PT_XFER_DP);
+        if (dp->ctx->status != PT_OK) return 0;
+        if (dp->stage == 2) { /* later passes accumulate afresh (queued after the read) */
+            pt_tensor t = pt__slab_view(dp->ctx->gslab, n);
+            t.off = lo;
+            dp->ctx->be->fill(dp->ctx, &t, 0.0f);
+        }
+    }
+    return 1;
+}
+
+/* Starts the next op of the sequence (fetched first if it was not), after its bucket's read is
+   done. 0 and a context error on failure. */
 static int pt__dp_start(pt_dp *dp, int from_hook) {
     pt__dp_op *op = &dp->ops[dp->next];
     int b = dp->next % dp->nb;
     int64_t lo = dp->lo[b], n = dp->hi[b] - lo, need = dp->compress ? (n + 1) / 2 : dp->stage == 2 ? n : 0, i;
     float *g = pt__dp_grads(dp);
     if (!g) return 0;
-    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0;
-    op->req = MPI_REQUEST_NULL;
-    if (dp->hg) { /* a device backend: the bucket comes to its place in the host mirror */
-        pt__stage_xfer(dp->ctx, dp->ctx->gslab, lo, g + lo, n, 1, PT_XFER_DP);
+    if (dp->next == dp->fetched && !pt__dp_fetch(dp, from_hook)) return 0;
+    if (op->rd) {
+        void *h = op->rd;
+        op->rd = NULL;
+        dp->ctx->be->read_wait(dp->ctx, h, 1);
         if (dp->ctx->status != PT_OK) return 0;
     }
     if (need) {
@@ -9211,14 +9400,7 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
         } else {
             memcpy(dp->stg + off, g + lo, (size_t)n * 4);
         }
-        if (dp->stage == 2) { /* later passes accumulate afresh */
-            memset(g + lo, 0, (size_t)n * 4);
-            if (dp->hg) {
-                pt_tensor t = pt__slab_view(dp->ctx->gslab, n);
-                t.off = lo;
-                dp->ctx->be->fill(dp->ctx, &t, 0.0f);
-            }
-        }
+        if (dp->stage == 2) memset(g + lo, 0, (size_t)n * 4); /* later passes accumulate afresh (the device's: pt__dp_fetch) */
     }
     dp->next++;
     if (from_hook) dp->stats.started_before_end++;
@@ -9233,9 +9415,22 @@ static int pt__dp_ready(const pt_dp *dp, int s) {
     return 1;
 }
 
+/* Starts, in order, the fetched ops whose bucket reads are done (block: waits for them). */
+static int pt__dp_start_fetched(pt_dp *dp, int block) {
+    while (!dp->failed && dp->next < dp->fetched) {
+        pt__dp_op *op = &dp->ops[dp->next];
+        if (op->rd && !block) {
+            if (!dp->ctx->be->read_wait(dp->ctx, op->rd, 0)) return 1;
+            op->rd = NULL;
+            if (dp->ctx->status != PT_OK) return 0;
+        }
+        if (!pt__dp_start(dp, 1)) return 0;
+    }
+    return 1;
+}
 static void pt__dp_poll(void *user) {
     pt_dp *dp = (pt_dp *)user;
-    if (dp->reducing && dp->ctx->status == PT_OK) (void)pt__dp_progress(dp);
+    if (dp->reducing && dp->ctx->status == PT_OK && pt__dp_start_fetched(dp, 0)) (void)pt__dp_progress(dp);
 }
 static void pt__dp_hook(void *user, pt_param *p) {
     pt_dp *dp = (pt_dp *)user;
@@ -9246,8 +9441,9 @@ static void pt__dp_hook(void *user, pt_param *p) {
                  p->spec.name, dp->fired[p->id], dp->passes);
         return;
     }
-    while (!dp->failed && dp->next < dp->nseq && pt__dp_ready(dp, dp->next))
-        if (!pt__dp_start(dp, 1)) return;
+    while (!dp->failed && dp->fetched < dp->nseq && pt__dp_ready(dp, dp->fetched))
+        if (!pt__dp_fetch(dp, 1)) return;
+    (void)pt__dp_start_fetched(dp, 0);
 }
 
 /* Starts every op left (in order) and waits for all. Ops that no rank started during backward have
@@ -9260,7 +9456,11 @@ static void pt__dp_hook(void *user, pt_param *p) {
    with or without bf16) only; ZeRO-2 and the hierarchical chain stay non-blocking. */
 static pt_status pt__dp_complete(pt_dp *dp) {
     double t0 = pt_time();
-    int ok = 1;
+    int ok = 1, i;
+    /* the ops handed over during backward start first (a peer may wait on them in its staging ring
+       before it joins the agreement below), then every read left goes in flight at once */
+    ok = pt__dp_start_fetched(dp, 1);
+    while (ok && !dp->failed && dp->fetched < dp->nseq) ok = pt__dp_fetch(dp, 0);
     if (dp->nphases == 1 && dp->stage < 2 && dp->agree != MPI_COMM_NULL && !dp->failed) {
         int most = dp->next;
         if (MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, dp->agree) != MPI_SUCCESS) {
@@ -9272,6 +9472,9 @@ static pt_status pt__dp_complete(pt_dp *dp) {
     }
     while (ok && !dp->failed && dp->next < dp->nseq) ok = pt__dp_start(dp, 0);
     dp->blocking = 0;
+    for (i = dp->next; i < dp->fetched; i++) /* after a failure: reads that no op will use */
+        if (dp->ops[i].rd) dp->ctx->be->read_wait(dp->ctx, dp->ops[i].rd, 1), dp->ops[i].rd = NULL;
+    dp->fetched = dp->next;
     ok = pt__dp_wait(dp, dp->next) && ok;
     dp->stats.wait_s += pt_time() - t0;
     return ok && !dp->failed ? PT_OK : PT_ERR_DEVICE;
@@ -9522,7 +9725,7 @@ PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     dp->passes = passes;
     dp->nphases = dp->hier && dp->stage == 0 ? 3 : 1; /* hierarchical: the allreduce path only */
     dp->nseq = dp->rounds * dp->nb;
-    dp->next = dp->retired = 0, dp->failed = 0;
+    dp->next = dp->retired = dp->fetched = 0, dp->failed = 0;
     dp->stg_head = 0;
     memset(dp->fired, 0, sizeof(int) * (size_t)dp->nparams);
     if (dp->acc) memset(dp->acc, 0, (size_t)(dp->zhi - dp->zlo) * 4);

@@ -567,6 +567,44 @@ static void test_cnn(void) {
 }
 
 /* ---- layout moves of 2- and 1-byte storage types are byte-exact copies ----------------------- */
+/* sum through both OpenCL reduction kernels (PTRAIN_CL_REDUCE=lanes / groups): bit-equal to each
+   other and to the CPU backend on sizes around the 4096-element chunk */
+static void test_reduce_kernels(void) {
+    static const int64_t sizes[] = {1, 63, 4095, 4096, 4096 * 3 + 77, 100003};
+    const char *mode[2] = {"lanes", "groups"};
+    pt_ctx *c[3];
+    int i, k;
+    c[0] = open_ctx("cpu", 5);
+    for (k = 0; k < 2; k++) {
+        setenv("PTRAIN_CL_REDUCE", mode[k], 1);
+        c[k + 1] = open_ctx("opencl", 5);
+    }
+    unsetenv("PTRAIN_CL_REDUCE");
+    if (!c[0] || !c[1] || !c[2]) {
+        CHECKF(0, "contexts for the reduction kernels", "%s", last_err);
+        return;
+    }
+    for (i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++) {
+        int64_t n = sizes[i], j;
+        float *h = (float *)malloc(sizeof(float) * (size_t)n), r[3];
+        char name[96];
+        pt_rng rng = pt_rng_seed((uint64_t)n);
+        for (j = 0; j < n; j++) h[j] = pt_rng_float(&rng) * 2.0f - 0.7f;
+        for (k = 0; k < 3; k++) {
+            pt_graph *g = pt_graph_new(c[k]);
+            pt_tensor *x = pt_tensor_new(g, PT_F32, 1, n, 0, 0, 0);
+            pt_graph_set_grad(g, 0);
+            pt_tensor_write(x, h);
+            r[k] = pt_item(pt_sum(g, x));
+            pt_graph_free(g);
+        }
+        snprintf(name, sizeof name, "sum of %lld: lanes and groups kernels bit-equal to the CPU", (long long)n);
+        CHECKF(!memcmp(&r[0], &r[1], 4) && !memcmp(&r[0], &r[2], 4), name, "cpu %.9g lanes %.9g groups %.9g", r[0], r[1], r[2]);
+        free(h);
+    }
+    for (k = 0; k < 3; k++) pt_shutdown(c[k]);
+}
+
 static void test_storage_layout(void) {
     static const int perm[3] = {2, 0, 1};
     int64_t s[3] = {3, 5, 7};
@@ -744,6 +782,7 @@ int main(int argc, char **argv) {
     G_CL = pt_graph_new(C_CL);
     test_ops();
     test_storage_layout();
+    test_reduce_kernels();
     pt_shutdown(C_CPU);
     pt_shutdown(C_CL);
     test_param_transfers();
