@@ -739,6 +739,20 @@ static void test_errors(void) {
         CHECK_HAS(pt_error(c), "non-f32/i32", "accumulating copy_block of bf16 on OpenCL: says why");
     }
     pt_shutdown(c);
+    /* an allocation the device cannot hold: an error with the sizes, no crash, the context usable */
+    c = open_ctx("opencl", 1);
+    if (!c) return;
+    g = pt_graph_new(c);
+    {
+        pt_tensor *big = pt_tensor_new(g, PT_F32, 2, (int64_t)1 << 20, (int64_t)1 << 20, 0, 0); /* 4 TiB */
+        int64_t s1[1] = {5};
+        CHECK(big == NULL && pt_status_get(c) == PT_ERR_OOM, "a 4 TiB tensor on OpenCL: NULL and PT_ERR_OOM");
+        CHECK_HAS(pt_error(c), "bytes", "a 4 TiB tensor on OpenCL: the message gives the sizes");
+        pt_error_clear(c);
+        pt_graph_reset(g);
+        CHECK(pt_full(g, 1, s1, 2.0f) != NULL && pt_status_get(c) == PT_OK, "after the failed allocation the context still works");
+    }
+    pt_shutdown(c);
 }
 
 /* run with OCL_ICD_VENDORS pointing at an empty directory: no platform at all */
