@@ -189,7 +189,7 @@ if command -v mpirun >/dev/null 2>&1; then
     for e in 04_data_parallel 05_tensor_parallel 06_pipeline_parallel; do
         mpirun -np 2 ./build/$e --device opencl >"$W/${e}_cl.log" 2>&1
         rc=$?
-        if [ $rc -ne 0 ] && [ "$(grep -c "device 'opencl' needs OpenCL" "$W/${e}_cl.log")" -ge 2 ]; then
+        if [ $rc -ne 0 ] && [ "$(grep -o "device 'opencl' needs OpenCL" "$W/${e}_cl.log" | wc -l)" -ge 2 ]; then
             pass "$e --device opencl (built without OpenCL): a clear error on both ranks"
         else fail "$e --device opencl: exit $rc, '$(head -c 300 "$W/${e}_cl.log")'"; fi
     done
