@@ -117,6 +117,8 @@
                             device D; without D an MPI rank takes node-local rank mod devices)
    PTRAIN_CL_TUNE=FILE      CLBlast kernel parameters applied to each OpenCL context (pt_cl_tune_load;
                             `ptcl tune -o FILE` writes them)
+   PTRAIN_CL_OPTIONS=...    extra OpenCL build options (part of the program cache key); relaxed-math
+                            options are refused. -DPT_CL_FORCE_BUILD_ERROR fails the build (tests)
    PTRAIN_CL_CACHE=DIR      where compiled OpenCL programs are cached ("off": no cache; default
                             $XDG_CACHE_HOME/ptrain or ~/.cache/ptrain)
    PTRAIN_CL_REDUCE=groups  OpenCL sums: a work group per chunk (default on GPUs) or "lanes", one
@@ -3829,6 +3831,9 @@ static const char *const pt__cl_src[] = {
     "typedef float pt_acc;\n"
     "#endif\n"
     "#pragma OPENCL FP_CONTRACT OFF\n"
+    "#ifdef PT_CL_FORCE_BUILD_ERROR\n"
+    "#error \"forced by PTRAIN_CL_OPTIONS=-DPT_CL_FORCE_BUILD_ERROR\"\n"
+    "#endif\n"
     "#define PT_CHUNK 4096\n"
     "#define PT_RWG 64\n"
     "#define PT_LANES 16\n"
@@ -5237,7 +5242,8 @@ static void pt__cl_cache_store(pt_ctx *ctx, pt__cl *cl, uint64_t key) {
 }
 
 static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
-    char opts[160], drv[64];
+    char opts[400], drv[64];
+    const char *extra = getenv("PTRAIN_CL_OPTIONS");
     size_t lens[sizeof pt__cl_src / sizeof pt__cl_src[0]], bsize = 0, i;
     const size_t npieces = sizeof pt__cl_src / sizeof pt__cl_src[0];
     unsigned char *bin;
@@ -5246,8 +5252,14 @@ static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
     cl_int err = CL_SUCCESS, bst = CL_SUCCESS;
     /* stricter than the default (correctly rounded / and sqrt) where the device offers it; nothing relaxed */
     clGetDeviceInfo(cl->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fc, &fc, NULL);
-    pt__msg(opts, sizeof opts, "-cl-std=CL1.2%s%s", cl->fp64 ? " -DPT_FP64=1" : "",
-            (fc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "");
+    if (extra && (strstr(extra, "relaxed") || strstr(extra, "unsafe") || strstr(extra, "finite-math") || strstr(extra, "mad-enable") ||
+                  strstr(extra, "no-signed-zeros") || strlen(extra) > 200))
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_init: PTRAIN_CL_OPTIONS='%.200s': relaxed-math options are refused (results must match the CPU), "
+                                    "at most 200 characters", extra), PT_ERR_ARG);
+    /* PTRAIN_CL_OPTIONS: extra build options (part of the cache key); -DPT_CL_FORCE_BUILD_ERROR
+       makes the build fail on purpose, which the tests use to check the build-error path */
+    pt__msg(opts, sizeof opts, "-cl-std=CL1.2%s%s%s%s", cl->fp64 ? " -DPT_FP64=1" : "",
+            (fc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", extra ? " " : "", extra ? extra : "");
     pt__cl_str(NULL, cl->device, CL_DEVICE_VERSION, drv, sizeof drv);
     key = pt__cl_hash_bytes(key, cl->info.platform, strlen(cl->info.platform) + 1);
     key = pt__cl_hash_bytes(key, cl->info.device, strlen(cl->info.device) + 1);

@@ -739,6 +739,16 @@ static void test_errors(void) {
         CHECK_HAS(pt_error(c), "non-f32/i32", "accumulating copy_block of bf16 on OpenCL: says why");
     }
     pt_shutdown(c);
+    /* a kernel build that fails: pt_init returns NULL with the build log in the message */
+    setenv("PTRAIN_CL_OPTIONS", "-DPT_CL_FORCE_BUILD_ERROR", 1);
+    c = open_ctx("opencl", 1);
+    CHECK(c == NULL, "a failing kernel build: pt_init returns NULL");
+    CHECK_HAS(errmsg(), "build log", "a failing kernel build: the message carries the build log");
+    CHECK_HAS(errmsg(), "forced by PTRAIN_CL_OPTIONS", "a failing kernel build: the compiler's own words are in it");
+    setenv("PTRAIN_CL_OPTIONS", "-cl-fast-relaxed-math", 1);
+    c = open_ctx("opencl", 1);
+    CHECK(c == NULL && strstr(errmsg(), "relaxed-math options are refused"), "PTRAIN_CL_OPTIONS with relaxed math: refused");
+    unsetenv("PTRAIN_CL_OPTIONS");
     /* an allocation the device cannot hold: an error with the sizes, no crash, the context usable */
     c = open_ctx("opencl", 1);
     if (!c) return;
