@@ -13,14 +13,43 @@
    Run: ./build/03_gpt
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
-   --device) plus --data DIR (default data/fortunes), --val-every N, --sample N (bytes to generate).
+   --device) plus --data DIR (default data/fortunes), --val-every N, --sample N (bytes to generate),
+   and checkpoints: --ckpt-dir DIR --ckpt-every N (a checkpoint of step k holds the state after k
+   optimizer steps; the newest 3 are kept), --resume (continue from the newest valid checkpoint of
+   DIR: the data order is a function of (seed, step), so the losses are those of a run never stopped).
+   SIGINT / SIGTERM: the current step finishes, a checkpoint is saved (with --ckpt-dir), the run
+   prints how to resume and exits 0.
    Each step prints `step <n> loss <l> ...`; the run ends with `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* SIGINT / SIGTERM only raise this flag; the training loop reads it once a step has finished */
+static volatile sig_atomic_t stop_requested = 0;
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* the command line that continues this run: argv as given (quoted where needed) plus --resume */
+static void print_resume(int argc, char **argv) {
+    int i, has = 0;
+    for (i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        has |= !strcmp(s, "--resume");
+        if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == strlen(s)) printf("%s%s", i ? " " : "", s);
+        else {
+            printf("%s'", i ? " " : "");
+            for (; *s; s++) *s == '\'' ? printf("'\\''") : putchar(*s);
+            putchar('\'');
+        }
+    }
+    printf("%s\n", has ? "" : " --resume");
+}
 
 typedef struct text {
     unsigned char *bytes;
@@ -84,9 +113,12 @@ static float eval_loss(pt_graph *g, const pt_gpt *m, const text *val, int B, int
 int main(int argc, char **argv) {
     pt_args a;
     char err[256], path[512];
-    const char *data = "data/fortunes";
-    int val_every = 100, sample = 300, i;
+    const char *data = "data/fortunes", *ckpt_dir = NULL;
+    int val_every = 100, sample = 300, ckpt_every = 0, resume = 0, i, argc0 = argc;
+    char **argv0 = (char **)malloc(sizeof(char *) * (size_t)(argc + 1)); /* argv as given (pt_args_parse reorders it) */
     text train = {0, 0}, val = {0, 0};
+    if (!argv0) return 1;
+    memcpy(argv0, argv, sizeof(char *) * (size_t)(argc + 1));
     memset(&a, 0, sizeof a);
     a.steps = 600, a.seed = 1337, a.batch = 16, a.seq = 256, a.layers = 4, a.width = 256, a.heads = 8, a.lr = 2e-3f;
     argc = pt_args_parse(&a, argc, argv, err, sizeof err);
@@ -98,14 +130,27 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
         else if (!strcmp(argv[i], "--val-every") && i + 1 < argc) val_every = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sample") && i + 1 < argc) sample = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ckpt-dir") && i + 1 < argc) ckpt_dir = argv[++i];
+        else if (!strcmp(argv[i], "--ckpt-every") && i + 1 < argc) ckpt_every = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--resume")) resume = 1;
         else {
             fprintf(stderr, "03_gpt: unknown flag '%s' (try --help)\n", argv[i]);
             return 2;
         }
     }
     if (a.help) {
-        pt_args_usage(&a, "03_gpt", "  --data DIR      train.txt/val.txt directory (data/fortunes)\n  --val-every N   validation interval (100)\n  --sample N      bytes to generate at the end (300)");
+        pt_args_usage(&a, "03_gpt", "  --data DIR      train.txt/val.txt directory (data/fortunes)\n  --val-every N   validation interval (100)\n  --sample N      bytes to generate at the end (300)\n"
+                      "  --ckpt-dir DIR  checkpoint directory (none)\n  --ckpt-every N  save every N steps (0 = only when interrupted)\n"
+                      "  --resume        continue from the newest valid checkpoint of --ckpt-dir");
         return 0;
+    }
+    if (resume && !ckpt_dir) {
+        fprintf(stderr, "03_gpt: --resume needs --ckpt-dir DIR (the directory the checkpoints were saved to)\n");
+        return 2;
+    }
+    if (ckpt_every < 0) {
+        fprintf(stderr, "03_gpt: --ckpt-every expects a number >= 0, found %d\n", ckpt_every);
+        return 2;
     }
     snprintf(path, sizeof path, "%s/train.txt", data);
     if (read_file(path, &train) != 0 && !strcmp(data, "data/fortunes")) {
@@ -141,8 +186,9 @@ int main(int argc, char **argv) {
         pt_graph *g;
         int B = (int)a.batch, T = (int)a.seq;
         int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
-        int64_t step, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
+        int64_t step, first = 0, saved = -1, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
         double flops;
+        pt_ckpt_opts ck;
         memset(&d, 0, sizeof d);
         d.seed = (uint64_t)a.seed;
         d.device = a.device;
@@ -160,7 +206,19 @@ int main(int argc, char **argv) {
         flops = pt_gpt_flops(&cfg, B, T);
         printf("model: %d layers, width %d, %d heads, %lld parameters; batch %d x %d bytes; %d threads on %s\n", cfg.layers, cfg.width, cfg.heads,
                (long long)pt_param_numel(ctx), B, T, pt_threads(ctx), pt_backend_name(ctx));
-        for (step = 0; step < last; step++) {
+        memset(&ck, 0, sizeof ck);
+        ck.keep_last = 3, ck.model = &cfg;
+        if (resume) { /* parameters, AdamW moments and step count of the newest valid checkpoint */
+            if (pt_ckpt_load(ctx, opt, ckpt_dir, &first) != PT_OK) {
+                fprintf(stderr, "03_gpt: cannot resume from %s: %s\n", ckpt_dir, pt_error(ctx));
+                return 1;
+            }
+            saved = first;
+            printf("resumed from %s at step %lld\n", ckpt_dir, (long long)first);
+        }
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        for (step = first; step < last; step++) {
             pt_rng rng = pt_rng_seed((uint64_t)a.seed * 1000003u + (uint64_t)step); /* data order: a function of (seed, step) */
             double t0 = pt_time(), dt;
             float lr = pt_lr_at(&sched, step), loss, norm;
@@ -186,6 +244,22 @@ int main(int argc, char **argv) {
             fflush(stdout);
             if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last)
                 printf("val step %lld val_loss %.4f\n", (long long)(step + 1), eval_loss(g, m, &val, B, T, 16, ids, tg));
+            /* a checkpoint of step k holds the state after k optimizer steps */
+            if (ckpt_dir && ((ckpt_every > 0 && (step + 1) % ckpt_every == 0) || stop_requested)) {
+                if (pt_ckpt_save(ctx, opt, ckpt_dir, step + 1, &ck) != PT_OK) {
+                    fprintf(stderr, "03_gpt: saving the checkpoint of step %lld failed: %s\n", (long long)(step + 1), pt_error(ctx));
+                    return 1;
+                }
+                saved = step + 1;
+            }
+            if (stop_requested) {
+                if (saved == step + 1) {
+                    printf("interrupted at step %lld; resume with: ", (long long)(step + 1));
+                    print_resume(argc0, argv0);
+                } else printf("interrupted at step %lld; nothing saved (no --ckpt-dir)\n", (long long)(step + 1));
+                fflush(stdout);
+                return 0;
+            }
         }
         printf("val_loss %.4f\n", eval_loss(g, m, &val, B, T, 32, ids, tg));
         if (sample > 0) {
@@ -207,5 +281,6 @@ int main(int argc, char **argv) {
     }
     free(train.bytes);
     free(val.bytes);
+    free(argv0);
     return 0;
 }

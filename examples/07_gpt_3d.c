@@ -19,14 +19,42 @@
    (default 1f1b), --virtual-stages V (interleaved; default 2), --micro-batches M (default pp),
    --accum K (rounds of M micro-batches per optimizer step), --split balanced|equal|L0,L1,.. (layers
    per stage by hand), --bucket-kb N
-   (DP bucket size), --data DIR, --val-every N, --sample N (bytes to generate at the end).
+   (DP bucket size), --data DIR, --val-every N, --sample N (bytes to generate at the end),
+   --ckpt-dir DIR --ckpt-every N --resume (checkpoints as in 03: every rank writes its part; a run
+   may resume on another DP size, ZeRO level or PP split, but not another TP size). SIGINT / SIGTERM
+   on the ranks: they agree to stop after the current step, save together and exit 0.
    Each step prints `step <n> loss <l> ...` (rank 0); the run ends with `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* SIGINT / SIGTERM only raise this flag; the ranks agree on it after every step */
+static volatile sig_atomic_t stop_requested = 0;
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* the command line that continues this run: mpirun, argv as given (quoted where needed), --resume */
+static void print_resume(int world, int argc, char **argv) {
+    int i, has = 0;
+    printf("mpirun -np %d", world);
+    for (i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        has |= !strcmp(s, "--resume");
+        if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == strlen(s)) printf(" %s", s);
+        else {
+            printf(" '");
+            for (; *s; s++) *s == '\'' ? printf("'\\''") : putchar(*s);
+            putchar('\'');
+        }
+    }
+    printf("%s\n", has ? "" : " --resume");
+}
 
 typedef struct text {
     unsigned char *bytes;
@@ -128,13 +156,17 @@ int main(int argc, char **argv) {
     pt_args a;
     pt_layout lay = {0, 1, 1, 0};
     char err[1024], path[512];
-    const char *data = "data/fortunes";
+    const char *data = "data/fortunes", *ckpt_dir = NULL;
+    int ckpt_every = 0, resume = 0, argc0 = argc;
+    char **argv0 = (char **)malloc(sizeof(char *) * (size_t)(argc + 1)); /* argv as given (pt_args_parse reorders it) */
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
     int hier = 0, compress = 0;
     const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
-    int i, rank, fail = 0;
+    int i, rank, fail = 0, stop = 0;
     text train = {0, 0}, val = {0, 0};
     pt_dist *d;
+    if (!argv0) return 1;
+    memcpy(argv0, argv, sizeof(char *) * (size_t)(argc + 1));
     memset(&a, 0, sizeof a);
     a.steps = 600, a.seed = 1337, a.batch = 16, a.seq = 256, a.layers = 4, a.width = 256, a.heads = 8, a.lr = 2e-3f;
     argc = pt_args_parse(&a, argc, argv, err, sizeof err);
@@ -148,9 +180,14 @@ int main(int argc, char **argv) {
             hier = 1;
             continue;
         }
+        if (!strcmp(f, "--resume")) {
+            resume = 1;
+            continue;
+        }
         int *num = !strcmp(f, "--dp") ? &lay.dp : !strcmp(f, "--tp") ? &lay.tp : !strcmp(f, "--pp") ? &lay.pp : !strcmp(f, "--zero") ? &zero
                  : !strcmp(f, "--virtual-stages") ? &vstages : !strcmp(f, "--micro-batches") ? &mbs : !strcmp(f, "--accum") ? &accum
-                 : !strcmp(f, "--val-every") ? &val_every : !strcmp(f, "--sample") ? &sample : !strcmp(f, "--bucket-kb") ? &bucket_kb : NULL;
+                 : !strcmp(f, "--val-every") ? &val_every : !strcmp(f, "--sample") ? &sample : !strcmp(f, "--bucket-kb") ? &bucket_kb
+                 : !strcmp(f, "--ckpt-every") ? &ckpt_every : NULL;
         if (!v) {
             fprintf(stderr, "07_gpt_3d: unknown flag or missing value: '%s' (try --help)\n", f);
             return 2;
@@ -177,6 +214,8 @@ int main(int argc, char **argv) {
             if (strcmp(v, "balanced") && strcmp(v, "equal")) stage_layers = v;
         } else if (!strcmp(f, "--data")) {
             data = v;
+        } else if (!strcmp(f, "--ckpt-dir")) {
+            ckpt_dir = v;
         } else if (!strcmp(f, "--compress")) {
             if (strcmp(v, "bf16") && strcmp(v, "none")) {
                 fprintf(stderr, "07_gpt_3d: --compress expects bf16 or none, found '%s'\n", v);
@@ -203,8 +242,15 @@ int main(int argc, char **argv) {
                       "  --bucket-kb N         data-parallel bucket size in KiB (0 = 25 MiB)\n"
                       "  --data DIR            train.txt/val.txt directory (data/fortunes)\n"
                       "  --val-every N         validation interval (100)\n"
-                      "  --sample N            bytes to generate at the end (300)");
+                      "  --sample N            bytes to generate at the end (300)\n"
+                      "  --ckpt-dir DIR        checkpoint directory, shared by all ranks (none)\n"
+                      "  --ckpt-every N        save every N steps (0 = only when interrupted)\n"
+                      "  --resume              continue from the newest valid checkpoint of --ckpt-dir");
         return 0;
+    }
+    if (resume && !ckpt_dir) {
+        fprintf(stderr, "07_gpt_3d: --resume needs --ckpt-dir DIR (the directory the checkpoints were saved to)\n");
+        return 2;
     }
     if (zero > 2) {
         fprintf(stderr, "07_gpt_3d: --zero expects 0, 1 or 2, found %d\n", zero);
@@ -260,9 +306,10 @@ int main(int argc, char **argv) {
         int B = (int)a.batch, T = (int)a.seq, nst = lay.pp * vstages, mine[256], nmine = 0, s;
         int32_t first[257];
         int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
-        int64_t step, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
+        int64_t step, first_step = 0, saved = -1, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
         double flops;
         feed f;
+        pt_ckpt_opts ck;
         memset(&desc, 0, sizeof desc);
         desc.seed = (uint64_t)a.seed, desc.device = a.device, desc.dist = d;
         ctx = pt_init(&desc);
@@ -338,7 +385,20 @@ int main(int argc, char **argv) {
             if (lay.pp > 1) pt_pp_schedule_print(pt_pp_get_schedule(pp), NULL);
             fflush(stdout);
         }
-        for (step = 0; step < last; step++) {
+        memset(&ck, 0, sizeof ck);
+        ck.keep_last = 3, ck.model = &cfg;
+        if (resume) { /* collective: every rank loads its parameters, moments (or ZeRO shard) and the step */
+            if (pt_ckpt_load(ctx, opt, ckpt_dir, &first_step) != PT_OK) {
+                if (rank == 0) fprintf(stderr, "07_gpt_3d: cannot resume from %s: %s\n", ckpt_dir, pt_error(ctx));
+                fail = 1;
+                goto done;
+            }
+            saved = first_step;
+            if (rank == 0) printf("resumed from %s at step %lld\n", ckpt_dir, (long long)first_step);
+        }
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        for (step = first_step; step < last; step++) {
             pt_rng rng = pt_rng_seed((uint64_t)a.seed * 1000003u + (uint64_t)step); /* data order: a function of (seed, step), as in 03 */
             double t0 = pt_time(), dt;
             float lr = pt_lr_at(&sched, step), loss = 0, norm;
@@ -378,8 +438,27 @@ int main(int argc, char **argv) {
                 }
                 if (rank == 0) printf("val step %lld val_loss %.4f\n", (long long)(step + 1), vl);
             }
+            /* the ranks agree to stop (a signal may reach only some of them), then save together; a
+               checkpoint of step k holds the state after k optimizer steps */
+            stop = !pt_dist_agree(d, !stop_requested);
+            if (ckpt_dir && ((ckpt_every > 0 && (step + 1) % ckpt_every == 0) || stop)) {
+                if (pt_ckpt_save(ctx, opt, ckpt_dir, step + 1, &ck) != PT_OK) {
+                    if (rank == 0) fprintf(stderr, "07_gpt_3d: saving the checkpoint of step %lld failed: %s\n", (long long)(step + 1), pt_error(ctx));
+                    fail = 1;
+                    break;
+                }
+                saved = step + 1;
+            }
+            if (stop) {
+                if (rank == 0 && saved == step + 1) {
+                    printf("interrupted at step %lld; resume with: ", (long long)(step + 1));
+                    print_resume(pt_dist_size(d), argc0, argv0);
+                } else if (rank == 0) printf("interrupted at step %lld; nothing saved (no --ckpt-dir)\n", (long long)(step + 1));
+                fflush(stdout);
+                break;
+            }
         }
-        if (!fail) {
+        if (!fail && !stop) {
             float vl = 0;
             int nb = 32, b, t, j, per = B / lay.dp;
             long stride = (val.n - T - 1) / ((long)nb * B);
@@ -394,7 +473,7 @@ int main(int argc, char **argv) {
             }
             if (rank == 0) printf("val_loss %.4f\n", vl);
         }
-        if (!fail && sample > 0 && gen) {
+        if (!fail && !stop && sample > 0 && gen) {
             /* generation through the pipeline: one sequence, forward-only, the last stage picks a
                byte and the pipeline's last rank shares it */
             int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
@@ -430,5 +509,6 @@ int main(int argc, char **argv) {
     free(train.bytes);
     free(val.bytes);
     pt_dist_finalize(d);
+    free(argv0);
     return fail;
 }

@@ -4,6 +4,8 @@
 # command-line convention (step lines, --stop-after, val_loss, bad flags) and the data tools; the
 # MPI tutorials (04, 05, 06) run their Run: lines verbatim and must end with their equality checks;
 # 07 (its Run: line shortened by later flags, and four more layouts) must reproduce 03's losses.
+# Checkpoints (03 and 07): a run stopped and resumed prints the uninterrupted run's losses; SIGINT
+# stops 03 after a step with a checkpoint and the command that resumes it.
 # --device: 02 and 03 (built without OpenCL) give a clear error for opencl; 08 (the OpenCL tutorial)
 # matches 03 on the CPU and, where attention runs on OpenCL, on the device.
 # Prints PASS/FAIL lines and "N passed, N failed".
@@ -54,6 +56,55 @@ else fail "03_gpt --stop-after: '$b' vs '$a'"; fi
 if [ "$(grep '^step ' "$W/03full.log" | awk '{print $4}')" = "$(grep '^step ' "$W/03again.log" | awk '{print $4}')" ]; then
     pass "03_gpt: same seed, same losses (bit-identical printout)"
 else fail "03_gpt: two runs with the same seed differ"; fi
+# 3a. checkpoints: stop after 3 (saving every 3), resume to 6: steps 3..5 print the losses of the
+#     uninterrupted run (the same text); --resume without a directory or a checkpoint is an error;
+#     SIGINT finishes the step, saves, prints the resume command, which continues from there
+# loss_lines LOG FROM TO: "step loss" of the step lines FROM..TO
+loss_lines() { awk -v a="$2" -v b="$3" '/^step [0-9]+ loss / && $2 >= a && $2 <= b {print $2, $4}' "$1"; }
+rm -rf "$W/ck03"
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03" --ckpt-every 3 --stop-after 3 >"$W/03ck1.log" 2>&1
+rc1=$?
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03" --ckpt-every 3 --resume >"$W/03ck2.log" 2>&1
+rc2=$?
+a=$(loss_lines "$W/03full.log" 3 5)
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ -d "$W/ck03/step_000000003" ] && grep -q '^resumed from .* at step 3$' "$W/03ck2.log" &&
+    [ "$(grep -c '^step ' "$W/03ck2.log")" -eq 3 ] && [ -n "$a" ] && [ "$(loss_lines "$W/03ck2.log" 3 5)" = "$a" ]; then
+    pass "03_gpt --ckpt-every 3 --stop-after 3, then --resume: steps 3..5 bit-identical to the uninterrupted run"
+else fail "03_gpt checkpoint/resume: exit $rc1/$rc2; '$(loss_lines "$W/03ck2.log" 0 9 | tr '\n' ' ')' vs '$(echo $a)'; $(tail -n 2 "$W/03ck2.log" | tr '\n' ' ')"; fi
+./build/03_gpt $small --steps 6 --resume >"$W/03ck3.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q -- '--resume needs --ckpt-dir' "$W/03ck3.log"; then pass "03_gpt --resume without --ckpt-dir: a clear error"
+else fail "03_gpt --resume without --ckpt-dir: exit $rc, '$(head -c 300 "$W/03ck3.log")'"; fi
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03none" --resume >"$W/03ck4.log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "cannot resume from $W/ck03none: .*no checkpoint" "$W/03ck4.log" && ! grep -q '^step ' "$W/03ck4.log"; then
+    pass "03_gpt --resume from an empty directory: a clear error naming it"
+else fail "03_gpt --resume from nothing: exit $rc, '$(head -c 300 "$W/03ck4.log")'"; fi
+rm -rf "$W/ck03int"
+./build/03_gpt $small --steps 1000000 --sample 0 --ckpt-dir "$W/ck03int" >"$W/03int.log" 2>&1 &
+pid=$!
+n=0
+while [ $n -lt 100 ] && ! grep -q '^step 1 ' "$W/03int.log"; do sleep 0.1; n=$((n + 1)); done # the handler is installed
+sleep 0.5
+kill -INT $pid 2>/dev/null
+wait $pid
+rc=$?
+k=$(sed -n 's/^interrupted at step \([0-9]*\); resume with: .*/\1/p' "$W/03int.log")
+last=$(grep '^step ' "$W/03int.log" | tail -n 1 | awk '{print $2}')
+cmd=$(sed -n 's/^interrupted at step [0-9]*; resume with: //p' "$W/03int.log")
+if [ $rc -eq 0 ] && [ -n "$k" ] && [ "$k" = $((last + 1)) ] && [ -d "$W/ck03int/$(printf 'step_%09d' "$k")" ] &&
+    [ "$cmd" = "./build/03_gpt $small --steps 1000000 --sample 0 --ckpt-dir $W/ck03int --resume" ]; then
+    pass "03_gpt SIGINT: finishes step $last, saves step $k, exits 0 and prints the resume command"
+else fail "03_gpt SIGINT: exit $rc, k '$k', last step '$last', command '$cmd'"; fi
+if [ -n "$k" ] && [ -n "$cmd" ]; then
+    ./build/03_gpt $small --steps 1000000 --sample 0 --stop-after $((k + 2)) >"$W/03intref.log" 2>&1
+    sh -c "$cmd --stop-after $((k + 2))" >"$W/03int2.log" 2>&1
+    rc=$?
+    a=$(loss_lines "$W/03intref.log" "$k" $((k + 1)))
+    if [ $rc -eq 0 ] && [ -n "$a" ] && [ "$(grep -c '^step ' "$W/03int2.log")" -eq 2 ] && [ "$(loss_lines "$W/03int2.log" 0 $((k + 9)))" = "$a" ]; then
+        pass "03_gpt SIGINT: the printed command continues at step $k with the uninterrupted run's losses"
+    else fail "03_gpt resume after SIGINT: exit $rc; '$(loss_lines "$W/03int2.log" 0 $((k + 9)) | tr '\n' ' ')' vs '$(echo $a)'"; fi
+else fail "03_gpt resume after SIGINT: no resume command printed"; fi
 ./build/03_gpt --steps x >"$W/03bad.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ] && grep -q -- '--steps' "$W/03bad.log"; then pass "03_gpt: a bad flag value is a clear error naming the flag"
@@ -180,6 +231,27 @@ if command -v mpirun >/dev/null 2>&1; then
                 for (i = 1; i <= n; i++) { d = a[i] - b[i]; if (d < 0) d = -d; if (d > 1e-5 * a[i]) exit 1 } }'; then
             pass "07_gpt_3d '$cmd': the 5 step losses of 03 (1e-5), val_loss and a sample"
         else fail "07_gpt_3d '$cmd': exit $rc; losses '$got' vs 03's '$ref'; $(tail -n 2 "$W/07_$k.log" | tr '\n' ' ')"; fi
+    done
+    # 07 checkpoints: dp2 x pp2 stops at 3 (saving every 3) and resumes to 6 on the same layout, and
+    # from a copy of its step-3 checkpoint on dp 2 with ZeRO-1 and no pipeline (another DP/ZeRO/PP
+    # cut); each matches its layout's uninterrupted run bit for bit at steps 3..5
+    g6="--data $W/corpus --layers 4 --width 32 --heads 2 --seq 16 --batch 8 --val-every 0 --sample 0 --seed 5 --steps 6"
+    rm -rf "$W/ck07" "$W/ck07b"
+    for run in "full:4:--dp 2 --pp 2" "stop:4:--dp 2 --pp 2 --ckpt-dir $W/ck07 --ckpt-every 3 --stop-after 3" "copy" \
+        "res:4:--dp 2 --pp 2 --ckpt-dir $W/ck07 --ckpt-every 3 --resume" "zfull:2:--dp 2 --zero 1" "zres:2:--dp 2 --zero 1 --ckpt-dir $W/ck07b --resume"; do
+        if [ "$run" = copy ]; then cp -r "$W/ck07" "$W/ck07b"; continue; fi
+        name=${run%%:*}; rest=${run#*:}
+        timeout 120 mpirun -np "${rest%%:*}" ./build/07_gpt_3d ${rest#*:} $g6 >"$W/07ck_$name.log" 2>&1
+        echo $? >"$W/07ck_$name.rc"
+    done
+    for pair in "full res dp2 x pp2" "zfull zres dp2 ZeRO-1 (saved on dp2 x pp2)"; do
+        set -- $pair
+        a=$(loss_lines "$W/07ck_$1.log" 3 5)
+        if [ "$(cat "$W/07ck_stop.rc")$(cat "$W/07ck_$2.rc")" = 00 ] && grep -q '^resumed from .* at step 3$' "$W/07ck_$2.log" &&
+            [ "$(grep -c '^step ' "$W/07ck_$2.log")" -eq 3 ] && [ -n "$a" ] && [ "$(loss_lines "$W/07ck_$2.log" 3 5)" = "$a" ]; then
+            shift 2
+            pass "07_gpt_3d stop at 3, resume on $*: steps 3..5 bit-identical to the uninterrupted run"
+        else fail "07_gpt_3d resume ($pair): exit $(cat "$W/07ck_$2.rc"); '$(loss_lines "$W/07ck_$2.log" 0 9 | tr '\n' ' ')' vs '$(echo $a)'; $(tail -n 2 "$W/07ck_$2.log" | tr '\n' ' ')"; fi
     done
     mpirun -np 2 ./build/07_gpt_3d --pp 2 $g --device opencl:0:99 >"$W/07cl.log" 2>&1
     rc=$?
