@@ -309,6 +309,7 @@ int main(int argc, char **argv) {
         int64_t step, first_step = 0, saved = -1, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
         double flops;
         feed f;
+        f.row = NULL; /* freed at done: */
         pt_ckpt_opts ck;
         memset(&desc, 0, sizeof desc);
         desc.seed = (uint64_t)a.seed, desc.device = a.device, desc.dist = d;
@@ -495,8 +496,8 @@ int main(int argc, char **argv) {
             }
             free(out);
         }
-        free(f.row);
     done:
+        free(f.row);
         pt_pp_free(gen);
         pt_pp_free(pp);
         if (dp && zero) pt_dp_zero(dp, opt, 0);
