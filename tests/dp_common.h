@@ -306,3 +306,33 @@ static void compare_tol(tctx *t, const char *what, run_out *a, run_out *ref, dou
         printf("  %s: loss %.3g, params %.3g, norm %.3g\n", what, ld, pd, nd);
 }
 static void compare(tctx *t, const char *what, run_out *a, run_out *ref) { compare_tol(t, what, a, ref, 1e-5, 1e-5, 1e-5); }
+
+/* Shared start of test_dp and test_zero: the grid, the same data on every rank, the check that the
+   batch splits, and the single-process reference run (with its checks). Returns -1 when the grid
+   cannot be made (nothing to count), 0 when the run cannot go on, 1 to go on. */
+static int setup(tctx *t, int *argc, char ***argv, const char *prog, const char *extra, run_out *ref) {
+    char err[512], why[256];
+    run_cfg c;
+    pt_rng rng;
+    int s, i;
+    t->d = pt_dist_init(argc, argv, NULL, err, sizeof err);
+    if (!t->d) {
+        printf("FAIL pt_dist_init: %s\n0 passed, 1 failed\n", err);
+        return -1;
+    }
+    t->rank = pt_dist_rank(t->d);
+    t->dpn = pt_dist_layout(t->d).dp;
+    t->dprank = pt_dist_coords(t->d).dp;
+    rng = pt_rng_seed(42); /* the same data on every rank */
+    for (s = 0; s < STEPS; s++)
+        for (i = 0; i < B * T; i++) t->ids[s][i] = (int32_t)(pt_rng_u32(&rng) % 64), t->tgt[s][i] = (int32_t)(pt_rng_u32(&rng) % 64);
+    if (t->rank == 0) printf("%s: %d DP ranks, GPT vocab 64, 2 layers, width 32, B=%d T=%d, %d AdamW steps%s\n", prog, t->dpn, B, T, STEPS, extra);
+    if (!check(t, B % (MAXMICRO * t->dpn) == 0, "the global batch splits into 4 micro-batches per rank", "use np 1, 2 or 4")) return 0;
+    memset(&c, 0, sizeof c);
+    c.whole = 1, c.micro = 1, c.zero_at = c.unzero_at = -1;
+    run(t, &c, ref); /* the single-process reference */
+    check(t, ref->ok, "reference (whole batch, no DP) trains", ref->err);
+    snprintf(why, sizeof why, "step-0 gradient norm %.4f", ref->norm[0]);
+    check(t, ref->norm[0] > 0.5f, "reference: clipping (clip_norm 0.5) is active at step 0, so the norm under DP/ZeRO matters", why);
+    return 1;
+}

@@ -13,6 +13,7 @@
 #define _POSIX_C_SOURCE 200112L /* setenv */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
+#include "param_check.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -291,38 +292,6 @@ out:
     return ctx;
 }
 
-/* worst per-tensor ||p - ref|| / ||ref|| over this rank's parameters (split ones summed over TP) */
-static double param_diff(pt_ctx *ctx, pt_ctx *ref, char *worst, size_t n) {
-    double w = 0;
-    int i;
-    worst[0] = 0;
-    for (i = 0; i < pt_param_count(ctx); i++) {
-        pt_param *p = pt_param_at(ctx, i), *r = pt_param_find(ref, p->spec.name);
-        int64_t j, cnt = pt_numel(&p->value);
-        float *a = (float *)malloc((size_t)cnt * sizeof(float));
-        const float *b = r ? pt_f32(&r->value) : NULL;
-        double acc[2] = {0, 0}, rel;
-        if (!b || !a || pt_tensor_read(&p->value, a) != PT_OK) {
-            snprintf(worst, n, "parameter '%s' has no reference or cannot be read", p->spec.name);
-            free(a);
-            return 1e30;
-        }
-        for (j = 0; j < cnt; j++) {
-            double ref_v = b[pt_spec_global_index(&p->spec, j)], dlt = a[j] - ref_v;
-            acc[0] += dlt * dlt, acc[1] += ref_v * ref_v;
-        }
-        free(a);
-        if (p->spec.split_dim >= 0 && p->spec.split_parts > 1)
-            MPI_Allreduce(MPI_IN_PLACE, acc, 2, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_TP));
-        rel = acc[1] > 0 ? sqrt(acc[0] / acc[1]) : sqrt(acc[0]);
-        if (rel > w) {
-            w = rel;
-            snprintf(worst, n, "'%s' rel %.3g", p->spec.name, rel);
-        }
-    }
-    return w;
-}
-
 static int parse(int argc, char **argv, opts *o) {
     int i;
     memset(o, 0, sizeof *o);
@@ -397,7 +366,7 @@ int main(int argc, char **argv) {
     check(dl <= tol, "per-step losses equal the single CPU process", err);
     snprintf(err, sizeof err, "max relative grad-norm difference %.3g > %.3g", dg, o.compress ? 1e-2 : tol);
     check(dg <= (o.compress ? 1e-2 : tol), "per-step global gradient norms equal the single CPU process", err);
-    dpar = param_diff(a, ref, worst, sizeof worst);
+    dpar = param_diff(grid, a, ref, worst, sizeof worst);
     MPI_Allreduce(MPI_IN_PLACE, &dpar, 1, MPI_DOUBLE, MPI_MAX, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_WORLD));
     if (world_rank == 0) printf("  max per-tensor rel param diff %.3g (%s)\n", dpar, worst);
     snprintf(err, sizeof err, "per-tensor relative parameter difference %.3g > %.3g (%s)", dpar, tol_p, worst);

@@ -11,6 +11,7 @@
 #define _POSIX_C_SOURCE 200112L /* setenv */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
+#include "param_check.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -227,40 +228,6 @@ out:
     return ctx;
 }
 
-/* worst per-tensor ||p - ref|| / ||ref|| over this rank's parameters (split ones summed over TP) */
-static double param_diff(pt_ctx *ctx, pt_ctx *ref, char *worst, size_t n) {
-    double w = 0;
-    int i;
-    worst[0] = 0;
-    for (i = 0; i < pt_param_count(ctx); i++) {
-        pt_param *p = pt_param_at(ctx, i), *r = pt_param_find(ref, p->spec.name);
-        int64_t j, cnt = pt_numel(&p->value);
-        float *a = (float *)malloc((size_t)cnt * sizeof(float)); /* read: the values may be on a device */
-        const float *b = r ? pt_f32(&r->value) : NULL;
-        double acc[2] = {0, 0}, rel;
-        if (!b || !a || pt_tensor_read(&p->value, a) != PT_OK) {
-            snprintf(worst, n, "parameter '%s' has no reference", p->spec.name);
-            free(a);
-            return 1e30;
-        }
-        for (j = 0; j < cnt; j++) {
-            double ref_v = b[pt_spec_global_index(&p->spec, j)], dlt = a[j] - ref_v;
-            acc[0] += dlt * dlt, acc[1] += ref_v * ref_v;
-        }
-        free(a);
-#ifdef PTRAIN_MPI
-        if (p->spec.split_dim >= 0 && p->spec.split_parts > 1)
-            MPI_Allreduce(MPI_IN_PLACE, acc, 2, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_TP));
-#endif
-        rel = acc[1] > 0 ? sqrt(acc[0] / acc[1]) : sqrt(acc[0]);
-        if (rel > w) {
-            w = rel;
-            snprintf(worst, n, "'%s' rel %.3g", p->spec.name, rel);
-        }
-    }
-    return w;
-}
-
 static int parse(int argc, char **argv, opts *o) {
     int i;
     memset(o, 0, sizeof *o);
@@ -354,7 +321,7 @@ int main(int argc, char **argv) {
         snprintf(err, sizeof err, "relative difference %.3g > %.3g", e, (double)o.tol);
         check(e <= o.tol, "forward-only evaluation equals the single process", err);
     }
-    dpar = param_diff(a, ref, worst, sizeof worst);
+    dpar = param_diff(grid, a, ref, worst, sizeof worst);
 #ifdef PTRAIN_MPI
     MPI_Allreduce(MPI_IN_PLACE, &dpar, 1, MPI_DOUBLE, MPI_MAX, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_WORLD));
 #endif
@@ -376,7 +343,7 @@ int main(int argc, char **argv) {
             double f = fabs((double)pl[s] - sl[s]) / fabs((double)sl[s]);
             if (!(f <= e)) e = f;
         }
-        dpar = param_diff(spar, sref, worst, sizeof worst);
+        dpar = param_diff(grid, spar, sref, worst, sizeof worst);
 #ifdef PTRAIN_MPI
         MPI_Allreduce(MPI_IN_PLACE, &dpar, 1, MPI_DOUBLE, MPI_MAX, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_WORLD));
 #endif

@@ -19,34 +19,18 @@ static int64_t sum_dp(tctx *t, int64_t x) {
 
 int main(int argc, char **argv) {
     tctx *t = (tctx *)calloc(1, sizeof(tctx));
-    char err[512], why[512];
+    char why[512];
     run_cfg c;
     run_out ref, a;
-    pt_rng rng;
-    int s, i, fails, stage;
+    int i, fails, stage;
     char name[256];
     int64_t full, want, tol, sum;
     if (!t) return 1;
-    t->d = pt_dist_init(&argc, &argv, NULL, err, sizeof err);
-    if (!t->d) {
-        printf("FAIL pt_dist_init: %s\n0 passed, 1 failed\n", err);
-        return 1;
+    switch (setup(t, &argc, &argv, "test_zero", ", ZeRO-1", &ref)) {
+    case -1: return 1;
+    case 0: goto done;
+    default: break;
     }
-    t->rank = pt_dist_rank(t->d);
-    t->dpn = pt_dist_layout(t->d).dp;
-    t->dprank = pt_dist_coords(t->d).dp;
-    rng = pt_rng_seed(42); /* the same data on every rank */
-    for (s = 0; s < STEPS; s++)
-        for (i = 0; i < B * T; i++) t->ids[s][i] = (int32_t)(pt_rng_u32(&rng) % 64), t->tgt[s][i] = (int32_t)(pt_rng_u32(&rng) % 64);
-    if (t->rank == 0) printf("test_zero: %d DP ranks, GPT vocab 64, 2 layers, width 32, B=%d T=%d, %d AdamW steps, ZeRO-1\n", t->dpn, B, T, STEPS);
-    if (!check(t, B % (MAXMICRO * t->dpn) == 0, "the global batch splits into 4 micro-batches per rank", "use np 1, 2 or 4")) goto done;
-
-    memset(&c, 0, sizeof c);
-    c.whole = 1, c.micro = 1, c.zero_at = c.unzero_at = -1;
-    run(t, &c, &ref); /* the single-process reference */
-    check(t, ref.ok, "reference (whole batch, no DP) trains", ref.err);
-    snprintf(why, sizeof why, "step-0 gradient norm %.4f", ref.norm[0]);
-    check(t, ref.norm[0] > 0.5f, "reference: clipping (clip_norm 0.5) is active at step 0, so the norm under DP/ZeRO matters", why);
     full = ref.state_bytes;
     {
         pt_tensor ps = pt_param_slab(ref.ctx);
