@@ -1,0 +1,156 @@
+#!/bin/sh
+# tests/report_test.sh [BUILD_DIR] - tools/ptreport: builds it as `make tools` does (-Werror) and, unless
+# NO_ASAN=1, with address/undefined sanitizers (the runs below use that build); tests/report_gen.c writes a
+# synthetic JSON-lines log and Chrome trace and prints what they hold. Checks: every chart and the page
+# written and well-formed (tag balance; xmllint too when installed), the loss and val-loss polylines have
+# one point per finite value, a long run is cut to min/max per bucket, event markers and the events
+# table, the summary's final loss and bubble fraction, the timeline's rows (one per rank) and boxes (one
+# per event of the chosen step: the last complete one by default, or --step), a bare-array trace without
+# its final ']'; malformed logs and traces refused with FILE:LINE and what was expected, missing files
+# named, never a crash. Prints PASS/FAIL lines, then "N passed, N failed". A few seconds.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${1:-build/tests}
+T=$BUILD/report
+mkdir -p "$T" || exit 1
+CC=${CC:-cc}
+NP=0
+NF=0
+pass() { NP=$((NP + 1)); printf 'PASS %s\n' "$1"; }
+fail() { NF=$((NF + 1)); printf 'FAIL %s: %s\n' "$1" "$2"; }
+have() { command -v "$1" >/dev/null 2>&1; }
+finish() {
+    echo "$NP passed, $NF failed"
+    [ "$NF" -eq 0 ]
+    exit
+}
+# check NAME EXPECTED FOUND
+check() { if [ "$2" = "$3" ]; then pass "$1 ($3)"; else fail "$1" "expected $2, found $3"; fi; }
+# points FILE SERIES: the number of x,y pairs in that polyline's points attribute
+points() { grep "data-series=\"$2\"" "$1" | sed 's/.* points="\([^"]*\)".*/\1/' | tr ' ' '\n' | grep -c ','; }
+# field NAME: NAME=value from the generator's last output line
+field() { tr ' ' '\n' <"$T/expect" | sed -n "s/^$1=//p"; }
+
+if $CC -std=c99 -O2 -Wall -Wextra -Werror tools/ptreport.c -o "$T/ptreport" -lm >"$T/build.log" 2>&1; then
+    pass "tools/ptreport.c builds (-std=c99 -Wall -Wextra -Werror)"
+else
+    fail "build tools/ptreport.c" "$(head -n 20 "$T/build.log")"
+    finish
+fi
+if ! $CC -std=c99 -O2 -Wall -Wextra tests/report_gen.c -o "$T/report_gen" -lm >"$T/gen.build.log" 2>&1; then
+    fail "build tests/report_gen.c" "$(head -n 20 "$T/gen.build.log")"
+    finish
+fi
+R=$T/ptreport
+if [ "${NO_ASAN:-0}" != 1 ] &&
+    $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer tools/ptreport.c -o "$T/ptreport_asan" -lm >"$T/asan.build.log" 2>&1; then
+    R=$T/ptreport_asan
+    export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+fi
+G=$T/report_gen
+
+# ---- a 300-step run on 4 ranks and a 4-stage trace ----
+"$G" log "$T/run.jsonl" 300 50 4 >"$T/expect.log" || fail "report_gen log" "exit $?"
+"$G" trace "$T/trace.json" 4 4 3 >"$T/expect.trace" || fail "report_gen trace" "exit $?"
+cp "$T/expect.log" "$T/expect"
+rm -rf "$T/out"
+"$R" "$T/run.jsonl" --trace "$T/trace.json" -o "$T/out" >"$T/run.out" 2>&1
+rc=$?
+missing=""
+for f in loss tokens mfu grad_norm lr time memory timeline; do [ -s "$T/out/$f.svg" ] || missing="$missing $f.svg"; done
+[ -s "$T/out/index.html" ] || missing="$missing index.html"
+if [ $rc -eq 0 ] && [ -z "$missing" ]; then pass "ptreport writes 8 charts and index.html"
+else fail "ptreport on the synthetic run" "exit $rc, missing:$missing; $(head -c 600 "$T/run.out")"; fi
+if "$G" wellformed "$T"/out/*.svg "$T/out/index.html" >"$T/wf.log" 2>&1; then pass "every SVG and the page are well-formed (tag balance)"
+else fail "well-formed" "$(head -n 5 "$T/wf.log")"; fi
+if have xmllint; then
+    bad=""
+    for f in "$T"/out/*.svg; do xmllint --noout "$f" >/dev/null 2>&1 || bad="$bad $(basename "$f")"; done
+    if [ -z "$bad" ]; then pass "xmllint accepts every SVG"; else fail "xmllint" "rejects$bad"; fi
+fi
+check "loss polyline: one point per finite loss" "$(field loss_points)" "$(points "$T/out/loss.svg" loss)"
+check "val-loss polyline: one point per val_loss" "$(field val_points)" "$(points "$T/out/loss.svg" 'val loss')"
+check "event markers on the loss chart (events with a step)" "$(field event_markers)" "$(grep -c 'class="event"' "$T/out/loss.svg")"
+check "events table rows" "$(field events)" "$(sed -n '/<table class="events">/,/<\/table>/p' "$T/out/index.html" | grep -c '^<tr><td')"
+for e in nan spike rollback ckpt_save replica_mismatch; do
+    grep -q "data-event=\"$e\"" "$T/out/loss.svg" || [ $e = replica_mismatch ] || fail "marker $e" "not on the loss chart"
+    grep -q ">$e</td>" "$T/out/index.html" || fail "event $e" "not in the events table"
+done
+check "summary: final loss" "$(field final_loss)" "$(sed -n 's/.*final loss<\/th><td>\([0-9.]*\) .*/\1/p' "$T/out/index.html")"
+check "summary: bubble fraction %" "$(field bubble_pct)" "$(sed -n 's/.*bubble fraction<\/th><td>\([0-9.]*\)%.*/\1/p' "$T/out/index.html")"
+if grep -q '<th>layout.pp</th><td>4</td>' "$T/out/index.html" && grep -q 'gpt &quot;tiny&quot; é' "$T/out/index.html" &&
+    grep -q '<th>mfu_formula</th>' "$T/out/index.html"; then pass "config table: nested keys flattened, escapes decoded and HTML-escaped"
+else fail "config table" "layout.pp, the model name or mfu_formula missing"; fi
+check "memory chart: one bar per rank" 4 "$(grep -c 'class="bar"' "$T/out/memory.svg")"
+
+cp "$T/expect.trace" "$T/expect"
+check "timeline: the last complete step by default" "$(field step)" "$(sed -n 's/.*Pipeline timeline, step \([0-9]*\)<.*/\1/p' "$T/out/timeline.svg")"
+check "timeline: one row per rank" "$(field ranks)" "$(grep -c 'class="row"' "$T/out/timeline.svg")"
+check "timeline: one box per trace event of the step" "$(field events)" "$(grep -c 'class="ev"' "$T/out/timeline.svg")"
+check "timeline: micro-batch numbers in the forward/backward boxes" $((4 * 2 * 4)) "$(grep -c 'class="mb"' "$T/out/timeline.svg")"
+"$R" "$T/run.jsonl" --trace "$T/trace.json" --step 0 -o "$T/out0" >"$T/step0.out" 2>&1
+check "timeline --step 0: every event of step 0" "$(field events)" "$(grep -c 'class="ev"' "$T/out0/timeline.svg" 2>/dev/null)"
+"$R" "$T/run.jsonl" --trace "$T/trace.json" --step 99 -o "$T/out99" >"$T/step99.out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q 'step 99' "$T/step99.out"; then pass "--step 99 (not in the trace): exit 1 naming it"
+else fail "--step 99" "exit $rc: $(head -c 300 "$T/step99.out")"; fi
+"$G" trace "$T/bare.json" 2 3 2 bare >"$T/expect"
+"$R" "$T/run.jsonl" --trace "$T/bare.json" -o "$T/outb" >"$T/bare.out" 2>&1
+check "bare-array trace without its final ']': boxes of the last complete step" "$(field events)" "$(grep -c 'class="ev"' "$T/outb/timeline.svg" 2>/dev/null)"
+
+# ---- a long run: the polyline keeps min and max per bucket (400 buckets) ----
+"$G" log "$T/long.jsonl" 20000 1000 2 >"$T/expect"
+"$R" "$T/long.jsonl" -o "$T/outl" >"$T/long.out" 2>&1
+check "20000 steps: loss polyline cut to 2 x 400 points" 800 "$(points "$T/outl/loss.svg" loss)"
+check "20000 steps: val loss keeps its points" "$(field val_points)" "$(points "$T/outl/loss.svg" 'val loss')"
+size=$(wc -c <"$T/outl/loss.svg")
+if [ "$size" -lt 100000 ] && [ "$(grep -c 'class="bar"' "$T/outl/time.svg")" -le $((200 * 6)) ]; then pass "20000 steps: loss.svg $size bytes (200 event markers), time.svg at most 200 bars"
+else fail "long run SVG sizes" "loss.svg $size bytes"; fi
+[ -e "$T/outl/timeline.svg" ] && fail "no --trace" "timeline.svg written anyway"
+
+# ---- malformed input: FILE:LINE and what was expected; never a crash ----
+# bad NAME LINE EXPECTED-TEXT CONTENT...: a log whose line LINE is broken
+bad() {
+    name=$1 line=$2 want=$3
+    shift 3
+    printf '%s\n' "$@" >"$T/bad.jsonl"
+    "$R" "$T/bad.jsonl" -o "$T/outbad" >"$T/bad.out" 2>&1
+    rc=$?
+    if [ $rc -eq 1 ] && grep -q "bad.jsonl:$line: expected $want" "$T/bad.out"; then pass "malformed log ($name): $(sed -n 's/^ptreport: //p' "$T/bad.out" | sed "s|.*bad.jsonl|bad.jsonl|")"
+    else fail "malformed log ($name)" "exit $rc: $(head -c 400 "$T/bad.out")"; fi
+}
+OK='{"step":1,"loss":2.5}'
+bad "missing comma" 2 "',' or '}'" "$OK" '{"step":2 "loss":2.4}'
+bad "unterminated string" 3 "'\"' closing" "$OK" "$OK" '{"event":"nan'
+bad "bad escape" 1 "an escape" '{"event":"a\qb"}'
+bad "bad \\u" 1 "4 hex digits" '{"event":"\u12G4"}'
+bad "trailing text" 2 "the end of the line" "$OK" '{"step":2} x'
+bad "not an object" 2 "'{'" "$OK" '[1,2]'
+bad "truncated number" 1 "a digit after '.'" '{"step":1.}'
+bad "a bare word" 1 "a value" '{"step":truth}'
+bad "a missing value" 1 "a value" '{"step":}'
+bad "a raw tab in a string" 1 "a string character" "$(printf '{"event":"a\tb"}')"
+deep=$(awk 'BEGIN { for (i = 0; i < 5000; i++) printf "["; }')
+bad "5000 nested arrays" 1 "at most 200 levels" "{\"a\":$deep"
+printf '{"traceEvents":[\n{"ph":"X","ts":1,"dur":2,"pid":0,"args":{"step":0}},\n{"ph":"X","ts":1,"dur":2 "pid":0}\n]}\n' >"$T/badtrace.json"
+"$R" "$T/run.jsonl" --trace "$T/badtrace.json" -o "$T/outbt" >"$T/badtrace.out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "badtrace.json:3: expected ',' or '}'" "$T/badtrace.out"; then pass "malformed trace: exit 1, badtrace.json:3 and what was expected"
+else fail "malformed trace" "exit $rc: $(head -c 400 "$T/badtrace.out")"; fi
+head -c 3000 "$T/trace.json" >"$T/cut.json"
+"$R" "$T/run.jsonl" --trace "$T/cut.json" -o "$T/outcut" >"$T/cut.out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "cut.json:[0-9]*: expected" "$T/cut.out"; then pass "a trace cut mid-object: exit 1 with FILE:LINE"
+else fail "cut trace" "exit $rc: $(head -c 400 "$T/cut.out")"; fi
+"$R" "$T/missing.jsonl" -o "$T/outm" >"$T/missing.out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "cannot open .*missing.jsonl" "$T/missing.out"; then pass "a missing log: exit 1 naming it"
+else fail "missing log" "exit $rc: $(head -c 300 "$T/missing.out")"; fi
+"$R" "$T/run.jsonl" --trace "$T/missing.json" -o "$T/outm" >"$T/missingt.out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "cannot open .*missing.json" "$T/missingt.out"; then pass "a missing trace: exit 1 naming it"
+else fail "missing trace" "exit $rc: $(head -c 300 "$T/missingt.out")"; fi
+"$R" "$T/run.jsonl" >"$T/usage.out" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q '^usage: ptreport' "$T/usage.out"; then pass "no -o: usage, exit 2"; else fail "usage" "exit $rc"; fi
+finish
