@@ -768,7 +768,6 @@ typedef struct axis {
 /* nice limits and ticks for [lo, hi] (data units) divided by div; zero forces 0 into the range */
 static axis make_axis(double lo, double hi, double div, int zero, int integer) {
     axis a;
-    double range;
     a.div = div;
     lo /= div, hi /= div;
     if (zero && lo > 0) lo = 0;
@@ -778,8 +777,7 @@ static axis make_axis(double lo, double hi, double div, int zero, int integer) {
         lo -= d, hi += d;
         if (zero && lo < 0 && hi > 0 && hi - d <= 0) hi = 0;
     }
-    range = nice_num(hi - lo, 0);
-    a.step = nice_num(range / 5, 1);
+    a.step = nice_num((hi - lo) / 5, 1);
     if (integer && a.step < 1) a.step = 1;
     a.lo = floor(lo / a.step) * a.step;
     a.hi = ceil(hi / a.step) * a.step;
@@ -1123,11 +1121,10 @@ static int cmp_dur_desc(const void *a, const void *b) {
     return x->ts < y->ts ? -1 : x->ts > y->ts;
 }
 
+/* the index of v in the sorted a[n], or -1 */
 static int find_int(const int *a, int n, int v) {
-    int i;
-    for (i = 0; i < n; i++)
-        if (a[i] == v) return i;
-    return -1;
+    const int *q = (const int *)bsearch(&v, a, (size_t)n, sizeof(int), cmp_int);
+    return q ? (int)(q - a) : -1;
 }
 
 /* the step drawn: --step N, else the last step in which every rank has events and no "B" is left open;
@@ -1160,10 +1157,13 @@ static long pick_step(const trace *t, long want, const int *ranks, int nr, const
         size_t j;
         for (j = 0; j < t->nopen; j++)
             if (t->open[j].step == s) complete = 0;
-        for (r = 0; r < nr && complete; r++) {
-            int found = 0;
-            for (j = 0; j < t->n && !found; j++) found = t->ev[j].step == s && t->ev[j].pid == ranks[r];
-            complete = found;
+        if (complete) { /* every rank has an event of step s */
+            char *seen = (char *)xrealloc(NULL, (size_t)nr + 1);
+            memset(seen, 0, (size_t)nr + 1);
+            for (j = 0; j < t->n; j++)
+                if (t->ev[j].step == s) seen[find_int(ranks, nr, t->ev[j].pid)] = 1;
+            for (r = 0; r < nr; r++) complete &= seen[r];
+            free(seen);
         }
         if (complete) best = s;
     }
@@ -1178,12 +1178,13 @@ static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t
     size_t i, ns = 0;
     double t0 = HUGE_VAL, t1 = -HUGE_VAL, rowh, h, div = 1e3;
     const char *why, *cats[16];
-    int ncats = 0, has_bubble = 0;
+    int ncats = 0, has_bubble = 0, label_every;
     char title[96];
     axis ax;
+    for (i = 0; i < t->n; i++) ranks[i] = t->ev[i].pid;
+    qsort(ranks, t->n, sizeof(int), cmp_int);
     for (i = 0; i < t->n; i++)
-        if (find_int(ranks, nr, t->ev[i].pid) < 0) ranks[nr++] = t->ev[i].pid;
-    qsort(ranks, (size_t)nr, sizeof(int), cmp_int);
+        if (nr == 0 || ranks[nr - 1] != ranks[i]) ranks[nr++] = ranks[i];
     *chosen = pick_step(t, want, ranks, nr, &why);
     if (why) {
         fprintf(stderr, "ptreport: --step %ld: %s\n", want, why);
@@ -1210,6 +1211,7 @@ static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t
     if (t1 - t0 < 1e3) div = 1; /* under a millisecond: the axis in µs */
     ax = make_axis(0, t1 - t0, div, 1, 0);
     rowh = nr <= 8 ? 34 : nr <= 32 ? 20 : 480.0 / nr;
+    label_every = rowh >= 14 ? 1 : (int)ceil(14 / rowh);
     h = MT + 16 + rowh * nr + MB;
     if (*chosen >= 0) snprintf(title, sizeof title, "Pipeline timeline, step %ld", *chosen);
     else snprintf(title, sizeof title, "Timeline (whole trace)");
@@ -1223,10 +1225,12 @@ static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t
         }
         sb_printf(b, "<rect class=\"row\" data-rank=\"%d\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"/>\n", ranks[r], ML,
                   y, PW, rowh, has_bubble ? "white" : "#f4f4f4");
-        sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + rowh / 2 + 4);
-        if (pi < (int)t->npn) sb_esc(b, t->pnames[pi]);
-        else sb_printf(b, "rank %d", ranks[r]);
-        sb_puts(b, "</text>\n");
+        if (r % label_every == 0) { /* thin rows: a label every few rows */
+            sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + rowh / 2 + 4);
+            if (pi < (int)t->npn) sb_esc(b, t->pnames[pi]);
+            else sb_printf(b, "rank %d", ranks[r]);
+            sb_puts(b, "</text>\n");
+        }
     }
     for (i = 0; i < ns; i++) {
         const tev *e = sel[i];
