@@ -12,7 +12,7 @@
 # the original layout's and that layout's own uninterrupted runs ("reshard" lines: the max
 # differences); a bf16 checkpoint on another layout drops the residual with a warning. A pt_loader's
 # state saved at dp2 continues at dp4 and dp4 -> dp2: no sample repeated or skipped in the epoch.
-# Prints PASS/FAIL lines and "N passed, N failed"; ~40 s.
+# Prints PASS/FAIL lines and "N passed, N failed"; ~45 s (more on a loaded machine).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
