@@ -82,7 +82,8 @@
              data file per rank (parameters, optimizer moments -- ZeRO shards per DP rank --,
              registered state); written to a temporary name, fsynced, renamed, then DIR/latest;
              loading verifies every CRC32C and falls back to the previous checkpoint. Resuming
-             from step k gives the same losses, bit for bit, as never stopping.
+             from step k gives the same losses, bit for bit, as never stopping; a checkpoint also
+             loads on any other dp x tp x pp layout and ZeRO level (resharded on load).
 
    ==================================================================================================
    BUILD SWITCHES (define before including)
@@ -568,8 +569,16 @@ PTDEF pt_tensor pt_param_slab(pt_ctx *ctx);
 PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx);
 
 /* ---- checkpointed state registry ---------------------------------------------------------- */
-/** Registers bytes that are part of the training state (saved and restored by checkpoints). */
+/** Registers bytes that are part of the training state (saved and restored by checkpoints), equal on
+    every rank (a loader's position, a step counter): a load on the same layout restores each rank's
+    own copy, on another layout rank 0's. */
 PTDEF pt_status pt_state_register(pt_ctx *ctx, const char *name, void *ptr, int64_t bytes);
+#define PT_STATE_PER_RANK 1u /**< pt_state_register_flags: the bytes differ per rank and cannot be resharded (e.g. the
+                                  bf16 error-feedback residual of pt_dp): restored from this rank's own copy on the
+                                  same layout (dp, tp, pp) only; on another layout, or when the checkpoint lacks it,
+                                  left as it is, with a warning */
+/** pt_state_register with flags (0 or PT_STATE_PER_RANK). */
+PTDEF pt_status pt_state_register_flags(pt_ctx *ctx, const char *name, void *ptr, int64_t bytes, uint32_t flags);
 /** Number of registered state entries. */
 PTDEF int pt_state_count(const pt_ctx *ctx);
 /** Entry i: name, pointer and size. */
@@ -962,7 +971,8 @@ typedef struct pt_dp_options {
     int32_t hier;     /**< 1 = hierarchical allreduce (ZeRO stage 0): in-node reduce-scatter, allreduce across nodes among
                            ranks of equal local index, in-node allgather, on DP sub-communicators (equal DP ranks per node) */
     int32_t compress; /**< 1 = gradients travel as bf16 (summed as bf16 by an MPI operator), with error feedback: a
-                           per-rank f32 residual keeps what rounding dropped and adds it to the next step's gradient */
+                           per-rank f32 residual keeps what rounding dropped and adds it to the next step's gradient
+                           (registered state "dp.bf16_residual", PT_STATE_PER_RANK: checkpoints keep it) */
 } pt_dp_options;
 /** Creates the reducer for ctx over d's DP communicator; bucket_bytes 0 = 25 MiB; NULL on error (in pt_error(ctx)). */
 PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes);
@@ -1209,9 +1219,10 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     checked (size, CRC32C, manifest checksum); a bad or incomplete checkpoint is reported (a warning
     naming the file and the problem) and the previous one is tried. *step_out (may be NULL) = the
     step loaded, -1 if none. PT_ERR_IO when dir holds no checkpoint, PT_ERR_FORMAT when none is
-    valid or none fits this model. Same layout, or another DP size / ZeRO sharding (the moments are
-    re-cut by slab range) or another PP split (pieces are matched by name); another TP split is
-    refused as not yet supported (see docs/architecture.md). */
+    valid or none fits this model. Any layout loads any other: DP size, ZeRO sharding (the moments
+    are re-cut by slab range), PP split (pieces are matched by name) and TP split (each element goes
+    through its global index, grouped q|k|v splits included); the global shapes must match (a vocabulary
+    padded to another size is refused, naming both). Registered state: see pt_state_register. */
 PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t *step_out);
 /** Checks one checkpoint directory without a context: manifest checksum, every file's size and
     CRC32C. PT_OK, or PT_ERR_IO / PT_ERR_FORMAT with a message naming the file in err. */
@@ -1309,6 +1320,7 @@ typedef struct pt__state_entry {
     char name[64];
     void *ptr;
     int64_t bytes;
+    uint32_t flags; /* PT_STATE_* */
 } pt__state_entry;
 
 struct pt_ctx {
@@ -6402,13 +6414,14 @@ PTDEF void pt_set_backward_poll(pt_ctx *ctx, void (*fn)(void *user), void *user)
     ctx->poll_user = user;
 }
 
-PTDEF pt_status pt_state_register(pt_ctx *ctx, const char *name, void *ptr, int64_t bytes) {
+PTDEF pt_status pt_state_register(pt_ctx *ctx, const char *name, void *ptr, int64_t bytes) { return pt_state_register_flags(ctx, name, ptr, bytes, 0); }
+PTDEF pt_status pt_state_register_flags(pt_ctx *ctx, const char *name, void *ptr, int64_t bytes, uint32_t flags) {
     pt__state_entry *e;
     int i;
     if (!ctx) return PT_ERR_ARG;
-    if (!name || !ptr || bytes <= 0) {
-        pt__fail(ctx, PT_ERR_ARG, "pt_state_register: '%s' needs a name, a pointer and a size > 0 (got %lld)", name ? name : "(null)",
-                 (long long)bytes);
+    if (!name || !ptr || bytes <= 0 || (flags & ~PT_STATE_PER_RANK)) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_state_register: '%s' needs a name, a pointer, a size > 0 and flags 0 or PT_STATE_PER_RANK (got %lld bytes, flags %u)",
+                 name ? name : "(null)", (long long)bytes, (unsigned)flags);
         return PT_ERR_ARG;
     }
     for (i = 0; i < ctx->nstate; i++)
@@ -6430,6 +6443,7 @@ PTDEF pt_status pt_state_register(pt_ctx *ctx, const char *name, void *ptr, int6
     snprintf(e->name, sizeof e->name, "%s", name);
     e->ptr = ptr;
     e->bytes = bytes;
+    e->flags = flags;
     return PT_OK;
 }
 PTDEF int pt_state_count(const pt_ctx *ctx) { return ctx ? ctx->nstate : 0; }
@@ -9611,6 +9625,9 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
             if (MPI_Op_create(pt__dp_bf16_sum, 1, &dp->bf16sum) != MPI_SUCCESS) goto mpi_fail;
             if (!(dp->resid = (float *)PT_MALLOC((size_t)PT__MAX(ctx->slab_n, 1) * 4))) goto oom;
             memset(dp->resid, 0, (size_t)ctx->slab_n * 4);
+            /* part of the training state: checkpoints keep it per rank (exact resume on the same layout) */
+            if (ctx->slab_n > 0 && pt_state_register_flags(ctx, "dp.bf16_residual", dp->resid, ctx->slab_n * 4, PT_STATE_PER_RANK) != PT_OK)
+                goto fail_state;
         }
         if (dp->hier) { /* DP sub-communicators: by node, then by index within the node */
             int wr = pt_dist_rank(d), r;
@@ -9656,6 +9673,9 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
 mpi_fail:
     pt_dp_free(dp);
     return (pt_dp *)pt__fail(ctx, PT_ERR_DEVICE, "pt_dp_new_opts: creating the MPI operator or the hierarchical communicators failed");
+fail_state: /* the registry's message is in ctx */
+    pt_dp_free(dp);
+    return NULL;
 #endif
 oom:
     pt_dp_free(dp);
@@ -9707,6 +9727,7 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     PT_FREE(dp->fired);
     PT_FREE(dp->ops);
     PT_FREE(dp->acc);
+    if (dp->resid) pt__state_unregister(dp->ctx, dp->resid);
     PT_FREE(dp->resid);
     PT_FREE(dp->stg);
     PT_FREE(dp->hg);
@@ -12115,10 +12136,15 @@ PTDEF pt_loader_stats pt_loader_stats_get(const pt_loader *L) {
        state name= rank= offset= bytes= crc32c=
        end crc32c=XXXXXXXX                                                (of all bytes before it)
    A tensor record holds elements [lo, hi) of the flat local shard its split describes; element i of
-   it is global element pt_spec_global_index(split, i). Resharding (next): a reader on another TP
-   layout maps each element it needs through the global index (the inverse of pt__global_index),
-   PP needs nothing (names are global), and DP/ZeRO only re-cuts the ranges (done here). Floats are
-   printed with 9 significant digits (exact for f32). Registered state is matched by name and rank.
+   it is global element pt_spec_global_index(split, i). Resharding (load): a reader fills each of its
+   parameters (and its ZeRO range of the moments) from the pieces of that name and kind: a piece of
+   its own TP cut by range overlap; a piece of another cut is walked in runs contiguous on both sides
+   (at most a row of the last dim), each mapped writer local -> global -> reader local (the inverse:
+   block = g / (size/G), part = offset / P) and copied where the reader holds it: index arithmetic
+   per run, not per element, and no search; a piece is read only if it holds something the reader
+   still needs. PP needs nothing (names are global), DP/ZeRO only re-cut the ranges. Floats are
+   printed with 9 significant digits (exact for f32). Registered state is matched by name (and by
+   rank on the same layout; see pt_state_register / PT_STATE_PER_RANK).
    ================================================================================================= */
 #if defined(__unix__) || defined(__APPLE__)
 #include <dirent.h>
@@ -12247,7 +12273,7 @@ typedef struct pt__ck_file {
 } pt__ck_file;
 typedef struct pt__ck_man {
     int64_t step, optim_steps;
-    int version, world, dp, tp, pp, has_optim, optim_kind;
+    int version, world, dp, tp, pp, has_optim, optim_kind, vocab_padded; /* vocab_padded: of the model record, 0 = none */
     pt__ck_file *files;   /* [world] */
     pt__ck_tensor *t;
     int nt, capt;
@@ -12359,6 +12385,10 @@ static int pt__ck_man_read(const char *dir, pt__ck_man *m, char *err, size_t err
                 break;
             if (!(m->files = (pt__ck_file *)PT_MALLOC((size_t)m->world * sizeof *m->files))) break;
             memset(m->files, 0, (size_t)m->world * sizeof *m->files);
+        } else if (!strncmp(line, "model ", 6)) {
+            int v = 0; /* a recorded vocab_padded of 0 is the default: vocab rounded up to 64 (pt_gpt_new) */
+            if (!pt__ck_int(line, "vocab_padded", &m->vocab_padded) || m->vocab_padded < 0) m->vocab_padded = 0;
+            if (!m->vocab_padded && pt__ck_int(line, "vocab", &v) && v > 0) m->vocab_padded = (v + 63) / 64 * 64;
         } else if (!strncmp(line, "optim ", 6)) {
             m->has_optim = 1;
             if (!pt__ck_field(line, "kind", b, sizeof b) || !pt__ck_i64(line, "steps", &m->optim_steps)) break;
@@ -12891,49 +12921,136 @@ static int pt__ck_read_piece(const char *dir, const pt__ck_man *m, int64_t off, 
     return ok;
 }
 
-/* fills elements [lo, hi) of local parameter p's kind k from the pieces of the manifest; out: hi - lo floats */
+/* the message for a piece whose global shape differs from the parameter's (a padded vocabulary named) */
+static void pt__ck_shape_msg(const pt__ck_man *m, const pt_spec *s, const pt__ck_tensor *t, char *err, size_t errlen) {
+    char a[128], b[128];
+    size_t na = 0, nb = 0;
+    int d;
+    a[0] = b[0] = 0;
+    for (d = 0; d < t->ndim && na < sizeof a - 24; d++) na += (size_t)snprintf(a + na, sizeof a - na, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+    for (d = 0; d < s->ndim && nb < sizeof b - 24; d++) nb += (size_t)snprintf(b + nb, sizeof b - nb, d ? ",%lld" : "%lld", (long long)s->global_shape[d]);
+    if (m->vocab_padded > 0 && t->ndim == 2 && s->ndim == 2 && t->shape[0] == m->vocab_padded && s->global_shape[0] != t->shape[0] &&
+        t->shape[1] == s->global_shape[1])
+        pt__msg(err, errlen, "pt_ckpt_load: '%s' has global shape [%s] in the checkpoint, [%s] here: the vocabulary is padded to %lld rows in the "
+                "checkpoint (vocab_padded=%d), to %lld here; set pt_gpt_config.vocab_padded=%d to load it", s->name, a, b, (long long)t->shape[0],
+                m->vocab_padded, (long long)s->global_shape[0], m->vocab_padded);
+    else pt__msg(err, errlen, "pt_ckpt_load: '%s' has global shape [%s] in the checkpoint, [%s] here", s->name, a, b);
+}
+/* A TP cut of a tensor as the load path sees it: global shape g, local (shard) shape l, split dim sd
+   (-1: whole, also for one part) cut in G = g[sd] / blk blocks, each in parts of `part` elements, of
+   which this shard holds part `index` of every block (pt__global_index and its inverse). */
+typedef struct pt__ck_cut {
+    int ndim, sd;
+    int32_t index;
+    int64_t g[PT_MAX_DIMS], l[PT_MAX_DIMS], blk, part;
+} pt__ck_cut;
+/* 0 if the split does not describe a valid cut of the global shape */
+static int pt__ck_cut_make(pt__ck_cut *c, int ndim, const int64_t *g, int sd, int parts, int index, int groups) {
+    int d;
+    memset(c, 0, sizeof *c);
+    c->ndim = ndim, c->sd = -1;
+    if (ndim < 1 || ndim > PT_MAX_DIMS) return 0;
+    for (d = 0; d < ndim; d++) c->g[d] = c->l[d] = g[d];
+    if (sd < 0 || parts == 1) return sd < ndim && index == 0;
+    groups = groups > 1 ? groups : 1;
+    if (sd >= ndim || parts < 1 || index < 0 || index >= parts || g[sd] % ((int64_t)groups * parts)) return 0;
+    c->sd = sd, c->index = index, c->blk = g[sd] / groups, c->part = c->blk / parts;
+    c->l[sd] = g[sd] / parts;
+    return 1;
+}
+static int64_t pt__ck_numel(const pt__ck_cut *c) {
+    int64_t n = 1;
+    int d;
+    for (d = 0; d < c->ndim; d++) n *= c->l[d];
+    return n;
+}
+static int pt__ck_cut_same(const pt__ck_cut *a, const pt__ck_cut *b) {
+    return a->sd == b->sd && (a->sd < 0 || (a->index == b->index && a->blk == b->blk && a->part == b->part));
+}
+/* The run of a writer's local elements starting at local flat index i that stays contiguous in the
+   reader's shard: its length (at most `left`), and *j = the reader's local flat index of element i,
+   or -1 when the reader does not hold that run (another TP part). */
+static int64_t pt__ck_run(const pt__ck_cut *w, const pt__ck_cut *r, int64_t i, int64_t left, int64_t *j) {
+    int64_t idx[PT_MAX_DIMS] = {0}, len, c;
+    int d, last = w->ndim - 1, own = 1;
+    for (d = last; d >= 0; d--) idx[d] = i % w->l[d], i /= w->l[d];
+    len = w->l[last] - idx[last];
+    if (w->sd == last) len = PT__MIN(len, w->part - idx[last] % w->part);
+    if (w->sd >= 0) idx[w->sd] = idx[w->sd] / w->part * w->blk + (int64_t)w->index * w->part + idx[w->sd] % w->part; /* global */
+    if (r->sd >= 0) {
+        c = idx[r->sd] % r->blk; /* offset in its block */
+        if (r->sd == last) len = PT__MIN(len, r->part - c % r->part);
+        own = c / r->part == r->index;
+        idx[r->sd] = idx[r->sd] / r->blk * r->part + c % r->part; /* reader's local */
+    }
+    *j = -1;
+    if (own)
+        for (*j = 0, d = 0; d <= last; d++) *j = *j * r->l[d] + idx[d];
+    return PT__MIN(len, left);
+}
+
+/* fills elements [lo, hi) of local parameter p's kind k (its flat local shard) from the pieces of the
+   manifest of the same name and kind, whatever their TP cut: a piece of the same cut is copied by
+   range; a piece of another cut is walked in runs contiguous on both sides (pt__ck_run), each mapped
+   to the reader's shard and copied where the reader holds it and needs it. A piece is read (and its
+   CRC checked) only when it holds an element not filled yet (replicas of a replicated parameter are
+   read once). out: hi - lo floats. */
 static int pt__ck_fill(const char *dir, const pt__ck_man *m, const pt_param *p, int k, int64_t lo, int64_t hi, float *out, char *err,
                        size_t errlen) {
     const pt_spec *s = &p->spec;
     unsigned char *got = (unsigned char *)PT_MALLOC((size_t)PT__MAX(hi - lo, 1));
     float *buf = NULL;
-    int64_t cap = 0, have = 0, i;
-    int j, d, ok = got != NULL;
+    int64_t cap = 0, have = 0, i, j, n, a, b, x;
+    int jt, d, ok = got != NULL, loaded;
+    pt__ck_cut rc, wc;
     if (!ok) pt__msg(err, errlen, "pt_ckpt_load: out of memory");
     else memset(got, 0, (size_t)PT__MAX(hi - lo, 1));
-    for (j = 0; j < m->nt && ok; j++) {
-        const pt__ck_tensor *t = &m->t[j];
-        int64_t a = PT__MAX(lo, t->lo), b = PT__MIN(hi, t->hi);
+    if (ok && !pt__ck_cut_make(&rc, s->ndim, s->global_shape, s->split_dim, s->split_parts, s->split_index, s->split_groups)) {
+        pt__msg(err, errlen, "pt_ckpt_load: '%s' has an invalid split here (dim %d, %d parts)", s->name, s->split_dim, s->split_parts);
+        ok = 0;
+    }
+    for (jt = 0; jt < m->nt && ok && have < hi - lo; jt++) {
+        const pt__ck_tensor *t = &m->t[jt];
         if (t->kind != k || strcmp(t->name, s->name)) continue;
         if (t->ndim != s->ndim) goto shape;
         for (d = 0; d < s->ndim; d++)
             if (t->shape[d] != s->global_shape[d]) goto shape;
-        if (t->split_dim != s->split_dim ||
-            (s->split_dim >= 0 && (t->split_parts != s->split_parts || pt__split_groups(s) != (t->split_groups > 1 ? t->split_groups : 1)))) {
-            pt__msg(err, errlen, "pt_ckpt_load: '%s' is split dim %d parts %d here, dim %d parts %d in the checkpoint: another tensor-parallel "
-                    "layout (resharding across TP is not supported yet)", s->name, s->split_dim, s->split_parts, t->split_dim, t->split_parts);
+        if (!pt__ck_cut_make(&wc, t->ndim, t->shape, t->split_dim, t->split_parts, t->split_index, t->split_groups) ||
+            t->hi > pt__ck_numel(&wc)) {
+            pt__msg(err, errlen, "%s/manifest: piece of '%s' (%s) on rank %d: split dim %d parts %d index %d groups %d, range [%lld, %lld) "
+                    "do not fit its shape", dir, s->name, pt__ck_kind_names[k], t->rank, t->split_dim, t->split_parts, t->split_index,
+                    t->split_groups, (long long)t->lo, (long long)t->hi);
             ok = 0;
             break;
         }
-        if (b <= a || (s->split_dim >= 0 && t->split_index != s->split_index)) continue; /* another rank's range or TP shard */
-        if (t->hi - t->lo > cap) {
-            float *nb = (float *)PT_REALLOC(buf, (size_t)(t->hi - t->lo) * 4);
-            if (!nb) {
-                pt__msg(err, errlen, "pt_ckpt_load: out of memory");
-                ok = 0;
-                break;
+        if (wc.sd == rc.sd && !pt__ck_cut_same(&wc, &rc) && wc.blk == rc.blk && wc.part == rc.part) continue; /* another TP part */
+        loaded = 0;
+        for (i = t->lo; i < t->hi && ok; i += n) {
+            if (pt__ck_cut_same(&wc, &rc)) n = t->hi - i, j = i; /* the same cut: the same local indices */
+            else n = pt__ck_run(&wc, &rc, i, t->hi - i, &j);
+            if (j < 0) continue;
+            a = PT__MAX(lo, j), b = PT__MIN(hi, j + n);
+            for (x = a; x < b && got[x - lo]; x++) {}
+            if (x >= b) continue; /* nothing this rank holds, or all filled already */
+            if (!loaded) {
+                if (t->hi - t->lo > cap) {
+                    float *nb = (float *)PT_REALLOC(buf, (size_t)(t->hi - t->lo) * 4);
+                    if (!nb) {
+                        pt__msg(err, errlen, "pt_ckpt_load: out of memory");
+                        ok = 0;
+                        break;
+                    }
+                    buf = nb, cap = t->hi - t->lo;
+                }
+                if (!(ok = pt__ck_read_piece(dir, m, t->off, t->bytes, t->crc, t->rank, buf, err, errlen))) break;
+                loaded = 1;
             }
-            buf = nb, cap = t->hi - t->lo;
+            memcpy(out + (a - lo), buf + (i - t->lo) + (a - j), (size_t)(b - a) * 4);
+            for (x = a; x < b; x++) have += !got[x - lo], got[x - lo] = 1;
         }
-        if (!pt__ck_read_piece(dir, m, t->off, t->bytes, t->crc, t->rank, buf, err, errlen)) {
-            ok = 0;
-            break;
-        }
-        memcpy(out + (a - lo), buf + (a - t->lo), (size_t)(b - a) * 4);
-        for (i = a; i < b; i++) have += !got[i - lo], got[i - lo] = 1;
         continue;
     shape:
-        pt__msg(err, errlen, "pt_ckpt_load: '%s' has another global shape in the checkpoint", s->name);
+        pt__ck_shape_msg(m, s, t, err, errlen);
         ok = 0;
     }
     if (ok && have != hi - lo) {
@@ -12949,7 +13066,8 @@ static int pt__ck_fill(const char *dir, const pt__ck_man *m, const pt_param *p, 
 /* loads one checkpoint directory; collective; 0 and the same message on every rank on failure */
 static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *step, char *err, size_t errlen) {
     const pt_dist *d = ctx->desc.dist;
-    int rank = pt_dist_rank(d), world = pt_dist_size(d), ok, r, i, k;
+    int rank = pt_dist_rank(d), world = pt_dist_size(d), ok, r, i, k, same;
+    pt_layout lay = pt_dist_layout(d);
     pt__ck_man m;
     float *host = NULL;
     int64_t hcap = 0;
@@ -12991,7 +13109,9 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
             else pt__stage_xfer(ctx, st, soff + lo, host, hi - lo, 0, PT_XFER_CKPT);
         }
     }
-    /* registered state: the entry of this rank, else (another world size) rank 0's */
+    /* registered state: on the same layout each rank's own entry; on another layout rank 0's (entries
+       equal on every rank), and a per-rank entry (PT_STATE_PER_RANK) is not restored (a warning) */
+    same = m.dp == lay.dp && m.tp == lay.tp && m.pp == lay.pp && m.world == world;
     for (i = 0; i < ctx->nstate && ok; i++) {
         const pt__state_entry *e = &ctx->state[i];
         const pt__ck_state *s = NULL, *s0 = NULL;
@@ -13001,7 +13121,14 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
                 if (m.s[j].rank == rank) s = &m.s[j];
                 if (m.s[j].rank == 0) s0 = &m.s[j];
             }
-        if (!s) s = s0;
+        if (e->flags & PT_STATE_PER_RANK) {
+            if (!same || !s) {
+                if (rank == 0)
+                    pt_log(ctx, PT_LOG_WARN, "pt_ckpt_load: per-rank state '%s' not restored (left as it is): %s", e->name,
+                           !same ? "the checkpoint was saved on another layout" : "the checkpoint does not hold it");
+                continue;
+            }
+        } else if (!same || !s) s = s0;
         if (!s) {
             pt__msg(err, errlen, "%s/manifest: no state '%s' (registered here)", cdir, e->name);
             ok = 0;

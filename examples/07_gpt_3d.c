@@ -21,7 +21,7 @@
    per stage by hand), --bucket-kb N
    (DP bucket size), --data DIR, --val-every N, --sample N (bytes to generate at the end),
    --ckpt-dir DIR --ckpt-every N --resume (checkpoints as in 03: every rank writes its part; a run
-   may resume on another DP size, ZeRO level or PP split, but not another TP size). SIGINT / SIGTERM
+   may resume on another layout: DP size, ZeRO level, PP split or TP size). SIGINT / SIGTERM
    on the ranks: they agree to stop after the current step, save together and exit 0.
    Each step prints `step <n> loss <l> ...` (rank 0); the run ends with `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION

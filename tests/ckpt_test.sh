@@ -4,15 +4,23 @@
 # ZeRO-1: each DP rank writes its optimizer shard), -np 4 (dp2 x tp2), -np 8 (dp2 x tp2 x pp2, ZeRO-1)
 # and -np 2 (pp2): CRC32C vectors, bit-exact round trip, exact resume (per-step losses bit-identical
 # to an uninterrupted run), corruption detection with fallback to the previous checkpoint,
-# retention, a failed save. Then checkpoints load on other layouts: dp2 ZeRO-1 -> 1 rank, 1 rank ->
-# dp2 ZeRO-1 (the moments re-cut), pp2 -> dp2 ZeRO-1, each resumed curve within 1e-5 of that
-# layout's own uninterrupted run. Prints PASS/FAIL lines and "N passed, N failed"; ~20 s.
+# retention, a failed save; exact resume with bf16 gradient compression on dp2 (its per-rank
+# residual is checkpointed). Then checkpoints load on other layouts (DP size, ZeRO, PP split, TP
+# split): pp2 -> dp2, dp2 -> 1, 1 -> dp2, dp2 x tp2 x pp2 -> dp4, tp2 -> 1, pp2 -> tp2, dp4 -> dp2,
+# 1 -> tp2, tp2 -> tp4 (ZeRO-1 wherever dp > 1), each with every parameter and moment element
+# checked against the checkpoint's element of its global index and the resumed curve within 1e-5 of
+# the original layout's and that layout's own uninterrupted runs ("reshard" lines: the max
+# differences); a bf16 checkpoint on another layout drops the residual with a warning. A pt_loader's
+# state saved at dp2 continues at dp4 and dp4 -> dp2: no sample repeated or skipped in the epoch.
+# Prints PASS/FAIL lines and "N passed, N failed"; ~45 s (more on a loaded machine).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 export PTRAIN_THREADS=1 OMP_WAIT_POLICY=passive
-T1=$BUILD/ckpt_1 T2=$BUILD/ckpt_2 T3=$BUILD/ckpt_3
-rm -rf "$T1" "$T2" "$T3" "$BUILD"/ckpt_r[123] "$BUILD/ckpt_4" "$BUILD/ckpt_8" "$BUILD/ckpt_asan"
+T1=$BUILD/ckpt_1 T2=$BUILD/ckpt_2 T3=$BUILD/ckpt_3 T8=$BUILD/ckpt_8 TT=$BUILD/ckpt_tp2 TD=$BUILD/ckpt_dp4 TC=$BUILD/ckpt_bf16
+TMPS="$T1 $T2 $T3 $T8 $TT $TD $TC"
+# shellcheck disable=SC2086
+rm -rf $TMPS "$BUILD"/ckpt_rd[0-9]* "$BUILD"/ckpt_l[1234] "$BUILD/ckpt_4" "$BUILD/ckpt_asan"
 
 if $CC $W tests/test_ckpt.c -o "$BUILD/test_ckpt" -lm >"$BUILD/test_ckpt.build.log" 2>&1; then
     prog "test_ckpt (1 rank)" "$BUILD/ckpt_np1.log" env CKPT_KEEP=1 "$B/test_ckpt" "$T1"
@@ -39,23 +47,59 @@ if mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckp
     MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1 -x PTRAIN_THREADS -x OMP_WAIT_POLICY"
     prog "mpirun -np 2 test_ckpt (dp2, ZeRO-1)" "$BUILD/ckpt_np2.log" env CKPT_KEEP=1 $MPIRUN -x CKPT_KEEP -np 2 "$B/test_ckpt_mpi" "$T2"
     prog "mpirun -np 4 test_ckpt (dp2 x tp2, ZeRO-1)" "$BUILD/ckpt_np4.log" env CKPT_TP=2 $MPIRUN -x CKPT_TP -np 4 "$B/test_ckpt_mpi" "$BUILD/ckpt_4"
-    prog "mpirun -np 8 test_ckpt (dp2 x tp2 x pp2, ZeRO-1)" "$BUILD/ckpt_np8.log" env CKPT_TP=2 CKPT_PP=2 $MPIRUN -x CKPT_TP -x CKPT_PP -np 8 \
-        "$B/test_ckpt_mpi" "$BUILD/ckpt_8"
+    prog "mpirun -np 8 test_ckpt (dp2 x tp2 x pp2, ZeRO-1)" "$BUILD/ckpt_np8.log" env CKPT_KEEP=1 CKPT_TP=2 CKPT_PP=2 $MPIRUN -x CKPT_KEEP -x CKPT_TP \
+        -x CKPT_PP -np 8 "$B/test_ckpt_mpi" "$T8"
     prog "mpirun -np 2 test_ckpt (pp2)" "$BUILD/ckpt_pp2.log" env CKPT_KEEP=1 CKPT_PP=2 $MPIRUN -x CKPT_KEEP -x CKPT_PP -np 2 "$B/test_ckpt_mpi" "$T3"
-    if [ -d "$T3/run" ]; then
-        prog "pp2 checkpoint resumed on dp2 ZeRO-1" "$BUILD/ckpt_r3.log" env CKPT_FROM="$T3/run" $MPIRUN -x CKPT_FROM -np 2 "$B/test_ckpt_mpi" "$BUILD/ckpt_r3"
-    else fail "pp2 checkpoint resumed on dp2 ZeRO-1" "no $T3/run (the pp2 run failed)"; fi
-    if [ -d "$T2/run" ]; then
-        prog "dp2 ZeRO-1 checkpoint resumed on 1 rank" "$BUILD/ckpt_r1.log" env CKPT_FROM="$T2/run" "$B/test_ckpt" "$BUILD/ckpt_r1"
-    else fail "dp2 ZeRO-1 checkpoint resumed on 1 rank" "no $T2/run (the np 2 run failed)"; fi
-    if [ -d "$T1/run" ]; then
-        prog "1-rank checkpoint resumed on dp2 ZeRO-1" "$BUILD/ckpt_r2.log" env CKPT_FROM="$T1/run" $MPIRUN -x CKPT_FROM -np 2 "$B/test_ckpt_mpi" "$BUILD/ckpt_r2"
-    else fail "1-rank checkpoint resumed on dp2 ZeRO-1" "no $T1/run (the 1-rank run failed)"; fi
+    # layouts saved only to be resumed elsewhere (exact resume checked, corruption cases skipped)
+    prog "mpirun -np 2 test_ckpt (tp2, short)" "$BUILD/ckpt_tp2.log" env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_TP=2 $MPIRUN -x CKPT_KEEP -x CKPT_SHORT \
+        -x CKPT_TP -np 2 "$B/test_ckpt_mpi" "$TT"
+    prog "mpirun -np 4 test_ckpt (dp4, ZeRO-1, short)" "$BUILD/ckpt_dp4.log" env CKPT_KEEP=1 CKPT_SHORT=1 $MPIRUN -x CKPT_KEEP -x CKPT_SHORT \
+        -np 4 "$B/test_ckpt_mpi" "$TD"
+    prog "mpirun -np 2 test_ckpt (dp2, ZeRO-1, bf16 compression: exact resume)" "$BUILD/ckpt_bf16.log" env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_COMPRESS=1 \
+        $MPIRUN -x CKPT_KEEP -x CKPT_SHORT -x CKPT_COMPRESS -np 2 "$B/test_ckpt_mpi" "$TC"
+    # resume FROM NAME NP [VAR=VALUE ...]: the kept run FROM resumed on NP ranks with the given layout
+    resume() {
+        from=$1 name=$2 np=$3
+        shift 3
+        n=$((n + 1))
+        if [ ! -d "$from/run" ]; then
+            fail "$name" "no $from/run (the run that saves it failed)"
+            return
+        fi
+        xs=""
+        for a in "$@"; do xs="$xs -x ${a%%=*}"; done
+        if [ "$np" -eq 1 ]; then
+            prog "$name" "$BUILD/ckpt_re$n.log" env CKPT_FROM="$from/run" "$@" "$B/test_ckpt" "$BUILD/ckpt_rd$n"
+        else
+            # shellcheck disable=SC2086
+            prog "$name" "$BUILD/ckpt_re$n.log" env CKPT_FROM="$from/run" "$@" $MPIRUN -x CKPT_FROM $xs -np "$np" "$B/test_ckpt_mpi" "$BUILD/ckpt_rd$n"
+        fi
+        grep '^reshard ' "$BUILD/ckpt_re$n.log" | sed 's/^/    /'
+    }
+    n=0
+    resume "$T3" "pp2 checkpoint resumed on dp2 ZeRO-1" 2
+    resume "$T2" "dp2 ZeRO-1 checkpoint resumed on 1 rank" 1
+    resume "$T1" "1-rank checkpoint resumed on dp2 ZeRO-1" 2
+    resume "$T8" "dp2 x tp2 x pp2 ZeRO-1 checkpoint resumed on dp4 ZeRO-1" 4
+    resume "$TT" "tp2 checkpoint resumed on 1 rank" 1
+    resume "$T3" "pp2 checkpoint resumed on tp2" 2 CKPT_TP=2
+    resume "$TD" "dp4 ZeRO-1 checkpoint resumed on dp2 ZeRO-1" 2
+    resume "$T1" "1-rank checkpoint resumed on tp2" 2 CKPT_TP=2
+    resume "$TT" "tp2 checkpoint resumed on tp4" 4 CKPT_TP=4
+    resume "$TC" "dp2 bf16 checkpoint resumed on dp4 bf16 (residual dropped, a warning)" 4 CKPT_COMPRESS=1 CKPT_TOL=1e-2
+    # the data stream: a loader's state saved at dp2 continues at dp4, and dp4 -> dp2
+    prog "loader saved on dp2" "$BUILD/ckpt_l1.log" env CKPT_LOADER=save CKPT_KEEP=1 $MPIRUN -x CKPT_LOADER -x CKPT_KEEP -np 2 "$B/test_ckpt_mpi" "$BUILD/ckpt_l1"
+    prog "loader restored on dp4 (no repeat, no skip)" "$BUILD/ckpt_l2.log" env CKPT_LOADER=load CKPT_FROM="$BUILD/ckpt_l1" $MPIRUN -x CKPT_LOADER \
+        -x CKPT_FROM -np 4 "$B/test_ckpt_mpi" "$BUILD/ckpt_l2"
+    prog "loader saved on dp4" "$BUILD/ckpt_l3.log" env CKPT_LOADER=save CKPT_KEEP=1 $MPIRUN -x CKPT_LOADER -x CKPT_KEEP -np 4 "$B/test_ckpt_mpi" "$BUILD/ckpt_l3"
+    prog "loader restored on dp2 (no repeat, no skip)" "$BUILD/ckpt_l4.log" env CKPT_LOADER=load CKPT_FROM="$BUILD/ckpt_l3" $MPIRUN -x CKPT_LOADER \
+        -x CKPT_FROM -np 2 "$B/test_ckpt_mpi" "$BUILD/ckpt_l4"
+    grep -h '^loader across' "$BUILD/ckpt_l2.log" "$BUILD/ckpt_l4.log" | sed 's/^/    /'
 else
     fail "build test_ckpt_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_ckpt_mpi.build.log"
     head -n 20 "$BUILD/test_ckpt_mpi.build.log" | sed 's/^/    /'
 fi
-rm -rf "$T1" "$T2" "$T3" "$BUILD"/ckpt_r[123] "$BUILD/ckpt_4" "$BUILD/ckpt_8" "$BUILD/ckpt_asan"
+rm -rf $TMPS "$BUILD"/ckpt_rd[0-9]* "$BUILD"/ckpt_l[1234] "$BUILD/ckpt_4" "$BUILD/ckpt_asan"
 
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]
