@@ -241,8 +241,8 @@ int main(int argc, char **argv) {
     }
     s.d = d;
     rank = pt_dist_rank(d);
-    if (!pt_dist_agree_msg(d, s.a.batch % pt_dist_size(d) == 0, (snprintf(err, sizeof err, "--batch %lld must split over %d ranks",
-                                                                          (long long)s.a.batch, pt_dist_size(d)), err), sizeof err)) {
+    snprintf(err, sizeof err, "--batch %lld must split over %d ranks", (long long)s.a.batch, pt_dist_size(d));
+    if (!pt_dist_agree_msg(d, s.a.batch % pt_dist_size(d) == 0, err, sizeof err)) {
         if (rank == 0) fprintf(stderr, "09_checkpoint_resume: %s\n", err);
         pt_dist_finalize(d);
         return 2;
