@@ -3,7 +3,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
 EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
-MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel
+MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/09_checkpoint_resume
 CLLIBS  := -lOpenCL -lclblast
 
 .PHONY: all help deps demo test bench examples tools clean
@@ -12,7 +12,8 @@ all: examples
 
 help:
 	@echo "make deps      install the Debian packages used (as root via apt-get; idempotent)"
-	@echo "make demo      train the tutorial GPT on the fortunes corpus on 4 MPI ranks (dp 2 x pp 2)"
+	@echo "make demo      train the tutorial GPT on the fortunes corpus on 4 MPI ranks (dp 2 x pp 2), saving a checkpoint"
+	@echo "               every 100 steps to build/demo_ckpt; run it again to continue from the newest one"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, checkpoint save/resume, DP allreduce/overlap/ZeRO, pipeline bubbles,"
 	@echo "               OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise bandwidth, GPT step on OpenCL)"
@@ -55,11 +56,14 @@ $(BUILD)/ptreport: tools/ptreport.c | $(BUILD)
 tools: $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport
 
 # the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage 1F1B pipeline (Open MPI
-# needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores)
+# needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores).
+# Checkpoints every 100 steps; --resume-if-any continues from the newest one when there is one
+# (Ctrl-C saves and stops; `make demo` again resumes; rm -rf build/demo_ckpt starts over)
 DEMO_NP   ?= 4
 DEMO_ARGS ?= --dp 2 --pp 2 --micro-batches 4 --steps 400
+DEMO_CKPT ?= --ckpt-dir $(BUILD)/demo_ckpt --ckpt-every 100 --resume-if-any
 demo: deps $(BUILD)/07_gpt_3d
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np $(DEMO_NP) ./$(BUILD)/07_gpt_3d $(DEMO_ARGS)
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np $(DEMO_NP) ./$(BUILD)/07_gpt_3d $(DEMO_ARGS) $(DEMO_CKPT)
 
 test: deps
 	@sh tests/run.sh $(BUILD)/tests

@@ -33,8 +33,10 @@
    Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
-   04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c; on OpenCL:
-   08_opencl.c) each start with their one-line build command. tools/ptcl.c (make tools) lists
+   04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
+   09_checkpoint_resume.c; on OpenCL: 08_opencl.c) each start with their one-line build command.
+   The training examples share their command line: pt_args_parse, and pt_run (--data shards through
+   the loader, --ckpt-dir/--ckpt-every/--resume, a clean stop on SIGINT/SIGTERM). tools/ptcl.c (make tools) lists
    OpenCL devices, checks one against the CPU backend and tunes CLBlast's GEMM for it.
 
    Parallel (compile with mpicc -DPTRAIN_MPI): pt_dist_init builds the dp x tp x pp grid; pass it
@@ -171,7 +173,7 @@
    >>ops        every op with its backward
    >>optim      SGD, AdamW, clipping, learning-rate schedules
    >>nn         linear, MLP, transformer block, GPT
-   >>args       the command line shared by the examples
+   >>args       the command line shared by the examples, and their run (pt_run: data, checkpoints, stop)
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
    >>dp         data parallelism: gradient buckets reduced during backward, accumulation over
                 passes, ZeRO-1/2, hierarchical allreduce, bf16 compression with error feedback
@@ -729,6 +731,57 @@ typedef struct pt_args {
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen);
 /** Prints the shared flags and their defaults. */
 PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
+
+/** The rest of a training example's run, shared by 03, 07 and 08: its data (--data DIR: token
+    shards DIR/train_*.bin and val_*.bin; text DIR/train.txt and val.txt is turned into such shards
+    the first time), checkpoints (--ckpt-dir DIR --ckpt-every N, --resume or --resume-if-any) and a
+    clean stop on SIGINT / SIGTERM. Zero-initialize, set the defaults (data, prepare), pt_run_parse. */
+typedef struct pt_run {
+    const char *data;       /**< --data DIR */
+    const char *prepare;    /**< shell command that writes DIR/train.txt and val.txt when the default
+                                 DIR has neither shards nor text (rank 0 runs it); --data clears it */
+    const char *ckpt_dir;   /**< --ckpt-dir DIR (NULL = no checkpoints) */
+    int64_t ckpt_every;     /**< --ckpt-every N: save after every N steps, and at the last step (0 = only
+                                 the last step and when stopped) */
+    int32_t resume;         /**< 1: --resume (a checkpoint must be there); 2: --resume-if-any (start at
+                                 step 0 when DIR has no committed checkpoint, i.e. no DIR/latest) */
+    int32_t keep_last;      /**< checkpoints kept (0 = 3) */
+    const pt_gpt_config *model; /**< recorded in the manifests (may be NULL) */
+    int32_t vocab;          /**< set by pt_run_data: the shards' vocabulary (header; 256 for bytes) */
+    struct pt_loader *train;/**< set by pt_run_data: this DP rank's slice of the shuffled train stream,
+                                 its state registered as "data" (checkpoints carry it) */
+    struct pt_loader *val;  /**< set by pt_run_data: the val shards in order (pt_run_val_rewind) */
+    char cmd[2048];         /**< the command line as given, shell-quoted ("" if longer), for the resume hint */
+} pt_run;
+/** Takes --data, --ckpt-dir, --ckpt-every, --resume, --resume-if-any out of argv (compacted, like
+    pt_args_parse; call it first: it records the command line as given). Returns the new argc, or -1
+    with a message in err (a bad value, --resume without --ckpt-dir). */
+PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errlen);
+/** Prints the flags of pt_run_parse and their defaults. */
+PTDEF void pt_run_usage(const pt_run *r);
+/** Collective over ctx's grid. Finds (or, from text, writes) the shards of r->data, reads the
+    vocabulary from DIR/train_000000.bin, opens r->train (global batch `batch` of `seq` tokens, this
+    DP rank's slice, shuffled by seed, prefetched, registered) and r->val (not shuffled); rank 0
+    prints a summary line. The same error on every rank, naming DIR and what was expected. */
+PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, uint64_t seed);
+/** Rewinds the validation stream to its start; returns how many of `batches` batches it holds
+    (at most one epoch, so no window is counted twice). */
+PTDEF int pt_run_val_rewind(pt_run *r, int batches);
+/** Collective; call once the model, optimizer and loaders exist. Applies --resume / --resume-if-any: loads the newest valid checkpoint of r->ckpt_dir
+    into the parameters, o's state and the registered state (the data stream), sets *first_step to
+    its step (0 when not resuming) and says so on rank 0, also when the run (`steps`) is already
+    complete. An error (none there, none valid) is in pt_error(ctx). Then catches SIGINT and SIGTERM:
+    the first one only raises a flag (a second one of the same kind acts as usual). */
+PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step);
+/** Collective; call after each optimizer step with done = steps completed. The ranks agree whether
+    a signal arrived (on any of them); a checkpoint of step done is saved when it is due (every
+    ckpt_every, the last of `steps`, or stopping). Returns 1 to stop (rank 0 printed how to resume),
+    0 to go on, -1 when the save failed (pt_error(ctx), the same on every rank). */
+PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps);
+/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model): the one save of the run. */
+PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step);
+/** Frees the loaders. */
+PTDEF void pt_run_free(pt_run *r);
 
 /* ---- data: token shards and the streaming loader (>>data) ----------------------------------------
    A shard is a file of token ids. Two layouts are read:
@@ -7960,6 +8013,255 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
     }
     argv[out] = NULL;
     return out;
+}
+
+/* The examples' run (pt_run): data, checkpoints, a clean stop. SIGINT / SIGTERM only raise a flag
+   (and restore the default action, so a second signal acts as usual); pt_run_step_end reads it. */
+#include <signal.h>
+static volatile sig_atomic_t pt__run_stopping = 0;
+static void pt__run_on_signal(int sig) {
+    pt__run_stopping = 1;
+    signal(sig, SIG_DFL);
+}
+
+static int pt__run_exists(const char *dir, const char *name) {
+    char path[1024];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errlen) {
+    static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%";
+    size_t n = 0, cap = sizeof r->cmd;
+    int i, out = 1;
+    r->cmd[0] = 0;
+    for (i = 0; i < argc && n < cap; i++) { /* the command line as given, quoted where needed */
+        const char *s = argv[i];
+        int plain = *s && strspn(s, safe) == strlen(s);
+        if (i && n + 1 < cap) r->cmd[n++] = ' ';
+        if (!plain && n + 1 < cap) r->cmd[n++] = '\'';
+        for (; *s && n + 5 < cap; s++) {
+            if (*s == '\'') memcpy(r->cmd + n, "'\\''", 4), n += 4;
+            else r->cmd[n++] = *s;
+        }
+        if (*s) n = cap; /* did not fit */
+        else if (!plain && n + 1 < cap) r->cmd[n++] = '\'';
+    }
+    if (n + 1 >= cap) n = 0;
+    r->cmd[n] = 0;
+    for (i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--resume") || !strcmp(f, "--resume-if-any")) {
+            r->resume = f[8] ? 2 : 1;
+            continue;
+        }
+        if (strcmp(f, "--data") && strcmp(f, "--ckpt-dir") && strcmp(f, "--ckpt-every")) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "flag %s needs a value", f);
+            return -1;
+        }
+        if (!strcmp(f, "--data")) r->data = argv[++i], r->prepare = NULL;
+        else if (!strcmp(f, "--ckpt-dir")) r->ckpt_dir = argv[++i];
+        else {
+            char *end;
+            long long x = strtoll(argv[++i], &end, 10);
+            if (*end || end == argv[i] || x < 0) {
+                snprintf(err, errlen, "flag --ckpt-every expects a non-negative integer, found '%s'", argv[i]);
+                return -1;
+            }
+            r->ckpt_every = x;
+        }
+    }
+    argv[out] = NULL;
+    if (r->resume && !r->ckpt_dir) {
+        snprintf(err, errlen, "%s needs --ckpt-dir DIR (the directory the checkpoints were saved to)", r->resume == 2 ? "--resume-if-any" : "--resume");
+        return -1;
+    }
+    return out;
+}
+
+PTDEF void pt_run_usage(const pt_run *r) {
+    printf("  --data DIR      token shards DIR/train_*.bin, val_*.bin (tools/prepare_shards), or text DIR/train.txt,\n"
+           "                  val.txt turned into shards the first time (%s)\n", r->data ? r->data : "none");
+    printf("  --ckpt-dir DIR  checkpoint directory, shared by all ranks (none); the newest %d are kept\n", r->keep_last > 0 ? r->keep_last : 3);
+    printf("  --ckpt-every N  save every N steps (0 = only at the end and when stopped by SIGINT/SIGTERM)\n");
+    printf("  --resume        continue from the newest valid checkpoint of --ckpt-dir (on any DP/PP layout)\n");
+    printf("  --resume-if-any the same when --ckpt-dir holds a checkpoint, else start at step 0\n");
+}
+
+/* rank 0: text -> shards of split ("train"/"val") when DIR has text and no shards; err "" = fine */
+static void pt__run_shards(pt_ctx *ctx, const char *dir, const char *split, char *err, size_t errlen) {
+    char path[1024];
+    unsigned char chunk[1 << 14];
+    int64_t cap = 1 << 24, n = 0, total = 0;
+    int shards = 0;
+    size_t got, i;
+    uint32_t *buf;
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s.txt", dir, split);
+    if (!(f = fopen(path, "rb"))) {
+        pt__msg(err, errlen, "--data %s: cannot read %s", dir, path);
+        return;
+    }
+    if (!(buf = (uint32_t *)PT_MALLOC(sizeof(uint32_t) * (size_t)cap))) {
+        fclose(f);
+        pt__msg(err, errlen, "--data %s: out of memory", dir);
+        return;
+    }
+    do { /* every byte is a token; shards of at most 2^24 tokens, as tools/prepare_shards writes them */
+        got = fread(chunk, 1, sizeof chunk, f);
+        for (i = 0; i < got; i++) buf[n++] = chunk[i];
+        if (n && (n > cap - (int64_t)sizeof chunk || got == 0)) {
+            snprintf(path, sizeof path, "%s/%s_%06d.bin", dir, split, shards++);
+            if (pt_shard_write(ctx, path, PT_SHARD_PTRAIN, buf, n, 256) != PT_OK) {
+                pt__msg(err, errlen, "%s", pt_error(ctx));
+                break;
+            }
+            total += n, n = 0;
+        }
+    } while (got > 0);
+    fclose(f);
+    PT_FREE(buf);
+    if (!err[0] && total == 0) pt__msg(err, errlen, "--data %s: %s/%s.txt is empty", dir, dir, split);
+    if (!err[0]) printf("prepared %s/%s_*.bin: %lld tokens in %d shard(s) from %s.txt\n", dir, split, (long long)total, shards, split);
+}
+
+PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, uint64_t seed) {
+    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
+    pt_coords me = pt_dist_coords(d);
+    pt_layout lay = pt_dist_layout(d);
+    pt_loader_desc ld;
+    pt_shard_info info;
+    char err[PT__ERRLEN], path[1024];
+    const char *dir = r ? r->data : NULL;
+    pt_status st = PT_OK;
+    if (!ctx) return PT_ERR_ARG;
+    if (!r || !dir || !dir[0]) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_run_data: no data directory (--data DIR)"), PT_ERR_ARG);
+    err[0] = 0;
+    if (pt_dist_rank(d) == 0 && !pt__run_exists(dir, "train_000000.bin")) { /* rank 0 prepares, the others wait */
+        if (!pt__run_exists(dir, "train.txt") && r->prepare) {
+            printf("preparing the corpus: %s\n", r->prepare);
+            fflush(stdout);
+            if (system(r->prepare) != 0) pt__msg(err, sizeof err, "`%s` failed (for the fortunes corpus: is the Debian package 'fortunes' installed? make deps)", r->prepare);
+        }
+        if (err[0]) {
+        } else if (!pt__run_exists(dir, "train.txt") || !pt__run_exists(dir, "val.txt"))
+            pt__msg(err, sizeof err, "--data %s: expected token shards %s/train_000000.bin ... and val_*.bin (as tools/prepare_shards writes them) "
+                    "or text %s/train.txt and val.txt to make them from; found neither", dir, dir, dir);
+        else {
+            pt__run_shards(ctx, dir, "val", err, sizeof err); /* train last: its first shard marks the set complete */
+            if (!err[0]) pt__run_shards(ctx, dir, "train", err, sizeof err);
+            fflush(stdout);
+        }
+    }
+    pt_dist_agree_msg(d, !err[0], err, sizeof err); /* a barrier: the shards exist now if they can */
+    if (!err[0] && !pt__run_exists(dir, "val_000000.bin"))
+        pt__msg(err, sizeof err, "--data %s: expected validation shards %s/val_*.bin next to the train shards", dir, dir);
+    snprintf(path, sizeof path, "%s/train_000000.bin", dir);
+    if (!err[0] && pt_shard_info_read(ctx, path, &info) != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
+    if (!err[0]) { /* not recorded (llm.c's layout): GPT-2's vocabulary for llm.c, else all uint16 ids */
+        r->vocab = info.vocab > 0 ? info.vocab : info.format == PT_SHARD_LLMC ? 50257 : 65536;
+        memset(&ld, 0, sizeof ld);
+        ld.dir = dir, ld.prefix = "train_", ld.batch = batch, ld.seq = seq, ld.rank = me.dp, ld.ranks = lay.dp;
+        ld.seed = seed, ld.shuffle = 1, ld.prefetch = -1;
+        if (!(r->train = pt_loader_new(ctx, &ld)) || pt_loader_register(r->train, "data") != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
+        ld.prefix = "val_", ld.shuffle = 0, ld.prefetch = 0;
+        if (!err[0] && !(r->val = pt_loader_new(ctx, &ld))) pt__msg(err, sizeof err, "--data %s (validation): %s", dir, pt_error(ctx));
+    }
+    st = pt_status_get(ctx) != PT_OK ? pt_status_get(ctx) : PT_ERR_IO;
+    if (!pt_dist_agree_msg(d, !err[0], err, sizeof err)) {
+        pt_run_free(r);
+        pt_error_clear(ctx);
+        return (pt_status)(pt__fail(ctx, st, "%s", err), st);
+    }
+    if (pt_dist_rank(d) == 0) {
+        pt_loader_stats t = pt_loader_stats_get(r->train), v = pt_loader_stats_get(r->val);
+        printf("data: %s: %lld train tokens in %lld shard(s), %lld val tokens; vocabulary %d; %lld batches of %lld x %lld per epoch\n", dir,
+               (long long)t.tokens, (long long)t.shards, (long long)v.tokens, (int)r->vocab, (long long)t.batches_per_epoch, (long long)batch,
+               (long long)seq);
+        fflush(stdout);
+    }
+    return PT_OK;
+}
+
+PTDEF int pt_run_val_rewind(pt_run *r, int batches) {
+    pt_loader_state s;
+    int64_t per = pt_loader_stats_get(r ? r->val : NULL).batches_per_epoch;
+    if (!r || !r->val) return 0;
+    s = pt_loader_get_state(r->val);
+    s.epoch = 0, s.sample = 0, s.batches = 0;
+    if (pt_loader_set_state(r->val, &s) != PT_OK) return 0;
+    return batches < per ? batches : (int)per;
+}
+
+PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step) {
+    pt_ckpt_opts ck;
+    memset(&ck, 0, sizeof ck);
+    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model;
+    return pt_ckpt_save(ctx, o, r->ckpt_dir, step, &ck);
+}
+
+PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step) {
+    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
+    int root = pt_dist_rank(d) == 0;
+    int64_t k = 0;
+    if (first_step) *first_step = 0;
+    if (!ctx || !r) return PT_ERR_ARG;
+    /* --resume-if-any: a checkpoint is committed once DIR/latest names it (rank 0 looks, all agree) */
+    if (r->resume == 2 && !pt_dist_agree(d, !root || pt__run_exists(r->ckpt_dir, "latest"))) {
+        if (root) printf("no checkpoint in %s yet: starting at step 0\n", r->ckpt_dir);
+    } else if (r->resume) {
+        if (pt_ckpt_load(ctx, o, r->ckpt_dir, &k) != PT_OK) return pt_status_get(ctx);
+        if (root && k >= steps)
+            printf("resumed from %s at step %lld: the run is already complete (--steps %lld); nothing to train "
+                   "(raise --steps, or delete %s to start over)\n", r->ckpt_dir, (long long)k, (long long)steps, r->ckpt_dir);
+        else if (root) printf("resumed from %s at step %lld\n", r->ckpt_dir, (long long)k);
+    }
+    if (root) fflush(stdout);
+    if (first_step) *first_step = k;
+    pt__run_stopping = 0;
+    signal(SIGINT, pt__run_on_signal);
+    signal(SIGTERM, pt__run_on_signal);
+    return PT_OK;
+}
+
+PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps) {
+    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
+    int stop, saved = 0;
+    if (!ctx || !r) return -1;
+    stop = !pt_dist_agree(d, !pt__run_stopping); /* a signal may reach only some ranks */
+    if (r->ckpt_dir && ((r->ckpt_every > 0 && done % r->ckpt_every == 0) || done == steps || stop)) {
+        double t0 = pt_time();
+        if (pt_run_save(ctx, o, r, done) != PT_OK) return -1;
+        saved = 1;
+        if (pt_dist_rank(d) == 0) printf("checkpoint: step %lld saved to %s/step_%09lld (%.2f s)\n", (long long)done, r->ckpt_dir, (long long)done, pt_time() - t0);
+    }
+    if (stop && pt_dist_rank(d) == 0) {
+        if (!saved) printf("interrupted at step %lld; nothing saved (no --ckpt-dir)\n", (long long)done);
+        else {
+            printf("interrupted at step %lld; resume with: ", (long long)done);
+#ifdef PTRAIN_MPI
+            printf("mpirun -np %d ", pt_dist_size(d));
+#endif
+            if (!r->cmd[0]) printf("the same command with --resume\n");
+            else printf("%s%s\n", r->cmd, r->resume ? "" : " --resume");
+        }
+        fflush(stdout);
+    }
+    return stop;
+}
+
+PTDEF void pt_run_free(pt_run *r) {
+    if (!r) return;
+    pt_loader_free(r->train);
+    pt_loader_free(r->val);
+    r->train = r->val = NULL;
 }
 
 /* =================================================================================================

@@ -19,80 +19,26 @@
    (default 1f1b), --virtual-stages V (interleaved; default 2), --micro-batches M (default pp),
    --accum K (rounds of M micro-batches per optimizer step), --split balanced|equal|L0,L1,.. (layers
    per stage by hand), --bucket-kb N
-   (DP bucket size), --data DIR, --val-every N, --sample N (bytes to generate at the end),
-   --ckpt-dir DIR --ckpt-every N --resume (checkpoints as in 03: every rank writes its part; a run
-   may resume on another layout: DP size, ZeRO level, PP split or TP size). SIGINT / SIGTERM
-   on the ranks: they agree to stop after the current step, save together and exit 0.
+   (DP bucket size), --val-every N, --sample N (bytes to generate at the end), and the run's flags
+   as in 03: --data DIR (token shards, or text made into shards; each DP rank's loader reads its
+   slice of every global batch), --ckpt-dir DIR --ckpt-every N --resume / --resume-if-any (every
+   rank writes its part, the data stream's position included; a run may resume on another DP size,
+   ZeRO level, PP split or TP size). SIGINT / SIGTERM on the ranks (or on mpirun,
+   which forwards SIGTERM): they agree to stop after the current step, save together, rank 0 prints
+   the command that resumes, and they exit 0.
    Each step prints `step <n> loss <l> ...` (rank 0); the run ends with `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* SIGINT / SIGTERM only raise this flag; the ranks agree on it after every step */
-static volatile sig_atomic_t stop_requested = 0;
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
-
-/* the command line that continues this run: mpirun, argv as given (quoted where needed), --resume */
-static void print_resume(int world, int argc, char **argv) {
-    int i, has = 0;
-    printf("mpirun -np %d", world);
-    for (i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        has |= !strcmp(s, "--resume");
-        if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == strlen(s)) printf(" %s", s);
-        else {
-            printf(" '");
-            for (; *s; s++) *s == '\'' ? printf("'\\''") : putchar(*s);
-            putchar('\'');
-        }
-    }
-    printf("%s\n", has ? "" : " --resume");
-}
-
-typedef struct text {
-    unsigned char *bytes;
-    long n;
-} text;
-
-static int read_file(const char *path, text *t) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    fseek(f, 0, SEEK_END);
-    t->n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    t->bytes = (unsigned char *)malloc((size_t)t->n + 1);
-    if (!t->bytes || fread(t->bytes, 1, (size_t)t->n, f) != (size_t)t->n) {
-        fclose(f);
-        return -1;
-    }
-    fclose(f);
-    return 0;
-}
-
-/* the global batch of a step, the same windows as 03 (every rank draws all of them, keeps its own) */
-static void make_batch(const text *d, pt_rng *rng, int B, int T, int32_t *ids, int32_t *tg) {
-    int b, t;
-    for (b = 0; b < B; b++) {
-        long start = (long)(((uint64_t)pt_rng_u32(rng) << 20 ^ pt_rng_u32(rng)) % (uint64_t)(d->n - T - 1));
-        for (t = 0; t < T; t++) {
-            ids[b * T + t] = d->bytes[start + t];
-            tg[b * T + t] = d->bytes[start + t + 1];
-        }
-    }
-}
-
 /* what the stage function reads: the model, the current global batch and this rank's rows */
 typedef struct feed {
     pt_gpt *m;
-    const int32_t *ids, *tg;
-    int T, row0, rows, mbs; /* this round: rows [row0, row0 + rows) of the batch, in mbs micro-batches */
+    const int32_t *ids, *tg; /* this DP rank's rows of the global batch, the first being row base */
+    int T, base, row0, rows, mbs; /* this round: rows [row0, row0 + rows) of the batch, in mbs micro-batches */
     int gen;                /* generation: the last stage picks the next byte instead of a loss */
     float temperature;
     pt_rng rng;
@@ -138,14 +84,27 @@ static pt_tensor *stage_fn(pt_graph *g, int stage, int mb, pt_tensor *x, void *u
     pt_tensor *ids = NULL, *tg = NULL;
     shp[0] = rows, shp[1] = f->T;
     pt_graph_set_sample_offset(g, r0);
-    if (stage == 0) ids = pt_tensor_from(g, PT_I32, 2, shp, f->ids + (size_t)r0 * f->T);
+    if (stage == 0) ids = pt_tensor_from(g, PT_I32, 2, shp, f->ids + (size_t)(r0 - f->base) * f->T);
     if (!f->gen) {
-        if (last) tg = pt_tensor_from(g, PT_I32, 2, shp, f->tg + (size_t)r0 * f->T);
+        if (last) tg = pt_tensor_from(g, PT_I32, 2, shp, f->tg + (size_t)(r0 - f->base) * f->T);
         return pt_gpt_stage_fwd(g, f->m, stage, x, ids, tg);
     }
     if (stage == 0) x = pt_gpt_embed(g, f->m, ids);
     for (l = f->m->first[stage]; x && l < f->m->first[stage + 1]; l++) x = pt_gpt_block(g, f->m, l, x);
     return last ? pick_next(g, f, x) : x;
+}
+
+/* mean loss over the first batches of the validation stream: each DP rank its rows, the whole
+   pipeline forward-only (pt_pp_eval averages over micro-batches and DP ranks) */
+static float val_loss(pt_pp *pp, feed *f, pt_run *run, int per, int32_t *ids, int32_t *tg, int batches) {
+    int j, n = pt_run_val_rewind(run, batches);
+    float vl = 0;
+    f->rows = per, f->row0 = f->base;
+    for (j = 0; j < n; j++) {
+        if (pt_loader_next(run->val, ids, tg) != PT_OK) return NAN;
+        vl += pt_pp_eval(pp) / (float)n;
+    }
+    return vl;
 }
 
 static int flag_kind(const char *v) {
@@ -154,22 +113,20 @@ static int flag_kind(const char *v) {
 
 int main(int argc, char **argv) {
     pt_args a;
+    pt_run run;
     pt_layout lay = {0, 1, 1, 0};
-    char err[1024], path[512];
-    const char *data = "data/fortunes", *ckpt_dir = NULL;
-    int ckpt_every = 0, resume = 0, argc0 = argc;
-    char **argv0 = (char **)malloc(sizeof(char *) * (size_t)(argc + 1)); /* argv as given (pt_args_parse reorders it) */
+    char err[1024];
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
     int hier = 0, compress = 0;
     const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
     int i, rank, fail = 0, stop = 0;
-    text train = {0, 0}, val = {0, 0};
     pt_dist *d;
-    if (!argv0) return 1;
-    memcpy(argv0, argv, sizeof(char *) * (size_t)(argc + 1));
+    memset(&run, 0, sizeof run);
+    run.data = "data/fortunes", run.prepare = "sh tools/prepare_text.sh data/fortunes";
     memset(&a, 0, sizeof a);
     a.steps = 600, a.seed = 1337, a.batch = 16, a.seq = 256, a.layers = 4, a.width = 256, a.heads = 8, a.lr = 2e-3f;
-    argc = pt_args_parse(&a, argc, argv, err, sizeof err);
+    argc = pt_run_parse(&run, argc, argv, err, sizeof err); /* first: it records the command line as given */
+    if (argc >= 0) argc = pt_args_parse(&a, argc, argv, err, sizeof err);
     if (argc < 0) {
         fprintf(stderr, "07_gpt_3d: %s (try --help)\n", err);
         return 2;
@@ -180,14 +137,9 @@ int main(int argc, char **argv) {
             hier = 1;
             continue;
         }
-        if (!strcmp(f, "--resume")) {
-            resume = 1;
-            continue;
-        }
         int *num = !strcmp(f, "--dp") ? &lay.dp : !strcmp(f, "--tp") ? &lay.tp : !strcmp(f, "--pp") ? &lay.pp : !strcmp(f, "--zero") ? &zero
                  : !strcmp(f, "--virtual-stages") ? &vstages : !strcmp(f, "--micro-batches") ? &mbs : !strcmp(f, "--accum") ? &accum
-                 : !strcmp(f, "--val-every") ? &val_every : !strcmp(f, "--sample") ? &sample : !strcmp(f, "--bucket-kb") ? &bucket_kb
-                 : !strcmp(f, "--ckpt-every") ? &ckpt_every : NULL;
+                 : !strcmp(f, "--val-every") ? &val_every : !strcmp(f, "--sample") ? &sample : !strcmp(f, "--bucket-kb") ? &bucket_kb : NULL;
         if (!v) {
             fprintf(stderr, "07_gpt_3d: unknown flag or missing value: '%s' (try --help)\n", f);
             return 2;
@@ -212,10 +164,6 @@ int main(int argc, char **argv) {
             }
             balanced = !strcmp(v, "balanced");
             if (strcmp(v, "balanced") && strcmp(v, "equal")) stage_layers = v;
-        } else if (!strcmp(f, "--data")) {
-            data = v;
-        } else if (!strcmp(f, "--ckpt-dir")) {
-            ckpt_dir = v;
         } else if (!strcmp(f, "--compress")) {
             if (strcmp(v, "bf16") && strcmp(v, "none")) {
                 fprintf(stderr, "07_gpt_3d: --compress expects bf16 or none, found '%s'\n", v);
@@ -240,17 +188,10 @@ int main(int argc, char **argv) {
                       "  --accum K             rounds per optimizer step (1)\n"
                       "  --split S             balanced (by FLOPs), equal, or layers per stage, e.g. 3,1 (balanced)\n"
                       "  --bucket-kb N         data-parallel bucket size in KiB (0 = 25 MiB)\n"
-                      "  --data DIR            train.txt/val.txt directory (data/fortunes)\n"
                       "  --val-every N         validation interval (100)\n"
-                      "  --sample N            bytes to generate at the end (300)\n"
-                      "  --ckpt-dir DIR        checkpoint directory, shared by all ranks (none)\n"
-                      "  --ckpt-every N        save every N steps (0 = only when interrupted)\n"
-                      "  --resume              continue from the newest valid checkpoint of --ckpt-dir");
+                      "  --sample N            bytes to generate at the end (300)");
+        pt_run_usage(&run);
         return 0;
-    }
-    if (resume && !ckpt_dir) {
-        fprintf(stderr, "07_gpt_3d: --resume needs --ckpt-dir DIR (the directory the checkpoints were saved to)\n");
-        return 2;
     }
     if (zero > 2) {
         fprintf(stderr, "07_gpt_3d: --zero expects 0, 1 or 2, found %d\n", zero);
@@ -266,23 +207,7 @@ int main(int argc, char **argv) {
     lay = pt_dist_layout(d);
     rank = pt_dist_rank(d);
     if (mbs == 0) mbs = lay.pp;
-    /* the data: rank 0 prepares the corpus if needed, then everyone reads it */
-    snprintf(path, sizeof path, "%s/train.txt", data);
-    if (rank == 0 && read_file(path, &train) != 0 && !strcmp(data, "data/fortunes")) {
-        printf("preparing the corpus: sh tools/prepare_text.sh data/fortunes\n");
-        fflush(stdout);
-        if (system("sh tools/prepare_text.sh data/fortunes") != 0)
-            fprintf(stderr, "07_gpt_3d: tools/prepare_text.sh failed (is the Debian package 'fortunes' installed? make deps)\n");
-    }
-    free(train.bytes);
-    train.bytes = NULL;
-    pt_dist_agree(d, 1); /* a barrier: the corpus exists now if it can */
     err[0] = 0;
-    if (read_file(path, &train) != 0) snprintf(err, sizeof err, "cannot read %s (prepare it with tools/prepare_text.sh %s)", path, data);
-    snprintf(path, sizeof path, "%s/val.txt", data);
-    if (!err[0] && read_file(path, &val) != 0) snprintf(err, sizeof err, "cannot read %s", path);
-    if (!err[0] && (train.n < a.seq + 2 || val.n < a.seq + 2))
-        snprintf(err, sizeof err, "the corpus is too small: train %ld and val %ld bytes, need more than --seq %lld + 1", train.n, val.n, (long long)a.seq);
     if (!err[0] && (a.batch % lay.dp || (a.batch / lay.dp) % ((int64_t)mbs * accum)))
         snprintf(err, sizeof err, "--batch %lld must split over dp = %d ranks and then into --accum %d x --micro-batches %d equal parts "
                  "(batch per DP rank %lld)", (long long)a.batch, lay.dp, accum, mbs, (long long)(a.batch / lay.dp));
@@ -306,20 +231,24 @@ int main(int argc, char **argv) {
         int B = (int)a.batch, T = (int)a.seq, nst = lay.pp * vstages, mine[256], nmine = 0, s;
         int32_t first[257];
         int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
-        int64_t step, first_step = 0, saved = -1, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
+        int64_t step, first_step = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
         double flops;
         feed f;
         f.row = NULL; /* freed at done: */
-        pt_ckpt_opts ck;
         memset(&desc, 0, sizeof desc);
         desc.seed = (uint64_t)a.seed, desc.device = a.device, desc.dist = d;
         ctx = pt_init(&desc);
-        memset(&cfg, 0, sizeof cfg);
-        cfg.vocab = 256, cfg.max_seq = T, cfg.layers = (int)a.layers, cfg.width = (int)a.width, cfg.heads = (int)a.heads;
         err[0] = 0;
         if (!ctx) snprintf(err, sizeof err, "cannot use device '%s' (the reason is logged above)", a.device ? a.device : "cpu");
         else if (!ids || !tg) snprintf(err, sizeof err, "out of memory");
-        else if (nst > 256 || nst > cfg.layers)
+        /* the data: token shards (made from the text the first time); each DP rank's loader reads its
+           slice of every global batch, so any layout sees the data of 03 */
+        if (pt_dist_agree_msg(d, !err[0], err, sizeof err) && pt_run_data(ctx, &run, B, T, (uint64_t)a.seed) != PT_OK)
+            snprintf(err, sizeof err, "%s", pt_error(ctx));
+        memset(&cfg, 0, sizeof cfg);
+        cfg.vocab = run.vocab, cfg.max_seq = T, cfg.layers = (int)a.layers, cfg.width = (int)a.width, cfg.heads = (int)a.heads;
+        if (err[0]) {
+        } else if (nst > 256 || nst > cfg.layers)
             snprintf(err, sizeof err, "%d layers cannot fill pp x virtual stages = %d x %d stages (need at least one layer each)", cfg.layers, lay.pp, vstages);
         else if (stage_layers) { /* the split by hand: layers per stage, checked */
             const char *c = stage_layers;
@@ -386,29 +315,31 @@ int main(int argc, char **argv) {
             if (lay.pp > 1) pt_pp_schedule_print(pt_pp_get_schedule(pp), NULL);
             fflush(stdout);
         }
-        memset(&ck, 0, sizeof ck);
-        ck.keep_last = 3, ck.model = &cfg;
-        if (resume) { /* collective: every rank loads its parameters, moments (or ZeRO shard) and the step */
-            if (pt_ckpt_load(ctx, opt, ckpt_dir, &first_step) != PT_OK) {
-                if (rank == 0) fprintf(stderr, "07_gpt_3d: cannot resume from %s: %s\n", ckpt_dir, pt_error(ctx));
-                fail = 1;
-                goto done;
-            }
-            saved = first_step;
-            if (rank == 0) printf("resumed from %s at step %lld\n", ckpt_dir, (long long)first_step);
+        /* --resume (collective: every rank loads its parameters, moments or ZeRO shard, the step and
+           the data stream's position); from here on SIGINT / SIGTERM stop the run after a step */
+        run.model = &cfg;
+        if (pt_run_start(ctx, opt, &run, a.steps, &first_step) != PT_OK) {
+            if (rank == 0) fprintf(stderr, "07_gpt_3d: cannot resume from %s: %s\n", run.ckpt_dir, pt_error(ctx));
+            fail = 1;
+            goto done;
         }
-        signal(SIGINT, on_signal);
-        signal(SIGTERM, on_signal);
-        for (step = first_step; step < last; step++) {
-            pt_rng rng = pt_rng_seed((uint64_t)a.seed * 1000003u + (uint64_t)step); /* data order: a function of (seed, step), as in 03 */
+        f.ids = ids, f.tg = tg, f.base = me.dp * (B / lay.dp);
+        for (step = first_step; step < last && !stop; step++) {
             double t0 = pt_time(), dt;
             float lr = pt_lr_at(&sched, step), loss = 0, norm;
             int k, per = B / lay.dp;
-            make_batch(&train, &rng, B, T, ids, tg);
-            f.ids = ids, f.tg = tg, f.gen = 0, f.T = T;
+            if (pt_loader_next(run.train, ids, tg) != PT_OK) { /* this DP rank's rows of the global batch */
+                fprintf(stderr, "07_gpt_3d: rank %d: %s\n", rank, pt_error(ctx));
+                fail = 1;
+            }
+            if (!pt_dist_agree(d, !fail)) {
+                fail = 1;
+                break;
+            }
+            f.gen = 0, f.T = T;
             pt_zero_grad(ctx);
             for (k = 0; k < accum; k++) {
-                f.rows = per / accum, f.row0 = me.dp * per + k * f.rows;
+                f.rows = per / accum, f.row0 = f.base + k * f.rows;
                 loss += pt_pp_step(pp, k, accum) / (float)accum;
             }
             norm = pt_optim_step(opt, lr);
@@ -420,66 +351,34 @@ int main(int argc, char **argv) {
             }
             if (rank == 0) {
                 pt_pp_stats st = pt_pp_stats_get(pp);
-                printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f gflops %.1f bubble %.3f\n", (long long)step, loss, lr, norm,
-                       dt * 1e3, B * T / dt, flops / dt * 1e-9, st.bubble);
+                printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f gflops %.1f bubble %.3f data_ms %.2f\n", (long long)step, loss, lr,
+                       norm, dt * 1e3, B * T / dt, flops / dt * 1e-9, st.bubble, pt_loader_stats_get(run.train).last_wait_s * 1e3);
                 fflush(stdout);
             }
             if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last) {
-                float vl = 0;
-                int nb = 16, b, t, j;
-                long stride = (val.n - T - 1) / ((long)nb * B);
-                for (j = 0; j < nb; j++) {
-                    for (b = 0; b < B; b++)
-                        for (t = 0; t < T; t++) {
-                            long st0 = ((long)j * B + b) * stride;
-                            ids[b * T + t] = val.bytes[st0 + t], tg[b * T + t] = val.bytes[st0 + t + 1];
-                        }
-                    f.rows = per, f.row0 = me.dp * per;
-                    vl += pt_pp_eval(pp) / (float)nb;
-                }
+                float vl = val_loss(pp, &f, &run, per, ids, tg, 16);
                 if (rank == 0) printf("val step %lld val_loss %.4f\n", (long long)(step + 1), vl);
             }
-            /* the ranks agree to stop (a signal may reach only some of them), then save together; a
-               checkpoint of step k holds the state after k optimizer steps */
-            stop = !pt_dist_agree(d, !stop_requested);
-            if (ckpt_dir && ((ckpt_every > 0 && (step + 1) % ckpt_every == 0) || stop)) {
-                if (pt_ckpt_save(ctx, opt, ckpt_dir, step + 1, &ck) != PT_OK) {
-                    if (rank == 0) fprintf(stderr, "07_gpt_3d: saving the checkpoint of step %lld failed: %s\n", (long long)(step + 1), pt_error(ctx));
-                    fail = 1;
-                    break;
-                }
-                saved = step + 1;
-            }
-            if (stop) {
-                if (rank == 0 && saved == step + 1) {
-                    printf("interrupted at step %lld; resume with: ", (long long)(step + 1));
-                    print_resume(pt_dist_size(d), argc0, argv0);
-                } else if (rank == 0) printf("interrupted at step %lld; nothing saved (no --ckpt-dir)\n", (long long)(step + 1));
-                fflush(stdout);
+            /* the ranks agree to stop (a signal may reach only some of them), then save together when
+               due; a checkpoint of step k holds the state after k optimizer steps */
+            if ((stop = pt_run_step_end(ctx, opt, &run, step + 1, a.steps)) < 0) {
+                if (rank == 0) fprintf(stderr, "07_gpt_3d: saving the checkpoint of step %lld failed: %s\n", (long long)(step + 1), pt_error(ctx));
+                fail = 1;
                 break;
             }
         }
         if (!fail && !stop) {
-            float vl = 0;
-            int nb = 32, b, t, j, per = B / lay.dp;
-            long stride = (val.n - T - 1) / ((long)nb * B);
-            for (j = 0; j < nb; j++) {
-                for (b = 0; b < B; b++)
-                    for (t = 0; t < T; t++) {
-                        long st0 = ((long)j * B + b) * stride;
-                        ids[b * T + t] = val.bytes[st0 + t], tg[b * T + t] = val.bytes[st0 + t + 1];
-                    }
-                f.rows = per, f.row0 = me.dp * per, f.mbs = mbs;
-                vl += pt_pp_eval(pp) / (float)nb;
-            }
+            pt_loader_stats ls = pt_loader_stats_get(run.train);
+            float vl = val_loss(pp, &f, &run, B / lay.dp, ids, tg, 32);
+            if (rank == 0 && ls.batches) printf("data: rank 0 waited %.1f ms in all, %.3f ms per batch\n", ls.wait_s * 1e3, ls.wait_s * 1e3 / (double)ls.batches);
             if (rank == 0) printf("val_loss %.4f\n", vl);
         }
-        if (!fail && !stop && sample > 0 && gen) {
+        if (!fail && !stop && sample > 0 && gen && cfg.vocab <= 256) {
             /* generation through the pipeline: one sequence, forward-only, the last stage picks a
                byte and the pipeline's last rank shares it */
             int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
             out[0] = '\n';
-            f.gen = 1, f.temperature = 0.8f, f.rng = pt_rng_seed((uint64_t)a.seed), f.mbs = 1, f.row0 = 0, f.rows = 1;
+            f.gen = 1, f.temperature = 0.8f, f.rng = pt_rng_seed((uint64_t)a.seed), f.mbs = 1, f.base = f.row0 = 0, f.rows = 1;
             for (i = 1; i <= sample; i++) {
                 int n = i < T ? i : T;
                 f.T = n, f.ids = out + i - n;
@@ -497,6 +396,7 @@ int main(int argc, char **argv) {
             free(out);
         }
     done:
+        pt_run_free(&run);
         free(f.row);
         pt_pp_free(gen);
         pt_pp_free(pp);
@@ -507,9 +407,6 @@ int main(int argc, char **argv) {
         free(ids);
         free(tg);
     }
-    free(train.bytes);
-    free(val.bytes);
     pt_dist_finalize(d);
-    free(argv0);
     return fail;
 }

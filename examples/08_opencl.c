@@ -15,7 +15,10 @@
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
    --device; here the device defaults to opencl, --device cpu runs the same program on the CPU),
-   --data DIR (default data/fortunes), --val-every N, --sample N (bytes to generate at the end). Each step prints
+   --val-every N, --sample N (bytes to generate at the end), and the run's flags as in 03: --data DIR
+   (token shards, or text made into shards; default data/fortunes), --ckpt-dir DIR --ckpt-every N
+   --resume / --resume-if-any (a checkpoint saved on the device resumes on the CPU and back), and
+   SIGINT / SIGTERM finish the step, save and print how to resume. Each step prints
    `step <n> loss <l> ...`; then the transfers of a step by kind, `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
@@ -24,51 +27,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct text {
-    unsigned char *bytes;
-    long n;
-} text;
-
-static int read_file(const char *path, text *t) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    fseek(f, 0, SEEK_END);
-    t->n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    t->bytes = (unsigned char *)malloc((size_t)t->n + 1);
-    if (!t->bytes || fread(t->bytes, 1, (size_t)t->n, f) != (size_t)t->n) {
-        fclose(f);
-        return -1;
-    }
-    fclose(f);
-    return 0;
-}
-
-/* B windows of T+1 bytes at positions drawn from rng (as in 03, so the losses match 03's) */
-static void make_batch(const text *d, pt_rng *rng, int B, int T, int32_t *ids, int32_t *tg) {
-    int b, t;
-    for (b = 0; b < B; b++) {
-        long start = (long)(((uint64_t)pt_rng_u32(rng) << 20 ^ pt_rng_u32(rng)) % (uint64_t)(d->n - T - 1));
-        for (t = 0; t < T; t++) {
-            ids[b * T + t] = d->bytes[start + t];
-            tg[b * T + t] = d->bytes[start + t + 1];
-        }
-    }
-}
-
-/* mean loss over fixed, evenly spaced windows of the validation text (no gradients kept) */
-static float eval_loss(pt_graph *g, const pt_gpt *m, const text *val, int B, int T, int batches, int32_t *ids, int32_t *tg) {
+/* mean loss over the first batches of the validation stream (in order, no gradients kept) */
+static float eval_loss(pt_graph *g, const pt_gpt *m, pt_run *run, int B, int T, int batches, int32_t *ids, int32_t *tg) {
     double sum = 0;
-    int k, b, t, nb = 0;
-    long stride = (val->n - T - 1) / ((long)batches * B);
+    int k, nb = 0, n = pt_run_val_rewind(run, batches);
     pt_graph_set_grad(g, 0);
     pt_graph_set_training(g, 0);
-    for (k = 0; k < batches && stride > 0; k++, nb++) {
+    for (k = 0; k < n; k++, nb++) {
         pt_tensor *x, *y, *loss;
-        for (b = 0; b < B; b++) {
-            long start = ((long)k * B + b) * stride;
-            for (t = 0; t < T; t++) ids[b * T + t] = val->bytes[start + t], tg[b * T + t] = val->bytes[start + t + 1];
-        }
+        if (pt_loader_next(run->val, ids, tg) != PT_OK) break;
         pt_graph_reset(g);
         x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
         y = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
@@ -95,21 +62,22 @@ static void print_transfers(const char *what, const pt_transfers *x, int steps) 
 
 int main(int argc, char **argv) {
     pt_args a;
-    char err[256], path[512], list[2048];
-    const char *data = "data/fortunes";
+    pt_run run;
+    char err[256], list[2048];
     int sample = 200, val_every = 100, i;
-    text train = {0, 0}, val = {0, 0};
+    memset(&run, 0, sizeof run);
+    run.data = "data/fortunes", run.prepare = "sh tools/prepare_text.sh data/fortunes";
     memset(&a, 0, sizeof a);
     a.steps = 600, a.seed = 1337, a.batch = 16, a.seq = 256, a.layers = 4, a.width = 256, a.heads = 8, a.lr = 2e-3f;
     a.device = "opencl";
-    argc = pt_args_parse(&a, argc, argv, err, sizeof err);
+    argc = pt_run_parse(&run, argc, argv, err, sizeof err); /* first: it records the command line as given */
+    if (argc >= 0) argc = pt_args_parse(&a, argc, argv, err, sizeof err);
     if (argc < 0) {
         fprintf(stderr, "08_opencl: %s (try --help)\n", err);
         return 2;
     }
     for (i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
-        else if (!strcmp(argv[i], "--sample") && i + 1 < argc) sample = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--sample") && i + 1 < argc) sample = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--val-every") && i + 1 < argc) val_every = atoi(argv[++i]);
         else {
             fprintf(stderr, "08_opencl: unknown flag '%s' (try --help)\n", argv[i]);
@@ -117,26 +85,9 @@ int main(int argc, char **argv) {
         }
     }
     if (a.help) {
-        pt_args_usage(&a, "08_opencl", "  --data DIR      train.txt/val.txt directory (data/fortunes)\n  --val-every N   validation interval (100)\n  --sample N      bytes to generate at the end (200)");
+        pt_args_usage(&a, "08_opencl", "  --val-every N   validation interval (100)\n  --sample N      bytes to generate at the end (200)");
+        pt_run_usage(&run);
         return 0;
-    }
-    snprintf(path, sizeof path, "%s/train.txt", data);
-    if (read_file(path, &train) != 0 && !strcmp(data, "data/fortunes")) {
-        printf("preparing the corpus: sh tools/prepare_text.sh data/fortunes\n");
-        fflush(stdout);
-        if (system("sh tools/prepare_text.sh data/fortunes") != 0) {
-            fprintf(stderr, "08_opencl: tools/prepare_text.sh failed (is the Debian package 'fortunes' installed? make deps)\n");
-            return 1;
-        }
-    }
-    if (!train.bytes && read_file(path, &train) != 0) {
-        fprintf(stderr, "08_opencl: cannot read %s (expected a text file; prepare it with tools/prepare_text.sh %s)\n", path, data);
-        return 1;
-    }
-    snprintf(path, sizeof path, "%s/val.txt", data);
-    if (read_file(path, &val) != 0 || train.n < a.seq + 2 || val.n < a.seq + 2) {
-        fprintf(stderr, "08_opencl: cannot read %s, or the corpus is shorter than --seq %lld + 1\n", path, (long long)a.seq);
-        return 1;
     }
     {
         pt_desc d;
@@ -149,9 +100,9 @@ int main(int argc, char **argv) {
         pt_lr_schedule sched;
         pt_graph *g;
         pt_transfers first, rest;
-        int B = (int)a.batch, T = (int)a.seq;
+        int B = (int)a.batch, T = (int)a.seq, stop = 0;
         int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
-        int64_t step, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
+        int64_t step, first_step = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
 
         /* 1. The device: the only line that differs from 03. pt_init fails (and says why: no
               OpenCL driver, no such device, a build without -DPTRAIN_OPENCL) if it cannot open it. */
@@ -171,9 +122,13 @@ int main(int argc, char **argv) {
         else
             printf("device: cpu, %d threads\n", pt_threads(ctx));
 
-        /* 2. The model, optimizer and schedule of 03, unchanged. */
+        /* 2. The data, model, optimizer and schedule of 03, unchanged. */
+        if (pt_run_data(ctx, &run, B, T, (uint64_t)a.seed) != PT_OK) {
+            fprintf(stderr, "08_opencl: %s\n", pt_error(ctx));
+            return 1;
+        }
         memset(&cfg, 0, sizeof cfg);
-        cfg.vocab = 256, cfg.max_seq = T, cfg.layers = (int)a.layers, cfg.width = (int)a.width, cfg.heads = (int)a.heads;
+        cfg.vocab = run.vocab, cfg.max_seq = T, cfg.layers = (int)a.layers, cfg.width = (int)a.width, cfg.heads = (int)a.heads;
         m = pt_gpt_new(ctx, &cfg);
         memset(&od, 0, sizeof od);
         od.kind = PT_OPTIM_ADAMW, od.lr = a.lr, od.beta1 = 0.9f, od.beta2 = 0.95f, od.weight_decay = 0.1f, od.clip_norm = 1.0f;
@@ -188,15 +143,22 @@ int main(int argc, char **argv) {
                (long long)pt_param_numel(ctx), B, T, pt_backend_name(ctx));
         memset(&first, 0, sizeof first);
         memset(&rest, 0, sizeof rest);
+        run.model = &cfg;
+        if (pt_run_start(ctx, opt, &run, a.steps, &first_step) != PT_OK) { /* --resume, and SIGINT / SIGTERM caught */
+            fprintf(stderr, "08_opencl: cannot resume from %s: %s\n", run.ckpt_dir, pt_error(ctx));
+            return 1;
+        }
 
         /* 3. The training loop of 03. pt_transfer_reset / pt_transfer_stats bracket each step. */
-        for (step = 0; step < last; step++) {
-            pt_rng rng = pt_rng_seed((uint64_t)a.seed * 1000003u + (uint64_t)step);
+        for (step = first_step; step < last && !stop; step++) {
             double t0 = pt_time(), dt;
             float lr = pt_lr_at(&sched, step), loss, norm;
             pt_tensor *x, *y, *l;
             pt_transfers s;
-            make_batch(&train, &rng, B, T, ids, tg);
+            if (pt_loader_next(run.train, ids, tg) != PT_OK) {
+                fprintf(stderr, "08_opencl: %s\n", pt_error(ctx));
+                return 1;
+            }
             pt_transfer_reset(ctx);
             pt_graph_reset(g);
             pt_graph_set_sample_offset(g, step * B);
@@ -214,7 +176,7 @@ int main(int argc, char **argv) {
             norm = pt_optim_step(opt, lr);
             dt = pt_time() - t0;
             s = pt_transfer_stats(ctx);
-            if (step == 0) first = s;
+            if (step == first_step) first = s;
             else {
                 int k;
                 for (k = 0; k < PT_XFER_KINDS; k++) {
@@ -223,18 +185,24 @@ int main(int argc, char **argv) {
                 }
                 rest.h2d_total_count += s.h2d_total_count, rest.d2h_total_count += s.d2h_total_count;
             }
-            printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f copies %lld in %lld out\n", (long long)step, loss, lr, norm, dt * 1e3,
-                   B * T / dt, (long long)s.h2d_total_count, (long long)s.d2h_total_count);
+            printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f copies %lld in %lld out data_ms %.2f\n", (long long)step, loss, lr, norm,
+                   dt * 1e3, B * T / dt, (long long)s.h2d_total_count, (long long)s.d2h_total_count, pt_loader_stats_get(run.train).last_wait_s * 1e3);
             fflush(stdout);
             if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last)
-                printf("val step %lld val_loss %.4f\n", (long long)(step + 1), eval_loss(g, m, &val, B, T, 16, ids, tg));
+                printf("val step %lld val_loss %.4f\n", (long long)(step + 1), eval_loss(g, m, &run, B, T, 16, ids, tg));
+            /* checkpoints (pt_run_step_end saves when due) and a stop asked by a signal */
+            if ((stop = pt_run_step_end(ctx, opt, &run, step + 1, a.steps)) < 0) {
+                fprintf(stderr, "08_opencl: saving the checkpoint of step %lld failed: %s\n", (long long)(step + 1), pt_error(ctx));
+                return 1;
+            }
         }
-        print_transfers("of step 0", &first, 1);
-        if (last > 1) print_transfers("of the later steps", &rest, (int)(last - 1));
+        if (stop) last = step; /* the steps that ran */
+        if (last > first_step) print_transfers(first_step ? "of the first step after resuming" : "of step 0", &first, 1);
+        if (last > first_step + 1) print_transfers("of the later steps", &rest, (int)(last - first_step - 1));
 
         /* 4. Validation loss on fixed windows, then a sample (both run on the device too). */
-        printf("val_loss %.4f\n", eval_loss(g, m, &val, B, T, 32, ids, tg));
-        if (sample > 0) {
+        if (!stop) printf("val_loss %.4f\n", eval_loss(g, m, &run, B, T, 32, ids, tg));
+        if (!stop && sample > 0 && cfg.vocab <= 256) {
             int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
             int32_t prompt = '\n';
             if (out && pt_gpt_generate(m, g, &prompt, 1, sample, 0.8f, (uint64_t)a.seed, out) == PT_OK) {
@@ -244,6 +212,7 @@ int main(int argc, char **argv) {
             }
             free(out);
         }
+        pt_run_free(&run);
         pt_optim_free(opt);
         pt_graph_free(g);
         pt_gpt_free(m);
@@ -251,7 +220,5 @@ int main(int argc, char **argv) {
         free(ids);
         free(tg);
     }
-    free(train.bytes);
-    free(val.bytes);
     return 0;
 }

@@ -4,8 +4,11 @@
 # command-line convention (step lines, --stop-after, val_loss, bad flags) and the data tools; the
 # MPI tutorials (04, 05, 06) run their Run: lines verbatim and must end with their equality checks;
 # 07 (its Run: line shortened by later flags, and four more layouts) must reproduce 03's losses.
-# Checkpoints (03 and 07): a run stopped and resumed prints the uninterrupted run's losses; SIGINT
-# stops 03 after a step with a checkpoint and the command that resumes it.
+# Data: --data DIR with text only gets its token shards made, a directory with neither is a clear
+# error. Checkpoints (03, 07, 08): a run stopped and resumed prints the uninterrupted run's losses
+# (08: saved on OpenCL or the CPU, resumed on the CPU); --resume-if-any starts fresh, resumes, or
+# says the run is complete; SIGINT stops 03, SIGTERM sent to mpirun stops 07 (dp 2), each after a
+# step with a checkpoint and the command that resumes it. 09 runs its Run: lines verbatim.
 # --device: 02 and 03 (built without OpenCL) give a clear error for opencl; 08 (the OpenCL tutorial)
 # matches 03 on the CPU and, where attention runs on OpenCL, on the device.
 # Prints PASS/FAIL lines and "N passed, N failed".
@@ -111,8 +114,25 @@ if [ $rc -ne 0 ] && grep -q -- '--steps' "$W/03bad.log"; then pass "03_gpt: a ba
 else fail "03_gpt --steps x: exit $rc, '$(cat "$W/03bad.log")'"; fi
 ./build/03_gpt --data "$W/nosuch" >"$W/03nodata.log" 2>&1
 rc=$?
-if [ $rc -ne 0 ] && grep -q "nosuch" "$W/03nodata.log"; then pass "03_gpt: a missing corpus is a clear error naming the path"
+if [ $rc -ne 0 ] && grep -q "nosuch" "$W/03nodata.log" && grep -q "expected token shards" "$W/03nodata.log"; then
+    pass "03_gpt: a missing corpus is a clear error naming the path and what was expected"
 else fail "03_gpt --data nosuch: exit $rc, '$(cat "$W/03nodata.log")'"; fi
+if [ -f "$W/corpus/train_000000.bin" ] && [ -f "$W/corpus/val_000000.bin" ] && grep -q '^data: .* vocabulary 256;' "$W/03full.log" &&
+    grep -q '^step 0 loss .* data_ms [0-9.]*$' "$W/03full.log"; then
+    pass "03_gpt --data (text only): token shards made next to the text, vocabulary 256 from their header, data wait in the step line"
+else fail "03_gpt shards from text: $(ls "$W/corpus" | tr '\n' ' '); $(grep '^data:' "$W/03full.log")"; fi
+# --resume-if-any: an empty directory starts at step 0 (the run of 03full), a second run resumes at the
+# end and says the run is complete; plain --resume from nothing stays an error (above)
+rm -rf "$W/ck03any"
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03any" --resume-if-any >"$W/03any1.log" 2>&1
+rc1=$?
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03any" --resume-if-any >"$W/03any2.log" 2>&1
+rc2=$?
+if [ $rc1$rc2 = 00 ] && grep -q "^no checkpoint in $W/ck03any yet: starting at step 0" "$W/03any1.log" &&
+    [ "$(loss_lines "$W/03any1.log" 0 9)" = "$(loss_lines "$W/03full.log" 0 9)" ] && [ -d "$W/ck03any/step_000000006" ] &&
+    grep -q "^resumed from $W/ck03any at step 6: the run is already complete" "$W/03any2.log" && ! grep -q '^step ' "$W/03any2.log"; then
+    pass "03_gpt --resume-if-any: starts at 0 in an empty directory (same losses), saves the last step, then says the run is complete"
+else fail "03_gpt --resume-if-any: exit $rc1/$rc2; $(head -c 300 "$W/03any2.log")"; fi
 
 # 3b. --device: a build without OpenCL says so; 08 (OpenCL compiled in) runs 03's model: on the CPU
 #     with 03's losses exactly, on OpenCL within 1e-4 (once attention runs there), with its
@@ -128,6 +148,14 @@ rc=$?
 if [ $rc -eq 0 ] && [ "$(grep '^step ' "$W/08cpu.log" | awk '{print $4}' | tr '\n' ' ')" = "$ref3" ] && grep -q '^transfers of step 0: none' "$W/08cpu.log"; then
     pass "08_opencl --device cpu: 03's first 3 losses (bit-identical), no transfers"
 else fail "08_opencl --device cpu: exit $rc; losses '$(grep '^step ' "$W/08cpu.log" | awk '{print $4}' | tr '\n' ' ')' vs 03's '$ref3'"; fi
+rm -rf "$W/ck08"
+./build/08_opencl $small --steps 6 --stop-after 3 --device cpu --ckpt-dir "$W/ck08" --ckpt-every 3 >"$W/08ck1.log" 2>&1
+./build/08_opencl $small --steps 6 --device cpu --ckpt-dir "$W/ck08" --resume >"$W/08ck2.log" 2>&1
+rc=$?
+a=$(loss_lines "$W/03full.log" 3 5)
+if [ $rc -eq 0 ] && grep -q "^resumed from $W/ck08 at step 3\$" "$W/08ck2.log" && [ -n "$a" ] && [ "$(loss_lines "$W/08ck2.log" 0 9)" = "$a" ]; then
+    pass "08_opencl --ckpt-every 3 --stop-after 3, then --resume: steps 3..5 are 03's"
+else fail "08_opencl checkpoint/resume: exit $rc; '$(loss_lines "$W/08ck2.log" 0 9 | tr '\n' ' ')' vs '$(echo $a)'"; fi
 timeout 300 ./build/08_opencl $small --steps 6 --stop-after 3 >"$W/08cl.log" 2>&1
 rc=$?
 got=$(grep '^step ' "$W/08cl.log" | awk '{print $4}' | tr '\n' ' ')
@@ -253,6 +281,51 @@ if command -v mpirun >/dev/null 2>&1; then
             pass "07_gpt_3d stop at 3, resume on $*: steps 3..5 bit-identical to the uninterrupted run"
         else fail "07_gpt_3d resume ($pair): exit $(cat "$W/07ck_$2.rc"); '$(loss_lines "$W/07ck_$2.log" 0 9 | tr '\n' ' ')' vs '$(echo $a)'; $(tail -n 2 "$W/07ck_$2.log" | tr '\n' ' ')"; fi
     done
+    # 07 stopped by SIGTERM sent to mpirun (which forwards it to the ranks): the ranks finish the step,
+    # save it (the only checkpoint, so resuming from it verifies it), rank 0 prints the resume command;
+    # that command continues with the losses of the uninterrupted run (mpirun's own exit status
+    # reports the signal, so it is not checked)
+    t="--data $W/corpus --layers 1 --width 32 --heads 2 --seq 16 --batch 4 --val-every 0 --sample 0 --seed 5 --steps 1000000"
+    rm -rf "$W/ck07term"
+    mpirun -np 2 ./build/07_gpt_3d --dp 2 $t --ckpt-dir "$W/ck07term" >"$W/07term.log" 2>&1 &
+    pid=$!
+    n=0
+    while [ $n -lt 300 ] && ! grep -q '^step 2 ' "$W/07term.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+    kill -TERM $pid 2>/dev/null
+    n=0
+    while [ $n -lt 300 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
+    kill -KILL $pid 2>/dev/null
+    wait $pid
+    k=$(sed -n 's/^interrupted at step \([0-9]*\); resume with: .*/\1/p' "$W/07term.log")
+    cmd=$(sed -n 's/^interrupted at step [0-9]*; resume with: //p' "$W/07term.log")
+    last=$(grep '^step ' "$W/07term.log" | tail -n 1 | awk '{print $2}')
+    if [ -n "$k" ] && [ "$k" = $((last + 1)) ] && [ "$(cat "$W/ck07term/latest" 2>/dev/null)" = "$(printf 'step_%09d' "$k")" ] &&
+        [ -f "$W/ck07term/$(printf 'step_%09d' "$k")/manifest" ] && ! grep -q 'exited with non-zero status' "$W/07term.log" &&
+        [ "$cmd" = "mpirun -np 2 ./build/07_gpt_3d --dp 2 $t --ckpt-dir $W/ck07term --resume" ]; then
+        pass "07_gpt_3d SIGTERM to mpirun (dp 2): the ranks finish step $last, commit step $k, print the resume command"
+    else fail "07_gpt_3d SIGTERM: k '$k', last step '$last', latest '$(cat "$W/ck07term/latest" 2>/dev/null)', command '$cmd'; $(grep -v '^step ' "$W/07term.log" | tail -n 3 | tr '\n' ' ')"; fi
+    if [ -n "$k" ] && [ -n "$cmd" ]; then
+        timeout 120 mpirun -np 2 ./build/07_gpt_3d --dp 2 $t --stop-after $((k + 2)) >"$W/07termref.log" 2>&1
+        timeout 120 sh -c "$cmd --stop-after $((k + 2))" >"$W/07term2.log" 2>&1
+        rc=$?
+        a=$(loss_lines "$W/07termref.log" "$k" $((k + 1)))
+        if [ $rc -eq 0 ] && [ -n "$a" ] && grep -q "^resumed from $W/ck07term at step $k\$" "$W/07term2.log" &&
+            [ "$(grep -c '^step ' "$W/07term2.log")" -eq 2 ] && [ "$(loss_lines "$W/07term2.log" 0 $((k + 9)))" = "$a" ]; then
+            pass "07_gpt_3d SIGTERM: the printed command resumes step $k (checkpoint verified) with the uninterrupted run's losses"
+        else fail "07_gpt_3d resume after SIGTERM: exit $rc; '$(loss_lines "$W/07term2.log" 0 $((k + 9)) | tr '\n' ' ')' vs '$(echo $a)'"; fi
+    else fail "07_gpt_3d resume after SIGTERM: no resume command printed"; fi
+    # 09: its Run: lines verbatim, in order (stop and resume bit for bit, then another layout)
+    rm -rf build/ckpt_09
+    k=0
+    for rline in $(sed -n 's/^ *Run: //p' examples/09_checkpoint_resume.c | tr ' ' '@'); do
+        rline=$(echo "$rline" | tr '@' ' ')
+        k=$((k + 1))
+        timeout 300 sh -c "$rline" >"$W/09_$k.log" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ] && grep -q '^check: resumed at step 6' "$W/09_$k.log"; then pass "09_checkpoint_resume '$rline': $(grep '^check: ' "$W/09_$k.log" | head -c 160)"
+        else fail "09_checkpoint_resume '$rline': exit $rc; $(grep -v '^  step' "$W/09_$k.log" | tail -n 3 | tr '\n' ' ')"; fi
+    done
+    if [ $k -lt 2 ]; then fail "09_checkpoint_resume: expected two Run: lines (the run, then another layout), found $k"; fi
     mpirun -np 2 ./build/07_gpt_3d --pp 2 $g --device opencl:0:99 >"$W/07cl.log" 2>&1
     rc=$?
     if [ $rc -ne 0 ] && grep -q 'has no device 99' "$W/07cl.log" && grep -q "cannot use device 'opencl:0:99'" "$W/07cl.log"; then
