@@ -764,7 +764,8 @@ typedef struct pt_loader_state {
     int64_t shard;      /**< informational: slot in this epoch's shard order of that sample */
     int64_t position;   /**< informational: its window index in that shard */
     int64_t batches;    /**< global batches delivered so far (all epochs) */
-    int64_t seq;        /**< T the state was taken with (a restore with another T is refused) */
+    int64_t seq;        /**< T the state was taken with (a restore with another T is refused; PT_LOADER_IDX:
+                             the record bytes) */
     int64_t samples_total; /**< samples per epoch of the dataset it was taken on (must match) */
 } pt_loader_state;
 /** Setup of a loader (zero-initialize, then set what you need). */
@@ -781,7 +782,17 @@ typedef struct pt_loader_desc {
     int32_t shuffle;          /**< 1: shard order and windows in a shard are permuted per epoch */
     int32_t prefetch;         /**< batches a background thread keeps ready (0 = read in pt_loader_next;
                                    default used when < 0: 4). Without threads (PTRAIN_NO_THREADS) always 0 */
+    int32_t kind;             /**< pt_loader_kind: PT_LOADER_TOKENS (0, shards above) or PT_LOADER_IDX */
+    const char *idx_data;     /**< PT_LOADER_IDX: the IDX file of records (unsigned bytes, its first dimension
+                                   counts the records; e.g. images n x 28 x 28). seq, paths, dir unused */
+    const char *idx_labels;   /**< PT_LOADER_IDX: the IDX file of one unsigned-byte label per record, or NULL */
+    int32_t classes;          /**< PT_LOADER_IDX: when > 0, every label must be < classes (checked on open) */
 } pt_loader_desc;
+/** What a loader streams: windows of token shards, or fixed-size records (+ labels) of an IDX pair.
+    IDX (LeCun's format): bytes 0 0, a type byte (0x08 = unsigned byte, the one read), the number of
+    dimensions, then each dimension as a big-endian uint32, then the values; the file size must be
+    exactly that. A record is one index of the first dimension; its label the same index of the label file. */
+typedef enum pt_loader_kind { PT_LOADER_TOKENS = 0, PT_LOADER_IDX = 1 } pt_loader_kind;
 typedef struct pt_loader pt_loader;
 /** Data-wait and throughput counters of a loader. */
 typedef struct pt_loader_stats {
@@ -791,7 +802,10 @@ typedef struct pt_loader_stats {
     int64_t samples_total;/**< samples per epoch (whole dataset) */
     int64_t batches_per_epoch; /**< floor(samples_total / B): the last < B samples of an epoch are skipped */
     int64_t shards;       /**< number of shards */
-    int64_t tokens;       /**< tokens over all shards */
+    int64_t tokens;       /**< tokens over all shards (PT_LOADER_IDX: records x record_bytes) */
+    int64_t record_bytes; /**< PT_LOADER_IDX: bytes of one record (e.g. 784), 0 for tokens */
+    int32_t record_ndim;  /**< PT_LOADER_IDX: dimensions of one record (the IDX file's minus one) */
+    int64_t record_dims[3]; /**< PT_LOADER_IDX: their sizes (e.g. 28, 28) */
 } pt_loader_stats;
 /** Opens and validates every shard (headers only; the data is memory-mapped one or two shards at a
     time while streaming). NULL with PT_ERR_FORMAT / PT_ERR_IO / PT_ERR_ARG (e.g. a dataset with fewer
@@ -800,6 +814,12 @@ PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *desc);
 /** The next batch of this rank: x and y each receive B/ranks x T token ids (row-major), y the
     targets (x shifted by one). Crosses epochs by itself. PT_ERR_IO on a read failure. */
 PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y);
+/** PT_LOADER_IDX: the next batch of this rank as floats: x receives B/ranks records of record_bytes
+    values each, byte / 255 (0..1), labels (when not NULL) B/ranks label bytes as int32 (0 without a
+    label file). Same order, state and prefetch as pt_loader_next. */
+PTDEF pt_status pt_loader_next_records(pt_loader *L, float *x, int32_t *labels);
+/** PT_LOADER_IDX: the same batch as raw bytes (B/ranks x record_bytes). */
+PTDEF pt_status pt_loader_next_bytes(pt_loader *L, uint8_t *x, int32_t *labels);
 /** The state after the last batch returned (what a checkpoint saves). */
 PTDEF pt_loader_state pt_loader_get_state(const pt_loader *L);
 /** Continues the stream from a saved state (possibly saved with another DP size or global batch);
@@ -11675,8 +11695,14 @@ struct pt_loader {
     pt__dmap map[2];
     int64_t map_tick;
     unsigned char *win;        /* one window's bytes (stdio path) */
+    int kind;                  /* pt_loader_kind; for PT_LOADER_IDX, sh[0] is the record file with info.tokens =
+                                  records, info.token_bytes = record bytes (T = that too) */
+    pt__dshard lab;            /* PT_LOADER_IDX: the label file (path NULL: none), mapped in labmap */
+    pt__dmap labmap;
+    int64_t abytes, bbytes, boff, slot_bytes; /* a batch: part a (x; IDX: record bytes), part b (y; labels) at boff */
+    unsigned char *stage;      /* one batch, for pt_loader_next_records without the prefetch thread */
     int nring, head, count, stop, failed, running;
-    int32_t *ring;             /* nring slots of x | y */
+    unsigned char *ring;       /* nring slots of a | b */
     pt_loader_state *ring_state;
     char err[PT__ERRLEN];
     pt_status err_st;
@@ -11696,10 +11722,32 @@ static void pt__dmap_close(pt__dmap *m) {
     m->base = NULL, m->f = NULL, m->shard = -1;
 }
 
+/* maps (or opens, without mmap) the file of d into m; 0, or -1 with a message in L->err */
+static int pt__dmap_open(pt_loader *L, pt__dmap *m, const pt__dshard *d) {
+    const char *path = d->path;
+#ifdef PT__DATA_POSIX
+    int fd = open(path, O_RDONLY);
+    size_t len = (size_t)(d->info.header_bytes + d->info.tokens * d->info.token_bytes);
+    void *p = fd >= 0 && len > 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0) close(fd);
+    if (p == MAP_FAILED) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot map %s (%lld bytes)", path, (long long)len);
+        return -1;
+    }
+    m->base = (const unsigned char *)p, m->len = len;
+#else
+    m->f = fopen(path, "rb");
+    if (!m->f) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot open %s", path);
+        return -1;
+    }
+#endif
+    return 0;
+}
+
 /* the open view of shard s (at most two shards open: the least recently used one is closed) */
 static pt__dmap *pt__dmap_get(pt_loader *L, int s) {
     pt__dmap *m;
-    const char *path = L->sh[s].path;
     int i;
     for (i = 0; i < 2; i++)
         if (L->map[i].shard == s) {
@@ -11708,27 +11756,19 @@ static pt__dmap *pt__dmap_get(pt_loader *L, int s) {
         }
     m = L->map[0].used <= L->map[1].used ? &L->map[0] : &L->map[1];
     pt__dmap_close(m);
-#ifdef PT__DATA_POSIX
-    {
-        int fd = open(path, O_RDONLY);
-        size_t len = (size_t)(L->sh[s].info.header_bytes + L->sh[s].info.tokens * L->sh[s].info.token_bytes);
-        void *p = fd >= 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-        if (fd >= 0) close(fd);
-        if (p == MAP_FAILED) {
-            pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot map shard %s (%lld bytes)", path, (long long)len);
-            return NULL;
-        }
-        m->base = (const unsigned char *)p, m->len = len;
-    }
-#else
-    m->f = fopen(path, "rb");
-    if (!m->f) {
-        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot open shard %s", path);
-        return NULL;
-    }
-#endif
+    if (pt__dmap_open(L, m, &L->sh[s]) != 0) return NULL;
     m->shard = s, m->used = ++L->map_tick;
     return m;
+}
+
+/* n bytes at offset off of the file mapped in m (through buf when it is not memory-mapped); NULL with a message in L->err */
+static const unsigned char *pt__dmap_at(pt_loader *L, pt__dmap *m, const char *path, int64_t off, size_t n, unsigned char *buf) {
+    if (m->base) return m->base + off;
+    if (fseek(m->f, (long)off, SEEK_SET) != 0 || fread(buf, 1, n, m->f) != n) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: reading %s at byte %lld failed", path, (long long)off);
+        return NULL;
+    }
+    return buf;
 }
 
 /* computes the shard order and prefix sums of an epoch */
@@ -11764,10 +11804,12 @@ static void pt__data_locate(pt_loader *L, pt_loader_state *s) {
     }
 }
 
-/* reads the batch at L->cur into x, y (this rank's rows) and advances L->cur; 0 or an error in L->err */
-static pt_status pt__data_fill(pt_loader *L, int32_t *x, int32_t *y) {
+/* reads the batch at L->cur into a and b (this rank's rows: x and y, or IDX records and labels) and
+   advances L->cur; 0 or an error in L->err */
+static pt_status pt__data_fill(pt_loader *L, void *a, void *b) {
     pt_loader_state *c = &L->cur;
     int64_t j, t, T = L->T;
+    int32_t *x = (int32_t *)a, *y = (int32_t *)b;
     if (c->sample + L->B > L->total) c->epoch++, c->sample = 0;
     pt__data_epoch(L, c->epoch);
     for (j = 0; j < L->local; j++) {
@@ -11779,15 +11821,19 @@ static pt_status pt__data_fill(pt_loader *L, int32_t *x, int32_t *y) {
         if (L->shuffle) w = pt__perm(w, L->sh[s].samples, pt_hash64(L->seed ^ pt_hash64((uint64_t)c->epoch * 2 + 1) ^ pt_hash64((uint64_t)s + 0x51ED)));
         m = pt__dmap_get(L, s);
         if (!m) return PT_ERR_IO;
-        if (m->base) p = m->base + L->sh[s].info.header_bytes + w * T * tb;
-        else {
-            long off = (long)(L->sh[s].info.header_bytes + w * T * tb);
-            if (fseek(m->f, off, SEEK_SET) != 0 || fread(L->win, (size_t)tb, (size_t)(T + 1), m->f) != (size_t)(T + 1)) {
-                pt__msg(L->err, sizeof L->err, "pt_loader_next: reading shard %s at byte %ld failed", L->sh[s].path, off);
-                return PT_ERR_IO;
+        if (L->kind == PT_LOADER_IDX) { /* record w: tb bytes; its label byte */
+            const unsigned char *lp;
+            unsigned char lb;
+            if (!(p = pt__dmap_at(L, m, L->sh[s].path, L->sh[s].info.header_bytes + w * tb, (size_t)tb, L->win))) return PT_ERR_IO;
+            memcpy((unsigned char *)a + j * tb, p, (size_t)tb);
+            y[j] = 0;
+            if (L->lab.path) {
+                if (!(lp = pt__dmap_at(L, &L->labmap, L->lab.path, L->lab.info.header_bytes + w, 1, &lb))) return PT_ERR_IO;
+                y[j] = lp[0];
             }
-            p = L->win;
+            continue;
         }
+        if (!(p = pt__dmap_at(L, m, L->sh[s].path, L->sh[s].info.header_bytes + w * T * tb, (size_t)(tb * (T + 1)), L->win))) return PT_ERR_IO;
         if (tb == 2) {
             int32_t prev = (int32_t)(p[0] | p[1] << 8);
             for (t = 0; t < T; t++) {
@@ -11810,7 +11856,6 @@ static pt_status pt__data_fill(pt_loader *L, int32_t *x, int32_t *y) {
 #ifdef PT__DATA_THREADS
 static void *pt__data_producer(void *arg) {
     pt_loader *L = (pt_loader *)arg;
-    int64_t n = 2 * L->local * L->T;
     pthread_mutex_lock(&L->mu);
     for (;;) {
         int slot;
@@ -11819,7 +11864,7 @@ static void *pt__data_producer(void *arg) {
         if (L->stop) break;
         slot = (L->head + L->count) % L->nring;
         pthread_mutex_unlock(&L->mu);
-        st = pt__data_fill(L, L->ring + slot * n, L->ring + slot * n + n / 2);
+        st = pt__data_fill(L, L->ring + slot * L->slot_bytes, L->ring + slot * L->slot_bytes + L->boff);
         L->ring_state[slot] = L->cur;
         pthread_mutex_lock(&L->mu);
         if (st != PT_OK) {
@@ -11869,6 +11914,9 @@ PTDEF void pt_loader_free(pt_loader *L) {
     pthread_cond_destroy(&L->cv);
 #endif
     for (i = 0; i < 2; i++) pt__dmap_close(&L->map[i]);
+    pt__dmap_close(&L->labmap);
+    PT_FREE(L->lab.path);
+    PT_FREE(L->stage);
     for (i = 0; i < L->nsh; i++) PT_FREE(L->sh[i].path);
     PT_FREE(L->sh);
     PT_FREE(L->order);
@@ -11952,27 +12000,125 @@ static pt_status pt__data_paths(pt_ctx *ctx, const pt_loader_desc *d, char ***ou
     return PT_ERR_ARG;
 }
 
-PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
-    pt_loader *L;
+/* validates an IDX file (unsigned bytes) against its size: d->info.tokens = the first dimension,
+   token_bytes = the product of the others, header_bytes = 4 + 4 ndims; dims (>= 3 entries) the
+   others; PT_OK, PT_ERR_IO or PT_ERR_FORMAT with a message in err */
+static pt_status pt__idx_check(const char *path, pt__dshard *d, int *ndims, int64_t *dims, char *err, size_t errlen) {
+    unsigned char h[4 + 4 * 4];
+    int64_t size = pt__file_size(path), want, rec = 1;
+    FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
+    size_t got;
+    int i, nd;
+    memset(&d->info, 0, sizeof d->info);
+    if (!f) {
+        pt__msg(err, errlen, "IDX file %s: cannot open it for reading", path);
+        return PT_ERR_IO;
+    }
+    got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (got < 4 || h[0] != 0 || h[1] != 0) {
+        pt__msg(err, errlen, "IDX file %s: bad magic: expected bytes 0x00 0x00 then type and dimensions, found %s", path,
+                got < 4 ? "a file shorter than 4 bytes" : "other first bytes (not an IDX file, or still compressed?)");
+        return PT_ERR_FORMAT;
+    }
+    nd = h[3];
+    if (h[2] != 0x08) {
+        pt__msg(err, errlen, "IDX file %s: value type: expected 0x08 (unsigned byte), found 0x%02X", path, (unsigned)h[2]);
+        return PT_ERR_FORMAT;
+    }
+    if (nd < 1 || nd > 4) {
+        pt__msg(err, errlen, "IDX file %s: number of dimensions: expected 1..4, found %d", path, nd);
+        return PT_ERR_FORMAT;
+    }
+    if ((int64_t)got < 4 + 4 * nd) {
+        pt__msg(err, errlen, "IDX file %s: truncated header, expected %d bytes, found a %lld-byte file", path, 4 + 4 * nd, (long long)size);
+        return PT_ERR_FORMAT;
+    }
+    for (i = 0; i < nd; i++) {
+        int64_t v = (int64_t)((uint32_t)h[4 + 4 * i] << 24 | (uint32_t)h[5 + 4 * i] << 16 | (uint32_t)h[6 + 4 * i] << 8 | h[7 + 4 * i]);
+        if (i == 0) d->info.tokens = v;
+        else {
+            if (v <= 0 || v > ((int64_t)1 << 30) / rec) {
+                pt__msg(err, errlen, "IDX file %s: dimension %d: expected 1..2^30 with a record of at most 2^30 bytes, found %lld", path, i, (long long)v);
+                return PT_ERR_FORMAT;
+            }
+            dims[i - 1] = v, rec *= v;
+        }
+    }
+    *ndims = nd - 1;
+    d->info.token_bytes = (int32_t)rec, d->info.header_bytes = 4 + 4 * nd, d->samples = d->info.tokens;
+    want = d->info.header_bytes + d->info.tokens * rec;
+    if (size != want) {
+        pt__msg(err, errlen, "IDX file %s: size: expected %lld bytes (%lld-byte header + %lld records x %lld bytes), found %lld bytes%s", path,
+                (long long)want, (long long)d->info.header_bytes, (long long)d->info.tokens, (long long)rec, (long long)size,
+                size < want ? " (truncated)" : "");
+        return PT_ERR_FORMAT;
+    }
+    return PT_OK;
+}
+
+/* PT_LOADER_IDX: opens desc's record and label files into L (sh[0], lab) */
+static pt_status pt__idx_open(pt_ctx *ctx, pt_loader *L, const pt_loader_desc *d) {
+    char err[PT__ERRLEN];
+    int64_t dims[3] = {0, 0, 0}, ldims[3];
+    int nd = 0, lnd = 0, i;
+    pt_status st;
+    const char *paths[2];
+    paths[0] = d->idx_data, paths[1] = d->idx_labels;
+    L->sh = (pt__dshard *)PT_MALLOC(sizeof(pt__dshard));
+    if (L->sh) memset(L->sh, 0, sizeof(pt__dshard)), L->nsh = 1;
+    for (i = 0; i < 2 && L->sh; i++)
+        if (paths[i]) {
+            char **dst = i ? &L->lab.path : &L->sh[0].path;
+            size_t len = strlen(paths[i]) + 1;
+            if ((*dst = (char *)PT_MALLOC(len)) != NULL) memcpy(*dst, paths[i], len);
+            else break;
+        }
+    if (!L->sh || i < 2) {
+        pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
+        return PT_ERR_OOM;
+    }
+    if (!d->idx_data) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: PT_LOADER_IDX needs desc.idx_data (the IDX file of records)");
+        return PT_ERR_ARG;
+    }
+    st = pt__idx_check(d->idx_data, &L->sh[0], &nd, dims, err, sizeof err);
+    if (st == PT_OK && d->idx_labels) {
+        st = pt__idx_check(d->idx_labels, &L->lab, &lnd, ldims, err, sizeof err);
+        if (st == PT_OK && (lnd != 0 || L->lab.info.tokens != L->sh[0].info.tokens)) {
+            pt__msg(err, sizeof err, "IDX label file %s: expected one dimension of %lld labels (one per record of %s), found %d dimension(s), %lld entries",
+                    d->idx_labels, (long long)L->sh[0].info.tokens, d->idx_data, lnd + 1, (long long)L->lab.info.tokens);
+            st = PT_ERR_FORMAT;
+        }
+        if (st == PT_OK && pt__dmap_open(L, &L->labmap, &L->lab) != 0) st = PT_ERR_IO, pt__msg(err, sizeof err, "%s", L->err);
+        if (st == PT_OK && d->classes > 0) {
+            const unsigned char *lp;
+            unsigned char lb;
+            int64_t k;
+            for (k = 0; k < L->lab.info.tokens && st == PT_OK; k++) {
+                if (!(lp = pt__dmap_at(L, &L->labmap, L->lab.path, L->lab.info.header_bytes + k, 1, &lb))) st = PT_ERR_IO, pt__msg(err, sizeof err, "%s", L->err);
+                else if (lp[0] >= d->classes) {
+                    pt__msg(err, sizeof err, "IDX label file %s: label %lld: expected 0..%d, found %u", d->idx_labels, (long long)k, (int)d->classes - 1, (unsigned)lp[0]);
+                    st = PT_ERR_FORMAT;
+                }
+            }
+        }
+    }
+    if (st != PT_OK) {
+        pt__fail(ctx, st, "pt_loader_new: %s", err);
+        return st;
+    }
+    L->T = L->sh[0].info.token_bytes, L->total = L->sh[0].samples, L->tokens = L->total * L->T;
+    L->stats.record_bytes = L->T, L->stats.record_ndim = nd;
+    for (i = 0; i < nd; i++) L->stats.record_dims[i] = dims[i];
+    return PT_OK;
+}
+
+/* PT_LOADER_TOKENS: the shards of desc (a path list, or dir + prefix) into L->sh, validated */
+static pt_status pt__tokens_open(pt_ctx *ctx, pt_loader *L, const pt_loader_desc *d) {
     char **paths = NULL, err[PT__ERRLEN];
     int n = 0, i;
     pt_status st;
-    int64_t ranks = d && d->ranks > 0 ? d->ranks : 1;
-    if (!d || d->batch <= 0 || d->seq <= 0 || d->rank < 0 || d->rank >= ranks || d->batch % ranks != 0) {
-        return (pt_loader *)pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: expected batch > 0 divisible by ranks, seq > 0, 0 <= rank < ranks; found batch %lld, seq %lld, rank %d of %lld",
-                                     d ? (long long)d->batch : 0LL, d ? (long long)d->seq : 0LL, d ? (int)d->rank : 0, (long long)ranks);
-    }
-    L = (pt_loader *)PT_MALLOC(sizeof *L);
-    if (!L) return (pt_loader *)pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
-    memset(L, 0, sizeof *L);
-    L->ctx = ctx, L->B = d->batch, L->T = d->seq, L->ranks = ranks, L->rank = d->rank, L->local = d->batch / ranks;
-    L->shuffle = d->shuffle != 0, L->seed = d->seed, L->order_epoch = -1;
-    L->map[0].shard = L->map[1].shard = -1;
-#ifdef PT__DATA_THREADS
-    pthread_mutex_init(&L->mu, NULL);
-    pthread_cond_init(&L->cv, NULL);
-    L->nring = d->prefetch < 0 ? 4 : d->prefetch;
-#endif
     st = pt__data_paths(ctx, d, &paths, &n);
     L->sh = (pt__dshard *)PT_MALLOC(sizeof(pt__dshard) * (size_t)(n > 0 ? n : 1));
     if (L->sh) memset(L->sh, 0, sizeof(pt__dshard) * (size_t)(n > 0 ? n : 1));
@@ -11984,31 +12130,69 @@ PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
     if (st != PT_OK || !L->sh) {
         if (st == PT_ERR_OOM || !L->sh) pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
         else if (st == PT_ERR_ARG && pt_status_get(ctx) == PT_OK) pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: NULL shard path");
-        pt_loader_free(L);
-        return NULL;
+        return L->sh ? st : PT_ERR_OOM;
     }
     for (i = 0; i < n; i++) {
         st = pt__shard_check(L->sh[i].path, &L->sh[i].info, err, sizeof err);
         if (st != PT_OK) {
             pt__fail(ctx, st, "pt_loader_new: %s", err);
-            pt_loader_free(L);
-            return NULL;
+            return st;
         }
         L->sh[i].samples = L->sh[i].info.tokens > 0 ? (L->sh[i].info.tokens - 1) / L->T : 0;
         L->total += L->sh[i].samples, L->tokens += L->sh[i].info.tokens;
     }
+    return PT_OK;
+}
+
+PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
+    pt_loader *L;
+    int n;
+    pt_status st;
+    int64_t ranks = d && d->ranks > 0 ? d->ranks : 1;
+    if (d && d->kind != PT_LOADER_TOKENS && d->kind != PT_LOADER_IDX)
+        return (pt_loader *)pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: desc.kind: expected PT_LOADER_TOKENS (0) or PT_LOADER_IDX (1), found %d", (int)d->kind);
+    if (!d || d->batch <= 0 || (d->seq <= 0 && d->kind == PT_LOADER_TOKENS) || d->rank < 0 || d->rank >= ranks || d->batch % ranks != 0) {
+        return (pt_loader *)pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: expected batch > 0 divisible by ranks, seq > 0, 0 <= rank < ranks; found batch %lld, seq %lld, rank %d of %lld",
+                                     d ? (long long)d->batch : 0LL, d ? (long long)d->seq : 0LL, d ? (int)d->rank : 0, (long long)ranks);
+    }
+    L = (pt_loader *)PT_MALLOC(sizeof *L);
+    if (!L) return (pt_loader *)pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
+    memset(L, 0, sizeof *L);
+    L->ctx = ctx, L->B = d->batch, L->T = d->seq, L->ranks = ranks, L->rank = d->rank, L->local = d->batch / ranks;
+    L->shuffle = d->shuffle != 0, L->seed = d->seed, L->order_epoch = -1, L->kind = d->kind;
+    L->map[0].shard = L->map[1].shard = L->labmap.shard = -1;
+#ifdef PT__DATA_THREADS
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv, NULL);
+    L->nring = d->prefetch < 0 ? 4 : d->prefetch;
+#endif
+    st = L->kind == PT_LOADER_IDX ? pt__idx_open(ctx, L, d) : pt__tokens_open(ctx, L, d);
+    if (st != PT_OK) {
+        pt_loader_free(L);
+        return NULL;
+    }
+    n = L->nsh;
     if (L->total < L->B) {
-        pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: the dataset is smaller than one global batch: expected at least %lld samples of %lld+1 tokens (batch %lld), found %lld in %d shard(s) of %lld tokens",
-                 (long long)L->B, (long long)L->T, (long long)L->B, (long long)L->total, n, (long long)L->tokens);
+        if (L->kind == PT_LOADER_IDX)
+            pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: the dataset is smaller than one global batch: expected at least %lld records (batch %lld), found %lld in %s",
+                     (long long)L->B, (long long)L->B, (long long)L->total, L->sh[0].path);
+        else
+            pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: the dataset is smaller than one global batch: expected at least %lld samples of %lld+1 tokens (batch %lld), found %lld in %d shard(s) of %lld tokens",
+                     (long long)L->B, (long long)L->T, (long long)L->B, (long long)L->total, n, (long long)L->tokens);
         pt_loader_free(L);
         return NULL;
     }
     L->order = (int *)PT_MALLOC(sizeof(int) * (size_t)n);
     L->prefix = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(n + 1));
     L->win = (unsigned char *)PT_MALLOC((size_t)(4 * (L->T + 1)));
-    L->ring = L->nring ? (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(2 * L->local * L->T * L->nring)) : NULL;
+    /* a batch: tokens x | y (int32 each); IDX records (bytes) | labels (int32), 8-byte aligned parts */
+    L->abytes = L->kind == PT_LOADER_IDX ? L->local * L->T : 4 * L->local * L->T;
+    L->bbytes = L->kind == PT_LOADER_IDX ? 4 * L->local : 4 * L->local * L->T;
+    L->boff = (L->abytes + 7) / 8 * 8, L->slot_bytes = (L->boff + L->bbytes + 7) / 8 * 8;
+    L->stage = (unsigned char *)PT_MALLOC((size_t)L->slot_bytes);
+    L->ring = L->nring ? (unsigned char *)PT_MALLOC((size_t)(L->slot_bytes * L->nring)) : NULL;
     L->ring_state = L->nring ? (pt_loader_state *)PT_MALLOC(sizeof(pt_loader_state) * (size_t)L->nring) : NULL;
-    if (!L->order || !L->prefix || !L->win || (L->nring && (!L->ring || !L->ring_state))) {
+    if (!L->order || !L->prefix || !L->win || !L->stage || (L->nring && (!L->ring || !L->ring_state))) {
         pt_loader_free(L);
         return (pt_loader *)pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
     }
@@ -12039,10 +12223,26 @@ PTDEF pt_status pt_loader_set_state(pt_loader *L, const pt_loader_state *s) {
     return PT_OK;
 }
 
-PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) {
+/* copies a batch's parts (a, b: as pt__data_fill writes them) out: part a to xa as bytes, or to xf
+   as floats (byte / 255); part b to xb; NULL destinations are skipped */
+static void pt__data_out(const pt_loader *L, const unsigned char *a, const unsigned char *b, void *xa, float *xf, void *xb) {
+    int64_t i;
+    if (xf)
+        for (i = 0; i < L->abytes; i++) xf[i] = (float)a[i] * (1.0f / 255.0f);
+    if (xa && xa != (const void *)a) memcpy(xa, a, (size_t)L->abytes);
+    if (xb && xb != (const void *)b) memcpy(xb, b, (size_t)L->bbytes);
+}
+
+/* the next batch of this rank into xa (bytes) or xf (floats), and xb; fn names the caller in errors */
+static pt_status pt__data_take(pt_loader *L, int kind, const char *fn, void *xa, float *xf, void *xb) {
     double t0;
     pt_status st = PT_OK;
-    if (!L || !x || !y) return PT_ERR_ARG;
+    if (!L || (!xa && !xf) || (!xb && kind == PT_LOADER_TOKENS)) return PT_ERR_ARG;
+    if (L->kind != kind) {
+        pt__fail(L->ctx, PT_ERR_ARG, "%s: this loader reads %s; use %s", fn, L->kind == PT_LOADER_IDX ? "IDX records" : "token shards",
+                 L->kind == PT_LOADER_IDX ? "pt_loader_next_records or pt_loader_next_bytes" : "pt_loader_next");
+        return PT_ERR_ARG;
+    }
     if (memcmp(&L->pub, &L->seen, sizeof L->pub) != 0) { /* a checkpoint load wrote the registered state */
         pt_loader_state s = L->pub;
         L->pub = L->seen;
@@ -12051,13 +12251,12 @@ PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) {
     t0 = pt_time();
 #ifdef PT__DATA_THREADS
     if (L->running) {
-        int64_t n = L->local * L->T;
         pthread_mutex_lock(&L->mu);
         while (L->count == 0 && !L->failed) pthread_cond_wait(&L->cv, &L->mu);
         if (L->count == 0) st = L->err_st;
         else {
-            memcpy(x, L->ring + L->head * 2 * n, sizeof(int32_t) * (size_t)n);
-            memcpy(y, L->ring + L->head * 2 * n + n, sizeof(int32_t) * (size_t)n);
+            const unsigned char *slot = L->ring + L->head * L->slot_bytes;
+            pt__data_out(L, slot, slot + L->boff, xa, xf, xb);
             L->pub = L->ring_state[L->head];
             L->head = (L->head + 1) % L->nring, L->count--;
             pthread_cond_broadcast(&L->cv);
@@ -12065,9 +12264,10 @@ PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) {
         pthread_mutex_unlock(&L->mu);
     } else
 #endif
-    {
-        st = pt__data_fill(L, x, y);
-        if (st == PT_OK) L->pub = L->cur;
+    {   /* read in place: straight into the caller's buffers when it takes both parts as they are */
+        unsigned char *a = xa ? (unsigned char *)xa : L->stage, *b = xb ? (unsigned char *)xb : L->stage + L->boff;
+        st = pt__data_fill(L, a, b);
+        if (st == PT_OK) L->pub = L->cur, pt__data_out(L, a, b, NULL, xf, NULL);
     }
     if (st != PT_OK) {
         pt__fail(L->ctx, st, "%s", L->err);
@@ -12078,6 +12278,14 @@ PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) {
     L->stats.wait_s += L->stats.last_wait_s;
     L->stats.batches++;
     return PT_OK;
+}
+
+PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) { return pt__data_take(L, PT_LOADER_TOKENS, "pt_loader_next", x, NULL, y); }
+PTDEF pt_status pt_loader_next_records(pt_loader *L, float *x, int32_t *labels) {
+    return pt__data_take(L, PT_LOADER_IDX, "pt_loader_next_records", NULL, x, labels);
+}
+PTDEF pt_status pt_loader_next_bytes(pt_loader *L, uint8_t *x, int32_t *labels) {
+    return pt__data_take(L, PT_LOADER_IDX, "pt_loader_next_bytes", x, NULL, labels);
 }
 
 PTDEF pt_loader_state pt_loader_get_state(const pt_loader *L) {

@@ -107,6 +107,183 @@ static int check_prepared(const char *d, const char *text) {
     return tu_summary();
 }
 
+/* ---- PT_LOADER_IDX: fixed-size records and labels of an IDX pair ---- */
+#define NREC 50
+#define RB 12 /* a record: 3 x 4 bytes; record r starts with bytes r, r / 256 (unique ids) */
+static char idx_img[600], idx_lab[600];
+
+static void write_idx(const char *path, int type, int nd, const uint32_t *dims, const unsigned char *data, size_t n, long cut) {
+    unsigned char h[32];
+    int i;
+    FILE *f = fopen(path, "wb");
+    h[0] = 0, h[1] = 0, h[2] = (unsigned char)type, h[3] = (unsigned char)nd;
+    for (i = 0; i < nd; i++) h[4 + 4 * i] = (unsigned char)(dims[i] >> 24), h[5 + 4 * i] = (unsigned char)(dims[i] >> 16), h[6 + 4 * i] = (unsigned char)(dims[i] >> 8), h[7 + 4 * i] = (unsigned char)dims[i];
+    if (!f) return;
+    fwrite(h, 1, (size_t)(4 + 4 * nd), f);
+    fwrite(data, 1, n - (size_t)(cut > 0 ? cut : 0), f);
+    fclose(f);
+}
+
+static pt_loader *mk_idx(pt_ctx *ctx, const char *img, const char *lab, int64_t B, int rank, int ranks, int shuffle, int prefetch, int classes) {
+    pt_loader_desc d;
+    memset(&d, 0, sizeof d);
+    d.kind = PT_LOADER_IDX, d.idx_data = img, d.idx_labels = lab, d.batch = B, d.rank = rank, d.ranks = ranks, d.shuffle = shuffle;
+    d.prefetch = prefetch, d.seed = 11, d.classes = classes;
+    return pt_loader_new(ctx, &d);
+}
+
+/* record id of a batch row (checking its bytes and label against the id); -1 if wrong */
+static int64_t rec_of(const unsigned char *r, int32_t label) {
+    int64_t id = r[0] + 256 * r[1];
+    int i;
+    for (i = 2; i < RB; i++)
+        if (r[i] != (unsigned char)(id * 7 + i)) return -1;
+    return id < NREC && label == (int32_t)(id % 10) ? id : -1;
+}
+
+/* nb global batches of B records from `ranks` loaders into ids; floats (pt_loader_next_records) when f */
+static int idx_stream(pt_ctx *ctx, int64_t B, int ranks, int shuffle, int prefetch, int f, int nb, int64_t *ids, const pt_loader_state *from) {
+    pt_loader *L[4];
+    static unsigned char xb[NREC * RB];
+    static float xf[NREC * RB];
+    int32_t lab[NREC];
+    int r, b, j, i, ok = 1;
+    int64_t local = B / ranks;
+    for (r = 0; r < ranks; r++) {
+        L[r] = mk_idx(ctx, idx_img, idx_lab, B, r, ranks, shuffle, prefetch, 10);
+        if (!L[r]) return 0;
+        if (from && pt_loader_set_state(L[r], from) != PT_OK) ok = 0;
+    }
+    for (b = 0; b < nb && ok; b++)
+        for (r = 0; r < ranks; r++) {
+            ok = (f ? pt_loader_next_records(L[r], xf, lab) : pt_loader_next_bytes(L[r], xb, lab)) == PT_OK;
+            if (f)
+                for (i = 0; i < local * RB; i++) {
+                    int v = (int)(xf[i] * 255.0f + 0.5f);
+                    ok &= xf[i] == (float)v * (1.0f / 255.0f);
+                    xb[i] = (unsigned char)v;
+                }
+            for (j = 0; j < local && ok; j++) ids[b * B + r * local + j] = rec_of(xb + j * RB, lab[j]);
+        }
+    for (r = 0; r < ranks; r++) pt_loader_free(L[r]);
+    return ok;
+}
+
+static void test_idx(pt_ctx *ctx) {
+    static unsigned char img[NREC * RB], lab[NREC];
+    static int64_t ref[4 * NREC], got[4 * NREC];
+    uint32_t dims[3] = {NREC, 3, 4}, ldims[1] = {NREC};
+    int i, sh, dp, k;
+    for (i = 0; i < NREC; i++) {
+        int c;
+        img[i * RB] = (unsigned char)i, img[i * RB + 1] = (unsigned char)(i / 256);
+        for (c = 2; c < RB; c++) img[i * RB + c] = (unsigned char)(i * 7 + c);
+        lab[i] = (unsigned char)(i % 10);
+    }
+    snprintf(idx_img, sizeof idx_img, "%s/recs-idx3-ubyte", dir);
+    snprintf(idx_lab, sizeof idx_lab, "%s/labels-idx1-ubyte", dir);
+    write_idx(idx_img, 0x08, 3, dims, img, sizeof img, 0);
+    write_idx(idx_lab, 0x08, 1, ldims, lab, sizeof lab, 0);
+    {
+        pt_loader *L = mk_idx(ctx, idx_img, idx_lab, 10, 0, 1, 1, 2, 10);
+        pt_loader_stats st = pt_loader_stats_get(L);
+        CHECKF(L && st.record_bytes == RB && st.record_ndim == 2 && st.record_dims[0] == 3 && st.record_dims[1] == 4 && st.samples_total == NREC && st.batches_per_epoch == 5,
+               "IDX: records of 3 x 4 bytes, 50 of them, 5 batches of 10 per epoch", "record %lld bytes, ndim %d, %lld samples", (long long)st.record_bytes, st.record_ndim, (long long)st.samples_total);
+        pt_loader_free(L);
+    }
+    /* every DP size, shuffled or not, bytes or floats, with and without the prefetch thread: the union of
+       the ranks' batches is the one-rank stream, and each epoch holds every record exactly once */
+    for (sh = 0; sh <= 1; sh++) {
+        int ok = idx_stream(ctx, 10, 1, sh, 0, 0, 20, ref, NULL);
+        for (k = 0; k < 4; k++) {
+            static int seen[NREC];
+            int once = 1;
+            memset(seen, 0, sizeof seen);
+            for (i = 0; i < NREC; i++) once &= ref[k * NREC + i] >= 0 && !seen[ref[k * NREC + i]]++;
+            CHECK(ok && once, tu_name("IDX epoch %d (shuffle %d): the %d records (bytes, labels) each exactly once", k, sh, NREC));
+        }
+        if (sh) CHECK(memcmp(ref, ref + NREC, sizeof(int64_t) * NREC) != 0, "IDX shuffle: epoch 1's order differs from epoch 0's");
+        else {
+            int inorder = 1;
+            for (i = 0; i < NREC; i++) inorder &= ref[i] == i;
+            CHECK(inorder, "IDX no shuffle: records in file order");
+        }
+        for (dp = 1; dp <= 4; dp *= 2) {
+            int b = dp == 4 ? 12 : 10, nb = 4 * NREC / b, f;
+            if (b != 10) idx_stream(ctx, b, 1, sh, 0, 0, nb, ref, NULL);
+            for (f = 0; f <= 1; f++)
+                CHECK(idx_stream(ctx, b, dp, sh, f ? 0 : 3, f, nb, got, NULL) && !memcmp(got, ref, sizeof(int64_t) * (size_t)(nb * b)),
+                      tu_name("IDX dp %d (shuffle %d, batch %d, %s, %s): union of the ranks' batches = the one-rank stream", dp, sh, b, f ? "floats" : "bytes",
+                              f ? "read in place" : "prefetch"));
+            if (b != 10) idx_stream(ctx, 10, 1, sh, 0, 0, 20, ref, NULL);
+        }
+    }
+    /* resume: a state after k batches continues the uninterrupted stream (also on dp 2 with another batch) */
+    idx_stream(ctx, 10, 1, 1, 0, 0, 20, ref, NULL);
+    for (k = 1; k <= 13; k += 6) {
+        pt_loader *L = mk_idx(ctx, idx_img, idx_lab, 10, 0, 1, 1, 2, 10);
+        pt_loader_state st;
+        static float xf[NREC * RB];
+        int32_t lb[NREC];
+        int ok = L != NULL;
+        for (i = 0; i < k && ok; i++) ok = pt_loader_next_records(L, xf, lb) == PT_OK;
+        st = pt_loader_get_state(L);
+        pt_loader_free(L);
+        CHECK(ok && idx_stream(ctx, 10, 1, 1, 2, 1, 20 - k, got, &st) && !memcmp(got, ref + 10 * k, sizeof(int64_t) * 10 * (20 - k)),
+              tu_name("IDX resume after %d batches (epoch %lld, sample %lld): the uninterrupted stream", k, (long long)st.epoch, (long long)st.sample));
+        CHECK(idx_stream(ctx, 2, 2, 1, 0, 0, 5 * (20 - k), got, &st) && !memcmp(got, ref + 10 * k, sizeof(int64_t) * 10 * (20 - k)),
+              tu_name("IDX resume after %d batches of 10 with batch 2 on dp 2: the same records", k));
+    }
+    {   /* the wrong call for the kind is refused */
+        pt_loader *L = mk_idx(ctx, idx_img, NULL, 10, 0, 1, 0, 0, 0);
+        int32_t x[NREC * RB], y[NREC * RB];
+        unsigned char xb[NREC * RB];
+        int32_t lb[NREC];
+        last_err[0] = 0;
+        CHECK(L && pt_loader_next(L, x, y) == PT_ERR_ARG && strstr(last_err, "pt_loader_next_records"), "IDX loader: pt_loader_next is refused, naming the right call");
+        pt_error_clear(ctx);
+        CHECK(L && pt_loader_next_bytes(L, xb, lb) == PT_OK && lb[0] == 0 && rec_of(xb, 0) == 0, "IDX without a label file: labels 0");
+        pt_loader_free(L);
+    }
+    {   /* malformed IDX files are refused, naming the file, expected and found */
+        static unsigned char big[NREC * RB + 8];
+        uint32_t d2[2] = {NREC, 2}, dl[1] = {NREC - 1}, dz[1] = {0};
+        char bad[700];
+        struct { const char *what, *msg; int labels, type, nd; const uint32_t *dims; size_t n; long cut; int raw; } cases[] = {
+            {"bad magic", "bad magic", 0, 0x08, 3, dims, sizeof img, 0, 1},
+            {"value type 0x0D (float)", "value type: expected 0x08", 0, 0x0D, 3, dims, sizeof img, 0, 0},
+            {"0 dimensions", "number of dimensions: expected 1..4, found 0", 0, 0x08, 0, dims, 0, 0, 0},
+            {"truncated data", "(truncated)", 0, 0x08, 3, dims, sizeof img, 5, 0},
+            {"a record dimension of 0", "dimension 2: expected 1..2^30", 0, 0x08, 3, dz, 0, 0, 2},
+            {"labels: one fewer than the records", "expected one dimension of 50 labels", 1, 0x08, 1, dl, NREC - 1, 0, 0},
+            {"labels: two dimensions", "found 2 dimension(s)", 1, 0x08, 2, d2, 2 * NREC, 0, 0},
+            {"labels: one out of range for 10 classes", "label 7: expected 0..9, found 200", 1, 0x08, 1, ldims, NREC, 0, 3},
+        };
+        int c;
+        for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+            pt_loader *L;
+            uint32_t dd[3];
+            memcpy(big, cases[c].labels ? lab : img, cases[c].labels ? sizeof lab : sizeof img);
+            memcpy(dd, cases[c].dims, sizeof(uint32_t) * (size_t)(cases[c].nd < 3 ? (cases[c].nd ? cases[c].nd : 1) : 3));
+            if (cases[c].raw == 2) dd[0] = NREC, dd[1] = 3, dd[2] = 0;
+            if (cases[c].raw == 3) big[7] = 200;
+            snprintf(bad, sizeof bad, "%s/bad_idx_%d", dir, c);
+            write_idx(bad, cases[c].type, cases[c].nd, dd, big, cases[c].n, cases[c].cut);
+            if (cases[c].raw == 1) write_file(bad, "\x1f\x8b\x08\x00garbage", 12);
+            last_err[0] = 0;
+            L = mk_idx(ctx, cases[c].labels ? idx_img : bad, cases[c].labels ? bad : idx_lab, 10, 0, 1, 1, 2, 10);
+            CHECKF(!L && pt_status_get(ctx) == PT_ERR_FORMAT && strstr(last_err, bad) && strstr(last_err, cases[c].msg) && strstr(last_err, "expected"),
+                   tu_name("IDX refused: %s", cases[c].what), "loader %p, message '%s'", (void *)L, last_err);
+            pt_error_clear(ctx);
+            pt_loader_free(L);
+        }
+        printf("  e.g. %s\n", last_err);
+        last_err[0] = 0;
+        CHECK(!mk_idx(ctx, idx_img, idx_lab, 64, 0, 1, 1, 2, 10) && strstr(last_err, "smaller than one global batch"), "IDX: 50 records, batch 64: refused");
+        pt_error_clear(ctx);
+    }
+}
+
 int main(int argc, char **argv) {
     pt_desc desc;
     pt_ctx *ctx;
@@ -305,6 +482,7 @@ int main(int argc, char **argv) {
             CHECK(pt_shard_write(ctx, p2, PT_SHARD_PTRAIN, big, 3, 100000) == PT_OK, "ptrain layout stores a token >= 65536 (vocab 100000, 4 bytes)");
         }
     }
+    test_idx(ctx);
     pt_shutdown(ctx);
     return tu_summary();
 }
