@@ -833,6 +833,36 @@ PTDEF pt_loader_stats pt_loader_stats_get(const pt_loader *L);
 /** Stops the prefetch thread, unmaps, frees. */
 PTDEF void pt_loader_free(pt_loader *L);
 
+/* ---- a byte-level BPE tokenizer (>>data) ----
+   Ids 0..255 are the bytes; merge i (from 0) makes id 256 + i out of a pair of smaller ids, so the
+   vocabulary is 256 + merges. Training counts adjacent pairs of a byte stream and repeatedly merges
+   the most frequent one (ties: the smallest left id, then the smallest right id), every occurrence
+   left to right; counts are updated incrementally (no recount per merge). Encoding applies the merges
+   in their order, each left to right: on the training text it gives the training's tokens. decode(
+   encode(x)) == x for every byte string. The file (PT_TOKENIZER_FILE, written next to the shards by
+   tools/prepare_shards --bpe N): a 32-byte header of little-endian uint32s: magic 0x45504250 ("PBPE"),
+   version 1, merges N, vocabulary 256 + N, CRC32C of the pair data, 12 bytes of zero; then N pairs
+   (left, right) as uint32, pair i's ids < 256 + i. */
+#define PT_TOKENIZER_MAGIC 0x45504250u /**< "PBPE" */
+#define PT_TOKENIZER_FILE "tokenizer.bin" /**< its name in a shard directory */
+typedef struct pt_tokenizer pt_tokenizer;
+/** Learns up to merges merges from n bytes (fewer when no pair occurs twice any more). */
+PTDEF pt_tokenizer *pt_tokenizer_train(pt_ctx *ctx, const void *text, int64_t n, int32_t merges);
+/** Reads and validates a tokenizer file: PT_ERR_IO, or PT_ERR_FORMAT naming the file, expected, found. */
+PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path);
+/** DIR/PT_TOKENIZER_FILE when it exists (NULL and no error when it does not: byte-level shards). */
+PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir);
+/** Writes the tokenizer (under path.tmp, then renamed). */
+PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path);
+/** 256 + merges. */
+PTDEF int32_t pt_tokenizer_vocab(const pt_tokenizer *tk);
+/** The ids of n bytes into ids (room for n: never more ids than bytes); returns their count, -1 on error. */
+PTDEF int64_t pt_tokenizer_encode(const pt_tokenizer *tk, const void *text, int64_t n, int32_t *ids);
+/** The bytes of n ids: returns their count, written to out only when it is <= cap (so a call with cap 0
+    sizes the buffer); -1 (PT_ERR_ARG) for an id outside the vocabulary. */
+PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, int64_t n, void *out, int64_t cap);
+PTDEF void pt_tokenizer_free(pt_tokenizer *tk);
+
 /* ---- process grid (>>dist) -------------------------------------------------------------------
    The world's ranks form a dp x tp x pp grid. Rank order (a pure function, pt_layout_coords):
    TP innermost (the most local: consecutive ranks, same node), then DP, then PP outermost, i.e.
@@ -12305,6 +12335,404 @@ PTDEF pt_loader_stats pt_loader_stats_get(const pt_loader *L) {
     if (L) return L->stats;
     memset(&s, 0, sizeof s);
     return s;
+}
+
+/* ---- the byte-level BPE tokenizer ----------------------------------------------------------------
+   One engine trains and encodes: the text as a doubly linked list of tokens (merged-away positions
+   get token -1), a hash table of adjacent pairs with their count and the positions where they start
+   (stale positions are skipped when checked), and -- training only -- a max-heap of (count, pair)
+   with lazy updates: an entry whose count is no longer the pair's is re-pushed or dropped when it
+   surfaces, and the pairs whose count grew during a merge are pushed once after it. */
+struct pt_tokenizer {
+    pt_ctx *ctx;
+    int32_t merges;
+    int32_t *pair; /* 2 x merges: the (left, right) ids of merge i */
+    int64_t *len;  /* bytes of each id (saturated at 2^62) */
+};
+
+typedef struct pt__bpe_pair {
+    uint64_t key; /* left << 32 | right */
+    int64_t count;
+    int32_t *occ, nocc, cap, touched, used;
+} pt__bpe_pair;
+typedef struct pt__bpe_heap {
+    int64_t count;
+    uint64_t key;
+} pt__bpe_heap;
+typedef struct pt__bpe {
+    pt__bpe_pair *tab;
+    int64_t tcap, tn;
+    int32_t *tok, *nxt, *prv;
+    pt__bpe_heap *heap;
+    int64_t hn, hcap;
+    uint64_t *touched;
+    int64_t ntouched, cap_touched;
+    int train, oom;
+} pt__bpe;
+
+static pt__bpe_pair *pt__bpe_find(pt__bpe *E, uint64_t key, int create) {
+    uint64_t i;
+    if (create && 2 * (E->tn + 1) > E->tcap) { /* grow to keep the table at most half full */
+        int64_t ncap = E->tcap ? 2 * E->tcap : 4096, j;
+        pt__bpe_pair *nt = (pt__bpe_pair *)PT_MALLOC(sizeof(pt__bpe_pair) * (size_t)ncap);
+        if (!nt) {
+            E->oom = 1;
+            return NULL;
+        }
+        memset(nt, 0, sizeof(pt__bpe_pair) * (size_t)ncap);
+        for (j = 0; j < E->tcap; j++)
+            if (E->tab[j].used) {
+                for (i = pt_hash64(E->tab[j].key) & (uint64_t)(ncap - 1); nt[i].used; i = (i + 1) & (uint64_t)(ncap - 1)) {
+                }
+                nt[i] = E->tab[j];
+            }
+        PT_FREE(E->tab);
+        E->tab = nt, E->tcap = ncap;
+    }
+    if (!E->tcap) return NULL;
+    for (i = pt_hash64(key) & (uint64_t)(E->tcap - 1); E->tab[i].used; i = (i + 1) & (uint64_t)(E->tcap - 1))
+        if (E->tab[i].key == key) return &E->tab[i];
+    if (!create) return NULL;
+    memset(&E->tab[i], 0, sizeof E->tab[i]);
+    E->tab[i].used = 1, E->tab[i].key = key, E->tab[i].touched = -2, E->tn++; /* steps: -1 (the first count), 0, 1, ... */
+    return &E->tab[i];
+}
+
+static void pt__bpe_push(pt__bpe *E, int64_t count, uint64_t key) {
+    int64_t i;
+    if (E->hn == E->hcap) {
+        int64_t nc = E->hcap ? 2 * E->hcap : 4096;
+        pt__bpe_heap *nh = (pt__bpe_heap *)PT_REALLOC(E->heap, sizeof(pt__bpe_heap) * (size_t)nc);
+        if (!nh) {
+            E->oom = 1;
+            return;
+        }
+        E->heap = nh, E->hcap = nc;
+    }
+    for (i = E->hn++; i > 0; i = (i - 1) / 2) { /* sift up: larger count first, then the smaller pair */
+        pt__bpe_heap *p = &E->heap[(i - 1) / 2];
+        if (p->count > count || (p->count == count && p->key < key)) break;
+        E->heap[i] = *p;
+    }
+    E->heap[i].count = count, E->heap[i].key = key;
+}
+
+static pt__bpe_heap pt__bpe_pop(pt__bpe *E) {
+    pt__bpe_heap top = E->heap[0], last = E->heap[--E->hn];
+    int64_t i = 0, c;
+    while ((c = 2 * i + 1) < E->hn) {
+        if (c + 1 < E->hn && (E->heap[c + 1].count > E->heap[c].count || (E->heap[c + 1].count == E->heap[c].count && E->heap[c + 1].key < E->heap[c].key))) c++;
+        if (last.count > E->heap[c].count || (last.count == E->heap[c].count && last.key < E->heap[c].key)) break;
+        E->heap[i] = E->heap[c], i = c;
+    }
+    if (E->hn) E->heap[i] = last;
+    return top;
+}
+
+/* one more occurrence of (a, b) at position pos; `step` marks the pair touched in this merge (training) */
+static void pt__bpe_add(pt__bpe *E, int32_t a, int32_t b, int32_t pos, int32_t step) {
+    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    pt__bpe_pair *p = pt__bpe_find(E, key, 1);
+    if (!p) return;
+    if (p->nocc == p->cap) {
+        int32_t nc = p->cap ? 2 * p->cap : 4, *no = (int32_t *)PT_REALLOC(p->occ, sizeof(int32_t) * (size_t)nc);
+        if (!no) {
+            E->oom = 1;
+            return;
+        }
+        p->occ = no, p->cap = nc;
+    }
+    p->occ[p->nocc++] = pos, p->count++;
+    if (E->train && p->touched != step) {
+        if (E->ntouched == E->cap_touched) {
+            int64_t nc = E->cap_touched ? 2 * E->cap_touched : 256;
+            uint64_t *nt = (uint64_t *)PT_REALLOC(E->touched, sizeof(uint64_t) * (size_t)nc);
+            if (!nt) {
+                E->oom = 1;
+                return;
+            }
+            E->touched = nt, E->cap_touched = nc;
+        }
+        p->touched = step, E->touched[E->ntouched++] = key;
+    }
+}
+
+static void pt__bpe_dec(pt__bpe *E, int32_t a, int32_t b) {
+    pt__bpe_pair *p = pt__bpe_find(E, (uint64_t)(uint32_t)a << 32 | (uint32_t)b, 0);
+    if (p) p->count--;
+}
+
+static int pt__bpe_cmp32(const void *x, const void *y) {
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* replaces every occurrence of the pair key by id c, left to right */
+static void pt__bpe_merge(pt__bpe *E, uint64_t key, int32_t c, int32_t step) {
+    pt__bpe_pair *p = pt__bpe_find(E, key, 0);
+    int32_t a = (int32_t)(key >> 32), b = (int32_t)(key & 0xFFFFFFFFu), *occ, n, k;
+    if (!p) return;
+    occ = p->occ, n = p->nocc;
+    p->occ = NULL, p->nocc = p->cap = 0, p->count = 0; /* no new occurrence of (a, b) can appear: new pairs hold c */
+    qsort(occ, (size_t)n, sizeof(int32_t), pt__bpe_cmp32);
+    for (k = 0; k < n; k++) {
+        int32_t i = occ[k], j = E->nxt[i], q, pv;
+        if (E->tok[i] != a || j < 0 || E->tok[j] != b) continue; /* stale */
+        q = E->nxt[j], pv = E->prv[i];
+        if (pv >= 0) pt__bpe_dec(E, E->tok[pv], a);
+        if (q >= 0) pt__bpe_dec(E, b, E->tok[q]);
+        E->tok[i] = c, E->tok[j] = -1, E->nxt[i] = q;
+        if (q >= 0) E->prv[q] = i;
+        if (pv >= 0) pt__bpe_add(E, E->tok[pv], c, pv, step);
+        if (q >= 0) pt__bpe_add(E, c, E->tok[q], i, step);
+    }
+    PT_FREE(occ);
+    if ((p = pt__bpe_find(E, key, 0)) != NULL) p->count = 0; /* overlapping runs (a == b) decremented it */
+}
+
+static void pt__bpe_free(pt__bpe *E) {
+    int64_t i;
+    for (i = 0; i < E->tcap; i++)
+        if (E->tab[i].used) PT_FREE(E->tab[i].occ);
+    PT_FREE(E->tab);
+    PT_FREE(E->tok);
+    PT_FREE(E->nxt);
+    PT_FREE(E->prv);
+    PT_FREE(E->heap);
+    PT_FREE(E->touched);
+}
+
+/* the engine over n bytes: train (tk->pair filled, up to want merges, tk->merges set) or encode with
+   tk's merges (ids receives the tokens, *nout their count); PT_OK or PT_ERR_OOM */
+static pt_status pt__bpe_run(pt_tokenizer *tk, const unsigned char *text, int64_t n, int32_t want, int32_t *ids, int64_t *nout) {
+    pt__bpe E;
+    int64_t i;
+    int32_t m;
+    memset(&E, 0, sizeof E);
+    E.train = ids == NULL;
+    E.tok = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    E.nxt = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    E.prv = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    E.oom = !E.tok || !E.nxt || !E.prv;
+    for (i = 0; i < n && !E.oom; i++) {
+        E.tok[i] = text[i], E.nxt[i] = i + 1 < n ? (int32_t)(i + 1) : -1, E.prv[i] = (int32_t)(i - 1);
+        if (i > 0) pt__bpe_add(&E, text[i - 1], text[i], (int32_t)(i - 1), -1);
+    }
+    if (E.train) {
+        for (i = 0; i < E.ntouched; i++) pt__bpe_push(&E, pt__bpe_find(&E, E.touched[i], 0)->count, E.touched[i]);
+        E.ntouched = 0;
+        for (m = 0; m < want && !E.oom; m++) {
+            pt__bpe_heap best;
+            int found = 0;
+            while (E.hn > 0 && !E.oom) {
+                pt__bpe_pair *p;
+                best = pt__bpe_pop(&E);
+                p = pt__bpe_find(&E, best.key, 0);
+                if (p->count == best.count) {
+                    found = 1;
+                    break;
+                }
+                if (p->count < best.count && p->count > 0) pt__bpe_push(&E, p->count, best.key); /* decreased: its true count */
+            }
+            if (!found || best.count < 2) break;
+            tk->pair[2 * m] = (int32_t)(best.key >> 32), tk->pair[2 * m + 1] = (int32_t)(best.key & 0xFFFFFFFFu);
+            pt__bpe_merge(&E, best.key, 256 + m, m);
+            for (i = 0; i < E.ntouched; i++) {
+                pt__bpe_pair *p = pt__bpe_find(&E, E.touched[i], 0);
+                if (p->count > 0) pt__bpe_push(&E, p->count, E.touched[i]);
+            }
+            E.ntouched = 0;
+        }
+        tk->merges = m;
+    } else {
+        for (m = 0; m < tk->merges && !E.oom; m++) {
+            uint64_t key = (uint64_t)(uint32_t)tk->pair[2 * m] << 32 | (uint32_t)tk->pair[2 * m + 1];
+            pt__bpe_pair *p = pt__bpe_find(&E, key, 0);
+            if (p && p->count > 0) pt__bpe_merge(&E, key, 256 + m, m);
+        }
+        *nout = 0;
+        for (i = n > 0 ? 0 : -1; i >= 0 && !E.oom; i = E.nxt[i]) ids[(*nout)++] = E.tok[i];
+    }
+    pt__bpe_free(&E);
+    return E.oom ? PT_ERR_OOM : PT_OK;
+}
+
+/* a tokenizer with room for merges pairs; lengths filled by pt__tok_lengths */
+static pt_tokenizer *pt__tok_new(pt_ctx *ctx, int32_t merges) {
+    pt_tokenizer *tk = (pt_tokenizer *)PT_MALLOC(sizeof *tk);
+    if (!tk) return NULL;
+    tk->ctx = ctx, tk->merges = merges;
+    tk->pair = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(2 * merges + 2));
+    tk->len = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(256 + merges));
+    if (!tk->pair || !tk->len) {
+        pt_tokenizer_free(tk);
+        return NULL;
+    }
+    return tk;
+}
+static void pt__tok_lengths(pt_tokenizer *tk) {
+    int32_t i;
+    for (i = 0; i < 256; i++) tk->len[i] = 1;
+    for (i = 0; i < tk->merges; i++) {
+        int64_t l = tk->len[tk->pair[2 * i]] + tk->len[tk->pair[2 * i + 1]];
+        tk->len[256 + i] = l > ((int64_t)1 << 62) ? (int64_t)1 << 62 : l;
+    }
+}
+
+PTDEF void pt_tokenizer_free(pt_tokenizer *tk) {
+    if (!tk) return;
+    PT_FREE(tk->pair);
+    PT_FREE(tk->len);
+    PT_FREE(tk);
+}
+
+PTDEF int32_t pt_tokenizer_vocab(const pt_tokenizer *tk) { return tk ? 256 + tk->merges : 0; }
+
+PTDEF pt_tokenizer *pt_tokenizer_train(pt_ctx *ctx, const void *text, int64_t n, int32_t merges) {
+    pt_tokenizer *tk;
+    if ((!text && n > 0) || n < 0 || n > 2147483647 || merges < 0 || merges > (1 << 24))
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_ARG, "pt_tokenizer_train: expected 0 <= n < 2^31 bytes and 0..2^24 merges, found n %lld, merges %d", (long long)n, (int)merges);
+    if (!(tk = pt__tok_new(ctx, merges)) || pt__bpe_run(tk, (const unsigned char *)text, n, merges, NULL, NULL) != PT_OK) {
+        pt_tokenizer_free(tk);
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_OOM, "pt_tokenizer_train: out of memory (%lld bytes, %d merges)", (long long)n, (int)merges);
+    }
+    pt__tok_lengths(tk);
+    return tk;
+}
+
+PTDEF int64_t pt_tokenizer_encode(const pt_tokenizer *tk, const void *text, int64_t n, int32_t *ids) {
+    int64_t got = 0;
+    if (!tk) return -1;
+    if ((!text || !ids) && n > 0) {
+        pt__fail(tk->ctx, PT_ERR_ARG, "pt_tokenizer_encode: NULL text or ids for %lld bytes", (long long)n);
+        return -1;
+    }
+    if (n < 0 || n > 2147483647) {
+        pt__fail(tk->ctx, PT_ERR_ARG, "pt_tokenizer_encode: expected 0 <= n < 2^31 bytes, found %lld", (long long)n);
+        return -1;
+    }
+    if (pt__bpe_run((pt_tokenizer *)tk, (const unsigned char *)text, n, 0, ids, &got) != PT_OK) {
+        pt__fail(tk->ctx, PT_ERR_OOM, "pt_tokenizer_encode: out of memory (%lld bytes)", (long long)n);
+        return -1;
+    }
+    return got;
+}
+
+PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, int64_t n, void *out, int64_t cap) {
+    int64_t i, total = 0, at = 0;
+    int32_t *stack;
+    unsigned char *o = (unsigned char *)out;
+    if (!tk || (!ids && n > 0)) return -1;
+    for (i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= 256 + tk->merges) {
+            pt__fail(tk->ctx, PT_ERR_ARG, "pt_tokenizer_decode: id %lld is %d, expected 0..%d", (long long)i, (int)ids[i], 255 + (int)tk->merges);
+            return -1;
+        }
+        total += tk->len[ids[i]];
+        if (total > ((int64_t)1 << 62)) total = (int64_t)1 << 62;
+    }
+    if (total > cap || !o) return total;
+    stack = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(tk->merges + 2));
+    if (!stack) {
+        pt__fail(tk->ctx, PT_ERR_OOM, "pt_tokenizer_decode: out of memory");
+        return -1;
+    }
+    for (i = 0; i < n; i++) { /* expand each id depth first, left part first; the depth is at most merges + 1 */
+        int32_t sp = 0;
+        stack[sp++] = ids[i];
+        while (sp > 0) {
+            int32_t t = stack[--sp];
+            if (t < 256) o[at++] = (unsigned char)t;
+            else stack[sp++] = tk->pair[2 * (t - 256) + 1], stack[sp++] = tk->pair[2 * (t - 256)];
+        }
+    }
+    PT_FREE(stack);
+    return total;
+}
+
+#define PT__TOK_HDR 32
+PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path) {
+    unsigned char h[PT__TOK_HDR], *body;
+    char tmp[4096];
+    int32_t i;
+    int ok;
+    FILE *f;
+    if (!tk || !path) return PT_ERR_ARG;
+    body = (unsigned char *)PT_MALLOC((size_t)(8 * tk->merges + 8));
+    if (!body) {
+        pt__fail(tk->ctx, PT_ERR_OOM, "pt_tokenizer_save: out of memory");
+        return PT_ERR_OOM;
+    }
+    for (i = 0; i < 2 * tk->merges; i++) pt__put32(body + 4 * i, (uint32_t)tk->pair[i]);
+    memset(h, 0, sizeof h);
+    pt__put32(h, PT_TOKENIZER_MAGIC), pt__put32(h + 4, 1), pt__put32(h + 8, (uint32_t)tk->merges), pt__put32(h + 12, (uint32_t)(256 + tk->merges));
+    pt__put32(h + 16, pt_crc32c(0, body, (size_t)(8 * tk->merges)));
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = strlen(path) + 5 <= sizeof tmp ? fopen(tmp, "wb") : NULL;
+    ok = f && fwrite(h, 1, sizeof h, f) == sizeof h && fwrite(body, 1, (size_t)(8 * tk->merges), f) == (size_t)(8 * tk->merges);
+    ok = (f && fclose(f) == 0) && ok;
+    PT_FREE(body);
+    if (!ok || rename(tmp, path) != 0) {
+        if (f) remove(tmp);
+        pt__fail(tk->ctx, PT_ERR_IO, "pt_tokenizer_save: writing %s failed", path);
+        return PT_ERR_IO;
+    }
+    return PT_OK;
+}
+
+PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path) {
+    unsigned char h[PT__TOK_HDR], *body = NULL;
+    int64_t size = path ? pt__file_size(path) : -1;
+    FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
+    pt_tokenizer *tk = NULL;
+    uint32_t merges, crc;
+    char err[PT__ERRLEN];
+    int i;
+    err[0] = 0;
+    if (!f) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_tokenizer_load: cannot open %s", path ? path : "(NULL)");
+    if (fread(h, 1, sizeof h, f) != sizeof h) pt__msg(err, sizeof err, "truncated header, expected %d bytes, found a %lld-byte file", PT__TOK_HDR, (long long)size);
+    else if (pt__le32(h) != PT_TOKENIZER_MAGIC) pt__msg(err, sizeof err, "bad magic: expected 0x%08X (\"PBPE\"), found 0x%08X", PT_TOKENIZER_MAGIC, (unsigned)pt__le32(h));
+    else if (pt__le32(h + 4) != 1) pt__msg(err, sizeof err, "version: expected 1, found %u", (unsigned)pt__le32(h + 4));
+    else if ((merges = pt__le32(h + 8)) > (1u << 24)) pt__msg(err, sizeof err, "merges: expected 0..%d, found %u", 1 << 24, (unsigned)merges);
+    else if (pt__le32(h + 12) != 256 + merges) pt__msg(err, sizeof err, "vocabulary: expected 256 + %u merges = %u, found %u", (unsigned)merges, (unsigned)(256 + merges), (unsigned)pt__le32(h + 12));
+    else if (size != PT__TOK_HDR + 8 * (int64_t)merges)
+        pt__msg(err, sizeof err, "size: expected %lld bytes (%d-byte header + %u merges x 8 bytes), found %lld bytes", (long long)(PT__TOK_HDR + 8 * (int64_t)merges), PT__TOK_HDR,
+                (unsigned)merges, (long long)size);
+    else {
+        for (i = 20; i < PT__TOK_HDR; i++)
+            if (h[i]) {
+                pt__msg(err, sizeof err, "reserved header byte %d: expected 0, found %u", i, (unsigned)h[i]);
+                break;
+            }
+        body = err[0] ? NULL : (unsigned char *)PT_MALLOC((size_t)(8 * merges + 8));
+        tk = body ? pt__tok_new(ctx, (int32_t)merges) : NULL;
+        if (!err[0] && !tk) pt__msg(err, sizeof err, "out of memory for %u merges", (unsigned)merges);
+        else if (!err[0] && fread(body, 1, (size_t)(8 * merges), f) != (size_t)(8 * merges)) pt__msg(err, sizeof err, "reading the %u merges failed", (unsigned)merges);
+        else if (!err[0] && (crc = pt_crc32c(0, body, (size_t)(8 * merges))) != pt__le32(h + 16))
+            pt__msg(err, sizeof err, "checksum of the merges: expected CRC32C %08X (header), found %08X", (unsigned)pt__le32(h + 16), (unsigned)crc);
+        for (i = 0; !err[0] && i < (int)(2 * merges); i++) {
+            uint32_t v = pt__le32(body + 4 * i);
+            if (v >= 256u + (uint32_t)(i / 2)) pt__msg(err, sizeof err, "merge %d: expected ids < %d, found %u", i / 2, 256 + i / 2, (unsigned)v);
+            else tk->pair[i] = (int32_t)v;
+        }
+    }
+    fclose(f);
+    PT_FREE(body);
+    if (err[0]) {
+        pt_tokenizer_free(tk);
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_tokenizer_load: %s: %s", path, err);
+    }
+    pt__tok_lengths(tk);
+    return tk;
+}
+
+PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
+    char path[4096];
+    if (!dir || strlen(dir) + sizeof PT_TOKENIZER_FILE + 1 > sizeof path)
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_ARG, "pt_tokenizer_load_dir: bad directory %s", dir ? dir : "(NULL)");
+    snprintf(path, sizeof path, "%s/%s", dir, PT_TOKENIZER_FILE);
+    if (pt__file_size(path) < 0) return NULL;
+    return pt_tokenizer_load(ctx, path);
 }
 
 /* =================================================================================================

@@ -71,14 +71,17 @@ static void write_file(const char *path, const void *p, size_t n) {
     if (f) fwrite(p, 1, n, f), fclose(f);
 }
 
-/* --prepared DIR TEXT: the prepared shards hold the text's bytes, train first then val */
+/* --prepared DIR TEXT: the prepared shards hold the text, train first then val: its bytes, or (with
+   DIR/tokenizer.bin) ids whose decoding is the text */
 static int check_prepared(const char *d, const char *text) {
     pt_ctx *ctx = pt_init(NULL);
+    pt_tokenizer *tk = pt_tokenizer_load_dir(ctx, d);
     FILE *f = fopen(text, "rb");
-    static unsigned char want[1 << 22];
+    static unsigned char want[1 << 22], dec[1 << 22];
+    static int32_t ids[1 << 22];
     size_t n = f ? fread(want, 1, sizeof want, f) : 0, at = 0;
     const char *pre[2] = {"train", "val"};
-    int k, i, bad = 0, nshards = 0;
+    int k, i, bad = pt_status_get(ctx) != PT_OK, nshards = 0;
     char name[1024];
     if (f) fclose(f);
     for (k = 0; k < 2; k++)
@@ -89,20 +92,28 @@ static int check_prepared(const char *d, const char *text) {
             snprintf(name, sizeof name, "%s/%s_%06d.bin", d, pre[k], i);
             if (!(g = fopen(name, "rb"))) break;
             nshards++;
-            if (pt_shard_info_read(ctx, name, &info) != PT_OK) {
+            if (pt_shard_info_read(ctx, name, &info) != PT_OK || info.vocab != (tk ? pt_tokenizer_vocab(tk) : info.format == PT_SHARD_LLMC ? 0 : 256)) {
                 bad = 1;
                 fclose(g);
                 break;
             }
             fseek(g, (long)info.header_bytes, SEEK_SET);
-            for (t = 0; t < info.tokens; t++) {
-                unsigned char b[4];
-                if (fread(b, 1, (size_t)info.token_bytes, g) != (size_t)info.token_bytes || at >= n || b[0] != want[at] || b[1]) bad = 1;
-                at++;
+            for (t = 0; t < info.tokens && at < sizeof want; t++) {
+                unsigned char b[4] = {0, 0, 0, 0};
+                if (fread(b, 1, (size_t)info.token_bytes, g) != (size_t)info.token_bytes) bad = 1;
+                ids[at++] = b[0] | b[1] << 8 | b[2] << 16;
             }
             fclose(g);
         }
-    CHECKF(!bad && at == n && nshards >= 2, "prepared shards (train_*, val_*) hold the text's bytes in order", "%zu of %zu bytes matched in %d shards (bad %d)", at, n, nshards, bad);
+    if (tk) {
+        int64_t m = pt_tokenizer_decode(tk, ids, (int64_t)at, dec, sizeof dec);
+        printf("  %zu ids (vocabulary %d) decode to %lld bytes\n", at, pt_tokenizer_vocab(tk), (long long)m);
+        bad |= m != (int64_t)n, at = m < 0 ? 0 : (size_t)m;
+    } else
+        for (i = 0; i < (int)at; i++) dec[i] = (unsigned char)ids[i], bad |= ids[i] > 255;
+    CHECKF(!bad && at == n && !memcmp(dec, want, n) && nshards >= 2, tk ? "prepared shards (train_*, val_*) decode to the text" : "prepared shards (train_*, val_*) hold the text's bytes in order",
+           "%zu of %zu bytes, %d shards (bad %d)", at, n, nshards, bad);
+    pt_tokenizer_free(tk);
     pt_shutdown(ctx);
     return tu_summary();
 }
@@ -247,14 +258,14 @@ static void test_idx(pt_ctx *ctx) {
     }
     {   /* malformed IDX files are refused, naming the file, expected and found */
         static unsigned char big[NREC * RB + 8];
-        uint32_t d2[2] = {NREC, 2}, dl[1] = {NREC - 1}, dz[1] = {0};
+        uint32_t d2[2] = {NREC, 2}, dl[1] = {NREC - 1};
         char bad[700];
         struct { const char *what, *msg; int labels, type, nd; const uint32_t *dims; size_t n; long cut; int raw; } cases[] = {
             {"bad magic", "bad magic", 0, 0x08, 3, dims, sizeof img, 0, 1},
             {"value type 0x0D (float)", "value type: expected 0x08", 0, 0x0D, 3, dims, sizeof img, 0, 0},
             {"0 dimensions", "number of dimensions: expected 1..4, found 0", 0, 0x08, 0, dims, 0, 0, 0},
             {"truncated data", "(truncated)", 0, 0x08, 3, dims, sizeof img, 5, 0},
-            {"a record dimension of 0", "dimension 2: expected 1..2^30", 0, 0x08, 3, dz, 0, 0, 2},
+            {"a record dimension of 0", "dimension 2: expected 1..2^30", 0, 0x08, 3, dims, 0, 0, 2},
             {"labels: one fewer than the records", "expected one dimension of 50 labels", 1, 0x08, 1, dl, NREC - 1, 0, 0},
             {"labels: two dimensions", "found 2 dimension(s)", 1, 0x08, 2, d2, 2 * NREC, 0, 0},
             {"labels: one out of range for 10 classes", "label 7: expected 0..9, found 200", 1, 0x08, 1, ldims, NREC, 0, 3},
@@ -282,6 +293,154 @@ static void test_idx(pt_ctx *ctx) {
         CHECK(!mk_idx(ctx, idx_img, idx_lab, 64, 0, 1, 1, 2, 10) && strstr(last_err, "smaller than one global batch"), "IDX: 50 records, batch 64: refused");
         pt_error_clear(ctx);
     }
+}
+
+/* ---- the byte-level BPE tokenizer: against a naive reference (recount every pair per merge; apply
+   each merge over the whole sequence in order) ---- */
+static int64_t naive_apply(int32_t *t, int64_t n, int32_t a, int32_t b, int32_t c) {
+    int64_t i, o = 0;
+    for (i = 0; i < n; i++)
+        if (i + 1 < n && t[i] == a && t[i + 1] == b) t[o++] = c, i++;
+        else t[o++] = t[i];
+    return o;
+}
+/* the reference trainer: merges into pairs, returns how many */
+static int naive_train(const unsigned char *text, int64_t n, int want, int32_t *pairs) {
+    static int32_t t[1 << 16];
+    static int64_t cnt[(256 + 64) * (256 + 64)];
+    int64_t i, len = n;
+    int m, V;
+    for (i = 0; i < n; i++) t[i] = text[i];
+    for (m = 0; m < want; m++) {
+        int64_t best = -1, bc = 0;
+        V = 256 + m;
+        memset(cnt, 0, sizeof(int64_t) * (size_t)V * (size_t)V);
+        for (i = 0; i + 1 < len; i++) cnt[(int64_t)t[i] * V + t[i + 1]]++; /* every adjacent pair, runs overlapping */
+        for (i = 0; i < (int64_t)V * V; i++)
+            if (cnt[i] > bc) bc = cnt[i], best = i;
+        if (bc < 2) break;
+        pairs[2 * m] = (int32_t)(best / V), pairs[2 * m + 1] = (int32_t)(best % V);
+        len = naive_apply(t, len, pairs[2 * m], pairs[2 * m + 1], 256 + m);
+    }
+    return m;
+}
+static int64_t naive_encode(const int32_t *pairs, int merges, const unsigned char *text, int64_t n, int32_t *out) {
+    int64_t i, len = n;
+    int m;
+    for (i = 0; i < n; i++) out[i] = text[i];
+    for (m = 0; m < merges; m++) len = naive_apply(out, len, pairs[2 * m], pairs[2 * m + 1], 256 + m);
+    return len;
+}
+/* the merges of a tokenizer, through its file */
+static int file_pairs(const char *path, int32_t *pairs, int cap) {
+    unsigned char h[32], b[8];
+    FILE *f = fopen(path, "rb");
+    int m = 0, n;
+    if (!f || fread(h, 1, 32, f) != 32) return -1;
+    n = h[8] | h[9] << 8 | h[10] << 16;
+    for (; m < n && m < cap && fread(b, 1, 8, f) == 8; m++) pairs[2 * m] = b[0] | b[1] << 8 | b[2] << 16, pairs[2 * m + 1] = b[4] | b[5] << 8 | b[6] << 16;
+    fclose(f);
+    return m == n ? n : -1;
+}
+
+static void test_bpe(pt_ctx *ctx) {
+    static unsigned char text[1 << 16], rnd[5000], back[1 << 17];
+    static int32_t ids[1 << 16], ref[1 << 16], pa[2 * 64], pb[2 * 64];
+    char path[700], path2[700], bad[700];
+    int64_t n, i, k, got, want;
+    int m, c, ok;
+    FILE *f = fopen("ptrain.h", "rb");
+    pt_tokenizer *tk, *tl;
+    pt_rng r = pt_rng_seed(5);
+    n = f ? (int64_t)fread(text, 1, 20000, f) : 0;
+    if (f) fclose(f);
+    for (i = 0; i < (int64_t)sizeof rnd; i++) rnd[i] = (unsigned char)(i % 7 == 0 ? 'a' : pt_rng_u32(&r));
+    for (i = 1000; i < 1100; i++) rnd[i] = 'a'; /* a long run: overlapping pairs */
+    snprintf(path, sizeof path, "%s/tok.bin", dir);
+    snprintf(path2, sizeof path2, "%s/tok2.bin", dir);
+    tk = pt_tokenizer_train(ctx, text, n, 64);
+    CHECK(tk && pt_tokenizer_vocab(tk) == 256 + 64 && pt_tokenizer_save(tk, path) == PT_OK, "BPE: 64 merges learned from 20000 bytes of text, saved");
+    m = naive_train(text, n, 64, ref);
+    CHECKF(m == 64 && file_pairs(path, pa, 64) == 64 && !memcmp(pa, ref, sizeof(int32_t) * 128), "BPE: the merges equal a naive trainer's (recount per merge)", "naive %d merges", m);
+    tl = pt_tokenizer_train(ctx, text, n, 64);
+    CHECK(tl && pt_tokenizer_save(tl, path2) == PT_OK && file_pairs(path2, pb, 64) == 64 && !memcmp(pa, pb, sizeof pa), "BPE: training twice gives the same merges (deterministic)");
+    pt_tokenizer_free(tl);
+    tl = pt_tokenizer_load(ctx, path);
+    for (k = 0; k < 3; k++) { /* text, random bytes with runs, a tokenizer trained on the random bytes */
+        const unsigned char *src = k == 0 ? text : rnd;
+        int64_t len = k == 0 ? n : (int64_t)sizeof rnd;
+        pt_tokenizer *t = k == 2 ? pt_tokenizer_train(ctx, rnd, len, 40) : tl;
+        int mm = k == 2 ? 40 : 64;
+        if (k == 2) {
+            pt_tokenizer_save(t, path2);
+            mm = file_pairs(path2, pb, 64);
+            CHECK(mm == naive_train(rnd, len, 40, ref) && !memcmp(pb, ref, sizeof(int32_t) * 2 * (size_t)mm), "BPE on random bytes with a run of 100 'a': the naive trainer's merges");
+        }
+        got = pt_tokenizer_encode(t, src, len, ids);
+        want = naive_encode(k == 2 ? pb : pa, mm, src, len, ref);
+        CHECKF(got == want && !memcmp(ids, ref, sizeof(int32_t) * (size_t)got), tu_name("BPE encode (%s) = applying the merges in order", k == 0 ? "text" : "random bytes"),
+               "%lld ids, reference %lld", (long long)got, (long long)want);
+        ok = pt_tokenizer_decode(t, ids, got, back, sizeof back) == len && !memcmp(back, src, (size_t)len);
+        for (i = 0; i < 200 && ok; i++) { /* every prefix of random length and offset */
+            int64_t off = pt_rng_u32(&r) % (uint32_t)len, l = pt_rng_u32(&r) % (uint32_t)(len - off + 1), g2 = pt_tokenizer_encode(t, src + off, l, ids);
+            ok = g2 >= 0 && g2 <= l && pt_tokenizer_decode(t, ids, g2, back, sizeof back) == l && !memcmp(back, src + off, (size_t)l);
+        }
+        CHECK(ok, tu_name("BPE decode(encode(x)) == x (%s, whole and 200 random slices, empty included)", k == 0 ? "text" : "random bytes"));
+        if (k == 0) printf("  20000 bytes of ptrain.h -> %lld ids with 64 merges\n", (long long)got);
+        if (k == 2) pt_tokenizer_free(t);
+    }
+    CHECK(pt_tokenizer_decode(tl, ids, 2, NULL, 0) > 0 && (ids[0] = 999, pt_tokenizer_decode(tl, ids, 2, back, sizeof back) == -1) && pt_status_get(ctx) == PT_ERR_ARG,
+          "BPE decode: sizes with cap 0; an id outside the vocabulary is refused");
+    pt_error_clear(ctx);
+    {   /* malformed tokenizer files */
+        static unsigned char fb[32 + 8 * 64 + 16];
+        struct { const char *what, *msg; int off; uint32_t val; int cut, fixcrc; } cases[] = {
+            {"truncated header", "truncated header", -1, 0, 32 + 8 * 64 - 20, 0},
+            {"bad magic", "bad magic", 0, 0x12345678u, 0, 0},
+            {"version 2", "version: expected 1, found 2", 4, 2, 0, 0},
+            {"vocabulary not 256 + merges", "vocabulary: expected 256 + 64 merges = 320", 12, 300, 0, 0},
+            {"truncated merges", "size: expected 544 bytes", -1, 0, 8, 0},
+            {"a flipped bit in the merges", "checksum of the merges", 32 + 8 * 10, 0x7, 0, 0},
+            {"a merge using a later id", "merge 3: expected ids < 259", 32 + 8 * 3, 300, 0, 1},
+            {"nonzero reserved byte", "reserved header byte 24", 24, 1, 0, 0},
+        };
+        FILE *g = fopen(path, "rb");
+        size_t fl = g ? fread(fb, 1, sizeof fb, g) : 0;
+        if (g) fclose(g);
+        for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+            unsigned char w[sizeof fb];
+            pt_tokenizer *t;
+            memcpy(w, fb, fl);
+            if (cases[c].off >= 0) w[cases[c].off] = (unsigned char)cases[c].val, w[cases[c].off + 1] = (unsigned char)(cases[c].val >> 8), w[cases[c].off + 2] = 0, w[cases[c].off + 3] = 0;
+            if (cases[c].off == 0) w[2] = 0x34, w[3] = 0x12;
+            if (cases[c].fixcrc) {
+                uint32_t crc = pt_crc32c(0, w + 32, fl - 32);
+                w[16] = (unsigned char)crc, w[17] = (unsigned char)(crc >> 8), w[18] = (unsigned char)(crc >> 16), w[19] = (unsigned char)(crc >> 24);
+            }
+            snprintf(bad, sizeof bad, "%s/bad_tok_%d.bin", dir, c);
+            write_file(bad, w, fl - (size_t)cases[c].cut);
+            last_err[0] = 0;
+            t = pt_tokenizer_load(ctx, bad);
+            CHECKF(!t && pt_status_get(ctx) == PT_ERR_FORMAT && strstr(last_err, bad) && strstr(last_err, cases[c].msg) && strstr(last_err, "expected"),
+                   tu_name("tokenizer file refused: %s", cases[c].what), "message '%s'", last_err);
+            pt_error_clear(ctx);
+            pt_tokenizer_free(t);
+        }
+        printf("  e.g. %s\n", last_err);
+        last_err[0] = 0;
+        CHECK(!pt_tokenizer_load_dir(ctx, dir) && pt_status_get(ctx) == PT_OK, "pt_tokenizer_load_dir without a tokenizer file: NULL, no error");
+        snprintf(bad, sizeof bad, "%s/tk", dir);
+        mkdir(bad, 0755);
+        snprintf(path2, sizeof path2, "%s/tk/" PT_TOKENIZER_FILE, dir);
+        pt_tokenizer_save(tk, path2);
+        {
+            pt_tokenizer *t2 = pt_tokenizer_load_dir(ctx, bad);
+            CHECK(t2 && pt_tokenizer_vocab(t2) == 320, "pt_tokenizer_load_dir finds DIR/" PT_TOKENIZER_FILE);
+            pt_tokenizer_free(t2);
+        }
+    }
+    pt_tokenizer_free(tk);
+    pt_tokenizer_free(tl);
 }
 
 int main(int argc, char **argv) {
@@ -483,6 +642,7 @@ int main(int argc, char **argv) {
         }
     }
     test_idx(ctx);
+    test_bpe(ctx);
     pt_shutdown(ctx);
     return tu_summary();
 }
