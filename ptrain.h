@@ -44,12 +44,15 @@
    pt_pp_new with one function computing any stage (pt_gpt_new_stages / pt_gpt_stage_fwd for the
    GPT), pt_pp_step per step (pt_pp_set_dp hands it the DP reducer), pt_pp_eval to evaluate.
 
-   Data: tools/prepare_shards.c turns text files into train/val token shards (byte-level); llm.c's
-   shards are read too. pt_loader_new streams them memory-mapped (desc.dir + prefix, or a path list),
+   Data: tools/prepare_shards.c turns text files into train/val token shards (byte-level, or with
+   --bpe N a byte-level BPE tokenizer saved as tokenizer.bin beside them: pt_tokenizer_load_dir,
+   pt_tokenizer_encode / decode); llm.c's shards are read too. pt_loader_new streams them memory-mapped (desc.dir + prefix, or a path list),
    each DP rank taking its slice of every global batch (desc.rank of desc.ranks), shuffled per epoch
    by a seed, a prefetch thread keeping batches ready; pt_loader_next fills x and y. Its state
    (pt_loader_get_state / set_state, or pt_loader_register into the checkpointed state) continues the
    stream exactly, also on another DP size or global batch. pt_loader_stats_get: data wait per batch.
+   desc.kind = PT_LOADER_IDX streams fixed-size records and labels of an IDX file pair (Fashion-MNIST
+   in examples/02) the same way: pt_loader_next_records (floats 0..1) or pt_loader_next_bytes.
 
    ==================================================================================================
    CONCEPTS
@@ -178,7 +181,8 @@
    >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
                 check (matching sends, no deadlock), simulate the bubble, print the table
    >>pprun      pipeline execution over MPI: graphs per micro-batch, transfers, tied parameters
-   >>data       token shards (llm.c and ptrain layouts), the streaming loader, its state
+   >>data       token shards (llm.c and ptrain layouts), the streaming loader (token windows or IDX
+                records), its state, the byte-level BPE tokenizer
    >>ckpt       checkpoints: CRC32C, manifest, save (temporary name, fsync, rename, latest,
                 retention), load of the newest valid one with fallback
 */
@@ -11481,7 +11485,7 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
 
 /* =================================================================================================
    >>data  token shards (llm.c and ptrain layouts), the memory-mapped streaming loader with a
-   prefetch thread, its resumable state
+   prefetch thread (token windows, or IDX records + labels), its resumable state, the BPE tokenizer
    Order of an epoch: the shards in a permuted order (a keyed Feistel permutation of their indices,
    seeded by (seed, epoch)), and inside each shard its windows in a permuted order (keyed by (seed,
    epoch, shard)); the epoch's samples are that sequence, cut into global batches of B consecutive
