@@ -46,12 +46,15 @@
    pt_pp_new with one function computing any stage (pt_gpt_new_stages / pt_gpt_stage_fwd for the
    GPT), pt_pp_step per step (pt_pp_set_dp hands it the DP reducer), pt_pp_eval to evaluate.
 
-   Data: tools/prepare_shards.c turns text files into train/val token shards (byte-level); llm.c's
-   shards are read too. pt_loader_new streams them memory-mapped (desc.dir + prefix, or a path list),
+   Data: tools/prepare_shards.c turns text files into train/val token shards (byte-level, or with
+   --bpe N a byte-level BPE tokenizer saved as tokenizer.bin beside them: pt_tokenizer_load_dir,
+   pt_tokenizer_encode / decode); llm.c's shards are read too. pt_loader_new streams them memory-mapped (desc.dir + prefix, or a path list),
    each DP rank taking its slice of every global batch (desc.rank of desc.ranks), shuffled per epoch
    by a seed, a prefetch thread keeping batches ready; pt_loader_next fills x and y. Its state
    (pt_loader_get_state / set_state, or pt_loader_register into the checkpointed state) continues the
    stream exactly, also on another DP size or global batch. pt_loader_stats_get: data wait per batch.
+   desc.kind = PT_LOADER_IDX streams fixed-size records and labels of an IDX file pair (Fashion-MNIST
+   in examples/02) the same way: pt_loader_next_records (floats 0..1) or pt_loader_next_bytes.
 
    ==================================================================================================
    CONCEPTS
@@ -181,7 +184,8 @@
    >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
                 check (matching sends, no deadlock), simulate the bubble, print the table
    >>pprun      pipeline execution over MPI: graphs per micro-batch, transfers, tied parameters
-   >>data       token shards (llm.c and ptrain layouts), the streaming loader, its state
+   >>data       token shards (llm.c and ptrain layouts), the streaming loader (token windows or IDX
+                records), its state, the byte-level BPE tokenizer
    >>ckpt       checkpoints: CRC32C, manifest, save (temporary name, fsync, rename, latest,
                 retention), load of the newest valid one with fallback
 */
@@ -826,7 +830,8 @@ typedef struct pt_loader_state {
     int64_t shard;      /**< informational: slot in this epoch's shard order of that sample */
     int64_t position;   /**< informational: its window index in that shard */
     int64_t batches;    /**< global batches delivered so far (all epochs) */
-    int64_t seq;        /**< T the state was taken with (a restore with another T is refused) */
+    int64_t seq;        /**< T the state was taken with (a restore with another T is refused; PT_LOADER_IDX:
+                             the record bytes) */
     int64_t samples_total; /**< samples per epoch of the dataset it was taken on (must match) */
 } pt_loader_state;
 /** Setup of a loader (zero-initialize, then set what you need). */
@@ -843,7 +848,17 @@ typedef struct pt_loader_desc {
     int32_t shuffle;          /**< 1: shard order and windows in a shard are permuted per epoch */
     int32_t prefetch;         /**< batches a background thread keeps ready (0 = read in pt_loader_next;
                                    default used when < 0: 4). Without threads (PTRAIN_NO_THREADS) always 0 */
+    int32_t kind;             /**< pt_loader_kind: PT_LOADER_TOKENS (0, shards above) or PT_LOADER_IDX */
+    const char *idx_data;     /**< PT_LOADER_IDX: the IDX file of records (unsigned bytes, its first dimension
+                                   counts the records; e.g. images n x 28 x 28). seq, paths, dir unused */
+    const char *idx_labels;   /**< PT_LOADER_IDX: the IDX file of one unsigned-byte label per record, or NULL */
+    int32_t classes;          /**< PT_LOADER_IDX: when > 0, every label must be < classes (checked on open) */
 } pt_loader_desc;
+/** What a loader streams: windows of token shards, or fixed-size records (+ labels) of an IDX pair.
+    IDX (LeCun's format): bytes 0 0, a type byte (0x08 = unsigned byte, the one read), the number of
+    dimensions, then each dimension as a big-endian uint32, then the values; the file size must be
+    exactly that. A record is one index of the first dimension; its label the same index of the label file. */
+typedef enum pt_loader_kind { PT_LOADER_TOKENS = 0, PT_LOADER_IDX = 1 } pt_loader_kind;
 typedef struct pt_loader pt_loader;
 /** Data-wait and throughput counters of a loader. */
 typedef struct pt_loader_stats {
@@ -853,7 +868,10 @@ typedef struct pt_loader_stats {
     int64_t samples_total;/**< samples per epoch (whole dataset) */
     int64_t batches_per_epoch; /**< floor(samples_total / B): the last < B samples of an epoch are skipped */
     int64_t shards;       /**< number of shards */
-    int64_t tokens;       /**< tokens over all shards */
+    int64_t tokens;       /**< tokens over all shards (PT_LOADER_IDX: records x record_bytes) */
+    int64_t record_bytes; /**< PT_LOADER_IDX: bytes of one record (e.g. 784), 0 for tokens */
+    int32_t record_ndim;  /**< PT_LOADER_IDX: dimensions of one record (the IDX file's minus one) */
+    int64_t record_dims[3]; /**< PT_LOADER_IDX: their sizes (e.g. 28, 28) */
 } pt_loader_stats;
 /** Opens and validates every shard (headers only; the data is memory-mapped one or two shards at a
     time while streaming). NULL with PT_ERR_FORMAT / PT_ERR_IO / PT_ERR_ARG (e.g. a dataset with fewer
@@ -862,6 +880,12 @@ PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *desc);
 /** The next batch of this rank: x and y each receive B/ranks x T token ids (row-major), y the
     targets (x shifted by one). Crosses epochs by itself. PT_ERR_IO on a read failure. */
 PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y);
+/** PT_LOADER_IDX: the next batch of this rank as floats: x receives B/ranks records of record_bytes
+    values each, byte / 255 (0..1), labels (when not NULL) B/ranks label bytes as int32 (0 without a
+    label file). Same order, state and prefetch as pt_loader_next. */
+PTDEF pt_status pt_loader_next_records(pt_loader *L, float *x, int32_t *labels);
+/** PT_LOADER_IDX: the same batch as raw bytes (B/ranks x record_bytes). */
+PTDEF pt_status pt_loader_next_bytes(pt_loader *L, uint8_t *x, int32_t *labels);
 /** The state after the last batch returned (what a checkpoint saves). */
 PTDEF pt_loader_state pt_loader_get_state(const pt_loader *L);
 /** Continues the stream from a saved state (possibly saved with another DP size or global batch);
@@ -874,6 +898,36 @@ PTDEF pt_status pt_loader_register(pt_loader *L, const char *name);
 PTDEF pt_loader_stats pt_loader_stats_get(const pt_loader *L);
 /** Stops the prefetch thread, unmaps, frees. */
 PTDEF void pt_loader_free(pt_loader *L);
+
+/* ---- a byte-level BPE tokenizer (>>data) ----
+   Ids 0..255 are the bytes; merge i (from 0) makes id 256 + i out of a pair of smaller ids, so the
+   vocabulary is 256 + merges. Training counts adjacent pairs of a byte stream and repeatedly merges
+   the most frequent one (ties: the smallest left id, then the smallest right id), every occurrence
+   left to right; counts are updated incrementally (no recount per merge). Encoding applies the merges
+   in their order, each left to right: on the training text it gives the training's tokens. decode(
+   encode(x)) == x for every byte string. The file (PT_TOKENIZER_FILE, written next to the shards by
+   tools/prepare_shards --bpe N): a 32-byte header of little-endian uint32s: magic 0x45504250 ("PBPE"),
+   version 1, merges N, vocabulary 256 + N, CRC32C of the pair data, 12 bytes of zero; then N pairs
+   (left, right) as uint32, pair i's ids < 256 + i. */
+#define PT_TOKENIZER_MAGIC 0x45504250u /**< "PBPE" */
+#define PT_TOKENIZER_FILE "tokenizer.bin" /**< its name in a shard directory */
+typedef struct pt_tokenizer pt_tokenizer;
+/** Learns up to merges merges from n bytes (fewer when no pair occurs twice any more). */
+PTDEF pt_tokenizer *pt_tokenizer_train(pt_ctx *ctx, const void *text, int64_t n, int32_t merges);
+/** Reads and validates a tokenizer file: PT_ERR_IO, or PT_ERR_FORMAT naming the file, expected, found. */
+PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path);
+/** DIR/PT_TOKENIZER_FILE when it exists (NULL and no error when it does not: byte-level shards). */
+PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir);
+/** Writes the tokenizer (under path.tmp, then renamed). */
+PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path);
+/** 256 + merges. */
+PTDEF int32_t pt_tokenizer_vocab(const pt_tokenizer *tk);
+/** The ids of n bytes into ids (room for n: never more ids than bytes); returns their count, -1 on error. */
+PTDEF int64_t pt_tokenizer_encode(const pt_tokenizer *tk, const void *text, int64_t n, int32_t *ids);
+/** The bytes of n ids: returns their count, written to out only when it is <= cap (so a call with cap 0
+    sizes the buffer); -1 (PT_ERR_ARG) for an id outside the vocabulary. */
+PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, int64_t n, void *out, int64_t cap);
+PTDEF void pt_tokenizer_free(pt_tokenizer *tk);
 
 /* ---- process grid (>>dist) -------------------------------------------------------------------
    The world's ranks form a dp x tp x pp grid. Rank order (a pure function, pt_layout_coords):
@@ -11754,7 +11808,7 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
 
 /* =================================================================================================
    >>data  token shards (llm.c and ptrain layouts), the memory-mapped streaming loader with a
-   prefetch thread, its resumable state
+   prefetch thread (token windows, or IDX records + labels), its resumable state, the BPE tokenizer
    Order of an epoch: the shards in a permuted order (a keyed Feistel permutation of their indices,
    seeded by (seed, epoch)), and inside each shard its windows in a permuted order (keyed by (seed,
    epoch, shard)); the epoch's samples are that sequence, cut into global batches of B consecutive
@@ -11998,8 +12052,14 @@ struct pt_loader {
     pt__dmap map[2];
     int64_t map_tick;
     unsigned char *win;        /* one window's bytes (stdio path) */
+    int kind;                  /* pt_loader_kind; for PT_LOADER_IDX, sh[0] is the record file with info.tokens =
+                                  records, info.token_bytes = record bytes (T = that too) */
+    pt__dshard lab;            /* PT_LOADER_IDX: the label file (path NULL: none), mapped in labmap */
+    pt__dmap labmap;
+    int64_t abytes, bbytes, boff, slot_bytes; /* a batch: part a (x; IDX: record bytes), part b (y; labels) at boff */
+    unsigned char *stage;      /* one batch, for pt_loader_next_records without the prefetch thread */
     int nring, head, count, stop, failed, running;
-    int32_t *ring;             /* nring slots of x | y */
+    unsigned char *ring;       /* nring slots of a | b */
     pt_loader_state *ring_state;
     char err[PT__ERRLEN];
     pt_status err_st;
@@ -12019,10 +12079,32 @@ static void pt__dmap_close(pt__dmap *m) {
     m->base = NULL, m->f = NULL, m->shard = -1;
 }
 
+/* maps (or opens, without mmap) the file of d into m; 0, or -1 with a message in L->err */
+static int pt__dmap_open(pt_loader *L, pt__dmap *m, const pt__dshard *d) {
+    const char *path = d->path;
+#ifdef PT__DATA_POSIX
+    int fd = open(path, O_RDONLY);
+    size_t len = (size_t)(d->info.header_bytes + d->info.tokens * d->info.token_bytes);
+    void *p = fd >= 0 && len > 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0) close(fd);
+    if (p == MAP_FAILED) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot map %s (%lld bytes)", path, (long long)len);
+        return -1;
+    }
+    m->base = (const unsigned char *)p, m->len = len;
+#else
+    m->f = fopen(path, "rb");
+    if (!m->f) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot open %s", path);
+        return -1;
+    }
+#endif
+    return 0;
+}
+
 /* the open view of shard s (at most two shards open: the least recently used one is closed) */
 static pt__dmap *pt__dmap_get(pt_loader *L, int s) {
     pt__dmap *m;
-    const char *path = L->sh[s].path;
     int i;
     for (i = 0; i < 2; i++)
         if (L->map[i].shard == s) {
@@ -12031,27 +12113,19 @@ static pt__dmap *pt__dmap_get(pt_loader *L, int s) {
         }
     m = L->map[0].used <= L->map[1].used ? &L->map[0] : &L->map[1];
     pt__dmap_close(m);
-#ifdef PT__DATA_POSIX
-    {
-        int fd = open(path, O_RDONLY);
-        size_t len = (size_t)(L->sh[s].info.header_bytes + L->sh[s].info.tokens * L->sh[s].info.token_bytes);
-        void *p = fd >= 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-        if (fd >= 0) close(fd);
-        if (p == MAP_FAILED) {
-            pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot map shard %s (%lld bytes)", path, (long long)len);
-            return NULL;
-        }
-        m->base = (const unsigned char *)p, m->len = len;
-    }
-#else
-    m->f = fopen(path, "rb");
-    if (!m->f) {
-        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot open shard %s", path);
-        return NULL;
-    }
-#endif
+    if (pt__dmap_open(L, m, &L->sh[s]) != 0) return NULL;
     m->shard = s, m->used = ++L->map_tick;
     return m;
+}
+
+/* n bytes at offset off of the file mapped in m (through buf when it is not memory-mapped); NULL with a message in L->err */
+static const unsigned char *pt__dmap_at(pt_loader *L, pt__dmap *m, const char *path, int64_t off, size_t n, unsigned char *buf) {
+    if (m->base) return m->base + off;
+    if (fseek(m->f, (long)off, SEEK_SET) != 0 || fread(buf, 1, n, m->f) != n) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: reading %s at byte %lld failed", path, (long long)off);
+        return NULL;
+    }
+    return buf;
 }
 
 /* computes the shard order and prefix sums of an epoch */
@@ -12087,10 +12161,12 @@ static void pt__data_locate(pt_loader *L, pt_loader_state *s) {
     }
 }
 
-/* reads the batch at L->cur into x, y (this rank's rows) and advances L->cur; 0 or an error in L->err */
-static pt_status pt__data_fill(pt_loader *L, int32_t *x, int32_t *y) {
+/* reads the batch at L->cur into a and b (this rank's rows: x and y, or IDX records and labels) and
+   advances L->cur; 0 or an error in L->err */
+static pt_status pt__data_fill(pt_loader *L, void *a, void *b) {
     pt_loader_state *c = &L->cur;
     int64_t j, t, T = L->T;
+    int32_t *x = (int32_t *)a, *y = (int32_t *)b;
     if (c->sample + L->B > L->total) c->epoch++, c->sample = 0;
     pt__data_epoch(L, c->epoch);
     for (j = 0; j < L->local; j++) {
@@ -12102,15 +12178,19 @@ static pt_status pt__data_fill(pt_loader *L, int32_t *x, int32_t *y) {
         if (L->shuffle) w = pt__perm(w, L->sh[s].samples, pt_hash64(L->seed ^ pt_hash64((uint64_t)c->epoch * 2 + 1) ^ pt_hash64((uint64_t)s + 0x51ED)));
         m = pt__dmap_get(L, s);
         if (!m) return PT_ERR_IO;
-        if (m->base) p = m->base + L->sh[s].info.header_bytes + w * T * tb;
-        else {
-            long off = (long)(L->sh[s].info.header_bytes + w * T * tb);
-            if (fseek(m->f, off, SEEK_SET) != 0 || fread(L->win, (size_t)tb, (size_t)(T + 1), m->f) != (size_t)(T + 1)) {
-                pt__msg(L->err, sizeof L->err, "pt_loader_next: reading shard %s at byte %ld failed", L->sh[s].path, off);
-                return PT_ERR_IO;
+        if (L->kind == PT_LOADER_IDX) { /* record w: tb bytes; its label byte */
+            const unsigned char *lp;
+            unsigned char lb;
+            if (!(p = pt__dmap_at(L, m, L->sh[s].path, L->sh[s].info.header_bytes + w * tb, (size_t)tb, L->win))) return PT_ERR_IO;
+            memcpy((unsigned char *)a + j * tb, p, (size_t)tb);
+            y[j] = 0;
+            if (L->lab.path) {
+                if (!(lp = pt__dmap_at(L, &L->labmap, L->lab.path, L->lab.info.header_bytes + w, 1, &lb))) return PT_ERR_IO;
+                y[j] = lp[0];
             }
-            p = L->win;
+            continue;
         }
+        if (!(p = pt__dmap_at(L, m, L->sh[s].path, L->sh[s].info.header_bytes + w * T * tb, (size_t)(tb * (T + 1)), L->win))) return PT_ERR_IO;
         if (tb == 2) {
             int32_t prev = (int32_t)(p[0] | p[1] << 8);
             for (t = 0; t < T; t++) {
@@ -12133,7 +12213,6 @@ static pt_status pt__data_fill(pt_loader *L, int32_t *x, int32_t *y) {
 #ifdef PT__DATA_THREADS
 static void *pt__data_producer(void *arg) {
     pt_loader *L = (pt_loader *)arg;
-    int64_t n = 2 * L->local * L->T;
     pthread_mutex_lock(&L->mu);
     for (;;) {
         int slot;
@@ -12142,7 +12221,7 @@ static void *pt__data_producer(void *arg) {
         if (L->stop) break;
         slot = (L->head + L->count) % L->nring;
         pthread_mutex_unlock(&L->mu);
-        st = pt__data_fill(L, L->ring + slot * n, L->ring + slot * n + n / 2);
+        st = pt__data_fill(L, L->ring + slot * L->slot_bytes, L->ring + slot * L->slot_bytes + L->boff);
         L->ring_state[slot] = L->cur;
         pthread_mutex_lock(&L->mu);
         if (st != PT_OK) {
@@ -12192,6 +12271,9 @@ PTDEF void pt_loader_free(pt_loader *L) {
     pthread_cond_destroy(&L->cv);
 #endif
     for (i = 0; i < 2; i++) pt__dmap_close(&L->map[i]);
+    pt__dmap_close(&L->labmap);
+    PT_FREE(L->lab.path);
+    PT_FREE(L->stage);
     for (i = 0; i < L->nsh; i++) PT_FREE(L->sh[i].path);
     PT_FREE(L->sh);
     PT_FREE(L->order);
@@ -12275,27 +12357,125 @@ static pt_status pt__data_paths(pt_ctx *ctx, const pt_loader_desc *d, char ***ou
     return PT_ERR_ARG;
 }
 
-PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
-    pt_loader *L;
+/* validates an IDX file (unsigned bytes) against its size: d->info.tokens = the first dimension,
+   token_bytes = the product of the others, header_bytes = 4 + 4 ndims; dims (>= 3 entries) the
+   others; PT_OK, PT_ERR_IO or PT_ERR_FORMAT with a message in err */
+static pt_status pt__idx_check(const char *path, pt__dshard *d, int *ndims, int64_t *dims, char *err, size_t errlen) {
+    unsigned char h[4 + 4 * 4];
+    int64_t size = pt__file_size(path), want, rec = 1;
+    FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
+    size_t got;
+    int i, nd;
+    memset(&d->info, 0, sizeof d->info);
+    if (!f) {
+        pt__msg(err, errlen, "IDX file %s: cannot open it for reading", path);
+        return PT_ERR_IO;
+    }
+    got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (got < 4 || h[0] != 0 || h[1] != 0) {
+        pt__msg(err, errlen, "IDX file %s: bad magic: expected bytes 0x00 0x00 then type and dimensions, found %s", path,
+                got < 4 ? "a file shorter than 4 bytes" : "other first bytes (not an IDX file, or still compressed?)");
+        return PT_ERR_FORMAT;
+    }
+    nd = h[3];
+    if (h[2] != 0x08) {
+        pt__msg(err, errlen, "IDX file %s: value type: expected 0x08 (unsigned byte), found 0x%02X", path, (unsigned)h[2]);
+        return PT_ERR_FORMAT;
+    }
+    if (nd < 1 || nd > 4) {
+        pt__msg(err, errlen, "IDX file %s: number of dimensions: expected 1..4, found %d", path, nd);
+        return PT_ERR_FORMAT;
+    }
+    if ((int64_t)got < 4 + 4 * nd) {
+        pt__msg(err, errlen, "IDX file %s: truncated header, expected %d bytes, found a %lld-byte file", path, 4 + 4 * nd, (long long)size);
+        return PT_ERR_FORMAT;
+    }
+    for (i = 0; i < nd; i++) {
+        int64_t v = (int64_t)((uint32_t)h[4 + 4 * i] << 24 | (uint32_t)h[5 + 4 * i] << 16 | (uint32_t)h[6 + 4 * i] << 8 | h[7 + 4 * i]);
+        if (i == 0) d->info.tokens = v;
+        else {
+            if (v <= 0 || v > ((int64_t)1 << 30) / rec) {
+                pt__msg(err, errlen, "IDX file %s: dimension %d: expected 1..2^30 with a record of at most 2^30 bytes, found %lld", path, i, (long long)v);
+                return PT_ERR_FORMAT;
+            }
+            dims[i - 1] = v, rec *= v;
+        }
+    }
+    *ndims = nd - 1;
+    d->info.token_bytes = (int32_t)rec, d->info.header_bytes = 4 + 4 * nd, d->samples = d->info.tokens;
+    want = d->info.header_bytes + d->info.tokens * rec;
+    if (size != want) {
+        pt__msg(err, errlen, "IDX file %s: size: expected %lld bytes (%lld-byte header + %lld records x %lld bytes), found %lld bytes%s", path,
+                (long long)want, (long long)d->info.header_bytes, (long long)d->info.tokens, (long long)rec, (long long)size,
+                size < want ? " (truncated)" : "");
+        return PT_ERR_FORMAT;
+    }
+    return PT_OK;
+}
+
+/* PT_LOADER_IDX: opens desc's record and label files into L (sh[0], lab) */
+static pt_status pt__idx_open(pt_ctx *ctx, pt_loader *L, const pt_loader_desc *d) {
+    char err[PT__ERRLEN];
+    int64_t dims[3] = {0, 0, 0}, ldims[3];
+    int nd = 0, lnd = 0, i;
+    pt_status st;
+    const char *paths[2];
+    paths[0] = d->idx_data, paths[1] = d->idx_labels;
+    L->sh = (pt__dshard *)PT_MALLOC(sizeof(pt__dshard));
+    if (L->sh) memset(L->sh, 0, sizeof(pt__dshard)), L->nsh = 1;
+    for (i = 0; i < 2 && L->sh; i++)
+        if (paths[i]) {
+            char **dst = i ? &L->lab.path : &L->sh[0].path;
+            size_t len = strlen(paths[i]) + 1;
+            if ((*dst = (char *)PT_MALLOC(len)) != NULL) memcpy(*dst, paths[i], len);
+            else break;
+        }
+    if (!L->sh || i < 2) {
+        pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
+        return PT_ERR_OOM;
+    }
+    if (!d->idx_data) {
+        pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: PT_LOADER_IDX needs desc.idx_data (the IDX file of records)");
+        return PT_ERR_ARG;
+    }
+    st = pt__idx_check(d->idx_data, &L->sh[0], &nd, dims, err, sizeof err);
+    if (st == PT_OK && d->idx_labels) {
+        st = pt__idx_check(d->idx_labels, &L->lab, &lnd, ldims, err, sizeof err);
+        if (st == PT_OK && (lnd != 0 || L->lab.info.tokens != L->sh[0].info.tokens)) {
+            pt__msg(err, sizeof err, "IDX label file %s: expected one dimension of %lld labels (one per record of %s), found %d dimension(s), %lld entries",
+                    d->idx_labels, (long long)L->sh[0].info.tokens, d->idx_data, lnd + 1, (long long)L->lab.info.tokens);
+            st = PT_ERR_FORMAT;
+        }
+        if (st == PT_OK && pt__dmap_open(L, &L->labmap, &L->lab) != 0) st = PT_ERR_IO, pt__msg(err, sizeof err, "%s", L->err);
+        if (st == PT_OK && d->classes > 0) {
+            const unsigned char *lp;
+            unsigned char lb;
+            int64_t k;
+            for (k = 0; k < L->lab.info.tokens && st == PT_OK; k++) {
+                if (!(lp = pt__dmap_at(L, &L->labmap, L->lab.path, L->lab.info.header_bytes + k, 1, &lb))) st = PT_ERR_IO, pt__msg(err, sizeof err, "%s", L->err);
+                else if (lp[0] >= d->classes) {
+                    pt__msg(err, sizeof err, "IDX label file %s: label %lld: expected 0..%d, found %u", d->idx_labels, (long long)k, (int)d->classes - 1, (unsigned)lp[0]);
+                    st = PT_ERR_FORMAT;
+                }
+            }
+        }
+    }
+    if (st != PT_OK) {
+        pt__fail(ctx, st, "pt_loader_new: %s", err);
+        return st;
+    }
+    L->T = L->sh[0].info.token_bytes, L->total = L->sh[0].samples, L->tokens = L->total * L->T;
+    L->stats.record_bytes = L->T, L->stats.record_ndim = nd;
+    for (i = 0; i < nd; i++) L->stats.record_dims[i] = dims[i];
+    return PT_OK;
+}
+
+/* PT_LOADER_TOKENS: the shards of desc (a path list, or dir + prefix) into L->sh, validated */
+static pt_status pt__tokens_open(pt_ctx *ctx, pt_loader *L, const pt_loader_desc *d) {
     char **paths = NULL, err[PT__ERRLEN];
     int n = 0, i;
     pt_status st;
-    int64_t ranks = d && d->ranks > 0 ? d->ranks : 1;
-    if (!d || d->batch <= 0 || d->seq <= 0 || d->rank < 0 || d->rank >= ranks || d->batch % ranks != 0) {
-        return (pt_loader *)pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: expected batch > 0 divisible by ranks, seq > 0, 0 <= rank < ranks; found batch %lld, seq %lld, rank %d of %lld",
-                                     d ? (long long)d->batch : 0LL, d ? (long long)d->seq : 0LL, d ? (int)d->rank : 0, (long long)ranks);
-    }
-    L = (pt_loader *)PT_MALLOC(sizeof *L);
-    if (!L) return (pt_loader *)pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
-    memset(L, 0, sizeof *L);
-    L->ctx = ctx, L->B = d->batch, L->T = d->seq, L->ranks = ranks, L->rank = d->rank, L->local = d->batch / ranks;
-    L->shuffle = d->shuffle != 0, L->seed = d->seed, L->order_epoch = -1;
-    L->map[0].shard = L->map[1].shard = -1;
-#ifdef PT__DATA_THREADS
-    pthread_mutex_init(&L->mu, NULL);
-    pthread_cond_init(&L->cv, NULL);
-    L->nring = d->prefetch < 0 ? 4 : d->prefetch;
-#endif
     st = pt__data_paths(ctx, d, &paths, &n);
     L->sh = (pt__dshard *)PT_MALLOC(sizeof(pt__dshard) * (size_t)(n > 0 ? n : 1));
     if (L->sh) memset(L->sh, 0, sizeof(pt__dshard) * (size_t)(n > 0 ? n : 1));
@@ -12307,31 +12487,69 @@ PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
     if (st != PT_OK || !L->sh) {
         if (st == PT_ERR_OOM || !L->sh) pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
         else if (st == PT_ERR_ARG && pt_status_get(ctx) == PT_OK) pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: NULL shard path");
-        pt_loader_free(L);
-        return NULL;
+        return L->sh ? st : PT_ERR_OOM;
     }
     for (i = 0; i < n; i++) {
         st = pt__shard_check(L->sh[i].path, &L->sh[i].info, err, sizeof err);
         if (st != PT_OK) {
             pt__fail(ctx, st, "pt_loader_new: %s", err);
-            pt_loader_free(L);
-            return NULL;
+            return st;
         }
         L->sh[i].samples = L->sh[i].info.tokens > 0 ? (L->sh[i].info.tokens - 1) / L->T : 0;
         L->total += L->sh[i].samples, L->tokens += L->sh[i].info.tokens;
     }
+    return PT_OK;
+}
+
+PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
+    pt_loader *L;
+    int n;
+    pt_status st;
+    int64_t ranks = d && d->ranks > 0 ? d->ranks : 1;
+    if (d && d->kind != PT_LOADER_TOKENS && d->kind != PT_LOADER_IDX)
+        return (pt_loader *)pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: desc.kind: expected PT_LOADER_TOKENS (0) or PT_LOADER_IDX (1), found %d", (int)d->kind);
+    if (!d || d->batch <= 0 || (d->seq <= 0 && d->kind == PT_LOADER_TOKENS) || d->rank < 0 || d->rank >= ranks || d->batch % ranks != 0) {
+        return (pt_loader *)pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: expected batch > 0 divisible by ranks, seq > 0, 0 <= rank < ranks; found batch %lld, seq %lld, rank %d of %lld",
+                                     d ? (long long)d->batch : 0LL, d ? (long long)d->seq : 0LL, d ? (int)d->rank : 0, (long long)ranks);
+    }
+    L = (pt_loader *)PT_MALLOC(sizeof *L);
+    if (!L) return (pt_loader *)pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
+    memset(L, 0, sizeof *L);
+    L->ctx = ctx, L->B = d->batch, L->T = d->seq, L->ranks = ranks, L->rank = d->rank, L->local = d->batch / ranks;
+    L->shuffle = d->shuffle != 0, L->seed = d->seed, L->order_epoch = -1, L->kind = d->kind;
+    L->map[0].shard = L->map[1].shard = L->labmap.shard = -1;
+#ifdef PT__DATA_THREADS
+    pthread_mutex_init(&L->mu, NULL);
+    pthread_cond_init(&L->cv, NULL);
+    L->nring = d->prefetch < 0 ? 4 : d->prefetch;
+#endif
+    st = L->kind == PT_LOADER_IDX ? pt__idx_open(ctx, L, d) : pt__tokens_open(ctx, L, d);
+    if (st != PT_OK) {
+        pt_loader_free(L);
+        return NULL;
+    }
+    n = L->nsh;
     if (L->total < L->B) {
-        pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: the dataset is smaller than one global batch: expected at least %lld samples of %lld+1 tokens (batch %lld), found %lld in %d shard(s) of %lld tokens",
-                 (long long)L->B, (long long)L->T, (long long)L->B, (long long)L->total, n, (long long)L->tokens);
+        if (L->kind == PT_LOADER_IDX)
+            pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: the dataset is smaller than one global batch: expected at least %lld records (batch %lld), found %lld in %s",
+                     (long long)L->B, (long long)L->B, (long long)L->total, L->sh[0].path);
+        else
+            pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: the dataset is smaller than one global batch: expected at least %lld samples of %lld+1 tokens (batch %lld), found %lld in %d shard(s) of %lld tokens",
+                     (long long)L->B, (long long)L->T, (long long)L->B, (long long)L->total, n, (long long)L->tokens);
         pt_loader_free(L);
         return NULL;
     }
     L->order = (int *)PT_MALLOC(sizeof(int) * (size_t)n);
     L->prefix = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(n + 1));
     L->win = (unsigned char *)PT_MALLOC((size_t)(4 * (L->T + 1)));
-    L->ring = L->nring ? (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(2 * L->local * L->T * L->nring)) : NULL;
+    /* a batch: tokens x | y (int32 each); IDX records (bytes) | labels (int32), 8-byte aligned parts */
+    L->abytes = L->kind == PT_LOADER_IDX ? L->local * L->T : 4 * L->local * L->T;
+    L->bbytes = L->kind == PT_LOADER_IDX ? 4 * L->local : 4 * L->local * L->T;
+    L->boff = (L->abytes + 7) / 8 * 8, L->slot_bytes = (L->boff + L->bbytes + 7) / 8 * 8;
+    L->stage = (unsigned char *)PT_MALLOC((size_t)L->slot_bytes);
+    L->ring = L->nring ? (unsigned char *)PT_MALLOC((size_t)(L->slot_bytes * L->nring)) : NULL;
     L->ring_state = L->nring ? (pt_loader_state *)PT_MALLOC(sizeof(pt_loader_state) * (size_t)L->nring) : NULL;
-    if (!L->order || !L->prefix || !L->win || (L->nring && (!L->ring || !L->ring_state))) {
+    if (!L->order || !L->prefix || !L->win || !L->stage || (L->nring && (!L->ring || !L->ring_state))) {
         pt_loader_free(L);
         return (pt_loader *)pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
     }
@@ -12362,10 +12580,26 @@ PTDEF pt_status pt_loader_set_state(pt_loader *L, const pt_loader_state *s) {
     return PT_OK;
 }
 
-PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) {
+/* copies a batch's parts (a, b: as pt__data_fill writes them) out: part a to xa as bytes, or to xf
+   as floats (byte / 255); part b to xb; NULL destinations are skipped */
+static void pt__data_out(const pt_loader *L, const unsigned char *a, const unsigned char *b, void *xa, float *xf, void *xb) {
+    int64_t i;
+    if (xf)
+        for (i = 0; i < L->abytes; i++) xf[i] = (float)a[i] * (1.0f / 255.0f);
+    if (xa && xa != (const void *)a) memcpy(xa, a, (size_t)L->abytes);
+    if (xb && xb != (const void *)b) memcpy(xb, b, (size_t)L->bbytes);
+}
+
+/* the next batch of this rank into xa (bytes) or xf (floats), and xb; fn names the caller in errors */
+static pt_status pt__data_take(pt_loader *L, int kind, const char *fn, void *xa, float *xf, void *xb) {
     double t0;
     pt_status st = PT_OK;
-    if (!L || !x || !y) return PT_ERR_ARG;
+    if (!L || (!xa && !xf) || (!xb && kind == PT_LOADER_TOKENS)) return PT_ERR_ARG;
+    if (L->kind != kind) {
+        pt__fail(L->ctx, PT_ERR_ARG, "%s: this loader reads %s; use %s", fn, L->kind == PT_LOADER_IDX ? "IDX records" : "token shards",
+                 L->kind == PT_LOADER_IDX ? "pt_loader_next_records or pt_loader_next_bytes" : "pt_loader_next");
+        return PT_ERR_ARG;
+    }
     if (memcmp(&L->pub, &L->seen, sizeof L->pub) != 0) { /* a checkpoint load wrote the registered state */
         pt_loader_state s = L->pub;
         L->pub = L->seen;
@@ -12374,13 +12608,12 @@ PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) {
     t0 = pt_time();
 #ifdef PT__DATA_THREADS
     if (L->running) {
-        int64_t n = L->local * L->T;
         pthread_mutex_lock(&L->mu);
         while (L->count == 0 && !L->failed) pthread_cond_wait(&L->cv, &L->mu);
         if (L->count == 0) st = L->err_st;
         else {
-            memcpy(x, L->ring + L->head * 2 * n, sizeof(int32_t) * (size_t)n);
-            memcpy(y, L->ring + L->head * 2 * n + n, sizeof(int32_t) * (size_t)n);
+            const unsigned char *slot = L->ring + L->head * L->slot_bytes;
+            pt__data_out(L, slot, slot + L->boff, xa, xf, xb);
             L->pub = L->ring_state[L->head];
             L->head = (L->head + 1) % L->nring, L->count--;
             pthread_cond_broadcast(&L->cv);
@@ -12388,9 +12621,10 @@ PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) {
         pthread_mutex_unlock(&L->mu);
     } else
 #endif
-    {
-        st = pt__data_fill(L, x, y);
-        if (st == PT_OK) L->pub = L->cur;
+    {   /* read in place: straight into the caller's buffers when it takes both parts as they are */
+        unsigned char *a = xa ? (unsigned char *)xa : L->stage, *b = xb ? (unsigned char *)xb : L->stage + L->boff;
+        st = pt__data_fill(L, a, b);
+        if (st == PT_OK) L->pub = L->cur, pt__data_out(L, a, b, NULL, xf, NULL);
     }
     if (st != PT_OK) {
         pt__fail(L->ctx, st, "%s", L->err);
@@ -12401,6 +12635,14 @@ PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) {
     L->stats.wait_s += L->stats.last_wait_s;
     L->stats.batches++;
     return PT_OK;
+}
+
+PTDEF pt_status pt_loader_next(pt_loader *L, int32_t *x, int32_t *y) { return pt__data_take(L, PT_LOADER_TOKENS, "pt_loader_next", x, NULL, y); }
+PTDEF pt_status pt_loader_next_records(pt_loader *L, float *x, int32_t *labels) {
+    return pt__data_take(L, PT_LOADER_IDX, "pt_loader_next_records", NULL, x, labels);
+}
+PTDEF pt_status pt_loader_next_bytes(pt_loader *L, uint8_t *x, int32_t *labels) {
+    return pt__data_take(L, PT_LOADER_IDX, "pt_loader_next_bytes", x, NULL, labels);
 }
 
 PTDEF pt_loader_state pt_loader_get_state(const pt_loader *L) {
@@ -12420,6 +12662,404 @@ PTDEF pt_loader_stats pt_loader_stats_get(const pt_loader *L) {
     if (L) return L->stats;
     memset(&s, 0, sizeof s);
     return s;
+}
+
+/* ---- the byte-level BPE tokenizer ----------------------------------------------------------------
+   One engine trains and encodes: the text as a doubly linked list of tokens (merged-away positions
+   get token -1), a hash table of adjacent pairs with their count and the positions where they start
+   (stale positions are skipped when checked), and -- training only -- a max-heap of (count, pair)
+   with lazy updates: an entry whose count is no longer the pair's is re-pushed or dropped when it
+   surfaces, and the pairs whose count grew during a merge are pushed once after it. */
+struct pt_tokenizer {
+    pt_ctx *ctx;
+    int32_t merges;
+    int32_t *pair; /* 2 x merges: the (left, right) ids of merge i */
+    int64_t *len;  /* bytes of each id (saturated at 2^62) */
+};
+
+typedef struct pt__bpe_pair {
+    uint64_t key; /* left << 32 | right */
+    int64_t count;
+    int32_t *occ, nocc, cap, touched, used;
+} pt__bpe_pair;
+typedef struct pt__bpe_heap {
+    int64_t count;
+    uint64_t key;
+} pt__bpe_heap;
+typedef struct pt__bpe {
+    pt__bpe_pair *tab;
+    int64_t tcap, tn;
+    int32_t *tok, *nxt, *prv;
+    pt__bpe_heap *heap;
+    int64_t hn, hcap;
+    uint64_t *touched;
+    int64_t ntouched, cap_touched;
+    int train, oom;
+} pt__bpe;
+
+static pt__bpe_pair *pt__bpe_find(pt__bpe *E, uint64_t key, int create) {
+    uint64_t i;
+    if (create && 2 * (E->tn + 1) > E->tcap) { /* grow to keep the table at most half full */
+        int64_t ncap = E->tcap ? 2 * E->tcap : 4096, j;
+        pt__bpe_pair *nt = (pt__bpe_pair *)PT_MALLOC(sizeof(pt__bpe_pair) * (size_t)ncap);
+        if (!nt) {
+            E->oom = 1;
+            return NULL;
+        }
+        memset(nt, 0, sizeof(pt__bpe_pair) * (size_t)ncap);
+        for (j = 0; j < E->tcap; j++)
+            if (E->tab[j].used) {
+                for (i = pt_hash64(E->tab[j].key) & (uint64_t)(ncap - 1); nt[i].used; i = (i + 1) & (uint64_t)(ncap - 1)) {
+                }
+                nt[i] = E->tab[j];
+            }
+        PT_FREE(E->tab);
+        E->tab = nt, E->tcap = ncap;
+    }
+    if (!E->tcap) return NULL;
+    for (i = pt_hash64(key) & (uint64_t)(E->tcap - 1); E->tab[i].used; i = (i + 1) & (uint64_t)(E->tcap - 1))
+        if (E->tab[i].key == key) return &E->tab[i];
+    if (!create) return NULL;
+    memset(&E->tab[i], 0, sizeof E->tab[i]);
+    E->tab[i].used = 1, E->tab[i].key = key, E->tab[i].touched = -2, E->tn++; /* steps: -1 (the first count), 0, 1, ... */
+    return &E->tab[i];
+}
+
+static void pt__bpe_push(pt__bpe *E, int64_t count, uint64_t key) {
+    int64_t i;
+    if (E->hn == E->hcap) {
+        int64_t nc = E->hcap ? 2 * E->hcap : 4096;
+        pt__bpe_heap *nh = (pt__bpe_heap *)PT_REALLOC(E->heap, sizeof(pt__bpe_heap) * (size_t)nc);
+        if (!nh) {
+            E->oom = 1;
+            return;
+        }
+        E->heap = nh, E->hcap = nc;
+    }
+    for (i = E->hn++; i > 0; i = (i - 1) / 2) { /* sift up: larger count first, then the smaller pair */
+        pt__bpe_heap *p = &E->heap[(i - 1) / 2];
+        if (p->count > count || (p->count == count && p->key < key)) break;
+        E->heap[i] = *p;
+    }
+    E->heap[i].count = count, E->heap[i].key = key;
+}
+
+static pt__bpe_heap pt__bpe_pop(pt__bpe *E) {
+    pt__bpe_heap top = E->heap[0], last = E->heap[--E->hn];
+    int64_t i = 0, c;
+    while ((c = 2 * i + 1) < E->hn) {
+        if (c + 1 < E->hn && (E->heap[c + 1].count > E->heap[c].count || (E->heap[c + 1].count == E->heap[c].count && E->heap[c + 1].key < E->heap[c].key))) c++;
+        if (last.count > E->heap[c].count || (last.count == E->heap[c].count && last.key < E->heap[c].key)) break;
+        E->heap[i] = E->heap[c], i = c;
+    }
+    if (E->hn) E->heap[i] = last;
+    return top;
+}
+
+/* one more occurrence of (a, b) at position pos; `step` marks the pair touched in this merge (training) */
+static void pt__bpe_add(pt__bpe *E, int32_t a, int32_t b, int32_t pos, int32_t step) {
+    uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
+    pt__bpe_pair *p = pt__bpe_find(E, key, 1);
+    if (!p) return;
+    if (p->nocc == p->cap) {
+        int32_t nc = p->cap ? 2 * p->cap : 4, *no = (int32_t *)PT_REALLOC(p->occ, sizeof(int32_t) * (size_t)nc);
+        if (!no) {
+            E->oom = 1;
+            return;
+        }
+        p->occ = no, p->cap = nc;
+    }
+    p->occ[p->nocc++] = pos, p->count++;
+    if (E->train && p->touched != step) {
+        if (E->ntouched == E->cap_touched) {
+            int64_t nc = E->cap_touched ? 2 * E->cap_touched : 256;
+            uint64_t *nt = (uint64_t *)PT_REALLOC(E->touched, sizeof(uint64_t) * (size_t)nc);
+            if (!nt) {
+                E->oom = 1;
+                return;
+            }
+            E->touched = nt, E->cap_touched = nc;
+        }
+        p->touched = step, E->touched[E->ntouched++] = key;
+    }
+}
+
+static void pt__bpe_dec(pt__bpe *E, int32_t a, int32_t b) {
+    pt__bpe_pair *p = pt__bpe_find(E, (uint64_t)(uint32_t)a << 32 | (uint32_t)b, 0);
+    if (p) p->count--;
+}
+
+static int pt__bpe_cmp32(const void *x, const void *y) {
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* replaces every occurrence of the pair key by id c, left to right */
+static void pt__bpe_merge(pt__bpe *E, uint64_t key, int32_t c, int32_t step) {
+    pt__bpe_pair *p = pt__bpe_find(E, key, 0);
+    int32_t a = (int32_t)(key >> 32), b = (int32_t)(key & 0xFFFFFFFFu), *occ, n, k;
+    if (!p) return;
+    occ = p->occ, n = p->nocc;
+    p->occ = NULL, p->nocc = p->cap = 0, p->count = 0; /* no new occurrence of (a, b) can appear: new pairs hold c */
+    qsort(occ, (size_t)n, sizeof(int32_t), pt__bpe_cmp32);
+    for (k = 0; k < n; k++) {
+        int32_t i = occ[k], j = E->nxt[i], q, pv;
+        if (E->tok[i] != a || j < 0 || E->tok[j] != b) continue; /* stale */
+        q = E->nxt[j], pv = E->prv[i];
+        if (pv >= 0) pt__bpe_dec(E, E->tok[pv], a);
+        if (q >= 0) pt__bpe_dec(E, b, E->tok[q]);
+        E->tok[i] = c, E->tok[j] = -1, E->nxt[i] = q;
+        if (q >= 0) E->prv[q] = i;
+        if (pv >= 0) pt__bpe_add(E, E->tok[pv], c, pv, step);
+        if (q >= 0) pt__bpe_add(E, c, E->tok[q], i, step);
+    }
+    PT_FREE(occ);
+    if ((p = pt__bpe_find(E, key, 0)) != NULL) p->count = 0; /* overlapping runs (a == b) decremented it */
+}
+
+static void pt__bpe_free(pt__bpe *E) {
+    int64_t i;
+    for (i = 0; i < E->tcap; i++)
+        if (E->tab[i].used) PT_FREE(E->tab[i].occ);
+    PT_FREE(E->tab);
+    PT_FREE(E->tok);
+    PT_FREE(E->nxt);
+    PT_FREE(E->prv);
+    PT_FREE(E->heap);
+    PT_FREE(E->touched);
+}
+
+/* the engine over n bytes: train (tk->pair filled, up to want merges, tk->merges set) or encode with
+   tk's merges (ids receives the tokens, *nout their count); PT_OK or PT_ERR_OOM */
+static pt_status pt__bpe_run(pt_tokenizer *tk, const unsigned char *text, int64_t n, int32_t want, int32_t *ids, int64_t *nout) {
+    pt__bpe E;
+    int64_t i;
+    int32_t m;
+    memset(&E, 0, sizeof E);
+    E.train = ids == NULL;
+    E.tok = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    E.nxt = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    E.prv = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    E.oom = !E.tok || !E.nxt || !E.prv;
+    for (i = 0; i < n && !E.oom; i++) {
+        E.tok[i] = text[i], E.nxt[i] = i + 1 < n ? (int32_t)(i + 1) : -1, E.prv[i] = (int32_t)(i - 1);
+        if (i > 0) pt__bpe_add(&E, text[i - 1], text[i], (int32_t)(i - 1), -1);
+    }
+    if (E.train) {
+        for (i = 0; i < E.ntouched; i++) pt__bpe_push(&E, pt__bpe_find(&E, E.touched[i], 0)->count, E.touched[i]);
+        E.ntouched = 0;
+        for (m = 0; m < want && !E.oom; m++) {
+            pt__bpe_heap best;
+            int found = 0;
+            while (E.hn > 0 && !E.oom) {
+                pt__bpe_pair *p;
+                best = pt__bpe_pop(&E);
+                p = pt__bpe_find(&E, best.key, 0);
+                if (p->count == best.count) {
+                    found = 1;
+                    break;
+                }
+                if (p->count < best.count && p->count > 0) pt__bpe_push(&E, p->count, best.key); /* decreased: its true count */
+            }
+            if (!found || best.count < 2) break;
+            tk->pair[2 * m] = (int32_t)(best.key >> 32), tk->pair[2 * m + 1] = (int32_t)(best.key & 0xFFFFFFFFu);
+            pt__bpe_merge(&E, best.key, 256 + m, m);
+            for (i = 0; i < E.ntouched; i++) {
+                pt__bpe_pair *p = pt__bpe_find(&E, E.touched[i], 0);
+                if (p->count > 0) pt__bpe_push(&E, p->count, E.touched[i]);
+            }
+            E.ntouched = 0;
+        }
+        tk->merges = m;
+    } else {
+        for (m = 0; m < tk->merges && !E.oom; m++) {
+            uint64_t key = (uint64_t)(uint32_t)tk->pair[2 * m] << 32 | (uint32_t)tk->pair[2 * m + 1];
+            pt__bpe_pair *p = pt__bpe_find(&E, key, 0);
+            if (p && p->count > 0) pt__bpe_merge(&E, key, 256 + m, m);
+        }
+        *nout = 0;
+        for (i = n > 0 ? 0 : -1; i >= 0 && !E.oom; i = E.nxt[i]) ids[(*nout)++] = E.tok[i];
+    }
+    pt__bpe_free(&E);
+    return E.oom ? PT_ERR_OOM : PT_OK;
+}
+
+/* a tokenizer with room for merges pairs; lengths filled by pt__tok_lengths */
+static pt_tokenizer *pt__tok_new(pt_ctx *ctx, int32_t merges) {
+    pt_tokenizer *tk = (pt_tokenizer *)PT_MALLOC(sizeof *tk);
+    if (!tk) return NULL;
+    tk->ctx = ctx, tk->merges = merges;
+    tk->pair = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(2 * merges + 2));
+    tk->len = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(256 + merges));
+    if (!tk->pair || !tk->len) {
+        pt_tokenizer_free(tk);
+        return NULL;
+    }
+    return tk;
+}
+static void pt__tok_lengths(pt_tokenizer *tk) {
+    int32_t i;
+    for (i = 0; i < 256; i++) tk->len[i] = 1;
+    for (i = 0; i < tk->merges; i++) {
+        int64_t l = tk->len[tk->pair[2 * i]] + tk->len[tk->pair[2 * i + 1]];
+        tk->len[256 + i] = l > ((int64_t)1 << 62) ? (int64_t)1 << 62 : l;
+    }
+}
+
+PTDEF void pt_tokenizer_free(pt_tokenizer *tk) {
+    if (!tk) return;
+    PT_FREE(tk->pair);
+    PT_FREE(tk->len);
+    PT_FREE(tk);
+}
+
+PTDEF int32_t pt_tokenizer_vocab(const pt_tokenizer *tk) { return tk ? 256 + tk->merges : 0; }
+
+PTDEF pt_tokenizer *pt_tokenizer_train(pt_ctx *ctx, const void *text, int64_t n, int32_t merges) {
+    pt_tokenizer *tk;
+    if ((!text && n > 0) || n < 0 || n > 2147483647 || merges < 0 || merges > (1 << 24))
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_ARG, "pt_tokenizer_train: expected 0 <= n < 2^31 bytes and 0..2^24 merges, found n %lld, merges %d", (long long)n, (int)merges);
+    if (!(tk = pt__tok_new(ctx, merges)) || pt__bpe_run(tk, (const unsigned char *)text, n, merges, NULL, NULL) != PT_OK) {
+        pt_tokenizer_free(tk);
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_OOM, "pt_tokenizer_train: out of memory (%lld bytes, %d merges)", (long long)n, (int)merges);
+    }
+    pt__tok_lengths(tk);
+    return tk;
+}
+
+PTDEF int64_t pt_tokenizer_encode(const pt_tokenizer *tk, const void *text, int64_t n, int32_t *ids) {
+    int64_t got = 0;
+    if (!tk) return -1;
+    if ((!text || !ids) && n > 0) {
+        pt__fail(tk->ctx, PT_ERR_ARG, "pt_tokenizer_encode: NULL text or ids for %lld bytes", (long long)n);
+        return -1;
+    }
+    if (n < 0 || n > 2147483647) {
+        pt__fail(tk->ctx, PT_ERR_ARG, "pt_tokenizer_encode: expected 0 <= n < 2^31 bytes, found %lld", (long long)n);
+        return -1;
+    }
+    if (pt__bpe_run((pt_tokenizer *)tk, (const unsigned char *)text, n, 0, ids, &got) != PT_OK) {
+        pt__fail(tk->ctx, PT_ERR_OOM, "pt_tokenizer_encode: out of memory (%lld bytes)", (long long)n);
+        return -1;
+    }
+    return got;
+}
+
+PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, int64_t n, void *out, int64_t cap) {
+    int64_t i, total = 0, at = 0;
+    int32_t *stack;
+    unsigned char *o = (unsigned char *)out;
+    if (!tk || (!ids && n > 0)) return -1;
+    for (i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= 256 + tk->merges) {
+            pt__fail(tk->ctx, PT_ERR_ARG, "pt_tokenizer_decode: id %lld is %d, expected 0..%d", (long long)i, (int)ids[i], 255 + (int)tk->merges);
+            return -1;
+        }
+        total += tk->len[ids[i]];
+        if (total > ((int64_t)1 << 62)) total = (int64_t)1 << 62;
+    }
+    if (total > cap || !o) return total;
+    stack = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(tk->merges + 2));
+    if (!stack) {
+        pt__fail(tk->ctx, PT_ERR_OOM, "pt_tokenizer_decode: out of memory");
+        return -1;
+    }
+    for (i = 0; i < n; i++) { /* expand each id depth first, left part first; the depth is at most merges + 1 */
+        int32_t sp = 0;
+        stack[sp++] = ids[i];
+        while (sp > 0) {
+            int32_t t = stack[--sp];
+            if (t < 256) o[at++] = (unsigned char)t;
+            else stack[sp++] = tk->pair[2 * (t - 256) + 1], stack[sp++] = tk->pair[2 * (t - 256)];
+        }
+    }
+    PT_FREE(stack);
+    return total;
+}
+
+#define PT__TOK_HDR 32
+PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path) {
+    unsigned char h[PT__TOK_HDR], *body;
+    char tmp[4096];
+    int32_t i;
+    int ok;
+    FILE *f;
+    if (!tk || !path) return PT_ERR_ARG;
+    body = (unsigned char *)PT_MALLOC((size_t)(8 * tk->merges + 8));
+    if (!body) {
+        pt__fail(tk->ctx, PT_ERR_OOM, "pt_tokenizer_save: out of memory");
+        return PT_ERR_OOM;
+    }
+    for (i = 0; i < 2 * tk->merges; i++) pt__put32(body + 4 * i, (uint32_t)tk->pair[i]);
+    memset(h, 0, sizeof h);
+    pt__put32(h, PT_TOKENIZER_MAGIC), pt__put32(h + 4, 1), pt__put32(h + 8, (uint32_t)tk->merges), pt__put32(h + 12, (uint32_t)(256 + tk->merges));
+    pt__put32(h + 16, pt_crc32c(0, body, (size_t)(8 * tk->merges)));
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = strlen(path) + 5 <= sizeof tmp ? fopen(tmp, "wb") : NULL;
+    ok = f && fwrite(h, 1, sizeof h, f) == sizeof h && fwrite(body, 1, (size_t)(8 * tk->merges), f) == (size_t)(8 * tk->merges);
+    ok = (f && fclose(f) == 0) && ok;
+    PT_FREE(body);
+    if (!ok || rename(tmp, path) != 0) {
+        if (f) remove(tmp);
+        pt__fail(tk->ctx, PT_ERR_IO, "pt_tokenizer_save: writing %s failed", path);
+        return PT_ERR_IO;
+    }
+    return PT_OK;
+}
+
+PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path) {
+    unsigned char h[PT__TOK_HDR], *body = NULL;
+    int64_t size = path ? pt__file_size(path) : -1;
+    FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
+    pt_tokenizer *tk = NULL;
+    uint32_t merges, crc;
+    char err[PT__ERRLEN];
+    int i;
+    err[0] = 0;
+    if (!f) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_tokenizer_load: cannot open %s", path ? path : "(NULL)");
+    if (fread(h, 1, sizeof h, f) != sizeof h) pt__msg(err, sizeof err, "truncated header, expected %d bytes, found a %lld-byte file", PT__TOK_HDR, (long long)size);
+    else if (pt__le32(h) != PT_TOKENIZER_MAGIC) pt__msg(err, sizeof err, "bad magic: expected 0x%08X (\"PBPE\"), found 0x%08X", PT_TOKENIZER_MAGIC, (unsigned)pt__le32(h));
+    else if (pt__le32(h + 4) != 1) pt__msg(err, sizeof err, "version: expected 1, found %u", (unsigned)pt__le32(h + 4));
+    else if ((merges = pt__le32(h + 8)) > (1u << 24)) pt__msg(err, sizeof err, "merges: expected 0..%d, found %u", 1 << 24, (unsigned)merges);
+    else if (pt__le32(h + 12) != 256 + merges) pt__msg(err, sizeof err, "vocabulary: expected 256 + %u merges = %u, found %u", (unsigned)merges, (unsigned)(256 + merges), (unsigned)pt__le32(h + 12));
+    else if (size != PT__TOK_HDR + 8 * (int64_t)merges)
+        pt__msg(err, sizeof err, "size: expected %lld bytes (%d-byte header + %u merges x 8 bytes), found %lld bytes", (long long)(PT__TOK_HDR + 8 * (int64_t)merges), PT__TOK_HDR,
+                (unsigned)merges, (long long)size);
+    else {
+        for (i = 20; i < PT__TOK_HDR; i++)
+            if (h[i]) {
+                pt__msg(err, sizeof err, "reserved header byte %d: expected 0, found %u", i, (unsigned)h[i]);
+                break;
+            }
+        body = err[0] ? NULL : (unsigned char *)PT_MALLOC((size_t)(8 * merges + 8));
+        tk = body ? pt__tok_new(ctx, (int32_t)merges) : NULL;
+        if (!err[0] && !tk) pt__msg(err, sizeof err, "out of memory for %u merges", (unsigned)merges);
+        else if (!err[0] && fread(body, 1, (size_t)(8 * merges), f) != (size_t)(8 * merges)) pt__msg(err, sizeof err, "reading the %u merges failed", (unsigned)merges);
+        else if (!err[0] && (crc = pt_crc32c(0, body, (size_t)(8 * merges))) != pt__le32(h + 16))
+            pt__msg(err, sizeof err, "checksum of the merges: expected CRC32C %08X (header), found %08X", (unsigned)pt__le32(h + 16), (unsigned)crc);
+        for (i = 0; !err[0] && i < (int)(2 * merges); i++) {
+            uint32_t v = pt__le32(body + 4 * i);
+            if (v >= 256u + (uint32_t)(i / 2)) pt__msg(err, sizeof err, "merge %d: expected ids < %d, found %u", i / 2, 256 + i / 2, (unsigned)v);
+            else tk->pair[i] = (int32_t)v;
+        }
+    }
+    fclose(f);
+    PT_FREE(body);
+    if (err[0]) {
+        pt_tokenizer_free(tk);
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_tokenizer_load: %s: %s", path, err);
+    }
+    pt__tok_lengths(tk);
+    return tk;
+}
+
+PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
+    char path[4096];
+    if (!dir || strlen(dir) + sizeof PT_TOKENIZER_FILE + 1 > sizeof path)
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_ARG, "pt_tokenizer_load_dir: bad directory %s", dir ? dir : "(NULL)");
+    snprintf(path, sizeof path, "%s/%s", dir, PT_TOKENIZER_FILE);
+    if (pt__file_size(path) < 0) return NULL;
+    return pt_tokenizer_load(ctx, path);
 }
 
 /* =================================================================================================

@@ -2,9 +2,9 @@
 # tests/data_test.sh [BUILD_DIR] - token shards and the streaming loader (>>data). Builds tests/test_data.c
 # three ways (with the prefetch thread; -DPTRAIN_NO_THREADS; C++ with address/undefined sanitizers) and
 # runs each (exactly-once epochs for dp 1, 2, 4, resume = uninterrupted stream, bad shards refused, a
-# dataset smaller than one batch refused); then builds tools/prepare_shards.c, turns two text files into
-# train/val shards (ptrain layout, several shards; llm.c layout; --val FILE) and checks that the shards
-# hold the text's bytes in order. Prints PASS/FAIL lines, then "N passed, N failed". A few seconds.
+# dataset smaller than one batch refused; the same for IDX records; the BPE tokenizer against a naive one); then builds tools/prepare_shards.c, turns two text files into
+# train/val shards (ptrain layout, several shards; llm.c layout; --val FILE; --bpe 300) and checks that the
+# shards hold the text's bytes in order (with --bpe: that the ids decode to the text). Prints PASS/FAIL lines, then "N passed, N failed". A few seconds.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
@@ -48,6 +48,14 @@ if $CC $W tools/prepare_shards.c -o "$BUILD/prepare_shards" -lm >"$BUILD/prepare
     if "$B/prepare_shards" --val "$T/b.txt" "$T/v" "$T/a.txt" >"$T/v.log" 2>&1; then pass "prepare_shards --val FILE"
     else fail "prepare_shards --val FILE" "$(cat "$T/v.log")"; fi
     prog "prepared shards (--val FILE) hold the text" "$T/vc.log" "$B/test_data" --prepared "$T/v" "$T/all.txt"
+    mkdir -p "$T/bpe"
+    if "$B/prepare_shards" --bpe 300 --val-fraction 0.1 --shard-tokens 8000 "$T/bpe" "$T/a.txt" "$T/b.txt" >"$T/bpe.log" 2>&1 &&
+        [ -f "$T/bpe/tokenizer.bin" ] && [ "$(ls "$T/bpe" | grep -c '^train_')" -ge 2 ]; then pass "prepare_shards --bpe 300: tokenizer.bin and several shards"
+    else fail "prepare_shards --bpe 300" "$(cat "$T/bpe.log"; ls "$T/bpe")"; fi
+    prog "prepared --bpe shards decode to the text" "$T/bpec.log" "$B/test_data" --prepared "$T/bpe" "$T/all.txt"
+    if "$B/prepare_shards" --val-fraction 0.1 "$T/bpe" "$T/a.txt" "$T/b.txt" >"$T/bpe2.log" 2>&1 && [ ! -f "$T/bpe/tokenizer.bin" ]; then
+        pass "prepare_shards without --bpe into the same directory: the tokenizer is removed"
+    else fail "prepare_shards without --bpe after --bpe" "$(cat "$T/bpe2.log"; ls "$T/bpe")"; fi
     if "$B/prepare_shards" "$T/none" "$T/missing.txt" >"$T/m.log" 2>&1; then fail "prepare_shards on a missing file" "exit status 0"
     elif grep -q "cannot read" "$T/m.log"; then pass "prepare_shards on a missing file: an error naming it"
     else fail "prepare_shards on a missing file" "$(cat "$T/m.log")"; fi

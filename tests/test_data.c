@@ -71,14 +71,17 @@ static void write_file(const char *path, const void *p, size_t n) {
     if (f) fwrite(p, 1, n, f), fclose(f);
 }
 
-/* --prepared DIR TEXT: the prepared shards hold the text's bytes, train first then val */
+/* --prepared DIR TEXT: the prepared shards hold the text, train first then val: its bytes, or (with
+   DIR/tokenizer.bin) ids whose decoding is the text */
 static int check_prepared(const char *d, const char *text) {
     pt_ctx *ctx = pt_init(NULL);
+    pt_tokenizer *tk = pt_tokenizer_load_dir(ctx, d);
     FILE *f = fopen(text, "rb");
-    static unsigned char want[1 << 22];
+    static unsigned char want[1 << 22], dec[1 << 22];
+    static int32_t ids[1 << 22];
     size_t n = f ? fread(want, 1, sizeof want, f) : 0, at = 0;
     const char *pre[2] = {"train", "val"};
-    int k, i, bad = 0, nshards = 0;
+    int k, i, bad = pt_status_get(ctx) != PT_OK, nshards = 0;
     char name[1024];
     if (f) fclose(f);
     for (k = 0; k < 2; k++)
@@ -89,22 +92,355 @@ static int check_prepared(const char *d, const char *text) {
             snprintf(name, sizeof name, "%s/%s_%06d.bin", d, pre[k], i);
             if (!(g = fopen(name, "rb"))) break;
             nshards++;
-            if (pt_shard_info_read(ctx, name, &info) != PT_OK) {
+            if (pt_shard_info_read(ctx, name, &info) != PT_OK || info.vocab != (tk ? pt_tokenizer_vocab(tk) : info.format == PT_SHARD_LLMC ? 0 : 256)) {
                 bad = 1;
                 fclose(g);
                 break;
             }
             fseek(g, (long)info.header_bytes, SEEK_SET);
-            for (t = 0; t < info.tokens; t++) {
-                unsigned char b[4];
-                if (fread(b, 1, (size_t)info.token_bytes, g) != (size_t)info.token_bytes || at >= n || b[0] != want[at] || b[1]) bad = 1;
-                at++;
+            for (t = 0; t < info.tokens && at < sizeof want; t++) {
+                unsigned char b[4] = {0, 0, 0, 0};
+                if (fread(b, 1, (size_t)info.token_bytes, g) != (size_t)info.token_bytes) bad = 1;
+                ids[at++] = b[0] | b[1] << 8 | b[2] << 16;
             }
             fclose(g);
         }
-    CHECKF(!bad && at == n && nshards >= 2, "prepared shards (train_*, val_*) hold the text's bytes in order", "%zu of %zu bytes matched in %d shards (bad %d)", at, n, nshards, bad);
+    if (tk) {
+        int64_t m = pt_tokenizer_decode(tk, ids, (int64_t)at, dec, sizeof dec);
+        printf("  %zu ids (vocabulary %d) decode to %lld bytes\n", at, pt_tokenizer_vocab(tk), (long long)m);
+        bad |= m != (int64_t)n, at = m < 0 ? 0 : (size_t)m;
+    } else
+        for (i = 0; i < (int)at; i++) dec[i] = (unsigned char)ids[i], bad |= ids[i] > 255;
+    CHECKF(!bad && at == n && !memcmp(dec, want, n) && nshards >= 2, tk ? "prepared shards (train_*, val_*) decode to the text" : "prepared shards (train_*, val_*) hold the text's bytes in order",
+           "%zu of %zu bytes, %d shards (bad %d)", at, n, nshards, bad);
+    pt_tokenizer_free(tk);
     pt_shutdown(ctx);
     return tu_summary();
+}
+
+/* ---- PT_LOADER_IDX: fixed-size records and labels of an IDX pair ---- */
+#define NREC 50
+#define RB 12 /* a record: 3 x 4 bytes; record r starts with bytes r, r / 256 (unique ids) */
+static char idx_img[600], idx_lab[600];
+
+static void write_idx(const char *path, int type, int nd, const uint32_t *dims, const unsigned char *data, size_t n, long cut) {
+    unsigned char h[32];
+    int i;
+    FILE *f = fopen(path, "wb");
+    h[0] = 0, h[1] = 0, h[2] = (unsigned char)type, h[3] = (unsigned char)nd;
+    for (i = 0; i < nd; i++) h[4 + 4 * i] = (unsigned char)(dims[i] >> 24), h[5 + 4 * i] = (unsigned char)(dims[i] >> 16), h[6 + 4 * i] = (unsigned char)(dims[i] >> 8), h[7 + 4 * i] = (unsigned char)dims[i];
+    if (!f) return;
+    fwrite(h, 1, (size_t)(4 + 4 * nd), f);
+    fwrite(data, 1, n - (size_t)(cut > 0 ? cut : 0), f);
+    fclose(f);
+}
+
+static pt_loader *mk_idx(pt_ctx *ctx, const char *img, const char *lab, int64_t B, int rank, int ranks, int shuffle, int prefetch, int classes) {
+    pt_loader_desc d;
+    memset(&d, 0, sizeof d);
+    d.kind = PT_LOADER_IDX, d.idx_data = img, d.idx_labels = lab, d.batch = B, d.rank = rank, d.ranks = ranks, d.shuffle = shuffle;
+    d.prefetch = prefetch, d.seed = 11, d.classes = classes;
+    return pt_loader_new(ctx, &d);
+}
+
+/* record id of a batch row (checking its bytes and label against the id); -1 if wrong */
+static int64_t rec_of(const unsigned char *r, int32_t label) {
+    int64_t id = r[0] + 256 * r[1];
+    int i;
+    for (i = 2; i < RB; i++)
+        if (r[i] != (unsigned char)(id * 7 + i)) return -1;
+    return id < NREC && label == (int32_t)(id % 10) ? id : -1;
+}
+
+/* nb global batches of B records from `ranks` loaders into ids; floats (pt_loader_next_records) when f */
+static int idx_stream(pt_ctx *ctx, int64_t B, int ranks, int shuffle, int prefetch, int f, int nb, int64_t *ids, const pt_loader_state *from) {
+    pt_loader *L[4];
+    static unsigned char xb[NREC * RB];
+    static float xf[NREC * RB];
+    int32_t lab[NREC];
+    int r, b, j, i, ok = 1;
+    int64_t local = B / ranks;
+    for (r = 0; r < ranks; r++) {
+        L[r] = mk_idx(ctx, idx_img, idx_lab, B, r, ranks, shuffle, prefetch, 10);
+        if (!L[r]) return 0;
+        if (from && pt_loader_set_state(L[r], from) != PT_OK) ok = 0;
+    }
+    for (b = 0; b < nb && ok; b++)
+        for (r = 0; r < ranks; r++) {
+            ok = (f ? pt_loader_next_records(L[r], xf, lab) : pt_loader_next_bytes(L[r], xb, lab)) == PT_OK;
+            if (f)
+                for (i = 0; i < local * RB; i++) {
+                    int v = (int)(xf[i] * 255.0f + 0.5f);
+                    ok &= xf[i] == (float)v * (1.0f / 255.0f);
+                    xb[i] = (unsigned char)v;
+                }
+            for (j = 0; j < local && ok; j++) ids[b * B + r * local + j] = rec_of(xb + j * RB, lab[j]);
+        }
+    for (r = 0; r < ranks; r++) pt_loader_free(L[r]);
+    return ok;
+}
+
+static void test_idx(pt_ctx *ctx) {
+    static unsigned char img[NREC * RB], lab[NREC];
+    static int64_t ref[4 * NREC], got[4 * NREC];
+    uint32_t dims[3] = {NREC, 3, 4}, ldims[1] = {NREC};
+    int i, sh, dp, k;
+    for (i = 0; i < NREC; i++) {
+        int c;
+        img[i * RB] = (unsigned char)i, img[i * RB + 1] = (unsigned char)(i / 256);
+        for (c = 2; c < RB; c++) img[i * RB + c] = (unsigned char)(i * 7 + c);
+        lab[i] = (unsigned char)(i % 10);
+    }
+    snprintf(idx_img, sizeof idx_img, "%s/recs-idx3-ubyte", dir);
+    snprintf(idx_lab, sizeof idx_lab, "%s/labels-idx1-ubyte", dir);
+    write_idx(idx_img, 0x08, 3, dims, img, sizeof img, 0);
+    write_idx(idx_lab, 0x08, 1, ldims, lab, sizeof lab, 0);
+    {
+        pt_loader *L = mk_idx(ctx, idx_img, idx_lab, 10, 0, 1, 1, 2, 10);
+        pt_loader_stats st = pt_loader_stats_get(L);
+        CHECKF(L && st.record_bytes == RB && st.record_ndim == 2 && st.record_dims[0] == 3 && st.record_dims[1] == 4 && st.samples_total == NREC && st.batches_per_epoch == 5,
+               "IDX: records of 3 x 4 bytes, 50 of them, 5 batches of 10 per epoch", "record %lld bytes, ndim %d, %lld samples", (long long)st.record_bytes, st.record_ndim, (long long)st.samples_total);
+        pt_loader_free(L);
+    }
+    /* every DP size, shuffled or not, bytes or floats, with and without the prefetch thread: the union of
+       the ranks' batches is the one-rank stream, and each epoch holds every record exactly once */
+    for (sh = 0; sh <= 1; sh++) {
+        int ok = idx_stream(ctx, 10, 1, sh, 0, 0, 20, ref, NULL);
+        for (k = 0; k < 4; k++) {
+            static int seen[NREC];
+            int once = 1;
+            memset(seen, 0, sizeof seen);
+            for (i = 0; i < NREC; i++) once &= ref[k * NREC + i] >= 0 && !seen[ref[k * NREC + i]]++;
+            CHECK(ok && once, tu_name("IDX epoch %d (shuffle %d): the %d records (bytes, labels) each exactly once", k, sh, NREC));
+        }
+        if (sh) CHECK(memcmp(ref, ref + NREC, sizeof(int64_t) * NREC) != 0, "IDX shuffle: epoch 1's order differs from epoch 0's");
+        else {
+            int inorder = 1;
+            for (i = 0; i < NREC; i++) inorder &= ref[i] == i;
+            CHECK(inorder, "IDX no shuffle: records in file order");
+        }
+        for (dp = 1; dp <= 4; dp *= 2) {
+            int b = dp == 4 ? 12 : 10, nb = 4 * NREC / b, f;
+            if (b != 10) idx_stream(ctx, b, 1, sh, 0, 0, nb, ref, NULL);
+            for (f = 0; f <= 1; f++)
+                CHECK(idx_stream(ctx, b, dp, sh, f ? 0 : 3, f, nb, got, NULL) && !memcmp(got, ref, sizeof(int64_t) * (size_t)(nb * b)),
+                      tu_name("IDX dp %d (shuffle %d, batch %d, %s, %s): union of the ranks' batches = the one-rank stream", dp, sh, b, f ? "floats" : "bytes",
+                              f ? "read in place" : "prefetch"));
+            if (b != 10) idx_stream(ctx, 10, 1, sh, 0, 0, 20, ref, NULL);
+        }
+    }
+    /* resume: a state after k batches continues the uninterrupted stream (also on dp 2 with another batch) */
+    idx_stream(ctx, 10, 1, 1, 0, 0, 20, ref, NULL);
+    for (k = 1; k <= 13; k += 6) {
+        pt_loader *L = mk_idx(ctx, idx_img, idx_lab, 10, 0, 1, 1, 2, 10);
+        pt_loader_state st;
+        static float xf[NREC * RB];
+        int32_t lb[NREC];
+        int ok = L != NULL;
+        for (i = 0; i < k && ok; i++) ok = pt_loader_next_records(L, xf, lb) == PT_OK;
+        st = pt_loader_get_state(L);
+        pt_loader_free(L);
+        CHECK(ok && idx_stream(ctx, 10, 1, 1, 2, 1, 20 - k, got, &st) && !memcmp(got, ref + 10 * k, sizeof(int64_t) * 10 * (20 - k)),
+              tu_name("IDX resume after %d batches (epoch %lld, sample %lld): the uninterrupted stream", k, (long long)st.epoch, (long long)st.sample));
+        CHECK(idx_stream(ctx, 2, 2, 1, 0, 0, 5 * (20 - k), got, &st) && !memcmp(got, ref + 10 * k, sizeof(int64_t) * 10 * (20 - k)),
+              tu_name("IDX resume after %d batches of 10 with batch 2 on dp 2: the same records", k));
+    }
+    {   /* the wrong call for the kind is refused */
+        pt_loader *L = mk_idx(ctx, idx_img, NULL, 10, 0, 1, 0, 0, 0);
+        int32_t x[NREC * RB], y[NREC * RB];
+        unsigned char xb[NREC * RB];
+        int32_t lb[NREC];
+        last_err[0] = 0;
+        CHECK(L && pt_loader_next(L, x, y) == PT_ERR_ARG && strstr(last_err, "pt_loader_next_records"), "IDX loader: pt_loader_next is refused, naming the right call");
+        pt_error_clear(ctx);
+        CHECK(L && pt_loader_next_bytes(L, xb, lb) == PT_OK && lb[0] == 0 && rec_of(xb, 0) == 0, "IDX without a label file: labels 0");
+        pt_loader_free(L);
+    }
+    {   /* malformed IDX files are refused, naming the file, expected and found */
+        static unsigned char big[NREC * RB + 8];
+        uint32_t d2[2] = {NREC, 2}, dl[1] = {NREC - 1};
+        char bad[700];
+        struct { const char *what, *msg; int labels, type, nd; const uint32_t *dims; size_t n; long cut; int raw; } cases[] = {
+            {"bad magic", "bad magic", 0, 0x08, 3, dims, sizeof img, 0, 1},
+            {"value type 0x0D (float)", "value type: expected 0x08", 0, 0x0D, 3, dims, sizeof img, 0, 0},
+            {"0 dimensions", "number of dimensions: expected 1..4, found 0", 0, 0x08, 0, dims, 0, 0, 0},
+            {"truncated data", "(truncated)", 0, 0x08, 3, dims, sizeof img, 5, 0},
+            {"a record dimension of 0", "dimension 2: expected 1..2^30", 0, 0x08, 3, dims, 0, 0, 2},
+            {"labels: one fewer than the records", "expected one dimension of 50 labels", 1, 0x08, 1, dl, NREC - 1, 0, 0},
+            {"labels: two dimensions", "found 2 dimension(s)", 1, 0x08, 2, d2, 2 * NREC, 0, 0},
+            {"labels: one out of range for 10 classes", "label 7: expected 0..9, found 200", 1, 0x08, 1, ldims, NREC, 0, 3},
+        };
+        int c;
+        for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+            pt_loader *L;
+            uint32_t dd[3];
+            memcpy(big, cases[c].labels ? lab : img, cases[c].labels ? sizeof lab : sizeof img);
+            memcpy(dd, cases[c].dims, sizeof(uint32_t) * (size_t)(cases[c].nd < 3 ? (cases[c].nd ? cases[c].nd : 1) : 3));
+            if (cases[c].raw == 2) dd[0] = NREC, dd[1] = 3, dd[2] = 0;
+            if (cases[c].raw == 3) big[7] = 200;
+            snprintf(bad, sizeof bad, "%s/bad_idx_%d", dir, c);
+            write_idx(bad, cases[c].type, cases[c].nd, dd, big, cases[c].n, cases[c].cut);
+            if (cases[c].raw == 1) write_file(bad, "\x1f\x8b\x08\x00garbage", 12);
+            last_err[0] = 0;
+            L = mk_idx(ctx, cases[c].labels ? idx_img : bad, cases[c].labels ? bad : idx_lab, 10, 0, 1, 1, 2, 10);
+            CHECKF(!L && pt_status_get(ctx) == PT_ERR_FORMAT && strstr(last_err, bad) && strstr(last_err, cases[c].msg) && strstr(last_err, "expected"),
+                   tu_name("IDX refused: %s", cases[c].what), "loader %p, message '%s'", (void *)L, last_err);
+            pt_error_clear(ctx);
+            pt_loader_free(L);
+        }
+        printf("  e.g. %s\n", last_err);
+        last_err[0] = 0;
+        CHECK(!mk_idx(ctx, idx_img, idx_lab, 64, 0, 1, 1, 2, 10) && strstr(last_err, "smaller than one global batch"), "IDX: 50 records, batch 64: refused");
+        pt_error_clear(ctx);
+    }
+}
+
+/* ---- the byte-level BPE tokenizer: against a naive reference (recount every pair per merge; apply
+   each merge over the whole sequence in order) ---- */
+static int64_t naive_apply(int32_t *t, int64_t n, int32_t a, int32_t b, int32_t c) {
+    int64_t i, o = 0;
+    for (i = 0; i < n; i++)
+        if (i + 1 < n && t[i] == a && t[i + 1] == b) t[o++] = c, i++;
+        else t[o++] = t[i];
+    return o;
+}
+/* the reference trainer: merges into pairs, returns how many */
+static int naive_train(const unsigned char *text, int64_t n, int want, int32_t *pairs) {
+    static int32_t t[1 << 16];
+    static int64_t cnt[(256 + 64) * (256 + 64)];
+    int64_t i, len = n;
+    int m, V;
+    for (i = 0; i < n; i++) t[i] = text[i];
+    for (m = 0; m < want; m++) {
+        int64_t best = -1, bc = 0;
+        V = 256 + m;
+        memset(cnt, 0, sizeof(int64_t) * (size_t)V * (size_t)V);
+        for (i = 0; i + 1 < len; i++) cnt[(int64_t)t[i] * V + t[i + 1]]++; /* every adjacent pair, runs overlapping */
+        for (i = 0; i < (int64_t)V * V; i++)
+            if (cnt[i] > bc) bc = cnt[i], best = i;
+        if (bc < 2) break;
+        pairs[2 * m] = (int32_t)(best / V), pairs[2 * m + 1] = (int32_t)(best % V);
+        len = naive_apply(t, len, pairs[2 * m], pairs[2 * m + 1], 256 + m);
+    }
+    return m;
+}
+static int64_t naive_encode(const int32_t *pairs, int merges, const unsigned char *text, int64_t n, int32_t *out) {
+    int64_t i, len = n;
+    int m;
+    for (i = 0; i < n; i++) out[i] = text[i];
+    for (m = 0; m < merges; m++) len = naive_apply(out, len, pairs[2 * m], pairs[2 * m + 1], 256 + m);
+    return len;
+}
+/* the merges of a tokenizer, through its file */
+static int file_pairs(const char *path, int32_t *pairs, int cap) {
+    unsigned char h[32], b[8];
+    FILE *f = fopen(path, "rb");
+    int m = 0, n;
+    if (!f || fread(h, 1, 32, f) != 32) return -1;
+    n = h[8] | h[9] << 8 | h[10] << 16;
+    for (; m < n && m < cap && fread(b, 1, 8, f) == 8; m++) pairs[2 * m] = b[0] | b[1] << 8 | b[2] << 16, pairs[2 * m + 1] = b[4] | b[5] << 8 | b[6] << 16;
+    fclose(f);
+    return m == n ? n : -1;
+}
+
+static void test_bpe(pt_ctx *ctx) {
+    static unsigned char text[1 << 16], rnd[5000], back[1 << 17];
+    static int32_t ids[1 << 16], ref[1 << 16], pa[2 * 64], pb[2 * 64];
+    char path[700], path2[700], bad[700];
+    int64_t n, i, k, got, want;
+    int m, c, ok;
+    FILE *f = fopen("ptrain.h", "rb");
+    pt_tokenizer *tk, *tl;
+    pt_rng r = pt_rng_seed(5);
+    n = f ? (int64_t)fread(text, 1, 20000, f) : 0;
+    if (f) fclose(f);
+    for (i = 0; i < (int64_t)sizeof rnd; i++) rnd[i] = (unsigned char)(i % 7 == 0 ? 'a' : pt_rng_u32(&r));
+    for (i = 1000; i < 1100; i++) rnd[i] = 'a'; /* a long run: overlapping pairs */
+    snprintf(path, sizeof path, "%s/tok.bin", dir);
+    snprintf(path2, sizeof path2, "%s/tok2.bin", dir);
+    tk = pt_tokenizer_train(ctx, text, n, 64);
+    CHECK(tk && pt_tokenizer_vocab(tk) == 256 + 64 && pt_tokenizer_save(tk, path) == PT_OK, "BPE: 64 merges learned from 20000 bytes of text, saved");
+    m = naive_train(text, n, 64, ref);
+    CHECKF(m == 64 && file_pairs(path, pa, 64) == 64 && !memcmp(pa, ref, sizeof(int32_t) * 128), "BPE: the merges equal a naive trainer's (recount per merge)", "naive %d merges", m);
+    tl = pt_tokenizer_train(ctx, text, n, 64);
+    CHECK(tl && pt_tokenizer_save(tl, path2) == PT_OK && file_pairs(path2, pb, 64) == 64 && !memcmp(pa, pb, sizeof pa), "BPE: training twice gives the same merges (deterministic)");
+    pt_tokenizer_free(tl);
+    tl = pt_tokenizer_load(ctx, path);
+    for (k = 0; k < 3; k++) { /* text, random bytes with runs, a tokenizer trained on the random bytes */
+        const unsigned char *src = k == 0 ? text : rnd;
+        int64_t len = k == 0 ? n : (int64_t)sizeof rnd;
+        pt_tokenizer *t = k == 2 ? pt_tokenizer_train(ctx, rnd, len, 40) : tl;
+        int mm = k == 2 ? 40 : 64;
+        if (k == 2) {
+            pt_tokenizer_save(t, path2);
+            mm = file_pairs(path2, pb, 64);
+            CHECK(mm == naive_train(rnd, len, 40, ref) && !memcmp(pb, ref, sizeof(int32_t) * 2 * (size_t)mm), "BPE on random bytes with a run of 100 'a': the naive trainer's merges");
+        }
+        got = pt_tokenizer_encode(t, src, len, ids);
+        want = naive_encode(k == 2 ? pb : pa, mm, src, len, ref);
+        CHECKF(got == want && !memcmp(ids, ref, sizeof(int32_t) * (size_t)got), tu_name("BPE encode (%s) = applying the merges in order", k == 0 ? "text" : "random bytes"),
+               "%lld ids, reference %lld", (long long)got, (long long)want);
+        ok = pt_tokenizer_decode(t, ids, got, back, sizeof back) == len && !memcmp(back, src, (size_t)len);
+        for (i = 0; i < 200 && ok; i++) { /* every prefix of random length and offset */
+            int64_t off = pt_rng_u32(&r) % (uint32_t)len, l = pt_rng_u32(&r) % (uint32_t)(len - off + 1), g2 = pt_tokenizer_encode(t, src + off, l, ids);
+            ok = g2 >= 0 && g2 <= l && pt_tokenizer_decode(t, ids, g2, back, sizeof back) == l && !memcmp(back, src + off, (size_t)l);
+        }
+        CHECK(ok, tu_name("BPE decode(encode(x)) == x (%s, whole and 200 random slices, empty included)", k == 0 ? "text" : "random bytes"));
+        if (k == 0) printf("  20000 bytes of ptrain.h -> %lld ids with 64 merges\n", (long long)got);
+        if (k == 2) pt_tokenizer_free(t);
+    }
+    CHECK(pt_tokenizer_decode(tl, ids, 2, NULL, 0) > 0 && (ids[0] = 999, pt_tokenizer_decode(tl, ids, 2, back, sizeof back) == -1) && pt_status_get(ctx) == PT_ERR_ARG,
+          "BPE decode: sizes with cap 0; an id outside the vocabulary is refused");
+    pt_error_clear(ctx);
+    {   /* malformed tokenizer files */
+        static unsigned char fb[32 + 8 * 64 + 16];
+        struct { const char *what, *msg; int off; uint32_t val; int cut, fixcrc; } cases[] = {
+            {"truncated header", "truncated header", -1, 0, 32 + 8 * 64 - 20, 0},
+            {"bad magic", "bad magic", 0, 0x12345678u, 0, 0},
+            {"version 2", "version: expected 1, found 2", 4, 2, 0, 0},
+            {"vocabulary not 256 + merges", "vocabulary: expected 256 + 64 merges = 320", 12, 300, 0, 0},
+            {"truncated merges", "size: expected 544 bytes", -1, 0, 8, 0},
+            {"a flipped bit in the merges", "checksum of the merges", 32 + 8 * 10, 0x7, 0, 0},
+            {"a merge using a later id", "merge 3: expected ids < 259", 32 + 8 * 3, 300, 0, 1},
+            {"nonzero reserved byte", "reserved header byte 24", 24, 1, 0, 0},
+        };
+        FILE *g = fopen(path, "rb");
+        size_t fl = g ? fread(fb, 1, sizeof fb, g) : 0;
+        if (g) fclose(g);
+        for (c = 0; c < (int)(sizeof cases / sizeof cases[0]); c++) {
+            unsigned char w[sizeof fb];
+            pt_tokenizer *t;
+            memcpy(w, fb, fl);
+            if (cases[c].off >= 0) w[cases[c].off] = (unsigned char)cases[c].val, w[cases[c].off + 1] = (unsigned char)(cases[c].val >> 8), w[cases[c].off + 2] = 0, w[cases[c].off + 3] = 0;
+            if (cases[c].off == 0) w[2] = 0x34, w[3] = 0x12;
+            if (cases[c].fixcrc) {
+                uint32_t crc = pt_crc32c(0, w + 32, fl - 32);
+                w[16] = (unsigned char)crc, w[17] = (unsigned char)(crc >> 8), w[18] = (unsigned char)(crc >> 16), w[19] = (unsigned char)(crc >> 24);
+            }
+            snprintf(bad, sizeof bad, "%s/bad_tok_%d.bin", dir, c);
+            write_file(bad, w, fl - (size_t)cases[c].cut);
+            last_err[0] = 0;
+            t = pt_tokenizer_load(ctx, bad);
+            CHECKF(!t && pt_status_get(ctx) == PT_ERR_FORMAT && strstr(last_err, bad) && strstr(last_err, cases[c].msg) && strstr(last_err, "expected"),
+                   tu_name("tokenizer file refused: %s", cases[c].what), "message '%s'", last_err);
+            pt_error_clear(ctx);
+            pt_tokenizer_free(t);
+        }
+        printf("  e.g. %s\n", last_err);
+        last_err[0] = 0;
+        CHECK(!pt_tokenizer_load_dir(ctx, dir) && pt_status_get(ctx) == PT_OK, "pt_tokenizer_load_dir without a tokenizer file: NULL, no error");
+        snprintf(bad, sizeof bad, "%s/tk", dir);
+        mkdir(bad, 0755);
+        snprintf(path2, sizeof path2, "%s/tk/" PT_TOKENIZER_FILE, dir);
+        pt_tokenizer_save(tk, path2);
+        {
+            pt_tokenizer *t2 = pt_tokenizer_load_dir(ctx, bad);
+            CHECK(t2 && pt_tokenizer_vocab(t2) == 320, "pt_tokenizer_load_dir finds DIR/" PT_TOKENIZER_FILE);
+            pt_tokenizer_free(t2);
+        }
+    }
+    pt_tokenizer_free(tk);
+    pt_tokenizer_free(tl);
 }
 
 int main(int argc, char **argv) {
@@ -305,6 +641,8 @@ int main(int argc, char **argv) {
             CHECK(pt_shard_write(ctx, p2, PT_SHARD_PTRAIN, big, 3, 100000) == PT_OK, "ptrain layout stores a token >= 65536 (vocab 100000, 4 bytes)");
         }
     }
+    test_idx(ctx);
+    test_bpe(ctx);
     pt_shutdown(ctx);
     return tu_summary();
 }

@@ -1,12 +1,17 @@
-/* prepare_shards.c - text files -> train/val token shards for the ptrain.h loader (byte-level tokens).
+/* prepare_shards.c - text files -> train/val token shards for the ptrain.h loader (byte-level tokens,
+   or byte-level BPE).
    Build: cc -O2 -I. tools/prepare_shards.c -o build/prepare_shards -lm      (or: make tools)
-   Usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] OUTDIR TEXT...
+   Usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N] OUTDIR TEXT...
    The TEXT files are read in order as one byte stream; every byte is one token (vocabulary 256).
+   With --bpe N, a byte-level BPE tokenizer of N merges (vocabulary 256 + N) is trained on the
+   training part, saved as OUTDIR/tokenizer.bin (pt_tokenizer_load_dir finds it), and the shards hold
+   its ids (the training and validation parts encoded separately; decoding the train shards then the
+   val shards gives the input back). Without --bpe, a tokenizer.bin left in OUTDIR is removed.
    Without --val, the last F of the stream (default 0.05) becomes the validation set; with --val FILE,
    FILE's bytes are the validation set and every TEXT goes to training. Writes OUTDIR/train_000000.bin,
    train_000001.bin, ... and OUTDIR/val_000000.bin, ... of at most N tokens each (default 16777216),
    in the ptrain layout (uint16 tokens, vocabulary 256) or the llm.c one; each file is written under
-   a temporary name and renamed. Prints one summary line per split. (No BPE tokenizer: byte-level only.) */
+   a temporary name and renamed. Prints one summary line per split (and the BPE training time). */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
@@ -14,6 +19,7 @@ typedef struct writer {
     pt_ctx *ctx;
     const char *dir, *split;
     pt_shard_format format;
+    int32_t vocab;
     uint32_t *buf;
     int64_t n, cap, total;
     int shards;
@@ -23,7 +29,7 @@ static int flush_shard(writer *w) {
     char path[4096];
     if (w->n == 0) return 0;
     snprintf(path, sizeof path, "%s/%s_%06d.bin", w->dir, w->split, w->shards);
-    if (pt_shard_write(w->ctx, path, w->format, w->buf, w->n, w->format == PT_SHARD_LLMC ? 0 : 256) != PT_OK) return -1;
+    if (pt_shard_write(w->ctx, path, w->format, w->buf, w->n, w->format == PT_SHARD_LLMC ? 0 : w->vocab) != PT_OK) return -1;
     w->shards++, w->total += w->n, w->n = 0;
     return 0;
 }
@@ -37,6 +43,42 @@ static int push(writer *w, const unsigned char *p, size_t n) {
     return 0;
 }
 
+static int push_ids(writer *w, const int32_t *p, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        w->buf[w->n++] = (uint32_t)p[i];
+        if (w->n == w->cap && flush_shard(w) != 0) return -1;
+    }
+    return 0;
+}
+
+/* --bpe: train on text[0, cut), encode text[0, cut) and text[cut, n) into the two writers */
+static int bpe_shards(pt_ctx *ctx, const char *out, int merges, const unsigned char *text, long long n, long long cut, writer *tw, writer *vw) {
+    char path[4096];
+    double t0 = pt_time();
+    pt_tokenizer *tk = pt_tokenizer_train(ctx, text, cut, merges);
+    int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    int64_t a, b;
+    int rc = 0;
+    if (!tk || !ids) {
+        free(ids);
+        pt_tokenizer_free(tk);
+        return -1;
+    }
+    printf("bpe: %d merges (vocabulary %d) learned from %lld bytes in %.2f s\n", pt_tokenizer_vocab(tk) - 256, pt_tokenizer_vocab(tk), cut, pt_time() - t0);
+    snprintf(path, sizeof path, "%s/%s", out, PT_TOKENIZER_FILE);
+    t0 = pt_time();
+    tw->vocab = vw->vocab = pt_tokenizer_vocab(tk);
+    a = pt_tokenizer_encode(tk, text, cut, ids);
+    b = a < 0 ? -1 : pt_tokenizer_encode(tk, text + cut, n - cut, ids + a);
+    if (b < 0 || push_ids(tw, ids, a) != 0 || push_ids(vw, ids + a, b) != 0 || pt_tokenizer_save(tk, path) != PT_OK) rc = -1;
+    else printf("bpe: %lld bytes encoded into %lld ids (%.2f bytes per id) in %.2f s; tokenizer %s\n", n, (long long)(a + b), (double)n / (double)(a + b > 0 ? a + b : 1),
+                pt_time() - t0, path);
+    free(ids);
+    pt_tokenizer_free(tk);
+    return rc;
+}
+
 static long long file_size(const char *path) {
     FILE *f = fopen(path, "rb");
     long n;
@@ -47,14 +89,17 @@ static long long file_size(const char *path) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] OUTDIR TEXT...\n");
+    fprintf(stderr, "usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N] OUTDIR TEXT...\n");
     return 2;
 }
 
 int main(int argc, char **argv) {
     double frac = 0.05;
     const char *val = NULL, *out;
-    long long shard_tokens = 1 << 24, total = 0, train_end, pos = 0;
+    long long shard_tokens = 1 << 24, total = 0, train_end, pos = 0, bpe = -1;
+    unsigned char *all = NULL; /* --bpe: the whole stream (room bytes) */
+    long long room = 0;
+    char tkpath[4096];
     pt_shard_format format = PT_SHARD_PTRAIN;
     writer tw, vw;
     pt_ctx *ctx;
@@ -65,12 +110,13 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--val-fraction")) frac = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--val")) val = argv[i + 1];
         else if (!strcmp(argv[i], "--shard-tokens")) shard_tokens = atoll(argv[i + 1]);
+        else if (!strcmp(argv[i], "--bpe")) bpe = atoll(argv[i + 1]);
         else if (!strcmp(argv[i], "--format")) {
             if (!strcmp(argv[i + 1], "llmc")) format = PT_SHARD_LLMC;
             else if (strcmp(argv[i + 1], "ptrain") != 0) return usage();
         } else return usage();
     }
-    if (argc - i < 2 || frac < 0 || frac >= 1 || shard_tokens < 2) return usage();
+    if (argc - i < 2 || frac < 0 || frac >= 1 || shard_tokens < 2 || (bpe != -1 && (bpe < 0 || bpe > (format == PT_SHARD_LLMC ? 65280 : 1 << 24)))) return usage();
     out = argv[i], first = i + 1;
     for (i = first; i < argc; i++) {
         long long n = file_size(argv[i]);
@@ -84,12 +130,14 @@ int main(int argc, char **argv) {
     ctx = pt_init(NULL);
     if (!ctx) return 1;
     memset(&tw, 0, sizeof tw);
-    tw.ctx = ctx, tw.dir = out, tw.split = "train", tw.format = format, tw.cap = shard_tokens;
+    tw.ctx = ctx, tw.dir = out, tw.split = "train", tw.format = format, tw.cap = shard_tokens, tw.vocab = 256;
     vw = tw;
     vw.split = "val";
     tw.buf = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)shard_tokens);
     vw.buf = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)shard_tokens);
     if (!tw.buf || !vw.buf) return 1;
+    room = total + (val ? file_size(val) : 0);
+    if (bpe >= 0 && (room < 0 || !(all = (unsigned char *)malloc((size_t)room + 1)))) return 1;
     for (i = first; i < argc + (val ? 1 : 0) && rc == 0; i++) {
         const char *path = i < argc ? argv[i] : val;
         FILE *f = fopen(path, "rb");
@@ -103,11 +151,18 @@ int main(int argc, char **argv) {
             size_t cut = n;
             if (i < argc && pos + (long long)n > train_end) cut = pos >= train_end ? 0 : (size_t)(train_end - pos);
             if (i == argc) cut = 0; /* --val FILE: all validation */
-            if (push(&tw, chunk, cut) != 0 || push(&vw, chunk + cut, n - cut) != 0) rc = 1;
+            if (all && pos + (long long)n > room) {
+                fprintf(stderr, "prepare_shards: %s grew while being read\n", path);
+                rc = 1;
+            } else if (all) memcpy(all + pos, chunk, n); /* --bpe: encoded at the end */
+            else if (push(&tw, chunk, cut) != 0 || push(&vw, chunk + cut, n - cut) != 0) rc = 1;
             pos += (long long)n;
         }
         fclose(f);
     }
+    snprintf(tkpath, sizeof tkpath, "%s/%s", out, PT_TOKENIZER_FILE);
+    if (rc == 0 && all && bpe_shards(ctx, out, (int)bpe, all, pos, train_end, &tw, &vw) != 0) rc = 1;
+    if (rc == 0 && !all) remove(tkpath); /* byte-level shards: no tokenizer */
     if (rc == 0 && (flush_shard(&tw) != 0 || flush_shard(&vw) != 0)) rc = 1;
     if (rc == 0) {
         printf("train: %lld tokens in %d shard(s) %s/train_*.bin\n", (long long)tw.total, tw.shards, out);
@@ -115,6 +170,7 @@ int main(int argc, char **argv) {
     } else fprintf(stderr, "prepare_shards: failed%s%s\n", pt_error(ctx)[0] ? ": " : "", pt_error(ctx));
     free(tw.buf);
     free(vw.buf);
+    free(all);
     pt_shutdown(ctx);
     return rc;
 }
