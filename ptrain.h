@@ -13399,40 +13399,24 @@ static void pt__trace_free(pt_ctx *ctx) {
     PT_FREE(tr);
 }
 
-/* a growing text buffer */
-typedef struct pt__text {
+/* a growing byte buffer (the rank's JSON text) */
+typedef struct pt__trace_text {
     char *p;
     size_t n, cap;
     int oom;
-} pt__text;
-static void pt__text_add(pt__text *b, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void pt__text_add(pt__text *b, const char *fmt, ...) {
-    va_list ap;
-    int k;
-    if (b->oom) return;
-    for (;;) {
-        va_start(ap, fmt);
-        k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
+} pt__trace_text;
+static void pt__trace_append(pt__trace_text *b, const char *s, int k) {
+    if (b->oom || k <= 0) return;
+    if (b->n + (size_t)k > b->cap) {
+        size_t cap = PT__MAX(2 * b->cap, b->n + (size_t)k + 65536);
+        char *np = (char *)PT_REALLOC(b->p, cap);
+        if (!np) {
             b->oom = 1;
             return;
         }
-        if (b->p && b->n + (size_t)k < b->cap) break;
-        {
-            size_t cap = PT__MAX(2 * b->cap, b->n + (size_t)k + 4096);
-            char *np = (char *)PT_REALLOC(b->p, cap);
-            if (!np) {
-                b->oom = 1;
-                return;
-            }
-            b->p = np, b->cap = cap;
-        }
+        b->p = np, b->cap = cap;
     }
+    memcpy(b->p + b->n, s, (size_t)k);
     b->n += (size_t)k;
 }
 
@@ -13468,40 +13452,45 @@ static int pt__trace_lanes(struct pt__trace *tr) {
     return used;
 }
 
-/* this rank's metadata and events, each as ",\n{...}" */
-static void pt__trace_text(struct pt__trace *tr, pt__text *b) {
-    int rank = tr->d ? tr->d->rank : 0, lanes = pt__trace_lanes(tr), k;
+/* this rank's metadata and events, each as ",\n{...}" (one line is at most a few hundred bytes: names have 31) */
+static void pt__trace_text_of(struct pt__trace *tr, pt__trace_text *b) {
+    int rank = tr->d ? tr->d->rank : 0, lanes = pt__trace_lanes(tr), k, m;
+    char l[640];
     pt_coords c;
     int64_t i;
     c.dp = c.tp = c.pp = 0;
     if (tr->d) c = tr->d->coords;
-    pt__text_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (dp %d tp %d pp %d)\"}}", rank,
+    m = snprintf(l, sizeof l, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (dp %d tp %d pp %d)\"}}", rank,
                  rank, c.dp, c.tp, c.pp);
-    pt__text_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", rank, rank);
+    m += snprintf(l + m, sizeof l - (size_t)m, ",\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", rank, rank);
     if (tr->dropped)
-        pt__text_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%d,\"tid\":0,\"args\":{\"labels\":\"%lld events dropped\"}}", rank,
-                     (long long)tr->dropped);
+        m += snprintf(l + m, sizeof l - (size_t)m, ",\n{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%d,\"tid\":0,\"args\":{\"labels\":\"%lld events dropped\"}}",
+                      rank, (long long)tr->dropped);
+    pt__trace_append(b, l, m);
     for (k = 0; k <= lanes; k++) {
-        pt__text_add(b, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s%.0d\"}}", rank, k,
+        m = snprintf(l, sizeof l, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s%.0d\"}}", rank, k,
                      k ? "non-blocking comm " : "main", k);
-        pt__text_add(b, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}", rank, k, k);
+        m += snprintf(l + m, sizeof l - (size_t)m, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}", rank,
+                      k, k);
+        pt__trace_append(b, l, m);
     }
     for (i = 0; i < tr->n; i++) {
         const pt__trace_ev *e = &tr->ev[i];
-        pt__text_add(b, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"step\":%lld",
-                     e->name, pt__trace_cats[e->cat], (e->t0 - tr->base) * 1e6, (e->t1 - e->t0) * 1e6, rank, (int)e->tid, (long long)e->step);
-        if (e->mb >= 0) pt__text_add(b, ",\"mb\":%lld", (long long)e->mb);
-        if (e->chunk >= 0) pt__text_add(b, ",\"chunk\":%d", (int)e->chunk);
-        if (e->comm >= 0) pt__text_add(b, ",\"comm\":\"%s\"", pt__trace_comms[e->comm]);
-        if (e->bytes > 0 || e->comm >= 0) pt__text_add(b, ",\"bytes\":%lld", (long long)e->bytes);
-        pt__text_add(b, "}}");
+        m = snprintf(l, sizeof l, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"step\":%lld", e->name,
+                     pt__trace_cats[e->cat], (e->t0 - tr->base) * 1e6, (e->t1 - e->t0) * 1e6, rank, (int)e->tid, (long long)e->step);
+        if (e->mb >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"mb\":%lld", (long long)e->mb);
+        if (e->chunk >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"chunk\":%d", (int)e->chunk);
+        if (e->comm >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"comm\":\"%s\"", pt__trace_comms[e->comm]);
+        if (e->bytes > 0 || e->comm >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"bytes\":%lld", (long long)e->bytes);
+        m += snprintf(l + m, sizeof l - (size_t)m, "}}");
+        pt__trace_append(b, l, PT__MIN(m, (int)sizeof l - 1));
     }
 }
 
 PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
     struct pt__trace *tr;
     pt_dist *d;
-    pt__text b;
+    pt__trace_text b;
     char msg[512] = "", *tmp = NULL;
     FILE *f = NULL;
     int ok = 1, rank = 0, size = 1, r;
@@ -13512,7 +13501,7 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
     ctx->trace = NULL; /* nothing more is recorded, the gather included */
     if (d) d->trace = NULL, rank = d->rank, size = d->size;
     memset(&b, 0, sizeof b);
-    pt__trace_text(tr, &b);
+    pt__trace_text_of(tr, &b);
     total_dropped = tr->dropped;
     if (b.oom) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory formatting %lld events on rank %d", (long long)tr->n, rank), ok = 0;
     if (ok && rank == 0) {
@@ -13524,7 +13513,7 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
             memcpy(tmp, tr->path, L), memcpy(tmp + L, ".tmp", 5);
             dropped[0] = tr->dropped;
             if (!(f = fopen(tmp, "wb"))) pt__msg(msg, sizeof msg, "pt_trace_finish: cannot open %s for writing", tmp), ok = 0;
-            else ok = fprintf(f, "{\"traceEvents\":[%s", b.p + 2) >= 0; /* rank 0's first entry without ",\n" */
+            else ok = fputs("{\"traceEvents\":[", f) >= 0 && fwrite(b.p + 2, 1, b.n - 2, f) == b.n - 2; /* the first entry without ",\n" */
             if (f && !ok) pt__msg(msg, sizeof msg, "pt_trace_finish: writing %s failed", tmp);
         }
     }
