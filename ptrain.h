@@ -6205,7 +6205,7 @@ static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
 static pt_status pt__run_backward(pt_graph *g) {
     pt_ctx *ctx = g->ctx;
     int i, j;
-    g->prof_t0 = 0;
+    g->prof_t0 = 0; /* >>trace */
     for (i = g->ntape - 1; i >= 0; i--) {
         pt_node *n = g->tape[i];
         if (n->out->grad) {
@@ -6228,6 +6228,7 @@ static pt_status pt__run_backward(pt_graph *g) {
         if (ctx->poll) ctx->poll(ctx->poll_user);
         if (ctx->status != PT_OK) return ctx->status;
     }
+    g->prof_t0 = 0; /* >>trace: a backward's allocations start no forward op's time */
     return ctx->status;
 }
 

@@ -3,7 +3,8 @@
    (one rank: the same micro-batches run one after another). Trains a tiny GPT for a few steps with tracing
    on, then checks the Chrome trace file with a small JSON parser: valid JSON, one process_name per rank and
    events only on ranks that exist, per traced step and rank m forward and m backward events (each
-   micro-batch once), communication events with bytes (and none on one rank), on tid 0 forward,
+   micro-batch once; the same per chunk for interleaved 1F1B, v = 2, in a second context), communication
+   events with bytes (and none on one rank), on tid 0 forward,
    backward and bubble disjoint and every event nested in or disjoint from the others, and the bubble
    events' sum per rank within 10% of sum(pt_pp_stats my_bubble x step_s) over the same steps (printed).
    Also: tracing off writes no file and records nothing; a bounded buffer drops and counts; an
@@ -18,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { T = 16, ROWS = 2, M = 4, STEPS = 4, MAXR = 16 };
+enum { T = 16, ROWS = 2, M = 4, STEPS = 4, ISTEPS = 2, MAXR = 16 };
 
 /* ---- a small JSON parser (the whole grammar; numbers as doubles) ---- */
 typedef struct jv {
@@ -153,16 +154,15 @@ static int jload(const char *path, jv *root) {
 
 /* ---- the staged GPT ---- */
 static pt_dist *D;
-static pt_gpt *MODEL;
 static int32_t IDS[M * ROWS * T], TGT[M * ROWS * T];
 static pt_tensor *stage_fn(pt_graph *g, int stage, int mb, pt_tensor *x, void *user) {
     int64_t shp[2];
     pt_tensor *ids = NULL, *tg = NULL;
-    (void)user;
+    pt_gpt *model = (pt_gpt *)user;
     shp[0] = ROWS, shp[1] = T;
     if (stage == 0) ids = pt_tensor_from(g, PT_I32, 2, shp, IDS + mb * ROWS * T);
-    if (stage == MODEL->nstages - 1) tg = pt_tensor_from(g, PT_I32, 2, shp, TGT + mb * ROWS * T);
-    return pt_gpt_stage_fwd(g, MODEL, stage, x, ids, tg);
+    if (stage == model->nstages - 1) tg = pt_tensor_from(g, PT_I32, 2, shp, TGT + mb * ROWS * T);
+    return pt_gpt_stage_fwd(g, model, stage, x, ids, tg);
 }
 
 static int file_exists(const char *p) {
@@ -173,6 +173,7 @@ static int file_exists(const char *p) {
 
 typedef struct per_rank {
     double bubble_ref;   /* sum over the traced steps of my_bubble x step_s (seconds) */
+    double ibubble_ref;  /* the same for the interleaved run */
     double bad_path_ok;  /* the unwritable path failed here with PT_ERR_IO and the expected message */
     double off_ok;       /* tracing off: no events here */
     double start_twice;  /* pt_trace_start while recording: PT_ERR_STATE */
@@ -189,25 +190,28 @@ static int by_ts(const void *a, const void *b) {
     return x->end > y->end ? -1 : x->end < y->end;
 }
 
-static void check_trace(const char *path, int size, const per_rank *pr, int pp) {
+/* the trace of `steps` steps of a schedule with v chunks; ref[r]: rank r's sum of my_bubble x step_s; full: also
+   the checks of the main run (per_rank flags) */
+static void check_trace(const char *path, int size, const double *ref, int pp, int v, int steps, const per_rank *pr) {
     jv root;
     const jv *evs;
-    int r, i, s;
-    int names[MAXR] = {0}, fwd[MAXR][STEPS][M], bwd[MAXR][STEPS][M], comm_bytes[MAXR] = {0}, comm_any[MAXR] = {0}, stray = 0, badstep = 0;
+    int r, i, s, c;
+    const char *sched = v > 1 ? "interleaved" : "1F1B";
+    int names[MAXR] = {0}, fwd[MAXR][STEPS][M][2], bwd[MAXR][STEPS][M][2], comm_bytes[MAXR] = {0}, comm_any[MAXR] = {0}, stray = 0, badstep = 0;
     int sr_pp[MAXR] = {0};
     double bubble[MAXR] = {0};
     int ok = jload(path, &root);
     memset(fwd, 0, sizeof fwd), memset(bwd, 0, sizeof bwd);
-    CHECKF(ok, "trace file is valid JSON", "%s does not parse (near '%.40s')", path, jp ? jp : "");
+    CHECKF(ok, tu_name("%s: trace file is valid JSON", sched), "%s does not parse (near '%.40s')", path, jp ? jp : "");
     if (!ok) return;
     evs = jget(&root, "traceEvents");
-    CHECK(evs && evs->type == 4 && evs->n > 0, "traceEvents is a non-empty array");
-    CHECK(!strcmp(jstr(&root, "displayTimeUnit"), "ms"), "displayTimeUnit is ms");
-    CHECK(jnum(jget(&root, "otherData"), "dropped_events", -1) == 0, "no events dropped (default bound)");
+    CHECK(evs && evs->type == 4 && evs->n > 0, tu_name("%s: traceEvents is a non-empty array", sched));
+    CHECK(!strcmp(jstr(&root, "displayTimeUnit"), "ms"), tu_name("%s: displayTimeUnit is ms", sched));
+    CHECK(jnum(jget(&root, "otherData"), "dropped_events", -1) == 0, tu_name("%s: no events dropped (default bound)", sched));
     for (i = 0; evs && i < evs->n; i++) {
         const jv *e = &evs->items[i], *a = jget(e, "args");
         const char *ph = jstr(e, "ph"), *cat = jstr(e, "cat");
-        int pid = (int)jnum(e, "pid", -1), step = (int)jnum(a, "step", -1), mb = (int)jnum(a, "mb", -1);
+        int pid = (int)jnum(e, "pid", -1), step = (int)jnum(a, "step", -1), mb = (int)jnum(a, "mb", -1), ch = (int)jnum(a, "chunk", -1);
         if (pid < 0 || pid >= size) {
             stray++;
             continue;
@@ -221,9 +225,9 @@ static void check_trace(const char *path, int size, const per_rank *pr, int pp) 
             continue;
         }
         if (!strcmp(cat, "forward") || !strcmp(cat, "backward")) {
-            if (step < 0 || step >= STEPS || mb < 0 || mb >= M) badstep++;
-            else if (cat[0] == 'f') fwd[pid][step][mb]++;
-            else bwd[pid][step][mb]++;
+            if (step < 0 || step >= steps || mb < 0 || mb >= M || ch < 0 || ch >= v) badstep++;
+            else if (cat[0] == 'f') fwd[pid][step][mb][ch]++;
+            else bwd[pid][step][mb][ch]++;
         }
         if (!strcmp(cat, "bubble")) bubble[pid] += jnum(e, "dur", 0) * 1e-6;
         if (!strcmp(cat, "comm") || !strcmp(cat, "sendrecv")) {
@@ -232,28 +236,29 @@ static void check_trace(const char *path, int size, const per_rank *pr, int pp) 
             if (!strcmp(cat, "sendrecv") && !strcmp(jstr(a, "comm"), "pp") && jnum(a, "mb", -1) >= 0) sr_pp[pid]++;
         }
     }
-    CHECKF(!stray, "every event is a metadata or complete event of an existing rank", "%d stray events", stray);
-    CHECKF(!badstep, "forward/backward events carry a traced step and micro-batch", "%d without", badstep);
+    CHECKF(!stray, tu_name("%s: every event is a metadata or complete event of an existing rank", sched), "%d stray events", stray);
+    CHECKF(!badstep, tu_name("%s: forward/backward events carry a traced step, micro-batch and chunk", sched), "%d without", badstep);
     for (r = 0; r < size; r++) {
         int each = 1, nev = 0, overlap = 0, nest = 0, top = 0;
         double rel;
         ev *list = (ev *)malloc(sizeof(ev) * (size_t)(evs->n + 1)), *stack[256];
-        CHECKF(names[r] == 1, tu_name("rank %d: one process_name (one track per rank)", r), "%d", names[r]);
-        for (s = 0; s < STEPS; s++)
-            for (i = 0; i < M; i++) each &= fwd[r][s][i] == 1 && bwd[r][s][i] == 1;
-        CHECKF(each, tu_name("rank %d: per step one forward and one backward event per micro-batch (m = %d)", r, M),
-               "counts differ (step 0 mb 0: %d F %d B)", fwd[r][0][0], bwd[r][0][0]);
+        CHECKF(names[r] == 1, tu_name("%s rank %d: one process_name (one track per rank)", sched, r), "%d", names[r]);
+        for (s = 0; s < steps; s++)
+            for (i = 0; i < M; i++)
+                for (c = 0; c < v; c++) each &= fwd[r][s][i][c] == 1 && bwd[r][s][i][c] == 1;
+        CHECKF(each, tu_name("%s rank %d: per step one forward and one backward event per micro-batch and chunk (m = %d, v = %d)", sched, r, M, v),
+               "counts differ (step 0 mb 0: %d F %d B)", fwd[r][0][0][0], bwd[r][0][0][0]);
         if (size > 1) {
-            CHECKF(comm_bytes[r] > 0, tu_name("rank %d: communication events with comm and bytes", r), "%d", comm_bytes[r]);
-            CHECKF(sr_pp[r] > 0, tu_name("rank %d: pipeline send/recv events (comm pp, with micro-batch)", r), "%d", sr_pp[r]);
+            CHECKF(comm_bytes[r] > 0, tu_name("%s rank %d: communication events with comm and bytes", sched, r), "%d", comm_bytes[r]);
+            CHECKF(sr_pp[r] > 0, tu_name("%s rank %d: pipeline send/recv events (comm pp, with micro-batch)", sched, r), "%d", sr_pp[r]);
         } else {
-            CHECKF(comm_any[r] == 0, "one rank: no MPI events", "%d communication events", comm_any[r]);
+            CHECKF(comm_any[r] == 0, tu_name("%s: one rank: no MPI events", sched), "%d communication events", comm_any[r]);
         }
-        rel = fabs(bubble[r] - pr[r].bubble_ref) / (pr[r].bubble_ref > 0 ? pr[r].bubble_ref : 1e-30);
-        printf("rank %d: bubble in the trace %.6f s, pt_pp_stats my_bubble x step_s %.6f s (relative difference %.2e)\n", r, bubble[r],
-               pr[r].bubble_ref, rel);
-        CHECKF(rel <= 0.10 && (pp == 1 || bubble[r] > 0), tu_name("rank %d: trace bubble within 10%% of pt_pp_stats' (pp %d)", r, pp),
-               "%.6f vs %.6f s", bubble[r], pr[r].bubble_ref);
+        rel = fabs(bubble[r] - ref[r]) / (ref[r] > 0 ? ref[r] : 1e-30);
+        printf("rank %d: %s bubble in the trace %.6f s, pt_pp_stats my_bubble x step_s %.6f s over %d steps (relative difference %.2e)\n", r, sched,
+               bubble[r], ref[r], steps, rel);
+        CHECKF(rel <= 0.10 && (pp == 1 || bubble[r] > 0), tu_name("%s rank %d: trace bubble within 10%% of pt_pp_stats' (pp %d)", sched, r, pp),
+               "%.6f vs %.6f s", bubble[r], ref[r]);
         /* tid 0 of rank r: forward, backward and bubble disjoint; every event nested or disjoint */
         for (i = 0; i < evs->n; i++) {
             const jv *e = &evs->items[i];
@@ -276,12 +281,13 @@ static void check_trace(const char *path, int size, const per_rank *pr, int pp) 
             if (top && list[i].end > stack[top - 1]->end + 1e-3) nest++;
             if (top < 256) stack[top++] = &list[i];
         }
-        CHECKF(nev > 0 && !overlap, tu_name("rank %d: tid 0 forward/backward/bubble events do not overlap", r), "%d overlaps of %d", overlap, nev);
-        CHECKF(!nest, tu_name("rank %d: tid 0 events nest properly (Perfetto slices)", r), "%d partial overlaps", nest);
+        CHECKF(nev > 0 && !overlap, tu_name("%s rank %d: tid 0 forward/backward/bubble events do not overlap", sched, r), "%d overlaps of %d", overlap, nev);
+        CHECKF(!nest, tu_name("%s rank %d: tid 0 events nest properly (Perfetto slices)", sched, r), "%d partial overlaps", nest);
+        free(list);
+        if (!pr) continue;
         CHECK(pr[r].bad_path_ok, tu_name("rank %d: an unwritable path fails with PT_ERR_IO and the same message", r));
         CHECK(pr[r].off_ok, tu_name("rank %d: tracing off records nothing", r));
         CHECK(pr[r].start_twice, tu_name("rank %d: pt_trace_start while recording is PT_ERR_STATE", r));
-        free(list);
     }
     jfree(&root);
 }
@@ -386,7 +392,7 @@ static void check_profile(void) {
 }
 
 int main(int argc, char **argv) {
-    char err[512], path[512], off_path[512], small_path[512], bad_path[512], want_msg[600];
+    char err[512], path[512], ipath[512], off_path[512], small_path[512], bad_path[512], want_msg[600];
     const char *dir;
     pt_layout lay;
     pt_desc desc;
@@ -395,6 +401,7 @@ int main(int argc, char **argv) {
     pt_ctx *ctx;
     pt_optim *opt;
     pt_pp *pp;
+    pt_gpt *model;
     pt_rng rng;
     per_rank mine, all[MAXR];
     int rank, size, step, i, p;
@@ -413,11 +420,12 @@ int main(int argc, char **argv) {
     dir = argc > 1 ? argv[1] : "build/tests";
     if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1; /* rank 0 reports (the others send their numbers) */
     snprintf(path, sizeof path, "%s/trace_np%d.json", dir, size);
+    snprintf(ipath, sizeof ipath, "%s/trace_interleaved_np%d.json", dir, size);
     snprintf(off_path, sizeof off_path, "%s/trace_off_np%d.json", dir, size);
     snprintf(small_path, sizeof small_path, "%s/trace_small_np%d.json", dir, size);
     snprintf(bad_path, sizeof bad_path, "%s/no_such_dir/trace.json", dir);
     snprintf(want_msg, sizeof want_msg, "cannot open %s.tmp", bad_path);
-    if (rank == 0) remove(path), remove(off_path), remove(small_path);
+    if (rank == 0) remove(path), remove(ipath), remove(off_path), remove(small_path);
     memset(&mine, 0, sizeof mine);
 
     memset(&desc, 0, sizeof desc);
@@ -429,14 +437,14 @@ int main(int argc, char **argv) {
         memset(&cfg, 0, sizeof cfg);
         cfg.vocab = 64, cfg.max_seq = T, cfg.layers = 2 * p, cfg.width = 32, cfg.heads = 4;
         for (i = 0; i <= p; i++) first[i] = 2 * i;
-        MODEL = pt_gpt_new_stages(ctx, &cfg, p, first, 1, &me);
+        model = pt_gpt_new_stages(ctx, &cfg, p, first, 1, &me);
     }
     memset(&od, 0, sizeof od);
     od.kind = PT_OPTIM_ADAMW, od.lr = 1e-3f;
     opt = pt_optim_new(ctx, &od);
     memset(&pd, 0, sizeof pd);
-    pd.kind = PT_PP_1F1B, pd.micro_batches = M, pd.forward = stage_fn;
-    pp = MODEL && opt ? pt_pp_new(ctx, &pd) : NULL;
+    pd.kind = PT_PP_1F1B, pd.micro_batches = M, pd.forward = stage_fn, pd.user = model;
+    pp = model && opt ? pt_pp_new(ctx, &pd) : NULL;
     if (!pp) {
         printf("FAIL setup: %s\n0 passed, 1 failed\n", pt_error(ctx));
         return 1;
@@ -490,19 +498,52 @@ int main(int argc, char **argv) {
                        !pt_trace_on(ctx);
     pt_error_clear(ctx);
 
+    /* interleaved 1F1B (v = 2: this rank holds stages r and r + p) in a second context: chunks in the events */
+    {
+        pt_ctx *c2 = pt_init(&desc);
+        pt_gpt_config cfg;
+        int32_t first[2 * MAXR + 1], me[2];
+        pt_gpt *m2;
+        pt_pp *pp2 = NULL;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.vocab = 64, cfg.max_seq = T, cfg.layers = 2 * p, cfg.width = 32, cfg.heads = 4;
+        for (i = 0; i <= 2 * p; i++) first[i] = i;
+        me[0] = pt_dist_coords(D).pp, me[1] = me[0] + p;
+        m2 = pt_gpt_new_stages(c2, &cfg, 2 * p, first, 2, me);
+        pd.kind = PT_PP_INTERLEAVED, pd.virtual_stages = 2, pd.user = m2;
+        if (m2) pp2 = pt_pp_new(c2, &pd);
+        if (!pp2) printf("FAIL interleaved setup: %s\n", pt_error(c2));
+        pt_trace_start(c2, D, ipath, 0);
+        for (step = 0; pp2 && step < ISTEPS; step++) {
+            pt_pp_stats st;
+            pt_trace_step(c2, step);
+            pt_zero_grad(c2);
+            if (isnan(pt_pp_step(pp2, 0, 1))) printf("FAIL interleaved step %d: %s\n", step, pt_error(c2));
+            st = pt_pp_stats_get(pp2);
+            mine.ibubble_ref += st.my_bubble * st.step_s;
+        }
+        if (pt_trace_finish(c2) != PT_OK) printf("FAIL pt_trace_finish (interleaved): %s\n", pt_error(c2));
+        pt_pp_free(pp2);
+        pt_gpt_free(m2);
+        pt_shutdown(c2);
+    }
+
     /* rank 0 collects the numbers and checks the files */
 #ifdef PTRAIN_MPI
-    MPI_Gather(&mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(&mine, 5, MPI_DOUBLE, all, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 #else
     all[0] = mine;
 #endif
     if (rank == 0) {
-        check_trace(path, size, all, p);
+        double ref[MAXR], iref[MAXR];
+        for (i = 0; i < size; i++) ref[i] = all[i].bubble_ref, iref[i] = all[i].ibubble_ref;
+        check_trace(path, size, ref, p, 1, STEPS, all);
+        check_trace(ipath, size, iref, p, 2, ISTEPS, NULL);
         check_dropped(small_path, size);
         check_profile();
     }
     pt_pp_free(pp);
-    pt_gpt_free(MODEL);
+    pt_gpt_free(model);
     pt_shutdown(ctx);
     pt_dist_finalize(D);
     return rank == 0 ? tu_summary() : 0;
