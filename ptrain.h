@@ -1232,9 +1232,9 @@ PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen);
    (temporary name, then rename). What is recorded by itself: per pipeline micro-batch and chunk its
    forward and backward (cat "forward"/"backward", args mb, chunk), the gaps of a pt_pp_step between
    them ("bubble": what pt_pp_stats counts as idle, so the bubble events of a step sum to
-   my_bubble x step_s), every MPI call of the library after pt_trace_start (cat "comm", or "sendrecv"
-   for point-to-point; args op, comm, bytes; non-blocking ones on tracks tid 1, 2, ... as they
-   overlap), pt_dp_finish ("dp_finish"). Other parts add theirs through pt_trace_event / pt_trace_add
+   my_bubble x step_s), every MPI call of the library after pt_trace_start (named by the op, cat
+   "comm", or "sendrecv" for point-to-point; args comm, bytes; non-blocking ones on tracks tid 1, 2,
+   ... as they overlap), pt_dp_finish's wait ("dp_wait"). Other parts add theirs through pt_trace_event / pt_trace_add
    (data wait, checkpoint, optimizer, step). Clock: pt_time() (monotonic) minus each rank's own value
    read right after a barrier at pt_trace_start: ranks line up to the barrier's exit skew (a few
    microseconds on one node, more across nodes) and drift apart with their clocks over long runs.
