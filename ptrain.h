@@ -56,6 +56,10 @@
    desc.kind = PT_LOADER_IDX streams fixed-size records and labels of an IDX file pair (Fashion-MNIST
    in examples/02) the same way: pt_loader_next_records (floats 0..1) or pt_loader_next_bytes.
 
+   Observability: pt_trace_start / pt_trace_finish write a Chrome trace-event JSON (Perfetto), one
+   track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
+   pt_profile_enable (or PTRAIN_PROFILE=1): per op type calls, time, FLOPs, bytes (pt_profile_print).
+
    ==================================================================================================
    CONCEPTS
    ==================================================================================================
@@ -136,6 +140,7 @@
    PTRAIN_WATCHDOG=S        a collective in flight for more than S seconds dumps the rank's
                             collective records to stderr and aborts the job (MPI_Abort)
    PTRAIN_CKPT_FAIL=N       (tests) pt_ckpt_save fails once a rank has written N bytes of its file
+   PTRAIN_PROFILE=1         the per-op profile on from pt_init (pt_profile_enable; pt_profile_print)
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -188,6 +193,7 @@
                 records), its state, the byte-level BPE tokenizer
    >>ckpt       checkpoints: CRC32C, manifest, save (temporary name, fsync, rename, latest,
                 retention), load of the newest valid one with fallback
+   >>trace      Chrome trace-event timelines per rank (Perfetto), the per-op profile
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -1335,6 +1341,86 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     CRC32C. PT_OK, or PT_ERR_IO / PT_ERR_FORMAT with a message naming the file in err. */
 PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen);
 
+/* ---- timelines and the per-op profile (>>trace) ----------------------------------------------
+   A Chrome trace-event JSON file per run (opens in Perfetto, ui.perfetto.dev, or chrome://tracing):
+   one track (pid) per world rank, complete events ("ph":"X") with ts and dur in microseconds on
+   one time base for all ranks. pt_trace_start starts recording on every rank (a per-rank buffer of
+   at most max_events; events beyond it are dropped and counted in the file's otherData and the
+   rank's process label), pt_trace_finish gathers every rank's events to rank 0, which writes the file
+   (temporary name, then rename). What is recorded by itself: per pipeline micro-batch and chunk its
+   forward and backward (cat "forward"/"backward", args mb, chunk), the gaps of a pt_pp_step between
+   them ("bubble": what pt_pp_stats counts as idle, so the bubble events of a step sum to
+   my_bubble x step_s), every MPI call of the library after pt_trace_start (named by the op, cat
+   "comm", or "sendrecv" for point-to-point; args comm, bytes; non-blocking ones on tracks tid 1, 2,
+   ... as they overlap), pt_dp_finish's wait ("dp_wait"). Other parts add theirs through pt_trace_event / pt_trace_add
+   (data wait, checkpoint, optimizer, step). Clock: pt_time() (monotonic) minus each rank's own value
+   read right after a barrier at pt_trace_start: ranks line up to the barrier's exit skew (a few
+   microseconds on one node, more across nodes) and drift apart with their clocks over long runs.
+   Off (the default) costs one branch per hook. Record from the thread that calls the library: a
+   background thread's timings are handed over and added from there with their own tid.
+   The profile (pt_profile_enable or env PTRAIN_PROFILE=1 at pt_init) sums per op type the calls, the
+   forward time (from the op's first output allocation to its tape record: the kernels), the backward
+   time (its node's backward), FLOPs from the shapes (matmul 2*M*N*K, linear 2*rows*in*out (+ bias),
+   conv2d 2*out*Ci*k*k, attention 2*B*T*T*C (causal half of QK^T and PV); backward: one such product
+   per input needing a gradient, attention 2.5x its forward; other ops: one per output element, in
+   backward per input needing a gradient) and bytes (forward: inputs read + output written;
+   backward: output gradient, inputs, and each input gradient read and written). */
+/** Categories of trace events ("cat" in the file). */
+typedef enum pt_trace_cat {
+    PT_TRACE_FORWARD = 0, PT_TRACE_BACKWARD, PT_TRACE_COMM, PT_TRACE_SENDRECV, PT_TRACE_BUBBLE, PT_TRACE_DATA, PT_TRACE_CKPT,
+    PT_TRACE_OPTIM, PT_TRACE_STEP, PT_TRACE_CAT_COUNT
+} pt_trace_cat;
+/** One event for pt_trace_add (step, mb, chunk and comm -1 where they do not apply). */
+typedef struct pt_trace_rec {
+    int32_t cat;      /**< pt_trace_cat */
+    int32_t tid;      /**< 0 = the main thread; another id for a background thread's track */
+    const char *name; /**< copied (up to 31 bytes) */
+    double t0, t1;    /**< start and end, pt_time() seconds */
+    int64_t step;     /**< < 0: the step of pt_trace_step */
+    int64_t mb;       /**< micro-batch, < 0 = none */
+    int32_t chunk;    /**< pipeline chunk, < 0 = none */
+    int32_t comm;     /**< PT_COMM_* of a communication event, < 0 = none */
+    int64_t bytes;    /**< bytes moved, <= 0 = none */
+} pt_trace_rec;
+/** Starts recording a timeline. Collective over d's world (d NULL: this process alone, one rank);
+    path: the JSON file rank 0 writes at pt_trace_finish (other ranks' path unused; may be NULL
+    there); max_events per rank (0 = 1000000). PT_ERR_STATE if already recording, PT_ERR_ARG on bad
+    arguments (the same on every rank), PT_ERR_OOM. */
+PTDEF pt_status pt_trace_start(pt_ctx *ctx, const pt_dist *d, const char *path, int64_t max_events);
+/** 1 while ctx records a timeline. */
+PTDEF int pt_trace_on(const pt_ctx *ctx);
+/** The training step the following events belong to (args.step). */
+PTDEF void pt_trace_step(pt_ctx *ctx, int64_t step);
+/** Adds an event on the main track: t0, t1 from pt_time(); step < 0 = pt_trace_step's; mb < 0 =
+    none. A no-op when not recording. */
+PTDEF void pt_trace_event(pt_ctx *ctx, int cat, const char *name, double t0, double t1, int64_t step, int64_t mb);
+/** Adds an event with every field (pt_trace_rec). A no-op when not recording. */
+PTDEF void pt_trace_add(pt_ctx *ctx, const pt_trace_rec *r);
+/** Events buffered on this rank so far (0 when not recording); *dropped (may be NULL): those beyond max_events. */
+PTDEF int64_t pt_trace_count(const pt_ctx *ctx, int64_t *dropped);
+/** Collective over the world given to pt_trace_start: stops recording, gathers every rank's events to
+    rank 0 (point-to-point, in chunks of at most 64 MiB), which writes {"traceEvents":[...],
+    "displayTimeUnit":"ms","otherData":{...}} to path.tmp and renames it to path. PT_ERR_IO (file) with
+    the same message on every rank; PT_ERR_STATE if not recording. The buffers are freed either way. */
+PTDEF pt_status pt_trace_finish(pt_ctx *ctx);
+/** One op type of the profile. */
+typedef struct pt_profile_entry {
+    const char *op;           /**< the op's name ("pt_matmul", ...) */
+    int64_t calls, bwd_calls; /**< forward calls, backward calls */
+    double fwd_s, bwd_s;      /**< seconds */
+    double fwd_flops, bwd_flops, fwd_bytes, bwd_bytes;
+} pt_profile_entry;
+/** Per-op profile on (1) or off (0; what was summed is kept until pt_profile_reset). */
+PTDEF pt_status pt_profile_enable(pt_ctx *ctx, int on);
+/** Clears the sums. */
+PTDEF void pt_profile_reset(pt_ctx *ctx);
+/** Copies min(max, n) op types, most time (forward + backward) first, into out (may be NULL);
+    returns n, the number of op types seen. */
+PTDEF int pt_profile_get(const pt_ctx *ctx, pt_profile_entry *out, int max);
+/** Prints the profile table (one row per op type, most time first, then a total row) to file (a
+    FILE *; NULL = stdout): calls, ms forward / backward, GFLOP, GB, GFLOP/s. */
+PTDEF void pt_profile_print(const pt_ctx *ctx, void *file);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1465,7 +1551,19 @@ struct pt_ctx {
     int xfer_kind;   /* the purpose (PT_XFER_*) copies are counted under now; PT_XFER_IO by default */
     float *stage;    /* host staging of MPI payloads on a device backend (>>tp, >>pprun; pt__stage_buf), grown only */
     int64_t stage_cap;
+    struct pt__trace *trace;     /* the timeline being recorded (>>trace), NULL = off */
+    struct pt__prof *prof;       /* the per-op profile's sums while it is on (>>trace), NULL = off */
+    struct pt__prof *prof_sums;  /* its sums, kept while off */
 };
+/* >>trace: the hooks of the other sections (one branch each when off) */
+static void pt__prof_fwd(pt_graph *g, const char *op, const pt_tensor *out, int nin, pt_tensor *const *ins);
+static void pt__prof_bwd(pt_ctx *ctx, const pt_node *n, double s);
+static void pt__trace_at(pt_ctx *ctx, int64_t mb, int chunk);
+static void pt__trace_compute(pt_ctx *ctx, int cat, double *idle, double t0, double t1, int64_t mb, int chunk);
+#ifdef PTRAIN_MPI
+static void pt__trace_span(pt_ctx *ctx, int cat, const char *name, double t0, int comm);
+#endif
+static void pt__trace_free(pt_ctx *ctx);
 
 /* ---- errors and logging --------------------------------------------------------------------- */
 static void pt__emit(const pt_ctx *ctx, int level, const char *msg) {
@@ -5838,6 +5936,7 @@ struct pt_graph {
     int training, grad_on;
     int64_t sample_off;
     int64_t bytes;                    /* activation bytes held */
+    double prof_t0;                   /* per-op profile (>>trace): when the op being built allocated its output */
 };
 
 static pt_status pt__st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes, int kind) {
@@ -6012,6 +6111,7 @@ static pt_tensor *pt__rec(pt_graph *g, pt_dtype dt, int ndim, const int64_t *sha
 static pt_tensor *pt__new(pt_graph *g, pt_dtype dt, int ndim, const int64_t *shape) {
     pt_tensor *t = pt__rec(g, dt, ndim, shape);
     if (!t) return NULL;
+    if (g->ctx->prof && g->prof_t0 == 0) g->prof_t0 = pt_time(); /* >>trace: an op's forward starts */
     t->st = pt__dalloc(g, pt_numel(t) * pt_dtype_size(dt), pt_dtype_size(dt), &t->off);
     return t->st ? t : NULL;
 }
@@ -6028,7 +6128,11 @@ PTDEF pt_tensor *pt_tensor_from(pt_graph *g, pt_dtype dt, int ndim, const int64_
         if (shape[i] < 0)
             return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_tensor_from: dim %d has negative size %lld", i,
                                          (long long)shape[i]);
-    t = pt__new(g, dt, ndim, shape);
+    {
+        double keep = g->prof_t0; /* >>trace: a tensor made outside an op starts no op's time */
+        t = pt__new(g, dt, ndim, shape);
+        g->prof_t0 = keep;
+    }
     if (t && data) g->ctx->be->write(g->ctx, t, data, pt_numel(t) * pt_dtype_size(dt));
     return t;
 }
@@ -6135,6 +6239,7 @@ PTDEF void pt_graph_reset(pt_graph *g) {
     g->dpass = 0;
     for (i = 0; i < g->npool; i++) g->pool[i]->busy = 0;
     g->ntape = 0;
+    g->prof_t0 = 0;
     if (g->puse) memset(g->puse, 0, (size_t)g->cap_puse * sizeof *g->puse);
 }
 PTDEF void pt_graph_set_training(pt_graph *g, int on) {
@@ -6155,6 +6260,7 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
                            pt_tensor *const *ins) {
     pt_node *n;
     int i, need = 0;
+    if (g->ctx->prof && out) pt__prof_fwd(g, op, out, nin, ins); /* >>trace */
     if (!g->grad_on || !out) return NULL;
     for (i = 0; i < nin; i++)
         if (ins[i] && (ins[i]->flags & PT_TENSOR_REQUIRES_GRAD)) need = 1;
@@ -6218,10 +6324,17 @@ static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
 static pt_status pt__run_backward(pt_graph *g) {
     pt_ctx *ctx = g->ctx;
     int i, j;
+    g->prof_t0 = 0; /* >>trace */
     for (i = g->ntape - 1; i >= 0; i--) {
         pt_node *n = g->tape[i];
         if (n->out->grad) {
-            n->backward(g, n);
+            if (ctx->prof) { /* >>trace */
+                double t = pt_time();
+                n->backward(g, n);
+                pt__prof_bwd(ctx, n, pt_time() - t);
+            } else {
+                n->backward(g, n);
+            }
             if (n->out->node == n && !n->out->param) {
                 pt__pool_put(g, n->out->grad->st);
                 n->out->grad = NULL;
@@ -6234,6 +6347,7 @@ static pt_status pt__run_backward(pt_graph *g) {
         if (ctx->poll) ctx->poll(ctx->poll_user);
         if (ctx->status != PT_OK) return ctx->status;
     }
+    g->prof_t0 = 0; /* >>trace: a backward's allocations start no forward op's time */
     return ctx->status;
 }
 
@@ -6644,6 +6758,11 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
             return NULL;
         }
     }
+    dev = getenv("PTRAIN_PROFILE"); /* >>trace */
+    if (dev && atoi(dev) > 0 && pt_profile_enable(ctx, 1) != PT_OK) {
+        pt_shutdown(ctx);
+        return NULL;
+    }
     return ctx;
 }
 PTDEF void pt_shutdown(pt_ctx *ctx) {
@@ -6666,6 +6785,8 @@ PTDEF void pt_shutdown(pt_ctx *ctx) {
     PT_FREE(ctx->work);
     PT_FREE(ctx->stage);
     PT_FREE(ctx->state);
+    pt__trace_free(ctx); /* >>trace */
+    PT_FREE(ctx->prof_sums);
 #ifdef PTRAIN_OPENCL
     pt__cl_close(ctx); /* after every buffer of the context is released */
 #endif
@@ -8372,12 +8493,17 @@ struct pt_dist {
     double t0, deadline;               /* MPI_Wtime at pt_dist_init; the watchdog's deadline (0 = off) */
     char coll_err[PT__DIST_MSG];       /* the last refusal */
     char why[PT__DIST_MSG];            /* pt__coll_why's text of an MPI error */
+    struct pt__trace *trace;           /* the timeline recording these calls (>>trace), NULL = off */
 #ifdef PT__COLL_THREADS
     pthread_mutex_t mu; /* guards ring, seq, deadline and wd_stop against the watchdog */
     pthread_t wd;
     int wd_running, wd_stop;
 #endif
 };
+#ifdef PTRAIN_MPI
+static void pt__trace_coll_begin(struct pt__trace *tr, uint64_t s); /* >>trace: every MPI call as an event */
+static void pt__trace_coll_end(struct pt__trace *tr, const pt_coll_record *r);
+#endif
 
 /* ---- collective records ------------------------------------------------------------------------
    Every call site of an MPI collective, send or receive is wrapped as
@@ -8565,16 +8691,19 @@ static int pt__coll_check(pt_dist *d, const pt_coll_record *r) {
    call, already closed) or a record already overwritten by newer ones: nothing to do. */
 static int pt__coll_end(const pt_dist *cd, uint64_t s, int rc) {
     pt_dist *d = (pt_dist *)cd;
-    pt_coll_record *r;
+    pt_coll_record *r, copy;
+    int hit;
     if (!d || !s) return rc;
     pt__coll_lock(d);
     r = &d->ring[(s - 1) % PT_COLL_RING];
-    if (r->seq == s) {
+    if ((hit = r->seq == s) != 0) {
         r->t_end = pt__coll_now(d);
         r->rc = rc;
         r->state = rc == MPI_SUCCESS ? PT_COLL_DONE : rc == PT__COLL_REFUSED ? PT_COLL_REFUSED : PT_COLL_FAILED;
+        copy = *r;
     }
     pt__coll_unlock(d);
+    if (hit && d->trace) pt__trace_coll_end(d->trace, &copy); /* >>trace */
     return rc;
 }
 /* Records the start of a call on communicator which (PT_COMM_*) of d; count elements of dtype,
@@ -8600,6 +8729,7 @@ static uint64_t pt__coll_begin(const pt_dist *cd, int op, int which, int64_t cou
     r->state = PT_COLL_IN_FLIGHT;
     copy = *r;
     pt__coll_unlock(d);
+    if (d->trace) pt__trace_coll_begin(d->trace, s); /* >>trace */
     if (coll && d->check && !pt__coll_check(d, &copy)) {
         pt__coll_end(d, s, PT__COLL_REFUSED);
         return 0;
@@ -10139,8 +10269,10 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
     if (dp->dpsize <= 1 || !dp->reducing) return PT_OK;
 #ifdef PTRAIN_MPI
     {
+        double tw = dp->ctx->trace ? pt_time() : 0.0;
         pt_status st = pt__dp_complete(dp);
         float *g, inv = (float)dp->dpsize;
+        if (dp->ctx->trace) pt__trace_span(dp->ctx, PT_TRACE_COMM, "dp_wait", tw, PT_COMM_DP); /* >>trace */
         int k;
         int64_t i;
         dp->reducing = 0;
@@ -11529,7 +11661,7 @@ static float pt__pp_exec(pt_pp *pp, const pt_pp_schedule *s, int train, float sc
     pt_ctx *ctx = pp->ctx;
     const pt_pp_instr *prog = pt_pp_schedule_instrs(s, pp->rank);
     int count = pt_pp_schedule_count(s, pp->rank), nst = pp->p * pp->v, i, k;
-    double t0 = pt_time(), t;
+    double t0 = pt_time(), t, t1, idle = t0; /* idle: end of the last computation (>>trace: the bubble since) */
     float loss = 0.0f;
     pp->failed = ctx->status != PT_OK;
     pp->stats.fwd_s = pp->stats.bwd_s = 0.0;
@@ -11537,6 +11669,7 @@ static float pt__pp_exec(pt_pp *pp, const pt_pp_schedule *s, int train, float sc
     for (i = 0; i < count; i++) {
         const pt_pp_instr *in = &prog[i];
         int mb = in->mb, c = in->chunk, stage = c * pp->p + pp->rank, slot = mb * pp->v + c;
+        if (ctx->trace) pt__trace_at(ctx, mb, c);
         switch (in->op) {
         case PT_PP_FWD: {
             pt_graph *g = pt__pp_graph(pp);
@@ -11555,7 +11688,8 @@ static float pt__pp_exec(pt_pp *pp, const pt_pp_schedule *s, int train, float sc
                 if (!pp->failed && (stage == 0 || x)) {
                     t = pt_time();
                     y = pp->desc.forward(g, stage, mb, x, pp->desc.user);
-                    pp->stats.fwd_s += pt_time() - t;
+                    pp->stats.fwd_s += (t1 = pt_time()) - t;
+                    if (ctx->trace) pt__trace_compute(ctx, PT_TRACE_FORWARD, &idle, t, t1, mb, c);
                 }
                 if (!y && (stage == 0 || x) && ctx->status == PT_OK && !pp->failed)
                     pt__fail(ctx, PT_ERR_STATE, "pt_pp: the stage function returned NULL for micro-batch %d, stage %d", mb, stage);
@@ -11586,7 +11720,8 @@ static float pt__pp_exec(pt_pp *pp, const pt_pp_schedule *s, int train, float sc
                 if (dy) {
                     t = pt_time();
                     if (pt_backward_from(g, y, dy) != PT_OK) pp->failed = 1;
-                    pp->stats.bwd_s += pt_time() - t;
+                    pp->stats.bwd_s += (t1 = pt_time()) - t;
+                    if (ctx->trace) pt__trace_compute(ctx, PT_TRACE_BACKWARD, &idle, t, t1, mb, c);
                 } else {
                     pp->failed = 1;
                 }
@@ -11625,7 +11760,8 @@ static float pt__pp_exec(pt_pp *pp, const pt_pp_schedule *s, int train, float sc
     if (pp->p > 1) pt__pp_wait_sends(pp);
 #endif
     for (k = 0; k < pp->m * pp->v; k++) pt__pp_release(pp, k); /* a failed step may leave graphs */
-    pp->stats.step_s = pt_time() - t0;
+    pp->stats.step_s = (t = pt_time()) - t0;
+    if (ctx->trace) pt__trace_compute(ctx, -1, &idle, t, t, -1, -1), pt__trace_at(ctx, -1, -1); /* the last bubble */
     pp->stats.busy_s = pp->stats.fwd_s + pp->stats.bwd_s;
     pp->stats.my_bubble = pp->stats.step_s > 0 ? 1.0 - pp->stats.busy_s / pp->stats.step_s : 0.0;
     pp->stats.bubble = pp->stats.my_bubble;
@@ -14172,6 +14308,454 @@ PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
     return PT_ERR_IO;
 }
 #endif /* PT__CKPT_POSIX */
+
+/* =================================================================================================
+   >>trace  Chrome trace-event timelines per rank (buffer, hooks' entry points, gather, JSON writer)
+   and the per-op profile
+   The hooks elsewhere, each one branch when off: >>dist (pt__coll_begin / pt__coll_end: every MPI
+   call), >>pprun (forward / backward of each micro-batch and chunk, the bubble between them), >>dp
+   (pt_dp_finish's wait), >>autograd (an op's tape record and each node's backward: the profile),
+   >>tensor (pt__new opens an op's forward time). An event is kept in pt_time() seconds and turned
+   into microseconds since the agreed start when the file is written.
+   ================================================================================================= */
+#define PT__TRACE_NAME 32
+#define PT__TRACE_LANES 8 /* tracks for non-blocking calls in flight at once (tid 1..) */
+typedef struct pt__trace_ev {
+    double t0, t1;
+    int64_t step, mb, bytes;
+    int32_t chunk, cat, tid, comm;
+    char name[PT__TRACE_NAME];
+} pt__trace_ev;
+struct pt__trace {
+    pt_dist *d; /* the world of pt_trace_start (NULL: one rank) */
+    char *path;
+    pt__trace_ev *ev;
+    int64_t n, cap, max, dropped;
+    int64_t step, mb; /* pt_trace_step; the micro-batch the pipeline runs now (-1: none) */
+    int32_t chunk;
+    double base;                  /* pt_time() right after the start barrier */
+    double coll_t0[PT_COLL_RING]; /* at pt__coll_begin, by record slot: pt_time(), micro-batch, chunk */
+    int64_t coll_mb[PT_COLL_RING];
+    int32_t coll_chunk[PT_COLL_RING];
+};
+static const char *const pt__trace_cats[PT_TRACE_CAT_COUNT] = {"forward", "backward", "comm", "sendrecv", "bubble",
+                                                               "data",    "ckpt",     "optim", "step"};
+static const char *const pt__trace_comms[PT_COMM_DP_CROSS + 1] = {"world", "tp", "pp", "dp", "node", "cross", "dp_node", "dp_cross"};
+
+static void pt__trace_put(struct pt__trace *tr, int cat, const char *name, double t0, double t1, int64_t step, int64_t mb,
+                          int32_t chunk, int32_t comm, int64_t bytes, int32_t tid) {
+    pt__trace_ev *e;
+    int i;
+    if (tr->n == tr->cap) {
+        int64_t cap = PT__MIN(tr->max, tr->cap ? 2 * tr->cap : 4096);
+        pt__trace_ev *ne = cap > tr->cap ? (pt__trace_ev *)PT_REALLOC(tr->ev, sizeof *ne * (size_t)cap) : NULL;
+        if (!ne) {
+            tr->dropped++;
+            return;
+        }
+        tr->ev = ne, tr->cap = cap;
+    }
+    e = &tr->ev[tr->n++];
+    e->t0 = t0, e->t1 = t1 < t0 ? t0 : t1;
+    e->step = step < 0 ? tr->step : step, e->mb = mb < 0 ? -1 : mb, e->bytes = bytes;
+    e->chunk = chunk < 0 ? -1 : chunk, e->cat = cat, e->tid = tid < 0 ? 0 : tid;
+    e->comm = comm >= 0 && comm <= PT_COMM_DP_CROSS ? comm : -1;
+    for (i = 0; name && name[i] && i < PT__TRACE_NAME - 1; i++) /* no quoting needed in the file */
+        e->name[i] = name[i] == '"' || name[i] == '\\' || (unsigned char)name[i] < 0x20 ? '_' : name[i];
+    e->name[i] = 0;
+}
+
+PTDEF int pt_trace_on(const pt_ctx *ctx) { return ctx && ctx->trace; }
+PTDEF void pt_trace_step(pt_ctx *ctx, int64_t step) {
+    if (ctx && ctx->trace) ctx->trace->step = step;
+}
+PTDEF void pt_trace_event(pt_ctx *ctx, int cat, const char *name, double t0, double t1, int64_t step, int64_t mb) {
+    if (!ctx || !ctx->trace || cat < 0 || cat >= PT_TRACE_CAT_COUNT) return;
+    pt__trace_put(ctx->trace, cat, name ? name : pt__trace_cats[cat], t0, t1, step, mb, -1, -1, 0, 0);
+}
+PTDEF void pt_trace_add(pt_ctx *ctx, const pt_trace_rec *r) {
+    if (!ctx || !ctx->trace || !r || r->cat < 0 || r->cat >= PT_TRACE_CAT_COUNT) return;
+    pt__trace_put(ctx->trace, r->cat, r->name ? r->name : pt__trace_cats[r->cat], r->t0, r->t1, r->step, r->mb, r->chunk, r->comm,
+                  r->bytes, r->tid);
+}
+PTDEF int64_t pt_trace_count(const pt_ctx *ctx, int64_t *dropped) {
+    const struct pt__trace *tr = ctx ? ctx->trace : NULL;
+    if (dropped) *dropped = tr ? tr->dropped : 0;
+    return tr ? tr->n : 0;
+}
+
+/* >>pprun: the micro-batch and chunk the next communication events belong to (-1: none) */
+static void pt__trace_at(pt_ctx *ctx, int64_t mb, int chunk) {
+    ctx->trace->mb = mb, ctx->trace->chunk = chunk;
+}
+/* >>pprun: a computation [t0, t1] of a pipeline step, after the bubble since *idle (the end of the
+   previous one, or the step's start); *idle becomes t1 */
+static void pt__trace_compute(pt_ctx *ctx, int cat, double *idle, double t0, double t1, int64_t mb, int chunk) {
+    struct pt__trace *tr = ctx->trace;
+    if (t0 > *idle) pt__trace_put(tr, PT_TRACE_BUBBLE, "bubble", *idle, t0, -1, -1, -1, -1, 0, 0);
+    if (cat >= 0) pt__trace_put(tr, cat, pt__trace_cats[cat], t0, t1, -1, mb, chunk, -1, 0, 0);
+    *idle = t1;
+}
+#ifdef PTRAIN_MPI
+/* >>dp: a span ending now */
+static void pt__trace_span(pt_ctx *ctx, int cat, const char *name, double t0, int comm) {
+    pt__trace_put(ctx->trace, cat, name, t0, pt_time(), -1, -1, -1, comm, 0, 0);
+}
+/* >>dist: record s starts; record r (a copy) ended */
+static void pt__trace_coll_begin(struct pt__trace *tr, uint64_t s) {
+    size_t k = (size_t)((s - 1) % PT_COLL_RING);
+    tr->coll_t0[k] = pt_time(), tr->coll_mb[k] = tr->mb, tr->coll_chunk[k] = tr->chunk;
+}
+static void pt__trace_coll_end(struct pt__trace *tr, const pt_coll_record *r) {
+    static const int size[PT_COLL_DTYPE_COUNT] = {1, 1, 4, 8, 4, 8, 2};
+    int op = r->op, p2p = op == PT_COLL_SEND || op == PT_COLL_RECV || op == PT_COLL_ISEND || op == PT_COLL_IRECV;
+    int async = op == PT_COLL_IALLREDUCE || op == PT_COLL_IREDUCE_SCATTER || op == PT_COLL_ISEND || op == PT_COLL_IRECV ||
+                op == PT_COLL_IALLGATHERV;
+    int64_t bytes = r->count * (r->dtype >= 0 && r->dtype < PT_COLL_DTYPE_COUNT ? size[r->dtype] : 1);
+    size_t k = (size_t)((r->seq - 1) % PT_COLL_RING);
+    pt__trace_put(tr, p2p ? PT_TRACE_SENDRECV : PT_TRACE_COMM, pt__coll_op_name(op), tr->coll_t0[k], pt_time(), -1, tr->coll_mb[k],
+                  tr->coll_chunk[k], r->comm, bytes, async ? 1 : 0);
+}
+#endif
+
+PTDEF pt_status pt_trace_start(pt_ctx *ctx, const pt_dist *d, const char *path, int64_t max_events) {
+    struct pt__trace *tr = NULL;
+    char msg[512] = "";
+    int ok = 1, rank = d ? pt_dist_rank(d) : 0;
+    pt_status why = PT_ERR_ARG;
+    if (!ctx) return PT_ERR_ARG;
+    if (ctx->trace) pt__msg(msg, sizeof msg, "pt_trace_start: already recording a timeline (call pt_trace_finish first)"), ok = 0, why = PT_ERR_STATE;
+    else if (max_events < 0) pt__msg(msg, sizeof msg, "pt_trace_start: max_events is %lld, expected >= 0 (0 = 1000000)", (long long)max_events), ok = 0;
+    else if (rank == 0 && (!path || !*path)) pt__msg(msg, sizeof msg, "pt_trace_start: no file name (path) on rank 0"), ok = 0;
+    if (ok) {
+        tr = (struct pt__trace *)PT_MALLOC(sizeof *tr);
+        if (tr) memset(tr, 0, sizeof *tr);
+        if (tr && path && !(tr->path = (char *)PT_MALLOC(strlen(path) + 1))) PT_FREE(tr), tr = NULL;
+        if (!tr) pt__msg(msg, sizeof msg, "pt_trace_start: out of memory"), ok = 0, why = PT_ERR_OOM;
+        else if (path) memcpy(tr->path, path, strlen(path) + 1);
+    }
+#ifdef PTRAIN_MPI
+    if (d && d->size > 1) {
+        ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
+        if (!ok) /* the status follows the agreed message, so every rank returns the same */
+            why = strstr(msg, "out of memory") ? PT_ERR_OOM : strstr(msg, "already recording") ? PT_ERR_STATE : PT_ERR_ARG;
+        if (ok) { /* one time base: every rank reads its clock right after leaving the same barrier */
+            uint64_t s = pt__coll_begin(d, PT_COLL_BARRIER, PT_COMM_WORLD, 0, PT_COLL_BYTE, -1);
+            pt__coll_end(d, s, s ? MPI_Barrier(d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED);
+        }
+    }
+#endif
+    if (!ok) {
+        if (tr) PT_FREE(tr->path);
+        PT_FREE(tr);
+        return (pt_status)(pt__fail(ctx, why, "%s", msg), why);
+    }
+    tr->base = pt_time();
+    tr->max = max_events ? max_events : 1000000;
+    tr->step = 0, tr->mb = -1, tr->chunk = -1;
+    tr->d = (pt_dist *)d;
+    if (tr->d) tr->d->trace = tr;
+    ctx->trace = tr;
+    return PT_OK;
+}
+
+static void pt__trace_free(pt_ctx *ctx) {
+    struct pt__trace *tr = ctx->trace;
+    if (!tr) return;
+    if (tr->d) tr->d->trace = NULL;
+    ctx->trace = NULL;
+    PT_FREE(tr->ev);
+    PT_FREE(tr->path);
+    PT_FREE(tr);
+}
+
+/* a growing byte buffer (the rank's JSON text) */
+typedef struct pt__trace_text {
+    char *p;
+    size_t n, cap;
+    int oom;
+} pt__trace_text;
+static void pt__trace_append(pt__trace_text *b, const char *s, int k) {
+    if (b->oom || k <= 0) return;
+    if (b->n + (size_t)k > b->cap) {
+        size_t cap = PT__MAX(2 * b->cap, b->n + (size_t)k + 65536);
+        char *np = (char *)PT_REALLOC(b->p, cap);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np, b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, (size_t)k);
+    b->n += (size_t)k;
+}
+
+static int pt__trace_by_start(const void *a, const void *b) {
+    double x = (*(pt__trace_ev *const *)a)->t0, y = (*(pt__trace_ev *const *)b)->t0;
+    return x < y ? -1 : x > y;
+}
+/* the non-blocking calls (tid 1 for now) onto tracks 1..PT__TRACE_LANES, each free when it starts
+   (the least busy one if none is); returns the tracks used */
+static int pt__trace_lanes(struct pt__trace *tr) {
+    pt__trace_ev **a;
+    double end[PT__TRACE_LANES];
+    int64_t i, n = 0;
+    int k, used = 0;
+    for (i = 0; i < tr->n; i++) n += tr->ev[i].tid == 1;
+    if (!n || !(a = (pt__trace_ev **)PT_MALLOC(sizeof *a * (size_t)n))) return n ? 1 : 0;
+    for (i = 0, n = 0; i < tr->n; i++)
+        if (tr->ev[i].tid == 1) a[n++] = &tr->ev[i];
+    qsort(a, (size_t)n, sizeof *a, pt__trace_by_start);
+    for (k = 0; k < PT__TRACE_LANES; k++) end[k] = -HUGE_VAL;
+    for (i = 0; i < n; i++) {
+        int best = 0;
+        for (k = 0; k < PT__TRACE_LANES; k++)
+            if (end[k] <= a[i]->t0 || end[k] < end[best]) {
+                best = k;
+                if (end[k] <= a[i]->t0) break;
+            }
+        end[best] = a[i]->t1;
+        a[i]->tid = 1 + best;
+        used = PT__MAX(used, best + 1);
+    }
+    PT_FREE(a);
+    return used;
+}
+
+/* this rank's metadata and events, each as ",\n{...}" (one line is at most a few hundred bytes: names have 31) */
+static void pt__trace_text_of(struct pt__trace *tr, pt__trace_text *b) {
+    int rank = tr->d ? tr->d->rank : 0, lanes = pt__trace_lanes(tr), k, m;
+    char l[640];
+    pt_coords c;
+    int64_t i;
+    c.dp = c.tp = c.pp = 0;
+    if (tr->d) c = tr->d->coords;
+    m = snprintf(l, sizeof l, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (dp %d tp %d pp %d)\"}}", rank,
+                 rank, c.dp, c.tp, c.pp);
+    m += snprintf(l + m, sizeof l - (size_t)m, ",\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", rank, rank);
+    if (tr->dropped)
+        m += snprintf(l + m, sizeof l - (size_t)m, ",\n{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%d,\"tid\":0,\"args\":{\"labels\":\"%lld events dropped\"}}",
+                      rank, (long long)tr->dropped);
+    pt__trace_append(b, l, m);
+    for (k = 0; k <= lanes; k++) {
+        m = snprintf(l, sizeof l, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s%.0d\"}}", rank, k,
+                     k ? "non-blocking comm " : "main", k);
+        m += snprintf(l + m, sizeof l - (size_t)m, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}", rank,
+                      k, k);
+        pt__trace_append(b, l, m);
+    }
+    for (i = 0; i < tr->n; i++) {
+        const pt__trace_ev *e = &tr->ev[i];
+        m = snprintf(l, sizeof l, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"step\":%lld", e->name,
+                     pt__trace_cats[e->cat], (e->t0 - tr->base) * 1e6, (e->t1 - e->t0) * 1e6, rank, (int)e->tid, (long long)e->step);
+        if (e->mb >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"mb\":%lld", (long long)e->mb);
+        if (e->chunk >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"chunk\":%d", (int)e->chunk);
+        if (e->comm >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"comm\":\"%s\"", pt__trace_comms[e->comm]);
+        if (e->bytes > 0 || e->comm >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"bytes\":%lld", (long long)e->bytes);
+        m += snprintf(l + m, sizeof l - (size_t)m, "}}");
+        pt__trace_append(b, l, PT__MIN(m, (int)sizeof l - 1));
+    }
+}
+
+PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
+    struct pt__trace *tr;
+    pt_dist *d;
+    pt__trace_text b;
+    char msg[512] = "", *tmp = NULL;
+    FILE *f = NULL;
+    int ok = 1, rank = 0, size = 1, r;
+    int64_t total_dropped, *dropped = NULL;
+    if (!ctx) return PT_ERR_ARG;
+    if (!(tr = ctx->trace)) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_trace_finish: not recording (pt_trace_start first)"), PT_ERR_STATE);
+    d = tr->d;
+    ctx->trace = NULL; /* nothing more is recorded, the gather included */
+    if (d) d->trace = NULL, rank = d->rank, size = d->size;
+    memset(&b, 0, sizeof b);
+    pt__trace_text_of(tr, &b);
+    total_dropped = tr->dropped;
+    if (b.oom) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory formatting %lld events on rank %d", (long long)tr->n, rank), ok = 0;
+    if (ok && rank == 0) {
+        size_t L = strlen(tr->path);
+        dropped = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)size);
+        tmp = (char *)PT_MALLOC(L + 5);
+        if (!dropped || !tmp) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory"), ok = 0;
+        else {
+            memcpy(tmp, tr->path, L), memcpy(tmp + L, ".tmp", 5);
+            dropped[0] = tr->dropped;
+            if (!(f = fopen(tmp, "wb"))) pt__msg(msg, sizeof msg, "pt_trace_finish: cannot open %s for writing", tmp), ok = 0;
+            else ok = fputs("{\"traceEvents\":[", f) >= 0 && fwrite(b.p + 2, 1, b.n - 2, f) == b.n - 2; /* the first entry without ",\n" */
+            if (f && !ok) pt__msg(msg, sizeof msg, "pt_trace_finish: writing %s failed", tmp);
+        }
+    }
+#ifdef PTRAIN_MPI
+    if (d && size > 1) {
+        const size_t chunk = (size_t)64 << 20;
+        MPI_Comm w = d->comm[PT_COMM_WORLD];
+        char *buf = NULL;
+        int go;
+        if (rank == 0 && ok && !(buf = (char *)PT_MALLOC(chunk))) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory"), ok = 0;
+        go = ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
+        for (r = 1; go && r < size; r++) { /* rank r sends (length, dropped) then its text; rank 0 appends it (all of
+                                              it, even after a failed write: no sender is left waiting) */
+            int64_t h[2];
+            size_t off;
+            int bad = 0, rc;
+            uint64_t s;
+            if (rank != r && rank != 0) continue;
+            h[0] = (int64_t)b.n, h[1] = tr->dropped;
+            s = pt__coll_begin(d, rank ? PT_COLL_SEND : PT_COLL_RECV, PT_COMM_WORLD, 2, PT_COLL_I64, rank ? 0 : r);
+            rc = pt__coll_end(d, s, !s ? PT__COLL_REFUSED : rank ? MPI_Send(h, 2, MPI_INT64_T, 0, 91, w) : MPI_Recv(h, 2, MPI_INT64_T, r, 91, w, MPI_STATUS_IGNORE));
+            if (rank == 0) dropped[r] = h[1], total_dropped += h[1];
+            for (off = 0; rc == MPI_SUCCESS && off < (size_t)h[0]; off += chunk) {
+                int n = (int)PT__MIN(chunk, (size_t)h[0] - off);
+                s = pt__coll_begin(d, rank ? PT_COLL_SEND : PT_COLL_RECV, PT_COMM_WORLD, n, PT_COLL_CHAR, rank ? 0 : r);
+                rc = pt__coll_end(d, s, !s ? PT__COLL_REFUSED : rank ? MPI_Send(b.p + off, n, MPI_CHAR, 0, 92, w) : MPI_Recv(buf, n, MPI_CHAR, r, 92, w, MPI_STATUS_IGNORE));
+                if (rank == 0 && rc == MPI_SUCCESS && ok && !bad && fwrite(buf, 1, (size_t)n, f) != (size_t)n) bad = 1;
+            }
+            if (!ok) continue;
+            if (rc != MPI_SUCCESS) pt__msg(msg, sizeof msg, "pt_trace_finish: gathering rank %d's events failed: %s", r, pt__coll_why(d, rc)), ok = 0;
+            else if (bad) pt__msg(msg, sizeof msg, "pt_trace_finish: writing rank %d's events to %s failed", r, tmp), ok = 0;
+        }
+        PT_FREE(buf);
+    }
+#endif
+    if (f) {
+        if (ok) {
+            fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"clock\":\"pt_time() minus each rank's reading after a start barrier\","
+                       "\"ranks\":%d,\"max_events_per_rank\":%lld,\"dropped_events\":%lld,\"dropped_per_rank\":[", size, (long long)tr->max,
+                    (long long)total_dropped);
+            for (r = 0; r < size; r++) fprintf(f, "%s%lld", r ? "," : "", (long long)dropped[r]);
+            fprintf(f, "]}}\n");
+        }
+        if ((ferror(f) || fclose(f) != 0) && ok) pt__msg(msg, sizeof msg, "pt_trace_finish: writing %s failed", tmp), ok = 0;
+        if (ok && rename(tmp, tr->path) != 0) pt__msg(msg, sizeof msg, "pt_trace_finish: cannot rename %s to %s", tmp, tr->path), ok = 0;
+        if (!ok) remove(tmp);
+    }
+#ifdef PTRAIN_MPI
+    if (d && size > 1) ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
+#else
+    (void)r, (void)size;
+#endif
+    PT_FREE(b.p);
+    PT_FREE(tmp);
+    PT_FREE(dropped);
+    ctx->trace = tr;
+    pt__trace_free(ctx);
+    if (!ok) return (pt_status)(pt__fail(ctx, strstr(msg, "memory") ? PT_ERR_OOM : PT_ERR_IO, "%s", msg), ctx->status);
+    return PT_OK;
+}
+
+/* ---- the per-op profile ---------------------------------------------------------------------- */
+#define PT__PROF_OPS 64
+struct pt__prof {
+    pt_profile_entry e[PT__PROF_OPS];
+    int n;
+};
+static pt_profile_entry *pt__prof_entry(struct pt__prof *p, const char *op) {
+    int i;
+    for (i = 0; i < p->n; i++)
+        if (p->e[i].op == op || !strcmp(p->e[i].op, op)) return &p->e[i];
+    if (p->n == PT__PROF_OPS) return p->e[PT__PROF_OPS - 1].op = "(other ops)", &p->e[PT__PROF_OPS - 1];
+    memset(&p->e[p->n], 0, sizeof p->e[0]);
+    p->e[p->n].op = op; /* op names are string literals */
+    return &p->e[p->n++];
+}
+static int pt__prof_needs(const pt_tensor *t) { return t && (t->flags & PT_TENSOR_REQUIRES_GRAD) ? 1 : 0; }
+static double pt__prof_bytes(const pt_tensor *t) { return t ? (double)pt_numel(t) * (double)pt_dtype_size(t->dtype) : 0.0; }
+/* FLOPs of an op's forward (bwd 0) or backward (bwd 1) from its shapes (see >>api, >>trace) */
+static double pt__prof_flops(const char *op, const pt_tensor *out, int nin, pt_tensor *const *ins, int bwd) {
+    double no = (double)pt_numel(out), f, extra = 0.0;
+    int j, per = 0;
+    if (!strcmp(op, "pt_matmul") && nin >= 2 && ins[0] && ins[1] && no > 0) {
+        f = 2.0 * (double)pt_numel(ins[0]) * (double)out->shape[out->ndim - 1]; /* 2 * (batch M K) * N */
+        per = 2;
+    } else if (!strcmp(op, "pt_linear") && nin >= 2 && ins[1] && ins[1]->ndim == 2) {
+        f = 2.0 * no * (double)ins[1]->shape[1];
+        per = 2;
+        if (nin > 2 && ins[2]) extra = bwd ? pt__prof_needs(ins[2]) * no : no;
+    } else if (!strcmp(op, "pt_conv2d") && nin >= 2 && ins[1] && ins[1]->shape[0] > 0) {
+        f = 2.0 * no * (double)pt_numel(ins[1]) / (double)ins[1]->shape[0];
+        per = 2;
+        if (nin > 2 && ins[2]) extra = bwd ? pt__prof_needs(ins[2]) * no : no;
+    } else if (!strcmp(op, "pt_attention") && out->ndim == 3) {
+        f = 2.0 * no * (double)out->shape[1];
+        return bwd ? 2.5 * f : f;
+    } else {
+        f = no;
+        per = nin;
+    }
+    if (!bwd) return f + extra;
+    for (j = 0, no = 0.0; j < per && j < nin; j++) no += pt__prof_needs(ins[j]) * f;
+    return no + extra;
+}
+/* >>autograd: op recorded out from ins (its kernels ran since g->prof_t0) */
+static void pt__prof_fwd(pt_graph *g, const char *op, const pt_tensor *out, int nin, pt_tensor *const *ins) {
+    pt_profile_entry *e = pt__prof_entry(g->ctx->prof, op);
+    double t = pt_time();
+    int j;
+    e->calls++;
+    if (g->prof_t0 > 0) e->fwd_s += t - g->prof_t0;
+    g->prof_t0 = 0;
+    e->fwd_flops += pt__prof_flops(op, out, nin, ins, 0);
+    e->fwd_bytes += pt__prof_bytes(out);
+    for (j = 0; j < nin; j++) e->fwd_bytes += pt__prof_bytes(ins[j]);
+}
+/* >>autograd: node n's backward took s seconds */
+static void pt__prof_bwd(pt_ctx *ctx, const pt_node *n, double s) {
+    pt_profile_entry *e = pt__prof_entry(ctx->prof, n->op);
+    int j;
+    e->bwd_calls++;
+    e->bwd_s += s;
+    e->bwd_flops += pt__prof_flops(n->op, n->out, n->nin, n->in, 1);
+    e->bwd_bytes += pt__prof_bytes(n->out);
+    for (j = 0; j < n->nin; j++) e->bwd_bytes += pt__prof_bytes(n->in[j]) + 8.0 * pt__prof_needs(n->in[j]) * (n->in[j] ? (double)pt_numel(n->in[j]) : 0.0);
+}
+
+PTDEF pt_status pt_profile_enable(pt_ctx *ctx, int on) {
+    if (!ctx) return PT_ERR_ARG;
+    if (on && !ctx->prof_sums) {
+        if (!(ctx->prof_sums = (struct pt__prof *)PT_MALLOC(sizeof(struct pt__prof))))
+            return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_profile_enable: out of memory"), PT_ERR_OOM);
+        memset(ctx->prof_sums, 0, sizeof(struct pt__prof));
+    }
+    ctx->prof = on ? ctx->prof_sums : NULL;
+    return PT_OK;
+}
+PTDEF void pt_profile_reset(pt_ctx *ctx) {
+    if (ctx && ctx->prof_sums) ctx->prof_sums->n = 0;
+}
+static int pt__prof_by_time(const void *a, const void *b) {
+    double x = ((const pt_profile_entry *)a)->fwd_s + ((const pt_profile_entry *)a)->bwd_s;
+    double y = ((const pt_profile_entry *)b)->fwd_s + ((const pt_profile_entry *)b)->bwd_s;
+    return x > y ? -1 : x < y;
+}
+PTDEF int pt_profile_get(const pt_ctx *ctx, pt_profile_entry *out, int max) {
+    pt_profile_entry e[PT__PROF_OPS];
+    int n = ctx && ctx->prof_sums ? ctx->prof_sums->n : 0;
+    if (!n) return 0;
+    memcpy(e, ctx->prof_sums->e, sizeof e[0] * (size_t)n);
+    qsort(e, (size_t)n, sizeof e[0], pt__prof_by_time);
+    if (out && max > 0) memcpy(out, e, sizeof e[0] * (size_t)PT__MIN(max, n));
+    return n;
+}
+PTDEF void pt_profile_print(const pt_ctx *ctx, void *file) {
+    FILE *f = file ? (FILE *)file : stdout;
+    pt_profile_entry e[PT__PROF_OPS], t;
+    int n = pt_profile_get(ctx, e, PT__PROF_OPS), i;
+    memset(&t, 0, sizeof t);
+    t.op = "total";
+    fprintf(f, "%-20s %9s %10s %9s %10s %10s %10s %9s\n", "op", "calls", "fwd ms", "bwd calls", "bwd ms", "GFLOP", "GB", "GFLOP/s");
+    for (i = 0; i <= n; i++) {
+        const pt_profile_entry *x = i < n ? &e[i] : &t;
+        double s = x->fwd_s + x->bwd_s, fl = x->fwd_flops + x->bwd_flops;
+        if (i < n) {
+            t.calls += x->calls, t.bwd_calls += x->bwd_calls, t.fwd_s += x->fwd_s, t.bwd_s += x->bwd_s;
+            t.fwd_flops += x->fwd_flops, t.bwd_flops += x->bwd_flops, t.fwd_bytes += x->fwd_bytes, t.bwd_bytes += x->bwd_bytes;
+        }
+        fprintf(f, "%-20s %9lld %10.3f %9lld %10.3f %10.4f %10.4f %9.2f\n", x->op, (long long)x->calls, 1e3 * x->fwd_s, (long long)x->bwd_calls,
+                1e3 * x->bwd_s, fl * 1e-9, (x->fwd_bytes + x->bwd_bytes) * 1e-9, s > 0 ? fl * 1e-9 / s : 0.0);
+    }
+}
 
 #endif /* PTRAIN_IMPLEMENTATION */
 

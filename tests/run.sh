@@ -116,6 +116,7 @@ want opencl_mpi && script opencl_mpi_test "$BUILD"
 want cltools && script cltools_test "$BUILD"
 want data && script data_test "$BUILD"
 want report && script report_test "$BUILD"
+want trace && script trace_test "$BUILD"
 
 echo "total time $(($(date +%s) - START))s"
 echo "$TOTAL_P passed, $TOTAL_F failed"
