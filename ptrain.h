@@ -761,6 +761,8 @@ typedef struct pt_run {
     struct pt_loader *train;/**< set by pt_run_data: this DP rank's slice of the shuffled train stream,
                                  its state registered as "data" (checkpoints carry it) */
     struct pt_loader *val;  /**< set by pt_run_data: the val shards in order (pt_run_val_rewind) */
+    struct pt_tokenizer *tok; /**< set by pt_run_data: DIR/tokenizer.bin when the shards hold BPE ids
+                                 (tools/prepare_shards --bpe N), NULL for bytes */
     char cmd[2048];         /**< the command line as given, shell-quoted ("" if longer), for the resume hint */
 } pt_run;
 /** Takes --data, --ckpt-dir, --ckpt-every, --resume, --resume-if-any out of argv (compacted, like
@@ -790,7 +792,11 @@ PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps,
 PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps);
 /** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model): the one save of the run. */
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step);
-/** Frees the loaders. */
+/** Writes token ids as text to file (a FILE *; NULL = stdout): decoded by r->tok when the shards are
+    BPE, else one byte per id; control characters other than newline and tab (and ids outside the
+    vocabulary) print as '?'. */
+PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file);
+/** Frees the loaders and the tokenizer. */
 PTDEF void pt_run_free(pt_run *r);
 
 /* ---- data: token shards and the streaming loader (>>data) ----------------------------------------
@@ -8342,6 +8348,13 @@ PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, 
     if (!err[0] && pt_shard_info_read(ctx, path, &info) != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
     if (!err[0]) { /* not recorded (llm.c's layout): GPT-2's vocabulary for llm.c, else all uint16 ids */
         r->vocab = info.vocab > 0 ? info.vocab : info.format == PT_SHARD_LLMC ? 50257 : 65536;
+        r->tok = pt_tokenizer_load_dir(ctx, dir); /* NULL without an error: byte-level shards */
+        if (!r->tok && pt_status_get(ctx) != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
+        else if (r->tok && pt_tokenizer_vocab(r->tok) != r->vocab)
+            pt__msg(err, sizeof err, "--data %s: %s/%s has a vocabulary of %d, the shards %d (prepared with another tokenizer? run tools/prepare_shards again)",
+                    dir, dir, PT_TOKENIZER_FILE, (int)pt_tokenizer_vocab(r->tok), (int)r->vocab);
+    }
+    if (!err[0]) {
         memset(&ld, 0, sizeof ld);
         ld.dir = dir, ld.prefix = "train_", ld.batch = batch, ld.seq = seq, ld.rank = me.dp, ld.ranks = lay.dp;
         ld.seed = seed, ld.shuffle = 1, ld.prefetch = -1;
@@ -8357,9 +8370,9 @@ PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, 
     }
     if (pt_dist_rank(d) == 0) {
         pt_loader_stats t = pt_loader_stats_get(r->train), v = pt_loader_stats_get(r->val);
-        printf("data: %s: %lld train tokens in %lld shard(s), %lld val tokens; vocabulary %d; %lld batches of %lld x %lld per epoch\n", dir,
-               (long long)t.tokens, (long long)t.shards, (long long)v.tokens, (int)r->vocab, (long long)t.batches_per_epoch, (long long)batch,
-               (long long)seq);
+        printf("data: %s: %lld train tokens in %lld shard(s), %lld val tokens; vocabulary %d (%s); %lld batches of %lld x %lld per epoch\n", dir,
+               (long long)t.tokens, (long long)t.shards, (long long)v.tokens, (int)r->vocab, r->tok ? "BPE, " PT_TOKENIZER_FILE : "bytes",
+               (long long)t.batches_per_epoch, (long long)batch, (long long)seq);
         fflush(stdout);
     }
     return PT_OK;
@@ -8432,11 +8445,33 @@ PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int
     return stop;
 }
 
+PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file) {
+    FILE *f = file ? (FILE *)file : stdout;
+    int64_t i, len;
+    unsigned char *text;
+    if (!ids || n <= 0) return;
+    if (r && r->tok) {
+        for (i = 0; i < n; i++) /* the decoder expects ids of its vocabulary */
+            if (ids[i] < 0 || ids[i] >= pt_tokenizer_vocab(r->tok)) break;
+        len = i == n ? pt_tokenizer_decode(r->tok, ids, n, NULL, 0) : -1;
+        text = len > 0 ? (unsigned char *)PT_MALLOC((size_t)len) : NULL;
+        if (text && pt_tokenizer_decode(r->tok, ids, n, text, len) == len) {
+            for (i = 0; i < len; i++) fputc(text[i] >= 32 || text[i] == '\n' || text[i] == '\t' ? text[i] : '?', f);
+            PT_FREE(text);
+            return;
+        }
+        PT_FREE(text);
+    }
+    for (i = 0; i < n; i++) fputc(ids[i] >= 32 && ids[i] < 256 ? ids[i] : ids[i] == '\n' || ids[i] == '\t' ? ids[i] : '?', f);
+}
+
 PTDEF void pt_run_free(pt_run *r) {
     if (!r) return;
     pt_loader_free(r->train);
     pt_loader_free(r->val);
+    pt_tokenizer_free(r->tok);
     r->train = r->val = NULL;
+    r->tok = NULL;
 }
 
 /* =================================================================================================

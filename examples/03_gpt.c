@@ -16,7 +16,7 @@
    Run: ./build/03_gpt
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
-   --device), --val-every N, --sample N (bytes to generate), and the run's (pt_run_parse): --data DIR
+   --device), --val-every N, --sample N (tokens to generate; bytes, or BPE tokens decoded with the tokenizer next to the shards), and the run's (pt_run_parse): --data DIR
    (token shards DIR/train_*.bin and val_*.bin, or text DIR/train.txt and val.txt made into shards;
    default data/fortunes), checkpoints --ckpt-dir DIR --ckpt-every N (a checkpoint of step k holds
    the state after k optimizer steps, the data stream's position included; one is also saved at the
@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
         }
     }
     if (a.help) {
-        pt_args_usage(&a, "03_gpt", "  --val-every N   validation interval (100)\n  --sample N      bytes to generate at the end (300)");
+        pt_args_usage(&a, "03_gpt", "  --val-every N   validation interval (100)\n  --sample N      tokens to generate at the end (300)");
         pt_run_usage(&run);
         return 0;
     }
@@ -167,12 +167,12 @@ int main(int argc, char **argv) {
             if (ls.batches) printf("data: waited %.1f ms in all, %.3f ms per batch\n", ls.wait_s * 1e3, ls.wait_s * 1e3 / (double)ls.batches);
             printf("val_loss %.4f\n", eval_loss(g, m, &run, B, T, 32, ids, tg));
         }
-        if (!stop && sample > 0 && cfg.vocab <= 256) {
+        if (!stop && sample > 0) {
             int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
             int32_t prompt = '\n';
             if (out && pt_gpt_generate(m, g, &prompt, 1, sample, 0.8f, (uint64_t)a.seed, out) == PT_OK) {
                 printf("sample:\n");
-                for (i = 1; i <= sample; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
+                pt_run_print(&run, out + 1, sample, stdout);
                 printf("\n");
             }
             free(out);

@@ -19,7 +19,7 @@
    (default 1f1b), --virtual-stages V (interleaved; default 2), --micro-batches M (default pp),
    --accum K (rounds of M micro-batches per optimizer step), --split balanced|equal|L0,L1,.. (layers
    per stage by hand), --bucket-kb N
-   (DP bucket size), --val-every N, --sample N (bytes to generate at the end), and the run's flags
+   (DP bucket size), --val-every N, --sample N (tokens to generate at the end), and the run's flags
    as in 03: --data DIR (token shards, or text made into shards; each DP rank's loader reads its
    slice of every global batch), --ckpt-dir DIR --ckpt-every N --resume / --resume-if-any (every
    rank writes its part, the data stream's position included; a run may resume on another DP size,
@@ -189,7 +189,7 @@ int main(int argc, char **argv) {
                       "  --split S             balanced (by FLOPs), equal, or layers per stage, e.g. 3,1 (balanced)\n"
                       "  --bucket-kb N         data-parallel bucket size in KiB (0 = 25 MiB)\n"
                       "  --val-every N         validation interval (100)\n"
-                      "  --sample N            bytes to generate at the end (300)");
+                      "  --sample N            tokens to generate at the end (300)");
         pt_run_usage(&run);
         return 0;
     }
@@ -373,9 +373,9 @@ int main(int argc, char **argv) {
             if (rank == 0 && ls.batches) printf("data: rank 0 waited %.1f ms in all, %.3f ms per batch\n", ls.wait_s * 1e3, ls.wait_s * 1e3 / (double)ls.batches);
             if (rank == 0) printf("val_loss %.4f\n", vl);
         }
-        if (!fail && !stop && sample > 0 && gen && cfg.vocab <= 256) {
+        if (!fail && !stop && sample > 0 && gen) {
             /* generation through the pipeline: one sequence, forward-only, the last stage picks a
-               byte and the pipeline's last rank shares it */
+               token and the pipeline's last rank shares it */
             int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
             out[0] = '\n';
             f.gen = 1, f.temperature = 0.8f, f.rng = pt_rng_seed((uint64_t)a.seed), f.mbs = 1, f.base = f.row0 = 0, f.rows = 1;
@@ -390,7 +390,7 @@ int main(int argc, char **argv) {
             }
             if (rank == 0) {
                 printf("sample:\n");
-                for (i = 1; i <= sample; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
+                pt_run_print(&run, out + 1, sample, stdout);
                 printf("\n");
             }
             free(out);

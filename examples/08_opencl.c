@@ -15,7 +15,7 @@
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
    --device; here the device defaults to opencl, --device cpu runs the same program on the CPU),
-   --val-every N, --sample N (bytes to generate at the end), and the run's flags as in 03: --data DIR
+   --val-every N, --sample N (tokens to generate at the end), and the run's flags as in 03: --data DIR
    (token shards, or text made into shards; default data/fortunes), --ckpt-dir DIR --ckpt-every N
    --resume / --resume-if-any (a checkpoint saved on the device resumes on the CPU and back), and
    SIGINT / SIGTERM finish the step, save and print how to resume. Each step prints
@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
         }
     }
     if (a.help) {
-        pt_args_usage(&a, "08_opencl", "  --val-every N   validation interval (100)\n  --sample N      bytes to generate at the end (200)");
+        pt_args_usage(&a, "08_opencl", "  --val-every N   validation interval (100)\n  --sample N      tokens to generate at the end (200)");
         pt_run_usage(&run);
         return 0;
     }
@@ -202,12 +202,12 @@ int main(int argc, char **argv) {
 
         /* 4. Validation loss on fixed windows, then a sample (both run on the device too). */
         if (!stop) printf("val_loss %.4f\n", eval_loss(g, m, &run, B, T, 32, ids, tg));
-        if (!stop && sample > 0 && cfg.vocab <= 256) {
+        if (!stop && sample > 0) {
             int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
             int32_t prompt = '\n';
             if (out && pt_gpt_generate(m, g, &prompt, 1, sample, 0.8f, (uint64_t)a.seed, out) == PT_OK) {
                 printf("sample:\n");
-                for (i = 1; i <= sample; i++) putchar(out[i] >= 32 || out[i] == '\n' || out[i] == '\t' ? out[i] : '?');
+                pt_run_print(&run, out + 1, sample, stdout);
                 printf("\n");
             }
             free(out);
