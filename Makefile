@@ -17,7 +17,8 @@ help:
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, checkpoint save/resume, DP allreduce/overlap/ZeRO, pipeline bubbles,"
 	@echo "               OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise bandwidth, GPT step on OpenCL)"
 	@echo "make examples  build the tutorials into build/"
-	@echo "make tools     build build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM) and build/prepare_shards (text -> token shards)"
+	@echo "make tools     build build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM), build/prepare_shards (text -> token shards)"
+	@echo "               and build/ptckpt (checkpoints: inspect, verify, export to / import from safetensors)"
 
 deps:
 	@sh tools/deps.sh
@@ -48,7 +49,10 @@ $(BUILD)/ptcl: tools/ptcl.c bench/bench_util.h ptrain.h | $(BUILD)
 $(BUILD)/prepare_shards: tools/prepare_shards.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/prepare_shards.c -o $@ -lm
 
-tools: $(BUILD)/ptcl $(BUILD)/prepare_shards
+$(BUILD)/ptckpt: tools/ptckpt.c ptrain.h | $(BUILD)
+	$(CC) -O2 -I. tools/ptckpt.c -o $@ -lm
+
+tools: $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptckpt
 
 # the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage 1F1B pipeline (Open MPI
 # needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores)
