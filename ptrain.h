@@ -1268,8 +1268,8 @@ typedef struct pt_ckpt_export_opts {
 } pt_ckpt_export_opts;
 /** Writes checkpoint step_dir as a safetensors file (loadable by Python's safetensors): every global
     tensor under its parameter name and global shape (a padded vocabulary stays padded), metadata
-    "format": "pt", "step" and the model configuration ("vocab", "vocab_padded", "max_seq", "layers",
-    "width", "heads", "dropout", "untied"). Written to out_path.tmp and renamed: a failure leaves
+    "format": "pt", "step" and the model configuration ("vocab", "vocab_padded" = the rows of wte,
+    "max_seq", "layers", "width", "heads", "dropout", "untied"). Written to out_path.tmp and renamed: a failure leaves
     out_path as it was. */
 PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const pt_ckpt_export_opts *opts, char *err, size_t errlen);
 /** The model configuration (and *step, -1 if absent; may be NULL) a safetensors file's metadata
@@ -13944,6 +13944,8 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
     memset(&h, 0, sizeof h);
     pt__ck_sb_add(&h, "{\"__metadata__\":{\"format\":\"pt\",\"step\":\"%lld\",\"layout\":\"dp=%d tp=%d pp=%d\"", (long long)info.step, info.dp,
                   info.tp, info.pp);
+    for (i = 0; info.has_model && !info.model.vocab_padded && i < info.ntensors; i++) /* 0 = the default: the rows wte has */
+        if (!info.tensors[i].kind && !strcmp(info.tensors[i].name, "wte")) info.model.vocab_padded = (int32_t)info.tensors[i].shape[0];
     if (info.has_model)
         pt__ck_sb_add(&h, ",\"vocab\":\"%d\",\"vocab_padded\":\"%d\",\"max_seq\":\"%d\",\"layers\":\"%d\",\"width\":\"%d\",\"heads\":\"%d\","
                           "\"dropout\":\"%.9g\",\"untied\":\"%d\"",
