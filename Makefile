@@ -19,7 +19,8 @@ help:
 	@echo "               OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise bandwidth, GPT step on OpenCL)"
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM), build/prepare_shards (text -> token shards)"
-	@echo "               and build/ptreport (a run's JSON-lines log and Chrome trace -> SVG charts, pipeline timeline, HTML page)"
+	@echo "               build/ptreport (a run's JSON-lines log and Chrome trace -> SVG charts, pipeline timeline, HTML page)"
+	@echo "               and build/ptckpt (checkpoints: inspect, verify, export to / import from safetensors)"
 
 deps:
 	@sh tools/deps.sh
@@ -53,7 +54,10 @@ $(BUILD)/prepare_shards: tools/prepare_shards.c ptrain.h | $(BUILD)
 $(BUILD)/ptreport: tools/ptreport.c | $(BUILD)
 	$(CC) -O2 tools/ptreport.c -o $@ -lm
 
-tools: $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport
+$(BUILD)/ptckpt: tools/ptckpt.c ptrain.h | $(BUILD)
+	$(CC) -O2 -I. tools/ptckpt.c -o $@ -lm
+
+tools: $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt
 
 # the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage 1F1B pipeline (Open MPI
 # needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores).

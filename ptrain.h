@@ -92,7 +92,10 @@
              registered state); written to a temporary name, fsynced, renamed, then DIR/latest;
              loading verifies every CRC32C and falls back to the previous checkpoint. Resuming
              from step k gives the same losses, bit for bit, as never stopping; a checkpoint also
-             loads on any other dp x tp x pp layout and ZeRO level (resharded on load).
+             loads on any other dp x tp x pp layout and ZeRO level (resharded on load). pt_ckpt_export
+             writes one as safetensors (global tensors, f32 or bf16), pt_safetensors_load reads
+             such a file into the parameters; tools/ptckpt.c (make tools): inspect, verify,
+             export, import.
 
    ==================================================================================================
    BUILD SWITCHES (define before including)
@@ -192,7 +195,8 @@
    >>data       token shards (llm.c and ptrain layouts), the streaming loader (token windows or IDX
                 records), its state, the byte-level BPE tokenizer
    >>ckpt       checkpoints: CRC32C, manifest, save (temporary name, fsync, rename, latest,
-                retention), load of the newest valid one with fallback
+                retention), load of the newest valid one with fallback; inspection, safetensors
+                export and import
    >>trace      Chrome trace-event timelines per rank (Perfetto), the per-op profile
 */
 #ifndef PTRAIN_H
@@ -1318,7 +1322,10 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
    the grid, renames it to step_<k>, then replaces DIR/latest (a one-line file naming it) by an
    atomic rename (the commit point), then deletes all but the newest keep_last checkpoints up to
    this step (newer ones, left by an abandoned run, are not touched; pt_ckpt_load skips them). Needs a file system that
-   all ranks share. Env PTRAIN_CKPT_FAIL=N (tests): a save fails once a rank has written N bytes. */
+   all ranks share. Env PTRAIN_CKPT_FAIL=N (tests): a save fails once a rank has written N bytes.
+   A checkpoint without optimizer state (an import) loads with an optimizer too: its moments start at
+   zero (a warning says so). Safetensors (pt_ckpt_export, pt_safetensors_load): 8-byte little-endian
+   header size, JSON header, contiguous data; see the end of >>ckpt. */
 /** Options of pt_ckpt_save (zero-initialize). */
 typedef struct pt_ckpt_opts {
     int32_t keep_last;          /**< keep the newest K checkpoints of the directory (0 = all) */
@@ -1346,6 +1353,64 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
 /** Checks one checkpoint directory without a context: manifest checksum, every file's size and
     CRC32C. PT_OK, or PT_ERR_IO / PT_ERR_FORMAT with a message naming the file in err. */
 PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen);
+/** The checkpoint directory path names: path itself if it holds a manifest, else the step directory
+    path/latest names, else path's newest step_* directory. PT_OK and the path in out, or PT_ERR_IO. */
+PTDEF pt_status pt_ckpt_step_dir(const char *path, char *out, size_t outlen);
+/** One global tensor of a checkpoint (its pieces together), as pt_ckpt_info lists it. */
+typedef struct pt_ckpt_tensor_info {
+    char name[96];
+    int32_t kind;               /**< 0 = parameter, 1 = first moment (AdamW m, SGD momentum), 2 = AdamW v */
+    int32_t ndim;
+    int64_t shape[PT_MAX_DIMS]; /**< the global shape (wte: vocab_padded rows) */
+    int32_t pieces;             /**< pieces it is stored in (TP shards, ZeRO ranges, a tied copy) */
+    int64_t bytes;              /**< bytes of those pieces */
+} pt_ckpt_tensor_info;
+/** One data file of a checkpoint. */
+typedef struct pt_ckpt_file_info {
+    char name[64];
+    int64_t bytes;
+    uint32_t crc32c;
+} pt_ckpt_file_info;
+/** What a checkpoint directory holds (pt_ckpt_info_read; release with pt_ckpt_info_free). */
+typedef struct pt_ckpt_info {
+    int64_t step;
+    int32_t dp, tp, pp, world;
+    int32_t has_model;           /**< 1 = the manifest records the model configuration (model) */
+    pt_gpt_config model;
+    int32_t optim_kind;          /**< -1 = no optimizer state, else a pt_optim_kind */
+    int64_t optim_steps;
+    int32_t nfiles, ntensors, nstate;
+    pt_ckpt_file_info *files;    /**< [nfiles]: one per rank */
+    pt_ckpt_tensor_info *tensors;/**< [ntensors]: global tensors, parameters first, in manifest order */
+    int64_t state_bytes;         /**< registered state, every rank's together */
+} pt_ckpt_info;
+/** Reads the manifest of the checkpoint path names (pt_ckpt_step_dir; its checksum is checked, the
+    data files are not: pt_ckpt_verify) into info. PT_OK, or an error with a message in err. */
+PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *err, size_t errlen);
+PTDEF void pt_ckpt_info_free(pt_ckpt_info *info);
+/** Assembles global tensor (name, kind) of checkpoint step_dir into out (n = its element count):
+    each piece's CRC32C checked, TP shards placed through pt_spec_global_index, ZeRO ranges joined. */
+PTDEF pt_status pt_ckpt_tensor_read(const char *step_dir, const char *name, int kind, float *out, int64_t n, char *err, size_t errlen);
+/** Options of pt_ckpt_export (zero-initialize). */
+typedef struct pt_ckpt_export_opts {
+    int32_t bf16;    /**< 1 = BF16 (round to nearest even, NaN kept), 0 = F32 */
+    int32_t moments; /**< 1 = also the optimizer moments, as "optim.m.<name>" and "optim.v.<name>" */
+} pt_ckpt_export_opts;
+/** Writes checkpoint step_dir as a safetensors file (loadable by Python's safetensors): every global
+    tensor under its parameter name and global shape (a padded vocabulary stays padded), metadata
+    "format": "pt", "step" and the model configuration ("vocab", "vocab_padded" = the rows of wte,
+    "max_seq", "layers", "width", "heads", "dropout", "untied"). Written to out_path.tmp and renamed: a failure leaves
+    out_path as it was. */
+PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const pt_ckpt_export_opts *opts, char *err, size_t errlen);
+/** The model configuration (and *step, -1 if absent; may be NULL) a safetensors file's metadata
+    records, as pt_ckpt_export writes it. PT_ERR_FORMAT with a message when the file is not valid
+    safetensors or lacks a key. */
+PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int64_t *step, char *err, size_t errlen);
+/** Collective over ctx's grid. Sets every parameter of ctx from the safetensors tensor of its name
+    (F32, BF16 or F16; a TP shard takes its elements of the global tensor). Refused, nothing
+    changed: an invalid file, a parameter missing from it, another shape, and (on a grid without
+    pipeline stages) a tensor that is no parameter ("optim.*" moments are ignored). */
+PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path);
 
 /* ---- timelines and the per-op profile (>>trace) ----------------------------------------------
    A Chrome trace-event JSON file per run (opens in Perfetto, ui.perfetto.dev, or chrome://tracing):
@@ -9664,8 +9729,7 @@ static void pt__dp_sum(pt_ctx *ctx, double *x, int n) {
 #endif
 }
 
-#ifdef PTRAIN_MPI
-/* bf16 round to nearest even (NaN kept quiet) */
+/* bf16 round to nearest even (NaN kept quiet); also the safetensors export and import (>>ckpt) */
 static uint16_t pt__dp_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -9679,6 +9743,7 @@ static float pt__dp_f32(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
+#ifdef PTRAIN_MPI
 /* the gradient slab the reductions work on: the slab itself, or its host mirror on a device */
 static float *pt__dp_grads(pt_dp *dp) {
     pt_tensor gs = pt_grad_slab(dp->ctx);
@@ -14176,6 +14241,31 @@ static int pt__ck_fill(const char *dir, const pt__ck_man *m, const pt_param *p, 
     return ok;
 }
 
+/* a checkpoint without optimizer state loaded with an optimizer: its moments are zeroed, its steps 0 */
+static int pt__ck_no_moments(pt_ctx *ctx, pt_optim *o, const char *cdir, char *err, size_t errlen) {
+    int k;
+    for (k = PT__CK_M; k <= PT__CK_V; k++) {
+        pt_storage *st = pt__ck_moment(o, k);
+        int64_t n = o->zhi - o->zlo;
+        if (!st || n <= 0) continue;
+        if (st->host) memset(st->host, 0, (size_t)n * 4);
+        else {
+            float *z = (float *)PT_MALLOC((size_t)n * 4);
+            if (!z) {
+                pt__msg(err, errlen, "pt_ckpt_load: out of memory");
+                return 0;
+            }
+            memset(z, 0, (size_t)n * 4);
+            pt__stage_xfer(ctx, st, 0, z, n, 0, PT_XFER_CKPT);
+            PT_FREE(z);
+        }
+    }
+    o->steps = 0;
+    if (pt_dist_rank(ctx->desc.dist) == 0)
+        pt_log(ctx, PT_LOG_WARN, "pt_ckpt_load: %s holds no optimizer state (parameters only): the optimizer's moments start at zero", cdir);
+    return 1;
+}
+
 /* loads one checkpoint directory; collective; 0 and the same message on every rank on failure */
 static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *step, char *err, size_t errlen) {
     const pt_dist *d = ctx->desc.dist;
@@ -14184,7 +14274,9 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
     pt__ck_man m;
     float *host = NULL;
     int64_t hcap = 0;
+    pt_optim *o0 = NULL; /* o, when the checkpoint holds no optimizer state (an import): its moments start at zero */
     ok = pt__ck_man_read(cdir, &m, err, errlen);
+    if (ok && o && !m.has_optim) o0 = o, o = NULL;
     if (ok && o && (!m.has_optim || m.optim_kind != (int)o->d.kind)) {
         pt__msg(err, errlen, "%s/manifest: optimizer %s, this run uses %s", cdir, m.has_optim ? (m.optim_kind == PT_OPTIM_ADAMW ? "adamw" : "sgd") : "none",
                 pt__ck_optim_kind(o));
@@ -14242,6 +14334,7 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
                 continue;
             }
         } else if (!same || !s) s = s0;
+        if (!s && o0 && e->ptr == (void *)&o0->steps) continue; /* set to 0 below */
         if (!s) {
             pt__msg(err, errlen, "%s/manifest: no state '%s' (registered here)", cdir, e->name);
             ok = 0;
@@ -14257,6 +14350,7 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
         }
     }
     if (ok && o) o->steps = m.optim_steps;
+    if (ok && o0) ok = pt__ck_no_moments(ctx, o0, cdir, err, errlen);
     PT_FREE(host);
     *step = m.step;
     pt__ck_man_free(&m);
@@ -14340,6 +14434,848 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
 PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
     (void)step_dir;
     pt__msg(err, errlen, "pt_ckpt_verify: checkpoints need a POSIX file system");
+    return PT_ERR_IO;
+}
+#endif /* PT__CKPT_POSIX */
+
+/* ---- inspection, safetensors export and import (>>ckpt) ---------------------------------------
+   safetensors: 8 bytes little-endian u64 N, N bytes of UTF-8 JSON {"<name>": {"dtype": "F32",
+   "shape": [..], "data_offsets": [begin, end]}, ..., "__metadata__": {string: string}}, then the
+   data, little-endian row-major, offsets relative to its start. The export pads N with spaces to a
+   multiple of 8 (the data starts 8-aligned) and writes the tensors contiguously in offset order.
+   The reader takes any valid file (keys in any order, string escapes, unknown keys of an entry
+   skipped) and refuses, naming the file and the problem: a header size past the end of the file,
+   invalid JSON, a byte count that does not match shape and dtype, overlapping or missing data,
+   bytes after the last tensor. Floats are assumed little-endian in memory, as in the data files. */
+typedef struct pt__sf_ent {
+    char name[256], dtype[16];
+    int ndim, esize;
+    int64_t shape[PT_MAX_DIMS], begin, end;
+} pt__sf_ent;
+typedef struct pt__sf_meta {
+    char key[64], val[256];
+} pt__sf_meta;
+typedef struct pt__sf {
+    const char *path;
+    int64_t data_off, data_bytes;
+    pt__sf_ent *e;
+    int n, cap;
+    pt__sf_meta *m;
+    int nm, capm;
+} pt__sf;
+static void pt__sf_free(pt__sf *st) {
+    PT_FREE(st->e);
+    PT_FREE(st->m);
+    memset(st, 0, sizeof *st);
+}
+
+static void pt__js_ws(const char **p) {
+    while (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r') (*p)++;
+}
+/* a JSON string at *p: its UTF-8 bytes into out (cap bytes, truncated; out may be NULL), its full
+   length into *len (may be NULL); 0 on a syntax error */
+static int pt__js_str(const char **p, char *out, size_t cap, size_t *len) {
+    const char *s = *p;
+    size_t n = 0;
+    unsigned char u8[4];
+    int k, i;
+    if (*s++ != '"') return 0;
+    for (;;) {
+        unsigned c = (unsigned char)*s++;
+        if (c == '"') break;
+        if (c < 0x20) return 0; /* a control character, or the end of the header */
+        k = 1, u8[0] = (unsigned char)c;
+        if (c == '\\') {
+            c = (unsigned char)*s++;
+            switch (c) {
+            case '"': case '\\': case '/': u8[0] = (unsigned char)c; break;
+            case 'b': u8[0] = 8; break;
+            case 'f': u8[0] = 12; break;
+            case 'n': u8[0] = 10; break;
+            case 'r': u8[0] = 13; break;
+            case 't': u8[0] = 9; break;
+            case 'u':
+                for (c = 0, i = 0; i < 4; i++, s++) {
+                    int h = *s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : *s >= 'A' && *s <= 'F' ? *s - 'A' + 10 : -1;
+                    if (h < 0) return 0;
+                    c = c * 16 + (unsigned)h;
+                }
+                if (c < 0x80) u8[0] = (unsigned char)c;
+                else if (c < 0x800) k = 2, u8[0] = (unsigned char)(0xc0 | (c >> 6)), u8[1] = (unsigned char)(0x80 | (c & 63));
+                else k = 3, u8[0] = (unsigned char)(0xe0 | (c >> 12)), u8[1] = (unsigned char)(0x80 | ((c >> 6) & 63)), u8[2] = (unsigned char)(0x80 | (c & 63));
+                break;
+            default: return 0;
+            }
+        }
+        for (i = 0; i < k; i++, n++)
+            if (out && n + 1 < cap) out[n] = (char)u8[i];
+    }
+    if (out && cap) out[n < cap ? n : cap - 1] = 0;
+    if (len) *len = n;
+    *p = s;
+    return 1;
+}
+/* a non-negative JSON integer below 2^62 */
+static int pt__js_u62(const char **p, int64_t *v) {
+    const char *s = *p;
+    int64_t x = 0;
+    if (*s < '0' || *s > '9' || (*s == '0' && s[1] >= '0' && s[1] <= '9')) return 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (x > ((int64_t)1 << 62) / 10) return 0;
+        x = x * 10 + (*s - '0');
+    }
+    if (*s == '.' || *s == 'e' || *s == 'E') return 0;
+    *v = x, *p = s;
+    return 1;
+}
+/* skips any JSON value */
+static int pt__js_skip(const char **p, int depth) {
+    const char *s;
+    pt__js_ws(p);
+    s = *p;
+    if (depth > 64) return 0;
+    if (*s == '"') return pt__js_str(p, NULL, 0, NULL);
+    if (*s == '{' || *s == '[') {
+        char close = *s == '{' ? '}' : ']';
+        (*p)++;
+        pt__js_ws(p);
+        if (**p == close) return (*p)++, 1;
+        for (;;) {
+            if (close == '}') {
+                if (!pt__js_str(p, NULL, 0, NULL)) return 0;
+                pt__js_ws(p);
+                if (*(*p)++ != ':') return 0;
+            }
+            if (!pt__js_skip(p, depth + 1)) return 0;
+            pt__js_ws(p);
+            if (**p == ',') {
+                (*p)++;
+                pt__js_ws(p);
+                continue;
+            }
+            return *(*p)++ == close;
+        }
+    }
+    if (!strncmp(s, "true", 4) || !strncmp(s, "null", 4)) return *p += 4, 1;
+    if (!strncmp(s, "false", 5)) return *p += 5, 1;
+    if (*s == '-') s++;
+    if (*s < '0' || *s > '9') return 0;
+    while (*s >= '0' && *s <= '9') s++;
+    if (*s == '.') {
+        if (*++s < '0' || *s > '9') return 0;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        if (*++s == '+' || *s == '-') s++;
+        if (*s < '0' || *s > '9') return 0;
+        while (*s >= '0' && *s <= '9') s++;
+    }
+    *p = s;
+    return 1;
+}
+/* [int, int, ...] (at most max) into v, count into *n */
+static int pt__js_ints(const char **p, int64_t *v, int max, int *n) {
+    pt__js_ws(p);
+    *n = 0;
+    if (*(*p)++ != '[') return 0;
+    pt__js_ws(p);
+    if (**p == ']') return (*p)++, 1;
+    for (;;) {
+        pt__js_ws(p);
+        if (*n >= max || !pt__js_u62(p, &v[*n])) return 0;
+        (*n)++;
+        pt__js_ws(p);
+        if (**p == ']') return (*p)++, 1;
+        if (*(*p)++ != ',') return 0;
+    }
+}
+/* bytes per element of a safetensors dtype, 0 if unknown */
+static int pt__sf_esize(const char *dt) {
+    static const char *const names[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL", "F8_E4M3", "F8_E5M2"};
+    static const int sizes[] = {8, 4, 2, 2, 8, 4, 2, 1, 8, 4, 2, 1, 1, 1, 1};
+    int i;
+    for (i = 0; i < (int)(sizeof sizes / sizeof sizes[0]); i++)
+        if (!strcmp(dt, names[i])) return sizes[i];
+    return 0;
+}
+static void pt__sf_shape_str(char *out, size_t n, int ndim, const int64_t *shape) {
+    size_t k = 0;
+    int d;
+    k += (size_t)snprintf(out, n, "[");
+    for (d = 0; d < ndim && k < n; d++) k += (size_t)snprintf(out + k, n - k, d ? ", %lld" : "%lld", (long long)shape[d]);
+    if (k < n) snprintf(out + k, n - k, "]");
+}
+static int pt__sf_cmp_begin(const void *a, const void *b) {
+    const pt__sf_ent *x = (const pt__sf_ent *)a, *y = (const pt__sf_ent *)b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+/* one tensor entry {"dtype": .., "shape": [..], "data_offsets": [b, e]} */
+static int pt__sf_entry(const char **p, pt__sf_ent *e) {
+    char key[32];
+    int64_t off[2];
+    int n, have = 0;
+    pt__js_ws(p);
+    if (*(*p)++ != '{') return 0;
+    pt__js_ws(p);
+    if (**p == '}') return 0;
+    for (;;) {
+        size_t kl;
+        pt__js_ws(p);
+        if (!pt__js_str(p, key, sizeof key, &kl)) return 0;
+        pt__js_ws(p);
+        if (*(*p)++ != ':') return 0;
+        pt__js_ws(p);
+        if (!strcmp(key, "dtype")) {
+            if (!pt__js_str(p, e->dtype, sizeof e->dtype, &kl) || kl >= sizeof e->dtype) return 0;
+            have |= 1;
+        } else if (!strcmp(key, "shape")) {
+            if (!pt__js_ints(p, e->shape, PT_MAX_DIMS, &e->ndim)) return 0;
+            have |= 2;
+        } else if (!strcmp(key, "data_offsets")) {
+            if (!pt__js_ints(p, off, 2, &n) || n != 2) return 0;
+            e->begin = off[0], e->end = off[1];
+            have |= 4;
+        } else if (!pt__js_skip(p, 1)) return 0;
+        pt__js_ws(p);
+        if (**p == '}') return (*p)++, have == 7;
+        if (*(*p)++ != ',') return 0;
+    }
+}
+/* opens and checks a safetensors file; 0 and a message naming the file on failure */
+static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
+    FILE *f;
+    unsigned char b8[8];
+    uint64_t N = 0;
+    long fsize = -1;
+    char *h = NULL, key[256], sh[160];
+    const char *p;
+    int i, ok = 0;
+    memset(st, 0, sizeof *st);
+    st->path = path;
+    if (!(f = fopen(path, "rb"))) {
+        pt__msg(err, errlen, "%s: cannot open", path);
+        return 0;
+    }
+    if (fseek(f, 0, SEEK_END) == 0) fsize = ftell(f);
+    if (fsize < 8 || fseek(f, 0, SEEK_SET) != 0 || fread(b8, 1, 8, f) != 8) {
+        pt__msg(err, errlen, "%s: %ld bytes, too short for a safetensors file (it starts with an 8-byte header size)", path, fsize);
+        goto out;
+    }
+    for (i = 7; i >= 0; i--) N = N << 8 | b8[i];
+    if (N < 2 || N > 100000000u || N > (uint64_t)fsize - 8) {
+        pt__msg(err, errlen, "%s: header size %llu (its first 8 bytes) does not fit the file's %ld bytes (or the 100 MB limit): truncated or not safetensors",
+                path, (unsigned long long)N, fsize);
+        goto out;
+    }
+    if (!(h = (char *)PT_MALLOC((size_t)N + 1))) {
+        pt__msg(err, errlen, "%s: out of memory for a %llu-byte header", path, (unsigned long long)N);
+        goto out;
+    }
+    if (fread(h, 1, (size_t)N, f) != (size_t)N) {
+        pt__msg(err, errlen, "%s: cannot read the %llu-byte header", path, (unsigned long long)N);
+        goto out;
+    }
+    h[N] = 0;
+    st->data_off = 8 + (int64_t)N, st->data_bytes = (int64_t)fsize - st->data_off;
+    p = h;
+    pt__js_ws(&p);
+    if (*p++ != '{') goto bad;
+    pt__js_ws(&p);
+    if (*p == '}') p++;
+    else
+        for (;;) {
+            size_t kl;
+            pt__js_ws(&p);
+            if (!pt__js_str(&p, key, sizeof key, &kl)) goto bad;
+            pt__js_ws(&p);
+            if (*p++ != ':') goto bad;
+            if (kl >= sizeof key) {
+                pt__msg(err, errlen, "%s: a tensor name of %zu bytes (at most %zu)", path, kl, sizeof key - 1);
+                goto out;
+            }
+            pt__js_ws(&p);
+            if (!strcmp(key, "__metadata__")) {
+                if (*p++ != '{') goto bad;
+                pt__js_ws(&p);
+                if (*p == '}') p++;
+                else
+                    for (;;) {
+                        pt__sf_meta mm;
+                        size_t vl;
+                        pt__js_ws(&p);
+                        if (!pt__js_str(&p, mm.key, sizeof mm.key, &kl)) goto bad;
+                        pt__js_ws(&p);
+                        if (*p++ != ':') goto bad;
+                        pt__js_ws(&p);
+                        if (*p != '"') {
+                            pt__msg(err, errlen, "%s: __metadata__ value of '%s' is not a string", path, mm.key);
+                            goto out;
+                        }
+                        if (!pt__js_str(&p, mm.val, sizeof mm.val, &vl)) goto bad;
+                        if (kl < sizeof mm.key && vl < sizeof mm.val) { /* longer ones are kept out (not ours) */
+                            if (st->nm == st->capm) {
+                                int c = st->capm ? 2 * st->capm : 16;
+                                pt__sf_meta *nm = (pt__sf_meta *)PT_REALLOC(st->m, (size_t)c * sizeof *nm);
+                                if (!nm) goto oom;
+                                st->m = nm, st->capm = c;
+                            }
+                            st->m[st->nm++] = mm;
+                        }
+                        pt__js_ws(&p);
+                        if (*p == '}') break;
+                        if (*p++ != ',') goto bad;
+                    }
+                p++;
+            } else {
+                pt__sf_ent e;
+                memset(&e, 0, sizeof e);
+                memcpy(e.name, key, kl + 1);
+                if (!pt__sf_entry(&p, &e)) {
+                    pt__msg(err, errlen, "%s: the entry of tensor '%s' is not {\"dtype\": string, \"shape\": [integers, at most %d], \"data_offsets\": [begin, end]} (near header byte %ld)",
+                            path, key, PT_MAX_DIMS, (long)(p - h));
+                    goto out;
+                }
+                for (i = 0; i < st->n; i++)
+                    if (!strcmp(st->e[i].name, e.name)) {
+                        pt__msg(err, errlen, "%s: tensor '%s' appears twice in the header", path, e.name);
+                        goto out;
+                    }
+                if (st->n == st->cap) {
+                    int c = st->cap ? 2 * st->cap : 64;
+                    pt__sf_ent *ne = (pt__sf_ent *)PT_REALLOC(st->e, (size_t)c * sizeof *ne);
+                    if (!ne) goto oom;
+                    st->e = ne, st->cap = c;
+                }
+                st->e[st->n++] = e;
+            }
+            pt__js_ws(&p);
+            if (*p == '}') {
+                p++;
+                break;
+            }
+            if (*p++ != ',') goto bad;
+        }
+    pt__js_ws(&p);
+    if (*p) goto bad;
+    /* every entry: a known dtype, bytes = elements x size; together the data, contiguous */
+    for (i = 0; i < st->n; i++) {
+        pt__sf_ent *e = &st->e[i];
+        int64_t numel = 1;
+        int d;
+        for (d = 0; d < e->ndim; d++) numel = e->shape[d] && numel > ((int64_t)1 << 58) / e->shape[d] ? -1 : numel * e->shape[d];
+        if (!(e->esize = pt__sf_esize(e->dtype))) {
+            pt__msg(err, errlen, "%s: tensor '%s' has unknown dtype '%s'", path, e->name, e->dtype);
+            goto out;
+        }
+        pt__sf_shape_str(sh, sizeof sh, e->ndim, e->shape);
+        if (numel < 0 || e->end < e->begin || e->end - e->begin != numel * e->esize) {
+            pt__msg(err, errlen, "%s: tensor '%s' (%s %s) needs %lld bytes, its data_offsets [%lld, %lld] give %lld", path, e->name, e->dtype, sh,
+                    (long long)(numel < 0 ? -1 : numel * e->esize), (long long)e->begin, (long long)e->end, (long long)(e->end - e->begin));
+            goto out;
+        }
+    }
+    if (st->n) qsort(st->e, (size_t)st->n, sizeof *st->e, pt__sf_cmp_begin);
+    for (i = 0; i < st->n; i++) {
+        int64_t want = i ? st->e[i - 1].end : 0;
+        if (st->e[i].begin != want) {
+            pt__msg(err, errlen, "%s: tensor '%s' starts at data byte %lld, expected %lld (%s)", path, st->e[i].name, (long long)st->e[i].begin,
+                    (long long)want, st->e[i].begin < want ? "overlapping tensors" : "a hole in the data");
+            goto out;
+        }
+    }
+    if ((st->n ? st->e[st->n - 1].end : 0) != st->data_bytes) {
+        pt__msg(err, errlen, "%s: the tensors cover %lld data bytes, the file has %lld after the header (%s)", path,
+                (long long)(st->n ? st->e[st->n - 1].end : 0), (long long)st->data_bytes,
+                (st->n ? st->e[st->n - 1].end : 0) > st->data_bytes ? "offsets past the end: truncated?" : "bytes after the last tensor");
+        goto out;
+    }
+    ok = 1;
+    goto out;
+bad:
+    pt__msg(err, errlen, "%s: the header is not valid safetensors JSON near byte %ld of %llu ('%.24s')", path, (long)(p - h), (unsigned long long)N,
+            p && p >= h && p <= h + N ? p : "");
+    goto out;
+oom:
+    pt__msg(err, errlen, "%s: out of memory", path);
+out:
+    if (f) fclose(f);
+    PT_FREE(h);
+    if (!ok) pt__sf_free(st);
+    return ok;
+}
+static const pt__sf_ent *pt__sf_find(const pt__sf *st, const char *name) {
+    int i;
+    for (i = 0; i < st->n; i++)
+        if (!strcmp(st->e[i].name, name)) return &st->e[i];
+    return NULL;
+}
+static const char *pt__sf_meta_get(const pt__sf *st, const char *key) {
+    int i;
+    for (i = 0; i < st->nm; i++)
+        if (!strcmp(st->m[i].key, key)) return st->m[i].val;
+    return NULL;
+}
+static float pt__sf_f16(uint16_t h) {
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023u, u;
+    float f;
+    if (e == 31) u = s | 0x7f800000u | m << 13;
+    else if (e) u = s | (e + 112) << 23 | m << 13;
+    else {
+        f = (float)m * (1.0f / 16777216.0f); /* subnormal: m x 2^-24, exact */
+        return s ? -f : f;
+    }
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* the values of entry e (F32, BF16 or F16) as floats into out */
+static int pt__sf_read(const pt__sf *st, const pt__sf_ent *e, float *out, char *err, size_t errlen) {
+    FILE *f = fopen(st->path, "rb");
+    int64_t n = (e->end - e->begin) / (e->esize ? e->esize : 1), i, k;
+    uint16_t buf[4096];
+    int ok = f && fseek(f, (long)(st->data_off + e->begin), SEEK_SET) == 0;
+    int bf = !strcmp(e->dtype, "BF16");
+    if (ok && !strcmp(e->dtype, "F32")) ok = fread(out, 4, (size_t)n, f) == (size_t)n;
+    else if (ok && (bf || !strcmp(e->dtype, "F16")))
+        for (i = 0; i < n && ok; i += k) {
+            int64_t c;
+            k = PT__MIN(n - i, 4096);
+            if (!(ok = fread(buf, 2, (size_t)k, f) == (size_t)k)) break;
+            for (c = 0; c < k; c++) out[i + c] = bf ? pt__dp_f32(buf[c]) : pt__sf_f16(buf[c]);
+        }
+    else if (ok) {
+        pt__msg(err, errlen, "%s: tensor '%s' is %s (readable: F32, BF16, F16)", st->path, e->name, e->dtype);
+        fclose(f);
+        return 0;
+    }
+    if (f) fclose(f);
+    if (!ok) pt__msg(err, errlen, "%s: cannot read the %lld bytes of tensor '%s'", st->path, (long long)(e->end - e->begin), e->name);
+    return ok;
+}
+
+PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int64_t *step, char *err, size_t errlen) {
+    static const char *const keys[] = {"vocab", "max_seq", "layers", "width", "heads", "vocab_padded", "untied", "dropout"};
+    pt__sf st;
+    int i;
+    if (step) *step = -1;
+    if (!path || !cfg) {
+        pt__msg(err, errlen, "pt_safetensors_config: need a path and a configuration to fill");
+        return PT_ERR_ARG;
+    }
+    if (!pt__sf_open(path, &st, err, errlen)) return PT_ERR_FORMAT;
+    memset(cfg, 0, sizeof *cfg);
+    for (i = 0; i < 8; i++) {
+        const char *v = pt__sf_meta_get(&st, keys[i]);
+        char *end;
+        double x;
+        if (!v) {
+            if (i < 5) {
+                pt__msg(err, errlen, "%s: __metadata__ has no '%s' (the model configuration: vocab, max_seq, layers, width, heads)", path, keys[i]);
+                pt__sf_free(&st);
+                return PT_ERR_FORMAT;
+            }
+            continue;
+        }
+        x = strtod(v, &end);
+        if (!*v || *end || x < 0 || x > 2147483647.0 || (i < 7 && x != (double)(int32_t)x)) {
+            pt__msg(err, errlen, "%s: __metadata__ '%s' is \"%s\", expected a non-negative %s", path, keys[i], v, i < 7 ? "integer" : "number");
+            pt__sf_free(&st);
+            return PT_ERR_FORMAT;
+        }
+        if (i == 0) cfg->vocab = (int32_t)x;
+        else if (i == 1) cfg->max_seq = (int32_t)x;
+        else if (i == 2) cfg->layers = (int32_t)x;
+        else if (i == 3) cfg->width = (int32_t)x;
+        else if (i == 4) cfg->heads = (int32_t)x;
+        else if (i == 5) cfg->vocab_padded = (int32_t)x;
+        else if (i == 6) cfg->untied = (int32_t)x;
+        else cfg->dropout = (float)x;
+    }
+    if (step && pt__sf_meta_get(&st, "step")) *step = (int64_t)strtoll(pt__sf_meta_get(&st, "step"), NULL, 10);
+    pt__sf_free(&st);
+    return PT_OK;
+}
+
+PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path) {
+    const pt_dist *d;
+    char err[PT__ERRLEN], a[160], b[160];
+    pt__sf st;
+    float *g = NULL, *loc = NULL;
+    int i, j, ok, nopt = 0;
+    pt_status why = PT_ERR_FORMAT;
+    if (!ctx) return PT_ERR_ARG;
+    d = ctx->desc.dist;
+    err[0] = 0;
+    if (!path) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_safetensors_load: no path"), PT_ERR_ARG);
+    ok = pt__sf_open(path, &st, err, sizeof err);
+    /* first every check, then the values: a refused file changes nothing */
+    for (i = 0; ok && i < ctx->nparams; i++) {
+        const pt_spec *s = &ctx->params[i]->spec;
+        const pt__sf_ent *e = pt__sf_find(&st, s->name);
+        pt__sf_shape_str(a, sizeof a, s->ndim, s->global_shape);
+        if (!e) {
+            pt__msg(err, sizeof err, "pt_safetensors_load: %s has no tensor '%s' (a parameter of the model, shape %s)", path, s->name, a);
+            ok = 0;
+            break;
+        }
+        pt__sf_shape_str(b, sizeof b, e->ndim, e->shape);
+        if (strcmp(a, b)) {
+            pt__msg(err, sizeof err, "pt_safetensors_load: '%s' has shape %s in %s, %s in the model", s->name, b, path, a);
+            why = PT_ERR_SHAPE;
+            ok = 0;
+        } else if (strcmp(e->dtype, "F32") && strcmp(e->dtype, "BF16") && strcmp(e->dtype, "F16")) {
+            pt__msg(err, sizeof err, "pt_safetensors_load: '%s' is %s in %s (readable: F32, BF16, F16)", s->name, e->dtype, path);
+            why = PT_ERR_DTYPE;
+            ok = 0;
+        }
+    }
+    for (j = 0; ok && j < st.n; j++) {
+        const pt__sf_ent *e = &st.e[j];
+        if (!strncmp(e->name, "optim.", 6)) {
+            nopt++;
+            continue;
+        }
+        if (d && pt_dist_layout(d).pp > 1) continue; /* another stage's parameter */
+        if (!pt_param_find(ctx, e->name)) {
+            pt__sf_shape_str(b, sizeof b, e->ndim, e->shape);
+            pt__msg(err, sizeof err, "pt_safetensors_load: %s holds tensor '%s' %s, which is no parameter of the model", path, e->name, b);
+            ok = 0;
+        }
+    }
+    if (!pt_dist_agree_msg(d, ok, err, sizeof err)) {
+        pt__sf_free(&st);
+        return (pt_status)(pt__fail(ctx, why, "%s", err), why);
+    }
+    for (i = 0; ok && i < ctx->nparams; i++) {
+        pt_param *p = ctx->params[i];
+        const pt__sf_ent *e = pt__sf_find(&st, p->spec.name);
+        int64_t n = pt_numel(&p->value), k;
+        float *ng = (float *)PT_REALLOC(g, (size_t)PT__MAX((e->end - e->begin) / e->esize, 1) * 4);
+        float *nl = ng ? (float *)PT_REALLOC(loc, (size_t)PT__MAX(n, 1) * 4) : NULL;
+        if (ng) g = ng;
+        if (nl) loc = nl;
+        if (!ng || !nl) {
+            pt__msg(err, sizeof err, "pt_safetensors_load: out of memory for '%s'", p->spec.name);
+            ok = 0;
+        } else if ((ok = pt__sf_read(&st, e, g, err, sizeof err)) != 0) {
+            if (p->spec.split_dim < 0) memcpy(loc, g, (size_t)n * 4);
+            else
+                for (k = 0; k < n; k++) loc[k] = g[pt_spec_global_index(&p->spec, k)];
+            ok = pt_tensor_write(&p->value, loc) == PT_OK;
+        }
+    }
+    PT_FREE(g);
+    PT_FREE(loc);
+    pt__sf_free(&st);
+    if (!pt_dist_agree_msg(d, ok, err, sizeof err)) return (pt_status)(pt__fail(ctx, PT_ERR_IO, "%s", err), PT_ERR_IO);
+    if (nopt && pt_dist_rank(d) == 0)
+        pt_log(ctx, PT_LOG_INFO, "pt_safetensors_load: %d optimizer tensors (optim.*) of %s not used (parameters only)", nopt, path);
+    return PT_OK;
+}
+
+#ifdef PT__CKPT_POSIX
+PTDEF pt_status pt_ckpt_step_dir(const char *path, char *out, size_t outlen) {
+    char p[1100], *txt, *end;
+    struct stat sb;
+    size_t len = 0;
+    int64_t *v;
+    int n;
+    if (!path || !out || strlen(path) > 900) return PT_ERR_ARG;
+    snprintf(p, sizeof p, "%s/manifest", path);
+    if (stat(p, &sb) == 0) {
+        snprintf(out, outlen, "%s", path);
+        return PT_OK;
+    }
+    snprintf(p, sizeof p, "%s/latest", path);
+    if ((txt = pt__ck_slurp(p, &len)) != NULL) {
+        long long k = strncmp(txt, "step_", 5) ? -1 : strtoll(txt + 5, &end, 10);
+        PT_FREE(txt);
+        snprintf(p, sizeof p, "%s/step_%09lld/manifest", path, k);
+        if (k >= 0 && stat(p, &sb) == 0) {
+            snprintf(out, outlen, "%s/step_%09lld", path, k);
+            return PT_OK;
+        }
+    }
+    v = pt__ck_list(path, &n);
+    if (v && n > 0) snprintf(out, outlen, "%s/step_%09lld", path, (long long)v[0]);
+    PT_FREE(v);
+    if (n > 0) return PT_OK;
+    snprintf(out, outlen, "%s: no checkpoint (no manifest, no latest, no step_* directory)", path);
+    return PT_ERR_IO;
+}
+
+PTDEF void pt_ckpt_info_free(pt_ckpt_info *info) {
+    if (!info) return;
+    PT_FREE(info->files);
+    PT_FREE(info->tensors);
+    memset(info, 0, sizeof *info);
+}
+
+/* the model record of dir's manifest (read and checked before) into cfg; 0 if there is none */
+static int pt__ck_man_model(const char *dir, pt_gpt_config *cfg) {
+    char path[1100], *txt, *line, b[64];
+    size_t len = 0;
+    int ok = 0;
+    snprintf(path, sizeof path, "%s/manifest", dir);
+    if (!(txt = pt__ck_slurp(path, &len))) return 0;
+    for (line = txt; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (!strncmp(line, "model ", 6)) {
+            char *nl = strchr(line, '\n');
+            if (nl) *nl = 0;
+            memset(cfg, 0, sizeof *cfg);
+            ok = pt__ck_int(line, "vocab", &cfg->vocab) && pt__ck_int(line, "vocab_padded", &cfg->vocab_padded) &&
+                 pt__ck_int(line, "max_seq", &cfg->max_seq) && pt__ck_int(line, "layers", &cfg->layers) && pt__ck_int(line, "width", &cfg->width) &&
+                 pt__ck_int(line, "heads", &cfg->heads) && pt__ck_int(line, "untied", &cfg->untied) && pt__ck_field(line, "dropout", b, sizeof b);
+            if (ok) cfg->dropout = (float)strtod(b, NULL);
+            break;
+        }
+    PT_FREE(txt);
+    return ok;
+}
+
+PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *err, size_t errlen) {
+    char dir[1024];
+    pt__ck_man m;
+    int i, j, k, r;
+    if (!info) return PT_ERR_ARG;
+    memset(info, 0, sizeof *info);
+    if (pt_ckpt_step_dir(path, dir, sizeof dir) != PT_OK) {
+        pt__msg(err, errlen, "%s", path ? dir : "pt_ckpt_info_read: no path");
+        return path ? PT_ERR_IO : PT_ERR_ARG;
+    }
+    if (!pt__ck_man_read(dir, &m, err, errlen)) return PT_ERR_FORMAT;
+    info->step = m.step, info->dp = m.dp, info->tp = m.tp, info->pp = m.pp, info->world = m.world;
+    info->has_model = pt__ck_man_model(dir, &info->model);
+    info->optim_kind = m.has_optim ? m.optim_kind : -1;
+    info->optim_steps = m.optim_steps;
+    info->files = (pt_ckpt_file_info *)PT_MALLOC((size_t)m.world * sizeof *info->files);
+    info->tensors = (pt_ckpt_tensor_info *)PT_MALLOC((size_t)PT__MAX(m.nt, 1) * sizeof *info->tensors);
+    if (!info->files || !info->tensors) {
+        pt__ck_man_free(&m);
+        pt_ckpt_info_free(info);
+        pt__msg(err, errlen, "pt_ckpt_info_read: out of memory");
+        return PT_ERR_OOM;
+    }
+    for (r = 0; r < m.world; r++) {
+        memcpy(info->files[r].name, m.files[r].name, sizeof info->files[r].name);
+        info->files[r].bytes = m.files[r].bytes, info->files[r].crc32c = m.files[r].crc;
+    }
+    info->nfiles = m.world;
+    for (k = 0; k < 3; k++)
+        for (j = 0; j < m.nt; j++) {
+            const pt__ck_tensor *t = &m.t[j];
+            pt_ckpt_tensor_info *ti;
+            if (t->kind != k) continue;
+            for (i = 0; i < info->ntensors && (info->tensors[i].kind != k || strcmp(info->tensors[i].name, t->name)); i++) {}
+            ti = &info->tensors[i];
+            if (i == info->ntensors) {
+                memset(ti, 0, sizeof *ti);
+                memcpy(ti->name, t->name, sizeof ti->name);
+                ti->kind = k, ti->ndim = t->ndim;
+                memcpy(ti->shape, t->shape, sizeof ti->shape);
+                info->ntensors++;
+            }
+            ti->pieces++, ti->bytes += t->bytes;
+        }
+    info->nstate = m.ns;
+    for (j = 0; j < m.ns; j++) info->state_bytes += m.s[j].bytes;
+    pt__ck_man_free(&m);
+    return PT_OK;
+}
+
+/* global tensor (name, kind) of the checkpoint in dir (manifest m) into out[n] */
+static int pt__ck_assemble(const char *dir, const pt__ck_man *m, const char *name, int kind, float *out, int64_t n, char *err, size_t errlen) {
+    unsigned char *got = (unsigned char *)PT_MALLOC((size_t)PT__MAX(n, 1));
+    float *buf = NULL;
+    int64_t cap = 0, have = 0, i;
+    int j, d, ok = got != NULL, found = 0;
+    if (!ok) pt__msg(err, errlen, "%s: out of memory for '%s'", dir, name);
+    else memset(got, 0, (size_t)PT__MAX(n, 1));
+    for (j = 0; j < m->nt && ok; j++) {
+        const pt__ck_tensor *t = &m->t[j];
+        pt_spec sp;
+        int64_t numel = 1, local;
+        if (t->kind != kind || strcmp(t->name, name)) continue;
+        found = 1;
+        memset(&sp, 0, sizeof sp);
+        sp.ndim = t->ndim, sp.split_dim = t->split_dim, sp.split_parts = t->split_parts, sp.split_index = t->split_index;
+        sp.split_groups = t->split_groups;
+        for (d = 0; d < t->ndim; d++) numel *= (sp.global_shape[d] = t->shape[d]);
+        local = sp.split_dim >= 0 && sp.split_parts > 0 ? numel / sp.split_parts : numel;
+        if (numel != n || t->hi > local || (sp.split_dim >= 0 && pt_spec_global_index(&sp, 0) < 0)) {
+            pt__msg(err, errlen, "%s/manifest: a piece of '%s' (%s) does not fit its global shape of %lld elements (range [%lld, %lld), split dim %d parts %d)",
+                    dir, name, pt__ck_kind_names[kind], (long long)n, (long long)t->lo, (long long)t->hi, t->split_dim, t->split_parts);
+            ok = 0;
+            break;
+        }
+        if (t->hi - t->lo > cap) {
+            float *nb = (float *)PT_REALLOC(buf, (size_t)(t->hi - t->lo) * 4);
+            if (!nb) {
+                pt__msg(err, errlen, "%s: out of memory for '%s'", dir, name);
+                ok = 0;
+                break;
+            }
+            buf = nb, cap = t->hi - t->lo;
+        }
+        if (!(ok = pt__ck_read_piece(dir, m, t->off, t->bytes, t->crc, t->rank, buf, err, errlen))) break;
+        for (i = 0; i < t->hi - t->lo; i++) {
+            int64_t gi = sp.split_dim >= 0 ? pt_spec_global_index(&sp, t->lo + i) : t->lo + i;
+            if (!got[gi]) got[gi] = 1, have++, out[gi] = buf[i]; /* a tied copy: the first piece */
+        }
+    }
+    if (ok && have != n) {
+        pt__msg(err, errlen, "%s: the checkpoint holds %lld of the %lld elements of '%s' (%s)%s", dir, (long long)have, (long long)n, name,
+                pt__ck_kind_names[kind], found ? "" : ": no such tensor");
+        ok = 0;
+    }
+    PT_FREE(got);
+    PT_FREE(buf);
+    return ok;
+}
+
+PTDEF pt_status pt_ckpt_tensor_read(const char *step_dir, const char *name, int kind, float *out, int64_t n, char *err, size_t errlen) {
+    pt__ck_man m;
+    int ok;
+    if (!step_dir || !name || !out || kind < 0 || kind > 2) {
+        pt__msg(err, errlen, "pt_ckpt_tensor_read: need a directory, a name, a kind 0..2 and an output");
+        return PT_ERR_ARG;
+    }
+    if (!pt__ck_man_read(step_dir, &m, err, errlen)) return PT_ERR_FORMAT;
+    ok = pt__ck_assemble(step_dir, &m, name, kind, out, n, err, errlen);
+    pt__ck_man_free(&m);
+    return ok ? PT_OK : PT_ERR_FORMAT;
+}
+
+/* a JSON string literal */
+static void pt__sf_json(pt__ck_sb *b, const char *s) {
+    pt__ck_sb_add(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') pt__ck_sb_add(b, "\\%c", c);
+        else if (c < 0x20) pt__ck_sb_add(b, "\\u%04x", c);
+        else pt__ck_sb_add(b, "%c", c);
+    }
+    pt__ck_sb_add(b, "\"");
+}
+
+PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const pt_ckpt_export_opts *opts, char *err, size_t errlen) {
+    static const char *const prefix[3] = {"", "optim.m.", "optim.v."};
+    pt_ckpt_info info;
+    pt__ck_man m;
+    pt__ck_sb h;
+    char tmp[1100], name[128], dir[1024];
+    float *buf = NULL;
+    uint16_t *h16 = NULL;
+    int64_t off = 0, cap = 0, n, e;
+    int i, d, fd = -1, ok, bf16 = opts && opts->bf16, es = bf16 ? 2 : 4;
+    pt_status st;
+    if (!step_dir || !out_path || strlen(out_path) > 1000) {
+        pt__msg(err, errlen, "pt_ckpt_export: need a checkpoint directory and an output path (at most 1000 characters)");
+        return PT_ERR_ARG;
+    }
+    if (pt_ckpt_step_dir(step_dir, dir, sizeof dir) != PT_OK) {
+        pt__msg(err, errlen, "%s", dir);
+        return PT_ERR_IO;
+    }
+    if ((st = pt_ckpt_info_read(dir, &info, err, errlen)) != PT_OK) return st;
+    if (!pt__ck_man_read(dir, &m, err, errlen)) {
+        pt_ckpt_info_free(&info);
+        return PT_ERR_FORMAT;
+    }
+    memset(&h, 0, sizeof h);
+    pt__ck_sb_add(&h, "{\"__metadata__\":{\"format\":\"pt\",\"step\":\"%lld\",\"layout\":\"dp=%d tp=%d pp=%d\"", (long long)info.step, info.dp,
+                  info.tp, info.pp);
+    for (i = 0; info.has_model && !info.model.vocab_padded && i < info.ntensors; i++) /* 0 = the default: the rows wte has */
+        if (!info.tensors[i].kind && !strcmp(info.tensors[i].name, "wte")) info.model.vocab_padded = (int32_t)info.tensors[i].shape[0];
+    if (info.has_model)
+        pt__ck_sb_add(&h, ",\"vocab\":\"%d\",\"vocab_padded\":\"%d\",\"max_seq\":\"%d\",\"layers\":\"%d\",\"width\":\"%d\",\"heads\":\"%d\","
+                          "\"dropout\":\"%.9g\",\"untied\":\"%d\"",
+                      info.model.vocab, info.model.vocab_padded, info.model.max_seq, info.model.layers, info.model.width, info.model.heads,
+                      (double)info.model.dropout, info.model.untied);
+    if (info.optim_kind >= 0)
+        pt__ck_sb_add(&h, ",\"optimizer\":\"%s\",\"optimizer_steps\":\"%lld\"", info.optim_kind == PT_OPTIM_ADAMW ? "adamw" : "sgd",
+                      (long long)info.optim_steps);
+    pt__ck_sb_add(&h, "}");
+    for (i = 0; i < info.ntensors; i++) {
+        const pt_ckpt_tensor_info *t = &info.tensors[i];
+        if (t->kind && !(opts && opts->moments)) continue;
+        for (n = 1, d = 0; d < t->ndim; d++) n *= t->shape[d];
+        snprintf(name, sizeof name, "%s%s", prefix[t->kind], t->name);
+        pt__ck_sb_add(&h, ",");
+        pt__sf_json(&h, name);
+        pt__ck_sb_add(&h, ":{\"dtype\":\"%s\",\"shape\":[", bf16 ? "BF16" : "F32");
+        for (d = 0; d < t->ndim; d++) pt__ck_sb_add(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        pt__ck_sb_add(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + n * es));
+        off += n * es;
+    }
+    pt__ck_sb_add(&h, "}");
+    while (!h.oom && h.n % 8) pt__ck_sb_add(&h, " ");
+    ok = !h.oom;
+    if (!ok) pt__msg(err, errlen, "pt_ckpt_export: out of memory for the header");
+    snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
+    if (ok && (fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+        pt__msg(err, errlen, "%s: cannot create", tmp);
+        ok = 0;
+    }
+    if (ok) {
+        unsigned char b8[8];
+        for (d = 0; d < 8; d++) b8[d] = (unsigned char)((uint64_t)h.n >> (8 * d));
+        ok = pt__ck_write_fd(fd, b8, 8) && pt__ck_write_fd(fd, h.s, h.n);
+        if (!ok) pt__msg(err, errlen, "%s: write failed (disk full?)", tmp);
+    }
+    for (i = 0; ok && i < info.ntensors; i++) {
+        const pt_ckpt_tensor_info *t = &info.tensors[i];
+        if (t->kind && !(opts && opts->moments)) continue;
+        for (n = 1, d = 0; d < t->ndim; d++) n *= t->shape[d];
+        if (n > cap) {
+            float *nb = (float *)PT_REALLOC(buf, (size_t)n * 4);
+            uint16_t *nh = nb ? (uint16_t *)PT_REALLOC(h16, (size_t)n * 2) : NULL;
+            if (nb) buf = nb;
+            if (nh) h16 = nh, cap = n;
+            if (!nb || !nh) {
+                pt__msg(err, errlen, "pt_ckpt_export: out of memory for '%s'", t->name);
+                ok = 0;
+                break;
+            }
+        }
+        if (!(ok = pt__ck_assemble(dir, &m, t->name, t->kind, buf, n, err, errlen))) break;
+        if (bf16)
+            for (e = 0; e < n; e++) h16[e] = pt__dp_bf16(buf[e]);
+        if (!(ok = pt__ck_write_fd(fd, bf16 ? (void *)h16 : (void *)buf, (size_t)(n * es)))) pt__msg(err, errlen, "%s: write failed (disk full?)", tmp);
+    }
+    if (fd >= 0) {
+        if (ok && fsync(fd) != 0) ok = 0, pt__msg(err, errlen, "%s: fsync failed", tmp);
+        if (close(fd) != 0 && ok) ok = 0, pt__msg(err, errlen, "%s: close failed", tmp);
+        if (ok && rename(tmp, out_path) != 0) ok = 0, pt__msg(err, errlen, "%s: cannot rename to %s", tmp, out_path);
+        if (!ok) unlink(tmp);
+    }
+    PT_FREE(buf);
+    PT_FREE(h16);
+    PT_FREE(h.s);
+    pt__ck_man_free(&m);
+    pt_ckpt_info_free(&info);
+    return ok ? PT_OK : PT_ERR_IO;
+}
+#else /* not POSIX */
+PTDEF pt_status pt_ckpt_step_dir(const char *path, char *out, size_t outlen) {
+    (void)path;
+    pt__msg(out, outlen, "pt_ckpt_step_dir: checkpoints need a POSIX file system");
+    return PT_ERR_IO;
+}
+PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *err, size_t errlen) {
+    (void)path;
+    if (info) memset(info, 0, sizeof *info);
+    pt__msg(err, errlen, "pt_ckpt_info_read: checkpoints need a POSIX file system");
+    return PT_ERR_IO;
+}
+PTDEF void pt_ckpt_info_free(pt_ckpt_info *info) { (void)info; }
+PTDEF pt_status pt_ckpt_tensor_read(const char *step_dir, const char *name, int kind, float *out, int64_t n, char *err, size_t errlen) {
+    (void)step_dir, (void)name, (void)kind, (void)out, (void)n;
+    pt__msg(err, errlen, "pt_ckpt_tensor_read: checkpoints need a POSIX file system");
+    return PT_ERR_IO;
+}
+PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const pt_ckpt_export_opts *opts, char *err, size_t errlen) {
+    (void)step_dir, (void)out_path, (void)opts;
+    pt__msg(err, errlen, "pt_ckpt_export: checkpoints need a POSIX file system");
     return PT_ERR_IO;
 }
 #endif /* PT__CKPT_POSIX */
