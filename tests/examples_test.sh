@@ -264,10 +264,11 @@ if command -v mpirun >/dev/null 2>&1; then
     # from a copy of its step-3 checkpoint on dp 2 with ZeRO-1 and no pipeline (another DP/ZeRO/PP
     # cut); each matches its layout's uninterrupted run bit for bit at steps 3..5
     g6="--data $W/corpus --layers 4 --width 32 --heads 2 --seq 16 --batch 8 --val-every 0 --sample 0 --seed 5 --steps 6"
-    rm -rf "$W/ck07" "$W/ck07b"
+    rm -rf "$W/ck07" "$W/ck07b" "$W/ck07c"
     for run in "full:4:--dp 2 --pp 2" "stop:4:--dp 2 --pp 2 --ckpt-dir $W/ck07 --ckpt-every 3 --stop-after 3" "copy" \
-        "res:4:--dp 2 --pp 2 --ckpt-dir $W/ck07 --ckpt-every 3 --resume" "zfull:2:--dp 2 --zero 1" "zres:2:--dp 2 --zero 1 --ckpt-dir $W/ck07b --resume"; do
-        if [ "$run" = copy ]; then cp -r "$W/ck07" "$W/ck07b"; continue; fi
+        "res:4:--dp 2 --pp 2 --ckpt-dir $W/ck07 --ckpt-every 3 --resume" "zfull:2:--dp 2 --zero 1" "zres:2:--dp 2 --zero 1 --ckpt-dir $W/ck07b --resume" \
+        "tres:2:--tp 2 --ckpt-dir $W/ck07c --resume"; do
+        if [ "$run" = copy ]; then cp -r "$W/ck07" "$W/ck07b"; cp -r "$W/ck07" "$W/ck07c"; continue; fi
         name=${run%%:*}; rest=${run#*:}
         timeout 120 mpirun -np "${rest%%:*}" ./build/07_gpt_3d ${rest#*:} $g6 >"$W/07ck_$name.log" 2>&1
         echo $? >"$W/07ck_$name.rc"
@@ -281,6 +282,15 @@ if command -v mpirun >/dev/null 2>&1; then
             pass "07_gpt_3d stop at 3, resume on $*: steps 3..5 bit-identical to the uninterrupted run"
         else fail "07_gpt_3d resume ($pair): exit $(cat "$W/07ck_$2.rc"); '$(loss_lines "$W/07ck_$2.log" 0 9 | tr '\n' ' ')' vs '$(echo $a)'; $(tail -n 2 "$W/07ck_$2.log" | tr '\n' ' ')"; fi
     done
+    # the same step-3 checkpoint resumed on tp 2 (the tensors resharded on load): steps 3..5 continue the
+    # dp2 x pp2 run within the equivalence tolerance (1e-5; another layout sums in another order)
+    a=$(loss_lines "$W/07ck_full.log" 3 5 | awk '{print $2}' | tr '\n' ' ')
+    b=$(loss_lines "$W/07ck_tres.log" 3 5 | awk '{print $2}' | tr '\n' ' ')
+    if [ "$(cat "$W/07ck_tres.rc")" = 0 ] && grep -q '^resumed from .* at step 3$' "$W/07ck_tres.log" &&
+        echo "$a|$b" | awk -F'|' '{n = split($1, x, " "); m = split($2, y, " "); if (n != 3 || m != 3) exit 1;
+            for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * x[i]) exit 1 } }'; then
+        pass "07_gpt_3d stop at 3 on dp2 x pp2, resume on tp 2 (resharded): steps 3..5 within 1e-5 of the uninterrupted run"
+    else fail "07_gpt_3d resume on tp 2: exit $(cat "$W/07ck_tres.rc"); '$b' vs '$a'; $(tail -n 2 "$W/07ck_tres.log" | tr '\n' ' ')"; fi
     # 07 stopped by SIGTERM sent to mpirun (which forwards it to the ranks): the ranks finish the step,
     # save it (the only checkpoint, so resuming from it verifies it), rank 0 prints the resume command;
     # that command continues with the losses of the uninterrupted run (mpirun's own exit status
