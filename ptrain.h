@@ -1347,6 +1347,7 @@ PTDEF void pt_monitor_free(pt_monitor *m);
 #include <sched.h>
 #endif
 #if defined(__unix__) || defined(__APPLE__)
+#include <sys/time.h>
 #include <unistd.h>
 #endif
 #ifdef PTRAIN_CBLAS
@@ -1517,11 +1518,17 @@ PTDEF void pt_error_clear(pt_ctx *ctx) {
 }
 PTDEF int pt_threads(const pt_ctx *ctx) { return ctx ? ctx->nthreads : 1; }
 
+/* A strict -std=c99 build has no CLOCK_MONOTONIC (a POSIX name): then gettimeofday, a wall clock
+   too -- never clock(), which counts the CPU time of all threads and not the time spent waiting. */
 PTDEF double pt_time(void) {
 #if defined(CLOCK_MONOTONIC)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#elif defined(__unix__) || defined(__APPLE__)
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
 #else
     return (double)clock() / CLOCKS_PER_SEC;
 #endif
@@ -8308,16 +8315,21 @@ static void pt__coll_tally(pt_dist *d, const pt_coll_record *r) {
     d->mon_bytes[op] += r->count * es[r->dtype], d->mon_calls[op]++, d->mon_s[op] += t;
     if (!nb) *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += t;
 }
+/* >>monitor: seconds the caller spent blocked in an MPI call that has no record (p2p: point-to-point) */
+static void pt__coll_blocked(const pt_dist *cd, double seconds, int p2p) {
+    pt_dist *d = (pt_dist *)cd;
+    if (!d) return;
+    pt__coll_lock(d);
+    *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += seconds;
+    pt__coll_unlock(d);
+}
 /* >>monitor: MPI_Wait(all) on n requests of non-blocking calls (p2p: point-to-point ones), the wait
    counted as blocked time */
 static int pt__coll_wait(const pt_dist *cd, int n, MPI_Request *req, int p2p) {
     pt_dist *d = (pt_dist *)cd;
     double t = MPI_Wtime();
     int rc = n == 1 ? MPI_Wait(req, MPI_STATUS_IGNORE) : MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
-    if (!d) return rc;
-    pt__coll_lock(d);
-    *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += MPI_Wtime() - t;
-    pt__coll_unlock(d);
+    pt__coll_blocked(d, MPI_Wtime() - t, p2p);
     return rc;
 }
 
@@ -8330,10 +8342,11 @@ static int pt__coll_end(const pt_dist *cd, uint64_t s, int rc) {
     pt__coll_lock(d);
     r = &d->ring[(s - 1) % PT_COLL_RING];
     if (r->seq == s) {
+        int was = r->state;
         r->t_end = pt__coll_now(d);
         r->rc = rc;
         r->state = rc == MPI_SUCCESS ? PT_COLL_DONE : rc == PT__COLL_REFUSED ? PT_COLL_REFUSED : PT_COLL_FAILED;
-        if (rc == MPI_SUCCESS) pt__coll_tally(d, r);
+        if (rc == MPI_SUCCESS && was == PT_COLL_IN_FLIGHT) pt__coll_tally(d, r);
     }
     pt__coll_unlock(d);
     return rc;
@@ -9605,8 +9618,11 @@ static pt_status pt__dp_complete(pt_dp *dp) {
     ok = pt__dp_start_fetched(dp, 1);
     while (ok && !dp->failed && dp->fetched < dp->nseq) ok = pt__dp_fetch(dp, 0);
     if (dp->nphases == 1 && dp->stage < 2 && dp->agree != MPI_COMM_NULL && !dp->failed) {
-        int most = dp->next;
-        if (MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, dp->agree) != MPI_SUCCESS) {
+        int most = dp->next, rc;
+        double tw = MPI_Wtime();
+        rc = MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, dp->agree);
+        pt__coll_blocked(dp->dist, MPI_Wtime() - tw, 0); /* >>monitor: a wait for the slowest DP rank */
+        if (rc != MPI_SUCCESS) {
             ok = 0, dp->failed = 1;
             pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp_finish: the agreement on the buckets started during backward failed");
         }

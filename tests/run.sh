@@ -115,6 +115,7 @@ want opencl && script opencl_test "$BUILD"
 want opencl_mpi && script opencl_mpi_test "$BUILD"
 want cltools && script cltools_test "$BUILD"
 want data && script data_test "$BUILD"
+want monitor && script monitor_test "$BUILD"
 
 echo "total time $(($(date +%s) - START))s"
 echo "$TOTAL_P passed, $TOTAL_F failed"
