@@ -83,6 +83,11 @@
              registered state); written to a temporary name, fsynced, renamed, then DIR/latest;
              loading verifies every CRC32C and falls back to the previous checkpoint. Resuming
              from step k gives the same losses, bit for bit, as never stopping.
+   monitor   pt_monitor_new / pt_monitor_step_end (collective, once per step): loss, grad norm, LR,
+             tokens/s, MFU, the step split into compute / exposed communication / pipeline bubble /
+             data wait / checkpoint stall, memory per rank, bytes per collective, the straggler --
+             aggregated over the ranks, one JSON line per step written by rank 0 (docs/metrics.md),
+             pt_monitor_event for events, a progress line with ETA on a terminal.
 
    ==================================================================================================
    BUILD SWITCHES (define before including)
@@ -130,6 +135,9 @@
    PTRAIN_WATCHDOG=S        a collective in flight for more than S seconds dumps the rank's
                             collective records to stderr and aborts the job (MPI_Abort)
    PTRAIN_CKPT_FAIL=N       (tests) pt_ckpt_save fails once a rank has written N bytes of its file
+   PTRAIN_PEAK_FLOPS=X      peak FLOP/s of one rank for pt_monitor's MFU (default: measured at pt_monitor_new)
+   PTRAIN_PROGRESS=0|1      pt_monitor's progress line off / on (default: on an interactive terminal,
+                            not under mpirun)
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -181,6 +189,7 @@
    >>data       token shards (llm.c and ptrain layouts), the streaming loader, its state
    >>ckpt       checkpoints: CRC32C, manifest, save (temporary name, fsync, rename, latest,
                 retention), load of the newest valid one with fallback
+   >>monitor    per-step metrics aggregated over the ranks, the JSON-lines log, the progress line
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
