@@ -13699,7 +13699,7 @@ PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s) {
     double *v, tnow;
     pt_coll_totals c;
     pt_mem_stats ms;
-    int64_t rss = 0, evn;
+    int64_t rss = 0;
     int k;
     if (!m) return PT_ERR_ARG;
     tnow = pt_time();
@@ -13752,27 +13752,30 @@ PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s) {
 #endif
     pt__mon_aggregate(m, &m->last);
     /* events of the other ranks, in one gather to rank 0, written before the step's line */
-    for (evn = 0, k = 0; k < m->world; k++) evn += (int64_t)m->all[(size_t)k * PT__MON_NV + PT__MV_EVBYTES];
 #ifdef PTRAIN_MPI
-    if (evn > 0 && m->d && m->world > 1) {
-        int *cnt = (int *)PT_MALLOC(sizeof(int) * 2 * (size_t)m->world), ok = 1, rc;
-        char *all = m->rank == 0 ? (char *)PT_MALLOC((size_t)evn + 1) : NULL;
-        uint64_t sq;
-        if (!cnt || (m->rank == 0 && !all)) ok = 0;
-        if (!pt_dist_agree(m->d, ok)) {
+    {
+        int64_t evn = 0;
+        for (k = 0; k < m->world; k++) evn += (int64_t)m->all[(size_t)k * PT__MON_NV + PT__MV_EVBYTES];
+        if (evn > 0 && m->d && m->world > 1) {
+            int *cnt = (int *)PT_MALLOC(sizeof(int) * 2 * (size_t)m->world), ok = 1, rc;
+            char *all = m->rank == 0 ? (char *)PT_MALLOC((size_t)evn + 1) : NULL;
+            uint64_t sq;
+            if (!cnt || (m->rank == 0 && !all)) ok = 0;
+            if (!pt_dist_agree(m->d, ok)) {
+                PT_FREE(cnt), PT_FREE(all);
+                return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_monitor_step_end: out of memory for %lld bytes of events", (long long)evn), PT_ERR_OOM);
+            }
+            for (k = 0; k < m->world; k++) cnt[k] = (int)m->all[(size_t)k * PT__MON_NV + PT__MV_EVBYTES], cnt[m->world + k] = k ? cnt[m->world + k - 1] + cnt[k - 1] : 0;
+            sq = pt__coll_begin(m->d, PT_COLL_GATHER, PT_COMM_WORLD, evn, PT_COLL_CHAR, 0);
+            rc = pt__coll_end(m->d, sq, sq ? MPI_Gatherv(m->ev.p, (int)(m->ev.oom ? 0 : m->ev.n), MPI_CHAR, all, cnt, cnt + m->world, MPI_CHAR, 0, m->d->comm[PT_COMM_WORLD])
+                                           : PT__COLL_REFUSED);
+            if (rc == MPI_SUCCESS && m->f && all) {
+                fwrite(all, 1, (size_t)evn, m->f);
+                fflush(m->f);
+            }
             PT_FREE(cnt), PT_FREE(all);
-            return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_monitor_step_end: out of memory for %lld bytes of events", (long long)evn), PT_ERR_OOM);
+            if (rc != MPI_SUCCESS) return (pt_status)(pt__fail(m->ctx, PT_ERR_DEVICE, "pt_monitor_step_end: the gather of events failed: %s", pt__coll_why(m->d, rc)), PT_ERR_DEVICE);
         }
-        for (k = 0; k < m->world; k++) cnt[k] = (int)m->all[(size_t)k * PT__MON_NV + PT__MV_EVBYTES], cnt[m->world + k] = k ? cnt[m->world + k - 1] + cnt[k - 1] : 0;
-        sq = pt__coll_begin(m->d, PT_COLL_GATHER, PT_COMM_WORLD, evn, PT_COLL_CHAR, 0);
-        rc = pt__coll_end(m->d, sq, sq ? MPI_Gatherv(m->ev.p, (int)(m->ev.oom ? 0 : m->ev.n), MPI_CHAR, all, cnt, cnt + m->world, MPI_CHAR, 0, m->d->comm[PT_COMM_WORLD])
-                                       : PT__COLL_REFUSED);
-        if (rc == MPI_SUCCESS && m->f && all) {
-            fwrite(all, 1, (size_t)evn, m->f);
-            fflush(m->f);
-        }
-        PT_FREE(cnt), PT_FREE(all);
-        if (rc != MPI_SUCCESS) return (pt_status)(pt__fail(m->ctx, PT_ERR_DEVICE, "pt_monitor_step_end: the gather of events failed: %s", pt__coll_why(m->d, rc)), PT_ERR_DEVICE);
     }
 #endif
     m->ev.n = 0, m->ev.oom = 0;
