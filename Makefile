@@ -15,7 +15,7 @@ help:
 	@echo "make demo      train the tutorial GPT on the fortunes corpus on 4 MPI ranks (dp 2 x pp 2), saving a checkpoint"
 	@echo "               every 100 steps to build/demo_ckpt; run it again to continue from the newest one"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
-	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, checkpoint save/resume, DP allreduce/overlap/ZeRO, pipeline bubbles,"
+	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, monitor overhead, checkpoint save/resume, DP allreduce/overlap/ZeRO, pipeline bubbles,"
 	@echo "               OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise bandwidth, GPT step on OpenCL)"
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM), build/prepare_shards (text -> token shards)"

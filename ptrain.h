@@ -96,6 +96,11 @@
              writes one as safetensors (global tensors, f32 or bf16), pt_safetensors_load reads
              such a file into the parameters; tools/ptckpt.c (make tools): inspect, verify,
              export, import.
+   monitor   pt_monitor_new / pt_monitor_step_end (collective, once per step): loss, grad norm, LR,
+             tokens/s, MFU, the step split into compute / exposed communication / pipeline bubble /
+             data wait / checkpoint stall, memory per rank, bytes per collective, the straggler --
+             aggregated over the ranks, one JSON line per step written by rank 0 (docs/metrics.md),
+             pt_monitor_event for events, a progress line with ETA on a terminal.
 
    ==================================================================================================
    BUILD SWITCHES (define before including)
@@ -144,6 +149,9 @@
                             collective records to stderr and aborts the job (MPI_Abort)
    PTRAIN_CKPT_FAIL=N       (tests) pt_ckpt_save fails once a rank has written N bytes of its file
    PTRAIN_PROFILE=1         the per-op profile on from pt_init (pt_profile_enable; pt_profile_print)
+   PTRAIN_PEAK_FLOPS=X      peak FLOP/s of one rank for pt_monitor's MFU (default: measured at pt_monitor_new)
+   PTRAIN_PROGRESS=0|1      pt_monitor's progress line off / on (default: on an interactive terminal,
+                            not under mpirun)
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -198,6 +206,7 @@
                 retention), load of the newest valid one with fallback; inspection, safetensors
                 export and import
    >>trace      Chrome trace-event timelines per rank (Perfetto), the per-op profile
+   >>monitor    per-step metrics aggregated over the ranks, the JSON-lines log, the progress line
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -1492,6 +1501,108 @@ PTDEF int pt_profile_get(const pt_ctx *ctx, pt_profile_entry *out, int max);
     FILE *; NULL = stdout): calls, ms forward / backward, GFLOP, GB, GFLOP/s. */
 PTDEF void pt_profile_print(const pt_ctx *ctx, void *file);
 
+/* ---- per-step metrics and the JSON-lines log (>>monitor) -------------------------------------
+   A monitor measures every training step on every rank; pt_monitor_step_end, a collective over
+   the world (one MPI_Allgather of a fixed vector of per-rank numbers), gives every rank the
+   aggregated numbers and lets world rank 0 write one JSON object per line to the log: a
+   run_start header (configuration, layout, the MFU formula and the peak it divides by), one line
+   per step, and events. A step's time is split into exposed communication (time blocked in
+   blocking MPI calls and in waits for non-blocking ones -- a reduction running in the background
+   costs nothing), pipeline bubble (idle time of pt_pp_step; its point-to-point waits count here,
+   not as communication), data wait, checkpoint stall, and compute = the rest. docs/metrics.md
+   describes every field. One monitor per run; all of its calls are made by the training thread. */
+typedef struct pt_monitor pt_monitor;
+/** Kinds of time of pt_monitor_add_time. */
+typedef enum pt_mon_time { PT_MON_DATA = 0, PT_MON_CKPT, PT_MON_BUBBLE, PT_MON_COMM, PT_MON_TIMES } pt_mon_time;
+/** Setup of a monitor (zero-initialize, then set what you need). */
+typedef struct pt_monitor_desc {
+    const char *log_path;       /**< JSON-lines file written by world rank 0 (NULL = no file) */
+    int32_t append;             /**< 1 = append to it (a resumed run), 0 = truncate */
+    const pt_gpt_config *model; /**< written into the header's config; with seq, gives flops_per_token */
+    int64_t seq;                /**< tokens per sequence T (for pt_gpt_flops_per_token) */
+    double flops_per_token;     /**< training FLOPs per token; 0 = pt_gpt_flops_per_token(model, seq), or no MFU */
+    double peak_flops;          /**< peak FLOP/s of one rank; 0 = env PTRAIN_PEAK_FLOPS, else measured at
+                                     pt_monitor_new (ptrain's own f32 matmul; the header says which) */
+    const char *const *config;  /**< more header configuration: key, value, key, value, ..., NULL (a value that
+                                     reads as a number is written as one) */
+    const pt_loader *loader;    /**< data wait taken from its counters (NULL: pt_monitor_add_time(PT_MON_DATA)) */
+    const pt_pp *pp;            /**< bubble = idle time of its last pt_pp_step (NULL: none, or add it yourself) */
+    int64_t first_step;         /**< number of the first step (a resumed run: the step it resumed from) */
+    int64_t total_steps;        /**< steps of the run (progress and ETA; 0 = unknown) */
+    int32_t progress;           /**< 0 = auto: a progress line (carriage return) on an interactive terminal,
+                                     not under mpirun; 1 = on; -1 = off. Env PTRAIN_PROGRESS=0/1 overrides */
+    int32_t print_every;        /**< without the progress line: a plain line on stderr every N steps (0 = none) */
+} pt_monitor_desc;
+/** What the program knows at the end of a step. */
+typedef struct pt_monitor_step {
+    float loss;      /**< this rank's loss (the log has the mean over ranks); NAN = unknown */
+    float grad_norm; /**< the global gradient norm (the log has the largest over ranks); NAN = unknown */
+    float lr;        /**< the learning rate of the step */
+    int64_t tokens;  /**< tokens of the whole step, all DP ranks together (global batch x T) */
+} pt_monitor_step;
+/** Numbers of one step: aggregated over ranks (pt_monitor_last's all) or of this rank (mine). */
+typedef struct pt_monitor_metrics {
+    int64_t step, tokens;
+    double loss, val_loss, grad_norm, lr;  /**< NAN when not given */
+    double tokens_per_s, mfu;              /**< mfu: NAN without flops_per_token */
+    double t_step, t_compute, t_comm, t_bubble, t_data, t_ckpt; /**< seconds */
+    int64_t mem_peak_bytes, rss_peak_bytes; /**< framework high-water (pt_mem), process RSS high-water */
+    int32_t straggler_rank;                 /**< the rank that waited least for others (-1 in mine) */
+    double straggler_s;                     /**< its working time minus the median rank's */
+    int64_t coll_bytes[PT_COLL_OP_COUNT];   /**< bytes per pt_coll_op during the step */
+    double coll_s[PT_COLL_OP_COUNT];        /**< seconds start to completion per pt_coll_op */
+} pt_monitor_metrics;
+/** Totals of a grid's completed MPI calls since pt_dist_init, per pt_coll_op, and the time the
+    calling threads were blocked (all zero for a NULL grid or without PTRAIN_MPI). */
+typedef struct pt_coll_totals {
+    int64_t bytes[PT_COLL_OP_COUNT], calls[PT_COLL_OP_COUNT];
+    double seconds[PT_COLL_OP_COUNT]; /**< start to completion (non-blocking: including the background time) */
+    double blocked_s;                 /**< in blocking collectives and in waits for non-blocking ones */
+    double blocked_p2p_s;             /**< in blocking sends/receives and waits for non-blocking ones */
+} pt_coll_totals;
+PTDEF pt_coll_totals pt_dist_coll_totals(const pt_dist *d);
+/** Name of a pt_coll_op ("allreduce", "iallreduce", "isend", ...; "?" if out of range). */
+PTDEF const char *pt_coll_op_name(int op);
+/** Training FLOPs per token of the GPT at sequence length T: 6*P + 12*L*T*C, P = pt_gpt_matmul_params
+    (matmul weights with the LM head, no embedding lookups), L layers, C width
+    (= pt_gpt_flops(cfg, 1, T) / T; attention counted over the full T x T, as in PaLM's MFU). */
+PTDEF double pt_gpt_flops_per_token(const pt_gpt_config *cfg, int64_t seq);
+/** Resident memory of this process now and its high-water mark, in bytes (0 where unknown). */
+PTDEF void pt_rss(int64_t *current, int64_t *peak);
+/** Collective over d's world (NULL = one rank). Opens the log on world rank 0 and writes the header;
+    measures the peak FLOP/s when needed. NULL on error with the same message on every rank
+    (pt_error(ctx)): PT_ERR_IO naming the path when the log cannot be opened. */
+PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor_desc *desc);
+/** Marks the start of a step (optional: by default a step starts where the previous one ended). */
+PTDEF void pt_monitor_step_begin(pt_monitor *m);
+/** Adds seconds of one kind (pt_mon_time) to this rank's step, for what the monitor cannot see itself. */
+PTDEF void pt_monitor_add_time(pt_monitor *m, int kind, double seconds);
+/** The step has a validation loss (any ranks may give it; the log has their mean). */
+PTDEF void pt_monitor_val_loss(pt_monitor *m, float val_loss);
+/** Collective over the world: ends the step, aggregates, rank 0 logs it (and other ranks' events)
+    and draws the progress. PT_OK, or the MPI error (the same on every rank). */
+PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s);
+/** Logs an event {"event":name,"step":N,"time_s":..,...} with members from fmt: space-separated
+    key=value, a value being a printf conversion (%d %i %u %ld %lld %zu %f %e %g with flags, %s for a
+    string, escaped) taking the next argument, or literal text, e.g. pt_monitor_event(m, "guard",
+    "kind=spike loss=%g z=%.2f", loss, z). Rank 0 writes it now; another rank's (with "rank") goes to
+    rank 0 at the next pt_monitor_step_end. */
+PTDEF void pt_monitor_event(pt_monitor *m, const char *name, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/** pt_ckpt_save (collective), timed as this step's checkpoint stall (its MPI calls count there, not as
+    communication), logged as event "ckpt_save" (dir, ckpt_step, seconds, ok). */
+PTDEF pt_status pt_monitor_ckpt_save(pt_monitor *m, pt_optim *o, const char *dir, int64_t step, const pt_ckpt_opts *opts);
+/** The last step's numbers: aggregated (all) and this rank's own (mine); either may be NULL. */
+PTDEF void pt_monitor_last(const pt_monitor *m, pt_monitor_metrics *all, pt_monitor_metrics *mine);
+/** 1 if this rank draws the progress line (rank 0, and see pt_monitor_desc.progress). */
+PTDEF int pt_monitor_progress_on(const pt_monitor *m);
+/** Rank 0 writes a run_end event (steps, seconds) and closes the log; frees m. Not collective: events
+    of other ranks not yet sent are dropped. NULL is a no-op. */
+PTDEF void pt_monitor_free(pt_monitor *m);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1520,6 +1631,7 @@ PTDEF void pt_profile_print(const pt_ctx *ctx, void *file);
 #include <sched.h>
 #endif
 #if defined(__unix__) || defined(__APPLE__)
+#include <sys/time.h>
 #include <unistd.h>
 #endif
 #ifdef PTRAIN_CBLAS
@@ -1703,11 +1815,17 @@ PTDEF void pt_error_clear(pt_ctx *ctx) {
 }
 PTDEF int pt_threads(const pt_ctx *ctx) { return ctx ? ctx->nthreads : 1; }
 
+/* A strict -std=c99 build has no CLOCK_MONOTONIC (a POSIX name): then gettimeofday, a wall clock
+   too -- never clock(), which counts the CPU time of all threads and not the time spent waiting. */
 PTDEF double pt_time(void) {
 #if defined(CLOCK_MONOTONIC)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#elif defined(__unix__) || defined(__APPLE__)
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
 #else
     return (double)clock() / CLOCKS_PER_SEC;
 #endif
@@ -8594,6 +8712,10 @@ struct pt_dist {
     char coll_err[PT__DIST_MSG];       /* the last refusal */
     char why[PT__DIST_MSG];            /* pt__coll_why's text of an MPI error */
     struct pt__trace *trace;           /* the timeline recording these calls (>>trace), NULL = off */
+    /* >>monitor's totals of completed calls, per pt_coll_op (pt__coll_tally, pt__coll_wait; under mu) */
+    int64_t mon_bytes[PT_COLL_OP_COUNT], mon_calls[PT_COLL_OP_COUNT];
+    double mon_s[PT_COLL_OP_COUNT];
+    double mon_blocked_s, mon_blocked_p2p_s; /* time blocked in collectives / point-to-point calls and waits */
 #ifdef PT__COLL_THREADS
     pthread_mutex_t mu; /* guards ring, seq, deadline and wd_stop against the watchdog */
     pthread_t wd;
@@ -8787,6 +8909,35 @@ static int pt__coll_check(pt_dist *d, const pt_coll_record *r) {
     return 0;
 }
 
+/* >>monitor: adds a completed call (record r, caller holds the lock) to the per-operation totals;
+   the time of a blocking call is time the caller was blocked */
+static void pt__coll_tally(pt_dist *d, const pt_coll_record *r) {
+    static const int64_t es[PT_COLL_DTYPE_COUNT] = {1, 1, 4, 8, 4, 8, 2};
+    int op = r->op, p2p = op == PT_COLL_SEND || op == PT_COLL_RECV || op == PT_COLL_ISEND || op == PT_COLL_IRECV;
+    int nb = op == PT_COLL_IALLREDUCE || op == PT_COLL_IREDUCE_SCATTER || op == PT_COLL_IALLGATHERV || op == PT_COLL_ISEND || op == PT_COLL_IRECV;
+    double t = r->t_end - r->t_start;
+    if (op <= 0 || op >= PT_COLL_OP_COUNT || r->dtype < 0 || r->dtype >= PT_COLL_DTYPE_COUNT) return;
+    d->mon_bytes[op] += r->count * es[r->dtype], d->mon_calls[op]++, d->mon_s[op] += t;
+    if (!nb) *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += t;
+}
+/* >>monitor: seconds the caller spent blocked in an MPI call that has no record (p2p: point-to-point) */
+static void pt__coll_blocked(const pt_dist *cd, double seconds, int p2p) {
+    pt_dist *d = (pt_dist *)cd;
+    if (!d) return;
+    pt__coll_lock(d);
+    *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += seconds;
+    pt__coll_unlock(d);
+}
+/* >>monitor: MPI_Wait(all) on n requests of non-blocking calls (p2p: point-to-point ones), the wait
+   counted as blocked time */
+static int pt__coll_wait(const pt_dist *cd, int n, MPI_Request *req, int p2p) {
+    pt_dist *d = (pt_dist *)cd;
+    double t = MPI_Wtime();
+    int rc = n == 1 ? MPI_Wait(req, MPI_STATUS_IGNORE) : MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    pt__coll_blocked(d, MPI_Wtime() - t, p2p);
+    return rc;
+}
+
 /* Closes record s with MPI return code rc (PT__COLL_REFUSED: refused); returns rc. s = 0 (a refused
    call, already closed) or a record already overwritten by newer ones: nothing to do. */
 static int pt__coll_end(const pt_dist *cd, uint64_t s, int rc) {
@@ -8797,9 +8948,12 @@ static int pt__coll_end(const pt_dist *cd, uint64_t s, int rc) {
     pt__coll_lock(d);
     r = &d->ring[(s - 1) % PT_COLL_RING];
     if ((hit = r->seq == s) != 0) {
+        int was = r->state;
         r->t_end = pt__coll_now(d);
         r->rc = rc;
         r->state = rc == MPI_SUCCESS ? PT_COLL_DONE : rc == PT__COLL_REFUSED ? PT_COLL_REFUSED : PT_COLL_FAILED;
+        if (rc == MPI_SUCCESS && was == PT_COLL_IN_FLIGHT) pt__coll_tally(d, r); /* >>monitor */
+        hit = was == PT_COLL_IN_FLIGHT; /* closed once: one trace event */
         copy = *r;
     }
     pt__coll_unlock(d);
@@ -9818,7 +9972,7 @@ static int pt__dp_issue_checked(pt_dp *dp, pt__dp_op *op, char *buf) {
     d->comm[PT_COMM_DP_NODE] = dp->node, d->comm[PT_COMM_DP_CROSS] = dp->cross; /* what the agreements run on */
     for (q = 0; q < 3; q++) {
         rc = pt__dp_call(dp, op, buf, q);
-        if (rc == MPI_SUCCESS) rc = pt__coll_end(d, op->rec, MPI_Wait(&op->req, MPI_STATUS_IGNORE));
+        if (rc == MPI_SUCCESS) rc = pt__coll_end(d, op->rec, pt__coll_wait(d, 1, &op->req, 0));
         if (rc != MPI_SUCCESS && !msg[0]) pt__msg(msg, sizeof msg, "phase %d: %s", q, pt__coll_why(d, rc));
     }
     op->issued = 3, op->active = 0, op->req = MPI_REQUEST_NULL;
@@ -9925,7 +10079,7 @@ static int pt__dp_wait(pt_dp *dp, int target) {
         if (dp->retired >= target) break;
         op = &dp->ops[dp->retired];
         if (op->active) {
-            int rc = pt__coll_end(dp->dist, op->rec, MPI_Wait(&op->req, MPI_STATUS_IGNORE));
+            int rc = pt__coll_end(dp->dist, op->rec, pt__coll_wait(dp->dist, 1, &op->req, 0));
             op->active = 0;
             if (rc != MPI_SUCCESS) {
                 op->issued = dp->nphases, dp->failed = 1;
@@ -10074,8 +10228,11 @@ static pt_status pt__dp_complete(pt_dp *dp) {
     ok = pt__dp_start_fetched(dp, 1);
     while (ok && !dp->failed && dp->fetched < dp->nseq) ok = pt__dp_fetch(dp, 0);
     if (dp->nphases == 1 && dp->stage < 2 && dp->agree != MPI_COMM_NULL && !dp->failed) {
-        int most = dp->next;
-        if (MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, dp->agree) != MPI_SUCCESS) {
+        int most = dp->next, rc;
+        double tw = MPI_Wtime();
+        rc = MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, dp->agree);
+        pt__coll_blocked(dp->dist, MPI_Wtime() - tw, 0); /* >>monitor: a wait for the slowest DP rank */
+        if (rc != MPI_SUCCESS) {
             ok = 0, dp->failed = 1;
             pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp_finish: the agreement on the buckets started during backward failed");
         }
@@ -11534,7 +11691,7 @@ static int pt__pp_recv(pt_pp *pp, pt__pp_box *b, int peer, int tag) {
 static void pt__pp_wait_sends(pt_pp *pp) {
     int i;
     for (i = 0; i < pp->nsb; i++)
-        if (pp->sb[i].busy) pt__pp_send_done(pp, &pp->sb[i], MPI_Waitall(2, pp->sb[i].req, MPI_STATUSES_IGNORE));
+        if (pp->sb[i].busy) pt__pp_send_done(pp, &pp->sb[i], pt__coll_wait(pp->d, 2, pp->sb[i].req, 1));
 }
 
 /* tied parameters: pipeline rank 0 sends its parameter names and sizes to rank p-1, which answers
@@ -15726,6 +15883,663 @@ PTDEF void pt_profile_print(const pt_ctx *ctx, void *file) {
         fprintf(f, "%-20s %9lld %10.3f %9lld %10.3f %10.4f %10.4f %9.2f\n", x->op, (long long)x->calls, 1e3 * x->fwd_s, (long long)x->bwd_calls,
                 1e3 * x->bwd_s, fl * 1e-9, (x->fwd_bytes + x->bwd_bytes) * 1e-9, s > 0 ? fl * 1e-9 / s : 0.0);
     }
+}
+
+/* =================================================================================================
+   >>monitor  per-step metrics, aggregated over the world, and the JSON-lines log
+   =================================================================================================
+   Each rank measures its step from counters: pt_time for the step, the grid's collective totals
+   (pt__coll_tally / pt__coll_wait in >>dist) for bytes per operation and the blocked time, the
+   loader's wait, the pipeline's busy time, pt_mem and getrusage for memory. pt_monitor_step_end
+   allgathers PT__MON_NV doubles per rank over the world (through the collective records), then
+   every rank computes the same aggregate and rank 0 writes it; events of other ranks follow in one
+   MPI_Gatherv when some rank has any. The monitor's own collectives fall between two steps'
+   windows, so they are not in the numbers. */
+#include <errno.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/resource.h>
+#define PT__MON_POSIX 1
+#endif
+
+enum { /* the per-rank vector of pt_monitor_step_end */
+    PT__MV_STEP = 0, PT__MV_COMM, PT__MV_BUBBLE, PT__MV_DATA, PT__MV_CKPT, PT__MV_LOSS, PT__MV_GNORM, PT__MV_LR,
+    PT__MV_TOKENS, PT__MV_VAL, PT__MV_MEM, PT__MV_RSS, PT__MV_EVBYTES, PT__MV_PARAMS, PT__MV_GRADS, PT__MV_OPTIM,
+    PT__MV_ACT, PT__MV_WORK, PT__MV_BYTES, PT__MV_SECS = PT__MV_BYTES + PT_COLL_OP_COUNT,
+    PT__MON_NV = PT__MV_SECS + PT_COLL_OP_COUNT
+};
+#define PT__MON_EV_MAX (1 << 20) /* bytes of events a rank other than 0 keeps for the next step */
+
+typedef struct pt__mon_buf { char *p; size_t n, cap; int oom; } pt__mon_buf;
+
+struct pt_monitor {
+    pt_ctx *ctx;
+    const pt_dist *d;
+    pt_monitor_desc desc;
+    FILE *f;
+    int rank, world, progress, printed;
+    double t_open, t_begin;          /* pt_time at pt_monitor_new, at the start of the step in progress */
+    int64_t step, done;              /* number of the step in progress; steps ended */
+    double add[PT_MON_TIMES];        /* pt_monitor_add_time */
+    double comm_excl;                /* blocked time inside pt_monitor_ckpt_save (counted as checkpoint) */
+    double val;                      /* NAN = none this step */
+    pt_coll_totals c0;               /* the grid's totals at the step's start */
+    double wait0;                    /* the loader's wait at the step's start */
+    double flops_per_token, peak_flops, t_sum; /* t_sum: seconds of the steps ended (ETA) */
+    char peak_source[160], fpt_source[160];
+    pt__mon_buf line, ev;            /* the line being written; events held for rank 0 (other ranks) */
+    int64_t ev_dropped;
+    double *all;                     /* [world * PT__MON_NV] */
+    double *work;                    /* [world] */
+    pt_monitor_metrics last, mine;
+};
+
+PTDEF const char *pt_coll_op_name(int op) { return pt__coll_op_name(op); }
+
+PTDEF pt_coll_totals pt_dist_coll_totals(const pt_dist *d) {
+    pt_coll_totals t;
+    memset(&t, 0, sizeof t);
+    if (!d) return t;
+    pt__coll_lock(d);
+    memcpy(t.bytes, d->mon_bytes, sizeof t.bytes);
+    memcpy(t.calls, d->mon_calls, sizeof t.calls);
+    memcpy(t.seconds, d->mon_s, sizeof t.seconds);
+    t.blocked_s = d->mon_blocked_s, t.blocked_p2p_s = d->mon_blocked_p2p_s;
+    pt__coll_unlock(d);
+    return t;
+}
+
+PTDEF double pt_gpt_flops_per_token(const pt_gpt_config *cfg, int64_t seq) {
+    return cfg && seq > 0 ? pt_gpt_flops(cfg, 1, seq) / (double)seq : 0.0;
+}
+
+PTDEF void pt_rss(int64_t *current, int64_t *peak) {
+    int64_t cur = 0, pk = 0;
+#ifdef PT__MON_POSIX
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+#ifdef __APPLE__
+        pk = (int64_t)ru.ru_maxrss; /* bytes */
+#else
+        pk = (int64_t)ru.ru_maxrss * 1024; /* kilobytes */
+#endif
+#endif
+#ifdef __linux__
+    if (current) {
+        FILE *f = fopen("/proc/self/statm", "r");
+        long long size = 0, res = 0;
+        if (f) {
+            if (fscanf(f, "%lld %lld", &size, &res) == 2) cur = (int64_t)res * (int64_t)sysconf(_SC_PAGESIZE);
+            fclose(f);
+        }
+    }
+#endif
+    if (current) *current = cur;
+    if (peak) *peak = pk;
+}
+
+/* ---- a grown-only text buffer ---- */
+static void pt__mon_cat(pt__mon_buf *b, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void pt__mon_vcat(pt__mon_buf *b, const char *fmt, va_list ap) {
+    va_list aq;
+    int k;
+    if (b->oom) return;
+    va_copy(aq, ap);
+    k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, aq);
+    va_end(aq);
+    if (k < 0) return;
+    if (!b->p || b->n + (size_t)k + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 512;
+        char *p;
+        while (cap < b->n + (size_t)k + 1) cap *= 2;
+        if (!(p = (char *)PT_REALLOC(b->p, cap))) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p, b->cap = cap;
+        vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+    }
+    b->n += (size_t)k;
+}
+static void pt__mon_cat(pt__mon_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    pt__mon_vcat(b, fmt, ap);
+    va_end(ap);
+}
+/* a JSON string (quotes, backslashes and control characters escaped) */
+static void pt__mon_str(pt__mon_buf *b, const char *s) {
+    pt__mon_cat(b, "\"");
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') pt__mon_cat(b, "\\%c", c);
+        else if (c == '\n') pt__mon_cat(b, "\\n");
+        else if (c == '\t') pt__mon_cat(b, "\\t");
+        else if (c < 0x20) pt__mon_cat(b, "\\u%04x", c);
+        else pt__mon_cat(b, "%c", c);
+    }
+    pt__mon_cat(b, "\"");
+}
+/* a JSON number, null when not finite */
+static void pt__mon_num(pt__mon_buf *b, double v) {
+    if (isfinite(v)) pt__mon_cat(b, "%.9g", v);
+    else pt__mon_cat(b, "null");
+}
+/* 1 if s is entirely a JSON-compatible number */
+static int pt__mon_is_num(const char *s) {
+    char *e;
+    if (!s || !*s || *s == '+' || *s == '.' || (*s == '-' && (s[1] < '0' || s[1] > '9'))) return 0;
+    if (*s == '0' && s[1] >= '0' && s[1] <= '9') return 0;
+    strtod(s, &e);
+    return *e == 0 && !strpbrk(s, "xXnNiI");
+}
+/* rank 0: writes buffer b as a line of the log */
+static void pt__mon_write(pt_monitor *m, const pt__mon_buf *b) {
+    if (!m->f || b->oom || !b->n) return;
+    fwrite(b->p, 1, b->n, m->f);
+    fflush(m->f);
+}
+
+/* seconds of one 2 n^3 f32 matmul through the context's backend, best of 3 after a warm-up */
+static double pt__mon_calibrate(pt_ctx *ctx, int n) {
+    pt_graph *g = pt_graph_new(ctx), *gc = pt_graph_new(ctx);
+    float *h = (float *)PT_MALLOC(sizeof(float) * (size_t)n * (size_t)n);
+    double best = 0;
+    int i;
+    if (g && gc && h) {
+        pt_tensor *a, *b;
+        pt_graph_set_grad(g, 0);
+        pt_graph_set_grad(gc, 0);
+        for (i = 0; i < n * n; i++) h[i] = (float)(i % 7) * 0.125f;
+        a = pt_tensor_new(g, PT_F32, 2, n, n, 0, 0);
+        b = pt_tensor_new(g, PT_F32, 2, n, n, 0, 0);
+        if (a && b && pt_tensor_write(a, h) == PT_OK && pt_tensor_write(b, h) == PT_OK)
+            for (i = -1; i < 3; i++) {
+                double t0, t;
+                pt_graph_reset(gc);
+                pt_sync(ctx);
+                t0 = pt_time();
+                if (!pt_matmul(gc, a, b, 0, 0)) break;
+                pt_sync(ctx);
+                t = pt_time() - t0;
+                if (i >= 0 && (best == 0 || t < best)) best = t;
+            }
+    }
+    PT_FREE(h);
+    if (gc) pt_graph_free(gc);
+    if (g) pt_graph_free(g);
+    return best > 0 ? 2.0 * n * (double)n * n / best : 0.0;
+}
+
+/* sums n doubles over the world (through the collective records); 0 on an MPI error */
+static int pt__mon_sum(pt_monitor *m, double *x, int n) {
+#ifdef PTRAIN_MPI
+    if (m->d && m->world > 1) {
+        uint64_t s = pt__coll_begin(m->d, PT_COLL_ALLREDUCE, PT_COMM_WORLD, n, PT_COLL_F64, -1);
+        int rc = pt__coll_end(m->d, s, s ? MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, m->d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED);
+        if (rc != MPI_SUCCESS) return pt__fail(m->ctx, PT_ERR_DEVICE, "pt_monitor: a sum over the world failed: %s", pt__coll_why(m->d, rc)), 0;
+    }
+#else
+    (void)m, (void)x, (void)n;
+#endif
+    return 1;
+}
+
+/* the counters the next step's numbers start from */
+static void pt__mon_mark(pt_monitor *m) {
+    m->c0 = pt_dist_coll_totals(m->d);
+    m->wait0 = m->desc.loader ? pt_loader_stats_get(m->desc.loader).wait_s : 0.0;
+    memset(m->add, 0, sizeof m->add);
+    m->comm_excl = 0.0;
+    m->val = NAN;
+    m->t_begin = pt_time();
+}
+
+PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor_desc *desc) {
+    pt_monitor *m;
+    char msg[PT__DIST_MSG];
+    const char *env;
+    int ok = 1, i;
+    double v[2];
+    if (!ctx) return NULL;
+    if (!(m = (pt_monitor *)PT_MALLOC(sizeof *m))) return (pt_monitor *)pt__fail(ctx, PT_ERR_OOM, "pt_monitor_new: out of memory");
+    memset(m, 0, sizeof *m);
+    m->ctx = ctx, m->d = d;
+    if (desc) m->desc = *desc;
+    m->rank = pt_dist_rank(d), m->world = pt_dist_size(d);
+    m->step = m->desc.first_step;
+    m->t_open = pt_time();
+    msg[0] = 0;
+    m->all = (double *)PT_MALLOC(sizeof(double) * (size_t)m->world * PT__MON_NV);
+    m->work = (double *)PT_MALLOC(sizeof(double) * (size_t)m->world);
+    if (!m->all || !m->work) ok = 0, pt__msg(msg, sizeof msg, "pt_monitor_new: out of memory");
+    if (ok && m->rank == 0 && m->desc.log_path && !(m->f = fopen(m->desc.log_path, m->desc.append ? "a" : "w")))
+        ok = 0, pt__msg(msg, sizeof msg, "pt_monitor_new: cannot open the log file '%s' for writing: %s", m->desc.log_path, strerror(errno));
+    if (!pt_dist_agree_msg(d, ok, msg, sizeof msg)) {
+        pt__fail(ctx, strstr(msg, "out of memory") ? PT_ERR_OOM : PT_ERR_IO, "%s", msg);
+        pt_monitor_free(m);
+        return NULL;
+    }
+    /* FLOPs per token, peak FLOP/s (the mean over ranks of what each rank measured) */
+    m->flops_per_token = m->desc.flops_per_token;
+    pt__msg(m->fpt_source, sizeof m->fpt_source, "given by the program");
+    if (m->flops_per_token <= 0 && m->desc.model && m->desc.seq > 0) {
+        m->flops_per_token = pt_gpt_flops_per_token(m->desc.model, m->desc.seq);
+        pt__msg(m->fpt_source, sizeof m->fpt_source, "6*P + 12*L*T*C (P = matmul weights incl. the LM head, L layers, T = %lld, C width)",
+                (long long)m->desc.seq);
+    }
+    env = getenv("PTRAIN_PEAK_FLOPS");
+    v[0] = m->desc.peak_flops, v[1] = 0;
+    if (v[0] > 0) pt__msg(m->peak_source, sizeof m->peak_source, "pt_monitor_desc.peak_flops");
+    else if (env && *env && atof(env) > 0) v[0] = atof(env), pt__msg(m->peak_source, sizeof m->peak_source, "env PTRAIN_PEAK_FLOPS");
+    else {
+        v[0] = pt__mon_calibrate(ctx, 384), v[1] = 1;
+        pt__msg(m->peak_source, sizeof m->peak_source, "measured: ptrain f32 matmul 384x384x384 (%s, %d threads), best of 3, mean over %d ranks",
+                pt_backend_name(ctx), pt_threads(ctx), m->world);
+    }
+    if (!pt__mon_sum(m, v, 2)) {
+        pt_monitor_free(m);
+        return NULL;
+    }
+    m->peak_flops = v[0] / m->world;
+    /* the progress line: rank 0 on an interactive terminal, not under mpirun (whose ranks may see a pty) */
+    env = getenv("PTRAIN_PROGRESS");
+    if (env && *env) m->progress = atoi(env) != 0;
+    else if (m->desc.progress) m->progress = m->desc.progress > 0;
+    else {
+#ifdef PT__MON_POSIX
+        m->progress = isatty(2) && m->world == 1 && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") &&
+                      !getenv("PMI_RANK") && !getenv("PMIX_RANK");
+#endif
+    }
+    if (m->rank != 0) m->progress = 0;
+    if (m->f) { /* the header */
+        pt__mon_buf *b = &m->line;
+        char when[32];
+        time_t now = time(NULL);
+        struct tm *tm = gmtime(&now);
+        pt_layout l = pt_dist_layout(d);
+        const pt_gpt_config *c = m->desc.model;
+        if (!d) l.dp = l.tp = l.pp = 1;
+        if (!tm || !strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", tm)) pt__msg(when, sizeof when, "unknown");
+        b->n = 0;
+        pt__mon_cat(b, "{\"event\":\"run_start\",\"time\":\"%s\",\"version\":\"%s\",\"config\":{", when, PTRAIN_VERSION_STRING);
+        i = 0;
+        if (c)
+            pt__mon_cat(b, "\"vocab\":%d,\"layers\":%d,\"width\":%d,\"heads\":%d,\"max_seq\":%d,\"seq\":%lld,\"params\":%lld", (int)c->vocab, (int)c->layers,
+                        (int)c->width, (int)c->heads, (int)c->max_seq, (long long)m->desc.seq, (long long)pt_param_numel(ctx)), i = 1;
+        for (; m->desc.config && m->desc.config[0] && m->desc.config[1]; m->desc.config += 2) {
+            pt__mon_cat(b, "%s", i++ ? "," : "");
+            pt__mon_str(b, m->desc.config[0]);
+            pt__mon_cat(b, ":");
+            if (pt__mon_is_num(m->desc.config[1])) pt__mon_cat(b, "%s", m->desc.config[1]);
+            else pt__mon_str(b, m->desc.config[1]);
+        }
+        pt__mon_cat(b, "},\"world\":%d,\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d},\"backend\":\"%s\",\"threads\":%d,\"first_step\":%lld,\"total_steps\":%lld,",
+                    m->world, (int)l.dp, (int)l.tp, (int)l.pp, pt_backend_name(ctx), pt_threads(ctx), (long long)m->desc.first_step,
+                    (long long)m->desc.total_steps);
+        pt__mon_cat(b, "\"flops_per_token\":");
+        pt__mon_num(b, m->flops_per_token > 0 ? m->flops_per_token : NAN);
+        pt__mon_cat(b, ",\"flops_per_token_formula\":");
+        pt__mon_str(b, m->flops_per_token > 0 ? m->fpt_source : "none (no MFU)");
+        pt__mon_cat(b, ",\"peak_flops\":");
+        pt__mon_num(b, m->peak_flops);
+        pt__mon_cat(b, ",\"peak_source\":");
+        pt__mon_str(b, m->peak_source);
+        pt__mon_cat(b, ",\"mfu_formula\":\"mfu = flops_per_token * tokens_per_s / (peak_flops * world); peak_flops per rank\"}\n");
+        pt__mon_write(m, b);
+    }
+    m->desc.config = NULL; /* not kept: the caller's strings may go */
+    m->val = NAN;
+    pt__mon_mark(m);
+    return m;
+}
+
+PTDEF void pt_monitor_step_begin(pt_monitor *m) {
+    if (m) pt__mon_mark(m);
+}
+PTDEF void pt_monitor_add_time(pt_monitor *m, int kind, double seconds) {
+    if (m && kind >= 0 && kind < PT_MON_TIMES && isfinite(seconds)) m->add[kind] += seconds;
+}
+PTDEF void pt_monitor_val_loss(pt_monitor *m, float val_loss) {
+    if (m) m->val = val_loss;
+}
+
+/* [h:]mm:ss */
+static void pt__mon_hms(char *buf, size_t n, double s) {
+    long t = s > 0 && s < 1e9 ? (long)(s + 0.5) : 0;
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+/* rank 0: the progress line or a plain line */
+static void pt__mon_progress(pt_monitor *m) {
+    const pt_monitor_metrics *a = &m->last;
+    char eta[32], done[64];
+    double left;
+    int plain = !m->progress && m->desc.print_every > 0 && m->done % m->desc.print_every == 0;
+    if (!m->progress && !plain) return;
+    left = m->desc.total_steps > 0 ? (double)(m->desc.total_steps - (a->step + 1)) * (m->t_sum / (double)m->done) : -1;
+    if (left >= 0) pt__mon_hms(eta, sizeof eta, left);
+    else snprintf(eta, sizeof eta, "?");
+    if (m->desc.total_steps > 0) snprintf(done, sizeof done, "%lld/%lld", (long long)a->step + 1, (long long)m->desc.total_steps);
+    else snprintf(done, sizeof done, "%lld", (long long)a->step + 1);
+    fprintf(stderr, "%sstep %s | loss %.4f | %.0f tok/s", m->progress ? "\r" : "", done, a->loss, a->tokens_per_s);
+    if (isfinite(a->mfu)) fprintf(stderr, " | mfu %.1f%%", 100.0 * a->mfu);
+    fprintf(stderr, " | %.0f ms (comm %.0f%%, bubble %.0f%%, data %.0f%%) | ETA %s%s", 1e3 * a->t_step,
+            a->t_step > 0 ? 100.0 * a->t_comm / a->t_step : 0.0, a->t_step > 0 ? 100.0 * a->t_bubble / a->t_step : 0.0,
+            a->t_step > 0 ? 100.0 * a->t_data / a->t_step : 0.0, eta, m->progress ? "   " : "\n");
+    fflush(stderr);
+    m->printed = m->progress;
+}
+
+/* the aggregate of the gathered vectors (the same on every rank) */
+static void pt__mon_aggregate(pt_monitor *m, pt_monitor_metrics *a) {
+    int r, k, nval = 0, world = m->world;
+    double vsum = 0, med;
+    memset(a, 0, sizeof *a);
+    a->step = m->step;
+    a->loss = 0, a->grad_norm = NAN, a->lr = NAN, a->straggler_rank = 0;
+    for (r = 0; r < world; r++) {
+        const double *v = m->all + (size_t)r * PT__MON_NV;
+        a->t_step = PT__MAX(a->t_step, v[PT__MV_STEP]);
+        a->t_comm += v[PT__MV_COMM] / world, a->t_bubble += v[PT__MV_BUBBLE] / world;
+        a->t_data += v[PT__MV_DATA] / world, a->t_ckpt += v[PT__MV_CKPT] / world;
+        a->loss += v[PT__MV_LOSS] / world;
+        a->grad_norm = fmax(a->grad_norm, v[PT__MV_GNORM]), a->lr = fmax(a->lr, v[PT__MV_LR]);
+        a->tokens = PT__MAX(a->tokens, (int64_t)v[PT__MV_TOKENS]);
+        if (isfinite(v[PT__MV_VAL])) vsum += v[PT__MV_VAL], nval++;
+        a->mem_peak_bytes = PT__MAX(a->mem_peak_bytes, (int64_t)v[PT__MV_MEM]);
+        a->rss_peak_bytes = PT__MAX(a->rss_peak_bytes, (int64_t)v[PT__MV_RSS]);
+        for (k = 0; k < PT_COLL_OP_COUNT; k++) {
+            a->coll_bytes[k] = PT__MAX(a->coll_bytes[k], (int64_t)v[PT__MV_BYTES + k]);
+            a->coll_s[k] = PT__MAX(a->coll_s[k], v[PT__MV_SECS + k]);
+        }
+        m->work[r] = v[PT__MV_STEP] - v[PT__MV_COMM] - v[PT__MV_BUBBLE]; /* time not spent waiting for others */
+        if (m->work[r] > m->work[a->straggler_rank]) a->straggler_rank = r;
+    }
+    a->val_loss = nval ? vsum / nval : NAN;
+    a->t_compute = a->t_step - a->t_comm - a->t_bubble - a->t_data - a->t_ckpt;
+    a->tokens_per_s = a->t_step > 0 ? (double)a->tokens / a->t_step : 0.0;
+    a->mfu = m->flops_per_token > 0 && m->peak_flops > 0 ? m->flops_per_token * a->tokens_per_s / (m->peak_flops * world) : NAN;
+    /* the straggler's lead over the median rank (the lower median: with two ranks, the other one) */
+    med = m->work[a->straggler_rank];
+    for (r = 0; r < world; r++) { /* the (world-1)/2-th smallest */
+        int below = 0, equal = 0, q;
+        for (q = 0; q < world; q++) below += m->work[q] < m->work[r], equal += m->work[q] == m->work[r];
+        if (below <= (world - 1) / 2 && (world - 1) / 2 < below + equal) med = m->work[r];
+    }
+    a->straggler_s = m->work[a->straggler_rank] - med;
+}
+
+/* rank 0: the step's JSON line */
+static void pt__mon_line(pt_monitor *m) {
+    const pt_monitor_metrics *a = &m->last;
+    pt__mon_buf *b = &m->line;
+    int r, k, first = 1;
+    b->n = 0;
+    pt__mon_cat(b, "{\"step\":%lld,\"loss\":", (long long)a->step);
+    pt__mon_num(b, a->loss);
+    if (isfinite(a->val_loss)) pt__mon_cat(b, ",\"val_loss\":%.9g", a->val_loss);
+    pt__mon_cat(b, ",\"grad_norm\":");
+    pt__mon_num(b, a->grad_norm);
+    pt__mon_cat(b, ",\"lr\":");
+    pt__mon_num(b, a->lr);
+    pt__mon_cat(b, ",\"tokens\":%lld,\"tokens_per_s\":", (long long)a->tokens);
+    pt__mon_num(b, a->tokens_per_s);
+    pt__mon_cat(b, ",\"mfu\":");
+    pt__mon_num(b, a->mfu);
+    pt__mon_cat(b, ",\"t_step\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_bubble\":%.9g,\"t_data\":%.9g,\"t_ckpt\":%.9g", a->t_step, a->t_compute,
+                a->t_comm, a->t_bubble, a->t_data, a->t_ckpt);
+    pt__mon_cat(b, ",\"mem_peak_bytes\":%lld,\"mem_rank_bytes\":[", (long long)a->mem_peak_bytes);
+    for (r = 0; r < m->world; r++) pt__mon_cat(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_MEM]);
+    pt__mon_cat(b, "],\"rss_rank_bytes\":[");
+    for (r = 0; r < m->world; r++) pt__mon_cat(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_RSS]);
+    pt__mon_cat(b, "],\"mem\":{");
+    {
+        static const char *const kinds[5] = {"params", "grads", "optim", "activations", "workspace"};
+        for (k = 0; k < 5; k++) {
+            double mx = 0;
+            for (r = 0; r < m->world; r++) mx = PT__MAX(mx, m->all[(size_t)r * PT__MON_NV + PT__MV_PARAMS + k]);
+            pt__mon_cat(b, "%s\"%s\":%.0f", k ? "," : "", kinds[k], mx);
+        }
+    }
+    pt__mon_cat(b, "},\"t_wait_rank\":[");
+    for (r = 0; r < m->world; r++) pt__mon_cat(b, "%s%.6g", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_STEP] - m->work[r]);
+    pt__mon_cat(b, "],\"coll\":{");
+    for (k = 1; k < PT_COLL_OP_COUNT; k++) {
+        if (!a->coll_bytes[k] && a->coll_s[k] <= 0) continue;
+        pt__mon_cat(b, "%s\"%s\":{\"bytes\":%lld,\"s\":%.6g,\"gbs\":", first ? "" : ",", pt__coll_op_name(k), (long long)a->coll_bytes[k], a->coll_s[k]);
+        pt__mon_num(b, a->coll_s[k] > 0 ? (double)a->coll_bytes[k] / a->coll_s[k] * 1e-9 : NAN);
+        pt__mon_cat(b, "}");
+        first = 0;
+    }
+    pt__mon_cat(b, "},\"straggler_rank\":%d,\"straggler_s\":%.6g}\n", (int)a->straggler_rank, a->straggler_s);
+    pt__mon_write(m, b);
+}
+
+PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s) {
+    double *v, tnow;
+    pt_coll_totals c;
+    pt_mem_stats ms;
+    int64_t rss = 0;
+    int k;
+    if (!m) return PT_ERR_ARG;
+    tnow = pt_time();
+    v = m->all + (size_t)m->rank * PT__MON_NV; /* this rank's slot: the in-place allgather */
+    c = pt_dist_coll_totals(m->d);
+    v[PT__MV_STEP] = tnow - m->t_begin;
+    v[PT__MV_BUBBLE] = m->add[PT_MON_BUBBLE];
+    if (m->desc.pp) {
+        pt_pp_stats st = pt_pp_stats_get(m->desc.pp);
+        v[PT__MV_BUBBLE] += PT__MAX(0.0, st.step_s - st.busy_s);
+    }
+    v[PT__MV_COMM] = m->add[PT_MON_COMM] + (c.blocked_s - m->c0.blocked_s) - m->comm_excl;
+    if (!m->desc.pp) v[PT__MV_COMM] += c.blocked_p2p_s - m->c0.blocked_p2p_s; /* with a pipeline, its waits are bubble */
+    v[PT__MV_COMM] = PT__MAX(0.0, v[PT__MV_COMM]);
+    v[PT__MV_DATA] = m->add[PT_MON_DATA] + (m->desc.loader ? pt_loader_stats_get(m->desc.loader).wait_s - m->wait0 : 0.0);
+    v[PT__MV_CKPT] = m->add[PT_MON_CKPT];
+    v[PT__MV_LOSS] = s ? s->loss : NAN;
+    v[PT__MV_GNORM] = s ? s->grad_norm : NAN;
+    v[PT__MV_LR] = s ? s->lr : NAN;
+    v[PT__MV_TOKENS] = s ? (double)s->tokens : 0.0;
+    v[PT__MV_VAL] = m->val;
+    ms = pt_mem(m->ctx);
+    pt_rss(NULL, &rss);
+    v[PT__MV_MEM] = (double)ms.peak_total, v[PT__MV_RSS] = (double)rss;
+    v[PT__MV_PARAMS] = (double)ms.params, v[PT__MV_GRADS] = (double)ms.grads, v[PT__MV_OPTIM] = (double)ms.optim;
+    v[PT__MV_ACT] = (double)ms.activations, v[PT__MV_WORK] = (double)ms.workspace;
+    v[PT__MV_EVBYTES] = m->ev.oom ? 0.0 : (double)m->ev.n;
+    for (k = 0; k < PT_COLL_OP_COUNT; k++) {
+        v[PT__MV_BYTES + k] = (double)(c.bytes[k] - m->c0.bytes[k]);
+        v[PT__MV_SECS + k] = c.seconds[k] - m->c0.seconds[k];
+    }
+    /* this rank's own numbers */
+    {
+        double keep[PT__MON_NV], *all = m->all;
+        int world = m->world;
+        memcpy(keep, v, sizeof keep);
+        m->all = keep, m->world = 1;
+        pt__mon_aggregate(m, &m->mine);
+        m->all = all, m->world = world;
+        m->mine.straggler_rank = -1, m->mine.straggler_s = 0;
+        m->mine.mfu = m->flops_per_token > 0 && m->peak_flops > 0 ? m->flops_per_token * m->mine.tokens_per_s / (m->peak_flops * m->world) : NAN;
+    }
+#ifdef PTRAIN_MPI
+    if (m->d && m->world > 1) {
+        uint64_t sq = pt__coll_begin(m->d, PT_COLL_ALLGATHER, PT_COMM_WORLD, PT__MON_NV, PT_COLL_F64, -1);
+        int rc = pt__coll_end(m->d, sq, sq ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, m->all, PT__MON_NV, MPI_DOUBLE, m->d->comm[PT_COMM_WORLD])
+                                           : PT__COLL_REFUSED);
+        if (rc != MPI_SUCCESS) return (pt_status)(pt__fail(m->ctx, PT_ERR_DEVICE, "pt_monitor_step_end: the allgather of the step's numbers failed: %s", pt__coll_why(m->d, rc)), PT_ERR_DEVICE);
+    }
+#endif
+    pt__mon_aggregate(m, &m->last);
+    /* events of the other ranks, in one gather to rank 0, written before the step's line */
+#ifdef PTRAIN_MPI
+    {
+        int64_t evn = 0;
+        for (k = 0; k < m->world; k++) evn += (int64_t)m->all[(size_t)k * PT__MON_NV + PT__MV_EVBYTES];
+        if (evn > 0 && m->d && m->world > 1) {
+            int *cnt = (int *)PT_MALLOC(sizeof(int) * 2 * (size_t)m->world), ok = 1, rc;
+            char *all = m->rank == 0 ? (char *)PT_MALLOC((size_t)evn + 1) : NULL;
+            uint64_t sq;
+            if (!cnt || (m->rank == 0 && !all)) ok = 0;
+            if (!pt_dist_agree(m->d, ok)) {
+                PT_FREE(cnt), PT_FREE(all);
+                return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_monitor_step_end: out of memory for %lld bytes of events", (long long)evn), PT_ERR_OOM);
+            }
+            for (k = 0; k < m->world; k++) cnt[k] = (int)m->all[(size_t)k * PT__MON_NV + PT__MV_EVBYTES], cnt[m->world + k] = k ? cnt[m->world + k - 1] + cnt[k - 1] : 0;
+            sq = pt__coll_begin(m->d, PT_COLL_GATHER, PT_COMM_WORLD, evn, PT_COLL_CHAR, 0);
+            rc = pt__coll_end(m->d, sq, sq ? MPI_Gatherv(m->ev.p, (int)(m->ev.oom ? 0 : m->ev.n), MPI_CHAR, all, cnt, cnt + m->world, MPI_CHAR, 0, m->d->comm[PT_COMM_WORLD])
+                                           : PT__COLL_REFUSED);
+            if (rc == MPI_SUCCESS && m->f && all) {
+                fwrite(all, 1, (size_t)evn, m->f);
+                fflush(m->f);
+            }
+            PT_FREE(cnt), PT_FREE(all);
+            if (rc != MPI_SUCCESS) return (pt_status)(pt__fail(m->ctx, PT_ERR_DEVICE, "pt_monitor_step_end: the gather of events failed: %s", pt__coll_why(m->d, rc)), PT_ERR_DEVICE);
+        }
+    }
+#endif
+    m->ev.n = 0, m->ev.oom = 0;
+    if (m->f) pt__mon_line(m);
+    m->done++;
+    m->t_sum += m->last.t_step;
+    if (m->rank == 0) pt__mon_progress(m);
+    m->step++;
+    pt__mon_mark(m);
+    return PT_OK;
+}
+
+PTDEF void pt_monitor_event(pt_monitor *m, const char *name, const char *fmt, ...) {
+    pt__mon_buf *b;
+    const char *p = fmt;
+    va_list ap;
+    if (!m) return;
+    b = m->rank == 0 ? &m->line : &m->ev;
+    if (m->rank == 0) b->n = 0, b->oom = 0;
+    else if (b->n > PT__MON_EV_MAX) {
+        m->ev_dropped++;
+        return;
+    }
+    pt__mon_cat(b, "{\"event\":");
+    pt__mon_str(b, name ? name : "?");
+    pt__mon_cat(b, ",\"step\":%lld,\"time_s\":%.6f", (long long)m->step, pt_time() - m->t_open);
+    if (m->rank != 0) pt__mon_cat(b, ",\"rank\":%d", m->rank);
+    va_start(ap, fmt);
+    while (p && *p) {
+        const char *k, *e;
+        while (*p == ' ') p++;
+        if (!*p) break;
+        k = p;
+        while (*p && *p != '=' && *p != ' ') p++;
+        pt__mon_cat(b, ",\"%.*s\":", (int)(p - k), k);
+        if (*p != '=') { /* a bare key: true */
+            pt__mon_cat(b, "true");
+            continue;
+        }
+        p++;
+        if (*p == '%' && p[1] != '%') { /* one printf conversion */
+            char spec[32], conv;
+            size_t n;
+            int lng = 0, sz = 0;
+            e = p + 1;
+            while (*e && strchr("-+ #0123456789.", *e)) e++;
+            while (*e == 'l' || *e == 'z') lng += *e == 'l', sz |= *e == 'z', e++;
+            conv = *e;
+            n = (size_t)(e - p + 1);
+            if (!conv || n >= sizeof spec) break;
+            memcpy(spec, p, n), spec[n] = 0;
+            p = e + 1;
+            if (conv == 's') pt__mon_str(b, va_arg(ap, const char *));
+            else if (strchr("feEgG", conv)) {
+                double x = va_arg(ap, double);
+                if (isfinite(x)) pt__mon_cat(b, spec, x);
+                else pt__mon_cat(b, "null");
+            } else if (conv == 'd' || conv == 'i') {
+                if (sz) pt__mon_cat(b, "%lld", (long long)va_arg(ap, size_t));
+                else if (lng >= 2) pt__mon_cat(b, spec, va_arg(ap, long long));
+                else if (lng == 1) pt__mon_cat(b, spec, va_arg(ap, long));
+                else pt__mon_cat(b, spec, va_arg(ap, int));
+            } else if (conv == 'u') {
+                if (sz) pt__mon_cat(b, spec, va_arg(ap, size_t));
+                else if (lng >= 2) pt__mon_cat(b, spec, va_arg(ap, unsigned long long));
+                else if (lng == 1) pt__mon_cat(b, spec, va_arg(ap, unsigned long));
+                else pt__mon_cat(b, spec, va_arg(ap, unsigned));
+            } else {
+                pt__mon_cat(b, "null");
+                break; /* an unsupported conversion: the arguments that follow cannot be read */
+            }
+            while (*p && *p != ' ') p++; /* text glued to a conversion is dropped */
+        } else { /* literal text up to the next space */
+            char lit[256];
+            size_t n;
+            e = p;
+            while (*e && *e != ' ') e++;
+            n = PT__MIN((size_t)(e - p), sizeof lit - 1);
+            memcpy(lit, p, n), lit[n] = 0;
+            p = e;
+            if (pt__mon_is_num(lit)) pt__mon_cat(b, "%s", lit);
+            else pt__mon_str(b, lit);
+        }
+    }
+    va_end(ap);
+    pt__mon_cat(b, "}\n");
+    if (m->rank == 0) {
+        if (m->printed) fputc('\n', stderr), m->printed = 0; /* keep the progress line apart */
+        pt__mon_write(m, b);
+    }
+}
+
+PTDEF pt_status pt_monitor_ckpt_save(pt_monitor *m, pt_optim *o, const char *dir, int64_t step, const pt_ckpt_opts *opts) {
+    pt_coll_totals c0, c1;
+    double t0, t;
+    pt_status st;
+    if (!m) return PT_ERR_ARG;
+    c0 = pt_dist_coll_totals(m->d);
+    t0 = pt_time();
+    st = pt_ckpt_save(m->ctx, o, dir, step, opts);
+    t = pt_time() - t0;
+    c1 = pt_dist_coll_totals(m->d);
+    m->add[PT_MON_CKPT] += t;
+    m->comm_excl += (c1.blocked_s - c0.blocked_s) + (m->desc.pp ? 0.0 : c1.blocked_p2p_s - c0.blocked_p2p_s);
+    pt_monitor_event(m, "ckpt_save", "dir=%s ckpt_step=%lld seconds=%.6f ok=%d", dir ? dir : "", (long long)(step >= 0 ? step : (o ? pt_optim_steps(o) : 0)), t,
+                     st == PT_OK);
+    return st;
+}
+
+PTDEF void pt_monitor_last(const pt_monitor *m, pt_monitor_metrics *all, pt_monitor_metrics *mine) {
+    if (all) {
+        if (m) *all = m->last;
+        else memset(all, 0, sizeof *all);
+    }
+    if (mine) {
+        if (m) *mine = m->mine;
+        else memset(mine, 0, sizeof *mine);
+    }
+}
+PTDEF int pt_monitor_progress_on(const pt_monitor *m) { return m ? m->progress : 0; }
+
+PTDEF void pt_monitor_free(pt_monitor *m) {
+    if (!m) return;
+    if (m->f) {
+        pt__mon_buf *b = &m->line;
+        if (m->printed) fputc('\n', stderr);
+        b->n = 0, b->oom = 0;
+        pt__mon_cat(b, "{\"event\":\"run_end\",\"step\":%lld,\"time_s\":%.6f,\"steps\":%lld,\"step_s_total\":%.6f}\n", (long long)m->step, pt_time() - m->t_open,
+                    (long long)m->done, m->t_sum);
+        pt__mon_write(m, b);
+        fclose(m->f);
+    } else if (m->printed) {
+        fputc('\n', stderr);
+    }
+    PT_FREE(m->line.p);
+    PT_FREE(m->ev.p);
+    PT_FREE(m->all);
+    PT_FREE(m->work);
+    PT_FREE(m);
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

@@ -1,6 +1,9 @@
 /* bench.c - ptrain.h benchmarks, one JSON line per measurement.
 
    bench gemm [n]        ptrain's SGEMM vs OpenBLAS cblas_sgemm at n x n x n, same threads, same run
+   bench monitor A [pairs] [steps]  the overhead of pt_monitor (>>monitor: a JSON line per step to a file)
+                         on config A: `pairs` (5) pairs of `steps` (20) steps without and with it, interleaved;
+                         fraction = median over pairs of (with - without) / without
    bench gpt A|B|C       one GPT training step (median of >= 5 after 2 warm-ups), with the n=1024
                          OpenBLAS rate measured in the same process after the training steps (so
                          OpenBLAS's buffers do not count in peak_rss_mb)
@@ -149,9 +152,86 @@ static int bench_gpt(const char *which, int steps) {
     return 0;
 }
 
+/* the overhead of the monitor on a GPT config: pairs of `steps`-step blocks without and with it */
+static int bench_monitor(const char *which, int pairs, int steps) {
+    pt_gpt_config cfg;
+    pt_desc d;
+    pt_ctx *ctx;
+    pt_gpt *m;
+    pt_optim_desc od;
+    pt_optim *opt;
+    pt_graph *g;
+    pt_monitor_desc md;
+    pt_monitor *mon;
+    int B = 8, T = 256, i, p, s, w;
+    int32_t *ids;
+    double frac[64], tw[64], two[64];
+    if (strcmp(which, "A") || pairs < 1 || pairs > 64 || steps < 1) {
+        fprintf(stderr, "bench monitor: config A, 1..64 pairs\n");
+        return 2;
+    }
+    memset(&cfg, 0, sizeof cfg);
+    cfg.vocab = 256, cfg.layers = 4, cfg.width = 256, cfg.heads = 8, cfg.max_seq = T;
+    memset(&d, 0, sizeof d);
+    d.seed = 1;
+    if (!(ctx = pt_init(&d)) || !(m = pt_gpt_new(ctx, &cfg))) return 1;
+    memset(&od, 0, sizeof od);
+    od.kind = PT_OPTIM_ADAMW, od.lr = 1e-4f, od.weight_decay = 0.1f, od.clip_norm = 1.0f;
+    opt = pt_optim_new(ctx, &od);
+    g = pt_graph_new(ctx);
+    ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * (T + 1)));
+    memset(&md, 0, sizeof md);
+    md.log_path = "build/bench_monitor.jsonl", md.model = &cfg, md.seq = T, md.progress = -1;
+    mon = pt_monitor_new(ctx, NULL, &md);
+    if (!opt || !g || !ids || !mon) {
+        fprintf(stderr, "bench monitor: %s\n", pt_error(ctx));
+        return 1;
+    }
+    for (i = 0; i < B * (T + 1); i++) ids[i] = (int32_t)((i * 7 + i / 5) % cfg.vocab);
+    for (p = -1; p < pairs; p++) /* pair -1: warm-up */
+        for (w = 0; w < 2; w++) { /* without, then with */
+            double t0 = pt_time();
+            for (s = 0; s < steps; s++) {
+                pt_tensor *x, *y, *l;
+                float gn;
+                pt_graph_reset(g);
+                x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+                y = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+                pt_tensor_write(x, ids);
+                pt_tensor_write(y, ids + B);
+                l = pt_gpt_loss(g, m, x, y);
+                pt_zero_grad(ctx);
+                if (!l || pt_backward(g, l) != PT_OK) {
+                    fprintf(stderr, "bench: %s\n", pt_error(ctx));
+                    return 1;
+                }
+                gn = pt_optim_step(opt, 1e-4f);
+                if (w) {
+                    pt_monitor_step ms;
+                    ms.loss = pt_item(l), ms.grad_norm = gn, ms.lr = 1e-4f, ms.tokens = (int64_t)B * T;
+                    pt_monitor_step_end(mon, &ms);
+                }
+            }
+            if (p >= 0) *(w ? &tw[p] : &two[p]) = pt_time() - t0;
+            if (w && p >= 0) frac[p] = (tw[p] - two[p]) / two[p];
+        }
+    printf("{\"bench\":\"monitor_overhead\",\"config\":\"%s\",\"threads\":%d,\"pairs\":%d,\"steps_per_run\":%d,\"step_s_without\":%.5f,\"step_s_with\":%.5f,"
+           "\"fraction\":%.5f}\n",
+           which, pt_threads(ctx), pairs, steps, median(two, pairs) / steps, median(tw, pairs) / steps, median(frac, pairs));
+    fflush(stdout);
+    pt_monitor_free(mon);
+    free(ids);
+    pt_optim_free(opt);
+    pt_graph_free(g);
+    pt_gpt_free(m);
+    pt_shutdown(ctx);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 3 && !strcmp(argv[1], "monitor")) return bench_monitor(argv[2], argc >= 4 ? atoi(argv[3]) : 5, argc >= 5 ? atoi(argv[4]) : 20);
     if (argc >= 2 && !strcmp(argv[1], "gemm")) return bench_gemm(argc >= 3 ? atoi(argv[2]) : 1024);
     if (argc >= 3 && !strcmp(argv[1], "gpt")) return bench_gpt(argv[2], argc >= 4 ? atoi(argv[3]) : 5);
-    fprintf(stderr, "usage: bench gemm [n] | bench gpt A|B|C [steps]\n");
+    fprintf(stderr, "usage: bench gemm [n] | bench gpt A|B|C [steps] | bench monitor A [pairs] [steps]\n");
     return 2;
 }

@@ -11,6 +11,8 @@ BENCH=${1:-build/bench}
 run() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$BENCH" "$@"; }
 run gemm 1024 || exit 1
 for c in A B C; do run gpt $c 5 || exit 1; done
+# the monitor's overhead on config A: 5 interleaved pairs of 20-step runs without and with it
+run monitor A 5 20 || exit 1
 # the token loader (>>data): tokens/s with and without the prefetch thread, data wait per batch
 DATA=${6:-build/bench_data}
 if [ -x "$DATA" ]; then "$DATA" || exit 1; else echo "bench_data: skipped ($DATA missing)" >&2; fi
