@@ -1823,9 +1823,9 @@ PTDEF double pt_time(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 #elif defined(__unix__) || defined(__APPLE__)
-    struct timeval tv;
+    struct timeval tv; /* seconds since 2020-09-13, so a double keeps sub-microsecond steps */
     gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
+    return (double)(tv.tv_sec - 1600000000) + 1e-6 * (double)tv.tv_usec;
 #else
     return (double)clock() / CLOCKS_PER_SEC;
 #endif
