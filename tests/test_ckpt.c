@@ -4,7 +4,11 @@
    reference; a fresh context loading the checkpoint of step k and training on must give bit-identical
    per-step losses), corruption (a flipped byte, a truncated or deleted data file, a missing or
    altered manifest: detected, the previous checkpoint used, a warning naming the file), retention,
-   and a failed save (PTRAIN_CKPT_FAIL) that leaves the previous checkpoints intact.
+   a failed save (PTRAIN_CKPT_FAIL) that leaves the previous checkpoints intact, and asynchronous
+   saves (opts.async, writes held in flight by PTRAIN_CKPT_DELAY_MS while training goes on): the
+   checkpoints are the states at the calls (bit-exact, exact resume), a second save waits for the
+   first, pt_ckpt_poll commits, a failed background write is reported by pt_ckpt_wait and by the next
+   save with the previous checkpoint intact, pt_shutdown joins a writer still running.
    Build: cc -std=c99 -O2 -I. tests/test_ckpt.c -lm; run: test_ckpt [DIR]. With mpicc -DPTRAIN_MPI
    under mpirun it runs data parallel with ZeRO-1 (each DP rank writes its optimizer shard), with
    env CKPT_TP=2 / CKPT_PP=2 tensor / pipeline parallel inside (np 8: dp2 x tp2 x pp2). CKPT_KEEP=1
@@ -370,6 +374,106 @@ int main(int argc, char **argv) {
     ok = pt_ckpt_load(b.ctx, b.o, p, &step) == PT_OK && step == 2;
     check(ok && snap_equal(&b, &s2, why, sizeof why), "load of a given step directory (step 2) restores that state", why);
     run_close(&b);
+
+    /* ---- asynchronous saves (opts.async): the writes are held 300 ms (PTRAIN_CKPT_DELAY_MS), so
+       training goes on while they are in flight; the checkpoints must be the states at the calls ---- */
+    {
+        char ad[1200], s2d[1300], s4d[1300];
+        pt_ckpt_opts ao;
+        double t0;
+        int pend, committed;
+        snprintf(ad, sizeof ad, "%s/async", base);
+        snprintf(s2d, sizeof s2d, "%s/step_000000002", ad);
+        snprintf(s4d, sizeof s4d, "%s/step_000000004", ad);
+        memset(&ao, 0, sizeof ao);
+        ao.keep_last = 3, ao.model = &CFG, ao.async = 1;
+        setenv("PTRAIN_CKPT_DELAY_MS", "300", 1);
+        ok = run_open(&a);
+        for (i = 0; ok && i < 2; i++) ok = run_step(&a) == ref[i];
+        ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK;
+        pend = (int)pt_ckpt_pending(a.ctx);
+        snprintf(why, sizeof why, "%s; in flight: step %d, step_000000002 %s", pt_error(a.ctx), pend, exists(s2d) ? "exists" : "absent");
+        check(ok && pend == 2 && !exists(s2d), "async save of step 2 returns with the write in flight (nothing committed yet)", why);
+        for (; ok && i < KSAVE; i++) ok = run_step(&a) == ref[i]; /* the parameters change under the write */
+        ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK;
+        pend = (int)pt_ckpt_pending(a.ctx);
+        ok = ok && pend == 4 && pt_ckpt_verify(s2d, why, sizeof why) == PT_OK && !exists(s4d);
+        check(ok, "a second async save while the first is in flight commits step 2 first, then writes step 4", why);
+        for (; ok && i < NSTEPS; i++) ok = run_step(&a) == ref[i];
+        check(ok, "async: training on during the writes gives the reference losses", pt_error(a.ctx));
+        for (t0 = pt_time(); ok && pt_ckpt_pending(a.ctx) >= 0 && pt_time() - t0 < 20;) {
+            struct timespec ts = {0, 5000000L};
+            ok = pt_ckpt_poll(a.ctx) == PT_OK;
+            nanosleep(&ts, NULL);
+        }
+        unsetenv("PTRAIN_CKPT_DELAY_MS");
+        committed = pt_ckpt_pending(a.ctx) < 0 && exists(s4d);
+        check(ok && committed, "pt_ckpt_poll commits step 4 once every rank's write is done", pt_error(a.ctx));
+        check(pt_ckpt_wait(a.ctx) == PT_OK && pt_ckpt_stats_get(a.ctx).step == 4 && pt_ckpt_stats_get(a.ctx).bytes > 0,
+              "pt_ckpt_wait with nothing in flight: PT_OK; stats name step 4", pt_error(a.ctx));
+        run_close(&a);
+        ok = run_open(&b);
+        ok = ok && pt_ckpt_load(b.ctx, b.o, ad, &step) == PT_OK && step == KSAVE;
+        snprintf(why, sizeof why, "load: %s, step %lld", pt_error(b.ctx), (long long)step);
+        check(ok && snap_equal(&b, &s4, why, sizeof why), "async checkpoint of step 4 = the state at the call, bit-exact (not the later state)", why);
+        for (i = KSAVE; ok && i < NSTEPS; i++) res[i] = run_step(&b);
+        {
+            double md = 0;
+            for (i = KSAVE; i < NSTEPS; i++) md = fmax(md, fabs((double)res[i] - ref[i]));
+            snprintf(why, sizeof why, "max |loss difference| %g", md);
+            check(ok && md == 0, "async: exact resume from step 4 (losses bit-identical to the uninterrupted run)", why);
+        }
+        ok = pt_ckpt_load(b.ctx, b.o, s2d, &step) == PT_OK && step == 2;
+        check(ok && snap_equal(&b, &s2, why, sizeof why), "async checkpoint of step 2 = the state at its call, bit-exact", why);
+        run_close(&b);
+
+        /* failures of the background write: reported by pt_ckpt_wait, and by the next save */
+        snprintf(ad, sizeof ad, "%s/async_fail", base);
+        ok = run_open(&a);
+        for (i = 0; ok && i < 2; i++) ok = !isnan(run_step(&a));
+        ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK && pt_ckpt_wait(a.ctx) == PT_OK;
+        check(ok, "async save of step 2, then pt_ckpt_wait: PT_OK", pt_error(a.ctx));
+        snprintf(s2d, sizeof s2d, "%s/step_000000002", ad);
+        ok = !isnan(run_step(&a));
+        setenv("PTRAIN_CKPT_FAIL", "1000", 1);
+        ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK; /* the snapshot is fine; the write fails */
+        unsetenv("PTRAIN_CKPT_FAIL");
+        ok = ok && !isnan(run_step(&a)) && pt_ckpt_wait(a.ctx) == PT_ERR_IO;
+        snprintf(why, sizeof why, "%s", pt_error(a.ctx));
+        check(ok && strstr(why, "step 3 not saved (asynchronous write)") && strstr(why, "PTRAIN_CKPT_FAIL") && strstr(why, "rank_00000.bin"),
+              "a failed async write: pt_ckpt_wait returns PT_ERR_IO with the same reason on every rank", why);
+        pt_error_clear(a.ctx);
+        snprintf(p, sizeof p, "%s/step_000000003", ad);
+        snprintf(q, sizeof q, "%s/.tmp.step_000000003", ad);
+        ok = !exists(p) && !exists(q) && pt_ckpt_verify(s2d, why, sizeof why) == PT_OK;
+        {
+            FILE *f;
+            char line[64] = {0};
+            snprintf(p, sizeof p, "%s/latest", ad);
+            if ((f = fopen(p, "r")) != NULL) {
+                if (!fgets(line, sizeof line, f)) line[0] = 0;
+                fclose(f);
+            }
+            ok = ok && !strcmp(line, "step_000000002\n");
+        }
+        check(ok, "failed async write: no step 3, no temporary directory, step 2 intact and still latest", why);
+        setenv("PTRAIN_CKPT_FAIL", "1000", 1);
+        ok = pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK; /* step 4, failing in the background */
+        unsetenv("PTRAIN_CKPT_FAIL");
+        ok = ok && !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_ERR_IO;
+        snprintf(why, sizeof why, "%s; in flight %lld", pt_error(a.ctx), (long long)pt_ckpt_pending(a.ctx));
+        check(ok && strstr(why, "step 4 not saved") && pt_ckpt_pending(a.ctx) < 0,
+              "a failed async write is reported by the next save (which starts nothing)", why);
+        pt_error_clear(a.ctx);
+        ok = pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK && pt_ckpt_wait(a.ctx) == PT_OK;
+        snprintf(p, sizeof p, "%s/step_000000005", ad);
+        check(ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK, "after a failure the next async save (step 5) works", ok ? why : pt_error(a.ctx));
+        /* a save still in flight at pt_shutdown: the writer is joined (ASan: nothing leaks), a warning */
+        ok = !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK;
+        LOG[0] = 0;
+        run_close(&a);
+        check(ok && strstr(LOG, "never committed"), "pt_shutdown with an async save in flight joins the writer and warns", LOG);
+    }
 
     /* ---- corruption: each case on a copy of the run directory; step 4 is damaged, step 2 must be used ---- */
     {
