@@ -82,7 +82,9 @@
              data file per rank (parameters, optimizer moments -- ZeRO shards per DP rank --,
              registered state); written to a temporary name, fsynced, renamed, then DIR/latest;
              loading verifies every CRC32C and falls back to the previous checkpoint. Resuming
-             from step k gives the same losses, bit for bit, as never stopping.
+             from step k gives the same losses, bit for bit, as never stopping. With opts.async
+             the save copies the state into host memory and a thread writes it while training
+             goes on; pt_ckpt_poll (each step) / pt_ckpt_wait / the next save commit it.
 
    ==================================================================================================
    BUILD SWITCHES (define before including)
@@ -98,7 +100,8 @@
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
-   PTRAIN_NO_THREADS        no prefetch thread in the data loader (pt_loader_next reads the batch);
+   PTRAIN_NO_THREADS        no prefetch thread in the data loader (pt_loader_next reads the batch),
+                            no checkpoint writer thread (an asynchronous save is synchronous);
                             platforms without pthreads get this by themselves
    PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for every
                             entry of the kernel table (elementwise, row-wise, attention, layout,
@@ -130,6 +133,7 @@
    PTRAIN_WATCHDOG=S        a collective in flight for more than S seconds dumps the rank's
                             collective records to stderr and aborts the job (MPI_Abort)
    PTRAIN_CKPT_FAIL=N       (tests) pt_ckpt_save fails once a rank has written N bytes of its file
+   PTRAIN_CKPT_DELAY_MS=N   (tests) an asynchronous checkpoint write starts N ms late
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -179,8 +183,8 @@
                 check (matching sends, no deadlock), simulate the bubble, print the table
    >>pprun      pipeline execution over MPI: graphs per micro-batch, transfers, tied parameters
    >>data       token shards (llm.c and ptrain layouts), the streaming loader, its state
-   >>ckpt       checkpoints: CRC32C, manifest, save (temporary name, fsync, rename, latest,
-                retention), load of the newest valid one with fallback
+   >>ckpt       checkpoints: CRC32C, manifest, save (synchronous or on a background thread;
+                temporary name, fsync, rename, latest, retention), load of the newest valid one
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -1188,8 +1192,14 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
    registered state by every rank. A save writes DIR/.tmp.step_<k>, fsyncs every file, agrees over
    the grid, renames it to step_<k>, then replaces DIR/latest (a one-line file naming it) by an
    atomic rename (the commit point), then deletes all but the newest keep_last checkpoints up to
-   this step (newer ones, left by an abandoned run, are not touched; pt_ckpt_load skips them). Needs a file system that
-   all ranks share. Env PTRAIN_CKPT_FAIL=N (tests): a save fails once a rank has written N bytes. */
+   this step (newer ones, left by an abandoned run, are not touched; pt_ckpt_load skips them): they
+   are renamed to DIR/.del.step_<k> and removed by a background thread. Needs a file system that
+   all ranks share. Asynchronous (opts.async): pt_ckpt_save takes the snapshot (device -> host
+   included) into a host buffer of the context (grown only) and returns; a thread writes and fsyncs
+   the rank's file; the commit (agreement, manifest, renames, latest, retention: MPI collectives)
+   runs on the calling thread in pt_ckpt_poll, pt_ckpt_wait or the next pt_ckpt_save. Without
+   threads (PTRAIN_NO_THREADS) an asynchronous save is synchronous. Env PTRAIN_CKPT_FAIL=N (tests):
+   a save fails once a rank has written N bytes. */
 /** Options of pt_ckpt_save (zero-initialize). */
 typedef struct pt_ckpt_opts {
     int32_t keep_last;          /**< keep the newest K checkpoints of the directory (0 = all) */
@@ -1210,7 +1220,9 @@ typedef struct pt_ckpt_stats {
 PTDEF uint32_t pt_crc32c(uint32_t crc, const void *data, size_t n);
 /** Collective over ctx's grid (world). Saves parameters, optimizer o's state (NULL = none) and every
     registered state entry as checkpoint `step` of dir (created if needed; step < 0 = pt_optim_steps(o)).
-    A failure (same error on every rank) leaves every checkpoint already in dir as it was. */
+    A failure (same error on every rank) leaves every checkpoint already in dir as it was. A save
+    still in flight is committed first (its failure is returned instead). With opts->async it
+    returns once the state is copied into host memory; see pt_ckpt_poll / pt_ckpt_wait. */
 PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t step, const pt_ckpt_opts *opts);
 /** Collective. Commits the asynchronous save in flight (opts.async): waits for this rank's write,
     agrees, rank 0 writes the manifest and renames; PT_OK when none is in flight. A failed write is
@@ -12127,7 +12139,7 @@ PTDEF pt_loader_stats pt_loader_stats_get(const pt_loader *L) {
 }
 
 /* =================================================================================================
-   >>ckpt  checkpoints: CRC32C, the manifest, synchronous save, load with fallback to the previous one
+   >>ckpt  checkpoints: CRC32C, the manifest, save (synchronous or asynchronous), load with fallback to the previous one
    Layout and protocol: see the declarations (>>api). The manifest is text, one record a line, the
    first word its kind, then key=value fields:
        ptrain-checkpoint version=1

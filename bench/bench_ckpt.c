@@ -9,8 +9,11 @@
         write_gbs: bytes / median write time, the background write + fsync of the rank's file (async,
         pt_ckpt_stats write_s) or the whole pt_ckpt_save call (sync, "seconds"). disk_gbs: a plain
         sequential write + fsync of the same bytes after each run (same process, same disk), median;
-        ratio = write_gbs / disk_gbs. blocked_s (async): the median time a save held the training
-        loop (snapshot into host memory with CRC32C)
+        ratio: median over rounds of (that plain write's time / the median write time of the run
+        just before it), i.e. write bandwidth / disk bandwidth measured close together. blocked_share: median over rounds of the time spent inside
+        pt_ckpt_save / poll / wait during the run over the no-save run time (the direct cost, free of
+        the step-time noise of a shared machine; it leaves out the writer thread's CPU contention).
+        blocked_s (async): the median time a save call held the loop (snapshot + CRC32C)
      {"bench":"resume","config":..,"seconds_to_first_step":..,"load_s":..}
         a fresh context: pt_ckpt_load (every CRC checked) and the first training step after it
    Build: cc -O3 -march=native -fopenmp -I. bench/bench_ckpt.c -lm */
@@ -97,7 +100,7 @@ int main(int argc, char **argv) {
     char path[1200];
     model a, b;
     pt_ckpt_opts opts;
-    double t0, crc_s, load_s, step_s, run_s[MAXR][3], slow[2][MAXR], disk[3 * MAXR], wr[2][4 * MAXR], blocked[4 * MAXR];
+    double t0, crc_s, load_s, step_s, run_s[MAXR][3], in_s[MAXR][3], share[2][MAXR], slow[2][MAXR], rr[2][MAXR], disk[3 * MAXR], wr[2][4 * MAXR], blocked[4 * MAXR];
     int64_t bytes = 0, step, saved = 0;
     int i, k, p, mode, ndisk = 0, nwr[2] = {0, 0}, nblocked = 0;
     unsigned char *buf;
@@ -123,26 +126,33 @@ int main(int argc, char **argv) {
     for (p = 0; p < pairs; p++) {
         for (k = 0; k < 3; k++) {
             mode = (k + p) % 3;
+            int first = mode == NOSAVE ? 0 : nwr[mode - 1];
             opts.async = mode == ASYNC;
+            in_s[p][mode] = 0;
             t0 = pt_time();
             for (i = 1; i <= STEPS; i++) {
                 if (!model_step(&a)) return 1;
                 if (mode == ASYNC) {
                     int64_t was = pt_ckpt_pending(a.ctx);
+                    double tp = pt_time();
                     if (pt_ckpt_poll(a.ctx) != PT_OK) break;
+                    in_s[p][mode] += pt_time() - tp;
                     if (was >= 0 && pt_ckpt_pending(a.ctx) < 0 && nwr[0] < 4 * MAXR) wr[0][nwr[0]++] = pt_ckpt_stats_get(a.ctx).write_s;
                 }
                 if (mode != NOSAVE && i % EVERY == 0) {
                     double ts = pt_time();
                     if (pt_ckpt_save(a.ctx, a.o, dir, ++saved, &opts) != PT_OK) break;
                     ts = pt_time() - ts;
+                    in_s[p][mode] += ts;
                     if (mode == SYNC && nwr[1] < 4 * MAXR) wr[1][nwr[1]++] = ts;
                     if (mode == ASYNC && nblocked < 4 * MAXR) blocked[nblocked++] = ts;
                 }
             }
             if (mode == ASYNC) {
                 int64_t was = pt_ckpt_pending(a.ctx);
+                double tw = pt_time();
                 if (pt_ckpt_wait(a.ctx) != PT_OK) i = 0;
+                in_s[p][mode] += pt_time() - tw;
                 if (was >= 0 && nwr[0] < 4 * MAXR) wr[0][nwr[0]++] = pt_ckpt_stats_get(a.ctx).write_s;
             }
             if (i <= STEPS) {
@@ -158,9 +168,16 @@ int main(int argc, char **argv) {
                     fprintf(stderr, "bench_ckpt: plain write in %s failed\n", dir);
                     return 1;
                 }
+                { /* this round's ratio: the plain write against the median write of the run just before it */
+                    double tmp[4 * MAXR];
+                    int m = nwr[mode - 1] - first;
+                    memcpy(tmp, wr[mode - 1] + first, (size_t)m * sizeof *tmp);
+                    rr[mode - 1][p] = m > 0 ? disk[ndisk - 1] / median(tmp, m) : 0;
+                }
             }
         }
         slow[0][p] = run_s[p][ASYNC] / run_s[p][NOSAVE] - 1, slow[1][p] = run_s[p][SYNC] / run_s[p][NOSAVE] - 1;
+        share[0][p] = in_s[p][ASYNC] / run_s[p][NOSAVE], share[1][p] = in_s[p][SYNC] / run_s[p][NOSAVE];
         fprintf(stderr, "round %d: none %.3f s, async %.3f s, sync %.3f s\n", p, run_s[p][NOSAVE], run_s[p][ASYNC], run_s[p][SYNC]);
     }
     free(buf);
@@ -171,8 +188,9 @@ int main(int argc, char **argv) {
         for (mode = ASYNC; mode <= SYNC; mode++) {
             double w = median(wr[mode - 1], nwr[mode - 1]), s = median(slow[mode - 1], pairs);
             printf("{\"bench\":\"ckpt\",\"mode\":\"%s\",\"config\":\"%s\",\"bytes\":%lld,\"steps\":%d,\"every\":%d,\"pairs\":%d,\"step_s\":%.4f,"
-                   "\"step_slowdown\":%.4f,\"seconds\":%.4f,\"write_gbs\":%.3f,\"disk_gbs\":%.3f,\"ratio\":%.2f",
-                   names[mode], which, (long long)bytes, STEPS, EVERY, pairs, step_s, s, w, (double)bytes / w / 1e9, (double)bytes / d / 1e9, d / w);
+                   "\"step_slowdown\":%.4f,\"blocked_share\":%.4f,\"seconds\":%.4f,\"write_gbs\":%.3f,\"disk_gbs\":%.3f,\"ratio\":%.2f",
+                   names[mode], which, (long long)bytes, STEPS, EVERY, pairs, step_s, s, median(share[mode - 1], pairs), w, (double)bytes / w / 1e9, (double)bytes / d / 1e9,
+                   median(rr[mode - 1], pairs));
             if (mode == ASYNC) printf(",\"blocked_s\":%.4f", median(blocked, nblocked));
             printf("}\n");
         }

@@ -4,7 +4,8 @@
 # ZeRO-1: each DP rank writes its optimizer shard), -np 4 (dp2 x tp2), -np 8 (dp2 x tp2 x pp2, ZeRO-1)
 # and -np 2 (pp2): CRC32C vectors, bit-exact round trip, exact resume (per-step losses bit-identical
 # to an uninterrupted run), corruption detection with fallback to the previous checkpoint,
-# retention, a failed save. Then checkpoints load on other layouts: dp2 ZeRO-1 -> 1 rank, 1 rank ->
+# retention, a failed save, asynchronous saves (state at the call, exact resume, poll / wait /
+# next save commit, background failures reported). Then checkpoints load on other layouts: dp2 ZeRO-1 -> 1 rank, 1 rank ->
 # dp2 ZeRO-1 (the moments re-cut), pp2 -> dp2 ZeRO-1, each resumed curve within 1e-5 of that
 # layout's own uninterrupted run. Prints PASS/FAIL lines and "N passed, N failed"; ~20 s.
 set -u

@@ -226,6 +226,18 @@ static int exists(const char *p) {
     struct stat sb;
     return stat(p, &sb) == 0;
 }
+/* the line dir/latest holds (empty if none) into line[64] */
+static const char *latest_of(const char *dir, char *line) {
+    char p[1200];
+    FILE *f;
+    line[0] = 0;
+    snprintf(p, 1200, "%s/latest", dir);
+    if ((f = fopen(p, "r")) != NULL) {
+        if (!fgets(line, 64, f)) line[0] = 0;
+        fclose(f);
+    }
+    return line;
+}
 static void flip_byte(const char *path, long at) {
     FILE *f = fopen(path, "r+b");
     int c;
@@ -338,15 +350,8 @@ int main(int argc, char **argv) {
     snprintf(q, sizeof q, "%s/step_000000004/rank_%05d.bin", dir, RANK);
     check(exists(p) && exists(q), "checkpoint layout: step_000000004/manifest and one rank_*.bin per rank", p);
     {
-        FILE *f;
-        char line[64] = {0};
-        snprintf(p, sizeof p, "%s/latest", dir);
-        f = fopen(p, "r");
-        if (f) {
-            if (!fgets(line, sizeof line, f)) line[0] = 0;
-            fclose(f);
-        }
-        check(!strcmp(line, "step_000000004\n"), "latest names step_000000004", line);
+        char line[64];
+        check(!strcmp(latest_of(dir, line), "step_000000004\n"), "latest names step_000000004", line);
     }
     snprintf(p, sizeof p, "%s/step_000000004", dir);
     check(pt_ckpt_verify(p, why, sizeof why) == PT_OK, "pt_ckpt_verify passes on a good checkpoint", why);
@@ -447,14 +452,8 @@ int main(int argc, char **argv) {
         snprintf(q, sizeof q, "%s/.tmp.step_000000003", ad);
         ok = !exists(p) && !exists(q) && pt_ckpt_verify(s2d, why, sizeof why) == PT_OK;
         {
-            FILE *f;
-            char line[64] = {0};
-            snprintf(p, sizeof p, "%s/latest", ad);
-            if ((f = fopen(p, "r")) != NULL) {
-                if (!fgets(line, sizeof line, f)) line[0] = 0;
-                fclose(f);
-            }
-            ok = ok && !strcmp(line, "step_000000002\n");
+            char line[64];
+            ok = ok && !strcmp(latest_of(ad, line), "step_000000002\n");
         }
         check(ok, "failed async write: no step 3, no temporary directory, step 2 intact and still latest", why);
         setenv("PTRAIN_CKPT_FAIL", "1000", 1);
@@ -567,14 +566,8 @@ int main(int argc, char **argv) {
         ok = ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK;
         check(ok, "failed save: the previous checkpoints (4, 5) still verify", why);
         {
-            FILE *f;
-            char line[64] = {0};
-            snprintf(p, sizeof p, "%s/latest", rd);
-            if ((f = fopen(p, "r")) != NULL) {
-                if (!fgets(line, sizeof line, f)) line[0] = 0;
-                fclose(f);
-            }
-            check(!strcmp(line, "step_000000005\n"), "failed save: latest still names step_000000005", line);
+            char line[64];
+            check(!strcmp(latest_of(rd, line), "step_000000005\n"), "failed save: latest still names step_000000005", line);
         }
         run_close(&a);
         run_open(&b);
