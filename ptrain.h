@@ -1193,7 +1193,8 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
    the grid, renames it to step_<k>, then replaces DIR/latest (a one-line file naming it) by an
    atomic rename (the commit point), then deletes all but the newest keep_last checkpoints up to
    this step (newer ones, left by an abandoned run, are not touched; pt_ckpt_load skips them): they
-   are renamed to DIR/.del.step_<k> and removed by a background thread. Needs a file system that
+   are renamed to DIR/.del.step_<k> and removed by a background thread (with any .tmp.step_* that a
+   save never committed left). Needs a file system that
    all ranks share. Asynchronous (opts.async): pt_ckpt_save takes the snapshot (device -> host
    included) into a host buffer of the context (grown only) and returns; a thread writes and fsyncs
    the rank's file; the commit (agreement, manifest, renames, latest, retention: MPI collectives)
@@ -1227,8 +1228,9 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
 /** Collective. Commits the asynchronous save in flight (opts.async): waits for this rank's write,
     agrees, rank 0 writes the manifest and renames; PT_OK when none is in flight. A failed write is
     reported here, on every rank, with the previous checkpoints untouched. Call it before pt_shutdown
-    (which joins the writer but cannot commit: the save is then lost). The next pt_ckpt_save calls
-    it first, and returns its failure instead of saving. */
+    (which joins the writer but cannot commit: the save is lost, its temporary directory removed
+    by the next commit in that directory). The next pt_ckpt_save calls it first, and returns its
+    failure instead of saving. */
 PTDEF pt_status pt_ckpt_wait(pt_ctx *ctx);
 /** Collective, cheap enough for every step: commits the save in flight once every rank's write has
     finished (one small allreduce while a save is in flight, nothing otherwise); PT_OK while it is
@@ -12924,18 +12926,13 @@ static void pt__ck_remover_join(pt__ck_job *j) {
 #endif
     j->doomed.n = 0;
 }
-/* moves checkpoint directory path out of the way as dir/.del.<name> and queues it for deletion */
+/* moves checkpoint directory path out of the way as dir/.del.<name> (the end of the commit queues
+   every .del. directory for the remover) */
 static void pt__ck_doom(pt__ck_job *j, const char *path, const char *name) {
     char del[1200];
     snprintf(del, sizeof del, "%s/.del.%s", j->dir, name);
     pt__ck_rmdir(del); /* left by a run that stopped before removing it */
-    if (rename(path, del) != 0) {
-        pt__ck_rmdir(path);
-        return;
-    }
-    pt__ck_sb_add(&j->doomed, "%s", del);
-    pt__ck_sb_add(&j->doomed, "%c", 0);
-    if (j->doomed.oom) pt__ck_rmdir(del), j->doomed.oom = 0;
+    if (rename(path, del) != 0) pt__ck_rmdir(path); /* else removed with the other .del. directories */
 }
 
 /* rank 0: manifest (head, records, checksum line), fsync, rename into place, latest, retention */
@@ -13005,6 +13002,17 @@ static int pt__ck_commit(pt__ck_job *j, const pt__ck_sb *recs, char *err, size_t
             pt__ck_doom(j, path, line);
         }
         PT_FREE(v);
+    }
+    { /* leftovers: temporaries of saves never committed (pt_shutdown before pt_ckpt_wait, a crash), .del. of a stopped run */
+        DIR *dd = opendir(j->dir);
+        struct dirent *e;
+        while (dd && (e = readdir(dd)) != NULL)
+            if (!strncmp(e->d_name, ".tmp.step_", 10) || !strncmp(e->d_name, ".del.", 5)) {
+                pt__ck_sb_add(&j->doomed, "%s/%s", j->dir, e->d_name);
+                pt__ck_sb_add(&j->doomed, "%c", 0);
+            }
+        if (dd) closedir(dd);
+        if (j->doomed.oom) j->doomed.n = 0, j->doomed.oom = 0;
     }
 #ifdef PT__CK_THREADS
     if (j->doomed.n) j->remover_on = pthread_create(&j->remover, NULL, pt__ck_remove_main, j) == 0;

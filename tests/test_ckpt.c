@@ -323,6 +323,29 @@ int main(int argc, char **argv) {
         for (ok = 1, i = 0; i <= 48; i++) /* the file CRC of a checkpoint is combined from its pieces' CRCs */
             ok = ok && pt__crc32c_combine(pt_crc32c(0, pdu, (size_t)i), pt_crc32c(0, pdu + i, (size_t)(48 - i)), 48 - i) == pt_crc32c(0, pdu, 48);
         check(ok, "crc32c combine(crc(A), crc(B), |B|) = crc(A|B) for every cut of 48 bytes", "differs");
+#if PT__GEMM_X86
+        { /* the SSE4.2 path (three streams above 64 KiB) against slicing-by-8, long and odd lengths */
+            size_t nb = 300007, lens[6] = {65535, 65536, 65543, 196608 + 5, 299990, 300007};
+            unsigned char *big = (unsigned char *)malloc(nb);
+            int hw, k;
+            for (i = 0; i < (int)nb; i++) big[i] = (unsigned char)((uint32_t)i * 2654435761u >> 19);
+            (void)pt_crc32c(0, big, 1);
+            hw = pt__crc_hw;
+            for (ok = 1, k = 0; k < 6; k++) {
+                size_t len = lens[k] - (size_t)(k % 3);
+                uint32_t h, sw;
+                pt__crc_hw = hw;
+                h = pt_crc32c(0x5eed, big + k % 3, len);
+                pt__crc_hw = 0;
+                sw = pt_crc32c(0x5eed, big + k % 3, len);
+                ok = ok && h == sw;
+            }
+            pt__crc_hw = hw;
+            free(big);
+            snprintf(why, sizeof why, "hardware path %s", hw ? "in use" : "absent (both sides software)");
+            check(ok, "crc32c: SSE4.2 path = slicing-by-8 on long buffers (odd starts and lengths)", why);
+        }
+#endif
     }
 
     /* ---- the reference: NSTEPS steps without a break ---- */
@@ -472,6 +495,16 @@ int main(int argc, char **argv) {
         LOG[0] = 0;
         run_close(&a);
         check(ok && strstr(LOG, "never committed"), "pt_shutdown with an async save in flight joins the writer and warns", LOG);
+        /* the next commit in that directory removes what it left (and the dropped checkpoints) */
+        ok = run_open(&b) && pt_ckpt_load(b.ctx, b.o, ad, &step) == PT_OK && step == 5;
+        ao.async = 0, ao.keep_last = 1;
+        ok = ok && !isnan(run_step(&b)) && pt_ckpt_save(b.ctx, b.o, ad, 7, &ao) == PT_OK;
+        run_close(&b); /* joins the remover (rank 0's) */
+        sync_all();
+        snprintf(p, sizeof p, "%s/.tmp.step_000000006", ad);
+        snprintf(q, sizeof q, "%s/.del.step_000000005", ad);
+        snprintf(why, sizeof why, "%.900s %s, %.900s %s", p, exists(p) ? "exists" : "gone", q, exists(q) ? "exists" : "gone");
+        check(ok && !exists(p) && !exists(q) && !exists(s2d), "the next commit removes the uncommitted temporary and the checkpoints retention dropped", why);
     }
 
     /* ---- corruption: each case on a copy of the run directory; step 4 is damaged, step 2 must be used ---- */
