@@ -96,6 +96,9 @@
              writes one as safetensors (global tensors, f32 or bf16), pt_safetensors_load reads
              such a file into the parameters; tools/ptckpt.c (make tools): inspect, verify,
              export, import.
+             With opts.async the save copies the state into host memory and a thread writes it
+             while training goes on; pt_ckpt_poll (each step) / pt_ckpt_wait / the next save
+             commit it.
    monitor   pt_monitor_new / pt_monitor_step_end (collective, once per step): loss, grad norm, LR,
              tokens/s, MFU, the step split into compute / exposed communication / pipeline bubble /
              data wait / checkpoint stall, memory per rank, bytes per collective, the straggler --
@@ -116,7 +119,8 @@
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
-   PTRAIN_NO_THREADS        no prefetch thread in the data loader (pt_loader_next reads the batch);
+   PTRAIN_NO_THREADS        no prefetch thread in the data loader (pt_loader_next reads the batch),
+                            no checkpoint writer thread (an asynchronous save is synchronous);
                             platforms without pthreads get this by themselves
    PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for every
                             entry of the kernel table (elementwise, row-wise, attention, layout,
@@ -152,6 +156,7 @@
    PTRAIN_PEAK_FLOPS=X      peak FLOP/s of one rank for pt_monitor's MFU (default: measured at pt_monitor_new)
    PTRAIN_PROGRESS=0|1      pt_monitor's progress line off / on (default: on an interactive terminal,
                             not under mpirun)
+   PTRAIN_CKPT_DELAY_MS=N   (tests) an asynchronous checkpoint write starts N ms late
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -202,9 +207,9 @@
    >>pprun      pipeline execution over MPI: graphs per micro-batch, transfers, tied parameters
    >>data       token shards (llm.c and ptrain layouts), the streaming loader (token windows or IDX
                 records), its state, the byte-level BPE tokenizer
-   >>ckpt       checkpoints: CRC32C, manifest, save (temporary name, fsync, rename, latest,
-                retention), load of the newest valid one with fallback; inspection, safetensors
-                export and import
+   >>ckpt       checkpoints: CRC32C, manifest, save (synchronous or on a background thread;
+                temporary name, fsync, rename, latest, retention), load of the newest valid one
+                with fallback; inspection, safetensors export and import
    >>trace      Chrome trace-event timelines per rank (Perfetto), the per-op profile
    >>monitor    per-step metrics aggregated over the ranks, the JSON-lines log, the progress line
 */
@@ -1330,8 +1335,15 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
    registered state by every rank. A save writes DIR/.tmp.step_<k>, fsyncs every file, agrees over
    the grid, renames it to step_<k>, then replaces DIR/latest (a one-line file naming it) by an
    atomic rename (the commit point), then deletes all but the newest keep_last checkpoints up to
-   this step (newer ones, left by an abandoned run, are not touched; pt_ckpt_load skips them). Needs a file system that
-   all ranks share. Env PTRAIN_CKPT_FAIL=N (tests): a save fails once a rank has written N bytes.
+   this step (newer ones, left by an abandoned run, are not touched; pt_ckpt_load skips them): they
+   are renamed to DIR/.del.step_<k> and removed by a background thread (with any .tmp.step_* that a
+   save never committed left). Needs a file system that
+   all ranks share. Asynchronous (opts.async): pt_ckpt_save takes the snapshot (device -> host
+   included) into a host buffer of the context (grown only) and returns; a thread writes and fsyncs
+   the rank's file; the commit (agreement, manifest, renames, latest, retention: MPI collectives)
+   runs on the calling thread in pt_ckpt_poll, pt_ckpt_wait or the next pt_ckpt_save. Without
+   threads (PTRAIN_NO_THREADS) an asynchronous save is synchronous. Env PTRAIN_CKPT_FAIL=N (tests):
+   a save fails once a rank has written N bytes.
    A checkpoint without optimizer state (an import) loads with an optimizer too: its moments start at
    zero (a warning says so). Safetensors (pt_ckpt_export, pt_safetensors_load): 8-byte little-endian
    header size, JSON header, contiguous data; see the end of >>ckpt. */
@@ -1339,14 +1351,41 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
 typedef struct pt_ckpt_opts {
     int32_t keep_last;          /**< keep the newest K checkpoints of the directory (0 = all) */
     const pt_gpt_config *model; /**< model configuration recorded in the manifest (NULL = none) */
+    int32_t async;              /**< 1: snapshot the state into host memory and write it on a background
+                                     thread; committed by pt_ckpt_poll / pt_ckpt_wait / the next save */
 } pt_ckpt_opts;
+/** Timings of the last save of a context (pt_ckpt_stats_get), this rank's view. */
+typedef struct pt_ckpt_stats {
+    int64_t step, bytes;  /**< its step (-1 = none yet) and this rank's file size */
+    double snapshot_s;    /**< in pt_ckpt_save before the write: records, and for async the copy (+ CRC32C) */
+    double write_s;       /**< writing and fsyncing this rank's file (the background thread when async) */
+    double wait_s;        /**< how long the commit waited for this rank's write to finish */
+    double commit_s;      /**< agreement, manifest, renames, latest, retention */
+} pt_ckpt_stats;
 /** CRC32C (Castagnoli, as iSCSI / RFC 3720) of n bytes, continuing crc (0 to start): pt_crc32c(0,
     "123456789", 9) = 0xE3069283; crc32c(a|b) = pt_crc32c(pt_crc32c(0, a), b). Table-driven, software. */
 PTDEF uint32_t pt_crc32c(uint32_t crc, const void *data, size_t n);
 /** Collective over ctx's grid (world). Saves parameters, optimizer o's state (NULL = none) and every
     registered state entry as checkpoint `step` of dir (created if needed; step < 0 = pt_optim_steps(o)).
-    A failure (same error on every rank) leaves every checkpoint already in dir as it was. */
+    A failure (same error on every rank) leaves every checkpoint already in dir as it was. A save
+    still in flight is committed first (its failure is returned instead). With opts->async it
+    returns once the state is copied into host memory; see pt_ckpt_poll / pt_ckpt_wait. */
 PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t step, const pt_ckpt_opts *opts);
+/** Collective. Commits the asynchronous save in flight (opts.async): waits for this rank's write,
+    agrees, rank 0 writes the manifest and renames; PT_OK when none is in flight. A failed write is
+    reported here, on every rank, with the previous checkpoints untouched. Call it before pt_shutdown
+    (which joins the writer but cannot commit: the save is lost, its temporary directory removed
+    by the next commit in that directory). The next pt_ckpt_save calls it first, and returns its
+    failure instead of saving. */
+PTDEF pt_status pt_ckpt_wait(pt_ctx *ctx);
+/** Collective, cheap enough for every step: commits the save in flight once every rank's write has
+    finished (one small allreduce while a save is in flight, nothing otherwise); PT_OK while it is
+    still being written. Errors as pt_ckpt_wait. */
+PTDEF pt_status pt_ckpt_poll(pt_ctx *ctx);
+/** The step of the asynchronous save in flight (written or not yet committed), -1 if none. */
+PTDEF int64_t pt_ckpt_pending(const pt_ctx *ctx);
+/** Timings of ctx's last save on this rank (step -1 before the first). */
+PTDEF pt_ckpt_stats pt_ckpt_stats_get(const pt_ctx *ctx);
 /** Collective. Restores parameters, o's state (NULL = none) and registered state from the newest
     valid checkpoint of dir (path may also be one step directory: then only that one); newest = the
     one `latest` names (newer step directories are an unfinished save or an abandoned run and are
@@ -1737,6 +1776,7 @@ struct pt_ctx {
     struct pt__trace *trace;     /* the timeline being recorded (>>trace), NULL = off */
     struct pt__prof *prof;       /* the per-op profile's sums while it is on (>>trace), NULL = off */
     struct pt__prof *prof_sums;  /* its sums, kept while off */
+    struct pt__ck_job *ckpt; /* the last checkpoint save: its snapshot buffer, its writer thread (>>ckpt) */
 };
 /* >>trace: the hooks of the other sections (one branch each when off) */
 static void pt__prof_fwd(pt_graph *g, const char *op, const pt_tensor *out, int nin, pt_tensor *const *ins);
@@ -6954,9 +6994,11 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
     }
     return ctx;
 }
+static void pt__ck_release(pt_ctx *ctx); /* >>ckpt */
 PTDEF void pt_shutdown(pt_ctx *ctx) {
     int i;
     if (!ctx) return;
+    pt__ck_release(ctx); /* joins a checkpoint writer still running */
     while (ctx->graphs) pt_graph_free(ctx->graphs);
     while (ctx->optims) pt_optim_free(ctx->optims);
     for (i = 0; i < ctx->nparams; i++) PT_FREE(ctx->params[i]);
@@ -13456,7 +13498,7 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
 }
 
 /* =================================================================================================
-   >>ckpt  checkpoints: CRC32C, the manifest, synchronous save, load with fallback to the previous one
+   >>ckpt  checkpoints: CRC32C, the manifest, save (synchronous or asynchronous), load with fallback to the previous one
    Layout and protocol: see the declarations (>>api). The manifest is text, one record a line, the
    first word its kind, then key=value fields:
        ptrain-checkpoint version=1
@@ -13501,8 +13543,51 @@ static void pt__crc_init(void) {
         for (k = 1; k < 8; k++) pt__crc_tab[k][i] = (pt__crc_tab[k - 1][i] >> 8) ^ pt__crc_tab[0][pt__crc_tab[k - 1][i] & 0xff];
     pt__crc_ready = 1; /* every thread computes the same tables: a race writes equal values */
 }
+static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2);
+#if PT__GEMM_X86
+/* SSE4.2's crc32 instruction computes CRC32C. It has a latency of 3 cycles and issues one per
+   cycle, so a long buffer runs as three independent streams over its thirds, joined by
+   pt__crc32c_combine (a few microseconds, paid only above 64 KiB). */
+__attribute__((target("sse4.2"))) static uint32_t pt__crc32c_hw1(uint32_t c, const unsigned char *p, size_t n) {
+    uint64_t c64 = c;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c64 = _mm_crc32_u64(c64, v);
+    }
+    c = (uint32_t)c64;
+    while (n--) c = _mm_crc32_u8(c, *p++);
+    return c;
+}
+__attribute__((target("sse4.2"))) static uint32_t pt__crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
+    uint32_t c = ~crc;
+    if (n >= ((size_t)64 << 10)) {
+        size_t third = (n / 3) & ~(size_t)7, i;
+        const unsigned char *q = p + third, *r = p + 2 * third;
+        uint64_t a = c, b = 0xffffffffu, d = 0xffffffffu;
+        for (i = 0; i < third; i += 8) {
+            uint64_t x, y, z;
+            memcpy(&x, p + i, 8), memcpy(&y, q + i, 8), memcpy(&z, r + i, 8);
+            a = _mm_crc32_u64(a, x), b = _mm_crc32_u64(b, y), d = _mm_crc32_u64(d, z);
+        }
+        /* streams two and three started from an all-ones register, i.e. they are the plain CRCs of
+           their thirds; stream one continues crc */
+        c = pt__crc32c_combine(pt__crc32c_combine(~(uint32_t)a, ~(uint32_t)b, (int64_t)third), ~(uint32_t)d, (int64_t)third);
+        return ~pt__crc32c_hw1(~c, r + third, n - 3 * third); /* the tail continues the joined CRC */
+    }
+    return ~pt__crc32c_hw1(c, p, n);
+}
+static int pt__crc_hw = -1; /* SSE4.2 present: decided once (a race writes the same value); tests set 0 */
+#endif
 PTDEF uint32_t pt_crc32c(uint32_t crc, const void *data, size_t n) {
     const unsigned char *p = (const unsigned char *)data;
+#if PT__GEMM_X86
+    if (pt__crc_hw < 0) {
+        __builtin_cpu_init();
+        pt__crc_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    }
+    if (pt__crc_hw) return pt__crc32c_hw(crc, p, n);
+#endif
     if (!pt__crc_ready) pt__crc_init();
     crc = ~crc;
     for (; n >= 8; p += 8, n -= 8) { /* slicing by 8 */
@@ -13516,37 +13601,27 @@ PTDEF uint32_t pt_crc32c(uint32_t crc, const void *data, size_t n) {
 }
 
 /* CRC32C of A|B from crc(A), crc(B) and |B| (zlib's crc32_combine with the Castagnoli polynomial):
-   appending |B| zero bytes to A is a linear map on the CRC, applied by repeated squaring of the
-   one-zero-bit operator over GF(2). The file CRC of a checkpoint is combined from its pieces' CRCs,
-   so a save computes one CRC per byte. */
-static uint32_t pt__gf2_times(const uint32_t *mat, uint32_t vec) {
-    uint32_t sum = 0;
-    for (; vec; vec >>= 1, mat++)
-        if (vec & 1) sum ^= *mat;
-    return sum;
-}
-static void pt__gf2_square(uint32_t *sq, const uint32_t *mat) {
-    int n;
-    for (n = 0; n < 32; n++) sq[n] = pt__gf2_times(mat, mat[n]);
+   appending |B| zero bytes to A multiplies its CRC by x^(8|B|) modulo the polynomial (bit-reflected
+   arithmetic over GF(2)); x^(8|B|) comes from repeated squaring, ~2 log2(8|B|) products of 32 steps.
+   A save combines the file CRC from its pieces' CRCs, so it hashes each byte once. */
+static uint32_t pt__crc_mulmod(uint32_t a, uint32_t b) {
+    uint32_t m = 1u << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0) break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ 0x82F63B78u : b >> 1;
+    }
+    return p;
 }
 static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2) {
-    uint32_t even[32], odd[32], row = 1;
-    int n;
+    uint32_t xp = 1u << 31, sq = 1u << 23; /* x^0, and x^8 (one zero byte) */
     if (len2 <= 0) return crc1;
-    odd[0] = 0x82F63B78u; /* the operator for one zero bit */
-    for (n = 1; n < 32; n++) odd[n] = row, row <<= 1;
-    pt__gf2_square(even, odd); /* two zero bits */
-    pt__gf2_square(odd, even); /* four */
-    do {                       /* one zero byte first (8 bits), then doubling */
-        pt__gf2_square(even, odd);
-        if (len2 & 1) crc1 = pt__gf2_times(even, crc1);
-        len2 >>= 1;
-        if (!len2) break;
-        pt__gf2_square(odd, even);
-        if (len2 & 1) crc1 = pt__gf2_times(odd, crc1);
-        len2 >>= 1;
-    } while (len2);
-    return crc1 ^ crc2;
+    for (; len2; len2 >>= 1, sq = pt__crc_mulmod(sq, sq))
+        if (len2 & 1) xp = pt__crc_mulmod(sq, xp);
+    return pt__crc_mulmod(xp, crc1) ^ crc2;
 }
 
 #ifdef PT__CKPT_POSIX
@@ -13919,7 +13994,21 @@ static int64_t *pt__ck_list(const char *dir, int *n) {
     return v;
 }
 
-/* ---- save ---- */
+/* ---- save ----
+   A save has three parts. The snapshot (pt__ck_plan, at the call): every piece of this rank's file
+   -- parameter shards, optimizer moments, registered state -- gets its file offset and its manifest
+   record; an asynchronous save (and any device storage) copies the pieces into the context's host
+   buffer, in file order, hashing each piece while it is in cache, so training may change everything
+   right after the call. The write (pt__ck_write_file; on a background thread when asynchronous): the
+   one file, written in runs of memory-contiguous pieces (a snapshot is one run), then fsynced. The
+   commit (pt__ck_finish, on the calling thread: it runs MPI collectives, and MPI is not initialized
+   for threads): agreement, the records gathered by rank 0, manifest, renames, latest, retention.
+   Checkpoints that retention drops are renamed to .del.<name> (load never looks at them) and removed
+   by a thread joined at the next commit or by pt_shutdown, so deleting them costs the save nothing. */
+#if !defined(PTRAIN_NO_THREADS)
+#define PT__CK_THREADS 1
+#include <pthread.h>
+#endif
 /* writes all n bytes to fd; 0 on failure */
 static int pt__ck_write_fd(int fd, const void *p, size_t n) {
     const char *c = (const char *)p;
@@ -13930,53 +14019,35 @@ static int pt__ck_write_fd(int fd, const void *p, size_t n) {
     }
     return 1;
 }
-typedef struct pt__ck_writer {
-    int fd;
-    const char *path;
-    int64_t off, limit; /* limit: PTRAIN_CKPT_FAIL, -1 = none */
+typedef struct pt__ck_piece {
+    pt_storage *st;            /* a tensor piece: n floats at element el of st */
+    int64_t el;                /* (a state entry: st NULL, src set) */
+    const unsigned char *src;  /* what is written: live host memory (synchronous) or the snapshot */
+    int64_t bytes;
+    size_t crc_at;             /* where the 8 hex digits of its CRC32C go in the records */
     uint32_t crc;
-    float *stage; /* device backend: host staging */
-    int64_t stage_n;
-    char *err;
-    size_t errlen;
-    int ok;
-} pt__ck_writer;
-/* appends bytes to the file; the piece's CRC32C into *crc (may be NULL), the file's combined from it */
-static int pt__ck_write(pt__ck_writer *w, const void *p, int64_t bytes, uint32_t *crc) {
-    uint32_t c;
-    if (!w->ok) return 0;
-    if (w->limit >= 0 && w->off + bytes > w->limit) {
-        pt__msg(w->err, w->errlen, "%s: write failed after %lld bytes (PTRAIN_CKPT_FAIL=%lld)", w->path, (long long)w->off, (long long)w->limit);
-        return w->ok = 0;
-    }
-    if (bytes > 0 && !pt__ck_write_fd(w->fd, p, (size_t)bytes)) {
-        pt__msg(w->err, w->errlen, "%s: write of %lld bytes at offset %lld failed (disk full?)", w->path, (long long)bytes, (long long)w->off);
-        return w->ok = 0;
-    }
-    c = pt_crc32c(0, p, (size_t)bytes);
-    w->crc = pt__crc32c_combine(w->crc, c, bytes);
-    if (crc) *crc = c;
-    w->off += bytes;
-    return 1;
-}
-/* writes n floats at element offset off of st (staged through host memory on a device backend) */
-static int pt__ck_write_floats(pt_ctx *ctx, pt__ck_writer *w, pt_storage *st, int64_t off, int64_t n, uint32_t *crc) {
-    const float *src;
-    if (st->host) src = (const float *)st->host + off;
-    else {
-        if (n > w->stage_n) {
-            float *p = (float *)PT_REALLOC(w->stage, (size_t)PT__MAX(n, 1) * 4);
-            if (!p) {
-                pt__msg(w->err, w->errlen, "%s: out of memory staging %lld floats", w->path, (long long)n);
-                return w->ok = 0;
-            }
-            w->stage = p, w->stage_n = n;
-        }
-        pt__stage_xfer(ctx, st, off, w->stage, n, 1, PT_XFER_CKPT);
-        src = w->stage;
-    }
-    return pt__ck_write(w, src, n * 4, crc);
-}
+    int hashed;
+} pt__ck_piece;
+/* the save of this rank that is being written or was written last (ctx->ckpt) */
+typedef struct pt__ck_job {
+    char dir[912], tmp[960], path[1024]; /* dir: at most 900 characters */
+    int64_t step, limit, delay_ms; /* limit: PTRAIN_CKPT_FAIL, -1 = none; delay: PTRAIN_CKPT_DELAY_MS */
+    int keep_last, async, pending, ok;
+    pt__ck_piece *pc;
+    int npc, cap_pc;
+    unsigned char *snap; /* the snapshot, laid out as the file; grown only */
+    int64_t snap_cap;
+    pt__ck_sb recs, head; /* this rank's records; the manifest's first lines (rank 0) */
+    size_t file_crc_at;
+    pt__ck_sb doomed;     /* rank 0: directories (NUL-separated) the remover deletes */
+    char err[PT__ERRLEN];
+    pt_ckpt_stats st;
+#ifdef PT__CK_THREADS
+    pthread_t writer, remover;
+    pthread_mutex_t mu; /* guards written */
+    int writer_on, remover_on, written;
+#endif
+} pt__ck_job;
 
 static const char *pt__ck_optim_kind(const pt_optim *o) { return o->d.kind == PT_OPTIM_ADAMW ? "adamw" : "sgd"; }
 /* moment storages of o that hold state: [0] m (AdamW m or SGD momentum), [1] v */
@@ -13987,85 +14058,188 @@ static pt_storage *pt__ck_moment(pt_optim *o, int k) {
     return (st->host || st->raw || st->dev) ? st : NULL;
 }
 
-/* this rank's data file and its records (appended to recs); 0 and a message on failure */
-static int pt__ck_write_rank(pt_ctx *ctx, pt_optim *o, const char *tmp, int rank, pt_coords c, int dp_sharded, pt__ck_sb *recs,
-                             char *err, size_t errlen) {
-    char path[1200], name[64];
-    pt__ck_writer w;
-    const char *env = getenv("PTRAIN_CKPT_FAIL");
-    int i, k, d;
-    memset(&w, 0, sizeof w);
-    snprintf(name, sizeof name, "rank_%05d.bin", rank);
-    snprintf(path, sizeof path, "%s/%s", tmp, name);
-    w.path = path, w.err = err, w.errlen = errlen, w.ok = 1;
-    w.limit = env && *env ? (int64_t)strtoll(env, NULL, 10) : -1;
-    if ((w.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
-        pt__msg(err, errlen, "%s: cannot create", path);
-        return 0;
+static int pt__ck_name_ok(const char *s) { return !strchr(s, ' ') && !strchr(s, '\n') && !strchr(s, '='); }
+/* appends a piece whose record was just written up to "crc32c=0x" (the digits follow later) */
+static int pt__ck_add_piece(pt__ck_job *j, pt_storage *st, int64_t el, const void *src, int64_t bytes) {
+    pt__ck_piece *p;
+    if (j->npc == j->cap_pc) {
+        int c = j->cap_pc ? 2 * j->cap_pc : 256;
+        pt__ck_piece *n = (pt__ck_piece *)PT_REALLOC(j->pc, (size_t)c * sizeof *n);
+        if (!n) return 0;
+        j->pc = n, j->cap_pc = c;
     }
-    for (i = 0; i < ctx->nparams && w.ok; i++) {
-        pt_param *p = ctx->params[i];
-        const pt_spec *s = &p->spec;
-        int64_t n = pt_numel(&p->value);
-        for (k = 0; k < 3 && w.ok; k++) {
-            pt_storage *st = k == PT__CK_PARAM ? ctx->pslab : o ? pt__ck_moment(o, k) : NULL;
-            int64_t lo = 0, hi = n, soff = p->slab_off;
-            uint32_t crc;
-            if (!st) continue;
-            if (k == PT__CK_PARAM) {
-                if (c.dp != 0) continue; /* DP replicas hold equal values */
-            } else {
-                if (!dp_sharded && c.dp != 0) continue;
+    p = &j->pc[j->npc++];
+    memset(p, 0, sizeof *p);
+    p->st = st, p->el = el, p->src = (const unsigned char *)src, p->bytes = bytes, p->crc_at = j->recs.n;
+    pt__ck_sb_add(&j->recs, "00000000\n");
+    return 1;
+}
+/* the manifest's first lines: version, step, layout, model, optimizer (taken at the call) */
+static void pt__ck_head(pt_ctx *ctx, pt_optim *o, int64_t step, const pt_ckpt_opts *opts, pt__ck_sb *m) {
+    pt_layout l = pt_dist_layout(ctx->desc.dist);
+    if (!ctx->desc.dist) l.dp = l.tp = l.pp = 1;
+    pt__ck_sb_add(m, "ptrain-checkpoint version=1\nstep value=%lld\nlayout dp=%d tp=%d pp=%d world=%d\n", (long long)step, l.dp, l.tp, l.pp,
+                  pt_dist_size(ctx->desc.dist));
+    if (opts && opts->model) {
+        const pt_gpt_config *c = opts->model;
+        pt__ck_sb_add(m, "model vocab=%d vocab_padded=%d max_seq=%d layers=%d width=%d heads=%d dropout=%.9g untied=%d\n", c->vocab, c->vocab_padded,
+                      c->max_seq, c->layers, c->width, c->heads, (double)c->dropout, c->untied);
+    }
+    if (o)
+        pt__ck_sb_add(m, "optim kind=%s steps=%lld lr=%.9g momentum=%.9g beta1=%.9g beta2=%.9g eps=%.9g weight_decay=%.9g clip_norm=%.9g\n",
+                      pt__ck_optim_kind(o), (long long)o->steps, (double)o->d.lr, (double)o->d.momentum, (double)o->d.beta1, (double)o->d.beta2,
+                      (double)o->d.eps, (double)o->d.weight_decay, (double)o->d.clip_norm);
+}
+
+/* the snapshot: this rank's pieces and records (kind by kind: parameters, m, v, then registered
+   state), copied into j->snap when copy is set or the storage is on a device; 0 and j->err on failure */
+static int pt__ck_plan(pt_ctx *ctx, pt_optim *o, pt__ck_job *j, int rank, pt_coords c, int dp_sharded, int copy) {
+    int i, k, d;
+    int64_t off = 0;
+    j->npc = 0, j->recs.n = 0, j->recs.oom = 0;
+    for (k = 0; k < 3; k++) {
+        pt_storage *st = k == PT__CK_PARAM ? ctx->pslab : o ? pt__ck_moment(o, k) : NULL;
+        if (!st || (k == PT__CK_PARAM && c.dp != 0)) continue; /* DP replicas hold equal values */
+        if (k != PT__CK_PARAM && !dp_sharded && c.dp != 0) continue;
+        for (i = 0; i < ctx->nparams; i++) {
+            pt_param *p = ctx->params[i];
+            const pt_spec *s = &p->spec;
+            int64_t n = pt_numel(&p->value), lo = 0, hi = n, soff = p->slab_off;
+            if (k != PT__CK_PARAM) {
                 lo = PT__MAX(0, o->zlo - p->slab_off), hi = PT__MIN(n, o->zhi - p->slab_off);
                 if (hi <= lo) continue;
                 soff = p->slab_off - o->zlo;
             }
-            if (strchr(s->name, ' ') || strchr(s->name, '\n') || strchr(s->name, '=')) {
-                pt__msg(err, errlen, "pt_ckpt_save: parameter name '%s' has a space, newline or '='", s->name);
-                w.ok = 0;
-                break;
+            if (!pt__ck_name_ok(s->name)) {
+                pt__msg(j->err, sizeof j->err, "pt_ckpt_save: parameter name '%s' has a space, newline or '='", s->name);
+                return 0;
             }
-            pt__ck_sb_add(recs, "tensor name=%s kind=%s rank=%d dtype=f32 shape=", s->name, pt__ck_kind_names[k], rank);
-            for (d = 0; d < s->ndim; d++) pt__ck_sb_add(recs, d ? ",%lld" : "%lld", (long long)s->global_shape[d]);
-            pt__ck_sb_add(recs, " split_dim=%d split_parts=%d split_index=%d split_groups=%d stage=%d lo=%lld hi=%lld offset=%lld bytes=%lld",
-                       s->split_dim, s->split_dim >= 0 ? s->split_parts : 1, s->split_dim >= 0 ? s->split_index : 0, s->split_groups,
-                       s->stage, (long long)lo, (long long)hi, (long long)w.off, (long long)((hi - lo) * 4));
-            if (pt__ck_write_floats(ctx, &w, st, soff + lo, hi - lo, &crc)) pt__ck_sb_add(recs, " crc32c=0x%08x\n", crc);
+            pt__ck_sb_add(&j->recs, "tensor name=%s kind=%s rank=%d dtype=f32 shape=", s->name, pt__ck_kind_names[k], rank);
+            for (d = 0; d < s->ndim; d++) pt__ck_sb_add(&j->recs, d ? ",%lld" : "%lld", (long long)s->global_shape[d]);
+            pt__ck_sb_add(&j->recs, " split_dim=%d split_parts=%d split_index=%d split_groups=%d stage=%d lo=%lld hi=%lld offset=%lld bytes=%lld crc32c=0x",
+                          s->split_dim, s->split_dim >= 0 ? s->split_parts : 1, s->split_dim >= 0 ? s->split_index : 0, s->split_groups, s->stage,
+                          (long long)lo, (long long)hi, (long long)off, (long long)((hi - lo) * 4));
+            if (!pt__ck_add_piece(j, st, soff + lo, st->host ? (const float *)st->host + soff + lo : NULL, (hi - lo) * 4)) goto oom;
+            off += (hi - lo) * 4;
         }
     }
-    for (i = 0; i < ctx->nstate && w.ok; i++) {
+    for (i = 0; i < ctx->nstate; i++) {
         const pt__state_entry *e = &ctx->state[i];
-        if (strchr(e->name, ' ') || strchr(e->name, '\n') || strchr(e->name, '=')) {
-            pt__msg(err, errlen, "pt_ckpt_save: state name '%s' has a space, newline or '='", e->name);
-            w.ok = 0;
-            break;
+        if (!pt__ck_name_ok(e->name)) {
+            pt__msg(j->err, sizeof j->err, "pt_ckpt_save: state name '%s' has a space, newline or '='", e->name);
+            return 0;
         }
-        {
-            int64_t at = w.off;
-            uint32_t crc = 0;
-            if (pt__ck_write(&w, e->ptr, e->bytes, &crc))
-                pt__ck_sb_add(recs, "state name=%s rank=%d offset=%lld bytes=%lld crc32c=0x%08x\n", e->name, rank, (long long)at,
-                              (long long)e->bytes, crc);
+        pt__ck_sb_add(&j->recs, "state name=%s rank=%d offset=%lld bytes=%lld crc32c=0x", e->name, rank, (long long)off, (long long)e->bytes);
+        if (!pt__ck_add_piece(j, NULL, 0, e->ptr, e->bytes)) goto oom;
+        off += e->bytes;
+    }
+    pt__ck_sb_add(&j->recs, "rank rank=%d tp=%d pp=%d dp=%d zlo=%lld zhi=%lld\n", rank, c.tp, c.pp, c.dp, (long long)(o ? o->zlo : 0),
+                  (long long)(o ? o->zhi : ctx->slab_n));
+    pt__ck_sb_add(&j->recs, "file rank=%d name=rank_%05d.bin bytes=%lld crc32c=0x", rank, rank, (long long)off);
+    j->file_crc_at = j->recs.n;
+    pt__ck_sb_add(&j->recs, "00000000\n");
+    if (j->recs.oom) goto oom;
+    for (i = 0; i < j->npc && !copy; i++) copy = j->pc[i].bytes > 0 && !j->pc[i].src;
+    if (copy && off > j->snap_cap) {
+        unsigned char *n = (unsigned char *)PT_REALLOC(j->snap, (size_t)off);
+        if (!n) {
+            pt__msg(j->err, sizeof j->err, "pt_ckpt_save: out of memory for a %lld-byte snapshot", (long long)off);
+            return 0;
         }
+        j->snap = n, j->snap_cap = off;
     }
-    if (w.ok && fsync(w.fd) != 0) {
-        pt__msg(err, errlen, "%s: fsync failed", path);
-        w.ok = 0;
+    for (i = 0, off = 0; copy && i < j->npc; off += j->pc[i].bytes, i++) {
+        pt__ck_piece *p = &j->pc[i];
+        unsigned char *dst = j->snap + off;
+        int64_t at;
+        if (p->bytes == 0) continue;
+        if (!p->src) pt__stage_xfer(ctx, p->st, p->el, (float *)(void *)dst, p->bytes / 4, 1, PT_XFER_CKPT), p->crc = pt_crc32c(0, dst, (size_t)p->bytes);
+        else
+            for (at = 0; at < p->bytes; at += (int64_t)1 << 16) { /* hashed while the block is in cache */
+                size_t b = (size_t)PT__MIN(p->bytes - at, (int64_t)1 << 16);
+                memcpy(dst + at, p->src + at, b);
+                p->crc = pt_crc32c(p->crc, dst + at, b);
+            }
+        p->src = dst, p->hashed = 1;
     }
-    if (close(w.fd) != 0 && w.ok) {
-        pt__msg(err, errlen, "%s: close failed", path);
-        w.ok = 0;
-    }
-    PT_FREE(w.stage);
-    pt__ck_sb_add(recs, "rank rank=%d tp=%d pp=%d dp=%d zlo=%lld zhi=%lld\n", rank, c.tp, c.pp, c.dp, (long long)(o ? o->zlo : 0),
-               (long long)(o ? o->zhi : ctx->slab_n));
-    pt__ck_sb_add(recs, "file rank=%d name=%s bytes=%lld crc32c=0x%08x\n", rank, name, (long long)w.off, w.crc);
-    if (w.ok && recs->oom) {
-        pt__msg(err, errlen, "pt_ckpt_save: out of memory for the manifest records");
-        w.ok = 0;
-    }
-    return w.ok;
+    return 1;
+oom:
+    pt__msg(j->err, sizeof j->err, "pt_ckpt_save: out of memory for the manifest records");
+    return 0;
 }
+
+/* the write: this rank's file, in runs of memory-contiguous pieces, fsynced; sets j->ok, j->err */
+static void pt__ck_write_file(pt__ck_job *j) {
+    double t0 = pt_time();
+    int64_t off = 0;
+    uint32_t fcrc = 0;
+    int fd, i = 0;
+    if (j->delay_ms > 0) { /* tests: keep the write in flight a while */
+#if defined(CLOCK_MONOTONIC)
+        struct timespec ts;
+        ts.tv_sec = (time_t)(j->delay_ms / 1000), ts.tv_nsec = (long)(j->delay_ms % 1000) * 1000000L;
+        nanosleep(&ts, NULL);
+#else
+        while (pt_time() - t0 < 1e-3 * (double)j->delay_ms) {}
+#endif
+    }
+    if ((fd = open(j->path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) {
+        pt__msg(j->err, sizeof j->err, "%s: cannot create", j->path);
+        j->ok = 0;
+        return;
+    }
+    while (i < j->npc && j->ok) {
+        const unsigned char *start = j->pc[i].src, *end = start;
+        int64_t run = 0;
+        int e;
+        for (e = i; e < j->npc; e++) {
+            pt__ck_piece *p = &j->pc[e];
+            if (j->limit >= 0 && off + run + p->bytes > j->limit) break;
+            if (p->bytes > 0) {
+                if (run > 0 && p->src != end) break;
+                if (run == 0) start = p->src;
+                end = p->src + p->bytes;
+            }
+            if (!p->hashed) p->crc = pt_crc32c(0, p->src, (size_t)p->bytes), p->hashed = 1;
+            fcrc = pt__crc32c_combine(fcrc, p->crc, p->bytes);
+            run += p->bytes;
+        }
+        if (run > 0 && !pt__ck_write_fd(fd, start, (size_t)run)) {
+            pt__msg(j->err, sizeof j->err, "%s: write of %lld bytes at offset %lld failed (disk full?)", j->path, (long long)run, (long long)off);
+            j->ok = 0;
+        }
+        off += run;
+        if (j->ok && e < j->npc && j->limit >= 0 && off + j->pc[e].bytes > j->limit) {
+            pt__msg(j->err, sizeof j->err, "%s: write failed after %lld bytes (PTRAIN_CKPT_FAIL=%lld)", j->path, (long long)off, (long long)j->limit);
+            j->ok = 0;
+        }
+        i = e;
+    }
+    if (j->ok && fsync(fd) != 0) {
+        pt__msg(j->err, sizeof j->err, "%s: fsync failed", j->path);
+        j->ok = 0;
+    }
+    if (close(fd) != 0 && j->ok) {
+        pt__msg(j->err, sizeof j->err, "%s: close failed", j->path);
+        j->ok = 0;
+    }
+    if (j->ok) { /* the records' CRC digits */
+        char h[9];
+        for (i = 0; i < j->npc; i++) snprintf(h, sizeof h, "%08x", j->pc[i].crc), memcpy(j->recs.s + j->pc[i].crc_at, h, 8);
+        snprintf(h, sizeof h, "%08x", fcrc), memcpy(j->recs.s + j->file_crc_at, h, 8);
+    }
+    j->st.write_s = pt_time() - t0;
+}
+#ifdef PT__CK_THREADS
+static void *pt__ck_writer_main(void *arg) {
+    pt__ck_job *j = (pt__ck_job *)arg;
+    pt__ck_write_file(j);
+    pthread_mutex_lock(&j->mu);
+    j->written = 1;
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+#endif
 
 /* gathers every rank's records at rank 0 (in rank order) into all; 0 on failure */
 static int pt__ck_gather(const pt_dist *d, const pt__ck_sb *mine, pt__ck_sb *all) {
@@ -14103,48 +14277,60 @@ static int pt__ck_gather(const pt_dist *d, const pt__ck_sb *mine, pt__ck_sb *all
     return !all->oom;
 }
 
-/* rank 0: manifest, fsync, rename into place, latest, retention */
-static int pt__ck_commit(pt_ctx *ctx, pt_optim *o, const char *dir, const char *tmp, int64_t step, const pt_ckpt_opts *opts,
-                         const pt__ck_sb *recs, char *err, size_t errlen) {
+/* deletes the directories of j->doomed; on a thread when there are threads (joined by the next
+   commit and by pt_shutdown) */
+static void *pt__ck_remove_main(void *arg) {
+    pt__ck_job *j = (pt__ck_job *)arg;
+    size_t at;
+    for (at = 0; at < j->doomed.n; at += strlen(j->doomed.s + at) + 1) pt__ck_rmdir(j->doomed.s + at);
+    return NULL;
+}
+static void pt__ck_remover_join(pt__ck_job *j) {
+#ifdef PT__CK_THREADS
+    if (j->remover_on) pthread_join(j->remover, NULL);
+    j->remover_on = 0;
+#endif
+    j->doomed.n = 0;
+}
+/* moves checkpoint directory path out of the way as dir/.del.<name> (the end of the commit queues
+   every .del. directory for the remover) */
+static void pt__ck_doom(pt__ck_job *j, const char *path, const char *name) {
+    char del[1200];
+    snprintf(del, sizeof del, "%s/.del.%s", j->dir, name);
+    pt__ck_rmdir(del); /* left by a run that stopped before removing it */
+    if (rename(path, del) != 0) pt__ck_rmdir(path); /* else removed with the other .del. directories */
+}
+
+/* rank 0: manifest (head, records, checksum line), fsync, rename into place, latest, retention */
+static int pt__ck_commit(pt__ck_job *j, const pt__ck_sb *recs, char *err, size_t errlen) {
     pt__ck_sb m;
-    char path[1200], fin[1024], old[1024], lt[1024];
-    pt_layout l = pt_dist_layout(ctx->desc.dist);
-    int fd, ok, world = pt_dist_size(ctx->desc.dist);
-    char line[64];
+    char path[1200], fin[1024], old[1024], lt[1024], line[64];
+    int fd, ok;
     struct stat sb;
+    pt__ck_remover_join(j);
     memset(&m, 0, sizeof m);
-    if (!ctx->desc.dist) l.dp = l.tp = l.pp = 1;
-    pt__ck_sb_add(&m, "ptrain-checkpoint version=1\nstep value=%lld\nlayout dp=%d tp=%d pp=%d world=%d\n", (long long)step, l.dp, l.tp, l.pp, world);
-    if (opts && opts->model) {
-        const pt_gpt_config *c = opts->model;
-        pt__ck_sb_add(&m, "model vocab=%d vocab_padded=%d max_seq=%d layers=%d width=%d heads=%d dropout=%.9g untied=%d\n", c->vocab, c->vocab_padded,
-                   c->max_seq, c->layers, c->width, c->heads, (double)c->dropout, c->untied);
-    }
-    if (o)
-        pt__ck_sb_add(&m, "optim kind=%s steps=%lld lr=%.9g momentum=%.9g beta1=%.9g beta2=%.9g eps=%.9g weight_decay=%.9g clip_norm=%.9g\n",
-                   pt__ck_optim_kind(o), (long long)o->steps, (double)o->d.lr, (double)o->d.momentum, (double)o->d.beta1, (double)o->d.beta2,
-                   (double)o->d.eps, (double)o->d.weight_decay, (double)o->d.clip_norm);
+    pt__ck_sb_add(&m, "%.*s", (int)j->head.n, j->head.s ? j->head.s : "");
     pt__ck_sb_add(&m, "%.*s", (int)recs->n, recs->s ? recs->s : "");
     pt__ck_sb_add(&m, "end crc32c=0x%08x\n", m.s ? pt_crc32c(0, m.s, m.n) : 0);
-    if (m.oom) {
+    if (m.oom || j->head.oom) {
         PT_FREE(m.s);
         pt__msg(err, errlen, "pt_ckpt_save: out of memory for the manifest");
         return 0;
     }
-    snprintf(path, sizeof path, "%s/manifest", tmp);
+    snprintf(path, sizeof path, "%s/manifest", j->tmp);
     ok = (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0;
     if (ok) {
         ok = pt__ck_write_fd(fd, m.s, m.n) && fsync(fd) == 0;
         ok = close(fd) == 0 && ok;
     }
     PT_FREE(m.s);
-    pt__ck_fsync_path(tmp); /* best effort: some file systems cannot fsync a directory */
+    pt__ck_fsync_path(j->tmp); /* best effort: some file systems cannot fsync a directory */
     if (!ok) {
         pt__msg(err, errlen, "%s: write/fsync failed", path);
         return 0;
     }
-    snprintf(fin, sizeof fin, "%s/step_%09lld", dir, (long long)step);
-    snprintf(old, sizeof old, "%s/.old.step_%09lld", dir, (long long)step);
+    snprintf(fin, sizeof fin, "%s/step_%09lld", j->dir, (long long)j->step);
+    snprintf(old, sizeof old, "%s/.old.step_%09lld", j->dir, (long long)j->step);
     if (stat(fin, &sb) == 0) { /* the same step saved again: the old one goes only after the new one is in place */
         pt__ck_rmdir(old);
         if (rename(fin, old) != 0) {
@@ -14152,16 +14338,16 @@ static int pt__ck_commit(pt_ctx *ctx, pt_optim *o, const char *dir, const char *
             return 0;
         }
     }
-    if (rename(tmp, fin) != 0) {
+    if (rename(j->tmp, fin) != 0) {
         rename(old, fin);
-        pt__msg(err, errlen, "%s: rename to %s failed", tmp, fin);
+        pt__msg(err, errlen, "%s: rename to %s failed", j->tmp, fin);
         return 0;
     }
-    pt__ck_rmdir(old);
-    pt__ck_fsync_path(dir);
-    snprintf(lt, sizeof lt, "%s/latest.tmp", dir);
-    snprintf(path, sizeof path, "%s/latest", dir);
-    snprintf(line, sizeof line, "step_%09lld\n", (long long)step);
+    if (stat(old, &sb) == 0) pt__ck_doom(j, old, old + strlen(j->dir) + 1);
+    pt__ck_fsync_path(j->dir);
+    snprintf(lt, sizeof lt, "%s/latest.tmp", j->dir);
+    snprintf(path, sizeof path, "%s/latest", j->dir);
+    snprintf(line, sizeof line, "step_%09lld\n", (long long)j->step);
     ok = (fd = open(lt, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0;
     if (ok) {
         ok = pt__ck_write_fd(fd, line, strlen(line)) && fsync(fd) == 0;
@@ -14171,42 +14357,104 @@ static int pt__ck_commit(pt_ctx *ctx, pt_optim *o, const char *dir, const char *
         pt__msg(err, errlen, "%s: cannot update (the checkpoint %s is complete)", path, fin);
         return 0;
     }
-    pt__ck_fsync_path(dir);
-    if (opts && opts->keep_last > 0) {
-        int n, i;
-        int64_t *v = pt__ck_list(dir, &n);
-        int kept = 0;
+    pt__ck_fsync_path(j->dir);
+    if (j->keep_last > 0) {
+        int n, i, kept = 0;
+        int64_t *v = pt__ck_list(j->dir, &n);
         for (i = 0; i < n; i++) { /* steps after this one (an abandoned run's) are neither counted nor deleted */
-            if (v[i] > step || kept++ < opts->keep_last) continue;
-            snprintf(path, sizeof path, "%s/step_%09lld", dir, (long long)v[i]);
-            pt__ck_rmdir(path);
+            if (v[i] > j->step || kept++ < j->keep_last) continue;
+            snprintf(line, sizeof line, "step_%09lld", (long long)v[i]);
+            snprintf(path, sizeof path, "%s/%s", j->dir, line);
+            pt__ck_doom(j, path, line);
         }
         PT_FREE(v);
-        pt__ck_fsync_path(dir);
+    }
+    { /* leftovers: temporaries of saves never committed (pt_shutdown before pt_ckpt_wait, a crash), .del. of a stopped run */
+        DIR *dd = opendir(j->dir);
+        struct dirent *e;
+        while (dd && (e = readdir(dd)) != NULL)
+            if (!strncmp(e->d_name, ".tmp.step_", 10) || !strncmp(e->d_name, ".del.", 5)) {
+                pt__ck_sb_add(&j->doomed, "%s/%s", j->dir, e->d_name);
+                pt__ck_sb_add(&j->doomed, "%c", 0);
+            }
+        if (dd) closedir(dd);
+        if (j->doomed.oom) j->doomed.n = 0, j->doomed.oom = 0;
+    }
+#ifdef PT__CK_THREADS
+    if (j->doomed.n) j->remover_on = pthread_create(&j->remover, NULL, pt__ck_remove_main, j) == 0;
+    if (!j->remover_on)
+#endif
+    {
+        pt__ck_remove_main(j);
+        j->doomed.n = 0;
     }
     return 1;
 }
 
+/* joins this rank's write, then commits (collective); the save's status */
+static pt_status pt__ck_finish(pt_ctx *ctx, pt__ck_job *j) {
+    const pt_dist *d = ctx->desc.dist;
+    int rank = pt_dist_rank(d), ok;
+    char err[PT__ERRLEN];
+    pt__ck_sb all;
+    double t0 = pt_time(), t1;
+#ifdef PT__CK_THREADS
+    if (j->writer_on) pthread_join(j->writer, NULL);
+    j->writer_on = 0;
+#endif
+    t1 = pt_time();
+    j->st.wait_s = t1 - t0;
+    j->pending = 0;
+    memset(&all, 0, sizeof all);
+    snprintf(err, sizeof err, "%s", j->err);
+    ok = j->ok;
+    if (pt_dist_agree_msg(d, ok, err, sizeof err)) {
+        ok = pt__ck_gather(d, &j->recs, &all);
+        if (!ok) pt__msg(err, sizeof err, "pt_ckpt_save: gathering the manifest records failed (out of memory?)");
+        if (ok && rank == 0) ok = pt__ck_commit(j, &all, err, sizeof err);
+        ok = pt_dist_agree_msg(d, ok, err, sizeof err);
+    } else ok = 0;
+    PT_FREE(all.s);
+    j->st.commit_s = pt_time() - t1;
+    if (!ok) {
+        if (rank == 0) pt__ck_rmdir(j->tmp);
+        return (pt_status)(pt__fail(ctx, PT_ERR_IO, "pt_ckpt_save: step %lld not saved%s: %s", (long long)j->step,
+                                    j->async ? " (asynchronous write)" : "", err),
+                           PT_ERR_IO);
+    }
+    return PT_OK;
+}
+
 PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t step, const pt_ckpt_opts *opts) {
     const pt_dist *d;
-    char err[PT__ERRLEN], tmp[1024];
-    pt__ck_sb recs, all;
-    pt_layout l;
+    char err[PT__ERRLEN], tmp[960];
+    pt__ck_job *j;
     pt_coords c;
-    int ok = 1, rank, dp_sharded;
+    int ok = 1, rank, dp_sharded, i;
+    double t0 = pt_time();
     struct stat sb;
     if (!ctx) return PT_ERR_ARG;
+    if (ctx->ckpt && ctx->ckpt->pending) { /* the previous save is committed first; its failure is this call's */
+        pt_status st = pt__ck_finish(ctx, ctx->ckpt);
+        if (st != PT_OK) return st;
+    }
     d = ctx->desc.dist;
     rank = pt_dist_rank(d);
     c = pt_dist_coords(d);
-    l = pt_dist_layout(d);
     err[0] = 0;
     if (o && o->ctx != ctx) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: the optimizer belongs to another context");
     if (!dir || !dir[0] || strlen(dir) > 900) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: need a directory name (at most 900 characters)");
     if (step < 0) step = o ? o->steps : 0;
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "%s", err), PT_ERR_ARG);
-    snprintf(tmp, sizeof tmp, "%s/.tmp.step_%09lld", dir, (long long)step);
-    if (rank == 0) {
+    if (!ctx->ckpt && (ctx->ckpt = (pt__ck_job *)PT_MALLOC(sizeof *ctx->ckpt)) != NULL) {
+        memset(ctx->ckpt, 0, sizeof *ctx->ckpt);
+#ifdef PT__CK_THREADS
+        pthread_mutex_init(&ctx->ckpt->mu, NULL);
+#endif
+    }
+    if (!(j = ctx->ckpt)) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: out of memory");
+    snprintf(tmp, sizeof tmp, "%.900s/.tmp.step_%09lld", dir, (long long)step);
+    if (ok && rank == 0) {
         if (!pt__ck_mkdirs(dir)) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create directory %s", dir);
         else {
             if (stat(tmp, &sb) == 0) pt__ck_rmdir(tmp); /* left by a save that died */
@@ -14214,24 +14462,83 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
         }
     }
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) return (pt_status)(pt__fail(ctx, PT_ERR_IO, "%s", err), PT_ERR_IO);
-    memset(&recs, 0, sizeof recs);
-    memset(&all, 0, sizeof all);
+    {
+        const char *fail = getenv("PTRAIN_CKPT_FAIL"), *delay = getenv("PTRAIN_CKPT_DELAY_MS");
+        snprintf(j->dir, sizeof j->dir, "%.900s", dir);
+        snprintf(j->tmp, sizeof j->tmp, "%s", tmp);
+        snprintf(j->path, sizeof j->path, "%s/rank_%05d.bin", tmp, rank);
+        j->step = step, j->keep_last = opts ? opts->keep_last : 0, j->async = opts && opts->async;
+        j->limit = fail && *fail ? (int64_t)strtoll(fail, NULL, 10) : -1;
+        j->delay_ms = delay && *delay && j->async ? (int64_t)strtoll(delay, NULL, 10) : 0;
+        j->ok = 1, j->err[0] = 0, j->head.n = 0, j->head.oom = 0;
+        memset(&j->st, 0, sizeof j->st);
+        j->st.step = step;
+    }
     dp_sharded = o && !(o->zlo == 0 && o->zhi == ctx->slab_n);
-    ok = pt__ck_write_rank(ctx, o, tmp, rank, c, dp_sharded, &recs, err, sizeof err);
-    if (pt_dist_agree_msg(d, ok, err, sizeof err)) {
-        ok = pt__ck_gather(d, &recs, &all);
-        if (!ok) pt__msg(err, sizeof err, "pt_ckpt_save: gathering the manifest records failed (out of memory?)");
-        if (ok && rank == 0) ok = pt__ck_commit(ctx, o, dir, tmp, step, opts, &all, err, sizeof err);
-        ok = pt_dist_agree_msg(d, ok, err, sizeof err);
-    } else ok = 0;
-    PT_FREE(recs.s);
-    PT_FREE(all.s);
-    (void)l;
-    if (!ok) {
+    ok = pt__ck_plan(ctx, o, j, rank, c, dp_sharded, j->async);
+    if (ok && rank == 0) pt__ck_head(ctx, o, step, opts, &j->head);
+    snprintf(err, sizeof err, "%s", j->err);
+    if (!pt_dist_agree_msg(d, ok, err, sizeof err)) {
         if (rank == 0) pt__ck_rmdir(tmp);
         return (pt_status)(pt__fail(ctx, PT_ERR_IO, "pt_ckpt_save: step %lld not saved: %s", (long long)step, err), PT_ERR_IO);
     }
-    return PT_OK;
+    for (i = 0; i < j->npc; i++) j->st.bytes += j->pc[i].bytes;
+    j->st.snapshot_s = pt_time() - t0;
+    j->pending = 1;
+#ifdef PT__CK_THREADS
+    j->written = 0;
+    if (j->async && (j->writer_on = pthread_create(&j->writer, NULL, pt__ck_writer_main, j) == 0)) return PT_OK;
+#endif
+    pt__ck_write_file(j);
+    return pt__ck_finish(ctx, j);
+}
+
+PTDEF pt_status pt_ckpt_wait(pt_ctx *ctx) {
+    if (!ctx) return PT_ERR_ARG;
+    return ctx->ckpt && ctx->ckpt->pending ? pt__ck_finish(ctx, ctx->ckpt) : PT_OK;
+}
+PTDEF pt_status pt_ckpt_poll(pt_ctx *ctx) {
+    pt__ck_job *j;
+    int mine = 1;
+    if (!ctx) return PT_ERR_ARG;
+    if (!(j = ctx->ckpt) || !j->pending) return PT_OK; /* the same on every rank: saves are collective */
+#ifdef PT__CK_THREADS
+    if (j->writer_on) {
+        pthread_mutex_lock(&j->mu);
+        mine = j->written;
+        pthread_mutex_unlock(&j->mu);
+    }
+#endif
+    return pt_dist_agree(ctx->desc.dist, mine) ? pt__ck_finish(ctx, j) : PT_OK;
+}
+PTDEF int64_t pt_ckpt_pending(const pt_ctx *ctx) { return ctx && ctx->ckpt && ctx->ckpt->pending ? ctx->ckpt->step : -1; }
+PTDEF pt_ckpt_stats pt_ckpt_stats_get(const pt_ctx *ctx) {
+    pt_ckpt_stats s;
+    if (ctx && ctx->ckpt) return ctx->ckpt->st;
+    memset(&s, 0, sizeof s);
+    s.step = -1;
+    return s;
+}
+static void pt__ck_release(pt_ctx *ctx) {
+    pt__ck_job *j = ctx->ckpt;
+    if (!j) return;
+#ifdef PT__CK_THREADS
+    if (j->writer_on) pthread_join(j->writer, NULL);
+#endif
+    pt__ck_remover_join(j);
+#ifdef PT__CK_THREADS
+    pthread_mutex_destroy(&j->mu);
+#endif
+    if (j->pending)
+        pt_log(ctx, PT_LOG_WARN, "pt_shutdown: the asynchronous save of step %lld was never committed (call pt_ckpt_wait before pt_shutdown); %s is left behind",
+               (long long)j->step, j->tmp);
+    PT_FREE(j->pc);
+    PT_FREE(j->snap);
+    PT_FREE(j->recs.s);
+    PT_FREE(j->head.s);
+    PT_FREE(j->doomed.s);
+    PT_FREE(j);
+    ctx->ckpt = NULL;
 }
 
 /* ---- load ---- */
@@ -14583,6 +14890,17 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     (void)o, (void)dir, (void)step, (void)opts;
     return ctx ? (pt_status)(pt__fail(ctx, PT_ERR_IO, "pt_ckpt_save: checkpoints need a POSIX file system"), PT_ERR_IO) : PT_ERR_ARG;
 }
+PTDEF pt_status pt_ckpt_wait(pt_ctx *ctx) { return ctx ? PT_OK : PT_ERR_ARG; }
+PTDEF pt_status pt_ckpt_poll(pt_ctx *ctx) { return ctx ? PT_OK : PT_ERR_ARG; }
+PTDEF int64_t pt_ckpt_pending(const pt_ctx *ctx) { return (void)ctx, -1; }
+PTDEF pt_ckpt_stats pt_ckpt_stats_get(const pt_ctx *ctx) {
+    pt_ckpt_stats s;
+    (void)ctx;
+    memset(&s, 0, sizeof s);
+    s.step = -1;
+    return s;
+}
+static void pt__ck_release(pt_ctx *ctx) { (void)ctx; }
 PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t *step_out) {
     (void)o, (void)path;
     if (step_out) *step_out = -1;

@@ -4,7 +4,8 @@
 # ZeRO-1: each DP rank writes its optimizer shard), -np 4 (dp2 x tp2), -np 8 (dp2 x tp2 x pp2, ZeRO-1)
 # and -np 2 (pp2): CRC32C vectors, bit-exact round trip, exact resume (per-step losses bit-identical
 # to an uninterrupted run), corruption detection with fallback to the previous checkpoint,
-# retention, a failed save; exact resume with bf16 gradient compression on dp2 (its per-rank
+# retention, a failed save, asynchronous saves (state at the call, exact resume, poll / wait /
+# next save commit, background failures reported); exact resume with bf16 gradient compression on dp2 (its per-rank
 # residual is checkpointed). Then checkpoints load on other layouts (DP size, ZeRO, PP split, TP
 # split): pp2 -> dp2, dp2 -> 1, 1 -> dp2, dp2 x tp2 x pp2 -> dp4, tp2 -> 1, pp2 -> tp2, dp4 -> dp2,
 # 1 -> tp2, tp2 -> tp4 (ZeRO-1 wherever dp > 1), each with every parameter and moment element

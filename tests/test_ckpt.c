@@ -4,7 +4,11 @@
    reference; a fresh context loading the checkpoint of step k and training on must give bit-identical
    per-step losses), corruption (a flipped byte, a truncated or deleted data file, a missing or
    altered manifest: detected, the previous checkpoint used, a warning naming the file), retention,
-   and a failed save (PTRAIN_CKPT_FAIL) that leaves the previous checkpoints intact.
+   a failed save (PTRAIN_CKPT_FAIL) that leaves the previous checkpoints intact, and asynchronous
+   saves (opts.async, writes held in flight by PTRAIN_CKPT_DELAY_MS while training goes on): the
+   checkpoints are the states at the calls (bit-exact, exact resume), a second save waits for the
+   first, pt_ckpt_poll commits, a failed background write is reported by pt_ckpt_wait and by the next
+   save with the previous checkpoint intact, pt_shutdown joins a writer still running.
    Build: cc -std=c99 -O2 -I. tests/test_ckpt.c -lm; run: test_ckpt [DIR]. With mpicc -DPTRAIN_MPI
    under mpirun it runs data parallel with ZeRO-1 (each DP rank writes its optimizer shard), with
    env CKPT_TP=N / CKPT_PP=2 tensor / pipeline parallel inside (np 8: dp2 x tp2 x pp2), CKPT_COMPRESS=1
@@ -238,6 +242,18 @@ static void cp_tree(const char *from, const char *to) {
 static int exists(const char *p) {
     struct stat sb;
     return stat(p, &sb) == 0;
+}
+/* the line dir/latest holds (empty if none) into line[64] */
+static const char *latest_of(const char *dir, char *line) {
+    char p[1200];
+    FILE *f;
+    line[0] = 0;
+    snprintf(p, 1200, "%s/latest", dir);
+    if ((f = fopen(p, "r")) != NULL) {
+        if (!fgets(line, 64, f)) line[0] = 0;
+        fclose(f);
+    }
+    return line;
 }
 static void flip_byte(const char *path, long at) {
     FILE *f = fopen(path, "r+b");
@@ -508,6 +524,29 @@ int main(int argc, char **argv) {
         for (ok = 1, i = 0; i <= 48; i++) /* the file CRC of a checkpoint is combined from its pieces' CRCs */
             ok = ok && pt__crc32c_combine(pt_crc32c(0, pdu, (size_t)i), pt_crc32c(0, pdu + i, (size_t)(48 - i)), 48 - i) == pt_crc32c(0, pdu, 48);
         check(ok, "crc32c combine(crc(A), crc(B), |B|) = crc(A|B) for every cut of 48 bytes", "differs");
+#if PT__GEMM_X86
+        { /* the SSE4.2 path (three streams above 64 KiB) against slicing-by-8, long and odd lengths */
+            size_t nb = 300007, lens[6] = {65535, 65536, 65543, 196608 + 5, 299990, 300007};
+            unsigned char *big = (unsigned char *)malloc(nb);
+            int hw, k;
+            for (i = 0; i < (int)nb; i++) big[i] = (unsigned char)((uint32_t)i * 2654435761u >> 19);
+            (void)pt_crc32c(0, big, 1);
+            hw = pt__crc_hw;
+            for (ok = 1, k = 0; k < 6; k++) {
+                size_t len = lens[k] - (size_t)(k % 3);
+                uint32_t h, sw;
+                pt__crc_hw = hw;
+                h = pt_crc32c(0x5eed, big + k % 3, len);
+                pt__crc_hw = 0;
+                sw = pt_crc32c(0x5eed, big + k % 3, len);
+                ok = ok && h == sw;
+            }
+            pt__crc_hw = hw;
+            free(big);
+            snprintf(why, sizeof why, "hardware path %s", hw ? "in use" : "absent (both sides software)");
+            check(ok, "crc32c: SSE4.2 path = slicing-by-8 on long buffers (odd starts and lengths)", why);
+        }
+#endif
     }
 
     /* ---- the reference: NSTEPS steps without a break ---- */
@@ -535,15 +574,8 @@ int main(int argc, char **argv) {
     snprintf(q, sizeof q, "%s/step_000000004/rank_%05d.bin", dir, RANK);
     check(exists(p) && exists(q), "checkpoint layout: step_000000004/manifest and one rank_*.bin per rank", p);
     {
-        FILE *f;
-        char line[64] = {0};
-        snprintf(p, sizeof p, "%s/latest", dir);
-        f = fopen(p, "r");
-        if (f) {
-            if (!fgets(line, sizeof line, f)) line[0] = 0;
-            fclose(f);
-        }
-        check(!strcmp(line, "step_000000004\n"), "latest names step_000000004", line);
+        char line[64];
+        check(!strcmp(latest_of(dir, line), "step_000000004\n"), "latest names step_000000004", line);
     }
     snprintf(p, sizeof p, "%s/step_000000004", dir);
     check(pt_ckpt_verify(p, why, sizeof why) == PT_OK, "pt_ckpt_verify passes on a good checkpoint", why);
@@ -594,6 +626,110 @@ int main(int argc, char **argv) {
         snap_free(&s4);
         snap_free(&s2);
         goto done;
+    }
+
+    /* ---- asynchronous saves (opts.async): the writes are held 300 ms (PTRAIN_CKPT_DELAY_MS), so
+       training goes on while they are in flight; the checkpoints must be the states at the calls ---- */
+    {
+        char ad[1200], s2d[1300], s4d[1300];
+        pt_ckpt_opts ao;
+        double t0;
+        int pend, committed;
+        snprintf(ad, sizeof ad, "%s/async", base);
+        snprintf(s2d, sizeof s2d, "%s/step_000000002", ad);
+        snprintf(s4d, sizeof s4d, "%s/step_000000004", ad);
+        memset(&ao, 0, sizeof ao);
+        ao.keep_last = 3, ao.model = &CFG, ao.async = 1;
+        setenv("PTRAIN_CKPT_DELAY_MS", "300", 1);
+        ok = run_open(&a);
+        for (i = 0; ok && i < 2; i++) ok = run_step(&a) == ref[i];
+        ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK;
+        pend = (int)pt_ckpt_pending(a.ctx);
+        snprintf(why, sizeof why, "%s; in flight: step %d, step_000000002 %s", pt_error(a.ctx), pend, exists(s2d) ? "exists" : "absent");
+        check(ok && pend == 2 && !exists(s2d), "async save of step 2 returns with the write in flight (nothing committed yet)", why);
+        for (; ok && i < KSAVE; i++) ok = run_step(&a) == ref[i]; /* the parameters change under the write */
+        ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK;
+        pend = (int)pt_ckpt_pending(a.ctx);
+        ok = ok && pend == 4 && pt_ckpt_verify(s2d, why, sizeof why) == PT_OK && !exists(s4d);
+        check(ok, "a second async save while the first is in flight commits step 2 first, then writes step 4", why);
+        for (; ok && i < NSTEPS; i++) ok = run_step(&a) == ref[i];
+        check(ok, "async: training on during the writes gives the reference losses", pt_error(a.ctx));
+        for (t0 = pt_time(); ok && pt_ckpt_pending(a.ctx) >= 0 && pt_time() - t0 < 20;) {
+            struct timespec ts = {0, 5000000L};
+            ok = pt_ckpt_poll(a.ctx) == PT_OK;
+            nanosleep(&ts, NULL);
+        }
+        unsetenv("PTRAIN_CKPT_DELAY_MS");
+        committed = pt_ckpt_pending(a.ctx) < 0 && exists(s4d);
+        check(ok && committed, "pt_ckpt_poll commits step 4 once every rank's write is done", pt_error(a.ctx));
+        check(pt_ckpt_wait(a.ctx) == PT_OK && pt_ckpt_stats_get(a.ctx).step == 4 && pt_ckpt_stats_get(a.ctx).bytes > 0,
+              "pt_ckpt_wait with nothing in flight: PT_OK; stats name step 4", pt_error(a.ctx));
+        run_close(&a);
+        ok = run_open(&b);
+        ok = ok && pt_ckpt_load(b.ctx, b.o, ad, &step) == PT_OK && step == KSAVE;
+        snprintf(why, sizeof why, "load: %s, step %lld", pt_error(b.ctx), (long long)step);
+        check(ok && snap_equal(&b, &s4, why, sizeof why), "async checkpoint of step 4 = the state at the call, bit-exact (not the later state)", why);
+        for (i = KSAVE; ok && i < NSTEPS; i++) res[i] = run_step(&b);
+        {
+            double md = 0;
+            for (i = KSAVE; i < NSTEPS; i++) md = fmax(md, fabs((double)res[i] - ref[i]));
+            snprintf(why, sizeof why, "max |loss difference| %g", md);
+            check(ok && md == 0, "async: exact resume from step 4 (losses bit-identical to the uninterrupted run)", why);
+        }
+        ok = pt_ckpt_load(b.ctx, b.o, s2d, &step) == PT_OK && step == 2;
+        check(ok && snap_equal(&b, &s2, why, sizeof why), "async checkpoint of step 2 = the state at its call, bit-exact", why);
+        run_close(&b);
+
+        /* failures of the background write: reported by pt_ckpt_wait, and by the next save */
+        snprintf(ad, sizeof ad, "%s/async_fail", base);
+        ok = run_open(&a);
+        for (i = 0; ok && i < 2; i++) ok = !isnan(run_step(&a));
+        ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK && pt_ckpt_wait(a.ctx) == PT_OK;
+        check(ok, "async save of step 2, then pt_ckpt_wait: PT_OK", pt_error(a.ctx));
+        snprintf(s2d, sizeof s2d, "%s/step_000000002", ad);
+        ok = !isnan(run_step(&a));
+        setenv("PTRAIN_CKPT_FAIL", "1000", 1);
+        ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK; /* the snapshot is fine; the write fails */
+        unsetenv("PTRAIN_CKPT_FAIL");
+        ok = ok && !isnan(run_step(&a)) && pt_ckpt_wait(a.ctx) == PT_ERR_IO;
+        snprintf(why, sizeof why, "%s", pt_error(a.ctx));
+        check(ok && strstr(why, "step 3 not saved (asynchronous write)") && strstr(why, "PTRAIN_CKPT_FAIL") && strstr(why, "rank_00000.bin"),
+              "a failed async write: pt_ckpt_wait returns PT_ERR_IO with the same reason on every rank", why);
+        pt_error_clear(a.ctx);
+        snprintf(p, sizeof p, "%s/step_000000003", ad);
+        snprintf(q, sizeof q, "%s/.tmp.step_000000003", ad);
+        ok = !exists(p) && !exists(q) && pt_ckpt_verify(s2d, why, sizeof why) == PT_OK;
+        {
+            char line[64];
+            ok = ok && !strcmp(latest_of(ad, line), "step_000000002\n");
+        }
+        check(ok, "failed async write: no step 3, no temporary directory, step 2 intact and still latest", why);
+        setenv("PTRAIN_CKPT_FAIL", "1000", 1);
+        ok = pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK; /* step 4, failing in the background */
+        unsetenv("PTRAIN_CKPT_FAIL");
+        ok = ok && !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_ERR_IO;
+        snprintf(why, sizeof why, "%s; in flight %lld", pt_error(a.ctx), (long long)pt_ckpt_pending(a.ctx));
+        check(ok && strstr(why, "step 4 not saved") && pt_ckpt_pending(a.ctx) < 0,
+              "a failed async write is reported by the next save (which starts nothing)", why);
+        pt_error_clear(a.ctx);
+        ok = pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK && pt_ckpt_wait(a.ctx) == PT_OK;
+        snprintf(p, sizeof p, "%s/step_000000005", ad);
+        check(ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK, "after a failure the next async save (step 5) works", ok ? why : pt_error(a.ctx));
+        /* a save still in flight at pt_shutdown: the writer is joined (ASan: nothing leaks), a warning */
+        ok = !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK;
+        LOG[0] = 0;
+        run_close(&a);
+        check(ok && strstr(LOG, "never committed"), "pt_shutdown with an async save in flight joins the writer and warns", LOG);
+        /* the next commit in that directory removes what it left (and the dropped checkpoints) */
+        ok = run_open(&b) && pt_ckpt_load(b.ctx, b.o, ad, &step) == PT_OK && step == 5;
+        ao.async = 0, ao.keep_last = 1;
+        ok = ok && !isnan(run_step(&b)) && pt_ckpt_save(b.ctx, b.o, ad, 7, &ao) == PT_OK;
+        run_close(&b); /* joins the remover (rank 0's) */
+        sync_all();
+        snprintf(p, sizeof p, "%s/.tmp.step_000000006", ad);
+        snprintf(q, sizeof q, "%s/.del.step_000000005", ad);
+        snprintf(why, sizeof why, "%.900s %s, %.900s %s", p, exists(p) ? "exists" : "gone", q, exists(q) ? "exists" : "gone");
+        check(ok && !exists(p) && !exists(q) && !exists(s2d), "the next commit removes the uncommitted temporary and the checkpoints retention dropped", why);
     }
 
     /* ---- corruption: each case on a copy of the run directory; step 4 is damaged, step 2 must be used ---- */
@@ -688,14 +824,8 @@ int main(int argc, char **argv) {
         ok = ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK;
         check(ok, "failed save: the previous checkpoints (4, 5) still verify", why);
         {
-            FILE *f;
-            char line[64] = {0};
-            snprintf(p, sizeof p, "%s/latest", rd);
-            if ((f = fopen(p, "r")) != NULL) {
-                if (!fgets(line, sizeof line, f)) line[0] = 0;
-                fclose(f);
-            }
-            check(!strcmp(line, "step_000000005\n"), "failed save: latest still names step_000000005", line);
+            char line[64];
+            check(!strcmp(latest_of(rd, line), "step_000000005\n"), "failed save: latest still names step_000000005", line);
         }
         run_close(&a);
         run_open(&b);
