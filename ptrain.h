@@ -60,6 +60,11 @@
    track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
    pt_profile_enable (or PTRAIN_PROFILE=1): per op type calls, time, FLOPs, bytes (pt_profile_print).
 
+   Health: pt_guard_new / pt_guard_check per step (before pt_optim_step): NaN/Inf in the loss or the
+   gradients (naming the rank), loss and gradient-norm spikes (z-score over a window); the verdict
+   (agreed over the grid) says update, skip, or roll back (pt_guard_rollback: the last checkpoint, the
+   LR scale times lr_factor); a periodic hash compare of the DP replicas' weights. See docs/guard.md.
+
    ==================================================================================================
    CONCEPTS
    ==================================================================================================
@@ -141,6 +146,8 @@
                             collective records to stderr and aborts the job (MPI_Abort)
    PTRAIN_CKPT_FAIL=N       (tests) pt_ckpt_save fails once a rank has written N bytes of its file
    PTRAIN_PROFILE=1         the per-op profile on from pt_init (pt_profile_enable; pt_profile_print)
+   PTRAIN_GUARD_INJECT=K:S:R (tests) faults for pt_guard_check: nan, inf (gradient), spike (loss x100),
+                            flip (a weight bit) at step S on world rank R (* = all); comma-separated
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
