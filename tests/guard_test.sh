@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/guard_test.sh [BUILD_DIR] - the health guard (>>guard). Builds tests/test_guard.c without MPI (one
 # rank) and with mpicc -DPTRAIN_MPI, runs it plain, under mpirun -np 2 (dp 2) and -np 4 with GUARD_TP=2
-# (dp 2 x tp 2: replicas compared per TP position). Each run injects NaN gradients, loss and gradient
+# and GUARD_PP=2 (dp 2 x tp 2, dp 2 x pp 2 grids with the MLP replicated: replicas compared per
+# TP / PP position, the verdict agreed over the world). Each run injects NaN gradients, loss and gradient
 # spikes and a flipped weight (PTRAIN_GUARD_INJECT, set by the program) and compares with fault-free
 # reference runs it computes itself: warn / skip / rollback policies, exact resume, replica check.
 # C/C++ builds and the symbol check of the whole header are compile_test.sh's and the MPI scripts'.
@@ -28,6 +29,7 @@ MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
 if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_guard.c -o "$BUILD/test_guard_mpi" -lm >"$BUILD/test_guard_mpi.build.log" 2>&1; then
     prog "test_guard: mpirun -np 2 (dp 2)" "$BUILD/test_guard_np2.log" $MPIRUN -np 2 "$B/test_guard_mpi" "$BUILD/guard_np2"
     prog "test_guard: mpirun -np 4 (dp 2 x tp 2)" "$BUILD/test_guard_np4.log" $MPIRUN -np 4 -x GUARD_TP=2 "$B/test_guard_mpi" "$BUILD/guard_np4"
+    prog "test_guard: mpirun -np 4 (dp 2 x pp 2)" "$BUILD/test_guard_np4pp.log" $MPIRUN -np 4 -x GUARD_PP=2 "$B/test_guard_mpi" "$BUILD/guard_np4pp"
 else
     fail "build test_guard_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_guard_mpi.build.log"
     head -n 20 "$BUILD/test_guard_mpi.build.log" | sed 's/^/    /'

@@ -1,5 +1,6 @@
 /* test_guard.c - the health guard (>>guard). A small MLP regression trained data parallel (pt_dp over
-   every DP rank; GUARD_TP=2: inside a dp x tp grid, the MLP replicated over TP) with PTRAIN_GUARD_INJECT
+   every DP rank; GUARD_TP=2 / GUARD_PP=2: inside a dp x tp or dp x pp grid, the whole MLP replicated over
+   TP and PP: what the guard sees of the grid, not a split model) with PTRAIN_GUARD_INJECT
    faults, each run compared with fault-free reference runs computed here:
    - no fault: no event, every verdict OK;
    - NaN in one rank's gradient, warn policy: one event naming that rank, the run goes on, that rank's
@@ -164,7 +165,7 @@ int main(int argc, char **argv) {
     {
         pt_layout lay;
         memset(&lay, 0, sizeof lay);
-        lay.tp = getenv("GUARD_TP") ? atoi(getenv("GUARD_TP")) : 1, lay.pp = 1;
+        lay.tp = getenv("GUARD_TP") ? atoi(getenv("GUARD_TP")) : 1, lay.pp = getenv("GUARD_PP") ? atoi(getenv("GUARD_PP")) : 1;
         D = pt_dist_init(&argc, &argv, &lay, err, sizeof err);
     }
 #ifdef PTRAIN_MPI
@@ -178,7 +179,8 @@ int main(int argc, char **argv) {
     snprintf(BASE, sizeof BASE, "%s", argc > 1 && argv[1][0] != '-' ? argv[1] : "build/tests/guard_tmp");
     if (RANK == 0) {
         char cmd[600];
-        printf("test_guard: %d rank(s) (dp %d), MLP 8-16-4, AdamW, %d steps, faults on rank %d, checkpoints in %s\n", WORLD, DPN, NSTEPS, R, BASE);
+        printf("test_guard: %d rank(s) (dp %d, tp %d, pp %d), MLP 8-16-4, AdamW, %d steps, faults on rank %d, checkpoints in %s\n", WORLD, DPN,
+               D ? pt_dist_layout(D).tp : 1, D ? pt_dist_layout(D).pp : 1, NSTEPS, R, BASE);
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", BASE);
         if (system(cmd) != 0) printf("(could not remove %s)\n", BASE);
         mkdir(BASE, 0755);
