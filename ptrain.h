@@ -1509,9 +1509,10 @@ typedef struct pt_guard_stats {
     double lr_scale;          /**< what to multiply the LR by */
     double loss_mean, loss_std, grad_mean, grad_std; /**< over the ring */
 } pt_guard_stats;
-/** Creates a guard on ctx (over ctx's grid: pt_desc.dist) and registers its state "guard". Collective
-    only in that every rank must create it. NULL on error (PT_ERR_ARG naming the field). Free it
-    with pt_guard_free before pt_shutdown. */
+/** Creates a guard on ctx (over ctx's grid: pt_desc.dist) and registers its state "guard". Not itself
+    collective, but every rank of the grid creates one (pt_guard_check is). NULL on error (PT_ERR_ARG
+    naming the field). Every rank passes its loss to pt_guard_check. Free it with pt_guard_free
+    before pt_shutdown. */
 PTDEF pt_guard *pt_guard_new(pt_ctx *ctx, const pt_guard_desc *desc);
 /** Frees the guard and unregisters its state. NULL is a no-op. */
 PTDEF void pt_guard_free(pt_guard *g);
