@@ -60,6 +60,11 @@
    track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
    pt_profile_enable (or PTRAIN_PROFILE=1): per op type calls, time, FLOPs, bytes (pt_profile_print).
 
+   Health: pt_guard_new / pt_guard_check per step (before pt_optim_step): NaN/Inf in the loss or the
+   gradients (naming the rank), loss and gradient-norm spikes (z-score over a window); the verdict
+   (agreed over the grid) says update, skip, or roll back (pt_guard_rollback: the last checkpoint, the
+   LR scale times lr_factor); a periodic hash compare of the DP replicas' weights. See docs/guard.md.
+
    ==================================================================================================
    CONCEPTS
    ==================================================================================================
@@ -157,6 +162,8 @@
    PTRAIN_PROGRESS=0|1      pt_monitor's progress line off / on (default: on an interactive terminal,
                             not under mpirun)
    PTRAIN_CKPT_DELAY_MS=N   (tests) an asynchronous checkpoint write starts N ms late
+   PTRAIN_GUARD_INJECT=K:S:R (tests) faults for pt_guard_check: nan, inf (gradient), spike (loss x100),
+                            flip (a weight bit) at step S on world rank R (* = all); comma-separated
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -212,6 +219,7 @@
                 with fallback; inspection, safetensors export and import
    >>trace      Chrome trace-event timelines per rank (Perfetto), the per-op profile
    >>monitor    per-step metrics aggregated over the ranks, the JSON-lines log, the progress line
+   >>guard      health guard: NaN/Inf and spike detection, warn / skip / roll back, DP replica hashes
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -1641,6 +1649,114 @@ PTDEF int pt_monitor_progress_on(const pt_monitor *m);
 /** Rank 0 writes a run_end event (steps, seconds) and closes the log; frees m. Not collective: events
     of other ranks not yet sent are dropped. NULL is a no-op. */
 PTDEF void pt_monitor_free(pt_monitor *m);
+/* ---- health guard (>>guard) ------------------------------------------------------------------
+   Per step, after backward (and pt_dp_finish / pt_pp_step) and before pt_optim_step, the training
+   loop calls pt_guard_check(g, step, loss, grad_norm); it returns the verdict, the same on every
+   rank of ctx's grid (one MPI_Allgather of 4 doubles per rank over the world):
+   - non-finite values: each rank tests its local loss and, when its grad_norm is not finite (or not
+     given, < 0), the sum of squares of its whole local gradient slab; the event names the lowest
+     world rank holding one (a rank that holds a non-finite gradient before one that only saw it in
+     a reduced norm). A NaN born in backward before the DP reduction reaches every DP replica, so
+     then the rank named is the lowest of them; a non-finite local loss names its origin.
+   - spikes: z = (x - mean) / std of the last `window` accepted steps' values (a ring; mean and
+     population std recomputed from it in a fixed order), for the loss (the mean of the ranks'
+     losses: pass each rank's local loss or the global one) and the gradient norm (the largest
+     over the ranks); a spike when z > z_threshold once `warmup` steps were accepted. Non-finite
+     and spike steps are not added to the ring.
+   Policy: PT_GUARD_POLICY_WARN returns PT_GUARD_OK always (events only: an update with a NaN
+   gradient makes parameters NaN, and the DP reduction spreads them; the guard keeps reporting);
+   _SKIP returns PT_GUARD_SKIP for a bad step (do not call pt_optim_step; pt_zero_grad before the
+   next step); _ROLLBACK returns PT_GUARD_SKIP for a bad step and PT_GUARD_ROLLBACK after
+   rollback_after consecutive ones (or at once on a replica mismatch): then call pt_guard_rollback,
+   which loads the newest valid checkpoint of ckpt_dir (pt_ckpt_load: parameters, optimizer,
+   registered state: the data stream too) and multiplies the LR scale by lr_factor. The LR scale
+   is guard state: multiply your learning rate by pt_guard_lr_scale(g). The guard's state (the
+   ring, counters, LR scale) is registered as checkpointed state "guard" (create the guard before
+   pt_ckpt_load on resume; same window), so a resumed run gives the same verdicts; the LR scale
+   after a rollback is kept (the loaded one times lr_factor), not the checkpoint's.
+   Replica check: every replica_check_every steps (or pt_guard_replica_check) each rank's CRC32C
+   of its parameter slab is compared among the DP replicas of its (tp, pp) position; the ranks
+   whose hash differs from the majority (on a tie: from the lowest DP rank's) are an event.
+   Every event is kept (the last PT_GUARD_EVENTS_KEPT, pt_guard_events), passed to on_event on
+   every rank (the same events everywhere) and logged as a warning by world rank 0.
+   Env PTRAIN_GUARD_INJECT=KIND:STEP:RANK[,...] (tests; RANK = world rank, * = every rank; each
+   fires once, at pt_guard_check of that step): nan / inf = the rank's first gradient element,
+   spike = the rank's loss times 100, flip = a bit of the rank's first parameter element. */
+#define PT_GUARD_EVENTS_KEPT 256
+typedef struct pt_guard pt_guard; /**< a health guard (pt_guard_new) */
+/** What pt_guard_check does with a bad step. */
+typedef enum pt_guard_policy { PT_GUARD_POLICY_WARN = 0, PT_GUARD_POLICY_SKIP, PT_GUARD_POLICY_ROLLBACK } pt_guard_policy;
+/** Verdicts of pt_guard_check (< 0: an error, see pt_error). */
+typedef enum pt_guard_verdict { PT_GUARD_OK = 0, PT_GUARD_SKIP, PT_GUARD_ROLLBACK } pt_guard_verdict;
+/** Kinds of events (pt_guard_event.kind). */
+typedef enum pt_guard_event_kind {
+    PT_GUARD_EV_LOSS_NONFINITE = 0, PT_GUARD_EV_GRAD_NONFINITE, PT_GUARD_EV_LOSS_SPIKE, PT_GUARD_EV_GRAD_SPIKE,
+    PT_GUARD_EV_ROLLBACK, PT_GUARD_EV_REPLICA_MISMATCH, PT_GUARD_EV_KINDS
+} pt_guard_event_kind;
+/** One event. */
+typedef struct pt_guard_event {
+    int64_t step;     /**< the step checked (a rollback: the step it happened at) */
+    int32_t kind;     /**< pt_guard_event_kind */
+    int32_t rank;     /**< world rank: where a non-finite value first appeared (lowest), the largest loss or
+                           norm of a spike, the first differing replica; -1 = none */
+    int32_t verdict;  /**< the step's verdict (pt_guard_verdict) */
+    double value;     /**< the loss or norm (spike, non-finite), the new LR scale (rollback), the number of
+                           differing replicas (mismatch) */
+    double z;         /**< z-score of a spike (0 otherwise) */
+    double mean, std; /**< the statistics the z-score used */
+    int64_t loaded_step; /**< rollback: the checkpoint step loaded (-1 otherwise) */
+    char detail[160]; /**< one readable line */
+} pt_guard_event;
+/** Setup of a guard (zero-initialize; 0 = the default in brackets). */
+typedef struct pt_guard_desc {
+    int32_t policy;              /**< pt_guard_policy [WARN] */
+    int32_t window;              /**< accepted steps in the statistics [128] */
+    float z_threshold;           /**< spike when z > this [6] */
+    int32_t warmup;              /**< accepted steps before z-scores count [16, at least 2] */
+    int32_t rollback_after;      /**< consecutive bad steps before PT_GUARD_ROLLBACK [3] */
+    float lr_factor;             /**< LR scale multiplier per rollback [0.5] */
+    const char *ckpt_dir;        /**< checkpoints to roll back to (needed by POLICY_ROLLBACK; copied) */
+    int32_t replica_check_every; /**< pt_guard_check compares DP replicas at steps % K == 0 [0 = never] */
+    void (*on_event)(void *user, const pt_guard_event *e); /**< called for every event [none] */
+    void *user;
+} pt_guard_desc;
+/** Guard statistics and counters. */
+typedef struct pt_guard_stats {
+    int64_t checks, skips, rollbacks, events; /**< rollbacks: checkpointed; the others: this process */
+    int64_t accepted;         /**< steps added to the statistics (checkpointed) */
+    int64_t consecutive_bad;  /**< bad steps in a row now */
+    int32_t n;                /**< values in the ring now */
+    double lr_scale;          /**< what to multiply the LR by */
+    double loss_mean, loss_std, grad_mean, grad_std; /**< over the ring */
+} pt_guard_stats;
+/** Creates a guard on ctx (over ctx's grid: pt_desc.dist) and registers its state "guard". Not itself
+    collective, but every rank of the grid creates one (pt_guard_check is). NULL on error (PT_ERR_ARG
+    naming the field). Every rank passes its loss to pt_guard_check. Free it with pt_guard_free
+    before pt_shutdown. */
+PTDEF pt_guard *pt_guard_new(pt_ctx *ctx, const pt_guard_desc *desc);
+/** Frees the guard and unregisters its state. NULL is a no-op. */
+PTDEF void pt_guard_free(pt_guard *g);
+/** Collective (world). Checks step's loss and gradient norm (grad_norm < 0: not given; the local
+    gradients are tested instead), runs the replica check when due; returns a pt_guard_verdict,
+    the same on every rank, or -1 on an error. */
+PTDEF int pt_guard_check(pt_guard *g, int64_t step, float loss, float grad_norm);
+/** Collective (world). Loads the newest valid checkpoint of the guard's ckpt_dir into ctx and o
+    (NULL = no optimizer state) and multiplies the LR scale by lr_factor; *step (may be NULL) = the
+    step loaded (continue training from it). Errors of pt_ckpt_load (then nothing changes). */
+PTDEF pt_status pt_guard_rollback(pt_guard *g, pt_optim *o, int64_t *step);
+/** Collective (world). Compares the DP replicas' parameter hashes now; returns the number of ranks
+    whose parameters differ from their replicas' majority (0 = all equal), -1 on error. */
+PTDEF int pt_guard_replica_check(pt_guard *g, int64_t step);
+/** The learning-rate scale (1, times lr_factor per rollback). */
+PTDEF float pt_guard_lr_scale(const pt_guard *g);
+/** Copies the last min(max, kept) events, oldest first, into out (may be NULL); returns how many
+    events there were in all. */
+PTDEF int64_t pt_guard_events(const pt_guard *g, pt_guard_event *out, int max);
+/** Statistics and counters now. */
+PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g);
+/** Name of an event kind ("loss_nonfinite", "grad_nonfinite", "loss_spike", "grad_spike", "rollback",
+    "replica_mismatch"). */
+PTDEF const char *pt_guard_event_name(int kind);
 
 #ifdef __cplusplus
 }
@@ -16858,6 +16974,399 @@ PTDEF void pt_monitor_free(pt_monitor *m) {
     PT_FREE(m->all);
     PT_FREE(m->work);
     PT_FREE(m);
+   >>guard  health guard: non-finite losses and gradients (and the rank they appeared on), loss and
+   gradient-norm spikes by a z-score over a ring of accepted steps, the warn / skip / roll back
+   policies, DP replica hashes. One MPI_Allgather of 4 doubles per rank and check: the loss, the
+   gradient norm, flags (1 = local loss not finite, 2 = local gradient slab not finite, 4 = the norm
+   given not finite) and the parameter hash when a replica check is due; every rank then decides
+   the same from the same numbers. The registered state "guard" is a pt__guard_st followed by the
+   ring (2 doubles per step: loss, norm; norm < 0 = not given).
+   ================================================================================================= */
+typedef struct pt__guard_st {
+    int64_t window, fill, head, accepted, consecutive, rollbacks;
+    double lr_scale;
+} pt__guard_st;
+
+#define PT__GUARD_INJ 8
+struct pt_guard {
+    pt_ctx *ctx;
+    pt_guard_desc d;
+    char *dir;
+    pt__guard_st *st; /* the registered block: state, then the ring */
+    double *ring;
+    double *all;      /* 4 doubles per world rank: the gathered records */
+    int rank, size;
+    int64_t nev, checks, skips, last_step;
+    pt_guard_event ev[PT_GUARD_EVENTS_KEPT];
+    struct { int kind, rank, fired; int64_t step; } inj[PT__GUARD_INJ]; /* PTRAIN_GUARD_INJECT */
+    int ninj, forced; /* forced: an injected gradient value this step (test the slab) */
+};
+
+static const char *const pt__guard_kind_names[PT_GUARD_EV_KINDS] = {"loss_nonfinite", "grad_nonfinite", "loss_spike", "grad_spike", "rollback",
+                                                                    "replica_mismatch"};
+PTDEF const char *pt_guard_event_name(int kind) { return kind >= 0 && kind < PT_GUARD_EV_KINDS ? pt__guard_kind_names[kind] : "?"; }
+static int pt__guard_finite(double x) { return x == x && x - x == 0; }
+
+static int pt__guard_parse_inject(pt_guard *g, const char *s) {
+    static const char *const kinds[4] = {"nan", "inf", "spike", "flip"};
+    while (s && *s) {
+        char kind[8];
+        long long step;
+        int k, n = 0, rank = -1;
+        if (g->ninj == PT__GUARD_INJ) return 0;
+        if (sscanf(s, "%7[a-z]:%lld:%n", kind, &step, &n) != 2 || n == 0) return 0;
+        s += n;
+        if (*s == '*') s++;
+        else {
+            char *e;
+            rank = (int)strtol(s, &e, 10);
+            if (e == s || rank < 0) return 0;
+            s = e;
+        }
+        for (k = 0; k < 4 && strcmp(kind, kinds[k]); k++) {}
+        if (k == 4 || step < 0 || (*s && *s != ',')) return 0;
+        g->inj[g->ninj].kind = k, g->inj[g->ninj].rank = rank, g->inj[g->ninj].step = step, g->inj[g->ninj].fired = 0;
+        g->ninj++;
+        if (*s == ',') s++;
+    }
+    return 1;
+}
+
+PTDEF pt_guard *pt_guard_new(pt_ctx *ctx, const pt_guard_desc *desc) {
+    pt_guard_desc d;
+    pt_guard *g;
+    const char *inj;
+    int64_t bytes;
+    if (!ctx) return NULL;
+    if (!desc) return (pt_guard *)pt__fail(ctx, PT_ERR_ARG, "pt_guard_new: desc is NULL (expected a pt_guard_desc)");
+    d = *desc;
+    if (d.policy < PT_GUARD_POLICY_WARN || d.policy > PT_GUARD_POLICY_ROLLBACK)
+        return (pt_guard *)pt__fail(ctx, PT_ERR_ARG, "pt_guard_new: policy %d (expected PT_GUARD_POLICY_WARN, _SKIP or _ROLLBACK)", (int)d.policy);
+    if (d.window < 0 || d.window > (1 << 20) || d.warmup < 0 || d.rollback_after < 0 || d.replica_check_every < 0)
+        return (pt_guard *)pt__fail(ctx, PT_ERR_ARG, "pt_guard_new: window %d (0..1048576), warmup %d, rollback_after %d, replica_check_every %d must be >= 0",
+                                    (int)d.window, (int)d.warmup, (int)d.rollback_after, (int)d.replica_check_every);
+    if (!pt__guard_finite(d.z_threshold) || d.z_threshold < 0 || !pt__guard_finite(d.lr_factor) || d.lr_factor < 0 || d.lr_factor > 1)
+        return (pt_guard *)pt__fail(ctx, PT_ERR_ARG, "pt_guard_new: z_threshold %g must be >= 0, lr_factor %g in (0, 1] (0 = defaults)",
+                                    (double)d.z_threshold, (double)d.lr_factor);
+    if (d.policy == PT_GUARD_POLICY_ROLLBACK && (!d.ckpt_dir || !*d.ckpt_dir))
+        return (pt_guard *)pt__fail(ctx, PT_ERR_ARG, "pt_guard_new: PT_GUARD_POLICY_ROLLBACK needs ckpt_dir (the checkpoints to roll back to), found none");
+    if (!d.window) d.window = 128;
+    if (d.z_threshold == 0) d.z_threshold = 6.0f;
+    if (!d.warmup) d.warmup = 16;
+    if (d.warmup < 2) d.warmup = 2;
+    if (!d.rollback_after) d.rollback_after = 3;
+    if (d.lr_factor == 0) d.lr_factor = 0.5f;
+    g = (pt_guard *)PT_MALLOC(sizeof *g);
+    if (!g) return (pt_guard *)pt__fail(ctx, PT_ERR_OOM, "pt_guard_new: out of memory");
+    memset(g, 0, sizeof *g);
+    g->ctx = ctx, g->d = d, g->last_step = -1;
+    g->rank = pt_dist_rank(ctx->desc.dist), g->size = pt_dist_size(ctx->desc.dist);
+    bytes = (int64_t)sizeof(pt__guard_st) + 2 * (int64_t)d.window * (int64_t)sizeof(double);
+    g->st = (pt__guard_st *)PT_MALLOC((size_t)bytes);
+    g->all = (double *)PT_MALLOC((size_t)g->size * 4 * sizeof(double));
+    if (d.ckpt_dir) {
+        size_t n = strlen(d.ckpt_dir) + 1;
+        if ((g->dir = (char *)PT_MALLOC(n)) != NULL) memcpy(g->dir, d.ckpt_dir, n);
+    }
+    g->d.ckpt_dir = g->dir;
+    if (!g->st || !g->all || (d.ckpt_dir && !g->dir)) {
+        pt_guard_free(g);
+        return (pt_guard *)pt__fail(ctx, PT_ERR_OOM, "pt_guard_new: out of memory for a window of %d steps", (int)d.window);
+    }
+    memset(g->st, 0, (size_t)bytes);
+    g->st->window = d.window, g->st->lr_scale = 1.0;
+    g->ring = (double *)(void *)(g->st + 1);
+    inj = getenv("PTRAIN_GUARD_INJECT");
+    if (inj && *inj && !pt__guard_parse_inject(g, inj)) {
+        pt_guard_free(g);
+        return (pt_guard *)pt__fail(ctx, PT_ERR_ARG, "pt_guard_new: PTRAIN_GUARD_INJECT='%s': expected KIND:STEP:RANK[,...] (KIND nan, inf, spike or flip; "
+                                    "RANK a world rank or *; at most %d)", inj, PT__GUARD_INJ);
+    }
+    if (pt_state_register(ctx, "guard", g->st, bytes) != PT_OK) {
+        pt_guard_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+PTDEF void pt_guard_free(pt_guard *g) {
+    if (!g) return;
+    if (g->st) pt__state_unregister(g->ctx, g->st);
+    PT_FREE(g->st), PT_FREE(g->all), PT_FREE(g->dir), PT_FREE(g);
+}
+
+/* the gathered records of every world rank into g->all (4 doubles each) */
+static int pt__guard_gather(pt_guard *g, const double *mine, const char *what) {
+    memcpy(g->all, mine, 4 * sizeof(double));
+#ifdef PTRAIN_MPI
+    if (g->size > 1) {
+        const pt_dist *d = g->ctx->desc.dist;
+        uint64_t s = pt__coll_begin(d, PT_COLL_ALLGATHER, PT_COMM_WORLD, 4, PT_COLL_F64, -1);
+        int rc = pt__coll_end(d, s, s ? MPI_Allgather((void *)mine, 4, MPI_DOUBLE, g->all, 4, MPI_DOUBLE, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_WORLD))
+                                      : PT__COLL_REFUSED);
+        if (rc != MPI_SUCCESS)
+            return pt__fail(g->ctx, PT_ERR_DEVICE, "%s: MPI_Allgather over the world communicator failed: %s", what, pt__coll_why(d, rc)), 0;
+    }
+#endif
+    (void)what;
+    return 1;
+}
+
+/* CRC32C of this rank's parameter slab (as a double; -1 if it could not be read) */
+static double pt__guard_hash(pt_ctx *ctx) {
+    pt_tensor p;
+    const float *h;
+    float *buf = NULL;
+    uint32_t c;
+    if (!ctx->pslab || ctx->slab_n <= 0) return 0.0;
+    p = pt_param_slab(ctx);
+    if ((h = pt_f32(&p)) == NULL) {
+        if (!(buf = (float *)PT_MALLOC((size_t)ctx->slab_n * sizeof(float)))) return -1.0;
+        pt_tensor_read(&p, buf);
+        h = buf;
+    }
+    c = pt_crc32c(0, h, (size_t)ctx->slab_n * sizeof(float));
+    PT_FREE(buf);
+    return (double)c;
+}
+
+/* 1 if this rank's whole gradient slab holds a NaN or an infinity (one sum of squares) */
+static int pt__guard_grad_bad(pt_ctx *ctx) {
+    pt_tensor gs;
+    if (!ctx->gslab || ctx->slab_n <= 0) return 0;
+    gs = pt_grad_slab(ctx);
+    return !pt__guard_finite(ctx->be->sumsq(ctx, &gs, ctx->slab_n));
+}
+
+static void pt__guard_inject(pt_guard *g, int64_t step, float *loss) {
+    pt_ctx *ctx = g->ctx;
+    int i;
+    for (i = 0; i < g->ninj; i++) {
+        pt_tensor v;
+        float x;
+        uint32_t u;
+        if (g->inj[i].fired || g->inj[i].step != step || (g->inj[i].rank >= 0 && g->inj[i].rank != g->rank) || ctx->slab_n <= 0) continue;
+        g->inj[i].fired = 1;
+        if (g->inj[i].kind == 2) {
+            *loss *= 100.0f;
+        } else if (g->inj[i].kind == 3) {
+            v = pt__slab_view(ctx->pslab, 1);
+            ctx->be->read(ctx, &v, &x, 4);
+            memcpy(&u, &x, 4), u ^= 1u << 22, memcpy(&x, &u, 4);
+            ctx->be->write(ctx, &v, &x, 4);
+        } else {
+            v = pt__slab_view(ctx->gslab, 1);
+            x = g->inj[i].kind == 0 ? NAN : INFINITY;
+            ctx->be->write(ctx, &v, &x, 4);
+            g->forced = 1;
+        }
+    }
+}
+
+static void pt__guard_emit(pt_guard *g, const pt_guard_event *e) {
+    g->ev[g->nev % PT_GUARD_EVENTS_KEPT] = *e;
+    g->nev++;
+    if (g->d.on_event) g->d.on_event(g->d.user, e);
+    if (g->rank == 0) pt_log(g->ctx, PT_LOG_WARN, "pt_guard: step %lld: %s: %s", (long long)e->step, pt_guard_event_name(e->kind), e->detail);
+}
+static void pt__guard_event(pt_guard *g, int64_t step, int kind, int rank, int verdict, double value, double z, double mean, double sd,
+                            const char *detail) {
+    pt_guard_event e;
+    memset(&e, 0, sizeof e);
+    e.step = step, e.kind = kind, e.rank = rank, e.verdict = verdict, e.value = value, e.z = z, e.mean = mean, e.std = sd, e.loaded_step = -1;
+    snprintf(e.detail, sizeof e.detail, "%s", detail);
+    pt__guard_emit(g, &e);
+}
+
+/* mean and population std of column col (0 loss, 1 norm; norms < 0 skipped) of the ring, in slot order */
+static int pt__guard_stat(const pt_guard *g, int col, double *mean, double *sd) {
+    double s = 0.0, q = 0.0;
+    int64_t i, n = 0;
+    for (i = 0; i < g->st->fill; i++)
+        if (col == 0 || g->ring[2 * i + 1] >= 0) s += g->ring[2 * i + col], n++;
+    *mean = n ? s / (double)n : 0.0;
+    for (i = 0; i < g->st->fill; i++)
+        if (col == 0 || g->ring[2 * i + 1] >= 0) q += (g->ring[2 * i + col] - *mean) * (g->ring[2 * i + col] - *mean);
+    *sd = n ? sqrt(q / (double)n) : 0.0;
+    return (int)n;
+}
+
+/* replicas: the DP ranks of each (tp, pp) position compared by the hashes in g->all[4 r + 3]; emits
+   one event per position whose replicas differ (when emit); returns the number of differing ranks */
+static int pt__guard_replicas(pt_guard *g, int64_t step, int emit, int verdict) {
+    const pt_dist *d = g->ctx->desc.dist;
+    pt_layout lay = pt_dist_layout(d);
+    int r, k, j, total = 0;
+    if (!d || lay.dp <= 1) return 0;
+    for (r = 0; r < g->size; r++) {
+        pt_coords c = pt_layout_coords(&lay, r), q = c;
+        double ref = 0.0;
+        int best = 0, nd = 0, first = -1;
+        char det[160];
+        size_t len;
+        if (c.dp != 0) continue;
+        for (k = 0; k < lay.dp; k++) { /* the majority hash; on a tie the lowest DP rank's */
+            int cnt = 0;
+            double h;
+            q.dp = k, h = g->all[4 * pt_layout_rank(&lay, q) + 3];
+            for (j = 0; j < lay.dp; j++) q.dp = j, cnt += g->all[4 * pt_layout_rank(&lay, q) + 3] == h;
+            if (cnt > best) best = cnt, ref = h;
+        }
+        snprintf(det, sizeof det, "tp %d pp %d: ranks", (int)c.tp, (int)c.pp);
+        for (k = 0; k < lay.dp; k++) {
+            int rk;
+            q.dp = k, rk = pt_layout_rank(&lay, q);
+            if (g->all[4 * rk + 3] == ref) continue;
+            if (first < 0) first = rk;
+            nd++;
+            len = strlen(det);
+            snprintf(det + len, sizeof det - len, " %d (crc %08x)", rk, (unsigned)g->all[4 * rk + 3]);
+        }
+        if (nd && emit) {
+            len = strlen(det);
+            snprintf(det + len, sizeof det - len, " differ from crc %08x (held by %d of %d replicas)", (unsigned)ref, best, (int)lay.dp);
+            pt__guard_event(g, step, PT_GUARD_EV_REPLICA_MISMATCH, first, verdict, (double)nd, 0.0, 0.0, 0.0, det);
+        }
+        total += nd;
+    }
+    return total;
+}
+
+PTDEF int pt_guard_check(pt_guard *g, int64_t step, float loss, float grad_norm) {
+    static const char *const act[3] = {"continue", "skip the update", "roll back"};
+    double mine[4], *all, lsum = 0.0, gmax = -1.0, lm = 0.0, ls = 0.0, gm = 0.0, gsd = 0.0, zl = 0.0, zg = 0.0;
+    int r, lrank = -1, grank = -1, gseen = -1, lmax = 0, gmaxr = -1, nonfin, spike_l = 0, spike_g = 0, bad, verdict, mis = 0, due, flags;
+    pt__guard_st *st;
+    char det[160];
+    if (!g) return -1;
+    st = g->st;
+    g->forced = 0, g->last_step = step;
+    pt__guard_inject(g, step, &loss);
+    due = g->d.replica_check_every > 0 && step % g->d.replica_check_every == 0;
+    mine[0] = loss, mine[1] = grad_norm;
+    flags = pt__guard_finite(loss) ? 0 : 1;
+    if (!pt__guard_finite(grad_norm) || grad_norm < 0 || g->forced) flags |= pt__guard_grad_bad(g->ctx) ? 2 : 0; /* the slab itself */
+    if (!pt__guard_finite(grad_norm)) flags |= 4;
+    mine[2] = (double)flags;
+    mine[3] = due ? pt__guard_hash(g->ctx) : 0.0;
+    if (!pt__guard_gather(g, mine, "pt_guard_check")) return -1;
+    all = g->all;
+    for (r = g->size - 1; r >= 0; r--) { /* downwards: the lowest rank wins */
+        int f = (int)all[4 * r + 2];
+        if (f & 1) lrank = r;
+        if (f & 2) grank = r;
+        if (f & 4) gseen = r;
+        if (all[4 * r + 1] >= 0 && all[4 * r + 1] >= gmax) gmax = all[4 * r + 1], gmaxr = r;
+        if (all[4 * r] >= all[4 * lmax]) lmax = r;
+    }
+    for (r = 0; r < g->size; r++) lsum += all[4 * r];
+    if (grank < 0) grank = gseen;
+    nonfin = lrank >= 0 || grank >= 0;
+    if (!nonfin && st->accepted >= g->d.warmup) {
+        if (pt__guard_stat(g, 0, &lm, &ls) >= 2) {
+            double sd = PT__MAX(ls, 1e-6 * fabs(lm) + 1e-12);
+            zl = (lsum / g->size - lm) / sd;
+            spike_l = zl > g->d.z_threshold;
+        }
+        if (gmaxr >= 0 && pt__guard_stat(g, 1, &gm, &gsd) >= 2) {
+            double sd = PT__MAX(gsd, 1e-6 * fabs(gm) + 1e-12);
+            zg = (gmax - gm) / sd;
+            spike_g = zg > g->d.z_threshold;
+        }
+    }
+    bad = nonfin || spike_l || spike_g;
+    if (due) mis = pt__guard_replicas(g, step, 0, 0);
+    st->consecutive = bad ? st->consecutive + 1 : 0;
+    verdict = PT_GUARD_OK;
+    if (g->d.policy == PT_GUARD_POLICY_SKIP && bad) verdict = PT_GUARD_SKIP;
+    if (g->d.policy == PT_GUARD_POLICY_ROLLBACK && (bad || mis))
+        verdict = mis || st->consecutive >= g->d.rollback_after ? PT_GUARD_ROLLBACK : PT_GUARD_SKIP;
+    if (lrank >= 0) {
+        snprintf(det, sizeof det, "loss %g, first on rank %d of %d: %s", all[4 * lrank], lrank, g->size, act[verdict]);
+        pt__guard_event(g, step, PT_GUARD_EV_LOSS_NONFINITE, lrank, verdict, all[4 * lrank], 0.0, 0.0, 0.0, det);
+    }
+    if (grank >= 0) {
+        snprintf(det, sizeof det, "gradient not finite, first on rank %d of %d (its norm %g): %s", grank, g->size, all[4 * grank + 1], act[verdict]);
+        pt__guard_event(g, step, PT_GUARD_EV_GRAD_NONFINITE, grank, verdict, all[4 * grank + 1], 0.0, 0.0, 0.0, det);
+    }
+    if (spike_l) {
+        snprintf(det, sizeof det, "loss %.6g (largest on rank %d: %.6g), z %.2f > %.2f over %lld steps (mean %.6g, std %.3g): %s", lsum / g->size, lmax,
+                 all[4 * lmax], zl, (double)g->d.z_threshold, (long long)st->fill, lm, ls, act[verdict]);
+        pt__guard_event(g, step, PT_GUARD_EV_LOSS_SPIKE, lmax, verdict, lsum / g->size, zl, lm, ls, det);
+    }
+    if (spike_g) {
+        snprintf(det, sizeof det, "gradient norm %.6g (rank %d), z %.2f > %.2f over %lld steps (mean %.6g, std %.3g): %s", gmax, gmaxr, zg,
+                 (double)g->d.z_threshold, (long long)st->fill, gm, gsd, act[verdict]);
+        pt__guard_event(g, step, PT_GUARD_EV_GRAD_SPIKE, gmaxr, verdict, gmax, zg, gm, gsd, det);
+    }
+    if (mis) pt__guard_replicas(g, step, 1, verdict);
+    if (!bad) { /* an accepted step joins the statistics */
+        g->ring[2 * st->head] = lsum / g->size, g->ring[2 * st->head + 1] = gmaxr >= 0 ? gmax : -1.0;
+        st->head = (st->head + 1) % st->window;
+        if (st->fill < st->window) st->fill++;
+        st->accepted++;
+    }
+    g->checks++;
+    g->skips += verdict != PT_GUARD_OK;
+    return verdict;
+}
+
+PTDEF int pt_guard_replica_check(pt_guard *g, int64_t step) {
+    double mine[4] = {0.0, 0.0, 0.0, 0.0};
+    int n;
+    if (!g) return -1;
+    mine[3] = pt__guard_hash(g->ctx);
+    if (!pt__guard_gather(g, mine, "pt_guard_replica_check")) return -1;
+    if ((n = pt__guard_replicas(g, step, 0, 0)) > 0) pt__guard_replicas(g, step, 1, PT_GUARD_OK);
+    return n;
+}
+
+PTDEF pt_status pt_guard_rollback(pt_guard *g, pt_optim *o, int64_t *step) {
+    pt_guard_event e;
+    double scale;
+    int64_t rb, bad, loaded = -1;
+    pt_status rc;
+    if (step) *step = -1;
+    if (!g) return PT_ERR_ARG;
+    if (!g->dir) {
+        pt__fail(g->ctx, PT_ERR_STATE, "pt_guard_rollback: the guard has no ckpt_dir to roll back to (set pt_guard_desc.ckpt_dir)");
+        return PT_ERR_STATE;
+    }
+    scale = g->st->lr_scale, rb = g->st->rollbacks, bad = g->st->consecutive;
+    if ((rc = pt_ckpt_load(g->ctx, o, g->dir, &loaded)) != PT_OK) return rc;
+    g->st->lr_scale = scale * g->d.lr_factor, g->st->rollbacks = rb + 1, g->st->consecutive = 0;
+    memset(&e, 0, sizeof e);
+    e.step = g->last_step, e.kind = PT_GUARD_EV_ROLLBACK, e.rank = -1, e.verdict = PT_GUARD_ROLLBACK, e.value = g->st->lr_scale, e.loaded_step = loaded;
+    snprintf(e.detail, sizeof e.detail, "after %lld bad steps in a row: loaded step %lld of %s, lr scale %g (rollback %lld)", (long long)bad,
+             (long long)loaded, g->dir, g->st->lr_scale, (long long)g->st->rollbacks);
+    pt__guard_emit(g, &e);
+    if (step) *step = loaded;
+    return PT_OK;
+}
+
+PTDEF float pt_guard_lr_scale(const pt_guard *g) { return g ? (float)g->st->lr_scale : 1.0f; }
+
+PTDEF int64_t pt_guard_events(const pt_guard *g, pt_guard_event *out, int max) {
+    int64_t i, first;
+    if (!g) return 0;
+    first = g->nev > PT_GUARD_EVENTS_KEPT ? g->nev - PT_GUARD_EVENTS_KEPT : 0;
+    if (out && max > 0) {
+        if (g->nev - first > max) first = g->nev - max;
+        for (i = first; i < g->nev; i++) out[i - first] = g->ev[i % PT_GUARD_EVENTS_KEPT];
+    }
+    return g->nev;
+}
+
+PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
+    pt_guard_stats s;
+    memset(&s, 0, sizeof s);
+    s.lr_scale = 1.0;
+    if (!g) return s;
+    s.checks = g->checks, s.skips = g->skips, s.rollbacks = g->st->rollbacks, s.events = g->nev;
+    s.accepted = g->st->accepted, s.consecutive_bad = g->st->consecutive, s.n = (int32_t)g->st->fill, s.lr_scale = g->st->lr_scale;
+    pt__guard_stat(g, 0, &s.loss_mean, &s.loss_std);
+    pt__guard_stat(g, 1, &s.grad_mean, &s.grad_std);
+    return s;
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */
