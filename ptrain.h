@@ -16974,6 +16974,9 @@ PTDEF void pt_monitor_free(pt_monitor *m) {
     PT_FREE(m->all);
     PT_FREE(m->work);
     PT_FREE(m);
+}
+
+/* =================================================================================================
    >>guard  health guard: non-finite losses and gradients (and the rank they appeared on), loss and
    gradient-norm spikes by a z-score over a ring of accepted steps, the warn / skip / roll back
    policies, DP replica hashes. One MPI_Allgather of 4 doubles per rank and check: the loss, the
