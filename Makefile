@@ -20,6 +20,7 @@ help:
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM), build/prepare_shards (text -> token shards)"
 	@echo "               and build/ptreport (a run's JSON-lines log and Chrome trace -> SVG charts, pipeline timeline, HTML page)"
+	@echo "               and build/ptmem (predicted memory per rank of a GPT run on a dp x tp x pp layout, ZeRO, schedule)"
 
 deps:
 	@sh tools/deps.sh
@@ -53,7 +54,10 @@ $(BUILD)/prepare_shards: tools/prepare_shards.c ptrain.h | $(BUILD)
 $(BUILD)/ptreport: tools/ptreport.c | $(BUILD)
 	$(CC) -O2 tools/ptreport.c -o $@ -lm
 
-tools: $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport
+$(BUILD)/ptmem: tools/ptmem.c ptrain.h | $(BUILD)
+	$(CC) -O2 -I. tools/ptmem.c -o $@ -lm
+
+tools: $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptmem
 
 # the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage 1F1B pipeline (Open MPI
 # needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores).

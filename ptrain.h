@@ -162,7 +162,9 @@
    Attention keeps O(B*T*C) (no T x T matrix). The fused cross-entropy writes the gradient of the
    logits over the logits themselves when no other op reads them (so a 50k vocabulary costs one
    buffer, not two): read such logits before pt_backward if you need them afterwards.
-   pt_mem(ctx) reports bytes by kind (slab capacities included) and the peak.
+   pt_mem(ctx) reports bytes by kind (slab capacities included) and the peak. pt_mem_estimate predicts
+   them per rank from a GPT config and a layout (dp x tp x pp, ZeRO, schedule, micro-batches) before
+   running (tools/ptmem.c prints the table; docs/memory.md).
 
    ==================================================================================================
    CONTENTS (search for the marker)
@@ -14894,9 +14896,15 @@ static void pt__me_grad(pt__me *me, int i) {
         int cap = me->capb ? 2 * me->capb : 64;
         int64_t *nb = (int64_t *)PT_REALLOC(me->blk, (size_t)cap * sizeof *nb);
         int *ns;
-        if (!nb) return (void)(me->oom = 1);
+        if (!nb) {
+            me->oom = 1;
+            return;
+        }
         me->blk = nb;
-        if (!(ns = (int *)PT_REALLOC(me->bsy, (size_t)cap * sizeof *ns))) return (void)(me->oom = 1);
+        if (!(ns = (int *)PT_REALLOC(me->bsy, (size_t)cap * sizeof *ns))) {
+            me->oom = 1;
+            return;
+        }
         me->bsy = ns, me->capb = cap;
     }
     me->blk[me->nb] = t->bytes, me->bsy[me->nb++] = 1;
@@ -15141,8 +15149,8 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
     if (pl.optim != PT_OPTIM_SGD && pl.optim != PT_OPTIM_ADAMW)
         return pt__msg(err, errlen, "pt_mem_estimate: optim %d (expected PT_OPTIM_SGD or PT_OPTIM_ADAMW)", pl.optim), PT_ERR_ARG;
     if (pl.precision != PT_F32)
-        return pt__msg(err, errlen, "pt_mem_estimate: precision %d: parameters, gradients, moments and activations are f32 only "
-                       "(bf16 exists as DP gradient compression: plan.compress)", pl.precision), PT_ERR_ARG;
+        return pt__msg(err, errlen, "pt_mem_estimate: precision %s: parameters, gradients, moments and activations are f32 only "
+                       "(bf16 exists as DP gradient compression: plan.compress)", pt__dtname((pt_dtype)pl.precision)), PT_ERR_ARG;
     if (pl.recompute) return pt__msg(err, errlen, "pt_mem_estimate: recompute %d: activation recomputation is not implemented (expected 0)", pl.recompute), PT_ERR_ARG;
     if ((pl.compress != 0 && pl.compress != 1) || (pl.hier != 0 && pl.hier != 1) || pl.bucket_bytes < 0 || pl.threads < 0)
         return pt__msg(err, errlen, "pt_mem_estimate: compress %d, hier %d (0 or 1), bucket_bytes %lld, threads %d (>= 0)", pl.compress, pl.hier,

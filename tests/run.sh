@@ -117,6 +117,7 @@ want cltools && script cltools_test "$BUILD"
 want data && script data_test "$BUILD"
 want report && script report_test "$BUILD"
 want trace && script trace_test "$BUILD"
+want memest && script memest_test "$BUILD"
 
 echo "total time $(($(date +%s) - START))s"
 echo "$TOTAL_P passed, $TOTAL_F failed"
