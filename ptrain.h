@@ -1441,7 +1441,8 @@ typedef struct pt_mem_plan {
     int32_t schedule;           /**< pt_pp_kind when pp > 1: PT_PP_GPIPE, PT_PP_1F1B, PT_PP_INTERLEAVED */
     int32_t virtual_stages;     /**< v (0 = 2 for PT_PP_INTERLEAVED, else 1) */
     int32_t optim;              /**< pt_optim_kind: PT_OPTIM_SGD (one buffer) or PT_OPTIM_ADAMW (two moments) */
-    int32_t compress, hier;     /**< pt_dp_options: bf16 gradient compression, hierarchical allreduce */
+    int32_t compress, hier;     /**< pt_dp_options: bf16 gradient compression (a residual slab, a staging ring), hierarchical
+                                     allreduce (no extra buffer on the CPU backend) */
     int64_t bucket_bytes;       /**< pt_dp bucket size (0 = 25 MiB) */
     int32_t threads;            /**< CPU threads per process (the attention workspace scales with it; 0 = 1) */
     int32_t precision;          /**< PT_F32 (the only one: anything else is refused) */
