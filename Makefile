@@ -20,7 +20,8 @@ help:
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM), build/prepare_shards (text -> token shards)"
 	@echo "               build/ptreport (a run's JSON-lines log and Chrome trace -> SVG charts, pipeline timeline, HTML page)"
-	@echo "               and build/ptckpt (checkpoints: inspect, verify, export to / import from safetensors)"
+	@echo "               build/ptckpt (checkpoints: inspect, verify, export to / import from safetensors)"
+	@echo "               and build/ptmem (predicted memory per rank of a GPT run on a dp x tp x pp layout, ZeRO, schedule)"
 
 deps:
 	@sh tools/deps.sh
@@ -57,7 +58,10 @@ $(BUILD)/ptreport: tools/ptreport.c | $(BUILD)
 $(BUILD)/ptckpt: tools/ptckpt.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptckpt.c -o $@ -lm
 
-tools: $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt
+$(BUILD)/ptmem: tools/ptmem.c ptrain.h | $(BUILD)
+	$(CC) -O2 -I. tools/ptmem.c -o $@ -lm
+
+tools: $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem
 
 # the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage 1F1B pipeline (Open MPI
 # needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores).

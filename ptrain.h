@@ -185,7 +185,9 @@
    Attention keeps O(B*T*C) (no T x T matrix). The fused cross-entropy writes the gradient of the
    logits over the logits themselves when no other op reads them (so a 50k vocabulary costs one
    buffer, not two): read such logits before pt_backward if you need them afterwards.
-   pt_mem(ctx) reports bytes by kind (slab capacities included) and the peak.
+   pt_mem(ctx) reports bytes by kind (slab capacities included) and the peak. pt_mem_estimate predicts
+   them per rank from a GPT config and a layout (dp x tp x pp, ZeRO, schedule, micro-batches) before
+   running (tools/ptmem.c prints the table; docs/memory.md).
 
    ==================================================================================================
    CONTENTS (search for the marker)
@@ -220,6 +222,7 @@
    >>trace      Chrome trace-event timelines per rank (Perfetto), the per-op profile
    >>monitor    per-step metrics aggregated over the ranks, the JSON-lines log, the progress line
    >>guard      health guard: NaN/Inf and spike detection, warn / skip / roll back, DP replica hashes
+   >>memest     memory estimate per rank from the config and the layout (pt_mem_estimate)
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -1757,6 +1760,52 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g);
 /** Name of an event kind ("loss_nonfinite", "grad_nonfinite", "loss_spike", "grad_spike", "rollback",
     "replica_mismatch"). */
 PTDEF const char *pt_guard_event_name(int kind);
+/* ---- memory estimate (>>memest) --------------------------------------------------------------
+   Predicted bytes per rank of a GPT training run on a dp x tp x pp layout, by the kinds of pt_mem
+   (params, grads, optim, activations, workspace) plus the DP reducer's own buffers (pt_dp_stats
+   extra_bytes). Derived from what the framework allocates: the parameter slices as pt_gpt_new_stages
+   makes them, the DP buckets and ZeRO shard as pt_dp cuts them, and one micro-batch's graph replayed
+   symbolically (every arena tensor of the GPT's ops, then the backward's gradient blocks). What it
+   assumes: f32 everything (bf16 exists only as DP gradient compression), a stage function that makes
+   the ids in stage 0's graph and the targets in the last stage's (as examples/07), with pp = 1 one
+   graph reused per micro-batch (plain accumulation), no recomputation (not implemented). */
+typedef struct pt_mem_plan {
+    int32_t dp, tp, pp;         /**< grid sizes (0 = 1) */
+    int32_t zero;               /**< ZeRO stage 0, 1 or 2 (sharding needs dp > 1) */
+    int32_t micro_batches;      /**< m per step (0 = pp) */
+    int32_t batch, seq;         /**< one micro-batch: B sequences of T tokens (T <= cfg max_seq) */
+    int32_t schedule;           /**< pt_pp_kind when pp > 1: PT_PP_GPIPE, PT_PP_1F1B, PT_PP_INTERLEAVED */
+    int32_t virtual_stages;     /**< v (0 = 2 for PT_PP_INTERLEAVED, else 1) */
+    int32_t optim;              /**< pt_optim_kind: PT_OPTIM_SGD (one buffer) or PT_OPTIM_ADAMW (two moments) */
+    int32_t compress, hier;     /**< pt_dp_options: bf16 gradient compression (a residual slab, a staging ring), hierarchical
+                                     allreduce (no extra buffer on the CPU backend) */
+    int64_t bucket_bytes;       /**< pt_dp bucket size (0 = 25 MiB) */
+    int32_t threads;            /**< CPU threads per process (the attention workspace scales with it; 0 = 1) */
+    int32_t precision;          /**< PT_F32 (the only one: anything else is refused) */
+    int32_t recompute;          /**< 0 (activation recomputation does not exist: anything else is refused) */
+    const int32_t *first;       /**< stage split [pp*v + 1] (NULL = equal if it divides, else balanced as examples/07) */
+} pt_mem_plan;
+/** Predicted bytes of one pipeline rank (every DP and TP rank of it alike; ZeRO: the largest shard). */
+typedef struct pt_mem_estimate_out {
+    int32_t pp_rank, stages;    /**< the pipeline rank; how many stages (chunks) it holds */
+    int32_t first_stage, last_stage; /**< 1 if it holds the embedding / the head */
+    int32_t in_flight;          /**< micro-batch graphs alive at once (GPipe m, 1F1B p - rank, interleaved from the schedule) */
+    int64_t params, grads, optim;   /**< pt_mem kinds: slab slices, gradients, optimizer state (ZeRO shard) */
+    int64_t act_pass;           /**< arena bytes one micro-batch's forward + backward allocate (before chunk rounding) */
+    int64_t act_grad_blocks;    /**< its pooled activation-gradient blocks */
+    int64_t act_per_mb;         /**< one graph: max(act_pass, 64 MiB arena chunk) + act_grad_blocks */
+    int64_t activations;        /**< act_per_mb x in_flight */
+    int64_t workspace;          /**< kernel scratch (ids, targets, attention tiles x threads) */
+    int64_t dp_extra;           /**< pt_dp_stats extra_bytes: staging ring, ZeRO-2 gradient shard, bf16 residual (not in pt_mem) */
+    int64_t total;              /**< params + grads + optim + activations + workspace: what pt_mem sums */
+    int64_t peak_total;         /**< pt_mem peak_total: total, or the optimizer's unsharded moments at setup, or the first
+                                     step's arena spill (chunks of 64 MiB before a graph is consolidated), the most */
+    int64_t slab_floats;        /**< the parameter slab (floats) */
+} pt_mem_estimate_out;
+/** Estimates pipeline rank pp_rank (-1: the rank with the largest total). PT_OK, or PT_ERR_ARG with a
+    message in err (err may be NULL) naming the bad value. Pure: no context, no MPI. */
+PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *plan, int pp_rank, pt_mem_estimate_out *out, char *err,
+                                size_t errlen);
 
 #ifdef __cplusplus
 }
@@ -17370,6 +17419,397 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
     pt__guard_stat(g, 0, &s.loss_mean, &s.loss_std);
     pt__guard_stat(g, 1, &s.grad_mean, &s.grad_std);
     return s;
+}
+
+/* =================================================================================================
+   >>memest  memory estimate per rank (pt_mem_estimate)
+   =================================================================================================
+   Nothing is a per-byte guess. Parameters: the slices pt_gpt_new_stages creates on this rank, each
+   rounded to 16 floats as pt_param_new does; the DP buckets cut as pt_dp_new_opts cuts them (reverse
+   creation order, bucket_bytes), the ZeRO shard as pt_dp_zero cuts it. Activations: one micro-batch's
+   graph replayed symbolically (pt__me): every tensor the GPT's ops put in the arena (64-byte rounded,
+   chunks of >= 64 MiB, consolidated to the pass's size after a spilling pass), then the backward:
+   pt__grad takes a pool block of exactly the tensor's bytes (reusing a free one of that size), a leaf
+   gets arena, the fused cross-entropy writes over the logits, and a block returns to the pool when
+   the op that produced the tensor has run its backward. */
+
+typedef struct pt__me_ten {
+    int64_t bytes;
+    int32_t node, uses, outfree, grad; /* grad: 0 none yet, 1 a pool block, 2 arena or in place */
+} pt__me_ten;
+typedef struct pt__me_node {
+    int32_t out, in[2], nin, xent;
+} pt__me_node;
+typedef struct pt__me {
+    pt__me_ten *t;
+    pt__me_node *n;
+    int nt, nn, capt, capn, nb, capb, oom;
+    int64_t *blk; /* pool blocks: size, busy flag in bsy */
+    int *bsy;
+    int64_t pass, pool, chunk_cap, chunk_used, chunks, fwd_chunks; /* arena this pass; first-pass chunks (all, after forward) */
+} pt__me;
+
+static void pt__me_arena(pt__me *me, int64_t bytes) {
+    int64_t r = (bytes + PT__ALIGN - 1) & ~(int64_t)(PT__ALIGN - 1);
+    me->pass += r;
+    if (me->chunk_used + r > me->chunk_cap) { /* pt__dalloc: a new chunk of at least 64 MiB */
+        me->chunk_cap = PT__MAX(r, (int64_t)64 << 20);
+        me->chunks += me->chunk_cap;
+        me->chunk_used = 0;
+    }
+    me->chunk_used += r;
+}
+/* a tensor of `bytes`: in the arena unless a view; produced by a recorded op (node) or a leaf */
+static int pt__me_ten_new(pt__me *me, int64_t bytes, int arena, int node, int outfree) {
+    if (me->nt == me->capt) {
+        int cap = me->capt ? 2 * me->capt : 256;
+        pt__me_ten *nt = (pt__me_ten *)PT_REALLOC(me->t, (size_t)cap * sizeof *nt);
+        if (!nt) return me->oom = 1, 0;
+        me->t = nt, me->capt = cap;
+    }
+    if (arena) pt__me_arena(me, bytes);
+    memset(&me->t[me->nt], 0, sizeof me->t[me->nt]);
+    me->t[me->nt].bytes = bytes, me->t[me->nt].node = node, me->t[me->nt].outfree = outfree;
+    return me->nt++;
+}
+/* an op: its output (f32 elems; view: no data), recorded with up to two activation inputs (-1: none;
+   parameters need no simulation: their gradients are the slab) */
+static int pt__me_op(pt__me *me, int64_t elems, int view, int outfree, int a, int b, int xent) {
+    int o = pt__me_ten_new(me, elems * 4, !view, 1, outfree);
+    pt__me_node *n;
+    if (me->oom) return 0;
+    if (me->nn == me->capn) {
+        int cap = me->capn ? 2 * me->capn : 256;
+        pt__me_node *nn = (pt__me_node *)PT_REALLOC(me->n, (size_t)cap * sizeof *nn);
+        if (!nn) return me->oom = 1, 0;
+        me->n = nn, me->capn = cap;
+    }
+    n = &me->n[me->nn++];
+    n->out = o, n->nin = 0, n->xent = xent;
+    if (a >= 0) n->in[n->nin++] = a, me->t[a].uses++;
+    if (b >= 0) n->in[n->nin++] = b, me->t[b].uses++;
+    return o;
+}
+/* pt__grad of tensor i: a pool block (produced by an op) or arena (a leaf) */
+static void pt__me_grad(pt__me *me, int i) {
+    int k;
+    pt__me_ten *t = &me->t[i];
+    if (t->grad) return;
+    if (!t->node) {
+        pt__me_arena(me, t->bytes);
+        t->grad = 2;
+        return;
+    }
+    t->grad = 1;
+    for (k = 0; k < me->nb; k++)
+        if (!me->bsy[k] && me->blk[k] == t->bytes) {
+            me->bsy[k] = 1;
+            return;
+        }
+    if (me->nb == me->capb) {
+        int cap = me->capb ? 2 * me->capb : 64;
+        int64_t *nb = (int64_t *)PT_REALLOC(me->blk, (size_t)cap * sizeof *nb);
+        int *ns;
+        if (!nb) {
+            me->oom = 1;
+            return;
+        }
+        me->blk = nb;
+        if (!(ns = (int *)PT_REALLOC(me->bsy, (size_t)cap * sizeof *ns))) {
+            me->oom = 1;
+            return;
+        }
+        me->bsy = ns, me->capb = cap;
+    }
+    me->blk[me->nb] = t->bytes, me->bsy[me->nb++] = 1;
+    me->pool += t->bytes;
+}
+static void pt__me_put(pt__me *me, int i) {
+    int k;
+    if (me->t[i].grad == 1)
+        for (k = 0; k < me->nb; k++)
+            if (me->bsy[k] && me->blk[k] == me->t[i].bytes) {
+                me->bsy[k] = 0;
+                break;
+            }
+    me->t[i].grad = 0;
+}
+/* pt__run_backward from the tape's root (its gradient already taken) */
+static void pt__me_backward(pt__me *me) {
+    int i, j;
+    for (i = me->nn - 1; i >= 0 && !me->oom; i--) {
+        pt__me_node *n = &me->n[i];
+        if (!me->t[n->out].grad) continue;
+        for (j = 0; j < n->nin; j++) {
+            pt__me_ten *x = &me->t[n->in[j]];
+            if (n->xent && !x->grad && x->node && x->uses == 1 && x->outfree) x->grad = 2; /* the gradient over the logits */
+            else pt__me_grad(me, n->in[j]);
+        }
+        pt__me_put(me, n->out);
+    }
+}
+/* layernorm: output and its saved mean and rstd */
+static int pt__me_ln(pt__me *me, int x, int64_t N, int64_t C) {
+    int y = pt__me_op(me, N * C, 0, 0, x, -1, 0);
+    pt__me_arena(me, N * 4);
+    pt__me_arena(me, N * 4);
+    return y;
+}
+/* pt_block_fwd (pt__attn_tp_fwd, pt_mlp_tp_fwd when tp > 1) */
+static int pt__me_block(pt__me *me, int x, int64_t B, int64_t T, int64_t C, int64_t H, int tp, int dropout) {
+    int64_t N = B * T, Cl = C / tp, Hl = H / tp;
+    int h, a, x2;
+    h = pt__me_ln(me, x, N, C);
+    if (tp > 1) h = pt__me_op(me, N * C, 1, 0, h, -1, 0);       /* pt_tp_copy: a view */
+    h = pt__me_op(me, N * 3 * Cl, 0, 1, h, -1, 0);               /* qkv linear */
+    a = pt__me_op(me, N * Cl, 0, 0, h, -1, 0);                   /* attention output */
+    pt__me_arena(me, B * Hl * T * 4);                            /* and its lse */
+    h = pt__me_op(me, N * C, 0, 1, a, -1, 0);                    /* attn_proj */
+    if (tp > 1) h = pt__me_op(me, N * C, 0, 0, pt__me_op(me, N * C, 0, 1, h, -1, 0), -1, 0); /* reduce, bias */
+    if (dropout) h = pt__me_op(me, N * C, 0, 0, h, -1, 0);
+    x2 = pt__me_op(me, N * C, 0, 0, x, h, 0);                    /* residual add */
+    h = pt__me_ln(me, x2, N, C);
+    if (tp > 1) h = pt__me_op(me, N * C, 1, 0, h, -1, 0);
+    h = pt__me_op(me, N * 4 * Cl, 0, 1, h, -1, 0);               /* fc */
+    h = pt__me_op(me, N * 4 * Cl, 0, 0, h, -1, 0);               /* gelu */
+    h = pt__me_op(me, N * C, 0, 1, h, -1, 0);                    /* proj */
+    if (tp > 1) h = pt__me_op(me, N * C, 0, 0, pt__me_op(me, N * C, 0, 1, h, -1, 0), -1, 0);
+    if (dropout) h = pt__me_op(me, N * C, 0, 0, h, -1, 0);
+    return pt__me_op(me, N * C, 0, 0, x2, h, 0);
+}
+/* one micro-batch of stage s (of nst; layers [l0, l1)) forward and backward, as pt_gpt_stage_fwd and
+   pt_pp run it (pp == 0: pt_gpt_loss and pt_backward in a plain loop) */
+static void pt__me_stage(pt__me *me, const pt_gpt_config *c, int tp, int64_t B, int64_t T, int s, int nst, int l0, int l1, int pp) {
+    int64_t N = B * T, C = c->width, Vp = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64;
+    int x = -1, l, last = s == nst - 1, y;
+    if (s == 0 || !pp) pt__me_arena(me, N * 4);   /* the ids */
+    if (last || !pp) pt__me_arena(me, N * 4);     /* the targets */
+    if (s == 0) {
+        int tok, pos;
+        if (tp > 1) pt__me_arena(me, N * 4);      /* pt_embedding_vp's local ids */
+        tok = pt__me_op(me, N * C, 0, 0, -1, -1, 0);
+        if (tp > 1) tok = pt__me_op(me, N * C, 0, 1, tok, -1, 0);
+        pos = pt__me_op(me, T * C, 0, 0, -1, -1, 0);
+        x = pt__me_op(me, N * C, 0, 0, tok, pos, 0);
+    } else {
+        x = pt__me_ten_new(me, N * C * 4, 1, 0, 0); /* the received activation: a leaf needing a gradient */
+    }
+    for (l = l0; l < l1; l++) x = pt__me_block(me, x, B, T, C, c->heads, tp, c->dropout > 0);
+    if (last) {
+        x = pt__me_ln(me, x, N, C);
+        if (tp > 1) x = pt__me_op(me, N * C, 1, 0, x, -1, 0);
+        x = pt__me_op(me, N * (Vp / tp), 0, 1, x, -1, 0); /* logits */
+        pt__me_arena(me, N * 4);                  /* lse */
+        pt__me_arena(me, N * 4);                  /* per-row losses */
+        if (tp > 1) pt__me_arena(me, N * 4);      /* local targets */
+        y = pt__me_op(me, 1, 0, 0, x, -1, 1);
+        if (pp) pt__me_arena(me, 4);              /* pt_pp's dy = pt_full(scale) */
+    } else {
+        y = x;
+        pt__me_arena(me, N * C * 4);              /* the received output gradient */
+    }
+    me->fwd_chunks = me->chunks;
+    pt__me_grad(me, y);
+    pt__me_backward(me);
+}
+static void pt__me_free(pt__me *me) {
+    PT_FREE(me->t);
+    PT_FREE(me->n);
+    PT_FREE(me->blk);
+    PT_FREE(me->bsy);
+    memset(me, 0, sizeof *me);
+}
+
+/* the local parameter slices of a rank holding the stages with mine[s] set, in creation order: calls
+   add(sizes) through an array of floats (each rounded to 16); returns the count (or -1: no memory) */
+static int64_t pt__me_slice(int64_t n) { return (n + 15) & ~(int64_t)15; }
+static int pt__me_params(const pt_gpt_config *c, int tp, int nst, const int32_t *first, const unsigned char *mine, int64_t **out) {
+    int64_t C = c->width, Vp = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64, *v;
+    int n = 0, s, l, embed = mine[0], head = mine[nst - 1], cap = 8 + 12 * c->layers;
+    if (!(v = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)cap))) return -1;
+    if (head && !embed && !c->untied) v[n++] = Vp / tp * C;
+    if (embed) v[n++] = Vp / tp * C, v[n++] = (int64_t)c->max_seq * C;
+    for (s = 0; s < nst; s++)
+        for (l = first[s]; mine[s] && l < first[s + 1]; l++) {
+            v[n++] = C, v[n++] = C;                     /* ln1 */
+            v[n++] = 3 * C / tp * C, v[n++] = 3 * C / tp; /* qkv (column-parallel) */
+            v[n++] = C * (C / tp), v[n++] = C;          /* attn_proj (row-parallel, replicated bias) */
+            v[n++] = C, v[n++] = C;                     /* ln2 */
+            v[n++] = 4 * C / tp * C, v[n++] = 4 * C / tp; /* fc */
+            v[n++] = C * (4 * C / tp), v[n++] = C;      /* proj */
+        }
+    if (head) {
+        v[n++] = C, v[n++] = C;
+        if (c->untied) v[n++] = Vp / tp * C;
+    }
+    *out = v;
+    return n;
+}
+
+/* a bucket's staging floats (bf16 compression: half) into the largest and the sum */
+static void pt__me_bucket(int compress, int64_t lo, int64_t hi, int64_t *big, int64_t *all) {
+    int64_t w = compress ? (hi - lo + 1) / 2 : hi - lo;
+    *big = PT__MAX(*big, w), *all += w;
+}
+static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int r, const int32_t *first, int nst, pt_mem_estimate_out *o,
+                             char *err, size_t errlen) {
+    int p = pl->pp, v = nst / p, tp = pl->tp, dp = pl->dp, m = pl->micro_batches, s, i, n, nb = 0;
+    int64_t *sz = NULL, slab = 0, shard = 0, big = 0, all = 0, cap = (pl->bucket_bytes ? pl->bucket_bytes : (int64_t)25 << 20) / 4;
+    int64_t B = pl->batch, T = pl->seq, hs = c->width / c->heads, nt = pl->threads > 0 ? pl->threads : 1, work, blo = 0, bhi = 0, lo, chunks = 0;
+    unsigned char *mine;
+    pt__me me;
+    memset(o, 0, sizeof *o);
+    if (!(mine = (unsigned char *)PT_MALLOC((size_t)nst))) return pt__msg(err, errlen, "pt_mem_estimate: out of memory"), PT_ERR_OOM;
+    for (s = 0; s < nst; s++) mine[s] = s % p == r;
+    o->pp_rank = r, o->stages = v, o->first_stage = mine[0], o->last_stage = mine[nst - 1];
+    n = pt__me_params(c, tp, nst, first, mine, &sz);
+    if (n < 0) return PT_FREE(mine), pt__msg(err, errlen, "pt_mem_estimate: out of memory"), PT_ERR_OOM;
+    for (i = 0; i < n; i++) slab += pt__me_slice(sz[i]);
+    /* the DP buckets (pt_dp_new_opts): slices from the last, a bucket grown while within cap */
+    for (i = n - 1, lo = slab; i >= 0; i--) {
+        int64_t sl = pt__me_slice(sz[i]);
+        lo -= sl;
+        if (nb && bhi - lo <= cap && blo == lo + sl) blo = lo;
+        else {
+            if (nb) pt__me_bucket(pl->compress, blo, bhi, &big, &all);
+            nb++, blo = lo, bhi = lo + sl;
+        }
+    }
+    if (nb) pt__me_bucket(pl->compress, blo, bhi, &big, &all);
+    /* the ZeRO shard (pt_dp_zero): the largest rank's range */
+    shard = slab;
+    if (pl->zero && dp > 1)
+        for (shard = 0, i = 0; i < dp; i++) {
+            int64_t a = (slab * i / dp) & ~(int64_t)15, e = i + 1 < dp ? (slab * (i + 1) / dp) & ~(int64_t)15 : slab;
+            shard = PT__MAX(shard, e - a);
+        }
+    o->slab_floats = slab;
+    o->params = o->grads = slab * 4;
+    o->optim = shard * 4 * (pl->optim == PT_OPTIM_ADAMW ? 2 : 1);
+    if (dp > 1)
+        o->dp_extra = ((pl->compress || (pl->zero == 2)) ? PT__MIN(2 * big, all) : 0) + (pl->zero == 2 ? shard : 0) + (pl->compress ? slab : 0);
+    o->dp_extra *= 4;
+    /* the graphs in flight and one micro-batch's graph (the largest chunk this rank holds) */
+    o->in_flight = 1;
+    if (p > 1) {
+        pt_pp_schedule *sc = pt_pp_schedule_new(pl->schedule, p, m, v, err, errlen);
+        if (!sc) return PT_FREE(mine), PT_FREE(sz), PT_ERR_ARG;
+        o->in_flight = pt_pp_schedule_peak_inflight(sc, r);
+        pt_pp_schedule_free(sc);
+    }
+    work = 0;
+    for (s = r; s < nst; s += p) {
+        int64_t g, w;
+        memset(&me, 0, sizeof me);
+        pt__me_stage(&me, c, tp, B, T, s, nst, first[s], first[s + 1], p > 1);
+        if (me.oom) return pt__me_free(&me), PT_FREE(mine), PT_FREE(sz), pt__msg(err, errlen, "pt_mem_estimate: out of memory"), PT_ERR_OOM;
+        g = PT__MAX(me.pass, (int64_t)64 << 20) + me.pool;
+        if (g > o->act_per_mb) {
+            o->act_per_mb = g, o->act_pass = me.pass, o->act_grad_blocks = me.pool;
+            /* the first step, before a graph is consolidated: every graph in flight through its forward
+               and one in its backward, or the others steady and one in its first backward */
+            chunks = PT__MAX(o->in_flight * me.fwd_chunks + me.chunks - me.fwd_chunks + me.pool, (o->in_flight - 1) * g + me.chunks + me.pool);
+        }
+        pt__me_free(&me);
+        /* scratch (pt__work, floats): ids, targets (vocabulary-parallel: 7 per row), the attention tiles */
+        w = 2 * pt__attn_rup16(hs * PT__ATTN_BQ) + 2 * T * PT__ATTN_BQ + 2 * PT__ATTN_BQ;
+        if (first[s + 1] > first[s]) work = PT__MAX(work, w * nt);
+        if (s == 0) work = PT__MAX(work, B * T);
+        if (s == nst - 1) work = PT__MAX(work, (tp > 1 ? 7 : 1) * B * T);
+    }
+    o->workspace = work * 4;
+    o->activations = o->act_per_mb * o->in_flight;
+    o->total = o->params + o->grads + o->optim + o->activations + o->workspace;
+    {
+        int64_t first_pass = o->params + o->grads + o->optim + o->workspace + chunks;
+        int64_t setup = o->params + o->grads + slab * 4 * (pl->optim == PT_OPTIM_ADAMW ? 2 : 1) + (shard != slab ? o->optim : 0);
+        o->peak_total = PT__MAX(o->total, PT__MAX(first_pass, setup));
+    }
+    PT_FREE(mine);
+    PT_FREE(sz);
+    return PT_OK;
+}
+
+PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *plan, int pp_rank, pt_mem_estimate_out *out, char *err,
+                                size_t errlen) {
+    pt_mem_plan pl;
+    pt_gpt_config c;
+    int32_t *first = NULL;
+    int nst, r, Vp;
+    pt_status st = PT_OK;
+    if (err && errlen) err[0] = 0;
+    if (!cfg || !plan || !out) return pt__msg(err, errlen, "pt_mem_estimate: needs a config, a plan and out"), PT_ERR_ARG;
+    pl = *plan, c = *cfg;
+    if (!pl.dp) pl.dp = 1;
+    if (!pl.tp) pl.tp = 1;
+    if (!pl.pp) pl.pp = 1;
+    if (!pl.micro_batches) pl.micro_batches = pl.pp;
+    if (!pl.virtual_stages) pl.virtual_stages = pl.schedule == PT_PP_INTERLEAVED ? 2 : 1;
+    if (pl.pp == 1) pl.virtual_stages = 1;
+    Vp = c.vocab_padded ? c.vocab_padded : (c.vocab + 63) / 64 * 64;
+    if (c.vocab < 1 || c.max_seq < 1 || c.layers < 1 || c.width < 1 || c.heads < 1 || c.width % c.heads || Vp < c.vocab)
+        return pt__msg(err, errlen, "pt_mem_estimate: invalid config: vocab %d (padded %d), max_seq %d, layers %d, width %d, heads %d (must divide width)",
+                       c.vocab, c.vocab_padded, c.max_seq, c.layers, c.width, c.heads), PT_ERR_ARG;
+    if (pl.dp < 1 || pl.tp < 1 || pl.pp < 1)
+        return pt__msg(err, errlen, "pt_mem_estimate: dp %d, tp %d, pp %d must be >= 1", pl.dp, pl.tp, pl.pp), PT_ERR_ARG;
+    if (c.heads % pl.tp || Vp % pl.tp)
+        return pt__msg(err, errlen, "pt_mem_estimate: %s=%d does not split evenly over tp=%d", c.heads % pl.tp ? "heads" : "vocab_padded",
+                       c.heads % pl.tp ? c.heads : Vp, pl.tp), PT_ERR_ARG;
+    if (pl.zero < 0 || pl.zero > 2) return pt__msg(err, errlen, "pt_mem_estimate: zero %d (expected 0, 1 or 2)", pl.zero), PT_ERR_ARG;
+    if (pl.batch < 1 || pl.seq < 1 || pl.seq > c.max_seq)
+        return pt__msg(err, errlen, "pt_mem_estimate: micro-batch %d x %d tokens (expected >= 1 x 1..max_seq %d)", pl.batch, pl.seq, c.max_seq),
+               PT_ERR_ARG;
+    if (pl.micro_batches < 1) return pt__msg(err, errlen, "pt_mem_estimate: micro_batches %d (expected >= 1)", pl.micro_batches), PT_ERR_ARG;
+    if (pl.optim != PT_OPTIM_SGD && pl.optim != PT_OPTIM_ADAMW)
+        return pt__msg(err, errlen, "pt_mem_estimate: optim %d (expected PT_OPTIM_SGD or PT_OPTIM_ADAMW)", pl.optim), PT_ERR_ARG;
+    if (pl.precision != PT_F32)
+        return pt__msg(err, errlen, "pt_mem_estimate: precision %s: parameters, gradients, moments and activations are f32 only "
+                       "(bf16 exists as DP gradient compression: plan.compress)", pt__dtname((pt_dtype)pl.precision)), PT_ERR_ARG;
+    if (pl.recompute) return pt__msg(err, errlen, "pt_mem_estimate: recompute %d: activation recomputation is not implemented (expected 0)", pl.recompute), PT_ERR_ARG;
+    if ((pl.compress != 0 && pl.compress != 1) || (pl.hier != 0 && pl.hier != 1) || pl.bucket_bytes < 0 || pl.threads < 0)
+        return pt__msg(err, errlen, "pt_mem_estimate: compress %d, hier %d (0 or 1), bucket_bytes %lld, threads %d (>= 0)", pl.compress, pl.hier,
+                       (long long)pl.bucket_bytes, pl.threads), PT_ERR_ARG;
+    nst = pl.pp * pl.virtual_stages;
+    if (pl.virtual_stages < 1 || nst > c.layers)
+        return pt__msg(err, errlen, "pt_mem_estimate: %d layers cannot fill pp x virtual stages = %d x %d stages", c.layers, pl.pp, pl.virtual_stages),
+               PT_ERR_ARG;
+    if (pl.pp > 1) {
+        pt_pp_schedule *sc;
+        if (pl.schedule != PT_PP_GPIPE && pl.schedule != PT_PP_1F1B && pl.schedule != PT_PP_INTERLEAVED)
+            return pt__msg(err, errlen, "pt_mem_estimate: schedule %d (expected PT_PP_GPIPE, PT_PP_1F1B or PT_PP_INTERLEAVED)", pl.schedule), PT_ERR_ARG;
+        if (!(sc = pt_pp_schedule_new(pl.schedule, pl.pp, pl.micro_batches, pl.virtual_stages, err, errlen))) return PT_ERR_ARG;
+        pt_pp_schedule_free(sc);
+    }
+    if (pp_rank < -1 || pp_rank >= pl.pp) return pt__msg(err, errlen, "pt_mem_estimate: pp_rank %d outside [-1, %d)", pp_rank, pl.pp), PT_ERR_ARG;
+    if (!(first = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(nst + 1)))) return pt__msg(err, errlen, "pt_mem_estimate: out of memory"), PT_ERR_OOM;
+    if (pl.first) {
+        int s;
+        memcpy(first, pl.first, sizeof(int32_t) * (size_t)(nst + 1));
+        for (s = 0; s < nst && st == PT_OK; s++)
+            if (first[s + 1] <= first[s]) st = PT_ERR_ARG;
+        if (st != PT_OK || first[0] != 0 || first[nst] != c.layers) {
+            PT_FREE(first);
+            return pt__msg(err, errlen, "pt_mem_estimate: the split must grow from layer 0 to %d over %d stages", c.layers, nst), PT_ERR_ARG;
+        }
+    } else if (c.layers % nst == 0) {
+        st = pt_pp_split(c.layers, nst, NULL, 0, 0, first, err, errlen);
+    } else {
+        double *cost = (double *)PT_MALLOC(sizeof(double) * (size_t)c.layers), fe, le;
+        if (!cost) st = PT_ERR_OOM;
+        else {
+            pt_gpt_stage_costs(&c, pl.batch, pl.seq, cost, &fe, &le);
+            st = pt_pp_split(c.layers, nst, cost, fe, le, first, err, errlen);
+        }
+        PT_FREE(cost);
+    }
+    if (st == PT_OK && pp_rank >= 0) st = pt__me_rank(&c, &pl, pp_rank, first, nst, out, err, errlen);
+    for (r = 0; st == PT_OK && pp_rank < 0 && r < pl.pp; r++) {
+        pt_mem_estimate_out o;
+        st = pt__me_rank(&c, &pl, r, first, nst, &o, err, errlen);
+        if (st == PT_OK && (r == 0 || o.total > out->total)) *out = o;
+    }
+    PT_FREE(first);
+    return st;
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

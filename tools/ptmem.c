@@ -1,0 +1,146 @@
+/* ptmem.c - predicted memory per rank of a GPT training run (pt_mem_estimate), before running it.
+   Build: cc -O2 -I. tools/ptmem.c -o build/ptmem -lm                        (or: make tools)
+   Usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N] [--vocab N] [--untied]
+                [--dp N] [--tp N] [--pp N] [--zero 0|1|2] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]
+                [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]
+                [--precision f32|bf16] [--recompute 0|1]
+   The flags mean what they mean in examples/07_gpt_3d.c: --batch is the global batch (sequences per
+   step over all DP ranks), so one micro-batch holds batch / (dp * micro-batches) sequences. Prints one
+   row per pipeline rank (the first holds the embedding, the last the head): parameters, gradients,
+   optimizer state, activations of one micro-batch x micro-batches in flight, workspace, the DP
+   reducer's buffers, the total pt_mem counts and its expected peak; then what ZeRO-1/2 would save on
+   this layout. Exit status: 0, or 2 with a message on a bad flag or an impossible plan. */
+#define PTRAIN_IMPLEMENTATION
+#include "ptrain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double mib(int64_t b) { return (double)b / 1048576.0; }
+
+static int usage(const char *msg, const char *arg) {
+    if (msg) fprintf(stderr, "ptmem: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    fprintf(stderr,
+            "usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N (global)] [--vocab N] [--untied]\n"
+            "             [--dp N] [--tp N] [--pp N] [--zero 0|1|2] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]\n"
+            "             [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]\n"
+            "             [--precision f32|bf16] [--recompute 0|1]\n");
+    return 2;
+}
+
+/* a whole number >= lo, or -1 */
+static long num(const char *s, long lo) {
+    char *e;
+    long v;
+    if (!s || !*s) return -1;
+    v = strtol(s, &e, 10);
+    return *e || v < lo ? -1 : v;
+}
+
+int main(int argc, char **argv) {
+    pt_gpt_config cfg;
+    pt_mem_plan plan;
+    pt_mem_estimate_out o, z[3];
+    char err[512];
+    long batch = 16, maxseq = 0;
+    int i, r, zk, tied = 1;
+    static const char *ints[] = {"--layers", "--width", "--heads", "--seq", "--max-seq", "--batch", "--vocab", "--dp", "--tp", "--pp", "--zero",
+                                 "--micro-batches", "--virtual-stages", "--bucket-kb", "--threads", "--recompute"};
+    memset(&cfg, 0, sizeof cfg);
+    memset(&plan, 0, sizeof plan);
+    cfg.vocab = 256, cfg.layers = 4, cfg.width = 256, cfg.heads = 8;
+    plan.dp = plan.tp = plan.pp = 1, plan.seq = 256, plan.schedule = PT_PP_1F1B, plan.optim = PT_OPTIM_ADAMW, plan.threads = 1;
+    for (i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        size_t k;
+        long n = 0;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) return usage(NULL, NULL), 0;
+        if (!strcmp(f, "--untied")) { cfg.untied = 1, tied = 0; continue; }
+        if (!strcmp(f, "--compress")) { plan.compress = 1; continue; }
+        if (!v) return usage("missing value after", f);
+        i++;
+        for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
+            if (!strcmp(f, ints[k])) break;
+        if (k < sizeof ints / sizeof ints[0]) {
+            long lo = !strcmp(f, "--zero") || !strcmp(f, "--recompute") || !strcmp(f, "--bucket-kb") ? 0 : 1;
+            char m[128];
+            if ((n = num(v, lo)) < 0 || n > 0x7fffffffL) {
+                snprintf(m, sizeof m, "%s needs a whole number >= %ld, found", f, lo);
+                return usage(m, v);
+            }
+        }
+        if (!strcmp(f, "--layers")) cfg.layers = (int32_t)n;
+        else if (!strcmp(f, "--width")) cfg.width = (int32_t)n;
+        else if (!strcmp(f, "--heads")) cfg.heads = (int32_t)n;
+        else if (!strcmp(f, "--seq")) plan.seq = (int32_t)n;
+        else if (!strcmp(f, "--max-seq")) maxseq = n;
+        else if (!strcmp(f, "--batch")) batch = n;
+        else if (!strcmp(f, "--vocab")) cfg.vocab = (int32_t)n;
+        else if (!strcmp(f, "--dp")) plan.dp = (int32_t)n;
+        else if (!strcmp(f, "--tp")) plan.tp = (int32_t)n;
+        else if (!strcmp(f, "--pp")) plan.pp = (int32_t)n;
+        else if (!strcmp(f, "--zero")) plan.zero = (int32_t)n;
+        else if (!strcmp(f, "--micro-batches")) plan.micro_batches = (int32_t)n;
+        else if (!strcmp(f, "--virtual-stages")) plan.virtual_stages = (int32_t)n;
+        else if (!strcmp(f, "--bucket-kb")) plan.bucket_bytes = (int64_t)n << 10;
+        else if (!strcmp(f, "--threads")) plan.threads = (int32_t)n;
+        else if (!strcmp(f, "--recompute")) plan.recompute = (int32_t)n;
+        else if (!strcmp(f, "--schedule")) {
+            plan.schedule = !strcmp(v, "gpipe") ? PT_PP_GPIPE : !strcmp(v, "1f1b") ? PT_PP_1F1B : !strcmp(v, "interleaved") ? PT_PP_INTERLEAVED : -1;
+            if (plan.schedule < 0) return usage("--schedule must be gpipe, 1f1b or interleaved, found", v);
+        } else if (!strcmp(f, "--optim")) {
+            plan.optim = !strcmp(v, "adamw") ? PT_OPTIM_ADAMW : !strcmp(v, "sgd") ? PT_OPTIM_SGD : -1;
+            if (plan.optim < 0) return usage("--optim must be adamw or sgd, found", v);
+        } else if (!strcmp(f, "--precision")) {
+            plan.precision = !strcmp(v, "f32") ? PT_F32 : !strcmp(v, "bf16") ? PT_BF16 : -1;
+            if (plan.precision < 0) return usage("--precision must be f32 or bf16, found", v);
+        } else
+            return usage("unknown flag", f);
+    }
+    if (!plan.micro_batches) plan.micro_batches = plan.pp;
+    cfg.max_seq = (int32_t)(maxseq ? maxseq : plan.seq);
+    if (batch % ((long)plan.dp * plan.micro_batches)) {
+        fprintf(stderr, "ptmem: --batch %ld (global) must split into dp %d x micro-batches %d equal micro-batches\n", batch, plan.dp, plan.micro_batches);
+        return 2;
+    }
+    plan.batch = (int32_t)(batch / ((long)plan.dp * plan.micro_batches));
+    if (pt_mem_estimate(&cfg, &plan, -1, &o, err, sizeof err) != PT_OK) {
+        fprintf(stderr, "ptmem: %s\n", err);
+        return 2;
+    }
+    printf("model: %d layers, width %d, %d heads, vocab %d%s; micro-batch %d x %d tokens, %d per step per DP rank\n", cfg.layers, cfg.width,
+           cfg.heads, cfg.vocab, tied ? "" : " (untied head)", plan.batch, plan.seq, plan.micro_batches);
+    printf("layout: dp %d x tp %d x pp %d%s%s, ZeRO-%d, %s, f32%s\n", plan.dp, plan.tp, plan.pp,
+           plan.pp > 1 ? (plan.schedule == PT_PP_GPIPE ? ", GPipe" : plan.schedule == PT_PP_1F1B ? ", 1F1B" : ", interleaved 1F1B") : "",
+           plan.pp > 1 && plan.schedule == PT_PP_INTERLEAVED ? " (virtual stages)" : "", plan.zero, plan.optim == PT_OPTIM_ADAMW ? "AdamW" : "SGD",
+           plan.compress ? " (bf16 DP gradients)" : "");
+    printf("MiB per rank      params    grads    optim   act/mb x flight = activations  workspace  dp extra  total+dp   peak+dp\n");
+    for (r = 0; r < plan.pp; r++) {
+        const char *kind;
+        if (pt_mem_estimate(&cfg, &plan, r, &o, err, sizeof err) != PT_OK) return fprintf(stderr, "ptmem: %s\n", err), 2;
+        kind = o.first_stage && o.last_stage ? "embed+head" : o.first_stage ? "embedding" : o.last_stage ? "head" : "middle";
+        printf("pp %-3d %-10s %8.1f %8.1f %8.1f %8.1f x %-3d %13.1f %10.2f %9.1f %9.1f %9.1f\n", r, kind, mib(o.params), mib(o.grads), mib(o.optim),
+               mib(o.act_per_mb), o.in_flight, mib(o.activations), mib(o.workspace), mib(o.dp_extra), mib(o.total + o.dp_extra),
+               mib(o.peak_total + o.dp_extra));
+    }
+    pt_mem_estimate(&cfg, &plan, -1, &o, err, sizeof err);
+    printf("one micro-batch's graph: %.1f MiB of arena (%s the 64 MiB chunk) + %.1f MiB of gradient blocks\n", mib(o.act_pass),
+           o.act_pass > ((int64_t)64 << 20) ? "above" : "within", mib(o.act_grad_blocks));
+    if (plan.dp > 1) {
+        printf("what ZeRO saves on the largest rank (pp %d), total incl. the DP reducer's buffers:\n", o.pp_rank);
+        for (zk = 0; zk < 3; zk++) {
+            pt_mem_plan q = plan;
+            q.zero = zk;
+            if (pt_mem_estimate(&cfg, &q, o.pp_rank, &z[zk], err, sizeof err) != PT_OK) return fprintf(stderr, "ptmem: %s\n", err), 2;
+        }
+        for (zk = 0; zk < 3; zk++) {
+            int64_t t = z[zk].total + z[zk].dp_extra, t0 = z[0].total + z[0].dp_extra;
+            printf("  ZeRO-%d: optimizer %.1f MiB, reducer %.1f MiB, total %.1f MiB (%+.1f MiB, %+.1f%% vs ZeRO-0)\n", zk, mib(z[zk].optim),
+                   mib(z[zk].dp_extra), mib(t), mib(t - t0), 100.0 * (double)(t - t0) / (double)t0);
+        }
+        printf("  (ZeRO-1 keeps 1/dp of the moments; ZeRO-2 also reduces the gradient into a 1/dp shard, which the staging ring "
+               "and the shard cost back; parameters and full gradients stay on every rank)\n");
+    }
+    return 0;
+}
