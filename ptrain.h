@@ -2028,9 +2028,12 @@ PTDEF double pt_time(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 #elif defined(__unix__) || defined(__APPLE__)
-    struct timeval tv; /* seconds since 2020-09-13, so a double keeps sub-microsecond steps */
+    static long base = -1; /* whole seconds at the first call (pt_init makes it), so a double keeps
+                              sub-nanosecond steps; a race writes the same second in practice */
+    struct timeval tv;
     gettimeofday(&tv, NULL);
-    return (double)(tv.tv_sec - 1600000000) + 1e-6 * (double)tv.tv_usec;
+    if (base < 0) base = (long)tv.tv_sec;
+    return (double)((long)tv.tv_sec - base) + 1e-6 * (double)tv.tv_usec;
 #else
     return (double)clock() / CLOCKS_PER_SEC;
 #endif
@@ -7124,6 +7127,7 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
     memset(ctx, 0, sizeof *ctx);
     if (desc) ctx->desc = *desc;
     if (!desc) ctx->desc.log_level = PT_LOG_INFO;
+    (void)pt_time(); /* fixes the clock's origin before any thread starts (the gettimeofday fallback) */
     ctx->be = &pt__cpu_backend;
     if (pt__gemm_ws_setup(ctx, ctx->desc.threads > 0 ? ctx->desc.threads
                                : ctx->desc.dist ? pt_dist_threads(ctx->desc.dist)

@@ -117,7 +117,7 @@ rc=$?
 if [ $rc -ne 0 ] && grep -q "nosuch" "$W/03nodata.log" && grep -q "expected token shards" "$W/03nodata.log"; then
     pass "03_gpt: a missing corpus is a clear error naming the path and what was expected"
 else fail "03_gpt --data nosuch: exit $rc, '$(cat "$W/03nodata.log")'"; fi
-if [ -f "$W/corpus/train_000000.bin" ] && [ -f "$W/corpus/val_000000.bin" ] && grep -q '^data: .* vocabulary 256;' "$W/03full.log" &&
+if [ -f "$W/corpus/train_000000.bin" ] && [ -f "$W/corpus/val_000000.bin" ] && grep -q '^data: .* vocabulary 256 (bytes);' "$W/03full.log" &&
     grep -q '^step 0 loss .* data_ms [0-9.]*$' "$W/03full.log"; then
     pass "03_gpt --data (text only): token shards made next to the text, vocabulary 256 from their header, data wait in the step line"
 else fail "03_gpt shards from text: $(ls "$W/corpus" | tr '\n' ' '); $(grep '^data:' "$W/03full.log")"; fi
@@ -297,7 +297,7 @@ if command -v mpirun >/dev/null 2>&1; then
     # reports the signal, so it is not checked)
     t="--data $W/corpus --layers 1 --width 32 --heads 2 --seq 16 --batch 4 --val-every 0 --sample 0 --seed 5 --steps 1000000"
     rm -rf "$W/ck07term"
-    mpirun -np 2 ./build/07_gpt_3d --dp 2 $t --ckpt-dir "$W/ck07term" >"$W/07term.log" 2>&1 &
+    mpirun --mca odls_base_sigkill_timeout 60 -np 2 ./build/07_gpt_3d --dp 2 $t --ckpt-dir "$W/ck07term" >"$W/07term.log" 2>&1 &
     pid=$!
     n=0
     while [ $n -lt 300 ] && ! grep -q '^step 2 ' "$W/07term.log" 2>/dev/null; do sleep 0.1; n=$((n + 1)); done
