@@ -361,6 +361,40 @@ if command -v mpirun >/dev/null 2>&1; then
             for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * x[i]) exit 1 } }'; then
         pass "07_gpt_3d stop at 3 on dp2 x pp2, resume on tp 2 (resharded): steps 3..5 within 1e-5 of the uninterrupted run"
     else fail "07_gpt_3d resume on tp 2: exit $(cat "$W/07ck_tres.rc"); '$b' vs '$a'; $(tail -n 2 "$W/07ck_tres.log" | tr '\n' ' ')"; fi
+    # 07 monitored: dp2 x pp2 with --log and --trace: rank 0 writes the one log (one header, a step object
+    # per step, the losses of the run without it), the trace has a track per rank and its bubble events
+    # sum to the log's t_bubble (within 10%); ptreport renders both; then --ckpt-async stop at 3 and
+    # resume: steps 3..5 bit-identical
+    rm -f "$W/07mon.jsonl" "$W/07mon.json"
+    timeout 120 mpirun -np 4 ./build/07_gpt_3d --dp 2 --pp 2 $g6 --log "$W/07mon.jsonl" --trace "$W/07mon.json" >"$W/07mon.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && json_ok "$W/07mon.jsonl" && [ "$(grep -c '"event":"run_start"' "$W/07mon.jsonl")" -eq 1 ] &&
+        [ "$(grep -c '^{"step":' "$W/07mon.jsonl")" -eq 6 ] && [ "$(steps_missing "$W/07mon.jsonl")" -eq 0 ] &&
+        [ "$(log_losses "$W/07mon.jsonl")" = "$(loss_lines "$W/07ck_full.log" 0 5)" ]; then
+        pass "07_gpt_3d dp2 x pp2 --log: one log from rank 0, 6 complete step objects with the losses of the run without it"
+    else fail "07_gpt_3d --log: exit $rc, $(grep -c '^{"step":' "$W/07mon.jsonl") step objects; $(tail -n 2 "$W/07mon.log" | tr '\n' ' ')"; fi
+    pids=$(grep '"ph":"X"' "$W/07mon.json" | sed -n 's/.*"pid":\([0-9]*\),.*/\1/p' | sort -u | tr '\n' ' ')
+    lb=$(sed -n 's/^{"step":\([0-9]*\),.*"t_bubble":\([^,]*\),.*/\2/p' "$W/07mon.jsonl" | awk '{ s += $1 } END { printf "%.9f", s }')
+    tb=$(grep '"cat":"bubble"' "$W/07mon.json" | sed -n 's/.*"dur":\([0-9.e+-]*\),.*"step":\([0-9-]*\).*/\2 \1/p' |
+        awk '$1 >= 0 && $1 < 6 { s += $2 } END { printf "%.9f", s / 4 / 1e6 }')
+    if [ "$pids" = "0 1 2 3 " ] && awk -v a="$lb" -v b="$tb" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 0.1 * a) }'; then
+        pass "07_gpt_3d --trace: a track per rank (pids $pids), bubble events of steps 0..5 per rank $tb s vs the log's t_bubble $lb s"
+    else fail "07_gpt_3d --trace: pids '$pids', trace bubble $tb s vs log $lb s"; fi
+    if cc -O2 tools/ptreport.c -o build/ptreport -lm 2>"$W/ptreport.build.log" && rm -rf "$W/07report" &&
+        ./build/ptreport "$W/07mon.jsonl" --trace "$W/07mon.json" -o "$W/07report" >"$W/07report.log" 2>&1 &&
+        [ -s "$W/07report/index.html" ] && [ -s "$W/07report/timeline.svg" ] && grep -q '<svg' "$W/07report/timeline.svg"; then
+        pass "ptreport renders 07's log and trace: index.html and timeline.svg"
+    else fail "ptreport on 07's log and trace: $(cat "$W/ptreport.build.log" "$W/07report.log" 2>/dev/null | head -c 300)"; fi
+    rm -rf "$W/ck07as"
+    timeout 120 mpirun -np 4 ./build/07_gpt_3d --dp 2 --pp 2 $g6 --ckpt-dir "$W/ck07as" --ckpt-every 3 --stop-after 3 --ckpt-async >"$W/07as1.log" 2>&1
+    rc1=$?
+    timeout 120 mpirun -np 4 ./build/07_gpt_3d --dp 2 --pp 2 $g6 --ckpt-dir "$W/ck07as" --ckpt-every 3 --resume --ckpt-async >"$W/07as2.log" 2>&1
+    rc2=$?
+    a=$(loss_lines "$W/07ck_full.log" 3 5)
+    if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q '^checkpoint: step 3 committed to' "$W/07as1.log" && grep -q '^resumed from .* at step 3$' "$W/07as2.log" &&
+        [ -n "$a" ] && [ "$(loss_lines "$W/07as2.log" 3 5)" = "$a" ]; then
+        pass "07_gpt_3d dp2 x pp2 --ckpt-async: stop at 3, resume: steps 3..5 bit-identical to the uninterrupted run"
+    else fail "07_gpt_3d --ckpt-async: exit $rc1/$rc2; '$(loss_lines "$W/07as2.log" 0 9 | tr '\n' ' ')' vs '$(echo $a)'; $(tail -n 2 "$W/07as2.log" | tr '\n' ' ')"; fi
     # 07 stopped by SIGTERM sent to mpirun (which forwards it to the ranks): the ranks finish the step,
     # save it (the only checkpoint, so resuming from it verifies it), rank 0 prints the resume command;
     # that command continues with the losses of the uninterrupted run (mpirun's own exit status
