@@ -36,7 +36,9 @@
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
    09_checkpoint_resume.c; on OpenCL: 08_opencl.c) each start with their one-line build command.
    The training examples share their command line: pt_args_parse, and pt_run (--data shards through
-   the loader, --ckpt-dir/--ckpt-every/--resume, a clean stop on SIGINT/SIGTERM). tools/ptcl.c (make tools) lists
+   the loader, --ckpt-dir/--ckpt-every/--resume/--ckpt-async, a clean stop on SIGINT/SIGTERM, --log
+   per-step metrics, --trace, the health guard --guard; pt_run_guard before the update, pt_run_step_end
+   after it; docs/monitoring.md). tools/ptcl.c (make tools) lists
    OpenCL devices, checks one against the CPU backend and tunes CLBlast's GEMM for it.
 
    Parallel (compile with mpicc -DPTRAIN_MPI): pt_dist_init builds the dp x tp x pp grid; pass it
@@ -107,7 +109,7 @@
    monitor   pt_monitor_new / pt_monitor_step_end (collective, once per step): loss, grad norm, LR,
              tokens/s, MFU, the step split into compute / exposed communication / pipeline bubble /
              data wait / checkpoint stall, memory per rank, bytes per collective, the straggler --
-             aggregated over the ranks, one JSON line per step written by rank 0 (docs/metrics.md),
+             aggregated over the ranks, one JSON line per step written by rank 0 (docs/monitoring.md),
              pt_monitor_event for events, a progress line with ETA on a terminal.
 
    ==================================================================================================
@@ -204,7 +206,8 @@
    >>ops        every op with its backward
    >>optim      SGD, AdamW, clipping, learning-rate schedules
    >>nn         linear, MLP, transformer block, GPT
-   >>args       the command line shared by the examples, and their run (pt_run: data, checkpoints, stop)
+   >>args       the command line shared by the examples, and their run (pt_run: data, checkpoints, stop,
+                log, trace, guard)
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
    >>dp         data parallelism: gradient buckets reduced during backward, accumulation over
                 passes, ZeRO-1/2, hierarchical allreduce, bf16 compression with error feedback
@@ -1589,7 +1592,7 @@ PTDEF void pt_profile_print(const pt_ctx *ctx, void *file);
    per step, and events. A step's time is split into exposed communication (time blocked in
    blocking MPI calls and in waits for non-blocking ones -- a reduction running in the background
    costs nothing), pipeline bubble (idle time of pt_pp_step; its point-to-point waits count here,
-   not as communication), data wait, checkpoint stall, and compute = the rest. docs/metrics.md
+   not as communication), data wait, checkpoint stall, and compute = the rest. docs/monitoring.md
    describes every field. One monitor per run; all of its calls are made by the training thread. */
 typedef struct pt_monitor pt_monitor;
 /** Kinds of time of pt_monitor_add_time. */
