@@ -8582,6 +8582,9 @@ static void pt__run_on_signal(int sig) {
     signal(sig, SIG_DFL);
 }
 
+/* --guard's values, indexed by pt_run.guard + 1 (off = -1, then the pt_guard_policy values) */
+static const char *const pt__run_guards[] = {"off", "warn", "skip", "rollback"};
+
 static int pt__run_exists(const char *dir, const char *name) {
     char path[1024];
     FILE *f;
@@ -8634,9 +8637,8 @@ PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errle
         else if (!strcmp(f, "--log")) r->log_path = argv[++i];
         else if (!strcmp(f, "--trace")) r->trace_path = argv[++i];
         else if (!strcmp(f, "--guard")) {
-            static const char *const pol[] = {"off", "warn", "skip", "rollback"};
             int k;
-            for (k = 0; k < 4 && strcmp(argv[i + 1], pol[k]); k++) {}
+            for (k = 0; k < 4 && strcmp(argv[i + 1], pt__run_guards[k]); k++) {}
             if (k == 4) {
                 snprintf(err, errlen, "flag --guard expects off, warn, skip or rollback, found '%s'", argv[i + 1]);
                 return -1;
@@ -8683,7 +8685,7 @@ PTDEF void pt_run_usage(const pt_run *r) {
     printf("  --log FILE      per-step metrics and events as JSON lines (docs/monitoring.md)\n");
     printf("  --trace FILE    Chrome trace of every rank (open in ui.perfetto.dev; tools/ptreport)\n");
     printf("  --guard P       health guard: off, warn, skip or rollback (to the last checkpoint, LR halved, after\n"
-           "                  3 bad steps in a row) on NaN/Inf or spikes (%s)\n", r->guard < 0 ? "off" : r->guard == 1 ? "skip" : r->guard == 2 ? "rollback" : "warn");
+           "                  3 bad steps in a row) on NaN/Inf or spikes (%s)\n", pt__run_guards[r->guard >= -1 && r->guard <= 2 ? r->guard + 1 : 0]);
     printf("  --guard-z Z     spike threshold in standard deviations (%g)\n", r->guard_z > 0 ? (double)r->guard_z : 6.0);
 }
 
@@ -8871,8 +8873,7 @@ PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps,
     if (r->trace_path && pt_trace_start(ctx, d, r->trace_path, 0) != PT_OK) return pt_status_get(ctx);
     pt_trace_step(ctx, k);
     if (r->log_path) {
-        static const char *const pol[] = {"off", "warn", "skip", "rollback"};
-        const char *cfg[] = {"guard", pol[r->guard >= -1 && r->guard <= 2 ? r->guard + 1 : 0], "ckpt_async", r->ckpt_async ? "1" : "0",
+        const char *cfg[] = {"guard", pt__run_guards[r->guard >= -1 && r->guard <= 2 ? r->guard + 1 : 0], "ckpt_async", r->ckpt_async ? "1" : "0",
                              "batch", NULL, NULL};
         char batch[32];
         pt_monitor_desc md;

@@ -171,6 +171,16 @@ if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q '^checkpoint: step 3 committed to
     grep -q '^{"event":"ckpt_load",.*"ckpt_step":3' "$W/03as1.jsonl" && [ "$(grep -c '^{"step":' "$W/03as1.jsonl")" -eq 6 ]; then
     pass "03_gpt --ckpt-async: stop at 3, resume: steps 3..5 bit-identical; saves, commits and the load logged (appended)"
 else fail "03_gpt --ckpt-async: exit $rc1/$rc2; '$(loss_lines "$W/03as2.log" 0 9 | tr '\n' ' ')' vs '$(echo $a)'; $(tail -n 2 "$W/03as2.log" | tr '\n' ' ')"; fi
+# a checkpoint saved without the guard (--guard off) resumes with it (its statistics start afresh)
+rm -rf "$W/ck03ng"
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03ng" --ckpt-every 3 --stop-after 3 --guard off >"$W/03ng1.log" 2>&1
+rc1=$?
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03ng" --resume >"$W/03ng2.log" 2>&1
+rc2=$?
+a=$(loss_lines "$W/03full.log" 3 5)
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q '^resumed from .* at step 3 (its guard statistics start afresh)$' "$W/03ng2.log" && [ -n "$a" ] &&
+    [ "$(loss_lines "$W/03ng2.log" 3 5)" = "$a" ]; then pass "03_gpt: saved with --guard off, resumed with the guard: steps 3..5 bit-identical"
+else fail "03_gpt --guard off then resume: exit $rc1/$rc2; $(tail -n 2 "$W/03ng2.log" | tr '\n' ' ')"; fi
 ./build/03_gpt $small --guard maybe >"$W/03badguard.log" 2>&1
 rc1=$?
 ./build/03_gpt $small --guard rollback >"$W/03badguard2.log" 2>&1
