@@ -197,7 +197,7 @@ rc=$?
 if [ $rc -ne 0 ] && grep -q "nosuch" "$W/03nodata.log" && grep -q "expected token shards" "$W/03nodata.log"; then
     pass "03_gpt: a missing corpus is a clear error naming the path and what was expected"
 else fail "03_gpt --data nosuch: exit $rc, '$(cat "$W/03nodata.log")'"; fi
-if [ -f "$W/corpus/train_000000.bin" ] && [ -f "$W/corpus/val_000000.bin" ] && grep -q '^data: .* vocabulary 256;' "$W/03full.log" &&
+if [ -f "$W/corpus/train_000000.bin" ] && [ -f "$W/corpus/val_000000.bin" ] && grep -q '^data: .* vocabulary 256 (bytes);' "$W/03full.log" &&
     grep -q '^step 0 loss .* data_ms [0-9.]*$' "$W/03full.log"; then
     pass "03_gpt --data (text only): token shards made next to the text, vocabulary 256 from their header, data wait in the step line"
 else fail "03_gpt shards from text: $(ls "$W/corpus" | tr '\n' ' '); $(grep '^data:' "$W/03full.log")"; fi
