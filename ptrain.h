@@ -1515,8 +1515,10 @@ PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path);
    them ("bubble": what pt_pp_stats counts as idle, so the bubble events of a step sum to
    my_bubble x step_s), every MPI call of the library after pt_trace_start (named by the op, cat
    "comm", or "sendrecv" for point-to-point; args comm, bytes; non-blocking ones on tracks tid 1, 2,
-   ... as they overlap), pt_dp_finish's wait ("dp_wait"). Other parts add theirs through pt_trace_event / pt_trace_add
-   (data wait, checkpoint, optimizer, step). Clock: pt_time() (monotonic) minus each rank's own value
+   ... as they overlap), pt_dp_finish's wait ("dp_wait"), pt_loader_next's wait (cat "data"), pt_ckpt_save's
+   blocking part ("ckpt"; an asynchronous save's write on tid 16, "ckpt_write", and its commit, "ckpt_commit",
+   added at the commit). Programs add theirs through pt_trace_event / pt_trace_add (optimizer,
+   step; pt_run adds "optim"). Clock: pt_time() (monotonic) minus each rank's own value
    read right after a barrier at pt_trace_start: ranks line up to the barrier's exit skew (a few
    microseconds on one node, more across nodes) and drift apart with their clocks over long runs.
    Off (the default) costs one branch per hook. Record from the thread that calls the library: a
