@@ -13,7 +13,8 @@ all: examples
 help:
 	@echo "make deps      install the Debian packages used (as root via apt-get; idempotent)"
 	@echo "make demo      train the tutorial GPT on the fortunes corpus on 4 MPI ranks (dp 2 x pp 2), saving a checkpoint"
-	@echo "               every 100 steps to build/demo_ckpt; run it again to continue from the newest one"
+	@echo "               every 100 steps to build/demo_ckpt; run it again to continue from the newest one; its log and"
+	@echo "               trace are drawn by build/ptreport into build/demo/report/index.html"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, monitor overhead, checkpoint save/resume, DP allreduce/overlap/ZeRO, pipeline bubbles,"
 	@echo "               OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise bandwidth, GPT step on OpenCL)"
@@ -66,12 +67,18 @@ tools: $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $
 # the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage 1F1B pipeline (Open MPI
 # needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores).
 # Checkpoints every 100 steps; --resume-if-any continues from the newest one when there is one
-# (Ctrl-C saves and stops; `make demo` again resumes; rm -rf build/demo_ckpt starts over)
+# (Ctrl-C saves and stops; `make demo` again resumes; rm -rf build/demo_ckpt starts over).
+# The run logs its metrics (build/demo/log.jsonl, appended to on a resume) and a trace of every
+# rank (build/demo/trace.json); build/ptreport then draws them into build/demo/report/index.html.
 DEMO_NP   ?= 4
 DEMO_ARGS ?= --dp 2 --pp 2 --micro-batches 4 --steps 400
-DEMO_CKPT ?= --ckpt-dir $(BUILD)/demo_ckpt --ckpt-every 100 --resume-if-any
-demo: deps $(BUILD)/07_gpt_3d
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np $(DEMO_NP) ./$(BUILD)/07_gpt_3d $(DEMO_ARGS) $(DEMO_CKPT)
+DEMO_CKPT ?= --ckpt-dir $(BUILD)/demo_ckpt --ckpt-every 100 --resume-if-any --ckpt-async
+DEMO_MON  ?= --log $(BUILD)/demo/log.jsonl --trace $(BUILD)/demo/trace.json
+demo: deps $(BUILD)/07_gpt_3d $(BUILD)/ptreport
+	@mkdir -p $(BUILD)/demo
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np $(DEMO_NP) ./$(BUILD)/07_gpt_3d $(DEMO_ARGS) $(DEMO_CKPT) $(DEMO_MON)
+	./$(BUILD)/ptreport $(BUILD)/demo/log.jsonl --trace $(BUILD)/demo/trace.json --title "make demo: 07_gpt_3d $(DEMO_ARGS)" -o $(BUILD)/demo/report
+	@echo "report: $(BUILD)/demo/report/index.html (charts, the pipeline timeline of the last step, events)"
 
 test: deps
 	@sh tests/run.sh $(BUILD)/tests

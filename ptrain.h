@@ -36,7 +36,9 @@
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
    09_checkpoint_resume.c; on OpenCL: 08_opencl.c) each start with their one-line build command.
    The training examples share their command line: pt_args_parse, and pt_run (--data shards through
-   the loader, --ckpt-dir/--ckpt-every/--resume, a clean stop on SIGINT/SIGTERM). tools/ptcl.c (make tools) lists
+   the loader, --ckpt-dir/--ckpt-every/--resume/--ckpt-async, a clean stop on SIGINT/SIGTERM, --log
+   per-step metrics, --trace, the health guard --guard; pt_run_guard before the update, pt_run_step_end
+   after it; docs/monitoring.md). tools/ptcl.c (make tools) lists
    OpenCL devices, checks one against the CPU backend and tunes CLBlast's GEMM for it.
 
    Parallel (compile with mpicc -DPTRAIN_MPI): pt_dist_init builds the dp x tp x pp grid; pass it
@@ -107,7 +109,7 @@
    monitor   pt_monitor_new / pt_monitor_step_end (collective, once per step): loss, grad norm, LR,
              tokens/s, MFU, the step split into compute / exposed communication / pipeline bubble /
              data wait / checkpoint stall, memory per rank, bytes per collective, the straggler --
-             aggregated over the ranks, one JSON line per step written by rank 0 (docs/metrics.md),
+             aggregated over the ranks, one JSON line per step written by rank 0 (docs/monitoring.md),
              pt_monitor_event for events, a progress line with ETA on a terminal.
 
    ==================================================================================================
@@ -206,7 +208,8 @@
    >>ops        every op with its backward
    >>optim      SGD, AdamW, clipping, learning-rate schedules
    >>nn         linear, MLP, transformer block, GPT
-   >>args       the command line shared by the examples, and their run (pt_run: data, checkpoints, stop)
+   >>args       the command line shared by the examples, and their run (pt_run: data, checkpoints, stop,
+                log, trace, guard)
    >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
    >>dp         data parallelism: gradient buckets reduced during backward, accumulation over
                 passes, ZeRO-1/2, hierarchical allreduce, bf16 compression with error feedback
@@ -793,10 +796,23 @@ typedef struct pt_run {
     struct pt_tokenizer *tok; /**< set by pt_run_data: DIR/tokenizer.bin when the shards hold BPE ids
                                  (tools/prepare_shards --bpe N), NULL for bytes */
     char cmd[2048];         /**< the command line as given, shell-quoted ("" if longer), for the resume hint */
+    const char *log_path;   /**< --log FILE: the monitor's JSON lines, one per step plus events (world rank 0
+                                 writes; appended to on a resume); NULL = no monitor */
+    const char *trace_path; /**< --trace FILE: a Chrome trace of every rank, written by pt_run_free */
+    int32_t guard;          /**< --guard off|warn|skip|rollback: -1 = off, else a pt_guard_policy (0 = warn) */
+    float guard_z;          /**< --guard-z Z: the guard's spike threshold (0 = its default, 6) */
+    int32_t ckpt_async;     /**< --ckpt-async: a background thread writes the checkpoints (pt_ckpt_opts.async) */
+    const struct pt_pp *pp; /**< a pipeline run sets it before pt_run_start: the monitor's bubble */
+    int64_t batch, seq;     /**< set by pt_run_data: the global batch and the sequence length */
+    pt_ctx *ctx;            /**< set by pt_run_start */
+    struct pt_monitor *mon; /**< set by pt_run_start with --log, else NULL */
+    struct pt_guard *health;/**< set by pt_run_start unless --guard off */
+    double t_update;        /**< when pt_run_guard returned (the optimizer's time starts) */
 } pt_run;
-/** Takes --data, --ckpt-dir, --ckpt-every, --resume, --resume-if-any out of argv (compacted, like
-    pt_args_parse; call it first: it records the command line as given). Returns the new argc, or -1
-    with a message in err (a bad value, --resume without --ckpt-dir). */
+/** Takes --data, --ckpt-dir, --ckpt-every, --ckpt-async, --resume, --resume-if-any, --log, --trace,
+    --guard, --guard-z out of argv (compacted, like pt_args_parse; call it first: it records the command
+    line as given). Returns the new argc, or -1 with a message in err (a bad value, --resume or --guard
+    rollback without --ckpt-dir). */
 PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errlen);
 /** Prints the flags of pt_run_parse and their defaults. */
 PTDEF void pt_run_usage(const pt_run *r);
@@ -808,24 +824,44 @@ PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, 
 /** Rewinds the validation stream to its start; returns how many of `batches` batches it holds
     (at most one epoch, so no window is counted twice). */
 PTDEF int pt_run_val_rewind(pt_run *r, int batches);
-/** Collective; call once the model, optimizer and loaders exist. Applies --resume / --resume-if-any: loads the newest valid checkpoint of r->ckpt_dir
+/** Collective; call once the model, optimizer and loaders exist (and r->pp is set in a pipeline run).
+    Creates the guard (--guard; its state is checkpointed: a checkpoint saved without it loads with a
+    fresh one), applies --resume / --resume-if-any: loads the newest valid checkpoint of r->ckpt_dir
     into the parameters, o's state and the registered state (the data stream), sets *first_step to
     its step (0 when not resuming) and says so on rank 0, also when the run (`steps`) is already
-    complete. An error (none there, none valid) is in pt_error(ctx). Then catches SIGINT and SIGTERM:
-    the first one only raises a flag (a second one of the same kind acts as usual). */
+    complete. Starts the trace (--trace) and the monitor (--log: model r->model, r->batch x r->seq
+    tokens per step). An error (none there, none valid, a file) is in pt_error(ctx), the same on every
+    rank. Then catches SIGINT and SIGTERM: the first one only raises a flag (a second one of the same
+    kind acts as usual). */
 PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step);
-/** Collective; call after each optimizer step with done = steps completed. The ranks agree whether
-    a signal arrived (on any of them); a checkpoint of step done is saved when it is due (every
-    ckpt_every, the last of `steps`, or stopping). Returns 1 to stop (rank 0 printed how to resume),
-    0 to go on, -1 when the save failed (pt_error(ctx), the same on every rank). */
-PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps);
-/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model): the one save of the run. */
+/** Collective; call after backward (and pt_dp_finish / pt_pp_step) and the gradient norm, before
+    pt_optim_step, with this rank's loss (or the global one) and the global gradient norm (pt_grad_norm;
+    < 0 = not computed). Runs the guard: PT_GUARD_OK: update (pt_optim_step with pt_run_lr); PT_GUARD_SKIP:
+    no update this step, go on to pt_run_step_end; PT_GUARD_ROLLBACK: the newest checkpoint was loaded
+    (an asynchronous save is committed first), the LR scale multiplied by 0.5, the step logged: set the
+    loop to train step *resume_at next, without an update or pt_run_step_end. -1: an error (pt_error).
+    PT_GUARD_OK without a guard (--guard off). */
+PTDEF int pt_run_guard(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t step, float loss, float grad_norm, int64_t *resume_at);
+/** lr times the guard's LR scale (1 until a rollback). */
+PTDEF float pt_run_lr(const pt_run *r, float lr);
+/** Collective; call at the end of each step (updated or skipped) with done = steps completed and the
+    step's loss, gradient norm and learning rate (for the log). The ranks agree whether a signal arrived
+    (on any of them); an asynchronous save in flight is committed once written (pt_ckpt_poll); a
+    checkpoint of step done is saved when it is due (every ckpt_every, the last of `steps`, or
+    stopping; with --ckpt-async the last and a stopping one are committed before returning); the
+    monitor ends the step. Returns 1 to stop (rank 0 printed how to resume), 0 to go on, -1 when a
+    save failed (pt_error(ctx), the same on every rank). */
+PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps, float loss, float grad_norm, float lr);
+/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model, --ckpt-async; timed and logged
+    by the monitor): the one save of the run. */
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step);
 /** Writes token ids as text to file (a FILE *; NULL = stdout): decoded by r->tok when the shards are
     BPE, else one byte per id; control characters other than newline and tab (and ids outside the
     vocabulary) print as '?'. */
 PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file);
-/** Frees the loaders and the tokenizer. */
+/** Collective once pt_run_start succeeded: commits an asynchronous save still in flight (rank 0 reports
+    a failure), writes the trace (--trace), closes the log, frees the guard; then frees the loaders
+    and the tokenizer. Call it before pt_shutdown. */
 PTDEF void pt_run_free(pt_run *r);
 
 /* ---- data: token shards and the streaming loader (>>data) ----------------------------------------
@@ -1482,8 +1518,10 @@ PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path);
    them ("bubble": what pt_pp_stats counts as idle, so the bubble events of a step sum to
    my_bubble x step_s), every MPI call of the library after pt_trace_start (named by the op, cat
    "comm", or "sendrecv" for point-to-point; args comm, bytes; non-blocking ones on tracks tid 1, 2,
-   ... as they overlap), pt_dp_finish's wait ("dp_wait"). Other parts add theirs through pt_trace_event / pt_trace_add
-   (data wait, checkpoint, optimizer, step). Clock: pt_time() (monotonic) minus each rank's own value
+   ... as they overlap), pt_dp_finish's wait ("dp_wait"), pt_loader_next's wait (cat "data"), pt_ckpt_save's
+   blocking part ("ckpt"; an asynchronous save's write on tid 16, "ckpt_write", and its commit, "ckpt_commit",
+   added at the commit). Programs add theirs through pt_trace_event / pt_trace_add (optimizer,
+   step; pt_run adds "optim"). Clock: pt_time() (monotonic) minus each rank's own value
    read right after a barrier at pt_trace_start: ranks line up to the barrier's exit skew (a few
    microseconds on one node, more across nodes) and drift apart with their clocks over long runs.
    Off (the default) costs one branch per hook. Record from the thread that calls the library: a
@@ -1559,7 +1597,7 @@ PTDEF void pt_profile_print(const pt_ctx *ctx, void *file);
    per step, and events. A step's time is split into exposed communication (time blocked in
    blocking MPI calls and in waits for non-blocking ones -- a reduction running in the background
    costs nothing), pipeline bubble (idle time of pt_pp_step; its point-to-point waits count here,
-   not as communication), data wait, checkpoint stall, and compute = the rest. docs/metrics.md
+   not as communication), data wait, checkpoint stall, and compute = the rest. docs/monitoring.md
    describes every field. One monitor per run; all of its calls are made by the training thread. */
 typedef struct pt_monitor pt_monitor;
 /** Kinds of time of pt_monitor_add_time. */
@@ -8599,6 +8637,9 @@ static void pt__run_on_signal(int sig) {
     signal(sig, SIG_DFL);
 }
 
+/* --guard's values, indexed by pt_run.guard + 1 (off = -1, then the pt_guard_policy values) */
+static const char *const pt__run_guards[] = {"off", "warn", "skip", "rollback"};
+
 static int pt__run_exists(const char *dir, const char *name) {
     char path[1024];
     FILE *f;
@@ -8633,7 +8674,12 @@ PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errle
             r->resume = f[8] ? 2 : 1;
             continue;
         }
-        if (strcmp(f, "--data") && strcmp(f, "--ckpt-dir") && strcmp(f, "--ckpt-every")) {
+        if (!strcmp(f, "--ckpt-async")) {
+            r->ckpt_async = 1;
+            continue;
+        }
+        if (strcmp(f, "--data") && strcmp(f, "--ckpt-dir") && strcmp(f, "--ckpt-every") && strcmp(f, "--log") && strcmp(f, "--trace") &&
+            strcmp(f, "--guard") && strcmp(f, "--guard-z")) {
             argv[out++] = argv[i];
             continue;
         }
@@ -8643,7 +8689,25 @@ PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errle
         }
         if (!strcmp(f, "--data")) r->data = argv[++i], r->prepare = NULL;
         else if (!strcmp(f, "--ckpt-dir")) r->ckpt_dir = argv[++i];
-        else {
+        else if (!strcmp(f, "--log")) r->log_path = argv[++i];
+        else if (!strcmp(f, "--trace")) r->trace_path = argv[++i];
+        else if (!strcmp(f, "--guard")) {
+            int k;
+            for (k = 0; k < 4 && strcmp(argv[i + 1], pt__run_guards[k]); k++) {}
+            if (k == 4) {
+                snprintf(err, errlen, "flag --guard expects off, warn, skip or rollback, found '%s'", argv[i + 1]);
+                return -1;
+            }
+            r->guard = k - 1, i++; /* off = -1, then the pt_guard_policy values */
+        } else if (!strcmp(f, "--guard-z")) {
+            char *end;
+            double z = strtod(argv[++i], &end);
+            if (*end || end == argv[i] || !(z > 0) || !(z < 1e30)) {
+                snprintf(err, errlen, "flag --guard-z expects a positive number (standard deviations), found '%s'", argv[i]);
+                return -1;
+            }
+            r->guard_z = (float)z;
+        } else {
             char *end;
             long long x = strtoll(argv[++i], &end, 10);
             if (*end || end == argv[i] || x < 0) {
@@ -8658,6 +8722,10 @@ PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errle
         snprintf(err, errlen, "%s needs --ckpt-dir DIR (the directory the checkpoints were saved to)", r->resume == 2 ? "--resume-if-any" : "--resume");
         return -1;
     }
+    if (r->guard == PT_GUARD_POLICY_ROLLBACK && !r->ckpt_dir) {
+        snprintf(err, errlen, "--guard rollback needs --ckpt-dir DIR (the checkpoints it rolls back to)");
+        return -1;
+    }
     return out;
 }
 
@@ -8668,6 +8736,12 @@ PTDEF void pt_run_usage(const pt_run *r) {
     printf("  --ckpt-every N  save every N steps (0 = only at the end and when stopped by SIGINT/SIGTERM)\n");
     printf("  --resume        continue from the newest valid checkpoint of --ckpt-dir (on any DP/PP layout)\n");
     printf("  --resume-if-any the same when --ckpt-dir holds a checkpoint, else start at step 0\n");
+    printf("  --ckpt-async    write checkpoints on a background thread while training goes on\n");
+    printf("  --log FILE      per-step metrics and events as JSON lines (docs/monitoring.md)\n");
+    printf("  --trace FILE    Chrome trace of every rank (open in ui.perfetto.dev; tools/ptreport)\n");
+    printf("  --guard P       health guard: off, warn, skip or rollback (to the last checkpoint, LR halved, after\n"
+           "                  3 bad steps in a row) on NaN/Inf or spikes (%s)\n", pt__run_guards[r->guard >= -1 && r->guard <= 2 ? r->guard + 1 : 0]);
+    printf("  --guard-z Z     spike threshold in standard deviations (%g)\n", r->guard_z > 0 ? (double)r->guard_z : 6.0);
 }
 
 /* rank 0: text -> shards of split ("train"/"val") when DIR has text and no shards; err "" = fine */
@@ -8718,6 +8792,7 @@ PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, 
     pt_status st = PT_OK;
     if (!ctx) return PT_ERR_ARG;
     if (!r || !dir || !dir[0]) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_run_data: no data directory (--data DIR)"), PT_ERR_ARG);
+    r->batch = batch, r->seq = seq;
     err[0] = 0;
     if (pt_dist_rank(d) == 0 && !pt__run_exists(dir, "train_000000.bin")) { /* rank 0 prepares, the others wait */
         if (!pt__run_exists(dir, "train.txt") && r->prepare) {
@@ -8782,48 +8857,173 @@ PTDEF int pt_run_val_rewind(pt_run *r, int batches) {
     return batches < per ? batches : (int)per;
 }
 
+static void pt__monitor_set_step(pt_monitor *m, int64_t step); /* >>monitor */
+
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step) {
     pt_ckpt_opts ck;
     memset(&ck, 0, sizeof ck);
-    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model;
+    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model, ck.async = r->ckpt_async;
+    if (r->mon) return pt_monitor_ckpt_save(r->mon, o, r->ckpt_dir, step, &ck);
     return pt_ckpt_save(ctx, o, r->ckpt_dir, step, &ck);
+}
+
+/* the guard's events into the log (world rank 0 writes for all: every rank sees the same events) */
+static void pt__run_on_guard(void *user, const pt_guard_event *e) {
+    static const char *const verdicts[] = {"update", "skip", "rollback"};
+    pt_run *r = (pt_run *)user;
+    if (!r->mon || pt_dist_rank(r->ctx->desc.dist) != 0) return;
+    pt_monitor_event(r->mon, pt_guard_event_name(e->kind), "rank=%d verdict=%s value=%g z=%g mean=%g std=%g loaded_step=%lld detail=%s", (int)e->rank,
+                     verdicts[e->verdict >= 0 && e->verdict <= 2 ? e->verdict : 0], e->value, e->z, e->mean, e->std, (long long)e->loaded_step,
+                     e->detail);
+}
+
+static pt_guard *pt__run_guard_new(pt_ctx *ctx, pt_run *r) {
+    pt_guard_desc gd;
+    memset(&gd, 0, sizeof gd);
+    gd.policy = r->guard, gd.z_threshold = r->guard_z, gd.ckpt_dir = r->ckpt_dir;
+    gd.on_event = pt__run_on_guard, gd.user = r;
+    return pt_guard_new(ctx, &gd);
+}
+
+/* 1 if the checkpoint pt_ckpt_load would try first holds registered state `name` (rank 0 reads, all agree) */
+static int pt__run_ckpt_has_state(const pt_dist *d, const char *dir, const char *name) {
+    char path[1200], line[512];
+    size_t n = strlen(name);
+    int has = 0;
+    FILE *f;
+    if (pt_dist_rank(d) == 0 && pt_ckpt_step_dir(dir, path, 1024) == PT_OK && (strcat(path, "/manifest"), (f = fopen(path, "r")) != NULL)) {
+        while (!has && fgets(line, sizeof line, f))
+            has = !strncmp(line, "state name=", 11) && !strncmp(line + 11, name, n) && line[11 + n] == ' ';
+        fclose(f);
+    }
+    return pt_dist_agree(d, pt_dist_rank(d) != 0 || has); /* all ranks: 1 only if rank 0 found it */
 }
 
 PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step) {
     const pt_dist *d = ctx ? ctx->desc.dist : NULL;
-    int root = pt_dist_rank(d) == 0;
+    int root = pt_dist_rank(d) == 0, loaded = 0;
     int64_t k = 0;
     if (first_step) *first_step = 0;
     if (!ctx || !r) return PT_ERR_ARG;
+    r->ctx = ctx, r->mon = NULL, r->health = NULL;
+    /* the guard before the load (its state is checkpointed); a checkpoint saved without one loads
+       with a fresh one */
+    if (r->guard >= 0 && !(r->health = pt__run_guard_new(ctx, r))) return pt_status_get(ctx);
     /* --resume-if-any: a checkpoint is committed once DIR/latest names it (rank 0 looks, all agree) */
     if (r->resume == 2 && !pt_dist_agree(d, !root || pt__run_exists(r->ckpt_dir, "latest"))) {
         if (root) printf("no checkpoint in %s yet: starting at step 0\n", r->ckpt_dir);
     } else if (r->resume) {
+        int fresh = r->health && !pt__run_ckpt_has_state(d, r->ckpt_dir, "guard");
+        if (fresh) pt_guard_free(r->health), r->health = NULL;
         if (pt_ckpt_load(ctx, o, r->ckpt_dir, &k) != PT_OK) return pt_status_get(ctx);
+        if (fresh && !(r->health = pt__run_guard_new(ctx, r))) return pt_status_get(ctx);
+        loaded = 1;
         if (root && k >= steps)
             printf("resumed from %s at step %lld: the run is already complete (--steps %lld); nothing to train "
                    "(raise --steps, or delete %s to start over)\n", r->ckpt_dir, (long long)k, (long long)steps, r->ckpt_dir);
-        else if (root) printf("resumed from %s at step %lld\n", r->ckpt_dir, (long long)k);
+        else if (root) printf("resumed from %s at step %lld%s\n", r->ckpt_dir, (long long)k, fresh ? " (its guard statistics start afresh)" : "");
     }
     if (root) fflush(stdout);
     if (first_step) *first_step = k;
+    if (r->trace_path && pt_trace_start(ctx, d, r->trace_path, 0) != PT_OK) return pt_status_get(ctx);
+    pt_trace_step(ctx, k);
+    if (r->log_path) {
+        const char *cfg[] = {"guard", pt__run_guards[r->guard >= -1 && r->guard <= 2 ? r->guard + 1 : 0], "ckpt_async", r->ckpt_async ? "1" : "0",
+                             "batch", NULL, NULL};
+        char batch[32];
+        pt_monitor_desc md;
+        snprintf(batch, sizeof batch, "%lld", (long long)r->batch);
+        cfg[5] = batch;
+        memset(&md, 0, sizeof md);
+        md.log_path = r->log_path, md.append = loaded, md.model = r->model, md.seq = r->seq, md.config = cfg;
+        md.loader = r->train, md.pp = r->pp, md.first_step = k, md.total_steps = steps;
+        if (!(r->mon = pt_monitor_new(ctx, d, &md))) return pt_status_get(ctx);
+        if (loaded) pt_monitor_event(r->mon, "ckpt_load", "dir=%s ckpt_step=%lld", r->ckpt_dir, (long long)k);
+    }
     pt__run_stopping = 0;
     signal(SIGINT, pt__run_on_signal);
     signal(SIGTERM, pt__run_on_signal);
+    r->t_update = 0;
     return PT_OK;
 }
 
-PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps) {
-    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
-    int stop, saved = 0;
+PTDEF float pt_run_lr(const pt_run *r, float lr) { return r && r->health ? lr * pt_guard_lr_scale(r->health) : lr; }
+
+/* commits the asynchronous save in flight (poll: only once every rank wrote it), says so and logs it */
+static pt_status pt__run_commit_if(pt_run *r, int poll) {
+    int64_t pending = pt_ckpt_pending(r->ctx);
+    pt_ckpt_stats cs;
+    if (pending < 0) return PT_OK;
+    if ((poll ? pt_ckpt_poll(r->ctx) : pt_ckpt_wait(r->ctx)) != PT_OK) return pt_status_get(r->ctx);
+    if (pt_ckpt_pending(r->ctx) >= 0) return PT_OK; /* still being written */
+    cs = pt_ckpt_stats_get(r->ctx);
+    if (r->mon) pt_monitor_event(r->mon, "ckpt_commit", "dir=%s ckpt_step=%lld write_s=%.6f wait_s=%.6f commit_s=%.6f", r->ckpt_dir, (long long)cs.step,
+                                 cs.write_s, cs.wait_s, cs.commit_s);
+    if (pt_dist_rank(r->ctx->desc.dist) == 0)
+        printf("checkpoint: step %lld committed to %s/step_%09lld (written in %.2f s in the background)\n", (long long)cs.step, r->ckpt_dir,
+               (long long)cs.step, cs.write_s);
+    return PT_OK;
+}
+static pt_status pt__run_commit(pt_run *r) { return pt__run_commit_if(r, 0); }
+
+PTDEF int pt_run_guard(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t step, float loss, float grad_norm, int64_t *resume_at) {
+    int v;
+    int64_t k = step;
     if (!ctx || !r) return -1;
+    if (resume_at) *resume_at = step;
+    v = r->health ? pt_guard_check(r->health, step, loss, grad_norm) : PT_GUARD_OK;
+    if (v == PT_GUARD_ROLLBACK) {
+        if (pt__run_commit(r) != PT_OK || pt_guard_rollback(r->health, o, &k) != PT_OK) return -1;
+        if (r->mon) { /* the step rolled back is a step of the log too (no update); then the log continues at k */
+            pt_monitor_step ms;
+            ms.loss = loss, ms.grad_norm = grad_norm, ms.lr = NAN, ms.tokens = r->batch * r->seq;
+            if (pt_monitor_step_end(r->mon, &ms) != PT_OK) return -1;
+            pt__monitor_set_step(r->mon, k);
+        }
+        pt_trace_step(ctx, k);
+        if (resume_at) *resume_at = k;
+        if (pt_dist_rank(ctx->desc.dist) == 0)
+            printf("guard: step %lld: rolled back to the checkpoint of step %lld in %s, learning rate scale now %g\n", (long long)step, (long long)k,
+                   r->ckpt_dir, (double)pt_guard_lr_scale(r->health));
+    }
+    r->t_update = pt_time();
+    return v;
+}
+
+PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps, float loss, float grad_norm, float lr) {
+    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
+    int stop, save, saved = 0;
+    double t0, tc = 0;
+    if (!ctx || !r) return -1;
+    t0 = pt_time();
+    if (r->t_update > 0 && t0 > r->t_update) pt_trace_event(ctx, PT_TRACE_OPTIM, "optim", r->t_update, t0, -1, -1);
+    r->t_update = 0;
     stop = !pt_dist_agree(d, !pt__run_stopping); /* a signal may reach only some ranks */
-    if (r->ckpt_dir && ((r->ckpt_every > 0 && done % r->ckpt_every == 0) || done == steps || stop)) {
-        double t0 = pt_time();
+    save = r->ckpt_dir && ((r->ckpt_every > 0 && done % r->ckpt_every == 0) || done == steps || stop);
+    if (pt_ckpt_pending(ctx) >= 0) { /* the save in flight: committed once every rank wrote it, before the next */
+        if (pt__run_commit_if(r, !save) != PT_OK) return -1;
+        tc = pt_time() - t0;
+    }
+    if (save) {
+        double t1 = pt_time();
         if (pt_run_save(ctx, o, r, done) != PT_OK) return -1;
         saved = 1;
-        if (pt_dist_rank(d) == 0) printf("checkpoint: step %lld saved to %s/step_%09lld (%.2f s)\n", (long long)done, r->ckpt_dir, (long long)done, pt_time() - t0);
+        if (pt_dist_rank(d) == 0)
+            printf("checkpoint: step %lld %s %s/step_%09lld (%.2f s)\n", (long long)done, r->ckpt_async ? "snapshot taken, being written to" : "saved to",
+                   r->ckpt_dir, (long long)done, pt_time() - t1);
+        if (r->ckpt_async && (done == steps || stop)) { /* the last one is committed now */
+            double t2 = pt_time();
+            if (pt__run_commit(r) != PT_OK) return -1;
+            tc += pt_time() - t2;
+        }
     }
+    if (r->mon) {
+        pt_monitor_step ms;
+        ms.loss = loss, ms.grad_norm = grad_norm, ms.lr = lr, ms.tokens = r->batch * r->seq;
+        pt_monitor_add_time(r->mon, PT_MON_CKPT, tc); /* commits (pt_monitor_ckpt_save timed the saves) */
+        if (pt_monitor_step_end(r->mon, &ms) != PT_OK) return -1;
+    }
+    pt_trace_step(ctx, done);
     if (stop && pt_dist_rank(d) == 0) {
         if (!saved) printf("interrupted at step %lld; nothing saved (no --ckpt-dir)\n", (long long)done);
         else {
@@ -8861,6 +9061,20 @@ PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *fi
 
 PTDEF void pt_run_free(pt_run *r) {
     if (!r) return;
+    if (r->ctx) { /* pt_run_start ran: the collective part */
+        pt_ctx *ctx = r->ctx;
+        int root = pt_dist_rank(ctx->desc.dist) == 0;
+        int64_t pending = pt_ckpt_pending(ctx);
+        if (pt__run_commit(r) != PT_OK && root) fprintf(stderr, "checkpoint of step %lld lost: %s\n", (long long)pending, pt_error(ctx));
+        if (r->trace_path && pt_trace_on(ctx)) {
+            if (pt_trace_finish(ctx) != PT_OK && root) fprintf(stderr, "--trace %s: %s\n", r->trace_path, pt_error(ctx));
+            else if (root) printf("trace: %s (every rank; open in ui.perfetto.dev)\n", r->trace_path);
+        }
+        pt_monitor_free(r->mon);
+        pt_guard_free(r->health);
+        if (root) fflush(stdout);
+        r->ctx = NULL, r->mon = NULL, r->health = NULL;
+    }
     pt_loader_free(r->train);
     pt_loader_free(r->val);
     pt_tokenizer_free(r->tok);
@@ -13238,6 +13452,7 @@ static pt_status pt__data_take(pt_loader *L, int kind, const char *fn, void *xa,
     L->stats.last_wait_s = pt_time() - t0;
     L->stats.wait_s += L->stats.last_wait_s;
     L->stats.batches++;
+    if (L->ctx && L->ctx->trace) pt_trace_event(L->ctx, PT_TRACE_DATA, "data", t0, t0 + L->stats.last_wait_s, -1, -1); /* >>trace */
     return PT_OK;
 }
 
@@ -14198,6 +14413,7 @@ typedef struct pt__ck_piece {
     int hashed;
 } pt__ck_piece;
 /* the save of this rank that is being written or was written last (ctx->ckpt) */
+#define PT__CK_TRACE_TID 16 /* the trace track of the asynchronous writer (after the non-blocking lanes of >>trace) */
 typedef struct pt__ck_job {
     char dir[912], tmp[960], path[1024]; /* dir: at most 900 characters */
     int64_t step, limit, delay_ms; /* limit: PTRAIN_CKPT_FAIL, -1 = none; delay: PTRAIN_CKPT_DELAY_MS */
@@ -14211,6 +14427,7 @@ typedef struct pt__ck_job {
     pt__ck_sb doomed;     /* rank 0: directories (NUL-separated) the remover deletes */
     char err[PT__ERRLEN];
     pt_ckpt_stats st;
+    double w0, w1;        /* when this rank's write ran (pt_time; the writer thread's, traced at the commit) */
 #ifdef PT__CK_THREADS
     pthread_t writer, remover;
     pthread_mutex_t mu; /* guards written */
@@ -14397,7 +14614,8 @@ static void pt__ck_write_file(pt__ck_job *j) {
         for (i = 0; i < j->npc; i++) snprintf(h, sizeof h, "%08x", j->pc[i].crc), memcpy(j->recs.s + j->pc[i].crc_at, h, 8);
         snprintf(h, sizeof h, "%08x", fcrc), memcpy(j->recs.s + j->file_crc_at, h, 8);
     }
-    j->st.write_s = pt_time() - t0;
+    j->w0 = t0, j->w1 = pt_time();
+    j->st.write_s = j->w1 - t0;
 }
 #ifdef PT__CK_THREADS
 static void *pt__ck_writer_main(void *arg) {
@@ -14567,8 +14785,10 @@ static pt_status pt__ck_finish(pt_ctx *ctx, pt__ck_job *j) {
     char err[PT__ERRLEN];
     pt__ck_sb all;
     double t0 = pt_time(), t1;
+    int threaded = 0;
 #ifdef PT__CK_THREADS
     if (j->writer_on) pthread_join(j->writer, NULL);
+    threaded = j->writer_on;
     j->writer_on = 0;
 #endif
     t1 = pt_time();
@@ -14585,6 +14805,14 @@ static pt_status pt__ck_finish(pt_ctx *ctx, pt__ck_job *j) {
     } else ok = 0;
     PT_FREE(all.s);
     j->st.commit_s = pt_time() - t1;
+    if (threaded && ctx->trace) { /* >>trace: the writer's interval on its own track, the commit on the main one */
+        pt_trace_rec tr;
+        memset(&tr, 0, sizeof tr);
+        tr.cat = PT_TRACE_CKPT, tr.tid = PT__CK_TRACE_TID, tr.name = "ckpt_write", tr.t0 = j->w0, tr.t1 = j->w1;
+        tr.step = -1, tr.mb = -1, tr.chunk = -1, tr.comm = -1, tr.bytes = j->st.bytes;
+        pt_trace_add(ctx, &tr);
+        pt_trace_event(ctx, PT_TRACE_CKPT, "ckpt_commit", t0, pt_time(), -1, -1);
+    }
     if (!ok) {
         if (rank == 0) pt__ck_rmdir(j->tmp);
         return (pt_status)(pt__fail(ctx, PT_ERR_IO, "pt_ckpt_save: step %lld not saved%s: %s", (long long)j->step,
@@ -14656,10 +14884,17 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     j->pending = 1;
 #ifdef PT__CK_THREADS
     j->written = 0;
-    if (j->async && (j->writer_on = pthread_create(&j->writer, NULL, pt__ck_writer_main, j) == 0)) return PT_OK;
+    if (j->async && (j->writer_on = pthread_create(&j->writer, NULL, pt__ck_writer_main, j) == 0)) {
+        if (ctx->trace) pt_trace_event(ctx, PT_TRACE_CKPT, "ckpt", t0, pt_time(), -1, -1); /* >>trace: the blocking part */
+        return PT_OK;
+    }
 #endif
     pt__ck_write_file(j);
-    return pt__ck_finish(ctx, j);
+    {
+        pt_status st = pt__ck_finish(ctx, j);
+        if (ctx->trace) pt_trace_event(ctx, PT_TRACE_CKPT, "ckpt", t0, pt_time(), -1, -1); /* >>trace */
+        return st;
+    }
 }
 
 PTDEF pt_status pt_ckpt_wait(pt_ctx *ctx) {
@@ -16419,6 +16654,9 @@ struct pt_monitor {
     double *work;                    /* [world] */
     pt_monitor_metrics last, mine;
 };
+
+/* >>args: a rollback continues at an earlier step; the log numbers the steps from there */
+static void pt__monitor_set_step(pt_monitor *m, int64_t step) { m->step = step; }
 
 PTDEF const char *pt_coll_op_name(int op) { return pt__coll_op_name(op); }
 

@@ -22,7 +22,13 @@
    the state after k optimizer steps, the data stream's position included; one is also saved at the
    last step; the newest 3 are kept), --resume (continue from the newest valid checkpoint of DIR: the
    losses are those of a run never stopped) or --resume-if-any (the same, or start at step 0 when
-   DIR holds no checkpoint yet). SIGINT / SIGTERM: the current step finishes, a checkpoint is saved
+   DIR holds no checkpoint yet), --ckpt-async (checkpoints written by a background thread), --log FILE
+   (per-step metrics as JSON lines: loss, grad_norm, lr, tokens_per_s, mfu, the step's time split into
+   compute / comm / bubble / data / checkpoint, peak memory, events; docs/monitoring.md), --trace FILE
+   (a Chrome trace: open it in ui.perfetto.dev, or make a report with build/ptreport), --guard
+   off|warn|skip|rollback and --guard-z Z (the health guard: NaN/Inf or a loss / gradient-norm spike
+   is logged, its update skipped, or after 3 bad steps in a row the last checkpoint of --ckpt-dir is
+   loaded and the LR halved; default warn). SIGINT / SIGTERM: the current step finishes, a checkpoint is saved
    (with --ckpt-dir), the run prints how to resume and exits 0 (a second signal stops at once).
    Each step prints `step <n> loss <l> ... data_ms <ms waited for the batch>`; the run ends with
    `val_loss <v>` (the first 32 batches of the val shards, in order) and a sample. */
@@ -93,9 +99,9 @@ int main(int argc, char **argv) {
         pt_optim *opt;
         pt_lr_schedule sched;
         pt_graph *g;
-        int B = (int)a.batch, T = (int)a.seq, stop = 0;
+        int B = (int)a.batch, T = (int)a.seq, stop = 0, v;
         int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
-        int64_t step, first = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
+        int64_t step, next, first = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
         double flops;
         memset(&d, 0, sizeof d);
         d.seed = (uint64_t)a.seed;
@@ -124,17 +130,19 @@ int main(int argc, char **argv) {
            valid checkpoint; from here on SIGINT / SIGTERM stop the run after the current step */
         run.model = &cfg;
         if (pt_run_start(ctx, opt, &run, a.steps, &first) != PT_OK) {
-            fprintf(stderr, "03_gpt: cannot resume from %s: %s\n", run.ckpt_dir, pt_error(ctx));
+            if (run.resume) fprintf(stderr, "03_gpt: cannot resume from %s: %s\n", run.ckpt_dir, pt_error(ctx));
+            else fprintf(stderr, "03_gpt: %s\n", pt_error(ctx));
             return 1;
         }
         for (step = first; step < last && !stop; step++) {
-            double t0 = pt_time(), dt;
+            double t0 = pt_time(), tf, tb, dt;
             float lr = pt_lr_at(&sched, step), loss, norm;
             pt_tensor *x, *y, *l;
             if (pt_loader_next(run.train, ids, tg) != PT_OK) { /* the next B x T window of the stream */
                 fprintf(stderr, "03_gpt: %s\n", pt_error(ctx));
                 return 1;
             }
+            tf = pt_time();
             pt_graph_reset(g);
             pt_graph_set_sample_offset(g, step * B);
             x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
@@ -143,12 +151,28 @@ int main(int argc, char **argv) {
             pt_tensor_write(y, tg);
             l = pt_gpt_loss(g, m, x, y);
             pt_zero_grad(ctx);
+            tb = pt_time();
+            pt_trace_event(ctx, PT_TRACE_FORWARD, "forward", tf, tb, -1, -1); /* --trace: a no-op without it */
             if (!l || pt_backward(g, l) != PT_OK) {
                 fprintf(stderr, "03_gpt: step %lld failed: %s\n", (long long)step, pt_error(ctx));
                 return 1;
             }
+            pt_trace_event(ctx, PT_TRACE_BACKWARD, "backward", tb, pt_time(), -1, -1);
             loss = pt_item(l);
-            norm = pt_optim_step(opt, lr);
+            /* the health guard (--guard) looks at the step before the update: warn, skip it, or roll
+               back to the last checkpoint (then continue from there with the LR halved) */
+            norm = pt_grad_norm(ctx);
+            v = pt_run_guard(ctx, opt, &run, step, loss, norm, &next);
+            if (v < 0) {
+                fprintf(stderr, "03_gpt: step %lld: %s\n", (long long)step, pt_error(ctx));
+                return 1;
+            }
+            if (v == PT_GUARD_ROLLBACK) {
+                step = next - 1;
+                continue;
+            }
+            lr = pt_run_lr(&run, lr);
+            if (v == PT_GUARD_OK) pt_optim_step(opt, lr);
             dt = pt_time() - t0;
             printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f gflops %.1f data_ms %.2f\n", (long long)step, loss, lr, norm, dt * 1e3,
                    B * T / dt, flops / dt * 1e-9, pt_loader_stats_get(run.train).last_wait_s * 1e3);
@@ -157,7 +181,7 @@ int main(int argc, char **argv) {
                 printf("val step %lld val_loss %.4f\n", (long long)(step + 1), eval_loss(g, m, &run, B, T, 16, ids, tg));
             /* a checkpoint of step k holds the state after k optimizer steps: saved every
                --ckpt-every steps, at the end, and when a signal asks to stop (then stop = 1) */
-            if ((stop = pt_run_step_end(ctx, opt, &run, step + 1, a.steps)) < 0) {
+            if ((stop = pt_run_step_end(ctx, opt, &run, step + 1, a.steps, loss, norm, lr)) < 0) {
                 fprintf(stderr, "03_gpt: saving the checkpoint of step %lld failed: %s\n", (long long)(step + 1), pt_error(ctx));
                 return 1;
             }

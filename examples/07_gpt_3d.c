@@ -23,7 +23,8 @@
    as in 03: --data DIR (token shards, or text made into shards; each DP rank's loader reads its
    slice of every global batch), --ckpt-dir DIR --ckpt-every N --resume / --resume-if-any (every
    rank writes its part, the data stream's position included; a run may resume on another DP size,
-   ZeRO level, PP split or TP size). SIGINT / SIGTERM on the ranks (or on mpirun,
+   ZeRO level, PP split or TP size), --ckpt-async, --log FILE (rank 0 writes every rank's metrics),
+   --trace FILE (one track per rank), --guard off|warn|skip|rollback, --guard-z Z. SIGINT / SIGTERM on the ranks (or on mpirun,
    which forwards SIGTERM): they agree to stop after the current step, save together, rank 0 prints
    the command that resumes, and they exit 0.
    Each step prints `step <n> loss <l> ...` (rank 0); the run ends with `val_loss <v>` and a sample. */
@@ -119,7 +120,7 @@ int main(int argc, char **argv) {
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
     int hier = 0, compress = 0;
     const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
-    int i, rank, fail = 0, stop = 0;
+    int i, rank, fail = 0, stop = 0, v;
     pt_dist *d;
     memset(&run, 0, sizeof run);
     run.data = "data/fortunes", run.prepare = "sh tools/prepare_text.sh data/fortunes";
@@ -231,7 +232,7 @@ int main(int argc, char **argv) {
         int B = (int)a.batch, T = (int)a.seq, nst = lay.pp * vstages, mine[256], nmine = 0, s;
         int32_t first[257];
         int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
-        int64_t step, first_step = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
+        int64_t step, next, first_step = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
         double flops;
         feed f;
         f.row = NULL; /* freed at done: */
@@ -317,9 +318,10 @@ int main(int argc, char **argv) {
         }
         /* --resume (collective: every rank loads its parameters, moments or ZeRO shard, the step and
            the data stream's position); from here on SIGINT / SIGTERM stop the run after a step */
-        run.model = &cfg;
+        run.model = &cfg, run.pp = pp; /* the log's bubble comes from the pipeline */
         if (pt_run_start(ctx, opt, &run, a.steps, &first_step) != PT_OK) {
-            if (rank == 0) fprintf(stderr, "07_gpt_3d: cannot resume from %s: %s\n", run.ckpt_dir, pt_error(ctx));
+            if (rank == 0 && run.resume) fprintf(stderr, "07_gpt_3d: cannot resume from %s: %s\n", run.ckpt_dir, pt_error(ctx));
+            else if (rank == 0) fprintf(stderr, "07_gpt_3d: %s\n", pt_error(ctx));
             fail = 1;
             goto done;
         }
@@ -342,13 +344,25 @@ int main(int argc, char **argv) {
                 f.rows = per / accum, f.row0 = f.base + k * f.rows;
                 loss += pt_pp_step(pp, k, accum) / (float)accum;
             }
-            norm = pt_optim_step(opt, lr);
-            dt = pt_time() - t0;
-            if (loss != loss || pt_status_get(ctx) != PT_OK) {
+            if (pt_status_get(ctx) != PT_OK) {
                 if (rank == 0) fprintf(stderr, "07_gpt_3d: step %lld failed: %s\n", (long long)step, pt_error(ctx));
                 fail = 1;
                 break;
             }
+            /* the health guard (--guard, collective) before the update: warn, skip, or roll back */
+            norm = pt_grad_norm(ctx);
+            if ((v = pt_run_guard(ctx, opt, &run, step, loss, norm, &next)) < 0) {
+                if (rank == 0) fprintf(stderr, "07_gpt_3d: step %lld: %s\n", (long long)step, pt_error(ctx));
+                fail = 1;
+                break;
+            }
+            if (v == PT_GUARD_ROLLBACK) {
+                step = next - 1;
+                continue;
+            }
+            lr = pt_run_lr(&run, lr);
+            if (v == PT_GUARD_OK) pt_optim_step(opt, lr);
+            dt = pt_time() - t0;
             if (rank == 0) {
                 pt_pp_stats st = pt_pp_stats_get(pp);
                 printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f gflops %.1f bubble %.3f data_ms %.2f\n", (long long)step, loss, lr,
@@ -361,7 +375,7 @@ int main(int argc, char **argv) {
             }
             /* the ranks agree to stop (a signal may reach only some of them), then save together when
                due; a checkpoint of step k holds the state after k optimizer steps */
-            if ((stop = pt_run_step_end(ctx, opt, &run, step + 1, a.steps)) < 0) {
+            if ((stop = pt_run_step_end(ctx, opt, &run, step + 1, a.steps, loss, norm, lr)) < 0) {
                 if (rank == 0) fprintf(stderr, "07_gpt_3d: saving the checkpoint of step %lld failed: %s\n", (long long)(step + 1), pt_error(ctx));
                 fail = 1;
                 break;

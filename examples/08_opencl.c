@@ -17,7 +17,8 @@
    --device; here the device defaults to opencl, --device cpu runs the same program on the CPU),
    --val-every N, --sample N (tokens to generate at the end), and the run's flags as in 03: --data DIR
    (token shards, or text made into shards; default data/fortunes), --ckpt-dir DIR --ckpt-every N
-   --resume / --resume-if-any (a checkpoint saved on the device resumes on the CPU and back), and
+   --resume / --resume-if-any (a checkpoint saved on the device resumes on the CPU and back),
+   --ckpt-async, --log FILE, --trace FILE, --guard off|warn|skip|rollback, --guard-z Z, and
    SIGINT / SIGTERM finish the step, save and print how to resume. Each step prints
    `step <n> loss <l> ...`; then the transfers of a step by kind, `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION
@@ -100,9 +101,9 @@ int main(int argc, char **argv) {
         pt_lr_schedule sched;
         pt_graph *g;
         pt_transfers first, rest;
-        int B = (int)a.batch, T = (int)a.seq, stop = 0;
+        int B = (int)a.batch, T = (int)a.seq, stop = 0, v;
         int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
-        int64_t step, first_step = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
+        int64_t step, next, first_step = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
 
         /* 1. The device: the only line that differs from 03. pt_init fails (and says why: no
               OpenCL driver, no such device, a build without -DPTRAIN_OPENCL) if it cannot open it. */
@@ -145,7 +146,8 @@ int main(int argc, char **argv) {
         memset(&rest, 0, sizeof rest);
         run.model = &cfg;
         if (pt_run_start(ctx, opt, &run, a.steps, &first_step) != PT_OK) { /* --resume, and SIGINT / SIGTERM caught */
-            fprintf(stderr, "08_opencl: cannot resume from %s: %s\n", run.ckpt_dir, pt_error(ctx));
+            if (run.resume) fprintf(stderr, "08_opencl: cannot resume from %s: %s\n", run.ckpt_dir, pt_error(ctx));
+            else fprintf(stderr, "08_opencl: %s\n", pt_error(ctx));
             return 1;
         }
 
@@ -173,7 +175,17 @@ int main(int argc, char **argv) {
                 return 1;
             }
             loss = pt_item(l); /* ... and the loss comes out */
-            norm = pt_optim_step(opt, lr);
+            norm = pt_grad_norm(ctx); /* the health guard (--guard) before the update, as in 03 */
+            if ((v = pt_run_guard(ctx, opt, &run, step, loss, norm, &next)) < 0) {
+                fprintf(stderr, "08_opencl: step %lld: %s\n", (long long)step, pt_error(ctx));
+                return 1;
+            }
+            if (v == PT_GUARD_ROLLBACK) {
+                step = next - 1;
+                continue;
+            }
+            lr = pt_run_lr(&run, lr);
+            if (v == PT_GUARD_OK) pt_optim_step(opt, lr);
             dt = pt_time() - t0;
             s = pt_transfer_stats(ctx);
             if (step == first_step) first = s;
@@ -191,7 +203,7 @@ int main(int argc, char **argv) {
             if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last)
                 printf("val step %lld val_loss %.4f\n", (long long)(step + 1), eval_loss(g, m, &run, B, T, 16, ids, tg));
             /* checkpoints (pt_run_step_end saves when due) and a stop asked by a signal */
-            if ((stop = pt_run_step_end(ctx, opt, &run, step + 1, a.steps)) < 0) {
+            if ((stop = pt_run_step_end(ctx, opt, &run, step + 1, a.steps, loss, norm, lr)) < 0) {
                 fprintf(stderr, "08_opencl: saving the checkpoint of step %lld failed: %s\n", (long long)(step + 1), pt_error(ctx));
                 return 1;
             }

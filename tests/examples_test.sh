@@ -108,6 +108,86 @@ if [ -n "$k" ] && [ -n "$cmd" ]; then
         pass "03_gpt SIGINT: the printed command continues at step $k with the uninterrupted run's losses"
     else fail "03_gpt resume after SIGINT: exit $rc; '$(loss_lines "$W/03int2.log" 0 $((k + 9)) | tr '\n' ' ')' vs '$(echo $a)'"; fi
 else fail "03_gpt resume after SIGINT: no resume command printed"; fi
+# 3b. monitoring: --log (JSON lines, each step with the metrics docs/monitoring.md explains, the losses
+#     printed), --trace; the guard: skip on an injected NaN gradient (event logged, finite losses
+#     after), rollback after NaNs at 3 steps in a row (the checkpoint loaded, the step replayed with the
+#     LR halved, events logged); --ckpt-async stop and resume bit-identical; bad --guard values
+# json_ok FILE: every line is a JSON object (parsed by python3 where there is one, else its shape)
+json_ok() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 -c 'import json, sys
+for l in open(sys.argv[1]): assert isinstance(json.loads(l), dict)' "$1" 2>/dev/null
+    else ! grep -qv '^{.*}$' "$1"; fi
+}
+# steps_missing FILE: step objects lacking one of the keys every step must have
+steps_missing() {
+    grep -v '"event"' "$1" | awk '{ n = split("step loss grad_norm lr tokens_per_s mfu t_compute t_comm t_bubble t_data mem_peak_bytes", k, " ");
+        for (i = 1; i <= n; i++) if (index($0, "\"" k[i] "\":") == 0) { bad++; break } } END { print bad + 0 }'
+}
+# log_losses FILE: "step loss" of the step objects (the loss as the step lines print it, %.9g)
+log_losses() { sed -n 's/^{"step":\([0-9]*\),"loss":\([^,]*\),.*/\1 \2/p' "$1"; }
+rm -f "$W/03mon.jsonl" "$W/03mon.json"
+./build/03_gpt $small --steps 6 --log "$W/03mon.jsonl" --trace "$W/03mon.json" >"$W/03mon.log" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && json_ok "$W/03mon.jsonl" && [ "$(grep -c '^{"step":' "$W/03mon.jsonl")" -eq 6 ] && [ "$(steps_missing "$W/03mon.jsonl")" -eq 0 ] &&
+    head -n 1 "$W/03mon.jsonl" | grep -q '^{"event":"run_start"' && [ "$(log_losses "$W/03mon.jsonl")" = "$(loss_lines "$W/03full.log" 0 5)" ] &&
+    [ "$(loss_lines "$W/03mon.log" 0 5)" = "$(loss_lines "$W/03full.log" 0 5)" ]; then
+    pass "03_gpt --log: every line JSON, 6 step objects with all the metrics, the losses of the run without it"
+else fail "03_gpt --log: exit $rc, $(grep -c '^{"step":' "$W/03mon.jsonl") step objects, $(steps_missing "$W/03mon.jsonl") incomplete; $(tail -n 2 "$W/03mon.log" | tr '\n' ' ')"; fi
+if grep -q '"cat":"forward"' "$W/03mon.json" && grep -q '"cat":"backward"' "$W/03mon.json" && grep -q '"cat":"data"' "$W/03mon.json" &&
+    grep -q '"cat":"optim"' "$W/03mon.json"; then pass "03_gpt --trace: forward, backward, data and optimizer events"
+else fail "03_gpt --trace: $(grep -o '"cat":"[a-z]*"' "$W/03mon.json" | sort -u | tr '\n' ' ')"; fi
+PTRAIN_GUARD_INJECT=nan:3:0 ./build/03_gpt $small --steps 6 --guard skip --log "$W/03skip.jsonl" >"$W/03skip.log" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q '^{"event":"grad_nonfinite","step":3,.*"verdict":"skip"' "$W/03skip.jsonl" && [ "$(grep -c '^step ' "$W/03skip.log")" -eq 6 ] &&
+    [ "$(loss_lines "$W/03skip.log" 0 3)" = "$(loss_lines "$W/03full.log" 0 3)" ] && [ "$(loss_lines "$W/03skip.log" 4 4)" != "$(loss_lines "$W/03full.log" 4 4)" ] &&
+    loss_lines "$W/03skip.log" 0 5 | awk '{ if (!($2 + 0 > 0 && $2 + 0 < 100)) exit 1 }' && grep -q '^val_loss [0-9]' "$W/03skip.log"; then
+    pass "03_gpt --guard skip, NaN gradient injected at step 3: a grad_nonfinite event (skip) logged, that update skipped, finite losses after"
+else fail "03_gpt --guard skip: exit $rc; $(grep '"event":"grad' "$W/03skip.jsonl" | head -c 300); $(loss_lines "$W/03skip.log" 0 9 | tr '\n' ' ')"; fi
+rm -rf "$W/ck03rb"
+./build/03_gpt $small --steps 10 --sample 0 >"$W/03rbref.log" 2>&1
+PTRAIN_GUARD_INJECT=nan:4:0,nan:5:0,nan:6:0 ./build/03_gpt $small --steps 10 --sample 0 --guard rollback --ckpt-dir "$W/ck03rb" --ckpt-every 4 \
+    --log "$W/03rb.jsonl" >"$W/03rb.log" 2>&1
+rc=$?
+# after the rollback: step 4 again, with its first try's loss (same weights: 4 and 5 were skipped; the
+# data stream rewound) and half the schedule's LR
+l4=$(grep '^step 4 ' "$W/03rb.log" | awk '{print $4}' | sort -u | wc -l)
+lr4=$(grep '^step 4 ' "$W/03rb.log" | tail -n 1 | awk '{print $6}')
+ref4=$(grep '^step 4 ' "$W/03rbref.log" | awk '{print $6}')
+if [ $rc -eq 0 ] && [ "$(grep -c '^step 4 ' "$W/03rb.log")" -eq 2 ] && [ "$l4" -eq 1 ] && [ -n "$ref4" ] &&
+    awk -v a="$lr4" -v b="$ref4" 'BEGIN { d = a - b / 2; if (d < 0) d = -d; exit !(d <= 1e-3 * b) }' &&
+    grep -q '^{"event":"rollback","step":6,.*"value":0.5,.*"loaded_step":4' "$W/03rb.jsonl" &&
+    [ "$(grep -c '^{"event":"grad_nonfinite"' "$W/03rb.jsonl")" -eq 3 ] && grep -q '^step 9 ' "$W/03rb.log" && json_ok "$W/03rb.jsonl"; then
+    pass "03_gpt --guard rollback, NaN gradients at steps 4, 5, 6: checkpoint 4 loaded, step 4 replayed (same loss) at LR $lr4 = half of $ref4, events logged"
+else fail "03_gpt --guard rollback: exit $rc; step 4 lines $(grep -c '^step 4 ' "$W/03rb.log"), lr '$lr4' vs '$ref4'; $(grep '"event":"rollback"' "$W/03rb.jsonl" | head -c 300)"; fi
+rm -rf "$W/ck03as"
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03as" --ckpt-every 3 --stop-after 3 --ckpt-async --log "$W/03as1.jsonl" >"$W/03as1.log" 2>&1
+rc1=$?
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03as" --ckpt-every 3 --resume --ckpt-async --log "$W/03as1.jsonl" >"$W/03as2.log" 2>&1
+rc2=$?
+a=$(loss_lines "$W/03full.log" 3 5)
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q '^checkpoint: step 3 committed to' "$W/03as1.log" && grep -q '^resumed from .* at step 3$' "$W/03as2.log" &&
+    [ -n "$a" ] && [ "$(loss_lines "$W/03as2.log" 3 5)" = "$a" ] && [ "$(grep -c '^{"event":"ckpt_commit"' "$W/03as1.jsonl")" -eq 2 ] &&
+    grep -q '^{"event":"ckpt_load",.*"ckpt_step":3' "$W/03as1.jsonl" && [ "$(grep -c '^{"step":' "$W/03as1.jsonl")" -eq 6 ]; then
+    pass "03_gpt --ckpt-async: stop at 3, resume: steps 3..5 bit-identical; saves, commits and the load logged (appended)"
+else fail "03_gpt --ckpt-async: exit $rc1/$rc2; '$(loss_lines "$W/03as2.log" 0 9 | tr '\n' ' ')' vs '$(echo $a)'; $(tail -n 2 "$W/03as2.log" | tr '\n' ' ')"; fi
+# a checkpoint saved without the guard (--guard off) resumes with it (its statistics start afresh)
+rm -rf "$W/ck03ng"
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03ng" --ckpt-every 3 --stop-after 3 --guard off >"$W/03ng1.log" 2>&1
+rc1=$?
+./build/03_gpt $small --steps 6 --ckpt-dir "$W/ck03ng" --resume >"$W/03ng2.log" 2>&1
+rc2=$?
+a=$(loss_lines "$W/03full.log" 3 5)
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q '^resumed from .* at step 3 (its guard statistics start afresh)$' "$W/03ng2.log" && [ -n "$a" ] &&
+    [ "$(loss_lines "$W/03ng2.log" 3 5)" = "$a" ]; then pass "03_gpt: saved with --guard off, resumed with the guard: steps 3..5 bit-identical"
+else fail "03_gpt --guard off then resume: exit $rc1/$rc2; $(tail -n 2 "$W/03ng2.log" | tr '\n' ' ')"; fi
+./build/03_gpt $small --guard maybe >"$W/03badguard.log" 2>&1
+rc1=$?
+./build/03_gpt $small --guard rollback >"$W/03badguard2.log" 2>&1
+rc2=$?
+if [ $rc1 -ne 0 ] && grep -q -- "--guard expects off, warn, skip or rollback, found 'maybe'" "$W/03badguard.log" && [ $rc2 -ne 0 ] &&
+    grep -q -- '--guard rollback needs --ckpt-dir' "$W/03badguard2.log"; then pass "03_gpt: a bad --guard value, and rollback without --ckpt-dir: clear errors"
+else fail "03_gpt bad --guard: exit $rc1/$rc2, '$(cat "$W/03badguard.log" "$W/03badguard2.log" | head -c 300)'"; fi
 ./build/03_gpt --steps x >"$W/03bad.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ] && grep -q -- '--steps' "$W/03bad.log"; then pass "03_gpt: a bad flag value is a clear error naming the flag"
@@ -291,6 +371,40 @@ if command -v mpirun >/dev/null 2>&1; then
             for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * x[i]) exit 1 } }'; then
         pass "07_gpt_3d stop at 3 on dp2 x pp2, resume on tp 2 (resharded): steps 3..5 within 1e-5 of the uninterrupted run"
     else fail "07_gpt_3d resume on tp 2: exit $(cat "$W/07ck_tres.rc"); '$b' vs '$a'; $(tail -n 2 "$W/07ck_tres.log" | tr '\n' ' ')"; fi
+    # 07 monitored: dp2 x pp2 with --log and --trace: rank 0 writes the one log (one header, a step object
+    # per step, the losses of the run without it), the trace has a track per rank and its bubble events
+    # sum to the log's t_bubble (within 10%); ptreport renders both; then --ckpt-async stop at 3 and
+    # resume: steps 3..5 bit-identical
+    rm -f "$W/07mon.jsonl" "$W/07mon.json"
+    timeout 120 mpirun -np 4 ./build/07_gpt_3d --dp 2 --pp 2 $g6 --log "$W/07mon.jsonl" --trace "$W/07mon.json" >"$W/07mon.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && json_ok "$W/07mon.jsonl" && [ "$(grep -c '"event":"run_start"' "$W/07mon.jsonl")" -eq 1 ] &&
+        [ "$(grep -c '^{"step":' "$W/07mon.jsonl")" -eq 6 ] && [ "$(steps_missing "$W/07mon.jsonl")" -eq 0 ] &&
+        [ "$(log_losses "$W/07mon.jsonl")" = "$(loss_lines "$W/07ck_full.log" 0 5)" ]; then
+        pass "07_gpt_3d dp2 x pp2 --log: one log from rank 0, 6 complete step objects with the losses of the run without it"
+    else fail "07_gpt_3d --log: exit $rc, $(grep -c '^{"step":' "$W/07mon.jsonl") step objects; $(tail -n 2 "$W/07mon.log" | tr '\n' ' ')"; fi
+    pids=$(grep '"ph":"X"' "$W/07mon.json" | sed -n 's/.*"pid":\([0-9]*\),.*/\1/p' | sort -u | tr '\n' ' ')
+    lb=$(sed -n 's/^{"step":\([0-9]*\),.*"t_bubble":\([^,]*\),.*/\2/p' "$W/07mon.jsonl" | awk '{ s += $1 } END { printf "%.9f", s }')
+    tb=$(grep '"cat":"bubble"' "$W/07mon.json" | sed -n 's/.*"dur":\([0-9.e+-]*\),.*"step":\([0-9-]*\).*/\2 \1/p' |
+        awk '$1 >= 0 && $1 < 6 { s += $2 } END { printf "%.9f", s / 4 / 1e6 }')
+    if [ "$pids" = "0 1 2 3 " ] && awk -v a="$lb" -v b="$tb" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 0.1 * a) }'; then
+        pass "07_gpt_3d --trace: a track per rank (pids $pids), bubble events of steps 0..5 per rank $tb s vs the log's t_bubble $lb s"
+    else fail "07_gpt_3d --trace: pids '$pids', trace bubble $tb s vs log $lb s"; fi
+    if cc -O2 tools/ptreport.c -o build/ptreport -lm 2>"$W/ptreport.build.log" && rm -rf "$W/07report" &&
+        ./build/ptreport "$W/07mon.jsonl" --trace "$W/07mon.json" -o "$W/07report" >"$W/07report.log" 2>&1 &&
+        [ -s "$W/07report/index.html" ] && [ -s "$W/07report/timeline.svg" ] && grep -q '<svg' "$W/07report/timeline.svg"; then
+        pass "ptreport renders 07's log and trace: index.html and timeline.svg"
+    else fail "ptreport on 07's log and trace: $(cat "$W/ptreport.build.log" "$W/07report.log" 2>/dev/null | head -c 300)"; fi
+    rm -rf "$W/ck07as"
+    timeout 120 mpirun -np 4 ./build/07_gpt_3d --dp 2 --pp 2 $g6 --ckpt-dir "$W/ck07as" --ckpt-every 3 --stop-after 3 --ckpt-async >"$W/07as1.log" 2>&1
+    rc1=$?
+    timeout 120 mpirun -np 4 ./build/07_gpt_3d --dp 2 --pp 2 $g6 --ckpt-dir "$W/ck07as" --ckpt-every 3 --resume --ckpt-async >"$W/07as2.log" 2>&1
+    rc2=$?
+    a=$(loss_lines "$W/07ck_full.log" 3 5)
+    if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q '^checkpoint: step 3 committed to' "$W/07as1.log" && grep -q '^resumed from .* at step 3$' "$W/07as2.log" &&
+        [ -n "$a" ] && [ "$(loss_lines "$W/07as2.log" 3 5)" = "$a" ]; then
+        pass "07_gpt_3d dp2 x pp2 --ckpt-async: stop at 3, resume: steps 3..5 bit-identical to the uninterrupted run"
+    else fail "07_gpt_3d --ckpt-async: exit $rc1/$rc2; '$(loss_lines "$W/07as2.log" 0 9 | tr '\n' ' ')' vs '$(echo $a)'; $(tail -n 2 "$W/07as2.log" | tr '\n' ' ')"; fi
     # 07 stopped by SIGTERM sent to mpirun (which forwards it to the ranks): the ranks finish the step,
     # save it (the only checkpoint, so resuming from it verifies it), rank 0 prints the resume command;
     # that command continues with the losses of the uninterrupted run (mpirun's own exit status
