@@ -831,8 +831,8 @@ PTDEF int pt_run_val_rewind(pt_run *r, int batches);
     its step (0 when not resuming) and says so on rank 0, also when the run (`steps`) is already
     complete. Starts the trace (--trace) and the monitor (--log: model r->model, r->batch x r->seq
     tokens per step). An error (none there, none valid, a file) is in pt_error(ctx), the same on every
-    rank. Then catches SIGINT and SIGTERM: the first one only raises a flag (a second one of the same
-    kind acts as usual). */
+    rank. Then catches SIGINT and SIGTERM: they only raise a flag (a second SIGINT acts as usual; SIGTERM
+    stays caught, since a scheduler may deliver it twice). */
 PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step);
 /** Collective; call after backward (and pt_dp_finish / pt_pp_step) and the gradient norm, before
     pt_optim_step, with this rank's loss (or the global one) and the global gradient norm (pt_grad_norm;
@@ -8629,12 +8629,15 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
 }
 
 /* The examples' run (pt_run): data, checkpoints, a clean stop. SIGINT / SIGTERM only raise a flag
-   (and restore the default action, so a second signal acts as usual); pt_run_step_end reads it. */
+   (SIGINT restores the default action, so a second Ctrl-C acts as usual); pt_run_step_end reads it. */
 #include <signal.h>
 static volatile sig_atomic_t pt__run_stopping = 0;
 static void pt__run_on_signal(int sig) {
     pt__run_stopping = 1;
-    signal(sig, SIG_DFL);
+    /* a second Ctrl-C (a person) stops at once; SIGTERM stays caught: a scheduler may deliver it
+       more than once, and follows up with SIGKILL when the save takes too long */
+    if (sig == SIGINT) signal(sig, SIG_DFL);
+    else signal(sig, pt__run_on_signal);
 }
 
 /* --guard's values, indexed by pt_run.guard + 1 (off = -1, then the pt_guard_policy values) */

@@ -29,7 +29,7 @@
    off|warn|skip|rollback and --guard-z Z (the health guard: NaN/Inf or a loss / gradient-norm spike
    is logged, its update skipped, or after 3 bad steps in a row the last checkpoint of --ckpt-dir is
    loaded and the LR halved; default warn). SIGINT / SIGTERM: the current step finishes, a checkpoint is saved
-   (with --ckpt-dir), the run prints how to resume and exits 0 (a second signal stops at once).
+   (with --ckpt-dir), the run prints how to resume and exits 0 (a second Ctrl-C stops at once).
    Each step prints `step <n> loss <l> ... data_ms <ms waited for the batch>`; the run ends with
    `val_loss <v>` (the first 32 batches of the val shards, in order) and a sample. */
 #define PTRAIN_IMPLEMENTATION

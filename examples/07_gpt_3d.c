@@ -24,8 +24,8 @@
    slice of every global batch), --ckpt-dir DIR --ckpt-every N --resume / --resume-if-any (every
    rank writes its part, the data stream's position included; a run may resume on another DP size,
    ZeRO level, PP split or TP size), --ckpt-async, --log FILE (rank 0 writes every rank's metrics),
-   --trace FILE (one track per rank), --guard off|warn|skip|rollback, --guard-z Z. SIGINT / SIGTERM on the ranks (or on mpirun,
-   which forwards SIGTERM): they agree to stop after the current step, save together, rank 0 prints
+   --trace FILE (one track per rank), --guard off|warn|skip|rollback, --guard-z Z. SIGINT / SIGTERM on the ranks (Open MPI's mpirun
+   does not forward SIGTERM: send it to the ranks): they agree to stop after the current step, save together, rank 0 prints
    the command that resumes, and they exit 0.
    Each step prints `step <n> loss <l> ...` (rank 0); the run ends with `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION
