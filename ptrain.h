@@ -844,6 +844,9 @@ PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps,
 PTDEF int pt_run_guard(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t step, float loss, float grad_norm, int64_t *resume_at);
 /** lr times the guard's LR scale (1 until a rollback). */
 PTDEF float pt_run_lr(const pt_run *r, float lr);
+/** A validation loss measured during this step in `seconds`: with --log it is the step line's
+    val_loss, and the time goes to t_eval (not compute, not the tokens/s). No-op without --log. */
+PTDEF void pt_run_val(pt_run *r, float val_loss, double seconds);
 /** Collective; call at the end of each step (updated or skipped) with done = steps completed and the
     step's loss, gradient norm and learning rate (for the log). The ranks agree whether a signal arrived
     (on any of them); an asynchronous save in flight is committed once written (pt_ckpt_poll); a
@@ -1601,7 +1604,7 @@ PTDEF void pt_profile_print(const pt_ctx *ctx, void *file);
    describes every field. One monitor per run; all of its calls are made by the training thread. */
 typedef struct pt_monitor pt_monitor;
 /** Kinds of time of pt_monitor_add_time. */
-typedef enum pt_mon_time { PT_MON_DATA = 0, PT_MON_CKPT, PT_MON_BUBBLE, PT_MON_COMM, PT_MON_TIMES } pt_mon_time;
+typedef enum pt_mon_time { PT_MON_DATA = 0, PT_MON_CKPT, PT_MON_BUBBLE, PT_MON_COMM, PT_MON_EVAL, PT_MON_TIMES } pt_mon_time;
 /** Setup of a monitor (zero-initialize, then set what you need). */
 typedef struct pt_monitor_desc {
     const char *log_path;       /**< JSON-lines file written by world rank 0 (NULL = no file) */
@@ -1634,6 +1637,7 @@ typedef struct pt_monitor_metrics {
     double loss, val_loss, grad_norm, lr;  /**< NAN when not given */
     double tokens_per_s, mfu;              /**< mfu: NAN without flops_per_token */
     double t_step, t_compute, t_comm, t_bubble, t_data, t_ckpt; /**< seconds */
+    double t_eval;                         /**< seconds of validation inside the step (PT_MON_EVAL), not in t_compute nor tokens_per_s */
     int64_t mem_peak_bytes, rss_peak_bytes; /**< framework high-water (pt_mem), process RSS high-water */
     int32_t straggler_rank;                 /**< the rank that waited least for others (-1 in mine) */
     double straggler_s;                     /**< its working time minus the median rank's */
@@ -8951,6 +8955,11 @@ PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps,
 }
 
 PTDEF float pt_run_lr(const pt_run *r, float lr) { return r && r->health ? lr * pt_guard_lr_scale(r->health) : lr; }
+PTDEF void pt_run_val(pt_run *r, float val_loss, double seconds) {
+    if (!r || !r->mon) return;
+    pt_monitor_val_loss(r->mon, val_loss);
+    pt_monitor_add_time(r->mon, PT_MON_EVAL, seconds);
+}
 
 /* commits the asynchronous save in flight (poll: only once every rank wrote it), says so and logs it */
 static pt_status pt__run_commit_if(pt_run *r, int poll) {
@@ -16627,7 +16636,7 @@ PTDEF void pt_profile_print(const pt_ctx *ctx, void *file) {
 #endif
 
 enum { /* the per-rank vector of pt_monitor_step_end */
-    PT__MV_STEP = 0, PT__MV_COMM, PT__MV_BUBBLE, PT__MV_DATA, PT__MV_CKPT, PT__MV_LOSS, PT__MV_GNORM, PT__MV_LR,
+    PT__MV_STEP = 0, PT__MV_COMM, PT__MV_BUBBLE, PT__MV_DATA, PT__MV_CKPT, PT__MV_EVAL, PT__MV_LOSS, PT__MV_GNORM, PT__MV_LR,
     PT__MV_TOKENS, PT__MV_VAL, PT__MV_MEM, PT__MV_RSS, PT__MV_EVBYTES, PT__MV_PARAMS, PT__MV_GRADS, PT__MV_OPTIM,
     PT__MV_ACT, PT__MV_WORK, PT__MV_BYTES, PT__MV_SECS = PT__MV_BYTES + PT_COLL_OP_COUNT,
     PT__MON_NV = PT__MV_SECS + PT_COLL_OP_COUNT
@@ -16974,7 +16983,7 @@ static void pt__mon_aggregate(pt_monitor *m, pt_monitor_metrics *a) {
         const double *v = m->all + (size_t)r * PT__MON_NV;
         a->t_step = PT__MAX(a->t_step, v[PT__MV_STEP]);
         a->t_comm += v[PT__MV_COMM] / world, a->t_bubble += v[PT__MV_BUBBLE] / world;
-        a->t_data += v[PT__MV_DATA] / world, a->t_ckpt += v[PT__MV_CKPT] / world;
+        a->t_data += v[PT__MV_DATA] / world, a->t_ckpt += v[PT__MV_CKPT] / world, a->t_eval += v[PT__MV_EVAL] / world;
         a->loss += v[PT__MV_LOSS] / world;
         a->grad_norm = fmax(a->grad_norm, v[PT__MV_GNORM]), a->lr = fmax(a->lr, v[PT__MV_LR]);
         a->tokens = PT__MAX(a->tokens, (int64_t)v[PT__MV_TOKENS]);
@@ -16989,8 +16998,8 @@ static void pt__mon_aggregate(pt_monitor *m, pt_monitor_metrics *a) {
         if (m->work[r] > m->work[a->straggler_rank]) a->straggler_rank = r;
     }
     a->val_loss = nval ? vsum / nval : NAN;
-    a->t_compute = a->t_step - a->t_comm - a->t_bubble - a->t_data - a->t_ckpt;
-    a->tokens_per_s = a->t_step > 0 ? (double)a->tokens / a->t_step : 0.0;
+    a->t_compute = a->t_step - a->t_comm - a->t_bubble - a->t_data - a->t_ckpt - a->t_eval;
+    a->tokens_per_s = a->t_step - a->t_eval > 0 ? (double)a->tokens / (a->t_step - a->t_eval) : 0.0;
     a->mfu = m->flops_per_token > 0 && m->peak_flops > 0 ? m->flops_per_token * a->tokens_per_s / (m->peak_flops * world) : NAN;
     /* the straggler's lead over the median rank (the lower median: with two ranks, the other one) */
     med = m->work[a->straggler_rank];
@@ -17021,6 +17030,7 @@ static void pt__mon_line(pt_monitor *m) {
     pt__mon_num(b, a->mfu);
     pt__mon_cat(b, ",\"t_step\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_bubble\":%.9g,\"t_data\":%.9g,\"t_ckpt\":%.9g", a->t_step, a->t_compute,
                 a->t_comm, a->t_bubble, a->t_data, a->t_ckpt);
+    if (a->t_eval > 0) pt__mon_cat(b, ",\"t_eval\":%.9g", a->t_eval);
     pt__mon_cat(b, ",\"mem_peak_bytes\":%lld,\"mem_rank_bytes\":[", (long long)a->mem_peak_bytes);
     for (r = 0; r < m->world; r++) pt__mon_cat(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_MEM]);
     pt__mon_cat(b, "],\"rss_rank_bytes\":[");
@@ -17069,6 +17079,7 @@ PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s) {
     v[PT__MV_COMM] = PT__MAX(0.0, v[PT__MV_COMM]);
     v[PT__MV_DATA] = m->add[PT_MON_DATA] + (m->desc.loader ? pt_loader_stats_get(m->desc.loader).wait_s - m->wait0 : 0.0);
     v[PT__MV_CKPT] = m->add[PT_MON_CKPT];
+    v[PT__MV_EVAL] = m->add[PT_MON_EVAL];
     v[PT__MV_LOSS] = s ? s->loss : NAN;
     v[PT__MV_GNORM] = s ? s->grad_norm : NAN;
     v[PT__MV_LR] = s ? s->lr : NAN;

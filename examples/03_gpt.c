@@ -177,8 +177,12 @@ int main(int argc, char **argv) {
             printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f gflops %.1f data_ms %.2f\n", (long long)step, loss, lr, norm, dt * 1e3,
                    B * T / dt, flops / dt * 1e-9, pt_loader_stats_get(run.train).last_wait_s * 1e3);
             fflush(stdout);
-            if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last)
-                printf("val step %lld val_loss %.4f\n", (long long)(step + 1), eval_loss(g, m, &run, B, T, 16, ids, tg));
+            if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last) {
+                double tv = pt_time();
+                float vl = eval_loss(g, m, &run, B, T, 16, ids, tg);
+                pt_run_val(&run, vl, pt_time() - tv);
+                printf("val step %lld val_loss %.4f\n", (long long)(step + 1), vl);
+            }
             /* a checkpoint of step k holds the state after k optimizer steps: saved every
                --ckpt-every steps, at the end, and when a signal asks to stop (then stop = 1) */
             if ((stop = pt_run_step_end(ctx, opt, &run, step + 1, a.steps, loss, norm, lr)) < 0) {

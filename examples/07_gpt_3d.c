@@ -370,7 +370,9 @@ int main(int argc, char **argv) {
                 fflush(stdout);
             }
             if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last) {
+                double tv = pt_time();
                 float vl = val_loss(pp, &f, &run, per, ids, tg, 16);
+                pt_run_val(&run, vl, pt_time() - tv);
                 if (rank == 0) printf("val step %lld val_loss %.4f\n", (long long)(step + 1), vl);
             }
             /* the ranks agree to stop (a signal may reach only some of them), then save together when

@@ -941,6 +941,7 @@ static int chart_lines(sb *b, const char *id, const char *title, const char *yla
         if (s[k].n) lx = svg_legend(b, lx, 40, s[k].name, s[k].color, 0);
     if (ev && nev) {
         size_t drawn = 0;
+        double last_label = -1e9; /* events a few pixels apart share one label (the first one's) */
         for (i = 0; i < nev && drawn < MAX_MARKERS; i++) {
             double x;
             if (!isfinite(ev[i].step) || ev[i].step < ax.lo || ev[i].step > ax.hi) continue;
@@ -951,7 +952,8 @@ static int chart_lines(sb *b, const char *id, const char *title, const char *yla
                       MT, x, MT + PH, event_color(ev[i].name), ev[i].step);
             sb_esc(b, ev[i].name);
             sb_puts(b, "</title></line>\n");
-            if (nev <= 40) {
+            if (nev <= 40 && x - last_label >= 12) {
+                last_label = x;
                 sb_printf(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" fill=\"%s\" transform=\"rotate(-90 %.1f %d)\" text-anchor=\"end\">",
                           x + 3, MT + 4, event_color(ev[i].name), x + 3, MT + 4);
                 sb_esc(b, ev[i].name);
@@ -980,7 +982,7 @@ static int chart_lines(sb *b, const char *id, const char *title, const char *yla
 }
 
 /* step time stacked per step (bucket means for long runs) */
-static const char *time_names[] = {"compute", "comm (exposed)", "bubble", "data wait", "checkpoint", "other"};
+static const char *time_names[] = {"compute", "comm (exposed)", "bubble", "data wait", "checkpoint", "other (validation, ...)"};
 static const char *time_colors[] = {"#4c9be8", "#f28e2b", "#d3d3d3", "#59a14f", "#8c564b", "#bab0ac"};
 
 static int chart_time(sb *b, const run *r) {
@@ -1127,11 +1129,13 @@ static int find_int(const int *a, int n, int v) {
     return q ? (int)(q - a) : -1;
 }
 
-/* the step drawn: --step N, else the last step in which every rank has events and no "B" is left open;
+/* the step drawn: --step N, else the last training step (one with a backward event) in which every
+   rank has events and no "B" is left open (else the last such step of any kind);
    -1 when no event carries args.step (then the whole trace is drawn). Sets *why on an error. */
 static long pick_step(const trace *t, long want, const int *ranks, int nr, const char **why) {
     long *steps, best = -1;
     size_t i, ns = 0, u = 0;
+    int pass;
     *why = NULL;
     steps = (long *)xrealloc(NULL, (t->n + 1) * sizeof(long));
     for (i = 0; i < t->n; i++)
@@ -1151,10 +1155,14 @@ static long pick_step(const trace *t, long want, const int *ranks, int nr, const
         *why = "the trace has no event of that step";
         return -1;
     }
-    for (i = u; i-- > 0 && best < 0;) {
+    for (pass = 0; pass < 2 && best < 0; pass++)
+    for (i = u; i-- > 0 && best < 0;) { /* pass 0: a training step (one with a backward event) */
         long s = steps[i];
         int r, complete = 1;
         size_t j;
+        if (pass == 0) {
+            for (complete = 0, j = 0; j < t->n && !complete; j++) complete = t->ev[j].step == s && strcmp(t->ev[j].cat, "backward") == 0;
+        }
         for (j = 0; j < t->nopen; j++)
             if (t->open[j].step == s) complete = 0;
         if (complete) { /* every rank has an event of step s */
@@ -1226,9 +1234,20 @@ static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t
         sb_printf(b, "<rect class=\"row\" data-rank=\"%d\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"/>\n", ranks[r], ML,
                   y, PW, rowh, has_bubble ? "white" : "#f4f4f4");
         if (r % label_every == 0) { /* thin rows: a label every few rows */
-            sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + rowh / 2 + 4);
-            if (pi < (int)t->npn) sb_esc(b, t->pnames[pi]);
-            else sb_printf(b, "rank %d", ranks[r]);
+            const char *pn = pi < (int)t->npn ? t->pnames[pi] : NULL, *par = pn ? strstr(pn, " (") : NULL;
+            if (par && rowh >= 24) { /* "rank 3 (dp 1 tp 0 pp 1)": the name, its coordinates below in small type */
+                char head[64];
+                size_t len = (size_t)(par - pn) < sizeof head - 1 ? (size_t)(par - pn) : sizeof head - 1;
+                memcpy(head, pn, len), head[len] = 0;
+                sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + rowh / 2 - 1);
+                sb_esc(b, head);
+                sb_printf(b, "</text>\n<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" font-size=\"8\" fill=\"#555\">", ML - 6, y + rowh / 2 + 9);
+                sb_esc(b, par + 1);
+            } else {
+                sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + rowh / 2 + 4);
+                if (pn) sb_esc(b, pn);
+                else sb_printf(b, "rank %d", ranks[r]);
+            }
             sb_puts(b, "</text>\n");
         }
     }
@@ -1240,7 +1259,8 @@ static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t
         int main_lane = strcmp(cat, "forward") == 0 || strcmp(cat, "backward") == 0 || strcmp(cat, "bubble") == 0;
         y = MT + 16 + row * rowh + 2;
         hh = rowh - 4;
-        if (!main_lane && rowh >= 16 && strcmp(cat, "comm") == 0) y += hh * 0.6, hh *= 0.4; /* comm under the compute it overlaps */
+        if (!main_lane && rowh >= 16 && (strcmp(cat, "comm") == 0 || strcmp(cat, "sendrecv") == 0))
+            y += hh * 0.6, hh *= 0.4; /* communication in the lower part: the compute or bubble it overlaps stays visible */
         for (k = 0; k < ncats && strcmp(cats[k], cat) != 0; k++) {
         }
         if (k == ncats && ncats < 16) cats[ncats++] = cat;
