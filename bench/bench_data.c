@@ -1,6 +1,6 @@
 /* bench_data.c - throughput of the token loader (>>data) on config A's batch (B 8, T 256).
    Build: cc -O3 -march=native -I. bench/bench_data.c -o build/bench_data -lm
-   Usage: bench_data [DIR]   (DIR for the temporary shards, default build/bench_data; removed after)
+   Usage: bench_data [DIR]   (DIR for the temporary shards, default build/bench_data_dir; removed after)
    Writes 8 shards of 4M byte-level tokens (uint16, ptrain layout), then reads shuffled batches with the
    prefetch thread as fast as it can: {"bench":"loader","tokens_per_s":..}; wait_per_batch_s is the
    mean data wait of pt_loader_next when the consumer spends 1 ms per batch (a step), ~0 when the
@@ -39,7 +39,7 @@ static double run(pt_ctx *ctx, const char *const *paths, int prefetch, double wo
 }
 
 int main(int argc, char **argv) {
-    const char *dir = argc > 1 ? argv[1] : "build/bench_data";
+    const char *dir = argc > 1 ? argv[1] : "build/bench_data_dir";
     static char names[NSH][512];
     const char *paths[NSH];
     uint32_t *tok = (uint32_t *)malloc(sizeof(uint32_t) * NTOK);
