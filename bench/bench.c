@@ -86,6 +86,25 @@ static int bench_gemm(int n) {
     return 0;
 }
 
+/* one training step of the GPT on the batch ids (B x T inputs, targets shifted by one row's worth):
+   the loss in *loss, returns the gradient norm pt_optim_step reports, NAN on error (printed) */
+static float gpt_step(pt_ctx *ctx, pt_graph *g, pt_gpt *m, pt_optim *opt, const int32_t *ids, int B, int T, float *loss) {
+    pt_tensor *x, *y, *l;
+    pt_graph_reset(g);
+    x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+    y = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+    pt_tensor_write(x, ids);
+    pt_tensor_write(y, ids + B);
+    l = pt_gpt_loss(g, m, x, y);
+    pt_zero_grad(ctx);
+    if (!l || pt_backward(g, l) != PT_OK) {
+        fprintf(stderr, "bench: %s\n", pt_error(ctx));
+        return NAN;
+    }
+    *loss = pt_item(l);
+    return pt_optim_step(opt, 1e-4f);
+}
+
 static int bench_gpt(const char *which, int steps) {
     pt_gpt_config cfg;
     pt_desc d;
@@ -121,19 +140,8 @@ static int bench_gpt(const char *which, int steps) {
     }
     for (s = -2; s < steps; s++) {
         double t0 = pt_time();
-        pt_tensor *x, *y, *l;
-        pt_graph_reset(g);
-        x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
-        y = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
-        pt_tensor_write(x, ids);
-        pt_tensor_write(y, ids + B);
-        l = pt_gpt_loss(g, m, x, y);
-        pt_zero_grad(ctx);
-        if (!l || pt_backward(g, l) != PT_OK) {
-            fprintf(stderr, "bench: %s\n", pt_error(ctx));
-            return 1;
-        }
-        pt_optim_step(opt, 1e-4f);
+        float loss;
+        if (isnan(gpt_step(ctx, g, m, opt, ids, B, T, &loss))) return 1;
         if (s >= 0) t[s] = pt_time() - t0;
     }
     med = median(t, steps);
@@ -192,23 +200,11 @@ static int bench_monitor(const char *which, int pairs, int steps) {
         for (w = 0; w < 2; w++) { /* without, then with */
             double t0 = pt_time();
             for (s = 0; s < steps; s++) {
-                pt_tensor *x, *y, *l;
-                float gn;
-                pt_graph_reset(g);
-                x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
-                y = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
-                pt_tensor_write(x, ids);
-                pt_tensor_write(y, ids + B);
-                l = pt_gpt_loss(g, m, x, y);
-                pt_zero_grad(ctx);
-                if (!l || pt_backward(g, l) != PT_OK) {
-                    fprintf(stderr, "bench: %s\n", pt_error(ctx));
-                    return 1;
-                }
-                gn = pt_optim_step(opt, 1e-4f);
+                float loss, gn = gpt_step(ctx, g, m, opt, ids, B, T, &loss);
+                if (isnan(gn)) return 1;
                 if (w) {
                     pt_monitor_step ms;
-                    ms.loss = pt_item(l), ms.grad_norm = gn, ms.lr = 1e-4f, ms.tokens = (int64_t)B * T;
+                    ms.loss = loss, ms.grad_norm = gn, ms.lr = 1e-4f, ms.tokens = (int64_t)B * T;
                     pt_monitor_step_end(mon, &ms);
                 }
             }
