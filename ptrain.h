@@ -8888,6 +8888,7 @@ static pt_guard *pt__run_guard_new(pt_ctx *ctx, pt_run *r) {
     pt_guard_desc gd;
     memset(&gd, 0, sizeof gd);
     gd.policy = r->guard, gd.z_threshold = r->guard_z, gd.ckpt_dir = r->ckpt_dir;
+    gd.replica_check_every = 100; /* DP replicas compared by hash every 100 steps (one CRC32C of the parameters) */
     gd.on_event = pt__run_on_guard, gd.user = r;
     return pt_guard_new(ctx, &gd);
 }
