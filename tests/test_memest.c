@@ -234,6 +234,7 @@ int main(int argc, char **argv) {
     free(all);
     pt_pp_free(pp);
     pt_dp_free(dp);
+    pt_gpt_free(m);
     pt_shutdown(ctx);
     free(ids);
     free(tg);
