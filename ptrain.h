@@ -38,8 +38,10 @@
    The training examples share their command line: pt_args_parse, and pt_run (--data shards through
    the loader, --ckpt-dir/--ckpt-every/--resume/--ckpt-async, a clean stop on SIGINT/SIGTERM, --log
    per-step metrics, --trace, the health guard --guard; pt_run_guard before the update, pt_run_step_end
-   after it; docs/monitoring.md). tools/ptcl.c (make tools) lists
-   OpenCL devices, checks one against the CPU backend and tunes CLBlast's GEMM for it.
+   after it; docs/monitoring.md). The tools (make tools): tools/ptcl.c lists OpenCL devices, checks
+   one against the CPU backend and tunes CLBlast's GEMM for it; tools/ptckpt.c inspects, verifies,
+   exports and imports checkpoints (safetensors); tools/ptreport.c draws a run's log and trace as
+   SVG charts, a pipeline timeline and an HTML page; tools/ptmem.c predicts the memory per rank.
 
    Parallel (compile with mpicc -DPTRAIN_MPI): pt_dist_init builds the dp x tp x pp grid; pass it
    as pt_desc.dist. Tensor parallel: pt_linear_col_new / pt_linear_row_new / pt_mlp_tp_new, and
