@@ -105,106 +105,108 @@ static float gpt_step(pt_ctx *ctx, pt_graph *g, pt_gpt *m, pt_optim *opt, const 
     return pt_optim_step(opt, 1e-4f);
 }
 
-static int bench_gpt(const char *which, int steps) {
+/* a GPT config (A, B, C) ready to train: context, model, AdamW, graph, one random batch */
+typedef struct gpt_run {
     pt_gpt_config cfg;
-    pt_desc d;
     pt_ctx *ctx;
     pt_gpt *m;
-    pt_optim_desc od;
     pt_optim *opt;
     pt_graph *g;
-    int B, T, i, s;
     int32_t *ids;
-    double t[64], flops, med, rss;
-    memset(&cfg, 0, sizeof cfg);
-    if (!strcmp(which, "A")) cfg.vocab = 256, cfg.layers = 4, cfg.width = 256, cfg.heads = 8, B = 8, T = 256;
-    else if (!strcmp(which, "B")) cfg.vocab = 512, cfg.layers = 6, cfg.width = 384, cfg.heads = 6, B = 8, T = 256;
-    else if (!strcmp(which, "C")) cfg.vocab = 50257, cfg.vocab_padded = 50304, cfg.layers = 12, cfg.width = 768, cfg.heads = 12, B = 4, T = 64;
+    int B, T;
+} gpt_run;
+static void gpt_run_free(gpt_run *r) {
+    free(r->ids);
+    pt_optim_free(r->opt);
+    pt_graph_free(r->g);
+    pt_gpt_free(r->m);
+    pt_shutdown(r->ctx);
+}
+/* 0, 1 (out of memory or a library error, printed) or 2 (unknown config) */
+static int gpt_run_new(gpt_run *r, const char *which) {
+    pt_desc d;
+    pt_optim_desc od;
+    pt_gpt_config *cfg = &r->cfg;
+    int i;
+    memset(r, 0, sizeof *r);
+    if (!strcmp(which, "A")) cfg->vocab = 256, cfg->layers = 4, cfg->width = 256, cfg->heads = 8, r->B = 8, r->T = 256;
+    else if (!strcmp(which, "B")) cfg->vocab = 512, cfg->layers = 6, cfg->width = 384, cfg->heads = 6, r->B = 8, r->T = 256;
+    else if (!strcmp(which, "C")) cfg->vocab = 50257, cfg->vocab_padded = 50304, cfg->layers = 12, cfg->width = 768, cfg->heads = 12, r->B = 4, r->T = 64;
     else {
         fprintf(stderr, "bench: unknown GPT config '%s' (expected A, B or C)\n", which);
         return 2;
     }
-    cfg.max_seq = !strcmp(which, "C") ? 1024 : T;
+    cfg->max_seq = !strcmp(which, "C") ? 1024 : r->T;
     memset(&d, 0, sizeof d);
     d.seed = 1;
-    if (!(ctx = pt_init(&d)) || !(m = pt_gpt_new(ctx, &cfg))) return 1;
+    if (!(r->ctx = pt_init(&d))) return 1;
     memset(&od, 0, sizeof od);
     od.kind = PT_OPTIM_ADAMW, od.lr = 1e-4f, od.weight_decay = 0.1f, od.clip_norm = 1.0f;
-    opt = pt_optim_new(ctx, &od);
-    g = pt_graph_new(ctx);
-    ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * (T + 1)));
-    if (!opt || !g || !ids) return 1;
-    {
-        pt_rng r = pt_rng_seed(7);
-        for (i = 0; i < B * (T + 1); i++) ids[i] = (int32_t)(pt_rng_u32(&r) % (uint32_t)cfg.vocab);
+    r->ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(r->B * (r->T + 1)));
+    if (!(r->m = pt_gpt_new(r->ctx, cfg)) || !(r->opt = pt_optim_new(r->ctx, &od)) || !(r->g = pt_graph_new(r->ctx)) || !r->ids) {
+        fprintf(stderr, "bench: %s\n", pt_error(r->ctx));
+        gpt_run_free(r);
+        return 1;
     }
+    {
+        pt_rng rng = pt_rng_seed(7);
+        for (i = 0; i < r->B * (r->T + 1); i++) r->ids[i] = (int32_t)(pt_rng_u32(&rng) % (uint32_t)cfg->vocab);
+    }
+    return 0;
+}
+
+static int bench_gpt(const char *which, int steps) {
+    gpt_run r;
+    int s, rc = gpt_run_new(&r, which);
+    double t[64], flops, med, rss;
+    if (rc) return rc;
+    if (steps > 64) steps = 64;
     for (s = -2; s < steps; s++) {
         double t0 = pt_time();
         float loss;
-        if (isnan(gpt_step(ctx, g, m, opt, ids, B, T, &loss))) return 1;
+        if (isnan(gpt_step(r.ctx, r.g, r.m, r.opt, r.ids, r.B, r.T, &loss))) return 1;
         if (s >= 0) t[s] = pt_time() - t0;
     }
     med = median(t, steps);
     rss = peak_rss_mb();
-    flops = pt_gpt_flops(&cfg, B, T);
+    flops = pt_gpt_flops(&r.cfg, r.B, r.T);
     printf("{\"bench\":\"gpt_train\",\"config\":\"%s\",\"backend\":\"%s\",\"threads\":%d,\"B\":%d,\"T\":%d,\"step_s\":%.4f,\"tokens_per_s\":%.1f,"
            "\"step_gflops\":%.1f,\"openblas_gflops\":%.1f,\"peak_rss_mb\":%.1f,\"params\":%lld,\"mem_peak_mb\":%.1f}\n",
-           which, pt_backend_name(ctx), pt_threads(ctx), B, T, med, B * T / med, flops / med * 1e-9, openblas_gflops(1024, pt_threads(ctx), 9), rss,
-           (long long)pt_param_numel(ctx), pt_mem(ctx).peak_total / 1048576.0);
+           which, pt_backend_name(r.ctx), pt_threads(r.ctx), r.B, r.T, med, r.B * r.T / med, flops / med * 1e-9, openblas_gflops(1024, pt_threads(r.ctx), 9),
+           rss, (long long)pt_param_numel(r.ctx), pt_mem(r.ctx).peak_total / 1048576.0);
     fflush(stdout);
-    free(ids);
-    pt_optim_free(opt);
-    pt_graph_free(g);
-    pt_gpt_free(m);
-    pt_shutdown(ctx);
+    gpt_run_free(&r);
     return 0;
 }
 
 /* the overhead of the monitor on a GPT config: pairs of `steps`-step blocks without and with it */
 static int bench_monitor(const char *which, int pairs, int steps) {
-    pt_gpt_config cfg;
-    pt_desc d;
-    pt_ctx *ctx;
-    pt_gpt *m;
-    pt_optim_desc od;
-    pt_optim *opt;
-    pt_graph *g;
+    gpt_run r;
     pt_monitor_desc md;
     pt_monitor *mon;
-    int B = 8, T = 256, i, p, s, w;
-    int32_t *ids;
+    int p, s, w, rc;
     double frac[64], tw[64], two[64];
     if (strcmp(which, "A") || pairs < 1 || pairs > 64 || steps < 1) {
         fprintf(stderr, "bench monitor: config A, 1..64 pairs\n");
         return 2;
     }
-    memset(&cfg, 0, sizeof cfg);
-    cfg.vocab = 256, cfg.layers = 4, cfg.width = 256, cfg.heads = 8, cfg.max_seq = T;
-    memset(&d, 0, sizeof d);
-    d.seed = 1;
-    if (!(ctx = pt_init(&d)) || !(m = pt_gpt_new(ctx, &cfg))) return 1;
-    memset(&od, 0, sizeof od);
-    od.kind = PT_OPTIM_ADAMW, od.lr = 1e-4f, od.weight_decay = 0.1f, od.clip_norm = 1.0f;
-    opt = pt_optim_new(ctx, &od);
-    g = pt_graph_new(ctx);
-    ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * (T + 1)));
+    if ((rc = gpt_run_new(&r, which)) != 0) return rc;
     memset(&md, 0, sizeof md);
-    md.log_path = "build/bench_monitor.jsonl", md.model = &cfg, md.seq = T, md.progress = -1;
-    mon = pt_monitor_new(ctx, NULL, &md);
-    if (!opt || !g || !ids || !mon) {
-        fprintf(stderr, "bench monitor: %s\n", pt_error(ctx));
+    md.log_path = "build/bench_monitor.jsonl", md.model = &r.cfg, md.seq = r.T, md.progress = -1;
+    if (!(mon = pt_monitor_new(r.ctx, NULL, &md))) {
+        fprintf(stderr, "bench monitor: %s\n", pt_error(r.ctx));
+        gpt_run_free(&r);
         return 1;
     }
-    for (i = 0; i < B * (T + 1); i++) ids[i] = (int32_t)((i * 7 + i / 5) % cfg.vocab);
     for (p = -1; p < pairs; p++) /* pair -1: warm-up */
         for (w = 0; w < 2; w++) { /* without, then with */
             double t0 = pt_time();
             for (s = 0; s < steps; s++) {
-                float loss, gn = gpt_step(ctx, g, m, opt, ids, B, T, &loss);
+                float loss, gn = gpt_step(r.ctx, r.g, r.m, r.opt, r.ids, r.B, r.T, &loss);
                 if (isnan(gn)) return 1;
                 if (w) {
                     pt_monitor_step ms;
-                    ms.loss = loss, ms.grad_norm = gn, ms.lr = 1e-4f, ms.tokens = (int64_t)B * T;
+                    ms.loss = loss, ms.grad_norm = gn, ms.lr = 1e-4f, ms.tokens = (int64_t)r.B * r.T;
                     pt_monitor_step_end(mon, &ms);
                 }
             }
@@ -213,14 +215,10 @@ static int bench_monitor(const char *which, int pairs, int steps) {
         }
     printf("{\"bench\":\"monitor_overhead\",\"config\":\"%s\",\"threads\":%d,\"pairs\":%d,\"steps_per_run\":%d,\"step_s_without\":%.5f,\"step_s_with\":%.5f,"
            "\"fraction\":%.5f}\n",
-           which, pt_threads(ctx), pairs, steps, median(two, pairs) / steps, median(tw, pairs) / steps, median(frac, pairs));
+           which, pt_threads(r.ctx), pairs, steps, median(two, pairs) / steps, median(tw, pairs) / steps, median(frac, pairs));
     fflush(stdout);
     pt_monitor_free(mon);
-    free(ids);
-    pt_optim_free(opt);
-    pt_graph_free(g);
-    pt_gpt_free(m);
-    pt_shutdown(ctx);
+    gpt_run_free(&r);
     return 0;
 }
 
