@@ -2055,6 +2055,68 @@ static void pt__msg(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* A growable text buffer (checkpoint manifests, safetensors headers, the run log, trace files):
+   text appended with a printf format (pt__sb_add) or as a JSON string (pt__sb_json_str). An allocation failure sets oom and drops everything after it. Free s. */
+typedef struct pt__sb {
+    char *s;
+    size_t n, cap;
+    int oom;
+} pt__sb;
+static int pt__sb_room(pt__sb *b, size_t k) { /* room for k more bytes and a terminating 0 */
+    size_t cap;
+    char *ns;
+    if (b->oom) return 0;
+    if (b->s && b->n + k + 1 <= b->cap) return 1;
+    cap = PT__MAX(2 * b->cap, b->n + k + 256);
+    if (!(ns = (char *)PT_REALLOC(b->s, cap))) {
+        b->oom = 1;
+        return 0;
+    }
+    b->s = ns, b->cap = cap;
+    return 1;
+}
+static void pt__sb_vadd(pt__sb *b, const char *fmt, va_list ap) {
+    va_list aq;
+    int k;
+    if (b->oom) return;
+    va_copy(aq, ap);
+    k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, aq);
+    va_end(aq);
+    if (k < 0) {
+        b->oom = 1;
+        return;
+    }
+    if (!b->s || b->n + (size_t)k + 1 > b->cap) {
+        if (!pt__sb_room(b, (size_t)k)) return;
+        vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+    }
+    b->n += (size_t)k;
+}
+static void pt__sb_add(pt__sb *b, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void pt__sb_add(pt__sb *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    pt__sb_vadd(b, fmt, ap);
+    va_end(ap);
+}
+/* a JSON string: quotes, backslashes and control characters escaped */
+static void pt__sb_json_str(pt__sb *b, const char *s) {
+    pt__sb_add(b, "\"");
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') pt__sb_add(b, "\\%c", c);
+        else if (c == '\n') pt__sb_add(b, "\\n");
+        else if (c == '\t') pt__sb_add(b, "\\t");
+        else if (c < 0x20) pt__sb_add(b, "\\u%04x", c);
+        else pt__sb_add(b, "%c", c);
+    }
+    pt__sb_add(b, "\"");
+}
+
 PTDEF pt_status pt_status_get(const pt_ctx *ctx) { return ctx ? ctx->status : PT_ERR_ARG; }
 PTDEF const char *pt_error(const pt_ctx *ctx) { return ctx ? ctx->err : "no context"; }
 PTDEF void pt_error_clear(pt_ctx *ctx) {
@@ -14024,37 +14086,6 @@ static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2) {
 }
 
 #ifdef PT__CKPT_POSIX
-/* a growable text buffer */
-typedef struct pt__ck_sb {
-    char *s;
-    size_t n, cap;
-    int oom;
-} pt__ck_sb;
-static void pt__ck_sb_add(pt__ck_sb *b, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void pt__ck_sb_add(pt__ck_sb *b, const char *fmt, ...) {
-    va_list ap;
-    int k;
-    if (b->oom) return;
-    for (;;) {
-        size_t room = b->cap - b->n;
-        va_start(ap, fmt);
-        k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? room : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) { b->oom = 1; return; }
-        if (b->s && (size_t)k < room) { b->n += (size_t)k; return; }
-        {
-            size_t nc = PT__MAX(2 * b->cap, b->n + (size_t)k + 256);
-            char *ns = (char *)PT_REALLOC(b->s, nc);
-            if (!ns) { b->oom = 1; return; }
-            b->s = ns, b->cap = nc;
-        }
-    }
-}
-
 enum { PT__CK_PARAM = 0, PT__CK_M, PT__CK_V };
 static const char *const pt__ck_kind_names[3] = {"param", "m", "v"};
 #define PT__CK_NAME 96
@@ -14437,9 +14468,9 @@ typedef struct pt__ck_job {
     int npc, cap_pc;
     unsigned char *snap; /* the snapshot, laid out as the file; grown only */
     int64_t snap_cap;
-    pt__ck_sb recs, head; /* this rank's records; the manifest's first lines (rank 0) */
+    pt__sb recs, head; /* this rank's records; the manifest's first lines (rank 0) */
     size_t file_crc_at;
-    pt__ck_sb doomed;     /* rank 0: directories (NUL-separated) the remover deletes */
+    pt__sb doomed;     /* rank 0: directories (NUL-separated) the remover deletes */
     char err[PT__ERRLEN];
     pt_ckpt_stats st;
     double w0, w1;        /* when this rank's write ran (pt_time; the writer thread's, traced at the commit) */
@@ -14472,22 +14503,22 @@ static int pt__ck_add_piece(pt__ck_job *j, pt_storage *st, int64_t el, const voi
     p = &j->pc[j->npc++];
     memset(p, 0, sizeof *p);
     p->st = st, p->el = el, p->src = (const unsigned char *)src, p->bytes = bytes, p->crc_at = j->recs.n;
-    pt__ck_sb_add(&j->recs, "00000000\n");
+    pt__sb_add(&j->recs, "00000000\n");
     return 1;
 }
 /* the manifest's first lines: version, step, layout, model, optimizer (taken at the call) */
-static void pt__ck_head(pt_ctx *ctx, pt_optim *o, int64_t step, const pt_ckpt_opts *opts, pt__ck_sb *m) {
+static void pt__ck_head(pt_ctx *ctx, pt_optim *o, int64_t step, const pt_ckpt_opts *opts, pt__sb *m) {
     pt_layout l = pt_dist_layout(ctx->desc.dist);
     if (!ctx->desc.dist) l.dp = l.tp = l.pp = 1;
-    pt__ck_sb_add(m, "ptrain-checkpoint version=1\nstep value=%lld\nlayout dp=%d tp=%d pp=%d world=%d\n", (long long)step, l.dp, l.tp, l.pp,
+    pt__sb_add(m, "ptrain-checkpoint version=1\nstep value=%lld\nlayout dp=%d tp=%d pp=%d world=%d\n", (long long)step, l.dp, l.tp, l.pp,
                   pt_dist_size(ctx->desc.dist));
     if (opts && opts->model) {
         const pt_gpt_config *c = opts->model;
-        pt__ck_sb_add(m, "model vocab=%d vocab_padded=%d max_seq=%d layers=%d width=%d heads=%d dropout=%.9g untied=%d\n", c->vocab, c->vocab_padded,
+        pt__sb_add(m, "model vocab=%d vocab_padded=%d max_seq=%d layers=%d width=%d heads=%d dropout=%.9g untied=%d\n", c->vocab, c->vocab_padded,
                       c->max_seq, c->layers, c->width, c->heads, (double)c->dropout, c->untied);
     }
     if (o)
-        pt__ck_sb_add(m, "optim kind=%s steps=%lld lr=%.9g momentum=%.9g beta1=%.9g beta2=%.9g eps=%.9g weight_decay=%.9g clip_norm=%.9g\n",
+        pt__sb_add(m, "optim kind=%s steps=%lld lr=%.9g momentum=%.9g beta1=%.9g beta2=%.9g eps=%.9g weight_decay=%.9g clip_norm=%.9g\n",
                       pt__ck_optim_kind(o), (long long)o->steps, (double)o->d.lr, (double)o->d.momentum, (double)o->d.beta1, (double)o->d.beta2,
                       (double)o->d.eps, (double)o->d.weight_decay, (double)o->d.clip_norm);
 }
@@ -14515,9 +14546,9 @@ static int pt__ck_plan(pt_ctx *ctx, pt_optim *o, pt__ck_job *j, int rank, pt_coo
                 pt__msg(j->err, sizeof j->err, "pt_ckpt_save: parameter name '%s' has a space, newline or '='", s->name);
                 return 0;
             }
-            pt__ck_sb_add(&j->recs, "tensor name=%s kind=%s rank=%d dtype=f32 shape=", s->name, pt__ck_kind_names[k], rank);
-            for (d = 0; d < s->ndim; d++) pt__ck_sb_add(&j->recs, d ? ",%lld" : "%lld", (long long)s->global_shape[d]);
-            pt__ck_sb_add(&j->recs, " split_dim=%d split_parts=%d split_index=%d split_groups=%d stage=%d lo=%lld hi=%lld offset=%lld bytes=%lld crc32c=0x",
+            pt__sb_add(&j->recs, "tensor name=%s kind=%s rank=%d dtype=f32 shape=", s->name, pt__ck_kind_names[k], rank);
+            for (d = 0; d < s->ndim; d++) pt__sb_add(&j->recs, d ? ",%lld" : "%lld", (long long)s->global_shape[d]);
+            pt__sb_add(&j->recs, " split_dim=%d split_parts=%d split_index=%d split_groups=%d stage=%d lo=%lld hi=%lld offset=%lld bytes=%lld crc32c=0x",
                           s->split_dim, s->split_dim >= 0 ? s->split_parts : 1, s->split_dim >= 0 ? s->split_index : 0, s->split_groups, s->stage,
                           (long long)lo, (long long)hi, (long long)off, (long long)((hi - lo) * 4));
             if (!pt__ck_add_piece(j, st, soff + lo, st->host ? (const float *)st->host + soff + lo : NULL, (hi - lo) * 4)) goto oom;
@@ -14530,15 +14561,15 @@ static int pt__ck_plan(pt_ctx *ctx, pt_optim *o, pt__ck_job *j, int rank, pt_coo
             pt__msg(j->err, sizeof j->err, "pt_ckpt_save: state name '%s' has a space, newline or '='", e->name);
             return 0;
         }
-        pt__ck_sb_add(&j->recs, "state name=%s rank=%d offset=%lld bytes=%lld crc32c=0x", e->name, rank, (long long)off, (long long)e->bytes);
+        pt__sb_add(&j->recs, "state name=%s rank=%d offset=%lld bytes=%lld crc32c=0x", e->name, rank, (long long)off, (long long)e->bytes);
         if (!pt__ck_add_piece(j, NULL, 0, e->ptr, e->bytes)) goto oom;
         off += e->bytes;
     }
-    pt__ck_sb_add(&j->recs, "rank rank=%d tp=%d pp=%d dp=%d zlo=%lld zhi=%lld\n", rank, c.tp, c.pp, c.dp, (long long)(o ? o->zlo : 0),
+    pt__sb_add(&j->recs, "rank rank=%d tp=%d pp=%d dp=%d zlo=%lld zhi=%lld\n", rank, c.tp, c.pp, c.dp, (long long)(o ? o->zlo : 0),
                   (long long)(o ? o->zhi : ctx->slab_n));
-    pt__ck_sb_add(&j->recs, "file rank=%d name=rank_%05d.bin bytes=%lld crc32c=0x", rank, rank, (long long)off);
+    pt__sb_add(&j->recs, "file rank=%d name=rank_%05d.bin bytes=%lld crc32c=0x", rank, rank, (long long)off);
     j->file_crc_at = j->recs.n;
-    pt__ck_sb_add(&j->recs, "00000000\n");
+    pt__sb_add(&j->recs, "00000000\n");
     if (j->recs.oom) goto oom;
     for (i = 0; i < j->npc && !copy; i++) copy = j->pc[i].bytes > 0 && !j->pc[i].src;
     if (copy && off > j->snap_cap) {
@@ -14644,7 +14675,7 @@ static void *pt__ck_writer_main(void *arg) {
 #endif
 
 /* gathers every rank's records at rank 0 (in rank order) into all; 0 on failure */
-static int pt__ck_gather(const pt_dist *d, const pt__ck_sb *mine, pt__ck_sb *all) {
+static int pt__ck_gather(const pt_dist *d, const pt__sb *mine, pt__sb *all) {
 #ifdef PTRAIN_MPI
     int size = pt_dist_size(d), rank = pt_dist_rank(d), r, len = (int)mine->n, *lens = NULL, *displ = NULL, ok = 1;
     uint64_t s;
@@ -14675,7 +14706,7 @@ static int pt__ck_gather(const pt_dist *d, const pt__ck_sb *mine, pt__ck_sb *all
 #else
     (void)d;
 #endif
-    pt__ck_sb_add(all, "%.*s", (int)mine->n, mine->s ? mine->s : "");
+    pt__sb_add(all, "%.*s", (int)mine->n, mine->s ? mine->s : "");
     return !all->oom;
 }
 
@@ -14704,16 +14735,16 @@ static void pt__ck_doom(pt__ck_job *j, const char *path, const char *name) {
 }
 
 /* rank 0: manifest (head, records, checksum line), fsync, rename into place, latest, retention */
-static int pt__ck_commit(pt__ck_job *j, const pt__ck_sb *recs, char *err, size_t errlen) {
-    pt__ck_sb m;
+static int pt__ck_commit(pt__ck_job *j, const pt__sb *recs, char *err, size_t errlen) {
+    pt__sb m;
     char path[1200], fin[1024], old[1024], lt[1024], line[64];
     int fd, ok;
     struct stat sb;
     pt__ck_remover_join(j);
     memset(&m, 0, sizeof m);
-    pt__ck_sb_add(&m, "%.*s", (int)j->head.n, j->head.s ? j->head.s : "");
-    pt__ck_sb_add(&m, "%.*s", (int)recs->n, recs->s ? recs->s : "");
-    pt__ck_sb_add(&m, "end crc32c=0x%08x\n", m.s ? pt_crc32c(0, m.s, m.n) : 0);
+    pt__sb_add(&m, "%.*s", (int)j->head.n, j->head.s ? j->head.s : "");
+    pt__sb_add(&m, "%.*s", (int)recs->n, recs->s ? recs->s : "");
+    pt__sb_add(&m, "end crc32c=0x%08x\n", m.s ? pt_crc32c(0, m.s, m.n) : 0);
     if (m.oom || j->head.oom) {
         PT_FREE(m.s);
         pt__msg(err, errlen, "pt_ckpt_save: out of memory for the manifest");
@@ -14776,8 +14807,8 @@ static int pt__ck_commit(pt__ck_job *j, const pt__ck_sb *recs, char *err, size_t
         struct dirent *e;
         while (dd && (e = readdir(dd)) != NULL)
             if (!strncmp(e->d_name, ".tmp.step_", 10) || !strncmp(e->d_name, ".del.", 5)) {
-                pt__ck_sb_add(&j->doomed, "%s/%s", j->dir, e->d_name);
-                pt__ck_sb_add(&j->doomed, "%c", 0);
+                pt__sb_add(&j->doomed, "%s/%s", j->dir, e->d_name);
+                pt__sb_add(&j->doomed, "%c", 0);
             }
         if (dd) closedir(dd);
         if (j->doomed.oom) j->doomed.n = 0, j->doomed.oom = 0;
@@ -14798,7 +14829,7 @@ static pt_status pt__ck_finish(pt_ctx *ctx, pt__ck_job *j) {
     const pt_dist *d = ctx->desc.dist;
     int rank = pt_dist_rank(d), ok;
     char err[PT__ERRLEN];
-    pt__ck_sb all;
+    pt__sb all;
     double t0 = pt_time(), t1;
     int threaded = 0;
 #ifdef PT__CK_THREADS
@@ -16039,23 +16070,11 @@ PTDEF pt_status pt_ckpt_tensor_read(const char *step_dir, const char *name, int 
     return ok ? PT_OK : PT_ERR_FORMAT;
 }
 
-/* a JSON string literal */
-static void pt__sf_json(pt__ck_sb *b, const char *s) {
-    pt__ck_sb_add(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') pt__ck_sb_add(b, "\\%c", c);
-        else if (c < 0x20) pt__ck_sb_add(b, "\\u%04x", c);
-        else pt__ck_sb_add(b, "%c", c);
-    }
-    pt__ck_sb_add(b, "\"");
-}
-
 PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const pt_ckpt_export_opts *opts, char *err, size_t errlen) {
     static const char *const prefix[3] = {"", "optim.m.", "optim.v."};
     pt_ckpt_info info;
     pt__ck_man m;
-    pt__ck_sb h;
+    pt__sb h;
     char tmp[1100], name[128], dir[1024];
     float *buf = NULL;
     uint16_t *h16 = NULL;
@@ -16076,33 +16095,33 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
         return PT_ERR_FORMAT;
     }
     memset(&h, 0, sizeof h);
-    pt__ck_sb_add(&h, "{\"__metadata__\":{\"format\":\"pt\",\"step\":\"%lld\",\"layout\":\"dp=%d tp=%d pp=%d\"", (long long)info.step, info.dp,
+    pt__sb_add(&h, "{\"__metadata__\":{\"format\":\"pt\",\"step\":\"%lld\",\"layout\":\"dp=%d tp=%d pp=%d\"", (long long)info.step, info.dp,
                   info.tp, info.pp);
     for (i = 0; info.has_model && !info.model.vocab_padded && i < info.ntensors; i++) /* 0 = the default: the rows wte has */
         if (!info.tensors[i].kind && !strcmp(info.tensors[i].name, "wte")) info.model.vocab_padded = (int32_t)info.tensors[i].shape[0];
     if (info.has_model)
-        pt__ck_sb_add(&h, ",\"vocab\":\"%d\",\"vocab_padded\":\"%d\",\"max_seq\":\"%d\",\"layers\":\"%d\",\"width\":\"%d\",\"heads\":\"%d\","
+        pt__sb_add(&h, ",\"vocab\":\"%d\",\"vocab_padded\":\"%d\",\"max_seq\":\"%d\",\"layers\":\"%d\",\"width\":\"%d\",\"heads\":\"%d\","
                           "\"dropout\":\"%.9g\",\"untied\":\"%d\"",
                       info.model.vocab, info.model.vocab_padded, info.model.max_seq, info.model.layers, info.model.width, info.model.heads,
                       (double)info.model.dropout, info.model.untied);
     if (info.optim_kind >= 0)
-        pt__ck_sb_add(&h, ",\"optimizer\":\"%s\",\"optimizer_steps\":\"%lld\"", info.optim_kind == PT_OPTIM_ADAMW ? "adamw" : "sgd",
+        pt__sb_add(&h, ",\"optimizer\":\"%s\",\"optimizer_steps\":\"%lld\"", info.optim_kind == PT_OPTIM_ADAMW ? "adamw" : "sgd",
                       (long long)info.optim_steps);
-    pt__ck_sb_add(&h, "}");
+    pt__sb_add(&h, "}");
     for (i = 0; i < info.ntensors; i++) {
         const pt_ckpt_tensor_info *t = &info.tensors[i];
         if (t->kind && !(opts && opts->moments)) continue;
         for (n = 1, d = 0; d < t->ndim; d++) n *= t->shape[d];
         snprintf(name, sizeof name, "%s%s", prefix[t->kind], t->name);
-        pt__ck_sb_add(&h, ",");
-        pt__sf_json(&h, name);
-        pt__ck_sb_add(&h, ":{\"dtype\":\"%s\",\"shape\":[", bf16 ? "BF16" : "F32");
-        for (d = 0; d < t->ndim; d++) pt__ck_sb_add(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
-        pt__ck_sb_add(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + n * es));
+        pt__sb_add(&h, ",");
+        pt__sb_json_str(&h, name);
+        pt__sb_add(&h, ":{\"dtype\":\"%s\",\"shape\":[", bf16 ? "BF16" : "F32");
+        for (d = 0; d < t->ndim; d++) pt__sb_add(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
+        pt__sb_add(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + n * es));
         off += n * es;
     }
-    pt__ck_sb_add(&h, "}");
-    while (!h.oom && h.n % 8) pt__ck_sb_add(&h, " ");
+    pt__sb_add(&h, "}");
+    while (!h.oom && h.n % 8) pt__sb_add(&h, " ");
     ok = !h.oom;
     if (!ok) pt__msg(err, errlen, "pt_ckpt_export: out of memory for the header");
     snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
@@ -16334,27 +16353,6 @@ static void pt__trace_free(pt_ctx *ctx) {
     PT_FREE(tr);
 }
 
-/* a growing byte buffer (the rank's JSON text) */
-typedef struct pt__trace_text {
-    char *p;
-    size_t n, cap;
-    int oom;
-} pt__trace_text;
-static void pt__trace_append(pt__trace_text *b, const char *s, int k) {
-    if (b->oom || k <= 0) return;
-    if (b->n + (size_t)k > b->cap) {
-        size_t cap = PT__MAX(2 * b->cap, b->n + (size_t)k + 65536);
-        char *np = (char *)PT_REALLOC(b->p, cap);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np, b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, (size_t)k);
-    b->n += (size_t)k;
-}
-
 static int pt__trace_by_start(const void *a, const void *b) {
     double x = (*(pt__trace_ev *const *)a)->t0, y = (*(pt__trace_ev *const *)b)->t0;
     return x < y ? -1 : x > y;
@@ -16387,45 +16385,42 @@ static int pt__trace_lanes(struct pt__trace *tr) {
     return used;
 }
 
-/* this rank's metadata and events, each as ",\n{...}" (one line is at most a few hundred bytes: names have 31) */
-static void pt__trace_text_of(struct pt__trace *tr, pt__trace_text *b) {
-    int rank = tr->d ? tr->d->rank : 0, lanes = pt__trace_lanes(tr), k, m;
-    char l[640];
+/* this rank's metadata and events, each as ",\n{...}" */
+static void pt__trace_text_of(struct pt__trace *tr, pt__sb *b) {
+    int rank = tr->d ? tr->d->rank : 0, lanes = pt__trace_lanes(tr), k;
     pt_coords c;
     int64_t i;
     c.dp = c.tp = c.pp = 0;
     if (tr->d) c = tr->d->coords;
-    m = snprintf(l, sizeof l, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (dp %d tp %d pp %d)\"}}", rank,
-                 rank, c.dp, c.tp, c.pp);
-    m += snprintf(l + m, sizeof l - (size_t)m, ",\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", rank, rank);
+    pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (dp %d tp %d pp %d)\"}}", rank, rank,
+               c.dp, c.tp, c.pp);
+    pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", rank, rank);
     if (tr->dropped)
-        m += snprintf(l + m, sizeof l - (size_t)m, ",\n{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%d,\"tid\":0,\"args\":{\"labels\":\"%lld events dropped\"}}",
-                      rank, (long long)tr->dropped);
-    pt__trace_append(b, l, m);
+        pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%d,\"tid\":0,\"args\":{\"labels\":\"%lld events dropped\"}}", rank,
+                   (long long)tr->dropped);
     for (k = 0; k <= lanes; k++) {
-        m = snprintf(l, sizeof l, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s%.0d\"}}", rank, k,
-                     k ? "non-blocking comm " : "main", k);
-        m += snprintf(l + m, sizeof l - (size_t)m, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}", rank,
-                      k, k);
-        pt__trace_append(b, l, m);
+        pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s%.0d\"}}", rank, k,
+                   k ? "non-blocking comm " : "main", k);
+        pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}", rank, k, k);
     }
     for (i = 0; i < tr->n; i++) {
         const pt__trace_ev *e = &tr->ev[i];
-        m = snprintf(l, sizeof l, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"step\":%lld", e->name,
-                     pt__trace_cats[e->cat], (e->t0 - tr->base) * 1e6, (e->t1 - e->t0) * 1e6, rank, (int)e->tid, (long long)e->step);
-        if (e->mb >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"mb\":%lld", (long long)e->mb);
-        if (e->chunk >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"chunk\":%d", (int)e->chunk);
-        if (e->comm >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"comm\":\"%s\"", pt__trace_comms[e->comm]);
-        if (e->bytes > 0 || e->comm >= 0) m += snprintf(l + m, sizeof l - (size_t)m, ",\"bytes\":%lld", (long long)e->bytes);
-        m += snprintf(l + m, sizeof l - (size_t)m, "}}");
-        pt__trace_append(b, l, PT__MIN(m, (int)sizeof l - 1));
+        pt__sb_add(b, ",\n{\"name\":");
+        pt__sb_json_str(b, e->name);
+        pt__sb_add(b, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"step\":%lld", pt__trace_cats[e->cat],
+                   (e->t0 - tr->base) * 1e6, (e->t1 - e->t0) * 1e6, rank, (int)e->tid, (long long)e->step);
+        if (e->mb >= 0) pt__sb_add(b, ",\"mb\":%lld", (long long)e->mb);
+        if (e->chunk >= 0) pt__sb_add(b, ",\"chunk\":%d", (int)e->chunk);
+        if (e->comm >= 0) pt__sb_add(b, ",\"comm\":\"%s\"", pt__trace_comms[e->comm]);
+        if (e->bytes > 0 || e->comm >= 0) pt__sb_add(b, ",\"bytes\":%lld", (long long)e->bytes);
+        pt__sb_add(b, "}}");
     }
 }
 
 PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
     struct pt__trace *tr;
     pt_dist *d;
-    pt__trace_text b;
+    pt__sb b;
     char msg[512] = "", *tmp = NULL;
     FILE *f = NULL;
     int ok = 1, rank = 0, size = 1, r;
@@ -16448,7 +16443,7 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
             memcpy(tmp, tr->path, L), memcpy(tmp + L, ".tmp", 5);
             dropped[0] = tr->dropped;
             if (!(f = fopen(tmp, "wb"))) pt__msg(msg, sizeof msg, "pt_trace_finish: cannot open %s for writing", tmp), ok = 0;
-            else ok = fputs("{\"traceEvents\":[", f) >= 0 && fwrite(b.p + 2, 1, b.n - 2, f) == b.n - 2; /* the first entry without ",\n" */
+            else ok = fputs("{\"traceEvents\":[", f) >= 0 && fwrite(b.s + 2, 1, b.n - 2, f) == b.n - 2; /* the first entry without ",\n" */
             if (f && !ok) pt__msg(msg, sizeof msg, "pt_trace_finish: writing %s failed", tmp);
         }
     }
@@ -16474,7 +16469,7 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
             for (off = 0; rc == MPI_SUCCESS && off < (size_t)h[0]; off += chunk) {
                 int n = (int)PT__MIN(chunk, (size_t)h[0] - off);
                 s = pt__coll_begin(d, rank ? PT_COLL_SEND : PT_COLL_RECV, PT_COMM_WORLD, n, PT_COLL_CHAR, rank ? 0 : r);
-                rc = pt__coll_end(d, s, !s ? PT__COLL_REFUSED : rank ? MPI_Send(b.p + off, n, MPI_CHAR, 0, 92, w) : MPI_Recv(buf, n, MPI_CHAR, r, 92, w, MPI_STATUS_IGNORE));
+                rc = pt__coll_end(d, s, !s ? PT__COLL_REFUSED : rank ? MPI_Send(b.s + off, n, MPI_CHAR, 0, 92, w) : MPI_Recv(buf, n, MPI_CHAR, r, 92, w, MPI_STATUS_IGNORE));
                 if (rank == 0 && rc == MPI_SUCCESS && ok && !bad && fwrite(buf, 1, (size_t)n, f) != (size_t)n) bad = 1;
             }
             if (!ok) continue;
@@ -16501,7 +16496,7 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
 #else
     (void)r, (void)size;
 #endif
-    PT_FREE(b.p);
+    PT_FREE(b.s);
     PT_FREE(tmp);
     PT_FREE(dropped);
     ctx->trace = tr;
@@ -16646,7 +16641,6 @@ enum { /* the per-rank vector of pt_monitor_step_end */
 };
 #define PT__MON_EV_MAX (1 << 20) /* bytes of events a rank other than 0 keeps for the next step */
 
-typedef struct pt__mon_buf { char *p; size_t n, cap; int oom; } pt__mon_buf;
 
 struct pt_monitor {
     pt_ctx *ctx;
@@ -16663,7 +16657,7 @@ struct pt_monitor {
     double wait0;                    /* the loader's wait at the step's start */
     double flops_per_token, peak_flops, t_sum; /* t_sum: seconds of the steps ended (ETA) */
     char peak_source[160], fpt_source[160];
-    pt__mon_buf line, ev;            /* the line being written; events held for rank 0 (other ranks) */
+    pt__sb line, ev;            /* the line being written; events held for rank 0 (other ranks) */
     int64_t ev_dropped;
     double *all;                     /* [world * PT__MON_NV] */
     double *work;                    /* [world] */
@@ -16717,56 +16711,10 @@ PTDEF void pt_rss(int64_t *current, int64_t *peak) {
     if (peak) *peak = pk;
 }
 
-/* ---- a grown-only text buffer ---- */
-static void pt__mon_cat(pt__mon_buf *b, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void pt__mon_vcat(pt__mon_buf *b, const char *fmt, va_list ap) {
-    va_list aq;
-    int k;
-    if (b->oom) return;
-    va_copy(aq, ap);
-    k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, aq);
-    va_end(aq);
-    if (k < 0) return;
-    if (!b->p || b->n + (size_t)k + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 512;
-        char *p;
-        while (cap < b->n + (size_t)k + 1) cap *= 2;
-        if (!(p = (char *)PT_REALLOC(b->p, cap))) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p, b->cap = cap;
-        vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-    }
-    b->n += (size_t)k;
-}
-static void pt__mon_cat(pt__mon_buf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    pt__mon_vcat(b, fmt, ap);
-    va_end(ap);
-}
-/* a JSON string (quotes, backslashes and control characters escaped) */
-static void pt__mon_str(pt__mon_buf *b, const char *s) {
-    pt__mon_cat(b, "\"");
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') pt__mon_cat(b, "\\%c", c);
-        else if (c == '\n') pt__mon_cat(b, "\\n");
-        else if (c == '\t') pt__mon_cat(b, "\\t");
-        else if (c < 0x20) pt__mon_cat(b, "\\u%04x", c);
-        else pt__mon_cat(b, "%c", c);
-    }
-    pt__mon_cat(b, "\"");
-}
 /* a JSON number, null when not finite */
-static void pt__mon_num(pt__mon_buf *b, double v) {
-    if (isfinite(v)) pt__mon_cat(b, "%.9g", v);
-    else pt__mon_cat(b, "null");
+static void pt__mon_num(pt__sb *b, double v) {
+    if (isfinite(v)) pt__sb_add(b, "%.9g", v);
+    else pt__sb_add(b, "null");
 }
 /* 1 if s is entirely a JSON-compatible number */
 static int pt__mon_is_num(const char *s) {
@@ -16777,9 +16725,9 @@ static int pt__mon_is_num(const char *s) {
     return *e == 0 && !strpbrk(s, "xXnNiI");
 }
 /* rank 0: writes buffer b as a line of the log */
-static void pt__mon_write(pt_monitor *m, const pt__mon_buf *b) {
+static void pt__mon_write(pt_monitor *m, const pt__sb *b) {
     if (!m->f || b->oom || !b->n) return;
-    fwrite(b->p, 1, b->n, m->f);
+    fwrite(b->s, 1, b->n, m->f);
     fflush(m->f);
 }
 
@@ -16897,7 +16845,7 @@ PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor
     }
     if (m->rank != 0) m->progress = 0;
     if (m->f) { /* the header */
-        pt__mon_buf *b = &m->line;
+        pt__sb *b = &m->line;
         char when[32];
         time_t now = time(NULL);
         struct tm *tm = gmtime(&now);
@@ -16906,30 +16854,30 @@ PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor
         if (!d) l.dp = l.tp = l.pp = 1;
         if (!tm || !strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", tm)) pt__msg(when, sizeof when, "unknown");
         b->n = 0;
-        pt__mon_cat(b, "{\"event\":\"run_start\",\"time\":\"%s\",\"version\":\"%s\",\"config\":{", when, PTRAIN_VERSION_STRING);
+        pt__sb_add(b, "{\"event\":\"run_start\",\"time\":\"%s\",\"version\":\"%s\",\"config\":{", when, PTRAIN_VERSION_STRING);
         i = 0;
         if (c)
-            pt__mon_cat(b, "\"vocab\":%d,\"layers\":%d,\"width\":%d,\"heads\":%d,\"max_seq\":%d,\"seq\":%lld,\"params\":%lld", (int)c->vocab, (int)c->layers,
+            pt__sb_add(b, "\"vocab\":%d,\"layers\":%d,\"width\":%d,\"heads\":%d,\"max_seq\":%d,\"seq\":%lld,\"params\":%lld", (int)c->vocab, (int)c->layers,
                         (int)c->width, (int)c->heads, (int)c->max_seq, (long long)m->desc.seq, (long long)pt_param_numel(ctx)), i = 1;
         for (; m->desc.config && m->desc.config[0] && m->desc.config[1]; m->desc.config += 2) {
-            pt__mon_cat(b, "%s", i++ ? "," : "");
-            pt__mon_str(b, m->desc.config[0]);
-            pt__mon_cat(b, ":");
-            if (pt__mon_is_num(m->desc.config[1])) pt__mon_cat(b, "%s", m->desc.config[1]);
-            else pt__mon_str(b, m->desc.config[1]);
+            pt__sb_add(b, "%s", i++ ? "," : "");
+            pt__sb_json_str(b, m->desc.config[0]);
+            pt__sb_add(b, ":");
+            if (pt__mon_is_num(m->desc.config[1])) pt__sb_add(b, "%s", m->desc.config[1]);
+            else pt__sb_json_str(b, m->desc.config[1]);
         }
-        pt__mon_cat(b, "},\"world\":%d,\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d},\"backend\":\"%s\",\"threads\":%d,\"first_step\":%lld,\"total_steps\":%lld,",
+        pt__sb_add(b, "},\"world\":%d,\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d},\"backend\":\"%s\",\"threads\":%d,\"first_step\":%lld,\"total_steps\":%lld,",
                     m->world, (int)l.dp, (int)l.tp, (int)l.pp, pt_backend_name(ctx), pt_threads(ctx), (long long)m->desc.first_step,
                     (long long)m->desc.total_steps);
-        pt__mon_cat(b, "\"flops_per_token\":");
+        pt__sb_add(b, "\"flops_per_token\":");
         pt__mon_num(b, m->flops_per_token > 0 ? m->flops_per_token : NAN);
-        pt__mon_cat(b, ",\"flops_per_token_formula\":");
-        pt__mon_str(b, m->flops_per_token > 0 ? m->fpt_source : "none (no MFU)");
-        pt__mon_cat(b, ",\"peak_flops\":");
+        pt__sb_add(b, ",\"flops_per_token_formula\":");
+        pt__sb_json_str(b, m->flops_per_token > 0 ? m->fpt_source : "none (no MFU)");
+        pt__sb_add(b, ",\"peak_flops\":");
         pt__mon_num(b, m->peak_flops);
-        pt__mon_cat(b, ",\"peak_source\":");
-        pt__mon_str(b, m->peak_source);
-        pt__mon_cat(b, ",\"mfu_formula\":\"mfu = flops_per_token * tokens_per_s / (peak_flops * world); peak_flops per rank\"}\n");
+        pt__sb_add(b, ",\"peak_source\":");
+        pt__sb_json_str(b, m->peak_source);
+        pt__sb_add(b, ",\"mfu_formula\":\"mfu = flops_per_token * tokens_per_s / (peak_flops * world); peak_flops per rank\"}\n");
         pt__mon_write(m, b);
     }
     m->desc.config = NULL; /* not kept: the caller's strings may go */
@@ -17017,47 +16965,47 @@ static void pt__mon_aggregate(pt_monitor *m, pt_monitor_metrics *a) {
 /* rank 0: the step's JSON line */
 static void pt__mon_line(pt_monitor *m) {
     const pt_monitor_metrics *a = &m->last;
-    pt__mon_buf *b = &m->line;
+    pt__sb *b = &m->line;
     int r, k, first = 1;
     b->n = 0;
-    pt__mon_cat(b, "{\"step\":%lld,\"loss\":", (long long)a->step);
+    pt__sb_add(b, "{\"step\":%lld,\"loss\":", (long long)a->step);
     pt__mon_num(b, a->loss);
-    if (isfinite(a->val_loss)) pt__mon_cat(b, ",\"val_loss\":%.9g", a->val_loss);
-    pt__mon_cat(b, ",\"grad_norm\":");
+    if (isfinite(a->val_loss)) pt__sb_add(b, ",\"val_loss\":%.9g", a->val_loss);
+    pt__sb_add(b, ",\"grad_norm\":");
     pt__mon_num(b, a->grad_norm);
-    pt__mon_cat(b, ",\"lr\":");
+    pt__sb_add(b, ",\"lr\":");
     pt__mon_num(b, a->lr);
-    pt__mon_cat(b, ",\"tokens\":%lld,\"tokens_per_s\":", (long long)a->tokens);
+    pt__sb_add(b, ",\"tokens\":%lld,\"tokens_per_s\":", (long long)a->tokens);
     pt__mon_num(b, a->tokens_per_s);
-    pt__mon_cat(b, ",\"mfu\":");
+    pt__sb_add(b, ",\"mfu\":");
     pt__mon_num(b, a->mfu);
-    pt__mon_cat(b, ",\"t_step\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_bubble\":%.9g,\"t_data\":%.9g,\"t_ckpt\":%.9g", a->t_step, a->t_compute,
+    pt__sb_add(b, ",\"t_step\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_bubble\":%.9g,\"t_data\":%.9g,\"t_ckpt\":%.9g", a->t_step, a->t_compute,
                 a->t_comm, a->t_bubble, a->t_data, a->t_ckpt);
-    if (a->t_eval > 0) pt__mon_cat(b, ",\"t_eval\":%.9g", a->t_eval);
-    pt__mon_cat(b, ",\"mem_peak_bytes\":%lld,\"mem_rank_bytes\":[", (long long)a->mem_peak_bytes);
-    for (r = 0; r < m->world; r++) pt__mon_cat(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_MEM]);
-    pt__mon_cat(b, "],\"rss_rank_bytes\":[");
-    for (r = 0; r < m->world; r++) pt__mon_cat(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_RSS]);
-    pt__mon_cat(b, "],\"mem\":{");
+    if (a->t_eval > 0) pt__sb_add(b, ",\"t_eval\":%.9g", a->t_eval);
+    pt__sb_add(b, ",\"mem_peak_bytes\":%lld,\"mem_rank_bytes\":[", (long long)a->mem_peak_bytes);
+    for (r = 0; r < m->world; r++) pt__sb_add(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_MEM]);
+    pt__sb_add(b, "],\"rss_rank_bytes\":[");
+    for (r = 0; r < m->world; r++) pt__sb_add(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_RSS]);
+    pt__sb_add(b, "],\"mem\":{");
     {
         static const char *const kinds[5] = {"params", "grads", "optim", "activations", "workspace"};
         for (k = 0; k < 5; k++) {
             double mx = 0;
             for (r = 0; r < m->world; r++) mx = PT__MAX(mx, m->all[(size_t)r * PT__MON_NV + PT__MV_PARAMS + k]);
-            pt__mon_cat(b, "%s\"%s\":%.0f", k ? "," : "", kinds[k], mx);
+            pt__sb_add(b, "%s\"%s\":%.0f", k ? "," : "", kinds[k], mx);
         }
     }
-    pt__mon_cat(b, "},\"t_wait_rank\":[");
-    for (r = 0; r < m->world; r++) pt__mon_cat(b, "%s%.6g", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_STEP] - m->work[r]);
-    pt__mon_cat(b, "],\"coll\":{");
+    pt__sb_add(b, "},\"t_wait_rank\":[");
+    for (r = 0; r < m->world; r++) pt__sb_add(b, "%s%.6g", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_STEP] - m->work[r]);
+    pt__sb_add(b, "],\"coll\":{");
     for (k = 1; k < PT_COLL_OP_COUNT; k++) {
         if (!a->coll_bytes[k] && a->coll_s[k] <= 0) continue;
-        pt__mon_cat(b, "%s\"%s\":{\"bytes\":%lld,\"s\":%.6g,\"gbs\":", first ? "" : ",", pt__coll_op_name(k), (long long)a->coll_bytes[k], a->coll_s[k]);
+        pt__sb_add(b, "%s\"%s\":{\"bytes\":%lld,\"s\":%.6g,\"gbs\":", first ? "" : ",", pt__coll_op_name(k), (long long)a->coll_bytes[k], a->coll_s[k]);
         pt__mon_num(b, a->coll_s[k] > 0 ? (double)a->coll_bytes[k] / a->coll_s[k] * 1e-9 : NAN);
-        pt__mon_cat(b, "}");
+        pt__sb_add(b, "}");
         first = 0;
     }
-    pt__mon_cat(b, "},\"straggler_rank\":%d,\"straggler_s\":%.6g}\n", (int)a->straggler_rank, a->straggler_s);
+    pt__sb_add(b, "},\"straggler_rank\":%d,\"straggler_s\":%.6g}\n", (int)a->straggler_rank, a->straggler_s);
     pt__mon_write(m, b);
 }
 
@@ -17134,7 +17082,7 @@ PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s) {
             }
             for (k = 0; k < m->world; k++) cnt[k] = (int)m->all[(size_t)k * PT__MON_NV + PT__MV_EVBYTES], cnt[m->world + k] = k ? cnt[m->world + k - 1] + cnt[k - 1] : 0;
             sq = pt__coll_begin(m->d, PT_COLL_GATHER, PT_COMM_WORLD, evn, PT_COLL_CHAR, 0);
-            rc = pt__coll_end(m->d, sq, sq ? MPI_Gatherv(m->ev.p, (int)(m->ev.oom ? 0 : m->ev.n), MPI_CHAR, all, cnt, cnt + m->world, MPI_CHAR, 0, m->d->comm[PT_COMM_WORLD])
+            rc = pt__coll_end(m->d, sq, sq ? MPI_Gatherv(m->ev.s, (int)(m->ev.oom ? 0 : m->ev.n), MPI_CHAR, all, cnt, cnt + m->world, MPI_CHAR, 0, m->d->comm[PT_COMM_WORLD])
                                            : PT__COLL_REFUSED);
             if (rc == MPI_SUCCESS && m->f && all) {
                 fwrite(all, 1, (size_t)evn, m->f);
@@ -17156,7 +17104,7 @@ PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s) {
 }
 
 PTDEF void pt_monitor_event(pt_monitor *m, const char *name, const char *fmt, ...) {
-    pt__mon_buf *b;
+    pt__sb *b;
     const char *p = fmt;
     va_list ap;
     if (!m) return;
@@ -17166,10 +17114,10 @@ PTDEF void pt_monitor_event(pt_monitor *m, const char *name, const char *fmt, ..
         m->ev_dropped++;
         return;
     }
-    pt__mon_cat(b, "{\"event\":");
-    pt__mon_str(b, name ? name : "?");
-    pt__mon_cat(b, ",\"step\":%lld,\"time_s\":%.6f", (long long)m->step, pt_time() - m->t_open);
-    if (m->rank != 0) pt__mon_cat(b, ",\"rank\":%d", m->rank);
+    pt__sb_add(b, "{\"event\":");
+    pt__sb_json_str(b, name ? name : "?");
+    pt__sb_add(b, ",\"step\":%lld,\"time_s\":%.6f", (long long)m->step, pt_time() - m->t_open);
+    if (m->rank != 0) pt__sb_add(b, ",\"rank\":%d", m->rank);
     va_start(ap, fmt);
     while (p && *p) {
         const char *k, *e;
@@ -17177,9 +17125,9 @@ PTDEF void pt_monitor_event(pt_monitor *m, const char *name, const char *fmt, ..
         if (!*p) break;
         k = p;
         while (*p && *p != '=' && *p != ' ') p++;
-        pt__mon_cat(b, ",\"%.*s\":", (int)(p - k), k);
+        pt__sb_add(b, ",\"%.*s\":", (int)(p - k), k);
         if (*p != '=') { /* a bare key: true */
-            pt__mon_cat(b, "true");
+            pt__sb_add(b, "true");
             continue;
         }
         p++;
@@ -17195,23 +17143,23 @@ PTDEF void pt_monitor_event(pt_monitor *m, const char *name, const char *fmt, ..
             if (!conv || n >= sizeof spec) break;
             memcpy(spec, p, n), spec[n] = 0;
             p = e + 1;
-            if (conv == 's') pt__mon_str(b, va_arg(ap, const char *));
+            if (conv == 's') pt__sb_json_str(b, va_arg(ap, const char *));
             else if (strchr("feEgG", conv)) {
                 double x = va_arg(ap, double);
-                if (isfinite(x)) pt__mon_cat(b, spec, x);
-                else pt__mon_cat(b, "null");
+                if (isfinite(x)) pt__sb_add(b, spec, x);
+                else pt__sb_add(b, "null");
             } else if (conv == 'd' || conv == 'i') {
-                if (sz) pt__mon_cat(b, "%lld", (long long)va_arg(ap, size_t));
-                else if (lng >= 2) pt__mon_cat(b, spec, va_arg(ap, long long));
-                else if (lng == 1) pt__mon_cat(b, spec, va_arg(ap, long));
-                else pt__mon_cat(b, spec, va_arg(ap, int));
+                if (sz) pt__sb_add(b, "%lld", (long long)va_arg(ap, size_t));
+                else if (lng >= 2) pt__sb_add(b, spec, va_arg(ap, long long));
+                else if (lng == 1) pt__sb_add(b, spec, va_arg(ap, long));
+                else pt__sb_add(b, spec, va_arg(ap, int));
             } else if (conv == 'u') {
-                if (sz) pt__mon_cat(b, spec, va_arg(ap, size_t));
-                else if (lng >= 2) pt__mon_cat(b, spec, va_arg(ap, unsigned long long));
-                else if (lng == 1) pt__mon_cat(b, spec, va_arg(ap, unsigned long));
-                else pt__mon_cat(b, spec, va_arg(ap, unsigned));
+                if (sz) pt__sb_add(b, spec, va_arg(ap, size_t));
+                else if (lng >= 2) pt__sb_add(b, spec, va_arg(ap, unsigned long long));
+                else if (lng == 1) pt__sb_add(b, spec, va_arg(ap, unsigned long));
+                else pt__sb_add(b, spec, va_arg(ap, unsigned));
             } else {
-                pt__mon_cat(b, "null");
+                pt__sb_add(b, "null");
                 break; /* an unsupported conversion: the arguments that follow cannot be read */
             }
             while (*p && *p != ' ') p++; /* text glued to a conversion is dropped */
@@ -17223,12 +17171,12 @@ PTDEF void pt_monitor_event(pt_monitor *m, const char *name, const char *fmt, ..
             n = PT__MIN((size_t)(e - p), sizeof lit - 1);
             memcpy(lit, p, n), lit[n] = 0;
             p = e;
-            if (pt__mon_is_num(lit)) pt__mon_cat(b, "%s", lit);
-            else pt__mon_str(b, lit);
+            if (pt__mon_is_num(lit)) pt__sb_add(b, "%s", lit);
+            else pt__sb_json_str(b, lit);
         }
     }
     va_end(ap);
-    pt__mon_cat(b, "}\n");
+    pt__sb_add(b, "}\n");
     if (m->rank == 0) {
         if (m->printed) fputc('\n', stderr), m->printed = 0; /* keep the progress line apart */
         pt__mon_write(m, b);
@@ -17267,18 +17215,18 @@ PTDEF int pt_monitor_progress_on(const pt_monitor *m) { return m ? m->progress :
 PTDEF void pt_monitor_free(pt_monitor *m) {
     if (!m) return;
     if (m->f) {
-        pt__mon_buf *b = &m->line;
+        pt__sb *b = &m->line;
         if (m->printed) fputc('\n', stderr);
         b->n = 0, b->oom = 0;
-        pt__mon_cat(b, "{\"event\":\"run_end\",\"step\":%lld,\"time_s\":%.6f,\"steps\":%lld,\"step_s_total\":%.6f}\n", (long long)m->step, pt_time() - m->t_open,
+        pt__sb_add(b, "{\"event\":\"run_end\",\"step\":%lld,\"time_s\":%.6f,\"steps\":%lld,\"step_s_total\":%.6f}\n", (long long)m->step, pt_time() - m->t_open,
                     (long long)m->done, m->t_sum);
         pt__mon_write(m, b);
         fclose(m->f);
     } else if (m->printed) {
         fputc('\n', stderr);
     }
-    PT_FREE(m->line.p);
-    PT_FREE(m->ev.p);
+    PT_FREE(m->line.s);
+    PT_FREE(m->ev.s);
     PT_FREE(m->all);
     PT_FREE(m->work);
     PT_FREE(m);
