@@ -89,13 +89,7 @@ static int bench_gemm(int n) {
 /* one training step of the GPT on the batch ids (B x T inputs, targets shifted by one row's worth):
    the loss in *loss, returns the gradient norm pt_optim_step reports, NAN on error (printed) */
 static float gpt_step(pt_ctx *ctx, pt_graph *g, pt_gpt *m, pt_optim *opt, const int32_t *ids, int B, int T, float *loss) {
-    pt_tensor *x, *y, *l;
-    pt_graph_reset(g);
-    x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
-    y = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
-    pt_tensor_write(x, ids);
-    pt_tensor_write(y, ids + B);
-    l = pt_gpt_loss(g, m, x, y);
+    pt_tensor *l = gpt_batch_loss(g, m, ids, ids + B, B, T);
     pt_zero_grad(ctx);
     if (!l || pt_backward(g, l) != PT_OK) {
         fprintf(stderr, "bench: %s\n", pt_error(ctx));

@@ -54,13 +54,10 @@ static int model_open(model *r, const char *which) {
 static int model_step(model *r) {
     int n = r->B * r->T, i;
     int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)n);
-    pt_tensor *x, *y, *loss;
+    pt_tensor *loss;
     for (i = 0; i < n; i++) ids[i] = (int32_t)((i * 7 + 3) % 256);
-    pt_graph_reset(r->g);
-    x = pt_tensor_new(r->g, PT_I32, 2, r->B, r->T, 0, 0), y = pt_tensor_new(r->g, PT_I32, 2, r->B, r->T, 0, 0);
-    pt_tensor_write(x, ids), pt_tensor_write(y, ids);
+    loss = gpt_batch_loss(r->g, r->m, ids, ids, r->B, r->T);
     free(ids);
-    loss = pt_gpt_loss(r->g, r->m, x, y);
     pt_zero_grad(r->ctx);
     if (!loss || pt_backward(r->g, loss) != PT_OK) return 0;
     pt_optim_step(r->o, 1e-4f);

@@ -199,16 +199,11 @@ static double gpt_step_s(pt_ctx *ctx, const pt_gpt_config *cfg, int B, int T, in
     }
     for (s = -2; s < steps; s++) {
         double t0;
-        pt_tensor *x, *y, *l;
+        pt_tensor *l;
         pt_sync(ctx);
         if (s == steps - 1) pt_transfer_reset(ctx);
         t0 = pt_time();
-        pt_graph_reset(g);
-        x = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
-        y = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
-        pt_tensor_write(x, ids);
-        pt_tensor_write(y, ids + B);
-        l = pt_gpt_loss(g, m, x, y);
+        l = gpt_batch_loss(g, m, ids, ids + B, B, T);
         pt_zero_grad(ctx);
         if (!l || pt_backward(g, l) != PT_OK) goto done;
         pt_item(l);

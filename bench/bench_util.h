@@ -1,4 +1,5 @@
-/* bench_util.h - shared by the benchmark programs: the median of repeated timings. */
+/* bench_util.h - shared by the benchmark programs: the median of repeated timings, and (after
+   ptrain.h) the GPT loss of one batch. */
 #include <stdlib.h>
 
 static int cmp_double(const void *a, const void *b) {
@@ -10,3 +11,19 @@ static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+#ifdef PTRAIN_H
+/* the GPT's loss on a B x T batch of input ids x and target ids y, recorded on g after a reset */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
+static pt_tensor *gpt_batch_loss(pt_graph *g, const pt_gpt *m, const int32_t *x, const int32_t *y, int B, int T) {
+    pt_tensor *tx, *ty;
+    pt_graph_reset(g);
+    tx = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+    ty = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+    pt_tensor_write(tx, x);
+    pt_tensor_write(ty, y);
+    return pt_gpt_loss(g, m, tx, ty);
+}
+#endif
