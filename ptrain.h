@@ -1879,6 +1879,7 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 #include <sched.h>
 #endif
 #if defined(__unix__) || defined(__APPLE__)
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 #endif
@@ -2053,6 +2054,28 @@ static void pt__msg(char *err, size_t errlen, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
+}
+
+/* mkdir -p (POSIX): 1 when dir exists as a directory afterwards (the OpenCL program cache, checkpoints) */
+static int pt__mkdirs(const char *dir) {
+#if defined(__unix__) || defined(__APPLE__)
+    char p[1024];
+    size_t i, n = strlen(dir);
+    struct stat sb;
+    if (n == 0 || n >= sizeof p) return 0;
+    memcpy(p, dir, n + 1);
+    for (i = 1; i <= n; i++)
+        if (p[i] == '/' || p[i] == 0) {
+            char c = p[i];
+            p[i] = 0;
+            if (mkdir(p, 0755) != 0 && (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))) return 0;
+            p[i] = c;
+        }
+    return 1;
+#else
+    (void)dir;
+    return 0;
+#endif
 }
 
 /* A growable text buffer (checkpoint manifests, safetensors headers, the run log, trace files):
@@ -5879,27 +5902,6 @@ static uint64_t pt__cl_hash_bytes(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-/* mkdir -p of dir (POSIX); 0 when it cannot be made */
-static int pt__cl_mkdirs(char *dir) {
-#if defined(__unix__) || defined(__APPLE__)
-    char *p;
-    for (p = dir + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            mkdir(dir, 0755);
-            *p = '/';
-        }
-    mkdir(dir, 0755);
-    {
-        struct stat sb;
-        return stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode);
-    }
-#else
-    (void)dir;
-    return 0;
-#endif
-}
-
 static void pt__cl_cache_path(pt__cl *cl, uint64_t key) {
     const char *e = getenv("PTRAIN_CL_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[400];
@@ -5909,7 +5911,7 @@ static void pt__cl_cache_path(pt__cl *cl, uint64_t key) {
     else if (xdg && *xdg) pt__msg(dir, sizeof dir, "%s/ptrain", xdg);
     else if (home && *home) pt__msg(dir, sizeof dir, "%s/.cache/ptrain", home);
     else return;
-    if (!pt__cl_mkdirs(dir)) return;
+    if (!pt__mkdirs(dir)) return;
     pt__msg(cl->info.cache_file, sizeof cl->info.cache_file, "%s/ptrain-cl-%016llx.bin", dir, (unsigned long long)key);
 }
 
@@ -14363,21 +14365,6 @@ static int pt__ck_fsync_path(const char *path) {
     close(fd);
     return rc == 0;
 }
-static int pt__ck_mkdirs(const char *dir) {
-    char p[1024];
-    size_t i, n = strlen(dir);
-    struct stat sb;
-    if (n == 0 || n >= sizeof p) return 0;
-    memcpy(p, dir, n + 1);
-    for (i = 1; i <= n; i++)
-        if (p[i] == '/' || p[i] == 0) {
-            char c = p[i];
-            p[i] = 0;
-            if (mkdir(p, 0755) != 0 && (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))) return 0;
-            p[i] = c;
-        }
-    return 1;
-}
 /* removes a flat directory (its files, then itself) */
 static void pt__ck_rmdir(const char *dir) {
     DIR *d = opendir(dir);
@@ -14898,7 +14885,7 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     if (!(j = ctx->ckpt)) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: out of memory");
     snprintf(tmp, sizeof tmp, "%.900s/.tmp.step_%09lld", dir, (long long)step);
     if (ok && rank == 0) {
-        if (!pt__ck_mkdirs(dir)) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create directory %s", dir);
+        if (!pt__mkdirs(dir)) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create directory %s", dir);
         else {
             if (stat(tmp, &sb) == 0) pt__ck_rmdir(tmp); /* left by a save that died */
             if (mkdir(tmp, 0755) != 0) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create %s", tmp);
