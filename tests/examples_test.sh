@@ -137,6 +137,25 @@ else fail "03_gpt --log: exit $rc, $(grep -c '^{"step":' "$W/03mon.jsonl") step 
 if grep -q '"cat":"forward"' "$W/03mon.json" && grep -q '"cat":"backward"' "$W/03mon.json" && grep -q '"cat":"data"' "$W/03mon.json" &&
     grep -q '"cat":"optim"' "$W/03mon.json"; then pass "03_gpt --trace: forward, backward, data and optimizer events"
 else fail "03_gpt --trace: $(grep -o '"cat":"[a-z]*"' "$W/03mon.json" | sort -u | tr '\n' ' ')"; fi
+# validation in the log: val_loss (the printed one) and t_eval on the step that ran it, nowhere else
+./build/03_gpt $small --steps 4 --val-every 2 --log "$W/03val.jsonl" >"$W/03val.log" 2>&1
+rc=$?
+v=$(sed -n 's/^val step 2 val_loss //p' "$W/03val.log")
+lv=$(sed -n 's/^{"step":1,.*"val_loss":\([^,]*\),.*"t_eval":.*/\1/p' "$W/03val.jsonl")
+if [ $rc -eq 0 ] && [ -n "$v" ] && [ -n "$lv" ] && [ "$(printf '%.4f' "$lv")" = "$v" ] && [ "$(grep -c '"val_loss"' "$W/03val.jsonl")" -eq 1 ]; then
+    pass "03_gpt --val-every 2 --log: the step that validated carries val_loss ($v) and t_eval, no other step"
+else fail "03_gpt validation in the log: exit $rc, printed '$v', logged '$lv', $(grep -c '"val_loss"' "$W/03val.jsonl") lines with val_loss"; fi
+# BPE shards (tools/prepare_shards --bpe, into a directory it creates): the vocabulary and tokenizer come from the directory, and
+# the sample is decoded (more bytes than the 30 tokens generated; byte printing gives exactly 30)
+if cc -O2 -I. tools/prepare_shards.c -o "$W/prepare_shards" -lm >"$W/prepare_shards.build.log" 2>&1 &&
+    rm -rf "$W/bpe" && "$W/prepare_shards" --bpe 40 --val "$W/corpus/val.txt" "$W/bpe" "$W/corpus/train.txt" >"$W/bpe.log" 2>&1; then
+    ./build/03_gpt --data "$W/bpe" --layers 1 --width 32 --heads 2 --seq 16 --batch 4 --val-every 0 --seed 5 --steps 2 --sample 30 >"$W/03bpe.log" 2>&1
+    rc=$?
+    n=$(sed -n '/^sample:$/,$p' "$W/03bpe.log" | tail -n +2 | wc -c)
+    if [ $rc -eq 0 ] && grep -q '^data: .* vocabulary 296 (BPE, tokenizer.bin);' "$W/03bpe.log" && [ "$n" -gt 31 ]; then
+        pass "03_gpt on BPE shards: vocabulary 296 from the shards, the sample decoded by the tokenizer ($((n - 1)) bytes from 30 tokens)"
+    else fail "03_gpt on BPE shards: exit $rc, sample of $n bytes; $(grep '^data:' "$W/03bpe.log") $(tail -n 2 "$W/03bpe.log" | tr '\n' ' ')"; fi
+else fail "prepare_shards --bpe 40: $(tail -n 2 "$W/prepare_shards.build.log" "$W/bpe.log" | tr '\n' ' ')"; fi
 PTRAIN_GUARD_INJECT=nan:3:0 ./build/03_gpt $small --steps 6 --guard skip --log "$W/03skip.jsonl" >"$W/03skip.log" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -q '^{"event":"grad_nonfinite","step":3,.*"verdict":"skip"' "$W/03skip.jsonl" && [ "$(grep -c '^step ' "$W/03skip.log")" -eq 6 ] &&

@@ -6,7 +6,7 @@
    With --bpe N, a byte-level BPE tokenizer of N merges (vocabulary 256 + N) is trained on the
    training part, saved as OUTDIR/tokenizer.bin (pt_tokenizer_load_dir finds it), and the shards hold
    its ids (the training and validation parts encoded separately; decoding the train shards then the
-   val shards gives the input back). Without --bpe, a tokenizer.bin left in OUTDIR is removed.
+   val shards gives the input back). Without --bpe, a tokenizer.bin left in OUTDIR is removed. OUTDIR is created if needed.
    Without --val, the last F of the stream (default 0.05) becomes the validation set; with --val FILE,
    FILE's bytes are the validation set and every TEXT goes to training. Writes OUTDIR/train_000000.bin,
    train_000001.bin, ... and OUTDIR/val_000000.bin, ... of at most N tokens each (default 16777216),
@@ -127,6 +127,10 @@ int main(int argc, char **argv) {
         total += n;
     }
     train_end = val ? total : total - (long long)(frac * (double)total);
+    if (!pt__mkdirs(out)) { /* the header's mkdir -p (this tool is its implementation unit) */
+        fprintf(stderr, "prepare_shards: cannot create the output directory %s\n", out);
+        return 1;
+    }
     ctx = pt_init(NULL);
     if (!ctx) return 1;
     memset(&tw, 0, sizeof tw);
