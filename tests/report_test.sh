@@ -94,6 +94,20 @@ check "timeline --step 0: every event of step 0" "$(field events)" "$(grep -c 'c
 rc=$?
 if [ $rc -eq 1 ] && grep -q 'step 99' "$T/step99.out"; then pass "--step 99 (not in the trace): exit 1 naming it"
 else fail "--step 99" "exit $rc: $(head -c 300 "$T/step99.out")"; fi
+# a run ending in an evaluation (forward only, step 1) after its last training step (step 0): the
+# default timeline is the training step
+cat >"$T/eval.json" <<'EOT'
+{"traceEvents":[
+{"name":"forward","cat":"forward","ph":"X","ts":0,"dur":10,"pid":0,"tid":0,"args":{"step":0,"mb":0}},
+{"name":"backward","cat":"backward","ph":"X","ts":10,"dur":20,"pid":0,"tid":0,"args":{"step":0,"mb":0}},
+{"name":"forward","cat":"forward","ph":"X","ts":5,"dur":10,"pid":1,"tid":0,"args":{"step":0,"mb":0}},
+{"name":"backward","cat":"backward","ph":"X","ts":15,"dur":20,"pid":1,"tid":0,"args":{"step":0,"mb":0}},
+{"name":"forward","cat":"forward","ph":"X","ts":40,"dur":10,"pid":0,"tid":0,"args":{"step":1,"mb":0}},
+{"name":"forward","cat":"forward","ph":"X","ts":45,"dur":10,"pid":1,"tid":0,"args":{"step":1,"mb":0}}
+]}
+EOT
+"$R" "$T/run.jsonl" --trace "$T/eval.json" -o "$T/oute" >"$T/eval.out" 2>&1
+check "timeline: the last training step (with a backward), not a later evaluation" 0 "$(sed -n 's/.*Pipeline timeline, step \([0-9]*\)<.*/\1/p' "$T/oute/timeline.svg")"
 "$G" trace "$T/bare.json" 2 3 2 bare >"$T/expect"
 "$R" "$T/run.jsonl" --trace "$T/bare.json" -o "$T/outb" >"$T/bare.out" 2>&1
 check "bare-array trace without its final ']': boxes of the last complete step" "$(field events)" "$(grep -c 'class="ev"' "$T/outb/timeline.svg" 2>/dev/null)"
