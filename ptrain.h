@@ -331,6 +331,15 @@ PTDEF pt_status pt_status_get(const pt_ctx *ctx);
 PTDEF const char *pt_error(const pt_ctx *ctx);
 /** Forgets the recorded error. */
 PTDEF void pt_error_clear(pt_ctx *ctx);
+/** Records an error as the library's own calls do (the first one since the last clear is kept,
+    desc.on_error or the log is told); returns st, so a caller can `return pt_error_set(...)`. */
+PTDEF pt_status pt_error_set(pt_ctx *ctx, pt_status st, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/** The process grid the context was created with (desc.dist; NULL = a world of one rank). */
+PTDEF const struct pt_dist *pt_ctx_dist(const pt_ctx *ctx);
 /** Number of CPU threads kernels use. */
 PTDEF int pt_threads(const pt_ctx *ctx);
 /** Sets the number of CPU threads (>= 1). */
@@ -762,112 +771,6 @@ PTDEF uint32_t pt_rng_u32(pt_rng *r);
 /** Uniform in [0, 1). */
 PTDEF float pt_rng_float(pt_rng *r);
 
-/** The command-line convention shared by the training examples. */
-typedef struct pt_args {
-    int64_t steps, seed, batch, seq, layers, width, heads, stop_after;
-    float lr;
-    const char *device;
-    int help;
-} pt_args;
-/** Parses --steps --seed --batch --seq --lr --layers --width --heads --stop-after --device --help
-    out of argv (pre-filled a holds the defaults). Flags it does not know stay in argv, compacted;
-    returns the new argc, or -1 with a message in err for a bad value. */
-PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen);
-/** Prints the shared flags and their defaults. */
-PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
-
-/** The rest of a training example's run, shared by 03, 07 and 08: its data (--data DIR: token
-    shards DIR/train_*.bin and val_*.bin; text DIR/train.txt and val.txt is turned into such shards
-    the first time), checkpoints (--ckpt-dir DIR --ckpt-every N, --resume or --resume-if-any) and a
-    clean stop on SIGINT / SIGTERM. Zero-initialize, set the defaults (data, prepare), pt_run_parse. */
-typedef struct pt_run {
-    const char *data;       /**< --data DIR */
-    const char *prepare;    /**< shell command that writes DIR/train.txt and val.txt when the default
-                                 DIR has neither shards nor text (rank 0 runs it); --data clears it */
-    const char *ckpt_dir;   /**< --ckpt-dir DIR (NULL = no checkpoints) */
-    int64_t ckpt_every;     /**< --ckpt-every N: save after every N steps, and at the last step (0 = only
-                                 the last step and when stopped) */
-    int32_t resume;         /**< 1: --resume (a checkpoint must be there); 2: --resume-if-any (start at
-                                 step 0 when DIR has no committed checkpoint, i.e. no DIR/latest) */
-    int32_t keep_last;      /**< checkpoints kept (0 = 3) */
-    const pt_gpt_config *model; /**< recorded in the manifests (may be NULL) */
-    int32_t vocab;          /**< set by pt_run_data: the shards' vocabulary (header; 256 for bytes) */
-    struct pt_loader *train;/**< set by pt_run_data: this DP rank's slice of the shuffled train stream,
-                                 its state registered as "data" (checkpoints carry it) */
-    struct pt_loader *val;  /**< set by pt_run_data: the val shards in order (pt_run_val_rewind) */
-    struct pt_tokenizer *tok; /**< set by pt_run_data: DIR/tokenizer.bin when the shards hold BPE ids
-                                 (tools/prepare_shards --bpe N), NULL for bytes */
-    char cmd[2048];         /**< the command line as given, shell-quoted ("" if longer), for the resume hint */
-    const char *log_path;   /**< --log FILE: the monitor's JSON lines, one per step plus events (world rank 0
-                                 writes; appended to on a resume); NULL = no monitor */
-    const char *trace_path; /**< --trace FILE: a Chrome trace of every rank, written by pt_run_free */
-    int32_t guard;          /**< --guard off|warn|skip|rollback: -1 = off, else a pt_guard_policy (0 = warn) */
-    float guard_z;          /**< --guard-z Z: the guard's spike threshold (0 = its default, 6) */
-    int32_t ckpt_async;     /**< --ckpt-async: a background thread writes the checkpoints (pt_ckpt_opts.async) */
-    const struct pt_pp *pp; /**< a pipeline run sets it before pt_run_start: the monitor's bubble */
-    int64_t batch, seq;     /**< set by pt_run_data: the global batch and the sequence length */
-    pt_ctx *ctx;            /**< set by pt_run_start */
-    struct pt_monitor *mon; /**< set by pt_run_start with --log, else NULL */
-    struct pt_guard *health;/**< set by pt_run_start unless --guard off */
-    double t_update;        /**< when pt_run_guard returned (the optimizer's time starts) */
-} pt_run;
-/** Takes --data, --ckpt-dir, --ckpt-every, --ckpt-async, --resume, --resume-if-any, --log, --trace,
-    --guard, --guard-z out of argv (compacted, like pt_args_parse; call it first: it records the command
-    line as given). Returns the new argc, or -1 with a message in err (a bad value, --resume or --guard
-    rollback without --ckpt-dir). */
-PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errlen);
-/** Prints the flags of pt_run_parse and their defaults. */
-PTDEF void pt_run_usage(const pt_run *r);
-/** Collective over ctx's grid. Finds (or, from text, writes) the shards of r->data, reads the
-    vocabulary from DIR/train_000000.bin, opens r->train (global batch `batch` of `seq` tokens, this
-    DP rank's slice, shuffled by seed, prefetched, registered) and r->val (not shuffled); rank 0
-    prints a summary line. The same error on every rank, naming DIR and what was expected. */
-PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, uint64_t seed);
-/** Rewinds the validation stream to its start; returns how many of `batches` batches it holds
-    (at most one epoch, so no window is counted twice). */
-PTDEF int pt_run_val_rewind(pt_run *r, int batches);
-/** Collective; call once the model, optimizer and loaders exist (and r->pp is set in a pipeline run).
-    Creates the guard (--guard; its state is checkpointed: a checkpoint saved without it loads with a
-    fresh one), applies --resume / --resume-if-any: loads the newest valid checkpoint of r->ckpt_dir
-    into the parameters, o's state and the registered state (the data stream), sets *first_step to
-    its step (0 when not resuming) and says so on rank 0, also when the run (`steps`) is already
-    complete. Starts the trace (--trace) and the monitor (--log: model r->model, r->batch x r->seq
-    tokens per step). An error (none there, none valid, a file) is in pt_error(ctx), the same on every
-    rank. Then catches SIGINT and SIGTERM: they only raise a flag (a second SIGINT acts as usual; SIGTERM
-    stays caught, since a scheduler may deliver it twice). */
-PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step);
-/** Collective; call after backward (and pt_dp_finish / pt_pp_step) and the gradient norm, before
-    pt_optim_step, with this rank's loss (or the global one) and the global gradient norm (pt_grad_norm;
-    < 0 = not computed). Runs the guard: PT_GUARD_OK: update (pt_optim_step with pt_run_lr); PT_GUARD_SKIP:
-    no update this step, go on to pt_run_step_end; PT_GUARD_ROLLBACK: the newest checkpoint was loaded
-    (an asynchronous save is committed first), the LR scale multiplied by 0.5, the step logged: set the
-    loop to train step *resume_at next, without an update or pt_run_step_end. -1: an error (pt_error).
-    PT_GUARD_OK without a guard (--guard off). */
-PTDEF int pt_run_guard(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t step, float loss, float grad_norm, int64_t *resume_at);
-/** lr times the guard's LR scale (1 until a rollback). */
-PTDEF float pt_run_lr(const pt_run *r, float lr);
-/** A validation loss measured during this step in `seconds`: with --log it is the step line's
-    val_loss, and the time goes to t_eval (not compute, not the tokens/s). No-op without --log. */
-PTDEF void pt_run_val(pt_run *r, float val_loss, double seconds);
-/** Collective; call at the end of each step (updated or skipped) with done = steps completed and the
-    step's loss, gradient norm and learning rate (for the log). The ranks agree whether a signal arrived
-    (on any of them); an asynchronous save in flight is committed once written (pt_ckpt_poll); a
-    checkpoint of step done is saved when it is due (every ckpt_every, the last of `steps`, or
-    stopping; with --ckpt-async the last and a stopping one are committed before returning); the
-    monitor ends the step. Returns 1 to stop (rank 0 printed how to resume), 0 to go on, -1 when a
-    save failed (pt_error(ctx), the same on every rank). */
-PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps, float loss, float grad_norm, float lr);
-/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model, --ckpt-async; timed and logged
-    by the monitor): the one save of the run. */
-PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step);
-/** Writes token ids as text to file (a FILE *; NULL = stdout): decoded by r->tok when the shards are
-    BPE, else one byte per id; control characters other than newline and tab (and ids outside the
-    vocabulary) print as '?'. */
-PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file);
-/** Collective once pt_run_start succeeded: commits an asynchronous save still in flight (rank 0 reports
-    a failure), writes the trace (--trace), closes the log, frees the guard; then frees the loaders
-    and the tokenizer. Call it before pt_shutdown. */
-PTDEF void pt_run_free(pt_run *r);
 
 /* ---- data: token shards and the streaming loader (>>data) ----------------------------------------
    A shard is a file of token ids. Two layouts are read:
@@ -1693,6 +1596,9 @@ PTDEF pt_status pt_monitor_ckpt_save(pt_monitor *m, pt_optim *o, const char *dir
 PTDEF void pt_monitor_last(const pt_monitor *m, pt_monitor_metrics *all, pt_monitor_metrics *mine);
 /** 1 if this rank draws the progress line (rank 0, and see pt_monitor_desc.progress). */
 PTDEF int pt_monitor_progress_on(const pt_monitor *m);
+/** The step number the next pt_monitor_step_end logs (after a rollback a run continues at an
+    earlier step, and the log numbers the steps from there). */
+PTDEF void pt_monitor_set_step(pt_monitor *m, int64_t step);
 /** Rank 0 writes a run_end event (steps, seconds) and closes the log; frees m. Not collective: events
     of other ranks not yet sent are dropped. NULL is a no-op. */
 PTDEF void pt_monitor_free(pt_monitor *m);
@@ -2141,6 +2047,16 @@ static void pt__sb_json_str(pt__sb *b, const char *s) {
 }
 
 PTDEF pt_status pt_status_get(const pt_ctx *ctx) { return ctx ? ctx->status : PT_ERR_ARG; }
+PTDEF pt_status pt_error_set(pt_ctx *ctx, pt_status st, const char *fmt, ...) {
+    char buf[PT__ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    pt__fail(ctx, st, "%s", buf);
+    return st;
+}
+PTDEF const struct pt_dist *pt_ctx_dist(const pt_ctx *ctx) { return ctx ? ctx->desc.dist : NULL; }
 PTDEF const char *pt_error(const pt_ctx *ctx) { return ctx ? ctx->err : "no context"; }
 PTDEF void pt_error_clear(pt_ctx *ctx) {
     if (!ctx) return;
@@ -8634,532 +8550,6 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
     return 6.0 * (double)pt_gpt_matmul_params(c) * (double)(B * T) + 12.0 * c->layers * (double)B * (double)T * (double)T * c->width;
 }
 
-/* >>args  the command line shared by the training examples */
-PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra) {
-    printf("usage: %s [flags]%s%s\n", prog, extra ? "\n" : "", extra ? extra : "");
-    printf("  --steps N       total steps, also the LR schedule's length (%lld)\n", (long long)a->steps);
-    printf("  --seed S        seed of init, data order and dropout (%lld)\n", (long long)a->seed);
-    printf("  --batch B       sequences (or samples) per step (%lld)\n", (long long)a->batch);
-    printf("  --seq T         sequence length (%lld)\n", (long long)a->seq);
-    printf("  --lr X          peak learning rate (%g)\n", (double)a->lr);
-    printf("  --layers L      transformer blocks (%lld)\n", (long long)a->layers);
-    printf("  --width C       model width (%lld)\n", (long long)a->width);
-    printf("  --heads H       attention heads (%lld)\n", (long long)a->heads);
-    printf("  --stop-after K  stop after K steps, schedule unchanged (%lld, 0 = run all)\n", (long long)a->stop_after);
-    printf("  --device D      cpu, or opencl[:P[:D]] in a build with -DPTRAIN_OPENCL (%s)\n", a->device ? a->device : "cpu");
-}
-PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen) {
-    static const char *names[] = {"--steps", "--seed", "--batch", "--seq", "--layers", "--width", "--heads", "--stop-after", "--lr", "--device"};
-    int i, k, out = 1;
-    for (i = 1; i < argc; i++) {
-        const char *v;
-        char *end;
-        int which = -1;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            a->help = 1;
-            continue;
-        }
-        for (k = 0; k < (int)(sizeof names / sizeof *names); k++)
-            if (!strcmp(argv[i], names[k])) which = k;
-        if (which < 0) {
-            argv[out++] = argv[i];
-            continue;
-        }
-        if (i + 1 >= argc) {
-            snprintf(err, errlen, "flag %s needs a value", argv[i]);
-            return -1;
-        }
-        v = argv[++i];
-        if (which == 9) {
-            a->device = v;
-            continue;
-        }
-        if (which == 8) {
-            double d = strtod(v, &end);
-            if (*end || end == v || !(d > 0)) {
-                snprintf(err, errlen, "flag --lr expects a positive number, found '%s'", v);
-                return -1;
-            }
-            a->lr = (float)d;
-        } else {
-            long long x = strtoll(v, &end, 10);
-            int64_t *dst[8];
-            dst[0] = &a->steps, dst[1] = &a->seed, dst[2] = &a->batch, dst[3] = &a->seq, dst[4] = &a->layers, dst[5] = &a->width,
-            dst[6] = &a->heads, dst[7] = &a->stop_after;
-            if (*end || end == v || x < 0 || (x == 0 && which != 1 && which != 7)) {
-                snprintf(err, errlen, "flag %s expects a %s integer, found '%s'", names[which], which == 1 || which == 7 ? "non-negative" : "positive",
-                         v);
-                return -1;
-            }
-            *dst[which] = x;
-        }
-    }
-    argv[out] = NULL;
-    return out;
-}
-
-/* The examples' run (pt_run): data, checkpoints, a clean stop. SIGINT / SIGTERM only raise a flag
-   (SIGINT restores the default action, so a second Ctrl-C acts as usual); pt_run_step_end reads it. */
-#include <signal.h>
-static volatile sig_atomic_t pt__run_stopping = 0;
-static void pt__run_on_signal(int sig) {
-    pt__run_stopping = 1;
-    /* a second Ctrl-C (a person) stops at once; SIGTERM stays caught: a scheduler may deliver it
-       more than once, and follows up with SIGKILL when the save takes too long */
-    if (sig == SIGINT) signal(sig, SIG_DFL);
-    else signal(sig, pt__run_on_signal);
-}
-
-/* --guard's values, indexed by pt_run.guard + 1 (off = -1, then the pt_guard_policy values) */
-static const char *const pt__run_guards[] = {"off", "warn", "skip", "rollback"};
-
-static int pt__run_exists(const char *dir, const char *name) {
-    char path[1024];
-    FILE *f;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    f = fopen(path, "rb");
-    if (f) fclose(f);
-    return f != NULL;
-}
-
-PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errlen) {
-    static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%";
-    size_t n = 0, cap = sizeof r->cmd;
-    int i, out = 1;
-    r->cmd[0] = 0;
-    for (i = 0; i < argc && n < cap; i++) { /* the command line as given, quoted where needed */
-        const char *s = argv[i];
-        int plain = *s && strspn(s, safe) == strlen(s);
-        if (i && n + 1 < cap) r->cmd[n++] = ' ';
-        if (!plain && n + 1 < cap) r->cmd[n++] = '\'';
-        for (; *s && n + 5 < cap; s++) {
-            if (*s == '\'') memcpy(r->cmd + n, "'\\''", 4), n += 4;
-            else r->cmd[n++] = *s;
-        }
-        if (*s) n = cap; /* did not fit */
-        else if (!plain && n + 1 < cap) r->cmd[n++] = '\'';
-    }
-    if (n + 1 >= cap) n = 0;
-    r->cmd[n] = 0;
-    for (i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--resume") || !strcmp(f, "--resume-if-any")) {
-            r->resume = f[8] ? 2 : 1;
-            continue;
-        }
-        if (!strcmp(f, "--ckpt-async")) {
-            r->ckpt_async = 1;
-            continue;
-        }
-        if (strcmp(f, "--data") && strcmp(f, "--ckpt-dir") && strcmp(f, "--ckpt-every") && strcmp(f, "--log") && strcmp(f, "--trace") &&
-            strcmp(f, "--guard") && strcmp(f, "--guard-z")) {
-            argv[out++] = argv[i];
-            continue;
-        }
-        if (i + 1 >= argc) {
-            snprintf(err, errlen, "flag %s needs a value", f);
-            return -1;
-        }
-        if (!strcmp(f, "--data")) r->data = argv[++i], r->prepare = NULL;
-        else if (!strcmp(f, "--ckpt-dir")) r->ckpt_dir = argv[++i];
-        else if (!strcmp(f, "--log")) r->log_path = argv[++i];
-        else if (!strcmp(f, "--trace")) r->trace_path = argv[++i];
-        else if (!strcmp(f, "--guard")) {
-            int k;
-            for (k = 0; k < 4 && strcmp(argv[i + 1], pt__run_guards[k]); k++) {}
-            if (k == 4) {
-                snprintf(err, errlen, "flag --guard expects off, warn, skip or rollback, found '%s'", argv[i + 1]);
-                return -1;
-            }
-            r->guard = k - 1, i++; /* off = -1, then the pt_guard_policy values */
-        } else if (!strcmp(f, "--guard-z")) {
-            char *end;
-            double z = strtod(argv[++i], &end);
-            if (*end || end == argv[i] || !(z > 0) || !(z < 1e30)) {
-                snprintf(err, errlen, "flag --guard-z expects a positive number (standard deviations), found '%s'", argv[i]);
-                return -1;
-            }
-            r->guard_z = (float)z;
-        } else {
-            char *end;
-            long long x = strtoll(argv[++i], &end, 10);
-            if (*end || end == argv[i] || x < 0) {
-                snprintf(err, errlen, "flag --ckpt-every expects a non-negative integer, found '%s'", argv[i]);
-                return -1;
-            }
-            r->ckpt_every = x;
-        }
-    }
-    argv[out] = NULL;
-    if (r->resume && !r->ckpt_dir) {
-        snprintf(err, errlen, "%s needs --ckpt-dir DIR (the directory the checkpoints were saved to)", r->resume == 2 ? "--resume-if-any" : "--resume");
-        return -1;
-    }
-    if (r->guard == PT_GUARD_POLICY_ROLLBACK && !r->ckpt_dir) {
-        snprintf(err, errlen, "--guard rollback needs --ckpt-dir DIR (the checkpoints it rolls back to)");
-        return -1;
-    }
-    return out;
-}
-
-PTDEF void pt_run_usage(const pt_run *r) {
-    printf("  --data DIR      token shards DIR/train_*.bin, val_*.bin (tools/prepare_shards), or text DIR/train.txt,\n"
-           "                  val.txt turned into shards the first time (%s)\n", r->data ? r->data : "none");
-    printf("  --ckpt-dir DIR  checkpoint directory, shared by all ranks (none); the newest %d are kept\n", r->keep_last > 0 ? r->keep_last : 3);
-    printf("  --ckpt-every N  save every N steps (0 = only at the end and when stopped by SIGINT/SIGTERM)\n");
-    printf("  --resume        continue from the newest valid checkpoint of --ckpt-dir (on any DP/PP layout)\n");
-    printf("  --resume-if-any the same when --ckpt-dir holds a checkpoint, else start at step 0\n");
-    printf("  --ckpt-async    write checkpoints on a background thread while training goes on\n");
-    printf("  --log FILE      per-step metrics and events as JSON lines (docs/monitoring.md)\n");
-    printf("  --trace FILE    Chrome trace of every rank (open in ui.perfetto.dev; tools/ptreport)\n");
-    printf("  --guard P       health guard: off, warn, skip or rollback (to the last checkpoint, LR halved, after\n"
-           "                  3 bad steps in a row) on NaN/Inf or spikes (%s)\n", pt__run_guards[r->guard >= -1 && r->guard <= 2 ? r->guard + 1 : 0]);
-    printf("  --guard-z Z     spike threshold in standard deviations (%g)\n", r->guard_z > 0 ? (double)r->guard_z : 6.0);
-}
-
-/* rank 0: text -> shards of split ("train"/"val") when DIR has text and no shards; err "" = fine */
-static void pt__run_shards(pt_ctx *ctx, const char *dir, const char *split, char *err, size_t errlen) {
-    char path[1024];
-    unsigned char chunk[1 << 14];
-    int64_t cap = 1 << 24, n = 0, total = 0;
-    int shards = 0;
-    size_t got, i;
-    uint32_t *buf;
-    FILE *f;
-    snprintf(path, sizeof path, "%s/%s.txt", dir, split);
-    if (!(f = fopen(path, "rb"))) {
-        pt__msg(err, errlen, "--data %s: cannot read %s", dir, path);
-        return;
-    }
-    if (!(buf = (uint32_t *)PT_MALLOC(sizeof(uint32_t) * (size_t)cap))) {
-        fclose(f);
-        pt__msg(err, errlen, "--data %s: out of memory", dir);
-        return;
-    }
-    do { /* every byte is a token; shards of at most 2^24 tokens, as tools/prepare_shards writes them */
-        got = fread(chunk, 1, sizeof chunk, f);
-        for (i = 0; i < got; i++) buf[n++] = chunk[i];
-        if (n && (n > cap - (int64_t)sizeof chunk || got == 0)) {
-            snprintf(path, sizeof path, "%s/%s_%06d.bin", dir, split, shards++);
-            if (pt_shard_write(ctx, path, PT_SHARD_PTRAIN, buf, n, 256) != PT_OK) {
-                pt__msg(err, errlen, "%s", pt_error(ctx));
-                break;
-            }
-            total += n, n = 0;
-        }
-    } while (got > 0);
-    fclose(f);
-    PT_FREE(buf);
-    if (!err[0] && total == 0) pt__msg(err, errlen, "--data %s: %s/%s.txt is empty", dir, dir, split);
-    if (!err[0]) printf("prepared %s/%s_*.bin: %lld tokens in %d shard(s) from %s.txt\n", dir, split, (long long)total, shards, split);
-}
-
-PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, uint64_t seed) {
-    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
-    pt_coords me = pt_dist_coords(d);
-    pt_layout lay = pt_dist_layout(d);
-    pt_loader_desc ld;
-    pt_shard_info info;
-    char err[PT__ERRLEN], path[1024];
-    const char *dir = r ? r->data : NULL;
-    pt_status st = PT_OK;
-    if (!ctx) return PT_ERR_ARG;
-    if (!r || !dir || !dir[0]) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_run_data: no data directory (--data DIR)"), PT_ERR_ARG);
-    r->batch = batch, r->seq = seq;
-    err[0] = 0;
-    if (pt_dist_rank(d) == 0 && !pt__run_exists(dir, "train_000000.bin")) { /* rank 0 prepares, the others wait */
-        if (!pt__run_exists(dir, "train.txt") && r->prepare) {
-            printf("preparing the corpus: %s\n", r->prepare);
-            fflush(stdout);
-            if (system(r->prepare) != 0) pt__msg(err, sizeof err, "`%s` failed (for the fortunes corpus: is the Debian package 'fortunes' installed? make deps)", r->prepare);
-        }
-        if (err[0]) {
-        } else if (!pt__run_exists(dir, "train.txt") || !pt__run_exists(dir, "val.txt"))
-            pt__msg(err, sizeof err, "--data %s: expected token shards %s/train_000000.bin ... and val_*.bin (as tools/prepare_shards writes them) "
-                    "or text %s/train.txt and val.txt to make them from; found neither", dir, dir, dir);
-        else {
-            pt__run_shards(ctx, dir, "val", err, sizeof err); /* train last: its first shard marks the set complete */
-            if (!err[0]) pt__run_shards(ctx, dir, "train", err, sizeof err);
-            fflush(stdout);
-        }
-    }
-    pt_dist_agree_msg(d, !err[0], err, sizeof err); /* a barrier: the shards exist now if they can */
-    if (!err[0] && !pt__run_exists(dir, "val_000000.bin"))
-        pt__msg(err, sizeof err, "--data %s: expected validation shards %s/val_*.bin next to the train shards", dir, dir);
-    snprintf(path, sizeof path, "%s/train_000000.bin", dir);
-    if (!err[0] && pt_shard_info_read(ctx, path, &info) != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
-    if (!err[0]) { /* not recorded (llm.c's layout): GPT-2's vocabulary for llm.c, else all uint16 ids */
-        r->vocab = info.vocab > 0 ? info.vocab : info.format == PT_SHARD_LLMC ? 50257 : 65536;
-        r->tok = pt_tokenizer_load_dir(ctx, dir); /* NULL without an error: byte-level shards */
-        if (!r->tok && pt_status_get(ctx) != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
-        else if (r->tok && pt_tokenizer_vocab(r->tok) != r->vocab)
-            pt__msg(err, sizeof err, "--data %s: %s/%s has a vocabulary of %d, the shards %d (prepared with another tokenizer? run tools/prepare_shards again)",
-                    dir, dir, PT_TOKENIZER_FILE, (int)pt_tokenizer_vocab(r->tok), (int)r->vocab);
-    }
-    if (!err[0]) {
-        memset(&ld, 0, sizeof ld);
-        ld.dir = dir, ld.prefix = "train_", ld.batch = batch, ld.seq = seq, ld.rank = me.dp, ld.ranks = lay.dp;
-        ld.seed = seed, ld.shuffle = 1, ld.prefetch = -1;
-        if (!(r->train = pt_loader_new(ctx, &ld)) || pt_loader_register(r->train, "data") != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
-        ld.prefix = "val_", ld.shuffle = 0, ld.prefetch = 0;
-        if (!err[0] && !(r->val = pt_loader_new(ctx, &ld))) pt__msg(err, sizeof err, "--data %s (validation): %s", dir, pt_error(ctx));
-    }
-    st = pt_status_get(ctx) != PT_OK ? pt_status_get(ctx) : PT_ERR_IO;
-    if (!pt_dist_agree_msg(d, !err[0], err, sizeof err)) {
-        pt_run_free(r);
-        pt_error_clear(ctx);
-        return (pt_status)(pt__fail(ctx, st, "%s", err), st);
-    }
-    if (pt_dist_rank(d) == 0) {
-        pt_loader_stats t = pt_loader_stats_get(r->train), v = pt_loader_stats_get(r->val);
-        printf("data: %s: %lld train tokens in %lld shard(s), %lld val tokens; vocabulary %d (%s); %lld batches of %lld x %lld per epoch\n", dir,
-               (long long)t.tokens, (long long)t.shards, (long long)v.tokens, (int)r->vocab, r->tok ? "BPE, " PT_TOKENIZER_FILE : "bytes",
-               (long long)t.batches_per_epoch, (long long)batch, (long long)seq);
-        fflush(stdout);
-    }
-    return PT_OK;
-}
-
-PTDEF int pt_run_val_rewind(pt_run *r, int batches) {
-    pt_loader_state s;
-    int64_t per = pt_loader_stats_get(r ? r->val : NULL).batches_per_epoch;
-    if (!r || !r->val) return 0;
-    s = pt_loader_get_state(r->val);
-    s.epoch = 0, s.sample = 0, s.batches = 0;
-    if (pt_loader_set_state(r->val, &s) != PT_OK) return 0;
-    return batches < per ? batches : (int)per;
-}
-
-static void pt__monitor_set_step(pt_monitor *m, int64_t step); /* >>monitor */
-
-PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step) {
-    pt_ckpt_opts ck;
-    memset(&ck, 0, sizeof ck);
-    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model, ck.async = r->ckpt_async;
-    if (r->mon) return pt_monitor_ckpt_save(r->mon, o, r->ckpt_dir, step, &ck);
-    return pt_ckpt_save(ctx, o, r->ckpt_dir, step, &ck);
-}
-
-/* the guard's events into the log (world rank 0 writes for all: every rank sees the same events) */
-static void pt__run_on_guard(void *user, const pt_guard_event *e) {
-    static const char *const verdicts[] = {"update", "skip", "rollback"};
-    pt_run *r = (pt_run *)user;
-    if (!r->mon || pt_dist_rank(r->ctx->desc.dist) != 0) return;
-    pt_monitor_event(r->mon, pt_guard_event_name(e->kind), "rank=%d verdict=%s value=%g z=%g mean=%g std=%g loaded_step=%lld detail=%s", (int)e->rank,
-                     verdicts[e->verdict >= 0 && e->verdict <= 2 ? e->verdict : 0], e->value, e->z, e->mean, e->std, (long long)e->loaded_step,
-                     e->detail);
-}
-
-static pt_guard *pt__run_guard_new(pt_ctx *ctx, pt_run *r) {
-    pt_guard_desc gd;
-    memset(&gd, 0, sizeof gd);
-    gd.policy = r->guard, gd.z_threshold = r->guard_z, gd.ckpt_dir = r->ckpt_dir;
-    gd.replica_check_every = 100; /* DP replicas compared by hash every 100 steps (one CRC32C of the parameters) */
-    gd.on_event = pt__run_on_guard, gd.user = r;
-    return pt_guard_new(ctx, &gd);
-}
-
-/* 1 if the checkpoint pt_ckpt_load would try first holds registered state `name` (rank 0 reads, all agree) */
-static int pt__run_ckpt_has_state(const pt_dist *d, const char *dir, const char *name) {
-    char path[1200], line[512];
-    size_t n = strlen(name);
-    int has = 0;
-    FILE *f;
-    if (pt_dist_rank(d) == 0 && pt_ckpt_step_dir(dir, path, 1024) == PT_OK && (strcat(path, "/manifest"), (f = fopen(path, "r")) != NULL)) {
-        while (!has && fgets(line, sizeof line, f))
-            has = !strncmp(line, "state name=", 11) && !strncmp(line + 11, name, n) && line[11 + n] == ' ';
-        fclose(f);
-    }
-    return pt_dist_agree(d, pt_dist_rank(d) != 0 || has); /* all ranks: 1 only if rank 0 found it */
-}
-
-PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step) {
-    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
-    int root = pt_dist_rank(d) == 0, loaded = 0;
-    int64_t k = 0;
-    if (first_step) *first_step = 0;
-    if (!ctx || !r) return PT_ERR_ARG;
-    r->ctx = ctx, r->mon = NULL, r->health = NULL;
-    /* the guard before the load (its state is checkpointed); a checkpoint saved without one loads
-       with a fresh one */
-    if (r->guard >= 0 && !(r->health = pt__run_guard_new(ctx, r))) return pt_status_get(ctx);
-    /* --resume-if-any: a checkpoint is committed once DIR/latest names it (rank 0 looks, all agree) */
-    if (r->resume == 2 && !pt_dist_agree(d, !root || pt__run_exists(r->ckpt_dir, "latest"))) {
-        if (root) printf("no checkpoint in %s yet: starting at step 0\n", r->ckpt_dir);
-    } else if (r->resume) {
-        int fresh = r->health && !pt__run_ckpt_has_state(d, r->ckpt_dir, "guard");
-        if (fresh) pt_guard_free(r->health), r->health = NULL;
-        if (pt_ckpt_load(ctx, o, r->ckpt_dir, &k) != PT_OK) return pt_status_get(ctx);
-        if (fresh && !(r->health = pt__run_guard_new(ctx, r))) return pt_status_get(ctx);
-        loaded = 1;
-        if (root && k >= steps)
-            printf("resumed from %s at step %lld: the run is already complete (--steps %lld); nothing to train "
-                   "(raise --steps, or delete %s to start over)\n", r->ckpt_dir, (long long)k, (long long)steps, r->ckpt_dir);
-        else if (root) printf("resumed from %s at step %lld%s\n", r->ckpt_dir, (long long)k, fresh ? " (its guard statistics start afresh)" : "");
-    }
-    if (root) fflush(stdout);
-    if (first_step) *first_step = k;
-    if (r->trace_path && pt_trace_start(ctx, d, r->trace_path, 0) != PT_OK) return pt_status_get(ctx);
-    pt_trace_step(ctx, k);
-    if (r->log_path) {
-        const char *cfg[] = {"guard", pt__run_guards[r->guard >= -1 && r->guard <= 2 ? r->guard + 1 : 0], "ckpt_async", r->ckpt_async ? "1" : "0",
-                             "batch", NULL, NULL};
-        char batch[32];
-        pt_monitor_desc md;
-        snprintf(batch, sizeof batch, "%lld", (long long)r->batch);
-        cfg[5] = batch;
-        memset(&md, 0, sizeof md);
-        md.log_path = r->log_path, md.append = loaded, md.model = r->model, md.seq = r->seq, md.config = cfg;
-        md.loader = r->train, md.pp = r->pp, md.first_step = k, md.total_steps = steps;
-        if (!(r->mon = pt_monitor_new(ctx, d, &md))) return pt_status_get(ctx);
-        if (loaded) pt_monitor_event(r->mon, "ckpt_load", "dir=%s ckpt_step=%lld", r->ckpt_dir, (long long)k);
-    }
-    pt__run_stopping = 0;
-    signal(SIGINT, pt__run_on_signal);
-    signal(SIGTERM, pt__run_on_signal);
-    r->t_update = 0;
-    return PT_OK;
-}
-
-PTDEF float pt_run_lr(const pt_run *r, float lr) { return r && r->health ? lr * pt_guard_lr_scale(r->health) : lr; }
-PTDEF void pt_run_val(pt_run *r, float val_loss, double seconds) {
-    if (!r || !r->mon) return;
-    pt_monitor_val_loss(r->mon, val_loss);
-    pt_monitor_add_time(r->mon, PT_MON_EVAL, seconds);
-}
-
-/* commits the asynchronous save in flight (poll: only once every rank wrote it), says so and logs it */
-static pt_status pt__run_commit_if(pt_run *r, int poll) {
-    int64_t pending = pt_ckpt_pending(r->ctx);
-    pt_ckpt_stats cs;
-    if (pending < 0) return PT_OK;
-    if ((poll ? pt_ckpt_poll(r->ctx) : pt_ckpt_wait(r->ctx)) != PT_OK) return pt_status_get(r->ctx);
-    if (pt_ckpt_pending(r->ctx) >= 0) return PT_OK; /* still being written */
-    cs = pt_ckpt_stats_get(r->ctx);
-    if (r->mon) pt_monitor_event(r->mon, "ckpt_commit", "dir=%s ckpt_step=%lld write_s=%.6f wait_s=%.6f commit_s=%.6f", r->ckpt_dir, (long long)cs.step,
-                                 cs.write_s, cs.wait_s, cs.commit_s);
-    if (pt_dist_rank(r->ctx->desc.dist) == 0)
-        printf("checkpoint: step %lld committed to %s/step_%09lld (written in %.2f s in the background)\n", (long long)cs.step, r->ckpt_dir,
-               (long long)cs.step, cs.write_s);
-    return PT_OK;
-}
-static pt_status pt__run_commit(pt_run *r) { return pt__run_commit_if(r, 0); }
-
-PTDEF int pt_run_guard(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t step, float loss, float grad_norm, int64_t *resume_at) {
-    int v;
-    int64_t k = step;
-    if (!ctx || !r) return -1;
-    if (resume_at) *resume_at = step;
-    v = r->health ? pt_guard_check(r->health, step, loss, grad_norm) : PT_GUARD_OK;
-    if (v == PT_GUARD_ROLLBACK) {
-        if (pt__run_commit(r) != PT_OK || pt_guard_rollback(r->health, o, &k) != PT_OK) return -1;
-        if (r->mon) { /* the step rolled back is a step of the log too (no update); then the log continues at k */
-            pt_monitor_step ms;
-            ms.loss = loss, ms.grad_norm = grad_norm, ms.lr = NAN, ms.tokens = r->batch * r->seq;
-            if (pt_monitor_step_end(r->mon, &ms) != PT_OK) return -1;
-            pt__monitor_set_step(r->mon, k);
-        }
-        pt_trace_step(ctx, k);
-        if (resume_at) *resume_at = k;
-        if (pt_dist_rank(ctx->desc.dist) == 0)
-            printf("guard: step %lld: rolled back to the checkpoint of step %lld in %s, learning rate scale now %g\n", (long long)step, (long long)k,
-                   r->ckpt_dir, (double)pt_guard_lr_scale(r->health));
-    }
-    r->t_update = pt_time();
-    return v;
-}
-
-PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps, float loss, float grad_norm, float lr) {
-    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
-    int stop, save, saved = 0;
-    double t0, tc = 0;
-    if (!ctx || !r) return -1;
-    t0 = pt_time();
-    if (r->t_update > 0 && t0 > r->t_update) pt_trace_event(ctx, PT_TRACE_OPTIM, "optim", r->t_update, t0, -1, -1);
-    r->t_update = 0;
-    stop = !pt_dist_agree(d, !pt__run_stopping); /* a signal may reach only some ranks */
-    save = r->ckpt_dir && ((r->ckpt_every > 0 && done % r->ckpt_every == 0) || done == steps || stop);
-    if (pt_ckpt_pending(ctx) >= 0) { /* the save in flight: committed once every rank wrote it, before the next */
-        if (pt__run_commit_if(r, !save) != PT_OK) return -1;
-        tc = pt_time() - t0;
-    }
-    if (save) {
-        double t1 = pt_time();
-        if (pt_run_save(ctx, o, r, done) != PT_OK) return -1;
-        saved = 1;
-        if (pt_dist_rank(d) == 0)
-            printf("checkpoint: step %lld %s %s/step_%09lld (%.2f s)\n", (long long)done, r->ckpt_async ? "snapshot taken, being written to" : "saved to",
-                   r->ckpt_dir, (long long)done, pt_time() - t1);
-        if (r->ckpt_async && (done == steps || stop)) { /* the last one is committed now */
-            double t2 = pt_time();
-            if (pt__run_commit(r) != PT_OK) return -1;
-            tc += pt_time() - t2;
-        }
-    }
-    if (r->mon) {
-        pt_monitor_step ms;
-        ms.loss = loss, ms.grad_norm = grad_norm, ms.lr = lr, ms.tokens = r->batch * r->seq;
-        pt_monitor_add_time(r->mon, PT_MON_CKPT, tc); /* commits (pt_monitor_ckpt_save timed the saves) */
-        if (pt_monitor_step_end(r->mon, &ms) != PT_OK) return -1;
-    }
-    pt_trace_step(ctx, done);
-    if (stop && pt_dist_rank(d) == 0) {
-        if (!saved) printf("interrupted at step %lld; nothing saved (no --ckpt-dir)\n", (long long)done);
-        else {
-            printf("interrupted at step %lld; resume with: ", (long long)done);
-#ifdef PTRAIN_MPI
-            printf("mpirun -np %d ", pt_dist_size(d));
-#endif
-            if (!r->cmd[0]) printf("the same command with --resume\n");
-            else printf("%s%s\n", r->cmd, r->resume ? "" : " --resume");
-        }
-        fflush(stdout);
-    }
-    return stop;
-}
-
-PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file) {
-    FILE *f = file ? (FILE *)file : stdout;
-    int64_t i, len;
-    unsigned char *text;
-    if (!ids || n <= 0) return;
-    if (r && r->tok) {
-        for (i = 0; i < n; i++) /* the decoder expects ids of its vocabulary */
-            if (ids[i] < 0 || ids[i] >= pt_tokenizer_vocab(r->tok)) break;
-        len = i == n ? pt_tokenizer_decode(r->tok, ids, n, NULL, 0) : -1;
-        text = len > 0 ? (unsigned char *)PT_MALLOC((size_t)len) : NULL;
-        if (text && pt_tokenizer_decode(r->tok, ids, n, text, len) == len) {
-            for (i = 0; i < len; i++) fputc(text[i] >= 32 || text[i] == '\n' || text[i] == '\t' ? text[i] : '?', f);
-            PT_FREE(text);
-            return;
-        }
-        PT_FREE(text);
-    }
-    for (i = 0; i < n; i++) fputc(ids[i] >= 32 && ids[i] < 256 ? ids[i] : ids[i] == '\n' || ids[i] == '\t' ? ids[i] : '?', f);
-}
-
-PTDEF void pt_run_free(pt_run *r) {
-    if (!r) return;
-    if (r->ctx) { /* pt_run_start ran: the collective part */
-        pt_ctx *ctx = r->ctx;
-        int root = pt_dist_rank(ctx->desc.dist) == 0;
-        int64_t pending = pt_ckpt_pending(ctx);
-        if (pt__run_commit(r) != PT_OK && root) fprintf(stderr, "checkpoint of step %lld lost: %s\n", (long long)pending, pt_error(ctx));
-        if (r->trace_path && pt_trace_on(ctx)) {
-            if (pt_trace_finish(ctx) != PT_OK && root) fprintf(stderr, "--trace %s: %s\n", r->trace_path, pt_error(ctx));
-            else if (root) printf("trace: %s (every rank; open in ui.perfetto.dev)\n", r->trace_path);
-        }
-        pt_monitor_free(r->mon);
-        pt_guard_free(r->health);
-        if (root) fflush(stdout);
-        r->ctx = NULL, r->mon = NULL, r->health = NULL;
-    }
-    pt_loader_free(r->train);
-    pt_loader_free(r->val);
-    pt_tokenizer_free(r->tok);
-    r->train = r->val = NULL;
-    r->tok = NULL;
-}
 
 /* =================================================================================================
    >>dist  the process grid: layout <-> coordinates, nodes, communicators, agreement on errors
@@ -16651,8 +16041,6 @@ struct pt_monitor {
     pt_monitor_metrics last, mine;
 };
 
-/* >>args: a rollback continues at an earlier step; the log numbers the steps from there */
-static void pt__monitor_set_step(pt_monitor *m, int64_t step) { m->step = step; }
 
 PTDEF const char *pt_coll_op_name(int op) { return pt__coll_op_name(op); }
 
@@ -17198,6 +16586,9 @@ PTDEF void pt_monitor_last(const pt_monitor *m, pt_monitor_metrics *all, pt_moni
     }
 }
 PTDEF int pt_monitor_progress_on(const pt_monitor *m) { return m ? m->progress : 0; }
+PTDEF void pt_monitor_set_step(pt_monitor *m, int64_t step) {
+    if (m) m->step = step;
+}
 
 PTDEF void pt_monitor_free(pt_monitor *m) {
     if (!m) return;
@@ -18007,6 +17398,660 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */
+
+// >>harness  the run harness of the training programs (switch PTRAIN_HARNESS)
+/* =================================================================================================
+   The shared flags (pt_args), data, checkpoints, a clean stop on SIGINT / SIGTERM, log, trace and guard (pt_run).
+   It stands last and uses only the public API above; a program that wants it defines
+   PTRAIN_HARNESS before including ptrain.h (the tools and tutorials do), an embedding codebase
+   gets none of it (no signal handlers, no flag parsing).
+   ================================================================================================= */
+#if defined(PTRAIN_HARNESS) && !defined(PTRAIN_HARNESS_H)
+#define PTRAIN_HARNESS_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The command-line convention shared by the training examples. */
+typedef struct pt_args {
+    int64_t steps, seed, batch, seq, layers, width, heads, stop_after;
+    float lr;
+    const char *device;
+    int help;
+} pt_args;
+/** Parses --steps --seed --batch --seq --lr --layers --width --heads --stop-after --device --help
+    out of argv (pre-filled a holds the defaults). Flags it does not know stay in argv, compacted;
+    returns the new argc, or -1 with a message in err for a bad value. */
+PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen);
+/** Prints the shared flags and their defaults. */
+PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
+
+/** The rest of a training example's run, shared by 03, 07 and 08: its data (--data DIR: token
+    shards DIR/train_*.bin and val_*.bin; text DIR/train.txt and val.txt is turned into such shards
+    the first time), checkpoints (--ckpt-dir DIR --ckpt-every N, --resume or --resume-if-any) and a
+    clean stop on SIGINT / SIGTERM. Zero-initialize, set the defaults (data, prepare), pt_run_parse. */
+typedef struct pt_run {
+    const char *data;       /**< --data DIR */
+    const char *prepare;    /**< shell command that writes DIR/train.txt and val.txt when the default
+                                 DIR has neither shards nor text (rank 0 runs it); --data clears it */
+    const char *ckpt_dir;   /**< --ckpt-dir DIR (NULL = no checkpoints) */
+    int64_t ckpt_every;     /**< --ckpt-every N: save after every N steps, and at the last step (0 = only
+                                 the last step and when stopped) */
+    int32_t resume;         /**< 1: --resume (a checkpoint must be there); 2: --resume-if-any (start at
+                                 step 0 when DIR has no committed checkpoint, i.e. no DIR/latest) */
+    int32_t keep_last;      /**< checkpoints kept (0 = 3) */
+    const pt_gpt_config *model; /**< recorded in the manifests (may be NULL) */
+    int32_t vocab;          /**< set by pt_run_data: the shards' vocabulary (header; 256 for bytes) */
+    struct pt_loader *train;/**< set by pt_run_data: this DP rank's slice of the shuffled train stream,
+                                 its state registered as "data" (checkpoints carry it) */
+    struct pt_loader *val;  /**< set by pt_run_data: the val shards in order (pt_run_val_rewind) */
+    struct pt_tokenizer *tok; /**< set by pt_run_data: DIR/tokenizer.bin when the shards hold BPE ids
+                                 (tools/prepare_shards --bpe N), NULL for bytes */
+    char cmd[2048];         /**< the command line as given, shell-quoted ("" if longer), for the resume hint */
+    const char *log_path;   /**< --log FILE: the monitor's JSON lines, one per step plus events (world rank 0
+                                 writes; appended to on a resume); NULL = no monitor */
+    const char *trace_path; /**< --trace FILE: a Chrome trace of every rank, written by pt_run_free */
+    int32_t guard;          /**< --guard off|warn|skip|rollback: -1 = off, else a pt_guard_policy (0 = warn) */
+    float guard_z;          /**< --guard-z Z: the guard's spike threshold (0 = its default, 6) */
+    int32_t ckpt_async;     /**< --ckpt-async: a background thread writes the checkpoints (pt_ckpt_opts.async) */
+    const struct pt_pp *pp; /**< a pipeline run sets it before pt_run_start: the monitor's bubble */
+    int64_t batch, seq;     /**< set by pt_run_data: the global batch and the sequence length */
+    pt_ctx *ctx;            /**< set by pt_run_start */
+    struct pt_monitor *mon; /**< set by pt_run_start with --log, else NULL */
+    struct pt_guard *health;/**< set by pt_run_start unless --guard off */
+    double t_update;        /**< when pt_run_guard returned (the optimizer's time starts) */
+} pt_run;
+/** Takes --data, --ckpt-dir, --ckpt-every, --ckpt-async, --resume, --resume-if-any, --log, --trace,
+    --guard, --guard-z out of argv (compacted, like pt_args_parse; call it first: it records the command
+    line as given). Returns the new argc, or -1 with a message in err (a bad value, --resume or --guard
+    rollback without --ckpt-dir). */
+PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errlen);
+/** Prints the flags of pt_run_parse and their defaults. */
+PTDEF void pt_run_usage(const pt_run *r);
+/** Collective over ctx's grid. Finds (or, from text, writes) the shards of r->data, reads the
+    vocabulary from DIR/train_000000.bin, opens r->train (global batch `batch` of `seq` tokens, this
+    DP rank's slice, shuffled by seed, prefetched, registered) and r->val (not shuffled); rank 0
+    prints a summary line. The same error on every rank, naming DIR and what was expected. */
+PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, uint64_t seed);
+/** Rewinds the validation stream to its start; returns how many of `batches` batches it holds
+    (at most one epoch, so no window is counted twice). */
+PTDEF int pt_run_val_rewind(pt_run *r, int batches);
+/** Collective; call once the model, optimizer and loaders exist (and r->pp is set in a pipeline run).
+    Creates the guard (--guard; its state is checkpointed: a checkpoint saved without it loads with a
+    fresh one), applies --resume / --resume-if-any: loads the newest valid checkpoint of r->ckpt_dir
+    into the parameters, o's state and the registered state (the data stream), sets *first_step to
+    its step (0 when not resuming) and says so on rank 0, also when the run (`steps`) is already
+    complete. Starts the trace (--trace) and the monitor (--log: model r->model, r->batch x r->seq
+    tokens per step). An error (none there, none valid, a file) is in pt_error(ctx), the same on every
+    rank. Then catches SIGINT and SIGTERM: they only raise a flag (a second SIGINT acts as usual; SIGTERM
+    stays caught, since a scheduler may deliver it twice). */
+PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step);
+/** Collective; call after backward (and pt_dp_finish / pt_pp_step) and the gradient norm, before
+    pt_optim_step, with this rank's loss (or the global one) and the global gradient norm (pt_grad_norm;
+    < 0 = not computed). Runs the guard: PT_GUARD_OK: update (pt_optim_step with pt_run_lr); PT_GUARD_SKIP:
+    no update this step, go on to pt_run_step_end; PT_GUARD_ROLLBACK: the newest checkpoint was loaded
+    (an asynchronous save is committed first), the LR scale multiplied by 0.5, the step logged: set the
+    loop to train step *resume_at next, without an update or pt_run_step_end. -1: an error (pt_error).
+    PT_GUARD_OK without a guard (--guard off). */
+PTDEF int pt_run_guard(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t step, float loss, float grad_norm, int64_t *resume_at);
+/** lr times the guard's LR scale (1 until a rollback). */
+PTDEF float pt_run_lr(const pt_run *r, float lr);
+/** A validation loss measured during this step in `seconds`: with --log it is the step line's
+    val_loss, and the time goes to t_eval (not compute, not the tokens/s). No-op without --log. */
+PTDEF void pt_run_val(pt_run *r, float val_loss, double seconds);
+/** Collective; call at the end of each step (updated or skipped) with done = steps completed and the
+    step's loss, gradient norm and learning rate (for the log). The ranks agree whether a signal arrived
+    (on any of them); an asynchronous save in flight is committed once written (pt_ckpt_poll); a
+    checkpoint of step done is saved when it is due (every ckpt_every, the last of `steps`, or
+    stopping; with --ckpt-async the last and a stopping one are committed before returning); the
+    monitor ends the step. Returns 1 to stop (rank 0 printed how to resume), 0 to go on, -1 when a
+    save failed (pt_error(ctx), the same on every rank). */
+PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps, float loss, float grad_norm, float lr);
+/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model, --ckpt-async; timed and logged
+    by the monitor): the one save of the run. */
+PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step);
+/** Writes token ids as text to file (a FILE *; NULL = stdout): decoded by r->tok when the shards are
+    BPE, else one byte per id; control characters other than newline and tab (and ids outside the
+    vocabulary) print as '?'. */
+PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file);
+/** Collective once pt_run_start succeeded: commits an asynchronous save still in flight (rank 0 reports
+    a failure), writes the trace (--trace), closes the log, frees the guard; then frees the loaders
+    and the tokenizer. Call it before pt_shutdown. */
+PTDEF void pt_run_free(pt_run *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* PTRAIN_HARNESS_H */
+
+#if defined(PTRAIN_HARNESS) && defined(PTRAIN_IMPLEMENTATION) && !defined(PTRAIN_HARNESS_DONE)
+#define PTRAIN_HARNESS_DONE
+/* the command line shared by the training programs (pt_args) */
+PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra) {
+    printf("usage: %s [flags]%s%s\n", prog, extra ? "\n" : "", extra ? extra : "");
+    printf("  --steps N       total steps, also the LR schedule's length (%lld)\n", (long long)a->steps);
+    printf("  --seed S        seed of init, data order and dropout (%lld)\n", (long long)a->seed);
+    printf("  --batch B       sequences (or samples) per step (%lld)\n", (long long)a->batch);
+    printf("  --seq T         sequence length (%lld)\n", (long long)a->seq);
+    printf("  --lr X          peak learning rate (%g)\n", (double)a->lr);
+    printf("  --layers L      transformer blocks (%lld)\n", (long long)a->layers);
+    printf("  --width C       model width (%lld)\n", (long long)a->width);
+    printf("  --heads H       attention heads (%lld)\n", (long long)a->heads);
+    printf("  --stop-after K  stop after K steps, schedule unchanged (%lld, 0 = run all)\n", (long long)a->stop_after);
+    printf("  --device D      cpu, or opencl[:P[:D]] in a build with -DPTRAIN_OPENCL (%s)\n", a->device ? a->device : "cpu");
+}
+PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen) {
+    static const char *names[] = {"--steps", "--seed", "--batch", "--seq", "--layers", "--width", "--heads", "--stop-after", "--lr", "--device"};
+    int i, k, out = 1;
+    for (i = 1; i < argc; i++) {
+        const char *v;
+        char *end;
+        int which = -1;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            a->help = 1;
+            continue;
+        }
+        for (k = 0; k < (int)(sizeof names / sizeof *names); k++)
+            if (!strcmp(argv[i], names[k])) which = k;
+        if (which < 0) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "flag %s needs a value", argv[i]);
+            return -1;
+        }
+        v = argv[++i];
+        if (which == 9) {
+            a->device = v;
+            continue;
+        }
+        if (which == 8) {
+            double d = strtod(v, &end);
+            if (*end || end == v || !(d > 0)) {
+                snprintf(err, errlen, "flag --lr expects a positive number, found '%s'", v);
+                return -1;
+            }
+            a->lr = (float)d;
+        } else {
+            long long x = strtoll(v, &end, 10);
+            int64_t *dst[8];
+            dst[0] = &a->steps, dst[1] = &a->seed, dst[2] = &a->batch, dst[3] = &a->seq, dst[4] = &a->layers, dst[5] = &a->width,
+            dst[6] = &a->heads, dst[7] = &a->stop_after;
+            if (*end || end == v || x < 0 || (x == 0 && which != 1 && which != 7)) {
+                snprintf(err, errlen, "flag %s expects a %s integer, found '%s'", names[which], which == 1 || which == 7 ? "non-negative" : "positive",
+                         v);
+                return -1;
+            }
+            *dst[which] = x;
+        }
+    }
+    argv[out] = NULL;
+    return out;
+}
+
+/* The examples' run (pt_run): data, checkpoints, a clean stop. SIGINT / SIGTERM only raise a flag
+   (SIGINT restores the default action, so a second Ctrl-C acts as usual); pt_run_step_end reads it. */
+#include <signal.h>
+static volatile sig_atomic_t pt__run_stopping = 0;
+static void pt__run_on_signal(int sig) {
+    pt__run_stopping = 1;
+    /* a second Ctrl-C (a person) stops at once; SIGTERM stays caught: a scheduler may deliver it
+       more than once, and follows up with SIGKILL when the save takes too long */
+    if (sig == SIGINT) signal(sig, SIG_DFL);
+    else signal(sig, pt__run_on_signal);
+}
+
+/* --guard's values, indexed by pt_run.guard + 1 (off = -1, then the pt_guard_policy values) */
+static const char *const pt__run_guards[] = {"off", "warn", "skip", "rollback"};
+
+static int pt__run_exists(const char *dir, const char *name) {
+    char path[1024];
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "rb");
+    if (f) fclose(f);
+    return f != NULL;
+}
+
+PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errlen) {
+    static const char safe[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%";
+    size_t n = 0, cap = sizeof r->cmd;
+    int i, out = 1;
+    r->cmd[0] = 0;
+    for (i = 0; i < argc && n < cap; i++) { /* the command line as given, quoted where needed */
+        const char *s = argv[i];
+        int plain = *s && strspn(s, safe) == strlen(s);
+        if (i && n + 1 < cap) r->cmd[n++] = ' ';
+        if (!plain && n + 1 < cap) r->cmd[n++] = '\'';
+        for (; *s && n + 5 < cap; s++) {
+            if (*s == '\'') memcpy(r->cmd + n, "'\\''", 4), n += 4;
+            else r->cmd[n++] = *s;
+        }
+        if (*s) n = cap; /* did not fit */
+        else if (!plain && n + 1 < cap) r->cmd[n++] = '\'';
+    }
+    if (n + 1 >= cap) n = 0;
+    r->cmd[n] = 0;
+    for (i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--resume") || !strcmp(f, "--resume-if-any")) {
+            r->resume = f[8] ? 2 : 1;
+            continue;
+        }
+        if (!strcmp(f, "--ckpt-async")) {
+            r->ckpt_async = 1;
+            continue;
+        }
+        if (strcmp(f, "--data") && strcmp(f, "--ckpt-dir") && strcmp(f, "--ckpt-every") && strcmp(f, "--log") && strcmp(f, "--trace") &&
+            strcmp(f, "--guard") && strcmp(f, "--guard-z")) {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "flag %s needs a value", f);
+            return -1;
+        }
+        if (!strcmp(f, "--data")) r->data = argv[++i], r->prepare = NULL;
+        else if (!strcmp(f, "--ckpt-dir")) r->ckpt_dir = argv[++i];
+        else if (!strcmp(f, "--log")) r->log_path = argv[++i];
+        else if (!strcmp(f, "--trace")) r->trace_path = argv[++i];
+        else if (!strcmp(f, "--guard")) {
+            int k;
+            for (k = 0; k < 4 && strcmp(argv[i + 1], pt__run_guards[k]); k++) {}
+            if (k == 4) {
+                snprintf(err, errlen, "flag --guard expects off, warn, skip or rollback, found '%s'", argv[i + 1]);
+                return -1;
+            }
+            r->guard = k - 1, i++; /* off = -1, then the pt_guard_policy values */
+        } else if (!strcmp(f, "--guard-z")) {
+            char *end;
+            double z = strtod(argv[++i], &end);
+            if (*end || end == argv[i] || !(z > 0) || !(z < 1e30)) {
+                snprintf(err, errlen, "flag --guard-z expects a positive number (standard deviations), found '%s'", argv[i]);
+                return -1;
+            }
+            r->guard_z = (float)z;
+        } else {
+            char *end;
+            long long x = strtoll(argv[++i], &end, 10);
+            if (*end || end == argv[i] || x < 0) {
+                snprintf(err, errlen, "flag --ckpt-every expects a non-negative integer, found '%s'", argv[i]);
+                return -1;
+            }
+            r->ckpt_every = x;
+        }
+    }
+    argv[out] = NULL;
+    if (r->resume && !r->ckpt_dir) {
+        snprintf(err, errlen, "%s needs --ckpt-dir DIR (the directory the checkpoints were saved to)", r->resume == 2 ? "--resume-if-any" : "--resume");
+        return -1;
+    }
+    if (r->guard == PT_GUARD_POLICY_ROLLBACK && !r->ckpt_dir) {
+        snprintf(err, errlen, "--guard rollback needs --ckpt-dir DIR (the checkpoints it rolls back to)");
+        return -1;
+    }
+    return out;
+}
+
+PTDEF void pt_run_usage(const pt_run *r) {
+    printf("  --data DIR      token shards DIR/train_*.bin, val_*.bin (tools/prepare_shards), or text DIR/train.txt,\n"
+           "                  val.txt turned into shards the first time (%s)\n", r->data ? r->data : "none");
+    printf("  --ckpt-dir DIR  checkpoint directory, shared by all ranks (none); the newest %d are kept\n", r->keep_last > 0 ? r->keep_last : 3);
+    printf("  --ckpt-every N  save every N steps (0 = only at the end and when stopped by SIGINT/SIGTERM)\n");
+    printf("  --resume        continue from the newest valid checkpoint of --ckpt-dir (on any DP/PP layout)\n");
+    printf("  --resume-if-any the same when --ckpt-dir holds a checkpoint, else start at step 0\n");
+    printf("  --ckpt-async    write checkpoints on a background thread while training goes on\n");
+    printf("  --log FILE      per-step metrics and events as JSON lines (docs/monitoring.md)\n");
+    printf("  --trace FILE    Chrome trace of every rank (open in ui.perfetto.dev; tools/ptreport)\n");
+    printf("  --guard P       health guard: off, warn, skip or rollback (to the last checkpoint, LR halved, after\n"
+           "                  3 bad steps in a row) on NaN/Inf or spikes (%s)\n", pt__run_guards[r->guard >= -1 && r->guard <= 2 ? r->guard + 1 : 0]);
+    printf("  --guard-z Z     spike threshold in standard deviations (%g)\n", r->guard_z > 0 ? (double)r->guard_z : 6.0);
+}
+
+/* rank 0: text -> shards of split ("train"/"val") when DIR has text and no shards; err "" = fine */
+static void pt__run_shards(pt_ctx *ctx, const char *dir, const char *split, char *err, size_t errlen) {
+    char path[1024];
+    unsigned char chunk[1 << 14];
+    int64_t cap = 1 << 24, n = 0, total = 0;
+    int shards = 0;
+    size_t got, i;
+    uint32_t *buf;
+    FILE *f;
+    snprintf(path, sizeof path, "%s/%s.txt", dir, split);
+    if (!(f = fopen(path, "rb"))) {
+        pt__msg(err, errlen, "--data %s: cannot read %s", dir, path);
+        return;
+    }
+    if (!(buf = (uint32_t *)PT_MALLOC(sizeof(uint32_t) * (size_t)cap))) {
+        fclose(f);
+        pt__msg(err, errlen, "--data %s: out of memory", dir);
+        return;
+    }
+    do { /* every byte is a token; shards of at most 2^24 tokens, as tools/prepare_shards writes them */
+        got = fread(chunk, 1, sizeof chunk, f);
+        for (i = 0; i < got; i++) buf[n++] = chunk[i];
+        if (n && (n > cap - (int64_t)sizeof chunk || got == 0)) {
+            snprintf(path, sizeof path, "%s/%s_%06d.bin", dir, split, shards++);
+            if (pt_shard_write(ctx, path, PT_SHARD_PTRAIN, buf, n, 256) != PT_OK) {
+                pt__msg(err, errlen, "%s", pt_error(ctx));
+                break;
+            }
+            total += n, n = 0;
+        }
+    } while (got > 0);
+    fclose(f);
+    PT_FREE(buf);
+    if (!err[0] && total == 0) pt__msg(err, errlen, "--data %s: %s/%s.txt is empty", dir, dir, split);
+    if (!err[0]) printf("prepared %s/%s_*.bin: %lld tokens in %d shard(s) from %s.txt\n", dir, split, (long long)total, shards, split);
+}
+
+PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, uint64_t seed) {
+    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
+    pt_coords me = pt_dist_coords(d);
+    pt_layout lay = pt_dist_layout(d);
+    pt_loader_desc ld;
+    pt_shard_info info;
+    char err[PT__ERRLEN], path[1024];
+    const char *dir = r ? r->data : NULL;
+    pt_status st = PT_OK;
+    if (!ctx) return PT_ERR_ARG;
+    if (!r || !dir || !dir[0]) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_run_data: no data directory (--data DIR)"), PT_ERR_ARG);
+    r->batch = batch, r->seq = seq;
+    err[0] = 0;
+    if (pt_dist_rank(d) == 0 && !pt__run_exists(dir, "train_000000.bin")) { /* rank 0 prepares, the others wait */
+        if (!pt__run_exists(dir, "train.txt") && r->prepare) {
+            printf("preparing the corpus: %s\n", r->prepare);
+            fflush(stdout);
+            if (system(r->prepare) != 0) pt__msg(err, sizeof err, "`%s` failed (for the fortunes corpus: is the Debian package 'fortunes' installed? make deps)", r->prepare);
+        }
+        if (err[0]) {
+        } else if (!pt__run_exists(dir, "train.txt") || !pt__run_exists(dir, "val.txt"))
+            pt__msg(err, sizeof err, "--data %s: expected token shards %s/train_000000.bin ... and val_*.bin (as tools/prepare_shards writes them) "
+                    "or text %s/train.txt and val.txt to make them from; found neither", dir, dir, dir);
+        else {
+            pt__run_shards(ctx, dir, "val", err, sizeof err); /* train last: its first shard marks the set complete */
+            if (!err[0]) pt__run_shards(ctx, dir, "train", err, sizeof err);
+            fflush(stdout);
+        }
+    }
+    pt_dist_agree_msg(d, !err[0], err, sizeof err); /* a barrier: the shards exist now if they can */
+    if (!err[0] && !pt__run_exists(dir, "val_000000.bin"))
+        pt__msg(err, sizeof err, "--data %s: expected validation shards %s/val_*.bin next to the train shards", dir, dir);
+    snprintf(path, sizeof path, "%s/train_000000.bin", dir);
+    if (!err[0] && pt_shard_info_read(ctx, path, &info) != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
+    if (!err[0]) { /* not recorded (llm.c's layout): GPT-2's vocabulary for llm.c, else all uint16 ids */
+        r->vocab = info.vocab > 0 ? info.vocab : info.format == PT_SHARD_LLMC ? 50257 : 65536;
+        r->tok = pt_tokenizer_load_dir(ctx, dir); /* NULL without an error: byte-level shards */
+        if (!r->tok && pt_status_get(ctx) != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
+        else if (r->tok && pt_tokenizer_vocab(r->tok) != r->vocab)
+            pt__msg(err, sizeof err, "--data %s: %s/%s has a vocabulary of %d, the shards %d (prepared with another tokenizer? run tools/prepare_shards again)",
+                    dir, dir, PT_TOKENIZER_FILE, (int)pt_tokenizer_vocab(r->tok), (int)r->vocab);
+    }
+    if (!err[0]) {
+        memset(&ld, 0, sizeof ld);
+        ld.dir = dir, ld.prefix = "train_", ld.batch = batch, ld.seq = seq, ld.rank = me.dp, ld.ranks = lay.dp;
+        ld.seed = seed, ld.shuffle = 1, ld.prefetch = -1;
+        if (!(r->train = pt_loader_new(ctx, &ld)) || pt_loader_register(r->train, "data") != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
+        ld.prefix = "val_", ld.shuffle = 0, ld.prefetch = 0;
+        if (!err[0] && !(r->val = pt_loader_new(ctx, &ld))) pt__msg(err, sizeof err, "--data %s (validation): %s", dir, pt_error(ctx));
+    }
+    st = pt_status_get(ctx) != PT_OK ? pt_status_get(ctx) : PT_ERR_IO;
+    if (!pt_dist_agree_msg(d, !err[0], err, sizeof err)) {
+        pt_run_free(r);
+        pt_error_clear(ctx);
+        return (pt_status)(pt__fail(ctx, st, "%s", err), st);
+    }
+    if (pt_dist_rank(d) == 0) {
+        pt_loader_stats t = pt_loader_stats_get(r->train), v = pt_loader_stats_get(r->val);
+        printf("data: %s: %lld train tokens in %lld shard(s), %lld val tokens; vocabulary %d (%s); %lld batches of %lld x %lld per epoch\n", dir,
+               (long long)t.tokens, (long long)t.shards, (long long)v.tokens, (int)r->vocab, r->tok ? "BPE, " PT_TOKENIZER_FILE : "bytes",
+               (long long)t.batches_per_epoch, (long long)batch, (long long)seq);
+        fflush(stdout);
+    }
+    return PT_OK;
+}
+
+PTDEF int pt_run_val_rewind(pt_run *r, int batches) {
+    pt_loader_state s;
+    int64_t per = pt_loader_stats_get(r ? r->val : NULL).batches_per_epoch;
+    if (!r || !r->val) return 0;
+    s = pt_loader_get_state(r->val);
+    s.epoch = 0, s.sample = 0, s.batches = 0;
+    if (pt_loader_set_state(r->val, &s) != PT_OK) return 0;
+    return batches < per ? batches : (int)per;
+}
+
+
+PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step) {
+    pt_ckpt_opts ck;
+    memset(&ck, 0, sizeof ck);
+    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model, ck.async = r->ckpt_async;
+    if (r->mon) return pt_monitor_ckpt_save(r->mon, o, r->ckpt_dir, step, &ck);
+    return pt_ckpt_save(ctx, o, r->ckpt_dir, step, &ck);
+}
+
+/* the guard's events into the log (world rank 0 writes for all: every rank sees the same events) */
+static void pt__run_on_guard(void *user, const pt_guard_event *e) {
+    static const char *const verdicts[] = {"update", "skip", "rollback"};
+    pt_run *r = (pt_run *)user;
+    if (!r->mon || pt_dist_rank(r->ctx->desc.dist) != 0) return;
+    pt_monitor_event(r->mon, pt_guard_event_name(e->kind), "rank=%d verdict=%s value=%g z=%g mean=%g std=%g loaded_step=%lld detail=%s", (int)e->rank,
+                     verdicts[e->verdict >= 0 && e->verdict <= 2 ? e->verdict : 0], e->value, e->z, e->mean, e->std, (long long)e->loaded_step,
+                     e->detail);
+}
+
+static pt_guard *pt__run_guard_new(pt_ctx *ctx, pt_run *r) {
+    pt_guard_desc gd;
+    memset(&gd, 0, sizeof gd);
+    gd.policy = r->guard, gd.z_threshold = r->guard_z, gd.ckpt_dir = r->ckpt_dir;
+    gd.replica_check_every = 100; /* DP replicas compared by hash every 100 steps (one CRC32C of the parameters) */
+    gd.on_event = pt__run_on_guard, gd.user = r;
+    return pt_guard_new(ctx, &gd);
+}
+
+/* 1 if the checkpoint pt_ckpt_load would try first holds registered state `name` (rank 0 reads, all agree) */
+static int pt__run_ckpt_has_state(const pt_dist *d, const char *dir, const char *name) {
+    char path[1200], line[512];
+    size_t n = strlen(name);
+    int has = 0;
+    FILE *f;
+    if (pt_dist_rank(d) == 0 && pt_ckpt_step_dir(dir, path, 1024) == PT_OK && (strcat(path, "/manifest"), (f = fopen(path, "r")) != NULL)) {
+        while (!has && fgets(line, sizeof line, f))
+            has = !strncmp(line, "state name=", 11) && !strncmp(line + 11, name, n) && line[11 + n] == ' ';
+        fclose(f);
+    }
+    return pt_dist_agree(d, pt_dist_rank(d) != 0 || has); /* all ranks: 1 only if rank 0 found it */
+}
+
+PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step) {
+    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
+    int root = pt_dist_rank(d) == 0, loaded = 0;
+    int64_t k = 0;
+    if (first_step) *first_step = 0;
+    if (!ctx || !r) return PT_ERR_ARG;
+    r->ctx = ctx, r->mon = NULL, r->health = NULL;
+    /* the guard before the load (its state is checkpointed); a checkpoint saved without one loads
+       with a fresh one */
+    if (r->guard >= 0 && !(r->health = pt__run_guard_new(ctx, r))) return pt_status_get(ctx);
+    /* --resume-if-any: a checkpoint is committed once DIR/latest names it (rank 0 looks, all agree) */
+    if (r->resume == 2 && !pt_dist_agree(d, !root || pt__run_exists(r->ckpt_dir, "latest"))) {
+        if (root) printf("no checkpoint in %s yet: starting at step 0\n", r->ckpt_dir);
+    } else if (r->resume) {
+        int fresh = r->health && !pt__run_ckpt_has_state(d, r->ckpt_dir, "guard");
+        if (fresh) pt_guard_free(r->health), r->health = NULL;
+        if (pt_ckpt_load(ctx, o, r->ckpt_dir, &k) != PT_OK) return pt_status_get(ctx);
+        if (fresh && !(r->health = pt__run_guard_new(ctx, r))) return pt_status_get(ctx);
+        loaded = 1;
+        if (root && k >= steps)
+            printf("resumed from %s at step %lld: the run is already complete (--steps %lld); nothing to train "
+                   "(raise --steps, or delete %s to start over)\n", r->ckpt_dir, (long long)k, (long long)steps, r->ckpt_dir);
+        else if (root) printf("resumed from %s at step %lld%s\n", r->ckpt_dir, (long long)k, fresh ? " (its guard statistics start afresh)" : "");
+    }
+    if (root) fflush(stdout);
+    if (first_step) *first_step = k;
+    if (r->trace_path && pt_trace_start(ctx, d, r->trace_path, 0) != PT_OK) return pt_status_get(ctx);
+    pt_trace_step(ctx, k);
+    if (r->log_path) {
+        const char *cfg[] = {"guard", pt__run_guards[r->guard >= -1 && r->guard <= 2 ? r->guard + 1 : 0], "ckpt_async", r->ckpt_async ? "1" : "0",
+                             "batch", NULL, NULL};
+        char batch[32];
+        pt_monitor_desc md;
+        snprintf(batch, sizeof batch, "%lld", (long long)r->batch);
+        cfg[5] = batch;
+        memset(&md, 0, sizeof md);
+        md.log_path = r->log_path, md.append = loaded, md.model = r->model, md.seq = r->seq, md.config = cfg;
+        md.loader = r->train, md.pp = r->pp, md.first_step = k, md.total_steps = steps;
+        if (!(r->mon = pt_monitor_new(ctx, d, &md))) return pt_status_get(ctx);
+        if (loaded) pt_monitor_event(r->mon, "ckpt_load", "dir=%s ckpt_step=%lld", r->ckpt_dir, (long long)k);
+    }
+    pt__run_stopping = 0;
+    signal(SIGINT, pt__run_on_signal);
+    signal(SIGTERM, pt__run_on_signal);
+    r->t_update = 0;
+    return PT_OK;
+}
+
+PTDEF float pt_run_lr(const pt_run *r, float lr) { return r && r->health ? lr * pt_guard_lr_scale(r->health) : lr; }
+PTDEF void pt_run_val(pt_run *r, float val_loss, double seconds) {
+    if (!r || !r->mon) return;
+    pt_monitor_val_loss(r->mon, val_loss);
+    pt_monitor_add_time(r->mon, PT_MON_EVAL, seconds);
+}
+
+/* commits the asynchronous save in flight (poll: only once every rank wrote it), says so and logs it */
+static pt_status pt__run_commit_if(pt_run *r, int poll) {
+    int64_t pending = pt_ckpt_pending(r->ctx);
+    pt_ckpt_stats cs;
+    if (pending < 0) return PT_OK;
+    if ((poll ? pt_ckpt_poll(r->ctx) : pt_ckpt_wait(r->ctx)) != PT_OK) return pt_status_get(r->ctx);
+    if (pt_ckpt_pending(r->ctx) >= 0) return PT_OK; /* still being written */
+    cs = pt_ckpt_stats_get(r->ctx);
+    if (r->mon) pt_monitor_event(r->mon, "ckpt_commit", "dir=%s ckpt_step=%lld write_s=%.6f wait_s=%.6f commit_s=%.6f", r->ckpt_dir, (long long)cs.step,
+                                 cs.write_s, cs.wait_s, cs.commit_s);
+    if (pt_dist_rank(r->ctx->desc.dist) == 0)
+        printf("checkpoint: step %lld committed to %s/step_%09lld (written in %.2f s in the background)\n", (long long)cs.step, r->ckpt_dir,
+               (long long)cs.step, cs.write_s);
+    return PT_OK;
+}
+static pt_status pt__run_commit(pt_run *r) { return pt__run_commit_if(r, 0); }
+
+PTDEF int pt_run_guard(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t step, float loss, float grad_norm, int64_t *resume_at) {
+    int v;
+    int64_t k = step;
+    if (!ctx || !r) return -1;
+    if (resume_at) *resume_at = step;
+    v = r->health ? pt_guard_check(r->health, step, loss, grad_norm) : PT_GUARD_OK;
+    if (v == PT_GUARD_ROLLBACK) {
+        if (pt__run_commit(r) != PT_OK || pt_guard_rollback(r->health, o, &k) != PT_OK) return -1;
+        if (r->mon) { /* the step rolled back is a step of the log too (no update); then the log continues at k */
+            pt_monitor_step ms;
+            ms.loss = loss, ms.grad_norm = grad_norm, ms.lr = NAN, ms.tokens = r->batch * r->seq;
+            if (pt_monitor_step_end(r->mon, &ms) != PT_OK) return -1;
+            pt_monitor_set_step(r->mon, k);
+        }
+        pt_trace_step(ctx, k);
+        if (resume_at) *resume_at = k;
+        if (pt_dist_rank(ctx->desc.dist) == 0)
+            printf("guard: step %lld: rolled back to the checkpoint of step %lld in %s, learning rate scale now %g\n", (long long)step, (long long)k,
+                   r->ckpt_dir, (double)pt_guard_lr_scale(r->health));
+    }
+    r->t_update = pt_time();
+    return v;
+}
+
+PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps, float loss, float grad_norm, float lr) {
+    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
+    int stop, save, saved = 0;
+    double t0, tc = 0;
+    if (!ctx || !r) return -1;
+    t0 = pt_time();
+    if (r->t_update > 0 && t0 > r->t_update) pt_trace_event(ctx, PT_TRACE_OPTIM, "optim", r->t_update, t0, -1, -1);
+    r->t_update = 0;
+    stop = !pt_dist_agree(d, !pt__run_stopping); /* a signal may reach only some ranks */
+    save = r->ckpt_dir && ((r->ckpt_every > 0 && done % r->ckpt_every == 0) || done == steps || stop);
+    if (pt_ckpt_pending(ctx) >= 0) { /* the save in flight: committed once every rank wrote it, before the next */
+        if (pt__run_commit_if(r, !save) != PT_OK) return -1;
+        tc = pt_time() - t0;
+    }
+    if (save) {
+        double t1 = pt_time();
+        if (pt_run_save(ctx, o, r, done) != PT_OK) return -1;
+        saved = 1;
+        if (pt_dist_rank(d) == 0)
+            printf("checkpoint: step %lld %s %s/step_%09lld (%.2f s)\n", (long long)done, r->ckpt_async ? "snapshot taken, being written to" : "saved to",
+                   r->ckpt_dir, (long long)done, pt_time() - t1);
+        if (r->ckpt_async && (done == steps || stop)) { /* the last one is committed now */
+            double t2 = pt_time();
+            if (pt__run_commit(r) != PT_OK) return -1;
+            tc += pt_time() - t2;
+        }
+    }
+    if (r->mon) {
+        pt_monitor_step ms;
+        ms.loss = loss, ms.grad_norm = grad_norm, ms.lr = lr, ms.tokens = r->batch * r->seq;
+        pt_monitor_add_time(r->mon, PT_MON_CKPT, tc); /* commits (pt_monitor_ckpt_save timed the saves) */
+        if (pt_monitor_step_end(r->mon, &ms) != PT_OK) return -1;
+    }
+    pt_trace_step(ctx, done);
+    if (stop && pt_dist_rank(d) == 0) {
+        if (!saved) printf("interrupted at step %lld; nothing saved (no --ckpt-dir)\n", (long long)done);
+        else {
+            printf("interrupted at step %lld; resume with: ", (long long)done);
+#ifdef PTRAIN_MPI
+            printf("mpirun -np %d ", pt_dist_size(d));
+#endif
+            if (!r->cmd[0]) printf("the same command with --resume\n");
+            else printf("%s%s\n", r->cmd, r->resume ? "" : " --resume");
+        }
+        fflush(stdout);
+    }
+    return stop;
+}
+
+PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file) {
+    FILE *f = file ? (FILE *)file : stdout;
+    int64_t i, len;
+    unsigned char *text;
+    if (!ids || n <= 0) return;
+    if (r && r->tok) {
+        for (i = 0; i < n; i++) /* the decoder expects ids of its vocabulary */
+            if (ids[i] < 0 || ids[i] >= pt_tokenizer_vocab(r->tok)) break;
+        len = i == n ? pt_tokenizer_decode(r->tok, ids, n, NULL, 0) : -1;
+        text = len > 0 ? (unsigned char *)PT_MALLOC((size_t)len) : NULL;
+        if (text && pt_tokenizer_decode(r->tok, ids, n, text, len) == len) {
+            for (i = 0; i < len; i++) fputc(text[i] >= 32 || text[i] == '\n' || text[i] == '\t' ? text[i] : '?', f);
+            PT_FREE(text);
+            return;
+        }
+        PT_FREE(text);
+    }
+    for (i = 0; i < n; i++) fputc(ids[i] >= 32 && ids[i] < 256 ? ids[i] : ids[i] == '\n' || ids[i] == '\t' ? ids[i] : '?', f);
+}
+
+PTDEF void pt_run_free(pt_run *r) {
+    if (!r) return;
+    if (r->ctx) { /* pt_run_start ran: the collective part */
+        pt_ctx *ctx = r->ctx;
+        int root = pt_dist_rank(ctx->desc.dist) == 0;
+        int64_t pending = pt_ckpt_pending(ctx);
+        if (pt__run_commit(r) != PT_OK && root) fprintf(stderr, "checkpoint of step %lld lost: %s\n", (long long)pending, pt_error(ctx));
+        if (r->trace_path && pt_trace_on(ctx)) {
+            if (pt_trace_finish(ctx) != PT_OK && root) fprintf(stderr, "--trace %s: %s\n", r->trace_path, pt_error(ctx));
+            else if (root) printf("trace: %s (every rank; open in ui.perfetto.dev)\n", r->trace_path);
+        }
+        pt_monitor_free(r->mon);
+        pt_guard_free(r->health);
+        if (root) fflush(stdout);
+        r->ctx = NULL, r->mon = NULL, r->health = NULL;
+    }
+    pt_loader_free(r->train);
+    pt_loader_free(r->val);
+    pt_tokenizer_free(r->tok);
+    r->train = r->val = NULL;
+    r->tok = NULL;
+}
+#endif /* PTRAIN_HARNESS implementation */
 
 /* -------------------------------------------------------------------------------------------------
    LICENSE: this software is available under two licenses; choose whichever you prefer.

@@ -11,6 +11,7 @@
    FLOPs per training step = 6*P*B*T + 12*L*B*T^2*C, P = weights used in matmuls (blocks + LM head).
    Build: cc -O3 -march=native -fopenmp -I. bench/bench.c -o build/bench -lopenblas -lm */
 #define PTRAIN_IMPLEMENTATION
+#define PTRAIN_HARNESS
 #include "ptrain.h"
 
 #include <cblas.h>

@@ -16,6 +16,7 @@
 */
 #define _GNU_SOURCE /* getpid() is POSIX, not ISO C: ask the system headers for it */
 #define PTRAIN_IMPLEMENTATION
+#define PTRAIN_HARNESS
 #include "ptrain.h"
 
 #include <errno.h>

@@ -33,6 +33,7 @@
    Each step prints `step <n> loss <l> ... data_ms <ms waited for the batch>`; the run ends with
    `val_loss <v>` (the first 32 batches of the val shards, in order) and a sample. */
 #define PTRAIN_IMPLEMENTATION
+#define PTRAIN_HARNESS
 #include "ptrain.h"
 
 #include <stdio.h>

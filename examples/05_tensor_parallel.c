@@ -22,6 +22,7 @@
    root, or with more ranks than cores, Open MPI wants OMPI_ALLOW_RUN_AS_ROOT=1
    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 and --oversubscribe.) */
 #define PTRAIN_IMPLEMENTATION
+#define PTRAIN_HARNESS
 #include "ptrain.h"
 
 #include <math.h>

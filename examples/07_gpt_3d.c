@@ -29,6 +29,7 @@
    the command that resumes, and they exit 0.
    Each step prints `step <n> loss <l> ...` (rank 0); the run ends with `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION
+#define PTRAIN_HARNESS
 #include "ptrain.h"
 
 #include <stdio.h>

@@ -22,6 +22,7 @@
    SIGINT / SIGTERM finish the step, save and print how to resume. Each step prints
    `step <n> loss <l> ...`; then the transfers of a step by kind, `val_loss <v>` and a sample. */
 #define PTRAIN_IMPLEMENTATION
+#define PTRAIN_HARNESS
 #include "ptrain.h"
 
 #include <stdio.h>

@@ -53,6 +53,7 @@
    --data DIR, --ckpt-dir DIR (default build/ckpt_09), --every N (4), --stop-at K (6), --continue.
    It ends with `check: ...` lines (and exits 1 when a check fails). */
 #define PTRAIN_IMPLEMENTATION
+#define PTRAIN_HARNESS
 #include "ptrain.h"
 
 #include <math.h>

@@ -26,6 +26,7 @@ static void count_free(void *p) {
 #define PT_REALLOC(p, sz) count_realloc((p), (sz))
 #define PT_FREE(p) count_free(p)
 #define PTRAIN_IMPLEMENTATION
+#define PTRAIN_HARNESS
 #include "../ptrain.h"
 #include "test_util.h"
 
