@@ -119,11 +119,17 @@
    ==================================================================================================
    PTRAIN_IMPLEMENTATION    emit the implementation in this translation unit (exactly one)
    PTRAIN_STATIC            make every API function static (private copy per translation unit)
+   PTDEF                    the linkage of every API function (default extern, static with
+                            PTRAIN_STATIC); define it to add e.g. __declspec(dllexport)
+   PTRAIN_HARNESS           the run harness of the tools and tutorials (pt_args, pt_run: flags,
+                            signals, data preparation; see harness). Without it none of that is
+                            compiled, and the library installs no signal handler
    PTRAIN_MPI               real multi-process runs over MPI (compile with mpicc); without it the
                             same API runs as a world of one rank
    PT_MALLOC(sz), PT_REALLOC(p, sz), PT_FREE(p)
                             the allocator: define all three or none
-   PT_ASSERT(x)             assertion macro (default: assert)
+   PT_ASSERT(x)             assertion macro for internal invariants (default: assert; -DNDEBUG
+                            compiles them out); never used on input: bad input is an error
    PT_LOG(level, msg)       default log sink when pt_desc.log is NULL (default: stderr)
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
@@ -194,40 +200,74 @@
    running (tools/ptmem.c prints the table; docs/memory.md).
 
    ==================================================================================================
-   CONTENTS (search for the marker)
+   CONTENTS: each name is a section that starts at the line "// >>name" (search for that); the
+   sections stand in this order, each using only what stands above it (docs/architecture.md).
    ==================================================================================================
-   >>api        public declarations
-   >>base       allocator, logging, errors, clock, hashing
-   >>backend    the kernel table (what a device backend supplies)
-   >>gemm       packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch
-   >>attn       causal self-attention kernels (flash-style, no T x T kept)
-   >>cpu        the CPU reference kernels
-   >>opencl     the OpenCL backend: device buffers, kernel sources, program cache, CLBlast GEMM
-   >>tensor     storages, arenas, tensors
-   >>autograd   graphs, tape, backward
-   >>param      parameters, slabs, deterministic init, checkpointed-state registry
-   >>ctx        context setup
-   >>ops        every op with its backward
-   >>optim      SGD, AdamW, clipping, learning-rate schedules
-   >>nn         linear, MLP, transformer block, GPT
-   >>args       the command line shared by the examples, and their run (pt_run: data, checkpoints, stop,
-                log, trace, guard)
-   >>dist       the process grid: MPI communicators for tensor, pipeline and data parallelism
-   >>dp         data parallelism: gradient buckets reduced during backward, accumulation over
-                passes, ZeRO-1/2, hierarchical allreduce, bf16 compression with error feedback
-   >>tp         tensor parallelism: f/g conjugate ops, column/row-parallel linear, TP MLP and block
-   >>pipeline   pipeline schedules as data (GPipe, 1F1B, interleaved, forward-only): generate,
-                check (matching sends, no deadlock), simulate the bubble, print the table
-   >>pprun      pipeline execution over MPI: graphs per micro-batch, transfers, tied parameters
-   >>data       token shards (llm.c and ptrain layouts), the streaming loader (token windows or IDX
-                records), its state, the byte-level BPE tokenizer
-   >>ckpt       checkpoints: CRC32C, manifest, save (synchronous or on a background thread;
-                temporary name, fsync, rename, latest, retention), load of the newest valid one
-                with fallback; inspection, safetensors export and import
-   >>trace      Chrome trace-event timelines per rank (Perfetto), the per-op profile
-   >>monitor    per-step metrics aggregated over the ranks, the JSON-lines log, the progress line
-   >>guard      health guard: NaN/Inf and spike detection, warn / skip / roll back, DP replica hashes
-   >>memest     memory estimate per rank from the config and the layout (pt_mem_estimate)
+   api       Public declarations. Entry: (declarations only)
+   base      Includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer
+             and JSON string writer, the context struct. Entry: pt_error_set pt_status_get pt_error
+             pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c
+   dist      The process grid: layout <-> coordinates, nodes, communicators, agreement on errors,
+             collective records, watchdog. Entry: pt_dist_init pt_dist_finalize pt_layout_resolve
+             pt_dist_agree_msg pt_dist_print pt_dist_records pt_dist_set_watchdog
+   backend   The kernel table a device backend supplies; element sizes; host <-> device transfer
+             counts. Entry: pt__backend pt_numel pt_dtype_size pt_backend_name pt_transfer_stats
+   gemm      Packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch. Entry: pt__sgemm
+             pt__gemm_ws_free
+   attn      Causal multi-head self-attention kernels for the CPU (flash-style, no T x T kept).
+             Entry: pt__cpu_attn_fwd pt__cpu_attn_bwd pt__attn_pick
+   cpu       The CPU backend: reference kernels for every table entry. Entry: pt__cpu_backend
+   opencl    The OpenCL backend: devices, kernel sources, program cache, CLBlast GEMM and tuning.
+             Entry: pt_device_list pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
+             through CLBlast: pt__cl_gemm
+   tensor    Storages, the graph's arenas, tensors. Entry: pt_tensor_new pt_tensor_from
+             pt_tensor_write pt_tensor_read pt_item pt_f32
+   trace     Timelines per rank (Chrome trace-event JSON) and the per-op profile. Entry:
+             pt_trace_start pt_trace_event pt_trace_add pt_trace_finish pt_profile_enable
+             pt_profile_print
+   autograd  Graphs, the tape, backward. Entry: pt_graph_new pt_graph_reset pt_backward
+             pt_backward_from pt_graph_set_training
+   param     Parameters in slabs, deterministic init, the checkpointed-state registry. Entry:
+             pt_param_new pt_param_from_spec pt_spec_global_index pt_zero_grad pt_state_register
+   ctx       Context setup and teardown. Entry: pt_init pt_shutdown pt_set_threads pt_mem
+   ops       Every op: checks, forward through the kernel table, its backward next to it. Entry:
+             pt_add pt_matmul pt_linear pt_cross_entropy pt_layernorm pt_embedding pt_attention
+             pt_dropout pt_conv2d
+   comm      Host staging of device data for MPI, the tensor-parallel sums, the gradient norm over
+             the grid. Entry: pt_tp_size pt_tp_rank pt__stage_buf pt__stage_xfer pt__tp_allreduce
+             pt__grad_sumsq
+   optim     SGD with momentum, AdamW, clipping, learning-rate schedules. Entry: pt_optim_new
+             pt_optim_step pt_grad_norm pt_lr_at pt_optim_free
+   nn        Layers: linear and MLP. Entry: pt_linear_new pt_linear_fwd pt_mlp_new pt_mlp_fwd
+   tp        Tensor parallelism: the conjugate ops f and g, column/row-parallel linears, the TP
+             MLP, attention heads and block, vocabulary-parallel cross-entropy. Entry: pt_tp_copy
+             pt_tp_reduce pt_linear_col_new pt_linear_row_new pt_mlp_tp_new pt_cross_entropy_vp
+   gpt       The transformer block and the GPT: constructors, stages, loss, generation. Entry:
+             pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate pt_gpt_flops
+             pt_block_new
+   dp        Data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1/2,
+             hierarchical allreduce, bf16 compression. Entry: pt_dp_new pt_dp_new_opts pt_dp_begin
+             pt_dp_finish pt_dp_zero pt_dp_stats_get; a bucket's allreduce or ZeRO reduce-scatter:
+             pt__dp_call; the ZeRO parameter all-gather: pt__dp_zero_gather
+   pipeline  Pipeline schedules as data: generate, check, simulate, print. Entry:
+             pt_pp_schedule_new pt_pp_schedule_check pt_pp_schedule_simulate pt_pp_schedule_print
+   pprun     Pipeline execution over MPI: the schedule interpreter, a graph per micro-batch,
+             transfers, tied parameters. Entry: pt_pp_new pt_pp_step pt_pp_eval pt_pp_split
+             pt_pp_set_dp pt_pp_stats_get; the schedule interpreter: pt__pp_exec
+   data      Token shards, the streaming loader, the byte-level BPE tokenizer. Entry:
+             pt_shard_write pt_loader_new pt_loader_next pt_loader_register pt_tokenizer_train
+             pt_tokenizer_load_dir
+   ckpt      Checkpoints: manifest, save (synchronous or asynchronous), load with fallback and
+             resharding, inspection, safetensors. Entry: pt_ckpt_save pt_ckpt_poll pt_ckpt_load
+             pt_ckpt_verify pt_ckpt_export pt_safetensors_load
+   monitor   Per-step metrics aggregated over the ranks, the JSON-lines log, the progress line.
+             Entry: pt_monitor_new pt_monitor_step_end pt_monitor_event pt_monitor_ckpt_save
+             pt_monitor_free
+   guard     Health guard: NaN/Inf and spike detection, warn / skip / roll back, DP replica hashes.
+             Entry: pt_guard_new pt_guard_check pt_guard_rollback pt_guard_replica_check
+   memest    Memory estimate per rank from a GPT config and a layout. Entry: pt_mem_estimate
+   harness   The run harness of the training programs (switch PTRAIN_HARNESS). Entry: pt_args_parse
+             pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_step_end pt_run_free
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -240,6 +280,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifndef PTDEF /* the linkage of every API function; define it yourself (e.g. for DLL export) */
 #ifdef PTRAIN_STATIC
 #if defined(__GNUC__) || defined(__clang__)
 #define PTDEF static __attribute__((unused))
@@ -249,13 +290,18 @@
 #else
 #define PTDEF extern
 #endif
+#endif
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
+// >>api  public declarations
+/* Owns: every public type and function, each with its doc comment
+   Invariants: the declarations are grouped in the order of the sections below
+   Entry points: (declarations only) */
 /* =================================================================================================
-   >>api  Public API
+   Public API
    ================================================================================================= */
 
 #define PT_MAX_DIMS 4
@@ -772,7 +818,7 @@ PTDEF uint32_t pt_rng_u32(pt_rng *r);
 PTDEF float pt_rng_float(pt_rng *r);
 
 
-/* ---- data: token shards and the streaming loader (>>data) ----------------------------------------
+/* ---- data: token shards and the streaming loader (see data) ----------------------------------------
    A shard is a file of token ids. Two layouts are read:
      llm.c    256 little-endian int32 (magic 20240520, version 1, token count, rest 0), then the
               tokens as uint16 (byte 1024 on).
@@ -884,7 +930,7 @@ PTDEF pt_loader_stats pt_loader_stats_get(const pt_loader *L);
 /** Stops the prefetch thread, unmaps, frees. */
 PTDEF void pt_loader_free(pt_loader *L);
 
-/* ---- a byte-level BPE tokenizer (>>data) ----
+/* ---- a byte-level BPE tokenizer (see data) ----
    Ids 0..255 are the bytes; merge i (from 0) makes id 256 + i out of a pair of smaller ids, so the
    vocabulary is 256 + merges. Training counts adjacent pairs of a byte stream and repeatedly merges
    the most frequent one (ties: the smallest left id, then the smallest right id), every occurrence
@@ -914,7 +960,7 @@ PTDEF int64_t pt_tokenizer_encode(const pt_tokenizer *tk, const void *text, int6
 PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, int64_t n, void *out, int64_t cap);
 PTDEF void pt_tokenizer_free(pt_tokenizer *tk);
 
-/* ---- process grid (>>dist) -------------------------------------------------------------------
+/* ---- process grid (see dist) -------------------------------------------------------------------
    The world's ranks form a dp x tp x pp grid. Rank order (a pure function, pt_layout_coords):
    TP innermost (the most local: consecutive ranks, same node), then DP, then PP outermost, i.e.
    rank = tp + TP*(dp + DP*pp) -- Megatron's "tp-dp-pp". Compiled with -DPTRAIN_MPI (mpicc) the grid
@@ -932,7 +978,7 @@ typedef struct pt_dist pt_dist; /**< the process grid of this process: ranks, no
 /** Communicators of pt_dist_comm. CROSS = the ranks with my local rank, one per node. */
 enum { PT_COMM_WORLD = 0, PT_COMM_TP, PT_COMM_PP, PT_COMM_DP, PT_COMM_NODE, PT_COMM_CROSS, PT_COMM_COUNT };
 /** More communicators of the collective records (pt_coll_record.comm; not given by pt_dist_comm): the DP
-    sub-communicators of a hierarchical pt_dp (>>dp): its DP ranks on my node, its DP ranks of my index in the node. */
+    sub-communicators of a hierarchical pt_dp (see dp): its DP ranks on my node, its DP ranks of my index in the node. */
 enum { PT_COMM_DP_NODE = PT_COMM_COUNT, PT_COMM_DP_CROSS };
 
 /** Fills the 0 of a layout from the world size and checks dp*tp*pp == world, all >= 1. PT_OK, or
@@ -1037,7 +1083,7 @@ PTDEF pt_status pt_dist_set_watchdog(pt_dist *d, double seconds);
 /** The message of the last call refused by debug mode ("" if none). */
 PTDEF const char *pt_dist_coll_error(const pt_dist *d);
 
-/* ---- data parallelism (>>dp) -----------------------------------------------------------------
+/* ---- data parallelism (see dp) -----------------------------------------------------------------
    Gradients of the DP ranks are averaged in buckets: contiguous ranges of the gradient slab cut in
    reverse parameter order at pt_dp_new (the same on every rank), each reduced (MPI_Iallreduce, or
    MPI_Ireduce_scatter under ZeRO) as soon as all its parameters' gradients are complete, while
@@ -1097,7 +1143,7 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage);
 /** Bytes of optimizer state (moments) this rank holds for o: the whole slab's, or its ZeRO shard's. */
 PTDEF int64_t pt_optim_state_bytes(const pt_optim *o);
 
-/* ---- tensor parallelism (>>tp) ---------------------------------------------------------------
+/* ---- tensor parallelism (see tp) ---------------------------------------------------------------
    Megatron-style building blocks over the TP communicator of the context's grid (pt_desc.dist;
    NULL grid, TP size 1 or no PTRAIN_MPI: every TP op is an identity, still recorded on the tape).
    The two conjugate ops: f = pt_tp_copy (identity forward, allreduce-sum of the gradient backward)
@@ -1108,10 +1154,10 @@ PTDEF int64_t pt_optim_state_bytes(const pt_optim *o);
    parameters (the row-parallel bias, and anything after a pt_tp_reduce) see the same input on every
    TP rank, so they get identical gradients without communication: do not reduce them over TP.
    The reductions run in host f32 memory (CPU backend); every TP rank must make the same calls in
-   the same order (they are collectives over the TP communicator). The GPT (>>nn) uses these
+   the same order (they are collectives over the TP communicator). The GPT (see nn) uses these
    automatically when the context's TP size is > 1: pt_block_new/pt_block_fwd build and run the
    Megatron block (qkv split with pt_spec.split_groups = 3), pt_gpt_new splits the vocabulary of wte
-   (pt_embedding_vp, pt_cross_entropy_vp in >>ops); see those declarations. */
+   (pt_embedding_vp, pt_cross_entropy_vp in ops); see those declarations. */
 /** f: forward identity (a view of x), backward: the gradient is summed over the TP ranks. */
 PTDEF pt_tensor *pt_tp_copy(pt_graph *g, pt_tensor *x);
 /** g: forward x summed over the TP ranks (a new tensor), backward: identity. */
@@ -1136,7 +1182,7 @@ PTDEF pt_mlp pt_mlp_tp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hi
 /** fc, act, proj: one allreduce forward (in proj) and one backward (of x's gradient). */
 PTDEF pt_tensor *pt_mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x);
 
-/* ---- pipeline schedules (>>pipeline) ---------------------------------------------------------
+/* ---- pipeline schedules (see pipeline) ---------------------------------------------------------
    A pipeline schedule is data: for each of the p pipeline ranks, the list of instructions it runs
    in one training step (compute a micro-batch's forward or backward of one model chunk, send or
    receive an activation or a gradient, step the optimizer). With v virtual stages per rank the
@@ -1208,7 +1254,7 @@ PTDEF double pt_pp_schedule_simulate(const pt_pp_schedule *s, double t_fwd, doub
     bubble. file is a FILE * (NULL: stdout). */
 PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file);
 
-/* ---- pipeline execution (>>pprun) ------------------------------------------------------------
+/* ---- pipeline execution (see pprun) ------------------------------------------------------------
    pt_pp runs a training schedule over the PP communicator of the context's grid (pt_desc.dist).
    The model is cut into nstages = p*v stages; this rank (pipeline coordinate r) holds stages
    r, r+p, ..., and one function, supplied by the caller, computes any stage for any micro-batch.
@@ -1276,7 +1322,7 @@ PTDEF void pt_pp_shape(const pt_pp *pp, int *p, int *rank, int *m, int *v);
 PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double first_extra, double last_extra,
                             int32_t *first, char *err, size_t errlen);
 
-/* ---- checkpoints (>>ckpt) --------------------------------------------------------------------
+/* ---- checkpoints (see ckpt) --------------------------------------------------------------------
    A checkpoint of step k holds the training state after k optimizer steps: DIR/step_<k, 9 digits>/
    with a text manifest (`manifest`) and one data file per rank (`rank_<r, 5 digits>.bin`). The
    manifest records the format version, the step, the layout (dp, tp, pp, world), the model
@@ -1301,7 +1347,7 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
    a save fails once a rank has written N bytes.
    A checkpoint without optimizer state (an import) loads with an optimizer too: its moments start at
    zero (a warning says so). Safetensors (pt_ckpt_export, pt_safetensors_load): 8-byte little-endian
-   header size, JSON header, contiguous data; see the end of >>ckpt. */
+   header size, JSON header, contiguous data; see the end of ckpt. */
 /** Options of pt_ckpt_save (zero-initialize). */
 typedef struct pt_ckpt_opts {
     int32_t keep_last;          /**< keep the newest K checkpoints of the directory (0 = all) */
@@ -1415,7 +1461,7 @@ PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int6
     pipeline stages) a tensor that is no parameter ("optim.*" moments are ignored). */
 PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path);
 
-/* ---- timelines and the per-op profile (>>trace) ----------------------------------------------
+/* ---- timelines and the per-op profile (see trace) ----------------------------------------------
    A Chrome trace-event JSON file per run (opens in Perfetto, ui.perfetto.dev, or chrome://tracing):
    one track (pid) per world rank, complete events ("ph":"X") with ts and dur in microseconds on
    one time base for all ranks. pt_trace_start starts recording on every rank (a per-rank buffer of
@@ -1497,7 +1543,7 @@ PTDEF int pt_profile_get(const pt_ctx *ctx, pt_profile_entry *out, int max);
     FILE *; NULL = stdout): calls, ms forward / backward, GFLOP, GB, GFLOP/s. */
 PTDEF void pt_profile_print(const pt_ctx *ctx, void *file);
 
-/* ---- per-step metrics and the JSON-lines log (>>monitor) -------------------------------------
+/* ---- per-step metrics and the JSON-lines log (see monitor) -------------------------------------
    A monitor measures every training step on every rank; pt_monitor_step_end, a collective over
    the world (one MPI_Allgather of a fixed vector of per-rank numbers), gives every rank the
    aggregated numbers and lets world rank 0 write one JSON object per line to the log: a
@@ -1602,7 +1648,7 @@ PTDEF void pt_monitor_set_step(pt_monitor *m, int64_t step);
 /** Rank 0 writes a run_end event (steps, seconds) and closes the log; frees m. Not collective: events
     of other ranks not yet sent are dropped. NULL is a no-op. */
 PTDEF void pt_monitor_free(pt_monitor *m);
-/* ---- health guard (>>guard) ------------------------------------------------------------------
+/* ---- health guard (see guard) ------------------------------------------------------------------
    Per step, after backward (and pt_dp_finish / pt_pp_step) and before pt_optim_step, the training
    loop calls pt_guard_check(g, step, loss, grad_norm); it returns the verdict, the same on every
    rank of ctx's grid (one MPI_Allgather of 4 doubles per rank over the world):
@@ -1710,7 +1756,7 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g);
 /** Name of an event kind ("loss_nonfinite", "grad_nonfinite", "loss_spike", "grad_spike", "rollback",
     "replica_mismatch"). */
 PTDEF const char *pt_guard_event_name(int kind);
-/* ---- memory estimate (>>memest) --------------------------------------------------------------
+/* ---- memory estimate (see memest) --------------------------------------------------------------
    Predicted bytes per rank of a GPT training run on a dp x tp x pp layout, by the kinds of pt_mem
    (params, grads, optim, activations, workspace) plus the DP reducer's own buffers (pt_dp_stats
    extra_bytes). Derived from what the framework allocates: the parameter slices as pt_gpt_new_stages
@@ -1768,7 +1814,14 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 #if defined(PTRAIN_IMPLEMENTATION) && !defined(PTRAIN_IMPLEMENTATION_DONE)
 #define PTRAIN_IMPLEMENTATION_DONE
 
-/* >>base  includes, allocator, logging, errors, clock, hashing
+// >>base  includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer and JSON string writer, the context struct
+/* Owns: the allocator macros, the context struct (one field group per section; later sections hold
+   their state through opaque pointers and register their teardown with pt__at_shutdown), error
+   recording (pt__fail, pt_error_set), the clock, hashes, CRC32C, the growable text buffer pt__sb
+   Invariants: nothing here calls a section below it; the only global state is read-only after it is
+   written once (see docs/architecture.md)
+   Entry points: pt_error_set pt_status_get pt_error pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c */
+/* includes, allocator, logging, errors, clock, hashing
    No feature macro (_GNU_SOURCE) is defined here: it would put GNU names into the user's
    translation unit. CPU affinity comes from OpenMP (omp_get_num_procs respects the mask), or from
    sched_getaffinity when the user's build has _GNU_SOURCE. */
@@ -1778,6 +1831,12 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(_M_X64))
+#define PT__X86 1 /* x86-64 with GCC/Clang intrinsics: the AVX kernels, SSE4.2 CRC32C */
+#include <immintrin.h>
+#else
+#define PT__X86 0
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -1854,6 +1913,7 @@ typedef struct pt__state_entry {
     uint32_t flags; /* PT_STATE_* */
 } pt__state_entry;
 
+#define PT__AT_SHUTDOWN 8
 struct pt_ctx {
     pt_desc desc;
     int nthreads;
@@ -1883,27 +1943,34 @@ struct pt_ctx {
     pt_graph *graphs;  /* live graphs and optimizers, freed by pt_shutdown */
     pt_optim *optims;
     int attn_kernel; /* attention kernel: 0 = best available, 1 = C, 2 = AVX-512, 3 = AVX2 (tests) */
-    pt_dp *dp;       /* the data-parallel reducer (>>dp), whose ZeRO shard pt_grad_norm sums over */
-    void *cl;        /* the OpenCL device state (struct pt__cl, >>opencl) when the backend is OpenCL */
+    pt_dp *dp;       /* the data-parallel reducer (see dp), whose ZeRO shard pt_grad_norm sums over */
+    void *cl;        /* the OpenCL device state (struct pt__cl, opencl) when the backend is OpenCL */
     pt_transfers xfer; /* host <-> device copies made by a device backend, by purpose */
     int xfer_kind;   /* the purpose (PT_XFER_*) copies are counted under now; PT_XFER_IO by default */
-    float *stage;    /* host staging of MPI payloads on a device backend (>>tp, >>pprun; pt__stage_buf), grown only */
+    float *stage;    /* host staging of MPI payloads on a device backend (tp, pprun; pt__stage_buf), grown only */
     int64_t stage_cap;
-    struct pt__trace *trace;     /* the timeline being recorded (>>trace), NULL = off */
-    struct pt__prof *prof;       /* the per-op profile's sums while it is on (>>trace), NULL = off */
+    /* set by the data-parallel reducer (see dp): the range of the gradient slab this rank holds
+       reduced, 1 when it is a shard whose squares must be summed over DP; and that sum. NULL: the
+       whole slab, no DP */
+    int (*grad_range)(pt_ctx *ctx, int64_t *lo, int64_t *hi);
+    void (*dp_sum)(pt_ctx *ctx, double *x, int n);
+    struct pt__trace *trace;     /* the timeline being recorded (see trace), NULL = off */
+    struct pt__prof *prof;       /* the per-op profile's sums while it is on (see trace), NULL = off */
     struct pt__prof *prof_sums;  /* its sums, kept while off */
-    struct pt__ck_job *ckpt; /* the last checkpoint save: its snapshot buffer, its writer thread (>>ckpt) */
+    struct pt__ck_job *ckpt; /* the last checkpoint save: its snapshot buffer, its writer thread (see ckpt) */
+    /* teardown registered by later sections when they first attach state to the context (the
+       optimizers, the trace, the checkpoint writer); pt_shutdown runs them first, newest first */
+    void (*at_shutdown[PT__AT_SHUTDOWN])(pt_ctx *ctx);
+    int nat_shutdown;
 };
-/* >>trace: the hooks of the other sections (one branch each when off) */
-static void pt__prof_fwd(pt_graph *g, const char *op, const pt_tensor *out, int nin, pt_tensor *const *ins);
-static void pt__prof_bwd(pt_ctx *ctx, const pt_node *n, double s);
-static void pt__trace_at(pt_ctx *ctx, int64_t mb, int chunk);
-static void pt__trace_compute(pt_ctx *ctx, int cat, double *idle, double t0, double t1, int64_t mb, int chunk);
-#ifdef PTRAIN_MPI
-static void pt__trace_span(pt_ctx *ctx, int cat, const char *name, double t0, int comm);
-#endif
-static void pt__trace_free(pt_ctx *ctx);
-
+/* registers fn (once) to run at pt_shutdown; the sections above the context call nothing below */
+static void pt__at_shutdown(pt_ctx *ctx, void (*fn)(pt_ctx *ctx)) {
+    int i;
+    for (i = 0; i < ctx->nat_shutdown; i++)
+        if (ctx->at_shutdown[i] == fn) return;
+    PT_ASSERT(ctx->nat_shutdown < PT__AT_SHUTDOWN); /* a fixed set of sections registers */
+    if (ctx->nat_shutdown < PT__AT_SHUTDOWN) ctx->at_shutdown[ctx->nat_shutdown++] = fn;
+}
 /* ---- errors and logging --------------------------------------------------------------------- */
 static void pt__emit(const pt_ctx *ctx, int level, const char *msg) {
     if (ctx && ctx->desc.log) {
@@ -2073,12 +2140,11 @@ PTDEF double pt_time(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 #elif defined(__unix__) || defined(__APPLE__)
-    static long base = -1; /* whole seconds at the first call (pt_init makes it), so a double keeps
-                              sub-nanosecond steps; a race writes the same second in practice */
+    /* seconds since a fixed epoch (2023-11-14), not since 1970, so the double keeps steps far below
+       a microsecond for decades; a constant, not a first-call value: no state shared by threads */
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    if (base < 0) base = (long)tv.tv_sec;
-    return (double)((long)tv.tv_sec - base) + 1e-6 * (double)tv.tv_usec;
+    return (double)((long)tv.tv_sec - 1700000000L) + 1e-6 * (double)tv.tv_usec;
 #else
     return (double)clock() / CLOCKS_PER_SEC;
 #endif
@@ -2133,32 +2199,1478 @@ static void pt__mem_add(pt_ctx *ctx, int kind, int64_t bytes) {
     if (tot > ctx->mem_peak) ctx->mem_peak = tot;
 }
 
-/* ---- transfer accounting (pt_transfers) -------------------------------------------------------
-   A device backend counts every host <-> device copy (pt__xfer_count, >>opencl); code that moves data for a
-   purpose other than user I/O brackets it: `int k = pt__xfer_as(ctx, PT_XFER_DP); ...;
-   pt__xfer_as(ctx, k);`. */
-static int pt__xfer_as(pt_ctx *ctx, int kind) {
-    int old = ctx->xfer_kind;
-    ctx->xfer_kind = kind;
-    return old;
+/* CRC32C (Castagnoli, reflected 0x82F63B78) slicing-by-8 tables: [0] is the byte table, [k][i] =
+   [k-1][i] >> 8 ^ [0][[k-1][i] & 0xff]. Constant data (no table built at run time, so no global
+   state and no race); tests/test_ckpt.c recomputes them from the polynomial. */
+static const uint32_t pt__crc_tab[8][256] = {
+    {
+        0x00000000u, 0xf26b8303u, 0xe13b70f7u, 0x1350f3f4u, 0xc79a971fu, 0x35f1141cu, 0x26a1e7e8u, 0xd4ca64ebu,
+        0x8ad958cfu, 0x78b2dbccu, 0x6be22838u, 0x9989ab3bu, 0x4d43cfd0u, 0xbf284cd3u, 0xac78bf27u, 0x5e133c24u,
+        0x105ec76fu, 0xe235446cu, 0xf165b798u, 0x030e349bu, 0xd7c45070u, 0x25afd373u, 0x36ff2087u, 0xc494a384u,
+        0x9a879fa0u, 0x68ec1ca3u, 0x7bbcef57u, 0x89d76c54u, 0x5d1d08bfu, 0xaf768bbcu, 0xbc267848u, 0x4e4dfb4bu,
+        0x20bd8edeu, 0xd2d60dddu, 0xc186fe29u, 0x33ed7d2au, 0xe72719c1u, 0x154c9ac2u, 0x061c6936u, 0xf477ea35u,
+        0xaa64d611u, 0x580f5512u, 0x4b5fa6e6u, 0xb93425e5u, 0x6dfe410eu, 0x9f95c20du, 0x8cc531f9u, 0x7eaeb2fau,
+        0x30e349b1u, 0xc288cab2u, 0xd1d83946u, 0x23b3ba45u, 0xf779deaeu, 0x05125dadu, 0x1642ae59u, 0xe4292d5au,
+        0xba3a117eu, 0x4851927du, 0x5b016189u, 0xa96ae28au, 0x7da08661u, 0x8fcb0562u, 0x9c9bf696u, 0x6ef07595u,
+        0x417b1dbcu, 0xb3109ebfu, 0xa0406d4bu, 0x522bee48u, 0x86e18aa3u, 0x748a09a0u, 0x67dafa54u, 0x95b17957u,
+        0xcba24573u, 0x39c9c670u, 0x2a993584u, 0xd8f2b687u, 0x0c38d26cu, 0xfe53516fu, 0xed03a29bu, 0x1f682198u,
+        0x5125dad3u, 0xa34e59d0u, 0xb01eaa24u, 0x42752927u, 0x96bf4dccu, 0x64d4cecfu, 0x77843d3bu, 0x85efbe38u,
+        0xdbfc821cu, 0x2997011fu, 0x3ac7f2ebu, 0xc8ac71e8u, 0x1c661503u, 0xee0d9600u, 0xfd5d65f4u, 0x0f36e6f7u,
+        0x61c69362u, 0x93ad1061u, 0x80fde395u, 0x72966096u, 0xa65c047du, 0x5437877eu, 0x4767748au, 0xb50cf789u,
+        0xeb1fcbadu, 0x197448aeu, 0x0a24bb5au, 0xf84f3859u, 0x2c855cb2u, 0xdeeedfb1u, 0xcdbe2c45u, 0x3fd5af46u,
+        0x7198540du, 0x83f3d70eu, 0x90a324fau, 0x62c8a7f9u, 0xb602c312u, 0x44694011u, 0x5739b3e5u, 0xa55230e6u,
+        0xfb410cc2u, 0x092a8fc1u, 0x1a7a7c35u, 0xe811ff36u, 0x3cdb9bddu, 0xceb018deu, 0xdde0eb2au, 0x2f8b6829u,
+        0x82f63b78u, 0x709db87bu, 0x63cd4b8fu, 0x91a6c88cu, 0x456cac67u, 0xb7072f64u, 0xa457dc90u, 0x563c5f93u,
+        0x082f63b7u, 0xfa44e0b4u, 0xe9141340u, 0x1b7f9043u, 0xcfb5f4a8u, 0x3dde77abu, 0x2e8e845fu, 0xdce5075cu,
+        0x92a8fc17u, 0x60c37f14u, 0x73938ce0u, 0x81f80fe3u, 0x55326b08u, 0xa759e80bu, 0xb4091bffu, 0x466298fcu,
+        0x1871a4d8u, 0xea1a27dbu, 0xf94ad42fu, 0x0b21572cu, 0xdfeb33c7u, 0x2d80b0c4u, 0x3ed04330u, 0xccbbc033u,
+        0xa24bb5a6u, 0x502036a5u, 0x4370c551u, 0xb11b4652u, 0x65d122b9u, 0x97baa1bau, 0x84ea524eu, 0x7681d14du,
+        0x2892ed69u, 0xdaf96e6au, 0xc9a99d9eu, 0x3bc21e9du, 0xef087a76u, 0x1d63f975u, 0x0e330a81u, 0xfc588982u,
+        0xb21572c9u, 0x407ef1cau, 0x532e023eu, 0xa145813du, 0x758fe5d6u, 0x87e466d5u, 0x94b49521u, 0x66df1622u,
+        0x38cc2a06u, 0xcaa7a905u, 0xd9f75af1u, 0x2b9cd9f2u, 0xff56bd19u, 0x0d3d3e1au, 0x1e6dcdeeu, 0xec064eedu,
+        0xc38d26c4u, 0x31e6a5c7u, 0x22b65633u, 0xd0ddd530u, 0x0417b1dbu, 0xf67c32d8u, 0xe52cc12cu, 0x1747422fu,
+        0x49547e0bu, 0xbb3ffd08u, 0xa86f0efcu, 0x5a048dffu, 0x8ecee914u, 0x7ca56a17u, 0x6ff599e3u, 0x9d9e1ae0u,
+        0xd3d3e1abu, 0x21b862a8u, 0x32e8915cu, 0xc083125fu, 0x144976b4u, 0xe622f5b7u, 0xf5720643u, 0x07198540u,
+        0x590ab964u, 0xab613a67u, 0xb831c993u, 0x4a5a4a90u, 0x9e902e7bu, 0x6cfbad78u, 0x7fab5e8cu, 0x8dc0dd8fu,
+        0xe330a81au, 0x115b2b19u, 0x020bd8edu, 0xf0605beeu, 0x24aa3f05u, 0xd6c1bc06u, 0xc5914ff2u, 0x37faccf1u,
+        0x69e9f0d5u, 0x9b8273d6u, 0x88d28022u, 0x7ab90321u, 0xae7367cau, 0x5c18e4c9u, 0x4f48173du, 0xbd23943eu,
+        0xf36e6f75u, 0x0105ec76u, 0x12551f82u, 0xe03e9c81u, 0x34f4f86au, 0xc69f7b69u, 0xd5cf889du, 0x27a40b9eu,
+        0x79b737bau, 0x8bdcb4b9u, 0x988c474du, 0x6ae7c44eu, 0xbe2da0a5u, 0x4c4623a6u, 0x5f16d052u, 0xad7d5351u
+    },
+    {
+        0x00000000u, 0x13a29877u, 0x274530eeu, 0x34e7a899u, 0x4e8a61dcu, 0x5d28f9abu, 0x69cf5132u, 0x7a6dc945u,
+        0x9d14c3b8u, 0x8eb65bcfu, 0xba51f356u, 0xa9f36b21u, 0xd39ea264u, 0xc03c3a13u, 0xf4db928au, 0xe7790afdu,
+        0x3fc5f181u, 0x2c6769f6u, 0x1880c16fu, 0x0b225918u, 0x714f905du, 0x62ed082au, 0x560aa0b3u, 0x45a838c4u,
+        0xa2d13239u, 0xb173aa4eu, 0x859402d7u, 0x96369aa0u, 0xec5b53e5u, 0xfff9cb92u, 0xcb1e630bu, 0xd8bcfb7cu,
+        0x7f8be302u, 0x6c297b75u, 0x58ced3ecu, 0x4b6c4b9bu, 0x310182deu, 0x22a31aa9u, 0x1644b230u, 0x05e62a47u,
+        0xe29f20bau, 0xf13db8cdu, 0xc5da1054u, 0xd6788823u, 0xac154166u, 0xbfb7d911u, 0x8b507188u, 0x98f2e9ffu,
+        0x404e1283u, 0x53ec8af4u, 0x670b226du, 0x74a9ba1au, 0x0ec4735fu, 0x1d66eb28u, 0x298143b1u, 0x3a23dbc6u,
+        0xdd5ad13bu, 0xcef8494cu, 0xfa1fe1d5u, 0xe9bd79a2u, 0x93d0b0e7u, 0x80722890u, 0xb4958009u, 0xa737187eu,
+        0xff17c604u, 0xecb55e73u, 0xd852f6eau, 0xcbf06e9du, 0xb19da7d8u, 0xa23f3fafu, 0x96d89736u, 0x857a0f41u,
+        0x620305bcu, 0x71a19dcbu, 0x45463552u, 0x56e4ad25u, 0x2c896460u, 0x3f2bfc17u, 0x0bcc548eu, 0x186eccf9u,
+        0xc0d23785u, 0xd370aff2u, 0xe797076bu, 0xf4359f1cu, 0x8e585659u, 0x9dface2eu, 0xa91d66b7u, 0xbabffec0u,
+        0x5dc6f43du, 0x4e646c4au, 0x7a83c4d3u, 0x69215ca4u, 0x134c95e1u, 0x00ee0d96u, 0x3409a50fu, 0x27ab3d78u,
+        0x809c2506u, 0x933ebd71u, 0xa7d915e8u, 0xb47b8d9fu, 0xce1644dau, 0xddb4dcadu, 0xe9537434u, 0xfaf1ec43u,
+        0x1d88e6beu, 0x0e2a7ec9u, 0x3acdd650u, 0x296f4e27u, 0x53028762u, 0x40a01f15u, 0x7447b78cu, 0x67e52ffbu,
+        0xbf59d487u, 0xacfb4cf0u, 0x981ce469u, 0x8bbe7c1eu, 0xf1d3b55bu, 0xe2712d2cu, 0xd69685b5u, 0xc5341dc2u,
+        0x224d173fu, 0x31ef8f48u, 0x050827d1u, 0x16aabfa6u, 0x6cc776e3u, 0x7f65ee94u, 0x4b82460du, 0x5820de7au,
+        0xfbc3faf9u, 0xe861628eu, 0xdc86ca17u, 0xcf245260u, 0xb5499b25u, 0xa6eb0352u, 0x920cabcbu, 0x81ae33bcu,
+        0x66d73941u, 0x7575a136u, 0x419209afu, 0x523091d8u, 0x285d589du, 0x3bffc0eau, 0x0f186873u, 0x1cbaf004u,
+        0xc4060b78u, 0xd7a4930fu, 0xe3433b96u, 0xf0e1a3e1u, 0x8a8c6aa4u, 0x992ef2d3u, 0xadc95a4au, 0xbe6bc23du,
+        0x5912c8c0u, 0x4ab050b7u, 0x7e57f82eu, 0x6df56059u, 0x1798a91cu, 0x043a316bu, 0x30dd99f2u, 0x237f0185u,
+        0x844819fbu, 0x97ea818cu, 0xa30d2915u, 0xb0afb162u, 0xcac27827u, 0xd960e050u, 0xed8748c9u, 0xfe25d0beu,
+        0x195cda43u, 0x0afe4234u, 0x3e19eaadu, 0x2dbb72dau, 0x57d6bb9fu, 0x447423e8u, 0x70938b71u, 0x63311306u,
+        0xbb8de87au, 0xa82f700du, 0x9cc8d894u, 0x8f6a40e3u, 0xf50789a6u, 0xe6a511d1u, 0xd242b948u, 0xc1e0213fu,
+        0x26992bc2u, 0x353bb3b5u, 0x01dc1b2cu, 0x127e835bu, 0x68134a1eu, 0x7bb1d269u, 0x4f567af0u, 0x5cf4e287u,
+        0x04d43cfdu, 0x1776a48au, 0x23910c13u, 0x30339464u, 0x4a5e5d21u, 0x59fcc556u, 0x6d1b6dcfu, 0x7eb9f5b8u,
+        0x99c0ff45u, 0x8a626732u, 0xbe85cfabu, 0xad2757dcu, 0xd74a9e99u, 0xc4e806eeu, 0xf00fae77u, 0xe3ad3600u,
+        0x3b11cd7cu, 0x28b3550bu, 0x1c54fd92u, 0x0ff665e5u, 0x759baca0u, 0x663934d7u, 0x52de9c4eu, 0x417c0439u,
+        0xa6050ec4u, 0xb5a796b3u, 0x81403e2au, 0x92e2a65du, 0xe88f6f18u, 0xfb2df76fu, 0xcfca5ff6u, 0xdc68c781u,
+        0x7b5fdfffu, 0x68fd4788u, 0x5c1aef11u, 0x4fb87766u, 0x35d5be23u, 0x26772654u, 0x12908ecdu, 0x013216bau,
+        0xe64b1c47u, 0xf5e98430u, 0xc10e2ca9u, 0xd2acb4deu, 0xa8c17d9bu, 0xbb63e5ecu, 0x8f844d75u, 0x9c26d502u,
+        0x449a2e7eu, 0x5738b609u, 0x63df1e90u, 0x707d86e7u, 0x0a104fa2u, 0x19b2d7d5u, 0x2d557f4cu, 0x3ef7e73bu,
+        0xd98eedc6u, 0xca2c75b1u, 0xfecbdd28u, 0xed69455fu, 0x97048c1au, 0x84a6146du, 0xb041bcf4u, 0xa3e32483u
+    },
+    {
+        0x00000000u, 0xa541927eu, 0x4f6f520du, 0xea2ec073u, 0x9edea41au, 0x3b9f3664u, 0xd1b1f617u, 0x74f06469u,
+        0x38513ec5u, 0x9d10acbbu, 0x773e6cc8u, 0xd27ffeb6u, 0xa68f9adfu, 0x03ce08a1u, 0xe9e0c8d2u, 0x4ca15aacu,
+        0x70a27d8au, 0xd5e3eff4u, 0x3fcd2f87u, 0x9a8cbdf9u, 0xee7cd990u, 0x4b3d4beeu, 0xa1138b9du, 0x045219e3u,
+        0x48f3434fu, 0xedb2d131u, 0x079c1142u, 0xa2dd833cu, 0xd62de755u, 0x736c752bu, 0x9942b558u, 0x3c032726u,
+        0xe144fb14u, 0x4405696au, 0xae2ba919u, 0x0b6a3b67u, 0x7f9a5f0eu, 0xdadbcd70u, 0x30f50d03u, 0x95b49f7du,
+        0xd915c5d1u, 0x7c5457afu, 0x967a97dcu, 0x333b05a2u, 0x47cb61cbu, 0xe28af3b5u, 0x08a433c6u, 0xade5a1b8u,
+        0x91e6869eu, 0x34a714e0u, 0xde89d493u, 0x7bc846edu, 0x0f382284u, 0xaa79b0fau, 0x40577089u, 0xe516e2f7u,
+        0xa9b7b85bu, 0x0cf62a25u, 0xe6d8ea56u, 0x43997828u, 0x37691c41u, 0x92288e3fu, 0x78064e4cu, 0xdd47dc32u,
+        0xc76580d9u, 0x622412a7u, 0x880ad2d4u, 0x2d4b40aau, 0x59bb24c3u, 0xfcfab6bdu, 0x16d476ceu, 0xb395e4b0u,
+        0xff34be1cu, 0x5a752c62u, 0xb05bec11u, 0x151a7e6fu, 0x61ea1a06u, 0xc4ab8878u, 0x2e85480bu, 0x8bc4da75u,
+        0xb7c7fd53u, 0x12866f2du, 0xf8a8af5eu, 0x5de93d20u, 0x29195949u, 0x8c58cb37u, 0x66760b44u, 0xc337993au,
+        0x8f96c396u, 0x2ad751e8u, 0xc0f9919bu, 0x65b803e5u, 0x1148678cu, 0xb409f5f2u, 0x5e273581u, 0xfb66a7ffu,
+        0x26217bcdu, 0x8360e9b3u, 0x694e29c0u, 0xcc0fbbbeu, 0xb8ffdfd7u, 0x1dbe4da9u, 0xf7908ddau, 0x52d11fa4u,
+        0x1e704508u, 0xbb31d776u, 0x511f1705u, 0xf45e857bu, 0x80aee112u, 0x25ef736cu, 0xcfc1b31fu, 0x6a802161u,
+        0x56830647u, 0xf3c29439u, 0x19ec544au, 0xbcadc634u, 0xc85da25du, 0x6d1c3023u, 0x8732f050u, 0x2273622eu,
+        0x6ed23882u, 0xcb93aafcu, 0x21bd6a8fu, 0x84fcf8f1u, 0xf00c9c98u, 0x554d0ee6u, 0xbf63ce95u, 0x1a225cebu,
+        0x8b277743u, 0x2e66e53du, 0xc448254eu, 0x6109b730u, 0x15f9d359u, 0xb0b84127u, 0x5a968154u, 0xffd7132au,
+        0xb3764986u, 0x1637dbf8u, 0xfc191b8bu, 0x595889f5u, 0x2da8ed9cu, 0x88e97fe2u, 0x62c7bf91u, 0xc7862defu,
+        0xfb850ac9u, 0x5ec498b7u, 0xb4ea58c4u, 0x11abcabau, 0x655baed3u, 0xc01a3cadu, 0x2a34fcdeu, 0x8f756ea0u,
+        0xc3d4340cu, 0x6695a672u, 0x8cbb6601u, 0x29faf47fu, 0x5d0a9016u, 0xf84b0268u, 0x1265c21bu, 0xb7245065u,
+        0x6a638c57u, 0xcf221e29u, 0x250cde5au, 0x804d4c24u, 0xf4bd284du, 0x51fcba33u, 0xbbd27a40u, 0x1e93e83eu,
+        0x5232b292u, 0xf77320ecu, 0x1d5de09fu, 0xb81c72e1u, 0xccec1688u, 0x69ad84f6u, 0x83834485u, 0x26c2d6fbu,
+        0x1ac1f1ddu, 0xbf8063a3u, 0x55aea3d0u, 0xf0ef31aeu, 0x841f55c7u, 0x215ec7b9u, 0xcb7007cau, 0x6e3195b4u,
+        0x2290cf18u, 0x87d15d66u, 0x6dff9d15u, 0xc8be0f6bu, 0xbc4e6b02u, 0x190ff97cu, 0xf321390fu, 0x5660ab71u,
+        0x4c42f79au, 0xe90365e4u, 0x032da597u, 0xa66c37e9u, 0xd29c5380u, 0x77ddc1feu, 0x9df3018du, 0x38b293f3u,
+        0x7413c95fu, 0xd1525b21u, 0x3b7c9b52u, 0x9e3d092cu, 0xeacd6d45u, 0x4f8cff3bu, 0xa5a23f48u, 0x00e3ad36u,
+        0x3ce08a10u, 0x99a1186eu, 0x738fd81du, 0xd6ce4a63u, 0xa23e2e0au, 0x077fbc74u, 0xed517c07u, 0x4810ee79u,
+        0x04b1b4d5u, 0xa1f026abu, 0x4bdee6d8u, 0xee9f74a6u, 0x9a6f10cfu, 0x3f2e82b1u, 0xd50042c2u, 0x7041d0bcu,
+        0xad060c8eu, 0x08479ef0u, 0xe2695e83u, 0x4728ccfdu, 0x33d8a894u, 0x96993aeau, 0x7cb7fa99u, 0xd9f668e7u,
+        0x9557324bu, 0x3016a035u, 0xda386046u, 0x7f79f238u, 0x0b899651u, 0xaec8042fu, 0x44e6c45cu, 0xe1a75622u,
+        0xdda47104u, 0x78e5e37au, 0x92cb2309u, 0x378ab177u, 0x437ad51eu, 0xe63b4760u, 0x0c158713u, 0xa954156du,
+        0xe5f54fc1u, 0x40b4ddbfu, 0xaa9a1dccu, 0x0fdb8fb2u, 0x7b2bebdbu, 0xde6a79a5u, 0x3444b9d6u, 0x91052ba8u
+    },
+    {
+        0x00000000u, 0xdd45aab8u, 0xbf672381u, 0x62228939u, 0x7b2231f3u, 0xa6679b4bu, 0xc4451272u, 0x1900b8cau,
+        0xf64463e6u, 0x2b01c95eu, 0x49234067u, 0x9466eadfu, 0x8d665215u, 0x5023f8adu, 0x32017194u, 0xef44db2cu,
+        0xe964b13du, 0x34211b85u, 0x560392bcu, 0x8b463804u, 0x924680ceu, 0x4f032a76u, 0x2d21a34fu, 0xf06409f7u,
+        0x1f20d2dbu, 0xc2657863u, 0xa047f15au, 0x7d025be2u, 0x6402e328u, 0xb9474990u, 0xdb65c0a9u, 0x06206a11u,
+        0xd725148bu, 0x0a60be33u, 0x6842370au, 0xb5079db2u, 0xac072578u, 0x71428fc0u, 0x136006f9u, 0xce25ac41u,
+        0x2161776du, 0xfc24ddd5u, 0x9e0654ecu, 0x4343fe54u, 0x5a43469eu, 0x8706ec26u, 0xe524651fu, 0x3861cfa7u,
+        0x3e41a5b6u, 0xe3040f0eu, 0x81268637u, 0x5c632c8fu, 0x45639445u, 0x98263efdu, 0xfa04b7c4u, 0x27411d7cu,
+        0xc805c650u, 0x15406ce8u, 0x7762e5d1u, 0xaa274f69u, 0xb327f7a3u, 0x6e625d1bu, 0x0c40d422u, 0xd1057e9au,
+        0xaba65fe7u, 0x76e3f55fu, 0x14c17c66u, 0xc984d6deu, 0xd0846e14u, 0x0dc1c4acu, 0x6fe34d95u, 0xb2a6e72du,
+        0x5de23c01u, 0x80a796b9u, 0xe2851f80u, 0x3fc0b538u, 0x26c00df2u, 0xfb85a74au, 0x99a72e73u, 0x44e284cbu,
+        0x42c2eedau, 0x9f874462u, 0xfda5cd5bu, 0x20e067e3u, 0x39e0df29u, 0xe4a57591u, 0x8687fca8u, 0x5bc25610u,
+        0xb4868d3cu, 0x69c32784u, 0x0be1aebdu, 0xd6a40405u, 0xcfa4bccfu, 0x12e11677u, 0x70c39f4eu, 0xad8635f6u,
+        0x7c834b6cu, 0xa1c6e1d4u, 0xc3e468edu, 0x1ea1c255u, 0x07a17a9fu, 0xdae4d027u, 0xb8c6591eu, 0x6583f3a6u,
+        0x8ac7288au, 0x57828232u, 0x35a00b0bu, 0xe8e5a1b3u, 0xf1e51979u, 0x2ca0b3c1u, 0x4e823af8u, 0x93c79040u,
+        0x95e7fa51u, 0x48a250e9u, 0x2a80d9d0u, 0xf7c57368u, 0xeec5cba2u, 0x3380611au, 0x51a2e823u, 0x8ce7429bu,
+        0x63a399b7u, 0xbee6330fu, 0xdcc4ba36u, 0x0181108eu, 0x1881a844u, 0xc5c402fcu, 0xa7e68bc5u, 0x7aa3217du,
+        0x52a0c93fu, 0x8fe56387u, 0xedc7eabeu, 0x30824006u, 0x2982f8ccu, 0xf4c75274u, 0x96e5db4du, 0x4ba071f5u,
+        0xa4e4aad9u, 0x79a10061u, 0x1b838958u, 0xc6c623e0u, 0xdfc69b2au, 0x02833192u, 0x60a1b8abu, 0xbde41213u,
+        0xbbc47802u, 0x6681d2bau, 0x04a35b83u, 0xd9e6f13bu, 0xc0e649f1u, 0x1da3e349u, 0x7f816a70u, 0xa2c4c0c8u,
+        0x4d801be4u, 0x90c5b15cu, 0xf2e73865u, 0x2fa292ddu, 0x36a22a17u, 0xebe780afu, 0x89c50996u, 0x5480a32eu,
+        0x8585ddb4u, 0x58c0770cu, 0x3ae2fe35u, 0xe7a7548du, 0xfea7ec47u, 0x23e246ffu, 0x41c0cfc6u, 0x9c85657eu,
+        0x73c1be52u, 0xae8414eau, 0xcca69dd3u, 0x11e3376bu, 0x08e38fa1u, 0xd5a62519u, 0xb784ac20u, 0x6ac10698u,
+        0x6ce16c89u, 0xb1a4c631u, 0xd3864f08u, 0x0ec3e5b0u, 0x17c35d7au, 0xca86f7c2u, 0xa8a47efbu, 0x75e1d443u,
+        0x9aa50f6fu, 0x47e0a5d7u, 0x25c22ceeu, 0xf8878656u, 0xe1873e9cu, 0x3cc29424u, 0x5ee01d1du, 0x83a5b7a5u,
+        0xf90696d8u, 0x24433c60u, 0x4661b559u, 0x9b241fe1u, 0x8224a72bu, 0x5f610d93u, 0x3d4384aau, 0xe0062e12u,
+        0x0f42f53eu, 0xd2075f86u, 0xb025d6bfu, 0x6d607c07u, 0x7460c4cdu, 0xa9256e75u, 0xcb07e74cu, 0x16424df4u,
+        0x106227e5u, 0xcd278d5du, 0xaf050464u, 0x7240aedcu, 0x6b401616u, 0xb605bcaeu, 0xd4273597u, 0x09629f2fu,
+        0xe6264403u, 0x3b63eebbu, 0x59416782u, 0x8404cd3au, 0x9d0475f0u, 0x4041df48u, 0x22635671u, 0xff26fcc9u,
+        0x2e238253u, 0xf36628ebu, 0x9144a1d2u, 0x4c010b6au, 0x5501b3a0u, 0x88441918u, 0xea669021u, 0x37233a99u,
+        0xd867e1b5u, 0x05224b0du, 0x6700c234u, 0xba45688cu, 0xa345d046u, 0x7e007afeu, 0x1c22f3c7u, 0xc167597fu,
+        0xc747336eu, 0x1a0299d6u, 0x782010efu, 0xa565ba57u, 0xbc65029du, 0x6120a825u, 0x0302211cu, 0xde478ba4u,
+        0x31035088u, 0xec46fa30u, 0x8e647309u, 0x5321d9b1u, 0x4a21617bu, 0x9764cbc3u, 0xf54642fau, 0x2803e842u
+    },
+    {
+        0x00000000u, 0x38116facu, 0x7022df58u, 0x4833b0f4u, 0xe045beb0u, 0xd854d11cu, 0x906761e8u, 0xa8760e44u,
+        0xc5670b91u, 0xfd76643du, 0xb545d4c9u, 0x8d54bb65u, 0x2522b521u, 0x1d33da8du, 0x55006a79u, 0x6d1105d5u,
+        0x8f2261d3u, 0xb7330e7fu, 0xff00be8bu, 0xc711d127u, 0x6f67df63u, 0x5776b0cfu, 0x1f45003bu, 0x27546f97u,
+        0x4a456a42u, 0x725405eeu, 0x3a67b51au, 0x0276dab6u, 0xaa00d4f2u, 0x9211bb5eu, 0xda220baau, 0xe2336406u,
+        0x1ba8b557u, 0x23b9dafbu, 0x6b8a6a0fu, 0x539b05a3u, 0xfbed0be7u, 0xc3fc644bu, 0x8bcfd4bfu, 0xb3debb13u,
+        0xdecfbec6u, 0xe6ded16au, 0xaeed619eu, 0x96fc0e32u, 0x3e8a0076u, 0x069b6fdau, 0x4ea8df2eu, 0x76b9b082u,
+        0x948ad484u, 0xac9bbb28u, 0xe4a80bdcu, 0xdcb96470u, 0x74cf6a34u, 0x4cde0598u, 0x04edb56cu, 0x3cfcdac0u,
+        0x51eddf15u, 0x69fcb0b9u, 0x21cf004du, 0x19de6fe1u, 0xb1a861a5u, 0x89b90e09u, 0xc18abefdu, 0xf99bd151u,
+        0x37516aaeu, 0x0f400502u, 0x4773b5f6u, 0x7f62da5au, 0xd714d41eu, 0xef05bbb2u, 0xa7360b46u, 0x9f2764eau,
+        0xf236613fu, 0xca270e93u, 0x8214be67u, 0xba05d1cbu, 0x1273df8fu, 0x2a62b023u, 0x625100d7u, 0x5a406f7bu,
+        0xb8730b7du, 0x806264d1u, 0xc851d425u, 0xf040bb89u, 0x5836b5cdu, 0x6027da61u, 0x28146a95u, 0x10050539u,
+        0x7d1400ecu, 0x45056f40u, 0x0d36dfb4u, 0x3527b018u, 0x9d51be5cu, 0xa540d1f0u, 0xed736104u, 0xd5620ea8u,
+        0x2cf9dff9u, 0x14e8b055u, 0x5cdb00a1u, 0x64ca6f0du, 0xccbc6149u, 0xf4ad0ee5u, 0xbc9ebe11u, 0x848fd1bdu,
+        0xe99ed468u, 0xd18fbbc4u, 0x99bc0b30u, 0xa1ad649cu, 0x09db6ad8u, 0x31ca0574u, 0x79f9b580u, 0x41e8da2cu,
+        0xa3dbbe2au, 0x9bcad186u, 0xd3f96172u, 0xebe80edeu, 0x439e009au, 0x7b8f6f36u, 0x33bcdfc2u, 0x0badb06eu,
+        0x66bcb5bbu, 0x5eadda17u, 0x169e6ae3u, 0x2e8f054fu, 0x86f90b0bu, 0xbee864a7u, 0xf6dbd453u, 0xcecabbffu,
+        0x6ea2d55cu, 0x56b3baf0u, 0x1e800a04u, 0x269165a8u, 0x8ee76becu, 0xb6f60440u, 0xfec5b4b4u, 0xc6d4db18u,
+        0xabc5decdu, 0x93d4b161u, 0xdbe70195u, 0xe3f66e39u, 0x4b80607du, 0x73910fd1u, 0x3ba2bf25u, 0x03b3d089u,
+        0xe180b48fu, 0xd991db23u, 0x91a26bd7u, 0xa9b3047bu, 0x01c50a3fu, 0x39d46593u, 0x71e7d567u, 0x49f6bacbu,
+        0x24e7bf1eu, 0x1cf6d0b2u, 0x54c56046u, 0x6cd40feau, 0xc4a201aeu, 0xfcb36e02u, 0xb480def6u, 0x8c91b15au,
+        0x750a600bu, 0x4d1b0fa7u, 0x0528bf53u, 0x3d39d0ffu, 0x954fdebbu, 0xad5eb117u, 0xe56d01e3u, 0xdd7c6e4fu,
+        0xb06d6b9au, 0x887c0436u, 0xc04fb4c2u, 0xf85edb6eu, 0x5028d52au, 0x6839ba86u, 0x200a0a72u, 0x181b65deu,
+        0xfa2801d8u, 0xc2396e74u, 0x8a0ade80u, 0xb21bb12cu, 0x1a6dbf68u, 0x227cd0c4u, 0x6a4f6030u, 0x525e0f9cu,
+        0x3f4f0a49u, 0x075e65e5u, 0x4f6dd511u, 0x777cbabdu, 0xdf0ab4f9u, 0xe71bdb55u, 0xaf286ba1u, 0x9739040du,
+        0x59f3bff2u, 0x61e2d05eu, 0x29d160aau, 0x11c00f06u, 0xb9b60142u, 0x81a76eeeu, 0xc994de1au, 0xf185b1b6u,
+        0x9c94b463u, 0xa485dbcfu, 0xecb66b3bu, 0xd4a70497u, 0x7cd10ad3u, 0x44c0657fu, 0x0cf3d58bu, 0x34e2ba27u,
+        0xd6d1de21u, 0xeec0b18du, 0xa6f30179u, 0x9ee26ed5u, 0x36946091u, 0x0e850f3du, 0x46b6bfc9u, 0x7ea7d065u,
+        0x13b6d5b0u, 0x2ba7ba1cu, 0x63940ae8u, 0x5b856544u, 0xf3f36b00u, 0xcbe204acu, 0x83d1b458u, 0xbbc0dbf4u,
+        0x425b0aa5u, 0x7a4a6509u, 0x3279d5fdu, 0x0a68ba51u, 0xa21eb415u, 0x9a0fdbb9u, 0xd23c6b4du, 0xea2d04e1u,
+        0x873c0134u, 0xbf2d6e98u, 0xf71ede6cu, 0xcf0fb1c0u, 0x6779bf84u, 0x5f68d028u, 0x175b60dcu, 0x2f4a0f70u,
+        0xcd796b76u, 0xf56804dau, 0xbd5bb42eu, 0x854adb82u, 0x2d3cd5c6u, 0x152dba6au, 0x5d1e0a9eu, 0x650f6532u,
+        0x081e60e7u, 0x300f0f4bu, 0x783cbfbfu, 0x402dd013u, 0xe85bde57u, 0xd04ab1fbu, 0x9879010fu, 0xa0686ea3u
+    },
+    {
+        0x00000000u, 0xef306b19u, 0xdb8ca0c3u, 0x34bccbdau, 0xb2f53777u, 0x5dc55c6eu, 0x697997b4u, 0x8649fcadu,
+        0x6006181fu, 0x8f367306u, 0xbb8ab8dcu, 0x54bad3c5u, 0xd2f32f68u, 0x3dc34471u, 0x097f8fabu, 0xe64fe4b2u,
+        0xc00c303eu, 0x2f3c5b27u, 0x1b8090fdu, 0xf4b0fbe4u, 0x72f90749u, 0x9dc96c50u, 0xa975a78au, 0x4645cc93u,
+        0xa00a2821u, 0x4f3a4338u, 0x7b8688e2u, 0x94b6e3fbu, 0x12ff1f56u, 0xfdcf744fu, 0xc973bf95u, 0x2643d48cu,
+        0x85f4168du, 0x6ac47d94u, 0x5e78b64eu, 0xb148dd57u, 0x370121fau, 0xd8314ae3u, 0xec8d8139u, 0x03bdea20u,
+        0xe5f20e92u, 0x0ac2658bu, 0x3e7eae51u, 0xd14ec548u, 0x570739e5u, 0xb83752fcu, 0x8c8b9926u, 0x63bbf23fu,
+        0x45f826b3u, 0xaac84daau, 0x9e748670u, 0x7144ed69u, 0xf70d11c4u, 0x183d7addu, 0x2c81b107u, 0xc3b1da1eu,
+        0x25fe3eacu, 0xcace55b5u, 0xfe729e6fu, 0x1142f576u, 0x970b09dbu, 0x783b62c2u, 0x4c87a918u, 0xa3b7c201u,
+        0x0e045bebu, 0xe13430f2u, 0xd588fb28u, 0x3ab89031u, 0xbcf16c9cu, 0x53c10785u, 0x677dcc5fu, 0x884da746u,
+        0x6e0243f4u, 0x813228edu, 0xb58ee337u, 0x5abe882eu, 0xdcf77483u, 0x33c71f9au, 0x077bd440u, 0xe84bbf59u,
+        0xce086bd5u, 0x213800ccu, 0x1584cb16u, 0xfab4a00fu, 0x7cfd5ca2u, 0x93cd37bbu, 0xa771fc61u, 0x48419778u,
+        0xae0e73cau, 0x413e18d3u, 0x7582d309u, 0x9ab2b810u, 0x1cfb44bdu, 0xf3cb2fa4u, 0xc777e47eu, 0x28478f67u,
+        0x8bf04d66u, 0x64c0267fu, 0x507ceda5u, 0xbf4c86bcu, 0x39057a11u, 0xd6351108u, 0xe289dad2u, 0x0db9b1cbu,
+        0xebf65579u, 0x04c63e60u, 0x307af5bau, 0xdf4a9ea3u, 0x5903620eu, 0xb6330917u, 0x828fc2cdu, 0x6dbfa9d4u,
+        0x4bfc7d58u, 0xa4cc1641u, 0x9070dd9bu, 0x7f40b682u, 0xf9094a2fu, 0x16392136u, 0x2285eaecu, 0xcdb581f5u,
+        0x2bfa6547u, 0xc4ca0e5eu, 0xf076c584u, 0x1f46ae9du, 0x990f5230u, 0x763f3929u, 0x4283f2f3u, 0xadb399eau,
+        0x1c08b7d6u, 0xf338dccfu, 0xc7841715u, 0x28b47c0cu, 0xaefd80a1u, 0x41cdebb8u, 0x75712062u, 0x9a414b7bu,
+        0x7c0eafc9u, 0x933ec4d0u, 0xa7820f0au, 0x48b26413u, 0xcefb98beu, 0x21cbf3a7u, 0x1577387du, 0xfa475364u,
+        0xdc0487e8u, 0x3334ecf1u, 0x0788272bu, 0xe8b84c32u, 0x6ef1b09fu, 0x81c1db86u, 0xb57d105cu, 0x5a4d7b45u,
+        0xbc029ff7u, 0x5332f4eeu, 0x678e3f34u, 0x88be542du, 0x0ef7a880u, 0xe1c7c399u, 0xd57b0843u, 0x3a4b635au,
+        0x99fca15bu, 0x76ccca42u, 0x42700198u, 0xad406a81u, 0x2b09962cu, 0xc439fd35u, 0xf08536efu, 0x1fb55df6u,
+        0xf9fab944u, 0x16cad25du, 0x22761987u, 0xcd46729eu, 0x4b0f8e33u, 0xa43fe52au, 0x90832ef0u, 0x7fb345e9u,
+        0x59f09165u, 0xb6c0fa7cu, 0x827c31a6u, 0x6d4c5abfu, 0xeb05a612u, 0x0435cd0bu, 0x308906d1u, 0xdfb96dc8u,
+        0x39f6897au, 0xd6c6e263u, 0xe27a29b9u, 0x0d4a42a0u, 0x8b03be0du, 0x6433d514u, 0x508f1eceu, 0xbfbf75d7u,
+        0x120cec3du, 0xfd3c8724u, 0xc9804cfeu, 0x26b027e7u, 0xa0f9db4au, 0x4fc9b053u, 0x7b757b89u, 0x94451090u,
+        0x720af422u, 0x9d3a9f3bu, 0xa98654e1u, 0x46b63ff8u, 0xc0ffc355u, 0x2fcfa84cu, 0x1b736396u, 0xf443088fu,
+        0xd200dc03u, 0x3d30b71au, 0x098c7cc0u, 0xe6bc17d9u, 0x60f5eb74u, 0x8fc5806du, 0xbb794bb7u, 0x544920aeu,
+        0xb206c41cu, 0x5d36af05u, 0x698a64dfu, 0x86ba0fc6u, 0x00f3f36bu, 0xefc39872u, 0xdb7f53a8u, 0x344f38b1u,
+        0x97f8fab0u, 0x78c891a9u, 0x4c745a73u, 0xa344316au, 0x250dcdc7u, 0xca3da6deu, 0xfe816d04u, 0x11b1061du,
+        0xf7fee2afu, 0x18ce89b6u, 0x2c72426cu, 0xc3422975u, 0x450bd5d8u, 0xaa3bbec1u, 0x9e87751bu, 0x71b71e02u,
+        0x57f4ca8eu, 0xb8c4a197u, 0x8c786a4du, 0x63480154u, 0xe501fdf9u, 0x0a3196e0u, 0x3e8d5d3au, 0xd1bd3623u,
+        0x37f2d291u, 0xd8c2b988u, 0xec7e7252u, 0x034e194bu, 0x8507e5e6u, 0x6a378effu, 0x5e8b4525u, 0xb1bb2e3cu
+    },
+    {
+        0x00000000u, 0x68032cc8u, 0xd0065990u, 0xb8057558u, 0xa5e0c5d1u, 0xcde3e919u, 0x75e69c41u, 0x1de5b089u,
+        0x4e2dfd53u, 0x262ed19bu, 0x9e2ba4c3u, 0xf628880bu, 0xebcd3882u, 0x83ce144au, 0x3bcb6112u, 0x53c84ddau,
+        0x9c5bfaa6u, 0xf458d66eu, 0x4c5da336u, 0x245e8ffeu, 0x39bb3f77u, 0x51b813bfu, 0xe9bd66e7u, 0x81be4a2fu,
+        0xd27607f5u, 0xba752b3du, 0x02705e65u, 0x6a7372adu, 0x7796c224u, 0x1f95eeecu, 0xa7909bb4u, 0xcf93b77cu,
+        0x3d5b83bdu, 0x5558af75u, 0xed5dda2du, 0x855ef6e5u, 0x98bb466cu, 0xf0b86aa4u, 0x48bd1ffcu, 0x20be3334u,
+        0x73767eeeu, 0x1b755226u, 0xa370277eu, 0xcb730bb6u, 0xd696bb3fu, 0xbe9597f7u, 0x0690e2afu, 0x6e93ce67u,
+        0xa100791bu, 0xc90355d3u, 0x7106208bu, 0x19050c43u, 0x04e0bccau, 0x6ce39002u, 0xd4e6e55au, 0xbce5c992u,
+        0xef2d8448u, 0x872ea880u, 0x3f2bddd8u, 0x5728f110u, 0x4acd4199u, 0x22ce6d51u, 0x9acb1809u, 0xf2c834c1u,
+        0x7ab7077au, 0x12b42bb2u, 0xaab15eeau, 0xc2b27222u, 0xdf57c2abu, 0xb754ee63u, 0x0f519b3bu, 0x6752b7f3u,
+        0x349afa29u, 0x5c99d6e1u, 0xe49ca3b9u, 0x8c9f8f71u, 0x917a3ff8u, 0xf9791330u, 0x417c6668u, 0x297f4aa0u,
+        0xe6ecfddcu, 0x8eefd114u, 0x36eaa44cu, 0x5ee98884u, 0x430c380du, 0x2b0f14c5u, 0x930a619du, 0xfb094d55u,
+        0xa8c1008fu, 0xc0c22c47u, 0x78c7591fu, 0x10c475d7u, 0x0d21c55eu, 0x6522e996u, 0xdd279cceu, 0xb524b006u,
+        0x47ec84c7u, 0x2fefa80fu, 0x97eadd57u, 0xffe9f19fu, 0xe20c4116u, 0x8a0f6ddeu, 0x320a1886u, 0x5a09344eu,
+        0x09c17994u, 0x61c2555cu, 0xd9c72004u, 0xb1c40cccu, 0xac21bc45u, 0xc422908du, 0x7c27e5d5u, 0x1424c91du,
+        0xdbb77e61u, 0xb3b452a9u, 0x0bb127f1u, 0x63b20b39u, 0x7e57bbb0u, 0x16549778u, 0xae51e220u, 0xc652cee8u,
+        0x959a8332u, 0xfd99affau, 0x459cdaa2u, 0x2d9ff66au, 0x307a46e3u, 0x58796a2bu, 0xe07c1f73u, 0x887f33bbu,
+        0xf56e0ef4u, 0x9d6d223cu, 0x25685764u, 0x4d6b7bacu, 0x508ecb25u, 0x388de7edu, 0x808892b5u, 0xe88bbe7du,
+        0xbb43f3a7u, 0xd340df6fu, 0x6b45aa37u, 0x034686ffu, 0x1ea33676u, 0x76a01abeu, 0xcea56fe6u, 0xa6a6432eu,
+        0x6935f452u, 0x0136d89au, 0xb933adc2u, 0xd130810au, 0xccd53183u, 0xa4d61d4bu, 0x1cd36813u, 0x74d044dbu,
+        0x27180901u, 0x4f1b25c9u, 0xf71e5091u, 0x9f1d7c59u, 0x82f8ccd0u, 0xeafbe018u, 0x52fe9540u, 0x3afdb988u,
+        0xc8358d49u, 0xa036a181u, 0x1833d4d9u, 0x7030f811u, 0x6dd54898u, 0x05d66450u, 0xbdd31108u, 0xd5d03dc0u,
+        0x8618701au, 0xee1b5cd2u, 0x561e298au, 0x3e1d0542u, 0x23f8b5cbu, 0x4bfb9903u, 0xf3feec5bu, 0x9bfdc093u,
+        0x546e77efu, 0x3c6d5b27u, 0x84682e7fu, 0xec6b02b7u, 0xf18eb23eu, 0x998d9ef6u, 0x2188ebaeu, 0x498bc766u,
+        0x1a438abcu, 0x7240a674u, 0xca45d32cu, 0xa246ffe4u, 0xbfa34f6du, 0xd7a063a5u, 0x6fa516fdu, 0x07a63a35u,
+        0x8fd9098eu, 0xe7da2546u, 0x5fdf501eu, 0x37dc7cd6u, 0x2a39cc5fu, 0x423ae097u, 0xfa3f95cfu, 0x923cb907u,
+        0xc1f4f4ddu, 0xa9f7d815u, 0x11f2ad4du, 0x79f18185u, 0x6414310cu, 0x0c171dc4u, 0xb412689cu, 0xdc114454u,
+        0x1382f328u, 0x7b81dfe0u, 0xc384aab8u, 0xab878670u, 0xb66236f9u, 0xde611a31u, 0x66646f69u, 0x0e6743a1u,
+        0x5daf0e7bu, 0x35ac22b3u, 0x8da957ebu, 0xe5aa7b23u, 0xf84fcbaau, 0x904ce762u, 0x2849923au, 0x404abef2u,
+        0xb2828a33u, 0xda81a6fbu, 0x6284d3a3u, 0x0a87ff6bu, 0x17624fe2u, 0x7f61632au, 0xc7641672u, 0xaf673abau,
+        0xfcaf7760u, 0x94ac5ba8u, 0x2ca92ef0u, 0x44aa0238u, 0x594fb2b1u, 0x314c9e79u, 0x8949eb21u, 0xe14ac7e9u,
+        0x2ed97095u, 0x46da5c5du, 0xfedf2905u, 0x96dc05cdu, 0x8b39b544u, 0xe33a998cu, 0x5b3fecd4u, 0x333cc01cu,
+        0x60f48dc6u, 0x08f7a10eu, 0xb0f2d456u, 0xd8f1f89eu, 0xc5144817u, 0xad1764dfu, 0x15121187u, 0x7d113d4fu
+    },
+    {
+        0x00000000u, 0x493c7d27u, 0x9278fa4eu, 0xdb448769u, 0x211d826du, 0x6821ff4au, 0xb3657823u, 0xfa590504u,
+        0x423b04dau, 0x0b0779fdu, 0xd043fe94u, 0x997f83b3u, 0x632686b7u, 0x2a1afb90u, 0xf15e7cf9u, 0xb86201deu,
+        0x847609b4u, 0xcd4a7493u, 0x160ef3fau, 0x5f328eddu, 0xa56b8bd9u, 0xec57f6feu, 0x37137197u, 0x7e2f0cb0u,
+        0xc64d0d6eu, 0x8f717049u, 0x5435f720u, 0x1d098a07u, 0xe7508f03u, 0xae6cf224u, 0x7528754du, 0x3c14086au,
+        0x0d006599u, 0x443c18beu, 0x9f789fd7u, 0xd644e2f0u, 0x2c1de7f4u, 0x65219ad3u, 0xbe651dbau, 0xf759609du,
+        0x4f3b6143u, 0x06071c64u, 0xdd439b0du, 0x947fe62au, 0x6e26e32eu, 0x271a9e09u, 0xfc5e1960u, 0xb5626447u,
+        0x89766c2du, 0xc04a110au, 0x1b0e9663u, 0x5232eb44u, 0xa86bee40u, 0xe1579367u, 0x3a13140eu, 0x732f6929u,
+        0xcb4d68f7u, 0x827115d0u, 0x593592b9u, 0x1009ef9eu, 0xea50ea9au, 0xa36c97bdu, 0x782810d4u, 0x31146df3u,
+        0x1a00cb32u, 0x533cb615u, 0x8878317cu, 0xc1444c5bu, 0x3b1d495fu, 0x72213478u, 0xa965b311u, 0xe059ce36u,
+        0x583bcfe8u, 0x1107b2cfu, 0xca4335a6u, 0x837f4881u, 0x79264d85u, 0x301a30a2u, 0xeb5eb7cbu, 0xa262caecu,
+        0x9e76c286u, 0xd74abfa1u, 0x0c0e38c8u, 0x453245efu, 0xbf6b40ebu, 0xf6573dccu, 0x2d13baa5u, 0x642fc782u,
+        0xdc4dc65cu, 0x9571bb7bu, 0x4e353c12u, 0x07094135u, 0xfd504431u, 0xb46c3916u, 0x6f28be7fu, 0x2614c358u,
+        0x1700aeabu, 0x5e3cd38cu, 0x857854e5u, 0xcc4429c2u, 0x361d2cc6u, 0x7f2151e1u, 0xa465d688u, 0xed59abafu,
+        0x553baa71u, 0x1c07d756u, 0xc743503fu, 0x8e7f2d18u, 0x7426281cu, 0x3d1a553bu, 0xe65ed252u, 0xaf62af75u,
+        0x9376a71fu, 0xda4ada38u, 0x010e5d51u, 0x48322076u, 0xb26b2572u, 0xfb575855u, 0x2013df3cu, 0x692fa21bu,
+        0xd14da3c5u, 0x9871dee2u, 0x4335598bu, 0x0a0924acu, 0xf05021a8u, 0xb96c5c8fu, 0x6228dbe6u, 0x2b14a6c1u,
+        0x34019664u, 0x7d3deb43u, 0xa6796c2au, 0xef45110du, 0x151c1409u, 0x5c20692eu, 0x8764ee47u, 0xce589360u,
+        0x763a92beu, 0x3f06ef99u, 0xe44268f0u, 0xad7e15d7u, 0x572710d3u, 0x1e1b6df4u, 0xc55fea9du, 0x8c6397bau,
+        0xb0779fd0u, 0xf94be2f7u, 0x220f659eu, 0x6b3318b9u, 0x916a1dbdu, 0xd856609au, 0x0312e7f3u, 0x4a2e9ad4u,
+        0xf24c9b0au, 0xbb70e62du, 0x60346144u, 0x29081c63u, 0xd3511967u, 0x9a6d6440u, 0x4129e329u, 0x08159e0eu,
+        0x3901f3fdu, 0x703d8edau, 0xab7909b3u, 0xe2457494u, 0x181c7190u, 0x51200cb7u, 0x8a648bdeu, 0xc358f6f9u,
+        0x7b3af727u, 0x32068a00u, 0xe9420d69u, 0xa07e704eu, 0x5a27754au, 0x131b086du, 0xc85f8f04u, 0x8163f223u,
+        0xbd77fa49u, 0xf44b876eu, 0x2f0f0007u, 0x66337d20u, 0x9c6a7824u, 0xd5560503u, 0x0e12826au, 0x472eff4du,
+        0xff4cfe93u, 0xb67083b4u, 0x6d3404ddu, 0x240879fau, 0xde517cfeu, 0x976d01d9u, 0x4c2986b0u, 0x0515fb97u,
+        0x2e015d56u, 0x673d2071u, 0xbc79a718u, 0xf545da3fu, 0x0f1cdf3bu, 0x4620a21cu, 0x9d642575u, 0xd4585852u,
+        0x6c3a598cu, 0x250624abu, 0xfe42a3c2u, 0xb77edee5u, 0x4d27dbe1u, 0x041ba6c6u, 0xdf5f21afu, 0x96635c88u,
+        0xaa7754e2u, 0xe34b29c5u, 0x380faeacu, 0x7133d38bu, 0x8b6ad68fu, 0xc256aba8u, 0x19122cc1u, 0x502e51e6u,
+        0xe84c5038u, 0xa1702d1fu, 0x7a34aa76u, 0x3308d751u, 0xc951d255u, 0x806daf72u, 0x5b29281bu, 0x1215553cu,
+        0x230138cfu, 0x6a3d45e8u, 0xb179c281u, 0xf845bfa6u, 0x021cbaa2u, 0x4b20c785u, 0x906440ecu, 0xd9583dcbu,
+        0x613a3c15u, 0x28064132u, 0xf342c65bu, 0xba7ebb7cu, 0x4027be78u, 0x091bc35fu, 0xd25f4436u, 0x9b633911u,
+        0xa777317bu, 0xee4b4c5cu, 0x350fcb35u, 0x7c33b612u, 0x866ab316u, 0xcf56ce31u, 0x14124958u, 0x5d2e347fu,
+        0xe54c35a1u, 0xac704886u, 0x7734cfefu, 0x3e08b2c8u, 0xc451b7ccu, 0x8d6dcaebu, 0x56294d82u, 0x1f1530a5u
+    }
+};
+static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2);
+#if PT__X86
+/* SSE4.2's crc32 instruction computes CRC32C. It has a latency of 3 cycles and issues one per
+   cycle, so a long buffer runs as three independent streams over its thirds, joined by
+   pt__crc32c_combine (a few microseconds, paid only above 64 KiB). */
+__attribute__((target("sse4.2"))) static uint32_t pt__crc32c_hw1(uint32_t c, const unsigned char *p, size_t n) {
+    uint64_t c64 = c;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c64 = _mm_crc32_u64(c64, v);
+    }
+    c = (uint32_t)c64;
+    while (n--) c = _mm_crc32_u8(c, *p++);
+    return c;
 }
-PTDEF pt_transfers pt_transfer_stats(const pt_ctx *ctx) {
-    pt_transfers x;
-    if (ctx) return ctx->xfer;
-    memset(&x, 0, sizeof x);
-    return x;
+__attribute__((target("sse4.2"))) static uint32_t pt__crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
+    uint32_t c = ~crc;
+    if (n >= ((size_t)64 << 10)) {
+        size_t third = (n / 3) & ~(size_t)7, i;
+        const unsigned char *q = p + third, *r = p + 2 * third;
+        uint64_t a = c, b = 0xffffffffu, d = 0xffffffffu;
+        for (i = 0; i < third; i += 8) {
+            uint64_t x, y, z;
+            memcpy(&x, p + i, 8), memcpy(&y, q + i, 8), memcpy(&z, r + i, 8);
+            a = _mm_crc32_u64(a, x), b = _mm_crc32_u64(b, y), d = _mm_crc32_u64(d, z);
+        }
+        /* streams two and three started from an all-ones register, i.e. they are the plain CRCs of
+           their thirds; stream one continues crc */
+        c = pt__crc32c_combine(pt__crc32c_combine(~(uint32_t)a, ~(uint32_t)b, (int64_t)third), ~(uint32_t)d, (int64_t)third);
+        return ~pt__crc32c_hw1(~c, r + third, n - 3 * third); /* the tail continues the joined CRC */
+    }
+    return ~pt__crc32c_hw1(c, p, n);
 }
-PTDEF void pt_transfer_reset(pt_ctx *ctx) {
-    if (ctx) memset(&ctx->xfer, 0, sizeof ctx->xfer);
+#endif
+/* the portable path: slicing by 8 over the constant tables */
+static uint32_t pt__crc32c_sw(uint32_t crc, const unsigned char *p, size_t n) {
+    crc = ~crc;
+    for (; n >= 8; p += 8, n -= 8) { /* slicing by 8 */
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        crc = pt__crc_tab[7][lo & 0xff] ^ pt__crc_tab[6][(lo >> 8) & 0xff] ^ pt__crc_tab[5][(lo >> 16) & 0xff] ^ pt__crc_tab[4][lo >> 24] ^
+              pt__crc_tab[3][hi & 0xff] ^ pt__crc_tab[2][(hi >> 8) & 0xff] ^ pt__crc_tab[1][(hi >> 16) & 0xff] ^ pt__crc_tab[0][hi >> 24];
+    }
+    while (n--) crc = pt__crc_tab[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
 }
-PTDEF const char *pt_xfer_kind_name(int kind) {
-    static const char *names[PT_XFER_KINDS] = {"io", "param", "check", "scalar", "dp", "tp", "pp", "ckpt"};
-    return (unsigned)kind < PT_XFER_KINDS ? names[kind] : "?";
+PTDEF uint32_t pt_crc32c(uint32_t crc, const void *data, size_t n) {
+    const unsigned char *p = (const unsigned char *)data;
+#if PT__X86
+    /* the CPU check reads what libgcc's constructor detected (__builtin_cpu_init is idempotent) */
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) return pt__crc32c_hw(crc, p, n);
+#endif
+    return pt__crc32c_sw(crc, p, n);
 }
 
-/* >>backend  the kernel table every op goes through
-   An op (>>ops) checks shapes, allocates its result and records itself on the tape; the numbers are
-   computed by the kernels of ctx->be. The CPU backend (>>cpu) is the reference; a device backend
+/* CRC32C of A|B from crc(A), crc(B) and |B| (zlib's crc32_combine with the Castagnoli polynomial):
+   appending |B| zero bytes to A multiplies its CRC by x^(8|B|) modulo the polynomial (bit-reflected
+   arithmetic over GF(2)); x^(8|B|) comes from repeated squaring, ~2 log2(8|B|) products of 32 steps.
+   A save combines the file CRC from its pieces' CRCs, so it hashes each byte once. */
+static uint32_t pt__crc_mulmod(uint32_t a, uint32_t b) {
+    uint32_t m = 1u << 31, p = 0;
+    for (;;) {
+        if (a & m) {
+            p ^= b;
+            if ((a & (m - 1)) == 0) break;
+        }
+        m >>= 1;
+        b = b & 1 ? (b >> 1) ^ 0x82F63B78u : b >> 1;
+    }
+    return p;
+}
+static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2) {
+    uint32_t xp = 1u << 31, sq = 1u << 23; /* x^0, and x^8 (one zero byte) */
+    if (len2 <= 0) return crc1;
+    for (; len2; len2 >>= 1, sq = pt__crc_mulmod(sq, sq))
+        if (len2 & 1) xp = pt__crc_mulmod(sq, xp);
+    return pt__crc_mulmod(xp, crc1) ^ crc2;
+}
+
+// >>dist  the process grid
+/* Owns: pt_dist (the dp x tp x pp grid and its MPI communicators), the ring of collective records
+   every MPI call goes through, the debug-mode agreement and the watchdog
+   Invariants: pure rank <-> coordinate maps; a NULL grid is a world of one rank; every MPI call is
+   wrapped by pt__coll_begin / pt__coll_end; an observer (the trace) may watch the records
+   Entry points: pt_dist_init pt_dist_finalize pt_layout_resolve pt_dist_agree_msg pt_dist_print
+   pt_dist_records pt_dist_set_watchdog */
+/* =================================================================================================
+   the process grid: layout <-> coordinates, nodes, communicators, agreement on errors
+   =================================================================================================
+   Rank order: TP innermost, then DP, then PP outermost: rank = tp + TP*(dp + DP*pp). A TP group is
+   TP consecutive world ranks (so, with the usual by-slot mapping, on one node). Every communicator
+   is an MPI_Comm_split of a private duplicate of MPI_COMM_WORLD with key = world rank, so a rank's
+   rank in its TP/PP/DP communicator is its tp/pp/dp coordinate. The duplicate has
+   MPI_ERRORS_RETURN (inherited by the splits): a failing MPI call returns an error code here
+   instead of aborting the job. Errors at the API boundary are agreed on: one MPI_Allreduce (MIN) of
+   "ok ? size : rank" finds the lowest failing rank, which broadcasts its message to all. */
+#ifdef PTRAIN_MPI
+#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX) && !defined(MPICH_SKIP_MPICXX)
+/* keep MPI's deprecated C++ bindings out (they warn under -Wextra, define MPI:: symbols in this TU
+   and need -lmpi_cxx); include <mpi.h> before ptrain.h if you want them */
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <poll.h>
+#include <pthread.h>
+#define PT__COLL_THREADS 1 /* the watchdog thread (POSIX threads) */
+#endif
+#endif
+
+#define PT__DIST_MSG 1024 /* bytes of an agreed error message */
+#define PT__DIST_HOST 32  /* bytes of a host name in pt_dist_print */
+#define PT__COLL_REFUSED (-1) /* the return code of a call refused by debug mode (MPI's codes are >= 0) */
+#define PT__COLL_NV 6 /* values per rank in the debug-mode agreement */
+#define PT__COMM_ALL (PT_COMM_DP_CROSS + 1) /* communicators of the records: the grid's and a hierarchical pt_dp's */
+
+struct pt_dist {
+    int rank, size;
+    pt_layout layout;  /* resolved */
+    pt_coords coords;  /* this rank */
+    int node, nodes, local_rank, local_size;
+    int fake_node_size; /* PTRAIN_FAKE_NODE_SIZE, 0 = real nodes */
+    int threads;        /* pt_dist_threads */
+    int thread_level;   /* MPI_Init_thread's provided level (0 without MPI) */
+    int owns_mpi;       /* pt_dist_init called MPI_Init_thread: pt_dist_finalize calls MPI_Finalize */
+    int *node_of;       /* [size]: node index of every world rank */
+#ifdef PTRAIN_MPI
+    MPI_Comm comm[PT__COMM_ALL]; /* [PT_COMM_DP_NODE..]: a hierarchical pt_dp's, registered for debug mode (it owns them) */
+#endif
+    /* the collective records (below): written by the calling thread, read by the watchdog */
+    pt_coll_record ring[PT_COLL_RING]; /* record of call seq at ring[(seq - 1) % PT_COLL_RING] */
+    uint64_t seq;                      /* calls recorded */
+    uint64_t comm_seq[PT__COMM_ALL];   /* collectives recorded per communicator */
+    int64_t step, micro_batch;         /* pt_dist_set_step */
+    int check;                         /* debug mode */
+    int64_t *check_buf;                /* [size * PT__COLL_NV]: the debug mode's allgather */
+    double t0, deadline;               /* MPI_Wtime at pt_dist_init; the watchdog's deadline (0 = off) */
+    char coll_err[PT__DIST_MSG];       /* the last refusal */
+    char why[PT__DIST_MSG];            /* pt__coll_why's text of an MPI error */
+    /* an observer of every call (the trace sets it while it records): begin = 1 at the start,
+       0 at the end, with a copy of the record; NULL = none */
+    void (*coll_hook)(void *user, const pt_coll_record *r, int begin);
+    void *coll_hook_user;
+    /* monitor's totals of completed calls, per pt_coll_op (pt__coll_tally, pt__coll_wait; under mu) */
+    int64_t mon_bytes[PT_COLL_OP_COUNT], mon_calls[PT_COLL_OP_COUNT];
+    double mon_s[PT_COLL_OP_COUNT];
+    double mon_blocked_s, mon_blocked_p2p_s; /* time blocked in collectives / point-to-point calls and waits */
+#ifdef PT__COLL_THREADS
+    pthread_mutex_t mu; /* guards ring, seq, deadline and wd_stop against the watchdog */
+    pthread_t wd;
+    int wd_running, wd_stop;
+#endif
+};
+
+/* ---- collective records ------------------------------------------------------------------------
+   Every call site of an MPI collective, send or receive is wrapped as
+       uint64_t s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_TP, count, PT_COLL_F32, -1);
+       rc = pt__coll_end(d, s, s ? MPI_Allreduce(...) : PT__COLL_REFUSED);
+   begin writes the record (in flight) and, in debug mode, lets the ranks of the communicator agree
+   on (op, count, dtype, their collective number on it, root) with one MPI_Allgather: all ranks
+   see the same table, so all of them refuse a mismatch (begin returns 0, the message is in
+   coll_err, pt__coll_why(d, rc) gives it) and nobody blocks in the real call. end stamps the
+   end time and the outcome and returns rc. A non-blocking call keeps s and calls pt__coll_end at
+   its completion (MPI_Test's flag or MPI_Wait). The watchdog thread wakes every deadline/10 (10 ms
+   to 200 ms), looks for a record in flight for longer than the deadline, prints the records and
+   calls MPI_Abort. The ring and the counters are guarded by a mutex (never held during MPI calls). */
+static const char *const pt__dist_comm_names[PT__COMM_ALL] = {"world", "TP", "PP", "DP", "node", "cross-node", "DP-node", "DP-cross"};
+
+static const char *pt__coll_op_name(int op) {
+    static const char *const names[PT_COLL_OP_COUNT] = {"?", "allreduce", "iallreduce", "bcast", "gather", "allgather",
+        "allgatherv", "reduce_scatter", "ireduce_scatter", "barrier", "send", "recv", "isend", "irecv", "iallgatherv"};
+    return op > 0 && op < PT_COLL_OP_COUNT ? names[op] : "?";
+}
+static const char *pt__coll_dtype_name(int dt) {
+    static const char *const names[PT_COLL_DTYPE_COUNT] = {"byte", "char", "i32", "i64", "f32", "f64", "bf16"};
+    return dt >= 0 && dt < PT_COLL_DTYPE_COUNT ? names[dt] : "?";
+}
+static const char *pt__coll_comm_name(int which) { return which >= 0 && which < PT__COMM_ALL ? pt__dist_comm_names[which] : "?"; }
+
+static void pt__coll_lock(const pt_dist *d) {
+#ifdef PT__COLL_THREADS
+    pthread_mutex_lock(&((pt_dist *)d)->mu);
+#else
+    (void)d;
+#endif
+}
+static void pt__coll_unlock(const pt_dist *d) {
+#ifdef PT__COLL_THREADS
+    pthread_mutex_unlock(&((pt_dist *)d)->mu);
+#else
+    (void)d;
+#endif
+}
+/* seconds since pt_dist_init (MPI_Wtime: callable from the watchdog thread) */
+static double pt__coll_now(const pt_dist *d) {
+#ifdef PTRAIN_MPI
+    return MPI_Wtime() - d->t0;
+#else
+    (void)d;
+    return 0.0;
+#endif
+}
+
+/* the records (caller holds the lock) */
+static void pt__coll_dump_locked(const pt_dist *d, FILE *f) {
+    uint64_t n = PT__MIN(d->seq, (uint64_t)PT_COLL_RING), i;
+    double now = pt__coll_now(d);
+    fprintf(f, "collective records of rank %d (tp %d, pp %d, dp %d): %llu calls, the last %llu (oldest first); now %.3f s, step %lld, micro-batch %lld\n",
+            d->rank, (int)d->coords.tp, (int)d->coords.pp, (int)d->coords.dp, (unsigned long long)d->seq, (unsigned long long)n, now,
+            (long long)d->step, (long long)d->micro_batch);
+    if (!n) return;
+    fprintf(f, "      seq op              comm           #      count dtype  peer     step   mb    start_s     time_s state\n");
+    for (i = d->seq - n; i < d->seq; i++) {
+        const pt_coll_record *r = &d->ring[i % PT_COLL_RING];
+        fprintf(f, "%9llu %-15s %-10s %6llu %10lld %-5s %5d %8lld %4lld %10.3f ", (unsigned long long)r->seq, pt__coll_op_name(r->op),
+                pt__coll_comm_name(r->comm), (unsigned long long)r->comm_seq, (long long)r->count, pt__coll_dtype_name(r->dtype), (int)r->peer,
+                (long long)r->step, (long long)r->micro_batch, r->t_start);
+        if (r->state == PT_COLL_IN_FLIGHT) fprintf(f, "%10.3f IN FLIGHT\n", now - r->t_start);
+        else if (r->state == PT_COLL_DONE) fprintf(f, "%10.6f done\n", r->t_end - r->t_start);
+        else if (r->state == PT_COLL_REFUSED) fprintf(f, "%10.6f refused (debug mode: the ranks disagree)\n", r->t_end - r->t_start);
+        else fprintf(f, "%10.6f failed (MPI error %d)\n", r->t_end - r->t_start, (int)r->rc);
+    }
+}
+
+PTDEF void pt_dist_set_step(pt_dist *d, int64_t step, int64_t micro_batch) {
+    if (!d) return;
+    pt__coll_lock(d);
+    d->step = step;
+    d->micro_batch = micro_batch;
+    pt__coll_unlock(d);
+}
+PTDEF int pt_dist_records(const pt_dist *d, pt_coll_record *out, int max) {
+    uint64_t n, i;
+    if (!d || !out || max <= 0) return 0;
+    pt__coll_lock(d);
+    n = PT__MIN(PT__MIN(d->seq, (uint64_t)PT_COLL_RING), (uint64_t)max);
+    for (i = 0; i < n; i++) out[i] = d->ring[(d->seq - n + i) % PT_COLL_RING];
+    pt__coll_unlock(d);
+    return (int)n;
+}
+PTDEF void pt_dist_dump_records(const pt_dist *d, void *file) {
+    FILE *f = file ? (FILE *)file : stderr;
+    if (!d) {
+        fprintf(f, "collective records: no grid (a world of one rank makes no calls)\n");
+        return;
+    }
+    pt__coll_lock(d);
+    pt__coll_dump_locked(d, f);
+    pt__coll_unlock(d);
+    fflush(f);
+}
+PTDEF const char *pt_dist_coll_error(const pt_dist *d) { return d ? d->coll_err : ""; }
+
+#ifdef PTRAIN_MPI
+/* appends printf output at the end of the string in buf (cap bytes), truncating */
+static void pt__coll_cat(char *buf, size_t cap, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void pt__coll_cat(char *buf, size_t cap, const char *fmt, ...) {
+    size_t len = strlen(buf);
+    va_list ap;
+    if (len + 1 >= cap) return;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+/* "rank 3" or "ranks 0,2,5": the world ranks (v[i * NV]) of the n ranks whose tuple equals (or, when
+   same = 0, differs from) the tuple at ref */
+static void pt__coll_ranks(char *buf, size_t cap, const int64_t *v, int n, const int64_t *ref, int same) {
+    int i, k = 0, total = 0;
+    for (i = 0; i < n; i++) total += (memcmp(v + (size_t)i * PT__COLL_NV + 1, ref + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) == 0) == same;
+    pt__coll_cat(buf, cap, "rank%s ", total == 1 ? "" : "s");
+    for (i = 0; i < n; i++) {
+        if ((memcmp(v + (size_t)i * PT__COLL_NV + 1, ref + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) == 0) != same) continue;
+        if (k == 16) {
+            pt__coll_cat(buf, cap, ",...");
+            break;
+        }
+        pt__coll_cat(buf, cap, "%s%lld", k++ ? "," : "", (long long)v[(size_t)i * PT__COLL_NV]);
+    }
+}
+/* The mismatch message: the disagreeing ranks (outside the largest group of equal requests, ties
+   to the group of the lowest rank), then every distinct request with the ranks that made it. */
+static void pt__coll_mismatch(pt_dist *d, int which, const int64_t *v, int n) {
+    char *m = d->coll_err;
+    size_t cap = sizeof d->coll_err;
+    int i, j, best = 0, best_n = 0, groups = 0;
+    for (i = 0; i < n; i++) { /* group leaders: no earlier rank with the same request */
+        int lead = 1, cnt = 0;
+        for (j = 0; j < i && lead; j++) lead = memcmp(v + (size_t)j * PT__COLL_NV + 1, v + (size_t)i * PT__COLL_NV + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) != 0;
+        if (!lead) continue;
+        for (j = i; j < n; j++) cnt += memcmp(v + (size_t)j * PT__COLL_NV + 1, v + (size_t)i * PT__COLL_NV + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) == 0;
+        if (cnt > best_n) best = i, best_n = cnt;
+    }
+    m[0] = 0;
+    pt__coll_cat(m, cap, "collective mismatch on the %s communicator (%d ranks; debug mode, nothing was run): ", pt__coll_comm_name(which), n);
+    pt__coll_ranks(m, cap, v, n, v + (size_t)best * PT__COLL_NV, 0);
+    pt__coll_cat(m, cap, " disagree%s with the others; ", n - best_n == 1 ? "s" : "");
+    for (i = 0; i < n; i++) {
+        const int64_t *t = v + (size_t)i * PT__COLL_NV;
+        int lead = 1;
+        for (j = 0; j < i && lead; j++) lead = memcmp(v + (size_t)j * PT__COLL_NV + 1, t + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) != 0;
+        if (!lead) continue;
+        if (groups++ == 8) {
+            pt__coll_cat(m, cap, "; ...");
+            break;
+        }
+        if (groups > 1) pt__coll_cat(m, cap, "; ");
+        pt__coll_ranks(m, cap, v, n, t, 1);
+        pt__coll_cat(m, cap, " asked for %s of %lld %s", pt__coll_op_name((int)t[1]), (long long)t[2], pt__coll_dtype_name((int)t[3]));
+        if (t[5] >= 0) pt__coll_cat(m, cap, " with root %lld", (long long)t[5]);
+        pt__coll_cat(m, cap, " as collective #%lld on it", (long long)t[4]);
+    }
+}
+/* debug mode: 1 if every rank of the communicator asks for the same collective as r */
+static int pt__coll_check(pt_dist *d, const pt_coll_record *r) {
+    int64_t mine[PT__COLL_NV];
+    int n = 1, i, rc;
+    MPI_Comm c = d->comm[r->comm];
+    mine[0] = d->rank, mine[1] = r->op, mine[2] = r->count, mine[3] = r->dtype, mine[4] = (int64_t)r->comm_seq, mine[5] = r->peer;
+    MPI_Comm_size(c, &n);
+    rc = MPI_Allgather(mine, PT__COLL_NV, MPI_INT64_T, d->check_buf, PT__COLL_NV, MPI_INT64_T, c);
+    if (rc != MPI_SUCCESS) {
+        pt__msg(d->coll_err, sizeof d->coll_err, "debug mode: the agreement on the next collective (MPI_Allgather on the %s communicator) failed (MPI error %d)",
+                pt__coll_comm_name(r->comm), rc);
+        return 0;
+    }
+    for (i = 1; i < n; i++)
+        if (memcmp(d->check_buf + (size_t)i * PT__COLL_NV + 1, d->check_buf + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) != 0) break;
+    if (i == n) return 1;
+    pt__coll_mismatch(d, r->comm, d->check_buf, n);
+    return 0;
+}
+
+/* monitor: adds a completed call (record r, caller holds the lock) to the per-operation totals;
+   the time of a blocking call is time the caller was blocked */
+static void pt__coll_tally(pt_dist *d, const pt_coll_record *r) {
+    static const int64_t es[PT_COLL_DTYPE_COUNT] = {1, 1, 4, 8, 4, 8, 2};
+    int op = r->op, p2p = op == PT_COLL_SEND || op == PT_COLL_RECV || op == PT_COLL_ISEND || op == PT_COLL_IRECV;
+    int nb = op == PT_COLL_IALLREDUCE || op == PT_COLL_IREDUCE_SCATTER || op == PT_COLL_IALLGATHERV || op == PT_COLL_ISEND || op == PT_COLL_IRECV;
+    double t = r->t_end - r->t_start;
+    if (op <= 0 || op >= PT_COLL_OP_COUNT || r->dtype < 0 || r->dtype >= PT_COLL_DTYPE_COUNT) return;
+    d->mon_bytes[op] += r->count * es[r->dtype], d->mon_calls[op]++, d->mon_s[op] += t;
+    if (!nb) *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += t;
+}
+/* monitor: seconds the caller spent blocked in an MPI call that has no record (p2p: point-to-point) */
+static void pt__coll_blocked(const pt_dist *cd, double seconds, int p2p) {
+    pt_dist *d = (pt_dist *)cd;
+    if (!d) return;
+    pt__coll_lock(d);
+    *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += seconds;
+    pt__coll_unlock(d);
+}
+/* monitor: MPI_Wait(all) on n requests of non-blocking calls (p2p: point-to-point ones), the wait
+   counted as blocked time */
+static int pt__coll_wait(const pt_dist *cd, int n, MPI_Request *req, int p2p) {
+    pt_dist *d = (pt_dist *)cd;
+    double t = MPI_Wtime();
+    int rc = n == 1 ? MPI_Wait(req, MPI_STATUS_IGNORE) : MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    pt__coll_blocked(d, MPI_Wtime() - t, p2p);
+    return rc;
+}
+
+/* Closes record s with MPI return code rc (PT__COLL_REFUSED: refused); returns rc. s = 0 (a refused
+   call, already closed) or a record already overwritten by newer ones: nothing to do. */
+static int pt__coll_end(const pt_dist *cd, uint64_t s, int rc) {
+    pt_dist *d = (pt_dist *)cd;
+    pt_coll_record *r, copy;
+    int hit;
+    if (!d || !s) return rc;
+    pt__coll_lock(d);
+    r = &d->ring[(s - 1) % PT_COLL_RING];
+    if ((hit = r->seq == s) != 0) {
+        int was = r->state;
+        r->t_end = pt__coll_now(d);
+        r->rc = rc;
+        r->state = rc == MPI_SUCCESS ? PT_COLL_DONE : rc == PT__COLL_REFUSED ? PT_COLL_REFUSED : PT_COLL_FAILED;
+        if (rc == MPI_SUCCESS && was == PT_COLL_IN_FLIGHT) pt__coll_tally(d, r); /* monitor */
+        hit = was == PT_COLL_IN_FLIGHT; /* closed once: one trace event */
+        copy = *r;
+    }
+    pt__coll_unlock(d);
+    if (hit && d->coll_hook) d->coll_hook(d->coll_hook_user, &copy, 0);
+    return rc;
+}
+/* Records the start of a call on communicator which (PT_COMM_*) of d; count elements of dtype,
+   peer = root or peer rank in that communicator (-1 if none). Returns the record's number for
+   pt__coll_end, or 0 when debug mode refused the call (do not make it). d may be const: the records
+   are its only mutable part. A NULL d records nothing (returns 1). */
+static uint64_t pt__coll_begin(const pt_dist *cd, int op, int which, int64_t count, int dtype, int peer) {
+    pt_dist *d = (pt_dist *)cd;
+    pt_coll_record *r, copy;
+    uint64_t s;
+    int coll = op != PT_COLL_SEND && op != PT_COLL_RECV && op != PT_COLL_ISEND && op != PT_COLL_IRECV;
+    if (!d) return 1;
+    pt__coll_lock(d);
+    s = ++d->seq;
+    r = &d->ring[(s - 1) % PT_COLL_RING];
+    memset(r, 0, sizeof *r);
+    r->seq = s;
+    r->comm_seq = coll ? ++d->comm_seq[which] : 0;
+    r->op = op, r->comm = which, r->count = count, r->dtype = dtype, r->peer = peer;
+    r->step = d->step, r->micro_batch = d->micro_batch;
+    r->t_start = pt__coll_now(d);
+    r->t_end = -1.0;
+    r->state = PT_COLL_IN_FLIGHT;
+    copy = *r;
+    pt__coll_unlock(d);
+    if (d->coll_hook) d->coll_hook(d->coll_hook_user, &copy, 1);
+    if (coll && d->check && !pt__coll_check(d, &copy)) {
+        pt__coll_end(d, s, PT__COLL_REFUSED);
+        return 0;
+    }
+    return s;
+}
+/* what went wrong with a call that returned rc: the refusal's message or MPI's error string */
+static const char *pt__coll_why(const pt_dist *cd, int rc) {
+    pt_dist *d = (pt_dist *)cd;
+    char es[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (!d) return "an MPI call failed";
+    if (rc == PT__COLL_REFUSED) return d->coll_err;
+    es[0] = 0;
+    if (MPI_Error_string(rc, es, &len) != MPI_SUCCESS) len = 0;
+    es[len > 0 && len < MPI_MAX_ERROR_STRING ? len : 0] = 0;
+    pt__msg(d->why, sizeof d->why, "MPI error %d: %s", rc, es);
+    return d->why;
+}
+
+#ifdef PT__COLL_THREADS
+static void *pt__coll_watchdog(void *arg) {
+    pt_dist *d = (pt_dist *)arg;
+    for (;;) {
+        uint64_t n, i;
+        const pt_coll_record *late = NULL;
+        double now, dl;
+        int ms;
+        pt__coll_lock(d);
+        if (d->wd_stop) {
+            pt__coll_unlock(d);
+            return NULL;
+        }
+        dl = d->deadline;
+        now = pt__coll_now(d);
+        n = PT__MIN(d->seq, (uint64_t)PT_COLL_RING);
+        for (i = d->seq - n; i < d->seq && !late; i++) {
+            const pt_coll_record *r = &d->ring[i % PT_COLL_RING];
+            if (r->state == PT_COLL_IN_FLIGHT && now - r->t_start > dl) late = r;
+        }
+        if (late) {
+            fprintf(stderr,
+                    "ptrain watchdog: rank %d: %s of %lld %s on the %s communicator (call %llu, collective #%llu there, step %lld, "
+                    "micro-batch %lld) has been in flight for %.1f s, longer than the deadline of %g s: a rank of that communicator is "
+                    "stuck, much slower, or on another path. Aborting the job (MPI_Abort).\n",
+                    d->rank, pt__coll_op_name(late->op), (long long)late->count, pt__coll_dtype_name(late->dtype), pt__coll_comm_name(late->comm),
+                    (unsigned long long)late->seq, (unsigned long long)late->comm_seq, (long long)late->step, (long long)late->micro_batch,
+                    now - late->t_start, dl);
+            pt__coll_dump_locked(d, stderr);
+            fflush(stderr);
+            pt__coll_unlock(d);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+            return NULL;
+        }
+        pt__coll_unlock(d);
+        ms = (int)(dl * 100.0); /* a tenth of the deadline */
+        poll(NULL, 0, ms < 10 ? 10 : ms > 200 ? 200 : ms);
+    }
+}
+#endif
+#endif /* PTRAIN_MPI */
+
+PTDEF pt_status pt_dist_set_watchdog(pt_dist *d, double seconds) {
+    if (!(seconds >= 0.0 && seconds <= 1e9)) return PT_ERR_ARG; /* also NaN */
+    if (!d) return PT_OK;
+#ifdef PT__COLL_THREADS
+    pt__coll_lock(d);
+    d->deadline = seconds;
+    if (seconds > 0 && !d->wd_running) {
+        d->wd_stop = 0;
+        d->wd_running = pthread_create(&d->wd, NULL, pt__coll_watchdog, d) == 0;
+        if (!d->wd_running) d->deadline = 0;
+        pt__coll_unlock(d);
+        return d->wd_running ? PT_OK : PT_ERR_STATE;
+    }
+    if (seconds == 0 && d->wd_running) {
+        d->wd_stop = 1;
+        pt__coll_unlock(d);
+        pthread_join(d->wd, NULL);
+        d->wd_running = 0;
+        return PT_OK;
+    }
+    pt__coll_unlock(d);
+    return PT_OK;
+#elif defined(PTRAIN_MPI)
+    return seconds > 0 ? PT_ERR_STATE : PT_OK; /* no threads on this platform */
+#else
+    d->deadline = seconds; /* a world of one never waits for another rank */
+    return PT_OK;
+#endif
+}
+
+
+/* ---- the pure layout functions ---------------------------------------------------------------- */
+PTDEF pt_status pt_layout_resolve(pt_layout *l, int world, char *err, size_t errlen) {
+    int zeros, known;
+    double need;
+    if (err && errlen) err[0] = 0;
+    if (!l) {
+        pt__msg(err, errlen, "pt_layout_resolve: NULL layout");
+        return PT_ERR_ARG;
+    }
+    if (world < 1) {
+        pt__msg(err, errlen, "world of %d ranks, expected >= 1", world);
+        return PT_ERR_ARG;
+    }
+    if (l->dp < 0 || l->tp < 0 || l->pp < 0) {
+        pt__msg(err, errlen, "layout dp=%d tp=%d pp=%d: a size is negative (sizes are >= 1, or 0 = the rest of the world)",
+                     (int)l->dp, (int)l->tp, (int)l->pp);
+        return PT_ERR_ARG;
+    }
+    zeros = (l->dp == 0) + (l->tp == 0) + (l->pp == 0);
+    if (zeros == 3) { /* the zero-initialized layout: pure data parallelism */
+        l->dp = world;
+        l->tp = l->pp = 1;
+        return PT_OK;
+    }
+    if (zeros == 2) {
+        pt__msg(err, errlen, "layout dp=%d tp=%d pp=%d: two sizes are 0 (at most one may be 0 = the rest of the world)",
+                     (int)l->dp, (int)l->tp, (int)l->pp);
+        return PT_ERR_ARG;
+    }
+    need = (double)(l->dp ? l->dp : 1) * (double)(l->tp ? l->tp : 1) * (double)(l->pp ? l->pp : 1);
+    if (zeros == 1) {
+        if (need > (double)world || world % (int)need != 0) {
+            pt__msg(err, errlen,
+                         "layout dp=%d tp=%d pp=%d: the world of %d ranks does not divide by %.0f (the product of the other sizes)",
+                         (int)l->dp, (int)l->tp, (int)l->pp, world, need);
+            return PT_ERR_ARG;
+        }
+        known = world / (int)need;
+        if (l->dp == 0) l->dp = known;
+        else if (l->tp == 0) l->tp = known;
+        else l->pp = known;
+        return PT_OK;
+    }
+    if (need != (double)world) {
+        pt__msg(err, errlen, "layout dp=%d tp=%d pp=%d needs %.0f ranks, the world has %d (set one size to 0 for the rest)",
+                     (int)l->dp, (int)l->tp, (int)l->pp, need, world);
+        return PT_ERR_ARG;
+    }
+    return PT_OK;
+}
+
+PTDEF pt_coords pt_layout_coords(const pt_layout *l, int rank) {
+    pt_coords c;
+    c.tp = c.pp = c.dp = -1;
+    if (!l || l->dp < 1 || l->tp < 1 || l->pp < 1 || rank < 0) return c;
+    if ((double)rank >= (double)l->dp * (double)l->tp * (double)l->pp) return c;
+    c.tp = rank % l->tp;
+    c.dp = (rank / l->tp) % l->dp;
+    c.pp = rank / l->tp / l->dp;
+    return c;
+}
+
+PTDEF int pt_layout_rank(const pt_layout *l, pt_coords c) {
+    if (!l || l->dp < 1 || l->tp < 1 || l->pp < 1) return -1;
+    if (c.tp < 0 || c.tp >= l->tp || c.dp < 0 || c.dp >= l->dp || c.pp < 0 || c.pp >= l->pp) return -1;
+    return (int)(c.tp + l->tp * (c.dp + l->dp * c.pp));
+}
+
+/* ---- environment and CPUs --------------------------------------------------------------------- */
+/* Environment variable name as a number in [lo, hi] (whole if whole): 0 when unset or empty, 1 with
+   *v set, or -1 (message in msg naming the variable and what) when malformed. */
+static int pt__dist_env(const char *name, double lo, double hi, int whole, const char *what, double *v, char *msg, size_t n) {
+    const char *e = getenv(name);
+    char *end = NULL;
+    double x;
+    if (!e || !*e) return 0;
+    x = strtod(e, &end);
+    if (!end || *end || !(x >= lo && x <= hi) || (whole && x != (double)(long)x)) {
+        pt__msg(msg, n, "pt_dist_init: %s='%s', expected %s", name, e, what);
+        return -1;
+    }
+    *v = x;
+    return 1;
+}
+/* PTRAIN_FAKE_NODE_SIZE: 0 when unset or empty, N >= 1, or -1 (message in msg) when malformed. */
+static int pt__dist_fake_node_size(char *msg, size_t n) {
+    double v = 0;
+    int k = pt__dist_env("PTRAIN_FAKE_NODE_SIZE", 1, 1e9, 1, "a whole number >= 1 (ranks per fake node)", &v, msg, n);
+    return k < 0 ? -1 : (int)v;
+}
+/* PTRAIN_COLL_CHECK (0 or 1) and PTRAIN_WATCHDOG (seconds >= 0, 0 = off) into check and deadline;
+   0 and the message in msg when one is malformed. */
+static int pt__dist_coll_env(int *check, double *deadline, char *msg, size_t n) {
+    double c = 0, w = 0;
+    if (pt__dist_env("PTRAIN_COLL_CHECK", 0, 1, 1, "0 or 1 (1 = the ranks agree on every collective before it runs)", &c, msg, n) < 0)
+        return 0;
+    if (pt__dist_env("PTRAIN_WATCHDOG", 0, 1e9, 0, "seconds >= 0 (the deadline of a collective; 0 = off)", &w, msg, n) < 0) return 0;
+    *check = (int)c;
+    *deadline = w;
+    return 1;
+}
+
+#if defined(__linux__) && defined(CPU_COUNT) && defined(CPU_AND)
+#define PT__DIST_AFFINITY 1
+#endif
+
+/* CPUs this process may run on: its affinity mask where the platform tells. */
+static int pt__dist_cpus(void) {
+    int n = 0;
+#if defined(PT__DIST_AFFINITY)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#elif defined(_OPENMP)
+    n = omp_get_num_procs();
+#elif (defined(__unix__) || defined(__APPLE__)) && defined(_SC_NPROCESSORS_ONLN)
+    n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    return n > 0 ? n : 1;
+}
+
+/* PTRAIN_THREADS when set (> 0), else cpus / sharers, at least 1. */
+static int pt__dist_threads_for(int cpus, int sharers) {
+    const char *e = getenv("PTRAIN_THREADS");
+    int t;
+    if (e && atoi(e) > 0) return atoi(e);
+    t = cpus / (sharers > 0 ? sharers : 1);
+    return t > 0 ? t : 1;
+}
+
+/* Node indices of all ranks from each rank's node leader (lowest world rank of its node): nodes are
+   numbered by their leaders. Returns 0 if the map is inconsistent. */
+static int pt__dist_nodes_from_leaders(const int *leader, int *node_of, int *tmp, int size, int *nodes) {
+    int r, n = 0;
+    for (r = 0; r < size; r++) {
+        if (leader[r] < 0 || leader[r] > r || leader[leader[r]] != leader[r]) return 0;
+        if (leader[r] == r) tmp[r] = n++;
+        node_of[r] = tmp[leader[r]];
+    }
+    *nodes = n;
+    return 1;
+}
+
+/* node, local rank and local size of rank from node_of */
+static void pt__dist_local(pt_dist *d) {
+    int r;
+    d->node = d->node_of[d->rank];
+    d->local_rank = d->local_size = 0;
+    for (r = 0; r < d->size; r++) {
+        if (d->node_of[r] != d->node) continue;
+        if (r < d->rank) d->local_rank++;
+        d->local_size++;
+    }
+}
+
+/* The TP group check: a group of tp consecutive ranks all on one node. Returns 1 if it fits (or
+   crossing is allowed), else 0 with the message. */
+static int pt__dist_tp_fits(const pt_dist *d, char *msg, size_t n) {
+    int g, r, tp = d->layout.tp;
+    if (d->layout.allow_tp_across_nodes) return 1;
+    for (g = 0; g < d->size; g += tp) {
+        for (r = g + 1; r < g + tp; r++) {
+            if (d->node_of[r] != d->node_of[g]) {
+                int node_size = 0, k;
+                for (k = 0; k < d->size; k++) node_size += d->node_of[k] == d->node_of[g];
+                pt__msg(msg, n,
+                             "pt_dist_init: layout dp=%d tp=%d pp=%d on %d ranks: tp=%d does not fit in nodes of %d ranks: a "
+                             "tensor-parallel group would cross nodes (ranks %d-%d span nodes %d and %d%s); set "
+                             "allow_tp_across_nodes to force",
+                             (int)d->layout.dp, tp, (int)d->layout.pp, d->size, tp, node_size, g, g + tp - 1, d->node_of[g],
+                             d->node_of[r], d->fake_node_size ? ", faked by PTRAIN_FAKE_NODE_SIZE" : "");
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* the records' part of a new grid (d zeroed): the mutex */
+static void pt__dist_coll_setup(pt_dist *d) {
+#ifdef PT__COLL_THREADS
+    pthread_mutex_init(&d->mu, NULL);
+#else
+    (void)d;
+#endif
+}
+
+static void pt__dist_free(pt_dist *d) {
+    if (!d) return;
+    pt_dist_set_watchdog(d, 0); /* joins the thread */
+#ifdef PT__COLL_THREADS
+    pthread_mutex_destroy(&d->mu);
+#endif
+    PT_FREE(d->check_buf);
+    PT_FREE(d->node_of);
+    PT_FREE(d);
+}
+
+#ifdef PTRAIN_MPI
+/* ---- MPI ---------------------------------------------------------------------------------------- */
+static void pt__dist_mpi_msg(char *msg, size_t n, const char *what, int rc) {
+    char es[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    es[0] = 0;
+    if (MPI_Error_string(rc, es, &len) != MPI_SUCCESS) len = 0;
+    es[len > 0 && len < MPI_MAX_ERROR_STRING ? len : 0] = 0;
+    pt__msg(msg, n, "pt_dist_init: %s failed (error %d: %s)", what, rc, es);
+}
+
+/* The agreement: 1 if every rank of comm passed ok; else 0 and msg (PT__DIST_MSG bytes) holds the
+   message of the lowest failing rank on every rank. rec: the grid whose world communicator comm
+   is, recording the calls; NULL while pt_dist_init builds the grid (not recorded). */
+static int pt__dist_agree_comm(const pt_dist *rec, MPI_Comm comm, int ok, char *msg) {
+    int rank = 0, size = 1, v, first = 0, rc;
+    uint64_t s;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    v = ok ? size : rank;
+    s = pt__coll_begin(rec, PT_COLL_ALLREDUCE, PT_COMM_WORLD, 1, PT_COLL_I32, -1);
+    rc = pt__coll_end(rec, s, s ? MPI_Allreduce(&v, &first, 1, MPI_INT, MPI_MIN, comm) : PT__COLL_REFUSED);
+    if (rc != MPI_SUCCESS) {
+        pt__msg(msg, PT__DIST_MSG, "pt_dist: the error agreement (MPI_Allreduce) failed: %s", pt__coll_why(rec, rc));
+        return 0;
+    }
+    if (first >= size) return 1;
+    s = pt__coll_begin(rec, PT_COLL_BCAST, PT_COMM_WORLD, PT__DIST_MSG, PT_COLL_CHAR, first);
+    if (pt__coll_end(rec, s, s ? MPI_Bcast(msg, PT__DIST_MSG, MPI_CHAR, first, comm) : PT__COLL_REFUSED) != MPI_SUCCESS)
+        pt__msg(msg, PT__DIST_MSG, "pt_dist: rank %d failed (its message could not be broadcast)", first);
+    msg[PT__DIST_MSG - 1] = 0;
+    return 0;
+}
+
+static const char *pt__dist_level_name(int level) {
+    if (level == MPI_THREAD_MULTIPLE) return "MULTIPLE";
+    if (level == MPI_THREAD_SERIALIZED) return "SERIALIZED";
+    if (level == MPI_THREAD_FUNNELED) return "FUNNELED";
+    if (level == MPI_THREAD_SINGLE) return "SINGLE";
+    return "?";
+}
+
+/* Threads per rank: CPUs of my mask / ranks of my (real, shared-memory) node whose masks overlap it. */
+static int pt__dist_mpi_threads(MPI_Comm shm) {
+    int cpus = pt__dist_cpus(), n = 1, sharers;
+#if defined(PT__DIST_AFFINITY)
+    char msg[PT__DIST_MSG];
+    cpu_set_t mine, both, *all;
+    int i, ok;
+    memset(msg, 0, sizeof msg);
+    MPI_Comm_size(shm, &n);
+    sharers = n;
+    CPU_ZERO(&mine);
+    ok = sched_getaffinity(0, sizeof mine, &mine) == 0;
+    all = (cpu_set_t *)PT_MALLOC((size_t)n * sizeof(cpu_set_t));
+    ok = ok && all != NULL;
+    if (pt__dist_agree_comm(NULL, shm, ok, msg) &&
+        MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, shm) == MPI_SUCCESS) {
+        sharers = 0;
+        for (i = 0; i < n; i++) {
+            CPU_AND(&both, &mine, &all[i]);
+            sharers += CPU_COUNT(&both) > 0;
+        }
+    }
+    PT_FREE(all);
+#else
+    MPI_Comm_size(shm, &n);
+    sharers = n;
+#endif
+    return pt__dist_threads_for(cpus, sharers);
+}
+
+static void pt__dist_free_comms(pt_dist *d) {
+    int i, fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) return;
+    for (i = 0; i < PT_COMM_COUNT; i++)
+        if (d->comm[i] != MPI_COMM_NULL) MPI_Comm_free(&d->comm[i]);
+}
+
+PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, char *err, size_t errlen) {
+    char msg[PT__DIST_MSG];
+    int inited = 0, fin = 0, owns = 0, provided = 0, rank = 0, size = 1, rc, ok, i, fake, nodes = 0, check = 0;
+    int same[12], color[PT_COMM_COUNT], want_size[PT_COMM_COUNT], want_rank[PT_COMM_COUNT];
+    int *leader = NULL, *tmp = NULL, my_leader;
+    double deadline = 0;
+    MPI_Comm world = MPI_COMM_NULL, shm = MPI_COMM_NULL;
+    pt_dist *d = NULL;
+    pt_layout l;
+    const char *const *names = pt__dist_comm_names;
+
+    memset(msg, 0, sizeof msg);
+    if (err && errlen) err[0] = 0;
+    MPI_Finalized(&fin);
+    if (fin) {
+        pt__msg(err, errlen, "pt_dist_init: MPI was already finalized");
+        return NULL;
+    }
+    MPI_Initialized(&inited);
+    if (!inited) {
+        rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+        if (rc != MPI_SUCCESS) {
+            pt__dist_mpi_msg(err, errlen, "MPI_Init_thread", rc);
+            return NULL;
+        }
+        owns = 1;
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &world);
+    if (rc != MPI_SUCCESS) {
+        pt__dist_mpi_msg(err, errlen, "MPI_Comm_dup(MPI_COMM_WORLD)", rc);
+        if (owns) MPI_Finalize();
+        return NULL;
+    }
+    MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(world, &rank);
+    MPI_Comm_size(world, &size);
+
+    /* memory */
+    d = (pt_dist *)PT_MALLOC(sizeof(pt_dist));
+    if (d) {
+        memset(d, 0, sizeof *d);
+        for (i = 0; i < PT__COMM_ALL; i++) d->comm[i] = MPI_COMM_NULL;
+        pt__dist_coll_setup(d);
+        d->t0 = MPI_Wtime();
+        d->node_of = (int *)PT_MALLOC((size_t)size * sizeof(int));
+        d->check_buf = (int64_t *)PT_MALLOC((size_t)size * PT__COLL_NV * sizeof(int64_t));
+    }
+    leader = (int *)PT_MALLOC((size_t)size * sizeof(int));
+    tmp = (int *)PT_MALLOC((size_t)size * sizeof(int));
+    ok = d && d->node_of && d->check_buf && leader && tmp;
+    if (!ok) pt__msg(msg, sizeof msg, "pt_dist_init: out of memory on rank %d", rank);
+    if (!pt__dist_agree_comm(NULL, world, ok, msg)) goto fail;
+    d->comm[PT_COMM_WORLD] = world;
+    world = MPI_COMM_NULL;
+    d->rank = rank;
+    d->size = size;
+    d->owns_mpi = owns;
+    d->thread_level = provided;
+
+    /* the layout: valid on every rank, and the same everywhere */
+    memset(&l, 0, sizeof l);
+    if (layout) l = *layout;
+    l.allow_tp_across_nodes = l.allow_tp_across_nodes != 0;
+    ok = pt_layout_resolve(&l, size, msg, sizeof msg) == PT_OK;
+    if (!ok) {
+        char m2[PT__DIST_MSG];
+        memcpy(m2, msg, sizeof m2);
+        pt__msg(msg, sizeof msg, "pt_dist_init: %s", m2);
+    }
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
+    fake = pt__dist_fake_node_size(msg, sizeof msg);
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], fake >= 0, msg)) goto fail;
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], pt__dist_coll_env(&check, &deadline, msg, sizeof msg), msg)) goto fail;
+    same[0] = l.dp, same[1] = l.tp, same[2] = l.pp, same[3] = l.allow_tp_across_nodes, same[4] = fake, same[5] = check;
+    for (i = 0; i < 6; i++) same[6 + i] = -same[i];
+    rc = MPI_Allreduce(MPI_IN_PLACE, same, 12, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]);
+    if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Allreduce (layout check)", rc);
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
+    if (same[0] != -same[6] || same[1] != -same[7] || same[2] != -same[8] || same[3] != -same[9]) {
+        pt__msg(msg, sizeof msg,
+                     "pt_dist_init: the ranks passed different layouts (resolved dp %d..%d, tp %d..%d, pp %d..%d, "
+                     "allow_tp_across_nodes %d..%d)",
+                     same[0], -same[6], same[1], -same[7], same[2], -same[8], same[3], -same[9]);
+        goto fail; /* every rank saw the same reduction: every rank is here, with the same message */
+    }
+    if (same[4] != -same[10] || same[5] != -same[11]) {
+        pt__msg(msg, sizeof msg, "pt_dist_init: %s differs between ranks (%d..%d; 0 = unset)",
+                same[4] != -same[10] ? "PTRAIN_FAKE_NODE_SIZE" : "PTRAIN_COLL_CHECK", same[4] != -same[10] ? same[4] : same[5],
+                same[4] != -same[10] ? -same[10] : -same[11]);
+        goto fail;
+    }
+    d->layout = l;
+    d->coords = pt_layout_coords(&l, rank);
+
+    /* nodes: real ones from MPI_Comm_split_type(SHARED), or fake ones of N consecutive ranks */
+    d->fake_node_size = fake;
+    rc = MPI_Comm_split_type(d->comm[PT_COMM_WORLD], MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
+    my_leader = rank;
+    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&rank, &my_leader, 1, MPI_INT, MPI_MIN, shm);
+    if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", rc);
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
+    if (fake > 0) my_leader = rank - rank % fake;
+    rc = MPI_Allgather(&my_leader, 1, MPI_INT, leader, 1, MPI_INT, d->comm[PT_COMM_WORLD]);
+    if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Allgather (node map)", rc);
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
+    if (!pt__dist_nodes_from_leaders(leader, d->node_of, tmp, size, &nodes)) {
+        pt__msg(msg, sizeof msg, "pt_dist_init: the ranks disagree on the nodes (is PTRAIN_FAKE_NODE_SIZE the same on every rank?)");
+        goto fail; /* every rank gathered the same map, so every rank is here */
+    }
+    d->nodes = nodes;
+    pt__dist_local(d);
+    if (!pt__dist_tp_fits(d, msg, sizeof msg)) goto fail; /* same map and layout everywhere: same verdict */
+
+    /* the communicators; every split is called on every rank, the verdict comes after */
+    color[PT_COMM_TP] = d->coords.dp + l.dp * d->coords.pp;
+    color[PT_COMM_PP] = d->coords.tp + l.tp * d->coords.dp;
+    color[PT_COMM_DP] = d->coords.tp + l.tp * d->coords.pp;
+    color[PT_COMM_NODE] = d->node;
+    color[PT_COMM_CROSS] = d->local_rank;
+    want_size[PT_COMM_WORLD] = size, want_rank[PT_COMM_WORLD] = rank;
+    want_size[PT_COMM_TP] = l.tp, want_rank[PT_COMM_TP] = d->coords.tp;
+    want_size[PT_COMM_PP] = l.pp, want_rank[PT_COMM_PP] = d->coords.pp;
+    want_size[PT_COMM_DP] = l.dp, want_rank[PT_COMM_DP] = d->coords.dp;
+    want_size[PT_COMM_NODE] = d->local_size, want_rank[PT_COMM_NODE] = d->local_rank;
+    /* cross-node: one rank per node that has a rank with my local rank; tmp = node sizes */
+    for (i = 0; i < nodes; i++) tmp[i] = 0;
+    for (i = 0; i < size; i++) tmp[d->node_of[i]]++;
+    want_size[PT_COMM_CROSS] = want_rank[PT_COMM_CROSS] = 0;
+    for (i = 0; i < nodes; i++) {
+        if (tmp[i] <= d->local_rank) continue;
+        want_size[PT_COMM_CROSS]++;
+        if (i < d->node) want_rank[PT_COMM_CROSS]++;
+    }
+    ok = 1;
+    for (i = PT_COMM_TP; i < PT_COMM_COUNT; i++) {
+        rc = MPI_Comm_split(d->comm[PT_COMM_WORLD], color[i], rank, &d->comm[i]);
+        if (rc != MPI_SUCCESS && ok) {
+            char what[64];
+            pt__msg(what, sizeof what, "MPI_Comm_split (%s communicator)", names[i]);
+            pt__dist_mpi_msg(msg, sizeof msg, what, rc);
+            ok = 0;
+        }
+    }
+    for (i = 0; ok && i < PT_COMM_COUNT; i++) {
+        int s = -1, r = -1;
+        MPI_Comm_size(d->comm[i], &s);
+        MPI_Comm_rank(d->comm[i], &r);
+        if (s != want_size[i] || r != want_rank[i]) {
+            pt__msg(msg, sizeof msg, "pt_dist_init: rank %d: the %s communicator has size %d and rank %d, expected %d and %d",
+                         rank, names[i], s, r, want_size[i], want_rank[i]);
+            ok = 0;
+        }
+    }
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
+
+    /* the records start here: debug mode and the watchdog */
+    d->check = check;
+    ok = pt_dist_set_watchdog(d, deadline) == PT_OK;
+    if (!ok) pt__msg(msg, sizeof msg, "pt_dist_init: rank %d could not start the watchdog thread (PTRAIN_WATCHDOG=%g)", rank, deadline);
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
+
+    d->threads = pt__dist_mpi_threads(shm);
+    MPI_Comm_free(&shm);
+    PT_FREE(leader);
+    PT_FREE(tmp);
+    return d;
+
+fail:
+    if (shm != MPI_COMM_NULL) MPI_Comm_free(&shm);
+    if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
+    if (d) {
+        pt__dist_free_comms(d);
+        pt__dist_free(d);
+    }
+    PT_FREE(leader);
+    PT_FREE(tmp);
+    if (owns) MPI_Finalize();
+    pt__msg(err, errlen, "%s", msg);
+    return NULL;
+}
+
+PTDEF void pt_dist_finalize(pt_dist *d) {
+    int fin = 0, owns;
+    if (!d) return;
+    owns = d->owns_mpi;
+    pt__dist_free_comms(d);
+    pt__dist_free(d);
+    MPI_Finalized(&fin);
+    if (owns && !fin) MPI_Finalize();
+}
+
+PTDEF int pt_dist_agree(const pt_dist *d, int ok) {
+    int in = ok != 0, out = 0;
+    uint64_t s;
+    if (!d) return in;
+    s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_WORLD, 1, PT_COLL_I32, -1);
+    if (pt__coll_end(d, s, s ? MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED) != MPI_SUCCESS) return 0;
+    return out;
+}
+
+PTDEF pt_status pt_dist_set_coll_check(pt_dist *d, int on) {
+    int v[2];
+    uint64_t s;
+    if (!d) return PT_OK;
+    v[0] = on != 0, v[1] = -(on != 0);
+    s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_WORLD, 2, PT_COLL_I32, -1);
+    if (pt__coll_end(d, s, s ? MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED) != MPI_SUCCESS)
+        return PT_ERR_STATE;
+    if (v[0] != -v[1]) return PT_ERR_ARG; /* the same verdict on every rank */
+    d->check = v[0];
+    return PT_OK;
+}
+
+PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen) {
+    char msg[PT__DIST_MSG];
+    if (!d) return ok != 0;
+    memset(msg, 0, sizeof msg);
+    if (!ok && err && errlen) pt__msg(msg, sizeof msg, "%s", err);
+    if (pt__dist_agree_comm(d, d->comm[PT_COMM_WORLD], ok != 0, msg)) return 1;
+    pt__msg(err, errlen, "%s", msg);
+    return 0;
+}
+
+PTDEF void *pt_dist_comm(const pt_dist *d, int which) {
+    if (!d || which < 0 || which >= PT_COMM_COUNT) return NULL;
+    return (void *)&d->comm[which];
+}
+
+static void pt__dist_host(char *host) {
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    memset(name, 0, sizeof name);
+    if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS || len <= 0) pt__msg(name, sizeof name, "?");
+    pt__msg(host, PT__DIST_HOST, "%s", name);
+}
+#else /* !PTRAIN_MPI: a world of one rank */
+
+PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, char *err, size_t errlen) {
+    char msg[PT__DIST_MSG];
+    pt_dist *d;
+    pt_layout l;
+    int fake, leader, tmp, check = 0;
+    double deadline = 0;
+    (void)argc;
+    (void)argv;
+    if (err && errlen) err[0] = 0;
+    memset(&l, 0, sizeof l);
+    if (layout) l = *layout;
+    l.allow_tp_across_nodes = l.allow_tp_across_nodes != 0;
+    if (pt_layout_resolve(&l, 1, msg, sizeof msg) != PT_OK) {
+        pt__msg(err, errlen, "pt_dist_init: %s (built without PTRAIN_MPI: a world of one rank)", msg);
+        return NULL;
+    }
+    fake = pt__dist_fake_node_size(msg, sizeof msg);
+    if (fake < 0 || !pt__dist_coll_env(&check, &deadline, msg, sizeof msg)) {
+        pt__msg(err, errlen, "%s", msg);
+        return NULL;
+    }
+    d = (pt_dist *)PT_MALLOC(sizeof(pt_dist));
+    if (d) {
+        memset(d, 0, sizeof *d);
+        pt__dist_coll_setup(d);
+        d->node_of = (int *)PT_MALLOC(sizeof(int));
+    }
+    if (!d || !d->node_of) {
+        pt__dist_free(d);
+        pt__msg(err, errlen, "pt_dist_init: out of memory");
+        return NULL;
+    }
+    d->size = 1;
+    d->layout = l;
+    d->coords = pt_layout_coords(&l, 0);
+    d->fake_node_size = fake;
+    leader = tmp = 0; /* the same path as with MPI, for one rank */
+    if (!pt__dist_nodes_from_leaders(&leader, d->node_of, &tmp, 1, &d->nodes)) d->nodes = 1;
+    pt__dist_local(d);
+    if (!pt__dist_tp_fits(d, msg, sizeof msg)) { /* cannot happen with tp = 1 */
+        pt__dist_free(d);
+        pt__msg(err, errlen, "%s", msg);
+        return NULL;
+    }
+    d->threads = pt__dist_threads_for(pt__dist_cpus(), 1);
+    d->check = check;
+    d->deadline = deadline;
+    return d;
+}
+PTDEF void pt_dist_finalize(pt_dist *d) { pt__dist_free(d); }
+PTDEF pt_status pt_dist_set_coll_check(pt_dist *d, int on) {
+    if (d) d->check = on != 0; /* a world of one: nothing to disagree with */
+    return PT_OK;
+}
+PTDEF int pt_dist_agree(const pt_dist *d, int ok) {
+    (void)d;
+    return ok != 0;
+}
+PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen) {
+    (void)d;
+    (void)err;
+    (void)errlen;
+    return ok != 0;
+}
+PTDEF void *pt_dist_comm(const pt_dist *d, int which) {
+    (void)d;
+    (void)which;
+    return NULL;
+}
+static void pt__dist_host(char *host) { pt__msg(host, PT__DIST_HOST, "%s", "local"); }
+#endif /* PTRAIN_MPI */
+
+/* ---- accessors (a NULL grid is a world of one rank) ------------------------------------------- */
+PTDEF int pt_dist_rank(const pt_dist *d) { return d ? d->rank : 0; }
+PTDEF int pt_dist_size(const pt_dist *d) { return d ? d->size : 1; }
+PTDEF pt_coords pt_dist_coords(const pt_dist *d) {
+    pt_coords c;
+    if (d) return d->coords;
+    c.tp = c.pp = c.dp = 0;
+    return c;
+}
+PTDEF pt_layout pt_dist_layout(const pt_dist *d) {
+    pt_layout l;
+    if (d) return d->layout;
+    l.dp = l.tp = l.pp = 1;
+    l.allow_tp_across_nodes = 0;
+    return l;
+}
+PTDEF int pt_dist_local_rank(const pt_dist *d) { return d ? d->local_rank : 0; }
+PTDEF int pt_dist_local_size(const pt_dist *d) { return d ? d->local_size : 1; }
+PTDEF int pt_dist_node(const pt_dist *d) { return d ? d->node : 0; }
+PTDEF int pt_dist_nodes(const pt_dist *d) { return d ? d->nodes : 1; }
+PTDEF int pt_dist_node_of(const pt_dist *d, int rank) {
+    if (!d) return rank == 0 ? 0 : -1;
+    return rank >= 0 && rank < d->size ? d->node_of[rank] : -1;
+}
+PTDEF int pt_dist_threads(const pt_dist *d) { return d ? d->threads : pt__dist_threads_for(pt__dist_cpus(), 1); }
+PTDEF int pt_dist_mpi_thread_level(const pt_dist *d) { return d ? d->thread_level : 0; }
+
+/* ---- the printed grid ------------------------------------------------------------------------- */
+#define PT__DIST_ROW 8 /* rank, node, local rank, local size, tp, pp, dp, threads */
+PTDEF void pt_dist_print(const pt_dist *d, void *file) {
+    FILE *f = file ? (FILE *)file : stdout;
+    int row[PT__DIST_ROW], *rows = NULL, size = pt_dist_size(d), rank = pt_dist_rank(d), i, ok;
+    char host[PT__DIST_HOST], *hosts = NULL;
+    pt_layout l = pt_dist_layout(d);
+    pt_coords c = pt_dist_coords(d);
+    memset(host, 0, sizeof host);
+    pt__dist_host(host);
+    row[0] = rank, row[1] = pt_dist_node(d), row[2] = pt_dist_local_rank(d), row[3] = pt_dist_local_size(d);
+    row[4] = c.tp, row[5] = c.pp, row[6] = c.dp, row[7] = pt_dist_threads(d);
+    if (rank == 0) {
+        rows = (int *)PT_MALLOC((size_t)size * sizeof row);
+        hosts = (char *)PT_MALLOC((size_t)size * PT__DIST_HOST);
+    }
+    ok = rank != 0 || (rows && hosts);
+    if (!pt_dist_agree(d, ok)) {
+        if (rank == 0) fprintf(f, "pt_dist_print: out of memory\n");
+        PT_FREE(rows);
+        PT_FREE(hosts);
+        return;
+    }
+#ifdef PTRAIN_MPI
+    if (d) {
+        MPI_Comm w = d->comm[PT_COMM_WORLD];
+        uint64_t s = pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, PT__DIST_ROW, PT_COLL_I32, 0);
+        ok = pt__coll_end(d, s, s ? MPI_Gather(row, PT__DIST_ROW, MPI_INT, rows, PT__DIST_ROW, MPI_INT, 0, w) : PT__COLL_REFUSED) == MPI_SUCCESS;
+        s = ok ? pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, PT__DIST_HOST, PT_COLL_CHAR, 0) : 0;
+        ok = ok && pt__coll_end(d, s, s ? MPI_Gather(host, PT__DIST_HOST, MPI_CHAR, hosts, PT__DIST_HOST, MPI_CHAR, 0, w) : PT__COLL_REFUSED) == MPI_SUCCESS;
+    } else
+#endif
+    {
+        memcpy(rows, row, sizeof row);
+        memcpy(hosts, host, PT__DIST_HOST);
+        ok = 1;
+    }
+    if (rank == 0) {
+        if (!ok) {
+            fprintf(f, "pt_dist_print: gathering the rows failed%s%s\n", d && d->coll_err[0] ? ": " : "", d ? d->coll_err : "");
+        } else {
+            fprintf(f, "grid: %d ranks = dp %d x tp %d x pp %d (rank = tp + %d*(dp + %d*pp): tp innermost), %d node%s", size,
+                    (int)l.dp, (int)l.tp, (int)l.pp, (int)l.tp, (int)l.dp, pt_dist_nodes(d), pt_dist_nodes(d) == 1 ? "" : "s");
+            if (d && d->fake_node_size) fprintf(f, " (fake: PTRAIN_FAKE_NODE_SIZE=%d)", d->fake_node_size);
+            if (l.allow_tp_across_nodes) fprintf(f, ", tp across nodes allowed");
+#ifdef PTRAIN_MPI
+            if (d) fprintf(f, ", MPI thread level %s", pt__dist_level_name(d->thread_level));
+#else
+            fprintf(f, ", no MPI");
+#endif
+            fprintf(f, "\n rank  node local   tp   pp   dp threads host\n");
+            for (i = 0; i < size; i++) {
+                const int *r = rows + (size_t)i * PT__DIST_ROW;
+                hosts[(size_t)i * PT__DIST_HOST + PT__DIST_HOST - 1] = 0;
+                fprintf(f, "%5d %5d %5d %4d %4d %4d %7d %s\n", r[0], r[1], r[2], r[4], r[5], r[6], r[7],
+                        hosts + (size_t)i * PT__DIST_HOST);
+            }
+        }
+        fflush(f);
+    }
+    PT_FREE(rows);
+    PT_FREE(hosts);
+}
+
+// >>backend  the kernel table a device backend supplies; element sizes; host <-> device transfer counts
+/* Owns: pt__backend (one function pointer per kernel), pt_numel / pt_dtype_size, the transfer
+   counters
+   Invariants: an op never dereferences device memory: it calls through the table; adding a kernel =
+   one table entry + a CPU and an OpenCL implementation + a test against the CPU
+   Entry points: pt__backend pt_numel pt_dtype_size pt_backend_name pt_transfer_stats */
+/* the kernel table every op goes through
+   An op (see ops) checks shapes, allocates its result and records itself on the tape; the numbers are
+   computed by the kernels of ctx->be. The CPU backend (see cpu) is the reference; a device backend
    supplies the same table over its own buffers, so no op changes meaning or tape when it plugs in.
    Conventions for every kernel:
    - tensors are contiguous views: data at (storage, element offset t->off), numel elements;
@@ -2298,7 +3810,52 @@ static float *pt__work(pt_ctx *ctx, int64_t nfloats) {
     }
     return (float *)(((uintptr_t)ctx->work + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1));
 }
-/* >>gemm  packed, cache-blocked SGEMM
+/* ---- transfer accounting (pt_transfers) -------------------------------------------------------
+   A device backend counts every host <-> device copy (pt__xfer_count, opencl); code that moves data for a
+   purpose other than user I/O brackets it: `int k = pt__xfer_as(ctx, PT_XFER_DP); ...;
+   pt__xfer_as(ctx, k);`. */
+static int pt__xfer_as(pt_ctx *ctx, int kind) {
+    int old = ctx->xfer_kind;
+    ctx->xfer_kind = kind;
+    return old;
+}
+PTDEF pt_transfers pt_transfer_stats(const pt_ctx *ctx) {
+    pt_transfers x;
+    if (ctx) return ctx->xfer;
+    memset(&x, 0, sizeof x);
+    return x;
+}
+PTDEF void pt_transfer_reset(pt_ctx *ctx) {
+    if (ctx) memset(&ctx->xfer, 0, sizeof ctx->xfer);
+}
+PTDEF const char *pt_xfer_kind_name(int kind) {
+    static const char *names[PT_XFER_KINDS] = {"io", "param", "check", "scalar", "dp", "tp", "pp", "ckpt"};
+    return (unsigned)kind < PT_XFER_KINDS ? names[kind] : "?";
+}
+
+PTDEF int64_t pt_dtype_size(pt_dtype dt) {
+    switch (dt) {
+    case PT_F32: case PT_I32: return 4;
+    case PT_BF16: case PT_F16: return 2;
+    case PT_I8: return 1;
+    default: return 0;
+    }
+}
+PTDEF int64_t pt_numel(const pt_tensor *t) {
+    int64_t n = 1;
+    int i;
+    if (!t) return 0;
+    for (i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+PTDEF const char *pt_backend_name(const pt_ctx *ctx) { return ctx && ctx->be ? ctx->be->name : "none"; }
+
+// >>gemm  packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch
+/* Owns: the CPU matrix product (pt__sgemm) and its per-thread workspaces
+   Invariants: results do not depend on the thread count; no allocation once the workspace has grown
+   to the sizes in use
+   Entry points: pt__sgemm pt__gemm_ws_free */
+/* packed, cache-blocked SGEMM
  * ==========================================================================
  * Single-precision GEMM for the CPU backend (row-major, four transpose cases, batched).
  * ==========================================================================
@@ -2354,12 +3911,6 @@ static float *pt__work(pt_ctx *ctx, int64_t nfloats) {
  *   region, so repeated calls with the same sizes never allocate.
  * ========================================================================== */
 
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(_M_X64))
-#define PT__GEMM_X86 1
-#include <immintrin.h>
-#else
-#define PT__GEMM_X86 0
-#endif
 
 /* micro-kernel identifiers for pt__gemm_ws.kern (0 = pick automatically) */
 #define PT__GEMM_KERN_AUTO   0
@@ -2459,7 +4010,7 @@ static void pt__sgemm_kern_c(int64_t kc, const float *a, const float *b, float *
 }
 #endif
 
-#if PT__GEMM_X86
+#if PT__X86
 
 /* ---- AVX-512: MR=12, NR=32 ---- */
 #define PT__G512_MR 12
@@ -2567,7 +4118,7 @@ PT__G256_TGT static void pt__sgemm_kern_avx2(int64_t kc, const float *a, const f
     PT__G256_ALL(PT__G256_STORE)
 }
 
-#endif /* PT__GEMM_X86 */
+#endif /* PT__X86 */
 
 /* ---------------------------------------------------------------- packing */
 
@@ -2627,7 +4178,7 @@ static void pt__gemm_pack_b(const pt__gemm_ctx *g, const float *B, int64_t p0, i
     }
 }
 
-#if PT__GEMM_X86
+#if PT__X86
 /* ---- AVX-512 packing for the 12x32 kernel ---- */
 
 /* In-register transpose of 16 rows x 16 floats: r[i][j] -> r[j][i].
@@ -2729,12 +4280,12 @@ PT__G512_TGT static void pt__gemm_pack_b512(const pt__gemm_ctx *g, const float *
         }
     }
 }
-#endif /* PT__GEMM_X86 */
+#endif /* PT__X86 */
 
 /* Pick the best kernel this CPU supports (once; cached in ws->kern). */
 static int pt__gemm_pick_kern(void)
 {
-#if PT__GEMM_X86
+#if PT__X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
@@ -2751,7 +4302,7 @@ static void pt__gemm_setup(pt__gemm_ws *ws, pt__gemm_ctx *g)
 {
     int64_t kc_max, nkb;
     if (ws->kern == PT__GEMM_KERN_AUTO) ws->kern = pt__gemm_pick_kern();
-#if PT__GEMM_X86
+#if PT__X86
     if (ws->kern == PT__GEMM_KERN_AVX512) {
         g->kern = pt__sgemm_kern_avx512;
         g->pack_a = pt__gemm_pack_a512; g->pack_b = pt__gemm_pack_b512;
@@ -2927,7 +4478,11 @@ static int pt__sgemm(pt__gemm_ws *ws, int ta, int tb, int64_t batch, int64_t M, 
     return 0;
 }
 
-/* >>attn  causal multi-head self-attention kernels (CPU)
+// >>attn  causal multi-head self-attention kernels for the CPU (flash-style, no T x T kept)
+/* Owns: the attention forward and backward kernels and their dispatch
+   Invariants: O(B*T*C) memory; fixed-order reductions
+   Entry points: pt__cpu_attn_fwd pt__cpu_attn_bwd pt__attn_pick */
+/* causal multi-head self-attention kernels (CPU)
    Flash-style: the queries of one (b, h) are cut into blocks of PT__ATTN_BQ rows. For a block
    [i0, i0+bq) only keys 0..i0+bq-1 are looked at (key blocks past the diagonal are skipped), and the
    scores live in a per-thread scratch tile St[key j][query c] (keys are rows, the block's queries
@@ -3433,7 +4988,12 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
     }
 }
 
-/* >>cpu  CPU backend: the reference kernels
+// >>cpu  the CPU backend: reference kernels for every table entry
+/* Owns: pt__cpu_backend and its kernels (elementwise, row-wise, layout, images, optimizers)
+   Invariants: each output element written by one thread; reductions in fixed chunks combined in a
+   fixed order
+   Entry points: pt__cpu_backend */
+/* CPU backend: the reference kernels
    Threading and determinism: loops are split with OpenMP (static schedule, ctx->nthreads) over
    output elements, rows, planes, column blocks or fixed-size chunks; small loops stay serial
    (PT__CPU_PAR_MIN), which changes nothing but speed because every output element is computed by
@@ -4434,14 +5994,21 @@ static const pt__backend pt__cpu_backend = {
     pt__cpu_adamw, pt__cpu_sgd, pt__cpu_sumsq,
 };
 
-/* >>opencl  OpenCL backend (-DPTRAIN_OPENCL; link -lOpenCL -lclblast)
+// >>opencl  the OpenCL backend
+/* Owns: pt__cl_backend, the device state of a context (struct pt__cl), the program cache on disk,
+   CLBlast tuning files
+   Invariants: tensors stay resident on the device; host copies only for I/O, MPI staging and
+   checkpoints, each counted
+   Entry points: pt_device_list pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul through
+   CLBlast: pt__cl_gemm */
+/* OpenCL backend (-DPTRAIN_OPENCL; link -lOpenCL -lclblast)
    pt_init with device "opencl[:P[:D]]" (pt_desc.device or env PTRAIN_DEVICE) opens platform P,
    device D (pt__cl_open; without D a rank of a pt_dist grid takes node-local rank modulo the
    platform's devices) and sets ctx->be to pt__cl_backend. Storages are device buffers: st->dev is
    a cl_mem, st->host stays NULL, a tensor is (cl_mem, element offset) and every kernel takes both.
    One in-order command queue per context; reads and writes are blocking and counted
    (pt__xfer_count, pt_transfer_stats), except read_start (a cl_event to read_wait on: the DP
-   bucket staging of >>dp). Kernels: the OpenCL C source below (pt__cl_src), built once
+   bucket staging of dp). Kernels: the OpenCL C source below (pt__cl_src), built once
    per context with a binary cache on disk (pt__cl_build); launched through pt__cl_launch (one
    work item per element, row or column -- PT_EPI = 16 elements for act_fwd/bwd, binary and
    AdamW: a full run is one float16, which PoCL compiles to full-width SIMD -- the global size
@@ -6101,7 +7668,7 @@ PTDEF pt_device_info pt_device_info_get(const pt_ctx *ctx) {
     return d;
 }
 
-/* ---- CLBlast tuning (>>opencl) ----------------------------------------------------------------
+/* ---- CLBlast tuning (see opencl) ----------------------------------------------------------------
    CLBlast takes its kernel parameters (tile sizes, vector widths, ...) from a database keyed by
    device; a device it does not know (PoCL among them) gets generic defaults and runs slowly.
    pt_cl_tune_set hands CLBlast a kernel's full parameter set (CLBlastOverrideParameters: the next
@@ -6300,7 +7867,12 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
 }
 #endif
 
-/* >>tensor  storages, the graph's arenas, tensors
+// >>tensor  storages, the graph's arenas, tensors
+/* Owns: pt_storage, the per-graph activation arena and gradient pool, tensor creation and host I/O
+   Invariants: a tensor is (storage, offset, shape) of contiguous row-major data; only the CPU
+   backend dereferences host pointers
+   Entry points: pt_tensor_new pt_tensor_from pt_tensor_write pt_tensor_read pt_item pt_f32 */
+/* storages, the graph's arenas, tensors
    A graph holds two arenas: a host arena for the small records (tensor structs, tape nodes) and a
    data arena of device storages for activations. Both are bump allocators; pt_graph_reset rewinds
    them and, if a pass needed more than one chunk, replaces the chunks by one chunk of the pass's
@@ -6357,7 +7929,7 @@ struct pt_graph {
     int training, grad_on;
     int64_t sample_off;
     int64_t bytes;                    /* activation bytes held */
-    double prof_t0;                   /* per-op profile (>>trace): when the op being built allocated its output */
+    double prof_t0;                   /* per-op profile (see trace): when the op being built allocated its output */
 };
 
 static pt_status pt__st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes, int kind) {
@@ -6471,21 +8043,6 @@ static void pt__pool_put(pt_graph *g, pt_storage *st) {
         if (&g->pool[i]->st == st) g->pool[i]->busy = 0;
 }
 
-PTDEF int64_t pt_dtype_size(pt_dtype dt) {
-    switch (dt) {
-    case PT_F32: case PT_I32: return 4;
-    case PT_BF16: case PT_F16: return 2;
-    case PT_I8: return 1;
-    default: return 0;
-    }
-}
-PTDEF int64_t pt_numel(const pt_tensor *t) {
-    int64_t n = 1;
-    int i;
-    if (!t) return 0;
-    for (i = 0; i < t->ndim; i++) n *= t->shape[i];
-    return n;
-}
 PTDEF float *pt_f32(const pt_tensor *t) {
     return (t && t->dtype == PT_F32 && t->st && t->st->host) ? PT__F(t) : NULL;
 }
@@ -6532,7 +8089,7 @@ static pt_tensor *pt__rec(pt_graph *g, pt_dtype dt, int ndim, const int64_t *sha
 static pt_tensor *pt__new(pt_graph *g, pt_dtype dt, int ndim, const int64_t *shape) {
     pt_tensor *t = pt__rec(g, dt, ndim, shape);
     if (!t) return NULL;
-    if (g->ctx->prof && g->prof_t0 == 0) g->prof_t0 = pt_time(); /* >>trace: an op's forward starts */
+    if (g->ctx->prof && g->prof_t0 == 0) g->prof_t0 = pt_time(); /* trace: an op's forward starts */
     t->st = pt__dalloc(g, pt_numel(t) * pt_dtype_size(dt), pt_dtype_size(dt), &t->off);
     return t->st ? t : NULL;
 }
@@ -6550,7 +8107,7 @@ PTDEF pt_tensor *pt_tensor_from(pt_graph *g, pt_dtype dt, int ndim, const int64_
             return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_tensor_from: dim %d has negative size %lld", i,
                                          (long long)shape[i]);
     {
-        double keep = g->prof_t0; /* >>trace: a tensor made outside an op starts no op's time */
+        double keep = g->prof_t0; /* trace: a tensor made outside an op starts no op's time */
         t = pt__new(g, dt, ndim, shape);
         g->prof_t0 = keep;
     }
@@ -6586,7 +8143,452 @@ PTDEF float pt_item(const pt_tensor *t) {
     return v;
 }
 
-/* >>autograd  graphs, the tape, backward */
+// >>trace  timelines per rank (Chrome trace-event JSON) and the per-op profile
+/* Owns: the event buffer of a context, the observer of the collective records, the gather and the
+   file writer; the per-op profile sums
+   Invariants: recording is one branch when off; events are kept in pt_time() seconds and written as
+   microseconds since the agreed start
+   Entry points: pt_trace_start pt_trace_event pt_trace_add pt_trace_finish pt_profile_enable
+   pt_profile_print */
+/* =================================================================================================
+   Chrome trace-event timelines per rank (buffer, hooks' entry points, gather, JSON writer)
+   and the per-op profile
+   The hooks elsewhere, each one branch when off: dist (pt__coll_begin / pt__coll_end: every MPI
+   call), pprun (forward / backward of each micro-batch and chunk, the bubble between them), dp
+   (pt_dp_finish's wait), autograd (an op's tape record and each node's backward: the profile),
+   tensor (pt__new opens an op's forward time). An event is kept in pt_time() seconds and turned
+   into microseconds since the agreed start when the file is written.
+   ================================================================================================= */
+#define PT__TRACE_NAME 32
+#define PT__TRACE_LANES 8 /* tracks for non-blocking calls in flight at once (tid 1..) */
+typedef struct pt__trace_ev {
+    double t0, t1;
+    int64_t step, mb, bytes;
+    int32_t chunk, cat, tid, comm;
+    char name[PT__TRACE_NAME];
+} pt__trace_ev;
+struct pt__trace {
+    pt_dist *d; /* the world of pt_trace_start (NULL: one rank) */
+    char *path;
+    pt__trace_ev *ev;
+    int64_t n, cap, max, dropped;
+    int64_t step, mb; /* pt_trace_step; the micro-batch the pipeline runs now (-1: none) */
+    int32_t chunk;
+    double base;                  /* pt_time() right after the start barrier */
+    double coll_t0[PT_COLL_RING]; /* at pt__coll_begin, by record slot: pt_time(), micro-batch, chunk */
+    int64_t coll_mb[PT_COLL_RING];
+    int32_t coll_chunk[PT_COLL_RING];
+};
+static const char *const pt__trace_cats[PT_TRACE_CAT_COUNT] = {"forward", "backward", "comm", "sendrecv", "bubble",
+                                                               "data",    "ckpt",     "optim", "step"};
+static const char *const pt__trace_comms[PT_COMM_DP_CROSS + 1] = {"world", "tp", "pp", "dp", "node", "cross", "dp_node", "dp_cross"};
+
+static void pt__trace_put(struct pt__trace *tr, int cat, const char *name, double t0, double t1, int64_t step, int64_t mb,
+                          int32_t chunk, int32_t comm, int64_t bytes, int32_t tid) {
+    pt__trace_ev *e;
+    int i;
+    if (tr->n == tr->cap) {
+        int64_t cap = PT__MIN(tr->max, tr->cap ? 2 * tr->cap : 4096);
+        pt__trace_ev *ne = cap > tr->cap ? (pt__trace_ev *)PT_REALLOC(tr->ev, sizeof *ne * (size_t)cap) : NULL;
+        if (!ne) {
+            tr->dropped++;
+            return;
+        }
+        tr->ev = ne, tr->cap = cap;
+    }
+    e = &tr->ev[tr->n++];
+    e->t0 = t0, e->t1 = t1 < t0 ? t0 : t1;
+    e->step = step < 0 ? tr->step : step, e->mb = mb < 0 ? -1 : mb, e->bytes = bytes;
+    e->chunk = chunk < 0 ? -1 : chunk, e->cat = cat, e->tid = tid < 0 ? 0 : tid;
+    e->comm = comm >= 0 && comm <= PT_COMM_DP_CROSS ? comm : -1;
+    for (i = 0; name && name[i] && i < PT__TRACE_NAME - 1; i++) /* no quoting needed in the file */
+        e->name[i] = name[i] == '"' || name[i] == '\\' || (unsigned char)name[i] < 0x20 ? '_' : name[i];
+    e->name[i] = 0;
+}
+
+PTDEF int pt_trace_on(const pt_ctx *ctx) { return ctx && ctx->trace; }
+PTDEF void pt_trace_step(pt_ctx *ctx, int64_t step) {
+    if (ctx && ctx->trace) ctx->trace->step = step;
+}
+PTDEF void pt_trace_event(pt_ctx *ctx, int cat, const char *name, double t0, double t1, int64_t step, int64_t mb) {
+    if (!ctx || !ctx->trace || cat < 0 || cat >= PT_TRACE_CAT_COUNT) return;
+    pt__trace_put(ctx->trace, cat, name ? name : pt__trace_cats[cat], t0, t1, step, mb, -1, -1, 0, 0);
+}
+PTDEF void pt_trace_add(pt_ctx *ctx, const pt_trace_rec *r) {
+    if (!ctx || !ctx->trace || !r || r->cat < 0 || r->cat >= PT_TRACE_CAT_COUNT) return;
+    pt__trace_put(ctx->trace, r->cat, r->name ? r->name : pt__trace_cats[r->cat], r->t0, r->t1, r->step, r->mb, r->chunk, r->comm,
+                  r->bytes, r->tid);
+}
+PTDEF int64_t pt_trace_count(const pt_ctx *ctx, int64_t *dropped) {
+    const struct pt__trace *tr = ctx ? ctx->trace : NULL;
+    if (dropped) *dropped = tr ? tr->dropped : 0;
+    return tr ? tr->n : 0;
+}
+
+/* pprun: the micro-batch and chunk the next communication events belong to (-1: none) */
+static void pt__trace_at(pt_ctx *ctx, int64_t mb, int chunk) {
+    ctx->trace->mb = mb, ctx->trace->chunk = chunk;
+}
+/* pprun: a computation [t0, t1] of a pipeline step, after the bubble since *idle (the end of the
+   previous one, or the step's start); *idle becomes t1 */
+static void pt__trace_compute(pt_ctx *ctx, int cat, double *idle, double t0, double t1, int64_t mb, int chunk) {
+    struct pt__trace *tr = ctx->trace;
+    if (t0 > *idle) pt__trace_put(tr, PT_TRACE_BUBBLE, "bubble", *idle, t0, -1, -1, -1, -1, 0, 0);
+    if (cat >= 0) pt__trace_put(tr, cat, pt__trace_cats[cat], t0, t1, -1, mb, chunk, -1, 0, 0);
+    *idle = t1;
+}
+#ifdef PTRAIN_MPI
+/* dp: a span ending now */
+static void pt__trace_span(pt_ctx *ctx, int cat, const char *name, double t0, int comm) {
+    pt__trace_put(ctx->trace, cat, name, t0, pt_time(), -1, -1, -1, comm, 0, 0);
+}
+/* dist: record s starts; record r (a copy) ended */
+static void pt__trace_coll_begin(struct pt__trace *tr, uint64_t s) {
+    size_t k = (size_t)((s - 1) % PT_COLL_RING);
+    tr->coll_t0[k] = pt_time(), tr->coll_mb[k] = tr->mb, tr->coll_chunk[k] = tr->chunk;
+}
+static void pt__trace_coll_end(struct pt__trace *tr, const pt_coll_record *r);
+static void pt__trace_coll_hook(void *user, const pt_coll_record *r, int begin) {
+    if (begin) pt__trace_coll_begin((struct pt__trace *)user, r->seq);
+    else pt__trace_coll_end((struct pt__trace *)user, r);
+}
+static void pt__trace_coll_end(struct pt__trace *tr, const pt_coll_record *r) {
+    static const int size[PT_COLL_DTYPE_COUNT] = {1, 1, 4, 8, 4, 8, 2};
+    int op = r->op, p2p = op == PT_COLL_SEND || op == PT_COLL_RECV || op == PT_COLL_ISEND || op == PT_COLL_IRECV;
+    int async = op == PT_COLL_IALLREDUCE || op == PT_COLL_IREDUCE_SCATTER || op == PT_COLL_ISEND || op == PT_COLL_IRECV ||
+                op == PT_COLL_IALLGATHERV;
+    int64_t bytes = r->count * (r->dtype >= 0 && r->dtype < PT_COLL_DTYPE_COUNT ? size[r->dtype] : 1);
+    size_t k = (size_t)((r->seq - 1) % PT_COLL_RING);
+    pt__trace_put(tr, p2p ? PT_TRACE_SENDRECV : PT_TRACE_COMM, pt__coll_op_name(op), tr->coll_t0[k], pt_time(), -1, tr->coll_mb[k],
+                  tr->coll_chunk[k], r->comm, bytes, async ? 1 : 0);
+}
+#else
+static void pt__trace_coll_hook(void *user, const pt_coll_record *r, int begin) { (void)user, (void)r, (void)begin; }
+#endif
+
+static void pt__trace_free(pt_ctx *ctx); /* below */
+PTDEF pt_status pt_trace_start(pt_ctx *ctx, const pt_dist *d, const char *path, int64_t max_events) {
+    struct pt__trace *tr = NULL;
+    char msg[512] = "";
+    int ok = 1, rank = d ? pt_dist_rank(d) : 0;
+    pt_status why = PT_ERR_ARG;
+    if (!ctx) return PT_ERR_ARG;
+    if (ctx->trace) pt__msg(msg, sizeof msg, "pt_trace_start: already recording a timeline (call pt_trace_finish first)"), ok = 0, why = PT_ERR_STATE;
+    else if (max_events < 0) pt__msg(msg, sizeof msg, "pt_trace_start: max_events is %lld, expected >= 0 (0 = 1000000)", (long long)max_events), ok = 0;
+    else if (rank == 0 && (!path || !*path)) pt__msg(msg, sizeof msg, "pt_trace_start: no file name (path) on rank 0"), ok = 0;
+    if (ok) {
+        tr = (struct pt__trace *)PT_MALLOC(sizeof *tr);
+        if (tr) memset(tr, 0, sizeof *tr);
+        if (tr && path && !(tr->path = (char *)PT_MALLOC(strlen(path) + 1))) PT_FREE(tr), tr = NULL;
+        if (!tr) pt__msg(msg, sizeof msg, "pt_trace_start: out of memory"), ok = 0, why = PT_ERR_OOM;
+        else if (path) memcpy(tr->path, path, strlen(path) + 1);
+    }
+#ifdef PTRAIN_MPI
+    if (d && d->size > 1) {
+        ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
+        if (!ok) /* the status follows the agreed message, so every rank returns the same */
+            why = strstr(msg, "out of memory") ? PT_ERR_OOM : strstr(msg, "already recording") ? PT_ERR_STATE : PT_ERR_ARG;
+        if (ok) { /* one time base: every rank reads its clock right after leaving the same barrier */
+            uint64_t s = pt__coll_begin(d, PT_COLL_BARRIER, PT_COMM_WORLD, 0, PT_COLL_BYTE, -1);
+            pt__coll_end(d, s, s ? MPI_Barrier(d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED);
+        }
+    }
+#endif
+    if (!ok) {
+        if (tr) PT_FREE(tr->path);
+        PT_FREE(tr);
+        return (pt_status)(pt__fail(ctx, why, "%s", msg), why);
+    }
+    tr->base = pt_time();
+    tr->max = max_events ? max_events : 1000000;
+    tr->step = 0, tr->mb = -1, tr->chunk = -1;
+    tr->d = (pt_dist *)d;
+    if (tr->d) tr->d->coll_hook = pt__trace_coll_hook, tr->d->coll_hook_user = tr;
+    ctx->trace = tr;
+    pt__at_shutdown(ctx, pt__trace_free);
+    return PT_OK;
+}
+
+static void pt__trace_free(pt_ctx *ctx) {
+    struct pt__trace *tr = ctx->trace;
+    if (!tr) return;
+    if (tr->d) tr->d->coll_hook = NULL, tr->d->coll_hook_user = NULL;
+    ctx->trace = NULL;
+    PT_FREE(tr->ev);
+    PT_FREE(tr->path);
+    PT_FREE(tr);
+}
+
+static int pt__trace_by_start(const void *a, const void *b) {
+    double x = (*(pt__trace_ev *const *)a)->t0, y = (*(pt__trace_ev *const *)b)->t0;
+    return x < y ? -1 : x > y;
+}
+/* the non-blocking calls (tid 1 for now) onto tracks 1..PT__TRACE_LANES, each free when it starts
+   (the least busy one if none is); returns the tracks used */
+static int pt__trace_lanes(struct pt__trace *tr) {
+    pt__trace_ev **a;
+    double end[PT__TRACE_LANES];
+    int64_t i, n = 0;
+    int k, used = 0;
+    for (i = 0; i < tr->n; i++) n += tr->ev[i].tid == 1;
+    if (!n || !(a = (pt__trace_ev **)PT_MALLOC(sizeof *a * (size_t)n))) return n ? 1 : 0;
+    for (i = 0, n = 0; i < tr->n; i++)
+        if (tr->ev[i].tid == 1) a[n++] = &tr->ev[i];
+    qsort(a, (size_t)n, sizeof *a, pt__trace_by_start);
+    for (k = 0; k < PT__TRACE_LANES; k++) end[k] = -HUGE_VAL;
+    for (i = 0; i < n; i++) {
+        int best = 0;
+        for (k = 0; k < PT__TRACE_LANES; k++)
+            if (end[k] <= a[i]->t0 || end[k] < end[best]) {
+                best = k;
+                if (end[k] <= a[i]->t0) break;
+            }
+        end[best] = a[i]->t1;
+        a[i]->tid = 1 + best;
+        used = PT__MAX(used, best + 1);
+    }
+    PT_FREE(a);
+    return used;
+}
+
+/* this rank's metadata and events, each as ",\n{...}" */
+static void pt__trace_text_of(struct pt__trace *tr, pt__sb *b) {
+    int rank = tr->d ? tr->d->rank : 0, lanes = pt__trace_lanes(tr), k;
+    pt_coords c;
+    int64_t i;
+    c.dp = c.tp = c.pp = 0;
+    if (tr->d) c = tr->d->coords;
+    pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (dp %d tp %d pp %d)\"}}", rank, rank,
+               c.dp, c.tp, c.pp);
+    pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", rank, rank);
+    if (tr->dropped)
+        pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%d,\"tid\":0,\"args\":{\"labels\":\"%lld events dropped\"}}", rank,
+                   (long long)tr->dropped);
+    for (k = 0; k <= lanes; k++) {
+        pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s%.0d\"}}", rank, k,
+                   k ? "non-blocking comm " : "main", k);
+        pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}", rank, k, k);
+    }
+    for (i = 0; i < tr->n; i++) {
+        const pt__trace_ev *e = &tr->ev[i];
+        pt__sb_add(b, ",\n{\"name\":");
+        pt__sb_json_str(b, e->name);
+        pt__sb_add(b, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"step\":%lld", pt__trace_cats[e->cat],
+                   (e->t0 - tr->base) * 1e6, (e->t1 - e->t0) * 1e6, rank, (int)e->tid, (long long)e->step);
+        if (e->mb >= 0) pt__sb_add(b, ",\"mb\":%lld", (long long)e->mb);
+        if (e->chunk >= 0) pt__sb_add(b, ",\"chunk\":%d", (int)e->chunk);
+        if (e->comm >= 0) pt__sb_add(b, ",\"comm\":\"%s\"", pt__trace_comms[e->comm]);
+        if (e->bytes > 0 || e->comm >= 0) pt__sb_add(b, ",\"bytes\":%lld", (long long)e->bytes);
+        pt__sb_add(b, "}}");
+    }
+}
+
+PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
+    struct pt__trace *tr;
+    pt_dist *d;
+    pt__sb b;
+    char msg[512] = "", *tmp = NULL;
+    FILE *f = NULL;
+    int ok = 1, rank = 0, size = 1, r;
+    int64_t total_dropped, *dropped = NULL;
+    if (!ctx) return PT_ERR_ARG;
+    if (!(tr = ctx->trace)) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_trace_finish: not recording (pt_trace_start first)"), PT_ERR_STATE);
+    d = tr->d;
+    ctx->trace = NULL; /* nothing more is recorded, the gather included */
+    if (d) d->coll_hook = NULL, d->coll_hook_user = NULL, rank = d->rank, size = d->size;
+    memset(&b, 0, sizeof b);
+    pt__trace_text_of(tr, &b);
+    total_dropped = tr->dropped;
+    if (b.oom) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory formatting %lld events on rank %d", (long long)tr->n, rank), ok = 0;
+    if (ok && rank == 0) {
+        size_t L = strlen(tr->path);
+        dropped = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)size);
+        tmp = (char *)PT_MALLOC(L + 5);
+        if (!dropped || !tmp) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory"), ok = 0;
+        else {
+            memcpy(tmp, tr->path, L), memcpy(tmp + L, ".tmp", 5);
+            dropped[0] = tr->dropped;
+            if (!(f = fopen(tmp, "wb"))) pt__msg(msg, sizeof msg, "pt_trace_finish: cannot open %s for writing", tmp), ok = 0;
+            else ok = fputs("{\"traceEvents\":[", f) >= 0 && fwrite(b.s + 2, 1, b.n - 2, f) == b.n - 2; /* the first entry without ",\n" */
+            if (f && !ok) pt__msg(msg, sizeof msg, "pt_trace_finish: writing %s failed", tmp);
+        }
+    }
+#ifdef PTRAIN_MPI
+    if (d && size > 1) {
+        const size_t chunk = (size_t)64 << 20;
+        MPI_Comm w = d->comm[PT_COMM_WORLD];
+        char *buf = NULL;
+        int go;
+        if (rank == 0 && ok && !(buf = (char *)PT_MALLOC(chunk))) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory"), ok = 0;
+        go = ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
+        for (r = 1; go && r < size; r++) { /* rank r sends (length, dropped) then its text; rank 0 appends it (all of
+                                              it, even after a failed write: no sender is left waiting) */
+            int64_t h[2];
+            size_t off;
+            int bad = 0, rc;
+            uint64_t s;
+            if (rank != r && rank != 0) continue;
+            h[0] = (int64_t)b.n, h[1] = tr->dropped;
+            s = pt__coll_begin(d, rank ? PT_COLL_SEND : PT_COLL_RECV, PT_COMM_WORLD, 2, PT_COLL_I64, rank ? 0 : r);
+            rc = pt__coll_end(d, s, !s ? PT__COLL_REFUSED : rank ? MPI_Send(h, 2, MPI_INT64_T, 0, 91, w) : MPI_Recv(h, 2, MPI_INT64_T, r, 91, w, MPI_STATUS_IGNORE));
+            if (rank == 0) dropped[r] = h[1], total_dropped += h[1];
+            for (off = 0; rc == MPI_SUCCESS && off < (size_t)h[0]; off += chunk) {
+                int n = (int)PT__MIN(chunk, (size_t)h[0] - off);
+                s = pt__coll_begin(d, rank ? PT_COLL_SEND : PT_COLL_RECV, PT_COMM_WORLD, n, PT_COLL_CHAR, rank ? 0 : r);
+                rc = pt__coll_end(d, s, !s ? PT__COLL_REFUSED : rank ? MPI_Send(b.s + off, n, MPI_CHAR, 0, 92, w) : MPI_Recv(buf, n, MPI_CHAR, r, 92, w, MPI_STATUS_IGNORE));
+                if (rank == 0 && rc == MPI_SUCCESS && ok && !bad && fwrite(buf, 1, (size_t)n, f) != (size_t)n) bad = 1;
+            }
+            if (!ok) continue;
+            if (rc != MPI_SUCCESS) pt__msg(msg, sizeof msg, "pt_trace_finish: gathering rank %d's events failed: %s", r, pt__coll_why(d, rc)), ok = 0;
+            else if (bad) pt__msg(msg, sizeof msg, "pt_trace_finish: writing rank %d's events to %s failed", r, tmp), ok = 0;
+        }
+        PT_FREE(buf);
+    }
+#endif
+    if (f) {
+        if (ok) {
+            fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"clock\":\"pt_time() minus each rank's reading after a start barrier\","
+                       "\"ranks\":%d,\"max_events_per_rank\":%lld,\"dropped_events\":%lld,\"dropped_per_rank\":[", size, (long long)tr->max,
+                    (long long)total_dropped);
+            for (r = 0; r < size; r++) fprintf(f, "%s%lld", r ? "," : "", (long long)dropped[r]);
+            fprintf(f, "]}}\n");
+        }
+        if ((ferror(f) || fclose(f) != 0) && ok) pt__msg(msg, sizeof msg, "pt_trace_finish: writing %s failed", tmp), ok = 0;
+        if (ok && rename(tmp, tr->path) != 0) pt__msg(msg, sizeof msg, "pt_trace_finish: cannot rename %s to %s", tmp, tr->path), ok = 0;
+        if (!ok) remove(tmp);
+    }
+#ifdef PTRAIN_MPI
+    if (d && size > 1) ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
+#else
+    (void)r, (void)size;
+#endif
+    PT_FREE(b.s);
+    PT_FREE(tmp);
+    PT_FREE(dropped);
+    ctx->trace = tr;
+    pt__trace_free(ctx);
+    if (!ok) return (pt_status)(pt__fail(ctx, strstr(msg, "memory") ? PT_ERR_OOM : PT_ERR_IO, "%s", msg), ctx->status);
+    return PT_OK;
+}
+
+/* ---- the per-op profile ---------------------------------------------------------------------- */
+#define PT__PROF_OPS 64
+struct pt__prof {
+    pt_profile_entry e[PT__PROF_OPS];
+    int n;
+};
+static pt_profile_entry *pt__prof_entry(struct pt__prof *p, const char *op) {
+    int i;
+    for (i = 0; i < p->n; i++)
+        if (p->e[i].op == op || !strcmp(p->e[i].op, op)) return &p->e[i];
+    if (p->n == PT__PROF_OPS) return p->e[PT__PROF_OPS - 1].op = "(other ops)", &p->e[PT__PROF_OPS - 1];
+    memset(&p->e[p->n], 0, sizeof p->e[0]);
+    p->e[p->n].op = op; /* op names are string literals */
+    return &p->e[p->n++];
+}
+static int pt__prof_needs(const pt_tensor *t) { return t && (t->flags & PT_TENSOR_REQUIRES_GRAD) ? 1 : 0; }
+static double pt__prof_bytes(const pt_tensor *t) { return t ? (double)pt_numel(t) * (double)pt_dtype_size(t->dtype) : 0.0; }
+/* FLOPs of an op's forward (bwd 0) or backward (bwd 1) from its shapes (see api, trace) */
+static double pt__prof_flops(const char *op, const pt_tensor *out, int nin, pt_tensor *const *ins, int bwd) {
+    double no = (double)pt_numel(out), f, extra = 0.0;
+    int j, per = 0;
+    if (!strcmp(op, "pt_matmul") && nin >= 2 && ins[0] && ins[1] && no > 0) {
+        f = 2.0 * (double)pt_numel(ins[0]) * (double)out->shape[out->ndim - 1]; /* 2 * (batch M K) * N */
+        per = 2;
+    } else if (!strcmp(op, "pt_linear") && nin >= 2 && ins[1] && ins[1]->ndim == 2) {
+        f = 2.0 * no * (double)ins[1]->shape[1];
+        per = 2;
+        if (nin > 2 && ins[2]) extra = bwd ? pt__prof_needs(ins[2]) * no : no;
+    } else if (!strcmp(op, "pt_conv2d") && nin >= 2 && ins[1] && ins[1]->shape[0] > 0) {
+        f = 2.0 * no * (double)pt_numel(ins[1]) / (double)ins[1]->shape[0];
+        per = 2;
+        if (nin > 2 && ins[2]) extra = bwd ? pt__prof_needs(ins[2]) * no : no;
+    } else if (!strcmp(op, "pt_attention") && out->ndim == 3) {
+        f = 2.0 * no * (double)out->shape[1];
+        return bwd ? 2.5 * f : f;
+    } else {
+        f = no;
+        per = nin;
+    }
+    if (!bwd) return f + extra;
+    for (j = 0, no = 0.0; j < per && j < nin; j++) no += pt__prof_needs(ins[j]) * f;
+    return no + extra;
+}
+/* autograd: op recorded out from ins (its kernels ran since g->prof_t0) */
+static void pt__prof_fwd(pt_graph *g, const char *op, const pt_tensor *out, int nin, pt_tensor *const *ins) {
+    pt_profile_entry *e = pt__prof_entry(g->ctx->prof, op);
+    double t = pt_time();
+    int j;
+    e->calls++;
+    if (g->prof_t0 > 0) e->fwd_s += t - g->prof_t0;
+    g->prof_t0 = 0;
+    e->fwd_flops += pt__prof_flops(op, out, nin, ins, 0);
+    e->fwd_bytes += pt__prof_bytes(out);
+    for (j = 0; j < nin; j++) e->fwd_bytes += pt__prof_bytes(ins[j]);
+}
+/* autograd: node n's backward took s seconds */
+static void pt__prof_bwd(pt_ctx *ctx, const pt_node *n, double s) {
+    pt_profile_entry *e = pt__prof_entry(ctx->prof, n->op);
+    int j;
+    e->bwd_calls++;
+    e->bwd_s += s;
+    e->bwd_flops += pt__prof_flops(n->op, n->out, n->nin, n->in, 1);
+    e->bwd_bytes += pt__prof_bytes(n->out);
+    for (j = 0; j < n->nin; j++) e->bwd_bytes += pt__prof_bytes(n->in[j]) + 8.0 * pt__prof_needs(n->in[j]) * (n->in[j] ? (double)pt_numel(n->in[j]) : 0.0);
+}
+
+PTDEF pt_status pt_profile_enable(pt_ctx *ctx, int on) {
+    if (!ctx) return PT_ERR_ARG;
+    if (on && !ctx->prof_sums) {
+        if (!(ctx->prof_sums = (struct pt__prof *)PT_MALLOC(sizeof(struct pt__prof))))
+            return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_profile_enable: out of memory"), PT_ERR_OOM);
+        memset(ctx->prof_sums, 0, sizeof(struct pt__prof));
+    }
+    ctx->prof = on ? ctx->prof_sums : NULL;
+    return PT_OK;
+}
+PTDEF void pt_profile_reset(pt_ctx *ctx) {
+    if (ctx && ctx->prof_sums) ctx->prof_sums->n = 0;
+}
+static int pt__prof_by_time(const void *a, const void *b) {
+    double x = ((const pt_profile_entry *)a)->fwd_s + ((const pt_profile_entry *)a)->bwd_s;
+    double y = ((const pt_profile_entry *)b)->fwd_s + ((const pt_profile_entry *)b)->bwd_s;
+    return x > y ? -1 : x < y;
+}
+PTDEF int pt_profile_get(const pt_ctx *ctx, pt_profile_entry *out, int max) {
+    pt_profile_entry e[PT__PROF_OPS];
+    int n = ctx && ctx->prof_sums ? ctx->prof_sums->n : 0;
+    if (!n) return 0;
+    memcpy(e, ctx->prof_sums->e, sizeof e[0] * (size_t)n);
+    qsort(e, (size_t)n, sizeof e[0], pt__prof_by_time);
+    if (out && max > 0) memcpy(out, e, sizeof e[0] * (size_t)PT__MIN(max, n));
+    return n;
+}
+PTDEF void pt_profile_print(const pt_ctx *ctx, void *file) {
+    FILE *f = file ? (FILE *)file : stdout;
+    pt_profile_entry e[PT__PROF_OPS], t;
+    int n = pt_profile_get(ctx, e, PT__PROF_OPS), i;
+    memset(&t, 0, sizeof t);
+    t.op = "total";
+    fprintf(f, "%-20s %9s %10s %9s %10s %10s %10s %9s\n", "op", "calls", "fwd ms", "bwd calls", "bwd ms", "GFLOP", "GB", "GFLOP/s");
+    for (i = 0; i <= n; i++) {
+        const pt_profile_entry *x = i < n ? &e[i] : &t;
+        double s = x->fwd_s + x->bwd_s, fl = x->fwd_flops + x->bwd_flops;
+        if (i < n) {
+            t.calls += x->calls, t.bwd_calls += x->bwd_calls, t.fwd_s += x->fwd_s, t.bwd_s += x->bwd_s;
+            t.fwd_flops += x->fwd_flops, t.bwd_flops += x->bwd_flops, t.fwd_bytes += x->fwd_bytes, t.bwd_bytes += x->bwd_bytes;
+        }
+        fprintf(f, "%-20s %9lld %10.3f %9lld %10.3f %10.4f %10.4f %9.2f\n", x->op, (long long)x->calls, 1e3 * x->fwd_s, (long long)x->bwd_calls,
+                1e3 * x->bwd_s, fl * 1e-9, (x->fwd_bytes + x->bwd_bytes) * 1e-9, s > 0 ? fl * 1e-9 / s : 0.0);
+    }
+}
+
+// >>autograd  graphs, the tape, backward
+/* Owns: pt_graph (its tape of pt_node records), pt_backward and pt_backward_from
+   Invariants: define-by-run; a node's backward runs once, in reverse order; activation gradients go
+   back to the pool once consumed
+   Entry points: pt_graph_new pt_graph_reset pt_backward pt_backward_from pt_graph_set_training */
+/* graphs, the tape, backward */
 PTDEF pt_graph *pt_graph_new(pt_ctx *ctx) {
     pt_graph *g;
     if (!ctx) return NULL;
@@ -6681,7 +8683,7 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
                            pt_tensor *const *ins) {
     pt_node *n;
     int i, need = 0;
-    if (g->ctx->prof && out) pt__prof_fwd(g, op, out, nin, ins); /* >>trace */
+    if (g->ctx->prof && out) pt__prof_fwd(g, op, out, nin, ins); /* trace */
     if (!g->grad_on || !out) return NULL;
     for (i = 0; i < nin; i++)
         if (ins[i] && (ins[i]->flags & PT_TENSOR_REQUIRES_GRAD)) need = 1;
@@ -6745,11 +8747,11 @@ static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
 static pt_status pt__run_backward(pt_graph *g) {
     pt_ctx *ctx = g->ctx;
     int i, j;
-    g->prof_t0 = 0; /* >>trace */
+    g->prof_t0 = 0; /* trace */
     for (i = g->ntape - 1; i >= 0; i--) {
         pt_node *n = g->tape[i];
         if (n->out->grad) {
-            if (ctx->prof) { /* >>trace */
+            if (ctx->prof) { /* trace */
                 double t = pt_time();
                 n->backward(g, n);
                 pt__prof_bwd(ctx, n, pt_time() - t);
@@ -6768,7 +8770,7 @@ static pt_status pt__run_backward(pt_graph *g) {
         if (ctx->poll) ctx->poll(ctx->poll_user);
         if (ctx->status != PT_OK) return ctx->status;
     }
-    g->prof_t0 = 0; /* >>trace: a backward's allocations start no forward op's time */
+    g->prof_t0 = 0; /* trace: a backward's allocations start no forward op's time */
     return ctx->status;
 }
 
@@ -6812,7 +8814,13 @@ PTDEF pt_status pt_backward_from(pt_graph *g, pt_tensor *out, const pt_tensor *d
     return pt__run_backward(g);
 }
 
-/* >>param  parameters in slabs, deterministic init, the state registry */
+// >>param  parameters in slabs, deterministic init, the checkpointed-state registry
+/* Owns: pt_param and its sharding spec, the value and gradient slabs, the registry of checkpointed
+   state
+   Invariants: an initial value is a pure function of (seed, name, global element index), never of
+   the layout
+   Entry points: pt_param_new pt_param_from_spec pt_spec_global_index pt_zero_grad pt_state_register */
+/* parameters in slabs, deterministic init, the state registry */
 
 /* global linear index of local element i of a (possibly tensor-parallel) shard. A grouped split
    (split_groups G > 1) cuts each of the G blocks of the split dim in split_parts: local index j of
@@ -7102,7 +9110,27 @@ static void pt__state_unregister(pt_ctx *ctx, void *ptr) {
     ctx->nstate = j;
 }
 
-/* >>ctx  context setup */
+/* a parameter named base + suffix (the layers name theirs so: "h3" + ".attn.w") */
+static pt_tensor *pt__param2(pt_ctx *ctx, const char *base, const char *suffix, int ndim, int64_t d0, int64_t d1, pt_init_kind init,
+                             float scale, uint32_t flags) {
+    char name[sizeof(((pt_spec *)0)->name)];
+    int64_t s[2];
+    size_t nb = strlen(base), ns = strlen(suffix);
+    s[0] = d0, s[1] = d1;
+    if (nb + ns >= sizeof name)
+        return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param: name '%s%s' is longer than %d characters", base, suffix,
+                                     (int)sizeof name - 1);
+    memcpy(name, base, nb);
+    memcpy(name + nb, suffix, ns + 1);
+    return pt_param_new(ctx, name, ndim, s, init, scale, flags);
+}
+
+// >>ctx  context setup and teardown
+/* Owns: pt_init / pt_shutdown, threads, memory statistics
+   Invariants: pt_shutdown runs the teardown later sections registered, newest first, then frees
+   what the context owns
+   Entry points: pt_init pt_shutdown pt_set_threads pt_mem */
+/* context setup */
 static int pt__default_threads(void) {
     const char *e = getenv("PTRAIN_THREADS");
     int n = 0;
@@ -7151,7 +9179,6 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
     memset(ctx, 0, sizeof *ctx);
     if (desc) ctx->desc = *desc;
     if (!desc) ctx->desc.log_level = PT_LOG_INFO;
-    (void)pt_time(); /* fixes the clock's origin before any thread starts (the gettimeofday fallback) */
     ctx->be = &pt__cpu_backend;
     if (pt__gemm_ws_setup(ctx, ctx->desc.threads > 0 ? ctx->desc.threads
                                : ctx->desc.dist ? pt_dist_threads(ctx->desc.dist)
@@ -7180,20 +9207,18 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
             return NULL;
         }
     }
-    dev = getenv("PTRAIN_PROFILE"); /* >>trace */
+    dev = getenv("PTRAIN_PROFILE"); /* trace */
     if (dev && atoi(dev) > 0 && pt_profile_enable(ctx, 1) != PT_OK) {
         pt_shutdown(ctx);
         return NULL;
     }
     return ctx;
 }
-static void pt__ck_release(pt_ctx *ctx); /* >>ckpt */
 PTDEF void pt_shutdown(pt_ctx *ctx) {
     int i;
     if (!ctx) return;
-    pt__ck_release(ctx); /* joins a checkpoint writer still running */
+    for (i = ctx->nat_shutdown - 1; i >= 0; i--) ctx->at_shutdown[i](ctx); /* the checkpoint writer is joined first */
     while (ctx->graphs) pt_graph_free(ctx->graphs);
-    while (ctx->optims) pt_optim_free(ctx->optims);
     for (i = 0; i < ctx->nparams; i++) PT_FREE(ctx->params[i]);
     PT_FREE(ctx->params);
     if (ctx->pslab) {
@@ -7209,14 +9234,12 @@ PTDEF void pt_shutdown(pt_ctx *ctx) {
     PT_FREE(ctx->work);
     PT_FREE(ctx->stage);
     PT_FREE(ctx->state);
-    pt__trace_free(ctx); /* >>trace */
     PT_FREE(ctx->prof_sums);
 #ifdef PTRAIN_OPENCL
     pt__cl_close(ctx); /* after every buffer of the context is released */
 #endif
     PT_FREE(ctx);
 }
-PTDEF const char *pt_backend_name(const pt_ctx *ctx) { return ctx && ctx->be ? ctx->be->name : "none"; }
 PTDEF pt_mem_stats pt_mem(const pt_ctx *ctx) {
     pt_mem_stats m;
     memset(&m, 0, sizeof m);
@@ -7231,7 +9254,14 @@ PTDEF pt_mem_stats pt_mem(const pt_ctx *ctx) {
     return m;
 }
 
-/* >>ops  every op: checks, forward through the kernel table, its backward next to it
+// >>ops  every op: checks, forward through the kernel table, its backward next to it
+/* Owns: the differentiable ops (elementwise, matmul, linear, softmax, cross-entropy, layernorm,
+   embedding, attention, dropout, layout, reductions, images)
+   Invariants: an op checks its inputs and names the shapes in its error; returns NULL on error or a
+   NULL input; records its backward on the tape
+   Entry points: pt_add pt_matmul pt_linear pt_cross_entropy pt_layernorm pt_embedding pt_attention
+   pt_dropout pt_conv2d */
+/* every op: checks, forward through the kernel table, its backward next to it
    Each op is a pair: `pt_X` checks its arguments (a clear message naming the op and the shapes),
    allocates the result in the graph, runs the forward kernel and records a node; `pt__X_bwd`
    accumulates the gradients of the inputs that need one. */
@@ -7527,90 +9557,6 @@ PTDEF pt_tensor *pt_cross_entropy_ex(pt_graph *g, pt_tensor *logits, pt_tensor *
 }
 PTDEF pt_tensor *pt_cross_entropy(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index) {
     return pt_cross_entropy_ex(g, logits, targets, ignore_index, logits ? pt__last(logits) : 0);
-}
-
-/* ---- vocabulary-parallel cross-entropy ----------------------------------------------------------
-   Rank k holds columns [off_k, off_k + V/tp) of the logits; nloc of them are valid (global index <
-   nvalid). Per row r: lse_k = logsumexp of the local valid columns (the xent kernel; -inf when
-   nloc = 0), M = allreduce MAX of lse_k, S = allreduce SUM of exp(lse_k - M), so
-   lse = M + log S = logsumexp of the whole row (stable: every term <= 1, the largest is 1). The target
-   logit x_t and a "held" flag come from the rank holding column t (allreduce SUM); loss_r = lse - x_t.
-   The backward needs only the global lse: dlogits_local = g * (exp(x - lse) - onehot_local), the
-   pt_cross_entropy_ex kernel with local targets (-2 = held elsewhere: no one-hot) and nvalid = nloc. */
-#define PT__TP_SUM 0
-#define PT__TP_MAX 1
-static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n, int how); /* >>tp */
-static void pt__xent_vp_bwd(pt_graph *g, pt_node *n) {
-    if (n->i[1] > 0) pt__xent_bwd(g, n);
-    else pt__grad(g, n->in[0]); /* no valid column on this rank: a zero gradient (the backward goes on) */
-}
-PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_tensor *targets, int64_t vocab_offset, int64_t nvalid) {
-    static const char *op = "pt_cross_entropy_vp";
-    int64_t rows, Vl, nloc, count = 0, i;
-    int32_t *tg, *tl;
-    float *ls, *mx, *red;
-    pt_tensor *lse, *lrows, *tloc, *out, *ins[2];
-    pt_node *n;
-    int xk;
-    if (!g || !logits_local || !targets) return NULL;
-    if (!pt__xent_shape(g, op, logits_local, targets)) return NULL;
-    Vl = pt__last(logits_local);
-    rows = pt__rows(logits_local);
-    if (nvalid < 1 || vocab_offset < 0)
-        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "%s: nvalid %lld must be >= 1 and vocab_offset %lld >= 0 (logits_local %s)", op,
-                                     (long long)nvalid, (long long)vocab_offset, pt__shp(logits_local).s);
-    /* scratch: targets, local targets (rows each), local lse, M, S | x_t | held (3 rows), in words */
-    if (!(tg = pt__xent_targets(g, op, targets, rows, -1, nvalid, 6 * rows, &count))) return NULL;
-    tl = tg + rows, ls = (float *)(tl + rows), mx = ls + rows, red = mx + rows;
-    nloc = PT__MAX((int64_t)0, PT__MIN(nvalid - vocab_offset, Vl));
-    for (i = 0; i < rows; i++) tl[i] = tg[i] == -1 ? -1 : tg[i] >= vocab_offset && tg[i] - vocab_offset < nloc ? (int32_t)(tg[i] - vocab_offset) : -2;
-    lse = pt__new(g, PT_F32, 1, &rows);
-    lrows = pt__new(g, PT_F32, 1, &rows);
-    tloc = pt__new(g, PT_I32, targets->ndim, targets->shape);
-    out = pt__new(g, PT_F32, 0, NULL);
-    if (!lse || !lrows || !tloc || !out) return NULL;
-    xk = pt__xfer_as(g->ctx, PT_XFER_TP); /* a device backend: the row statistics cross to the host for the TP reductions */
-    PT__BE->write(PT__C, tloc, tl, rows * 4);
-    if (nloc > 0) {
-        PT__BE->xent_fwd(PT__C, lrows, lse, logits_local, tloc, -1, nloc);
-        PT__BE->read(PT__C, lse, ls, rows * 4);
-    } else
-        for (i = 0; i < rows; i++) ls[i] = -INFINITY;
-    memcpy(mx, ls, (size_t)rows * sizeof(float));
-    if (!pt__tp_allreduce_buf(PT__C, op, mx, rows, PT__TP_MAX)) return pt__xfer_as(g->ctx, xk), (pt_tensor *)NULL;
-    for (i = 0; i < rows; i++) {
-        red[i] = nloc > 0 ? (float)exp((double)ls[i] - (double)mx[i]) : 0.0f;
-        red[rows + i] = red[2 * rows + i] = 0.0f;
-        if (tl[i] >= 0) {
-            pt_tensor xt = pt__at(logits_local, i * Vl + tl[i]);
-            PT__BE->read(PT__C, &xt, &red[rows + i], 4);
-            red[2 * rows + i] = 1.0f;
-        }
-    }
-    if (!pt__tp_allreduce_buf(PT__C, op, red, 3 * rows, PT__TP_SUM)) return pt__xfer_as(g->ctx, xk), (pt_tensor *)NULL;
-    pt__xfer_as(g->ctx, xk);
-    for (i = 0; i < rows; i++) { /* the same on every TP rank: every input of this loop is reduced */
-        double l = (double)mx[i] + log((double)red[i]);
-        if (tg[i] != -1 && (!(mx[i] > -INFINITY) || red[2 * rows + i] != 1.0f))
-            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "%s: row %lld: target %d is held by %g TP ranks (expected 1; vocab_offset %lld + %lld "
-                                         "columns on this rank, nvalid %lld)", op, (long long)i, (int)tg[i], (double)red[2 * rows + i],
-                                         (long long)vocab_offset, (long long)Vl, (long long)nvalid);
-        ls[i] = (float)l;
-        mx[i] = tg[i] == -1 ? 0.0f : (float)(l - (double)red[rows + i]); /* the row's loss */
-    }
-    xk = pt__xfer_as(g->ctx, PT_XFER_TP);
-    PT__BE->write(PT__C, lse, ls, rows * 4);
-    PT__BE->write(PT__C, lrows, mx, rows * 4);
-    pt__xfer_as(g->ctx, xk);
-    PT__BE->sum(PT__C, out, lrows, count ? 1.0f / (float)count : 0.0f);
-    ins[0] = logits_local, ins[1] = tloc;
-    if ((n = pt__record(g, op, out, pt__xent_vp_bwd, 2, ins)) != NULL) {
-        n->saved[0] = lse;
-        n->i[0] = -1;
-        n->i[1] = nloc;
-        n->f[0] = count ? 1.0f / (float)count : 0.0f;
-    }
-    return out;
 }
 
 /* ---- layernorm -------------------------------------------------------------------------------- */
@@ -8026,34 +9972,13 @@ PTDEF pt_tensor *pt_maxpool2d(pt_graph *g, pt_tensor *x, int k, int stride) {
     return y;
 }
 
-/* >>optim  SGD with momentum, AdamW, clipping, learning-rate schedules
-   The optimizer's state lives in slabs laid out like the parameter slab, so one kernel call
-   updates a run of parameters that share a weight decay; padding between parameters stays 0. */
-
-typedef struct pt__run {
-    int64_t off, n;
-    float wd;
-} pt__run;
-
-struct pt_optim {
-    pt_ctx *ctx;
-    pt_optim *prev, *next; /* the context's list */
-    pt_optim_desc d;
-    pt_storage m, v; /* AdamW moments, or SGD momentum in m */
-    pt__run *runs;
-    int nruns;
-    int64_t steps;
-    /* ZeRO-1/2 (>>dp, pt_dp_zero): m and v hold only the slab range [zlo, zhi) (element zlo at state
-       offset 0) and pt_optim_step updates only that range; [0, slab_n) when not sharded. After the
-       update post_step (the DP allgather of the parameter slab) runs, if set. */
-    int64_t zlo, zhi;
-    pt_status (*post_step)(void *user);
-    void *post_user;
-};
-
-static double pt__grad_sumsq(pt_ctx *ctx); /* >>tp: shards summed over TP, replicated once */
-
-/* ---- host staging of device data (the MPI paths of >>dp, >>tp, >>pprun on a device backend) ------
+// >>comm  host staging of device data for MPI, the tensor-parallel sums, the gradient norm over the grid
+/* Owns: the context's host staging buffer, the TP allreduce / allgather of tensors and buffers,
+   sums over a grid communicator, the global gradient sum of squares
+   Invariants: on a device backend every MPI payload crosses through host staging and is counted
+   (dp/tp/pp transfers); sums run in a fixed order
+   Entry points: pt_tp_size pt_tp_rank pt__stage_buf pt__stage_xfer pt__tp_allreduce pt__grad_sumsq */
+/* ---- host staging of device data (the MPI paths of dp, tp, pprun on a device backend) ------
    A storage has host memory (the CPU backend: MPI works on it in place) or not (a device backend:
    st->host is NULL, and data crosses to the host around each MPI call). pt__stage_xfer copies n
    floats at element offset off of st to or from host memory through the backend's read/write,
@@ -8092,11 +10017,171 @@ static float *pt__stage_buf(pt_ctx *ctx, int64_t n) {
     return ctx->stage;
 }
 
+PTDEF int pt_tp_size(const pt_ctx *ctx) {
+    if (!ctx || !ctx->desc.dist) return 1;
+    return PT__MAX(pt_dist_layout(ctx->desc.dist).tp, 1);
+}
+PTDEF int pt_tp_rank(const pt_ctx *ctx) {
+    if (!ctx || !ctx->desc.dist) return 0;
+    return PT__MAX(pt_dist_coords(ctx->desc.dist).tp, 0);
+}
+
+#define PT__TP_SUM 0
+#define PT__TP_MAX 1
+/* reduces n host floats at p over the TP ranks in place (how: PT__TP_SUM or PT__TP_MAX); 0 and a
+   context error on failure */
+static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n, int how) {
+#ifdef PTRAIN_MPI
+    MPI_Comm comm;
+    void *cp;
+    int64_t done = 0;
+    if (pt_tp_size(ctx) <= 1) return 1;
+    cp = pt_dist_comm(ctx->desc.dist, PT_COMM_TP);
+    if (!cp) return pt__fail(ctx, PT_ERR_STATE, "%s: the grid has no TP communicator", op), 0;
+    comm = *(MPI_Comm *)cp;
+    while (done < n) {
+        int cnt = (int)PT__MIN(n - done, (int64_t)1 << 30);
+        uint64_t s = pt__coll_begin(ctx->desc.dist, PT_COLL_ALLREDUCE, PT_COMM_TP, cnt, PT_COLL_F32, -1);
+        int rc = pt__coll_end(ctx->desc.dist, s,
+                              s ? MPI_Allreduce(MPI_IN_PLACE, p + done, cnt, MPI_FLOAT, how == PT__TP_MAX ? MPI_MAX : MPI_SUM, comm) : PT__COLL_REFUSED);
+        if (rc != MPI_SUCCESS)
+            return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allreduce of %lld floats over the TP communicator failed: %s", op,
+                            (long long)n, pt__coll_why(ctx->desc.dist, rc)), 0;
+        done += cnt;
+    }
+    return 1;
+#else
+    (void)ctx, (void)op, (void)p, (void)n, (void)how;
+    return 1;
+#endif
+}
+
+/* sums t (contiguous f32) over the TP ranks in place; 0 and a context error on failure. On a device
+   backend t goes through the context's host staging: read, reduced, written back (PT_XFER_TP). */
+static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
+    int64_t n;
+    float *h;
+    if (pt_tp_size(ctx) <= 1) return 1;
+    if (t->dtype != PT_F32 || !t->st)
+        return pt__fail(ctx, PT_ERR_DTYPE, "%s: tensor parallelism needs f32 data, found %s", op, pt__dtname(t->dtype)), 0;
+    n = pt_numel(t);
+    if (t->st->host) return pt__tp_allreduce_buf(ctx, op, PT__F(t), n, PT__TP_SUM);
+    if (!(h = pt__stage_buf(ctx, n))) return 0;
+    pt__stage_xfer(ctx, t->st, t->off, h, n, 1, PT_XFER_TP);
+    if (ctx->status != PT_OK || !pt__tp_allreduce_buf(ctx, op, h, n, PT__TP_SUM)) return 0;
+    pt__stage_xfer(ctx, t->st, t->off, h, n, 0, PT_XFER_TP);
+    return ctx->status == PT_OK;
+}
+
+/* full (tp * n_local host floats) holds this rank's n_local at tp_rank * n_local: gathers the other
+   ranks' parts around it, in TP rank order */
+static int pt__tp_allgather(pt_ctx *ctx, const char *op, float *full, int64_t n_local) {
+#ifdef PTRAIN_MPI
+    void *cp;
+    int rc;
+    if (pt_tp_size(ctx) > 1) {
+        if (!(cp = pt_dist_comm(ctx->desc.dist, PT_COMM_TP))) return pt__fail(ctx, PT_ERR_STATE, "%s: the grid has no TP communicator", op), 0;
+        if (n_local > INT32_MAX) return pt__fail(ctx, PT_ERR_ARG, "%s: %lld floats per rank exceed MPI's int count", op, (long long)n_local), 0;
+        rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, (int)n_local, MPI_FLOAT, *(MPI_Comm *)cp);
+        if (rc != MPI_SUCCESS)
+            return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allgather over the TP communicator failed (MPI error %d)", op, rc), 0;
+        return 1;
+    }
+#endif
+    (void)ctx, (void)op, (void)full, (void)n_local;
+    return 1;
+}
+
+#ifdef PTRAIN_MPI
+/* sums one double over a communicator of the context's grid (recorded); 0 and an error on failure */
+static int pt__sum_f64(pt_ctx *ctx, int comm, double *x, const char *what) {
+    const pt_dist *d = ctx->desc.dist;
+    uint64_t s = pt__coll_begin(d, PT_COLL_ALLREDUCE, comm, 1, PT_COLL_F64, -1);
+    int rc = pt__coll_end(d, s, s ? MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(d, comm)) : PT__COLL_REFUSED);
+    if (rc != MPI_SUCCESS) return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allreduce over the %s communicator failed: %s", what, pt__coll_comm_name(comm), pt__coll_why(d, rc)), 0;
+    return 1;
+}
+#endif
+
+/* Sum of squares of all parameter gradients of the model, for clipping and monitoring. Without
+   tensor parallelism: the whole gradient slab in one fixed-order kernel call. With it: the shards
+   of split parameters are summed over the TP ranks, replicated parameters (identical on every TP
+   rank) are counted once; parameters are visited in slab order, so the result is deterministic. */
+static double pt__grad_sumsq(pt_ctx *ctx) {
+    /* local partial sums over the gradient range this rank holds reduced (ZeRO: its DP shard):
+       [0] TP-split parameters, [1] the rest (replicated over TP); then the reductions */
+    pt_tensor gs = pt_grad_slab(ctx);
+    const pt_dist *d = ctx->desc.dist;
+    double part[2] = {0.0, 0.0};
+    int64_t lo, hi;
+    int i, dpshard, tp = pt_tp_size(ctx), pp = d ? pt_dist_layout(d).pp : 1, tied = 0;
+    lo = 0, hi = ctx->slab_n;
+    dpshard = ctx->grad_range ? ctx->grad_range(ctx, &lo, &hi) : 0;
+    for (i = 0; i < ctx->nparams; i++) tied |= (ctx->params[i]->spec.flags & PT_PARAM_TIED_COPY) != 0;
+    if (tp <= 1 && !tied) {
+        gs.off = lo;
+        part[1] = ctx->be->sumsq(ctx, &gs, hi - lo);
+    } else {
+        for (i = 0; i < ctx->nparams; i++) {
+            pt_param *p = ctx->params[i];
+            pt_tensor t = gs;
+            int64_t a = PT__MAX(lo, p->slab_off), e = PT__MIN(hi, p->slab_off + pt_numel(&p->grad));
+            if (e <= a || (p->spec.flags & PT_PARAM_TIED_COPY)) continue; /* a tied copy: the original elsewhere counts */
+            t.off = a;
+            part[p->spec.split_dim >= 0 && p->spec.split_parts > 1 ? 0 : 1] += ctx->be->sumsq(ctx, &t, e - a);
+        }
+    }
+    if (dpshard && ctx->dp_sum) ctx->dp_sum(ctx, part, 2); /* ZeRO: the shards together are the whole gradient */
+    (void)pp;
+#ifdef PTRAIN_MPI
+    if (tp > 1) pt__sum_f64(ctx, PT_COMM_TP, &part[0], "pt_grad_norm");
+    if (pp > 1) { /* the stages hold disjoint parameters: sum over the pipeline */
+        part[0] += part[1], part[1] = 0.0;
+        pt__sum_f64(ctx, PT_COMM_PP, &part[0], "pt_grad_norm");
+    }
+#endif
+    return part[0] + part[1];
+}
+
+// >>optim  SGD with momentum, AdamW, clipping, learning-rate schedules
+/* Owns: pt_optim and its state slabs (whole, or a ZeRO range of them)
+   Invariants: the state is laid out like the parameter slab; one kernel call updates a run of
+   parameters sharing a weight decay
+   Entry points: pt_optim_new pt_optim_step pt_grad_norm pt_lr_at pt_optim_free */
+/* SGD with momentum, AdamW, clipping, learning-rate schedules
+   The optimizer's state lives in slabs laid out like the parameter slab, so one kernel call
+   updates a run of parameters that share a weight decay; padding between parameters stays 0. */
+
+typedef struct pt__run {
+    int64_t off, n;
+    float wd;
+} pt__run;
+
+struct pt_optim {
+    pt_ctx *ctx;
+    pt_optim *prev, *next; /* the context's list */
+    pt_optim_desc d;
+    pt_storage m, v; /* AdamW moments, or SGD momentum in m */
+    pt__run *runs;
+    int nruns;
+    int64_t steps;
+    /* ZeRO-1/2 (dp, pt_dp_zero): m and v hold only the slab range [zlo, zhi) (element zlo at state
+       offset 0) and pt_optim_step updates only that range; [0, slab_n) when not sharded. After the
+       update post_step (the DP allgather of the parameter slab) runs, if set. */
+    int64_t zlo, zhi;
+    pt_status (*post_step)(void *user);
+    void *post_user;
+};
+
+
 PTDEF float pt_grad_norm(pt_ctx *ctx) {
     if (!ctx || !ctx->gslab) return 0.0f;
     return (float)sqrt(pt__grad_sumsq(ctx));
 }
 
+static void pt__optim_free_all(pt_ctx *ctx) {
+    while (ctx->optims) pt_optim_free(ctx->optims);
+}
 PTDEF pt_optim *pt_optim_new(pt_ctx *ctx, const pt_optim_desc *desc) {
     pt_optim *o;
     int i;
@@ -8155,6 +10240,7 @@ PTDEF pt_optim *pt_optim_new(pt_ctx *ctx, const pt_optim_desc *desc) {
     o->next = ctx->optims;
     if (ctx->optims) ctx->optims->prev = o;
     ctx->optims = o;
+    pt__at_shutdown(ctx, pt__optim_free_all);
     return o;
 }
 PTDEF void pt_optim_free(pt_optim *o) {
@@ -8259,20 +10345,11 @@ PTDEF float pt_lr_at(const pt_lr_schedule *s, int64_t step) {
     return (float)(s->lr - (s->lr - s->min_lr) * p);
 }
 
-/* >>nn  layers and the GPT */
-static pt_tensor *pt__param2(pt_ctx *ctx, const char *base, const char *suffix, int ndim, int64_t d0, int64_t d1, pt_init_kind init,
-                             float scale, uint32_t flags) {
-    char name[sizeof(((pt_spec *)0)->name)];
-    int64_t s[2];
-    size_t nb = strlen(base), ns = strlen(suffix);
-    s[0] = d0, s[1] = d1;
-    if (nb + ns >= sizeof name)
-        return (pt_tensor *)pt__fail(ctx, PT_ERR_ARG, "pt_param: name '%s%s' is longer than %d characters", base, suffix,
-                                     (int)sizeof name - 1);
-    memcpy(name, base, nb);
-    memcpy(name + nb, suffix, ns + 1);
-    return pt_param_new(ctx, name, ndim, s, init, scale, flags);
-}
+// >>nn  layers: linear and MLP
+/* Owns: pt_linear_layer and pt_mlp
+   Invariants: layers only create parameters and call ops
+   Entry points: pt_linear_new pt_linear_fwd pt_mlp_new pt_mlp_fwd */
+/* layers and the GPT */
 PTDEF pt_linear_layer pt_linear_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
     pt_linear_layer l;
     l.w = pt__param2(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0);
@@ -8297,12 +10374,269 @@ PTDEF pt_tensor *pt_mlp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
     return pt_linear_fwd(g, &m->proj, h);
 }
 
-/* >>tp: the tensor-parallel block and the gather of the logits' last row */
-static pt_block pt__block_tp_new(pt_ctx *ctx, const char *name, int64_t C, float std, float pstd);
-static pt_tensor *pt__attn_tp_fwd(pt_graph *g, const pt_block *b, pt_tensor *h, int n_head);
-static int pt__tp_allgather(pt_ctx *ctx, const char *op, float *full, int64_t n_local);
+// >>tp  tensor parallelism
+/* Owns: every tensor-parallel piece of the model: pt_tp_copy / pt_tp_reduce, the parallel linears,
+   the TP block and attention, the vocabulary-parallel cross-entropy
+   Invariants: with TP size 1 (or no grid) every piece is the serial one; shards are slices of the
+   unsplit parameters
+   Entry points: pt_tp_copy pt_tp_reduce pt_linear_col_new pt_linear_row_new pt_mlp_tp_new
+   pt_cross_entropy_vp */
+/* =================================================================================================
+   tensor parallelism: the conjugate ops f (pt_tp_copy) and g (pt_tp_reduce), parallel linears
+   =================================================================================================
+   f's forward is a view of its input (no copy, like pt_reshape); its backward sums the output's
+   gradient over the TP communicator in place (the gradient buffer is the node's own, returned to the
+   pool right after) and accumulates it into the input's. g's forward copies its input into a new
+   tensor and sums that in place; its backward accumulates the gradient unchanged. The sums are one
+   MPI_Allreduce (MPI_SUM, MPI_FLOAT) over host memory, cut into chunks of at most 2^30 elements for
+   MPI's int counts; the TP communicator has MPI_ERRORS_RETURN, so a failing call becomes a
+   PT_ERR_DEVICE error of the context. On a device backend the tensor is read to host staging,
+   reduced and written back (PT_XFER_TP); the vocabulary-parallel cross-entropy's row statistics and
+   pt_gpt_generate's gathered row cross the same way. With TP size 1 (or no grid, or no PTRAIN_MPI) nothing is
+   communicated and both ops are identities. pt__tp_allreduce_buf also reduces with MPI_MAX (the
+   vocabulary-parallel cross-entropy in ops), pt__tp_allgather gathers in place (pt_gpt_generate).
+   The transformer block under TP (pt__block_tp_new, pt__attn_tp_fwd) is at the end of this section. */
+
+/* ---- f: identity forward, allreduce backward ---------------------------------------------------- */
+static void pt__tp_copy_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dy = n->out->grad, *dx = pt__grad(g, n->in[0]);
+    if (!dx) return;
+    if (!pt__tp_allreduce(PT__C, "pt_tp_copy (backward)", dy)) return;
+    PT__BE->copy(PT__C, dx, dy, 1);
+}
+PTDEF pt_tensor *pt_tp_copy(pt_graph *g, pt_tensor *x) {
+    pt_tensor *out;
+    if (!g || !x || !pt__need_f32(g, "pt_tp_copy", "x", x)) return NULL;
+    if (!(out = pt__view(g, "pt_tp_copy", x, x->ndim, x->shape))) return NULL;
+    if (out->node) out->node->backward = pt__tp_copy_bwd; /* the gradient is summed over TP first */
+    return out;
+}
+
+/* ---- g: allreduce forward, identity backward ------------------------------------------------- */
+PTDEF pt_tensor *pt_tp_reduce(pt_graph *g, pt_tensor *x) {
+    pt_tensor *out;
+    pt_node *n;
+    if (!g || !x || !pt__need_f32(g, "pt_tp_reduce", "x", x)) return NULL;
+    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
+    PT__BE->copy(PT__C, out, x, 0);
+    if (!pt__tp_allreduce(PT__C, "pt_tp_reduce", out)) return NULL;
+    if ((n = pt__record(g, "pt_tp_reduce", out, pt__copyback_bwd, 1, &x)) != NULL) n->flags |= PT__NODE_OUT_FREE;
+    return out;
+}
+
+/* ---- parallel linear layers ------------------------------------------------------------------- */
+/* "<base><suffix>" of global shape [d0(, d1)], split on split_dim (-1 = replicated) over tp parts, each
+   of `groups` blocks of that dim separately when groups > 1 (pt_spec.split_groups) */
 static pt_tensor *pt__tp_param(pt_ctx *ctx, const char *base, const char *suffix, int ndim, int64_t d0, int64_t d1, pt_init_kind init,
-                               float scale, uint32_t flags, int split_dim, int groups);
+                               float scale, uint32_t flags, int split_dim, int groups) {
+    pt_spec s;
+    memset(&s, 0, sizeof s);
+    snprintf(s.name, sizeof s.name, "%s%s", base, suffix);
+    s.ndim = ndim;
+    s.global_shape[0] = d0;
+    s.global_shape[1] = ndim > 1 ? d1 : 1;
+    s.global_shape[2] = s.global_shape[3] = 1;
+    s.split_dim = split_dim;
+    s.split_parts = split_dim >= 0 ? pt_tp_size(ctx) : 1;
+    s.split_index = split_dim >= 0 ? pt_tp_rank(ctx) : 0;
+    s.split_groups = split_dim >= 0 ? groups : 0;
+    s.stage = -1;
+    s.init = init;
+    s.init_scale = scale;
+    s.flags = flags;
+    return pt_param_from_spec(ctx, &s);
+}
+/* 1 if n splits evenly over the TP size, else 0 and an error naming the dimension */
+static int pt__tp_even(pt_ctx *ctx, const char *fn, const char *what, int64_t n) {
+    int tp = pt_tp_size(ctx);
+    if (n > 0 && n % tp == 0) return 1;
+    pt__fail(ctx, PT_ERR_SHAPE, "%s: %s=%lld does not split evenly over tp=%d", fn, what, (long long)n, tp);
+    return 0;
+}
+/* column-parallel linear whose out rows are `groups` fused blocks (q|k|v: 3), each split over TP */
+static pt_linear_layer pt__linear_col(pt_ctx *ctx, const char *fn, const char *name, int64_t in, int64_t out, int groups, int bias,
+                                      float std) {
+    pt_linear_layer l;
+    l.w = l.b = NULL;
+    if (!ctx) return l;
+    if (!name) return pt__fail(ctx, PT_ERR_ARG, "%s: name is NULL", fn), l;
+    if (out % groups) return pt__fail(ctx, PT_ERR_SHAPE, "%s: out=%lld is not %d equal blocks", fn, (long long)out, groups), l;
+    if (!pt__tp_even(ctx, fn, groups > 1 ? "out/groups" : "out", out / groups)) return l;
+    l.w = pt__tp_param(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0, 0, groups);
+    if (l.w && bias) l.b = pt__tp_param(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY, 0, groups);
+    if (bias && !l.b) l.w = NULL;
+    return l;
+}
+PTDEF pt_linear_layer pt_linear_col_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
+    return pt__linear_col(ctx, "pt_linear_col_new", name, in, out, 1, bias, std);
+}
+PTDEF pt_tensor *pt_linear_col_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x) {
+    if (!g || !l || !x) return NULL;
+    return pt_linear(g, pt_tp_copy(g, x), l->w, l->b);
+}
+PTDEF pt_linear_layer pt_linear_row_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
+    pt_linear_layer l;
+    l.w = l.b = NULL;
+    if (!ctx) return l;
+    if (!name) return pt__fail(ctx, PT_ERR_ARG, "pt_linear_row_new: name is NULL"), l;
+    if (!pt__tp_even(ctx, "pt_linear_row_new", "in", in)) return l;
+    l.w = pt__tp_param(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0, 1, 1);
+    if (l.w && bias) l.b = pt__tp_param(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY, -1, 1);
+    if (bias && !l.b) l.w = NULL;
+    return l;
+}
+PTDEF pt_tensor *pt_linear_row_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x_local) {
+    pt_tensor *y;
+    if (!g || !l || !x_local) return NULL;
+    y = pt_tp_reduce(g, pt_linear(g, x_local, l->w, NULL));
+    return l->b ? pt_bias_add(g, y, l->b) : y;
+}
+
+PTDEF pt_mlp pt_mlp_tp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hidden, int64_t out, int gelu, float std) {
+    pt_mlp m;
+    char n[96];
+    memset(&m, 0, sizeof m);
+    m.gelu = gelu;
+    if (!ctx) return m;
+    if (!name) return pt__fail(ctx, PT_ERR_ARG, "pt_mlp_tp_new: name is NULL"), m;
+    if (!pt__tp_even(ctx, "pt_mlp_tp_new", "hidden", hidden)) return m;
+    snprintf(n, sizeof n, "%s.fc", name);
+    m.fc = pt_linear_col_new(ctx, n, in, hidden, 1, std);
+    snprintf(n, sizeof n, "%s.proj", name);
+    if (m.fc.w) m.proj = pt_linear_row_new(ctx, n, hidden, out, 1, std);
+    return m;
+}
+PTDEF pt_tensor *pt_mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
+    pt_tensor *h;
+    if (!g || !m || !x) return NULL;
+    h = pt_linear_col_fwd(g, &m->fc, x);
+    h = m->gelu ? pt_gelu(g, h) : pt_relu(g, h);
+    return pt_linear_row_fwd(g, &m->proj, h);
+}
+
+/* ---- the tensor-parallel transformer block (pt_block_new / pt_block_fwd when tp > 1) ----------
+   qkv: column-parallel, its 3C rows split as 3 groups, so rank r holds q_r|k_r|v_r (heads
+   [r*H/tp, (r+1)*H/tp) of each), exactly the packed layout pt_attention expects for H/tp heads of
+   the same size; attn_proj: row-parallel over those C/tp attention outputs; the MLP: pt_mlp_tp.
+   Norms, the row-parallel biases and the residual stream are replicated, so dropout (keyed by global
+   positions) draws the same mask as one process. */
+static pt_block pt__block_tp_new(pt_ctx *ctx, const char *name, int64_t C, float std, float pstd) {
+    pt_block b;
+    char n[96];
+    memset(&b, 0, sizeof b);
+    if (!pt__tp_even(ctx, "pt_block_new", "width", C)) return b;
+    b.ln1_w = pt__param2(ctx, name, ".ln1.w", 1, C, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
+    b.ln1_b = pt__param2(ctx, name, ".ln1.b", 1, C, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
+    snprintf(n, sizeof n, "%s.attn", name);
+    b.attn = pt__linear_col(ctx, "pt_block_new", n, C, 3 * C, 3, 1, std);
+    snprintf(n, sizeof n, "%s.attn_proj", name);
+    b.attn_proj = pt_linear_row_new(ctx, n, C, C, 1, pstd);
+    b.ln2_w = pt__param2(ctx, name, ".ln2.w", 1, C, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
+    b.ln2_b = pt__param2(ctx, name, ".ln2.b", 1, C, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
+    snprintf(n, sizeof n, "%s.mlp.fc", name);
+    b.mlp.fc = pt_linear_col_new(ctx, n, C, 4 * C, 1, std);
+    snprintf(n, sizeof n, "%s.mlp.proj", name);
+    b.mlp.proj = pt_linear_row_new(ctx, n, 4 * C, C, 1, pstd);
+    b.mlp.gelu = 1;
+    return b;
+}
+/* the attention half: pt_tp_copy before the qkv linear, one allreduce in attn_proj */
+static pt_tensor *pt__attn_tp_fwd(pt_graph *g, const pt_block *b, pt_tensor *h, int n_head) {
+    int tp = pt_tp_size(g->ctx);
+    if (n_head < 1 || n_head % tp)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_block_fwd: heads=%d does not split evenly over tp=%d", n_head, tp);
+    h = pt_linear_col_fwd(g, &b->attn, h);
+    h = pt_attention(g, h, n_head / tp);
+    return pt_linear_row_fwd(g, &b->attn_proj, h);
+}
+
+/* ---- vocabulary-parallel cross-entropy ----------------------------------------------------------
+   Rank k holds columns [off_k, off_k + V/tp) of the logits; nloc of them are valid (global index <
+   nvalid). Per row r: lse_k = logsumexp of the local valid columns (the xent kernel; -inf when
+   nloc = 0), M = allreduce MAX of lse_k, S = allreduce SUM of exp(lse_k - M), so
+   lse = M + log S = logsumexp of the whole row (stable: every term <= 1, the largest is 1). The target
+   logit x_t and a "held" flag come from the rank holding column t (allreduce SUM); loss_r = lse - x_t.
+   The backward needs only the global lse: dlogits_local = g * (exp(x - lse) - onehot_local), the
+   pt_cross_entropy_ex kernel with local targets (-2 = held elsewhere: no one-hot) and nvalid = nloc. */
+static void pt__xent_vp_bwd(pt_graph *g, pt_node *n) {
+    if (n->i[1] > 0) pt__xent_bwd(g, n);
+    else pt__grad(g, n->in[0]); /* no valid column on this rank: a zero gradient (the backward goes on) */
+}
+PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_tensor *targets, int64_t vocab_offset, int64_t nvalid) {
+    static const char *op = "pt_cross_entropy_vp";
+    int64_t rows, Vl, nloc, count = 0, i;
+    int32_t *tg, *tl;
+    float *ls, *mx, *red;
+    pt_tensor *lse, *lrows, *tloc, *out, *ins[2];
+    pt_node *n;
+    int xk;
+    if (!g || !logits_local || !targets) return NULL;
+    if (!pt__xent_shape(g, op, logits_local, targets)) return NULL;
+    Vl = pt__last(logits_local);
+    rows = pt__rows(logits_local);
+    if (nvalid < 1 || vocab_offset < 0)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "%s: nvalid %lld must be >= 1 and vocab_offset %lld >= 0 (logits_local %s)", op,
+                                     (long long)nvalid, (long long)vocab_offset, pt__shp(logits_local).s);
+    /* scratch: targets, local targets (rows each), local lse, M, S | x_t | held (3 rows), in words */
+    if (!(tg = pt__xent_targets(g, op, targets, rows, -1, nvalid, 6 * rows, &count))) return NULL;
+    tl = tg + rows, ls = (float *)(tl + rows), mx = ls + rows, red = mx + rows;
+    nloc = PT__MAX((int64_t)0, PT__MIN(nvalid - vocab_offset, Vl));
+    for (i = 0; i < rows; i++) tl[i] = tg[i] == -1 ? -1 : tg[i] >= vocab_offset && tg[i] - vocab_offset < nloc ? (int32_t)(tg[i] - vocab_offset) : -2;
+    lse = pt__new(g, PT_F32, 1, &rows);
+    lrows = pt__new(g, PT_F32, 1, &rows);
+    tloc = pt__new(g, PT_I32, targets->ndim, targets->shape);
+    out = pt__new(g, PT_F32, 0, NULL);
+    if (!lse || !lrows || !tloc || !out) return NULL;
+    xk = pt__xfer_as(g->ctx, PT_XFER_TP); /* a device backend: the row statistics cross to the host for the TP reductions */
+    PT__BE->write(PT__C, tloc, tl, rows * 4);
+    if (nloc > 0) {
+        PT__BE->xent_fwd(PT__C, lrows, lse, logits_local, tloc, -1, nloc);
+        PT__BE->read(PT__C, lse, ls, rows * 4);
+    } else
+        for (i = 0; i < rows; i++) ls[i] = -INFINITY;
+    memcpy(mx, ls, (size_t)rows * sizeof(float));
+    if (!pt__tp_allreduce_buf(PT__C, op, mx, rows, PT__TP_MAX)) return pt__xfer_as(g->ctx, xk), (pt_tensor *)NULL;
+    for (i = 0; i < rows; i++) {
+        red[i] = nloc > 0 ? (float)exp((double)ls[i] - (double)mx[i]) : 0.0f;
+        red[rows + i] = red[2 * rows + i] = 0.0f;
+        if (tl[i] >= 0) {
+            pt_tensor xt = pt__at(logits_local, i * Vl + tl[i]);
+            PT__BE->read(PT__C, &xt, &red[rows + i], 4);
+            red[2 * rows + i] = 1.0f;
+        }
+    }
+    if (!pt__tp_allreduce_buf(PT__C, op, red, 3 * rows, PT__TP_SUM)) return pt__xfer_as(g->ctx, xk), (pt_tensor *)NULL;
+    pt__xfer_as(g->ctx, xk);
+    for (i = 0; i < rows; i++) { /* the same on every TP rank: every input of this loop is reduced */
+        double l = (double)mx[i] + log((double)red[i]);
+        if (tg[i] != -1 && (!(mx[i] > -INFINITY) || red[2 * rows + i] != 1.0f))
+            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "%s: row %lld: target %d is held by %g TP ranks (expected 1; vocab_offset %lld + %lld "
+                                         "columns on this rank, nvalid %lld)", op, (long long)i, (int)tg[i], (double)red[2 * rows + i],
+                                         (long long)vocab_offset, (long long)Vl, (long long)nvalid);
+        ls[i] = (float)l;
+        mx[i] = tg[i] == -1 ? 0.0f : (float)(l - (double)red[rows + i]); /* the row's loss */
+    }
+    xk = pt__xfer_as(g->ctx, PT_XFER_TP);
+    PT__BE->write(PT__C, lse, ls, rows * 4);
+    PT__BE->write(PT__C, lrows, mx, rows * 4);
+    pt__xfer_as(g->ctx, xk);
+    PT__BE->sum(PT__C, out, lrows, count ? 1.0f / (float)count : 0.0f);
+    ins[0] = logits_local, ins[1] = tloc;
+    if ((n = pt__record(g, op, out, pt__xent_vp_bwd, 2, ins)) != NULL) {
+        n->saved[0] = lse;
+        n->i[0] = -1;
+        n->i[1] = nloc;
+        n->f[0] = count ? 1.0f / (float)count : 0.0f;
+    }
+    return out;
+}
+
+// >>gpt  the transformer block and the GPT: constructors, stages, loss, generation
+/* Owns: pt_block and pt_gpt (also split into pipeline stages), their forward, loss, FLOP counts and
+   sampling
+   Invariants: the same model on every layout: tp > 1 swaps in the pieces of the tp section
+   Entry points: pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate
+   pt_gpt_flops pt_block_new */
 /* first vocabulary id of this rank's logits columns / token-table rows (0 without TP) */
 static int64_t pt__gpt_vocab_offset(const pt_gpt *m) {
     return (int64_t)pt_tp_rank(m->ctx) * (m->cfg.vocab_padded / pt_tp_size(m->ctx));
@@ -8551,1107 +10885,15 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
 }
 
 
+// >>dp  data parallelism
+/* Owns: pt_dp (buckets fixed at init, their non-blocking reductions), the ZeRO shard of gradients
+   and optimizer state
+   Invariants: buckets in a fixed order; the exact mean at pt_dp_finish
+   Entry points: pt_dp_new pt_dp_new_opts pt_dp_begin pt_dp_finish pt_dp_zero pt_dp_stats_get; a
+   bucket's allreduce or ZeRO reduce-scatter: pt__dp_call; the ZeRO parameter all-gather:
+   pt__dp_zero_gather */
 /* =================================================================================================
-   >>dist  the process grid: layout <-> coordinates, nodes, communicators, agreement on errors
-   =================================================================================================
-   Rank order: TP innermost, then DP, then PP outermost: rank = tp + TP*(dp + DP*pp). A TP group is
-   TP consecutive world ranks (so, with the usual by-slot mapping, on one node). Every communicator
-   is an MPI_Comm_split of a private duplicate of MPI_COMM_WORLD with key = world rank, so a rank's
-   rank in its TP/PP/DP communicator is its tp/pp/dp coordinate. The duplicate has
-   MPI_ERRORS_RETURN (inherited by the splits): a failing MPI call returns an error code here
-   instead of aborting the job. Errors at the API boundary are agreed on: one MPI_Allreduce (MIN) of
-   "ok ? size : rank" finds the lowest failing rank, which broadcasts its message to all. */
-#ifdef PTRAIN_MPI
-#if defined(__cplusplus) && !defined(OMPI_SKIP_MPICXX) && !defined(MPICH_SKIP_MPICXX)
-/* keep MPI's deprecated C++ bindings out (they warn under -Wextra, define MPI:: symbols in this TU
-   and need -lmpi_cxx); include <mpi.h> before ptrain.h if you want them */
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#endif
-#include <mpi.h>
-#if defined(__unix__) || defined(__APPLE__)
-#include <poll.h>
-#include <pthread.h>
-#define PT__COLL_THREADS 1 /* the watchdog thread (POSIX threads) */
-#endif
-#endif
-
-#define PT__DIST_MSG 1024 /* bytes of an agreed error message */
-#define PT__DIST_HOST 32  /* bytes of a host name in pt_dist_print */
-#define PT__COLL_REFUSED (-1) /* the return code of a call refused by debug mode (MPI's codes are >= 0) */
-#define PT__COLL_NV 6 /* values per rank in the debug-mode agreement */
-#define PT__COMM_ALL (PT_COMM_DP_CROSS + 1) /* communicators of the records: the grid's and a hierarchical pt_dp's */
-
-struct pt_dist {
-    int rank, size;
-    pt_layout layout;  /* resolved */
-    pt_coords coords;  /* this rank */
-    int node, nodes, local_rank, local_size;
-    int fake_node_size; /* PTRAIN_FAKE_NODE_SIZE, 0 = real nodes */
-    int threads;        /* pt_dist_threads */
-    int thread_level;   /* MPI_Init_thread's provided level (0 without MPI) */
-    int owns_mpi;       /* pt_dist_init called MPI_Init_thread: pt_dist_finalize calls MPI_Finalize */
-    int *node_of;       /* [size]: node index of every world rank */
-#ifdef PTRAIN_MPI
-    MPI_Comm comm[PT__COMM_ALL]; /* [PT_COMM_DP_NODE..]: a hierarchical pt_dp's, registered for debug mode (it owns them) */
-#endif
-    /* the collective records (below): written by the calling thread, read by the watchdog */
-    pt_coll_record ring[PT_COLL_RING]; /* record of call seq at ring[(seq - 1) % PT_COLL_RING] */
-    uint64_t seq;                      /* calls recorded */
-    uint64_t comm_seq[PT__COMM_ALL];   /* collectives recorded per communicator */
-    int64_t step, micro_batch;         /* pt_dist_set_step */
-    int check;                         /* debug mode */
-    int64_t *check_buf;                /* [size * PT__COLL_NV]: the debug mode's allgather */
-    double t0, deadline;               /* MPI_Wtime at pt_dist_init; the watchdog's deadline (0 = off) */
-    char coll_err[PT__DIST_MSG];       /* the last refusal */
-    char why[PT__DIST_MSG];            /* pt__coll_why's text of an MPI error */
-    struct pt__trace *trace;           /* the timeline recording these calls (>>trace), NULL = off */
-    /* >>monitor's totals of completed calls, per pt_coll_op (pt__coll_tally, pt__coll_wait; under mu) */
-    int64_t mon_bytes[PT_COLL_OP_COUNT], mon_calls[PT_COLL_OP_COUNT];
-    double mon_s[PT_COLL_OP_COUNT];
-    double mon_blocked_s, mon_blocked_p2p_s; /* time blocked in collectives / point-to-point calls and waits */
-#ifdef PT__COLL_THREADS
-    pthread_mutex_t mu; /* guards ring, seq, deadline and wd_stop against the watchdog */
-    pthread_t wd;
-    int wd_running, wd_stop;
-#endif
-};
-#ifdef PTRAIN_MPI
-static void pt__trace_coll_begin(struct pt__trace *tr, uint64_t s); /* >>trace: every MPI call as an event */
-static void pt__trace_coll_end(struct pt__trace *tr, const pt_coll_record *r);
-#endif
-
-/* ---- collective records ------------------------------------------------------------------------
-   Every call site of an MPI collective, send or receive is wrapped as
-       uint64_t s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_TP, count, PT_COLL_F32, -1);
-       rc = pt__coll_end(d, s, s ? MPI_Allreduce(...) : PT__COLL_REFUSED);
-   begin writes the record (in flight) and, in debug mode, lets the ranks of the communicator agree
-   on (op, count, dtype, their collective number on it, root) with one MPI_Allgather: all ranks
-   see the same table, so all of them refuse a mismatch (begin returns 0, the message is in
-   coll_err, pt__coll_why(d, rc) gives it) and nobody blocks in the real call. end stamps the
-   end time and the outcome and returns rc. A non-blocking call keeps s and calls pt__coll_end at
-   its completion (MPI_Test's flag or MPI_Wait). The watchdog thread wakes every deadline/10 (10 ms
-   to 200 ms), looks for a record in flight for longer than the deadline, prints the records and
-   calls MPI_Abort. The ring and the counters are guarded by a mutex (never held during MPI calls). */
-static const char *const pt__dist_comm_names[PT__COMM_ALL] = {"world", "TP", "PP", "DP", "node", "cross-node", "DP-node", "DP-cross"};
-
-static const char *pt__coll_op_name(int op) {
-    static const char *const names[PT_COLL_OP_COUNT] = {"?", "allreduce", "iallreduce", "bcast", "gather", "allgather",
-        "allgatherv", "reduce_scatter", "ireduce_scatter", "barrier", "send", "recv", "isend", "irecv", "iallgatherv"};
-    return op > 0 && op < PT_COLL_OP_COUNT ? names[op] : "?";
-}
-static const char *pt__coll_dtype_name(int dt) {
-    static const char *const names[PT_COLL_DTYPE_COUNT] = {"byte", "char", "i32", "i64", "f32", "f64", "bf16"};
-    return dt >= 0 && dt < PT_COLL_DTYPE_COUNT ? names[dt] : "?";
-}
-static const char *pt__coll_comm_name(int which) { return which >= 0 && which < PT__COMM_ALL ? pt__dist_comm_names[which] : "?"; }
-
-static void pt__coll_lock(const pt_dist *d) {
-#ifdef PT__COLL_THREADS
-    pthread_mutex_lock(&((pt_dist *)d)->mu);
-#else
-    (void)d;
-#endif
-}
-static void pt__coll_unlock(const pt_dist *d) {
-#ifdef PT__COLL_THREADS
-    pthread_mutex_unlock(&((pt_dist *)d)->mu);
-#else
-    (void)d;
-#endif
-}
-/* seconds since pt_dist_init (MPI_Wtime: callable from the watchdog thread) */
-static double pt__coll_now(const pt_dist *d) {
-#ifdef PTRAIN_MPI
-    return MPI_Wtime() - d->t0;
-#else
-    (void)d;
-    return 0.0;
-#endif
-}
-
-/* the records (caller holds the lock) */
-static void pt__coll_dump_locked(const pt_dist *d, FILE *f) {
-    uint64_t n = PT__MIN(d->seq, (uint64_t)PT_COLL_RING), i;
-    double now = pt__coll_now(d);
-    fprintf(f, "collective records of rank %d (tp %d, pp %d, dp %d): %llu calls, the last %llu (oldest first); now %.3f s, step %lld, micro-batch %lld\n",
-            d->rank, (int)d->coords.tp, (int)d->coords.pp, (int)d->coords.dp, (unsigned long long)d->seq, (unsigned long long)n, now,
-            (long long)d->step, (long long)d->micro_batch);
-    if (!n) return;
-    fprintf(f, "      seq op              comm           #      count dtype  peer     step   mb    start_s     time_s state\n");
-    for (i = d->seq - n; i < d->seq; i++) {
-        const pt_coll_record *r = &d->ring[i % PT_COLL_RING];
-        fprintf(f, "%9llu %-15s %-10s %6llu %10lld %-5s %5d %8lld %4lld %10.3f ", (unsigned long long)r->seq, pt__coll_op_name(r->op),
-                pt__coll_comm_name(r->comm), (unsigned long long)r->comm_seq, (long long)r->count, pt__coll_dtype_name(r->dtype), (int)r->peer,
-                (long long)r->step, (long long)r->micro_batch, r->t_start);
-        if (r->state == PT_COLL_IN_FLIGHT) fprintf(f, "%10.3f IN FLIGHT\n", now - r->t_start);
-        else if (r->state == PT_COLL_DONE) fprintf(f, "%10.6f done\n", r->t_end - r->t_start);
-        else if (r->state == PT_COLL_REFUSED) fprintf(f, "%10.6f refused (debug mode: the ranks disagree)\n", r->t_end - r->t_start);
-        else fprintf(f, "%10.6f failed (MPI error %d)\n", r->t_end - r->t_start, (int)r->rc);
-    }
-}
-
-PTDEF void pt_dist_set_step(pt_dist *d, int64_t step, int64_t micro_batch) {
-    if (!d) return;
-    pt__coll_lock(d);
-    d->step = step;
-    d->micro_batch = micro_batch;
-    pt__coll_unlock(d);
-}
-PTDEF int pt_dist_records(const pt_dist *d, pt_coll_record *out, int max) {
-    uint64_t n, i;
-    if (!d || !out || max <= 0) return 0;
-    pt__coll_lock(d);
-    n = PT__MIN(PT__MIN(d->seq, (uint64_t)PT_COLL_RING), (uint64_t)max);
-    for (i = 0; i < n; i++) out[i] = d->ring[(d->seq - n + i) % PT_COLL_RING];
-    pt__coll_unlock(d);
-    return (int)n;
-}
-PTDEF void pt_dist_dump_records(const pt_dist *d, void *file) {
-    FILE *f = file ? (FILE *)file : stderr;
-    if (!d) {
-        fprintf(f, "collective records: no grid (a world of one rank makes no calls)\n");
-        return;
-    }
-    pt__coll_lock(d);
-    pt__coll_dump_locked(d, f);
-    pt__coll_unlock(d);
-    fflush(f);
-}
-PTDEF const char *pt_dist_coll_error(const pt_dist *d) { return d ? d->coll_err : ""; }
-
-#ifdef PTRAIN_MPI
-/* appends printf output at the end of the string in buf (cap bytes), truncating */
-static void pt__coll_cat(char *buf, size_t cap, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static void pt__coll_cat(char *buf, size_t cap, const char *fmt, ...) {
-    size_t len = strlen(buf);
-    va_list ap;
-    if (len + 1 >= cap) return;
-    va_start(ap, fmt);
-    vsnprintf(buf + len, cap - len, fmt, ap);
-    va_end(ap);
-}
-/* "rank 3" or "ranks 0,2,5": the world ranks (v[i * NV]) of the n ranks whose tuple equals (or, when
-   same = 0, differs from) the tuple at ref */
-static void pt__coll_ranks(char *buf, size_t cap, const int64_t *v, int n, const int64_t *ref, int same) {
-    int i, k = 0, total = 0;
-    for (i = 0; i < n; i++) total += (memcmp(v + (size_t)i * PT__COLL_NV + 1, ref + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) == 0) == same;
-    pt__coll_cat(buf, cap, "rank%s ", total == 1 ? "" : "s");
-    for (i = 0; i < n; i++) {
-        if ((memcmp(v + (size_t)i * PT__COLL_NV + 1, ref + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) == 0) != same) continue;
-        if (k == 16) {
-            pt__coll_cat(buf, cap, ",...");
-            break;
-        }
-        pt__coll_cat(buf, cap, "%s%lld", k++ ? "," : "", (long long)v[(size_t)i * PT__COLL_NV]);
-    }
-}
-/* The mismatch message: the disagreeing ranks (outside the largest group of equal requests, ties
-   to the group of the lowest rank), then every distinct request with the ranks that made it. */
-static void pt__coll_mismatch(pt_dist *d, int which, const int64_t *v, int n) {
-    char *m = d->coll_err;
-    size_t cap = sizeof d->coll_err;
-    int i, j, best = 0, best_n = 0, groups = 0;
-    for (i = 0; i < n; i++) { /* group leaders: no earlier rank with the same request */
-        int lead = 1, cnt = 0;
-        for (j = 0; j < i && lead; j++) lead = memcmp(v + (size_t)j * PT__COLL_NV + 1, v + (size_t)i * PT__COLL_NV + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) != 0;
-        if (!lead) continue;
-        for (j = i; j < n; j++) cnt += memcmp(v + (size_t)j * PT__COLL_NV + 1, v + (size_t)i * PT__COLL_NV + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) == 0;
-        if (cnt > best_n) best = i, best_n = cnt;
-    }
-    m[0] = 0;
-    pt__coll_cat(m, cap, "collective mismatch on the %s communicator (%d ranks; debug mode, nothing was run): ", pt__coll_comm_name(which), n);
-    pt__coll_ranks(m, cap, v, n, v + (size_t)best * PT__COLL_NV, 0);
-    pt__coll_cat(m, cap, " disagree%s with the others; ", n - best_n == 1 ? "s" : "");
-    for (i = 0; i < n; i++) {
-        const int64_t *t = v + (size_t)i * PT__COLL_NV;
-        int lead = 1;
-        for (j = 0; j < i && lead; j++) lead = memcmp(v + (size_t)j * PT__COLL_NV + 1, t + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) != 0;
-        if (!lead) continue;
-        if (groups++ == 8) {
-            pt__coll_cat(m, cap, "; ...");
-            break;
-        }
-        if (groups > 1) pt__coll_cat(m, cap, "; ");
-        pt__coll_ranks(m, cap, v, n, t, 1);
-        pt__coll_cat(m, cap, " asked for %s of %lld %s", pt__coll_op_name((int)t[1]), (long long)t[2], pt__coll_dtype_name((int)t[3]));
-        if (t[5] >= 0) pt__coll_cat(m, cap, " with root %lld", (long long)t[5]);
-        pt__coll_cat(m, cap, " as collective #%lld on it", (long long)t[4]);
-    }
-}
-/* debug mode: 1 if every rank of the communicator asks for the same collective as r */
-static int pt__coll_check(pt_dist *d, const pt_coll_record *r) {
-    int64_t mine[PT__COLL_NV];
-    int n = 1, i, rc;
-    MPI_Comm c = d->comm[r->comm];
-    mine[0] = d->rank, mine[1] = r->op, mine[2] = r->count, mine[3] = r->dtype, mine[4] = (int64_t)r->comm_seq, mine[5] = r->peer;
-    MPI_Comm_size(c, &n);
-    rc = MPI_Allgather(mine, PT__COLL_NV, MPI_INT64_T, d->check_buf, PT__COLL_NV, MPI_INT64_T, c);
-    if (rc != MPI_SUCCESS) {
-        pt__msg(d->coll_err, sizeof d->coll_err, "debug mode: the agreement on the next collective (MPI_Allgather on the %s communicator) failed (MPI error %d)",
-                pt__coll_comm_name(r->comm), rc);
-        return 0;
-    }
-    for (i = 1; i < n; i++)
-        if (memcmp(d->check_buf + (size_t)i * PT__COLL_NV + 1, d->check_buf + 1, (PT__COLL_NV - 1) * sizeof(int64_t)) != 0) break;
-    if (i == n) return 1;
-    pt__coll_mismatch(d, r->comm, d->check_buf, n);
-    return 0;
-}
-
-/* >>monitor: adds a completed call (record r, caller holds the lock) to the per-operation totals;
-   the time of a blocking call is time the caller was blocked */
-static void pt__coll_tally(pt_dist *d, const pt_coll_record *r) {
-    static const int64_t es[PT_COLL_DTYPE_COUNT] = {1, 1, 4, 8, 4, 8, 2};
-    int op = r->op, p2p = op == PT_COLL_SEND || op == PT_COLL_RECV || op == PT_COLL_ISEND || op == PT_COLL_IRECV;
-    int nb = op == PT_COLL_IALLREDUCE || op == PT_COLL_IREDUCE_SCATTER || op == PT_COLL_IALLGATHERV || op == PT_COLL_ISEND || op == PT_COLL_IRECV;
-    double t = r->t_end - r->t_start;
-    if (op <= 0 || op >= PT_COLL_OP_COUNT || r->dtype < 0 || r->dtype >= PT_COLL_DTYPE_COUNT) return;
-    d->mon_bytes[op] += r->count * es[r->dtype], d->mon_calls[op]++, d->mon_s[op] += t;
-    if (!nb) *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += t;
-}
-/* >>monitor: seconds the caller spent blocked in an MPI call that has no record (p2p: point-to-point) */
-static void pt__coll_blocked(const pt_dist *cd, double seconds, int p2p) {
-    pt_dist *d = (pt_dist *)cd;
-    if (!d) return;
-    pt__coll_lock(d);
-    *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += seconds;
-    pt__coll_unlock(d);
-}
-/* >>monitor: MPI_Wait(all) on n requests of non-blocking calls (p2p: point-to-point ones), the wait
-   counted as blocked time */
-static int pt__coll_wait(const pt_dist *cd, int n, MPI_Request *req, int p2p) {
-    pt_dist *d = (pt_dist *)cd;
-    double t = MPI_Wtime();
-    int rc = n == 1 ? MPI_Wait(req, MPI_STATUS_IGNORE) : MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
-    pt__coll_blocked(d, MPI_Wtime() - t, p2p);
-    return rc;
-}
-
-/* Closes record s with MPI return code rc (PT__COLL_REFUSED: refused); returns rc. s = 0 (a refused
-   call, already closed) or a record already overwritten by newer ones: nothing to do. */
-static int pt__coll_end(const pt_dist *cd, uint64_t s, int rc) {
-    pt_dist *d = (pt_dist *)cd;
-    pt_coll_record *r, copy;
-    int hit;
-    if (!d || !s) return rc;
-    pt__coll_lock(d);
-    r = &d->ring[(s - 1) % PT_COLL_RING];
-    if ((hit = r->seq == s) != 0) {
-        int was = r->state;
-        r->t_end = pt__coll_now(d);
-        r->rc = rc;
-        r->state = rc == MPI_SUCCESS ? PT_COLL_DONE : rc == PT__COLL_REFUSED ? PT_COLL_REFUSED : PT_COLL_FAILED;
-        if (rc == MPI_SUCCESS && was == PT_COLL_IN_FLIGHT) pt__coll_tally(d, r); /* >>monitor */
-        hit = was == PT_COLL_IN_FLIGHT; /* closed once: one trace event */
-        copy = *r;
-    }
-    pt__coll_unlock(d);
-    if (hit && d->trace) pt__trace_coll_end(d->trace, &copy); /* >>trace */
-    return rc;
-}
-/* Records the start of a call on communicator which (PT_COMM_*) of d; count elements of dtype,
-   peer = root or peer rank in that communicator (-1 if none). Returns the record's number for
-   pt__coll_end, or 0 when debug mode refused the call (do not make it). d may be const: the records
-   are its only mutable part. A NULL d records nothing (returns 1). */
-static uint64_t pt__coll_begin(const pt_dist *cd, int op, int which, int64_t count, int dtype, int peer) {
-    pt_dist *d = (pt_dist *)cd;
-    pt_coll_record *r, copy;
-    uint64_t s;
-    int coll = op != PT_COLL_SEND && op != PT_COLL_RECV && op != PT_COLL_ISEND && op != PT_COLL_IRECV;
-    if (!d) return 1;
-    pt__coll_lock(d);
-    s = ++d->seq;
-    r = &d->ring[(s - 1) % PT_COLL_RING];
-    memset(r, 0, sizeof *r);
-    r->seq = s;
-    r->comm_seq = coll ? ++d->comm_seq[which] : 0;
-    r->op = op, r->comm = which, r->count = count, r->dtype = dtype, r->peer = peer;
-    r->step = d->step, r->micro_batch = d->micro_batch;
-    r->t_start = pt__coll_now(d);
-    r->t_end = -1.0;
-    r->state = PT_COLL_IN_FLIGHT;
-    copy = *r;
-    pt__coll_unlock(d);
-    if (d->trace) pt__trace_coll_begin(d->trace, s); /* >>trace */
-    if (coll && d->check && !pt__coll_check(d, &copy)) {
-        pt__coll_end(d, s, PT__COLL_REFUSED);
-        return 0;
-    }
-    return s;
-}
-/* what went wrong with a call that returned rc: the refusal's message or MPI's error string */
-static const char *pt__coll_why(const pt_dist *cd, int rc) {
-    pt_dist *d = (pt_dist *)cd;
-    char es[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (!d) return "an MPI call failed";
-    if (rc == PT__COLL_REFUSED) return d->coll_err;
-    es[0] = 0;
-    if (MPI_Error_string(rc, es, &len) != MPI_SUCCESS) len = 0;
-    es[len > 0 && len < MPI_MAX_ERROR_STRING ? len : 0] = 0;
-    pt__msg(d->why, sizeof d->why, "MPI error %d: %s", rc, es);
-    return d->why;
-}
-
-#ifdef PT__COLL_THREADS
-static void *pt__coll_watchdog(void *arg) {
-    pt_dist *d = (pt_dist *)arg;
-    for (;;) {
-        uint64_t n, i;
-        const pt_coll_record *late = NULL;
-        double now, dl;
-        int ms;
-        pt__coll_lock(d);
-        if (d->wd_stop) {
-            pt__coll_unlock(d);
-            return NULL;
-        }
-        dl = d->deadline;
-        now = pt__coll_now(d);
-        n = PT__MIN(d->seq, (uint64_t)PT_COLL_RING);
-        for (i = d->seq - n; i < d->seq && !late; i++) {
-            const pt_coll_record *r = &d->ring[i % PT_COLL_RING];
-            if (r->state == PT_COLL_IN_FLIGHT && now - r->t_start > dl) late = r;
-        }
-        if (late) {
-            fprintf(stderr,
-                    "ptrain watchdog: rank %d: %s of %lld %s on the %s communicator (call %llu, collective #%llu there, step %lld, "
-                    "micro-batch %lld) has been in flight for %.1f s, longer than the deadline of %g s: a rank of that communicator is "
-                    "stuck, much slower, or on another path. Aborting the job (MPI_Abort).\n",
-                    d->rank, pt__coll_op_name(late->op), (long long)late->count, pt__coll_dtype_name(late->dtype), pt__coll_comm_name(late->comm),
-                    (unsigned long long)late->seq, (unsigned long long)late->comm_seq, (long long)late->step, (long long)late->micro_batch,
-                    now - late->t_start, dl);
-            pt__coll_dump_locked(d, stderr);
-            fflush(stderr);
-            pt__coll_unlock(d);
-            MPI_Abort(MPI_COMM_WORLD, 1);
-            return NULL;
-        }
-        pt__coll_unlock(d);
-        ms = (int)(dl * 100.0); /* a tenth of the deadline */
-        poll(NULL, 0, ms < 10 ? 10 : ms > 200 ? 200 : ms);
-    }
-}
-#endif
-#endif /* PTRAIN_MPI */
-
-PTDEF pt_status pt_dist_set_watchdog(pt_dist *d, double seconds) {
-    if (!(seconds >= 0.0 && seconds <= 1e9)) return PT_ERR_ARG; /* also NaN */
-    if (!d) return PT_OK;
-#ifdef PT__COLL_THREADS
-    pt__coll_lock(d);
-    d->deadline = seconds;
-    if (seconds > 0 && !d->wd_running) {
-        d->wd_stop = 0;
-        d->wd_running = pthread_create(&d->wd, NULL, pt__coll_watchdog, d) == 0;
-        if (!d->wd_running) d->deadline = 0;
-        pt__coll_unlock(d);
-        return d->wd_running ? PT_OK : PT_ERR_STATE;
-    }
-    if (seconds == 0 && d->wd_running) {
-        d->wd_stop = 1;
-        pt__coll_unlock(d);
-        pthread_join(d->wd, NULL);
-        d->wd_running = 0;
-        return PT_OK;
-    }
-    pt__coll_unlock(d);
-    return PT_OK;
-#elif defined(PTRAIN_MPI)
-    return seconds > 0 ? PT_ERR_STATE : PT_OK; /* no threads on this platform */
-#else
-    d->deadline = seconds; /* a world of one never waits for another rank */
-    return PT_OK;
-#endif
-}
-
-
-/* ---- the pure layout functions ---------------------------------------------------------------- */
-PTDEF pt_status pt_layout_resolve(pt_layout *l, int world, char *err, size_t errlen) {
-    int zeros, known;
-    double need;
-    if (err && errlen) err[0] = 0;
-    if (!l) {
-        pt__msg(err, errlen, "pt_layout_resolve: NULL layout");
-        return PT_ERR_ARG;
-    }
-    if (world < 1) {
-        pt__msg(err, errlen, "world of %d ranks, expected >= 1", world);
-        return PT_ERR_ARG;
-    }
-    if (l->dp < 0 || l->tp < 0 || l->pp < 0) {
-        pt__msg(err, errlen, "layout dp=%d tp=%d pp=%d: a size is negative (sizes are >= 1, or 0 = the rest of the world)",
-                     (int)l->dp, (int)l->tp, (int)l->pp);
-        return PT_ERR_ARG;
-    }
-    zeros = (l->dp == 0) + (l->tp == 0) + (l->pp == 0);
-    if (zeros == 3) { /* the zero-initialized layout: pure data parallelism */
-        l->dp = world;
-        l->tp = l->pp = 1;
-        return PT_OK;
-    }
-    if (zeros == 2) {
-        pt__msg(err, errlen, "layout dp=%d tp=%d pp=%d: two sizes are 0 (at most one may be 0 = the rest of the world)",
-                     (int)l->dp, (int)l->tp, (int)l->pp);
-        return PT_ERR_ARG;
-    }
-    need = (double)(l->dp ? l->dp : 1) * (double)(l->tp ? l->tp : 1) * (double)(l->pp ? l->pp : 1);
-    if (zeros == 1) {
-        if (need > (double)world || world % (int)need != 0) {
-            pt__msg(err, errlen,
-                         "layout dp=%d tp=%d pp=%d: the world of %d ranks does not divide by %.0f (the product of the other sizes)",
-                         (int)l->dp, (int)l->tp, (int)l->pp, world, need);
-            return PT_ERR_ARG;
-        }
-        known = world / (int)need;
-        if (l->dp == 0) l->dp = known;
-        else if (l->tp == 0) l->tp = known;
-        else l->pp = known;
-        return PT_OK;
-    }
-    if (need != (double)world) {
-        pt__msg(err, errlen, "layout dp=%d tp=%d pp=%d needs %.0f ranks, the world has %d (set one size to 0 for the rest)",
-                     (int)l->dp, (int)l->tp, (int)l->pp, need, world);
-        return PT_ERR_ARG;
-    }
-    return PT_OK;
-}
-
-PTDEF pt_coords pt_layout_coords(const pt_layout *l, int rank) {
-    pt_coords c;
-    c.tp = c.pp = c.dp = -1;
-    if (!l || l->dp < 1 || l->tp < 1 || l->pp < 1 || rank < 0) return c;
-    if ((double)rank >= (double)l->dp * (double)l->tp * (double)l->pp) return c;
-    c.tp = rank % l->tp;
-    c.dp = (rank / l->tp) % l->dp;
-    c.pp = rank / l->tp / l->dp;
-    return c;
-}
-
-PTDEF int pt_layout_rank(const pt_layout *l, pt_coords c) {
-    if (!l || l->dp < 1 || l->tp < 1 || l->pp < 1) return -1;
-    if (c.tp < 0 || c.tp >= l->tp || c.dp < 0 || c.dp >= l->dp || c.pp < 0 || c.pp >= l->pp) return -1;
-    return (int)(c.tp + l->tp * (c.dp + l->dp * c.pp));
-}
-
-/* ---- environment and CPUs --------------------------------------------------------------------- */
-/* Environment variable name as a number in [lo, hi] (whole if whole): 0 when unset or empty, 1 with
-   *v set, or -1 (message in msg naming the variable and what) when malformed. */
-static int pt__dist_env(const char *name, double lo, double hi, int whole, const char *what, double *v, char *msg, size_t n) {
-    const char *e = getenv(name);
-    char *end = NULL;
-    double x;
-    if (!e || !*e) return 0;
-    x = strtod(e, &end);
-    if (!end || *end || !(x >= lo && x <= hi) || (whole && x != (double)(long)x)) {
-        pt__msg(msg, n, "pt_dist_init: %s='%s', expected %s", name, e, what);
-        return -1;
-    }
-    *v = x;
-    return 1;
-}
-/* PTRAIN_FAKE_NODE_SIZE: 0 when unset or empty, N >= 1, or -1 (message in msg) when malformed. */
-static int pt__dist_fake_node_size(char *msg, size_t n) {
-    double v = 0;
-    int k = pt__dist_env("PTRAIN_FAKE_NODE_SIZE", 1, 1e9, 1, "a whole number >= 1 (ranks per fake node)", &v, msg, n);
-    return k < 0 ? -1 : (int)v;
-}
-/* PTRAIN_COLL_CHECK (0 or 1) and PTRAIN_WATCHDOG (seconds >= 0, 0 = off) into check and deadline;
-   0 and the message in msg when one is malformed. */
-static int pt__dist_coll_env(int *check, double *deadline, char *msg, size_t n) {
-    double c = 0, w = 0;
-    if (pt__dist_env("PTRAIN_COLL_CHECK", 0, 1, 1, "0 or 1 (1 = the ranks agree on every collective before it runs)", &c, msg, n) < 0)
-        return 0;
-    if (pt__dist_env("PTRAIN_WATCHDOG", 0, 1e9, 0, "seconds >= 0 (the deadline of a collective; 0 = off)", &w, msg, n) < 0) return 0;
-    *check = (int)c;
-    *deadline = w;
-    return 1;
-}
-
-#if defined(__linux__) && defined(CPU_COUNT) && defined(CPU_AND)
-#define PT__DIST_AFFINITY 1
-#endif
-
-/* CPUs this process may run on: its affinity mask where the platform tells. */
-static int pt__dist_cpus(void) {
-    int n = 0;
-#if defined(PT__DIST_AFFINITY)
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
-#elif defined(_OPENMP)
-    n = omp_get_num_procs();
-#elif (defined(__unix__) || defined(__APPLE__)) && defined(_SC_NPROCESSORS_ONLN)
-    n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-#endif
-    return n > 0 ? n : 1;
-}
-
-/* PTRAIN_THREADS when set (> 0), else cpus / sharers, at least 1. */
-static int pt__dist_threads_for(int cpus, int sharers) {
-    const char *e = getenv("PTRAIN_THREADS");
-    int t;
-    if (e && atoi(e) > 0) return atoi(e);
-    t = cpus / (sharers > 0 ? sharers : 1);
-    return t > 0 ? t : 1;
-}
-
-/* Node indices of all ranks from each rank's node leader (lowest world rank of its node): nodes are
-   numbered by their leaders. Returns 0 if the map is inconsistent. */
-static int pt__dist_nodes_from_leaders(const int *leader, int *node_of, int *tmp, int size, int *nodes) {
-    int r, n = 0;
-    for (r = 0; r < size; r++) {
-        if (leader[r] < 0 || leader[r] > r || leader[leader[r]] != leader[r]) return 0;
-        if (leader[r] == r) tmp[r] = n++;
-        node_of[r] = tmp[leader[r]];
-    }
-    *nodes = n;
-    return 1;
-}
-
-/* node, local rank and local size of rank from node_of */
-static void pt__dist_local(pt_dist *d) {
-    int r;
-    d->node = d->node_of[d->rank];
-    d->local_rank = d->local_size = 0;
-    for (r = 0; r < d->size; r++) {
-        if (d->node_of[r] != d->node) continue;
-        if (r < d->rank) d->local_rank++;
-        d->local_size++;
-    }
-}
-
-/* The TP group check: a group of tp consecutive ranks all on one node. Returns 1 if it fits (or
-   crossing is allowed), else 0 with the message. */
-static int pt__dist_tp_fits(const pt_dist *d, char *msg, size_t n) {
-    int g, r, tp = d->layout.tp;
-    if (d->layout.allow_tp_across_nodes) return 1;
-    for (g = 0; g < d->size; g += tp) {
-        for (r = g + 1; r < g + tp; r++) {
-            if (d->node_of[r] != d->node_of[g]) {
-                int node_size = 0, k;
-                for (k = 0; k < d->size; k++) node_size += d->node_of[k] == d->node_of[g];
-                pt__msg(msg, n,
-                             "pt_dist_init: layout dp=%d tp=%d pp=%d on %d ranks: tp=%d does not fit in nodes of %d ranks: a "
-                             "tensor-parallel group would cross nodes (ranks %d-%d span nodes %d and %d%s); set "
-                             "allow_tp_across_nodes to force",
-                             (int)d->layout.dp, tp, (int)d->layout.pp, d->size, tp, node_size, g, g + tp - 1, d->node_of[g],
-                             d->node_of[r], d->fake_node_size ? ", faked by PTRAIN_FAKE_NODE_SIZE" : "");
-                return 0;
-            }
-        }
-    }
-    return 1;
-}
-
-/* the records' part of a new grid (d zeroed): the mutex */
-static void pt__dist_coll_setup(pt_dist *d) {
-#ifdef PT__COLL_THREADS
-    pthread_mutex_init(&d->mu, NULL);
-#else
-    (void)d;
-#endif
-}
-
-static void pt__dist_free(pt_dist *d) {
-    if (!d) return;
-    pt_dist_set_watchdog(d, 0); /* joins the thread */
-#ifdef PT__COLL_THREADS
-    pthread_mutex_destroy(&d->mu);
-#endif
-    PT_FREE(d->check_buf);
-    PT_FREE(d->node_of);
-    PT_FREE(d);
-}
-
-#ifdef PTRAIN_MPI
-/* ---- MPI ---------------------------------------------------------------------------------------- */
-static void pt__dist_mpi_msg(char *msg, size_t n, const char *what, int rc) {
-    char es[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    es[0] = 0;
-    if (MPI_Error_string(rc, es, &len) != MPI_SUCCESS) len = 0;
-    es[len > 0 && len < MPI_MAX_ERROR_STRING ? len : 0] = 0;
-    pt__msg(msg, n, "pt_dist_init: %s failed (error %d: %s)", what, rc, es);
-}
-
-/* The agreement: 1 if every rank of comm passed ok; else 0 and msg (PT__DIST_MSG bytes) holds the
-   message of the lowest failing rank on every rank. rec: the grid whose world communicator comm
-   is, recording the calls; NULL while pt_dist_init builds the grid (not recorded). */
-static int pt__dist_agree_comm(const pt_dist *rec, MPI_Comm comm, int ok, char *msg) {
-    int rank = 0, size = 1, v, first = 0, rc;
-    uint64_t s;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &size);
-    v = ok ? size : rank;
-    s = pt__coll_begin(rec, PT_COLL_ALLREDUCE, PT_COMM_WORLD, 1, PT_COLL_I32, -1);
-    rc = pt__coll_end(rec, s, s ? MPI_Allreduce(&v, &first, 1, MPI_INT, MPI_MIN, comm) : PT__COLL_REFUSED);
-    if (rc != MPI_SUCCESS) {
-        pt__msg(msg, PT__DIST_MSG, "pt_dist: the error agreement (MPI_Allreduce) failed: %s", pt__coll_why(rec, rc));
-        return 0;
-    }
-    if (first >= size) return 1;
-    s = pt__coll_begin(rec, PT_COLL_BCAST, PT_COMM_WORLD, PT__DIST_MSG, PT_COLL_CHAR, first);
-    if (pt__coll_end(rec, s, s ? MPI_Bcast(msg, PT__DIST_MSG, MPI_CHAR, first, comm) : PT__COLL_REFUSED) != MPI_SUCCESS)
-        pt__msg(msg, PT__DIST_MSG, "pt_dist: rank %d failed (its message could not be broadcast)", first);
-    msg[PT__DIST_MSG - 1] = 0;
-    return 0;
-}
-
-static const char *pt__dist_level_name(int level) {
-    if (level == MPI_THREAD_MULTIPLE) return "MULTIPLE";
-    if (level == MPI_THREAD_SERIALIZED) return "SERIALIZED";
-    if (level == MPI_THREAD_FUNNELED) return "FUNNELED";
-    if (level == MPI_THREAD_SINGLE) return "SINGLE";
-    return "?";
-}
-
-/* Threads per rank: CPUs of my mask / ranks of my (real, shared-memory) node whose masks overlap it. */
-static int pt__dist_mpi_threads(MPI_Comm shm) {
-    int cpus = pt__dist_cpus(), n = 1, sharers;
-#if defined(PT__DIST_AFFINITY)
-    char msg[PT__DIST_MSG];
-    cpu_set_t mine, both, *all;
-    int i, ok;
-    memset(msg, 0, sizeof msg);
-    MPI_Comm_size(shm, &n);
-    sharers = n;
-    CPU_ZERO(&mine);
-    ok = sched_getaffinity(0, sizeof mine, &mine) == 0;
-    all = (cpu_set_t *)PT_MALLOC((size_t)n * sizeof(cpu_set_t));
-    ok = ok && all != NULL;
-    if (pt__dist_agree_comm(NULL, shm, ok, msg) &&
-        MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, shm) == MPI_SUCCESS) {
-        sharers = 0;
-        for (i = 0; i < n; i++) {
-            CPU_AND(&both, &mine, &all[i]);
-            sharers += CPU_COUNT(&both) > 0;
-        }
-    }
-    PT_FREE(all);
-#else
-    MPI_Comm_size(shm, &n);
-    sharers = n;
-#endif
-    return pt__dist_threads_for(cpus, sharers);
-}
-
-static void pt__dist_free_comms(pt_dist *d) {
-    int i, fin = 0;
-    MPI_Finalized(&fin);
-    if (fin) return;
-    for (i = 0; i < PT_COMM_COUNT; i++)
-        if (d->comm[i] != MPI_COMM_NULL) MPI_Comm_free(&d->comm[i]);
-}
-
-PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, char *err, size_t errlen) {
-    char msg[PT__DIST_MSG];
-    int inited = 0, fin = 0, owns = 0, provided = 0, rank = 0, size = 1, rc, ok, i, fake, nodes = 0, check = 0;
-    int same[12], color[PT_COMM_COUNT], want_size[PT_COMM_COUNT], want_rank[PT_COMM_COUNT];
-    int *leader = NULL, *tmp = NULL, my_leader;
-    double deadline = 0;
-    MPI_Comm world = MPI_COMM_NULL, shm = MPI_COMM_NULL;
-    pt_dist *d = NULL;
-    pt_layout l;
-    const char *const *names = pt__dist_comm_names;
-
-    memset(msg, 0, sizeof msg);
-    if (err && errlen) err[0] = 0;
-    MPI_Finalized(&fin);
-    if (fin) {
-        pt__msg(err, errlen, "pt_dist_init: MPI was already finalized");
-        return NULL;
-    }
-    MPI_Initialized(&inited);
-    if (!inited) {
-        rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
-        if (rc != MPI_SUCCESS) {
-            pt__dist_mpi_msg(err, errlen, "MPI_Init_thread", rc);
-            return NULL;
-        }
-        owns = 1;
-    } else {
-        MPI_Query_thread(&provided);
-    }
-    rc = MPI_Comm_dup(MPI_COMM_WORLD, &world);
-    if (rc != MPI_SUCCESS) {
-        pt__dist_mpi_msg(err, errlen, "MPI_Comm_dup(MPI_COMM_WORLD)", rc);
-        if (owns) MPI_Finalize();
-        return NULL;
-    }
-    MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN);
-    MPI_Comm_rank(world, &rank);
-    MPI_Comm_size(world, &size);
-
-    /* memory */
-    d = (pt_dist *)PT_MALLOC(sizeof(pt_dist));
-    if (d) {
-        memset(d, 0, sizeof *d);
-        for (i = 0; i < PT__COMM_ALL; i++) d->comm[i] = MPI_COMM_NULL;
-        pt__dist_coll_setup(d);
-        d->t0 = MPI_Wtime();
-        d->node_of = (int *)PT_MALLOC((size_t)size * sizeof(int));
-        d->check_buf = (int64_t *)PT_MALLOC((size_t)size * PT__COLL_NV * sizeof(int64_t));
-    }
-    leader = (int *)PT_MALLOC((size_t)size * sizeof(int));
-    tmp = (int *)PT_MALLOC((size_t)size * sizeof(int));
-    ok = d && d->node_of && d->check_buf && leader && tmp;
-    if (!ok) pt__msg(msg, sizeof msg, "pt_dist_init: out of memory on rank %d", rank);
-    if (!pt__dist_agree_comm(NULL, world, ok, msg)) goto fail;
-    d->comm[PT_COMM_WORLD] = world;
-    world = MPI_COMM_NULL;
-    d->rank = rank;
-    d->size = size;
-    d->owns_mpi = owns;
-    d->thread_level = provided;
-
-    /* the layout: valid on every rank, and the same everywhere */
-    memset(&l, 0, sizeof l);
-    if (layout) l = *layout;
-    l.allow_tp_across_nodes = l.allow_tp_across_nodes != 0;
-    ok = pt_layout_resolve(&l, size, msg, sizeof msg) == PT_OK;
-    if (!ok) {
-        char m2[PT__DIST_MSG];
-        memcpy(m2, msg, sizeof m2);
-        pt__msg(msg, sizeof msg, "pt_dist_init: %s", m2);
-    }
-    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
-    fake = pt__dist_fake_node_size(msg, sizeof msg);
-    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], fake >= 0, msg)) goto fail;
-    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], pt__dist_coll_env(&check, &deadline, msg, sizeof msg), msg)) goto fail;
-    same[0] = l.dp, same[1] = l.tp, same[2] = l.pp, same[3] = l.allow_tp_across_nodes, same[4] = fake, same[5] = check;
-    for (i = 0; i < 6; i++) same[6 + i] = -same[i];
-    rc = MPI_Allreduce(MPI_IN_PLACE, same, 12, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]);
-    if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Allreduce (layout check)", rc);
-    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
-    if (same[0] != -same[6] || same[1] != -same[7] || same[2] != -same[8] || same[3] != -same[9]) {
-        pt__msg(msg, sizeof msg,
-                     "pt_dist_init: the ranks passed different layouts (resolved dp %d..%d, tp %d..%d, pp %d..%d, "
-                     "allow_tp_across_nodes %d..%d)",
-                     same[0], -same[6], same[1], -same[7], same[2], -same[8], same[3], -same[9]);
-        goto fail; /* every rank saw the same reduction: every rank is here, with the same message */
-    }
-    if (same[4] != -same[10] || same[5] != -same[11]) {
-        pt__msg(msg, sizeof msg, "pt_dist_init: %s differs between ranks (%d..%d; 0 = unset)",
-                same[4] != -same[10] ? "PTRAIN_FAKE_NODE_SIZE" : "PTRAIN_COLL_CHECK", same[4] != -same[10] ? same[4] : same[5],
-                same[4] != -same[10] ? -same[10] : -same[11]);
-        goto fail;
-    }
-    d->layout = l;
-    d->coords = pt_layout_coords(&l, rank);
-
-    /* nodes: real ones from MPI_Comm_split_type(SHARED), or fake ones of N consecutive ranks */
-    d->fake_node_size = fake;
-    rc = MPI_Comm_split_type(d->comm[PT_COMM_WORLD], MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
-    my_leader = rank;
-    if (rc == MPI_SUCCESS) rc = MPI_Allreduce(&rank, &my_leader, 1, MPI_INT, MPI_MIN, shm);
-    if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)", rc);
-    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
-    if (fake > 0) my_leader = rank - rank % fake;
-    rc = MPI_Allgather(&my_leader, 1, MPI_INT, leader, 1, MPI_INT, d->comm[PT_COMM_WORLD]);
-    if (rc != MPI_SUCCESS) pt__dist_mpi_msg(msg, sizeof msg, "MPI_Allgather (node map)", rc);
-    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], rc == MPI_SUCCESS, msg)) goto fail;
-    if (!pt__dist_nodes_from_leaders(leader, d->node_of, tmp, size, &nodes)) {
-        pt__msg(msg, sizeof msg, "pt_dist_init: the ranks disagree on the nodes (is PTRAIN_FAKE_NODE_SIZE the same on every rank?)");
-        goto fail; /* every rank gathered the same map, so every rank is here */
-    }
-    d->nodes = nodes;
-    pt__dist_local(d);
-    if (!pt__dist_tp_fits(d, msg, sizeof msg)) goto fail; /* same map and layout everywhere: same verdict */
-
-    /* the communicators; every split is called on every rank, the verdict comes after */
-    color[PT_COMM_TP] = d->coords.dp + l.dp * d->coords.pp;
-    color[PT_COMM_PP] = d->coords.tp + l.tp * d->coords.dp;
-    color[PT_COMM_DP] = d->coords.tp + l.tp * d->coords.pp;
-    color[PT_COMM_NODE] = d->node;
-    color[PT_COMM_CROSS] = d->local_rank;
-    want_size[PT_COMM_WORLD] = size, want_rank[PT_COMM_WORLD] = rank;
-    want_size[PT_COMM_TP] = l.tp, want_rank[PT_COMM_TP] = d->coords.tp;
-    want_size[PT_COMM_PP] = l.pp, want_rank[PT_COMM_PP] = d->coords.pp;
-    want_size[PT_COMM_DP] = l.dp, want_rank[PT_COMM_DP] = d->coords.dp;
-    want_size[PT_COMM_NODE] = d->local_size, want_rank[PT_COMM_NODE] = d->local_rank;
-    /* cross-node: one rank per node that has a rank with my local rank; tmp = node sizes */
-    for (i = 0; i < nodes; i++) tmp[i] = 0;
-    for (i = 0; i < size; i++) tmp[d->node_of[i]]++;
-    want_size[PT_COMM_CROSS] = want_rank[PT_COMM_CROSS] = 0;
-    for (i = 0; i < nodes; i++) {
-        if (tmp[i] <= d->local_rank) continue;
-        want_size[PT_COMM_CROSS]++;
-        if (i < d->node) want_rank[PT_COMM_CROSS]++;
-    }
-    ok = 1;
-    for (i = PT_COMM_TP; i < PT_COMM_COUNT; i++) {
-        rc = MPI_Comm_split(d->comm[PT_COMM_WORLD], color[i], rank, &d->comm[i]);
-        if (rc != MPI_SUCCESS && ok) {
-            char what[64];
-            pt__msg(what, sizeof what, "MPI_Comm_split (%s communicator)", names[i]);
-            pt__dist_mpi_msg(msg, sizeof msg, what, rc);
-            ok = 0;
-        }
-    }
-    for (i = 0; ok && i < PT_COMM_COUNT; i++) {
-        int s = -1, r = -1;
-        MPI_Comm_size(d->comm[i], &s);
-        MPI_Comm_rank(d->comm[i], &r);
-        if (s != want_size[i] || r != want_rank[i]) {
-            pt__msg(msg, sizeof msg, "pt_dist_init: rank %d: the %s communicator has size %d and rank %d, expected %d and %d",
-                         rank, names[i], s, r, want_size[i], want_rank[i]);
-            ok = 0;
-        }
-    }
-    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
-
-    /* the records start here: debug mode and the watchdog */
-    d->check = check;
-    ok = pt_dist_set_watchdog(d, deadline) == PT_OK;
-    if (!ok) pt__msg(msg, sizeof msg, "pt_dist_init: rank %d could not start the watchdog thread (PTRAIN_WATCHDOG=%g)", rank, deadline);
-    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
-
-    d->threads = pt__dist_mpi_threads(shm);
-    MPI_Comm_free(&shm);
-    PT_FREE(leader);
-    PT_FREE(tmp);
-    return d;
-
-fail:
-    if (shm != MPI_COMM_NULL) MPI_Comm_free(&shm);
-    if (world != MPI_COMM_NULL) MPI_Comm_free(&world);
-    if (d) {
-        pt__dist_free_comms(d);
-        pt__dist_free(d);
-    }
-    PT_FREE(leader);
-    PT_FREE(tmp);
-    if (owns) MPI_Finalize();
-    pt__msg(err, errlen, "%s", msg);
-    return NULL;
-}
-
-PTDEF void pt_dist_finalize(pt_dist *d) {
-    int fin = 0, owns;
-    if (!d) return;
-    owns = d->owns_mpi;
-    pt__dist_free_comms(d);
-    pt__dist_free(d);
-    MPI_Finalized(&fin);
-    if (owns && !fin) MPI_Finalize();
-}
-
-PTDEF int pt_dist_agree(const pt_dist *d, int ok) {
-    int in = ok != 0, out = 0;
-    uint64_t s;
-    if (!d) return in;
-    s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_WORLD, 1, PT_COLL_I32, -1);
-    if (pt__coll_end(d, s, s ? MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED) != MPI_SUCCESS) return 0;
-    return out;
-}
-
-PTDEF pt_status pt_dist_set_coll_check(pt_dist *d, int on) {
-    int v[2];
-    uint64_t s;
-    if (!d) return PT_OK;
-    v[0] = on != 0, v[1] = -(on != 0);
-    s = pt__coll_begin(d, PT_COLL_ALLREDUCE, PT_COMM_WORLD, 2, PT_COLL_I32, -1);
-    if (pt__coll_end(d, s, s ? MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT, MPI_MIN, d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED) != MPI_SUCCESS)
-        return PT_ERR_STATE;
-    if (v[0] != -v[1]) return PT_ERR_ARG; /* the same verdict on every rank */
-    d->check = v[0];
-    return PT_OK;
-}
-
-PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen) {
-    char msg[PT__DIST_MSG];
-    if (!d) return ok != 0;
-    memset(msg, 0, sizeof msg);
-    if (!ok && err && errlen) pt__msg(msg, sizeof msg, "%s", err);
-    if (pt__dist_agree_comm(d, d->comm[PT_COMM_WORLD], ok != 0, msg)) return 1;
-    pt__msg(err, errlen, "%s", msg);
-    return 0;
-}
-
-PTDEF void *pt_dist_comm(const pt_dist *d, int which) {
-    if (!d || which < 0 || which >= PT_COMM_COUNT) return NULL;
-    return (void *)&d->comm[which];
-}
-
-static void pt__dist_host(char *host) {
-    char name[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    memset(name, 0, sizeof name);
-    if (MPI_Get_processor_name(name, &len) != MPI_SUCCESS || len <= 0) pt__msg(name, sizeof name, "?");
-    pt__msg(host, PT__DIST_HOST, "%s", name);
-}
-#else /* !PTRAIN_MPI: a world of one rank */
-
-PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, char *err, size_t errlen) {
-    char msg[PT__DIST_MSG];
-    pt_dist *d;
-    pt_layout l;
-    int fake, leader, tmp, check = 0;
-    double deadline = 0;
-    (void)argc;
-    (void)argv;
-    if (err && errlen) err[0] = 0;
-    memset(&l, 0, sizeof l);
-    if (layout) l = *layout;
-    l.allow_tp_across_nodes = l.allow_tp_across_nodes != 0;
-    if (pt_layout_resolve(&l, 1, msg, sizeof msg) != PT_OK) {
-        pt__msg(err, errlen, "pt_dist_init: %s (built without PTRAIN_MPI: a world of one rank)", msg);
-        return NULL;
-    }
-    fake = pt__dist_fake_node_size(msg, sizeof msg);
-    if (fake < 0 || !pt__dist_coll_env(&check, &deadline, msg, sizeof msg)) {
-        pt__msg(err, errlen, "%s", msg);
-        return NULL;
-    }
-    d = (pt_dist *)PT_MALLOC(sizeof(pt_dist));
-    if (d) {
-        memset(d, 0, sizeof *d);
-        pt__dist_coll_setup(d);
-        d->node_of = (int *)PT_MALLOC(sizeof(int));
-    }
-    if (!d || !d->node_of) {
-        pt__dist_free(d);
-        pt__msg(err, errlen, "pt_dist_init: out of memory");
-        return NULL;
-    }
-    d->size = 1;
-    d->layout = l;
-    d->coords = pt_layout_coords(&l, 0);
-    d->fake_node_size = fake;
-    leader = tmp = 0; /* the same path as with MPI, for one rank */
-    if (!pt__dist_nodes_from_leaders(&leader, d->node_of, &tmp, 1, &d->nodes)) d->nodes = 1;
-    pt__dist_local(d);
-    if (!pt__dist_tp_fits(d, msg, sizeof msg)) { /* cannot happen with tp = 1 */
-        pt__dist_free(d);
-        pt__msg(err, errlen, "%s", msg);
-        return NULL;
-    }
-    d->threads = pt__dist_threads_for(pt__dist_cpus(), 1);
-    d->check = check;
-    d->deadline = deadline;
-    return d;
-}
-PTDEF void pt_dist_finalize(pt_dist *d) { pt__dist_free(d); }
-PTDEF pt_status pt_dist_set_coll_check(pt_dist *d, int on) {
-    if (d) d->check = on != 0; /* a world of one: nothing to disagree with */
-    return PT_OK;
-}
-PTDEF int pt_dist_agree(const pt_dist *d, int ok) {
-    (void)d;
-    return ok != 0;
-}
-PTDEF int pt_dist_agree_msg(const pt_dist *d, int ok, char *err, size_t errlen) {
-    (void)d;
-    (void)err;
-    (void)errlen;
-    return ok != 0;
-}
-PTDEF void *pt_dist_comm(const pt_dist *d, int which) {
-    (void)d;
-    (void)which;
-    return NULL;
-}
-static void pt__dist_host(char *host) { pt__msg(host, PT__DIST_HOST, "%s", "local"); }
-#endif /* PTRAIN_MPI */
-
-/* ---- accessors (a NULL grid is a world of one rank) ------------------------------------------- */
-PTDEF int pt_dist_rank(const pt_dist *d) { return d ? d->rank : 0; }
-PTDEF int pt_dist_size(const pt_dist *d) { return d ? d->size : 1; }
-PTDEF pt_coords pt_dist_coords(const pt_dist *d) {
-    pt_coords c;
-    if (d) return d->coords;
-    c.tp = c.pp = c.dp = 0;
-    return c;
-}
-PTDEF pt_layout pt_dist_layout(const pt_dist *d) {
-    pt_layout l;
-    if (d) return d->layout;
-    l.dp = l.tp = l.pp = 1;
-    l.allow_tp_across_nodes = 0;
-    return l;
-}
-PTDEF int pt_dist_local_rank(const pt_dist *d) { return d ? d->local_rank : 0; }
-PTDEF int pt_dist_local_size(const pt_dist *d) { return d ? d->local_size : 1; }
-PTDEF int pt_dist_node(const pt_dist *d) { return d ? d->node : 0; }
-PTDEF int pt_dist_nodes(const pt_dist *d) { return d ? d->nodes : 1; }
-PTDEF int pt_dist_node_of(const pt_dist *d, int rank) {
-    if (!d) return rank == 0 ? 0 : -1;
-    return rank >= 0 && rank < d->size ? d->node_of[rank] : -1;
-}
-PTDEF int pt_dist_threads(const pt_dist *d) { return d ? d->threads : pt__dist_threads_for(pt__dist_cpus(), 1); }
-PTDEF int pt_dist_mpi_thread_level(const pt_dist *d) { return d ? d->thread_level : 0; }
-
-/* ---- the printed grid ------------------------------------------------------------------------- */
-#define PT__DIST_ROW 8 /* rank, node, local rank, local size, tp, pp, dp, threads */
-PTDEF void pt_dist_print(const pt_dist *d, void *file) {
-    FILE *f = file ? (FILE *)file : stdout;
-    int row[PT__DIST_ROW], *rows = NULL, size = pt_dist_size(d), rank = pt_dist_rank(d), i, ok;
-    char host[PT__DIST_HOST], *hosts = NULL;
-    pt_layout l = pt_dist_layout(d);
-    pt_coords c = pt_dist_coords(d);
-    memset(host, 0, sizeof host);
-    pt__dist_host(host);
-    row[0] = rank, row[1] = pt_dist_node(d), row[2] = pt_dist_local_rank(d), row[3] = pt_dist_local_size(d);
-    row[4] = c.tp, row[5] = c.pp, row[6] = c.dp, row[7] = pt_dist_threads(d);
-    if (rank == 0) {
-        rows = (int *)PT_MALLOC((size_t)size * sizeof row);
-        hosts = (char *)PT_MALLOC((size_t)size * PT__DIST_HOST);
-    }
-    ok = rank != 0 || (rows && hosts);
-    if (!pt_dist_agree(d, ok)) {
-        if (rank == 0) fprintf(f, "pt_dist_print: out of memory\n");
-        PT_FREE(rows);
-        PT_FREE(hosts);
-        return;
-    }
-#ifdef PTRAIN_MPI
-    if (d) {
-        MPI_Comm w = d->comm[PT_COMM_WORLD];
-        uint64_t s = pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, PT__DIST_ROW, PT_COLL_I32, 0);
-        ok = pt__coll_end(d, s, s ? MPI_Gather(row, PT__DIST_ROW, MPI_INT, rows, PT__DIST_ROW, MPI_INT, 0, w) : PT__COLL_REFUSED) == MPI_SUCCESS;
-        s = ok ? pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, PT__DIST_HOST, PT_COLL_CHAR, 0) : 0;
-        ok = ok && pt__coll_end(d, s, s ? MPI_Gather(host, PT__DIST_HOST, MPI_CHAR, hosts, PT__DIST_HOST, MPI_CHAR, 0, w) : PT__COLL_REFUSED) == MPI_SUCCESS;
-    } else
-#endif
-    {
-        memcpy(rows, row, sizeof row);
-        memcpy(hosts, host, PT__DIST_HOST);
-        ok = 1;
-    }
-    if (rank == 0) {
-        if (!ok) {
-            fprintf(f, "pt_dist_print: gathering the rows failed%s%s\n", d && d->coll_err[0] ? ": " : "", d ? d->coll_err : "");
-        } else {
-            fprintf(f, "grid: %d ranks = dp %d x tp %d x pp %d (rank = tp + %d*(dp + %d*pp): tp innermost), %d node%s", size,
-                    (int)l.dp, (int)l.tp, (int)l.pp, (int)l.tp, (int)l.dp, pt_dist_nodes(d), pt_dist_nodes(d) == 1 ? "" : "s");
-            if (d && d->fake_node_size) fprintf(f, " (fake: PTRAIN_FAKE_NODE_SIZE=%d)", d->fake_node_size);
-            if (l.allow_tp_across_nodes) fprintf(f, ", tp across nodes allowed");
-#ifdef PTRAIN_MPI
-            if (d) fprintf(f, ", MPI thread level %s", pt__dist_level_name(d->thread_level));
-#else
-            fprintf(f, ", no MPI");
-#endif
-            fprintf(f, "\n rank  node local   tp   pp   dp threads host\n");
-            for (i = 0; i < size; i++) {
-                const int *r = rows + (size_t)i * PT__DIST_ROW;
-                hosts[(size_t)i * PT__DIST_HOST + PT__DIST_HOST - 1] = 0;
-                fprintf(f, "%5d %5d %5d %4d %4d %4d %7d %s\n", r[0], r[1], r[2], r[4], r[5], r[6], r[7],
-                        hosts + (size_t)i * PT__DIST_HOST);
-            }
-        }
-        fflush(f);
-    }
-    PT_FREE(rows);
-    PT_FREE(hosts);
-}
-
-/* =================================================================================================
-   >>dp  data parallelism: bucketed, overlapped gradient averaging over the DP communicator
+   data parallelism: bucketed, overlapped gradient averaging over the DP communicator
    =================================================================================================
    Buckets are cut once, at pt_dp_new, walking the parameters in reverse creation order (the order
    backward completes them): a bucket is a run of consecutive non-frozen parameters whose slab range
@@ -9692,7 +10934,7 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
    parameter slab and of the optimizer state read the own shard to hg and write the others' parts
    back (pt__dp_allgather_slab). The CPU path works in the slab in place, as before.
 
-   Collective records (>>dist): every call goes through pt__coll_begin/pt__coll_end; a bucket's
+   Collective records (see dist): every call goes through pt__coll_begin/pt__coll_end; a bucket's
    record (op->rec) stays in flight until MPI_Test or MPI_Wait sees it finish. The hierarchical
    phases are recorded on PT_COMM_DP_NODE (reduce-scatter; the allgatherv, which runs on node2, a
    duplicate) and PT_COMM_DP_CROSS. A refused or failed reduction fails the step (dp->failed: no
@@ -9777,7 +11019,7 @@ static void pt__dp_sum(pt_ctx *ctx, double *x, int n) {
 #endif
 }
 
-/* bf16 round to nearest even (NaN kept quiet); also the safetensors export and import (>>ckpt) */
+/* bf16 round to nearest even (NaN kept quiet); also the safetensors export and import (see ckpt) */
 static uint16_t pt__dp_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -10125,7 +11367,7 @@ static pt_status pt__dp_complete(pt_dp *dp) {
         int most = dp->next, rc;
         double tw = MPI_Wtime();
         rc = MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_INT, MPI_MAX, dp->agree);
-        pt__coll_blocked(dp->dist, MPI_Wtime() - tw, 0); /* >>monitor: a wait for the slowest DP rank */
+        pt__coll_blocked(dp->dist, MPI_Wtime() - tw, 0); /* monitor: a wait for the slowest DP rank */
         if (rc != MPI_SUCCESS) {
             ok = 0, dp->failed = 1;
             pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp_finish: the agreement on the buckets started during backward failed");
@@ -10305,6 +11547,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     pt__dp_account(dp);
 #endif
     ctx->dp = dp;
+    ctx->grad_range = pt__dp_grad_range, ctx->dp_sum = pt__dp_sum;
     return dp;
 #ifdef PTRAIN_MPI
 mpi_fail:
@@ -10333,7 +11576,7 @@ PTDEF void pt_dp_free(pt_dp *dp) {
         dp->zopt->post_step = NULL;
         dp->zopt->post_user = NULL;
     }
-    if (dp->ctx->dp == dp) dp->ctx->dp = NULL;
+    if (dp->ctx->dp == dp) dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
 #ifdef PTRAIN_MPI
     if (dp->reducing && dp->ops) (void)pt__dp_complete(dp);
     if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
@@ -10423,7 +11666,7 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
         double tw = dp->ctx->trace ? pt_time() : 0.0;
         pt_status st = pt__dp_complete(dp);
         float *g, inv = (float)dp->dpsize;
-        if (dp->ctx->trace) pt__trace_span(dp->ctx, PT_TRACE_COMM, "dp_wait", tw, PT_COMM_DP); /* >>trace */
+        if (dp->ctx->trace) pt__trace_span(dp->ctx, PT_TRACE_COMM, "dp_wait", tw, PT_COMM_DP); /* trace */
         int k;
         int64_t i;
         dp->reducing = 0;
@@ -10574,299 +11817,13 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
 #endif
 }
 
+// >>pipeline  pipeline schedules as data: generate, check, simulate, print
+/* Owns: pt_pp_schedule (per-rank instruction lists for GPipe, 1F1B, interleaved 1F1B, forward-only)
+   Invariants: a schedule is checked (matching sends, order rules, no deadlock) before it runs
+   Entry points: pt_pp_schedule_new pt_pp_schedule_check pt_pp_schedule_simulate
+   pt_pp_schedule_print */
 /* =================================================================================================
-   >>tp  tensor parallelism: the conjugate ops f (pt_tp_copy) and g (pt_tp_reduce), parallel linears
-   =================================================================================================
-   f's forward is a view of its input (no copy, like pt_reshape); its backward sums the output's
-   gradient over the TP communicator in place (the gradient buffer is the node's own, returned to the
-   pool right after) and accumulates it into the input's. g's forward copies its input into a new
-   tensor and sums that in place; its backward accumulates the gradient unchanged. The sums are one
-   MPI_Allreduce (MPI_SUM, MPI_FLOAT) over host memory, cut into chunks of at most 2^30 elements for
-   MPI's int counts; the TP communicator has MPI_ERRORS_RETURN, so a failing call becomes a
-   PT_ERR_DEVICE error of the context. On a device backend the tensor is read to host staging,
-   reduced and written back (PT_XFER_TP); the vocabulary-parallel cross-entropy's row statistics and
-   pt_gpt_generate's gathered row cross the same way. With TP size 1 (or no grid, or no PTRAIN_MPI) nothing is
-   communicated and both ops are identities. pt__tp_allreduce_buf also reduces with MPI_MAX (the
-   vocabulary-parallel cross-entropy in >>ops), pt__tp_allgather gathers in place (pt_gpt_generate).
-   The transformer block under TP (pt__block_tp_new, pt__attn_tp_fwd) is at the end of this section. */
-
-PTDEF int pt_tp_size(const pt_ctx *ctx) {
-    if (!ctx || !ctx->desc.dist) return 1;
-    return PT__MAX(pt_dist_layout(ctx->desc.dist).tp, 1);
-}
-PTDEF int pt_tp_rank(const pt_ctx *ctx) {
-    if (!ctx || !ctx->desc.dist) return 0;
-    return PT__MAX(pt_dist_coords(ctx->desc.dist).tp, 0);
-}
-
-/* reduces n host floats at p over the TP ranks in place (how: PT__TP_SUM or PT__TP_MAX); 0 and a
-   context error on failure */
-static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n, int how) {
-#ifdef PTRAIN_MPI
-    MPI_Comm comm;
-    void *cp;
-    int64_t done = 0;
-    if (pt_tp_size(ctx) <= 1) return 1;
-    cp = pt_dist_comm(ctx->desc.dist, PT_COMM_TP);
-    if (!cp) return pt__fail(ctx, PT_ERR_STATE, "%s: the grid has no TP communicator", op), 0;
-    comm = *(MPI_Comm *)cp;
-    while (done < n) {
-        int cnt = (int)PT__MIN(n - done, (int64_t)1 << 30);
-        uint64_t s = pt__coll_begin(ctx->desc.dist, PT_COLL_ALLREDUCE, PT_COMM_TP, cnt, PT_COLL_F32, -1);
-        int rc = pt__coll_end(ctx->desc.dist, s,
-                              s ? MPI_Allreduce(MPI_IN_PLACE, p + done, cnt, MPI_FLOAT, how == PT__TP_MAX ? MPI_MAX : MPI_SUM, comm) : PT__COLL_REFUSED);
-        if (rc != MPI_SUCCESS)
-            return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allreduce of %lld floats over the TP communicator failed: %s", op,
-                            (long long)n, pt__coll_why(ctx->desc.dist, rc)), 0;
-        done += cnt;
-    }
-    return 1;
-#else
-    (void)ctx, (void)op, (void)p, (void)n, (void)how;
-    return 1;
-#endif
-}
-
-/* sums t (contiguous f32) over the TP ranks in place; 0 and a context error on failure. On a device
-   backend t goes through the context's host staging: read, reduced, written back (PT_XFER_TP). */
-static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
-    int64_t n;
-    float *h;
-    if (pt_tp_size(ctx) <= 1) return 1;
-    if (t->dtype != PT_F32 || !t->st)
-        return pt__fail(ctx, PT_ERR_DTYPE, "%s: tensor parallelism needs f32 data, found %s", op, pt__dtname(t->dtype)), 0;
-    n = pt_numel(t);
-    if (t->st->host) return pt__tp_allreduce_buf(ctx, op, PT__F(t), n, PT__TP_SUM);
-    if (!(h = pt__stage_buf(ctx, n))) return 0;
-    pt__stage_xfer(ctx, t->st, t->off, h, n, 1, PT_XFER_TP);
-    if (ctx->status != PT_OK || !pt__tp_allreduce_buf(ctx, op, h, n, PT__TP_SUM)) return 0;
-    pt__stage_xfer(ctx, t->st, t->off, h, n, 0, PT_XFER_TP);
-    return ctx->status == PT_OK;
-}
-
-/* full (tp * n_local host floats) holds this rank's n_local at tp_rank * n_local: gathers the other
-   ranks' parts around it, in TP rank order */
-static int pt__tp_allgather(pt_ctx *ctx, const char *op, float *full, int64_t n_local) {
-#ifdef PTRAIN_MPI
-    void *cp;
-    int rc;
-    if (pt_tp_size(ctx) > 1) {
-        if (!(cp = pt_dist_comm(ctx->desc.dist, PT_COMM_TP))) return pt__fail(ctx, PT_ERR_STATE, "%s: the grid has no TP communicator", op), 0;
-        if (n_local > INT32_MAX) return pt__fail(ctx, PT_ERR_ARG, "%s: %lld floats per rank exceed MPI's int count", op, (long long)n_local), 0;
-        rc = MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, full, (int)n_local, MPI_FLOAT, *(MPI_Comm *)cp);
-        if (rc != MPI_SUCCESS)
-            return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allgather over the TP communicator failed (MPI error %d)", op, rc), 0;
-        return 1;
-    }
-#endif
-    (void)ctx, (void)op, (void)full, (void)n_local;
-    return 1;
-}
-
-#ifdef PTRAIN_MPI
-/* sums one double over a communicator of the context's grid (recorded); 0 and an error on failure */
-static int pt__sum_f64(pt_ctx *ctx, int comm, double *x, const char *what) {
-    const pt_dist *d = ctx->desc.dist;
-    uint64_t s = pt__coll_begin(d, PT_COLL_ALLREDUCE, comm, 1, PT_COLL_F64, -1);
-    int rc = pt__coll_end(d, s, s ? MPI_Allreduce(MPI_IN_PLACE, x, 1, MPI_DOUBLE, MPI_SUM, *(MPI_Comm *)pt_dist_comm(d, comm)) : PT__COLL_REFUSED);
-    if (rc != MPI_SUCCESS) return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_Allreduce over the %s communicator failed: %s", what, pt__coll_comm_name(comm), pt__coll_why(d, rc)), 0;
-    return 1;
-}
-#endif
-
-/* Sum of squares of all parameter gradients of the model, for clipping and monitoring. Without
-   tensor parallelism: the whole gradient slab in one fixed-order kernel call. With it: the shards
-   of split parameters are summed over the TP ranks, replicated parameters (identical on every TP
-   rank) are counted once; parameters are visited in slab order, so the result is deterministic. */
-static double pt__grad_sumsq(pt_ctx *ctx) {
-    /* local partial sums over the gradient range this rank holds reduced (ZeRO: its DP shard):
-       [0] TP-split parameters, [1] the rest (replicated over TP); then the reductions */
-    pt_tensor gs = pt_grad_slab(ctx);
-    const pt_dist *d = ctx->desc.dist;
-    double part[2] = {0.0, 0.0};
-    int64_t lo, hi;
-    int i, dpshard = pt__dp_grad_range(ctx, &lo, &hi), tp = pt_tp_size(ctx), pp = d ? pt_dist_layout(d).pp : 1, tied = 0;
-    for (i = 0; i < ctx->nparams; i++) tied |= (ctx->params[i]->spec.flags & PT_PARAM_TIED_COPY) != 0;
-    if (tp <= 1 && !tied) {
-        gs.off = lo;
-        part[1] = ctx->be->sumsq(ctx, &gs, hi - lo);
-    } else {
-        for (i = 0; i < ctx->nparams; i++) {
-            pt_param *p = ctx->params[i];
-            pt_tensor t = gs;
-            int64_t a = PT__MAX(lo, p->slab_off), e = PT__MIN(hi, p->slab_off + pt_numel(&p->grad));
-            if (e <= a || (p->spec.flags & PT_PARAM_TIED_COPY)) continue; /* a tied copy: the original elsewhere counts */
-            t.off = a;
-            part[p->spec.split_dim >= 0 && p->spec.split_parts > 1 ? 0 : 1] += ctx->be->sumsq(ctx, &t, e - a);
-        }
-    }
-    if (dpshard) pt__dp_sum(ctx, part, 2); /* ZeRO: the shards together are the whole gradient */
-    (void)pp;
-#ifdef PTRAIN_MPI
-    if (tp > 1) pt__sum_f64(ctx, PT_COMM_TP, &part[0], "pt_grad_norm");
-    if (pp > 1) { /* the stages hold disjoint parameters: sum over the pipeline */
-        part[0] += part[1], part[1] = 0.0;
-        pt__sum_f64(ctx, PT_COMM_PP, &part[0], "pt_grad_norm");
-    }
-#endif
-    return part[0] + part[1];
-}
-
-/* ---- f: identity forward, allreduce backward ---------------------------------------------------- */
-static void pt__tp_copy_bwd(pt_graph *g, pt_node *n) {
-    pt_tensor *dy = n->out->grad, *dx = pt__grad(g, n->in[0]);
-    if (!dx) return;
-    if (!pt__tp_allreduce(PT__C, "pt_tp_copy (backward)", dy)) return;
-    PT__BE->copy(PT__C, dx, dy, 1);
-}
-PTDEF pt_tensor *pt_tp_copy(pt_graph *g, pt_tensor *x) {
-    pt_tensor *out;
-    if (!g || !x || !pt__need_f32(g, "pt_tp_copy", "x", x)) return NULL;
-    if (!(out = pt__view(g, "pt_tp_copy", x, x->ndim, x->shape))) return NULL;
-    if (out->node) out->node->backward = pt__tp_copy_bwd; /* the gradient is summed over TP first */
-    return out;
-}
-
-/* ---- g: allreduce forward, identity backward ------------------------------------------------- */
-PTDEF pt_tensor *pt_tp_reduce(pt_graph *g, pt_tensor *x) {
-    pt_tensor *out;
-    pt_node *n;
-    if (!g || !x || !pt__need_f32(g, "pt_tp_reduce", "x", x)) return NULL;
-    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
-    PT__BE->copy(PT__C, out, x, 0);
-    if (!pt__tp_allreduce(PT__C, "pt_tp_reduce", out)) return NULL;
-    if ((n = pt__record(g, "pt_tp_reduce", out, pt__copyback_bwd, 1, &x)) != NULL) n->flags |= PT__NODE_OUT_FREE;
-    return out;
-}
-
-/* ---- parallel linear layers ------------------------------------------------------------------- */
-/* "<base><suffix>" of global shape [d0(, d1)], split on split_dim (-1 = replicated) over tp parts, each
-   of `groups` blocks of that dim separately when groups > 1 (pt_spec.split_groups) */
-static pt_tensor *pt__tp_param(pt_ctx *ctx, const char *base, const char *suffix, int ndim, int64_t d0, int64_t d1, pt_init_kind init,
-                               float scale, uint32_t flags, int split_dim, int groups) {
-    pt_spec s;
-    memset(&s, 0, sizeof s);
-    snprintf(s.name, sizeof s.name, "%s%s", base, suffix);
-    s.ndim = ndim;
-    s.global_shape[0] = d0;
-    s.global_shape[1] = ndim > 1 ? d1 : 1;
-    s.global_shape[2] = s.global_shape[3] = 1;
-    s.split_dim = split_dim;
-    s.split_parts = split_dim >= 0 ? pt_tp_size(ctx) : 1;
-    s.split_index = split_dim >= 0 ? pt_tp_rank(ctx) : 0;
-    s.split_groups = split_dim >= 0 ? groups : 0;
-    s.stage = -1;
-    s.init = init;
-    s.init_scale = scale;
-    s.flags = flags;
-    return pt_param_from_spec(ctx, &s);
-}
-/* 1 if n splits evenly over the TP size, else 0 and an error naming the dimension */
-static int pt__tp_even(pt_ctx *ctx, const char *fn, const char *what, int64_t n) {
-    int tp = pt_tp_size(ctx);
-    if (n > 0 && n % tp == 0) return 1;
-    pt__fail(ctx, PT_ERR_SHAPE, "%s: %s=%lld does not split evenly over tp=%d", fn, what, (long long)n, tp);
-    return 0;
-}
-/* column-parallel linear whose out rows are `groups` fused blocks (q|k|v: 3), each split over TP */
-static pt_linear_layer pt__linear_col(pt_ctx *ctx, const char *fn, const char *name, int64_t in, int64_t out, int groups, int bias,
-                                      float std) {
-    pt_linear_layer l;
-    l.w = l.b = NULL;
-    if (!ctx) return l;
-    if (!name) return pt__fail(ctx, PT_ERR_ARG, "%s: name is NULL", fn), l;
-    if (out % groups) return pt__fail(ctx, PT_ERR_SHAPE, "%s: out=%lld is not %d equal blocks", fn, (long long)out, groups), l;
-    if (!pt__tp_even(ctx, fn, groups > 1 ? "out/groups" : "out", out / groups)) return l;
-    l.w = pt__tp_param(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0, 0, groups);
-    if (l.w && bias) l.b = pt__tp_param(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY, 0, groups);
-    if (bias && !l.b) l.w = NULL;
-    return l;
-}
-PTDEF pt_linear_layer pt_linear_col_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
-    return pt__linear_col(ctx, "pt_linear_col_new", name, in, out, 1, bias, std);
-}
-PTDEF pt_tensor *pt_linear_col_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x) {
-    if (!g || !l || !x) return NULL;
-    return pt_linear(g, pt_tp_copy(g, x), l->w, l->b);
-}
-PTDEF pt_linear_layer pt_linear_row_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
-    pt_linear_layer l;
-    l.w = l.b = NULL;
-    if (!ctx) return l;
-    if (!name) return pt__fail(ctx, PT_ERR_ARG, "pt_linear_row_new: name is NULL"), l;
-    if (!pt__tp_even(ctx, "pt_linear_row_new", "in", in)) return l;
-    l.w = pt__tp_param(ctx, name, ".w", 2, out, in, PT_INIT_NORMAL, std, 0, 1, 1);
-    if (l.w && bias) l.b = pt__tp_param(ctx, name, ".b", 1, out, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY, -1, 1);
-    if (bias && !l.b) l.w = NULL;
-    return l;
-}
-PTDEF pt_tensor *pt_linear_row_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x_local) {
-    pt_tensor *y;
-    if (!g || !l || !x_local) return NULL;
-    y = pt_tp_reduce(g, pt_linear(g, x_local, l->w, NULL));
-    return l->b ? pt_bias_add(g, y, l->b) : y;
-}
-
-PTDEF pt_mlp pt_mlp_tp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hidden, int64_t out, int gelu, float std) {
-    pt_mlp m;
-    char n[96];
-    memset(&m, 0, sizeof m);
-    m.gelu = gelu;
-    if (!ctx) return m;
-    if (!name) return pt__fail(ctx, PT_ERR_ARG, "pt_mlp_tp_new: name is NULL"), m;
-    if (!pt__tp_even(ctx, "pt_mlp_tp_new", "hidden", hidden)) return m;
-    snprintf(n, sizeof n, "%s.fc", name);
-    m.fc = pt_linear_col_new(ctx, n, in, hidden, 1, std);
-    snprintf(n, sizeof n, "%s.proj", name);
-    if (m.fc.w) m.proj = pt_linear_row_new(ctx, n, hidden, out, 1, std);
-    return m;
-}
-PTDEF pt_tensor *pt_mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
-    pt_tensor *h;
-    if (!g || !m || !x) return NULL;
-    h = pt_linear_col_fwd(g, &m->fc, x);
-    h = m->gelu ? pt_gelu(g, h) : pt_relu(g, h);
-    return pt_linear_row_fwd(g, &m->proj, h);
-}
-
-/* ---- the tensor-parallel transformer block (pt_block_new / pt_block_fwd when tp > 1) ----------
-   qkv: column-parallel, its 3C rows split as 3 groups, so rank r holds q_r|k_r|v_r (heads
-   [r*H/tp, (r+1)*H/tp) of each), exactly the packed layout pt_attention expects for H/tp heads of
-   the same size; attn_proj: row-parallel over those C/tp attention outputs; the MLP: pt_mlp_tp.
-   Norms, the row-parallel biases and the residual stream are replicated, so dropout (keyed by global
-   positions) draws the same mask as one process. */
-static pt_block pt__block_tp_new(pt_ctx *ctx, const char *name, int64_t C, float std, float pstd) {
-    pt_block b;
-    char n[96];
-    memset(&b, 0, sizeof b);
-    if (!pt__tp_even(ctx, "pt_block_new", "width", C)) return b;
-    b.ln1_w = pt__param2(ctx, name, ".ln1.w", 1, C, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
-    b.ln1_b = pt__param2(ctx, name, ".ln1.b", 1, C, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
-    snprintf(n, sizeof n, "%s.attn", name);
-    b.attn = pt__linear_col(ctx, "pt_block_new", n, C, 3 * C, 3, 1, std);
-    snprintf(n, sizeof n, "%s.attn_proj", name);
-    b.attn_proj = pt_linear_row_new(ctx, n, C, C, 1, pstd);
-    b.ln2_w = pt__param2(ctx, name, ".ln2.w", 1, C, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
-    b.ln2_b = pt__param2(ctx, name, ".ln2.b", 1, C, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
-    snprintf(n, sizeof n, "%s.mlp.fc", name);
-    b.mlp.fc = pt_linear_col_new(ctx, n, C, 4 * C, 1, std);
-    snprintf(n, sizeof n, "%s.mlp.proj", name);
-    b.mlp.proj = pt_linear_row_new(ctx, n, 4 * C, C, 1, pstd);
-    b.mlp.gelu = 1;
-    return b;
-}
-/* the attention half: pt_tp_copy before the qkv linear, one allreduce in attn_proj */
-static pt_tensor *pt__attn_tp_fwd(pt_graph *g, const pt_block *b, pt_tensor *h, int n_head) {
-    int tp = pt_tp_size(g->ctx);
-    if (n_head < 1 || n_head % tp)
-        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_block_fwd: heads=%d does not split evenly over tp=%d", n_head, tp);
-    h = pt_linear_col_fwd(g, &b->attn, h);
-    h = pt_attention(g, h, n_head / tp);
-    return pt_linear_row_fwd(g, &b->attn_proj, h);
-}
-
-/* =================================================================================================
-   >>pipeline  pipeline schedules as data: GPipe, 1F1B, interleaved 1F1B, forward-only; a checker,
+   pipeline schedules as data: GPipe, 1F1B, interleaved 1F1B, forward-only; a checker,
    an event simulation and a timeline table
    =================================================================================================
    A schedule is built in two steps: first the order of the compute operations on each rank (a list
@@ -11385,8 +12342,15 @@ PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file) {
     PT_FREE(start);
 }
 
+// >>pprun  pipeline execution over MPI
+/* Owns: pt_pp (stages of this rank, graphs in flight, activation and gradient transfers), stage
+   balancing
+   Invariants: a checked schedule is executed instruction by instruction; the bubble is measured,
+   not assumed
+   Entry points: pt_pp_new pt_pp_step pt_pp_eval pt_pp_split pt_pp_set_dp pt_pp_stats_get; the
+   schedule interpreter: pt__pp_exec */
 /* =================================================================================================
-   >>pprun  pipeline execution over MPI: one graph per (micro-batch, stage) in flight, transfers with
+   pipeline execution over MPI: one graph per (micro-batch, stage) in flight, transfers with
    a shape header, tied parameters summed between the first and last pipeline ranks
    =================================================================================================
    Every transfer is two messages on the PP communicator: a header of 8 int64 (ndim, 4 sizes, an
@@ -11812,7 +12776,7 @@ static float pt__pp_exec(pt_pp *pp, const pt_pp_schedule *s, int train, float sc
     pt_ctx *ctx = pp->ctx;
     const pt_pp_instr *prog = pt_pp_schedule_instrs(s, pp->rank);
     int count = pt_pp_schedule_count(s, pp->rank), nst = pp->p * pp->v, i, k;
-    double t0 = pt_time(), t, t1, idle = t0; /* idle: end of the last computation (>>trace: the bubble since) */
+    double t0 = pt_time(), t, t1, idle = t0; /* idle: end of the last computation (trace: the bubble since) */
     float loss = 0.0f;
     pp->failed = ctx->status != PT_OK;
     pp->stats.fwd_s = pp->stats.bwd_s = 0.0;
@@ -12093,8 +13057,15 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
     return PT_OK;
 }
 
+// >>data  token shards, the streaming loader, the byte-level BPE tokenizer
+/* Owns: shard files (llm.c and ptrain layouts), pt_loader (memory-mapped, shuffled per epoch,
+   prefetched), pt_tokenizer
+   Invariants: every file is validated on open; the loader's state continues the stream exactly,
+   also on another DP size
+   Entry points: pt_shard_write pt_loader_new pt_loader_next pt_loader_register pt_tokenizer_train
+   pt_tokenizer_load_dir */
 /* =================================================================================================
-   >>data  token shards (llm.c and ptrain layouts), the memory-mapped streaming loader with a
+   token shards (llm.c and ptrain layouts), the memory-mapped streaming loader with a
    prefetch thread (token windows, or IDX records + labels), its resumable state, the BPE tokenizer
    Order of an epoch: the shards in a permuted order (a keyed Feistel permutation of their indices,
    seeded by (seed, epoch)), and inside each shard its windows in a permuted order (keyed by (seed,
@@ -12921,7 +13892,7 @@ static pt_status pt__data_take(pt_loader *L, int kind, const char *fn, void *xa,
     L->stats.last_wait_s = pt_time() - t0;
     L->stats.wait_s += L->stats.last_wait_s;
     L->stats.batches++;
-    if (L->ctx && L->ctx->trace) pt_trace_event(L->ctx, PT_TRACE_DATA, "data", t0, t0 + L->stats.last_wait_s, -1, -1); /* >>trace */
+    if (L->ctx && L->ctx->trace) pt_trace_event(L->ctx, PT_TRACE_DATA, "data", t0, t0 + L->stats.last_wait_s, -1, -1); /* trace */
     return PT_OK;
 }
 
@@ -13350,9 +14321,16 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
     return pt_tokenizer_load(ctx, path);
 }
 
+// >>ckpt  checkpoints
+/* Owns: checkpoint directories (manifest + one data file per rank), the background writer, export
+   and import
+   Invariants: written to a temporary name, fsynced, renamed, then latest; nothing committed is lost
+   by a failed save
+   Entry points: pt_ckpt_save pt_ckpt_poll pt_ckpt_load pt_ckpt_verify pt_ckpt_export
+   pt_safetensors_load */
 /* =================================================================================================
-   >>ckpt  checkpoints: CRC32C, the manifest, save (synchronous or asynchronous), load with fallback to the previous one
-   Layout and protocol: see the declarations (>>api). The manifest is text, one record a line, the
+   checkpoints: CRC32C, the manifest, save (synchronous or asynchronous), load with fallback to the previous one
+   Layout and protocol: see the declarations (see api). The manifest is text, one record a line, the
    first word its kind, then key=value fields:
        ptrain-checkpoint version=1
        step value=K
@@ -13382,100 +14360,6 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
 #include <sys/stat.h>
 #define PT__CKPT_POSIX 1
 #endif
-
-static uint32_t pt__crc_tab[8][256];
-static volatile int pt__crc_ready;
-static void pt__crc_init(void) {
-    uint32_t i, c;
-    int k;
-    for (i = 0; i < 256; i++) {
-        for (c = i, k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        pt__crc_tab[0][i] = c;
-    }
-    for (i = 0; i < 256; i++)
-        for (k = 1; k < 8; k++) pt__crc_tab[k][i] = (pt__crc_tab[k - 1][i] >> 8) ^ pt__crc_tab[0][pt__crc_tab[k - 1][i] & 0xff];
-    pt__crc_ready = 1; /* every thread computes the same tables: a race writes equal values */
-}
-static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2);
-#if PT__GEMM_X86
-/* SSE4.2's crc32 instruction computes CRC32C. It has a latency of 3 cycles and issues one per
-   cycle, so a long buffer runs as three independent streams over its thirds, joined by
-   pt__crc32c_combine (a few microseconds, paid only above 64 KiB). */
-__attribute__((target("sse4.2"))) static uint32_t pt__crc32c_hw1(uint32_t c, const unsigned char *p, size_t n) {
-    uint64_t c64 = c;
-    for (; n >= 8; p += 8, n -= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c64 = _mm_crc32_u64(c64, v);
-    }
-    c = (uint32_t)c64;
-    while (n--) c = _mm_crc32_u8(c, *p++);
-    return c;
-}
-__attribute__((target("sse4.2"))) static uint32_t pt__crc32c_hw(uint32_t crc, const unsigned char *p, size_t n) {
-    uint32_t c = ~crc;
-    if (n >= ((size_t)64 << 10)) {
-        size_t third = (n / 3) & ~(size_t)7, i;
-        const unsigned char *q = p + third, *r = p + 2 * third;
-        uint64_t a = c, b = 0xffffffffu, d = 0xffffffffu;
-        for (i = 0; i < third; i += 8) {
-            uint64_t x, y, z;
-            memcpy(&x, p + i, 8), memcpy(&y, q + i, 8), memcpy(&z, r + i, 8);
-            a = _mm_crc32_u64(a, x), b = _mm_crc32_u64(b, y), d = _mm_crc32_u64(d, z);
-        }
-        /* streams two and three started from an all-ones register, i.e. they are the plain CRCs of
-           their thirds; stream one continues crc */
-        c = pt__crc32c_combine(pt__crc32c_combine(~(uint32_t)a, ~(uint32_t)b, (int64_t)third), ~(uint32_t)d, (int64_t)third);
-        return ~pt__crc32c_hw1(~c, r + third, n - 3 * third); /* the tail continues the joined CRC */
-    }
-    return ~pt__crc32c_hw1(c, p, n);
-}
-static int pt__crc_hw = -1; /* SSE4.2 present: decided once (a race writes the same value); tests set 0 */
-#endif
-PTDEF uint32_t pt_crc32c(uint32_t crc, const void *data, size_t n) {
-    const unsigned char *p = (const unsigned char *)data;
-#if PT__GEMM_X86
-    if (pt__crc_hw < 0) {
-        __builtin_cpu_init();
-        pt__crc_hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-    }
-    if (pt__crc_hw) return pt__crc32c_hw(crc, p, n);
-#endif
-    if (!pt__crc_ready) pt__crc_init();
-    crc = ~crc;
-    for (; n >= 8; p += 8, n -= 8) { /* slicing by 8 */
-        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-        crc = pt__crc_tab[7][lo & 0xff] ^ pt__crc_tab[6][(lo >> 8) & 0xff] ^ pt__crc_tab[5][(lo >> 16) & 0xff] ^ pt__crc_tab[4][lo >> 24] ^
-              pt__crc_tab[3][hi & 0xff] ^ pt__crc_tab[2][(hi >> 8) & 0xff] ^ pt__crc_tab[1][(hi >> 16) & 0xff] ^ pt__crc_tab[0][hi >> 24];
-    }
-    while (n--) crc = pt__crc_tab[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
-    return ~crc;
-}
-
-/* CRC32C of A|B from crc(A), crc(B) and |B| (zlib's crc32_combine with the Castagnoli polynomial):
-   appending |B| zero bytes to A multiplies its CRC by x^(8|B|) modulo the polynomial (bit-reflected
-   arithmetic over GF(2)); x^(8|B|) comes from repeated squaring, ~2 log2(8|B|) products of 32 steps.
-   A save combines the file CRC from its pieces' CRCs, so it hashes each byte once. */
-static uint32_t pt__crc_mulmod(uint32_t a, uint32_t b) {
-    uint32_t m = 1u << 31, p = 0;
-    for (;;) {
-        if (a & m) {
-            p ^= b;
-            if ((a & (m - 1)) == 0) break;
-        }
-        m >>= 1;
-        b = b & 1 ? (b >> 1) ^ 0x82F63B78u : b >> 1;
-    }
-    return p;
-}
-static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2) {
-    uint32_t xp = 1u << 31, sq = 1u << 23; /* x^0, and x^8 (one zero byte) */
-    if (len2 <= 0) return crc1;
-    for (; len2; len2 >>= 1, sq = pt__crc_mulmod(sq, sq))
-        if (len2 & 1) xp = pt__crc_mulmod(sq, xp);
-    return pt__crc_mulmod(xp, crc1) ^ crc2;
-}
 
 #ifdef PT__CKPT_POSIX
 enum { PT__CK_PARAM = 0, PT__CK_M, PT__CK_V };
@@ -13836,7 +14720,7 @@ typedef struct pt__ck_piece {
     int hashed;
 } pt__ck_piece;
 /* the save of this rank that is being written or was written last (ctx->ckpt) */
-#define PT__CK_TRACE_TID 16 /* the trace track of the asynchronous writer (after the non-blocking lanes of >>trace) */
+#define PT__CK_TRACE_TID 16 /* the trace track of the asynchronous writer (after the non-blocking lanes of trace) */
 typedef struct pt__ck_job {
     char dir[912], tmp[960], path[1024]; /* dir: at most 900 characters */
     int64_t step, limit, delay_ms; /* limit: PTRAIN_CKPT_FAIL, -1 = none; delay: PTRAIN_CKPT_DELAY_MS */
@@ -14228,7 +15112,7 @@ static pt_status pt__ck_finish(pt_ctx *ctx, pt__ck_job *j) {
     } else ok = 0;
     PT_FREE(all.s);
     j->st.commit_s = pt_time() - t1;
-    if (threaded && ctx->trace) { /* >>trace: the writer's interval on its own track, the commit on the main one */
+    if (threaded && ctx->trace) { /* trace: the writer's interval on its own track, the commit on the main one */
         pt_trace_rec tr;
         memset(&tr, 0, sizeof tr);
         tr.cat = PT_TRACE_CKPT, tr.tid = PT__CK_TRACE_TID, tr.name = "ckpt_write", tr.t0 = j->w0, tr.t1 = j->w1;
@@ -14245,6 +15129,7 @@ static pt_status pt__ck_finish(pt_ctx *ctx, pt__ck_job *j) {
     return PT_OK;
 }
 
+static void pt__ck_release(pt_ctx *ctx); /* below: joins the writer, frees the snapshot */
 PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t step, const pt_ckpt_opts *opts) {
     const pt_dist *d;
     char err[PT__ERRLEN], tmp[960];
@@ -14268,6 +15153,7 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "%s", err), PT_ERR_ARG);
     if (!ctx->ckpt && (ctx->ckpt = (pt__ck_job *)PT_MALLOC(sizeof *ctx->ckpt)) != NULL) {
         memset(ctx->ckpt, 0, sizeof *ctx->ckpt);
+        pt__at_shutdown(ctx, pt__ck_release); /* joins a writer still running */
 #ifdef PT__CK_THREADS
         pthread_mutex_init(&ctx->ckpt->mu, NULL);
 #endif
@@ -14308,14 +15194,14 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
 #ifdef PT__CK_THREADS
     j->written = 0;
     if (j->async && (j->writer_on = pthread_create(&j->writer, NULL, pt__ck_writer_main, j) == 0)) {
-        if (ctx->trace) pt_trace_event(ctx, PT_TRACE_CKPT, "ckpt", t0, pt_time(), -1, -1); /* >>trace: the blocking part */
+        if (ctx->trace) pt_trace_event(ctx, PT_TRACE_CKPT, "ckpt", t0, pt_time(), -1, -1); /* trace: the blocking part */
         return PT_OK;
     }
 #endif
     pt__ck_write_file(j);
     {
         pt_status st = pt__ck_finish(ctx, j);
-        if (ctx->trace) pt_trace_event(ctx, PT_TRACE_CKPT, "ckpt", t0, pt_time(), -1, -1); /* >>trace */
+        if (ctx->trace) pt_trace_event(ctx, PT_TRACE_CKPT, "ckpt", t0, pt_time(), -1, -1); /* trace */
         return st;
     }
 }
@@ -14727,7 +15613,6 @@ PTDEF pt_ckpt_stats pt_ckpt_stats_get(const pt_ctx *ctx) {
     s.step = -1;
     return s;
 }
-static void pt__ck_release(pt_ctx *ctx) { (void)ctx; }
 PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t *step_out) {
     (void)o, (void)path;
     if (step_out) *step_out = -1;
@@ -14740,7 +15625,7 @@ PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
 }
 #endif /* PT__CKPT_POSIX */
 
-/* ---- inspection, safetensors export and import (>>ckpt) ---------------------------------------
+/* ---- inspection, safetensors export and import (see ckpt) ---------------------------------------
    safetensors: 8 bytes little-endian u64 N, N bytes of UTF-8 JSON {"<name>": {"dtype": "F32",
    "shape": [..], "data_offsets": [begin, end]}, ..., "__metadata__": {string: string}}, then the
    data, little-endian row-major, offsets relative to its start. The export pads N with spaces to a
@@ -15570,435 +16455,16 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
 }
 #endif /* PT__CKPT_POSIX */
 
+// >>monitor  per-step metrics aggregated over the ranks, the JSON-lines log, the progress line
+/* Owns: pt_monitor (one allgather of a fixed vector per step), the log file, the progress line
+   Invariants: every rank gets the same aggregate; rank 0 writes
+   Entry points: pt_monitor_new pt_monitor_step_end pt_monitor_event pt_monitor_ckpt_save
+   pt_monitor_free */
 /* =================================================================================================
-   >>trace  Chrome trace-event timelines per rank (buffer, hooks' entry points, gather, JSON writer)
-   and the per-op profile
-   The hooks elsewhere, each one branch when off: >>dist (pt__coll_begin / pt__coll_end: every MPI
-   call), >>pprun (forward / backward of each micro-batch and chunk, the bubble between them), >>dp
-   (pt_dp_finish's wait), >>autograd (an op's tape record and each node's backward: the profile),
-   >>tensor (pt__new opens an op's forward time). An event is kept in pt_time() seconds and turned
-   into microseconds since the agreed start when the file is written.
-   ================================================================================================= */
-#define PT__TRACE_NAME 32
-#define PT__TRACE_LANES 8 /* tracks for non-blocking calls in flight at once (tid 1..) */
-typedef struct pt__trace_ev {
-    double t0, t1;
-    int64_t step, mb, bytes;
-    int32_t chunk, cat, tid, comm;
-    char name[PT__TRACE_NAME];
-} pt__trace_ev;
-struct pt__trace {
-    pt_dist *d; /* the world of pt_trace_start (NULL: one rank) */
-    char *path;
-    pt__trace_ev *ev;
-    int64_t n, cap, max, dropped;
-    int64_t step, mb; /* pt_trace_step; the micro-batch the pipeline runs now (-1: none) */
-    int32_t chunk;
-    double base;                  /* pt_time() right after the start barrier */
-    double coll_t0[PT_COLL_RING]; /* at pt__coll_begin, by record slot: pt_time(), micro-batch, chunk */
-    int64_t coll_mb[PT_COLL_RING];
-    int32_t coll_chunk[PT_COLL_RING];
-};
-static const char *const pt__trace_cats[PT_TRACE_CAT_COUNT] = {"forward", "backward", "comm", "sendrecv", "bubble",
-                                                               "data",    "ckpt",     "optim", "step"};
-static const char *const pt__trace_comms[PT_COMM_DP_CROSS + 1] = {"world", "tp", "pp", "dp", "node", "cross", "dp_node", "dp_cross"};
-
-static void pt__trace_put(struct pt__trace *tr, int cat, const char *name, double t0, double t1, int64_t step, int64_t mb,
-                          int32_t chunk, int32_t comm, int64_t bytes, int32_t tid) {
-    pt__trace_ev *e;
-    int i;
-    if (tr->n == tr->cap) {
-        int64_t cap = PT__MIN(tr->max, tr->cap ? 2 * tr->cap : 4096);
-        pt__trace_ev *ne = cap > tr->cap ? (pt__trace_ev *)PT_REALLOC(tr->ev, sizeof *ne * (size_t)cap) : NULL;
-        if (!ne) {
-            tr->dropped++;
-            return;
-        }
-        tr->ev = ne, tr->cap = cap;
-    }
-    e = &tr->ev[tr->n++];
-    e->t0 = t0, e->t1 = t1 < t0 ? t0 : t1;
-    e->step = step < 0 ? tr->step : step, e->mb = mb < 0 ? -1 : mb, e->bytes = bytes;
-    e->chunk = chunk < 0 ? -1 : chunk, e->cat = cat, e->tid = tid < 0 ? 0 : tid;
-    e->comm = comm >= 0 && comm <= PT_COMM_DP_CROSS ? comm : -1;
-    for (i = 0; name && name[i] && i < PT__TRACE_NAME - 1; i++) /* no quoting needed in the file */
-        e->name[i] = name[i] == '"' || name[i] == '\\' || (unsigned char)name[i] < 0x20 ? '_' : name[i];
-    e->name[i] = 0;
-}
-
-PTDEF int pt_trace_on(const pt_ctx *ctx) { return ctx && ctx->trace; }
-PTDEF void pt_trace_step(pt_ctx *ctx, int64_t step) {
-    if (ctx && ctx->trace) ctx->trace->step = step;
-}
-PTDEF void pt_trace_event(pt_ctx *ctx, int cat, const char *name, double t0, double t1, int64_t step, int64_t mb) {
-    if (!ctx || !ctx->trace || cat < 0 || cat >= PT_TRACE_CAT_COUNT) return;
-    pt__trace_put(ctx->trace, cat, name ? name : pt__trace_cats[cat], t0, t1, step, mb, -1, -1, 0, 0);
-}
-PTDEF void pt_trace_add(pt_ctx *ctx, const pt_trace_rec *r) {
-    if (!ctx || !ctx->trace || !r || r->cat < 0 || r->cat >= PT_TRACE_CAT_COUNT) return;
-    pt__trace_put(ctx->trace, r->cat, r->name ? r->name : pt__trace_cats[r->cat], r->t0, r->t1, r->step, r->mb, r->chunk, r->comm,
-                  r->bytes, r->tid);
-}
-PTDEF int64_t pt_trace_count(const pt_ctx *ctx, int64_t *dropped) {
-    const struct pt__trace *tr = ctx ? ctx->trace : NULL;
-    if (dropped) *dropped = tr ? tr->dropped : 0;
-    return tr ? tr->n : 0;
-}
-
-/* >>pprun: the micro-batch and chunk the next communication events belong to (-1: none) */
-static void pt__trace_at(pt_ctx *ctx, int64_t mb, int chunk) {
-    ctx->trace->mb = mb, ctx->trace->chunk = chunk;
-}
-/* >>pprun: a computation [t0, t1] of a pipeline step, after the bubble since *idle (the end of the
-   previous one, or the step's start); *idle becomes t1 */
-static void pt__trace_compute(pt_ctx *ctx, int cat, double *idle, double t0, double t1, int64_t mb, int chunk) {
-    struct pt__trace *tr = ctx->trace;
-    if (t0 > *idle) pt__trace_put(tr, PT_TRACE_BUBBLE, "bubble", *idle, t0, -1, -1, -1, -1, 0, 0);
-    if (cat >= 0) pt__trace_put(tr, cat, pt__trace_cats[cat], t0, t1, -1, mb, chunk, -1, 0, 0);
-    *idle = t1;
-}
-#ifdef PTRAIN_MPI
-/* >>dp: a span ending now */
-static void pt__trace_span(pt_ctx *ctx, int cat, const char *name, double t0, int comm) {
-    pt__trace_put(ctx->trace, cat, name, t0, pt_time(), -1, -1, -1, comm, 0, 0);
-}
-/* >>dist: record s starts; record r (a copy) ended */
-static void pt__trace_coll_begin(struct pt__trace *tr, uint64_t s) {
-    size_t k = (size_t)((s - 1) % PT_COLL_RING);
-    tr->coll_t0[k] = pt_time(), tr->coll_mb[k] = tr->mb, tr->coll_chunk[k] = tr->chunk;
-}
-static void pt__trace_coll_end(struct pt__trace *tr, const pt_coll_record *r) {
-    static const int size[PT_COLL_DTYPE_COUNT] = {1, 1, 4, 8, 4, 8, 2};
-    int op = r->op, p2p = op == PT_COLL_SEND || op == PT_COLL_RECV || op == PT_COLL_ISEND || op == PT_COLL_IRECV;
-    int async = op == PT_COLL_IALLREDUCE || op == PT_COLL_IREDUCE_SCATTER || op == PT_COLL_ISEND || op == PT_COLL_IRECV ||
-                op == PT_COLL_IALLGATHERV;
-    int64_t bytes = r->count * (r->dtype >= 0 && r->dtype < PT_COLL_DTYPE_COUNT ? size[r->dtype] : 1);
-    size_t k = (size_t)((r->seq - 1) % PT_COLL_RING);
-    pt__trace_put(tr, p2p ? PT_TRACE_SENDRECV : PT_TRACE_COMM, pt__coll_op_name(op), tr->coll_t0[k], pt_time(), -1, tr->coll_mb[k],
-                  tr->coll_chunk[k], r->comm, bytes, async ? 1 : 0);
-}
-#endif
-
-PTDEF pt_status pt_trace_start(pt_ctx *ctx, const pt_dist *d, const char *path, int64_t max_events) {
-    struct pt__trace *tr = NULL;
-    char msg[512] = "";
-    int ok = 1, rank = d ? pt_dist_rank(d) : 0;
-    pt_status why = PT_ERR_ARG;
-    if (!ctx) return PT_ERR_ARG;
-    if (ctx->trace) pt__msg(msg, sizeof msg, "pt_trace_start: already recording a timeline (call pt_trace_finish first)"), ok = 0, why = PT_ERR_STATE;
-    else if (max_events < 0) pt__msg(msg, sizeof msg, "pt_trace_start: max_events is %lld, expected >= 0 (0 = 1000000)", (long long)max_events), ok = 0;
-    else if (rank == 0 && (!path || !*path)) pt__msg(msg, sizeof msg, "pt_trace_start: no file name (path) on rank 0"), ok = 0;
-    if (ok) {
-        tr = (struct pt__trace *)PT_MALLOC(sizeof *tr);
-        if (tr) memset(tr, 0, sizeof *tr);
-        if (tr && path && !(tr->path = (char *)PT_MALLOC(strlen(path) + 1))) PT_FREE(tr), tr = NULL;
-        if (!tr) pt__msg(msg, sizeof msg, "pt_trace_start: out of memory"), ok = 0, why = PT_ERR_OOM;
-        else if (path) memcpy(tr->path, path, strlen(path) + 1);
-    }
-#ifdef PTRAIN_MPI
-    if (d && d->size > 1) {
-        ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
-        if (!ok) /* the status follows the agreed message, so every rank returns the same */
-            why = strstr(msg, "out of memory") ? PT_ERR_OOM : strstr(msg, "already recording") ? PT_ERR_STATE : PT_ERR_ARG;
-        if (ok) { /* one time base: every rank reads its clock right after leaving the same barrier */
-            uint64_t s = pt__coll_begin(d, PT_COLL_BARRIER, PT_COMM_WORLD, 0, PT_COLL_BYTE, -1);
-            pt__coll_end(d, s, s ? MPI_Barrier(d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED);
-        }
-    }
-#endif
-    if (!ok) {
-        if (tr) PT_FREE(tr->path);
-        PT_FREE(tr);
-        return (pt_status)(pt__fail(ctx, why, "%s", msg), why);
-    }
-    tr->base = pt_time();
-    tr->max = max_events ? max_events : 1000000;
-    tr->step = 0, tr->mb = -1, tr->chunk = -1;
-    tr->d = (pt_dist *)d;
-    if (tr->d) tr->d->trace = tr;
-    ctx->trace = tr;
-    return PT_OK;
-}
-
-static void pt__trace_free(pt_ctx *ctx) {
-    struct pt__trace *tr = ctx->trace;
-    if (!tr) return;
-    if (tr->d) tr->d->trace = NULL;
-    ctx->trace = NULL;
-    PT_FREE(tr->ev);
-    PT_FREE(tr->path);
-    PT_FREE(tr);
-}
-
-static int pt__trace_by_start(const void *a, const void *b) {
-    double x = (*(pt__trace_ev *const *)a)->t0, y = (*(pt__trace_ev *const *)b)->t0;
-    return x < y ? -1 : x > y;
-}
-/* the non-blocking calls (tid 1 for now) onto tracks 1..PT__TRACE_LANES, each free when it starts
-   (the least busy one if none is); returns the tracks used */
-static int pt__trace_lanes(struct pt__trace *tr) {
-    pt__trace_ev **a;
-    double end[PT__TRACE_LANES];
-    int64_t i, n = 0;
-    int k, used = 0;
-    for (i = 0; i < tr->n; i++) n += tr->ev[i].tid == 1;
-    if (!n || !(a = (pt__trace_ev **)PT_MALLOC(sizeof *a * (size_t)n))) return n ? 1 : 0;
-    for (i = 0, n = 0; i < tr->n; i++)
-        if (tr->ev[i].tid == 1) a[n++] = &tr->ev[i];
-    qsort(a, (size_t)n, sizeof *a, pt__trace_by_start);
-    for (k = 0; k < PT__TRACE_LANES; k++) end[k] = -HUGE_VAL;
-    for (i = 0; i < n; i++) {
-        int best = 0;
-        for (k = 0; k < PT__TRACE_LANES; k++)
-            if (end[k] <= a[i]->t0 || end[k] < end[best]) {
-                best = k;
-                if (end[k] <= a[i]->t0) break;
-            }
-        end[best] = a[i]->t1;
-        a[i]->tid = 1 + best;
-        used = PT__MAX(used, best + 1);
-    }
-    PT_FREE(a);
-    return used;
-}
-
-/* this rank's metadata and events, each as ",\n{...}" */
-static void pt__trace_text_of(struct pt__trace *tr, pt__sb *b) {
-    int rank = tr->d ? tr->d->rank : 0, lanes = pt__trace_lanes(tr), k;
-    pt_coords c;
-    int64_t i;
-    c.dp = c.tp = c.pp = 0;
-    if (tr->d) c = tr->d->coords;
-    pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"rank %d (dp %d tp %d pp %d)\"}}", rank, rank,
-               c.dp, c.tp, c.pp);
-    pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%d,\"tid\":0,\"args\":{\"sort_index\":%d}}", rank, rank);
-    if (tr->dropped)
-        pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":%d,\"tid\":0,\"args\":{\"labels\":\"%lld events dropped\"}}", rank,
-                   (long long)tr->dropped);
-    for (k = 0; k <= lanes; k++) {
-        pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s%.0d\"}}", rank, k,
-                   k ? "non-blocking comm " : "main", k);
-        pt__sb_add(b, ",\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}", rank, k, k);
-    }
-    for (i = 0; i < tr->n; i++) {
-        const pt__trace_ev *e = &tr->ev[i];
-        pt__sb_add(b, ",\n{\"name\":");
-        pt__sb_json_str(b, e->name);
-        pt__sb_add(b, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,\"args\":{\"step\":%lld", pt__trace_cats[e->cat],
-                   (e->t0 - tr->base) * 1e6, (e->t1 - e->t0) * 1e6, rank, (int)e->tid, (long long)e->step);
-        if (e->mb >= 0) pt__sb_add(b, ",\"mb\":%lld", (long long)e->mb);
-        if (e->chunk >= 0) pt__sb_add(b, ",\"chunk\":%d", (int)e->chunk);
-        if (e->comm >= 0) pt__sb_add(b, ",\"comm\":\"%s\"", pt__trace_comms[e->comm]);
-        if (e->bytes > 0 || e->comm >= 0) pt__sb_add(b, ",\"bytes\":%lld", (long long)e->bytes);
-        pt__sb_add(b, "}}");
-    }
-}
-
-PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
-    struct pt__trace *tr;
-    pt_dist *d;
-    pt__sb b;
-    char msg[512] = "", *tmp = NULL;
-    FILE *f = NULL;
-    int ok = 1, rank = 0, size = 1, r;
-    int64_t total_dropped, *dropped = NULL;
-    if (!ctx) return PT_ERR_ARG;
-    if (!(tr = ctx->trace)) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_trace_finish: not recording (pt_trace_start first)"), PT_ERR_STATE);
-    d = tr->d;
-    ctx->trace = NULL; /* nothing more is recorded, the gather included */
-    if (d) d->trace = NULL, rank = d->rank, size = d->size;
-    memset(&b, 0, sizeof b);
-    pt__trace_text_of(tr, &b);
-    total_dropped = tr->dropped;
-    if (b.oom) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory formatting %lld events on rank %d", (long long)tr->n, rank), ok = 0;
-    if (ok && rank == 0) {
-        size_t L = strlen(tr->path);
-        dropped = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)size);
-        tmp = (char *)PT_MALLOC(L + 5);
-        if (!dropped || !tmp) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory"), ok = 0;
-        else {
-            memcpy(tmp, tr->path, L), memcpy(tmp + L, ".tmp", 5);
-            dropped[0] = tr->dropped;
-            if (!(f = fopen(tmp, "wb"))) pt__msg(msg, sizeof msg, "pt_trace_finish: cannot open %s for writing", tmp), ok = 0;
-            else ok = fputs("{\"traceEvents\":[", f) >= 0 && fwrite(b.s + 2, 1, b.n - 2, f) == b.n - 2; /* the first entry without ",\n" */
-            if (f && !ok) pt__msg(msg, sizeof msg, "pt_trace_finish: writing %s failed", tmp);
-        }
-    }
-#ifdef PTRAIN_MPI
-    if (d && size > 1) {
-        const size_t chunk = (size_t)64 << 20;
-        MPI_Comm w = d->comm[PT_COMM_WORLD];
-        char *buf = NULL;
-        int go;
-        if (rank == 0 && ok && !(buf = (char *)PT_MALLOC(chunk))) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory"), ok = 0;
-        go = ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
-        for (r = 1; go && r < size; r++) { /* rank r sends (length, dropped) then its text; rank 0 appends it (all of
-                                              it, even after a failed write: no sender is left waiting) */
-            int64_t h[2];
-            size_t off;
-            int bad = 0, rc;
-            uint64_t s;
-            if (rank != r && rank != 0) continue;
-            h[0] = (int64_t)b.n, h[1] = tr->dropped;
-            s = pt__coll_begin(d, rank ? PT_COLL_SEND : PT_COLL_RECV, PT_COMM_WORLD, 2, PT_COLL_I64, rank ? 0 : r);
-            rc = pt__coll_end(d, s, !s ? PT__COLL_REFUSED : rank ? MPI_Send(h, 2, MPI_INT64_T, 0, 91, w) : MPI_Recv(h, 2, MPI_INT64_T, r, 91, w, MPI_STATUS_IGNORE));
-            if (rank == 0) dropped[r] = h[1], total_dropped += h[1];
-            for (off = 0; rc == MPI_SUCCESS && off < (size_t)h[0]; off += chunk) {
-                int n = (int)PT__MIN(chunk, (size_t)h[0] - off);
-                s = pt__coll_begin(d, rank ? PT_COLL_SEND : PT_COLL_RECV, PT_COMM_WORLD, n, PT_COLL_CHAR, rank ? 0 : r);
-                rc = pt__coll_end(d, s, !s ? PT__COLL_REFUSED : rank ? MPI_Send(b.s + off, n, MPI_CHAR, 0, 92, w) : MPI_Recv(buf, n, MPI_CHAR, r, 92, w, MPI_STATUS_IGNORE));
-                if (rank == 0 && rc == MPI_SUCCESS && ok && !bad && fwrite(buf, 1, (size_t)n, f) != (size_t)n) bad = 1;
-            }
-            if (!ok) continue;
-            if (rc != MPI_SUCCESS) pt__msg(msg, sizeof msg, "pt_trace_finish: gathering rank %d's events failed: %s", r, pt__coll_why(d, rc)), ok = 0;
-            else if (bad) pt__msg(msg, sizeof msg, "pt_trace_finish: writing rank %d's events to %s failed", r, tmp), ok = 0;
-        }
-        PT_FREE(buf);
-    }
-#endif
-    if (f) {
-        if (ok) {
-            fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"clock\":\"pt_time() minus each rank's reading after a start barrier\","
-                       "\"ranks\":%d,\"max_events_per_rank\":%lld,\"dropped_events\":%lld,\"dropped_per_rank\":[", size, (long long)tr->max,
-                    (long long)total_dropped);
-            for (r = 0; r < size; r++) fprintf(f, "%s%lld", r ? "," : "", (long long)dropped[r]);
-            fprintf(f, "]}}\n");
-        }
-        if ((ferror(f) || fclose(f) != 0) && ok) pt__msg(msg, sizeof msg, "pt_trace_finish: writing %s failed", tmp), ok = 0;
-        if (ok && rename(tmp, tr->path) != 0) pt__msg(msg, sizeof msg, "pt_trace_finish: cannot rename %s to %s", tmp, tr->path), ok = 0;
-        if (!ok) remove(tmp);
-    }
-#ifdef PTRAIN_MPI
-    if (d && size > 1) ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
-#else
-    (void)r, (void)size;
-#endif
-    PT_FREE(b.s);
-    PT_FREE(tmp);
-    PT_FREE(dropped);
-    ctx->trace = tr;
-    pt__trace_free(ctx);
-    if (!ok) return (pt_status)(pt__fail(ctx, strstr(msg, "memory") ? PT_ERR_OOM : PT_ERR_IO, "%s", msg), ctx->status);
-    return PT_OK;
-}
-
-/* ---- the per-op profile ---------------------------------------------------------------------- */
-#define PT__PROF_OPS 64
-struct pt__prof {
-    pt_profile_entry e[PT__PROF_OPS];
-    int n;
-};
-static pt_profile_entry *pt__prof_entry(struct pt__prof *p, const char *op) {
-    int i;
-    for (i = 0; i < p->n; i++)
-        if (p->e[i].op == op || !strcmp(p->e[i].op, op)) return &p->e[i];
-    if (p->n == PT__PROF_OPS) return p->e[PT__PROF_OPS - 1].op = "(other ops)", &p->e[PT__PROF_OPS - 1];
-    memset(&p->e[p->n], 0, sizeof p->e[0]);
-    p->e[p->n].op = op; /* op names are string literals */
-    return &p->e[p->n++];
-}
-static int pt__prof_needs(const pt_tensor *t) { return t && (t->flags & PT_TENSOR_REQUIRES_GRAD) ? 1 : 0; }
-static double pt__prof_bytes(const pt_tensor *t) { return t ? (double)pt_numel(t) * (double)pt_dtype_size(t->dtype) : 0.0; }
-/* FLOPs of an op's forward (bwd 0) or backward (bwd 1) from its shapes (see >>api, >>trace) */
-static double pt__prof_flops(const char *op, const pt_tensor *out, int nin, pt_tensor *const *ins, int bwd) {
-    double no = (double)pt_numel(out), f, extra = 0.0;
-    int j, per = 0;
-    if (!strcmp(op, "pt_matmul") && nin >= 2 && ins[0] && ins[1] && no > 0) {
-        f = 2.0 * (double)pt_numel(ins[0]) * (double)out->shape[out->ndim - 1]; /* 2 * (batch M K) * N */
-        per = 2;
-    } else if (!strcmp(op, "pt_linear") && nin >= 2 && ins[1] && ins[1]->ndim == 2) {
-        f = 2.0 * no * (double)ins[1]->shape[1];
-        per = 2;
-        if (nin > 2 && ins[2]) extra = bwd ? pt__prof_needs(ins[2]) * no : no;
-    } else if (!strcmp(op, "pt_conv2d") && nin >= 2 && ins[1] && ins[1]->shape[0] > 0) {
-        f = 2.0 * no * (double)pt_numel(ins[1]) / (double)ins[1]->shape[0];
-        per = 2;
-        if (nin > 2 && ins[2]) extra = bwd ? pt__prof_needs(ins[2]) * no : no;
-    } else if (!strcmp(op, "pt_attention") && out->ndim == 3) {
-        f = 2.0 * no * (double)out->shape[1];
-        return bwd ? 2.5 * f : f;
-    } else {
-        f = no;
-        per = nin;
-    }
-    if (!bwd) return f + extra;
-    for (j = 0, no = 0.0; j < per && j < nin; j++) no += pt__prof_needs(ins[j]) * f;
-    return no + extra;
-}
-/* >>autograd: op recorded out from ins (its kernels ran since g->prof_t0) */
-static void pt__prof_fwd(pt_graph *g, const char *op, const pt_tensor *out, int nin, pt_tensor *const *ins) {
-    pt_profile_entry *e = pt__prof_entry(g->ctx->prof, op);
-    double t = pt_time();
-    int j;
-    e->calls++;
-    if (g->prof_t0 > 0) e->fwd_s += t - g->prof_t0;
-    g->prof_t0 = 0;
-    e->fwd_flops += pt__prof_flops(op, out, nin, ins, 0);
-    e->fwd_bytes += pt__prof_bytes(out);
-    for (j = 0; j < nin; j++) e->fwd_bytes += pt__prof_bytes(ins[j]);
-}
-/* >>autograd: node n's backward took s seconds */
-static void pt__prof_bwd(pt_ctx *ctx, const pt_node *n, double s) {
-    pt_profile_entry *e = pt__prof_entry(ctx->prof, n->op);
-    int j;
-    e->bwd_calls++;
-    e->bwd_s += s;
-    e->bwd_flops += pt__prof_flops(n->op, n->out, n->nin, n->in, 1);
-    e->bwd_bytes += pt__prof_bytes(n->out);
-    for (j = 0; j < n->nin; j++) e->bwd_bytes += pt__prof_bytes(n->in[j]) + 8.0 * pt__prof_needs(n->in[j]) * (n->in[j] ? (double)pt_numel(n->in[j]) : 0.0);
-}
-
-PTDEF pt_status pt_profile_enable(pt_ctx *ctx, int on) {
-    if (!ctx) return PT_ERR_ARG;
-    if (on && !ctx->prof_sums) {
-        if (!(ctx->prof_sums = (struct pt__prof *)PT_MALLOC(sizeof(struct pt__prof))))
-            return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_profile_enable: out of memory"), PT_ERR_OOM);
-        memset(ctx->prof_sums, 0, sizeof(struct pt__prof));
-    }
-    ctx->prof = on ? ctx->prof_sums : NULL;
-    return PT_OK;
-}
-PTDEF void pt_profile_reset(pt_ctx *ctx) {
-    if (ctx && ctx->prof_sums) ctx->prof_sums->n = 0;
-}
-static int pt__prof_by_time(const void *a, const void *b) {
-    double x = ((const pt_profile_entry *)a)->fwd_s + ((const pt_profile_entry *)a)->bwd_s;
-    double y = ((const pt_profile_entry *)b)->fwd_s + ((const pt_profile_entry *)b)->bwd_s;
-    return x > y ? -1 : x < y;
-}
-PTDEF int pt_profile_get(const pt_ctx *ctx, pt_profile_entry *out, int max) {
-    pt_profile_entry e[PT__PROF_OPS];
-    int n = ctx && ctx->prof_sums ? ctx->prof_sums->n : 0;
-    if (!n) return 0;
-    memcpy(e, ctx->prof_sums->e, sizeof e[0] * (size_t)n);
-    qsort(e, (size_t)n, sizeof e[0], pt__prof_by_time);
-    if (out && max > 0) memcpy(out, e, sizeof e[0] * (size_t)PT__MIN(max, n));
-    return n;
-}
-PTDEF void pt_profile_print(const pt_ctx *ctx, void *file) {
-    FILE *f = file ? (FILE *)file : stdout;
-    pt_profile_entry e[PT__PROF_OPS], t;
-    int n = pt_profile_get(ctx, e, PT__PROF_OPS), i;
-    memset(&t, 0, sizeof t);
-    t.op = "total";
-    fprintf(f, "%-20s %9s %10s %9s %10s %10s %10s %9s\n", "op", "calls", "fwd ms", "bwd calls", "bwd ms", "GFLOP", "GB", "GFLOP/s");
-    for (i = 0; i <= n; i++) {
-        const pt_profile_entry *x = i < n ? &e[i] : &t;
-        double s = x->fwd_s + x->bwd_s, fl = x->fwd_flops + x->bwd_flops;
-        if (i < n) {
-            t.calls += x->calls, t.bwd_calls += x->bwd_calls, t.fwd_s += x->fwd_s, t.bwd_s += x->bwd_s;
-            t.fwd_flops += x->fwd_flops, t.bwd_flops += x->bwd_flops, t.fwd_bytes += x->fwd_bytes, t.bwd_bytes += x->bwd_bytes;
-        }
-        fprintf(f, "%-20s %9lld %10.3f %9lld %10.3f %10.4f %10.4f %9.2f\n", x->op, (long long)x->calls, 1e3 * x->fwd_s, (long long)x->bwd_calls,
-                1e3 * x->bwd_s, fl * 1e-9, (x->fwd_bytes + x->bwd_bytes) * 1e-9, s > 0 ? fl * 1e-9 / s : 0.0);
-    }
-}
-
-/* =================================================================================================
-   >>monitor  per-step metrics, aggregated over the world, and the JSON-lines log
+   per-step metrics, aggregated over the world, and the JSON-lines log
    =================================================================================================
    Each rank measures its step from counters: pt_time for the step, the grid's collective totals
-   (pt__coll_tally / pt__coll_wait in >>dist) for bytes per operation and the blocked time, the
+   (pt__coll_tally / pt__coll_wait in dist) for bytes per operation and the blocked time, the
    loader's wait, the pipeline's busy time, pt_mem and getrusage for memory. pt_monitor_step_end
    allgathers PT__MON_NV doubles per rank over the world (through the collective records), then
    every rank computes the same aggregate and rank 0 writes it; events of other ranks follow in one
@@ -16610,8 +17076,12 @@ PTDEF void pt_monitor_free(pt_monitor *m) {
     PT_FREE(m);
 }
 
+// >>guard  health guard
+/* Owns: pt_guard and its event log
+   Invariants: the verdict is agreed over the grid
+   Entry points: pt_guard_new pt_guard_check pt_guard_rollback pt_guard_replica_check */
 /* =================================================================================================
-   >>guard  health guard: non-finite losses and gradients (and the rank they appeared on), loss and
+   health guard: non-finite losses and gradients (and the rank they appeared on), loss and
    gradient-norm spikes by a z-score over a ring of accepted steps, the warn / skip / roll back
    policies, DP replica hashes. One MPI_Allgather of 4 doubles per rank and check: the loss, the
    gradient norm, flags (1 = local loss not finite, 2 = local gradient slab not finite, 4 = the norm
@@ -17006,8 +17476,12 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
     return s;
 }
 
+// >>memest  memory estimate per rank from a GPT config and a layout
+/* Owns: pt_mem_estimate
+   Invariants: matches pt_mem of a real run (tests/test_memest.c)
+   Entry points: pt_mem_estimate */
 /* =================================================================================================
-   >>memest  memory estimate per rank (pt_mem_estimate)
+   memory estimate per rank (pt_mem_estimate)
    =================================================================================================
    Nothing is a per-byte guess. Parameters: the slices pt_gpt_new_stages creates on this rank, each
    rounded to 16 floats as pt_param_new does; the DP buckets cut as pt_dp_new_opts cuts them (reverse
@@ -17400,6 +17874,11 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 #endif /* PTRAIN_IMPLEMENTATION */
 
 // >>harness  the run harness of the training programs (switch PTRAIN_HARNESS)
+/* Owns: pt_args (the shared flags) and pt_run (data, checkpoints, stop on signals, log, trace,
+   guard)
+   Invariants: uses only the public API above; compiled only when the program defines PTRAIN_HARNESS
+   Entry points: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_step_end
+   pt_run_free */
 /* =================================================================================================
    The shared flags (pt_args), data, checkpoints, a clean stop on SIGINT / SIGTERM, log, trace and guard (pt_run).
    It stands last and uses only the public API above; a program that wants it defines

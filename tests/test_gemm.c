@@ -177,7 +177,7 @@ int main(int argc, char **argv) {
     size_t s;
     tu_init(argc, argv);
     kerns[nk++] = PT__GEMM_KERN_C;
-#if PT__GEMM_X86
+#if PT__X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) kerns[nk++] = PT__GEMM_KERN_AVX2;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
