@@ -121,6 +121,7 @@ want trace && script trace_test "$BUILD"
 want monitor && script monitor_test "$BUILD"
 want guard && script guard_test "$BUILD"
 want memest && script memest_test "$BUILD"
+want bench && script bench_test "$BUILD"
 
 echo "total time $(($(date +%s) - START))s"
 echo "$TOTAL_P passed, $TOTAL_F failed"
