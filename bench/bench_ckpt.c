@@ -110,6 +110,7 @@ int main(int argc, char **argv) {
     (void)pt_crc32c(0, buf, n);
     crc_s = pt_time() - t0;
     printf("{\"bench\":\"crc32c\",\"gbs\":%.3f}\n", (double)n / crc_s / 1e9);
+    fflush(stdout);
     free(buf);
     buf = NULL;
 
@@ -190,6 +191,7 @@ int main(int argc, char **argv) {
                    median(rr[mode - 1], pairs));
             if (mode == ASYNC) printf(",\"blocked_s\":%.4f", median(blocked, nblocked));
             printf("}\n");
+            fflush(stdout);
         }
     }
     model_close(&a);
@@ -204,6 +206,7 @@ int main(int argc, char **argv) {
     if (!model_step(&b)) return 1;
     step_s = pt_time() - t0;
     printf("{\"bench\":\"resume\",\"config\":\"%s\",\"seconds_to_first_step\":%.4f,\"load_s\":%.4f}\n", which, step_s, load_s);
+    fflush(stdout);
     model_close(&b);
     snprintf(path, sizeof path, "rm -rf '%s'", dir);
     if (system(path) != 0) fprintf(stderr, "bench_ckpt: could not remove %s\n", dir);

@@ -86,6 +86,7 @@ static int bench_gemm(int n) {
             printf("{\"bench\":\"cl_gemm\",\"n\":%d,\"error\":\"", n);
             json_str(r ? "direct CLBlastSgemm failed" : pt_error(ctx));
             printf("\"}\n");
+            fflush(stdout);
             return 1;
         }
     }
@@ -95,6 +96,7 @@ static int bench_gemm(int n) {
         printf("{\"bench\":\"cl_gemm\",\"n\":%d,\"device\":\"", n);
         json_str(di.device);
         printf("\",\"ptrain_gflops\":%.2f,\"clblast_direct_gflops\":%.2f,\"ratio\":%.3f,\"tuned\":%d}\n", p, d, p / d, tuned_file() ? 1 : 0);
+        fflush(stdout);
     }
     free(host);
     pt_graph_free(gc);
@@ -165,6 +167,7 @@ static int bench_bandwidth(int64_t n) {
             printf("{\"bench\":\"cl_bandwidth\",\"op\":\"%s\",\"error\":\"", names[k]);
             json_str(pt_error(ctx));
             printf("\"}\n");
+            fflush(stdout);
             pt_error_clear(ctx);
             continue;
         }
@@ -238,6 +241,7 @@ static int bench_gpt(const char *which, int steps) {
     cfg.vocab = 256, cfg.layers = 4, cfg.width = 256, cfg.heads = 8, cfg.max_seq = T;
     if (!(cl = open_cl())) {
         printf("{\"bench\":\"gpt_train\",\"backend\":\"opencl\",\"config\":\"A\",\"error\":\"no OpenCL device\"}\n");
+        fflush(stdout);
         return 1;
     }
     memset(&d, 0, sizeof d);
@@ -249,6 +253,7 @@ static int bench_gpt(const char *which, int steps) {
         printf("{\"bench\":\"gpt_train\",\"backend\":\"opencl\",\"config\":\"A\",\"B\":%d,\"T\":%d,\"error\":\"", B, T);
         json_str(pt_error(cl));
         printf("\"}\n");
+        fflush(stdout);
         pt_shutdown(cl);
         pt_shutdown(cpu);
         return 0;
@@ -258,6 +263,7 @@ static int bench_gpt(const char *which, int steps) {
            "\"step_gflops\":%.2f,\"cpu_tokens_per_s\":%.1f,\"cpu_threads\":%d,\"h2d_per_step\":%lld,\"d2h_per_step\":%lld,\"tuned\":%d}\n",
            B, T, tc, B * T / tc, pt_gpt_flops(&cfg, B, T) / tc * 1e-9, tcpu > 0 ? B * T / tcpu : 0.0, cpu ? pt_threads(cpu) : 0,
            (long long)x.h2d_total_count, (long long)x.d2h_total_count, tuned_file() ? 1 : 0);
+    fflush(stdout);
     pt_shutdown(cl);
     if (cpu) pt_shutdown(cpu);
     return 0;

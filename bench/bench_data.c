@@ -62,6 +62,7 @@ int main(int argc, char **argv) {
     med = median(tps, 5), med_sync = median(sync, 3);
     printf("{\"bench\":\"loader\",\"B\":8,\"T\":256,\"shards\":%d,\"tokens_per_s\":%.0f,\"tokens_per_s_sync\":%.0f,\"wait_per_batch_s\":%.2e}\n", NSH, med,
            med_sync, wait);
+    fflush(stdout);
     for (s = 0; s < NSH; s++) remove(names[s]);
     free(tok);
     pt_shutdown(ctx);

@@ -1,56 +1,171 @@
 #!/bin/sh
-# Runs every benchmark, each configuration in its own process; prints JSON lines.
-# Usage: sh bench/run.sh [path/to/bench] [path/to/bench_dist] [path/to/bench_pp] [path/to/bench_cl] [path/to/ptcl] [path/to/bench_data]
-# bench_dist (data parallelism, built with mpicc) runs under mpirun -np 2, once with Open MPI's default
-# choice of non-blocking allreduce algorithm and once with the ring (coll_libnbc_iallreduce_algorithm=1),
-# since pt_dp's buckets go through MPI_Iallreduce, whose default is slower than the blocking
-# MPI_Allreduce it is compared with on some machines.
-# OpenBLAS is measured with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset, so it picks its own best
-# kernel for this CPU (some machines set them to work around old OpenBLAS bugs, which slows it).
-BENCH=${1:-build/bench}
-run() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$BENCH" "$@"; }
-run gemm 1024 || exit 1
-for c in A B C; do run gpt $c 5 || exit 1; done
-# the monitor's overhead on config A: 5 interleaved pairs of 20-step runs without and with it
-run monitor A 5 20 || exit 1
-# the token loader (>>data): tokens/s with and without the prefetch thread, data wait per batch
-DATA=${6:-build/bench_data}
-if [ -x "$DATA" ]; then "$DATA" || exit 1; else echo "bench_data: skipped ($DATA missing)" >&2; fi
-# checkpoints: CRC32C speed, a synchronous save vs a plain fsynced write of the same bytes, resume
-CKPT=${BENCH_CKPT:-build/bench_ckpt}
-if [ -x "$CKPT" ]; then "$CKPT" A build/bench_ckpt_dir || exit 1; else echo "bench_ckpt: skipped ($CKPT missing)" >&2; fi
-DIST=${2:-build/bench_dist}
-if [ -x "$DIST" ] && command -v mpirun >/dev/null 2>&1; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    mpirun -np 2 "$DIST" || exit 1
-    OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 mpirun -np 2 -x OMPI_MCA_coll_libnbc_iallreduce_algorithm "$DIST" || exit 1
-else
-    echo "bench_dist: skipped ($DIST or mpirun missing)" >&2
+# bench/run.sh - runs ptrain.h's benchmarks by name, each configuration in its own process. Their JSON
+# lines go to stdout as each program prints them; messages go to stderr.
+# Usage: [BENCH=name[,name...]] sh bench/run.sh [--list | --needs] [bench [bench_dist [bench_pp [bench_cl [ptcl [bench_data]]]]]]
+#   BENCH    the benchmarks to run, in the order given (commas or spaces between names; a name given twice
+#            runs once). Unset, empty or "all": every one, in the order of --list. "list": the same as --list.
+#            An unknown name is an error (exit 2, nothing run) that names it and lists the valid ones.
+#   --list   prints the names, one per line, each with what it measures
+#   --needs  prints the programs the selection needs (file names in BENCH_BUILD), one per line: the
+#            Makefile builds only those
+# Programs: in BENCH_BUILD (default build); each path can be set on its own by BENCH_BIN (bench),
+# BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, or by the arguments above.
+# MPIRUN (default mpirun) starts dist and pp on 2 ranks. CL_TUNE (default BENCH_BUILD/ptrain_cl_tune.txt)
+# is the file `ptcl tune` writes for CLBlast's GEMM; it is searched for once, when it is missing and
+# cl_gemm or cl_gpt is selected (a few minutes; delete it to search again).
+# A benchmark whose program is missing (not built) or exits non-zero is reported on stderr as
+# "bench NAME: FAILED (...)" and the others still run; one that cannot run on this machine (no mpirun,
+# no OpenCL device) is reported as skipped. The last stderr line sums up; exit 1 when any failed.
+#
+# dist: bench_dist (data parallelism, built with mpicc) runs under mpirun -np 2, once with Open MPI's
+# default choice of non-blocking allreduce algorithm and once with the ring
+# (coll_libnbc_iallreduce_algorithm=1), since pt_dp's buckets go through MPI_Iallreduce, whose default is
+# slower than the blocking MPI_Allreduce it is compared with on some machines.
+# OpenBLAS is measured with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset, so it picks its own best kernel
+# for this CPU (some machines set them to work around old OpenBLAS bugs, which slows it). The OpenCL
+# benchmarks run with PTRAIN_CL_TUNE unset, and set to CL_TUNE for their tuned runs.
+set -u
+
+# name, programs it needs (comma-separated), what it measures
+units() {
+    cat <<'EOF'
+gemm bench SGEMM n=1024 through ptrain vs OpenBLAS, all four transpose cases
+gpt bench GPT training step on the CPU, configs A, B and C
+monitor bench the monitor's overhead on config A (5 interleaved pairs of 20-step runs without and with it)
+data bench_data token loader: tokens/s with and without the prefetch thread, data wait per batch
+ckpt bench_ckpt checkpoints: CRC32C speed, synchronous and asynchronous saves vs a plain fsynced write, resume
+dist bench_dist data parallelism on 2 MPI ranks: bucketed allreduce, overlap with backward, ZeRO; both iallreduce algorithms
+pp bench_pp pipeline bubbles on 2 MPI ranks (GPipe, 1F1B, interleaved): measured vs simulated with measured times
+cl_gemm bench_cl,ptcl OpenCL GEMM through ptrain vs a direct CLBlast call, untuned, then tuned with CL_TUNE
+cl_bandwidth bench_cl OpenCL elementwise bandwidth vs the device's copy
+cl_gpt bench_cl,ptcl GPT training step (config A) on OpenCL, tuned with CL_TUNE
+EOF
+}
+ALL=$(units | cut -d' ' -f1)
+
+list() { units | while read -r n _ d; do printf '%-13s %s\n' "$n" "$d"; done; }
+
+MODE=run
+case ${1:-} in
+--list) MODE=list; shift ;;
+--needs) MODE=needs; shift ;;
+esac
+
+# the selection, checked against the names
+SEL=""
+bad=""
+listed=""
+for n in $(echo "${BENCH:-all}" | tr ',' ' '); do
+    case $n in
+    all) add=$ALL ;;
+    list) listed=yes add="" ;;
+    *) if echo "$ALL" | grep -qxF -- "$n"; then add=$n; else bad="$bad $n"; add=""; fi ;;
+    esac
+    for a in $add; do case " $SEL " in *" $a "*) ;; *) SEL="$SEL $a" ;; esac; done
+done
+if [ -n "$bad" ]; then
+    echo "bench/run.sh: unknown benchmark name(s):$bad; the valid names:" >&2
+    list >&2
+    exit 2
 fi
-# pipeline bubbles: 2 pipeline ranks, one thread each (measured vs simulated with measured times)
-PP=${3:-build/bench_pp}
-if [ -x "$PP" ] && command -v mpirun >/dev/null 2>&1; then
-    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 "$PP" || exit 1
-else
-    echo "bench_pp: skipped ($PP or mpirun missing)" >&2
+if [ -n "$listed" ]; then
+    # BENCH=list: nothing to build, nothing to run
+    [ "$MODE" = needs ] || MODE=list
+    SEL=""
 fi
-# OpenCL (skipped with a message when bench_cl is missing or no OpenCL device opens): GEMM through
-# ptrain vs a direct CLBlast call untuned, then tuned with the file `ptcl tune` writes (once, into
-# CL_TUNE, default build/ptrain_cl_tune.txt; delete it to search again), elementwise bandwidth vs
-# the device's copy, and the GPT step (tuned when the file exists).
-CL=${4:-build/bench_cl}
-PTCL=${5:-build/ptcl}
-CL_TUNE=${CL_TUNE:-build/ptrain_cl_tune.txt}
-if [ -x "$CL" ] && "$CL" probe >/dev/null 2>&1; then
-    env -u PTRAIN_CL_TUNE "$CL" gemm 1024 || exit 1
-    if [ ! -f "$CL_TUNE" ] && [ -x "$PTCL" ]; then
-        echo "bench_cl: tuning CLBlast's GEMM for this device into $CL_TUNE (ptcl tune, a few minutes)" >&2
-        "$PTCL" tune -n 512 -t 300 -o "$CL_TUNE" >&2 || rm -f "$CL_TUNE"
+if [ "$MODE" = list ]; then list; exit 0; fi
+[ -n "$SEL" ] || [ -n "$listed" ] || SEL=$ALL
+if [ "$MODE" = needs ]; then
+    for n in $SEL; do units | grep "^$n " | cut -d' ' -f2 | tr ',' '\n'; done | awk '!seen[$0]++'
+    exit 0
+fi
+
+B=${BENCH_BUILD:-build}
+BIN=${1:-${BENCH_BIN:-$B/bench}}
+DIST=${2:-${BENCH_DIST:-$B/bench_dist}}
+PP=${3:-${BENCH_PP:-$B/bench_pp}}
+CL=${4:-${BENCH_CL:-$B/bench_cl}}
+PTCL=${5:-${BENCH_PTCL:-$B/ptcl}}
+DATA=${6:-${BENCH_DATA:-$B/bench_data}}
+CKPT=${BENCH_CKPT:-$B/bench_ckpt}
+CL_TUNE=${CL_TUNE:-$B/ptrain_cl_tune.txt}
+MPIRUN=${MPIRUN:-mpirun} # split into words: it may carry options
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE PTRAIN_CL_TUNE
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# in a benchmark: why it failed (the first failure) or why it was skipped
+why=""
+skip=""
+# step CMD...: one process of the current benchmark; the others still run when it fails
+step() {
+    "$@"
+    rc=$?
+    [ "$rc" -eq 0 ] || [ -n "$why" ] || why="exit $rc: $*"
+}
+# built PROG: true when the program is there, else the benchmark fails
+built() { [ -x "$1" ] || { why="$1 missing: not built"; return 1; }; }
+# mpi PROG: the program is there and mpirun can start it
+mpi() { built "$1" && { command -v "${MPIRUN%% *}" >/dev/null 2>&1 || { skip="$MPIRUN not found"; return 1; }; }; }
+CL_OK=""
+opencl() {
+    built "$CL" || return 1
+    [ -n "$CL_OK" ] || { if "$CL" probe >/dev/null 2>&1; then CL_OK=yes; else CL_OK=no; fi; }
+    [ "$CL_OK" = yes ] || { skip="no OpenCL device: make deps installs pocl-opencl-icd; ptcl list shows the devices"; return 1; }
+}
+# tune: writes CL_TUNE with `ptcl tune` when it is missing; true when it is there
+tune() {
+    if [ ! -f "$CL_TUNE" ]; then
+        if [ -x "$PTCL" ]; then
+            echo "bench $1: tuning CLBlast's GEMM for this device into $CL_TUNE (ptcl tune, a few minutes)" >&2
+            "$PTCL" tune -n 512 -t 300 -o "$CL_TUNE" >&2 || rm -f "$CL_TUNE"
+        fi
+        [ -f "$CL_TUNE" ] || echo "bench $1: no tuned run (no $CL_TUNE; $PTCL missing or its tuning failed)" >&2
     fi
-    [ -f "$CL_TUNE" ] && { PTRAIN_CL_TUNE=$CL_TUNE "$CL" gemm 1024 || exit 1; }
-    env -u PTRAIN_CL_TUNE "$CL" bandwidth || exit 1
-    if [ -f "$CL_TUNE" ]; then PTRAIN_CL_TUNE=$CL_TUNE "$CL" gpt A 3 || exit 1
-    else env -u PTRAIN_CL_TUNE "$CL" gpt A 3 || exit 1; fi
-else
-    echo "bench_cl: skipped ($CL missing or no OpenCL device: make deps installs pocl-opencl-icd; build/ptcl list shows the devices)" >&2
-fi
+    [ -f "$CL_TUNE" ]
+}
+
+b_gemm() { built "$BIN" && step "$BIN" gemm 1024; }
+b_gpt() { built "$BIN" && for c in A B C; do step "$BIN" gpt $c 5; done; }
+b_monitor() { built "$BIN" && step "$BIN" monitor A 5 20; }
+b_data() { built "$DATA" && step "$DATA"; }
+b_ckpt() { built "$CKPT" && step "$CKPT" A "$B/bench_ckpt_dir"; }
+# shellcheck disable=SC2086 # $MPIRUN
+b_dist() {
+    mpi "$DIST" || return
+    step $MPIRUN -np 2 "$DIST"
+    step env OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 $MPIRUN -np 2 -x OMPI_MCA_coll_libnbc_iallreduce_algorithm "$DIST"
+}
+# shellcheck disable=SC2086
+b_pp() { mpi "$PP" && step $MPIRUN -np 2 "$PP"; }
+b_cl_gemm() {
+    opencl || return
+    step "$CL" gemm 1024
+    tune cl_gemm && step env PTRAIN_CL_TUNE="$CL_TUNE" "$CL" gemm 1024
+}
+b_cl_bandwidth() { opencl && step "$CL" bandwidth; }
+b_cl_gpt() {
+    opencl || return
+    if tune cl_gpt; then step env PTRAIN_CL_TUNE="$CL_TUNE" "$CL" gpt A 3; else step "$CL" gpt A 3; fi
+}
+
+OK="" FAILED="" SKIPPED=""
+for n in $SEL; do
+    why="" skip=""
+    t0=$(date +%s)
+    "b_$n"
+    if [ -n "$why" ]; then
+        echo "bench $n: FAILED ($why)" >&2
+        FAILED="$FAILED $n"
+    elif [ -n "$skip" ]; then
+        echo "bench $n: skipped ($skip)" >&2
+        SKIPPED="$SKIPPED $n"
+    else
+        echo "bench $n: ok ($(($(date +%s) - t0)) s)" >&2
+        OK="$OK $n"
+    fi
+done
+# tally WORD NAME...: "N WORD (NAME...)"
+tally() { w=$1; shift; echo "$# $w${1:+ ($*)}"; }
+# shellcheck disable=SC2086
+echo "bench: $(set -- $OK; echo $#) ok, $(tally failed $FAILED), $(tally skipped $SKIPPED)" >&2
+[ -z "$FAILED" ]

@@ -122,6 +122,7 @@ want monitor && script monitor_test "$BUILD"
 want guard && script guard_test "$BUILD"
 want memest && script memest_test "$BUILD"
 want toc && script toc_test "$BUILD"
+want bench && script bench_test "$BUILD"
 
 echo "total time $(($(date +%s) - START))s"
 echo "$TOTAL_P passed, $TOTAL_F failed"

@@ -1,0 +1,197 @@
+#!/bin/sh
+# tests/bench_test.sh [BUILD_DIR] - bench/run.sh's selection by name, without running a real benchmark:
+# every program it starts (bench, bench_data, bench_ckpt, bench_dist, bench_pp, bench_cl, ptcl, mpirun)
+# is a small shell script in BUILD_DIR/bench_test that prints one JSON line naming itself and its
+# arguments (FAKE_FAIL=PATTERN: the one whose "name args" matches exits 1). Checks the order of a full
+# run, that only the selected names run, in the order given, that an unknown name fails before anything
+# runs, that a failing or missing program is reported while the next benchmark still runs, when
+# `ptcl tune` runs, that each line is written while its program still runs, --list and --needs. Prints PASS/FAIL lines, then "N passed, N failed"; about a second.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+BUILD=${1:-build/tests}
+T=$BUILD/bench_test
+case $T in /*) ;; *) T=$(pwd)/$T ;; esac
+rm -rf "$T" && mkdir -p "$T/bin" || exit 1
+NP=0
+NF=0
+pass() { NP=$((NP + 1)); echo "PASS $1"; }
+fail() { NF=$((NF + 1)); echo "FAIL $1: $2"; }
+
+# the fake programs
+cat >"$T/bin/fake" <<'EOF'
+#!/bin/sh
+n=$(basename "$0")${1:+ $*}
+[ "$n" = "bench_cl probe" ] && exit "${FAKE_NO_CL:-0}"
+if [ "${n%% *}" = ptcl ]; then
+    while [ $# -gt 1 ] && [ "$1" != -o ]; do shift; done
+    echo tuned >"$2"
+    echo "{\"fake\":\"ptcl tune\"}"
+    exit 0
+fi
+echo "{\"fake\":\"$n\",\"tune\":\"${PTRAIN_CL_TUNE:+tuned}\",\"alg\":\"${OMPI_MCA_coll_libnbc_iallreduce_algorithm:-}\"}"
+case $n in ${FAKE_FAIL:-}) exit 1 ;; esac
+# FAKE_SEE=FILE: exit 1 unless the line just printed reaches FILE within 3 s (the output is not held back)
+i=0
+while [ -n "${FAKE_SEE:-}" ] && ! grep -q "\"fake\":\"$n\"" "$FAKE_SEE"; do
+    i=$((i + 1))
+    [ $i -le 30 ] || exit 1
+    sleep 0.1 2>/dev/null || sleep 1
+done
+exit 0
+EOF
+for p in bench bench_data bench_ckpt bench_dist bench_pp bench_cl ptcl; do cp "$T/bin/fake" "$T/bin/$p" && chmod +x "$T/bin/$p"; done
+cat >"$T/bin/mpirun" <<'EOF'
+#!/bin/sh
+while [ $# -gt 0 ]; do case $1 in -np | -x) shift 2 ;; *) break ;; esac; done
+exec "$@"
+EOF
+chmod +x "$T/bin/mpirun"
+
+# go SEL [VAR=VALUE...]: runs bench/run.sh with BENCH=SEL on the fakes; its stdout and stderr in $T/all
+# (in the order written), the fakes' "name args" in $T/ran, its exit status in $RC
+go() {
+    sel=$1
+    shift
+    env BENCH="$sel" BENCH_BUILD="$T/bin" MPIRUN="$T/bin/mpirun" CL_TUNE="$T/tune.txt" "$@" sh bench/run.sh >"$T/all" 2>&1
+    RC=$?
+    sed -n 's/^{"fake":"\([^"]*\)".*/\1/p' "$T/all" >"$T/ran"
+}
+# ran DESC EXPECTED: the fakes that printed, in order, one a line
+ran() {
+    if [ "$(cat "$T/ran")" = "$2" ]; then pass "$1"; else fail "$1" "ran: $(tr '\n' ';' <"$T/ran") exit $RC"; fi
+}
+# has DESC PATTERN...: each pattern (grep -E) matches a line of $T/all
+has() {
+    d=$1
+    shift
+    for p in "$@"; do grep -Eq -- "$p" "$T/all" || { fail "$d" "no line matching '$p' in: $(tr '\n' ';' <"$T/all")"; return; }; done
+    pass "$d"
+}
+# status DESC WANT: the exit status
+status() { if [ "$RC" -eq "$2" ]; then pass "$1: exit $2"; else fail "$1" "exit $RC, not $2: $(tail -n 3 "$T/all" | tr '\n' ';')"; fi; }
+# order DESC PATTERN...: the first lines matching the patterns come in that order
+order() {
+    d=$1 last=0
+    shift
+    for p in "$@"; do
+        l=$(grep -En -- "$p" "$T/all" | head -n 1 | cut -d: -f1)
+        if [ -z "$l" ] || [ "$l" -le "$last" ]; then fail "$d" "'$p' not after line $last: $(tr '\n' ';' <"$T/all")"; return; fi
+        last=$l
+    done
+    pass "$d"
+}
+
+NAMES="gemm gpt monitor data ckpt dist pp cl_gemm cl_bandwidth cl_gpt"
+
+# --list and BENCH=list: every name once, with a description
+out=$(sh bench/run.sh --list 2>&1)
+if [ "$(echo "$out" | awk '{print $1}' | tr '\n' ' ')" = "$NAMES " ] && ! echo "$out" | awk 'NF < 3 {bad=1} END {exit !bad}'; then
+    pass "--list: $NAMES, each with a description"
+else
+    fail "--list" "$out"
+fi
+if [ "$(BENCH=list sh bench/run.sh 2>&1)" = "$out" ]; then pass "BENCH=list is --list"; else fail "BENCH=list" "differs from --list"; fi
+
+# everything, in the order of --list; ptcl tune once (no tune file yet) between the untuned and tuned GEMM
+go ""
+status "all, fakes that succeed" 0
+ran "all: every program in order" "bench gemm 1024
+bench gpt A 5
+bench gpt B 5
+bench gpt C 5
+bench monitor A 5 20
+bench_data
+bench_ckpt A $T/bin/bench_ckpt_dir
+bench_dist
+bench_dist
+bench_pp
+bench_cl gemm 1024
+ptcl tune
+bench_cl gemm 1024
+bench_cl bandwidth
+bench_cl gpt A 3"
+has "all: the second dist run takes the ring, the second OpenCL GEMM and the GPT step the tune file" \
+    '"bench_dist","tune":"","alg":""' '"bench_dist","tune":"","alg":"1"' '"bench_cl gemm 1024","tune":"","alg"' \
+    '"bench_cl gemm 1024","tune":"tuned"' '"bench_cl bandwidth","tune":""' '"bench_cl gpt A 3","tune":"tuned"'
+order "all: JSON lines and the ok line of each benchmark in order" '"bench gemm 1024"' '^bench gemm: ok' '"bench gpt C 5"' \
+    '^bench gpt: ok' '"bench_cl gpt A 3"' '^bench cl_gpt: ok' '^bench: 10 ok, 0 failed, 0 skipped$'
+BENCH="" sh bench/run.sh --needs >"$T/needs" 2>&1
+if [ "$(tr '\n' ' ' <"$T/needs")" = "bench bench_data bench_ckpt bench_dist bench_pp bench_cl ptcl " ]; then pass "--needs: every program once"
+else fail "--needs" "$(cat "$T/needs")"; fi
+
+# each line reaches the output while its program still runs
+go "gemm,data" FAKE_SEE="$T/all"
+status "gemm,data, each waiting for its line to be written" 0
+ran "gemm,data: both lines there" "bench gemm 1024
+bench_data"
+
+# a selection runs only those, in the order given, each once
+go "data,gpt"
+status "BENCH=data,gpt" 0
+ran "BENCH=data,gpt: bench_data, then the three GPT configs" "bench_data
+bench gpt A 5
+bench gpt B 5
+bench gpt C 5"
+go "pp gemm,pp"
+ran "BENCH='pp gemm,pp': spaces too, pp once" "bench_pp
+bench gemm 1024"
+if [ "$(BENCH=gemm,cl_bandwidth sh bench/run.sh --needs 2>&1 | tr '\n' ' ')" = "bench bench_cl " ]; then pass "--needs gemm,cl_bandwidth: bench bench_cl"
+else fail "--needs gemm,cl_bandwidth" "$(BENCH=gemm,cl_bandwidth sh bench/run.sh --needs 2>&1)"; fi
+
+# an unknown name: exit 2 naming it and the valid names, nothing run
+go "gemm,nope"
+status "BENCH=gemm,nope" 2
+ran "BENCH=gemm,nope: nothing run" ""
+has "BENCH=gemm,nope: names nope and lists the valid names" "unknown benchmark.*nope" '^gemm ' '^cl_gpt '
+if [ -z "$(BENCH=list sh bench/run.sh --needs 2>&1)" ]; then pass "--needs with BENCH=list: nothing to build"; else fail "--needs with BENCH=list" "not empty"; fi
+BENCH=nope sh bench/run.sh --needs >/dev/null 2>&1
+RC=$?
+status "--needs with an unknown name" 2
+
+# a failing program: reported, the rest of its benchmark and the next one still run, exit 1
+go "gpt,monitor" FAKE_FAIL="bench gpt B*"
+status "gpt B failing" 1
+ran "gpt B failing: gpt C and monitor still run" "bench gpt A 5
+bench gpt B 5
+bench gpt C 5
+bench monitor A 5 20"
+order "gpt B failing: reported after gpt, before monitor; the summary names it last" '"bench gpt C 5"' \
+    '^bench gpt: FAILED \(exit 1: .*bench gpt B 5\)$' '"bench monitor A 5 20"' '^bench monitor: ok' '^bench: 1 ok, 1 failed \(gpt\), 0 skipped$'
+if [ "$(tail -n 1 "$T/all")" = "bench: 1 ok, 1 failed (gpt), 0 skipped" ]; then pass "the summary is the last line"; else fail "summary" "$(tail -n 1 "$T/all")"; fi
+go "dist,pp,ckpt" FAKE_FAIL="bench_pp*" BENCH_DIST="$T/missing"
+status "dist missing, pp failing" 1
+ran "dist missing, pp failing: ckpt still runs" "bench_pp
+bench_ckpt A $T/bin/bench_ckpt_dir"
+has "dist missing, pp failing: both reported" "^bench dist: FAILED \($T/missing missing: not built\)$" '^bench pp: FAILED \(exit 1' \
+    '^bench: 1 ok, 2 failed \(dist pp\), 0 skipped$'
+go "data" BENCH_DATA="$T/bin/bench_ckpt"
+ran "BENCH_DATA overrides the program's path" "bench_ckpt"
+go "pp" MPIRUN="$T/no_mpirun"
+status "no mpirun" 0
+has "no mpirun: pp skipped" "^bench pp: skipped \($T/no_mpirun not found\)$" '^bench: 0 ok, 0 failed, 1 skipped \(pp\)$'
+
+# ptcl tune: only for cl_gemm and cl_gpt, only when the tune file is missing, only with a device
+rm -f "$T/tune.txt"
+go "cl_bandwidth,gemm"
+ran "cl_bandwidth: no tuning" "bench_cl bandwidth
+bench gemm 1024"
+if [ -f "$T/tune.txt" ]; then fail "cl_bandwidth" "wrote the tune file"; else pass "cl_bandwidth: no tune file written"; fi
+go "cl_gemm" FAKE_NO_CL=1
+status "cl_gemm without an OpenCL device" 0
+ran "cl_gemm without an OpenCL device: nothing run, no tuning" ""
+has "cl_gemm without an OpenCL device: skipped" '^bench cl_gemm: skipped \(no OpenCL device'
+go "cl_gpt"
+ran "cl_gpt: tuned once, then the tuned step" "ptcl tune
+bench_cl gpt A 3"
+go "cl_gpt,cl_gemm"
+ran "cl_gpt,cl_gemm with the tune file there: no tuning" "bench_cl gpt A 3
+bench_cl gemm 1024
+bench_cl gemm 1024"
+rm -f "$T/tune.txt"
+go "cl_gpt" BENCH_PTCL="$T/missing"
+status "cl_gpt without ptcl" 0
+ran "cl_gpt without ptcl: the untuned step" "bench_cl gpt A 3"
+has "cl_gpt without ptcl: says so" '^bench cl_gpt: no tuned run' '"bench_cl gpt A 3","tune":""'
+
+echo "$NP passed, $NF failed"
+[ "$NF" -eq 0 ]
