@@ -178,6 +178,27 @@
                             shared with other busy processes, where spinning threads thrash
 
    ==================================================================================================
+   ERRORS (one convention for the whole API)
+   ==================================================================================================
+   1. A call that has a context (pt_ctx *, or an object made from one: a graph, tensor, optimizer,
+      pt_dp, pt_pp, loader, monitor, guard) reports through that context. It returns a pt_status
+      (PT_OK is 0), or NULL for a constructor or an op, or the documented sentinel of a function
+      that returns a value (pt_item: NaN; the flag parsers: -1). The status and the message -- naming
+      the thing, what was expected and what was found -- are in pt_status_get(ctx) / pt_error(ctx)
+      (the first error since pt_error_clear is kept), and desc.on_error (or the log) hears each one.
+      Ops return NULL when an input is NULL, so a whole pass is checked once at its end.
+      Your own code can record an error the same way: pt_error_set(ctx, status, fmt, ...).
+   2. A call that has no context -- it runs before one exists (pt_dist_init, pt_layout_resolve) or
+      works on files or data alone (pt_ckpt_verify / info_read / tensor_read / export,
+      pt_safetensors_config, pt_pp_schedule_new / check, pt_mem_estimate) -- takes
+      (char *err, size_t errlen) last and returns a pt_status or NULL; the message is written to err.
+   3. Under MPI, collective calls agree on failure (pt_dist_agree_msg): every rank returns the same
+      status and message, so no rank is left waiting in the next collective.
+   Functions returning int that are not in these classes answer a question (pt_dist_agree: 1 when
+   every rank said ok) and report nothing. Nothing calls exit() or abort() on bad input; PT_ASSERT
+   guards internal invariants only (the one deliberate abort is the opt-in watchdog).
+
+   ==================================================================================================
    DETERMINISM
    ==================================================================================================
    Same seed, same inputs, same layout: bit-identical results, whatever the number of threads.
