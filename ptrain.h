@@ -262,7 +262,7 @@
    nn        Layers: linear and MLP. Entry: pt_linear_new pt_linear_fwd pt_mlp_new pt_mlp_fwd
    tp        Tensor parallelism: the conjugate ops f and g, column/row-parallel linears, the TP
              MLP, attention heads and block, vocabulary-parallel cross-entropy. Entry: pt_tp_copy
-             pt_tp_reduce pt_linear_col_new pt_linear_row_new pt_mlp_tp_new pt_cross_entropy_vp
+             pt_tp_reduce pt_linear_col_new pt_linear_row_new pt_mlp_tp_new pt_embedding_vp pt_cross_entropy_vp
    gpt       The transformer block and the GPT: constructors, stages, loss, generation. Entry:
              pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate pt_gpt_flops
              pt_block_new
@@ -9654,29 +9654,6 @@ PTDEF pt_tensor *pt_embedding(pt_graph *g, pt_tensor *table, pt_tensor *ids) {
                                          (long long)i, (long long)table->shape[0]);
     return pt__embed(g, "pt_embedding", table, ids);
 }
-/* this rank's rows [vocab_offset, vocab_offset + V_local): the ids mapped to local rows, -1 elsewhere */
-PTDEF pt_tensor *pt_embedding_vp(pt_graph *g, pt_tensor *w_local, pt_tensor *ids, int64_t vocab_offset) {
-    int64_t i, n;
-    int32_t *id;
-    pt_tensor *lid;
-    if (!g || !w_local || !ids) return NULL;
-    if (!(id = pt__embed_ids(g, "pt_embedding_vp", w_local, ids))) return NULL;
-    if (vocab_offset < 0)
-        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_embedding_vp: vocab_offset %lld must be >= 0", (long long)vocab_offset);
-    for (n = pt_numel(ids), i = 0; i < n; i++) {
-        if (id[i] < 0)
-            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_embedding_vp: id %d at position %lld is negative", (int)id[i], (long long)i);
-        id[i] = id[i] >= vocab_offset && id[i] - vocab_offset < w_local->shape[0] ? (int32_t)(id[i] - vocab_offset) : -1;
-    }
-    if (!(lid = pt__new(g, PT_I32, ids->ndim, ids->shape))) return NULL;
-    {
-        int k = pt__xfer_as(g->ctx, PT_XFER_TP); /* a device backend: the ids mapped to this rank's rows */
-        PT__BE->write(PT__C, lid, id, n * 4);
-        pt__xfer_as(g->ctx, k);
-    }
-    return pt__embed(g, "pt_embedding_vp", w_local, lid);
-}
-
 /* ---- causal self-attention -------------------------------------------------------------------- */
 static void pt__attention_bwd(pt_graph *g, pt_node *n) {
     pt_tensor *dq = pt__grad(g, n->in[0]);
@@ -10570,6 +10547,32 @@ static pt_tensor *pt__attn_tp_fwd(pt_graph *g, const pt_block *b, pt_tensor *h, 
     h = pt_attention(g, h, n_head / tp);
     return pt_linear_row_fwd(g, &b->attn_proj, h);
 }
+
+/* ---- vocabulary-parallel embedding ------------------------------------------------------------
+   Each TP rank holds the rows [vocab_offset, vocab_offset + V/tp) of the token table. */
+/* this rank's rows [vocab_offset, vocab_offset + V_local): the ids mapped to local rows, -1 elsewhere */
+PTDEF pt_tensor *pt_embedding_vp(pt_graph *g, pt_tensor *w_local, pt_tensor *ids, int64_t vocab_offset) {
+    int64_t i, n;
+    int32_t *id;
+    pt_tensor *lid;
+    if (!g || !w_local || !ids) return NULL;
+    if (!(id = pt__embed_ids(g, "pt_embedding_vp", w_local, ids))) return NULL;
+    if (vocab_offset < 0)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_embedding_vp: vocab_offset %lld must be >= 0", (long long)vocab_offset);
+    for (n = pt_numel(ids), i = 0; i < n; i++) {
+        if (id[i] < 0)
+            return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_embedding_vp: id %d at position %lld is negative", (int)id[i], (long long)i);
+        id[i] = id[i] >= vocab_offset && id[i] - vocab_offset < w_local->shape[0] ? (int32_t)(id[i] - vocab_offset) : -1;
+    }
+    if (!(lid = pt__new(g, PT_I32, ids->ndim, ids->shape))) return NULL;
+    {
+        int k = pt__xfer_as(g->ctx, PT_XFER_TP); /* a device backend: the ids mapped to this rank's rows */
+        PT__BE->write(PT__C, lid, id, n * 4);
+        pt__xfer_as(g->ctx, k);
+    }
+    return pt__embed(g, "pt_embedding_vp", w_local, lid);
+}
+
 
 /* ---- vocabulary-parallel cross-entropy ----------------------------------------------------------
    Rank k holds columns [off_k, off_k + V/tp) of the logits; nloc of them are valid (global index <
