@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
     char err[256], list[2048];
     int sample = 200, val_every = 100, i;
     memset(&run, 0, sizeof run);
-    run.data = "data/fortunes", run.prepare = "sh tools/prepare_text.sh data/fortunes";
+    run.data = "data/fortunes", run.prepare = pt_run_fortunes;
     memset(&a, 0, sizeof a);
     a.steps = 600, a.seed = 1337, a.batch = 16, a.seq = 256, a.layers = 4, a.width = 256, a.heads = 8, a.lr = 2e-3f;
     a.device = "opencl";

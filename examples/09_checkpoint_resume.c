@@ -206,7 +206,7 @@ int main(int argc, char **argv) {
     int64_t first, end, k;
     float *ref, *got;
     memset(&s, 0, sizeof s);
-    s.run.data = "data/fortunes", s.run.prepare = "sh tools/prepare_text.sh data/fortunes";
+    s.run.data = "data/fortunes", s.run.prepare = pt_run_fortunes;
     s.a.steps = 12, s.a.seed = 9, s.a.batch = 8, s.a.seq = 64, s.a.layers = 2, s.a.width = 64, s.a.heads = 4, s.a.lr = 2e-3f;
     s.every = 4, s.stop_at = 6;
     argc = pt_run_parse(&s.run, argc, argv, err, sizeof err);
