@@ -3,7 +3,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
 EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
-MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/09_checkpoint_resume
+MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume
 CLLIBS  := -lOpenCL -lclblast
 
 .PHONY: all help deps demo test bench examples tools clean
@@ -39,14 +39,11 @@ $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 $(MPI_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 	mpicc -O2 -fopenmp -DPTRAIN_MPI -I. $< -o $@ -lm
 
-# 07 compiles OpenCL in (--device opencl on any layout), 08 is the OpenCL tutorial
-$(BUILD)/07_gpt_3d: examples/07_gpt_3d.c ptrain.h | $(BUILD)
-	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. $< -o $@ $(CLLIBS) -lm
-
+# 08 is the OpenCL tutorial
 $(BUILD)/08_opencl: examples/08_opencl.c ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -march=native -DPTRAIN_OPENCL -I. $< -o $@ $(CLLIBS) -lm
 
-examples: $(EXAMPLES) $(MPI_EXAMPLES) $(BUILD)/07_gpt_3d $(BUILD)/08_opencl
+examples: $(EXAMPLES) $(MPI_EXAMPLES) $(BUILD)/08_opencl
 
 # the trainer: MPI and OpenCL compiled in (--device opencl on any layout)
 $(BUILD)/pttrain: tools/pttrain.c ptrain.h | $(BUILD)
