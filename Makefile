@@ -3,7 +3,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
 EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
-MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/09_checkpoint_resume
+MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume
 CLLIBS  := -lOpenCL -lclblast
 
 .PHONY: all help deps demo test bench examples tools clean
@@ -12,7 +12,7 @@ all: examples
 
 help:
 	@echo "make deps      install the Debian packages used (as root via apt-get; idempotent)"
-	@echo "make demo      train the tutorial GPT on the fortunes corpus on 4 MPI ranks (dp 2 x pp 2), saving a checkpoint"
+	@echo "make demo      train a GPT with build/pttrain on the fortunes corpus on 4 MPI ranks (dp 2 x pp 2), saving a checkpoint"
 	@echo "               every 100 steps to build/demo_ckpt; run it again to continue from the newest one; its log and"
 	@echo "               trace are drawn by build/ptreport into build/demo/report/index.html"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
@@ -21,7 +21,8 @@ help:
 	@echo "               bandwidth, GPT step on OpenCL); BENCH=name[,name...] runs only those, BENCH=list names them;"
 	@echo "               one that fails is reported and the others still run (a summary last, exit 1 if any failed)"
 	@echo "make examples  build the tutorials into build/"
-	@echo "make tools     build build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM), build/prepare_shards (text -> token shards)"
+	@echo "make tools     build build/pttrain (the GPT trainer: any dp x tp x pp layout, CPU or OpenCL, checkpoints, log, trace, guard),"
+	@echo "               build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM), build/prepare_shards (text -> token shards)"
 	@echo "               build/ptreport (a run's JSON-lines log and Chrome trace -> SVG charts, pipeline timeline, HTML page)"
 	@echo "               build/ptckpt (checkpoints: inspect, verify, export to / import from safetensors)"
 	@echo "               and build/ptmem (predicted memory per rank of a GPT run on a dp x tp x pp layout, ZeRO, schedule)"
@@ -40,14 +41,15 @@ $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 $(MPI_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 	mpicc -O2 -fopenmp -DPTRAIN_MPI -I. $< -o $@ -lm
 
-# 07 compiles OpenCL in (--device opencl on any layout), 08 is the OpenCL tutorial
-$(BUILD)/07_gpt_3d: examples/07_gpt_3d.c ptrain.h | $(BUILD)
-	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. $< -o $@ $(CLLIBS) -lm
-
+# 08 is the OpenCL tutorial
 $(BUILD)/08_opencl: examples/08_opencl.c ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -march=native -DPTRAIN_OPENCL -I. $< -o $@ $(CLLIBS) -lm
 
-examples: $(EXAMPLES) $(MPI_EXAMPLES) $(BUILD)/07_gpt_3d $(BUILD)/08_opencl
+examples: $(EXAMPLES) $(MPI_EXAMPLES) $(BUILD)/08_opencl
+
+# the trainer: MPI and OpenCL compiled in (--device opencl on any layout)
+$(BUILD)/pttrain: tools/pttrain.c ptrain.h | $(BUILD)
+	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/pttrain.c -o $@ $(CLLIBS) -lm
 
 $(BUILD)/ptcl: tools/ptcl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -DPTRAIN_OPENCL -I. tools/ptcl.c -o $@ $(CLLIBS) -lm
@@ -64,22 +66,22 @@ $(BUILD)/ptckpt: tools/ptckpt.c ptrain.h | $(BUILD)
 $(BUILD)/ptmem: tools/ptmem.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptmem.c -o $@ -lm
 
-tools: $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem
+tools: $(BUILD)/pttrain $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem
 
-# the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage 1F1B pipeline (Open MPI
-# needs the two ALLOW variables when run as root, and --oversubscribe for more ranks than cores).
-# Checkpoints every 100 steps; --resume-if-any continues from the newest one when there is one
-# (Ctrl-C saves and stops; `make demo` again resumes; rm -rf build/demo_ckpt starts over).
+# build/pttrain trains the GPT of 03 on a hybrid layout: 2 data-parallel replicas of a 2-stage
+# 1F1B pipeline (Open MPI needs the two ALLOW variables when run as root, and --oversubscribe for
+# more ranks than cores). Checkpoints every 100 steps; --resume-if-any continues from the newest one
+# when there is one (Ctrl-C saves and stops; `make demo` again resumes; rm -rf build/demo_ckpt starts over).
 # The run logs its metrics (build/demo/log.jsonl, appended to on a resume) and a trace of every
 # rank (build/demo/trace.json); build/ptreport then draws them into build/demo/report/index.html.
 DEMO_NP   ?= 4
 DEMO_ARGS ?= --dp 2 --pp 2 --micro-batches 4 --steps 400
 DEMO_CKPT ?= --ckpt-dir $(BUILD)/demo_ckpt --ckpt-every 100 --resume-if-any --ckpt-async
 DEMO_MON  ?= --log $(BUILD)/demo/log.jsonl --trace $(BUILD)/demo/trace.json
-demo: deps $(BUILD)/07_gpt_3d $(BUILD)/ptreport
+demo: deps $(BUILD)/pttrain $(BUILD)/ptreport
 	@mkdir -p $(BUILD)/demo
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np $(DEMO_NP) ./$(BUILD)/07_gpt_3d $(DEMO_ARGS) $(DEMO_CKPT) $(DEMO_MON)
-	./$(BUILD)/ptreport $(BUILD)/demo/log.jsonl --trace $(BUILD)/demo/trace.json --title "make demo: 07_gpt_3d $(DEMO_ARGS)" -o $(BUILD)/demo/report
+	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np $(DEMO_NP) ./$(BUILD)/pttrain $(DEMO_ARGS) $(DEMO_CKPT) $(DEMO_MON)
+	./$(BUILD)/ptreport $(BUILD)/demo/log.jsonl --trace $(BUILD)/demo/trace.json --title "make demo: pttrain $(DEMO_ARGS)" -o $(BUILD)/demo/report
 	@echo "report: $(BUILD)/demo/report/index.html (charts, the pipeline timeline of the last step, events)"
 
 test: deps

@@ -17651,7 +17651,7 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 extern "C" {
 #endif
 
-/** The command-line convention shared by the training examples. */
+/** The command-line convention shared by the training programs (tools/pttrain, the tutorials). */
 typedef struct pt_args {
     int64_t steps, seed, batch, seq, layers, width, heads, stop_after;
     float lr;
@@ -17664,15 +17664,38 @@ typedef struct pt_args {
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen);
 /** Prints the shared flags and their defaults. */
 PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
+/** The GPT of the flags (examples/03_gpt.c spells these out): vocab, max_seq = --seq, --layers, --width,
+    --heads; no dropout, the LM head tied to the token embedding. */
+PTDEF pt_gpt_config pt_args_gpt(const pt_args *a, int32_t vocab);
+/** AdamW at --lr: betas 0.9 and 0.95, weight decay 0.1, gradients clipped to a global norm of 1. */
+PTDEF pt_optim_desc pt_args_adamw(const pt_args *a);
+/** --lr warmed up over the first --steps / 20 + 1 steps, then a cosine decay to lr / 10 at --steps. */
+PTDEF pt_lr_schedule pt_args_schedule(const pt_args *a);
 
-/** The rest of a training example's run, shared by 03, 07 and 08: its data (--data DIR: token
-    shards DIR/train_*.bin and val_*.bin; text DIR/train.txt and val.txt is turned into such shards
-    the first time), checkpoints (--ckpt-dir DIR --ckpt-every N, --resume or --resume-if-any) and a
-    clean stop on SIGINT / SIGTERM. Zero-initialize, set the defaults (data, prepare), pt_run_parse. */
+/** The fortunes corpus: writes outdir/train.txt and outdir/val.txt from the plain fortune files of
+    srcdir (NULL or "" = /usr/share/games/fortunes, of the Debian packages fortunes-min and fortunes),
+    the bytes tools/prepare_text.sh writes: the regular files directly in srcdir (not links, not *.dat,
+    *.u8, *.gz, *~ or dot files; for the default directory only those dpkg lists for the two packages,
+    when it lists any) in name order (strcmp), split at lines holding only "%" (a trailing CR removed
+    first), each fortune without its leading and trailing blank (space / tab) lines, overstriking
+    (X backspace Y) reduced to Y, followed by one blank line; fortune k (from 0, over all files) goes
+    to val.txt when k % 20 == 19. Nothing is written when both outputs exist and no source is newer
+    than either; else temporary files in outdir (created) are renamed into place. Prints one line.
+    PT_OK, or PT_ERR_IO with err naming the path (for a missing source, also the package to install). */
+PTDEF pt_status pt_run_prepare_fortunes(const char *outdir, const char *srcdir, char *err, size_t errlen);
+/** pt_run_prepare_fortunes(dir, NULL, ...): the pt_run.prepare of a program whose default corpus is the fortunes. */
+PTDEF pt_status pt_run_fortunes(const char *dir, char *err, size_t errlen);
+
+/** The rest of a training program's run (tools/pttrain; the tutorials use its data part): its data
+    (--data DIR: token shards DIR/train_*.bin and val_*.bin; text DIR/train.txt and val.txt is turned
+    into such shards the first time), checkpoints (--ckpt-dir DIR --ckpt-every N, --resume or
+    --resume-if-any), a clean stop on SIGINT / SIGTERM, log, trace and guard. Zero-initialize, set
+    the defaults (data, prepare), pt_run_parse. */
 typedef struct pt_run {
     const char *data;       /**< --data DIR */
-    const char *prepare;    /**< shell command that writes DIR/train.txt and val.txt when the default
-                                 DIR has neither shards nor text (rank 0 runs it); --data clears it */
+    pt_status (*prepare)(const char *dir, char *err, size_t errlen); /**< writes DIR/train.txt and val.txt
+                                 when the default DIR has neither shards nor text (rank 0 calls it, e.g.
+                                 pt_run_fortunes; an error goes to err); --data clears it */
     const char *ckpt_dir;   /**< --ckpt-dir DIR (NULL = no checkpoints) */
     int64_t ckpt_every;     /**< --ckpt-every N: save after every N steps, and at the last step (0 = only
                                  the last step and when stopped) */
@@ -17715,15 +17738,20 @@ PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, 
 /** Rewinds the validation stream to its start; returns how many of `batches` batches it holds
     (at most one epoch, so no window is counted twice). */
 PTDEF int pt_run_val_rewind(pt_run *r, int batches);
+/** A one-process GPT's validation loss: the mean of pt_gpt_loss over the first `batches` batches of
+    r->val (r->batch x r->seq, in order), on graph g with gradients and training mode off (both on
+    again after); NAN when there are none. */
+PTDEF float pt_run_val_loss(pt_run *r, pt_graph *g, const pt_gpt *m, int batches);
 /** Collective; call once the model, optimizer and loaders exist (and r->pp is set in a pipeline run).
     Creates the guard (--guard; its state is checkpointed: a checkpoint saved without it loads with a
     fresh one), applies --resume / --resume-if-any: loads the newest valid checkpoint of r->ckpt_dir
     into the parameters, o's state and the registered state (the data stream), sets *first_step to
     its step (0 when not resuming) and says so on rank 0, also when the run (`steps`) is already
     complete. Starts the trace (--trace) and the monitor (--log: model r->model, r->batch x r->seq
-    tokens per step). An error (none there, none valid, a file) is in pt_error(ctx), the same on every
-    rank. Then catches SIGINT and SIGTERM: they only raise a flag (a second SIGINT acts as usual; SIGTERM
-    stays caught, since a scheduler may deliver it twice). */
+    tokens per step; its progress line on a terminal when the run is one process, see pt_run_line).
+    An error (none there, none valid, a file) is in pt_error(ctx), the same on every rank. Then
+    catches SIGINT and SIGTERM: they only raise a flag (a second SIGINT acts as usual; SIGTERM stays
+    caught, since a scheduler may deliver it twice). */
 PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step);
 /** Collective; call after backward (and pt_dp_finish / pt_pp_step) and the gradient norm, before
     pt_optim_step, with this rank's loss (or the global one) and the global gradient norm (pt_grad_norm;
@@ -17749,6 +17777,11 @@ PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int
 /** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model, --ckpt-async; timed and logged
     by the monitor): the one save of the run. */
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step);
+/** Call before a line to stdout while the run goes on: where the monitor draws its progress line on
+    a terminal (--log, one process, stderr a terminal) and stdout is that terminal too, it erases the
+    progress line first, so the two do not overprint (the monitor draws it again at the step's end).
+    No-op otherwise; the harness's own lines call it. */
+PTDEF void pt_run_line(const pt_run *r);
 /** Writes token ids as text to file (a FILE *; NULL = stdout): decoded by r->tok when the shards are
     BPE, else one byte per id; control characters other than newline and tab (and ids outside the
     vocabulary) print as '?'. */
@@ -17778,6 +17811,23 @@ PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra) 
     printf("  --heads H       attention heads (%lld)\n", (long long)a->heads);
     printf("  --stop-after K  stop after K steps, schedule unchanged (%lld, 0 = run all)\n", (long long)a->stop_after);
     printf("  --device D      cpu, or opencl[:P[:D]] in a build with -DPTRAIN_OPENCL (%s)\n", a->device ? a->device : "cpu");
+}
+PTDEF pt_gpt_config pt_args_gpt(const pt_args *a, int32_t vocab) {
+    pt_gpt_config c;
+    memset(&c, 0, sizeof c);
+    c.vocab = vocab, c.max_seq = (int32_t)a->seq, c.layers = (int32_t)a->layers, c.width = (int32_t)a->width, c.heads = (int32_t)a->heads;
+    return c;
+}
+PTDEF pt_optim_desc pt_args_adamw(const pt_args *a) {
+    pt_optim_desc o;
+    memset(&o, 0, sizeof o);
+    o.kind = PT_OPTIM_ADAMW, o.lr = a->lr, o.beta1 = 0.9f, o.beta2 = 0.95f, o.weight_decay = 0.1f, o.clip_norm = 1.0f;
+    return o;
+}
+PTDEF pt_lr_schedule pt_args_schedule(const pt_args *a) {
+    pt_lr_schedule s;
+    s.kind = PT_LR_COSINE, s.lr = a->lr, s.min_lr = a->lr * 0.1f, s.warmup = a->steps / 20 + 1, s.total = a->steps;
+    return s;
 }
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen) {
     static const char *names[] = {"--steps", "--seed", "--batch", "--seq", "--layers", "--width", "--heads", "--stop-after", "--lr", "--device"};
@@ -17959,12 +18009,12 @@ static void pt__run_shards(pt_ctx *ctx, const char *dir, const char *split, char
     FILE *f;
     snprintf(path, sizeof path, "%s/%s.txt", dir, split);
     if (!(f = fopen(path, "rb"))) {
-        pt__msg(err, errlen, "--data %s: cannot read %s", dir, path);
+        snprintf(err, errlen, "--data %s: cannot read %s/%s.txt", dir, dir, split);
         return;
     }
     if (!(buf = (uint32_t *)PT_MALLOC(sizeof(uint32_t) * (size_t)cap))) {
         fclose(f);
-        pt__msg(err, errlen, "--data %s: out of memory", dir);
+        snprintf(err, errlen, "--data %s: out of memory", dir);
         return;
     }
     do { /* every byte is a token; shards of at most 2^24 tokens, as tools/prepare_shards writes them */
@@ -17973,7 +18023,7 @@ static void pt__run_shards(pt_ctx *ctx, const char *dir, const char *split, char
         if (n && (n > cap - (int64_t)sizeof chunk || got == 0)) {
             snprintf(path, sizeof path, "%s/%s_%06d.bin", dir, split, shards++);
             if (pt_shard_write(ctx, path, PT_SHARD_PTRAIN, buf, n, 256) != PT_OK) {
-                pt__msg(err, errlen, "%s", pt_error(ctx));
+                snprintf(err, errlen, "%s", pt_error(ctx));
                 break;
             }
             total += n, n = 0;
@@ -17981,33 +18031,255 @@ static void pt__run_shards(pt_ctx *ctx, const char *dir, const char *split, char
     } while (got > 0);
     fclose(f);
     PT_FREE(buf);
-    if (!err[0] && total == 0) pt__msg(err, errlen, "--data %s: %s/%s.txt is empty", dir, dir, split);
+    if (!err[0] && total == 0) snprintf(err, errlen, "--data %s: %s/%s.txt is empty", dir, dir, split);
     if (!err[0]) printf("prepared %s/%s_*.bin: %lld tokens in %d shard(s) from %s.txt\n", dir, split, (long long)total, shards, split);
 }
 
+/* The fortunes corpus: tools/prepare_text.sh in C, byte for byte (tests/examples_test.sh compares them). */
+#define PT__RUN_FORTUNES "/usr/share/games/fortunes"
+#if defined(__unix__) || defined(__APPLE__)
+#define PT__RUN_POSIX 1
+#include <dirent.h>
+#if defined(__linux__) && defined(st_mtime) /* POSIX.1-2008 visible: lstat, nanosecond times (as find -newer) */
+#define PT__RUN_LSTAT lstat
+#define PT__RUN_NSEC(st) ((long)(st).st_mtim.tv_nsec)
+#else /* strict ISO C or another system: links followed, whole seconds */
+#define PT__RUN_LSTAT stat
+#define PT__RUN_NSEC(st) 0L
+#endif
+#endif
+
+#ifdef PT__RUN_POSIX
+typedef struct pt__run_buf {
+    char *p;
+    size_t n, cap;
+} pt__run_buf;
+static int pt__run_add(pt__run_buf *b, const void *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = 2 * (b->n + n + 1);
+        char *p = (char *)PT_REALLOC(b->p, cap);
+        if (!p) return 0;
+        b->p = p, b->cap = cap;
+    }
+    if (n) memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+    return 1;
+}
+/* appends the whole file; 0 when it cannot be read */
+static int pt__run_slurp(pt__run_buf *b, const char *path) {
+    char chunk[1 << 14];
+    size_t got;
+    int ok = 1;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    while (ok && (got = fread(chunk, 1, sizeof chunk, f)) > 0) ok = pt__run_add(b, chunk, got);
+    ok = ok && !ferror(f) && pt__run_add(b, "", 0);
+    fclose(f);
+    return ok;
+}
+static int pt__run_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int pt__run_ends(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+static int pt__run_newer(const struct stat *a, const struct stat *b) {
+    return a->st_mtime > b->st_mtime || (a->st_mtime == b->st_mtime && PT__RUN_NSEC(*a) > PT__RUN_NSEC(*b));
+}
+/* mkdir -p: 1 when dir is a directory afterwards */
+static int pt__run_mkdirs(const char *dir) {
+    char p[1024];
+    size_t i, n = strlen(dir);
+    struct stat sb;
+    if (n == 0 || n >= sizeof p) return 0;
+    memcpy(p, dir, n + 1);
+    for (i = 1; i <= n; i++)
+        if (p[i] == '/' || p[i] == 0) {
+            char c = p[i];
+            p[i] = 0;
+            if (mkdir(p, 0755) != 0 && (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))) return 0;
+            p[i] = c;
+        }
+    return 1;
+}
+
+/* the fortunes being split: the one being read (its lines from its first non-blank one) and the counts */
+typedef struct pt__run_fortunes {
+    pt__run_buf cur;
+    size_t end;       /* cur[0, end): up to the end of its last non-blank line */
+    int started;      /* a non-blank line was read */
+    int64_t count, nval;
+    FILE *out[2];     /* train, val */
+    int ok;
+} pt__run_fortunes;
+static void pt__run_fortune_end(pt__run_fortunes *s) {
+    if (s->started) {
+        FILE *f = s->out[s->count % 20 == 19];
+        s->ok = s->ok && fwrite(s->cur.p, 1, s->end, f) == s->end && fputs("\n\n", f) >= 0;
+        s->nval += s->count % 20 == 19, s->count++;
+    }
+    s->cur.n = 0, s->end = 0, s->started = 0;
+}
+/* one file: lines (the last one may lack its newline), "%" ends a fortune, and so does the file's end */
+static void pt__run_fortune_file(pt__run_fortunes *s, char *text, size_t n) {
+    size_t p, e, i, len, j;
+    for (p = 0; p < n && s->ok; p = e + 1) {
+        char *l = text + p;
+        int blank = 1;
+        for (e = p; e < n && text[e] != '\n'; e++) {}
+        len = e - p;
+        if (len && l[len - 1] == '\r') len--;
+        if (len == 1 && l[0] == '%') {
+            pt__run_fortune_end(s);
+            continue;
+        }
+        for (i = j = 0; i < len; i++) /* a backspace takes back the character before it */
+            if (l[i] != '\b') l[j++] = l[i];
+            else if (j) j--;
+        for (i = 0; i < j && blank; i++) blank = l[i] == ' ' || l[i] == '\t';
+        if (!s->started && blank) continue; /* leading blank lines */
+        if (s->cur.n) s->ok = pt__run_add(&s->cur, "\n", 1);
+        s->ok = s->ok && pt__run_add(&s->cur, l, j);
+        if (!blank) s->end = s->cur.n, s->started = 1;
+    }
+    pt__run_fortune_end(s);
+}
+#endif
+
+PTDEF pt_status pt_run_prepare_fortunes(const char *outdir, const char *srcdir, char *err, size_t errlen) {
+#ifdef PT__RUN_POSIX
+    const char *src = srcdir && srcdir[0] ? srcdir : PT__RUN_FORTUNES;
+    pt__run_buf listed = {NULL, 0, 0}, text = {NULL, 0, 0};
+    pt__run_fortunes s;
+    char **names = NULL, path[2][1200], tmp[2][1200], file[1200];
+    size_t nnames = 0, cap = 0, i;
+    struct stat st, out[2];
+    struct dirent *e;
+    DIR *d;
+    int filter = 0, oom = 0, k, fresh;
+    char msg[1400] = "";
+    pt_status status = PT_ERR_IO;
+    if (err && errlen) err[0] = 0;
+    if (!outdir || !outdir[0]) {
+        snprintf(err, errlen, "pt_run_prepare_fortunes: no output directory");
+        return PT_ERR_ARG;
+    }
+    if (stat(src, &st) != 0 || !S_ISDIR(st.st_mode) || !(d = opendir(src))) {
+        snprintf(err, errlen, "the fortune directory %s does not exist (install the Debian package fortunes: apt-get install fortunes, or make deps)", src);
+        return PT_ERR_IO;
+    }
+    if (!strcmp(src, PT__RUN_FORTUNES)) { /* only the files of the two packages, when dpkg lists them */
+        oom = !pt__run_add(&listed, "\n", 1);
+        pt__run_slurp(&listed, "/var/lib/dpkg/info/fortunes.list"); /* a package not installed lists nothing */
+        oom = oom || !pt__run_add(&listed, "\n", 1);
+        pt__run_slurp(&listed, "/var/lib/dpkg/info/fortunes-min.list");
+        oom = oom || !pt__run_add(&listed, "\n", 1);
+        for (i = 0; i < listed.n && !filter; i++) filter = listed.p[i] != '\n';
+    }
+    while (!oom && (e = readdir(d)) != NULL) {
+        const char *nm = e->d_name;
+        char want[1300];
+        if (nm[0] == '.' || pt__run_ends(nm, ".dat") || pt__run_ends(nm, ".u8") || pt__run_ends(nm, "~") || pt__run_ends(nm, ".gz")) continue;
+        snprintf(file, sizeof file, "%s/%s", src, nm);
+        if (PT__RUN_LSTAT(file, &st) != 0 || !S_ISREG(st.st_mode)) continue; /* not directories (off/, de/, ...) nor links */
+        snprintf(want, sizeof want, "\n%s\n", file);
+        if (filter && !strstr(listed.p, want)) continue; /* installed by another package */
+        if (nnames == cap) {
+            char **grown = (char **)PT_REALLOC(names, sizeof(char *) * (cap = 2 * cap + 16));
+            if (!grown) {
+                oom = 1;
+                break;
+            }
+            names = grown;
+        }
+        if (!(names[nnames] = (char *)PT_MALLOC(strlen(nm) + 1))) {
+            oom = 1;
+            break;
+        }
+        strcpy(names[nnames++], nm);
+    }
+    closedir(d);
+    PT_FREE(listed.p);
+    memset(&s, 0, sizeof s);
+    if (nnames) qsort(names, nnames, sizeof *names, pt__run_cmp);
+    snprintf(path[0], sizeof path[0], "%s/train.txt", outdir);
+    snprintf(path[1], sizeof path[1], "%s/val.txt", outdir);
+    fresh = stat(path[0], &st) == 0 && S_ISREG(st.st_mode) && stat(path[1], &st) == 0 && S_ISREG(st.st_mode) &&
+            PT__RUN_LSTAT(path[0], &out[0]) == 0 && PT__RUN_LSTAT(path[1], &out[1]) == 0;
+    for (i = 0; i < nnames && fresh; i++) { /* up to date: no source newer than either output */
+        snprintf(file, sizeof file, "%s/%s", src, names[i]);
+        fresh = PT__RUN_LSTAT(file, &st) == 0 && !pt__run_newer(&st, &out[0]) && !pt__run_newer(&st, &out[1]);
+    }
+    if (oom) snprintf(msg, sizeof msg, "out of memory listing %s", src), status = PT_ERR_OOM;
+    else if (!nnames)
+        snprintf(msg, sizeof msg, "no fortune files in %s (install the Debian package fortunes: apt-get install fortunes, or make deps)", src);
+    else if (fresh) {
+        printf("fortunes: %s is up to date (%d source files in %s)\n", outdir, (int)nnames, src);
+        status = PT_OK;
+    } else if (!pt__run_mkdirs(outdir))
+        snprintf(msg, sizeof msg, "cannot create the directory %s", outdir);
+    else {
+        s.ok = 1;
+        for (k = 0; k < 2; k++) {
+            snprintf(tmp[k], sizeof tmp[k], "%s/.%s.tmp.%ld", outdir, k ? "val.txt" : "train.txt", (long)getpid());
+            if (!(s.out[k] = fopen(tmp[k], "wb"))) s.ok = 0;
+        }
+        if (!s.ok) snprintf(msg, sizeof msg, "cannot write in %s", outdir);
+        for (i = 0; i < nnames && s.ok; i++) {
+            snprintf(file, sizeof file, "%s/%s", src, names[i]);
+            text.n = 0;
+            if (!pt__run_slurp(&text, file)) snprintf(msg, sizeof msg, "cannot read %s/%s", src, names[i]), s.ok = 0;
+            else pt__run_fortune_file(&s, text.p, text.n);
+            if (!s.ok && !msg[0]) snprintf(msg, sizeof msg, "cannot write the corpus in %s (disk full?)", outdir);
+        }
+        for (k = 0; k < 2; k++)
+            if (s.out[k] && fclose(s.out[k]) != 0 && s.ok) s.ok = 0, snprintf(msg, sizeof msg, "cannot write the corpus in %s (disk full?)", outdir);
+        for (k = 0; k < 2 && s.ok; k++)
+            if (rename(tmp[k], path[k]) != 0) s.ok = 0, snprintf(msg, sizeof msg, "cannot rename the new %s into place in %s", k ? "val.txt" : "train.txt", outdir);
+        for (k = 0; k < 2 && !s.ok; k++) remove(tmp[k]);
+        if (s.ok) {
+            status = PT_OK;
+            printf("fortunes: built %s from %d files in %s: %lld fortunes, %lld for training (train.txt), %lld for validation (val.txt)\n", outdir,
+                   (int)nnames, src, (long long)s.count, (long long)(s.count - s.nval), (long long)s.nval);
+        }
+    }
+    for (i = 0; i < nnames; i++) PT_FREE(names[i]);
+    PT_FREE(names);
+    PT_FREE(text.p);
+    PT_FREE(s.cur.p);
+    if (msg[0]) snprintf(err, errlen, "%s", msg);
+    return status;
+#else
+    (void)outdir, (void)srcdir;
+    snprintf(err, errlen, "pt_run_prepare_fortunes needs a POSIX system");
+    return PT_ERR_IO;
+#endif
+}
+PTDEF pt_status pt_run_fortunes(const char *dir, char *err, size_t errlen) { return pt_run_prepare_fortunes(dir, NULL, err, errlen); }
+
 PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, uint64_t seed) {
-    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
+    const pt_dist *d = pt_ctx_dist(ctx);
     pt_coords me = pt_dist_coords(d);
     pt_layout lay = pt_dist_layout(d);
     pt_loader_desc ld;
     pt_shard_info info;
-    char err[PT__ERRLEN], path[1024];
+    char err[2048], path[1024]; /* err holds pt_error (up to 1 KiB) and more */
     const char *dir = r ? r->data : NULL;
     pt_status st = PT_OK;
     if (!ctx) return PT_ERR_ARG;
-    if (!r || !dir || !dir[0]) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_run_data: no data directory (--data DIR)"), PT_ERR_ARG);
+    if (!r || !dir || !dir[0]) return pt_error_set(ctx, PT_ERR_ARG, "pt_run_data: no data directory (--data DIR)");
     r->batch = batch, r->seq = seq;
     err[0] = 0;
     if (pt_dist_rank(d) == 0 && !pt__run_exists(dir, "train_000000.bin")) { /* rank 0 prepares, the others wait */
-        if (!pt__run_exists(dir, "train.txt") && r->prepare) {
-            printf("preparing the corpus: %s\n", r->prepare);
+        if (!pt__run_exists(dir, "train.txt") && r->prepare) { /* the default corpus, made the first time */
+            char why[768] = "";
+            if (r->prepare(dir, why, sizeof why) != PT_OK) snprintf(err, sizeof err, "preparing the corpus %s: %s", dir, why[0] ? why : "failed");
             fflush(stdout);
-            if (system(r->prepare) != 0) pt__msg(err, sizeof err, "`%s` failed (for the fortunes corpus: is the Debian package 'fortunes' installed? make deps)", r->prepare);
         }
         if (err[0]) {
         } else if (!pt__run_exists(dir, "train.txt") || !pt__run_exists(dir, "val.txt"))
-            pt__msg(err, sizeof err, "--data %s: expected token shards %s/train_000000.bin ... and val_*.bin (as tools/prepare_shards writes them) "
-                    "or text %s/train.txt and val.txt to make them from; found neither", dir, dir, dir);
+            snprintf(err, sizeof err, "--data %s: expected token shards %s/train_000000.bin ... and val_*.bin (as tools/prepare_shards writes them) "
+                     "or text %s/train.txt and val.txt to make them from; found neither", dir, dir, dir);
         else {
             pt__run_shards(ctx, dir, "val", err, sizeof err); /* train last: its first shard marks the set complete */
             if (!err[0]) pt__run_shards(ctx, dir, "train", err, sizeof err);
@@ -18016,30 +18288,30 @@ PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, 
     }
     pt_dist_agree_msg(d, !err[0], err, sizeof err); /* a barrier: the shards exist now if they can */
     if (!err[0] && !pt__run_exists(dir, "val_000000.bin"))
-        pt__msg(err, sizeof err, "--data %s: expected validation shards %s/val_*.bin next to the train shards", dir, dir);
+        snprintf(err, sizeof err, "--data %s: expected validation shards %s/val_*.bin next to the train shards", dir, dir);
     snprintf(path, sizeof path, "%s/train_000000.bin", dir);
-    if (!err[0] && pt_shard_info_read(ctx, path, &info) != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
+    if (!err[0] && pt_shard_info_read(ctx, path, &info) != PT_OK) snprintf(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
     if (!err[0]) { /* not recorded (llm.c's layout): GPT-2's vocabulary for llm.c, else all uint16 ids */
         r->vocab = info.vocab > 0 ? info.vocab : info.format == PT_SHARD_LLMC ? 50257 : 65536;
         r->tok = pt_tokenizer_load_dir(ctx, dir); /* NULL without an error: byte-level shards */
-        if (!r->tok && pt_status_get(ctx) != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
+        if (!r->tok && pt_status_get(ctx) != PT_OK) snprintf(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
         else if (r->tok && pt_tokenizer_vocab(r->tok) != r->vocab)
-            pt__msg(err, sizeof err, "--data %s: %s/%s has a vocabulary of %d, the shards %d (prepared with another tokenizer? run tools/prepare_shards again)",
-                    dir, dir, PT_TOKENIZER_FILE, (int)pt_tokenizer_vocab(r->tok), (int)r->vocab);
+            snprintf(err, sizeof err, "--data %s: %s/%s has a vocabulary of %d, the shards %d (prepared with another tokenizer? run tools/prepare_shards again)",
+                     dir, dir, PT_TOKENIZER_FILE, (int)pt_tokenizer_vocab(r->tok), (int)r->vocab);
     }
     if (!err[0]) {
         memset(&ld, 0, sizeof ld);
         ld.dir = dir, ld.prefix = "train_", ld.batch = batch, ld.seq = seq, ld.rank = me.dp, ld.ranks = lay.dp;
         ld.seed = seed, ld.shuffle = 1, ld.prefetch = -1;
-        if (!(r->train = pt_loader_new(ctx, &ld)) || pt_loader_register(r->train, "data") != PT_OK) pt__msg(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
+        if (!(r->train = pt_loader_new(ctx, &ld)) || pt_loader_register(r->train, "data") != PT_OK) snprintf(err, sizeof err, "--data %s: %s", dir, pt_error(ctx));
         ld.prefix = "val_", ld.shuffle = 0, ld.prefetch = 0;
-        if (!err[0] && !(r->val = pt_loader_new(ctx, &ld))) pt__msg(err, sizeof err, "--data %s (validation): %s", dir, pt_error(ctx));
+        if (!err[0] && !(r->val = pt_loader_new(ctx, &ld))) snprintf(err, sizeof err, "--data %s (validation): %s", dir, pt_error(ctx));
     }
     st = pt_status_get(ctx) != PT_OK ? pt_status_get(ctx) : PT_ERR_IO;
     if (!pt_dist_agree_msg(d, !err[0], err, sizeof err)) {
         pt_run_free(r);
         pt_error_clear(ctx);
-        return (pt_status)(pt__fail(ctx, st, "%s", err), st);
+        return pt_error_set(ctx, st, "%s", err);
     }
     if (pt_dist_rank(d) == 0) {
         pt_loader_stats t = pt_loader_stats_get(r->train), v = pt_loader_stats_get(r->val);
@@ -18060,7 +18332,39 @@ PTDEF int pt_run_val_rewind(pt_run *r, int batches) {
     if (pt_loader_set_state(r->val, &s) != PT_OK) return 0;
     return batches < per ? batches : (int)per;
 }
+PTDEF float pt_run_val_loss(pt_run *r, pt_graph *g, const pt_gpt *m, int batches) {
+    int64_t shape[2];
+    size_t n = r ? (size_t)(r->batch * r->seq) : 0;
+    int32_t *ids = (int32_t *)PT_MALLOC(sizeof(int32_t) * (n ? 2 * n : 1));
+    double sum = 0;
+    int k, done = 0, want = ids ? pt_run_val_rewind(r, batches) : 0;
+    pt_graph_set_grad(g, 0);
+    pt_graph_set_training(g, 0);
+    shape[0] = r ? r->batch : 0, shape[1] = r ? r->seq : 0;
+    for (k = 0; k < want; k++, done++) {
+        pt_tensor *loss;
+        if (pt_loader_next(r->val, ids, ids + n) != PT_OK) break;
+        pt_graph_reset(g);
+        loss = pt_gpt_loss(g, m, pt_tensor_from(g, PT_I32, 2, shape, ids), pt_tensor_from(g, PT_I32, 2, shape, ids + n));
+        if (!loss) break;
+        sum += pt_item(loss);
+    }
+    pt_graph_set_grad(g, 1);
+    pt_graph_set_training(g, 1);
+    PT_FREE(ids);
+    return done ? (float)(sum / done) : NAN;
+}
 
+PTDEF void pt_run_line(const pt_run *r) {
+#ifdef PT__RUN_POSIX
+    if (r && r->mon && pt_monitor_progress_on(r->mon) && isatty(1)) {
+        fputs("\r\033[K", stderr); /* back to the line's start, erase to its end */
+        fflush(stderr);
+    }
+#else
+    (void)r;
+#endif
+}
 
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step) {
     pt_ckpt_opts ck;
@@ -18074,7 +18378,7 @@ PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t s
 static void pt__run_on_guard(void *user, const pt_guard_event *e) {
     static const char *const verdicts[] = {"update", "skip", "rollback"};
     pt_run *r = (pt_run *)user;
-    if (!r->mon || pt_dist_rank(r->ctx->desc.dist) != 0) return;
+    if (!r->mon || pt_dist_rank(pt_ctx_dist(r->ctx)) != 0) return;
     pt_monitor_event(r->mon, pt_guard_event_name(e->kind), "rank=%d verdict=%s value=%g z=%g mean=%g std=%g loaded_step=%lld detail=%s", (int)e->rank,
                      verdicts[e->verdict >= 0 && e->verdict <= 2 ? e->verdict : 0], e->value, e->z, e->mean, e->std, (long long)e->loaded_step,
                      e->detail);
@@ -18104,7 +18408,7 @@ static int pt__run_ckpt_has_state(const pt_dist *d, const char *dir, const char 
 }
 
 PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step) {
-    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
+    const pt_dist *d = pt_ctx_dist(ctx);
     int root = pt_dist_rank(d) == 0, loaded = 0;
     int64_t k = 0;
     if (first_step) *first_step = 0;
@@ -18141,6 +18445,11 @@ PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps,
         memset(&md, 0, sizeof md);
         md.log_path = r->log_path, md.append = loaded, md.model = r->model, md.seq = r->seq, md.config = cfg;
         md.loader = r->train, md.pp = r->pp, md.first_step = k, md.total_steps = steps;
+#ifdef PT__RUN_POSIX
+        /* one process not started by a launcher: a progress line on a terminal also in an MPI build
+           (the monitor takes a singleton, which has PMIX_RANK, for a rank of mpirun) */
+        if (pt_dist_size(d) == 1 && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && isatty(2)) md.progress = 1;
+#endif
         if (!(r->mon = pt_monitor_new(ctx, d, &md))) return pt_status_get(ctx);
         if (loaded) pt_monitor_event(r->mon, "ckpt_load", "dir=%s ckpt_step=%lld", r->ckpt_dir, (long long)k);
     }
@@ -18168,7 +18477,8 @@ static pt_status pt__run_commit_if(pt_run *r, int poll) {
     cs = pt_ckpt_stats_get(r->ctx);
     if (r->mon) pt_monitor_event(r->mon, "ckpt_commit", "dir=%s ckpt_step=%lld write_s=%.6f wait_s=%.6f commit_s=%.6f", r->ckpt_dir, (long long)cs.step,
                                  cs.write_s, cs.wait_s, cs.commit_s);
-    if (pt_dist_rank(r->ctx->desc.dist) == 0)
+    pt_run_line(r);
+    if (pt_dist_rank(pt_ctx_dist(r->ctx)) == 0)
         printf("checkpoint: step %lld committed to %s/step_%09lld (written in %.2f s in the background)\n", (long long)cs.step, r->ckpt_dir,
                (long long)cs.step, cs.write_s);
     return PT_OK;
@@ -18191,7 +18501,8 @@ PTDEF int pt_run_guard(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t step, float 
         }
         pt_trace_step(ctx, k);
         if (resume_at) *resume_at = k;
-        if (pt_dist_rank(ctx->desc.dist) == 0)
+        pt_run_line(r);
+        if (pt_dist_rank(pt_ctx_dist(ctx)) == 0)
             printf("guard: step %lld: rolled back to the checkpoint of step %lld in %s, learning rate scale now %g\n", (long long)step, (long long)k,
                    r->ckpt_dir, (double)pt_guard_lr_scale(r->health));
     }
@@ -18200,7 +18511,7 @@ PTDEF int pt_run_guard(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t step, float 
 }
 
 PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps, float loss, float grad_norm, float lr) {
-    const pt_dist *d = ctx ? ctx->desc.dist : NULL;
+    const pt_dist *d = pt_ctx_dist(ctx);
     int stop, save, saved = 0;
     double t0, tc = 0;
     if (!ctx || !r) return -1;
@@ -18217,6 +18528,7 @@ PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int
         double t1 = pt_time();
         if (pt_run_save(ctx, o, r, done) != PT_OK) return -1;
         saved = 1;
+        pt_run_line(r);
         if (pt_dist_rank(d) == 0)
             printf("checkpoint: step %lld %s %s/step_%09lld (%.2f s)\n", (long long)done, r->ckpt_async ? "snapshot taken, being written to" : "saved to",
                    r->ckpt_dir, (long long)done, pt_time() - t1);
@@ -18233,6 +18545,7 @@ PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int
         if (pt_monitor_step_end(r->mon, &ms) != PT_OK) return -1;
     }
     pt_trace_step(ctx, done);
+    if (stop) pt_run_line(r);
     if (stop && pt_dist_rank(d) == 0) {
         if (!saved) printf("interrupted at step %lld; nothing saved (no --ckpt-dir)\n", (long long)done);
         else {
@@ -18272,9 +18585,10 @@ PTDEF void pt_run_free(pt_run *r) {
     if (!r) return;
     if (r->ctx) { /* pt_run_start ran: the collective part */
         pt_ctx *ctx = r->ctx;
-        int root = pt_dist_rank(ctx->desc.dist) == 0;
+        int root = pt_dist_rank(pt_ctx_dist(ctx)) == 0;
         int64_t pending = pt_ckpt_pending(ctx);
         if (pt__run_commit(r) != PT_OK && root) fprintf(stderr, "checkpoint of step %lld lost: %s\n", (long long)pending, pt_error(ctx));
+        pt_run_line(r);
         if (r->trace_path && pt_trace_on(ctx)) {
             if (pt_trace_finish(ctx) != PT_OK && root) fprintf(stderr, "--trace %s: %s\n", r->trace_path, pt_error(ctx));
             else if (root) printf("trace: %s (every rank; open in ui.perfetto.dev)\n", r->trace_path);

@@ -28,14 +28,14 @@
    give the losses of the run never stopped, bit for bit (this program checks it).
 
    Another layout. The pieces are matched by name and by global element range, so a checkpoint of
-   2 DP ranks resumes on 4, or on 1 (or with ZeRO on, or another pipeline split in 07_gpt_3d; a
+   2 DP ranks resumes on 4, or on 1 (or with ZeRO on, or another pipeline split in tools/pttrain; a
    different tensor-parallel split is refused). The reductions then add in another order, so the
    losses agree to rounding (1e-5 here), not bit for bit.
 
    Stopping cleanly. A job scheduler stops a job with SIGTERM (and you with Ctrl-C, SIGINT). The
    handler only raises a flag; after each step the ranks agree on it (a signal may reach only
-   some), save, and exit 0. 03, 07 and 08 do this through pt_run (--ckpt-dir --ckpt-every --resume,
-   in the >>args part of ptrain.h); this program spells out the same calls.
+   some), save, and exit 0. tools/pttrain does this through pt_run (--ckpt-dir --ckpt-every --resume,
+   in the harness part of ptrain.h); this program spells out the same calls.
 
    The program: a small GPT on the fortunes corpus (token shards, data/fortunes, made the first
    time), data parallel over the MPI ranks. It trains --steps steps three times in one process:
@@ -206,7 +206,7 @@ int main(int argc, char **argv) {
     int64_t first, end, k;
     float *ref, *got;
     memset(&s, 0, sizeof s);
-    s.run.data = "data/fortunes", s.run.prepare = "sh tools/prepare_text.sh data/fortunes";
+    s.run.data = "data/fortunes", s.run.prepare = pt_run_fortunes;
     s.a.steps = 12, s.a.seed = 9, s.a.batch = 8, s.a.seq = 64, s.a.layers = 2, s.a.width = 64, s.a.heads = 4, s.a.lr = 2e-3f;
     s.every = 4, s.stop_at = 6;
     argc = pt_run_parse(&s.run, argc, argv, err, sizeof err);

@@ -16,6 +16,10 @@
 #
 # Idempotent: does nothing when both outputs exist and are newer than every source file.
 # Atomic: writes temporary files in OUTDIR and renames them into place.
+#
+# The training programs make the same corpus without a shell: pt_run_prepare_fortunes (the harness
+# part of ptrain.h) is this script in C, and tests/examples_test.sh checks that both write the same
+# bytes, on the installed fortunes and on a directory of edge cases. Change the two together.
 set -eu
 
 LC_ALL=C

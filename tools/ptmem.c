@@ -4,7 +4,7 @@
                 [--dp N] [--tp N] [--pp N] [--zero 0|1|2] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]
                 [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]
                 [--precision f32|bf16] [--recompute 0|1]
-   The flags mean what they mean in examples/07_gpt_3d.c: --batch is the global batch (sequences per
+   The flags mean what they mean in tools/pttrain.c: --batch is the global batch (sequences per
    step over all DP ranks), so one micro-batch holds batch / (dp * micro-batches) sequences. Prints one
    row per pipeline rank (the first holds the embedding, the last the head): parameters, gradients,
    optimizer state, activations of one micro-batch x micro-batches in flight, workspace, the DP
