@@ -831,6 +831,9 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *cfg, int64_t B, int64_t T);
 PTDEF uint64_t pt_hash64(uint64_t x);
 /** Hash of a string (FNV-1a 64). */
 PTDEF uint64_t pt_hash_str(const char *s);
+/** mkdir -p: creates dir and its missing parents (mode 0755); 1 when dir is a directory afterwards,
+    0 otherwise (errno tells why; also 0 where the platform has no POSIX directories). */
+PTDEF int pt_mkdirs(const char *dir);
 /** A small deterministic random generator. */
 typedef struct pt_rng { uint64_t s; } pt_rng;
 PTDEF pt_rng pt_rng_seed(uint64_t seed);
@@ -1663,6 +1666,9 @@ PTDEF pt_status pt_monitor_ckpt_save(pt_monitor *m, pt_optim *o, const char *dir
 PTDEF void pt_monitor_last(const pt_monitor *m, pt_monitor_metrics *all, pt_monitor_metrics *mine);
 /** 1 if this rank draws the progress line (rank 0, and see pt_monitor_desc.progress). */
 PTDEF int pt_monitor_progress_on(const pt_monitor *m);
+/** Erases the progress line if it is drawn (call before printing your own line to the terminal);
+    the next pt_monitor_step_end draws it again. */
+PTDEF void pt_monitor_progress_clear(pt_monitor *m);
 /** The step number the next pt_monitor_step_end logs (after a rollback a run continues at an
     earlier step, and the log numbers the steps from there). */
 PTDEF void pt_monitor_set_step(pt_monitor *m, int64_t step);
@@ -2051,7 +2057,7 @@ static void pt__msg(char *err, size_t errlen, const char *fmt, ...) {
 }
 
 /* mkdir -p (POSIX): 1 when dir exists as a directory afterwards (the OpenCL program cache, checkpoints) */
-static int pt__mkdirs(const char *dir) {
+PTDEF int pt_mkdirs(const char *dir) {
 #if defined(__unix__) || defined(__APPLE__)
     char p[1024];
     size_t i, n = strlen(dir);
@@ -7151,7 +7157,7 @@ static void pt__cl_cache_path(pt__cl *cl, uint64_t key) {
     else if (xdg && *xdg) pt__msg(dir, sizeof dir, "%s/ptrain", xdg);
     else if (home && *home) pt__msg(dir, sizeof dir, "%s/.cache/ptrain", home);
     else return;
-    if (!pt__mkdirs(dir)) return;
+    if (!pt_mkdirs(dir)) return;
     pt__msg(cl->info.cache_file, sizeof cl->info.cache_file, "%s/ptrain-cl-%016llx.bin", dir, (unsigned long long)key);
 }
 
@@ -14921,7 +14927,7 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     if (!(j = ctx->ckpt)) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: out of memory");
     snprintf(tmp, sizeof tmp, "%.900s/.tmp.step_%09lld", dir, (long long)step);
     if (ok && rank == 0) {
-        if (!pt__mkdirs(dir)) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create directory %s", dir);
+        if (!pt_mkdirs(dir)) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create directory %s", dir);
         else {
             if (stat(tmp, &sb) == 0) pt__ck_rmdir(tmp); /* left by a save that died */
             if (mkdir(tmp, 0755) != 0) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create %s", tmp);
@@ -16440,8 +16446,10 @@ PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor
     else if (m->desc.progress) m->progress = m->desc.progress > 0;
     else {
 #ifdef PT__MON_POSIX
+        /* a launcher (mpirun, srun) says so in the environment; a singleton MPI process (run
+           without one, it has PMIX_RANK) is one process on this terminal */
         m->progress = isatty(2) && m->world == 1 && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") &&
-                      !getenv("PMI_RANK") && !getenv("PMIX_RANK");
+                      !getenv("SLURM_PROCID");
 #endif
     }
     if (m->rank != 0) m->progress = 0;
@@ -16812,6 +16820,12 @@ PTDEF void pt_monitor_last(const pt_monitor *m, pt_monitor_metrics *all, pt_moni
     }
 }
 PTDEF int pt_monitor_progress_on(const pt_monitor *m) { return m ? m->progress : 0; }
+PTDEF void pt_monitor_progress_clear(pt_monitor *m) {
+    if (!m || !m->printed) return;
+    fputs("\r\033[K", stderr); /* back to the line's start, erase to its end */
+    fflush(stderr);
+    m->printed = 0;
+}
 PTDEF void pt_monitor_set_step(pt_monitor *m, int64_t step) {
     if (m) m->step = step;
 }
@@ -18086,22 +18100,6 @@ static int pt__run_ends(const char *s, const char *suffix) {
 static int pt__run_newer(const struct stat *a, const struct stat *b) {
     return a->st_mtime > b->st_mtime || (a->st_mtime == b->st_mtime && PT__RUN_NSEC(*a) > PT__RUN_NSEC(*b));
 }
-/* mkdir -p: 1 when dir is a directory afterwards */
-static int pt__run_mkdirs(const char *dir) {
-    char p[1024];
-    size_t i, n = strlen(dir);
-    struct stat sb;
-    if (n == 0 || n >= sizeof p) return 0;
-    memcpy(p, dir, n + 1);
-    for (i = 1; i <= n; i++)
-        if (p[i] == '/' || p[i] == 0) {
-            char c = p[i];
-            p[i] = 0;
-            if (mkdir(p, 0755) != 0 && (stat(p, &sb) != 0 || !S_ISDIR(sb.st_mode))) return 0;
-            p[i] = c;
-        }
-    return 1;
-}
 
 /* the fortunes being split: the one being read (its lines from its first non-blank one) and the counts */
 typedef struct pt__run_fortunes {
@@ -18216,7 +18214,7 @@ PTDEF pt_status pt_run_prepare_fortunes(const char *outdir, const char *srcdir, 
     else if (fresh) {
         printf("fortunes: %s is up to date (%d source files in %s)\n", outdir, (int)nnames, src);
         status = PT_OK;
-    } else if (!pt__run_mkdirs(outdir))
+    } else if (!pt_mkdirs(outdir))
         snprintf(msg, sizeof msg, "cannot create the directory %s", outdir);
     else {
         s.ok = 1;
@@ -18357,10 +18355,7 @@ PTDEF float pt_run_val_loss(pt_run *r, pt_graph *g, const pt_gpt *m, int batches
 
 PTDEF void pt_run_line(const pt_run *r) {
 #ifdef PT__RUN_POSIX
-    if (r && r->mon && pt_monitor_progress_on(r->mon) && isatty(1)) {
-        fputs("\r\033[K", stderr); /* back to the line's start, erase to its end */
-        fflush(stderr);
-    }
+    if (r && r->mon && pt_monitor_progress_on(r->mon) && isatty(1)) pt_monitor_progress_clear(r->mon);
 #else
     (void)r;
 #endif
@@ -18445,11 +18440,6 @@ PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps,
         memset(&md, 0, sizeof md);
         md.log_path = r->log_path, md.append = loaded, md.model = r->model, md.seq = r->seq, md.config = cfg;
         md.loader = r->train, md.pp = r->pp, md.first_step = k, md.total_steps = steps;
-#ifdef PT__RUN_POSIX
-        /* one process not started by a launcher: a progress line on a terminal also in an MPI build
-           (the monitor takes a singleton, which has PMIX_RANK, for a rank of mpirun) */
-        if (pt_dist_size(d) == 1 && !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && isatty(2)) md.progress = 1;
-#endif
         if (!(r->mon = pt_monitor_new(ctx, d, &md))) return pt_status_get(ctx);
         if (loaded) pt_monitor_event(r->mon, "ckpt_load", "dir=%s ckpt_step=%lld", r->ckpt_dir, (long long)k);
     }

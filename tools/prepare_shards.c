@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
         total += n;
     }
     train_end = val ? total : total - (long long)(frac * (double)total);
-    if (!pt__mkdirs(out)) { /* the header's mkdir -p (this tool is its implementation unit) */
+    if (!pt_mkdirs(out)) {
         fprintf(stderr, "prepare_shards: cannot create the output directory %s\n", out);
         return 1;
     }
