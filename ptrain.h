@@ -16115,10 +16115,11 @@ PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
    "shape": [..], "data_offsets": [begin, end]}, ..., "__metadata__": {string: string}}, then the
    data, little-endian row-major, offsets relative to its start. The export pads N with spaces to a
    multiple of 8 (the data starts 8-aligned) and writes the tensors contiguously in offset order.
-   The reader takes any valid file (keys in any order, string escapes, unknown keys of an entry
-   skipped) and refuses, naming the file and the problem: a header size past the end of the file,
-   invalid JSON, a byte count that does not match shape and dtype, overlapping or missing data,
-   bytes after the last tensor. Floats are assumed little-endian in memory, as in the data files. */
+   The reader takes any valid file (the header read by pt_json: keys in any order, string escapes,
+   unknown keys of an entry skipped) and refuses, naming the file and the problem: a header size
+   past the end of the file, invalid JSON (a key twice included; what was expected where, and the
+   tensor whose entry it is in), a byte count that does not match shape and dtype, overlapping or
+   missing data, bytes after the last tensor. Floats are assumed little-endian in memory, as in the data files. */
 typedef struct pt__sf_ent {
     char name[256], dtype[16];
     int ndim, esize;
@@ -16131,9 +16132,9 @@ typedef struct pt__sf {
     const char *path;
     int64_t data_off, data_bytes;
     pt__sf_ent *e;
-    int n, cap;
+    int n;
     pt__sf_meta *m;
-    int nm, capm;
+    int nm;
 } pt__sf;
 static void pt__sf_free(pt__sf *st) {
     PT_FREE(st->e);
@@ -16141,126 +16142,6 @@ static void pt__sf_free(pt__sf *st) {
     memset(st, 0, sizeof *st);
 }
 
-static void pt__js_ws(const char **p) {
-    while (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r') (*p)++;
-}
-/* a JSON string at *p: its UTF-8 bytes into out (cap bytes, truncated; out may be NULL), its full
-   length into *len (may be NULL); 0 on a syntax error */
-static int pt__js_str(const char **p, char *out, size_t cap, size_t *len) {
-    const char *s = *p;
-    size_t n = 0;
-    unsigned char u8[4];
-    int k, i;
-    if (*s++ != '"') return 0;
-    for (;;) {
-        unsigned c = (unsigned char)*s++;
-        if (c == '"') break;
-        if (c < 0x20) return 0; /* a control character, or the end of the header */
-        k = 1, u8[0] = (unsigned char)c;
-        if (c == '\\') {
-            c = (unsigned char)*s++;
-            switch (c) {
-            case '"': case '\\': case '/': u8[0] = (unsigned char)c; break;
-            case 'b': u8[0] = 8; break;
-            case 'f': u8[0] = 12; break;
-            case 'n': u8[0] = 10; break;
-            case 'r': u8[0] = 13; break;
-            case 't': u8[0] = 9; break;
-            case 'u':
-                for (c = 0, i = 0; i < 4; i++, s++) {
-                    int h = *s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : *s >= 'A' && *s <= 'F' ? *s - 'A' + 10 : -1;
-                    if (h < 0) return 0;
-                    c = c * 16 + (unsigned)h;
-                }
-                if (c < 0x80) u8[0] = (unsigned char)c;
-                else if (c < 0x800) k = 2, u8[0] = (unsigned char)(0xc0 | (c >> 6)), u8[1] = (unsigned char)(0x80 | (c & 63));
-                else k = 3, u8[0] = (unsigned char)(0xe0 | (c >> 12)), u8[1] = (unsigned char)(0x80 | ((c >> 6) & 63)), u8[2] = (unsigned char)(0x80 | (c & 63));
-                break;
-            default: return 0;
-            }
-        }
-        for (i = 0; i < k; i++, n++)
-            if (out && n + 1 < cap) out[n] = (char)u8[i];
-    }
-    if (out && cap) out[n < cap ? n : cap - 1] = 0;
-    if (len) *len = n;
-    *p = s;
-    return 1;
-}
-/* a non-negative JSON integer below 2^62 */
-static int pt__js_u62(const char **p, int64_t *v) {
-    const char *s = *p;
-    int64_t x = 0;
-    if (*s < '0' || *s > '9' || (*s == '0' && s[1] >= '0' && s[1] <= '9')) return 0;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        if (x > ((int64_t)1 << 62) / 10) return 0;
-        x = x * 10 + (*s - '0');
-    }
-    if (*s == '.' || *s == 'e' || *s == 'E') return 0;
-    *v = x, *p = s;
-    return 1;
-}
-/* skips any JSON value */
-static int pt__js_skip(const char **p, int depth) {
-    const char *s;
-    pt__js_ws(p);
-    s = *p;
-    if (depth > 64) return 0;
-    if (*s == '"') return pt__js_str(p, NULL, 0, NULL);
-    if (*s == '{' || *s == '[') {
-        char close = *s == '{' ? '}' : ']';
-        (*p)++;
-        pt__js_ws(p);
-        if (**p == close) return (*p)++, 1;
-        for (;;) {
-            if (close == '}') {
-                if (!pt__js_str(p, NULL, 0, NULL)) return 0;
-                pt__js_ws(p);
-                if (*(*p)++ != ':') return 0;
-            }
-            if (!pt__js_skip(p, depth + 1)) return 0;
-            pt__js_ws(p);
-            if (**p == ',') {
-                (*p)++;
-                pt__js_ws(p);
-                continue;
-            }
-            return *(*p)++ == close;
-        }
-    }
-    if (!strncmp(s, "true", 4) || !strncmp(s, "null", 4)) return *p += 4, 1;
-    if (!strncmp(s, "false", 5)) return *p += 5, 1;
-    if (*s == '-') s++;
-    if (*s < '0' || *s > '9') return 0;
-    while (*s >= '0' && *s <= '9') s++;
-    if (*s == '.') {
-        if (*++s < '0' || *s > '9') return 0;
-        while (*s >= '0' && *s <= '9') s++;
-    }
-    if (*s == 'e' || *s == 'E') {
-        if (*++s == '+' || *s == '-') s++;
-        if (*s < '0' || *s > '9') return 0;
-        while (*s >= '0' && *s <= '9') s++;
-    }
-    *p = s;
-    return 1;
-}
-/* [int, int, ...] (at most max) into v, count into *n */
-static int pt__js_ints(const char **p, int64_t *v, int max, int *n) {
-    pt__js_ws(p);
-    *n = 0;
-    if (*(*p)++ != '[') return 0;
-    pt__js_ws(p);
-    if (**p == ']') return (*p)++, 1;
-    for (;;) {
-        pt__js_ws(p);
-        if (*n >= max || !pt__js_u62(p, &v[*n])) return 0;
-        (*n)++;
-        pt__js_ws(p);
-        if (**p == ']') return (*p)++, 1;
-        if (*(*p)++ != ',') return 0;
-    }
-}
 /* bytes per element of a safetensors dtype, 0 if unknown */
 static int pt__sf_esize(const char *dt) {
     static const char *const names[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL", "F8_E4M3", "F8_E5M2"};
@@ -16281,37 +16162,27 @@ static int pt__sf_cmp_begin(const void *a, const void *b) {
     const pt__sf_ent *x = (const pt__sf_ent *)a, *y = (const pt__sf_ent *)b;
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
-/* one tensor entry {"dtype": .., "shape": [..], "data_offsets": [b, e]} */
-static int pt__sf_entry(const char **p, pt__sf_ent *e) {
-    char key[32];
+/* [integers] (at most max, each in [0, 2^62)) into v, count into *n */
+static int pt__sf_ints(const pt_json *a, int64_t *v, int max, int *n) {
+    size_t i;
+    if (pt_json_type(a) != PT_JSON_ARRAY || pt_json_len(a) > (size_t)max) return 0;
+    for (i = 0; i < pt_json_len(a); i++)
+        if (!pt_json_int64(pt_json_at(a, i), &v[i]) || v[i] < 0 || v[i] >= (int64_t)1 << 62) return 0;
+    *n = (int)i;
+    return 1;
+}
+#define PT__SF_ENTRY "{\"dtype\": string, \"shape\": [integers, at most %d], \"data_offsets\": [begin, end]}"
+/* one tensor entry, PT__SF_ENTRY (other keys ignored) */
+static int pt__sf_entry(const pt_json *o, pt__sf_ent *e) {
+    const pt_json *dt = pt_json_get(o, "dtype");
     int64_t off[2];
-    int n, have = 0;
-    pt__js_ws(p);
-    if (*(*p)++ != '{') return 0;
-    pt__js_ws(p);
-    if (**p == '}') return 0;
-    for (;;) {
-        size_t kl;
-        pt__js_ws(p);
-        if (!pt__js_str(p, key, sizeof key, &kl)) return 0;
-        pt__js_ws(p);
-        if (*(*p)++ != ':') return 0;
-        pt__js_ws(p);
-        if (!strcmp(key, "dtype")) {
-            if (!pt__js_str(p, e->dtype, sizeof e->dtype, &kl) || kl >= sizeof e->dtype) return 0;
-            have |= 1;
-        } else if (!strcmp(key, "shape")) {
-            if (!pt__js_ints(p, e->shape, PT_MAX_DIMS, &e->ndim)) return 0;
-            have |= 2;
-        } else if (!strcmp(key, "data_offsets")) {
-            if (!pt__js_ints(p, off, 2, &n) || n != 2) return 0;
-            e->begin = off[0], e->end = off[1];
-            have |= 4;
-        } else if (!pt__js_skip(p, 1)) return 0;
-        pt__js_ws(p);
-        if (**p == '}') return (*p)++, have == 7;
-        if (*(*p)++ != ',') return 0;
-    }
+    int n;
+    if (!pt_json_str(dt) || pt_json_len(dt) >= sizeof e->dtype) return 0;
+    memcpy(e->dtype, pt_json_str(dt), pt_json_len(dt) + 1);
+    if (!pt__sf_ints(pt_json_get(o, "shape"), e->shape, PT_MAX_DIMS, &e->ndim)) return 0;
+    if (!pt__sf_ints(pt_json_get(o, "data_offsets"), off, 2, &n) || n != 2) return 0;
+    e->begin = off[0], e->end = off[1];
+    return 1;
 }
 /* opens and checks a safetensors file; 0 and a message naming the file on failure */
 static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
@@ -16319,8 +16190,10 @@ static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
     unsigned char b8[8];
     uint64_t N = 0;
     long fsize = -1;
-    char *h = NULL, key[256], sh[160];
-    const char *p;
+    char *h = NULL, sh[160];
+    pt__jp jp;
+    pt_json *root = NULL;
+    size_t n, k;
     int i, ok = 0;
     memset(st, 0, sizeof *st);
     st->path = path;
@@ -16349,86 +16222,60 @@ static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
     }
     h[N] = 0;
     st->data_off = 8 + (int64_t)N, st->data_bytes = (int64_t)fsize - st->data_off;
-    p = h;
-    pt__js_ws(&p);
-    if (*p++ != '{') goto bad;
-    pt__js_ws(&p);
-    if (*p == '}') p++;
-    else
-        for (;;) {
-            size_t kl;
-            pt__js_ws(&p);
-            if (!pt__js_str(&p, key, sizeof key, &kl)) goto bad;
-            pt__js_ws(&p);
-            if (*p++ != ':') goto bad;
-            if (kl >= sizeof key) {
-                pt__msg(err, errlen, "%s: a tensor name of %zu bytes (at most %zu)", path, kl, sizeof key - 1);
+    /* the JSON: a parse error inside a tensor's entry names the tensor */
+    if (!(root = pt__json_read(&jp, h, strlen(h), 0, 0, 1))) {
+        if (jp.key0[0] && strcmp(jp.key0, "__metadata__"))
+            pt__msg(err, errlen, "%s: the entry of tensor '%s' is not " PT__SF_ENTRY " (near header byte %zu: %s)", path, jp.key0, PT_MAX_DIMS, jp.at, jp.what);
+        else if (jp.oom)
+            pt__msg(err, errlen, "%s: out of memory for the header's JSON", path);
+        else
+            pt__msg(err, errlen, "%s: the header is not valid safetensors JSON near byte %zu of %llu: %s", path, jp.at, (unsigned long long)N, jp.what);
+        goto out;
+    }
+    if (pt_json_type(root) != PT_JSON_OBJECT) {
+        pt__msg(err, errlen, "%s: the header is not valid safetensors JSON: not an object (it starts with '%c')", path, h[pt_json_offset(root)]);
+        goto out;
+    }
+    n = pt_json_len(root);
+    st->e = (pt__sf_ent *)PT_MALLOC(PT__MAX(n, (size_t)1) * sizeof *st->e);
+    if (!st->e) goto oom;
+    for (k = 0; k < n; k++) {
+        const char *key = pt_json_key(root, k);
+        const pt_json *v = pt_json_at(root, k);
+        size_t kl = strlen(key), j;
+        if (!strcmp(key, "__metadata__")) {
+            if (pt_json_type(v) != PT_JSON_OBJECT) {
+                pt__msg(err, errlen, "%s: __metadata__ is not an object (near header byte %zu)", path, pt_json_offset(v));
                 goto out;
             }
-            pt__js_ws(&p);
-            if (!strcmp(key, "__metadata__")) {
-                if (*p++ != '{') goto bad;
-                pt__js_ws(&p);
-                if (*p == '}') p++;
-                else
-                    for (;;) {
-                        pt__sf_meta mm;
-                        size_t vl;
-                        pt__js_ws(&p);
-                        if (!pt__js_str(&p, mm.key, sizeof mm.key, &kl)) goto bad;
-                        pt__js_ws(&p);
-                        if (*p++ != ':') goto bad;
-                        pt__js_ws(&p);
-                        if (*p != '"') {
-                            pt__msg(err, errlen, "%s: __metadata__ value of '%s' is not a string", path, mm.key);
-                            goto out;
-                        }
-                        if (!pt__js_str(&p, mm.val, sizeof mm.val, &vl)) goto bad;
-                        if (kl < sizeof mm.key && vl < sizeof mm.val) { /* longer ones are kept out (not ours) */
-                            if (st->nm == st->capm) {
-                                int c = st->capm ? 2 * st->capm : 16;
-                                pt__sf_meta *nm = (pt__sf_meta *)PT_REALLOC(st->m, (size_t)c * sizeof *nm);
-                                if (!nm) goto oom;
-                                st->m = nm, st->capm = c;
-                            }
-                            st->m[st->nm++] = mm;
-                        }
-                        pt__js_ws(&p);
-                        if (*p == '}') break;
-                        if (*p++ != ',') goto bad;
-                    }
-                p++;
-            } else {
-                pt__sf_ent e;
-                memset(&e, 0, sizeof e);
-                memcpy(e.name, key, kl + 1);
-                if (!pt__sf_entry(&p, &e)) {
-                    pt__msg(err, errlen, "%s: the entry of tensor '%s' is not {\"dtype\": string, \"shape\": [integers, at most %d], \"data_offsets\": [begin, end]} (near header byte %ld)",
-                            path, key, PT_MAX_DIMS, (long)(p - h));
+            st->m = (pt__sf_meta *)PT_MALLOC(PT__MAX(pt_json_len(v), (size_t)1) * sizeof *st->m);
+            if (!st->m) goto oom;
+            for (j = 0; j < pt_json_len(v); j++) {
+                const char *mk = pt_json_key(v, j), *mv = pt_json_str(pt_json_at(v, j));
+                if (!mv) {
+                    pt__msg(err, errlen, "%s: __metadata__ value of '%s' is not a string", path, mk);
                     goto out;
                 }
-                for (i = 0; i < st->n; i++)
-                    if (!strcmp(st->e[i].name, e.name)) {
-                        pt__msg(err, errlen, "%s: tensor '%s' appears twice in the header", path, e.name);
-                        goto out;
-                    }
-                if (st->n == st->cap) {
-                    int c = st->cap ? 2 * st->cap : 64;
-                    pt__sf_ent *ne = (pt__sf_ent *)PT_REALLOC(st->e, (size_t)c * sizeof *ne);
-                    if (!ne) goto oom;
-                    st->e = ne, st->cap = c;
+                if (strlen(mk) < sizeof st->m->key && strlen(mv) < sizeof st->m->val) { /* longer ones are kept out (not ours) */
+                    strcpy(st->m[st->nm].key, mk);
+                    strcpy(st->m[st->nm++].val, mv);
                 }
-                st->e[st->n++] = e;
             }
-            pt__js_ws(&p);
-            if (*p == '}') {
-                p++;
-                break;
+        } else {
+            pt__sf_ent *e = &st->e[st->n];
+            if (kl >= sizeof e->name) {
+                pt__msg(err, errlen, "%s: a tensor name of %zu bytes (at most %zu)", path, kl, sizeof e->name - 1);
+                goto out;
             }
-            if (*p++ != ',') goto bad;
+            memset(e, 0, sizeof *e);
+            memcpy(e->name, key, kl + 1);
+            if (!pt__sf_entry(v, e)) {
+                pt__msg(err, errlen, "%s: the entry of tensor '%s' is not " PT__SF_ENTRY " (near header byte %zu)", path, key, PT_MAX_DIMS, pt_json_offset(v));
+                goto out;
+            }
+            st->n++;
         }
-    pt__js_ws(&p);
-    if (*p) goto bad;
+    }
     /* every entry: a known dtype, bytes = elements x size; together the data, contiguous */
     for (i = 0; i < st->n; i++) {
         pt__sf_ent *e = &st->e[i];
@@ -16463,14 +16310,11 @@ static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
     }
     ok = 1;
     goto out;
-bad:
-    pt__msg(err, errlen, "%s: the header is not valid safetensors JSON near byte %ld of %llu ('%.24s')", path, (long)(p - h), (unsigned long long)N,
-            p && p >= h && p <= h + N ? p : "");
-    goto out;
 oom:
     pt__msg(err, errlen, "%s: out of memory", path);
 out:
     if (f) fclose(f);
+    pt_json_free(root);
     PT_FREE(h);
     if (!ok) pt__sf_free(st);
     return ok;
