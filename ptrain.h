@@ -263,7 +263,7 @@
              pt_ckpt_verify pt_ckpt_export pt_safetensors_load
    monitor   Per-step metrics aggregated over the ranks, the JSON-lines log, the progress line.
              Entry: pt_monitor_new pt_monitor_step_end pt_monitor_event pt_monitor_ckpt_save
-             pt_monitor_free
+             pt_monitor_free; the log's key names: pt_monitor_key
    guard     Health guard: NaN/Inf and spike detection, warn / skip / roll back, DP replica hashes.
              Entry: pt_guard_new pt_guard_check pt_guard_rollback pt_guard_replica_check
    memest    Memory estimate per rank from a GPT config and a layout. Entry: pt_mem_estimate
@@ -1729,6 +1729,31 @@ PTDEF void pt_monitor_set_step(pt_monitor *m, int64_t step);
 /** Rank 0 writes a run_end event (steps, seconds) and closes the log; frees m. Not collective: events
     of other ranks not yet sent are dropped. NULL is a no-op. */
 PTDEF void pt_monitor_free(pt_monitor *m);
+/** The names of the log, as the monitor writes them (pt_monitor_key gives the text; a reader of the
+    log takes them from there): the keys of a step line, of every event, of the run_start header and
+    of the run_end event, then the event names of those two. Nested keys (mem, coll, layout, config)
+    are listed in docs/monitoring.md. */
+typedef enum pt_mon_key {
+    /* a step line, in the order written (val_loss and t_eval only when there are any) */
+    PT_MON_KEY_STEP = 0, PT_MON_KEY_LOSS, PT_MON_KEY_VAL_LOSS, PT_MON_KEY_GRAD_NORM, PT_MON_KEY_LR, PT_MON_KEY_TOKENS,
+    PT_MON_KEY_TOKENS_PER_S, PT_MON_KEY_MFU, PT_MON_KEY_T_STEP, PT_MON_KEY_T_COMPUTE, PT_MON_KEY_T_COMM, PT_MON_KEY_T_BUBBLE,
+    PT_MON_KEY_T_DATA, PT_MON_KEY_T_CKPT, PT_MON_KEY_T_EVAL, PT_MON_KEY_MEM_PEAK_BYTES, PT_MON_KEY_MEM_RANK_BYTES,
+    PT_MON_KEY_RSS_RANK_BYTES, PT_MON_KEY_MEM, PT_MON_KEY_T_WAIT_RANK, PT_MON_KEY_COLL, PT_MON_KEY_STRAGGLER_RANK,
+    PT_MON_KEY_STRAGGLER_S,
+    /* every event: event, step, time_s, and rank for another rank's */
+    PT_MON_KEY_EVENT, PT_MON_KEY_TIME_S, PT_MON_KEY_RANK,
+    /* the run_start header (with event) */
+    PT_MON_KEY_TIME, PT_MON_KEY_VERSION, PT_MON_KEY_CONFIG, PT_MON_KEY_WORLD, PT_MON_KEY_LAYOUT, PT_MON_KEY_BACKEND,
+    PT_MON_KEY_THREADS, PT_MON_KEY_FIRST_STEP, PT_MON_KEY_TOTAL_STEPS, PT_MON_KEY_FLOPS_PER_TOKEN,
+    PT_MON_KEY_FLOPS_PER_TOKEN_FORMULA, PT_MON_KEY_PEAK_FLOPS, PT_MON_KEY_PEAK_SOURCE, PT_MON_KEY_MFU_FORMULA,
+    /* the run_end event (with event, step, time_s) */
+    PT_MON_KEY_STEPS, PT_MON_KEY_STEP_S_TOTAL,
+    /* values of event: the header's and the end's */
+    PT_MON_KEY_RUN_START, PT_MON_KEY_RUN_END,
+    PT_MON_KEYS
+} pt_mon_key;
+/** The text of a pt_mon_key ("step", "loss", ..., "run_start"); "?" out of range. */
+PTDEF const char *pt_monitor_key(int key);
 /* ---- health guard (see guard) ------------------------------------------------------------------
    Per step, after backward (and pt_dp_finish / pt_pp_step) and before pt_optim_step, the training
    loop calls pt_guard_check(g, step, loss, grad_norm); it returns the verdict, the same on every
@@ -16788,7 +16813,7 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
 /* Owns: pt_monitor (one allgather of a fixed vector per step), the log file, the progress line
    Invariants: every rank gets the same aggregate; rank 0 writes
    Entry points: pt_monitor_new pt_monitor_step_end pt_monitor_event pt_monitor_ckpt_save
-   pt_monitor_free */
+   pt_monitor_free; pt_monitor_key (the log's names: the writer's and its readers') */
 /* =================================================================================================
    per-step metrics, aggregated over the world, and the JSON-lines log
    =================================================================================================
@@ -16885,6 +16910,37 @@ PTDEF void pt_rss(int64_t *current, int64_t *peak) {
 static void pt__mon_num(pt__sb *b, double v) {
     if (isfinite(v)) pt__sb_add(b, "%.9g", v);
     else pt__sb_add(b, "null");
+}
+/* the log's names (pt_mon_key): the writer below takes every key from here, as readers do */
+static const char *const pt__mon_keys[PT_MON_KEYS] = {
+    "step", "loss", "val_loss", "grad_norm", "lr", "tokens", "tokens_per_s", "mfu", "t_step", "t_compute", "t_comm", "t_bubble",
+    "t_data", "t_ckpt", "t_eval", "mem_peak_bytes", "mem_rank_bytes", "rss_rank_bytes", "mem", "t_wait_rank", "coll",
+    "straggler_rank", "straggler_s", "event", "time_s", "rank", "time", "version", "config", "world", "layout", "backend",
+    "threads", "first_step", "total_steps", "flops_per_token", "flops_per_token_formula", "peak_flops", "peak_source",
+    "mfu_formula", "steps", "step_s_total", "run_start", "run_end"};
+PTDEF const char *pt_monitor_key(int key) { return key >= 0 && key < PT_MON_KEYS ? pt__mon_keys[key] : "?"; }
+/* "key": with the comma before it unless it opens an object or array */
+static void pt__mon_key(pt__sb *b, int key) {
+    char last = b->s && b->n ? b->s[b->n - 1] : '{';
+    pt__sb_add(b, "%s\"%s\":", last == '{' || last == '[' ? "" : ",", pt__mon_keys[key]);
+}
+/* a member: the key, then a printf-formatted value */
+static void pt__mon_kv(pt__sb *b, int key, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void pt__mon_kv(pt__sb *b, int key, const char *fmt, ...) {
+    va_list ap;
+    pt__mon_key(b, key);
+    va_start(ap, fmt);
+    pt__sb_vadd(b, fmt, ap);
+    va_end(ap);
+}
+/* a member with a number (null when not finite) */
+static void pt__mon_kn(pt__sb *b, int key, double v) {
+    pt__mon_key(b, key);
+    pt__mon_num(b, v);
 }
 /* 1 if s is entirely a JSON-compatible number */
 static int pt__mon_is_num(const char *s) {
@@ -17024,7 +17080,11 @@ PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor
         if (!d) l.dp = l.tp = l.pp = 1;
         if (!tm || !strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", tm)) pt__msg(when, sizeof when, "unknown");
         b->n = 0;
-        pt__sb_add(b, "{\"event\":\"run_start\",\"time\":\"%s\",\"version\":\"%s\",\"config\":{", when, PTRAIN_VERSION_STRING);
+        pt__sb_add(b, "{");
+        pt__mon_kv(b, PT_MON_KEY_EVENT, "\"%s\"", pt__mon_keys[PT_MON_KEY_RUN_START]);
+        pt__mon_kv(b, PT_MON_KEY_TIME, "\"%s\"", when);
+        pt__mon_kv(b, PT_MON_KEY_VERSION, "\"%s\"", PTRAIN_VERSION_STRING);
+        pt__mon_kv(b, PT_MON_KEY_CONFIG, "{");
         i = 0;
         if (c)
             pt__sb_add(b, "\"vocab\":%d,\"layers\":%d,\"width\":%d,\"heads\":%d,\"max_seq\":%d,\"seq\":%lld,\"params\":%lld", (int)c->vocab, (int)c->layers,
@@ -17036,18 +17096,20 @@ PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor
             if (pt__mon_is_num(m->desc.config[1])) pt__sb_add(b, "%s", m->desc.config[1]);
             else pt__sb_json_str(b, m->desc.config[1]);
         }
-        pt__sb_add(b, "},\"world\":%d,\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d},\"backend\":\"%s\",\"threads\":%d,\"first_step\":%lld,\"total_steps\":%lld,",
-                    m->world, (int)l.dp, (int)l.tp, (int)l.pp, pt_backend_name(ctx), pt_threads(ctx), (long long)m->desc.first_step,
-                    (long long)m->desc.total_steps);
-        pt__sb_add(b, "\"flops_per_token\":");
-        pt__mon_num(b, m->flops_per_token > 0 ? m->flops_per_token : NAN);
-        pt__sb_add(b, ",\"flops_per_token_formula\":");
+        pt__sb_add(b, "}");
+        pt__mon_kv(b, PT_MON_KEY_WORLD, "%d", m->world);
+        pt__mon_kv(b, PT_MON_KEY_LAYOUT, "{\"dp\":%d,\"tp\":%d,\"pp\":%d}", (int)l.dp, (int)l.tp, (int)l.pp);
+        pt__mon_kv(b, PT_MON_KEY_BACKEND, "\"%s\"", pt_backend_name(ctx));
+        pt__mon_kv(b, PT_MON_KEY_THREADS, "%d", pt_threads(ctx));
+        pt__mon_kv(b, PT_MON_KEY_FIRST_STEP, "%lld", (long long)m->desc.first_step);
+        pt__mon_kv(b, PT_MON_KEY_TOTAL_STEPS, "%lld", (long long)m->desc.total_steps);
+        pt__mon_kn(b, PT_MON_KEY_FLOPS_PER_TOKEN, m->flops_per_token > 0 ? m->flops_per_token : NAN);
+        pt__mon_key(b, PT_MON_KEY_FLOPS_PER_TOKEN_FORMULA);
         pt__sb_json_str(b, m->flops_per_token > 0 ? m->fpt_source : "none (no MFU)");
-        pt__sb_add(b, ",\"peak_flops\":");
-        pt__mon_num(b, m->peak_flops);
-        pt__sb_add(b, ",\"peak_source\":");
+        pt__mon_kn(b, PT_MON_KEY_PEAK_FLOPS, m->peak_flops);
+        pt__mon_key(b, PT_MON_KEY_PEAK_SOURCE);
         pt__sb_json_str(b, m->peak_source);
-        pt__sb_add(b, ",\"mfu_formula\":\"mfu = flops_per_token * tokens_per_s / (peak_flops * world); peak_flops per rank\"}\n");
+        pt__mon_kv(b, PT_MON_KEY_MFU_FORMULA, "\"mfu = flops_per_token * tokens_per_s / (peak_flops * world); peak_flops per rank\"}\n");
         pt__mon_write(m, b);
     }
     m->desc.config = NULL; /* not kept: the caller's strings may go */
@@ -17138,25 +17200,28 @@ static void pt__mon_line(pt_monitor *m) {
     pt__sb *b = &m->line;
     int r, k, first = 1;
     b->n = 0;
-    pt__sb_add(b, "{\"step\":%lld,\"loss\":", (long long)a->step);
-    pt__mon_num(b, a->loss);
-    if (isfinite(a->val_loss)) pt__sb_add(b, ",\"val_loss\":%.9g", a->val_loss);
-    pt__sb_add(b, ",\"grad_norm\":");
-    pt__mon_num(b, a->grad_norm);
-    pt__sb_add(b, ",\"lr\":");
-    pt__mon_num(b, a->lr);
-    pt__sb_add(b, ",\"tokens\":%lld,\"tokens_per_s\":", (long long)a->tokens);
-    pt__mon_num(b, a->tokens_per_s);
-    pt__sb_add(b, ",\"mfu\":");
-    pt__mon_num(b, a->mfu);
-    pt__sb_add(b, ",\"t_step\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_bubble\":%.9g,\"t_data\":%.9g,\"t_ckpt\":%.9g", a->t_step, a->t_compute,
-                a->t_comm, a->t_bubble, a->t_data, a->t_ckpt);
-    if (a->t_eval > 0) pt__sb_add(b, ",\"t_eval\":%.9g", a->t_eval);
-    pt__sb_add(b, ",\"mem_peak_bytes\":%lld,\"mem_rank_bytes\":[", (long long)a->mem_peak_bytes);
+    pt__sb_add(b, "{");
+    pt__mon_kv(b, PT_MON_KEY_STEP, "%lld", (long long)a->step);
+    pt__mon_kn(b, PT_MON_KEY_LOSS, a->loss);
+    if (isfinite(a->val_loss)) pt__mon_kv(b, PT_MON_KEY_VAL_LOSS, "%.9g", a->val_loss);
+    pt__mon_kn(b, PT_MON_KEY_GRAD_NORM, a->grad_norm);
+    pt__mon_kn(b, PT_MON_KEY_LR, a->lr);
+    pt__mon_kv(b, PT_MON_KEY_TOKENS, "%lld", (long long)a->tokens);
+    pt__mon_kn(b, PT_MON_KEY_TOKENS_PER_S, a->tokens_per_s);
+    pt__mon_kn(b, PT_MON_KEY_MFU, a->mfu);
+    {
+        const double t[6] = {a->t_step, a->t_compute, a->t_comm, a->t_bubble, a->t_data, a->t_ckpt}; /* PT_MON_KEY_T_STEP on */
+        for (k = 0; k < 6; k++) pt__mon_kv(b, PT_MON_KEY_T_STEP + k, "%.9g", t[k]);
+    }
+    if (a->t_eval > 0) pt__mon_kv(b, PT_MON_KEY_T_EVAL, "%.9g", a->t_eval);
+    pt__mon_kv(b, PT_MON_KEY_MEM_PEAK_BYTES, "%lld", (long long)a->mem_peak_bytes);
+    pt__mon_kv(b, PT_MON_KEY_MEM_RANK_BYTES, "[");
     for (r = 0; r < m->world; r++) pt__sb_add(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_MEM]);
-    pt__sb_add(b, "],\"rss_rank_bytes\":[");
+    pt__sb_add(b, "]");
+    pt__mon_kv(b, PT_MON_KEY_RSS_RANK_BYTES, "[");
     for (r = 0; r < m->world; r++) pt__sb_add(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_RSS]);
-    pt__sb_add(b, "],\"mem\":{");
+    pt__sb_add(b, "]");
+    pt__mon_kv(b, PT_MON_KEY_MEM, "{");
     {
         static const char *const kinds[5] = {"params", "grads", "optim", "activations", "workspace"};
         for (k = 0; k < 5; k++) {
@@ -17165,9 +17230,11 @@ static void pt__mon_line(pt_monitor *m) {
             pt__sb_add(b, "%s\"%s\":%.0f", k ? "," : "", kinds[k], mx);
         }
     }
-    pt__sb_add(b, "},\"t_wait_rank\":[");
+    pt__sb_add(b, "}");
+    pt__mon_kv(b, PT_MON_KEY_T_WAIT_RANK, "[");
     for (r = 0; r < m->world; r++) pt__sb_add(b, "%s%.6g", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_STEP] - m->work[r]);
-    pt__sb_add(b, "],\"coll\":{");
+    pt__sb_add(b, "]");
+    pt__mon_kv(b, PT_MON_KEY_COLL, "{");
     for (k = 1; k < PT_COLL_OP_COUNT; k++) {
         if (!a->coll_bytes[k] && a->coll_s[k] <= 0) continue;
         pt__sb_add(b, "%s\"%s\":{\"bytes\":%lld,\"s\":%.6g,\"gbs\":", first ? "" : ",", pt__coll_op_name(k), (long long)a->coll_bytes[k], a->coll_s[k]);
@@ -17175,7 +17242,10 @@ static void pt__mon_line(pt_monitor *m) {
         pt__sb_add(b, "}");
         first = 0;
     }
-    pt__sb_add(b, "},\"straggler_rank\":%d,\"straggler_s\":%.6g}\n", (int)a->straggler_rank, a->straggler_s);
+    pt__sb_add(b, "}");
+    pt__mon_kv(b, PT_MON_KEY_STRAGGLER_RANK, "%d", (int)a->straggler_rank);
+    pt__mon_kv(b, PT_MON_KEY_STRAGGLER_S, "%.6g", a->straggler_s);
+    pt__sb_add(b, "}\n");
     pt__mon_write(m, b);
 }
 
@@ -17284,10 +17354,12 @@ PTDEF void pt_monitor_event(pt_monitor *m, const char *name, const char *fmt, ..
         m->ev_dropped++;
         return;
     }
-    pt__sb_add(b, "{\"event\":");
+    pt__sb_add(b, "{");
+    pt__mon_key(b, PT_MON_KEY_EVENT);
     pt__sb_json_str(b, name ? name : "?");
-    pt__sb_add(b, ",\"step\":%lld,\"time_s\":%.6f", (long long)m->step, pt_time() - m->t_open);
-    if (m->rank != 0) pt__sb_add(b, ",\"rank\":%d", m->rank);
+    pt__mon_kv(b, PT_MON_KEY_STEP, "%lld", (long long)m->step);
+    pt__mon_kv(b, PT_MON_KEY_TIME_S, "%.6f", pt_time() - m->t_open);
+    if (m->rank != 0) pt__mon_kv(b, PT_MON_KEY_RANK, "%d", m->rank);
     va_start(ap, fmt);
     while (p && *p) {
         const char *k, *e;
@@ -17391,8 +17463,13 @@ PTDEF void pt_monitor_free(pt_monitor *m) {
         pt__sb *b = &m->line;
         if (m->printed) fputc('\n', stderr);
         b->n = 0, b->oom = 0;
-        pt__sb_add(b, "{\"event\":\"run_end\",\"step\":%lld,\"time_s\":%.6f,\"steps\":%lld,\"step_s_total\":%.6f}\n", (long long)m->step, pt_time() - m->t_open,
-                    (long long)m->done, m->t_sum);
+        pt__sb_add(b, "{");
+        pt__mon_kv(b, PT_MON_KEY_EVENT, "\"%s\"", pt__mon_keys[PT_MON_KEY_RUN_END]);
+        pt__mon_kv(b, PT_MON_KEY_STEP, "%lld", (long long)m->step);
+        pt__mon_kv(b, PT_MON_KEY_TIME_S, "%.6f", pt_time() - m->t_open);
+        pt__mon_kv(b, PT_MON_KEY_STEPS, "%lld", (long long)m->done);
+        pt__mon_kv(b, PT_MON_KEY_STEP_S_TOTAL, "%.6f", m->t_sum);
+        pt__sb_add(b, "}\n");
         pt__mon_write(m, b);
         fclose(m->f);
     } else if (m->printed) {
