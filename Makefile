@@ -57,8 +57,8 @@ $(BUILD)/ptcl: tools/ptcl.c bench/bench_util.h ptrain.h | $(BUILD)
 $(BUILD)/prepare_shards: tools/prepare_shards.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/prepare_shards.c -o $@ -lm
 
-$(BUILD)/ptreport: tools/ptreport.c | $(BUILD)
-	$(CC) -O2 tools/ptreport.c -o $@ -lm
+$(BUILD)/ptreport: tools/ptreport.c ptrain.h | $(BUILD)
+	$(CC) -O2 -I. tools/ptreport.c -o $@ -lm
 
 $(BUILD)/ptckpt: tools/ptckpt.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptckpt.c -o $@ -lm

@@ -225,9 +225,10 @@
    sections stand in this order, each using only what stands above it (docs/architecture.md).
    ==================================================================================================
    api       Public declarations. Entry: (declarations only)
-   base      Includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer
-             and JSON string writer, the context struct. Entry: pt_error_set pt_status_get pt_error
-             pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c
+   base      Includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer,
+             JSON string writer and JSON reader, the context struct. Entry: pt_error_set
+             pt_status_get pt_error pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c pt_sb_add
+             pt_sb_json_str pt_json_parse pt_json_parse_next pt_json_get
    dist      The process grid: layout <-> coordinates, nodes, communicators, agreement on errors,
              collective records, watchdog. Entry: pt_dist_init pt_dist_finalize pt_layout_resolve
              pt_dist_agree_msg pt_dist_print pt_dist_records pt_dist_set_watchdog
@@ -283,7 +284,7 @@
              pt_ckpt_verify pt_ckpt_export pt_safetensors_load
    monitor   Per-step metrics aggregated over the ranks, the JSON-lines log, the progress line.
              Entry: pt_monitor_new pt_monitor_step_end pt_monitor_event pt_monitor_ckpt_save
-             pt_monitor_free
+             pt_monitor_free; the log's key names: pt_monitor_key
    guard     Health guard: NaN/Inf and spike detection, warn / skip / roll back, DP replica hashes.
              Entry: pt_guard_new pt_guard_check pt_guard_rollback pt_guard_replica_check
    memest    Memory estimate per rank from a GPT config and a layout. Entry: pt_mem_estimate
@@ -840,6 +841,86 @@ PTDEF pt_rng pt_rng_seed(uint64_t seed);
 PTDEF uint32_t pt_rng_u32(pt_rng *r);
 /** Uniform in [0, 1). */
 PTDEF float pt_rng_float(pt_rng *r);
+
+/* ---- JSON and text buffers (see base) ----------------------------------------------------------
+   pt_sb is a growable text buffer: text is appended with a printf format or as a JSON string. An
+   allocation failure sets oom and drops what comes after it. Zero-initialize it (or pt_sb_init), read
+   s (NUL-terminated once anything was added) and n, then pt_sb_free.
+   pt_json is a strict reader of JSON (RFC 8259) into a tree: UTF-8 text only, every escape checked
+   (\uXXXX surrogates in pairs), no trailing commas, no comments. A malformed text gives NULL and, in
+   err, what was expected, what was found and where: "expected ',' or '}' in an object, found '"' at
+   byte 10 (line 2, column 3; in config.layout)". Limits: PT_JSON_MAX_DEPTH levels of nesting, a tree of
+   PT_JSON_MAX_TREE bytes of memory (define either before including to change it). Duplicate keys are
+   an error unless flags has PT_JSON_DUPKEYS. The accessors take NULL (and a value of another kind)
+   and then return their default, so lookups chain: pt_json_num(pt_json_get(pt_json_get(o, "args"),
+   "step"), -1). The tree is allocated through PT_MALLOC in a few blocks; no context is needed. */
+typedef struct pt_sb {
+    char *s;
+    size_t n, cap;
+    int oom;
+} pt_sb;
+PTDEF void pt_sb_init(pt_sb *b);
+/** Appends printf-formatted text. */
+PTDEF void pt_sb_add(pt_sb *b, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/** Appends s (NUL-terminated; NULL = "") as a JSON string: quotes; '"' '\' and control bytes escaped
+    (\n \t, else \u00XX); a byte that does not start valid UTF-8 is written as \ufffd, so the result
+    always reads back. pt_sb_json_strn: the n bytes at s (NUL bytes included, as \u0000). */
+PTDEF void pt_sb_json_str(pt_sb *b, const char *s);
+PTDEF void pt_sb_json_strn(pt_sb *b, const char *s, size_t n);
+PTDEF void pt_sb_free(pt_sb *b);
+
+#ifndef PT_JSON_MAX_DEPTH
+#define PT_JSON_MAX_DEPTH 200
+#endif
+#ifndef PT_JSON_MAX_TREE
+#define PT_JSON_MAX_TREE ((size_t)1 << (sizeof(size_t) > 4 ? 32 : 28))
+#endif
+typedef struct pt_json pt_json; /**< a value of a parsed tree; the root owns the tree */
+typedef enum pt_json_kind {
+    PT_JSON_NONE = 0, /**< no value (a NULL pointer: a missing key, an index past the end) */
+    PT_JSON_NULL, PT_JSON_BOOL, PT_JSON_NUMBER, PT_JSON_STRING, PT_JSON_ARRAY, PT_JSON_OBJECT
+} pt_json_kind;
+/** Flags of pt_json_parse. */
+enum {
+    PT_JSON_NONFINITE = 1, /**< also read NaN, Infinity, nan, inf (each may follow a '-') as numbers,
+                                as Python's json module and C's printf write them */
+    PT_JSON_DUPKEYS = 2    /**< accept an object with a key twice (pt_json_get finds the first) */
+};
+/** Parses the len bytes at text, one value with optional white space around it. NULL on a malformed
+    text (the message in err, errlen bytes; err may be NULL) or when out of memory. */
+PTDEF pt_json *pt_json_parse(const char *text, size_t len, int flags, char *err, size_t errlen);
+/** Parses the value at text + *pos (after white space) and sets *pos just past it, for values inside
+    a larger text (a stream of them, a container read piece by piece). Positions in err count from
+    text. On an error *pos is where it was found. */
+PTDEF pt_json *pt_json_parse_next(const char *text, size_t len, size_t *pos, int flags, char *err, size_t errlen);
+/** Frees a tree (pass the root that the parse returned; NULL is a no-op). */
+PTDEF void pt_json_free(pt_json *root);
+PTDEF pt_json_kind pt_json_type(const pt_json *v);
+/** Member `key` of an object (the first one of that key), NULL when absent or v is not an object. */
+PTDEF const pt_json *pt_json_get(const pt_json *v, const char *key);
+/** Element i of an array, or the value of member i of an object (in the order of the text); NULL
+    past the end. */
+PTDEF const pt_json *pt_json_at(const pt_json *v, size_t i);
+/** Key of member i of an object (NULL past the end). */
+PTDEF const char *pt_json_key(const pt_json *v, size_t i);
+/** Elements of an array, members of an object, bytes of a string; 0 for the other kinds. */
+PTDEF size_t pt_json_len(const pt_json *v);
+/** The number (NaN and infinities only with PT_JSON_NONFINITE), or dflt when v is not a number. */
+PTDEF double pt_json_num(const pt_json *v, double dflt);
+/** 1 and *out when v is a number written as an integer (no fraction, no exponent) within int64,
+    exactly (also beyond 2^53); else 0. */
+PTDEF int pt_json_int64(const pt_json *v, int64_t *out);
+/** The string (UTF-8, NUL-terminated; a \u0000 in it ends it early, pt_json_len has the bytes), or
+    NULL when v is not a string. */
+PTDEF const char *pt_json_str(const pt_json *v);
+/** true -> 1, false -> 0, anything else -> dflt. */
+PTDEF int pt_json_bool(const pt_json *v, int dflt);
+/** Where v starts: its byte offset in the parsed text. */
+PTDEF size_t pt_json_offset(const pt_json *v);
 
 
 /* ---- data: token shards and the streaming loader (see data) ----------------------------------------
@@ -1675,6 +1756,31 @@ PTDEF void pt_monitor_set_step(pt_monitor *m, int64_t step);
 /** Rank 0 writes a run_end event (steps, seconds) and closes the log; frees m. Not collective: events
     of other ranks not yet sent are dropped. NULL is a no-op. */
 PTDEF void pt_monitor_free(pt_monitor *m);
+/** The names of the log, as the monitor writes them (pt_monitor_key gives the text; a reader of the
+    log takes them from there): the keys of a step line, of every event, of the run_start header and
+    of the run_end event, then the event names of those two. Nested keys (mem, coll, layout, config)
+    are listed in docs/monitoring.md. */
+typedef enum pt_mon_key {
+    /* a step line, in the order written (val_loss and t_eval only when there are any) */
+    PT_MON_KEY_STEP = 0, PT_MON_KEY_LOSS, PT_MON_KEY_VAL_LOSS, PT_MON_KEY_GRAD_NORM, PT_MON_KEY_LR, PT_MON_KEY_TOKENS,
+    PT_MON_KEY_TOKENS_PER_S, PT_MON_KEY_MFU, PT_MON_KEY_T_STEP, PT_MON_KEY_T_COMPUTE, PT_MON_KEY_T_COMM, PT_MON_KEY_T_BUBBLE,
+    PT_MON_KEY_T_DATA, PT_MON_KEY_T_CKPT, PT_MON_KEY_T_EVAL, PT_MON_KEY_MEM_PEAK_BYTES, PT_MON_KEY_MEM_RANK_BYTES,
+    PT_MON_KEY_RSS_RANK_BYTES, PT_MON_KEY_MEM, PT_MON_KEY_T_WAIT_RANK, PT_MON_KEY_COLL, PT_MON_KEY_STRAGGLER_RANK,
+    PT_MON_KEY_STRAGGLER_S,
+    /* every event: event, step, time_s, and rank for another rank's */
+    PT_MON_KEY_EVENT, PT_MON_KEY_TIME_S, PT_MON_KEY_RANK,
+    /* the run_start header (with event) */
+    PT_MON_KEY_TIME, PT_MON_KEY_VERSION, PT_MON_KEY_CONFIG, PT_MON_KEY_WORLD, PT_MON_KEY_LAYOUT, PT_MON_KEY_BACKEND,
+    PT_MON_KEY_THREADS, PT_MON_KEY_FIRST_STEP, PT_MON_KEY_TOTAL_STEPS, PT_MON_KEY_FLOPS_PER_TOKEN,
+    PT_MON_KEY_FLOPS_PER_TOKEN_FORMULA, PT_MON_KEY_PEAK_FLOPS, PT_MON_KEY_PEAK_SOURCE, PT_MON_KEY_MFU_FORMULA,
+    /* the run_end event (with event, step, time_s) */
+    PT_MON_KEY_STEPS, PT_MON_KEY_STEP_S_TOTAL,
+    /* values of event: the header's and the end's */
+    PT_MON_KEY_RUN_START, PT_MON_KEY_RUN_END,
+    PT_MON_KEYS
+} pt_mon_key;
+/** The text of a pt_mon_key ("step", "loss", ..., "run_start"); "?" out of range. */
+PTDEF const char *pt_monitor_key(int key);
 /* ---- health guard (see guard) ------------------------------------------------------------------
    Per step, after backward (and pt_dp_finish / pt_pp_step) and before pt_optim_step, the training
    loop calls pt_guard_check(g, step, loss, grad_norm); it returns the verdict, the same on every
@@ -1841,13 +1947,15 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 #if defined(PTRAIN_IMPLEMENTATION) && !defined(PTRAIN_IMPLEMENTATION_DONE)
 #define PTRAIN_IMPLEMENTATION_DONE
 
-// >>base  includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer and JSON string writer, the context struct
+// >>base  includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer, JSON string writer and JSON reader, the context struct
 /* Owns: the allocator macros, the context struct (one field group per section; later sections hold
    their state through opaque pointers and register their teardown with pt__at_shutdown), error
-   recording (pt__fail, pt_error_set), the clock, hashes, CRC32C, the growable text buffer pt__sb
+   recording (pt__fail, pt_error_set), the clock, hashes, CRC32C, the growable text buffer pt_sb
+   (pt__sb) with its JSON string writer, the one JSON reader pt_json (the library's and the tools')
    Invariants: nothing here calls a section below it; the only global state is read-only after it is
-   written once (see docs/architecture.md)
-   Entry points: pt_error_set pt_status_get pt_error pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c */
+   written once (see docs/architecture.md); what the JSON writer writes, the reader reads back
+   Entry points: pt_error_set pt_status_get pt_error pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c
+   pt_sb_add pt_sb_json_str pt_json_parse pt_json_parse_next pt_json_get */
 /* includes, allocator, logging, errors, clock, hashing
    No feature macro (_GNU_SOURCE) is defined here: it would put GNU names into the user's
    translation unit. CPU affinity comes from OpenMP (omp_get_num_procs respects the mask), or from
@@ -2078,13 +2186,14 @@ PTDEF int pt_mkdirs(const char *dir) {
 #endif
 }
 
-/* A growable text buffer (checkpoint manifests, safetensors headers, the run log, trace files):
-   text appended with a printf format (pt__sb_add) or as a JSON string (pt__sb_json_str). An allocation failure sets oom and drops everything after it. Free s. */
-typedef struct pt__sb {
-    char *s;
-    size_t n, cap;
-    int oom;
-} pt__sb;
+/* ---- text buffer, JSON string writer, JSON reader (see the api block "JSON and text buffers") -----
+   pt_sb holds checkpoint manifests, safetensors headers, the run log and trace files; the library's
+   own code names it pt__sb (pt__sb_add, pt__sb_json_str: the same functions). pt__utf8_len is the
+   one UTF-8 check, of the writer and the reader: RFC 3629 exactly (no overlong forms, no encoded
+   surrogates, nothing past U+10FFFF). */
+typedef pt_sb pt__sb;
+#define pt__sb_add pt_sb_add
+#define pt__sb_json_str pt_sb_json_str
 static int pt__sb_room(pt__sb *b, size_t k) { /* room for k more bytes and a terminating 0 */
     size_t cap;
     char *ns;
@@ -2115,30 +2224,431 @@ static void pt__sb_vadd(pt__sb *b, const char *fmt, va_list ap) {
     }
     b->n += (size_t)k;
 }
-static void pt__sb_add(pt__sb *b, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void pt__sb_add(pt__sb *b, const char *fmt, ...) {
+PTDEF void pt_sb_init(pt_sb *b) { memset(b, 0, sizeof *b); }
+PTDEF void pt_sb_add(pt_sb *b, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     pt__sb_vadd(b, fmt, ap);
     va_end(ap);
 }
-/* a JSON string: quotes, backslashes and control characters escaped */
-static void pt__sb_json_str(pt__sb *b, const char *s) {
-    pt__sb_add(b, "\"");
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') pt__sb_add(b, "\\%c", c);
-        else if (c == '\n') pt__sb_add(b, "\\n");
-        else if (c == '\t') pt__sb_add(b, "\\t");
-        else if (c < 0x20) pt__sb_add(b, "\\u%04x", c);
-        else pt__sb_add(b, "%c", c);
-    }
-    pt__sb_add(b, "\"");
+PTDEF void pt_sb_free(pt_sb *b) {
+    if (!b) return;
+    PT_FREE(b->s);
+    memset(b, 0, sizeof *b);
 }
+/* bytes of the UTF-8 sequence at s (n bytes left), 0 if none starts there */
+static size_t pt__utf8_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0], lo = 0x80, hi = 0xbf;
+    size_t k, i;
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) k = 2;
+    else if (c >= 0xe0 && c <= 0xef) k = 3, lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+    else if (c >= 0xf0 && c <= 0xf4) k = 4, lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+    else return 0;
+    if (n < k) return 0;
+    for (i = 1; i < k; i++, lo = 0x80, hi = 0xbf)
+        if (s[i] < lo || s[i] > hi) return 0;
+    return k;
+}
+PTDEF void pt_sb_json_strn(pt_sb *b, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0, j, k;
+    pt_sb_add(b, "\"");
+    while (i < n) {
+        unsigned c = u[i];
+        for (j = i; j < n && j - i < ((size_t)1 << 30) && u[j] >= 0x20 && u[j] != '"' && u[j] != '\\' && (k = pt__utf8_len(u + j, n - j)) != 0; j += k) {
+        }
+        if (j > i) { /* a run written as it is */
+            pt_sb_add(b, "%.*s", (int)(j - i), s + i);
+            i = j;
+            continue;
+        }
+        i++;
+        if (c == '"' || c == '\\') pt_sb_add(b, "\\%c", c);
+        else if (c == '\n') pt_sb_add(b, "\\n");
+        else if (c == '\t') pt_sb_add(b, "\\t");
+        else if (c < 0x20) pt_sb_add(b, "\\u%04x", c);
+        else pt_sb_add(b, "\\ufffd"); /* not UTF-8 */
+    }
+    pt_sb_add(b, "\"");
+}
+PTDEF void pt_sb_json_str(pt_sb *b, const char *s) { pt_sb_json_strn(b, s ? s : "", s ? strlen(s) : 0); }
+
+/* The reader: recursive descent over the text, the tree in blocks of growing size (the root keeps
+   the list). Members of the containers being read wait on one stack, and each container copies its
+   own into the tree when it closes; an object also keeps its members sorted by key (ties in text
+   order) for pt_json_get and the duplicate check. pt__jp is the reader's state; after an error it
+   says where (at, the members being read) and what (what), which the safetensors reader (see ckpt)
+   reads directly. */
+struct pt_json {
+    int kind, exact;  /* exact: a number written as an integer within int64, in i (a bool: i) */
+    size_t n, off;    /* bytes of a string, members of a container; where the value starts */
+    double num;
+    int64_t i;
+    char *str;        /* a string's bytes, NUL-terminated */
+    pt_json **kid;    /* members in text order */
+    pt_json **byname; /* an object's members by key */
+    const char *key;  /* a member of an object: its key (keylen bytes, NUL-terminated) */
+    size_t keylen;
+    void *mem;        /* the root: the tree's blocks */
+};
+typedef struct pt__jblock {
+    struct pt__jblock *next;
+    size_t used, cap;
+} pt__jblock;
+#define PT__JBLOCK_HDR ((sizeof(pt__jblock) + 15) / 16 * 16)
+typedef struct pt__jp {
+    const char *t;
+    size_t len, i; /* the text, its length, the position */
+    int flags, depth, failed, oom;
+    pt__jblock *mem;
+    size_t total;  /* bytes of the blocks */
+    pt_json **stk; /* members of the open containers */
+    size_t nstk, capstk;
+    struct {
+        const char *key; /* per open container: the member being read (on), its key or index */
+        size_t idx;
+        int on;
+    } lvl[PT_JSON_MAX_DEPTH];
+    size_t at;                 /* an error: its byte, */
+    char what[192], where[240]; /* "expected .., found ..", " (line .., column ..; in a.b[2])" */
+    char key0[256];            /* and the key of the top-level member being read, if any */
+} pt__jp;
+
+static pt_json *pt__jfail(pt__jp *p, size_t at, const char *expected, const char *found) {
+    char f[48];
+    size_t i, line = 1, col = 1, k = 0;
+    int d, n;
+    if (p->failed) return NULL;
+    p->failed = 1, p->at = at;
+    if (!found && at >= p->len) found = "the end of the text";
+    else if (!found) {
+        unsigned c = (unsigned char)p->t[at];
+        if (c >= 0x20 && c < 0x7f) snprintf(f, sizeof f, "'%c'", (char)c);
+        else snprintf(f, sizeof f, "byte 0x%02x", c);
+        found = f;
+    }
+    if (expected) snprintf(p->what, sizeof p->what, "expected %s, found %s", expected, found);
+    else snprintf(p->what, sizeof p->what, "out of memory"), p->oom = 1;
+    for (i = 0; i < at && i < p->len; i++) {
+        if (p->t[i] == '\n') line++, col = 1;
+        else col++;
+    }
+#define PT__JW(...) (k < sizeof p->where ? (void)(k += (size_t)snprintf(p->where + k, sizeof p->where - k, __VA_ARGS__)) : (void)0)
+    if (line > 1) PT__JW(" (line %zu, column %zu", line, col);
+    for (n = 0; n < p->depth && p->lvl[n].on; n++) {
+    }
+    for (d = 0; d < n; d++) { /* the path of the members being read, its middle left out past 8 levels */
+        if (d == 0) PT__JW("%sin ", k ? "; " : " (");
+        if (n > 8 && d == 4) PT__JW("..."), d = n - 4;
+        if (p->lvl[d].key) PT__JW("%s%.40s", d ? "." : "", p->lvl[d].key);
+        else PT__JW("[%zu]", p->lvl[d].idx);
+    }
+    if (k) PT__JW(")");
+#undef PT__JW
+    if (p->depth > 0 && p->lvl[0].on && p->lvl[0].key) snprintf(p->key0, sizeof p->key0, "%s", p->lvl[0].key);
+    return NULL;
+}
+static void *pt__jalloc(pt__jp *p, size_t n) {
+    pt__jblock *b = p->mem;
+    n = (n + 7) / 8 * 8;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = PT__MAX(n, b ? PT__MIN(2 * b->cap, (size_t)1 << 24) : (size_t)4096);
+        if (cap > PT_JSON_MAX_TREE - p->total) cap = n;
+        if (cap > PT_JSON_MAX_TREE - p->total) {
+            char e[96];
+            snprintf(e, sizeof e, "a tree of at most %zu bytes (PT_JSON_MAX_TREE)", (size_t)PT_JSON_MAX_TREE);
+            return pt__jfail(p, p->i, e, "more");
+        }
+        if (!(b = (pt__jblock *)PT_MALLOC(PT__JBLOCK_HDR + cap))) return pt__jfail(p, p->i, NULL, NULL);
+        b->next = p->mem, b->used = 0, b->cap = cap;
+        p->mem = b, p->total += cap;
+    }
+    b->used += n;
+    return (char *)b + PT__JBLOCK_HDR + b->used - n;
+}
+static int pt__jpeek(const pt__jp *p) { return p->i < p->len ? (unsigned char)p->t[p->i] : -1; }
+static int pt__jdigit(const pt__jp *p, size_t i) { return i < p->len && p->t[i] >= '0' && p->t[i] <= '9'; }
+static void pt__jws(pt__jp *p) {
+    while (p->i < p->len && (p->t[p->i] == ' ' || p->t[p->i] == '\t' || p->t[p->i] == '\n' || p->t[p->i] == '\r')) p->i++;
+}
+static int pt__jword(pt__jp *p, const char *w) {
+    size_t n = strlen(w);
+    if (p->len - p->i < n || memcmp(p->t + p->i, w, n) != 0) return 0;
+    p->i += n;
+    return 1;
+}
+static pt_json *pt__jnum(pt__jp *p, pt_json *v) {
+    const char *t = p->t;
+    size_t s = p->i, i = p->i, q;
+    int neg = t[i] == '-';
+    char buf[64], *b = buf;
+    v->kind = PT_JSON_NUMBER;
+    i += (size_t)neg;
+    if (p->flags & PT_JSON_NONFINITE) {
+        p->i = i;
+        if (pt__jword(p, "NaN") || pt__jword(p, "nan")) return v->num = NAN, v;
+        if (pt__jword(p, "Infinity") || pt__jword(p, "inf")) return v->num = neg ? -HUGE_VAL : HUGE_VAL, v;
+        p->i = s;
+    }
+    if (!pt__jdigit(p, i)) return pt__jfail(p, i, neg ? "a digit after '-'" : "a value", NULL);
+    if (t[i] == '0') {
+        if (pt__jdigit(p, ++i)) return pt__jfail(p, i, "no digit after a leading 0", NULL);
+    } else
+        while (pt__jdigit(p, i)) i++;
+    v->exact = 1;
+    if (i < p->len && t[i] == '.') {
+        v->exact = 0;
+        if (!pt__jdigit(p, ++i)) return pt__jfail(p, i, "a digit after '.'", NULL);
+        while (pt__jdigit(p, i)) i++;
+    }
+    if (i < p->len && (t[i] == 'e' || t[i] == 'E')) {
+        v->exact = 0;
+        i += i + 1 < p->len && (t[i + 1] == '+' || t[i + 1] == '-') ? 2 : 1;
+        if (!pt__jdigit(p, i)) return pt__jfail(p, i, "a digit in the exponent", NULL);
+        while (pt__jdigit(p, i)) i++;
+    }
+    if (i - s >= sizeof buf && !(b = (char *)PT_MALLOC(i - s + 1))) return pt__jfail(p, s, NULL, NULL);
+    memcpy(b, t + s, i - s), b[i - s] = 0;
+    v->num = strtod(b, NULL);
+    if (b != buf) PT_FREE(b);
+    if (v->exact) { /* the integer itself, when it fits */
+        uint64_t m = 0, lim = neg ? (uint64_t)1 << 63 : ((uint64_t)1 << 63) - 1;
+        for (q = s + (size_t)neg; q < i && v->exact; q++) {
+            unsigned dg = (unsigned)(t[q] - '0');
+            if (m > (lim - dg) / 10) v->exact = 0;
+            else m = m * 10 + dg;
+        }
+        v->i = !neg ? (int64_t)m : m ? -(int64_t)(m - 1) - 1 : 0;
+    }
+    if (!isfinite(v->num)) {
+        char f[48];
+        snprintf(f, sizeof f, "'%.*s'", (int)PT__MIN(i - s, (size_t)24), t + s);
+        return pt__jfail(p, s, "a number of at most about 1.8e308 in magnitude", f);
+    }
+    p->i = i;
+    return v;
+}
+static int pt__jhex4(pt__jp *p, size_t i, unsigned *cp) {
+    int q;
+    for (*cp = 0, q = 0; q < 4; q++, i++) {
+        int c = i < p->len ? (unsigned char)p->t[i] : -1;
+        int h = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (h < 0) return pt__jfail(p, i, "4 hex digits after \\u", NULL), 0;
+        *cp = *cp * 16 + (unsigned)h;
+    }
+    return 1;
+}
+static size_t pt__utf8_put(char *o, unsigned c) {
+    if (c < 0x80) return o[0] = (char)c, 1;
+    if (c < 0x800) return o[0] = (char)(0xc0 | c >> 6), o[1] = (char)(0x80 | (c & 63)), 2;
+    if (c < 0x10000) return o[0] = (char)(0xe0 | c >> 12), o[1] = (char)(0x80 | (c >> 6 & 63)), o[2] = (char)(0x80 | (c & 63)), 3;
+    o[0] = (char)(0xf0 | c >> 18), o[1] = (char)(0x80 | (c >> 12 & 63)), o[2] = (char)(0x80 | (c >> 6 & 63)), o[3] = (char)(0x80 | (c & 63));
+    return 4;
+}
+/* the string at p->i (a '"'): its bytes, decoded, into the tree */
+static int pt__jstr(pt__jp *p, char **out, size_t *outn) {
+    const char *t = p->t;
+    size_t i = p->i + 1, j, k = 0, m, n = p->len;
+    char *o, f[16];
+    for (j = i; j < n && t[j] != '"'; j++) j += t[j] == '\\'; /* decoded, it is no longer */
+    if (!(o = (char *)pt__jalloc(p, j - i + 1))) return 0;
+    for (;;) {
+        unsigned c, lo;
+        if (i >= n) return pt__jfail(p, i, "'\"' closing the string", NULL), 0;
+        c = (unsigned char)t[i];
+        if (c == '"') break;
+        if (c < 0x20) return pt__jfail(p, i, "a string character (control bytes must be escaped)", NULL), 0;
+        if (c >= 0x80) {
+            if (!(m = pt__utf8_len((const unsigned char *)t + i, n - i))) return pt__jfail(p, i, "UTF-8 text", NULL), 0;
+            memcpy(o + k, t + i, m), k += m, i += m;
+            continue;
+        }
+        if (c != '\\') {
+            o[k++] = (char)c, i++;
+            continue;
+        }
+        switch (c = ++i < n ? (unsigned char)t[i] : 0) {
+        case '"': case '\\': case '/': o[k++] = (char)c; break;
+        case 'b': o[k++] = '\b'; break;
+        case 'f': o[k++] = '\f'; break;
+        case 'n': o[k++] = '\n'; break;
+        case 'r': o[k++] = '\r'; break;
+        case 't': o[k++] = '\t'; break;
+        case 'u':
+            if (!pt__jhex4(p, i + 1, &c)) return 0;
+            if (c >= 0xdc00 && c <= 0xdfff) {
+                snprintf(f, sizeof f, "\\u%04X", c);
+                return pt__jfail(p, i - 1, "a high surrogate (\\uD800-\\uDBFF) before a low one", f), 0;
+            }
+            if (c >= 0xd800 && c <= 0xdbff) {
+                if (i + 6 >= n || t[i + 5] != '\\' || t[i + 6] != 'u') return pt__jfail(p, i + 5, "\\u and a low surrogate after a high one", NULL), 0;
+                if (!pt__jhex4(p, i + 7, &lo)) return 0;
+                if (lo < 0xdc00 || lo > 0xdfff) {
+                    snprintf(f, sizeof f, "\\u%04X", lo);
+                    return pt__jfail(p, i + 5, "a low surrogate (\\uDC00-\\uDFFF) after a high one", f), 0;
+                }
+                c = 0x10000 + ((c - 0xd800) << 10) + (lo - 0xdc00), i += 6;
+            }
+            k += pt__utf8_put(o + k, c), i += 4;
+            break;
+        default: return pt__jfail(p, i, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)", NULL), 0;
+        }
+        i++;
+    }
+    o[k] = 0, *out = o, *outn = k, p->i = i + 1;
+    return 1;
+}
+static int pt__jcmp(const void *a, const void *b) { /* by key, then text order */
+    const pt_json *x = *(const pt_json *const *)a, *y = *(const pt_json *const *)b;
+    int c = memcmp(x->key, y->key, PT__MIN(x->keylen, y->keylen));
+    if (c) return c;
+    if (x->keylen != y->keylen) return x->keylen < y->keylen ? -1 : 1;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+static pt_json *pt__jvalue(pt__jp *p);
+static pt_json *pt__jlist(pt__jp *p, pt_json *v) { /* an array or an object at p->i */
+    int obj = v->kind == PT_JSON_OBJECT, close = obj ? '}' : ']', d = p->depth;
+    size_t base = p->nstk, i;
+    if (d >= PT_JSON_MAX_DEPTH) {
+        char e[48];
+        snprintf(e, sizeof e, "at most %d levels of nesting", (int)PT_JSON_MAX_DEPTH);
+        return pt__jfail(p, p->i, e, NULL);
+    }
+    p->depth++, p->lvl[d].on = 0, p->i++;
+    pt__jws(p);
+    if (pt__jpeek(p) == close) p->i++;
+    else
+        for (;;) {
+            char *key = NULL;
+            size_t kl = 0;
+            pt_json *m;
+            if (obj) {
+                pt__jws(p);
+                if (pt__jpeek(p) != '"') return pt__jfail(p, p->i, "'\"' starting a key", NULL);
+                if (!pt__jstr(p, &key, &kl)) return NULL;
+                pt__jws(p);
+                if (pt__jpeek(p) != ':') return pt__jfail(p, p->i, "':' after the key", NULL);
+                p->i++;
+            }
+            p->lvl[d].key = key, p->lvl[d].idx = p->nstk - base, p->lvl[d].on = 1;
+            if (!(m = pt__jvalue(p))) return NULL;
+            if (p->nstk == p->capstk) {
+                size_t c = p->capstk ? 2 * p->capstk : 64;
+                pt_json **ns = (pt_json **)PT_REALLOC(p->stk, c * sizeof *ns);
+                if (!ns) return pt__jfail(p, p->i, NULL, NULL);
+                p->stk = ns, p->capstk = c;
+            }
+            p->stk[p->nstk++] = m;
+            p->lvl[d].on = 0, m->key = key, m->keylen = kl;
+            pt__jws(p);
+            if (pt__jpeek(p) == ',') {
+                p->i++;
+                continue;
+            }
+            if (pt__jpeek(p) == close) {
+                p->i++;
+                break;
+            }
+            return pt__jfail(p, p->i, obj ? "',' or '}' in an object" : "',' or ']' in an array", NULL);
+        }
+    v->n = p->nstk - base;
+    if (v->n && !(v->kid = (pt_json **)pt__jalloc(p, v->n * sizeof *v->kid))) return NULL;
+    if (v->n) memcpy(v->kid, p->stk + base, v->n * sizeof *v->kid);
+    p->nstk = base;
+    if (obj && v->n) {
+        if (!(v->byname = (pt_json **)pt__jalloc(p, v->n * sizeof *v->kid))) return NULL;
+        memcpy(v->byname, v->kid, v->n * sizeof *v->kid);
+        qsort(v->byname, v->n, sizeof *v->byname, pt__jcmp);
+        for (i = 1; i < v->n && !(p->flags & PT_JSON_DUPKEYS); i++)
+            if (v->byname[i]->keylen == v->byname[i - 1]->keylen && !memcmp(v->byname[i]->key, v->byname[i - 1]->key, v->byname[i]->keylen)) {
+                char f[96];
+                snprintf(f, sizeof f, "\"%.60s\" a second time", v->byname[i]->key);
+                return pt__jfail(p, v->byname[i]->off, "each key once in an object", f);
+            }
+    }
+    p->depth--;
+    return v;
+}
+static pt_json *pt__jvalue(pt__jp *p) {
+    pt_json *v;
+    int c;
+    pt__jws(p);
+    c = pt__jpeek(p);
+    if (!(v = (pt_json *)pt__jalloc(p, sizeof *v))) return NULL;
+    memset(v, 0, sizeof *v);
+    v->off = p->i;
+    if (c == '{' || c == '[') return v->kind = c == '{' ? PT_JSON_OBJECT : PT_JSON_ARRAY, pt__jlist(p, v);
+    if (c == '"') return v->kind = PT_JSON_STRING, pt__jstr(p, &v->str, &v->n) ? v : NULL;
+    if (pt__jword(p, "true") || pt__jword(p, "false")) return v->kind = PT_JSON_BOOL, v->i = c == 't', v;
+    if (pt__jword(p, "null")) return v->kind = PT_JSON_NULL, v;
+    if (c == '-' || (c >= '0' && c <= '9') || ((p->flags & PT_JSON_NONFINITE) && c > 0 && strchr("NnIi", c))) return pt__jnum(p, v);
+    return pt__jfail(p, p->i, "a value", NULL);
+}
+static void pt__jfree_blocks(pt__jblock *b) {
+    while (b) {
+        pt__jblock *next = b->next;
+        PT_FREE(b);
+        b = next;
+    }
+}
+/* reads the value at pos (whole: and nothing but white space after it); NULL on an error (see p) */
+static pt_json *pt__json_read(pt__jp *p, const char *text, size_t len, size_t pos, int flags, int whole) {
+    pt_json *v;
+    memset(p, 0, sizeof *p);
+    p->t = text ? text : "", p->len = text ? len : 0, p->i = PT__MIN(pos, p->len), p->flags = flags;
+    v = pt__jvalue(p);
+    if (v && whole) {
+        pt__jws(p);
+        if (p->i < p->len) v = pt__jfail(p, p->i, "the end of the text", NULL);
+    }
+    PT_FREE(p->stk);
+    if (v) v->mem = p->mem;
+    else pt__jfree_blocks(p->mem);
+    return v;
+}
+PTDEF pt_json *pt_json_parse(const char *text, size_t len, int flags, char *err, size_t errlen) {
+    pt__jp p;
+    pt_json *v = pt__json_read(&p, text, len, 0, flags, 1);
+    if (!v) pt__msg(err, errlen, "%s at byte %zu%s", p.what, p.at, p.where);
+    return v;
+}
+PTDEF pt_json *pt_json_parse_next(const char *text, size_t len, size_t *pos, int flags, char *err, size_t errlen) {
+    pt__jp p;
+    pt_json *v = pt__json_read(&p, text, len, pos ? *pos : 0, flags, 0);
+    if (!v) pt__msg(err, errlen, "%s at byte %zu%s", p.what, p.at, p.where);
+    if (pos) *pos = v ? p.i : p.at;
+    return v;
+}
+PTDEF void pt_json_free(pt_json *root) {
+    if (root) pt__jfree_blocks((pt__jblock *)root->mem);
+}
+PTDEF pt_json_kind pt_json_type(const pt_json *v) { return v ? (pt_json_kind)v->kind : PT_JSON_NONE; }
+PTDEF size_t pt_json_len(const pt_json *v) { return v && v->kind >= PT_JSON_STRING ? v->n : 0; }
+PTDEF const pt_json *pt_json_at(const pt_json *v, size_t i) { return v && v->kind >= PT_JSON_ARRAY && i < v->n ? v->kid[i] : NULL; }
+PTDEF const char *pt_json_key(const pt_json *v, size_t i) { return v && v->kind == PT_JSON_OBJECT && i < v->n ? v->kid[i]->key : NULL; }
+PTDEF const pt_json *pt_json_get(const pt_json *v, const char *key) {
+    size_t lo = 0, hi, kl;
+    if (!v || v->kind != PT_JSON_OBJECT || !key) return NULL;
+    kl = strlen(key), hi = v->n;
+    while (lo < hi) { /* the first member whose key is not below key */
+        size_t mid = lo + (hi - lo) / 2;
+        const pt_json *m = v->byname[mid];
+        int c = memcmp(m->key, key, PT__MIN(m->keylen, kl));
+        if (c < 0 || (c == 0 && m->keylen < kl)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < v->n && v->byname[lo]->keylen == kl && !memcmp(v->byname[lo]->key, key, kl) ? v->byname[lo] : NULL;
+}
+PTDEF double pt_json_num(const pt_json *v, double dflt) { return v && v->kind == PT_JSON_NUMBER ? v->num : dflt; }
+PTDEF int pt_json_int64(const pt_json *v, int64_t *out) {
+    if (!v || v->kind != PT_JSON_NUMBER || !v->exact) return 0;
+    if (out) *out = v->i;
+    return 1;
+}
+PTDEF const char *pt_json_str(const pt_json *v) { return v && v->kind == PT_JSON_STRING ? v->str : NULL; }
+PTDEF int pt_json_bool(const pt_json *v, int dflt) { return v && v->kind == PT_JSON_BOOL ? (int)v->i : dflt; }
+PTDEF size_t pt_json_offset(const pt_json *v) { return v ? v->off : 0; }
 
 PTDEF pt_status pt_status_get(const pt_ctx *ctx) { return ctx ? ctx->status : PT_ERR_ARG; }
 PTDEF pt_status pt_error_set(pt_ctx *ctx, pt_status st, const char *fmt, ...) {
@@ -15396,10 +15906,11 @@ PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
    "shape": [..], "data_offsets": [begin, end]}, ..., "__metadata__": {string: string}}, then the
    data, little-endian row-major, offsets relative to its start. The export pads N with spaces to a
    multiple of 8 (the data starts 8-aligned) and writes the tensors contiguously in offset order.
-   The reader takes any valid file (keys in any order, string escapes, unknown keys of an entry
-   skipped) and refuses, naming the file and the problem: a header size past the end of the file,
-   invalid JSON, a byte count that does not match shape and dtype, overlapping or missing data,
-   bytes after the last tensor. Floats are assumed little-endian in memory, as in the data files. */
+   The reader takes any valid file (the header read by pt_json: keys in any order, string escapes,
+   unknown keys of an entry skipped) and refuses, naming the file and the problem: a header size
+   past the end of the file, invalid JSON (a key twice included; what was expected where, and the
+   tensor whose entry it is in), a byte count that does not match shape and dtype, overlapping or
+   missing data, bytes after the last tensor. Floats are assumed little-endian in memory, as in the data files. */
 typedef struct pt__sf_ent {
     char name[256], dtype[16];
     int ndim, esize;
@@ -15412,9 +15923,9 @@ typedef struct pt__sf {
     const char *path;
     int64_t data_off, data_bytes;
     pt__sf_ent *e;
-    int n, cap;
+    int n;
     pt__sf_meta *m;
-    int nm, capm;
+    int nm;
 } pt__sf;
 static void pt__sf_free(pt__sf *st) {
     PT_FREE(st->e);
@@ -15422,126 +15933,6 @@ static void pt__sf_free(pt__sf *st) {
     memset(st, 0, sizeof *st);
 }
 
-static void pt__js_ws(const char **p) {
-    while (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r') (*p)++;
-}
-/* a JSON string at *p: its UTF-8 bytes into out (cap bytes, truncated; out may be NULL), its full
-   length into *len (may be NULL); 0 on a syntax error */
-static int pt__js_str(const char **p, char *out, size_t cap, size_t *len) {
-    const char *s = *p;
-    size_t n = 0;
-    unsigned char u8[4];
-    int k, i;
-    if (*s++ != '"') return 0;
-    for (;;) {
-        unsigned c = (unsigned char)*s++;
-        if (c == '"') break;
-        if (c < 0x20) return 0; /* a control character, or the end of the header */
-        k = 1, u8[0] = (unsigned char)c;
-        if (c == '\\') {
-            c = (unsigned char)*s++;
-            switch (c) {
-            case '"': case '\\': case '/': u8[0] = (unsigned char)c; break;
-            case 'b': u8[0] = 8; break;
-            case 'f': u8[0] = 12; break;
-            case 'n': u8[0] = 10; break;
-            case 'r': u8[0] = 13; break;
-            case 't': u8[0] = 9; break;
-            case 'u':
-                for (c = 0, i = 0; i < 4; i++, s++) {
-                    int h = *s >= '0' && *s <= '9' ? *s - '0' : *s >= 'a' && *s <= 'f' ? *s - 'a' + 10 : *s >= 'A' && *s <= 'F' ? *s - 'A' + 10 : -1;
-                    if (h < 0) return 0;
-                    c = c * 16 + (unsigned)h;
-                }
-                if (c < 0x80) u8[0] = (unsigned char)c;
-                else if (c < 0x800) k = 2, u8[0] = (unsigned char)(0xc0 | (c >> 6)), u8[1] = (unsigned char)(0x80 | (c & 63));
-                else k = 3, u8[0] = (unsigned char)(0xe0 | (c >> 12)), u8[1] = (unsigned char)(0x80 | ((c >> 6) & 63)), u8[2] = (unsigned char)(0x80 | (c & 63));
-                break;
-            default: return 0;
-            }
-        }
-        for (i = 0; i < k; i++, n++)
-            if (out && n + 1 < cap) out[n] = (char)u8[i];
-    }
-    if (out && cap) out[n < cap ? n : cap - 1] = 0;
-    if (len) *len = n;
-    *p = s;
-    return 1;
-}
-/* a non-negative JSON integer below 2^62 */
-static int pt__js_u62(const char **p, int64_t *v) {
-    const char *s = *p;
-    int64_t x = 0;
-    if (*s < '0' || *s > '9' || (*s == '0' && s[1] >= '0' && s[1] <= '9')) return 0;
-    for (; *s >= '0' && *s <= '9'; s++) {
-        if (x > ((int64_t)1 << 62) / 10) return 0;
-        x = x * 10 + (*s - '0');
-    }
-    if (*s == '.' || *s == 'e' || *s == 'E') return 0;
-    *v = x, *p = s;
-    return 1;
-}
-/* skips any JSON value */
-static int pt__js_skip(const char **p, int depth) {
-    const char *s;
-    pt__js_ws(p);
-    s = *p;
-    if (depth > 64) return 0;
-    if (*s == '"') return pt__js_str(p, NULL, 0, NULL);
-    if (*s == '{' || *s == '[') {
-        char close = *s == '{' ? '}' : ']';
-        (*p)++;
-        pt__js_ws(p);
-        if (**p == close) return (*p)++, 1;
-        for (;;) {
-            if (close == '}') {
-                if (!pt__js_str(p, NULL, 0, NULL)) return 0;
-                pt__js_ws(p);
-                if (*(*p)++ != ':') return 0;
-            }
-            if (!pt__js_skip(p, depth + 1)) return 0;
-            pt__js_ws(p);
-            if (**p == ',') {
-                (*p)++;
-                pt__js_ws(p);
-                continue;
-            }
-            return *(*p)++ == close;
-        }
-    }
-    if (!strncmp(s, "true", 4) || !strncmp(s, "null", 4)) return *p += 4, 1;
-    if (!strncmp(s, "false", 5)) return *p += 5, 1;
-    if (*s == '-') s++;
-    if (*s < '0' || *s > '9') return 0;
-    while (*s >= '0' && *s <= '9') s++;
-    if (*s == '.') {
-        if (*++s < '0' || *s > '9') return 0;
-        while (*s >= '0' && *s <= '9') s++;
-    }
-    if (*s == 'e' || *s == 'E') {
-        if (*++s == '+' || *s == '-') s++;
-        if (*s < '0' || *s > '9') return 0;
-        while (*s >= '0' && *s <= '9') s++;
-    }
-    *p = s;
-    return 1;
-}
-/* [int, int, ...] (at most max) into v, count into *n */
-static int pt__js_ints(const char **p, int64_t *v, int max, int *n) {
-    pt__js_ws(p);
-    *n = 0;
-    if (*(*p)++ != '[') return 0;
-    pt__js_ws(p);
-    if (**p == ']') return (*p)++, 1;
-    for (;;) {
-        pt__js_ws(p);
-        if (*n >= max || !pt__js_u62(p, &v[*n])) return 0;
-        (*n)++;
-        pt__js_ws(p);
-        if (**p == ']') return (*p)++, 1;
-        if (*(*p)++ != ',') return 0;
-    }
-}
 /* bytes per element of a safetensors dtype, 0 if unknown */
 static int pt__sf_esize(const char *dt) {
     static const char *const names[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U64", "U32", "U16", "U8", "BOOL", "F8_E4M3", "F8_E5M2"};
@@ -15562,37 +15953,27 @@ static int pt__sf_cmp_begin(const void *a, const void *b) {
     const pt__sf_ent *x = (const pt__sf_ent *)a, *y = (const pt__sf_ent *)b;
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
-/* one tensor entry {"dtype": .., "shape": [..], "data_offsets": [b, e]} */
-static int pt__sf_entry(const char **p, pt__sf_ent *e) {
-    char key[32];
+/* [integers] (at most max, each in [0, 2^62)) into v, count into *n */
+static int pt__sf_ints(const pt_json *a, int64_t *v, int max, int *n) {
+    size_t i;
+    if (pt_json_type(a) != PT_JSON_ARRAY || pt_json_len(a) > (size_t)max) return 0;
+    for (i = 0; i < pt_json_len(a); i++)
+        if (!pt_json_int64(pt_json_at(a, i), &v[i]) || v[i] < 0 || v[i] >= (int64_t)1 << 62) return 0;
+    *n = (int)i;
+    return 1;
+}
+#define PT__SF_ENTRY "{\"dtype\": string, \"shape\": [integers, at most %d], \"data_offsets\": [begin, end]}"
+/* one tensor entry, PT__SF_ENTRY (other keys ignored) */
+static int pt__sf_entry(const pt_json *o, pt__sf_ent *e) {
+    const pt_json *dt = pt_json_get(o, "dtype");
     int64_t off[2];
-    int n, have = 0;
-    pt__js_ws(p);
-    if (*(*p)++ != '{') return 0;
-    pt__js_ws(p);
-    if (**p == '}') return 0;
-    for (;;) {
-        size_t kl;
-        pt__js_ws(p);
-        if (!pt__js_str(p, key, sizeof key, &kl)) return 0;
-        pt__js_ws(p);
-        if (*(*p)++ != ':') return 0;
-        pt__js_ws(p);
-        if (!strcmp(key, "dtype")) {
-            if (!pt__js_str(p, e->dtype, sizeof e->dtype, &kl) || kl >= sizeof e->dtype) return 0;
-            have |= 1;
-        } else if (!strcmp(key, "shape")) {
-            if (!pt__js_ints(p, e->shape, PT_MAX_DIMS, &e->ndim)) return 0;
-            have |= 2;
-        } else if (!strcmp(key, "data_offsets")) {
-            if (!pt__js_ints(p, off, 2, &n) || n != 2) return 0;
-            e->begin = off[0], e->end = off[1];
-            have |= 4;
-        } else if (!pt__js_skip(p, 1)) return 0;
-        pt__js_ws(p);
-        if (**p == '}') return (*p)++, have == 7;
-        if (*(*p)++ != ',') return 0;
-    }
+    int n;
+    if (!pt_json_str(dt) || pt_json_len(dt) >= sizeof e->dtype) return 0;
+    memcpy(e->dtype, pt_json_str(dt), pt_json_len(dt) + 1);
+    if (!pt__sf_ints(pt_json_get(o, "shape"), e->shape, PT_MAX_DIMS, &e->ndim)) return 0;
+    if (!pt__sf_ints(pt_json_get(o, "data_offsets"), off, 2, &n) || n != 2) return 0;
+    e->begin = off[0], e->end = off[1];
+    return 1;
 }
 /* opens and checks a safetensors file; 0 and a message naming the file on failure */
 static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
@@ -15600,8 +15981,10 @@ static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
     unsigned char b8[8];
     uint64_t N = 0;
     long fsize = -1;
-    char *h = NULL, key[256], sh[160];
-    const char *p;
+    char *h = NULL, sh[160];
+    pt__jp jp;
+    pt_json *root = NULL;
+    size_t n, k;
     int i, ok = 0;
     memset(st, 0, sizeof *st);
     st->path = path;
@@ -15630,86 +16013,60 @@ static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
     }
     h[N] = 0;
     st->data_off = 8 + (int64_t)N, st->data_bytes = (int64_t)fsize - st->data_off;
-    p = h;
-    pt__js_ws(&p);
-    if (*p++ != '{') goto bad;
-    pt__js_ws(&p);
-    if (*p == '}') p++;
-    else
-        for (;;) {
-            size_t kl;
-            pt__js_ws(&p);
-            if (!pt__js_str(&p, key, sizeof key, &kl)) goto bad;
-            pt__js_ws(&p);
-            if (*p++ != ':') goto bad;
-            if (kl >= sizeof key) {
-                pt__msg(err, errlen, "%s: a tensor name of %zu bytes (at most %zu)", path, kl, sizeof key - 1);
+    /* the JSON: a parse error inside a tensor's entry names the tensor */
+    if (!(root = pt__json_read(&jp, h, strlen(h), 0, 0, 1))) {
+        if (jp.key0[0] && strcmp(jp.key0, "__metadata__"))
+            pt__msg(err, errlen, "%s: the entry of tensor '%s' is not " PT__SF_ENTRY " (near header byte %zu: %s)", path, jp.key0, PT_MAX_DIMS, jp.at, jp.what);
+        else if (jp.oom)
+            pt__msg(err, errlen, "%s: out of memory for the header's JSON", path);
+        else
+            pt__msg(err, errlen, "%s: the header is not valid safetensors JSON near byte %zu of %llu: %s", path, jp.at, (unsigned long long)N, jp.what);
+        goto out;
+    }
+    if (pt_json_type(root) != PT_JSON_OBJECT) {
+        pt__msg(err, errlen, "%s: the header is not valid safetensors JSON: not an object (it starts with '%c')", path, h[pt_json_offset(root)]);
+        goto out;
+    }
+    n = pt_json_len(root);
+    st->e = (pt__sf_ent *)PT_MALLOC(PT__MAX(n, (size_t)1) * sizeof *st->e);
+    if (!st->e) goto oom;
+    for (k = 0; k < n; k++) {
+        const char *key = pt_json_key(root, k);
+        const pt_json *v = pt_json_at(root, k);
+        size_t kl = strlen(key), j;
+        if (!strcmp(key, "__metadata__")) {
+            if (pt_json_type(v) != PT_JSON_OBJECT) {
+                pt__msg(err, errlen, "%s: __metadata__ is not an object (near header byte %zu)", path, pt_json_offset(v));
                 goto out;
             }
-            pt__js_ws(&p);
-            if (!strcmp(key, "__metadata__")) {
-                if (*p++ != '{') goto bad;
-                pt__js_ws(&p);
-                if (*p == '}') p++;
-                else
-                    for (;;) {
-                        pt__sf_meta mm;
-                        size_t vl;
-                        pt__js_ws(&p);
-                        if (!pt__js_str(&p, mm.key, sizeof mm.key, &kl)) goto bad;
-                        pt__js_ws(&p);
-                        if (*p++ != ':') goto bad;
-                        pt__js_ws(&p);
-                        if (*p != '"') {
-                            pt__msg(err, errlen, "%s: __metadata__ value of '%s' is not a string", path, mm.key);
-                            goto out;
-                        }
-                        if (!pt__js_str(&p, mm.val, sizeof mm.val, &vl)) goto bad;
-                        if (kl < sizeof mm.key && vl < sizeof mm.val) { /* longer ones are kept out (not ours) */
-                            if (st->nm == st->capm) {
-                                int c = st->capm ? 2 * st->capm : 16;
-                                pt__sf_meta *nm = (pt__sf_meta *)PT_REALLOC(st->m, (size_t)c * sizeof *nm);
-                                if (!nm) goto oom;
-                                st->m = nm, st->capm = c;
-                            }
-                            st->m[st->nm++] = mm;
-                        }
-                        pt__js_ws(&p);
-                        if (*p == '}') break;
-                        if (*p++ != ',') goto bad;
-                    }
-                p++;
-            } else {
-                pt__sf_ent e;
-                memset(&e, 0, sizeof e);
-                memcpy(e.name, key, kl + 1);
-                if (!pt__sf_entry(&p, &e)) {
-                    pt__msg(err, errlen, "%s: the entry of tensor '%s' is not {\"dtype\": string, \"shape\": [integers, at most %d], \"data_offsets\": [begin, end]} (near header byte %ld)",
-                            path, key, PT_MAX_DIMS, (long)(p - h));
+            st->m = (pt__sf_meta *)PT_MALLOC(PT__MAX(pt_json_len(v), (size_t)1) * sizeof *st->m);
+            if (!st->m) goto oom;
+            for (j = 0; j < pt_json_len(v); j++) {
+                const char *mk = pt_json_key(v, j), *mv = pt_json_str(pt_json_at(v, j));
+                if (!mv) {
+                    pt__msg(err, errlen, "%s: __metadata__ value of '%s' is not a string", path, mk);
                     goto out;
                 }
-                for (i = 0; i < st->n; i++)
-                    if (!strcmp(st->e[i].name, e.name)) {
-                        pt__msg(err, errlen, "%s: tensor '%s' appears twice in the header", path, e.name);
-                        goto out;
-                    }
-                if (st->n == st->cap) {
-                    int c = st->cap ? 2 * st->cap : 64;
-                    pt__sf_ent *ne = (pt__sf_ent *)PT_REALLOC(st->e, (size_t)c * sizeof *ne);
-                    if (!ne) goto oom;
-                    st->e = ne, st->cap = c;
+                if (strlen(mk) < sizeof st->m->key && strlen(mv) < sizeof st->m->val) { /* longer ones are kept out (not ours) */
+                    strcpy(st->m[st->nm].key, mk);
+                    strcpy(st->m[st->nm++].val, mv);
                 }
-                st->e[st->n++] = e;
             }
-            pt__js_ws(&p);
-            if (*p == '}') {
-                p++;
-                break;
+        } else {
+            pt__sf_ent *e = &st->e[st->n];
+            if (kl >= sizeof e->name) {
+                pt__msg(err, errlen, "%s: a tensor name of %zu bytes (at most %zu)", path, kl, sizeof e->name - 1);
+                goto out;
             }
-            if (*p++ != ',') goto bad;
+            memset(e, 0, sizeof *e);
+            memcpy(e->name, key, kl + 1);
+            if (!pt__sf_entry(v, e)) {
+                pt__msg(err, errlen, "%s: the entry of tensor '%s' is not " PT__SF_ENTRY " (near header byte %zu)", path, key, PT_MAX_DIMS, pt_json_offset(v));
+                goto out;
+            }
+            st->n++;
         }
-    pt__js_ws(&p);
-    if (*p) goto bad;
+    }
     /* every entry: a known dtype, bytes = elements x size; together the data, contiguous */
     for (i = 0; i < st->n; i++) {
         pt__sf_ent *e = &st->e[i];
@@ -15744,14 +16101,11 @@ static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
     }
     ok = 1;
     goto out;
-bad:
-    pt__msg(err, errlen, "%s: the header is not valid safetensors JSON near byte %ld of %llu ('%.24s')", path, (long)(p - h), (unsigned long long)N,
-            p && p >= h && p <= h + N ? p : "");
-    goto out;
 oom:
     pt__msg(err, errlen, "%s: out of memory", path);
 out:
     if (f) fclose(f);
+    pt_json_free(root);
     PT_FREE(h);
     if (!ok) pt__sf_free(st);
     return ok;
@@ -16225,7 +16579,7 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
 /* Owns: pt_monitor (one allgather of a fixed vector per step), the log file, the progress line
    Invariants: every rank gets the same aggregate; rank 0 writes
    Entry points: pt_monitor_new pt_monitor_step_end pt_monitor_event pt_monitor_ckpt_save
-   pt_monitor_free */
+   pt_monitor_free; pt_monitor_key (the log's names: the writer's and its readers') */
 /* =================================================================================================
    per-step metrics, aggregated over the world, and the JSON-lines log
    =================================================================================================
@@ -16322,6 +16676,37 @@ PTDEF void pt_rss(int64_t *current, int64_t *peak) {
 static void pt__mon_num(pt__sb *b, double v) {
     if (isfinite(v)) pt__sb_add(b, "%.9g", v);
     else pt__sb_add(b, "null");
+}
+/* the log's names (pt_mon_key): the writer below takes every key from here, as readers do */
+static const char *const pt__mon_keys[PT_MON_KEYS] = {
+    "step", "loss", "val_loss", "grad_norm", "lr", "tokens", "tokens_per_s", "mfu", "t_step", "t_compute", "t_comm", "t_bubble",
+    "t_data", "t_ckpt", "t_eval", "mem_peak_bytes", "mem_rank_bytes", "rss_rank_bytes", "mem", "t_wait_rank", "coll",
+    "straggler_rank", "straggler_s", "event", "time_s", "rank", "time", "version", "config", "world", "layout", "backend",
+    "threads", "first_step", "total_steps", "flops_per_token", "flops_per_token_formula", "peak_flops", "peak_source",
+    "mfu_formula", "steps", "step_s_total", "run_start", "run_end"};
+PTDEF const char *pt_monitor_key(int key) { return key >= 0 && key < PT_MON_KEYS ? pt__mon_keys[key] : "?"; }
+/* "key": with the comma before it unless it opens an object or array */
+static void pt__mon_key(pt__sb *b, int key) {
+    char last = b->s && b->n ? b->s[b->n - 1] : '{';
+    pt__sb_add(b, "%s\"%s\":", last == '{' || last == '[' ? "" : ",", pt__mon_keys[key]);
+}
+/* a member: the key, then a printf-formatted value */
+static void pt__mon_kv(pt__sb *b, int key, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static void pt__mon_kv(pt__sb *b, int key, const char *fmt, ...) {
+    va_list ap;
+    pt__mon_key(b, key);
+    va_start(ap, fmt);
+    pt__sb_vadd(b, fmt, ap);
+    va_end(ap);
+}
+/* a member with a number (null when not finite) */
+static void pt__mon_kn(pt__sb *b, int key, double v) {
+    pt__mon_key(b, key);
+    pt__mon_num(b, v);
 }
 /* 1 if s is entirely a JSON-compatible number */
 static int pt__mon_is_num(const char *s) {
@@ -16463,7 +16848,11 @@ PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor
         if (!d) l.dp = l.tp = l.pp = 1;
         if (!tm || !strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", tm)) pt__msg(when, sizeof when, "unknown");
         b->n = 0;
-        pt__sb_add(b, "{\"event\":\"run_start\",\"time\":\"%s\",\"version\":\"%s\",\"config\":{", when, PTRAIN_VERSION_STRING);
+        pt__sb_add(b, "{");
+        pt__mon_kv(b, PT_MON_KEY_EVENT, "\"%s\"", pt__mon_keys[PT_MON_KEY_RUN_START]);
+        pt__mon_kv(b, PT_MON_KEY_TIME, "\"%s\"", when);
+        pt__mon_kv(b, PT_MON_KEY_VERSION, "\"%s\"", PTRAIN_VERSION_STRING);
+        pt__mon_kv(b, PT_MON_KEY_CONFIG, "{");
         i = 0;
         if (c)
             pt__sb_add(b, "\"vocab\":%d,\"layers\":%d,\"width\":%d,\"heads\":%d,\"max_seq\":%d,\"seq\":%lld,\"params\":%lld", (int)c->vocab, (int)c->layers,
@@ -16475,18 +16864,20 @@ PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor
             if (pt__mon_is_num(m->desc.config[1])) pt__sb_add(b, "%s", m->desc.config[1]);
             else pt__sb_json_str(b, m->desc.config[1]);
         }
-        pt__sb_add(b, "},\"world\":%d,\"layout\":{\"dp\":%d,\"tp\":%d,\"pp\":%d},\"backend\":\"%s\",\"threads\":%d,\"first_step\":%lld,\"total_steps\":%lld,",
-                    m->world, (int)l.dp, (int)l.tp, (int)l.pp, pt_backend_name(ctx), pt_threads(ctx), (long long)m->desc.first_step,
-                    (long long)m->desc.total_steps);
-        pt__sb_add(b, "\"flops_per_token\":");
-        pt__mon_num(b, m->flops_per_token > 0 ? m->flops_per_token : NAN);
-        pt__sb_add(b, ",\"flops_per_token_formula\":");
+        pt__sb_add(b, "}");
+        pt__mon_kv(b, PT_MON_KEY_WORLD, "%d", m->world);
+        pt__mon_kv(b, PT_MON_KEY_LAYOUT, "{\"dp\":%d,\"tp\":%d,\"pp\":%d}", (int)l.dp, (int)l.tp, (int)l.pp);
+        pt__mon_kv(b, PT_MON_KEY_BACKEND, "\"%s\"", pt_backend_name(ctx));
+        pt__mon_kv(b, PT_MON_KEY_THREADS, "%d", pt_threads(ctx));
+        pt__mon_kv(b, PT_MON_KEY_FIRST_STEP, "%lld", (long long)m->desc.first_step);
+        pt__mon_kv(b, PT_MON_KEY_TOTAL_STEPS, "%lld", (long long)m->desc.total_steps);
+        pt__mon_kn(b, PT_MON_KEY_FLOPS_PER_TOKEN, m->flops_per_token > 0 ? m->flops_per_token : NAN);
+        pt__mon_key(b, PT_MON_KEY_FLOPS_PER_TOKEN_FORMULA);
         pt__sb_json_str(b, m->flops_per_token > 0 ? m->fpt_source : "none (no MFU)");
-        pt__sb_add(b, ",\"peak_flops\":");
-        pt__mon_num(b, m->peak_flops);
-        pt__sb_add(b, ",\"peak_source\":");
+        pt__mon_kn(b, PT_MON_KEY_PEAK_FLOPS, m->peak_flops);
+        pt__mon_key(b, PT_MON_KEY_PEAK_SOURCE);
         pt__sb_json_str(b, m->peak_source);
-        pt__sb_add(b, ",\"mfu_formula\":\"mfu = flops_per_token * tokens_per_s / (peak_flops * world); peak_flops per rank\"}\n");
+        pt__mon_kv(b, PT_MON_KEY_MFU_FORMULA, "\"mfu = flops_per_token * tokens_per_s / (peak_flops * world); peak_flops per rank\"}\n");
         pt__mon_write(m, b);
     }
     m->desc.config = NULL; /* not kept: the caller's strings may go */
@@ -16577,25 +16968,28 @@ static void pt__mon_line(pt_monitor *m) {
     pt__sb *b = &m->line;
     int r, k, first = 1;
     b->n = 0;
-    pt__sb_add(b, "{\"step\":%lld,\"loss\":", (long long)a->step);
-    pt__mon_num(b, a->loss);
-    if (isfinite(a->val_loss)) pt__sb_add(b, ",\"val_loss\":%.9g", a->val_loss);
-    pt__sb_add(b, ",\"grad_norm\":");
-    pt__mon_num(b, a->grad_norm);
-    pt__sb_add(b, ",\"lr\":");
-    pt__mon_num(b, a->lr);
-    pt__sb_add(b, ",\"tokens\":%lld,\"tokens_per_s\":", (long long)a->tokens);
-    pt__mon_num(b, a->tokens_per_s);
-    pt__sb_add(b, ",\"mfu\":");
-    pt__mon_num(b, a->mfu);
-    pt__sb_add(b, ",\"t_step\":%.9g,\"t_compute\":%.9g,\"t_comm\":%.9g,\"t_bubble\":%.9g,\"t_data\":%.9g,\"t_ckpt\":%.9g", a->t_step, a->t_compute,
-                a->t_comm, a->t_bubble, a->t_data, a->t_ckpt);
-    if (a->t_eval > 0) pt__sb_add(b, ",\"t_eval\":%.9g", a->t_eval);
-    pt__sb_add(b, ",\"mem_peak_bytes\":%lld,\"mem_rank_bytes\":[", (long long)a->mem_peak_bytes);
+    pt__sb_add(b, "{");
+    pt__mon_kv(b, PT_MON_KEY_STEP, "%lld", (long long)a->step);
+    pt__mon_kn(b, PT_MON_KEY_LOSS, a->loss);
+    if (isfinite(a->val_loss)) pt__mon_kv(b, PT_MON_KEY_VAL_LOSS, "%.9g", a->val_loss);
+    pt__mon_kn(b, PT_MON_KEY_GRAD_NORM, a->grad_norm);
+    pt__mon_kn(b, PT_MON_KEY_LR, a->lr);
+    pt__mon_kv(b, PT_MON_KEY_TOKENS, "%lld", (long long)a->tokens);
+    pt__mon_kn(b, PT_MON_KEY_TOKENS_PER_S, a->tokens_per_s);
+    pt__mon_kn(b, PT_MON_KEY_MFU, a->mfu);
+    {
+        const double t[6] = {a->t_step, a->t_compute, a->t_comm, a->t_bubble, a->t_data, a->t_ckpt}; /* PT_MON_KEY_T_STEP on */
+        for (k = 0; k < 6; k++) pt__mon_kv(b, PT_MON_KEY_T_STEP + k, "%.9g", t[k]);
+    }
+    if (a->t_eval > 0) pt__mon_kv(b, PT_MON_KEY_T_EVAL, "%.9g", a->t_eval);
+    pt__mon_kv(b, PT_MON_KEY_MEM_PEAK_BYTES, "%lld", (long long)a->mem_peak_bytes);
+    pt__mon_kv(b, PT_MON_KEY_MEM_RANK_BYTES, "[");
     for (r = 0; r < m->world; r++) pt__sb_add(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_MEM]);
-    pt__sb_add(b, "],\"rss_rank_bytes\":[");
+    pt__sb_add(b, "]");
+    pt__mon_kv(b, PT_MON_KEY_RSS_RANK_BYTES, "[");
     for (r = 0; r < m->world; r++) pt__sb_add(b, "%s%.0f", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_RSS]);
-    pt__sb_add(b, "],\"mem\":{");
+    pt__sb_add(b, "]");
+    pt__mon_kv(b, PT_MON_KEY_MEM, "{");
     {
         static const char *const kinds[5] = {"params", "grads", "optim", "activations", "workspace"};
         for (k = 0; k < 5; k++) {
@@ -16604,9 +16998,11 @@ static void pt__mon_line(pt_monitor *m) {
             pt__sb_add(b, "%s\"%s\":%.0f", k ? "," : "", kinds[k], mx);
         }
     }
-    pt__sb_add(b, "},\"t_wait_rank\":[");
+    pt__sb_add(b, "}");
+    pt__mon_kv(b, PT_MON_KEY_T_WAIT_RANK, "[");
     for (r = 0; r < m->world; r++) pt__sb_add(b, "%s%.6g", r ? "," : "", m->all[(size_t)r * PT__MON_NV + PT__MV_STEP] - m->work[r]);
-    pt__sb_add(b, "],\"coll\":{");
+    pt__sb_add(b, "]");
+    pt__mon_kv(b, PT_MON_KEY_COLL, "{");
     for (k = 1; k < PT_COLL_OP_COUNT; k++) {
         if (!a->coll_bytes[k] && a->coll_s[k] <= 0) continue;
         pt__sb_add(b, "%s\"%s\":{\"bytes\":%lld,\"s\":%.6g,\"gbs\":", first ? "" : ",", pt__coll_op_name(k), (long long)a->coll_bytes[k], a->coll_s[k]);
@@ -16614,7 +17010,10 @@ static void pt__mon_line(pt_monitor *m) {
         pt__sb_add(b, "}");
         first = 0;
     }
-    pt__sb_add(b, "},\"straggler_rank\":%d,\"straggler_s\":%.6g}\n", (int)a->straggler_rank, a->straggler_s);
+    pt__sb_add(b, "}");
+    pt__mon_kv(b, PT_MON_KEY_STRAGGLER_RANK, "%d", (int)a->straggler_rank);
+    pt__mon_kv(b, PT_MON_KEY_STRAGGLER_S, "%.6g", a->straggler_s);
+    pt__sb_add(b, "}\n");
     pt__mon_write(m, b);
 }
 
@@ -16723,10 +17122,12 @@ PTDEF void pt_monitor_event(pt_monitor *m, const char *name, const char *fmt, ..
         m->ev_dropped++;
         return;
     }
-    pt__sb_add(b, "{\"event\":");
+    pt__sb_add(b, "{");
+    pt__mon_key(b, PT_MON_KEY_EVENT);
     pt__sb_json_str(b, name ? name : "?");
-    pt__sb_add(b, ",\"step\":%lld,\"time_s\":%.6f", (long long)m->step, pt_time() - m->t_open);
-    if (m->rank != 0) pt__sb_add(b, ",\"rank\":%d", m->rank);
+    pt__mon_kv(b, PT_MON_KEY_STEP, "%lld", (long long)m->step);
+    pt__mon_kv(b, PT_MON_KEY_TIME_S, "%.6f", pt_time() - m->t_open);
+    if (m->rank != 0) pt__mon_kv(b, PT_MON_KEY_RANK, "%d", m->rank);
     va_start(ap, fmt);
     while (p && *p) {
         const char *k, *e;
@@ -16836,8 +17237,13 @@ PTDEF void pt_monitor_free(pt_monitor *m) {
         pt__sb *b = &m->line;
         if (m->printed) fputc('\n', stderr);
         b->n = 0, b->oom = 0;
-        pt__sb_add(b, "{\"event\":\"run_end\",\"step\":%lld,\"time_s\":%.6f,\"steps\":%lld,\"step_s_total\":%.6f}\n", (long long)m->step, pt_time() - m->t_open,
-                    (long long)m->done, m->t_sum);
+        pt__sb_add(b, "{");
+        pt__mon_kv(b, PT_MON_KEY_EVENT, "\"%s\"", pt__mon_keys[PT_MON_KEY_RUN_END]);
+        pt__mon_kv(b, PT_MON_KEY_STEP, "%lld", (long long)m->step);
+        pt__mon_kv(b, PT_MON_KEY_TIME_S, "%.6f", pt_time() - m->t_open);
+        pt__mon_kv(b, PT_MON_KEY_STEPS, "%lld", (long long)m->done);
+        pt__mon_kv(b, PT_MON_KEY_STEP_S_TOTAL, "%.6f", m->t_sum);
+        pt__sb_add(b, "}\n");
         pt__mon_write(m, b);
         fclose(m->f);
     } else if (m->printed) {

@@ -31,7 +31,7 @@ points() { grep "data-series=\"$2\"" "$1" | sed 's/.* points="\([^"]*\)".*/\1/' 
 # field NAME: NAME=value from the generator's last output line
 field() { tr ' ' '\n' <"$T/expect" | sed -n "s/^$1=//p"; }
 
-if $CC -std=c99 -O2 -Wall -Wextra -Werror tools/ptreport.c -o "$T/ptreport" -lm >"$T/build.log" 2>&1; then
+if $CC -std=c99 -O2 -Wall -Wextra -Werror -I. tools/ptreport.c -o "$T/ptreport" -lm >"$T/build.log" 2>&1; then
     pass "tools/ptreport.c builds (-std=c99 -Wall -Wextra -Werror)"
 else
     fail "build tools/ptreport.c" "$(head -n 20 "$T/build.log")"
@@ -43,7 +43,7 @@ if ! $CC -std=c99 -O2 -Wall -Wextra tests/report_gen.c -o "$T/report_gen" -lm >"
 fi
 R=$T/ptreport
 if [ "${NO_ASAN:-0}" != 1 ] &&
-    $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer tools/ptreport.c -o "$T/ptreport_asan" -lm >"$T/asan.build.log" 2>&1; then
+    $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -I. tools/ptreport.c -o "$T/ptreport_asan" -lm >"$T/asan.build.log" 2>&1; then
     R=$T/ptreport_asan
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 fi
@@ -138,12 +138,16 @@ bad "missing comma" 2 "',' or '}'" "$OK" '{"step":2 "loss":2.4}'
 bad "unterminated string" 3 "'\"' closing" "$OK" "$OK" '{"event":"nan'
 bad "bad escape" 1 "an escape" '{"event":"a\qb"}'
 bad "bad \\u" 1 "4 hex digits" '{"event":"\u12G4"}'
-bad "trailing text" 2 "the end of the line" "$OK" '{"step":2} x'
+bad "trailing text" 2 "the end of the text" "$OK" '{"step":2} x'
 bad "not an object" 2 "'{'" "$OK" '[1,2]'
 bad "truncated number" 1 "a digit after '.'" '{"step":1.}'
 bad "a bare word" 1 "a value" '{"step":truth}'
 bad "a missing value" 1 "a value" '{"step":}'
 bad "a raw tab in a string" 1 "a string character" "$(printf '{"event":"a\tb"}')"
+bad "bytes that are not UTF-8" 1 "UTF-8 text" "$(printf '{"event":"\303("}')"
+bad "a lone low surrogate" 1 "a high surrogate" '{"event":"\udc00"}'
+bad "a number past the range of a double" 1 "a number of at most about 1.8e308" '{"step":1e999}'
+bad "a key's value missing in a nested object (path named)" 1 "a value, found '}' at byte 18 (in a.b\[1\].c)" '{"a":{"b":[0,{"c":}]}}'
 deep=$(awk 'BEGIN { for (i = 0; i < 5000; i++) printf "["; }')
 bad "5000 nested arrays" 1 "at most 200 levels" "{\"a\":$deep"
 printf '{"traceEvents":[\n{"ph":"X","ts":1,"dur":2,"pid":0,"args":{"step":0}},\n{"ph":"X","ts":1,"dur":2 "pid":0}\n]}\n' >"$T/badtrace.json"

@@ -3,7 +3,7 @@
           mpicc -std=c99 -DPTRAIN_MPI -I. tests/test_monitor.c -lm   (mpirun -np 2 ... dp | pp)
    Usage: test_monitor DIR [one|dp|pp|progress]
    one       a small GPT trained 6 steps on one rank from token shards through pt_loader; every line of
-             the log parses as JSON (a small checker below); the header and every step's fields are
+             the log parses as JSON (pt_json, strict); the header and every step's fields are
              present and agree with what the test measured itself (losses, grad norms, lr, the
              loader's wait per batch, the checkpoint's time, tokens/s, MFU from the stated formula);
              the parts of the step add up; val_loss only where given; events appear; the framework's
@@ -51,121 +51,48 @@ static int nk;
 #define WHY(...) (snprintf(why, sizeof why, __VA_ARGS__), why)
 #define NAME(...) (nk = (nk + 1) & 3, snprintf(nbuf[nk], sizeof nbuf[nk], __VA_ARGS__), nbuf[nk])
 
-/* ---- a small JSON checker: js_value returns the end of the value at p, or NULL if malformed ---- */
-static const char *js_ws(const char *p) {
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    return p;
-}
-static const char *js_value(const char *p);
-static const char *js_string(const char *p) {
-    if (*p++ != '"') return NULL;
-    while (*p && *p != '"') {
-        if ((unsigned char)*p < 0x20) return NULL;
-        if (*p == '\\') {
-            p++;
-            if (*p == 'u') {
-                int i;
-                for (i = 1; i <= 4; i++)
-                    if (!strchr("0123456789abcdefABCDEF", p[i]) || !p[i]) return NULL;
-                p += 4;
-            } else if (!*p || !strchr("\"\\/bfnrt", *p)) return NULL;
-        }
-        p++;
-    }
-    return *p == '"' ? p + 1 : NULL;
-}
-static const char *js_number(const char *p) {
-    const char *s = p;
-    if (*p == '-') p++;
-    if (*p == '0') p++;
-    else if (*p >= '1' && *p <= '9') while (*p >= '0' && *p <= '9') p++;
-    else return NULL;
-    if (*p == '.') {
-        p++;
-        if (*p < '0' || *p > '9') return NULL;
-        while (*p >= '0' && *p <= '9') p++;
-    }
-    if (*p == 'e' || *p == 'E') {
-        p++;
-        if (*p == '+' || *p == '-') p++;
-        if (*p < '0' || *p > '9') return NULL;
-        while (*p >= '0' && *p <= '9') p++;
-    }
-    return p > s ? p : NULL;
-}
-static const char *js_value(const char *p) {
-    p = js_ws(p);
-    if (*p == '{' || *p == '[') {
-        char close = *p == '{' ? '}' : ']';
-        int obj = *p == '{';
-        p = js_ws(p + 1);
-        if (*p == close) return p + 1;
-        for (;;) {
-            if (obj) {
-                if (!(p = js_string(p))) return NULL;
-                p = js_ws(p);
-                if (*p++ != ':') return NULL;
-            }
-            if (!(p = js_value(p))) return NULL;
-            p = js_ws(p);
-            if (*p == close) return p + 1;
-            if (*p++ != ',') return NULL;
-            p = js_ws(p);
-        }
-    }
-    if (*p == '"') return js_string(p);
-    if (!strncmp(p, "true", 4)) return p + 4;
-    if (!strncmp(p, "false", 5)) return p + 5;
-    if (!strncmp(p, "null", 4)) return p + 4;
-    return js_number(p);
+/* ---- the log read with pt_json: a value is named by where its text starts (a line, or a value in
+   one), so that a check can also look at the text itself ---- */
+/* the value whose text starts at p (NULL when p is NULL or no JSON value starts there); free it */
+static pt_json *js_parse(const char *p) {
+    size_t pos = 0;
+    return p ? pt_json_parse_next(p, strlen(p), &pos, 0, NULL, 0) : NULL;
 }
 /* 1 if the line is exactly one JSON object */
 static int js_line_ok(const char *line) {
-    const char *e = js_ws(line);
-    if (*e != '{') return 0;
-    e = js_value(e);
-    return e && *js_ws(e) == 0;
+    pt_json *v = pt_json_parse(line, strlen(line), 0, NULL, 0);
+    int ok = pt_json_type(v) == PT_JSON_OBJECT;
+    pt_json_free(v);
+    return ok;
 }
-/* the value of key in the object at obj (top level only), or NULL */
+/* the text of member key of the object whose text starts at obj, or NULL */
 static const char *js_get(const char *obj, const char *key) {
-    const char *p = js_ws(obj);
-    size_t kl = strlen(key);
-    if (!p || *p != '{') return NULL;
-    p = js_ws(p + 1);
-    while (*p == '"') {
-        const char *k = p + 1, *e = js_string(p), *v;
-        if (!e) return NULL;
-        v = js_ws(js_ws(e) + 1);
-        if ((size_t)(e - 1 - k) == kl && !strncmp(k, key, kl)) return v;
-        if (!(p = js_value(v))) return NULL;
-        p = js_ws(p);
-        if (*p == ',') p = js_ws(p + 1);
-    }
-    return NULL;
+    pt_json *o = js_parse(obj);
+    const pt_json *v = pt_json_get(o, key);
+    const char *r = v ? obj + pt_json_offset(v) : NULL;
+    pt_json_free(o);
+    return r;
 }
-/* number at key (NAN if missing or null) */
+/* number at key (NAN if missing or not a number) */
 static double js_num(const char *obj, const char *key) {
-    const char *v = js_get(obj, key);
-    return v && (*v == '-' || (*v >= '0' && *v <= '9')) ? strtod(v, NULL) : NAN;
+    pt_json *v = js_parse(js_get(obj, key));
+    double x = pt_json_num(v, NAN);
+    pt_json_free(v);
+    return x;
 }
 /* element i of the array at key (NAN if missing) */
 static double js_arr(const char *obj, const char *key, int i) {
-    const char *v = js_get(obj, key);
-    if (!v || *v != '[') return NAN;
-    v = js_ws(v + 1);
-    while (i-- > 0) {
-        if (!(v = js_value(v))) return NAN;
-        v = js_ws(v);
-        if (*v != ',') return NAN;
-        v = js_ws(v + 1);
-    }
-    return *v == ']' ? NAN : strtod(v, NULL);
+    pt_json *v = js_parse(js_get(obj, key));
+    double x = pt_json_num(pt_json_at(v, (size_t)i), NAN);
+    pt_json_free(v);
+    return x;
 }
 /* 1 if the string at key equals s */
 static int js_is(const char *obj, const char *key, const char *s) {
-    const char *v = js_get(obj, key);
-    size_t n = strlen(s);
-    return v && *v == '"' && !strncmp(v + 1, s, n) && v[1 + n] == '"';
+    pt_json *v = js_parse(js_get(obj, key));
+    int ok = pt_json_str(v) && !strcmp(pt_json_str(v), s);
+    pt_json_free(v);
+    return ok;
 }
 
 /* the log's lines */

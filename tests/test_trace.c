@@ -1,7 +1,7 @@
 /* test_trace.c - timelines and the per-op profile (>>trace).
    Usage: mpirun -np N test_trace [DIR] (DIR: where the trace files go, default build/tests; N = pipeline size: a staged GPT on pp N, 1F1B) or test_trace without MPI
    (one rank: the same micro-batches run one after another). Trains a tiny GPT for a few steps with tracing
-   on, then checks the Chrome trace file with a small JSON parser: valid JSON, one process_name per rank and
+   on, then checks the Chrome trace file (read with pt_json): valid JSON, one process_name per rank and
    events only on ranks that exist, per traced step and rank m forward and m backward events (each
    micro-batch once; the same per chunk for interleaved 1F1B, v = 2, in a second context), communication
    events with bytes (and none on one rank), on tid 0 forward,
@@ -21,135 +21,28 @@
 
 enum { T = 16, ROWS = 2, M = 4, STEPS = 4, ISTEPS = 2, MAXR = 16 };
 
-/* ---- a small JSON parser (the whole grammar; numbers as doubles) ---- */
-typedef struct jv {
-    int type; /* 0 null, 1 bool, 2 number, 3 string, 4 array, 5 object */
-    double num;
-    char *str;
-    int n;
-    struct jv *items;
-    char **keys;
-} jv;
-static const char *jp;
-static int jbad;
-static void jws(void) {
-    while (*jp == ' ' || *jp == '\n' || *jp == '\r' || *jp == '\t') jp++;
+/* ---- the trace read with pt_json (strict: also UTF-8, escapes, unique keys) ---- */
+static char jerr[400]; /* why the last jload failed */
+static const char *jstr(const pt_json *o, const char *key) {
+    const char *s = pt_json_str(pt_json_get(o, key));
+    return s ? s : "";
 }
-static char *jstring(void) {
-    const char *s;
-    char *out;
-    int k = 0;
-    if (*jp != '"') return jbad = 1, NULL;
-    s = ++jp;
-    while (*jp && *jp != '"') {
-        if ((unsigned char)*jp < 0x20) return jbad = 1, NULL;
-        if (*jp == '\\') jp++;
-        if (*jp) jp++;
-    }
-    if (*jp != '"') return jbad = 1, NULL;
-    out = (char *)malloc((size_t)(jp - s) + 1);
-    while (s < jp) { /* an escape is kept as the escaped character */
-        if (*s == '\\') s++;
-        out[k++] = *s++;
-    }
-    out[k] = 0;
-    jp++;
-    return out;
-}
-static void jvalue(jv *v) {
-    memset(v, 0, sizeof *v);
-    jws();
-    if (*jp == '{' || *jp == '[') {
-        int obj = *jp++ == '{', cap = 0;
-        v->type = obj ? 5 : 4;
-        jws();
-        if (*jp == (obj ? '}' : ']')) {
-            jp++;
-            return;
-        }
-        for (;;) {
-            if (v->n == cap) {
-                cap = cap ? 2 * cap : 8;
-                v->items = (jv *)realloc(v->items, sizeof(jv) * (size_t)cap);
-                if (obj) v->keys = (char **)realloc(v->keys, sizeof(char *) * (size_t)cap);
-            }
-            if (obj) {
-                jws();
-                v->keys[v->n] = jstring();
-                jws();
-                if (jbad || *jp++ != ':') {
-                    jbad = 1;
-                    return;
-                }
-            }
-            jvalue(&v->items[v->n++]);
-            if (jbad) return;
-            jws();
-            if (*jp == ',') {
-                jp++;
-                continue;
-            }
-            if (*jp++ != (obj ? '}' : ']')) jbad = 1;
-            return;
-        }
-    }
-    if (*jp == '"') {
-        v->type = 3, v->str = jstring();
-        return;
-    }
-    if (!strncmp(jp, "true", 4) || !strncmp(jp, "null", 4)) {
-        v->type = *jp == 't', jp += 4;
-        return;
-    }
-    if (!strncmp(jp, "false", 5)) {
-        v->type = 1, jp += 5;
-        return;
-    }
-    {
-        char *e;
-        v->type = 2, v->num = strtod(jp, &e);
-        if (e == jp) jbad = 1;
-        jp = e;
-    }
-}
-static void jfree(jv *v) {
-    int i;
-    for (i = 0; i < v->n; i++) {
-        jfree(&v->items[i]);
-        if (v->keys) free(v->keys[i]);
-    }
-    free(v->items), free(v->keys), free(v->str);
-}
-static const jv *jget(const jv *o, const char *key) {
-    int i;
-    for (i = 0; o && o->type == 5 && i < o->n; i++)
-        if (o->keys[i] && !strcmp(o->keys[i], key)) return &o->items[i];
-    return NULL;
-}
-static const char *jstr(const jv *o, const char *key) {
-    const jv *v = jget(o, key);
-    return v && v->type == 3 ? v->str : "";
-}
-static double jnum(const jv *o, const char *key, double dflt) {
-    const jv *v = jget(o, key);
-    return v && v->type == 2 ? v->num : dflt;
-}
-static int jload(const char *path, jv *root) {
+static double jnum(const pt_json *o, const char *key, double dflt) { return pt_json_num(pt_json_get(o, key), dflt); }
+/* the file's JSON tree, NULL (and jerr) when it cannot be read or does not parse */
+static pt_json *jload(const char *path) {
     FILE *f = fopen(path, "rb");
     long n;
     char *text;
-    if (!f) return 0;
+    pt_json *root;
+    snprintf(jerr, sizeof jerr, "cannot open");
+    if (!f) return NULL;
     fseek(f, 0, SEEK_END), n = ftell(f), fseek(f, 0, SEEK_SET);
     text = (char *)malloc((size_t)n + 1);
     if (fread(text, 1, (size_t)n, f) != (size_t)n) n = 0;
-    text[n] = 0;
     fclose(f);
-    jp = text, jbad = 0;
-    jvalue(root);
-    jws();
-    if (*jp) jbad = 1;
+    root = pt_json_parse(text, (size_t)n, 0, jerr, sizeof jerr);
     free(text);
-    return !jbad;
+    return root;
 }
 
 /* ---- the staged GPT ---- */
@@ -193,23 +86,24 @@ static int by_ts(const void *a, const void *b) {
 /* the trace of `steps` steps of a schedule with v chunks; ref[r]: rank r's sum of my_bubble x step_s; full: also
    the checks of the main run (per_rank flags) */
 static void check_trace(const char *path, int size, const double *ref, int pp, int v, int steps, const per_rank *pr) {
-    jv root;
-    const jv *evs;
-    int r, i, s, c;
+    pt_json *root = jload(path);
+    const pt_json *evs;
+    int r, i, s, c, nev_all;
     const char *sched = v > 1 ? "interleaved" : "1F1B";
     int names[MAXR] = {0}, fwd[MAXR][STEPS][M][2], bwd[MAXR][STEPS][M][2], comm_bytes[MAXR] = {0}, comm_any[MAXR] = {0}, stray = 0, badstep = 0;
     int sr_pp[MAXR] = {0};
     double bubble[MAXR] = {0};
-    int ok = jload(path, &root);
+    int ok = root != NULL;
     memset(fwd, 0, sizeof fwd), memset(bwd, 0, sizeof bwd);
-    CHECKF(ok, tu_name("%s: trace file is valid JSON", sched), "%s does not parse (near '%.40s')", path, jp ? jp : "");
+    CHECKF(ok, tu_name("%s: trace file is valid JSON", sched), "%s does not parse: %s", path, jerr);
     if (!ok) return;
-    evs = jget(&root, "traceEvents");
-    CHECK(evs && evs->type == 4 && evs->n > 0, tu_name("%s: traceEvents is a non-empty array", sched));
-    CHECK(!strcmp(jstr(&root, "displayTimeUnit"), "ms"), tu_name("%s: displayTimeUnit is ms", sched));
-    CHECK(jnum(jget(&root, "otherData"), "dropped_events", -1) == 0, tu_name("%s: no events dropped (default bound)", sched));
-    for (i = 0; evs && i < evs->n; i++) {
-        const jv *e = &evs->items[i], *a = jget(e, "args");
+    evs = pt_json_get(root, "traceEvents");
+    nev_all = (int)pt_json_len(evs);
+    CHECK(pt_json_type(evs) == PT_JSON_ARRAY && nev_all > 0, tu_name("%s: traceEvents is a non-empty array", sched));
+    CHECK(!strcmp(jstr(root, "displayTimeUnit"), "ms"), tu_name("%s: displayTimeUnit is ms", sched));
+    CHECK(jnum(pt_json_get(root, "otherData"), "dropped_events", -1) == 0, tu_name("%s: no events dropped (default bound)", sched));
+    for (i = 0; i < nev_all; i++) {
+        const pt_json *e = pt_json_at(evs, (size_t)i), *a = pt_json_get(e, "args");
         const char *ph = jstr(e, "ph"), *cat = jstr(e, "cat");
         int pid = (int)jnum(e, "pid", -1), step = (int)jnum(a, "step", -1), mb = (int)jnum(a, "mb", -1), ch = (int)jnum(a, "chunk", -1);
         if (pid < 0 || pid >= size) {
@@ -232,7 +126,7 @@ static void check_trace(const char *path, int size, const double *ref, int pp, i
         if (!strcmp(cat, "bubble")) bubble[pid] += jnum(e, "dur", 0) * 1e-6;
         if (!strcmp(cat, "comm") || !strcmp(cat, "sendrecv")) {
             comm_any[pid]++;
-            if (jnum(a, "bytes", 0) > 0 && jget(a, "comm")) comm_bytes[pid]++;
+            if (jnum(a, "bytes", 0) > 0 && pt_json_get(a, "comm")) comm_bytes[pid]++;
             if (!strcmp(cat, "sendrecv") && !strcmp(jstr(a, "comm"), "pp") && jnum(a, "mb", -1) >= 0) sr_pp[pid]++;
         }
     }
@@ -241,7 +135,7 @@ static void check_trace(const char *path, int size, const double *ref, int pp, i
     for (r = 0; r < size; r++) {
         int each = 1, nev = 0, overlap = 0, nest = 0, top = 0;
         double rel;
-        ev *list = (ev *)malloc(sizeof(ev) * (size_t)(evs->n + 1)), *stack[256];
+        ev *list = (ev *)malloc(sizeof(ev) * (size_t)(nev_all + 1)), *stack[256];
         CHECKF(names[r] == 1, tu_name("%s rank %d: one process_name (one track per rank)", sched, r), "%d", names[r]);
         for (s = 0; s < steps; s++)
             for (i = 0; i < M; i++)
@@ -260,8 +154,8 @@ static void check_trace(const char *path, int size, const double *ref, int pp, i
         CHECKF(rel <= 0.10 && (pp == 1 || bubble[r] > 0), tu_name("%s rank %d: trace bubble within 10%% of pt_pp_stats' (pp %d)", sched, r, pp),
                "%.6f vs %.6f s", bubble[r], ref[r]);
         /* tid 0 of rank r: forward, backward and bubble disjoint; every event nested or disjoint */
-        for (i = 0; i < evs->n; i++) {
-            const jv *e = &evs->items[i];
+        for (i = 0; i < nev_all; i++) {
+            const pt_json *e = pt_json_at(evs, (size_t)i);
             const char *cat = jstr(e, "cat");
             if ((int)jnum(e, "pid", -1) != r || jnum(e, "tid", -1) != 0 || strcmp(jstr(e, "ph"), "X")) continue;
             list[nev].ts = jnum(e, "ts", 0), list[nev].end = list[nev].ts + jnum(e, "dur", 0);
@@ -289,28 +183,28 @@ static void check_trace(const char *path, int size, const double *ref, int pp, i
         CHECK(pr[r].off_ok, tu_name("rank %d: tracing off records nothing", r));
         CHECK(pr[r].start_twice, tu_name("rank %d: pt_trace_start while recording is PT_ERR_STATE", r));
     }
-    jfree(&root);
+    pt_json_free(root);
 }
 
 /* the bounded buffer: max 8 events per rank, the rest dropped and counted */
 static void check_dropped(const char *path, int size) {
-    jv root;
-    const jv *evs, *od;
-    int i, x[MAXR] = {0}, ok = jload(path, &root), over = 0;
+    pt_json *root = jload(path);
+    const pt_json *evs, *od;
+    int i, x[MAXR] = {0}, ok = root != NULL, over = 0;
     double total = 0;
-    CHECK(ok, "bounded trace file is valid JSON");
+    CHECKF(ok, "bounded trace file is valid JSON", "%s", jerr);
     if (!ok) return;
-    evs = jget(&root, "traceEvents"), od = jget(&root, "otherData");
-    for (i = 0; evs && i < evs->n; i++) {
-        int pid = (int)jnum(&evs->items[i], "pid", -1);
-        if (!strcmp(jstr(&evs->items[i], "ph"), "X") && pid >= 0 && pid < size) x[pid]++;
+    evs = pt_json_get(root, "traceEvents"), od = pt_json_get(root, "otherData");
+    for (i = 0; i < (int)pt_json_len(evs); i++) {
+        int pid = (int)jnum(pt_json_at(evs, (size_t)i), "pid", -1);
+        if (!strcmp(jstr(pt_json_at(evs, (size_t)i), "ph"), "X") && pid >= 0 && pid < size) x[pid]++;
     }
     for (i = 0; i < size; i++) over |= x[i] > 8 || x[i] == 0;
-    for (i = 0; od && jget(od, "dropped_per_rank") && i < jget(od, "dropped_per_rank")->n; i++) total += jget(od, "dropped_per_rank")->items[i].num;
+    for (i = 0; i < (int)pt_json_len(pt_json_get(od, "dropped_per_rank")); i++) total += pt_json_num(pt_json_at(pt_json_get(od, "dropped_per_rank"), (size_t)i), 0);
     CHECKF(!over, "max_events 8: at most 8 events per rank kept", "rank 0 kept %d", x[0]);
     CHECKF(jnum(od, "dropped_events", 0) > 0 && jnum(od, "dropped_events", 0) == total, "dropped events counted in otherData (total = sum per rank)",
            "dropped %g, per rank sum %g", jnum(od, "dropped_events", 0), total);
-    jfree(&root);
+    pt_json_free(root);
 }
 
 /* the profile: FLOPs of matmul and linear against 2*M*N*K of the shapes used here */

@@ -1,30 +1,35 @@
 /* ptreport.c - a training run's JSON-lines log (and Chrome trace) -> SVG charts and one HTML page.
-   Build: cc -O2 tools/ptreport.c -o build/ptreport -lm                          (or: make tools)
+   Build: cc -O2 -I. tools/ptreport.c -o build/ptreport -lm                      (or: make tools)
    Usage: ptreport LOG.jsonl [--trace TRACE.json] [--step N] [--title TEXT] -o DIR
    Writes into DIR (created if missing): loss.svg (loss, val loss, event markers), tokens.svg,
    mfu.svg, grad_norm.svg, lr.svg, time.svg (step time stacked: compute / comm / bubble / data /
    ckpt / other), memory.svg (peak bytes per rank), timeline.svg (from --trace: one step, one row
    per rank, boxes colored by category) and index.html (the run's configuration, summary numbers,
    every chart inlined, the events table). A chart whose data is absent from the log is not written.
-   The log schema and the drawing rules are in docs/monitoring.md. Plain C99 + POSIX mkdir; the log
-   is read line by line and the trace event by event, so neither has to fit in memory as text.
+   The log schema and the drawing rules are in docs/monitoring.md; the names of the log's keys come
+   from the monitor that writes them (pt_monitor_key). C99 + POSIX mkdir, on ptrain.h's JSON reader
+   (pt_json, NaN and Infinity accepted, as Python writes them) and text buffer (pt_sb). The log is
+   read line by line; the trace is read into memory as text and parsed event by event, so no tree
+   of the whole trace is ever built.
    Exit status: 0 written, 1 a file cannot be read or is malformed (FILE:LINE: what was expected),
    2 bad command line. */
 #define _POSIX_C_SOURCE 200809L
-#include <ctype.h>
+#define PTRAIN_IMPLEMENTATION
+#include "../ptrain.h"
+
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#define MAX_DEPTH 200
 #define LINE_BUCKETS 400 /* a polyline longer than 2x this keeps the min and max of each bucket */
 #define BAR_BUCKETS 200  /* the stacked time chart draws at most this many bars */
 #define MAX_EVENT_ROWS 2000
 #define MAX_MARKERS 300
+#define JSON_FLAGS (PT_JSON_NONFINITE | PT_JSON_DUPKEYS) /* what the log and the trace may hold */
+#define KEY(name) pt_monitor_key(PT_MON_KEY_##name)    /* a key of the log, as the monitor writes it */
 
 /* ------------------------------------------------------------------ utilities */
 
@@ -42,393 +47,62 @@ static char *xstrdup(const char *s) {
     return (char *)memcpy(xrealloc(NULL, n), s, n);
 }
 
-/* growable string */
-typedef struct sb {
-    char *s;
-    size_t n, cap;
-} sb;
-
-static void sb_put(sb *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        b->cap = (b->n + n + 1) * 2;
-        b->s = (char *)xrealloc(b->s, b->cap);
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-static void sb_puts(sb *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_putc(sb *b, char c) { sb_put(b, &c, 1); }
-
-static void sb_printf(sb *b, const char *fmt, ...) {
-    char tmp[512];
-    va_list ap;
-    int n;
-    va_start(ap, fmt);
-    n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof tmp) {
-        sb_put(b, tmp, (size_t)n);
-        return;
-    }
-    {
-        char *big = (char *)xrealloc(NULL, (size_t)n + 1);
-        va_start(ap, fmt);
-        vsnprintf(big, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-        sb_put(b, big, (size_t)n);
-        free(big);
-    }
-}
-
 /* text for XML/HTML: & < > " escaped; control bytes dropped */
-static void sb_esc(sb *b, const char *s) {
+static void sb_esc(pt_sb *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '&') sb_puts(b, "&amp;");
-        else if (c == '<') sb_puts(b, "&lt;");
-        else if (c == '>') sb_puts(b, "&gt;");
-        else if (c == '"') sb_puts(b, "&quot;");
-        else if (c >= 0x20 || c == '\t') sb_putc(b, (char)c);
+        if (c == '&') pt_sb_add(b, "&amp;");
+        else if (c == '<') pt_sb_add(b, "&lt;");
+        else if (c == '>') pt_sb_add(b, "&gt;");
+        else if (c == '"') pt_sb_add(b, "&quot;");
+        else if (c >= 0x20 || c == '\t') pt_sb_add(b, "%c", (char)c);
     }
 }
 
-/* ------------------------------------------------------------------ JSON */
+/* ------------------------------------------------------------------ JSON values */
 
-enum { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
+/* the number at key (NaN when absent or not a number); the string at key (NULL) */
+static double num_at(const pt_json *o, const char *key) { return pt_json_num(pt_json_get(o, key), NAN); }
+static const char *str_at(const pt_json *o, const char *key) { return pt_json_str(pt_json_get(o, key)); }
 
-typedef struct jv {
-    int t;
-    double num;         /* J_NUM, J_BOOL (0/1) */
-    char *str;          /* J_STR */
-    size_t n;           /* J_ARR, J_OBJ: items */
-    struct jv *items;   /* J_ARR, J_OBJ */
-    char **keys;        /* J_OBJ */
-} jv;
-
-static void jv_free(jv *v) {
+/* compact text of v (numbers with %g, strings as they are) */
+static void json_text(pt_sb *b, const pt_json *v) {
     size_t i;
-    if (v->t == J_STR) free(v->str);
-    if (v->t == J_ARR || v->t == J_OBJ) {
-        for (i = 0; i < v->n; i++) {
-            jv_free(&v->items[i]);
-            if (v->keys) free(v->keys[i]);
+    int obj = pt_json_type(v) == PT_JSON_OBJECT;
+    switch (pt_json_type(v)) {
+    case PT_JSON_BOOL: pt_sb_add(b, "%s", pt_json_bool(v, 0) ? "true" : "false"); break;
+    case PT_JSON_NUMBER: pt_sb_add(b, "%.6g", pt_json_num(v, NAN)); break;
+    case PT_JSON_STRING: pt_sb_add(b, "\"%s\"", pt_json_str(v)); break;
+    case PT_JSON_ARRAY:
+    case PT_JSON_OBJECT:
+        pt_sb_add(b, "%c", obj ? '{' : '[');
+        for (i = 0; i < pt_json_len(v); i++) {
+            if (i) pt_sb_add(b, ",");
+            if (obj) pt_sb_add(b, "\"%s\":", pt_json_key(v, i));
+            json_text(b, pt_json_at(v, i));
         }
-        free(v->items);
-        free(v->keys);
-    }
-    memset(v, 0, sizeof *v);
-}
-
-static const jv *jv_get(const jv *o, const char *key) {
-    size_t i;
-    if (!o || o->t != J_OBJ) return NULL;
-    for (i = 0; i < o->n; i++)
-        if (strcmp(o->keys[i], key) == 0) return &o->items[i];
-    return NULL;
-}
-
-/* the number at key, or NaN when absent or not a number */
-static double jv_num(const jv *o, const char *key) {
-    const jv *v = jv_get(o, key);
-    return v && v->t == J_NUM ? v->num : NAN;
-}
-
-static const char *jv_str(const jv *o, const char *key) {
-    const jv *v = jv_get(o, key);
-    return v && v->t == J_STR ? v->str : NULL;
-}
-
-/* compact JSON text of v (numbers with %g) */
-static void jv_write(sb *b, const jv *v) {
-    size_t i;
-    switch (v->t) {
-    case J_NULL: sb_puts(b, "null"); break;
-    case J_BOOL: sb_puts(b, v->num != 0 ? "true" : "false"); break;
-    case J_NUM: sb_printf(b, "%.6g", v->num); break;
-    case J_STR: sb_printf(b, "\"%s\"", v->str); break;
-    case J_ARR:
-    case J_OBJ:
-        sb_putc(b, v->t == J_ARR ? '[' : '{');
-        for (i = 0; i < v->n; i++) {
-            if (i) sb_putc(b, ',');
-            if (v->t == J_OBJ) sb_printf(b, "\"%s\":", v->keys[i]);
-            jv_write(b, &v->items[i]);
-        }
-        sb_putc(b, v->t == J_ARR ? ']' : '}');
+        pt_sb_add(b, "%c", obj ? '}' : ']');
         break;
+    default: pt_sb_add(b, "null"); break;
     }
 }
 
-/* the parser reads from a string (one log line) or a FILE (the trace), one character of lookahead */
-typedef struct jp {
-    FILE *f;
-    const char *s;
-    size_t len, pos;
-    int c;           /* current character, -1 at the end */
-    long line;       /* line of c */
-    const char *file;
-    char err[600];
-    int depth;
-} jp;
-
-static void jp_next(jp *p) {
-    if (p->c == '\n') p->line++;
-    if (p->f) p->c = getc(p->f);
-    else p->c = p->pos < p->len ? (unsigned char)p->s[p->pos++] : -1;
-    if (p->c == EOF) p->c = -1;
-}
-
-static void jp_ws(jp *p) {
-    while (p->c == ' ' || p->c == '\t' || p->c == '\n' || p->c == '\r') jp_next(p);
-}
-
-static int jp_fail(jp *p, const char *expected) {
-    char found[32];
-    if (p->c < 0) snprintf(found, sizeof found, p->f ? "the end of the file" : "the end of the line");
-    else if (p->c == '\n' || p->c == '\r') snprintf(found, sizeof found, "a line break");
-    else if (p->c >= 0x20 && p->c < 0x7f) snprintf(found, sizeof found, "'%c'", p->c);
-    else snprintf(found, sizeof found, "byte 0x%02x", p->c);
-    if (!p->err[0]) snprintf(p->err, sizeof p->err, "%s:%ld: expected %s, found %s", p->file, p->line, expected, found);
-    return -1;
-}
-
-static int jp_value(jp *p, jv *out);
-
-static int hexval(int c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static int jp_hex4(jp *p, unsigned *u) {
-    int i, h;
-    *u = 0;
-    for (i = 0; i < 4; i++) {
-        jp_next(p);
-        if ((h = hexval(p->c)) < 0) return jp_fail(p, "4 hex digits after \\u");
-        *u = *u * 16 + (unsigned)h;
-    }
-    return 0;
-}
-
-static void put_utf8(sb *b, unsigned u) {
-    if (u < 0x80) sb_putc(b, (char)u);
-    else if (u < 0x800) {
-        sb_putc(b, (char)(0xc0 | (u >> 6)));
-        sb_putc(b, (char)(0x80 | (u & 0x3f)));
-    } else if (u < 0x10000) {
-        sb_putc(b, (char)(0xe0 | (u >> 12)));
-        sb_putc(b, (char)(0x80 | ((u >> 6) & 0x3f)));
-        sb_putc(b, (char)(0x80 | (u & 0x3f)));
-    } else {
-        sb_putc(b, (char)(0xf0 | (u >> 18)));
-        sb_putc(b, (char)(0x80 | ((u >> 12) & 0x3f)));
-        sb_putc(b, (char)(0x80 | ((u >> 6) & 0x3f)));
-        sb_putc(b, (char)(0x80 | (u & 0x3f)));
-    }
-}
-
-/* a string; p->c is the opening quote. The result is NUL-terminated UTF-8 (\u0000 becomes U+FFFD). */
-static int jp_string(jp *p, char **out) {
-    sb b = {NULL, 0, 0};
-    sb_puts(&b, "");
-    for (;;) {
-        jp_next(p);
-        if (p->c < 0 || p->c == '\n') {
-            free(b.s);
-            return jp_fail(p, "'\"' closing the string");
-        }
-        if (p->c == '"') break;
-        if (p->c < 0x20) {
-            free(b.s);
-            return jp_fail(p, "a string character (control bytes must be escaped)");
-        }
-        if (p->c != '\\') {
-            sb_putc(&b, (char)p->c);
-            continue;
-        }
-        jp_next(p);
-        switch (p->c) {
-        case '"': sb_putc(&b, '"'); break;
-        case '\\': sb_putc(&b, '\\'); break;
-        case '/': sb_putc(&b, '/'); break;
-        case 'b': sb_putc(&b, '\b'); break;
-        case 'f': sb_putc(&b, '\f'); break;
-        case 'n': sb_putc(&b, '\n'); break;
-        case 'r': sb_putc(&b, '\r'); break;
-        case 't': sb_putc(&b, '\t'); break;
-        case 'u': {
-            unsigned u, lo;
-            if (jp_hex4(p, &u) != 0) {
-                free(b.s);
-                return -1;
-            }
-            if (u >= 0xd800 && u < 0xdc00) { /* a surrogate pair */
-                jp_next(p);
-                if (p->c != '\\') { free(b.s); return jp_fail(p, "'\\u' with the low surrogate"); }
-                jp_next(p);
-                if (p->c != 'u') { free(b.s); return jp_fail(p, "'\\u' with the low surrogate"); }
-                if (jp_hex4(p, &lo) != 0) { free(b.s); return -1; }
-                if (lo < 0xdc00 || lo > 0xdfff) { free(b.s); return jp_fail(p, "a low surrogate (DC00-DFFF)"); }
-                u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-            } else if ((u >= 0xdc00 && u < 0xe000) || u == 0) u = 0xfffd;
-            put_utf8(&b, u);
-            break;
-        }
-        default: free(b.s); return jp_fail(p, "an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
-        }
-    }
-    jp_next(p);
-    *out = b.s;
-    return 0;
-}
-
-static int jp_word(jp *p, const char *w) {
-    const char *q;
-    for (q = w; *q; q++) {
-        if (p->c != *q) return -1;
-        jp_next(p);
-    }
-    return 0;
-}
-
-/* a number: the JSON grammar, plus NaN / Infinity / -Infinity (as Python and some C loggers write) */
-static int jp_number(jp *p, jv *out) {
-    char buf[64];
-    int n = 0, digits;
-    char expected[64];
-    out->t = J_NUM;
-    if (p->c == '-') buf[n++] = '-', jp_next(p);
-    if (p->c == 'I' || p->c == 'i') {
-        if (jp_word(p, p->c == 'I' ? "Infinity" : "inf") != 0) return jp_fail(p, "a number");
-        out->num = n ? -HUGE_VAL : HUGE_VAL;
-        return 0;
-    }
-    if (p->c == 'N' || p->c == 'n') {
-        if (jp_word(p, p->c == 'N' ? "NaN" : "nan") != 0) return jp_fail(p, "a value");
-        out->num = NAN;
-        return 0;
-    }
-    snprintf(expected, sizeof expected, "a digit");
-    for (digits = 0; p->c >= '0' && p->c <= '9'; digits++) {
-        if (n < 60) buf[n++] = (char)p->c;
-        jp_next(p);
-    }
-    if (!digits) return jp_fail(p, "a digit");
-    if (p->c == '.') {
-        if (n < 60) buf[n++] = '.';
-        jp_next(p);
-        for (digits = 0; p->c >= '0' && p->c <= '9'; digits++) {
-            if (n < 60) buf[n++] = (char)p->c;
-            jp_next(p);
-        }
-        if (!digits) return jp_fail(p, "a digit after '.'");
-    }
-    if (p->c == 'e' || p->c == 'E') {
-        if (n < 60) buf[n++] = 'e';
-        jp_next(p);
-        if (p->c == '+' || p->c == '-') {
-            if (n < 60) buf[n++] = (char)p->c;
-            jp_next(p);
-        }
-        for (digits = 0; p->c >= '0' && p->c <= '9'; digits++) {
-            if (n < 60) buf[n++] = (char)p->c;
-            jp_next(p);
-        }
-        if (!digits) return jp_fail(p, "a digit in the exponent");
-    }
-    buf[n] = 0;
-    out->num = strtod(buf, NULL);
-    return 0;
-}
-
-/* '[' or '{' ... matching close; items appended to out */
-static int jp_container(jp *p, jv *out) {
-    int obj = p->c == '{';
-    char close = obj ? '}' : ']';
-    size_t cap = 0;
-    out->t = obj ? J_OBJ : J_ARR;
-    if (++p->depth > MAX_DEPTH) return jp_fail(p, "at most 200 levels of nesting");
-    jp_next(p);
-    jp_ws(p);
-    if (p->c == close) {
-        jp_next(p);
-        p->depth--;
-        return 0;
-    }
-    for (;;) {
-        char *key = NULL;
-        jv item;
-        memset(&item, 0, sizeof item);
-        if (obj) {
-            if (p->c != '"') return jp_fail(p, "'\"' starting a key");
-            if (jp_string(p, &key) != 0) return -1;
-            jp_ws(p);
-            if (p->c != ':') {
-                free(key);
-                return jp_fail(p, "':' after the key");
-            }
-            jp_next(p);
-        }
-        if (jp_value(p, &item) != 0) {
-            free(key);
-            jv_free(&item);
-            return -1;
-        }
-        if (out->n == cap) {
-            cap = cap ? cap * 2 : 8;
-            out->items = (jv *)xrealloc(out->items, cap * sizeof(jv));
-            if (obj) out->keys = (char **)xrealloc(out->keys, cap * sizeof(char *));
-        }
-        out->items[out->n] = item;
-        if (obj) out->keys[out->n] = key;
-        out->n++;
-        jp_ws(p);
-        if (p->c == ',') {
-            jp_next(p);
-            jp_ws(p);
-            continue;
-        }
-        if (p->c == close) break;
-        return jp_fail(p, obj ? "',' or '}' in the object" : "',' or ']' in the array");
-    }
-    jp_next(p);
-    p->depth--;
-    return 0;
-}
-
-static int jp_value(jp *p, jv *out) {
-    memset(out, 0, sizeof *out);
-    jp_ws(p);
-    switch (p->c) {
-    case '{':
-    case '[': return jp_container(p, out);
-    case '"': out->t = J_STR; return jp_string(p, &out->str);
-    case 't': out->t = J_BOOL, out->num = 1; return jp_word(p, "true") == 0 ? 0 : jp_fail(p, "a value");
-    case 'f': out->t = J_BOOL; return jp_word(p, "false") == 0 ? 0 : jp_fail(p, "a value");
-    case 'n': /* null, or nan */
-        jp_next(p);
-        if (p->c == 'a') {
-            out->t = J_NUM, out->num = NAN;
-            return jp_word(p, "an") == 0 ? 0 : jp_fail(p, "a value");
-        }
-        return jp_word(p, "ull") == 0 ? 0 : jp_fail(p, "a value (null)");
-    default:
-        if (p->c == '-' || p->c == 'N' || p->c == 'I' || (p->c >= '0' && p->c <= '9')) return jp_number(p, out);
-        return jp_fail(p, "a value");
-    }
+/* the line of byte `at` of text (1 = the first) */
+static long line_of(const char *text, size_t at) {
+    long line = 1;
+    size_t i;
+    for (i = 0; i < at; i++) line += text[i] == '\n';
+    return line;
 }
 
 /* ------------------------------------------------------------------ the log */
 
 enum { F_LOSS, F_VAL, F_GNORM, F_LR, F_TOKS, F_MFU, F_TSTEP, F_TCOMP, F_TCOMM, F_TBUB, F_TDATA, F_TCKPT,
        F_MEM, F_STRAG_S, F_NFIELDS };
-static const char *field_key[F_NFIELDS] = {"loss", "val_loss", "grad_norm", "lr", "tokens_per_s", "mfu", "t_step",
-                                           "t_compute", "t_comm", "t_bubble", "t_data", "t_ckpt", "mem_peak_bytes",
-                                           "straggler_s"};
+static const int field_key[F_NFIELDS] = {PT_MON_KEY_LOSS,   PT_MON_KEY_VAL_LOSS,  PT_MON_KEY_GRAD_NORM, PT_MON_KEY_LR,
+                                         PT_MON_KEY_TOKENS_PER_S, PT_MON_KEY_MFU, PT_MON_KEY_T_STEP, PT_MON_KEY_T_COMPUTE,
+                                         PT_MON_KEY_T_COMM, PT_MON_KEY_T_BUBBLE, PT_MON_KEY_T_DATA, PT_MON_KEY_T_CKPT,
+                                         PT_MON_KEY_MEM_PEAK_BYTES, PT_MON_KEY_STRAGGLER_S};
 
 typedef struct step_rec {
     double step;
@@ -442,7 +116,7 @@ typedef struct event_rec {
 } event_rec;
 
 typedef struct run {
-    jv header;        /* the run_start object (J_NULL when none) */
+    pt_json *header;  /* the run_start object (NULL when none) */
     step_rec *steps;
     size_t nsteps, capsteps;
     event_rec *events;
@@ -470,23 +144,23 @@ static long read_line(FILE *f, char **buf, size_t *cap) {
     return (long)n;
 }
 
-static void add_step(run *r, const jv *o) {
+static void add_step(run *r, const pt_json *o) {
     step_rec s;
-    const jv *ranks = jv_get(o, "mem_rank_bytes");
+    const pt_json *ranks = pt_json_get(o, KEY(MEM_RANK_BYTES));
+    size_t k, nr = pt_json_type(ranks) == PT_JSON_ARRAY ? pt_json_len(ranks) : 0;
     int i;
-    s.step = jv_num(o, "step");
-    for (i = 0; i < F_NFIELDS; i++) s.f[i] = jv_num(o, field_key[i]);
+    s.step = num_at(o, KEY(STEP));
+    for (i = 0; i < F_NFIELDS; i++) s.f[i] = num_at(o, pt_monitor_key(field_key[i]));
     s.straggler = -1;
-    if (isfinite(jv_num(o, "straggler_rank"))) s.straggler = (int)jv_num(o, "straggler_rank");
-    if (ranks && ranks->t == J_ARR) {
-        size_t k;
-        if ((int)ranks->n > r->nranks_mem && ranks->n < 1000000) {
-            r->mem_rank = (double *)xrealloc(r->mem_rank, ranks->n * sizeof(double));
-            for (k = (size_t)r->nranks_mem; k < ranks->n; k++) r->mem_rank[k] = NAN;
-            r->nranks_mem = (int)ranks->n;
-        }
-        for (k = 0; k < ranks->n && k < (size_t)r->nranks_mem; k++)
-            if (ranks->items[k].t == J_NUM && !(ranks->items[k].num <= r->mem_rank[k])) r->mem_rank[k] = ranks->items[k].num;
+    if (isfinite(num_at(o, KEY(STRAGGLER_RANK)))) s.straggler = (int)num_at(o, KEY(STRAGGLER_RANK));
+    if ((int)nr > r->nranks_mem && nr < 1000000) {
+        r->mem_rank = (double *)xrealloc(r->mem_rank, nr * sizeof(double));
+        for (k = (size_t)r->nranks_mem; k < nr; k++) r->mem_rank[k] = NAN;
+        r->nranks_mem = (int)nr;
+    }
+    for (k = 0; k < nr && k < (size_t)r->nranks_mem; k++) {
+        const pt_json *v = pt_json_at(ranks, k);
+        if (pt_json_type(v) == PT_JSON_NUMBER && !(pt_json_num(v, NAN) <= r->mem_rank[k])) r->mem_rank[k] = pt_json_num(v, NAN);
     }
     if (r->nsteps == r->capsteps) {
         r->capsteps = r->capsteps ? r->capsteps * 2 : 1024;
@@ -495,24 +169,31 @@ static void add_step(run *r, const jv *o) {
     r->steps[r->nsteps++] = s;
 }
 
-static void add_event(run *r, const jv *o) {
+static void add_event(run *r, const pt_json *o) {
     event_rec e;
-    sb d = {NULL, 0, 0};
+    pt_sb d;
     size_t i;
-    sb_puts(&d, "");
-    e.name = xstrdup(jv_str(o, "event"));
-    e.step = jv_num(o, "step");
-    for (i = 0; i < o->n; i++) {
-        if (strcmp(o->keys[i], "event") == 0 || strcmp(o->keys[i], "step") == 0) continue;
-        if (d.n) sb_puts(&d, ", ");
-        sb_printf(&d, "%s=", o->keys[i]);
-        if (o->items[i].t == J_STR) sb_puts(&d, o->items[i].str);
-        else jv_write(&d, &o->items[i]);
+    pt_sb_init(&d);
+    pt_sb_add(&d, "%s", "");
+    e.name = xstrdup(str_at(o, KEY(EVENT)));
+    e.step = num_at(o, KEY(STEP));
+    for (i = 0; i < pt_json_len(o); i++) {
+        const char *key = pt_json_key(o, i);
+        const pt_json *v = pt_json_at(o, i);
+        if (strcmp(key, KEY(EVENT)) == 0 || strcmp(key, KEY(STEP)) == 0) continue;
+        if (d.n) pt_sb_add(&d, ", ");
+        pt_sb_add(&d, "%s=", key);
+        if (pt_json_str(v)) pt_sb_add(&d, "%s", pt_json_str(v));
+        else json_text(&d, v);
         if (d.n > 300) {
             d.n = 300, d.s[300] = 0;
-            sb_puts(&d, "...");
+            pt_sb_add(&d, "...");
             break;
         }
+    }
+    if (d.oom) {
+        fprintf(stderr, "ptreport: out of memory\n");
+        exit(1);
     }
     e.detail = d.s;
     if (r->nevents == r->capevents) {
@@ -524,7 +205,7 @@ static void add_event(run *r, const jv *o) {
 
 static int read_log(const char *path, run *r) {
     FILE *f = fopen(path, "rb");
-    char *line = NULL;
+    char *line = NULL, err[600];
     size_t cap = 0;
     long n, lineno = 0;
     if (!f) {
@@ -532,34 +213,24 @@ static int read_log(const char *path, run *r) {
         return -1;
     }
     while ((n = read_line(f, &line, &cap)) >= 0) {
-        jp p;
-        jv o;
+        pt_json *o;
         const char *ev;
         lineno++;
-        memset(&p, 0, sizeof p);
-        p.s = line, p.len = (size_t)n, p.file = path, p.line = lineno, p.c = ' ';
-        jp_ws(&p);
-        if (p.c < 0) continue; /* blank line */
-        if (p.c != '{') {
-            jp_fail(&p, "'{' (one JSON object per line)");
-            fprintf(stderr, "ptreport: %s\n", p.err);
+        if (strspn(line, " \t\r") == (size_t)n) continue; /* blank line */
+        if (!(o = pt_json_parse(line, (size_t)n, JSON_FLAGS, err, sizeof err)) || pt_json_type(o) != PT_JSON_OBJECT) {
+            if (o) fprintf(stderr, "ptreport: %s:%ld: expected '{' (one JSON object per line), found '%c'\n", path, lineno, line[pt_json_offset(o)]);
+            else fprintf(stderr, "ptreport: %s:%ld: %s\n", path, lineno, err);
+            pt_json_free(o);
             free(line);
             fclose(f);
             return -1;
         }
-        if (jp_value(&p, &o) != 0 || (jp_ws(&p), p.c >= 0 ? jp_fail(&p, "the end of the line after the object") : 0) != 0) {
-            fprintf(stderr, "ptreport: %s\n", p.err);
-            jv_free(&o);
-            free(line);
-            fclose(f);
-            return -1;
-        }
-        ev = jv_str(&o, "event");
-        if (ev && strcmp(ev, "run_start") == 0 && r->header.t == J_NULL) r->header = o;
+        ev = str_at(o, KEY(EVENT));
+        if (ev && strcmp(ev, KEY(RUN_START)) == 0 && !r->header) r->header = o;
         else {
-            if (ev) add_event(r, &o);
-            else if (isfinite(jv_num(&o, "step"))) add_step(r, &o);
-            jv_free(&o);
+            if (ev) add_event(r, o);
+            else if (isfinite(num_at(o, KEY(STEP)))) add_step(r, o);
+            pt_json_free(o);
         }
     }
     r->lines = lineno;
@@ -607,14 +278,14 @@ static void trace_push(tev **a, size_t *n, size_t *cap, const tev *e) {
     (*a)[(*n)++] = *e;
 }
 
-static void trace_event(trace *t, const jv *o) {
-    const char *ph = jv_str(o, "ph");
-    const jv *args = jv_get(o, "args");
+static void trace_event(trace *t, const pt_json *o) {
+    const char *ph = str_at(o, "ph");
+    const pt_json *args = pt_json_get(o, "args");
     tev e;
-    double pid = jv_num(o, "pid"), tid = jv_num(o, "tid"), v;
+    double pid = num_at(o, "pid"), tid = num_at(o, "tid"), v;
     if (!ph || !isfinite(pid)) return;
     if (ph[0] == 'M') {
-        const char *nm = jv_str(o, "name"), *an = jv_str(args, "name");
+        const char *nm = str_at(o, "name"), *an = str_at(args, "name");
         if (nm && an && strcmp(nm, "process_name") == 0) {
             t->pids = (int *)xrealloc(t->pids, (t->npn + 1) * sizeof(int));
             t->pnames = (char **)xrealloc(t->pnames, (t->npn + 1) * sizeof(char *));
@@ -625,16 +296,16 @@ static void trace_event(trace *t, const jv *o) {
     }
     if (ph[0] != 'X' && ph[0] != 'B' && ph[0] != 'E') return;
     memset(&e, 0, sizeof e);
-    e.ts = jv_num(o, "ts");
-    e.dur = jv_num(o, "dur");
+    e.ts = num_at(o, "ts");
+    e.dur = num_at(o, "dur");
     e.pid = (int)pid;
     e.tid = isfinite(tid) ? (int)tid : 0;
-    v = jv_num(args, "mb");
+    v = num_at(args, "mb");
     e.mb = isfinite(v) ? (int)v : -1;
-    v = jv_num(args, "step");
+    v = num_at(args, "step");
     e.step = isfinite(v) ? (long)v : -1;
-    copy_str(e.cat, sizeof e.cat, jv_str(o, "cat"));
-    copy_str(e.name, sizeof e.name, jv_str(o, "name"));
+    copy_str(e.cat, sizeof e.cat, str_at(o, "cat"));
+    copy_str(e.name, sizeof e.name, str_at(o, "name"));
     if (!isfinite(e.ts)) return;
     if (ph[0] == 'X') {
         if (!isfinite(e.dur) || e.dur < 0) e.dur = 0;
@@ -659,85 +330,112 @@ static void trace_event(trace *t, const jv *o) {
     }
 }
 
-/* streams the events of an array (p->c is '['); a missing final ']' is accepted, as Chrome does */
-static int trace_array(jp *p, trace *t, int eof_ok) {
-    jp_next(p);
-    jp_ws(p);
-    if (p->c == ']') {
-        jp_next(p);
-        return 0;
-    }
+/* the trace file's text; the JSON values in it are read one at a time, the brackets and commas
+   around the events here */
+typedef struct ttext {
+    const char *path, *s;
+    size_t len, pos;
+} ttext;
+
+static int tt_peek(ttext *x) {
+    while (x->pos < x->len && strchr(" \t\r\n", x->s[x->pos])) x->pos++;
+    return x->pos < x->len ? (unsigned char)x->s[x->pos] : -1;
+}
+static int tt_fail(const ttext *x, const char *expected) {
+    int c = x->pos < x->len ? (unsigned char)x->s[x->pos] : -1;
+    fprintf(stderr, "ptreport: %s:%ld: expected %s, found ", x->path, line_of(x->s, x->pos), expected);
+    if (c < 0) fprintf(stderr, "the end of the file\n");
+    else if (c >= 0x20 && c < 0x7f) fprintf(stderr, "'%c'\n", c);
+    else fprintf(stderr, "byte 0x%02x\n", c);
+    return -1;
+}
+/* the next JSON value (NULL: reported) */
+static pt_json *tt_value(ttext *x) {
+    char err[600];
+    pt_json *v = pt_json_parse_next(x->s, x->len, &x->pos, JSON_FLAGS, err, sizeof err);
+    if (!v) fprintf(stderr, "ptreport: %s:%ld: %s\n", x->path, line_of(x->s, x->pos), err);
+    return v;
+}
+
+/* the events of the array at x->pos ('['); a missing final ']' is accepted (eof_ok), as Chrome does */
+static int trace_array(ttext *x, trace *t, int eof_ok) {
+    x->pos++;
+    if (tt_peek(x) == ']') return x->pos++, 0;
     for (;;) {
-        jv o;
-        if (jp_value(p, &o) != 0) {
-            jv_free(&o);
-            return -1;
-        }
-        if (o.t == J_OBJ) trace_event(t, &o);
-        jv_free(&o);
-        jp_ws(p);
-        if (p->c == ',') {
-            jp_next(p);
-            jp_ws(p);
-            if (p->c < 0 && eof_ok) return 0;
+        pt_json *o = tt_value(x);
+        int c;
+        if (!o) return -1;
+        if (pt_json_type(o) == PT_JSON_OBJECT) trace_event(t, o);
+        pt_json_free(o);
+        c = tt_peek(x);
+        if (c == ',') {
+            x->pos++;
+            if (tt_peek(x) < 0 && eof_ok) return 0;
             continue;
         }
-        if (p->c == ']') {
-            jp_next(p);
-            return 0;
-        }
-        if (p->c < 0 && eof_ok) return 0;
-        return jp_fail(p, "',' or ']' in the event array");
+        if (c == ']') return x->pos++, 0;
+        if (c < 0 && eof_ok) return 0;
+        return tt_fail(x, "',' or ']' in the event array");
     }
 }
 
 static int read_trace(const char *path, trace *t) {
-    jp p;
-    int rc = 0;
-    memset(&p, 0, sizeof p);
-    p.f = fopen(path, "rb");
-    if (!p.f) {
+    FILE *f = fopen(path, "rb");
+    char *text = NULL;
+    size_t cap = 0, n = 0, k;
+    ttext x;
+    int rc = 0, c;
+    if (!f) {
         fprintf(stderr, "ptreport: cannot open %s: %s\n", path, strerror(errno));
         return -1;
     }
-    p.file = path, p.line = 1, p.c = ' ';
-    jp_ws(&p);
-    if (p.c == '[') rc = trace_array(&p, t, 1);
-    else if (p.c == '{') {
-        jp_next(&p);
-        jp_ws(&p);
-        while (rc == 0 && p.c != '}') {
-            char *key = NULL;
-            if (p.c != '"') { rc = jp_fail(&p, "'\"' starting a key"); break; }
-            if (jp_string(&p, &key) != 0) { rc = -1; break; }
-            jp_ws(&p);
-            if (p.c != ':') rc = jp_fail(&p, "':' after the key");
+    do {
+        if (cap - n < 65536) text = (char *)xrealloc(text, cap = cap ? 2 * cap : 1 << 20);
+        n += k = fread(text + n, 1, cap - n, f);
+    } while (k > 0);
+    if (ferror(f)) {
+        fprintf(stderr, "ptreport: %s: read error after %zu bytes\n", path, n);
+        fclose(f);
+        free(text);
+        return -1;
+    }
+    fclose(f);
+    x.path = path, x.s = text, x.len = n, x.pos = 0;
+    c = tt_peek(&x);
+    if (c == '[') rc = trace_array(&x, t, 1);
+    else if (c == '{') { /* {"traceEvents": [...], other keys (skipped)} */
+        x.pos++;
+        for (c = tt_peek(&x); rc == 0 && c != '}'; c = tt_peek(&x)) {
+            pt_json *key;
+            if (c != '"') {
+                rc = tt_fail(&x, "'\"' starting a key");
+                break;
+            }
+            if (!(key = tt_value(&x))) {
+                rc = -1;
+                break;
+            }
+            if (tt_peek(&x) != ':') rc = tt_fail(&x, "':' after the key");
             else {
-                jp_next(&p);
-                jp_ws(&p);
-                if (strcmp(key, "traceEvents") == 0 && p.c == '[') rc = trace_array(&p, t, 0);
+                x.pos++;
+                if (strcmp(pt_json_str(key), "traceEvents") == 0 && tt_peek(&x) == '[') rc = trace_array(&x, t, 0);
                 else {
-                    jv skip;
-                    rc = jp_value(&p, &skip);
-                    jv_free(&skip);
+                    pt_json *skip = tt_value(&x);
+                    rc = skip ? 0 : -1;
+                    pt_json_free(skip);
                 }
             }
-            free(key);
+            pt_json_free(key);
             if (rc != 0) break;
-            jp_ws(&p);
-            if (p.c == ',') {
-                jp_next(&p);
-                jp_ws(&p);
-            } else if (p.c != '}') rc = jp_fail(&p, "',' or '}' in the object");
+            if ((c = tt_peek(&x)) == ',') x.pos++;
+            else if (c != '}') rc = tt_fail(&x, "',' or '}' in the object");
         }
         if (rc == 0) {
-            jp_next(&p);
-            jp_ws(&p);
-            if (p.c >= 0) rc = jp_fail(&p, "the end of the file after the trace object");
+            x.pos++;
+            if (tt_peek(&x) >= 0) rc = tt_fail(&x, "the end of the file after the trace object");
         }
-    } else rc = jp_fail(&p, "'{' or '[' starting a Chrome trace");
-    if (rc != 0) fprintf(stderr, "ptreport: %s\n", p.err);
-    fclose(p.f);
+    } else rc = tt_fail(&x, "'{' or '[' starting a Chrome trace");
+    free(text);
     return rc;
 }
 
@@ -812,56 +510,56 @@ static double unit_for(int kind, double maxabs, const char **name) {
     return 1;
 }
 
-static void svg_begin(sb *b, const char *id, const char *title, int w, int h) {
-    sb_printf(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+static void svg_begin(pt_sb *b, const char *id, const char *title, int w, int h) {
+    pt_sb_add(b, "<svg xmlns=\"http://www.w3.org/2000/svg\" id=\"%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                  "font-family=\"sans-serif\" font-size=\"12\">\n", id, w, h, w, h);
-    sb_printf(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", w, h);
-    sb_puts(b, "<text x=\"12\" y=\"20\" font-size=\"15\" font-weight=\"bold\">");
+    pt_sb_add(b, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", w, h);
+    pt_sb_add(b, "<text x=\"12\" y=\"20\" font-size=\"15\" font-weight=\"bold\">");
     sb_esc(b, title);
-    sb_puts(b, "</text>\n");
+    pt_sb_add(b, "</text>\n");
 }
 
 /* ticks are the multiples of the step inside [lo, hi] */
 static double first_tick(const axis *a) { return ceil(a->lo / a->step - 1e-6) * a->step; }
 
 /* frame, grid, ticks and labels of a plot area at (x0, y0, w, h); ay NULL: no y ticks */
-static void svg_axes(sb *b, const axis *ax, const axis *ay, const char *xlabel, const char *ylabel, int x0, int y0, int w,
+static void svg_axes(pt_sb *b, const axis *ax, const axis *ay, const char *xlabel, const char *ylabel, int x0, int y0, int w,
                      int h) {
     double v;
     int i;
-    sb_puts(b, "<g class=\"axes\" stroke=\"#ccc\" stroke-width=\"1\">\n");
+    pt_sb_add(b, "<g class=\"axes\" stroke=\"#ccc\" stroke-width=\"1\">\n");
     for (i = 0, v = ay ? first_tick(ay) : 1; ay && v <= ay->hi + ay->step * 1e-6 && i < 50; v = first_tick(ay) + ++i * ay->step) {
         double y = y0 + h - (v - ay->lo) / (ay->hi - ay->lo) * h;
-        sb_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", x0, y, x0 + w, y);
+        pt_sb_add(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", x0, y, x0 + w, y);
     }
-    sb_puts(b, "</g>\n<g class=\"ticks\" fill=\"#333\">\n");
+    pt_sb_add(b, "</g>\n<g class=\"ticks\" fill=\"#333\">\n");
     for (i = 0, v = ay ? first_tick(ay) : 1; ay && v <= ay->hi + ay->step * 1e-6 && i < 50; v = first_tick(ay) + ++i * ay->step) {
         double y = y0 + h - (v - ay->lo) / (ay->hi - ay->lo) * h;
-        sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n", x0 - 6, y + 4, ay->decimals,
+        pt_sb_add(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n", x0 - 6, y + 4, ay->decimals,
                   fabs(v) < ay->step * 1e-6 ? 0.0 : v);
     }
     for (i = 0, v = first_tick(ax); v <= ax->hi + ax->step * 1e-6 && i < 50; v = first_tick(ax) + ++i * ax->step) {
         double x = x0 + (v - ax->lo) / (ax->hi - ax->lo) * w;
-        sb_printf(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>\n", x, y0 + h, x, y0 + h + 5);
-        sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.*f</text>\n", x, y0 + h + 18, ax->decimals,
+        pt_sb_add(b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333\"/>\n", x, y0 + h, x, y0 + h + 5);
+        pt_sb_add(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.*f</text>\n", x, y0 + h + 18, ax->decimals,
                   fabs(v) < ax->step * 1e-6 ? 0.0 : v);
     }
-    sb_puts(b, "</g>\n");
-    sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", x0, y0, w, h);
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", x0 + w / 2, y0 + h + 38);
+    pt_sb_add(b, "</g>\n");
+    pt_sb_add(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\"/>\n", x0, y0, w, h);
+    pt_sb_add(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", x0 + w / 2, y0 + h + 38);
     sb_esc(b, xlabel);
-    sb_printf(b, "</text>\n<text transform=\"translate(16 %d) rotate(-90)\" text-anchor=\"middle\">", y0 + h / 2);
+    pt_sb_add(b, "</text>\n<text transform=\"translate(16 %d) rotate(-90)\" text-anchor=\"middle\">", y0 + h / 2);
     sb_esc(b, ylabel);
-    sb_puts(b, "</text>\n");
+    pt_sb_add(b, "</text>\n");
 }
 
 /* legend entries in a row under the title; returns the x after the last one */
-static int svg_legend(sb *b, int x, int y, const char *label, const char *color, int box) {
-    if (box) sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\" stroke=\"#555\" stroke-width=\"0.5\"/>\n", x, y - 10, color);
-    else sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2.5\"/>\n", x, y - 4, x + 16, y - 4, color);
-    sb_printf(b, "<text x=\"%d\" y=\"%d\">", x + 20, y);
+static int svg_legend(pt_sb *b, int x, int y, const char *label, const char *color, int box) {
+    if (box) pt_sb_add(b, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\" stroke=\"#555\" stroke-width=\"0.5\"/>\n", x, y - 10, color);
+    else pt_sb_add(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2.5\"/>\n", x, y - 4, x + 16, y - 4, color);
+    pt_sb_add(b, "<text x=\"%d\" y=\"%d\">", x + 20, y);
     sb_esc(b, label);
-    sb_puts(b, "</text>\n");
+    pt_sb_add(b, "</text>\n");
     return x + 20 + 7 * (int)strlen(label) + 16;
 }
 
@@ -911,7 +609,7 @@ static const char *event_color(const char *name) {
 }
 
 /* a line chart of ns series against the step; events as vertical markers when given */
-static int chart_lines(sb *b, const char *id, const char *title, const char *ylabel, int ykind, int zero, series *s, int ns,
+static int chart_lines(pt_sb *b, const char *id, const char *title, const char *ylabel, int ykind, int zero, series *s, int ns,
                        const event_rec *ev, size_t nev) {
     double xlo = HUGE_VAL, xhi = -HUGE_VAL, ylo = HUGE_VAL, yhi = -HUGE_VAL, div;
     const char *uname;
@@ -946,18 +644,18 @@ static int chart_lines(sb *b, const char *id, const char *title, const char *yla
             double x;
             if (!isfinite(ev[i].step) || ev[i].step < ax.lo || ev[i].step > ax.hi) continue;
             x = xpx(&ax, ev[i].step);
-            sb_printf(b, "<line class=\"event\" data-event=\"");
+            pt_sb_add(b, "<line class=\"event\" data-event=\"");
             sb_esc(b, ev[i].name);
-            sb_printf(b, "\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\" stroke-dasharray=\"4 3\"><title>step %.0f: ", x,
+            pt_sb_add(b, "\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\" stroke-dasharray=\"4 3\"><title>step %.0f: ", x,
                       MT, x, MT + PH, event_color(ev[i].name), ev[i].step);
             sb_esc(b, ev[i].name);
-            sb_puts(b, "</title></line>\n");
+            pt_sb_add(b, "</title></line>\n");
             if (nev <= 40 && x - last_label >= 12) {
                 last_label = x;
-                sb_printf(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" fill=\"%s\" transform=\"rotate(-90 %.1f %d)\" text-anchor=\"end\">",
+                pt_sb_add(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" fill=\"%s\" transform=\"rotate(-90 %.1f %d)\" text-anchor=\"end\">",
                           x + 3, MT + 4, event_color(ev[i].name), x + 3, MT + 4);
                 sb_esc(b, ev[i].name);
-                sb_puts(b, "</text>\n");
+                pt_sb_add(b, "</text>\n");
             }
             drawn++;
         }
@@ -967,17 +665,17 @@ static int chart_lines(sb *b, const char *id, const char *title, const char *yla
     for (k = 0; k < ns; k++) {
         size_t m = s[k].n ? downsample(&s[k], idx) : 0;
         if (!m) continue;
-        sb_printf(b, "<polyline class=\"series\" data-series=\"%s\" data-points=\"%zu\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+        pt_sb_add(b, "<polyline class=\"series\" data-series=\"%s\" data-points=\"%zu\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
                   s[k].name, m, s[k].color);
-        for (i = 0; i < m; i++) sb_printf(b, "%s%.1f,%.1f", i ? " " : "", xpx(&ax, SX(&s[k], idx[i])), ypx(&ay, SY(&s[k], idx[i])));
-        sb_puts(b, "\"/>\n");
+        for (i = 0; i < m; i++) pt_sb_add(b, "%s%.1f,%.1f", i ? " " : "", xpx(&ax, SX(&s[k], idx[i])), ypx(&ay, SY(&s[k], idx[i])));
+        pt_sb_add(b, "\"/>\n");
         if (s[k].dots && m <= 100)
             for (i = 0; i < m; i++)
-                sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", xpx(&ax, SX(&s[k], idx[i])),
+                pt_sb_add(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n", xpx(&ax, SX(&s[k], idx[i])),
                           ypx(&ay, SY(&s[k], idx[i])), s[k].color);
     }
     free(idx);
-    sb_puts(b, "</svg>\n");
+    pt_sb_add(b, "</svg>\n");
     return 1;
 }
 
@@ -985,7 +683,7 @@ static int chart_lines(sb *b, const char *id, const char *title, const char *yla
 static const char *time_names[] = {"compute", "comm (exposed)", "bubble", "data wait", "checkpoint", "other (validation, ...)"};
 static const char *time_colors[] = {"#4c9be8", "#f28e2b", "#d3d3d3", "#59a14f", "#8c564b", "#bab0ac"};
 
-static int chart_time(sb *b, const run *r) {
+static int chart_time(pt_sb *b, const run *r) {
     size_t i, nb, bkt, any = 0;
     double xlo = HUGE_VAL, xhi = -HUGE_VAL, ymax = 0, div, (*mean)[6];
     double *bx0, *bx1;
@@ -1046,11 +744,11 @@ static int chart_time(sb *b, const run *r) {
             double y0 = ypx(&ay, y), y1 = ypx(&ay, y + mean[bkt][c]);
             y += mean[bkt][c];
             if (mean[bkt][c] <= 0) continue;
-            sb_printf(b, "<rect class=\"bar\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n", x0, y1,
+            pt_sb_add(b, "<rect class=\"bar\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>\n", x0, y1,
                       x1 - x0 > 1.5 ? x1 - x0 - 0.5 : x1 - x0, y0 - y1, time_colors[c]);
         }
     }
-    sb_puts(b, "</svg>\n");
+    pt_sb_add(b, "</svg>\n");
     free(mean);
     free(bx0);
     free(bx1);
@@ -1058,7 +756,7 @@ static int chart_time(sb *b, const run *r) {
 }
 
 /* peak memory per rank as bars (from mem_rank_bytes), else mem_peak_bytes over the steps */
-static int chart_memory(sb *b, const run *r) {
+static int chart_memory(pt_sb *b, const run *r) {
     double ymax = 0, div;
     const char *uname;
     char ylab[64];
@@ -1082,10 +780,10 @@ static int chart_memory(sb *b, const run *r) {
     svg_axes(b, &ax, &ay, "rank", ylab, ML, MT, PW, PH);
     for (k = 0; k < n; k++) {
         double v = isfinite(r->mem_rank[k]) ? r->mem_rank[k] : 0, x0 = xpx(&ax, k - 0.4), x1 = xpx(&ax, k + 0.4);
-        sb_printf(b, "<rect class=\"bar\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#e15759\"><title>rank %d: %.0f bytes</title></rect>\n",
+        pt_sb_add(b, "<rect class=\"bar\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"#e15759\"><title>rank %d: %.0f bytes</title></rect>\n",
                   x0, ypx(&ay, v), x1 - x0, ypx(&ay, 0) - ypx(&ay, v), k, v);
     }
-    sb_puts(b, "</svg>\n");
+    pt_sb_add(b, "</svg>\n");
     return 1;
 }
 
@@ -1180,7 +878,7 @@ static long pick_step(const trace *t, long want, const int *ranks, int nr, const
     return best;
 }
 
-static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t *drawn, int *nrows) {
+static int chart_timeline(pt_sb *b, const trace *t, long want, long *chosen, size_t *drawn, int *nrows) {
     int *ranks = (int *)xrealloc(NULL, (t->n + 1) * sizeof(int)), nr = 0, r, lx;
     const tev **sel;
     size_t i, ns = 0;
@@ -1231,7 +929,7 @@ static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t
         int pi;
         for (pi = 0; pi < (int)t->npn && t->pids[pi] != ranks[r]; pi++) {
         }
-        sb_printf(b, "<rect class=\"row\" data-rank=\"%d\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"/>\n", ranks[r], ML,
+        pt_sb_add(b, "<rect class=\"row\" data-rank=\"%d\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"/>\n", ranks[r], ML,
                   y, PW, rowh, has_bubble ? "white" : "#f4f4f4");
         if (r % label_every == 0) { /* thin rows: a label every few rows */
             const char *pn = pi < (int)t->npn ? t->pnames[pi] : NULL, *par = pn ? strstr(pn, " (") : NULL;
@@ -1239,16 +937,16 @@ static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t
                 char head[64];
                 size_t len = (size_t)(par - pn) < sizeof head - 1 ? (size_t)(par - pn) : sizeof head - 1;
                 memcpy(head, pn, len), head[len] = 0;
-                sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + rowh / 2 - 1);
+                pt_sb_add(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + rowh / 2 - 1);
                 sb_esc(b, head);
-                sb_printf(b, "</text>\n<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" font-size=\"8\" fill=\"#555\">", ML - 6, y + rowh / 2 + 9);
+                pt_sb_add(b, "</text>\n<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" font-size=\"8\" fill=\"#555\">", ML - 6, y + rowh / 2 + 9);
                 sb_esc(b, par + 1);
             } else {
-                sb_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + rowh / 2 + 4);
+                pt_sb_add(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">", ML - 6, y + rowh / 2 + 4);
                 if (pn) sb_esc(b, pn);
-                else sb_printf(b, "rank %d", ranks[r]);
+                else pt_sb_add(b, "rank %d", ranks[r]);
             }
-            sb_puts(b, "</text>\n");
+            pt_sb_add(b, "</text>\n");
         }
     }
     for (i = 0; i < ns; i++) {
@@ -1264,18 +962,18 @@ static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t
         for (k = 0; k < ncats && strcmp(cats[k], cat) != 0; k++) {
         }
         if (k == ncats && ncats < 16) cats[ncats++] = cat;
-        sb_printf(b, "<rect class=\"ev\" data-cat=\"");
+        pt_sb_add(b, "<rect class=\"ev\" data-cat=\"");
         sb_esc(b, cat);
-        sb_printf(b, "\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" stroke=\"white\" stroke-width=\"0.5\"><title>rank %d ",
+        pt_sb_add(b, "\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" stroke=\"white\" stroke-width=\"0.5\"><title>rank %d ",
                   x0, y, w > 0.3 ? w : 0.3, hh, cat_color(cat), e->pid);
         sb_esc(b, e->name[0] ? e->name : cat);
-        if (e->mb >= 0) sb_printf(b, " mb %d", e->mb);
-        sb_printf(b, ": %.3f ms</title></rect>\n", e->dur / 1e3);
+        if (e->mb >= 0) pt_sb_add(b, " mb %d", e->mb);
+        pt_sb_add(b, ": %.3f ms</title></rect>\n", e->dur / 1e3);
         if (e->mb >= 0 && main_lane && hh >= 11) {
             char num[16];
             int len = snprintf(num, sizeof num, "%d", e->mb);
             if (w >= 7.0 * len + 4)
-                sb_printf(b, "<text class=\"mb\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" fill=\"white\">%s</text>\n",
+                pt_sb_add(b, "<text class=\"mb\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" fill=\"white\">%s</text>\n",
                           x0 + w / 2, y + hh / 2 + 4, num);
         }
     }
@@ -1283,7 +981,7 @@ static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t
     qsort(cats, (size_t)ncats, sizeof cats[0], cmp_cat);
     for (r = 0; r < ncats; r++) lx = svg_legend(b, lx, 40, cats[r], cat_color(cats[r]), 1);
     if (!has_bubble) svg_legend(b, lx, 40, "idle (bubble)", "#f4f4f4", 1);
-    sb_puts(b, "</svg>\n");
+    pt_sb_add(b, "</svg>\n");
     free(ranks);
     free(sel);
     return 1;
@@ -1291,10 +989,14 @@ static int chart_timeline(sb *b, const trace *t, long want, long *chosen, size_t
 
 /* ------------------------------------------------------------------ the page */
 
-static int write_file(const char *dir, const char *name, const sb *b) {
+static int write_file(const char *dir, const char *name, const pt_sb *b) {
     char path[4096];
     FILE *f;
     snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (b->oom) {
+        fprintf(stderr, "ptreport: out of memory for %s\n", path);
+        return -1;
+    }
     f = fopen(path, "wb");
     if (!f || fwrite(b->s, 1, b->n, f) != b->n || fclose(f) != 0) {
         fprintf(stderr, "ptreport: cannot write %s: %s\n", path, strerror(errno));
@@ -1305,27 +1007,28 @@ static int write_file(const char *dir, const char *name, const sb *b) {
 }
 
 /* config rows: nested objects flattened as a.b.c */
-static void config_rows(sb *h, const char *prefix, const jv *v) {
+static void config_rows(pt_sb *h, const char *prefix, const pt_json *v) {
     size_t i;
-    if (v->t == J_OBJ) {
-        for (i = 0; i < v->n; i++) {
+    if (pt_json_type(v) == PT_JSON_OBJECT) {
+        for (i = 0; i < pt_json_len(v); i++) {
             char key[256];
-            snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "." : "", v->keys[i]);
-            config_rows(h, key, &v->items[i]);
+            snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "." : "", pt_json_key(v, i));
+            config_rows(h, key, pt_json_at(v, i));
         }
         return;
     }
-    sb_puts(h, "<tr><th>");
+    pt_sb_add(h, "<tr><th>");
     sb_esc(h, prefix);
-    sb_puts(h, "</th><td>");
-    if (v->t == J_STR) sb_esc(h, v->str);
+    pt_sb_add(h, "</th><td>");
+    if (pt_json_str(v)) sb_esc(h, pt_json_str(v));
     else {
-        sb tmp = {NULL, 0, 0};
-        jv_write(&tmp, v);
+        pt_sb tmp;
+        pt_sb_init(&tmp);
+        json_text(&tmp, v);
         sb_esc(h, tmp.s ? tmp.s : "");
-        free(tmp.s);
+        pt_sb_free(&tmp);
     }
-    sb_puts(h, "</td></tr>\n");
+    pt_sb_add(h, "</td></tr>\n");
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -1333,15 +1036,15 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-static void summary_row(sb *h, const char *name, const char *value) {
-    sb_puts(h, "<tr><th>");
+static void summary_row(pt_sb *h, const char *name, const char *value) {
+    pt_sb_add(h, "<tr><th>");
     sb_esc(h, name);
-    sb_puts(h, "</th><td>");
+    pt_sb_add(h, "</th><td>");
     sb_esc(h, value);
-    sb_puts(h, "</td></tr>\n");
+    pt_sb_add(h, "</td></tr>\n");
 }
 
-static void summary(sb *h, const run *r) {
+static void summary(pt_sb *h, const run *r) {
     char v[160];
     double last = NAN, lastval = NAN, *tok, sum_mfu = 0, bub = 0, comm = 0, data = 0, tstep = 0, memmax = 0;
     size_t i, ntok = 0, nmfu = 0, laststep = 0;
@@ -1371,7 +1074,7 @@ static void summary(sb *h, const run *r) {
     }
     for (k = 0; k < r->nranks_mem; k++)
         if (r->mem_rank[k] > memmax) memmax = r->mem_rank[k];
-    sb_puts(h, "<table class=\"kv\">\n");
+    pt_sb_add(h, "<table class=\"kv\">\n");
     snprintf(v, sizeof v, "%zu lines (steps %.0f to %.0f)", r->nsteps, r->nsteps ? r->steps[0].step : 0.0,
              r->nsteps ? r->steps[r->nsteps - 1].step : 0.0);
     summary_row(h, "steps logged", v);
@@ -1412,17 +1115,18 @@ static void summary(sb *h, const run *r) {
     }
     snprintf(v, sizeof v, "%zu", r->nevents);
     summary_row(h, "events", v);
-    sb_puts(h, "</table>\n");
+    pt_sb_add(h, "</table>\n");
     free(tok);
     free(cnt);
 }
 
 static int write_report(const char *dir, const char *title, const run *r, const trace *t, long want) {
-    sb h = {NULL, 0, 0}, svg[8];
+    pt_sb h, svg[8];
     const char *names[8];
     int nsvg = 0, k, rc = 0;
     size_t i, nval = 0;
     const size_t stride = sizeof(step_rec) / sizeof(double);
+    pt_sb_init(&h);
     memset(svg, 0, sizeof svg);
     /* the charts */
     {
@@ -1472,61 +1176,61 @@ static int write_report(const char *dir, const char *title, const run *r, const 
     for (k = 0; k < nsvg && rc == 0; k++) rc = write_file(dir, names[k], &svg[k]);
     /* the page */
     if (rc == 0) {
-        const char *time = jv_str(&r->header, "time"), *formula = jv_str(&r->header, "mfu_formula");
-        const jv *cfg = jv_get(&r->header, "config");
-        double fpt = jv_num(&r->header, "flops_per_token"), peak = jv_num(&r->header, "peak_flops");
-        sb_puts(&h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>");
+        const char *time = str_at(r->header, KEY(TIME)), *formula = str_at(r->header, KEY(MFU_FORMULA));
+        const pt_json *cfg = pt_json_get(r->header, KEY(CONFIG));
+        double fpt = num_at(r->header, KEY(FLOPS_PER_TOKEN)), peak = num_at(r->header, KEY(PEAK_FLOPS));
+        pt_sb_add(&h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>");
         sb_esc(&h, title);
-        sb_puts(&h, "</title>\n<style>\nbody{font-family:sans-serif;margin:24px;max-width:1600px;color:#222}\n"
+        pt_sb_add(&h, "</title>\n<style>\nbody{font-family:sans-serif;margin:24px;max-width:1600px;color:#222}\n"
                     "table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;"
                     "font-size:13px;vertical-align:top}\nth{background:#f4f4f4}\n.charts{display:flex;flex-wrap:wrap;gap:12px}\n"
                     ".charts svg{border:1px solid #ddd}\n.cols{display:flex;gap:32px;flex-wrap:wrap}\n</style>\n</head>\n<body>\n<h1>");
         sb_esc(&h, title);
-        sb_puts(&h, "</h1>\n");
+        pt_sb_add(&h, "</h1>\n");
         if (time) {
-            sb_puts(&h, "<p>started ");
+            pt_sb_add(&h, "<p>started ");
             sb_esc(&h, time);
-            sb_puts(&h, "</p>\n");
+            pt_sb_add(&h, "</p>\n");
         }
-        sb_puts(&h, "<div class=\"cols\">\n<div>\n<h2>Summary</h2>\n");
+        pt_sb_add(&h, "<div class=\"cols\">\n<div>\n<h2>Summary</h2>\n");
         summary(&h, r);
-        sb_puts(&h, "</div>\n<div>\n<h2>Configuration</h2>\n<table class=\"kv\">\n");
+        pt_sb_add(&h, "</div>\n<div>\n<h2>Configuration</h2>\n<table class=\"kv\">\n");
         if (cfg) config_rows(&h, "", cfg);
         if (isfinite(fpt)) {
             char v[64];
             snprintf(v, sizeof v, "%.4g", fpt);
-            summary_row(&h, "flops_per_token", v);
+            summary_row(&h, KEY(FLOPS_PER_TOKEN), v);
         }
         if (isfinite(peak)) {
             char v[64];
             snprintf(v, sizeof v, "%.4g", peak);
-            summary_row(&h, "peak_flops", v);
+            summary_row(&h, KEY(PEAK_FLOPS), v);
         }
-        if (formula) summary_row(&h, "mfu_formula", formula);
-        if (!cfg && !formula) sb_puts(&h, "<tr><td>no run_start line with a config in the log</td></tr>\n");
-        sb_puts(&h, "</table>\n</div>\n</div>\n<h2>Charts</h2>\n<div class=\"charts\">\n");
-        for (k = 0; k < nsvg; k++) sb_put(&h, svg[k].s, svg[k].n);
-        if (!nsvg) sb_puts(&h, "<p>no step lines in the log</p>\n");
-        sb_printf(&h, "</div>\n<h2>Events (%zu)</h2>\n", r->nevents);
+        if (formula) summary_row(&h, KEY(MFU_FORMULA), formula);
+        if (!cfg && !formula) pt_sb_add(&h, "<tr><td>no run_start line with a config in the log</td></tr>\n");
+        pt_sb_add(&h, "</table>\n</div>\n</div>\n<h2>Charts</h2>\n<div class=\"charts\">\n");
+        for (k = 0; k < nsvg; k++) pt_sb_add(&h, "%.*s", (int)svg[k].n, svg[k].s);
+        if (!nsvg) pt_sb_add(&h, "<p>no step lines in the log</p>\n");
+        pt_sb_add(&h, "</div>\n<h2>Events (%zu)</h2>\n", r->nevents);
         if (r->nevents) {
-            sb_puts(&h, "<table class=\"events\">\n<tr><th>step</th><th>event</th><th>details</th></tr>\n");
+            pt_sb_add(&h, "<table class=\"events\">\n<tr><th>step</th><th>event</th><th>details</th></tr>\n");
             for (i = 0; i < r->nevents && i < MAX_EVENT_ROWS; i++) {
-                sb_puts(&h, "<tr><td>");
-                if (isfinite(r->events[i].step)) sb_printf(&h, "%.0f", r->events[i].step);
-                sb_printf(&h, "</td><td style=\"color:%s\">", event_color(r->events[i].name));
+                pt_sb_add(&h, "<tr><td>");
+                if (isfinite(r->events[i].step)) pt_sb_add(&h, "%.0f", r->events[i].step);
+                pt_sb_add(&h, "</td><td style=\"color:%s\">", event_color(r->events[i].name));
                 sb_esc(&h, r->events[i].name);
-                sb_puts(&h, "</td><td>");
+                pt_sb_add(&h, "</td><td>");
                 sb_esc(&h, r->events[i].detail);
-                sb_puts(&h, "</td></tr>\n");
+                pt_sb_add(&h, "</td></tr>\n");
             }
-            if (r->nevents > MAX_EVENT_ROWS) sb_printf(&h, "<tr><td colspan=\"3\">... %zu more</td></tr>\n", r->nevents - MAX_EVENT_ROWS);
-            sb_puts(&h, "</table>\n");
-        } else sb_puts(&h, "<p>none</p>\n");
-        sb_puts(&h, "</body>\n</html>\n");
+            if (r->nevents > MAX_EVENT_ROWS) pt_sb_add(&h, "<tr><td colspan=\"3\">... %zu more</td></tr>\n", r->nevents - MAX_EVENT_ROWS);
+            pt_sb_add(&h, "</table>\n");
+        } else pt_sb_add(&h, "<p>none</p>\n");
+        pt_sb_add(&h, "</body>\n</html>\n");
         rc = write_file(dir, "index.html", &h);
     }
-    for (k = 0; k < 8; k++) free(svg[k].s);
-    free(h.s);
+    for (k = 0; k < 8; k++) pt_sb_free(&svg[k]);
+    pt_sb_free(&h);
     return rc;
 }
 
@@ -1573,14 +1277,13 @@ int main(int argc, char **argv) {
     } else {
         char dflt[512];
         if (!title) {
-            const jv *cfg = jv_get(&r.header, "config");
-            const char *model = jv_str(cfg, "model");
+            const char *model = str_at(pt_json_get(r.header, KEY(CONFIG)), "model");
             snprintf(dflt, sizeof dflt, "Training report: %s", model ? model : log);
             title = dflt;
         }
         rc = write_report(dir, title, &r, tpath ? &t : NULL, want) != 0;
     }
-    jv_free(&r.header);
+    pt_json_free(r.header);
     for (i = 0; i < (int)r.nevents; i++) free(r.events[i].name), free(r.events[i].detail);
     free(r.events);
     free(r.steps);
