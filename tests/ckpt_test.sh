@@ -39,25 +39,21 @@ if [ "${NO_ASAN:-0}" != 1 ]; then
     else fail "build test_ckpt.asan" "see $BUILD/test_ckpt.asan.build.log"; fi
 fi
 
-if ! have mpicc || ! have mpirun; then
-    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
 if mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckpt_mpi" -lm >"$BUILD/test_ckpt_mpi.build.log" 2>&1; then
-    MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1 -x PTRAIN_THREADS -x OMP_WAIT_POLICY"
-    prog "mpirun -np 2 test_ckpt (dp2, ZeRO-1)" "$BUILD/ckpt_np2.log" env CKPT_KEEP=1 $MPIRUN -x CKPT_KEEP -np 2 "$B/test_ckpt_mpi" "$T2"
-    prog "mpirun -np 4 test_ckpt (dp2 x tp2, ZeRO-1)" "$BUILD/ckpt_np4.log" env CKPT_TP=2 $MPIRUN -x CKPT_TP -np 4 "$B/test_ckpt_mpi" "$BUILD/ckpt_4"
-    prog "mpirun -np 8 test_ckpt (dp2 x tp2 x pp2, ZeRO-1)" "$BUILD/ckpt_np8.log" env CKPT_KEEP=1 CKPT_TP=2 CKPT_PP=2 $MPIRUN -x CKPT_KEEP -x CKPT_TP \
-        -x CKPT_PP -np 8 "$B/test_ckpt_mpi" "$T8"
-    prog "mpirun -np 2 test_ckpt (pp2)" "$BUILD/ckpt_pp2.log" env CKPT_KEEP=1 CKPT_PP=2 $MPIRUN -x CKPT_KEEP -x CKPT_PP -np 2 "$B/test_ckpt_mpi" "$T3"
+    M=$B/test_ckpt_mpi
+    prog "mpirun -np 2 test_ckpt (dp2, ZeRO-1)" "$BUILD/ckpt_np2.log" mpi_run 2 -- env CKPT_KEEP=1 "$M" "$T2"
+    prog "mpirun -np 4 test_ckpt (dp2 x tp2, ZeRO-1)" "$BUILD/ckpt_np4.log" mpi_run 4 -- env CKPT_TP=2 "$M" "$BUILD/ckpt_4"
+    prog "mpirun -np 8 test_ckpt (dp2 x tp2 x pp2, ZeRO-1)" "$BUILD/ckpt_np8.log" mpi_run 8 -- env CKPT_KEEP=1 CKPT_TP=2 CKPT_PP=2 "$M" "$T8"
+    prog "mpirun -np 2 test_ckpt (pp2)" "$BUILD/ckpt_pp2.log" mpi_run 2 -- env CKPT_KEEP=1 CKPT_PP=2 "$M" "$T3"
     # layouts saved only to be resumed elsewhere (exact resume checked, corruption cases skipped)
-    prog "mpirun -np 2 test_ckpt (tp2, short)" "$BUILD/ckpt_tp2.log" env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_TP=2 $MPIRUN -x CKPT_KEEP -x CKPT_SHORT \
-        -x CKPT_TP -np 2 "$B/test_ckpt_mpi" "$TT"
-    prog "mpirun -np 4 test_ckpt (dp4, ZeRO-1, short)" "$BUILD/ckpt_dp4.log" env CKPT_KEEP=1 CKPT_SHORT=1 $MPIRUN -x CKPT_KEEP -x CKPT_SHORT \
-        -np 4 "$B/test_ckpt_mpi" "$TD"
-    prog "mpirun -np 2 test_ckpt (dp2, ZeRO-1, bf16 compression: exact resume)" "$BUILD/ckpt_bf16.log" env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_COMPRESS=1 \
-        $MPIRUN -x CKPT_KEEP -x CKPT_SHORT -x CKPT_COMPRESS -np 2 "$B/test_ckpt_mpi" "$TC"
+    prog "mpirun -np 2 test_ckpt (tp2, short)" "$BUILD/ckpt_tp2.log" mpi_run 2 -- env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_TP=2 "$M" "$TT"
+    prog "mpirun -np 4 test_ckpt (dp4, ZeRO-1, short)" "$BUILD/ckpt_dp4.log" mpi_run 4 -- env CKPT_KEEP=1 CKPT_SHORT=1 "$M" "$TD"
+    prog "mpirun -np 2 test_ckpt (dp2, ZeRO-1, bf16 compression: exact resume)" "$BUILD/ckpt_bf16.log" \
+        mpi_run 2 -- env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_COMPRESS=1 "$M" "$TC"
     # resume FROM NAME NP [VAR=VALUE ...]: the kept run FROM resumed on NP ranks with the given layout
     resume() {
         from=$1 name=$2 np=$3
@@ -67,13 +63,10 @@ if mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckp
             fail "$name" "no $from/run (the run that saves it failed)"
             return
         fi
-        xs=""
-        for a in "$@"; do xs="$xs -x ${a%%=*}"; done
         if [ "$np" -eq 1 ]; then
             prog "$name" "$BUILD/ckpt_re$n.log" env CKPT_FROM="$from/run" "$@" "$B/test_ckpt" "$BUILD/ckpt_rd$n"
         else
-            # shellcheck disable=SC2086
-            prog "$name" "$BUILD/ckpt_re$n.log" env CKPT_FROM="$from/run" "$@" $MPIRUN -x CKPT_FROM $xs -np "$np" "$B/test_ckpt_mpi" "$BUILD/ckpt_rd$n"
+            prog "$name" "$BUILD/ckpt_re$n.log" mpi_run "$np" -- env CKPT_FROM="$from/run" "$@" "$M" "$BUILD/ckpt_rd$n"
         fi
         grep '^reshard ' "$BUILD/ckpt_re$n.log" | sed 's/^/    /'
     }
@@ -89,12 +82,10 @@ if mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckp
     resume "$TT" "tp2 checkpoint resumed on tp4" 4 CKPT_TP=4
     resume "$TC" "dp2 bf16 checkpoint resumed on dp4 bf16 (residual dropped, a warning)" 4 CKPT_COMPRESS=1 CKPT_TOL=1e-2
     # the data stream: a loader's state saved at dp2 continues at dp4, and dp4 -> dp2
-    prog "loader saved on dp2" "$BUILD/ckpt_l1.log" env CKPT_LOADER=save CKPT_KEEP=1 $MPIRUN -x CKPT_LOADER -x CKPT_KEEP -np 2 "$B/test_ckpt_mpi" "$BUILD/ckpt_l1"
-    prog "loader restored on dp4 (no repeat, no skip)" "$BUILD/ckpt_l2.log" env CKPT_LOADER=load CKPT_FROM="$BUILD/ckpt_l1" $MPIRUN -x CKPT_LOADER \
-        -x CKPT_FROM -np 4 "$B/test_ckpt_mpi" "$BUILD/ckpt_l2"
-    prog "loader saved on dp4" "$BUILD/ckpt_l3.log" env CKPT_LOADER=save CKPT_KEEP=1 $MPIRUN -x CKPT_LOADER -x CKPT_KEEP -np 4 "$B/test_ckpt_mpi" "$BUILD/ckpt_l3"
-    prog "loader restored on dp2 (no repeat, no skip)" "$BUILD/ckpt_l4.log" env CKPT_LOADER=load CKPT_FROM="$BUILD/ckpt_l3" $MPIRUN -x CKPT_LOADER \
-        -x CKPT_FROM -np 2 "$B/test_ckpt_mpi" "$BUILD/ckpt_l4"
+    prog "loader saved on dp2" "$BUILD/ckpt_l1.log" mpi_run 2 -- env CKPT_LOADER=save CKPT_KEEP=1 "$M" "$BUILD/ckpt_l1"
+    prog "loader restored on dp4 (no repeat, no skip)" "$BUILD/ckpt_l2.log" mpi_run 4 -- env CKPT_LOADER=load CKPT_FROM="$BUILD/ckpt_l1" "$M" "$BUILD/ckpt_l2"
+    prog "loader saved on dp4" "$BUILD/ckpt_l3.log" mpi_run 4 -- env CKPT_LOADER=save CKPT_KEEP=1 "$M" "$BUILD/ckpt_l3"
+    prog "loader restored on dp2 (no repeat, no skip)" "$BUILD/ckpt_l4.log" mpi_run 2 -- env CKPT_LOADER=load CKPT_FROM="$BUILD/ckpt_l3" "$M" "$BUILD/ckpt_l4"
     grep -h '^loader across' "$BUILD/ckpt_l2.log" "$BUILD/ckpt_l4.log" | sed 's/^/    /'
 else
     fail "build test_ckpt_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_ckpt_mpi.build.log"

@@ -24,8 +24,7 @@ else
 fi
 
 # ---- with MPI ----
-if ! have mpicc || ! have mpirun; then
-    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
@@ -35,32 +34,31 @@ if ! mpicc $W -DPTRAIN_MPI -fopenmp tests/test_coll.c -o "$B/test_coll_mpi" -lm 
     echo "$NP passed, $NF failed"
     exit 1
 fi
-MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
 T=$B/test_coll_mpi
 for n in 2 3; do
-    prog "mpirun -np $n test_coll" "$BUILD/coll_np$n.log" $MPIRUN -np $n env -u PTRAIN_FAKE_NODE_SIZE -u PTRAIN_WATCHDOG -u PTRAIN_COLL_CHECK "$T"
+    prog "mpirun -np $n test_coll" "$BUILD/coll_np$n.log" mpi_run $n -- env -u PTRAIN_FAKE_NODE_SIZE -u PTRAIN_WATCHDOG -u PTRAIN_COLL_CHECK "$T"
 done
 prog "mpirun -np 2 test_coll, PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60" "$BUILD/coll_np2_check.log" \
-    $MPIRUN -np 2 env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$T"
+    mpi_run 2 -- env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$T"
 
 # ---- the data-parallel paths (>>dp) in debug mode: buckets, ZeRO, hierarchical chain, compression ----
 if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$B/test_dp_coll" -lm >"$BUILD/test_dp_coll.build.log" 2>&1; then
     prog "mpirun -np 2 test_dp, PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60" "$BUILD/coll_dp_np2_check.log" \
-        $MPIRUN -np 2 env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$B/test_dp_coll"
+        mpi_run 2 -- env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$B/test_dp_coll"
     prog "mpirun -np 4 test_dp, 2 fake nodes (hierarchical), PTRAIN_COLL_CHECK=1" "$BUILD/coll_dp_np4_check.log" \
-        $MPIRUN -np 4 env PTRAIN_FAKE_NODE_SIZE=2 PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$B/test_dp_coll"
+        mpi_run 4 -- env PTRAIN_FAKE_NODE_SIZE=2 PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$B/test_dp_coll"
 else
     fail "build test_dp (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_dp_coll.build.log"
 fi
 
 # ---- bad environment: refused on every rank with one message naming the variable ----
 log=$BUILD/coll_badenv.log
-$MPIRUN -np 2 env PTRAIN_WATCHDOG=soon "$T" --init-error >"$log" 2>&1
+mpi_run 2 -- env PTRAIN_WATCHDOG=soon "$T" --init-error >"$log" 2>&1
 n=$(grep -c "^INIT ERROR rank ?: pt_dist_init: PTRAIN_WATCHDOG='soon', expected seconds" "$log")
 if [ "$n" -eq 2 ]; then pass "PTRAIN_WATCHDOG=soon: pt_dist_init refused on both ranks, naming the variable"
 else fail "PTRAIN_WATCHDOG=soon" "$n of 2 ranks refused; $(tail -n 3 "$log" | tr '\n' ' ')"; fi
 log=$BUILD/coll_diffenv.log
-$MPIRUN -np 1 env PTRAIN_COLL_CHECK=1 "$T" --init-error : -np 1 env -u PTRAIN_COLL_CHECK "$T" --init-error >"$log" 2>&1
+mpi_run 1 -- env PTRAIN_COLL_CHECK=1 "$T" --init-error : -np 1 env -u PTRAIN_COLL_CHECK "$T" --init-error >"$log" 2>&1
 n=$(grep -c "^INIT ERROR rank ?: pt_dist_init: PTRAIN_COLL_CHECK differs between ranks" "$log")
 if [ "$n" -eq 2 ]; then pass "PTRAIN_COLL_CHECK set on one rank only: pt_dist_init refused on both ranks"
 else fail "PTRAIN_COLL_CHECK on one rank" "$n of 2 ranks refused; $(tail -n 3 "$log" | tr '\n' ' ')"; fi
@@ -69,8 +67,7 @@ else fail "PTRAIN_COLL_CHECK on one rank" "$n of 2 ranks refused; $(tail -n 3 "$
 out=$BUILD/coll_watchdog.out
 err=$BUILD/coll_watchdog.err
 t0=$(date +%s)
-timeout 60 mpirun --oversubscribe --mca mpi_yield_when_idle 1 -np 2 env -u PTRAIN_FAKE_NODE_SIZE -u PTRAIN_COLL_CHECK \
-    PTRAIN_WATCHDOG=2 "$T" --watchdog >"$out" 2>"$err"
+mpi_run -t 60 2 -- env -u PTRAIN_FAKE_NODE_SIZE -u PTRAIN_COLL_CHECK PTRAIN_WATCHDOG=2 "$T" --watchdog >"$out" 2>"$err"
 rc=$?
 secs=$(($(date +%s) - t0))
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && ! grep -q "NOT ABORTED" "$out"; then

@@ -21,24 +21,22 @@ else
 fi
 
 # ---- with MPI ----
-if ! have mpicc || ! have mpirun; then
-    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
 if mpicc $W -DPTRAIN_MPI tests/test_dist.c -o "$BUILD/test_dist_mpi" -lm >"$BUILD/test_dist_mpi.build.log" 2>&1; then
-    MPIRUN="timeout 120 mpirun --oversubscribe"
     T=$B/test_dist_mpi
-    prog "mpirun -np 8" "$BUILD/dist_np8.log" $MPIRUN -np 8 env -u PTRAIN_FAKE_NODE_SIZE "$T"
-    prog "mpirun -np 8, PTRAIN_FAKE_NODE_SIZE=2" "$BUILD/dist_np8_f2.log" $MPIRUN -np 8 env PTRAIN_FAKE_NODE_SIZE=2 "$T"
-    prog "mpirun -np 4, PTRAIN_FAKE_NODE_SIZE=2" "$BUILD/dist_np4_f2.log" $MPIRUN -np 4 env PTRAIN_FAKE_NODE_SIZE=2 "$T"
-    prog "mpirun -np 4, PTRAIN_THREADS=2" "$BUILD/dist_np4_t2.log" $MPIRUN -np 4 env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_THREADS=2 "$T"
-    prog "mpirun -np 2" "$BUILD/dist_np2.log" $MPIRUN -np 2 env -u PTRAIN_FAKE_NODE_SIZE "$T"
-    prog "mpirun -np 1" "$BUILD/dist_np1.log" $MPIRUN -np 1 env -u PTRAIN_FAKE_NODE_SIZE "$T"
+    prog "mpirun -np 8" "$BUILD/dist_np8.log" mpi_run 8 -- env -u PTRAIN_FAKE_NODE_SIZE "$T"
+    prog "mpirun -np 8, PTRAIN_FAKE_NODE_SIZE=2" "$BUILD/dist_np8_f2.log" mpi_run 8 -- env PTRAIN_FAKE_NODE_SIZE=2 "$T"
+    prog "mpirun -np 4, PTRAIN_FAKE_NODE_SIZE=2" "$BUILD/dist_np4_f2.log" mpi_run 4 -- env PTRAIN_FAKE_NODE_SIZE=2 "$T"
+    prog "mpirun -np 4, PTRAIN_THREADS=2" "$BUILD/dist_np4_t2.log" mpi_run 4 -- env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_THREADS=2 "$T"
+    prog "mpirun -np 2" "$BUILD/dist_np2.log" mpi_run 2 -- env -u PTRAIN_FAKE_NODE_SIZE "$T"
+    prog "mpirun -np 1" "$BUILD/dist_np1.log" mpi_run 1 -- env -u PTRAIN_FAKE_NODE_SIZE "$T"
 
     # the first grid (the call that initializes MPI) refused: tp=4 in fake nodes of 2 ranks
     log=$BUILD/dist_refused.log
-    $MPIRUN -np 8 env PTRAIN_FAKE_NODE_SIZE=2 "$T" --refused-first 4 1 >"$log" 2>&1
+    mpi_run 8 -- env PTRAIN_FAKE_NODE_SIZE=2 "$T" --refused-first 4 1 >"$log" 2>&1
     rc=$?
     n=$(grep -c '^REFUSED rank ' "$log")
     msgs=$(grep '^REFUSED rank ' "$log" | sed 's/^REFUSED rank [0-9]*: //' | sort -u | wc -l)

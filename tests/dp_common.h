@@ -1,7 +1,8 @@
 /* dp_common.h - shared by test_dp.c and test_zero.c: the implementation, the parameters of the
-   small data-parallel GPT run, and the check that every rank agrees on. */
+   small data-parallel GPT run and its single-process reference (checks: test_util.h, agreed by every rank). */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,25 +26,8 @@
 typedef struct {
     pt_dist *d;
     int rank, dpn, dprank;
-    int npass, nfail;
     int32_t ids[STEPS][B * T], tgt[STEPS][B * T];
 } tctx;
-
-/* one check, agreed on by every DP rank; rank 0 prints */
-static int check(tctx *t, int ok, const char *name, const char *why) {
-    int all = ok != 0;
-#ifdef PTRAIN_MPI
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)pt_dist_comm(t->d, PT_COMM_WORLD));
-    all = all != 0;
-#endif
-    if (all) t->npass++; else t->nfail++;
-    if (t->rank == 0) {
-        if (all) printf("PASS %s\n", name);
-        else printf("FAIL %s: %s (np=%d; rank 0's view)\n", name, why, t->dpn);
-        fflush(stdout);
-    }
-    return all;
-}
 
 /* ---- the training run shared by the DP and ZeRO tests ---- */
 typedef struct {
@@ -274,19 +258,19 @@ static void compare_tol(tctx *t, const char *what, run_out *a, run_out *ref, dou
     char name[256], why[512];
     double ld, pd, nd;
     snprintf(name, sizeof name, "%s: trains without error", what);
-    check(t, a->ok, name, a->err);
+    CHECK_WHY(a->ok, name, a->err);
     ld = a->ok ? loss_diff(a, ref) : INFINITY;
     snprintf(name, sizeof name, "%s: losses of %d steps match the reference (rel <= %g)", what, STEPS, ltol);
     snprintf(why, sizeof why, "worst relative loss difference %.3g (step 0: %.7f vs %.7f)", ld, a->loss[0], ref->loss[0]);
-    check(t, ld <= ltol, name, why);
+    CHECK_WHY(ld <= ltol, name, why);
     pd = a->ok ? param_diff(a->ctx, ref->ctx) : INFINITY;
     snprintf(name, sizeof name, "%s: final parameters match the reference (||d||/||p|| <= %g per tensor)", what, ptol);
     snprintf(why, sizeof why, "worst per-tensor relative difference %.3g (%s)", pd, worst_name);
-    check(t, pd <= ptol, name, why);
+    CHECK_WHY(pd <= ptol, name, why);
     nd = a->ok ? norm_diff(a, ref) : INFINITY;
     snprintf(name, sizeof name, "%s: gradient norms (the clip's) match the reference (rel <= %g)", what, ntol);
     snprintf(why, sizeof why, "worst relative norm difference %.3g (step 0: %.7f vs %.7f)", nd, a->norm[0], ref->norm[0]);
-    check(t, nd <= ntol, name, why);
+    CHECK_WHY(nd <= ntol, name, why);
     {
         /* every DP rank holds the same model (a hash of the parameter slab, min = max over ranks) */
         pt_tensor ps = pt_param_slab(a->ctx);
@@ -300,7 +284,7 @@ static void compare_tol(tctx *t, const char *what, run_out *a, run_out *ref, dou
         MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, *(MPI_Comm *)pt_dist_comm(t->d, PT_COMM_WORLD));
 #endif
         snprintf(name, sizeof name, "%s: bit-identical parameters on every rank", what);
-        check(t, a->ok && lo == hi, name, "the replicas differ");
+        CHECK_WHY(a->ok && lo == hi, name, "the replicas differ");
     }
     if (t->rank == 0 && getenv("DP_TEST_VERBOSE"))
         printf("  %s: loss %.3g, params %.3g, norm %.3g\n", what, ld, pd, nd);
@@ -323,16 +307,17 @@ static int setup(tctx *t, int *argc, char ***argv, const char *prog, const char 
     t->rank = pt_dist_rank(t->d);
     t->dpn = pt_dist_layout(t->d).dp;
     t->dprank = pt_dist_coords(t->d).dp;
+    tu_mpi_init(NULL);
     rng = pt_rng_seed(42); /* the same data on every rank */
     for (s = 0; s < STEPS; s++)
         for (i = 0; i < B * T; i++) t->ids[s][i] = (int32_t)(pt_rng_u32(&rng) % 64), t->tgt[s][i] = (int32_t)(pt_rng_u32(&rng) % 64);
     if (t->rank == 0) printf("%s: %d DP ranks, GPT vocab 64, 2 layers, width 32, B=%d T=%d, %d AdamW steps%s\n", prog, t->dpn, B, T, STEPS, extra);
-    if (!check(t, B % (MAXMICRO * t->dpn) == 0, "the global batch splits into 4 micro-batches per rank", "use np 1, 2 or 4")) return 0;
+    if (!CHECK_WHY(B % (MAXMICRO * t->dpn) == 0, "the global batch splits into 4 micro-batches per rank", "use np 1, 2 or 4")) return 0;
     memset(&c, 0, sizeof c);
     c.whole = 1, c.micro = 1, c.zero_at = c.unzero_at = -1;
     run(t, &c, ref); /* the single-process reference */
-    check(t, ref->ok, "reference (whole batch, no DP) trains", ref->err);
+    CHECK_WHY(ref->ok, "reference (whole batch, no DP) trains", ref->err);
     snprintf(why, sizeof why, "step-0 gradient norm %.4f", ref->norm[0]);
-    check(t, ref->norm[0] > 0.5f, "reference: clipping (clip_norm 0.5) is active at step 0, so the norm under DP/ZeRO matters", why);
+    CHECK_WHY(ref->norm[0] > 0.5f, "reference: clipping (clip_norm 0.5) is active at step 0, so the norm under DP/ZeRO matters", why);
     return 1;
 }

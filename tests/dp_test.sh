@@ -23,20 +23,18 @@ else
 fi
 
 # ---- with MPI ----
-if ! have mpicc || ! have mpirun; then
-    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
 if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$BUILD/test_dp_mpi" -lm >"$BUILD/test_dp_mpi.build.log" 2>&1; then
-    MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
     for n in 2 4; do
-        prog "mpirun -np $n test_dp" "$BUILD/dp_np$n.log" $MPIRUN -np $n "$B/test_dp_mpi"
+        prog "mpirun -np $n test_dp" "$BUILD/dp_np$n.log" mpi_run $n -- "$B/test_dp_mpi"
     done
     # hierarchical allreduce across 2 fake nodes of 2 ranks
     prog "mpirun -np 4 test_dp, PTRAIN_FAKE_NODE_SIZE=2 (hierarchical over 2 nodes)" "$BUILD/dp_np4_nodes2.log" \
-        env PTRAIN_FAKE_NODE_SIZE=2 $MPIRUN -x PTRAIN_FAKE_NODE_SIZE -np 4 "$B/test_dp_mpi"
-    if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_zero.c -o "$BUILD/test_zero_mpi" -lm >"$BUILD/test_zero_mpi.build.log" 2>&1; then for n in 2 4; do prog "mpirun -np $n test_zero (ZeRO-1/2)" "$BUILD/zero_np$n.log" $MPIRUN -np $n "$B/test_zero_mpi"; done; else fail "build test_zero_mpi" "see $BUILD/test_zero_mpi.build.log"; fi
+        mpi_run 4 -x PTRAIN_FAKE_NODE_SIZE=2 -- "$B/test_dp_mpi"
+    if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_zero.c -o "$BUILD/test_zero_mpi" -lm >"$BUILD/test_zero_mpi.build.log" 2>&1; then for n in 2 4; do prog "mpirun -np $n test_zero (ZeRO-1/2)" "$BUILD/zero_np$n.log" mpi_run $n -- "$B/test_zero_mpi"; done; else fail "build test_zero_mpi" "see $BUILD/test_zero_mpi.build.log"; fi
 else
     fail "build test_dp_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_dp_mpi.build.log"
     head -n 20 "$BUILD/test_dp_mpi.build.log" | sed 's/^/    /'

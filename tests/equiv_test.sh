@@ -20,8 +20,7 @@ if $CC $W tests/test_equiv.c -o "$BUILD/test_equiv_nompi" -lm >"$BUILD/test_equi
 else
     fail "build test_equiv ($CC, no MPI)" "see $BUILD/test_equiv_nompi.build.log"
 fi
-if ! have mpicc || ! have mpirun; then
-    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
@@ -31,13 +30,12 @@ if ! mpicc $W -DPTRAIN_MPI -fopenmp tests/test_equiv.c -o "$BUILD/test_equiv" -l
     echo "$NP passed, $NF failed"
     exit 1
 fi
-MPIRUN="timeout 120 mpirun --mca mpi_yield_when_idle 1"
 export PTRAIN_THREADS=1 OMP_WAIT_POLICY=passive
 i=0
 while read -r n args; do
     case $n in '' | '#'*) continue ;; esac
     i=$((i + 1))
-    prog "equivalence np=$n $args" "$BUILD/equiv_$i.log" $MPIRUN -np "$n" "$B/test_equiv" $args </dev/null
+    prog "equivalence np=$n $args" "$BUILD/equiv_$i.log" mpi_run "$n" -- "$B/test_equiv" $args </dev/null
 done <<'LAYOUTS'
 1 --dp 1
 1 --dp 1 --m 4

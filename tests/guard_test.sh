@@ -20,16 +20,14 @@ else
     head -n 20 "$BUILD/test_guard.build.log" | sed 's/^/    /'
 fi
 
-if ! have mpicc || ! have mpirun; then
-    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
-MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
 if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_guard.c -o "$BUILD/test_guard_mpi" -lm >"$BUILD/test_guard_mpi.build.log" 2>&1; then
-    prog "test_guard: mpirun -np 2 (dp 2)" "$BUILD/test_guard_np2.log" $MPIRUN -np 2 "$B/test_guard_mpi" "$BUILD/guard_np2"
-    prog "test_guard: mpirun -np 4 (dp 2 x tp 2)" "$BUILD/test_guard_np4.log" $MPIRUN -np 4 -x GUARD_TP=2 "$B/test_guard_mpi" "$BUILD/guard_np4"
-    prog "test_guard: mpirun -np 4 (dp 2 x pp 2)" "$BUILD/test_guard_np4pp.log" $MPIRUN -np 4 -x GUARD_PP=2 "$B/test_guard_mpi" "$BUILD/guard_np4pp"
+    prog "test_guard: mpirun -np 2 (dp 2)" "$BUILD/test_guard_np2.log" mpi_run 2 -- "$B/test_guard_mpi" "$BUILD/guard_np2"
+    prog "test_guard: mpirun -np 4 (dp 2 x tp 2)" "$BUILD/test_guard_np4.log" mpi_run 4 -x GUARD_TP=2 -- "$B/test_guard_mpi" "$BUILD/guard_np4"
+    prog "test_guard: mpirun -np 4 (dp 2 x pp 2)" "$BUILD/test_guard_np4pp.log" mpi_run 4 -x GUARD_PP=2 -- "$B/test_guard_mpi" "$BUILD/guard_np4pp"
 else
     fail "build test_guard_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_guard_mpi.build.log"
     head -n 20 "$BUILD/test_guard_mpi.build.log" | sed 's/^/    /'

@@ -23,8 +23,7 @@ else
     head -n 20 "$BUILD/test_memest.build.log" | sed 's/^/    /'
 fi
 
-if have mpicc && have mpirun; then
-    MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
+if have_mpi; then
     if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_memest.c -o "$BUILD/test_memest_mpi" -lm >"$BUILD/test_memest_mpi.build.log" 2>&1; then
         # DP TP PP ZERO SCHEDULE M [COMPRESS]
         for c in "2 1 1 0 1f1b 1" "2 1 1 1 1f1b 2" "2 1 1 2 1f1b 1" "2 1 1 0 1f1b 1 1" "1 2 1 0 1f1b 1" "1 1 2 0 1f1b 4" "1 1 2 0 gpipe 4" \
@@ -32,15 +31,13 @@ if have mpicc && have mpirun; then
             set -- $c
             n=$(($1 * $2 * $3))
             log="$BUILD/memest_$(echo "$c" | tr ' ' '_').log"
-            prog "test_memest: mpirun -np $n (dp $1 tp $2 pp $3, zero $4, $5, m $6${7:+, bf16})" "$log" $MPIRUN -np $n env -u PTRAIN_FAKE_NODE_SIZE "$B/test_memest_mpi" $c
+            prog "test_memest: mpirun -np $n (dp $1 tp $2 pp $3, zero $4, $5, m $6${7:+, bf16})" "$log" mpi_run $n -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_memest_mpi" $c
             ratios "$log"
         done
     else
         fail "build test_memest_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_memest_mpi.build.log"
         head -n 20 "$BUILD/test_memest_mpi.build.log" | sed 's/^/    /'
     fi
-else
-    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
 fi
 
 # ---- tools/ptmem ----

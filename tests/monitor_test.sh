@@ -39,15 +39,13 @@ else
     head -n 20 "$BUILD/test_monitor.build.log" | sed 's/^/    /'
 fi
 
-if ! have mpicc || ! have mpirun; then
-    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
 if mpicc $W -DPTRAIN_MPI tests/test_monitor.c -o "$BUILD/test_monitor_mpi" -lm >"$BUILD/test_monitor_mpi.build.log" 2>&1; then
-    MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1 -x PTRAIN_THREADS -x OMP_WAIT_POLICY"
-    prog "mpirun -np 2 test_monitor dp (dp2, a straggler)" "$BUILD/monitor_dp.log" $MPIRUN -np 2 "$B/test_monitor_mpi" "$D" dp
-    prog "mpirun -np 2 test_monitor pp (pp2, 1F1B)" "$BUILD/monitor_pp.log" $MPIRUN -np 2 "$B/test_monitor_mpi" "$D" pp
+    prog "mpirun -np 2 test_monitor dp (dp2, a straggler)" "$BUILD/monitor_dp.log" mpi_run 2 -- "$B/test_monitor_mpi" "$D" dp
+    prog "mpirun -np 2 test_monitor pp (pp2, 1F1B)" "$BUILD/monitor_pp.log" mpi_run 2 -- "$B/test_monitor_mpi" "$D" pp
 else
     fail "build test_monitor_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_monitor_mpi.build.log"
     head -n 20 "$BUILD/test_monitor_mpi.build.log" | sed 's/^/    /'

@@ -43,14 +43,6 @@ static void log_cb(void *user, int level, const char *msg) {
     (void)user, (void)level;
     snprintf(LOG + n, sizeof LOG - n, "%s\n", msg);
 }
-/* a check agreed over the ranks (rank 0 prints) */
-static int check(int ok, const char *name, const char *why) {
-    int all = pt_dist_agree(D, ok);
-    if (RANK == 0) tu_check(all, __FILE__, __LINE__, name, "%s", all ? "" : (ok ? "failed on another rank" : why));
-    else if (all) tu_npass++;
-    else tu_nfail++;
-    return all;
-}
 
 typedef struct data_state {
     uint64_t pos;
@@ -380,14 +372,14 @@ static void loader_phase(const char *base, const char *mode) {
             ok = ok && pt_shard_write(ctx, p, PT_SHARD_PTRAIN, tok, ntok, 0) == PT_OK;
         }
     }
-    check(ok, tu_name("loader (%s): shards written", mode), ctx ? pt_error(ctx) : "no context");
+    CHECK_WHY(ok, tu_name("loader (%s): shards written", mode), ctx ? pt_error(ctx) : "no context");
     sync_all();
     ok = (L = loader_open(ctx, data, dpr, DPN)) != NULL && pt_loader_register(L, "loader") == PT_OK;
-    check(ok, tu_name("loader (%s on dp %d): opened and registered", mode, DPN), pt_error(ctx));
+    CHECK_WHY(ok, tu_name("loader (%s on dp %d): opened and registered", mode, DPN), pt_error(ctx));
     if (ok && !save) {
         ok = pt_ckpt_load(ctx, NULL, from, &step) == PT_OK && step == LK;
         snprintf(why, sizeof why, "step %lld: %s", (long long)step, pt_error(ctx));
-        check(ok, tu_name("loader: a checkpoint saved on another DP size loads on dp %d", DPN), why);
+        CHECK_WHY(ok, tu_name("loader: a checkpoint saved on another DP size loads on dp %d", DPN), why);
     }
     nb = save ? LK : (int)(pt_loader_stats_get(L).batches_per_epoch - pt_loader_get_state(L).batches);
     snprintf(p, sizeof p, "%s/%s_%d.txt", base, save ? "before" : "after", pt_dist_rank(D));
@@ -397,8 +389,8 @@ static void loader_phase(const char *base, const char *mode) {
         for (j = 0; ok && f && j < bl; j++) fprintf(f, "%d\n", (int)x[j * LT]);
     }
     if (f) fclose(f);
-    check(ok && f, tu_name("loader (%s on dp %d): %d batches streamed", mode, DPN, nb), pt_error(ctx));
-    if (save) check(pt_ckpt_save(ctx, NULL, base, LK, NULL) == PT_OK, "loader: the state is saved in a checkpoint", pt_error(ctx));
+    CHECK_WHY(ok && f, tu_name("loader (%s on dp %d): %d batches streamed", mode, DPN, nb), pt_error(ctx));
+    if (save) CHECK_WHY(pt_ckpt_save(ctx, NULL, base, LK, NULL) == PT_OK, "loader: the state is saved in a checkpoint", pt_error(ctx));
     sync_all();
     if (!save) { /* rank 0: before (the saving ranks' files) + after = the epoch of a one-rank reader */
         int seen[2000], want[2000], nw = 0, dup = 0, extra = 0, missing = 0, total = 0, v;
@@ -421,7 +413,7 @@ static void loader_phase(const char *base, const char *mode) {
         }
         snprintf(why, sizeof why, "%d samples consumed (the epoch has %d): %d repeated, %d not of the epoch, %d skipped", total, nw, dup, extra, missing);
         ok = RANK != 0 || (nw == 40 && total == nw && !dup && !extra && !missing);
-        check(ok, tu_name("loader: samples before the save + after the load on dp %d = the epoch's %d samples, each once", DPN, nw), why);
+        CHECK_WHY(ok, tu_name("loader: samples before the save + after the load on dp %d = the epoch's %d samples, each once", DPN, nw), why);
         if (RANK == 0) printf("loader across DP sizes: %s\n", why);
     }
     if (L) pt_loader_free(L);
@@ -449,6 +441,7 @@ int main(int argc, char **argv) {
         return 1;
     }
 #endif
+    tu_mpi_init(NULL);
     RANK = pt_dist_rank(D), WORLD = pt_dist_size(D), DPN = pt_dist_layout(D).dp;
     NTP = D ? pt_dist_layout(D).tp : 1, NPP = D ? pt_dist_layout(D).pp : 1;
     if (!D) DPN = 1;
@@ -479,23 +472,23 @@ int main(int argc, char **argv) {
         LOG[0] = 0;
         ok = ok && run_open(&b) && pt_ckpt_load(b.ctx, b.o, from, &step) == PT_OK;
         snprintf(why, sizeof why, "step %lld: %s", (long long)step, b.ctx ? pt_error(b.ctx) : "");
-        check(ok && step == KSAVE, tu_name("reshard %s -> %s: the checkpoint of step 4 loads", olay, here), why);
+        CHECK_WHY(ok && step == KSAVE, tu_name("reshard %s -> %s: the checkpoint of step 4 loads", olay, here), why);
         if (getenv("CKPT_COMPRESS")) { /* the per-rank bf16 residual cannot follow a layout change: dropped with a warning */
             snprintf(why, sizeof why, "log: %.300s", LOG);
-            check(RANK != 0 || strstr(LOG, "per-rank state 'dp.bf16_residual' not restored"),
-                  "reshard: the per-rank bf16 residual is not restored on another layout (a warning names it)", why);
+            CHECK_WHY(RANK != 0 || strstr(LOG, "per-rank state 'dp.bf16_residual' not restored"),
+                      "reshard: the per-rank bf16 residual is not restored on another layout (a warning names it)", why);
         }
         bad = ok ? compare_unsplit(&b, from, why, sizeof why) : -1;
-        check(bad == 0, tu_name("reshard %s -> %s: every parameter, m and v element = the checkpoint's element of its global index", olay, here), why);
+        CHECK_WHY(bad == 0, tu_name("reshard %s -> %s: every parameter, m and v element = the checkpoint's element of its global index", olay, here), why);
         for (i = KSAVE; ok && i < NSTEPS; i++) {
             res[i] = run_step(&b);
             md = fmax(md, fabs((double)res[i] - ref[i]) / fmax(1.0, fabs((double)ref[i])));
             if (have) mo = fmax(mo, fabs((double)res[i] - orig[i]) / fmax(1.0, fabs((double)orig[i])));
         }
         snprintf(why, sizeof why, "max relative loss difference %g (have the original curve: %d)", mo, have);
-        check(ok && have && mo < tol, tu_name("reshard %s -> %s: resumed losses follow the original layout's uninterrupted run (rel. tol %g)", olay, here, tol), why);
+        CHECK_WHY(ok && have && mo < tol, tu_name("reshard %s -> %s: resumed losses follow the original layout's uninterrupted run (rel. tol %g)", olay, here, tol), why);
         snprintf(why, sizeof why, "max relative loss difference %g", md);
-        check(ok && md < tol, tu_name("reshard %s -> %s: resumed losses follow this layout's uninterrupted run (rel. tol %g)", olay, here, tol), why);
+        CHECK_WHY(ok && md < tol, tu_name("reshard %s -> %s: resumed losses follow this layout's uninterrupted run (rel. tol %g)", olay, here, tol), why);
         if (RANK == 0)
             printf("reshard %s -> %s: max relative loss difference %.3g vs the original run, %.3g vs this layout's own run (steps %d..%d)\n", olay, here, mo, md,
                    KSAVE, NSTEPS - 1);
@@ -510,20 +503,20 @@ int main(int argc, char **argv) {
                                               0, 0, 0, 0x14, 0, 0, 0, 0x18, 0x28, 0, 0, 0, 0, 0, 0, 0, 0x02, 0, 0, 0, 0, 0, 0, 0};
         uint32_t c;
         for (i = 0; i < 32; i++) z[i] = 0, o[i] = 0xff, inc[i] = (unsigned char)i, dec[i] = (unsigned char)(31 - i);
-        check(pt_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c(\"123456789\") = e3069283", "wrong");
-        check(pt_crc32c(0, z, 32) == 0x8A9136AAu, "crc32c(32 zero bytes) = 8a9136aa (RFC 3720 B.4)", "wrong");
-        check(pt_crc32c(0, o, 32) == 0x62A8AB43u, "crc32c(32 0xff bytes) = 62a8ab43", "wrong");
-        check(pt_crc32c(0, inc, 32) == 0x46DD794Eu, "crc32c(bytes 0..31) = 46dd794e", "wrong");
-        check(pt_crc32c(0, dec, 32) == 0x113FDB5Cu, "crc32c(bytes 31..0) = 113fdb5c", "wrong");
+        CHECK_WHY(pt_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c(\"123456789\") = e3069283", "wrong");
+        CHECK_WHY(pt_crc32c(0, z, 32) == 0x8A9136AAu, "crc32c(32 zero bytes) = 8a9136aa (RFC 3720 B.4)", "wrong");
+        CHECK_WHY(pt_crc32c(0, o, 32) == 0x62A8AB43u, "crc32c(32 0xff bytes) = 62a8ab43", "wrong");
+        CHECK_WHY(pt_crc32c(0, inc, 32) == 0x46DD794Eu, "crc32c(bytes 0..31) = 46dd794e", "wrong");
+        CHECK_WHY(pt_crc32c(0, dec, 32) == 0x113FDB5Cu, "crc32c(bytes 31..0) = 113fdb5c", "wrong");
         c = pt_crc32c(0, pdu, 48);
         snprintf(why, sizeof why, "got %08x", c);
-        check(c == 0xD9963A56u, "crc32c(iSCSI read PDU, 48 bytes) = d9963a56", why);
+        CHECK_WHY(c == 0xD9963A56u, "crc32c(iSCSI read PDU, 48 bytes) = d9963a56", why);
         c = pt_crc32c(pt_crc32c(0, pdu, 13), pdu + 13, 35);
-        check(c == pt_crc32c(0, pdu, 48), "crc32c continues over pieces", "differs");
-        check(pt_crc32c(0, pdu + 1, 20) == pt_crc32c(0, pdu + 1, 20) && pt_crc32c(0, NULL, 0) == 0, "crc32c unaligned start, empty", "wrong");
+        CHECK_WHY(c == pt_crc32c(0, pdu, 48), "crc32c continues over pieces", "differs");
+        CHECK_WHY(pt_crc32c(0, pdu + 1, 20) == pt_crc32c(0, pdu + 1, 20) && pt_crc32c(0, NULL, 0) == 0, "crc32c unaligned start, empty", "wrong");
         for (ok = 1, i = 0; i <= 48; i++) /* the file CRC of a checkpoint is combined from its pieces' CRCs */
             ok = ok && pt__crc32c_combine(pt_crc32c(0, pdu, (size_t)i), pt_crc32c(0, pdu + i, (size_t)(48 - i)), 48 - i) == pt_crc32c(0, pdu, 48);
-        check(ok, "crc32c combine(crc(A), crc(B), |B|) = crc(A|B) for every cut of 48 bytes", "differs");
+        CHECK_WHY(ok, "crc32c combine(crc(A), crc(B), |B|) = crc(A|B) for every cut of 48 bytes", "differs");
         { /* the constant slicing tables against the polynomial */
             uint32_t c, i2;
             int k2;
@@ -532,7 +525,7 @@ int main(int argc, char **argv) {
                 ok = ok && pt__crc_tab[0][i2] == c;
                 for (k2 = 1; k2 < 8; k2++) ok = ok && pt__crc_tab[k2][i2] == ((pt__crc_tab[k2 - 1][i2] >> 8) ^ pt__crc_tab[0][pt__crc_tab[k2 - 1][i2] & 0xff]);
             }
-            check(ok, "crc32c: the constant slicing-by-8 tables equal those computed from the polynomial", "differ");
+            CHECK_WHY(ok, "crc32c: the constant slicing-by-8 tables equal those computed from the polynomial", "differ");
         }
 #if PT__X86
         { /* the SSE4.2 path (three streams above 64 KiB) against slicing-by-8, long and odd lengths */
@@ -551,7 +544,7 @@ int main(int argc, char **argv) {
             }
             free(big);
             snprintf(why, sizeof why, "hardware path %s", hw ? "in use" : "absent (both sides software)");
-            check(ok, "crc32c: SSE4.2 path = slicing-by-8 on long buffers (odd starts and lengths)", why);
+            CHECK_WHY(ok, "crc32c: SSE4.2 path = slicing-by-8 on long buffers (odd starts and lengths)", why);
         }
 #endif
     }
@@ -559,7 +552,7 @@ int main(int argc, char **argv) {
     /* ---- the reference: NSTEPS steps without a break ---- */
     ok = run_open(&a);
     for (i = 0; ok && i < NSTEPS; i++) ok = !isnan(ref[i] = run_step(&a));
-    if (!check(ok, "reference run trains", ok ? "" : pt_error(a.ctx))) goto done;
+    if (!CHECK_WHY(ok, "reference run trains", ok ? "" : pt_error(a.ctx))) goto done;
     run_close(&a);
 
     /* ---- run A: KSAVE steps with checkpoints at 2 and KSAVE, then on to NSTEPS ---- */
@@ -574,18 +567,18 @@ int main(int argc, char **argv) {
     }
     ok = ok && pt_ckpt_save(a.ctx, a.o, dir, pt_optim_steps(a.o), &opts) == PT_OK;
     snap_take(&a, &s4);
-    check(ok, "run A: saves at steps 2 and 4 (losses unchanged by saving)", pt_error(a.ctx));
+    CHECK_WHY(ok, "run A: saves at steps 2 and 4 (losses unchanged by saving)", pt_error(a.ctx));
     for (i = KSAVE; ok && i < NSTEPS; i++) ok = run_step(&a) == ref[i];
-    check(ok, "run A: saving does not perturb training (losses = reference to the end)", pt_error(a.ctx));
+    CHECK_WHY(ok, "run A: saving does not perturb training (losses = reference to the end)", pt_error(a.ctx));
     snprintf(p, sizeof p, "%s/step_000000004/manifest", dir);
     snprintf(q, sizeof q, "%s/step_000000004/rank_%05d.bin", dir, RANK);
-    check(exists(p) && exists(q), "checkpoint layout: step_000000004/manifest and one rank_*.bin per rank", p);
+    CHECK_WHY(exists(p) && exists(q), "checkpoint layout: step_000000004/manifest and one rank_*.bin per rank", p);
     {
         char line[64];
-        check(!strcmp(latest_of(dir, line), "step_000000004\n"), "latest names step_000000004", line);
+        CHECK_WHY(!strcmp(latest_of(dir, line), "step_000000004\n"), "latest names step_000000004", line);
     }
     snprintf(p, sizeof p, "%s/step_000000004", dir);
-    check(pt_ckpt_verify(p, why, sizeof why) == PT_OK, "pt_ckpt_verify passes on a good checkpoint", why);
+    CHECK_WHY(pt_ckpt_verify(p, why, sizeof why) == PT_OK, "pt_ckpt_verify passes on a good checkpoint", why);
     run_close(&a);
     ref_write(dir, ref);
 
@@ -594,22 +587,22 @@ int main(int argc, char **argv) {
     ok = run_open(&b);
     ok = ok && pt_ckpt_load(b.ctx, b.o, dir, &step) == PT_OK;
     snprintf(why, sizeof why, "load: %s, step %lld", pt_error(b.ctx), (long long)step);
-    check(ok && step == KSAVE, "load picks the newest checkpoint (step 4)", why);
-    check(ok && snap_equal(&b, &s4, why, sizeof why), "round trip bit-exact: parameters, AdamW m and v, steps, registered state", why);
+    CHECK_WHY(ok && step == KSAVE, "load picks the newest checkpoint (step 4)", why);
+    CHECK_WHY(ok && snap_equal(&b, &s4, why, sizeof why), "round trip bit-exact: parameters, AdamW m and v, steps, registered state", why);
     for (i = KSAVE; ok && i < NSTEPS; i++) res[i] = run_step(&b);
     {
         double md = 0;
         for (i = KSAVE; i < NSTEPS; i++) md = fmax(md, fabs((double)res[i] - ref[i]));
         ok = ok && md == 0;
         snprintf(why, sizeof why, "max |loss difference| %g over steps %d..%d", md, KSAVE, NSTEPS - 1);
-        check(ok, tu_name("exact resume: losses of steps %d..%d bit-identical to the uninterrupted run", KSAVE, NSTEPS - 1), why);
+        CHECK_WHY(ok, tu_name("exact resume: losses of steps %d..%d bit-identical to the uninterrupted run", KSAVE, NSTEPS - 1), why);
         if (RANK == 0) printf("resume: max loss difference %g over steps %d..%d (dp %d, tp %d, pp %d%s)\n", md, KSAVE, NSTEPS - 1, DPN, NTP, NPP,
                                  DPN > 1 ? ", ZeRO-1" : "");
     }
     /* a step directory given directly */
     snprintf(p, sizeof p, "%s/step_000000002", dir);
     ok = pt_ckpt_load(b.ctx, b.o, p, &step) == PT_OK && step == 2;
-    check(ok && snap_equal(&b, &s2, why, sizeof why), "load of a given step directory (step 2) restores that state", why);
+    CHECK_WHY(ok && snap_equal(&b, &s2, why, sizeof why), "load of a given step directory (step 2) restores that state", why);
     run_close(&b);
     if (WORLD == 1) { /* a vocabulary padded to another size: refused, naming both sizes */
         pt_desc desc;
@@ -624,7 +617,7 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/step_000000004", dir);
         ok = m2 && pt_ckpt_load(ctx, NULL, p, &step) == PT_ERR_FORMAT && strstr(pt_error(ctx), "vocab_padded=64") &&
              strstr(pt_error(ctx), "to 128 here");
-        check(ok, "a model whose vocabulary is padded to another size (128, checkpoint 64) is refused, naming both", ctx ? pt_error(ctx) : "");
+        CHECK_WHY(ok, "a model whose vocabulary is padded to another size (128, checkpoint 64) is refused, naming both", ctx ? pt_error(ctx) : "");
         if (RANK == 0) printf("  message: %s\n", ctx ? pt_error(ctx) : "");
         if (m2) pt_gpt_free(m2);
         if (ctx) pt_shutdown(ctx);
@@ -653,14 +646,14 @@ int main(int argc, char **argv) {
         ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK;
         pend = (int)pt_ckpt_pending(a.ctx);
         snprintf(why, sizeof why, "%s; in flight: step %d, step_000000002 %s", pt_error(a.ctx), pend, exists(s2d) ? "exists" : "absent");
-        check(ok && pend == 2 && !exists(s2d), "async save of step 2 returns with the write in flight (nothing committed yet)", why);
+        CHECK_WHY(ok && pend == 2 && !exists(s2d), "async save of step 2 returns with the write in flight (nothing committed yet)", why);
         for (; ok && i < KSAVE; i++) ok = run_step(&a) == ref[i]; /* the parameters change under the write */
         ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK;
         pend = (int)pt_ckpt_pending(a.ctx);
         ok = ok && pend == 4 && pt_ckpt_verify(s2d, why, sizeof why) == PT_OK && !exists(s4d);
-        check(ok, "a second async save while the first is in flight commits step 2 first, then writes step 4", why);
+        CHECK_WHY(ok, "a second async save while the first is in flight commits step 2 first, then writes step 4", why);
         for (; ok && i < NSTEPS; i++) ok = run_step(&a) == ref[i];
-        check(ok, "async: training on during the writes gives the reference losses", pt_error(a.ctx));
+        CHECK_WHY(ok, "async: training on during the writes gives the reference losses", pt_error(a.ctx));
         for (t0 = pt_time(); ok && pt_ckpt_pending(a.ctx) >= 0 && pt_time() - t0 < 20;) {
             struct timespec ts = {0, 5000000L};
             ok = pt_ckpt_poll(a.ctx) == PT_OK;
@@ -668,23 +661,23 @@ int main(int argc, char **argv) {
         }
         unsetenv("PTRAIN_CKPT_DELAY_MS");
         committed = pt_ckpt_pending(a.ctx) < 0 && exists(s4d);
-        check(ok && committed, "pt_ckpt_poll commits step 4 once every rank's write is done", pt_error(a.ctx));
-        check(pt_ckpt_wait(a.ctx) == PT_OK && pt_ckpt_stats_get(a.ctx).step == 4 && pt_ckpt_stats_get(a.ctx).bytes > 0,
-              "pt_ckpt_wait with nothing in flight: PT_OK; stats name step 4", pt_error(a.ctx));
+        CHECK_WHY(ok && committed, "pt_ckpt_poll commits step 4 once every rank's write is done", pt_error(a.ctx));
+        CHECK_WHY(pt_ckpt_wait(a.ctx) == PT_OK && pt_ckpt_stats_get(a.ctx).step == 4 && pt_ckpt_stats_get(a.ctx).bytes > 0,
+                  "pt_ckpt_wait with nothing in flight: PT_OK; stats name step 4", pt_error(a.ctx));
         run_close(&a);
         ok = run_open(&b);
         ok = ok && pt_ckpt_load(b.ctx, b.o, ad, &step) == PT_OK && step == KSAVE;
         snprintf(why, sizeof why, "load: %s, step %lld", pt_error(b.ctx), (long long)step);
-        check(ok && snap_equal(&b, &s4, why, sizeof why), "async checkpoint of step 4 = the state at the call, bit-exact (not the later state)", why);
+        CHECK_WHY(ok && snap_equal(&b, &s4, why, sizeof why), "async checkpoint of step 4 = the state at the call, bit-exact (not the later state)", why);
         for (i = KSAVE; ok && i < NSTEPS; i++) res[i] = run_step(&b);
         {
             double md = 0;
             for (i = KSAVE; i < NSTEPS; i++) md = fmax(md, fabs((double)res[i] - ref[i]));
             snprintf(why, sizeof why, "max |loss difference| %g", md);
-            check(ok && md == 0, "async: exact resume from step 4 (losses bit-identical to the uninterrupted run)", why);
+            CHECK_WHY(ok && md == 0, "async: exact resume from step 4 (losses bit-identical to the uninterrupted run)", why);
         }
         ok = pt_ckpt_load(b.ctx, b.o, s2d, &step) == PT_OK && step == 2;
-        check(ok && snap_equal(&b, &s2, why, sizeof why), "async checkpoint of step 2 = the state at its call, bit-exact", why);
+        CHECK_WHY(ok && snap_equal(&b, &s2, why, sizeof why), "async checkpoint of step 2 = the state at its call, bit-exact", why);
         run_close(&b);
 
         /* failures of the background write: reported by pt_ckpt_wait, and by the next save */
@@ -692,7 +685,7 @@ int main(int argc, char **argv) {
         ok = run_open(&a);
         for (i = 0; ok && i < 2; i++) ok = !isnan(run_step(&a));
         ok = ok && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK && pt_ckpt_wait(a.ctx) == PT_OK;
-        check(ok, "async save of step 2, then pt_ckpt_wait: PT_OK", pt_error(a.ctx));
+        CHECK_WHY(ok, "async save of step 2, then pt_ckpt_wait: PT_OK", pt_error(a.ctx));
         snprintf(s2d, sizeof s2d, "%s/step_000000002", ad);
         ok = !isnan(run_step(&a));
         setenv("PTRAIN_CKPT_FAIL", "1000", 1);
@@ -700,8 +693,8 @@ int main(int argc, char **argv) {
         unsetenv("PTRAIN_CKPT_FAIL");
         ok = ok && !isnan(run_step(&a)) && pt_ckpt_wait(a.ctx) == PT_ERR_IO;
         snprintf(why, sizeof why, "%s", pt_error(a.ctx));
-        check(ok && strstr(why, "step 3 not saved (asynchronous write)") && strstr(why, "PTRAIN_CKPT_FAIL") && strstr(why, "rank_00000.bin"),
-              "a failed async write: pt_ckpt_wait returns PT_ERR_IO with the same reason on every rank", why);
+        CHECK_WHY(ok && strstr(why, "step 3 not saved (asynchronous write)") && strstr(why, "PTRAIN_CKPT_FAIL") && strstr(why, "rank_00000.bin"),
+                  "a failed async write: pt_ckpt_wait returns PT_ERR_IO with the same reason on every rank", why);
         pt_error_clear(a.ctx);
         snprintf(p, sizeof p, "%s/step_000000003", ad);
         snprintf(q, sizeof q, "%s/.tmp.step_000000003", ad);
@@ -710,23 +703,23 @@ int main(int argc, char **argv) {
             char line[64];
             ok = ok && !strcmp(latest_of(ad, line), "step_000000002\n");
         }
-        check(ok, "failed async write: no step 3, no temporary directory, step 2 intact and still latest", why);
+        CHECK_WHY(ok, "failed async write: no step 3, no temporary directory, step 2 intact and still latest", why);
         setenv("PTRAIN_CKPT_FAIL", "1000", 1);
         ok = pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK; /* step 4, failing in the background */
         unsetenv("PTRAIN_CKPT_FAIL");
         ok = ok && !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_ERR_IO;
         snprintf(why, sizeof why, "%s; in flight %lld", pt_error(a.ctx), (long long)pt_ckpt_pending(a.ctx));
-        check(ok && strstr(why, "step 4 not saved") && pt_ckpt_pending(a.ctx) < 0,
-              "a failed async write is reported by the next save (which starts nothing)", why);
+        CHECK_WHY(ok && strstr(why, "step 4 not saved") && pt_ckpt_pending(a.ctx) < 0,
+                  "a failed async write is reported by the next save (which starts nothing)", why);
         pt_error_clear(a.ctx);
         ok = pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK && pt_ckpt_wait(a.ctx) == PT_OK;
         snprintf(p, sizeof p, "%s/step_000000005", ad);
-        check(ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK, "after a failure the next async save (step 5) works", ok ? why : pt_error(a.ctx));
+        CHECK_WHY(ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK, "after a failure the next async save (step 5) works", ok ? why : pt_error(a.ctx));
         /* a save still in flight at pt_shutdown: the writer is joined (ASan: nothing leaks), a warning */
         ok = !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, ad, -1, &ao) == PT_OK;
         LOG[0] = 0;
         run_close(&a);
-        check(ok && strstr(LOG, "never committed"), "pt_shutdown with an async save in flight joins the writer and warns", LOG);
+        CHECK_WHY(ok && strstr(LOG, "never committed"), "pt_shutdown with an async save in flight joins the writer and warns", LOG);
         /* the next commit in that directory removes what it left (and the dropped checkpoints) */
         ok = run_open(&b) && pt_ckpt_load(b.ctx, b.o, ad, &step) == PT_OK && step == 5;
         ao.async = 0, ao.keep_last = 1;
@@ -736,7 +729,7 @@ int main(int argc, char **argv) {
         snprintf(p, sizeof p, "%s/.tmp.step_000000006", ad);
         snprintf(q, sizeof q, "%s/.del.step_000000005", ad);
         snprintf(why, sizeof why, "%.900s %s, %.900s %s", p, exists(p) ? "exists" : "gone", q, exists(q) ? "exists" : "gone");
-        check(ok && !exists(p) && !exists(q) && !exists(s2d), "the next commit removes the uncommitted temporary and the checkpoints retention dropped", why);
+        CHECK_WHY(ok && !exists(p) && !exists(q) && !exists(s2d), "the next commit removes the uncommitted temporary and the checkpoints retention dropped", why);
     }
 
     /* ---- corruption: each case on a copy of the run directory; step 4 is damaged, step 2 must be used ---- */
@@ -766,11 +759,11 @@ int main(int argc, char **argv) {
             ok = run_open(&b);
             ok = ok && pt_ckpt_load(b.ctx, b.o, cd, &step) == PT_OK;
             snprintf(why, sizeof why, "step %lld, %s", (long long)step, pt_error(b.ctx));
-            check(ok && step == 2, tu_name("corruption (%s): detected, the previous checkpoint (step 2) is loaded", cases[c]), why);
-            check(ok && snap_equal(&b, &s2, why, sizeof why), tu_name("corruption (%s): state = step 2's, bit-exact", cases[c]), why);
+            CHECK_WHY(ok && step == 2, tu_name("corruption (%s): detected, the previous checkpoint (step 2) is loaded", cases[c]), why);
+            CHECK_WHY(ok && snap_equal(&b, &s2, why, sizeof why), tu_name("corruption (%s): state = step 2's, bit-exact", cases[c]), why);
             ok = strstr(LOG, target) != NULL || RANK != 0;
             snprintf(why, sizeof why, "log: %.600s", LOG);
-            check(ok, tu_name("corruption (%s): the warning names %s", cases[c], strrchr(target, '/') + 1), why);
+            CHECK_WHY(ok, tu_name("corruption (%s): the warning names %s", cases[c], strrchr(target, '/') + 1), why);
             if (RANK == 0 && c < 5) printf("  message: %s", LOG);
             run_close(&b);
         }
@@ -788,10 +781,10 @@ int main(int argc, char **argv) {
         sync_all();
         run_open(&b);
         ok = pt_ckpt_load(b.ctx, b.o, cd, &step) == PT_ERR_FORMAT && step == -1;
-        check(ok, "no valid checkpoint: PT_ERR_FORMAT", pt_error(b.ctx));
+        CHECK_WHY(ok, "no valid checkpoint: PT_ERR_FORMAT", pt_error(b.ctx));
         pt_error_clear(b.ctx);
         ok = pt_ckpt_load(b.ctx, b.o, p, &step) == PT_ERR_IO;
-        check(ok && strstr(pt_error(b.ctx), "no checkpoint"), "empty directory: PT_ERR_IO 'no checkpoint'", pt_error(b.ctx));
+        CHECK_WHY(ok && strstr(pt_error(b.ctx), "no checkpoint"), "empty directory: PT_ERR_IO 'no checkpoint'", pt_error(b.ctx));
         run_close(&b);
     }
 
@@ -803,41 +796,41 @@ int main(int argc, char **argv) {
         opts.keep_last = 2, opts.model = NULL;
         ok = run_open(&a);
         for (i = 0; ok && i < 5; i++) ok = !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, rd, -1, &opts) == PT_OK;
-        check(ok, "5 saves with keep_last 2", pt_error(a.ctx));
+        CHECK_WHY(ok, "5 saves with keep_last 2", pt_error(a.ctx));
         for (i = 1; i <= 5; i++) {
             snprintf(p, sizeof p, "%s/step_%09d", rd, i);
             n += exists(p) << (i - 1);
         }
         snprintf(why, sizeof why, "present steps mask %#x (want 0x18: steps 4 and 5)", n);
-        check(n == 0x18, "retention keeps the newest 2 (steps 4, 5)", why);
+        CHECK_WHY(n == 0x18, "retention keeps the newest 2 (steps 4, 5)", why);
         /* the same step saved again replaces it */
         ok = pt_ckpt_save(a.ctx, a.o, rd, -1, &opts) == PT_OK;
         snprintf(p, sizeof p, "%s/step_000000005", rd);
-        check(ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK, "saving the same step again replaces it (still valid)", pt_error(a.ctx));
+        CHECK_WHY(ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK, "saving the same step again replaces it (still valid)", pt_error(a.ctx));
         /* a save that fails half-way: the older checkpoints stay, no step_6, no temporary left, latest unchanged */
         ok = run_step(&a) == run_step(&a); /* two more steps: 7 */
         (void)ok;
         setenv("PTRAIN_CKPT_FAIL", "1000", 1);
         ok = pt_ckpt_save(a.ctx, a.o, rd, -1, &opts) == PT_ERR_IO;
         unsetenv("PTRAIN_CKPT_FAIL");
-        check(ok && strstr(pt_error(a.ctx), "PTRAIN_CKPT_FAIL"), "a failing write makes pt_ckpt_save return PT_ERR_IO with the reason", pt_error(a.ctx));
+        CHECK_WHY(ok && strstr(pt_error(a.ctx), "PTRAIN_CKPT_FAIL"), "a failing write makes pt_ckpt_save return PT_ERR_IO with the reason", pt_error(a.ctx));
         pt_error_clear(a.ctx);
         snprintf(p, sizeof p, "%s/step_000000007", rd);
         snprintf(q, sizeof q, "%s/.tmp.step_000000007", rd);
-        check(!exists(p) && !exists(q), "failed save: no step_000000007, no temporary directory left", p);
+        CHECK_WHY(!exists(p) && !exists(q), "failed save: no step_000000007, no temporary directory left", p);
         snprintf(p, sizeof p, "%s/step_000000005", rd);
         ok = pt_ckpt_verify(p, why, sizeof why) == PT_OK;
         snprintf(p, sizeof p, "%s/step_000000004", rd);
         ok = ok && pt_ckpt_verify(p, why, sizeof why) == PT_OK;
-        check(ok, "failed save: the previous checkpoints (4, 5) still verify", why);
+        CHECK_WHY(ok, "failed save: the previous checkpoints (4, 5) still verify", why);
         {
             char line[64];
-            check(!strcmp(latest_of(rd, line), "step_000000005\n"), "failed save: latest still names step_000000005", line);
+            CHECK_WHY(!strcmp(latest_of(rd, line), "step_000000005\n"), "failed save: latest still names step_000000005", line);
         }
         run_close(&a);
         run_open(&b);
         ok = pt_ckpt_load(b.ctx, b.o, rd, &step) == PT_OK && step == 5;
-        check(ok, "after the failed save the directory loads step 5", pt_error(b.ctx));
+        CHECK_WHY(ok, "after the failed save the directory loads step 5", pt_error(b.ctx));
         run_close(&b);
         /* a step directory newer than latest (an abandoned run): load follows latest; retention after
            a save of an older step keeps it and the step just saved */
@@ -851,7 +844,7 @@ int main(int argc, char **argv) {
         run_open(&b);
         ok = pt_ckpt_load(b.ctx, b.o, rd, &step) == PT_OK && step == 5;
         snprintf(why, sizeof why, "step %lld; log: %.300s", (long long)step, LOG);
-        check(ok && (RANK != 0 || strstr(LOG, "newer step directory")), "a step directory newer than latest is skipped with a warning (step 5 loaded)", why);
+        CHECK_WHY(ok && (RANK != 0 || strstr(LOG, "newer step directory")), "a step directory newer than latest is skipped with a warning (step 5 loaded)", why);
         opts.keep_last = 1;
         ok = !isnan(run_step(&b)) && pt_ckpt_save(b.ctx, b.o, rd, -1, &opts) == PT_OK;
         for (n = 0, i = 1; i <= 9; i++) {
@@ -859,7 +852,7 @@ int main(int argc, char **argv) {
             n += exists(p) << (i - 1);
         }
         snprintf(why, sizeof why, "present steps mask %#x (want 0x120: steps 6 and 9)", n);
-        check(ok && n == 0x120, "retention (keep 1) after a save of step 6 keeps step 6 and leaves the newer step 9 alone", why);
+        CHECK_WHY(ok && n == 0x120, "retention (keep 1) after a save of step 6 keeps step 6 and leaves the newer step 9 alone", why);
         run_close(&b);
     }
     snap_free(&s4);
@@ -867,12 +860,8 @@ int main(int argc, char **argv) {
 done:
     if (getenv("CKPT_FROM") || getenv("CKPT_LOADER") || getenv("CKPT_SHORT")) {
         if (RANK == 0 && tu_nfail == 0 && !getenv("CKPT_KEEP") && !getenv("CKPT_FROM")) rm_tree(base);
-        pt_dist_finalize(D);
-        if (RANK == 0) return tu_summary();
-        return tu_nfail != 0;
-    }
-    if (RANK == 0 && tu_nfail == 0 && !getenv("CKPT_KEEP")) rm_tree(base);
+    } else if (RANK == 0 && tu_nfail == 0 && !getenv("CKPT_KEEP")) rm_tree(base);
+    i = tu_summary();
     pt_dist_finalize(D);
-    if (RANK == 0) return tu_summary();
-    return tu_nfail != 0;
+    return i;
 }

@@ -38,13 +38,6 @@ static void log_cb(void *user, int level, const char *msg) {
     (void)user, (void)level;
     if (n + strlen(msg) + 2 < sizeof LOG) snprintf(LOG + n, sizeof LOG - n, "%s\n", msg);
 }
-static int check(int ok, const char *name, const char *why) {
-    int all = pt_dist_agree(D, ok);
-    if (RANK == 0) tu_check(all, __FILE__, __LINE__, name, "%s", all ? "" : (ok ? "failed on another rank" : why));
-    else if (all) tu_npass++;
-    else tu_nfail++;
-    return all;
-}
 
 static pt_gpt_config CFG;
 typedef struct model {
@@ -556,6 +549,7 @@ int main(int argc, char **argv) {
         return 1;
     }
 #endif
+    tu_mpi_init(NULL);
     RANK = pt_dist_rank(D);
     if (D) NTP = pt_dist_layout(D).tp, DPN = pt_dist_layout(D).dp;
     snprintf(base, sizeof base, "%s", argc > 1 ? argv[1] : "build/tests/ckpttool");
@@ -571,12 +565,12 @@ int main(int argc, char **argv) {
     memset(&eo, 0, sizeof eo);
 
     ok = model_open(&a, D, 1);
-    check(ok, "a GPT with AdamW", a.ctx ? pt_error(a.ctx) : "");
+    CHECK_WHY(ok, "a GPT with AdamW", a.ctx ? pt_error(a.ctx) : "");
     if (!ok) goto done;
 
     /* step 0 of any layout: the initial values, equal to a 1-rank model's bit for bit */
     ok = pt_ckpt_save(a.ctx, a.o, run, 0, &co) == PT_OK;
-    check(ok, "save step 0", pt_error(a.ctx));
+    CHECK_WHY(ok, "save step 0", pt_error(a.ctx));
     snprintf(p, sizeof p, "%s/init.safetensors", base);
     snprintf(sd, sizeof sd, "%s/step_000000000", run);
     if (RANK == 0) {
@@ -588,12 +582,12 @@ int main(int argc, char **argv) {
         else snprintf(why, sizeof why, "%s", err);
         if (ok || one.ctx) model_close(&one);
     }
-    check(ok, "the export of step 0 equals a 1-rank model's initial parameters bit for bit", why);
+    CHECK_WHY(ok, "the export of step 0 equals a 1-rank model's initial parameters bit for bit", why);
 
     for (i = 0; i < 3; i++) ok = ok && !isnan(model_step(&a, i, 1));
-    check(ok, "3 training steps", pt_error(a.ctx));
+    CHECK_WHY(ok, "3 training steps", pt_error(a.ctx));
     ok = pt_ckpt_save(a.ctx, a.o, run, -1, &co) == PT_OK;
-    check(ok, "save step 3", pt_error(a.ctx));
+    CHECK_WHY(ok, "save step 3", pt_error(a.ctx));
     snprintf(sd, sizeof sd, "%s/step_000000003", run);
 
     /* inspect */
@@ -612,7 +606,7 @@ int main(int argc, char **argv) {
                              in.optim_kind, (long long)in.optim_steps, np, nm, in.nfiles);
         pt_ckpt_info_free(&in);
     } else snprintf(why, sizeof why, "%s", err);
-    check(ok, "pt_ckpt_info_read (through DIR/latest): step, layout, model, optimizer, files, global tensors with their shapes", why);
+    CHECK_WHY(ok, "pt_ckpt_info_read (through DIR/latest): step, layout, model, optimizer, files, global tensors with their shapes", why);
 
     /* exports: rank 0 writes, every rank checks its own shards */
     {
@@ -625,11 +619,11 @@ int main(int argc, char **argv) {
             eo.bf16 = ex[i].bf16, eo.moments = ex[i].moments;
             err[0] = 0;
             ok = RANK != 0 || pt_ckpt_export(sd, p, &eo, err, sizeof err) == PT_OK;
-            check(ok, tu_name("pt_ckpt_export %s", ex[i].file), err);
+            CHECK_WHY(ok, tu_name("pt_ckpt_export %s", ex[i].file), err);
             ok = ok && check_export(p, &a, ex[i].bf16, ex[i].moments, why, sizeof why);
-            check(ok, tu_name("%s: header, offsets, padding per the spec; every value %s", ex[i].file,
-                              ex[i].bf16 ? "the round-to-nearest-even of the model's" : ex[i].moments ? "and moment exact" : "exact"),
-                  why);
+            CHECK_WHY(ok, tu_name("%s: header, offsets, padding per the spec; every value %s", ex[i].file,
+                                  ex[i].bf16 ? "the round-to-nearest-even of the model's" : ex[i].moments ? "and moment exact" : "exact"),
+                      why);
         }
     }
 
@@ -649,7 +643,7 @@ int main(int argc, char **argv) {
             free(x), free(y);
         }
         model_close(&b);
-        check(ok, "pt_safetensors_load of the F32 export on this layout: every shard equals the trained model's bit for bit", why);
+        CHECK_WHY(ok, "pt_safetensors_load of the F32 export on this layout: every shard equals the trained model's bit for bit", why);
     }
 
     if (pt_dist_size(D) == 1) {
@@ -703,6 +697,7 @@ int main(int argc, char **argv) {
     }
 done:
     model_close(&a);
+    i = tu_summary();
     pt_dist_finalize(D);
-    return RANK == 0 ? tu_summary() : (tu_nfail ? 1 : 0);
+    return i;
 }

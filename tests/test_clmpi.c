@@ -14,6 +14,7 @@
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 #include "param_check.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -36,22 +37,8 @@ typedef struct {
     int row0, rows, m;        /* this rank's rows; micro-batches */
 } model;
 
-static int npass, nfail, world_rank;
+static int world_rank;
 static pt_dist *grid;
-
-static int agree(int ok) {
-    int all = ok != 0;
-    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_WORLD));
-    return all;
-}
-static void check(int ok, const char *name, const char *why) {
-    ok = agree(ok);
-    if (ok) npass++; else nfail++;
-    if (world_rank == 0) {
-        if (ok) printf("PASS %s\n", name); else printf("FAIL %s: %s\n", name, why);
-        fflush(stdout);
-    }
-}
 
 /* the model's parameters for the stages in mine[0..n) (creation order: the tied copy first on the last stage) */
 static void build(pt_ctx *ctx, model *md, int nst, const int *mine, int n) {
@@ -336,6 +323,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     world_rank = pt_dist_rank(grid);
+    tu_mpi_init(NULL);
     lay = pt_dist_layout(grid);
     if (o.m == 0) o.m = lay.pp;
     if (lay.pp > MAXST || (GB / lay.dp) % o.m != 0 || VP % lay.tp || HID % lay.tp) {
@@ -350,10 +338,10 @@ int main(int argc, char **argv) {
     ref = reference(&o, lay.pp, rl, rg);
     err[0] = 0;
     a = parallel(&o, l1, g1, 1, err, sizeof err, &xok, xmsg, sizeof xmsg);
-    check(pt_status_get(a) == PT_OK && !err[0], "parallel run completes", err);
-    if (nfail) goto done;
+    CHECK_WHY(pt_status_get(a) == PT_OK && !err[0], "parallel run completes", err);
+    if (tu_nfail) goto done;
     snprintf(err, sizeof err, "backend '%s', asked for %s", pt_backend_name(a), o.device);
-    check(!strcmp(o.device, "cpu") || strcmp(pt_backend_name(a), "cpu") != 0, "the parallel run is on the asked device", err);
+    CHECK_WHY(!strcmp(o.device, "cpu") || strcmp(pt_backend_name(a), "cpu") != 0, "the parallel run is on the asked device", err);
     for (s = 0; s < o.steps; s++) {
         double e = fabs((double)l1[s] - rl[s]) / fabs((double)rl[s]), f = fabs((double)g1[s] - rg[s]) / fabs((double)rg[s]);
         if (!(e <= dl)) dl = e;
@@ -363,27 +351,27 @@ int main(int argc, char **argv) {
         printf("  step 0 loss %.7f (reference %.7f), step %d loss %.7f (reference %.7f); max rel loss diff %.3g, grad-norm diff %.3g\n", l1[0],
                rl[0], o.steps - 1, l1[o.steps - 1], rl[o.steps - 1], dl, dg);
     snprintf(err, sizeof err, "max relative loss difference %.3g > %.3g", dl, tol);
-    check(dl <= tol, "per-step losses equal the single CPU process", err);
+    CHECK_WHY(dl <= tol, "per-step losses equal the single CPU process", err);
     snprintf(err, sizeof err, "max relative grad-norm difference %.3g > %.3g", dg, o.compress ? 1e-2 : tol);
-    check(dg <= (o.compress ? 1e-2 : tol), "per-step global gradient norms equal the single CPU process", err);
+    CHECK_WHY(dg <= (o.compress ? 1e-2 : tol), "per-step global gradient norms equal the single CPU process", err);
     dpar = param_diff(grid, a, ref, worst, sizeof worst);
     MPI_Allreduce(MPI_IN_PLACE, &dpar, 1, MPI_DOUBLE, MPI_MAX, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_WORLD));
     if (world_rank == 0) printf("  max per-tensor rel param diff %.3g (%s)\n", dpar, worst);
     snprintf(err, sizeof err, "per-tensor relative parameter difference %.3g > %.3g (%s)", dpar, tol_p, worst);
     snprintf(name, sizeof name, "final parameters equal the single CPU process (%.0e)", tol_p);
-    check(dpar <= tol_p, name, err);
+    CHECK_WHY(dpar <= tol_p, name, err);
     if (strcmp(o.device, "cpu") != 0 && !o.zero && !o.compress && !o.hier) {
         snprintf(name, sizeof name, "transfers of one step by kind: exact counts and bytes");
-        check(xok, name, xmsg[0] ? xmsg : "see the other ranks");
+        CHECK_WHY(xok, name, xmsg[0] ? xmsg : "see the other ranks");
     }
     b = parallel(&o, l2, g2, -1, err, sizeof err, NULL, NULL, 0);
     for (s = 0; s < o.steps; s++) same &= memcmp(&l1[s], &l2[s], sizeof(float)) == 0 && memcmp(&g1[s], &g2[s], sizeof(float)) == 0;
-    check(same, "the same layout twice is bit-identical", "losses or norms differ between two runs");
+    CHECK_WHY(same, "the same layout twice is bit-identical", "losses or norms differ between two runs");
     pt_shutdown(b);
 done:
     pt_shutdown(a);
     pt_shutdown(ref);
-    if (world_rank == 0) printf("%d passed, %d failed\n", npass, nfail);
+    s = tu_summary();
     pt_dist_finalize(grid);
-    return nfail ? 1 : 0;
+    return s;
 }

@@ -13,64 +13,12 @@
 #endif
 #define PTRAIN_IMPLEMENTATION
 #include "../ptrain.h"
+#include "test_util.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define TD_FMT(a, b) __attribute__((format(printf, a, b)))
-#else
-#define TD_FMT(a, b)
-#endif
-
-typedef struct td {
-    int rank, size, npass, nfail;
-} td;
-
-/* One collective check: every rank calls it in the same order. */
-static TD_FMT(4, 5) int td_check(td *t, int ok, const char *name, const char *why, ...) {
-    int all = ok != 0, nbad = !ok;
-    if (!ok) {
-        va_list ap;
-        printf("  rank %d: %s: ", t->rank, name);
-        va_start(ap, why);
-        vprintf(why, ap);
-        va_end(ap);
-        printf("\n");
-        fflush(stdout);
-    }
-#ifdef PTRAIN_MPI
-    {
-        int in[2], out[2];
-        in[0] = !ok, in[1] = ok ? 0 : 1;
-        MPI_Allreduce(in, out, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-        all = out[0] == 0;
-        nbad = out[1];
-    }
-#endif
-    if (all) t->npass++;
-    else t->nfail++;
-    if (t->rank == 0) {
-        if (all) printf("PASS %s\n", name);
-        else printf("FAIL %s (%d of %d ranks)\n", name, nbad, t->size);
-        fflush(stdout);
-    }
-    return all;
-}
-
-static TD_FMT(1, 2) const char *td_name(const char *fmt, ...) {
-    static char buf[8][256];
-    static int k;
-    va_list ap;
-    char *b = buf[k++ & 7];
-    va_start(ap, fmt);
-    vsnprintf(b, sizeof buf[0], fmt, ap);
-    va_end(ap);
-    return b;
-}
 
 static pt_layout td_layout(int dp, int tp, int pp, int allow) {
     pt_layout l;
@@ -79,88 +27,88 @@ static pt_layout td_layout(int dp, int tp, int pp, int allow) {
 }
 
 /* ---- pure functions (identical on every rank) ------------------------------------------------- */
-static void test_resolve(td *t) {
+static void test_resolve(void) {
     char err[256];
     pt_layout l;
     pt_status st;
 
     l = td_layout(0, 0, 0, 0);
     st = pt_layout_resolve(&l, 8, err, sizeof err);
-    td_check(t, st == PT_OK && l.dp == 8 && l.tp == 1 && l.pp == 1, "resolve: all zero = pure data parallel", "%d %d %d (%s)",
-             l.dp, l.tp, l.pp, err);
+    CHECKF(st == PT_OK && l.dp == 8 && l.tp == 1 && l.pp == 1, "resolve: all zero = pure data parallel", "%d %d %d (%s)",
+           l.dp, l.tp, l.pp, err);
     l = td_layout(2, 0, 2, 0);
     st = pt_layout_resolve(&l, 8, err, sizeof err);
-    td_check(t, st == PT_OK && l.dp == 2 && l.tp == 2 && l.pp == 2, "resolve: tp=0 is the rest", "%d %d %d", l.dp, l.tp, l.pp);
+    CHECKF(st == PT_OK && l.dp == 2 && l.tp == 2 && l.pp == 2, "resolve: tp=0 is the rest", "%d %d %d", l.dp, l.tp, l.pp);
     l = td_layout(0, 2, 2, 1);
     st = pt_layout_resolve(&l, 16, err, sizeof err);
-    td_check(t, st == PT_OK && l.dp == 4 && l.tp == 2 && l.pp == 2 && l.allow_tp_across_nodes == 1, "resolve: dp=0 is the rest",
-             "%d %d %d", l.dp, l.tp, l.pp);
+    CHECKF(st == PT_OK && l.dp == 4 && l.tp == 2 && l.pp == 2 && l.allow_tp_across_nodes == 1, "resolve: dp=0 is the rest",
+           "%d %d %d", l.dp, l.tp, l.pp);
     l = td_layout(1, 4, 0, 0);
     st = pt_layout_resolve(&l, 8, err, sizeof err);
-    td_check(t, st == PT_OK && l.pp == 2, "resolve: pp=0 is the rest", "pp=%d", l.pp);
+    CHECKF(st == PT_OK && l.pp == 2, "resolve: pp=0 is the rest", "pp=%d", l.pp);
     l = td_layout(2, 2, 2, 0);
     st = pt_layout_resolve(&l, 8, err, sizeof err);
-    td_check(t, st == PT_OK && err[0] == 0, "resolve: exact product", "%s", err);
+    CHECKF(st == PT_OK && err[0] == 0, "resolve: exact product", "%s", err);
 
     l = td_layout(2, 2, 2, 0);
     st = pt_layout_resolve(&l, 4, err, sizeof err);
-    td_check(t, st == PT_ERR_ARG && strstr(err, "dp=2 tp=2 pp=2 needs 8 ranks, the world has 4") && l.dp == 2,
-             "resolve: product != world is refused (message, layout untouched)", "st %d '%s'", (int)st, err);
+    CHECKF(st == PT_ERR_ARG && strstr(err, "dp=2 tp=2 pp=2 needs 8 ranks, the world has 4") && l.dp == 2,
+           "resolve: product != world is refused (message, layout untouched)", "st %d '%s'", (int)st, err);
     l = td_layout(-1, 2, 1, 0);
     st = pt_layout_resolve(&l, 8, err, sizeof err);
-    td_check(t, st == PT_ERR_ARG && strstr(err, "negative") && strstr(err, "dp=-1"), "resolve: negative size refused", "'%s'", err);
+    CHECKF(st == PT_ERR_ARG && strstr(err, "negative") && strstr(err, "dp=-1"), "resolve: negative size refused", "'%s'", err);
     l = td_layout(0, 0, 2, 0);
     st = pt_layout_resolve(&l, 8, err, sizeof err);
-    td_check(t, st == PT_ERR_ARG && strstr(err, "two sizes are 0"), "resolve: two zeros refused", "'%s'", err);
+    CHECKF(st == PT_ERR_ARG && strstr(err, "two sizes are 0"), "resolve: two zeros refused", "'%s'", err);
     l = td_layout(3, 0, 1, 0);
     st = pt_layout_resolve(&l, 8, err, sizeof err);
-    td_check(t, st == PT_ERR_ARG && strstr(err, "does not divide by 3"), "resolve: rest that does not divide refused", "'%s'", err);
+    CHECKF(st == PT_ERR_ARG && strstr(err, "does not divide by 3"), "resolve: rest that does not divide refused", "'%s'", err);
     l = td_layout(16, 0, 1, 0);
     st = pt_layout_resolve(&l, 8, err, sizeof err);
-    td_check(t, st == PT_ERR_ARG && l.tp == 0, "resolve: known sizes larger than the world refused", "'%s'", err);
+    CHECKF(st == PT_ERR_ARG && l.tp == 0, "resolve: known sizes larger than the world refused", "'%s'", err);
     l = td_layout(2147483647, 2147483647, 2147483647, 0);
     st = pt_layout_resolve(&l, 8, err, sizeof err);
-    td_check(t, st == PT_ERR_ARG, "resolve: huge sizes (no overflow)", "'%s'", err);
+    CHECKF(st == PT_ERR_ARG, "resolve: huge sizes (no overflow)", "'%s'", err);
     l = td_layout(1, 1, 1, 0);
     st = pt_layout_resolve(&l, 0, err, sizeof err);
-    td_check(t, st == PT_ERR_ARG && strstr(err, "world of 0"), "resolve: world 0 refused", "'%s'", err);
+    CHECKF(st == PT_ERR_ARG && strstr(err, "world of 0"), "resolve: world 0 refused", "'%s'", err);
     st = pt_layout_resolve(NULL, 8, err, sizeof err);
-    td_check(t, st == PT_ERR_ARG && strstr(err, "NULL"), "resolve: NULL layout", "'%s'", err);
+    CHECKF(st == PT_ERR_ARG && strstr(err, "NULL"), "resolve: NULL layout", "'%s'", err);
     l = td_layout(2, 2, 2, 0);
     st = pt_layout_resolve(&l, 4, NULL, 0);
-    td_check(t, st == PT_ERR_ARG, "resolve: err may be NULL", "st %d", (int)st);
+    CHECKF(st == PT_ERR_ARG, "resolve: err may be NULL", "st %d", (int)st);
     {
         char small[12];
         memset(small, 'x', sizeof small);
         l = td_layout(2, 2, 2, 0);
         st = pt_layout_resolve(&l, 4, small, 8);
-        td_check(t, st == PT_ERR_ARG && small[7] == 0 && strlen(small) == 7 && small[8] == 'x', "resolve: message truncated to errlen",
-                 "len %d", (int)strlen(small));
+        CHECKF(st == PT_ERR_ARG && small[7] == 0 && strlen(small) == 7 && small[8] == 'x', "resolve: message truncated to errlen",
+               "len %d", (int)strlen(small));
     }
 }
 
-static void test_coords(td *t) {
+static void test_coords(void) {
     pt_layout l = td_layout(2, 2, 2, 0);
     pt_coords c = pt_layout_coords(&l, 5);
     int bad = 0, n = 0, dp, tp, pp, r;
     /* pinned order: rank = tp + TP*(dp + DP*pp): 5 = 1 + 2*(0 + 2*1) */
-    td_check(t, c.tp == 1 && c.dp == 0 && c.pp == 1, "coords: dp2 tp2 pp2 rank 5 = (tp 1, dp 0, pp 1)", "tp %d pp %d dp %d", c.tp,
-             c.pp, c.dp);
+    CHECKF(c.tp == 1 && c.dp == 0 && c.pp == 1, "coords: dp2 tp2 pp2 rank 5 = (tp 1, dp 0, pp 1)", "tp %d pp %d dp %d", c.tp,
+           c.pp, c.dp);
     l = td_layout(2, 4, 3, 0);
     c.tp = 3, c.dp = 1, c.pp = 2;
-    td_check(t, pt_layout_rank(&l, c) == 3 + 4 * (1 + 2 * 2), "coords: rank of (tp 3, dp 1, pp 2) in dp2 tp4 pp3 is 23", "%d",
-             pt_layout_rank(&l, c));
+    CHECKF(pt_layout_rank(&l, c) == 3 + 4 * (1 + 2 * 2), "coords: rank of (tp 3, dp 1, pp 2) in dp2 tp4 pp3 is 23", "%d",
+           pt_layout_rank(&l, c));
     c = pt_layout_coords(&l, 24);
-    td_check(t, c.tp == -1 && c.pp == -1 && c.dp == -1, "coords: rank past the world gives -1", "%d %d %d", c.tp, c.pp, c.dp);
+    CHECKF(c.tp == -1 && c.pp == -1 && c.dp == -1, "coords: rank past the world gives -1", "%d %d %d", c.tp, c.pp, c.dp);
     c = pt_layout_coords(&l, -1);
-    td_check(t, c.tp == -1, "coords: negative rank gives -1", "%d", c.tp);
+    CHECKF(c.tp == -1, "coords: negative rank gives -1", "%d", c.tp);
     c.tp = 4, c.dp = 0, c.pp = 0;
-    td_check(t, pt_layout_rank(&l, c) == -1, "rank: coordinate out of range gives -1", "%d", pt_layout_rank(&l, c));
+    CHECKF(pt_layout_rank(&l, c) == -1, "rank: coordinate out of range gives -1", "%d", pt_layout_rank(&l, c));
     c.tp = 0, c.dp = -1;
-    td_check(t, pt_layout_rank(&l, c) == -1, "rank: negative coordinate gives -1", "%d", pt_layout_rank(&l, c));
+    CHECKF(pt_layout_rank(&l, c) == -1, "rank: negative coordinate gives -1", "%d", pt_layout_rank(&l, c));
     l = td_layout(0, 2, 2, 0);
     c = pt_layout_coords(&l, 0);
-    td_check(t, c.tp == -1, "coords: an unresolved layout gives -1", "%d", c.tp);
+    CHECKF(c.tp == -1, "coords: an unresolved layout gives -1", "%d", c.tp);
 
     /* round trip over many layouts */
     for (dp = 1; dp <= 8; dp++)
@@ -175,12 +123,12 @@ static void test_coords(td *t) {
                         bad++;
                 }
             }
-    td_check(t, bad == 0, td_name("coords <-> rank round trip, TP innermost (%d ranks over 512 layouts)", n), "%d bad", bad);
+    CHECKF(bad == 0, tu_name("coords <-> rank round trip, TP innermost (%d ranks over 512 layouts)", n), "%d bad", bad);
 }
 
 /* For every layout with dp*tp*pp <= 64: TP, PP and DP groups each partition the world, have the
    right sizes, and two groups of different kinds meet in at most one rank. */
-static void test_orthogonality(td *t) {
+static void test_orthogonality(void) {
     int dp, tp, pp, r, k, nlay = 0, bad = 0;
     char why[256] = "";
     for (dp = 1; dp <= 64; dp++)
@@ -249,8 +197,8 @@ static void test_orthogonality(td *t) {
                         }
                 }
             }
-    td_check(t, bad == 0, td_name("orthogonality: TP/PP/DP groups partition the world and meet in <= 1 rank (%d layouts <= 64)", nlay),
-             "%d bad; last: %s", bad, why);
+    CHECKF(bad == 0, tu_name("orthogonality: TP/PP/DP groups partition the world and meet in <= 1 rank (%d layouts <= 64)", nlay),
+           "%d bad; last: %s", bad, why);
 }
 
 /* ---- the world of one (no MPI) ----------------------------------------------------------------- */
@@ -263,33 +211,33 @@ static int td_cpus(void) {
     return 0;
 }
 
-static void test_world_of_one(td *t) {
+static void test_world_of_one(void) {
     char err[512];
     pt_layout l = td_layout(1, 1, 1, 0);
     pt_dist *d = pt_dist_init(NULL, NULL, &l, err, sizeof err);
     pt_coords c;
     const char *env = getenv("PTRAIN_THREADS");
     int cpus = td_cpus(), th;
-    if (!td_check(t, d != NULL, "world of one: pt_dist_init dp1 tp1 pp1", "'%s'", err)) return;
+    if (!CHECKF(d != NULL, "world of one: pt_dist_init dp1 tp1 pp1", "'%s'", err)) return;
     c = pt_dist_coords(d);
     l = pt_dist_layout(d);
-    td_check(t, pt_dist_rank(d) == 0 && pt_dist_size(d) == 1 && c.tp == 0 && c.pp == 0 && c.dp == 0 && l.dp == 1 && l.tp == 1 && l.pp == 1,
-             "world of one: rank 0 of 1, coords 0", "rank %d size %d", pt_dist_rank(d), pt_dist_size(d));
-    td_check(t, pt_dist_node(d) == 0 && pt_dist_nodes(d) == 1 && pt_dist_local_rank(d) == 0 && pt_dist_local_size(d) == 1 &&
-                    pt_dist_node_of(d, 0) == 0 && pt_dist_node_of(d, 1) == -1,
-             "world of one: one node, local rank 0 of 1", "node %d/%d", pt_dist_node(d), pt_dist_nodes(d));
-    td_check(t, pt_dist_comm(d, PT_COMM_WORLD) == NULL && pt_dist_comm(d, PT_COMM_TP) == NULL && pt_dist_mpi_thread_level(d) == 0,
-             "world of one: no communicators without PTRAIN_MPI", "comm %p", pt_dist_comm(d, PT_COMM_WORLD));
-    td_check(t, pt_dist_agree(d, 1) == 1 && pt_dist_agree(d, 0) == 0 && pt_dist_agree(d, 7) == 1, "world of one: agree", "%d %d",
-             pt_dist_agree(d, 1), pt_dist_agree(d, 0));
+    CHECKF(pt_dist_rank(d) == 0 && pt_dist_size(d) == 1 && c.tp == 0 && c.pp == 0 && c.dp == 0 && l.dp == 1 && l.tp == 1 && l.pp == 1,
+           "world of one: rank 0 of 1, coords 0", "rank %d size %d", pt_dist_rank(d), pt_dist_size(d));
+    CHECKF(pt_dist_node(d) == 0 && pt_dist_nodes(d) == 1 && pt_dist_local_rank(d) == 0 && pt_dist_local_size(d) == 1 &&
+               pt_dist_node_of(d, 0) == 0 && pt_dist_node_of(d, 1) == -1,
+           "world of one: one node, local rank 0 of 1", "node %d/%d", pt_dist_node(d), pt_dist_nodes(d));
+    CHECKF(pt_dist_comm(d, PT_COMM_WORLD) == NULL && pt_dist_comm(d, PT_COMM_TP) == NULL && pt_dist_mpi_thread_level(d) == 0,
+           "world of one: no communicators without PTRAIN_MPI", "comm %p", pt_dist_comm(d, PT_COMM_WORLD));
+    CHECKF(pt_dist_agree(d, 1) == 1 && pt_dist_agree(d, 0) == 0 && pt_dist_agree(d, 7) == 1, "world of one: agree", "%d %d",
+           pt_dist_agree(d, 1), pt_dist_agree(d, 0));
     strcpy(err, "mine");
-    td_check(t, pt_dist_agree_msg(d, 0, err, sizeof err) == 0 && strcmp(err, "mine") == 0, "world of one: agree_msg keeps the message",
-             "'%s'", err);
+    CHECKF(pt_dist_agree_msg(d, 0, err, sizeof err) == 0 && strcmp(err, "mine") == 0, "world of one: agree_msg keeps the message",
+           "'%s'", err);
     th = pt_dist_threads(d);
     if (env && atoi(env) > 0)
-        td_check(t, th == atoi(env), "world of one: PTRAIN_THREADS overrides the thread count", "%d vs %s", th, env);
+        CHECKF(th == atoi(env), "world of one: PTRAIN_THREADS overrides the thread count", "%d vs %s", th, env);
     else
-        td_check(t, th >= 1 && (cpus == 0 || th == cpus), "world of one: threads = CPUs of the affinity mask", "%d vs %d", th, cpus);
+        CHECKF(th >= 1 && (cpus == 0 || th == cpus), "world of one: threads = CPUs of the affinity mask", "%d vs %d", th, cpus);
     {
         FILE *f = tmpfile();
         char line[512];
@@ -304,28 +252,28 @@ static void test_world_of_one(td *t) {
             }
             fclose(f);
         }
-        td_check(t, f && header == 1 && rows == 1, "world of one: pt_dist_print has the header and one row", "header %d rows %d", header,
-                 rows);
+        CHECKF(f && header == 1 && rows == 1, "world of one: pt_dist_print has the header and one row", "header %d rows %d", header,
+               rows);
     }
     pt_dist_finalize(d);
 
     d = pt_dist_init(NULL, NULL, NULL, err, sizeof err);
-    td_check(t, d && pt_dist_layout(d).dp == 1, "world of one: NULL layout", "'%s'", err);
+    CHECKF(d && pt_dist_layout(d).dp == 1, "world of one: NULL layout", "'%s'", err);
     pt_dist_finalize(d);
     l = td_layout(2, 1, 1, 0);
     d = pt_dist_init(NULL, NULL, &l, err, sizeof err);
-    td_check(t, !d && strstr(err, "pt_dist_init: layout dp=2 tp=1 pp=1 needs 2 ranks, the world has 1"),
-             "world of one: dp2 is refused with a message", "'%s'", err);
+    CHECKF(!d && strstr(err, "pt_dist_init: layout dp=2 tp=1 pp=1 needs 2 ranks, the world has 1"),
+           "world of one: dp2 is refused with a message", "'%s'", err);
     l = td_layout(0, 0, 1, 0);
     d = pt_dist_init(NULL, NULL, &l, err, sizeof err);
-    td_check(t, !d && strstr(err, "two sizes are 0"), "world of one: two zeros refused", "'%s'", err);
+    CHECKF(!d && strstr(err, "two sizes are 0"), "world of one: two zeros refused", "'%s'", err);
     setenv("PTRAIN_FAKE_NODE_SIZE", "2x", 1);
     d = pt_dist_init(NULL, NULL, NULL, err, sizeof err);
-    td_check(t, !d && strstr(err, "PTRAIN_FAKE_NODE_SIZE='2x'"), "world of one: malformed PTRAIN_FAKE_NODE_SIZE refused", "'%s'", err);
+    CHECKF(!d && strstr(err, "PTRAIN_FAKE_NODE_SIZE='2x'"), "world of one: malformed PTRAIN_FAKE_NODE_SIZE refused", "'%s'", err);
     unsetenv("PTRAIN_FAKE_NODE_SIZE");
     pt_dist_finalize(NULL);
-    td_check(t, pt_dist_rank(NULL) == 0 && pt_dist_size(NULL) == 1 && pt_dist_nodes(NULL) == 1 && pt_dist_threads(NULL) >= 1,
-             "NULL grid = world of one", "size %d", pt_dist_size(NULL));
+    CHECKF(pt_dist_rank(NULL) == 0 && pt_dist_size(NULL) == 1 && pt_dist_nodes(NULL) == 1 && pt_dist_threads(NULL) >= 1,
+           "NULL grid = world of one", "size %d", pt_dist_size(NULL));
 }
 #endif
 
@@ -376,8 +324,8 @@ static int td_members(MPI_Comm comm, int *out) {
 }
 
 /* checks a grid against the pure function and the expected node map */
-static void td_verify(td *t, pt_dist *d, pt_layout l, int fake, const char *tag) {
-    int size = t->size, rank = t->rank, r, k, n, bad = 0, *node_of, *mem, want_sum = 0, s;
+static void td_verify(pt_dist *d, pt_layout l, int fake, const char *tag) {
+    int size = tu_size, rank = tu_rank, r, k, n, bad = 0, *node_of, *mem, want_sum = 0, s;
     pt_coords c = pt_layout_coords(&l, rank), dc = pt_dist_coords(d);
     pt_layout dl = pt_dist_layout(d);
     char why[256] = "";
@@ -393,23 +341,23 @@ static void td_verify(td *t, pt_dist *d, pt_layout l, int fake, const char *tag)
         }
         if (node_of[r] + 1 > nodes) nodes = node_of[r] + 1;
     }
-    td_check(t, pt_dist_rank(d) == rank && pt_dist_size(d) == size && dl.dp == l.dp && dl.tp == l.tp && dl.pp == l.pp,
-             td_name("%s: rank, size, resolved layout", tag), "rank %d size %d dp %d tp %d pp %d", pt_dist_rank(d), pt_dist_size(d),
-             dl.dp, dl.tp, dl.pp);
-    td_check(t, dc.tp == c.tp && dc.pp == c.pp && dc.dp == c.dp, td_name("%s: coords = pt_layout_coords", tag),
-             "(%d %d %d) vs (%d %d %d)", dc.tp, dc.pp, dc.dp, c.tp, c.pp, c.dp);
+    CHECKF(pt_dist_rank(d) == rank && pt_dist_size(d) == size && dl.dp == l.dp && dl.tp == l.tp && dl.pp == l.pp,
+           tu_name("%s: rank, size, resolved layout", tag), "rank %d size %d dp %d tp %d pp %d", pt_dist_rank(d), pt_dist_size(d),
+           dl.dp, dl.tp, dl.pp);
+    CHECKF(dc.tp == c.tp && dc.pp == c.pp && dc.dp == c.dp, tu_name("%s: coords = pt_layout_coords", tag),
+           "(%d %d %d) vs (%d %d %d)", dc.tp, dc.pp, dc.dp, c.tp, c.pp, c.dp);
     for (r = 0; r < size; r++)
         if (pt_dist_node_of(d, r) != node_of[r]) bad++;
-    td_check(t, !bad && pt_dist_node(d) == node_of[rank] && pt_dist_nodes(d) == nodes && pt_dist_local_rank(d) == local_rank &&
-                    pt_dist_local_size(d) == local_size,
-             td_name("%s: node %d of %d, local rank %d of %d", tag, node_of[rank], nodes, local_rank, local_size),
-             "got node %d of %d, local %d of %d, %d ranks on the wrong node", pt_dist_node(d), pt_dist_nodes(d), pt_dist_local_rank(d),
-             pt_dist_local_size(d), bad);
+    CHECKF(!bad && pt_dist_node(d) == node_of[rank] && pt_dist_nodes(d) == nodes && pt_dist_local_rank(d) == local_rank &&
+               pt_dist_local_size(d) == local_size,
+           tu_name("%s: node %d of %d, local rank %d of %d", tag, node_of[rank], nodes, local_rank, local_size),
+           "got node %d of %d, local %d of %d, %d ranks on the wrong node", pt_dist_node(d), pt_dist_nodes(d), pt_dist_local_rank(d),
+           pt_dist_local_size(d), bad);
 
     /* world: a congruent duplicate */
     comm = *(MPI_Comm *)pt_dist_comm(d, PT_COMM_WORLD);
     MPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp);
-    td_check(t, cmp == MPI_CONGRUENT, td_name("%s: world communicator is a duplicate of MPI_COMM_WORLD", tag), "compare %d", cmp);
+    CHECKF(cmp == MPI_CONGRUENT, tu_name("%s: world communicator is a duplicate of MPI_COMM_WORLD", tag), "compare %d", cmp);
     /* TP, PP, DP: members are the ranks whose other coordinates match, in coordinate order */
     bad = 0;
     for (k = PT_COMM_TP; k <= PT_COMM_DP; k++) {
@@ -442,7 +390,7 @@ static void td_verify(td *t, pt_dist *d, pt_layout l, int fake, const char *tag)
             snprintf(why, sizeof why, "%s allreduce gave %d, expected %d", nm, s, want_sum);
         }
     }
-    td_check(t, bad == 0, td_name("%s: TP/PP/DP communicators match the pure function", tag), "%s", why);
+    CHECKF(bad == 0, tu_name("%s: TP/PP/DP communicators match the pure function", tag), "%s", why);
     /* node and cross-node */
     bad = 0;
     comm = *(MPI_Comm *)pt_dist_comm(d, PT_COMM_NODE);
@@ -468,14 +416,14 @@ static void td_verify(td *t, pt_dist *d, pt_layout l, int fake, const char *tag)
         bad++;
         snprintf(why, sizeof why, "cross-node communicator has %d ranks, expected %d", n, k);
     }
-    td_check(t, bad == 0, td_name("%s: node and cross-node communicators", tag), "%s", why);
+    CHECKF(bad == 0, tu_name("%s: node and cross-node communicators", tag), "%s", why);
     free(node_of);
     free(mem);
 }
 
 /* pt_dist_print: rank 0's capture has the header and one row per rank, in order, matching the grid */
-static void td_print(td *t, pt_dist *d, const char *tag) {
-    FILE *f = t->rank == 0 ? tmpfile() : NULL;
+static void td_print(pt_dist *d, const char *tag) {
+    FILE *f = tu_rank == 0 ? tmpfile() : NULL;
     char line[512];
     int rows = 0, header = 0, bad = 0, v[7];
     pt_layout l = pt_dist_layout(d);
@@ -492,8 +440,8 @@ static void td_print(td *t, pt_dist *d, const char *tag) {
         }
         fclose(f);
     }
-    td_check(t, t->rank != 0 || (header == 1 && rows == t->size && !bad), td_name("%s: pt_dist_print has one row per rank, in order", tag),
-             "header %d, %d rows of %d, %d wrong", header, rows, t->size, bad);
+    CHECKF(tu_rank != 0 || (header == 1 && rows == tu_size && !bad), tu_name("%s: pt_dist_print has one row per rank, in order", tag),
+           "header %d, %d rows of %d, %d wrong", header, rows, tu_size, bad);
 }
 
 /* does a TP group of this layout cross the (fake) nodes? */
@@ -515,8 +463,8 @@ static void td_set_fake(int fake) {
     setenv("PTRAIN_FAKE_NODE_SIZE", buf, 1);
 }
 
-static void test_grids(td *t, int argc_fake) {
-    int fakes[6], nf = 0, fi, dp, tp, pp, size = t->size, z;
+static void test_grids(int argc_fake) {
+    int fakes[6], nf = 0, fi, dp, tp, pp, size = tu_size, z;
     char err[512];
     fakes[nf++] = argc_fake; /* what the environment said (0 = real nodes) */
     if (argc_fake != 0) fakes[nf++] = 0;
@@ -544,109 +492,107 @@ static void test_grids(td *t, int argc_fake) {
                 if (cross) {
                     char sub[128];
                     snprintf(sub, sizeof sub, "tp=%d does not fit in nodes of %d ranks", tp, fake);
-                    td_check(t, d == NULL && strstr(err, sub) && strstr(err, "allow_tp_across_nodes") &&
-                                    strstr(err, td_name("layout dp=%d tp=%d pp=%d", dp, tp, pp)),
-                             td_name("%s: TP across nodes refused with the message", tag), "grid %p, '%s'", (void *)d, err);
-                    td_check(t, td_same_string(err), td_name("%s: same message on every rank", tag), "'%s'", err);
+                    CHECKF(d == NULL && strstr(err, sub) && strstr(err, "allow_tp_across_nodes") &&
+                               strstr(err, tu_name("layout dp=%d tp=%d pp=%d", dp, tp, pp)),
+                           tu_name("%s: TP across nodes refused with the message", tag), "grid %p, '%s'", (void *)d, err);
+                    CHECKF(td_same_string(err), tu_name("%s: same message on every rank", tag), "'%s'", err);
                     pt_dist_finalize(d);
                     l.allow_tp_across_nodes = 1;
                     d = pt_dist_init(NULL, NULL, &l, err, sizeof err);
-                    if (!td_check(t, d != NULL, td_name("%s: allowed with allow_tp_across_nodes", tag), "'%s'", err)) continue;
+                    if (!CHECKF(d != NULL, tu_name("%s: allowed with allow_tp_across_nodes", tag), "'%s'", err)) continue;
                     want.allow_tp_across_nodes = 1;
-                } else if (!td_check(t, d != NULL, td_name("%s: grid created (written as dp%d tp%d pp%d)", tag, l.dp, l.tp, l.pp), "'%s'",
-                                     err)) {
+                } else if (!CHECKF(d != NULL, tu_name("%s: grid created (written as dp%d tp%d pp%d)", tag, l.dp, l.tp, l.pp), "'%s'",
+                                   err)) {
                     pt_dist_finalize(d);
                     continue;
                 }
-                td_verify(t, d, want, fake, tag);
-                if ((dp == 2 && tp == 2) || dp == size) td_print(t, d, tag);
+                td_verify(d, want, fake, tag);
+                if ((dp == 2 && tp == 2) || dp == size) td_print(d, tag);
                 pt_dist_finalize(d);
             }
     }
     unsetenv("PTRAIN_FAKE_NODE_SIZE");
 }
 
-static void test_errors(td *t, pt_dist *outer) {
+static void test_errors(pt_dist *outer) {
     char err[512], err2[512];
     pt_layout l;
     pt_dist *d;
-    int size = t->size, rank = t->rank, a;
+    int size = tu_size, rank = tu_rank, a;
 
     l = td_layout(size + 1, 1, 1, 0);
     d = pt_dist_init(NULL, NULL, &l, err, sizeof err);
-    td_check(t, !d && strstr(err, "pt_dist_init: layout") && strstr(err, td_name("the world has %d", size)),
-             "init: product != world refused on every rank", "'%s'", err);
-    td_check(t, td_same_string(err), "init: product != world: same message everywhere", "'%s'", err);
+    CHECKF(!d && strstr(err, "pt_dist_init: layout") && strstr(err, tu_name("the world has %d", size)),
+           "init: product != world refused on every rank", "'%s'", err);
+    CHECKF(td_same_string(err), "init: product != world: same message everywhere", "'%s'", err);
     l = td_layout(2, -2, 0, 0);
     d = pt_dist_init(NULL, NULL, &l, err, sizeof err);
-    td_check(t, !d && strstr(err, "negative") && td_same_string(err), "init: negative size refused, same message", "'%s'", err);
+    CHECKF(!d && strstr(err, "negative") && td_same_string(err), "init: negative size refused, same message", "'%s'", err);
     l = td_layout(0, 1, 0, 0);
     d = pt_dist_init(NULL, NULL, &l, err, sizeof err);
-    td_check(t, !d && strstr(err, "two sizes are 0") && td_same_string(err), "init: two zeros refused, same message", "'%s'", err);
+    CHECKF(!d && strstr(err, "two sizes are 0") && td_same_string(err), "init: two zeros refused, same message", "'%s'", err);
     if (size > 1) {
         /* the ranks disagree: rank 0 asks for pure DP, the others for pure TP */
         l = rank == 0 ? td_layout(size, 1, 1, 0) : td_layout(1, size, 1, 0);
         d = pt_dist_init(NULL, NULL, &l, err, sizeof err);
-        td_check(t, !d && strstr(err, "different layouts") && td_same_string(err), "init: different layouts on different ranks refused",
-                 "'%s'", err);
+        CHECKF(!d && strstr(err, "different layouts") && td_same_string(err), "init: different layouts on different ranks refused",
+               "'%s'", err);
         /* one rank with a bad layout: everyone gets that rank's message */
         l = rank == size - 1 ? td_layout(-5, 1, 1, 0) : td_layout(size, 1, 1, 0);
         d = pt_dist_init(NULL, NULL, &l, err, sizeof err);
-        td_check(t, !d && strstr(err, "dp=-5") && td_same_string(err), "init: one rank's bad layout: all refused with its message", "'%s'",
-                 err);
+        CHECKF(!d && strstr(err, "dp=-5") && td_same_string(err), "init: one rank's bad layout: all refused with its message", "'%s'",
+               err);
         /* PTRAIN_FAKE_NODE_SIZE differing between ranks */
         td_set_fake(rank == 0 ? 1 : 2);
         d = pt_dist_init(NULL, NULL, NULL, err, sizeof err);
-        td_check(t, !d && strstr(err, "PTRAIN_FAKE_NODE_SIZE differs") && td_same_string(err),
-                 "init: PTRAIN_FAKE_NODE_SIZE differing between ranks refused", "'%s'", err);
+        CHECKF(!d && strstr(err, "PTRAIN_FAKE_NODE_SIZE differs") && td_same_string(err),
+               "init: PTRAIN_FAKE_NODE_SIZE differing between ranks refused", "'%s'", err);
         pt_dist_finalize(d);
     }
     setenv("PTRAIN_FAKE_NODE_SIZE", rank == size - 1 ? "zero" : "2", 1);
     d = pt_dist_init(NULL, NULL, NULL, err, sizeof err);
-    td_check(t, !d && strstr(err, "PTRAIN_FAKE_NODE_SIZE='zero'") && td_same_string(err),
-             "init: a malformed PTRAIN_FAKE_NODE_SIZE on one rank refused everywhere", "'%s'", err);
+    CHECKF(!d && strstr(err, "PTRAIN_FAKE_NODE_SIZE='zero'") && td_same_string(err),
+           "init: a malformed PTRAIN_FAKE_NODE_SIZE on one rank refused everywhere", "'%s'", err);
     unsetenv("PTRAIN_FAKE_NODE_SIZE");
 
     /* agreement */
     a = pt_dist_agree(outer, rank != size - 1);
-    td_check(t, a == 0, "agree: one rank failing gives 0 on every rank", "%d", a);
+    CHECKF(a == 0, "agree: one rank failing gives 0 on every rank", "%d", a);
     a = pt_dist_agree(outer, 1);
-    td_check(t, a == 1, "agree: all ok gives 1", "%d", a);
+    CHECKF(a == 1, "agree: all ok gives 1", "%d", a);
     a = pt_dist_agree(outer, rank != 0);
-    td_check(t, a == 0, "agree: rank 0 failing gives 0 everywhere", "%d", a);
+    CHECKF(a == 0, "agree: rank 0 failing gives 0 everywhere", "%d", a);
     snprintf(err, sizeof err, "error of rank %d", rank);
     a = pt_dist_agree_msg(outer, size == 1 ? 0 : rank < 1 || rank > 2, err, sizeof err);
     snprintf(err2, sizeof err2, "error of rank %d", size == 1 ? 0 : 1);
-    td_check(t, a == 0 && strcmp(err, err2) == 0, "agree_msg: every rank gets the lowest failing rank's message", "%d '%s'", a, err);
+    CHECKF(a == 0 && strcmp(err, err2) == 0, "agree_msg: every rank gets the lowest failing rank's message", "%d '%s'", a, err);
     strcpy(err, "untouched");
     a = pt_dist_agree_msg(outer, 1, err, sizeof err);
-    td_check(t, a == 1 && strcmp(err, "untouched") == 0, "agree_msg: all ok leaves err alone", "%d '%s'", a, err);
+    CHECKF(a == 1 && strcmp(err, "untouched") == 0, "agree_msg: all ok leaves err alone", "%d '%s'", a, err);
 }
 
-static void test_threads(td *t, pt_dist *d) {
+static void test_threads(pt_dist *d) {
     const char *env = getenv("PTRAIN_THREADS");
-    int th = pt_dist_threads(d), rank = t->rank, sum = 0, n = 0, lvl = -1;
+    int th = pt_dist_threads(d), rank = tu_rank, sum = 0, n = 0, lvl = -1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     MPI_Comm shm;
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shm);
     MPI_Allreduce(&th, &sum, 1, MPI_INT, MPI_SUM, shm);
     MPI_Comm_size(shm, &n);
     MPI_Comm_free(&shm);
-    if (env && atoi(env) > 0) td_check(t, th == atoi(env), "threads: PTRAIN_THREADS overrides", "%d vs %s", th, env);
+    if (env && atoi(env) > 0) CHECKF(th == atoi(env), "threads: PTRAIN_THREADS overrides", "%d vs %s", th, env);
     else
-        td_check(t, th >= 1 && sum <= (cpus > n ? cpus : n), "threads: >= 1, and the ranks of a node do not oversubscribe its CPUs",
-                 "%d threads here, %d on the node of %ld CPUs and %d ranks", th, sum, cpus, n);
+        CHECKF(th >= 1 && sum <= (cpus > n ? cpus : n), "threads: >= 1, and the ranks of a node do not oversubscribe its CPUs",
+               "%d threads here, %d on the node of %ld CPUs and %d ranks", th, sum, cpus, n);
     MPI_Query_thread(&lvl);
-    td_check(t, pt_dist_mpi_thread_level(d) == lvl && lvl >= MPI_THREAD_FUNNELED, "MPI thread level recorded (>= FUNNELED)",
-             "%d vs %d", pt_dist_mpi_thread_level(d), lvl);
+    CHECKF(pt_dist_mpi_thread_level(d) == lvl && lvl >= MPI_THREAD_FUNNELED, "MPI thread level recorded (>= FUNNELED)",
+           "%d vs %d", pt_dist_mpi_thread_level(d), lvl);
 }
 #endif /* PTRAIN_MPI */
 
 int main(int argc, char **argv) {
-    td t;
     char err[512];
-    memset(&t, 0, sizeof t);
-    t.size = 1;
+    int rc;
 #ifdef PTRAIN_MPI
     {
         int fake = 0;
@@ -674,31 +620,29 @@ int main(int argc, char **argv) {
             printf("FAIL pt_dist_init (pure DP): %s\n0 passed, 1 failed\n", err);
             return 1;
         }
-        t.rank = pt_dist_rank(outer);
-        t.size = pt_dist_size(outer);
-        if (t.rank == 0) printf("MPI world of %d ranks, PTRAIN_FAKE_NODE_SIZE=%s\n", t.size, e ? e : "(unset)");
-        test_resolve(&t);
-        test_coords(&t);
-        test_orthogonality(&t);
-        td_verify(&t, outer, td_layout(t.size, 1, 1, 0), fake, "outer grid (NULL layout)");
-        td_print(&t, outer, "outer grid");
+        tu_mpi_init(NULL);
+        if (tu_rank == 0) printf("MPI world of %d ranks, PTRAIN_FAKE_NODE_SIZE=%s\n", tu_size, e ? e : "(unset)");
+        test_resolve();
+        test_coords();
+        test_orthogonality();
+        td_verify(outer, td_layout(tu_size, 1, 1, 0), fake, "outer grid (NULL layout)");
+        td_print(outer, "outer grid");
         pt_dist_print(outer, NULL); /* collective: every rank calls it, rank 0 prints to stdout */
-        test_threads(&t, outer);
-        test_errors(&t, outer);
-        test_grids(&t, fake);
-        if (t.rank == 0) printf("%d passed, %d failed\n", t.npass, t.nfail);
-        fflush(stdout);
+        test_threads(outer);
+        test_errors(outer);
+        test_grids(fake);
+        rc = tu_summary();
         pt_dist_finalize(outer); /* calls MPI_Finalize: without it mpirun reports an error */
     }
 #else
     (void)argc;
     (void)argv;
     (void)err;
-    test_resolve(&t);
-    test_coords(&t);
-    test_orthogonality(&t);
-    test_world_of_one(&t);
-    printf("%d passed, %d failed\n", t.npass, t.nfail);
+    test_resolve();
+    test_coords();
+    test_orthogonality();
+    test_world_of_one();
+    rc = tu_summary();
 #endif
-    return t.nfail ? 1 : 0;
+    return rc;
 }

@@ -3,7 +3,7 @@
    (also builds and runs without MPI: a world of one, no communication). Every rank trains a small
    GPT on its slice of a fixed global batch with pt_dp averaging the gradients, and also trains the
    same model on the whole batch alone (the reference); losses and final parameters must agree.
-   Every check is agreed across ranks (MPI_MIN); rank 0 prints PASS/FAIL and "N passed, N failed". */
+   Every check is agreed across ranks (test_util.h); rank 0 prints PASS/FAIL and "N passed, N failed". */
 #include "dp_common.h"
 /* ---- the collective records of one data-parallel step (>>dist's records, >>dp's calls) ---- */
 typedef struct {
@@ -98,12 +98,12 @@ static void test_records(tctx *t) {
 
     /* plain DP: one iallreduce of f32 per bucket on DP, together the whole gradient slab */
     rec_step(t, &o, 0, 101, r);
-    check(t, r->ok, "records: a DP step with 16 KiB buckets runs", r->err);
+    CHECK_WHY(r->ok, "records: a DP step with 16 KiB buckets runs", r->err);
     n = rec_count(r, PT_COLL_IALLREDUCE, PT_COMM_DP, PT_COLL_F32, &sum, &bad, &gap);
     snprintf(why, sizeof why, "%d of %d records tagged step 101: %d iallreduce on DP (buckets %lld), counts sum %lld (slab %lld), %d not done/f32, gap %d",
              n, r->n, n, (long long)r->buckets, (long long)sum, (long long)r->grad_n, bad, gap);
-    check(t, t->dpn == 1 ? r->n == 0 : (n == r->buckets && r->buckets > 1 && sum == r->grad_n && !bad && !gap && n == r->n),
-          "records: one iallreduce of f32 per bucket on DP, counts summing to the gradient slab, done, tagged with the step", why);
+    CHECK_WHY(t->dpn == 1 ? r->n == 0 : (n == r->buckets && r->buckets > 1 && sum == r->grad_n && !bad && !gap && n == r->n),
+              "records: one iallreduce of f32 per bucket on DP, counts summing to the gradient slab, done, tagged with the step", why);
 
     /* bf16 compression: the same, dtype bf16 */
     o.compress = 1;
@@ -111,7 +111,7 @@ static void test_records(tctx *t) {
     n = rec_count(r, PT_COLL_IALLREDUCE, PT_COMM_DP, PT_COLL_BF16, &sum, &bad, &gap);
     snprintf(why, sizeof why, "%.300s; %d iallreduce of bf16 (buckets %lld), counts sum %lld (slab %lld), %d bad", r->err, n, (long long)r->buckets,
              (long long)sum, (long long)r->grad_n, bad);
-    check(t, r->ok && (t->dpn == 1 || (n == r->buckets && sum == r->grad_n && !bad)), "records: bf16 compression reduces buckets as bf16", why);
+    CHECK_WHY(r->ok && (t->dpn == 1 || (n == r->buckets && sum == r->grad_n && !bad)), "records: bf16 compression reduces buckets as bf16", why);
     o.compress = 0;
 
     /* ZeRO-1: reduce-scatter per bucket, the norm's allreduce, then the parameter allgatherv */
@@ -125,8 +125,8 @@ static void test_records(tctx *t) {
     }
     snprintf(why, sizeof why, "%.300s; %d ireduce_scatter (buckets %lld) summing %lld (slab %lld), %d bad; %d allgatherv of %lld (params %lld), %d bad; norm allreduces %d; order %d < %d",
              r->err, n, (long long)r->buckets, (long long)sum, (long long)r->grad_n, bad, n2, (long long)sum2, (long long)r->param_n, bad2, norm, last_rs, ag);
-    check(t, r->ok && (t->dpn == 1 || (n == r->buckets && sum == r->grad_n && !bad && n2 == 1 && sum2 == r->param_n && !bad2 && norm == 1 && last_rs < ag)),
-          "records: ZeRO-1 reduce-scatters every bucket, sums the norm over DP, then allgathers the parameters", why);
+    CHECK_WHY(r->ok && (t->dpn == 1 || (n == r->buckets && sum == r->grad_n && !bad && n2 == 1 && sum2 == r->param_n && !bad2 && norm == 1 && last_rs < ag)),
+              "records: ZeRO-1 reduce-scatters every bucket, sums the norm over DP, then allgathers the parameters", why);
 
     /* hierarchical: in-node reduce-scatter, cross-node allreduce, in-node allgatherv per bucket */
     if (t->dpn > 1 && pt_dist_nodes(t->d) > 1) {
@@ -142,44 +142,44 @@ static void test_records(tctx *t) {
 #endif
         snprintf(why, sizeof why, "%.300s; buckets %lld: %d ireduce_scatter (sum %lld, %d bad), %d iallreduce cross (sum over the node %lld, %d bad, gap %d), %d iallgatherv (sum %lld, %d bad); slab %lld",
                  r->err, (long long)r->buckets, n, (long long)sum, bad, nc, (long long)node_sum, bc, gap, n2, (long long)sum2, bad2, (long long)r->grad_n);
-        check(t, r->ok && n == r->buckets && nc == n && n2 == n && sum == r->grad_n && sum2 == r->grad_n && node_sum == r->grad_n && !bad && !bc && !bad2 && !gap,
-              "records: hierarchical buckets go DP-node reduce-scatter, DP-cross allreduce, DP-node allgatherv", why);
+        CHECK_WHY(r->ok && n == r->buckets && nc == n && n2 == n && sum == r->grad_n && sum2 == r->grad_n && node_sum == r->grad_n && !bad && !bc && !bad2 && !gap,
+                  "records: hierarchical buckets go DP-node reduce-scatter, DP-cross allreduce, DP-node allgatherv", why);
         o.hier = 0;
     }
 
     /* debug mode: matching steps run; different buckets on one rank are refused on every rank, no hang */
     if (t->dpn > 1) {
         const char *m;
-        check(t, pt_dist_set_coll_check(t->d, 1) == PT_OK, "records: debug mode on", "refused");
+        CHECK_WHY(pt_dist_set_coll_check(t->d, 1) == PT_OK, "records: debug mode on", "refused");
         rec_step(t, &o, 0, 105, r);
         n = rec_count(r, PT_COLL_IALLREDUCE, PT_COMM_DP, PT_COLL_F32, &sum, &bad, &gap);
-        check(t, r->ok && n == r->buckets && !bad, "debug mode: a DP step with matching buckets runs", r->err);
+        CHECK_WHY(r->ok && n == r->buckets && !bad, "debug mode: a DP step with matching buckets runs", r->err);
         o.hier = 1;
         rec_step(t, &o, 0, 106, r);
-        check(t, r->ok, "debug mode: a hierarchical DP step runs", r->err);
+        CHECK_WHY(r->ok, "debug mode: a hierarchical DP step runs", r->err);
         if (pt_dist_nodes(t->d) > 1) {
             n = rec_count(r, PT_COLL_IREDUCE_SCATTER, PT_COMM_DP_NODE, PT_COLL_F32, &sum, &bad, &gap);
             n2 = rec_count(r, PT_COLL_ALLREDUCE, PT_COMM_DP, PT_COLL_I32, &sum2, &bad2, &gap);
             snprintf(why, sizeof why, "buckets %lld: %d DP-node reduce-scatters (%d bad), %d agreements on DP (%d bad)", (long long)r->buckets, n, bad, n2, bad2);
-            check(t, n == r->buckets && n2 == n && !bad && !bad2, "debug mode, hierarchical: each bucket's chain is run, then agreed on over DP", why);
+            CHECK_WHY(n == r->buckets && n2 == n && !bad && !bad2, "debug mode, hierarchical: each bucket's chain is run, then agreed on over DP", why);
             o.bucket_bytes = t->dprank == t->dpn - 1 ? 4 : 16 << 10;
             rec_step(t, &o, 0, 109, r);
-            check(t, !r->ok && strstr(r->err, "hierarchical reduction of bucket 0 failed on DP rank") && strstr(r->err, "collective mismatch on the DP-"),
-                  "debug mode, hierarchical: one rank with other buckets: the step fails on every rank naming the mismatch", r->err);
+            CHECK_WHY(!r->ok && strstr(r->err, "hierarchical reduction of bucket 0 failed on DP rank") && strstr(r->err, "collective mismatch on the DP-"),
+                      "debug mode, hierarchical: one rank with other buckets: the step fails on every rank naming the mismatch", r->err);
             o.bucket_bytes = 16 << 10;
         }
         o.hier = 0;
         rec_step(t, &o, 1, 107, r);
-        check(t, r->ok, "debug mode: a ZeRO-1 step runs", r->err);
+        CHECK_WHY(r->ok, "debug mode: a ZeRO-1 step runs", r->err);
         o.bucket_bytes = t->dprank == t->dpn - 1 ? 4 : 16 << 10;
         rec_step(t, &o, 0, 108, r);
         m = r->err;
-        check(t, !r->ok && strstr(m, "collective mismatch on the DP communicator") && strstr(m, "iallreduce of"),
-              "debug mode: one rank with other buckets: the step fails on every rank naming the mismatch", m);
+        CHECK_WHY(!r->ok && strstr(m, "collective mismatch on the DP communicator") && strstr(m, "iallreduce of"),
+                  "debug mode: one rank with other buckets: the step fails on every rank naming the mismatch", m);
         for (i = 0, n = 0; i < r->n; i++) n += r->rec[i].state == PT_COLL_REFUSED;
         snprintf(why, sizeof why, "%d refused of %d records", n, r->n);
-        check(t, n == 1 && r->n == 1 && r->rec[0].op == PT_COLL_IALLREDUCE, "debug mode: the refused bucket is recorded as refused, nothing after it", why);
-        check(t, pt_dist_set_coll_check(t->d, 0) == PT_OK && pt_dist_agree(t->d, 1) == 1, "debug mode off again; the grid is usable", "failed");
+        CHECK_WHY(n == 1 && r->n == 1 && r->rec[0].op == PT_COLL_IALLREDUCE, "debug mode: the refused bucket is recorded as refused, nothing after it", why);
+        CHECK_WHY(pt_dist_set_coll_check(t->d, 0) == PT_OK && pt_dist_agree(t->d, 1) == 1, "debug mode off again; the grid is usable", "failed");
     }
     free(r);
 }
@@ -203,9 +203,9 @@ int main(int argc, char **argv) {
     run(t, &c, &a);
     compare(t, "DP, default buckets", &a, &ref);
     snprintf(why, sizeof why, "%lld vs %lld bytes", (long long)a.state_bytes, (long long)ref.state_bytes);
-    check(t, a.state_bytes == ref.state_bytes, "DP without ZeRO keeps the whole optimizer state on every rank", why);
+    CHECK_WHY(a.state_bytes == ref.state_bytes, "DP without ZeRO keeps the whole optimizer state on every rank", why);
     snprintf(why, sizeof why, "buckets %lld", (long long)a.st.buckets);
-    check(t, a.st.buckets == 1, "DP, default buckets: the whole gradient (~113 KB) is one bucket", why);
+    CHECK_WHY(a.st.buckets == 1, "DP, default buckets: the whole gradient (~113 KB) is one bucket", why);
     pt_shutdown(a.ctx);
 
     /* 16 KiB buckets: overlap */
@@ -214,20 +214,20 @@ int main(int argc, char **argv) {
     compare(t, "DP, 16 KiB buckets", &a, &ref);
     snprintf(why, sizeof why, "buckets %lld, started before the end %lld, bytes %lld", (long long)a.st.buckets,
              (long long)a.st.started_before_end, (long long)a.st.bytes_reduced);
-    check(t, a.st.buckets > 1, "DP, 16 KiB buckets: more than one bucket", why);
-    check(t, t->dpn == 1 || a.st.started_before_end > 0, "DP, 16 KiB buckets: buckets start during backward (overlap)", why);
-    check(t, t->dpn == 1 || a.st.bytes_reduced == (int64_t)STEPS * 4 * pt_param_numel(ref.ctx) ||
-                 a.st.bytes_reduced >= (int64_t)STEPS * 4 * pt_param_numel(ref.ctx),
-          "DP, 16 KiB buckets: every gradient element reduced each step", why);
+    CHECK_WHY(a.st.buckets > 1, "DP, 16 KiB buckets: more than one bucket", why);
+    CHECK_WHY(t->dpn == 1 || a.st.started_before_end > 0, "DP, 16 KiB buckets: buckets start during backward (overlap)", why);
+    CHECK_WHY(t->dpn == 1 || a.st.bytes_reduced == (int64_t)STEPS * 4 * pt_param_numel(ref.ctx) ||
+                  a.st.bytes_reduced >= (int64_t)STEPS * 4 * pt_param_numel(ref.ctx),
+              "DP, 16 KiB buckets: every gradient element reduced each step", why);
 
     /* the same run again: bit-identical */
     run(t, &c, &b);
-    check(t, a.ok && b.ok && !memcmp(a.loss, b.loss, sizeof a.loss), "DP, 16 KiB buckets, run twice: bit-identical losses",
-          "losses differ");
+    CHECK_WHY(a.ok && b.ok && !memcmp(a.loss, b.loss, sizeof a.loss), "DP, 16 KiB buckets, run twice: bit-identical losses",
+              "losses differ");
     {
         pt_tensor pa = pt_param_slab(a.ctx), pb = pt_param_slab(b.ctx);
-        check(t, a.ok && b.ok && pt_numel(&pa) == pt_numel(&pb) && !memcmp(pt_f32(&pa), pt_f32(&pb), (size_t)pt_numel(&pa) * 4),
-              "DP, 16 KiB buckets, run twice: bit-identical parameter slabs", "parameters differ");
+        CHECK_WHY(a.ok && b.ok && pt_numel(&pa) == pt_numel(&pb) && !memcmp(pt_f32(&pa), pt_f32(&pb), (size_t)pt_numel(&pa) * 4),
+                  "DP, 16 KiB buckets, run twice: bit-identical parameter slabs", "parameters differ");
     }
     pt_shutdown(a.ctx);
     pt_shutdown(b.ctx);
@@ -237,7 +237,7 @@ int main(int argc, char **argv) {
     run(t, &c, &a);
     compare(t, "DP, 4-byte buckets (one per parameter)", &a, &ref);
     snprintf(why, sizeof why, "buckets %lld of %d parameters", (long long)a.st.buckets, pt_param_count(ref.ctx));
-    check(t, a.st.buckets == pt_param_count(ref.ctx), "DP, 4-byte buckets: one bucket per parameter", why);
+    CHECK_WHY(a.st.buckets == pt_param_count(ref.ctx), "DP, 4-byte buckets: one bucket per parameter", why);
     pt_shutdown(a.ctx);
 
     /* gradient accumulation: 2 micro-batches, reduce on the second */
@@ -246,8 +246,8 @@ int main(int argc, char **argv) {
     compare(t, "DP + accumulation (2 micro-batches)", &a, &ref);
     snprintf(why, sizeof why, "bytes reduced %lld, want %lld", (long long)a.st.bytes_reduced,
              (long long)(STEPS * 4 * pt_param_numel(ref.ctx)));
-    check(t, t->dpn == 1 || a.st.bytes_reduced <= (int64_t)STEPS * 4 * (pt_param_numel(ref.ctx) + 16 * pt_param_count(ref.ctx)),
-          "DP + accumulation: one reduction per step (none on the first micro-batch)", why);
+    CHECK_WHY(t->dpn == 1 || a.st.bytes_reduced <= (int64_t)STEPS * 4 * (pt_param_numel(ref.ctx) + 16 * pt_param_count(ref.ctx)),
+              "DP + accumulation: one reduction per step (none on the first micro-batch)", why);
     pt_shutdown(a.ctx);
 
     /* the step contract: pt_dp_begin_step(dp, passes), passes 2 and 4 (the global batch split further) */
@@ -259,8 +259,8 @@ int main(int argc, char **argv) {
         compare(t, name, &a, &ref);
         snprintf(why, sizeof why, "bytes reduced %lld, started before the end %lld", (long long)a.st.bytes_reduced, (long long)a.st.started_before_end);
         snprintf(name, sizeof name, "DP, pt_dp_begin_step(dp, %d): one reduction per bucket per step, overlapped with the last pass", i);
-        check(t, t->dpn == 1 || (a.st.bytes_reduced <= (int64_t)STEPS * 4 * (pt_param_numel(ref.ctx) + 16 * pt_param_count(ref.ctx)) &&
-                                 a.st.started_before_end > 0), name, why);
+        CHECK_WHY(t->dpn == 1 || (a.st.bytes_reduced <= (int64_t)STEPS * 4 * (pt_param_numel(ref.ctx) + 16 * pt_param_count(ref.ctx)) &&
+                                  a.st.started_before_end > 0), name, why);
         pt_shutdown(a.ctx);
     }
     c.step_api = 0;
@@ -272,7 +272,7 @@ int main(int argc, char **argv) {
         memset(&u, 0, sizeof u);
         u.whole = 1, u.micro = 1, u.zero_at = u.unzero_at = -1, u.untied = 1;
         run(t, &u, &uref);
-        check(t, uref.ok, "reference with an untied head trains", uref.err);
+        CHECK_WHY(uref.ok, "reference with an untied head trains", uref.err);
         u.whole = 0, u.use_dp = 1, u.bucket = 16 << 10, u.split = 1, u.micro = 4;
         run(t, &u, &a);
         compare(t, "DP, split model, 4 interleaved passes (B0 B1 A0 B2 A1 B3 A2 A3)", &a, &uref);
@@ -287,7 +287,7 @@ int main(int argc, char **argv) {
     compare(t, name, &a, &ref);
     if (getenv("PTRAIN_FAKE_NODE_SIZE") && t->dpn >= 4) {
         snprintf(why, sizeof why, "%d nodes", pt_dist_nodes(t->d));
-        check(t, pt_dist_nodes(t->d) > 1, "DP, hierarchical: the fake nodes make more than one node", why);
+        CHECK_WHY(pt_dist_nodes(t->d) > 1, "DP, hierarchical: the fake nodes make more than one node", why);
     }
     pt_shutdown(a.ctx);
     c.hier = 0;
@@ -297,13 +297,13 @@ int main(int argc, char **argv) {
     run(t, &c, &a);
     compare_tol(t, "DP, bf16 compression with error feedback", &a, &ref, 1e-3, 5e-2, 1e-2);
     snprintf(why, sizeof why, "bytes reduced %lld", (long long)a.st.bytes_reduced);
-    check(t, t->dpn == 1 || a.st.bytes_reduced <= (int64_t)STEPS * 2 * (pt_param_numel(ref.ctx) + 16 * pt_param_count(ref.ctx)),
-          "DP, bf16 compression: 2 bytes per gradient element on the wire", why);
+    CHECK_WHY(t->dpn == 1 || a.st.bytes_reduced <= (int64_t)STEPS * 2 * (pt_param_numel(ref.ctx) + 16 * pt_param_count(ref.ctx)),
+              "DP, bf16 compression: 2 bytes per gradient element on the wire", why);
     run(t, &c, &b);
     {
         pt_tensor pa = pt_param_slab(a.ctx), pb = pt_param_slab(b.ctx);
-        check(t, a.ok && b.ok && !memcmp(a.loss, b.loss, sizeof a.loss) && !memcmp(pt_f32(&pa), pt_f32(&pb), (size_t)pt_numel(&pa) * 4),
-              "DP, bf16 compression, run twice: bit-identical losses and parameters", "they differ");
+        CHECK_WHY(a.ok && b.ok && !memcmp(a.loss, b.loss, sizeof a.loss) && !memcmp(pt_f32(&pa), pt_f32(&pb), (size_t)pt_numel(&pa) * 4),
+                  "DP, bf16 compression, run twice: bit-identical losses and parameters", "they differ");
     }
     pt_shutdown(a.ctx);
     pt_shutdown(b.ctx);
@@ -321,10 +321,10 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "DP with a frozen and an unused parameter created %s the model", i == 1 ? "before" : "after");
         compare(t, name, &a, &ref);
         snprintf(name, sizeof name, "DP with frozen/unused parameters %s the model: frozen one unchanged", i == 1 ? "before" : "after");
-        check(t, a.ok && a.frozen0 == a.frozen1, name, "it changed");
+        CHECK_WHY(a.ok && a.frozen0 == a.frozen1, name, "it changed");
         snprintf(why, sizeof why, "started before the end %lld of %lld", (long long)a.st.started_before_end, (long long)a.st.buckets * STEPS);
-        if (i == 1) check(t, t->dpn == 1 || a.st.started_before_end > 0, "DP, unused parameter in the last bucket: overlap still happens", why);
-        else check(t, a.st.started_before_end == 0, "DP, unused parameter in the first bucket: every bucket waits for pt_dp_finish (in order)", why);
+        if (i == 1) CHECK_WHY(t->dpn == 1 || a.st.started_before_end > 0, "DP, unused parameter in the last bucket: overlap still happens", why);
+        else CHECK_WHY(a.st.started_before_end == 0, "DP, unused parameter in the first bucket: every bucket waits for pt_dp_finish (in order)", why);
         pt_shutdown(a.ctx);
     }
 
@@ -347,7 +347,7 @@ int main(int argc, char **argv) {
         g = pt_graph_new(ctx);
         pt_dp_begin_step(dp, 0);
         snprintf(why, sizeof why, "'%.200s'", pt_error(ctx));
-        check(t, pt_status_get(ctx) == PT_ERR_ARG && strstr(pt_error(ctx), "passes must be >= 1"), "error: pt_dp_begin_step(dp, 0)", why);
+        CHECK_WHY(pt_status_get(ctx) == PT_ERR_ARG && strstr(pt_error(ctx), "passes must be >= 1"), "error: pt_dp_begin_step(dp, 0)", why);
         pt_error_clear(ctx);
         x = pt_tensor_new(g, PT_I32, 2, 1, T, 0, 0);
         pt_tensor_write(x, t->ids[0]);
@@ -360,8 +360,8 @@ int main(int argc, char **argv) {
         loss = pt_gpt_loss(g, m, x, x);
         pt_backward(g, loss);
         snprintf(why, sizeof why, "'%.200s'", pt_error(ctx));
-        check(t, pt_status_get(ctx) == PT_ERR_STATE && strstr(pt_error(ctx), "completed 2 times in a step of 1"),
-              "error: a second backward in a step of 1 pass names the parameter and the counts", why);
+        CHECK_WHY(pt_status_get(ctx) == PT_ERR_STATE && strstr(pt_error(ctx), "completed 2 times in a step of 1"),
+                  "error: a second backward in a step of 1 pass names the parameter and the counts", why);
         pt_dp_free(dp);
         pt_gpt_free(m);
         pt_shutdown(ctx);
@@ -376,14 +376,13 @@ int main(int argc, char **argv) {
         run(t, &c, &a);
         pd = a.ok ? param_diff(a.ctx, ref.ctx) : 0;
         snprintf(why, sizeof why, "worst per-tensor relative difference only %.3g", pd);
-        check(t, pd > 1e-3, "control: slices trained without pt_dp do differ from the reference (> 1e-3)", why);
+        CHECK_WHY(pd > 1e-3, "control: slices trained without pt_dp do differ from the reference (> 1e-3)", why);
         pt_shutdown(a.ctx);
     }
     pt_shutdown(ref.ctx);
 done:
-    fails = t->nfail;
-    if (t->rank == 0) printf("%d passed, %d failed\n", t->npass, t->nfail);
+    fails = tu_summary();
     pt_dist_finalize(t->d);
     free(t);
-    return fails ? 1 : 0;
+    return fails;
 }

@@ -12,6 +12,7 @@
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 #include "param_check.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -36,26 +37,8 @@ typedef struct {
     int fail_stage; /* > 0: that stage's function fails (error-path test) */
 } stage_user;
 
-static int npass, nfail, world_rank;
+static int world_rank;
 static pt_dist *grid;
-
-static int agree(int ok) {
-#ifdef PTRAIN_MPI
-    int all = ok != 0;
-    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_WORLD));
-    return all;
-#else
-    return ok != 0;
-#endif
-}
-static void check(int ok, const char *name, const char *why) {
-    ok = agree(ok);
-    if (ok) npass++; else nfail++;
-    if (world_rank == 0) {
-        if (ok) printf("PASS %s\n", name); else printf("FAIL %s: %s\n", name, why);
-        fflush(stdout);
-    }
-}
 
 static pt_tensor *stage_fn(pt_graph *g, int stage, int mb, pt_tensor *x, void *user) {
     stage_user *u = (stage_user *)user;
@@ -284,6 +267,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     world_rank = pt_dist_rank(grid);
+    tu_mpi_init(NULL);
     lay = pt_dist_layout(grid);
     if (o.m == 0) o.m = lay.pp;
     if ((GB / lay.dp) % (o.accum * o.m) != 0) {
@@ -299,8 +283,8 @@ int main(int argc, char **argv) {
     ref = reference(&o, rl, rg);
     err[0] = 0;
     a = parallel(&o, l1, g1, &st, err, sizeof err, 0);
-    check(pt_status_get(a) == PT_OK && !err[0], "parallel run completes", err);
-    if (nfail) goto done;
+    CHECK_WHY(pt_status_get(a) == PT_OK && !err[0], "parallel run completes", err);
+    if (tu_nfail) goto done;
     for (s = 0; s < o.steps; s++) {
         double e = fabs((double)l1[s] - rl[s]) / fabs((double)rl[s]), f = fabs((double)g1[s] - rg[s]) / fabs((double)rg[s]);
         if (!(e <= dl)) dl = e; /* NaN sticks */
@@ -312,14 +296,14 @@ int main(int argc, char **argv) {
         printf("  max rel loss diff %.3g, max rel grad-norm diff %.3g, bubble %.3f, graphs %d\n", dl, dg, st.bubble, st.graphs);
     }
     snprintf(err, sizeof err, "max relative loss difference %.3g > %.3g", dl, (double)o.tol);
-    check(dl <= o.tol, "per-step losses equal the single process", err);
+    CHECK_WHY(dl <= o.tol, "per-step losses equal the single process", err);
     snprintf(err, sizeof err, "max relative grad-norm difference %.3g > %.3g", dg, (double)o.tol_norm);
-    check(dg <= o.tol_norm, "per-step global gradient norms equal the single process", err);
+    CHECK_WHY(dg <= o.tol_norm, "per-step global gradient norms equal the single process", err);
     {
         double e = fabs((double)l1[o.steps] - rl[o.steps]) / fabs((double)rl[o.steps]);
         if (world_rank == 0) printf("  eval loss %.7f (reference %.7f)\n", l1[o.steps], rl[o.steps]);
         snprintf(err, sizeof err, "relative difference %.3g > %.3g", e, (double)o.tol);
-        check(e <= o.tol, "forward-only evaluation equals the single process", err);
+        CHECK_WHY(e <= o.tol, "forward-only evaluation equals the single process", err);
     }
     dpar = param_diff(grid, a, ref, worst, sizeof worst);
 #ifdef PTRAIN_MPI
@@ -331,7 +315,7 @@ int main(int argc, char **argv) {
        parameters is checked below with SGD, whose update is linear in the gradient */
     snprintf(err, sizeof err, "per-tensor relative parameter difference %.3g > %.3g (%s)", dpar, 10.0 * o.tol_param, worst);
     snprintf(name, sizeof name, "AdamW: final parameters equal the single process (%.0e)", 10.0 * o.tol_param);
-    check(dpar <= 10.0 * o.tol_param, name, err);
+    CHECK_WHY(dpar <= 10.0 * o.tol_param, name, err);
     {
         float sl[MAXSTEPS], sg[MAXSTEPS], pl[MAXSTEPS], pg[MAXSTEPS];
         pt_ctx *sref, *spar;
@@ -351,26 +335,26 @@ int main(int argc, char **argv) {
         snprintf(err, sizeof err, "loss %.3g, per-tensor parameter %.3g > %.3g (%s)", e, dpar, (double)o.tol_param, worst);
         snprintf(name, sizeof name, "SGD: per-step losses (%.0e) and final parameters (%.0e) equal the single process", (double)o.tol,
                  (double)o.tol_param);
-        check(e <= o.tol && dpar <= o.tol_param, name, err);
+        CHECK_WHY(e <= o.tol && dpar <= o.tol_param, name, err);
         use_sgd = 0;
         pt_shutdown(spar);
         pt_shutdown(sref);
     }
     b = parallel(&o, l2, g2, &st, err, sizeof err, 0);
     for (s = 0; s < o.steps; s++) same &= memcmp(&l1[s], &l2[s], sizeof(float)) == 0 && memcmp(&g1[s], &g2[s], sizeof(float)) == 0;
-    check(same, "the same layout twice is bit-identical", "losses or norms differ between two runs");
+    CHECK_WHY(same, "the same layout twice is bit-identical", "losses or norms differ between two runs");
     pt_shutdown(b);
     if (lay.pp > 1) { /* a stage that fails: every rank returns NaN and the failing rank's message */
         err[0] = 0;
         b = parallel(&o, l2, g2, &st, err, sizeof err, 1);
         snprintf(name, sizeof name, "stage 1's function failing: NaN and one message on every rank (got %g, '%s')", l2[0], err);
-        check(l2[0] != l2[0] && strstr(err, "micro-batch 0, stage 1") != NULL, "a failing stage is reported on every rank, no hang", name);
+        CHECK_WHY(l2[0] != l2[0] && strstr(err, "micro-batch 0, stage 1") != NULL, "a failing stage is reported on every rank, no hang", name);
         pt_shutdown(b);
     }
 done:
     pt_shutdown(a);
     pt_shutdown(ref);
-    if (world_rank == 0) printf("%d passed, %d failed\n", npass, nfail);
+    s = tu_summary();
     pt_dist_finalize(grid);
-    return nfail ? 1 : 0;
+    return s;
 }

@@ -33,13 +33,6 @@ static pt_dist *D;
 static int RANK, WORLD, DPN;
 static char BASE[512];
 
-static int check(int ok, const char *name, const char *why) {
-    int all = pt_dist_agree(D, ok);
-    if (RANK == 0) tu_check(all, __FILE__, __LINE__, name, "%s", all ? "" : (ok ? "failed on another rank" : why));
-    else if (all) tu_npass++;
-    else tu_nfail++;
-    return all;
-}
 
 typedef struct data_state { pt_rng rng; uint64_t pos; } data_state;
 typedef struct run {
@@ -174,6 +167,7 @@ int main(int argc, char **argv) {
         return 1;
     }
 #endif
+    tu_mpi_init(NULL);
     RANK = pt_dist_rank(D), WORLD = pt_dist_size(D), DPN = D ? pt_dist_layout(D).dp : 1;
     R = WORLD - 1; /* the faulty rank */
     snprintf(BASE, sizeof BASE, "%s", argc > 1 && argv[1][0] != '-' ? argv[1] : "build/tests/guard_tmp");
@@ -192,7 +186,7 @@ int main(int argc, char **argv) {
     ok = run_open(&ref, &gd, NULL) && run_steps(&ref, 0, NSTEPS);
     for (i = 0, n = 0; i < NSTEPS; i++) n += ref.verdict[i] != PT_GUARD_OK;
     snprintf(why, sizeof why, "%d verdicts not OK, %lld events (%.300s)", n, (long long)pt_guard_events(ref.guard, NULL, 0), pt_error(ref.ctx));
-    check(ok && n == 0 && pt_guard_events(ref.guard, NULL, 0) == 0, "no fault: every verdict OK, no event", why);
+    CHECK_WHY(ok && n == 0 && pt_guard_events(ref.guard, NULL, 0) == 0, "no fault: every verdict OK, no event", why);
     if (RANK == 0) printf("reference losses: step 0 %.5f, step 10 %.5f, step 29 %.5f\n", ref.loss[0], ref.loss[10], ref.loss[29]);
     ok = run_open(&skip10, &gd, NULL);
     skip10.skip_at = 10;
@@ -200,7 +194,7 @@ int main(int argc, char **argv) {
     ok = run_open(&skip20, &gd, NULL) && ok;
     skip20.skip_at = 20, skip20.skip_at2 = 24;
     ok = ok && run_steps(&skip20, 0, NSTEPS);
-    check(ok && !same_params(&ref, &skip10), "references: skipping one update changes the final parameters", "equal or failed");
+    CHECK_WHY(ok && !same_params(&ref, &skip10), "references: skipping one update changes the final parameters", "equal or failed");
 
     /* ---- NaN in rank R's gradient at step 10, warn policy ---- */
     snprintf(why, sizeof why, "nan:10:%d", R);
@@ -209,15 +203,15 @@ int main(int argc, char **argv) {
     n = events(&a, ev);
     snprintf(why, sizeof why, "%d events; first: step %lld kind %s rank %d verdict %d: %s", n, n ? (long long)ev[0].step : -1LL,
              n ? pt_guard_event_name(ev[0].kind) : "-", n ? ev[0].rank : -9, n ? ev[0].verdict : -9, n ? ev[0].detail : "");
-    check(ok && n == 1 && ev[0].step == 10 && ev[0].kind == PT_GUARD_EV_GRAD_NONFINITE && ev[0].rank == R && ev[0].verdict == PT_GUARD_OK &&
-              a.verdict[10] == PT_GUARD_OK && a.ncb == 1,
-          tu_name("warn: NaN gradient on rank %d at step 10 is one event naming rank %d, verdict OK", R, R), why);
-    check(ok && (RANK == R ? !finite_params(&a) : 1), "warn: the update went ahead: the faulty rank's parameters hold a NaN",
-          "parameters finite");
+    CHECK_WHY(ok && n == 1 && ev[0].step == 10 && ev[0].kind == PT_GUARD_EV_GRAD_NONFINITE && ev[0].rank == R && ev[0].verdict == PT_GUARD_OK &&
+                  a.verdict[10] == PT_GUARD_OK && a.ncb == 1,
+              tu_name("warn: NaN gradient on rank %d at step 10 is one event naming rank %d, verdict OK", R, R), why);
+    CHECK_WHY(ok && (RANK == R ? !finite_params(&a) : 1), "warn: the update went ahead: the faulty rank's parameters hold a NaN",
+              "parameters finite");
     ok = ok && run_steps(&a, 11, NSTEPS);
     st = pt_guard_stats_get(a.guard);
     snprintf(why, sizeof why, "checks %lld, events %lld", (long long)st.checks, (long long)st.events);
-    check(ok && st.checks == NSTEPS && st.events > 1, "warn: the run goes on to the end, the guard reports every later bad step", why);
+    CHECK_WHY(ok && st.checks == NSTEPS && st.events > 1, "warn: the run goes on to the end, the guard reports every later bad step", why);
     if (RANK == 0) printf("warn: %lld events, the first: %s\n", (long long)st.events, ev[0].detail);
     run_close(&a);
 
@@ -229,15 +223,15 @@ int main(int argc, char **argv) {
         float *before = (float *)malloc((size_t)nparams(&a) * 4);
         memcpy(before, params(&a), (size_t)nparams(&a) * 4);
         ok = ok && run_step(&a, 10) == PT_GUARD_SKIP;
-        check(ok && !memcmp(before, params(&a), (size_t)nparams(&a) * 4), "skip: verdict SKIP at step 10 on every rank, parameters unchanged",
-              "changed or another verdict");
+        CHECK_WHY(ok && !memcmp(before, params(&a), (size_t)nparams(&a) * 4), "skip: verdict SKIP at step 10 on every rank, parameters unchanged",
+                  "changed or another verdict");
         free(before);
     }
     ok = ok && run_steps(&a, 11, NSTEPS);
     n = events(&a, ev);
     snprintf(why, sizeof why, "%d events, rank %d", n, n ? ev[0].rank : -9);
-    check(ok && n == 1 && ev[0].rank == R && ev[0].verdict == PT_GUARD_SKIP, tu_name("skip: one event, naming rank %d", R), why);
-    check(ok && same_params(&a, &skip10), "skip: final parameters = the run that simply did not take step 10 (bitwise)", "differ");
+    CHECK_WHY(ok && n == 1 && ev[0].rank == R && ev[0].verdict == PT_GUARD_SKIP, tu_name("skip: one event, naming rank %d", R), why);
+    CHECK_WHY(ok && same_params(&a, &skip10), "skip: final parameters = the run that simply did not take step 10 (bitwise)", "differ");
     run_close(&a);
 
     /* ---- loss spike at step 20 (x100 on rank 0) and gradient-norm spike at 24 (x1000), skip policy; save at 15 ---- */
@@ -251,19 +245,19 @@ int main(int argc, char **argv) {
     n = events(&a, ev);
     snprintf(why, sizeof why, "%d events; kind %s rank %d z %.3f value %.5g mean %.5g std %.3g", n, n ? pt_guard_event_name(ev[0].kind) : "-",
              n ? ev[0].rank : -9, n ? ev[0].z : 0.0, n ? ev[0].value : 0.0, n ? ev[0].mean : 0.0, n ? ev[0].std : 0.0);
-    check(ok && n == 1 && ev[0].kind == PT_GUARD_EV_LOSS_SPIKE && ev[0].step == 20 && ev[0].rank == 0 && ev[0].z > 6.0 &&
-              fabs(ev[0].z - (ev[0].value - ev[0].mean) / ev[0].std) <= 1e-9 * ev[0].z,
-          "spike: loss x100 at step 20 is a loss_spike event on rank 0 with z > 6 = (value - mean) / std", why);
+    CHECK_WHY(ok && n == 1 && ev[0].kind == PT_GUARD_EV_LOSS_SPIKE && ev[0].step == 20 && ev[0].rank == 0 && ev[0].z > 6.0 &&
+                  fabs(ev[0].z - (ev[0].value - ev[0].mean) / ev[0].std) <= 1e-9 * ev[0].z,
+              "spike: loss x100 at step 20 is a loss_spike event on rank 0 with z > 6 = (value - mean) / std", why);
     if (RANK == 0) printf("loss spike: %s\n", n ? ev[0].detail : "(none)");
-    check(ok && pt_guard_stats_get(a.guard).accepted == st.accepted, "spike: the spike step is not added to the statistics", "added");
+    CHECK_WHY(ok && pt_guard_stats_get(a.guard).accepted == st.accepted, "spike: the spike step is not added to the statistics", "added");
     ok = ok && run_steps(&a, 21, NSTEPS);
     n = events(&a, ev);
     snprintf(why, sizeof why, "%d events; second: %s", n, n > 1 ? ev[1].detail : "-");
-    check(ok && n == 2 && ev[1].kind == PT_GUARD_EV_GRAD_SPIKE && ev[1].step == 24 && ev[1].z > 6.0 && a.verdict[24] == PT_GUARD_SKIP,
-          "spike: gradients x1000 at step 24 are a grad_spike event with z > 6, skipped", why);
+    CHECK_WHY(ok && n == 2 && ev[1].kind == PT_GUARD_EV_GRAD_SPIKE && ev[1].step == 24 && ev[1].z > 6.0 && a.verdict[24] == PT_GUARD_SKIP,
+              "spike: gradients x1000 at step 24 are a grad_spike event with z > 6, skipped", why);
     if (RANK == 0 && n > 1) printf("grad spike: %s\n", ev[1].detail);
     for (i = 0, n = 0; i < NSTEPS; i++) n += a.verdict[i] != (i == 20 || i == 24 ? PT_GUARD_SKIP : PT_GUARD_OK);
-    check(ok && n == 0, "spike: every other step OK", "other verdicts");
+    CHECK_WHY(ok && n == 0, "spike: every other step OK", "other verdicts");
 
     /* ---- exact resume from step 15 ---- */
     ok = run_open(&b, &gd, "spike:20:0");
@@ -280,10 +274,10 @@ int main(int argc, char **argv) {
             if (!strcmp(pt_state_at(b.ctx, k, &pb, &nb), "guard")) break;
         snprintf(why, sizeof why, "loaded %lld; %d steps differ in loss or verdict; guard state %lld vs %lld bytes (%.300s)", (long long)loaded, n,
                  (long long)na, (long long)nb, pt_error(b.ctx));
-        check(ok && n == 0 && same_params(&a, &b) && na == nb && pa && pb && !memcmp(pa, pb, (size_t)na),
-              "resume at 15: losses, verdicts (spikes at 20, 24), parameters and guard state identical", why);
+        CHECK_WHY(ok && n == 0 && same_params(&a, &b) && na == nb && pa && pb && !memcmp(pa, pb, (size_t)na),
+                  "resume at 15: losses, verdicts (spikes at 20, 24), parameters and guard state identical", why);
     }
-    check(ok && same_params(&a, &skip20), "spike: final parameters = the run that simply did not take steps 20 and 24 (bitwise)", "differ");
+    CHECK_WHY(ok && same_params(&a, &skip20), "spike: final parameters = the run that simply did not take steps 20 and 24 (bitwise)", "differ");
     run_close(&a), run_close(&b);
 
     /* ---- rollback after 3 consecutive NaN steps (12, 13, 14), checkpoints every 5 steps ---- */
@@ -309,8 +303,8 @@ int main(int argc, char **argv) {
                 ok = ok && !rolled && pt_guard_rollback(a.guard, a.o, &to) == PT_OK;
                 snprintf(why, sizeof why, "rollback at step %d loaded step %lld, lr scale %g (%.300s)", s, (long long)to, (double)pt_guard_lr_scale(a.guard),
                          pt_error(a.ctx));
-                check(ok && s == 14 && to == 10 && pt_guard_lr_scale(a.guard) == 0.5f && !memcmp(at10, params(&a), (size_t)nparams(&a) * 4),
-                      "rollback: at step 14 (3rd bad step) the checkpoint of step 10 is loaded, parameters as saved, LR scale 0.5", why);
+                CHECK_WHY(ok && s == 14 && to == 10 && pt_guard_lr_scale(a.guard) == 0.5f && !memcmp(at10, params(&a), (size_t)nparams(&a) * 4),
+                          "rollback: at step 14 (3rd bad step) the checkpoint of step 10 is loaded, parameters as saved, LR scale 0.5", why);
                 rolled = 1, s = (int)to;
                 continue;
             }
@@ -318,18 +312,18 @@ int main(int argc, char **argv) {
             s++;
         }
         snprintf(why, sizeof why, "verdicts at 12..14: %d %d %d", vs[0], vs[1], vs[2]);
-        check(ok && rolled && vs[0] == PT_GUARD_SKIP && vs[1] == PT_GUARD_SKIP && vs[2] == PT_GUARD_ROLLBACK, "rollback: verdicts SKIP, SKIP, ROLLBACK", why);
+        CHECK_WHY(ok && rolled && vs[0] == PT_GUARD_SKIP && vs[1] == PT_GUARD_SKIP && vs[2] == PT_GUARD_ROLLBACK, "rollback: verdicts SKIP, SKIP, ROLLBACK", why);
         snprintf(why, sizeof why, "replayed loss %.9g vs %.9g; lr at 15: %.9g vs schedule %.9g", a.loss[10], loss10, a.lr[15], pt_lr_at(&SCHED, 15));
-        check(ok && a.loss[10] == loss10 && a.lr[15] == pt_lr_at(&SCHED, 15) * 0.5f,
-              "rollback: the replayed step 10 has the same loss (data state restored), the LR afterwards is halved", why);
+        CHECK_WHY(ok && a.loss[10] == loss10 && a.lr[15] == pt_lr_at(&SCHED, 15) * 0.5f,
+                  "rollback: the replayed step 10 has the same loss (data state restored), the LR afterwards is halved", why);
         n = events(&a, ev);
         snprintf(why, sizeof why, "%d events, last %s: %s", n, n ? pt_guard_event_name(ev[n - 1].kind) : "-", n ? ev[n - 1].detail : "");
-        check(ok && n == 4 && ev[3].kind == PT_GUARD_EV_ROLLBACK && ev[3].loaded_step == 10 && ev[3].value == 0.5 && ev[0].rank == R &&
-                  pt_guard_stats_get(a.guard).rollbacks == 1,
-              "rollback: 3 grad_nonfinite events then one rollback event (loaded step 10, lr scale 0.5)", why);
+        CHECK_WHY(ok && n == 4 && ev[3].kind == PT_GUARD_EV_ROLLBACK && ev[3].loaded_step == 10 && ev[3].value == 0.5 && ev[0].rank == R &&
+                      pt_guard_stats_get(a.guard).rollbacks == 1,
+                  "rollback: 3 grad_nonfinite events then one rollback event (loaded step 10, lr scale 0.5)", why);
         if (RANK == 0 && n) printf("rollback: %s\n", ev[n - 1].detail);
         for (i = 15, n = 0; i < NSTEPS; i++) n += a.verdict[i] != PT_GUARD_OK;
-        check(ok && n == 0 && finite_params(&a), "rollback: training goes on after it, finite", "bad steps after the rollback");
+        CHECK_WHY(ok && n == 0 && finite_params(&a), "rollback: training goes on after it, finite", "bad steps after the rollback");
         free(at10);
     }
     run_close(&a);
@@ -343,12 +337,12 @@ int main(int argc, char **argv) {
     if (DPN > 1) {
         snprintf(why, sizeof why, "%d events; first: step %lld %s rank %d: %s", n, n ? (long long)ev[0].step : -1LL, n ? pt_guard_event_name(ev[0].kind) : "-",
                  n ? ev[0].rank : -9, n ? ev[0].detail : "");
-        check(ok && n >= 1 && ev[0].step == 8 && ev[0].kind == PT_GUARD_EV_REPLICA_MISMATCH && ev[0].rank == R && ev[0].value == 1,
-              tu_name("replicas: a flipped weight on rank %d is found at the check of step 8, naming rank %d", R, R), why);
+        CHECK_WHY(ok && n >= 1 && ev[0].step == 8 && ev[0].kind == PT_GUARD_EV_REPLICA_MISMATCH && ev[0].rank == R && ev[0].value == 1,
+                  tu_name("replicas: a flipped weight on rank %d is found at the check of step 8, naming rank %d", R, R), why);
         if (RANK == 0 && n) printf("replicas: %s\n", ev[0].detail);
-        check(ok && pt_guard_replica_check(a.guard, 12) == 1, "replicas: pt_guard_replica_check counts 1 differing rank", "another count");
+        CHECK_WHY(ok && pt_guard_replica_check(a.guard, 12) == 1, "replicas: pt_guard_replica_check counts 1 differing rank", "another count");
     } else {
-        check(ok && n == 0 && pt_guard_replica_check(a.guard, 12) == 0, "replicas: one replica, nothing to compare, no event", "events");
+        CHECK_WHY(ok && n == 0 && pt_guard_replica_check(a.guard, 12) == 0, "replicas: one replica, nothing to compare, no event", "events");
     }
     run_close(&a);
 
@@ -356,19 +350,20 @@ int main(int argc, char **argv) {
     ok = run_open(&a, &gd, NULL);
     pt_guard_free(a.guard), a.guard = NULL;
     gd = desc_of(PT_GUARD_POLICY_ROLLBACK);
-    check(ok && !pt_guard_new(a.ctx, &gd) && pt_status_get(a.ctx) == PT_ERR_ARG && strstr(pt_error(a.ctx), "ckpt_dir"),
-          "errors: ROLLBACK without ckpt_dir is PT_ERR_ARG naming ckpt_dir", pt_error(a.ctx));
+    CHECK_WHY(ok && !pt_guard_new(a.ctx, &gd) && pt_status_get(a.ctx) == PT_ERR_ARG && strstr(pt_error(a.ctx), "ckpt_dir"),
+              "errors: ROLLBACK without ckpt_dir is PT_ERR_ARG naming ckpt_dir", pt_error(a.ctx));
     pt_error_clear(a.ctx);
     gd = desc_of(PT_GUARD_POLICY_SKIP);
     gd.z_threshold = -1;
-    check(!pt_guard_new(a.ctx, &gd) && pt_status_get(a.ctx) == PT_ERR_ARG, "errors: a negative z_threshold is PT_ERR_ARG", pt_error(a.ctx));
+    CHECK_WHY(!pt_guard_new(a.ctx, &gd) && pt_status_get(a.ctx) == PT_ERR_ARG, "errors: a negative z_threshold is PT_ERR_ARG", pt_error(a.ctx));
     pt_error_clear(a.ctx);
     gd = desc_of(PT_GUARD_POLICY_SKIP);
     setenv("PTRAIN_GUARD_INJECT", "nan:x:1", 1);
-    check(!pt_guard_new(a.ctx, &gd) && strstr(pt_error(a.ctx), "PTRAIN_GUARD_INJECT"), "errors: a bad PTRAIN_GUARD_INJECT is PT_ERR_ARG naming it",
-          pt_error(a.ctx));
+    CHECK_WHY(!pt_guard_new(a.ctx, &gd) && strstr(pt_error(a.ctx), "PTRAIN_GUARD_INJECT"), "errors: a bad PTRAIN_GUARD_INJECT is PT_ERR_ARG naming it",
+              pt_error(a.ctx));
     run_close(&a);
     run_close(&ref), run_close(&skip10), run_close(&skip20);
+    i = tu_summary();
     pt_dist_finalize(D);
-    return tu_summary();
+    return i;
 }

@@ -10,18 +10,13 @@
    and "N passed, N failed"; exits 1 on any failure. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int npass, nfail;
-static void check(int ok, const char *name, const char *why) {
-    if (ok) npass++, printf("PASS %s\n", name);
-    else nfail++, printf("FAIL %s: %s\n", name, why);
-}
 
 /* resident bytes of this process (0 where /proc is missing) */
 static double rss_bytes(void) {
@@ -61,23 +56,23 @@ static void bad_plans(void) {
     c.vocab = 256, c.max_seq = 64, c.layers = 4, c.width = 64, c.heads = 2;
     memset(&p, 0, sizeof p);
     p.batch = 4, p.seq = 64, p.optim = PT_OPTIM_ADAMW;
-    check(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_OK && o.total > 0, "a plain plan is estimated", err);
+    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_OK && o.total > 0, "a plain plan is estimated", err);
     p.tp = 4;
-    check(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "heads"), "tp not dividing heads is refused", err);
+    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "heads"), "tp not dividing heads is refused", err);
     p.tp = 1, p.precision = PT_BF16;
-    check(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "f32 only"), "bf16 precision is refused", err);
+    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "f32 only"), "bf16 precision is refused", err);
     p.precision = PT_F32, p.recompute = 1;
-    check(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "not implemented"), "recompute is refused", err);
+    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "not implemented"), "recompute is refused", err);
     p.recompute = 0, p.pp = 8;
-    check(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "layers"), "more stages than layers is refused", err);
+    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "layers"), "more stages than layers is refused", err);
     p.pp = 2, p.schedule = PT_PP_INTERLEAVED, p.micro_batches = 3;
-    check(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG, "interleaved with m % p != 0 is refused", err);
+    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG, "interleaved with m % p != 0 is refused", err);
     p.schedule = PT_PP_1F1B, p.micro_batches = 4, p.seq = 65;
-    check(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "max_seq"), "seq > max_seq is refused", err);
+    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "max_seq"), "seq > max_seq is refused", err);
     p.seq = 64, p.zero = 3;
-    check(pt_mem_estimate(&c, &p, 1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "zero 3"), "zero 3 is refused", err);
+    CHECK_WHY(pt_mem_estimate(&c, &p, 1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "zero 3"), "zero 3 is refused", err);
     p.zero = 0;
-    check(pt_mem_estimate(&c, &p, 2, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "pp_rank"), "pp_rank outside is refused", err);
+    CHECK_WHY(pt_mem_estimate(&c, &p, 2, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "pp_rank"), "pp_rank outside is refused", err);
     /* what ZeRO saves: the optimizer state shrinks with dp, stage 2 holds a gradient shard besides */
     {
         pt_mem_estimate_out z0, z1, z2;
@@ -89,8 +84,8 @@ static void bad_plans(void) {
         pt_mem_estimate(&c, &p, 0, &z2, err, sizeof err);
         snprintf(err, sizeof err, "optim %lld / %lld / %lld, dp_extra %lld / %lld / %lld", (long long)z0.optim, (long long)z1.optim,
                  (long long)z2.optim, (long long)z0.dp_extra, (long long)z1.dp_extra, (long long)z2.dp_extra);
-        check(z1.optim * 4 >= z0.optim && z1.optim * 4 < z0.optim + 4 * 64 * 8 && z2.optim == z1.optim && z2.dp_extra > z1.dp_extra,
-              "ZeRO-1/2 divide the moments by dp, ZeRO-2 adds the gradient shard", err);
+        CHECK_WHY(z1.optim * 4 >= z0.optim && z1.optim * 4 < z0.optim + 4 * 64 * 8 && z2.optim == z1.optim && z2.dp_extra > z1.dp_extra,
+                  "ZeRO-1/2 divide the moments by dp, ZeRO-2 adds the gradient shard", err);
     }
 }
 
@@ -127,7 +122,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     rank = pt_dist_rank(d), world = pt_dist_size(d), me = pt_dist_coords(d);
-    if (rank == 0) bad_plans();
+    tu_mpi_init(NULL);
+    bad_plans();
     /* a long, narrow model: activations above the 64 MiB arena chunk on every stage of pp 2 */
     memset(&cfg, 0, sizeof cfg);
     cfg.vocab = 256, cfg.max_seq = T, cfg.layers = 12, cfg.width = 64, cfg.heads = 2;
@@ -185,10 +181,7 @@ int main(int argc, char **argv) {
     if (!ctx) snprintf(err, sizeof err, "pt_init failed");
     else if (pt_status_get(ctx) != PT_OK) snprintf(err, sizeof err, "%s", pt_error(ctx));
     if (!err[0] && pt_mem_estimate(&cfg, &plan, me.pp, &est, err, sizeof err) != PT_OK && !err[0]) snprintf(err, sizeof err, "estimate failed");
-    if (!pt_dist_agree(d, !err[0])) {
-        if (err[0]) printf("FAIL rank %d: %s\n", rank, err);
-        nfail++;
-    } else {
+    if (CHECK_WHY(!err[0], "every rank trains 2 steps and has its estimate", err)) {
         pt_mem_stats ms = pt_mem(ctx);
         double e[NK];
         int k, r;
@@ -212,6 +205,7 @@ int main(int argc, char **argv) {
             memcpy(all, mine_row, sizeof mine_row);
 #endif
         }
+        tu_solo(1); /* rank 0 checks every rank's ratios */
         if (rank == 0) {
             printf("layout dp %d x tp %d x pp %d, zero %d, %s, m %d%s: estimate / measured per rank (measured MiB)\n", lay.dp, lay.tp, lay.pp, zero,
                    lay.pp > 1 ? (kind == PT_PP_GPIPE ? "GPipe" : "1F1B") : "accumulation", M, compress ? ", bf16" : "");
@@ -227,9 +221,10 @@ int main(int argc, char **argv) {
                 }
                 printf("  %s\n", line);
                 snprintf(name, sizeof name, "rank %d: every part and the total within 10%% of pt_mem / pt_dp_stats", r);
-                check(ok, name, "a ratio above is outside [0.9, 1.1]");
+                CHECK_WHY(ok, name, "a ratio above is outside [0.9, 1.1]");
             }
         }
+        tu_solo(0);
     }
     free(all);
     pt_pp_free(pp);
@@ -238,7 +233,7 @@ int main(int argc, char **argv) {
     pt_shutdown(ctx);
     free(ids);
     free(tg);
+    s = tu_summary();
     pt_dist_finalize(d);
-    if (rank == 0) printf("%d passed, %d failed\n", npass, nfail);
-    return rank == 0 && nfail ? 1 : 0;
+    return s;
 }

@@ -19,37 +19,12 @@
    Prints PASS/FAIL lines and "N passed, N failed". */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int npass, nfail, g_rank;
-#ifdef PTRAIN_MPI
-static const pt_dist *g_d;
-static int g_solo; /* 1: checks made by rank 0 alone (those of the log) */
-#endif
-
-/* one check; under MPI agreed by all ranks, rank 0 prints */
-static int check(int ok, const char *name, const char *why) {
-    int all = ok != 0;
-#ifdef PTRAIN_MPI
-    if (g_d && !g_solo) MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)pt_dist_comm(g_d, PT_COMM_WORLD));
-#endif
-    if (all) npass++;
-    else nfail++;
-    if (g_rank == 0) {
-        if (all) printf("PASS %s\n", name);
-        else printf("FAIL %s: %s\n", name, ok ? "(failed on another rank)" : why);
-        fflush(stdout);
-    }
-    return all;
-}
-static char why[1024], nbuf[4][512];
-static int nk;
-#define WHY(...) (snprintf(why, sizeof why, __VA_ARGS__), why)
-#define NAME(...) (nk = (nk + 1) & 3, snprintf(nbuf[nk], sizeof nbuf[nk], __VA_ARGS__), nbuf[nk])
 
 /* ---- the log read with pt_json: a value is named by where its text starts (a line, or a value in
    one), so that a check can also look at the text itself ---- */
@@ -139,45 +114,45 @@ static int check_common(const jlog *L, int steps, int world, const char *tag) {
     int i, ok = 1, s;
     for (i = 0; i < L->n; i++)
         if (!js_line_ok(L->line[i])) {
-            check(0, NAME("%s: every log line is one JSON object", tag), WHY("line %d: %.200s", i + 1, L->line[i]));
+            CHECKF(0, tu_name("%s: every log line is one JSON object", tag), "line %d: %.200s", i + 1, L->line[i]);
             return 0;
         }
-    check(1, NAME("%s: every one of the %d log lines is one JSON object", tag, L->n), "");
+    CHECK_WHY(1, tu_name("%s: every one of the %d log lines is one JSON object", tag, L->n), "");
     ok = L->n > 0 && js_is(L->line[0], "event", "run_start") && js_get(L->line[0], "time") && js_get(L->line[0], "config") &&
          js_num(L->line[0], "world") == world && js_get(L->line[0], "layout") && js_num(L->line[0], "peak_flops") > 0 &&
          js_get(L->line[0], "peak_source") && js_get(L->line[0], "mfu_formula") && js_get(L->line[0], "flops_per_token");
-    check(ok, NAME("%s: the first line is the run_start header with time, config, world %d, layout, flops_per_token, peak_flops, peak_source, mfu_formula", tag, world),
-          L->n ? L->line[0] : "(empty log)");
+    CHECK_WHY(ok, tu_name("%s: the first line is the run_start header with time, config, world %d, layout, flops_per_token, peak_flops, peak_source, mfu_formula", tag, world),
+              L->n ? L->line[0] : "(empty log)");
     for (s = 0; s < steps; s++) {
         const char *l = step_line(L, s);
         const char *const *k;
         double parts;
         if (!l) {
-            check(0, NAME("%s: one line per step", tag), WHY("step %d has no line (or several)", s));
+            CHECKF(0, tu_name("%s: one line per step", tag), "step %d has no line (or several)", s);
             return 0;
         }
         for (k = step_keys; *k; k++)
             if (!js_get(l, *k)) {
-                check(0, NAME("%s: every step line has every field", tag), WHY("step %d lacks %s: %.300s", s, *k, l));
+                CHECKF(0, tu_name("%s: every step line has every field", tag), "step %d lacks %s: %.300s", s, *k, l);
                 return 0;
             }
         parts = js_num(l, "t_compute") + js_num(l, "t_comm") + js_num(l, "t_bubble") + js_num(l, "t_data") + js_num(l, "t_ckpt");
         if (!(js_num(l, "t_compute") >= 0 && fabs(parts - js_num(l, "t_step")) <= 1e-6 + 1e-6 * js_num(l, "t_step") && js_num(l, "t_step") > 0 &&
               js_num(l, "t_comm") >= 0 && js_num(l, "t_data") >= 0 && js_num(l, "t_ckpt") >= 0 && js_num(l, "t_bubble") >= 0)) {
-            check(0, NAME("%s: t_compute >= 0 and the parts add up to t_step", tag), WHY("step %d: %.400s", s, l));
+            CHECKF(0, tu_name("%s: t_compute >= 0 and the parts add up to t_step", tag), "step %d: %.400s", s, l);
             return 0;
         }
         if (!(js_arr(l, "mem_rank_bytes", world - 1) > 0 && isnan(js_arr(l, "mem_rank_bytes", world)) && js_arr(l, "rss_rank_bytes", world - 1) > 0)) {
-            check(0, NAME("%s: mem_rank_bytes and rss_rank_bytes have one entry per rank", tag), WHY("step %d: %.400s", s, l));
+            CHECKF(0, tu_name("%s: mem_rank_bytes and rss_rank_bytes have one entry per rank", tag), "step %d: %.400s", s, l);
             return 0;
         }
         for (i = 0; i < world; i++)
             if (!(js_num(js_get(l, "mem"), "params") + js_num(js_get(l, "mem"), "grads") + js_num(js_get(l, "mem"), "optim") <= js_arr(l, "rss_rank_bytes", i))) {
-                check(0, NAME("%s: parameters + gradients + optimizer state <= every rank's RSS high-water", tag), WHY("step %d rank %d: %.400s", s, i, l));
+                CHECKF(0, tu_name("%s: parameters + gradients + optimizer state <= every rank's RSS high-water", tag), "step %d rank %d: %.400s", s, i, l);
                 return 0;
             }
     }
-    check(1, NAME("%s: %d step lines, each with every field, t_compute >= 0, parts summing to t_step, params + grads + optim <= RSS per rank", tag, steps), "");
+    CHECK_WHY(1, tu_name("%s: %d step lines, each with every field, t_compute >= 0, parts summing to t_step, params + grads + optim <= RSS per rank", tag, steps), "");
     return 1;
 }
 
@@ -213,7 +188,7 @@ static void test_one(const char *dir) {
     snprintf(shard, sizeof shard, "%s/mon_shard.bin", dir);
     tok = (uint32_t *)malloc(sizeof(uint32_t) * 20000);
     for (i = 0; i < 20000; i++) tok[i] = (uint32_t)((i * 7 + i / 13) % 256);
-    check(pt_shard_write(ctx, shard, PT_SHARD_PTRAIN, tok, 20000, 256) == PT_OK, "one: token shard written", pt_error(ctx));
+    CHECK_WHY(pt_shard_write(ctx, shard, PT_SHARD_PTRAIN, tok, 20000, 256) == PT_OK, "one: token shard written", pt_error(ctx));
     free(tok);
     memset(&ld, 0, sizeof ld);
     {
@@ -230,22 +205,22 @@ static void test_one(const char *dir) {
     od.kind = PT_OPTIM_ADAMW, od.lr = 1e-3f, od.clip_norm = 1.0f;
     opt = pt_optim_new(ctx, &od);
     g = pt_graph_new(ctx);
-    if (!check(L && model && opt && g, "one: loader, model, optimizer", pt_error(ctx))) return;
+    if (!CHECK_WHY(L && model && opt && g, "one: loader, model, optimizer", pt_error(ctx))) return;
 
     /* a log in a directory that does not exist: a clear error */
     memset(&md, 0, sizeof md);
     snprintf(bad, sizeof bad, "%s/no_such_dir/run.jsonl", dir);
     md.log_path = bad;
     m = pt_monitor_new(ctx, NULL, &md);
-    check(!m && pt_status_get(ctx) == PT_ERR_IO && strstr(pt_error(ctx), bad) && strstr(pt_error(ctx), "cannot open"),
-          "one: a log path in a missing directory is PT_ERR_IO naming the path", WHY("monitor %p, status %d, '%s'", (void *)m, (int)pt_status_get(ctx), pt_error(ctx)));
+    CHECKF(!m && pt_status_get(ctx) == PT_ERR_IO && strstr(pt_error(ctx), bad) && strstr(pt_error(ctx), "cannot open"),
+           "one: a log path in a missing directory is PT_ERR_IO naming the path", "monitor %p, status %d, '%s'", (void *)m, (int)pt_status_get(ctx), pt_error(ctx));
     pt_error_clear(ctx);
 
     snprintf(path, sizeof path, "%s/one.jsonl", dir);
     memset(&md, 0, sizeof md);
     md.log_path = path, md.model = &cfg, md.seq = T, md.loader = L, md.total_steps = STEPS, md.config = cfgkv;
     m = pt_monitor_new(ctx, NULL, &md);
-    if (!check(m != NULL, "one: pt_monitor_new", pt_error(ctx))) return;
+    if (!CHECK_WHY(m != NULL, "one: pt_monitor_new", pt_error(ctx))) return;
     snprintf(ck, sizeof ck, "%s/mon_ckpt", dir);
     for (s = 0; s < STEPS; s++) {
         double t0 = pt_time(), w0 = pt_loader_stats_get(L).wait_s;
@@ -276,7 +251,7 @@ static void test_one(const char *dir) {
         }
         if (s == 4) {
             double c0 = pt_time();
-            check(pt_monitor_ckpt_save(m, opt, ck, -1, NULL) == PT_OK, "one: pt_monitor_ckpt_save", pt_error(ctx));
+            CHECK_WHY(pt_monitor_ckpt_save(m, opt, ck, -1, NULL) == PT_OK, "one: pt_monitor_ckpt_save", pt_error(ctx));
             ckpt_s = pt_time() - c0;
         }
         memset(&ms, 0, sizeof ms);
@@ -290,16 +265,16 @@ static void test_one(const char *dir) {
         pt_mem_stats mem = pt_mem(ctx);
         char line[256];
         pt_monitor_free(m);
-        if (!check(read_log(path, &J), "one: the log exists", path)) return;
+        if (!CHECK_WHY(read_log(path, &J), "one: the log exists", path)) return;
         if (check_common(&J, STEPS, 1, "one")) {
             const char *h = J.line[0], *l, *e;
             int ok = 1;
             fpt = pt_gpt_flops(&cfg, 1, T) / (double)T;
-            check(fabs(js_num(h, "flops_per_token") - fpt) <= 1e-6 * fpt && fabs(pt_gpt_flops_per_token(&cfg, T) - fpt) <= 1e-9 * fpt,
-                  "one: header flops_per_token = pt_gpt_flops(cfg, 1, T) / T (6*P + 12*L*T*C)", h);
-            check(js_num(js_get(h, "config"), "layers") == 4 && js_num(js_get(h, "config"), "batch") == 8 && js_is(js_get(h, "config"), "schedule", "none") &&
-                      js_num(js_get(h, "layout"), "dp") == 1,
-                  "one: header config has the model and the given key/values (numbers as numbers)", h);
+            CHECK_WHY(fabs(js_num(h, "flops_per_token") - fpt) <= 1e-6 * fpt && fabs(pt_gpt_flops_per_token(&cfg, T) - fpt) <= 1e-9 * fpt,
+                      "one: header flops_per_token = pt_gpt_flops(cfg, 1, T) / T (6*P + 12*L*T*C)", h);
+            CHECK_WHY(js_num(js_get(h, "config"), "layers") == 4 && js_num(js_get(h, "config"), "batch") == 8 && js_is(js_get(h, "config"), "schedule", "none") &&
+                          js_num(js_get(h, "layout"), "dp") == 1,
+                      "one: header config has the model and the given key/values (numbers as numbers)", h);
             for (s = 0; s < STEPS && ok; s++) {
                 double tps, mfu;
                 l = step_line(&J, s);
@@ -312,32 +287,32 @@ static void test_one(const char *dir) {
                      (s == 3) == (js_get(l, "val_loss") != NULL) && (s == 4) == (js_num(l, "t_ckpt") > 0);
                 if (!ok) snprintf(line, sizeof line, "step %d", s);
             }
-            check(ok, "one: each step's loss, grad norm, lr, tokens as given; tokens/s = tokens / t_step; mfu = fpt * tokens/s / peak; t_step within the "
-                      "loop's wall time; t_data = the loader's wait; no comm, bubble or straggler; val_loss and t_ckpt only where given",
-                  WHY("%s: %.600s", line, l ? l : "(none)"));
+            CHECKF(ok, "one: each step's loss, grad norm, lr, tokens as given; tokens/s = tokens / t_step; mfu = fpt * tokens/s / peak; t_step within the "
+                       "loop's wall time; t_data = the loader's wait; no comm, bubble or straggler; val_loss and t_ckpt only where given",
+                   "%s: %.600s", line, l ? l : "(none)");
             l = step_line(&J, 3);
-            check((float)js_num(l, "val_loss") == val, "one: val_loss of step 3 as given", WHY("%.9g vs %.9g", js_num(l, "val_loss"), (double)val));
+            CHECKF((float)js_num(l, "val_loss") == val, "one: val_loss of step 3 as given", "%.9g vs %.9g", js_num(l, "val_loss"), (double)val);
             l = step_line(&J, 4);
             e = event_line(&J, "ckpt_save");
-            check(e && js_num(e, "step") == 4 && js_num(e, "ok") == 1 && js_num(e, "ckpt_step") == 5 && fabs(js_num(l, "t_ckpt") - js_num(e, "seconds")) <= 1e-6 &&
-                      js_num(e, "seconds") <= ckpt_s,
-                  "one: ckpt_save event (step 4, ok, checkpoint step 5) and t_ckpt of step 4 = its seconds", WHY("%s | %.300s", e ? e : "(no event)", l));
+            CHECKF(e && js_num(e, "step") == 4 && js_num(e, "ok") == 1 && js_num(e, "ckpt_step") == 5 && fabs(js_num(l, "t_ckpt") - js_num(e, "seconds")) <= 1e-6 &&
+                       js_num(e, "seconds") <= ckpt_s,
+                   "one: ckpt_save event (step 4, ok, checkpoint step 5) and t_ckpt of step 4 = its seconds", "%s | %.300s", e ? e : "(no event)", l);
             e = event_line(&J, "custom");
-            check(e && js_num(e, "step") == 2 && js_num(e, "a") == 7 && js_get(e, "b") && !strncmp(js_get(e, "b"), "\"q\\\"uote\"", 9) &&
-                      js_num(e, "c") == 0.125 && js_is(e, "lit", "xyz") && js_num(e, "n") == 12 && js_num(e, "big") == 1099511627776.0 && js_get(e, "time_s"),
-                  "one: pt_monitor_event's key=value members (int, escaped string, %.3f, literal text, number, %lld)", e ? e : "(no event)");
+            CHECK_WHY(e && js_num(e, "step") == 2 && js_num(e, "a") == 7 && js_get(e, "b") && !strncmp(js_get(e, "b"), "\"q\\\"uote\"", 9) &&
+                          js_num(e, "c") == 0.125 && js_is(e, "lit", "xyz") && js_num(e, "n") == 12 && js_num(e, "big") == 1099511627776.0 && js_get(e, "time_s"),
+                      "one: pt_monitor_event's key=value members (int, escaped string, %.3f, literal text, number, %lld)", e ? e : "(no event)");
             e = J.n ? J.line[J.n - 1] : "";
-            check(js_is(e, "event", "run_end") && js_num(e, "steps") == STEPS, "one: the last line is run_end with the step count", e);
+            CHECK_WHY(js_is(e, "event", "run_end") && js_num(e, "steps") == STEPS, "one: the last line is run_end with the step count", e);
             l = step_line(&J, STEPS - 1);
-            check(js_num(l, "mem_peak_bytes") == (double)mem.peak_total && js_arr(l, "mem_rank_bytes", 0) == (double)mem.peak_total &&
-                      js_num(js_get(l, "mem"), "params") == (double)mem.params && js_num(js_get(l, "mem"), "optim") == (double)mem.optim,
-                  "one: mem_peak_bytes / mem_rank_bytes = pt_mem's peak, mem.params / mem.optim = pt_mem's", l);
+            CHECK_WHY(js_num(l, "mem_peak_bytes") == (double)mem.peak_total && js_arr(l, "mem_rank_bytes", 0) == (double)mem.peak_total &&
+                          js_num(js_get(l, "mem"), "params") == (double)mem.params && js_num(js_get(l, "mem"), "optim") == (double)mem.optim,
+                      "one: mem_peak_bytes / mem_rank_bytes = pt_mem's peak, mem.params / mem.optim = pt_mem's", l);
             /* the accounting explains most of the growth of the process's memory since before pt_init */
-            check(mem.params + mem.grads + mem.optim <= rss1 && (double)(mem.params + mem.grads + mem.optim) >= 0.5 * (double)(rss1 - rss0) &&
-                      (double)mem.peak_total >= 0.9 * (double)(rss1 - rss0),
-                  "one: parameters + gradients + optimizer state <= RSS high-water and >= 50% of the RSS growth since before pt_init; the framework peak "
-                  ">= 90% of that growth (it counts reserved capacity, an upper bound)",
-                  WHY("framework %.1f MB, RSS %.1f MB -> %.1f MB", mem.peak_total / 1e6, rss0 / 1e6, rss1 / 1e6));
+            CHECKF(mem.params + mem.grads + mem.optim <= rss1 && (double)(mem.params + mem.grads + mem.optim) >= 0.5 * (double)(rss1 - rss0) &&
+                       (double)mem.peak_total >= 0.9 * (double)(rss1 - rss0),
+                   "one: parameters + gradients + optimizer state <= RSS high-water and >= 50% of the RSS growth since before pt_init; the framework peak "
+                   ">= 90% of that growth (it counts reserved capacity, an upper bound)",
+                   "framework %.1f MB, RSS %.1f MB -> %.1f MB", mem.peak_total / 1e6, rss0 / 1e6, rss1 / 1e6);
             printf("memory: framework peak %.1f MB (params %.1f, grads %.1f, optim %.1f, activations %.1f, workspace %.1f), RSS %.1f MB -> high-water %.1f MB\n",
                    mem.peak_total / 1e6, mem.params / 1e6, mem.grads / 1e6, mem.optim / 1e6, mem.activations / 1e6, mem.workspace / 1e6, rss0 / 1e6,
                    rss1 / 1e6);
@@ -370,7 +345,7 @@ static void test_progress(void) {
     }
     pt_monitor_free(m);
     pt_shutdown(ctx);
-    check(m != NULL, "progress: monitor", "");
+    CHECK_WHY(m != NULL, "progress: monitor", "");
 }
 
 #ifdef PTRAIN_MPI
@@ -414,7 +389,7 @@ static void test_dp(pt_dist *d, const char *dir) {
     memset(&md, 0, sizeof md);
     md.log_path = path, md.model = &cfg, md.seq = T, md.total_steps = STEPS;
     m = pt_monitor_new(ctx, d, &md);
-    if (!check(model && opt && g && dp && m, "dp: setup", pt_error(ctx))) return;
+    if (!CHECK_WHY(model && opt && g && dp && m, "dp: setup", pt_error(ctx))) return;
     for (s = 0; s < STEPS; s++) {
         pt_tensor *xt, *yt, *l;
         pt_monitor_step ms;
@@ -442,11 +417,11 @@ static void test_dp(pt_dist *d, const char *dir) {
     snprintf(other, sizeof other, "%s/dp.1.jsonl", dir);
     {
         FILE *f = rank == 0 ? fopen(other, "r") : NULL;
-        check(rank != 0 || !f, "dp: only rank 0 writes (rank 1's log path was never created)", other);
+        CHECK_WHY(rank != 0 || !f, "dp: only rank 0 writes (rank 1's log path was never created)", other);
         if (f) fclose(f);
     }
     if (rank == 0) read_log(path, &J);
-    g_solo = 1;
+    tu_solo(1); /* the checks of the log: rank 0 alone */
     if (rank == 0 && check_common(&J, STEPS, 2, "dp")) {
         const char *l = NULL, *e;
         int ok = 1;
@@ -455,21 +430,21 @@ static void test_dp(pt_dist *d, const char *dir) {
             ok = fabs(js_num(l, "loss") - (double)mean[s]) <= 1e-6 * fabs(mean[s]) && js_num(js_get(js_get(l, "coll"), "iallreduce"), "bytes") == (double)gbytes &&
                  js_get(l, "grad_norm") && !strncmp(js_get(l, "grad_norm"), "null", 4);
         }
-        check(ok, "dp: loss = mean of the ranks' losses; iallreduce bytes per step = the gradient's bytes; a grad norm not given is null",
-              WHY("step %d (gradient %lld bytes): %.600s", s - 1, (long long)gbytes, l));
+        CHECKF(ok, "dp: loss = mean of the ranks' losses; iallreduce bytes per step = the gradient's bytes; a grad norm not given is null",
+               "step %d (gradient %lld bytes): %.600s", s - 1, (long long)gbytes, l);
         ok = 1;
         for (s = 3; s <= 4 && ok; s++) {
             l = step_line(&J, s);
             ok = js_num(l, "straggler_rank") == 1 && js_num(l, "straggler_s") >= 0.035 && js_num(l, "straggler_s") <= 0.5 && js_arr(l, "t_wait_rank", 0) >= 0.04 &&
                  js_num(l, "t_comm") >= 0.02;
         }
-        check(ok, "dp: a rank slowed by 60 ms is the straggler by 35..500 ms; the other rank's wait is exposed communication", WHY("step %d: %.600s", s - 1, l));
+        CHECKF(ok, "dp: a rank slowed by 60 ms is the straggler by 35..500 ms; the other rank's wait is exposed communication", "step %d: %.600s", s - 1, l);
         e = event_line(&J, "from_rank1");
-        check(e && js_num(e, "rank") == 1 && js_num(e, "step") == 2 && js_num(e, "x") == 5, "dp: rank 1's event is in rank 0's log (rank 1, step 2)", e ? e : "(none)");
+        CHECK_WHY(e && js_num(e, "rank") == 1 && js_num(e, "step") == 2 && js_num(e, "x") == 5, "dp: rank 1's event is in rank 0's log (rank 1, step 2)", e ? e : "(none)");
         printf("dp: step 4: %s\n", step_line(&J, 4));
     }
     if (rank == 0) free_log(&J);
-    g_solo = 0;
+    tu_solo(0);
     pt_dp_free(dp);
     pt_graph_free(g);
     pt_optim_free(opt);
@@ -535,7 +510,7 @@ static void test_pp(pt_dist *d, const char *dir) {
     memset(&md, 0, sizeof md);
     md.log_path = path, md.pp = pp, md.flops_per_token = 1e6, md.peak_flops = 1e10;
     m = pt_monitor_new(ctx, d, &md);
-    if (!check(opt && pp && m, "pp: setup", pt_error(ctx))) return;
+    if (!CHECK_WHY(opt && pp && m, "pp: setup", pt_error(ctx))) return;
     for (s = 0; s < STEPS; s++) {
         pt_pp_stats st;
         pt_monitor_step ms;
@@ -555,10 +530,10 @@ static void test_pp(pt_dist *d, const char *dir) {
         MPI_Allreduce(&sent[s], &max_sent[s], 1, MPI_DOUBLE, MPI_MAX, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_WORLD));
         mean_idle[s] /= 2;
     }
-    check(ok, "pp: each rank's t_bubble = its pt_pp_stats step_s - busy_s", WHY("rank %d: %.9g vs %.9g", r, mine.t_bubble, idle[STEPS - 1]));
+    CHECKF(ok, "pp: each rank's t_bubble = its pt_pp_stats step_s - busy_s", "rank %d: %.9g vs %.9g", r, mine.t_bubble, idle[STEPS - 1]);
     pt_monitor_free(m);
     if (r == 0) read_log(path, &J);
-    g_solo = 1;
+    tu_solo(1); /* the checks of the log: rank 0 alone */
     if (r == 0 && check_common(&J, STEPS, 2, "pp")) {
         const char *l = NULL;
         ok = 1;
@@ -567,12 +542,12 @@ static void test_pp(pt_dist *d, const char *dir) {
             ok = js_num(l, "t_bubble") > 0 && fabs(js_num(l, "t_bubble") - mean_idle[s]) <= 1e-6 * mean_idle[s] + 1e-12 &&
                  js_num(js_get(js_get(l, "coll"), "isend"), "bytes") == max_sent[s];
         }
-        check(ok, "pp: t_bubble > 0 = the mean over ranks of pt_pp_stats' idle time; isend bytes = the bytes pt_pp sent (largest rank)",
-              WHY("step %d: idle %.9g, sent %.0f: %.600s", s - 1, mean_idle[s - 1], max_sent[s - 1], l));
+        CHECKF(ok, "pp: t_bubble > 0 = the mean over ranks of pt_pp_stats' idle time; isend bytes = the bytes pt_pp sent (largest rank)",
+               "step %d: idle %.9g, sent %.0f: %.600s", s - 1, mean_idle[s - 1], max_sent[s - 1], l);
         printf("pp: step 5: %s\n", step_line(&J, 5));
     }
     if (r == 0) free_log(&J);
-    g_solo = 0;
+    tu_solo(0);
     pt_pp_free(pp);
     pt_optim_free(opt);
     pt_shutdown(ctx);
@@ -587,22 +562,22 @@ int main(int argc, char **argv) {
         char err[512];
         pt_layout lay = {0, 1, 1, 0};
         pt_dist *d;
+        int rc;
         if (!strcmp(mode, "pp")) lay.dp = 1, lay.pp = 0;
         d = pt_dist_init(&argc, &argv, &lay, err, sizeof err);
         if (!d) {
             printf("FAIL pt_dist_init: %s\n0 passed, 1 failed\n", err);
             return 1;
         }
-        g_d = d, g_rank = pt_dist_rank(d);
+        tu_mpi_init(NULL);
         if (!strcmp(mode, "dp")) test_dp(d, dir);
         else test_pp(d, dir);
-        if (g_rank == 0) printf("%d passed, %d failed\n", npass, nfail);
+        rc = tu_summary();
         pt_dist_finalize(d);
-        return nfail != 0;
+        return rc;
     }
 #endif
     if (!strcmp(mode, "progress")) test_progress();
     else test_one(dir);
-    printf("%d passed, %d failed\n", npass, nfail);
-    return nfail != 0;
+    return tu_summary();
 }

@@ -7,23 +7,12 @@
    "N passed, N failed"; exits 1 on any failure. --quick: a smaller sweep. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int npass, nfail;
-
-static void check(int ok, const char *name, const char *why) {
-    if (ok) {
-        npass++;
-        printf("PASS %s\n", name);
-    } else {
-        nfail++;
-        printf("FAIL %s: %s\n", name, why);
-    }
-}
 
 /* 1 if every (mb, stage) has exactly one FWD and (train) one BWD, else 0 and a message */
 static int one_each(const pt_pp_schedule *s, int train, char *why, size_t n) {
@@ -90,7 +79,7 @@ static void sweep(int kind, const char *name, int pmax, int mmax, int vlo, int v
     {
         char nm[128];
         snprintf(nm, sizeof nm, "%s: %d schedules (p<=%d, m<=%d, v=%d..%d) check, one F/B each, counts", name, nsched, pmax, mmax, vlo, vhi);
-        check(ok, nm, why);
+        CHECK_WHY(ok, nm, why);
     }
 }
 
@@ -165,7 +154,7 @@ int main(int argc, char **argv) {
                     ok = 0;
                 }
             }
-        check(ok, "bubble: simulated idle share == (p-1)/(m+p-1) for GPipe and 1F1B (1e-9)", why);
+        CHECK_WHY(ok, "bubble: simulated idle share == (p-1)/(m+p-1) for GPipe and 1F1B (1e-9)", why);
         printf("    max |simulated - theory| = %.3g\n", worst);
     }
     { /* interleaved: v=2 beats 1F1B; v=2..4 equal (p-1)/(v*m+p-1) */
@@ -181,7 +170,7 @@ int main(int argc, char **argv) {
                         ok = 0;
                     }
                 }
-        check(ok, "bubble: interleaved v=2..4 idle < 1F1B idle for m >= p and == (p-1)/(v*m+p-1) (1e-9)", why);
+        CHECK_WHY(ok, "bubble: interleaved v=2..4 idle < 1F1B idle for m >= p and == (p-1)/(v*m+p-1) (1e-9)", why);
         printf("    max |interleaved simulated - theory| = %.3g\n", worst);
     }
 
@@ -189,13 +178,13 @@ int main(int argc, char **argv) {
         pt_pp_schedule *s = pt_pp_schedule_new(PT_PP_1F1B, 4, 8, 1, err, sizeof err), *b;
         pt_status st;
         int i, j;
-        check(s && pt_pp_schedule_check(s, err, sizeof err) == PT_OK, "mutation: base 1F1B p=4 m=8 valid", err);
+        CHECK_WHY(s && pt_pp_schedule_check(s, err, sizeof err) == PT_OK, "mutation: base 1F1B p=4 m=8 valid", err);
         /* remove rank 1's first RECV_ACT */
         b = edited(s, 1, find(s, 1, PT_PP_RECV_ACT, 0), -1, -1);
         err[0] = 0;
         st = b ? pt_pp_schedule_check(b, err, sizeof err) : PT_OK;
         printf("    removed recv: %s\n", err);
-        check(b && st != PT_OK && strstr(err, "rank 1") && strstr(err, "RECV_ACT"), "mutation: a removed RECV_ACT is reported", err);
+        CHECK_WHY(b && st != PT_OK && strstr(err, "rank 1") && strstr(err, "RECV_ACT"), "mutation: a removed RECV_ACT is reported", err);
         pt_pp_schedule_free(b);
         /* rank 0: move its first RECV_GRAD in front of its first SEND_ACT -> deadlock */
         i = find(s, 0, PT_PP_SEND_ACT, 0), j = find(s, 0, PT_PP_RECV_GRAD, 0);
@@ -203,22 +192,22 @@ int main(int argc, char **argv) {
         err[0] = 0;
         st = b ? pt_pp_schedule_check(b, err, sizeof err) : PT_OK;
         printf("    swap: %s\n", err);
-        check(b && st != PT_OK && strstr(err, "deadlock"), "mutation: a swap that deadlocks is reported as a deadlock", err);
-        check(b && pt_pp_schedule_simulate(b, 1.0, 2.0, NULL) < 0.0, "mutation: simulate refuses the deadlocking copy", "");
+        CHECK_WHY(b && st != PT_OK && strstr(err, "deadlock"), "mutation: a swap that deadlocks is reported as a deadlock", err);
+        CHECK_WHY(b && pt_pp_schedule_simulate(b, 1.0, 2.0, NULL) < 0.0, "mutation: simulate refuses the deadlocking copy", "");
         pt_pp_schedule_free(b);
         /* drop rank 0's last BWD (rank 0 sends no gradient, so only the completeness pass sees it) */
         b = edited(s, 0, find(s, 0, PT_PP_BWD, 7), -1, -1);
         err[0] = 0;
         st = b ? pt_pp_schedule_check(b, err, sizeof err) : PT_OK;
         printf("    dropped BWD: %s\n", err);
-        check(b && st != PT_OK && strstr(err, "no BWD of micro-batch 7"), "mutation: a dropped BWD is reported", err);
+        CHECK_WHY(b && st != PT_OK && strstr(err, "no BWD of micro-batch 7"), "mutation: a dropped BWD is reported", err);
         pt_pp_schedule_free(b);
         /* drop rank 2's first BWD: its SEND_GRAD comes first */
         b = edited(s, 2, find(s, 2, PT_PP_BWD, 0), -1, -1);
         err[0] = 0;
         st = b ? pt_pp_schedule_check(b, err, sizeof err) : PT_OK;
         printf("    dropped BWD (with send): %s\n", err);
-        check(b && st != PT_OK && strstr(err, "rank 2") && strstr(err, "BWD"), "mutation: a dropped BWD before its send is reported", err);
+        CHECK_WHY(b && st != PT_OK && strstr(err, "rank 2") && strstr(err, "BWD"), "mutation: a dropped BWD before its send is reported", err);
         pt_pp_schedule_free(b);
         pt_pp_schedule_free(s);
     }
@@ -228,23 +217,23 @@ int main(int argc, char **argv) {
         err[0] = 0;
         s = pt_pp_schedule_new(PT_PP_INTERLEAVED, 2, 5, 2, err, sizeof err);
         printf("    %s\n", err);
-        check(!s && strstr(err, "m = 5") && strstr(err, "p = 2"), "error: interleaved m=5 p=2 refused naming m and p", err);
+        CHECK_WHY(!s && strstr(err, "m = 5") && strstr(err, "p = 2"), "error: interleaved m=5 p=2 refused naming m and p", err);
         pt_pp_schedule_free(s);
         err[0] = 0;
         s = pt_pp_schedule_new(PT_PP_1F1B, 4, 8, 2, err, sizeof err);
         printf("    %s\n", err);
-        check(!s && strstr(err, "v = 2"), "error: 1F1B with v=2 refused", err);
+        CHECK_WHY(!s && strstr(err, "v = 2"), "error: 1F1B with v=2 refused", err);
         pt_pp_schedule_free(s);
         err[0] = 0;
         s = pt_pp_schedule_new(PT_PP_GPIPE, 0, 8, 1, err, sizeof err);
-        check(!s && strstr(err, "p = 0"), "error: p=0 refused", err);
+        CHECK_WHY(!s && strstr(err, "p = 0"), "error: p=0 refused", err);
         err[0] = 0;
         s = pt_pp_schedule_new(PT_PP_GPIPE, 2, 0, 1, err, sizeof err);
-        check(!s && strstr(err, "m = 0"), "error: m=0 refused", err);
+        CHECK_WHY(!s && strstr(err, "m = 0"), "error: m=0 refused", err);
         err[0] = 0;
         s = pt_pp_schedule_new(PT_PP_INTERLEAVED, 2, 4, 1, err, sizeof err);
-        check(!s && strstr(err, "v = 1"), "error: interleaved v=1 refused", err);
-        check(pt_pp_schedule_check(NULL, err, sizeof err) == PT_ERR_ARG, "error: check(NULL) is PT_ERR_ARG", err);
+        CHECK_WHY(!s && strstr(err, "v = 1"), "error: interleaved v=1 refused", err);
+        CHECK_WHY(pt_pp_schedule_check(NULL, err, sizeof err) == PT_ERR_ARG, "error: check(NULL) is PT_ERR_ARG", err);
     }
 
     { /* the table */
@@ -263,13 +252,12 @@ int main(int argc, char **argv) {
             fclose(f);
         }
         snprintf(why, sizeof why, "%d rows, %d bubble lines", rows, bub);
-        check(rows == 4 && bub == 1, "print: 1F1B p=4 m=8 table has 4 rank rows and a bubble line", why);
+        CHECK_WHY(rows == 4 && bub == 1, "print: 1F1B p=4 m=8 table has 4 rank rows and a bubble line", why);
         pt_pp_schedule_free(s);
         s = pt_pp_schedule_new(PT_PP_INTERLEAVED, 2, 4, 2, err, sizeof err);
         if (s) pt_pp_schedule_print(s, stdout);
         pt_pp_schedule_free(s);
     }
 
-    printf("%d passed, %d failed\n", npass, nfail);
-    return nfail ? 1 : 0;
+    return tu_summary();
 }

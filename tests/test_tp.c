@@ -4,7 +4,7 @@
    Every rank builds the MLP 16 -> 32 -> 8 (GELU) with pt_mlp_tp_new (its shards) in one context and
    the same MLP unsplit (pt_mlp_new, same names and seed) in a second context, then compares forward
    outputs, loss, the shard gradients with the slices of the full gradients, x's gradient, and the
-   parameters after 3 SGD steps. Every check is agreed across ranks (MPI_MIN); rank 0 prints PASS/FAIL
+   parameters after 3 SGD steps. Every check is agreed across ranks (test_util.h); rank 0 prints PASS/FAIL
    and "N passed, N failed". */
 #include "tp_common.h"
 
@@ -34,7 +34,7 @@ static void cmp_params(pt_ctx *a, pt_ctx *b, int grads, const char *when) {
         pt_param *pa = pt_param_find(a, names[k]), *pb = pt_param_find(b, names[k]);
         const float *va, *vb;
         if (!pa || !pb) {
-            check(0, names[k], "parameter missing");
+            CHECK_WHY(0, names[k], "parameter missing");
             continue;
         }
         va = pt_f32(grads ? &pa->grad : &pa->value);
@@ -50,7 +50,7 @@ static void cmp_params(pt_ctx *a, pt_ctx *b, int grads, const char *when) {
 }
 
 /* values identical (bitwise) on every rank of the world */
-static void same_everywhere(const char *name, const float *v, int n) { check(same_on_all_ranks(v, n), name, "values differ between TP ranks"); }
+static void same_everywhere(const char *name, const float *v, int n) { CHECK_WHY(same_on_all_ranks(v, n), name, "values differ between TP ranks"); }
 
 static void test_mlp(void) {
     pt_ctx *a = mk_ctx(g_d), *b = mk_ctx(NULL);
@@ -63,19 +63,19 @@ static void test_mlp(void) {
     int i, s;
     char nm[160], why[160];
     if (!a || !b) {
-        check(0, "contexts", "pt_init failed");
+        CHECK_WHY(0, "contexts", "pt_init failed");
         return;
     }
     ma = pt_mlp_tp_new(a, "mlp", IN, HID, OUT, 1, 0.3f);
     mb = pt_mlp_new(b, "mlp", IN, HID, OUT, 1, 0.3f);
-    check(ma.fc.w && ma.fc.b && ma.proj.w && ma.proj.b && pt_status_get(a) == PT_OK, "pt_mlp_tp_new creates its parameters", pt_error(a));
+    CHECK_WHY(ma.fc.w && ma.fc.b && ma.proj.w && ma.proj.b && pt_status_get(a) == PT_OK, "pt_mlp_tp_new creates its parameters", pt_error(a));
     if (!ma.fc.w || !ma.fc.b || !ma.proj.w || !ma.proj.b || !mb.fc.b || !mb.proj.b) return;
     snprintf(why, sizeof why, "fc.w [%lld,%lld] fc.b [%lld] proj.w [%lld,%lld] proj.b [%lld]", (long long)ma.fc.w->shape[0],
              (long long)ma.fc.w->shape[1], (long long)ma.fc.b->shape[0], (long long)ma.proj.w->shape[0], (long long)ma.proj.w->shape[1],
              (long long)ma.proj.b->shape[0]);
-    check(ma.fc.w->shape[0] == HID / g_tp && ma.fc.w->shape[1] == IN && ma.fc.b->shape[0] == HID / g_tp && ma.proj.w->shape[0] == OUT &&
-              ma.proj.w->shape[1] == HID / g_tp && ma.proj.b->shape[0] == OUT,
-          "shard shapes: fc.w [32/tp,16], fc.b [32/tp], proj.w [8,32/tp], proj.b [8]", why);
+    CHECK_WHY(ma.fc.w->shape[0] == HID / g_tp && ma.fc.w->shape[1] == IN && ma.fc.b->shape[0] == HID / g_tp && ma.proj.w->shape[0] == OUT &&
+                  ma.proj.w->shape[1] == HID / g_tp && ma.proj.b->shape[0] == OUT,
+              "shard shapes: fc.w [32/tp,16], fc.b [32/tp], proj.w [8,32/tp], proj.b [8]", why);
     /* non-zero biases (their init is zeros), written as the full vector and its slice */
     for (i = 0; i < HID; i++) fb[i] = 0.1f * sinf(1.0f + (float)i);
     memcpy(pt_f32(mb.fc.b), fb, sizeof fb);
@@ -106,8 +106,8 @@ static void test_mlp(void) {
         la = pt_sum(ga, pt_mul(ga, ya, pt_tensor_from(ga, PT_F32, 2, rs, r)));
         lb = pt_sum(gb, pt_mul(gb, yb, pt_tensor_from(gb, PT_F32, 2, rs, r)));
         snprintf(nm, sizeof nm, "step %d: forward and backward run", s);
-        if (!check(la && lb && pt_backward(ga, la) == PT_OK && pt_backward(gb, lb) == PT_OK, nm,
-                   pt_status_get(a) ? pt_error(a) : pt_error(b)))
+        if (!CHECK_WHY(la && lb && pt_backward(ga, la) == PT_OK && pt_backward(gb, lb) == PT_OK, nm,
+                       pt_status_get(a) ? pt_error(a) : pt_error(b)))
             break;
         pt_tensor_read(ya, outa);
         pt_tensor_read(yb, outb);
@@ -119,18 +119,18 @@ static void test_mlp(void) {
         {
             float l1 = pt_item(la), l2 = pt_item(lb);
             snprintf(why, sizeof why, "%.9g vs %.9g", l1, l2);
-            check(fabs(l1 - l2) <= TOL * (fabs(l2) > 1 ? fabs(l2) : 1), nm, why);
+            CHECK_WHY(fabs(l1 - l2) <= TOL * (fabs(l2) > 1 ? fabs(l2) : 1), nm, why);
         }
         snprintf(nm, sizeof nm, "step %d", s);
         cmp_params(a, b, 1, nm);
         snprintf(nm, sizeof nm, "step %d: x's gradient equals the unsplit one", s);
         if (xa->grad && xb->grad) cmp(nm, pt_f32(xa->grad), pt_f32(xb->grad), NB * IN);
-        else check(0, nm, "no gradient for x");
+        else CHECK_WHY(0, nm, "no gradient for x");
         { /* clipping needs the model's norm: shards summed over TP, the replicated bias once */
             float na = pt_grad_norm(a), nb = pt_grad_norm(b);
             snprintf(nm, sizeof nm, "step %d: pt_grad_norm over the TP shards equals the unsplit model's", s);
             snprintf(why, sizeof why, "%.9g vs %.9g", na, nb);
-            check(fabs(na - nb) <= TOL * (nb > 1 ? nb : 1), nm, why);
+            CHECK_WHY(fabs(na - nb) <= TOL * (nb > 1 ? nb : 1), nm, why);
         }
         if (s == 0 && g_tp > 1) { /* the test can fail: the shards without the reduction are not the answer */
             pt_graph *gc = pt_graph_new(a);
@@ -139,8 +139,8 @@ static void test_mlp(void) {
             pt_tensor *yc = pt_bias_add(gc, pt_linear(gc, h, ma.proj.w, NULL), ma.proj.b);
             float outc[NB * OUT];
             pt_tensor_read(yc, outc);
-            check(rel(outc, outb, NB * OUT) > 1e-3, "control: the shards' partial output without pt_tp_reduce differs from the unsplit one",
-                  "it does not: the comparison cannot detect a missing reduction");
+            CHECK_WHY(rel(outc, outb, NB * OUT) > 1e-3, "control: the shards' partial output without pt_tp_reduce differs from the unsplit one",
+                      "it does not: the comparison cannot detect a missing reduction");
             pt_graph_free(gc);
         }
         pt_optim_step(oa, 0.1f);
@@ -176,12 +176,12 @@ static void test_ops(void) {
        sum(y * r) -> r_rank, so x's gradient = sum_q r_q + r_rank */
     loss = pt_add(g, pt_sum(g, pt_mul(g, pt_tp_copy(g, xt), pt_tensor_from(g, PT_F32, 2, sh, r))),
                   pt_sum(g, pt_mul(g, y, pt_tensor_from(g, PT_F32, 2, sh, r))));
-    check(loss && pt_backward(g, loss) == PT_OK, "pt_tp_copy/pt_tp_reduce backward runs", pt_error(c));
+    CHECK_WHY(loss && pt_backward(g, loss) == PT_OK, "pt_tp_copy/pt_tp_reduce backward runs", pt_error(c));
     for (i = 0; i < 15; i++) {
         for (want[i] = r[i], q = 0; q < g_tp; q++) want[i] += (float)(q + 1) * 0.25f - 0.01f * (float)i;
     }
     if (xt->grad) cmp("pt_tp_copy backward sums the gradient over TP; pt_tp_reduce backward is the identity", pt_f32(xt->grad), want, 15);
-    else check(0, "pt_tp_copy backward", "no gradient");
+    else CHECK_WHY(0, "pt_tp_copy backward", "no gradient");
     pt_graph_free(g);
     pt_shutdown(c);
 }
@@ -204,13 +204,13 @@ static void test_fd(void) {
     pt_tensor *xt, *y;
     char why[128];
     for (i = 0; i < 12; i++) x[i] = 0.3f * sinf((float)i) + 0.2f, r[i] = cosf(0.5f * (float)i);
-    check(pt_tp_size(c) == 1 && pt_tp_rank(c) == 0, "pt_tp_size/pt_tp_rank without a grid: 1 and 0", "wrong");
+    CHECK_WHY(pt_tp_size(c) == 1 && pt_tp_rank(c) == 0, "pt_tp_size/pt_tp_rank without a grid: 1 and 0", "wrong");
     xt = pt_tensor_from(g, PT_F32, 2, sh, x);
     pt_requires_grad(xt);
     y = pt_tp_copy(g, xt);
-    check(y && y->node && pt_f32(y) && memcmp(pt_f32(y), x, sizeof x) == 0, "tp=1: pt_tp_copy is a recorded identity", "not");
+    CHECK_WHY(y && y->node && pt_f32(y) && memcmp(pt_f32(y), x, sizeof x) == 0, "tp=1: pt_tp_copy is a recorded identity", "not");
     y = pt_tp_reduce(g, xt);
-    check(y && y->node && pt_f32(y) && memcmp(pt_f32(y), x, sizeof x) == 0, "tp=1: pt_tp_reduce is a recorded identity", "not");
+    CHECK_WHY(y && y->node && pt_f32(y) && memcmp(pt_f32(y), x, sizeof x) == 0, "tp=1: pt_tp_reduce is a recorded identity", "not");
     {
         pt_tensor *loss;
         pt_graph_reset(g);
@@ -218,7 +218,7 @@ static void test_fd(void) {
         pt_requires_grad(xt);
         loss = pt_sum(g, pt_mul(g, pt_mul(g, pt_tp_copy(g, xt), pt_tp_reduce(g, xt)), pt_tensor_from(g, PT_F32, 2, sh, r)));
         if (!loss || pt_backward(g, loss) != PT_OK || !xt->grad) {
-            check(0, "finite differences of pt_tp_copy/pt_tp_reduce (tp=1)", pt_error(c));
+            CHECK_WHY(0, "finite differences of pt_tp_copy/pt_tp_reduce (tp=1)", pt_error(c));
             pt_shutdown(c);
             return;
         }
@@ -238,7 +238,7 @@ static void test_fd(void) {
         if (!(e <= worst)) worst = e;
     }
     snprintf(why, sizeof why, "worst relative error %.3g > 1e-3", worst);
-    check(worst <= 1e-3f, "finite differences of pt_tp_copy/pt_tp_reduce (tp=1): analytic gradient 2*x*r matches", why);
+    CHECK_WHY(worst <= 1e-3f, "finite differences of pt_tp_copy/pt_tp_reduce (tp=1): analytic gradient 2*x*r matches", why);
     pt_graph_free(g);
     pt_shutdown(c);
 }
@@ -252,36 +252,36 @@ static void test_refusal(void) {
     int n0;
     if (g_tp == 1) { /* everything splits over one part: a zero size is still refused */
         l = pt_linear_col_new(c, "bad", 16, 0, 1, 0.02f);
-        check(!l.w && pt_status_get(c) == PT_ERR_SHAPE && strstr(pt_error(c), "pt_linear_col_new: out=0 does not split evenly over tp=1"),
-              "tp=1: pt_linear_col_new refuses out=0 with a message", pt_error(c));
+        CHECK_WHY(!l.w && pt_status_get(c) == PT_ERR_SHAPE && strstr(pt_error(c), "pt_linear_col_new: out=0 does not split evenly over tp=1"),
+                  "tp=1: pt_linear_col_new refuses out=0 with a message", pt_error(c));
         pt_shutdown(c);
         return;
     }
     n0 = pt_param_count(c);
     l = pt_linear_col_new(c, "bad.col", 16, 2 * g_tp + 2 - (g_tp == 2 ? 1 : 0), 1, 0.02f);
     snprintf(want, sizeof want, "pt_linear_col_new: out=%d does not split evenly over tp=%d", 2 * g_tp + 2 - (g_tp == 2 ? 1 : 0), g_tp);
-    check(!l.w && !l.b && pt_status_get(c) == PT_ERR_SHAPE && strstr(pt_error(c), want) && pt_param_count(c) == n0,
-          "pt_linear_col_new refuses an uneven out, names it, creates nothing", pt_error(c));
+    CHECK_WHY(!l.w && !l.b && pt_status_get(c) == PT_ERR_SHAPE && strstr(pt_error(c), want) && pt_param_count(c) == n0,
+              "pt_linear_col_new refuses an uneven out, names it, creates nothing", pt_error(c));
     pt_error_clear(c);
     l = pt_linear_row_new(c, "bad.row", 2 * g_tp + 1, 16, 1, 0.02f);
     snprintf(want, sizeof want, "pt_linear_row_new: in=%d does not split evenly over tp=%d", 2 * g_tp + 1, g_tp);
-    check(!l.w && !l.b && strstr(pt_error(c), want) && pt_param_count(c) == n0, "pt_linear_row_new refuses an uneven in, names it",
-          pt_error(c));
+    CHECK_WHY(!l.w && !l.b && strstr(pt_error(c), want) && pt_param_count(c) == n0, "pt_linear_row_new refuses an uneven in, names it",
+              pt_error(c));
     pt_error_clear(c);
     m = pt_mlp_tp_new(c, "bad.mlp", 16, 2 * g_tp + 1, 8, 1, 0.02f);
     snprintf(want, sizeof want, "pt_mlp_tp_new: hidden=%d does not split evenly over tp=%d", 2 * g_tp + 1, g_tp);
-    check(!m.fc.w && !m.proj.w && strstr(pt_error(c), want) && pt_param_count(c) == n0, "pt_mlp_tp_new refuses an uneven hidden, names it",
-          pt_error(c));
+    CHECK_WHY(!m.fc.w && !m.proj.w && strstr(pt_error(c), want) && pt_param_count(c) == n0, "pt_mlp_tp_new refuses an uneven hidden, names it",
+              pt_error(c));
     pt_error_clear(c);
     l = pt_linear_row_new(c, "ok.row", 4 * g_tp, 10, 1, 0.02f); /* out need not split for a row-parallel layer */
-    check(l.w && l.b && l.b->shape[0] == 10 && l.w->shape[1] == 4, "pt_linear_row_new accepts any out (its bias is replicated)", pt_error(c));
+    CHECK_WHY(l.w && l.b && l.b->shape[0] == 10 && l.w->shape[1] == 4, "pt_linear_row_new accepts any out (its bias is replicated)", pt_error(c));
     pt_shutdown(c);
 }
 
 static void run(void) {
     pt_ctx *c = mk_ctx(g_d);
-    check(c && pt_tp_size(c) == g_tp && g_tp == pt_dist_size(g_d) && pt_tp_rank(c) == g_tpr && g_tpr == g_rank,
-          "pt_tp_size/pt_tp_rank follow the grid (tp = world size)", "mismatch");
+    CHECK_WHY(c && pt_tp_size(c) == g_tp && g_tp == pt_dist_size(g_d) && pt_tp_rank(c) == g_tpr && g_tpr == g_rank,
+              "pt_tp_size/pt_tp_rank follow the grid (tp = world size)", "mismatch");
     pt_shutdown(c);
     test_mlp();
     test_ops();

@@ -142,16 +142,16 @@ static void cmp_runs(const char *what, run_out *a, run_out *r) {
     }
     snprintf(nm, sizeof nm, "%s: per-step losses equal the single process's (5 AdamW steps)", what);
     snprintf(why, sizeof why, "worst relative difference %.3g > %g (step 0: %.9g vs %.9g)", wl, TOL, a->loss[0], r->loss[0]);
-    check(wl <= TOL, nm, why);
+    CHECK_WHY(wl <= TOL, nm, why);
     snprintf(nm, sizeof nm, "%s: per-step gradient norms (before clipping) equal the single process's", what);
     snprintf(why, sizeof why, "worst relative difference %.3g > %g (step 0: %.9g vs %.9g)", wg, TOL, a->norm[0], r->norm[0]);
-    check(wg <= TOL, nm, why);
+    CHECK_WHY(wg <= TOL, nm, why);
     snprintf(nm, sizeof nm, "%s: clipping was active (norm > 1 at step 0)", what);
-    check(r->norm[0] > 1.0f, nm, "gradient norm below the clip norm: clipping is not exercised");
+    CHECK_WHY(r->norm[0] > 1.0f, nm, "gradient norm below the clip norm: clipping is not exercised");
     w = param_diff(a->ctx, r->ctx, 0, &wn, &missing);
     snprintf(nm, sizeof nm, "%s: final parameters per tensor ||shard - slice|| / ||slice|| <= 1e-5", what);
     snprintf(why, sizeof why, "worst %.3g at '%s', %d missing in the reference", w, wn, missing);
-    check(w <= TOL && !missing, nm, why);
+    CHECK_WHY(w <= TOL && !missing, nm, why);
     if (g_rank == 0) printf("  %s: worst loss diff %.3g, param diff %.3g (%s)\n", what, wl, w, wn);
 }
 
@@ -163,21 +163,21 @@ static void test_gpt(void) {
     double w;
     train(g_d, 0.0f, 0, &a);
     train(NULL, 0.0f, 0, &r);
-    if (!check(a.ok && r.ok, "dropout 0: the TP GPT and the reference train", a.ctx ? pt_error(a.ctx) : "no context")) return;
+    if (!CHECK_WHY(a.ok && r.ok, "dropout 0: the TP GPT and the reference train", a.ctx ? pt_error(a.ctx) : "no context")) return;
     {
         pt_param *q = pt_param_find(a.ctx, "h.0.attn.w"), *e = pt_param_find(a.ctx, "wte"), *f = pt_param_find(a.ctx, "h.1.mlp.proj.w");
         snprintf(why, sizeof why, "h.0.attn.w [%lld,%lld] groups %d, wte [%lld,%lld], h.1.mlp.proj.w [%lld,%lld]", (long long)q->value.shape[0],
                  (long long)q->value.shape[1], q->spec.split_groups, (long long)e->value.shape[0], (long long)e->value.shape[1],
                  (long long)f->value.shape[0], (long long)f->value.shape[1]);
-        check(q->value.shape[0] == 192 / g_tp && (g_tp == 1 || q->spec.split_groups == 3) && e->value.shape[0] == 128 / g_tp &&
-                  f->value.shape[1] == 256 / g_tp && pt_param_count(a.ctx) == pt_param_count(r.ctx),
-              "shards: qkv [192/tp, 64] in 3 groups, wte [128/tp, 64], mlp.proj [64, 256/tp]; the same parameter names", why);
+        CHECK_WHY(q->value.shape[0] == 192 / g_tp && (g_tp == 1 || q->spec.split_groups == 3) && e->value.shape[0] == 128 / g_tp &&
+                      f->value.shape[1] == 256 / g_tp && pt_param_count(a.ctx) == pt_param_count(r.ctx),
+                  "shards: qkv [192/tp, 64] in 3 groups, wte [128/tp, 64], mlp.proj [64, 256/tp]; the same parameter names", why);
     }
     cmp_runs("dropout 0, tied head", &a, &r);
     if (g_tp > 1) { /* control: the comparison detects a wrong slice (qkv read as a plain split) */
         w = param_diff(a.ctx, r.ctx, 1, &wn, &missing);
         snprintf(why, sizeof why, "worst %.3g: the check cannot tell q_r|k_r|v_r from a contiguous block", w);
-        check(w > 1e-2, "control: the shards compared as plain (ungrouped) splits differ", why);
+        CHECK_WHY(w > 1e-2, "control: the shards compared as plain (ungrouped) splits differ", why);
     }
     /* the same run again: bit-identical */
     train(g_d, 0.0f, 0, &a2);
@@ -187,7 +187,7 @@ static void test_gpt(void) {
         same = a2.ok && memcmp(a.loss, a2.loss, sizeof a.loss) == 0 && n == (int)s2.shape[0] &&
                memcmp(pt_f32(&s1), pt_f32(&s2), (size_t)n * sizeof(float)) == 0;
     }
-    check(same, "the same TP run twice: bit-identical losses and parameter slab", "they differ");
+    CHECK_WHY(same, "the same TP run twice: bit-identical losses and parameter slab", "they differ");
     done(&a2);
     /* greedy generation under TP gives the reference's tokens (and the same tokens on every rank) */
     {
@@ -197,12 +197,12 @@ static void test_gpt(void) {
         pt_status sa = pt_gpt_generate(a.m, ga, prompt, 3, 10, 0.0f, 9, oa), sr = pt_gpt_generate(r.m, gr, prompt, 3, 10, 0.0f, 9, orf);
         for (i = 0; i < 13; i++) fa[i] = (float)oa[i];
         snprintf(why, sizeof why, "status %d/%d, token 3..5: %d %d %d vs %d %d %d", sa, sr, oa[3], oa[4], oa[5], orf[3], orf[4], orf[5]);
-        check(sa == PT_OK && sr == PT_OK && memcmp(oa, orf, sizeof oa) == 0 && same_on_all_ranks(fa, 13),
-              "pt_gpt_generate (greedy, 10 tokens) under TP gives the reference's tokens on every rank", why);
+        CHECK_WHY(sa == PT_OK && sr == PT_OK && memcmp(oa, orf, sizeof oa) == 0 && same_on_all_ranks(fa, 13),
+                  "pt_gpt_generate (greedy, 10 tokens) under TP gives the reference's tokens on every rank", why);
         sa = pt_gpt_generate(a.m, ga, prompt, 3, 10, 1.0f, 9, oa);
         for (i = 0; i < 13; i++) fa[i] = (float)oa[i];
-        check(sa == PT_OK && same_on_all_ranks(fa, 13), "pt_gpt_generate (temperature 1) samples the same tokens on every TP rank",
-              "tokens differ between ranks");
+        CHECK_WHY(sa == PT_OK && same_on_all_ranks(fa, 13), "pt_gpt_generate (temperature 1) samples the same tokens on every TP rank",
+                  "tokens differ between ranks");
         pt_graph_free(ga);
         pt_graph_free(gr);
     }
@@ -210,9 +210,9 @@ static void test_gpt(void) {
     done(&r);
     train(g_d, 0.1f, 1, &bd);
     train(NULL, 0.1f, 1, &rd);
-    if (check(bd.ok && rd.ok, "dropout 0.1, untied head: the TP GPT and the reference train", bd.ctx ? pt_error(bd.ctx) : "no context")) {
+    if (CHECK_WHY(bd.ok && rd.ok, "dropout 0.1, untied head: the TP GPT and the reference train", bd.ctx ? pt_error(bd.ctx) : "no context")) {
         pt_param *h = pt_param_find(bd.ctx, "lm_head");
-        check(h && h->value.shape[0] == 128 / g_tp, "untied lm_head split over vocabulary rows [128/tp, 64]", "wrong shape");
+        CHECK_WHY(h && h->value.shape[0] == 128 / g_tp, "untied lm_head split over vocabulary rows [128/tp, 64]", "wrong shape");
         cmp_runs("dropout 0.1, untied head", &bd, &rd);
     }
     done(&bd);
@@ -232,10 +232,10 @@ static void test_spec(void) {
     for (j = 0; j < 6; j++)
         for (k = 0; k < 2; k++) ok &= pt_spec_global_index(&s, j * 2 + k) == ((j / 2) * 4 + 2 + j % 2) * 2 + k;
     ok &= pt_spec_global_index(&s, 12) == -1 && pt_spec_global_index(&s, -1) == -1;
-    check(ok, "pt_spec_global_index: [12,2] in 3 groups of 2 parts, part 1 holds rows 2,3,6,7,10,11", "wrong index");
+    CHECK_WHY(ok, "pt_spec_global_index: [12,2] in 3 groups of 2 parts, part 1 holds rows 2,3,6,7,10,11", "wrong index");
     s.split_groups = 0;
     for (ok = 1, j = 0; j < 12; j++) ok &= pt_spec_global_index(&s, j) == 12 + j;
-    check(ok, "pt_spec_global_index: a plain split (groups 0), part 1 holds the second half", "wrong index");
+    CHECK_WHY(ok, "pt_spec_global_index: a plain split (groups 0), part 1 holds the second half", "wrong index");
     { /* the shard's initial values are the slice of the unsplit parameter (same name, same seed) */
         pt_ctx *c2 = mk_ctx(NULL);
         pt_tensor *full, *part;
@@ -246,15 +246,15 @@ static void test_spec(void) {
         ok = full && part && part->shape[0] == 6 && part->shape[1] == 2;
         s.split_dim = 0, s.split_parts = 2, s.split_index = 1, s.split_groups = 3;
         for (j = 0; ok && j < 12; j++) ok &= pt_f32(part)[j] == pt_f32(full)[pt_spec_global_index(&s, j)] && pt_f32(part)[j] != 0;
-        check(ok, "a grouped shard [6,2] holds exactly its rows of the unsplit parameter", pt_error(c));
+        CHECK_WHY(ok, "a grouped shard [6,2] holds exactly its rows of the unsplit parameter", pt_error(c));
         pt_shutdown(c2);
     }
     s.split_dim = 0, s.split_parts = 2, s.split_index = 0, s.split_groups = 3;
     s.global_shape[0] = 9;
     snprintf(s.name, sizeof s.name, "bad.fused");
-    check(!pt_param_from_spec(c, &s) && pt_status_get(c) == PT_ERR_SHAPE && strstr(pt_error(c), "dim 0 of size 9") &&
-              strstr(pt_error(c), "3 groups of 2 parts"),
-          "a grouped split that does not divide is refused, naming the dim", pt_error(c));
+    CHECK_WHY(!pt_param_from_spec(c, &s) && pt_status_get(c) == PT_ERR_SHAPE && strstr(pt_error(c), "dim 0 of size 9") &&
+                  strstr(pt_error(c), "3 groups of 2 parts"),
+              "a grouped split that does not divide is refused, naming the dim", pt_error(c));
     pt_shutdown(c);
 }
 
@@ -269,14 +269,14 @@ static void test_refusal(void) {
     }
     cfg.heads = g_tp + 1, cfg.width = 16 * (g_tp + 1);
     snprintf(want, sizeof want, "pt_gpt_new: heads=%d does not split evenly over tp=%d", cfg.heads, g_tp);
-    check(!pt_gpt_new(c, &cfg) && pt_status_get(c) == PT_ERR_SHAPE && strstr(pt_error(c), want) && pt_param_count(c) == 0,
-          "pt_gpt_new refuses heads % tp != 0, naming heads and tp, creating nothing", pt_error(c));
+    CHECK_WHY(!pt_gpt_new(c, &cfg) && pt_status_get(c) == PT_ERR_SHAPE && strstr(pt_error(c), want) && pt_param_count(c) == 0,
+              "pt_gpt_new refuses heads % tp != 0, naming heads and tp, creating nothing", pt_error(c));
     pt_error_clear(c);
     cfg = gpt_cfg(0, 0);
     cfg.vocab_padded = 101;
     snprintf(want, sizeof want, "pt_gpt_new: vocab_padded=101 does not split evenly over tp=%d", g_tp);
-    check(!pt_gpt_new(c, &cfg) && pt_status_get(c) == PT_ERR_SHAPE && strstr(pt_error(c), want) && pt_param_count(c) == 0,
-          "pt_gpt_new refuses vocab_padded % tp != 0, naming vocab_padded and tp", pt_error(c));
+    CHECK_WHY(!pt_gpt_new(c, &cfg) && pt_status_get(c) == PT_ERR_SHAPE && strstr(pt_error(c), want) && pt_param_count(c) == 0,
+              "pt_gpt_new refuses vocab_padded % tp != 0, naming vocab_padded and tp", pt_error(c));
     pt_shutdown(c);
 }
 
@@ -310,7 +310,7 @@ static void test_vp_ops(int nvalid_case) {
     la = pt_cross_entropy_vp(ga, xa, pt_tensor_from(ga, PT_I32, 1, tsh, tg), off, nvalid);
     lb = pt_cross_entropy_ex(gb, xb, pt_tensor_from(gb, PT_I32, 1, tsh, tg), -1, nvalid);
     snprintf(nm, sizeof nm, "pt_cross_entropy_vp [6,%d/tp] nvalid %d runs%s", V, nvalid, nvalid_case ? " (ranks > 0 hold no valid column)" : "");
-    if (check(la && lb && pt_backward(ga, la) == PT_OK && pt_backward(gb, lb) == PT_OK && xa->grad && xb->grad, nm, pt_error(a))) {
+    if (CHECK_WHY(la && lb && pt_backward(ga, la) == PT_OK && pt_backward(gb, lb) == PT_OK && xa->grad && xb->grad, nm, pt_error(a))) {
         float fa = pt_item(la), fb = pt_item(lb);
         snprintf(nm, sizeof nm, "pt_cross_entropy_vp nvalid %d: loss equals pt_cross_entropy_ex's on the whole logits", nvalid);
         cmp_tol(nm, &fa, &fb, 1, 1e-6);
@@ -333,8 +333,8 @@ static void test_vp_ops(int nvalid_case) {
     sh[0] = R;
     sa = pt_sum(ga, pt_mul(ga, oa, pt_tensor_from(ga, PT_F32, 2, sh, rr)));
     sb = pt_sum(gb, pt_mul(gb, ob, pt_tensor_from(gb, PT_F32, 2, sh, rr)));
-    if (nvalid_case && check(sa && sb && pt_backward(ga, sa) == PT_OK && pt_backward(gb, sb) == PT_OK && ta->grad && tbt->grad,
-                             "pt_embedding_vp + pt_tp_reduce runs", pt_error(a))) {
+    if (nvalid_case && CHECK_WHY(sa && sb && pt_backward(ga, sa) == PT_OK && pt_backward(gb, sb) == PT_OK && ta->grad && tbt->grad,
+                                 "pt_embedding_vp + pt_tp_reduce runs", pt_error(a))) {
         pt_tensor_read(oa, ea);
         pt_tensor_read(ob, eb);
         cmp_tol("pt_tp_reduce(pt_embedding_vp) equals pt_embedding of the whole table", ea, eb, R * C, 0);

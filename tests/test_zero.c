@@ -5,7 +5,7 @@
    the AdamW state sharded by pt_dp_zero (each rank updates its own slab range, then the parameter
    slab is allgathered), and also trains the same model on the whole batch alone (the reference);
    losses and final parameters must agree, and the optimizer state per rank must be ~1/dp of the
-   whole. Every check is agreed across ranks (MPI_MIN); rank 0 prints PASS/FAIL and "N passed, N failed". */
+   whole. Every check is agreed across ranks (test_util.h); rank 0 prints PASS/FAIL and "N passed, N failed". */
 #include "dp_common.h"
 static int64_t sum_dp(tctx *t, int64_t x) {
     int64_t s = x;
@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     {
         pt_tensor ps = pt_param_slab(ref.ctx);
         snprintf(why, sizeof why, "state %lld bytes, slab %lld floats", (long long)full, (long long)pt_numel(&ps));
-        check(t, full == 2 * 4 * pt_numel(&ps), "reference: AdamW state is 2 floats per slab element", why);
+        CHECK_WHY(full == 2 * 4 * pt_numel(&ps), "reference: AdamW state is 2 floats per slab element", why);
     }
 
     /* ZeRO-1 from the start, default buckets */
@@ -47,12 +47,12 @@ int main(int argc, char **argv) {
     want = full / t->dpn, tol = 2 * 2 * 16 * 4;
     snprintf(why, sizeof why, "rank 0: %lld bytes, want %lld +- %lld (full %lld)", (long long)a.state_bytes, (long long)want,
              (long long)tol, (long long)full);
-    check(t, a.ok && llabs(a.state_bytes - want) <= tol, "ZeRO-1: optimizer state bytes per rank = full / dp (within 16-float pads)", why);
+    CHECK_WHY(a.ok && llabs(a.state_bytes - want) <= tol, "ZeRO-1: optimizer state bytes per rank = full / dp (within 16-float pads)", why);
     sum = sum_dp(t, a.state_bytes);
     snprintf(why, sizeof why, "sum over ranks %lld, full %lld", (long long)sum, (long long)full);
-    check(t, sum == full, "ZeRO-1: the state shards add up to the full state", why);
+    CHECK_WHY(sum == full, "ZeRO-1: the state shards add up to the full state", why);
     snprintf(why, sizeof why, "pt_mem optim %lld, state %lld", (long long)a.mem_optim, (long long)a.state_bytes);
-    check(t, a.mem_optim == a.state_bytes, "ZeRO-1: memory accounting (pt_mem optim) drops to the shard", why);
+    CHECK_WHY(a.mem_optim == a.state_bytes, "ZeRO-1: memory accounting (pt_mem optim) drops to the shard", why);
     pt_shutdown(a.ctx);
 
     /* 16 KiB buckets (overlap) and 2 micro-batches */
@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
     c.bucket = 0, c.micro = 1, c.extras = 1;
     run(t, &c, &a);
     compare(t, "ZeRO-1 with a frozen and an unused parameter", &a, &ref);
-    check(t, a.ok && a.frozen0 == a.frozen1, "ZeRO-1 with frozen parameter: it stays unchanged", "it changed");
+    CHECK_WHY(a.ok && a.frozen0 == a.frozen1, "ZeRO-1 with frozen parameter: it stays unchanged", "it changed");
     pt_shutdown(a.ctx);
 
     /* switched on after 2 steps (state re-sharded, kept) and back off after 4 (state gathered) */
@@ -86,25 +86,25 @@ int main(int argc, char **argv) {
             want = full / t->dpn, tol = 2 * 2 * 16 * 4;
             snprintf(why, sizeof why, "%lld bytes, want %lld +- %lld", (long long)a.state_bytes, (long long)want, (long long)tol);
             snprintf(name, sizeof name, "ZeRO-%d, %d passes: optimizer bytes per rank = full / dp", stage, i);
-            check(t, a.ok && llabs(a.state_bytes - want) <= tol, name, why);
+            CHECK_WHY(a.ok && llabs(a.state_bytes - want) <= tol, name, why);
             snprintf(why, sizeof why, "bytes reduced %lld (one whole reduction <= %lld), started during backward %lld of %lld",
                      (long long)a.st.bytes_reduced, (long long)per, (long long)a.st.started_before_end,
                      (long long)(a.st.buckets * STEPS * (stage == 2 ? i : 1)));
             snprintf(name, sizeof name, "ZeRO-%d, %d passes: %s per step, started during backward", stage, i,
                      stage == 2 ? "one reduce-scatter per pass" : "one reduce-scatter");
-            check(t, t->dpn == 1 || (a.st.bytes_reduced <= (int64_t)STEPS * (stage == 2 ? i : 1) * per &&
-                                     a.st.bytes_reduced > (int64_t)STEPS * (stage == 2 ? i : 1) * (per / 2) && a.st.started_before_end > 0),
-                  name, why);
+            CHECK_WHY(t->dpn == 1 || (a.st.bytes_reduced <= (int64_t)STEPS * (stage == 2 ? i : 1) * per &&
+                                      a.st.bytes_reduced > (int64_t)STEPS * (stage == 2 ? i : 1) * (per / 2) && a.st.started_before_end > 0),
+                      name, why);
             if (stage == 2 && i == 4) {
                 run_out b;
                 pt_tensor pa = pt_param_slab(a.ctx), pb;
                 snprintf(why, sizeof why, "extra %lld bytes, shard %lld", (long long)a.st.extra_bytes, (long long)(full / 2 / t->dpn));
-                check(t, t->dpn == 1 || (a.st.extra_bytes >= full / 2 / t->dpn && a.st.extra_bytes <= full / 2 / t->dpn + 2 * (16 << 10) + 64),
-                      "ZeRO-2: the reducer holds the gradient shard (slab/dp) and a staging ring of two buckets", why);
+                CHECK_WHY(t->dpn == 1 || (a.st.extra_bytes >= full / 2 / t->dpn && a.st.extra_bytes <= full / 2 / t->dpn + 2 * (16 << 10) + 64),
+                          "ZeRO-2: the reducer holds the gradient shard (slab/dp) and a staging ring of two buckets", why);
                 run(t, &c, &b);
                 pb = pt_param_slab(b.ctx);
-                check(t, a.ok && b.ok && !memcmp(a.loss, b.loss, sizeof a.loss) && !memcmp(pt_f32(&pa), pt_f32(&pb), (size_t)pt_numel(&pa) * 4),
-                      "ZeRO-2, 4 passes, run twice: bit-identical losses and parameters", "they differ");
+                CHECK_WHY(a.ok && b.ok && !memcmp(a.loss, b.loss, sizeof a.loss) && !memcmp(pt_f32(&pa), pt_f32(&pb), (size_t)pt_numel(&pa) * 4),
+                          "ZeRO-2, 4 passes, run twice: bit-identical losses and parameters", "they differ");
                 pt_shutdown(b.ctx);
             }
             pt_shutdown(a.ctx);
@@ -142,14 +142,13 @@ int main(int argc, char **argv) {
         run(t, &c, &a);
         pd = a.ok ? param_diff(a.ctx, ref.ctx) : 0;
         snprintf(why, sizeof why, "worst per-tensor relative difference only %.3g", pd);
-        check(t, pd > 1e-3, "control: ZeRO-1 without the parameter allgather differs from the reference (> 1e-3)", why);
+        CHECK_WHY(pd > 1e-3, "control: ZeRO-1 without the parameter allgather differs from the reference (> 1e-3)", why);
         pt_shutdown(a.ctx);
     }
     pt_shutdown(ref.ctx);
 done:
-    fails = t->nfail;
-    if (t->rank == 0) printf("%d passed, %d failed\n", t->npass, t->nfail);
+    fails = tu_summary();
     pt_dist_finalize(t->d);
     free(t);
-    return fails ? 1 : 0;
+    return fails;
 }

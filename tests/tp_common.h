@@ -1,7 +1,8 @@
 /* tp_common.h - shared by test_tp.c and test_tp_gpt.c: the implementation, the grid of the run
-   (layout tp = world size), checks agreed on by every rank, relative differences, a quiet context. */
+   (layout tp = world size; checks: test_util.h, agreed by every rank), relative differences, a quiet context. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
+#include "test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -9,24 +10,7 @@
 #include <string.h>
 
 static pt_dist *g_d;
-static int g_rank, g_tp, g_tpr, g_np, g_nf;
-
-/* one check, agreed on by every rank (MPI_MIN); rank 0 prints PASS/FAIL, a failing rank its reason */
-static int check(int ok, const char *name, const char *why) {
-    int all = ok != 0;
-#ifdef PTRAIN_MPI
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)pt_dist_comm(g_d, PT_COMM_WORLD));
-    all = all != 0;
-#endif
-    if (all) g_np++; else g_nf++;
-    if (!ok) printf("  rank %d: %s: %s\n", g_rank, name, why);
-    if (g_rank == 0) {
-        if (all) printf("PASS %s (tp=%d)\n", name, g_tp);
-        else printf("FAIL %s (tp=%d): %s\n", name, g_tp, ok ? "failed on another rank" : why);
-    }
-    fflush(stdout);
-    return all;
-}
+static int g_rank, g_tp, g_tpr;
 
 /* normwise relative difference: max|a-b| / max(max|b|, 1e-6) */
 static double rel(const float *a, const float *b, long n) {
@@ -46,7 +30,7 @@ static void cmp_tol(const char *name, const float *got, const float *want, long 
     char why[160];
     double r = rel(got, want, n);
     snprintf(why, sizeof why, "relative difference %.3g > %g", r, tol);
-    check(r <= tol, name, why);
+    CHECK_WHY(r <= tol, name, why);
 }
 
 /* 1 if the n floats at v are bitwise the same on every rank of the world */
@@ -91,12 +75,9 @@ static int tp_main(int *argc, char ***argv, void (*run)(void)) {
     g_rank = pt_dist_rank(g_d);
     g_tp = pt_dist_layout(g_d).tp;
     g_tpr = pt_dist_coords(g_d).tp;
+    tu_mpi_init(tu_name(" (tp=%d)", g_tp));
     run();
-    nf = g_nf;
-#ifdef PTRAIN_MPI
-    MPI_Allreduce(&g_nf, &nf, 1, MPI_INT, MPI_MAX, *(MPI_Comm *)pt_dist_comm(g_d, PT_COMM_WORLD));
-#endif
-    if (g_rank == 0) printf("%d passed, %d failed\n", g_np, nf);
+    nf = tu_summary();
     pt_dist_finalize(g_d);
-    return nf != 0;
+    return nf;
 }

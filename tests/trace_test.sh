@@ -19,14 +19,12 @@ else
     head -n 20 "$BUILD/test_trace.build.log" | sed 's/^/    /'
 fi
 
-if ! have mpicc || ! have mpirun; then
-    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
-MPIRUN="timeout 120 mpirun --oversubscribe --mca mpi_yield_when_idle 1"
 if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_trace.c -o "$BUILD/test_trace_mpi" -lm >"$BUILD/test_trace_mpi.build.log" 2>&1; then
-    prog "test_trace: mpirun -np 2 (pp 2, 1F1B and interleaved)" "$BUILD/test_trace_np2.log" $MPIRUN -np 2 env -u PTRAIN_FAKE_NODE_SIZE "$B/test_trace_mpi" "$BUILD"
+    prog "test_trace: mpirun -np 2 (pp 2, 1F1B and interleaved)" "$BUILD/test_trace_np2.log" mpi_run 2 -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_trace_mpi" "$BUILD"
     grep '^rank .*bubble' "$BUILD/test_trace_np2.log" | sed 's/^/    /'
 else
     fail "build test_trace_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_trace_mpi.build.log"
