@@ -127,7 +127,8 @@
    PTRAIN_MPI               real multi-process runs over MPI (compile with mpicc); without it the
                             same API runs as a world of one rank
    PT_MALLOC(sz), PT_REALLOC(p, sz), PT_FREE(p)
-                            the allocator: define all three or none
+                            the compile-time allocator: define all three or none. A context's
+                            allocations can go elsewhere at run time (pt_desc.allocator, see ALLOCATOR)
    PT_ASSERT(x)             assertion macro for internal invariants (default: assert; -DNDEBUG
                             compiles them out); never used on input: bad input is an error
    PT_LOG(level, msg)       default log sink when pt_desc.log is NULL (default: stderr)
@@ -219,6 +220,26 @@
    pt_mem(ctx) reports bytes by kind (slab capacities included) and the peak. pt_mem_estimate predicts
    them per rank from a GPT config and a layout (dp x tp x pp, ZeRO, schedule, micro-batches) before
    running (tools/ptmem.c prints the table; docs/memory.md).
+
+   ==================================================================================================
+   ALLOCATOR
+   ==================================================================================================
+   pt_desc.allocator (alloc, realloc, free, user; all three functions or none, as sokol_gfx's) takes
+   every allocation made on behalf of the context, and each block goes back to it: the context,
+   graphs and tensors, parameters and slabs, kernel workspaces, optimizers, models, the DP reducer,
+   the pipeline (and its schedules), the data loader, a tokenizer made with the context, checkpoint
+   save / load buffers and the writer job, the trace and profile, the monitor, the guard, the OpenCL
+   host-side state. Free those objects before pt_shutdown. A partial allocator makes pt_init return
+   NULL after reporting which functions are missing. The library's own threads (the loader's prefetch,
+   the checkpoint writer) may call it: make it thread-safe. Without one (all NULL), PT_MALLOC /
+   PT_REALLOC / PT_FREE (default malloc) serve the context.
+   The macros always serve what has no context: pt_dist_init / pt_dist_finalize and the grid's
+   buffers, pt_pp_schedule_new / _from / _check / _simulate / _print / _free and pt_pp_split,
+   pt_tokenizer_* on a tokenizer made with a NULL context, pt_ckpt_verify, pt_ckpt_step_dir,
+   pt_ckpt_info_read / pt_ckpt_info_free, pt_ckpt_tensor_read, pt_ckpt_export, pt_safetensors_config,
+   pt_mem_estimate, the harness (pt_args, pt_run). Inside calls with a context two pieces still use
+   the macros: the growable text buffers (checkpoint manifests and records, the trace file, the
+   monitor's lines) and the safetensors header parser of pt_safetensors_load.
 
    ==================================================================================================
    CONTENTS: each name is a section that starts at the line "// >>name" (search for that); the
@@ -372,6 +393,28 @@ typedef struct pt_tensor {
 
 #define PT_TENSOR_REQUIRES_GRAD 1u /**< gradients flow to (or through) this tensor */
 
+/** A run-time allocator (pt_desc.allocator; see ALLOCATOR in the manual): all three functions or
+    none (pt_init refuses a partial one, naming what is missing). Every allocation made on behalf of
+    the context goes through it and back to it: the context itself, graphs, tensors, parameters and
+    slabs, optimizers, models, the DP reducer, the pipeline, the data loader, a tokenizer made with
+    the context, checkpoint buffers and the writer job, the trace and profile, the monitor, the guard,
+    the OpenCL host-side state; free those objects before pt_shutdown. No size is 0, free never gets
+    NULL, realloc(user, NULL, n) allocates. The library's threads (the loader's prefetch, the
+    checkpoint writer) may call it: make it thread-safe.
+    The PT_MALLOC / PT_REALLOC / PT_FREE macros serve what has no context: pt_dist_init and the grid's
+    buffers, pt_pp_schedule_new / _from / _check / _simulate / _print / _free (a schedule pt_pp_new
+    builds is the context's), pt_pp_split, pt_tokenizer_* on a tokenizer made with a NULL context,
+    pt_ckpt_verify, pt_ckpt_step_dir, pt_ckpt_info_read / pt_ckpt_info_free, pt_ckpt_tensor_read,
+    pt_ckpt_export, pt_safetensors_config, pt_mem_estimate, the harness; and, inside calls with a
+    context, the growable text buffers (checkpoint manifests, trace and monitor JSON) and the
+    safetensors header parser. */
+typedef struct pt_allocator {
+    void *(*alloc)(void *user, size_t bytes);              /**< like malloc; NULL when out of memory */
+    void *(*realloc)(void *user, void *ptr, size_t bytes); /**< like realloc */
+    void (*free)(void *user, void *ptr);                   /**< like free; never given NULL */
+    void *user;                                            /**< passed to each */
+} pt_allocator;
+
 /** Setup of a context (sokol-style: zero-initialize, then set what you need). */
 typedef struct pt_desc {
     uint64_t seed;       /**< master seed: parameter init, dropout; same seed = same run */
@@ -385,6 +428,7 @@ typedef struct pt_desc {
     void *error_user;
     int32_t log_level;   /**< lowest level passed to the log sink (default PT_LOG_INFO) */
     const struct pt_dist *dist; /**< process grid (pt_dist_init): threads default to pt_dist_threads */
+    pt_allocator allocator;     /**< run-time allocator: all three functions or none (zero = PT_MALLOC...) */
 } pt_desc;
 
 /* ---- context ---------------------------------------------------------------------------------- */
@@ -1948,7 +1992,8 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 #define PTRAIN_IMPLEMENTATION_DONE
 
 // >>base  includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer, JSON string writer and JSON reader, the context struct
-/* Owns: the allocator macros, the context struct (one field group per section; later sections hold
+/* Owns: the allocator macros and a context's run-time allocator (pt__alloc, pt__realloc, pt__free;
+   arrays grown with PT__GROW), the context struct (one field group per section; later sections hold
    their state through opaque pointers and register their teardown with pt__at_shutdown), error
    recording (pt__fail, pt_error_set), the clock, hashes, CRC32C, the growable text buffer pt_sb
    (pt__sb) with its JSON string writer, the one JSON reader pt_json (the library's and the tools')
@@ -2723,11 +2768,54 @@ static inline float pt__normal(uint64_t key, uint64_t i) {
 }
 
 /* ---- memory ----------------------------------------------------------------------------------- */
+/* The allocator of a context: its desc.allocator, or the PT_MALLOC macros when it has none or there
+   is no context (ctx NULL). Memory goes back to the allocator that gave it: free with the same ctx.
+   A size of 0 asks for 1 byte, so NULL always means out of memory. */
+static void *pt__alloc(const pt_ctx *ctx, size_t bytes) {
+    const pt_allocator *a = ctx ? &ctx->desc.allocator : NULL;
+    if (!bytes) bytes = 1;
+    return a && a->alloc ? a->alloc(a->user, bytes) : PT_MALLOC(bytes);
+}
+static void *pt__realloc(const pt_ctx *ctx, void *p, size_t bytes) {
+    const pt_allocator *a = ctx ? &ctx->desc.allocator : NULL;
+    if (!bytes) bytes = 1;
+    return a && a->realloc ? a->realloc(a->user, p, bytes) : PT_REALLOC(p, bytes);
+}
+static void pt__free(const pt_ctx *ctx, void *p) {
+    const pt_allocator *a = ctx ? &ctx->desc.allocator : NULL;
+    if (!p) return;
+    if (a && a->free) a->free(a->user, p);
+    else PT_FREE(p);
+}
+/* pt__alloc counted in pt_mem's allocs (the storages and workspaces whose steady state must not
+   allocate) */
 static void *pt__malloc(pt_ctx *ctx, size_t bytes) {
-    void *p = PT_MALLOC(bytes ? bytes : 1);
+    void *p = pt__alloc(ctx, bytes);
     if (ctx) ctx->nallocs++;
     return p;
 }
+/* Grows an array (see PT__GROW) whose address is pp (a T **), of elem-byte elements and capacity cap,
+   so that need elements fit: the capacity doubles, starting at first, and stops at most (0 = no
+   limit). Returns the new capacity, or cap when out of memory or when need exceeds most (the array
+   is then unchanged). The pointer is read and written through memcpy, as a void * (the same
+   representation as any object pointer on the platforms served). */
+static int64_t pt__grow(const pt_ctx *ctx, void *pp, int64_t cap, int64_t need, int64_t first, int64_t most, size_t elem) {
+    void *p, *np;
+    int64_t c = cap;
+    while (c < need) c = c ? 2 * c : first;
+    if (most > 0 && c > most) c = most;
+    if (c <= cap || c < need) return cap;
+    memcpy(&p, pp, sizeof p);
+    if (!(np = pt__realloc(ctx, p, (size_t)c * elem))) return cap;
+    memcpy(pp, &np, sizeof np);
+    return c;
+}
+/* 1 when the array p (any T *, capacity cap: an integer lvalue) holds need elements, grown with the
+   context's allocator as pt__grow does; 0 when out of memory (p and cap unchanged). p and cap are
+   evaluated more than once. */
+#define PT__GROW(ctx, p, cap, need, first) \
+    ((int64_t)(need) <= (int64_t)(cap) || \
+     ((cap) = pt__grow((ctx), (void *)&(p), (int64_t)(cap), (int64_t)(need), (first), 0, sizeof *(p))) >= (need))
 static void pt__mem_add(pt_ctx *ctx, int kind, int64_t bytes) {
     int64_t tot = 0;
     int k;
@@ -4076,7 +4164,7 @@ static float *pt__work(pt_ctx *ctx, int64_t nfloats) {
     if (nfloats > ctx->work_cap) {
         float *p = (float *)pt__malloc(ctx, (size_t)nfloats * sizeof(float) + PT__ALIGN);
         if (!p) return (float *)pt__fail(ctx, PT_ERR_OOM, "pt: out of memory for %lld scratch floats", (long long)nfloats);
-        if (ctx->work) PT_FREE(ctx->work);
+        pt__free(ctx, ctx->work);
         pt__mem_add(ctx, PT__MEM_WORK, (nfloats - ctx->work_cap) * (int64_t)sizeof(float));
         ctx->work = p;
         ctx->work_cap = nfloats;
@@ -4195,11 +4283,12 @@ typedef struct pt__gemm_ws {      /* per-context workspace: packing buffers, gro
     float *buf; size_t cap;       /* cap is in floats */
     int nthreads;                 /* threads to use; 1 = no OpenMP region */
     int kern;                     /* PT__GEMM_KERN_*: 0 = auto-select on first call (then cached) */
+    const pt_ctx *ctx;            /* whose allocator buf comes from (NULL: the PT_MALLOC macros) */
 } pt__gemm_ws;
 
 static void pt__gemm_ws_free(pt__gemm_ws *ws)
 {
-    if (ws->buf) PT_FREE(ws->buf);
+    pt__free(ws->ctx, ws->buf);
     ws->buf = NULL;
     ws->cap = 0;
 }
@@ -4687,8 +4776,8 @@ static int pt__gemm_reserve(pt__gemm_ws *ws, size_t need)
 {
     need += 16;
     if (need <= ws->cap) return 0;
-    if (ws->buf) PT_FREE(ws->buf);
-    ws->buf = (float *)PT_MALLOC(need * sizeof(float));
+    pt__free(ws->ctx, ws->buf);
+    ws->buf = (float *)pt__alloc(ws->ctx, need * sizeof(float));
     ws->cap = ws->buf ? need : 0;
     return ws->buf ? 0 : -1;
 }
@@ -5423,8 +5512,7 @@ static pt_status pt__cpu_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
     return PT_OK;
 }
 static void pt__cpu_st_free(pt_ctx *ctx, pt_storage *st) {
-    (void)ctx;
-    if (st->raw) PT_FREE(st->raw);
+    pt__free(ctx, st->raw);
     st->raw = NULL;
     st->host = NULL;
     st->bytes = 0;
@@ -7671,17 +7759,17 @@ static void pt__cl_cache_path(pt__cl *cl, uint64_t key) {
     pt__msg(cl->info.cache_file, sizeof cl->info.cache_file, "%s/ptrain-cl-%016llx.bin", dir, (unsigned long long)key);
 }
 
-/* the cached binary (PT_MALLOC'd, *size set) if the entry is intact, else NULL */
-static unsigned char *pt__cl_cache_load(const char *path, uint64_t key, size_t *size) {
+/* the cached binary (from ctx's allocator, *size set) if the entry is intact, else NULL */
+static unsigned char *pt__cl_cache_load(pt_ctx *ctx, const char *path, uint64_t key, size_t *size) {
     FILE *f = path[0] ? fopen(path, "rb") : NULL;
     uint64_t hdr[4];
     unsigned char *bin = NULL;
     if (!f) return NULL;
     if (fread(hdr, sizeof hdr, 1, f) == 1 && !memcmp(&hdr[0], "PTCLBIN1", 8) && hdr[1] == key && hdr[2] > 0 && hdr[2] < ((uint64_t)1 << 31) &&
-        (bin = (unsigned char *)PT_MALLOC((size_t)hdr[2])) != NULL) {
+        (bin = (unsigned char *)pt__alloc(ctx, (size_t)hdr[2])) != NULL) {
         if (fread(bin, 1, (size_t)hdr[2], f) != (size_t)hdr[2] || fgetc(f) != EOF ||
             pt__cl_hash_bytes(0xcbf29ce484222325ull, bin, (size_t)hdr[2]) != hdr[3]) {
-            PT_FREE(bin);
+            pt__free(ctx, bin);
             bin = NULL;
         } else *size = (size_t)hdr[2];
     }
@@ -7697,9 +7785,9 @@ static void pt__cl_cache_store(pt_ctx *ctx, pt__cl *cl, uint64_t key) {
     FILE *f;
     int ok;
     if (!cl->info.cache_file[0] || clGetProgramInfo(cl->program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || !size) return;
-    if (!(bin = (unsigned char *)PT_MALLOC(size))) return;
+    if (!(bin = (unsigned char *)pt__alloc(ctx, size))) return;
     if (clGetProgramInfo(cl->program, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) {
-        PT_FREE(bin);
+        pt__free(ctx, bin);
         return;
     }
     memcpy(&hdr[0], "PTCLBIN1", 8);
@@ -7716,7 +7804,7 @@ static void pt__cl_cache_store(pt_ctx *ctx, pt__cl *cl, uint64_t key) {
         remove(tmp);
         pt_log(ctx, PT_LOG_WARN, "opencl: could not write the program cache %s (kernels are rebuilt next time)", cl->info.cache_file);
     }
-    PT_FREE(bin);
+    pt__free(ctx, bin);
 }
 
 static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
@@ -7746,7 +7834,7 @@ static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
     key = pt__cl_hash_bytes(key, opts, strlen(opts) + 1);
     for (i = 0; i < npieces; i++) key = pt__cl_hash_bytes(key, pt__cl_src[i], lens[i] = strlen(pt__cl_src[i]));
     pt__cl_cache_path(cl, key);
-    if ((bin = pt__cl_cache_load(cl->info.cache_file, key, &bsize)) != NULL) {
+    if ((bin = pt__cl_cache_load(ctx, cl->info.cache_file, key, &bsize)) != NULL) {
         const unsigned char *b = bin;
         cl->program = clCreateProgramWithBinary(cl->context, 1, &cl->device, &bsize, &b, &bst, &err);
         if (cl->program && err == CL_SUCCESS && bst == CL_SUCCESS && clBuildProgram(cl->program, 1, &cl->device, opts, NULL, NULL) == CL_SUCCESS)
@@ -7755,7 +7843,7 @@ static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
             clReleaseProgram(cl->program);
             cl->program = NULL;
         }
-        PT_FREE(bin);
+        pt__free(ctx, bin);
     }
     if (!cl->program && cl->info.cache_file[0]) {
         FILE *f = fopen(cl->info.cache_file, "rb");
@@ -7805,7 +7893,7 @@ static void pt__cl_close(pt_ctx *ctx) {
     if (cl->program) clReleaseProgram(cl->program);
     if (cl->queue) clReleaseCommandQueue(cl->queue);
     if (cl->context) clReleaseContext(cl->context);
-    PT_FREE(cl);
+    pt__free(ctx, cl);
     ctx->cl = NULL;
 }
 
@@ -8266,7 +8354,7 @@ static pt_storage *pt__dalloc(pt_graph *g, int64_t nbytes, int64_t esize, int64_
         if (!c) return (pt_storage *)pt__fail(g->ctx, PT_ERR_OOM, "pt_graph: out of memory");
         memset(c, 0, sizeof *c);
         if (pt__st_alloc(g->ctx, &c->st, cap, PT__MEM_ACT) != PT_OK) {
-            PT_FREE(c);
+            pt__free(g->ctx, c);
             return NULL;
         }
         g->bytes += cap;
@@ -8290,18 +8378,15 @@ static pt_storage *pt__pool_get(pt_graph *g, int64_t nbytes) {
         }
     if (!b) {
         if (g->npool == g->cap_pool) {
-            int cap = g->cap_pool ? 2 * g->cap_pool : 32;
-            pt__block **np = (pt__block **)PT_REALLOC(g->pool, (size_t)cap * sizeof *np);
-            if (!np) return (pt_storage *)pt__fail(g->ctx, PT_ERR_OOM, "pt_graph: out of memory (grad pool)");
+            if (!PT__GROW(g->ctx, g->pool, g->cap_pool, g->npool + 1, 32))
+                return (pt_storage *)pt__fail(g->ctx, PT_ERR_OOM, "pt_graph: out of memory (grad pool)");
             g->ctx->nallocs++;
-            g->pool = np;
-            g->cap_pool = cap;
         }
         b = (pt__block *)pt__malloc(g->ctx, sizeof *b);
         if (!b) return (pt_storage *)pt__fail(g->ctx, PT_ERR_OOM, "pt_graph: out of memory (grad pool)");
         memset(b, 0, sizeof *b);
         if (pt__st_alloc(g->ctx, &b->st, nbytes, PT__MEM_ACT) != PT_OK) {
-            PT_FREE(b);
+            pt__free(g->ctx, b);
             return NULL;
         }
         g->bytes += nbytes;
@@ -8442,6 +8527,7 @@ typedef struct pt__trace_ev {
 } pt__trace_ev;
 struct pt__trace {
     pt_dist *d; /* the world of pt_trace_start (NULL: one rank) */
+    pt_ctx *ctx; /* whose allocator holds the events */
     char *path;
     pt__trace_ev *ev;
     int64_t n, cap, max, dropped;
@@ -8460,14 +8546,9 @@ static void pt__trace_put(struct pt__trace *tr, int cat, const char *name, doubl
                           int32_t chunk, int32_t comm, int64_t bytes, int32_t tid) {
     pt__trace_ev *e;
     int i;
-    if (tr->n == tr->cap) {
-        int64_t cap = PT__MIN(tr->max, tr->cap ? 2 * tr->cap : 4096);
-        pt__trace_ev *ne = cap > tr->cap ? (pt__trace_ev *)PT_REALLOC(tr->ev, sizeof *ne * (size_t)cap) : NULL;
-        if (!ne) {
-            tr->dropped++;
-            return;
-        }
-        tr->ev = ne, tr->cap = cap;
+    if (tr->n == tr->cap && (tr->cap = pt__grow(tr->ctx, (void *)&tr->ev, tr->cap, tr->n + 1, 4096, tr->max, sizeof *tr->ev)) == tr->n) {
+        tr->dropped++; /* max_events reached, or out of memory */
+        return;
     }
     e = &tr->ev[tr->n++];
     e->t0 = t0, e->t1 = t1 < t0 ? t0 : t1;
@@ -8550,9 +8631,9 @@ PTDEF pt_status pt_trace_start(pt_ctx *ctx, const pt_dist *d, const char *path, 
     else if (max_events < 0) pt__msg(msg, sizeof msg, "pt_trace_start: max_events is %lld, expected >= 0 (0 = 1000000)", (long long)max_events), ok = 0;
     else if (rank == 0 && (!path || !*path)) pt__msg(msg, sizeof msg, "pt_trace_start: no file name (path) on rank 0"), ok = 0;
     if (ok) {
-        tr = (struct pt__trace *)PT_MALLOC(sizeof *tr);
-        if (tr) memset(tr, 0, sizeof *tr);
-        if (tr && path && !(tr->path = (char *)PT_MALLOC(strlen(path) + 1))) PT_FREE(tr), tr = NULL;
+        tr = (struct pt__trace *)pt__alloc(ctx, sizeof *tr);
+        if (tr) memset(tr, 0, sizeof *tr), tr->ctx = ctx;
+        if (tr && path && !(tr->path = (char *)pt__alloc(ctx, strlen(path) + 1))) pt__free(ctx, tr), tr = NULL;
         if (!tr) pt__msg(msg, sizeof msg, "pt_trace_start: out of memory"), ok = 0, why = PT_ERR_OOM;
         else if (path) memcpy(tr->path, path, strlen(path) + 1);
     }
@@ -8568,8 +8649,8 @@ PTDEF pt_status pt_trace_start(pt_ctx *ctx, const pt_dist *d, const char *path, 
     }
 #endif
     if (!ok) {
-        if (tr) PT_FREE(tr->path);
-        PT_FREE(tr);
+        if (tr) pt__free(ctx, tr->path);
+        pt__free(ctx, tr);
         return (pt_status)(pt__fail(ctx, why, "%s", msg), why);
     }
     tr->base = pt_time();
@@ -8587,9 +8668,9 @@ static void pt__trace_free(pt_ctx *ctx) {
     if (!tr) return;
     if (tr->d) tr->d->coll_hook = NULL, tr->d->coll_hook_user = NULL;
     ctx->trace = NULL;
-    PT_FREE(tr->ev);
-    PT_FREE(tr->path);
-    PT_FREE(tr);
+    pt__free(ctx, tr->ev);
+    pt__free(ctx, tr->path);
+    pt__free(ctx, tr);
 }
 
 static int pt__trace_by_start(const void *a, const void *b) {
@@ -8604,7 +8685,7 @@ static int pt__trace_lanes(struct pt__trace *tr) {
     int64_t i, n = 0;
     int k, used = 0;
     for (i = 0; i < tr->n; i++) n += tr->ev[i].tid == 1;
-    if (!n || !(a = (pt__trace_ev **)PT_MALLOC(sizeof *a * (size_t)n))) return n ? 1 : 0;
+    if (!n || !(a = (pt__trace_ev **)pt__alloc(tr->ctx, sizeof *a * (size_t)n))) return n ? 1 : 0;
     for (i = 0, n = 0; i < tr->n; i++)
         if (tr->ev[i].tid == 1) a[n++] = &tr->ev[i];
     qsort(a, (size_t)n, sizeof *a, pt__trace_by_start);
@@ -8620,7 +8701,7 @@ static int pt__trace_lanes(struct pt__trace *tr) {
         a[i]->tid = 1 + best;
         used = PT__MAX(used, best + 1);
     }
-    PT_FREE(a);
+    pt__free(tr->ctx, a);
     return used;
 }
 
@@ -8675,8 +8756,8 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
     if (b.oom) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory formatting %lld events on rank %d", (long long)tr->n, rank), ok = 0;
     if (ok && rank == 0) {
         size_t L = strlen(tr->path);
-        dropped = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)size);
-        tmp = (char *)PT_MALLOC(L + 5);
+        dropped = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)size);
+        tmp = (char *)pt__alloc(ctx, L + 5);
         if (!dropped || !tmp) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory"), ok = 0;
         else {
             memcpy(tmp, tr->path, L), memcpy(tmp + L, ".tmp", 5);
@@ -8692,7 +8773,7 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
         MPI_Comm w = d->comm[PT_COMM_WORLD];
         char *buf = NULL;
         int go;
-        if (rank == 0 && ok && !(buf = (char *)PT_MALLOC(chunk))) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory"), ok = 0;
+        if (rank == 0 && ok && !(buf = (char *)pt__alloc(ctx, chunk))) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory"), ok = 0;
         go = ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
         for (r = 1; go && r < size; r++) { /* rank r sends (length, dropped) then its text; rank 0 appends it (all of
                                               it, even after a failed write: no sender is left waiting) */
@@ -8715,7 +8796,7 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
             if (rc != MPI_SUCCESS) pt__msg(msg, sizeof msg, "pt_trace_finish: gathering rank %d's events failed: %s", r, pt__coll_why(d, rc)), ok = 0;
             else if (bad) pt__msg(msg, sizeof msg, "pt_trace_finish: writing rank %d's events to %s failed", r, tmp), ok = 0;
         }
-        PT_FREE(buf);
+        pt__free(ctx, buf);
     }
 #endif
     if (f) {
@@ -8735,9 +8816,9 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
 #else
     (void)r, (void)size;
 #endif
-    PT_FREE(b.s);
-    PT_FREE(tmp);
-    PT_FREE(dropped);
+    PT_FREE(b.s); /* the text buffer's own allocator */
+    pt__free(ctx, tmp);
+    pt__free(ctx, dropped);
     ctx->trace = tr;
     pt__trace_free(ctx);
     if (!ok) return (pt_status)(pt__fail(ctx, strstr(msg, "memory") ? PT_ERR_OOM : PT_ERR_IO, "%s", msg), ctx->status);
@@ -8813,7 +8894,7 @@ static void pt__prof_bwd(pt_ctx *ctx, const pt_node *n, double s) {
 PTDEF pt_status pt_profile_enable(pt_ctx *ctx, int on) {
     if (!ctx) return PT_ERR_ARG;
     if (on && !ctx->prof_sums) {
-        if (!(ctx->prof_sums = (struct pt__prof *)PT_MALLOC(sizeof(struct pt__prof))))
+        if (!(ctx->prof_sums = (struct pt__prof *)pt__alloc(ctx, sizeof(struct pt__prof))))
             return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_profile_enable: out of memory"), PT_ERR_OOM);
         memset(ctx->prof_sums, 0, sizeof(struct pt__prof));
     }
@@ -8879,14 +8960,14 @@ PTDEF pt_graph *pt_graph_new(pt_ctx *ctx) {
 static void pt__graph_free_chunks(pt_graph *g) {
     while (g->hhead) {
         pt__hchunk *n = g->hhead->next;
-        PT_FREE(g->hhead);
+        pt__free(g->ctx, g->hhead);
         g->hhead = n;
     }
     while (g->dhead) {
         pt__dchunk *n = g->dhead->next;
         g->bytes -= g->dhead->st.bytes;
         pt__st_free(g->ctx, &g->dhead->st);
-        PT_FREE(g->dhead);
+        pt__free(g->ctx, g->dhead);
         g->dhead = n;
     }
     g->hcur = NULL;
@@ -8901,12 +8982,12 @@ PTDEF void pt_graph_free(pt_graph *g) {
     pt__graph_free_chunks(g);
     for (i = 0; i < g->npool; i++) {
         pt__st_free(g->ctx, &g->pool[i]->st);
-        PT_FREE(g->pool[i]);
+        pt__free(g->ctx, g->pool[i]);
     }
-    PT_FREE(g->pool);
-    PT_FREE(g->tape);
-    PT_FREE(g->puse);
-    PT_FREE(g);
+    pt__free(g->ctx, g->pool);
+    pt__free(g->ctx, g->tape);
+    pt__free(g->ctx, g->puse);
+    pt__free(g->ctx, g);
 }
 PTDEF void pt_graph_reset(pt_graph *g) {
     pt__hchunk *h;
@@ -8962,16 +9043,13 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
         if (ins[i] && (ins[i]->flags & PT_TENSOR_REQUIRES_GRAD)) need = 1;
     if (!need) return NULL;
     if (g->ntape == g->cap_tape) {
-        int cap = g->cap_tape ? 2 * g->cap_tape : 256;
-        pt_node **nt = (pt_node **)PT_REALLOC(g->tape, (size_t)cap * sizeof *nt);
-        if (!nt) return (pt_node *)pt__fail(g->ctx, PT_ERR_OOM, "%s: out of memory for the tape", op);
+        if (!PT__GROW(g->ctx, g->tape, g->cap_tape, g->ntape + 1, 256))
+            return (pt_node *)pt__fail(g->ctx, PT_ERR_OOM, "%s: out of memory for the tape", op);
         g->ctx->nallocs++;
-        g->tape = nt;
-        g->cap_tape = cap;
     }
     if (g->cap_puse < g->ctx->nparams) {
         int cap = g->ctx->cap_params;
-        int32_t *np = (int32_t *)PT_REALLOC(g->puse, (size_t)cap * sizeof *np);
+        int32_t *np = (int32_t *)pt__realloc(g->ctx, g->puse, (size_t)cap * sizeof *np);
         if (!np) return (pt_node *)pt__fail(g->ctx, PT_ERR_OOM, "%s: out of memory for the tape", op);
         g->ctx->nallocs++;
         memset(np + g->cap_puse, 0, (size_t)(cap - g->cap_puse) * sizeof *np);
@@ -9188,7 +9266,7 @@ static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n) {
     if (!st) return PT_ERR_OOM;
     memset(st, 0, sizeof *st);
     if (ctx->be->st_alloc(ctx, st, n * 4) != PT_OK) {
-        PT_FREE(st);
+        pt__free(ctx, st);
         return PT_ERR_OOM;
     }
     st->kind = -1; /* accounted by use in pt_param_from_spec, not by capacity */
@@ -9201,7 +9279,7 @@ static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n) {
             ctx->be->copy(ctx, &d, &o, 0);
         }
         pt__st_free(ctx, old);
-        PT_FREE(old);
+        pt__free(ctx, old);
     }
     *slab = st;
     return PT_OK;
@@ -9227,13 +9305,8 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
         if (st != PT_OK) return (pt_tensor *)pt__fail(ctx, st, "%s", err);
     }
     for (d = 0; d < spec->ndim; d++) n *= lshape[d];
-    if (ctx->nparams == ctx->cap_params) {
-        int c = ctx->cap_params ? 2 * ctx->cap_params : 64;
-        pt_param **np = (pt_param **)PT_REALLOC(ctx->params, (size_t)c * sizeof *np);
-        if (!np) return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory");
-        ctx->params = np;
-        ctx->cap_params = c;
-    }
+    if (!PT__GROW(ctx, ctx->params, ctx->cap_params, ctx->nparams + 1, 64))
+        return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory");
     p = (pt_param *)pt__malloc(ctx, sizeof *p);
     if (!p) return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory");
     memset(p, 0, sizeof *p);
@@ -9247,7 +9320,7 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
         int64_t ncap = PT__MAX(need, PT__MAX(2 * cap, (int64_t)16 << 20)); /* >= 64 MiB: own pages, see pt__dalloc */
         if (pt__slab_grow(ctx, &ctx->pslab, ncap) != PT_OK ||
             pt__slab_grow(ctx, &ctx->gslab, ncap) != PT_OK) {
-            PT_FREE(p);
+            pt__free(ctx, p);
             return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory for the slabs (%lld elements)", (long long)ncap);
         }
     }
@@ -9352,15 +9425,9 @@ PTDEF pt_status pt_state_register_flags(pt_ctx *ctx, const char *name, void *ptr
             pt__fail(ctx, PT_ERR_ARG, "pt_state_register: '%s' is registered already", name);
             return PT_ERR_ARG;
         }
-    if (ctx->nstate == ctx->cap_state) {
-        int c = ctx->cap_state ? 2 * ctx->cap_state : 16;
-        pt__state_entry *ns = (pt__state_entry *)PT_REALLOC(ctx->state, (size_t)c * sizeof *ns);
-        if (!ns) {
-            pt__fail(ctx, PT_ERR_OOM, "pt_state_register: out of memory");
-            return PT_ERR_OOM;
-        }
-        ctx->state = ns;
-        ctx->cap_state = c;
+    if (!PT__GROW(ctx, ctx->state, ctx->cap_state, ctx->nstate + 1, 16)) {
+        pt__fail(ctx, PT_ERR_OOM, "pt_state_register: out of memory");
+        return PT_ERR_OOM;
     }
     e = &ctx->state[ctx->nstate++];
     snprintf(e->name, sizeof e->name, "%s", name);
@@ -9423,13 +9490,13 @@ static pt_status pt__gemm_ws_setup(pt_ctx *ctx, int threads) {
     int i;
     if (ctx->gemm_ws) {
         for (i = 0; i < ctx->ngemm_ws; i++) pt__gemm_ws_free(&ctx->gemm_ws[i]);
-        PT_FREE(ctx->gemm_ws);
+        pt__free(ctx, ctx->gemm_ws);
     }
     ctx->gemm_ws = (pt__gemm_ws *)pt__malloc(ctx, (size_t)(threads + 1) * sizeof(pt__gemm_ws));
     if (!ctx->gemm_ws) return PT_ERR_OOM;
     memset(ctx->gemm_ws, 0, (size_t)(threads + 1) * sizeof(pt__gemm_ws));
     ctx->ngemm_ws = threads + 1;
-    for (i = 0; i <= threads; i++) ctx->gemm_ws[i].nthreads = i ? 1 : threads;
+    for (i = 0; i <= threads; i++) ctx->gemm_ws[i].nthreads = i ? 1 : threads, ctx->gemm_ws[i].ctx = ctx;
     ctx->nthreads = threads;
     return PT_OK;
 }
@@ -9442,22 +9509,39 @@ PTDEF void pt_set_threads(pt_ctx *ctx, int threads) {
     if (pt__gemm_ws_setup(ctx, threads) != PT_OK) pt__fail(ctx, PT_ERR_OOM, "pt_set_threads: out of memory");
 }
 
+/* desc.allocator has all three functions or none; else the error names the missing ones */
+static int pt__allocator_check(pt_ctx *boot) {
+    const pt_allocator *a = &boot->desc.allocator;
+    const char *name[3] = {"alloc", "realloc", "free"}, *sep = "";
+    int set[3], i, n;
+    char miss[64] = "";
+    set[0] = a->alloc != NULL, set[1] = a->realloc != NULL, set[2] = a->free != NULL;
+    n = set[0] + set[1] + set[2];
+    if (n == 0 || n == 3) return 1;
+    for (i = 0; i < 3; i++)
+        if (!set[i]) pt__msg(miss + strlen(miss), sizeof miss - strlen(miss), "%s%s", sep, name[i]), sep = " and ";
+    pt__fail(boot, PT_ERR_ARG, "pt_init: desc.allocator has no %s function (set alloc, realloc and free, or none of them)", miss);
+    return 0;
+}
 PTDEF pt_ctx *pt_init(const pt_desc *desc) {
-    pt_ctx *ctx = (pt_ctx *)PT_MALLOC(sizeof(pt_ctx));
+    pt_ctx *ctx, boot; /* boot: the desc alone, to check it and to allocate the context with its allocator */
     const char *dev;
+    memset(&boot, 0, sizeof boot);
+    if (desc) boot.desc = *desc;
+    if (!desc) boot.desc.log_level = PT_LOG_INFO;
+    if (!pt__allocator_check(&boot)) return NULL;
+    ctx = (pt_ctx *)pt__alloc(&boot, sizeof(pt_ctx));
     if (!ctx) {
         PT_LOG(PT_LOG_ERROR, "pt_init: out of memory");
         return NULL;
     }
-    memset(ctx, 0, sizeof *ctx);
-    if (desc) ctx->desc = *desc;
-    if (!desc) ctx->desc.log_level = PT_LOG_INFO;
+    *ctx = boot;
     ctx->be = &pt__cpu_backend;
     if (pt__gemm_ws_setup(ctx, ctx->desc.threads > 0 ? ctx->desc.threads
                                : ctx->desc.dist ? pt_dist_threads(ctx->desc.dist)
                                                 : pt__default_threads()) != PT_OK) {
         PT_LOG(PT_LOG_ERROR, "pt_init: out of memory");
-        PT_FREE(ctx);
+        pt__free(&boot, ctx);
         return NULL;
     }
     dev = ctx->desc.device ? ctx->desc.device : getenv("PTRAIN_DEVICE");
@@ -9492,26 +9576,26 @@ PTDEF void pt_shutdown(pt_ctx *ctx) {
     if (!ctx) return;
     for (i = ctx->nat_shutdown - 1; i >= 0; i--) ctx->at_shutdown[i](ctx); /* the checkpoint writer is joined first */
     while (ctx->graphs) pt_graph_free(ctx->graphs);
-    for (i = 0; i < ctx->nparams; i++) PT_FREE(ctx->params[i]);
-    PT_FREE(ctx->params);
+    for (i = 0; i < ctx->nparams; i++) pt__free(ctx, ctx->params[i]);
+    pt__free(ctx, ctx->params);
     if (ctx->pslab) {
         pt__st_free(ctx, ctx->pslab);
-        PT_FREE(ctx->pslab);
+        pt__free(ctx, ctx->pslab);
     }
     if (ctx->gslab) {
         pt__st_free(ctx, ctx->gslab);
-        PT_FREE(ctx->gslab);
+        pt__free(ctx, ctx->gslab);
     }
     for (i = 0; i < ctx->ngemm_ws; i++) pt__gemm_ws_free(&ctx->gemm_ws[i]);
-    PT_FREE(ctx->gemm_ws);
-    PT_FREE(ctx->work);
-    PT_FREE(ctx->stage);
-    PT_FREE(ctx->state);
-    PT_FREE(ctx->prof_sums);
+    pt__free(ctx, ctx->gemm_ws);
+    pt__free(ctx, ctx->work);
+    pt__free(ctx, ctx->stage);
+    pt__free(ctx, ctx->state);
+    pt__free(ctx, ctx->prof_sums);
 #ifdef PTRAIN_OPENCL
     pt__cl_close(ctx); /* after every buffer of the context is released */
 #endif
-    PT_FREE(ctx);
+    pt__free(ctx, ctx); /* the allocator is read before the context goes */
 }
 PTDEF pt_mem_stats pt_mem(const pt_ctx *ctx) {
     pt_mem_stats m;
@@ -10260,7 +10344,7 @@ static void *pt__stage_read_start(pt_ctx *ctx, pt_storage *st, int64_t off, floa
 #endif
 static float *pt__stage_buf(pt_ctx *ctx, int64_t n) {
     if (n > ctx->stage_cap) {
-        float *p = (float *)PT_REALLOC(ctx->stage, (size_t)PT__MAX(n, 1) * sizeof(float));
+        float *p = (float *)pt__realloc(ctx, ctx->stage, (size_t)PT__MAX(n, 1) * sizeof(float));
         if (!p) return (float *)pt__fail(ctx, PT_ERR_OOM, "pt: out of memory for %lld floats of host staging", (long long)n);
         ctx->stage = p, ctx->stage_cap = n;
     }
@@ -10501,8 +10585,8 @@ PTDEF void pt_optim_free(pt_optim *o) {
     pt__st_free(o->ctx, &o->m);
     pt__st_free(o->ctx, &o->v);
     pt__state_unregister(o->ctx, &o->steps);
-    PT_FREE(o->runs);
-    PT_FREE(o);
+    pt__free(o->ctx, o->runs);
+    pt__free(o->ctx, o);
 }
 PTDEF int64_t pt_optim_steps(const pt_optim *o) { return o ? o->steps : 0; }
 PTDEF int64_t pt_optim_state_bytes(const pt_optim *o) {
@@ -11041,10 +11125,10 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
 }
 PTDEF void pt_gpt_free(pt_gpt *m) {
     if (!m) return;
-    PT_FREE(m->blocks);
-    PT_FREE(m->first);
-    PT_FREE(m->mine);
-    PT_FREE(m);
+    pt__free(m->ctx, m->blocks);
+    pt__free(m->ctx, m->first);
+    pt__free(m->ctx, m->mine);
+    pt__free(m->ctx, m);
 }
 PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
     pt_tensor *tok, *pos;
@@ -11108,7 +11192,7 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
         return (pt_status)(pt__fail(m ? m->ctx : NULL, PT_ERR_ARG, "pt_gpt_generate: needs a model, a graph, a prompt of >= 1 token and out"),
                            PT_ERR_ARG);
     V = m->cfg.vocab, Vp = m->cfg.vocab_padded, Vl = Vp / pt_tp_size(m->ctx);
-    row = (float *)PT_MALLOC((size_t)Vp * sizeof(float));
+    row = (float *)pt__alloc(m->ctx, (size_t)Vp * sizeof(float));
     if (!row) return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_gpt_generate: out of memory"), PT_ERR_OOM);
     memcpy(out, prompt, (size_t)n * sizeof *out);
     saved_grad = g->grad_on, saved_train = g->training;
@@ -11149,7 +11233,7 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
     pt_graph_reset(g);
     pt_graph_set_grad(g, saved_grad);
     pt_graph_set_training(g, saved_train);
-    PT_FREE(row);
+    pt__free(m->ctx, row);
     return m->ctx->status;
 }
 PTDEF int64_t pt_gpt_matmul_params(const pt_gpt_config *c) {
@@ -11672,9 +11756,9 @@ static pt_status pt__dp_alloc_stage(pt_dp *dp) {
     }
     need = dp->compress || dp->stage == 2 ? PT__MIN(2 * big, all) : 0;
     if (need == dp->stg_n) return PT_OK;
-    PT_FREE(dp->stg);
+    pt__free(dp->ctx, dp->stg);
     dp->stg = NULL, dp->stg_n = dp->stg_head = 0;
-    if (need && !(dp->stg = (float *)PT_MALLOC((size_t)need * 4)))
+    if (need && !(dp->stg = (float *)pt__alloc(dp->ctx, (size_t)need * 4)))
         return (pt_status)(pt__fail(dp->ctx, PT_ERR_OOM, "pt_dp: out of memory for the staging ring (%lld floats)", (long long)need), PT_ERR_OOM);
     dp->stg_n = need;
     return PT_OK;
@@ -11708,7 +11792,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     cap = bucket_bytes / 4;
     if (cap < 1) cap = 1;
     n = ctx->nparams;
-    dp = (pt_dp *)PT_MALLOC(sizeof *dp);
+    dp = (pt_dp *)pt__alloc(ctx, sizeof *dp);
     if (!dp) return (pt_dp *)pt__fail(ctx, PT_ERR_OOM, "pt_dp_new: out of memory");
     memset(dp, 0, sizeof *dp);
     dp->ctx = ctx;
@@ -11723,7 +11807,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
         int s = 1;
         dp->comm = *(MPI_Comm *)pt_dist_comm(d, PT_COMM_DP);
         if (dp->comm == MPI_COMM_NULL || MPI_Comm_size(dp->comm, &s) != MPI_SUCCESS) {
-            PT_FREE(dp);
+            pt__free(ctx, dp);
             return (pt_dp *)pt__fail(ctx, PT_ERR_STATE, "pt_dp_new: the grid has no usable DP communicator");
         }
         dp->dpsize = s;
@@ -11734,12 +11818,12 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     (void)d;
 #endif
     /* the arrays: at most one bucket per parameter */
-    dp->lo = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(n + 1));
-    dp->hi = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(n + 1));
-    dp->p0 = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
-    dp->p1 = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
-    dp->bucket_of = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
-    dp->fired = (int *)PT_MALLOC(sizeof(int) * (size_t)(n + 1));
+    dp->lo = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)(n + 1));
+    dp->hi = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)(n + 1));
+    dp->p0 = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
+    dp->p1 = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
+    dp->bucket_of = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
+    dp->fired = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
     if (!dp->lo || !dp->hi || !dp->p0 || !dp->p1 || !dp->bucket_of || !dp->fired) goto oom;
     /* cut: reverse creation order = descending slab offsets */
     open_b = 0;
@@ -11778,7 +11862,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
         if (MPI_Comm_dup(dp->comm, &dp->agree) != MPI_SUCCESS) goto mpi_fail;
         if (dp->compress) {
             if (MPI_Op_create(pt__dp_bf16_sum, 1, &dp->bf16sum) != MPI_SUCCESS) goto mpi_fail;
-            if (!(dp->resid = (float *)PT_MALLOC((size_t)PT__MAX(ctx->slab_n, 1) * 4))) goto oom;
+            if (!(dp->resid = (float *)pt__alloc(ctx, (size_t)PT__MAX(ctx->slab_n, 1) * 4))) goto oom;
             memset(dp->resid, 0, (size_t)ctx->slab_n * 4);
             /* part of the training state: checkpoints keep it per rank (exact resume on the same layout) */
             if (ctx->slab_n > 0 && pt_state_register_flags(ctx, "dp.bf16_residual", dp->resid, ctx->slab_n * 4, PT_STATE_PER_RANK) != PT_OK)
@@ -11802,8 +11886,8 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
                 pt_dp_free(dp);
                 return (pt_dp *)pt__fail(ctx, PT_ERR_ARG, "pt_dp_new_opts: hier needs the same number of DP ranks on every node (found %d..%d)", mm[0], -mm[1]);
             }
-            dp->hcnt = (int *)PT_MALLOC(sizeof(int) * (size_t)dp->nb * dp->lsize + 1);
-            dp->hdispl = (int *)PT_MALLOC(sizeof(int) * (size_t)dp->nb * dp->lsize + 1);
+            dp->hcnt = (int *)pt__alloc(ctx, sizeof(int) * (size_t)dp->nb * dp->lsize + 1);
+            dp->hdispl = (int *)pt__alloc(ctx, sizeof(int) * (size_t)dp->nb * dp->lsize + 1);
             if (!dp->hcnt || !dp->hdispl) goto oom;
             for (b = 0; b < dp->nb; b++)
                 for (r = 0; r < dp->lsize; r++) {
@@ -11812,7 +11896,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
                     dp->hcnt[(size_t)b * dp->lsize + r] = (int)(e - a);
                 }
         }
-        if (ctx->gslab && !ctx->gslab->host && !(dp->hg = (float *)PT_MALLOC((size_t)PT__MAX(ctx->slab_n, 1) * 4))) goto oom;
+        if (ctx->gslab && !ctx->gslab->host && !(dp->hg = (float *)pt__alloc(ctx, (size_t)PT__MAX(ctx->slab_n, 1) * 4))) goto oom;
         if (pt__dp_alloc_stage(dp) != PT_OK) {
             pt_dp_free(dp);
             return NULL;
@@ -11869,25 +11953,25 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     if (dp->node2 != MPI_COMM_NULL) MPI_Comm_free(&dp->node2);
     if (dp->cross != MPI_COMM_NULL) MPI_Comm_free(&dp->cross);
     if (dp->bf16sum != MPI_OP_NULL) MPI_Op_free(&dp->bf16sum);
-    PT_FREE(dp->zcnt);
-    PT_FREE(dp->zdispl);
-    PT_FREE(dp->bcnt);
-    PT_FREE(dp->hcnt);
-    PT_FREE(dp->hdispl);
+    pt__free(dp->ctx, dp->zcnt);
+    pt__free(dp->ctx, dp->zdispl);
+    pt__free(dp->ctx, dp->bcnt);
+    pt__free(dp->ctx, dp->hcnt);
+    pt__free(dp->ctx, dp->hdispl);
 #endif
-    PT_FREE(dp->lo);
-    PT_FREE(dp->hi);
-    PT_FREE(dp->p0);
-    PT_FREE(dp->p1);
-    PT_FREE(dp->bucket_of);
-    PT_FREE(dp->fired);
-    PT_FREE(dp->ops);
-    PT_FREE(dp->acc);
+    pt__free(dp->ctx, dp->lo);
+    pt__free(dp->ctx, dp->hi);
+    pt__free(dp->ctx, dp->p0);
+    pt__free(dp->ctx, dp->p1);
+    pt__free(dp->ctx, dp->bucket_of);
+    pt__free(dp->ctx, dp->fired);
+    pt__free(dp->ctx, dp->ops);
+    pt__free(dp->ctx, dp->acc);
     if (dp->resid) pt__state_unregister(dp->ctx, dp->resid);
-    PT_FREE(dp->resid);
-    PT_FREE(dp->stg);
-    PT_FREE(dp->hg);
-    PT_FREE(dp);
+    pt__free(dp->ctx, dp->resid);
+    pt__free(dp->ctx, dp->stg);
+    pt__free(dp->ctx, dp->hg);
+    pt__free(dp->ctx, dp);
 }
 
 PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
@@ -11904,7 +11988,7 @@ PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
         return;
     }
     if (dp->rounds * dp->nb > dp->cap_ops) {
-        pt__dp_op *ops = (pt__dp_op *)PT_REALLOC(dp->ops, sizeof *ops * (size_t)(dp->rounds * dp->nb));
+        pt__dp_op *ops = (pt__dp_op *)pt__realloc(dp->ctx, dp->ops, sizeof *ops * (size_t)(dp->rounds * dp->nb));
         if (!ops) {
             pt__fail(dp->ctx, PT_ERR_OOM, "pt_dp_begin_step: out of memory");
             return;
@@ -12038,9 +12122,9 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
             return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: slab of %lld floats exceeds MPI's int counts", (long long)ctx->slab_n),
                                PT_ERR_ARG);
         if (!dp->zcnt) {
-            dp->zcnt = (int *)PT_MALLOC(sizeof(int) * (size_t)n);
-            dp->zdispl = (int *)PT_MALLOC(sizeof(int) * (size_t)n);
-            dp->bcnt = (int *)PT_MALLOC(sizeof(int) * (size_t)n * (size_t)(dp->nb + 1));
+            dp->zcnt = (int *)pt__alloc(ctx, sizeof(int) * (size_t)n);
+            dp->zdispl = (int *)pt__alloc(ctx, sizeof(int) * (size_t)n);
+            dp->bcnt = (int *)pt__alloc(ctx, sizeof(int) * (size_t)n * (size_t)(dp->nb + 1));
             if (!dp->zcnt || !dp->zdispl || !dp->bcnt) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory"), PT_ERR_OOM);
             for (r = 0; r < n; r++) {
                 int64_t a = (ctx->slab_n * r / n) & ~(int64_t)15, e = r + 1 < n ? (ctx->slab_n * (r + 1) / n) & ~(int64_t)15 : ctx->slab_n;
@@ -12057,9 +12141,9 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
             o->post_user = dp;
             dp->zopt = o;
             dp->zlo = dp->zdispl[me], dp->zhi = (int64_t)dp->zdispl[me] + dp->zcnt[me];
-            PT_FREE(dp->acc);
+            pt__free(ctx, dp->acc);
             dp->acc = NULL;
-            if (stage == 2 && !(dp->acc = (float *)PT_MALLOC((size_t)PT__MAX(dp->zhi - dp->zlo, 1) * 4)))
+            if (stage == 2 && !(dp->acc = (float *)pt__alloc(ctx, (size_t)PT__MAX(dp->zhi - dp->zlo, 1) * 4)))
                 return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory for the gradient shard"), PT_ERR_OOM);
             dp->stage = stage;
             st = pt__dp_alloc_stage(dp);
@@ -12069,7 +12153,7 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
         /* stage 0: gather the state shards back into full slabs */
         dp->stage = 0;
         dp->zlo = 0, dp->zhi = hi;
-        PT_FREE(dp->acc);
+        pt__free(ctx, dp->acc);
         dp->acc = NULL;
         st = pt__dp_alloc_stage(dp);
         pt__dp_account(dp);
@@ -12120,6 +12204,7 @@ struct pt_pp_schedule {
     int *count;         /* [p] instructions per rank */
     int *warmup;        /* [p] warm-up forwards as built, -1 for pt_pp_schedule_from */
     pt_pp_instr **prog; /* [p] programs */
+    const pt_ctx *ctx;  /* whose allocator holds it and the checks' scratch (NULL: the PT_MALLOC macros) */
 };
 
 
@@ -12169,25 +12254,25 @@ static int pt__pp_args(int kind, int p, int m, int v, char *err, size_t errlen) 
 }
 
 /* an empty schedule with room for cap[r] instructions on rank r (cap NULL: cap1 each); NULL on OOM */
-static pt_pp_schedule *pt__pp_alloc(int kind, int p, int m, int v, const int *cap, int cap1, char *err, size_t errlen) {
-    pt_pp_schedule *s = (pt_pp_schedule *)PT_MALLOC(sizeof *s);
+static pt_pp_schedule *pt__pp_alloc(const pt_ctx *ctx, int kind, int p, int m, int v, const int *cap, int cap1, char *err, size_t errlen) {
+    pt_pp_schedule *s = (pt_pp_schedule *)pt__alloc(ctx, sizeof *s);
     int r, ok = 1;
     if (!s) goto oom;
-    s->kind = kind, s->p = p, s->m = m, s->v = v;
-    s->count = (int *)PT_MALLOC(sizeof(int) * (size_t)p);
-    s->warmup = (int *)PT_MALLOC(sizeof(int) * (size_t)p);
-    s->prog = (pt_pp_instr **)PT_MALLOC(sizeof(pt_pp_instr *) * (size_t)p);
+    s->kind = kind, s->p = p, s->m = m, s->v = v, s->ctx = ctx;
+    s->count = (int *)pt__alloc(s->ctx, sizeof(int) * (size_t)p);
+    s->warmup = (int *)pt__alloc(s->ctx, sizeof(int) * (size_t)p);
+    s->prog = (pt_pp_instr **)pt__alloc(s->ctx, sizeof(pt_pp_instr *) * (size_t)p);
     if (!s->count || !s->warmup || !s->prog) {
-        if (s->count) PT_FREE(s->count);
-        if (s->warmup) PT_FREE(s->warmup);
-        if (s->prog) PT_FREE(s->prog);
-        PT_FREE(s);
+        if (s->count) pt__free(s->ctx, s->count);
+        if (s->warmup) pt__free(s->ctx, s->warmup);
+        if (s->prog) pt__free(s->ctx, s->prog);
+        pt__free(s->ctx, s);
         goto oom;
     }
     for (r = 0; r < p; r++) {
         s->count[r] = 0, s->warmup[r] = -1;
         int c = cap ? cap[r] : cap1;
-        s->prog[r] = (pt_pp_instr *)PT_MALLOC(sizeof(pt_pp_instr) * (size_t)(c > 0 ? c : 1));
+        s->prog[r] = (pt_pp_instr *)pt__alloc(s->ctx, sizeof(pt_pp_instr) * (size_t)(c > 0 ? c : 1));
         if (!s->prog[r]) ok = 0;
     }
     if (!ok) {
@@ -12204,11 +12289,11 @@ PTDEF void pt_pp_schedule_free(pt_pp_schedule *s) {
     int r;
     if (!s) return;
     for (r = 0; r < s->p; r++)
-        if (s->prog[r]) PT_FREE(s->prog[r]);
-    PT_FREE(s->prog);
-    PT_FREE(s->count);
-    PT_FREE(s->warmup);
-    PT_FREE(s);
+        if (s->prog[r]) pt__free(s->ctx, s->prog[r]);
+    pt__free(s->ctx, s->prog);
+    pt__free(s->ctx, s->count);
+    pt__free(s->ctx, s->warmup);
+    pt__free(s->ctx, s);
 }
 
 static void pt__pp_emit(pt_pp_schedule *s, int r, int op, int mb, int chunk, int peer) {
@@ -12237,11 +12322,12 @@ static void pt__pp_order(int p, int v, int k, int fwd, int *mb, int *chunk) {
     *mb = (k / (p * v)) * p + k % p;
 }
 
-PTDEF pt_pp_schedule *pt_pp_schedule_new(int kind, int p, int m, int v, char *err, size_t errlen) {
+/* pt_pp_schedule_new in ctx's memory (NULL: the PT_MALLOC macros) */
+static pt_pp_schedule *pt__pp_schedule_new(const pt_ctx *ctx, int kind, int p, int m, int v, char *err, size_t errlen) {
     pt_pp_schedule *s;
     int r, k, n;
     if (!pt__pp_args(kind, p, m, v, err, errlen)) return NULL;
-    s = pt__pp_alloc(kind, p, m, v, NULL, 6 * m * v + 1, err, errlen);
+    s = pt__pp_alloc(ctx, kind, p, m, v, NULL, 6 * m * v + 1, err, errlen);
     if (!s) return NULL;
     n = m * v; /* compute ops of each kind per rank */
     for (r = 0; r < p; r++) {
@@ -12275,6 +12361,9 @@ PTDEF pt_pp_schedule *pt_pp_schedule_new(int kind, int p, int m, int v, char *er
     }
     return s;
 }
+PTDEF pt_pp_schedule *pt_pp_schedule_new(int kind, int p, int m, int v, char *err, size_t errlen) {
+    return pt__pp_schedule_new(NULL, kind, p, m, v, err, errlen);
+}
 
 PTDEF pt_pp_schedule *pt_pp_schedule_from(int kind, int p, int m, int v, const int *counts,
                                           const pt_pp_instr *const *progs, char *err, size_t errlen) {
@@ -12290,7 +12379,7 @@ PTDEF pt_pp_schedule *pt_pp_schedule_from(int kind, int p, int m, int v, const i
             pt__msg(err, errlen, "pt_pp_schedule_from: rank %d has count %d and program %p", r, counts[r], (const void *)progs[r]);
             return NULL;
         }
-    s = pt__pp_alloc(kind, p, m, v, counts, 0, err, errlen);
+    s = pt__pp_alloc(NULL, kind, p, m, v, counts, 0, err, errlen);
     if (!s) return NULL;
     for (r = 0; r < p; r++) {
         if (counts[r] > 0) memcpy(s->prog[r], progs[r], sizeof(pt_pp_instr) * (size_t)counts[r]);
@@ -12357,10 +12446,10 @@ static int pt__pp_run(const pt_pp_schedule *s, double tf, double tb, double *sta
                       double *busy, int *stuck_rank, int *stuck_pc) {
     int p = s->p, r, progress, left, rc = 1;
     int64_t nkey = (int64_t)2 * s->m * s->v * p, k, *base;
-    double *sent = (double *)PT_MALLOC(sizeof(double) * (size_t)nkey);
-    double *clock = (double *)PT_MALLOC(sizeof(double) * (size_t)p);
-    int *pc = (int *)PT_MALLOC(sizeof(int) * (size_t)p);
-    base = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)p);
+    double *sent = (double *)pt__alloc(s->ctx, sizeof(double) * (size_t)nkey);
+    double *clock = (double *)pt__alloc(s->ctx, sizeof(double) * (size_t)p);
+    int *pc = (int *)pt__alloc(s->ctx, sizeof(int) * (size_t)p);
+    base = (int64_t *)pt__alloc(s->ctx, sizeof(int64_t) * (size_t)p);
     if (!sent || !clock || !pc || !base) {
         rc = -1;
         goto done;
@@ -12409,10 +12498,10 @@ static int pt__pp_run(const pt_pp_schedule *s, double tf, double tb, double *sta
             }
     }
 done:
-    if (sent) PT_FREE(sent);
-    if (clock) PT_FREE(clock);
-    if (pc) PT_FREE(pc);
-    if (base) PT_FREE(base);
+    if (sent) pt__free(s->ctx, sent);
+    if (clock) pt__free(s->ctx, clock);
+    if (pc) pt__free(s->ctx, pc);
+    if (base) pt__free(s->ctx, base);
     return rc;
 }
 
@@ -12448,9 +12537,9 @@ PTDEF pt_status pt_pp_schedule_check(const pt_pp_schedule *s, char *err, size_t 
     }
     p = s->p, m = s->m, v = s->v, nst = v * p, train = s->kind != PT_PP_FORWARD_ONLY;
     nms = (int64_t)m * nst, nkey = 2 * nms;
-    fw = (unsigned char *)PT_MALLOC((size_t)nms * 4);
-    snd = (int *)PT_MALLOC(sizeof(int) * 2 * (size_t)nkey);
-    start = (double *)PT_MALLOC(sizeof(double) * (size_t)(pt__pp_total(s) + 1));
+    fw = (unsigned char *)pt__alloc(s->ctx, (size_t)nms * 4);
+    snd = (int *)pt__alloc(s->ctx, sizeof(int) * 2 * (size_t)nkey);
+    start = (double *)pt__alloc(s->ctx, sizeof(double) * (size_t)(pt__pp_total(s) + 1));
     if (!fw || !snd || !start) {
         pt__msg(err, errlen, "pt_pp_schedule_check: out of memory");
         st = PT_ERR_OOM;
@@ -12551,9 +12640,9 @@ PTDEF pt_status pt_pp_schedule_check(const pt_pp_schedule *s, char *err, size_t 
     }
 #undef PT__PP_FAIL
 done:
-    if (fw) PT_FREE(fw);
-    if (snd) PT_FREE(snd);
-    if (start) PT_FREE(start);
+    if (fw) pt__free(s->ctx, fw);
+    if (snd) pt__free(s->ctx, snd);
+    if (start) pt__free(s->ctx, start);
     return st;
 }
 
@@ -12571,7 +12660,7 @@ PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file) {
     }
     fprintf(f, "pipeline schedule: %s, p = %d ranks, m = %d micro-batches, v = %d (F forward 1 unit, B backward 2 units)\n",
             pt__pp_kind_name(s->kind), s->p, s->m, s->v);
-    start = (double *)PT_MALLOC(sizeof(double) * (size_t)(pt__pp_total(s) + 1));
+    start = (double *)pt__alloc(s->ctx, sizeof(double) * (size_t)(pt__pp_total(s) + 1));
     if (!start) {
         fprintf(f, "  (out of memory)\n");
         return;
@@ -12579,7 +12668,7 @@ PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file) {
     rc = pt__pp_run(s, 1.0, 2.0, start, &ms, &busy, &stuck, &stuckpc);
     if (rc != 1) {
         fprintf(f, "  (%s: run pt_pp_schedule_check)\n", rc == 0 ? "deadlocks" : "malformed");
-        PT_FREE(start);
+        pt__free(s->ctx, start);
         return;
     }
     slots = (int)(ms + 0.5);
@@ -12615,7 +12704,7 @@ PTDEF void pt_pp_schedule_print(const pt_pp_schedule *s, void *file) {
     }
     fprintf(f, "bubble: theory (p-1)/(v*m+p-1) = %.4f, simulated idle share = %.4f (makespan %d units)\n",
             pt_pp_bubble_theory(s->p, s->m, s->v), ms > 0.0 ? 1.0 - busy / (s->p * ms) : 0.0, slots);
-    PT_FREE(start);
+    pt__free(s->ctx, start);
 }
 
 // >>pprun  pipeline execution over MPI
@@ -12710,7 +12799,7 @@ static int pt__pp_fill(pt_pp *pp, pt__pp_box *b, const pt_tensor *t) {
     int64_t n = t ? pt_numel(t) : 0;
     int i;
     if (n > b->cap) {
-        float *nd = (float *)PT_REALLOC(b->data, (size_t)n * sizeof(float));
+        float *nd = (float *)pt__realloc(pp->ctx, b->data, (size_t)n * sizeof(float));
         if (!nd) return pt__fail(pp->ctx, PT_ERR_OOM, "pt_pp: out of memory for a %lld-float transfer buffer", (long long)n), 0;
         b->data = nd, b->cap = n;
     }
@@ -12760,14 +12849,14 @@ static pt__pp_sendbuf *pt__pp_sendbuf_get(pt_pp *pp, size_t bytes) {
         if (!s->busy && (pick < 0 || (s->cap >= bytes && pp->sb[pick].cap < bytes))) pick = i;
     }
     if (pick < 0) {
-        pt__pp_sendbuf *n = (pt__pp_sendbuf *)PT_REALLOC(pp->sb, sizeof *n * (size_t)(pp->nsb + 1));
+        pt__pp_sendbuf *n = (pt__pp_sendbuf *)pt__realloc(pp->ctx, pp->sb, sizeof *n * (size_t)(pp->nsb + 1));
         if (!n) return NULL;
         pp->sb = n;
         pick = pp->nsb++;
         memset(&pp->sb[pick], 0, sizeof pp->sb[pick]);
     }
     if (pp->sb[pick].cap < bytes) {
-        char *b = (char *)PT_REALLOC(pp->sb[pick].buf, bytes);
+        char *b = (char *)pt__realloc(pp->ctx, pp->sb[pick].buf, bytes);
         if (!b) return NULL;
         pp->sb[pick].buf = b, pp->sb[pick].cap = bytes;
     }
@@ -12810,7 +12899,7 @@ static int pt__pp_recv(pt_pp *pp, pt__pp_box *b, int peer, int tag) {
         return pt__fail(pp->ctx, PT_ERR_STATE, "pt_pp: malformed transfer header from pipeline rank %d (ndim %lld, %lld floats)", peer,
                         (long long)h[0], (long long)n), 0;
     if (n > b->cap) {
-        float *nd = (float *)PT_REALLOC(b->data, (size_t)n * sizeof(float));
+        float *nd = (float *)pt__realloc(pp->ctx, b->data, (size_t)n * sizeof(float));
         if (!nd) return pt__fail(pp->ctx, PT_ERR_OOM, "pt_pp: out of memory for a %lld-float receive buffer", (long long)n), 0;
         b->data = nd, b->cap = n;
     }
@@ -12839,9 +12928,9 @@ static int pt__pp_find_tied(pt_pp *pp) {
     if (pp->p < 2 || (pp->rank != 0 && pp->rank != pp->p - 1)) return 1;
     if (pp->rank == 0) {
         n = ctx->nparams;
-        names = (char *)PT_MALLOC((size_t)PT__MAX(n, 1) * 96);
-        sizes = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)PT__MAX(n, 1));
-        idx = (int *)PT_MALLOC(sizeof(int) * (size_t)PT__MAX(n, 1) + sizeof(int));
+        names = (char *)pt__alloc(pp->ctx, (size_t)PT__MAX(n, 1) * 96);
+        sizes = (int64_t *)pt__alloc(pp->ctx, sizeof(int64_t) * (size_t)PT__MAX(n, 1));
+        idx = (int *)pt__alloc(pp->ctx, sizeof(int) * (size_t)PT__MAX(n, 1) + sizeof(int));
         if (!names || !sizes || !idx) ok = 0, n = 0;
         for (i = 0; i < n; i++) {
             memset(names + (size_t)i * 96, 0, 96);
@@ -12854,16 +12943,16 @@ static int pt__pp_find_tied(pt_pp *pp) {
         if (rc == MPI_SUCCESS) rc = MPI_Recv(&k, 1, MPI_INT, other, 4, pp->comm, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS && k > 0 && idx) rc = MPI_Recv(idx, k, MPI_INT, other, 5, pp->comm, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS && k > 0 && idx) {
-            pp->tied = (pt_param **)PT_MALLOC(sizeof(pt_param *) * (size_t)k);
+            pp->tied = (pt_param **)pt__alloc(pp->ctx, sizeof(pt_param *) * (size_t)k);
             if (!pp->tied) ok = 0;
             for (j = 0; pp->tied && j < k; j++) pp->tied[pp->ntied++] = ctx->params[idx[j]];
         }
     } else {
         rc = MPI_Recv(&n, 1, MPI_INT, other, 1, pp->comm, MPI_STATUS_IGNORE);
-        names = (char *)PT_MALLOC((size_t)PT__MAX(n, 1) * 96);
-        sizes = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)PT__MAX(n, 1));
-        idx = (int *)PT_MALLOC(sizeof(int) * (size_t)PT__MAX(n, 1));
-        pp->tied = (pt_param **)PT_MALLOC(sizeof(pt_param *) * (size_t)PT__MAX(n, 1));
+        names = (char *)pt__alloc(pp->ctx, (size_t)PT__MAX(n, 1) * 96);
+        sizes = (int64_t *)pt__alloc(pp->ctx, sizeof(int64_t) * (size_t)PT__MAX(n, 1));
+        idx = (int *)pt__alloc(pp->ctx, sizeof(int) * (size_t)PT__MAX(n, 1));
+        pp->tied = (pt_param **)pt__alloc(pp->ctx, sizeof(pt_param *) * (size_t)PT__MAX(n, 1));
         if (!names || !sizes || !idx || !pp->tied) ok = 0; /* still answer, with k = 0 */
         if (rc == MPI_SUCCESS && n && names) rc = MPI_Recv(names, n * 96, MPI_CHAR, other, 2, pp->comm, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS && n && sizes) rc = MPI_Recv(sizes, n, MPI_INT64_T, other, 3, pp->comm, MPI_STATUS_IGNORE);
@@ -12888,9 +12977,9 @@ static int pt__pp_find_tied(pt_pp *pp) {
         if (rc == MPI_SUCCESS) rc = MPI_Send(&k, 1, MPI_INT, other, 4, pp->comm);
         if (rc == MPI_SUCCESS && k > 0) rc = MPI_Send(idx, k, MPI_INT, other, 5, pp->comm);
     }
-    PT_FREE(names);
-    PT_FREE(sizes);
-    PT_FREE(idx);
+    pt__free(pp->ctx, names);
+    pt__free(pp->ctx, sizes);
+    pt__free(pp->ctx, idx);
     if (rc != MPI_SUCCESS) return pt__fail(ctx, PT_ERR_DEVICE, "pt_pp_new: exchanging parameter names failed (MPI error %d)", rc), 0;
     if (!ok && ctx->status == PT_OK) pt__fail(ctx, PT_ERR_OOM, "pt_pp_new: out of memory");
     return ok;
@@ -12906,7 +12995,7 @@ static int pt__pp_sum_tied(pt_pp *pp) {
         int rc;
         n = pt_numel(&q->grad);
         if (n > pp->tied_cap) {
-            float *t = (float *)PT_REALLOC(pp->tied_tmp, (size_t)n * sizeof(float));
+            float *t = (float *)pt__realloc(pp->ctx, pp->tied_tmp, (size_t)n * sizeof(float));
             if (!t) return pt__fail(pp->ctx, PT_ERR_OOM, "pt_pp: out of memory"), 0;
             pp->tied_tmp = t, pp->tied_cap = n;
         }
@@ -12928,11 +13017,11 @@ static int pt__pp_sum_tied(pt_pp *pp) {
 }
 #endif /* PTRAIN_MPI */
 
-static void pt__pp_free_boxes(pt__pp_box *b, int n) {
+static void pt__pp_free_boxes(const pt_ctx *ctx, pt__pp_box *b, int n) {
     int i;
     if (!b) return;
-    for (i = 0; i < n; i++) PT_FREE(b[i].data);
-    PT_FREE(b);
+    for (i = 0; i < n; i++) pt__free(ctx, b[i].data);
+    pt__free(ctx, b);
 }
 
 PTDEF void pt_pp_free(pt_pp *pp) {
@@ -12945,22 +13034,22 @@ PTDEF void pt_pp_free(pt_pp *pp) {
     for (i = 0; pp->slot_g && i < n; i++)
         if (pp->slot_g[i]) pt_graph_free(pp->slot_g[i]);
     for (i = 0; i < pp->nfree; i++) pt_graph_free(pp->gfree[i]);
-    for (i = 0; i < pp->nsb; i++) PT_FREE(pp->sb[i].buf);
-    pt__pp_free_boxes(pp->box[0], n);
-    pt__pp_free_boxes(pp->box[1], n);
-    pt__pp_free_boxes(pp->out, n);
-    PT_FREE(pp->sb);
-    PT_FREE(pp->gfree);
-    PT_FREE(pp->slot_g);
-    PT_FREE(pp->slot_in);
-    PT_FREE(pp->slot_out);
-    PT_FREE(pp->losses);
-    PT_FREE(pp->tied);
-    PT_FREE(pp->tied_fires);
-    PT_FREE(pp->tied_tmp);
+    for (i = 0; i < pp->nsb; i++) pt__free(pp->ctx, pp->sb[i].buf);
+    pt__pp_free_boxes(pp->ctx, pp->box[0], n);
+    pt__pp_free_boxes(pp->ctx, pp->box[1], n);
+    pt__pp_free_boxes(pp->ctx, pp->out, n);
+    pt__free(pp->ctx, pp->sb);
+    pt__free(pp->ctx, pp->gfree);
+    pt__free(pp->ctx, pp->slot_g);
+    pt__free(pp->ctx, pp->slot_in);
+    pt__free(pp->ctx, pp->slot_out);
+    pt__free(pp->ctx, pp->losses);
+    pt__free(pp->ctx, pp->tied);
+    pt__free(pp->ctx, pp->tied_fires);
+    pt__free(pp->ctx, pp->tied_tmp);
     pt_pp_schedule_free(pp->sched);
     pt_pp_schedule_free(pp->fsched);
-    PT_FREE(pp);
+    pt__free(pp->ctx, pp);
 }
 
 PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc) {
@@ -12971,7 +13060,7 @@ PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc) {
     if (!ctx) return NULL;
     d = ctx->desc.dist;
     msg[0] = 0;
-    pp = (pt_pp *)PT_MALLOC(sizeof *pp);
+    pp = (pt_pp *)pt__alloc(ctx, sizeof *pp);
     if (!pp) return (pt_pp *)pt__fail(ctx, PT_ERR_OOM, "pt_pp_new: out of memory");
     memset(pp, 0, sizeof *pp);
     pp->ctx = ctx, pp->d = d;
@@ -12998,22 +13087,22 @@ PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc) {
             pt__msg(msg, sizeof msg, "pt_pp_new: m*v*p = %d*%d*%d is too large for message tags", pp->m, pp->v, pp->p);
             ok = 0;
         } else {
-            pp->sched = pt_pp_schedule_new(desc->kind, pp->p, pp->m, pp->v, msg, sizeof msg); /* forward-only: inference runtime */
-            if (pp->sched) pp->fsched = pt_pp_schedule_new(PT_PP_FORWARD_ONLY, pp->p, pp->m, pp->v, msg, sizeof msg);
+            pp->sched = pt__pp_schedule_new(ctx, desc->kind, pp->p, pp->m, pp->v, msg, sizeof msg); /* forward-only: inference runtime */
+            if (pp->sched) pp->fsched = pt__pp_schedule_new(ctx, PT_PP_FORWARD_ONLY, pp->p, pp->m, pp->v, msg, sizeof msg);
             ok = pp->sched && pp->fsched && pt_pp_schedule_check(pp->sched, msg, sizeof msg) == PT_OK &&
                  pt_pp_schedule_check(pp->fsched, msg, sizeof msg) == PT_OK;
         }
     }
     if (ok) {
         n = pp->m * pp->v;
-        pp->gfree = (pt_graph **)PT_MALLOC(sizeof(pt_graph *) * (size_t)n);
-        pp->slot_g = (pt_graph **)PT_MALLOC(sizeof(pt_graph *) * (size_t)n);
-        pp->slot_in = (pt_tensor **)PT_MALLOC(sizeof(pt_tensor *) * (size_t)n);
-        pp->slot_out = (pt_tensor **)PT_MALLOC(sizeof(pt_tensor *) * (size_t)n);
-        pp->box[0] = (pt__pp_box *)PT_MALLOC(sizeof(pt__pp_box) * (size_t)n);
-        pp->box[1] = (pt__pp_box *)PT_MALLOC(sizeof(pt__pp_box) * (size_t)n);
-        pp->out = (pt__pp_box *)PT_MALLOC(sizeof(pt__pp_box) * (size_t)n);
-        pp->losses = (float *)PT_MALLOC(sizeof(float) * (size_t)pp->m);
+        pp->gfree = (pt_graph **)pt__alloc(ctx, sizeof(pt_graph *) * (size_t)n);
+        pp->slot_g = (pt_graph **)pt__alloc(ctx, sizeof(pt_graph *) * (size_t)n);
+        pp->slot_in = (pt_tensor **)pt__alloc(ctx, sizeof(pt_tensor *) * (size_t)n);
+        pp->slot_out = (pt_tensor **)pt__alloc(ctx, sizeof(pt_tensor *) * (size_t)n);
+        pp->box[0] = (pt__pp_box *)pt__alloc(ctx, sizeof(pt__pp_box) * (size_t)n);
+        pp->box[1] = (pt__pp_box *)pt__alloc(ctx, sizeof(pt__pp_box) * (size_t)n);
+        pp->out = (pt__pp_box *)pt__alloc(ctx, sizeof(pt__pp_box) * (size_t)n);
+        pp->losses = (float *)pt__alloc(ctx, sizeof(float) * (size_t)pp->m);
         if (!pp->gfree || !pp->slot_g || !pp->slot_in || !pp->slot_out || !pp->box[0] || !pp->box[1] || !pp->out || !pp->losses) {
             pt__msg(msg, sizeof msg, "pt_pp_new: out of memory");
             ok = 0;
@@ -13030,7 +13119,7 @@ PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc) {
     if (d && pt_dist_size(d) > 1) {
         ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
         if (ok && !pt__pp_find_tied(pp)) pt__msg(msg, sizeof msg, "%s", pt_error(ctx)), ok = 0;
-        if (ok && pp->ntied && !(pp->tied_fires = (int *)PT_MALLOC(sizeof(int) * (size_t)pp->ntied)))
+        if (ok && pp->ntied && !(pp->tied_fires = (int *)pt__alloc(ctx, sizeof(int) * (size_t)pp->ntied)))
             pt__msg(msg, sizeof msg, "pt_pp_new: out of memory"), ok = 0;
         ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
     }
@@ -13806,31 +13895,31 @@ PTDEF void pt_loader_free(pt_loader *L) {
 #endif
     for (i = 0; i < 2; i++) pt__dmap_close(&L->map[i]);
     pt__dmap_close(&L->labmap);
-    PT_FREE(L->lab.path);
-    PT_FREE(L->stage);
-    for (i = 0; i < L->nsh; i++) PT_FREE(L->sh[i].path);
-    PT_FREE(L->sh);
-    PT_FREE(L->order);
-    PT_FREE(L->prefix);
-    PT_FREE(L->win);
-    PT_FREE(L->ring);
-    PT_FREE(L->ring_state);
-    PT_FREE(L);
+    pt__free(L->ctx, L->lab.path);
+    pt__free(L->ctx, L->stage);
+    for (i = 0; i < L->nsh; i++) pt__free(L->ctx, L->sh[i].path);
+    pt__free(L->ctx, L->sh);
+    pt__free(L->ctx, L->order);
+    pt__free(L->ctx, L->prefix);
+    pt__free(L->ctx, L->win);
+    pt__free(L->ctx, L->ring);
+    pt__free(L->ctx, L->ring_state);
+    pt__free(L->ctx, L);
 }
 
 static int pt__data_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* the shard paths of desc (an explicit list, or dir/prefix* sorted), as PT_MALLOC'd strings */
+/* the shard paths of desc (an explicit list, or dir/prefix* sorted), as strings from ctx's allocator */
 static pt_status pt__data_paths(pt_ctx *ctx, const pt_loader_desc *d, char ***out, int *n) {
     int i, cap = 0;
     char **v = NULL;
     *n = 0;
     if (d->npaths > 0) {
-        v = (char **)PT_MALLOC(sizeof(char *) * (size_t)d->npaths);
+        v = (char **)pt__alloc(ctx, sizeof(char *) * (size_t)d->npaths);
         if (!v) return PT_ERR_OOM;
         for (i = 0; i < d->npaths; i++) {
             size_t len = d->paths[i] ? strlen(d->paths[i]) + 1 : 0;
-            v[i] = len ? (char *)PT_MALLOC(len) : NULL;
+            v[i] = len ? (char *)pt__alloc(ctx, len) : NULL;
             if (!v[i]) {
                 *out = v, *n = i;
                 return len ? PT_ERR_OOM : PT_ERR_ARG;
@@ -13854,20 +13943,16 @@ static pt_status pt__data_paths(pt_ctx *ctx, const pt_loader_desc *d, char ***ou
             struct stat st;
             char *p;
             if (e->d_name[0] == '.' || (plen && strncmp(e->d_name, d->prefix, plen) != 0) || (nl > 4 && !strcmp(e->d_name + nl - 4, ".tmp"))) continue;
-            p = (char *)PT_MALLOC(len);
+            p = (char *)pt__alloc(ctx, len);
             if (!p) break;
             snprintf(p, len, "%s/%s", d->dir, e->d_name);
             if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
-                PT_FREE(p);
+                pt__free(ctx, p);
                 continue;
             }
-            if (*n == cap) {
-                char **nv = (char **)PT_REALLOC(v, sizeof(char *) * (size_t)(cap = cap ? cap * 2 : 16));
-                if (!nv) {
-                    PT_FREE(p);
-                    break;
-                }
-                v = nv;
+            if (!PT__GROW(ctx, v, cap, *n + 1, 16)) {
+                pt__free(ctx, p);
+                break;
             }
             v[(*n)++] = p;
         }
@@ -13956,13 +14041,13 @@ static pt_status pt__idx_open(pt_ctx *ctx, pt_loader *L, const pt_loader_desc *d
     pt_status st;
     const char *paths[2];
     paths[0] = d->idx_data, paths[1] = d->idx_labels;
-    L->sh = (pt__dshard *)PT_MALLOC(sizeof(pt__dshard));
+    L->sh = (pt__dshard *)pt__alloc(ctx, sizeof(pt__dshard));
     if (L->sh) memset(L->sh, 0, sizeof(pt__dshard)), L->nsh = 1;
     for (i = 0; i < 2 && L->sh; i++)
         if (paths[i]) {
             char **dst = i ? &L->lab.path : &L->sh[0].path;
             size_t len = strlen(paths[i]) + 1;
-            if ((*dst = (char *)PT_MALLOC(len)) != NULL) memcpy(*dst, paths[i], len);
+            if ((*dst = (char *)pt__alloc(ctx, len)) != NULL) memcpy(*dst, paths[i], len);
             else break;
         }
     if (!L->sh || i < 2) {
@@ -14011,13 +14096,13 @@ static pt_status pt__tokens_open(pt_ctx *ctx, pt_loader *L, const pt_loader_desc
     int n = 0, i;
     pt_status st;
     st = pt__data_paths(ctx, d, &paths, &n);
-    L->sh = (pt__dshard *)PT_MALLOC(sizeof(pt__dshard) * (size_t)(n > 0 ? n : 1));
+    L->sh = (pt__dshard *)pt__alloc(ctx, sizeof(pt__dshard) * (size_t)(n > 0 ? n : 1));
     if (L->sh) memset(L->sh, 0, sizeof(pt__dshard) * (size_t)(n > 0 ? n : 1));
     for (i = 0; L->sh && i < n; i++) L->sh[i].path = paths[i];
     L->nsh = L->sh ? n : 0;
     if (!L->sh)
-        for (i = 0; i < n; i++) PT_FREE(paths[i]);
-    PT_FREE(paths);
+        for (i = 0; i < n; i++) pt__free(ctx, paths[i]);
+    pt__free(ctx, paths);
     if (st != PT_OK || !L->sh) {
         if (st == PT_ERR_OOM || !L->sh) pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
         else if (st == PT_ERR_ARG && pt_status_get(ctx) == PT_OK) pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: NULL shard path");
@@ -14046,7 +14131,7 @@ PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
         return (pt_loader *)pt__fail(ctx, PT_ERR_ARG, "pt_loader_new: expected batch > 0 divisible by ranks, seq > 0, 0 <= rank < ranks; found batch %lld, seq %lld, rank %d of %lld",
                                      d ? (long long)d->batch : 0LL, d ? (long long)d->seq : 0LL, d ? (int)d->rank : 0, (long long)ranks);
     }
-    L = (pt_loader *)PT_MALLOC(sizeof *L);
+    L = (pt_loader *)pt__alloc(ctx, sizeof *L);
     if (!L) return (pt_loader *)pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
     memset(L, 0, sizeof *L);
     L->ctx = ctx, L->B = d->batch, L->T = d->seq, L->ranks = ranks, L->rank = d->rank, L->local = d->batch / ranks;
@@ -14073,16 +14158,16 @@ PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
         pt_loader_free(L);
         return NULL;
     }
-    L->order = (int *)PT_MALLOC(sizeof(int) * (size_t)n);
-    L->prefix = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(n + 1));
-    L->win = (unsigned char *)PT_MALLOC((size_t)(4 * (L->T + 1)));
+    L->order = (int *)pt__alloc(ctx, sizeof(int) * (size_t)n);
+    L->prefix = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)(n + 1));
+    L->win = (unsigned char *)pt__alloc(ctx, (size_t)(4 * (L->T + 1)));
     /* a batch: tokens x | y (int32 each); IDX records (bytes) | labels (int32), 8-byte aligned parts */
     L->abytes = L->kind == PT_LOADER_IDX ? L->local * L->T : 4 * L->local * L->T;
     L->bbytes = L->kind == PT_LOADER_IDX ? 4 * L->local : 4 * L->local * L->T;
     L->boff = (L->abytes + 7) / 8 * 8, L->slot_bytes = (L->boff + L->bbytes + 7) / 8 * 8;
-    L->stage = (unsigned char *)PT_MALLOC((size_t)L->slot_bytes);
-    L->ring = L->nring ? (unsigned char *)PT_MALLOC((size_t)(L->slot_bytes * L->nring)) : NULL;
-    L->ring_state = L->nring ? (pt_loader_state *)PT_MALLOC(sizeof(pt_loader_state) * (size_t)L->nring) : NULL;
+    L->stage = (unsigned char *)pt__alloc(ctx, (size_t)L->slot_bytes);
+    L->ring = L->nring ? (unsigned char *)pt__alloc(ctx, (size_t)(L->slot_bytes * L->nring)) : NULL;
+    L->ring_state = L->nring ? (pt_loader_state *)pt__alloc(ctx, sizeof(pt_loader_state) * (size_t)L->nring) : NULL;
     if (!L->order || !L->prefix || !L->win || !L->stage || (L->nring && (!L->ring || !L->ring_state))) {
         pt_loader_free(L);
         return (pt_loader *)pt__fail(ctx, PT_ERR_OOM, "pt_loader_new: out of memory");
@@ -14230,13 +14315,14 @@ typedef struct pt__bpe {
     uint64_t *touched;
     int64_t ntouched, cap_touched;
     int train, oom;
+    const pt_ctx *ctx; /* the tokenizer's (NULL: the PT_MALLOC macros) */
 } pt__bpe;
 
 static pt__bpe_pair *pt__bpe_find(pt__bpe *E, uint64_t key, int create) {
     uint64_t i;
     if (create && 2 * (E->tn + 1) > E->tcap) { /* grow to keep the table at most half full */
         int64_t ncap = E->tcap ? 2 * E->tcap : 4096, j;
-        pt__bpe_pair *nt = (pt__bpe_pair *)PT_MALLOC(sizeof(pt__bpe_pair) * (size_t)ncap);
+        pt__bpe_pair *nt = (pt__bpe_pair *)pt__alloc(E->ctx, sizeof(pt__bpe_pair) * (size_t)ncap);
         if (!nt) {
             E->oom = 1;
             return NULL;
@@ -14248,7 +14334,7 @@ static pt__bpe_pair *pt__bpe_find(pt__bpe *E, uint64_t key, int create) {
                 }
                 nt[i] = E->tab[j];
             }
-        PT_FREE(E->tab);
+        pt__free(E->ctx, E->tab);
         E->tab = nt, E->tcap = ncap;
     }
     if (!E->tcap) return NULL;
@@ -14262,14 +14348,9 @@ static pt__bpe_pair *pt__bpe_find(pt__bpe *E, uint64_t key, int create) {
 
 static void pt__bpe_push(pt__bpe *E, int64_t count, uint64_t key) {
     int64_t i;
-    if (E->hn == E->hcap) {
-        int64_t nc = E->hcap ? 2 * E->hcap : 4096;
-        pt__bpe_heap *nh = (pt__bpe_heap *)PT_REALLOC(E->heap, sizeof(pt__bpe_heap) * (size_t)nc);
-        if (!nh) {
-            E->oom = 1;
-            return;
-        }
-        E->heap = nh, E->hcap = nc;
+    if (!PT__GROW(E->ctx, E->heap, E->hcap, E->hn + 1, 4096)) {
+        E->oom = 1;
+        return;
     }
     for (i = E->hn++; i > 0; i = (i - 1) / 2) { /* sift up: larger count first, then the smaller pair */
         pt__bpe_heap *p = &E->heap[(i - 1) / 2];
@@ -14296,24 +14377,15 @@ static void pt__bpe_add(pt__bpe *E, int32_t a, int32_t b, int32_t pos, int32_t s
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
     pt__bpe_pair *p = pt__bpe_find(E, key, 1);
     if (!p) return;
-    if (p->nocc == p->cap) {
-        int32_t nc = p->cap ? 2 * p->cap : 4, *no = (int32_t *)PT_REALLOC(p->occ, sizeof(int32_t) * (size_t)nc);
-        if (!no) {
-            E->oom = 1;
-            return;
-        }
-        p->occ = no, p->cap = nc;
+    if (!PT__GROW(E->ctx, p->occ, p->cap, p->nocc + 1, 4)) {
+        E->oom = 1;
+        return;
     }
     p->occ[p->nocc++] = pos, p->count++;
     if (E->train && p->touched != step) {
-        if (E->ntouched == E->cap_touched) {
-            int64_t nc = E->cap_touched ? 2 * E->cap_touched : 256;
-            uint64_t *nt = (uint64_t *)PT_REALLOC(E->touched, sizeof(uint64_t) * (size_t)nc);
-            if (!nt) {
-                E->oom = 1;
-                return;
-            }
-            E->touched = nt, E->cap_touched = nc;
+        if (!PT__GROW(E->ctx, E->touched, E->cap_touched, E->ntouched + 1, 256)) {
+            E->oom = 1;
+            return;
         }
         p->touched = step, E->touched[E->ntouched++] = key;
     }
@@ -14348,20 +14420,20 @@ static void pt__bpe_merge(pt__bpe *E, uint64_t key, int32_t c, int32_t step) {
         if (pv >= 0) pt__bpe_add(E, E->tok[pv], c, pv, step);
         if (q >= 0) pt__bpe_add(E, c, E->tok[q], i, step);
     }
-    PT_FREE(occ);
+    pt__free(E->ctx, occ);
     if ((p = pt__bpe_find(E, key, 0)) != NULL) p->count = 0; /* overlapping runs (a == b) decremented it */
 }
 
 static void pt__bpe_free(pt__bpe *E) {
     int64_t i;
     for (i = 0; i < E->tcap; i++)
-        if (E->tab[i].used) PT_FREE(E->tab[i].occ);
-    PT_FREE(E->tab);
-    PT_FREE(E->tok);
-    PT_FREE(E->nxt);
-    PT_FREE(E->prv);
-    PT_FREE(E->heap);
-    PT_FREE(E->touched);
+        if (E->tab[i].used) pt__free(E->ctx, E->tab[i].occ);
+    pt__free(E->ctx, E->tab);
+    pt__free(E->ctx, E->tok);
+    pt__free(E->ctx, E->nxt);
+    pt__free(E->ctx, E->prv);
+    pt__free(E->ctx, E->heap);
+    pt__free(E->ctx, E->touched);
 }
 
 /* the engine over n bytes: train (tk->pair filled, up to want merges, tk->merges set) or encode with
@@ -14371,10 +14443,10 @@ static pt_status pt__bpe_run(pt_tokenizer *tk, const unsigned char *text, int64_
     int64_t i;
     int32_t m;
     memset(&E, 0, sizeof E);
-    E.train = ids == NULL;
-    E.tok = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
-    E.nxt = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
-    E.prv = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    E.train = ids == NULL, E.ctx = tk->ctx;
+    E.tok = (int32_t *)pt__alloc(E.ctx, sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    E.nxt = (int32_t *)pt__alloc(E.ctx, sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    E.prv = (int32_t *)pt__alloc(E.ctx, sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
     E.oom = !E.tok || !E.nxt || !E.prv;
     for (i = 0; i < n && !E.oom; i++) {
         E.tok[i] = text[i], E.nxt[i] = i + 1 < n ? (int32_t)(i + 1) : -1, E.prv[i] = (int32_t)(i - 1);
@@ -14421,11 +14493,11 @@ static pt_status pt__bpe_run(pt_tokenizer *tk, const unsigned char *text, int64_
 
 /* a tokenizer with room for merges pairs; lengths filled by pt__tok_lengths */
 static pt_tokenizer *pt__tok_new(pt_ctx *ctx, int32_t merges) {
-    pt_tokenizer *tk = (pt_tokenizer *)PT_MALLOC(sizeof *tk);
+    pt_tokenizer *tk = (pt_tokenizer *)pt__alloc(ctx, sizeof *tk);
     if (!tk) return NULL;
     tk->ctx = ctx, tk->merges = merges;
-    tk->pair = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(2 * merges + 2));
-    tk->len = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)(256 + merges));
+    tk->pair = (int32_t *)pt__alloc(ctx, sizeof(int32_t) * (size_t)(2 * merges + 2));
+    tk->len = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)(256 + merges));
     if (!tk->pair || !tk->len) {
         pt_tokenizer_free(tk);
         return NULL;
@@ -14443,9 +14515,9 @@ static void pt__tok_lengths(pt_tokenizer *tk) {
 
 PTDEF void pt_tokenizer_free(pt_tokenizer *tk) {
     if (!tk) return;
-    PT_FREE(tk->pair);
-    PT_FREE(tk->len);
-    PT_FREE(tk);
+    pt__free(tk->ctx, tk->pair);
+    pt__free(tk->ctx, tk->len);
+    pt__free(tk->ctx, tk);
 }
 
 PTDEF int32_t pt_tokenizer_vocab(const pt_tokenizer *tk) { return tk ? 256 + tk->merges : 0; }
@@ -14494,7 +14566,7 @@ PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, in
         if (total > ((int64_t)1 << 62)) total = (int64_t)1 << 62;
     }
     if (total > cap || !o) return total;
-    stack = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(tk->merges + 2));
+    stack = (int32_t *)pt__alloc(tk->ctx, sizeof(int32_t) * (size_t)(tk->merges + 2));
     if (!stack) {
         pt__fail(tk->ctx, PT_ERR_OOM, "pt_tokenizer_decode: out of memory");
         return -1;
@@ -14508,7 +14580,7 @@ PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, in
             else stack[sp++] = tk->pair[2 * (t - 256) + 1], stack[sp++] = tk->pair[2 * (t - 256)];
         }
     }
-    PT_FREE(stack);
+    pt__free(tk->ctx, stack);
     return total;
 }
 
@@ -14520,7 +14592,7 @@ PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path) {
     int ok;
     FILE *f;
     if (!tk || !path) return PT_ERR_ARG;
-    body = (unsigned char *)PT_MALLOC((size_t)(8 * tk->merges + 8));
+    body = (unsigned char *)pt__alloc(tk->ctx, (size_t)(8 * tk->merges + 8));
     if (!body) {
         pt__fail(tk->ctx, PT_ERR_OOM, "pt_tokenizer_save: out of memory");
         return PT_ERR_OOM;
@@ -14533,7 +14605,7 @@ PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path) {
     f = strlen(path) + 5 <= sizeof tmp ? fopen(tmp, "wb") : NULL;
     ok = f && fwrite(h, 1, sizeof h, f) == sizeof h && fwrite(body, 1, (size_t)(8 * tk->merges), f) == (size_t)(8 * tk->merges);
     ok = (f && fclose(f) == 0) && ok;
-    PT_FREE(body);
+    pt__free(tk->ctx, body);
     if (!ok || rename(tmp, path) != 0) {
         if (f) remove(tmp);
         pt__fail(tk->ctx, PT_ERR_IO, "pt_tokenizer_save: writing %s failed", path);
@@ -14566,7 +14638,7 @@ PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path) {
                 pt__msg(err, sizeof err, "reserved header byte %d: expected 0, found %u", i, (unsigned)h[i]);
                 break;
             }
-        body = err[0] ? NULL : (unsigned char *)PT_MALLOC((size_t)(8 * merges + 8));
+        body = err[0] ? NULL : (unsigned char *)pt__alloc(ctx, (size_t)(8 * merges + 8));
         tk = body ? pt__tok_new(ctx, (int32_t)merges) : NULL;
         if (!err[0] && !tk) pt__msg(err, sizeof err, "out of memory for %u merges", (unsigned)merges);
         else if (!err[0] && fread(body, 1, (size_t)(8 * merges), f) != (size_t)(8 * merges)) pt__msg(err, sizeof err, "reading the %u merges failed", (unsigned)merges);
@@ -14579,7 +14651,7 @@ PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path) {
         }
     }
     fclose(f);
-    PT_FREE(body);
+    pt__free(ctx, body);
     if (err[0]) {
         pt_tokenizer_free(tk);
         return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_tokenizer_load: %s: %s", path, err);
@@ -14671,11 +14743,12 @@ typedef struct pt__ck_man {
     int nt, capt;
     pt__ck_state *s;
     int ns, caps;
+    const pt_ctx *ctx; /* whose allocator holds the arrays (NULL: the PT_MALLOC macros) */
 } pt__ck_man;
 static void pt__ck_man_free(pt__ck_man *m) {
-    PT_FREE(m->files);
-    PT_FREE(m->t);
-    PT_FREE(m->s);
+    pt__free(m->ctx, m->files);
+    pt__free(m->ctx, m->t);
+    pt__free(m->ctx, m->s);
     memset(m, 0, sizeof *m);
 }
 
@@ -14712,15 +14785,15 @@ static int pt__ck_crc(const char *line, uint32_t *v) {
     return 1;
 }
 
-/* reads a whole (small) file; NULL if it cannot */
-static char *pt__ck_slurp(const char *path, size_t *len) {
+/* reads a whole (small) file into memory from ctx's allocator; NULL if it cannot */
+static char *pt__ck_slurp(const pt_ctx *ctx, const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     char *s = NULL;
     long n;
     if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = (char *)PT_MALLOC((size_t)n + 1)) != NULL) {
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = (char *)pt__alloc(ctx, (size_t)n + 1)) != NULL) {
         if (fread(s, 1, (size_t)n, f) != (size_t)n) {
-            PT_FREE(s);
+            pt__free(ctx, s);
             s = NULL;
         } else {
             s[n] = 0;
@@ -14731,16 +14804,17 @@ static char *pt__ck_slurp(const char *path, size_t *len) {
     return s;
 }
 
-/* parses dir/manifest into m; 0 and a message naming the file and the problem on failure */
-static int pt__ck_man_read(const char *dir, pt__ck_man *m, char *err, size_t errlen) {
+/* parses dir/manifest into m (in ctx's memory); 0 and a message naming the file and the problem on failure */
+static int pt__ck_man_read(const pt_ctx *ctx, const char *dir, pt__ck_man *m, char *err, size_t errlen) {
     char path[1024], *txt, *line, *next, b[128];
     size_t len = 0, endpos;
     const char *endl;
     uint32_t want;
     int r, ok = 0;
     memset(m, 0, sizeof *m);
+    m->ctx = ctx;
     snprintf(path, sizeof path, "%s/manifest", dir);
-    if (!(txt = pt__ck_slurp(path, &len))) {
+    if (!(txt = pt__ck_slurp(ctx, path, &len))) {
         pt__msg(err, errlen, "%s: missing or unreadable", path);
         return 0;
     }
@@ -14775,7 +14849,7 @@ static int pt__ck_man_read(const char *dir, pt__ck_man *m, char *err, size_t err
             if (!pt__ck_int(line, "dp", &m->dp) || !pt__ck_int(line, "tp", &m->tp) || !pt__ck_int(line, "pp", &m->pp) ||
                 !pt__ck_int(line, "world", &m->world) || m->world < 1 || m->world > (1 << 20) || m->files)
                 break;
-            if (!(m->files = (pt__ck_file *)PT_MALLOC((size_t)m->world * sizeof *m->files))) break;
+            if (!(m->files = (pt__ck_file *)pt__alloc(ctx, (size_t)m->world * sizeof *m->files))) break;
             memset(m->files, 0, (size_t)m->world * sizeof *m->files);
         } else if (!strncmp(line, "model ", 6)) {
             int v = 0; /* a recorded vocab_padded of 0 is the default: vocab rounded up to 64 (pt_gpt_new) */
@@ -14814,12 +14888,7 @@ static int pt__ck_man_read(const char *dir, pt__ck_man *m, char *err, size_t err
             }
             t.ndim = d;
             for (; d < PT_MAX_DIMS; d++) t.shape[d] = 1;
-            if (m->nt == m->capt) {
-                int c = m->capt ? 2 * m->capt : 64;
-                pt__ck_tensor *nt = (pt__ck_tensor *)PT_REALLOC(m->t, (size_t)c * sizeof *nt);
-                if (!nt) break;
-                m->t = nt, m->capt = c;
-            }
+            if (!PT__GROW(ctx, m->t, m->capt, m->nt + 1, 64)) break;
             m->t[m->nt++] = t;
         } else if (!strncmp(line, "state ", 6)) {
             pt__ck_state s;
@@ -14828,12 +14897,7 @@ static int pt__ck_man_read(const char *dir, pt__ck_man *m, char *err, size_t err
                 s.rank >= m->world || !pt__ck_i64(line, "offset", &s.off) || !pt__ck_i64(line, "bytes", &s.bytes) ||
                 !pt__ck_crc(line, &s.crc) || s.bytes < 0 || s.off < 0)
                 break;
-            if (m->ns == m->caps) {
-                int c = m->caps ? 2 * m->caps : 16;
-                pt__ck_state *ns = (pt__ck_state *)PT_REALLOC(m->s, (size_t)c * sizeof *ns);
-                if (!ns) break;
-                m->s = ns, m->caps = c;
-            }
+            if (!PT__GROW(ctx, m->s, m->caps, m->ns + 1, 16)) break;
             m->s[m->ns++] = s;
         }
     }
@@ -14852,7 +14916,7 @@ static int pt__ck_man_read(const char *dir, pt__ck_man *m, char *err, size_t err
         }
     ok = 1;
 out:
-    PT_FREE(txt);
+    pt__free(ctx, txt);
     if (!ok) pt__ck_man_free(m);
     return ok;
 }
@@ -14870,14 +14934,14 @@ static int pt__ck_file_check(const char *dir, const pt__ck_man *m, int r, char *
         pt__msg(err, errlen, "%s: missing (the manifest lists %lld bytes)", path, (long long)m->files[r].bytes);
         return 0;
     }
-    if (!(buf = (unsigned char *)PT_MALLOC(1 << 20))) {
+    if (!(buf = (unsigned char *)pt__alloc(m->ctx, 1 << 20))) {
         fclose(f);
         pt__msg(err, errlen, "%s: out of memory", path);
         return 0;
     }
     while ((k = fread(buf, 1, 1 << 20, f)) > 0) crc = pt_crc32c(crc, buf, k), total += (int64_t)k;
     fclose(f);
-    PT_FREE(buf);
+    pt__free(m->ctx, buf);
     if (total != m->files[r].bytes) {
         pt__msg(err, errlen, "%s: %lld bytes, the manifest lists %lld (truncated or extended)", path, (long long)total,
                 (long long)m->files[r].bytes);
@@ -14897,7 +14961,7 @@ PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
         pt__msg(err, errlen, "pt_ckpt_verify: no directory given");
         return PT_ERR_ARG;
     }
-    if (!pt__ck_man_read(step_dir, &m, err, errlen)) return PT_ERR_FORMAT;
+    if (!pt__ck_man_read(NULL, step_dir, &m, err, errlen)) return PT_ERR_FORMAT;
     for (r = 0; r < m.world; r++)
         if (!pt__ck_file_check(step_dir, &m, r, err, errlen)) {
             pt__ck_man_free(&m);
@@ -14935,7 +14999,7 @@ static int pt__ck_cmp_desc(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? 1 : x > y ? -1 : 0;
 }
-static int64_t *pt__ck_list(const char *dir, int *n) {
+static int64_t *pt__ck_list(const pt_ctx *ctx, const char *dir, int *n) {
     DIR *d = opendir(dir);
     struct dirent *e;
     int64_t *v = NULL;
@@ -14949,11 +15013,7 @@ static int64_t *pt__ck_list(const char *dir, int *n) {
         if (strncmp(s, "step_", 5) || !s[5] || s[5] < '0' || s[5] > '9') continue;
         k = strtoll(s + 5, &end, 10);
         if (*end) continue;
-        if (*n == cap) {
-            int64_t *nv = (int64_t *)PT_REALLOC(v, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *nv);
-            if (!nv) break;
-            v = nv;
-        }
+        if (!PT__GROW(ctx, v, cap, *n + 1, 16)) break;
         v[(*n)++] = k;
     }
     closedir(d);
@@ -15001,6 +15061,7 @@ typedef struct pt__ck_job {
     char dir[912], tmp[960], path[1024]; /* dir: at most 900 characters */
     int64_t step, limit, delay_ms; /* limit: PTRAIN_CKPT_FAIL, -1 = none; delay: PTRAIN_CKPT_DELAY_MS */
     int keep_last, async, pending, ok;
+    const pt_ctx *ctx;   /* whose allocator holds the pieces and the snapshot */
     pt__ck_piece *pc;
     int npc, cap_pc;
     unsigned char *snap; /* the snapshot, laid out as the file; grown only */
@@ -15031,12 +15092,7 @@ static int pt__ck_name_ok(const char *s) { return !strchr(s, ' ') && !strchr(s, 
 /* appends a piece whose record was just written up to "crc32c=0x" (the digits follow later) */
 static int pt__ck_add_piece(pt__ck_job *j, pt_storage *st, int64_t el, const void *src, int64_t bytes) {
     pt__ck_piece *p;
-    if (j->npc == j->cap_pc) {
-        int c = j->cap_pc ? 2 * j->cap_pc : 256;
-        pt__ck_piece *n = (pt__ck_piece *)PT_REALLOC(j->pc, (size_t)c * sizeof *n);
-        if (!n) return 0;
-        j->pc = n, j->cap_pc = c;
-    }
+    if (!PT__GROW(j->ctx, j->pc, j->cap_pc, j->npc + 1, 256)) return 0;
     p = &j->pc[j->npc++];
     memset(p, 0, sizeof *p);
     p->st = st, p->el = el, p->src = (const unsigned char *)src, p->bytes = bytes, p->crc_at = j->recs.n;
@@ -15110,7 +15166,7 @@ static int pt__ck_plan(pt_ctx *ctx, pt_optim *o, pt__ck_job *j, int rank, pt_coo
     if (j->recs.oom) goto oom;
     for (i = 0; i < j->npc && !copy; i++) copy = j->pc[i].bytes > 0 && !j->pc[i].src;
     if (copy && off > j->snap_cap) {
-        unsigned char *n = (unsigned char *)PT_REALLOC(j->snap, (size_t)off);
+        unsigned char *n = (unsigned char *)pt__realloc(ctx, j->snap, (size_t)off);
         if (!n) {
             pt__msg(j->err, sizeof j->err, "pt_ckpt_save: out of memory for a %lld-byte snapshot", (long long)off);
             return 0;
@@ -15212,15 +15268,15 @@ static void *pt__ck_writer_main(void *arg) {
 #endif
 
 /* gathers every rank's records at rank 0 (in rank order) into all; 0 on failure */
-static int pt__ck_gather(const pt_dist *d, const pt__sb *mine, pt__sb *all) {
+static int pt__ck_gather(const pt_ctx *ctx, const pt_dist *d, const pt__sb *mine, pt__sb *all) {
 #ifdef PTRAIN_MPI
     int size = pt_dist_size(d), rank = pt_dist_rank(d), r, len = (int)mine->n, *lens = NULL, *displ = NULL, ok = 1;
     uint64_t s;
     if (d && size > 1) {
         MPI_Comm w = d->comm[PT_COMM_WORLD];
         if (rank == 0) {
-            lens = (int *)PT_MALLOC((size_t)size * sizeof *lens);
-            displ = (int *)PT_MALLOC((size_t)size * sizeof *displ);
+            lens = (int *)pt__alloc(ctx, (size_t)size * sizeof *lens);
+            displ = (int *)pt__alloc(ctx, (size_t)size * sizeof *displ);
             ok = lens && displ;
         }
         ok = pt_dist_agree(d, ok);
@@ -15229,19 +15285,19 @@ static int pt__ck_gather(const pt_dist *d, const pt__sb *mine, pt__sb *all) {
         if (ok && rank == 0) {
             int64_t tot = 0;
             for (r = 0; r < size; r++) displ[r] = (int)tot, tot += lens[r];
-            if (tot > 2147483647 || !(all->s = (char *)PT_MALLOC((size_t)tot + 1))) ok = 0;
+            if (tot > 2147483647 || !(all->s = (char *)PT_MALLOC((size_t)tot + 1))) ok = 0; /* a text buffer: its allocator */
             else all->n = (size_t)tot, all->cap = (size_t)tot + 1;
         }
         ok = pt_dist_agree(d, ok);
         s = ok ? pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, len, PT_COLL_CHAR, 0) : 0;
         ok = ok && pt__coll_end(d, s, s ? MPI_Gatherv(mine->s, len, MPI_CHAR, all->s, lens, displ, MPI_CHAR, 0, w) : PT__COLL_REFUSED) ==
                        MPI_SUCCESS;
-        PT_FREE(lens);
-        PT_FREE(displ);
+        pt__free(ctx, lens);
+        pt__free(ctx, displ);
         return ok;
     }
 #else
-    (void)d;
+    (void)ctx, (void)d;
 #endif
     pt__sb_add(all, "%.*s", (int)mine->n, mine->s ? mine->s : "");
     return !all->oom;
@@ -15330,14 +15386,14 @@ static int pt__ck_commit(pt__ck_job *j, const pt__sb *recs, char *err, size_t er
     pt__ck_fsync_path(j->dir);
     if (j->keep_last > 0) {
         int n, i, kept = 0;
-        int64_t *v = pt__ck_list(j->dir, &n);
+        int64_t *v = pt__ck_list(j->ctx, j->dir, &n);
         for (i = 0; i < n; i++) { /* steps after this one (an abandoned run's) are neither counted nor deleted */
             if (v[i] > j->step || kept++ < j->keep_last) continue;
             snprintf(line, sizeof line, "step_%09lld", (long long)v[i]);
             snprintf(path, sizeof path, "%s/%s", j->dir, line);
             pt__ck_doom(j, path, line);
         }
-        PT_FREE(v);
+        pt__free(j->ctx, v);
     }
     { /* leftovers: temporaries of saves never committed (pt_shutdown before pt_ckpt_wait, a crash), .del. of a stopped run */
         DIR *dd = opendir(j->dir);
@@ -15381,7 +15437,7 @@ static pt_status pt__ck_finish(pt_ctx *ctx, pt__ck_job *j) {
     snprintf(err, sizeof err, "%s", j->err);
     ok = j->ok;
     if (pt_dist_agree_msg(d, ok, err, sizeof err)) {
-        ok = pt__ck_gather(d, &j->recs, &all);
+        ok = pt__ck_gather(ctx, d, &j->recs, &all);
         if (!ok) pt__msg(err, sizeof err, "pt_ckpt_save: gathering the manifest records failed (out of memory?)");
         if (ok && rank == 0) ok = pt__ck_commit(j, &all, err, sizeof err);
         ok = pt_dist_agree_msg(d, ok, err, sizeof err);
@@ -15427,8 +15483,9 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     if (!dir || !dir[0] || strlen(dir) > 900) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: need a directory name (at most 900 characters)");
     if (step < 0) step = o ? o->steps : 0;
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "%s", err), PT_ERR_ARG);
-    if (!ctx->ckpt && (ctx->ckpt = (pt__ck_job *)PT_MALLOC(sizeof *ctx->ckpt)) != NULL) {
+    if (!ctx->ckpt && (ctx->ckpt = (pt__ck_job *)pt__alloc(ctx, sizeof *ctx->ckpt)) != NULL) {
         memset(ctx->ckpt, 0, sizeof *ctx->ckpt);
+        ctx->ckpt->ctx = ctx;
         pt__at_shutdown(ctx, pt__ck_release); /* joins a writer still running */
 #ifdef PT__CK_THREADS
         pthread_mutex_init(&ctx->ckpt->mu, NULL);
@@ -15521,12 +15578,12 @@ static void pt__ck_release(pt_ctx *ctx) {
     if (j->pending)
         pt_log(ctx, PT_LOG_WARN, "pt_shutdown: the asynchronous save of step %lld was never committed (call pt_ckpt_wait before pt_shutdown); %s is left behind",
                (long long)j->step, j->tmp);
-    PT_FREE(j->pc);
-    PT_FREE(j->snap);
-    PT_FREE(j->recs.s);
+    pt__free(ctx, j->pc);
+    pt__free(ctx, j->snap);
+    PT_FREE(j->recs.s); /* the text buffers' own allocator */
     PT_FREE(j->head.s);
     PT_FREE(j->doomed.s);
-    PT_FREE(j);
+    pt__free(ctx, j);
     ctx->ckpt = NULL;
 }
 
@@ -15629,7 +15686,7 @@ static int64_t pt__ck_run(const pt__ck_cut *w, const pt__ck_cut *r, int64_t i, i
 static int pt__ck_fill(const char *dir, const pt__ck_man *m, const pt_param *p, int k, int64_t lo, int64_t hi, float *out, char *err,
                        size_t errlen) {
     const pt_spec *s = &p->spec;
-    unsigned char *got = (unsigned char *)PT_MALLOC((size_t)PT__MAX(hi - lo, 1));
+    unsigned char *got = (unsigned char *)pt__alloc(m->ctx, (size_t)PT__MAX(hi - lo, 1));
     float *buf = NULL;
     int64_t cap = 0, have = 0, i, j, n, a, b, x;
     int jt, d, ok = got != NULL, loaded;
@@ -15665,7 +15722,7 @@ static int pt__ck_fill(const char *dir, const pt__ck_man *m, const pt_param *p, 
             if (x >= b) continue; /* nothing this rank holds, or all filled already */
             if (!loaded) {
                 if (t->hi - t->lo > cap) {
-                    float *nb = (float *)PT_REALLOC(buf, (size_t)(t->hi - t->lo) * 4);
+                    float *nb = (float *)pt__realloc(m->ctx, buf, (size_t)(t->hi - t->lo) * 4);
                     if (!nb) {
                         pt__msg(err, errlen, "pt_ckpt_load: out of memory");
                         ok = 0;
@@ -15689,8 +15746,8 @@ static int pt__ck_fill(const char *dir, const pt__ck_man *m, const pt_param *p, 
                 (long long)(hi - lo), s->name, pt__ck_kind_names[k]);
         ok = 0;
     }
-    PT_FREE(got);
-    PT_FREE(buf);
+    pt__free(m->ctx, got);
+    pt__free(m->ctx, buf);
     return ok;
 }
 
@@ -15703,14 +15760,14 @@ static int pt__ck_no_moments(pt_ctx *ctx, pt_optim *o, const char *cdir, char *e
         if (!st || n <= 0) continue;
         if (st->host) memset(st->host, 0, (size_t)n * 4);
         else {
-            float *z = (float *)PT_MALLOC((size_t)n * 4);
+            float *z = (float *)pt__alloc(ctx, (size_t)n * 4);
             if (!z) {
                 pt__msg(err, errlen, "pt_ckpt_load: out of memory");
                 return 0;
             }
             memset(z, 0, (size_t)n * 4);
             pt__stage_xfer(ctx, st, 0, z, n, 0, PT_XFER_CKPT);
-            PT_FREE(z);
+            pt__free(ctx, z);
         }
     }
     o->steps = 0;
@@ -15728,7 +15785,7 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
     float *host = NULL;
     int64_t hcap = 0;
     pt_optim *o0 = NULL; /* o, when the checkpoint holds no optimizer state (an import): its moments start at zero */
-    ok = pt__ck_man_read(cdir, &m, err, errlen);
+    ok = pt__ck_man_read(ctx, cdir, &m, err, errlen);
     if (ok && o && !m.has_optim) o0 = o, o = NULL;
     if (ok && o && (!m.has_optim || m.optim_kind != (int)o->d.kind)) {
         pt__msg(err, errlen, "%s/manifest: optimizer %s, this run uses %s", cdir, m.has_optim ? (m.optim_kind == PT_OPTIM_ADAMW ? "adamw" : "sgd") : "none",
@@ -15754,7 +15811,7 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
                 soff = p->slab_off - o->zlo;
             }
             if (hi - lo > hcap) {
-                float *nh = (float *)PT_REALLOC(host, (size_t)(hi - lo) * 4);
+                float *nh = (float *)pt__realloc(ctx, host, (size_t)(hi - lo) * 4);
                 if (!nh) {
                     pt__msg(err, errlen, "pt_ckpt_load: out of memory");
                     ok = 0;
@@ -15795,16 +15852,16 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
             pt__msg(err, errlen, "%s/manifest: state '%s' has %lld bytes, %lld registered here", cdir, e->name, (long long)s->bytes, (long long)e->bytes);
             ok = 0;
         } else {
-            void *tmp = PT_MALLOC((size_t)PT__MAX(e->bytes, 1));
+            void *tmp = pt__alloc(ctx, (size_t)PT__MAX(e->bytes, 1));
             ok = tmp && pt__ck_read_piece(cdir, &m, s->off, s->bytes, s->crc, s->rank, tmp, err, errlen);
             if (!tmp) pt__msg(err, errlen, "pt_ckpt_load: out of memory");
             if (ok) memcpy(e->ptr, tmp, (size_t)e->bytes);
-            PT_FREE(tmp);
+            pt__free(ctx, tmp);
         }
     }
     if (ok && o) o->steps = m.optim_steps;
     if (ok && o0) ok = pt__ck_no_moments(ctx, o0, cdir, err, errlen);
-    PT_FREE(host);
+    pt__free(ctx, host);
     *step = m.step;
     pt__ck_man_free(&m);
     return pt_dist_agree_msg(d, ok, err, errlen);
@@ -15820,7 +15877,7 @@ static int pt__ck_after_latest(pt_ctx *ctx, const char *dir, int64_t *steps, int
     long long k;
     int i, j;
     snprintf(path, sizeof path, "%s/latest", dir);
-    if (!steps || !(txt = pt__ck_slurp(path, &len))) return n;
+    if (!steps || !(txt = pt__ck_slurp(ctx, path, &len))) return n;
     k = strncmp(txt, "step_", 5) ? -1 : strtoll(txt + 5, &end, 10);
     if (k >= 0 && (*end == '\n' || *end == 0)) {
         for (i = 0; i < n && steps[i] != k; i++) {}
@@ -15832,7 +15889,7 @@ static int pt__ck_after_latest(pt_ctx *ctx, const char *dir, int64_t *steps, int
             n = j;
         }
     }
-    PT_FREE(txt);
+    pt__free(ctx, txt);
     return n;
 }
 
@@ -15848,11 +15905,11 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     snprintf(cdir, sizeof cdir, "%s/manifest", path);
     single = stat(cdir, &sb) == 0;
     if (!single) {
-        steps = pt__ck_list(path, &n);
+        steps = pt__ck_list(ctx, path, &n);
         n = pt__ck_after_latest(ctx, path, steps, n);
         i = pt_dist_agree(ctx->desc.dist, n > 0);
         if (!i || !n) {
-            PT_FREE(steps);
+            pt__free(ctx, steps);
             return (pt_status)(pt__fail(ctx, PT_ERR_IO, "pt_ckpt_load: no checkpoint in %s (no step_* directory)", path), PT_ERR_IO);
         }
     }
@@ -15862,7 +15919,7 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
         else snprintf(cdir, sizeof cdir, "%s/step_%09lld", path, (long long)steps[i]);
         err[0] = 0;
         if (pt__ck_load_one(ctx, o, cdir, &step, err, sizeof err)) {
-            PT_FREE(steps);
+            pt__free(ctx, steps);
             if (step_out) *step_out = step;
             if (i > 0) pt_log(ctx, PT_LOG_WARN, "pt_ckpt_load: resumed from %s, an older checkpoint, after the newer ones failed", cdir);
             return PT_OK;
@@ -15871,7 +15928,7 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
         if (pt_dist_rank(ctx->desc.dist) == 0)
             pt_log(ctx, PT_LOG_WARN, "pt_ckpt_load: %s is not usable: %s%s", cdir, err, !single && i + 1 < n ? "; trying the previous checkpoint" : "");
     }
-    PT_FREE(steps);
+    pt__free(ctx, steps);
     return (pt_status)(pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_load: no valid checkpoint in %s (last problem: %s)", path, last), PT_ERR_FORMAT);
 }
 #else /* not POSIX: no directories to write */
@@ -16256,8 +16313,8 @@ PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path) {
         pt_param *p = ctx->params[i];
         const pt__sf_ent *e = pt__sf_find(&st, p->spec.name);
         int64_t n = pt_numel(&p->value), k;
-        float *ng = (float *)PT_REALLOC(g, (size_t)PT__MAX((e->end - e->begin) / e->esize, 1) * 4);
-        float *nl = ng ? (float *)PT_REALLOC(loc, (size_t)PT__MAX(n, 1) * 4) : NULL;
+        float *ng = (float *)pt__realloc(ctx, g, (size_t)PT__MAX((e->end - e->begin) / e->esize, 1) * 4);
+        float *nl = ng ? (float *)pt__realloc(ctx, loc, (size_t)PT__MAX(n, 1) * 4) : NULL;
         if (ng) g = ng;
         if (nl) loc = nl;
         if (!ng || !nl) {
@@ -16270,8 +16327,8 @@ PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path) {
             ok = pt_tensor_write(&p->value, loc) == PT_OK;
         }
     }
-    PT_FREE(g);
-    PT_FREE(loc);
+    pt__free(ctx, g);
+    pt__free(ctx, loc);
     pt__sf_free(&st);
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) return (pt_status)(pt__fail(ctx, PT_ERR_IO, "%s", err), PT_ERR_IO);
     if (nopt && pt_dist_rank(d) == 0)
@@ -16293,7 +16350,7 @@ PTDEF pt_status pt_ckpt_step_dir(const char *path, char *out, size_t outlen) {
         return PT_OK;
     }
     snprintf(p, sizeof p, "%s/latest", path);
-    if ((txt = pt__ck_slurp(p, &len)) != NULL) {
+    if ((txt = pt__ck_slurp(NULL, p, &len)) != NULL) {
         long long k = strncmp(txt, "step_", 5) ? -1 : strtoll(txt + 5, &end, 10);
         PT_FREE(txt);
         snprintf(p, sizeof p, "%s/step_%09lld/manifest", path, k);
@@ -16302,7 +16359,7 @@ PTDEF pt_status pt_ckpt_step_dir(const char *path, char *out, size_t outlen) {
             return PT_OK;
         }
     }
-    v = pt__ck_list(path, &n);
+    v = pt__ck_list(NULL, path, &n);
     if (v && n > 0) snprintf(out, outlen, "%s/step_%09lld", path, (long long)v[0]);
     PT_FREE(v);
     if (n > 0) return PT_OK;
@@ -16323,7 +16380,7 @@ static int pt__ck_man_model(const char *dir, pt_gpt_config *cfg) {
     size_t len = 0;
     int ok = 0;
     snprintf(path, sizeof path, "%s/manifest", dir);
-    if (!(txt = pt__ck_slurp(path, &len))) return 0;
+    if (!(txt = pt__ck_slurp(NULL, path, &len))) return 0;
     for (line = txt; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
         if (!strncmp(line, "model ", 6)) {
             char *nl = strchr(line, '\n');
@@ -16349,7 +16406,7 @@ PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *er
         pt__msg(err, errlen, "%s", path ? dir : "pt_ckpt_info_read: no path");
         return path ? PT_ERR_IO : PT_ERR_ARG;
     }
-    if (!pt__ck_man_read(dir, &m, err, errlen)) return PT_ERR_FORMAT;
+    if (!pt__ck_man_read(NULL, dir, &m, err, errlen)) return PT_ERR_FORMAT;
     info->step = m.step, info->dp = m.dp, info->tp = m.tp, info->pp = m.pp, info->world = m.world;
     info->has_model = pt__ck_man_model(dir, &info->model);
     info->optim_kind = m.has_optim ? m.optim_kind : -1;
@@ -16446,7 +16503,7 @@ PTDEF pt_status pt_ckpt_tensor_read(const char *step_dir, const char *name, int 
         pt__msg(err, errlen, "pt_ckpt_tensor_read: need a directory, a name, a kind 0..2 and an output");
         return PT_ERR_ARG;
     }
-    if (!pt__ck_man_read(step_dir, &m, err, errlen)) return PT_ERR_FORMAT;
+    if (!pt__ck_man_read(NULL, step_dir, &m, err, errlen)) return PT_ERR_FORMAT;
     ok = pt__ck_assemble(step_dir, &m, name, kind, out, n, err, errlen);
     pt__ck_man_free(&m);
     return ok ? PT_OK : PT_ERR_FORMAT;
@@ -16472,7 +16529,7 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
         return PT_ERR_IO;
     }
     if ((st = pt_ckpt_info_read(dir, &info, err, errlen)) != PT_OK) return st;
-    if (!pt__ck_man_read(dir, &m, err, errlen)) {
+    if (!pt__ck_man_read(NULL, dir, &m, err, errlen)) {
         pt_ckpt_info_free(&info);
         return PT_ERR_FORMAT;
     }
@@ -16726,7 +16783,7 @@ static void pt__mon_write(pt_monitor *m, const pt__sb *b) {
 /* seconds of one 2 n^3 f32 matmul through the context's backend, best of 3 after a warm-up */
 static double pt__mon_calibrate(pt_ctx *ctx, int n) {
     pt_graph *g = pt_graph_new(ctx), *gc = pt_graph_new(ctx);
-    float *h = (float *)PT_MALLOC(sizeof(float) * (size_t)n * (size_t)n);
+    float *h = (float *)pt__alloc(ctx, sizeof(float) * (size_t)n * (size_t)n);
     double best = 0;
     int i;
     if (g && gc && h) {
@@ -16748,7 +16805,7 @@ static double pt__mon_calibrate(pt_ctx *ctx, int n) {
                 if (i >= 0 && (best == 0 || t < best)) best = t;
             }
     }
-    PT_FREE(h);
+    pt__free(ctx, h);
     if (gc) pt_graph_free(gc);
     if (g) pt_graph_free(g);
     return best > 0 ? 2.0 * n * (double)n * n / best : 0.0;
@@ -16785,7 +16842,7 @@ PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor
     int ok = 1, i;
     double v[2];
     if (!ctx) return NULL;
-    if (!(m = (pt_monitor *)PT_MALLOC(sizeof *m))) return (pt_monitor *)pt__fail(ctx, PT_ERR_OOM, "pt_monitor_new: out of memory");
+    if (!(m = (pt_monitor *)pt__alloc(ctx, sizeof *m))) return (pt_monitor *)pt__fail(ctx, PT_ERR_OOM, "pt_monitor_new: out of memory");
     memset(m, 0, sizeof *m);
     m->ctx = ctx, m->d = d;
     if (desc) m->desc = *desc;
@@ -16793,8 +16850,8 @@ PTDEF pt_monitor *pt_monitor_new(pt_ctx *ctx, const pt_dist *d, const pt_monitor
     m->step = m->desc.first_step;
     m->t_open = pt_time();
     msg[0] = 0;
-    m->all = (double *)PT_MALLOC(sizeof(double) * (size_t)m->world * PT__MON_NV);
-    m->work = (double *)PT_MALLOC(sizeof(double) * (size_t)m->world);
+    m->all = (double *)pt__alloc(ctx, sizeof(double) * (size_t)m->world * PT__MON_NV);
+    m->work = (double *)pt__alloc(ctx, sizeof(double) * (size_t)m->world);
     if (!m->all || !m->work) ok = 0, pt__msg(msg, sizeof msg, "pt_monitor_new: out of memory");
     if (ok && m->rank == 0 && m->desc.log_path && !(m->f = fopen(m->desc.log_path, m->desc.append ? "a" : "w")))
         ok = 0, pt__msg(msg, sizeof msg, "pt_monitor_new: cannot open the log file '%s' for writing: %s", m->desc.log_path, strerror(errno));
@@ -17080,12 +17137,12 @@ PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s) {
         int64_t evn = 0;
         for (k = 0; k < m->world; k++) evn += (int64_t)m->all[(size_t)k * PT__MON_NV + PT__MV_EVBYTES];
         if (evn > 0 && m->d && m->world > 1) {
-            int *cnt = (int *)PT_MALLOC(sizeof(int) * 2 * (size_t)m->world), ok = 1, rc;
-            char *all = m->rank == 0 ? (char *)PT_MALLOC((size_t)evn + 1) : NULL;
+            int *cnt = (int *)pt__alloc(m->ctx, sizeof(int) * 2 * (size_t)m->world), ok = 1, rc;
+            char *all = m->rank == 0 ? (char *)pt__alloc(m->ctx, (size_t)evn + 1) : NULL;
             uint64_t sq;
             if (!cnt || (m->rank == 0 && !all)) ok = 0;
             if (!pt_dist_agree(m->d, ok)) {
-                PT_FREE(cnt), PT_FREE(all);
+                pt__free(m->ctx, cnt), pt__free(m->ctx, all);
                 return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_monitor_step_end: out of memory for %lld bytes of events", (long long)evn), PT_ERR_OOM);
             }
             for (k = 0; k < m->world; k++) cnt[k] = (int)m->all[(size_t)k * PT__MON_NV + PT__MV_EVBYTES], cnt[m->world + k] = k ? cnt[m->world + k - 1] + cnt[k - 1] : 0;
@@ -17096,7 +17153,7 @@ PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s) {
                 fwrite(all, 1, (size_t)evn, m->f);
                 fflush(m->f);
             }
-            PT_FREE(cnt), PT_FREE(all);
+            pt__free(m->ctx, cnt), pt__free(m->ctx, all);
             if (rc != MPI_SUCCESS) return (pt_status)(pt__fail(m->ctx, PT_ERR_DEVICE, "pt_monitor_step_end: the gather of events failed: %s", pt__coll_why(m->d, rc)), PT_ERR_DEVICE);
         }
     }
@@ -17249,11 +17306,11 @@ PTDEF void pt_monitor_free(pt_monitor *m) {
     } else if (m->printed) {
         fputc('\n', stderr);
     }
-    PT_FREE(m->line.s);
+    PT_FREE(m->line.s); /* the text buffers' own allocator */
     PT_FREE(m->ev.s);
-    PT_FREE(m->all);
-    PT_FREE(m->work);
-    PT_FREE(m);
+    pt__free(m->ctx, m->all);
+    pt__free(m->ctx, m->work);
+    pt__free(m->ctx, m);
 }
 
 // >>guard  health guard
@@ -17343,17 +17400,17 @@ PTDEF pt_guard *pt_guard_new(pt_ctx *ctx, const pt_guard_desc *desc) {
     if (d.warmup < 2) d.warmup = 2;
     if (!d.rollback_after) d.rollback_after = 3;
     if (d.lr_factor == 0) d.lr_factor = 0.5f;
-    g = (pt_guard *)PT_MALLOC(sizeof *g);
+    g = (pt_guard *)pt__alloc(ctx, sizeof *g);
     if (!g) return (pt_guard *)pt__fail(ctx, PT_ERR_OOM, "pt_guard_new: out of memory");
     memset(g, 0, sizeof *g);
     g->ctx = ctx, g->d = d, g->last_step = -1;
     g->rank = pt_dist_rank(ctx->desc.dist), g->size = pt_dist_size(ctx->desc.dist);
     bytes = (int64_t)sizeof(pt__guard_st) + 2 * (int64_t)d.window * (int64_t)sizeof(double);
-    g->st = (pt__guard_st *)PT_MALLOC((size_t)bytes);
-    g->all = (double *)PT_MALLOC((size_t)g->size * 4 * sizeof(double));
+    g->st = (pt__guard_st *)pt__alloc(ctx, (size_t)bytes);
+    g->all = (double *)pt__alloc(ctx, (size_t)g->size * 4 * sizeof(double));
     if (d.ckpt_dir) {
         size_t n = strlen(d.ckpt_dir) + 1;
-        if ((g->dir = (char *)PT_MALLOC(n)) != NULL) memcpy(g->dir, d.ckpt_dir, n);
+        if ((g->dir = (char *)pt__alloc(ctx, n)) != NULL) memcpy(g->dir, d.ckpt_dir, n);
     }
     g->d.ckpt_dir = g->dir;
     if (!g->st || !g->all || (d.ckpt_dir && !g->dir)) {
@@ -17379,7 +17436,7 @@ PTDEF pt_guard *pt_guard_new(pt_ctx *ctx, const pt_guard_desc *desc) {
 PTDEF void pt_guard_free(pt_guard *g) {
     if (!g) return;
     if (g->st) pt__state_unregister(g->ctx, g->st);
-    PT_FREE(g->st), PT_FREE(g->all), PT_FREE(g->dir), PT_FREE(g);
+    pt__free(g->ctx, g->st), pt__free(g->ctx, g->all), pt__free(g->ctx, g->dir), pt__free(g->ctx, g);
 }
 
 /* the gathered records of every world rank into g->all (4 doubles each) */
@@ -17408,12 +17465,12 @@ static double pt__guard_hash(pt_ctx *ctx) {
     if (!ctx->pslab || ctx->slab_n <= 0) return 0.0;
     p = pt_param_slab(ctx);
     if ((h = pt_f32(&p)) == NULL) {
-        if (!(buf = (float *)PT_MALLOC((size_t)ctx->slab_n * sizeof(float)))) return -1.0;
+        if (!(buf = (float *)pt__alloc(ctx, (size_t)ctx->slab_n * sizeof(float)))) return -1.0;
         pt_tensor_read(&p, buf);
         h = buf;
     }
     c = pt_crc32c(0, h, (size_t)ctx->slab_n * sizeof(float));
-    PT_FREE(buf);
+    pt__free(ctx, buf);
     return (double)c;
 }
 
