@@ -35,13 +35,15 @@
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
    09_checkpoint_resume.c; on OpenCL: 08_opencl.c) each start with their one-line build command.
-   The training examples share their command line: pt_args_parse, and pt_run (--data shards through
-   the loader, --ckpt-dir/--ckpt-every/--resume/--ckpt-async, a clean stop on SIGINT/SIGTERM, --log
-   per-step metrics, --trace, the health guard --guard; pt_run_guard before the update, pt_run_step_end
-   after it; docs/monitoring.md). The tools (make tools): tools/ptcl.c lists OpenCL devices, checks
-   one against the CPU backend and tunes CLBlast's GEMM for it; tools/ptckpt.c inspects, verifies,
-   exports and imports checkpoints (safetensors); tools/ptreport.c draws a run's log and trace as
-   SVG charts, a pipeline timeline and an HTML page; tools/ptmem.c predicts the memory per rank.
+   The GPT tutorials (03, 07, 08) show their training loop in plain calls. The program to train
+   with is tools/pttrain.c (make tools; what make demo runs): every layout flag, checkpoints and
+   resume, --log, --trace, the health guard, a clean stop on SIGINT/SIGTERM. The programs share a
+   command line and a run harness (pt_args_parse, pt_run_*; docs/monitoring.md), compiled only
+   when a program defines PTRAIN_HARNESS (see harness). The other tools (make tools): tools/ptcl.c
+   lists OpenCL devices, checks one against the CPU backend and tunes CLBlast's GEMM for it;
+   tools/ptckpt.c inspects, verifies, exports and imports checkpoints (safetensors);
+   tools/ptreport.c draws a run's log and trace as SVG charts, a pipeline timeline and an HTML
+   page; tools/ptmem.c predicts the memory per rank; tools/prepare_shards.c makes token shards.
 
    Parallel (compile with mpicc -DPTRAIN_MPI): pt_dist_init builds the dp x tp x pp grid; pass it
    as pt_desc.dist. Tensor parallel: pt_linear_col_new / pt_linear_row_new / pt_mlp_tp_new, and
