@@ -2724,11 +2724,25 @@ PTDEF double pt_time(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 #elif defined(__unix__) || defined(__APPLE__)
-    /* seconds since a fixed epoch (2023-11-14), not since 1970, so the double keeps steps far below
-       a microsecond for decades; a constant, not a first-call value: no state shared by threads */
+    /* seconds since the whole second of the first call, so the double stays small and exact to far
+       below a nanosecond (trace timestamps are differences of these). The origin is the one global
+       of the library outside the harness: set once, by a compare-and-swap where the compiler has
+       one (GCC, Clang), so threads calling first at once agree; pt_init makes the first call. */
+    static long base = -1;
     struct timeval tv;
+    long b;
     gettimeofday(&tv, NULL);
-    return (double)((long)tv.tv_sec - 1700000000L) + 1e-6 * (double)tv.tv_usec;
+#if defined(__GNUC__) || defined(__clang__)
+    b = __atomic_load_n(&base, __ATOMIC_ACQUIRE);
+    if (b < 0) {
+        long want = (long)tv.tv_sec, expect = -1;
+        b = __atomic_compare_exchange_n(&base, &expect, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ? want : expect;
+    }
+#else
+    if (base < 0) base = (long)tv.tv_sec;
+    b = base;
+#endif
+    return (double)((long)tv.tv_sec - b) + 1e-6 * (double)tv.tv_usec;
 #else
     return (double)clock() / CLOCKS_PER_SEC;
 #endif
@@ -9539,6 +9553,7 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
     }
     *ctx = boot;
     ctx->be = &pt__cpu_backend;
+    (void)pt_time(); /* fixes the clock's origin (the gettimeofday fallback) before any thread starts */
     if (pt__gemm_ws_setup(ctx, ctx->desc.threads > 0 ? ctx->desc.threads
                                : ctx->desc.dist ? pt_dist_threads(ctx->desc.dist)
                                                 : pt__default_threads()) != PT_OK) {
