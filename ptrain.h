@@ -3108,6 +3108,26 @@ PTDEF void pt_dist_dump_records(const pt_dist *d, void *file) {
     fflush(f);
 }
 PTDEF const char *pt_dist_coll_error(const pt_dist *d) { return d ? d->coll_err : ""; }
+/* sets (fn) or clears (NULL) the observer of the collective records (the trace while it records) */
+static void pt__dist_observe(const pt_dist *cd, void (*fn)(void *user, const pt_coll_record *r, int begin), void *user) {
+    pt_dist *d = (pt_dist *)cd;
+    if (d) d->coll_hook = fn, d->coll_hook_user = user;
+}
+/* the totals per collective op that the monitor reads each step */
+PTDEF const char *pt_coll_op_name(int op) { return pt__coll_op_name(op); }
+
+PTDEF pt_coll_totals pt_dist_coll_totals(const pt_dist *d) {
+    pt_coll_totals t;
+    memset(&t, 0, sizeof t);
+    if (!d) return t;
+    pt__coll_lock(d);
+    memcpy(t.bytes, d->mon_bytes, sizeof t.bytes);
+    memcpy(t.calls, d->mon_calls, sizeof t.calls);
+    memcpy(t.seconds, d->mon_s, sizeof t.seconds);
+    t.blocked_s = d->mon_blocked_s, t.blocked_p2p_s = d->mon_blocked_p2p_s;
+    pt__coll_unlock(d);
+    return t;
+}
 
 #ifdef PTRAIN_MPI
 /* appends printf output at the end of the string in buf (cap bytes), truncating */
@@ -3274,6 +3294,14 @@ static uint64_t pt__coll_begin(const pt_dist *cd, int op, int which, int64_t cou
     return s;
 }
 /* what went wrong with a call that returned rc: the refusal's message or MPI's error string */
+/* the MPI communicator `which` of the grid, for the sections below (they do not read pt_dist) */
+static MPI_Comm pt__dist_mpi(const pt_dist *d, int which) { return d->comm[which]; }
+/* a hierarchical pt_dp registers its communicators (PT_COMM_DP_NODE / _CROSS) so that debug
+   mode's agreements can run on them; comm = MPI_COMM_NULL unregisters when it is still `was` */
+static void pt__dist_set_mpi(const pt_dist *cd, int which, MPI_Comm comm, MPI_Comm was) {
+    pt_dist *d = (pt_dist *)cd;
+    if (comm != MPI_COMM_NULL || d->comm[which] == was) d->comm[which] = comm;
+}
 static const char *pt__coll_why(const pt_dist *cd, int rc) {
     pt_dist *d = (pt_dist *)cd;
     char es[MPI_MAX_ERROR_STRING];
@@ -4000,7 +4028,7 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
     }
 #ifdef PTRAIN_MPI
     if (d) {
-        MPI_Comm w = d->comm[PT_COMM_WORLD];
+        MPI_Comm w = pt__dist_mpi(d, PT_COMM_WORLD);
         uint64_t s = pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, PT__DIST_ROW, PT_COLL_I32, 0);
         ok = pt__coll_end(d, s, s ? MPI_Gather(row, PT__DIST_ROW, MPI_INT, rows, PT__DIST_ROW, MPI_INT, 0, w) : PT__COLL_REFUSED) == MPI_SUCCESS;
         s = ok ? pt__coll_begin(d, PT_COLL_GATHER, PT_COMM_WORLD, PT__DIST_HOST, PT_COLL_CHAR, 0) : 0;
@@ -8654,13 +8682,13 @@ PTDEF pt_status pt_trace_start(pt_ctx *ctx, const pt_dist *d, const char *path, 
         else if (path) memcpy(tr->path, path, strlen(path) + 1);
     }
 #ifdef PTRAIN_MPI
-    if (d && d->size > 1) {
+    if (pt_dist_size(d) > 1) {
         ok = pt_dist_agree_msg(d, ok, msg, sizeof msg);
         if (!ok) /* the status follows the agreed message, so every rank returns the same */
             why = strstr(msg, "out of memory") ? PT_ERR_OOM : strstr(msg, "already recording") ? PT_ERR_STATE : PT_ERR_ARG;
         if (ok) { /* one time base: every rank reads its clock right after leaving the same barrier */
             uint64_t s = pt__coll_begin(d, PT_COLL_BARRIER, PT_COMM_WORLD, 0, PT_COLL_BYTE, -1);
-            pt__coll_end(d, s, s ? MPI_Barrier(d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED);
+            pt__coll_end(d, s, s ? MPI_Barrier(pt__dist_mpi(d, PT_COMM_WORLD)) : PT__COLL_REFUSED);
         }
     }
 #endif
@@ -8673,7 +8701,7 @@ PTDEF pt_status pt_trace_start(pt_ctx *ctx, const pt_dist *d, const char *path, 
     tr->max = max_events ? max_events : 1000000;
     tr->step = 0, tr->mb = -1, tr->chunk = -1;
     tr->d = (pt_dist *)d;
-    if (tr->d) tr->d->coll_hook = pt__trace_coll_hook, tr->d->coll_hook_user = tr;
+    pt__dist_observe(tr->d, pt__trace_coll_hook, tr);
     ctx->trace = tr;
     pt__at_shutdown(ctx, pt__trace_free);
     return PT_OK;
@@ -8682,7 +8710,7 @@ PTDEF pt_status pt_trace_start(pt_ctx *ctx, const pt_dist *d, const char *path, 
 static void pt__trace_free(pt_ctx *ctx) {
     struct pt__trace *tr = ctx->trace;
     if (!tr) return;
-    if (tr->d) tr->d->coll_hook = NULL, tr->d->coll_hook_user = NULL;
+    pt__dist_observe(tr->d, NULL, NULL);
     ctx->trace = NULL;
     pt__free(ctx, tr->ev);
     pt__free(ctx, tr->path);
@@ -8723,7 +8751,7 @@ static int pt__trace_lanes(struct pt__trace *tr) {
 
 /* this rank's metadata and events, each as ",\n{...}" */
 static void pt__trace_text_of(struct pt__trace *tr, pt__sb *b) {
-    int rank = tr->d ? tr->d->rank : 0, lanes = pt__trace_lanes(tr), k;
+    int rank = pt_dist_rank(tr->d), lanes = pt__trace_lanes(tr), k;
     pt_coords c;
     int64_t i;
     c.dp = c.tp = c.pp = 0;
@@ -8765,7 +8793,7 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
     if (!(tr = ctx->trace)) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_trace_finish: not recording (pt_trace_start first)"), PT_ERR_STATE);
     d = tr->d;
     ctx->trace = NULL; /* nothing more is recorded, the gather included */
-    if (d) d->coll_hook = NULL, d->coll_hook_user = NULL, rank = d->rank, size = d->size;
+    pt__dist_observe(d, NULL, NULL), rank = pt_dist_rank(d), size = pt_dist_size(d);
     memset(&b, 0, sizeof b);
     pt__trace_text_of(tr, &b);
     total_dropped = tr->dropped;
@@ -8786,7 +8814,7 @@ PTDEF pt_status pt_trace_finish(pt_ctx *ctx) {
 #ifdef PTRAIN_MPI
     if (d && size > 1) {
         const size_t chunk = (size_t)64 << 20;
-        MPI_Comm w = d->comm[PT_COMM_WORLD];
+        MPI_Comm w = pt__dist_mpi(d, PT_COMM_WORLD);
         char *buf = NULL;
         int go;
         if (rank == 0 && ok && !(buf = (char *)pt__alloc(ctx, chunk))) pt__msg(msg, sizeof msg, "pt_trace_finish: out of memory"), ok = 0;
@@ -11482,7 +11510,7 @@ static int pt__dp_issue_checked(pt_dp *dp, pt__dp_op *op, char *buf) {
     int q, rc, v, low = dp->dpsize, es = dp->compress ? 2 : 4;
     uint64_t s;
     msg[0] = 0;
-    d->comm[PT_COMM_DP_NODE] = dp->node, d->comm[PT_COMM_DP_CROSS] = dp->cross; /* what the agreements run on */
+    pt__dist_set_mpi(d, PT_COMM_DP_NODE, dp->node, MPI_COMM_NULL), pt__dist_set_mpi(d, PT_COMM_DP_CROSS, dp->cross, MPI_COMM_NULL); /* what the agreements run on */
     for (q = 0; q < 3; q++) {
         rc = pt__dp_call(dp, op, buf, q);
         if (rc == MPI_SUCCESS) rc = pt__coll_end(d, op->rec, pt__coll_wait(d, 1, &op->req, 0));
@@ -11961,9 +11989,8 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     if (dp->dpsize > 1 && dp->ctx->poll == pt__dp_poll && dp->ctx->poll_user == (void *)dp)
         pt_set_backward_poll(dp->ctx, NULL, NULL);
     if (dp->dist && dp->node != MPI_COMM_NULL) { /* unregister what debug mode's agreements ran on */
-        pt_dist *d = (pt_dist *)dp->dist;
-        if (d->comm[PT_COMM_DP_NODE] == dp->node) d->comm[PT_COMM_DP_NODE] = MPI_COMM_NULL;
-        if (d->comm[PT_COMM_DP_CROSS] == dp->cross) d->comm[PT_COMM_DP_CROSS] = MPI_COMM_NULL;
+        pt__dist_set_mpi(dp->dist, PT_COMM_DP_NODE, MPI_COMM_NULL, dp->node);
+        pt__dist_set_mpi(dp->dist, PT_COMM_DP_CROSS, MPI_COMM_NULL, dp->cross);
     }
     if (dp->node != MPI_COMM_NULL) MPI_Comm_free(&dp->node);
     if (dp->agree != MPI_COMM_NULL) MPI_Comm_free(&dp->agree);
@@ -15290,7 +15317,7 @@ static int pt__ck_gather(const pt_ctx *ctx, const pt_dist *d, const pt__sb *mine
     int size = pt_dist_size(d), rank = pt_dist_rank(d), r, len = (int)mine->n, *lens = NULL, *displ = NULL, ok = 1;
     uint64_t s;
     if (d && size > 1) {
-        MPI_Comm w = d->comm[PT_COMM_WORLD];
+        MPI_Comm w = pt__dist_mpi(d, PT_COMM_WORLD);
         if (rank == 0) {
             lens = (int *)pt__alloc(ctx, (size_t)size * sizeof *lens);
             displ = (int *)pt__alloc(ctx, (size_t)size * sizeof *displ);
@@ -16702,20 +16729,6 @@ struct pt_monitor {
 };
 
 
-PTDEF const char *pt_coll_op_name(int op) { return pt__coll_op_name(op); }
-
-PTDEF pt_coll_totals pt_dist_coll_totals(const pt_dist *d) {
-    pt_coll_totals t;
-    memset(&t, 0, sizeof t);
-    if (!d) return t;
-    pt__coll_lock(d);
-    memcpy(t.bytes, d->mon_bytes, sizeof t.bytes);
-    memcpy(t.calls, d->mon_calls, sizeof t.calls);
-    memcpy(t.seconds, d->mon_s, sizeof t.seconds);
-    t.blocked_s = d->mon_blocked_s, t.blocked_p2p_s = d->mon_blocked_p2p_s;
-    pt__coll_unlock(d);
-    return t;
-}
 
 PTDEF double pt_gpt_flops_per_token(const pt_gpt_config *cfg, int64_t seq) {
     return cfg && seq > 0 ? pt_gpt_flops(cfg, 1, seq) / (double)seq : 0.0;
@@ -16833,7 +16846,7 @@ static int pt__mon_sum(pt_monitor *m, double *x, int n) {
 #ifdef PTRAIN_MPI
     if (m->d && m->world > 1) {
         uint64_t s = pt__coll_begin(m->d, PT_COLL_ALLREDUCE, PT_COMM_WORLD, n, PT_COLL_F64, -1);
-        int rc = pt__coll_end(m->d, s, s ? MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, m->d->comm[PT_COMM_WORLD]) : PT__COLL_REFUSED);
+        int rc = pt__coll_end(m->d, s, s ? MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, pt__dist_mpi(m->d, PT_COMM_WORLD)) : PT__COLL_REFUSED);
         if (rc != MPI_SUCCESS) return pt__fail(m->ctx, PT_ERR_DEVICE, "pt_monitor: a sum over the world failed: %s", pt__coll_why(m->d, rc)), 0;
     }
 #else
@@ -17142,7 +17155,7 @@ PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s) {
 #ifdef PTRAIN_MPI
     if (m->d && m->world > 1) {
         uint64_t sq = pt__coll_begin(m->d, PT_COLL_ALLGATHER, PT_COMM_WORLD, PT__MON_NV, PT_COLL_F64, -1);
-        int rc = pt__coll_end(m->d, sq, sq ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, m->all, PT__MON_NV, MPI_DOUBLE, m->d->comm[PT_COMM_WORLD])
+        int rc = pt__coll_end(m->d, sq, sq ? MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, m->all, PT__MON_NV, MPI_DOUBLE, pt__dist_mpi(m->d, PT_COMM_WORLD))
                                            : PT__COLL_REFUSED);
         if (rc != MPI_SUCCESS) return (pt_status)(pt__fail(m->ctx, PT_ERR_DEVICE, "pt_monitor_step_end: the allgather of the step's numbers failed: %s", pt__coll_why(m->d, rc)), PT_ERR_DEVICE);
     }
@@ -17164,7 +17177,7 @@ PTDEF pt_status pt_monitor_step_end(pt_monitor *m, const pt_monitor_step *s) {
             }
             for (k = 0; k < m->world; k++) cnt[k] = (int)m->all[(size_t)k * PT__MON_NV + PT__MV_EVBYTES], cnt[m->world + k] = k ? cnt[m->world + k - 1] + cnt[k - 1] : 0;
             sq = pt__coll_begin(m->d, PT_COLL_GATHER, PT_COMM_WORLD, evn, PT_COLL_CHAR, 0);
-            rc = pt__coll_end(m->d, sq, sq ? MPI_Gatherv(m->ev.s, (int)(m->ev.oom ? 0 : m->ev.n), MPI_CHAR, all, cnt, cnt + m->world, MPI_CHAR, 0, m->d->comm[PT_COMM_WORLD])
+            rc = pt__coll_end(m->d, sq, sq ? MPI_Gatherv(m->ev.s, (int)(m->ev.oom ? 0 : m->ev.n), MPI_CHAR, all, cnt, cnt + m->world, MPI_CHAR, 0, pt__dist_mpi(m->d, PT_COMM_WORLD))
                                            : PT__COLL_REFUSED);
             if (rc == MPI_SUCCESS && m->f && all) {
                 fwrite(all, 1, (size_t)evn, m->f);
