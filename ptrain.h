@@ -211,7 +211,8 @@
              collective records, watchdog. Entry: pt_dist_init pt_dist_finalize pt_layout_resolve
              pt_dist_agree_msg pt_dist_print pt_dist_records pt_dist_set_watchdog
    backend   The kernel table a device backend supplies; element sizes; host <-> device transfer
-             counts. Entry: pt__backend pt_numel pt_dtype_size pt_backend_name pt_transfer_stats
+             counts; the counting backend of the memory estimate. Entry: pt__backend pt_numel
+             pt_dtype_size pt_backend_name pt_transfer_stats pt__count_backend
    gemm      Packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch. Entry: pt__sgemm
              pt__gemm_ws_free
    attn      Causal multi-head self-attention kernels for the CPU (flash-style, no T x T kept).
@@ -3664,10 +3665,11 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
 
 // >>backend  the kernel table a device backend supplies; element sizes; host <-> device transfer counts
 /* Owns: pt__backend (one function pointer per kernel), pt_numel / pt_dtype_size, the transfer
-   counters
+   counters, the scratch sizes of the CPU attention kernels, the counting backend (pt__count_backend)
    Invariants: an op never dereferences device memory: it calls through the table; adding a kernel =
-   one table entry + a CPU and an OpenCL implementation + a test against the CPU
-   Entry points: pt__backend pt_numel pt_dtype_size pt_backend_name pt_transfer_stats */
+   one table entry + a CPU and an OpenCL implementation + a test against the CPU (+ a counting one
+   that does nothing, or takes the CPU kernel's pt__work scratch)
+   Entry points: pt__backend pt_numel pt_dtype_size pt_backend_name pt_transfer_stats pt__count_backend */
 /* the kernel table every op goes through
    An op (see ops) checks shapes, allocates its result and records itself on the tape; the numbers are
    computed by the kernels of ctx->be. The CPU backend (see cpu) is the reference; a device backend
@@ -3849,6 +3851,151 @@ PTDEF int64_t pt_numel(const pt_tensor *t) {
     return n;
 }
 PTDEF const char *pt_backend_name(const pt_ctx *ctx) { return ctx && ctx->be ? ctx->be->name : "none"; }
+
+/* ---- scratch of the CPU attention kernels ----------------------------------------------------
+   Floats per thread that the CPU attention kernels (see attn) take from pt__work: query blocks of
+   PT__ATTN_BQ rows; the forward holds a packed query tile, a T x BQ score tile and 2 x BQ row
+   statistics, the backward two packed tiles, two score tiles and 2 x BQ. Stated here, beside
+   pt__work, because the counting backend below takes the same scratch. */
+#define PT__ATTN_BQ 64 /* query rows per block = column stride of the score tiles (multiple of 16) */
+static int64_t pt__attn_ws(int64_t T, int64_t hs, int bwd) {
+    int64_t tile = (hs * PT__ATTN_BQ + 15) & ~(int64_t)15;
+    return (bwd ? 2 : 1) * (tile + T * PT__ATTN_BQ) + 2 * PT__ATTN_BQ;
+}
+
+/* ---- the counting backend ----------------------------------------------------------------------
+   Allocation accounting without data, for the memory estimate (see memest: pt_mem_estimate sets
+   ctx->be to it right after pt_init; no device string selects it). A storage holds nothing:
+   st->dev marks it allocated, st->host stays NULL as on a device, and pt__st_alloc accounts its
+   bytes by kind as for every backend, so pt_mem reads what the CPU backend would hold. Kernels
+   compute nothing, except that the attention kernels take the CPU kernels' scratch (pt__work:
+   workspace); read gives zeros (so the host-side checks of ids and targets pass: id 0 is valid),
+   write drops the data, sums are 0. Code that works on values on the host asks pt__be_counts and
+   skips: the parameter init (param) and every communication (comm). Not counted as the CPU does:
+   the scratch of reductions with more than one thread (a few floats per 4096 elements). */
+static const char pt__count_buf = 0; /* what st->dev of every counting storage points at */
+static pt_status pt__count_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
+    ctx->nallocs++;
+    st->host = st->raw = NULL;
+    st->dev = (void *)&pt__count_buf;
+    st->bytes = bytes < 0 ? 0 : bytes;
+    return PT_OK;
+}
+static void pt__count_st_free(pt_ctx *ctx, pt_storage *st) {
+    (void)ctx;
+    st->dev = NULL;
+    st->bytes = 0;
+}
+static void pt__count_write(pt_ctx *ctx, const pt_tensor *dst, const void *src, int64_t bytes) { (void)ctx, (void)dst, (void)src, (void)bytes; }
+static void pt__count_read(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) {
+    (void)ctx, (void)src;
+    if (bytes > 0) memset(dst, 0, (size_t)bytes);
+}
+static void *pt__count_read_start(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) {
+    pt__count_read(ctx, src, dst, bytes);
+    return NULL;
+}
+static int pt__count_read_wait(pt_ctx *ctx, void *h, int block) { return (void)ctx, (void)h, (void)block, 1; }
+static void pt__count_fill(pt_ctx *ctx, const pt_tensor *t, float v) { (void)ctx, (void)t, (void)v; }
+static void pt__count_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int acc) { (void)ctx, (void)dst, (void)src, (void)acc; }
+static void pt__count_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b) {
+    (void)ctx, (void)op, (void)out, (void)a, (void)b;
+}
+static void pt__count_xy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *x, const pt_tensor *y) { (void)ctx, (void)dst, (void)x, (void)y; }
+static void pt__count_axpy_reduce(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, float alpha) {
+    (void)ctx, (void)dst, (void)src, (void)alpha;
+}
+static void pt__count_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x) { (void)ctx, (void)kind, (void)out, (void)x; }
+static void pt__count_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt_tensor *x, const pt_tensor *dy) {
+    (void)ctx, (void)kind, (void)dx, (void)x, (void)dy;
+}
+static void pt__count_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key, int64_t base, int acc) {
+    (void)ctx, (void)out, (void)x, (void)p, (void)key, (void)base, (void)acc;
+}
+static void pt__count_softmax_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, int log) { (void)ctx, (void)y, (void)x, (void)log; }
+static void pt__count_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *y, const pt_tensor *dy, int log) {
+    (void)ctx, (void)dx, (void)y, (void)dy, (void)log;
+}
+static void pt__count_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_tensor *lse, const pt_tensor *logits, const pt_tensor *targets,
+                               int32_t ignore, int64_t nvalid) {
+    (void)ctx, (void)loss_rows, (void)lse, (void)logits, (void)targets, (void)ignore, (void)nvalid;
+}
+static void pt__count_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *lse, const pt_tensor *targets,
+                               int32_t ignore, int64_t nvalid, const pt_tensor *dloss, float scale, int overwrite) {
+    (void)ctx, (void)dlogits, (void)logits, (void)lse, (void)targets, (void)ignore, (void)nvalid, (void)dloss, (void)scale, (void)overwrite;
+}
+static void pt__count_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *mean, const pt_tensor *rstd, const pt_tensor *x,
+                                    const pt_tensor *w, const pt_tensor *b, float eps) {
+    (void)ctx, (void)y, (void)mean, (void)rstd, (void)x, (void)w, (void)b, (void)eps;
+}
+static void pt__count_layernorm_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dw, const pt_tensor *db, const pt_tensor *dy,
+                                    const pt_tensor *x, const pt_tensor *w, const pt_tensor *mean, const pt_tensor *rstd) {
+    (void)ctx, (void)dx, (void)dw, (void)db, (void)dy, (void)x, (void)w, (void)mean, (void)rstd;
+}
+static void pt__count_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B, int T, int C, int H) {
+    (void)out, (void)lse, (void)qkv;
+    if (B > 0 && T > 0 && H > 0 && C > 0 && C % H == 0) pt__work(ctx, pt__attn_ws(T, C / H, 0) * PT__MAX(ctx->nthreads, 1));
+}
+static void pt__count_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *out,
+                               const pt_tensor *lse, int B, int T, int C, int H) {
+    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse;
+    if (B > 0 && T > 0 && H > 0 && C > 0 && C % H == 0) pt__work(ctx, pt__attn_ws(T, C / H, 1) * PT__MAX(ctx->nthreads, 1));
+}
+static void pt__count_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, const int *perm, int acc) {
+    (void)ctx, (void)dst, (void)src, (void)perm, (void)acc;
+}
+static void pt__count_copy_block(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_dim, int64_t dst_start, const pt_tensor *src, int64_t src_dim,
+                                 int64_t src_start, int64_t count, int64_t outer, int64_t inner, int acc) {
+    (void)ctx, (void)dst, (void)dst_dim, (void)dst_start, (void)src, (void)src_dim, (void)src_start, (void)count, (void)outer, (void)inner, (void)acc;
+}
+static void pt__count_sum(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float scale) { (void)ctx, (void)out, (void)x, (void)scale; }
+static void pt__count_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, const pt_tensor *A,
+                           int64_t lda, int64_t sa, const pt_tensor *B, int64_t ldb, int64_t sb, float beta, const pt_tensor *C, int64_t ldc,
+                           int64_t sc) {
+    (void)ctx, (void)ta, (void)tb, (void)batch, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)sa, (void)B, (void)ldb;
+    (void)sb, (void)beta, (void)C, (void)ldc, (void)sc;
+}
+static void pt__count_im2col(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *x, int N, int C, int H, int W, int k, int stride, int pad,
+                             int Ho, int Wo) {
+    (void)ctx, (void)cols, (void)x, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)pad, (void)Ho, (void)Wo;
+}
+static void pt__count_chan_bias(pt_ctx *ctx, const pt_tensor *a, const pt_tensor *b, int N, int C, int64_t S) {
+    (void)ctx, (void)a, (void)b, (void)N, (void)C, (void)S;
+}
+static void pt__count_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *idx, const pt_tensor *x, int N, int C, int H, int W,
+                                  int k, int stride, int Ho, int Wo) {
+    (void)ctx, (void)out, (void)idx, (void)x, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)Ho, (void)Wo;
+}
+static void pt__count_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dout, const pt_tensor *idx, int N, int C, int H, int W,
+                                  int Ho, int Wo) {
+    (void)ctx, (void)dx, (void)dout, (void)idx, (void)N, (void)C, (void)H, (void)W, (void)Ho, (void)Wo;
+}
+static void pt__count_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *m, const pt_tensor *v, int64_t n, float lr,
+                            float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale) {
+    (void)ctx, (void)p, (void)g, (void)m, (void)v, (void)n, (void)lr, (void)b1, (void)b2, (void)eps, (void)wd, (void)bc1, (void)bc2, (void)gscale;
+}
+static void pt__count_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *mom, int64_t n, float lr, float momentum,
+                          float wd, float gscale) {
+    (void)ctx, (void)p, (void)g, (void)mom, (void)n, (void)lr, (void)momentum, (void)wd, (void)gscale;
+}
+static double pt__count_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return (void)ctx, (void)x, (void)n, 0.0; }
+
+static const pt__backend pt__count_backend = {
+    "count",
+    pt__count_st_alloc, pt__count_st_free, pt__count_write, pt__count_read, pt__count_read_start, pt__count_read_wait,
+    pt__count_fill, pt__count_copy, pt__count_binary, pt__count_axpy_reduce, pt__count_xy, pt__count_sum,
+    pt__count_act_fwd, pt__count_act_bwd, pt__count_dropout,
+    pt__count_softmax_fwd, pt__count_softmax_bwd, pt__count_xent_fwd, pt__count_xent_bwd,
+    pt__count_layernorm_fwd, pt__count_layernorm_bwd, pt__count_xy, pt__count_xy,
+    pt__count_attn_fwd, pt__count_attn_bwd,
+    pt__count_permute, pt__count_copy_block, pt__count_sum,
+    pt__count_gemm,
+    pt__count_im2col, pt__count_im2col, pt__count_chan_bias, pt__count_chan_bias, pt__count_maxpool_fwd,
+    pt__count_maxpool_bwd,
+    pt__count_adamw, pt__count_sgd, pt__count_sumsq,
+};
+/* 1 when ctx counts bytes without data (the counting backend): host-side work on values is skipped */
+static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backend; }
 
 // >>gemm  packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch
 /* Owns: the CPU matrix product (pt__sgemm) and its per-thread workspaces
@@ -4505,7 +4652,7 @@ static int pt__sgemm(pt__gemm_ws *ws, int ta, int tb, int64_t batch, int64_t M, 
 #define PT__ATTN_X86 0
 #endif
 
-#define PT__ATTN_BQ 64 /* query rows per block = column stride of the score tiles (multiple of 16) */
+/* PT__ATTN_BQ, the query rows per block, and the scratch per thread (pt__attn_ws) stand in backend */
 
 
 /* C(r, n) (+)= alpha * sum_k A(r, k) * B(k, n) for r < M, n < N, with A(r, k) = A[r*sr + k*sk],
@@ -4887,7 +5034,7 @@ static void pt__cpu_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor 
         return;
     }
     hs = C / H;
-    per = pt__attn_rup16((int64_t)hs * PT__ATTN_BQ) + (int64_t)T * PT__ATTN_BQ + 2 * PT__ATTN_BQ;
+    per = pt__attn_ws(T, hs, 0);
     nitems = (int64_t)B * H * ((T + PT__ATTN_BQ - 1) / PT__ATTN_BQ);
     work = pt__work(ctx, per * nt);
     if (!work) return;
@@ -4968,7 +5115,7 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
         return;
     }
     hs = C / H;
-    per = 2 * pt__attn_rup16((int64_t)hs * PT__ATTN_BQ) + 2 * (int64_t)T * PT__ATTN_BQ + 2 * PT__ATTN_BQ;
+    per = pt__attn_ws(T, hs, 1);
     nitems = (int64_t)B * H;
     work = pt__work(ctx, per * nt);
     if (!work) return;
@@ -8875,10 +9022,11 @@ PTDEF int64_t pt_spec_global_index(const pt_spec *s, int64_t local_flat) {
    the device (counted as PT_XFER_PARAM) */
 static void pt__param_init(pt_ctx *ctx, pt_param *p) {
     int64_t n = pt_numel(&p->value), i;
-    float *x = ctx->pslab->host ? (float *)ctx->pslab->host + p->slab_off : pt__work(ctx, n);
+    float *x;
     const pt_spec *s = &p->spec;
     uint64_t key = pt_hash64(ctx->desc.seed) ^ pt_hash_str(s->name);
-    if (!x) return;
+    if (pt__be_counts(ctx)) return; /* no values to hold */
+    if (!(x = ctx->pslab->host ? (float *)ctx->pslab->host + p->slab_off : pt__work(ctx, n))) return;
     for (i = 0; i < n; i++) {
         switch (s->init) {
         case PT_INIT_ZEROS: x[i] = 0.0f; break;
@@ -10035,7 +10183,7 @@ static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n
     MPI_Comm comm;
     void *cp;
     int64_t done = 0;
-    if (pt_tp_size(ctx) <= 1) return 1;
+    if (pt_tp_size(ctx) <= 1 || pt__be_counts(ctx)) return 1;
     cp = pt_dist_comm(ctx->desc.dist, PT_COMM_TP);
     if (!cp) return pt__fail(ctx, PT_ERR_STATE, "%s: the grid has no TP communicator", op), 0;
     comm = *(MPI_Comm *)cp;
@@ -10061,7 +10209,7 @@ static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n
 static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
     int64_t n;
     float *h;
-    if (pt_tp_size(ctx) <= 1) return 1;
+    if (pt_tp_size(ctx) <= 1 || pt__be_counts(ctx)) return 1; /* the counting backend: nothing to sum */
     if (t->dtype != PT_F32 || !t->st)
         return pt__fail(ctx, PT_ERR_DTYPE, "%s: tensor parallelism needs f32 data, found %s", op, pt__dtname(t->dtype)), 0;
     n = pt_numel(t);
