@@ -256,7 +256,8 @@
              collective records, watchdog. Entry: pt_dist_init pt_dist_finalize pt_layout_resolve
              pt_dist_agree_msg pt_dist_print pt_dist_records pt_dist_set_watchdog
    backend   The kernel table a device backend supplies; element sizes; host <-> device transfer
-             counts. Entry: pt__backend pt_numel pt_dtype_size pt_backend_name pt_transfer_stats
+             counts; the counting backend of the memory estimate. Entry: pt__backend pt_numel
+             pt_dtype_size pt_backend_name pt_transfer_stats pt__count_backend
    gemm      Packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch. Entry: pt__sgemm
              pt__gemm_ws_free
    attn      Causal multi-head self-attention kernels for the CPU (flash-style, no T x T kept).
@@ -1938,12 +1939,13 @@ PTDEF const char *pt_guard_event_name(int kind);
 /* ---- memory estimate (see memest) --------------------------------------------------------------
    Predicted bytes per rank of a GPT training run on a dp x tp x pp layout, by the kinds of pt_mem
    (params, grads, optim, activations, workspace) plus the DP reducer's own buffers (pt_dp_stats
-   extra_bytes). Derived from what the framework allocates: the parameter slices as pt_gpt_new_stages
-   makes them, the DP buckets and ZeRO shard as pt_dp cuts them, and one micro-batch's graph replayed
-   symbolically (every arena tensor of the GPT's ops, then the backward's gradient blocks). What it
-   assumes: f32 everything (bf16 exists only as DP gradient compression), a stage function that makes
-   the ids in stage 0's graph and the targets in the last stage's (as examples/07), with pp = 1 one
-   graph reused per micro-batch (plain accumulation), no recomputation (not implemented). */
+   extra_bytes). Computed by the framework itself, on a backend that counts bytes without holding
+   data: the rank's stages as pt_gpt_new_stages builds them, the optimizer, the DP buckets and ZeRO
+   shard as pt_dp cuts them, and two steps of forward and backward passes with the graphs in flight
+   as the pipeline schedule keeps them; then pt_mem. What it assumes: f32 everything (bf16 exists only
+   as DP gradient compression), a stage function that makes the ids in stage 0's graph and the
+   targets in the last stage's (as examples/07), with pp = 1 one graph reused per micro-batch (plain
+   accumulation), no recomputation (not implemented). */
 typedef struct pt_mem_plan {
     int32_t dp, tp, pp;         /**< grid sizes (0 = 1) */
     int32_t zero;               /**< ZeRO stage 0, 1 or 2 (sharding needs dp > 1) */
@@ -1966,10 +1968,11 @@ typedef struct pt_mem_estimate_out {
     int32_t first_stage, last_stage; /**< 1 if it holds the embedding / the head */
     int32_t in_flight;          /**< micro-batch graphs alive at once (GPipe m, 1F1B p - rank, interleaved from the schedule) */
     int64_t params, grads, optim;   /**< pt_mem kinds: slab slices, gradients, optimizer state (ZeRO shard) */
-    int64_t act_pass;           /**< arena bytes one micro-batch's forward + backward allocate (before chunk rounding) */
-    int64_t act_grad_blocks;    /**< its pooled activation-gradient blocks */
-    int64_t act_per_mb;         /**< one graph: max(act_pass, 64 MiB arena chunk) + act_grad_blocks */
-    int64_t activations;        /**< act_per_mb x in_flight */
+    int64_t act_pass;           /**< arena bytes one micro-batch's forward + backward allocate (before chunk rounding; the largest) */
+    int64_t act_grad_blocks;    /**< the pooled activation-gradient blocks of the largest graph */
+    int64_t act_per_mb;         /**< the largest graph: max(act_pass, 64 MiB arena chunk) + act_grad_blocks (interleaved: a
+                                     graph serves several chunks, its arena the largest of their passes, its blocks their union) */
+    int64_t activations;        /**< what the graphs in flight hold: act_per_mb x in_flight when all serve the same stage */
     int64_t workspace;          /**< kernel scratch (ids, targets, attention tiles x threads) */
     int64_t dp_extra;           /**< pt_dp_stats extra_bytes: staging ring, ZeRO-2 gradient shard, bf16 residual (not in pt_mem) */
     int64_t total;              /**< params + grads + optim + activations + workspace: what pt_mem sums */
@@ -1978,7 +1981,8 @@ typedef struct pt_mem_estimate_out {
     int64_t slab_floats;        /**< the parameter slab (floats) */
 } pt_mem_estimate_out;
 /** Estimates pipeline rank pp_rank (-1: the rank with the largest total). PT_OK, or PT_ERR_ARG with a
-    message in err (err may be NULL) naming the bad value. Pure: no context, no MPI. */
+    message in err (err may be NULL) naming the bad value (PT_ERR_OOM: out of host memory). Needs no
+    grid, no MPI and no device: it runs in a private context of its own, touching no data. */
 PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *plan, int pp_rank, pt_mem_estimate_out *out, char *err,
                                 size_t errlen);
 
@@ -4069,10 +4073,11 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
 
 // >>backend  the kernel table a device backend supplies; element sizes; host <-> device transfer counts
 /* Owns: pt__backend (one function pointer per kernel), pt_numel / pt_dtype_size, the transfer
-   counters
+   counters, the scratch sizes of the CPU attention kernels, the counting backend (pt__count_backend)
    Invariants: an op never dereferences device memory: it calls through the table; adding a kernel =
-   one table entry + a CPU and an OpenCL implementation + a test against the CPU
-   Entry points: pt__backend pt_numel pt_dtype_size pt_backend_name pt_transfer_stats */
+   one table entry + a CPU and an OpenCL implementation + a test against the CPU (+ a counting one
+   that does nothing, or takes the CPU kernel's pt__work scratch)
+   Entry points: pt__backend pt_numel pt_dtype_size pt_backend_name pt_transfer_stats pt__count_backend */
 /* the kernel table every op goes through
    An op (see ops) checks shapes, allocates its result and records itself on the tape; the numbers are
    computed by the kernels of ctx->be. The CPU backend (see cpu) is the reference; a device backend
@@ -4254,6 +4259,151 @@ PTDEF int64_t pt_numel(const pt_tensor *t) {
     return n;
 }
 PTDEF const char *pt_backend_name(const pt_ctx *ctx) { return ctx && ctx->be ? ctx->be->name : "none"; }
+
+/* ---- scratch of the CPU attention kernels ----------------------------------------------------
+   Floats per thread that the CPU attention kernels (see attn) take from pt__work: query blocks of
+   PT__ATTN_BQ rows; the forward holds a packed query tile, a T x BQ score tile and 2 x BQ row
+   statistics, the backward two packed tiles, two score tiles and 2 x BQ. Stated here, beside
+   pt__work, because the counting backend below takes the same scratch. */
+#define PT__ATTN_BQ 64 /* query rows per block = column stride of the score tiles (multiple of 16) */
+static int64_t pt__attn_ws(int64_t T, int64_t hs, int bwd) {
+    int64_t tile = (hs * PT__ATTN_BQ + 15) & ~(int64_t)15;
+    return (bwd ? 2 : 1) * (tile + T * PT__ATTN_BQ) + 2 * PT__ATTN_BQ;
+}
+
+/* ---- the counting backend ----------------------------------------------------------------------
+   Allocation accounting without data, for the memory estimate (see memest: pt_mem_estimate sets
+   ctx->be to it right after pt_init; no device string selects it). A storage holds nothing:
+   st->dev marks it allocated, st->host stays NULL as on a device, and pt__st_alloc accounts its
+   bytes by kind as for every backend, so pt_mem reads what the CPU backend would hold. Kernels
+   compute nothing, except that the attention kernels take the CPU kernels' scratch (pt__work:
+   workspace); read gives zeros (so the host-side checks of ids and targets pass: id 0 is valid),
+   write drops the data, sums are 0. Code that works on values on the host asks pt__be_counts and
+   skips: the parameter init (param) and every communication (comm). Not counted as the CPU does:
+   the scratch of reductions with more than one thread (a few floats per 4096 elements). */
+static const char pt__count_buf = 0; /* what st->dev of every counting storage points at */
+static pt_status pt__count_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
+    ctx->nallocs++;
+    st->host = st->raw = NULL;
+    st->dev = (void *)&pt__count_buf;
+    st->bytes = bytes < 0 ? 0 : bytes;
+    return PT_OK;
+}
+static void pt__count_st_free(pt_ctx *ctx, pt_storage *st) {
+    (void)ctx;
+    st->dev = NULL;
+    st->bytes = 0;
+}
+static void pt__count_write(pt_ctx *ctx, const pt_tensor *dst, const void *src, int64_t bytes) { (void)ctx, (void)dst, (void)src, (void)bytes; }
+static void pt__count_read(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) {
+    (void)ctx, (void)src;
+    if (bytes > 0) memset(dst, 0, (size_t)bytes);
+}
+static void *pt__count_read_start(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) {
+    pt__count_read(ctx, src, dst, bytes);
+    return NULL;
+}
+static int pt__count_read_wait(pt_ctx *ctx, void *h, int block) { return (void)ctx, (void)h, (void)block, 1; }
+static void pt__count_fill(pt_ctx *ctx, const pt_tensor *t, float v) { (void)ctx, (void)t, (void)v; }
+static void pt__count_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int acc) { (void)ctx, (void)dst, (void)src, (void)acc; }
+static void pt__count_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b) {
+    (void)ctx, (void)op, (void)out, (void)a, (void)b;
+}
+static void pt__count_xy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *x, const pt_tensor *y) { (void)ctx, (void)dst, (void)x, (void)y; }
+static void pt__count_axpy_reduce(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, float alpha) {
+    (void)ctx, (void)dst, (void)src, (void)alpha;
+}
+static void pt__count_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x) { (void)ctx, (void)kind, (void)out, (void)x; }
+static void pt__count_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt_tensor *x, const pt_tensor *dy) {
+    (void)ctx, (void)kind, (void)dx, (void)x, (void)dy;
+}
+static void pt__count_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key, int64_t base, int acc) {
+    (void)ctx, (void)out, (void)x, (void)p, (void)key, (void)base, (void)acc;
+}
+static void pt__count_softmax_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, int log) { (void)ctx, (void)y, (void)x, (void)log; }
+static void pt__count_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *y, const pt_tensor *dy, int log) {
+    (void)ctx, (void)dx, (void)y, (void)dy, (void)log;
+}
+static void pt__count_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_tensor *lse, const pt_tensor *logits, const pt_tensor *targets,
+                               int32_t ignore, int64_t nvalid) {
+    (void)ctx, (void)loss_rows, (void)lse, (void)logits, (void)targets, (void)ignore, (void)nvalid;
+}
+static void pt__count_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *lse, const pt_tensor *targets,
+                               int32_t ignore, int64_t nvalid, const pt_tensor *dloss, float scale, int overwrite) {
+    (void)ctx, (void)dlogits, (void)logits, (void)lse, (void)targets, (void)ignore, (void)nvalid, (void)dloss, (void)scale, (void)overwrite;
+}
+static void pt__count_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *mean, const pt_tensor *rstd, const pt_tensor *x,
+                                    const pt_tensor *w, const pt_tensor *b, float eps) {
+    (void)ctx, (void)y, (void)mean, (void)rstd, (void)x, (void)w, (void)b, (void)eps;
+}
+static void pt__count_layernorm_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dw, const pt_tensor *db, const pt_tensor *dy,
+                                    const pt_tensor *x, const pt_tensor *w, const pt_tensor *mean, const pt_tensor *rstd) {
+    (void)ctx, (void)dx, (void)dw, (void)db, (void)dy, (void)x, (void)w, (void)mean, (void)rstd;
+}
+static void pt__count_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B, int T, int C, int H) {
+    (void)out, (void)lse, (void)qkv;
+    if (B > 0 && T > 0 && H > 0 && C > 0 && C % H == 0) pt__work(ctx, pt__attn_ws(T, C / H, 0) * PT__MAX(ctx->nthreads, 1));
+}
+static void pt__count_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor *dout, const pt_tensor *qkv, const pt_tensor *out,
+                               const pt_tensor *lse, int B, int T, int C, int H) {
+    (void)dqkv, (void)dout, (void)qkv, (void)out, (void)lse;
+    if (B > 0 && T > 0 && H > 0 && C > 0 && C % H == 0) pt__work(ctx, pt__attn_ws(T, C / H, 1) * PT__MAX(ctx->nthreads, 1));
+}
+static void pt__count_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, const int *perm, int acc) {
+    (void)ctx, (void)dst, (void)src, (void)perm, (void)acc;
+}
+static void pt__count_copy_block(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_dim, int64_t dst_start, const pt_tensor *src, int64_t src_dim,
+                                 int64_t src_start, int64_t count, int64_t outer, int64_t inner, int acc) {
+    (void)ctx, (void)dst, (void)dst_dim, (void)dst_start, (void)src, (void)src_dim, (void)src_start, (void)count, (void)outer, (void)inner, (void)acc;
+}
+static void pt__count_sum(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float scale) { (void)ctx, (void)out, (void)x, (void)scale; }
+static void pt__count_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, const pt_tensor *A,
+                           int64_t lda, int64_t sa, const pt_tensor *B, int64_t ldb, int64_t sb, float beta, const pt_tensor *C, int64_t ldc,
+                           int64_t sc) {
+    (void)ctx, (void)ta, (void)tb, (void)batch, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)sa, (void)B, (void)ldb;
+    (void)sb, (void)beta, (void)C, (void)ldc, (void)sc;
+}
+static void pt__count_im2col(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *x, int N, int C, int H, int W, int k, int stride, int pad,
+                             int Ho, int Wo) {
+    (void)ctx, (void)cols, (void)x, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)pad, (void)Ho, (void)Wo;
+}
+static void pt__count_chan_bias(pt_ctx *ctx, const pt_tensor *a, const pt_tensor *b, int N, int C, int64_t S) {
+    (void)ctx, (void)a, (void)b, (void)N, (void)C, (void)S;
+}
+static void pt__count_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *idx, const pt_tensor *x, int N, int C, int H, int W,
+                                  int k, int stride, int Ho, int Wo) {
+    (void)ctx, (void)out, (void)idx, (void)x, (void)N, (void)C, (void)H, (void)W, (void)k, (void)stride, (void)Ho, (void)Wo;
+}
+static void pt__count_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dout, const pt_tensor *idx, int N, int C, int H, int W,
+                                  int Ho, int Wo) {
+    (void)ctx, (void)dx, (void)dout, (void)idx, (void)N, (void)C, (void)H, (void)W, (void)Ho, (void)Wo;
+}
+static void pt__count_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *m, const pt_tensor *v, int64_t n, float lr,
+                            float b1, float b2, float eps, float wd, float bc1, float bc2, float gscale) {
+    (void)ctx, (void)p, (void)g, (void)m, (void)v, (void)n, (void)lr, (void)b1, (void)b2, (void)eps, (void)wd, (void)bc1, (void)bc2, (void)gscale;
+}
+static void pt__count_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *mom, int64_t n, float lr, float momentum,
+                          float wd, float gscale) {
+    (void)ctx, (void)p, (void)g, (void)mom, (void)n, (void)lr, (void)momentum, (void)wd, (void)gscale;
+}
+static double pt__count_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return (void)ctx, (void)x, (void)n, 0.0; }
+
+static const pt__backend pt__count_backend = {
+    "count",
+    pt__count_st_alloc, pt__count_st_free, pt__count_write, pt__count_read, pt__count_read_start, pt__count_read_wait,
+    pt__count_fill, pt__count_copy, pt__count_binary, pt__count_axpy_reduce, pt__count_xy, pt__count_sum,
+    pt__count_act_fwd, pt__count_act_bwd, pt__count_dropout,
+    pt__count_softmax_fwd, pt__count_softmax_bwd, pt__count_xent_fwd, pt__count_xent_bwd,
+    pt__count_layernorm_fwd, pt__count_layernorm_bwd, pt__count_xy, pt__count_xy,
+    pt__count_attn_fwd, pt__count_attn_bwd,
+    pt__count_permute, pt__count_copy_block, pt__count_sum,
+    pt__count_gemm,
+    pt__count_im2col, pt__count_im2col, pt__count_chan_bias, pt__count_chan_bias, pt__count_maxpool_fwd,
+    pt__count_maxpool_bwd,
+    pt__count_adamw, pt__count_sgd, pt__count_sumsq,
+};
+/* 1 when ctx counts bytes without data (the counting backend): host-side work on values is skipped */
+static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backend; }
 
 // >>gemm  packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch
 /* Owns: the CPU matrix product (pt__sgemm) and its per-thread workspaces
@@ -4911,7 +5061,7 @@ static int pt__sgemm(pt__gemm_ws *ws, int ta, int tb, int64_t batch, int64_t M, 
 #define PT__ATTN_X86 0
 #endif
 
-#define PT__ATTN_BQ 64 /* query rows per block = column stride of the score tiles (multiple of 16) */
+/* PT__ATTN_BQ, the query rows per block, and the scratch per thread (pt__attn_ws) stand in backend */
 
 
 /* C(r, n) (+)= alpha * sum_k A(r, k) * B(k, n) for r < M, n < N, with A(r, k) = A[r*sr + k*sk],
@@ -5293,7 +5443,7 @@ static void pt__cpu_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor 
         return;
     }
     hs = C / H;
-    per = pt__attn_rup16((int64_t)hs * PT__ATTN_BQ) + (int64_t)T * PT__ATTN_BQ + 2 * PT__ATTN_BQ;
+    per = pt__attn_ws(T, hs, 0);
     nitems = (int64_t)B * H * ((T + PT__ATTN_BQ - 1) / PT__ATTN_BQ);
     work = pt__work(ctx, per * nt);
     if (!work) return;
@@ -5374,7 +5524,7 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
         return;
     }
     hs = C / H;
-    per = 2 * pt__attn_rup16((int64_t)hs * PT__ATTN_BQ) + 2 * (int64_t)T * PT__ATTN_BQ + 2 * PT__ATTN_BQ;
+    per = pt__attn_ws(T, hs, 1);
     nitems = (int64_t)B * H;
     work = pt__work(ctx, per * nt);
     if (!work) return;
@@ -9270,10 +9420,11 @@ PTDEF int64_t pt_spec_global_index(const pt_spec *s, int64_t local_flat) {
    the device (counted as PT_XFER_PARAM) */
 static void pt__param_init(pt_ctx *ctx, pt_param *p) {
     int64_t n = pt_numel(&p->value), i;
-    float *x = ctx->pslab->host ? (float *)ctx->pslab->host + p->slab_off : pt__work(ctx, n);
+    float *x;
     const pt_spec *s = &p->spec;
     uint64_t key = pt_hash64(ctx->desc.seed) ^ pt_hash_str(s->name);
-    if (!x) return;
+    if (pt__be_counts(ctx)) return; /* no values to hold */
+    if (!(x = ctx->pslab->host ? (float *)ctx->pslab->host + p->slab_off : pt__work(ctx, n))) return;
     for (i = 0; i < n; i++) {
         switch (s->init) {
         case PT_INIT_ZEROS: x[i] = 0.0f; break;
@@ -10414,7 +10565,7 @@ static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n
     MPI_Comm comm;
     void *cp;
     int64_t done = 0;
-    if (pt_tp_size(ctx) <= 1) return 1;
+    if (pt_tp_size(ctx) <= 1 || pt__be_counts(ctx)) return 1;
     cp = pt_dist_comm(ctx->desc.dist, PT_COMM_TP);
     if (!cp) return pt__fail(ctx, PT_ERR_STATE, "%s: the grid has no TP communicator", op), 0;
     comm = *(MPI_Comm *)cp;
@@ -10440,7 +10591,7 @@ static int pt__tp_allreduce_buf(pt_ctx *ctx, const char *op, float *p, int64_t n
 static int pt__tp_allreduce(pt_ctx *ctx, const char *op, pt_tensor *t) {
     int64_t n;
     float *h;
-    if (pt_tp_size(ctx) <= 1) return 1;
+    if (pt_tp_size(ctx) <= 1 || pt__be_counts(ctx)) return 1; /* the counting backend: nothing to sum */
     if (t->dtype != PT_F32 || !t->st)
         return pt__fail(ctx, PT_ERR_DTYPE, "%s: tensor parallelism needs f32 data, found %s", op, pt__dtname(t->dtype)), 0;
     n = pt_numel(t);
@@ -11408,6 +11559,23 @@ static int pt__dp_grad_range(pt_ctx *ctx, int64_t *lo, int64_t *hi) {
     *lo = dp->zlo, *hi = dp->zhi;
     return 1;
 }
+/* DP rank r's ZeRO range [*lo, *hi) of a slab of n floats over size ranks: equal parts, boundaries
+   rounded down to 16 floats (slices are 64-byte aligned), the last rank takes the rest */
+static void pt__dp_zero_range(int64_t n, int r, int size, int64_t *lo, int64_t *hi) {
+    *lo = (n * r / size) & ~(int64_t)15;
+    *hi = r + 1 < size ? (n * (r + 1) / size) & ~(int64_t)15 : n;
+}
+/* floats of the staging ring at ZeRO stage `stage`: two of the largest bucket's staging (ZeRO-2: f32,
+   compression: bf16), at most all buckets' together (one bucket: one); none without either */
+static int64_t pt__dp_ring_floats(const pt_dp *dp, int stage) {
+    int64_t big = 0, all = 0;
+    int b;
+    for (b = 0; b < dp->nb; b++) {
+        int64_t m = dp->compress ? (dp->hi[b] - dp->lo[b] + 1) / 2 : dp->hi[b] - dp->lo[b];
+        big = PT__MAX(big, m), all += m;
+    }
+    return dp->compress || stage == 2 ? PT__MIN(2 * big, all) : 0;
+}
 /* Sums n doubles over the DP communicator of ctx's reducer, in place. */
 static void pt__dp_sum(pt_ctx *ctx, double *x, int n) {
 #ifdef PTRAIN_MPI
@@ -11790,16 +11958,9 @@ static pt_status pt__dp_complete(pt_dp *dp) {
     return ok && !dp->failed ? PT_OK : PT_ERR_DEVICE;
 }
 
-/* The staging ring: room for two of the largest bucket's staging (ZeRO-2: f32, compression: bf16),
-   at most all buckets' together (one bucket: one), or none. */
+/* The staging ring (pt__dp_ring_floats), or none. */
 static pt_status pt__dp_alloc_stage(pt_dp *dp) {
-    int64_t big = 0, all = 0, need;
-    int b;
-    for (b = 0; b < dp->nb; b++) {
-        int64_t m = dp->compress ? (dp->hi[b] - dp->lo[b] + 1) / 2 : dp->hi[b] - dp->lo[b];
-        big = PT__MAX(big, m), all += m;
-    }
-    need = dp->compress || dp->stage == 2 ? PT__MIN(2 * big, all) : 0;
+    int64_t need = pt__dp_ring_floats(dp, dp->stage);
     if (need == dp->stg_n) return PT_OK;
     pt__free(dp->ctx, dp->stg);
     dp->stg = NULL, dp->stg_n = dp->stg_head = 0;
@@ -12171,7 +12332,8 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
             dp->bcnt = (int *)pt__alloc(ctx, sizeof(int) * (size_t)n * (size_t)(dp->nb + 1));
             if (!dp->zcnt || !dp->zdispl || !dp->bcnt) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory"), PT_ERR_OOM);
             for (r = 0; r < n; r++) {
-                int64_t a = (ctx->slab_n * r / n) & ~(int64_t)15, e = r + 1 < n ? (ctx->slab_n * (r + 1) / n) & ~(int64_t)15 : ctx->slab_n;
+                int64_t a, e;
+                pt__dp_zero_range(ctx->slab_n, r, n, &a, &e);
                 dp->zdispl[r] = (int)a;
                 dp->zcnt[r] = (int)(e - a);
                 for (b = 0; b < dp->nb; b++)
@@ -17745,323 +17907,190 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
 
 // >>memest  memory estimate per rank from a GPT config and a layout
 /* Owns: pt_mem_estimate
-   Invariants: matches pt_mem of a real run (tests/test_memest.c)
+   Invariants: what it reports is pt_mem of the real constructors and ops, run on the counting
+   backend; it matches pt_mem of a real run (tests/test_memest.c)
    Entry points: pt_mem_estimate */
 /* =================================================================================================
    memory estimate per rank (pt_mem_estimate)
    =================================================================================================
-   Nothing is a per-byte guess. Parameters: the slices pt_gpt_new_stages creates on this rank, each
-   rounded to 16 floats as pt_param_new does; the DP buckets cut as pt_dp_new_opts cuts them (reverse
-   creation order, bucket_bytes), the ZeRO shard as pt_dp_zero cuts it. Activations: one micro-batch's
-   graph replayed symbolically (pt__me): every tensor the GPT's ops put in the arena (64-byte rounded,
-   chunks of >= 64 MiB, consolidated to the pass's size after a spilling pass), then the backward:
-   pt__grad takes a pool block of exactly the tensor's bytes (reusing a free one of that size), a leaf
-   gets arena, the fused cross-entropy writes over the logits, and a block returns to the pool when
-   the op that produced the tensor has run its backward. */
+   Nothing is modelled here. The estimate of pipeline rank r builds what a training process of that
+   rank builds, in a private context on the counting backend (see backend: storages hold no data,
+   pt__st_alloc accounts their bytes by kind, kernels compute nothing but take the CPU kernels'
+   scratch), then reads pt_mem. The grid is a pt_dist of the layout seen from the rank's coordinates,
+   without communicators (pt__me_grid): pt_tp_size / pt_tp_rank read it, so every constructor splits
+   as on that rank, and the counting backend skips the TP sums. In order, as examples/07 does it:
+   - pt_gpt_new_stages for the stages s with s % pp == r, pt_optim_new (its full moments);
+   - dp > 1: pt_dp_new_opts cuts the buckets (no communicator is needed for that); ZeRO: the
+     optimizer state is resharded (pt__optim_reshard, as pt_dp_zero does) to the range of the DP rank
+     with the largest shard (pt__dp_zero_range), which gives the set-up peak; the reducer's own host
+     buffers (pt_dp_stats extra_bytes, outside pt_mem: the staging ring pt__dp_ring_floats, the
+     ZeRO-2 gradient shard, the bf16 residual of the whole slab) are summed as pt__dp_account sums them;
+   - two steps of forward + backward of micro-batches of B x T tokens: the first spills into 64 MiB
+     arena chunks, its resets consolidate them, the second is the steady state. pp = 1: one graph,
+     reset per pass (plain accumulation). pp > 1: this rank's program of the real schedule, walked as
+     pt__pp_exec walks it (which needs MPI peers): a graph per (micro-batch, chunk) from its forward to
+     its backward, taken from a pool of idle graphs (last released first), the received activation
+     [B, T, C] (needing a gradient) and the received output gradient made in the graph's arena, the
+     last stage's seed gradient pt_full; the transfers themselves are not made.
+   The stage function is examples/07's: the ids in stage 0's graph, the targets in the last stage's.
+   TP coordinate 0 stands for every TP rank (they hold the same; the ids and targets read as 0 are in
+   its vocabulary range); the optimizer step is not run (it allocates nothing). */
 
-typedef struct pt__me_ten {
-    int64_t bytes;
-    int32_t node, uses, outfree, grad; /* grad: 0 none yet, 1 a pool block, 2 arena or in place */
-} pt__me_ten;
-typedef struct pt__me_node {
-    int32_t out, in[2], nin, xent;
-} pt__me_node;
-typedef struct pt__me {
-    pt__me_ten *t;
-    pt__me_node *n;
-    int nt, nn, capt, capn, nb, capb, oom;
-    int64_t *blk; /* pool blocks: size, busy flag in bsy */
-    int *bsy;
-    int64_t pass, pool, chunk_cap, chunk_used, chunks, fwd_chunks; /* arena this pass; first-pass chunks (all, after forward) */
-} pt__me;
-
-static void pt__me_arena(pt__me *me, int64_t bytes) {
-    int64_t r = (bytes + PT__ALIGN - 1) & ~(int64_t)(PT__ALIGN - 1);
-    me->pass += r;
-    if (me->chunk_used + r > me->chunk_cap) { /* pt__dalloc: a new chunk of at least 64 MiB */
-        me->chunk_cap = PT__MAX(r, (int64_t)64 << 20);
-        me->chunks += me->chunk_cap;
-        me->chunk_used = 0;
-    }
-    me->chunk_used += r;
-}
-/* a tensor of `bytes`: in the arena unless a view; produced by a recorded op (node) or a leaf */
-static int pt__me_ten_new(pt__me *me, int64_t bytes, int arena, int node, int outfree) {
-    if (me->nt == me->capt) {
-        int cap = me->capt ? 2 * me->capt : 256;
-        pt__me_ten *nt = (pt__me_ten *)PT_REALLOC(me->t, (size_t)cap * sizeof *nt);
-        if (!nt) return me->oom = 1, 0;
-        me->t = nt, me->capt = cap;
-    }
-    if (arena) pt__me_arena(me, bytes);
-    memset(&me->t[me->nt], 0, sizeof me->t[me->nt]);
-    me->t[me->nt].bytes = bytes, me->t[me->nt].node = node, me->t[me->nt].outfree = outfree;
-    return me->nt++;
-}
-/* an op: its output (f32 elems; view: no data), recorded with up to two activation inputs (-1: none;
-   parameters need no simulation: their gradients are the slab) */
-static int pt__me_op(pt__me *me, int64_t elems, int view, int outfree, int a, int b, int xent) {
-    int o = pt__me_ten_new(me, elems * 4, !view, 1, outfree);
-    pt__me_node *n;
-    if (me->oom) return 0;
-    if (me->nn == me->capn) {
-        int cap = me->capn ? 2 * me->capn : 256;
-        pt__me_node *nn = (pt__me_node *)PT_REALLOC(me->n, (size_t)cap * sizeof *nn);
-        if (!nn) return me->oom = 1, 0;
-        me->n = nn, me->capn = cap;
-    }
-    n = &me->n[me->nn++];
-    n->out = o, n->nin = 0, n->xent = xent;
-    if (a >= 0) n->in[n->nin++] = a, me->t[a].uses++;
-    if (b >= 0) n->in[n->nin++] = b, me->t[b].uses++;
-    return o;
-}
-/* pt__grad of tensor i: a pool block (produced by an op) or arena (a leaf) */
-static void pt__me_grad(pt__me *me, int i) {
-    int k;
-    pt__me_ten *t = &me->t[i];
-    if (t->grad) return;
-    if (!t->node) {
-        pt__me_arena(me, t->bytes);
-        t->grad = 2;
-        return;
-    }
-    t->grad = 1;
-    for (k = 0; k < me->nb; k++)
-        if (!me->bsy[k] && me->blk[k] == t->bytes) {
-            me->bsy[k] = 1;
-            return;
-        }
-    if (me->nb == me->capb) {
-        int cap = me->capb ? 2 * me->capb : 64;
-        int64_t *nb = (int64_t *)PT_REALLOC(me->blk, (size_t)cap * sizeof *nb);
-        int *ns;
-        if (!nb) {
-            me->oom = 1;
-            return;
-        }
-        me->blk = nb;
-        if (!(ns = (int *)PT_REALLOC(me->bsy, (size_t)cap * sizeof *ns))) {
-            me->oom = 1;
-            return;
-        }
-        me->bsy = ns, me->capb = cap;
-    }
-    me->blk[me->nb] = t->bytes, me->bsy[me->nb++] = 1;
-    me->pool += t->bytes;
-}
-static void pt__me_put(pt__me *me, int i) {
-    int k;
-    if (me->t[i].grad == 1)
-        for (k = 0; k < me->nb; k++)
-            if (me->bsy[k] && me->blk[k] == me->t[i].bytes) {
-                me->bsy[k] = 0;
-                break;
-            }
-    me->t[i].grad = 0;
-}
-/* pt__run_backward from the tape's root (its gradient already taken) */
-static void pt__me_backward(pt__me *me) {
-    int i, j;
-    for (i = me->nn - 1; i >= 0 && !me->oom; i--) {
-        pt__me_node *n = &me->n[i];
-        if (!me->t[n->out].grad) continue;
-        for (j = 0; j < n->nin; j++) {
-            pt__me_ten *x = &me->t[n->in[j]];
-            if (n->xent && !x->grad && x->node && x->uses == 1 && x->outfree) x->grad = 2; /* the gradient over the logits */
-            else pt__me_grad(me, n->in[j]);
-        }
-        pt__me_put(me, n->out);
-    }
-}
-/* layernorm: output and its saved mean and rstd */
-static int pt__me_ln(pt__me *me, int x, int64_t N, int64_t C) {
-    int y = pt__me_op(me, N * C, 0, 0, x, -1, 0);
-    pt__me_arena(me, N * 4);
-    pt__me_arena(me, N * 4);
-    return y;
-}
-/* pt_block_fwd (pt__attn_tp_fwd, pt_mlp_tp_fwd when tp > 1) */
-static int pt__me_block(pt__me *me, int x, int64_t B, int64_t T, int64_t C, int64_t H, int tp, int dropout) {
-    int64_t N = B * T, Cl = C / tp, Hl = H / tp;
-    int h, a, x2;
-    h = pt__me_ln(me, x, N, C);
-    if (tp > 1) h = pt__me_op(me, N * C, 1, 0, h, -1, 0);       /* pt_tp_copy: a view */
-    h = pt__me_op(me, N * 3 * Cl, 0, 1, h, -1, 0);               /* qkv linear */
-    a = pt__me_op(me, N * Cl, 0, 0, h, -1, 0);                   /* attention output */
-    pt__me_arena(me, B * Hl * T * 4);                            /* and its lse */
-    h = pt__me_op(me, N * C, 0, 1, a, -1, 0);                    /* attn_proj */
-    if (tp > 1) h = pt__me_op(me, N * C, 0, 0, pt__me_op(me, N * C, 0, 1, h, -1, 0), -1, 0); /* reduce, bias */
-    if (dropout) h = pt__me_op(me, N * C, 0, 0, h, -1, 0);
-    x2 = pt__me_op(me, N * C, 0, 0, x, h, 0);                    /* residual add */
-    h = pt__me_ln(me, x2, N, C);
-    if (tp > 1) h = pt__me_op(me, N * C, 1, 0, h, -1, 0);
-    h = pt__me_op(me, N * 4 * Cl, 0, 1, h, -1, 0);               /* fc */
-    h = pt__me_op(me, N * 4 * Cl, 0, 0, h, -1, 0);               /* gelu */
-    h = pt__me_op(me, N * C, 0, 1, h, -1, 0);                    /* proj */
-    if (tp > 1) h = pt__me_op(me, N * C, 0, 0, pt__me_op(me, N * C, 0, 1, h, -1, 0), -1, 0);
-    if (dropout) h = pt__me_op(me, N * C, 0, 0, h, -1, 0);
-    return pt__me_op(me, N * C, 0, 0, x2, h, 0);
-}
-/* one micro-batch of stage s (of nst; layers [l0, l1)) forward and backward, as pt_gpt_stage_fwd and
-   pt_pp run it (pp == 0: pt_gpt_loss and pt_backward in a plain loop) */
-static void pt__me_stage(pt__me *me, const pt_gpt_config *c, int tp, int64_t B, int64_t T, int s, int nst, int l0, int l1, int pp) {
-    int64_t N = B * T, C = c->width, Vp = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64;
-    int x = -1, l, last = s == nst - 1, y;
-    if (s == 0 || !pp) pt__me_arena(me, N * 4);   /* the ids */
-    if (last || !pp) pt__me_arena(me, N * 4);     /* the targets */
-    if (s == 0) {
-        int tok, pos;
-        if (tp > 1) pt__me_arena(me, N * 4);      /* pt_embedding_vp's local ids */
-        tok = pt__me_op(me, N * C, 0, 0, -1, -1, 0);
-        if (tp > 1) tok = pt__me_op(me, N * C, 0, 1, tok, -1, 0);
-        pos = pt__me_op(me, T * C, 0, 0, -1, -1, 0);
-        x = pt__me_op(me, N * C, 0, 0, tok, pos, 0);
-    } else {
-        x = pt__me_ten_new(me, N * C * 4, 1, 0, 0); /* the received activation: a leaf needing a gradient */
-    }
-    for (l = l0; l < l1; l++) x = pt__me_block(me, x, B, T, C, c->heads, tp, c->dropout > 0);
-    if (last) {
-        x = pt__me_ln(me, x, N, C);
-        if (tp > 1) x = pt__me_op(me, N * C, 1, 0, x, -1, 0);
-        x = pt__me_op(me, N * (Vp / tp), 0, 1, x, -1, 0); /* logits */
-        pt__me_arena(me, N * 4);                  /* lse */
-        pt__me_arena(me, N * 4);                  /* per-row losses */
-        if (tp > 1) pt__me_arena(me, N * 4);      /* local targets */
-        y = pt__me_op(me, 1, 0, 0, x, -1, 1);
-        if (pp) pt__me_arena(me, 4);              /* pt_pp's dy = pt_full(scale) */
-    } else {
-        y = x;
-        pt__me_arena(me, N * C * 4);              /* the received output gradient */
-    }
-    me->fwd_chunks = me->chunks;
-    pt__me_grad(me, y);
-    pt__me_backward(me);
-}
-static void pt__me_free(pt__me *me) {
-    PT_FREE(me->t);
-    PT_FREE(me->n);
-    PT_FREE(me->blk);
-    PT_FREE(me->bsy);
-    memset(me, 0, sizeof *me);
-}
-
-/* the local parameter slices of a rank holding the stages with mine[s] set, in creation order: calls
-   add(sizes) through an array of floats (each rounded to 16); returns the count (or -1: no memory) */
-static int64_t pt__me_slice(int64_t n) { return (n + 15) & ~(int64_t)15; }
-static int pt__me_params(const pt_gpt_config *c, int tp, int nst, const int32_t *first, const unsigned char *mine, int64_t **out) {
-    int64_t C = c->width, Vp = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64, *v;
-    int n = 0, s, l, embed = mine[0], head = mine[nst - 1], cap = 8 + 12 * c->layers;
-    if (!(v = (int64_t *)PT_MALLOC(sizeof(int64_t) * (size_t)cap))) return -1;
-    if (head && !embed && !c->untied) v[n++] = Vp / tp * C;
-    if (embed) v[n++] = Vp / tp * C, v[n++] = (int64_t)c->max_seq * C;
-    for (s = 0; s < nst; s++)
-        for (l = first[s]; mine[s] && l < first[s + 1]; l++) {
-            v[n++] = C, v[n++] = C;                     /* ln1 */
-            v[n++] = 3 * C / tp * C, v[n++] = 3 * C / tp; /* qkv (column-parallel) */
-            v[n++] = C * (C / tp), v[n++] = C;          /* attn_proj (row-parallel, replicated bias) */
-            v[n++] = C, v[n++] = C;                     /* ln2 */
-            v[n++] = 4 * C / tp * C, v[n++] = 4 * C / tp; /* fc */
-            v[n++] = C * (4 * C / tp), v[n++] = C;      /* proj */
-        }
-    if (head) {
-        v[n++] = C, v[n++] = C;
-        if (c->untied) v[n++] = Vp / tp * C;
-    }
-    *out = v;
-    return n;
-}
-
-/* a bucket's staging floats (bf16 compression: half) into the largest and the sum */
-static void pt__me_bucket(int compress, int64_t lo, int64_t hi, int64_t *big, int64_t *all) {
-    int64_t w = compress ? (hi - lo + 1) / 2 : hi - lo;
-    *big = PT__MAX(*big, w), *all += w;
-}
-static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int r, const int32_t *first, int nst, pt_mem_estimate_out *o,
-                             char *err, size_t errlen) {
-    int p = pl->pp, v = nst / p, tp = pl->tp, dp = pl->dp, m = pl->micro_batches, s, i, n, nb = 0;
-    int64_t *sz = NULL, slab = 0, shard = 0, big = 0, all = 0, cap = (pl->bucket_bytes ? pl->bucket_bytes : (int64_t)25 << 20) / 4;
-    int64_t B = pl->batch, T = pl->seq, hs = c->width / c->heads, nt = pl->threads > 0 ? pl->threads : 1, work, blo = 0, bhi = 0, lo, chunks = 0;
-    unsigned char *mine;
-    pt__me me;
-    memset(o, 0, sizeof *o);
-    if (!(mine = (unsigned char *)PT_MALLOC((size_t)nst))) return pt__msg(err, errlen, "pt_mem_estimate: out of memory"), PT_ERR_OOM;
-    for (s = 0; s < nst; s++) mine[s] = s % p == r;
-    o->pp_rank = r, o->stages = v, o->first_stage = mine[0], o->last_stage = mine[nst - 1];
-    n = pt__me_params(c, tp, nst, first, mine, &sz);
-    if (n < 0) return PT_FREE(mine), pt__msg(err, errlen, "pt_mem_estimate: out of memory"), PT_ERR_OOM;
-    for (i = 0; i < n; i++) slab += pt__me_slice(sz[i]);
-    /* the DP buckets (pt_dp_new_opts): slices from the last, a bucket grown while within cap */
-    for (i = n - 1, lo = slab; i >= 0; i--) {
-        int64_t sl = pt__me_slice(sz[i]);
-        lo -= sl;
-        if (nb && bhi - lo <= cap && blo == lo + sl) blo = lo;
-        else {
-            if (nb) pt__me_bucket(pl->compress, blo, bhi, &big, &all);
-            nb++, blo = lo, bhi = lo + sl;
-        }
-    }
-    if (nb) pt__me_bucket(pl->compress, blo, bhi, &big, &all);
-    /* the ZeRO shard (pt_dp_zero): the largest rank's range */
-    shard = slab;
-    if (pl->zero && dp > 1)
-        for (shard = 0, i = 0; i < dp; i++) {
-            int64_t a = (slab * i / dp) & ~(int64_t)15, e = i + 1 < dp ? (slab * (i + 1) / dp) & ~(int64_t)15 : slab;
-            shard = PT__MAX(shard, e - a);
-        }
-    o->slab_floats = slab;
-    o->params = o->grads = slab * 4;
-    o->optim = shard * 4 * (pl->optim == PT_OPTIM_ADAMW ? 2 : 1);
-    if (dp > 1)
-        o->dp_extra = ((pl->compress || (pl->zero == 2)) ? PT__MIN(2 * big, all) : 0) + (pl->zero == 2 ? shard : 0) + (pl->compress ? slab : 0);
-    o->dp_extra *= 4;
-    /* the graphs in flight and one micro-batch's graph (the largest chunk this rank holds) */
-    o->in_flight = 1;
-    if (p > 1) {
-        pt_pp_schedule *sc = pt_pp_schedule_new(pl->schedule, p, m, v, err, errlen);
-        if (!sc) return PT_FREE(mine), PT_FREE(sz), PT_ERR_ARG;
-        o->in_flight = pt_pp_schedule_peak_inflight(sc, r);
-        pt_pp_schedule_free(sc);
-    }
-    work = 0;
-    for (s = r; s < nst; s += p) {
-        int64_t g, w;
-        memset(&me, 0, sizeof me);
-        pt__me_stage(&me, c, tp, B, T, s, nst, first[s], first[s + 1], p > 1);
-        if (me.oom) return pt__me_free(&me), PT_FREE(mine), PT_FREE(sz), pt__msg(err, errlen, "pt_mem_estimate: out of memory"), PT_ERR_OOM;
-        g = PT__MAX(me.pass, (int64_t)64 << 20) + me.pool;
-        if (g > o->act_per_mb) {
-            o->act_per_mb = g, o->act_pass = me.pass, o->act_grad_blocks = me.pool;
-            /* the first step, before a graph is consolidated: every graph in flight through its forward
-               and one in its backward, or the others steady and one in its first backward */
-            chunks = PT__MAX(o->in_flight * me.fwd_chunks + me.chunks - me.fwd_chunks + me.pool, (o->in_flight - 1) * g + me.chunks + me.pool);
-        }
-        pt__me_free(&me);
-        /* scratch (pt__work, floats): ids, targets (vocabulary-parallel: 7 per row), the attention tiles */
-        w = 2 * pt__attn_rup16(hs * PT__ATTN_BQ) + 2 * T * PT__ATTN_BQ + 2 * PT__ATTN_BQ;
-        if (first[s + 1] > first[s]) work = PT__MAX(work, w * nt);
-        if (s == 0) work = PT__MAX(work, B * T);
-        if (s == nst - 1) work = PT__MAX(work, (tp > 1 ? 7 : 1) * B * T);
-    }
-    o->workspace = work * 4;
-    o->activations = o->act_per_mb * o->in_flight;
-    o->total = o->params + o->grads + o->optim + o->activations + o->workspace;
+/* a grid of layout (dp, tp, pp) seen from coordinates c, without communicators: one process
+   standing for that rank (size 1), so nothing takes it for a world to talk to */
+static pt_dist *pt__me_grid(const pt_mem_plan *pl, pt_coords c) {
+    pt_dist *d = (pt_dist *)PT_MALLOC(sizeof *d);
+    if (!d) return NULL;
+    memset(d, 0, sizeof *d);
+    pt__dist_coll_setup(d);
+    d->size = d->nodes = d->local_size = 1;
+    d->layout.dp = pl->dp, d->layout.tp = pl->tp, d->layout.pp = pl->pp;
+    d->coords = c;
+    d->threads = pl->threads > 0 ? pl->threads : 1;
+#ifdef PTRAIN_MPI
     {
-        int64_t first_pass = o->params + o->grads + o->optim + o->workspace + chunks;
-        int64_t setup = o->params + o->grads + slab * 4 * (pl->optim == PT_OPTIM_ADAMW ? 2 : 1) + (shard != slab ? o->optim : 0);
-        o->peak_total = PT__MAX(o->total, PT__MAX(first_pass, setup));
+        int i;
+        for (i = 0; i < PT__COMM_ALL; i++) d->comm[i] = MPI_COMM_NULL;
     }
+#endif
+    return d;
+}
+static void pt__me_quiet(void *user, int level, const char *msg) { (void)user, (void)level, (void)msg; }
+
+/* one micro-batch's forward of stage `stage` in g (x: the received activation, NULL on stage 0) */
+static pt_tensor *pt__me_fwd(pt_graph *g, const pt_gpt *m, int stage, pt_tensor *x, const int64_t *bt) {
+    pt_tensor *ids = stage == 0 ? pt_tensor_from(g, PT_I32, 2, bt, NULL) : NULL;
+    pt_tensor *tg = stage == m->nstages - 1 ? pt_tensor_from(g, PT_I32, 2, bt, NULL) : NULL;
+    return pt_gpt_stage_fwd(g, m, stage, x, ids, tg);
+}
+/* graph g after the steps: the largest graph (its bytes, its pooled gradient blocks) */
+static void pt__me_graph(const pt_graph *g, pt_mem_estimate_out *o) {
+    int64_t pool = 0;
+    int i;
+    for (i = 0; i < g->npool; i++) pool += g->pool[i]->st.bytes;
+    if (g->bytes > o->act_per_mb) o->act_per_mb = g->bytes, o->act_grad_blocks = pool;
+}
+/* two steps of pipeline rank r's program of schedule sc */
+static void pt__me_pipeline(pt_ctx *ctx, const pt_gpt *m, const pt_pp_schedule *sc, int r, int p, int mb, const int64_t *bt,
+                            pt_mem_estimate_out *o) {
+    const pt_pp_instr *prog = pt_pp_schedule_instrs(sc, r);
+    int n = pt_pp_schedule_count(sc, r), v = m->nstages / p, slots = mb * v, nfree = 0, ngraphs = 0, step, i;
+    pt_graph **idle = (pt_graph **)PT_MALLOC(sizeof(pt_graph *) * (size_t)slots * 2);
+    pt_tensor **out = (pt_tensor **)PT_MALLOC(sizeof(pt_tensor *) * (size_t)slots);
+    int64_t one = 1, shape[3];
+    if (!idle || !out) {
+        pt__fail(ctx, PT_ERR_OOM, "pt_mem_estimate: out of memory");
+    } else {
+        pt_graph **held = idle + slots; /* [slot]: the graph from its forward to its backward */
+        shape[0] = bt[0], shape[1] = bt[1], shape[2] = m->cfg.width;
+        for (step = 0; step < 2; step++)
+            for (i = 0; i < n && ctx->status == PT_OK; i++) {
+                int c = prog[i].chunk, stage = c * p + r, slot = prog[i].mb * v + c;
+                pt_graph *g;
+                pt_tensor *x = NULL, *dy;
+                if (prog[i].op == PT_PP_FWD) {
+                    g = held[slot] = nfree ? idle[--nfree] : (ngraphs++, pt_graph_new(ctx));
+                    if (g && stage > 0 && (x = pt_tensor_from(g, PT_F32, 3, shape, NULL)) != NULL) pt_requires_grad(x);
+                    out[slot] = g && (stage == 0 || x) ? pt__me_fwd(g, m, stage, x, bt) : NULL;
+                } else if (prog[i].op == PT_PP_BWD && (g = held[slot]) != NULL) {
+                    if (stage == m->nstages - 1) dy = pt_full(g, 1, &one, 1.0f);
+                    else dy = out[slot] ? pt_tensor_from(g, PT_F32, out[slot]->ndim, out[slot]->shape, NULL) : NULL;
+                    if (dy && pt_backward_from(g, out[slot], dy) == PT_OK) o->act_pass = PT__MAX(o->act_pass, g->dpass);
+                    pt_graph_reset(g);
+                    idle[nfree++] = g, held[slot] = NULL;
+                }
+            }
+        for (i = 0; i < nfree; i++) pt__me_graph(idle[i], o);
+    }
+    o->in_flight = ngraphs;
+    PT_FREE(idle);
+    PT_FREE(out);
+}
+
+/* pipeline rank r (stages first[], nst of them; sc: the schedule when pp > 1) */
+static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int r, const int32_t *first, int nst, const pt_pp_schedule *sc,
+                             pt_mem_estimate_out *o, char *err, size_t errlen) {
+    int p = pl->pp, nmine = 0, s;
+    int32_t *mine = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)nst);
+    int64_t bt[2];
+    pt_coords co;
+    pt_dist *d;
+    pt_ctx *ctx = NULL;
+    pt_gpt *m = NULL;
+    pt_optim *opt = NULL;
+    pt_dp *dp = NULL;
+    pt_desc desc;
+    pt_status st = PT_OK;
+    memset(o, 0, sizeof *o);
+    co.tp = co.dp = 0, co.pp = r;
+    memset(&desc, 0, sizeof desc);
+    desc.dist = d = pt__me_grid(pl, co);
+    desc.threads = d ? d->threads : 1, desc.seed = 1, desc.device = "cpu", desc.log = pt__me_quiet;
+    if (!mine || !d || !(ctx = pt_init(&desc))) {
+        PT_FREE(mine);
+        pt__dist_free(d);
+        return pt__msg(err, errlen, "pt_mem_estimate: out of memory"), PT_ERR_OOM;
+    }
+    ctx->be = &pt__count_backend; /* before anything is allocated */
+    for (s = r; s < nst; s += p) mine[nmine++] = s;
+    m = pt_gpt_new_stages(ctx, c, nst, first, nmine, mine);
+    if (m) {
+        pt_optim_desc od;
+        memset(&od, 0, sizeof od);
+        od.kind = (pt_optim_kind)pl->optim;
+        opt = pt_optim_new(ctx, &od);
+    }
+    if (opt && pl->dp > 1) {
+        pt_dp_options dpo;
+        memset(&dpo, 0, sizeof dpo);
+        dpo.bucket_bytes = pl->bucket_bytes, dpo.hier = pl->hier, dpo.compress = pl->compress;
+        if ((dp = pt_dp_new_opts(ctx, NULL, &dpo)) != NULL) {
+            int64_t lo = 0, hi = 0, a, e;
+            int k;
+            for (k = 0; k < pl->dp; k++) /* the largest shard */
+                if (pt__dp_zero_range(ctx->slab_n, k, pl->dp, &a, &e), e - a > hi - lo) lo = a, hi = e;
+            if (pl->zero) pt__optim_reshard(opt, lo, hi);
+            o->dp_extra = 4 * (pt__dp_ring_floats(dp, pl->zero) + (pl->zero == 2 ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
+        }
+    }
+    bt[0] = pl->batch, bt[1] = pl->seq;
+    if (ctx->status == PT_OK && p > 1) {
+        pt__me_pipeline(ctx, m, sc, r, p, pl->micro_batches, bt, o);
+    } else if (ctx->status == PT_OK) {
+        pt_graph *g = pt_graph_new(ctx);
+        for (s = 0; s < 2 && g && ctx->status == PT_OK; s++) {
+            pt_graph_reset(g);
+            if (pt_backward(g, pt__me_fwd(g, m, 0, NULL, bt)) == PT_OK) o->act_pass = g->dpass;
+        }
+        if (g) pt__me_graph(g, o);
+        o->in_flight = 1;
+    }
+    if (ctx->status == PT_OK) {
+        pt_mem_stats ms = pt_mem(ctx);
+        o->pp_rank = r, o->stages = nmine, o->first_stage = m->mine[0], o->last_stage = m->mine[nst - 1];
+        o->params = ms.params, o->grads = ms.grads, o->optim = ms.optim, o->activations = ms.activations, o->workspace = ms.workspace;
+        o->total = o->params + o->grads + o->optim + o->activations + o->workspace;
+        o->peak_total = ms.peak_total;
+        o->slab_floats = ctx->slab_n;
+    } else {
+        st = ctx->status == PT_ERR_OOM ? PT_ERR_OOM : PT_ERR_ARG;
+        pt__msg(err, errlen, "pt_mem_estimate: %s", pt_error(ctx));
+    }
+    pt_dp_free(dp);
+    pt_gpt_free(m);
+    pt_shutdown(ctx);
+    pt__dist_free(d);
     PT_FREE(mine);
-    PT_FREE(sz);
-    return PT_OK;
+    return st;
 }
 
 PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *plan, int pp_rank, pt_mem_estimate_out *out, char *err,
                                 size_t errlen) {
     pt_mem_plan pl;
     pt_gpt_config c;
+    pt_pp_schedule *sc = NULL;
     int32_t *first = NULL;
-    int nst, r, Vp;
+    int nst, r;
     pt_status st = PT_OK;
     if (err && errlen) err[0] = 0;
     if (!cfg || !plan || !out) return pt__msg(err, errlen, "pt_mem_estimate: needs a config, a plan and out"), PT_ERR_ARG;
@@ -18072,15 +18101,8 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
     if (!pl.micro_batches) pl.micro_batches = pl.pp;
     if (!pl.virtual_stages) pl.virtual_stages = pl.schedule == PT_PP_INTERLEAVED ? 2 : 1;
     if (pl.pp == 1) pl.virtual_stages = 1;
-    Vp = c.vocab_padded ? c.vocab_padded : (c.vocab + 63) / 64 * 64;
-    if (c.vocab < 1 || c.max_seq < 1 || c.layers < 1 || c.width < 1 || c.heads < 1 || c.width % c.heads || Vp < c.vocab)
-        return pt__msg(err, errlen, "pt_mem_estimate: invalid config: vocab %d (padded %d), max_seq %d, layers %d, width %d, heads %d (must divide width)",
-                       c.vocab, c.vocab_padded, c.max_seq, c.layers, c.width, c.heads), PT_ERR_ARG;
     if (pl.dp < 1 || pl.tp < 1 || pl.pp < 1)
         return pt__msg(err, errlen, "pt_mem_estimate: dp %d, tp %d, pp %d must be >= 1", pl.dp, pl.tp, pl.pp), PT_ERR_ARG;
-    if (c.heads % pl.tp || Vp % pl.tp)
-        return pt__msg(err, errlen, "pt_mem_estimate: %s=%d does not split evenly over tp=%d", c.heads % pl.tp ? "heads" : "vocab_padded",
-                       c.heads % pl.tp ? c.heads : Vp, pl.tp), PT_ERR_ARG;
     if (pl.zero < 0 || pl.zero > 2) return pt__msg(err, errlen, "pt_mem_estimate: zero %d (expected 0, 1 or 2)", pl.zero), PT_ERR_ARG;
     if (pl.batch < 1 || pl.seq < 1 || pl.seq > c.max_seq)
         return pt__msg(err, errlen, "pt_mem_estimate: micro-batch %d x %d tokens (expected >= 1 x 1..max_seq %d)", pl.batch, pl.seq, c.max_seq),
@@ -18100,23 +18122,22 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
         return pt__msg(err, errlen, "pt_mem_estimate: %d layers cannot fill pp x virtual stages = %d x %d stages", c.layers, pl.pp, pl.virtual_stages),
                PT_ERR_ARG;
     if (pl.pp > 1) {
-        pt_pp_schedule *sc;
         if (pl.schedule != PT_PP_GPIPE && pl.schedule != PT_PP_1F1B && pl.schedule != PT_PP_INTERLEAVED)
             return pt__msg(err, errlen, "pt_mem_estimate: schedule %d (expected PT_PP_GPIPE, PT_PP_1F1B or PT_PP_INTERLEAVED)", pl.schedule), PT_ERR_ARG;
         if (!(sc = pt_pp_schedule_new(pl.schedule, pl.pp, pl.micro_batches, pl.virtual_stages, err, errlen))) return PT_ERR_ARG;
-        pt_pp_schedule_free(sc);
     }
-    if (pp_rank < -1 || pp_rank >= pl.pp) return pt__msg(err, errlen, "pt_mem_estimate: pp_rank %d outside [-1, %d)", pp_rank, pl.pp), PT_ERR_ARG;
-    if (!(first = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(nst + 1)))) return pt__msg(err, errlen, "pt_mem_estimate: out of memory"), PT_ERR_OOM;
-    if (pl.first) {
+    if (pp_rank < -1 || pp_rank >= pl.pp) {
+        pt_pp_schedule_free(sc);
+        return pt__msg(err, errlen, "pt_mem_estimate: pp_rank %d outside [-1, %d)", pp_rank, pl.pp), PT_ERR_ARG;
+    }
+    if (!(first = (int32_t *)PT_MALLOC(sizeof(int32_t) * (size_t)(nst + 1)))) st = PT_ERR_OOM, pt__msg(err, errlen, "pt_mem_estimate: out of memory");
+    else if (pl.first) {
         int s;
         memcpy(first, pl.first, sizeof(int32_t) * (size_t)(nst + 1));
         for (s = 0; s < nst && st == PT_OK; s++)
             if (first[s + 1] <= first[s]) st = PT_ERR_ARG;
-        if (st != PT_OK || first[0] != 0 || first[nst] != c.layers) {
-            PT_FREE(first);
-            return pt__msg(err, errlen, "pt_mem_estimate: the split must grow from layer 0 to %d over %d stages", c.layers, nst), PT_ERR_ARG;
-        }
+        if (st != PT_OK || first[0] != 0 || first[nst] != c.layers)
+            st = PT_ERR_ARG, pt__msg(err, errlen, "pt_mem_estimate: the split must grow from layer 0 to %d over %d stages", c.layers, nst);
     } else if (c.layers % nst == 0) {
         st = pt_pp_split(c.layers, nst, NULL, 0, 0, first, err, errlen);
     } else {
@@ -18128,12 +18149,13 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
         }
         PT_FREE(cost);
     }
-    if (st == PT_OK && pp_rank >= 0) st = pt__me_rank(&c, &pl, pp_rank, first, nst, out, err, errlen);
+    if (st == PT_OK && pp_rank >= 0) st = pt__me_rank(&c, &pl, pp_rank, first, nst, sc, out, err, errlen);
     for (r = 0; st == PT_OK && pp_rank < 0 && r < pl.pp; r++) {
         pt_mem_estimate_out o;
-        st = pt__me_rank(&c, &pl, r, first, nst, &o, err, errlen);
+        st = pt__me_rank(&c, &pl, r, first, nst, sc, &o, err, errlen);
         if (st == PT_OK && (r == 0 || o.total > out->total)) *out = o;
     }
+    pt_pp_schedule_free(sc);
     PT_FREE(first);
     return st;
 }

@@ -1,12 +1,16 @@
 #!/bin/sh
-# tests/memest_test.sh [BUILD_DIR] - the memory estimate (>>memest) against the framework's accounting.
+# tests/memest_test.sh [BUILD_DIR] - the memory estimate (see memest) against the framework's accounting.
 # Builds tests/test_memest.c without MPI (one rank) and with mpicc -DPTRAIN_MPI -fopenmp, and runs it
-# on dp 2 (ZeRO-0, ZeRO-1 with 2 accumulated passes, ZeRO-2, bf16 compression), tp 2, pp 2 (1F1B and
-# GPipe, 4 micro-batches) and dp 2 x tp 2 x pp 2 (ZeRO-1): every rank trains 2 steps and checks each
-# part of pt_mem_estimate against pt_mem / pt_dp_stats (within 10%; the ratios are printed, with the
-# resident-memory growth for information). Then tools/ptmem.c: a table for a valid layout, exit status
-# 2 and a message for bad flags and impossible plans. Prints PASS/FAIL lines, then "N passed, N failed".
-# Each mpirun is bounded by `timeout 120`; the script takes about a minute on 2 cores.
+# on dp 2 (ZeRO-0, ZeRO-1 with 2 accumulated passes, ZeRO-2, bf16 compression), tp 2, pp 2 (1F1B,
+# GPipe and interleaved, 4 micro-batches) and dp 2 x tp 2 x pp 2 (ZeRO-1): every rank trains 2 steps
+# and checks each part of pt_mem_estimate against pt_mem / pt_dp_stats (within 10%, and to the byte;
+# the ratios are printed, with the resident-memory growth for information). The one-process checks
+# (test_memest --real: the real constructors, bad plans, every kind of layout) run once more under
+# AddressSanitizer / UBSan (NO_ASAN=1 skips that), and once on a copy of ptrain.h whose GPT has a
+# narrower MLP (an edit of pt_block_new only): the estimate follows it to the byte without a change
+# in memest. Then tools/ptmem.c: a table for a valid layout, exit status 2 and a message for bad
+# flags and impossible plans. Prints PASS/FAIL lines, then "N passed, N failed".
+# Each mpirun is bounded by `timeout 120`; the script takes a few minutes on 2 cores.
 # PTRAIN_INC=DIR takes ptrain.h from DIR instead of the repository root.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -23,15 +27,44 @@ else
     head -n 20 "$BUILD/test_memest.build.log" | sed 's/^/    /'
 fi
 
+# the one-process checks under AddressSanitizer / UBSan (leaks included)
+if [ "${NO_ASAN:-0}" != 1 ]; then
+    if $CC $W -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer tests/test_memest.c -o "$BUILD/test_memest.asan" -lm \
+        >"$BUILD/test_memest.asan.build.log" 2>&1; then
+        prog "test_memest --real (ASan/UBSan)" "$BUILD/test_memest_asan.log" env ASAN_OPTIONS=detect_leaks=1 \
+            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 timeout 300 "$B/test_memest.asan" --real
+    else fail "build test_memest.asan" "see $BUILD/test_memest.asan.build.log"; fi
+fi
+
+# the estimate runs the real constructors: a GPT whose MLP is 3C wide instead of 4C (pt_block_new
+# edited, memest untouched) is still estimated to the byte, and its parameter counts differ
+mkdir -p "$BUILD/mutant"
+sed 's/pt_linear_new(ctx, n, C, 4 \* C, 1, std)/pt_linear_new(ctx, n, C, 3 * C, 1, std)/; s/pt_linear_new(ctx, n, 4 \* C, C, 1, pstd)/pt_linear_new(ctx, n, 3 * C, C, 1, pstd)/' \
+    "$INC/ptrain.h" >"$BUILD/mutant/ptrain.h"
+if [ "$(diff "$INC/ptrain.h" "$BUILD/mutant/ptrain.h" | grep -c '^>')" -ne 2 ]; then
+    fail "mutant GPT" "the two MLP lines of pt_block_new were not found in ptrain.h (update the sed above)"
+elif $CC -I"$BUILD/mutant" $W tests/test_memest.c -o "$BUILD/test_memest.mutant" -lm >"$BUILD/test_memest.mutant.build.log" 2>&1; then
+    prog "test_memest --real on a GPT with a 3C-wide MLP" "$BUILD/test_memest_mutant.log" timeout 120 "$B/test_memest.mutant" --real
+    a=$(grep 'estimated parameters' "$BUILD/test_memest_mutant.log" | sed 's/.*(//')
+    b=$(grep 'estimated parameters' "$BUILD/test_memest.log" | sed 's/.*(//')
+    if [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]; then pass "the mutant's estimated parameters differ from the GPT's (it was estimated, not replayed)"
+    else fail "mutant GPT" "its parameter counts equal the GPT's: '$a'"; fi
+else
+    fail "build test_memest.mutant" "see $BUILD/test_memest.mutant.build.log"
+fi
+
 if have_mpi; then
     if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_memest.c -o "$BUILD/test_memest_mpi" -lm >"$BUILD/test_memest_mpi.build.log" 2>&1; then
-        # DP TP PP ZERO SCHEDULE M [COMPRESS]
+        # DP TP PP ZERO SCHEDULE M [COMPRESS [LAYERS WIDTH BATCH]]; the last: 6 layers of width 96, micro-batches of 48,
+        # where pipeline rank 0's received output gradient opens an arena chunk of its own: the first step's peak
+        # holds it only for the graph in its backward, not for the others still in flight
         for c in "2 1 1 0 1f1b 1" "2 1 1 1 1f1b 2" "2 1 1 2 1f1b 1" "2 1 1 0 1f1b 1 1" "1 2 1 0 1f1b 1" "1 1 2 0 1f1b 4" "1 1 2 0 gpipe 4" \
-            "2 2 2 1 1f1b 2"; do
+            "1 1 2 0 interleaved 4" "2 2 2 1 1f1b 2" "1 1 2 0 1f1b 4 0 6 96 48"; do
             set -- $c
             n=$(($1 * $2 * $3))
             log="$BUILD/memest_$(echo "$c" | tr ' ' '_').log"
-            prog "test_memest: mpirun -np $n (dp $1 tp $2 pp $3, zero $4, $5, m $6${7:+, bf16})" "$log" mpi_run $n -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_memest_mpi" $c
+            what="dp $1 tp $2 pp $3, zero $4, $5, m $6$([ "${7:-0}" = 1 ] && echo ', bf16')${8:+, $8 layers of width $9, batch ${10}}"
+            prog "test_memest: mpirun -np $n ($what)" "$log" mpi_run $n -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_memest_mpi" $c
             ratios "$log"
         done
     else

@@ -1,13 +1,22 @@
 /* test_memest.c - the memory estimate (>>memest) against the framework's own accounting.
    Build: mpicc -std=c99 -DPTRAIN_MPI -fopenmp -I. tests/test_memest.c -lm   (or cc without MPI: one rank)
-   Run:   mpirun -np DP*TP*PP ./a.out DP TP PP ZERO SCHEDULE M [COMPRESS]   (SCHEDULE: gpipe | 1f1b)
+   Run:   mpirun -np DP*TP*PP ./a.out DP TP PP ZERO SCHEDULE M [COMPRESS [LAYERS WIDTH BATCH]]
+          (SCHEDULE: gpipe | 1f1b | interleaved; the model: 12 layers of width 64, micro-batches of 64)
+          ./a.out --real   (only the one-process checks against the real constructors, below)
    Every rank trains a GPT for 2 steps on the layout (AdamW; pt_dp over DP with ZERO; pt_pp over PP
    with M micro-batches, else M accumulated passes of one graph), then compares pt_mem_estimate for
    its pipeline rank with what pt_mem measured (params, grads, optim, activations, workspace, their
    total, peak_total) and pt_dp_stats extra_bytes: each within 10%. Rank 0 prints every rank's
    ratios (estimate / measured) and, not gated, the process's resident-memory growth against the
-   estimated total. Also checks that bad plans are refused with a message. Prints PASS/FAIL lines
-   and "N passed, N failed"; exits 1 on any failure. */
+   estimated total; and that every part equals the measurement to the byte (under ZeRO on a rank
+   holding the largest shard, the one estimated; elsewhere all but the optimizer state and what
+   sums it). SCHEDULE interleaved: 2 virtual stages per pipeline rank.
+   Rank 0 also checks, in one process, that the estimate goes through the real constructors and ops
+   rather than a model of them: for several configs and stage splits, the estimated parameter bytes
+   are the slab of the real model pt_gpt_new_stages builds (pt_param_numel, padding to 16 floats);
+   small single-rank runs match the estimate to the byte in every part; the graphs in flight are
+   pt_pp_schedule_peak_inflight of the real schedule; and bad plans are refused with a message.
+   Prints PASS/FAIL lines and "N passed, N failed"; exits 1 on any failure. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 #include "test_util.h"
@@ -89,6 +98,193 @@ static void bad_plans(void) {
     }
 }
 
+/* the stages pipeline rank r holds of nst over p ranks (r, r + p, ...) into mine; returns how many */
+static int stages_of(int r, int p, int nst, int32_t *mine) {
+    int n = 0, s;
+    for (s = r; s < nst; s += p) mine[n++] = s;
+    return n;
+}
+
+/* the estimated parameters are the real model's: pt_gpt_new_stages on the CPU (one process, no
+   grid) for each pipeline rank's stages, its slab and pt_param_numel against the estimate */
+static void real_params(void) {
+    static const struct { int vocab, vpad, layers, width, heads, max_seq, untied, pp, v, uneven; } cs[] = {
+        {256, 0, 4, 64, 2, 64, 0, 1, 1, 0},   {1000, 0, 3, 48, 3, 40, 0, 1, 1, 0}, {50257, 0, 2, 32, 4, 128, 1, 1, 1, 0},
+        {300, 512, 6, 64, 4, 32, 0, 2, 1, 0}, {300, 0, 6, 64, 4, 32, 1, 3, 1, 0},   {777, 0, 8, 32, 2, 16, 0, 2, 2, 0},
+        {512, 0, 5, 80, 5, 24, 0, 2, 1, 1}};
+    int k;
+    for (k = 0; k < (int)(sizeof cs / sizeof cs[0]); k++) {
+        pt_gpt_config c;
+        pt_mem_plan p;
+        int32_t first[9], mine[8];
+        int r, nst = cs[k].pp * cs[k].v, ok = 1;
+        int64_t numel = 0, count = 0;
+        char why[1100] = "", name[256];
+        memset(&c, 0, sizeof c);
+        c.vocab = cs[k].vocab, c.vocab_padded = cs[k].vpad, c.layers = cs[k].layers, c.width = cs[k].width, c.heads = cs[k].heads;
+        c.max_seq = cs[k].max_seq, c.untied = cs[k].untied;
+        memset(&p, 0, sizeof p);
+        p.pp = cs[k].pp, p.virtual_stages = cs[k].v, p.micro_batches = cs[k].pp, p.batch = 2, p.seq = c.max_seq < 16 ? c.max_seq : 16;
+        p.schedule = cs[k].v > 1 ? PT_PP_INTERLEAVED : PT_PP_1F1B, p.optim = PT_OPTIM_ADAMW;
+        if (cs[k].uneven) first[0] = 0, first[1] = 3, first[2] = 5, p.first = first; /* 5 layers: 3 + 2 */
+        else pt_pp_split(c.layers, nst, NULL, 0, 0, first, why, sizeof why);
+        for (r = 0; r < p.pp && ok; r++) {
+            pt_mem_estimate_out o;
+            pt_desc desc;
+            pt_ctx *ctx;
+            pt_gpt *m;
+            pt_optim_desc od;
+            pt_tensor slab;
+            memset(&desc, 0, sizeof desc);
+            desc.threads = 1, desc.seed = 1;
+            ctx = pt_init(&desc);
+            m = pt_gpt_new_stages(ctx, &c, nst, first, stages_of(r, p.pp, nst, mine), mine);
+            memset(&od, 0, sizeof od);
+            od.kind = PT_OPTIM_ADAMW;
+            if (m) pt_optim_new(ctx, &od);
+            slab = pt_param_slab(ctx);
+            if (pt_mem_estimate(&c, &p, r, &o, why, sizeof why) != PT_OK || !m || pt_status_get(ctx) != PT_OK) {
+                if (!why[0]) snprintf(why, sizeof why, "%s", pt_error(ctx));
+                ok = 0;
+            } else if (o.params != 4 * pt_numel(&slab) || o.grads != o.params || o.slab_floats != pt_numel(&slab) ||
+                       o.optim != pt_mem(ctx).optim || o.params < 4 * pt_param_numel(ctx) ||
+                       o.params >= 4 * (pt_param_numel(ctx) + 16 * (int64_t)pt_param_count(ctx))) {
+                snprintf(why, sizeof why, "pp rank %d: estimate params %lld, optim %lld, slab %lld floats; real slab %lld floats, optim %lld, "
+                         "pt_param_numel %lld in %d tensors", r, (long long)o.params, (long long)o.optim, (long long)o.slab_floats,
+                         (long long)pt_numel(&slab), (long long)pt_mem(ctx).optim, (long long)pt_param_numel(ctx), pt_param_count(ctx));
+                ok = 0;
+            }
+            numel += pt_param_numel(ctx), count += pt_param_count(ctx);
+            pt_gpt_free(m);
+            pt_shutdown(ctx);
+        }
+        snprintf(name, sizeof name, "vocab %d%s%s, %d layers, width %d, pp %d x v %d%s: estimated parameters = the real slab on every "
+                 "pipeline rank (%lld elements in %lld tensors)", c.vocab, cs[k].vpad ? " (padded)" : "", c.untied ? " untied" : "", c.layers,
+                 c.width, p.pp, p.virtual_stages, cs[k].uneven ? ", split 3+2" : "", (long long)numel, (long long)count);
+        CHECK_WHY(ok, name, why);
+    }
+}
+
+/* small single-rank runs on the CPU against the estimate, every part to the byte */
+static void real_runs(void) {
+    static const struct { int vocab, layers, width, heads, seq, batch, untied, sgd; float dropout; } cs[] = {
+        {300, 2, 32, 2, 16, 4, 0, 1, 0.0f}, {1000, 3, 48, 3, 24, 3, 1, 0, 0.1f}, {50257, 1, 64, 4, 32, 2, 0, 0, 0.0f}};
+    int k, pass;
+    for (k = 0; k < (int)(sizeof cs / sizeof cs[0]); k++) {
+        pt_gpt_config c;
+        pt_mem_plan p;
+        pt_mem_estimate_out o;
+        pt_desc desc;
+        pt_optim_desc od;
+        pt_ctx *ctx;
+        pt_gpt *m;
+        pt_graph *g;
+        pt_mem_stats ms;
+        char why[1100] = "", name[256];
+        memset(&c, 0, sizeof c);
+        c.vocab = cs[k].vocab, c.layers = cs[k].layers, c.width = cs[k].width, c.heads = cs[k].heads, c.max_seq = cs[k].seq;
+        c.untied = cs[k].untied, c.dropout = cs[k].dropout;
+        memset(&p, 0, sizeof p);
+        p.batch = cs[k].batch, p.seq = cs[k].seq, p.optim = cs[k].sgd ? PT_OPTIM_SGD : PT_OPTIM_ADAMW, p.threads = 1;
+        memset(&desc, 0, sizeof desc);
+        desc.threads = 1, desc.seed = 1;
+        ctx = pt_init(&desc);
+        m = pt_gpt_new(ctx, &c);
+        memset(&od, 0, sizeof od);
+        od.kind = p.optim;
+        if (m) pt_optim_new(ctx, &od);
+        g = pt_graph_new(ctx);
+        for (pass = 0; pass < 2 && pt_status_get(ctx) == PT_OK; pass++) { /* ids and targets 0 .. vocab-1 */
+            int32_t *ids = (int32_t *)calloc((size_t)p.batch * p.seq, sizeof(int32_t));
+            pt_tensor *x, *y;
+            int i;
+            for (i = 0; ids && i < p.batch * p.seq; i++) ids[i] = (int32_t)((i * 7 + pass) % c.vocab);
+            pt_graph_reset(g);
+            x = pt_tensor_new(g, PT_I32, 2, p.batch, p.seq, 0, 0), y = pt_tensor_new(g, PT_I32, 2, p.batch, p.seq, 0, 0);
+            if (ids) pt_tensor_write(x, ids), pt_tensor_write(y, ids);
+            pt_backward(g, pt_gpt_loss(g, m, x, y));
+            free(ids);
+        }
+        ms = pt_mem(ctx);
+        if (pt_status_get(ctx) != PT_OK) snprintf(why, sizeof why, "%s", pt_error(ctx));
+        else if (pt_mem_estimate(&c, &p, 0, &o, why, sizeof why) == PT_OK &&
+                 (o.params != ms.params || o.grads != ms.grads || o.optim != ms.optim || o.activations != ms.activations ||
+                  o.workspace != ms.workspace || o.peak_total != ms.peak_total || o.act_per_mb != pt_graph_bytes(g) || o.in_flight != 1))
+            snprintf(why, sizeof why, "estimate / measured: params %lld / %lld, grads %lld / %lld, optim %lld / %lld, activations %lld / %lld "
+                     "(graph %lld / %lld), workspace %lld / %lld, peak %lld / %lld", (long long)o.params, (long long)ms.params,
+                     (long long)o.grads, (long long)ms.grads, (long long)o.optim, (long long)ms.optim, (long long)o.activations,
+                     (long long)ms.activations, (long long)o.act_per_mb, (long long)pt_graph_bytes(g), (long long)o.workspace,
+                     (long long)ms.workspace, (long long)o.peak_total, (long long)ms.peak_total);
+        snprintf(name, sizeof name, "vocab %d, %d layer%s, width %d, %d x %d tokens%s%s%s: the estimate equals pt_mem of a real run in every part",
+                 c.vocab, c.layers, c.layers == 1 ? "" : "s", c.width, p.batch, p.seq, c.untied ? ", untied" : "", c.dropout > 0 ? ", dropout" : "", cs[k].sgd ? ", SGD" : "");
+        CHECK_WHY(!why[0], name, why);
+        pt_gpt_free(m);
+        pt_shutdown(ctx);
+    }
+}
+
+/* the graphs in flight are the real schedule's: pt_pp_schedule_peak_inflight on every pipeline rank */
+static void inflight(void) {
+    static const int kinds[3] = {PT_PP_GPIPE, PT_PP_1F1B, PT_PP_INTERLEAVED};
+    int k, p, r;
+    for (k = 0; k < 3; k++) {
+        char why[512] = "", name[128];
+        for (p = 2; p <= 4 && !why[0]; p++) {
+            pt_gpt_config c;
+            pt_mem_plan pl;
+            pt_pp_schedule *sc;
+            memset(&c, 0, sizeof c);
+            c.vocab = 64, c.max_seq = 8, c.layers = 8, c.width = 16, c.heads = 2;
+            memset(&pl, 0, sizeof pl);
+            pl.pp = p, pl.micro_batches = 2 * p, pl.schedule = kinds[k], pl.batch = 1, pl.seq = 8, pl.optim = PT_OPTIM_SGD;
+            pl.virtual_stages = kinds[k] == PT_PP_INTERLEAVED ? 2 : 1;
+            sc = pt_pp_schedule_new(kinds[k], p, pl.micro_batches, pl.virtual_stages, why, sizeof why);
+            for (r = 0; sc && r < p && !why[0]; r++) {
+                pt_mem_estimate_out o;
+                if (pt_mem_estimate(&c, &pl, r, &o, why, sizeof why) == PT_OK && o.in_flight != pt_pp_schedule_peak_inflight(sc, r))
+                    snprintf(why, sizeof why, "p %d, rank %d: %d graphs, the schedule keeps %d", p, r, o.in_flight, pt_pp_schedule_peak_inflight(sc, r));
+            }
+            pt_pp_schedule_free(sc);
+        }
+        snprintf(name, sizeof name, "%s, p 2..4, m 2p: graphs in flight = pt_pp_schedule_peak_inflight on every rank",
+                 k == 0 ? "GPipe" : k == 1 ? "1F1B" : "interleaved");
+        CHECK_WHY(!why[0], name, why);
+    }
+}
+
+/* every kind of layout is estimated: dp, tp, pp 1 and 2, ZeRO 0..2, bf16, the three schedules */
+static void layouts(void) {
+    pt_gpt_config c;
+    pt_mem_plan p;
+    pt_mem_estimate_out o;
+    char why[1100] = "";
+    int n = 0, k;
+    memset(&c, 0, sizeof c);
+    c.vocab = 200, c.max_seq = 16, c.layers = 4, c.width = 32, c.heads = 2;
+    for (k = 0; k < 2 * 2 * 2 * 3 * 2 * 3 && !why[0]; k++) {
+        memset(&p, 0, sizeof p);
+        p.dp = 1 + k % 2, p.tp = 1 + k / 2 % 2, p.pp = 1 + k / 4 % 2, p.zero = k / 8 % 3, p.compress = k / 24 % 2;
+        p.schedule = k / 48 == 0 ? PT_PP_GPIPE : k / 48 == 1 ? PT_PP_1F1B : PT_PP_INTERLEAVED;
+        p.micro_batches = 2, p.batch = 2, p.seq = 16, p.optim = PT_OPTIM_ADAMW, p.bucket_bytes = 4096, p.threads = 2;
+        if (pt_mem_estimate(&c, &p, -1, &o, why, sizeof why) != PT_OK) break;
+        if (o.total <= 0 || o.peak_total < o.total || o.in_flight < 1 || (p.dp > 1 && (p.zero == 2 || p.compress) && o.dp_extra <= 0))
+            snprintf(why, sizeof why, "layout %d: total %lld, peak %lld, in flight %d, dp_extra %lld", k, (long long)o.total, (long long)o.peak_total,
+                     o.in_flight, (long long)o.dp_extra);
+        n++;
+    }
+    snprintf(why + strlen(why), sizeof why - strlen(why), " (%d estimated)", n);
+    CHECK_WHY(n == k && n == 144, "144 layouts (dp, tp, pp 1|2, ZeRO 0..2, bf16, 3 schedules) are estimated", why);
+}
+
+/* the checks of one process: bad plans, the real constructors, every kind of layout */
+static void one_process(void) {
+    bad_plans();
+    real_params();
+    real_runs();
+    inflight();
+    layouts();
+}
+
 int main(int argc, char **argv) {
     pt_layout lay;
     pt_dist *d;
@@ -104,18 +300,24 @@ int main(int argc, char **argv) {
     pt_graph *g = NULL;
     feed f;
     char err[1024] = "", name[256];
-    int zero, kind, M, compress, rank, world, s, nst, step, mb, B = 64, T = 64, mine[4], nmine = 0;
-    int32_t first[9];
+    int zero, kind, M, compress, rank, world, s, nst, v, step, mb, B, T = 64, nmine, layers, width;
+    int32_t first[9], mine[8];
     int32_t *ids, *tg;
     double rss0, meas[NK], ratio[NK], *all = NULL;
     pt_coords me;
     pt_rng rng = pt_rng_seed(7);
+    if (argc > 1 && !strcmp(argv[1], "--real")) { /* only the one-process checks against the real constructors */
+        one_process();
+        return tu_summary();
+    }
     memset(&lay, 0, sizeof lay);
     lay.dp = argc > 1 ? atoi(argv[1]) : 1, lay.tp = argc > 2 ? atoi(argv[2]) : 1, lay.pp = argc > 3 ? atoi(argv[3]) : 1;
     zero = argc > 4 ? atoi(argv[4]) : 0;
-    kind = argc > 5 && !strcmp(argv[5], "gpipe") ? PT_PP_GPIPE : PT_PP_1F1B;
+    kind = argc > 5 && !strcmp(argv[5], "gpipe") ? PT_PP_GPIPE : argc > 5 && !strcmp(argv[5], "interleaved") ? PT_PP_INTERLEAVED : PT_PP_1F1B;
+    v = kind == PT_PP_INTERLEAVED ? 2 : 1;
     M = argc > 6 ? atoi(argv[6]) : 1;
     compress = argc > 7 ? atoi(argv[7]) : 0;
+    layers = argc > 8 ? atoi(argv[8]) : 12, width = argc > 9 ? atoi(argv[9]) : 64, B = argc > 10 ? atoi(argv[10]) : 64;
     d = pt_dist_init(&argc, &argv, &lay, err, sizeof err);
     if (!d) {
         printf("FAIL pt_dist_init: %s\n0 passed, 1 failed\n", err);
@@ -123,13 +325,16 @@ int main(int argc, char **argv) {
     }
     rank = pt_dist_rank(d), world = pt_dist_size(d), me = pt_dist_coords(d);
     tu_mpi_init(NULL);
-    bad_plans();
-    /* a long, narrow model: activations above the 64 MiB arena chunk on every stage of pp 2 */
+    bad_plans(); /* agreed over the ranks */
+    tu_solo(1);  /* the rest of the one-process checks: rank 0 alone */
+    if (rank == 0) real_params(), real_runs(), inflight(), layouts();
+    tu_solo(0);
+    /* by default a long, narrow model: activations above the 64 MiB arena chunk on every stage of pp 2 */
     memset(&cfg, 0, sizeof cfg);
-    cfg.vocab = 256, cfg.max_seq = T, cfg.layers = 12, cfg.width = 64, cfg.heads = 2;
+    cfg.vocab = 256, cfg.max_seq = T, cfg.layers = layers, cfg.width = width, cfg.heads = 2;
     memset(&plan, 0, sizeof plan);
     plan.dp = lay.dp, plan.tp = lay.tp, plan.pp = lay.pp, plan.zero = zero, plan.micro_batches = M, plan.batch = B, plan.seq = T;
-    plan.schedule = kind, plan.optim = PT_OPTIM_ADAMW, plan.compress = compress, plan.bucket_bytes = 1 << 20, plan.threads = 1;
+    plan.schedule = kind, plan.virtual_stages = v, plan.optim = PT_OPTIM_ADAMW, plan.compress = compress, plan.bucket_bytes = 1 << 20, plan.threads = 1;
     ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)M * B * T);
     tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)M * B * T);
     for (s = 0; s < M * B * T; s++) ids[s] = (int32_t)(pt_rng_u32(&rng) % 256), tg[s] = (int32_t)(pt_rng_u32(&rng) % 256);
@@ -137,10 +342,10 @@ int main(int argc, char **argv) {
     memset(&desc, 0, sizeof desc);
     desc.dist = d, desc.threads = 1, desc.seed = 1;
     ctx = pt_init(&desc);
-    nst = lay.pp;
+    nst = lay.pp * v;
     if (ctx && pt_pp_split(cfg.layers, nst, NULL, 0, 0, first, err, sizeof err) == PT_OK) {
         pt_optim_desc od;
-        mine[nmine++] = me.pp;
+        nmine = stages_of(me.pp, lay.pp, nst, mine);
         m = pt_gpt_new_stages(ctx, &cfg, nst, first, nmine, mine);
         memset(&od, 0, sizeof od);
         od.kind = PT_OPTIM_ADAMW, od.lr = 1e-3f, od.weight_decay = 0.1f;
@@ -155,7 +360,7 @@ int main(int argc, char **argv) {
         if (opt && lay.pp > 1) {
             pt_pp_desc pd;
             memset(&pd, 0, sizeof pd);
-            pd.kind = kind, pd.micro_batches = M, pd.forward = stage_fn, pd.user = &f;
+            pd.kind = kind, pd.micro_batches = M, pd.virtual_stages = v, pd.forward = stage_fn, pd.user = &f;
             if ((pp = pt_pp_new(ctx, &pd)) != NULL) pt_pp_set_dp(pp, dp);
         } else if (opt) {
             g = pt_graph_new(ctx);
@@ -194,23 +399,31 @@ int main(int argc, char **argv) {
         e[K_ACT] = (double)est.activations, e[K_WORK] = (double)est.workspace, e[K_TOTAL] = (double)est.total;
         e[K_PEAK] = (double)est.peak_total, e[K_DPX] = (double)est.dp_extra, e[K_RSS] = (double)(est.total + est.dp_extra);
         for (k = 0; k < NK; k++) ratio[k] = meas[k] == 0 && e[k] == 0 ? 1.0 : meas[k] > 0 ? e[k] / meas[k] : INFINITY;
-        if (rank == 0) all = (double *)malloc(sizeof(double) * (size_t)world * (2 * NK + 2));
+        if (rank == 0) all = (double *)malloc(sizeof(double) * (size_t)world * (2 * NK + 4));
         {
-            double mine_row[2 * NK + 2];
-            for (k = 0; k < NK; k++) mine_row[k] = ratio[k], mine_row[NK + k] = meas[k];
-            mine_row[2 * NK] = me.pp, mine_row[2 * NK + 1] = est.in_flight;
+            /* to the byte; a rank holding a smaller ZeRO shard than the estimated (largest) one: all but the
+               optimizer state and what sums it (total, peak, the ZeRO-2 gradient shard in dp_extra) */
+            double mine_row[2 * NK + 4];
+            int small = zero && lay.dp > 1 && meas[K_OPTIM] != e[K_OPTIM], exact = 1;
+            for (k = 0; k < NK; k++) {
+                mine_row[k] = ratio[k], mine_row[NK + k] = meas[k];
+                if (k != K_RSS && e[k] != meas[k] && !(small && (k == K_OPTIM || k == K_TOTAL || k == K_PEAK || k == K_DPX))) exact = 0;
+            }
+            mine_row[2 * NK] = me.pp, mine_row[2 * NK + 1] = est.in_flight, mine_row[2 * NK + 2] = exact, mine_row[2 * NK + 3] = small;
 #ifdef PTRAIN_MPI
-            MPI_Gather(mine_row, 2 * NK + 2, MPI_DOUBLE, all, 2 * NK + 2, MPI_DOUBLE, 0, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_WORLD));
+            MPI_Gather(mine_row, 2 * NK + 4, MPI_DOUBLE, all, 2 * NK + 4, MPI_DOUBLE, 0, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_WORLD));
 #else
             memcpy(all, mine_row, sizeof mine_row);
 #endif
         }
         tu_solo(1); /* rank 0 checks every rank's ratios */
         if (rank == 0) {
-            printf("layout dp %d x tp %d x pp %d, zero %d, %s, m %d%s: estimate / measured per rank (measured MiB)\n", lay.dp, lay.tp, lay.pp, zero,
-                   lay.pp > 1 ? (kind == PT_PP_GPIPE ? "GPipe" : "1F1B") : "accumulation", M, compress ? ", bf16" : "");
+            printf("layout dp %d x tp %d x pp %d, zero %d, %s, m %d%s, %d layers of width %d, micro-batch %d x %d: estimate / measured per rank "
+                   "(measured MiB)\n", lay.dp, lay.tp, lay.pp, zero,
+                   lay.pp > 1 ? (kind == PT_PP_GPIPE ? "GPipe" : kind == PT_PP_INTERLEAVED ? "interleaved" : "1F1B") : "accumulation", M,
+                   compress ? ", bf16" : "", layers, width, B, T);
             for (r = 0; r < world; r++) {
-                double *row = all + (size_t)r * (2 * NK + 2);
+                double *row = all + (size_t)r * (2 * NK + 4);
                 int ok = 1;
                 char line[1024];
                 size_t n = 0;
@@ -222,6 +435,9 @@ int main(int argc, char **argv) {
                 printf("  %s\n", line);
                 snprintf(name, sizeof name, "rank %d: every part and the total within 10%% of pt_mem / pt_dp_stats", r);
                 CHECK_WHY(ok, name, "a ratio above is outside [0.9, 1.1]");
+                snprintf(name, sizeof name, "rank %d: every part equals pt_mem / pt_dp_stats to the byte%s", r,
+                         row[2 * NK + 3] != 0 ? " (a smaller ZeRO shard than the largest: all but the optimizer state and its sums)" : "");
+                CHECK_WHY(row[2 * NK + 2] != 0, name, "a part above differs from the measurement");
             }
         }
         tu_solo(0);

@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
     }
     pt_mem_estimate(&cfg, &plan, -1, &o, err, sizeof err);
     printf("one micro-batch's graph: %.1f MiB of arena (%s the 64 MiB chunk) + %.1f MiB of gradient blocks\n", mib(o.act_pass),
-           o.act_pass > ((int64_t)64 << 20) ? "above" : "within", mib(o.act_grad_blocks));
+           o.act_pass < o.act_per_mb - o.act_grad_blocks ? "within" : "above", mib(o.act_grad_blocks)); /* within: the arena is the chunk */
     if (plan.dp > 1) {
         printf("what ZeRO saves on the largest rank (pp %d), total incl. the DP reducer's buffers:\n", o.pp_rank);
         for (zk = 0; zk < 3; zk++) {
