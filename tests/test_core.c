@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
 
 /* ---- counting allocator (must be defined before the implementation) ------------------------- */
 static long cnt_malloc, cnt_realloc, cnt_free;
@@ -675,6 +678,42 @@ static void test_errors(void) {
                "ctx %p, %d callbacks, '%s'", (void *)c3, err_count, err_msg);
         if (c3) pt_shutdown(c3);
     }
+    /* pt_error_set: the first error is kept, the callback hears each, the status comes back */
+    {
+        pt_desc d;
+        pt_ctx *c4;
+        memset(&d, 0, sizeof d);
+        d.on_error = on_error;
+        d.log = quiet_log;
+        err_reset(NULL);
+        c4 = pt_init(&d);
+        CHECK(c4 != NULL, "pt_error_set: a context");
+        if (c4) {
+            pt_status a = pt_error_set(c4, PT_ERR_SHAPE, "first %d", 1), b = pt_error_set(c4, PT_ERR_IO, "second");
+            CHECKF(a == PT_ERR_SHAPE && b == PT_ERR_IO && pt_status_get(c4) == PT_ERR_SHAPE && !strcmp(pt_error(c4), "first 1") && err_count == 2,
+                   "pt_error_set: returns its status, keeps the first error, calls on_error for each", "%d %d '%s' %d callbacks", (int)a, (int)b,
+                   pt_error(c4), err_count);
+            CHECK(pt_ctx_dist(c4) == NULL, "pt_ctx_dist: NULL without a grid");
+            pt_shutdown(c4);
+        }
+    }
+#if defined(__unix__) || defined(__APPLE__)
+    /* pt_mkdirs: parents made, an existing directory is fine, a file in the way is refused */
+    {
+        char base[64], deep[128];
+        FILE *f;
+        snprintf(base, sizeof base, "/tmp/pt_core_mkdirs_%d", (int)getpid());
+        snprintf(deep, sizeof deep, "%s/a/b/c", base);
+        CHECK(pt_mkdirs(deep) == 1 && pt_mkdirs(deep) == 1, "pt_mkdirs: makes a/b/c with its parents, and again when it exists");
+        snprintf(deep, sizeof deep, "%s/file", base);
+        f = fopen(deep, "w");
+        if (f) fclose(f);
+        snprintf(deep, sizeof deep, "%s/file/sub", base);
+        CHECK(pt_mkdirs(deep) == 0 && pt_mkdirs("") == 0, "pt_mkdirs: 0 under a file and for an empty name");
+        snprintf(deep, sizeof deep, "rm -rf %s", base);
+        if (system(deep) != 0) printf("note: could not remove %s\n", base);
+    }
+#endif
     /* pt_args_parse */
     {
         char a0[] = "prog", a1[] = "--steps", a2[] = "abc";
