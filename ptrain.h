@@ -1800,8 +1800,10 @@ PTDEF void pt_monitor_progress_clear(pt_monitor *m);
 /** The step number the next pt_monitor_step_end logs (after a rollback a run continues at an
     earlier step, and the log numbers the steps from there). */
 PTDEF void pt_monitor_set_step(pt_monitor *m, int64_t step);
-/** Rank 0 writes a run_end event (steps, seconds) and closes the log; frees m. Not collective: events
-    of other ranks not yet sent are dropped. NULL is a no-op. */
+/** Rank 0 writes a run_end event (steps, seconds) and closes the log; frees m. A validation loss given
+    after the last pt_monitor_step_end (the final evaluation of a run) is written first, as an eval event
+    {"event":"eval","step":N,...,"val_loss":v,"t_eval":s} with N the steps done and rank 0's value.
+    Not collective: events of other ranks not yet sent are dropped. NULL is a no-op. */
 PTDEF void pt_monitor_free(pt_monitor *m);
 /** The names of the log, as the monitor writes them (pt_monitor_key gives the text; a reader of the
     log takes them from there): the keys of a step line, of every event, of the run_start header and
@@ -1822,8 +1824,8 @@ typedef enum pt_mon_key {
     PT_MON_KEY_FLOPS_PER_TOKEN_FORMULA, PT_MON_KEY_PEAK_FLOPS, PT_MON_KEY_PEAK_SOURCE, PT_MON_KEY_MFU_FORMULA,
     /* the run_end event (with event, step, time_s) */
     PT_MON_KEY_STEPS, PT_MON_KEY_STEP_S_TOTAL,
-    /* values of event: the header's and the end's */
-    PT_MON_KEY_RUN_START, PT_MON_KEY_RUN_END,
+    /* values of event: the header's, the end's, and an evaluation after the last step (val_loss, t_eval) */
+    PT_MON_KEY_RUN_START, PT_MON_KEY_RUN_END, PT_MON_KEY_EVAL,
     PT_MON_KEYS
 } pt_mon_key;
 /** The text of a pt_mon_key ("step", "loss", ..., "run_start"); "?" out of range. */
@@ -16932,7 +16934,7 @@ static const char *const pt__mon_keys[PT_MON_KEYS] = {
     "t_data", "t_ckpt", "t_eval", "mem_peak_bytes", "mem_rank_bytes", "rss_rank_bytes", "mem", "t_wait_rank", "coll",
     "straggler_rank", "straggler_s", "event", "time_s", "rank", "time", "version", "config", "world", "layout", "backend",
     "threads", "first_step", "total_steps", "flops_per_token", "flops_per_token_formula", "peak_flops", "peak_source",
-    "mfu_formula", "steps", "step_s_total", "run_start", "run_end"};
+    "mfu_formula", "steps", "step_s_total", "run_start", "run_end", "eval"};
 PTDEF const char *pt_monitor_key(int key) { return key >= 0 && key < PT_MON_KEYS ? pt__mon_keys[key] : "?"; }
 /* "key": with the comma before it unless it opens an object or array */
 static void pt__mon_key(pt__sb *b, int key) {
@@ -17485,6 +17487,17 @@ PTDEF void pt_monitor_free(pt_monitor *m) {
     if (m->f) {
         pt__sb *b = &m->line;
         if (m->printed) fputc('\n', stderr);
+        if (isfinite(m->val)) { /* the final evaluation: no step line follows to carry it */
+            b->n = 0, b->oom = 0;
+            pt__sb_add(b, "{");
+            pt__mon_kv(b, PT_MON_KEY_EVENT, "\"%s\"", pt__mon_keys[PT_MON_KEY_EVAL]);
+            pt__mon_kv(b, PT_MON_KEY_STEP, "%lld", (long long)m->step);
+            pt__mon_kv(b, PT_MON_KEY_TIME_S, "%.6f", pt_time() - m->t_open);
+            pt__mon_kv(b, PT_MON_KEY_VAL_LOSS, "%.9g", m->val);
+            pt__mon_kv(b, PT_MON_KEY_T_EVAL, "%.6f", m->add[PT_MON_EVAL]);
+            pt__sb_add(b, "}\n");
+            pt__mon_write(m, b);
+        }
         b->n = 0, b->oom = 0;
         pt__sb_add(b, "{");
         pt__mon_kv(b, PT_MON_KEY_EVENT, "\"%s\"", pt__mon_keys[PT_MON_KEY_RUN_END]);
@@ -18293,7 +18306,9 @@ PTDEF int pt_run_guard(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t step, float 
 /** lr times the guard's LR scale (1 until a rollback). */
 PTDEF float pt_run_lr(const pt_run *r, float lr);
 /** A validation loss measured during this step in `seconds`: with --log it is the step line's
-    val_loss, and the time goes to t_eval (not compute, not the tokens/s). No-op without --log. */
+    val_loss, and the time goes to t_eval (not compute, not the tokens/s); given after the last
+    pt_run_step_end (a final evaluation) it is the log's eval event, written by pt_run_free. No-op
+    without --log. */
 PTDEF void pt_run_val(pt_run *r, float val_loss, double seconds);
 /** Collective; call at the end of each step (updated or skipped) with done = steps completed and the
     step's loss, gradient norm and learning rate (for the log). The ranks agree whether a signal arrived

@@ -212,9 +212,21 @@ $PT $small --steps 4 --val-every 2 --log "$W/ptval.jsonl" >"$W/ptval.log" 2>&1
 rc=$?
 v=$(sed -n 's/^val step 2 val_loss //p' "$W/ptval.log")
 lv=$(sed -n 's/^{"step":1,.*"val_loss":\([^,]*\),.*"t_eval":.*/\1/p' "$W/ptval.jsonl")
-if [ $rc -eq 0 ] && [ -n "$v" ] && [ -n "$lv" ] && [ "$(printf '%.4f' "$lv")" = "$v" ] && [ "$(grep -c '"val_loss"' "$W/ptval.jsonl")" -eq 1 ]; then
+if [ $rc -eq 0 ] && [ -n "$v" ] && [ -n "$lv" ] && [ "$(printf '%.4f' "$lv")" = "$v" ] && [ "$(grep -c '^{"step":.*"val_loss"' "$W/ptval.jsonl")" -eq 1 ]; then
     pass "pttrain --val-every 2 --log: the step that validated carries val_loss ($v) and t_eval, no other step"
 else fail "pttrain validation in the log: exit $rc, printed '$v', logged '$lv', $(grep -c '"val_loss"' "$W/ptval.jsonl") lines with val_loss"; fi
+# every evaluation printed is in the log: the final one (after the last step) is an eval event, and
+# ptreport's summary and val-loss chart agree with what the run printed
+fv=$(sed -n 's/^val_loss //p' "$W/ptval.log")
+le=$(sed -n 's/^{"event":"eval","step":4,.*"val_loss":\([^,]*\),"t_eval":.*/\1/p' "$W/ptval.jsonl")
+rm -rf "$W/ptvalrep"
+cc -O2 tools/ptreport.c -o build/ptreport -lm 2>"$W/ptreport.build.log"
+./build/ptreport "$W/ptval.jsonl" -o "$W/ptvalrep" >"$W/ptvalrep.log" 2>&1
+rv=$(sed -n 's/.*<tr><th>final val loss<\/th><td>\([^<]*\)<.*/\1/p' "$W/ptvalrep/index.html" 2>/dev/null)
+np=$(grep 'data-series="val loss"' "$W/ptvalrep/loss.svg" 2>/dev/null | sed 's/.* points="\([^"]*\)".*/\1/' | tr ' ' '\n' | grep -c ',')
+if [ -n "$fv" ] && [ -n "$le" ] && [ "$(printf '%.4f' "$le")" = "$fv" ] && [ "$rv" = "$fv" ] && [ "$np" = 2 ]; then
+    pass "pttrain's final val_loss $fv is the log's eval event; ptreport's final val loss ($rv) and its 2 val-loss points match the run"
+else fail "final evaluation in the log: printed '$fv', eval event '$le', report '$rv', $np val-loss points; $(head -c 300 "$W/ptvalrep.log")"; fi
 PTRAIN_GUARD_INJECT=nan:3:0 $PT $small --steps 6 --guard skip --log "$W/ptskip.jsonl" >"$W/ptskip.log" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -q '^{"event":"grad_nonfinite","step":3,.*"verdict":"skip"' "$W/ptskip.jsonl" && [ "$(grep -c '^step ' "$W/ptskip.log")" -eq 6 ] &&
@@ -587,7 +599,7 @@ if command -v mpirun >/dev/null 2>&1; then
     if [ "$pids" = "0 1 2 3 " ] && awk -v a="$lb" -v b="$tb" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 0.1 * a) }'; then
         pass "pttrain --trace: a track per rank (pids $pids), bubble events of steps 0..5 per rank $tb s vs the log's t_bubble $lb s"
     else fail "pttrain --trace: pids '$pids', trace bubble $tb s vs log $lb s"; fi
-    if cc -O2 tools/ptreport.c -o build/ptreport -lm 2>"$W/ptreport.build.log" && rm -rf "$W/07report" &&
+    if [ -x build/ptreport ] && rm -rf "$W/07report" &&
         ./build/ptreport "$W/07mon.jsonl" --trace "$W/07mon.json" -o "$W/07report" >"$W/07report.log" 2>&1 &&
         [ -s "$W/07report/index.html" ] && [ -s "$W/07report/timeline.svg" ] && grep -q '<svg' "$W/07report/timeline.svg"; then
         pass "ptreport renders pttrain's log and trace: index.html and timeline.svg"

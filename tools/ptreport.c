@@ -203,6 +203,14 @@ static void add_event(run *r, const pt_json *o) {
     r->events[r->nevents++] = e;
 }
 
+/* an eval event (a run's final evaluation, after the last step line): its val_loss belongs to the
+   step line it follows, the last one, numbered one below the steps done */
+static void add_eval(run *r, const pt_json *o) {
+    step_rec *s = r->nsteps ? &r->steps[r->nsteps - 1] : NULL;
+    double v = num_at(o, KEY(VAL_LOSS));
+    if (s && isfinite(v) && num_at(o, KEY(STEP)) == s->step + 1 && !isfinite(s->f[F_VAL])) s->f[F_VAL] = v;
+}
+
 static int read_log(const char *path, run *r) {
     FILE *f = fopen(path, "rb");
     char *line = NULL, err[600];
@@ -228,8 +236,10 @@ static int read_log(const char *path, run *r) {
         ev = str_at(o, KEY(EVENT));
         if (ev && strcmp(ev, KEY(RUN_START)) == 0 && !r->header) r->header = o;
         else {
-            if (ev) add_event(r, o);
-            else if (isfinite(num_at(o, KEY(STEP)))) add_step(r, o);
+            if (ev) {
+                add_event(r, o);
+                if (strcmp(ev, KEY(EVAL)) == 0) add_eval(r, o);
+            } else if (isfinite(num_at(o, KEY(STEP)))) add_step(r, o);
             pt_json_free(o);
         }
     }

@@ -399,7 +399,9 @@ int main(int argc, char **argv) {
         }
         if (!fail && !stop) {
             pt_loader_stats ls = pt_loader_stats_get(run.train);
+            double tv = pt_time();
             float vl = val_loss(pp, &f, &run, B / lay.dp, ids, tg, 32);
+            pt_run_val(&run, vl, pt_time() - tv); /* after the last step: the log's eval event */
             pt_run_line(&run);
             if (rank == 0 && ls.batches) printf("data: rank 0 waited %.1f ms in all, %.3f ms per batch\n", ls.wait_s * 1e3, ls.wait_s * 1e3 / (double)ls.batches);
             if (rank == 0) printf("val_loss %.4f\n", vl);
