@@ -1230,7 +1230,8 @@ PTDEF void pt_dist_dump_records(const pt_dist *d, void *file);
 PTDEF pt_status pt_dist_set_coll_check(pt_dist *d, int on);
 /** This rank's watchdog deadline in seconds (0 = off; PT_ERR_ARG if negative or not finite): a
     call in flight longer than that aborts the job (MPI_Abort) after dumping the records to stderr.
-    Starts or stops the watchdog thread. Without PTRAIN_MPI it is accepted and does nothing. */
+    Starts or stops the watchdog thread; PT_ERR_STATE when MPI's thread level is not MULTIPLE (the
+    thread calls MPI) or the thread cannot start. Without PTRAIN_MPI it is accepted and does nothing. */
 PTDEF pt_status pt_dist_set_watchdog(pt_dist *d, double seconds);
 /** The message of the last call refused by debug mode ("" if none). */
 PTDEF const char *pt_dist_coll_error(const pt_dist *d);
@@ -3367,6 +3368,8 @@ PTDEF pt_status pt_dist_set_watchdog(pt_dist *d, double seconds) {
     if (!(seconds >= 0.0 && seconds <= 1e9)) return PT_ERR_ARG; /* also NaN */
     if (!d) return PT_OK;
 #ifdef PT__COLL_THREADS
+    /* the watchdog calls MPI (MPI_Wtime, MPI_Abort) from its own thread: only MULTIPLE allows that */
+    if (seconds > 0 && d->thread_level != MPI_THREAD_MULTIPLE) return PT_ERR_STATE;
     pt__coll_lock(d);
     d->deadline = seconds;
     if (seconds > 0 && !d->wd_running) {
@@ -3831,7 +3834,12 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     /* the records start here: debug mode and the watchdog */
     d->check = check;
     ok = pt_dist_set_watchdog(d, deadline) == PT_OK;
-    if (!ok) pt__msg(msg, sizeof msg, "pt_dist_init: rank %d could not start the watchdog thread (PTRAIN_WATCHDOG=%g)", rank, deadline);
+    if (!ok && d->thread_level != MPI_THREAD_MULTIPLE)
+        pt__msg(msg, sizeof msg,
+                "pt_dist_init: PTRAIN_WATCHDOG=%g needs MPI thread level MULTIPLE (the watchdog thread calls MPI_Abort), found %s: "
+                "MPI was initialized by the program; call MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or leave it to pt_dist_init",
+                deadline, pt__dist_level_name(d->thread_level));
+    else if (!ok) pt__msg(msg, sizeof msg, "pt_dist_init: rank %d could not start the watchdog thread (PTRAIN_WATCHDOG=%g)", rank, deadline);
     if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], ok, msg)) goto fail;
 
     d->threads = pt__dist_mpi_threads(shm);

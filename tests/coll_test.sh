@@ -63,6 +63,19 @@ n=$(grep -c "^INIT ERROR rank ?: pt_dist_init: PTRAIN_COLL_CHECK differs between
 if [ "$n" -eq 2 ]; then pass "PTRAIN_COLL_CHECK set on one rank only: pt_dist_init refused on both ranks"
 else fail "PTRAIN_COLL_CHECK on one rank" "$n of 2 ranks refused; $(tail -n 3 "$log" | tr '\n' ' ')"; fi
 
+# ---- a program that called MPI_Init itself (thread level below MULTIPLE): the watchdog thread, which
+#      calls MPI_Abort, is refused with the level named; without it pt_dist_init works ----
+log=$BUILD/coll_owninit.log
+mpi_run 2 -- env PTRAIN_WATCHDOG=2 "$T" --own-init >"$log" 2>&1
+n=$(grep -c "^INIT ERROR rank ?: pt_dist_init: PTRAIN_WATCHDOG=2 needs MPI thread level MULTIPLE .*found SINGLE" "$log")
+if [ "$n" -eq 2 ]; then pass "MPI_Init by the program (SINGLE) + PTRAIN_WATCHDOG: refused on both ranks, naming the level"
+else fail "watchdog under MPI_THREAD_SINGLE" "$n of 2 ranks refused; $(tail -n 3 "$log" | tr '\n' ' ')"; fi
+log=$BUILD/coll_owninit2.log
+mpi_run 2 -- env -u PTRAIN_WATCHDOG "$T" --own-init >"$log" 2>&1
+if [ "$(grep -c '^INIT OK rank [01] level 0$' "$log")" -eq 2 ] && [ "$(grep -c '^SET_WATCHDOG refused$' "$log")" -eq 2 ]; then
+    pass "MPI_Init by the program: pt_dist_init works, pt_dist_set_watchdog is PT_ERR_STATE"
+else fail "pt_dist_init after MPI_Init" "$(tail -n 4 "$log" | tr '\n' ' ')"; fi
+
 # ---- the watchdog: rank 1 sleeps 8 s, rank 0 waits in pt_dist_agree, deadline 2 s ----
 out=$BUILD/coll_watchdog.out
 err=$BUILD/coll_watchdog.err

@@ -208,9 +208,26 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--watchdog")) mode = 1;
         if (!strcmp(argv[i], "--init-error")) mode = 2;
+        if (!strcmp(argv[i], "--own-init")) mode = 3;
     }
     memset(&lay, 0, sizeof lay);
     lay.dp = 1, lay.tp = 0, lay.pp = 1;
+#ifdef PTRAIN_MPI
+    if (mode == 3) { /* the program initializes MPI itself, at the default level (not MULTIPLE) */
+        int provided = 0;
+        MPI_Init(&argc, &argv);
+        MPI_Query_thread(&provided);
+        g_d = pt_dist_init(&argc, &argv, &lay, err, sizeof err);
+        if (!g_d) printf("INIT ERROR rank ?: %s\n", err);
+        else {
+            printf("INIT OK rank %d level %d%s\n", pt_dist_rank(g_d), provided, provided == MPI_THREAD_MULTIPLE ? " (MULTIPLE)" : "");
+            printf("SET_WATCHDOG %s\n", pt_dist_set_watchdog(g_d, 5) == PT_ERR_STATE ? "refused" : "accepted");
+            pt_dist_finalize(g_d);
+        }
+        MPI_Finalize();
+        return 0;
+    }
+#endif
     g_d = pt_dist_init(&argc, &argv, &lay, err, sizeof err);
     if (mode == 2) {
         if (!g_d) printf("INIT ERROR rank ?: %s\n", err);
