@@ -175,7 +175,7 @@
    PTRAIN_PROGRESS=0|1      pt_monitor's progress line off / on (default: on an interactive terminal,
                             not under mpirun)
    PTRAIN_CKPT_DELAY_MS=N   (tests) an asynchronous checkpoint write starts N ms late
-   PTRAIN_GUARD_INJECT=K:S:R (tests) faults for pt_guard_check: nan, inf (gradient), spike (loss x100),
+   PTRAIN_GUARD_INJECT=K:S:R (tests, PTRAIN_TEST_HOOKS builds) faults for pt_guard_check: nan, inf (gradient), spike (loss x100),
                             flip (a weight bit) at step S on world rank R (* = all); comma-separated
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
@@ -1861,7 +1861,8 @@ PTDEF const char *pt_monitor_key(int key);
    whose hash differs from the majority (on a tie: from the lowest DP rank's) are an event.
    Every event is kept (the last PT_GUARD_EVENTS_KEPT, pt_guard_events), passed to on_event on
    every rank (the same events everywhere) and logged as a warning by world rank 0.
-   Env PTRAIN_GUARD_INJECT=KIND:STEP:RANK[,...] (tests; RANK = world rank, * = every rank; each
+   Env PTRAIN_GUARD_INJECT=KIND:STEP:RANK[,...] (tests; read only in a build that defines
+   PTRAIN_TEST_HOOKS; RANK = world rank, * = every rank; each
    fires once, at pt_guard_check of that step): nan / inf = the rank's first gradient element,
    spike = the rank's loss times 100, flip = a bit of the rank's first parameter element. */
 #define PT_GUARD_EVENTS_KEPT 256
@@ -17564,6 +17565,7 @@ static const char *const pt__guard_kind_names[PT_GUARD_EV_KINDS] = {"loss_nonfin
 PTDEF const char *pt_guard_event_name(int kind) { return kind >= 0 && kind < PT_GUARD_EV_KINDS ? pt__guard_kind_names[kind] : "?"; }
 static int pt__guard_finite(double x) { return x == x && x - x == 0; }
 
+#ifdef PTRAIN_TEST_HOOKS /* faults from the environment: compiled in only on request */
 static int pt__guard_parse_inject(pt_guard *g, const char *s) {
     static const char *const kinds[4] = {"nan", "inf", "spike", "flip"};
     while (s && *s) {
@@ -17588,11 +17590,11 @@ static int pt__guard_parse_inject(pt_guard *g, const char *s) {
     }
     return 1;
 }
+#endif
 
 PTDEF pt_guard *pt_guard_new(pt_ctx *ctx, const pt_guard_desc *desc) {
     pt_guard_desc d;
     pt_guard *g;
-    const char *inj;
     int64_t bytes;
     if (!ctx) return NULL;
     if (!desc) return (pt_guard *)pt__fail(ctx, PT_ERR_ARG, "pt_guard_new: desc is NULL (expected a pt_guard_desc)");
@@ -17633,12 +17635,16 @@ PTDEF pt_guard *pt_guard_new(pt_ctx *ctx, const pt_guard_desc *desc) {
     memset(g->st, 0, (size_t)bytes);
     g->st->window = d.window, g->st->lr_scale = 1.0;
     g->ring = (double *)(void *)(g->st + 1);
-    inj = getenv("PTRAIN_GUARD_INJECT");
-    if (inj && *inj && !pt__guard_parse_inject(g, inj)) {
-        pt_guard_free(g);
-        return (pt_guard *)pt__fail(ctx, PT_ERR_ARG, "pt_guard_new: PTRAIN_GUARD_INJECT='%s': expected KIND:STEP:RANK[,...] (KIND nan, inf, spike or flip; "
-                                    "RANK a world rank or *; at most %d)", inj, PT__GUARD_INJ);
+#ifdef PTRAIN_TEST_HOOKS
+    {
+        const char *inj = getenv("PTRAIN_GUARD_INJECT");
+        if (inj && *inj && !pt__guard_parse_inject(g, inj)) {
+            pt_guard_free(g);
+            return (pt_guard *)pt__fail(ctx, PT_ERR_ARG, "pt_guard_new: PTRAIN_GUARD_INJECT='%s': expected KIND:STEP:RANK[,...] (KIND nan, inf, spike or "
+                                        "flip; RANK a world rank or *; at most %d)", inj, PT__GUARD_INJ);
+        }
     }
+#endif
     if (pt_state_register(ctx, "guard", g->st, bytes) != PT_OK) {
         pt_guard_free(g);
         return NULL;
@@ -18272,6 +18278,7 @@ typedef struct pt_run {
     struct pt_monitor *mon; /**< set by pt_run_start with --log, else NULL */
     struct pt_guard *health;/**< set by pt_run_start unless --guard off */
     double t_update;        /**< when pt_run_guard returned (the optimizer's time starts) */
+    int32_t signals_on;     /**< set by pt_run_start: SIGINT/SIGTERM caught until pt_run_free restores them */
 } pt_run;
 /** Takes --data, --ckpt-dir, --ckpt-every, --ckpt-async, --resume, --resume-if-any, --log, --trace,
     --guard, --guard-z out of argv (compacted, like pt_args_parse; call it first: it records the command
@@ -18300,8 +18307,9 @@ PTDEF float pt_run_val_loss(pt_run *r, pt_graph *g, const pt_gpt *m, int batches
     complete. Starts the trace (--trace) and the monitor (--log: model r->model, r->batch x r->seq
     tokens per step; its progress line on a terminal when the run is one process, see pt_run_line).
     An error (none there, none valid, a file) is in pt_error(ctx), the same on every rank. Then
-    catches SIGINT and SIGTERM: they only raise a flag (a second SIGINT acts as usual; SIGTERM stays
-    caught, since a scheduler may deliver it twice). */
+    catches SIGINT and SIGTERM until pt_run_free, which restores the program's handlers: they only
+    raise a flag (a second SIGINT acts as usual; SIGTERM stays caught, since a scheduler may deliver
+    it twice). */
 PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps, int64_t *first_step);
 /** Collective; call after backward (and pt_dp_finish / pt_pp_step) and the gradient norm, before
     pt_optim_step, with this rank's loss (or the global one) and the global gradient norm (pt_grad_norm;
@@ -18431,16 +18439,48 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
     return out;
 }
 
-/* The examples' run (pt_run): data, checkpoints, a clean stop. SIGINT / SIGTERM only raise a flag
-   (SIGINT restores the default action, so a second Ctrl-C acts as usual); pt_run_step_end reads it. */
+/* The examples' run (pt_run): data, checkpoints, a clean stop. From pt_run_start to pt_run_free,
+   SIGINT / SIGTERM only raise a flag, which pt_run_step_end reads; pt_run_free puts back the handlers
+   the program had. SIGINT is caught once (a second Ctrl-C, a person's, acts as the program's own
+   handler would without us: the default stops at once); SIGTERM stays caught: a scheduler may deliver
+   it more than once, and follows up with SIGKILL when the save takes too long. sigaction where the
+   build has POSIX (SA_RESETHAND is its mark), else C's signal(); runs that overlap share one
+   installation (the first installs, the last restores). */
 #include <signal.h>
 static volatile sig_atomic_t pt__run_stopping = 0;
+static int pt__run_installed = 0; /* runs between pt_run_start and pt_run_free */
+#if defined(SA_RESETHAND)
+static struct sigaction pt__run_old[2];
+#else
+static void (*pt__run_old[2])(int);
+#endif
+static const int pt__run_sigs[2] = {SIGINT, SIGTERM};
 static void pt__run_on_signal(int sig) {
     pt__run_stopping = 1;
-    /* a second Ctrl-C (a person) stops at once; SIGTERM stays caught: a scheduler may deliver it
-       more than once, and follows up with SIGKILL when the save takes too long */
-    if (sig == SIGINT) signal(sig, SIG_DFL);
-    else signal(sig, pt__run_on_signal);
+#if !defined(SA_RESETHAND)
+    signal(sig, sig == SIGINT ? SIG_DFL : pt__run_on_signal); /* C's signal() may reset it to the default */
+#else
+    (void)sig;
+#endif
+}
+static void pt__run_signals(int on) {
+    int i;
+    if (on ? pt__run_installed++ > 0 : pt__run_installed <= 0 || --pt__run_installed > 0) return;
+    for (i = 0; i < 2; i++) {
+#if defined(SA_RESETHAND)
+        if (on) {
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_handler = pt__run_on_signal;
+            sigemptyset(&sa.sa_mask);
+            sa.sa_flags = SA_RESTART | (pt__run_sigs[i] == SIGINT ? SA_RESETHAND : 0);
+            sigaction(pt__run_sigs[i], &sa, &pt__run_old[i]);
+        } else sigaction(pt__run_sigs[i], &pt__run_old[i], NULL);
+#else
+        if (on) pt__run_old[i] = signal(pt__run_sigs[i], pt__run_on_signal);
+        else signal(pt__run_sigs[i], pt__run_old[i]);
+#endif
+    }
 }
 
 /* --guard's values, indexed by pt_run.guard + 1 (off = -1, then the pt_guard_policy values) */
@@ -18982,8 +19022,7 @@ PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps,
         if (loaded) pt_monitor_event(r->mon, "ckpt_load", "dir=%s ckpt_step=%lld", r->ckpt_dir, (long long)k);
     }
     pt__run_stopping = 0;
-    signal(SIGINT, pt__run_on_signal);
-    signal(SIGTERM, pt__run_on_signal);
+    if (!r->signals_on) pt__run_signals(1), r->signals_on = 1;
     r->t_update = 0;
     return PT_OK;
 }
@@ -19126,6 +19165,7 @@ PTDEF void pt_run_free(pt_run *r) {
         if (root) fflush(stdout);
         r->ctx = NULL, r->mon = NULL, r->health = NULL;
     }
+    if (r->signals_on) pt__run_signals(0), r->signals_on = 0; /* the program's own handlers again */
     pt_loader_free(r->train);
     pt_loader_free(r->val);
     pt_tokenizer_free(r->tok);

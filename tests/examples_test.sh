@@ -227,7 +227,17 @@ np=$(grep 'data-series="val loss"' "$W/ptvalrep/loss.svg" 2>/dev/null | sed 's/.
 if [ -n "$fv" ] && [ -n "$le" ] && [ "$(printf '%.4f' "$le")" = "$fv" ] && [ "$rv" = "$fv" ] && [ "$np" = 2 ]; then
     pass "pttrain's final val_loss $fv is the log's eval event; ptreport's final val loss ($rv) and its 2 val-loss points match the run"
 else fail "final evaluation in the log: printed '$fv', eval event '$le', report '$rv', $np val-loss points; $(head -c 300 "$W/ptvalrep.log")"; fi
-PTRAIN_GUARD_INJECT=nan:3:0 $PT $small --steps 6 --guard skip --log "$W/ptskip.jsonl" >"$W/ptskip.log" 2>&1
+# the guard's fault injection (PTRAIN_GUARD_INJECT) is a test hook: a trainer built with -DPTRAIN_TEST_HOOKS
+# reads it; the release build ignores it (the environment of a program linking ptrain cannot flip its weights)
+PTH=./build/pttrain_hooks
+mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_TEST_HOOKS -I. tools/pttrain.c -o "$PTH" -lm 2>"$W/pttrain_hooks.build.log" ||
+    fail "pttrain with -DPTRAIN_TEST_HOOKS: $(head -c 300 "$W/pttrain_hooks.build.log")"
+PTRAIN_GUARD_INJECT=nan:3:0,flip:4:0 $PT $small --steps 6 --guard skip --log "$W/ptnohook.jsonl" >"$W/ptnohook.log" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ "$(loss_lines "$W/ptnohook.log" 0 5)" = "$(loss_lines "$W/ptfull.log" 0 5)" ] && ! grep -q '"event":"grad_nonfinite"' "$W/ptnohook.jsonl"; then
+    pass "release pttrain ignores PTRAIN_GUARD_INJECT (no event, the losses of the run without it)"
+else fail "release pttrain and PTRAIN_GUARD_INJECT: exit $rc; $(grep '"event"' "$W/ptnohook.jsonl" | head -c 300)"; fi
+PTRAIN_GUARD_INJECT=nan:3:0 $PTH $small --steps 6 --guard skip --log "$W/ptskip.jsonl" >"$W/ptskip.log" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -q '^{"event":"grad_nonfinite","step":3,.*"verdict":"skip"' "$W/ptskip.jsonl" && [ "$(grep -c '^step ' "$W/ptskip.log")" -eq 6 ] &&
     [ "$(loss_lines "$W/ptskip.log" 0 3)" = "$(loss_lines "$W/ptfull.log" 0 3)" ] && [ "$(loss_lines "$W/ptskip.log" 4 4)" != "$(loss_lines "$W/ptfull.log" 4 4)" ] &&
@@ -236,7 +246,7 @@ if [ $rc -eq 0 ] && grep -q '^{"event":"grad_nonfinite","step":3,.*"verdict":"sk
 else fail "pttrain --guard skip: exit $rc; $(grep '"event":"grad' "$W/ptskip.jsonl" | head -c 300); $(loss_lines "$W/ptskip.log" 0 9 | tr '\n' ' ')"; fi
 rm -rf "$W/ckptrb"
 $PT $small --steps 10 --sample 0 >"$W/ptrbref.log" 2>&1
-PTRAIN_GUARD_INJECT=nan:4:0,nan:5:0,nan:6:0 $PT $small --steps 10 --sample 0 --guard rollback --ckpt-dir "$W/ckptrb" --ckpt-every 4 \
+PTRAIN_GUARD_INJECT=nan:4:0,nan:5:0,nan:6:0 $PTH $small --steps 10 --sample 0 --guard rollback --ckpt-dir "$W/ckptrb" --ckpt-every 4 \
     --log "$W/ptrb.jsonl" >"$W/ptrb.log" 2>&1
 rc=$?
 # after the rollback: step 4 again, with its first try's loss (same weights: 4 and 5 were skipped; the

@@ -60,13 +60,18 @@ want() { [ -z "${TEST_FILTER:-}" ] || case "$1" in *"$TEST_FILTER"*) return 0 ;;
 
 # ---- build everything (in parallel) ----
 PROGS=""
-for t in test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc; do
+for t in test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc test_host; do
     if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi
     if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then
         build "$t.asan" "tests/$t.c" "$ASAN"
         PROGS="$PROGS $t.asan"
     fi
 done
+# host safety once more as strict C99 without POSIX: pt_run's signals through C's signal()
+if want "test_host[c99]"; then
+    build test_host.c99 tests/test_host.c "$OPT -DHOST_PLAIN_C"
+    PROGS="$PROGS test_host.c99"
+fi
 # the ops once more with -DPTRAIN_CBLAS: matrix products through the system BLAS
 if want "test_ops[cblas]"; then
     build test_ops.cblas tests/test_ops.c "$OPT -DPTRAIN_CBLAS" -lopenblas
@@ -78,6 +83,7 @@ wait
 for b in $PROGS; do
     case $b in
     *.cblas) name="${b%.cblas}[cblas]"; args="--quick"; env="" ;;
+    *.c99) name="${b%.c99}[c99]"; args=""; env="" ;;
     *.asan) name="${b%.asan}[asan]"; args="--quick"
         env="ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1" ;;
     *) name=$b; args=""; env="" ;;

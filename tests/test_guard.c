@@ -19,6 +19,7 @@
    Build: cc -std=c99 -O2 -I. tests/test_guard.c -lm (or mpicc -DPTRAIN_MPI); run: test_guard [DIR]. */
 #define _POSIX_C_SOURCE 200809L
 #define PTRAIN_IMPLEMENTATION
+#define PTRAIN_TEST_HOOKS /* PTRAIN_GUARD_INJECT */
 #include "ptrain.h"
 #include "test_util.h"
 #include <sys/stat.h>
