@@ -128,6 +128,7 @@ want monitor && script monitor_test "$BUILD"
 want guard && script guard_test "$BUILD"
 want memest && script memest_test "$BUILD"
 want toc && script toc_test "$BUILD"
+want tsan && script tsan_test "$BUILD"
 want bench && script bench_test "$BUILD"
 
 echo "total time $(($(date +%s) - START))s"

@@ -64,6 +64,21 @@ static int handler_is(int sig, void (*h)(int)) {
 #define ISNT(sig, h) (!handler_is(sig, h))
 #endif
 
+#ifndef HOST_PLAIN_C
+#include <pthread.h>
+typedef struct crc_job {
+    unsigned char *data;
+    int64_t n;
+    uint32_t crc;
+} crc_job;
+static void *crc_main(void *arg) {
+    crc_job *j = (crc_job *)arg;
+    int k;
+    for (k = 0; k < 8; k++) j->crc = pt_crc32c(0, j->data, (size_t)j->n);
+    return NULL;
+}
+#endif
+
 static void quiet(void *user, int level, const char *msg) { (void)user, (void)level, (void)msg; }
 
 int main(void) {
@@ -124,6 +139,50 @@ int main(void) {
         CHECKF(g != NULL, "without PTRAIN_TEST_HOOKS, PTRAIN_GUARD_INJECT is not read (a bad value is not even refused)", "%s", pt_error(ctx));
         pt_guard_free(g);
         unsetenv("PTRAIN_GUARD_INJECT");
+    }
+#endif
+    /* ---- threads beside the caller (ThreadSanitizer runs this, tests/tsan_test.sh): the stats
+       of an asynchronous save read while its writer thread runs; CRC32C on a thread of the
+       program while the caller's GEMM picks its kernel ---- */
+#ifndef HOST_PLAIN_C
+    {
+        static const char *dir = "build/tests/host_ckpt";
+        pt_ckpt_opts co;
+        pt_ckpt_stats cs;
+        int64_t polls = 0;
+        pt_status sv;
+        pt_mkdirs(dir);
+        pt_mlp_new(ctx, "big", 256, 1024, 256, 2, 0.1f); /* ~1M parameters: the write takes a while */
+        memset(&co, 0, sizeof co);
+        co.async = 1, co.keep_last = 2;
+        sv = pt_ckpt_save(ctx, NULL, dir, 1, &co);
+        while (sv == PT_OK && pt_ckpt_pending(ctx) >= 0) {
+            cs = pt_ckpt_stats_get(ctx); /* while the writer runs */
+            polls += cs.step == 1;
+            sv = pt_ckpt_poll(ctx);
+        }
+        cs = pt_ckpt_stats_get(ctx);
+        CHECKF(sv == PT_OK && cs.step == 1 && cs.write_s > 0, "asynchronous save: stats read while it is written, then committed",
+               "status %d (%s), step %lld, write_s %g, %lld polls", (int)sv, pt_error(ctx), (long long)cs.step, cs.write_s, (long long)polls);
+    }
+    {
+        pthread_t th;
+        crc_job job;
+        int64_t shape[2] = {64, 64};
+        pt_graph *g = pt_graph_new(ctx);
+        pt_tensor *a, *c;
+        float *buf = (float *)calloc(64 * 64, sizeof(float));
+        memset(&job, 0, sizeof job);
+        job.n = 1 << 20, job.data = (unsigned char *)calloc((size_t)job.n, 1);
+        CHECKF(g && buf && job.data && pthread_create(&th, NULL, crc_main, &job) == 0, "a thread of the program computes CRC32C", "could not start");
+        a = pt_tensor_from(g, PT_F32, 2, shape, buf);
+        c = pt_matmul(g, a, a, 0, 0); /* the GEMM picks its kernel meanwhile */
+        pthread_join(th, NULL);
+        CHECKF(c && job.crc == pt_crc32c(0, job.data, (size_t)job.n), "CRC32C on a thread while the caller multiplies: the same CRC", "%08x",
+               (unsigned)job.crc);
+        pt_graph_free(g);
+        free(buf);
+        free(job.data);
     }
 #endif
     pt_shutdown(ctx);
