@@ -6,7 +6,7 @@ EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
 MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume
 CLLIBS  := -lOpenCL -lclblast
 
-.PHONY: all help deps demo test bench examples tools clean
+.PHONY: all help deps demo test fuzz bench examples tools clean
 
 all: examples
 
@@ -16,6 +16,10 @@ help:
 	@echo "               every 100 steps to build/demo_ckpt; run it again to continue from the newest one; its log and"
 	@echo "               trace are drawn by build/ptreport into build/demo/report/index.html"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
+	@echo "make fuzz      build the libFuzzer harnesses of tests/fuzz (clang; every file parser: checkpoint, safetensors, shard,"
+	@echo "               IDX, tokenizer, CLBlast tune file, ptreport's run log) into build/fuzz and run each FUZZ_SECONDS"
+	@echo "               (default 60) on a copy of its corpus, printing executions, corpus size and crashes;"
+	@echo "               FUZZ_TARGETS=name[ name...] only those, FUZZ_MERGE=1 merges new inputs into tests/fuzz/corpus"
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, monitor overhead, token loader, checkpoint save/resume,"
 	@echo "               DP allreduce/overlap/ZeRO, pipeline bubbles, OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise"
 	@echo "               bandwidth, GPT step on OpenCL); BENCH=name[,name...] runs only those, BENCH=list names them;"
@@ -86,6 +90,16 @@ demo: deps $(BUILD)/pttrain $(BUILD)/ptreport
 
 test: deps
 	@sh tests/run.sh $(BUILD)/tests
+
+# the fuzz harnesses: one binary (ptrain.h compiled once), build/fuzz/fuzz_NAME links to it;
+# tests/fuzz/run.sh runs them (tests/fuzz_test.sh, in make test, only replays the corpus and past crashes)
+FUZZ_SECONDS ?= 60
+$(BUILD)/fuzz/ptfuzz: ptrain.h tools/ptreport.c $(wildcard tests/fuzz/*.c tests/fuzz/*.h) tests/fuzz/build.sh
+	@echo "building $@ (clang -O1 -fsanitize=fuzzer,address,undefined; about a minute)"
+	@sh tests/fuzz/build.sh $(BUILD)/fuzz -O1
+
+fuzz: deps $(BUILD)/fuzz/ptfuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh $(BUILD)/fuzz
 
 $(BUILD)/bench: bench/bench.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -I. bench/bench.c -o $@ -lopenblas -lm

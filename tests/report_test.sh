@@ -150,6 +150,44 @@ bad "a number past the range of a double" 1 "a number of at most about 1.8e308" 
 bad "a key's value missing in a nested object (path named)" 1 "a value, found '}' at byte 18 (in a.b\[1\].c)" '{"a":{"b":[0,{"c":}]}}'
 deep=$(awk 'BEGIN { for (i = 0; i < 5000; i++) printf "["; }')
 bad "5000 nested arrays" 1 "at most 200 levels" "{\"a\":$deep"
+# a run killed while writing its log leaves the last line cut off (no newline): a warning naming the
+# file and the line, the report of the lines before it; a cut-off line with lines after it (and a
+# broken last line that has its newline) is still an error
+printf '%s\n%s\n%s' '{"step":1,"loss":2.5}' '{"step":2,"loss":2.25}' '{"step":3,"lo' >"$T/torn.jsonl"
+rm -rf "$T/outtorn"
+"$R" "$T/torn.jsonl" -o "$T/outtorn" >"$T/torn.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q 'torn.jsonl: line 3 is cut off (a killed run?); read the 2 lines before it' "$T/torn.out" &&
+    grep -q 'final loss</th><td>2.2500 (step 2)' "$T/outtorn/index.html" 2>/dev/null; then pass "a log whose last line is cut off: warning naming line 3, report of lines 1-2"
+else fail "torn last line" "exit $rc: $(head -c 400 "$T/torn.out")"; fi
+bad "a cut-off line followed by more lines" 2 "':'" "$OK" '{"step":2,"lo{"step":3,"loss":2.4}' "$OK"
+bad "a broken last line with its newline" 2 "a value" "$OK" '{"step":2,"loss":}'
+# a run killed before its first step: the header alone (or nothing) is a report without charts
+printf '%s\n' '{"event":"run_start","config":{"model":"m"}}' >"$T/nostep.jsonl"
+: >"$T/empty.jsonl"
+for f in nostep empty; do
+    rm -rf "$T/out$f"
+    "$R" "$T/$f.jsonl" -o "$T/out$f" >"$T/$f.out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q 'no step lines in the log' "$T/out$f/index.html" 2>/dev/null; then pass "a log without step lines ($f): the page, no charts"
+    else fail "a log without step lines ($f)" "exit $rc: $(head -c 400 "$T/$f.out")"; fi
+done
+# refused NAME PATTERN ARG...: ptreport ARG... exits 1 saying PATTERN
+refused() {
+    name=$1 want=$2
+    shift 2
+    "$R" "$@" -o "$T/outref" >"$T/refused.out" 2>&1
+    rc=$?
+    if [ $rc -eq 1 ] && grep -q "$want" "$T/refused.out"; then pass "$name"
+    else fail "$name" "exit $rc: $(head -c 400 "$T/refused.out")"; fi
+}
+# integers past their range are refused (FILE:LINE, the key, what was expected and found), not cast
+printf '%s\n%s\n' "$OK" '{"step":2,"loss":2.4,"straggler_rank":1e300}' >"$T/absurd.jsonl"
+refused "log: straggler_rank 1e300 refused with FILE:LINE" 'absurd.jsonl:2: straggler_rank: expected an integer -1..2147483647, found 1e+300' "$T/absurd.jsonl"
+printf '{"traceEvents":[\n{"ph":"X","ts":1,"dur":2,"pid":0,"args":{"step":0}},\n{"ph":"M","name":"process_name","pid":-5e9,"args":{"name":"r"}},\n{"ph":"X","ts":1,"dur":2,"pid":0,"args":{"mb":1.5}}\n]}\n' >"$T/absurd.json"
+refused "trace: pid -5e9 refused with FILE:LINE" 'absurd.json:3: pid: expected an integer -2147483648..2147483647, found -5000000000' "$T/run.jsonl" --trace "$T/absurd.json"
+sed -i '3d' "$T/absurd.json"
+refused "trace: args.mb 1.5 refused with FILE:LINE" 'absurd.json:3: mb: expected an integer -1..2147483647, found 1.5' "$T/run.jsonl" --trace "$T/absurd.json"
 printf '{"traceEvents":[\n{"ph":"X","ts":1,"dur":2,"pid":0,"args":{"step":0}},\n{"ph":"X","ts":1,"dur":2 "pid":0}\n]}\n' >"$T/badtrace.json"
 "$R" "$T/run.jsonl" --trace "$T/badtrace.json" -o "$T/outbt" >"$T/badtrace.out" 2>&1
 rc=$?

@@ -12,7 +12,8 @@
    read line by line; the trace is read into memory as text and parsed event by event, so no tree
    of the whole trace is ever built.
    Exit status: 0 written, 1 a file cannot be read or is malformed (FILE:LINE: what was expected),
-   2 bad command line. */
+   2 bad command line. The log's last line cut off without its newline (a run killed while writing
+   it) is not an error: a warning names it and the lines before it are reported. */
 #define _POSIX_C_SOURCE 200809L
 #define PTRAIN_IMPLEMENTATION
 #include "../ptrain.h"
@@ -64,6 +65,22 @@ static void sb_esc(pt_sb *b, const char *s) {
 /* the number at key (NaN when absent or not a number); the string at key (NULL) */
 static double num_at(const pt_json *o, const char *key) { return pt_json_num(pt_json_get(o, key), NAN); }
 static const char *str_at(const pt_json *o, const char *key) { return pt_json_str(pt_json_get(o, key)); }
+
+/* the integer at key (into *out): 0 when absent or not finite (NaN, Infinity: treated as absent, as
+   other non-finite values are), 1 read, -1 when it is not an integer within [lo, hi] (what was
+   expected and found in why) */
+static int int_at(const pt_json *o, const char *key, double lo, double hi, long *out, char *why, size_t n) {
+    double v = num_at(o, key);
+    if (!isfinite(v)) return 0;
+    if (v < lo || v > hi || v != floor(v)) {
+        snprintf(why, n, "%s: expected an integer %.0f..%.0f, found %.15g", key, lo, hi, v);
+        return -1;
+    }
+    *out = (long)v;
+    return 1;
+}
+#define INT_LO (-2147483648.0)
+#define INT_HI 2147483647.0
 
 /* compact text of v (numbers with %g, strings as they are) */
 static void json_text(pt_sb *b, const pt_json *v) {
@@ -126,8 +143,9 @@ typedef struct run {
     long lines;
 } run;
 
-/* reads a line of any length; returns its length, -1 at the end of the file */
-static long read_line(FILE *f, char **buf, size_t *cap) {
+/* reads a line of any length; returns its length, -1 at the end of the file; *cut = 1 when the
+   file ends inside it (no '\n') */
+static long read_line(FILE *f, char **buf, size_t *cap, int *cut) {
     size_t n = 0;
     int c;
     while ((c = getc(f)) != EOF) {
@@ -138,21 +156,28 @@ static long read_line(FILE *f, char **buf, size_t *cap) {
         if (c == '\n') break;
         (*buf)[n++] = (char)c;
     }
+    *cut = c == EOF;
     if (c == EOF && n == 0) return -1;
     if (!*buf) *buf = (char *)xrealloc(NULL, (*cap = 16));
     (*buf)[n] = 0;
     return (long)n;
 }
 
-static void add_step(run *r, const pt_json *o) {
+/* a step line (line of path); -1 when a value is refused (reported) */
+static int add_step(run *r, const pt_json *o, const char *path, long line) {
     step_rec s;
     const pt_json *ranks = pt_json_get(o, KEY(MEM_RANK_BYTES));
     size_t k, nr = pt_json_type(ranks) == PT_JSON_ARRAY ? pt_json_len(ranks) : 0;
+    long straggler = -1;
+    char why[200];
     int i;
     s.step = num_at(o, KEY(STEP));
     for (i = 0; i < F_NFIELDS; i++) s.f[i] = num_at(o, pt_monitor_key(field_key[i]));
-    s.straggler = -1;
-    if (isfinite(num_at(o, KEY(STRAGGLER_RANK)))) s.straggler = (int)num_at(o, KEY(STRAGGLER_RANK));
+    if (int_at(o, KEY(STRAGGLER_RANK), -1, INT_HI, &straggler, why, sizeof why) < 0) {
+        fprintf(stderr, "ptreport: %s:%ld: %s\n", path, line, why);
+        return -1;
+    }
+    s.straggler = (int)straggler;
     if ((int)nr > r->nranks_mem && nr < 1000000) {
         r->mem_rank = (double *)xrealloc(r->mem_rank, nr * sizeof(double));
         for (k = (size_t)r->nranks_mem; k < nr; k++) r->mem_rank[k] = NAN;
@@ -167,6 +192,7 @@ static void add_step(run *r, const pt_json *o) {
         r->steps = (step_rec *)xrealloc(r->steps, r->capsteps * sizeof(step_rec));
     }
     r->steps[r->nsteps++] = s;
+    return 0;
 }
 
 static void add_event(run *r, const pt_json *o) {
@@ -216,16 +242,23 @@ static int read_log(const char *path, run *r) {
     char *line = NULL, err[600];
     size_t cap = 0;
     long n, lineno = 0;
+    int cut;
     if (!f) {
         fprintf(stderr, "ptreport: cannot open %s: %s\n", path, strerror(errno));
         return -1;
     }
-    while ((n = read_line(f, &line, &cap)) >= 0) {
+    while ((n = read_line(f, &line, &cap, &cut)) >= 0) {
         pt_json *o;
         const char *ev;
         lineno++;
         if (strspn(line, " \t\r") == (size_t)n) continue; /* blank line */
-        if (!(o = pt_json_parse(line, (size_t)n, JSON_FLAGS, err, sizeof err)) || pt_json_type(o) != PT_JSON_OBJECT) {
+        o = pt_json_parse(line, (size_t)n, JSON_FLAGS, err, sizeof err);
+        if (!o && cut) { /* the last line, without its '\n' and unreadable: what a run killed while writing it leaves */
+            fprintf(stderr, "ptreport: warning: %s: line %ld is cut off (a killed run?); read the %ld lines before it\n", path, lineno, lineno - 1);
+            lineno--;
+            break;
+        }
+        if (!o || pt_json_type(o) != PT_JSON_OBJECT) {
             if (o) fprintf(stderr, "ptreport: %s:%ld: expected '{' (one JSON object per line), found '%c'\n", path, lineno, line[pt_json_offset(o)]);
             else fprintf(stderr, "ptreport: %s:%ld: %s\n", path, lineno, err);
             pt_json_free(o);
@@ -236,11 +269,17 @@ static int read_log(const char *path, run *r) {
         ev = str_at(o, KEY(EVENT));
         if (ev && strcmp(ev, KEY(RUN_START)) == 0 && !r->header) r->header = o;
         else {
+            int bad = 0;
             if (ev) {
                 add_event(r, o);
                 if (strcmp(ev, KEY(EVAL)) == 0) add_eval(r, o);
-            } else if (isfinite(num_at(o, KEY(STEP)))) add_step(r, o);
+            } else if (isfinite(num_at(o, KEY(STEP)))) bad = add_step(r, o, path, lineno) != 0;
             pt_json_free(o);
+            if (bad) {
+                free(line);
+                fclose(f);
+                return -1;
+            }
         }
     }
     r->lines = lineno;
@@ -288,12 +327,23 @@ static void trace_push(tev **a, size_t *n, size_t *cap, const tev *e) {
     (*a)[(*n)++] = *e;
 }
 
-static void trace_event(trace *t, const pt_json *o) {
+/* one event of the trace (byte at of text, the file path); -1 when a value is refused (reported) */
+static int trace_event(trace *t, const pt_json *o, const char *path, const char *text, size_t at) {
     const char *ph = str_at(o, "ph");
     const pt_json *args = pt_json_get(o, "args");
     tev e;
-    double pid = num_at(o, "pid"), tid = num_at(o, "tid"), v;
-    if (!ph || !isfinite(pid)) return;
+    long pid = 0, tid = 0, mb = -1, step = -1;
+    char why[200];
+    int has_pid = int_at(o, "pid", INT_LO, INT_HI, &pid, why, sizeof why);
+    if (has_pid >= 0 && ph && (ph[0] == 'X' || ph[0] == 'B' || ph[0] == 'E') &&
+        (int_at(o, "tid", INT_LO, INT_HI, &tid, why, sizeof why) < 0 || int_at(args, "mb", -1, INT_HI, &mb, why, sizeof why) < 0 ||
+         int_at(args, "step", -1, 9007199254740992.0, &step, why, sizeof why) < 0))
+        has_pid = -1;
+    if (has_pid < 0) {
+        fprintf(stderr, "ptreport: %s:%ld: %s\n", path, line_of(text, at), why);
+        return -1;
+    }
+    if (!ph || !has_pid) return 0;
     if (ph[0] == 'M') {
         const char *nm = str_at(o, "name"), *an = str_at(args, "name");
         if (nm && an && strcmp(nm, "process_name") == 0) {
@@ -302,21 +352,16 @@ static void trace_event(trace *t, const pt_json *o) {
             t->pids[t->npn] = (int)pid;
             t->pnames[t->npn++] = xstrdup(an);
         }
-        return;
+        return 0;
     }
-    if (ph[0] != 'X' && ph[0] != 'B' && ph[0] != 'E') return;
+    if (ph[0] != 'X' && ph[0] != 'B' && ph[0] != 'E') return 0;
     memset(&e, 0, sizeof e);
     e.ts = num_at(o, "ts");
     e.dur = num_at(o, "dur");
-    e.pid = (int)pid;
-    e.tid = isfinite(tid) ? (int)tid : 0;
-    v = num_at(args, "mb");
-    e.mb = isfinite(v) ? (int)v : -1;
-    v = num_at(args, "step");
-    e.step = isfinite(v) ? (long)v : -1;
+    e.pid = (int)pid, e.tid = (int)tid, e.mb = (int)mb, e.step = step;
     copy_str(e.cat, sizeof e.cat, str_at(o, "cat"));
     copy_str(e.name, sizeof e.name, str_at(o, "name"));
-    if (!isfinite(e.ts)) return;
+    if (!isfinite(e.ts)) return 0;
     if (ph[0] == 'X') {
         if (!isfinite(e.dur) || e.dur < 0) e.dur = 0;
         trace_push(&t->ev, &t->n, &t->cap, &e);
@@ -338,6 +383,7 @@ static void trace_event(trace *t, const pt_json *o) {
             }
         }
     }
+    return 0;
 }
 
 /* the trace file's text; the JSON values in it are read one at a time, the brackets and commas
@@ -375,7 +421,10 @@ static int trace_array(ttext *x, trace *t, int eof_ok) {
         pt_json *o = tt_value(x);
         int c;
         if (!o) return -1;
-        if (pt_json_type(o) == PT_JSON_OBJECT) trace_event(t, o);
+        if (pt_json_type(o) == PT_JSON_OBJECT && trace_event(t, o, x->path, x->s, pt_json_offset(o)) != 0) {
+            pt_json_free(o);
+            return -1;
+        }
         pt_json_free(o);
         c = tt_peek(x);
         if (c == ',') {
@@ -776,6 +825,7 @@ static int chart_memory(pt_sb *b, const run *r) {
         if (r->mem_rank[k] > ymax) ymax = r->mem_rank[k];
     if (n == 0 || !(ymax > 0)) {
         series s;
+        if (!r->nsteps) return 0;
         memset(&s, 0, sizeof s);
         s.name = "peak over ranks", s.color = "#e15759", s.x = &r->steps[0].step, s.y = &r->steps[0].f[F_MEM];
         s.n = r->nsteps, s.stride = sizeof(step_rec) / sizeof(double);
@@ -1244,6 +1294,28 @@ static int write_report(const char *dir, const char *title, const run *r, const 
     return rc;
 }
 
+static void run_free(run *r) {
+    size_t i;
+    pt_json_free(r->header);
+    for (i = 0; i < r->nevents; i++) free(r->events[i].name), free(r->events[i].detail);
+    free(r->events);
+    free(r->steps);
+    free(r->mem_rank);
+    memset(r, 0, sizeof *r);
+}
+static void trace_free(trace *t) {
+    size_t i;
+    free(t->ev);
+    free(t->open);
+    for (i = 0; i < t->npn; i++) free(t->pnames[i]);
+    free(t->pids);
+    free(t->pnames);
+    memset(t, 0, sizeof *t);
+}
+
+/* tests/fuzz/fuzz_runlog.c includes this file with PTREPORT_NO_MAIN: read_log, read_trace and
+   write_report are what it calls */
+#ifndef PTREPORT_NO_MAIN
 static int usage(void) {
     fprintf(stderr, "usage: ptreport LOG.jsonl [--trace TRACE.json] [--step N] [--title TEXT] -o DIR\n");
     return 2;
@@ -1293,15 +1365,8 @@ int main(int argc, char **argv) {
         }
         rc = write_report(dir, title, &r, tpath ? &t : NULL, want) != 0;
     }
-    pt_json_free(r.header);
-    for (i = 0; i < (int)r.nevents; i++) free(r.events[i].name), free(r.events[i].detail);
-    free(r.events);
-    free(r.steps);
-    free(r.mem_rank);
-    free(t.ev);
-    free(t.open);
-    for (i = 0; i < (int)t.npn; i++) free(t.pnames[i]);
-    free(t.pids);
-    free(t.pnames);
+    run_free(&r);
+    trace_free(&t);
     return rc;
 }
+#endif
