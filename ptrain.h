@@ -15764,15 +15764,15 @@ static int pt__ck_commit(pt__ck_job *j, const pt__sb *recs, char *err, size_t er
     { /* published only whole: the manifest reads back and every rank's file is there with its size */
         pt__ck_man mm;
         char e2[PT__ERRLEN];
-        int r, fd2 = -1;
-        ok = pt__ck_man_read(j->ctx, j->tmp, &mm, e2, sizeof e2);
+        int r, fd2 = -1, read_ok;
+        ok = read_ok = pt__ck_man_read(j->ctx, j->tmp, &mm, e2, sizeof e2);
         for (r = 0; ok && r < mm.world; r++) {
             snprintf(path, sizeof path, "%s/%s", j->tmp, mm.files[r].name);
             if ((fd2 = pt__ck_open_reg(path, mm.files[r].bytes, NULL, e2, sizeof e2)) < 0) ok = 0;
             else close(fd2);
         }
-        if (ok) pt__ck_man_free(&mm);
-        else {
+        if (read_ok) pt__ck_man_free(&mm);
+        if (!ok) {
             pt__msg(err, errlen, "%s (not published)", e2);
             return 0;
         }

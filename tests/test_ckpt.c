@@ -934,7 +934,7 @@ int main(int argc, char **argv) {
         }
         LOG[0] = 0;
         ok = run_open(&b) && pt_ckpt_load(b.ctx, b.o, rd, &step) == PT_OK && step == s1;
-        snprintf(why, sizeof why, "step %lld (want %lld): %s %s", (long long)step, (long long)s1, pt_error(b.ctx), LOG);
+        snprintf(why, sizeof why, "step %lld (want %lld): %.900s %.900s", (long long)step, (long long)s1, pt_error(b.ctx), LOG);
         CHECK_WHY(ok && snap_equal(&b, &sx, why, sizeof why), "... load takes step K from .old.step_K, bit-exact", why);
         ok = ok && !isnan(run_step(&b)) && pt_ckpt_save(b.ctx, b.o, rd, -1, &opts) == PT_OK && pt_ckpt_verify(p, why, sizeof why) == PT_OK;
         snprintf(tq, sizeof tq, "%s/.tmp.step_%09lld", rd, (long long)s1);
