@@ -137,6 +137,8 @@
    _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
+   PTRAIN_TEST_HOOKS        test hooks read from the environment: PTRAIN_CKPT_FAIL, PTRAIN_CKPT_DELAY_MS,
+                            PTRAIN_GUARD_INJECT; off unless defined
    PTRAIN_NO_THREADS        no prefetch thread in the data loader (pt_loader_next reads the batch),
                             no checkpoint writer thread (an asynchronous save is synchronous);
                             platforms without pthreads get this by themselves
@@ -169,13 +171,13 @@
                             it runs; a mismatch fails the call on every rank, naming the ranks
    PTRAIN_WATCHDOG=S        a collective in flight for more than S seconds dumps the rank's
                             collective records to stderr and aborts the job (MPI_Abort)
-   PTRAIN_CKPT_FAIL=N       (tests) pt_ckpt_save fails once a rank has written N bytes of its file
+   PTRAIN_CKPT_FAIL=N       (tests, PTRAIN_TEST_HOOKS) pt_ckpt_save fails once a rank has written N bytes of its file
    PTRAIN_PROFILE=1         the per-op profile on from pt_init (pt_profile_enable; pt_profile_print)
    PTRAIN_PEAK_FLOPS=X      peak FLOP/s of one rank for pt_monitor's MFU (default: measured at pt_monitor_new)
    PTRAIN_PROGRESS=0|1      pt_monitor's progress line off / on (default: on an interactive terminal,
                             not under mpirun)
-   PTRAIN_CKPT_DELAY_MS=N   (tests) an asynchronous checkpoint write starts N ms late
-   PTRAIN_GUARD_INJECT=K:S:R (tests, PTRAIN_TEST_HOOKS builds) faults for pt_guard_check: nan, inf (gradient), spike (loss x100),
+   PTRAIN_CKPT_DELAY_MS=N   (tests, PTRAIN_TEST_HOOKS) an asynchronous checkpoint write starts N ms late
+   PTRAIN_GUARD_INJECT=K:S:R (tests, PTRAIN_TEST_HOOKS) faults for pt_guard_check: nan, inf (gradient), spike (loss x100),
                             flip (a weight bit) at step S on world rank R (* = all); comma-separated
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
@@ -1496,8 +1498,16 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
    included) into a host buffer of the context (grown only) and returns; a thread writes and fsyncs
    the rank's file; the commit (agreement, manifest, renames, latest, retention: MPI collectives)
    runs on the calling thread in pt_ckpt_poll, pt_ckpt_wait or the next pt_ckpt_save. Without
-   threads (PTRAIN_NO_THREADS) an asynchronous save is synchronous. Env PTRAIN_CKPT_FAIL=N (tests):
-   a save fails once a rank has written N bytes.
+   threads (PTRAIN_NO_THREADS) an asynchronous save is synchronous. Env PTRAIN_CKPT_FAIL=N (tests,
+   compiled only with PTRAIN_TEST_HOOKS): a save fails once a rank has written N bytes.
+   Crash safety: at every point of a save a killed run leaves a loadable state. Rank 0 checks that the
+   manifest reads back and every rank's file is there with its size before renaming; the temporaries
+   of saves never committed are renamed to .del. names before the background remover gets them.
+   Saving a step again moves the committed step_<k> to .old.step_<k>, renames the new one in, then
+   removes the old one; stopped in between, latest resolves to .old.step_<k> (pt_ckpt_load,
+   pt_ckpt_step_dir) and the next save renames it back. Readers refuse what is not a regular file
+   (a FIFO, a device: nothing blocks) or whose size is not the manifest's, and check every manifest
+   count, shape (1-4 dims, each and their product at most 2^40), split and range against the file.
    A checkpoint without optimizer state (an import) loads with an optimizer too: its moments start at
    zero (a warning says so). Safetensors (pt_ckpt_export, pt_safetensors_load): 8-byte little-endian
    header size, JSON header, contiguous data; see the end of ckpt. */
@@ -14921,6 +14931,7 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
    ================================================================================================= */
 #if defined(__unix__) || defined(__APPLE__)
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #define PT__CKPT_POSIX 1
@@ -14936,7 +14947,7 @@ typedef struct pt__ck_tensor {
     char name[PT__CK_NAME];
     int kind, rank, ndim;
     int64_t shape[PT_MAX_DIMS];
-    int32_t split_dim, split_parts, split_index, split_groups, stage;
+    int split_dim, split_parts, split_index, split_groups, stage;
     int64_t lo, hi, off, bytes;
     uint32_t crc;
 } pt__ck_tensor;
@@ -14955,6 +14966,8 @@ typedef struct pt__ck_file {
 typedef struct pt__ck_man {
     int64_t step, optim_steps;
     int version, world, dp, tp, pp, has_optim, optim_kind, vocab_padded; /* vocab_padded: of the model record, 0 = none */
+    int has_model;
+    pt_gpt_config model; /* the model record (has_model) as written */
     pt__ck_file *files;   /* [world] */
     pt__ck_tensor *t;
     int nt, capt;
@@ -14983,16 +14996,15 @@ static int pt__ck_field(const char *line, const char *key, char *out, size_t n) 
     out[i] = 0;
     return *p == 0 || *p == ' ' || *p == '\n';
 }
+/* the integer of " key=" in a record line into *v; 0 if absent or not an integer (junk after it, out of range: ERANGE) */
 static int pt__ck_i64(const char *line, const char *key, int64_t *v) {
     char b[64], *e;
+    long long x;
     if (!pt__ck_field(line, key, b, sizeof b) || !b[0]) return 0;
-    *v = (int64_t)strtoll(b, &e, 0);
-    return *e == 0;
-}
-static int pt__ck_int(const char *line, const char *key, int *v) {
-    int64_t x;
-    if (!pt__ck_i64(line, key, &x) || x < -2147483647 || x > 2147483647) return 0;
-    *v = (int)x;
+    errno = 0;
+    x = strtoll(b, &e, 0);
+    if (*e || errno == ERANGE) return 0;
+    *v = (int64_t)x;
     return 1;
 }
 static int pt__ck_crc(const char *line, uint32_t *v) {
@@ -15001,40 +15013,115 @@ static int pt__ck_crc(const char *line, uint32_t *v) {
     *v = (uint32_t)x;
     return 1;
 }
-
-/* reads a whole (small) file into memory from ctx's allocator; NULL if it cannot */
-static char *pt__ck_slurp(const pt_ctx *ctx, const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    char *s = NULL;
-    long n;
-    if (!f) return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 && (s = (char *)pt__alloc(ctx, (size_t)n + 1)) != NULL) {
-        if (fread(s, 1, (size_t)n, f) != (size_t)n) {
-            pt__free(ctx, s);
-            s = NULL;
-        } else {
-            s[n] = 0;
-            *len = (size_t)n;
-        }
+/* The integer field " key=" of a record line into *v, within [lo, hi]; 0 and a message in why naming
+   the field, what was expected and what was found when it is missing, not an integer or out of
+   range. Does nothing (0) once why holds a message, so a record's fields are read in a chain. */
+static int pt__ck_num(const char *line, const char *key, int64_t lo, int64_t hi, int64_t *v, char *why, size_t wl) {
+    char b[64];
+    int64_t x = 0;
+    if (why[0]) return 0;
+    b[0] = 0;
+    if (!pt__ck_i64(line, key, &x) || x < lo || x > hi) {
+        if (!pt__ck_field(line, key, b, sizeof b) && !b[0]) pt__msg(why, wl, "field '%s' is missing", key);
+        else pt__msg(why, wl, "field '%s': expected an integer in [%lld, %lld], found '%s'", key, (long long)lo, (long long)hi, b);
+        return 0;
     }
-    fclose(f);
+    *v = x;
+    return 1;
+}
+static int pt__ck_numi(const char *line, const char *key, int64_t lo, int64_t hi, int *v, char *why, size_t wl) {
+    int64_t x = 0;
+    if (!pt__ck_num(line, key, lo, hi, &x, why, wl)) return 0;
+    *v = (int)x;
+    return 1;
+}
+/* the text field " key=" (1 to n - 1 characters) into out; 0 and why as pt__ck_num */
+static int pt__ck_str(const char *line, const char *key, char *out, size_t n, char *why, size_t wl) {
+    if (why[0]) return 0;
+    out[0] = 0;
+    if (pt__ck_field(line, key, out, n) && out[0]) return 1;
+    if (!out[0]) pt__msg(why, wl, "field '%s' is missing or empty", key);
+    else pt__msg(why, wl, "field '%s': expected at most %d characters, found '%s...'", key, (int)n - 1, out);
+    return 0;
+}
+/* the limits of what a manifest may name: elements of one tensor (and of one dim), bytes of one data
+   file (pieces and offsets within it), ranks */
+#define PT__CK_MAX_EL ((int64_t)1 << 40)
+#define PT__CK_MAX_BYTES ((int64_t)1 << 50)
+#define PT__CK_MAX_WORLD (1 << 20)
+/* the shape field of tensor record t ("a,b,..."): 1 to PT_MAX_DIMS dims, each in [1, 2^40], their
+   product at most 2^40 (computed without overflow); 0 and why */
+static int pt__ck_shape_parse(const char *sh, pt__ck_tensor *t, char *why, size_t wl) {
+    const char *p = sh;
+    int d, nd = 1;
+    int64_t n = 1;
+    if (why[0]) return 0;
+    for (; *p; p++) nd += *p == ',';
+    if (nd > PT_MAX_DIMS) {
+        pt__msg(why, wl, "shape [%s] has %d dims, expected 1-%d", sh, nd, PT_MAX_DIMS);
+        return 0;
+    }
+    for (d = 0, p = sh; d < nd; d++) {
+        char *e = NULL;
+        long long x = -1;
+        errno = 0;
+        if (*p >= '0' && *p <= '9') x = strtoll(p, &e, 10);
+        if (!e || x < 1 || x > PT__CK_MAX_EL || errno == ERANGE || (*e && *e != ',') || (*e == ',' && d == nd - 1)) {
+            pt__msg(why, wl, "shape [%s]: dim %d is not an integer in [1, %lld]", sh, d, (long long)PT__CK_MAX_EL);
+            return 0;
+        }
+        if (x > PT__CK_MAX_EL / n) {
+            pt__msg(why, wl, "shape [%s] has more than %lld elements", sh, (long long)PT__CK_MAX_EL);
+            return 0;
+        }
+        n *= x, t->shape[d] = x;
+        p = *e ? e + 1 : e;
+    }
+    t->ndim = nd;
+    for (d = nd; d < PT_MAX_DIMS; d++) t->shape[d] = 1;
+    return 1;
+}
+
+/* reads a whole file of at most max bytes into memory from ctx's allocator; NULL and a message naming
+   it if it is missing, not a regular file (a FIFO, a device: never blocks), too large or unreadable */
+static int pt__ck_open_reg(const char *path, int64_t want, int64_t *size, char *err, size_t errlen);
+static char *pt__ck_slurp(const pt_ctx *ctx, const char *path, size_t *len, int64_t max, char *err, size_t errlen) {
+    char *s = NULL;
+    int64_t n = 0, got = 0;
+    int fd = pt__ck_open_reg(path, -1, &n, err, errlen);
+    if (fd < 0) return NULL;
+    if (n > max) pt__msg(err, errlen, "%s: %lld bytes, expected at most %lld", path, (long long)n, (long long)max);
+    else if (!(s = (char *)pt__alloc(ctx, (size_t)n + 1))) pt__msg(err, errlen, "%s: out of memory for %lld bytes", path, (long long)n);
+    while (s && got < n) {
+        ssize_t k = read(fd, s + got, (size_t)(n - got));
+        if (k <= 0) break;
+        got += (int64_t)k;
+    }
+    close(fd);
+    if (s && got != n) {
+        pt__msg(err, errlen, "%s: cannot read its %lld bytes", path, (long long)n);
+        pt__free(ctx, s);
+        return NULL;
+    }
+    if (s) s[n] = 0, *len = (size_t)n;
     return s;
 }
 
-/* parses dir/manifest into m (in ctx's memory); 0 and a message naming the file and the problem on failure */
+/* parses dir/manifest into m (in ctx's memory) and checks it (pt__ck_man_check): every count, shape,
+   split and range that load, verify and export use. 0 and a message naming the file, the record,
+   the field, what was expected and what was found on failure. */
+static int pt__ck_man_check(const pt__ck_man *m, const char *path, char *err, size_t errlen);
 static int pt__ck_man_read(const pt_ctx *ctx, const char *dir, pt__ck_man *m, char *err, size_t errlen) {
-    char path[1024], *txt, *line, *next, b[128];
+    char path[1024], *txt, *line, *next, b[128], why[400];
     size_t len = 0, endpos;
     const char *endl;
     uint32_t want;
-    int r, ok = 0;
+    int r = 0, ok = 0, lineno = 0;
+    int64_t x = 0;
     memset(m, 0, sizeof *m);
     m->ctx = ctx;
     snprintf(path, sizeof path, "%s/manifest", dir);
-    if (!(txt = pt__ck_slurp(ctx, path, &len))) {
-        pt__msg(err, errlen, "%s: missing or unreadable", path);
-        return 0;
-    }
+    if (!(txt = pt__ck_slurp(ctx, path, &len, (int64_t)1 << 30, err, errlen))) return 0;
     endl = strstr(txt, "end crc32c=");
     while (endl && endl != txt && endl[-1] != '\n') endl = strstr(endl + 1, "end crc32c=");
     if (!endl || strlen(txt) != len) {
@@ -15057,110 +15144,175 @@ static int pt__ck_man_read(const pt_ctx *ctx, const char *dir, pt__ck_man *m, ch
         goto out;
     }
     m->step = -1;
+    why[0] = 0;
     for (line = txt; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = 0;
+        lineno++;
         if (!strncmp(line, "step ", 5)) {
-            if (!pt__ck_i64(line, "value", &m->step)) break;
+            pt__ck_num(line, "value", 0, (int64_t)1 << 62, &m->step, why, sizeof why);
         } else if (!strncmp(line, "layout ", 7)) {
-            if (!pt__ck_int(line, "dp", &m->dp) || !pt__ck_int(line, "tp", &m->tp) || !pt__ck_int(line, "pp", &m->pp) ||
-                !pt__ck_int(line, "world", &m->world) || m->world < 1 || m->world > (1 << 20) || m->files)
-                break;
-            if (!(m->files = (pt__ck_file *)pt__alloc(ctx, (size_t)m->world * sizeof *m->files))) break;
-            memset(m->files, 0, (size_t)m->world * sizeof *m->files);
+            /* every rank has a file record (at least 32 bytes): the file's size bounds the world */
+            int64_t wmax = PT__MIN((int64_t)PT__CK_MAX_WORLD, (int64_t)len / 32);
+            if (m->files) pt__msg(why, sizeof why, "a second layout record");
+            else if (pt__ck_numi(line, "world", 1, PT__MAX(wmax, 1), &m->world, why, sizeof why) &&
+                     pt__ck_numi(line, "dp", 1, m->world, &m->dp, why, sizeof why) && pt__ck_numi(line, "tp", 1, m->world, &m->tp, why, sizeof why) &&
+                     pt__ck_numi(line, "pp", 1, m->world, &m->pp, why, sizeof why)) {
+                if ((int64_t)m->dp * m->tp * m->pp != m->world)
+                    pt__msg(why, sizeof why, "dp=%d x tp=%d x pp=%d is not world=%d", m->dp, m->tp, m->pp, m->world);
+                else if (!(m->files = (pt__ck_file *)pt__alloc(ctx, (size_t)m->world * sizeof *m->files)))
+                    pt__msg(why, sizeof why, "out of memory for %d file records", m->world);
+                else memset(m->files, 0, (size_t)m->world * sizeof *m->files);
+            }
         } else if (!strncmp(line, "model ", 6)) {
-            int v = 0; /* a recorded vocab_padded of 0 is the default: vocab rounded up to 64 (pt_gpt_new) */
-            if (!pt__ck_int(line, "vocab_padded", &m->vocab_padded) || m->vocab_padded < 0) m->vocab_padded = 0;
-            if (!m->vocab_padded && pt__ck_int(line, "vocab", &v) && v > 0) m->vocab_padded = (v + 63) / 64 * 64;
+            pt_gpt_config *c = &m->model;
+            if (m->has_model) pt__msg(why, sizeof why, "a second model record");
+            if (pt__ck_numi(line, "vocab", 1, 1 << 30, &c->vocab, why, sizeof why) &&
+                pt__ck_numi(line, "vocab_padded", 0, 1 << 30, &c->vocab_padded, why, sizeof why) &&
+                pt__ck_numi(line, "max_seq", 1, 1 << 30, &c->max_seq, why, sizeof why) &&
+                pt__ck_numi(line, "layers", 1, 1 << 20, &c->layers, why, sizeof why) &&
+                pt__ck_numi(line, "width", 1, 1 << 30, &c->width, why, sizeof why) &&
+                pt__ck_numi(line, "heads", 1, 1 << 20, &c->heads, why, sizeof why) &&
+                pt__ck_numi(line, "untied", 0, 1, &c->untied, why, sizeof why) && pt__ck_str(line, "dropout", b, sizeof b, why, sizeof why)) {
+                char *e;
+                c->dropout = (float)strtod(b, &e);
+                if (*e || !(c->dropout >= 0 && c->dropout < 1)) pt__msg(why, sizeof why, "field 'dropout': expected a number in [0, 1), found '%s'", b);
+                m->has_model = 1;
+                /* a recorded vocab_padded of 0 is the default: vocab rounded up to 64 (pt_gpt_new) */
+                m->vocab_padded = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64;
+            }
         } else if (!strncmp(line, "optim ", 6)) {
             m->has_optim = 1;
-            if (!pt__ck_field(line, "kind", b, sizeof b) || !pt__ck_i64(line, "steps", &m->optim_steps)) break;
-            m->optim_kind = !strcmp(b, "adamw") ? PT_OPTIM_ADAMW : PT_OPTIM_SGD;
+            if (pt__ck_str(line, "kind", b, sizeof b, why, sizeof why) && pt__ck_num(line, "steps", 0, (int64_t)1 << 62, &m->optim_steps, why, sizeof why)) {
+                if (!strcmp(b, "adamw")) m->optim_kind = PT_OPTIM_ADAMW;
+                else if (!strcmp(b, "sgd")) m->optim_kind = PT_OPTIM_SGD;
+                else pt__msg(why, sizeof why, "field 'kind': expected adamw or sgd, found '%s'", b);
+            }
         } else if (!strncmp(line, "file ", 5)) {
             pt__ck_file f;
             memset(&f, 0, sizeof f);
-            if (!m->files || !pt__ck_int(line, "rank", &r) || r < 0 || r >= m->world || !pt__ck_field(line, "name", f.name, sizeof f.name) ||
-                strchr(f.name, '/') || !f.name[0] || !pt__ck_i64(line, "bytes", &f.bytes) || !pt__ck_crc(line, &f.crc))
-                break;
-            f.seen = 1;
-            m->files[r] = f;
+            if (!m->files) pt__msg(why, sizeof why, "a file record before the layout record");
+            else if (pt__ck_numi(line, "rank", 0, m->world - 1, &r, why, sizeof why) && pt__ck_str(line, "name", f.name, sizeof f.name, why, sizeof why) &&
+                     pt__ck_num(line, "bytes", 0, PT__CK_MAX_BYTES, &f.bytes, why, sizeof why) &&
+                     pt__ck_num(line, "crc32c", 0, 0xffffffffll, &x, why, sizeof why)) {
+                f.crc = (uint32_t)x, f.seen = 1;
+                if (strchr(f.name, '/') || !strcmp(f.name, ".") || !strcmp(f.name, ".."))
+                    pt__msg(why, sizeof why, "field 'name': expected a file name without '/', found '%s'", f.name);
+                else if (m->files[r].seen) pt__msg(why, sizeof why, "a second file record for rank %d", r);
+                else m->files[r] = f;
+            }
         } else if (!strncmp(line, "tensor ", 7)) {
             pt__ck_tensor t;
-            char sh[128], *p;
-            int d;
+            char sh[128];
             memset(&t, 0, sizeof t);
-            if (!pt__ck_field(line, "name", t.name, sizeof t.name) || !pt__ck_field(line, "kind", b, sizeof b) ||
-                !pt__ck_int(line, "rank", &t.rank) || !pt__ck_field(line, "shape", sh, sizeof sh) ||
-                !pt__ck_int(line, "split_dim", &t.split_dim) || !pt__ck_int(line, "split_parts", &t.split_parts) ||
-                !pt__ck_int(line, "split_index", &t.split_index) || !pt__ck_int(line, "split_groups", &t.split_groups) ||
-                !pt__ck_int(line, "stage", &t.stage) || !pt__ck_i64(line, "lo", &t.lo) || !pt__ck_i64(line, "hi", &t.hi) ||
-                !pt__ck_i64(line, "offset", &t.off) || !pt__ck_i64(line, "bytes", &t.bytes) || !pt__ck_crc(line, &t.crc) ||
-                t.rank < 0 || t.rank >= m->world || t.lo < 0 || t.hi < t.lo || t.bytes != (t.hi - t.lo) * 4 || t.off < 0)
-                break;
-            for (t.kind = 0; t.kind < 3 && strcmp(b, pt__ck_kind_names[t.kind]); t.kind++) {}
-            if (t.kind == 3) break;
-            for (d = 0, p = sh; d < PT_MAX_DIMS && *p; d++) {
-                t.shape[d] = strtoll(p, &p, 10);
-                if (*p == ',') p++;
+            if (!m->files) pt__msg(why, sizeof why, "a tensor record before the layout record");
+            else if (pt__ck_str(line, "name", t.name, sizeof t.name, why, sizeof why) && pt__ck_str(line, "kind", b, sizeof b, why, sizeof why)) {
+                for (t.kind = 0; t.kind < 3 && strcmp(b, pt__ck_kind_names[t.kind]); t.kind++) {}
+                if (t.kind == 3) pt__msg(why, sizeof why, "tensor '%s': field 'kind': expected param, m or v, found '%s'", t.name, b);
+                else if (!(pt__ck_numi(line, "rank", 0, m->world - 1, &t.rank, why, sizeof why) && pt__ck_str(line, "shape", sh, sizeof sh, why, sizeof why) &&
+                           pt__ck_shape_parse(sh, &t, why, sizeof why) && pt__ck_numi(line, "split_dim", -1, PT_MAX_DIMS - 1, &t.split_dim, why, sizeof why) &&
+                           pt__ck_numi(line, "split_parts", 1, PT__CK_MAX_WORLD, &t.split_parts, why, sizeof why) &&
+                           pt__ck_numi(line, "split_index", 0, PT__CK_MAX_WORLD, &t.split_index, why, sizeof why) &&
+                           pt__ck_numi(line, "split_groups", 0, PT__CK_MAX_WORLD, &t.split_groups, why, sizeof why) &&
+                           pt__ck_numi(line, "stage", -1, PT__CK_MAX_WORLD, &t.stage, why, sizeof why) &&
+                           pt__ck_num(line, "lo", 0, PT__CK_MAX_EL, &t.lo, why, sizeof why) && pt__ck_num(line, "hi", t.lo, PT__CK_MAX_EL, &t.hi, why, sizeof why) &&
+                           pt__ck_num(line, "offset", 0, PT__CK_MAX_BYTES, &t.off, why, sizeof why) &&
+                           pt__ck_num(line, "bytes", (t.hi - t.lo) * 4, (t.hi - t.lo) * 4, &t.bytes, why, sizeof why) &&
+                           pt__ck_num(line, "crc32c", 0, 0xffffffffll, &x, why, sizeof why))) {
+                    char w2[sizeof why];
+                    snprintf(w2, sizeof w2, "%s", why);
+                    pt__msg(why, sizeof why, "tensor '%s' (%s): %s", t.name, b, w2);
+                } else if (!PT__GROW(ctx, m->t, m->capt, m->nt + 1, 64)) pt__msg(why, sizeof why, "out of memory");
+                else t.crc = (uint32_t)x, m->t[m->nt++] = t;
             }
-            t.ndim = d;
-            for (; d < PT_MAX_DIMS; d++) t.shape[d] = 1;
-            if (!PT__GROW(ctx, m->t, m->capt, m->nt + 1, 64)) break;
-            m->t[m->nt++] = t;
         } else if (!strncmp(line, "state ", 6)) {
             pt__ck_state s;
             memset(&s, 0, sizeof s);
-            if (!pt__ck_field(line, "name", s.name, sizeof s.name) || !pt__ck_int(line, "rank", &s.rank) || s.rank < 0 ||
-                s.rank >= m->world || !pt__ck_i64(line, "offset", &s.off) || !pt__ck_i64(line, "bytes", &s.bytes) ||
-                !pt__ck_crc(line, &s.crc) || s.bytes < 0 || s.off < 0)
-                break;
-            if (!PT__GROW(ctx, m->s, m->caps, m->ns + 1, 16)) break;
-            m->s[m->ns++] = s;
+            if (!m->files) pt__msg(why, sizeof why, "a state record before the layout record");
+            else if (pt__ck_str(line, "name", s.name, sizeof s.name, why, sizeof why) && pt__ck_numi(line, "rank", 0, m->world - 1, &s.rank, why, sizeof why) &&
+                     pt__ck_num(line, "offset", 0, PT__CK_MAX_BYTES, &s.off, why, sizeof why) &&
+                     pt__ck_num(line, "bytes", 0, PT__CK_MAX_BYTES, &s.bytes, why, sizeof why) &&
+                     pt__ck_num(line, "crc32c", 0, 0xffffffffll, &x, why, sizeof why)) {
+                if (!PT__GROW(ctx, m->s, m->caps, m->ns + 1, 16)) pt__msg(why, sizeof why, "out of memory");
+                else s.crc = (uint32_t)x, m->s[m->ns++] = s;
+            }
         }
+        if (why[0]) break;
     }
-    if (line && *line) {
-        pt__msg(err, errlen, "%s: malformed record '%.120s'", path, line);
+    if (why[0]) {
+        char w[16];
+        snprintf(w, sizeof w, "%.15s", line);
+        w[strcspn(w, " ")] = 0;
+        pt__msg(err, errlen, "checkpoint %s: line %d (%s record): %s", path, lineno, w, why);
         goto out;
     }
     if (m->step < 0 || !m->files) {
-        pt__msg(err, errlen, "%s: no step or layout record", path);
+        pt__msg(err, errlen, "checkpoint %s: no step or layout record", path);
         goto out;
     }
     for (r = 0; r < m->world; r++)
         if (!m->files[r].seen) {
-            pt__msg(err, errlen, "%s: no file record for rank %d of %d", path, r, m->world);
+            pt__msg(err, errlen, "checkpoint %s: no file record for rank %d of %d", path, r, m->world);
             goto out;
         }
-    ok = 1;
+    ok = pt__ck_man_check(m, path, err, errlen);
 out:
     pt__free(ctx, txt);
     if (!ok) pt__ck_man_free(m);
     return ok;
 }
 
+/* Opens a data file or a manifest for reading without blocking (a FIFO or a device is refused, not
+   waited on): a regular file of want bytes (want < 0: any size, in *size). The descriptor, or -1
+   and a message naming the file and what was found. */
+static int pt__ck_open_reg(const char *path, int64_t want, int64_t *size, char *err, size_t errlen) {
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    memset(&sb, 0, sizeof sb);
+    if (fd < 0) {
+        if (want >= 0) pt__msg(err, errlen, "%s: missing (the manifest lists %lld bytes)", path, (long long)want);
+        else pt__msg(err, errlen, "%s: missing or unreadable", path);
+        return -1;
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        char w[64];
+        if (want >= 0) snprintf(w, sizeof w, "a file of %lld bytes", (long long)want);
+        else snprintf(w, sizeof w, "a regular file");
+        pt__msg(err, errlen, "%s: not a regular file (expected %s, found a %s)", path, w,
+                S_ISDIR(sb.st_mode) ? "directory" : S_ISFIFO(sb.st_mode) ? "FIFO" : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "device" : "special file");
+        close(fd);
+        return -1;
+    }
+    if (want >= 0 && (int64_t)sb.st_size != want) {
+        pt__msg(err, errlen, "%s: %lld bytes, the manifest lists %lld (truncated or extended)", path, (long long)sb.st_size, (long long)want);
+        close(fd);
+        return -1;
+    }
+    if (size) *size = (int64_t)sb.st_size;
+    return fd;
+}
+
 /* checks the size and CRC32C of data file r of the checkpoint in dir */
 static int pt__ck_file_check(const char *dir, const pt__ck_man *m, int r, char *err, size_t errlen) {
     char path[1024];
-    FILE *f;
     unsigned char *buf;
     uint32_t crc = 0;
     int64_t total = 0;
-    size_t k;
+    ssize_t k;
+    int fd;
     snprintf(path, sizeof path, "%s/%s", dir, m->files[r].name);
-    if (!(f = fopen(path, "rb"))) {
-        pt__msg(err, errlen, "%s: missing (the manifest lists %lld bytes)", path, (long long)m->files[r].bytes);
-        return 0;
-    }
+    if ((fd = pt__ck_open_reg(path, m->files[r].bytes, NULL, err, errlen)) < 0) return 0;
     if (!(buf = (unsigned char *)pt__alloc(m->ctx, 1 << 20))) {
-        fclose(f);
+        close(fd);
         pt__msg(err, errlen, "%s: out of memory", path);
         return 0;
     }
-    while ((k = fread(buf, 1, 1 << 20, f)) > 0) crc = pt_crc32c(crc, buf, k), total += (int64_t)k;
-    fclose(f);
+    while (total < m->files[r].bytes && (k = read(fd, buf, (size_t)PT__MIN((int64_t)1 << 20, m->files[r].bytes - total))) > 0)
+        crc = pt_crc32c(crc, buf, (size_t)k), total += (int64_t)k;
+    close(fd);
     pt__free(m->ctx, buf);
     if (total != m->files[r].bytes) {
-        pt__msg(err, errlen, "%s: %lld bytes, the manifest lists %lld (truncated or extended)", path, (long long)total,
+        pt__msg(err, errlen, "%s: read %lld bytes, the manifest lists %lld (truncated while read?)", path, (long long)total,
                 (long long)m->files[r].bytes);
         return 0;
     }
@@ -15171,21 +15323,24 @@ static int pt__ck_file_check(const char *dir, const pt__ck_man *m, int r, char *
     return 1;
 }
 
+/* every data file of the checkpoint in dir (manifest m, read and checked): size and CRC32C */
+static int pt__ck_files_check(const char *dir, const pt__ck_man *m, char *err, size_t errlen) {
+    int r;
+    for (r = 0; r < m->world; r++)
+        if (!pt__ck_file_check(dir, m, r, err, errlen)) return 0;
+    return 1;
+}
 PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
     pt__ck_man m;
-    int r;
+    int ok;
     if (!step_dir) {
         pt__msg(err, errlen, "pt_ckpt_verify: no directory given");
         return PT_ERR_ARG;
     }
     if (!pt__ck_man_read(NULL, step_dir, &m, err, errlen)) return PT_ERR_FORMAT;
-    for (r = 0; r < m.world; r++)
-        if (!pt__ck_file_check(step_dir, &m, r, err, errlen)) {
-            pt__ck_man_free(&m);
-            return PT_ERR_FORMAT;
-        }
+    ok = pt__ck_files_check(step_dir, &m, err, errlen);
     pt__ck_man_free(&m);
-    return PT_OK;
+    return ok ? PT_OK : PT_ERR_FORMAT;
 }
 
 /* ---- file system helpers ---- */
@@ -15238,6 +15393,52 @@ static int64_t *pt__ck_list(const pt_ctx *ctx, const char *dir, int *n) {
     return v;
 }
 
+/* 1 when path/manifest exists (what it is, the reader checks) */
+static int pt__ck_has_manifest(const char *path) {
+    char p[1100];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/manifest", path);
+    return stat(p, &sb) == 0;
+}
+/* The checkpoint dir/latest names, in out: 1 = dir/step_K; 2 = dir/.old.step_K, when step_K is missing
+   (a save of the same step again stopped between moving the old one aside and renaming the new one
+   in: the old one is the committed one); 0 = none (no latest, or neither holds a manifest). *k: K. */
+static int pt__ck_latest(const pt_ctx *ctx, const char *dir, char *out, size_t outlen, int64_t *k) {
+    char p[1100], *txt, *end;
+    size_t len = 0;
+    long long s = -1;
+    snprintf(p, sizeof p, "%s/latest", dir);
+    *k = -1;
+    if (!(txt = pt__ck_slurp(ctx, p, &len, 4096, NULL, 0))) return 0;
+    if (!strncmp(txt, "step_", 5) && txt[5] >= '0' && txt[5] <= '9') {
+        s = strtoll(txt + 5, &end, 10);
+        if (*end != '\n' && *end) s = -1;
+    }
+    pt__free(ctx, txt);
+    if (s < 0) return 0;
+    *k = (int64_t)s;
+    snprintf(out, outlen, "%s/step_%09lld", dir, s);
+    if (pt__ck_has_manifest(out)) return 1;
+    snprintf(out, outlen, "%s/.old.step_%09lld", dir, s);
+    return pt__ck_has_manifest(out) ? 2 : 0;
+}
+/* rank 0 before a save: a .old.step_K whose step_K is missing (a stopped save of the same step again)
+   is renamed back; one whose step_K is in place is removed */
+static void pt__ck_repair(const char *dir) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char old[1200], fin[1200];
+    struct stat sb;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, ".old.step_", 10)) continue;
+        snprintf(old, sizeof old, "%s/%s", dir, e->d_name);
+        snprintf(fin, sizeof fin, "%s/%s", dir, e->d_name + 5);
+        if (stat(fin, &sb) != 0) rename(old, fin);
+        else pt__ck_rmdir(old);
+    }
+    if (d) closedir(d);
+}
+
 /* ---- save ----
    A save has three parts. The snapshot (pt__ck_plan, at the call): every piece of this rank's file
    -- parameter shards, optimizer moments, registered state -- gets its file offset and its manifest
@@ -15276,7 +15477,7 @@ typedef struct pt__ck_piece {
 #define PT__CK_TRACE_TID 16 /* the trace track of the asynchronous writer (after the non-blocking lanes of trace) */
 typedef struct pt__ck_job {
     char dir[912], tmp[960], path[1024]; /* dir: at most 900 characters */
-    int64_t step, limit, delay_ms; /* limit: PTRAIN_CKPT_FAIL, -1 = none; delay: PTRAIN_CKPT_DELAY_MS */
+    int64_t step, limit, delay_ms; /* limit: PTRAIN_CKPT_FAIL, -1 = none; delay: PTRAIN_CKPT_DELAY_MS (PTRAIN_TEST_HOOKS) */
     int keep_last, async, pending, ok;
     const pt_ctx *ctx;   /* whose allocator holds the pieces and the snapshot */
     pt__ck_piece *pc;
@@ -15291,7 +15492,7 @@ typedef struct pt__ck_job {
     double w0, w1;        /* when this rank's write ran (pt_time; the writer thread's, traced at the commit) */
 #ifdef PT__CK_THREADS
     pthread_t writer, remover;
-    pthread_mutex_t mu; /* guards written */
+    pthread_mutex_t mu; /* guards written; the writer thread owns ok, err, w0, w1, the records' CRC digits until it is joined */
     int writer_on, remover_on, written;
 #endif
 } pt__ck_job;
@@ -15470,8 +15671,7 @@ static void pt__ck_write_file(pt__ck_job *j) {
         for (i = 0; i < j->npc; i++) snprintf(h, sizeof h, "%08x", j->pc[i].crc), memcpy(j->recs.s + j->pc[i].crc_at, h, 8);
         snprintf(h, sizeof h, "%08x", fcrc), memcpy(j->recs.s + j->file_crc_at, h, 8);
     }
-    j->w0 = t0, j->w1 = pt_time();
-    j->st.write_s = j->w1 - t0;
+    j->w0 = t0, j->w1 = pt_time(); /* the writer's; st.write_s is set from them after the join (st is the calling thread's) */
 }
 #ifdef PT__CK_THREADS
 static void *pt__ck_writer_main(void *arg) {
@@ -15572,6 +15772,22 @@ static int pt__ck_commit(pt__ck_job *j, const pt__sb *recs, char *err, size_t er
         pt__msg(err, errlen, "%s: write/fsync failed", path);
         return 0;
     }
+    { /* published only whole: the manifest reads back and every rank's file is there with its size */
+        pt__ck_man mm;
+        char e2[PT__ERRLEN];
+        int r, fd2 = -1, read_ok;
+        ok = read_ok = pt__ck_man_read(j->ctx, j->tmp, &mm, e2, sizeof e2);
+        for (r = 0; ok && r < mm.world; r++) {
+            snprintf(path, sizeof path, "%s/%s", j->tmp, mm.files[r].name);
+            if ((fd2 = pt__ck_open_reg(path, mm.files[r].bytes, NULL, e2, sizeof e2)) < 0) ok = 0;
+            else close(fd2);
+        }
+        if (read_ok) pt__ck_man_free(&mm);
+        if (!ok) {
+            pt__msg(err, errlen, "%s (not published)", e2);
+            return 0;
+        }
+    }
     snprintf(fin, sizeof fin, "%s/step_%09lld", j->dir, (long long)j->step);
     snprintf(old, sizeof old, "%s/.old.step_%09lld", j->dir, (long long)j->step);
     if (stat(fin, &sb) == 0) { /* the same step saved again: the old one goes only after the new one is in place */
@@ -15612,11 +15828,19 @@ static int pt__ck_commit(pt__ck_job *j, const pt__sb *recs, char *err, size_t er
         }
         pt__free(j->ctx, v);
     }
-    { /* leftovers: temporaries of saves never committed (pt_shutdown before pt_ckpt_wait, a crash), .del. of a stopped run */
+    { /* leftovers: temporaries of saves never committed (pt_shutdown before pt_ckpt_wait, a crash), .del. of a stopped run.
+         A temporary is renamed to .del.<name> here first: the remover only ever sees .del. names, never a
+         path that the next save may create again while it runs */
         DIR *dd = opendir(j->dir);
         struct dirent *e;
         while (dd && (e = readdir(dd)) != NULL)
-            if (!strncmp(e->d_name, ".tmp.step_", 10) || !strncmp(e->d_name, ".del.", 5)) {
+            if (!strncmp(e->d_name, ".tmp.step_", 10)) {
+                snprintf(path, sizeof path, "%s/%s", j->dir, e->d_name);
+                pt__ck_doom(j, path, e->d_name);
+            }
+        if (dd) rewinddir(dd);
+        while (dd && (e = readdir(dd)) != NULL)
+            if (!strncmp(e->d_name, ".del.", 5)) {
                 pt__sb_add(&j->doomed, "%s/%s", j->dir, e->d_name);
                 pt__sb_add(&j->doomed, "%c", 0);
             }
@@ -15649,6 +15873,7 @@ static pt_status pt__ck_finish(pt_ctx *ctx, pt__ck_job *j) {
 #endif
     t1 = pt_time();
     j->st.wait_s = t1 - t0;
+    j->st.write_s = j->w1 - j->w0;
     j->pending = 0;
     memset(&all, 0, sizeof all);
     snprintf(err, sizeof err, "%s", j->err);
@@ -15713,13 +15938,18 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     if (ok && rank == 0) {
         if (!pt_mkdirs(dir)) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create directory %s", dir);
         else {
+            pt__ck_repair(dir);
             if (stat(tmp, &sb) == 0) pt__ck_rmdir(tmp); /* left by a save that died */
             if (mkdir(tmp, 0755) != 0) ok = 0, pt__msg(err, sizeof err, "pt_ckpt_save: cannot create %s", tmp);
         }
     }
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) return (pt_status)(pt__fail(ctx, PT_ERR_IO, "%s", err), PT_ERR_IO);
     {
+#ifdef PTRAIN_TEST_HOOKS
         const char *fail = getenv("PTRAIN_CKPT_FAIL"), *delay = getenv("PTRAIN_CKPT_DELAY_MS");
+#else
+        const char *fail = NULL, *delay = NULL; /* the test hooks are compiled only with PTRAIN_TEST_HOOKS */
+#endif
         snprintf(j->dir, sizeof j->dir, "%.900s", dir);
         snprintf(j->tmp, sizeof j->tmp, "%s", tmp);
         snprintf(j->path, sizeof j->path, "%s/rank_%05d.bin", tmp, rank);
@@ -15809,17 +16039,21 @@ static void pt__ck_release(pt_ctx *ctx) {
 static int pt__ck_read_piece(const char *dir, const pt__ck_man *m, int64_t off, int64_t bytes, uint32_t crc, int rank, void *buf, char *err,
                              size_t errlen) {
     char path[1024];
-    FILE *f;
-    int ok;
+    int64_t got = 0;
+    int fd, ok;
     snprintf(path, sizeof path, "%s/%s", dir, m->files[rank].name);
-    if (!(f = fopen(path, "rb"))) {
-        pt__msg(err, errlen, "%s: missing", path);
-        return 0;
+    if ((fd = pt__ck_open_reg(path, m->files[rank].bytes, NULL, err, errlen)) < 0) return 0;
+    ok = lseek(fd, (off_t)off, SEEK_SET) == (off_t)off;
+    while (ok && got < bytes) {
+        ssize_t k = read(fd, (char *)buf + got, (size_t)(bytes - got));
+        if (k <= 0) break;
+        got += (int64_t)k;
     }
-    ok = fseek(f, (long)off, SEEK_SET) == 0 && fread(buf, 1, (size_t)bytes, f) == (size_t)bytes;
-    fclose(f);
-    if (!ok) pt__msg(err, errlen, "%s: cannot read %lld bytes at offset %lld", path, (long long)bytes, (long long)off);
-    else if (pt_crc32c(0, buf, (size_t)bytes) != crc) {
+    close(fd);
+    if (!ok || got != bytes) {
+        pt__msg(err, errlen, "%s: cannot read %lld bytes at offset %lld", path, (long long)bytes, (long long)off);
+        ok = 0;
+    } else if (pt_crc32c(0, buf, (size_t)bytes) != crc) {
         pt__msg(err, errlen, "%s: CRC32C mismatch of the piece at offset %lld", path, (long long)off);
         ok = 0;
     }
@@ -15868,6 +16102,43 @@ static int64_t pt__ck_numel(const pt__ck_cut *c) {
     int d;
     for (d = 0; d < c->ndim; d++) n *= c->l[d];
     return n;
+}
+/* the checks of a parsed manifest that load, verify and export share: every tensor piece's split is a
+   valid cut of its global shape and its range [lo, hi) lies in that shard; every piece and state
+   entry lies inside its rank's data file as the manifest sizes it (and the file's real size must
+   equal that: pt__ck_open_reg) */
+static int pt__ck_man_check(const pt__ck_man *m, const char *path, char *err, size_t errlen) {
+    pt__ck_cut c;
+    int i;
+    for (i = 0; i < m->nt; i++) {
+        const pt__ck_tensor *t = &m->t[i];
+        const char *k = pt__ck_kind_names[t->kind];
+        if (!pt__ck_cut_make(&c, t->ndim, t->shape, t->split_dim, t->split_parts, t->split_index, t->split_groups)) {
+            pt__msg(err, errlen, "checkpoint %s: tensor '%s' (%s) on rank %d: split dim %d parts %d index %d groups %d is not a cut of its shape "
+                    "(expected dim -1..%d, index < parts, parts x groups dividing the dim)", path, t->name, k, t->rank, t->split_dim,
+                    t->split_parts, t->split_index, t->split_groups, t->ndim - 1);
+            return 0;
+        }
+        if (t->hi > pt__ck_numel(&c)) {
+            pt__msg(err, errlen, "checkpoint %s: tensor '%s' (%s) on rank %d: range [%lld, %lld) past the %lld elements of its shard", path, t->name, k,
+                    t->rank, (long long)t->lo, (long long)t->hi, (long long)pt__ck_numel(&c));
+            return 0;
+        }
+        if (t->off + t->bytes > m->files[t->rank].bytes) {
+            pt__msg(err, errlen, "checkpoint %s: tensor '%s' (%s): bytes [%lld, %lld) past the end of %s (%lld bytes)", path, t->name, k,
+                    (long long)t->off, (long long)(t->off + t->bytes), m->files[t->rank].name, (long long)m->files[t->rank].bytes);
+            return 0;
+        }
+    }
+    for (i = 0; i < m->ns; i++) {
+        const pt__ck_state *s = &m->s[i];
+        if (s->off + s->bytes > m->files[s->rank].bytes) {
+            pt__msg(err, errlen, "checkpoint %s: state '%s': bytes [%lld, %lld) past the end of %s (%lld bytes)", path, s->name, (long long)s->off,
+                    (long long)(s->off + s->bytes), m->files[s->rank].name, (long long)m->files[s->rank].bytes);
+            return 0;
+        }
+    }
+    return 1;
 }
 static int pt__ck_cut_same(const pt__ck_cut *a, const pt__ck_cut *b) {
     return a->sd == b->sd && (a->sd < 0 || (a->index == b->index && a->blk == b->blk && a->part == b->part));
@@ -16086,35 +16357,31 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
 
 /* `latest` is the commit point: a step directory newer than the one it names is a save that died
    between its rename and the update of latest, or a run abandoned when training resumed from an
-   older checkpoint; those are skipped (with a message) when latest names a listed step. Returns the
+   older checkpoint; those are skipped (with a message) when latest names a listed step, or a step
+   whose directory is missing while its .old.step_K is there (a save of the same step again that
+   stopped half-way: that one, the committed one, is tried first, its path in first). Returns the
    number of candidates left at the front of steps (newest first). */
-static int pt__ck_after_latest(pt_ctx *ctx, const char *dir, int64_t *steps, int n) {
-    char path[1100], *txt, *end;
-    size_t len = 0;
-    long long k;
-    int i, j;
-    snprintf(path, sizeof path, "%s/latest", dir);
-    if (!steps || !(txt = pt__ck_slurp(ctx, path, &len))) return n;
-    k = strncmp(txt, "step_", 5) ? -1 : strtoll(txt + 5, &end, 10);
-    if (k >= 0 && (*end == '\n' || *end == 0)) {
-        for (i = 0; i < n && steps[i] != k; i++) {}
-        if (i < n && i > 0) {
-            if (pt_dist_rank(ctx->desc.dist) == 0)
-                pt_log(ctx, PT_LOG_WARN, "pt_ckpt_load: %s names step_%09lld; %d newer step director%s (an unfinished save or an abandoned run) not used",
-                       path, k, i, i == 1 ? "y is" : "ies are");
-            for (j = 0; i + j < n; j++) steps[j] = steps[i + j];
-            n = j;
-        }
+static int pt__ck_after_latest(pt_ctx *ctx, const char *dir, int64_t *steps, int n, char *first, size_t fl) {
+    int64_t k;
+    int i, j, w = pt__ck_latest(ctx, dir, first, fl, &k);
+    if (w != 2) first[0] = 0;
+    if (!w || !steps) return n;
+    for (i = 0; i < n && steps[i] > k; i++) {}
+    if (i > 0 && (w == 2 || (i < n && steps[i] == k))) {
+        if (pt_dist_rank(ctx->desc.dist) == 0)
+            pt_log(ctx, PT_LOG_WARN, "pt_ckpt_load: %s/latest names step_%09lld; %d newer step director%s (an unfinished save or an abandoned run) not used",
+                   dir, (long long)k, i, i == 1 ? "y is" : "ies are");
+        for (j = 0; i + j < n; j++) steps[j] = steps[i + j];
+        n = j;
     }
-    pt__free(ctx, txt);
     return n;
 }
 
 PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t *step_out) {
-    char err[PT__ERRLEN], cdir[1024], last[PT__ERRLEN];
+    char err[PT__ERRLEN], cdir[1024], last[PT__ERRLEN], first[1024];
     struct stat sb;
     int64_t *steps = NULL, step = -1;
-    int n = 0, i, single;
+    int n = 0, i, single, f = 0;
     if (step_out) *step_out = -1;
     if (!ctx) return PT_ERR_ARG;
     if (!path || !path[0] || strlen(path) > 900) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_load: need a directory name (at most 900 characters)"), PT_ERR_ARG);
@@ -16123,7 +16390,9 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     single = stat(cdir, &sb) == 0;
     if (!single) {
         steps = pt__ck_list(ctx, path, &n);
-        n = pt__ck_after_latest(ctx, path, steps, n);
+        n = pt__ck_after_latest(ctx, path, steps, n, first, sizeof first);
+        f = first[0] != 0; /* the .old.step_K latest resolves to, tried first */
+        n += f;
         i = pt_dist_agree(ctx->desc.dist, n > 0);
         if (!i || !n) {
             pt__free(ctx, steps);
@@ -16133,7 +16402,8 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     last[0] = 0;
     for (i = 0; i < (single ? 1 : n); i++) {
         if (single) snprintf(cdir, sizeof cdir, "%s", path);
-        else snprintf(cdir, sizeof cdir, "%s/step_%09lld", path, (long long)steps[i]);
+        else if (f && i == 0) snprintf(cdir, sizeof cdir, "%s", first);
+        else snprintf(cdir, sizeof cdir, "%s/step_%09lld", path, (long long)steps[i - f]);
         err[0] = 0;
         if (pt__ck_load_one(ctx, o, cdir, &step, err, sizeof err)) {
             pt__free(ctx, steps);
@@ -16555,26 +16825,17 @@ PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path) {
 
 #ifdef PT__CKPT_POSIX
 PTDEF pt_status pt_ckpt_step_dir(const char *path, char *out, size_t outlen) {
-    char p[1100], *txt, *end;
-    struct stat sb;
-    size_t len = 0;
-    int64_t *v;
+    char p[1100];
+    int64_t *v, k;
     int n;
     if (!path || !out || strlen(path) > 900) return PT_ERR_ARG;
-    snprintf(p, sizeof p, "%s/manifest", path);
-    if (stat(p, &sb) == 0) {
+    if (pt__ck_has_manifest(path)) {
         snprintf(out, outlen, "%s", path);
         return PT_OK;
     }
-    snprintf(p, sizeof p, "%s/latest", path);
-    if ((txt = pt__ck_slurp(NULL, p, &len)) != NULL) {
-        long long k = strncmp(txt, "step_", 5) ? -1 : strtoll(txt + 5, &end, 10);
-        PT_FREE(txt);
-        snprintf(p, sizeof p, "%s/step_%09lld/manifest", path, k);
-        if (k >= 0 && stat(p, &sb) == 0) {
-            snprintf(out, outlen, "%s/step_%09lld", path, k);
-            return PT_OK;
-        }
+    if (pt__ck_latest(NULL, path, p, sizeof p, &k)) { /* step_K, or its .old.step_K (see pt__ck_latest) */
+        snprintf(out, outlen, "%s", p);
+        return PT_OK;
     }
     v = pt__ck_list(NULL, path, &n);
     if (v && n > 0) snprintf(out, outlen, "%s/step_%09lld", path, (long long)v[0]);
@@ -16591,28 +16852,6 @@ PTDEF void pt_ckpt_info_free(pt_ckpt_info *info) {
     memset(info, 0, sizeof *info);
 }
 
-/* the model record of dir's manifest (read and checked before) into cfg; 0 if there is none */
-static int pt__ck_man_model(const char *dir, pt_gpt_config *cfg) {
-    char path[1100], *txt, *line, b[64];
-    size_t len = 0;
-    int ok = 0;
-    snprintf(path, sizeof path, "%s/manifest", dir);
-    if (!(txt = pt__ck_slurp(NULL, path, &len))) return 0;
-    for (line = txt; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-        if (!strncmp(line, "model ", 6)) {
-            char *nl = strchr(line, '\n');
-            if (nl) *nl = 0;
-            memset(cfg, 0, sizeof *cfg);
-            ok = pt__ck_int(line, "vocab", &cfg->vocab) && pt__ck_int(line, "vocab_padded", &cfg->vocab_padded) &&
-                 pt__ck_int(line, "max_seq", &cfg->max_seq) && pt__ck_int(line, "layers", &cfg->layers) && pt__ck_int(line, "width", &cfg->width) &&
-                 pt__ck_int(line, "heads", &cfg->heads) && pt__ck_int(line, "untied", &cfg->untied) && pt__ck_field(line, "dropout", b, sizeof b);
-            if (ok) cfg->dropout = (float)strtod(b, NULL);
-            break;
-        }
-    PT_FREE(txt);
-    return ok;
-}
-
 PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *err, size_t errlen) {
     char dir[1024];
     pt__ck_man m;
@@ -16625,7 +16864,8 @@ PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *er
     }
     if (!pt__ck_man_read(NULL, dir, &m, err, errlen)) return PT_ERR_FORMAT;
     info->step = m.step, info->dp = m.dp, info->tp = m.tp, info->pp = m.pp, info->world = m.world;
-    info->has_model = pt__ck_man_model(dir, &info->model);
+    info->has_model = m.has_model;
+    if (m.has_model) info->model = m.model;
     info->optim_kind = m.has_optim ? m.optim_kind : -1;
     info->optim_steps = m.optim_steps;
     info->files = (pt_ckpt_file_info *)PT_MALLOC((size_t)m.world * sizeof *info->files);
@@ -16700,6 +16940,12 @@ static int pt__ck_assemble(const char *dir, const pt__ck_man *m, const char *nam
         if (!(ok = pt__ck_read_piece(dir, m, t->off, t->bytes, t->crc, t->rank, buf, err, errlen))) break;
         for (i = 0; i < t->hi - t->lo; i++) {
             int64_t gi = sp.split_dim >= 0 ? pt_spec_global_index(&sp, t->lo + i) : t->lo + i;
+            if (gi < 0 || gi >= n) { /* never past out (the manifest's checks should exclude it) */
+                pt__msg(err, errlen, "%s/manifest: element %lld of a piece of '%s' (%s) maps to global index %lld, outside [0, %lld)", dir,
+                        (long long)(t->lo + i), name, pt__ck_kind_names[kind], (long long)gi, (long long)n);
+                ok = 0;
+                break;
+            }
             if (!got[gi]) got[gi] = 1, have++, out[gi] = buf[i]; /* a tied copy: the first piece */
         }
     }
@@ -16746,9 +16992,21 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
         return PT_ERR_IO;
     }
     if ((st = pt_ckpt_info_read(dir, &info, err, errlen)) != PT_OK) return st;
-    if (!pt__ck_man_read(NULL, dir, &m, err, errlen)) {
+    if (!pt__ck_man_read(NULL, dir, &m, err, errlen) || !pt__ck_files_check(dir, &m, err, errlen)) { /* sizes real before anything is sized by them */
+        pt__ck_man_free(&m);
         pt_ckpt_info_free(&info);
         return PT_ERR_FORMAT;
+    }
+    for (i = 0; i < info.ntensors; i++) { /* a tensor's pieces (inside the data files) hold at least its elements */
+        const pt_ckpt_tensor_info *t = &info.tensors[i];
+        for (n = 1, d = 0; d < t->ndim; d++) n *= t->shape[d];
+        if (n > t->bytes / 4) {
+            pt__msg(err, errlen, "%s/manifest: tensor '%s' (%s) has global shape of %lld elements, its %d pieces hold %lld", dir, t->name,
+                    pt__ck_kind_names[t->kind], (long long)n, t->pieces, (long long)(t->bytes / 4));
+            pt__ck_man_free(&m);
+            pt_ckpt_info_free(&info);
+            return PT_ERR_FORMAT;
+        }
     }
     memset(&h, 0, sizeof h);
     pt__sb_add(&h, "{\"__metadata__\":{\"format\":\"pt\",\"step\":\"%lld\",\"layout\":\"dp=%d tp=%d pp=%d\"", (long long)info.step, info.dp,

@@ -5,8 +5,8 @@
 # (the same bytes as the library's; an export of a corrupted checkpoint fails and leaves the old
 # file), import (the forward loss of the imported checkpoint equals the original's bit for bit; a
 # malformed file or another shape is refused with a message and the existing checkpoint stays
-# valid). When a Python with the safetensors package is at hand (env PTRAIN_PYTHON, default
-# python3), it reads every export and writes a file that the tool imports; without it that part is
+# valid; the tool, built without PTRAIN_TEST_HOOKS, ignores PTRAIN_CKPT_FAIL). When a Python with
+# the safetensors package is at hand (env PTRAIN_PYTHON, default python3), it reads every export and writes a file that the tool imports; without it that part is
 # skipped with a NOTE (the spec checks of test_ckpttool stand in). Prints PASS/FAIL lines and
 # "N passed, N failed"; ~10 s.
 set -u
@@ -73,6 +73,10 @@ else
     if grep -q '^loss .* bits ' "$T/loss_ref.log" && cmp -s "$T/loss_ref.log" "$T/loss_imp.log"; then pass "imported checkpoint: forward loss bit-identical ($(cat "$T/loss_imp.log"))"
     else fail "imported checkpoint: forward loss bit-identical" "$(cat "$T/loss_ref.log") vs $(cat "$T/loss_imp.log")"; fi
     expect "ptckpt inspect of the import: no optimizer" 0 "optimizer  none" "$T/inspect_imp.log" "$P" inspect "$T/imp"
+    # the test hooks exist only with PTRAIN_TEST_HOOKS: the tool, built without, ignores PTRAIN_CKPT_FAIL (its save succeeds)
+    expect "a build without PTRAIN_TEST_HOOKS ignores PTRAIN_CKPT_FAIL (ptckpt import saves)" 0 "wrote .*step_000000003" "$T/imp_hooks.log" \
+        env PTRAIN_CKPT_FAIL=100 PTRAIN_CKPT_DELAY_MS=100000 "$P" import "$T/f32.safetensors" "$T/imp_hooks"
+    expect "... and that checkpoint verifies" 0 "^OK  .*step_000000003" "$T/verify_hooks.log" "$P" verify "$T/imp_hooks"
 
     # refused imports leave the existing checkpoint as it was
     cp "$T/imp/latest" "$T/latest.before"

@@ -8,7 +8,12 @@
    saves (opts.async, writes held in flight by PTRAIN_CKPT_DELAY_MS while training goes on): the
    checkpoints are the states at the calls (bit-exact, exact resume), a second save waits for the
    first, pt_ckpt_poll commits, a failed background write is reported by pt_ckpt_wait and by the next
-   save with the previous checkpoint intact, pt_shutdown joins a writer still running.
+   save with the previous checkpoint intact, pt_shutdown joins a writer still running. On 1 rank: a
+   stale temporary that the commit hands to the remover is renamed aside first, so the next save of
+   its step (at once, while the remover runs) is whole; a rank file missing at the commit fails the
+   save and publishes nothing; a save of the same step again stopped half-way (step_K moved to
+   .old.step_K, the new one not in yet) loads step K bit-exact and the next save puts it back.
+   Defines PTRAIN_TEST_HOOKS (PTRAIN_CKPT_FAIL, PTRAIN_CKPT_DELAY_MS).
    Build: cc -std=c99 -O2 -I. tests/test_ckpt.c -lm; run: test_ckpt [DIR]. With mpicc -DPTRAIN_MPI
    under mpirun it runs data parallel with ZeRO-1 (each DP rank writes its optimizer shard), with
    env CKPT_TP=N / CKPT_PP=2 tensor / pipeline parallel inside (np 8: dp2 x tp2 x pp2), CKPT_COMPRESS=1
@@ -23,6 +28,7 @@
    the epoch's, each once. Every check is
    agreed over the ranks; rank 0 prints PASS/FAIL and "N passed, N failed". */
 #define _POSIX_C_SOURCE 200809L
+#define PTRAIN_TEST_HOOKS /* PTRAIN_CKPT_FAIL, PTRAIN_CKPT_DELAY_MS */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 #include "test_util.h"
@@ -854,6 +860,87 @@ int main(int argc, char **argv) {
         snprintf(why, sizeof why, "present steps mask %#x (want 0x120: steps 6 and 9)", n);
         CHECK_WHY(ok && n == 0x120, "retention (keep 1) after a save of step 6 keeps step 6 and leaves the newer step 9 alone", why);
         run_close(&b);
+    }
+    /* ---- the remover and the next save, a rank file gone before the commit, a replacement stopped half-way (1 rank) ---- */
+    if (WORLD == 1) {
+        char rd[1200], tq[1300], line[64];
+        int t, f, gone;
+        int64_t s1;
+        snap sx;
+        FILE *g;
+        snprintf(rd, sizeof rd, "%s/race", base);
+        memset(&opts, 0, sizeof opts);
+        opts.keep_last = 2;
+        ok = run_open(&a);
+        for (t = 0; ok && t < 3; t++) {
+            /* a temporary of step s1 + 1 that a save never committed, large enough that removing it takes a while;
+               the commit of s1 queues it for the remover, then s1 + 1 is saved at once into the same temporary name */
+            s1 = pt_optim_steps(a.o) + 1;
+            snprintf(tq, sizeof tq, "%s/.tmp.step_%09lld", rd, (long long)(s1 + 1));
+            pt_mkdirs(tq);
+            for (f = 0; f <= 3000; f++) {
+                snprintf(p, sizeof p, f < 3000 ? "%.1200s/f%05d" : "%.1200s/rank_00000.bin", tq, f);
+                if ((g = fopen(p, "w")) != NULL) fclose(g);
+            }
+            ok = !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, rd, -1, &opts) == PT_OK;
+            gone = !exists(tq);
+            ok = ok && !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, rd, -1, &opts) == PT_OK;
+            snprintf(p, sizeof p, "%s/step_%09lld", rd, (long long)(s1 + 1));
+            snprintf(why, sizeof why, "stale temporary %s right after the commit; save: %s; verify: ", gone ? "moved away" : "still there", pt_error(a.ctx));
+            ok = ok && pt_ckpt_verify(p, why + strlen(why), sizeof why - strlen(why)) == PT_OK;
+            CHECK_WHY(ok && gone, tu_name("remover vs the next save (trial %d): a stale temporary is moved aside before the remover gets it; the save of its step is whole", t), why);
+        }
+        /* an asynchronous save whose rank file disappears before the commit: refused, nothing published */
+        opts.async = 1;
+        s1 = pt_optim_steps(a.o) + 1;
+        ok = ok && !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, rd, -1, &opts) == PT_OK;
+#ifdef PT__CK_THREADS
+        for (f = 0; ok && f < 20000; f++) { /* until the writer is done */
+            struct timespec ts = {0, 1000000L};
+            int w;
+            pthread_mutex_lock(&a.ctx->ckpt->mu);
+            w = a.ctx->ckpt->written || !a.ctx->ckpt->writer_on;
+            pthread_mutex_unlock(&a.ctx->ckpt->mu);
+            if (w) break;
+            nanosleep(&ts, NULL);
+        }
+#endif
+        snprintf(p, sizeof p, "%s/.tmp.step_%09lld/rank_00000.bin", rd, (long long)s1);
+        unlink(p);
+        ok = ok && pt_ckpt_wait(a.ctx) == PT_ERR_IO;
+        snprintf(why, sizeof why, "%s; latest %s", pt_error(a.ctx), latest_of(rd, line));
+        snprintf(p, sizeof p, "%s/step_%09lld", rd, (long long)s1);
+        snprintf(q, sizeof q, "step_%09lld\n", (long long)(s1 - 1));
+        CHECK_WHY(ok && strstr(why, "rank_00000.bin: missing") && strstr(why, "not published") && !exists(p) && !strcmp(line, q),
+                  "a rank file missing at the commit: the save fails naming it, nothing is published, latest unchanged", why);
+        pt_error_clear(a.ctx);
+        /* the same step saved again, stopped between moving the old one aside and renaming the new one in:
+           latest names step_K, step_K is missing, .old.step_K is the committed one, .tmp.step_K half-written */
+        opts.async = 0;
+        ok = !isnan(run_step(&a)) && pt_ckpt_save(a.ctx, a.o, rd, -1, &opts) == PT_OK;
+        s1 = pt_optim_steps(a.o);
+        snap_take(&a, &sx);
+        run_close(&a);
+        snprintf(p, sizeof p, "%s/step_%09lld", rd, (long long)s1);
+        snprintf(q, sizeof q, "%s/.old.step_%09lld", rd, (long long)s1);
+        snprintf(tq, sizeof tq, "%s/.tmp.step_%09lld", rd, (long long)s1);
+        ok = ok && rename(p, q) == 0 && mkdir(tq, 0755) == 0;
+        snprintf(tq, sizeof tq, "%s/.tmp.step_%09lld/rank_00000.bin", rd, (long long)s1);
+        if ((g = fopen(tq, "w")) != NULL) fputs("half", g), fclose(g);
+        {
+            char sd[1300];
+            ok = ok && pt_ckpt_step_dir(rd, sd, sizeof sd) == PT_OK && !strcmp(sd, q);
+            CHECK_WHY(ok, "a replacement stopped half-way: latest resolves to the committed .old.step_K (pt_ckpt_step_dir, ptckpt)", sd);
+        }
+        LOG[0] = 0;
+        ok = run_open(&b) && pt_ckpt_load(b.ctx, b.o, rd, &step) == PT_OK && step == s1;
+        snprintf(why, sizeof why, "step %lld (want %lld): %.900s %.900s", (long long)step, (long long)s1, pt_error(b.ctx), LOG);
+        CHECK_WHY(ok && snap_equal(&b, &sx, why, sizeof why), "... load takes step K from .old.step_K, bit-exact", why);
+        ok = ok && !isnan(run_step(&b)) && pt_ckpt_save(b.ctx, b.o, rd, -1, &opts) == PT_OK && pt_ckpt_verify(p, why, sizeof why) == PT_OK;
+        snprintf(tq, sizeof tq, "%s/.tmp.step_%09lld", rd, (long long)s1);
+        CHECK_WHY(ok && !exists(q) && !exists(tq), "... the next save puts step_K back (it verifies) and clears .old.step_K and the temporary", why);
+        run_close(&b);
+        snap_free(&sx);
     }
     snap_free(&s4);
     snap_free(&s2);

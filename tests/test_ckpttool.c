@@ -11,7 +11,12 @@
    original's bit for bit. A file written by this test in another style (metadata last, spaces,
    escapes) loads exactly. Refused, with a message and no parameter changed: truncated, a bad header
    size, invalid JSON, offsets out of range, a hole, a wrong byte count, a missing / extra /
-   differently shaped tensor. pt_ckpt_verify names a data file with a flipped byte.
+   differently shaped tensor. pt_ckpt_verify names a data file with a flipped byte. Manifests crafted
+   bad (a shape whose product overflows or has 5 dims or a 0, a split or range that does not fit,
+   hi - lo whose x4 wraps to bytes, a piece or state past its file, vocab near INT_MAX, an unknown
+   optimizer or kind, a step past int64, world 1048576 in a 99-byte file, dp x tp x pp not the world)
+   are refused by verify, export and info alike, naming the field, what was expected and found; a data
+   file or manifest that is a FIFO, a link to /dev/zero or a directory is refused without blocking.
 
    Build: cc -std=c99 -O2 -I. tests/test_ckpttool.c -lm; run: test_ckpttool DIR (leaves DIR/run, the
    checkpoint, and DIR/f32.safetensors for tests/ckpttool_test.sh). With mpicc -DPTRAIN_MPI under
@@ -526,6 +531,119 @@ static void import_checks(const char *base, model *a) {
     CHECKF(pt_ckpt_verify(q, err, sizeof err) == PT_OK, "the imported checkpoint still verifies after the refused files", "%s", err);
 }
 
+/* ---- manifests and data files crafted bad: verify refuses each (naming the file, the field, what was
+   expected and found), export and info refuse it too and write nothing, load does not hang ---- */
+/* src's manifest without its end line, with record `pre` (the first line starting so) changed: field
+   key set to val (key NULL: the whole text replaced by val), then a fresh end crc32c line, into dst */
+static void man_mutate(const char *src, const char *dst, const char *pre, const char *key, const char *val) {
+    static char txt[1 << 20], out[1 << 20];
+    FILE *f = fopen(src, "rb");
+    size_t n = f ? fread(txt, 1, sizeof txt - 1, f) : 0;
+    char *e, *line;
+    if (f) fclose(f);
+    txt[n] = 0;
+    if ((e = strstr(txt, "end crc32c=")) != NULL) *e = 0;
+    out[0] = 0;
+    if (!key) snprintf(out, sizeof out, "%s", val);
+    else if ((line = strstr(txt, pre)) != NULL) {
+        char pat[64], *v, *ve;
+        snprintf(pat, sizeof pat, " %s=", key);
+        v = strstr(line, pat);
+        if (v && v < strchr(line, '\n')) {
+            v += strlen(pat);
+            ve = v + strcspn(v, " \n");
+            snprintf(out, sizeof out, "%.*s%s%s", (int)(v - txt), txt, val, ve);
+        }
+    }
+    if (!out[0]) snprintf(out, sizeof out, "%s", txt); /* nothing matched: the check below fails */
+    n = strlen(out);
+    snprintf(out + n, sizeof out - n, "end crc32c=0x%08x\n", pt_crc32c(0, out, n));
+    if ((f = fopen(dst, "wb")) != NULL) fputs(out, f), fclose(f);
+}
+static void bad_checkpoints(const char *base, const char *good, model *a) {
+    static const struct {
+        const char *what, *pre, *key, *val, *expect, *key2, *val2;
+    } cases[] = {
+        {"a shape whose product overflows", "tensor name=wte kind=param", "shape", "4611686018427387904,4", "shape [4611686018427387904,4]: dim 0 is not an integer in [1, ", NULL, NULL},
+        {"a shape of more than 2^40 elements", "tensor name=wte kind=param", "shape", "1048576,1048576,16", "has more than 1099511627776 elements", NULL, NULL},
+        {"a shape of 5 dims", "tensor name=wte kind=param", "shape", "64,32,1,1,1", "tensor 'wte' (param): shape [64,32,1,1,1] has 5 dims, expected 1-4", NULL, NULL},
+        {"a dim of 0", "tensor name=wte kind=param", "shape", "0,32", "shape [0,32]: dim 0 is not an integer", NULL, NULL},
+        {"a split index past its parts", "tensor name=wte kind=param", "split_index", "7", "is not a cut of its shape", NULL, NULL},
+        {"a range past its shard (global index past the tensor)", "tensor name=wte kind=param", "split_parts", "2", "range [0, 2048) past the 1024 elements of its shard", "split_dim", "0"},
+        {"hi - lo whose x4 wraps to bytes", "tensor name=wte kind=param", "hi", "4611686018427389952", "tensor 'wte' (param): field 'hi': expected an integer in [0, 1099511627776], found '4611686018427389952'", NULL, NULL},
+        {"a piece past the end of its file", "tensor name=wte kind=param", "offset", "100000000", "past the end of rank_00000.bin", NULL, NULL},
+        {"a state entry past the end of its file", "state name=", "offset", "100000000", "state '", NULL, NULL},
+        {"vocab near INT_MAX", "model ", "vocab", "2147483647", "field 'vocab': expected an integer in [1, 1073741824], found '2147483647'", NULL, NULL},
+        {"an unknown optimizer", "optim ", "kind", "lion", "field 'kind': expected adamw or sgd, found 'lion'", NULL, NULL},
+        {"a step past int64 (strtoll ERANGE)", "step ", "value", "99999999999999999999", "field 'value': expected an integer in [0, ", NULL, NULL},
+        {"an unknown tensor kind", "tensor name=wte kind=param", "kind", "w", "field 'kind': expected param, m or v, found 'w'", NULL, NULL},
+        {"world 1048576 in a 99-byte manifest", "", NULL, "ptrain-checkpoint version=1\nstep value=1\nlayout dp=1 tp=1 pp=1048576 world=1048576\n",
+         "field 'world': expected an integer in [1, ", NULL, NULL},
+        {"dp x tp x pp not the world", "layout ", "world", "2", "layout record): dp=1 x tp=1 x pp=1 is not world=2", NULL, NULL},
+        {"dp past the world", "layout ", "dp", "2", "field 'dp': expected an integer in [1, 1], found '2'", NULL, NULL},
+    };
+    char dir[1400], p[1500], q[1500], err[1024];
+    int c, n = (int)(sizeof cases / sizeof cases[0]);
+    pt_ckpt_export_opts eo;
+    pt_ckpt_info in;
+    memset(&eo, 0, sizeof eo);
+    alarm(60); /* a verify or load that blocks (on a FIFO) ends the test here */
+    for (c = 0; c < n; c++) {
+        double t0 = pt_time();
+        int ok;
+        snprintf(dir, sizeof dir, "%s/bad%d", base, c);
+        mkdir(dir, 0755);
+        snprintf(p, sizeof p, "%s/manifest", good);
+        snprintf(q, sizeof q, "%s/manifest", dir);
+        man_mutate(p, q, cases[c].pre, cases[c].key, cases[c].val);
+        if (cases[c].key2) man_mutate(q, q, cases[c].pre, cases[c].key2, cases[c].val2);
+        snprintf(p, sizeof p, "%s/rank_00000.bin", good);
+        snprintf(q, sizeof q, "%s/rank_00000.bin", dir);
+        copy_file(p, q, 0);
+        err[0] = 0;
+        ok = pt_ckpt_verify(dir, err, sizeof err) == PT_ERR_FORMAT && strstr(err, cases[c].expect) && strstr(err, "manifest");
+        CHECKF(ok, tu_name("verify refuses %s, naming the field", cases[c].what), "%s (want '%s')", err, cases[c].expect);
+        if (c == n - 3) CHECKF(pt_time() - t0 < 0.5, "... quickly, without allocating for the claimed world", "%.3f s", pt_time() - t0);
+        snprintf(p, sizeof p, "%s/bad%d.safetensors", base, c);
+        err[0] = 0;
+        ok = pt_ckpt_export(dir, p, &eo, err, sizeof err) != PT_OK && strstr(err, cases[c].expect) && access(p, F_OK) != 0;
+        CHECKF(ok, tu_name("export refuses %s and writes nothing", cases[c].what), "%s", err);
+        ok = pt_ckpt_info_read(dir, &in, err, sizeof err) != PT_OK && strstr(err, cases[c].expect);
+        if (!ok && !err[0]) pt_ckpt_info_free(&in);
+        CHECKF(ok, tu_name("info refuses %s", cases[c].what), "%s", err);
+    }
+    /* data files and manifests that are not regular files: refused at once, not read (a FIFO would block) */
+    for (c = 0; c < 4; c++) {
+        static const char *what[4] = {"a data file that is a FIFO", "a data file that is a link to /dev/zero", "a manifest that is a FIFO",
+                                      "a data file that is a directory"};
+        static const char *expect[4] = {"rank_00000.bin: not a regular file (expected a file of ", "rank_00000.bin: not a regular file", "manifest: not a regular file",
+                                        "rank_00000.bin: not a regular file"};
+        int ok;
+        snprintf(dir, sizeof dir, "%s/special%d", base, c);
+        mkdir(dir, 0755);
+        snprintf(p, sizeof p, "%s/manifest", good);
+        snprintf(q, sizeof q, "%s/manifest", dir);
+        if (c == 2) mkfifo(q, 0644);
+        else copy_file(p, q, 0);
+        snprintf(p, sizeof p, "%s/rank_00000.bin", good);
+        snprintf(q, sizeof q, "%s/rank_00000.bin", dir);
+        if (c == 0) mkfifo(q, 0644);
+        else if (c == 1) ok = symlink("/dev/zero", q);
+        else if (c == 3) mkdir(q, 0755);
+        else copy_file(p, q, 0);
+        err[0] = 0;
+        ok = pt_ckpt_verify(dir, err, sizeof err) != PT_OK && strstr(err, expect[c]);
+        CHECKF(ok, tu_name("verify refuses %s without blocking", what[c]), "%s", err);
+        ok = pt_ckpt_load(a->ctx, NULL, dir, NULL) != PT_OK && strstr(pt_error(a->ctx), expect[c]);
+        CHECKF(ok, tu_name("load refuses %s without blocking", what[c]), "%s", pt_error(a->ctx));
+        pt_error_clear(a->ctx);
+        snprintf(p, sizeof p, "%s/special%d.safetensors", base, c);
+        ok = pt_ckpt_export(dir, p, &eo, err, sizeof err) != PT_OK && strstr(err, expect[c]) && access(p, F_OK) != 0;
+        CHECKF(ok, tu_name("export refuses %s", what[c]), "%s", err);
+    }
+    alarm(0);
+}
+
 int main(int argc, char **argv) {
     char err[1024], why[1024], base[1024], run[1200], p[1300], sd[1300];
     model a;
@@ -693,6 +811,7 @@ int main(int argc, char **argv) {
             fclose(f);
             CHECKF(pt_ckpt_verify(sd, err, sizeof err) == PT_OK, "... and verifies again once restored", "%s", err);
         }
+        bad_checkpoints(base, sd, &a);
         import_checks(base, &a);
     }
 done:
