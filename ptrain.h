@@ -239,7 +239,7 @@
    buffers, pt_pp_schedule_new / _from / _check / _simulate / _print / _free and pt_pp_split,
    pt_tokenizer_* on a tokenizer made with a NULL context, pt_ckpt_verify, pt_ckpt_step_dir,
    pt_ckpt_info_read / pt_ckpt_info_free, pt_ckpt_tensor_read, pt_ckpt_export, pt_safetensors_config,
-   pt_mem_estimate, the harness (pt_args, pt_run). Inside calls with a context two pieces still use
+   pt_safetensors_check, pt_mem_estimate, the harness (pt_args, pt_run). Inside calls with a context two pieces still use
    the macros: the growable text buffers (checkpoint manifests and records, the trace file, the
    monitor's lines) and the safetensors header parser of pt_safetensors_load.
 
@@ -1605,8 +1605,18 @@ typedef struct pt_ckpt_export_opts {
 PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const pt_ckpt_export_opts *opts, char *err, size_t errlen);
 /** The model configuration (and *step, -1 if absent; may be NULL) a safetensors file's metadata
     records, as pt_ckpt_export writes it. PT_ERR_FORMAT with a message when the file is not valid
-    safetensors or lacks a key. */
+    safetensors, lacks a key or records a configuration out of range (vocab 1..2^31-64, vocab_padded
+    0 or >= vocab, max_seq, layers, width, heads >= 1 with heads dividing width, untied 0 or 1,
+    dropout in [0, 1), at most 2^48 parameters, step a non-negative integer). */
 PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int64_t *step, char *err, size_t errlen);
+/** Whether the safetensors file holds the GPT of cfg, checked before anything of its size is built:
+    the ranges of pt_safetensors_config, then the model's parameters (made on a counting backend that
+    allocates no data, after their number is bounded by the file's tensor count) each against the
+    file's tensor of its name (present, same shape, F32, BF16 or F16), no tensor that is no parameter
+    ("optim.*" aside); the tensors' sizes were checked against the file's real size when it was read.
+    PT_OK, else PT_ERR_FORMAT / PT_ERR_SHAPE / PT_ERR_DTYPE with a message naming the file. Call it
+    before pt_gpt_new when the configuration comes from a file (ptckpt import does). */
+PTDEF pt_status pt_safetensors_check(const char *path, const pt_gpt_config *cfg, char *err, size_t errlen);
 /** Collective over ctx's grid. Sets every parameter of ctx from the safetensors tensor of its name
     (F32, BF16 or F16; a TP shard takes its elements of the global tensor). Refused, nothing
     changed: an invalid file, a parameter missing from it, another shape, and (on a grid without
@@ -2011,6 +2021,7 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
    No feature macro (_GNU_SOURCE) is defined here: it would put GNU names into the user's
    translation unit. CPU affinity comes from OpenMP (omp_get_num_procs respects the mask), or from
    sched_getaffinity when the user's build has _GNU_SOURCE. */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -2936,6 +2947,28 @@ static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2) {
     for (; len2; len2 >>= 1, sq = pt__crc_mulmod(sq, sq))
         if (len2 & 1) xp = pt__crc_mulmod(sq, xp);
     return pt__crc_mulmod(xp, crc1) ^ crc2;
+}
+
+/* size checks for the parsers of files (shapes, element and byte counts): pt__mul_ok sets *out = a * b
+   when a, b >= 0 and the product fits in int64 (else 0, *out untouched); pt__dims_check: ndim in
+   [min_ndim, PT_MAX_DIMS], every dim in [0, limit] and their product (into *numel) at most limit */
+static int pt__mul_ok(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0 || (b && a > (int64_t)(~(uint64_t)0 >> 1) / b)) return 0;
+    *out = a * b;
+    return 1;
+}
+static int pt__dims_check(int ndim, int min_ndim, const int64_t *shape, int64_t limit, int64_t *numel) {
+    int64_t n = 1;
+    int d, zero = 0;
+    if (ndim < min_ndim || ndim > PT_MAX_DIMS) return 0;
+    for (d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || shape[d] > limit) return 0;
+        zero |= !shape[d];
+    }
+    for (d = 0; d < ndim && !zero; d++)
+        if (!pt__mul_ok(n, shape[d], &n) || n > limit) return 0;
+    *numel = zero ? 0 : n;
+    return 1;
 }
 
 // >>dist  the process grid
@@ -16276,8 +16309,13 @@ static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
     }
     h[N] = 0;
     st->data_off = 8 + (int64_t)N, st->data_bytes = (int64_t)fsize - st->data_off;
+    if (strlen(h) != (size_t)N) { /* the header size is authoritative: all of it is the JSON */
+        pt__msg(err, errlen, "%s: header byte %zu of %llu is a NUL, expected JSON text (padded with spaces) up to the header size", path, strlen(h),
+                (unsigned long long)N);
+        goto out;
+    }
     /* the JSON: a parse error inside a tensor's entry names the tensor */
-    if (!(root = pt__json_read(&jp, h, strlen(h), 0, 0, 1))) {
+    if (!(root = pt__json_read(&jp, h, (size_t)N, 0, 0, 1))) {
         if (jp.key0[0] && strcmp(jp.key0, "__metadata__"))
             pt__msg(err, errlen, "%s: the entry of tensor '%s' is not " PT__SF_ENTRY " (near header byte %zu: %s)", path, jp.key0, PT_MAX_DIMS, jp.at, jp.what);
         else if (jp.oom)
@@ -16333,17 +16371,19 @@ static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
     /* every entry: a known dtype, bytes = elements x size; together the data, contiguous */
     for (i = 0; i < st->n; i++) {
         pt__sf_ent *e = &st->e[i];
-        int64_t numel = 1;
-        int d;
-        for (d = 0; d < e->ndim; d++) numel = e->shape[d] && numel > ((int64_t)1 << 58) / e->shape[d] ? -1 : numel * e->shape[d];
+        int64_t numel = 0;
         if (!(e->esize = pt__sf_esize(e->dtype))) {
             pt__msg(err, errlen, "%s: tensor '%s' has unknown dtype '%s'", path, e->name, e->dtype);
             goto out;
         }
         pt__sf_shape_str(sh, sizeof sh, e->ndim, e->shape);
-        if (numel < 0 || e->end < e->begin || e->end - e->begin != numel * e->esize) {
+        if (!pt__dims_check(e->ndim, 0, e->shape, (int64_t)1 << 58, &numel)) {
+            pt__msg(err, errlen, "%s: tensor '%s' (%s %s): expected at most 2^58 elements, the shape's product is larger", path, e->name, e->dtype, sh);
+            goto out;
+        }
+        if (e->end < e->begin || e->end - e->begin != numel * e->esize) {
             pt__msg(err, errlen, "%s: tensor '%s' (%s %s) needs %lld bytes, its data_offsets [%lld, %lld] give %lld", path, e->name, e->dtype, sh,
-                    (long long)(numel < 0 ? -1 : numel * e->esize), (long long)e->begin, (long long)e->end, (long long)(e->end - e->begin));
+                    (long long)(numel * e->esize), (long long)e->begin, (long long)e->end, (long long)(e->end - e->begin));
             goto out;
         }
     }
@@ -16422,9 +16462,35 @@ static int pt__sf_read(const pt__sf *st, const pt__sf_ent *e, float *out, char *
     return ok;
 }
 
+/* the GPT configuration c (of file path) in range: every size it implies fits, its parameter count
+   (computed with overflow checks) at most 2^48; 0 and a message naming the file and the field */
+static int pt__sf_cfg_check(const char *path, const pt_gpt_config *c, char *err, size_t errlen) {
+    int64_t C = c->width, vp = c->vocab_padded ? c->vocab_padded : ((int64_t)c->vocab + 63) / 64 * 64, cc = 0, blk = 0, emb = 0, pos = 0, tot = 0;
+    const char *what = NULL;
+    char found[96];
+    found[0] = 0;
+    if (c->vocab < 1 || c->vocab > 2147483647 - 63) what = "vocab: expected 1..2147483584", snprintf(found, sizeof found, "%d", (int)c->vocab);
+    else if (c->vocab_padded && c->vocab_padded < c->vocab)
+        what = "vocab_padded: expected 0 (vocab rounded up to 64) or >= vocab", snprintf(found, sizeof found, "%d (vocab %d)", (int)c->vocab_padded, (int)c->vocab);
+    else if (c->max_seq < 1) what = "max_seq: expected >= 1", snprintf(found, sizeof found, "%d", (int)c->max_seq);
+    else if (c->layers < 1) what = "layers: expected >= 1", snprintf(found, sizeof found, "%d", (int)c->layers);
+    else if (c->width < 1) what = "width: expected >= 1", snprintf(found, sizeof found, "%d", (int)c->width);
+    else if (c->heads < 1 || c->width % c->heads)
+        what = "heads: expected >= 1, dividing width", snprintf(found, sizeof found, "%d (width %d)", (int)c->heads, (int)c->width);
+    else if (c->untied != 0 && c->untied != 1) what = "untied: expected 0 or 1", snprintf(found, sizeof found, "%d", (int)c->untied);
+    else if (!(c->dropout >= 0 && c->dropout < 1)) what = "dropout: expected 0 <= dropout < 1", snprintf(found, sizeof found, "%g", (double)c->dropout);
+    else if (!pt__mul_ok(C, C, &cc) || !pt__mul_ok(cc, 12, &blk) || !pt__mul_ok(blk, c->layers, &blk) || !pt__mul_ok(vp, C, &emb) ||
+             !pt__mul_ok(emb, 1 + c->untied, &emb) || !pt__mul_ok(c->max_seq, C, &pos) || (tot = blk + emb + pos) > (int64_t)1 << 48)
+        what = "size: expected at most 2^48 parameters", snprintf(found, sizeof found, "layers %d x width %d, vocab %lld rows", (int)c->layers, (int)c->width, (long long)vp);
+    if (!what) return 1;
+    pt__msg(err, errlen, "%s: model configuration %s, found %s", path, what, found);
+    return 0;
+}
+
 PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int64_t *step, char *err, size_t errlen) {
     static const char *const keys[] = {"vocab", "max_seq", "layers", "width", "heads", "vocab_padded", "untied", "dropout"};
     pt__sf st;
+    const char *sv;
     int i;
     if (step) *step = -1;
     if (!path || !cfg) {
@@ -16460,14 +16526,125 @@ PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int6
         else if (i == 6) cfg->untied = (int32_t)x;
         else cfg->dropout = (float)x;
     }
-    if (step && pt__sf_meta_get(&st, "step")) *step = (int64_t)strtoll(pt__sf_meta_get(&st, "step"), NULL, 10);
+    if (step && (sv = pt__sf_meta_get(&st, "step")) != NULL) {
+        char *end;
+        long long k;
+        errno = 0;
+        k = strtoll(sv, &end, 10);
+        if (!*sv || *end || errno == ERANGE || k < 0) {
+            pt__msg(err, errlen, "%s: __metadata__ 'step' is \"%s\", expected a non-negative integer below 2^63", path, sv);
+            pt__sf_free(&st);
+            return PT_ERR_FORMAT;
+        }
+        *step = (int64_t)k;
+    }
     pt__sf_free(&st);
-    return PT_OK;
+    return pt__sf_cfg_check(path, cfg, err, errlen) ? PT_OK : PT_ERR_FORMAT;
+}
+
+/* every parameter of ctx has its tensor in st (same global shape, a readable dtype) and (without
+   pipeline stages) every tensor but optim.* is a parameter; 0 with a message (fn: the caller's
+   name) and *why the status */
+static int pt__sf_match(pt_ctx *ctx, const pt__sf *st, const char *fn, char *err, size_t errlen, pt_status *why) {
+    const pt_dist *d = ctx->desc.dist;
+    const char *path = st->path;
+    char a[160], b[160];
+    int i, j;
+    for (i = 0; i < ctx->nparams; i++) {
+        const pt_spec *s = &ctx->params[i]->spec;
+        const pt__sf_ent *e = pt__sf_find(st, s->name);
+        pt__sf_shape_str(a, sizeof a, s->ndim, s->global_shape);
+        if (!e) {
+            pt__msg(err, errlen, "%s: %s has no tensor '%s' (a parameter of the model, shape %s)", fn, path, s->name, a);
+            return 0;
+        }
+        pt__sf_shape_str(b, sizeof b, e->ndim, e->shape);
+        if (strcmp(a, b)) {
+            pt__msg(err, errlen, "%s: '%s' has shape %s in %s, %s in the model", fn, s->name, b, path, a);
+            *why = PT_ERR_SHAPE;
+            return 0;
+        }
+        if (strcmp(e->dtype, "F32") && strcmp(e->dtype, "BF16") && strcmp(e->dtype, "F16")) {
+            pt__msg(err, errlen, "%s: '%s' is %s in %s (readable: F32, BF16, F16)", fn, s->name, e->dtype, path);
+            *why = PT_ERR_DTYPE;
+            return 0;
+        }
+    }
+    for (j = 0; j < st->n; j++) {
+        const pt__sf_ent *e = &st->e[j];
+        if (!strncmp(e->name, "optim.", 6) || (d && pt_dist_layout(d).pp > 1)) continue; /* moments; another stage's parameter */
+        if (!pt_param_find(ctx, e->name)) {
+            pt__sf_shape_str(b, sizeof b, e->ndim, e->shape);
+            pt__msg(err, errlen, "%s: %s holds tensor '%s' %s, which is no parameter of the model", fn, path, e->name, b);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* the GPT of cfg (layers as given) in a context on the counting backend (no data); NULL, *ctx
+   NULL, with a message in err when it cannot be made */
+static pt_gpt *pt__sf_count_model(const pt_gpt_config *cfg, pt_ctx **ctx, char *err, size_t errlen) {
+    pt_desc desc;
+    pt_gpt *m;
+    memset(&desc, 0, sizeof desc);
+    desc.threads = 1, desc.seed = 1, desc.device = "cpu", desc.log_level = PT_LOG_ERROR + 1; /* quiet: errors come back in err */
+    if (!(*ctx = pt_init(&desc))) return pt__msg(err, errlen, "pt_safetensors_check: out of memory"), (pt_gpt *)NULL;
+    (*ctx)->be = &pt__count_backend; /* before anything is allocated */
+    if (!(m = pt_gpt_new(*ctx, cfg))) {
+        pt__msg(err, errlen, "pt_safetensors_check: the model of the configuration: %s", pt_error(*ctx));
+        pt_shutdown(*ctx);
+        *ctx = NULL;
+    }
+    return m;
+}
+
+PTDEF pt_status pt_safetensors_check(const char *path, const pt_gpt_config *cfg, char *err, size_t errlen) {
+    pt__sf st;
+    pt_gpt_config c;
+    pt_ctx *ctx = NULL;
+    pt_gpt *m;
+    int64_t per[2];
+    int k;
+    pt_status why = PT_ERR_FORMAT;
+    if (!path || !cfg) return pt__msg(err, errlen, "pt_safetensors_check: need a path and a configuration"), PT_ERR_ARG;
+    if (!pt__sf_open(path, &st, err, errlen)) return PT_ERR_FORMAT;
+    if (!pt__sf_cfg_check(path, cfg, err, errlen)) {
+        pt__sf_free(&st);
+        return PT_ERR_FORMAT;
+    }
+    /* parameters per layer and outside the layers (1 and 2 layers of the narrowest width): their
+       number for cfg.layers must not exceed the file's tensors, which bounds the model made next */
+    for (k = 0; k < 2; k++) {
+        c = *cfg, c.layers = k + 1, c.width = c.heads, c.max_seq = 1, c.vocab = 1, c.vocab_padded = 0;
+        if (!(m = pt__sf_count_model(&c, &ctx, err, errlen))) {
+            pt__sf_free(&st);
+            return PT_ERR_FORMAT;
+        }
+        per[k] = pt_param_count(ctx);
+        pt_gpt_free(m);
+        pt_shutdown(ctx);
+    }
+    if (per[0] + (per[1] - per[0]) * (int64_t)(cfg->layers - 1) > (int64_t)st.n) {
+        pt__msg(err, errlen, "pt_safetensors_check: %s holds %d tensors, the model of %d layers has %lld parameters", path, st.n, (int)cfg->layers,
+                (long long)(per[0] + (per[1] - per[0]) * (int64_t)(cfg->layers - 1)));
+        pt__sf_free(&st);
+        return PT_ERR_FORMAT;
+    }
+    if (!(m = pt__sf_count_model(cfg, &ctx, err, errlen))) {
+        pt__sf_free(&st);
+        return PT_ERR_FORMAT;
+    }
+    k = pt__sf_match(ctx, &st, "pt_safetensors_check", err, errlen, &why);
+    pt_gpt_free(m);
+    pt_shutdown(ctx);
+    pt__sf_free(&st);
+    return k ? PT_OK : why;
 }
 
 PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path) {
     const pt_dist *d;
-    char err[PT__ERRLEN], a[160], b[160];
+    char err[PT__ERRLEN];
     pt__sf st;
     float *g = NULL, *loc = NULL;
     int i, j, ok, nopt = 0;
@@ -16478,39 +16655,8 @@ PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path) {
     if (!path) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_safetensors_load: no path"), PT_ERR_ARG);
     ok = pt__sf_open(path, &st, err, sizeof err);
     /* first every check, then the values: a refused file changes nothing */
-    for (i = 0; ok && i < ctx->nparams; i++) {
-        const pt_spec *s = &ctx->params[i]->spec;
-        const pt__sf_ent *e = pt__sf_find(&st, s->name);
-        pt__sf_shape_str(a, sizeof a, s->ndim, s->global_shape);
-        if (!e) {
-            pt__msg(err, sizeof err, "pt_safetensors_load: %s has no tensor '%s' (a parameter of the model, shape %s)", path, s->name, a);
-            ok = 0;
-            break;
-        }
-        pt__sf_shape_str(b, sizeof b, e->ndim, e->shape);
-        if (strcmp(a, b)) {
-            pt__msg(err, sizeof err, "pt_safetensors_load: '%s' has shape %s in %s, %s in the model", s->name, b, path, a);
-            why = PT_ERR_SHAPE;
-            ok = 0;
-        } else if (strcmp(e->dtype, "F32") && strcmp(e->dtype, "BF16") && strcmp(e->dtype, "F16")) {
-            pt__msg(err, sizeof err, "pt_safetensors_load: '%s' is %s in %s (readable: F32, BF16, F16)", s->name, e->dtype, path);
-            why = PT_ERR_DTYPE;
-            ok = 0;
-        }
-    }
-    for (j = 0; ok && j < st.n; j++) {
-        const pt__sf_ent *e = &st.e[j];
-        if (!strncmp(e->name, "optim.", 6)) {
-            nopt++;
-            continue;
-        }
-        if (d && pt_dist_layout(d).pp > 1) continue; /* another stage's parameter */
-        if (!pt_param_find(ctx, e->name)) {
-            pt__sf_shape_str(b, sizeof b, e->ndim, e->shape);
-            pt__msg(err, sizeof err, "pt_safetensors_load: %s holds tensor '%s' %s, which is no parameter of the model", path, e->name, b);
-            ok = 0;
-        }
-    }
+    ok = ok && pt__sf_match(ctx, &st, "pt_safetensors_load", err, sizeof err, &why);
+    for (j = 0; ok && j < st.n; j++) nopt += !strncmp(st.e[j].name, "optim.", 6);
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) {
         pt__sf_free(&st);
         return (pt_status)(pt__fail(ctx, why, "%s", err), why);
