@@ -13713,20 +13713,44 @@ static int64_t pt__file_size(const char *path) {
 #endif
 }
 
+/* opens path, reads its first n bytes (*got of them) into buf and returns the size of the file it
+   opened (POSIX: fstat of that descriptor, not what the path names by then); -1 when it cannot be
+   opened, -2 when it is not a regular file */
+static int64_t pt__file_head(const char *path, unsigned char *buf, size_t n, size_t *got) {
+#ifdef PT__DATA_POSIX
+    struct stat st;
+    int fd = open(path, O_RDONLY);
+    int64_t size = -1;
+    ssize_t r = 0;
+    *got = 0;
+    if (fd < 0) return -1;
+    if (fstat(fd, &st) == 0) size = S_ISREG(st.st_mode) ? (int64_t)st.st_size : -2;
+    while (size >= 0 && *got < n && (r = read(fd, buf + *got, n - *got)) > 0) *got += (size_t)r;
+    close(fd);
+    return size;
+#else
+    FILE *f = fopen(path, "rb");
+    long size = -1;
+    *got = 0;
+    if (!f) return -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0) *got = fread(buf, 1, n, f);
+    fclose(f);
+    return (int64_t)size;
+#endif
+}
+
 /* validates a shard's header against its size; PT_OK, PT_ERR_IO or PT_ERR_FORMAT with a message in err */
 static pt_status pt__shard_check(const char *path, pt_shard_info *info, char *err, size_t errlen) {
     unsigned char h[PT__LLMC_HDR];
-    int64_t size = pt__file_size(path), want;
     size_t got;
+    int64_t size = pt__file_head(path, h, sizeof h, &got), want;
     uint32_t magic;
-    FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
     memset(info, 0, sizeof *info);
-    if (!f) {
-        pt__msg(err, errlen, "shard %s: cannot open it for reading", path);
+    if (size < 0) {
+        pt__msg(err, errlen, "shard %s: %s", path, size == -2 ? "not a regular file" : "cannot open it for reading");
         return PT_ERR_IO;
     }
-    got = fread(h, 1, sizeof h, f);
-    fclose(f);
     if (got < 4) {
         pt__msg(err, errlen, "shard %s: truncated header, expected at least %d bytes, found a %lld-byte file", path, PT__SHARD_HDR, (long long)size);
         return PT_ERR_FORMAT;
@@ -13896,6 +13920,7 @@ typedef struct pt__dmap {
     const unsigned char *base;
     size_t len;
     FILE *f;
+    int fd;      /* the mapped file, open while mapped: its size is checked (fstat) before each read */
     int64_t used;
 } pt__dmap;
 
@@ -13936,24 +13961,39 @@ struct pt_loader {
 static void pt__dmap_close(pt__dmap *m) {
 #ifdef PT__DATA_POSIX
     if (m->base) munmap((void *)m->base, m->len);
+    if (m->base && m->fd >= 0) close(m->fd);
 #endif
     if (m->f) fclose(m->f);
-    m->base = NULL, m->f = NULL, m->shard = -1;
+    m->base = NULL, m->f = NULL, m->shard = -1, m->fd = -1;
 }
 
-/* maps (or opens, without mmap) the file of d into m; 0, or -1 with a message in L->err */
+/* maps (or opens, without mmap) the file of d into m; 0, or -1 with a message in L->err. The size
+   comes from fstat of the descriptor mapped (what the path names may have changed since the loader
+   validated it): a file that is no longer the validated size is an error, not a mapping past its end */
 static int pt__dmap_open(pt_loader *L, pt__dmap *m, const pt__dshard *d) {
     const char *path = d->path;
 #ifdef PT__DATA_POSIX
     int fd = open(path, O_RDONLY);
-    size_t len = (size_t)(d->info.header_bytes + d->info.tokens * d->info.token_bytes);
-    void *p = fd >= 0 && len > 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (fd >= 0) close(fd);
-    if (p == MAP_FAILED) {
-        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot map %s (%lld bytes)", path, (long long)len);
+    int64_t want = d->info.header_bytes + d->info.tokens * d->info.token_bytes;
+    size_t len = (size_t)want;
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (int64_t)st.st_size != want) {
+        if (fd < 0) pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot open %s", path);
+        else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) pt__msg(L->err, sizeof L->err, "pt_loader_next: %s is no longer a regular file", path);
+        else
+            pt__msg(L->err, sizeof L->err, "pt_loader_next: %s changed since the loader opened it: expected %lld bytes, found %lld%s", path,
+                    (long long)want, (long long)st.st_size, (int64_t)st.st_size < want ? " (truncated)" : "");
+        if (fd >= 0) close(fd);
         return -1;
     }
-    m->base = (const unsigned char *)p, m->len = len;
+    if (len > 0) p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot map %s (%lld bytes)", path, (long long)len);
+        close(fd);
+        return -1;
+    }
+    m->base = (const unsigned char *)p, m->len = len, m->fd = fd;
 #else
     m->f = fopen(path, "rb");
     if (!m->f) {
@@ -13980,8 +14020,18 @@ static pt__dmap *pt__dmap_get(pt_loader *L, int s) {
     return m;
 }
 
-/* n bytes at offset off of the file mapped in m (through buf when it is not memory-mapped); NULL with a message in L->err */
+/* n bytes at offset off of the file mapped in m (through buf when it is not memory-mapped); NULL with
+   a message in L->err. A mapped file is checked (fstat) to still hold those bytes: one truncated
+   while mapped would raise SIGBUS on their pages */
 static const unsigned char *pt__dmap_at(pt_loader *L, pt__dmap *m, const char *path, int64_t off, size_t n, unsigned char *buf) {
+#ifdef PT__DATA_POSIX
+    struct stat st;
+    if (m->base && (fstat(m->fd, &st) != 0 || (int64_t)st.st_size < off + (int64_t)n)) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: %s was truncated while the loader reads it: expected %lld bytes, found %lld", path,
+                (long long)m->len, (long long)(fstat(m->fd, &st) == 0 ? (int64_t)st.st_size : -1));
+        return NULL;
+    }
+#endif
     if (m->base) return m->base + off;
     if (fseek(m->f, (long)off, SEEK_SET) != 0 || fread(buf, 1, n, m->f) != n) {
         pt__msg(L->err, sizeof L->err, "pt_loader_next: reading %s at byte %lld failed", path, (long long)off);
@@ -14220,17 +14270,14 @@ static pt_status pt__data_paths(pt_ctx *ctx, const pt_loader_desc *d, char ***ou
    others; PT_OK, PT_ERR_IO or PT_ERR_FORMAT with a message in err */
 static pt_status pt__idx_check(const char *path, pt__dshard *d, int *ndims, int64_t *dims, char *err, size_t errlen) {
     unsigned char h[4 + 4 * 4];
-    int64_t size = pt__file_size(path), want, rec = 1;
-    FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
     size_t got;
+    int64_t size = pt__file_head(path, h, sizeof h, &got), want, rec = 1;
     int i, nd;
     memset(&d->info, 0, sizeof d->info);
-    if (!f) {
-        pt__msg(err, errlen, "IDX file %s: cannot open it for reading", path);
+    if (size < 0) {
+        pt__msg(err, errlen, "IDX file %s: %s", path, size == -2 ? "not a regular file" : "cannot open it for reading");
         return PT_ERR_IO;
     }
-    got = fread(h, 1, sizeof h, f);
-    fclose(f);
     if (got < 4 || h[0] != 0 || h[1] != 0) {
         pt__msg(err, errlen, "IDX file %s: bad magic: expected bytes 0x00 0x00 then type and dimensions, found %s", path,
                 got < 4 ? "a file shorter than 4 bytes" : "other first bytes (not an IDX file, or still compressed?)");
@@ -14376,6 +14423,7 @@ PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
     L->ctx = ctx, L->B = d->batch, L->T = d->seq, L->ranks = ranks, L->rank = d->rank, L->local = d->batch / ranks;
     L->shuffle = d->shuffle != 0, L->seed = d->seed, L->order_epoch = -1, L->kind = d->kind;
     L->map[0].shard = L->map[1].shard = L->labmap.shard = -1;
+    L->map[0].fd = L->map[1].fd = L->labmap.fd = -1;
 #ifdef PT__DATA_THREADS
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv, NULL);
@@ -14855,15 +14903,16 @@ PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path) {
 
 PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path) {
     unsigned char h[PT__TOK_HDR], *body = NULL;
-    int64_t size = path ? pt__file_size(path) : -1;
+    size_t hgot = 0;
+    int64_t size = path ? pt__file_head(path, h, sizeof h, &hgot) : -1; /* the size of the file opened */
     FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
     pt_tokenizer *tk = NULL;
     uint32_t merges, crc;
     char err[PT__ERRLEN];
     int i;
     err[0] = 0;
-    if (!f) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_tokenizer_load: cannot open %s", path ? path : "(NULL)");
-    if (fread(h, 1, sizeof h, f) != sizeof h) pt__msg(err, sizeof err, "truncated header, expected %d bytes, found a %lld-byte file", PT__TOK_HDR, (long long)size);
+    if (!f) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_tokenizer_load: cannot open %s%s", path ? path : "(NULL)", size == -2 ? ": not a regular file" : "");
+    if (hgot != sizeof h || fseek(f, (long)sizeof h, SEEK_SET) != 0) pt__msg(err, sizeof err, "truncated header, expected %d bytes, found a %lld-byte file", PT__TOK_HDR, (long long)size);
     else if (pt__le32(h) != PT_TOKENIZER_MAGIC) pt__msg(err, sizeof err, "bad magic: expected 0x%08X (\"PBPE\"), found 0x%08X", PT_TOKENIZER_MAGIC, (unsigned)pt__le32(h));
     else if (pt__le32(h + 4) != 1) pt__msg(err, sizeof err, "version: expected 1, found %u", (unsigned)pt__le32(h + 4));
     else if ((merges = pt__le32(h + 8)) > (1u << 24)) pt__msg(err, sizeof err, "merges: expected 0..%d, found %u", 1 << 24, (unsigned)merges);
