@@ -18361,8 +18361,8 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 /* Owns: pt_args (the shared flags) and pt_run (data, checkpoints, stop on signals, log, trace,
    guard)
    Invariants: uses only the public API above; compiled only when the program defines PTRAIN_HARNESS
-   Entry points: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_step_end
-   pt_run_free */
+   Entry points: pt_args_parse pt_args_int pt_run_parse pt_run_data pt_run_start pt_run_guard
+   pt_run_step_end pt_run_free */
 /* =================================================================================================
    The shared flags (pt_args), data, checkpoints, a clean stop on SIGINT / SIGTERM, log, trace and guard (pt_run).
    It stands last and uses only the public API above; a program that wants it defines
@@ -18384,8 +18384,15 @@ typedef struct pt_args {
 } pt_args;
 /** Parses --steps --seed --batch --seq --lr --layers --width --heads --stop-after --device --help
     out of argv (pre-filled a holds the defaults). Flags it does not know stay in argv, compacted;
-    returns the new argc, or -1 with a message in err for a bad value. */
+    returns the new argc, or -1 with a message in err for a bad value: not a decimal integer (--lr:
+    not a positive number finite as a float) or out of range: --steps 1..2^40, --seed 0..2^63-1,
+    --batch and --seq 1..2^24, --layers and --heads 1..65536, --width 1..2^20, --stop-after
+    0..2^40 (so every value fits an int32 and B x T, C x C fit an int64). */
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen);
+/** The value v of a program's own integer flag: 0 and *out when v is a decimal integer in [lo, hi]
+    (not past int64: ERANGE is refused), else -1 and err "flag FLAG expects an integer in lo..hi,
+    found 'v'" (*out untouched). The shared flags go through it. */
+PTDEF int pt_args_int(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out, char *err, size_t errlen);
 /** Prints the shared flags and their defaults. */
 PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
 /** The GPT of the flags (examples/03_gpt.c spells these out): vocab, max_seq = --seq, --layers, --width,
@@ -18553,6 +18560,18 @@ PTDEF pt_lr_schedule pt_args_schedule(const pt_args *a) {
     s.kind = PT_LR_COSINE, s.lr = a->lr, s.min_lr = a->lr * 0.1f, s.warmup = a->steps / 20 + 1, s.total = a->steps;
     return s;
 }
+PTDEF int pt_args_int(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out, char *err, size_t errlen) {
+    char *end = NULL;
+    long long x;
+    errno = 0;
+    x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || end == v || *end || errno == ERANGE || x < lo || x > hi) {
+        snprintf(err, errlen, "flag %s expects an integer in %lld..%lld, found '%s'", flag, (long long)lo, (long long)hi, v ? v : "");
+        return -1;
+    }
+    *out = (int64_t)x;
+    return 0;
+}
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen) {
     static const char *names[] = {"--steps", "--seed", "--batch", "--seq", "--layers", "--width", "--heads", "--stop-after", "--lr", "--device"};
     int i, k, out = 1;
@@ -18581,22 +18600,17 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
         }
         if (which == 8) {
             double d = strtod(v, &end);
-            if (*end || end == v || !(d > 0)) {
-                snprintf(err, errlen, "flag --lr expects a positive number, found '%s'", v);
+            if (*end || end == v || !(d > 0) || !isfinite((float)d) || !((float)d > 0)) {
+                snprintf(err, errlen, "flag --lr expects a positive number, finite as a float (0 < lr <= 3.4e38), found '%s'", v);
                 return -1;
             }
             a->lr = (float)d;
         } else {
-            long long x = strtoll(v, &end, 10);
+            static const int64_t hi[8] = {(int64_t)1 << 40, (int64_t)(~(uint64_t)0 >> 1), 1 << 24, 1 << 24, 65536, 1 << 20, 65536, (int64_t)1 << 40};
             int64_t *dst[8];
             dst[0] = &a->steps, dst[1] = &a->seed, dst[2] = &a->batch, dst[3] = &a->seq, dst[4] = &a->layers, dst[5] = &a->width,
             dst[6] = &a->heads, dst[7] = &a->stop_after;
-            if (*end || end == v || x < 0 || (x == 0 && which != 1 && which != 7)) {
-                snprintf(err, errlen, "flag %s expects a %s integer, found '%s'", names[which], which == 1 || which == 7 ? "non-negative" : "positive",
-                         v);
-                return -1;
-            }
-            *dst[which] = x;
+            if (pt_args_int(names[which], v, which == 1 || which == 7 ? 0 : 1, hi[which], dst[which], err, errlen) != 0) return -1;
         }
     }
     argv[out] = NULL;
@@ -18686,13 +18700,7 @@ PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errle
             }
             r->guard_z = (float)z;
         } else {
-            char *end;
-            long long x = strtoll(argv[++i], &end, 10);
-            if (*end || end == argv[i] || x < 0) {
-                snprintf(err, errlen, "flag --ckpt-every expects a non-negative integer, found '%s'", argv[i]);
-                return -1;
-            }
-            r->ckpt_every = x;
+            if (pt_args_int("--ckpt-every", argv[++i], 0, (int64_t)1 << 40, &r->ckpt_every, err, errlen) != 0) return -1;
         }
     }
     argv[out] = NULL;
