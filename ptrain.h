@@ -536,8 +536,10 @@ PTDEF void *pt_cl_mem(const pt_tensor *t);
 /** Applies tuned CLBlast kernel parameters from a file to ctx's OpenCL device (process-wide for that
     device, through CLBlastOverrideParameters; pt_init does it for env PTRAIN_CL_TUNE=FILE). The file
     (`ptcl tune -o FILE` writes one): lines `Kernel.PARAM = value` (e.g. `Xgemm.MWG = 64`), `#`
-    comments, blank lines; a kernel named must have every one of its parameters. A bad line is
-    PT_ERR_FORMAT naming the file and line; a context not on OpenCL is PT_ERR_DEVICE. */
+    comments, blank lines; a kernel named must have every one of its parameters, each in its range
+    (see opencl: CLBlast tuning). The whole file is checked first: a bad line is PT_ERR_FORMAT naming
+    the file, the line, the parameter, what was expected and what was found, and nothing of the file
+    is applied (with PTRAIN_CL_TUNE, pt_init fails); a context not on OpenCL is PT_ERR_DEVICE. */
 PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path);
 /** Applies one CLBlast kernel's parameters (names[i] = values[i], all of the kernel's parameters) to
     ctx's device; the next GEMM recompiles with them. For tools that search parameters. */
@@ -8261,8 +8263,13 @@ PTDEF pt_device_info pt_device_info_get(const pt_ctx *ctx) {
    device; a device it does not know (PoCL among them) gets generic defaults and runs slowly.
    pt_cl_tune_set hands CLBlast a kernel's full parameter set (CLBlastOverrideParameters: the next
    call of a routine using the kernel recompiles it); pt_cl_tune_load reads `Kernel.PARAM = value`
-   lines and applies them per kernel; pt_init applies env PTRAIN_CL_TUNE. `ptcl tune` (tools/ptcl.c)
-   searches Xgemm / XgemmDirect parameters and writes such a file. */
+   lines, checks all of them first (a known kernel and parameter, each once, every parameter of a
+   kernel, the value in range: work-group sizes and tiles 1..1024, vector widths a power of two
+   1..16, work per thread 1..64, switches 0 or 1, XGEMM_MIN_INDIRECT_SIZE 1..2^24; an error names
+   file, line, parameter, expected and found, and nothing of the file is applied), then applies them
+   per kernel; pt_init applies env PTRAIN_CL_TUNE, and a refused file fails pt_init (a run asked for
+   that tuning; it does not go on untuned). pt_cl_tune_set checks no values: it hands CLBlast what it
+   is given. `ptcl tune` (tools/ptcl.c) searches Xgemm / XgemmDirect parameters and writes such a file. */
 static const char *const pt__clt_xgemm[] = {"GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB", "NDIMC",
                                             "NWG", "SA", "SB", "STRM", "STRN", "VWM", "VWN", NULL};
 static const char *const pt__clt_direct[] = {"KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD", "VWND", "WGD", NULL};
@@ -8323,8 +8330,24 @@ PTDEF pt_status pt_cl_tune_set(pt_ctx *ctx, const char *kernel, int n, const cha
 }
 
 #define PT__CLT_MAXP 32 /* parameters of one kernel in a tuning file */
-/* applies the parameters of kernel `kern` gathered from the lines starting at `first` */
-static pt_status pt__clt_apply(pt_ctx *ctx, const char *path, int first, const char *kern, int n, const char *const *names, const size_t *vals) {
+/* the values parameter p may take: [*lo, *hi], a power of two when *pow2 (vector widths) */
+static void pt__clt_range(const char *p, unsigned long long *lo, unsigned long long *hi, int *pow2) {
+    static const char *const flags[] = {"GEMMK", "SA", "SB", "STRM", "STRN", "PADA", "PADB", "TRA_PAD", "TRA_SHUFFLE", "PADTRA_PAD", NULL};
+    static const char *const vws[] = {"VWM", "VWN", "VWMD", "VWND", "COPY_VW", "TRA_WPT", NULL};
+    static const char *const wpt[] = {"KREG", "COPY_WPT", "PAD_WPTX", "PAD_WPTY", "PADTRA_WPT", NULL};
+    int i;
+    *lo = 1, *hi = 1024, *pow2 = 0; /* work-group sizes and tiles */
+    for (i = 0; flags[i]; i++)
+        if (!strcmp(p, flags[i])) *lo = 0, *hi = 1;
+    for (i = 0; vws[i]; i++)
+        if (!strcmp(p, vws[i])) *hi = 16, *pow2 = 1;
+    for (i = 0; wpt[i]; i++)
+        if (!strcmp(p, wpt[i])) *hi = 64;
+    if (!strcmp(p, "XGEMM_MIN_INDIRECT_SIZE")) *hi = 1 << 24;
+}
+/* applies (apply = 0: only checks) the parameters of kernel `kern` gathered from the lines starting at `first` */
+static pt_status pt__clt_apply(pt_ctx *ctx, const char *path, int first, const char *kern, int n, const char *const *names, const size_t *vals,
+                               int apply) {
     const char *const *want = pt_cl_tune_params(kern);
     char miss[256];
     int i, j;
@@ -8342,7 +8365,7 @@ static pt_status pt__clt_apply(pt_ctx *ctx, const char *path, int first, const c
             return PT_ERR_FORMAT;
         }
     }
-    if (pt_cl_tune_set(ctx, kern, n, names, vals) != PT_OK) {
+    if (apply && pt_cl_tune_set(ctx, kern, n, names, vals) != PT_OK) {
         char why[300];
         pt__msg(why, sizeof why, "%s", pt_error(ctx));
         pt_error_clear(ctx);
@@ -8352,22 +8375,15 @@ static pt_status pt__clt_apply(pt_ctx *ctx, const char *path, int first, const c
     return PT_OK;
 }
 
-PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
+/* one pass over tuning file path: every line checked (syntax, a known kernel and parameter, the
+   value's range); apply = 1 also hands each complete kernel to CLBlast */
+static pt_status pt__clt_read(pt_ctx *ctx, const char *path, int apply) {
     char line[256], kern[64], cur[64], names[PT__CLT_MAXP][48];
     const char *np[PT__CLT_MAXP];
     size_t vals[PT__CLT_MAXP];
     int n = 0, lineno = 0, i, first = 0, eof = 0;
     pt_status st = PT_OK;
     FILE *f;
-    if (!ctx) return PT_ERR_ARG;
-    if (!ctx->cl) {
-#ifdef PTRAIN_OPENCL
-        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: the context is on '%s', expected an OpenCL device (device \"opencl[:P[:D]]\")", pt_backend_name(ctx));
-#else
-        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: OpenCL is not compiled in (compile with -DPTRAIN_OPENCL, link -lOpenCL -lclblast)");
-#endif
-        return PT_ERR_DEVICE;
-    }
     if (!path || !(f = fopen(path, "r"))) {
         pt__fail(ctx, PT_ERR_IO, "pt_cl_tune_load: cannot open the tuning file '%s' (write one with `ptcl tune -o FILE`)", path ? path : "(null)");
         return PT_ERR_IO;
@@ -8396,7 +8412,9 @@ PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
                 kl = (size_t)(dot - s);
                 for (e = eq; e > dot + 1 && (e[-1] == ' ' || e[-1] == '\t'); e--) {}
                 pl = (size_t)(e - dot - 1);
+                errno = 0;
                 v = strtoull(eq + 1, &end, 10);
+                if (errno == ERANGE) v = ~0ull;
                 while (*end == ' ' || *end == '\t') end++;
             }
             if (!dot || !eq || dot > eq || !kl || kl >= sizeof kern || !pl || pl >= sizeof names[0] || end == eq + 1 || *end || strchr(eq + 1, '-')) {
@@ -8406,9 +8424,34 @@ PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
                 break;
             }
             memcpy(kern, s, kl), kern[kl] = 0;
+            {   /* a known kernel and parameter, the value in its range */
+                const char *const *want = pt_cl_tune_params(kern);
+                char par[48];
+                unsigned long long lo, hi;
+                int pow2, j;
+                memcpy(par, dot + 1, pl), par[pl] = 0;
+                for (j = 0; want && want[j] && strcmp(want[j], par); j++) {}
+                pt__clt_range(par, &lo, &hi, &pow2);
+                if (!want) {
+                    pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: unknown kernel %s (expected Xgemm, XgemmDirect, Copy, Pad, Transpose, Padtranspose or GemmRoutine)",
+                             path, lineno, kern);
+                    st = PT_ERR_FORMAT;
+                } else if (!want[j]) {
+                    pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: kernel %s has no parameter %s", path, lineno, kern, par);
+                    st = PT_ERR_FORMAT;
+                } else if (v < lo || v > hi || (pow2 && (v & (v - 1)))) {
+                    char found[40];
+                    if (v == ~0ull) snprintf(found, sizeof found, "a value past 2^64");
+                    else snprintf(found, sizeof found, "%llu", v);
+                    pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: %s.%s: expected %s%llu..%llu, found %s", path, lineno, kern, par,
+                             pow2 ? "a power of two in " : "", lo, hi, found);
+                    st = PT_ERR_FORMAT;
+                }
+                if (st != PT_OK) break;
+            }
         }
         if (cur[0] && (eof || strcmp(kern, cur) != 0)) { /* the lines of kernel `cur` are complete */
-            st = pt__clt_apply(ctx, path, first, cur, n, np, vals);
+            st = pt__clt_apply(ctx, path, first, cur, n, np, vals, apply);
             n = 0, cur[0] = 0;
         }
         if (eof || st != PT_OK) break;
@@ -8423,6 +8466,22 @@ PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
     }
     fclose(f);
     return st;
+}
+
+PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
+    pt_status st;
+    if (!ctx) return PT_ERR_ARG;
+    if (!ctx->cl) {
+#ifdef PTRAIN_OPENCL
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: the context is on '%s', expected an OpenCL device (device \"opencl[:P[:D]]\")", pt_backend_name(ctx));
+#else
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: OpenCL is not compiled in (compile with -DPTRAIN_OPENCL, link -lOpenCL -lclblast)");
+#endif
+        return PT_ERR_DEVICE;
+    }
+    /* the whole file is checked before any kernel is handed to CLBlast: a refused file changes nothing */
+    st = pt__clt_read(ctx, path, 0);
+    return st == PT_OK ? pt__clt_read(ctx, path, 1) : st;
 }
 
 PTDEF void pt_sync(pt_ctx *ctx) {
