@@ -152,7 +152,17 @@ int main(int argc, char **argv) {
                "a file with an Xgemm vector width CLBlast has no kernel for (VWM = 3) is refused at load, naming file, line and value", "%s", pt_error(cl));
         printf("    %s\n", pt_error(cl));
         pt_error_clear(cl);
-        gemms(cl, cpu, "(after the refused file: nothing of it applied)");
+        {   /* every parameter there, one of them zero: refused (loaded, it would break every later GEMM) */
+            char *mwg;
+            tune_text(bad, sizeof bad, 2, 1);
+            if ((mwg = strstr(bad, "Xgemm.MWG = 48")) != NULL) memcpy(mwg, "Xgemm.MWG =  0", 14);
+            st = pt_cl_tune_load(cl, write_file("zero.txt", bad));
+            CHECKF(st == PT_ERR_FORMAT && strstr(pt_error(cl), "zero.txt:10: Xgemm.MWG: expected 1..1024, found 0"),
+                   "a complete file with Xgemm.MWG = 0 is refused at load, naming file, line, expected and found", "status %d, '%s'", (int)st, pt_error(cl));
+            printf("    %s\n", pt_error(cl));
+            pt_error_clear(cl);
+        }
+        gemms(cl, cpu, "(after the refused files: nothing of them applied)");
         {   /* the same parameters through pt_cl_tune_set (no checks): the next GEMM fails, so they reach CLBlast */
             static const char *const xp[16] = {"GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB", "NDIMC", "NWG", "SA", "SB", "STRM", "STRN", "VWM", "VWN"};
             static const size_t xv[16] = {0, 1, 16, 2, 8, 8, 48, 8, 8, 32, 1, 1, 0, 0, 3, 2};
