@@ -241,7 +241,7 @@
    buffers, pt_pp_schedule_new / _from / _check / _simulate / _print / _free and pt_pp_split,
    pt_tokenizer_* on a tokenizer made with a NULL context, pt_ckpt_verify, pt_ckpt_step_dir,
    pt_ckpt_info_read / pt_ckpt_info_free, pt_ckpt_tensor_read, pt_ckpt_export, pt_safetensors_config,
-   pt_mem_estimate, the harness (pt_args, pt_run). Inside calls with a context two pieces still use
+   pt_safetensors_check, pt_mem_estimate, the harness (pt_args, pt_run). Inside calls with a context two pieces still use
    the macros: the growable text buffers (checkpoint manifests and records, the trace file, the
    monitor's lines) and the safetensors header parser of pt_safetensors_load.
 
@@ -538,8 +538,10 @@ PTDEF void *pt_cl_mem(const pt_tensor *t);
 /** Applies tuned CLBlast kernel parameters from a file to ctx's OpenCL device (process-wide for that
     device, through CLBlastOverrideParameters; pt_init does it for env PTRAIN_CL_TUNE=FILE). The file
     (`ptcl tune -o FILE` writes one): lines `Kernel.PARAM = value` (e.g. `Xgemm.MWG = 64`), `#`
-    comments, blank lines; a kernel named must have every one of its parameters. A bad line is
-    PT_ERR_FORMAT naming the file and line; a context not on OpenCL is PT_ERR_DEVICE. */
+    comments, blank lines; a kernel named must have every one of its parameters, each in its range
+    (see opencl: CLBlast tuning). The whole file is checked first: a bad line is PT_ERR_FORMAT naming
+    the file, the line, the parameter, what was expected and what was found, and nothing of the file
+    is applied (with PTRAIN_CL_TUNE, pt_init fails); a context not on OpenCL is PT_ERR_DEVICE. */
 PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path);
 /** Applies one CLBlast kernel's parameters (names[i] = values[i], all of the kernel's parameters) to
     ctx's device; the next GEMM recompiles with them. For tools that search parameters. */
@@ -1616,8 +1618,18 @@ typedef struct pt_ckpt_export_opts {
 PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const pt_ckpt_export_opts *opts, char *err, size_t errlen);
 /** The model configuration (and *step, -1 if absent; may be NULL) a safetensors file's metadata
     records, as pt_ckpt_export writes it. PT_ERR_FORMAT with a message when the file is not valid
-    safetensors or lacks a key. */
+    safetensors, lacks a key or records a configuration out of range (vocab 1..2^31-64, vocab_padded
+    0 or >= vocab, max_seq, layers, width, heads >= 1 with heads dividing width, untied 0 or 1,
+    dropout in [0, 1), at most 2^48 parameters, step a non-negative integer). */
 PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int64_t *step, char *err, size_t errlen);
+/** Whether the safetensors file holds the GPT of cfg, checked before anything of its size is built:
+    the ranges of pt_safetensors_config, then the model's parameters (made on a counting backend that
+    allocates no data, after their number is bounded by the file's tensor count) each against the
+    file's tensor of its name (present, same shape, F32, BF16 or F16), no tensor that is no parameter
+    ("optim.*" aside); the tensors' sizes were checked against the file's real size when it was read.
+    PT_OK, else PT_ERR_FORMAT / PT_ERR_SHAPE / PT_ERR_DTYPE with a message naming the file. Call it
+    before pt_gpt_new when the configuration comes from a file (ptckpt import does). */
+PTDEF pt_status pt_safetensors_check(const char *path, const pt_gpt_config *cfg, char *err, size_t errlen);
 /** Collective over ctx's grid. Sets every parameter of ctx from the safetensors tensor of its name
     (F32, BF16 or F16; a TP shard takes its elements of the global tensor). Refused, nothing
     changed: an invalid file, a parameter missing from it, another shape, and (on a grid without
@@ -2025,6 +2037,7 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
    No feature macro (_GNU_SOURCE) is defined here: it would put GNU names into the user's
    translation unit. CPU affinity comes from OpenMP (omp_get_num_procs respects the mask), or from
    sched_getaffinity when the user's build has _GNU_SOURCE. */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -2950,6 +2963,28 @@ static uint32_t pt__crc32c_combine(uint32_t crc1, uint32_t crc2, int64_t len2) {
     for (; len2; len2 >>= 1, sq = pt__crc_mulmod(sq, sq))
         if (len2 & 1) xp = pt__crc_mulmod(sq, xp);
     return pt__crc_mulmod(xp, crc1) ^ crc2;
+}
+
+/* size checks for the parsers of files (shapes, element and byte counts): pt__mul_ok sets *out = a * b
+   when a, b >= 0 and the product fits in int64 (else 0, *out untouched); pt__dims_check: ndim in
+   [min_ndim, PT_MAX_DIMS], every dim in [0, limit] and their product (into *numel) at most limit */
+static int pt__mul_ok(int64_t a, int64_t b, int64_t *out) {
+    if (a < 0 || b < 0 || (b && a > (int64_t)(~(uint64_t)0 >> 1) / b)) return 0;
+    *out = a * b;
+    return 1;
+}
+static int pt__dims_check(int ndim, int min_ndim, const int64_t *shape, int64_t limit, int64_t *numel) {
+    int64_t n = 1;
+    int d, zero = 0;
+    if (ndim < min_ndim || ndim > PT_MAX_DIMS) return 0;
+    for (d = 0; d < ndim; d++) {
+        if (shape[d] < 0 || shape[d] > limit) return 0;
+        zero |= !shape[d];
+    }
+    for (d = 0; d < ndim && !zero; d++)
+        if (!pt__mul_ok(n, shape[d], &n) || n > limit) return 0;
+    *numel = zero ? 0 : n;
+    return 1;
 }
 
 // >>dist  the process grid
@@ -8249,8 +8284,13 @@ PTDEF pt_device_info pt_device_info_get(const pt_ctx *ctx) {
    device; a device it does not know (PoCL among them) gets generic defaults and runs slowly.
    pt_cl_tune_set hands CLBlast a kernel's full parameter set (CLBlastOverrideParameters: the next
    call of a routine using the kernel recompiles it); pt_cl_tune_load reads `Kernel.PARAM = value`
-   lines and applies them per kernel; pt_init applies env PTRAIN_CL_TUNE. `ptcl tune` (tools/ptcl.c)
-   searches Xgemm / XgemmDirect parameters and writes such a file. */
+   lines, checks all of them first (a known kernel and parameter, each once, every parameter of a
+   kernel, the value in range: work-group sizes and tiles 1..1024, vector widths a power of two
+   1..16, work per thread 1..64, switches 0 or 1, XGEMM_MIN_INDIRECT_SIZE 1..2^24; an error names
+   file, line, parameter, expected and found, and nothing of the file is applied), then applies them
+   per kernel; pt_init applies env PTRAIN_CL_TUNE, and a refused file fails pt_init (a run asked for
+   that tuning; it does not go on untuned). pt_cl_tune_set checks no values: it hands CLBlast what it
+   is given. `ptcl tune` (tools/ptcl.c) searches Xgemm / XgemmDirect parameters and writes such a file. */
 static const char *const pt__clt_xgemm[] = {"GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB", "NDIMC",
                                             "NWG", "SA", "SB", "STRM", "STRN", "VWM", "VWN", NULL};
 static const char *const pt__clt_direct[] = {"KWID", "MDIMAD", "MDIMCD", "NDIMBD", "NDIMCD", "PADA", "PADB", "VWMD", "VWND", "WGD", NULL};
@@ -8311,8 +8351,24 @@ PTDEF pt_status pt_cl_tune_set(pt_ctx *ctx, const char *kernel, int n, const cha
 }
 
 #define PT__CLT_MAXP 32 /* parameters of one kernel in a tuning file */
-/* applies the parameters of kernel `kern` gathered from the lines starting at `first` */
-static pt_status pt__clt_apply(pt_ctx *ctx, const char *path, int first, const char *kern, int n, const char *const *names, const size_t *vals) {
+/* the values parameter p may take: [*lo, *hi], a power of two when *pow2 (vector widths) */
+static void pt__clt_range(const char *p, unsigned long long *lo, unsigned long long *hi, int *pow2) {
+    static const char *const flags[] = {"GEMMK", "SA", "SB", "STRM", "STRN", "PADA", "PADB", "TRA_PAD", "TRA_SHUFFLE", "PADTRA_PAD", NULL};
+    static const char *const vws[] = {"VWM", "VWN", "VWMD", "VWND", "COPY_VW", "TRA_WPT", NULL};
+    static const char *const wpt[] = {"KREG", "COPY_WPT", "PAD_WPTX", "PAD_WPTY", "PADTRA_WPT", NULL};
+    int i;
+    *lo = 1, *hi = 1024, *pow2 = 0; /* work-group sizes and tiles */
+    for (i = 0; flags[i]; i++)
+        if (!strcmp(p, flags[i])) *lo = 0, *hi = 1;
+    for (i = 0; vws[i]; i++)
+        if (!strcmp(p, vws[i])) *hi = 16, *pow2 = 1;
+    for (i = 0; wpt[i]; i++)
+        if (!strcmp(p, wpt[i])) *hi = 64;
+    if (!strcmp(p, "XGEMM_MIN_INDIRECT_SIZE")) *hi = 1 << 24;
+}
+/* applies (apply = 0: only checks) the parameters of kernel `kern` gathered from the lines starting at `first` */
+static pt_status pt__clt_apply(pt_ctx *ctx, const char *path, int first, const char *kern, int n, const char *const *names, const size_t *vals,
+                               int apply) {
     const char *const *want = pt_cl_tune_params(kern);
     char miss[256];
     int i, j;
@@ -8330,7 +8386,7 @@ static pt_status pt__clt_apply(pt_ctx *ctx, const char *path, int first, const c
             return PT_ERR_FORMAT;
         }
     }
-    if (pt_cl_tune_set(ctx, kern, n, names, vals) != PT_OK) {
+    if (apply && pt_cl_tune_set(ctx, kern, n, names, vals) != PT_OK) {
         char why[300];
         pt__msg(why, sizeof why, "%s", pt_error(ctx));
         pt_error_clear(ctx);
@@ -8340,22 +8396,15 @@ static pt_status pt__clt_apply(pt_ctx *ctx, const char *path, int first, const c
     return PT_OK;
 }
 
-PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
+/* one pass over tuning file path: every line checked (syntax, a known kernel and parameter, the
+   value's range); apply = 1 also hands each complete kernel to CLBlast */
+static pt_status pt__clt_read(pt_ctx *ctx, const char *path, int apply) {
     char line[256], kern[64], cur[64], names[PT__CLT_MAXP][48];
     const char *np[PT__CLT_MAXP];
     size_t vals[PT__CLT_MAXP];
     int n = 0, lineno = 0, i, first = 0, eof = 0;
     pt_status st = PT_OK;
     FILE *f;
-    if (!ctx) return PT_ERR_ARG;
-    if (!ctx->cl) {
-#ifdef PTRAIN_OPENCL
-        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: the context is on '%s', expected an OpenCL device (device \"opencl[:P[:D]]\")", pt_backend_name(ctx));
-#else
-        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: OpenCL is not compiled in (compile with -DPTRAIN_OPENCL, link -lOpenCL -lclblast)");
-#endif
-        return PT_ERR_DEVICE;
-    }
     if (!path || !(f = fopen(path, "r"))) {
         pt__fail(ctx, PT_ERR_IO, "pt_cl_tune_load: cannot open the tuning file '%s' (write one with `ptcl tune -o FILE`)", path ? path : "(null)");
         return PT_ERR_IO;
@@ -8384,7 +8433,9 @@ PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
                 kl = (size_t)(dot - s);
                 for (e = eq; e > dot + 1 && (e[-1] == ' ' || e[-1] == '\t'); e--) {}
                 pl = (size_t)(e - dot - 1);
+                errno = 0;
                 v = strtoull(eq + 1, &end, 10);
+                if (errno == ERANGE) v = ~0ull;
                 while (*end == ' ' || *end == '\t') end++;
             }
             if (!dot || !eq || dot > eq || !kl || kl >= sizeof kern || !pl || pl >= sizeof names[0] || end == eq + 1 || *end || strchr(eq + 1, '-')) {
@@ -8394,9 +8445,34 @@ PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
                 break;
             }
             memcpy(kern, s, kl), kern[kl] = 0;
+            {   /* a known kernel and parameter, the value in its range */
+                const char *const *want = pt_cl_tune_params(kern);
+                char par[48];
+                unsigned long long lo, hi;
+                int pow2, j;
+                memcpy(par, dot + 1, pl), par[pl] = 0;
+                for (j = 0; want && want[j] && strcmp(want[j], par); j++) {}
+                pt__clt_range(par, &lo, &hi, &pow2);
+                if (!want) {
+                    pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: unknown kernel %s (expected Xgemm, XgemmDirect, Copy, Pad, Transpose, Padtranspose or GemmRoutine)",
+                             path, lineno, kern);
+                    st = PT_ERR_FORMAT;
+                } else if (!want[j]) {
+                    pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: kernel %s has no parameter %s", path, lineno, kern, par);
+                    st = PT_ERR_FORMAT;
+                } else if (v < lo || v > hi || (pow2 && (v & (v - 1)))) {
+                    char found[40];
+                    if (v == ~0ull) snprintf(found, sizeof found, "a value past 2^64");
+                    else snprintf(found, sizeof found, "%llu", v);
+                    pt__fail(ctx, PT_ERR_FORMAT, "pt_cl_tune_load: %s:%d: %s.%s: expected %s%llu..%llu, found %s", path, lineno, kern, par,
+                             pow2 ? "a power of two in " : "", lo, hi, found);
+                    st = PT_ERR_FORMAT;
+                }
+                if (st != PT_OK) break;
+            }
         }
         if (cur[0] && (eof || strcmp(kern, cur) != 0)) { /* the lines of kernel `cur` are complete */
-            st = pt__clt_apply(ctx, path, first, cur, n, np, vals);
+            st = pt__clt_apply(ctx, path, first, cur, n, np, vals, apply);
             n = 0, cur[0] = 0;
         }
         if (eof || st != PT_OK) break;
@@ -8411,6 +8487,22 @@ PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
     }
     fclose(f);
     return st;
+}
+
+PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
+    pt_status st;
+    if (!ctx) return PT_ERR_ARG;
+    if (!ctx->cl) {
+#ifdef PTRAIN_OPENCL
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: the context is on '%s', expected an OpenCL device (device \"opencl[:P[:D]]\")", pt_backend_name(ctx));
+#else
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: OpenCL is not compiled in (compile with -DPTRAIN_OPENCL, link -lOpenCL -lclblast)");
+#endif
+        return PT_ERR_DEVICE;
+    }
+    /* the whole file is checked before any kernel is handed to CLBlast: a refused file changes nothing */
+    st = pt__clt_read(ctx, path, 0);
+    return st == PT_OK ? pt__clt_read(ctx, path, 1) : st;
 }
 
 PTDEF void pt_sync(pt_ctx *ctx) {
@@ -13701,20 +13793,44 @@ static int64_t pt__file_size(const char *path) {
 #endif
 }
 
+/* opens path, reads its first n bytes (*got of them) into buf and returns the size of the file it
+   opened (POSIX: fstat of that descriptor, not what the path names by then); -1 when it cannot be
+   opened, -2 when it is not a regular file */
+static int64_t pt__file_head(const char *path, unsigned char *buf, size_t n, size_t *got) {
+#ifdef PT__DATA_POSIX
+    struct stat st;
+    int fd = open(path, O_RDONLY);
+    int64_t size = -1;
+    ssize_t r = 0;
+    *got = 0;
+    if (fd < 0) return -1;
+    if (fstat(fd, &st) == 0) size = S_ISREG(st.st_mode) ? (int64_t)st.st_size : -2;
+    while (size >= 0 && *got < n && (r = read(fd, buf + *got, n - *got)) > 0) *got += (size_t)r;
+    close(fd);
+    return size;
+#else
+    FILE *f = fopen(path, "rb");
+    long size = -1;
+    *got = 0;
+    if (!f) return -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0) *got = fread(buf, 1, n, f);
+    fclose(f);
+    return (int64_t)size;
+#endif
+}
+
 /* validates a shard's header against its size; PT_OK, PT_ERR_IO or PT_ERR_FORMAT with a message in err */
 static pt_status pt__shard_check(const char *path, pt_shard_info *info, char *err, size_t errlen) {
     unsigned char h[PT__LLMC_HDR];
-    int64_t size = pt__file_size(path), want;
     size_t got;
+    int64_t size = pt__file_head(path, h, sizeof h, &got), want;
     uint32_t magic;
-    FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
     memset(info, 0, sizeof *info);
-    if (!f) {
-        pt__msg(err, errlen, "shard %s: cannot open it for reading", path);
+    if (size < 0) {
+        pt__msg(err, errlen, "shard %s: %s", path, size == -2 ? "not a regular file" : "cannot open it for reading");
         return PT_ERR_IO;
     }
-    got = fread(h, 1, sizeof h, f);
-    fclose(f);
     if (got < 4) {
         pt__msg(err, errlen, "shard %s: truncated header, expected at least %d bytes, found a %lld-byte file", path, PT__SHARD_HDR, (long long)size);
         return PT_ERR_FORMAT;
@@ -13884,6 +14000,7 @@ typedef struct pt__dmap {
     const unsigned char *base;
     size_t len;
     FILE *f;
+    int fd;      /* the mapped file, open while mapped: its size is checked (fstat) before each read */
     int64_t used;
 } pt__dmap;
 
@@ -13924,24 +14041,39 @@ struct pt_loader {
 static void pt__dmap_close(pt__dmap *m) {
 #ifdef PT__DATA_POSIX
     if (m->base) munmap((void *)m->base, m->len);
+    if (m->base && m->fd >= 0) close(m->fd);
 #endif
     if (m->f) fclose(m->f);
-    m->base = NULL, m->f = NULL, m->shard = -1;
+    m->base = NULL, m->f = NULL, m->shard = -1, m->fd = -1;
 }
 
-/* maps (or opens, without mmap) the file of d into m; 0, or -1 with a message in L->err */
+/* maps (or opens, without mmap) the file of d into m; 0, or -1 with a message in L->err. The size
+   comes from fstat of the descriptor mapped (what the path names may have changed since the loader
+   validated it): a file that is no longer the validated size is an error, not a mapping past its end */
 static int pt__dmap_open(pt_loader *L, pt__dmap *m, const pt__dshard *d) {
     const char *path = d->path;
 #ifdef PT__DATA_POSIX
     int fd = open(path, O_RDONLY);
-    size_t len = (size_t)(d->info.header_bytes + d->info.tokens * d->info.token_bytes);
-    void *p = fd >= 0 && len > 0 ? mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (fd >= 0) close(fd);
-    if (p == MAP_FAILED) {
-        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot map %s (%lld bytes)", path, (long long)len);
+    int64_t want = d->info.header_bytes + d->info.tokens * d->info.token_bytes;
+    size_t len = (size_t)want;
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (int64_t)st.st_size != want) {
+        if (fd < 0) pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot open %s", path);
+        else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) pt__msg(L->err, sizeof L->err, "pt_loader_next: %s is no longer a regular file", path);
+        else
+            pt__msg(L->err, sizeof L->err, "pt_loader_next: %s changed since the loader opened it: expected %lld bytes, found %lld%s", path,
+                    (long long)want, (long long)st.st_size, (int64_t)st.st_size < want ? " (truncated)" : "");
+        if (fd >= 0) close(fd);
         return -1;
     }
-    m->base = (const unsigned char *)p, m->len = len;
+    if (len > 0) p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: cannot map %s (%lld bytes)", path, (long long)len);
+        close(fd);
+        return -1;
+    }
+    m->base = (const unsigned char *)p, m->len = len, m->fd = fd;
 #else
     m->f = fopen(path, "rb");
     if (!m->f) {
@@ -13968,8 +14100,18 @@ static pt__dmap *pt__dmap_get(pt_loader *L, int s) {
     return m;
 }
 
-/* n bytes at offset off of the file mapped in m (through buf when it is not memory-mapped); NULL with a message in L->err */
+/* n bytes at offset off of the file mapped in m (through buf when it is not memory-mapped); NULL with
+   a message in L->err. A mapped file is checked (fstat) to still hold those bytes: one truncated
+   while mapped would raise SIGBUS on their pages */
 static const unsigned char *pt__dmap_at(pt_loader *L, pt__dmap *m, const char *path, int64_t off, size_t n, unsigned char *buf) {
+#ifdef PT__DATA_POSIX
+    struct stat st;
+    if (m->base && (fstat(m->fd, &st) != 0 || (int64_t)st.st_size < off + (int64_t)n)) {
+        pt__msg(L->err, sizeof L->err, "pt_loader_next: %s was truncated while the loader reads it: expected %lld bytes, found %lld", path,
+                (long long)m->len, (long long)(fstat(m->fd, &st) == 0 ? (int64_t)st.st_size : -1));
+        return NULL;
+    }
+#endif
     if (m->base) return m->base + off;
     if (fseek(m->f, (long)off, SEEK_SET) != 0 || fread(buf, 1, n, m->f) != n) {
         pt__msg(L->err, sizeof L->err, "pt_loader_next: reading %s at byte %lld failed", path, (long long)off);
@@ -14208,17 +14350,14 @@ static pt_status pt__data_paths(pt_ctx *ctx, const pt_loader_desc *d, char ***ou
    others; PT_OK, PT_ERR_IO or PT_ERR_FORMAT with a message in err */
 static pt_status pt__idx_check(const char *path, pt__dshard *d, int *ndims, int64_t *dims, char *err, size_t errlen) {
     unsigned char h[4 + 4 * 4];
-    int64_t size = pt__file_size(path), want, rec = 1;
-    FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
     size_t got;
+    int64_t size = pt__file_head(path, h, sizeof h, &got), want, rec = 1;
     int i, nd;
     memset(&d->info, 0, sizeof d->info);
-    if (!f) {
-        pt__msg(err, errlen, "IDX file %s: cannot open it for reading", path);
+    if (size < 0) {
+        pt__msg(err, errlen, "IDX file %s: %s", path, size == -2 ? "not a regular file" : "cannot open it for reading");
         return PT_ERR_IO;
     }
-    got = fread(h, 1, sizeof h, f);
-    fclose(f);
     if (got < 4 || h[0] != 0 || h[1] != 0) {
         pt__msg(err, errlen, "IDX file %s: bad magic: expected bytes 0x00 0x00 then type and dimensions, found %s", path,
                 got < 4 ? "a file shorter than 4 bytes" : "other first bytes (not an IDX file, or still compressed?)");
@@ -14364,6 +14503,7 @@ PTDEF pt_loader *pt_loader_new(pt_ctx *ctx, const pt_loader_desc *d) {
     L->ctx = ctx, L->B = d->batch, L->T = d->seq, L->ranks = ranks, L->rank = d->rank, L->local = d->batch / ranks;
     L->shuffle = d->shuffle != 0, L->seed = d->seed, L->order_epoch = -1, L->kind = d->kind;
     L->map[0].shard = L->map[1].shard = L->labmap.shard = -1;
+    L->map[0].fd = L->map[1].fd = L->labmap.fd = -1;
 #ifdef PT__DATA_THREADS
     pthread_mutex_init(&L->mu, NULL);
     pthread_cond_init(&L->cv, NULL);
@@ -14843,15 +14983,16 @@ PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path) {
 
 PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path) {
     unsigned char h[PT__TOK_HDR], *body = NULL;
-    int64_t size = path ? pt__file_size(path) : -1;
+    size_t hgot = 0;
+    int64_t size = path ? pt__file_head(path, h, sizeof h, &hgot) : -1; /* the size of the file opened */
     FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
     pt_tokenizer *tk = NULL;
     uint32_t merges, crc;
     char err[PT__ERRLEN];
     int i;
     err[0] = 0;
-    if (!f) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_tokenizer_load: cannot open %s", path ? path : "(NULL)");
-    if (fread(h, 1, sizeof h, f) != sizeof h) pt__msg(err, sizeof err, "truncated header, expected %d bytes, found a %lld-byte file", PT__TOK_HDR, (long long)size);
+    if (!f) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_tokenizer_load: cannot open %s%s", path ? path : "(NULL)", size == -2 ? ": not a regular file" : "");
+    if (hgot != sizeof h || fseek(f, (long)sizeof h, SEEK_SET) != 0) pt__msg(err, sizeof err, "truncated header, expected %d bytes, found a %lld-byte file", PT__TOK_HDR, (long long)size);
     else if (pt__le32(h) != PT_TOKENIZER_MAGIC) pt__msg(err, sizeof err, "bad magic: expected 0x%08X (\"PBPE\"), found 0x%08X", PT_TOKENIZER_MAGIC, (unsigned)pt__le32(h));
     else if (pt__le32(h + 4) != 1) pt__msg(err, sizeof err, "version: expected 1, found %u", (unsigned)pt__le32(h + 4));
     else if ((merges = pt__le32(h + 8)) > (1u << 24)) pt__msg(err, sizeof err, "merges: expected 0..%d, found %u", 1 << 24, (unsigned)merges);
@@ -16557,8 +16698,13 @@ static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
     }
     h[N] = 0;
     st->data_off = 8 + (int64_t)N, st->data_bytes = (int64_t)fsize - st->data_off;
+    if (strlen(h) != (size_t)N) { /* the header size is authoritative: all of it is the JSON */
+        pt__msg(err, errlen, "%s: header byte %zu of %llu is a NUL, expected JSON text (padded with spaces) up to the header size", path, strlen(h),
+                (unsigned long long)N);
+        goto out;
+    }
     /* the JSON: a parse error inside a tensor's entry names the tensor */
-    if (!(root = pt__json_read(&jp, h, strlen(h), 0, 0, 1))) {
+    if (!(root = pt__json_read(&jp, h, (size_t)N, 0, 0, 1))) {
         if (jp.key0[0] && strcmp(jp.key0, "__metadata__"))
             pt__msg(err, errlen, "%s: the entry of tensor '%s' is not " PT__SF_ENTRY " (near header byte %zu: %s)", path, jp.key0, PT_MAX_DIMS, jp.at, jp.what);
         else if (jp.oom)
@@ -16614,17 +16760,19 @@ static int pt__sf_open(const char *path, pt__sf *st, char *err, size_t errlen) {
     /* every entry: a known dtype, bytes = elements x size; together the data, contiguous */
     for (i = 0; i < st->n; i++) {
         pt__sf_ent *e = &st->e[i];
-        int64_t numel = 1;
-        int d;
-        for (d = 0; d < e->ndim; d++) numel = e->shape[d] && numel > ((int64_t)1 << 58) / e->shape[d] ? -1 : numel * e->shape[d];
+        int64_t numel = 0;
         if (!(e->esize = pt__sf_esize(e->dtype))) {
             pt__msg(err, errlen, "%s: tensor '%s' has unknown dtype '%s'", path, e->name, e->dtype);
             goto out;
         }
         pt__sf_shape_str(sh, sizeof sh, e->ndim, e->shape);
-        if (numel < 0 || e->end < e->begin || e->end - e->begin != numel * e->esize) {
+        if (!pt__dims_check(e->ndim, 0, e->shape, (int64_t)1 << 58, &numel)) {
+            pt__msg(err, errlen, "%s: tensor '%s' (%s %s): expected at most 2^58 elements, the shape's product is larger", path, e->name, e->dtype, sh);
+            goto out;
+        }
+        if (e->end < e->begin || e->end - e->begin != numel * e->esize) {
             pt__msg(err, errlen, "%s: tensor '%s' (%s %s) needs %lld bytes, its data_offsets [%lld, %lld] give %lld", path, e->name, e->dtype, sh,
-                    (long long)(numel < 0 ? -1 : numel * e->esize), (long long)e->begin, (long long)e->end, (long long)(e->end - e->begin));
+                    (long long)(numel * e->esize), (long long)e->begin, (long long)e->end, (long long)(e->end - e->begin));
             goto out;
         }
     }
@@ -16703,9 +16851,35 @@ static int pt__sf_read(const pt__sf *st, const pt__sf_ent *e, float *out, char *
     return ok;
 }
 
+/* the GPT configuration c (of file path) in range: every size it implies fits, its parameter count
+   (computed with overflow checks) at most 2^48; 0 and a message naming the file and the field */
+static int pt__sf_cfg_check(const char *path, const pt_gpt_config *c, char *err, size_t errlen) {
+    int64_t C = c->width, vp = c->vocab_padded ? c->vocab_padded : ((int64_t)c->vocab + 63) / 64 * 64, cc = 0, blk = 0, emb = 0, pos = 0, tot = 0;
+    const char *what = NULL;
+    char found[96];
+    found[0] = 0;
+    if (c->vocab < 1 || c->vocab > 2147483647 - 63) what = "vocab: expected 1..2147483584", snprintf(found, sizeof found, "%d", (int)c->vocab);
+    else if (c->vocab_padded && c->vocab_padded < c->vocab)
+        what = "vocab_padded: expected 0 (vocab rounded up to 64) or >= vocab", snprintf(found, sizeof found, "%d (vocab %d)", (int)c->vocab_padded, (int)c->vocab);
+    else if (c->max_seq < 1) what = "max_seq: expected >= 1", snprintf(found, sizeof found, "%d", (int)c->max_seq);
+    else if (c->layers < 1) what = "layers: expected >= 1", snprintf(found, sizeof found, "%d", (int)c->layers);
+    else if (c->width < 1) what = "width: expected >= 1", snprintf(found, sizeof found, "%d", (int)c->width);
+    else if (c->heads < 1 || c->width % c->heads)
+        what = "heads: expected >= 1, dividing width", snprintf(found, sizeof found, "%d (width %d)", (int)c->heads, (int)c->width);
+    else if (c->untied != 0 && c->untied != 1) what = "untied: expected 0 or 1", snprintf(found, sizeof found, "%d", (int)c->untied);
+    else if (!(c->dropout >= 0 && c->dropout < 1)) what = "dropout: expected 0 <= dropout < 1", snprintf(found, sizeof found, "%g", (double)c->dropout);
+    else if (!pt__mul_ok(C, C, &cc) || !pt__mul_ok(cc, 12, &blk) || !pt__mul_ok(blk, c->layers, &blk) || !pt__mul_ok(vp, C, &emb) ||
+             !pt__mul_ok(emb, 1 + c->untied, &emb) || !pt__mul_ok(c->max_seq, C, &pos) || (tot = blk + emb + pos) > (int64_t)1 << 48)
+        what = "size: expected at most 2^48 parameters", snprintf(found, sizeof found, "layers %d x width %d, vocab %lld rows", (int)c->layers, (int)c->width, (long long)vp);
+    if (!what) return 1;
+    pt__msg(err, errlen, "%s: model configuration %s, found %s", path, what, found);
+    return 0;
+}
+
 PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int64_t *step, char *err, size_t errlen) {
     static const char *const keys[] = {"vocab", "max_seq", "layers", "width", "heads", "vocab_padded", "untied", "dropout"};
     pt__sf st;
+    const char *sv;
     int i;
     if (step) *step = -1;
     if (!path || !cfg) {
@@ -16741,14 +16915,125 @@ PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int6
         else if (i == 6) cfg->untied = (int32_t)x;
         else cfg->dropout = (float)x;
     }
-    if (step && pt__sf_meta_get(&st, "step")) *step = (int64_t)strtoll(pt__sf_meta_get(&st, "step"), NULL, 10);
+    if (step && (sv = pt__sf_meta_get(&st, "step")) != NULL) {
+        char *end;
+        long long k;
+        errno = 0;
+        k = strtoll(sv, &end, 10);
+        if (!*sv || *end || errno == ERANGE || k < 0) {
+            pt__msg(err, errlen, "%s: __metadata__ 'step' is \"%s\", expected a non-negative integer below 2^63", path, sv);
+            pt__sf_free(&st);
+            return PT_ERR_FORMAT;
+        }
+        *step = (int64_t)k;
+    }
     pt__sf_free(&st);
-    return PT_OK;
+    return pt__sf_cfg_check(path, cfg, err, errlen) ? PT_OK : PT_ERR_FORMAT;
+}
+
+/* every parameter of ctx has its tensor in st (same global shape, a readable dtype) and (without
+   pipeline stages) every tensor but optim.* is a parameter; 0 with a message (fn: the caller's
+   name) and *why the status */
+static int pt__sf_match(pt_ctx *ctx, const pt__sf *st, const char *fn, char *err, size_t errlen, pt_status *why) {
+    const pt_dist *d = ctx->desc.dist;
+    const char *path = st->path;
+    char a[160], b[160];
+    int i, j;
+    for (i = 0; i < ctx->nparams; i++) {
+        const pt_spec *s = &ctx->params[i]->spec;
+        const pt__sf_ent *e = pt__sf_find(st, s->name);
+        pt__sf_shape_str(a, sizeof a, s->ndim, s->global_shape);
+        if (!e) {
+            pt__msg(err, errlen, "%s: %s has no tensor '%s' (a parameter of the model, shape %s)", fn, path, s->name, a);
+            return 0;
+        }
+        pt__sf_shape_str(b, sizeof b, e->ndim, e->shape);
+        if (strcmp(a, b)) {
+            pt__msg(err, errlen, "%s: '%s' has shape %s in %s, %s in the model", fn, s->name, b, path, a);
+            *why = PT_ERR_SHAPE;
+            return 0;
+        }
+        if (strcmp(e->dtype, "F32") && strcmp(e->dtype, "BF16") && strcmp(e->dtype, "F16")) {
+            pt__msg(err, errlen, "%s: '%s' is %s in %s (readable: F32, BF16, F16)", fn, s->name, e->dtype, path);
+            *why = PT_ERR_DTYPE;
+            return 0;
+        }
+    }
+    for (j = 0; j < st->n; j++) {
+        const pt__sf_ent *e = &st->e[j];
+        if (!strncmp(e->name, "optim.", 6) || (d && pt_dist_layout(d).pp > 1)) continue; /* moments; another stage's parameter */
+        if (!pt_param_find(ctx, e->name)) {
+            pt__sf_shape_str(b, sizeof b, e->ndim, e->shape);
+            pt__msg(err, errlen, "%s: %s holds tensor '%s' %s, which is no parameter of the model", fn, path, e->name, b);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* the GPT of cfg (layers as given) in a context on the counting backend (no data); NULL, *ctx
+   NULL, with a message in err when it cannot be made */
+static pt_gpt *pt__sf_count_model(const pt_gpt_config *cfg, pt_ctx **ctx, char *err, size_t errlen) {
+    pt_desc desc;
+    pt_gpt *m;
+    memset(&desc, 0, sizeof desc);
+    desc.threads = 1, desc.seed = 1, desc.device = "cpu", desc.log_level = PT_LOG_ERROR + 1; /* quiet: errors come back in err */
+    if (!(*ctx = pt_init(&desc))) return pt__msg(err, errlen, "pt_safetensors_check: out of memory"), (pt_gpt *)NULL;
+    (*ctx)->be = &pt__count_backend; /* before anything is allocated */
+    if (!(m = pt_gpt_new(*ctx, cfg))) {
+        pt__msg(err, errlen, "pt_safetensors_check: the model of the configuration: %s", pt_error(*ctx));
+        pt_shutdown(*ctx);
+        *ctx = NULL;
+    }
+    return m;
+}
+
+PTDEF pt_status pt_safetensors_check(const char *path, const pt_gpt_config *cfg, char *err, size_t errlen) {
+    pt__sf st;
+    pt_gpt_config c;
+    pt_ctx *ctx = NULL;
+    pt_gpt *m;
+    int64_t per[2];
+    int k;
+    pt_status why = PT_ERR_FORMAT;
+    if (!path || !cfg) return pt__msg(err, errlen, "pt_safetensors_check: need a path and a configuration"), PT_ERR_ARG;
+    if (!pt__sf_open(path, &st, err, errlen)) return PT_ERR_FORMAT;
+    if (!pt__sf_cfg_check(path, cfg, err, errlen)) {
+        pt__sf_free(&st);
+        return PT_ERR_FORMAT;
+    }
+    /* parameters per layer and outside the layers (1 and 2 layers of the narrowest width): their
+       number for cfg.layers must not exceed the file's tensors, which bounds the model made next */
+    for (k = 0; k < 2; k++) {
+        c = *cfg, c.layers = k + 1, c.width = c.heads, c.max_seq = 1, c.vocab = 1, c.vocab_padded = 0;
+        if (!(m = pt__sf_count_model(&c, &ctx, err, errlen))) {
+            pt__sf_free(&st);
+            return PT_ERR_FORMAT;
+        }
+        per[k] = pt_param_count(ctx);
+        pt_gpt_free(m);
+        pt_shutdown(ctx);
+    }
+    if (per[0] + (per[1] - per[0]) * (int64_t)(cfg->layers - 1) > (int64_t)st.n) {
+        pt__msg(err, errlen, "pt_safetensors_check: %s holds %d tensors, the model of %d layers has %lld parameters", path, st.n, (int)cfg->layers,
+                (long long)(per[0] + (per[1] - per[0]) * (int64_t)(cfg->layers - 1)));
+        pt__sf_free(&st);
+        return PT_ERR_FORMAT;
+    }
+    if (!(m = pt__sf_count_model(cfg, &ctx, err, errlen))) {
+        pt__sf_free(&st);
+        return PT_ERR_FORMAT;
+    }
+    k = pt__sf_match(ctx, &st, "pt_safetensors_check", err, errlen, &why);
+    pt_gpt_free(m);
+    pt_shutdown(ctx);
+    pt__sf_free(&st);
+    return k ? PT_OK : why;
 }
 
 PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path) {
     const pt_dist *d;
-    char err[PT__ERRLEN], a[160], b[160];
+    char err[PT__ERRLEN];
     pt__sf st;
     float *g = NULL, *loc = NULL;
     int i, j, ok, nopt = 0;
@@ -16759,39 +17044,8 @@ PTDEF pt_status pt_safetensors_load(pt_ctx *ctx, const char *path) {
     if (!path) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_safetensors_load: no path"), PT_ERR_ARG);
     ok = pt__sf_open(path, &st, err, sizeof err);
     /* first every check, then the values: a refused file changes nothing */
-    for (i = 0; ok && i < ctx->nparams; i++) {
-        const pt_spec *s = &ctx->params[i]->spec;
-        const pt__sf_ent *e = pt__sf_find(&st, s->name);
-        pt__sf_shape_str(a, sizeof a, s->ndim, s->global_shape);
-        if (!e) {
-            pt__msg(err, sizeof err, "pt_safetensors_load: %s has no tensor '%s' (a parameter of the model, shape %s)", path, s->name, a);
-            ok = 0;
-            break;
-        }
-        pt__sf_shape_str(b, sizeof b, e->ndim, e->shape);
-        if (strcmp(a, b)) {
-            pt__msg(err, sizeof err, "pt_safetensors_load: '%s' has shape %s in %s, %s in the model", s->name, b, path, a);
-            why = PT_ERR_SHAPE;
-            ok = 0;
-        } else if (strcmp(e->dtype, "F32") && strcmp(e->dtype, "BF16") && strcmp(e->dtype, "F16")) {
-            pt__msg(err, sizeof err, "pt_safetensors_load: '%s' is %s in %s (readable: F32, BF16, F16)", s->name, e->dtype, path);
-            why = PT_ERR_DTYPE;
-            ok = 0;
-        }
-    }
-    for (j = 0; ok && j < st.n; j++) {
-        const pt__sf_ent *e = &st.e[j];
-        if (!strncmp(e->name, "optim.", 6)) {
-            nopt++;
-            continue;
-        }
-        if (d && pt_dist_layout(d).pp > 1) continue; /* another stage's parameter */
-        if (!pt_param_find(ctx, e->name)) {
-            pt__sf_shape_str(b, sizeof b, e->ndim, e->shape);
-            pt__msg(err, sizeof err, "pt_safetensors_load: %s holds tensor '%s' %s, which is no parameter of the model", path, e->name, b);
-            ok = 0;
-        }
-    }
+    ok = ok && pt__sf_match(ctx, &st, "pt_safetensors_load", err, sizeof err, &why);
+    for (j = 0; ok && j < st.n; j++) nopt += !strncmp(st.e[j].name, "optim.", 6);
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) {
         pt__sf_free(&st);
         return (pt_status)(pt__fail(ctx, why, "%s", err), why);
@@ -18451,8 +18705,8 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 /* Owns: pt_args (the shared flags) and pt_run (data, checkpoints, stop on signals, log, trace,
    guard)
    Invariants: uses only the public API above; compiled only when the program defines PTRAIN_HARNESS
-   Entry points: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_step_end
-   pt_run_free */
+   Entry points: pt_args_parse pt_args_int pt_run_parse pt_run_data pt_run_start pt_run_guard
+   pt_run_step_end pt_run_free */
 /* =================================================================================================
    The shared flags (pt_args), data, checkpoints, a clean stop on SIGINT / SIGTERM, log, trace and guard (pt_run).
    It stands last and uses only the public API above; a program that wants it defines
@@ -18474,8 +18728,15 @@ typedef struct pt_args {
 } pt_args;
 /** Parses --steps --seed --batch --seq --lr --layers --width --heads --stop-after --device --help
     out of argv (pre-filled a holds the defaults). Flags it does not know stay in argv, compacted;
-    returns the new argc, or -1 with a message in err for a bad value. */
+    returns the new argc, or -1 with a message in err for a bad value: not a decimal integer (--lr:
+    not a positive number finite as a float) or out of range: --steps 1..2^40, --seed 0..2^63-1,
+    --batch and --seq 1..2^24, --layers and --heads 1..65536, --width 1..2^20, --stop-after
+    0..2^40 (so every value fits an int32 and B x T, C x C fit an int64). */
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen);
+/** The value v of a program's own integer flag: 0 and *out when v is a decimal integer in [lo, hi]
+    (not past int64: ERANGE is refused), else -1 and err "flag FLAG expects an integer in lo..hi,
+    found 'v'" (*out untouched). The shared flags go through it. */
+PTDEF int pt_args_int(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out, char *err, size_t errlen);
 /** Prints the shared flags and their defaults. */
 PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
 /** The GPT of the flags (examples/03_gpt.c spells these out): vocab, max_seq = --seq, --layers, --width,
@@ -18647,6 +18908,18 @@ PTDEF pt_lr_schedule pt_args_schedule(const pt_args *a) {
     s.kind = PT_LR_COSINE, s.lr = a->lr, s.min_lr = a->lr * 0.1f, s.warmup = a->steps / 20 + 1, s.total = a->steps;
     return s;
 }
+PTDEF int pt_args_int(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out, char *err, size_t errlen) {
+    char *end = NULL;
+    long long x;
+    errno = 0;
+    x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || end == v || *end || errno == ERANGE || x < lo || x > hi) {
+        snprintf(err, errlen, "flag %s expects an integer in %lld..%lld, found '%s'", flag, (long long)lo, (long long)hi, v ? v : "");
+        return -1;
+    }
+    *out = (int64_t)x;
+    return 0;
+}
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen) {
     static const char *names[] = {"--steps", "--seed", "--batch", "--seq", "--layers", "--width", "--heads", "--stop-after", "--lr", "--device"};
     int i, k, out = 1;
@@ -18675,22 +18948,17 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
         }
         if (which == 8) {
             double d = strtod(v, &end);
-            if (*end || end == v || !(d > 0)) {
-                snprintf(err, errlen, "flag --lr expects a positive number, found '%s'", v);
+            if (*end || end == v || !(d > 0) || !isfinite((float)d) || !((float)d > 0)) {
+                snprintf(err, errlen, "flag --lr expects a positive number, finite as a float (0 < lr <= 3.4e38), found '%s'", v);
                 return -1;
             }
             a->lr = (float)d;
         } else {
-            long long x = strtoll(v, &end, 10);
+            static const int64_t hi[8] = {(int64_t)1 << 40, (int64_t)(~(uint64_t)0 >> 1), 1 << 24, 1 << 24, 65536, 1 << 20, 65536, (int64_t)1 << 40};
             int64_t *dst[8];
             dst[0] = &a->steps, dst[1] = &a->seed, dst[2] = &a->batch, dst[3] = &a->seq, dst[4] = &a->layers, dst[5] = &a->width,
             dst[6] = &a->heads, dst[7] = &a->stop_after;
-            if (*end || end == v || x < 0 || (x == 0 && which != 1 && which != 7)) {
-                snprintf(err, errlen, "flag %s expects a %s integer, found '%s'", names[which], which == 1 || which == 7 ? "non-negative" : "positive",
-                         v);
-                return -1;
-            }
-            *dst[which] = x;
+            if (pt_args_int(names[which], v, which == 1 || which == 7 ? 0 : 1, hi[which], dst[which], err, errlen) != 0) return -1;
         }
     }
     argv[out] = NULL;
@@ -18812,13 +19080,7 @@ PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errle
             }
             r->guard_z = (float)z;
         } else {
-            char *end;
-            long long x = strtoll(argv[++i], &end, 10);
-            if (*end || end == argv[i] || x < 0) {
-                snprintf(err, errlen, "flag --ckpt-every expects a non-negative integer, found '%s'", argv[i]);
-                return -1;
-            }
-            r->ckpt_every = x;
+            if (pt_args_int("--ckpt-every", argv[++i], 0, (int64_t)1 << 40, &r->ckpt_every, err, errlen) != 0) return -1;
         }
     }
     argv[out] = NULL;

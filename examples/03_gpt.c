@@ -43,7 +43,8 @@ int main(int argc, char **argv) {
     pt_lr_schedule sched;
     pt_graph *g;
     char err[256];
-    int val_every = 100, sample = 300, B, T, i;
+    int64_t val_every = 100, sample = 300;
+    int B, T, i;
     int32_t *ids, *tg;
     int64_t step, last;
     double flops;
@@ -60,9 +61,12 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[++i] : NULL;
         if (v && !strcmp(f, "--data")) data.data = v, data.prepare = NULL;
-        else if (v && !strcmp(f, "--val-every")) val_every = atoi(v);
-        else if (v && !strcmp(f, "--sample")) sample = atoi(v);
-        else {
+        else if (v && (!strcmp(f, "--val-every") || !strcmp(f, "--sample"))) { /* 0 = none */
+            if (pt_args_int(f, v, 0, 1 << 24, f[2] == 'v' ? &val_every : &sample, err, sizeof err) != 0) {
+                fprintf(stderr, "03_gpt: %s\n", err);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "03_gpt: unknown flag or missing value: '%s' (try --help)\n", f);
             return 2;
         }
@@ -72,7 +76,7 @@ int main(int argc, char **argv) {
                                     "  --sample N      tokens to generate at the end (300)");
         return 0;
     }
-    B = (int)a.batch, T = (int)a.seq;
+    B = (int)a.batch, T = (int)a.seq; /* pt_args_parse keeps them in 1..2^24 (layers, width, heads below 2^20) */
     last = a.stop_after && a.stop_after < a.steps ? a.stop_after : a.steps;
 
     /* 2. A context (the CPU, seeded: init, data order and dropout follow the seed), then the data:
@@ -133,7 +137,7 @@ int main(int argc, char **argv) {
         norm = pt_optim_step(opt, lr); /* clip, then AdamW; returns the norm before clipping */
         dt = pt_time() - t0;
         printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f gflops %.1f data_ms %.2f\n", (long long)step, loss, lr, norm, dt * 1e3,
-               B * T / dt, flops / dt * 1e-9, pt_loader_stats_get(data.train).last_wait_s * 1e3);
+               (double)B * T / dt, flops / dt * 1e-9, pt_loader_stats_get(data.train).last_wait_s * 1e3);
         fflush(stdout);
         if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last) /* no gradients, no dropout */
             printf("val step %lld val_loss %.4f\n", (long long)(step + 1), pt_run_val_loss(&data, g, m, 16));
@@ -149,7 +153,7 @@ int main(int argc, char **argv) {
     if (sample > 0) {
         int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
         int32_t prompt = '\n';
-        if (out && pt_gpt_generate(m, g, &prompt, 1, sample, 0.8f, (uint64_t)a.seed, out) == PT_OK) {
+        if (out && pt_gpt_generate(m, g, &prompt, 1, (int)sample, 0.8f, (uint64_t)a.seed, out) == PT_OK) {
             printf("sample:\n");
             pt_run_print(&data, out + 1, sample, stdout); /* bytes, or BPE tokens decoded */
             printf("\n");

@@ -131,9 +131,8 @@ int main(int argc, char **argv) {
     device = a.device;
     for (i = 1; argc > 0 && i < argc; i++) {
         int64_t *dst = !strcmp(argv[i], "--accum") ? &accum : !strcmp(argv[i], "--zero") ? &zero : !strcmp(argv[i], "--bucket-kb") ? &bucket_kb : NULL;
-        char *end = NULL;
-        if (!dst || i + 1 >= argc || (*dst = strtoll(argv[i + 1], &end, 10), !end || *end || *dst < 0)) {
-            snprintf(err, sizeof err, "bad flag '%s' (--accum M, --zero 0|1, --bucket-kb K take a number >= 0)", argv[i]);
+        if (!dst || i + 1 >= argc || pt_args_int(argv[i], argv[i + 1], 0, 1 << 20, dst, err, sizeof err) != 0) {
+            if (!dst || i + 1 >= argc) snprintf(err, sizeof err, "bad flag '%s' (--accum M, --zero 0|1, --bucket-kb K take a number in 0..1048576)", argv[i]);
             argc = -1;
             break;
         }

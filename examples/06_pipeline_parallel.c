@@ -20,6 +20,7 @@
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,17 @@ static int train(const pt_dist *d, int kind, int v, model *m, int steps, uint64_
     return ok;
 }
 
+/* a flag's value: a decimal integer in [lo, hi] (strtol's ERANGE refused), else 0 (*out untouched) */
+static int flag_int(const char *v, long lo, long hi, int *out) {
+    char *end;
+    long x;
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (end == v || *end || errno == ERANGE || x < lo || x > hi) return 0;
+    *out = (int)x;
+    return 1;
+}
+
 int main(int argc, char **argv) {
     pt_layout lay = {1, 1, 0, 0}; /* every rank is a pipeline stage */
     pt_dist *d;
@@ -143,17 +155,18 @@ int main(int argc, char **argv) {
     m.layers = 8, m.width = 512, m.batch = 256, m.mbs = 8;
     for (i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
-        int n = atoi(v);
-        if (!strcmp(argv[i], "--steps") && n > 0 && n <= 64) steps = n;
-        else if (!strcmp(argv[i], "--layers") && n > 0 && n <= 64) m.layers = n;
-        else if (!strcmp(argv[i], "--width") && n > 0) m.width = n;
-        else if (!strcmp(argv[i], "--batch") && n > 0) m.batch = n;
-        else if (!strcmp(argv[i], "--micro-batches") && n > 0) m.mbs = n;
-        else if (!strcmp(argv[i], "--seed")) seed = (uint64_t)atoll(v);
-        else if (!strcmp(argv[i], "--device") && *v) device = v;
+        char *end;
+        /* batch x width stays below 2^31 (the data loops count in int) */
+        if (!strcmp(argv[i], "--steps") && flag_int(v, 1, 64, &steps)) {
+        } else if (!strcmp(argv[i], "--layers") && flag_int(v, 1, 64, &m.layers)) {
+        } else if (!strcmp(argv[i], "--width") && flag_int(v, 1, 16384, &m.width)) {
+        } else if (!strcmp(argv[i], "--batch") && flag_int(v, 1, 65536, &m.batch)) {
+        } else if (!strcmp(argv[i], "--micro-batches") && flag_int(v, 1, 65536, &m.mbs)) {
+        } else if (!strcmp(argv[i], "--seed") && (errno = 0, seed = (uint64_t)strtoull(v, &end, 10), end != v && !*end && errno != ERANGE && *v != '-')) {
+        } else if (!strcmp(argv[i], "--device") && *v) device = v;
         else {
-            fprintf(stderr, "06_pipeline_parallel: unknown flag or bad value '%s %s' (flags: --steps 1..64, --layers 1..64, --width, "
-                            "--batch, --micro-batches, --seed, --device)\n", argv[i], v);
+            fprintf(stderr, "06_pipeline_parallel: unknown flag or bad value '%s %s' (flags: --steps 1..64, --layers 1..64, --width 1..16384, "
+                            "--batch 1..65536, --micro-batches 1..65536, --seed 0..2^64-1, --device)\n", argv[i], v);
             return 2;
         }
         i++;

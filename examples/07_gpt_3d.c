@@ -105,8 +105,12 @@ int main(int argc, char **argv) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int *num = !strcmp(k, "--dp") ? &lay.dp : !strcmp(k, "--tp") ? &lay.tp : !strcmp(k, "--pp") ? &lay.pp : !strcmp(k, "--zero") ? &zero
                  : !strcmp(k, "--virtual-stages") ? &vstages : !strcmp(k, "--micro-batches") ? &mbs : NULL;
+        int64_t x;
         if (!v) snprintf(err, sizeof err, "unknown flag or missing value: '%s'", k), argc = -1;
-        else if (num) *num = atoi(v);
+        else if (num) {
+            if (pt_args_int(k, v, 0, 1 << 20, &x, err, sizeof err) != 0) argc = -1;
+            else *num = (int)x;
+        }
         else if (!strcmp(k, "--data")) data.data = v, data.prepare = NULL;
         else if (!strcmp(k, "--schedule")) {
             for (kind = 0; kind < 3 && strcmp(v, schedules[kind]); kind++) {}
@@ -212,7 +216,7 @@ int main(int argc, char **argv) {
         dt = pt_time() - t0;
         if (rank == 0) {
             printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f bubble %.3f data_ms %.2f\n", (long long)step, loss, lr, norm, dt * 1e3,
-                   B * T / dt, pt_pp_stats_get(pp).bubble, pt_loader_stats_get(data.train).last_wait_s * 1e3);
+                   (double)B * T / dt, pt_pp_stats_get(pp).bubble, pt_loader_stats_get(data.train).last_wait_s * 1e3);
             fflush(stdout);
         }
     }

@@ -119,7 +119,11 @@ int main(int argc, char **argv) {
     argc = pt_args_parse(&a, argc, argv, err, sizeof err);
     for (i = 1; i < argc; i += 2) {
         if (i + 1 < argc && !strcmp(argv[i], "--data")) data.data = argv[i + 1], data.prepare = NULL;
-        else if (i + 1 < argc && !strcmp(argv[i], "--compare")) compare = atoi(argv[i + 1]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--compare")) {
+            int64_t x;
+            if (pt_args_int("--compare", argv[i + 1], 0, 1 << 20, &x, err, sizeof err) != 0) argc = -1;
+            else compare = (int)x;
+        }
         else snprintf(err, sizeof err, "unknown flag or missing value: '%s'", argv[i]), argc = -1;
     }
     if (argc < 0) {
@@ -192,7 +196,7 @@ int main(int argc, char **argv) {
         if (step == 0) first = s;
         else add_transfers(&rest, &s);
         printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f copies %lld in %lld out data_ms %.2f\n", (long long)step, loss, lr, norm,
-               dt * 1e3, B * T / dt, (long long)s.h2d_total_count, (long long)s.d2h_total_count, pt_loader_stats_get(data.train).last_wait_s * 1e3);
+               dt * 1e3, (double)B * T / dt, (long long)s.h2d_total_count, (long long)s.d2h_total_count, pt_loader_stats_get(data.train).last_wait_s * 1e3);
         if (isnan(loss)) {
             fprintf(stderr, "08_opencl: step %lld failed: %s\n", (long long)step, pt_error(dev.ctx));
             return 1;

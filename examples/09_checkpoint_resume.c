@@ -218,9 +218,13 @@ int main(int argc, char **argv) {
     s.dir = s.run.ckpt_dir ? s.run.ckpt_dir : "build/ckpt_09";
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--continue")) cont = 1;
-        else if (!strcmp(argv[i], "--every") && i + 1 < argc) s.every = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--stop-at") && i + 1 < argc) s.stop_at = atoi(argv[++i]);
-        else {
+        else if ((!strcmp(argv[i], "--every") || !strcmp(argv[i], "--stop-at")) && i + 1 < argc) {
+            if (pt_args_int(argv[i], argv[i + 1], 0, 1 << 20, argv[i][2] == 'e' ? &s.every : &s.stop_at, err, sizeof err) != 0) {
+                fprintf(stderr, "09_checkpoint_resume: %s\n", err);
+                return 2;
+            }
+            i++;
+        } else {
             fprintf(stderr, "09_checkpoint_resume: unknown flag '%s' (try --help)\n", argv[i]);
             return 2;
         }

@@ -84,6 +84,17 @@ else
     expect "ptckpt import of invalid JSON refused" 1 "not valid safetensors JSON" "$T/imp_bad3.log" "$P" import "$L/bad3.safetensors" "$T/imp" --step 7
     expect "ptckpt import with another width refused, naming the tensor and both shapes" 1 "'wte' has shape \[64, 32\] in .*, \[64, 64\] in the model" \
         "$T/imp_shape.log" "$P" import "$T/f32.safetensors" "$T/imp" --width 64 --step 7
+    # a configuration out of range or larger than the file: refused before the model is made (at most
+    # 1 GB of address space: the model of such a configuration would need far more)
+    for c in "vocab_max:vocab: expected 1..2147483584" "huge:expected at most 2^48 parameters" "layers_many:holds 28 tensors, the model of 1000000 layers" \
+        "width_big:'wte' has shape \[64, 32\] in .*, \[64, 1048576\] in the model" "seq_big:'wpe' has shape \[8, 32\] in .*, \[1000000000, 32\] in the model"; do
+        expect "ptckpt import of metadata ${c%%:*} refused before anything is allocated" 1 "${c#*:}" "$T/imp_${c%%:*}.log" \
+            sh -c 'ulimit -v 1000000 && exec "$@"' sh "$P" import "$L/cfg_${c%%:*}.safetensors" "$T/imp" --step 7
+    done
+    expect "ptckpt import --width 2147483647 refused (the flags are checked too)" 1 "model configuration heads: expected >= 1, dividing width" \
+        "$T/imp_wflag.log" sh -c 'ulimit -v 1000000 && exec "$@"' sh "$P" import "$T/f32.safetensors" "$T/imp" --width 2147483647 --step 7
+    expect "ptckpt import --layers 99999999999999999999 refused (out of range)" 2 "expected an integer in 0..2147483647" \
+        "$T/imp_lflag.log" "$P" import "$T/f32.safetensors" "$T/imp" --layers 99999999999999999999
     expect "ptckpt import of a file with an extra tensor refused" 1 "'xtra'.*no parameter of the model" "$T/imp_bad7.log" "$P" import "$L/bad7.safetensors" "$T/imp" --step 7
     if [ ! -e "$T/imp/step_000000007" ] && cmp -s "$T/latest.before" "$T/imp/latest" && "$P" verify "$T/imp" >"$T/verify_imp.log" 2>&1; then
         pass "after the refused imports the checkpoint directory is unchanged and verifies"

@@ -109,6 +109,20 @@ else fail "prepare_shards --bpe 40: $(tail -n 2 "$W/prepare_shards.build.log" "$
 rc=$?
 if [ $rc -ne 0 ] && grep -q -- '--steps' "$W/03bad.log"; then pass "03_gpt: a bad flag value is a clear error naming the flag"
 else fail "03_gpt --steps x: exit $rc, '$(cat "$W/03bad.log")'"; fi
+# values past int64 (ERANGE), past a flag's range, a non-finite --lr: refused naming the flag and the range
+for f in "03_gpt --steps 99999999999999999999:--steps expects an integer in 1..1099511627776" "03_gpt --lr inf:--lr expects a positive number, finite" \
+    "03_gpt --sample 99999999999:--sample expects an integer in 0..16777216" "pttrain --width 1048577:--width expects an integer in 1..1048576" \
+    "pttrain --micro-batches 99999999999999999999:--micro-batches expects an integer in 0..1048576" \
+    "09_checkpoint_resume --every 4294967297:--every expects an integer in 0..1048576" \
+    "06_pipeline_parallel --width 4294967297:--width 1..16384"; do
+    set -- ${f%%:*}
+    prog_=$1 && shift
+    [ -x "./build/$prog_" ] || continue # not built (no mpicc): reported above
+    ./build/$prog_ "$@" >"$W/flag.log" 2>&1
+    rc=$?
+    if [ $rc -eq 2 ] && grep -q -e "${f#*:}" "$W/flag.log"; then pass "$prog_ $*: refused (exit 2), naming the flag and its range"
+    else fail "$prog_ $*" "exit $rc, '$(head -c 300 "$W/flag.log")'"; fi
+done
 ./build/03_gpt --data "$W/nosuch" >"$W/03nodata.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ] && grep -q "nosuch" "$W/03nodata.log" && grep -q "expected token shards" "$W/03nodata.log"; then

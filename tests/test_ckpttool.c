@@ -355,6 +355,27 @@ static void copy_file(const char *a, const char *b, long cut) {
     while ((c = fgetc(f)) != EOF && n++ < size - cut) fputc(c, g);
     fclose(f), fclose(g);
 }
+/* a copy of safetensors file src with the first `from` in its header replaced by `to` (header
+   re-padded, data as it was); 0 when src cannot be read or has no `from` */
+static int sf_variant(const char *src, const char *dst, const char *from, const char *to) {
+    sfile f;
+    char *hdr, *at;
+    int ok = 0;
+    if (!sf_read(src, &f)) return 0;
+    hdr = (char *)calloc(f.hlen + strlen(to) + 8, 1);
+    memcpy(hdr, f.bytes + 8, f.hlen);
+    while (strlen(hdr) && hdr[strlen(hdr) - 1] == ' ') hdr[strlen(hdr) - 1] = 0;
+    if ((at = strstr(hdr, from)) != NULL) {
+        char *tail = strdup(at + strlen(from));
+        snprintf(at, f.hlen + strlen(to) + 8 - (size_t)(at - hdr), "%s%s", to, tail);
+        free(tail);
+        write_raw(dst, hdr, 0, f.bytes + 8 + f.hlen, (size_t)(f.size - 8 - (long)f.hlen));
+        ok = 1;
+    }
+    free(hdr);
+    free(f.bytes);
+    return ok;
+}
 static uint32_t slab_crc(pt_ctx *ctx) {
     pt_tensor s = pt_param_slab(ctx);
     return pt_crc32c(0, pt_f32(&s), (size_t)pt_numel(&s) * 4);
@@ -462,7 +483,9 @@ static void import_checks(const char *base, model *a) {
                     {"a tensor the model does not have", "no parameter of the model"},
                     {"a parameter missing", "has no tensor 'wpe'"},
                     {"another shape", "has shape [16, 16]"},
-                    {"bytes after the last tensor", "bytes after the last tensor"}};
+                    {"bytes after the last tensor", "bytes after the last tensor"},
+                    {"a shape whose element count overflows int64", "expected at most 2^58 elements"},
+                    {"a NUL inside the header size", "header byte 54 of 64 is a NUL"}};
         int i, n = (int)(sizeof bads / sizeof bads[0]);
         uint32_t before = slab_crc(b.ctx);
         float zeros[64];
@@ -493,27 +516,21 @@ static void import_checks(const char *base, model *a) {
             case 5: write_raw(q, "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 0, zeros, 16); break;
             case 6: write_raw(q, "{\"w\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,16]}}", 0, zeros, 16); break;
             case 10: write_raw(q, "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 0, zeros, 16); break;
-            default: { /* the real tensors with one changed: an extra one, wpe renamed, wpe of another shape */
-                pt_ckpt_export_opts eo;
-                sfile f;
-                char *hdr;
-                const char *src = i == 9 ? "\"shape\":[8,32]" : "\"wpe\"";
-                const char *dst = i == 7 ? "\"xtra\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},\"wpe\"" : i == 8 ? "\"wpX\"" : "\"shape\":[16,16]";
-                char *at;
-                memset(&eo, 0, sizeof eo);
-                if (!sf_read(p, &f)) break;
-                hdr = (char *)calloc(f.hlen + 200, 1);
-                memcpy(hdr, f.bytes + 8, f.hlen);
-                while (strlen(hdr) && hdr[strlen(hdr) - 1] == ' ') hdr[strlen(hdr) - 1] = 0;
-                if ((at = strstr(hdr, src)) != NULL) {
-                    char tail[8192];
-                    snprintf(tail, sizeof tail, "%s", at + strlen(src));
-                    snprintf(at, f.hlen + 200 - (size_t)(at - hdr), "%s%s", dst, tail);
-                }
-                write_raw(q, hdr, 0, f.bytes + 8 + f.hlen, (size_t)(f.size - 8 - (long)f.hlen));
-                free(hdr);
-                free(f.bytes);
+            case 11: /* 2^61 each: the product wraps to 0 in signed arithmetic */
+                write_raw(q, "{\"w\":{\"dtype\":\"F32\",\"shape\":[2305843009213693952,2305843009213693952,2305843009213693952,2305843009213693952],"
+                             "\"data_offsets\":[0,0]}}", 0, zeros, 0);
+                break;
+            case 12: { /* valid JSON, then a NUL and more inside the header size */
+                static const char h[] = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}\0, \"x\": [}";
+                FILE *f = fopen(q, "wb");
+                unsigned char b8[8] = {sizeof h - 1, 0, 0, 0, 0, 0, 0, 0};
+                fwrite(b8, 1, 8, f), fwrite(h, 1, sizeof h - 1, f), fwrite(zeros, 1, 8, f);
+                fclose(f);
+                break;
             }
+            default: /* the real tensors with one changed: an extra one, wpe renamed, wpe of another shape */
+                sf_variant(p, q, i == 9 ? "\"shape\":[8,32]" : "\"wpe\"",
+                           i == 7 ? "\"xtra\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},\"wpe\"" : i == 8 ? "\"wpX\"" : "\"shape\":[16,16]");
             }
             LOG[0] = 0;
             pt_error_clear(b.ctx);
@@ -524,6 +541,41 @@ static void import_checks(const char *base, model *a) {
                        tu_name("malformed safetensors refused, parameters unchanged: %s", bads[i].what), "%s (expected '%s')", why, bads[i].expect);
             }
         }
+    }
+    /* the configuration of the metadata (and pt_safetensors_check, before a model is made) in range
+       and against the file; the files are left for tests/ckpttool_test.sh (ptckpt import) */
+    {
+        struct cfgcase {
+            const char *file, *from, *to, *expect;
+            int layers, width, heads;
+        } cc[] = {{"vocab_max", "\"vocab\":\"60\"", "\"vocab\":\"2147483647\"", "vocab: expected 1..2147483584, found 2147483647", 0, 0, 0},
+                  {"heads_zero", "\"heads\":\"4\"", "\"heads\":\"0\"", "heads: expected >= 1, dividing width, found 0", 0, 0, 0},
+                  {"huge", "\"width\":\"32\"", "\"width\":\"2147483520\"", "size: expected at most 2^48 parameters", 0, 0, 0},
+                  {"step_range", "\"step\":\"3\"", "\"step\":\"99999999999999999999\"", "'step' is \"99999999999999999999\", expected a non-negative", 0, 0, 0},
+                  {"layers_many", "\"layers\":\"2\"", "\"layers\":\"1000000\"", "holds 28 tensors, the model of 1000000 layers has 12000004 parameters", 0, 0, 0},
+                  {"width_big", "\"width\":\"32\"", "\"width\":\"1048576\"", "'wte' has shape [64, 32] in", 0, 0, 0},
+                  {"seq_big", "\"max_seq\":\"8\"", "\"max_seq\":\"1000000000\"", "'wpe' has shape [8, 32] in", 0, 0, 0}};
+        int k;
+        for (k = 0; k < (int)(sizeof cc / sizeof cc[0]); k++) {
+            pt_gpt_config c3;
+            pt_status st;
+            snprintf(q, sizeof q, "%s/cfg_%s.safetensors", base, cc[k].file);
+            err[0] = 0;
+            if (!sf_variant(p, q, cc[k].from, cc[k].to)) {
+                CHECKF(0, tu_name("safetensors configuration refused: %s", cc[k].file), "no %s in %s", cc[k].from, p);
+                continue;
+            }
+            st = pt_safetensors_config(q, &c3, &step, err, sizeof err);
+            if (st == PT_OK) st = pt_safetensors_check(q, &c3, err, sizeof err);
+            CHECKF(st != PT_OK && strstr(err, q) && strstr(err, cc[k].expect), tu_name("safetensors configuration refused before a model is made: %s", cc[k].file),
+                   "status %d, '%s' (expected '%s')", (int)st, err, cc[k].expect);
+            if (k == 0) printf("  e.g. %s\n", err);
+        }
+        CHECKF(pt_safetensors_config(p, &c2, &step, err, sizeof err) == PT_OK && pt_safetensors_check(p, &c2, err, sizeof err) == PT_OK,
+               "pt_safetensors_check: the export holds the GPT of its metadata", "%s", err);
+        c2.width = 64;
+        CHECKF(pt_safetensors_check(p, &c2, err, sizeof err) == PT_ERR_SHAPE && strstr(err, "'wte' has shape [64, 32] in") && strstr(err, "[64, 64] in the model"),
+               "pt_safetensors_check: another width is PT_ERR_SHAPE naming the tensor and both shapes", "%s", err);
     }
     pt_error_clear(b.ctx);
     model_close(&b);

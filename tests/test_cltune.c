@@ -120,9 +120,16 @@ int main(int argc, char **argv) {
             {"not a number", "Xgemm.MWG = 6x4\n", "bad2.txt:1: expected"},
             {"negative", "\n\nXgemm.MWG = -4\n", "bad3.txt:3:"},
             {"no kernel", "MWG = 4\n", "bad4.txt:1: expected"},
-            {"unknown parameter", "GemmRoutine.XGEMM_MIN_INDIRECT_SIZE = 8\nGemmRoutine.FOO = 1\n", "bad5.txt:1: kernel GemmRoutine has no parameter FOO"},
+            {"unknown parameter", "GemmRoutine.XGEMM_MIN_INDIRECT_SIZE = 8\nGemmRoutine.FOO = 1\n", "bad5.txt:2: kernel GemmRoutine has no parameter FOO"},
             {"missing parameter", "Copy.COPY_DIMX = 8\nCopy.COPY_DIMY = 8\nCopy.COPY_VW = 1\n", "bad6.txt:1: kernel Copy is missing parameters: COPY_WPT"},
             {"twice", "Pad.PAD_DIMX = 8\nPad.PAD_DIMX = 8\n", "bad7.txt:2: parameter given twice"},
+            {"a zero tile", "GemmRoutine.XGEMM_MIN_INDIRECT_SIZE = 8\n\nXgemm.MWG = 0\n", "bad8.txt:3: Xgemm.MWG: expected 1..1024, found 0"},
+            {"a zero work-group size", "Copy.COPY_DIMX = 0\n", "bad9.txt:1: Copy.COPY_DIMX: expected 1..1024, found 0"},
+            {"a value past 2^64", "Xgemm.KWG = 99999999999999999999999\n", "bad10.txt:1: Xgemm.KWG: expected 1..1024, found a value past 2^64"},
+            {"a vector width of 3", "Xgemm.VWM = 3\n", "bad11.txt:1: Xgemm.VWM: expected a power of two in 1..16, found 3"},
+            {"a switch of 2", "Xgemm.SA = 2\n", "bad12.txt:1: Xgemm.SA: expected 0..1, found 2"},
+            {"an unknown kernel", "Xgemmm.MWG = 64\n", "bad13.txt:1: unknown kernel Xgemmm"},
+            {"a zero threshold", "GemmRoutine.XGEMM_MIN_INDIRECT_SIZE = 0\n", "bad14.txt:1: GemmRoutine.XGEMM_MIN_INDIRECT_SIZE: expected 1..16777216, found 0"},
         };
         int i;
         CHECKF(cl != NULL, "opencl context", "%s", "pt_init(\"opencl\") failed");
@@ -141,10 +148,29 @@ int main(int argc, char **argv) {
         gemms(cl, cpu, "(tuned Xgemm)");
         broken = write_file("broken.txt", tune_text(bad, sizeof bad, 3, 1));
         st = pt_cl_tune_load(cl, broken);
-        CHECKF(st == PT_OK, "a file with an Xgemm vector width CLBlast has no kernel for (VWM = 3) loads", "%s", pt_error(cl));
-        CHECKF(gemm_err(cl, cpu, 64, 64, 64, 0, 0) < 0, "... and the next GEMM fails: the parameters reach CLBlast", "%s", "the GEMM ran");
+        CHECKF(st == PT_ERR_FORMAT && strstr(pt_error(cl), "broken.txt:18: Xgemm.VWM: expected a power of two in 1..16, found 3"),
+               "a file with an Xgemm vector width CLBlast has no kernel for (VWM = 3) is refused at load, naming file, line and value", "%s", pt_error(cl));
         printf("    %s\n", pt_error(cl));
         pt_error_clear(cl);
+        {   /* every parameter there, one of them zero: refused (loaded, it would break every later GEMM) */
+            char *mwg;
+            tune_text(bad, sizeof bad, 2, 1);
+            if ((mwg = strstr(bad, "Xgemm.MWG = 48")) != NULL) memcpy(mwg, "Xgemm.MWG =  0", 14);
+            st = pt_cl_tune_load(cl, write_file("zero.txt", bad));
+            CHECKF(st == PT_ERR_FORMAT && strstr(pt_error(cl), "zero.txt:10: Xgemm.MWG: expected 1..1024, found 0"),
+                   "a complete file with Xgemm.MWG = 0 is refused at load, naming file, line, expected and found", "status %d, '%s'", (int)st, pt_error(cl));
+            printf("    %s\n", pt_error(cl));
+            pt_error_clear(cl);
+        }
+        gemms(cl, cpu, "(after the refused files: nothing of them applied)");
+        {   /* the same parameters through pt_cl_tune_set (no checks): the next GEMM fails, so they reach CLBlast */
+            static const char *const xp[16] = {"GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB", "NDIMC", "NWG", "SA", "SB", "STRM", "STRN", "VWM", "VWN"};
+            static const size_t xv[16] = {0, 1, 16, 2, 8, 8, 48, 8, 8, 32, 1, 1, 0, 0, 3, 2};
+            CHECKF(pt_cl_tune_set(cl, "Xgemm", 16, xp, xv) == PT_OK && gemm_err(cl, cpu, 64, 64, 64, 0, 0) < 0,
+                   "pt_cl_tune_set with VWM = 3: the next GEMM fails (the parameters reach CLBlast)", "%s", "the GEMM ran");
+            printf("    %s\n", pt_error(cl));
+            pt_error_clear(cl);
+        }
         CHECKF(pt_cl_tune_load(cl, good) == PT_OK, "the good file again", "%s", pt_error(cl));
         gemms(cl, cpu, "(tuned again)");
         f = write_file("direct.txt", tune_text(text, sizeof text, 2, 100000)); /* XgemmDirect for every size */

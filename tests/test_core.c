@@ -758,6 +758,32 @@ static void test_errors(void) {
         rc = pt_args_parse(&args, 2, argv, err, sizeof err);
         CHECKF(rc == -1 && strstr(err, "--lr"), "error: pt_args_parse --lr without a value returns -1", "rc %d, '%s'", rc, err);
     }
+    {   /* out of range (also past int64: ERANGE), non-finite: refused naming the flag and the range */
+        static const char *const bad[][3] = {{"--steps", "99999999999999999999", "1..1099511627776"}, {"--steps", "1099511627777", "1..1099511627776"},
+                                             {"--seed", "99999999999999999999", "0..9223372036854775807"}, {"--batch", "16777217", "1..16777216"},
+                                             {"--seq", "4294967297", "1..16777216"}, {"--layers", "65537", "1..65536"}, {"--width", "1048577", "1..1048576"},
+                                             {"--heads", "-1", "1..65536"}, {"--stop-after", "99999999999999999999", "0..1099511627776"},
+                                             {"--lr", "inf", "finite"}, {"--lr", "nan", "finite"}, {"--lr", "1e300", "finite"}, {"--lr", "1e-300", "finite"},
+                                             {"--ckpt-every", "99999999999999999999", "0..1099511627776"}};
+        int k, ok = 1;
+        for (k = 0; k < (int)(sizeof bad / sizeof bad[0]); k++) {
+            char a0[] = "prog", a1[32], a2[32];
+            char *argv[4];
+            char err[256] = "";
+            pt_args args;
+            pt_run run;
+            int rc;
+            memset(&args, 0, sizeof args), memset(&run, 0, sizeof run);
+            snprintf(a1, sizeof a1, "%s", bad[k][0]), snprintf(a2, sizeof a2, "%s", bad[k][1]);
+            argv[0] = a0, argv[1] = a1, argv[2] = a2, argv[3] = NULL;
+            rc = strcmp(bad[k][0], "--ckpt-every") ? pt_args_parse(&args, 3, argv, err, sizeof err) : pt_run_parse(&run, 3, argv, err, sizeof err);
+            if (rc != -1 || !strstr(err, bad[k][0]) || !strstr(err, bad[k][2]) || !strstr(err, bad[k][1])) {
+                printf("  %s %s: rc %d, '%s' (expected '%s')\n", bad[k][0], bad[k][1], rc, err, bad[k][2]);
+                ok = 0;
+            }
+        }
+        CHECK(ok, "pt_args_parse / pt_run_parse: values out of range (ERANGE included) and a non-finite --lr refused, naming flag, range and value");
+    }
     pt_graph_free(g);
     pt_shutdown(ctx);
 }

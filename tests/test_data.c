@@ -9,6 +9,8 @@
 #define PTRAIN_IMPLEMENTATION
 #include "../ptrain.h"
 #include "test_util.h"
+#include <signal.h>
+#include <sys/wait.h>
 
 #define T 8
 #define NSH 6
@@ -343,6 +345,77 @@ static int file_pairs(const char *path, int32_t *pairs, int cap) {
     return m == n ? n : -1;
 }
 
+/* ---- a shard truncated or replaced while a loader reads it: an error, not SIGBUS ---- */
+#define TRN 2000 /* tokens per shard: 8064 bytes, more than a page */
+/* in a child (a crash must not end the test): 0 = each case gave PT_ERR_IO naming the file and the
+   sizes; k = case k went wrong; the message of each case into msg */
+static int trunc_child(pt_ctx *ctx, const char *a, const char *b, char msg[2][1024]) {
+    static uint32_t tok[TRN];
+    int32_t x[2 * T], y[2 * T];
+    const char *ab[2];
+    char nb[720];
+    pt_loader_desc d;
+    pt_loader *L;
+    pt_status st = PT_OK;
+    int i;
+    ab[0] = a, ab[1] = b;
+    for (i = 0; i < TRN; i++) tok[i] = (uint32_t)i;
+    if (pt_shard_write(ctx, a, PT_SHARD_PTRAIN, tok, TRN, 0) != PT_OK || pt_shard_write(ctx, b, PT_SHARD_PTRAIN, tok, TRN, 0) != PT_OK) return 9;
+    memset(&d, 0, sizeof d);
+    d.paths = ab, d.npaths = 2, d.batch = 2, d.seq = T; /* no prefetch thread: each pt_loader_next reads */
+    /* 1: b replaced (rename) by a valid shard of 100 tokens after the loader validated it; read on until b is mapped */
+    if (!(L = pt_loader_new(ctx, &d)) || pt_loader_next(L, x, y) != PT_OK) return 1;
+    snprintf(nb, sizeof nb, "%s.new", b);
+    if (pt_shard_write(ctx, nb, PT_SHARD_PTRAIN, tok, 100, 0) != PT_OK || rename(nb, b) != 0) return 9;
+    for (i = 0; i < 400 && (st = pt_loader_next(L, x, y)) == PT_OK; i++) {}
+    snprintf(msg[0], 1024, "%s", pt_error(ctx));
+    pt_loader_free(L);
+    pt_error_clear(ctx);
+    if (st != PT_ERR_IO || !strstr(msg[0], b) || !strstr(msg[0], "expected 8064 bytes, found 464")) return 1;
+    /* 2: a truncated to nothing while mapped (its pages gone) */
+    if (!(L = pt_loader_new(ctx, &d)) || pt_loader_next(L, x, y) != PT_OK) return 2;
+    if ((i = open(a, O_WRONLY | O_TRUNC)) < 0) return 9;
+    close(i);
+    st = pt_loader_next(L, x, y);
+    snprintf(msg[1], 1024, "%s", pt_error(ctx));
+    pt_loader_free(L);
+    pt_error_clear(ctx);
+    if (st != PT_ERR_IO || !strstr(msg[1], a) || !strstr(msg[1], "expected 8064 bytes, found 0")) return 2;
+    return 0;
+}
+static void test_truncated(pt_ctx *ctx) {
+    char a[700], b[700], msg[2][1024];
+    int status = 0;
+    FILE *f;
+    pid_t pid;
+    snprintf(a, sizeof a, "%s/trunc_a.bin", dir);
+    snprintf(b, sizeof b, "%s/trunc_b.bin", dir);
+    snprintf(msg[0], sizeof msg[0], "%s/trunc.msg", dir);
+    fflush(stdout);
+    pid = fork();
+    if (pid == 0) {
+        char name[1024];
+        int rc;
+        memcpy(name, msg[0], sizeof name);
+        msg[0][0] = msg[1][0] = 0;
+        rc = trunc_child(ctx, a, b, msg);
+        if ((f = fopen(name, "w")) != NULL) fprintf(f, "%s\n%s\n", msg[0], msg[1]), fclose(f);
+        _exit(rc);
+    }
+    remove(msg[0]);
+    if (pid > 0) waitpid(pid, &status, 0);
+    msg[1][0] = 0;
+    if ((f = fopen(msg[0], "r")) != NULL) {
+        size_t n = fread(msg[1], 1, sizeof msg[1] - 1, f);
+        msg[1][n] = 0;
+        fclose(f);
+    }
+    CHECKF(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+           "a shard replaced (by rename, shorter) or truncated while the loader reads it: PT_ERR_IO naming it and both sizes, no SIGBUS",
+           "%s %d; messages: %s", pid > 0 && WIFSIGNALED(status) ? "killed by signal" : "case", pid > 0 && WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status), msg[1]);
+    if (msg[1][0]) printf("  %s", msg[1]);
+}
+
 static void test_bpe(pt_ctx *ctx) {
     static unsigned char text[1 << 16], rnd[5000], back[1 << 17];
     static int32_t ids[1 << 16], ref[1 << 16], pa[2 * 64], pb[2 * 64];
@@ -429,6 +502,10 @@ static void test_bpe(pt_ctx *ctx) {
         printf("  e.g. %s\n", last_err);
         last_err[0] = 0;
         CHECK(!pt_tokenizer_load_dir(ctx, dir) && pt_status_get(ctx) == PT_OK, "pt_tokenizer_load_dir without a tokenizer file: NULL, no error");
+        last_err[0] = 0;
+        CHECKF(!pt_tokenizer_load(ctx, dir) && pt_status_get(ctx) == PT_ERR_IO && strstr(last_err, dir) && strstr(last_err, "not a regular file"),
+               "pt_tokenizer_load of a directory: PT_ERR_IO, not a regular file", "status %d, '%s'", (int)pt_status_get(ctx), last_err);
+        pt_error_clear(ctx);
         snprintf(bad, sizeof bad, "%s/tk", dir);
         mkdir(bad, 0755);
         snprintf(path2, sizeof path2, "%s/tk/" PT_TOKENIZER_FILE, dir);
@@ -642,6 +719,7 @@ int main(int argc, char **argv) {
         }
     }
     test_idx(ctx);
+    test_truncated(ctx);
     test_bpe(ctx);
     pt_shutdown(ctx);
     return tu_summary();

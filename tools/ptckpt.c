@@ -21,7 +21,9 @@
                                   a 1-rank checkpoint (parameters only) of the GPT that the metadata
                                   (or the flags, which win) describe, every parameter taken from the
                                   tensor of its name (F32, BF16 or F16); a missing, extra or
-                                  differently shaped tensor is refused, naming it and both shapes.
+                                  differently shaped tensor is refused, naming it and both shapes,
+                                  before the model is made (pt_safetensors_check: a configuration
+                                  out of range or larger than the file holds allocates nothing).
                                   The step is --step, else the metadata's, else 0. pt_ckpt_load with
                                   an optimizer starts its moments at zero.
    Exit status: 0 done, 1 a bad checkpoint or file, 2 bad usage. */
@@ -30,6 +32,7 @@
 #include "ptrain.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,9 +183,10 @@ static int cmd_import(int argc, char **argv) {
         char *end;
         for (k = 0; k < 8 && strcmp(argv[i], flags[k]); k++) {}
         if (k == 8 || i + 1 >= argc) return usage();
+        errno = 0;
         val[k] = strtoll(argv[++i], &end, 10);
-        if (*end || val[k] < 0 || val[k] > 2147483647) {
-            fprintf(stderr, "ptckpt import: %s %s: expected a non-negative integer\n", flags[k], argv[i]);
+        if (*end || end == argv[i] || errno == ERANGE || val[k] < 0 || val[k] > 2147483647) {
+            fprintf(stderr, "ptckpt import: %s %s: expected an integer in 0..2147483647\n", flags[k], argv[i]);
             return 2;
         }
         given[k] = 1;
@@ -206,6 +210,11 @@ static int cmd_import(int argc, char **argv) {
     if (given[6]) cfg.untied = (int32_t)val[6];
     if (given[7]) step = val[7];
     if (step < 0) step = 0;
+    /* the configuration (metadata and flags) against the file before anything of its size is made */
+    if ((st = pt_safetensors_check(argv[0], &cfg, err, sizeof err)) != PT_OK) {
+        fprintf(stderr, "ptckpt import: %s\n", err);
+        return 1;
+    }
     memset(&desc, 0, sizeof desc);
     desc.device = "cpu";
     if (!(ctx = pt_init(&desc))) {

@@ -47,6 +47,7 @@
 #define PTRAIN_HARNESS
 #include "ptrain.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,10 +163,9 @@ int main(int argc, char **argv) {
             return 2;
         }
         if (num) {
-            char *end;
-            long x = strtol(v, &end, 10);
-            if (*end || x < 0 || x > 1 << 20) {
-                fprintf(stderr, "pttrain: flag %s expects a number >= 0, found '%s'\n", f, v);
+            int64_t x;
+            if (pt_args_int(f, v, 0, 1 << 20, &x, err, sizeof err) != 0) {
+                fprintf(stderr, "pttrain: %s\n", err);
                 return 2;
             }
             *num = (int)x;
@@ -245,9 +245,9 @@ int main(int argc, char **argv) {
         pt_pp_desc pd;
         pt_lr_schedule sched = pt_args_schedule(&a);
         pt_coords me = pt_dist_coords(d);
-        int B = (int)a.batch, T = (int)a.seq, nst = lay.pp * vstages, mine[256], nmine = 0, s;
+        int B = (int)a.batch, T = (int)a.seq, nst = lay.pp * vstages, mine[256], nmine = 0, s; /* pt_args_parse bounds them by 2^24 */
         int32_t first[257];
-        int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T)), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * T));
+        int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)B * (size_t)T), *tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)B * (size_t)T);
         int64_t step, next, first_step = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
         double flops;
         feed f;
@@ -271,9 +271,12 @@ int main(int argc, char **argv) {
             int k = 0, total = 0;
             first[0] = 0;
             while (*c && k < nst) {
-                int n = atoi(c);
-                if (n < 1) break;
-                total += n, first[++k] = total;
+                char *end;
+                long n;
+                errno = 0;
+                n = strtol(c, &end, 10);
+                if (n < 1 || errno == ERANGE || n > cfg.layers - total) break;
+                total += (int)n, first[++k] = total;
                 c = strchr(c, ',');
                 if (!c) break;
                 c++;
@@ -379,7 +382,7 @@ int main(int argc, char **argv) {
             if (rank == 0) {
                 pt_pp_stats st = pt_pp_stats_get(pp);
                 printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f gflops %.1f bubble %.3f data_ms %.2f\n", (long long)step, loss, lr,
-                       norm, dt * 1e3, B * T / dt, flops / dt * 1e-9, st.bubble, pt_loader_stats_get(run.train).last_wait_s * 1e3);
+                       norm, dt * 1e3, (double)B * T / dt, flops / dt * 1e-9, st.bubble, pt_loader_stats_get(run.train).last_wait_s * 1e3);
                 fflush(stdout);
             }
             if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last) {
