@@ -15211,12 +15211,12 @@ static int pt__ck_shape_parse(const char *sh, pt__ck_tensor *t, char *why, size_
             pt__msg(why, wl, "shape [%s]: dim %d is not an integer in [1, %lld]", sh, d, (long long)PT__CK_MAX_EL);
             return 0;
         }
-        if (x > PT__CK_MAX_EL / n) {
-            pt__msg(why, wl, "shape [%s] has more than %lld elements", sh, (long long)PT__CK_MAX_EL);
-            return 0;
-        }
-        n *= x, t->shape[d] = x;
+        t->shape[d] = x;
         p = *e ? e + 1 : e;
+    }
+    if (!pt__dims_check(nd, 1, t->shape, PT__CK_MAX_EL, &n)) {
+        pt__msg(why, wl, "shape [%s] has more than %lld elements", sh, (long long)PT__CK_MAX_EL);
+        return 0;
     }
     t->ndim = nd;
     for (d = nd; d < PT_MAX_DIMS; d++) t->shape[d] = 1;
