@@ -124,7 +124,7 @@ FZ_ENTRY(ckpt) {
             if (len > 5 && !memcmp(s, "file ", 5)) crc = pt_crc32c(0, bin, nbin), known = 1;
             else if (((len > 7 && !memcmp(s, "tensor ", 7)) || (len > 6 && !memcmp(s, "state ", 6))) && ckf_i64(s, e, "offset", &off) &&
                      ckf_i64(s, e, "bytes", &bytes) && off >= 0 && bytes >= 0 && (unsigned long long)off + (unsigned long long)bytes <= nbin)
-                crc = pt_crc32c(0, bin + off, (size_t)bytes), known = 1;
+                crc = pt_crc32c(0, nbin ? bin + off : bin, (size_t)bytes), known = 1; /* no offset on a NULL buffer */
             if (known) {
                 const char *v = c + 8;
                 while (v < e && *v != ' ' && *v != '\n') v++;
