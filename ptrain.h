@@ -15274,8 +15274,13 @@ static int pt__ck_man_read(const pt_ctx *ctx, const char *dir, pt__ck_man *m, ch
         pt__msg(err, errlen, "%s: bytes after the 'end' line", path);
         goto out;
     }
-    if (!pt__ck_crc(endl, &want) || pt_crc32c(0, txt, endpos) != want) {
-        pt__msg(err, errlen, "%s: checksum mismatch (manifest says %s, the bytes before it give %08x)", path,
+    if (!pt__ck_crc(endl, &want)) {
+        pt__msg(err, errlen, "%s: the 'end' line's crc32c: expected 0x and at most 8 hex digits, found '%s'", path,
+                pt__ck_field(endl, "crc32c", b, sizeof b) ? b : "(none)");
+        goto out;
+    }
+    if (pt_crc32c(0, txt, endpos) != want) {
+        pt__msg(err, errlen, "%s: checksum mismatch (manifest says %s, the bytes before it give 0x%08x)", path,
                 pt__ck_field(endl, "crc32c", b, sizeof b) ? b : "?", pt_crc32c(0, txt, endpos));
         goto out;
     }

@@ -694,6 +694,28 @@ static void bad_checkpoints(const char *base, const char *good, model *a) {
         CHECKF(ok, tu_name("export refuses %s", what[c]), "%s", err);
     }
     alarm(0);
+    /* an 'end' line whose CRC lacks its 0x: a parse error saying so, not a "mismatch" of two equal numbers */
+    {
+        FILE *f;
+        char txt[65536], *e;
+        size_t n = 0;
+        int ok;
+        snprintf(dir, sizeof dir, "%s/crc_nohex", base);
+        mkdir(dir, 0755);
+        snprintf(p, sizeof p, "%s/manifest", good);
+        if ((f = fopen(p, "rb")) != NULL) n = fread(txt, 1, sizeof txt - 1, f), fclose(f);
+        txt[n] = 0;
+        if ((e = strstr(txt, "end crc32c=0x")) != NULL) memmove(e + 11, e + 13, strlen(e + 13) + 1);
+        snprintf(q, sizeof q, "%s/manifest", dir);
+        if ((f = fopen(q, "wb")) != NULL) fputs(txt, f), fclose(f);
+        snprintf(p, sizeof p, "%s/rank_00000.bin", good);
+        snprintf(q, sizeof q, "%s/rank_00000.bin", dir);
+        copy_file(p, q, 0);
+        err[0] = 0;
+        ok = e && pt_ckpt_verify(dir, err, sizeof err) == PT_ERR_FORMAT && strstr(err, "crc32c: expected 0x and at most 8 hex digits, found '") &&
+             !strstr(err, "mismatch");
+        CHECKF(ok, "verify refuses an end line's crc32c without 0x as unreadable, not as a mismatch", "%s", err);
+    }
 }
 
 int main(int argc, char **argv) {
