@@ -13799,7 +13799,7 @@ static int64_t pt__file_size(const char *path) {
 static int64_t pt__file_head(const char *path, unsigned char *buf, size_t n, size_t *got) {
 #ifdef PT__DATA_POSIX
     struct stat st;
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO is refused below, not waited on */
     int64_t size = -1;
     ssize_t r = 0;
     *got = 0;
@@ -14053,7 +14053,7 @@ static void pt__dmap_close(pt__dmap *m) {
 static int pt__dmap_open(pt_loader *L, pt__dmap *m, const pt__dshard *d) {
     const char *path = d->path;
 #ifdef PT__DATA_POSIX
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     int64_t want = d->info.header_bytes + d->info.tokens * d->info.token_bytes;
     size_t len = (size_t)want;
     struct stat st;

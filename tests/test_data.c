@@ -506,6 +506,20 @@ static void test_bpe(pt_ctx *ctx) {
         CHECKF(!pt_tokenizer_load(ctx, dir) && pt_status_get(ctx) == PT_ERR_IO && strstr(last_err, dir) && strstr(last_err, "not a regular file"),
                "pt_tokenizer_load of a directory: PT_ERR_IO, not a regular file", "status %d, '%s'", (int)pt_status_get(ctx), last_err);
         pt_error_clear(ctx);
+        { /* a FIFO where a shard or a tokenizer file should be: refused at once (opening it to read would wait for a writer) */
+            pt_shard_info si;
+            snprintf(bad, sizeof bad, "%s/fifo.bin", dir);
+            unlink(bad);
+            alarm(30);
+            CHECKF(mkfifo(bad, 0644) == 0 && pt_shard_info_read(ctx, bad, &si) != PT_OK && strstr(pt_error(ctx), "not a regular file"),
+                   "a shard that is a FIFO: refused without blocking", "'%s'", pt_error(ctx));
+            pt_error_clear(ctx);
+            CHECKF(!pt_tokenizer_load(ctx, bad) && strstr(pt_error(ctx), "not a regular file"), "a tokenizer file that is a FIFO: refused without blocking",
+                   "'%s'", pt_error(ctx));
+            pt_error_clear(ctx);
+            alarm(0);
+            unlink(bad);
+        }
         snprintf(bad, sizeof bad, "%s/tk", dir);
         mkdir(bad, 0755);
         snprintf(path2, sizeof path2, "%s/tk/" PT_TOKENIZER_FILE, dir);
