@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/tsan_test.sh [BUILD_DIR] - ThreadSanitizer over the tests whose code runs threads beside the
-# caller: asynchronous checkpoints (the writer and the retention remover, test_ckpt), the
+# caller: asynchronous checkpoints (the writer and the retention remover, test_ckpt; the statistics
+# read while a write is held in flight, crash_run --stats), the
 # prefetching loader (test_data), the monitor and the trace (test_monitor, test_trace), pt_run's
 # signals (test_host), and the collective watchdog thread under MPI (test_coll, 2 ranks,
 # PTRAIN_WATCHDOG=60). Built with -fsanitize=thread and without OpenMP (libgomp is not instrumented:
@@ -44,7 +45,19 @@ built test_ckpt tests/test_ckpt.c && tsan_prog "test_ckpt (async saves, retentio
 built test_data tests/test_data.c && tsan_prog "test_data (prefetch thread)" "$T/data.log" "$T/test_data" --quick --dir "$T/data"
 built test_monitor tests/test_monitor.c && tsan_prog "test_monitor" "$T/mon.log" "$T/test_monitor" "$T/mon"
 built test_trace tests/test_trace.c && tsan_prog "test_trace" "$T/trace.log" "$T/test_trace" "$T/trace"
-built test_host tests/test_host.c && tsan_prog "test_host (signals)" "$T/host.log" "$T/test_host"
+built test_host tests/test_host.c && tsan_prog "test_host (signals, CRC32C beside a GEMM)" "$T/host.log" "$T/test_host"
+# pt_ckpt_stats_get while an asynchronous write is held in flight (PTRAIN_CKPT_DELAY_MS, crash_run's test hooks)
+if built crash_run tests/crash_run.c; then
+    rm -rf "$T/stats" && mkdir -p "$T/stats"
+    PTRAIN_CKPT_DELAY_MS=30 "$T/crash_run" --stats "$T/stats" >"$T/stats.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q '^stats ok' "$T/stats.log" && ! grep -q 'WARNING: ThreadSanitizer' "$T/stats.log"; then
+        pass "pt_ckpt_stats_get while an asynchronous write runs: no data race"
+    else
+        fail "pt_ckpt_stats_get while an asynchronous write runs" "exit $rc; the first report:"
+        sed -n '/WARNING: ThreadSanitizer/,/^SUMMARY/p' "$T/stats.log" | head -n 40 | sed 's/^/    /'
+    fi
+fi
 if have_mpi; then
     if mpicc $TS -DPTRAIN_MPI tests/test_coll.c -o "$T/test_coll" -lm >"$T/test_coll.build.log" 2>&1; then
         tsan_prog "mpirun -np 2 test_coll (watchdog thread, PTRAIN_WATCHDOG=60)" "$T/coll.log" \
