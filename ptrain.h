@@ -70,6 +70,9 @@
    gradients (naming the rank), loss and gradient-norm spikes (z-score over a window); the verdict
    (agreed over the grid) says update, skip, or roll back (pt_guard_rollback: the last checkpoint, the
    LR scale times lr_factor); a periodic hash compare of the DP replicas' weights. See docs/guard.md.
+   Dynamic loss scaling (pt_loss_scale_enable, for fp16): the loss gradient seeded with a power-of-two
+   scale, divided out by pt_grad_norm and pt_optim_step; a step whose gradients overflow is skipped
+   (a grad_overflow event of the guard) and the scale halves; it grows after N clean steps.
 
    ==================================================================================================
    CONCEPTS
@@ -284,8 +287,9 @@
    comm      Host staging of device data for MPI, the tensor-parallel sums, the gradient norm over
              the grid. Entry: pt_tp_size pt_tp_rank pt__stage_buf pt__stage_xfer pt__tp_allreduce
              pt__grad_sumsq
-   optim     SGD with momentum, AdamW, clipping, learning-rate schedules. Entry: pt_optim_new
-             pt_optim_step pt_grad_norm pt_lr_at pt_optim_free
+   optim     SGD with momentum, AdamW, clipping, dynamic loss scaling, learning-rate schedules.
+             Entry: pt_optim_new pt_optim_step pt_grad_norm pt_loss_scale_enable pt_lr_at
+             pt_optim_free
    nn        Layers: linear and MLP. Entry: pt_linear_new pt_linear_fwd pt_mlp_new pt_mlp_fwd
    tp        Tensor parallelism: the conjugate ops f and g, column/row-parallel linears, the TP
              MLP, attention heads and block, vocabulary-parallel cross-entropy. Entry: pt_tp_copy
@@ -777,8 +781,36 @@ PTDEF void pt_optim_free(pt_optim *o);
 PTDEF float pt_optim_step(pt_optim *o, float lr);
 /** Updates done so far. */
 PTDEF int64_t pt_optim_steps(const pt_optim *o);
-/** Global L2 norm of all parameter gradients, summed in a fixed order. */
+/** Global L2 norm of all parameter gradients, summed in a fixed order (under loss scaling: of the
+    unscaled gradients). */
 PTDEF float pt_grad_norm(pt_ctx *ctx);
+
+/* ---- dynamic loss scaling ------------------------------------------------------------------ */
+/** Dynamic loss scaling (needed by fp16, harmless elsewhere; zero-initialize, 0 = the default in
+    brackets). Every factor must be a power of two, so scaling and unscaling are exact: with no
+    overflow, a run with loss scaling is bit-identical to one without. */
+typedef struct pt_loss_scale_desc {
+    double init;      /**< the first scale [65536 = 2^16] */
+    double growth;    /**< multiplies the scale after `interval` clean steps in a row [2] */
+    double backoff;   /**< multiplies the scale after an overflow [0.5] */
+    int32_t interval; /**< clean steps in a row before growing [2000] */
+    double min_scale; /**< never below [1] */
+    double max_scale; /**< never above [2^24] */
+} pt_loss_scale_desc;
+/** Turns dynamic loss scaling on for ctx (desc NULL = the defaults): pt_backward seeds the loss
+    gradient with the scale, pt_grad_norm reports the unscaled norm, and pt_optim_step unscales (a
+    factor of its gradient scale, no extra pass), skips the update of a step whose gradients are not
+    finite (an overflow: the weights and the optimizer's moments and step count stay as they were),
+    multiplies the scale by backoff, and grows it after interval clean steps. The gradient norm is
+    global (over DP, TP and PP), so every rank of the grid decides the same without a collective of
+    its own. The scale and its counters are registered state ("loss_scale"): checkpoints keep them.
+    Call it on every rank, before the first backward. PT_ERR_ARG naming the field for a factor that
+    is no power of two or a range that is empty. */
+PTDEF pt_status pt_loss_scale_enable(pt_ctx *ctx, const pt_loss_scale_desc *desc);
+/** The loss scale in force (1 when loss scaling is off). */
+PTDEF double pt_loss_scale(const pt_ctx *ctx);
+/** Loss-scaling counters: overflow steps skipped and growths, since it was enabled (checkpointed). */
+PTDEF void pt_loss_scale_counts(const pt_ctx *ctx, int64_t *overflows, int64_t *growths);
 
 typedef enum pt_lr_kind { PT_LR_CONST = 0, PT_LR_COSINE, PT_LR_LINEAR } pt_lr_kind;
 /** Learning-rate schedule: linear warmup to lr, then cosine or linear decay to min_lr at total. */
@@ -1896,7 +1928,10 @@ typedef enum pt_guard_verdict { PT_GUARD_OK = 0, PT_GUARD_SKIP, PT_GUARD_ROLLBAC
 /** Kinds of events (pt_guard_event.kind). */
 typedef enum pt_guard_event_kind {
     PT_GUARD_EV_LOSS_NONFINITE = 0, PT_GUARD_EV_GRAD_NONFINITE, PT_GUARD_EV_LOSS_SPIKE, PT_GUARD_EV_GRAD_SPIKE,
-    PT_GUARD_EV_ROLLBACK, PT_GUARD_EV_REPLICA_MISMATCH, PT_GUARD_EV_KINDS
+    PT_GUARD_EV_ROLLBACK, PT_GUARD_EV_REPLICA_MISMATCH,
+    PT_GUARD_EV_OVERFLOW, /**< loss scaling on: gradients not finite at a scale above min_scale (pt_optim_step skips the
+                               update and backs off; the step is not a bad one) */
+    PT_GUARD_EV_KINDS
 } pt_guard_event_kind;
 /** One event. */
 typedef struct pt_guard_event {
@@ -1928,6 +1963,7 @@ typedef struct pt_guard_desc {
 /** Guard statistics and counters. */
 typedef struct pt_guard_stats {
     int64_t checks, skips, rollbacks, events; /**< rollbacks: checkpointed; the others: this process */
+    int64_t overflows;        /**< steps seen with a loss-scale overflow (pt_loss_scale_enable; this process) */
     int64_t accepted;         /**< steps added to the statistics (checkpointed) */
     int64_t consecutive_bad;  /**< bad steps in a row now */
     int32_t n;                /**< values in the ring now */
@@ -1960,7 +1996,7 @@ PTDEF int64_t pt_guard_events(const pt_guard *g, pt_guard_event *out, int max);
 /** Statistics and counters now. */
 PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g);
 /** Name of an event kind ("loss_nonfinite", "grad_nonfinite", "loss_spike", "grad_spike", "rollback",
-    "replica_mismatch"). */
+    "replica_mismatch", "grad_overflow"). */
 PTDEF const char *pt_guard_event_name(int kind);
 /* ---- memory estimate (see memest) --------------------------------------------------------------
    Predicted bytes per rank of a GPT training run on a dp x tp x pp layout, by the kinds of pt_mem
@@ -2145,6 +2181,11 @@ struct pt_ctx {
     void *grad_hook_user;
     void (*poll)(void *user); /* after each node's backward */
     void *poll_user;
+    /* dynamic loss scaling (see optim: pt_loss_scale_enable): pt_backward seeds the loss gradient with
+       ls.scale; pt_grad_norm and pt_optim_step divide it out. ls_on = 0: scale 1, nothing changes */
+    struct { double scale; int64_t clean, overflows, growths; } ls; /* registered state "loss_scale" */
+    pt_loss_scale_desc ls_desc;
+    int ls_on;
     /* checkpointed state */
     pt__state_entry *state;
     int nstate, cap_state;
@@ -9446,7 +9487,7 @@ PTDEF pt_status pt_backward(pt_graph *g, pt_tensor *loss) {
     }
     gr = pt__grad(g, loss);
     if (!gr) return g->ctx->status;
-    g->ctx->be->fill(g->ctx, gr, 1.0f);
+    g->ctx->be->fill(g->ctx, gr, g->ctx->ls_on ? (float)g->ctx->ls.scale : 1.0f); /* dynamic loss scaling (see optim) */
     return pt__run_backward(g);
 }
 
@@ -10787,10 +10828,10 @@ static double pt__grad_sumsq(pt_ctx *ctx) {
 }
 
 // >>optim  SGD with momentum, AdamW, clipping, learning-rate schedules
-/* Owns: pt_optim and its state slabs (whole, or a ZeRO range of them)
+/* Owns: pt_optim and its state slabs (whole, or a ZeRO range of them), the loss scale's verdict
    Invariants: the state is laid out like the parameter slab; one kernel call updates a run of
    parameters sharing a weight decay
-   Entry points: pt_optim_new pt_optim_step pt_grad_norm pt_lr_at pt_optim_free */
+   Entry points: pt_optim_new pt_optim_step pt_grad_norm pt_loss_scale_enable pt_lr_at pt_optim_free */
 /* SGD with momentum, AdamW, clipping, learning-rate schedules
    The optimizer's state lives in slabs laid out like the parameter slab, so one kernel call
    updates a run of parameters that share a weight decay; padding between parameters stays 0. */
@@ -10819,7 +10860,66 @@ struct pt_optim {
 
 PTDEF float pt_grad_norm(pt_ctx *ctx) {
     if (!ctx || !ctx->gslab) return 0.0f;
-    return (float)sqrt(pt__grad_sumsq(ctx));
+    return (float)(sqrt(pt__grad_sumsq(ctx)) / (ctx->ls_on ? ctx->ls.scale : 1.0)); /* a power of two: exact */
+}
+
+/* ---- dynamic loss scaling -----------------------------------------------------------------------
+   The state lives in the context (ctx->ls), so pt_backward (autograd, above) can seed the loss
+   gradient with it. Here: setup, and the verdict of a step, which pt_optim_step takes from the
+   global gradient norm (not finite = an overflow somewhere on the grid, seen alike by every rank). */
+static int pt__pow2(double x) {
+    int e;
+    return x > 0 && frexp(x, &e) == 0.5;
+}
+PTDEF pt_status pt_loss_scale_enable(pt_ctx *ctx, const pt_loss_scale_desc *desc) {
+    pt_loss_scale_desc d;
+    static const char *const names[5] = {"init", "growth", "backoff", "min_scale", "max_scale"};
+    double v[5];
+    int i;
+    if (!ctx) return PT_ERR_ARG;
+    memset(&d, 0, sizeof d);
+    if (desc) d = *desc;
+    if (d.init == 0) d.init = 65536.0;
+    if (d.growth == 0) d.growth = 2.0;
+    if (d.backoff == 0) d.backoff = 0.5;
+    if (d.interval == 0) d.interval = 2000;
+    if (d.min_scale == 0) d.min_scale = 1.0;
+    if (d.max_scale == 0) d.max_scale = 16777216.0;
+    v[0] = d.init, v[1] = d.growth, v[2] = d.backoff, v[3] = d.min_scale, v[4] = d.max_scale;
+    for (i = 0; i < 5; i++)
+        if (!pt__pow2(v[i]) || v[i] > ldexp(1.0, 127) || v[i] < ldexp(1.0, -126))
+            return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_loss_scale_enable: %s %g must be a power of two in [2^-126, 2^127] (so scaling is exact)",
+                                        names[i], v[i]), PT_ERR_ARG);
+    if (d.growth <= 1 || d.backoff >= 1 || d.interval < 1 || d.min_scale > d.max_scale || d.init < d.min_scale || d.init > d.max_scale)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_loss_scale_enable: expected growth %g > 1, backoff %g < 1, interval %d >= 1 and "
+                                    "min_scale %g <= init %g <= max_scale %g", d.growth, d.backoff, (int)d.interval, d.min_scale, d.init, d.max_scale), PT_ERR_ARG);
+    if (ctx->ls_on) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_loss_scale_enable: loss scaling is on already"), PT_ERR_STATE);
+    ctx->ls_desc = d;
+    ctx->ls.scale = d.init, ctx->ls.clean = ctx->ls.overflows = ctx->ls.growths = 0;
+    if (pt_state_register(ctx, "loss_scale", &ctx->ls, sizeof ctx->ls) != PT_OK) return ctx->status;
+    ctx->ls_on = 1;
+    return PT_OK;
+}
+PTDEF double pt_loss_scale(const pt_ctx *ctx) { return ctx && ctx->ls_on ? ctx->ls.scale : 1.0; }
+PTDEF void pt_loss_scale_counts(const pt_ctx *ctx, int64_t *overflows, int64_t *growths) {
+    if (overflows) *overflows = ctx && ctx->ls_on ? ctx->ls.overflows : 0;
+    if (growths) *growths = ctx && ctx->ls_on ? ctx->ls.growths : 0;
+}
+/* the step's verdict: 1 = overflow (backed off; skip the update), 0 = clean (maybe grown) */
+static int pt__loss_scale_update(pt_ctx *ctx, float norm) {
+    pt_loss_scale_desc *d = &ctx->ls_desc;
+    /* the norm is global already; the agreement makes the verdict the grid's even where a rank's
+       own gradient went bad after the reduction (one small allreduce a step) */
+    if (!pt_dist_agree(ctx->desc.dist, norm - norm == 0)) {
+        ctx->ls.scale = PT__MAX(ctx->ls.scale * d->backoff, d->min_scale);
+        ctx->ls.clean = 0, ctx->ls.overflows++;
+        return 1;
+    }
+    if (++ctx->ls.clean >= d->interval) {
+        if (ctx->ls.scale * d->growth <= d->max_scale) ctx->ls.scale *= d->growth, ctx->ls.growths++;
+        ctx->ls.clean = 0;
+    }
+    return 0;
 }
 
 static void pt__optim_free_all(pt_ctx *ctx) {
@@ -10954,7 +11054,12 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
     if (!o) return NAN;
     ctx = o->ctx;
     norm = pt_grad_norm(ctx);
-    if (o->d.clip_norm > 0 && norm > o->d.clip_norm) gscale = o->d.clip_norm / (norm + 1e-6f);
+    if (ctx->ls_on) { /* the gradients carry the loss scale: an overflow skips the update; else unscale */
+        double scale = ctx->ls.scale;
+        if (pt__loss_scale_update(ctx, norm)) return norm;
+        gscale = (float)(1.0 / scale);
+    }
+    if (o->d.clip_norm > 0 && norm > o->d.clip_norm) gscale *= o->d.clip_norm / (norm + 1e-6f);
     o->steps++;
     /* ZeRO: the norm above is the global one (pt__grad_sumsq sums the DP shards' squares); only the
        runs' parts inside [zlo, zhi) are updated */
@@ -13512,7 +13617,7 @@ static float pt__pp_exec(pt_pp *pp, const pt_pp_schedule *s, int train, float sc
             if (g && y && !pp->failed) {
                 if (stage == nst - 1) {
                     int64_t one = 1;
-                    dy = pt_full(g, 1, &one, scale);
+                    dy = pt_full(g, 1, &one, scale * (float)pt_loss_scale(ctx)); /* a power of two: exact */
                 } else {
                     dy = pt__pp_unbox(pp, g, &pp->box[PT__PP_GRAD][slot], "output gradient", mb, stage);
                 }
@@ -18071,14 +18176,14 @@ struct pt_guard {
     double *ring;
     double *all;      /* 4 doubles per world rank: the gathered records */
     int rank, size;
-    int64_t nev, checks, skips, last_step;
+    int64_t nev, checks, skips, last_step, overflows;
     pt_guard_event ev[PT_GUARD_EVENTS_KEPT];
     struct { int kind, rank, fired; int64_t step; } inj[PT__GUARD_INJ]; /* PTRAIN_GUARD_INJECT */
     int ninj, forced; /* forced: an injected gradient value this step (test the slab) */
 };
 
 static const char *const pt__guard_kind_names[PT_GUARD_EV_KINDS] = {"loss_nonfinite", "grad_nonfinite", "loss_spike", "grad_spike", "rollback",
-                                                                    "replica_mismatch"};
+                                                                    "replica_mismatch", "grad_overflow"};
 PTDEF const char *pt_guard_event_name(int kind) { return kind >= 0 && kind < PT_GUARD_EV_KINDS ? pt__guard_kind_names[kind] : "?"; }
 static int pt__guard_finite(double x) { return x == x && x - x == 0; }
 
@@ -18315,7 +18420,7 @@ static int pt__guard_replicas(pt_guard *g, int64_t step, int emit, int verdict) 
 PTDEF int pt_guard_check(pt_guard *g, int64_t step, float loss, float grad_norm) {
     static const char *const act[3] = {"continue", "skip the update", "roll back"};
     double mine[4], *all, lsum = 0.0, gmax = -1.0, lm = 0.0, ls = 0.0, gm = 0.0, gsd = 0.0, zl = 0.0, zg = 0.0;
-    int r, lrank = -1, grank = -1, gseen = -1, lmax = 0, gmaxr = -1, nonfin, spike_l = 0, spike_g = 0, bad, verdict, mis = 0, due, flags;
+    int r, lrank = -1, grank = -1, gseen = -1, lmax = 0, gmaxr = -1, nonfin, over, spike_l = 0, spike_g = 0, bad, verdict, mis = 0, due, flags;
     pt__guard_st *st;
     char det[160];
     if (!g) return -1;
@@ -18341,8 +18446,18 @@ PTDEF int pt_guard_check(pt_guard *g, int64_t step, float loss, float grad_norm)
     }
     for (r = 0; r < g->size; r++) lsum += all[4 * r];
     if (grank < 0) grank = gseen;
+    /* loss scaling: non-finite gradients of a finite loss are an overflow of the scale (pt_optim_step
+       skips and backs off), not a bad step, unless the scale is at its floor already */
+    over = grank >= 0 && lrank < 0 && g->ctx->ls_on && g->ctx->ls.scale > g->ctx->ls_desc.min_scale;
+    if (over) {
+        double sc = g->ctx->ls.scale;
+        snprintf(det, sizeof det, "gradient overflow at loss scale %g, first on rank %d of %d: the update is skipped, the scale becomes %g", sc, grank,
+                 g->size, PT__MAX(sc * g->ctx->ls_desc.backoff, g->ctx->ls_desc.min_scale));
+        pt__guard_event(g, step, PT_GUARD_EV_OVERFLOW, grank, PT_GUARD_OK, sc, 0.0, 0.0, 0.0, det);
+        g->overflows++, grank = -1;
+    }
     nonfin = lrank >= 0 || grank >= 0;
-    if (!nonfin && st->accepted >= g->d.warmup) {
+    if (!nonfin && !over && st->accepted >= g->d.warmup) {
         if (pt__guard_stat(g, 0, &lm, &ls) >= 2) {
             double sd = PT__MAX(ls, 1e-6 * fabs(lm) + 1e-12);
             zl = (lsum / g->size - lm) / sd;
@@ -18380,7 +18495,7 @@ PTDEF int pt_guard_check(pt_guard *g, int64_t step, float loss, float grad_norm)
         pt__guard_event(g, step, PT_GUARD_EV_GRAD_SPIKE, gmaxr, verdict, gmax, zg, gm, gsd, det);
     }
     if (mis) pt__guard_replicas(g, step, 1, verdict);
-    if (!bad) { /* an accepted step joins the statistics */
+    if (!bad && !over) { /* an accepted step joins the statistics (an overflow's norm says nothing) */
         g->ring[2 * st->head] = lsum / g->size, g->ring[2 * st->head + 1] = gmaxr >= 0 ? gmax : -1.0;
         st->head = (st->head + 1) % st->window;
         if (st->fill < st->window) st->fill++;
@@ -18442,7 +18557,7 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
     memset(&s, 0, sizeof s);
     s.lr_scale = 1.0;
     if (!g) return s;
-    s.checks = g->checks, s.skips = g->skips, s.rollbacks = g->st->rollbacks, s.events = g->nev;
+    s.checks = g->checks, s.skips = g->skips, s.overflows = g->overflows, s.rollbacks = g->st->rollbacks, s.events = g->nev;
     s.accepted = g->st->accepted, s.consecutive_bad = g->st->consecutive, s.n = (int32_t)g->st->fill, s.lr_scale = g->st->lr_scale;
     pt__guard_stat(g, 0, &s.loss_mean, &s.loss_std);
     pt__guard_stat(g, 1, &s.grad_mean, &s.grad_std);

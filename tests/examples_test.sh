@@ -258,6 +258,16 @@ if [ $rc -eq 0 ] && grep -q '^{"event":"grad_nonfinite","step":3,.*"verdict":"sk
     loss_lines "$W/ptskip.log" 0 5 | awk '{ if (!($2 + 0 > 0 && $2 + 0 < 100)) exit 1 }' && grep -q '^val_loss [0-9]' "$W/ptskip.log"; then
     pass "pttrain --guard skip, NaN gradient injected at step 3: a grad_nonfinite event (skip) logged, that update skipped, finite losses after"
 else fail "pttrain --guard skip: exit $rc; $(grep '"event":"grad' "$W/ptskip.jsonl" | head -c 300); $(loss_lines "$W/ptskip.log" 0 9 | tr '\n' ' ')"; fi
+# dynamic loss scaling: no overflow = the losses of the run without it (powers of two: exact); an overflow
+# (inf injected in the gradient at step 3) is a grad_overflow event, that update skipped (steps 4, 5 = the
+# skip run's), the scale halved
+PTRAIN_GUARD_INJECT=inf:3:0 $PTH $small --steps 6 --loss-scale 1024 --log "$W/ptls.jsonl" >"$W/ptls.log" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q '^{"event":"grad_overflow","step":3,.*"verdict":"update"' "$W/ptls.jsonl" &&
+    [ "$(loss_lines "$W/ptls.log" 0 2)" = "$(loss_lines "$W/ptfull.log" 0 2)" ] && [ "$(loss_lines "$W/ptls.log" 4 5)" = "$(loss_lines "$W/ptskip.log" 4 5)" ] &&
+    grep -q '^step 3 .* loss_scale 1024 overflow: update skipped$' "$W/ptls.log" && grep -q '^step 4 .* loss_scale 512$' "$W/ptls.log"; then
+    pass "pttrain --loss-scale 1024: losses bit-identical to no scaling; an injected overflow at step 3 is skipped (event logged), the scale halves"
+else fail "pttrain --loss-scale: exit $rc; $(grep '"event"' "$W/ptls.jsonl" | head -c 300); $(grep '^step' "$W/ptls.log" | cut -c1-60 | tr '\n' ' ') $(tail -n 2 "$W/ptls.log")"; fi
 rm -rf "$W/ckptrb"
 $PT $small --steps 10 --sample 0 >"$W/ptrbref.log" 2>&1
 PTRAIN_GUARD_INJECT=nan:4:0,nan:5:0,nan:6:0 $PTH $small --steps 10 --sample 0 --guard rollback --ckpt-dir "$W/ckptrb" --ckpt-every 4 \

@@ -15,7 +15,13 @@
      snapshot taken at the save, the replayed loss of step 10 equals the first one), the LR scale is
      0.5 and the LR used afterwards is half the schedule's;
    - replica check: one bit flipped in one rank's weights is reported naming that rank (DP > 1);
-   - bad descriptions and a bad PTRAIN_GUARD_INJECT fail with PT_ERR_ARG.
+   - bad descriptions and a bad PTRAIN_GUARD_INJECT fail with PT_ERR_ARG;
+   - dynamic loss scaling (pt_loss_scale_enable): without an overflow, bit-identical to no scaling
+     while the scale grows every 4 clean steps; injected overflows (inf in one rank's gradient at steps
+     10 and 20) are grad_overflow events naming the rank, verdict OK, the update skipped on every rank
+     (the final parameters equal, bit for bit, a run that did not take steps 10 and 20), the scale
+     halved each time; the scale and its counters resume exactly from a checkpoint; bad factors are
+     PT_ERR_ARG naming the field.
    Build: cc -std=c99 -O2 -I. tests/test_guard.c -lm (or mpicc -DPTRAIN_MPI); run: test_guard [DIR]. */
 #define _POSIX_C_SOURCE 200809L
 #define PTRAIN_IMPLEMENTATION
@@ -50,6 +56,7 @@ typedef struct run {
     int ncb;                /* events seen by the callback */
 } run;
 static pt_lr_schedule SCHED;
+static const pt_loss_scale_desc *LS; /* run_open turns loss scaling on with this (NULL = off) */
 
 static void on_event(void *user, const pt_guard_event *e) { (void)e, ((run *)user)->ncb++; }
 static void quiet(void *user, int level, const char *msg) { (void)user, (void)level, (void)msg; }
@@ -67,6 +74,7 @@ static int run_open(run *r, const pt_guard_desc *gd, const char *inject) {
     memset(&od, 0, sizeof od);
     od.kind = PT_OPTIM_ADAMW, od.lr = 1e-2f, od.weight_decay = 0.01f;
     if (!(r->o = pt_optim_new(r->ctx, &od))) return 0;
+    if (LS && pt_loss_scale_enable(r->ctx, LS) != PT_OK) return 0;
     if (DPN > 1 && !(r->dp = pt_dp_new(r->ctx, D, 0))) return 0;
     r->ds.rng = pt_rng_seed(5);
     if (pt_state_register(r->ctx, "data", &r->ds, sizeof r->ds) != PT_OK) return 0;
@@ -346,6 +354,89 @@ int main(int argc, char **argv) {
         CHECK_WHY(ok && n == 0 && pt_guard_replica_check(a.guard, 12) == 0, "replicas: one replica, nothing to compare, no event", "events");
     }
     run_close(&a);
+
+    /* ---- dynamic loss scaling ---- */
+    {
+        pt_loss_scale_desc ls;
+        run sk;
+        int64_t over = -1, grow = -1;
+        memset(&ls, 0, sizeof ls);
+        ls.init = 1024, ls.interval = 4;
+        LS = &ls;
+        gd = desc_of(PT_GUARD_POLICY_SKIP);
+        ok = run_open(&a, &gd, NULL) && run_steps(&a, 0, NSTEPS);
+        for (i = 0, n = 0; i < NSTEPS; i++) n += a.loss[i] != ref.loss[i] || a.verdict[i] != PT_GUARD_OK;
+        pt_loss_scale_counts(a.ctx, &over, &grow);
+        snprintf(why, sizeof why, "%d steps differ; scale %g, %lld overflows, %lld growths (%.200s)", n, pt_loss_scale(a.ctx), (long long)over,
+                 (long long)grow, pt_error(a.ctx));
+        CHECK_WHY(ok && n == 0 && same_params(&a, &ref) && pt_loss_scale(a.ctx) == 1024.0 * 128 && over == 0 && grow == 7,
+                  "loss scale: no overflow: losses and parameters bit-identical to no scaling, the scale grew 7 times (x2 per 4 clean steps)", why);
+        run_close(&a);
+
+        /* references: steps 10 and 20 not taken, by hand, without loss scaling */
+        LS = NULL;
+        ok = run_open(&sk, &gd, NULL);
+        sk.skip_at = 10, sk.skip_at2 = 20;
+        ok = ok && run_steps(&sk, 0, NSTEPS);
+        LS = &ls;
+        /* inf in rank R's gradient at 10 and 20 (after the reduction: only R sees it), warn policy: the update is
+           skipped anyway; save at 15 and resume */
+        snprintf(why, sizeof why, "inf:10:%d,inf:20:%d", R, R);
+        gd = desc_of(PT_GUARD_POLICY_WARN);
+        snprintf(dir, sizeof dir, "%s/lscale", BASE);
+        ok = run_open(&a, &gd, why) && run_steps(&a, 0, 10) && ok;
+        {
+            float *before = (float *)malloc((size_t)nparams(&a) * 4);
+            double s0 = pt_loss_scale(a.ctx);
+            int64_t steps0 = pt_optim_steps(a.o);
+            memcpy(before, params(&a), (size_t)nparams(&a) * 4);
+            ok = ok && run_step(&a, 10) == PT_GUARD_OK;
+            snprintf(why, sizeof why, "scale %g -> %g, optimizer steps %lld -> %lld", s0, pt_loss_scale(a.ctx), (long long)steps0,
+                     (long long)pt_optim_steps(a.o));
+            CHECK_WHY(ok && !memcmp(before, params(&a), (size_t)nparams(&a) * 4) && pt_loss_scale(a.ctx) == s0 / 2 &&
+                          pt_optim_steps(a.o) == steps0 && finite_params(&a),
+                      "loss scale: an overflow at step 10: verdict OK, parameters and optimizer step count unchanged on every rank, scale halved", why);
+            free(before);
+        }
+        ok = ok && run_steps(&a, 11, 15) && pt_ckpt_save(a.ctx, a.o, dir, 15, NULL) == PT_OK && run_steps(&a, 15, NSTEPS);
+        n = events(&a, ev);
+        pt_loss_scale_counts(a.ctx, &over, &grow);
+        snprintf(why, sizeof why, "%d events: %s @%lld rank %d, %s @%lld; %lld overflows; guard stats overflows %lld", n,
+                 n ? pt_guard_event_name(ev[0].kind) : "-", n ? (long long)ev[0].step : -1LL, n ? ev[0].rank : -9,
+                 n > 1 ? pt_guard_event_name(ev[1].kind) : "-", n > 1 ? (long long)ev[1].step : -1LL, (long long)over,
+                 (long long)pt_guard_stats_get(a.guard).overflows);
+        CHECK_WHY(ok && n == 2 && ev[0].kind == PT_GUARD_EV_OVERFLOW && ev[0].step == 10 && ev[0].rank == R && ev[0].verdict == PT_GUARD_OK &&
+                      ev[1].kind == PT_GUARD_EV_OVERFLOW && ev[1].step == 20 && over == 2 && pt_guard_stats_get(a.guard).overflows == 2 &&
+                      pt_guard_stats_get(a.guard).consecutive_bad == 0,
+                  tu_name("loss scale: injected overflows at 10 and 20 are 2 grad_overflow events naming rank %d, not bad steps", R), why);
+        if (RANK == 0 && n) printf("loss scale: %s\n", ev[0].detail);
+        CHECK_WHY(ok && same_params(&a, &sk), "loss scale: final parameters = the run that did not take steps 10 and 20 (bitwise)", "differ");
+        /* resume at 15: same losses, scale and counters */
+        snprintf(why, sizeof why, "inf:20:%d", R);
+        ok = run_open(&b, &gd, why);
+        ok = ok && pt_ckpt_load(b.ctx, b.o, dir, &loaded) == PT_OK && loaded == 15;
+        ok = ok && run_steps(&b, 15, NSTEPS);
+        for (i = 15, n = 0; i < NSTEPS; i++) n += b.loss[i] != a.loss[i];
+        {
+            int64_t o2 = -1, g2 = -1;
+            pt_loss_scale_counts(b.ctx, &o2, &g2);
+            snprintf(why, sizeof why, "%d losses differ; scale %g vs %g, overflows %lld vs %lld, growths %lld vs %lld", n, pt_loss_scale(b.ctx),
+                     pt_loss_scale(a.ctx), (long long)o2, (long long)over, (long long)g2, (long long)grow);
+            CHECK_WHY(ok && n == 0 && same_params(&a, &b) && pt_loss_scale(b.ctx) == pt_loss_scale(a.ctx) && o2 == over && g2 == grow,
+                      "loss scale: resumed at 15: losses, parameters, scale and counters identical", why);
+        }
+        run_close(&a), run_close(&b), run_close(&sk);
+        LS = NULL;
+        ok = run_open(&a, &gd, NULL);
+        ls.growth = 3;
+        CHECK_WHY(ok && pt_loss_scale_enable(a.ctx, &ls) == PT_ERR_ARG && strstr(pt_error(a.ctx), "growth 3"),
+                  "loss scale: growth 3 (no power of two) is PT_ERR_ARG naming it", pt_error(a.ctx));
+        pt_error_clear(a.ctx);
+        ls.growth = 2, ls.min_scale = 4096;
+        CHECK_WHY(pt_loss_scale_enable(a.ctx, &ls) == PT_ERR_ARG && strstr(pt_error(a.ctx), "min_scale"),
+                  "loss scale: init below min_scale is PT_ERR_ARG naming both", pt_error(a.ctx));
+        run_close(&a);
+    }
 
     /* ---- bad descriptions ---- */
     ok = run_open(&a, &gd, NULL);

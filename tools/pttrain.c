@@ -25,6 +25,8 @@
    - data parallelism: --zero 0|1|2 (optimizer state, then gradients too, sharded over DP),
      --compress bf16 (gradients on the wire as bf16 with error feedback), --hier (hierarchical
      allreduce), --bucket-kb N (gradient bucket size);
+   - numerics: --loss-scale off|dynamic|S (dynamic loss scaling from 2^16 or the power of two S: a
+     step whose gradients overflow is skipped, a grad_overflow event, and the scale halves);
    - the run: --data DIR (token shards DIR/train_*.bin and val_*.bin as tools/prepare_shards writes
      them, or text DIR/train.txt and val.txt made into byte shards the first time; default
      data/fortunes, itself made from the Debian fortunes the first time), --val-every N, --sample N
@@ -136,6 +138,7 @@ int main(int argc, char **argv) {
     char err[1024];
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
     int hier = 0, compress = 0;
+    double loss_scale = 0; /* --loss-scale: 0 = off, else dynamic from this scale */
     const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
     int i, rank, fail = 0, stop = 0, v;
     pt_dist *d;
@@ -187,6 +190,14 @@ int main(int argc, char **argv) {
                 return 2;
             }
             compress = !strcmp(v, "bf16");
+        } else if (!strcmp(f, "--loss-scale")) {
+            char *e = NULL;
+            int ex;
+            loss_scale = !strcmp(v, "off") ? 0 : !strcmp(v, "dynamic") ? 65536 : strtod(v, &e);
+            if ((e && (e == v || *e)) || loss_scale < 0 || (loss_scale > 0 && frexp(loss_scale, &ex) != 0.5)) {
+                fprintf(stderr, "pttrain: --loss-scale expects off, dynamic or a power of two to start from, found '%s'\n", v);
+                return 2;
+            }
         } else {
             fprintf(stderr, "pttrain: unknown flag '%s' (try --help)\n", f);
             return 2;
@@ -199,6 +210,7 @@ int main(int argc, char **argv) {
                       "  --zero Z              0, 1 (optimizer state sharded over DP) or 2 (gradients too) (0)\n"
                       "  --compress C          bf16: gradients travel as bf16 with error feedback (none)\n"
                       "  --hier                hierarchical allreduce: in-node, across nodes, in-node\n"
+                      "  --loss-scale S        dynamic loss scaling from S (dynamic = 65536; a power of two), or off (off)\n"
                       "  --schedule S          gpipe, 1f1b or interleaved (1f1b)\n"
                       "  --virtual-stages V    chunks per pipeline rank for interleaved (2)\n"
                       "  --micro-batches M     micro-batches per round (default: pp)\n"
@@ -296,6 +308,13 @@ int main(int argc, char **argv) {
             for (s = 0; s < vstages; s++) mine[nmine++] = s * lay.pp + me.pp;
             m = pt_gpt_new_stages(ctx, &cfg, nst, first, nmine, mine);
             if (m) opt = pt_optim_new(ctx, &od);
+            if (opt && loss_scale > 0) {
+                pt_loss_scale_desc ls;
+                memset(&ls, 0, sizeof ls);
+                ls.init = loss_scale;
+                if (ls.init > 16777216.0) ls.max_scale = ls.init;
+                pt_loss_scale_enable(ctx, &ls);
+            }
             if (opt && lay.dp > 1) {
                 pt_dp_options dopt;
                 memset(&dopt, 0, sizeof dopt);
@@ -344,6 +363,7 @@ int main(int argc, char **argv) {
         for (step = first_step; step < last && !stop; step++) {
             double t0 = pt_time(), dt;
             float lr = pt_lr_at(&sched, step), loss = 0, norm;
+            double scale;
             int k, per = B / lay.dp;
             if (pt_loader_next(run.train, ids, tg) != PT_OK) { /* this DP rank's rows of the global batch */
                 fprintf(stderr, "pttrain: rank %d: %s\n", rank, pt_error(ctx));
@@ -376,13 +396,16 @@ int main(int argc, char **argv) {
                 continue;
             }
             lr = pt_run_lr(&run, lr);
+            scale = pt_loss_scale(ctx); /* the scale this step's gradients carried */
             if (v == PT_GUARD_OK) pt_optim_step(opt, lr);
             dt = pt_time() - t0;
             pt_run_line(&run); /* on a terminal: the progress line (--log) out of the way */
             if (rank == 0) {
                 pt_pp_stats st = pt_pp_stats_get(pp);
-                printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f gflops %.1f bubble %.3f data_ms %.2f\n", (long long)step, loss, lr,
+                printf("step %lld loss %.9g lr %.3e norm %.3f ms %.0f tok/s %.0f gflops %.1f bubble %.3f data_ms %.2f", (long long)step, loss, lr,
                        norm, dt * 1e3, (double)B * T / dt, flops / dt * 1e-9, st.bubble, pt_loader_stats_get(run.train).last_wait_s * 1e3);
+                if (loss_scale > 0) printf(" loss_scale %g%s", scale, pt_loss_scale(ctx) < scale ? " overflow: update skipped" : "");
+                printf("\n");
                 fflush(stdout);
             }
             if (val_every > 0 && (step + 1) % val_every == 0 && step + 1 < last) {
