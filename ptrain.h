@@ -18825,7 +18825,7 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 /* Owns: pt_args (the shared flags) and pt_run (data, checkpoints, stop on signals, log, trace,
    guard)
    Invariants: uses only the public API above; compiled only when the program defines PTRAIN_HARNESS
-   Entry points: pt_args_parse pt_args_int pt_run_parse pt_run_data pt_run_start pt_run_guard
+   Entry points: pt_args_parse pt_args_int pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_word_share
    pt_run_step_end pt_run_free */
 /* =================================================================================================
    The shared flags (pt_args), data, checkpoints, a clean stop on SIGINT / SIGTERM, log, trace and guard (pt_run).
@@ -18985,6 +18985,12 @@ PTDEF void pt_run_line(const pt_run *r);
     BPE, else one byte per id; control characters other than newline and tab (and ids outside the
     vocabulary) print as '?'. */
 PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file);
+/** The share of dictionary words in the text of ids (decoded as pt_run_print does): of the letter runs
+    (maximal runs of ASCII letters, *runs), how many the dictionary dict (one word per line; NULL =
+    /usr/share/dict/american-english, Debian's wamerican) holds as written or in lower case (*words).
+    0, or -1 with a message in err (no dictionary: naming it and the package). */
+PTDEF int pt_run_word_share(const pt_run *r, const int32_t *ids, int64_t n, const char *dict, int64_t *words, int64_t *runs, char *err,
+                            size_t errlen);
 /** Collective once pt_run_start succeeded: commits an asynchronous save still in flight (rank 0 reports
     a failure), writes the trace (--trace), closes the log, frees the guard; then frees the loaders
     and the tokenizer. Call it before pt_shutdown. */
@@ -19768,24 +19774,90 @@ PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int
     return stop;
 }
 
-PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file) {
-    FILE *f = file ? (FILE *)file : stdout;
-    int64_t i, len;
-    unsigned char *text;
-    if (!ids || n <= 0) return;
+/* the text of ids (decoded by the run's tokenizer, or bytes), allocated; NULL when empty or out of memory */
+static unsigned char *pt__run_text(const pt_run *r, const int32_t *ids, int64_t n, int64_t *len) {
+    int64_t i;
+    unsigned char *text = NULL;
+    *len = 0;
+    if (!ids || n <= 0) return NULL;
     if (r && r->tok) {
         for (i = 0; i < n; i++) /* the decoder expects ids of its vocabulary */
             if (ids[i] < 0 || ids[i] >= pt_tokenizer_vocab(r->tok)) break;
-        len = i == n ? pt_tokenizer_decode(r->tok, ids, n, NULL, 0) : -1;
-        text = len > 0 ? (unsigned char *)PT_MALLOC((size_t)len) : NULL;
-        if (text && pt_tokenizer_decode(r->tok, ids, n, text, len) == len) {
-            for (i = 0; i < len; i++) fputc(text[i] >= 32 || text[i] == '\n' || text[i] == '\t' ? text[i] : '?', f);
-            PT_FREE(text);
-            return;
-        }
+        *len = i == n ? pt_tokenizer_decode(r->tok, ids, n, NULL, 0) : -1;
+        text = *len > 0 ? (unsigned char *)PT_MALLOC((size_t)*len) : NULL;
+        if (text && pt_tokenizer_decode(r->tok, ids, n, text, *len) == *len) return text;
         PT_FREE(text);
     }
-    for (i = 0; i < n; i++) fputc(ids[i] >= 32 && ids[i] < 256 ? ids[i] : ids[i] == '\n' || ids[i] == '\t' ? ids[i] : '?', f);
+    if (!(text = (unsigned char *)PT_MALLOC((size_t)n))) return NULL;
+    for (i = 0; i < n; i++) text[i] = (unsigned char)(ids[i] >= 0 && ids[i] < 256 ? ids[i] : '?');
+    *len = n;
+    return text;
+}
+PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file) {
+    FILE *f = file ? (FILE *)file : stdout;
+    int64_t i, len;
+    unsigned char *text = pt__run_text(r, ids, n, &len);
+    for (i = 0; text && i < len; i++) fputc(text[i] >= 32 || text[i] == '\n' || text[i] == '\t' ? text[i] : '?', f);
+    PT_FREE(text);
+}
+
+/* ---- the share of dictionary words in a sample ----------------------------------------------
+   A letter run is a maximal run of ASCII letters; it is a word when the dictionary (one word per
+   line) holds it as written or in lower case. The dictionary goes into an open-addressing set of
+   64-bit string hashes (collisions between two words do not matter; a false hit needs a 64-bit
+   collision of a run with a word). */
+static uint64_t pt__run_hash(const unsigned char *w, size_t n, int lower) {
+    uint64_t h = 1469598103934665603ull;
+    size_t i;
+    for (i = 0; i < n; i++) h = (h ^ (uint64_t)(lower && w[i] >= 'A' && w[i] <= 'Z' ? w[i] + 32 : w[i])) * 1099511628211ull;
+    return h | 1; /* 0 = an empty slot */
+}
+static int pt__run_set_has(const uint64_t *set, uint64_t mask, uint64_t h) {
+    uint64_t k = pt_hash64(h) & mask;
+    while (set[k] && set[k] != h) k = (k + 1) & mask;
+    return set[k] == h;
+}
+PTDEF int pt_run_word_share(const pt_run *r, const int32_t *ids, int64_t n, const char *dict, int64_t *words, int64_t *runs, char *err,
+                            size_t errlen) {
+    FILE *f;
+    char line[256];
+    uint64_t *set = NULL, mask = (1u << 18) - 1; /* 262144 slots: Debian's wamerican has about 104,000 words */
+    int64_t i, len, nw = 0, nk = 0, nd = 0;
+    unsigned char *text;
+    if (words) *words = 0;
+    if (runs) *runs = 0;
+    if (!dict) dict = "/usr/share/dict/american-english";
+    if (!(f = fopen(dict, "r"))) return snprintf(err, errlen, "no dictionary %s: %s (Debian: apt-get install wamerican)", dict, strerror(errno)), -1;
+    if (!(set = (uint64_t *)PT_MALLOC((size_t)(mask + 1) * sizeof *set))) return fclose(f), snprintf(err, errlen, "out of memory"), -1;
+    memset(set, 0, (size_t)(mask + 1) * sizeof *set);
+    while (fgets(line, sizeof line, f)) {
+        size_t m = strcspn(line, "\r\n");
+        uint64_t h, k;
+        if (!m) continue;
+        if (nd * 2 > (int64_t)mask) break; /* more than half full: the rest is left out */
+        h = pt__run_hash((const unsigned char *)line, m, 0), k = pt_hash64(h) & mask;
+        while (set[k] && set[k] != h) k = (k + 1) & mask;
+        nd += !set[k], set[k] = h;
+    }
+    fclose(f);
+    if (!nd) return PT_FREE(set), snprintf(err, errlen, "dictionary %s holds no words", dict), -1;
+    text = pt__run_text(r, ids, n, &len);
+    for (i = 0; i < len;) {
+        int64_t e = i;
+        while (e < len && ((text[e] | 32) >= 'a' && (text[e] | 32) <= 'z')) e++;
+        if (e == i) {
+            i++;
+            continue;
+        }
+        nw++;
+        if (pt__run_set_has(set, mask, pt__run_hash(text + i, (size_t)(e - i), 0)) || pt__run_set_has(set, mask, pt__run_hash(text + i, (size_t)(e - i), 1)))
+            nk++;
+        i = e;
+    }
+    if (runs) *runs = nw;
+    if (words) *words = nk;
+    PT_FREE(text), PT_FREE(set);
+    return 0;
 }
 
 PTDEF void pt_run_free(pt_run *r) {

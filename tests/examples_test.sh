@@ -148,6 +148,22 @@ if [ $rc -eq 0 ] && [ "$(grep -c '^step [0-9]* loss ' "$W/ptfull.log")" -eq 6 ] 
     near "$(loss_lines "$W/03full.log" 0 5 | awk '{print $2}' | tr '\n' ' ')" "$(loss_lines "$W/ptfull.log" 0 5 | awk '{print $2}' | tr '\n' ' ')" 6 1e-5; then
     pass "pttrain (one process) runs 03's 6 steps with its losses (1e-5), val_loss and a sample"
 else fail "pttrain: exit $rc; '$(loss_lines "$W/ptfull.log" 0 9 | tr '\n' ' ')' vs 03's '$(loss_lines "$W/03full.log" 0 9 | tr '\n' ' ')'"; fi
+# the share of dictionary words after the sample, recounted here from the sample printed (letter runs
+# that Debian's wamerican holds as written or in lower case)
+$PT $small --steps 2 --sample 400 >"$W/ptwords.log" 2>&1
+rc=$?
+DICT=/usr/share/dict/american-english
+got=$(sed -n 's/^words: \([0-9]*\) of the sample.s \([0-9]*\) letter runs (.*) are dictionary words$/\1 \2/p' "$W/ptwords.log")
+if [ -r "$DICT" ]; then
+    sed -n '/^sample:$/,/^words: /p' "$W/ptwords.log" | sed '1d;$d' | LC_ALL=C grep -o '[A-Za-z][A-Za-z]*' >"$W/ptwords.runs"
+    exp="$(LC_ALL=C awk 'NR == FNR { d[$0] = 1; next } { n++; if (($0 in d) || (tolower($0) in d)) k++ } END { print k + 0, n + 0 }' "$DICT" "$W/ptwords.runs")"
+    if [ $rc -eq 0 ] && [ -n "$got" ] && [ "$got" = "$exp" ] && [ "${exp#* }" -gt 10 ]; then
+        pass "pttrain: 'words: $got' after the sample = the count of its letter runs in $DICT ($exp)"
+    else fail "pttrain's word share: exit $rc, printed '$got', recounted '$exp'"; fi
+else
+    if [ $rc -eq 0 ] && grep -q "^words: not counted: no dictionary $DICT" "$W/ptwords.log"; then pass "pttrain without wamerican: 'words: not counted' naming $DICT"
+    else fail "pttrain without a dictionary: exit $rc, $(grep '^words' "$W/ptwords.log")"; fi
+fi
 rm -rf "$W/ckpt"
 $PT $small --steps 6 --ckpt-dir "$W/ckpt" --ckpt-every 3 --stop-after 3 >"$W/ptck1.log" 2>&1
 rc1=$?

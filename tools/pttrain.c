@@ -448,9 +448,15 @@ int main(int argc, char **argv) {
                 out[i] = f.next;
             }
             if (rank == 0) {
+                int64_t nw, nr;
+                char werr[300];
                 printf("sample:\n");
                 pt_run_print(&run, out + 1, sample, stdout);
                 printf("\n");
+                if (pt_run_word_share(&run, out + 1, sample, getenv("PTRAIN_DICT"), &nw, &nr, werr, sizeof werr) == 0)
+                    printf("words: %lld of the sample's %lld letter runs (%.1f%%) are dictionary words\n", (long long)nw, (long long)nr,
+                           nr ? 100.0 * (double)nw / (double)nr : 0.0);
+                else printf("words: not counted: %s\n", werr);
             }
             free(out);
         }
