@@ -286,13 +286,14 @@
              pt_dropout pt_conv2d
    comm      Host staging of device data for MPI, the tensor-parallel sums, the gradient norm over
              the grid. Entry: pt_tp_size pt_tp_rank pt__stage_buf pt__stage_xfer pt__tp_allreduce
-             pt__grad_sumsq
+             pt_tp_sync_grads pt__grad_sumsq
    optim     SGD with momentum, AdamW, clipping, dynamic loss scaling, learning-rate schedules.
              Entry: pt_optim_new pt_optim_step pt_grad_norm pt_loss_scale_enable pt_lr_at
              pt_optim_free
    nn        Layers: linear and MLP. Entry: pt_linear_new pt_linear_fwd pt_mlp_new pt_mlp_fwd
    tp        Tensor parallelism: the conjugate ops f and g, column/row-parallel linears, the TP
-             MLP, attention heads and block, vocabulary-parallel cross-entropy. Entry: pt_tp_copy
+             MLP, attention heads and block, sequence parallelism, vocabulary-parallel
+             cross-entropy. Entry: pt_tp_copy
              pt_tp_reduce pt_linear_col_new pt_linear_row_new pt_mlp_tp_new pt_embedding_vp pt_cross_entropy_vp
    gpt       The transformer block and the GPT: constructors, stages, loss, generation. Entry:
              pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate pt_gpt_flops
@@ -591,6 +592,9 @@ PTDEF void pt_graph_set_sample_offset(pt_graph *g, int64_t offset);
 PTDEF pt_ctx *pt_graph_ctx(const pt_graph *g);
 /** Bytes of activation memory the graph holds now. */
 PTDEF int64_t pt_graph_bytes(const pt_graph *g);
+/** Bytes of activation data allocated since the last pt_graph_reset (the pass's arena use, without
+    the chunk rounding pt_graph_bytes includes, nor the gradient pool). */
+PTDEF int64_t pt_graph_pass_bytes(const pt_graph *g);
 
 /** A new tensor in the graph's arena: ndim sizes d0..d3 (unused ones ignored), uninitialized. */
 PTDEF pt_tensor *pt_tensor_new(pt_graph *g, pt_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2,
@@ -716,6 +720,8 @@ struct pt_param {
     int32_t id;
     pt_tensor value, grad;
     int64_t slab_off; /**< element offset in the slabs */
+    int32_t tp_partial; /**< sequence parallelism: a replicated parameter used on this TP rank's part of the
+                             sequence, so its gradient is a part of the sum (pt_tp_sync_grads adds them up) */
 };
 
 /** Creates a replicated parameter of the given global shape, initialized by kind and scale. */
@@ -843,6 +849,8 @@ typedef struct pt_gpt_config {
     int32_t layers, width, heads;
     float dropout;        /**< residual/attention-output dropout (0 = none) */
     int32_t untied;       /**< 1 = separate LM head instead of the tied token embedding */
+    int32_t seq_parallel; /**< 1 = sequence parallelism with TP (tp > 1; training graphs): the residual stream,
+                               norms and dropout hold T/tp positions per TP rank (T % tp == 0) */
 } pt_gpt_config;
 
 /** One transformer block's parameters. */
@@ -850,6 +858,7 @@ typedef struct pt_block {
     pt_tensor *ln1_w, *ln1_b, *ln2_w, *ln2_b;
     pt_linear_layer attn, attn_proj;
     pt_mlp mlp;
+    int32_t seq_parallel; /**< pt_gpt_config.seq_parallel (set by pt_gpt_new; 0 from pt_block_new) */
 } pt_block;
 
 /** A transformer block: x + attn(ln1(x)), then + mlp(ln2(.)). n_head heads; dropout p. With
@@ -1351,6 +1360,10 @@ PTDEF int64_t pt_optim_state_bytes(const pt_optim *o);
 PTDEF pt_tensor *pt_tp_copy(pt_graph *g, pt_tensor *x);
 /** g: forward x summed over the TP ranks (a new tensor), backward: identity. */
 PTDEF pt_tensor *pt_tp_reduce(pt_graph *g, pt_tensor *x);
+/** Sequence parallelism: sums over TP the gradients of the parameters marked tp_partial (norms and
+    row-parallel biases of a seq_parallel GPT), once after the step's backward passes (pt_grad_norm,
+    and so pt_optim_step, call it; a second call does nothing until the next backward). */
+PTDEF pt_status pt_tp_sync_grads(pt_ctx *ctx);
 /** TP size of the context's grid (1 without a grid or without PTRAIN_MPI). */
 PTDEF int pt_tp_size(const pt_ctx *ctx);
 /** This rank's TP coordinate (0 without a grid). */
@@ -2207,6 +2220,7 @@ struct pt_ctx {
        reduced, 1 when it is a shard whose squares must be summed over DP; and that sum. NULL: the
        whole slab, no DP */
     int (*grad_range)(pt_ctx *ctx, int64_t *lo, int64_t *hi);
+    int sp_pending; /* sequence parallelism: a backward ran since the tp_partial gradients were summed (see comm) */
     void (*dp_sum)(pt_ctx *ctx, double *x, int n);
     struct pt__trace *trace;     /* the timeline being recorded (see trace), NULL = off */
     struct pt__prof *prof;       /* the per-op profile's sums while it is on (see trace), NULL = off */
@@ -9377,6 +9391,7 @@ PTDEF void pt_graph_set_sample_offset(pt_graph *g, int64_t offset) {
     if (g) g->sample_off = offset;
 }
 PTDEF pt_ctx *pt_graph_ctx(const pt_graph *g) { return g ? g->ctx : NULL; }
+PTDEF int64_t pt_graph_pass_bytes(const pt_graph *g) { return g ? g->dpass : 0; }
 PTDEF int64_t pt_graph_bytes(const pt_graph *g) { return g ? g->bytes : 0; }
 
 /* Records an op producing out from inputs, if any input needs a gradient (and the tape is on).
@@ -10661,7 +10676,8 @@ PTDEF pt_tensor *pt_maxpool2d(pt_graph *g, pt_tensor *x, int k, int stride) {
    sums over a grid communicator, the global gradient sum of squares
    Invariants: on a device backend every MPI payload crosses through host staging and is counted
    (dp/tp/pp transfers); sums run in a fixed order
-   Entry points: pt_tp_size pt_tp_rank pt__stage_buf pt__stage_xfer pt__tp_allreduce pt__grad_sumsq */
+   Entry points: pt_tp_size pt_tp_rank pt__stage_buf pt__stage_xfer pt__tp_allreduce pt_tp_sync_grads
+   pt__grad_sumsq */
 /* ---- host staging of device data (the MPI paths of dp, tp, pprun on a device backend) ------
    A storage has host memory (the CPU backend: MPI works on it in place) or not (a device backend:
    st->host is NULL, and data crosses to the host around each MPI call). pt__stage_xfer copies n
@@ -10787,6 +10803,33 @@ static int pt__sum_f64(pt_ctx *ctx, int comm, double *x, const char *what) {
 }
 #endif
 
+/* Sequence parallelism (see tp): the tp_partial parameters' gradients (of the range this rank holds
+   reduced: ZeRO's shard) packed in slab order into host staging, summed over TP in one allreduce,
+   written back. Sums over TP and over DP commute, so it may run after the DP reduction. */
+PTDEF pt_status pt_tp_sync_grads(pt_ctx *ctx) {
+    int64_t lo = 0, hi, n = 0, k;
+    int i, pass;
+    float *h = NULL;
+    if (!ctx) return PT_ERR_ARG;
+    if (!ctx->sp_pending || pt_tp_size(ctx) <= 1 || !ctx->gslab) return ctx->status;
+    ctx->sp_pending = 0;
+    hi = ctx->slab_n;
+    if (ctx->grad_range) ctx->grad_range(ctx, &lo, &hi);
+    for (pass = 0; pass < 3; pass++) { /* count, pack, unpack */
+        if (pass == 1 && (!n || !(h = pt__stage_buf(ctx, n)))) return ctx->status;
+        if (pass == 2 && !pt__tp_allreduce_buf(ctx, "pt_tp_sync_grads", h, n, PT__TP_SUM)) return ctx->status;
+        for (i = 0, k = 0; i < ctx->nparams; i++) {
+            pt_param *p = ctx->params[i];
+            int64_t a = PT__MAX(lo, p->slab_off), e = PT__MIN(hi, p->slab_off + pt_numel(&p->grad));
+            if (!p->tp_partial || e <= a) continue;
+            if (pass == 0) n += e - a;
+            else pt__stage_xfer(ctx, ctx->gslab, a, h + k, e - a, pass == 1, PT_XFER_TP);
+            k += e - a;
+        }
+    }
+    return ctx->status;
+}
+
 /* Sum of squares of all parameter gradients of the model, for clipping and monitoring. Without
    tensor parallelism: the whole gradient slab in one fixed-order kernel call. With it: the shards
    of split parameters are summed over the TP ranks, replicated parameters (identical on every TP
@@ -10799,6 +10842,7 @@ static double pt__grad_sumsq(pt_ctx *ctx) {
     double part[2] = {0.0, 0.0};
     int64_t lo, hi;
     int i, dpshard, tp = pt_tp_size(ctx), pp = d ? pt_dist_layout(d).pp : 1, tied = 0;
+    pt_tp_sync_grads(ctx); /* sequence parallelism: the partial gradients summed first */
     lo = 0, hi = ctx->slab_n;
     dpshard = ctx->grad_range ? ctx->grad_range(ctx, &lo, &hi) : 0;
     for (i = 0; i < ctx->nparams; i++) tied |= (ctx->params[i]->spec.flags & PT_PARAM_TIED_COPY) != 0;
@@ -11123,8 +11167,9 @@ PTDEF pt_tensor *pt_mlp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
 }
 
 // >>tp  tensor parallelism
-/* Owns: every tensor-parallel piece of the model: pt_tp_copy / pt_tp_reduce, the parallel linears,
-   the TP block and attention, the vocabulary-parallel cross-entropy
+/* Owns: every tensor-parallel piece of the model: pt_tp_copy / pt_tp_reduce and their sequence-
+   parallel pairs, the parallel linears, the TP block and attention, the vocabulary-parallel
+   cross-entropy
    Invariants: with TP size 1 (or no grid) every piece is the serial one; shards are slices of the
    unsplit parameters
    Entry points: pt_tp_copy pt_tp_reduce pt_linear_col_new pt_linear_row_new pt_mlp_tp_new
@@ -11170,6 +11215,146 @@ PTDEF pt_tensor *pt_tp_reduce(pt_graph *g, pt_tensor *x) {
     if (!pt__tp_allreduce(PT__C, "pt_tp_reduce", out)) return NULL;
     if ((n = pt__record(g, "pt_tp_reduce", out, pt__copyback_bwd, 1, &x)) != NULL) n->flags |= PT__NODE_OUT_FREE;
     return out;
+}
+
+/* ---- sequence parallelism: the residual stream split along the sequence -----------------------
+   With pt_gpt_config.seq_parallel (Korthikanti et al. 2022), TP rank r holds positions
+   [r*T/tp, (r+1)*T/tp) of every [B, T, C] activation between the parallel linears, so layernorm,
+   dropout, the residual adds and the row-parallel biases run on 1/tp of the tokens. Around each
+   parallel region f (pt_tp_copy) becomes an all-gather along the sequence whose backward is a
+   reduce-scatter, and g (pt_tp_reduce) a reduce-scatter whose backward is an all-gather: the same
+   bytes on the wire as one allreduce. The embedding's output is split (backward: all-gathered: the
+   token table and positions of every rank see the whole gradient); the head gathers again. The
+   replicated parameters used on a part of the sequence (norms, row-parallel biases) get a part of
+   their gradient: they are marked tp_partial, and pt_tp_sync_grads (see comm) sums them over TP
+   after backward. Only training graphs split (T % tp == 0 then, else an error); evaluation and
+   generation graphs run the plain TP path on the same weights. MPI's rank-major all-gather
+   [tp][B][T/tp][C] is reordered to [B][T][C] in host staging (for B == 1 the two are the same). */
+static int pt__sp_on(const pt_graph *g, int seq_parallel) { return seq_parallel && g->training && pt_tp_size(g->ctx) > 1; }
+
+/* dst (+)= the sequence all-gather (gather = 1: src [B, T/tp, C] -> dst [B, T, C]) or reduce-scatter
+   (gather = 0: src [B, T, C] -> dst [B, T/tp, C]) of src over TP, through host staging */
+static int pt__sp_xfer(pt_ctx *ctx, const char *op, const pt_tensor *src, const pt_tensor *dst, int gather, int accumulate) {
+#ifdef PTRAIN_MPI
+    int tp = pt_tp_size(ctx), r;
+    const pt_tensor *full = gather ? dst : src;
+    int64_t B = full->shape[0], Tl = full->shape[1] / tp, C = pt_numel(full) / PT__MAX(full->shape[0] * full->shape[1], 1), nl = B * Tl * C, b;
+    int64_t row = Tl * C;
+    float *h, *rm, *out;
+    MPI_Comm comm;
+    uint64_t sq;
+    int rc;
+    if (tp <= 1 || pt__be_counts(ctx)) return 1;
+    if (nl * tp > INT32_MAX) return pt__fail(ctx, PT_ERR_ARG, "%s: %lld floats exceed MPI's int count", op, (long long)(nl * tp)), 0;
+    if (!(h = pt__stage_buf(ctx, 3 * nl * tp))) return 0;
+    rm = h + nl * tp, out = rm + nl * tp; /* h: src on the host; rm: rank-major; out: the result */
+    comm = *(MPI_Comm *)pt_dist_comm(ctx->desc.dist, PT_COMM_TP);
+    pt__stage_xfer(ctx, src->st, src->off, h, pt_numel(src), 1, PT_XFER_TP);
+    if (ctx->status != PT_OK) return 0;
+    if (gather) {
+        sq = pt__coll_begin(ctx->desc.dist, PT_COLL_ALLGATHER, PT_COMM_TP, nl, PT_COLL_F32, -1);
+        rc = pt__coll_end(ctx->desc.dist, sq, sq ? MPI_Allgather(h, (int)nl, MPI_FLOAT, rm, (int)nl, MPI_FLOAT, comm) : PT__COLL_REFUSED);
+        for (r = 0; r < tp; r++)
+            for (b = 0; b < B; b++) memcpy(out + (b * tp + r) * row, rm + ((int64_t)r * B + b) * row, (size_t)row * 4);
+    } else {
+        for (r = 0; r < tp; r++)
+            for (b = 0; b < B; b++) memcpy(rm + ((int64_t)r * B + b) * row, h + (b * tp + r) * row, (size_t)row * 4);
+        sq = pt__coll_begin(ctx->desc.dist, PT_COLL_REDUCE_SCATTER, PT_COMM_TP, nl, PT_COLL_F32, -1);
+        rc = pt__coll_end(ctx->desc.dist, sq, sq ? MPI_Reduce_scatter_block(rm, out, (int)nl, MPI_FLOAT, MPI_SUM, comm) : PT__COLL_REFUSED);
+    }
+    if (rc != MPI_SUCCESS)
+        return pt__fail(ctx, PT_ERR_DEVICE, "%s: MPI_%s of %lld floats over the TP communicator failed: %s", op, gather ? "Allgather" : "Reduce_scatter_block",
+                        (long long)nl, pt__coll_why(ctx->desc.dist, rc)), 0;
+    nl = pt_numel(dst);
+    if (accumulate) { /* dst += out: dst read into h (free now) */
+        int64_t i;
+        pt__stage_xfer(ctx, dst->st, dst->off, h, nl, 1, PT_XFER_TP);
+        for (i = 0; i < nl; i++) out[i] += h[i];
+    }
+    pt__stage_xfer(ctx, dst->st, dst->off, out, nl, 0, PT_XFER_TP);
+    return ctx->status == PT_OK;
+#else
+    (void)ctx, (void)op, (void)src, (void)dst, (void)gather, (void)accumulate;
+    return 1;
+#endif
+}
+/* checks x [B, T, ...] for a sequence split over TP (full: T is the whole sequence) */
+static int pt__sp_check(pt_graph *g, const char *op, const pt_tensor *x, int full) {
+    int tp = pt_tp_size(g->ctx);
+    if (!pt__need_f32(g, op, "x", x)) return 0;
+    if (x->ndim < 3 || (full && x->shape[1] % tp))
+        return pt__fail(g->ctx, PT_ERR_SHAPE, "%s: x %s must be [B, T, C] with T divisible by tp=%d (sequence parallelism)", op, pt__shp(x).s, tp), 0;
+    return 1;
+}
+static void pt__sp_gather_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    g->ctx->sp_pending = 1;
+    if (dx) pt__sp_xfer(PT__C, "sequence all-gather (backward)", n->out->grad, dx, 0, 1);
+}
+static void pt__sp_scatter_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    g->ctx->sp_pending = 1;
+    if (dx) pt__sp_xfer(PT__C, n->i[0] ? "sequence split (backward)" : "sequence reduce-scatter (backward)", n->out->grad, dx, 1, 1);
+}
+/* kind 0: all-gather [B, T/tp, C] -> [B, T, C] (backward reduce-scatter); 1: reduce-scatter of partial
+   sums [B, T, C] -> [B, T/tp, C] (backward all-gather); 2: split a replicated [B, T, C] -> this rank's
+   [B, T/tp, C] (backward all-gather) */
+static pt_tensor *pt__sp_op(pt_graph *g, pt_tensor *x, int kind) {
+    static const char *const names[3] = {"sequence all-gather", "sequence reduce-scatter", "sequence split"};
+    int tp = pt_tp_size(g->ctx);
+    int64_t shape[PT_MAX_DIMS], inner;
+    pt_tensor *out;
+    pt_node *n;
+    int i;
+    if (!x || !pt__sp_check(g, names[kind], x, kind != 0)) return NULL;
+    for (i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
+    shape[1] = kind == 0 ? x->shape[1] * tp : x->shape[1] / tp;
+    if (!(out = pt__new(g, PT_F32, x->ndim, shape))) return NULL;
+    inner = pt_numel(x) / (x->shape[0] * x->shape[1]);
+    if (kind == 2) PT__BE->copy_block(PT__C, out, shape[1], 0, x, x->shape[1], pt_tp_rank(g->ctx) * shape[1], shape[1], x->shape[0], inner, 0);
+    else if (!pt__sp_xfer(PT__C, names[kind], x, out, kind == 0, 0)) return NULL;
+    if ((n = pt__record(g, names[kind], out, kind == 0 ? pt__sp_gather_bwd : pt__sp_scatter_bwd, 1, &x)) != NULL) {
+        n->flags |= PT__NODE_OUT_FREE;
+        n->i[0] = kind == 2;
+    }
+    return out;
+}
+/* dropout of this rank's positions [t0, t0 + T/tp) of each sequence: the masks of the unsplit tensor
+   (the kernel's keys are global element indices: one call per sequence) */
+static void pt__sp_dropout_run(pt_graph *g, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key, int64_t base0, int64_t T, int acc) {
+    int64_t B = x->shape[0], Tl = x->shape[1], row = pt_numel(x) / PT__MAX(B, 1), b, t0 = pt_tp_rank(g->ctx) * Tl;
+    for (b = 0; b < B; b++) {
+        pt_tensor o = pt__at(out, b * row), i = pt__at(x, b * row);
+        o.ndim = i.ndim = 1, o.shape[0] = i.shape[0] = row;
+        o.shape[1] = o.shape[2] = o.shape[3] = i.shape[1] = i.shape[2] = i.shape[3] = 1;
+        PT__BE->dropout(PT__C, &o, &i, p, key, base0 + b * (row / Tl) * T + t0 * (row / Tl), acc);
+    }
+}
+static void pt__sp_dropout_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    if (dx) pt__sp_dropout_run(g, dx, n->out->grad, n->f[0], (uint64_t)n->i[0], n->i[1], n->i[2], 1);
+}
+static pt_tensor *pt__sp_dropout(pt_graph *g, pt_tensor *x, float p, uint64_t seed) {
+    pt_tensor *out;
+    pt_node *n;
+    uint64_t key;
+    int64_t base, T;
+    if (!x || !g->training || p == 0.0f) return x;
+    if (!pt__sp_check(g, "pt_dropout (sequence parallel)", x, 0)) return NULL;
+    T = x->shape[1] * pt_tp_size(g->ctx);
+    key = pt_hash64(g->ctx->desc.seed ^ pt_hash64(seed ^ 0xd509u)); /* pt_dropout's key and base: the same masks */
+    base = g->sample_off * (pt_numel(x) / x->shape[0]) * pt_tp_size(g->ctx);
+    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
+    pt__sp_dropout_run(g, out, x, p, key, base, T, 0);
+    if ((n = pt__record(g, "pt_dropout", out, pt__sp_dropout_bwd, 1, &x)) != NULL) {
+        n->i[0] = (int64_t)key, n->i[1] = base, n->i[2] = T;
+        n->f[0] = p;
+    }
+    return out;
+}
+/* a replicated parameter used on a part of the sequence */
+static void pt__sp_mark(pt_tensor *w) {
+    if (w && w->param) w->param->tp_partial = 1;
 }
 
 /* ---- parallel linear layers ------------------------------------------------------------------- */
@@ -11218,6 +11403,8 @@ static pt_linear_layer pt__linear_col(pt_ctx *ctx, const char *fn, const char *n
 PTDEF pt_linear_layer pt_linear_col_new(pt_ctx *ctx, const char *name, int64_t in, int64_t out, int bias, float std) {
     return pt__linear_col(ctx, "pt_linear_col_new", name, in, out, 1, bias, std);
 }
+/* the parallel region's entry: f, or under sequence parallelism the all-gather of the positions */
+static pt_tensor *pt__tp_enter(pt_graph *g, pt_tensor *x, int sp) { return pt__sp_on(g, sp) ? pt__sp_op(g, x, 0) : pt_tp_copy(g, x); }
 PTDEF pt_tensor *pt_linear_col_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x) {
     if (!g || !l || !x) return NULL;
     return pt_linear(g, pt_tp_copy(g, x), l->w, l->b);
@@ -11233,12 +11420,15 @@ PTDEF pt_linear_layer pt_linear_row_new(pt_ctx *ctx, const char *name, int64_t i
     if (bias && !l.b) l.w = NULL;
     return l;
 }
-PTDEF pt_tensor *pt_linear_row_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x_local) {
+/* row-parallel linear; sp: its sum reduce-scattered along the sequence, the bias added to the part */
+static pt_tensor *pt__linear_row_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x_local, int sp) {
     pt_tensor *y;
     if (!g || !l || !x_local) return NULL;
-    y = pt_tp_reduce(g, pt_linear(g, x_local, l->w, NULL));
+    y = pt_linear(g, x_local, l->w, NULL);
+    y = pt__sp_on(g, sp) ? pt__sp_op(g, y, 1) : pt_tp_reduce(g, y);
     return l->b ? pt_bias_add(g, y, l->b) : y;
 }
+PTDEF pt_tensor *pt_linear_row_fwd(pt_graph *g, const pt_linear_layer *l, pt_tensor *x_local) { return pt__linear_row_fwd(g, l, x_local, 0); }
 
 PTDEF pt_mlp pt_mlp_tp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hidden, int64_t out, int gelu, float std) {
     pt_mlp m;
@@ -11254,13 +11444,14 @@ PTDEF pt_mlp pt_mlp_tp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hi
     if (m.fc.w) m.proj = pt_linear_row_new(ctx, n, hidden, out, 1, std);
     return m;
 }
-PTDEF pt_tensor *pt_mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
+static pt_tensor *pt__mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x, int sp) {
     pt_tensor *h;
     if (!g || !m || !x) return NULL;
-    h = pt_linear_col_fwd(g, &m->fc, x);
+    h = pt_linear(g, pt__tp_enter(g, x, sp), m->fc.w, m->fc.b);
     h = m->gelu ? pt_gelu(g, h) : pt_relu(g, h);
-    return pt_linear_row_fwd(g, &m->proj, h);
+    return pt__linear_row_fwd(g, &m->proj, h, sp);
 }
+PTDEF pt_tensor *pt_mlp_tp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) { return pt__mlp_tp_fwd(g, m, x, 0); }
 
 /* ---- the tensor-parallel transformer block (pt_block_new / pt_block_fwd when tp > 1) ----------
    qkv: column-parallel, its 3C rows split as 3 groups, so rank r holds q_r|k_r|v_r (heads
@@ -11293,9 +11484,18 @@ static pt_tensor *pt__attn_tp_fwd(pt_graph *g, const pt_block *b, pt_tensor *h, 
     int tp = pt_tp_size(g->ctx);
     if (n_head < 1 || n_head % tp)
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_block_fwd: heads=%d does not split evenly over tp=%d", n_head, tp);
-    h = pt_linear_col_fwd(g, &b->attn, h);
+    h = pt_linear(g, pt__tp_enter(g, h, b->seq_parallel), b->attn.w, b->attn.b);
     h = pt_attention(g, h, n_head / tp);
-    return pt_linear_row_fwd(g, &b->attn_proj, h);
+    return pt__linear_row_fwd(g, &b->attn_proj, h, b->seq_parallel);
+}
+/* the block's dropout: of this rank's positions under sequence parallelism */
+static pt_tensor *pt__block_dropout(pt_graph *g, const pt_block *b, pt_tensor *h, float p, uint64_t seed) {
+    return pt__sp_on(g, b->seq_parallel) ? pt__sp_dropout(g, h, p, seed) : pt_dropout(g, h, p, seed);
+}
+/* marks the parameters a sequence-parallel block uses on its part of the sequence */
+static void pt__block_sp_mark(pt_block *b) {
+    pt__sp_mark(b->ln1_w), pt__sp_mark(b->ln1_b), pt__sp_mark(b->ln2_w), pt__sp_mark(b->ln2_b);
+    pt__sp_mark(b->attn_proj.b), pt__sp_mark(b->mlp.proj.b);
 }
 
 /* ---- vocabulary-parallel embedding ------------------------------------------------------------
@@ -11443,11 +11643,11 @@ PTDEF pt_tensor *pt_block_fwd(pt_graph *g, const pt_block *b, pt_tensor *x, int 
     h = pt_layernorm(g, x, b->ln1_w, b->ln1_b, 1e-5f);
     if (tp > 1) h = pt__attn_tp_fwd(g, b, h, n_head);
     else h = pt_linear_fwd(g, &b->attn_proj, pt_attention(g, pt_linear_fwd(g, &b->attn, h), n_head));
-    if (dropout > 0) h = pt_dropout(g, h, dropout, seed);
+    if (dropout > 0) h = pt__block_dropout(g, b, h, dropout, seed);
     x = pt_add(g, x, h);
     h = pt_layernorm(g, x, b->ln2_w, b->ln2_b, 1e-5f);
-    h = tp > 1 ? pt_mlp_tp_fwd(g, &b->mlp, h) : pt_mlp_fwd(g, &b->mlp, h);
-    if (dropout > 0) h = pt_dropout(g, h, dropout, seed + 1);
+    h = tp > 1 ? pt__mlp_tp_fwd(g, &b->mlp, h, b->seq_parallel) : pt_mlp_fwd(g, &b->mlp, h);
+    if (dropout > 0) h = pt__block_dropout(g, b, h, dropout, seed + 1);
     return pt_add(g, x, h);
 }
 
@@ -11523,6 +11723,7 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
             char n[32];
             snprintf(n, sizeof n, "h.%d", l);
             m->blocks[l] = pt_block_new(ctx, n, cfg->width, cfg->layers);
+            if (cfg->seq_parallel && tp > 1) m->blocks[l].seq_parallel = 1, pt__block_sp_mark(&m->blocks[l]);
         }
     }
     if (head) {
@@ -11530,6 +11731,7 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
         m->lnf_b = pt__param2(ctx, "lnf.b", "", 1, cfg->width, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
         if (cfg->untied) m->lm_head = pt__tp_param(ctx, "lm_head", "", 2, vp, cfg->width, PT_INIT_NORMAL, 0.02f, 0, tp > 1 ? 0 : -1, 1);
         else if (embed) m->lm_head = m->wte;
+        if (cfg->seq_parallel && tp > 1) pt__sp_mark(m->lnf_w), pt__sp_mark(m->lnf_b);
     }
     if (ctx->status != PT_OK) {
         pt_gpt_free(m);
@@ -11553,7 +11755,8 @@ PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
     if (pt_tp_size(g->ctx) > 1) tok = pt_tp_reduce(g, pt_embedding_vp(g, m->wte, ids, pt__gpt_vocab_offset(m)));
     else tok = pt_embedding(g, m->wte, ids);
     pos = pt_slice(g, m->wpe, 0, 0, ids->shape[1]);
-    return pt_add(g, tok, pos);
+    tok = pt_add(g, tok, pos);
+    return pt__sp_on(g, m->cfg.seq_parallel) ? pt__sp_op(g, tok, 2) : tok; /* sequence parallelism: this rank's positions */
 }
 PTDEF pt_tensor *pt_gpt_block(pt_graph *g, const pt_gpt *m, int l, pt_tensor *x) {
     if (!m || l < 0 || l >= m->cfg.layers) return g ? (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_gpt_block: layer %d outside [0, %d)", l, m ? m->cfg.layers : 0) : NULL;
@@ -11562,7 +11765,7 @@ PTDEF pt_tensor *pt_gpt_block(pt_graph *g, const pt_gpt *m, int l, pt_tensor *x)
 PTDEF pt_tensor *pt_gpt_head(pt_graph *g, const pt_gpt *m, pt_tensor *x) {
     if (!m) return NULL;
     x = pt_layernorm(g, x, m->lnf_w, m->lnf_b, 1e-5f);
-    if (g && pt_tp_size(g->ctx) > 1) x = pt_tp_copy(g, x); /* the local vocabulary columns: f before the column-parallel head */
+    if (g && pt_tp_size(g->ctx) > 1) x = pt__tp_enter(g, x, m->cfg.seq_parallel); /* the local vocabulary columns: f before the column-parallel head */
     return pt_linear(g, x, m->lm_head, NULL);
 }
 PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {

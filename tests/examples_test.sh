@@ -569,7 +569,8 @@ if command -v mpirun >/dev/null 2>&1; then
         pass "06_pipeline_parallel: the GPipe, 1F1B and interleaved tables and the bubble table"
     else fail "06_pipeline_parallel tables: $(grep -c '^pipeline schedule: ' "$W/06_pipeline_parallel.log") schedules printed"; fi
     # 07: its Run line (shortened by later flags) and three more layouts reproduce 03's losses on the
-    # same data (1e-5); pttrain on five layouts of its own flags and on OpenCL, with val_loss and a sample
+    # same data (1e-5); pttrain on five layouts of its own flags, on OpenCL and with sequence parallelism, with
+    # val_loss and a sample
     g07="--data $W/corpus --layers 4 --width 32 --heads 2 --seq 16 --batch 8 --seed 5 --steps 5"
     g="$g07 --val-every 0 --sample 20"
     ./build/03_gpt $g >"$W/07ref.log" 2>&1
@@ -579,7 +580,8 @@ if command -v mpirun >/dev/null 2>&1; then
     for lay in "RUN" "07 np=4 --tp 2 --pp 2 --schedule interleaved --micro-batches 2" "07 np=8 --dp 2 --tp 2 --pp 2 --zero 1" \
         "07 np=2 --pp 2 --schedule gpipe --micro-batches 4" "pt np=4 --dp 4 --zero 2 --accum 2 --hier" \
         "pt np=2 --pp 2 --schedule gpipe --micro-batches 4 --split equal" "pt np=2 --pp 2 --split 3,1" "pt np=4 --dp 2 --pp 2 --device opencl" \
-        "pt np=4 --tp 2 --pp 2 --zero 1 --device opencl"; do
+        "pt np=4 --tp 2 --pp 2 --zero 1 --device opencl" "pt np=4 --tp 2 --pp 2 --seq-parallel --micro-batches 2" \
+        "pt np=4 --dp 2 --tp 2 --seq-parallel --zero 1 --accum 2"; do
         k=$((k + 1))
         prog=${lay%% *}
         if [ "$lay" = RUN ]; then prog=07 cmd="$rline $g07"; else

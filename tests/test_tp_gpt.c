@@ -9,7 +9,10 @@
    tied head, dropout 0.1 with an untied head; the first run repeated must be bit-identical. Also:
    grouped splits of pt_spec, pt_embedding_vp / pt_cross_entropy_vp against the plain ops (forward and
    gradients, including ranks without a valid column), refusals of heads % tp and vocab_padded % tp,
-   and greedy pt_gpt_generate under TP against the reference's tokens. */
+   and greedy pt_gpt_generate under TP against the reference's tokens. Sequence parallelism
+   (seq_parallel = 1: the residual stream split along T over TP): both runs again against the single
+   process (1e-5) and against TP without it, the norms' gradients summed by pt_tp_sync_grads (a
+   control without the sum must differ), activation bytes below TP's, generation on the same model. */
 #include "tp_common.h"
 
 #define B 4
@@ -24,7 +27,9 @@
 #define EPS 1e-5f
 #endif
 
+static int g_sp; /* gpt_cfg: seq_parallel */
 typedef struct {
+    int64_t act_bytes; /* the training graph's high water (pt_graph_bytes after the last step) */
     float loss[STEPS], norm[STEPS];
     pt_ctx *ctx;
     pt_gpt *m;
@@ -44,7 +49,7 @@ static pt_gpt_config gpt_cfg(float dropout, int untied) {
     pt_gpt_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.vocab = 100, cfg.max_seq = T, cfg.layers = 2, cfg.width = 64, cfg.heads = 4;
-    cfg.dropout = dropout, cfg.untied = untied;
+    cfg.dropout = dropout, cfg.untied = untied, cfg.seq_parallel = g_sp;
     return cfg;
 }
 
@@ -81,6 +86,7 @@ static void train(const pt_dist *d, float dropout, int untied, run_out *o) {
         o->norm[s] = pt_optim_step(opt, 1e-2f);
     }
     o->ok = pt_status_get(o->ctx) == PT_OK;
+    o->act_bytes = pt_graph_pass_bytes(g);
     pt_graph_free(g);
     pt_optim_free(opt);
 }
@@ -217,6 +223,73 @@ static void test_gpt(void) {
     }
     done(&bd);
     done(&rd);
+    /* sequence parallelism: the same runs, against the reference and against TP without it */
+    {
+        run_out sa, ta;
+        double wl = 0;
+        g_sp = 1;
+        train(g_d, 0.0f, 0, &sa);
+        g_sp = 0;
+        train(NULL, 0.0f, 0, &r);
+        train(g_d, 0.0f, 0, &ta);
+        if (CHECK_WHY(sa.ok && r.ok && ta.ok, "sequence parallel, dropout 0: trains", sa.ctx ? pt_error(sa.ctx) : "no context")) {
+            cmp_runs("sequence parallel, dropout 0, tied head", &sa, &r);
+            for (i = 0; i < STEPS; i++) wl = fmax(wl, fabs(sa.loss[i] - ta.loss[i]) / fabs(ta.loss[i]));
+            for (w = 0, wn = "", i = 0; i < pt_param_count(sa.ctx); i++) { /* the same shards: element by element */
+                pt_param *p = pt_param_at(sa.ctx, i), *q = pt_param_find(ta.ctx, p->spec.name);
+                double dn[2] = {0, 0};
+                int64_t j;
+                for (j = 0; q && j < pt_numel(&p->value); j++) {
+                    double e = (double)pt_f32(&p->value)[j] - pt_f32(&q->value)[j];
+                    dn[0] += e * e, dn[1] += (double)pt_f32(&q->value)[j] * pt_f32(&q->value)[j];
+                }
+                if (!q || !(sqrt(dn[0] / (dn[1] > 0 ? dn[1] : 1)) <= w)) w = q ? sqrt(dn[0] / (dn[1] > 0 ? dn[1] : 1)) : 1e30, wn = p->spec.name;
+            }
+            snprintf(why, sizeof why, "losses %.3g, parameters %.3g (%s)", wl, w, wn);
+            CHECK_WHY(wl <= TOL && w <= TOL, "sequence parallel = TP without it (losses, parameters 1e-5)", why);
+            if (g_tp > 1) {
+                pt_param *ln = pt_param_find(sa.ctx, "h.0.ln1.w"), *pb = pt_param_find(sa.ctx, "h.1.mlp.proj.b"), *qw = pt_param_find(sa.ctx, "h.0.attn.w");
+                snprintf(why, sizeof why, "tp_partial: ln1.w %d, mlp.proj.b %d, attn.w %d; activation bytes %lld vs %lld", ln ? ln->tp_partial : -1,
+                         pb ? pb->tp_partial : -1, qw ? qw->tp_partial : -1, (long long)sa.act_bytes, (long long)ta.act_bytes);
+                CHECK_WHY(ln && ln->tp_partial && pb && pb->tp_partial && qw && !qw->tp_partial && sa.act_bytes < ta.act_bytes,
+                          "sequence parallel: norms and row-parallel biases are tp_partial (not the split weights); the graph holds fewer bytes", why);
+                if (g_rank == 0) printf("  sequence parallel: training graph %lld bytes, TP without it %lld\n", (long long)sa.act_bytes, (long long)ta.act_bytes);
+                { /* control: the partial gradients without their sum over TP are not the full ones */
+                    pt_graph *gg = pt_graph_new(sa.ctx);
+                    int32_t ids[B * T], tgt[B * T];
+                    pt_tensor *x = NULL, *y = NULL, *loss = NULL;
+                    float before, after;
+                    batch(ids, tgt);
+                    if (gg) x = pt_tensor_new(gg, PT_I32, 2, B, T, 0, 0), y = pt_tensor_new(gg, PT_I32, 2, B, T, 0, 0);
+                    if (x && y) pt_tensor_write(x, ids), pt_tensor_write(y, tgt), loss = pt_gpt_loss(gg, sa.m, x, y);
+                    pt_zero_grad(sa.ctx);
+                    if (loss) pt_backward(gg, loss);
+                    before = pt_f32(&ln->grad)[0];
+                    pt_tp_sync_grads(sa.ctx);
+                    after = pt_f32(&ln->grad)[0];
+                    pt_tp_sync_grads(sa.ctx); /* a second call: nothing */
+                    snprintf(why, sizeof why, "h.0.ln1.w grad[0] %.9g before, %.9g after, %.9g after a second call", before, after, pt_f32(&ln->grad)[0]);
+                    CHECK_WHY(loss && before != after && pt_f32(&ln->grad)[0] == after, "sequence parallel: pt_tp_sync_grads sums the partial gradients, once", why);
+                    pt_graph_free(gg);
+                }
+            }
+            { /* generation (no training graph: the plain TP path on the same weights) */
+                pt_graph *ga = pt_graph_new(sa.ctx), *gt = pt_graph_new(ta.ctx);
+                int32_t prompt[3] = {5, 17, 42}, oa[13], ot[13];
+                pt_status s1 = pt_gpt_generate(sa.m, ga, prompt, 3, 10, 0.0f, 9, oa), s2 = pt_gpt_generate(ta.m, gt, prompt, 3, 10, 0.0f, 9, ot);
+                CHECK_WHY(s1 == PT_OK && s2 == PT_OK && !memcmp(oa, ot, sizeof oa), "sequence parallel: generation gives TP's tokens", pt_error(sa.ctx));
+                pt_graph_free(ga), pt_graph_free(gt);
+            }
+        }
+        done(&sa), done(&ta), done(&r);
+        g_sp = 1;
+        train(g_d, 0.1f, 1, &sa);
+        g_sp = 0;
+        train(NULL, 0.1f, 1, &rd);
+        if (CHECK_WHY(sa.ok && rd.ok, "sequence parallel, dropout 0.1, untied head: trains", sa.ctx ? pt_error(sa.ctx) : "no context"))
+            cmp_runs("sequence parallel, dropout 0.1 (the masks of one process), untied head", &sa, &rd);
+        done(&sa), done(&rd);
+    }
 }
 
 /* grouped splits: pt_spec_global_index by hand, and refusals naming the dim */
