@@ -283,7 +283,7 @@
    ctx       Context setup and teardown. Entry: pt_init pt_shutdown pt_set_threads pt_mem
    ops       Every op: checks, forward through the kernel table, its backward next to it. Entry:
              pt_add pt_matmul pt_linear pt_cross_entropy pt_layernorm pt_embedding pt_attention
-             pt_dropout pt_conv2d
+             pt_dropout pt_cast pt_conv2d
    comm      Host staging of device data for MPI, the tensor-parallel sums, the gradient norm over
              the grid. Entry: pt_tp_size pt_tp_rank pt__stage_buf pt__stage_xfer pt__tp_allreduce
              pt_tp_sync_grads pt__grad_sumsq
@@ -661,6 +661,11 @@ PTDEF pt_tensor *pt_attention(pt_graph *g, pt_tensor *qkv, int n_head);
 /** Inverted dropout with probability p; the mask is a pure function of (context seed, seed, global
     element position), so it does not depend on how the batch is split. Identity when not training. */
 PTDEF pt_tensor *pt_dropout(pt_graph *g, pt_tensor *x, float p, uint64_t seed);
+/** x converted to dtype dt (PT_F32, PT_BF16 or PT_F16; a new tensor, or x itself when it has that
+    dtype already): to 16 bits rounds to nearest even, NaN stays NaN, overflow gives Inf (f16 keeps
+    subnormals). Backward: the gradient converted back to x's dtype and accumulated. On OpenCL f16
+    storage needs no cl_khr_fp16 (vload_half / vstore_half). */
+PTDEF pt_tensor *pt_cast(pt_graph *g, pt_tensor *x, pt_dtype dt);
 /** Same data, new shape (same numel); one size may be -1 (inferred). */
 PTDEF pt_tensor *pt_reshape(pt_graph *g, pt_tensor *x, int ndim, const int64_t *shape);
 /** Swaps two dims (copies). */
@@ -4313,6 +4318,11 @@ typedef struct pt__backend {
                 float momentum, float wd, float gscale);
     /* sum of squares of n elements, fixed chunks, double */
     double (*sumsq)(pt_ctx *ctx, const pt_tensor *x, int64_t n);
+    /* ---- storage types ---- */
+    /* dst (+)= src converted, same numel; dtypes f32, bf16, f16 in any pair; f32 -> 16 bits rounds to
+       nearest even (NaN stays a quiet NaN, overflow gives Inf, f16 keeps subnormals); accumulate: dst =
+       round(dst + src) computed in f32 */
+    void (*convert)(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate);
 } pt__backend;
 
 #define PT__F(t) ((float *)(t)->st->host + (t)->off)
@@ -4361,6 +4371,10 @@ PTDEF int64_t pt_dtype_size(pt_dtype dt) {
     case PT_I8: return 1;
     default: return 0;
     }
+}
+static const char *pt__dtname(pt_dtype dt) {
+    static const char *names[] = {"f32", "bf16", "f16", "i32", "i8"};
+    return (unsigned)dt < PT_DTYPE_COUNT ? names[dt] : "?";
 }
 PTDEF int64_t pt_numel(const pt_tensor *t) {
     int64_t n = 1;
@@ -4498,6 +4512,7 @@ static void pt__count_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, c
     (void)ctx, (void)p, (void)g, (void)mom, (void)n, (void)lr, (void)momentum, (void)wd, (void)gscale;
 }
 static double pt__count_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return (void)ctx, (void)x, (void)n, 0.0; }
+static void pt__count_convert(pt_ctx *ctx, const pt_tensor *d, const pt_tensor *s, int acc) { (void)ctx, (void)d, (void)s, (void)acc; }
 
 static const pt__backend pt__count_backend = {
     "count",
@@ -4512,6 +4527,7 @@ static const pt__backend pt__count_backend = {
     pt__count_im2col, pt__count_im2col, pt__count_chan_bias, pt__count_chan_bias, pt__count_maxpool_fwd,
     pt__count_maxpool_bwd,
     pt__count_adamw, pt__count_sgd, pt__count_sumsq,
+    pt__count_convert,
 };
 /* 1 when ctx counts bytes without data (the counting backend): host-side work on values is skipped */
 static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backend; }
@@ -6645,6 +6661,68 @@ static void pt__cpu_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, con
 
 static double pt__cpu_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return pt__cpu_reduce(ctx, PT__F(x), n, 1); }
 
+/* ---- storage types: f32 <-> bf16 <-> f16, round to nearest even ---- */
+static uint16_t pt__cpu_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN: quiet, sign kept */
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float pt__cpu_from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static uint16_t pt__cpu_to_f16(float f) {
+    uint32_t u, a, sign, e, m, r, rem, half;
+    memcpy(&u, &f, 4);
+    sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN: quiet */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                      /* >= 65520 (and Inf): Inf */
+    if (a < 0x38800000u) {                                                          /* below 2^-14: subnormal */
+        if (a < 0x33000000u) return (uint16_t)sign;                                  /* <= 2^-25: rounds to 0 */
+        e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+        r = m >> (126 - e), rem = m & ((1u << (126 - e)) - 1u), half = 1u << (125 - e);
+        return (uint16_t)(sign | (r + (rem > half || (rem == half && (r & 1u)))));
+    }
+    r = ((a >> 23) - 112u) << 10 | ((a >> 13) & 0x3ffu), rem = a & 0x1fffu;
+    return (uint16_t)(sign | (r + (rem > 0x1000u || (rem == 0x1000u && (r & 1u))))); /* a carry rounds up the exponent */
+}
+static float pt__cpu_from_f16(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+    float f;
+    if (e == 0) { /* zero or subnormal: m * 2^-24 */
+        f = (float)m * 5.9604644775390625e-8f;
+        return sign ? -f : f;
+    }
+    u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));
+    memcpy(&f, &u, 4);
+    return f;
+}
+static float pt__cpu_load(const void *p, int64_t i, int dt) {
+    return dt == PT_F32 ? ((const float *)p)[i] : dt == PT_BF16 ? pt__cpu_from_bf16(((const uint16_t *)p)[i]) : pt__cpu_from_f16(((const uint16_t *)p)[i]);
+}
+static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
+    int64_t n = pt_numel(dst), nch = PT__CPU_NCHUNK(n);
+    void *d = pt__cpu_bytes(dst);
+    const void *s = pt__cpu_bytes(src);
+    int dd = dst->dtype, sd = src->dtype;
+    if ((dd != PT_F32 && dd != PT_BF16 && dd != PT_F16) || (sd != PT_F32 && sd != PT_BF16 && sd != PT_F16)) {
+        pt__fail(ctx, PT_ERR_DTYPE, "pt: convert from %s to %s (expected f32, bf16 or f16)", pt__dtname(src->dtype), pt__dtname(dst->dtype));
+        return;
+    }
+    PT__CPU_PAR_FOR(ctx, n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+        for (int64_t i = i0; i < i1; i++) {
+            float v = accumulate ? pt__cpu_load(s, i, sd) + pt__cpu_load(d, i, dd) : pt__cpu_load(s, i, sd); /* -0 stays -0 */
+            if (dd == PT_F32) ((float *)d)[i] = v;
+            else ((uint16_t *)d)[i] = dd == PT_BF16 ? pt__cpu_to_bf16(v) : pt__cpu_to_f16(v);
+        }
+    }
+}
+
 static const pt__backend pt__cpu_backend = {
     "cpu",
     pt__cpu_st_alloc, pt__cpu_st_free, pt__cpu_write, pt__cpu_read, pt__cpu_read_start, pt__cpu_read_wait,
@@ -6658,6 +6736,7 @@ static const pt__backend pt__cpu_backend = {
     pt__cpu_im2col, pt__cpu_col2im, pt__cpu_chan_bias_fwd, pt__cpu_chan_bias_bwd, pt__cpu_maxpool_fwd,
     pt__cpu_maxpool_bwd,
     pt__cpu_adamw, pt__cpu_sgd, pt__cpu_sumsq,
+    pt__cpu_convert,
 };
 
 // >>opencl  the OpenCL backend
@@ -6796,6 +6875,22 @@ static const char *const pt__cl_src[] = {
     "    }\n"
     "    return s;\n"
     "}\n",
+    /* ---- storage types (vload_half / vstore_half are core OpenCL: f16 storage needs no cl_khr_fp16) ---- */
+    "float pt_ld(__global const uchar *p, long i, int dt) {\n"
+    "    if (dt == 0) return ((__global const float *)p)[i];\n"
+    "    if (dt == 1) return as_float((uint)((__global const ushort *)p)[i] << 16);\n"
+    "    return vload_half(i, (__global const half *)p);\n"
+    "}\n"
+    "void pt_st(__global uchar *p, long i, int dt, float v) {\n"
+    "    uint u = as_uint(v);\n"
+    "    if (dt == 0) ((__global float *)p)[i] = v;\n"
+    "    else if (dt == 1) ((__global ushort *)p)[i] = (ushort)(isnan(v) ? ((u >> 16) | 0x40u) : ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16));\n"
+    "    else vstore_half_rte(v, i, (__global half *)p);\n"
+    "}\n"
+    "__kernel void pt_convert(__global uchar *d, long d_o, int dt_d, __global const uchar *s, long s_o, int dt_s, long n, int acc) {\n"
+    "    long i = get_global_id(0);\n"
+    "    if (i < n) pt_st(d, d_o + i, dt_d, acc ? pt_ld(s, s_o + i, dt_s) + pt_ld(d, d_o + i, dt_d) : pt_ld(s, s_o + i, dt_s));\n"
+    "}\n"
     /* ---- elementwise ---- */
     "__kernel void pt_acc_f32(__global float *d, long d_o, __global const float *s, long s_o, long n) {\n"
     "    long i = get_global_id(0);\n"
@@ -7422,7 +7517,7 @@ static const char *const pt__cl_src[] = {
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_wb) X(embed_fwd) X(embed_bwd) X(permute)           \
     X(copy_block) X(gemm_scale) X(permute_u16) X(copy_block_u16) X(permute_u8) X(copy_block_u8) X(im2col)    \
     X(col2im) X(chan_bias_fwd) X(chan_bias_bwd) X(maxpool_fwd) X(maxpool_bwd) X(attn_fwd) X(attn_bwd_dq)      \
-    X(attn_bwd_dkv)
+    X(attn_bwd_dkv) X(convert)
 
 enum {
 #define PT__CL_ENUM(name) PT__CLK_##name,
@@ -7928,6 +8023,14 @@ static void pt__cl_sum(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, fl
     }
     pt__cl_reduce(ctx, x, n, 0, out, scale, &slot);
 }
+static void pt__cl_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
+    int dd = dst->dtype, sd = src->dtype;
+    if ((dd != PT_F32 && dd != PT_BF16 && dd != PT_F16) || (sd != PT_F32 && sd != PT_BF16 && sd != PT_F16)) {
+        pt__fail(ctx, PT_ERR_DTYPE, "pt: convert from %s to %s (expected f32, bf16 or f16)", pt__dtname(src->dtype), pt__dtname(dst->dtype));
+        return;
+    }
+    pt__cl_launch(ctx, PT__CLK_convert, pt_numel(dst), 0, "TITILI", dst, dd, src, sd, pt_numel(dst), accumulate);
+}
 static double pt__cl_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) {
     pt__cl *cl = (pt__cl *)ctx->cl;
     int64_t slot;
@@ -8035,6 +8138,7 @@ static const pt__backend pt__cl_backend = {
     pt__cl_im2col, pt__cl_col2im, pt__cl_chan_bias_fwd, pt__cl_chan_bias_bwd, pt__cl_maxpool_fwd,
     pt__cl_maxpool_bwd,
     pt__cl_adamw, pt__cl_sgd, pt__cl_sumsq,
+    pt__cl_convert,
 };
 
 /* ---- the program: built from source once per context, binaries cached on disk ------------------
@@ -8789,10 +8893,6 @@ static pt__sbuf pt__shp(const pt_tensor *t) {
     pt__sbuf b;
     pt_shape_str(t, b.s, sizeof b.s);
     return b;
-}
-static const char *pt__dtname(pt_dtype dt) {
-    static const char *names[] = {"f32", "bf16", "f16", "i32", "i8"};
-    return (unsigned)dt < PT_DTYPE_COUNT ? names[dt] : "?";
 }
 
 /* a new tensor record (no data) */
@@ -9982,7 +10082,7 @@ PTDEF pt_mem_stats pt_mem(const pt_ctx *ctx) {
    Invariants: an op checks its inputs and names the shapes in its error; returns NULL on error or a
    NULL input; records its backward on the tape
    Entry points: pt_add pt_matmul pt_linear pt_cross_entropy pt_layernorm pt_embedding pt_attention
-   pt_dropout pt_conv2d */
+   pt_dropout pt_cast pt_conv2d */
 /* every op: checks, forward through the kernel table, its backward next to it
    Each op is a pair: `pt_X` checks its arguments (a clear message naming the op and the shapes),
    allocates the result in the graph, runs the forward kernel and records a node; `pt__X_bwd`
@@ -10407,6 +10507,25 @@ PTDEF pt_tensor *pt_dropout(pt_graph *g, pt_tensor *x, float p, uint64_t seed) {
         n->i[1] = base;
         n->f[0] = p;
     }
+    return out;
+}
+
+/* ---- cast between f32 and the 16-bit storage types ------------------------------------------- */
+static void pt__cast_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *dx = pt__grad(g, n->in[0]);
+    if (dx) PT__BE->convert(PT__C, dx, n->out->grad, 1);
+}
+PTDEF pt_tensor *pt_cast(pt_graph *g, pt_tensor *x, pt_dtype dt) {
+    pt_tensor *out;
+    pt_node *n;
+    if (!g || !x) return NULL;
+    if ((dt != PT_F32 && dt != PT_BF16 && dt != PT_F16) || (x->dtype != PT_F32 && x->dtype != PT_BF16 && x->dtype != PT_F16))
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_DTYPE, "pt_cast: x %s (%s) to %s: expected f32, bf16 or f16 on both sides", pt__shp(x).s,
+                                     pt__dtname(x->dtype), (unsigned)dt < PT_DTYPE_COUNT ? pt__dtname(dt) : "an unknown dtype");
+    if (x->dtype == dt) return x;
+    if (!(out = pt__new(g, dt, x->ndim, x->shape))) return NULL;
+    PT__BE->convert(PT__C, out, x, 0);
+    if ((n = pt__record(g, "pt_cast", out, pt__cast_bwd, 1, &x)) != NULL) n->flags |= PT__NODE_OUT_FREE;
     return out;
 }
 

@@ -85,6 +85,119 @@ static int close_to(const float *got, const double *ref, int64_t n, double atol,
 static void set_threads(int n) { g_ctx->nthreads = n; }
 
 /* ---- tests -------------------------------------------------------------------------------------- */
+/* references for the 16-bit storage types, by value (double arithmetic), independent of the bit tricks:
+   the f16 value of each of the 65536 codes, and the nearest code to a float (ties: the even code) */
+static double f16_value(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+static uint16_t f16_nearest(float f) { /* by bisection over the ordered positive codes 0..0x7c00 */
+    double a = fabs((double)f);
+    uint16_t sign = signbit(f) ? 0x8000 : 0, lo = 0, hi = 0x7c00;
+    if (f != f) return 0x7e00;
+    if (a >= 65520.0) return sign | 0x7c00;
+    while (hi - lo > 1) { /* f16_value(lo) <= a < f16_value(hi) */
+        uint16_t mid = (uint16_t)((lo + hi) / 2);
+        if (f16_value(mid) <= a) lo = mid;
+        else hi = mid;
+    }
+    if (f16_value(lo) == a) return sign | lo;
+    {
+        double dl = a - f16_value(lo), dh = f16_value(hi) - a;
+        return sign | (dl < dh || (dl == dh && !(lo & 1)) ? lo : hi);
+    }
+}
+static uint16_t bf16_nearest(float f) { /* the two bf16 values around f, by value */
+    uint32_t u;
+    float t, up;
+    uint16_t c;
+    memcpy(&u, &f, 4);
+    if (f != f) return (uint16_t)((u >> 16) | 0x40);
+    c = (uint16_t)(u >> 16);
+    u = (uint32_t)c << 16, memcpy(&t, &u, 4);
+    u = (uint32_t)(c + 1) << 16, memcpy(&up, &u, 4); /* next magnitude (the same sign) */
+    if (t == f) return c;
+    {
+        double dl = fabs((double)f - t), dh = fabs((double)up - f);
+        return dl < dh || (dl == dh && !(c & 1)) ? c : (uint16_t)(c + 1);
+    }
+}
+static void test_convert(void) {
+    int64_t n = 70000, i, bad = 0, badb = 0, badr = 0;
+    pt_tensor *x = newf1(n), *h = newt(PT_F16, 1, n, 1, 1, 1), *b = newt(PT_BF16, 1, n, 1, 1, 1), *y = newf1(n), *a;
+    uint16_t *hp = (uint16_t *)pt__cpu_bytes(h), *bp = (uint16_t *)pt__cpu_bytes(b);
+    char why[300] = "";
+    /* f32 -> f16 / bf16: special values, ties, the edges of the ranges, then random magnitudes */
+    static const float sp[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, 1e30f, -1e30f, 5.9604644775390625e-8f,
+                               2.98023223876953125e-8f, 2.98023224e-8f, 6.103515625e-5f, 6.1e-5f, 1.0009765625f /* 1 + 2^-10 */,
+                               1.00048828125f /* a tie: 1 + 2^-11 */, 1.00146484375f /* a tie rounding up */, 3.3895314e38f};
+    for (i = 0; i < n; i++) {
+        if (i < (int64_t)(sizeof sp / sizeof *sp)) F(x)[i] = sp[i];
+        else if (i < 200) F(x)[i] = i % 2 ? INFINITY : -INFINITY;
+        else F(x)[i] = (float)((urand() - 0.5) * ldexp(1.0, (int)(urand() * 60) - 30));
+    }
+    F(x)[300] = NAN;
+    be->convert(g_ctx, h, x, 0);
+    be->convert(g_ctx, b, x, 0);
+    for (i = 0; i < n; i++) {
+        uint16_t want = f16_nearest(F(x)[i]), wb = bf16_nearest(F(x)[i]);
+        if (F(x)[i] != F(x)[i] ? (hp[i] & 0x7c00) != 0x7c00 || !(hp[i] & 0x3ff) : hp[i] != want) {
+            if (!bad++) snprintf(why, sizeof why, "f16 of %.9g: %04x, nearest %04x", (double)F(x)[i], hp[i], want);
+        }
+        if (bp[i] != wb && !badb++) snprintf(why, sizeof why, "bf16 of %.9g: %04x, nearest %04x", (double)F(x)[i], bp[i], wb);
+    }
+    CHECK_WHY(!bad && !badb && hp[1] == 0x8000 && hp[300] == 0x7e00, "convert f32 -> f16 and bf16: the nearest code, ties to even, NaN, Inf, -0, subnormals, overflow", why);
+    /* f16 -> f32 of every code, exact; and back (codes of NaN stay NaN) */
+    for (i = 0; i < 65536; i++) hp[i] = (uint16_t)i;
+    be->convert(g_ctx, y, h, 0);
+    for (i = 0; i < 65536; i++) {
+        double v = f16_value((uint16_t)i);
+        if (!(v != v ? F(y)[i] != F(y)[i] : (double)F(y)[i] == v && !!signbit(F(y)[i]) == !!(i & 0x8000)) && !badr++)
+            snprintf(why, sizeof why, "code %04llx -> %.9g, want %.9g", (long long)i, (double)F(y)[i], v);
+    }
+    be->convert(g_ctx, b, h, 0); /* f16 -> bf16 directly, then bf16 -> f32: f16 values beyond bf16's 8 bits round */
+    be->convert(g_ctx, x, b, 0);
+    for (i = 0; i < 65536; i++) {
+        float want = F(y)[i];
+        uint16_t c = bf16_nearest(want);
+        uint32_t u = (uint32_t)c << 16;
+        memcpy(&want, &u, 4);
+        if (!(F(x)[i] == want || (F(x)[i] != F(x)[i] && want != want)) && !badr++)
+            snprintf(why, sizeof why, "f16 %04llx -> bf16 -> f32 %.9g, want %.9g", (long long)i, (double)F(x)[i], (double)want);
+    }
+    CHECK_WHY(!badr, "convert f16 -> f32 of all 65536 codes exact; f16 -> bf16 = the nearest bf16 of the value", why);
+    /* accumulate: dst = round(dst + src) in dst's dtype; thread counts agree */
+    a = newt(PT_BF16, 1, 1000, 1, 1, 1);
+    {
+        pt_tensor *s1 = newf1(1000), *ref = newf1(1000), *a2;
+        uint16_t *ap = (uint16_t *)pt__cpu_bytes(a);
+        rnd(s1, -3, 3);
+        for (i = 0; i < 1000; i++) ap[i] = bf16_nearest((float)i / 7.0f);
+        a2 = clone(a);
+        be->convert(g_ctx, a, s1, 1);
+        for (i = 0, bad = 0; i < 1000; i++) {
+            float v = (float)i / 7.0f, w;
+            uint32_t u = (uint32_t)bf16_nearest(v) << 16;
+            memcpy(&w, &u, 4);
+            bad += ap[i] != bf16_nearest(w + F(s1)[i]);
+        }
+        set_threads(1);
+        be->convert(g_ctx, a2, s1, 1);
+        set_threads(2);
+        CHECK_WHY(!bad && same(a, a2), "convert accumulate into bf16: round(dst + src); 1 and 2 threads bit-identical", "differs");
+        (void)ref;
+    }
+    {
+        pt_tensor *i32 = newt(PT_I32, 1, 4, 1, 1, 1), *f4 = newf1(4);
+        pt_error_clear(g_ctx);
+        be->convert(g_ctx, f4, i32, 0);
+        CHECK_WHY(pt_status_get(g_ctx) == PT_ERR_DTYPE && strstr(pt_error(g_ctx), "i32"), "convert from i32 is PT_ERR_DTYPE naming it", pt_error(g_ctx));
+        pt_error_clear(g_ctx);
+    }
+    pool_free();
+}
+
 static void test_expf(void) {
     double worst = 0.0;
     for (double x = -87.3; x <= 88.0; x += 0.0137) {
@@ -993,6 +1106,7 @@ int main(int argc, char **argv) {
     CHECK(g_ctx->be == &pt__cpu_backend && g_ctx->nthreads == 2, "pt_init: cpu backend, 2 threads");
     CHECK(strcmp(be->name, "cpu") == 0, "backend name");
     test_expf();
+    test_convert();
     test_storage();
     test_fill_copy();
     test_binary_scale();

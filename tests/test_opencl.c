@@ -6,7 +6,8 @@
    size); a parity table (op, max abs error, max relative error, tolerance) is printed. Also: the
    optimizers and the gradient norm, a small MLP trained for a few steps, the built-in GPT trained
    20 AdamW steps (per-step losses within 1e-4; ms per step printed), a CNN step (conv, maxpool,
-   linear), bf16/i8 layout moves, the transfer counts of a tiny forward/backward, the program binary
+   linear), bf16/i8 layout moves, casts to bf16 and f16 and back (bit-equal; f16 storage through
+   vload_half / vstore_half, core OpenCL), the transfer counts of a tiny forward/backward, the program binary
    cache (a second context loads it, a corrupt entry is rebuilt), the error paths (malformed device,
    bad platform / device index, an accumulating move of a storage type).
    Without -DPTRAIN_OPENCL it checks only that asking for "opencl" fails with a clear message.
@@ -259,6 +260,12 @@ static pt_tensor *f_conv(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor 
     return pt_conv2d(g, x[0], x[1], t->nin > 2 ? x[2] : NULL, t->param / 10, t->param % 10);
 }
 /* param: k * 10 + stride */
+/* f32 -> 16 bits -> f32 (param: PT_BF16 or PT_F16), squared so the gradient depends on the rounded value */
+static pt_tensor *f_cast(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) {
+    pt_tensor *y = pt_cast(g, pt_cast(g, x[0], (pt_dtype)t->param), PT_F32);
+    (void)ids;
+    return pt_mul(g, y, y);
+}
 static pt_tensor *f_maxpool(pt_graph *g, pt_tensor **x, const optest *t, pt_tensor *ids) { (void)ids; return pt_maxpool2d(g, x[0], t->param / 10, t->param % 10); }
 
 static void test_ops(void) {
@@ -318,6 +325,9 @@ static void test_ops(void) {
         {"conv2d 3x3 s2 p0", 3, {4, 4, 1}, {{3, 2, 10, 7}, {5, 2, 3, 3}, {5}}, -1, 1, 1e-5, 1e-5, f_conv, 20, 0, 0, 0, 0},
         {"conv2d 5x5 s2 p2 (no bias)", 2, {4, 4}, {{1, 3, 13, 9}, {2, 3, 5, 5}}, -1, 1, 1e-5, 1e-5, f_conv, 22, 0, 0, 0, 0},
         {"conv2d 1x1", 3, {4, 4, 1}, {{2, 5, 3, 7}, {3, 5, 1, 1}, {3}}, -1, 1, 1e-5, 1e-5, f_conv, 10, 0, 0, 0, 0},
+        {"cast bf16 round trip", 1, {2}, {{37, 129}}, -70000, 70000, 0, 0, f_cast, PT_BF16, 0, 0, 0, 0},
+        {"cast f16 round trip (storage: no cl_khr_fp16 needed)", 1, {2}, {{37, 129}}, -70000, 70000, 0, 0, f_cast, PT_F16, 0, 0, 0, 0},
+        {"cast f16 small (subnormals)", 1, {1}, {{5001}}, -1e-4f, 1e-4f, 0, 0, f_cast, PT_F16, 0, 0, 0, 0},
         {"maxpool 2 s2", 1, {4}, {{2, 3, 9, 11}}, -1, 1, 0, 0, f_maxpool, 22, 0, 0, 0, 0},
         {"maxpool 3 s2 (overlapping)", 1, {4}, {{1, 4, 10, 7}}, -1, 1, 0, 0, f_maxpool, 32, 0, 0, 0, 0},
         {"maxpool 3 s1", 1, {4}, {{2, 2, 6, 5}}, -1, 1, 0, 0, f_maxpool, 31, 0, 0, 0, 0},
