@@ -1280,8 +1280,11 @@ PTDEF void pt_dp_free(pt_dp *dp);
 PTDEF void pt_dp_begin_step(pt_dp *dp, int passes);
 /** Before a pass's backward: reduce_now 0 = accumulate only (no communication), 1 = pt_dp_begin_step(dp, 1). */
 PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now);
-/** After the step's last backward: starts the buckets not yet started, waits for all, scales by 1/dp (the mean of
-    the sums); ZeRO-1/2: only this rank's range [lo_r, hi_r) of the gradient slab holds it. No-op after pt_dp_begin(dp, 0). */
+/** After the step's last backward: starts the buckets not yet started, waits for all, takes the exact mean of the
+    sums (x / dp); ZeRO-1/2: only this rank's range [lo_r, hi_r) of the gradient slab holds it. No-op after
+    pt_dp_begin(dp, 0). Without ZeRO or bf16, on the CPU, with a power-of-two DP size, the 1/dp is not a pass of its
+    own: the gradient tensors keep the sum and pt_optim_step, pt_grad_norm and the guard take the 1/dp into account;
+    pt_grad_slab applies it to the slab first (read gradients through it), pt_zero_grad drops it. */
 PTDEF pt_status pt_dp_finish(pt_dp *dp);
 /** The counters. */
 PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
@@ -9699,11 +9702,17 @@ PTDEF int64_t pt_param_numel(const pt_ctx *ctx) {
     return n;
 }
 PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) { return pt__slab_view(ctx->pslab, ctx->slab_n); }
-PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) { return pt__slab_view(ctx->gslab, ctx->slab_n); }
+static void pt__dp_settle(pt_ctx *ctx, int drop); /* dp: applies (drop: forgets) the 1/dp the gradient slab still owes */
+static double pt__dp_pending(const pt_ctx *ctx);   /* dp: that factor (1 = none), for the optimizer and the norm */
+PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) {
+    pt__dp_settle(ctx, 0);
+    return pt__slab_view(ctx->gslab, ctx->slab_n);
+}
 PTDEF void pt_zero_grad(pt_ctx *ctx) {
     pt_tensor t;
     if (!ctx || !ctx->gslab) return;
-    t = pt_grad_slab(ctx);
+    pt__dp_settle(ctx, 1);
+    t = pt__slab_view(ctx->gslab, ctx->slab_n);
     ctx->be->fill(ctx, &t, 0.0f);
 }
 PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user) {
@@ -10753,9 +10762,9 @@ static int pt__sum_f64(pt_ctx *ctx, int comm, double *x, const char *what) {
 static double pt__grad_sumsq(pt_ctx *ctx) {
     /* local partial sums over the gradient range this rank holds reduced (ZeRO: its DP shard):
        [0] TP-split parameters, [1] the rest (replicated over TP); then the reductions */
-    pt_tensor gs = pt_grad_slab(ctx);
+    pt_tensor gs = pt__slab_view(ctx->gslab, ctx->slab_n);
     const pt_dist *d = ctx->desc.dist;
-    double part[2] = {0.0, 0.0};
+    double part[2] = {0.0, 0.0}, sc = pt__dp_pending(ctx);
     int64_t lo, hi;
     int i, dpshard, tp = pt_tp_size(ctx), pp = d ? pt_dist_layout(d).pp : 1, tied = 0;
     lo = 0, hi = ctx->slab_n;
@@ -10774,6 +10783,7 @@ static double pt__grad_sumsq(pt_ctx *ctx) {
             part[p->spec.split_dim >= 0 && p->spec.split_parts > 1 ? 0 : 1] += ctx->be->sumsq(ctx, &t, e - a);
         }
     }
+    part[0] *= sc * sc, part[1] *= sc * sc; /* dp's 1/dp still owed (a power of two: exact) */
     if (dpshard && ctx->dp_sum) ctx->dp_sum(ctx, part, 2); /* ZeRO: the shards together are the whole gradient */
     (void)pp;
 #ifdef PTRAIN_MPI
@@ -10955,6 +10965,7 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
     ctx = o->ctx;
     norm = pt_grad_norm(ctx);
     if (o->d.clip_norm > 0 && norm > o->d.clip_norm) gscale = o->d.clip_norm / (norm + 1e-6f);
+    gscale *= (float)pt__dp_pending(ctx); /* the 1/dp pt_dp_finish left to this scale (a power of two: exact) */
     o->steps++;
     /* ZeRO: the norm above is the global one (pt__grad_sumsq sums the DP shards' squares); only the
        runs' parts inside [zlo, zhi) are updated */
@@ -11557,7 +11568,7 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
 // >>dp  data parallelism
 /* Owns: pt_dp (buckets fixed at init, their non-blocking reductions), the ZeRO shard of gradients
    and optimizer state
-   Invariants: buckets in a fixed order; the exact mean at pt_dp_finish
+   Invariants: buckets in a fixed order; the exact mean at pt_dp_finish (or owed: pt__dp_settle)
    Entry points: pt_dp_new pt_dp_new_opts pt_dp_begin pt_dp_finish pt_dp_zero pt_dp_stats_get; a
    bucket's allreduce or ZeRO reduce-scatter: pt__dp_call; the ZeRO parameter all-gather:
    pt__dp_zero_gather */
@@ -11583,7 +11594,8 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
    MPI_Tests the ops in flight and issues next phases; ops retire (their results are moved into
    place) strictly in order, so accumulation order is fixed. pt_dp_finish starts what is left in
    order (parameters a pass did not use never fire), waits, and divides by the DP size: an exact sum
-   over ranks, then one scale, the same on every rank. No float atomics anywhere.
+   over ranks, then one scale, the same on every rank, in the copy that moves a result into place
+   (retire, ZeRO-2's shard) or owed to the optimizer (pt__dp_settle). No float atomics anywhere.
 
    Buffers: the f32 flat and ZeRO-1 paths reduce in place in the gradient slab. ZeRO-2 and bf16
    compression copy a bucket into a staging ring (two largest buckets) when its op starts: ZeRO-2
@@ -11649,6 +11661,7 @@ struct pt_dp {
     float *stg;         /* staging ring [stg_n] */
     int64_t stg_n, stg_head;
     float *hg;          /* device backend: host mirror of the gradient slab [slab_n] (NULL on the CPU) */
+    float pend;         /* 1/dp the gradient slab still owes since pt_dp_finish (1 = none; see pt__dp_settle) */
     pt_dp_stats stats;
     pt_optim *zopt;     /* sharded optimizer (pt_dp_zero), or NULL */
 #ifdef PTRAIN_MPI
@@ -11719,10 +11732,37 @@ static float pt__dp_f32(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
+/* dst[i] = src[i] / d, i < n (dst == src, or not overlapping), threaded like the CPU kernels */
+static void pt__dp_div(pt_ctx *ctx, float *dst, const float *src, int64_t n, float d) {
+    int64_t nch = (n + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK;
+    (void)ctx;
+    PT__CPU_PAR_FOR(ctx, n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK), j;
+        for (j = i0; j < i1; j++) dst[j] = src[j] / d;
+    }
+}
+/* The mean pt_dp_finish may leave owed (dp->pend): the f32 allreduce path (ZeRO-0) on a host slab
+   with a power-of-two DP size leaves the sum in the slab and 1/dp in pend instead of a pass over
+   the gradient; pt_optim_step multiplies it into its gradient scale and pt__grad_sumsq into the
+   norm (a power of two: x * 2^-k == x / 2^k, bit for bit); pt_grad_slab applies it to the slab
+   first (the user's view), pt_zero_grad forgets it. */
+static double pt__dp_pending(const pt_ctx *ctx) { return ctx && ctx->dp ? (double)ctx->dp->pend : 1.0; }
+static void pt__dp_settle(pt_ctx *ctx, int drop) {
+    pt_dp *dp = ctx ? ctx->dp : NULL;
+    pt_tensor gs;
+    float *g;
+    int k;
+    if (!dp || dp->pend == 1.0f) return;
+    dp->pend = 1.0f;
+    gs = pt__slab_view(ctx->gslab, ctx->slab_n);
+    if (drop || !(g = pt_f32(&gs))) return;
+    for (k = 0; k < dp->nb; k++) pt__dp_div(ctx, g + dp->lo[k], g + dp->lo[k], dp->hi[k] - dp->lo[k], (float)dp->dpsize);
+}
 #ifdef PTRAIN_MPI
 /* the gradient slab the reductions work on: the slab itself, or its host mirror on a device */
 static float *pt__dp_grads(pt_dp *dp) {
-    pt_tensor gs = pt_grad_slab(dp->ctx);
+    pt_tensor gs = pt__slab_view(dp->ctx->gslab, dp->ctx->slab_n);
     float *g = dp->hg ? dp->hg : pt_f32(&gs);
     if (!g) pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp: the gradient slab has no host memory");
     return g;
@@ -11841,10 +11881,11 @@ static void pt__dp_retire(pt_dp *dp, pt__dp_op *op) {
     int64_t lo = dp->lo[b], n = dp->hi[b] - lo, a, c, i;
     float *g = pt__dp_grads(dp);
     const uint16_t *h = op->soff >= 0 ? (const uint16_t *)(dp->stg + op->soff) : NULL;
+    float d = (float)dp->dpsize; /* the mean, in the copy that moves the result into place */
     if (!g) return;
     if (dp->stage == 0) {
         if (dp->compress)
-            for (i = 0; i < n; i++) g[lo + i] = pt__dp_f32(h[i]);
+            for (i = 0; i < n; i++) g[lo + i] = pt__dp_f32(h[i]) / d;
         return;
     }
     a = PT__MAX(lo, dp->zlo);
@@ -11852,8 +11893,10 @@ static void pt__dp_retire(pt_dp *dp, pt__dp_op *op) {
     if (c <= 0) return;
     if (dp->stage == 1) {
         if (dp->compress)
-            for (i = 0; i < c; i++) g[a + i] = pt__dp_f32(h[i]);
-        else memmove(g + a, g + lo, (size_t)c * 4);
+            for (i = 0; i < c; i++) g[a + i] = pt__dp_f32(h[i]) / d;
+        else if (a == lo || a - lo >= c) pt__dp_div(dp->ctx, g + a, g + lo, c, d);
+        else
+            for (i = c - 1; i >= 0; i--) g[a + i] = g[lo + i] / d; /* overlapping, dst above src: from the end */
     } else {
         float *acc = dp->acc + (a - dp->zlo);
         if (dp->compress)
@@ -12118,6 +12161,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     dp->nparams = n;
     dp->dpsize = 1;
     dp->nphases = 1;
+    dp->pend = 1.0f;
     dp->zhi = ctx->slab_n;
 #ifdef PTRAIN_MPI
     dp->comm = dp->node = dp->node2 = dp->cross = dp->agree = MPI_COMM_NULL;
@@ -12255,7 +12299,7 @@ PTDEF void pt_dp_free(pt_dp *dp) {
         dp->zopt->post_step = NULL;
         dp->zopt->post_user = NULL;
     }
-    if (dp->ctx->dp == dp) dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
+    if (dp->ctx->dp == dp) pt__dp_settle(dp->ctx, 0), dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
 #ifdef PTRAIN_MPI
     if (dp->reducing && dp->ops) (void)pt__dp_complete(dp);
     if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
@@ -12294,6 +12338,7 @@ PTDEF void pt_dp_free(pt_dp *dp) {
 
 PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     if (!dp || dp->dpsize <= 1) return;
+    pt__dp_settle(dp->ctx, 0); /* the gradient was not zeroed: it accumulates onto the mean */
     if (passes < 1) {
         pt__fail(dp->ctx, PT_ERR_ARG, "pt_dp_begin_step: passes must be >= 1, got %d", passes);
         return;
@@ -12326,6 +12371,7 @@ PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
 
 PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now) {
     if (!dp || dp->dpsize <= 1) return;
+    pt__dp_settle(dp->ctx, 0);
     if (reduce_now) {
         pt_dp_begin_step(dp, 1);
         return;
@@ -12344,9 +12390,8 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
         double tw = dp->ctx->trace ? pt_time() : 0.0;
         pt_status st = pt__dp_complete(dp);
         float *g, inv = (float)dp->dpsize;
+        int k, owe = !dp->hg && dp->stage == 0 && !dp->compress && (dp->dpsize & (dp->dpsize - 1)) == 0;
         if (dp->ctx->trace) pt__trace_span(dp->ctx, PT_TRACE_COMM, "dp_wait", tw, PT_COMM_DP); /* trace */
-        int k;
-        int64_t i;
         dp->reducing = 0;
         if (st != PT_OK) return st;
         if (dp->ctx->nparams != dp->nparams)
@@ -12354,19 +12399,17 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
                                         dp->nparams, dp->ctx->nparams),
                                PT_ERR_STATE);
         if (!(g = pt__dp_grads(dp))) return PT_ERR_STATE;
-        for (k = 0; k < dp->nb; k++) { /* the sum over ranks, then one scale (ZeRO: only my shard holds it) */
+        /* the mean: ZeRO-1 and bf16 divided in their retire copies, ZeRO-2 here in the copy out of its
+           shard accumulator, the f32 allreduce path here in place (a DP size not a power of two, or
+           a device's host mirror) or owed to the optimizer's scale (pt__dp_settle) */
+        for (k = 0; k < dp->nb; k++) {
             int64_t a = dp->stage ? PT__MAX(dp->lo[k], dp->zlo) : dp->lo[k], e = dp->stage ? PT__MIN(dp->hi[k], dp->zhi) : dp->hi[k];
-            const float *src = dp->stage == 2 ? dp->acc + (a - dp->zlo) : g + a;
-            float *dst = g + a;
-            int64_t n = e - a, nch = (n + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK;
-            (void)i;
-            PT__CPU_PAR_FOR(dp->ctx, n) /* threaded like the CPU kernels: a pass over the gradient costs */
-            for (int64_t c = 0; c < nch; c++) {
-                int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK), j;
-                for (j = i0; j < i1; j++) dst[j] = src[j] / inv;
-            }
-            if (dp->hg) pt__stage_xfer(dp->ctx, dp->ctx->gslab, a, dst, n, 0, PT_XFER_DP); /* back to the device */
+            if (e <= a) continue;
+            if (dp->stage == 2) pt__dp_div(dp->ctx, g + a, dp->acc + (a - dp->zlo), e - a, inv);
+            else if (dp->stage == 0 && !dp->compress && !owe) pt__dp_div(dp->ctx, g + a, g + a, e - a, inv);
+            if (dp->hg) pt__stage_xfer(dp->ctx, dp->ctx->gslab, a, g + a, e - a, 0, PT_XFER_DP); /* back to the device */
         }
+        if (owe) dp->pend = 1.0f / inv;
         if (dp->hg && dp->ctx->status != PT_OK) return dp->ctx->status;
     }
 #endif
@@ -12431,6 +12474,7 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
     if (dp->reducing)
         return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: a step is open (call it between pt_dp_finish and the next step)"), PT_ERR_STATE);
     hi = ctx->slab_n;
+    if (ctx->dp == dp) pt__dp_settle(ctx, 0); /* the shard changes: the mean in place first */
     if (dp->dpsize <= 1) return pt__optim_reshard(o, lo, hi); /* one rank: the shard is the whole slab */
 #ifdef PTRAIN_MPI
     {
@@ -18214,7 +18258,7 @@ static double pt__guard_hash(pt_ctx *ctx) {
 static int pt__guard_grad_bad(pt_ctx *ctx) {
     pt_tensor gs;
     if (!ctx->gslab || ctx->slab_n <= 0) return 0;
-    gs = pt_grad_slab(ctx);
+    gs = pt__slab_view(ctx->gslab, ctx->slab_n); /* finite or not: dp's pending 1/dp changes nothing */
     return !pt__guard_finite(ctx->be->sumsq(ctx, &gs, ctx->slab_n));
 }
 
