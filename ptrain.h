@@ -1258,6 +1258,9 @@ typedef struct pt_dp_stats {
     int64_t started_before_end; /**< bucket reductions started during backward (not at pt_dp_finish) */
     int64_t bytes_reduced;      /**< bytes of gradient passed to the first reduction of each bucket (bf16: 2 per element) */
     double wait_s;              /**< seconds spent in pt_dp_finish (starting what is left, waiting) */
+    double gather_wait_s;       /**< ZeRO: seconds waited for the parameter all-gathers (per bucket, non-blocking, started
+                                     by pt_optim_step) before the parameters were next read */
+    int64_t gathers;            /**< ZeRO: bucket parameter all-gathers started */
     int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard, bf16 residual */
 } pt_dp_stats;
 /** Options of pt_dp_new_opts (zero-initialize; all 0 = pt_dp_new(ctx, d, 0)). */
@@ -1292,7 +1295,9 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
     range [lo_r, hi_r) (the slab cut in dp equal parts, boundaries rounded down to 16 floats, the last rank takes the
     rest). 1 = ZeRO-1: buckets are reduce-scattered (each rank receives its range's sum), o keeps moment state for
     its range only (the full slabs are freed), pt_optim_step updates only it (clipping uses the global norm: shard
-    squares summed over DP), then allgathers the parameter slab over DP. 2 = ZeRO-2: as 1, and every pass is
+    squares summed over DP), then allgathers the parameters over DP, bucket by bucket, non-blocking: completed before
+    they are next read (the next forward's first op, pt_param_slab, pt_tensor_read/write of a parameter, the next
+    update, checkpoints, pt_dp_free; the wait: pt_dp_stats gather_wait_s). 2 = ZeRO-2: as 1, and every pass is
     reduce-scattered into a shard accumulator, so the accumulated gradient exists only as 1/dp shards (the gradient
     slab stays full size: it is autograd's per-pass scratch, so resident memory does not drop here). 0 = back to
     unsharded (state shards allgathered). One optimizer per pt_dp; on a device backend the gathers go through host
@@ -8754,8 +8759,11 @@ static pt_tensor *pt__rec(pt_graph *g, pt_dtype dt, int ndim, const int64_t *sha
     return t;
 }
 /* a new tensor with data in the arena */
+static void pt__dp_gather_gate(pt_ctx *ctx); /* dp: completes the ZeRO parameter gathers in flight, if any */
 static pt_tensor *pt__new(pt_graph *g, pt_dtype dt, int ndim, const int64_t *shape) {
-    pt_tensor *t = pt__rec(g, dt, ndim, shape);
+    pt_tensor *t;
+    pt__dp_gather_gate(g->ctx); /* an op is about to read its inputs: parameters gathered first */
+    t = pt__rec(g, dt, ndim, shape);
     if (!t) return NULL;
     if (g->ctx->prof && g->prof_t0 == 0) g->prof_t0 = pt_time(); /* trace: an op's forward starts */
     t->st = pt__dalloc(g, pt_numel(t) * pt_dtype_size(dt), pt_dtype_size(dt), &t->off);
@@ -8797,11 +8805,13 @@ PTDEF void pt_requires_grad(pt_tensor *t) {
 }
 PTDEF pt_status pt_tensor_write(pt_tensor *t, const void *src) {
     if (!t || !src || !t->st || !t->st->ctx) return PT_ERR_ARG;
+    if (t->st == t->st->ctx->pslab) pt__dp_gather_gate(t->st->ctx); /* no ZeRO gather left to overwrite it */
     t->st->ctx->be->write(t->st->ctx, t, src, pt_numel(t) * pt_dtype_size(t->dtype));
     return PT_OK;
 }
 PTDEF pt_status pt_tensor_read(const pt_tensor *t, void *dst) {
     if (!t || !dst || !t->st || !t->st->ctx) return PT_ERR_ARG;
+    if (t->st == t->st->ctx->pslab) pt__dp_gather_gate(t->st->ctx); /* a parameter: its ZeRO gather done */
     t->st->ctx->be->read(t->st->ctx, t, dst, pt_numel(t) * pt_dtype_size(t->dtype));
     return PT_OK;
 }
@@ -9701,7 +9711,10 @@ PTDEF int64_t pt_param_numel(const pt_ctx *ctx) {
     for (i = 0; ctx && i < ctx->nparams; i++) n += pt_numel(&ctx->params[i]->value);
     return n;
 }
-PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) { return pt__slab_view(ctx->pslab, ctx->slab_n); }
+PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) {
+    pt__dp_gather_gate(ctx);
+    return pt__slab_view(ctx->pslab, ctx->slab_n);
+}
 static void pt__dp_settle(pt_ctx *ctx, int drop); /* dp: applies (drop: forgets) the 1/dp the gradient slab still owes */
 static double pt__dp_pending(const pt_ctx *ctx);   /* dp: that factor (1 = none), for the optimizer and the norm */
 PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) {
@@ -10963,6 +10976,7 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
     int r;
     if (!o) return NAN;
     ctx = o->ctx;
+    pt__dp_gather_gate(ctx); /* the last update's ZeRO gathers read this rank's shard: done before it changes */
     norm = pt_grad_norm(ctx);
     if (o->d.clip_norm > 0 && norm > o->d.clip_norm) gscale = o->d.clip_norm / (norm + 1e-6f);
     gscale *= (float)pt__dp_pending(ctx); /* the 1/dp pt_dp_finish left to this scale (a power of two: exact) */
@@ -11571,7 +11585,7 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
    Invariants: buckets in a fixed order; the exact mean at pt_dp_finish (or owed: pt__dp_settle)
    Entry points: pt_dp_new pt_dp_new_opts pt_dp_begin pt_dp_finish pt_dp_zero pt_dp_stats_get; a
    bucket's allreduce or ZeRO reduce-scatter: pt__dp_call; the ZeRO parameter all-gather:
-   pt__dp_zero_gather */
+   pt__dp_zero_gather, completed before parameters are read: pt__dp_gather_gate */
 /* =================================================================================================
    data parallelism: bucketed, overlapped gradient averaging over the DP communicator
    =================================================================================================
@@ -11673,6 +11687,10 @@ struct pt_dp {
     int *bcnt;          /* [nb * dpsize]: each bucket's intersection with each rank's shard */
     int *hcnt, *hdispl; /* [nb * lsize]: in-node parts of each bucket */
     MPI_Op bf16sum;
+    int *gdispl;        /* [nb * dpsize]: each rank's part of each bucket, offset in the bucket (the gathers) */
+    MPI_Request *greq;  /* [nb]: ZeRO parameter gathers, started in slab order (bucket nb-1 first) */
+    uint64_t *grec;     /* [nb]: their collective records */
+    int gn, gdone;      /* gathers started since the last update; the first not completed */
 #endif
 };
 
@@ -11748,6 +11766,16 @@ static void pt__dp_div(pt_ctx *ctx, float *dst, const float *src, int64_t n, flo
    norm (a power of two: x * 2^-k == x / 2^k, bit for bit); pt_grad_slab applies it to the slab
    first (the user's view), pt_zero_grad forgets it. */
 static double pt__dp_pending(const pt_ctx *ctx) { return ctx && ctx->dp ? (double)ctx->dp->pend : 1.0; }
+#ifdef PTRAIN_MPI
+static pt_status pt__dp_gather_finish(pt_dp *dp, int block);
+#endif
+static void pt__dp_gather_gate(pt_ctx *ctx) {
+#ifdef PTRAIN_MPI
+    if (ctx && ctx->dp && ctx->dp->gn > ctx->dp->gdone) (void)pt__dp_gather_finish(ctx->dp, 1);
+#else
+    (void)ctx;
+#endif
+}
 static void pt__dp_settle(pt_ctx *ctx, int drop) {
     pt_dp *dp = ctx ? ctx->dp : NULL;
     pt_tensor gs;
@@ -12299,9 +12327,10 @@ PTDEF void pt_dp_free(pt_dp *dp) {
         dp->zopt->post_step = NULL;
         dp->zopt->post_user = NULL;
     }
-    if (dp->ctx->dp == dp) pt__dp_settle(dp->ctx, 0), dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
+    if (dp->ctx->dp == dp) pt__dp_gather_gate(dp->ctx), pt__dp_settle(dp->ctx, 0), dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
 #ifdef PTRAIN_MPI
     if (dp->reducing && dp->ops) (void)pt__dp_complete(dp);
+    if (dp->gn > dp->gdone) (void)pt__dp_gather_finish(dp, 1);
     if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
         pt_set_grad_hook(dp->ctx, NULL, NULL);
     if (dp->dpsize > 1 && dp->ctx->poll == pt__dp_poll && dp->ctx->poll_user == (void *)dp)
@@ -12320,6 +12349,9 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     pt__free(dp->ctx, dp->bcnt);
     pt__free(dp->ctx, dp->hcnt);
     pt__free(dp->ctx, dp->hdispl);
+    pt__free(dp->ctx, dp->gdispl);
+    pt__free(dp->ctx, dp->greq);
+    pt__free(dp->ctx, dp->grec);
 #endif
     pt__free(dp->ctx, dp->lo);
     pt__free(dp->ctx, dp->hi);
@@ -12338,6 +12370,7 @@ PTDEF void pt_dp_free(pt_dp *dp) {
 
 PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     if (!dp || dp->dpsize <= 1) return;
+    pt__dp_gather_gate(dp->ctx);
     pt__dp_settle(dp->ctx, 0); /* the gradient was not zeroed: it accumulates onto the mean */
     if (passes < 1) {
         pt__fail(dp->ctx, PT_ERR_ARG, "pt_dp_begin_step: passes must be >= 1, got %d", passes);
@@ -12431,7 +12464,8 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
    where it is moved to its slab place, ZeRO-1, or added to the shard accumulator, ZeRO-2). After
    pt_dp_finish only [lo_r, hi_r) of the gradient slab holds the averaged gradient; pt_grad_norm
    sums the shards' squares over DP (pt__grad_sumsq). pt_optim_step updates the own range with the
-   own moment shard, then post_step allgathers the parameter slab in place over DP. */
+   own moment shard, then post_step starts the parameter allgathers, one per bucket, in place over
+   DP (pt__dp_zero_gather; completed lazily by pt__dp_gather_gate). */
 #ifdef PTRAIN_MPI
 /* Every DP rank's shard [zdispl[r], +zcnt[r]) of the slab storage st (slab_n floats) to every DP
    rank, in place. A device backend stages through the host mirror hg: the own shard is read, the
@@ -12455,9 +12489,60 @@ static pt_status pt__dp_allgather_slab(pt_dp *dp, pt_storage *st, const char *fn
     }
     return ctx->status;
 }
+/* Completes the gathers in flight in the order started (block 0: only those MPI_Test finds done). */
+static pt_status pt__dp_gather_finish(pt_dp *dp, int block) {
+    double t0 = pt_time();
+    pt_status st = PT_OK;
+    while (dp->gdone < dp->gn) {
+        int b = dp->nb - 1 - dp->gdone, flag = 1, rc;
+        rc = block ? pt__coll_wait(dp->dist, 1, &dp->greq[b], 0) : MPI_Test(&dp->greq[b], &flag, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && !flag) break;
+        pt__coll_end(dp->dist, dp->grec[b], rc);
+        dp->gdone++;
+        if (rc != MPI_SUCCESS && st == PT_OK)
+            st = (pt_status)(pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp (ZeRO): the allgather of bucket %d's parameters failed: %s", b, pt__coll_why(dp->dist, rc)),
+                             PT_ERR_DEVICE);
+    }
+    if (block) dp->stats.gather_wait_s += pt_time() - t0;
+    if (dp->gdone >= dp->gn) dp->gn = dp->gdone = 0;
+    return st;
+}
+/* post_step of the sharded optimizer: each bucket's parameters gathered over DP by a non-blocking
+   in-place MPI_Iallgatherv, started in slab order (the order a forward reads them), completed
+   lazily by pt__dp_gather_gate before anything reads a parameter (an op's output allocation,
+   pt_param_slab, the next update, checkpoints, pt_dp_free). Frozen parameters (no bucket) are
+   never updated, so never gathered. A device backend: one blocking gather through the host mirror. */
 static pt_status pt__dp_zero_gather(void *user) {
     pt_dp *dp = (pt_dp *)user;
-    return pt__dp_allgather_slab(dp, dp->ctx->pslab, "pt_dp (ZeRO)", "parameters");
+    pt_ctx *ctx = dp->ctx;
+    float *p = (float *)ctx->pslab->host;
+    int k, r, n = dp->dpsize;
+    if (!p) return pt__dp_allgather_slab(dp, ctx->pslab, "pt_dp (ZeRO)", "parameters");
+    if (pt__dp_gather_finish(dp, 1) != PT_OK) return ctx->status;
+    if (!dp->greq) {
+        dp->greq = (MPI_Request *)pt__alloc(ctx, sizeof(MPI_Request) * (size_t)PT__MAX(dp->nb, 1));
+        dp->grec = (uint64_t *)pt__alloc(ctx, sizeof(uint64_t) * (size_t)PT__MAX(dp->nb, 1));
+        dp->gdispl = (int *)pt__alloc(ctx, sizeof(int) * (size_t)n * (size_t)PT__MAX(dp->nb, 1));
+        if (!dp->greq || !dp->grec || !dp->gdispl) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp (ZeRO): out of memory"), PT_ERR_OOM);
+        for (k = 0; k < dp->nb; k++)
+            for (r = 0; r < n; r++)
+                dp->gdispl[(size_t)k * n + r] = (int)(PT__MIN(PT__MAX(dp->lo[k], (int64_t)dp->zdispl[r]), dp->hi[k]) - dp->lo[k]);
+    }
+    for (k = dp->nb - 1; k >= 0; k--) {
+        uint64_t s = pt__coll_begin(dp->dist, PT_COLL_IALLGATHERV, PT_COMM_DP, dp->hi[k] - dp->lo[k], PT_COLL_F32, -1);
+        int rc = s ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p + dp->lo[k], dp->bcnt + (size_t)k * n, dp->gdispl + (size_t)k * n,
+                                    MPI_FLOAT, dp->comm, &dp->greq[k])
+                   : PT__COLL_REFUSED;
+        if (rc != MPI_SUCCESS) {
+            pt__coll_end(dp->dist, s, rc);
+            (void)pt__dp_gather_finish(dp, 1); /* those started: every rank started the same ones */
+            return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_dp (ZeRO): the allgather of bucket %d's parameters failed to start: %s", k,
+                                        pt__coll_why(dp->dist, rc)),
+                               PT_ERR_DEVICE);
+        }
+        dp->grec[k] = s, dp->gn++, dp->stats.gathers++;
+    }
+    return pt__dp_gather_finish(dp, 0);
 }
 #endif
 
@@ -12474,7 +12559,7 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
     if (dp->reducing)
         return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: a step is open (call it between pt_dp_finish and the next step)"), PT_ERR_STATE);
     hi = ctx->slab_n;
-    if (ctx->dp == dp) pt__dp_settle(ctx, 0); /* the shard changes: the mean in place first */
+    if (ctx->dp == dp) pt__dp_gather_gate(ctx), pt__dp_settle(ctx, 0); /* the shard changes: gathers done, the mean in place first */
     if (dp->dpsize <= 1) return pt__optim_reshard(o, lo, hi); /* one rank: the shard is the whole slab */
 #ifdef PTRAIN_MPI
     {
@@ -16100,6 +16185,7 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     pt__ck_job *j;
     pt_coords c;
     int ok = 1, rank, dp_sharded, i;
+    pt__dp_gather_gate(ctx); /* the parameters as the last update left them on every DP rank */
     double t0 = pt_time();
     struct stat sb;
     if (!ctx) return PT_ERR_ARG;
@@ -16572,6 +16658,7 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     struct stat sb;
     int64_t *steps = NULL, step = -1;
     int n = 0, i, single, f = 0;
+    pt__dp_gather_gate(ctx); /* no ZeRO gather in flight may overwrite what is loaded */
     if (step_out) *step_out = -1;
     if (!ctx) return PT_ERR_ARG;
     if (!path || !path[0] || strlen(path) > 900) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_load: need a directory name (at most 900 characters)"), PT_ERR_ARG);
