@@ -1304,6 +1304,9 @@ typedef struct pt_dp_stats {
     int64_t started_before_end; /**< bucket reductions started during backward (not at pt_dp_finish) */
     int64_t bytes_reduced;      /**< bytes of gradient passed to the first reduction of each bucket (bf16: 2 per element) */
     double wait_s;              /**< seconds spent in pt_dp_finish (starting what is left, waiting) */
+    double gather_wait_s;       /**< ZeRO: seconds waited for the parameter all-gathers (per bucket, non-blocking, started
+                                     by pt_optim_step) before the parameters were next read */
+    int64_t gathers;            /**< ZeRO: bucket parameter all-gathers started */
     int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard, bf16 residual */
 } pt_dp_stats;
 /** Options of pt_dp_new_opts (zero-initialize; all 0 = pt_dp_new(ctx, d, 0)). */
@@ -1326,8 +1329,11 @@ PTDEF void pt_dp_free(pt_dp *dp);
 PTDEF void pt_dp_begin_step(pt_dp *dp, int passes);
 /** Before a pass's backward: reduce_now 0 = accumulate only (no communication), 1 = pt_dp_begin_step(dp, 1). */
 PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now);
-/** After the step's last backward: starts the buckets not yet started, waits for all, scales by 1/dp (the mean of
-    the sums); ZeRO-1/2: only this rank's range [lo_r, hi_r) of the gradient slab holds it. No-op after pt_dp_begin(dp, 0). */
+/** After the step's last backward: starts the buckets not yet started, waits for all, takes the exact mean of the
+    sums (x / dp); ZeRO-1/2: only this rank's range [lo_r, hi_r) of the gradient slab holds it. No-op after
+    pt_dp_begin(dp, 0). Without ZeRO or bf16, on the CPU, with a power-of-two DP size, the 1/dp is not a pass of its
+    own: the gradient tensors keep the sum and pt_optim_step, pt_grad_norm and the guard take the 1/dp into account;
+    pt_grad_slab applies it to the slab first (read gradients through it), pt_zero_grad drops it. */
 PTDEF pt_status pt_dp_finish(pt_dp *dp);
 /** The counters. */
 PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
@@ -1335,7 +1341,9 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
     range [lo_r, hi_r) (the slab cut in dp equal parts, boundaries rounded down to 16 floats, the last rank takes the
     rest). 1 = ZeRO-1: buckets are reduce-scattered (each rank receives its range's sum), o keeps moment state for
     its range only (the full slabs are freed), pt_optim_step updates only it (clipping uses the global norm: shard
-    squares summed over DP), then allgathers the parameter slab over DP. 2 = ZeRO-2: as 1, and every pass is
+    squares summed over DP), then allgathers the parameters over DP, bucket by bucket, non-blocking: completed before
+    they are next read (the next forward's first op, pt_param_slab, pt_tensor_read/write of a parameter, the next
+    update, checkpoints, pt_dp_free; the wait: pt_dp_stats gather_wait_s). 2 = ZeRO-2: as 1, and every pass is
     reduce-scattered into a shard accumulator, so the accumulated gradient exists only as 1/dp shards (the gradient
     slab stays full size: it is autograd's per-pass scratch, so resident memory does not drop here). 0 = back to
     unsharded (state shards allgathered). One optimizer per pt_dp; on a device backend the gathers go through host
@@ -8906,8 +8914,11 @@ static pt_tensor *pt__rec(pt_graph *g, pt_dtype dt, int ndim, const int64_t *sha
     return t;
 }
 /* a new tensor with data in the arena */
+static void pt__dp_gather_gate(pt_ctx *ctx); /* dp: completes the ZeRO parameter gathers in flight, if any */
 static pt_tensor *pt__new(pt_graph *g, pt_dtype dt, int ndim, const int64_t *shape) {
-    pt_tensor *t = pt__rec(g, dt, ndim, shape);
+    pt_tensor *t;
+    pt__dp_gather_gate(g->ctx); /* an op is about to read its inputs: parameters gathered first */
+    t = pt__rec(g, dt, ndim, shape);
     if (!t) return NULL;
     if (g->ctx->prof && g->prof_t0 == 0) g->prof_t0 = pt_time(); /* trace: an op's forward starts */
     t->st = pt__dalloc(g, pt_numel(t) * pt_dtype_size(dt), pt_dtype_size(dt), &t->off);
@@ -8949,11 +8960,13 @@ PTDEF void pt_requires_grad(pt_tensor *t) {
 }
 PTDEF pt_status pt_tensor_write(pt_tensor *t, const void *src) {
     if (!t || !src || !t->st || !t->st->ctx) return PT_ERR_ARG;
+    if (t->st == t->st->ctx->pslab) pt__dp_gather_gate(t->st->ctx); /* no ZeRO gather left to overwrite it */
     t->st->ctx->be->write(t->st->ctx, t, src, pt_numel(t) * pt_dtype_size(t->dtype));
     return PT_OK;
 }
 PTDEF pt_status pt_tensor_read(const pt_tensor *t, void *dst) {
     if (!t || !dst || !t->st || !t->st->ctx) return PT_ERR_ARG;
+    if (t->st == t->st->ctx->pslab) pt__dp_gather_gate(t->st->ctx); /* a parameter: its ZeRO gather done */
     t->st->ctx->be->read(t->st->ctx, t, dst, pt_numel(t) * pt_dtype_size(t->dtype));
     return PT_OK;
 }
@@ -9854,12 +9867,21 @@ PTDEF int64_t pt_param_numel(const pt_ctx *ctx) {
     for (i = 0; ctx && i < ctx->nparams; i++) n += pt_numel(&ctx->params[i]->value);
     return n;
 }
-PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) { return pt__slab_view(ctx->pslab, ctx->slab_n); }
-PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) { return pt__slab_view(ctx->gslab, ctx->slab_n); }
+PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) {
+    pt__dp_gather_gate(ctx);
+    return pt__slab_view(ctx->pslab, ctx->slab_n);
+}
+static void pt__dp_settle(pt_ctx *ctx, int drop); /* dp: applies (drop: forgets) the 1/dp the gradient slab still owes */
+static double pt__dp_pending(const pt_ctx *ctx);   /* dp: that factor (1 = none), for the optimizer and the norm */
+PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) {
+    pt__dp_settle(ctx, 0);
+    return pt__slab_view(ctx->gslab, ctx->slab_n);
+}
 PTDEF void pt_zero_grad(pt_ctx *ctx) {
     pt_tensor t;
     if (!ctx || !ctx->gslab) return;
-    t = pt_grad_slab(ctx);
+    pt__dp_settle(ctx, 1);
+    t = pt__slab_view(ctx->gslab, ctx->slab_n);
     ctx->be->fill(ctx, &t, 0.0f);
 }
 PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user) {
@@ -10956,9 +10978,9 @@ PTDEF pt_status pt_tp_sync_grads(pt_ctx *ctx) {
 static double pt__grad_sumsq(pt_ctx *ctx) {
     /* local partial sums over the gradient range this rank holds reduced (ZeRO: its DP shard):
        [0] TP-split parameters, [1] the rest (replicated over TP); then the reductions */
-    pt_tensor gs = pt_grad_slab(ctx);
+    pt_tensor gs = pt__slab_view(ctx->gslab, ctx->slab_n);
     const pt_dist *d = ctx->desc.dist;
-    double part[2] = {0.0, 0.0};
+    double part[2] = {0.0, 0.0}, sc = pt__dp_pending(ctx);
     int64_t lo, hi;
     int i, dpshard, tp = pt_tp_size(ctx), pp = d ? pt_dist_layout(d).pp : 1, tied = 0;
     pt_tp_sync_grads(ctx); /* sequence parallelism: the partial gradients summed first */
@@ -10978,6 +11000,7 @@ static double pt__grad_sumsq(pt_ctx *ctx) {
             part[p->spec.split_dim >= 0 && p->spec.split_parts > 1 ? 0 : 1] += ctx->be->sumsq(ctx, &t, e - a);
         }
     }
+    part[0] *= sc * sc, part[1] *= sc * sc; /* dp's 1/dp still owed (a power of two: exact) */
     if (dpshard && ctx->dp_sum) ctx->dp_sum(ctx, part, 2); /* ZeRO: the shards together are the whole gradient */
     (void)pp;
 #ifdef PTRAIN_MPI
@@ -11216,6 +11239,7 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
     int r;
     if (!o) return NAN;
     ctx = o->ctx;
+    pt__dp_gather_gate(ctx); /* the last update's ZeRO gathers read this rank's shard: done before it changes */
     norm = pt_grad_norm(ctx);
     if (ctx->ls_on) { /* the gradients carry the loss scale: an overflow skips the update; else unscale */
         double scale = ctx->ls.scale;
@@ -11223,6 +11247,7 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
         gscale = (float)(1.0 / scale);
     }
     if (o->d.clip_norm > 0 && norm > o->d.clip_norm) gscale *= o->d.clip_norm / (norm + 1e-6f);
+    gscale *= (float)pt__dp_pending(ctx); /* the 1/dp pt_dp_finish left to this scale (a power of two: exact) */
     o->steps++;
     /* ZeRO: the norm above is the global one (pt__grad_sumsq sums the DP shards' squares); only the
        runs' parts inside [zlo, zhi) are updated */
@@ -11984,10 +12009,10 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
 // >>dp  data parallelism
 /* Owns: pt_dp (buckets fixed at init, their non-blocking reductions), the ZeRO shard of gradients
    and optimizer state
-   Invariants: buckets in a fixed order; the exact mean at pt_dp_finish
+   Invariants: buckets in a fixed order; the exact mean at pt_dp_finish (or owed: pt__dp_settle)
    Entry points: pt_dp_new pt_dp_new_opts pt_dp_begin pt_dp_finish pt_dp_zero pt_dp_stats_get; a
    bucket's allreduce or ZeRO reduce-scatter: pt__dp_call; the ZeRO parameter all-gather:
-   pt__dp_zero_gather */
+   pt__dp_zero_gather, completed before parameters are read: pt__dp_gather_gate */
 /* =================================================================================================
    data parallelism: bucketed, overlapped gradient averaging over the DP communicator
    =================================================================================================
@@ -12010,7 +12035,8 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
    MPI_Tests the ops in flight and issues next phases; ops retire (their results are moved into
    place) strictly in order, so accumulation order is fixed. pt_dp_finish starts what is left in
    order (parameters a pass did not use never fire), waits, and divides by the DP size: an exact sum
-   over ranks, then one scale, the same on every rank. No float atomics anywhere.
+   over ranks, then one scale, the same on every rank, in the copy that moves a result into place
+   (retire, ZeRO-2's shard) or owed to the optimizer (pt__dp_settle). No float atomics anywhere.
 
    Buffers: the f32 flat and ZeRO-1 paths reduce in place in the gradient slab. ZeRO-2 and bf16
    compression copy a bucket into a staging ring (two largest buckets) when its op starts: ZeRO-2
@@ -12076,6 +12102,7 @@ struct pt_dp {
     float *stg;         /* staging ring [stg_n] */
     int64_t stg_n, stg_head;
     float *hg;          /* device backend: host mirror of the gradient slab [slab_n] (NULL on the CPU) */
+    float pend;         /* 1/dp the gradient slab still owes since pt_dp_finish (1 = none; see pt__dp_settle) */
     pt_dp_stats stats;
     pt_optim *zopt;     /* sharded optimizer (pt_dp_zero), or NULL */
 #ifdef PTRAIN_MPI
@@ -12087,6 +12114,10 @@ struct pt_dp {
     int *bcnt;          /* [nb * dpsize]: each bucket's intersection with each rank's shard */
     int *hcnt, *hdispl; /* [nb * lsize]: in-node parts of each bucket */
     MPI_Op bf16sum;
+    int *gdispl;        /* [nb * dpsize]: each rank's part of each bucket, offset in the bucket (the gathers) */
+    MPI_Request *greq;  /* [nb]: ZeRO parameter gathers, started in slab order (bucket nb-1 first) */
+    uint64_t *grec;     /* [nb]: their collective records */
+    int gn, gdone;      /* gathers started since the last update; the first not completed */
 #endif
 };
 
@@ -12146,10 +12177,47 @@ static float pt__dp_f32(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
+/* dst[i] = src[i] / d, i < n (dst == src, or not overlapping), threaded like the CPU kernels */
+static void pt__dp_div(pt_ctx *ctx, float *dst, const float *src, int64_t n, float d) {
+    int64_t nch = (n + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK;
+    (void)ctx;
+    PT__CPU_PAR_FOR(ctx, n)
+    for (int64_t c = 0; c < nch; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK), j;
+        for (j = i0; j < i1; j++) dst[j] = src[j] / d;
+    }
+}
+/* The mean pt_dp_finish may leave owed (dp->pend): the f32 allreduce path (ZeRO-0) on a host slab
+   with a power-of-two DP size leaves the sum in the slab and 1/dp in pend instead of a pass over
+   the gradient; pt_optim_step multiplies it into its gradient scale and pt__grad_sumsq into the
+   norm (a power of two: x * 2^-k == x / 2^k, bit for bit); pt_grad_slab applies it to the slab
+   first (the user's view), pt_zero_grad forgets it. */
+static double pt__dp_pending(const pt_ctx *ctx) { return ctx && ctx->dp ? (double)ctx->dp->pend : 1.0; }
+#ifdef PTRAIN_MPI
+static pt_status pt__dp_gather_finish(pt_dp *dp, int block);
+#endif
+static void pt__dp_gather_gate(pt_ctx *ctx) {
+#ifdef PTRAIN_MPI
+    if (ctx && ctx->dp && ctx->dp->gn > ctx->dp->gdone) (void)pt__dp_gather_finish(ctx->dp, 1);
+#else
+    (void)ctx;
+#endif
+}
+static void pt__dp_settle(pt_ctx *ctx, int drop) {
+    pt_dp *dp = ctx ? ctx->dp : NULL;
+    pt_tensor gs;
+    float *g;
+    int k;
+    if (!dp || dp->pend == 1.0f) return;
+    dp->pend = 1.0f;
+    gs = pt__slab_view(ctx->gslab, ctx->slab_n);
+    if (drop || !(g = pt_f32(&gs))) return;
+    for (k = 0; k < dp->nb; k++) pt__dp_div(ctx, g + dp->lo[k], g + dp->lo[k], dp->hi[k] - dp->lo[k], (float)dp->dpsize);
+}
 #ifdef PTRAIN_MPI
 /* the gradient slab the reductions work on: the slab itself, or its host mirror on a device */
 static float *pt__dp_grads(pt_dp *dp) {
-    pt_tensor gs = pt_grad_slab(dp->ctx);
+    pt_tensor gs = pt__slab_view(dp->ctx->gslab, dp->ctx->slab_n);
     float *g = dp->hg ? dp->hg : pt_f32(&gs);
     if (!g) pt__fail(dp->ctx, PT_ERR_STATE, "pt_dp: the gradient slab has no host memory");
     return g;
@@ -12268,10 +12336,11 @@ static void pt__dp_retire(pt_dp *dp, pt__dp_op *op) {
     int64_t lo = dp->lo[b], n = dp->hi[b] - lo, a, c, i;
     float *g = pt__dp_grads(dp);
     const uint16_t *h = op->soff >= 0 ? (const uint16_t *)(dp->stg + op->soff) : NULL;
+    float d = (float)dp->dpsize; /* the mean, in the copy that moves the result into place */
     if (!g) return;
     if (dp->stage == 0) {
         if (dp->compress)
-            for (i = 0; i < n; i++) g[lo + i] = pt__dp_f32(h[i]);
+            for (i = 0; i < n; i++) g[lo + i] = pt__dp_f32(h[i]) / d;
         return;
     }
     a = PT__MAX(lo, dp->zlo);
@@ -12279,8 +12348,10 @@ static void pt__dp_retire(pt_dp *dp, pt__dp_op *op) {
     if (c <= 0) return;
     if (dp->stage == 1) {
         if (dp->compress)
-            for (i = 0; i < c; i++) g[a + i] = pt__dp_f32(h[i]);
-        else memmove(g + a, g + lo, (size_t)c * 4);
+            for (i = 0; i < c; i++) g[a + i] = pt__dp_f32(h[i]) / d;
+        else if (a == lo || a - lo >= c) pt__dp_div(dp->ctx, g + a, g + lo, c, d);
+        else
+            for (i = c - 1; i >= 0; i--) g[a + i] = g[lo + i] / d; /* overlapping, dst above src: from the end */
     } else {
         float *acc = dp->acc + (a - dp->zlo);
         if (dp->compress)
@@ -12545,6 +12616,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     dp->nparams = n;
     dp->dpsize = 1;
     dp->nphases = 1;
+    dp->pend = 1.0f;
     dp->zhi = ctx->slab_n;
 #ifdef PTRAIN_MPI
     dp->comm = dp->node = dp->node2 = dp->cross = dp->agree = MPI_COMM_NULL;
@@ -12682,9 +12754,10 @@ PTDEF void pt_dp_free(pt_dp *dp) {
         dp->zopt->post_step = NULL;
         dp->zopt->post_user = NULL;
     }
-    if (dp->ctx->dp == dp) dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
+    if (dp->ctx->dp == dp) pt__dp_gather_gate(dp->ctx), pt__dp_settle(dp->ctx, 0), dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
 #ifdef PTRAIN_MPI
     if (dp->reducing && dp->ops) (void)pt__dp_complete(dp);
+    if (dp->gn > dp->gdone) (void)pt__dp_gather_finish(dp, 1);
     if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
         pt_set_grad_hook(dp->ctx, NULL, NULL);
     if (dp->dpsize > 1 && dp->ctx->poll == pt__dp_poll && dp->ctx->poll_user == (void *)dp)
@@ -12703,6 +12776,9 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     pt__free(dp->ctx, dp->bcnt);
     pt__free(dp->ctx, dp->hcnt);
     pt__free(dp->ctx, dp->hdispl);
+    pt__free(dp->ctx, dp->gdispl);
+    pt__free(dp->ctx, dp->greq);
+    pt__free(dp->ctx, dp->grec);
 #endif
     pt__free(dp->ctx, dp->lo);
     pt__free(dp->ctx, dp->hi);
@@ -12721,6 +12797,8 @@ PTDEF void pt_dp_free(pt_dp *dp) {
 
 PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     if (!dp || dp->dpsize <= 1) return;
+    pt__dp_gather_gate(dp->ctx);
+    pt__dp_settle(dp->ctx, 0); /* the gradient was not zeroed: it accumulates onto the mean */
     if (passes < 1) {
         pt__fail(dp->ctx, PT_ERR_ARG, "pt_dp_begin_step: passes must be >= 1, got %d", passes);
         return;
@@ -12753,6 +12831,7 @@ PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
 
 PTDEF void pt_dp_begin(pt_dp *dp, int reduce_now) {
     if (!dp || dp->dpsize <= 1) return;
+    pt__dp_settle(dp->ctx, 0);
     if (reduce_now) {
         pt_dp_begin_step(dp, 1);
         return;
@@ -12771,9 +12850,8 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
         double tw = dp->ctx->trace ? pt_time() : 0.0;
         pt_status st = pt__dp_complete(dp);
         float *g, inv = (float)dp->dpsize;
+        int k, owe = !dp->hg && dp->stage == 0 && !dp->compress && (dp->dpsize & (dp->dpsize - 1)) == 0;
         if (dp->ctx->trace) pt__trace_span(dp->ctx, PT_TRACE_COMM, "dp_wait", tw, PT_COMM_DP); /* trace */
-        int k;
-        int64_t i;
         dp->reducing = 0;
         if (st != PT_OK) return st;
         if (dp->ctx->nparams != dp->nparams)
@@ -12781,19 +12859,17 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
                                         dp->nparams, dp->ctx->nparams),
                                PT_ERR_STATE);
         if (!(g = pt__dp_grads(dp))) return PT_ERR_STATE;
-        for (k = 0; k < dp->nb; k++) { /* the sum over ranks, then one scale (ZeRO: only my shard holds it) */
+        /* the mean: ZeRO-1 and bf16 divided in their retire copies, ZeRO-2 here in the copy out of its
+           shard accumulator, the f32 allreduce path here in place (a DP size not a power of two, or
+           a device's host mirror) or owed to the optimizer's scale (pt__dp_settle) */
+        for (k = 0; k < dp->nb; k++) {
             int64_t a = dp->stage ? PT__MAX(dp->lo[k], dp->zlo) : dp->lo[k], e = dp->stage ? PT__MIN(dp->hi[k], dp->zhi) : dp->hi[k];
-            const float *src = dp->stage == 2 ? dp->acc + (a - dp->zlo) : g + a;
-            float *dst = g + a;
-            int64_t n = e - a, nch = (n + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK;
-            (void)i;
-            PT__CPU_PAR_FOR(dp->ctx, n) /* threaded like the CPU kernels: a pass over the gradient costs */
-            for (int64_t c = 0; c < nch; c++) {
-                int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK), j;
-                for (j = i0; j < i1; j++) dst[j] = src[j] / inv;
-            }
-            if (dp->hg) pt__stage_xfer(dp->ctx, dp->ctx->gslab, a, dst, n, 0, PT_XFER_DP); /* back to the device */
+            if (e <= a) continue;
+            if (dp->stage == 2) pt__dp_div(dp->ctx, g + a, dp->acc + (a - dp->zlo), e - a, inv);
+            else if (dp->stage == 0 && !dp->compress && !owe) pt__dp_div(dp->ctx, g + a, g + a, e - a, inv);
+            if (dp->hg) pt__stage_xfer(dp->ctx, dp->ctx->gslab, a, g + a, e - a, 0, PT_XFER_DP); /* back to the device */
         }
+        if (owe) dp->pend = 1.0f / inv;
         if (dp->hg && dp->ctx->status != PT_OK) return dp->ctx->status;
     }
 #endif
@@ -12815,7 +12891,8 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
    where it is moved to its slab place, ZeRO-1, or added to the shard accumulator, ZeRO-2). After
    pt_dp_finish only [lo_r, hi_r) of the gradient slab holds the averaged gradient; pt_grad_norm
    sums the shards' squares over DP (pt__grad_sumsq). pt_optim_step updates the own range with the
-   own moment shard, then post_step allgathers the parameter slab in place over DP. */
+   own moment shard, then post_step starts the parameter allgathers, one per bucket, in place over
+   DP (pt__dp_zero_gather; completed lazily by pt__dp_gather_gate). */
 #ifdef PTRAIN_MPI
 /* Every DP rank's shard [zdispl[r], +zcnt[r]) of the slab storage st (slab_n floats) to every DP
    rank, in place. A device backend stages through the host mirror hg: the own shard is read, the
@@ -12839,9 +12916,60 @@ static pt_status pt__dp_allgather_slab(pt_dp *dp, pt_storage *st, const char *fn
     }
     return ctx->status;
 }
+/* Completes the gathers in flight in the order started (block 0: only those MPI_Test finds done). */
+static pt_status pt__dp_gather_finish(pt_dp *dp, int block) {
+    double t0 = pt_time();
+    pt_status st = PT_OK;
+    while (dp->gdone < dp->gn) {
+        int b = dp->nb - 1 - dp->gdone, flag = 1, rc;
+        rc = block ? pt__coll_wait(dp->dist, 1, &dp->greq[b], 0) : MPI_Test(&dp->greq[b], &flag, MPI_STATUS_IGNORE);
+        if (rc == MPI_SUCCESS && !flag) break;
+        pt__coll_end(dp->dist, dp->grec[b], rc);
+        dp->gdone++;
+        if (rc != MPI_SUCCESS && st == PT_OK)
+            st = (pt_status)(pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp (ZeRO): the allgather of bucket %d's parameters failed: %s", b, pt__coll_why(dp->dist, rc)),
+                             PT_ERR_DEVICE);
+    }
+    if (block) dp->stats.gather_wait_s += pt_time() - t0;
+    if (dp->gdone >= dp->gn) dp->gn = dp->gdone = 0;
+    return st;
+}
+/* post_step of the sharded optimizer: each bucket's parameters gathered over DP by a non-blocking
+   in-place MPI_Iallgatherv, started in slab order (the order a forward reads them), completed
+   lazily by pt__dp_gather_gate before anything reads a parameter (an op's output allocation,
+   pt_param_slab, the next update, checkpoints, pt_dp_free). Frozen parameters (no bucket) are
+   never updated, so never gathered. A device backend: one blocking gather through the host mirror. */
 static pt_status pt__dp_zero_gather(void *user) {
     pt_dp *dp = (pt_dp *)user;
-    return pt__dp_allgather_slab(dp, dp->ctx->pslab, "pt_dp (ZeRO)", "parameters");
+    pt_ctx *ctx = dp->ctx;
+    float *p = (float *)ctx->pslab->host;
+    int k, r, n = dp->dpsize;
+    if (!p) return pt__dp_allgather_slab(dp, ctx->pslab, "pt_dp (ZeRO)", "parameters");
+    if (pt__dp_gather_finish(dp, 1) != PT_OK) return ctx->status;
+    if (!dp->greq) {
+        dp->greq = (MPI_Request *)pt__alloc(ctx, sizeof(MPI_Request) * (size_t)PT__MAX(dp->nb, 1));
+        dp->grec = (uint64_t *)pt__alloc(ctx, sizeof(uint64_t) * (size_t)PT__MAX(dp->nb, 1));
+        dp->gdispl = (int *)pt__alloc(ctx, sizeof(int) * (size_t)n * (size_t)PT__MAX(dp->nb, 1));
+        if (!dp->greq || !dp->grec || !dp->gdispl) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp (ZeRO): out of memory"), PT_ERR_OOM);
+        for (k = 0; k < dp->nb; k++)
+            for (r = 0; r < n; r++)
+                dp->gdispl[(size_t)k * n + r] = (int)(PT__MIN(PT__MAX(dp->lo[k], (int64_t)dp->zdispl[r]), dp->hi[k]) - dp->lo[k]);
+    }
+    for (k = dp->nb - 1; k >= 0; k--) {
+        uint64_t s = pt__coll_begin(dp->dist, PT_COLL_IALLGATHERV, PT_COMM_DP, dp->hi[k] - dp->lo[k], PT_COLL_F32, -1);
+        int rc = s ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p + dp->lo[k], dp->bcnt + (size_t)k * n, dp->gdispl + (size_t)k * n,
+                                    MPI_FLOAT, dp->comm, &dp->greq[k])
+                   : PT__COLL_REFUSED;
+        if (rc != MPI_SUCCESS) {
+            pt__coll_end(dp->dist, s, rc);
+            (void)pt__dp_gather_finish(dp, 1); /* those started: every rank started the same ones */
+            return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_dp (ZeRO): the allgather of bucket %d's parameters failed to start: %s", k,
+                                        pt__coll_why(dp->dist, rc)),
+                               PT_ERR_DEVICE);
+        }
+        dp->grec[k] = s, dp->gn++, dp->stats.gathers++;
+    }
+    return pt__dp_gather_finish(dp, 0);
 }
 #endif
 
@@ -12858,6 +12986,7 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
     if (dp->reducing)
         return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: a step is open (call it between pt_dp_finish and the next step)"), PT_ERR_STATE);
     hi = ctx->slab_n;
+    if (ctx->dp == dp) pt__dp_gather_gate(ctx), pt__dp_settle(ctx, 0); /* the shard changes: gathers done, the mean in place first */
     if (dp->dpsize <= 1) return pt__optim_reshard(o, lo, hi); /* one rank: the shard is the whole slab */
 #ifdef PTRAIN_MPI
     {
@@ -16483,6 +16612,7 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     pt__ck_job *j;
     pt_coords c;
     int ok = 1, rank, dp_sharded, i;
+    pt__dp_gather_gate(ctx); /* the parameters as the last update left them on every DP rank */
     double t0 = pt_time();
     struct stat sb;
     if (!ctx) return PT_ERR_ARG;
@@ -16955,6 +17085,7 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     struct stat sb;
     int64_t *steps = NULL, step = -1;
     int n = 0, i, single, f = 0;
+    pt__dp_gather_gate(ctx); /* no ZeRO gather in flight may overwrite what is loaded */
     if (step_out) *step_out = -1;
     if (!ctx) return PT_ERR_ARG;
     if (!path || !path[0] || strlen(path) > 900) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_load: need a directory name (at most 900 characters)"), PT_ERR_ARG);
@@ -18641,7 +18772,7 @@ static double pt__guard_hash(pt_ctx *ctx) {
 static int pt__guard_grad_bad(pt_ctx *ctx) {
     pt_tensor gs;
     if (!ctx->gslab || ctx->slab_n <= 0) return 0;
-    gs = pt_grad_slab(ctx);
+    gs = pt__slab_view(ctx->gslab, ctx->slab_n); /* finite or not: dp's pending 1/dp changes nothing */
     return !pt__guard_finite(ctx->be->sumsq(ctx, &gs, ctx->slab_n));
 }
 

@@ -1,13 +1,21 @@
 /* bench_dist.c - data-parallel benchmarks (>>dp), one JSON line per measurement, under mpirun.
 
    allreduce   the bucketed path (pt_dp_begin_step + pt_dp_finish over a gradient slab of `bytes`,
-               25 MiB buckets: every bucket started in order, waited, scaled by 1/dp) against one raw
-               MPI_Allreduce (in place, MPI_FLOAT, MPI_SUM) of the same bytes, same run, medians of
-               reps; busbw = 2(n-1)/n * bytes / t (the ring's bytes per rank over the time).
+               25 MiB buckets: every bucket started in order, waited, the mean taken: a pass over the
+               slab when dp is not a power of two, else left to the optimizer's gradient scale)
+               against one raw MPI_Allreduce (in place, MPI_FLOAT, MPI_SUM) of the same bytes, same
+               run, medians of reps; ratio = mpi_s / ptrain_s; busbw = 2(n-1)/n * bytes / t (the
+               ring's bytes per rank over the time). pt_zero_grad before each (not timed).
    dp_overlap  a small GPT, small buckets: exposed_comm_fraction = the post-backward wait in
                pt_dp_finish of the rank whose backward ended last (the others' waits include the
                skew between ranks) / the standalone reduction of the same gradient (the same path
                with nothing started during backward), medians of steps.
+   zero_gather ZeRO-1's parameter all-gather (per bucket, non-blocking, started by pt_optim_step):
+               blocking_s = one blocking in-place MPI_Allgatherv of the whole parameter slab over the
+               ZeRO shards (what the gather was before), immediate_s = the wait (pt_dp_stats
+               gather_wait_s) when the parameters are read right after the update,
+               overlapped_exposed_s = the wait at the next forward's first op when the step's data
+               preparation and pt_zero_grad come between; medians of steps, the slowest DP rank.
    zero        optimizer bytes per rank under ZeRO-1 and ZeRO-2 vs the unsharded state (full_bytes),
                and what the reducer itself holds (reducer_bytes: ZeRO-2's shard and staging ring).
 
@@ -75,6 +83,7 @@ static void bench_allreduce(pt_dist *d, int64_t bytes, int reps) {
     for (i = 0; i < pt_numel(&gs); i++) g[i] = 1.0f;
     for (i = -1; i < reps; i++) { /* one warm-up each, interleaved so both see the same machine state */
         double t0;
+        pt_zero_grad(ctx); /* a step's start (not timed): the 1/dp owed to the optimizer is dropped with the gradient */
         MPI_Barrier(comm);
         t0 = pt_time();
         pt_dp_begin_step(dp, 1);
@@ -89,8 +98,8 @@ static void bench_allreduce(pt_dist *d, int64_t bytes, int reps) {
     }
     if (pt_dist_rank(d) == 0)
         printf("{\"bench\":\"allreduce\",\"bytes\":%lld,\"dp\":%d,\"buckets\":%lld,\"reps\":%d,\"ptrain_s\":%.6f,\"mpi_s\":%.6f,"
-               "\"ptrain_busbw_gbs\":%.3f,\"mpi_busbw_gbs\":%.3f,\"libnbc_iallreduce_algorithm\":\"%s\"}\n",
-               (long long)bytes, n, (long long)pt_dp_stats_get(dp).buckets, reps, median(tp, reps), median(tm, reps),
+               "\"ratio\":%.3f,\"ptrain_busbw_gbs\":%.3f,\"mpi_busbw_gbs\":%.3f,\"libnbc_iallreduce_algorithm\":\"%s\"}\n",
+               (long long)bytes, n, (long long)pt_dp_stats_get(dp).buckets, reps, median(tp, reps), median(tm, reps), median(tm, reps) / median(tp, reps),
                busf * (double)bytes / median(tp, reps) * 1e-9, busf * (double)bytes / median(tm, reps) * 1e-9, nbc_alg());
     fflush(stdout);
     free(raw);
@@ -172,6 +181,85 @@ static void bench_overlap(pt_dist *d, int64_t bucket, int steps) {
     pt_shutdown(ctx);
 }
 
+static void bench_zero_gather(pt_dist *d, int steps) {
+    MPI_Comm comm = *(MPI_Comm *)pt_dist_comm(d, PT_COMM_DP);
+    pt_ctx *ctx = new_ctx(pt_dist_threads(d));
+    pt_gpt *m = small_gpt(ctx);
+    pt_optim_desc od;
+    pt_optim *o;
+    pt_dp *dp;
+    pt_graph *g = pt_graph_new(ctx);
+    pt_rng rng = pt_rng_seed(11 + (uint64_t)pt_dist_rank(d));
+    int32_t ids[8 * 64], tg[8 * 64];
+    double wb[32], wo[32], wr[32];
+    int s, i, nr = pt_dist_layout(d).dp, *cnt = (int *)malloc(sizeof(int) * 2 * (size_t)nr), *dsp;
+    float *raw;
+    memset(&od, 0, sizeof od);
+    od.kind = PT_OPTIM_ADAMW, od.lr = 1e-4f;
+    o = pt_optim_new(ctx, &od);
+    dp = pt_dp_new(ctx, d, (int64_t)256 << 10);
+    if (!m || !o || !dp || !g || pt_dp_zero(dp, o, 1) != PT_OK) {
+        fprintf(stderr, "bench_dist zero_gather: setup failed: %s\n", pt_error(ctx));
+        exit(1);
+    }
+    dsp = cnt + nr;
+    {
+        pt_tensor ps = pt_param_slab(ctx);
+        raw = (float *)calloc((size_t)pt_numel(&ps) + 1, sizeof(float));
+    }
+    for (i = 0; i < nr; i++) { /* the ZeRO shards as pt_dp_zero cuts them */
+        pt_tensor ps = pt_param_slab(ctx);
+        int64_t all = pt_numel(&ps), a, e;
+        a = (all * i / nr) & ~(int64_t)15, e = i + 1 < nr ? (all * (i + 1) / nr) & ~(int64_t)15 : all;
+        dsp[i] = (int)a, cnt[i] = (int)(e - a);
+    }
+    for (i = 0; i < 8 * 64; i++) ids[i] = (int32_t)(pt_rng_u32(&rng) % 256), tg[i] = (int32_t)(pt_rng_u32(&rng) % 256);
+    for (s = -1; s < steps; s++) {
+        pt_tensor *loss;
+        double w0;
+        int k;
+        for (k = 0; k < 2; k++) { /* k 0: parameters read right after the update; 1: the next step's work first */
+            pt_tensor ps;
+            if (k == 1) {
+                for (i = 0; i < 8 * 64; i++) ids[i] = (int32_t)(pt_rng_u32(&rng) % 256), tg[i] = (int32_t)(pt_rng_u32(&rng) % 256);
+                pt_zero_grad(ctx);
+            }
+            w0 = pt_dp_stats_get(dp).gather_wait_s;
+            if (k == 0) {
+                double t0;
+                ps = pt_param_slab(ctx), (void)ps;
+                MPI_Barrier(comm);
+                t0 = pt_time();
+                MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, raw, cnt, dsp, MPI_FLOAT, comm);
+                if (s >= 0) wr[s] = tmax(comm, pt_time() - t0);
+            }
+            pt_graph_reset(g);
+            loss = gpt_batch_loss(g, m, ids, tg, 8, 64); /* k 1: the forward's first op waits */
+            if (s >= 0) (k ? wo : wb)[s] = tmax(comm, pt_dp_stats_get(dp).gather_wait_s - w0);
+            pt_zero_grad(ctx);
+            pt_dp_begin_step(dp, 1);
+            pt_backward(g, loss);
+            pt_dp_finish(dp);
+            MPI_Barrier(comm); /* the ranks enter the update together: the waits below hold no skew of backward */
+            pt_optim_step(o, 1e-4f);
+        }
+    }
+    if (pt_status_get(ctx) != PT_OK) {
+        fprintf(stderr, "bench_dist zero_gather: %s\n", pt_error(ctx));
+        exit(1);
+    }
+    if (pt_dist_rank(d) == 0)
+        printf("{\"bench\":\"zero_gather\",\"dp\":%d,\"stage\":1,\"bucket_bytes\":262144,\"buckets\":%lld,\"param_bytes\":%lld,\"steps\":%d,"
+               "\"blocking_s\":%.6f,\"immediate_s\":%.6f,\"overlapped_exposed_s\":%.6f,\"gathers\":%lld}\n",
+               pt_dist_layout(d).dp, (long long)pt_dp_stats_get(dp).buckets, (long long)(4 * pt_param_numel(ctx)), steps, median(wr, steps), median(wb, steps),
+               median(wo, steps), (long long)pt_dp_stats_get(dp).gathers);
+    fflush(stdout);
+    free(cnt);
+    free(raw);
+    pt_dp_free(dp);
+    pt_shutdown(ctx);
+}
+
 static void bench_zero(pt_dist *d, int stage) {
     pt_ctx *ctx = new_ctx(1);
     pt_gpt *m = small_gpt(ctx);
@@ -213,6 +301,7 @@ int main(int argc, char **argv) {
     }
     for (i = 0; i < 4; i++) bench_allreduce(d, sizes[i], sizes[i] >= ((int64_t)64 << 20) ? 5 : 9);
     bench_overlap(d, (int64_t)64 << 10, 21);
+    bench_zero_gather(d, 15);
     bench_zero(d, 1);
     bench_zero(d, 2);
     pt_dist_finalize(d);

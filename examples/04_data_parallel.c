@@ -200,7 +200,7 @@ int main(int argc, char **argv) {
             if (accum > 1) l = pt_scale(g, l, 1.0f / (float)accum); /* the step's gradient is the mean over micro-batches */
             pt_dp_begin(dp, i == accum - 1); /* 0: only accumulate; 1: reduce while this backward runs */
             pt_backward(g, l);
-            pt_dp_finish(dp); /* waits for the buckets and divides the sums by the number of ranks */
+            pt_dp_finish(dp); /* waits for the buckets; the optimizer sees the mean over the ranks */
         }
         pt_optim_step(opt, a.lr);
         /* the loss of the global batch: the mean of the ranks' losses (for printing only) */

@@ -114,19 +114,20 @@ static void test_records(tctx *t) {
     CHECK_WHY(r->ok && (t->dpn == 1 || (n == r->buckets && sum == r->grad_n && !bad)), "records: bf16 compression reduces buckets as bf16", why);
     o.compress = 0;
 
-    /* ZeRO-1: reduce-scatter per bucket, the norm's allreduce, then the parameter allgatherv */
+    /* ZeRO-1: reduce-scatter per bucket, the norm's allreduce, then a non-blocking parameter allgatherv per
+       bucket (completed when the parameters are next read: here pt_param_slab) */
     rec_step(t, &o, 1, 103, r);
     n = rec_count(r, PT_COLL_IREDUCE_SCATTER, PT_COMM_DP, PT_COLL_F32, &sum, &bad, &gap);
-    n2 = rec_count(r, PT_COLL_ALLGATHERV, PT_COMM_DP, PT_COLL_F32, &sum2, &bad2, &gap);
+    n2 = rec_count(r, PT_COLL_IALLGATHERV, PT_COMM_DP, PT_COLL_F32, &sum2, &bad2, &gap);
     for (i = 0; i < r->n; i++) {
         if (r->rec[i].op == PT_COLL_IREDUCE_SCATTER) last_rs = i;
-        if (r->rec[i].op == PT_COLL_ALLGATHERV) ag = i;
+        if (r->rec[i].op == PT_COLL_IALLGATHERV && ag < 0) ag = i;
         if (r->rec[i].op == PT_COLL_ALLREDUCE && r->rec[i].comm == PT_COMM_DP && r->rec[i].dtype == PT_COLL_F64 && r->rec[i].state == PT_COLL_DONE) norm++;
     }
-    snprintf(why, sizeof why, "%.300s; %d ireduce_scatter (buckets %lld) summing %lld (slab %lld), %d bad; %d allgatherv of %lld (params %lld), %d bad; norm allreduces %d; order %d < %d",
+    snprintf(why, sizeof why, "%.300s; %d ireduce_scatter (buckets %lld) summing %lld (slab %lld), %d bad; %d iallgatherv of %lld (params %lld), %d bad; norm allreduces %d; order %d < %d",
              r->err, n, (long long)r->buckets, (long long)sum, (long long)r->grad_n, bad, n2, (long long)sum2, (long long)r->param_n, bad2, norm, last_rs, ag);
-    CHECK_WHY(r->ok && (t->dpn == 1 || (n == r->buckets && sum == r->grad_n && !bad && n2 == 1 && sum2 == r->param_n && !bad2 && norm == 1 && last_rs < ag)),
-              "records: ZeRO-1 reduce-scatters every bucket, sums the norm over DP, then allgathers the parameters", why);
+    CHECK_WHY(r->ok && (t->dpn == 1 || (n == r->buckets && sum == r->grad_n && !bad && n2 == r->buckets && sum2 == r->param_n && !bad2 && norm == 1 && last_rs < ag)),
+              "records: ZeRO-1 reduce-scatters every bucket, sums the norm over DP, then allgathers the parameters bucket by bucket (non-blocking)", why);
 
     /* hierarchical: in-node reduce-scatter, cross-node allreduce, in-node allgatherv per bucket */
     if (t->dpn > 1 && pt_dist_nodes(t->d) > 1) {
@@ -182,6 +183,79 @@ static void test_records(tctx *t) {
         CHECK_WHY(pt_dist_set_coll_check(t->d, 0) == PT_OK && pt_dist_agree(t->d, 1) == 1, "debug mode off again; the grid is usable", "failed");
     }
     free(r);
+}
+
+/* The mean of pt_dp_finish on a power-of-two DP size without ZeRO: no pass over the gradient (the
+   slab keeps the exact sum, the 1/dp goes to the optimizer's scale and the norm), yet every reader
+   sees the exact mean: pt_grad_norm, an SGD step, pt_grad_slab (which applies it to the slab), a
+   step that accumulates onto it without pt_zero_grad. Values chosen so every sum and mean is exact. */
+static void test_mean(tctx *t) {
+    pt_desc desc;
+    pt_optim_desc od;
+    pt_ctx *ctx;
+    pt_dp *dp;
+    pt_optim *o;
+    pt_param *p;
+    pt_tensor gs, ps;
+    int64_t n = 40, i;
+    float *g, *raw, *w;
+    double nn = 0, dpn = t->dpn;
+    int pow2 = (t->dpn & (t->dpn - 1)) == 0, bad_raw = 0, bad_w = 0, bad_g = 0, bad_acc = 0;
+    char why[256];
+    if (t->dpn < 2) return;
+    memset(&desc, 0, sizeof desc);
+    desc.seed = 1, desc.threads = 1;
+    ctx = pt_init(&desc);
+    pt_param_new(ctx, "a", 1, &n, PT_INIT_ZEROS, 0.0f, 0);
+    pt_param_new(ctx, "b", 1, &n, PT_INIT_ZEROS, 0.0f, 0);
+    memset(&od, 0, sizeof od);
+    od.kind = PT_OPTIM_SGD, od.lr = 1.0f;
+    o = pt_optim_new(ctx, &od);
+    dp = pt_dp_new(ctx, t->d, 64); /* small buckets: several */
+    if (!o || !dp) {
+        CHECK_WHY(0, "mean: setup", pt_error(ctx));
+        pt_shutdown(ctx);
+        return;
+    }
+    p = pt_param_at(ctx, 0);
+    raw = pt_f32(&p->grad) - p->slab_off; /* the slab itself, read without pt_grad_slab */
+    ps = pt_param_slab(ctx), w = pt_f32(&ps);
+    pt_zero_grad(ctx);
+    for (i = 0; i < 2 * n; i++) raw[i] = (float)((t->dprank + 1) * 0.25 + (double)i * 0.5);
+    pt_dp_begin_step(dp, 1);
+    CHECK_WHY(pt_dp_finish(dp) == PT_OK, "mean: pt_dp_finish", pt_error(ctx));
+    for (i = 0; i < 2 * n; i++) { /* sum_r (r+1)/4 + i/2 * dp */
+        double sum = 0.25 * dpn * (dpn + 1) / 2 + (double)i * 0.5 * dpn, mean = sum / dpn;
+        bad_raw += raw[i] != (float)(pow2 ? sum : mean);
+        nn += mean * mean;
+    }
+    snprintf(why, sizeof why, "%d of %lld elements differ from the %s", bad_raw, (long long)(2 * n), pow2 ? "sum over ranks" : "mean");
+    CHECK_WHY(!bad_raw, pow2 ? "mean, dp a power of two: pt_dp_finish leaves the exact sum in the slab (no pass; 1/dp owed)"
+                             : "mean, dp not a power of two: pt_dp_finish divides in place", why);
+    snprintf(why, sizeof why, "%.9g, want %.9g", (double)pt_grad_norm(ctx), sqrt(nn));
+    CHECK_WHY(pt_grad_norm(ctx) == (float)sqrt(nn), "mean: pt_grad_norm is the norm of the exact mean", why);
+    pt_optim_step(o, 1.0f); /* w = 0 - 1 * mean */
+    for (i = 0; i < 2 * n; i++) bad_w += w[i] != -(float)(0.25 * (dpn + 1) / 2 + (double)i * 0.5);
+    snprintf(why, sizeof why, "%d of %lld parameters differ", bad_w, (long long)(2 * n));
+    CHECK_WHY(!bad_w, "mean: an SGD step (lr 1) moves the parameters by exactly the mean", why);
+    gs = pt_grad_slab(ctx), g = pt_f32(&gs);
+    for (i = 0; i < 2 * n; i++) bad_g += g[i] != (float)(0.25 * (dpn + 1) / 2 + (double)i * 0.5) || raw[i] != g[i];
+    snprintf(why, sizeof why, "%d of %lld elements differ", bad_g, (long long)(2 * n));
+    CHECK_WHY(!bad_g, "mean: pt_grad_slab shows the exact mean, applied to the slab", why);
+    /* a step accumulating onto the last one's gradient (no pt_zero_grad): mean + mean */
+    pt_zero_grad(ctx);
+    for (i = 0; i < 2 * n; i++) raw[i] = (float)((t->dprank + 1) * 0.25 + (double)i * 0.5);
+    pt_dp_begin_step(dp, 1);
+    pt_dp_finish(dp);
+    pt_dp_begin_step(dp, 1); /* not zeroed: the gradient accumulates onto the mean */
+    for (i = 0; i < 2 * n; i++) raw[i] += (float)((t->dprank + 1) * 0.25 + (double)i * 0.5);
+    pt_dp_finish(dp);
+    gs = pt_grad_slab(ctx), g = pt_f32(&gs);
+    for (i = 0; i < 2 * n; i++) bad_acc += g[i] != (float)(2 * (0.25 * (dpn + 1) / 2 + (double)i * 0.5));
+    snprintf(why, sizeof why, "%d of %lld elements differ", bad_acc, (long long)(2 * n));
+    CHECK_WHY(!bad_acc, "mean: a step that accumulates onto the last one's gradient (no pt_zero_grad) averages mean + own", why);
+    pt_dp_free(dp);
+    pt_shutdown(ctx);
 }
 
 int main(int argc, char **argv) {
@@ -368,6 +442,7 @@ int main(int argc, char **argv) {
     }
 
     test_records(t);
+    test_mean(t);
 
     /* the check can fail: without the reduction each rank's model drifts from the reference */
     if (t->dpn > 1) {
