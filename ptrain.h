@@ -1317,6 +1317,10 @@ typedef struct pt_dp_options {
     int32_t compress; /**< 1 = gradients travel as bf16 (summed as bf16 by an MPI operator), with error feedback: a
                            per-rank f32 residual keeps what rounding dropped and adds it to the next step's gradient
                            (registered state "dp.bf16_residual", PT_STATE_PER_RANK: checkpoints keep it) */
+    int32_t overlap_gather; /**< ZeRO-1/2: 1 = the parameters gathered per bucket by non-blocking all-gathers started by the
+                                 update and completed when a parameter is next read (overlapping the work in between);
+                                 0 = one blocking all-gather of the slab in the update (faster on shared memory, where
+                                 Open MPI's non-blocking all-gather is several times slower: bench_dist zero_gather) */
 } pt_dp_options;
 /** Creates the reducer for ctx over d's DP communicator; bucket_bytes 0 = 25 MiB; NULL on error (in pt_error(ctx)). */
 PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes);
@@ -12095,7 +12099,7 @@ struct pt_dp {
     int reducing;       /* a step is open (pt_dp_begin_step or pt_dp_begin(dp, 1) seen, not finished) */
     int failed;         /* a reduction of this step failed or was refused: start no more (a refusal is seen by every rank) */
     int stage;          /* ZeRO stage 0, 1, 2 */
-    int hier, compress, nphases;
+    int hier, compress, nphases, overlap_gather;
     int64_t zlo, zhi;   /* this rank's ZeRO range of the slab */
     float *acc;         /* ZeRO-2: [zhi - zlo] shard accumulator */
     float *resid;       /* compression: [slab_n] error feedback, carried across steps */
@@ -12673,6 +12677,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     dp->stats.buckets = dp->nb;
     dp->hier = opts->hier;
     dp->compress = opts->compress;
+    dp->overlap_gather = opts->overlap_gather;
 #ifdef PTRAIN_MPI
     if (dp->dpsize > 1) {
         int mm[2], rc = MPI_SUCCESS;
@@ -12938,13 +12943,14 @@ static pt_status pt__dp_gather_finish(pt_dp *dp, int block) {
    in-place MPI_Iallgatherv, started in slab order (the order a forward reads them), completed
    lazily by pt__dp_gather_gate before anything reads a parameter (an op's output allocation,
    pt_param_slab, the next update, checkpoints, pt_dp_free). Frozen parameters (no bucket) are
-   never updated, so never gathered. A device backend: one blocking gather through the host mirror. */
+   never updated, so never gathered. A device backend, or overlap_gather 0 (the default): one blocking
+   gather of the slab (on a device backend through the host mirror). */
 static pt_status pt__dp_zero_gather(void *user) {
     pt_dp *dp = (pt_dp *)user;
     pt_ctx *ctx = dp->ctx;
     float *p = (float *)ctx->pslab->host;
     int k, r, n = dp->dpsize;
-    if (!p) return pt__dp_allgather_slab(dp, ctx->pslab, "pt_dp (ZeRO)", "parameters");
+    if (!p || !dp->overlap_gather) return pt__dp_allgather_slab(dp, ctx->pslab, "pt_dp (ZeRO)", "parameters");
     if (pt__dp_gather_finish(dp, 1) != PT_OK) return ctx->status;
     if (!dp->greq) {
         dp->greq = (MPI_Request *)pt__alloc(ctx, sizeof(MPI_Request) * (size_t)PT__MAX(dp->nb, 1));

@@ -197,7 +197,12 @@ static void bench_zero_gather(pt_dist *d, int steps) {
     memset(&od, 0, sizeof od);
     od.kind = PT_OPTIM_ADAMW, od.lr = 1e-4f;
     o = pt_optim_new(ctx, &od);
-    dp = pt_dp_new(ctx, d, (int64_t)256 << 10);
+    {
+        pt_dp_options dopt;
+        memset(&dopt, 0, sizeof dopt);
+        dopt.bucket_bytes = (int64_t)256 << 10, dopt.overlap_gather = 1;
+        dp = pt_dp_new_opts(ctx, d, &dopt);
+    }
     if (!m || !o || !dp || !g || pt_dp_zero(dp, o, 1) != PT_OK) {
         fprintf(stderr, "bench_dist zero_gather: setup failed: %s\n", pt_error(ctx));
         exit(1);

@@ -116,7 +116,9 @@ static void test_records(tctx *t) {
 
     /* ZeRO-1: reduce-scatter per bucket, the norm's allreduce, then a non-blocking parameter allgatherv per
        bucket (completed when the parameters are next read: here pt_param_slab) */
+    o.overlap_gather = 1;
     rec_step(t, &o, 1, 103, r);
+    o.overlap_gather = 0;
     n = rec_count(r, PT_COLL_IREDUCE_SCATTER, PT_COMM_DP, PT_COLL_F32, &sum, &bad, &gap);
     n2 = rec_count(r, PT_COLL_IALLGATHERV, PT_COMM_DP, PT_COLL_F32, &sum2, &bad2, &gap);
     for (i = 0; i < r->n; i++) {
@@ -128,6 +130,12 @@ static void test_records(tctx *t) {
              r->err, n, (long long)r->buckets, (long long)sum, (long long)r->grad_n, bad, n2, (long long)sum2, (long long)r->param_n, bad2, norm, last_rs, ag);
     CHECK_WHY(r->ok && (t->dpn == 1 || (n == r->buckets && sum == r->grad_n && !bad && n2 == r->buckets && sum2 == r->param_n && !bad2 && norm == 1 && last_rs < ag)),
               "records: ZeRO-1 reduce-scatters every bucket, sums the norm over DP, then allgathers the parameters bucket by bucket (non-blocking)", why);
+    /* the default (overlap_gather 0): one blocking allgatherv of the whole slab in the update */
+    rec_step(t, &o, 1, 113, r);
+    n = rec_count(r, PT_COLL_IALLGATHERV, PT_COMM_DP, PT_COLL_F32, &sum, &bad, &gap);
+    n2 = rec_count(r, PT_COLL_ALLGATHERV, PT_COMM_DP, PT_COLL_F32, &sum2, &bad2, &gap);
+    snprintf(why, sizeof why, "%.300s; %d iallgatherv, %d allgatherv of %lld (params %lld)", r->err, n, n2, (long long)sum2, (long long)r->param_n);
+    CHECK_WHY(r->ok && (t->dpn == 1 || (n == 0 && n2 == 1 && sum2 >= r->param_n)), "records: ZeRO-1 by default gathers the parameters in one blocking allgatherv", why);
 
     /* hierarchical: in-node reduce-scatter, cross-node allreduce, in-node allgatherv per bucket */
     if (t->dpn > 1 && pt_dist_nodes(t->d) > 1) {
