@@ -1,8 +1,8 @@
 /* test_xent.c - the LM head and cross-entropy fused in chunks of rows (pt_linear_cross_entropy,
    pt_linear_cross_entropy_vp, pt_gpt_config.loss_chunk) against the unfused pair (pt_linear, then
    pt_cross_entropy_ex / pt_cross_entropy_vp). Build: cc -std=c99 -fopenmp -I. tests/test_xent.c -lm
-   (tp = 1), and mpicc -DPTRAIN_MPI: run under mpirun -np 2 (layout tp = world size); tests/xent_test.sh
-   does both.
+   (tp = 1), and mpicc -DPTRAIN_MPI: run under mpirun -np 2 (layout tp = world size); -DPTRAIN_OPENCL
+   with PTRAIN_DEVICE=opencl: every check on the OpenCL backend. tests/xent_test.sh does all three.
    Tolerances: the fused op runs the same kernels on the same rows, and a GEMM's rows do not depend on
    how many rows it is given, so the loss and dx are bit-identical to the unfused pair for every chunk
    size, and so is dW when one chunk holds every row. Smaller chunks sum dW over the rows in chunk
@@ -233,7 +233,7 @@ static void run_gpt(const pt_dist *d, int ch, int untied, gpt_res *r) {
         r->loss = pt_item(loss);
         r->n = (long)pt_numel(&slab);
         r->grads = (float *)malloc(sizeof(float) * (size_t)r->n);
-        memcpy(r->grads, pt_f32(&gs), sizeof(float) * (size_t)r->n);
+        pt_tensor_read(&gs, r->grads);
         pt_graph_reset(g); /* evaluation: no tape */
         pt_graph_set_grad(g, 0);
         x = pt_tensor_new(g, PT_I32, 2, GB, GT, 0, 0);
@@ -339,6 +339,9 @@ static void test_memory(void) {
 }
 
 static void run(void) {
+    pt_ctx *c = mk_ctx(NULL);
+    if (tu_rank == 0) printf("  backend: %s (PTRAIN_DEVICE picks it)\n", c ? pt_backend_name(c) : "none");
+    pt_shutdown(c);
     test_op();
     test_errors();
     test_vp();
