@@ -116,6 +116,9 @@ $(BUILD)/bench_pp: bench/bench_pp.c bench/bench_util.h ptrain.h | $(BUILD)
 $(BUILD)/bench_ckpt: bench/bench_ckpt.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -I. bench/bench_ckpt.c -o $@ -lm
 
+$(BUILD)/bench_xent: bench/bench_xent.c bench/bench_util.h ptrain.h | $(BUILD)
+	$(CC) -O3 -march=native -fopenmp -I. bench/bench_xent.c -o $@ -lm
+
 $(BUILD)/bench_cl: bench/bench_cl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o $@ $(CLLIBS) -lm
 

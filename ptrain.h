@@ -282,8 +282,8 @@
              pt_param_new pt_param_from_spec pt_spec_global_index pt_zero_grad pt_state_register
    ctx       Context setup and teardown. Entry: pt_init pt_shutdown pt_set_threads pt_mem
    ops       Every op: checks, forward through the kernel table, its backward next to it. Entry:
-             pt_add pt_matmul pt_linear pt_cross_entropy pt_layernorm pt_embedding pt_attention
-             pt_dropout pt_cast pt_conv2d
+             pt_add pt_matmul pt_linear pt_cross_entropy pt_linear_cross_entropy pt_layernorm
+             pt_embedding pt_attention pt_dropout pt_cast pt_conv2d
    comm      Host staging of device data for MPI, the tensor-parallel sums, the gradient norm over
              the grid. Entry: pt_tp_size pt_tp_rank pt__stage_buf pt__stage_xfer pt__tp_allreduce
              pt_tp_sync_grads pt__grad_sumsq
@@ -295,6 +295,7 @@
              MLP, attention heads and block, sequence parallelism, vocabulary-parallel
              cross-entropy. Entry: pt_tp_copy
              pt_tp_reduce pt_linear_col_new pt_linear_row_new pt_mlp_tp_new pt_embedding_vp pt_cross_entropy_vp
+             pt_linear_cross_entropy_vp
    gpt       The transformer block and the GPT: constructors, stages, loss, generation. Entry:
              pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate pt_gpt_flops
              pt_block_new
@@ -655,6 +656,20 @@ PTDEF pt_tensor *pt_embedding_vp(pt_graph *g, pt_tensor *w_local, pt_tensor *ids
     (softmax_local - onehot_local) / N. Collective over TP; with TP size 1 it is pt_cross_entropy_ex. */
 PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_tensor *targets, int64_t vocab_offset,
                                      int64_t nvalid);
+/** pt_cross_entropy_ex(pt_linear(x, w, NULL), targets, ignore_index, nvalid) without the [rows, V]
+    logits: x [..., C], w [V, C]; forward and backward make the logits chunk_rows rows at a time
+    (>= 1; more than the rows: all at once) in one [chunk_rows, V] buffer, keeping only the row
+    log-sum-exps; backward makes them again (one more head GEMM) for dx and dW. Loss and dx equal the
+    unfused pair bit for bit, dW too when chunk_rows >= rows (else the sum over rows is split: f32
+    rounding). Under TP see pt_linear_cross_entropy_vp. */
+PTDEF pt_tensor *pt_linear_cross_entropy(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *targets, int32_t ignore_index,
+                                         int64_t nvalid, int64_t chunk_rows);
+/** pt_cross_entropy_vp(pt_linear(x, w_local, NULL), targets, vocab_offset, nvalid) in chunks of
+    chunk_rows rows as pt_linear_cross_entropy: w_local [V/tp, C] are rows [vocab_offset, ...) of the
+    head; the row statistics of every chunk are combined over TP at once (the same collectives).
+    x is the replicated input (after pt_tp_copy). Collective over TP. */
+PTDEF pt_tensor *pt_linear_cross_entropy_vp(pt_graph *g, pt_tensor *x, pt_tensor *w_local, pt_tensor *targets,
+                                            int64_t vocab_offset, int64_t nvalid, int64_t chunk_rows);
 /** Causal multi-head self-attention on packed qkv [B, T, 3C] (q, k, v each C wide, heads of C/n_head
     contiguous): result [B, T, C]. Memory O(B·T·C): no T×T matrix is kept. */
 PTDEF pt_tensor *pt_attention(pt_graph *g, pt_tensor *qkv, int n_head);
@@ -853,6 +868,8 @@ typedef struct pt_gpt_config {
     int32_t max_seq;      /**< positions */
     int32_t layers, width, heads;
     float dropout;        /**< residual/attention-output dropout (0 = none) */
+    int32_t loss_chunk;   /**< pt_gpt_loss / pt_gpt_stage_fwd: the head and loss fused, this many rows of logits at a
+                               time (pt_linear_cross_entropy); 0 = the whole [B*T, vocab_padded] logits (pt_gpt_head) */
     int32_t untied;       /**< 1 = separate LM head instead of the tied token embedding */
     int32_t seq_parallel; /**< 1 = sequence parallelism with TP (tp > 1; training graphs): the residual stream,
                                norms and dropout hold T/tp positions per TP rank (T % tp == 0) */
@@ -913,7 +930,8 @@ PTDEF pt_tensor *pt_gpt_block(pt_graph *g, const pt_gpt *m, int l, pt_tensor *x)
 PTDEF pt_tensor *pt_gpt_head(pt_graph *g, const pt_gpt *m, pt_tensor *x);
 /** The whole forward pass: logits [B, T, vocab_padded] (TP: the local [B, T, vocab_padded/tp]). */
 PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids);
-/** Mean next-token loss of ids against targets (both [B, T] i32; -1 = ignored). TP: pt_cross_entropy_vp. */
+/** Mean next-token loss of ids against targets (both [B, T] i32; -1 = ignored). TP: pt_cross_entropy_vp.
+    cfg.loss_chunk > 0: the head and loss fused (pt_linear_cross_entropy, TP: _vp), no logits kept. */
 PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets);
 /** Samples max_new tokens after prompt (n tokens) into out (n + max_new); temperature 0 = greedy.
     Under TP (collective) the last row's logits are gathered over TP and every rank samples the same. */
@@ -10107,8 +10125,8 @@ PTDEF pt_mem_stats pt_mem(const pt_ctx *ctx) {
    embedding, attention, dropout, layout, reductions, images)
    Invariants: an op checks its inputs and names the shapes in its error; returns NULL on error or a
    NULL input; records its backward on the tape
-   Entry points: pt_add pt_matmul pt_linear pt_cross_entropy pt_layernorm pt_embedding pt_attention
-   pt_dropout pt_cast pt_conv2d */
+   Entry points: pt_add pt_matmul pt_linear pt_cross_entropy pt_linear_cross_entropy pt_layernorm
+   pt_embedding pt_attention pt_dropout pt_cast pt_conv2d */
 /* every op: checks, forward through the kernel table, its backward next to it
    Each op is a pair: `pt_X` checks its arguments (a clear message naming the op and the shapes),
    allocates the result in the graph, runs the forward kernel and records a node; `pt__X_bwd`
@@ -10405,6 +10423,120 @@ PTDEF pt_tensor *pt_cross_entropy_ex(pt_graph *g, pt_tensor *logits, pt_tensor *
 }
 PTDEF pt_tensor *pt_cross_entropy(pt_graph *g, pt_tensor *logits, pt_tensor *targets, int32_t ignore_index) {
     return pt_cross_entropy_ex(g, logits, targets, ignore_index, logits ? pt__last(logits) : 0);
+}
+
+/* ---- the LM head and cross-entropy fused, in chunks of rows --------------------------------------
+   pt_linear_cross_entropy(x, w) is pt_cross_entropy_ex(pt_linear(x, w)) without the [rows, V] logits:
+   forward runs the head GEMM for chunk rows at a time into one [chunk, V] buffer (a gradient-pool
+   block, returned at once) and keeps the row log-sum-exps only; backward takes the buffer again and,
+   chunk by chunk, recomputes the logits, turns them into dlogits in place (the xent kernel) and
+   accumulates dx (the chunk's rows) and dW (the chunks in increasing order). Same kernels as the
+   unfused pair: the loss and dx are bit-identical to it (GEMM rows do not depend on M), so is dW when
+   chunk >= rows; smaller chunks split dW's sum over rows differently (f32 rounding, ~1e-7 relative).
+   The price is the head's forward GEMM run again in backward (4 head GEMMs instead of 3). Computing
+   dlogits, dx and dW in forward instead would save it, but needs dW in a saved [V, C] buffer (as big
+   as the head; larger than the logits at small B*T) and the loss gradient before it is known. */
+/* rows [r0, r0 + n) of t seen as [rows, cols] (cols 1: a 1-D [n] view) */
+static pt_tensor pt__rview(const pt_tensor *t, int64_t r0, int64_t n, int64_t cols) {
+    pt_tensor v = pt__at(t, r0 * cols);
+    int i;
+    v.ndim = cols == 1 ? 1 : 2;
+    for (i = 0; i < PT_MAX_DIMS; i++) v.shape[i] = 1;
+    v.shape[0] = n;
+    if (cols != 1) v.shape[1] = cols;
+    return v;
+}
+/* where a loss op's logits come from: given whole (logits), or x @ w^T chunk rows at a time into buf */
+typedef struct pt__lx {
+    pt_tensor *logits, *x, *w;
+    pt_storage *buf;
+    int64_t rows, V, C, chunk;
+} pt__lx;
+/* the logits of rows [r0, r0 + n) */
+static pt_tensor pt__lx_rows(pt_graph *g, const pt__lx *s, int64_t r0, int64_t n) {
+    pt_tensor v, xv;
+    if (s->logits) return pt__rview(s->logits, r0, n, s->V);
+    v = pt__rview(s->x, 0, n, s->V); /* a [n, V] record */
+    v.st = s->buf, v.off = 0;
+    xv = pt__rview(s->x, r0, n, s->C);
+    PT__BE->gemm(PT__C, 0, 1, 1, n, s->V, s->C, 1.0f, &xv, s->C, 0, s->w, s->C, 0, 0.0f, &v, s->V, 0);
+    return v;
+}
+/* checks x [..., C], w [V, C], targets and chunk_rows; fills s but its buffer; 0 on error */
+static int pt__lx_new(pt_graph *g, const char *op, pt__lx *s, pt_tensor *x, pt_tensor *w, pt_tensor *targets, int64_t chunk_rows) {
+    memset(s, 0, sizeof *s);
+    if (!pt__need_f32(g, op, "x", x) || !pt__need_f32(g, op, "w", w)) return 0;
+    if (x->ndim < 1 || w->ndim != 2 || w->shape[1] != pt__last(x))
+        return pt__fail(g->ctx, PT_ERR_SHAPE, "%s: w %s must be [V, %lld] for x %s", op, pt__shp(w).s, (long long)pt__last(x), pt__shp(x).s), 0;
+    if (targets->dtype != PT_I32 || pt_numel(targets) != pt__rows(x))
+        return pt__fail(g->ctx, targets->dtype != PT_I32 ? PT_ERR_DTYPE : PT_ERR_SHAPE, "%s: targets %s %s must be i32 with one id per row of x %s (%lld rows)",
+                        op, pt__dtname(targets->dtype), pt__shp(targets).s, pt__shp(x).s, (long long)pt__rows(x)),
+               0;
+    if (chunk_rows < 1) return pt__fail(g->ctx, PT_ERR_ARG, "%s: chunk_rows %lld must be >= 1", op, (long long)chunk_rows), 0;
+    s->x = x, s->w = w, s->rows = pt__rows(x), s->C = pt__last(x), s->V = w->shape[0];
+    s->chunk = PT__MAX((int64_t)1, PT__MIN(chunk_rows, s->rows));
+    return 1;
+}
+static void pt__lxent_bwd(pt_graph *g, pt_node *n) {
+    pt_tensor *x = n->in[0], *w = n->in[1], *dx = pt__grad(g, x), *dw = pt__grad(g, w);
+    pt__lx s;
+    int64_t r0;
+    if ((!dx && !dw) || n->i[1] <= 0) return; /* vocabulary-parallel, no valid column on this rank: nothing to add */
+    memset(&s, 0, sizeof s);
+    s.x = x, s.w = w, s.chunk = n->i[2], s.rows = n->i[3], s.C = n->i[4], s.V = n->i[5];
+    if (!(s.buf = pt__pool_get(g, s.chunk * s.V * 4))) return;
+    for (r0 = 0; r0 < s.rows; r0 += s.chunk) {
+        int64_t m = PT__MIN(s.chunk, s.rows - r0);
+        pt_tensor lv = pt__lx_rows(g, &s, r0, m), ls = pt__rview(n->saved[0], r0, m, 1), tv = pt__rview(n->in[2], r0, m, 1);
+        PT__BE->xent_bwd(PT__C, &lv, &lv, &ls, &tv, (int32_t)n->i[0], n->i[1], n->out->grad, n->f[0], 1);
+        if (dx) {
+            pt_tensor dv = pt__rview(dx, r0, m, s.C);
+            PT__BE->gemm(PT__C, 0, 0, 1, m, s.C, s.V, 1.0f, &lv, s.V, 0, w, s.C, 0, 1.0f, &dv, s.C, 0);
+        }
+        if (dw) {
+            pt_tensor xv = pt__rview(x, r0, m, s.C);
+            PT__BE->gemm(PT__C, 1, 0, 1, s.V, s.C, m, 1.0f, &lv, s.V, 0, &xv, s.C, 0, 1.0f, dw, s.C, 0);
+        }
+    }
+    pt__pool_put(g, s.buf);
+}
+/* records the loss node of a fused op (targets: the ids its kernels see) */
+static pt_tensor *pt__lxent_record(pt_graph *g, const char *op, const pt__lx *s, pt_tensor *targets, pt_tensor *lse, pt_tensor *out,
+                                   int32_t ignore, int64_t nvalid, int64_t count) {
+    pt_tensor *ins[3];
+    pt_node *n;
+    ins[0] = s->x, ins[1] = s->w, ins[2] = targets;
+    if ((n = pt__record(g, op, out, pt__lxent_bwd, 3, ins)) != NULL) {
+        n->saved[0] = lse;
+        n->i[0] = ignore, n->i[1] = nvalid, n->i[2] = s->chunk, n->i[3] = s->rows, n->i[4] = s->C, n->i[5] = s->V;
+        n->f[0] = count ? 1.0f / (float)count : 0.0f;
+    }
+    return out;
+}
+PTDEF pt_tensor *pt_linear_cross_entropy(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *targets, int32_t ignore_index, int64_t nvalid,
+                                         int64_t chunk_rows) {
+    static const char *op = "pt_linear_cross_entropy";
+    int64_t count = 0, r0;
+    pt_tensor *lse, *lrows, *out;
+    pt__lx s;
+    if (!g || !x || !w || !targets) return NULL;
+    if (!pt__lx_new(g, op, &s, x, w, targets, chunk_rows)) return NULL;
+    if (nvalid < 1 || nvalid > s.V)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "%s: nvalid %lld must be in [1, %lld] (w %s)", op, (long long)nvalid, (long long)s.V,
+                                     pt__shp(w).s);
+    if (!pt__xent_targets(g, op, targets, s.rows, ignore_index, nvalid, 0, &count)) return NULL;
+    lse = pt__new(g, PT_F32, 1, &s.rows);
+    lrows = pt__new(g, PT_F32, 1, &s.rows);
+    out = pt__new(g, PT_F32, 0, NULL);
+    if (!lse || !lrows || !out || !(s.buf = pt__pool_get(g, s.chunk * s.V * 4))) return NULL;
+    for (r0 = 0; r0 < s.rows; r0 += s.chunk) {
+        int64_t m = PT__MIN(s.chunk, s.rows - r0);
+        pt_tensor lv = pt__lx_rows(g, &s, r0, m), lo = pt__rview(lrows, r0, m, 1), ls = pt__rview(lse, r0, m, 1), tv = pt__rview(targets, r0, m, 1);
+        PT__BE->xent_fwd(PT__C, &lo, &ls, &lv, &tv, ignore_index, nvalid);
+    }
+    pt__pool_put(g, s.buf); /* busy only while the chunks are made: backward takes it again */
+    PT__BE->sum(PT__C, out, lrows, count ? 1.0f / (float)count : 0.0f);
+    return pt__lxent_record(g, op, &s, targets, lse, out, ignore_index, nvalid, count);
 }
 
 /* ---- layernorm -------------------------------------------------------------------------------- */
@@ -11321,7 +11453,7 @@ PTDEF pt_tensor *pt_mlp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x) {
    Invariants: with TP size 1 (or no grid) every piece is the serial one; shards are slices of the
    unsplit parameters
    Entry points: pt_tp_copy pt_tp_reduce pt_linear_col_new pt_linear_row_new pt_mlp_tp_new
-   pt_cross_entropy_vp */
+   pt_cross_entropy_vp pt_linear_cross_entropy_vp */
 /* =================================================================================================
    tensor parallelism: the conjugate ops f (pt_tp_copy) and g (pt_tp_reduce), parallel linears
    =================================================================================================
@@ -11684,21 +11816,19 @@ static void pt__xent_vp_bwd(pt_graph *g, pt_node *n) {
     if (n->i[1] > 0) pt__xent_bwd(g, n);
     else pt__grad(g, n->in[0]); /* no valid column on this rank: a zero gradient (the backward goes on) */
 }
-PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_tensor *targets, int64_t vocab_offset, int64_t nvalid) {
-    static const char *op = "pt_cross_entropy_vp";
-    int64_t rows, Vl, nloc, count = 0, i;
+/* the loss of the rows whose local logits come from s (whole, or chunk rows at a time): lse, the
+   row losses and their mean; *tloc the local targets, *nloc the local valid columns, *count the
+   rows that count. NULL on error. */
+static pt_tensor *pt__xent_vp_fwd(pt_graph *g, const char *op, pt__lx *s, pt_tensor *targets, int64_t vocab_offset, int64_t nvalid,
+                                  pt_tensor **lse_out, pt_tensor **tloc_out, int64_t *nloc_out, int64_t *count_out) {
+    int64_t rows = s->rows, Vl = s->V, nloc, count = 0, i, r0;
     int32_t *tg, *tl;
     float *ls, *mx, *red;
-    pt_tensor *lse, *lrows, *tloc, *out, *ins[2];
-    pt_node *n;
+    pt_tensor *lse, *lrows, *tloc, *out;
     int xk;
-    if (!g || !logits_local || !targets) return NULL;
-    if (!pt__xent_shape(g, op, logits_local, targets)) return NULL;
-    Vl = pt__last(logits_local);
-    rows = pt__rows(logits_local);
     if (nvalid < 1 || vocab_offset < 0)
-        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "%s: nvalid %lld must be >= 1 and vocab_offset %lld >= 0 (logits_local %s)", op,
-                                     (long long)nvalid, (long long)vocab_offset, pt__shp(logits_local).s);
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "%s: nvalid %lld must be >= 1 and vocab_offset %lld >= 0 (local vocabulary %lld columns)",
+                                     op, (long long)nvalid, (long long)vocab_offset, (long long)Vl);
     /* scratch: targets, local targets (rows each), local lse, M, S | x_t | held (3 rows), in words */
     if (!(tg = pt__xent_targets(g, op, targets, rows, -1, nvalid, 6 * rows, &count))) return NULL;
     tl = tg + rows, ls = (float *)(tl + rows), mx = ls + rows, red = mx + rows;
@@ -11709,23 +11839,30 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
     tloc = pt__new(g, PT_I32, targets->ndim, targets->shape);
     out = pt__new(g, PT_F32, 0, NULL);
     if (!lse || !lrows || !tloc || !out) return NULL;
+    if (!s->logits && nloc > 0 && !(s->buf = pt__pool_get(g, s->chunk * Vl * 4))) return NULL;
+    memset(red, 0, (size_t)(3 * rows) * sizeof(float));
     xk = pt__xfer_as(g->ctx, PT_XFER_TP); /* a device backend: the row statistics cross to the host for the TP reductions */
     PT__BE->write(PT__C, tloc, tl, rows * 4);
     if (nloc > 0) {
-        PT__BE->xent_fwd(PT__C, lrows, lse, logits_local, tloc, -1, nloc);
+        for (r0 = 0; r0 < rows; r0 += s->chunk) {
+            int64_t m = PT__MIN(s->chunk, rows - r0);
+            pt_tensor lv = pt__lx_rows(g, s, r0, m), lo = pt__rview(lrows, r0, m, 1), lsv = pt__rview(lse, r0, m, 1), tv = pt__rview(tloc, r0, m, 1);
+            PT__BE->xent_fwd(PT__C, &lo, &lsv, &lv, &tv, -1, nloc);
+            for (i = r0; i < r0 + m; i++)
+                if (tl[i] >= 0) {
+                    pt_tensor xt = pt__at(&lv, (i - r0) * Vl + tl[i]);
+                    PT__BE->read(PT__C, &xt, &red[rows + i], 4);
+                }
+        }
         PT__BE->read(PT__C, lse, ls, rows * 4);
     } else
         for (i = 0; i < rows; i++) ls[i] = -INFINITY;
+    if (s->buf) pt__pool_put(g, s->buf); /* busy only while the chunks are made: backward takes it again */
     memcpy(mx, ls, (size_t)rows * sizeof(float));
     if (!pt__tp_allreduce_buf(PT__C, op, mx, rows, PT__TP_MAX)) return pt__xfer_as(g->ctx, xk), (pt_tensor *)NULL;
     for (i = 0; i < rows; i++) {
         red[i] = nloc > 0 ? (float)exp((double)ls[i] - (double)mx[i]) : 0.0f;
-        red[rows + i] = red[2 * rows + i] = 0.0f;
-        if (tl[i] >= 0) {
-            pt_tensor xt = pt__at(logits_local, i * Vl + tl[i]);
-            PT__BE->read(PT__C, &xt, &red[rows + i], 4);
-            red[2 * rows + i] = 1.0f;
-        }
+        red[2 * rows + i] = tl[i] >= 0 ? 1.0f : 0.0f;
     }
     if (!pt__tp_allreduce_buf(PT__C, op, red, 3 * rows, PT__TP_SUM)) return pt__xfer_as(g->ctx, xk), (pt_tensor *)NULL;
     pt__xfer_as(g->ctx, xk);
@@ -11743,6 +11880,21 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
     PT__BE->write(PT__C, lrows, mx, rows * 4);
     pt__xfer_as(g->ctx, xk);
     PT__BE->sum(PT__C, out, lrows, count ? 1.0f / (float)count : 0.0f);
+    *lse_out = lse, *tloc_out = tloc, *nloc_out = nloc, *count_out = count;
+    return out;
+}
+PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_tensor *targets, int64_t vocab_offset, int64_t nvalid) {
+    static const char *op = "pt_cross_entropy_vp";
+    int64_t nloc = 0, count = 0;
+    pt_tensor *lse = NULL, *tloc = NULL, *out, *ins[2];
+    pt__lx s;
+    pt_node *n;
+    if (!g || !logits_local || !targets) return NULL;
+    if (!pt__xent_shape(g, op, logits_local, targets)) return NULL;
+    memset(&s, 0, sizeof s);
+    s.logits = logits_local, s.V = pt__last(logits_local), s.rows = s.chunk = pt__rows(logits_local);
+    if (s.chunk < 1) s.chunk = 1;
+    if (!(out = pt__xent_vp_fwd(g, op, &s, targets, vocab_offset, nvalid, &lse, &tloc, &nloc, &count))) return NULL;
     ins[0] = logits_local, ins[1] = tloc;
     if ((n = pt__record(g, op, out, pt__xent_vp_bwd, 2, ins)) != NULL) {
         n->saved[0] = lse;
@@ -11751,6 +11903,17 @@ PTDEF pt_tensor *pt_cross_entropy_vp(pt_graph *g, pt_tensor *logits_local, pt_te
         n->f[0] = count ? 1.0f / (float)count : 0.0f;
     }
     return out;
+}
+PTDEF pt_tensor *pt_linear_cross_entropy_vp(pt_graph *g, pt_tensor *x, pt_tensor *w_local, pt_tensor *targets, int64_t vocab_offset,
+                                            int64_t nvalid, int64_t chunk_rows) {
+    static const char *op = "pt_linear_cross_entropy_vp";
+    int64_t nloc = 0, count = 0;
+    pt_tensor *lse = NULL, *tloc = NULL, *out;
+    pt__lx s;
+    if (!g || !x || !w_local || !targets) return NULL;
+    if (!pt__lx_new(g, op, &s, x, w_local, targets, chunk_rows)) return NULL;
+    if (!(out = pt__xent_vp_fwd(g, op, &s, targets, vocab_offset, nvalid, &lse, &tloc, &nloc, &count))) return NULL;
+    return pt__lxent_record(g, op, &s, tloc, lse, out, -1, nloc, count);
 }
 
 // >>gpt  the transformer block and the GPT: constructors, stages, loss, generation
@@ -11812,6 +11975,9 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
                                   "dropout %g",
                                   cfg ? cfg->vocab : 0, cfg ? cfg->vocab_padded : 0, cfg ? cfg->max_seq : 0, cfg ? cfg->layers : 0,
                                   cfg ? cfg->width : 0, cfg ? cfg->heads : 0, cfg ? (double)cfg->dropout : 0.0);
+    if (cfg->loss_chunk < 0)
+        return (pt_gpt *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_new: invalid config: loss_chunk %d (expected rows per chunk >= 1, or 0 = no chunks)",
+                                  (int)cfg->loss_chunk);
     if (nstages < 1 || nstages > cfg->layers || (nstages > 1 && (!first || !mine || nmine < 1)))
         return (pt_gpt *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_new_stages: %d stages for %d layers (need 1..layers stages, a split and the stages held)",
                                   nstages, cfg->layers);
@@ -11910,11 +12076,16 @@ PTDEF pt_tensor *pt_gpt_block(pt_graph *g, const pt_gpt *m, int l, pt_tensor *x)
     if (!m || l < 0 || l >= m->cfg.layers) return g ? (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_gpt_block: layer %d outside [0, %d)", l, m ? m->cfg.layers : 0) : NULL;
     return pt_block_fwd(g, &m->blocks[l], x, m->cfg.heads, m->cfg.dropout, pt_hash64((uint64_t)l * 2654435761u + 17));
 }
+/* the head's input: the final norm (TP: and f before the column-parallel head) */
+static pt_tensor *pt__gpt_head_in(pt_graph *g, const pt_gpt *m, pt_tensor *x) {
+    x = pt_layernorm(g, x, m->lnf_w, m->lnf_b, 1e-5f);
+    if (g && pt_tp_size(g->ctx) > 1) x = pt__tp_enter(g, x, m->cfg.seq_parallel); /* the local vocabulary columns: f (or the
+                                                                                   sequence all-gather) before the column-parallel head */
+    return x;
+}
 PTDEF pt_tensor *pt_gpt_head(pt_graph *g, const pt_gpt *m, pt_tensor *x) {
     if (!m) return NULL;
-    x = pt_layernorm(g, x, m->lnf_w, m->lnf_b, 1e-5f);
-    if (g && pt_tp_size(g->ctx) > 1) x = pt__tp_enter(g, x, m->cfg.seq_parallel); /* the local vocabulary columns: f before the column-parallel head */
-    return pt_linear(g, x, m->lm_head, NULL);
+    return pt_linear(g, pt__gpt_head_in(g, m, x), m->lm_head, NULL);
 }
 PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
     pt_tensor *x = pt_gpt_embed(g, m, ids);
@@ -11928,8 +12099,21 @@ static pt_tensor *pt__gpt_xent(pt_graph *g, const pt_gpt *m, pt_tensor *logits, 
     if (pt_tp_size(g->ctx) > 1) return pt_cross_entropy_vp(g, logits, targets, pt__gpt_vocab_offset(m), m->cfg.vocab);
     return pt_cross_entropy_ex(g, logits, targets, -1, m->cfg.vocab);
 }
+/* the mean loss of the last block's output x: the head and the loss fused in chunks of loss_chunk
+   rows, or (0) the whole logits of pt_gpt_head */
+static pt_tensor *pt__gpt_head_loss(pt_graph *g, const pt_gpt *m, pt_tensor *x, pt_tensor *targets) {
+    int64_t ch;
+    if (!m || !g) return NULL;
+    if ((ch = m->cfg.loss_chunk) <= 0) return pt__gpt_xent(g, m, pt_gpt_head(g, m, x), targets);
+    x = pt__gpt_head_in(g, m, x);
+    if (pt_tp_size(g->ctx) > 1) return pt_linear_cross_entropy_vp(g, x, m->lm_head, targets, pt__gpt_vocab_offset(m), m->cfg.vocab, ch);
+    return pt_linear_cross_entropy(g, x, m->lm_head, targets, -1, m->cfg.vocab, ch);
+}
 PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets) {
-    return pt__gpt_xent(g, m, pt_gpt_forward(g, m, ids), targets);
+    pt_tensor *x = pt_gpt_embed(g, m, ids);
+    int l;
+    for (l = 0; m && l < m->cfg.layers; l++) x = pt_gpt_block(g, m, l, x);
+    return pt__gpt_head_loss(g, m, x, targets);
 }
 PTDEF pt_tensor *pt_gpt_stage_fwd(pt_graph *g, const pt_gpt *m, int stage, pt_tensor *x, pt_tensor *ids, pt_tensor *targets) {
     int l;
@@ -11939,7 +12123,7 @@ PTDEF pt_tensor *pt_gpt_stage_fwd(pt_graph *g, const pt_gpt *m, int stage, pt_te
     if (stage == 0) x = pt_gpt_embed(g, m, ids);
     for (l = m->first[stage]; x && l < m->first[stage + 1]; l++) x = pt_gpt_block(g, m, l, x);
     if (stage < m->nstages - 1) return x;
-    return pt__gpt_xent(g, m, pt_gpt_head(g, m, x), targets);
+    return pt__gpt_head_loss(g, m, x, targets);
 }
 PTDEF void pt_gpt_stage_costs(const pt_gpt_config *c, int64_t B, int64_t T, double *layer_cost, double *first_extra, double *last_extra) {
     double bt = (double)B * (double)T, C = c->width, Vp = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64;
@@ -19051,6 +19235,8 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
      [B, T, C] (needing a gradient) and the received output gradient made in the graph's arena, the
      last stage's seed gradient pt_full; the transfers themselves are not made.
    The stage function is examples/07's: the ids in stage 0's graph, the targets in the last stage's.
+   cfg.loss_chunk > 0 runs there too: the last stage's pass then holds a pooled [loss_chunk, V/tp]
+   block instead of the [B*T, V/tp] logits (see pt_linear_cross_entropy).
    TP coordinate 0 stands for every TP rank (they hold the same; the ids and targets read as 0 are in
    its vocabulary range); the optimizer step is not run (it allocates nothing). */
 

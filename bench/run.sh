@@ -9,7 +9,7 @@
 #   --needs  prints the programs the selection needs (file names in BENCH_BUILD), one per line: the
 #            Makefile builds only those
 # Programs: in BENCH_BUILD (default build); each path can be set on its own by BENCH_BIN (bench),
-# BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, or by the arguments above.
+# BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, BENCH_XENT, or by the arguments above.
 # MPIRUN (default mpirun) starts dist and pp on 2 ranks. CL_TUNE (default BENCH_BUILD/ptrain_cl_tune.txt)
 # is the file `ptcl tune` writes for CLBlast's GEMM; it is searched for once, when it is missing and
 # cl_gemm or cl_gpt is selected (a few minutes; delete it to search again).
@@ -34,6 +34,7 @@ gpt bench GPT training step on the CPU, configs A, B and C
 monitor bench the monitor's overhead on config A (5 interleaved pairs of 20-step runs without and with it)
 data bench_data token loader: tokens/s with and without the prefetch thread, data wait per batch
 ckpt bench_ckpt checkpoints: CRC32C speed, synchronous and asynchronous saves vs a plain fsynced write, resume
+xent bench_xent config C with the LM head and loss fused in chunks of 64 rows vs unfused: step and head time, activation bytes
 dist bench_dist data parallelism on 2 MPI ranks: bucketed allreduce, overlap with backward, ZeRO; both iallreduce algorithms
 pp bench_pp pipeline bubbles on 2 MPI ranks (GPipe, 1F1B, interleaved): measured vs simulated with measured times
 cl_gemm bench_cl,ptcl OpenCL GEMM through ptrain vs a direct CLBlast call, untuned, then tuned with CL_TUNE
@@ -88,6 +89,7 @@ CL=${4:-${BENCH_CL:-$B/bench_cl}}
 PTCL=${5:-${BENCH_PTCL:-$B/ptcl}}
 DATA=${6:-${BENCH_DATA:-$B/bench_data}}
 CKPT=${BENCH_CKPT:-$B/bench_ckpt}
+XENT=${BENCH_XENT:-$B/bench_xent}
 CL_TUNE=${CL_TUNE:-$B/ptrain_cl_tune.txt}
 MPIRUN=${MPIRUN:-mpirun} # split into words: it may carry options
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE PTRAIN_CL_TUNE
@@ -129,6 +131,7 @@ b_gpt() { built "$BIN" && for c in A B C; do step "$BIN" gpt $c 5; done; }
 b_monitor() { built "$BIN" && step "$BIN" monitor A 5 20; }
 b_data() { built "$DATA" && step "$DATA"; }
 b_ckpt() { built "$CKPT" && step "$CKPT" A "$B/bench_ckpt_dir"; }
+b_xent() { built "$XENT" && step "$XENT" C 5 64; }
 # shellcheck disable=SC2086 # $MPIRUN
 b_dist() {
     mpi "$DIST" || return

@@ -165,10 +165,14 @@ static void real_params(void) {
     }
 }
 
-/* small single-rank runs on the CPU against the estimate, every part to the byte */
+/* small single-rank runs on the CPU against the estimate, every part to the byte; the last two: a
+   50257-word vocabulary on 512 rows (logits 103 MB) without and with the head and loss fused in
+   chunks of 64 rows (loss_chunk), whose estimate has no [rows, V] logits in the pass */
 static void real_runs(void) {
-    static const struct { int vocab, layers, width, heads, seq, batch, untied, sgd; float dropout; } cs[] = {
-        {300, 2, 32, 2, 16, 4, 0, 1, 0.0f}, {1000, 3, 48, 3, 24, 3, 1, 0, 0.1f}, {50257, 1, 64, 4, 32, 2, 0, 0, 0.0f}};
+    static const struct { int vocab, layers, width, heads, seq, batch, untied, sgd; float dropout; int chunk; } cs[] = {
+        {300, 2, 32, 2, 16, 4, 0, 1, 0.0f, 0},    {1000, 3, 48, 3, 24, 3, 1, 0, 0.1f, 0},  {50257, 1, 64, 4, 32, 2, 0, 0, 0.0f, 0},
+        {50257, 1, 64, 4, 128, 4, 0, 0, 0.0f, 0}, {50257, 1, 64, 4, 128, 4, 0, 0, 0.0f, 64}};
+    pt_mem_estimate_out last[2];
     int k, pass;
     for (k = 0; k < (int)(sizeof cs / sizeof cs[0]); k++) {
         pt_gpt_config c;
@@ -183,8 +187,9 @@ static void real_runs(void) {
         char why[1100] = "", name[256];
         memset(&c, 0, sizeof c);
         c.vocab = cs[k].vocab, c.layers = cs[k].layers, c.width = cs[k].width, c.heads = cs[k].heads, c.max_seq = cs[k].seq;
-        c.untied = cs[k].untied, c.dropout = cs[k].dropout;
+        c.untied = cs[k].untied, c.dropout = cs[k].dropout, c.loss_chunk = cs[k].chunk;
         memset(&p, 0, sizeof p);
+        memset(&o, 0, sizeof o);
         p.batch = cs[k].batch, p.seq = cs[k].seq, p.optim = cs[k].sgd ? PT_OPTIM_SGD : PT_OPTIM_ADAMW, p.threads = 1;
         memset(&desc, 0, sizeof desc);
         desc.threads = 1, desc.seed = 1;
@@ -215,11 +220,22 @@ static void real_runs(void) {
                      (long long)o.grads, (long long)ms.grads, (long long)o.optim, (long long)ms.optim, (long long)o.activations,
                      (long long)ms.activations, (long long)o.act_per_mb, (long long)pt_graph_bytes(g), (long long)o.workspace,
                      (long long)ms.workspace, (long long)o.peak_total, (long long)ms.peak_total);
-        snprintf(name, sizeof name, "vocab %d, %d layer%s, width %d, %d x %d tokens%s%s%s: the estimate equals pt_mem of a real run in every part",
-                 c.vocab, c.layers, c.layers == 1 ? "" : "s", c.width, p.batch, p.seq, c.untied ? ", untied" : "", c.dropout > 0 ? ", dropout" : "", cs[k].sgd ? ", SGD" : "");
+        snprintf(name, sizeof name, "vocab %d, %d layer%s, width %d, %d x %d tokens%s%s%s%s: the estimate equals pt_mem of a real run in every part",
+                 c.vocab, c.layers, c.layers == 1 ? "" : "s", c.width, p.batch, p.seq, c.untied ? ", untied" : "", c.dropout > 0 ? ", dropout" : "", cs[k].sgd ? ", SGD" : "",
+                 c.loss_chunk ? tu_name(", loss_chunk %d", c.loss_chunk) : "");
         CHECK_WHY(!why[0], name, why);
+        if (k >= (int)(sizeof cs / sizeof cs[0]) - 2) last[k - ((int)(sizeof cs / sizeof cs[0]) - 2)] = o;
         pt_gpt_free(m);
         pt_shutdown(ctx);
+    }
+    { /* the fused head: the pass holds no logits (50304 padded columns x 512 rows of f32); the chunk is a pool block */
+        int64_t logits = 512LL * 50304 * 4, blk = 64LL * 50304 * 4;
+        char why[300];
+        snprintf(why, sizeof why, "pass bytes %lld -> %lld (logits %lld), activations %lld -> %lld, pooled gradient blocks %lld -> %lld",
+                 (long long)last[0].act_pass, (long long)last[1].act_pass, (long long)logits, (long long)last[0].activations,
+                 (long long)last[1].activations, (long long)last[0].act_grad_blocks, (long long)last[1].act_grad_blocks);
+        CHECK_WHY(last[0].act_pass - last[1].act_pass == logits && last[1].activations < logits && last[1].act_grad_blocks >= blk,
+                  "loss_chunk 64: the estimate's pass has no [512, 50304] logits, its activations are below their size", why);
     }
 }
 

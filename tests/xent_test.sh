@@ -1,0 +1,39 @@
+#!/bin/sh
+# tests/xent_test.sh [BUILD_DIR] - the LM head and cross-entropy fused in chunks of rows (see ops:
+# pt_linear_cross_entropy; tp: pt_linear_cross_entropy_vp). Builds tests/test_xent.c twice (cc without
+# MPI: tp = 1; mpicc -DPTRAIN_MPI -fopenmp) and runs the plain one and the MPI one under mpirun -np 2
+# (layout tp = 2), then a third time with -DPTRAIN_OPENCL, run on the OpenCL backend (PTRAIN_DEVICE=opencl:
+# the same checks, bit-identical ones included, through the OpenCL kernels and CLBlast; PoCL in the CI). Prints one PASS/FAIL line per check, then "N passed, N failed" (a run that fails
+# without a failed check, e.g. a crash or a timeout, adds one failure). Under a minute.
+# PTRAIN_INC=DIR takes ptrain.h from DIR instead of the repository root.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+. tests/mpi_lib.sh
+
+if $CC $W -fopenmp tests/test_xent.c -o "$BUILD/test_xent" -lm >"$BUILD/test_xent.build.log" 2>&1; then
+    prog "test_xent (no MPI, tp=1)" "$BUILD/test_xent.log" "$B/test_xent"
+else
+    fail "build test_xent ($CC)" "see $BUILD/test_xent.build.log"
+    head -n 20 "$BUILD/test_xent.build.log" | sed 's/^/    /'
+fi
+if have_mpi; then
+    if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_xent.c -o "$BUILD/test_xent_mpi" -lm >"$BUILD/test_xent_mpi.build.log" 2>&1; then
+        prog "test_xent: mpirun -np 2 (tp=2)" "$BUILD/test_xent_np2.log" mpi_run 2 -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_xent_mpi"
+    else
+        fail "build test_xent_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_xent_mpi.build.log"
+        head -n 20 "$BUILD/test_xent_mpi.build.log" | sed 's/^/    /'
+    fi
+fi
+if [ ! -e /usr/include/CL/cl.h ] || [ ! -e /usr/include/clblast_c.h ]; then
+    fail "OpenCL headers" "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)"
+elif $CC $W -fopenmp -DPTRAIN_OPENCL tests/test_xent.c -o "$BUILD/test_xent_cl" -lOpenCL -lclblast -lm >"$BUILD/test_xent_cl.build.log" 2>&1; then
+    prog "test_xent on OpenCL (PTRAIN_DEVICE=opencl)" "$BUILD/test_xent_cl.log" env PTRAIN_DEVICE=opencl timeout 300 "$B/test_xent_cl"
+    grep -q '^  backend: opencl' "$BUILD/test_xent_cl.log" && pass "test_xent on OpenCL ran on the opencl backend" ||
+        fail "test_xent on OpenCL" "not on the opencl backend: $(grep '^  backend' "$BUILD/test_xent_cl.log")"
+else
+    fail "build test_xent_cl (-DPTRAIN_OPENCL)" "see $BUILD/test_xent_cl.build.log (make deps installs OpenCL and CLBlast)"
+    head -n 20 "$BUILD/test_xent_cl.build.log" | sed 's/^/    /'
+fi
+
+echo "$NP passed, $NF failed"
+[ "$NF" -eq 0 ]
