@@ -24,6 +24,7 @@
      balanced|equal|L0,L1,.. (layers per pipeline stage: by a FLOP estimate, equal, or by hand);
    - tensor parallelism: --seq-parallel (the residual stream, norms and dropout split along the
      sequence over the TP ranks; the sequence length must divide by tp);
+   - memory: --loss-chunk N (the LM head and the loss in chunks of N rows: no full logits);
    - data parallelism: --zero 0|1|2 (optimizer state, then gradients too, sharded over DP),
      --compress bf16 (gradients on the wire as bf16 with error feedback), --hier (hierarchical
      allreduce), --bucket-kb N (gradient bucket size);
@@ -139,7 +140,7 @@ int main(int argc, char **argv) {
     pt_layout lay = {0, 1, 1, 0};
     char err[1024];
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
-    int hier = 0, compress = 0, seq_parallel = 0;
+    int hier = 0, compress = 0, seq_parallel = 0, loss_chunk = 0;
     double loss_scale = 0; /* --loss-scale: 0 = off, else dynamic from this scale */
     const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
     int i, rank, fail = 0, stop = 0, v;
@@ -162,7 +163,8 @@ int main(int argc, char **argv) {
         }
         int *num = !strcmp(f, "--dp") ? &lay.dp : !strcmp(f, "--tp") ? &lay.tp : !strcmp(f, "--pp") ? &lay.pp : !strcmp(f, "--zero") ? &zero
                  : !strcmp(f, "--virtual-stages") ? &vstages : !strcmp(f, "--micro-batches") ? &mbs : !strcmp(f, "--accum") ? &accum
-                 : !strcmp(f, "--val-every") ? &val_every : !strcmp(f, "--sample") ? &sample : !strcmp(f, "--bucket-kb") ? &bucket_kb : NULL;
+                 : !strcmp(f, "--val-every") ? &val_every : !strcmp(f, "--sample") ? &sample : !strcmp(f, "--bucket-kb") ? &bucket_kb
+                 : !strcmp(f, "--loss-chunk") ? &loss_chunk : NULL;
         if (!v) {
             fprintf(stderr, "pttrain: unknown flag or missing value: '%s' (try --help)\n", f);
             return 2;
@@ -213,6 +215,7 @@ int main(int argc, char **argv) {
                       "  --compress C          bf16: gradients travel as bf16 with error feedback (none)\n"
                       "  --hier                hierarchical allreduce: in-node, across nodes, in-node\n"
                       "  --seq-parallel        with --tp > 1: norms, dropout and the residual on T/tp positions per TP rank\n"
+                      "  --loss-chunk N        the LM head and loss fused, N rows of logits at a time (0 = unfused)\n"
                       "  --loss-scale S        dynamic loss scaling from S (dynamic = 65536; a power of two), or off (off)\n"
                       "  --schedule S          gpipe, 1f1b or interleaved (1f1b)\n"
                       "  --virtual-stages V    chunks per pipeline rank for interleaved (2)\n"
@@ -278,7 +281,7 @@ int main(int argc, char **argv) {
         if (pt_dist_agree_msg(d, !err[0], err, sizeof err) && pt_run_data(ctx, &run, B, T, (uint64_t)a.seed) != PT_OK)
             snprintf(err, sizeof err, "%s", pt_error(ctx));
         cfg = pt_args_gpt(&a, run.vocab);
-        cfg.seq_parallel = seq_parallel;
+        cfg.seq_parallel = seq_parallel, cfg.loss_chunk = loss_chunk;
         if (err[0]) {
         } else if (nst > 256 || nst > cfg.layers)
             snprintf(err, sizeof err, "%d layers cannot fill pp x virtual stages = %d x %d stages (need at least one layer each)", cfg.layers, lay.pp, vstages);
