@@ -22,7 +22,7 @@ help:
 	@echo "               FUZZ_TARGETS=name[ name...] only those, FUZZ_MERGE=1 merges new inputs into tests/fuzz/corpus"
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, GPT training step, monitor overhead, token loader, checkpoint save/resume,"
 	@echo "               DP allreduce/overlap/ZeRO, pipeline bubbles, OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise"
-	@echo "               bandwidth, GPT step on OpenCL); BENCH=name[,name...] runs only those, BENCH=list names them;"
+	@echo "               bandwidth, GPT step on OpenCL, activation recomputation); BENCH=name[,name...] runs only those, BENCH=list names them;"
 	@echo "               one that fails is reported and the others still run (a summary last, exit 1 if any failed)"
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/pttrain (the GPT trainer: any dp x tp x pp layout, CPU or OpenCL, checkpoints, log, trace, guard),"
@@ -118,6 +118,8 @@ $(BUILD)/bench_ckpt: bench/bench_ckpt.c bench/bench_util.h ptrain.h | $(BUILD)
 
 $(BUILD)/bench_xent: bench/bench_xent.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -I. bench/bench_xent.c -o $@ -lm
+$(BUILD)/bench_recompute: bench/bench_recompute.c bench/bench_util.h ptrain.h | $(BUILD)
+	$(CC) -O3 -march=native -fopenmp -I. bench/bench_recompute.c -o $@ -lm
 
 $(BUILD)/bench_cl: bench/bench_cl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o $@ $(CLLIBS) -lm

@@ -224,6 +224,11 @@
    Attention keeps O(B*T*C) (no T x T matrix). The fused cross-entropy writes the gradient of the
    logits over the logits themselves when no other op reads them (so a 50k vocabulary costs one
    buffer, not two): read such logits before pt_backward if you need them afterwards.
+   Activation recomputation (pt_gpt_config.recompute, per pipeline stage pt_gpt_set_recompute;
+   pt_recompute) trades compute for activations: selective drops the cheap outputs of each block
+   (layernorms, GELU, dropout, the elementwise adds), full everything but the block's input and
+   output; the backward re-runs them, bit-identical. What they need in between lives in one scratch
+   arena per context, rewound block by block (docs/memory.md has measurements).
    pt_mem(ctx) reports bytes by kind (slab capacities included) and the peak. pt_mem_estimate predicts
    them per rank from a GPT config and a layout (dp x tp x pp, ZeRO, schedule, micro-batches) before
    running (tools/ptmem.c prints the table; docs/memory.md).
@@ -276,7 +281,8 @@
    trace     Timelines per rank (Chrome trace-event JSON) and the per-op profile. Entry:
              pt_trace_start pt_trace_event pt_trace_add pt_trace_finish pt_profile_enable
              pt_profile_print
-   autograd  Graphs, the tape, backward. Entry: pt_graph_new pt_graph_reset pt_backward
+   autograd  Graphs, the tape, backward; activation recomputation (the scratch arena, dropped
+             outputs re-run in backward). Entry: pt_graph_new pt_graph_reset pt_backward
              pt_backward_from pt_graph_set_training
    param     Parameters in slabs, deterministic init, the checkpointed-state registry. Entry:
              pt_param_new pt_param_from_spec pt_spec_global_index pt_zero_grad pt_state_register
@@ -298,7 +304,7 @@
              pt_linear_cross_entropy_vp
    gpt       The transformer block and the GPT: constructors, stages, loss, generation. Entry:
              pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate pt_gpt_flops
-             pt_block_new
+             pt_block_new pt_gpt_set_recompute
    dp        Data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1/2,
              hierarchical allreduce, bf16 compression. Entry: pt_dp_new pt_dp_new_opts pt_dp_begin
              pt_dp_finish pt_dp_zero pt_dp_stats_get; a bucket's allreduce or ZeRO reduce-scatter:
@@ -591,7 +597,9 @@ PTDEF void pt_graph_set_grad(pt_graph *g, int on);
 PTDEF void pt_graph_set_sample_offset(pt_graph *g, int64_t offset);
 /** The context of a graph. */
 PTDEF pt_ctx *pt_graph_ctx(const pt_graph *g);
-/** Bytes of activation memory the graph holds now. */
+/** Bytes of activation memory the graph holds now (its arena and gradient blocks; the scratch arena
+    of activation recomputation is the context's, shared by its graphs: pt_mem(ctx).activations
+    counts both). */
 PTDEF int64_t pt_graph_bytes(const pt_graph *g);
 /** Bytes of activation data allocated since the last pt_graph_reset (the pass's arena use, without
     the chunk rounding pt_graph_bytes includes, nor the gradient pool). */
@@ -861,6 +869,14 @@ typedef struct pt_mlp { pt_linear_layer fc, proj; int gelu; } pt_mlp;
 PTDEF pt_mlp pt_mlp_new(pt_ctx *ctx, const char *name, int64_t in, int64_t hidden, int64_t out, int gelu, float std);
 PTDEF pt_tensor *pt_mlp_fwd(pt_graph *g, const pt_mlp *m, pt_tensor *x);
 
+/** Activation recomputation of a transformer block: what its forward keeps for the backward.
+    NONE keeps every output; SELECTIVE drops the cheap ones (layernorms, GELU, dropout, the
+    elementwise adds but the block's output) and keeps the GEMM and attention outputs; FULL keeps
+    only the block's input and output (under TP also the row-parallel outputs after their TP sum:
+    recomputing never communicates). The backward re-runs the dropped ops with the same kernels:
+    losses and gradients are bit-identical to NONE. */
+typedef enum pt_recompute { PT_RECOMPUTE_NONE = 0, PT_RECOMPUTE_SELECTIVE = 1, PT_RECOMPUTE_FULL = 2 } pt_recompute;
+
 /** GPT configuration (GPT-2 shape: learned positions, pre-norm, GELU MLP of 4x width). */
 typedef struct pt_gpt_config {
     int32_t vocab;        /**< real vocabulary size */
@@ -873,6 +889,7 @@ typedef struct pt_gpt_config {
     int32_t untied;       /**< 1 = separate LM head instead of the tied token embedding */
     int32_t seq_parallel; /**< 1 = sequence parallelism with TP (tp > 1; training graphs): the residual stream,
                                norms and dropout hold T/tp positions per TP rank (T % tp == 0) */
+    int32_t recompute;    /**< pt_recompute of every stage's blocks (0 = none; pt_gpt_set_recompute sets one stage's) */
 } pt_gpt_config;
 
 /** One transformer block's parameters. */
@@ -890,6 +907,9 @@ typedef struct pt_block {
 PTDEF pt_block pt_block_new(pt_ctx *ctx, const char *name, int64_t width, int n_layer_total);
 PTDEF pt_tensor *pt_block_fwd(pt_graph *g, const pt_block *b, pt_tensor *x, int n_head, float dropout,
                               uint64_t seed);
+/** pt_block_fwd with activation recomputation mode (pt_block_fwd is mode PT_RECOMPUTE_NONE). */
+PTDEF pt_tensor *pt_block_fwd_ex(pt_graph *g, const pt_block *b, pt_tensor *x, int n_head, float dropout,
+                                 uint64_t seed, pt_recompute mode);
 
 typedef struct pt_gpt {
     pt_gpt_config cfg;
@@ -899,6 +919,7 @@ typedef struct pt_gpt {
     int32_t nstages;      /**< pipeline stages the model is cut into (1 = whole) */
     int32_t *first;       /**< [nstages + 1]: first layer of each stage */
     unsigned char *mine;  /**< [nstages]: 1 = this rank holds the stage's parameters */
+    int32_t *recompute;   /**< [nstages]: each stage's pt_recompute (cfg.recompute; pt_gpt_set_recompute) */
 } pt_gpt;
 
 /** Creates the GPT's parameters in ctx (names "wte", "wpe", "h.<l>.*", "lnf.*", "lm_head"). With
@@ -920,6 +941,11 @@ PTDEF pt_tensor *pt_gpt_stage_fwd(pt_graph *g, const pt_gpt *m, int stage, pt_te
 PTDEF void pt_gpt_stage_costs(const pt_gpt_config *cfg, int64_t B, int64_t T, double *layer_cost, double *first_extra,
                               double *last_extra);
 PTDEF void pt_gpt_free(pt_gpt *m);
+/** Sets the activation recomputation of stage's blocks (-1: every stage), starting with the next
+    forward. A stage's mode changes only the graphs of that stage: each pipeline rank chooses for
+    the stages it holds (e.g. FULL on the first ranks, which keep the most micro-batches in
+    flight). PT_ERR_ARG for a stage outside [-1, nstages) or an unknown mode. */
+PTDEF pt_status pt_gpt_set_recompute(pt_gpt *m, int stage, pt_recompute mode);
 /** Token + position embedding of ids [B, T] (i32): [B, T, C] (TP: pt_embedding_vp + pt_tp_reduce). */
 PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids);
 /** Block l. */
@@ -2055,7 +2081,7 @@ PTDEF const char *pt_guard_event_name(int kind);
    as the pipeline schedule keeps them; then pt_mem. What it assumes: f32 everything (bf16 exists only
    as DP gradient compression), a stage function that makes the ids in stage 0's graph and the
    targets in the last stage's (as examples/07), with pp = 1 one graph reused per micro-batch (plain
-   accumulation), no recomputation (not implemented). */
+   accumulation), no activation recomputation (pt_gpt_config.recompute: not implemented in the estimate). */
 typedef struct pt_mem_plan {
     int32_t dp, tp, pp;         /**< grid sizes (0 = 1) */
     int32_t zero;               /**< ZeRO stage 0, 1 or 2 (sharding needs dp > 1) */
@@ -2069,7 +2095,7 @@ typedef struct pt_mem_plan {
     int64_t bucket_bytes;       /**< pt_dp bucket size (0 = 25 MiB) */
     int32_t threads;            /**< CPU threads per process (the attention workspace scales with it; 0 = 1) */
     int32_t precision;          /**< PT_F32 (the only one: anything else is refused) */
-    int32_t recompute;          /**< 0 (activation recomputation does not exist: anything else is refused) */
+    int32_t recompute;          /**< 0 (the estimate does not model activation recomputation: anything else is refused) */
     const int32_t *first;       /**< stage split [pp*v + 1] (NULL = equal if it divides, else balanced as examples/07) */
 } pt_mem_plan;
 /** Predicted bytes of one pipeline rank (every DP and TP rank of it alike; ZeRO: the largest shard). */
@@ -2243,6 +2269,7 @@ struct pt_ctx {
     float *work;
     int64_t work_cap;
     pt_graph *graphs;  /* live graphs and optimizers, freed by pt_shutdown */
+    pt_graph *rc_scratch; /* activation recomputation's scratch arena, shared by the graphs (autograd) */
     pt_optim *optims;
     int attn_kernel; /* attention kernel: 0 = best available, 1 = C, 2 = AVX-512, 3 = AVX2 (tests) */
     pt_dp *dp;       /* the data-parallel reducer (see dp), whose ZeRO shard pt_grad_norm sums over */
@@ -8736,7 +8763,9 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
    high-water size, so from the second identical pass on nothing is allocated. Gradients of
    activations come from a pool of blocks reused by exact size: a block returns to the pool as soon
    as the op that produced the activation has run its backward, so backward holds only a few
-   layers' gradients at a time. */
+   layers' gradients at a time. Activation recomputation (see autograd) puts the outputs it drops
+   in a scratch arena shared by the context's graphs (ctx->rc_scratch, a graph used only for its
+   data arena), rewound at each block's end. */
 
 typedef struct pt__hchunk {
     struct pt__hchunk *next;
@@ -8757,9 +8786,18 @@ typedef struct pt__block {
 /* the node's backward never reads its output: a consumer may overwrite the output's data with its
    gradient (the fused cross-entropy does, so the logits need no second buffer) */
 #define PT__NODE_OUT_FREE 1u
+/* the node's backward reads only its output's gradient (no input, output or saved data) */
+#define PT__NODE_GRAD_ONLY 2u
+/* recomputed (see autograd): the output and saved tensors live in the scratch arena, valid while
+   rgen is the scratch's generation; refwd re-runs the forward into fresh scratch */
+#define PT__NODE_RC 4u
+/* the first node of a recomputed block: the scratch is rewound once its backward has run */
+#define PT__NODE_RC_SEG 8u
 
 struct pt_node {
     void (*backward)(pt_graph *g, pt_node *n);
+    void (*refwd)(pt_graph *g, pt_node *n); /* PT__NODE_RC: re-runs the forward */
+    uint32_t rgen;                          /* PT__NODE_RC: the scratch generation its data is from */
     const char *op;
     pt_tensor *out;
     pt_tensor **in;      /* nin inputs */
@@ -8786,6 +8824,10 @@ struct pt_graph {
     int training, grad_on;
     int64_t sample_off;
     int64_t bytes;                    /* activation bytes held */
+    int rc_mode;                      /* pt_recompute of the block being built (pt_block_fwd_ex) */
+    int rc_scratch;                   /* 1: data allocations go to the context's scratch arena */
+    uint32_t gen;                     /* the scratch arena: bumped at each rewind */
+    int64_t dpeak;                    /* the scratch arena: largest pass since it was consolidated */
     double prof_t0;                   /* per-op profile (see trace): when the op being built allocated its output */
 };
 
@@ -8832,8 +8874,8 @@ static void *pt__halloc(pt_graph *g, size_t bytes) {
     }
 }
 
-/* data arena: returns (storage, element offset) for nbytes, 64-byte aligned */
-static pt_storage *pt__dalloc(pt_graph *g, int64_t nbytes, int64_t esize, int64_t *off) {
+/* a bump allocation of nbytes from g's data arena, 64-byte aligned; a new chunk holds at least minb */
+static pt_storage *pt__bump(pt_graph *g, int64_t nbytes, int64_t esize, int64_t *off, int64_t minb) {
     pt__dchunk *c = g->dcur;
     nbytes = (nbytes + PT__ALIGN - 1) & ~(int64_t)(PT__ALIGN - 1);
     g->dpass += nbytes;
@@ -8842,10 +8884,7 @@ static pt_storage *pt__dalloc(pt_graph *g, int64_t nbytes, int64_t esize, int64_
         if (c) g->dcur = c;
     }
     if (!c) {
-        /* 64 MiB at least: big enough to be mapped pages of their own, so chunks freed when reset
-           consolidates them return to the system instead of staying resident in the heap;
-           untouched pages cost nothing */
-        int64_t cap = PT__MAX(nbytes, (int64_t)64 << 20);
+        int64_t cap = PT__MAX(nbytes, minb);
         c = (pt__dchunk *)pt__malloc(g->ctx, sizeof(pt__dchunk));
         if (!c) return (pt_storage *)pt__fail(g->ctx, PT_ERR_OOM, "pt_graph: out of memory");
         memset(c, 0, sizeof *c);
@@ -8861,6 +8900,16 @@ static pt_storage *pt__dalloc(pt_graph *g, int64_t nbytes, int64_t esize, int64_
     *off = c->used / esize;
     c->used += nbytes;
     return &c->st;
+}
+/* the recompute scratch's smallest chunk: it grows by what is placed (reset consolidates it) */
+#define PT__RC_CHUNK ((int64_t)1 << 20)
+/* data arena: returns (storage, element offset) for nbytes, 64-byte aligned. Chunks are 64 MiB at
+   least: big enough to be mapped pages of their own, so chunks freed when reset consolidates them
+   return to the system instead of staying resident in the heap; untouched pages cost nothing. While
+   g->rc_scratch is set the bytes come from the context's recompute scratch instead. */
+static pt_storage *pt__dalloc(pt_graph *g, int64_t nbytes, int64_t esize, int64_t *off) {
+    if (g->rc_scratch && g->ctx->rc_scratch) return pt__bump(g->ctx->rc_scratch, nbytes, esize, off, PT__RC_CHUNK);
+    return pt__bump(g, nbytes, esize, off, (int64_t)64 << 20);
 }
 
 /* grad pool: a zero-filled block of exactly nbytes */
@@ -9435,11 +9484,26 @@ PTDEF void pt_profile_print(const pt_ctx *ctx, void *file) {
 }
 
 // >>autograd  graphs, the tape, backward
-/* Owns: pt_graph (its tape of pt_node records), pt_backward and pt_backward_from
+/* Owns: pt_graph (its tape of pt_node records), pt_backward and pt_backward_from, activation
+   recomputation (the scratch arena, re-running dropped outputs in backward)
    Invariants: define-by-run; a node's backward runs once, in reverse order; activation gradients go
-   back to the pool once consumed
+   back to the pool once consumed; a recomputed output is bit-identical to the dropped one (the
+   same kernel on the same inputs)
    Entry points: pt_graph_new pt_graph_reset pt_backward pt_backward_from pt_graph_set_training */
-/* graphs, the tape, backward */
+/* graphs, the tape, backward
+   Activation recomputation (pt_block_fwd_ex's mode, pt_gpt_config.recompute): while a block is
+   built, the ops whose outputs the mode drops (full: every op but the block's output; selective:
+   layernorms, GELU, dropout and elementwise adds, the GEMM outputs stay) put their output and saved
+   tensors in the context's scratch arena (pt__rc_on / pt__rc_off around the op) and mark their
+   node PT__NODE_RC with a refwd that re-runs the same forward kernel. The tape is the same as
+   without recomputation (the same nodes, parameter uses and gradient-ready hooks). The block's end
+   rewinds the scratch, bumping its generation, so those outputs are gone. In backward, before a
+   node runs, every input it reads whose node is PT__NODE_RC of an older generation is re-run
+   (inputs first, recursively: full re-runs the block's forward from its input at the first node
+   that needs any of it), into the scratch again; after the block's first node (PT__NODE_RC_SEG)
+   the scratch is rewound. Dropout re-runs with the key and position its node kept, so the masks
+   are the same. The recomputed ops never communicate: under TP the row-parallel outputs (after
+   their TP sum) are kept, so TP ranks need not agree on the mode. */
 PTDEF pt_graph *pt_graph_new(pt_ctx *ctx) {
     pt_graph *g;
     if (!ctx) return NULL;
@@ -9473,6 +9537,7 @@ static void pt__graph_free_chunks(pt_graph *g) {
 PTDEF void pt_graph_free(pt_graph *g) {
     int i;
     if (!g) return;
+    if (g->ctx->rc_scratch == g) g->ctx->rc_scratch = NULL;
     if (g->prev) g->prev->next = g->next;
     else g->ctx->graphs = g->next;
     if (g->next) g->next->prev = g->prev;
@@ -9486,11 +9551,33 @@ PTDEF void pt_graph_free(pt_graph *g) {
     pt__free(g->ctx, g->puse);
     pt__free(g->ctx, g);
 }
+/* the recompute scratch: what the blocks put there is dead from here on */
+static void pt__rc_rewind(pt_ctx *ctx) {
+    pt_graph *s = ctx->rc_scratch;
+    pt__dchunk *d;
+    if (!s) return;
+    for (d = s->dhead; d; d = d->next) d->used = 0;
+    s->dcur = s->dhead;
+    s->dpeak = PT__MAX(s->dpeak, s->dpass);
+    s->dpass = 0;
+    s->gen++;
+}
 PTDEF void pt_graph_reset(pt_graph *g) {
     pt__hchunk *h;
     pt__dchunk *d;
     int i;
     if (!g) return;
+    g->rc_mode = g->rc_scratch = 0;
+    if (g->ctx->rc_scratch && g->ctx->rc_scratch != g) {
+        pt_graph *s = g->ctx->rc_scratch;
+        pt__rc_rewind(g->ctx);
+        if (s->dhead && s->dhead->next) { /* spilled: one chunk of the largest pass */
+            int64_t need = s->dpeak, off;
+            pt__graph_free_chunks(s);
+            pt__bump(s, need, 1, &off, PT__RC_CHUNK);
+            pt__rc_rewind(g->ctx);
+        }
+    }
     /* consolidate: a pass that spilled into a second chunk gets one chunk of its high-water size */
     if ((g->hhead && g->hhead->next) || (g->dhead && g->dhead->next)) {
         size_t hneed = g->hpass;
@@ -9593,12 +9680,76 @@ static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
     return t->grad = gr;
 }
 
+/* ---- activation recomputation (see the top of this section) ---------------------------------- */
+/* 1 when the op being built puts its results in the scratch (the block's mode drops them: full every
+   op, selective the cheap ones); pt__rc_off(g, on, ...) follows the op */
+static int pt__rc_on(pt_graph *g, int cheap) {
+    if (!g->rc_mode || (g->rc_mode == PT_RECOMPUTE_SELECTIVE && !cheap)) return 0;
+    if (!g->ctx->rc_scratch && !(g->ctx->rc_scratch = pt_graph_new(g->ctx))) return 0;
+    return g->rc_scratch = 1;
+}
+/* new storage for t's data (in the scratch while a node is re-run); 0 on error */
+static int pt__rc_fresh(pt_graph *g, pt_tensor *t) {
+    int64_t off, es;
+    pt_storage *st;
+    if (!t) return 1;
+    es = pt_dtype_size(t->dtype);
+    if (!(st = pt__dalloc(g, pt_numel(t) * es, es, &off))) return 0;
+    t->st = st, t->off = off;
+    return 1;
+}
+/* after an op begun with pt__rc_on: its node re-runs with refwd; an output not on the tape (no
+   input needs a gradient) that a later node may still read moves to the graph's arena */
+static pt_tensor *pt__rc_off(pt_graph *g, int on, pt_tensor *out, void (*refwd)(pt_graph *, pt_node *)) {
+    g->rc_scratch = 0;
+    if (!on || !out) return out;
+    if (out->node) {
+        out->node->flags |= PT__NODE_RC;
+        out->node->refwd = refwd;
+        out->node->rgen = g->ctx->rc_scratch->gen;
+    } else if (g->grad_on) {
+        pt_tensor was = *out;
+        if (!pt__rc_fresh(g, out)) return NULL;
+        g->ctx->be->copy(g->ctx, out, &was, 0);
+    }
+    return out;
+}
+/* the end of a block built with rc_mode: its first node rewinds the scratch in backward */
+static void pt__rc_block_end(pt_graph *g, int t0) {
+    if (g->ntape > t0) g->tape[t0]->flags |= PT__NODE_RC_SEG;
+    pt__rc_rewind(g->ctx);
+}
+static int pt__rc_stale(const pt_graph *g, const pt_tensor *t) {
+    return t && t->node && (t->node->flags & PT__NODE_RC) && t->node->rgen != g->ctx->rc_scratch->gen;
+}
+/* re-runs node n's forward into the scratch, its dropped inputs first; 0 on error */
+static int pt__rc_redo(pt_graph *g, pt_node *n) {
+    int j, keep = g->rc_scratch;
+    for (j = 0; j < n->nin; j++)
+        if (pt__rc_stale(g, n->in[j]) && !pt__rc_redo(g, n->in[j]->node)) return 0;
+    g->rc_scratch = 1;
+    n->refwd(g, n);
+    g->rc_scratch = keep;
+    n->rgen = g->ctx->rc_scratch->gen;
+    return g->ctx->status == PT_OK;
+}
+/* before n's backward: what it reads is there (its inputs, and its own output and saved tensors) */
+static int pt__rc_ready(pt_graph *g, pt_node *n) {
+    int j;
+    if (!g->ctx->rc_scratch || (n->flags & PT__NODE_GRAD_ONLY)) return 1;
+    for (j = 0; j < n->nin; j++)
+        if (pt__rc_stale(g, n->in[j]) && !pt__rc_redo(g, n->in[j]->node)) return 0;
+    if (!(n->flags & PT__NODE_OUT_FREE) && pt__rc_stale(g, n->out) && n->out->node == n) return pt__rc_redo(g, n);
+    return 1;
+}
+
 static pt_status pt__run_backward(pt_graph *g) {
     pt_ctx *ctx = g->ctx;
     int i, j;
     g->prof_t0 = 0; /* trace */
     for (i = g->ntape - 1; i >= 0; i--) {
         pt_node *n = g->tape[i];
+        if (n->out->grad && !pt__rc_ready(g, n)) return ctx->status;
         if (n->out->grad) {
             if (ctx->prof) { /* trace */
                 double t = pt_time();
@@ -9616,6 +9767,7 @@ static pt_status pt__run_backward(pt_graph *g) {
             pt_param *p = n->in[j] && (n->in[j]->flags & PT_TENSOR_REQUIRES_GRAD) ? n->in[j]->param : NULL;
             if (p && --g->puse[p->id] == 0 && ctx->grad_hook) ctx->grad_hook(ctx->grad_hook_user, p);
         }
+        if (n->flags & PT__NODE_RC_SEG) pt__rc_rewind(ctx);
         if (ctx->poll) ctx->poll(ctx->poll_user);
         if (ctx->status != PT_OK) return ctx->status;
     }
@@ -10163,10 +10315,13 @@ static void pt__binary_bwd(pt_graph *g, pt_node *n) {
         if (db) PT__BE->axpy_reduce(PT__C, db, dy, n->i[0] == PT__SUB ? -1.0f : 1.0f);
     }
 }
+static void pt__binary_refwd(pt_graph *g, pt_node *n) {
+    if (pt__rc_fresh(g, n->out)) PT__BE->binary(PT__C, (int)n->i[0], n->out, n->in[0], n->in[1]);
+}
 static pt_tensor *pt__binary(pt_graph *g, int op, const char *name, pt_tensor *a, pt_tensor *b) {
     pt_tensor *out, *ins[2];
     pt_node *n;
-    int i, ok;
+    int i, ok, rc;
     if (!g || !a || !b) return NULL;
     if (!pt__need_f32(g, name, "a", a) || !pt__need_f32(g, name, "b", b)) return NULL;
     ok = b->ndim <= a->ndim;
@@ -10174,12 +10329,16 @@ static pt_tensor *pt__binary(pt_graph *g, int op, const char *name, pt_tensor *a
     if (!ok)
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "%s: b %s must equal a %s or a's trailing dims", name, pt__shp(b).s,
                                      pt__shp(a).s);
+    rc = pt__rc_on(g, 1);
     out = pt__new(g, PT_F32, a->ndim, a->shape);
-    if (!out) return NULL;
+    if (!out) return pt__rc_off(g, rc, NULL, NULL);
     PT__BE->binary(PT__C, op, out, a, b);
     ins[0] = a, ins[1] = b;
-    if ((n = pt__record(g, name, out, pt__binary_bwd, 2, ins)) != NULL) n->i[0] = op;
-    return out;
+    if ((n = pt__record(g, name, out, pt__binary_bwd, 2, ins)) != NULL) {
+        n->i[0] = op;
+        if (op != PT__MUL) n->flags |= PT__NODE_GRAD_ONLY;
+    }
+    return pt__rc_off(g, rc, out, pt__binary_refwd);
 }
 PTDEF pt_tensor *pt_add(pt_graph *g, pt_tensor *a, pt_tensor *b) { return pt__binary(g, PT__ADD, "pt_add", a, b); }
 PTDEF pt_tensor *pt_sub(pt_graph *g, pt_tensor *a, pt_tensor *b) { return pt__binary(g, PT__SUB, "pt_sub", a, b); }
@@ -10280,11 +10439,19 @@ static void pt__linear_bwd(pt_graph *g, pt_node *n) {
     if (dw) PT__BE->gemm(PT__C, 1, 0, 1, out, in, rows, 1.0f, dy, out, 0, x, in, 0, 1.0f, dw, in, 0);
     if (db) PT__BE->axpy_reduce(PT__C, db, dy, 1.0f);
 }
+/* y = x @ w^T (+ b) of rows x in by out */
+static void pt__linear_run(pt_graph *g, pt_tensor *y, pt_tensor *x, pt_tensor *w, pt_tensor *b, int64_t rows, int64_t in, int64_t outf) {
+    PT__BE->gemm(PT__C, 0, 1, 1, rows, outf, in, 1.0f, x, in, 0, w, in, 0, 0.0f, y, outf, 0);
+    if (b) PT__BE->binary(PT__C, PT__ADD, y, y, b);
+}
+static void pt__linear_refwd(pt_graph *g, pt_node *n) {
+    if (pt__rc_fresh(g, n->out)) pt__linear_run(g, n->out, n->in[0], n->in[1], n->nin > 2 ? n->in[2] : NULL, n->i[0], n->i[1], n->i[2]);
+}
 PTDEF pt_tensor *pt_linear(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b) {
     int64_t in, outf, rows, shape[PT_MAX_DIMS];
     pt_tensor *y, *ins[3];
     pt_node *n;
-    int i;
+    int i, rc;
     if (!g || !x || !w) return NULL;
     if (!pt__need_f32(g, "pt_linear", "x", x) || !pt__need_f32(g, "pt_linear", "w", w) || (b && !pt__need_f32(g, "pt_linear", "b", b)))
         return NULL;
@@ -10299,15 +10466,15 @@ PTDEF pt_tensor *pt_linear(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b
     rows = pt__rows(x);
     for (i = 0; i < x->ndim; i++) shape[i] = x->shape[i];
     shape[x->ndim - 1] = outf;
-    if (!(y = pt__new(g, PT_F32, x->ndim, shape))) return NULL;
-    PT__BE->gemm(PT__C, 0, 1, 1, rows, outf, in, 1.0f, x, in, 0, w, in, 0, 0.0f, y, outf, 0);
-    if (b) PT__BE->binary(PT__C, PT__ADD, y, y, b);
+    rc = pt__rc_on(g, 0);
+    if (!(y = pt__new(g, PT_F32, x->ndim, shape))) return pt__rc_off(g, rc, NULL, NULL);
+    pt__linear_run(g, y, x, w, b, rows, in, outf);
     ins[0] = x, ins[1] = w, ins[2] = b;
     if ((n = pt__record(g, "pt_linear", y, pt__linear_bwd, b ? 3 : 2, ins)) != NULL) {
         n->flags |= PT__NODE_OUT_FREE;
         n->i[0] = rows, n->i[1] = in, n->i[2] = outf;
     }
-    return y;
+    return pt__rc_off(g, rc, y, pt__linear_refwd);
 }
 
 /* ---- activations ------------------------------------------------------------------------------ */
@@ -10315,14 +10482,19 @@ static void pt__act_bwd(pt_graph *g, pt_node *n) {
     pt_tensor *dx = pt__grad(g, n->in[0]);
     if (dx) PT__BE->act_bwd(PT__C, (int)n->i[0], dx, n->in[0], n->out->grad);
 }
+static void pt__act_refwd(pt_graph *g, pt_node *n) {
+    if (pt__rc_fresh(g, n->out)) PT__BE->act_fwd(PT__C, (int)n->i[0], n->out, n->in[0]);
+}
 static pt_tensor *pt__act(pt_graph *g, int kind, const char *name, pt_tensor *x) {
     pt_tensor *out;
     pt_node *n;
+    int rc;
     if (!g || !x || !pt__need_f32(g, name, "x", x)) return NULL;
-    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
+    rc = pt__rc_on(g, 1);
+    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return pt__rc_off(g, rc, NULL, NULL);
     PT__BE->act_fwd(PT__C, kind, out, x);
     if ((n = pt__record(g, name, out, pt__act_bwd, 1, &x)) != NULL) n->i[0] = kind;
-    return out;
+    return pt__rc_off(g, rc, out, pt__act_refwd);
 }
 PTDEF pt_tensor *pt_relu(pt_graph *g, pt_tensor *x) { return pt__act(g, PT__RELU, "pt_relu", x); }
 PTDEF pt_tensor *pt_gelu(pt_graph *g, pt_tensor *x) { return pt__act(g, PT__GELU, "pt_gelu", x); }
@@ -10544,10 +10716,15 @@ static void pt__layernorm_bwd(pt_graph *g, pt_node *n) {
     pt_tensor *dx = pt__grad(g, n->in[0]), *dw = pt__grad(g, n->in[1]), *db = n->nin > 2 ? pt__grad(g, n->in[2]) : NULL;
     PT__BE->layernorm_bwd(PT__C, dx, dw, db, n->out->grad, n->in[0], n->in[1], n->saved[0], n->saved[1]);
 }
+static void pt__layernorm_refwd(pt_graph *g, pt_node *n) {
+    if (pt__rc_fresh(g, n->out) && pt__rc_fresh(g, n->saved[0]) && pt__rc_fresh(g, n->saved[1]))
+        PT__BE->layernorm_fwd(PT__C, n->out, n->saved[0], n->saved[1], n->in[0], n->in[1], n->nin > 2 ? n->in[2] : NULL, n->f[0]);
+}
 PTDEF pt_tensor *pt_layernorm(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor *b, float eps) {
     int64_t C, rows;
     pt_tensor *y, *mean, *rstd, *ins[3];
     pt_node *n;
+    int rc;
     if (!g || !x || !w) return NULL;
     if (!pt__need_f32(g, "pt_layernorm", "x", x) || !pt__need_f32(g, "pt_layernorm", "w", w) || (b && !pt__need_f32(g, "pt_layernorm", "b", b)))
         return NULL;
@@ -10557,14 +10734,15 @@ PTDEF pt_tensor *pt_layernorm(pt_graph *g, pt_tensor *x, pt_tensor *w, pt_tensor
                                      pt__shp(b).s, (long long)C, pt__shp(x).s);
     if (!(eps > 0.0f)) return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_layernorm: eps must be > 0, found %g", (double)eps);
     rows = pt__rows(x);
+    rc = pt__rc_on(g, 1);
     y = pt__new(g, PT_F32, x->ndim, x->shape);
     mean = pt__new(g, PT_F32, 1, &rows);
     rstd = pt__new(g, PT_F32, 1, &rows);
-    if (!y || !mean || !rstd) return NULL;
+    if (!y || !mean || !rstd) return pt__rc_off(g, rc, NULL, NULL);
     PT__BE->layernorm_fwd(PT__C, y, mean, rstd, x, w, b, eps);
     ins[0] = x, ins[1] = w, ins[2] = b;
-    if ((n = pt__record(g, "pt_layernorm", y, pt__layernorm_bwd, b ? 3 : 2, ins)) != NULL) n->saved[0] = mean, n->saved[1] = rstd;
-    return y;
+    if ((n = pt__record(g, "pt_layernorm", y, pt__layernorm_bwd, b ? 3 : 2, ins)) != NULL) n->saved[0] = mean, n->saved[1] = rstd, n->f[0] = eps;
+    return pt__rc_off(g, rc, y, pt__layernorm_refwd);
 }
 
 /* ---- embedding -------------------------------------------------------------------------------- */
@@ -10619,10 +10797,15 @@ static void pt__attention_bwd(pt_graph *g, pt_node *n) {
     if (dq)
         PT__BE->attn_bwd(PT__C, dq, n->out->grad, n->in[0], n->out, n->saved[0], (int)n->i[0], (int)n->i[1], (int)n->i[2], (int)n->i[3]);
 }
+static void pt__attention_refwd(pt_graph *g, pt_node *n) {
+    if (pt__rc_fresh(g, n->out) && pt__rc_fresh(g, n->saved[0]))
+        PT__BE->attn_fwd(PT__C, n->out, n->saved[0], n->in[0], (int)n->i[0], (int)n->i[1], (int)n->i[2], (int)n->i[3]);
+}
 PTDEF pt_tensor *pt_attention(pt_graph *g, pt_tensor *qkv, int n_head) {
     int64_t B, T, C, shape[3];
     pt_tensor *out, *lse;
     pt_node *n;
+    int rc;
     if (!g || !qkv || !pt__need_f32(g, "pt_attention", "qkv", qkv)) return NULL;
     if (qkv->ndim != 3 || qkv->shape[2] % 3)
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_attention: qkv %s must be [B, T, 3C]", pt__shp(qkv).s);
@@ -10631,16 +10814,17 @@ PTDEF pt_tensor *pt_attention(pt_graph *g, pt_tensor *qkv, int n_head) {
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_attention: width C=%lld (qkv %s) does not split into %d heads", (long long)C,
                                      pt__shp(qkv).s, n_head);
     shape[0] = B, shape[1] = T, shape[2] = C;
+    rc = pt__rc_on(g, 0);
     out = pt__new(g, PT_F32, 3, shape);
     shape[1] = n_head, shape[2] = T;
     lse = pt__new(g, PT_F32, 3, shape);
-    if (!out || !lse) return NULL;
+    if (!out || !lse) return pt__rc_off(g, rc, NULL, NULL);
     PT__BE->attn_fwd(PT__C, out, lse, qkv, (int)B, (int)T, (int)C, n_head);
     if ((n = pt__record(g, "pt_attention", out, pt__attention_bwd, 1, &qkv)) != NULL) {
         n->saved[0] = lse;
         n->i[0] = B, n->i[1] = T, n->i[2] = C, n->i[3] = n_head;
     }
-    return out;
+    return pt__rc_off(g, rc, out, pt__attention_refwd);
 }
 
 /* ---- dropout ---------------------------------------------------------------------------------- */
@@ -10648,24 +10832,32 @@ static void pt__dropout_bwd(pt_graph *g, pt_node *n) {
     pt_tensor *dx = pt__grad(g, n->in[0]);
     if (dx) PT__BE->dropout(PT__C, dx, n->out->grad, n->f[0], (uint64_t)n->i[0], n->i[1], 1);
 }
+static void pt__dropout_refwd(pt_graph *g, pt_node *n) {
+    if (pt__rc_fresh(g, n->out)) PT__BE->dropout(PT__C, n->out, n->in[0], n->f[0], (uint64_t)n->i[0], n->i[1], 0);
+}
+/* the mask is keyed by (seed, context seed, global element position): its node keeps key and
+   position, so a recomputation draws the same mask */
 PTDEF pt_tensor *pt_dropout(pt_graph *g, pt_tensor *x, float p, uint64_t seed) {
     pt_tensor *out;
     pt_node *n;
     uint64_t key;
     int64_t base;
+    int rc;
     if (!g || !x || !pt__need_f32(g, "pt_dropout", "x", x)) return NULL;
     if (!(p >= 0.0f && p < 1.0f)) return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_dropout: p must be in [0, 1), found %g", (double)p);
     if (!g->training || p == 0.0f) return x;
     key = pt_hash64(g->ctx->desc.seed ^ pt_hash64(seed ^ 0xd509u));
     base = g->sample_off * (x->ndim ? pt_numel(x) / PT__MAX(x->shape[0], 1) : 1);
-    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
+    rc = pt__rc_on(g, 1);
+    if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return pt__rc_off(g, rc, NULL, NULL);
     PT__BE->dropout(PT__C, out, x, p, key, base, 0);
     if ((n = pt__record(g, "pt_dropout", out, pt__dropout_bwd, 1, &x)) != NULL) {
+        n->flags |= PT__NODE_GRAD_ONLY;
         n->i[0] = (int64_t)key;
         n->i[1] = base;
         n->f[0] = p;
     }
-    return out;
+    return pt__rc_off(g, rc, out, pt__dropout_refwd);
 }
 
 /* ---- cast between f32 and the 16-bit storage types ------------------------------------------- */
@@ -10692,13 +10884,23 @@ static void pt__copyback_bwd(pt_graph *g, pt_node *n) {
     pt_tensor *dx = pt__grad(g, n->in[0]);
     if (dx) PT__BE->copy(PT__C, dx, n->out->grad, 1);
 }
-/* a new shape over x's data (no copy), recorded as op with a pass-through backward */
+static void pt__view_refwd(pt_graph *g, pt_node *n) {
+    (void)g;
+    n->out->st = n->in[0]->st;
+    n->out->off = n->in[0]->off;
+}
+/* a new shape over x's data (no copy), recorded as op with a pass-through backward; a view of a
+   recomputed tensor is recomputed with it */
 static pt_tensor *pt__view(pt_graph *g, const char *op, pt_tensor *x, int ndim, const int64_t *shape) {
     pt_tensor *out = pt__rec(g, x->dtype, ndim, shape);
+    pt_node *n;
     if (!out) return NULL;
     out->st = x->st;
     out->off = x->off;
-    pt__record(g, op, out, pt__copyback_bwd, 1, &x);
+    if ((n = pt__record(g, op, out, pt__copyback_bwd, 1, &x)) != NULL) {
+        n->flags |= PT__NODE_GRAD_ONLY;
+        if (x->node && (x->node->flags & PT__NODE_RC)) n->flags |= PT__NODE_RC, n->refwd = pt__view_refwd, n->rgen = x->node->rgen;
+    }
     return out;
 }
 PTDEF pt_tensor *pt_reshape(pt_graph *g, pt_tensor *x, int ndim, const int64_t *shape) {
@@ -11493,7 +11695,7 @@ PTDEF pt_tensor *pt_tp_reduce(pt_graph *g, pt_tensor *x) {
     if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
     PT__BE->copy(PT__C, out, x, 0);
     if (!pt__tp_allreduce(PT__C, "pt_tp_reduce", out)) return NULL;
-    if ((n = pt__record(g, "pt_tp_reduce", out, pt__copyback_bwd, 1, &x)) != NULL) n->flags |= PT__NODE_OUT_FREE;
+    if ((n = pt__record(g, "pt_tp_reduce", out, pt__copyback_bwd, 1, &x)) != NULL) n->flags |= PT__NODE_OUT_FREE | PT__NODE_GRAD_ONLY;
     return out;
 }
 
@@ -11594,7 +11796,7 @@ static pt_tensor *pt__sp_op(pt_graph *g, pt_tensor *x, int kind) {
     if (kind == 2) PT__BE->copy_block(PT__C, out, shape[1], 0, x, x->shape[1], pt_tp_rank(g->ctx) * shape[1], shape[1], x->shape[0], inner, 0);
     else if (!pt__sp_xfer(PT__C, names[kind], x, out, kind == 0, 0)) return NULL;
     if ((n = pt__record(g, names[kind], out, kind == 0 ? pt__sp_gather_bwd : pt__sp_scatter_bwd, 1, &x)) != NULL) {
-        n->flags |= PT__NODE_OUT_FREE;
+        n->flags |= PT__NODE_OUT_FREE | PT__NODE_GRAD_ONLY; /* recomputation: nothing of the forward to re-run for it */
         n->i[0] = kind == 2;
     }
     return out;
@@ -11921,7 +12123,7 @@ PTDEF pt_tensor *pt_linear_cross_entropy_vp(pt_graph *g, pt_tensor *x, pt_tensor
    sampling
    Invariants: the same model on every layout: tp > 1 swaps in the pieces of the tp section
    Entry points: pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate
-   pt_gpt_flops pt_block_new */
+   pt_gpt_flops pt_block_new pt_block_fwd_ex pt_gpt_set_recompute */
 /* first vocabulary id of this rank's logits columns / token-table rows (0 without TP) */
 static int64_t pt__gpt_vocab_offset(const pt_gpt *m) {
     return (int64_t)pt_tp_rank(m->ctx) * (m->cfg.vocab_padded / pt_tp_size(m->ctx));
@@ -11948,18 +12150,30 @@ PTDEF pt_block pt_block_new(pt_ctx *ctx, const char *name, int64_t C, int n_laye
     return b;
 }
 PTDEF pt_tensor *pt_block_fwd(pt_graph *g, const pt_block *b, pt_tensor *x, int n_head, float dropout, uint64_t seed) {
-    int tp = g && b ? pt_tp_size(g->ctx) : 1;
-    pt_tensor *h;
+    return pt_block_fwd_ex(g, b, x, n_head, dropout, seed, PT_RECOMPUTE_NONE);
+}
+/* recompute: the ops between here and the last add drop what mode says (see autograd) */
+PTDEF pt_tensor *pt_block_fwd_ex(pt_graph *g, const pt_block *b, pt_tensor *x, int n_head, float dropout, uint64_t seed,
+                                 pt_recompute mode) {
+    int tp = g && b ? pt_tp_size(g->ctx) : 1, t0;
+    pt_tensor *h, *x1;
     if (!g || !b || !x) return NULL;
+    if ((unsigned)mode > PT_RECOMPUTE_FULL)
+        return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_block_fwd_ex: recompute mode %d is not none (0), selective (1) or full (2)", (int)mode);
+    t0 = g->ntape;
+    g->rc_mode = (int)mode;
     h = pt_layernorm(g, x, b->ln1_w, b->ln1_b, 1e-5f);
     if (tp > 1) h = pt__attn_tp_fwd(g, b, h, n_head);
     else h = pt_linear_fwd(g, &b->attn_proj, pt_attention(g, pt_linear_fwd(g, &b->attn, h), n_head));
     if (dropout > 0) h = pt__block_dropout(g, b, h, dropout, seed);
-    x = pt_add(g, x, h);
-    h = pt_layernorm(g, x, b->ln2_w, b->ln2_b, 1e-5f);
+    x1 = pt_add(g, x, h);
+    h = pt_layernorm(g, x1, b->ln2_w, b->ln2_b, 1e-5f);
     h = tp > 1 ? pt__mlp_tp_fwd(g, &b->mlp, h, b->seq_parallel) : pt_mlp_fwd(g, &b->mlp, h);
     if (dropout > 0) h = pt__block_dropout(g, b, h, dropout, seed + 1);
-    return pt_add(g, x, h);
+    g->rc_mode = PT_RECOMPUTE_NONE; /* the block's output is kept */
+    x = pt_add(g, x1, h);
+    if (mode != PT_RECOMPUTE_NONE) pt__rc_block_end(g, t0);
+    return x;
 }
 
 PTDEF pt_gpt *pt_gpt_new(pt_ctx *ctx, const pt_gpt_config *cfg) { return pt_gpt_new_stages(ctx, cfg, 1, NULL, 0, NULL); }
@@ -11969,12 +12183,12 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
     int l, s, head, embed, tp, vp;
     if (!ctx) return NULL;
     if (!cfg || cfg->vocab < 1 || cfg->max_seq < 1 || cfg->layers < 1 || cfg->width < 1 || cfg->heads < 1 || cfg->width % cfg->heads ||
-        (cfg->vocab_padded && cfg->vocab_padded < cfg->vocab) || cfg->dropout < 0 || cfg->dropout >= 1)
+        (cfg->vocab_padded && cfg->vocab_padded < cfg->vocab) || cfg->dropout < 0 || cfg->dropout >= 1 || (uint32_t)cfg->recompute > PT_RECOMPUTE_FULL)
         return (pt_gpt *)pt__fail(ctx, PT_ERR_ARG,
                                   "pt_gpt_new: invalid config: vocab %d (padded %d), max_seq %d, layers %d, width %d, heads %d (must divide width), "
-                                  "dropout %g",
+                                  "dropout %g, recompute %d (0 none, 1 selective, 2 full)",
                                   cfg ? cfg->vocab : 0, cfg ? cfg->vocab_padded : 0, cfg ? cfg->max_seq : 0, cfg ? cfg->layers : 0,
-                                  cfg ? cfg->width : 0, cfg ? cfg->heads : 0, cfg ? (double)cfg->dropout : 0.0);
+                                  cfg ? cfg->width : 0, cfg ? cfg->heads : 0, cfg ? (double)cfg->dropout : 0.0, cfg ? (int)cfg->recompute : 0);
     if (cfg->loss_chunk < 0)
         return (pt_gpt *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_new: invalid config: loss_chunk %d (expected rows per chunk >= 1, or 0 = no chunks)",
                                   (int)cfg->loss_chunk);
@@ -12008,11 +12222,13 @@ PTDEF pt_gpt *pt_gpt_new_stages(pt_ctx *ctx, const pt_gpt_config *cfg, int nstag
     m->blocks = (pt_block *)pt__malloc(ctx, (size_t)cfg->layers * sizeof(pt_block));
     m->first = (int32_t *)pt__malloc(ctx, (size_t)(nstages + 1) * sizeof(int32_t));
     m->mine = (unsigned char *)pt__malloc(ctx, (size_t)nstages);
-    if (!m->blocks || !m->first || !m->mine) {
+    m->recompute = (int32_t *)pt__malloc(ctx, (size_t)nstages * sizeof(int32_t));
+    if (!m->blocks || !m->first || !m->mine || !m->recompute) {
         pt_gpt_free(m);
         return (pt_gpt *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_new: out of memory");
     }
     memset(m->blocks, 0, (size_t)cfg->layers * sizeof(pt_block));
+    for (s = 0; s < nstages; s++) m->recompute[s] = cfg->recompute;
     if (nstages == 1) {
         m->first[0] = 0, m->first[1] = cfg->layers, m->mine[0] = 1;
     } else {
@@ -12058,7 +12274,18 @@ PTDEF void pt_gpt_free(pt_gpt *m) {
     pt__free(m->ctx, m->blocks);
     pt__free(m->ctx, m->first);
     pt__free(m->ctx, m->mine);
+    pt__free(m->ctx, m->recompute);
     pt__free(m->ctx, m);
+}
+PTDEF pt_status pt_gpt_set_recompute(pt_gpt *m, int stage, pt_recompute mode) {
+    int s;
+    if (!m) return PT_ERR_ARG;
+    if (stage < -1 || stage >= m->nstages || (unsigned)mode > PT_RECOMPUTE_FULL)
+        return (pt_status)(pt__fail(m->ctx, PT_ERR_ARG, "pt_gpt_set_recompute: stage %d (expected -1 for all, or 0..%d) and mode %d (expected 0 none, "
+                                    "1 selective, 2 full)", stage, m->nstages - 1, (int)mode), PT_ERR_ARG);
+    for (s = 0; s < m->nstages; s++)
+        if (stage < 0 || s == stage) m->recompute[s] = (int32_t)mode;
+    return PT_OK;
 }
 PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
     pt_tensor *tok, *pos;
@@ -12073,8 +12300,11 @@ PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
     return pt__sp_on(g, m->cfg.seq_parallel) ? pt__sp_op(g, tok, 2) : tok; /* sequence parallelism: this rank's positions */
 }
 PTDEF pt_tensor *pt_gpt_block(pt_graph *g, const pt_gpt *m, int l, pt_tensor *x) {
+    int s = 0;
     if (!m || l < 0 || l >= m->cfg.layers) return g ? (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_gpt_block: layer %d outside [0, %d)", l, m ? m->cfg.layers : 0) : NULL;
-    return pt_block_fwd(g, &m->blocks[l], x, m->cfg.heads, m->cfg.dropout, pt_hash64((uint64_t)l * 2654435761u + 17));
+    while (s < m->nstages - 1 && l >= m->first[s + 1]) s++; /* the stage holding layer l: its recomputation */
+    return pt_block_fwd_ex(g, &m->blocks[l], x, m->cfg.heads, m->cfg.dropout, pt_hash64((uint64_t)l * 2654435761u + 17),
+                           (pt_recompute)m->recompute[s]);
 }
 /* the head's input: the final norm (TP: and f before the column-parallel head) */
 static pt_tensor *pt__gpt_head_in(pt_graph *g, const pt_gpt *m, pt_tensor *x) {
@@ -19417,7 +19647,7 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
     if (pl.precision != PT_F32)
         return pt__msg(err, errlen, "pt_mem_estimate: precision %s: parameters, gradients, moments and activations are f32 only "
                        "(bf16 exists as DP gradient compression: plan.compress)", pt__dtname((pt_dtype)pl.precision)), PT_ERR_ARG;
-    if (pl.recompute) return pt__msg(err, errlen, "pt_mem_estimate: recompute %d: activation recomputation is not implemented (expected 0)", pl.recompute), PT_ERR_ARG;
+    if (pl.recompute) return pt__msg(err, errlen, "pt_mem_estimate: recompute %d: activation recomputation is not implemented in the estimate (expected 0)", pl.recompute), PT_ERR_ARG;
     if ((pl.compress != 0 && pl.compress != 1) || (pl.hier != 0 && pl.hier != 1) || pl.bucket_bytes < 0 || pl.threads < 0)
         return pt__msg(err, errlen, "pt_mem_estimate: compress %d, hier %d (0 or 1), bucket_bytes %lld, threads %d (>= 0)", pl.compress, pl.hier,
                        (long long)pl.bucket_bytes, pl.threads), PT_ERR_ARG;

@@ -9,7 +9,7 @@
 #   --needs  prints the programs the selection needs (file names in BENCH_BUILD), one per line: the
 #            Makefile builds only those
 # Programs: in BENCH_BUILD (default build); each path can be set on its own by BENCH_BIN (bench),
-# BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, BENCH_XENT, or by the arguments above.
+# BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, BENCH_XENT, BENCH_RECOMPUTE, or by the arguments above.
 # MPIRUN (default mpirun) starts dist and pp on 2 ranks. CL_TUNE (default BENCH_BUILD/ptrain_cl_tune.txt)
 # is the file `ptcl tune` writes for CLBlast's GEMM; it is searched for once, when it is missing and
 # cl_gemm or cl_gpt is selected (a few minutes; delete it to search again).
@@ -40,6 +40,7 @@ pp bench_pp pipeline bubbles on 2 MPI ranks (GPipe, 1F1B, interleaved): measured
 cl_gemm bench_cl,ptcl OpenCL GEMM through ptrain vs a direct CLBlast call, untuned, then tuned with CL_TUNE
 cl_bandwidth bench_cl OpenCL elementwise bandwidth vs the device's copy
 cl_gpt bench_cl,ptcl GPT training step (config A) on OpenCL, tuned with CL_TUNE
+recompute bench_recompute activation recomputation none/selective/full: activation bytes and step time, 12 layers, width 768, T=1024
 EOF
 }
 ALL=$(units | cut -d' ' -f1)
@@ -90,6 +91,7 @@ PTCL=${5:-${BENCH_PTCL:-$B/ptcl}}
 DATA=${6:-${BENCH_DATA:-$B/bench_data}}
 CKPT=${BENCH_CKPT:-$B/bench_ckpt}
 XENT=${BENCH_XENT:-$B/bench_xent}
+RECOMPUTE=${BENCH_RECOMPUTE:-$B/bench_recompute}
 CL_TUNE=${CL_TUNE:-$B/ptrain_cl_tune.txt}
 MPIRUN=${MPIRUN:-mpirun} # split into words: it may carry options
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE PTRAIN_CL_TUNE
@@ -146,6 +148,7 @@ b_cl_gemm() {
     tune cl_gemm && step env PTRAIN_CL_TUNE="$CL_TUNE" "$CL" gemm 1024
 }
 b_cl_bandwidth() { opencl && step "$CL" bandwidth; }
+b_recompute() { built "$RECOMPUTE" && step "$RECOMPUTE" L12 3; }
 b_cl_gpt() {
     opencl || return
     if tune cl_gpt; then step env PTRAIN_CL_TUNE="$CL_TUNE" "$CL" gpt A 3; else step "$CL" gpt A 3; fi

@@ -5,6 +5,8 @@
 # hierarchical allreduce (fake nodes of 2 ranks), dropout and a balanced stage split, must reproduce
 # the single-process per-step losses, gradient norms, evaluation loss and final parameters
 # (relative 1e-5; AdamW parameters 1e-4, see test_equiv.c), and be bit-identical when run twice.
+# With --recompute (activation recomputation, full / selective / mixed per stage) also bit-identical
+# to the same layout without it, starting the same DP reductions during backward.
 # bf16 gradient compression: losses 1e-3, norms 1e-2, parameters 1e-2 (SGD) / 1e-1 (AdamW).
 # Two layouts run in the collective debug mode (PTRAIN_COLL_CHECK=1: every collective agreed first).
 # Every run is one mpirun bounded by `timeout 120`; prints PASS/FAIL per run, then "N passed, N failed".
@@ -68,6 +70,10 @@ done <<'LAYOUTS'
 8 --dp 2 --tp 2 --pp 2 --zero 2 --schedule gpipe --m 2
 8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2
 8 --dp 2 --tp 2 --pp 2 --compress
+8 --dp 2 --tp 2 --pp 2 --recompute full
+8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2 --dropout 0.1 --recompute mixed
+4 --tp 2 --pp 2 --schedule gpipe --m 4 --dropout 0.1 --recompute selective
+2 --dp 2 --accum 2 --zero 1 --recompute full
 8 --dp 2 --tp 2 --pp 2 --zero 1 --coll-check
 4 --dp 2 --pp 2 --hier --fake-node-size 2 --coll-check
 LAYOUTS

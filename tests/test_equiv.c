@@ -5,9 +5,11 @@
    its own parameters (its shards, its stages) with the matching slices of the reference.
    Usage: mpirun -np N test_equiv [--dp D] [--tp T] [--pp P] [--schedule gpipe|1f1b|interleaved]
           [--v V] [--m M] [--accum K] [--zero Z] [--dropout P] [--balanced] [--steps S] [--tol X]
-          [--device cpu|opencl]
+          [--device cpu|opencl] [--recompute none|selective|full|mixed]
    --device opencl runs the parallel training with every rank on OpenCL (the reference stays on the
-   CPU, so the comparison is also one between the backends). Prints PASS/FAIL lines and "N passed, N failed" (rank 0). */
+   CPU, so the comparison is also one between the backends). --recompute trains the parallel runs
+   with activation recomputation (mixed: stage s takes mode s % 3) and checks them bit-identical to
+   the same layout without it (losses, norms, parameters, DP reductions started during backward). Prints PASS/FAIL lines and "N passed, N failed" (rank 0). */
 #define _POSIX_C_SOURCE 200112L /* setenv */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
@@ -25,6 +27,7 @@ enum { GB = 8, TT = 16, VOCAB = 100 };
 typedef struct {
     pt_layout lay;
     int kind, v, m, accum, zero, steps, balanced, hier, compress;
+    int recompute; /* pt_recompute of every stage; 3: stage s takes s % 3 */
     const char *device; /* the parallel run's backend (pt_desc.device) */
     float dropout, tol, tol_norm, tol_param; /* losses; gradient norms; SGD parameters (AdamW: 10x) */
 } opts;
@@ -39,6 +42,7 @@ typedef struct {
 
 static int world_rank;
 static pt_dist *grid;
+static int64_t dp_started; /* the last parallel run's bucket reductions started during backward */
 
 static pt_tensor *stage_fn(pt_graph *g, int stage, int mb, pt_tensor *x, void *user) {
     stage_user *u = (stage_user *)user;
@@ -161,6 +165,7 @@ static pt_ctx *parallel(const opts *o, float *loss, float *gnorm, pt_pp_stats *s
     }
     for (i = 0; i < o->v; i++) mine[nmine++] = i * lay.pp + me.pp;
     m = pt_gpt_new_stages(ctx, &c, nst, first, nmine, mine);
+    for (i = 0; m && i < nst; i++) pt_gpt_set_recompute(m, i, (pt_recompute)(o->recompute == 3 ? i % 3 : o->recompute));
     opt = pt_optim_new(ctx, &od);
     if (lay.dp > 1) {
         pt_dp_options dopt;
@@ -196,6 +201,7 @@ static pt_ctx *parallel(const opts *o, float *loss, float *gnorm, pt_pp_stats *s
         gnorm[s] = pt_optim_step(opt, od.lr);
     }
     *st = pt_pp_stats_get(pp);
+    dp_started = dp ? pt_dp_stats_get(dp).started_before_end : 0;
     { /* evaluation: the forward-only schedule on a further batch */
         int32_t ids[GB * TT], tgt[GB * TT];
         batch(99, ids, tgt);
@@ -229,6 +235,7 @@ static int parse(int argc, char **argv, opts *o) {
         else if (!strcmp(a, "--dropout")) o->dropout = (float)atof(v), i++;
         else if (!strcmp(a, "--tol")) o->tol = (float)atof(v), i++;
         else if (!strcmp(a, "--device")) o->device = v, i++;
+        else if (!strcmp(a, "--recompute")) o->recompute = !strcmp(v, "selective") ? 1 : !strcmp(v, "full") ? 2 : !strcmp(v, "mixed") ? 3 : 0, i++;
         else if (!strcmp(a, "--balanced")) o->balanced = 1;
         else if (!strcmp(a, "--hier")) o->hier = 1;
         else if (!strcmp(a, "--compress")) o->compress = 1;
@@ -275,9 +282,10 @@ int main(int argc, char **argv) {
         pt_dist_finalize(grid);
         return 1;
     }
-    snprintf(name, sizeof name, "dp%d tp%d pp%d %s v%d m%d accum%d zero%d%s%s%s%s%s%.16s", lay.dp, lay.tp, lay.pp,
+    snprintf(name, sizeof name, "dp%d tp%d pp%d %s v%d m%d accum%d zero%d%s%s%s%s%s%s%.16s", lay.dp, lay.tp, lay.pp,
              o.kind == PT_PP_GPIPE ? "gpipe" : o.kind == PT_PP_INTERLEAVED ? "interleaved" : "1f1b", o.v, o.m, o.accum, o.zero,
              o.dropout > 0 ? " dropout" : "", o.balanced ? " balanced" : "", o.hier ? " hier" : "", o.compress ? " bf16" : "",
+             o.recompute ? (o.recompute == 1 ? " recompute selective" : o.recompute == 2 ? " recompute full" : " recompute mixed") : "",
              strcmp(o.device, "cpu") ? " on " : "", strcmp(o.device, "cpu") ? o.device : "");
     if (world_rank == 0) printf("layout: %s\n", name);
     ref = reference(&o, rl, rg);
@@ -344,6 +352,31 @@ int main(int argc, char **argv) {
     for (s = 0; s < o.steps; s++) same &= memcmp(&l1[s], &l2[s], sizeof(float)) == 0 && memcmp(&g1[s], &g2[s], sizeof(float)) == 0;
     CHECK_WHY(same, "the same layout twice is bit-identical", "losses or norms differ between two runs");
     pt_shutdown(b);
+    if (o.recompute) { /* the same layout without recomputation: bit for bit */
+        opts on = o;
+        int64_t started = dp_started;
+        pt_tensor pa = pt_param_slab(a), pb;
+        float *va = (float *)malloc((size_t)pt_numel(&pa) * 4), *vb = (float *)malloc((size_t)pt_numel(&pa) * 4);
+        int eq;
+        on.recompute = 0;
+        b = parallel(&on, l2, g2, &st, err, sizeof err, 0);
+        pb = pt_param_slab(b);
+        eq = va && vb && pt_numel(&pa) == pt_numel(&pb) && pt_tensor_read(&pa, va) == PT_OK && pt_tensor_read(&pb, vb) == PT_OK &&
+             memcmp(va, vb, (size_t)pt_numel(&pa) * 4) == 0;
+        for (s = 0; s <= o.steps; s++) eq &= memcmp(&l1[s], &l2[s], sizeof(float)) == 0 && (s == o.steps || memcmp(&g1[s], &g2[s], sizeof(float)) == 0);
+#ifdef PTRAIN_MPI
+        MPI_Allreduce(MPI_IN_PLACE, &eq, 1, MPI_INT, MPI_MIN, *(MPI_Comm *)pt_dist_comm(grid, PT_COMM_WORLD));
+#endif
+        if (world_rank == 0) printf("  DP reductions started during backward: %lld (without recomputation %lld)\n", (long long)started, (long long)dp_started);
+        CHECK_WHY(eq, "recompute: losses, norms, eval loss and parameters bit-identical to no recomputation",
+                  "a loss, norm or parameter differs from the run without recomputation");
+        snprintf(err, sizeof err, "DP reductions started during backward: %lld with recomputation, %lld without", (long long)started,
+                 (long long)dp_started);
+        CHECK_WHY(started == dp_started && (lay.dp == 1 || started > 0), "recompute: the DP overlap starts the same reductions during backward", err);
+        free(va);
+        free(vb);
+        pt_shutdown(b);
+    }
     if (lay.pp > 1) { /* a stage that fails: every rank returns NaN and the failing rank's message */
         err[0] = 0;
         b = parallel(&o, l2, g2, &st, err, sizeof err, 1);
