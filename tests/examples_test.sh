@@ -581,7 +581,7 @@ if command -v mpirun >/dev/null 2>&1; then
         "07 np=2 --pp 2 --schedule gpipe --micro-batches 4" "pt np=4 --dp 4 --zero 2 --accum 2 --hier" \
         "pt np=2 --pp 2 --schedule gpipe --micro-batches 4 --split equal" "pt np=2 --pp 2 --split 3,1" "pt np=4 --dp 2 --pp 2 --device opencl" \
         "pt np=4 --tp 2 --pp 2 --zero 1 --device opencl" "pt np=4 --tp 2 --pp 2 --seq-parallel --micro-batches 2 --loss-chunk 16" \
-        "pt np=4 --dp 2 --tp 2 --seq-parallel --zero 1 --accum 2"; do
+        "pt np=4 --dp 2 --tp 2 --seq-parallel --zero 1 --accum 2 --recompute full"; do
         k=$((k + 1))
         prog=${lay%% *}
         if [ "$lay" = RUN ]; then prog=07 cmd="$rline $g07"; else

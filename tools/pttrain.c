@@ -24,7 +24,8 @@
      balanced|equal|L0,L1,.. (layers per pipeline stage: by a FLOP estimate, equal, or by hand);
    - tensor parallelism: --seq-parallel (the residual stream, norms and dropout split along the
      sequence over the TP ranks; the sequence length must divide by tp);
-   - memory: --loss-chunk N (the LM head and the loss in chunks of N rows: no full logits);
+   - memory: --loss-chunk N (the LM head and the loss in chunks of N rows: no full logits),
+     --recompute none|selective|full (activations re-run in backward: the cheap ops, or whole blocks);
    - data parallelism: --zero 0|1|2 (optimizer state, then gradients too, sharded over DP),
      --compress bf16 (gradients on the wire as bf16 with error feedback), --hier (hierarchical
      allreduce), --bucket-kb N (gradient bucket size);
@@ -140,7 +141,7 @@ int main(int argc, char **argv) {
     pt_layout lay = {0, 1, 1, 0};
     char err[1024];
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
-    int hier = 0, compress = 0, seq_parallel = 0, loss_chunk = 0;
+    int hier = 0, compress = 0, seq_parallel = 0, loss_chunk = 0, recompute = PT_RECOMPUTE_NONE;
     double loss_scale = 0; /* --loss-scale: 0 = off, else dynamic from this scale */
     const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
     int i, rank, fail = 0, stop = 0, v;
@@ -194,6 +195,12 @@ int main(int argc, char **argv) {
                 return 2;
             }
             compress = !strcmp(v, "bf16");
+        } else if (!strcmp(f, "--recompute")) {
+            recompute = !strcmp(v, "none") ? PT_RECOMPUTE_NONE : !strcmp(v, "selective") ? PT_RECOMPUTE_SELECTIVE : !strcmp(v, "full") ? PT_RECOMPUTE_FULL : -1;
+            if (recompute < 0) {
+                fprintf(stderr, "pttrain: --recompute expects none, selective or full, found '%s'\n", v);
+                return 2;
+            }
         } else if (!strcmp(f, "--loss-scale")) {
             char *e = NULL;
             int ex;
@@ -216,6 +223,7 @@ int main(int argc, char **argv) {
                       "  --hier                hierarchical allreduce: in-node, across nodes, in-node\n"
                       "  --seq-parallel        with --tp > 1: norms, dropout and the residual on T/tp positions per TP rank\n"
                       "  --loss-chunk N        the LM head and loss fused, N rows of logits at a time (0 = unfused)\n"
+                      "  --recompute R         activations: none, selective (re-run norms, GELU, dropout in backward) or full (keep block inputs only)\n"
                       "  --loss-scale S        dynamic loss scaling from S (dynamic = 65536; a power of two), or off (off)\n"
                       "  --schedule S          gpipe, 1f1b or interleaved (1f1b)\n"
                       "  --virtual-stages V    chunks per pipeline rank for interleaved (2)\n"
@@ -281,7 +289,7 @@ int main(int argc, char **argv) {
         if (pt_dist_agree_msg(d, !err[0], err, sizeof err) && pt_run_data(ctx, &run, B, T, (uint64_t)a.seed) != PT_OK)
             snprintf(err, sizeof err, "%s", pt_error(ctx));
         cfg = pt_args_gpt(&a, run.vocab);
-        cfg.seq_parallel = seq_parallel, cfg.loss_chunk = loss_chunk;
+        cfg.seq_parallel = seq_parallel, cfg.loss_chunk = loss_chunk, cfg.recompute = recompute;
         if (err[0]) {
         } else if (nst > 256 || nst > cfg.layers)
             snprintf(err, sizeof err, "%d layers cannot fill pp x virtual stages = %d x %d stages (need at least one layer each)", cfg.layers, lay.pp, vstages);
