@@ -2095,7 +2095,8 @@ typedef struct pt_mem_plan {
     int64_t bucket_bytes;       /**< pt_dp bucket size (0 = 25 MiB) */
     int32_t threads;            /**< CPU threads per process (the attention workspace scales with it; 0 = 1) */
     int32_t precision;          /**< PT_F32 (the only one: anything else is refused) */
-    int32_t recompute;          /**< 0 (the estimate does not model activation recomputation: anything else is refused) */
+    int32_t recompute;          /**< pt_recompute of every stage (0 = the config's cfg.recompute): the recomputed block's scratch
+                                     arena (one per process) is in activations */
     const int32_t *first;       /**< stage split [pp*v + 1] (NULL = equal if it divides, else balanced as examples/07) */
 } pt_mem_plan;
 /** Predicted bytes of one pipeline rank (every DP and TP rank of it alike; ZeRO: the largest shard). */
@@ -19466,7 +19467,10 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
      last stage's seed gradient pt_full; the transfers themselves are not made.
    The stage function is examples/07's: the ids in stage 0's graph, the targets in the last stage's.
    cfg.loss_chunk > 0 runs there too: the last stage's pass then holds a pooled [loss_chunk, V/tp]
-   block instead of the [B*T, V/tp] logits (see pt_linear_cross_entropy).
+   block instead of the [B*T, V/tp] logits (see pt_linear_cross_entropy); so do cfg.seq_parallel
+   (the stages pass [B, T/tp, C]) and recomputation (cfg.recompute or plan.recompute: the scratch
+   arena of the recomputed blocks, shared by the process's graphs, is a graph of its own whose bytes
+   are in pt_mem activations, not in act_per_mb).
    TP coordinate 0 stands for every TP rank (they hold the same; the ids and targets read as 0 are in
    its vocabulary range); the optimizer step is not run (it allocates nothing). */
 
@@ -19517,6 +19521,7 @@ static void pt__me_pipeline(pt_ctx *ctx, const pt_gpt *m, const pt_pp_schedule *
     } else {
         pt_graph **held = idle + slots; /* [slot]: the graph from its forward to its backward */
         shape[0] = bt[0], shape[1] = bt[1], shape[2] = m->cfg.width;
+        if (m->cfg.seq_parallel && pt_tp_size(ctx) > 1) shape[1] /= pt_tp_size(ctx); /* the stages pass their part of the sequence */
         for (step = 0; step < 2; step++)
             for (i = 0; i < n && ctx->status == PT_OK; i++) {
                 int c = prog[i].chunk, stage = c * p + r, slot = prog[i].mb * v + c;
@@ -19647,7 +19652,12 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
     if (pl.precision != PT_F32)
         return pt__msg(err, errlen, "pt_mem_estimate: precision %s: parameters, gradients, moments and activations are f32 only "
                        "(bf16 exists as DP gradient compression: plan.compress)", pt__dtname((pt_dtype)pl.precision)), PT_ERR_ARG;
-    if (pl.recompute) return pt__msg(err, errlen, "pt_mem_estimate: recompute %d: activation recomputation is not implemented in the estimate (expected 0)", pl.recompute), PT_ERR_ARG;
+    if (pl.recompute < 0 || pl.recompute > PT_RECOMPUTE_FULL || (uint32_t)c.recompute > PT_RECOMPUTE_FULL)
+        return pt__msg(err, errlen, "pt_mem_estimate: recompute %d (plan) / %d (config): expected 0 none, 1 selective or 2 full", pl.recompute,
+                       (int)c.recompute), PT_ERR_ARG;
+    if (pl.recompute) c.recompute = pl.recompute; /* the plan's mode for every stage */
+    if (c.seq_parallel && pl.tp > 1 && pl.seq % pl.tp)
+        return pt__msg(err, errlen, "pt_mem_estimate: seq_parallel: the sequence %d does not split over tp %d", pl.seq, pl.tp), PT_ERR_ARG;
     if ((pl.compress != 0 && pl.compress != 1) || (pl.hier != 0 && pl.hier != 1) || pl.bucket_bytes < 0 || pl.threads < 0)
         return pt__msg(err, errlen, "pt_mem_estimate: compress %d, hier %d (0 or 1), bucket_bytes %lld, threads %d (>= 0)", pl.compress, pl.hier,
                        (long long)pl.bucket_bytes, pl.threads), PT_ERR_ARG;

@@ -1,8 +1,9 @@
 #!/bin/sh
 # tests/memest_test.sh [BUILD_DIR] - the memory estimate (see memest) against the framework's accounting.
 # Builds tests/test_memest.c without MPI (one rank) and with mpicc -DPTRAIN_MPI -fopenmp, and runs it
-# on dp 2 (ZeRO-0, ZeRO-1 with 2 accumulated passes, ZeRO-2, bf16 compression), tp 2, pp 2 (1F1B,
-# GPipe and interleaved, 4 micro-batches) and dp 2 x tp 2 x pp 2 (ZeRO-1): every rank trains 2 steps
+# on dp 2 (ZeRO-0, ZeRO-1 with 2 accumulated passes, ZeRO-2, bf16 compression), tp 2 (also sequence parallel), pp 2 (1F1B,
+# GPipe, interleaved, selective recomputation; 4 micro-batches) and dp 2 x tp 2 x pp 2 (ZeRO-1; also full recomputation
+# with sequence parallelism): every rank trains 2 steps
 # and checks each part of pt_mem_estimate against pt_mem / pt_dp_stats (within 10%, and to the byte;
 # the ratios are printed, with the resident-memory growth for information). The one-process checks
 # (test_memest --real: the real constructors, bad plans, every kind of layout) run once more under
@@ -55,15 +56,17 @@ fi
 
 if have_mpi; then
     if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_memest.c -o "$BUILD/test_memest_mpi" -lm >"$BUILD/test_memest_mpi.build.log" 2>&1; then
-        # DP TP PP ZERO SCHEDULE M [COMPRESS [LAYERS WIDTH BATCH]]; the last: 6 layers of width 96, micro-batches of 48,
-        # where pipeline rank 0's received output gradient opens an arena chunk of its own: the first step's peak
-        # holds it only for the graph in its backward, not for the others still in flight
+        # DP TP PP ZERO SCHEDULE M [COMPRESS [LAYERS WIDTH BATCH [RECOMPUTE SEQ_PARALLEL]]]; 6 layers of width 96, micro-batches
+        # of 48: pipeline rank 0's received output gradient opens an arena chunk of its own: the first step's peak holds it
+        # only for the graph in its backward, not for the others still in flight; then sequence parallelism on tp 2,
+        # full recomputation with it on dp 2 x tp 2 x pp 2 (ZeRO-1), selective on pp 2
         for c in "2 1 1 0 1f1b 1" "2 1 1 1 1f1b 2" "2 1 1 2 1f1b 1" "2 1 1 0 1f1b 1 1" "1 2 1 0 1f1b 1" "1 1 2 0 1f1b 4" "1 1 2 0 gpipe 4" \
-            "1 1 2 0 interleaved 4" "2 2 2 1 1f1b 2" "1 1 2 0 1f1b 4 0 6 96 48"; do
+            "1 1 2 0 interleaved 4" "2 2 2 1 1f1b 2" "1 1 2 0 1f1b 4 0 6 96 48" "1 2 1 0 1f1b 1 0 12 64 64 0 1" \
+            "2 2 2 1 1f1b 2 0 12 64 64 2 1" "1 1 2 0 1f1b 4 0 12 64 64 1 0"; do
             set -- $c
             n=$(($1 * $2 * $3))
             log="$BUILD/memest_$(echo "$c" | tr ' ' '_').log"
-            what="dp $1 tp $2 pp $3, zero $4, $5, m $6$([ "${7:-0}" = 1 ] && echo ', bf16')${8:+, $8 layers of width $9, batch ${10}}"
+            what="dp $1 tp $2 pp $3, zero $4, $5, m $6$([ "${7:-0}" = 1 ] && echo ', bf16')${8:+, $8 layers of width $9, batch ${10}}$([ "${11:-0}" != 0 ] && echo ", recompute ${11}")$([ "${12:-0}" = 1 ] && echo ', sequence parallel')"
             prog "test_memest: mpirun -np $n ($what)" "$log" mpi_run $n -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_memest_mpi" $c
             ratios "$log"
         done
@@ -82,7 +85,7 @@ if $CC $W tools/ptmem.c -o "$BUILD/ptmem" -lm >"$BUILD/ptmem.build.log" 2>&1; th
         fail "ptmem table" "$(echo "$out" | head -n 5)"
     fi
     for bad in "--bogus 1:unknown flag" "--dp x:whole number" "--schedule zigzag:--schedule" "--tp 3:does not split" \
-        "--precision bf16:f32 only" "--recompute 1:not implemented" "--pp 8:layers" "--batch 10 --dp 4:must split" "--layers:missing value"; do
+        "--precision bf16:f32 only" "--recompute 1:must be none, selective or full" "--seq-parallel --tp 2 --seq 255:does not split" "--pp 8:layers" "--batch 10 --dp 4:must split" "--layers:missing value"; do
         args=${bad%%:*} want=${bad#*:}
         # shellcheck disable=SC2086
         msg=$("$B/ptmem" $args 2>&1)

@@ -70,8 +70,8 @@ static void bad_plans(void) {
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "heads"), "tp not dividing heads is refused", err);
     p.tp = 1, p.precision = PT_BF16;
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "f32 only"), "bf16 precision is refused", err);
-    p.precision = PT_F32, p.recompute = 1;
-    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "not implemented"), "recompute is refused", err);
+    p.precision = PT_F32, p.recompute = 3;
+    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "recompute 3"), "recompute 3 (no such mode) is refused naming it", err);
     p.recompute = 0, p.pp = 8;
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "layers"), "more stages than layers is refused", err);
     p.pp = 2, p.schedule = PT_PP_INTERLEAVED, p.micro_batches = 3;
@@ -169,9 +169,10 @@ static void real_params(void) {
    50257-word vocabulary on 512 rows (logits 103 MB) without and with the head and loss fused in
    chunks of 64 rows (loss_chunk), whose estimate has no [rows, V] logits in the pass */
 static void real_runs(void) {
-    static const struct { int vocab, layers, width, heads, seq, batch, untied, sgd; float dropout; int chunk; } cs[] = {
-        {300, 2, 32, 2, 16, 4, 0, 1, 0.0f, 0},    {1000, 3, 48, 3, 24, 3, 1, 0, 0.1f, 0},  {50257, 1, 64, 4, 32, 2, 0, 0, 0.0f, 0},
-        {50257, 1, 64, 4, 128, 4, 0, 0, 0.0f, 0}, {50257, 1, 64, 4, 128, 4, 0, 0, 0.0f, 64}};
+    static const struct { int vocab, layers, width, heads, seq, batch, untied, sgd; float dropout; int chunk, rc; } cs[] = {
+        {300, 2, 32, 2, 16, 4, 0, 1, 0.0f, 0, 0},     {1000, 3, 48, 3, 24, 3, 1, 0, 0.1f, 0, 0},   {300, 3, 64, 2, 64, 16, 0, 0, 0.1f, 0, 1},
+        {300, 3, 64, 2, 64, 16, 0, 0, 0.1f, 0, 2},    {50257, 1, 64, 4, 32, 2, 0, 0, 0.0f, 0, 0},
+        {50257, 1, 64, 4, 128, 4, 0, 0, 0.0f, 0, 0}, {50257, 1, 64, 4, 128, 4, 0, 0, 0.0f, 64, 0}};
     pt_mem_estimate_out last[2];
     int k, pass;
     for (k = 0; k < (int)(sizeof cs / sizeof cs[0]); k++) {
@@ -187,7 +188,7 @@ static void real_runs(void) {
         char why[1100] = "", name[256];
         memset(&c, 0, sizeof c);
         c.vocab = cs[k].vocab, c.layers = cs[k].layers, c.width = cs[k].width, c.heads = cs[k].heads, c.max_seq = cs[k].seq;
-        c.untied = cs[k].untied, c.dropout = cs[k].dropout, c.loss_chunk = cs[k].chunk;
+        c.untied = cs[k].untied, c.dropout = cs[k].dropout, c.loss_chunk = cs[k].chunk, c.recompute = cs[k].rc;
         memset(&p, 0, sizeof p);
         memset(&o, 0, sizeof o);
         p.batch = cs[k].batch, p.seq = cs[k].seq, p.optim = cs[k].sgd ? PT_OPTIM_SGD : PT_OPTIM_ADAMW, p.threads = 1;
@@ -220,9 +221,9 @@ static void real_runs(void) {
                      (long long)o.grads, (long long)ms.grads, (long long)o.optim, (long long)ms.optim, (long long)o.activations,
                      (long long)ms.activations, (long long)o.act_per_mb, (long long)pt_graph_bytes(g), (long long)o.workspace,
                      (long long)ms.workspace, (long long)o.peak_total, (long long)ms.peak_total);
-        snprintf(name, sizeof name, "vocab %d, %d layer%s, width %d, %d x %d tokens%s%s%s%s: the estimate equals pt_mem of a real run in every part",
+        snprintf(name, sizeof name, "vocab %d, %d layer%s, width %d, %d x %d tokens%s%s%s%s%s: the estimate equals pt_mem of a real run in every part",
                  c.vocab, c.layers, c.layers == 1 ? "" : "s", c.width, p.batch, p.seq, c.untied ? ", untied" : "", c.dropout > 0 ? ", dropout" : "", cs[k].sgd ? ", SGD" : "",
-                 c.loss_chunk ? tu_name(", loss_chunk %d", c.loss_chunk) : "");
+                 c.loss_chunk ? tu_name(", loss_chunk %d", c.loss_chunk) : "", c.recompute ? (c.recompute == 1 ? ", recompute selective" : ", recompute full") : "");
         CHECK_WHY(!why[0], name, why);
         if (k >= (int)(sizeof cs / sizeof cs[0]) - 2) last[k - ((int)(sizeof cs / sizeof cs[0]) - 2)] = o;
         pt_gpt_free(m);
@@ -348,6 +349,7 @@ int main(int argc, char **argv) {
     /* by default a long, narrow model: activations above the 64 MiB arena chunk on every stage of pp 2 */
     memset(&cfg, 0, sizeof cfg);
     cfg.vocab = 256, cfg.max_seq = T, cfg.layers = layers, cfg.width = width, cfg.heads = 2;
+    cfg.recompute = argc > 11 ? atoi(argv[11]) : 0, cfg.seq_parallel = argc > 12 ? atoi(argv[12]) : 0;
     memset(&plan, 0, sizeof plan);
     plan.dp = lay.dp, plan.tp = lay.tp, plan.pp = lay.pp, plan.zero = zero, plan.micro_batches = M, plan.batch = B, plan.seq = T;
     plan.schedule = kind, plan.virtual_stages = v, plan.optim = PT_OPTIM_ADAMW, plan.compress = compress, plan.bucket_bytes = 1 << 20, plan.threads = 1;

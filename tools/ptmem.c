@@ -3,7 +3,7 @@
    Usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N] [--vocab N] [--untied]
                 [--dp N] [--tp N] [--pp N] [--zero 0|1|2] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]
                 [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]
-                [--precision f32|bf16] [--recompute 0|1]
+                [--precision f32|bf16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N]
    The flags mean what they mean in tools/pttrain.c: --batch is the global batch (sequences per
    step over all DP ranks), so one micro-batch holds batch / (dp * micro-batches) sequences. Prints one
    row per pipeline rank (the first holds the embedding, the last the head): parameters, gradients,
@@ -25,7 +25,7 @@ static int usage(const char *msg, const char *arg) {
             "usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N (global)] [--vocab N] [--untied]\n"
             "             [--dp N] [--tp N] [--pp N] [--zero 0|1|2] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]\n"
             "             [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]\n"
-            "             [--precision f32|bf16] [--recompute 0|1]\n");
+            "             [--precision f32|bf16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N]\n");
     return 2;
 }
 
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
     long batch = 16, maxseq = 0;
     int i, r, zk, tied = 1;
     static const char *ints[] = {"--layers", "--width", "--heads", "--seq", "--max-seq", "--batch", "--vocab", "--dp", "--tp", "--pp", "--zero",
-                                 "--micro-batches", "--virtual-stages", "--bucket-kb", "--threads", "--recompute"};
+                                 "--micro-batches", "--virtual-stages", "--bucket-kb", "--threads", "--loss-chunk"};
     memset(&cfg, 0, sizeof cfg);
     memset(&plan, 0, sizeof plan);
     cfg.vocab = 256, cfg.layers = 4, cfg.width = 256, cfg.heads = 8;
@@ -58,12 +58,13 @@ int main(int argc, char **argv) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) return usage(NULL, NULL), 0;
         if (!strcmp(f, "--untied")) { cfg.untied = 1, tied = 0; continue; }
         if (!strcmp(f, "--compress")) { plan.compress = 1; continue; }
+        if (!strcmp(f, "--seq-parallel")) { cfg.seq_parallel = 1; continue; }
         if (!v) return usage("missing value after", f);
         i++;
         for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
             if (!strcmp(f, ints[k])) break;
         if (k < sizeof ints / sizeof ints[0]) {
-            long lo = !strcmp(f, "--zero") || !strcmp(f, "--recompute") || !strcmp(f, "--bucket-kb") ? 0 : 1;
+            long lo = !strcmp(f, "--zero") || !strcmp(f, "--loss-chunk") || !strcmp(f, "--bucket-kb") ? 0 : 1;
             char m[128];
             if ((n = num(v, lo)) < 0 || n > 0x7fffffffL) {
                 snprintf(m, sizeof m, "%s needs a whole number >= %ld, found", f, lo);
@@ -85,7 +86,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--virtual-stages")) plan.virtual_stages = (int32_t)n;
         else if (!strcmp(f, "--bucket-kb")) plan.bucket_bytes = (int64_t)n << 10;
         else if (!strcmp(f, "--threads")) plan.threads = (int32_t)n;
-        else if (!strcmp(f, "--recompute")) plan.recompute = (int32_t)n;
+        else if (!strcmp(f, "--loss-chunk")) cfg.loss_chunk = (int32_t)n;
+        else if (!strcmp(f, "--recompute")) {
+            plan.recompute = !strcmp(v, "none") ? PT_RECOMPUTE_NONE : !strcmp(v, "selective") ? PT_RECOMPUTE_SELECTIVE : !strcmp(v, "full") ? PT_RECOMPUTE_FULL : -1;
+            if (plan.recompute < 0) return usage("--recompute must be none, selective or full, found", v);
+        }
         else if (!strcmp(f, "--schedule")) {
             plan.schedule = !strcmp(v, "gpipe") ? PT_PP_GPIPE : !strcmp(v, "1f1b") ? PT_PP_1F1B : !strcmp(v, "interleaved") ? PT_PP_INTERLEAVED : -1;
             if (plan.schedule < 0) return usage("--schedule must be gpipe, 1f1b or interleaved, found", v);
@@ -111,10 +116,11 @@ int main(int argc, char **argv) {
     }
     printf("model: %d layers, width %d, %d heads, vocab %d%s; micro-batch %d x %d tokens, %d per step per DP rank\n", cfg.layers, cfg.width,
            cfg.heads, cfg.vocab, tied ? "" : " (untied head)", plan.batch, plan.seq, plan.micro_batches);
-    printf("layout: dp %d x tp %d x pp %d%s%s, ZeRO-%d, %s, f32%s\n", plan.dp, plan.tp, plan.pp,
+    printf("layout: dp %d x tp %d x pp %d%s%s, ZeRO-%d, %s, f32%s%s%s%s\n", plan.dp, plan.tp, plan.pp,
            plan.pp > 1 ? (plan.schedule == PT_PP_GPIPE ? ", GPipe" : plan.schedule == PT_PP_1F1B ? ", 1F1B" : ", interleaved 1F1B") : "",
            plan.pp > 1 && plan.schedule == PT_PP_INTERLEAVED ? " (virtual stages)" : "", plan.zero, plan.optim == PT_OPTIM_ADAMW ? "AdamW" : "SGD",
-           plan.compress ? " (bf16 DP gradients)" : "");
+           plan.compress ? " (bf16 DP gradients)" : "", plan.recompute == PT_RECOMPUTE_FULL ? ", full recomputation" : plan.recompute ? ", selective recomputation" : "",
+           cfg.seq_parallel && plan.tp > 1 ? ", sequence parallel" : "", cfg.loss_chunk ? ", chunked loss" : "");
     printf("MiB per rank      params    grads    optim   act/mb x flight = activations  workspace  dp extra  total+dp   peak+dp\n");
     for (r = 0; r < plan.pp; r++) {
         const char *kind;
