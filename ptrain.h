@@ -4598,8 +4598,9 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
  *   values: f32 operands are rounded to bf16 (nearest even, as pt__bf16_from_f32)
  *   by the packing routines, which also widen or pair the bf16 values for the
  *   kernel, so no operand is converted in a separate pass. Accumulation is fp32.
- *   A bf16 C is accumulated in an f32 scratch tile (tile rows <= MC, <= NC
- *   columns; old values widened first when beta != 0) and rounded once at the end.
+ *   A bf16 C is accumulated in an f32 scratch (<= MC rows, <= NC columns; old
+ *   values widened first when beta != 0) and rounded once at the end: per MC
+ *   block when K is one block, else per C tile (tiles then of <= MC rows).
  *   Kernels (ws->kern_bf16, 0 = pick the best on the first call, then cached;
  *   set it to force one the CPU runs, as the tests do):
  *     AVX512_BF16 (PT__GEMM_KERN_AVX512BF16): MR=12, NR=32, vdpbf16ps. Packed
@@ -5214,21 +5215,35 @@ static void pt__gemm_macro(const pt__gemm_ctx *g, const float *ap, const float *
     }
 }
 
+/* a bf16 C's rows [r0,r1), columns [jc,jc+nb), to the f32 scratch cs (row r0 first, nb wide), when
+   beta != 0; or back, rounded (out) */
+static void pt__gemm_c16(const pt__gemm_ctx *g, void *C, float *cs, int64_t r0, int64_t r1, int64_t jc,
+                         int64_t nb, int out)
+{
+    int64_t i;
+    for (i = r0; i < r1; i++) {
+        uint16_t *c = (uint16_t *)C + i * g->ldc + jc;
+        if (out) pt__bf16_from_f32_n(cs + (i - r0) * nb, c, nb);
+        else if (g->beta != 0.0f) pt__f32_from_bf16_n(c, cs + (i - r0) * nb, nb);
+    }
+}
+
 /* Serial Goto GEMM on the C tile rows [m0,m1) x cols [n0,n1) of one batch item,
-   using the caller's private buffers bp (B panel) and ap (A block); a bf16 C through the f32
-   scratch cs ((m1 - m0) x NC). */
+   using the caller's private buffers bp (B panel) and ap (A block). A bf16 C goes through the f32
+   scratch cs (nb wide): one MC block at a time when K is one block, else the whole tile (the tiles
+   then have at most MC rows). */
 static void pt__gemm_tile(const pt__gemm_ctx *g, const void *A, const void *B, void *C,
                           int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *bp, float *ap, float *cs)
 {
     /* even MC blocks over the tile's rows (no tiny trailing block) */
     const int64_t nblk = (m1 - m0 + g->mc - 1) / g->mc;
     const int64_t mc = PT__GEMM_RUP((m1 - m0 + nblk - 1) / nblk, g->mr);
-    int64_t jc, pc, ic, i;
+    const int blk16 = g->cbf16 && g->K <= g->kc, tile16 = g->cbf16 && !blk16;
+    int64_t jc, pc, ic;
     for (jc = n0; jc < n1; jc += g->nc) {
         const int64_t nb = PT__GEMM_MIN(g->nc, n1 - jc), ldw = g->cbf16 ? nb : g->ldc;
         float *cw = g->cbf16 ? cs : (float *)C + m0 * g->ldc + jc; /* where the kernels write row m0 */
-        if (g->cbf16 && g->beta != 0.0f)
-            for (i = m0; i < m1; i++) pt__f32_from_bf16_n((const uint16_t *)C + i * g->ldc + jc, cs + (i - m0) * nb, nb);
+        if (tile16) pt__gemm_c16(g, C, cs, m0, m1, jc, nb, 0);
         for (pc = 0; pc < g->K; pc += g->kc) {
             const int64_t kb = PT__GEMM_MIN(g->kc, g->K - pc);
             const float beta = pc == 0 ? g->beta : 1.0f;
@@ -5236,11 +5251,12 @@ static void pt__gemm_tile(const pt__gemm_ctx *g, const void *A, const void *B, v
             for (ic = m0; ic < m1; ic += mc) {
                 const int64_t mb = PT__GEMM_MIN(mc, m1 - ic);
                 g->pack_a(g, A, ic, mb, pc, kb, ap);
-                pt__gemm_macro(g, ap, bp, cw + (ic - m0) * ldw, ldw, mb, nb, kb, beta);
+                if (blk16) pt__gemm_c16(g, C, cs, ic, ic + mb, jc, nb, 0);
+                pt__gemm_macro(g, ap, bp, blk16 ? cs : cw + (ic - m0) * ldw, ldw, mb, nb, kb, beta);
+                if (blk16) pt__gemm_c16(g, C, cs, ic, ic + mb, jc, nb, 1);
             }
         }
-        if (g->cbf16)
-            for (i = m0; i < m1; i++) pt__bf16_from_f32_n(cs + (i - m0) * nb, (uint16_t *)C + i * g->ldc + jc, nb);
+        if (tile16) pt__gemm_c16(g, C, cs, m0, m1, jc, nb, 1);
     }
 }
 
@@ -5248,11 +5264,12 @@ static void pt__gemm_tile(const pt__gemm_ctx *g, const void *A, const void *B, v
    (batch item, tile) pairs are the work items handed out to threads. Tiles are
    halved along their larger side (duplicating the least packing work) until
    there are at least 2 items per thread, or tiles reach one register block.
-   A bf16 C starts from tiles of at most MC rows (the scratch tile), evenly split. */
+   A bf16 C with more than one K block starts from tiles of at most MC rows (its scratch tile), evenly
+   split. */
 static void pt__gemm_tiles(const pt__gemm_ctx *g, int64_t batch, int nt, int64_t *tile_m, int64_t *tile_n)
 {
     int64_t tm = g->M, tn = g->N;
-    if (g->cbf16) tm = PT__GEMM_RUP((g->M + (g->M + g->mc - 1) / g->mc - 1) / ((g->M + g->mc - 1) / g->mc), g->mr);
+    if (g->cbf16 && g->K > g->kc) tm = PT__GEMM_RUP((g->M + (g->M + g->mc - 1) / g->mc - 1) / ((g->M + g->mc - 1) / g->mc), g->mr);
     while (nt > 1 && batch * ((g->M + tm - 1) / tm) * ((g->N + tn - 1) / tn) < 2 * nt) {
         const int can_m = tm > g->mr, can_n = tn > g->nr;
         if (can_m && (tm >= tn || !can_n)) tm = PT__GEMM_RUP((tm + 1) / 2, g->mr);
@@ -5337,7 +5354,7 @@ static int pt__gemm_run(pt__gemm_ws *ws, pt__gemm_ctx *g, int64_t batch, const v
     /* workspace: a private B panel + A block (+ bf16 C's scratch tile) per thread, each 64-byte aligned */
     bsz = (size_t)PT__GEMM_RUP(g->kc * PT__GEMM_RUP(PT__GEMM_MIN(g->nc, tile_n), g->nr), 16);
     asz = (size_t)PT__GEMM_RUP(g->kc * PT__GEMM_RUP(PT__GEMM_MIN(g->mc, tile_m), g->mr), 16);
-    csz = g->cbf16 ? (size_t)PT__GEMM_RUP(tile_m * PT__GEMM_MIN(g->nc, tile_n), 16) : 0;
+    csz = g->cbf16 ? (size_t)PT__GEMM_RUP(PT__GEMM_MIN(g->mc, tile_m) * PT__GEMM_MIN(g->nc, tile_n), 16) : 0;
     if (pt__gemm_reserve(ws, (size_t)nt * (asz + bsz + csz))) return -1;
     base = pt__gemm_align(ws->buf);
 
