@@ -268,8 +268,8 @@
    backend   The kernel table a device backend supplies; element sizes; host <-> device transfer
              counts; the counting backend of the memory estimate. Entry: pt__backend pt_numel
              pt_dtype_size pt_backend_name pt_transfer_stats pt__count_backend
-   gemm      Packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch. Entry: pt__sgemm
-             pt__gemm_ws_free
+   gemm      Packed, cache-blocked SGEMM and bf16 GEMM (fp32 accumulation) with run-time
+             AVX-512/AVX2 dispatch. Entry: pt__sgemm pt__gemm_bf16 pt__gemm_ws_free
    attn      Causal multi-head self-attention kernels for the CPU (flash-style, no T x T kept).
              Entry: pt__cpu_attn_fwd pt__cpu_attn_bwd pt__attn_pick
    cpu       The CPU backend: reference kernels for every table entry. Entry: pt__cpu_backend
@@ -2139,7 +2139,8 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
    arrays grown with PT__GROW), the context struct (one field group per section; later sections hold
    their state through opaque pointers and register their teardown with pt__at_shutdown), error
    recording (pt__fail, pt_error_set), the clock, hashes, CRC32C, the growable text buffer pt_sb
-   (pt__sb) with its JSON string writer, the one JSON reader pt_json (the library's and the tools')
+   (pt__sb) with its JSON string writer, the one JSON reader pt_json (the library's and the tools'),
+   f32 <-> bf16 / fp16 conversion (pt__bf16_from_f32 pt__f32_from_bf16 pt__f16_from_f32 pt__f32_from_f16)
    Invariants: nothing here calls a section below it; the only global state is read-only after it is
    written once (see docs/architecture.md); what the JSON writer writes, the reader reads back
    Entry points: pt_error_set pt_status_get pt_error pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c
@@ -2930,6 +2931,75 @@ static inline float pt__unit(uint64_t key, uint64_t i) {
 static inline float pt__normal(uint64_t key, uint64_t i) {
     float u1 = pt__unit(key, 2 * i), u2 = pt__unit(key, 2 * i + 1);
     return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+}
+
+/* ---- f32 <-> bf16 / fp16 (bit patterns in uint16_t) -------------------------------------------
+   f32 -> bf16 and f32 -> fp16 round to nearest, ties to even; a NaN stays a NaN (made quiet, sign and
+   the top payload bits kept), an infinity stays one. bf16 keeps f32's exponent range (a finite value
+   rounds to infinity only above the largest bf16), subnormals included. fp16: values from 65520 up
+   become infinity, below 2^-14 fp16 subnormals (rounded the same way), 2^-25 and below zero (signed).
+   The widening directions are exact. The _n forms convert n values (branch-free bodies, which
+   compilers vectorise at -O3). */
+static inline uint16_t pt__bf16_from_f32(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float pt__f32_from_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline void pt__bf16_from_f32_n(const float *x, uint16_t *y, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        uint32_t u, r;
+        memcpy(&u, &x[i], 4);
+        r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        y[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
+    }
+}
+static inline void pt__f32_from_bf16_n(const uint16_t *x, float *y, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)x[i] << 16;
+        memcpy(&y[i], &u, 4);
+    }
+}
+static inline uint16_t pt__f16_from_f32(float f) {
+    uint32_t u, a, s, e, m, sh, q, rem, half;
+    memcpy(&u, &f, 4);
+    s = (u >> 16) & 0x8000u;
+    a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(s | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN, quiet */
+    if (a >= 0x477ff000u) return (uint16_t)(s | 0x7c00u);                       /* >= 65520, inf */
+    if (a >= 0x38800000u) {                                                      /* normal: >= 2^-14 */
+        a -= 0x38000000u;                                                        /* exponent bias 127 -> 15 */
+        return (uint16_t)(s | ((a + 0xfffu + ((a >> 13) & 1u)) >> 13));
+    }
+    if (a <= 0x33000000u) return (uint16_t)s; /* <= 2^-25: zero (2^-25 itself ties to the even 0) */
+    e = a >> 23;                              /* subnormal: round(value x 2^24) = mantissa >> (126 - e) */
+    m = (a & 0x7fffffu) | 0x800000u;
+    sh = 126u - e;
+    q = m >> sh;
+    rem = m & ((1u << sh) - 1u);
+    half = 1u << (sh - 1u);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return (uint16_t)(s | q);
+}
+static inline float pt__f32_from_f16(uint16_t h) {
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31u, m = h & 1023u, u;
+    float f;
+    if (e == 31) u = s | 0x7f800000u | m << 13;
+    else if (e) u = s | (e + 112u) << 23 | m << 13;
+    else {
+        f = (float)m * (1.0f / 16777216.0f); /* subnormal: m x 2^-24, exact */
+        return s ? -f : f;
+    }
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 /* ---- memory ----------------------------------------------------------------------------------- */
@@ -4590,11 +4660,12 @@ static const pt__backend pt__count_backend = {
 /* 1 when ctx counts bytes without data (the counting backend): host-side work on values is skipped */
 static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backend; }
 
-// >>gemm  packed, cache-blocked SGEMM with run-time AVX-512/AVX2 dispatch
-/* Owns: the CPU matrix product (pt__sgemm) and its per-thread workspaces
+// >>gemm  packed, cache-blocked SGEMM and bf16 GEMM with run-time AVX-512/AVX2 dispatch
+/* Owns: the CPU matrix products (pt__sgemm; pt__gemm_bf16: bf16 inputs, fp32 accumulation) and their
+   per-thread workspaces
    Invariants: results do not depend on the thread count; no allocation once the workspace has grown
    to the sizes in use
-   Entry points: pt__sgemm pt__gemm_ws_free */
+   Entry points: pt__sgemm pt__gemm_bf16 pt__gemm_ws_free */
 /* packed, cache-blocked SGEMM
  * ==========================================================================
  * Single-precision GEMM for the CPU backend (row-major, four transpose cases, batched).
@@ -4649,6 +4720,37 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
  *   OMP_WAIT_POLICY=passive so idle OpenMP threads do not spin.
  *   All memory is taken from ws->buf, grown (never shrunk) before the parallel
  *   region, so repeated calls with the same sizes never allocate.
+ *
+ * bf16 GEMM (pt__gemm_bf16): the same shape contract, blocking and threading;
+ *   A and B are each stored as f32 or bf16 (PT__GEMM_A_BF16 / PT__GEMM_B_BF16),
+ *   C is f32, or bf16 with PT__GEMM_C_BF16. The product is that of the bf16
+ *   values: f32 operands are rounded to bf16 (nearest even, as pt__bf16_from_f32)
+ *   by the packing routines, which also widen or pair the bf16 values for the
+ *   kernel, so no operand is converted in a separate pass. Accumulation is fp32.
+ *   A bf16 C is accumulated in an f32 scratch (<= MC rows, <= NC columns; old
+ *   values widened first when beta != 0) and rounded once at the end: per MC
+ *   block when K is one block, else per C tile (tiles then of <= MC rows).
+ *   Kernels (ws->kern_bf16, 0 = pick the best on the first call, then cached;
+ *   set it to force one the CPU runs, as the tests do):
+ *     AVX512_BF16 (PT__GEMM_KERN_AVX512BF16): MR=12, NR=32, vdpbf16ps. Packed
+ *       panels hold bf16 pairs: for each pair of k (k, k+1), MR (A) or NR (B)
+ *       32-bit words, low half k, high half k+1 (an odd K block ends with k+1 = 0).
+ *       One instruction adds 2 products to each fp32 lane.
+ *     widening AVX-512F / AVX2+FMA / C (PT__GEMM_KERN_AVX512 / _AVX2 / _C): the
+ *       packing routines widen bf16 to f32 (a 16-bit shift) and the f32 kernels
+ *       above run on the packed panels.
+ *   Summation order of each element, per K block (KC as for f32; even for
+ *   AVX512_BF16):
+ *     widening paths: exactly the f32 rule above (acc = fma(a_k, b_k, acc), k in
+ *       order), so the result is bit-identical to pt__sgemm with the same kernel
+ *       on the bf16-rounded inputs (the products of two bf16 are exact in fp32).
+ *     AVX512_BF16: per pair, acc + a_k b_k + a_k+1 b_k+1 in the order and with
+ *       the roundings of the instruction: Intel documents k+1 first, then k,
+ *       each rounded (Zen 5 matched that on 10^6 random cases), but the order
+ *       is the hardware's; it also treats bf16 subnormal inputs and fp32
+ *       subnormal results as zero. So it may differ from the widening paths in
+ *       the last bits (and on subnormals).
+ *   Threads never split K here either: bit-identical for any thread count.
  * ========================================================================== */
 
 
@@ -4657,11 +4759,28 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
 #define PT__GEMM_KERN_C      1
 #define PT__GEMM_KERN_AVX2   2
 #define PT__GEMM_KERN_AVX512 3
+#define PT__GEMM_KERN_AVX512BF16 4 /* bf16 GEMM only (vdpbf16ps); pt__sgemm takes it as AVX512 */
+
+/* pt__gemm_bf16 flags: how each operand is stored (unset: f32) */
+#define PT__GEMM_A_BF16 1
+#define PT__GEMM_B_BF16 2
+#define PT__GEMM_C_BF16 4
+
+/* whether the compiler has the AVX512_BF16 intrinsics (GCC 10, Clang 10 on); 0 leaves the widening
+   kernels only */
+#ifndef PT__GEMM_BF16
+#if PT__X86 && ((defined(__clang__) && __clang_major__ >= 10) || (!defined(__clang__) && __GNUC__ >= 10))
+#define PT__GEMM_BF16 1
+#else
+#define PT__GEMM_BF16 0
+#endif
+#endif
 
 typedef struct pt__gemm_ws {      /* per-context workspace: packing buffers, grown only, never shrunk */
     float *buf; size_t cap;       /* cap is in floats */
     int nthreads;                 /* threads to use; 1 = no OpenMP region */
     int kern;                     /* PT__GEMM_KERN_*: 0 = auto-select on first call (then cached) */
+    int kern_bf16;                /* the same for pt__gemm_bf16 (its own choice, its own cache) */
     const pt_ctx *ctx;            /* whose allocator buf comes from (NULL: the PT_MALLOC macros) */
 } pt__gemm_ws;
 
@@ -4676,11 +4795,16 @@ static void pt__gemm_ws_free(pt__gemm_ws *ws)
 typedef void (*pt__gemm_kern_fn)(int64_t kc, const float *a, const float *b, float *c,
                                  int64_t ldc, float alpha, float beta, int m, int n);
 
+/* how an operand is read by the packing routines */
+#define PT__GEMM_SRC_F32  0       /* f32, as it is */
+#define PT__GEMM_SRC_F32R 1       /* f32, rounded to bf16 */
+#define PT__GEMM_SRC_BF16 2       /* bf16 */
+
 /* everything one GEMM call needs, shared read-only by all threads */
 struct pt__gemm_ctx;
-typedef void (*pt__gemm_pack_a_fn)(const struct pt__gemm_ctx *g, const float *A, int64_t i0, int64_t mb,
+typedef void (*pt__gemm_pack_a_fn)(const struct pt__gemm_ctx *g, const void *A, int64_t i0, int64_t mb,
                                    int64_t p0, int64_t kb, float *dst);
-typedef void (*pt__gemm_pack_b_fn)(const struct pt__gemm_ctx *g, const float *B, int64_t p0, int64_t kb,
+typedef void (*pt__gemm_pack_b_fn)(const struct pt__gemm_ctx *g, const void *B, int64_t p0, int64_t kb,
                                    int64_t j0, int64_t nb, float *bp);
 
 typedef struct pt__gemm_ctx {
@@ -4691,6 +4815,10 @@ typedef struct pt__gemm_ctx {
     int ta, tb;
     int64_t M, N, K, lda, ldb, ldc;
     float alpha, beta;
+    int bf16;                     /* pt__gemm_bf16: the kernel from ws->kern_bf16 */
+    int asrc, bsrc;               /* PT__GEMM_SRC_* of A and B */
+    int cbf16;                    /* C stored as bf16 (through an f32 scratch tile) */
+    int pair;                     /* packed panels hold bf16 k-pairs (AVX512_BF16 kernel) */
 } pt__gemm_ctx;
 
 #define PT__GEMM_MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -4764,7 +4892,7 @@ static void pt__sgemm_kern_c(int64_t kc, const float *a, const float *b, float *
 #ifndef PT__G512_PFB
 #define PT__G512_PFB 8                    /* B-packing prefetch distance (rows) */
 #endif
-#define PT__G512_TGT __attribute__((target("avx512f,avx512vl,avx512dq,fma")))
+#define PT__G512_TGT __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma")))
 
 PT__G512_TGT static inline void pt__gemm_st512(float *c, __m512 x0, __m512 x1, __m512 va, __m512 vb,
                                                 float beta, __mmask16 k0, __mmask16 k1)
@@ -4790,28 +4918,36 @@ PT__G512_TGT static inline void pt__gemm_st512(float *c, __m512 x0, __m512 x1, _
                    _mm_prefetch((const char *)(c + (int64_t)(i) * ldc + 31), _MM_HINT_T0); }
 #define PT__G512_ALL(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 
-PT__G512_TGT static void pt__sgemm_kern_avx512(int64_t kc, const float *a, const float *b, float *c,
-                                               int64_t ldc, float alpha, float beta, int m, int n)
-{
-    __mmask16 k0, k1;
-    __m512 va, vb;
-    int64_t k;
-    PT__G512_ALL(PT__G512_DECL)
 #ifndef PT__G512_NOPF
-    PT__G512_ALL(PT__G512_PREFETCH)
+#define PT__G512_PF PT__G512_ALL(PT__G512_PREFETCH)
+#else
+#define PT__G512_PF
 #endif
-    for (k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
-        PT__G512_ALL(PT__G512_FMA)
-        a += PT__G512_MR;
-        b += PT__G512_NR;
+
+/* the 12x32 kernel: b0, b1 (type BT) loaded by LOADB from b, then STEP(i) for each row i, per k step */
+#define PT__G512_KERNEL(NAME, TGT, BT, LOADB, STEP)                                            \
+    TGT static void NAME(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,    \
+                         float alpha, float beta, int m, int n)                                \
+    {                                                                                          \
+        __mmask16 k0, k1;                                                                      \
+        __m512 va, vb;                                                                         \
+        int64_t k;                                                                             \
+        PT__G512_ALL(PT__G512_DECL)                                                            \
+        PT__G512_PF                                                                            \
+        for (k = 0; k < kc; k++) {                                                             \
+            BT b0 = LOADB(b), b1 = LOADB(b + 16);                                              \
+            PT__G512_ALL(STEP)                                                                 \
+            a += PT__G512_MR;                                                                  \
+            b += PT__G512_NR;                                                                  \
+        }                                                                                      \
+        k0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);                                  \
+        k1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);             \
+        va = _mm512_set1_ps(alpha);                                                            \
+        vb = _mm512_set1_ps(beta);                                                             \
+        PT__G512_ALL(PT__G512_STORE)                                                           \
     }
-    k0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
-    k1 = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
-    va = _mm512_set1_ps(alpha);
-    vb = _mm512_set1_ps(beta);
-    PT__G512_ALL(PT__G512_STORE)
-}
+
+PT__G512_KERNEL(pt__sgemm_kern_avx512, PT__G512_TGT, __m512, _mm512_loadu_ps, PT__G512_FMA)
 
 /* ---- AVX2 + FMA: MR=6, NR=16 ---- */
 #define PT__G256_MR 6
@@ -4859,27 +4995,51 @@ PT__G256_TGT static void pt__sgemm_kern_avx2(int64_t kc, const float *a, const f
     PT__G256_ALL(PT__G256_STORE)
 }
 
+#if PT__GEMM_BF16
+/* ---- AVX512_BF16: MR=12, NR=32 over bf16 k-pairs (kc = pairs; a: 12 words, b: 32 words a pair) ---- */
+#define PT__G512B_TGT __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512bf16,fma")))
+#ifndef PT__G512B_KC
+#define PT__G512B_KC 768                  /* k elements a block (384 pairs: a 48 KiB B micro-panel) */
+#endif
+#define PT__G512B_LOAD(p) ((__m512bh)_mm512_loadu_si512((const void *)(p)))
+#define PT__G512B_DOT(i)                                                        \
+    { __m512bh ai = (__m512bh)_mm512_castps_si512(_mm512_set1_ps(a[i]));        \
+      c##i##_0 = _mm512_dpbf16_ps(c##i##_0, ai, b0);                            \
+      c##i##_1 = _mm512_dpbf16_ps(c##i##_1, ai, b1); }
+
+PT__G512_KERNEL(pt__gemm_kern_bf16, PT__G512B_TGT, __m512bh, PT__G512B_LOAD, PT__G512B_DOT)
+#endif
+
 #endif /* PT__X86 */
 
 /* ---------------------------------------------------------------- packing */
 
+/* element o of operand X (source kind src) as the f32 the kernels multiply */
+static inline float pt__gemm_get(const void *X, int64_t o, int src)
+{
+    if (src == PT__GEMM_SRC_F32) return ((const float *)X)[o];
+    if (src == PT__GEMM_SRC_BF16) return pt__f32_from_bf16(((const uint16_t *)X)[o]);
+    return pt__f32_from_bf16(pt__bf16_from_f32(((const float *)X)[o]));
+}
+
 /* Pack op(A)[i0:i0+mb, p0:p0+kb] into MR-row micro-panels (zero-padded). */
-static void pt__gemm_pack_a(const pt__gemm_ctx *g, const float *A, int64_t i0, int64_t mb,
+static void pt__gemm_pack_a(const pt__gemm_ctx *g, const void *A, int64_t i0, int64_t mb,
                             int64_t p0, int64_t kb, float *dst)
 {
     const int64_t mr = g->mr, lda = g->lda;
+    const int src = g->asrc;
     int64_t ip, i, k;
     for (ip = 0; ip < mb; ip += mr, dst += mr * kb) {
         int64_t mm = PT__GEMM_MIN(mr, mb - ip);
         if (!g->ta) {                       /* op(A)[i][k] = A[i*lda + k]: strided gather */
             for (i = 0; i < mm; i++) {
-                const float *src = A + (i0 + ip + i) * lda + p0;
-                for (k = 0; k < kb; k++) dst[k * mr + i] = src[k];
+                const int64_t o = (i0 + ip + i) * lda + p0;
+                for (k = 0; k < kb; k++) dst[k * mr + i] = pt__gemm_get(A, o + k, src);
             }
         } else {                            /* op(A)[i][k] = A[k*lda + i]: contiguous rows */
             for (k = 0; k < kb; k++) {
-                const float *src = A + (p0 + k) * lda + i0 + ip;
-                for (i = 0; i < mm; i++) dst[k * mr + i] = src[i];
+                const int64_t o = (p0 + k) * lda + i0 + ip;
+                for (i = 0; i < mm; i++) dst[k * mr + i] = pt__gemm_get(A, o + i, src);
             }
         }
         if (mm < mr)
@@ -4889,28 +5049,27 @@ static void pt__gemm_pack_a(const pt__gemm_ctx *g, const float *A, int64_t i0, i
 }
 
 /* Pack op(B)[p0:p0+kb, j0:j0+nb] into NR-column micro-panels (zero-padded). */
-static void pt__gemm_pack_b(const pt__gemm_ctx *g, const float *B, int64_t p0, int64_t kb,
+static void pt__gemm_pack_b(const pt__gemm_ctx *g, const void *B, int64_t p0, int64_t kb,
                             int64_t j0, int64_t nb, float *bp)
 {
     const int64_t nr = g->nr, ldb = g->ldb;
+    const int src = g->bsrc;
     int64_t jp, j, k;
     for (jp = 0; jp * nr < nb; jp++) {
         float *dst = bp + jp * nr * kb;
         int64_t jj = jp * nr, nn = PT__GEMM_MIN(nr, nb - jj);
         if (!g->tb) {                       /* op(B)[k][j] = B[k*ldb + j]: contiguous rows */
             for (k = 0; k < kb; k++) {
-                const float *src = B + (p0 + k) * ldb + j0 + jj;
+                const int64_t o = (p0 + k) * ldb + j0 + jj;
                 float *d = dst + k * nr;
-                if (nn == nr) for (j = 0; j < nr; j++) d[j] = src[j];
-                else {
-                    for (j = 0; j < nn; j++) d[j] = src[j];
-                    for (; j < nr; j++) d[j] = 0.0f;
-                }
+                if (src == PT__GEMM_SRC_F32) memcpy(d, (const float *)B + o, (size_t)nn * sizeof(float));
+                else for (j = 0; j < nn; j++) d[j] = pt__gemm_get(B, o + j, src);
+                for (j = nn; j < nr; j++) d[j] = 0.0f;
             }
         } else {                            /* op(B)[k][j] = B[j*ldb + k]: strided gather */
             for (j = 0; j < nn; j++) {
-                const float *src = B + (j0 + jj + j) * ldb + p0;
-                for (k = 0; k < kb; k++) dst[k * nr + j] = src[k];
+                const int64_t o = (j0 + jj + j) * ldb + p0;
+                for (k = 0; k < kb; k++) dst[k * nr + j] = pt__gemm_get(B, o + k, src);
             }
             if (nn < nr)
                 for (k = 0; k < kb; k++)
@@ -4957,67 +5116,134 @@ static __mmask16 pt__gemm_mask16(int64_t n)
     return (__mmask16)(n >= 16 ? 0xFFFFu : n <= 0 ? 0u : (1u << n) - 1u);
 }
 
-/* Transposing copy: rows src + i*ld (i < rows <= 16), k in [0,kb) ->
-   dst[k*dstride + i] for i < width (zero for rows <= i < width). */
-PT__G512_TGT static void pt__gemm_pack_tr512(const float *src, int64_t ld, int64_t rows,
-                                             int64_t kb, float *dst, int64_t dstride, int width)
+/* 16 elements of operand X (source kind src) from element o on, as the f32 the kernels multiply;
+   lanes outside m read as 0 (and are not loaded). A rounded f32 is pt__bf16_from_f32's bf16. */
+PT__G512_TGT static inline __m512 pt__gemm_ld512(const void *X, int64_t o, __mmask16 m, int src)
 {
-    const __mmask16 wmask = pt__gemm_mask16(width);
-    __m512 r[16];
-    int64_t k0, i, kk;
-    for (k0 = 0; k0 < kb; k0 += 16) {
-        const int64_t kn = PT__GEMM_MIN(16, kb - k0);
-        const __mmask16 km = pt__gemm_mask16(kn);
-        for (i = 0; i < 16; i++)
-            r[i] = i < rows ? _mm512_maskz_loadu_ps(km, src + i * ld + k0) : _mm512_setzero_ps();
-        pt__gemm_tr16(r);
-        for (kk = 0; kk < kn; kk++) _mm512_mask_storeu_ps(dst + (k0 + kk) * dstride, wmask, r[kk]);
+    __m512i u, r, lsb;
+    __mmask16 nan;
+    if (src == PT__GEMM_SRC_F32) return _mm512_maskz_loadu_ps(m, (const float *)X + o);
+    if (src == PT__GEMM_SRC_BF16) {
+        u = _mm512_maskz_cvtepu16_epi32(PT__G512_ALL1, _mm256_maskz_loadu_epi16(m, (const uint16_t *)X + o));
+        return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(PT__G512_ALL1, u, 16));
     }
+    u = _mm512_castps_si512(_mm512_maskz_loadu_ps(m, (const float *)X + o));
+    lsb = _mm512_and_si512(_mm512_maskz_srli_epi32(PT__G512_ALL1, u, 16), _mm512_set1_epi32(1));
+    r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb));
+    nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+    return _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
-PT__G512_TGT static void pt__gemm_pack_a512(const pt__gemm_ctx *g, const float *A, int64_t i0, int64_t mb,
+/* bf16 pair words of two vectors of bf16 values (f32 with zero low halves): lo's in the low half */
+PT__G512_TGT static inline __m512 pt__gemm_pair512(__m512 lo, __m512 hi)
+{
+    __m512i l = _mm512_maskz_srli_epi32(PT__G512_ALL1, _mm512_castps_si512(lo), 16);
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(hi), l));
+}
+
+/* 16 units of a row from element o on, kn elements there (the rest read as 0): 16 values, or with
+   g->pair the 16 pair words of 32 consecutive elements */
+PT__G512_TGT static inline __m512 pt__gemm_ldunits512(int pair, const void *X, int64_t o, int64_t kn, int src)
+{
+    __m512i lo, hi;
+    if (!pair) return pt__gemm_ld512(X, o, pt__gemm_mask16(kn), src);
+    if (src == PT__GEMM_SRC_BF16)
+        return _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(
+            (__mmask32)(kn >= 32 ? 0xFFFFFFFFu : kn <= 0 ? 0u : (1u << kn) - 1u), (const uint16_t *)X + o));
+    lo = _mm512_castps_si512(pt__gemm_ld512(X, o, pt__gemm_mask16(kn), src));
+    hi = _mm512_castps_si512(pt__gemm_ld512(X, o + 16, pt__gemm_mask16(kn - 16), src));
+    lo = _mm512_maskz_srli_epi32(PT__G512_ALL1, lo, 16); /* the bf16 halves, then 32 of them in order */
+    hi = _mm512_maskz_srli_epi32(PT__G512_ALL1, hi, 16);
+    lo = _mm512_maskz_inserti64x4((__mmask8)0xFF, _mm512_castsi256_si512(_mm512_maskz_cvtepi32_epi16(PT__G512_ALL1, lo)),
+                                  _mm512_maskz_cvtepi32_epi16(PT__G512_ALL1, hi), 1);
+    return _mm512_castsi512_ps(lo);
+}
+
+/* unit u of a k-major operand (element (k, j) at o + k*ld + j, k < kb), 16 columns (lanes outside m
+   read as 0): row u, or with g->pair the pairs of rows 2u and 2u+1 (row kb, past the end, as 0) */
+PT__G512_TGT static inline __m512 pt__gemm_ldrow512(const pt__gemm_ctx *g, const void *X, int64_t o, int64_t ld,
+                                                    int64_t u, int64_t kb, __mmask16 m, int src)
+{
+    if (!g->pair) return pt__gemm_ld512(X, o + u * ld, m, src);
+    return pt__gemm_pair512(pt__gemm_ld512(X, o + 2 * u * ld, m, src),
+                            2 * u + 1 < kb ? pt__gemm_ld512(X, o + (2 * u + 1) * ld, m, src) : _mm512_setzero_ps());
+}
+
+/* Transposing copy: rows at o + i*ld of X (i < rows <= 16), k in [0,kb) -> unit u of row i at
+   dst[u*dstride + i] for i < width (zero for rows <= i < width); units as pt__gemm_ldunits512.
+   Inlined twice: plain (f32 as it is: the loads alone, unrolled in registers) and converting. */
+__attribute__((always_inline)) PT__G512_TGT static inline void
+pt__gemm_tr512_body(int plain, int pair, const void *X, int64_t o, int64_t ld, int64_t rows, int64_t kb, int src,
+                    float *dst, int64_t dstride, int width)
+{
+    const __mmask16 wmask = pt__gemm_mask16(width);
+    const int64_t per = pair ? 32 : 16; /* elements in 16 units */
+    __m512 r[16];
+    int64_t k0, i, kk;
+    for (k0 = 0; k0 < kb; k0 += per, dst += 16 * dstride) {
+        const int64_t kn = PT__GEMM_MIN(per, kb - k0), un = pair ? (kn + 1) / 2 : kn;
+        const __mmask16 km = pt__gemm_mask16(kn);
+        for (i = 0; i < 16; i++)
+            r[i] = i >= rows ? _mm512_setzero_ps()
+                   : plain ? _mm512_maskz_loadu_ps(km, (const float *)X + o + i * ld + k0)
+                           : pt__gemm_ldunits512(pair, X, o + i * ld + k0, kn, src);
+        pt__gemm_tr16(r);
+        for (kk = 0; kk < un; kk++) _mm512_mask_storeu_ps(dst + kk * dstride, wmask, r[kk]);
+    }
+}
+PT__G512_TGT static void pt__gemm_pack_tr512(const pt__gemm_ctx *g, const void *X, int64_t o, int64_t ld, int64_t rows,
+                                             int64_t kb, int src, float *dst, int64_t dstride, int width)
+{
+    if (!g->pair && src == PT__GEMM_SRC_F32) pt__gemm_tr512_body(1, 0, X, o, ld, rows, kb, src, dst, dstride, width);
+    else pt__gemm_tr512_body(0, g->pair, X, o, ld, rows, kb, src, dst, dstride, width);
+}
+
+PT__G512_TGT static void pt__gemm_pack_a512(const pt__gemm_ctx *g, const void *A, int64_t i0, int64_t mb,
                                             int64_t p0, int64_t kb, float *dst)
 {
-    const int64_t lda = g->lda;
+    const int64_t lda = g->lda, ku = g->pair ? (kb + 1) / 2 : kb;
     int64_t ip, k;
-    for (ip = 0; ip < mb; ip += PT__G512_MR, dst += PT__G512_MR * kb) {
+    for (ip = 0; ip < mb; ip += PT__G512_MR, dst += PT__G512_MR * ku) {
         const int64_t mm = PT__GEMM_MIN(PT__G512_MR, mb - ip);
         if (!g->ta) {
-            pt__gemm_pack_tr512(A + (i0 + ip) * lda + p0, lda, mm, kb, dst, PT__G512_MR, PT__G512_MR);
+            pt__gemm_pack_tr512(g, A, (i0 + ip) * lda + p0, lda, mm, kb, g->asrc, dst, PT__G512_MR, PT__G512_MR);
         } else {
             const __mmask16 m = pt__gemm_mask16(mm);
-            const float *src = A + p0 * lda + i0 + ip;
-            for (k = 0; k < kb; k++, src += lda)
-                _mm512_mask_storeu_ps(dst + k * PT__G512_MR, 0x0FFF, _mm512_maskz_loadu_ps(m, src));
+            const int64_t o = p0 * lda + i0 + ip;
+            for (k = 0; k < ku; k++)
+                _mm512_mask_storeu_ps(dst + k * PT__G512_MR, 0x0FFF, pt__gemm_ldrow512(g, A, o, lda, k, kb, m, g->asrc));
         }
     }
 }
 
-PT__G512_TGT static void pt__gemm_pack_b512(const pt__gemm_ctx *g, const float *B, int64_t p0, int64_t kb,
+PT__G512_TGT static void pt__gemm_pack_b512(const pt__gemm_ctx *g, const void *B, int64_t p0, int64_t kb,
                                             int64_t j0, int64_t nb, float *bp)
 {
-    const int64_t ldb = g->ldb;
+    const int64_t ldb = g->ldb, ku = g->pair ? (kb + 1) / 2 : kb, step = g->pair ? 2 : 1;
+    const int64_t esz = g->bsrc == PT__GEMM_SRC_BF16 ? 2 : 4;
     int64_t jp, k;
     for (jp = 0; jp * PT__G512_NR < nb; jp++) {
-        float *dst = bp + jp * PT__G512_NR * kb;
+        float *dst = bp + jp * PT__G512_NR * ku;
         const int64_t jj = jp * PT__G512_NR, nn = PT__GEMM_MIN(PT__G512_NR, nb - jj);
         if (!g->tb) {
             const __mmask16 m0 = pt__gemm_mask16(nn), m1 = pt__gemm_mask16(nn - 16);
-            const float *src = B + p0 * ldb + j0 + jj;
-            for (k = 0; k < kb; k++, src += ldb, dst += PT__G512_NR) {
+            const int64_t o = p0 * ldb + j0 + jj;
+            for (k = 0; k < ku; k++, dst += PT__G512_NR) {
 #ifndef PT__G512_NOPFB
-                if (k + PT__G512_PFB < kb) {     /* strided rows: help the prefetcher */
-                    _mm_prefetch((const char *)(src + PT__G512_PFB * ldb), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(src + PT__G512_PFB * ldb + 31), _MM_HINT_T0);
+                if (k * step + PT__G512_PFB < kb) {     /* strided rows: help the prefetcher */
+                    const char *pf = (const char *)B + (o + (k * step + PT__G512_PFB) * ldb) * esz;
+                    _mm_prefetch(pf, _MM_HINT_T0);
+                    _mm_prefetch(pf + 31 * esz, _MM_HINT_T0);
                 }
 #endif
-                _mm512_storeu_ps(dst, _mm512_maskz_loadu_ps(m0, src));
-                _mm512_storeu_ps(dst + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+                _mm512_storeu_ps(dst, pt__gemm_ldrow512(g, B, o, ldb, k, kb, m0, g->bsrc));
+                _mm512_storeu_ps(dst + 16, pt__gemm_ldrow512(g, B, o + 16, ldb, k, kb, m1, g->bsrc));
             }
         } else {
-            const float *src = B + (j0 + jj) * ldb + p0;
-            pt__gemm_pack_tr512(src, ldb, PT__GEMM_MIN(16, nn), kb, dst, PT__G512_NR, 16);
-            pt__gemm_pack_tr512(src + 16 * ldb, ldb, nn - 16, kb, dst + 16, PT__G512_NR, 16);
+            const int64_t o = (j0 + jj) * ldb + p0;
+            pt__gemm_pack_tr512(g, B, o, ldb, PT__GEMM_MIN(16, nn), kb, g->bsrc, dst, PT__G512_NR, 16);
+            pt__gemm_pack_tr512(g, B, o + 16 * ldb, ldb, nn - 16, kb, g->bsrc, dst + 16, PT__G512_NR, 16);
         }
     }
 }
@@ -5029,7 +5255,7 @@ static int pt__gemm_pick_kern(void)
 #if PT__X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("fma"))
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("fma"))
         return PT__GEMM_KERN_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return PT__GEMM_KERN_AVX2;
@@ -5037,19 +5263,49 @@ static int pt__gemm_pick_kern(void)
     return PT__GEMM_KERN_C;
 }
 
+/* The same for pt__gemm_bf16 (ws->kern_bf16): AVX512_BF16 (CPUID leaf 7 subleaf 1, EAX bit 5) where
+   the AVX-512 kernel runs and the compiler has the intrinsics, else the f32 choice (widening). */
+static int pt__gemm_pick_kern_bf16(void)
+{
+    int k = pt__gemm_pick_kern();
+#if PT__X86 && PT__GEMM_BF16
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (k != PT__GEMM_KERN_AVX512) return k;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    if (a < 7) return k;
+    a = 7, c = 0;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    if (a < 1) return k; /* the highest subleaf of leaf 7 */
+    a = 7, c = 1;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    if (a & (1u << 5)) return PT__GEMM_KERN_AVX512BF16;
+#endif
+    return k;
+}
+
 /* Fill kernel + blocking parameters. KC depends only on K and the kernel
    (determinism); MC/NC may be anything. */
 static void pt__gemm_setup(pt__gemm_ws *ws, pt__gemm_ctx *g)
 {
     int64_t kc_max, nkb;
-    if (ws->kern == PT__GEMM_KERN_AUTO) ws->kern = pt__gemm_pick_kern();
+    int *kern = g->bf16 ? &ws->kern_bf16 : &ws->kern;
+    if (*kern == PT__GEMM_KERN_AUTO) *kern = g->bf16 ? pt__gemm_pick_kern_bf16() : pt__gemm_pick_kern();
 #if PT__X86
-    if (ws->kern == PT__GEMM_KERN_AVX512) {
+#if PT__GEMM_BF16
+    if (*kern == PT__GEMM_KERN_AVX512BF16 && g->bf16) {
+        g->kern = pt__gemm_kern_bf16;
+        g->pack_a = pt__gemm_pack_a512; g->pack_b = pt__gemm_pack_b512;
+        g->mr = PT__G512_MR; g->nr = PT__G512_NR; g->pair = 1;
+        g->mc = PT__G512_MC; kc_max = PT__G512B_KC; g->nc = PT__G512_NC;
+    } else
+#endif
+    if (*kern == PT__GEMM_KERN_AVX512 || *kern == PT__GEMM_KERN_AVX512BF16) {
+        *kern = PT__GEMM_KERN_AVX512;
         g->kern = pt__sgemm_kern_avx512;
         g->pack_a = pt__gemm_pack_a512; g->pack_b = pt__gemm_pack_b512;
         g->mr = PT__G512_MR; g->nr = PT__G512_NR;
         g->mc = PT__G512_MC; kc_max = PT__G512_KC; g->nc = PT__G512_NC;
-    } else if (ws->kern == PT__GEMM_KERN_AVX2) {
+    } else if (*kern == PT__GEMM_KERN_AVX2) {
         g->kern = pt__sgemm_kern_avx2;
         g->pack_a = pt__gemm_pack_a; g->pack_b = pt__gemm_pack_b;
         g->mr = PT__G256_MR; g->nr = PT__G256_NR;
@@ -5057,7 +5313,7 @@ static void pt__gemm_setup(pt__gemm_ws *ws, pt__gemm_ctx *g)
     } else
 #endif
     {
-        ws->kern = PT__GEMM_KERN_C;
+        *kern = PT__GEMM_KERN_C;
         g->kern = pt__sgemm_kern_c;
         g->pack_a = pt__gemm_pack_a; g->pack_b = pt__gemm_pack_b;
         g->mr = PT__GEMMC_MR; g->nr = PT__GEMMC_NR;
@@ -5065,38 +5321,58 @@ static void pt__gemm_setup(pt__gemm_ws *ws, pt__gemm_ctx *g)
     }
     nkb = (g->K + kc_max - 1) / kc_max;          /* even split of K into blocks */
     g->kc = (g->K + nkb - 1) / nkb;
+    if (g->pair) g->kc = PT__GEMM_RUP(g->kc, 2);  /* whole pairs but in the last block */
 }
 
 /* ---------------------------------------------------------------- drivers */
 
-/* Macro-kernel: packed A block (mb x kb) times the np packed B micro-panels. */
-static void pt__gemm_macro(const pt__gemm_ctx *g, const float *ap, const float *bp, float *C,
-                           int64_t ic, int64_t mb, int64_t jc, int64_t nb, int64_t kb, float beta)
+/* Macro-kernel: packed A block (mb x kb) times the packed B micro-panels into C (at the block's
+   first element, row stride ldc). */
+static void pt__gemm_macro(const pt__gemm_ctx *g, const float *ap, const float *bp, float *C, int64_t ldc,
+                           int64_t mb, int64_t nb, int64_t kb, float beta)
 {
-    const int64_t mr = g->mr, nr = g->nr, ldc = g->ldc;
+    const int64_t mr = g->mr, nr = g->nr, ku = g->pair ? (kb + 1) / 2 : kb; /* packed k units */
     int64_t jr, ir;
     for (jr = 0; jr < nb; jr += nr) {
         const int nn = (int)PT__GEMM_MIN(nr, nb - jr);
-        const float *bpan = bp + jr * kb;
-        float *cc = C + ic * ldc + jc + jr;
+        const float *bpan = bp + jr * ku;
+        float *cc = C + jr;
         for (ir = 0; ir < mb; ir += mr) {
             const int mm = (int)PT__GEMM_MIN(mr, mb - ir);
-            g->kern(kb, ap + ir * kb, bpan, cc + ir * ldc, ldc, g->alpha, beta, mm, nn);
+            g->kern(ku, ap + ir * ku, bpan, cc + ir * ldc, ldc, g->alpha, beta, mm, nn);
         }
     }
 }
 
+/* a bf16 C's rows [r0,r1), columns [jc,jc+nb), to the f32 scratch cs (row r0 first, nb wide), when
+   beta != 0; or back, rounded (out) */
+static void pt__gemm_c16(const pt__gemm_ctx *g, void *C, float *cs, int64_t r0, int64_t r1, int64_t jc,
+                         int64_t nb, int out)
+{
+    int64_t i;
+    for (i = r0; i < r1; i++) {
+        uint16_t *c = (uint16_t *)C + i * g->ldc + jc;
+        if (out) pt__bf16_from_f32_n(cs + (i - r0) * nb, c, nb);
+        else if (g->beta != 0.0f) pt__f32_from_bf16_n(c, cs + (i - r0) * nb, nb);
+    }
+}
+
 /* Serial Goto GEMM on the C tile rows [m0,m1) x cols [n0,n1) of one batch item,
-   using the caller's private buffers bp (B panel) and ap (A block). */
-static void pt__gemm_tile(const pt__gemm_ctx *g, const float *A, const float *B, float *C,
-                          int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *bp, float *ap)
+   using the caller's private buffers bp (B panel) and ap (A block). A bf16 C goes through the f32
+   scratch cs (nb wide): one MC block at a time when K is one block, else the whole tile (the tiles
+   then have at most MC rows). */
+static void pt__gemm_tile(const pt__gemm_ctx *g, const void *A, const void *B, void *C,
+                          int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *bp, float *ap, float *cs)
 {
     /* even MC blocks over the tile's rows (no tiny trailing block) */
     const int64_t nblk = (m1 - m0 + g->mc - 1) / g->mc;
     const int64_t mc = PT__GEMM_RUP((m1 - m0 + nblk - 1) / nblk, g->mr);
+    const int blk16 = g->cbf16 && g->K <= g->kc, tile16 = g->cbf16 && !blk16;
     int64_t jc, pc, ic;
     for (jc = n0; jc < n1; jc += g->nc) {
-        const int64_t nb = PT__GEMM_MIN(g->nc, n1 - jc);
+        const int64_t nb = PT__GEMM_MIN(g->nc, n1 - jc), ldw = g->cbf16 ? nb : g->ldc;
+        float *cw = g->cbf16 ? cs : (float *)C + m0 * g->ldc + jc; /* where the kernels write row m0 */
+        if (tile16) pt__gemm_c16(g, C, cs, m0, m1, jc, nb, 0);
         for (pc = 0; pc < g->K; pc += g->kc) {
             const int64_t kb = PT__GEMM_MIN(g->kc, g->K - pc);
             const float beta = pc == 0 ? g->beta : 1.0f;
@@ -5104,19 +5380,25 @@ static void pt__gemm_tile(const pt__gemm_ctx *g, const float *A, const float *B,
             for (ic = m0; ic < m1; ic += mc) {
                 const int64_t mb = PT__GEMM_MIN(mc, m1 - ic);
                 g->pack_a(g, A, ic, mb, pc, kb, ap);
-                pt__gemm_macro(g, ap, bp, C, ic, mb, jc, nb, kb, beta);
+                if (blk16) pt__gemm_c16(g, C, cs, ic, ic + mb, jc, nb, 0);
+                pt__gemm_macro(g, ap, bp, blk16 ? cs : cw + (ic - m0) * ldw, ldw, mb, nb, kb, beta);
+                if (blk16) pt__gemm_c16(g, C, cs, ic, ic + mb, jc, nb, 1);
             }
         }
+        if (tile16) pt__gemm_c16(g, C, cs, m0, m1, jc, nb, 1);
     }
 }
 
 /* Work split: C of every batch item is cut into tile_m x tile_n tiles; the
    (batch item, tile) pairs are the work items handed out to threads. Tiles are
    halved along their larger side (duplicating the least packing work) until
-   there are at least 2 items per thread, or tiles reach one register block. */
+   there are at least 2 items per thread, or tiles reach one register block.
+   A bf16 C with more than one K block starts from tiles of at most MC rows (its scratch tile), evenly
+   split. */
 static void pt__gemm_tiles(const pt__gemm_ctx *g, int64_t batch, int nt, int64_t *tile_m, int64_t *tile_n)
 {
     int64_t tm = g->M, tn = g->N;
+    if (g->cbf16 && g->K > g->kc) tm = PT__GEMM_RUP((g->M + (g->M + g->mc - 1) / g->mc - 1) / ((g->M + g->mc - 1) / g->mc), g->mr);
     while (nt > 1 && batch * ((g->M + tm - 1) / tm) * ((g->N + tn - 1) / tn) < 2 * nt) {
         const int can_m = tm > g->mr, can_n = tn > g->nr;
         if (can_m && (tm >= tn || !can_n)) tm = PT__GEMM_RUP((tm + 1) / 2, g->mr);
@@ -5127,26 +5409,34 @@ static void pt__gemm_tiles(const pt__gemm_ctx *g, int64_t batch, int nt, int64_t
     *tile_n = tn;
 }
 
+/* bytes of an element of A, B or C */
+static int64_t pt__gemm_esz(int bf16) { return bf16 ? 2 : 4; }
+
 /* Run work item `it` (batch item it / tiles, tile it % tiles). */
 static void pt__gemm_item(const pt__gemm_ctx *g, int64_t it, int64_t tile_m, int64_t tile_n,
-                          const float *A, int64_t sa, const float *B, int64_t sb, float *C, int64_t sc,
-                          float *bp, float *ap)
+                          const void *A, int64_t sa, const void *B, int64_t sb, void *C, int64_t sc,
+                          float *bp, float *ap, float *cs)
 {
     const int64_t ntm = (g->M + tile_m - 1) / tile_m, ntn = (g->N + tile_n - 1) / tile_n;
     const int64_t b = it / (ntm * ntn), t = it % (ntm * ntn);
     const int64_t m0 = t / ntn * tile_m, n0 = t % ntn * tile_n;
-    pt__gemm_tile(g, A + b * sa, B + b * sb, C + b * sc, m0, PT__GEMM_MIN(m0 + tile_m, g->M),
-                  n0, PT__GEMM_MIN(n0 + tile_n, g->N), bp, ap);
+    pt__gemm_tile(g, (const char *)A + b * sa * pt__gemm_esz(g->asrc == PT__GEMM_SRC_BF16),
+                  (const char *)B + b * sb * pt__gemm_esz(g->bsrc == PT__GEMM_SRC_BF16),
+                  (char *)C + b * sc * pt__gemm_esz(g->cbf16), m0, PT__GEMM_MIN(m0 + tile_m, g->M),
+                  n0, PT__GEMM_MIN(n0 + tile_n, g->N), bp, ap, cs);
 }
 
-/* C = beta * C (used for K == 0 or alpha == 0). */
-static void pt__gemm_scale(float *C, int64_t M, int64_t N, int64_t ldc, float beta)
+/* C = beta * C (used for K == 0 or alpha == 0); a bf16 C rounded back. */
+static void pt__gemm_scale(const pt__gemm_ctx *g, void *Cv, float beta)
 {
     int64_t i, j;
-    for (i = 0; i < M; i++) {
-        float *c = C + i * ldc;
-        if (beta == 0.0f) memset(c, 0, (size_t)N * sizeof(float));
-        else if (beta != 1.0f) for (j = 0; j < N; j++) c[j] *= beta;
+    for (i = 0; i < g->M; i++) {
+        float *c = (float *)Cv + i * g->ldc;
+        uint16_t *h = (uint16_t *)Cv + i * g->ldc;
+        if (beta == 1.0f) continue;
+        if (beta == 0.0f) memset(g->cbf16 ? (void *)h : (void *)c, 0, (size_t)(g->N * pt__gemm_esz(g->cbf16)));
+        else if (g->cbf16) for (j = 0; j < g->N; j++) h[j] = pt__bf16_from_f32(beta * pt__f32_from_bf16(h[j]));
+        else for (j = 0; j < g->N; j++) c[j] *= beta;
     }
 }
 
@@ -5166,57 +5456,93 @@ static float *pt__gemm_align(float *p)
     return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
 
+/* Both entry points: g holds the shape, transposes, strides, alpha/beta and operand kinds. */
+static int pt__gemm_run(pt__gemm_ws *ws, pt__gemm_ctx *g, int64_t batch, const void *A, int64_t sa,
+                        const void *B, int64_t sb, void *C, int64_t sc)
+{
+    size_t asz, bsz, csz;
+    int64_t tile_m, tile_n, nitems, it;
+    int nt = ws->nthreads < 1 ? 1 : ws->nthreads;
+    float *base;
+
+    if (batch <= 0 || g->M <= 0 || g->N <= 0) return 0;
+    if (g->K <= 0 || g->alpha == 0.0f) {
+        for (it = 0; it < batch; it++) pt__gemm_scale(g, (char *)C + it * sc * pt__gemm_esz(g->cbf16), g->beta);
+        return 0;
+    }
+    pt__gemm_setup(ws, g);
+
+#ifndef _OPENMP
+    nt = 1;
+#endif
+    if ((double)g->M * (double)g->N * (double)g->K * (double)batch < 32768.0) nt = 1;  /* not worth a fork */
+    pt__gemm_tiles(g, batch, nt, &tile_m, &tile_n);
+    nitems = batch * ((g->M + tile_m - 1) / tile_m) * ((g->N + tile_n - 1) / tile_n);
+    if (nitems < nt) nt = (int)nitems;
+
+    /* workspace: a private B panel + A block (+ bf16 C's scratch tile) per thread, each 64-byte aligned */
+    bsz = (size_t)PT__GEMM_RUP(g->kc * PT__GEMM_RUP(PT__GEMM_MIN(g->nc, tile_n), g->nr), 16);
+    asz = (size_t)PT__GEMM_RUP(g->kc * PT__GEMM_RUP(PT__GEMM_MIN(g->mc, tile_m), g->mr), 16);
+    csz = g->cbf16 ? (size_t)PT__GEMM_RUP(PT__GEMM_MIN(g->mc, tile_m) * PT__GEMM_MIN(g->nc, tile_n), 16) : 0;
+    if (pt__gemm_reserve(ws, (size_t)nt * (asz + bsz + csz))) return -1;
+    base = pt__gemm_align(ws->buf);
+
+    if (nt == 1) {
+        for (it = 0; it < nitems; it++)
+            pt__gemm_item(g, it, tile_m, tile_n, A, sa, B, sb, C, sc, base, base + bsz, base + bsz + asz);
+        return 0;
+    }
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+    {
+        float *bp = base + (size_t)omp_get_thread_num() * (asz + bsz + csz);
+        int64_t i;
+#pragma omp for schedule(dynamic, 1)
+        for (i = 0; i < nitems; i++)
+            pt__gemm_item(g, i, tile_m, tile_n, A, sa, B, sb, C, sc, bp, bp + bsz, bp + bsz + asz);
+    }
+#endif
+    return 0;
+}
+
+/* the shape, transposes, strides and alpha/beta of one call into g (operands f32) */
+static void pt__gemm_init(pt__gemm_ctx *g, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                          int64_t lda, int64_t ldb, float beta, int64_t ldc)
+{
+    memset(g, 0, sizeof(*g));
+    g->ta = ta; g->tb = tb; g->M = M; g->N = N; g->K = K;
+    g->lda = lda; g->ldb = ldb; g->ldc = ldc; g->alpha = alpha; g->beta = beta;
+}
+
 static int pt__sgemm(pt__gemm_ws *ws, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K,
                      float alpha, const float *A, int64_t lda, int64_t sa,
                      const float *B, int64_t ldb, int64_t sb,
                      float beta, float *C, int64_t ldc, int64_t sc)
 {
     pt__gemm_ctx g;
-    size_t asz, bsz;
-    int64_t tile_m, tile_n, nitems, it;
-    int nt = ws->nthreads < 1 ? 1 : ws->nthreads;
-    float *base;
+    pt__gemm_init(&g, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
+    return pt__gemm_run(ws, &g, batch, A, sa, B, sb, C, sc);
+}
 
-    if (batch <= 0 || M <= 0 || N <= 0) return 0;
-    if (K <= 0 || alpha == 0.0f) {
-        for (it = 0; it < batch; it++) pt__gemm_scale(C + it * sc, M, N, ldc, beta);
-        return 0;
-    }
-    memset(&g, 0, sizeof(g));
-    g.ta = ta; g.tb = tb; g.M = M; g.N = N; g.K = K;
-    g.lda = lda; g.ldb = ldb; g.ldc = ldc; g.alpha = alpha; g.beta = beta;
-    pt__gemm_setup(ws, &g);
-
-#ifndef _OPENMP
-    nt = 1;
+/* bf16 GEMM: as pt__sgemm (strides and leading dimensions in elements), with A, B and C each f32
+   (float) or bf16 (uint16_t) as flags say (PT__GEMM_A_BF16 | PT__GEMM_B_BF16 | PT__GEMM_C_BF16). The
+   product is that of the bf16 values of A and B (f32 operands rounded to nearest even), accumulated
+   in fp32; a bf16 C is read (beta != 0) and written rounded from the fp32 result. Kernel: ws->kern_bf16.
+   Returns 0, or -1 when the workspace cannot grow (nothing written). */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
 #endif
-    if ((double)M * (double)N * (double)K * (double)batch < 32768.0) nt = 1;  /* not worth a fork */
-    pt__gemm_tiles(&g, batch, nt, &tile_m, &tile_n);
-    nitems = batch * ((M + tile_m - 1) / tile_m) * ((N + tile_n - 1) / tile_n);
-    if (nitems < nt) nt = (int)nitems;
-
-    /* workspace: a private B panel + A block per thread, each 64-byte aligned */
-    bsz = (size_t)PT__GEMM_RUP(g.kc * PT__GEMM_RUP(PT__GEMM_MIN(g.nc, tile_n), g.nr), 16);
-    asz = (size_t)PT__GEMM_RUP(g.kc * PT__GEMM_RUP(PT__GEMM_MIN(g.mc, tile_m), g.mr), 16);
-    if (pt__gemm_reserve(ws, (size_t)nt * (asz + bsz))) return -1;
-    base = pt__gemm_align(ws->buf);
-
-    if (nt == 1) {
-        for (it = 0; it < nitems; it++)
-            pt__gemm_item(&g, it, tile_m, tile_n, A, sa, B, sb, C, sc, base, base + bsz);
-        return 0;
-    }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
-    {
-        float *bp = base + (size_t)omp_get_thread_num() * (asz + bsz);
-        int64_t i;
-#pragma omp for schedule(dynamic, 1)
-        for (i = 0; i < nitems; i++)
-            pt__gemm_item(&g, i, tile_m, tile_n, A, sa, B, sb, C, sc, bp, bp + bsz);
-    }
-#endif
-    return 0;
+static int pt__gemm_bf16(pt__gemm_ws *ws, int flags, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K,
+                         float alpha, const void *A, int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb,
+                         float beta, void *C, int64_t ldc, int64_t sc)
+{
+    pt__gemm_ctx g;
+    pt__gemm_init(&g, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
+    g.bf16 = 1;
+    g.asrc = flags & PT__GEMM_A_BF16 ? PT__GEMM_SRC_BF16 : PT__GEMM_SRC_F32R;
+    g.bsrc = flags & PT__GEMM_B_BF16 ? PT__GEMM_SRC_BF16 : PT__GEMM_SRC_F32R;
+    g.cbf16 = (flags & PT__GEMM_C_BF16) != 0;
+    return pt__gemm_run(ws, &g, batch, A, sa, B, sb, C, sc);
 }
 
 // >>attn  causal multi-head self-attention kernels for the CPU (flash-style, no T x T kept)
@@ -6719,47 +7045,9 @@ static void pt__cpu_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, con
 
 static double pt__cpu_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return pt__cpu_reduce(ctx, PT__F(x), n, 1); }
 
-/* ---- storage types: f32 <-> bf16 <-> f16, round to nearest even ---- */
-static uint16_t pt__cpu_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN: quiet, sign kept */
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-static float pt__cpu_from_bf16(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint16_t pt__cpu_to_f16(float f) {
-    uint32_t u, a, sign, e, m, r, rem, half;
-    memcpy(&u, &f, 4);
-    sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN: quiet */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);                      /* >= 65520 (and Inf): Inf */
-    if (a < 0x38800000u) {                                                          /* below 2^-14: subnormal */
-        if (a < 0x33000000u) return (uint16_t)sign;                                  /* <= 2^-25: rounds to 0 */
-        e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-        r = m >> (126 - e), rem = m & ((1u << (126 - e)) - 1u), half = 1u << (125 - e);
-        return (uint16_t)(sign | (r + (rem > half || (rem == half && (r & 1u)))));
-    }
-    r = ((a >> 23) - 112u) << 10 | ((a >> 13) & 0x3ffu), rem = a & 0x1fffu;
-    return (uint16_t)(sign | (r + (rem > 0x1000u || (rem == 0x1000u && (r & 1u))))); /* a carry rounds up the exponent */
-}
-static float pt__cpu_from_f16(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-    float f;
-    if (e == 0) { /* zero or subnormal: m * 2^-24 */
-        f = (float)m * 5.9604644775390625e-8f;
-        return sign ? -f : f;
-    }
-    u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13));
-    memcpy(&f, &u, 4);
-    return f;
-}
+/* ---- storage types: f32 <-> bf16 <-> f16 (base's conversions) ---- */
 static float pt__cpu_load(const void *p, int64_t i, int dt) {
-    return dt == PT_F32 ? ((const float *)p)[i] : dt == PT_BF16 ? pt__cpu_from_bf16(((const uint16_t *)p)[i]) : pt__cpu_from_f16(((const uint16_t *)p)[i]);
+    return dt == PT_F32 ? ((const float *)p)[i] : dt == PT_BF16 ? pt__f32_from_bf16(((const uint16_t *)p)[i]) : pt__f32_from_f16(((const uint16_t *)p)[i]);
 }
 static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
     int64_t n = pt_numel(dst), nch = PT__CPU_NCHUNK(n);
@@ -6776,7 +7064,7 @@ static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *
         for (int64_t i = i0; i < i1; i++) {
             float v = accumulate ? pt__cpu_load(s, i, sd) + pt__cpu_load(d, i, dd) : pt__cpu_load(s, i, sd); /* -0 stays -0 */
             if (dd == PT_F32) ((float *)d)[i] = v;
-            else ((uint16_t *)d)[i] = dd == PT_BF16 ? pt__cpu_to_bf16(v) : pt__cpu_to_f16(v);
+            else ((uint16_t *)d)[i] = dd == PT_BF16 ? pt__bf16_from_f32(v) : pt__f16_from_f32(v);
         }
     }
 }
@@ -12582,20 +12870,6 @@ static void pt__dp_sum(pt_ctx *ctx, double *x, int n) {
 #endif
 }
 
-/* bf16 round to nearest even (NaN kept quiet); also the safetensors export and import (see ckpt) */
-static uint16_t pt__dp_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 64);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-static float pt__dp_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 /* dst[i] = src[i] / d, i < n (dst == src, or not overlapping), threaded like the CPU kernels */
 static void pt__dp_div(pt_ctx *ctx, float *dst, const float *src, int64_t n, float d) {
     int64_t nch = (n + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK;
@@ -12647,7 +12921,7 @@ static void pt__dp_bf16_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
     uint16_t *b = (uint16_t *)inout;
     int i;
     (void)dt;
-    for (i = 0; i < *len; i++) b[i] = pt__dp_bf16(pt__dp_f32(a[i]) + pt__dp_f32(b[i]));
+    for (i = 0; i < *len; i++) b[i] = pt__bf16_from_f32(pt__f32_from_bf16(a[i]) + pt__f32_from_bf16(b[i]));
 }
 
 /* Starts phase q of op on buf, its record in op->rec: MPI's return code, or PT__COLL_REFUSED when
@@ -12759,7 +13033,7 @@ static void pt__dp_retire(pt_dp *dp, pt__dp_op *op) {
     if (!g) return;
     if (dp->stage == 0) {
         if (dp->compress)
-            for (i = 0; i < n; i++) g[lo + i] = pt__dp_f32(h[i]) / d;
+            for (i = 0; i < n; i++) g[lo + i] = pt__f32_from_bf16(h[i]) / d;
         return;
     }
     a = PT__MAX(lo, dp->zlo);
@@ -12767,14 +13041,14 @@ static void pt__dp_retire(pt_dp *dp, pt__dp_op *op) {
     if (c <= 0) return;
     if (dp->stage == 1) {
         if (dp->compress)
-            for (i = 0; i < c; i++) g[a + i] = pt__dp_f32(h[i]) / d;
+            for (i = 0; i < c; i++) g[a + i] = pt__f32_from_bf16(h[i]) / d;
         else if (a == lo || a - lo >= c) pt__dp_div(dp->ctx, g + a, g + lo, c, d);
         else
             for (i = c - 1; i >= 0; i--) g[a + i] = g[lo + i] / d; /* overlapping, dst above src: from the end */
     } else {
         float *acc = dp->acc + (a - dp->zlo);
         if (dp->compress)
-            for (i = 0; i < c; i++) acc[i] += pt__dp_f32(h[i]);
+            for (i = 0; i < c; i++) acc[i] += pt__f32_from_bf16(h[i]);
         else
             for (i = 0; i < c; i++) acc[i] += dp->stg[op->soff + i];
     }
@@ -12899,8 +13173,8 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
             float *e = dp->resid + lo;
             for (i = 0; i < n; i++) {
                 float v = g[lo + i] + e[i];
-                h[i] = pt__dp_bf16(v);
-                e[i] = v - pt__dp_f32(h[i]);
+                h[i] = pt__bf16_from_f32(v);
+                e[i] = v - pt__f32_from_bf16(h[i]);
             }
         } else {
             memcpy(dp->stg + off, g + lo, (size_t)n * 4);
@@ -17798,18 +18072,6 @@ static const char *pt__sf_meta_get(const pt__sf *st, const char *key) {
         if (!strcmp(st->m[i].key, key)) return st->m[i].val;
     return NULL;
 }
-static float pt__sf_f16(uint16_t h) {
-    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023u, u;
-    float f;
-    if (e == 31) u = s | 0x7f800000u | m << 13;
-    else if (e) u = s | (e + 112) << 23 | m << 13;
-    else {
-        f = (float)m * (1.0f / 16777216.0f); /* subnormal: m x 2^-24, exact */
-        return s ? -f : f;
-    }
-    memcpy(&f, &u, 4);
-    return f;
-}
 /* the values of entry e (F32, BF16 or F16) as floats into out */
 static int pt__sf_read(const pt__sf *st, const pt__sf_ent *e, float *out, char *err, size_t errlen) {
     FILE *f = fopen(st->path, "rb");
@@ -17823,7 +18085,7 @@ static int pt__sf_read(const pt__sf *st, const pt__sf_ent *e, float *out, char *
             int64_t c;
             k = PT__MIN(n - i, 4096);
             if (!(ok = fread(buf, 2, (size_t)k, f) == (size_t)k)) break;
-            for (c = 0; c < k; c++) out[i + c] = bf ? pt__dp_f32(buf[c]) : pt__sf_f16(buf[c]);
+            for (c = 0; c < k; c++) out[i + c] = bf ? pt__f32_from_bf16(buf[c]) : pt__f32_from_f16(buf[c]);
         }
     else if (ok) {
         pt__msg(err, errlen, "%s: tensor '%s' is %s (readable: F32, BF16, F16)", st->path, e->name, e->dtype);
@@ -18304,7 +18566,7 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
         }
         if (!(ok = pt__ck_assemble(dir, &m, t->name, t->kind, buf, n, err, errlen))) break;
         if (bf16)
-            for (e = 0; e < n; e++) h16[e] = pt__dp_bf16(buf[e]);
+            for (e = 0; e < n; e++) h16[e] = pt__bf16_from_f32(buf[e]);
         if (!(ok = pt__ck_write_fd(fd, bf16 ? (void *)h16 : (void *)buf, (size_t)(n * es)))) pt__msg(err, errlen, "%s: write failed (disk full?)", tmp);
     }
     if (fd >= 0) {

@@ -1,6 +1,9 @@
 /* bench.c - ptrain.h benchmarks, one JSON line per measurement.
 
    bench gemm [n]        ptrain's SGEMM vs OpenBLAS cblas_sgemm at n x n x n, same threads, same run
+   bench gemm_bf16 [reps] the bf16 GEMM (pt__gemm_bf16, its auto-selected kernel) vs ptrain's SGEMM at the
+                         GPT config C linear-layer shapes (M = 512 rows: X[M,K] W[N,K]^T), 1 and 2 threads;
+                         each rep times both, alternately; medians of reps (default 7; 3 at the vocab shape)
    bench monitor A [pairs] [steps]  the overhead of pt_monitor (>>monitor: a JSON line per step to a file)
                          on config A: `pairs` (5) pairs of `steps` (20) steps without and with it, interleaved;
                          fraction = median over pairs of (with - without) / without
@@ -84,6 +87,69 @@ static int bench_gemm(int n) {
             fflush(stdout);
         }
     pt_shutdown(ctx);
+    return 0;
+}
+
+static const char *gemm_kern_name(int k) {
+    static const char *names[] = {"auto", "c", "avx2", "avx512", "avx512_bf16"};
+    return k >= 0 && k <= PT__GEMM_KERN_AVX512BF16 ? names[k] : "?";
+}
+
+/* seconds of one product on ws: pt__sgemm on the f32 operands (flags < 0), else pt__gemm_bf16 with
+   flags on the f32 or bf16 copies (af/a16, bf/b16); A is M x K, B is N x K (used transposed) */
+static double gemm_time(pt__gemm_ws *ws, int flags, int M, int N, int K, const float *af, const uint16_t *a16,
+                        const float *bf, const uint16_t *b16, void *C) {
+    double t0 = pt_time();
+    if (flags < 0) pt__sgemm(ws, 0, 1, 1, M, N, K, 1.0f, af, K, 0, bf, K, 0, 0.0f, (float *)C, N, 0);
+    else
+        pt__gemm_bf16(ws, flags, 0, 1, 1, M, N, K, 1.0f, flags & PT__GEMM_A_BF16 ? (const void *)a16 : (const void *)af, K, 0,
+                      flags & PT__GEMM_B_BF16 ? (const void *)b16 : (const void *)bf, K, 0, 0.0f, C, N, 0);
+    return pt_time() - t0;
+}
+
+static int bench_gemm_bf16(int reps) {
+    /* config C (width 768, MLP 3072, vocab 50304) at 512 rows; the operand storage of each line */
+    static const struct { int m, n, k, flags; } sh[] = {
+        {512, 768, 768, 3}, {512, 3072, 768, 3}, {512, 768, 3072, 3}, {512, 50304, 768, 3},
+        {512, 3072, 768, PT__GEMM_B_BF16}, {512, 3072, 768, 7}};
+    size_t s;
+    int th;
+    if (reps < 1 || reps > 32) reps = 7;
+    for (s = 0; s < sizeof(sh) / sizeof(sh[0]); s++) {
+        const int M = sh[s].m, N = sh[s].n, K = sh[s].k, fl = sh[s].flags, nr = N > 10000 && reps > 3 ? 3 : reps;
+        float *af = (float *)malloc(sizeof(float) * (size_t)M * K), *bf = (float *)malloc(sizeof(float) * (size_t)N * K);
+        float *C = (float *)malloc(sizeof(float) * (size_t)M * N);
+        uint16_t *a16 = (uint16_t *)malloc(2 * (size_t)M * K), *b16 = (uint16_t *)malloc(2 * (size_t)N * K);
+        size_t i;
+        if (!af || !bf || !C || !a16 || !b16) return 1;
+        for (i = 0; i < (size_t)M * K; i++) af[i] = (float)(i % 7) * 0.1f - 0.3f;
+        for (i = 0; i < (size_t)N * K; i++) bf[i] = (float)(i % 5) * 0.1f - 0.2f;
+        pt__bf16_from_f32_n(af, a16, (int64_t)M * K);
+        pt__bf16_from_f32_n(bf, b16, (int64_t)N * K);
+        for (th = 1; th <= 2; th++) {
+            pt__gemm_ws ws;
+            double t16[32], t32[32], flop = 2.0 * M * N * (double)K, g16, g32;
+            int r;
+            memset(&ws, 0, sizeof(ws));
+            ws.nthreads = th;
+            gemm_time(&ws, fl, M, N, K, af, a16, bf, b16, C); /* warm-up: workspace, kernel choice */
+            gemm_time(&ws, -1, M, N, K, af, a16, bf, b16, C);
+            for (r = 0; r < nr; r++) {
+                t32[r] = gemm_time(&ws, -1, M, N, K, af, a16, bf, b16, C);
+                t16[r] = gemm_time(&ws, fl, M, N, K, af, a16, bf, b16, C);
+            }
+            g16 = flop / median(t16, nr) * 1e-9;
+            g32 = flop / median(t32, nr) * 1e-9;
+            printf("{\"bench\":\"gemm_bf16\",\"m\":%d,\"n\":%d,\"k\":%d,\"ta\":0,\"tb\":1,\"a\":\"%s\",\"b\":\"%s\",\"c\":\"%s\","
+                   "\"threads\":%d,\"kernel\":\"%s\",\"f32_kernel\":\"%s\",\"reps\":%d,\"gflops\":%.1f,\"f32_gflops\":%.1f,\"ratio\":%.3f}\n",
+                   M, N, K, fl & PT__GEMM_A_BF16 ? "bf16" : "f32", fl & PT__GEMM_B_BF16 ? "bf16" : "f32",
+                   fl & PT__GEMM_C_BF16 ? "bf16" : "f32", th, gemm_kern_name(ws.kern_bf16), gemm_kern_name(ws.kern), nr, g16,
+                   g32, g16 / g32);
+            fflush(stdout);
+            pt__gemm_ws_free(&ws);
+        }
+        free(af), free(bf), free(C), free(a16), free(b16);
+    }
     return 0;
 }
 
@@ -220,7 +286,8 @@ static int bench_monitor(const char *which, int pairs, int steps) {
 int main(int argc, char **argv) {
     if (argc >= 3 && !strcmp(argv[1], "monitor")) return bench_monitor(argv[2], argc >= 4 ? atoi(argv[3]) : 5, argc >= 5 ? atoi(argv[4]) : 20);
     if (argc >= 2 && !strcmp(argv[1], "gemm")) return bench_gemm(argc >= 3 ? atoi(argv[2]) : 1024);
+    if (argc >= 2 && !strcmp(argv[1], "gemm_bf16")) return bench_gemm_bf16(argc >= 3 ? atoi(argv[2]) : 7);
     if (argc >= 3 && !strcmp(argv[1], "gpt")) return bench_gpt(argv[2], argc >= 4 ? atoi(argv[3]) : 5);
-    fprintf(stderr, "usage: bench gemm [n] | bench gpt A|B|C [steps] | bench monitor A [pairs] [steps]\n");
+    fprintf(stderr, "usage: bench gemm [n] | bench gemm_bf16 [reps] | bench gpt A|B|C [steps] | bench monitor A [pairs] [steps]\n");
     return 2;
 }

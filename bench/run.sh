@@ -30,6 +30,7 @@ set -u
 units() {
     cat <<'EOF'
 gemm bench SGEMM n=1024 through ptrain vs OpenBLAS, all four transpose cases
+gemm_bf16 bench bf16 GEMM (fp32 accumulation) vs ptrain's SGEMM at the GPT config C layer shapes, 1 and 2 threads
 gpt bench GPT training step on the CPU, configs A, B and C
 monitor bench the monitor's overhead on config A (5 interleaved pairs of 20-step runs without and with it)
 data bench_data token loader: tokens/s with and without the prefetch thread, data wait per batch
@@ -129,6 +130,7 @@ tune() {
 }
 
 b_gemm() { built "$BIN" && step "$BIN" gemm 1024; }
+b_gemm_bf16() { built "$BIN" && step "$BIN" gemm_bf16; }
 b_gpt() { built "$BIN" && for c in A B C; do step "$BIN" gpt $c 5; done; }
 b_monitor() { built "$BIN" && step "$BIN" monitor A 5 20; }
 b_data() { built "$DATA" && step "$DATA"; }
