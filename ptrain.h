@@ -1363,8 +1363,9 @@ typedef struct pt_dp_options {
                            (registered state "dp.bf16_residual", PT_STATE_PER_RANK: checkpoints keep it) */
     int32_t overlap_gather; /**< ZeRO-1/2: 1 = the parameters gathered per bucket by non-blocking all-gathers started by the
                                  update and completed when a parameter is next read (overlapping the work in between);
-                                 0 = one blocking all-gather of the slab in the update (faster on shared memory, where
-                                 Open MPI's non-blocking all-gather is several times slower: bench_dist zero_gather) */
+                                 0 = one blocking all-gather of the slab in the update (on shared memory no slower: the
+                                 exposed wait of the two is about equal idle, and the non-blocking one several times
+                                 longer on a loaded machine: bench_dist zero_gather) */
 } pt_dp_options;
 /** Creates the reducer for ctx over d's DP communicator; bucket_bytes 0 = 25 MiB; NULL on error (in pt_error(ctx)). */
 PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes);
