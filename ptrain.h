@@ -2082,7 +2082,8 @@ PTDEF const char *pt_guard_event_name(int kind);
    as the pipeline schedule keeps them; then pt_mem. What it assumes: f32 everything (bf16 exists only
    as DP gradient compression), a stage function that makes the ids in stage 0's graph and the
    targets in the last stage's (as examples/07), with pp = 1 one graph reused per micro-batch (plain
-   accumulation), no activation recomputation (pt_gpt_config.recompute: not implemented in the estimate). */
+   accumulation). The config's recompute, seq_parallel and loss_chunk (or plan.recompute) run as in
+   training: the estimate follows them. */
 typedef struct pt_mem_plan {
     int32_t dp, tp, pp;         /**< grid sizes (0 = 1) */
     int32_t zero;               /**< ZeRO stage 0, 1 or 2 (sharding needs dp > 1) */
