@@ -11128,6 +11128,8 @@ static void pt__dropout_refwd(pt_graph *g, pt_node *n) {
 }
 /* the mask is keyed by (seed, context seed, global element position): its node keeps key and
    position, so a recomputation draws the same mask */
+/* the mask key of a dropout with this seed (a function of the context seed, so of the run) */
+static uint64_t pt__dropout_key(const pt_graph *g, uint64_t seed) { return pt_hash64(g->ctx->desc.seed ^ pt_hash64(seed ^ 0xd509u)); }
 PTDEF pt_tensor *pt_dropout(pt_graph *g, pt_tensor *x, float p, uint64_t seed) {
     pt_tensor *out;
     pt_node *n;
@@ -11137,7 +11139,7 @@ PTDEF pt_tensor *pt_dropout(pt_graph *g, pt_tensor *x, float p, uint64_t seed) {
     if (!g || !x || !pt__need_f32(g, "pt_dropout", "x", x)) return NULL;
     if (!(p >= 0.0f && p < 1.0f)) return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_dropout: p must be in [0, 1), found %g", (double)p);
     if (!g->training || p == 0.0f) return x;
-    key = pt_hash64(g->ctx->desc.seed ^ pt_hash64(seed ^ 0xd509u));
+    key = pt__dropout_key(g, seed);
     base = g->sample_off * (x->ndim ? pt_numel(x) / PT__MAX(x->shape[0], 1) : 1);
     rc = pt__rc_on(g, 1);
     if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return pt__rc_off(g, rc, NULL, NULL);
@@ -12115,7 +12117,7 @@ static pt_tensor *pt__sp_dropout(pt_graph *g, pt_tensor *x, float p, uint64_t se
     if (!x || !g->training || p == 0.0f) return x;
     if (!pt__sp_check(g, "pt_dropout (sequence parallel)", x, 0)) return NULL;
     T = x->shape[1] * pt_tp_size(g->ctx);
-    key = pt_hash64(g->ctx->desc.seed ^ pt_hash64(seed ^ 0xd509u)); /* pt_dropout's key and base: the same masks */
+    key = pt__dropout_key(g, seed); /* pt_dropout's key and base: the same masks */
     base = g->sample_off * (pt_numel(x) / x->shape[0]) * pt_tp_size(g->ctx);
     if (!(out = pt__new(g, PT_F32, x->ndim, x->shape))) return NULL;
     pt__sp_dropout_run(g, out, x, p, key, base, T, 0);
