@@ -73,6 +73,11 @@
    Dynamic loss scaling (pt_loss_scale_enable, for fp16): the loss gradient seeded with a power-of-two
    scale, divided out by pt_grad_norm and pt_optim_step; a step whose gradients overflow is skipped
    (a grad_overflow event of the guard) and the scale halves; it grows after N clean steps.
+   Mixed precision (pt_set_precision or desc.precision = PT_BF16 / PT_F16; --precision of the
+   programs): every matrix product multiplies its inputs rounded to bf16 or fp16 and accumulates in
+   fp32 (vdpbf16ps where the CPU has AVX512_BF16); weights, optimizer, gradients, the loss, norms and
+   softmax statistics stay fp32. The 16-bit values live only in the GEMM's packing (no bf16 copies
+   or bf16 activations are stored yet, so memory is f32's); CPU backend only in this version.
 
    ==================================================================================================
    CONCEPTS
@@ -286,7 +291,7 @@
              pt_backward_from pt_graph_set_training
    param     Parameters in slabs, deterministic init, the checkpointed-state registry. Entry:
              pt_param_new pt_param_from_spec pt_spec_global_index pt_zero_grad pt_state_register
-   ctx       Context setup and teardown. Entry: pt_init pt_shutdown pt_set_threads pt_mem
+   ctx       Context setup and teardown. Entry: pt_init pt_shutdown pt_set_threads pt_set_precision pt_mem
    ops       Every op: checks, forward through the kernel table, its backward next to it. Entry:
              pt_add pt_matmul pt_linear pt_cross_entropy pt_linear_cross_entropy pt_layernorm
              pt_embedding pt_attention pt_dropout pt_cast pt_conv2d
@@ -446,6 +451,7 @@ typedef struct pt_desc {
     int32_t log_level;   /**< lowest level passed to the log sink (default PT_LOG_INFO) */
     const struct pt_dist *dist; /**< process grid (pt_dist_init): threads default to pt_dist_threads */
     pt_allocator allocator;     /**< run-time allocator: all three functions or none (zero = PT_MALLOC...) */
+    int32_t precision;   /**< the matrix products' inputs: PT_F32 (0, default), PT_BF16 or PT_F16 (pt_set_precision) */
 } pt_desc;
 
 /* ---- context ---------------------------------------------------------------------------------- */
@@ -473,6 +479,16 @@ PTDEF const struct pt_dist *pt_ctx_dist(const pt_ctx *ctx);
 PTDEF int pt_threads(const pt_ctx *ctx);
 /** Sets the number of CPU threads (>= 1). */
 PTDEF void pt_set_threads(pt_ctx *ctx, int threads);
+/** Mixed precision of the run: every matrix product (linear, matmul, the LM head, convolution;
+    forward and backward) multiplies its inputs rounded to dt - PT_BF16 or PT_F16, nearest even -
+    and accumulates in fp32 (AVX512_BF16's vdpbf16ps where the CPU has it, else widened to the f32
+    kernels); PT_F32 (the default) multiplies them as they are. Master weights, optimizer state,
+    gradients, their DP reduction, softmax / log-sum-exp, layernorm, the loss and the attention
+    kernels stay fp32. fp16 needs a loss scale (pt_loss_scale_enable): values past 65504 become
+    infinity. The CPU backend only in this version (OpenCL: PT_ERR_DEVICE). Also desc.precision. */
+PTDEF pt_status pt_set_precision(pt_ctx *ctx, pt_dtype dt);
+/** The precision pt_set_precision set (PT_F32 by default). */
+PTDEF pt_dtype pt_precision(const pt_ctx *ctx);
 /** Name of the active backend ("cpu" or "opencl"). */
 PTDEF const char *pt_backend_name(const pt_ctx *ctx);
 /** Logs a printf-style message through the context's log sink. */
@@ -2096,7 +2112,8 @@ typedef struct pt_mem_plan {
                                      allreduce (no extra buffer on the CPU backend) */
     int64_t bucket_bytes;       /**< pt_dp bucket size (0 = 25 MiB) */
     int32_t threads;            /**< CPU threads per process (the attention workspace scales with it; 0 = 1) */
-    int32_t precision;          /**< PT_F32 (the only one: anything else is refused) */
+    int32_t precision;          /**< PT_F32, PT_BF16 or PT_F16 (pt_set_precision): the same bytes, since the 16-bit
+                                     inputs of the matrix products exist only in the GEMM's packing buffers */
     int32_t recompute;          /**< pt_recompute of every stage (0 = the config's cfg.recompute): the recomputed block's scratch
                                      arena (one per process) is in activations */
     const int32_t *first;       /**< stage split [pp*v + 1] (NULL = equal if it divides, else balanced as examples/07) */
@@ -4753,6 +4770,9 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
  *       subnormal results as zero. So it may differ from the widening paths in
  *       the last bits (and on subnormals).
  *   Threads never split K here either: bit-identical for any thread count.
+ *   fp16 (PT__GEMM_AB_F16): f32 A and B rounded to fp16 by the same packing
+ *   routines (vcvtps2ph / vcvtph2ps on AVX-512, pt__f16_from_f32 elsewhere), then
+ *   the f32 kernels: bit-identical to pt__sgemm on the fp16-rounded inputs.
  * ========================================================================== */
 
 
@@ -4767,6 +4787,7 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
 #define PT__GEMM_A_BF16 1
 #define PT__GEMM_B_BF16 2
 #define PT__GEMM_C_BF16 4
+#define PT__GEMM_AB_F16 8 /* A and B f32, each rounded to fp16 (not with the flags above): the f32 kernels */
 
 /* whether the compiler has the AVX512_BF16 intrinsics (GCC 10, Clang 10 on); 0 leaves the widening
    kernels only */
@@ -4801,6 +4822,7 @@ typedef void (*pt__gemm_kern_fn)(int64_t kc, const float *a, const float *b, flo
 #define PT__GEMM_SRC_F32  0       /* f32, as it is */
 #define PT__GEMM_SRC_F32R 1       /* f32, rounded to bf16 */
 #define PT__GEMM_SRC_BF16 2       /* bf16 */
+#define PT__GEMM_SRC_F32H 3       /* f32, rounded to fp16 (pt__gemm_bf16 with PT__GEMM_AB_F16) */
 
 /* everything one GEMM call needs, shared read-only by all threads */
 struct pt__gemm_ctx;
@@ -5021,6 +5043,7 @@ static inline float pt__gemm_get(const void *X, int64_t o, int src)
 {
     if (src == PT__GEMM_SRC_F32) return ((const float *)X)[o];
     if (src == PT__GEMM_SRC_BF16) return pt__f32_from_bf16(((const uint16_t *)X)[o]);
+    if (src == PT__GEMM_SRC_F32H) return pt__f32_from_f16(pt__f16_from_f32(((const float *)X)[o]));
     return pt__f32_from_bf16(pt__bf16_from_f32(((const float *)X)[o]));
 }
 
@@ -5125,6 +5148,9 @@ PT__G512_TGT static inline __m512 pt__gemm_ld512(const void *X, int64_t o, __mma
     __m512i u, r, lsb;
     __mmask16 nan;
     if (src == PT__GEMM_SRC_F32) return _mm512_maskz_loadu_ps(m, (const float *)X + o);
+    if (src == PT__GEMM_SRC_F32H) /* to fp16 and back: nearest even, fp16 subnormals, overflow to infinity */
+        return _mm512_maskz_cvtph_ps(PT__G512_ALL1, _mm512_maskz_cvtps_ph(PT__G512_ALL1, _mm512_maskz_loadu_ps(m, (const float *)X + o),
+                                                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     if (src == PT__GEMM_SRC_BF16) {
         u = _mm512_maskz_cvtepu16_epi32(PT__G512_ALL1, _mm256_maskz_loadu_epi16(m, (const uint16_t *)X + o));
         return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(PT__G512_ALL1, u, 16));
@@ -5530,6 +5556,9 @@ static int pt__sgemm(pt__gemm_ws *ws, int ta, int tb, int64_t batch, int64_t M, 
    (float) or bf16 (uint16_t) as flags say (PT__GEMM_A_BF16 | PT__GEMM_B_BF16 | PT__GEMM_C_BF16). The
    product is that of the bf16 values of A and B (f32 operands rounded to nearest even), accumulated
    in fp32; a bf16 C is read (beta != 0) and written rounded from the fp32 result. Kernel: ws->kern_bf16.
+   PT__GEMM_AB_F16 alone instead: A, B and C f32, the product that of the fp16 values of A and B
+   (rounded to nearest even, beyond 65504 infinity), through the f32 kernels (ws->kern), so it is
+   bit-identical to pt__sgemm on the fp16-rounded operands (the fp16 precision of a run).
    Returns 0, or -1 when the workspace cannot grow (nothing written). */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((unused))
@@ -5540,6 +5569,10 @@ static int pt__gemm_bf16(pt__gemm_ws *ws, int flags, int ta, int tb, int64_t bat
 {
     pt__gemm_ctx g;
     pt__gemm_init(&g, ta, tb, M, N, K, alpha, lda, ldb, beta, ldc);
+    if (flags & PT__GEMM_AB_F16) { /* fp16 values: their products are exact in fp32, the f32 kernels sum them */
+        g.asrc = g.bsrc = PT__GEMM_SRC_F32H;
+        return pt__gemm_run(ws, &g, batch, A, sa, B, sb, C, sc);
+    }
     g.bf16 = 1;
     g.asrc = flags & PT__GEMM_A_BF16 ? PT__GEMM_SRC_BF16 : PT__GEMM_SRC_F32R;
     g.bsrc = flags & PT__GEMM_B_BF16 ? PT__GEMM_SRC_BF16 : PT__GEMM_SRC_F32R;
@@ -6860,8 +6893,9 @@ static void pt__cpu_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, 
                          float beta, const pt_tensor *C, int64_t ldc, int64_t sc) {
     struct pt__gemm_ws *ws = ctx->gemm_ws; /* [0]: the whole-team workspace (nthreads set by the core) */
 #ifdef PTRAIN_CBLAS
-    /* -DPTRAIN_CBLAS: the system BLAS instead of the built-in kernel (a K = 0 product still scales C) */
-    if (M > 0 && N > 0 && K > 0) {
+    /* -DPTRAIN_CBLAS: the system BLAS instead of the built-in kernel (a K = 0 product still scales C); f32
+       precision only (bf16 / fp16 inputs: the built-in kernels) */
+    if (M > 0 && N > 0 && K > 0 && ctx->desc.precision == PT_F32) {
         int64_t b;
         for (b = 0; b < batch; b++)
             cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N, (int)K,
@@ -6873,8 +6907,10 @@ static void pt__cpu_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, 
         pt__fail(ctx, PT_ERR_STATE, "pt: gemm without a workspace");
         return;
     }
-    if (pt__sgemm(ws, ta, tb, batch, M, N, K, alpha, PT__F(A), lda, sa, PT__F(B), ldb, sb, beta, PT__F(C), ldc,
-                  sc) < 0)
+    if ((ctx->desc.precision == PT_F32
+             ? pt__sgemm(ws, ta, tb, batch, M, N, K, alpha, PT__F(A), lda, sa, PT__F(B), ldb, sb, beta, PT__F(C), ldc, sc)
+             : pt__gemm_bf16(ws, ctx->desc.precision == PT_F16 ? PT__GEMM_AB_F16 : 0, ta, tb, batch, M, N, K, alpha, PT__F(A),
+                             lda, sa, PT__F(B), ldb, sb, beta, PT__F(C), ldc, sc)) < 0)
         pt__fail(ctx, PT_ERR_OOM, "pt: out of memory for the gemm workspace (M=%lld N=%lld K=%lld)", (long long)M,
                  (long long)N, (long long)K);
 }
@@ -10420,7 +10456,7 @@ static pt_tensor *pt__param2(pt_ctx *ctx, const char *base, const char *suffix, 
 /* Owns: pt_init / pt_shutdown, threads, memory statistics
    Invariants: pt_shutdown runs the teardown later sections registered, newest first, then frees
    what the context owns
-   Entry points: pt_init pt_shutdown pt_set_threads pt_mem */
+   Entry points: pt_init pt_shutdown pt_set_threads pt_set_precision pt_mem */
 /* context setup */
 static int pt__default_threads(void) {
     const char *e = getenv("PTRAIN_THREADS");
@@ -10459,6 +10495,19 @@ PTDEF void pt_set_threads(pt_ctx *ctx, int threads) {
     }
     if (pt__gemm_ws_setup(ctx, threads) != PT_OK) pt__fail(ctx, PT_ERR_OOM, "pt_set_threads: out of memory");
 }
+PTDEF pt_status pt_set_precision(pt_ctx *ctx, pt_dtype dt) {
+    if (!ctx) return PT_ERR_ARG;
+    if (dt != PT_F32 && dt != PT_BF16 && dt != PT_F16)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_set_precision: precision %d, expected PT_F32, PT_BF16 or PT_F16", (int)dt),
+                           PT_ERR_ARG);
+    if (dt != PT_F32 && ctx->be != &pt__cpu_backend)
+        return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_set_precision: precision %s on the %s backend: its matrix "
+                                    "products are f32 only in this version (bf16 and fp16 run on the cpu backend)",
+                                    pt__dtname(dt), ctx->be->name), PT_ERR_DEVICE);
+    ctx->desc.precision = (int32_t)dt;
+    return PT_OK;
+}
+PTDEF pt_dtype pt_precision(const pt_ctx *ctx) { return ctx ? (pt_dtype)ctx->desc.precision : PT_F32; }
 
 /* desc.allocator has all three functions or none; else the error names the missing ones */
 static int pt__allocator_check(pt_ctx *boot) {
@@ -10515,6 +10564,10 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
             pt_shutdown(ctx);
             return NULL;
         }
+    }
+    if (ctx->desc.precision != PT_F32 && pt_set_precision(ctx, (pt_dtype)ctx->desc.precision) != PT_OK) {
+        pt_shutdown(ctx);
+        return NULL;
     }
     dev = getenv("PTRAIN_PROFILE"); /* trace */
     if (dev && atoi(dev) > 0 && pt_profile_enable(ctx, 1) != PT_OK) {
@@ -19915,9 +19968,8 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
     if (pl.micro_batches < 1) return pt__msg(err, errlen, "pt_mem_estimate: micro_batches %d (expected >= 1)", pl.micro_batches), PT_ERR_ARG;
     if (pl.optim != PT_OPTIM_SGD && pl.optim != PT_OPTIM_ADAMW)
         return pt__msg(err, errlen, "pt_mem_estimate: optim %d (expected PT_OPTIM_SGD or PT_OPTIM_ADAMW)", pl.optim), PT_ERR_ARG;
-    if (pl.precision != PT_F32)
-        return pt__msg(err, errlen, "pt_mem_estimate: precision %s: parameters, gradients, moments and activations are f32 only "
-                       "(bf16 exists as DP gradient compression: plan.compress)", pt__dtname((pt_dtype)pl.precision)), PT_ERR_ARG;
+    if (pl.precision != PT_F32 && pl.precision != PT_BF16 && pl.precision != PT_F16) /* all three store the same */
+        return pt__msg(err, errlen, "pt_mem_estimate: precision %d (expected PT_F32, PT_BF16 or PT_F16)", (int)pl.precision), PT_ERR_ARG;
     if (pl.recompute < 0 || pl.recompute > PT_RECOMPUTE_FULL || (uint32_t)c.recompute > PT_RECOMPUTE_FULL)
         return pt__msg(err, errlen, "pt_mem_estimate: recompute %d (plan) / %d (config): expected 0 none, 1 selective or 2 full", pl.recompute,
                        (int)c.recompute), PT_ERR_ARG;
@@ -19995,14 +20047,15 @@ typedef struct pt_args {
     int64_t steps, seed, batch, seq, layers, width, heads, stop_after;
     float lr;
     const char *device;
+    int32_t precision; /**< --precision f32|bf16|fp16: PT_F32 (0), PT_BF16, PT_F16 (for pt_desc.precision) */
     int help;
 } pt_args;
-/** Parses --steps --seed --batch --seq --lr --layers --width --heads --stop-after --device --help
-    out of argv (pre-filled a holds the defaults). Flags it does not know stay in argv, compacted;
+/** Parses --steps --seed --batch --seq --lr --layers --width --heads --stop-after --device --precision
+    --help out of argv (pre-filled a holds the defaults). Flags it does not know stay in argv, compacted;
     returns the new argc, or -1 with a message in err for a bad value: not a decimal integer (--lr:
     not a positive number finite as a float) or out of range: --steps 1..2^40, --seed 0..2^63-1,
     --batch and --seq 1..2^24, --layers and --heads 1..65536, --width 1..2^20, --stop-after
-    0..2^40 (so every value fits an int32 and B x T, C x C fit an int64). */
+    0..2^40 (so every value fits an int32 and B x T, C x C fit an int64); --precision f32, bf16 or fp16. */
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen);
 /** The value v of a program's own integer flag: 0 and *out when v is a decimal integer in [lo, hi]
     (not past int64: ERANGE is refused), else -1 and err "flag FLAG expects an integer in lo..hi,
@@ -20167,6 +20220,8 @@ PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra) 
     printf("  --heads H       attention heads (%lld)\n", (long long)a->heads);
     printf("  --stop-after K  stop after K steps, schedule unchanged (%lld, 0 = run all)\n", (long long)a->stop_after);
     printf("  --device D      cpu, or opencl[:P[:D]] in a build with -DPTRAIN_OPENCL (%s)\n", a->device ? a->device : "cpu");
+    printf("  --precision P   matrix products on f32, bf16 or fp16 inputs, fp32 accumulation (%s)\n",
+           a->precision == PT_BF16 ? "bf16" : a->precision == PT_F16 ? "fp16" : "f32");
 }
 PTDEF pt_gpt_config pt_args_gpt(const pt_args *a, int32_t vocab) {
     pt_gpt_config c;
@@ -20198,7 +20253,8 @@ PTDEF int pt_args_int(const char *flag, const char *v, int64_t lo, int64_t hi, i
     return 0;
 }
 PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t errlen) {
-    static const char *names[] = {"--steps", "--seed", "--batch", "--seq", "--layers", "--width", "--heads", "--stop-after", "--lr", "--device"};
+    static const char *names[] = {"--steps", "--seed", "--batch", "--seq", "--layers", "--width", "--heads", "--stop-after", "--lr", "--device",
+                                  "--precision"};
     int i, k, out = 1;
     for (i = 1; i < argc; i++) {
         const char *v;
@@ -20221,6 +20277,14 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
         v = argv[++i];
         if (which == 9) {
             a->device = v;
+            continue;
+        }
+        if (which == 10) {
+            if (strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "fp16")) {
+                snprintf(err, errlen, "flag --precision expects f32, bf16 or fp16, found '%s'", v);
+                return -1;
+            }
+            a->precision = !strcmp(v, "bf16") ? PT_BF16 : !strcmp(v, "fp16") ? PT_F16 : PT_F32;
             continue;
         }
         if (which == 8) {

@@ -10,6 +10,9 @@
    bench gpt A|B|C       one GPT training step (median of >= 5 after 2 warm-ups), with the n=1024
                          OpenBLAS rate measured in the same process after the training steps (so
                          OpenBLAS's buffers do not count in peak_rss_mb)
+   bench precision A|B|C [rounds] [steps]  the training step in f32, bf16 and fp16 precision (pt_desc.precision):
+                         three models from the same init, `rounds` (3) interleaved blocks of `steps` (3) steps
+                         each; medians, ratio_vs_f32 = f32's step time over this one's
 
    FLOPs per training step = 6*P*B*T + 12*L*B*T^2*C, P = weights used in matmuls (blocks + LM head).
    Build: cc -O3 -march=native -fopenmp -I. bench/bench.c -o build/bench -lopenblas -lm */
@@ -183,8 +186,8 @@ static void gpt_run_free(gpt_run *r) {
     pt_gpt_free(r->m);
     pt_shutdown(r->ctx);
 }
-/* 0, 1 (out of memory or a library error, printed) or 2 (unknown config) */
-static int gpt_run_new(gpt_run *r, const char *which) {
+/* 0, 1 (out of memory or a library error, printed) or 2 (unknown config); matrix products in precision prec */
+static int gpt_run_new_p(gpt_run *r, const char *which, pt_dtype prec) {
     pt_desc d;
     pt_optim_desc od;
     pt_gpt_config *cfg = &r->cfg;
@@ -199,7 +202,7 @@ static int gpt_run_new(gpt_run *r, const char *which) {
     }
     cfg->max_seq = !strcmp(which, "C") ? 1024 : r->T;
     memset(&d, 0, sizeof d);
-    d.seed = 1;
+    d.seed = 1, d.precision = prec;
     if (!(r->ctx = pt_init(&d))) return 1;
     memset(&od, 0, sizeof od);
     od.kind = PT_OPTIM_ADAMW, od.lr = 1e-4f, od.weight_decay = 0.1f, od.clip_norm = 1.0f;
@@ -215,6 +218,8 @@ static int gpt_run_new(gpt_run *r, const char *which) {
     }
     return 0;
 }
+
+static int gpt_run_new(gpt_run *r, const char *which) { return gpt_run_new_p(r, which, PT_F32); }
 
 static int bench_gpt(const char *which, int steps) {
     gpt_run r;
@@ -238,6 +243,49 @@ static int bench_gpt(const char *which, int steps) {
     fflush(stdout);
     gpt_run_free(&r);
     return 0;
+}
+
+/* bf16 (and fp16) mixed precision vs f32 on a GPT config: one model per precision, from the same init and
+   batch, trained in interleaved blocks of `steps` steps (`rounds` of them, after 2 warm-up steps each), so
+   both see the same machine; the median step of each, one line per precision (ratio: tokens/s over f32's) */
+static int bench_precision(const char *which, int rounds, int steps) {
+    static const pt_dtype prec[3] = {PT_F32, PT_BF16, PT_F16};
+    static const char *name[3] = {"f32", "bf16", "fp16"};
+    gpt_run r[3];
+    double t[3][256], med[3], loss0[3], loss1[3];
+    int p, k, s, n = 0, rc = 0, made = 0;
+    if (rounds < 1 || steps < 1 || rounds * steps > 256) {
+        fprintf(stderr, "bench precision: 1..256 steps in all\n");
+        return 2;
+    }
+    memset(r, 0, sizeof r);
+    for (p = 0; p < 3 && !rc; p++)
+        if (!(rc = gpt_run_new_p(&r[p], which, prec[p]))) made++; /* a failed one has freed itself */
+    for (p = 0; p < 3 && !rc; p++)
+        for (s = 0; s < 2 && !rc; s++) { /* warm-up: workspaces grown, pages touched */
+            float l;
+            if (isnan(gpt_step(r[p].ctx, r[p].g, r[p].m, r[p].opt, r[p].ids, r[p].B, r[p].T, &l))) rc = 1;
+            if (s == 0) loss0[p] = l;
+        }
+    for (k = 0; k < rounds && !rc; k++, n += steps)
+        for (p = 0; p < 3 && !rc; p++)
+            for (s = 0; s < steps && !rc; s++) {
+                double t0 = pt_time();
+                float l;
+                if (isnan(gpt_step(r[p].ctx, r[p].g, r[p].m, r[p].opt, r[p].ids, r[p].B, r[p].T, &l))) rc = 1;
+                t[p][n + s] = pt_time() - t0;
+                loss1[p] = l;
+            }
+    for (p = 0; p < 3 && !rc; p++) med[p] = median(t[p], n);
+    for (p = 0; p < 3 && !rc; p++)
+        printf("{\"bench\":\"precision\",\"config\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"B\":%d,\"T\":%d,\"steps\":%d,"
+               "\"step_s\":%.4f,\"tokens_per_s\":%.1f,\"ratio_vs_f32\":%.3f,\"loss_first\":%.6f,\"loss_last\":%.6f}\n",
+               which, name[p], pt_threads(r[p].ctx), r[p].B, r[p].T, n, med[p], r[p].B * r[p].T / med[p], med[0] / med[p],
+               loss0[p], loss1[p]);
+    if (rc) fprintf(stderr, "bench precision: a step failed\n");
+    fflush(stdout);
+    for (p = 0; p < made; p++) gpt_run_free(&r[p]);
+    return rc;
 }
 
 /* the overhead of the monitor on a GPT config: pairs of `steps`-step blocks without and with it */
@@ -288,6 +336,8 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "gemm")) return bench_gemm(argc >= 3 ? atoi(argv[2]) : 1024);
     if (argc >= 2 && !strcmp(argv[1], "gemm_bf16")) return bench_gemm_bf16(argc >= 3 ? atoi(argv[2]) : 7);
     if (argc >= 3 && !strcmp(argv[1], "gpt")) return bench_gpt(argv[2], argc >= 4 ? atoi(argv[3]) : 5);
+    if (argc >= 3 && !strcmp(argv[1], "precision"))
+        return bench_precision(argv[2], argc >= 4 ? atoi(argv[3]) : 3, argc >= 5 ? atoi(argv[4]) : 3);
     fprintf(stderr, "usage: bench gemm [n] | bench gemm_bf16 [reps] | bench gpt A|B|C [steps] | bench monitor A [pairs] [steps]\n");
     return 2;
 }

@@ -32,6 +32,7 @@ units() {
 gemm bench SGEMM n=1024 through ptrain vs OpenBLAS, all four transpose cases
 gemm_bf16 bench bf16 GEMM (fp32 accumulation) vs ptrain's SGEMM at the GPT config C layer shapes, 1 and 2 threads
 gpt bench GPT training step on the CPU, configs A, B and C
+precision bench GPT training step in bf16 and fp16 mixed precision vs f32 (interleaved, same init), configs A, B and C
 monitor bench the monitor's overhead on config A (5 interleaved pairs of 20-step runs without and with it)
 data bench_data token loader: tokens/s with and without the prefetch thread, data wait per batch
 ckpt bench_ckpt checkpoints: CRC32C speed, synchronous and asynchronous saves vs a plain fsynced write, resume
@@ -132,6 +133,7 @@ tune() {
 b_gemm() { built "$BIN" && step "$BIN" gemm 1024; }
 b_gemm_bf16() { built "$BIN" && step "$BIN" gemm_bf16; }
 b_gpt() { built "$BIN" && for c in A B C; do step "$BIN" gpt $c 5; done; }
+b_precision() { built "$BIN" && for c in A B C; do step "$BIN" precision $c 3 3; done; }
 b_monitor() { built "$BIN" && step "$BIN" monitor A 5 20; }
 b_data() { built "$DATA" && step "$DATA"; }
 b_ckpt() { built "$CKPT" && step "$CKPT" A "$B/bench_ckpt_dir"; }

@@ -289,7 +289,7 @@ int main(int argc, char **argv) {
     /* the context, the model, the optimizer */
     memset(&desc, 0, sizeof desc);
     desc.seed = (uint64_t)a.seed;
-    desc.device = a.device;
+    desc.device = a.device, desc.precision = a.precision;
     ctx = pt_init(&desc);
     if (!ctx) return 1;
     /* the data: the training set shuffled per epoch (seed --seed), the test set in file order */

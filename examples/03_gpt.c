@@ -16,7 +16,8 @@
    shard header) is 256 and a model that knows nothing scores ln 256 = 5.55.
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
-   --device; this build has no OpenCL, see 08_opencl.c), --data DIR (token shards DIR/train_*.bin and
+   --device, this build has no OpenCL, see 08_opencl.c; --precision f32|bf16|fp16: the matrix
+   products multiply 16-bit rounded inputs with fp32 accumulation, fp16 with a dynamic loss scale), --data DIR (token shards DIR/train_*.bin and
    val_*.bin, or text DIR/train.txt and val.txt made into shards; BPE shards come with their
    tokenizer), --val-every N, --sample N (tokens to generate at the end).
    Each step prints `step <n> loss <l> lr <lr> norm <g> ms <ms> tok/s <t> gflops <f> data_ms <d>`
@@ -84,7 +85,9 @@ int main(int argc, char **argv) {
           (the same window shifted by one token). */
     memset(&d, 0, sizeof d);
     d.seed = (uint64_t)a.seed, d.device = a.device;
+    d.precision = a.precision; /* --precision bf16|fp16: matrix products on 16-bit inputs, fp32 accumulation */
     if (!(ctx = pt_init(&d))) return 1;
+    if (a.precision == PT_F16) pt_loss_scale_enable(ctx, NULL); /* fp16 gradients underflow without a loss scale */
     if (pt_run_data(ctx, &data, B, T, (uint64_t)a.seed) != PT_OK) {
         fprintf(stderr, "03_gpt: %s\n", pt_error(ctx));
         return 1;

@@ -79,11 +79,12 @@ static void make_data(uint64_t seed, float *x, int32_t *y) {
 }
 
 static const char *device; /* --device (NULL = cpu) */
+static int32_t precision;   /* --precision (PT_F32 = 0) */
 static pt_ctx *make_ctx(const pt_dist *d, uint64_t seed, int threads) {
     pt_desc desc;
     memset(&desc, 0, sizeof desc);
     desc.seed = seed;
-    desc.device = device;
+    desc.device = device, desc.precision = precision;
     desc.dist = d; /* NULL: a single process */
     desc.threads = threads;
     return pt_init(&desc);
@@ -128,7 +129,7 @@ int main(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     a.steps = 20, a.seed = 1, a.batch = 64, a.lr = 1e-2f, a.width = 64;
     argc = pt_args_parse(&a, argc, argv, err, sizeof err);
-    device = a.device;
+    device = a.device, precision = a.precision;
     for (i = 1; argc > 0 && i < argc; i++) {
         int64_t *dst = !strcmp(argv[i], "--accum") ? &accum : !strcmp(argv[i], "--zero") ? &zero : !strcmp(argv[i], "--bucket-kb") ? &bucket_kb : NULL;
         if (!dst || i + 1 >= argc || pt_args_int(argv[i], argv[i + 1], 0, 1 << 20, dst, err, sizeof err) != 0) {

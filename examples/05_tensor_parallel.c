@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
     /* 2. the split model (every rank), the unsplit one (every rank too: each compares its own run) */
     memset(&desc, 0, sizeof desc);
     desc.seed = (uint64_t)a.seed;
-    desc.device = a.device; /* --device: cpu unless asked */
+    desc.device = a.device, desc.precision = a.precision; /* --device: cpu unless asked */
     desc.dist = d; /* the grid: pt_tp_copy/pt_tp_reduce talk to the TP ranks; threads per rank from it */
     ctx = pt_init(&desc);
     desc.dist = NULL; /* the reference: one process, same seed, same threads */

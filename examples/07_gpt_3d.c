@@ -143,7 +143,7 @@ int main(int argc, char **argv) {
     if (mbs <= 0) mbs = lay.pp;
     pt_dist_print(d, NULL);
     memset(&desc, 0, sizeof desc);
-    desc.seed = (uint64_t)a.seed, desc.device = a.device, desc.dist = d;
+    desc.seed = (uint64_t)a.seed, desc.device = a.device, desc.dist = d, desc.precision = a.precision;
     ctx = pt_init(&desc);
     err[0] = 0;
     nst = lay.pp * vstages;

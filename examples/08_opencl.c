@@ -45,7 +45,7 @@ static int trainer_open(trainer *t, const pt_args *a, const char *device) {
     pt_desc d;
     memset(t, 0, sizeof *t);
     memset(&d, 0, sizeof d);
-    d.seed = (uint64_t)a->seed, d.device = device; /* the seed fixes the initial weights on any device */
+    d.seed = (uint64_t)a->seed, d.device = device, d.precision = a->precision; /* the seed fixes the initial weights on any device */
     return (t->ctx = pt_init(&d)) != NULL;
 }
 

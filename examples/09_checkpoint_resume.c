@@ -119,7 +119,7 @@ static int train(setup *s, const char *load, int save, int raise_at, float *loss
     pt_ckpt_opts ck;
     int64_t step;
     memset(&desc, 0, sizeof desc);
-    desc.seed = (uint64_t)s->a.seed, desc.dist = d;
+    desc.seed = (uint64_t)s->a.seed, desc.dist = d, desc.precision = s->a.precision;
     ctx = pt_init(&desc);
     if (!ctx || !ids || !tg) return 0;
     /* the loader: this rank's slice of each global batch; its position is registered state */

@@ -81,7 +81,7 @@ order() {
     pass "$d"
 }
 
-NAMES="gemm gemm_bf16 gpt monitor data ckpt xent dist pp cl_gemm cl_bandwidth cl_gpt recompute"
+NAMES="gemm gemm_bf16 gpt precision monitor data ckpt xent dist pp cl_gemm cl_bandwidth cl_gpt recompute"
 
 # --list and BENCH=list: every name once, with a description
 out=$(sh bench/run.sh --list 2>&1)
@@ -100,6 +100,9 @@ bench gemm_bf16
 bench gpt A 5
 bench gpt B 5
 bench gpt C 5
+bench precision A 3 3
+bench precision B 3 3
+bench precision C 3 3
 bench monitor A 5 20
 bench_data
 bench_ckpt A $T/bin/bench_ckpt_dir
@@ -117,7 +120,7 @@ has "all: the second dist run takes the ring, the second OpenCL GEMM and the GPT
     '"bench_dist","tune":"","alg":""' '"bench_dist","tune":"","alg":"1"' '"bench_cl gemm 1024","tune":"","alg"' \
     '"bench_cl gemm 1024","tune":"tuned"' '"bench_cl bandwidth","tune":""' '"bench_cl gpt A 3","tune":"tuned"'
 order "all: JSON lines and the ok line of each benchmark in order" '"bench gemm 1024"' '^bench gemm: ok' '"bench gpt C 5"' \
-    '^bench gpt: ok' '"bench_cl gpt A 3"' '^bench cl_gpt: ok' '"bench_recompute L12 3"' '^bench recompute: ok' '^bench: 13 ok, 0 failed, 0 skipped$'
+    '^bench gpt: ok' '"bench_cl gpt A 3"' '^bench cl_gpt: ok' '"bench_recompute L12 3"' '^bench recompute: ok' '^bench: 14 ok, 0 failed, 0 skipped$'
 BENCH="" sh bench/run.sh --needs >"$T/needs" 2>&1
 if [ "$(tr '\n' ' ' <"$T/needs")" = "bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute " ]; then pass "--needs: every program once"
 else fail "--needs" "$(cat "$T/needs")"; fi

@@ -85,7 +85,7 @@ if $CC $W tools/ptmem.c -o "$BUILD/ptmem" -lm >"$BUILD/ptmem.build.log" 2>&1; th
         fail "ptmem table" "$(echo "$out" | head -n 5)"
     fi
     for bad in "--bogus 1:unknown flag" "--dp x:whole number" "--schedule zigzag:--schedule" "--tp 3:does not split" \
-        "--precision bf16:f32 only" "--recompute 1:must be none, selective or full" "--seq-parallel --tp 2 --seq 255:does not split" "--pp 8:layers" "--batch 10 --dp 4:must split" "--layers:missing value"; do
+        "--precision fp8:must be f32, bf16 or fp16" "--recompute 1:must be none, selective or full" "--seq-parallel --tp 2 --seq 255:does not split" "--pp 8:layers" "--batch 10 --dp 4:must split" "--layers:missing value"; do
         args=${bad%%:*} want=${bad#*:}
         # shellcheck disable=SC2086
         msg=$("$B/ptmem" $args 2>&1)

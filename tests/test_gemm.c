@@ -7,7 +7,8 @@
    AVX512_BF16, forced through pt__gemm_ws.kern_bf16): against a double-precision reference on the
    bf16-rounded inputs, A and B each stored as f32 or bf16, C as f32 or bf16; the widening kernels
    bit-identical to pt__sgemm on the rounded inputs; a bf16 C the rounding of the f32 result; exact
-   integer products equal on every kernel; thread-count independence. The f32 <-> bf16 / fp16
+   integer products equal on every kernel; thread-count independence. fp16 inputs (PT__GEMM_AB_F16)
+   bit-identical to pt__sgemm on fp16-rounded operands, on each f32 kernel. The f32 <-> bf16 / fp16
    conversions of base: exact values, ties to even, NaN, infinities, subnormals, fp16 overflow.
    Usage: test_gemm [--quick]   (--quick: the large shapes are skipped or shrunk, for sanitizers) */
 #include <stdint.h>
@@ -532,6 +533,42 @@ static void test_bf16(void) {
 }
 
 
+/* ================================================================ fp16 inputs (PT__GEMM_AB_F16) */
+/* pt__gemm_bf16 with PT__GEMM_AB_F16 on f32 operands vs pt__sgemm (the same kernel) on the operands
+   rounded to fp16 beforehand by pt__f16_from_f32: bit-identical, ties, fp16 subnormals and values past
+   65504 (infinity) included; and not the f32 product (the rounding happened) */
+static void run_f16_case(int kern, int ta, int tb, int64_t M, int64_t N, int64_t K, float big) {
+    size_t na = (size_t)(M * K), nb = (size_t)(K * N), nc = (size_t)(M * N), i;
+    float *A = (float *)malloc(na * 4), *B = (float *)malloc(nb * 4), *Ar = (float *)malloc(na * 4), *Br = (float *)malloc(nb * 4);
+    float *C = (float *)malloc(nc * 4), *Cr = (float *)malloc(nc * 4), *Cf = (float *)malloc(nc * 4);
+    pt__gemm_ws ws, ws2;
+    int same = 1, differs = 0, infs = 0, rc;
+    for (i = 0; i < na; i++) {
+        A[i] = frand24() * (i % 7 == 3 ? 1e-5f : 1.0f); /* some in fp16's subnormal range */
+        if (big > 0 && i == na / 2) A[i] = big;
+        Ar[i] = pt__f32_from_f16(pt__f16_from_f32(A[i]));
+    }
+    for (i = 0; i < nb; i++) B[i] = frand24(), Br[i] = pt__f32_from_f16(pt__f16_from_f32(B[i]));
+    memset(&ws, 0, sizeof ws), memset(&ws2, 0, sizeof ws2);
+    ws.nthreads = ws2.nthreads = 2;
+    ws.kern = ws2.kern = kern;
+    rc = pt__gemm_bf16(&ws, PT__GEMM_AB_F16, ta, tb, 1, M, N, K, 1.0f, A, ta ? M : K, 0, B, tb ? K : N, 0, 0.0f, C, N, 0);
+    rc |= pt__sgemm(&ws2, ta, tb, 1, M, N, K, 1.0f, Ar, ta ? M : K, 0, Br, tb ? K : N, 0, 0.0f, Cr, N, 0);
+    rc |= pt__sgemm(&ws2, ta, tb, 1, M, N, K, 1.0f, A, ta ? M : K, 0, B, tb ? K : N, 0, 0.0f, Cf, N, 0);
+    for (i = 0; i < nc; i++) {
+        if (memcmp(&C[i], &Cr[i], 4) != 0) same = 0;
+        if (C[i] != Cf[i]) differs = 1;
+        if (isinf(C[i])) infs++;
+    }
+    CHECKF(rc == 0 && same && differs && ws.kern == kern && (big > 0 ? infs > 0 : infs == 0),
+           tu_name("fp16 gemm kern=%s ta=%d tb=%d M=%lld N=%lld K=%lld%s", kname(kern), ta, tb, (long long)M, (long long)N,
+                   (long long)K, big > 0 ? " with a value past 65504" : ""),
+           "rc %d, bit-identical to sgemm on fp16-rounded inputs %d, differs from f32 %d, %d infinities, kernel %s", rc, same,
+           differs, infs, kname(ws.kern));
+    pt__gemm_ws_free(&ws), pt__gemm_ws_free(&ws2);
+    free(A), free(B), free(Ar), free(Br), free(C), free(Cr), free(Cf);
+}
+
 int main(int argc, char **argv) {
     static const int64_t shapes[][3] = {{1, 1, 1},       {1, 37, 1},     {1, 1, 300},    {17, 33, 65},   {100, 1, 7},
                                         {1, 100, 7},     {13, 31, 5},    {12, 32, 16},   {24, 64, 1},    {25, 65, 33},
@@ -586,5 +623,11 @@ int main(int argc, char **argv) {
     run_noalloc(1, -1);
     run_noalloc(2, -1);
     test_bf16();
+    for (ki = 0; ki < nk; ki++)
+        for (ta = 0; ta < 2; ta++)
+            for (tb = 0; tb < 2; tb++) {
+                run_f16_case(kerns[ki], ta, tb, 37, 45, 77, 0.0f);
+                run_f16_case(kerns[ki], ta, tb, 13, 70, qd(900, 300), ta ? 70000.0f : 65520.0f); /* 65520 rounds up to infinity */
+            }
     return tu_summary();
 }

@@ -68,8 +68,17 @@ static void bad_plans(void) {
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_OK && o.total > 0, "a plain plan is estimated", err);
     p.tp = 4;
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "heads"), "tp not dividing heads is refused", err);
-    p.tp = 1, p.precision = PT_BF16;
-    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "f32 only"), "bf16 precision is refused", err);
+    p.tp = 1, p.precision = 9;
+    CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "precision 9"), "precision 9 (no such type) is refused naming it", err);
+    {   /* bf16 and fp16 round the matrix products' inputs inside the GEMM: nothing else is stored */
+        pt_mem_estimate_out o32, o16;
+        int ok;
+        p.precision = PT_F32;
+        ok = pt_mem_estimate(&c, &p, -1, &o32, err, sizeof err) == PT_OK;
+        p.precision = PT_BF16;
+        ok = ok && pt_mem_estimate(&c, &p, -1, &o16, err, sizeof err) == PT_OK;
+        CHECK_WHY(ok && o16.total == o32.total && o16.activations == o32.activations, "bf16 precision is estimated at f32's bytes", err);
+    }
     p.precision = PT_F32, p.recompute = 3;
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "recompute 3"), "recompute 3 (no such mode) is refused naming it", err);
     p.recompute = 0, p.pp = 8;

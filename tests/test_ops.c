@@ -1156,6 +1156,74 @@ static void test_layout_misc(void) {
     pt_shutdown(ctx);
 }
 
+/* Mixed precision (pt_set_precision): a matmul and its input gradient multiply inputs rounded to bf16
+   (fp16), accumulate in fp32; a double reference on the rounded inputs, not the f32 product */
+static void test_precision(void) {
+    enum { M = 5, K = 37, N = 9 };
+    static float xs[M * K], ws[K * N];
+    const int64_t sx[2] = {M, K}, sw[2] = {K, N};
+    pt_ctx *ctx = plain_ctx(1);
+    pt_graph *g = pt_graph_new(ctx);
+    pt_desc d;
+    pt_tensor *x, *w, *y, *y32, *l;
+    tu_rng r;
+    int i, j, k, p, okv = 1, okg = 1, differs = 0;
+    double worst = 0;
+    r.s = 5;
+    for (i = 0; i < M * K; i++) xs[i] = tu_uniform(&r, -1, 1);
+    for (i = 0; i < K * N; i++) ws[i] = tu_uniform(&r, -1, 1);
+    CHECK(pt_precision(ctx) == PT_F32, "precision: f32 by default");
+    CHECK(pt_set_precision(ctx, PT_I32) == PT_ERR_ARG && strstr(pt_error(ctx), "precision"), "precision: i32 is refused naming it");
+    pt_error_clear(ctx);
+    memset(&d, 0, sizeof d);
+    d.precision = 9, d.log_level = PT_LOG_ERROR + 1;
+    CHECK(pt_init(&d) == NULL, "precision: pt_init refuses desc.precision 9");
+    for (p = 0; p < 2; p++) {
+        pt_dtype dt = p ? PT_F16 : PT_BF16;
+        okv = okg = 1, differs = 0, worst = 0;
+        pt_graph_reset(g);
+        pt_set_precision(ctx, PT_F32);
+        x = pt_tensor_from(g, PT_F32, 2, sx, xs), w = pt_tensor_from(g, PT_F32, 2, sw, ws);
+        y32 = pt_matmul(g, x, w, 0, 0);
+        CHECK(pt_set_precision(ctx, dt) == PT_OK && pt_precision(ctx) == dt, tu_name("precision %s: set", p ? "fp16" : "bf16"));
+        pt_requires_grad(x);
+        y = pt_matmul(g, x, w, 0, 0);
+        l = pt_sum(g, y);
+        if (!y || !y32 || !l || pt_backward(g, l) != PT_OK) {
+            CHECK(0, tu_name("precision %s: matmul and backward run", p ? "fp16" : "bf16"));
+            continue;
+        }
+        for (i = 0; i < M; i++)
+            for (j = 0; j < N; j++) {
+                double ref = 0, mag = 0, e;
+                for (k = 0; k < K; k++) {
+                    double a = p ? pt__f32_from_f16(pt__f16_from_f32(xs[i * K + k])) : pt__f32_from_bf16(pt__bf16_from_f32(xs[i * K + k]));
+                    double b = p ? pt__f32_from_f16(pt__f16_from_f32(ws[k * N + j])) : pt__f32_from_bf16(pt__bf16_from_f32(ws[k * N + j]));
+                    ref += a * b, mag += fabs(a * b);
+                }
+                e = fabs(pt_f32(y)[i * N + j] - ref) / (mag + 1e-30);
+                if (e > worst) worst = e;
+                if (e > 4e-7 * K) okv = 0;
+                if (pt_f32(y)[i * N + j] != pt_f32(y32)[i * N + j]) differs = 1;
+            }
+        for (i = 0; i < M; i++) /* d sum / dx[i, k] = sum_j of w[k, j] as the gradient GEMM sees it (dy = 1 exactly) */
+            for (k = 0; k < K; k++) {
+                double ref = 0, mag = 0;
+                for (j = 0; j < N; j++) {
+                    double b = p ? pt__f32_from_f16(pt__f16_from_f32(ws[k * N + j])) : pt__f32_from_bf16(pt__bf16_from_f32(ws[k * N + j]));
+                    ref += b, mag += fabs(b);
+                }
+                if (fabs(pt_f32(x->grad)[i * K + k] - ref) > 4e-7 * N * mag) okg = 0;
+            }
+        CHECKF(okv && differs, tu_name("precision %s: the matmul is that of the rounded inputs (not f32's)", p ? "fp16" : "bf16"),
+               "worst relative error %.3g, differs from f32 %d", worst, differs);
+        CHECK(okg, tu_name("precision %s: the input gradient multiplies the rounded weights", p ? "fp16" : "bf16"));
+    }
+    pt_set_precision(ctx, PT_F32);
+    pt_graph_free(g);
+    pt_shutdown(ctx);
+}
+
 int main(int argc, char **argv) {
     double t0;
     tu_init(argc, argv);
@@ -1166,5 +1234,6 @@ int main(int argc, char **argv) {
     test_xent_big();
     test_dropout();
     test_layout_misc();
+    test_precision();
     return tu_summary();
 }

@@ -3,7 +3,7 @@
    Usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N] [--vocab N] [--untied]
                 [--dp N] [--tp N] [--pp N] [--zero 0|1|2] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]
                 [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]
-                [--precision f32|bf16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N]
+                [--precision f32|bf16|fp16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N]
    The flags mean what they mean in tools/pttrain.c: --batch is the global batch (sequences per
    step over all DP ranks), so one micro-batch holds batch / (dp * micro-batches) sequences. Prints one
    row per pipeline rank (the first holds the embedding, the last the head): parameters, gradients,
@@ -25,7 +25,7 @@ static int usage(const char *msg, const char *arg) {
             "usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N (global)] [--vocab N] [--untied]\n"
             "             [--dp N] [--tp N] [--pp N] [--zero 0|1|2] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]\n"
             "             [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]\n"
-            "             [--precision f32|bf16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N]\n");
+            "             [--precision f32|bf16|fp16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N]\n");
     return 2;
 }
 
@@ -98,8 +98,8 @@ int main(int argc, char **argv) {
             plan.optim = !strcmp(v, "adamw") ? PT_OPTIM_ADAMW : !strcmp(v, "sgd") ? PT_OPTIM_SGD : -1;
             if (plan.optim < 0) return usage("--optim must be adamw or sgd, found", v);
         } else if (!strcmp(f, "--precision")) {
-            plan.precision = !strcmp(v, "f32") ? PT_F32 : !strcmp(v, "bf16") ? PT_BF16 : -1;
-            if (plan.precision < 0) return usage("--precision must be f32 or bf16, found", v);
+            plan.precision = !strcmp(v, "f32") ? PT_F32 : !strcmp(v, "bf16") ? PT_BF16 : !strcmp(v, "fp16") ? PT_F16 : -1;
+            if (plan.precision < 0) return usage("--precision must be f32, bf16 or fp16, found", v);
         } else
             return usage("unknown flag", f);
     }

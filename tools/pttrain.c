@@ -29,8 +29,10 @@
    - data parallelism: --zero 0|1|2 (optimizer state, then gradients too, sharded over DP),
      --compress bf16 (gradients on the wire as bf16 with error feedback), --hier (hierarchical
      allreduce), --bucket-kb N (gradient bucket size);
-   - numerics: --loss-scale off|dynamic|S (dynamic loss scaling from 2^16 or the power of two S: a
-     step whose gradients overflow is skipped, a grad_overflow event, and the scale halves);
+   - numerics: --precision f32|bf16|fp16 (the matrix products multiply inputs rounded to bf16 or fp16,
+     accumulating in fp32; weights, optimizer, gradients and their reduction stay fp32), --loss-scale
+     off|dynamic|S (dynamic loss scaling from 2^16 or the power of two S: a step whose gradients
+     overflow is skipped, a grad_overflow event, and the scale halves; dynamic by default with fp16);
    - the run: --data DIR (token shards DIR/train_*.bin and val_*.bin as tools/prepare_shards writes
      them, or text DIR/train.txt and val.txt made into byte shards the first time; default
      data/fortunes, itself made from the Debian fortunes the first time), --val-every N, --sample N
@@ -142,7 +144,7 @@ int main(int argc, char **argv) {
     char err[1024];
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
     int hier = 0, compress = 0, seq_parallel = 0, loss_chunk = 0, recompute = PT_RECOMPUTE_NONE;
-    double loss_scale = 0; /* --loss-scale: 0 = off, else dynamic from this scale */
+    double loss_scale = -1; /* --loss-scale: 0 = off, else dynamic from this scale; -1 = not given (fp16: dynamic) */
     const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
     int i, rank, fail = 0, stop = 0, v;
     pt_dist *d;
@@ -224,7 +226,7 @@ int main(int argc, char **argv) {
                       "  --seq-parallel        with --tp > 1: norms, dropout and the residual on T/tp positions per TP rank\n"
                       "  --loss-chunk N        the LM head and loss fused, N rows of logits at a time (0 = unfused)\n"
                       "  --recompute R         activations: none, selective (re-run norms, GELU, dropout in backward) or full (keep block inputs only)\n"
-                      "  --loss-scale S        dynamic loss scaling from S (dynamic = 65536; a power of two), or off (off)\n"
+                      "  --loss-scale S        dynamic loss scaling from S (dynamic = 65536; a power of two), or off (off; dynamic with fp16)\n"
                       "  --schedule S          gpipe, 1f1b or interleaved (1f1b)\n"
                       "  --virtual-stages V    chunks per pipeline rank for interleaved (2)\n"
                       "  --micro-batches M     micro-batches per round (default: pp)\n"
@@ -236,6 +238,7 @@ int main(int argc, char **argv) {
         pt_run_usage(&run);
         return 0;
     }
+    if (loss_scale < 0) loss_scale = a.precision == PT_F16 ? 65536 : 0; /* fp16 gradients underflow without one */
     if (zero > 2) {
         fprintf(stderr, "pttrain: --zero expects 0, 1 or 2, found %d\n", zero);
         return 2;
@@ -279,7 +282,7 @@ int main(int argc, char **argv) {
         feed f;
         f.row = NULL; /* freed at done: */
         memset(&desc, 0, sizeof desc);
-        desc.seed = (uint64_t)a.seed, desc.device = a.device, desc.dist = d;
+        desc.seed = (uint64_t)a.seed, desc.device = a.device, desc.dist = d, desc.precision = a.precision;
         ctx = pt_init(&desc);
         err[0] = 0;
         if (!ctx) snprintf(err, sizeof err, "cannot use device '%s' (the reason is logged above)", a.device ? a.device : "cpu");
@@ -356,9 +359,10 @@ int main(int argc, char **argv) {
         pt_dist_print(d, NULL);
         if (rank == 0) {
             printf("model: %d layers, width %d, %d heads; batch %d x %d bytes (global); layout dp %d x tp %d x pp %d, %s schedule, "
-                   "v %d, %d micro-batches x %d rounds, zero %d%s%s\n",
+                   "v %d, %d micro-batches x %d rounds, zero %d%s%s, precision %s\n",
                    cfg.layers, cfg.width, cfg.heads, B, T, lay.dp, lay.tp, lay.pp, kind == PT_PP_GPIPE ? "GPipe" : kind == PT_PP_1F1B ? "1F1B" : "interleaved",
-                   vstages, mbs, accum, zero, hier ? ", hierarchical allreduce" : "", compress ? ", bf16 gradients" : "");
+                   vstages, mbs, accum, zero, hier ? ", hierarchical allreduce" : "", compress ? ", bf16 gradients" : "",
+                   a.precision == PT_BF16 ? "bf16" : a.precision == PT_F16 ? "fp16" : "f32");
             printf("stages (%s split):", stage_layers ? "given" : balanced ? "balanced" : "equal");
             for (s = 0; s < nst; s++) printf(" %d:[%d,%d) on pp rank %d", s, (int)first[s], (int)first[s + 1], s % lay.pp);
             printf("\n");
