@@ -3,7 +3,7 @@ CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
 EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
-MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume
+MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume $(BUILD)/10_memory
 CLLIBS  := -lOpenCL -lclblast
 
 .PHONY: all help deps demo test fuzz bench examples tools clean

@@ -8,7 +8,8 @@
 # losses to 1e-4, the steps compared with a CPU twin, the transfers by kind, clear errors without a
 # platform or with a bad device); the MPI tutorials 04, 05, 06 run their Run: lines verbatim and
 # must end with their equality checks; 07 (its Run: line shortened by later flags, and three more
-# layouts) must reproduce 03's losses, and print what its DP reducer did. 09 runs its Run: lines.
+# layouts) must reproduce 03's losses, and print what its DP reducer did. 09 runs its Run: lines;
+# 10 its memory table (each technique's measured total within 3% of pt_mem_estimate).
 # tools/pttrain carries the production features: on one process checkpoints (stop and resume bit for
 # bit, --resume errors, --resume-if-any), SIGINT, --log, --trace, the guard (skip, rollback), async
 # checkpoints, a progress line that does not overprint the step lines on a terminal (a pty); saved
@@ -741,6 +742,30 @@ if command -v mpirun >/dev/null 2>&1; then
     else fail "pttrain --split 3,2: exit $rc, '$(head -c 300 "$W/07bad3.log")'"; fi
 else
     fail "04-07, pttrain on MPI: mpirun not found (make deps installs openmpi-bin)"
+fi
+
+# 10: its Run: line (4 ranks, dp 2 x tp 2) on a small GPT whose activations pass the 64 MiB arena chunk,
+# built above with its Build: line: the table has its 8 rows, each an estimate line and a measured line;
+# every row's measured total is within 3% of its estimate, and full recomputation measures fewer
+# activation bytes than the baseline
+if command -v mpirun >/dev/null 2>&1; then
+    rline=$(sed -n 's/^ *Run: //p' examples/10_memory.c | head -n 1)
+    timeout 120 sh -c "$rline --layers 6 --width 32 --heads 2 --seq 128 --batch 96 --vocab 512 --loss-chunk 128" >"$W/10.log" 2>&1
+    rc=$?
+    # one line per row: name|estimated total|measured total|estimated activations|measured activations
+    awk '/ estimate / { i = index($0, " estimate "); name = substr($0, 1, i - 1); sub(/ +$/, "", name); n = split(substr($0, i + 10), e, " ") }
+        $1 == "measured" && name != "" { if (n >= 8 && NF >= 9) print name "|" e[7] "|" $8 "|" e[4] "|" $5; name = "" }' "$W/10.log" >"$W/10.rows"
+    bad=$(awk -F'|' '{ d = $2 - $3; if (d < 0) d = -d; if (!($3 > 0) || d > 0.03 * $3) print $1 ": " $2 " vs " $3 " MiB" }' "$W/10.rows")
+    base=$(awk -F'|' '$1 == "baseline f32" { print $5 }' "$W/10.rows")
+    full=$(awk -F'|' '$1 == "recompute full" { print $5 }' "$W/10.rows")
+    names=$(cut -d'|' -f1 "$W/10.rows" | tr '\n' ',')
+    want="baseline f32,ZeRO-1,ZeRO-2,recompute selective,recompute full,sequence parallelism,chunked cross-entropy,"
+    if [ $rc -eq 0 ] && [ "${names#"$want"}" != "$names" ] && [ "$(wc -l <"$W/10.rows")" -eq 8 ] && [ -z "$bad" ] &&
+        awk -v a="$base" -v b="$full" 'BEGIN { exit !(a > 0 && b > 0 && b < a) }'; then
+        pass "10_memory '$rline': 8 rows, each measured total within 3% of pt_mem_estimate; activations $base MiB, $full MiB with full recomputation"
+    else fail "10_memory '$rline': exit $rc; rows '$names'; off by more than 3%: '$bad'; activations baseline '$base', full '$full'; $(tail -n 2 "$W/10.log" | tr '\n' ' ')"; fi
+else
+    fail "10_memory: mpirun not found (make deps installs openmpi-bin)"
 fi
 
 echo "$P passed, $F failed"
