@@ -34,7 +34,7 @@
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
-   09_checkpoint_resume.c; on OpenCL: 08_opencl.c) each start with their one-line build command.
+   09_checkpoint_resume.c, 10_memory.c; on OpenCL: 08_opencl.c) each start with their one-line build command.
    The GPT tutorials (03, 07, 08) show their training loop in plain calls. The program to train
    with is tools/pttrain.c (make tools; what make demo runs): every layout flag, checkpoints and
    resume, --log, --trace, the health guard, a clean stop on SIGINT/SIGTERM. The programs share a

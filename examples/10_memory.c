@@ -44,8 +44,9 @@
    defaults the activations are four fifths of the total, so the token techniques pay and ZeRO
    little; a large model on few tokens per rank is the other way round (tools/ptmem shows any
    config without running it). Below 64 MiB a pass saves nothing more: the arena's chunk stays.
-   Not in this version: bf16 (or f16) parameters and activations (bf16 exists only as DP gradient
-   compression) and ZeRO-3 (sharding the parameters themselves).
+   Not in this version: bf16 (or fp16) storage of parameters and activations (--precision bf16 of
+   the other programs rounds the matrix products' inputs inside the GEMM: faster, but not a byte
+   less) and ZeRO-3 (sharding the parameters themselves).
 
    The estimate is not a model: pt_mem_estimate runs the same constructors and ops on a backend that
    counts bytes without holding data, so it equals the measurement (tools/ptmem prints it for any
