@@ -143,7 +143,7 @@ static int train(const setup *s, const technique *t, int64_t *m, int *threads, c
     double t0 = 0, step_s = 0;
     int64_t step;
     memset(&desc, 0, sizeof desc);
-    desc.seed = (uint64_t)s->a.seed, desc.dist = s->d, desc.device = "cpu";
+    desc.seed = (uint64_t)s->a.seed, desc.dist = s->d, desc.device = "cpu", desc.precision = s->a.precision;
     ctx = pt_init(&desc);
     if (ctx && ids && tg && (model = pt_gpt_new(ctx, &cfg)) != NULL && (opt = pt_optim_new(ctx, &od)) != NULL &&
         (dp = pt_dp_new(ctx, s->d, 0)) != NULL && (!t->zero || pt_dp_zero(dp, opt, t->zero) == PT_OK))
