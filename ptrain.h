@@ -77,7 +77,8 @@
    programs): every matrix product multiplies its inputs rounded to bf16 or fp16 and accumulates in
    fp32 (vdpbf16ps where the CPU has AVX512_BF16); weights, optimizer, gradients, the loss, norms and
    softmax statistics stay fp32. The 16-bit values live only in the GEMM's packing (no bf16 copies
-   or bf16 activations are stored yet, so memory is f32's); CPU backend only in this version.
+   or bf16 activations are stored yet, so memory is f32's). OpenCL rounds the operands on the device
+   (bf16 anywhere; fp16 where the device has cl_khr_fp16).
 
    ==================================================================================================
    CONCEPTS
@@ -485,7 +486,8 @@ PTDEF void pt_set_threads(pt_ctx *ctx, int threads);
     kernels); PT_F32 (the default) multiplies them as they are. Master weights, optimizer state,
     gradients, their DP reduction, softmax / log-sum-exp, layernorm, the loss and the attention
     kernels stay fp32. fp16 needs a loss scale (pt_loss_scale_enable): values past 65504 become
-    infinity. The CPU backend only in this version (OpenCL: PT_ERR_DEVICE). Also desc.precision. */
+    infinity. On OpenCL the operands are rounded on the device (a copy, then CLBlast's SGEMM); fp16
+    there needs cl_khr_fp16 (else PT_ERR_DEVICE, naming the device: PoCL has none). Also desc.precision. */
 PTDEF pt_status pt_set_precision(pt_ctx *ctx, pt_dtype dt);
 /** The precision pt_set_precision set (PT_F32 by default). */
 PTDEF pt_dtype pt_precision(const pt_ctx *ctx);
@@ -7694,6 +7696,22 @@ static const char *const pt__cl_src[] = {
     "    r = PT_DIV(e, N), j = e - r * N, b = PT_DIV(r, M), r -= b * M;\n"
     "    p = c + c_o + b * sc + r * ldc + j;\n"
     "    *p = beta == 0.0f ? 0.0f : beta * *p;\n"
+    "}\n"
+    /* d = s rounded to bf16 (dt 1) or fp16 (dt 2), nearest even, kept as f32: the operands of a
+       mixed-precision GEMM (pt_set_precision); fp16 through a private half, no half arithmetic */
+    "__kernel void pt_round16(__global float *d, long d_o, __global const float *s, long s_o, long n, int dt) {\n"
+    "    long i = get_global_id(0);\n"
+    "    float v;\n"
+    "    uint u;\n"
+    "    ushort h;\n"
+    "    if (i >= n) return;\n"
+    "    v = s[s_o + i], u = as_uint(v);\n"
+    "    if (dt == 1) {\n"
+    "        d[d_o + i] = as_float((isnan(v) ? (u | 0x400000u) : (u + 0x7fffu + ((u >> 16) & 1u))) & 0xffff0000u);\n"
+    "    } else {\n"
+    "        vstore_half_rte(v, 0, (__private half *)&h);\n"
+    "        d[d_o + i] = vload_half(0, (__private const half *)&h);\n"
+    "    }\n"
     "}\n",
     /* ---- layout of 1- and 2-byte storage types: plain copies (the CPU accumulates only f32/i32) ---- */
     "#define PT_MOVE(TY, SUF)\\\n"
@@ -7901,7 +7919,7 @@ static const char *const pt__cl_src[] = {
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_wb) X(embed_fwd) X(embed_bwd) X(permute)           \
     X(copy_block) X(gemm_scale) X(permute_u16) X(copy_block_u16) X(permute_u8) X(copy_block_u8) X(im2col)    \
     X(col2im) X(chan_bias_fwd) X(chan_bias_bwd) X(maxpool_fwd) X(maxpool_bwd) X(attn_fwd) X(attn_bwd_dq)      \
-    X(attn_bwd_dkv) X(convert)
+    X(attn_bwd_dkv) X(convert) X(round16)
 
 enum {
 #define PT__CL_ENUM(name) PT__CLK_##name,
@@ -7933,6 +7951,9 @@ typedef struct pt__cl {
     cl_uint cus;         /* CL_DEVICE_MAX_COMPUTE_UNITS: small launches use smaller groups to reach them all */
     cl_ulong max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     int fp64;            /* double accumulators (cl_khr_fp64); float otherwise */
+    int fp16;            /* the device has cl_khr_fp16 (what fp16 precision asks for) */
+    cl_mem r16;          /* the rounded GEMM operands of bf16 / fp16 precision (grown only) */
+    int64_t r16_bytes;
     int lanes;           /* sum/sumsq partials by pt_reduce_lanes (CPU devices; env PTRAIN_CL_REDUCE), else pt_reduce_chunks */
     cl_mem part;         /* partial sums of sum/sumsq (grown only), also the stand-in for absent tensors */
     int64_t part_bytes;
@@ -8436,12 +8457,43 @@ static double pt__cl_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) {
 }
 
 /* ---- matrix products: CLBlast, row-major, offsets in elements ---------------------------------- */
+/* Mixed precision (ctx->desc.precision bf16 / fp16): the stored extents of A ([ar rows of ac] at row
+   stride lda, batch stride sa) and of B copied into cl->r16 rounded (round16), A first; *ra and *rb
+   describe the copies at the same strides (offsets 0 and A's extent), in *rst. 0 and an error on
+   failure. */
+static int pt__cl_round_operands(pt_ctx *ctx, int64_t ar, int64_t ac, int64_t lda, int64_t sa, int64_t batch, const pt_tensor *A,
+                                 int64_t br, int64_t bc, int64_t ldb, int64_t sb, const pt_tensor *B, pt_tensor *ra, pt_tensor *rb,
+                                 pt_storage *rst) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    const int dt = ctx->desc.precision == PT_BF16 ? 1 : 2;
+    const int64_t na = (ar - 1) * lda + ac + (batch - 1) * sa, nb = (br - 1) * ldb + bc + (batch - 1) * sb;
+    const int64_t boff = (na + 31) / 32 * 32, need = (boff + nb) * (int64_t)sizeof(float);
+    if (need > cl->r16_bytes) {
+        cl_int err = CL_SUCCESS;
+        cl_mem m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, (size_t)need, NULL, &err);
+        if (!m || err != CL_SUCCESS) {
+            pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes for the rounded GEMM operands failed: %s (%d)", (long long)need, pt__cl_err(err),
+                     (int)err);
+            return 0;
+        }
+        if (cl->r16) clReleaseMemObject(cl->r16);
+        cl->r16 = m, cl->r16_bytes = need;
+    }
+    memset(rst, 0, sizeof *rst);
+    rst->dev = cl->r16, rst->bytes = cl->r16_bytes, rst->ctx = ctx;
+    *ra = *A, ra->st = rst, ra->off = 0;
+    *rb = *B, rb->st = rst, rb->off = boff;
+    return pt__cl_launch(ctx, PT__CLK_round16, na, 0, "TTLI", ra, A, na, dt) && pt__cl_launch(ctx, PT__CLK_round16, nb, 0, "TTLI", rb, B, nb, dt);
+}
+
 static void pt__cl_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, int64_t N, int64_t K, float alpha, const pt_tensor *A,
                         int64_t lda, int64_t sa, const pt_tensor *B, int64_t ldb, int64_t sb, float beta, const pt_tensor *C,
                         int64_t ldc, int64_t sc) {
     pt__cl *cl = (pt__cl *)ctx->cl;
     CLBlastStatusCode s;
     CLBlastTranspose TA = ta ? CLBlastTransposeYes : CLBlastTransposeNo, TB = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+    pt_tensor ra, rb;
+    pt_storage rst;
     if (M <= 0 || N <= 0 || batch <= 0) return;
     /* K = 0 scales C by beta; beta = 0 must not read C (the arena may hold NaN bit patterns). A
        contiguous C is zeroed by the driver's fill, several times faster than the kernel on PoCL */
@@ -8456,6 +8508,11 @@ static void pt__cl_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, i
         if (K <= 0) return;
     } else if (K <= 0 || beta == 0.0f) {
         if (!pt__cl_launch(ctx, PT__CLK_gemm_scale, batch * M * N, 0, "TLLLLLF", C, batch, M, N, ldc, sc, (double)beta) || K <= 0) return;
+    }
+    if (ctx->desc.precision != PT_F32) { /* mixed precision: the operands rounded into cl->r16, then the same SGEMM */
+        if (!pt__cl_round_operands(ctx, ta ? K : M, ta ? M : K, lda, sa, batch, A, tb ? N : K, tb ? K : N, ldb, sb, B, &ra, &rb, &rst))
+            return;
+        A = &ra, B = &rb;
     }
     if (batch == 1)
         s = CLBlastSgemm(CLBlastLayoutRowMajor, TA, TB, (size_t)M, (size_t)N, (size_t)K, alpha, (cl_mem)A->st->dev, (size_t)A->off, (size_t)lda,
@@ -8683,6 +8740,7 @@ static void pt__cl_close(pt_ctx *ctx) {
     for (i = 0; i < PT__CLK_COUNT; i++)
         if (cl->k[i]) clReleaseKernel(cl->k[i]);
     if (cl->part) clReleaseMemObject(cl->part);
+    if (cl->r16) clReleaseMemObject(cl->r16);
     if (cl->program) clReleaseProgram(cl->program);
     if (cl->queue) clReleaseCommandQueue(cl->queue);
     if (cl->context) clReleaseContext(cl->context);
@@ -8765,6 +8823,15 @@ static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
     clGetDeviceInfo(cl->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cl->cus, &cl->cus, NULL);
     clGetDeviceInfo(cl->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dfc, &dfc, NULL);
     cl->fp64 = dfc != 0;
+    {
+        size_t n = 0;
+        char *ext;
+        clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, 0, NULL, &n);
+        if (n && (ext = (char *)pt__alloc(ctx, n + 1)) != NULL) {
+            if (clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, n, ext, NULL) == CL_SUCCESS) ext[n] = 0, cl->fp16 = strstr(ext, "cl_khr_fp16") != NULL;
+            pt__free(ctx, ext);
+        }
+    }
     {
         cl_device_type ty = 0;
         const char *r = getenv("PTRAIN_CL_REDUCE");
@@ -10500,10 +10567,15 @@ PTDEF pt_status pt_set_precision(pt_ctx *ctx, pt_dtype dt) {
     if (dt != PT_F32 && dt != PT_BF16 && dt != PT_F16)
         return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_set_precision: precision %d, expected PT_F32, PT_BF16 or PT_F16", (int)dt),
                            PT_ERR_ARG);
-    if (dt != PT_F32 && ctx->be != &pt__cpu_backend)
+#ifdef PTRAIN_OPENCL
+    if (dt == PT_F16 && ctx->cl && !((pt__cl *)ctx->cl)->fp16)
+        return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_set_precision: fp16 on OpenCL needs the device extension cl_khr_fp16, "
+                                    "which '%s' does not have (bf16 runs there; fp16 on the cpu backend)",
+                                    ((pt__cl *)ctx->cl)->info.device), PT_ERR_DEVICE);
+#endif
+    if (dt != PT_F32 && ctx->be != &pt__cpu_backend && !ctx->cl)
         return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_set_precision: precision %s on the %s backend: its matrix "
-                                    "products are f32 only in this version (bf16 and fp16 run on the cpu backend)",
-                                    pt__dtname(dt), ctx->be->name), PT_ERR_DEVICE);
+                                    "products are f32 only", pt__dtname(dt), ctx->be->name), PT_ERR_DEVICE);
     ctx->desc.precision = (int32_t)dt;
     return PT_OK;
 }

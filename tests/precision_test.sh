@@ -6,10 +6,12 @@
 #   - examples/03_gpt.c, built with its Build: line, on the fortunes corpus with its default
 #     schedule (600 steps): the first 50 step losses of bf16 and of fp16 (loss-scaled) stay within 2%
 #     relative of f32's, and bf16 is not f32 (the switch reaches the kernels). Quick mode (make test):
-#     batch 4 x 64 tokens instead of 16 x 256. SOAK=1 (make soak): the tutorial's own sizes, all 600
+#     batch 8 x 64 tokens instead of 16 x 256 (at 4 x 64 the steps around the peak LR are chaotic: one f32 spike measured 10% off). SOAK=1 (make soak): the tutorial's own sizes, all 600
 #     steps, and the final val_loss of bf16 and fp16 within 1% of f32's (about half an hour here);
 #   - tools/pttrain on dp 2 (ZeRO-1): bf16 and fp16 within 2% of f32 over 8 steps, its header names the
-#     precision, fp16 prints its loss scale; --precision fp8 and bf16 on OpenCL are refused, naming why.
+#     precision, fp16 prints its loss scale; --precision fp8 is refused, and fp16 on an OpenCL device
+#     without cl_khr_fp16 (PoCL: so in CI only fp16's refusal runs on OpenCL; bf16 on OpenCL is checked
+#     against the CPU in tests/test_opencl.c).
 # Prints PASS/FAIL lines, then "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -30,7 +32,7 @@ within() { [ "$1" != missing ] && awk -v x="$1" -v t="$2" 'BEGIN { exit !(x <= t
 bline=$(sed -n 's/^ *Build: //p' examples/03_gpt.c | head -n 1 | sed "s|-I\. |-I$INC |; s|build/03_gpt|$BUILD/03_gpt|")
 # shellcheck disable=SC2086 # the Build: line's words
 if $bline >"$BUILD/03_gpt.build.log" 2>&1; then
-    if [ "$SOAK" = 1 ]; then args="--sample 0"; n=50; else args="--batch 4 --seq 64 --stop-after 50 --sample 0"; n=50; fi
+    if [ "$SOAK" = 1 ]; then args="--sample 0"; n=50; else args="--batch 8 --seq 64 --stop-after 50 --sample 0"; n=50; fi
     for p in f32 bf16 fp16; do
         # shellcheck disable=SC2086
         "$B/03_gpt" $args --precision $p >"$BUILD/prec_03_$p.log" 2>&1 || fail "03_gpt --precision $p" "exit $?: $(tail -n 2 "$BUILD/prec_03_$p.log" | tr '\n' ' ')"
@@ -75,9 +77,12 @@ if have_mpi; then
         out=$("$B/pttrain" --precision fp8 2>&1)
         if [ $? -ne 0 ] && echo "$out" | grep -q "expects f32, bf16 or fp16, found 'fp8'"; then pass "pttrain --precision fp8 is refused naming the choices"
         else fail "pttrain --precision fp8" "$out"; fi
-        out=$(mpi_run 1 -- "$B/pttrain" $pa --dp 1 --device opencl --precision bf16 2>&1)
-        if [ $? -ne 0 ] && echo "$out" | grep -q "precision bf16 on the opencl backend"; then pass "pttrain --device opencl --precision bf16 is refused, naming the backend"
-        else fail "pttrain opencl bf16" "$(echo "$out" | tail -n 3 | tr '\n' ' ')"; fi
+        # shellcheck disable=SC2086
+        out=$(mpi_run 1 -- "$B/pttrain" $pa --dp 1 --device opencl --precision fp16 2>&1)
+        if [ $? -ne 0 ] && echo "$out" | grep -q "fp16 on OpenCL needs the device extension cl_khr_fp16"; then
+            pass "pttrain --device opencl --precision fp16 on PoCL (no cl_khr_fp16) is refused, naming the extension"
+        elif echo "$out" | grep -q "^step 7 loss"; then pass "pttrain --device opencl --precision fp16 runs (the device has cl_khr_fp16)"
+        else fail "pttrain opencl fp16" "$(echo "$out" | tail -n 3 | tr '\n' ' ')"; fi
     else
         fail "build pttrain" "see $BUILD/pttrain.build.log"
     fi
