@@ -9,7 +9,7 @@
 #     batch 8 x 64 tokens instead of 16 x 256 (at 4 x 64 the steps around the peak LR are chaotic: one f32 spike measured 10% off). SOAK=1 (make soak): the tutorial's own sizes, all 600
 #     steps, and the final val_loss of bf16 and fp16 within 1% of f32's (about half an hour here);
 #   - tools/pttrain on dp 2 (ZeRO-1): bf16 and fp16 within 2% of f32 over 8 steps, its header names the
-#     precision, fp16 prints its loss scale; --precision fp8 is refused, and fp16 on an OpenCL device
+#     precision, a bf16 run resumed from a checkpoint is bit-identical, fp16 prints its loss scale; --precision fp8 is refused, and fp16 on an OpenCL device
 #     without cl_khr_fp16 (PoCL: so in CI only fp16's refusal runs on OpenCL; bf16 on OpenCL is checked
 #     against the CPU in tests/test_opencl.c).
 # Prints PASS/FAIL lines, then "N passed, N failed".
@@ -71,6 +71,16 @@ if have_mpi; then
             if within "$dev" 0.02 && grep -q "precision $p" "$BUILD/prec_pt_$p.log"; then pass "pttrain dp 2 --precision $p: 8 losses within 2% of f32's ($dev), the header names it"
             else fail "pttrain dp 2 --precision $p" "deviation $dev (bar 0.02); header: $(grep -m1 '^model:' "$BUILD/prec_pt_$p.log")"; fi
         done
+        # a bf16 run stopped at step 4 with a checkpoint, then resumed: steps 4..7 bit-identical
+        rm -rf "$BUILD/prec_ckpt"
+        # shellcheck disable=SC2086
+        mpi_run 2 -- "$B/pttrain" $pa --precision bf16 --ckpt-dir "$BUILD/prec_ckpt" --ckpt-every 4 --stop-after 4 >"$BUILD/prec_ck1.log" 2>&1
+        # shellcheck disable=SC2086
+        mpi_run 2 -- "$B/pttrain" $pa --precision bf16 --ckpt-dir "$BUILD/prec_ckpt" --ckpt-every 4 --resume >"$BUILD/prec_ck2.log" 2>&1
+        a=$(awk '/^step [4-7] loss / {print $2, $4}' "$BUILD/prec_pt_bf16.log")
+        if [ -n "$a" ] && [ "$(awk '/^step [4-7] loss / {print $2, $4}' "$BUILD/prec_ck2.log")" = "$a" ] && grep -q '^resumed from .* at step 4$' "$BUILD/prec_ck2.log"; then
+            pass "pttrain dp 2 bf16: stopped at step 4 and resumed from its checkpoint, steps 4..7 bit-identical"
+        else fail "pttrain bf16 resume" "$(awk '/^step / {print $2, $4}' "$BUILD/prec_ck2.log" | tr '\n' ' ') vs $(echo $a); $(tail -n 2 "$BUILD/prec_ck2.log" | tr '\n' ' ')"; fi
         if grep -q '^step 0 loss .* loss_scale 65536' "$BUILD/prec_pt_fp16.log" && ! grep -q 'loss_scale' "$BUILD/prec_pt_bf16.log"; then
             pass "pttrain --precision fp16 scales the loss dynamically by default (bf16 does not)"
         else fail "pttrain fp16 loss scale" "$(grep -m1 '^step 0' "$BUILD/prec_pt_fp16.log")"; fi
