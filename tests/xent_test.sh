@@ -10,23 +10,36 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 
-if $CC $W -fopenmp tests/test_xent.c -o "$BUILD/test_xent" -lm >"$BUILD/test_xent.build.log" 2>&1; then
+# the three builds at once (one core each), then the runs
+build_bg "$BUILD/test_xent.build.log" $CC $W -fopenmp tests/test_xent.c -o "$BUILD/test_xent" -lm
+p_plain=$!
+p_mpi=""
+if have_mpi; then
+    build_bg "$BUILD/test_xent_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_xent.c -o "$BUILD/test_xent_mpi" -lm
+    p_mpi=$!
+fi
+p_cl=""
+if [ -e /usr/include/CL/cl.h ] && [ -e /usr/include/clblast_c.h ]; then
+    build_bg "$BUILD/test_xent_cl.build.log" $CC $W -fopenmp -DPTRAIN_OPENCL tests/test_xent.c -o "$BUILD/test_xent_cl" -lOpenCL -lclblast -lm
+    p_cl=$!
+fi
+if wait $p_plain; then
     prog "test_xent (no MPI, tp=1)" "$BUILD/test_xent.log" "$B/test_xent"
 else
     fail "build test_xent ($CC)" "see $BUILD/test_xent.build.log"
     head -n 20 "$BUILD/test_xent.build.log" | sed 's/^/    /'
 fi
-if have_mpi; then
-    if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_xent.c -o "$BUILD/test_xent_mpi" -lm >"$BUILD/test_xent_mpi.build.log" 2>&1; then
+if [ -n "$p_mpi" ]; then
+    if wait $p_mpi; then
         prog "test_xent: mpirun -np 2 (tp=2)" "$BUILD/test_xent_np2.log" mpi_run 2 -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_xent_mpi"
     else
         fail "build test_xent_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_xent_mpi.build.log"
         head -n 20 "$BUILD/test_xent_mpi.build.log" | sed 's/^/    /'
     fi
 fi
-if [ ! -e /usr/include/CL/cl.h ] || [ ! -e /usr/include/clblast_c.h ]; then
+if [ -z "$p_cl" ]; then
     fail "OpenCL headers" "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)"
-elif $CC $W -fopenmp -DPTRAIN_OPENCL tests/test_xent.c -o "$BUILD/test_xent_cl" -lOpenCL -lclblast -lm >"$BUILD/test_xent_cl.build.log" 2>&1; then
+elif wait $p_cl; then
     prog "test_xent on OpenCL (PTRAIN_DEVICE=opencl)" "$BUILD/test_xent_cl.log" env PTRAIN_DEVICE=opencl timeout 300 "$B/test_xent_cl"
     grep -q '^  backend: opencl' "$BUILD/test_xent_cl.log" && pass "test_xent on OpenCL ran on the opencl backend" ||
         fail "test_xent on OpenCL" "not on the opencl backend: $(grep '^  backend' "$BUILD/test_xent_cl.log")"
