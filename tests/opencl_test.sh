@@ -47,18 +47,8 @@ else
 fi
 
 # ---- the implementation with OpenCL compiles as C and C++, defining only pt_*/PT_* symbols ----
-printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/ocl_tu.c"
-for cc in "$CC -std=c99 -pedantic" "$CC -std=c11 -pedantic -fopenmp" "c++ -x c++ -std=c++11" "c++ -x c++ -std=c++17"; do
-    o=$BUILD/ocl_tu.$(echo "$cc" | tr -c 'a-z0-9+\n' '_').o
-    if $cc -Wall -Wextra -Werror -O1 -DPTRAIN_OPENCL -I"$INC" -c "$BUILD/ocl_tu.c" -o "$o" >"$o.log" 2>&1; then
-        bad=$(nm -g --defined-only "$o" | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
-        if [ -z "$bad" ]; then pass "compile $cc -DPTRAIN_OPENCL -Wall -Wextra -Werror; only pt_*/PT_* symbols"; else
-            fail "compile $cc -DPTRAIN_OPENCL" "symbols outside pt_/PT_: $bad"; fi
-    else
-        fail "compile $cc -DPTRAIN_OPENCL -Wall -Wextra -Werror" "see $o.log"
-        head -n 20 "$o.log" | sed 's/^/    /'
-    fi
-done
+impl_compiles ocl "$CC -std=c99 -pedantic -DPTRAIN_OPENCL" "$CC -std=c11 -pedantic -fopenmp -DPTRAIN_OPENCL" "c++ -x c++ -std=c++11 -DPTRAIN_OPENCL" \
+    "c++ -x c++ -std=c++17 -DPTRAIN_OPENCL"
 
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]
