@@ -3,7 +3,8 @@
 # pt_linear_cross_entropy; tp: pt_linear_cross_entropy_vp). Builds tests/test_xent.c twice (cc without
 # MPI: tp = 1; mpicc -DPTRAIN_MPI -fopenmp) and runs the plain one and the MPI one under mpirun -np 2
 # (layout tp = 2), then a third time with -DPTRAIN_OPENCL, run on the OpenCL backend (PTRAIN_DEVICE=opencl:
-# the same checks, bit-identical ones included, through the OpenCL kernels and CLBlast; PoCL in the CI). Prints one PASS/FAIL line per check, then "N passed, N failed" (a run that fails
+# the same checks, bit-identical ones included, through the OpenCL kernels and CLBlast; PoCL in the CI;
+# the memory check on 512 rows there, 1024 under SOAK=1). Prints one PASS/FAIL line per check, then "N passed, N failed" (a run that fails
 # without a failed check, e.g. a crash or a timeout, adds one failure). Under a minute.
 # PTRAIN_INC=DIR takes ptrain.h from DIR instead of the repository root.
 set -u
@@ -40,7 +41,8 @@ fi
 if [ -z "$p_cl" ]; then
     fail "OpenCL headers" "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)"
 elif wait $p_cl; then
-    prog "test_xent on OpenCL (PTRAIN_DEVICE=opencl)" "$BUILD/test_xent_cl.log" env PTRAIN_DEVICE=opencl timeout 300 "$B/test_xent_cl"
+    # --quick: the memory check's head on 512 rows, not 1024 (the CPU runs above take 1024; SOAK=1 here too)
+    prog "test_xent on OpenCL (PTRAIN_DEVICE=opencl)" "$BUILD/test_xent_cl.log" env PTRAIN_DEVICE=opencl timeout 300 "$B/test_xent_cl" $(soak || echo --quick)
     grep -q '^  backend: opencl' "$BUILD/test_xent_cl.log" && pass "test_xent on OpenCL ran on the opencl backend" ||
         fail "test_xent on OpenCL" "not on the opencl backend: $(grep '^  backend' "$BUILD/test_xent_cl.log")"
 else
