@@ -29,7 +29,12 @@ if have clinfo; then
     fi
 fi
 
-if $CC $W -DPTRAIN_OPENCL tests/test_opencl.c -o "$BUILD/test_opencl" $CLLIBS -lm >"$BUILD/test_opencl.build.log" 2>&1; then
+# the builds start together (one core each); each is waited for where it is first needed
+$CC $W -DPTRAIN_OPENCL tests/test_opencl.c -o "$BUILD/test_opencl" $CLLIBS -lm >"$BUILD/test_opencl.build.log" 2>&1 &
+p_b1=$!
+$CC $W tests/test_opencl.c -o "$BUILD/test_opencl_nocl" -lm >"$BUILD/test_opencl_nocl.build.log" 2>&1 &
+p_b2=$!
+if wait $p_b1; then
     prog "test_opencl (cpu vs opencl)" "$BUILD/test_opencl.log" timeout 600 "$B/test_opencl" "$BUILD"
     sed -n '/^parity table/,$p' "$BUILD/test_opencl.log" | grep -v -E '^[0-9]+ passed' | sed 's/^/    /'
     grep '^transfers of one step' "$BUILD/test_opencl.log" | sed 's/^/    /'
@@ -40,7 +45,7 @@ else
     fail "build test_opencl (-DPTRAIN_OPENCL $CLLIBS)" "see $BUILD/test_opencl.build.log (make deps installs OpenCL and CLBlast)"
     head -n 20 "$BUILD/test_opencl.build.log" | sed 's/^/    /'
 fi
-if $CC $W tests/test_opencl.c -o "$BUILD/test_opencl_nocl" -lm >"$BUILD/test_opencl_nocl.build.log" 2>&1; then
+if wait $p_b2; then
     prog "test_opencl without PTRAIN_OPENCL" "$BUILD/test_opencl_nocl.log" "$B/test_opencl_nocl"
 else
     fail "build test_opencl without PTRAIN_OPENCL" "see $BUILD/test_opencl_nocl.build.log"
