@@ -6,7 +6,7 @@ EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
 MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume $(BUILD)/10_memory
 CLLIBS  := -lOpenCL -lclblast
 
-.PHONY: all help deps demo test fuzz bench examples tools clean
+.PHONY: all help deps demo test soak fuzz bench examples tools clean
 
 all: examples
 
@@ -16,6 +16,9 @@ help:
 	@echo "               every 100 steps to build/demo_ckpt; run it again to continue from the newest one; its log and"
 	@echo "               trace are drawn by build/ptreport into build/demo/report/index.html"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
+	@echo "make soak      the long variants make test leaves out (SOAK=1: every equivalence and memory-estimate layout, the"
+	@echo "               implementation compiled once more by dp, tp and coll_test, xent's OpenCL run at full size);"
+	@echo "               TEST_FILTER=name only those suites"
 	@echo "make fuzz      build the libFuzzer harnesses of tests/fuzz (clang; every file parser: checkpoint, safetensors, shard,"
 	@echo "               IDX, tokenizer, CLBlast tune file, ptreport's run log) into build/fuzz and run each FUZZ_SECONDS"
 	@echo "               (default 60) on a copy of its corpus, printing executions, corpus size and crashes;"
@@ -90,6 +93,10 @@ demo: deps $(BUILD)/pttrain $(BUILD)/ptreport
 
 test: deps
 	@sh tests/run.sh $(BUILD)/tests
+
+# the long variants (tests/soak.sh: tests/run.sh with SOAK=1 for the suites that have them)
+soak: deps
+	@sh tests/soak.sh $(BUILD)/soak
 
 # the fuzz harnesses: one binary (ptrain.h compiled once), build/fuzz/fuzz_NAME links to it;
 # tests/fuzz/run.sh runs them (tests/fuzz_test.sh, in make test, only replays the corpus and past crashes)

@@ -23,6 +23,9 @@ TMPS="$T1 $T2 $T3 $T8 $TT $TD $TC"
 # shellcheck disable=SC2086
 rm -rf $TMPS "$BUILD"/ckpt_rd[0-9]* "$BUILD"/ckpt_l[1234] "$BUILD/ckpt_4" "$BUILD/ckpt_asan"
 
+# the MPI build starts now, beside the build and the runs without MPI (one core each)
+build_bg "$BUILD/test_ckpt_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckpt_mpi" -lm
+p_mpi1=$!
 if $CC $W tests/test_ckpt.c -o "$BUILD/test_ckpt" -lm >"$BUILD/test_ckpt.build.log" 2>&1; then
     prog "test_ckpt (1 rank)" "$BUILD/ckpt_np1.log" env CKPT_KEEP=1 "$B/test_ckpt" "$T1"
 else
@@ -43,7 +46,7 @@ if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
-if mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckpt_mpi" -lm >"$BUILD/test_ckpt_mpi.build.log" 2>&1; then
+if wait $p_mpi1; then
     M=$B/test_ckpt_mpi
     prog "mpirun -np 2 test_ckpt (dp2, ZeRO-1)" "$BUILD/ckpt_np2.log" mpi_run 2 -- env CKPT_KEEP=1 "$M" "$T2"
     prog "mpirun -np 4 test_ckpt (dp2 x tp2, ZeRO-1)" "$BUILD/ckpt_np4.log" mpi_run 4 -- env CKPT_TP=2 "$M" "$BUILD/ckpt_4"

@@ -28,7 +28,14 @@ expect() {
     else fail "$name" "exit $rc (want $want), '$pat' $(grep -q -e "$pat" "$log" && echo found || echo 'not found'): $(head -c 400 "$log")"; fi
 }
 
-if $CC $W tests/test_ckpttool.c -o "$T/test_ckpttool" -lm >"$T/build.log" 2>&1; then
+# the builds start together (one core each); each is waited for where it is first needed
+$CC $W tests/test_ckpttool.c -o "$T/test_ckpttool" -lm >"$T/build.log" 2>&1 &
+p_b1=$!
+$CC -O2 -Wall -Wextra -Werror -I"$INC" tools/ptckpt.c -o "$T/ptckpt" -lm >"$T/ptckpt.build.log" 2>&1 &
+p_b2=$!
+mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpttool.c -o "$T/test_ckpttool_mpi" -lm >"$T/mpi.build.log" 2>&1 &
+p_b3=$!
+if wait $p_b1; then
     prog "test_ckpttool (1 rank)" "$T/np1.log" "$TA/test_ckpttool" "$T/lib"
 else
     fail "build test_ckpttool" "see $T/build.log"
@@ -46,7 +53,7 @@ fi
 P=$TA/ptckpt
 L=$T/lib
 S=$L/run/step_000000003
-if ! $CC -O2 -Wall -Wextra -Werror -I"$INC" tools/ptckpt.c -o "$T/ptckpt" -lm >"$T/ptckpt.build.log" 2>&1; then
+if ! wait $p_b2; then
     fail "tools/ptckpt builds (-Wall -Wextra -Werror)" "see $T/ptckpt.build.log"
 elif [ ! -f "$S/manifest" ] || [ ! -f "$L/f32.safetensors" ]; then
     pass "tools/ptckpt builds (-Wall -Wextra -Werror)"
@@ -142,7 +149,7 @@ fi
 
 # ---- dp2 x tp2 with ZeRO-1: shards, ranges and the tied embedding assembled ----
 if have_mpi; then
-    if mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpttool.c -o "$T/test_ckpttool_mpi" -lm >"$T/mpi.build.log" 2>&1; then
+    if wait $p_b3; then
         prog "mpirun -np 4 test_ckpttool (dp2 x tp2, ZeRO-1)" "$T/np4.log" mpi_run 4 -x CKT_TP=2 -- "$TA/test_ckpttool_mpi" "$T.mpi"
         if [ -f "$T.mpi/run/latest" ] && [ -x "$T/ptckpt" ]; then
             expect "ptckpt inspect of the dp2 x tp2 checkpoint: wte in 2 TP pieces" 0 "^  wte  *param 64x32  *f32  *2 " "$T/inspect4.log" "$P" inspect "$T.mpi/run"

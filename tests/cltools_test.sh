@@ -21,16 +21,25 @@ if [ ! -e /usr/include/CL/cl.h ] || [ ! -e /usr/include/clblast_c.h ]; then
 fi
 
 # ---- tuning files ----
-if $CC $W -D_POSIX_C_SOURCE=200809L -DPTRAIN_OPENCL tests/test_cltune.c -o "$T/test_cltune" $CLLIBS -lm >"$T/test_cltune.build.log" 2>&1; then
+# the builds start together (one core each); each is waited for where it is first needed
+$CC $W -D_POSIX_C_SOURCE=200809L -DPTRAIN_OPENCL tests/test_cltune.c -o "$T/test_cltune" $CLLIBS -lm >"$T/test_cltune.build.log" 2>&1 &
+p_b1=$!
+$CC $W -D_POSIX_C_SOURCE=200809L tests/test_cltune.c -o "$T/test_cltune_nocl" -lm >"$T/test_cltune_nocl.build.log" 2>&1 &
+p_b2=$!
+$CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. tools/ptcl.c -o "$T/ptcl" $CLLIBS -lm >"$T/ptcl.build.log" 2>&1 &
+p_b3=$!
+$CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. bench/bench_cl.c -o "$T/bench_cl" $CLLIBS -lm >"$T/bench_cl.build.log" 2>&1 &
+p_b4=$!
+if wait $p_b1; then
     prog "test_cltune (tuning files, interop)" "$T/test_cltune.log" timeout 300 "$B/cltools/test_cltune" "$T"
 else fail "build test_cltune" "see $T/test_cltune.build.log"; fi
-if $CC $W -D_POSIX_C_SOURCE=200809L tests/test_cltune.c -o "$T/test_cltune_nocl" -lm >"$T/test_cltune_nocl.build.log" 2>&1; then
+if wait $p_b2; then
     prog "test_cltune without PTRAIN_OPENCL" "$T/test_cltune_nocl.log" "$B/cltools/test_cltune_nocl" "$T"
 else fail "build test_cltune without PTRAIN_OPENCL" "see $T/test_cltune_nocl.build.log"; fi
 
 # ---- tools/ptcl (built as `make tools` builds it) ----
 PTCL=$B/cltools/ptcl
-if $CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. tools/ptcl.c -o "$T/ptcl" $CLLIBS -lm >"$T/ptcl.build.log" 2>&1; then
+if wait $p_b3; then
     pass "tools/ptcl builds (-Wall -Wextra -Werror)"
     "$PTCL" list >"$T/list.log" 2>&1
     rc=$?
@@ -68,7 +77,7 @@ else
 fi
 
 # ---- bench/bench_cl ----
-if $CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. bench/bench_cl.c -o "$T/bench_cl" $CLLIBS -lm >"$T/bench_cl.build.log" 2>&1; then
+if wait $p_b4; then
     BCL=$B/cltools/bench_cl
     "$BCL" gemm 128 >"$T/bgemm.log" 2>&1
     rc=$?

@@ -16,6 +16,11 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 
 # ---- without MPI: a world of one ----
+# the MPI builds start now, beside the build and the runs without MPI (one core each)
+build_bg "$BUILD/test_coll_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_coll.c -o "$B/test_coll_mpi" -lm
+p_mpi1=$!
+build_bg "$BUILD/test_dp_coll.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$B/test_dp_coll" -lm
+p_mpi2=$!
 if $CC $W tests/test_coll.c -o "$BUILD/test_coll" -lm >"$BUILD/test_coll.build.log" 2>&1; then
     prog "test_coll (no MPI)" "$BUILD/test_coll.log" "$B/test_coll"
 else
@@ -28,7 +33,7 @@ if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
-if ! mpicc $W -DPTRAIN_MPI -fopenmp tests/test_coll.c -o "$B/test_coll_mpi" -lm >"$BUILD/test_coll_mpi.build.log" 2>&1; then
+if ! wait $p_mpi1; then
     fail "build test_coll_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_coll_mpi.build.log"
     head -n 20 "$BUILD/test_coll_mpi.build.log" | sed 's/^/    /'
     echo "$NP passed, $NF failed"
@@ -42,7 +47,7 @@ prog "mpirun -np 2 test_coll, PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60" "$BUILD/co
     mpi_run 2 -- env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$T"
 
 # ---- the data-parallel paths (>>dp) in debug mode: buckets, ZeRO, hierarchical chain, compression ----
-if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$B/test_dp_coll" -lm >"$BUILD/test_dp_coll.build.log" 2>&1; then
+if wait $p_mpi2; then
     prog "mpirun -np 2 test_dp, PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60" "$BUILD/coll_dp_np2_check.log" \
         mpi_run 2 -- env -u PTRAIN_FAKE_NODE_SIZE PTRAIN_COLL_CHECK=1 PTRAIN_WATCHDOG=60 "$B/test_dp_coll"
     prog "mpirun -np 4 test_dp, 2 fake nodes (hierarchical), PTRAIN_COLL_CHECK=1" "$BUILD/coll_dp_np4_check.log" \
@@ -99,18 +104,8 @@ if grep -q "^collective records of rank 0 (tp 0, pp 0, dp 0): 2 calls" "$err" &&
 else fail "watchdog dump" "not in $err: $(head -c 900 "$err" | tr '\n' ' ')"; fi
 
 # ---- the implementation compiles as C and C++ with MPI, defining only pt_*/PT_* symbols ----
-printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/coll_tu.c"
-for cc in "mpicc -std=c99 -pedantic -DPTRAIN_MPI" "mpicxx -x c++ -std=c++11 -DPTRAIN_MPI"; do
-    o=$BUILD/coll_tu.$(echo "$cc" | tr -c 'a-zA-Z0-9+\n' '_').o
-    if $cc -Wall -Wextra -Werror -O1 -I"$INC" -c "$BUILD/coll_tu.c" -o "$o" >"$o.log" 2>&1; then
-        bad=$(nm -g --defined-only "$o" | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
-        if [ -z "$bad" ]; then pass "compile $cc -Wall -Wextra -Werror; only pt_*/PT_* symbols"; else
-            fail "compile $cc" "symbols outside pt_/PT_: $bad"; fi
-    else
-        fail "compile $cc -Wall -Wextra -Werror" "see $o.log"
-        head -n 20 "$o.log" | sed 's/^/    /'
-    fi
-done
+# (in make test dist_test compiles the same; here under SOAK=1)
+impl_compiles coll "soak:mpicc -std=c99 -pedantic -DPTRAIN_MPI" "soak:mpicxx -x c++ -std=c++11 -DPTRAIN_MPI"
 
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

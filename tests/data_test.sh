@@ -12,12 +12,19 @@ D=$BUILD/data
 mkdir -p "$D" || exit 1
 export PTRAIN_THREADS=${PTRAIN_THREADS:-1}
 
-if $CC $W tests/test_data.c -o "$BUILD/test_data" -lm >"$BUILD/test_data.build.log" 2>&1; then
+# the builds start together (one core each); each is waited for where it is first needed
+$CC $W tests/test_data.c -o "$BUILD/test_data" -lm >"$BUILD/test_data.build.log" 2>&1 &
+p_b1=$!
+$CC $W -DPTRAIN_NO_THREADS tests/test_data.c -o "$BUILD/test_data_nothreads" -lm >"$BUILD/test_data_nt.build.log" 2>&1 &
+p_b2=$!
+$CC $W tools/prepare_shards.c -o "$BUILD/prepare_shards" -lm >"$BUILD/prepare_shards.build.log" 2>&1 &
+p_b3=$!
+if wait $p_b1; then
     prog "test_data (prefetch thread)" "$BUILD/test_data.log" timeout 60 "$B/test_data" --dir "$D"
 else
     fail "build test_data" "see $BUILD/test_data.build.log"
 fi
-if $CC $W -DPTRAIN_NO_THREADS tests/test_data.c -o "$BUILD/test_data_nothreads" -lm >"$BUILD/test_data_nt.build.log" 2>&1; then
+if wait $p_b2; then
     prog "test_data -DPTRAIN_NO_THREADS" "$BUILD/test_data_nt.log" timeout 60 "$B/test_data_nothreads" --dir "$D"
 else
     fail "build test_data -DPTRAIN_NO_THREADS" "see $BUILD/test_data_nt.build.log"
@@ -32,7 +39,7 @@ if [ "${NO_ASAN:-0}" != 1 ] && have g++; then
 fi
 
 # ---- tools/prepare_shards ----
-if $CC $W tools/prepare_shards.c -o "$BUILD/prepare_shards" -lm >"$BUILD/prepare_shards.build.log" 2>&1; then
+if wait $p_b3; then
     T=$D/text
     rm -rf "$T" && mkdir -p "$T/p" "$T/l" "$T/v"
     head -c 40000 ptrain.h >"$T/a.txt"

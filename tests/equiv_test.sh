@@ -9,24 +9,29 @@
 # to the same layout without it, starting the same DP reductions during backward.
 # bf16 gradient compression: losses 1e-3, norms 1e-2, parameters 1e-2 (SGD) / 1e-1 (AdamW).
 # Two layouts run in the collective debug mode (PTRAIN_COLL_CHECK=1: every collective agreed first).
-# Every run is one mpirun bounded by `timeout 120`; prints PASS/FAIL per run, then "N passed, N failed".
+# The layouts marked soak run only under SOAK=1 (make soak): each path they take is also taken by a
+# layout that make test runs. Every run is one mpirun bounded by `timeout 120`; prints PASS/FAIL per run, then "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 
+# both builds at once (one core each)
+build_bg "$BUILD/test_equiv_nompi.build.log" $CC $W tests/test_equiv.c -o "$BUILD/test_equiv_nompi" -lm
+p_nompi=$!
+have_mpi && build_bg "$BUILD/test_equiv.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_equiv.c -o "$BUILD/test_equiv" -lm && p_mpi=$!
 # without MPI: a world of one (micro-batches; v chunks on one rank handed over in memory)
-if $CC $W tests/test_equiv.c -o "$BUILD/test_equiv_nompi" -lm >"$BUILD/test_equiv_nompi.build.log" 2>&1; then
+if wait $p_nompi; then
     PTRAIN_THREADS=1 prog "equivalence without MPI --m 4" "$BUILD/equiv_nompi1.log" "$B/test_equiv_nompi" --m 4
     PTRAIN_THREADS=1 prog "equivalence without MPI --schedule interleaved --v 2 --m 2" "$BUILD/equiv_nompi2.log" "$B/test_equiv_nompi" \
         --schedule interleaved --v 2 --m 2
 else
     fail "build test_equiv ($CC, no MPI)" "see $BUILD/test_equiv_nompi.build.log"
 fi
-if ! have_mpi; then
+if [ -z "${p_mpi:-}" ]; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
-if ! mpicc $W -DPTRAIN_MPI -fopenmp tests/test_equiv.c -o "$BUILD/test_equiv" -lm >"$BUILD/test_equiv.build.log" 2>&1; then
+if ! wait $p_mpi; then
     fail "build test_equiv (mpicc -DPTRAIN_MPI)" "see $BUILD/test_equiv.build.log"
     head -n 20 "$BUILD/test_equiv.build.log" | sed 's/^/    /'
     echo "$NP passed, $NF failed"
@@ -36,21 +41,25 @@ export PTRAIN_THREADS=1 OMP_WAIT_POLICY=passive
 i=0
 while read -r n args; do
     case $n in '' | '#'*) continue ;; esac
+    if [ "$n" = soak ]; then # a layout whose paths the others cover too: SOAK=1 only
+        soak || continue
+        n=${args%% *} args=${args#* }
+    fi
     i=$((i + 1))
     prog "equivalence np=$n $args" "$BUILD/equiv_$i.log" mpi_run "$n" -- "$B/test_equiv" $args </dev/null
 done <<'LAYOUTS'
-1 --dp 1
-1 --dp 1 --m 4
+soak 1 --dp 1
+soak 1 --dp 1 --m 4
 1 --dp 1 --schedule interleaved --v 2 --m 2
-2 --dp 2
+soak 2 --dp 2
 2 --dp 2 --accum 2
-2 --dp 2 --zero 1
-2 --dp 2 --zero 2 --m 2
+soak 2 --dp 2 --zero 1
+soak 2 --dp 2 --zero 2 --m 2
 2 --dp 2 --compress
 2 --tp 2
 2 --tp 2 --dropout 0.1
 2 --pp 2 --schedule gpipe --m 4
-2 --pp 2 --schedule 1f1b --m 4
+soak 2 --pp 2 --schedule 1f1b --m 4
 2 --pp 2 --schedule interleaved --v 2 --m 4
 2 --pp 2 --balanced --dropout 0.1
 4 --pp 4 --m 4
@@ -58,18 +67,18 @@ done <<'LAYOUTS'
 4 --dp 4 --zero 2 --accum 2
 4 --dp 2 --tp 2
 4 --dp 2 --tp 2 --zero 1 --accum 2
-4 --tp 2 --pp 2
+soak 4 --tp 2 --pp 2
 4 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2
-4 --dp 2 --pp 2
+soak 4 --dp 2 --pp 2
 4 --dp 2 --pp 2 --zero 1 --accum 2
 4 --dp 2 --pp 2 --zero 2 --m 2
 4 --dp 2 --pp 2 --schedule gpipe --m 4
-4 --dp 2 --pp 2 --hier --fake-node-size 2
+soak 4 --dp 2 --pp 2 --hier --fake-node-size 2
 8 --dp 2 --tp 2 --pp 2
-8 --dp 2 --tp 2 --pp 2 --zero 1
+soak 8 --dp 2 --tp 2 --pp 2 --zero 1
 8 --dp 2 --tp 2 --pp 2 --zero 2 --schedule gpipe --m 2
 8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2
-8 --dp 2 --tp 2 --pp 2 --compress
+soak 8 --dp 2 --tp 2 --pp 2 --compress
 8 --dp 2 --tp 2 --pp 2 --recompute full
 8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2 --dropout 0.1 --recompute mixed
 4 --tp 2 --pp 2 --schedule gpipe --m 4 --dropout 0.1 --recompute selective

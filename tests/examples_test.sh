@@ -34,14 +34,31 @@ PT=./build/pttrain
 
 # 1. every Build: line compiles as written, and names a Run: line; pttrain builds with its own
 #    Build: line, which is the Makefile's recipe for build/pttrain
+#    (the builds run together, one core each, and so do the test-only builds of below: prepare_shards,
+#    ptreport, pttrain with test hooks)
+bpids=""
 for src in examples/*.c tools/pttrain.c; do
     name=$(basename "$src" .c)
     bline=$(sed -n 's/^ *Build: //p' "$src" | head -n 1)
     rline=$(sed -n 's/^ *Run: //p' "$src" | head -n 1)
     if [ -z "$bline" ] || { [ -z "$rline" ] && [ "$name" != pttrain ]; }; then fail "$name: first comment needs 'Build:' and 'Run:' lines"; continue; fi
     case "$bline" in cc\ *|mpicc\ *) ;; *) fail "$name: Build line is not a single cc/mpicc command: $bline"; continue ;; esac
-    if sh -c "$bline" >"$W/$name.build.log" 2>&1; then pass "$name builds with its Build: line"
-    else fail "$name: '$bline' failed: $(head -c 400 "$W/$name.build.log")"; fi
+    sh -c "$bline" >"$W/$name.build.log" 2>&1 &
+    bpids="$bpids $name:$!"
+done
+cc -O2 -I. tools/prepare_shards.c -o "$W/prepare_shards" -lm >"$W/prepare_shards.build.log" 2>&1 &
+p_shards=$!
+cc -O2 tools/ptreport.c -o build/ptreport -lm 2>"$W/ptreport.build.log" &
+p_report=$!
+PTH=./build/pttrain_hooks
+mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_TEST_HOOKS -I. tools/pttrain.c -o "$PTH" -lm 2>"$W/pttrain_hooks.build.log" &
+p_hooks=$!
+for np_ in $bpids; do
+    name=${np_%%:*}
+    src=examples/$name.c
+    [ "$name" = pttrain ] && src=tools/pttrain.c
+    if wait "${np_#*:}"; then pass "$name builds with its Build: line"
+    else fail "$name: '$(sed -n 's/^ *Build: //p' "$src" | head -n 1)' failed: $(head -c 400 "$W/$name.build.log")"; fi
 done
 recipe=$(sed -n '/^$(BUILD)\/pttrain:/{n;p;}' Makefile | sed 's/^[[:space:]]*//; s|\$@|build/pttrain|; s|\$(CLLIBS)|-lOpenCL -lclblast|')
 if [ -n "$recipe" ] && [ "$recipe" = "$(sed -n 's/^ *Build: //p' tools/pttrain.c | head -n 1)" ]; then pass "pttrain: its Build: line is the Makefile's recipe"
@@ -97,7 +114,7 @@ if [ $rc -eq 0 ] && [ -n "$l0" ] && [ -n "$l29" ] && awk -v a="$l0" -v b="$l29" 
 else fail "03_gpt learning: exit $rc, loss '$l0' -> '$l29', validation '$v'"; fi
 # BPE shards (tools/prepare_shards --bpe, into a directory it creates): the vocabulary and tokenizer come from the directory, and
 # the sample is decoded (more bytes than the 30 tokens generated; byte printing gives exactly 30)
-if cc -O2 -I. tools/prepare_shards.c -o "$W/prepare_shards" -lm >"$W/prepare_shards.build.log" 2>&1 &&
+if wait $p_shards &&
     rm -rf "$W/bpe" && "$W/prepare_shards" --bpe 40 --val "$W/corpus/val.txt" "$W/bpe" "$W/corpus/train.txt" >"$W/bpe.log" 2>&1; then
     ./build/03_gpt --data "$W/bpe" --layers 1 --width 32 --heads 2 --seq 16 --batch 4 --val-every 0 --seed 5 --steps 2 --sample 30 >"$W/03bpe.log" 2>&1
     rc=$?
@@ -251,7 +268,7 @@ else fail "pttrain validation in the log: exit $rc, printed '$v', logged '$lv', 
 fv=$(sed -n 's/^val_loss //p' "$W/ptval.log")
 le=$(sed -n 's/^{"event":"eval","step":4,.*"val_loss":\([^,]*\),"t_eval":.*/\1/p' "$W/ptval.jsonl")
 rm -rf "$W/ptvalrep"
-cc -O2 tools/ptreport.c -o build/ptreport -lm 2>"$W/ptreport.build.log"
+wait $p_report
 ./build/ptreport "$W/ptval.jsonl" -o "$W/ptvalrep" >"$W/ptvalrep.log" 2>&1
 rv=$(sed -n 's/.*<tr><th>final val loss<\/th><td>\([^<]*\)<.*/\1/p' "$W/ptvalrep/index.html" 2>/dev/null)
 np=$(grep 'data-series="val loss"' "$W/ptvalrep/loss.svg" 2>/dev/null | sed 's/.* points="\([^"]*\)".*/\1/' | tr ' ' '\n' | grep -c ',')
@@ -260,8 +277,7 @@ if [ -n "$fv" ] && [ -n "$le" ] && [ "$(printf '%.4f' "$le")" = "$fv" ] && [ "$r
 else fail "final evaluation in the log: printed '$fv', eval event '$le', report '$rv', $np val-loss points; $(head -c 300 "$W/ptvalrep.log")"; fi
 # the guard's fault injection (PTRAIN_GUARD_INJECT) is a test hook: a trainer built with -DPTRAIN_TEST_HOOKS
 # reads it; the release build ignores it (the environment of a program linking ptrain cannot flip its weights)
-PTH=./build/pttrain_hooks
-mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_TEST_HOOKS -I. tools/pttrain.c -o "$PTH" -lm 2>"$W/pttrain_hooks.build.log" ||
+wait $p_hooks ||
     fail "pttrain with -DPTRAIN_TEST_HOOKS: $(head -c 300 "$W/pttrain_hooks.build.log")"
 PTRAIN_GUARD_INJECT=nan:3:0,flip:4:0 $PT $small --steps 6 --guard skip --log "$W/ptnohook.jsonl" >"$W/ptnohook.log" 2>&1
 rc=$?

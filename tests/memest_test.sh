@@ -3,10 +3,12 @@
 # Builds tests/test_memest.c without MPI (one rank) and with mpicc -DPTRAIN_MPI -fopenmp, and runs it
 # on dp 2 (ZeRO-0, ZeRO-1 with 2 accumulated passes, ZeRO-2, bf16 compression), tp 2 (also sequence parallel), pp 2 (1F1B,
 # GPipe, interleaved, selective recomputation; 4 micro-batches), tp 2 x pp 2 (full recomputation with sequence
-# parallelism) and dp 2 x tp 2 x pp 2 (ZeRO-1): every rank trains 2 steps
+# parallelism) and dp 2 x tp 2 x pp 2 (ZeRO-1); dp 2 ZeRO-0 without compression and pp 2 1F1B without
+# recomputation of the default model only under SOAK=1 (make soak): every rank trains 2 steps
 # and checks each part of pt_mem_estimate against pt_mem / pt_dp_stats (within 10%, and to the byte;
 # the ratios are printed, with the resident-memory growth for information). The one-process checks
-# (test_memest --real: the real constructors, bad plans, every kind of layout) run once more under
+# (test_memest --real: the real constructors, bad plans, every kind of layout; in the MPI build on the
+# first layout only, PT_MEMEST_LAYOUT_ONLY=1 on the others) run once more under
 # AddressSanitizer / UBSan (NO_ASAN=1 skips that), and once on a copy of ptrain.h whose GPT has a
 # narrower MLP (an edit of pt_block_new only): the estimate follows it to the byte without a change
 # in memest. Then tools/ptmem.c: a table for a valid layout, exit status 2 and a message for bad
@@ -20,7 +22,23 @@ export PTRAIN_THREADS=${PTRAIN_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-pa
 
 ratios() { grep -E '^(layout|  rank)' "$1" | sed 's/^/    /'; }
 
-if $CC $W tests/test_memest.c -o "$BUILD/test_memest" -lm >"$BUILD/test_memest.build.log" 2>&1; then
+# the builds start together (one core each); each is waited for where it is first needed
+mkdir -p "$BUILD/mutant"
+sed 's/pt_linear_new(ctx, n, C, 4 \* C, 1, std)/pt_linear_new(ctx, n, C, 3 * C, 1, std)/; s/pt_linear_new(ctx, n, 4 \* C, C, 1, pstd)/pt_linear_new(ctx, n, 3 * C, C, 1, pstd)/' \
+    "$INC/ptrain.h" >"$BUILD/mutant/ptrain.h"
+build_bg "$BUILD/test_memest.build.log" $CC $W tests/test_memest.c -o "$BUILD/test_memest" -lm
+p_plain=$!
+p_asan=""
+[ "${NO_ASAN:-0}" != 1 ] && build_bg "$BUILD/test_memest.asan.build.log" $CC $W -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+    tests/test_memest.c -o "$BUILD/test_memest.asan" -lm && p_asan=$!
+build_bg "$BUILD/test_memest.mutant.build.log" $CC -I"$BUILD/mutant" $W tests/test_memest.c -o "$BUILD/test_memest.mutant" -lm
+p_mutant=$!
+p_mpi=""
+have mpicc && build_bg "$BUILD/test_memest_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_memest.c -o "$BUILD/test_memest_mpi" -lm && p_mpi=$!
+build_bg "$BUILD/ptmem.build.log" $CC $W tools/ptmem.c -o "$BUILD/ptmem" -lm
+p_ptmem=$!
+
+if wait $p_plain; then
     prog "test_memest (no MPI, one rank)" "$BUILD/test_memest.log" timeout 120 "$B/test_memest" 1 1 1 0 1f1b 2
     ratios "$BUILD/test_memest.log"
 else
@@ -29,9 +47,8 @@ else
 fi
 
 # the one-process checks under AddressSanitizer / UBSan (leaks included)
-if [ "${NO_ASAN:-0}" != 1 ]; then
-    if $CC $W -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer tests/test_memest.c -o "$BUILD/test_memest.asan" -lm \
-        >"$BUILD/test_memest.asan.build.log" 2>&1; then
+if [ -n "$p_asan" ]; then
+    if wait $p_asan; then
         prog "test_memest --real (ASan/UBSan)" "$BUILD/test_memest_asan.log" env ASAN_OPTIONS=detect_leaks=1 \
             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 timeout 300 "$B/test_memest.asan" --real
     else fail "build test_memest.asan" "see $BUILD/test_memest.asan.build.log"; fi
@@ -39,12 +56,10 @@ fi
 
 # the estimate runs the real constructors: a GPT whose MLP is 3C wide instead of 4C (pt_block_new
 # edited, memest untouched) is still estimated to the byte, and its parameter counts differ
-mkdir -p "$BUILD/mutant"
-sed 's/pt_linear_new(ctx, n, C, 4 \* C, 1, std)/pt_linear_new(ctx, n, C, 3 * C, 1, std)/; s/pt_linear_new(ctx, n, 4 \* C, C, 1, pstd)/pt_linear_new(ctx, n, 3 * C, C, 1, pstd)/' \
-    "$INC/ptrain.h" >"$BUILD/mutant/ptrain.h"
+# (the copy is made above, before the builds)
 if [ "$(diff "$INC/ptrain.h" "$BUILD/mutant/ptrain.h" | grep -c '^>')" -ne 2 ]; then
     fail "mutant GPT" "the two MLP lines of pt_block_new were not found in ptrain.h (update the sed above)"
-elif $CC -I"$BUILD/mutant" $W tests/test_memest.c -o "$BUILD/test_memest.mutant" -lm >"$BUILD/test_memest.mutant.build.log" 2>&1; then
+elif wait $p_mutant; then
     prog "test_memest --real on a GPT with a 3C-wide MLP" "$BUILD/test_memest_mutant.log" timeout 120 "$B/test_memest.mutant" --real
     a=$(grep 'estimated parameters' "$BUILD/test_memest_mutant.log" | sed 's/.*(//')
     b=$(grep 'estimated parameters' "$BUILD/test_memest.log" | sed 's/.*(//')
@@ -55,20 +70,25 @@ else
 fi
 
 if have_mpi; then
-    if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_memest.c -o "$BUILD/test_memest_mpi" -lm >"$BUILD/test_memest_mpi.build.log" 2>&1; then
+    if [ -n "$p_mpi" ] && wait $p_mpi; then
         # DP TP PP ZERO SCHEDULE M [COMPRESS [LAYERS WIDTH BATCH [RECOMPUTE SEQ_PARALLEL]]]; 6 layers of width 96, micro-batches
         # of 48: pipeline rank 0's received output gradient opens an arena chunk of its own: the first step's peak holds it
         # only for the graph in its backward, not for the others still in flight; then sequence parallelism on tp 2,
         # full recomputation with it on tp 2 x pp 2, selective on pp 2
-        for c in "2 1 1 0 1f1b 1" "2 1 1 1 1f1b 2" "2 1 1 2 1f1b 1" "2 1 1 0 1f1b 1 1" "1 2 1 0 1f1b 1" "1 1 2 0 1f1b 4" "1 1 2 0 gpipe 4" \
+        # (soak: SOAK=1 only, their paths taken by the others too: dp 2 ZeRO-0 by its bf16 run, pp 2 1F1B by the
+        # 6-layer and the selective runs); rank 0's one-process checks run in the first layout only
+        solo=""
+        for c in "soak 2 1 1 0 1f1b 1" "2 1 1 1 1f1b 2" "2 1 1 2 1f1b 1" "2 1 1 0 1f1b 1 1" "1 2 1 0 1f1b 1" "soak 1 1 2 0 1f1b 4" "1 1 2 0 gpipe 4" \
             "1 1 2 0 interleaved 4" "2 2 2 1 1f1b 2" "1 1 2 0 1f1b 4 0 6 96 48" "1 2 1 0 1f1b 1 0 12 64 64 0 1" \
             "1 2 2 0 1f1b 2 0 12 64 64 2 1" "1 1 2 0 1f1b 4 0 12 64 64 1 0"; do
+            case $c in soak\ *) soak || continue; c=${c#soak } ;; esac
             set -- $c
             n=$(($1 * $2 * $3))
             log="$BUILD/memest_$(echo "$c" | tr ' ' '_').log"
             what="dp $1 tp $2 pp $3, zero $4, $5, m $6$([ "${7:-0}" = 1 ] && echo ', bf16')${8:+, $8 layers of width $9, batch ${10}}$([ "${11:-0}" != 0 ] && echo ", recompute ${11}")$([ "${12:-0}" = 1 ] && echo ', sequence parallel')"
-            prog "test_memest: mpirun -np $n ($what)" "$log" mpi_run $n -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_memest_mpi" $c
+            prog "test_memest: mpirun -np $n ($what)" "$log" mpi_run $n -- env -u PTRAIN_FAKE_NODE_SIZE $solo "$B/test_memest_mpi" $c
             ratios "$log"
+            solo=PT_MEMEST_LAYOUT_ONLY=1
         done
     else
         fail "build test_memest_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_memest_mpi.build.log"
@@ -77,7 +97,7 @@ if have_mpi; then
 fi
 
 # ---- tools/ptmem ----
-if $CC $W tools/ptmem.c -o "$BUILD/ptmem" -lm >"$BUILD/ptmem.build.log" 2>&1; then
+if wait $p_ptmem; then
     out=$("$B/ptmem" --layers 12 --width 64 --heads 2 --seq 64 --batch 256 --dp 2 --tp 2 --pp 2 --micro-batches 2 --zero 1 2>&1)
     if [ $? -eq 0 ] && echo "$out" | grep -q '^pp 0 .*embedding' && echo "$out" | grep -q '^pp 1 .*head' && echo "$out" | grep -q 'ZeRO-2:'; then
         pass "ptmem: a table per pipeline rank and the ZeRO comparison"

@@ -1,8 +1,9 @@
 # tests/mpi_lib.sh - shared by the test scripts: sourced after `cd` to the repository root with the
 # build directory as $1. Sets BUILD, B (its path for running), CC, W (compile flags), the Open MPI
-# environment, the pass/fail/have/prog helpers and NP/NF totals, and the MPI launch helpers
-# have_mpi and mpi_run. PTRAIN_INC=DIR (or PT_INC) takes ptrain.h from DIR instead of the
-# repository root.
+# environment, the pass/fail/have/prog helpers and NP/NF totals, the MPI launch helpers
+# have_mpi and mpi_run, build_bg (compiles in the background), impl_compiles and soak. PTRAIN_INC=DIR (or PT_INC)
+# takes ptrain.h from DIR instead of the repository root. SOAK=1 (make soak, tests/soak.sh): the
+# scripts also run their long variants (full layout sweeps, larger runs) that make test leaves out.
 BUILD=${1:-build/tests}
 mkdir -p "$BUILD" || exit 1
 CC=${CC:-cc}
@@ -16,6 +17,17 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 pass() { NP=$((NP + 1)); echo "PASS $1"; }
 fail() { NF=$((NF + 1)); echo "FAIL $1: $2"; }
 have() { command -v "$1" >/dev/null 2>&1; }
+# soak: true under SOAK=1, where a script runs its long variants too
+soak() { [ "${SOAK:-0}" = 1 ]; }
+
+# build_bg LOG CMD...: starts the compile CMD in the background, its output in LOG; $! is its pid and
+# `wait PID` its exit status. A script starts its builds together (each compile is one core) and waits
+# for each where it is first needed.
+build_bg() {
+    _bb_log=$1
+    shift
+    "$@" >"$_bb_log" 2>&1 &
+}
 
 # have_mpi: mpicc and mpirun are on PATH; if not, one failure naming the packages (status 1)
 have_mpi() {
@@ -55,6 +67,36 @@ mpi_run() {
     "$@"
 }
 case $BUILD in /*) B=$BUILD ;; *) B=./$BUILD ;; esac
+
+# impl_compiles TAG CMD...: the implementation (a TU defining PTRAIN_IMPLEMENTATION) compiles with each
+# compiler command (-Wall -Wextra -Werror -O1; the commands run together, one core each) and defines
+# only pt_*/PT_* symbols: one PASS/FAIL per command. A command written soak:CMD runs only under
+# SOAK=1 (another script compiles the same in make test).
+impl_compiles() {
+    _ic_tag=$1
+    shift
+    printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/${_ic_tag}_tu.c"
+    _ic_pids=""
+    for _ic_cc in "$@"; do
+        case $_ic_cc in soak:*) soak || continue; _ic_cc=${_ic_cc#soak:} ;; esac
+        _ic_o=$BUILD/${_ic_tag}_tu.$(echo "$_ic_cc" | tr -c 'a-zA-Z0-9+\n' '_').o
+        $_ic_cc -Wall -Wextra -Werror -O1 -I"$INC" -c "$BUILD/${_ic_tag}_tu.c" -o "$_ic_o" >"$_ic_o.log" 2>&1 &
+        _ic_pids="$_ic_pids$! "
+    done
+    for _ic_cc in "$@"; do
+        case $_ic_cc in soak:*) soak || continue; _ic_cc=${_ic_cc#soak:} ;; esac
+        _ic_o=$BUILD/${_ic_tag}_tu.$(echo "$_ic_cc" | tr -c 'a-zA-Z0-9+\n' '_').o
+        _ic_p=${_ic_pids%% *} _ic_pids=${_ic_pids#* }
+        if wait "$_ic_p"; then
+            _ic_bad=$(nm -g --defined-only "$_ic_o" | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
+            if [ -z "$_ic_bad" ]; then pass "compile $_ic_cc -Wall -Wextra -Werror; only pt_*/PT_* symbols"; else
+                fail "compile $_ic_cc" "symbols outside pt_/PT_: $_ic_bad"; fi
+        else
+            fail "compile $_ic_cc -Wall -Wextra -Werror" "see $_ic_o.log"
+            head -n 20 "$_ic_o.log" | sed 's/^/    /'
+        fi
+    done
+}
 
 # prog NAME LOG CMD...: runs a test program, adds its "N passed, N failed" to the totals
 prog() {

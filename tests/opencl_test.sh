@@ -29,7 +29,12 @@ if have clinfo; then
     fi
 fi
 
-if $CC $W -DPTRAIN_OPENCL tests/test_opencl.c -o "$BUILD/test_opencl" $CLLIBS -lm >"$BUILD/test_opencl.build.log" 2>&1; then
+# the builds start together (one core each); each is waited for where it is first needed
+$CC $W -DPTRAIN_OPENCL tests/test_opencl.c -o "$BUILD/test_opencl" $CLLIBS -lm >"$BUILD/test_opencl.build.log" 2>&1 &
+p_b1=$!
+$CC $W tests/test_opencl.c -o "$BUILD/test_opencl_nocl" -lm >"$BUILD/test_opencl_nocl.build.log" 2>&1 &
+p_b2=$!
+if wait $p_b1; then
     prog "test_opencl (cpu vs opencl)" "$BUILD/test_opencl.log" timeout 600 "$B/test_opencl" "$BUILD"
     sed -n '/^parity table/,$p' "$BUILD/test_opencl.log" | grep -v -E '^[0-9]+ passed' | sed 's/^/    /'
     grep '^transfers of one step' "$BUILD/test_opencl.log" | sed 's/^/    /'
@@ -40,25 +45,15 @@ else
     fail "build test_opencl (-DPTRAIN_OPENCL $CLLIBS)" "see $BUILD/test_opencl.build.log (make deps installs OpenCL and CLBlast)"
     head -n 20 "$BUILD/test_opencl.build.log" | sed 's/^/    /'
 fi
-if $CC $W tests/test_opencl.c -o "$BUILD/test_opencl_nocl" -lm >"$BUILD/test_opencl_nocl.build.log" 2>&1; then
+if wait $p_b2; then
     prog "test_opencl without PTRAIN_OPENCL" "$BUILD/test_opencl_nocl.log" "$B/test_opencl_nocl"
 else
     fail "build test_opencl without PTRAIN_OPENCL" "see $BUILD/test_opencl_nocl.build.log"
 fi
 
 # ---- the implementation with OpenCL compiles as C and C++, defining only pt_*/PT_* symbols ----
-printf '#define PTRAIN_IMPLEMENTATION\n#include "ptrain.h"\n' >"$BUILD/ocl_tu.c"
-for cc in "$CC -std=c99 -pedantic" "$CC -std=c11 -pedantic -fopenmp" "c++ -x c++ -std=c++11" "c++ -x c++ -std=c++17"; do
-    o=$BUILD/ocl_tu.$(echo "$cc" | tr -c 'a-z0-9+\n' '_').o
-    if $cc -Wall -Wextra -Werror -O1 -DPTRAIN_OPENCL -I"$INC" -c "$BUILD/ocl_tu.c" -o "$o" >"$o.log" 2>&1; then
-        bad=$(nm -g --defined-only "$o" | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
-        if [ -z "$bad" ]; then pass "compile $cc -DPTRAIN_OPENCL -Wall -Wextra -Werror; only pt_*/PT_* symbols"; else
-            fail "compile $cc -DPTRAIN_OPENCL" "symbols outside pt_/PT_: $bad"; fi
-    else
-        fail "compile $cc -DPTRAIN_OPENCL -Wall -Wextra -Werror" "see $o.log"
-        head -n 20 "$o.log" | sed 's/^/    /'
-    fi
-done
+impl_compiles ocl "$CC -std=c99 -pedantic -DPTRAIN_OPENCL" "$CC -std=c11 -pedantic -fopenmp -DPTRAIN_OPENCL" "c++ -x c++ -std=c++11 -DPTRAIN_OPENCL" \
+    "c++ -x c++ -std=c++17 -DPTRAIN_OPENCL"
 
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

@@ -31,13 +31,18 @@ points() { grep "data-series=\"$2\"" "$1" | sed 's/.* points="\([^"]*\)".*/\1/' 
 # field NAME: NAME=value from the generator's last output line
 field() { tr ' ' '\n' <"$T/expect" | sed -n "s/^$1=//p"; }
 
-if $CC -std=c99 -O2 -Wall -Wextra -Werror -I. tools/ptreport.c -o "$T/ptreport" -lm >"$T/build.log" 2>&1; then
+# the builds start together (one core each); each is waited for where it is first needed
+$CC -std=c99 -O2 -Wall -Wextra -Werror -I. tools/ptreport.c -o "$T/ptreport" -lm >"$T/build.log" 2>&1 &
+p_b1=$!
+$CC -std=c99 -O2 -Wall -Wextra tests/report_gen.c -o "$T/report_gen" -lm >"$T/gen.build.log" 2>&1 &
+p_b2=$!
+if wait $p_b1; then
     pass "tools/ptreport.c builds (-std=c99 -Wall -Wextra -Werror)"
 else
     fail "build tools/ptreport.c" "$(head -n 20 "$T/build.log")"
     finish
 fi
-if ! $CC -std=c99 -O2 -Wall -Wextra tests/report_gen.c -o "$T/report_gen" -lm >"$T/gen.build.log" 2>&1; then
+if ! wait $p_b2; then
     fail "build tests/report_gen.c" "$(head -n 20 "$T/gen.build.log")"
     finish
 fi

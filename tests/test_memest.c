@@ -3,6 +3,7 @@
    Run:   mpirun -np DP*TP*PP ./a.out DP TP PP ZERO SCHEDULE M [COMPRESS [LAYERS WIDTH BATCH]]
           (SCHEDULE: gpipe | 1f1b | interleaved; the model: 12 layers of width 64, micro-batches of 64)
           ./a.out --real   (only the one-process checks against the real constructors, below)
+          PT_MEMEST_LAYOUT_ONLY=1: a layout run without rank 0's one-process checks
    Every rank trains a GPT for 2 steps on the layout (AdamW; pt_dp over DP with ZERO; pt_pp over PP
    with M micro-batches, else M accumulated passes of one graph), then compares pt_mem_estimate for
    its pipeline rank with what pt_mem measured (params, grads, optim, activations, workspace, their
@@ -352,8 +353,8 @@ int main(int argc, char **argv) {
     rank = pt_dist_rank(d), world = pt_dist_size(d), me = pt_dist_coords(d);
     tu_mpi_init(NULL);
     bad_plans(); /* agreed over the ranks */
-    tu_solo(1);  /* the rest of the one-process checks: rank 0 alone */
-    if (rank == 0) real_params(), real_runs(), inflight(), layouts();
+    tu_solo(1);  /* the rest of the one-process checks: rank 0 alone; PT_MEMEST_LAYOUT_ONLY=1 skips them (run once elsewhere) */
+    if (rank == 0 && !getenv("PT_MEMEST_LAYOUT_ONLY")) real_params(), real_runs(), inflight(), layouts();
     tu_solo(0);
     /* by default a long, narrow model: activations above the 64 MiB arena chunk on every stage of pp 2 */
     memset(&cfg, 0, sizeof cfg);
