@@ -2254,9 +2254,12 @@ struct pt_ctx {
     int nparams, cap_params;
     pt_storage *pslab, *gslab;
     int64_t slab_n;       /* elements used */
+    int64_t gbase, gn;    /* gslab holds slab elements [gbase, gbase + gn): [0, slab_n), or ZeRO-2's shard (see dp) */
     int optim_frozen;     /* set once an optimizer exists: no new parameters */
     void (*grad_hook)(void *user, pt_param *p);
     void *grad_hook_user;
+    void (*grad_get)(void *user, pt_param *p); /* before a parameter's gradient is written in backward (ZeRO-2 gives it storage; see dp) */
+    void *grad_get_user;
     void (*poll)(void *user); /* after each node's backward */
     void *poll_user;
     /* dynamic loss scaling (see optim: pt_loss_scale_enable): pt_backward seeds the loss gradient with
@@ -9956,6 +9959,10 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
 static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
     pt_tensor *gr;
     if (!t || !(t->flags & PT_TENSOR_REQUIRES_GRAD)) return NULL;
+    if (t->param && g->ctx->grad_get) { /* storage for it (ZeRO-2's bucket buffer); none: out of memory, in ctx */
+        g->ctx->grad_get(g->ctx->grad_get_user, t->param);
+        if (!t->param->grad.st) return NULL;
+    }
     if (t->grad) return t->grad;
     if (t->param) return t->grad = &t->param->grad;
     gr = pt__rec(g, PT_F32, t->ndim, t->shape);
@@ -10275,7 +10282,7 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
         t.st = ctx->gslab;
         ctx->be->fill(ctx, &t, 0.0f);
     }
-    ctx->slab_n = need;
+    ctx->slab_n = ctx->gn = need;
     ctx->params[ctx->nparams++] = p;
     for (i = 0; i < 2; i++) {
         pt_tensor *t = i ? &p->grad : &p->value;
@@ -10338,15 +10345,21 @@ PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) {
 }
 static void pt__dp_settle(pt_ctx *ctx, int drop); /* dp: applies (drop: forgets) the 1/dp the gradient slab still owes */
 static double pt__dp_pending(const pt_ctx *ctx);   /* dp: that factor (1 = none), for the optimizer and the norm */
+/* n gradient floats from slab element off (inside [gbase, gbase + gn): see pt_ctx) */
+static pt_tensor pt__grad_view(pt_ctx *ctx, int64_t off, int64_t n) {
+    pt_tensor t = pt__slab_view(ctx->gslab, n);
+    t.off = off - ctx->gbase;
+    return t;
+}
 PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) {
     pt__dp_settle(ctx, 0);
-    return pt__slab_view(ctx->gslab, ctx->slab_n);
+    return pt__slab_view(ctx->gslab, ctx->gn);
 }
 PTDEF void pt_zero_grad(pt_ctx *ctx) {
     pt_tensor t;
     if (!ctx || !ctx->gslab) return;
     pt__dp_settle(ctx, 1);
-    t = pt__slab_view(ctx->gslab, ctx->slab_n);
+    t = pt__slab_view(ctx->gslab, ctx->gn);
     ctx->be->fill(ctx, &t, 0.0f);
 }
 PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user) {
@@ -11595,7 +11608,7 @@ PTDEF pt_status pt_tp_sync_grads(pt_ctx *ctx) {
             int64_t a = PT__MAX(lo, p->slab_off), e = PT__MIN(hi, p->slab_off + pt_numel(&p->grad));
             if (!p->tp_partial || e <= a) continue;
             if (pass == 0) n += e - a;
-            else pt__stage_xfer(ctx, ctx->gslab, a, h + k, e - a, pass == 1, PT_XFER_TP);
+            else pt__stage_xfer(ctx, ctx->gslab, a - ctx->gbase, h + k, e - a, pass == 1, PT_XFER_TP);
             k += e - a;
         }
     }
@@ -11609,7 +11622,7 @@ PTDEF pt_status pt_tp_sync_grads(pt_ctx *ctx) {
 static double pt__grad_sumsq(pt_ctx *ctx) {
     /* local partial sums over the gradient range this rank holds reduced (ZeRO: its DP shard):
        [0] TP-split parameters, [1] the rest (replicated over TP); then the reductions */
-    pt_tensor gs = pt__slab_view(ctx->gslab, ctx->slab_n);
+    pt_tensor gs;
     const pt_dist *d = ctx->desc.dist;
     double part[2] = {0.0, 0.0}, sc = pt__dp_pending(ctx);
     int64_t lo, hi;
@@ -11619,15 +11632,14 @@ static double pt__grad_sumsq(pt_ctx *ctx) {
     dpshard = ctx->grad_range ? ctx->grad_range(ctx, &lo, &hi) : 0;
     for (i = 0; i < ctx->nparams; i++) tied |= (ctx->params[i]->spec.flags & PT_PARAM_TIED_COPY) != 0;
     if (tp <= 1 && !tied) {
-        gs.off = lo;
+        gs = pt__grad_view(ctx, lo, hi - lo);
         part[1] = ctx->be->sumsq(ctx, &gs, hi - lo);
     } else {
         for (i = 0; i < ctx->nparams; i++) {
             pt_param *p = ctx->params[i];
-            pt_tensor t = gs;
             int64_t a = PT__MAX(lo, p->slab_off), e = PT__MIN(hi, p->slab_off + pt_numel(&p->grad));
+            pt_tensor t = pt__grad_view(ctx, a, e - a);
             if (e <= a || (p->spec.flags & PT_PARAM_TIED_COPY)) continue; /* a tied copy: the original elsewhere counts */
-            t.off = a;
             part[p->spec.split_dim >= 0 && p->spec.split_parts > 1 ? 0 : 1] += ctx->be->sumsq(ctx, &t, e - a);
         }
     }
@@ -11887,8 +11899,8 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
         int64_t lo = PT__MAX(u->off, o->zlo), hi = PT__MIN(u->off + u->n, o->zhi), n = hi - lo;
         pt_tensor p, g, m, v;
         if (n <= 0) continue;
-        p = pt__slab_view(ctx->pslab, n), g = pt__slab_view(ctx->gslab, n), m = pt__slab_view(&o->m, n), v = pt__slab_view(&o->v, n);
-        p.off = g.off = lo;
+        p = pt__slab_view(ctx->pslab, n), g = pt__grad_view(ctx, lo, n), m = pt__slab_view(&o->m, n), v = pt__slab_view(&o->v, n);
+        p.off = lo;
         m.off = v.off = lo - o->zlo;
         if (o->d.kind == PT_OPTIM_ADAMW) {
             float bc1 = 1.0f - powf(o->d.beta1, (float)o->steps), bc2 = 1.0f - powf(o->d.beta2, (float)o->steps);
@@ -12783,6 +12795,7 @@ typedef struct pt__dp_op {
     int64_t sn;   /* staging floats */
     uint64_t rec; /* the collective record of the phase in flight (pt__coll_begin) */
     void *rd;     /* device backend: the bucket's read to the host mirror, in flight (read_wait), or NULL */
+    int buf;      /* ZeRO-2 on a host slab: the bucket buffer (pool index) being reduced, -1 = none */
 #ifdef PTRAIN_MPI
     MPI_Request req;
 #endif
@@ -12808,7 +12821,12 @@ struct pt_dp {
     int stage;          /* ZeRO stage 0, 1, 2 */
     int hier, compress, nphases, overlap_gather;
     int64_t zlo, zhi;   /* this rank's ZeRO range of the slab */
-    float *acc;         /* ZeRO-2: [zhi - zlo] shard accumulator */
+    float *acc;         /* ZeRO-2 on a device: [zhi - zlo] shard accumulator (a host slab: the gradient storage is the shard) */
+    int lean;           /* ZeRO-2 on a host slab: ctx->gslab is the shard, gradients live in bucket buffers (see ZeRO below) */
+    pt_storage **pool;  /* lean: the bucket buffers, bmax floats each */
+    int npool, nfree;   /* lean: buffers made; free ones (their indices in freel[0..nfree)) */
+    int *freel, *buf_of; /* lean: [npool] free list; [nb] the buffer the bucket accumulates in, -1 = none */
+    int64_t bmax;       /* lean: floats of the largest bucket */
     float *resid;       /* compression: [slab_n] error feedback, carried across steps */
     float *stg;         /* staging ring [stg_n] */
     int64_t stg_n, stg_head;
@@ -12856,7 +12874,7 @@ static int64_t pt__dp_ring_floats(const pt_dp *dp, int stage) {
         int64_t m = dp->compress ? (dp->hi[b] - dp->lo[b] + 1) / 2 : dp->hi[b] - dp->lo[b];
         big = PT__MAX(big, m), all += m;
     }
-    return dp->compress || stage == 2 ? PT__MIN(2 * big, all) : 0;
+    return dp->compress || (stage == 2 && dp->hg) ? PT__MIN(2 * big, all) : 0; /* ZeRO-2 on a host slab: its bucket buffers instead */
 }
 /* Sums n doubles over the DP communicator of ctx's reducer, in place. */
 static void pt__dp_sum(pt_ctx *ctx, double *x, int n) {
@@ -13012,7 +13030,7 @@ static int pt__dp_issue(pt_dp *dp, pt__dp_op *op) {
     float *g = pt__dp_grads(dp);
     char *buf;
     if (!g) return 0;
-    buf = op->soff >= 0 ? (char *)(dp->stg + op->soff) : (char *)(g + dp->lo[b]);
+    buf = op->buf >= 0 ? (char *)dp->pool[op->buf]->host : op->soff >= 0 ? (char *)(dp->stg + op->soff) : (char *)(g + dp->lo[b]);
     if (dp->nphases == 3 && q == 0 && dp->dist && dp->dist->check) return pt__dp_issue_checked(dp, op, buf);
     rc = pt__dp_call(dp, op, buf, q);
     op->issued++;
@@ -13049,6 +13067,10 @@ static void pt__dp_retire(pt_dp *dp, pt__dp_op *op) {
         else if (a == lo || a - lo >= c) pt__dp_div(dp->ctx, g + a, g + lo, c, d);
         else
             for (i = c - 1; i >= 0; i--) g[a + i] = g[lo + i] / d; /* overlapping, dst above src: from the end */
+    } else if (op->buf >= 0) { /* lean: into the shard, which is the gradient storage */
+        float *acc = (float *)dp->ctx->gslab->host + (a - dp->zlo);
+        const float *h2 = (const float *)dp->pool[op->buf]->host;
+        for (i = 0; i < c; i++) acc[i] += h2[i];
     } else {
         float *acc = dp->acc + (a - dp->zlo);
         if (dp->compress)
@@ -13083,8 +13105,11 @@ static int pt__dp_progress(pt_dp *dp) {
         }
         prev = op->issued;
     }
-    while (dp->retired < dp->next && dp->ops[dp->retired].issued >= dp->nphases && !dp->ops[dp->retired].active)
-        pt__dp_retire(dp, &dp->ops[dp->retired++]);
+    while (dp->retired < dp->next && dp->ops[dp->retired].issued >= dp->nphases && !dp->ops[dp->retired].active) {
+        pt__dp_op *op = &dp->ops[dp->retired++];
+        pt__dp_retire(dp, op);
+        if (op->buf >= 0) dp->freel[dp->nfree++] = op->buf, op->buf = -1; /* lean: the buffer back to the pool */
+    }
     return 1;
 }
 
@@ -13107,6 +13132,151 @@ static int pt__dp_wait(pt_dp *dp, int target) {
     }
     return 1;
 }
+
+/* ---- lean ZeRO-2 (a host gradient slab): the bucket buffers (see ZeRO below) ----------------- */
+#endif
+/* n more bucket buffers of bmax floats in the pool (pt_mem grads), free */
+static pt_status pt__dp_pool_grow(pt_dp *dp, int n) {
+    pt_ctx *ctx = dp->ctx;
+    int k = dp->npool + n;
+    pt_storage **pool = (pt_storage **)pt__realloc(ctx, dp->pool, sizeof *pool * (size_t)k);
+    int *fl = pool ? (int *)pt__realloc(ctx, dp->freel, sizeof *fl * (size_t)k) : NULL;
+    if (pool) dp->pool = pool;
+    if (fl) dp->freel = fl;
+    while (fl && dp->npool < k) {
+        pt_storage *st = (pt_storage *)pt__malloc(ctx, sizeof *st);
+        if (st) memset(st, 0, sizeof *st);
+        if (!st || pt__st_alloc(ctx, st, PT__MAX(dp->bmax, 1) * 4, PT__MEM_GRADS) != PT_OK) {
+            pt__free(ctx, st);
+            break;
+        }
+        dp->freel[dp->nfree++] = dp->npool, dp->pool[dp->npool++] = st;
+    }
+    if (dp->npool < k)
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp (ZeRO-2): out of memory for bucket buffer %d (%lld floats)", dp->npool, (long long)dp->bmax), PT_ERR_OOM);
+    return PT_OK;
+}
+/* points bucket b's parameters' gradients into pool buffer k (-1: at no storage) */
+static void pt__dp_point(pt_dp *dp, int b, int k) {
+    int p;
+    dp->buf_of[b] = k;
+    for (p = dp->p0[b]; p <= dp->p1[b]; p++) {
+        pt_param *q = dp->ctx->params[p];
+        q->grad.st = k >= 0 ? dp->pool[k] : NULL, q->grad.off = q->slab_off - dp->lo[b];
+    }
+}
+#ifdef PTRAIN_MPI
+static int pt__dp_wait(pt_dp *dp, int target);
+#endif
+/* bucket b gets a zeroed buffer: a free one, else the oldest reduction in flight is waited for and
+   its buffer taken, else (every buffer holds a bucket still accumulating) the pool grows. 0 and a
+   context error on failure. */
+static int pt__dp_attach(pt_dp *dp, int b) {
+    pt_tensor t;
+    int k;
+#ifdef PTRAIN_MPI
+    while (!dp->nfree && dp->retired < dp->next && !dp->failed)
+        if (!pt__dp_wait(dp, dp->retired + 1)) return 0;
+#endif
+    if (!dp->nfree && pt__dp_pool_grow(dp, 1) != PT_OK) return 0;
+    k = dp->freel[--dp->nfree];
+    t = pt__slab_view(dp->pool[k], dp->hi[b] - dp->lo[b]);
+    dp->ctx->be->fill(dp->ctx, &t, 0.0f);
+    pt__dp_point(dp, b, k);
+    return 1;
+}
+/* ctx->grad_get: p's bucket accumulates in a buffer from its first gradient on */
+static void pt__dp_grad_get(void *user, pt_param *p) {
+    pt_dp *dp = (pt_dp *)user;
+    int b;
+    if (!p || p->id < 0 || p->id >= dp->nparams || (b = dp->bucket_of[p->id]) < 0 || dp->buf_of[b] >= 0) return;
+    (void)pt__dp_attach(dp, b);
+}
+#ifdef PTRAIN_MPI
+/* every free buffer in the free list (a failed step may have left some with its ops) */
+static void pt__dp_pool_reset(pt_dp *dp) {
+    int k, b, used;
+    dp->nfree = 0;
+    for (k = dp->npool - 1; k >= 0; k--) {
+        for (b = 0, used = 0; b < dp->nb && !used; b++) used = dp->buf_of[b] == k;
+        if (!used) dp->freel[dp->nfree++] = k;
+    }
+}
+#endif
+/* initial bucket buffers: one accumulating, one more held (the tied embedding's bucket is one from
+   the head's backward to the embedding's), one reduction in flight; at most one per bucket */
+static int pt__dp_pool_start(const pt_dp *dp) { return PT__MIN(3, dp->nb); }
+
+/* Lean ZeRO-2 on: the gradient storage becomes the shard [lo, hi) of the slab (its content kept),
+   the full slab is freed, the pool gets its first buffers; parameters' gradients point at no
+   storage until their bucket takes a buffer (ctx->grad_get). */
+static pt_status pt__dp_lean_on(pt_dp *dp, int64_t lo, int64_t hi) {
+    pt_ctx *ctx = dp->ctx;
+    pt_storage *st, *old = ctx->gslab;
+    pt_tensor t;
+    int b;
+    if (dp->lean) return PT_OK;
+    dp->bmax = 0;
+    for (b = 0; b < dp->nb; b++) dp->bmax = PT__MAX(dp->bmax, dp->hi[b] - dp->lo[b]);
+    if (!(dp->buf_of = (int *)pt__alloc(ctx, sizeof(int) * (size_t)PT__MAX(dp->nb, 1))) || !(st = (pt_storage *)pt__malloc(ctx, sizeof *st)))
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory"), PT_ERR_OOM);
+    memset(st, 0, sizeof *st);
+    if (pt__st_alloc(ctx, st, PT__MAX(hi - lo, 1) * 4, PT__MEM_GRADS) != PT_OK) {
+        pt__free(ctx, st);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory for the gradient shard (%lld floats)", (long long)(hi - lo)), PT_ERR_OOM);
+    }
+    t = pt__slab_view(st, hi - lo);
+    ctx->be->fill(ctx, &t, 0.0f);
+    if (st->host && old && old->host) memcpy(st->host, (float *)old->host + lo, (size_t)(hi - lo) * 4);
+    if (old) {
+        pt__mem_add(ctx, PT__MEM_GRADS, -ctx->slab_n * 4); /* the slab counts what it uses */
+        pt__st_free(ctx, old);
+        pt__free(ctx, old);
+    }
+    ctx->gslab = st, ctx->gbase = lo, ctx->gn = hi - lo;
+    for (b = 0; b < dp->nb; b++) pt__dp_point(dp, b, -1);
+    for (b = 0; b < ctx->nparams; b++) ctx->params[b]->grad.st = NULL; /* frozen ones too: no gradient storage */
+    dp->lean = 1;
+    ctx->grad_get = pt__dp_grad_get, ctx->grad_get_user = dp;
+    return pt__dp_pool_grow(dp, pt__dp_pool_start(dp));
+}
+/* Lean ZeRO-2 off: a full gradient slab again, zero but for the shard and the buckets accumulating. */
+static pt_status pt__dp_lean_off(pt_dp *dp) {
+    pt_ctx *ctx = dp->ctx;
+    pt_storage *st, *sh = ctx->gslab;
+    pt_tensor t;
+    int b, k;
+    if (!dp->lean) return PT_OK;
+    if (!(st = (pt_storage *)pt__malloc(ctx, sizeof *st))) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp: out of memory"), PT_ERR_OOM);
+    memset(st, 0, sizeof *st);
+    if (ctx->be->st_alloc(ctx, st, PT__MAX(ctx->slab_n, 16) * 4) != PT_OK) {
+        pt__free(ctx, st);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp: out of memory for the gradient slab (%lld floats)", (long long)ctx->slab_n), PT_ERR_OOM);
+    }
+    st->kind = -1, st->ctx = ctx; /* a slab: accounted by use */
+    t = pt__slab_view(st, ctx->slab_n);
+    ctx->be->fill(ctx, &t, 0.0f);
+    if (st->host && sh->host) {
+        float *g = (float *)st->host;
+        int64_t i;
+        memcpy(g + ctx->gbase, sh->host, (size_t)ctx->gn * 4);
+        for (b = 0; b < dp->nb; b++)
+            if (dp->buf_of[b] >= 0)
+                for (i = dp->lo[b]; i < dp->hi[b]; i++) g[i] += ((const float *)dp->pool[dp->buf_of[b]]->host)[i - dp->lo[b]];
+    }
+    pt__mem_add(ctx, PT__MEM_GRADS, ctx->slab_n * 4);
+    pt__st_free(ctx, sh);
+    pt__free(ctx, sh);
+    ctx->gslab = st, ctx->gbase = 0, ctx->gn = ctx->slab_n;
+    for (b = 0; b < ctx->nparams; b++) ctx->params[b]->grad.st = st, ctx->params[b]->grad.off = ctx->params[b]->slab_off;
+    for (k = 0; k < dp->npool; k++) pt__st_free(ctx, dp->pool[k]), pt__free(ctx, dp->pool[k]);
+    pt__free(ctx, dp->pool), pt__free(ctx, dp->freel), pt__free(ctx, dp->buf_of);
+    dp->pool = NULL, dp->freel = dp->buf_of = NULL, dp->npool = dp->nfree = 0, dp->lean = 0;
+    if (ctx->grad_get == pt__dp_grad_get) ctx->grad_get = NULL, ctx->grad_get_user = NULL;
+    return PT_OK;
+}
+
+#ifdef PTRAIN_MPI
 
 /* n floats of the staging ring (FIFO: waits for the oldest ops while the room overlaps one). */
 static int64_t pt__dp_stage_alloc(pt_dp *dp, int64_t n) {
@@ -13138,7 +13308,7 @@ static int pt__dp_fetch(pt_dp *dp, int from_hook) {
     int64_t lo = dp->lo[b], n = dp->hi[b] - lo;
     while (dp->next <= dp->fetched - dp->nb)
         if (!pt__dp_start(dp, from_hook)) return 0;
-    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0, op->rd = NULL;
+    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0, op->rd = NULL, op->buf = -1;
     op->req = MPI_REQUEST_NULL;
     dp->fetched++;
     if (dp->hg) {
@@ -13158,7 +13328,7 @@ static int pt__dp_fetch(pt_dp *dp, int from_hook) {
 static int pt__dp_start(pt_dp *dp, int from_hook) {
     pt__dp_op *op = &dp->ops[dp->next];
     int b = dp->next % dp->nb;
-    int64_t lo = dp->lo[b], n = dp->hi[b] - lo, need = dp->compress ? (n + 1) / 2 : dp->stage == 2 ? n : 0, i;
+    int64_t lo = dp->lo[b], n = dp->hi[b] - lo, need = dp->compress ? (n + 1) / 2 : dp->stage == 2 && !dp->lean ? n : 0, i;
     float *g = pt__dp_grads(dp);
     if (!g) return 0;
     if (dp->next == dp->fetched && !pt__dp_fetch(dp, from_hook)) return 0;
@@ -13184,6 +13354,11 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
             memcpy(dp->stg + off, g + lo, (size_t)n * 4);
         }
         if (dp->stage == 2) memset(g + lo, 0, (size_t)n * 4); /* later passes accumulate afresh (the device's: pt__dp_fetch) */
+    }
+    if (dp->lean) { /* the bucket's buffer goes to the reduction; later passes take another */
+        if (dp->buf_of[b] < 0 && !pt__dp_attach(dp, b)) return 0; /* nothing this round: zeros */
+        op->buf = dp->buf_of[b];
+        pt__dp_point(dp, b, -1);
     }
     dp->next++;
     if (from_hook) dp->stats.started_before_end++;
@@ -13456,6 +13631,9 @@ PTDEF void pt_dp_free(pt_dp *dp) {
 #ifdef PTRAIN_MPI
     if (dp->reducing && dp->ops) (void)pt__dp_complete(dp);
     if (dp->gn > dp->gdone) (void)pt__dp_gather_finish(dp, 1);
+#endif
+    (void)pt__dp_lean_off(dp); /* the context keeps a full gradient slab */
+#ifdef PTRAIN_MPI
     if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
         pt_set_grad_hook(dp->ctx, NULL, NULL);
     if (dp->dpsize > 1 && dp->ctx->poll == pt__dp_poll && dp->ctx->poll_user == (void *)dp)
@@ -13523,6 +13701,11 @@ PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     dp->stg_head = 0;
     memset(dp->fired, 0, sizeof(int) * (size_t)dp->nparams);
     if (dp->acc) memset(dp->acc, 0, (size_t)(dp->zhi - dp->zlo) * 4);
+    if (dp->lean) { /* the shard is this step's accumulator: the step's mean replaces it */
+        pt_tensor t = pt__slab_view(dp->ctx->gslab, dp->ctx->gn);
+        dp->ctx->be->fill(dp->ctx, &t, 0.0f);
+        pt__dp_pool_reset(dp);
+    }
     dp->reducing = 1;
 #endif
 }
@@ -13563,7 +13746,8 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
         for (k = 0; k < dp->nb; k++) {
             int64_t a = dp->stage ? PT__MAX(dp->lo[k], dp->zlo) : dp->lo[k], e = dp->stage ? PT__MIN(dp->hi[k], dp->zhi) : dp->hi[k];
             if (e <= a) continue;
-            if (dp->stage == 2) pt__dp_div(dp->ctx, g + a, dp->acc + (a - dp->zlo), e - a, inv);
+            if (dp->lean) pt__dp_div(dp->ctx, (float *)dp->ctx->gslab->host + (a - dp->zlo), (float *)dp->ctx->gslab->host + (a - dp->zlo), e - a, inv);
+            else if (dp->stage == 2) pt__dp_div(dp->ctx, g + a, dp->acc + (a - dp->zlo), e - a, inv);
             else if (dp->stage == 0 && !dp->compress && !owe) pt__dp_div(dp->ctx, g + a, g + a, e - a, inv);
             if (dp->hg) pt__stage_xfer(dp->ctx, dp->ctx->gslab, a, g + a, e - a, 0, PT_XFER_DP); /* back to the device */
         }
@@ -13708,6 +13892,7 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
                     dp->bcnt[(size_t)b * n + r] = (int)PT__MAX(0, PT__MIN(dp->hi[b], e) - PT__MAX(dp->lo[b], a));
             }
         }
+        if (stage < 2 && (st = pt__dp_lean_off(dp)) != PT_OK) return st;
         if (stage) {
             st = pt__optim_reshard(o, dp->zdispl[me], (int64_t)dp->zdispl[me] + dp->zcnt[me]);
             if (st != PT_OK) return st;
@@ -13717,7 +13902,8 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
             dp->zlo = dp->zdispl[me], dp->zhi = (int64_t)dp->zdispl[me] + dp->zcnt[me];
             pt__free(ctx, dp->acc);
             dp->acc = NULL;
-            if (stage == 2 && !(dp->acc = (float *)pt__alloc(ctx, (size_t)PT__MAX(dp->zhi - dp->zlo, 1) * 4)))
+            if (stage == 2 && !dp->compress && !dp->hg && (st = pt__dp_lean_on(dp, dp->zlo, dp->zhi)) != PT_OK) return st;
+            if (stage == 2 && !dp->lean && !(dp->acc = (float *)pt__alloc(ctx, (size_t)PT__MAX(dp->zhi - dp->zlo, 1) * 4)))
                 return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory for the gradient shard"), PT_ERR_OOM);
             dp->stage = stage;
             st = pt__dp_alloc_stage(dp);
@@ -19458,9 +19644,9 @@ static double pt__guard_hash(pt_ctx *ctx) {
 /* 1 if this rank's whole gradient slab holds a NaN or an infinity (one sum of squares) */
 static int pt__guard_grad_bad(pt_ctx *ctx) {
     pt_tensor gs;
-    if (!ctx->gslab || ctx->slab_n <= 0) return 0;
-    gs = pt__slab_view(ctx->gslab, ctx->slab_n); /* finite or not: dp's pending 1/dp changes nothing */
-    return !pt__guard_finite(ctx->be->sumsq(ctx, &gs, ctx->slab_n));
+    if (!ctx->gslab || ctx->gn <= 0) return 0;
+    gs = pt__slab_view(ctx->gslab, ctx->gn); /* finite or not: dp's pending 1/dp changes nothing; ZeRO-2: the shard */
+    return !pt__guard_finite(ctx->be->sumsq(ctx, &gs, ctx->gn));
 }
 
 static void pt__guard_inject(pt_guard *g, int64_t step, float *loss) {
@@ -19855,7 +20041,11 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
             for (k = 0; k < pl->dp; k++) /* the largest shard */
                 if (pt__dp_zero_range(ctx->slab_n, k, pl->dp, &a, &e), e - a > hi - lo) lo = a, hi = e;
             if (pl->zero) pt__optim_reshard(opt, lo, hi);
-            o->dp_extra = 4 * (pt__dp_ring_floats(dp, pl->zero) + (pl->zero == 2 ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
+            o->dp_extra = 4 * (pt__dp_ring_floats(dp, pl->zero) + (pl->zero == 2 && pl->compress ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
+            if (pl->zero == 2 && !pl->compress && pt__dp_lean_on(dp, lo, hi) == PT_OK) { /* the shard and the first bucket buffers */
+                ctx->grad_get = NULL; /* no reducer runs here: every bucket in the first buffer (the counting backend keeps no data) */
+                for (k = 0; k < dp->nb; k++) pt__dp_point(dp, k, 0);
+            }
         }
     }
     bt[0] = pl->batch, bt[1] = pl->seq;
