@@ -1351,7 +1351,10 @@ typedef struct pt_dp_stats {
     double gather_wait_s;       /**< ZeRO: seconds waited for the parameter all-gathers (per bucket, non-blocking, started
                                      by pt_optim_step) before the parameters were next read */
     int64_t gathers;            /**< ZeRO: bucket parameter all-gathers started */
-    int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard, bf16 residual */
+    int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard (a device backend), bf16 residual */
+    int64_t grad_buffers;       /**< ZeRO-2 on a host slab: bucket buffers made (in pt_mem grads: the gradient storage is the shard
+                                     plus these, each of the largest bucket's size); 3 at most (one per bucket) unless more buckets
+                                     accumulated at once */
 } pt_dp_stats;
 /** Options of pt_dp_new_opts (zero-initialize; all 0 = pt_dp_new(ctx, d, 0)). */
 typedef struct pt_dp_options {
@@ -12810,6 +12813,7 @@ struct pt_dp {
     int64_t *lo, *hi;   /* [nb]: slab element range of each bucket */
     int *p0, *p1;       /* [nb]: the bucket's parameter ids p0..p1 */
     int *bucket_of;     /* [nparams]: bucket of each parameter, -1 = frozen */
+    int *ord, *late, nlate; /* [nb]: the buckets in sequence order, those not deferred first; [nb] 1 = deferred (pt__dp_defer); how many */
     int *fired;         /* [nparams]: grad hooks seen this step */
     int passes, rounds; /* this step's backward passes; reductions per bucket */
     int nseq, next, retired; /* ops this step; the next to start; the first not retired */
@@ -13152,6 +13156,7 @@ static pt_status pt__dp_pool_grow(pt_dp *dp, int n) {
         }
         dp->freel[dp->nfree++] = dp->npool, dp->pool[dp->npool++] = st;
     }
+    dp->stats.grad_buffers = dp->npool;
     if (dp->npool < k)
         return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp (ZeRO-2): out of memory for bucket buffer %d (%lld floats)", dp->npool, (long long)dp->bmax), PT_ERR_OOM);
     return PT_OK;
@@ -13184,6 +13189,19 @@ static int pt__dp_attach(pt_dp *dp, int b) {
     dp->ctx->be->fill(dp->ctx, &t, 0.0f);
     pt__dp_point(dp, b, k);
     return 1;
+}
+/* p's bucket is deferred: its gradient completes only at the end of the step (pprun: a tied
+   parameter, summed over the pipeline first), so its reductions go last in the sequence, where they
+   hold back no other bucket's (which would keep their ZeRO-2 buffers). Between steps; the same on
+   every DP rank. */
+static void pt__dp_defer(pt_dp *dp, const pt_param *p) {
+    int b, i, j = 0;
+    if (!dp || dp->reducing || !p || p->id < 0 || p->id >= dp->nparams || (b = dp->bucket_of[p->id]) < 0 || dp->late[b]) return;
+    dp->late[b] = 1, dp->nlate++;
+    for (i = 0; i < dp->nb; i++)
+        if (!dp->late[i]) dp->ord[j++] = i;
+    for (i = 0; i < dp->nb; i++)
+        if (dp->late[i]) dp->ord[j++] = i;
 }
 /* ctx->grad_get: p's bucket accumulates in a buffer from its first gradient on */
 static void pt__dp_grad_get(void *user, pt_param *p) {
@@ -13271,7 +13289,7 @@ static pt_status pt__dp_lean_off(pt_dp *dp) {
     for (b = 0; b < ctx->nparams; b++) ctx->params[b]->grad.st = st, ctx->params[b]->grad.off = ctx->params[b]->slab_off;
     for (k = 0; k < dp->npool; k++) pt__st_free(ctx, dp->pool[k]), pt__free(ctx, dp->pool[k]);
     pt__free(ctx, dp->pool), pt__free(ctx, dp->freel), pt__free(ctx, dp->buf_of);
-    dp->pool = NULL, dp->freel = dp->buf_of = NULL, dp->npool = dp->nfree = 0, dp->lean = 0;
+    dp->pool = NULL, dp->freel = dp->buf_of = NULL, dp->npool = dp->nfree = 0, dp->lean = 0, dp->stats.grad_buffers = 0;
     if (ctx->grad_get == pt__dp_grad_get) ctx->grad_get = NULL, ctx->grad_get_user = NULL;
     return PT_OK;
 }
@@ -13297,6 +13315,15 @@ static int64_t pt__dp_stage_alloc(pt_dp *dp, int64_t n) {
 
 static int pt__dp_start(pt_dp *dp, int from_hook);
 
+/* op s of the step: its bucket, its round in *k, in *prev the op of the bucket's round before (-1:
+   none). Sequence: the rounds of the buckets not deferred, then the rounds of the deferred ones. */
+static int pt__dp_op_bucket(const pt_dp *dp, int s, int *k, int *prev) {
+    int ne = dp->nb - dp->nlate, e = dp->rounds * ne, per = s < e ? ne : dp->nlate, t = s < e ? s : s - e;
+    *k = t / per;
+    *prev = *k > 0 ? s - per : -1;
+    return dp->ord[(s < e ? 0 : ne) + t % per];
+}
+
 /* Hands the next op's bucket over (its gradient is complete): on a device backend its read to its
    place in the host mirror starts (non-blocking; the in-order queue makes it wait for exactly the
    kernels that produced it) and, under ZeRO-2, the device bucket is zeroed behind it. The op's
@@ -13304,9 +13331,9 @@ static int pt__dp_start(pt_dp *dp, int from_hook);
    have left the mirror first (ZeRO-2 rounds): it is started now. 0 and a context error on failure. */
 static int pt__dp_fetch(pt_dp *dp, int from_hook) {
     pt__dp_op *op = &dp->ops[dp->fetched];
-    int b = dp->fetched % dp->nb;
+    int k, prev, b = pt__dp_op_bucket(dp, dp->fetched, &k, &prev);
     int64_t lo = dp->lo[b], n = dp->hi[b] - lo;
-    while (dp->next <= dp->fetched - dp->nb)
+    while (dp->next <= prev)
         if (!pt__dp_start(dp, from_hook)) return 0;
     op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0, op->rd = NULL, op->buf = -1;
     op->req = MPI_REQUEST_NULL;
@@ -13327,7 +13354,7 @@ static int pt__dp_fetch(pt_dp *dp, int from_hook) {
    done. 0 and a context error on failure. */
 static int pt__dp_start(pt_dp *dp, int from_hook) {
     pt__dp_op *op = &dp->ops[dp->next];
-    int b = dp->next % dp->nb;
+    int k, prev, b = pt__dp_op_bucket(dp, dp->next, &k, &prev);
     int64_t lo = dp->lo[b], n = dp->hi[b] - lo, need = dp->compress ? (n + 1) / 2 : dp->stage == 2 && !dp->lean ? n : 0, i;
     float *g = pt__dp_grads(dp);
     if (!g) return 0;
@@ -13367,7 +13394,8 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
 
 /* op s ready: every parameter of its bucket fired enough times */
 static int pt__dp_ready(const pt_dp *dp, int s) {
-    int b = s % dp->nb, thr = dp->stage == 2 ? s / dp->nb + 1 : dp->passes, p;
+    int k, prev, b = pt__dp_op_bucket(dp, s, &k, &prev), thr = dp->stage == 2 ? k + 1 : dp->passes, p;
+    (void)prev;
     for (p = dp->p0[b]; p <= dp->p1[b]; p++)
         if (dp->fired[p] < thr) return 0;
     return 1;
@@ -13514,7 +13542,9 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     dp->p1 = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
     dp->bucket_of = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
     dp->fired = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
-    if (!dp->lo || !dp->hi || !dp->p0 || !dp->p1 || !dp->bucket_of || !dp->fired) goto oom;
+    dp->ord = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
+    dp->late = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
+    if (!dp->lo || !dp->hi || !dp->p0 || !dp->p1 || !dp->bucket_of || !dp->fired || !dp->ord || !dp->late) goto oom;
     /* cut: reverse creation order = descending slab offsets */
     open_b = 0;
     for (i = n - 1; i >= 0; i--) {
@@ -13543,6 +13573,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
         dp->bucket_of[i] = b;
     }
     dp->stats.buckets = dp->nb;
+    for (b = 0; b < dp->nb; b++) dp->ord[b] = b, dp->late[b] = 0;
     dp->hier = opts->hier;
     dp->compress = opts->compress;
     dp->overlap_gather = opts->overlap_gather;
@@ -13661,6 +13692,8 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     pt__free(dp->ctx, dp->p0);
     pt__free(dp->ctx, dp->p1);
     pt__free(dp->ctx, dp->bucket_of);
+    pt__free(dp->ctx, dp->ord);
+    pt__free(dp->ctx, dp->late);
     pt__free(dp->ctx, dp->fired);
     pt__free(dp->ctx, dp->ops);
     pt__free(dp->ctx, dp->acc);
@@ -14893,7 +14926,10 @@ PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc) {
 }
 
 PTDEF void pt_pp_set_dp(pt_pp *pp, pt_dp *dp) {
-    if (pp) pp->dp = dp;
+    int i;
+    if (!pp) return;
+    pp->dp = dp;
+    for (i = 0; dp && i < pp->ntied; i++) pt__dp_defer(dp, pp->tied[i]); /* their reductions last (see pt_pp_step) */
 }
 
 /* runs schedule s; train: with backward. Returns the mean loss over micro-batches (before the DP mean). */

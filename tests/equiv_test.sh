@@ -46,6 +46,7 @@ done <<'LAYOUTS'
 2 --dp 2 --accum 2
 2 --dp 2 --zero 1
 2 --dp 2 --zero 2 --m 2
+2 --dp 2 --zero 2
 2 --dp 2 --compress
 2 --tp 2
 2 --tp 2 --dropout 0.1
@@ -58,16 +59,20 @@ done <<'LAYOUTS'
 4 --dp 4 --zero 2 --accum 2
 4 --dp 2 --tp 2
 4 --dp 2 --tp 2 --zero 1 --accum 2
+4 --dp 2 --tp 2 --zero 2
+4 --dp 2 --tp 2 --zero 2 --accum 2
 4 --tp 2 --pp 2
 4 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2
 4 --dp 2 --pp 2
 4 --dp 2 --pp 2 --zero 1 --accum 2
 4 --dp 2 --pp 2 --zero 2 --m 2
+4 --dp 2 --pp 2 --zero 2 --accum 2
 4 --dp 2 --pp 2 --schedule gpipe --m 4
 4 --dp 2 --pp 2 --hier --fake-node-size 2
 8 --dp 2 --tp 2 --pp 2
 8 --dp 2 --tp 2 --pp 2 --zero 1
 8 --dp 2 --tp 2 --pp 2 --zero 2 --schedule gpipe --m 2
+8 --dp 2 --tp 2 --pp 2 --zero 2 --accum 2
 8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2
 8 --dp 2 --tp 2 --pp 2 --compress
 8 --dp 2 --tp 2 --pp 2 --recompute full
