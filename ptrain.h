@@ -769,7 +769,7 @@ PTDEF pt_param *pt_param_at(pt_ctx *ctx, int i);
 PTDEF pt_param *pt_param_find(pt_ctx *ctx, const char *name);
 /** Total elements of all (local) parameters. */
 PTDEF int64_t pt_param_numel(const pt_ctx *ctx);
-/** Sets all parameter gradients to zero. */
+/** Sets all parameter gradients to zero (the gradient storage: pt_grad_slab). */
 PTDEF void pt_zero_grad(pt_ctx *ctx);
 /** Called during backward when a parameter's gradient is complete (all its uses done). */
 PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user);
@@ -777,7 +777,8 @@ PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), vo
 PTDEF void pt_set_backward_poll(pt_ctx *ctx, void (*fn)(void *user), void *user);
 /** The whole parameter slab (host pointer on CPU) and its element count. */
 PTDEF pt_tensor pt_param_slab(pt_ctx *ctx);
-/** The whole gradient slab. */
+/** The whole gradient slab; under ZeRO-2 on a host slab (pt_dp_zero) the gradient storage is only this DP rank's
+    shard [lo_r, hi_r) of it: element i is slab element lo_r + i. */
 PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx);
 
 /* ---- checkpointed state registry ---------------------------------------------------------- */
@@ -1351,10 +1352,10 @@ typedef struct pt_dp_stats {
     double gather_wait_s;       /**< ZeRO: seconds waited for the parameter all-gathers (per bucket, non-blocking, started
                                      by pt_optim_step) before the parameters were next read */
     int64_t gathers;            /**< ZeRO: bucket parameter all-gathers started */
-    int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard (a device backend), bf16 residual */
+    int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard (a device backend or bf16), bf16 residual */
     int64_t grad_buffers;       /**< ZeRO-2 on a host slab: bucket buffers made (in pt_mem grads: the gradient storage is the shard
-                                     plus these, each of the largest bucket's size); 3 at most (one per bucket) unless more buckets
-                                     accumulated at once */
+                                     plus these): 3 shared ones (at most one per bucket; more only while more buckets accumulated at once)
+                                     and one of its own for each bucket larger than those (see pt_dp_zero) */
 } pt_dp_stats;
 /** Options of pt_dp_new_opts (zero-initialize; all 0 = pt_dp_new(ctx, d, 0)). */
 typedef struct pt_dp_options {
@@ -1396,9 +1397,16 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
     squares summed over DP), then allgathers the parameters over DP, bucket by bucket, non-blocking: completed before
     they are next read (the next forward's first op, pt_param_slab, pt_tensor_read/write of a parameter, the next
     update, checkpoints, pt_dp_free; the wait: pt_dp_stats gather_wait_s). 2 = ZeRO-2: as 1, and every pass is
-    reduce-scattered into a shard accumulator, so the accumulated gradient exists only as 1/dp shards (the gradient
-    slab stays full size: it is autograd's per-pass scratch, so resident memory does not drop here). 0 = back to
-    unsharded (state shards allgathered). One optimizer per pt_dp; on a device backend the gathers go through host
+    reduce-scattered, its part added to this rank's gradient shard. On a host (CPU) slab without bf16 compression
+    the full gradient slab is freed: the gradient storage (pt_mem grads, pt_grad_slab) is the shard, slab element
+    lo_r + i at index i, and a bucket's gradients accumulate in a buffer from their first use in backward until
+    its reduce-scatter starts, so a parameter's grad tensor has storage only then: 3 shared buffers (fewer with
+    fewer buckets; more only while more buckets accumulate at once: pt_dp_stats grad_buffers) of the size that
+    makes the total least, and a buffer of its own for each bucket larger than that (the GPT's embedding).
+    Gradient storage = the shard + those buffers (pt_mem grads; pt_mem_estimate predicts it). Each step's mean replaces the shard (pt_dp_begin_step zeroes it: accumulate over the passes of a
+    step, not across steps). A device backend or bf16 compression keeps the full slab (per-pass scratch) and a
+    separate shard accumulator (pt_dp_stats extra_bytes). 0 = back to unsharded (state shards allgathered; a
+    full gradient slab again, as after pt_dp_free). One optimizer per pt_dp; on a device backend the gathers go through host
     staging (PT_XFER_DP). pt_dp_free detaches the
     allgather: free the optimizer or call pt_dp_zero(dp, o, 0) first if it is used afterwards. One DP rank (or no
     PTRAIN_MPI): changes nothing. */
@@ -2116,7 +2124,8 @@ typedef struct pt_mem_estimate_out {
                                      graph serves several chunks, its arena the largest of their passes, its blocks their union) */
     int64_t activations;        /**< what the graphs in flight hold: act_per_mb x in_flight when all serve the same stage */
     int64_t workspace;          /**< kernel scratch (ids, targets, attention tiles x threads) */
-    int64_t dp_extra;           /**< pt_dp_stats extra_bytes: staging ring, ZeRO-2 gradient shard, bf16 residual (not in pt_mem) */
+    int64_t dp_extra;           /**< pt_dp_stats extra_bytes: staging ring, bf16 residual, with bf16 ZeRO-2 its gradient shard (not in
+                                     pt_mem; a ZeRO-2 host slab's shard and bucket buffers are in grads) */
     int64_t total;              /**< params + grads + optim + activations + workspace: what pt_mem sums */
     int64_t peak_total;         /**< pt_mem peak_total: total, or the optimizer's unsharded moments at setup, or the first
                                      step's arena spill (chunks of 64 MiB before a graph is consolidated), the most */
@@ -12764,9 +12773,14 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
    over ranks, then one scale, the same on every rank, in the copy that moves a result into place
    (retire, ZeRO-2's shard) or owed to the optimizer (pt__dp_settle). No float atomics anywhere.
 
-   Buffers: the f32 flat and ZeRO-1 paths reduce in place in the gradient slab. ZeRO-2 and bf16
-   compression copy a bucket into a staging ring (two largest buckets) when its op starts: ZeRO-2
-   then zeroes the bucket, so later passes accumulate only their own contribution (a pass that
+   Sequence order: a deferred bucket (pt__dp_defer: pprun's tied parameters, whose last completion
+   waits for the sum over the pipeline at the end of the step) has its ops after every other
+   bucket's, all rounds of the others first, so none waits behind it.
+
+   Buffers: the f32 flat and ZeRO-1 paths reduce in place in the gradient slab. Lean ZeRO-2 (a host
+   slab, no compression) reduces each bucket in place in its pooled bucket buffer (see ZeRO below).
+   ZeRO-2 on a device and bf16 compression copy a bucket into a staging ring (two largest buckets)
+   when its op starts: ZeRO-2 then zeroes the bucket, so later passes accumulate only their own contribution (a pass that
    already began to accumulate into it is sent now or in a later round: each contribution is reduced
    exactly once); compression writes bf16(g + e) and keeps e = (g + e) - bf16(g + e) per element. A
    full ring waits for its oldest op.
@@ -12830,7 +12844,8 @@ struct pt_dp {
     pt_storage **pool;  /* lean: the bucket buffers, bmax floats each */
     int npool, nfree;   /* lean: buffers made; free ones (their indices in freel[0..nfree)) */
     int *freel, *buf_of; /* lean: [npool] free list; [nb] the buffer the bucket accumulates in, -1 = none */
-    int64_t bmax;       /* lean: floats of the largest bucket */
+    int *own;           /* lean: [nb] the bucket's own buffer (one larger than bmax), -1 = it takes shared ones */
+    int64_t bmax;       /* lean: floats of the shared buffers (pt__dp_shared_max) */
     float *resid;       /* compression: [slab_n] error feedback, carried across steps */
     float *stg;         /* staging ring [stg_n] */
     int64_t stg_n, stg_head;
@@ -13112,7 +13127,8 @@ static int pt__dp_progress(pt_dp *dp) {
     while (dp->retired < dp->next && dp->ops[dp->retired].issued >= dp->nphases && !dp->ops[dp->retired].active) {
         pt__dp_op *op = &dp->ops[dp->retired++];
         pt__dp_retire(dp, op);
-        if (op->buf >= 0) dp->freel[dp->nfree++] = op->buf, op->buf = -1; /* lean: the buffer back to the pool */
+        if (op->buf >= 0 && dp->own[op->b] != op->buf) dp->freel[dp->nfree++] = op->buf; /* lean: the buffer back to the pool */
+        op->buf = -1;
     }
     return 1;
 }
@@ -13139,27 +13155,24 @@ static int pt__dp_wait(pt_dp *dp, int target) {
 
 /* ---- lean ZeRO-2 (a host gradient slab): the bucket buffers (see ZeRO below) ----------------- */
 #endif
-/* n more bucket buffers of bmax floats in the pool (pt_mem grads), free */
-static pt_status pt__dp_pool_grow(pt_dp *dp, int n) {
+/* one more buffer of n floats in the pool (pt_mem grads), free (shared) or not (a bucket's own) */
+static int pt__dp_pool_add(pt_dp *dp, int64_t n, int shared) {
     pt_ctx *ctx = dp->ctx;
-    int k = dp->npool + n;
-    pt_storage **pool = (pt_storage **)pt__realloc(ctx, dp->pool, sizeof *pool * (size_t)k);
-    int *fl = pool ? (int *)pt__realloc(ctx, dp->freel, sizeof *fl * (size_t)k) : NULL;
+    pt_storage **pool = (pt_storage **)pt__realloc(ctx, dp->pool, sizeof *pool * (size_t)(dp->npool + 1));
+    int *fl = pool ? (int *)pt__realloc(ctx, dp->freel, sizeof *fl * (size_t)(dp->npool + 1)) : NULL;
+    pt_storage *st = fl ? (pt_storage *)pt__malloc(ctx, sizeof *st) : NULL;
     if (pool) dp->pool = pool;
     if (fl) dp->freel = fl;
-    while (fl && dp->npool < k) {
-        pt_storage *st = (pt_storage *)pt__malloc(ctx, sizeof *st);
-        if (st) memset(st, 0, sizeof *st);
-        if (!st || pt__st_alloc(ctx, st, PT__MAX(dp->bmax, 1) * 4, PT__MEM_GRADS) != PT_OK) {
-            pt__free(ctx, st);
-            break;
-        }
-        dp->freel[dp->nfree++] = dp->npool, dp->pool[dp->npool++] = st;
+    if (st) memset(st, 0, sizeof *st);
+    if (!st || pt__st_alloc(ctx, st, PT__MAX(n, 1) * 4, PT__MEM_GRADS) != PT_OK) {
+        pt__free(ctx, st);
+        pt__fail(ctx, PT_ERR_OOM, "pt_dp (ZeRO-2): out of memory for bucket buffer %d (%lld floats)", dp->npool, (long long)n);
+        return -1;
     }
-    dp->stats.grad_buffers = dp->npool;
-    if (dp->npool < k)
-        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp (ZeRO-2): out of memory for bucket buffer %d (%lld floats)", dp->npool, (long long)dp->bmax), PT_ERR_OOM);
-    return PT_OK;
+    if (shared) dp->freel[dp->nfree++] = dp->npool;
+    dp->pool[dp->npool] = st;
+    dp->stats.grad_buffers = dp->npool + 1;
+    return dp->npool++;
 }
 /* points bucket b's parameters' gradients into pool buffer k (-1: at no storage) */
 static void pt__dp_point(pt_dp *dp, int b, int k) {
@@ -13180,11 +13193,12 @@ static int pt__dp_attach(pt_dp *dp, int b) {
     pt_tensor t;
     int k;
 #ifdef PTRAIN_MPI
-    while (!dp->nfree && dp->retired < dp->next && !dp->failed)
+    while (dp->own[b] < 0 && !dp->nfree && dp->retired < dp->next && !dp->failed)
         if (!pt__dp_wait(dp, dp->retired + 1)) return 0;
 #endif
-    if (!dp->nfree && pt__dp_pool_grow(dp, 1) != PT_OK) return 0;
-    k = dp->freel[--dp->nfree];
+    if (dp->own[b] >= 0) k = dp->own[b]; /* a bucket larger than the bucket size: its own buffer */
+    else if (!dp->nfree && pt__dp_pool_add(dp, dp->bmax, 1) < 0) return 0;
+    else k = dp->freel[--dp->nfree];
     t = pt__slab_view(dp->pool[k], dp->hi[b] - dp->lo[b]);
     dp->ctx->be->fill(dp->ctx, &t, 0.0f);
     pt__dp_point(dp, b, k);
@@ -13216,15 +13230,37 @@ static void pt__dp_pool_reset(pt_dp *dp) {
     int k, b, used;
     dp->nfree = 0;
     for (k = dp->npool - 1; k >= 0; k--) {
-        for (b = 0, used = 0; b < dp->nb && !used; b++) used = dp->buf_of[b] == k;
+        for (b = 0, used = 0; b < dp->nb && !used; b++) used = dp->buf_of[b] == k || dp->own[b] == k;
         if (!used) dp->freel[dp->nfree++] = k;
     }
 }
 #endif
-/* initial bucket buffers: one accumulating, one more held (the tied embedding's bucket is one from
-   the head's backward to the embedding's), one reduction in flight; at most one per bucket */
-static int pt__dp_pool_start(const pt_dp *dp) { return PT__MIN(3, dp->nb); }
+/* the shared bucket buffers to begin with: one accumulating, one more held (a bucket with parameters
+   used early and late in backward), one reduction in flight; at most one per bucket that uses them */
+static int pt__dp_pool_start(const pt_dp *dp) {
+    int b, n = 0;
+    for (b = 0; b < dp->nb; b++) n += dp->own[b] < 0;
+    return PT__MIN(3, n);
+}
 
+/* The size of the shared bucket buffers, t: the buckets larger get a buffer of their own, the others
+   share min(3, their count) buffers of t floats; t (a bucket's size) makes that least, the largest
+   such t on a tie (the GPT's tied embedding, far larger than a bucket: its own buffer). */
+static int64_t pt__dp_shared_max(const pt_dp *dp) {
+    int64_t best = -1, bt = 0, t, c, m;
+    int i, b, n;
+    for (i = 0; i < dp->nb; i++) {
+        t = dp->hi[i] - dp->lo[i], c = 0, m = 0, n = 0;
+        for (b = 0; b < dp->nb; b++) {
+            int64_t z = dp->hi[b] - dp->lo[b];
+            if (z > t) c += z;
+            else n++, m = PT__MAX(m, z);
+        }
+        c += PT__MIN(3, n) * m;
+        if (best < 0 || c < best || (c == best && t > bt)) best = c, bt = t;
+    }
+    return bt;
+}
 /* Lean ZeRO-2 on: the gradient storage becomes the shard [lo, hi) of the slab (its content kept),
    the full slab is freed, the pool gets its first buffers; parameters' gradients point at no
    storage until their bucket takes a buffer (ctx->grad_get). */
@@ -13234,10 +13270,12 @@ static pt_status pt__dp_lean_on(pt_dp *dp, int64_t lo, int64_t hi) {
     pt_tensor t;
     int b;
     if (dp->lean) return PT_OK;
-    dp->bmax = 0;
-    for (b = 0; b < dp->nb; b++) dp->bmax = PT__MAX(dp->bmax, dp->hi[b] - dp->lo[b]);
-    if (!(dp->buf_of = (int *)pt__alloc(ctx, sizeof(int) * (size_t)PT__MAX(dp->nb, 1))) || !(st = (pt_storage *)pt__malloc(ctx, sizeof *st)))
+    dp->bmax = pt__dp_shared_max(dp);
+    dp->buf_of = (int *)pt__alloc(ctx, sizeof(int) * (size_t)PT__MAX(dp->nb, 1));
+    dp->own = (int *)pt__alloc(ctx, sizeof(int) * (size_t)PT__MAX(dp->nb, 1));
+    if (!dp->buf_of || !dp->own || !(st = (pt_storage *)pt__malloc(ctx, sizeof *st)))
         return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory"), PT_ERR_OOM);
+    for (b = 0; b < dp->nb; b++) dp->own[b] = -1;
     memset(st, 0, sizeof *st);
     if (pt__st_alloc(ctx, st, PT__MAX(hi - lo, 1) * 4, PT__MEM_GRADS) != PT_OK) {
         pt__free(ctx, st);
@@ -13256,7 +13294,11 @@ static pt_status pt__dp_lean_on(pt_dp *dp, int64_t lo, int64_t hi) {
     for (b = 0; b < ctx->nparams; b++) ctx->params[b]->grad.st = NULL; /* frozen ones too: no gradient storage */
     dp->lean = 1;
     ctx->grad_get = pt__dp_grad_get, ctx->grad_get_user = dp;
-    return pt__dp_pool_grow(dp, pt__dp_pool_start(dp));
+    for (b = 0; b < dp->nb; b++) /* a bucket larger than the shared buffers (the embedding's) */
+        if (dp->hi[b] - dp->lo[b] > dp->bmax && (dp->own[b] = pt__dp_pool_add(dp, dp->hi[b] - dp->lo[b], 0)) < 0) return PT_ERR_OOM;
+    for (b = pt__dp_pool_start(dp); b > 0; b--)
+        if (pt__dp_pool_add(dp, dp->bmax, 1) < 0) return PT_ERR_OOM;
+    return PT_OK;
 }
 /* Lean ZeRO-2 off: a full gradient slab again, zero but for the shard and the buckets accumulating. */
 static pt_status pt__dp_lean_off(pt_dp *dp) {
@@ -13288,8 +13330,8 @@ static pt_status pt__dp_lean_off(pt_dp *dp) {
     ctx->gslab = st, ctx->gbase = 0, ctx->gn = ctx->slab_n;
     for (b = 0; b < ctx->nparams; b++) ctx->params[b]->grad.st = st, ctx->params[b]->grad.off = ctx->params[b]->slab_off;
     for (k = 0; k < dp->npool; k++) pt__st_free(ctx, dp->pool[k]), pt__free(ctx, dp->pool[k]);
-    pt__free(ctx, dp->pool), pt__free(ctx, dp->freel), pt__free(ctx, dp->buf_of);
-    dp->pool = NULL, dp->freel = dp->buf_of = NULL, dp->npool = dp->nfree = 0, dp->lean = 0, dp->stats.grad_buffers = 0;
+    pt__free(ctx, dp->pool), pt__free(ctx, dp->freel), pt__free(ctx, dp->buf_of), pt__free(ctx, dp->own);
+    dp->pool = NULL, dp->freel = dp->buf_of = dp->own = NULL, dp->npool = dp->nfree = 0, dp->lean = 0, dp->stats.grad_buffers = 0;
     if (ctx->grad_get == pt__dp_grad_get) ctx->grad_get = NULL, ctx->grad_get_user = NULL;
     return PT_OK;
 }
@@ -13804,7 +13846,19 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
    rank. Each bucket is reduce-scattered: rank r receives the sum of the bucket's intersection with
    its range (counts per rank; an in-place MPI_Ireduce_scatter leaves it at the bucket's start, from
    where it is moved to its slab place, ZeRO-1, or added to the shard accumulator, ZeRO-2). After
-   pt_dp_finish only [lo_r, hi_r) of the gradient slab holds the averaged gradient; pt_grad_norm
+   pt_dp_finish only [lo_r, hi_r) of the gradient slab holds the averaged gradient;
+   Lean ZeRO-2 (a host gradient slab without compression; pt__dp_lean_on): the slab is freed and the
+   context's gradient storage is the shard (ctx->gslab holds slab elements [gbase, gbase + gn) =
+   [lo_r, hi_r); pt__grad_view maps slab offsets, so the norm, the update, the guard and the TP sums
+   read it unchanged). A parameter's grad tensor points at no storage until autograd first asks for
+   it (ctx->grad_get, pt__dp_grad_get): then its whole bucket takes a zeroed buffer from a pool
+   (pt_mem grads): its own if it is larger than bmax (pt__dp_shared_max), else a shared one of bmax
+   floats (a free one, else the oldest reduction in flight is waited for, else the pool grows), and
+   its parameters point into it. When the bucket's op starts the buffer
+   leaves the parameters (a later pass takes another) and is reduce-scattered in place; retiring adds
+   this rank's part into the shard and frees the buffer. The shard is zeroed by pt_dp_begin_step
+   (it accumulates the step's rounds) and divided by dp in place at pt_dp_finish. pt__dp_lean_off
+   (pt_dp_zero 0/1, pt_dp_free) makes a full slab again from the shard and the buffers held. pt_grad_norm
    sums the shards' squares over DP (pt__grad_sumsq). pt_optim_step updates the own range with the
    own moment shard, then post_step starts the parameter allgathers, one per bucket, in place over
    DP (pt__dp_zero_gather; completed lazily by pt__dp_gather_gate). */
@@ -19945,7 +19999,10 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
      optimizer state is resharded (pt__optim_reshard, as pt_dp_zero does) to the range of the DP rank
      with the largest shard (pt__dp_zero_range), which gives the set-up peak; the reducer's own host
      buffers (pt_dp_stats extra_bytes, outside pt_mem: the staging ring pt__dp_ring_floats, the
-     ZeRO-2 gradient shard, the bf16 residual of the whole slab) are summed as pt__dp_account sums them;
+     ZeRO-2 gradient shard with compression, the bf16 residual of the whole slab) are summed as
+     pt__dp_account sums them; ZeRO-2 without compression frees the gradient slab for the shard and
+     the first bucket buffers as pt_dp_zero does (pt__dp_lean_on: pt_mem grads), every bucket pointed
+     at the first buffer (no reducer runs here, and the counting backend keeps no data);
    - two steps of forward + backward of micro-batches of B x T tokens: the first spills into 64 MiB
      arena chunks, its resets consolidate them, the second is the steady state. pp = 1: one graph,
      reset per pass (plain accumulation). pp > 1: this rank's program of the real schedule, walked as
@@ -20080,7 +20137,7 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
             o->dp_extra = 4 * (pt__dp_ring_floats(dp, pl->zero) + (pl->zero == 2 && pl->compress ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
             if (pl->zero == 2 && !pl->compress && pt__dp_lean_on(dp, lo, hi) == PT_OK) { /* the shard and the first bucket buffers */
                 ctx->grad_get = NULL; /* no reducer runs here: every bucket in the first buffer (the counting backend keeps no data) */
-                for (k = 0; k < dp->nb; k++) pt__dp_point(dp, k, 0);
+                for (k = 0; k < dp->nb; k++) pt__dp_point(dp, k, dp->own[k] >= 0 ? dp->own[k] : dp->freel[0]);
             }
         }
     }

@@ -79,6 +79,7 @@ done <<'LAYOUTS'
 8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2 --dropout 0.1 --recompute mixed
 4 --tp 2 --pp 2 --schedule gpipe --m 4 --dropout 0.1 --recompute selective
 2 --dp 2 --accum 2 --zero 1 --recompute full
+2 --dp 2 --accum 2 --zero 2 --recompute full
 8 --dp 2 --tp 2 --pp 2 --zero 1 --coll-check
 4 --dp 2 --pp 2 --hier --fake-node-size 2 --coll-check
 LAYOUTS
