@@ -2270,7 +2270,7 @@ struct pt_ctx {
     int optim_frozen;     /* set once an optimizer exists: no new parameters */
     void (*grad_hook)(void *user, pt_param *p);
     void *grad_hook_user;
-    void (*grad_get)(void *user, pt_param *p); /* before a parameter's gradient is written in backward (ZeRO-2 gives it storage; see dp) */
+    void (*grad_get)(void *user, pt_param *p); /* before a parameter's gradient is written in backward (ZeRO-2 gives it storage; see dp); p NULL: pt_zero_grad */
     void *grad_get_user;
     void (*poll)(void *user); /* after each node's backward */
     void *poll_user;
@@ -10373,6 +10373,7 @@ PTDEF void pt_zero_grad(pt_ctx *ctx) {
     pt__dp_settle(ctx, 1);
     t = pt__slab_view(ctx->gslab, ctx->gn);
     ctx->be->fill(ctx, &t, 0.0f);
+    if (ctx->grad_get) ctx->grad_get(ctx->grad_get_user, NULL); /* ZeRO-2: the bucket buffers held */
 }
 PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user) {
     if (!ctx) return;
@@ -13217,10 +13218,16 @@ static void pt__dp_defer(pt_dp *dp, const pt_param *p) {
     for (i = 0; i < dp->nb; i++)
         if (dp->late[i]) dp->ord[j++] = i;
 }
-/* ctx->grad_get: p's bucket accumulates in a buffer from its first gradient on */
+/* ctx->grad_get: p's bucket accumulates in a buffer from its first gradient on; p NULL (pt_zero_grad):
+   the buffers of buckets still accumulating are zeroed too */
 static void pt__dp_grad_get(void *user, pt_param *p) {
     pt_dp *dp = (pt_dp *)user;
     int b;
+    for (b = 0; !p && b < dp->nb; b++)
+        if (dp->buf_of[b] >= 0) {
+            pt_tensor t = pt__slab_view(dp->pool[dp->buf_of[b]], dp->hi[b] - dp->lo[b]);
+            dp->ctx->be->fill(dp->ctx, &t, 0.0f);
+        }
     if (!p || p->id < 0 || p->id >= dp->nparams || (b = dp->bucket_of[p->id]) < 0 || dp->buf_of[b] >= 0) return;
     (void)pt__dp_attach(dp, b);
 }

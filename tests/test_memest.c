@@ -95,7 +95,7 @@ static void bad_plans(void) {
                  (long long)z1.optim, (long long)z2.optim, (long long)z0.grads, (long long)z1.grads, (long long)z2.grads, (long long)z0.dp_extra,
                  (long long)z1.dp_extra, (long long)z2.dp_extra);
         CHECK_WHY(z1.optim * 4 >= z0.optim && z1.optim * 4 < z0.optim + 4 * 64 * 8 && z2.optim == z1.optim && z1.grads == z0.grads &&
-                      z2.grads < z1.grads / 2 && z2.dp_extra == z1.dp_extra,
+                      z2.grads < z1.grads && z2.grads >= z1.grads / p.dp && z2.dp_extra == z1.dp_extra,
                   "ZeRO-1/2 divide the moments by dp, ZeRO-2 holds only the gradient shard and bucket buffers (in grads)", err);
     }
 }
