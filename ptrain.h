@@ -12774,9 +12774,9 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
    over ranks, then one scale, the same on every rank, in the copy that moves a result into place
    (retire, ZeRO-2's shard) or owed to the optimizer (pt__dp_settle). No float atomics anywhere.
 
-   Sequence order: a deferred bucket (pt__dp_defer: pprun's tied parameters, whose last completion
-   waits for the sum over the pipeline at the end of the step) has its ops after every other
-   bucket's, all rounds of the others first, so none waits behind it.
+   Sequence order (lean ZeRO-2): a deferred bucket (pt__dp_defer: pprun's tied parameters, whose
+   last completion waits for the sum over the pipeline at the end of the step) has its ops after
+   every other bucket's, all rounds of the others first, so none waits behind it holding a buffer.
 
    Buffers: the f32 flat and ZeRO-1 paths reduce in place in the gradient slab. Lean ZeRO-2 (a host
    slab, no compression) reduces each bucket in place in its pooled bucket buffer (see ZeRO below).
@@ -13365,9 +13365,16 @@ static int64_t pt__dp_stage_alloc(pt_dp *dp, int64_t n) {
 static int pt__dp_start(pt_dp *dp, int from_hook);
 
 /* op s of the step: its bucket, its round in *k, in *prev the op of the bucket's round before (-1:
-   none). Sequence: the rounds of the buckets not deferred, then the rounds of the deferred ones. */
+   none). Sequence: the rounds of the buckets not deferred, then the rounds of the deferred ones
+   (lean ZeRO-2 only; the other paths keep round-major creation order: on a device under ZeRO-2 the
+   reordered sequence filled the staging ring during backward and its wait there deadlocked a
+   dp2 x pp2 run across the pipeline). */
 static int pt__dp_op_bucket(const pt_dp *dp, int s, int *k, int *prev) {
-    int ne = dp->nb - dp->nlate, e = dp->rounds * ne, per = s < e ? ne : dp->nlate, t = s < e ? s : s - e;
+    int nl = dp->lean ? dp->nlate : 0, ne = dp->nb - nl, e = dp->rounds * ne, per = s < e ? ne : nl, t = s < e ? s : s - e;
+    if (!nl) { /* creation order (the staging ring's waits in backward depend on it) */
+        *k = s / dp->nb, *prev = *k > 0 ? s - dp->nb : -1;
+        return s % dp->nb;
+    }
     *k = t / per;
     *prev = *k > 0 ? s - per : -1;
     return dp->ord[(s < e ? 0 : ne) + t % per];
