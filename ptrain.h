@@ -13184,9 +13184,6 @@ static void pt__dp_point(pt_dp *dp, int b, int k) {
         q->grad.st = k >= 0 ? dp->pool[k] : NULL, q->grad.off = q->slab_off - dp->lo[b];
     }
 }
-#ifdef PTRAIN_MPI
-static int pt__dp_wait(pt_dp *dp, int target);
-#endif
 /* bucket b gets a zeroed buffer: a free one, else the oldest reduction in flight is waited for and
    its buffer taken, else (every buffer holds a bucket still accumulating) the pool grows. 0 and a
    context error on failure. */
