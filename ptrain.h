@@ -787,7 +787,7 @@ PTDEF pt_param *pt_param_at(pt_ctx *ctx, int i);
 PTDEF pt_param *pt_param_find(pt_ctx *ctx, const char *name);
 /** Total elements of all (local) parameters. */
 PTDEF int64_t pt_param_numel(const pt_ctx *ctx);
-/** Sets all parameter gradients to zero. */
+/** Sets all parameter gradients to zero (the gradient storage: pt_grad_slab). */
 PTDEF void pt_zero_grad(pt_ctx *ctx);
 /** Called during backward when a parameter's gradient is complete (all its uses done). */
 PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user);
@@ -795,7 +795,8 @@ PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), vo
 PTDEF void pt_set_backward_poll(pt_ctx *ctx, void (*fn)(void *user), void *user);
 /** The whole parameter slab (host pointer on CPU) and its element count. */
 PTDEF pt_tensor pt_param_slab(pt_ctx *ctx);
-/** The whole gradient slab. */
+/** The whole gradient slab; under ZeRO-2 on a host slab (pt_dp_zero) the gradient storage is only this DP rank's
+    shard [lo_r, hi_r) of it: element i is slab element lo_r + i. */
 PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx);
 
 /* ---- checkpointed state registry ---------------------------------------------------------- */
@@ -1369,7 +1370,10 @@ typedef struct pt_dp_stats {
     double gather_wait_s;       /**< ZeRO: seconds waited for the parameter all-gathers (per bucket, non-blocking, started
                                      by pt_optim_step) before the parameters were next read */
     int64_t gathers;            /**< ZeRO: bucket parameter all-gathers started */
-    int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard, bf16 residual */
+    int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard (a device backend or bf16), bf16 residual */
+    int64_t grad_buffers;       /**< ZeRO-2 on a host slab: bucket buffers made (in pt_mem grads: the gradient storage is the shard
+                                     plus these): 3 shared ones (at most one per bucket; more only while more buckets accumulated at once)
+                                     and one of its own for each bucket larger than those (see pt_dp_zero) */
 } pt_dp_stats;
 /** Options of pt_dp_new_opts (zero-initialize; all 0 = pt_dp_new(ctx, d, 0)). */
 typedef struct pt_dp_options {
@@ -1411,9 +1415,16 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
     squares summed over DP), then allgathers the parameters over DP, bucket by bucket, non-blocking: completed before
     they are next read (the next forward's first op, pt_param_slab, pt_tensor_read/write of a parameter, the next
     update, checkpoints, pt_dp_free; the wait: pt_dp_stats gather_wait_s). 2 = ZeRO-2: as 1, and every pass is
-    reduce-scattered into a shard accumulator, so the accumulated gradient exists only as 1/dp shards (the gradient
-    slab stays full size: it is autograd's per-pass scratch, so resident memory does not drop here). 0 = back to
-    unsharded (state shards allgathered). One optimizer per pt_dp; on a device backend the gathers go through host
+    reduce-scattered, its part added to this rank's gradient shard. On a host (CPU) slab without bf16 compression
+    the full gradient slab is freed: the gradient storage (pt_mem grads, pt_grad_slab) is the shard, slab element
+    lo_r + i at index i, and a bucket's gradients accumulate in a buffer from their first use in backward until
+    its reduce-scatter starts, so a parameter's grad tensor has storage only then: 3 shared buffers (fewer with
+    fewer buckets; more only while more buckets accumulate at once: pt_dp_stats grad_buffers) of the size that
+    makes the total least, and a buffer of its own for each bucket larger than that (the GPT's embedding).
+    Gradient storage = the shard + those buffers (pt_mem grads; pt_mem_estimate predicts it). Each step's mean replaces the shard (pt_dp_begin_step zeroes it: accumulate over the passes of a
+    step, not across steps). A device backend or bf16 compression keeps the full slab (per-pass scratch) and a
+    separate shard accumulator (pt_dp_stats extra_bytes). 0 = back to unsharded (state shards allgathered; a
+    full gradient slab again, as after pt_dp_free). One optimizer per pt_dp; on a device backend the gathers go through host
     staging (PT_XFER_DP). pt_dp_free detaches the
     allgather: free the optimizer or call pt_dp_zero(dp, o, 0) first if it is used afterwards. One DP rank (or no
     PTRAIN_MPI): changes nothing. */
@@ -2132,7 +2143,8 @@ typedef struct pt_mem_estimate_out {
                                      graph serves several chunks, its arena the largest of their passes, its blocks their union) */
     int64_t activations;        /**< what the graphs in flight hold: act_per_mb x in_flight when all serve the same stage */
     int64_t workspace;          /**< kernel scratch (ids, targets, attention tiles x threads) */
-    int64_t dp_extra;           /**< pt_dp_stats extra_bytes: staging ring, ZeRO-2 gradient shard, bf16 residual (not in pt_mem) */
+    int64_t dp_extra;           /**< pt_dp_stats extra_bytes: staging ring, bf16 residual, with bf16 ZeRO-2 its gradient shard (not in
+                                     pt_mem; a ZeRO-2 host slab's shard and bucket buffers are in grads) */
     int64_t total;              /**< params + grads + optim + activations + workspace: what pt_mem sums */
     int64_t peak_total;         /**< pt_mem peak_total: total, or the optimizer's unsharded moments at setup, or the first
                                      step's arena spill (chunks of 64 MiB before a graph is consolidated), the most */
@@ -2273,9 +2285,12 @@ struct pt_ctx {
     int nparams, cap_params;
     pt_storage *pslab, *gslab;
     int64_t slab_n;       /* elements used */
+    int64_t gbase, gn;    /* gslab holds slab elements [gbase, gbase + gn): [0, slab_n), or ZeRO-2's shard (see dp) */
     int optim_frozen;     /* set once an optimizer exists: no new parameters */
     void (*grad_hook)(void *user, pt_param *p);
     void *grad_hook_user;
+    void (*grad_get)(void *user, pt_param *p); /* before a parameter's gradient is written in backward (ZeRO-2 gives it storage; see dp); p NULL: pt_zero_grad */
+    void *grad_get_user;
     void (*poll)(void *user); /* after each node's backward */
     void *poll_user;
     /* dynamic loss scaling (see optim: pt_loss_scale_enable): pt_backward seeds the loss gradient with
@@ -10059,6 +10074,10 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
 static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
     pt_tensor *gr;
     if (!t || !(t->flags & PT_TENSOR_REQUIRES_GRAD)) return NULL;
+    if (t->param && g->ctx->grad_get) { /* storage for it (ZeRO-2's bucket buffer); none: out of memory, in ctx */
+        g->ctx->grad_get(g->ctx->grad_get_user, t->param);
+        if (!t->param->grad.st) return NULL;
+    }
     if (t->grad) return t->grad;
     if (t->param) return t->grad = &t->param->grad;
     gr = pt__rec(g, PT_F32, t->ndim, t->shape);
@@ -10378,7 +10397,7 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
         t.st = ctx->gslab;
         ctx->be->fill(ctx, &t, 0.0f);
     }
-    ctx->slab_n = need;
+    ctx->slab_n = ctx->gn = need;
     ctx->params[ctx->nparams++] = p;
     for (i = 0; i < 2; i++) {
         pt_tensor *t = i ? &p->grad : &p->value;
@@ -10441,16 +10460,23 @@ PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) {
 }
 static void pt__dp_settle(pt_ctx *ctx, int drop); /* dp: applies (drop: forgets) the 1/dp the gradient slab still owes */
 static double pt__dp_pending(const pt_ctx *ctx);   /* dp: that factor (1 = none), for the optimizer and the norm */
+/* n gradient floats from slab element off (inside [gbase, gbase + gn): see pt_ctx) */
+static pt_tensor pt__grad_view(pt_ctx *ctx, int64_t off, int64_t n) {
+    pt_tensor t = pt__slab_view(ctx->gslab, n);
+    t.off = off - ctx->gbase;
+    return t;
+}
 PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) {
     pt__dp_settle(ctx, 0);
-    return pt__slab_view(ctx->gslab, ctx->slab_n);
+    return pt__slab_view(ctx->gslab, ctx->gn);
 }
 PTDEF void pt_zero_grad(pt_ctx *ctx) {
     pt_tensor t;
     if (!ctx || !ctx->gslab) return;
     pt__dp_settle(ctx, 1);
-    t = pt__slab_view(ctx->gslab, ctx->slab_n);
+    t = pt__slab_view(ctx->gslab, ctx->gn);
     ctx->be->fill(ctx, &t, 0.0f);
+    if (ctx->grad_get) ctx->grad_get(ctx->grad_get_user, NULL); /* ZeRO-2: the bucket buffers held */
 }
 PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user) {
     if (!ctx) return;
@@ -11720,7 +11746,7 @@ PTDEF pt_status pt_tp_sync_grads(pt_ctx *ctx) {
             int64_t a = PT__MAX(lo, p->slab_off), e = PT__MIN(hi, p->slab_off + pt_numel(&p->grad));
             if (!p->tp_partial || e <= a) continue;
             if (pass == 0) n += e - a;
-            else pt__stage_xfer(ctx, ctx->gslab, a, h + k, e - a, pass == 1, PT_XFER_TP);
+            else pt__stage_xfer(ctx, ctx->gslab, a - ctx->gbase, h + k, e - a, pass == 1, PT_XFER_TP);
             k += e - a;
         }
     }
@@ -11734,7 +11760,7 @@ PTDEF pt_status pt_tp_sync_grads(pt_ctx *ctx) {
 static double pt__grad_sumsq(pt_ctx *ctx) {
     /* local partial sums over the gradient range this rank holds reduced (ZeRO: its DP shard):
        [0] TP-split parameters, [1] the rest (replicated over TP); then the reductions */
-    pt_tensor gs = pt__slab_view(ctx->gslab, ctx->slab_n);
+    pt_tensor gs;
     const pt_dist *d = ctx->desc.dist;
     double part[2] = {0.0, 0.0}, sc = pt__dp_pending(ctx);
     int64_t lo, hi;
@@ -11744,15 +11770,14 @@ static double pt__grad_sumsq(pt_ctx *ctx) {
     dpshard = ctx->grad_range ? ctx->grad_range(ctx, &lo, &hi) : 0;
     for (i = 0; i < ctx->nparams; i++) tied |= (ctx->params[i]->spec.flags & PT_PARAM_TIED_COPY) != 0;
     if (tp <= 1 && !tied) {
-        gs.off = lo;
+        gs = pt__grad_view(ctx, lo, hi - lo);
         part[1] = ctx->be->sumsq(ctx, &gs, hi - lo);
     } else {
         for (i = 0; i < ctx->nparams; i++) {
             pt_param *p = ctx->params[i];
-            pt_tensor t = gs;
             int64_t a = PT__MAX(lo, p->slab_off), e = PT__MIN(hi, p->slab_off + pt_numel(&p->grad));
+            pt_tensor t = pt__grad_view(ctx, a, e - a);
             if (e <= a || (p->spec.flags & PT_PARAM_TIED_COPY)) continue; /* a tied copy: the original elsewhere counts */
-            t.off = a;
             part[p->spec.split_dim >= 0 && p->spec.split_parts > 1 ? 0 : 1] += ctx->be->sumsq(ctx, &t, e - a);
         }
     }
@@ -12012,8 +12037,8 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
         int64_t lo = PT__MAX(u->off, o->zlo), hi = PT__MIN(u->off + u->n, o->zhi), n = hi - lo;
         pt_tensor p, g, m, v;
         if (n <= 0) continue;
-        p = pt__slab_view(ctx->pslab, n), g = pt__slab_view(ctx->gslab, n), m = pt__slab_view(&o->m, n), v = pt__slab_view(&o->v, n);
-        p.off = g.off = lo;
+        p = pt__slab_view(ctx->pslab, n), g = pt__grad_view(ctx, lo, n), m = pt__slab_view(&o->m, n), v = pt__slab_view(&o->v, n);
+        p.off = lo;
         m.off = v.off = lo - o->zlo;
         if (o->d.kind == PT_OPTIM_ADAMW) {
             float bc1 = 1.0f - powf(o->d.beta1, (float)o->steps), bc2 = 1.0f - powf(o->d.beta2, (float)o->steps);
@@ -12874,9 +12899,14 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
    over ranks, then one scale, the same on every rank, in the copy that moves a result into place
    (retire, ZeRO-2's shard) or owed to the optimizer (pt__dp_settle). No float atomics anywhere.
 
-   Buffers: the f32 flat and ZeRO-1 paths reduce in place in the gradient slab. ZeRO-2 and bf16
-   compression copy a bucket into a staging ring (two largest buckets) when its op starts: ZeRO-2
-   then zeroes the bucket, so later passes accumulate only their own contribution (a pass that
+   Sequence order (lean ZeRO-2): a deferred bucket (pt__dp_defer: pprun's tied parameters, whose
+   last completion waits for the sum over the pipeline at the end of the step) has its ops after
+   every other bucket's, all rounds of the others first, so none waits behind it holding a buffer.
+
+   Buffers: the f32 flat and ZeRO-1 paths reduce in place in the gradient slab. Lean ZeRO-2 (a host
+   slab, no compression) reduces each bucket in place in its pooled bucket buffer (see ZeRO below).
+   ZeRO-2 on a device and bf16 compression copy a bucket into a staging ring (two largest buckets)
+   when its op starts: ZeRO-2 then zeroes the bucket, so later passes accumulate only their own contribution (a pass that
    already began to accumulate into it is sent now or in a later round: each contribution is reduced
    exactly once); compression writes bf16(g + e) and keeps e = (g + e) - bf16(g + e) per element. A
    full ring waits for its oldest op.
@@ -12908,6 +12938,7 @@ typedef struct pt__dp_op {
     int64_t sn;   /* staging floats */
     uint64_t rec; /* the collective record of the phase in flight (pt__coll_begin) */
     void *rd;     /* device backend: the bucket's read to the host mirror, in flight (read_wait), or NULL */
+    int buf;      /* ZeRO-2 on a host slab: the bucket buffer (pool index) being reduced, -1 = none */
 #ifdef PTRAIN_MPI
     MPI_Request req;
 #endif
@@ -12922,6 +12953,7 @@ struct pt_dp {
     int64_t *lo, *hi;   /* [nb]: slab element range of each bucket */
     int *p0, *p1;       /* [nb]: the bucket's parameter ids p0..p1 */
     int *bucket_of;     /* [nparams]: bucket of each parameter, -1 = frozen */
+    int *ord, *late, nlate; /* [nb]: the buckets in sequence order, those not deferred first; [nb] 1 = deferred (pt__dp_defer); how many */
     int *fired;         /* [nparams]: grad hooks seen this step */
     int passes, rounds; /* this step's backward passes; reductions per bucket */
     int nseq, next, retired; /* ops this step; the next to start; the first not retired */
@@ -12933,7 +12965,13 @@ struct pt_dp {
     int stage;          /* ZeRO stage 0, 1, 2 */
     int hier, compress, nphases, overlap_gather;
     int64_t zlo, zhi;   /* this rank's ZeRO range of the slab */
-    float *acc;         /* ZeRO-2: [zhi - zlo] shard accumulator */
+    float *acc;         /* ZeRO-2 on a device: [zhi - zlo] shard accumulator (a host slab: the gradient storage is the shard) */
+    int lean;           /* ZeRO-2 on a host slab: ctx->gslab is the shard, gradients live in bucket buffers (see ZeRO below) */
+    pt_storage **pool;  /* lean: the bucket buffers, bmax floats each */
+    int npool, nfree;   /* lean: buffers made; free ones (their indices in freel[0..nfree)) */
+    int *freel, *buf_of; /* lean: [npool] free list; [nb] the buffer the bucket accumulates in, -1 = none */
+    int *own;           /* lean: [nb] the bucket's own buffer (one larger than bmax), -1 = it takes shared ones */
+    int64_t bmax;       /* lean: floats of the shared buffers (pt__dp_shared_max) */
     float *resid;       /* compression: [slab_n] error feedback, carried across steps */
     float *stg;         /* staging ring [stg_n] */
     int64_t stg_n, stg_head;
@@ -12981,7 +13019,7 @@ static int64_t pt__dp_ring_floats(const pt_dp *dp, int stage) {
         int64_t m = dp->compress ? (dp->hi[b] - dp->lo[b] + 1) / 2 : dp->hi[b] - dp->lo[b];
         big = PT__MAX(big, m), all += m;
     }
-    return dp->compress || stage == 2 ? PT__MIN(2 * big, all) : 0;
+    return dp->compress || (stage == 2 && dp->hg) ? PT__MIN(2 * big, all) : 0; /* ZeRO-2 on a host slab: its bucket buffers instead */
 }
 /* Sums n doubles over the DP communicator of ctx's reducer, in place. */
 static void pt__dp_sum(pt_ctx *ctx, double *x, int n) {
@@ -13137,7 +13175,7 @@ static int pt__dp_issue(pt_dp *dp, pt__dp_op *op) {
     float *g = pt__dp_grads(dp);
     char *buf;
     if (!g) return 0;
-    buf = op->soff >= 0 ? (char *)(dp->stg + op->soff) : (char *)(g + dp->lo[b]);
+    buf = op->buf >= 0 ? (char *)dp->pool[op->buf]->host : op->soff >= 0 ? (char *)(dp->stg + op->soff) : (char *)(g + dp->lo[b]);
     if (dp->nphases == 3 && q == 0 && dp->dist && dp->dist->check) return pt__dp_issue_checked(dp, op, buf);
     rc = pt__dp_call(dp, op, buf, q);
     op->issued++;
@@ -13174,6 +13212,10 @@ static void pt__dp_retire(pt_dp *dp, pt__dp_op *op) {
         else if (a == lo || a - lo >= c) pt__dp_div(dp->ctx, g + a, g + lo, c, d);
         else
             for (i = c - 1; i >= 0; i--) g[a + i] = g[lo + i] / d; /* overlapping, dst above src: from the end */
+    } else if (op->buf >= 0) { /* lean: into the shard, which is the gradient storage */
+        float *acc = (float *)dp->ctx->gslab->host + (a - dp->zlo);
+        const float *h2 = (const float *)dp->pool[op->buf]->host;
+        for (i = 0; i < c; i++) acc[i] += h2[i];
     } else {
         float *acc = dp->acc + (a - dp->zlo);
         if (dp->compress)
@@ -13208,8 +13250,12 @@ static int pt__dp_progress(pt_dp *dp) {
         }
         prev = op->issued;
     }
-    while (dp->retired < dp->next && dp->ops[dp->retired].issued >= dp->nphases && !dp->ops[dp->retired].active)
-        pt__dp_retire(dp, &dp->ops[dp->retired++]);
+    while (dp->retired < dp->next && dp->ops[dp->retired].issued >= dp->nphases && !dp->ops[dp->retired].active) {
+        pt__dp_op *op = &dp->ops[dp->retired++];
+        pt__dp_retire(dp, op);
+        if (op->buf >= 0 && dp->own[op->b] != op->buf) dp->freel[dp->nfree++] = op->buf; /* lean: the buffer back to the pool */
+        op->buf = -1;
+    }
     return 1;
 }
 
@@ -13233,6 +13279,194 @@ static int pt__dp_wait(pt_dp *dp, int target) {
     return 1;
 }
 
+/* ---- lean ZeRO-2 (a host gradient slab): the bucket buffers (see ZeRO below) ----------------- */
+#endif
+/* one more buffer of n floats in the pool (pt_mem grads), free (shared) or not (a bucket's own) */
+static int pt__dp_pool_add(pt_dp *dp, int64_t n, int shared) {
+    pt_ctx *ctx = dp->ctx;
+    pt_storage **pool = (pt_storage **)pt__realloc(ctx, dp->pool, sizeof *pool * (size_t)(dp->npool + 1));
+    int *fl = pool ? (int *)pt__realloc(ctx, dp->freel, sizeof *fl * (size_t)(dp->npool + 1)) : NULL;
+    pt_storage *st = fl ? (pt_storage *)pt__malloc(ctx, sizeof *st) : NULL;
+    if (pool) dp->pool = pool;
+    if (fl) dp->freel = fl;
+    if (st) memset(st, 0, sizeof *st);
+    if (!st || pt__st_alloc(ctx, st, PT__MAX(n, 1) * 4, PT__MEM_GRADS) != PT_OK) {
+        pt__free(ctx, st);
+        pt__fail(ctx, PT_ERR_OOM, "pt_dp (ZeRO-2): out of memory for bucket buffer %d (%lld floats)", dp->npool, (long long)n);
+        return -1;
+    }
+    if (shared) dp->freel[dp->nfree++] = dp->npool;
+    dp->pool[dp->npool] = st;
+    dp->stats.grad_buffers = dp->npool + 1;
+    return dp->npool++;
+}
+/* points bucket b's parameters' gradients into pool buffer k (-1: at no storage) */
+static void pt__dp_point(pt_dp *dp, int b, int k) {
+    int p;
+    dp->buf_of[b] = k;
+    for (p = dp->p0[b]; p <= dp->p1[b]; p++) {
+        pt_param *q = dp->ctx->params[p];
+        q->grad.st = k >= 0 ? dp->pool[k] : NULL, q->grad.off = q->slab_off - dp->lo[b];
+    }
+}
+/* bucket b gets a zeroed buffer: a free one, else the oldest reduction in flight is waited for and
+   its buffer taken, else (every buffer holds a bucket still accumulating) the pool grows. 0 and a
+   context error on failure. */
+static int pt__dp_attach(pt_dp *dp, int b) {
+    pt_tensor t;
+    int k;
+#ifdef PTRAIN_MPI
+    while (dp->own[b] < 0 && !dp->nfree && dp->retired < dp->next && !dp->failed)
+        if (!pt__dp_wait(dp, dp->retired + 1)) return 0;
+#endif
+    if (dp->own[b] >= 0) k = dp->own[b]; /* a bucket larger than the bucket size: its own buffer */
+    else if (!dp->nfree && pt__dp_pool_add(dp, dp->bmax, 1) < 0) return 0;
+    else k = dp->freel[--dp->nfree];
+    t = pt__slab_view(dp->pool[k], dp->hi[b] - dp->lo[b]);
+    dp->ctx->be->fill(dp->ctx, &t, 0.0f);
+    pt__dp_point(dp, b, k);
+    return 1;
+}
+/* p's bucket is deferred: its gradient completes only at the end of the step (pprun: a tied
+   parameter, summed over the pipeline first), so its reductions go last in the sequence, where they
+   hold back no other bucket's (which would keep their ZeRO-2 buffers). Between steps; the same on
+   every DP rank. */
+static void pt__dp_defer(pt_dp *dp, const pt_param *p) {
+    int b, i, j = 0;
+    if (!dp || dp->reducing || !p || p->id < 0 || p->id >= dp->nparams || (b = dp->bucket_of[p->id]) < 0 || dp->late[b]) return;
+    dp->late[b] = 1, dp->nlate++;
+    for (i = 0; i < dp->nb; i++)
+        if (!dp->late[i]) dp->ord[j++] = i;
+    for (i = 0; i < dp->nb; i++)
+        if (dp->late[i]) dp->ord[j++] = i;
+}
+/* ctx->grad_get: p's bucket accumulates in a buffer from its first gradient on; p NULL (pt_zero_grad):
+   the buffers of buckets still accumulating are zeroed too */
+static void pt__dp_grad_get(void *user, pt_param *p) {
+    pt_dp *dp = (pt_dp *)user;
+    int b;
+    for (b = 0; !p && b < dp->nb; b++)
+        if (dp->buf_of[b] >= 0) {
+            pt_tensor t = pt__slab_view(dp->pool[dp->buf_of[b]], dp->hi[b] - dp->lo[b]);
+            dp->ctx->be->fill(dp->ctx, &t, 0.0f);
+        }
+    if (!p || p->id < 0 || p->id >= dp->nparams || (b = dp->bucket_of[p->id]) < 0 || dp->buf_of[b] >= 0) return;
+    (void)pt__dp_attach(dp, b);
+}
+#ifdef PTRAIN_MPI
+/* every free buffer in the free list (a failed step may have left some with its ops) */
+static void pt__dp_pool_reset(pt_dp *dp) {
+    int k, b, used;
+    dp->nfree = 0;
+    for (k = dp->npool - 1; k >= 0; k--) {
+        for (b = 0, used = 0; b < dp->nb && !used; b++) used = dp->buf_of[b] == k || dp->own[b] == k;
+        if (!used) dp->freel[dp->nfree++] = k;
+    }
+}
+#endif
+/* the shared bucket buffers to begin with: one accumulating, one more held (a bucket with parameters
+   used early and late in backward), one reduction in flight; at most one per bucket that uses them */
+static int pt__dp_pool_start(const pt_dp *dp) {
+    int b, n = 0;
+    for (b = 0; b < dp->nb; b++) n += dp->own[b] < 0;
+    return PT__MIN(3, n);
+}
+
+/* The size of the shared bucket buffers, t: the buckets larger get a buffer of their own, the others
+   share min(3, their count) buffers of t floats; t (a bucket's size) makes that least, the largest
+   such t on a tie (the GPT's tied embedding, far larger than a bucket: its own buffer). */
+static int64_t pt__dp_shared_max(const pt_dp *dp) {
+    int64_t best = -1, bt = 0, t, c, m;
+    int i, b, n;
+    for (i = 0; i < dp->nb; i++) {
+        t = dp->hi[i] - dp->lo[i], c = 0, m = 0, n = 0;
+        for (b = 0; b < dp->nb; b++) {
+            int64_t z = dp->hi[b] - dp->lo[b];
+            if (z > t) c += z;
+            else n++, m = PT__MAX(m, z);
+        }
+        c += PT__MIN(3, n) * m;
+        if (best < 0 || c < best || (c == best && t > bt)) best = c, bt = t;
+    }
+    return bt;
+}
+/* Lean ZeRO-2 on: the gradient storage becomes the shard [lo, hi) of the slab (its content kept),
+   the full slab is freed, the pool gets its first buffers; parameters' gradients point at no
+   storage until their bucket takes a buffer (ctx->grad_get). */
+static pt_status pt__dp_lean_on(pt_dp *dp, int64_t lo, int64_t hi) {
+    pt_ctx *ctx = dp->ctx;
+    pt_storage *st, *old = ctx->gslab;
+    pt_tensor t;
+    int b;
+    if (dp->lean) return PT_OK;
+    dp->bmax = pt__dp_shared_max(dp);
+    dp->buf_of = (int *)pt__alloc(ctx, sizeof(int) * (size_t)PT__MAX(dp->nb, 1));
+    dp->own = (int *)pt__alloc(ctx, sizeof(int) * (size_t)PT__MAX(dp->nb, 1));
+    if (!dp->buf_of || !dp->own || !(st = (pt_storage *)pt__malloc(ctx, sizeof *st)))
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory"), PT_ERR_OOM);
+    for (b = 0; b < dp->nb; b++) dp->own[b] = -1;
+    memset(st, 0, sizeof *st);
+    if (pt__st_alloc(ctx, st, PT__MAX(hi - lo, 1) * 4, PT__MEM_GRADS) != PT_OK) {
+        pt__free(ctx, st);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory for the gradient shard (%lld floats)", (long long)(hi - lo)), PT_ERR_OOM);
+    }
+    t = pt__slab_view(st, hi - lo);
+    ctx->be->fill(ctx, &t, 0.0f);
+    if (st->host && old && old->host) memcpy(st->host, (float *)old->host + lo, (size_t)(hi - lo) * 4);
+    if (old) {
+        pt__mem_add(ctx, PT__MEM_GRADS, -ctx->slab_n * 4); /* the slab counts what it uses */
+        pt__st_free(ctx, old);
+        pt__free(ctx, old);
+    }
+    ctx->gslab = st, ctx->gbase = lo, ctx->gn = hi - lo;
+    for (b = 0; b < dp->nb; b++) pt__dp_point(dp, b, -1);
+    for (b = 0; b < ctx->nparams; b++) ctx->params[b]->grad.st = NULL; /* frozen ones too: no gradient storage */
+    dp->lean = 1;
+    ctx->grad_get = pt__dp_grad_get, ctx->grad_get_user = dp;
+    for (b = 0; b < dp->nb; b++) /* a bucket larger than the shared buffers (the embedding's) */
+        if (dp->hi[b] - dp->lo[b] > dp->bmax && (dp->own[b] = pt__dp_pool_add(dp, dp->hi[b] - dp->lo[b], 0)) < 0) return PT_ERR_OOM;
+    for (b = pt__dp_pool_start(dp); b > 0; b--)
+        if (pt__dp_pool_add(dp, dp->bmax, 1) < 0) return PT_ERR_OOM;
+    return PT_OK;
+}
+/* Lean ZeRO-2 off: a full gradient slab again, zero but for the shard and the buckets accumulating. */
+static pt_status pt__dp_lean_off(pt_dp *dp) {
+    pt_ctx *ctx = dp->ctx;
+    pt_storage *st, *sh = ctx->gslab;
+    pt_tensor t;
+    int b, k;
+    if (!dp->lean) return PT_OK;
+    if (!(st = (pt_storage *)pt__malloc(ctx, sizeof *st))) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp: out of memory"), PT_ERR_OOM);
+    memset(st, 0, sizeof *st);
+    if (ctx->be->st_alloc(ctx, st, PT__MAX(ctx->slab_n, 16) * 4) != PT_OK) {
+        pt__free(ctx, st);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp: out of memory for the gradient slab (%lld floats)", (long long)ctx->slab_n), PT_ERR_OOM);
+    }
+    st->kind = -1, st->ctx = ctx; /* a slab: accounted by use */
+    t = pt__slab_view(st, ctx->slab_n);
+    ctx->be->fill(ctx, &t, 0.0f);
+    if (st->host && sh->host) {
+        float *g = (float *)st->host;
+        int64_t i;
+        memcpy(g + ctx->gbase, sh->host, (size_t)ctx->gn * 4);
+        for (b = 0; b < dp->nb; b++)
+            if (dp->buf_of[b] >= 0)
+                for (i = dp->lo[b]; i < dp->hi[b]; i++) g[i] += ((const float *)dp->pool[dp->buf_of[b]]->host)[i - dp->lo[b]];
+    }
+    pt__mem_add(ctx, PT__MEM_GRADS, ctx->slab_n * 4);
+    pt__st_free(ctx, sh);
+    pt__free(ctx, sh);
+    ctx->gslab = st, ctx->gbase = 0, ctx->gn = ctx->slab_n;
+    for (b = 0; b < ctx->nparams; b++) ctx->params[b]->grad.st = st, ctx->params[b]->grad.off = ctx->params[b]->slab_off;
+    for (k = 0; k < dp->npool; k++) pt__st_free(ctx, dp->pool[k]), pt__free(ctx, dp->pool[k]);
+    pt__free(ctx, dp->pool), pt__free(ctx, dp->freel), pt__free(ctx, dp->buf_of), pt__free(ctx, dp->own);
+    dp->pool = NULL, dp->freel = dp->buf_of = dp->own = NULL, dp->npool = dp->nfree = 0, dp->lean = 0, dp->stats.grad_buffers = 0;
+    if (ctx->grad_get == pt__dp_grad_get) ctx->grad_get = NULL, ctx->grad_get_user = NULL;
+    return PT_OK;
+}
+
+#ifdef PTRAIN_MPI
+
 /* n floats of the staging ring (FIFO: waits for the oldest ops while the room overlaps one). */
 static int64_t pt__dp_stage_alloc(pt_dp *dp, int64_t n) {
     for (;;) {
@@ -13252,6 +13486,22 @@ static int64_t pt__dp_stage_alloc(pt_dp *dp, int64_t n) {
 
 static int pt__dp_start(pt_dp *dp, int from_hook);
 
+/* op s of the step: its bucket, its round in *k, in *prev the op of the bucket's round before (-1:
+   none). Sequence: the rounds of the buckets not deferred, then the rounds of the deferred ones
+   (lean ZeRO-2 only; the other paths keep round-major creation order: on a device under ZeRO-2 the
+   reordered sequence filled the staging ring during backward and its wait there deadlocked a
+   dp2 x pp2 run across the pipeline). */
+static int pt__dp_op_bucket(const pt_dp *dp, int s, int *k, int *prev) {
+    int nl = dp->lean ? dp->nlate : 0, ne = dp->nb - nl, e = dp->rounds * ne, per = s < e ? ne : nl, t = s < e ? s : s - e;
+    if (!nl) { /* creation order (the staging ring's waits in backward depend on it) */
+        *k = s / dp->nb, *prev = *k > 0 ? s - dp->nb : -1;
+        return s % dp->nb;
+    }
+    *k = t / per;
+    *prev = *k > 0 ? s - per : -1;
+    return dp->ord[(s < e ? 0 : ne) + t % per];
+}
+
 /* Hands the next op's bucket over (its gradient is complete): on a device backend its read to its
    place in the host mirror starts (non-blocking; the in-order queue makes it wait for exactly the
    kernels that produced it) and, under ZeRO-2, the device bucket is zeroed behind it. The op's
@@ -13259,11 +13509,11 @@ static int pt__dp_start(pt_dp *dp, int from_hook);
    have left the mirror first (ZeRO-2 rounds): it is started now. 0 and a context error on failure. */
 static int pt__dp_fetch(pt_dp *dp, int from_hook) {
     pt__dp_op *op = &dp->ops[dp->fetched];
-    int b = dp->fetched % dp->nb;
+    int k, prev, b = pt__dp_op_bucket(dp, dp->fetched, &k, &prev);
     int64_t lo = dp->lo[b], n = dp->hi[b] - lo;
-    while (dp->next <= dp->fetched - dp->nb)
+    while (dp->next <= prev)
         if (!pt__dp_start(dp, from_hook)) return 0;
-    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0, op->rd = NULL;
+    op->b = b, op->issued = 0, op->active = 0, op->soff = -1, op->sn = 0, op->rec = 0, op->rd = NULL, op->buf = -1;
     op->req = MPI_REQUEST_NULL;
     dp->fetched++;
     if (dp->hg) {
@@ -13282,8 +13532,8 @@ static int pt__dp_fetch(pt_dp *dp, int from_hook) {
    done. 0 and a context error on failure. */
 static int pt__dp_start(pt_dp *dp, int from_hook) {
     pt__dp_op *op = &dp->ops[dp->next];
-    int b = dp->next % dp->nb;
-    int64_t lo = dp->lo[b], n = dp->hi[b] - lo, need = dp->compress ? (n + 1) / 2 : dp->stage == 2 ? n : 0, i;
+    int k, prev, b = pt__dp_op_bucket(dp, dp->next, &k, &prev);
+    int64_t lo = dp->lo[b], n = dp->hi[b] - lo, need = dp->compress ? (n + 1) / 2 : dp->stage == 2 && !dp->lean ? n : 0, i;
     float *g = pt__dp_grads(dp);
     if (!g) return 0;
     if (dp->next == dp->fetched && !pt__dp_fetch(dp, from_hook)) return 0;
@@ -13310,6 +13560,11 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
         }
         if (dp->stage == 2) memset(g + lo, 0, (size_t)n * 4); /* later passes accumulate afresh (the device's: pt__dp_fetch) */
     }
+    if (dp->lean) { /* the bucket's buffer goes to the reduction; later passes take another */
+        if (dp->buf_of[b] < 0 && !pt__dp_attach(dp, b)) return 0; /* nothing this round: zeros */
+        op->buf = dp->buf_of[b];
+        pt__dp_point(dp, b, -1);
+    }
     dp->next++;
     if (from_hook) dp->stats.started_before_end++;
     return pt__dp_issue(dp, op);
@@ -13317,7 +13572,8 @@ static int pt__dp_start(pt_dp *dp, int from_hook) {
 
 /* op s ready: every parameter of its bucket fired enough times */
 static int pt__dp_ready(const pt_dp *dp, int s) {
-    int b = s % dp->nb, thr = dp->stage == 2 ? s / dp->nb + 1 : dp->passes, p;
+    int k, prev, b = pt__dp_op_bucket(dp, s, &k, &prev), thr = dp->stage == 2 ? k + 1 : dp->passes, p;
+    (void)prev;
     for (p = dp->p0[b]; p <= dp->p1[b]; p++)
         if (dp->fired[p] < thr) return 0;
     return 1;
@@ -13464,7 +13720,9 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     dp->p1 = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
     dp->bucket_of = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
     dp->fired = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
-    if (!dp->lo || !dp->hi || !dp->p0 || !dp->p1 || !dp->bucket_of || !dp->fired) goto oom;
+    dp->ord = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
+    dp->late = (int *)pt__alloc(ctx, sizeof(int) * (size_t)(n + 1));
+    if (!dp->lo || !dp->hi || !dp->p0 || !dp->p1 || !dp->bucket_of || !dp->fired || !dp->ord || !dp->late) goto oom;
     /* cut: reverse creation order = descending slab offsets */
     open_b = 0;
     for (i = n - 1; i >= 0; i--) {
@@ -13493,6 +13751,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
         dp->bucket_of[i] = b;
     }
     dp->stats.buckets = dp->nb;
+    for (b = 0; b < dp->nb; b++) dp->ord[b] = b, dp->late[b] = 0;
     dp->hier = opts->hier;
     dp->compress = opts->compress;
     dp->overlap_gather = opts->overlap_gather;
@@ -13581,6 +13840,9 @@ PTDEF void pt_dp_free(pt_dp *dp) {
 #ifdef PTRAIN_MPI
     if (dp->reducing && dp->ops) (void)pt__dp_complete(dp);
     if (dp->gn > dp->gdone) (void)pt__dp_gather_finish(dp, 1);
+#endif
+    (void)pt__dp_lean_off(dp); /* the context keeps a full gradient slab */
+#ifdef PTRAIN_MPI
     if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
         pt_set_grad_hook(dp->ctx, NULL, NULL);
     if (dp->dpsize > 1 && dp->ctx->poll == pt__dp_poll && dp->ctx->poll_user == (void *)dp)
@@ -13608,6 +13870,8 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     pt__free(dp->ctx, dp->p0);
     pt__free(dp->ctx, dp->p1);
     pt__free(dp->ctx, dp->bucket_of);
+    pt__free(dp->ctx, dp->ord);
+    pt__free(dp->ctx, dp->late);
     pt__free(dp->ctx, dp->fired);
     pt__free(dp->ctx, dp->ops);
     pt__free(dp->ctx, dp->acc);
@@ -13648,6 +13912,11 @@ PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     dp->stg_head = 0;
     memset(dp->fired, 0, sizeof(int) * (size_t)dp->nparams);
     if (dp->acc) memset(dp->acc, 0, (size_t)(dp->zhi - dp->zlo) * 4);
+    if (dp->lean) { /* the shard is this step's accumulator: the step's mean replaces it */
+        pt_tensor t = pt__slab_view(dp->ctx->gslab, dp->ctx->gn);
+        dp->ctx->be->fill(dp->ctx, &t, 0.0f);
+        pt__dp_pool_reset(dp);
+    }
     dp->reducing = 1;
 #endif
 }
@@ -13688,7 +13957,8 @@ PTDEF pt_status pt_dp_finish(pt_dp *dp) {
         for (k = 0; k < dp->nb; k++) {
             int64_t a = dp->stage ? PT__MAX(dp->lo[k], dp->zlo) : dp->lo[k], e = dp->stage ? PT__MIN(dp->hi[k], dp->zhi) : dp->hi[k];
             if (e <= a) continue;
-            if (dp->stage == 2) pt__dp_div(dp->ctx, g + a, dp->acc + (a - dp->zlo), e - a, inv);
+            if (dp->lean) pt__dp_div(dp->ctx, (float *)dp->ctx->gslab->host + (a - dp->zlo), (float *)dp->ctx->gslab->host + (a - dp->zlo), e - a, inv);
+            else if (dp->stage == 2) pt__dp_div(dp->ctx, g + a, dp->acc + (a - dp->zlo), e - a, inv);
             else if (dp->stage == 0 && !dp->compress && !owe) pt__dp_div(dp->ctx, g + a, g + a, e - a, inv);
             if (dp->hg) pt__stage_xfer(dp->ctx, dp->ctx->gslab, a, g + a, e - a, 0, PT_XFER_DP); /* back to the device */
         }
@@ -13712,7 +13982,19 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
    rank. Each bucket is reduce-scattered: rank r receives the sum of the bucket's intersection with
    its range (counts per rank; an in-place MPI_Ireduce_scatter leaves it at the bucket's start, from
    where it is moved to its slab place, ZeRO-1, or added to the shard accumulator, ZeRO-2). After
-   pt_dp_finish only [lo_r, hi_r) of the gradient slab holds the averaged gradient; pt_grad_norm
+   pt_dp_finish only [lo_r, hi_r) of the gradient slab holds the averaged gradient;
+   Lean ZeRO-2 (a host gradient slab without compression; pt__dp_lean_on): the slab is freed and the
+   context's gradient storage is the shard (ctx->gslab holds slab elements [gbase, gbase + gn) =
+   [lo_r, hi_r); pt__grad_view maps slab offsets, so the norm, the update, the guard and the TP sums
+   read it unchanged). A parameter's grad tensor points at no storage until autograd first asks for
+   it (ctx->grad_get, pt__dp_grad_get): then its whole bucket takes a zeroed buffer from a pool
+   (pt_mem grads): its own if it is larger than bmax (pt__dp_shared_max), else a shared one of bmax
+   floats (a free one, else the oldest reduction in flight is waited for, else the pool grows), and
+   its parameters point into it. When the bucket's op starts the buffer
+   leaves the parameters (a later pass takes another) and is reduce-scattered in place; retiring adds
+   this rank's part into the shard and frees the buffer. The shard is zeroed by pt_dp_begin_step
+   (it accumulates the step's rounds) and divided by dp in place at pt_dp_finish. pt__dp_lean_off
+   (pt_dp_zero 0/1, pt_dp_free) makes a full slab again from the shard and the buffers held. pt_grad_norm
    sums the shards' squares over DP (pt__grad_sumsq). pt_optim_step updates the own range with the
    own moment shard, then post_step starts the parameter allgathers, one per bucket, in place over
    DP (pt__dp_zero_gather; completed lazily by pt__dp_gather_gate). */
@@ -13833,6 +14115,7 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
                     dp->bcnt[(size_t)b * n + r] = (int)PT__MAX(0, PT__MIN(dp->hi[b], e) - PT__MAX(dp->lo[b], a));
             }
         }
+        if (stage < 2 && (st = pt__dp_lean_off(dp)) != PT_OK) return st;
         if (stage) {
             st = pt__optim_reshard(o, dp->zdispl[me], (int64_t)dp->zdispl[me] + dp->zcnt[me]);
             if (st != PT_OK) return st;
@@ -13842,7 +14125,8 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
             dp->zlo = dp->zdispl[me], dp->zhi = (int64_t)dp->zdispl[me] + dp->zcnt[me];
             pt__free(ctx, dp->acc);
             dp->acc = NULL;
-            if (stage == 2 && !(dp->acc = (float *)pt__alloc(ctx, (size_t)PT__MAX(dp->zhi - dp->zlo, 1) * 4)))
+            if (stage == 2 && !dp->compress && !dp->hg && (st = pt__dp_lean_on(dp, dp->zlo, dp->zhi)) != PT_OK) return st;
+            if (stage == 2 && !dp->lean && !(dp->acc = (float *)pt__alloc(ctx, (size_t)PT__MAX(dp->zhi - dp->zlo, 1) * 4)))
                 return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory for the gradient shard"), PT_ERR_OOM);
             dp->stage = stage;
             st = pt__dp_alloc_stage(dp);
@@ -14832,7 +15116,10 @@ PTDEF pt_pp *pt_pp_new(pt_ctx *ctx, const pt_pp_desc *desc) {
 }
 
 PTDEF void pt_pp_set_dp(pt_pp *pp, pt_dp *dp) {
-    if (pp) pp->dp = dp;
+    int i;
+    if (!pp) return;
+    pp->dp = dp;
+    for (i = 0; dp && i < pp->ntied; i++) pt__dp_defer(dp, pp->tied[i]); /* their reductions last (see pt_pp_step) */
 }
 
 /* runs schedule s; train: with backward. Returns the mean loss over micro-batches (before the DP mean). */
@@ -19583,9 +19870,9 @@ static double pt__guard_hash(pt_ctx *ctx) {
 /* 1 if this rank's whole gradient slab holds a NaN or an infinity (one sum of squares) */
 static int pt__guard_grad_bad(pt_ctx *ctx) {
     pt_tensor gs;
-    if (!ctx->gslab || ctx->slab_n <= 0) return 0;
-    gs = pt__slab_view(ctx->gslab, ctx->slab_n); /* finite or not: dp's pending 1/dp changes nothing */
-    return !pt__guard_finite(ctx->be->sumsq(ctx, &gs, ctx->slab_n));
+    if (!ctx->gslab || ctx->gn <= 0) return 0;
+    gs = pt__slab_view(ctx->gslab, ctx->gn); /* finite or not: dp's pending 1/dp changes nothing; ZeRO-2: the shard */
+    return !pt__guard_finite(ctx->be->sumsq(ctx, &gs, ctx->gn));
 }
 
 static void pt__guard_inject(pt_guard *g, int64_t step, float *loss) {
@@ -19848,7 +20135,10 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
      optimizer state is resharded (pt__optim_reshard, as pt_dp_zero does) to the range of the DP rank
      with the largest shard (pt__dp_zero_range), which gives the set-up peak; the reducer's own host
      buffers (pt_dp_stats extra_bytes, outside pt_mem: the staging ring pt__dp_ring_floats, the
-     ZeRO-2 gradient shard, the bf16 residual of the whole slab) are summed as pt__dp_account sums them;
+     ZeRO-2 gradient shard with compression, the bf16 residual of the whole slab) are summed as
+     pt__dp_account sums them; ZeRO-2 without compression frees the gradient slab for the shard and
+     the first bucket buffers as pt_dp_zero does (pt__dp_lean_on: pt_mem grads), every bucket pointed
+     at the first buffer (no reducer runs here, and the counting backend keeps no data);
    - two steps of forward + backward of micro-batches of B x T tokens: the first spills into 64 MiB
      arena chunks, its resets consolidate them, the second is the steady state. pp = 1: one graph,
      reset per pass (plain accumulation). pp > 1: this rank's program of the real schedule, walked as
@@ -19980,7 +20270,11 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
             for (k = 0; k < pl->dp; k++) /* the largest shard */
                 if (pt__dp_zero_range(ctx->slab_n, k, pl->dp, &a, &e), e - a > hi - lo) lo = a, hi = e;
             if (pl->zero) pt__optim_reshard(opt, lo, hi);
-            o->dp_extra = 4 * (pt__dp_ring_floats(dp, pl->zero) + (pl->zero == 2 ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
+            o->dp_extra = 4 * (pt__dp_ring_floats(dp, pl->zero) + (pl->zero == 2 && pl->compress ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
+            if (pl->zero == 2 && !pl->compress && pt__dp_lean_on(dp, lo, hi) == PT_OK) { /* the shard and the first bucket buffers */
+                ctx->grad_get = NULL; /* no reducer runs here: every bucket in the first buffer (the counting backend keeps no data) */
+                for (k = 0; k < dp->nb; k++) pt__dp_point(dp, k, dp->own[k] >= 0 ? dp->own[k] : dp->freel[0]);
+            }
         }
     }
     bt[0] = pl->batch, bt[1] = pl->seq;

@@ -6,9 +6,9 @@
 # to an uninterrupted run), corruption detection with fallback to the previous checkpoint,
 # retention, a failed save, asynchronous saves (state at the call, exact resume, poll / wait /
 # next save commit, background failures reported); exact resume with bf16 gradient compression on dp2 (its per-rank
-# residual is checkpointed). Then checkpoints load on other layouts (DP size, ZeRO, PP split, TP
+# residual is checkpointed), and with ZeRO-2 (4 KiB buckets: the gradients in pooled bucket buffers) on dp2. Then checkpoints load on other layouts (DP size, ZeRO, PP split, TP
 # split): pp2 -> dp2, dp2 -> 1, 1 -> dp2, dp2 x tp2 x pp2 -> dp4, tp2 -> 1, pp2 -> tp2, dp4 -> dp2,
-# 1 -> tp2, tp2 -> tp4 (ZeRO-1 wherever dp > 1), each with every parameter and moment element
+# 1 -> tp2, tp2 -> tp4, dp2 ZeRO-2 -> dp4 ZeRO-2 and -> 1 (ZeRO-1 wherever dp > 1 otherwise), each with every parameter and moment element
 # checked against the checkpoint's element of its global index and the resumed curve within 1e-5 of
 # the original layout's and that layout's own uninterrupted runs ("reshard" lines: the max
 # differences); a bf16 checkpoint on another layout drops the residual with a warning. A pt_loader's
@@ -18,8 +18,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 export PTRAIN_THREADS=1 OMP_WAIT_POLICY=passive
-T1=$BUILD/ckpt_1 T2=$BUILD/ckpt_2 T3=$BUILD/ckpt_3 T8=$BUILD/ckpt_8 TT=$BUILD/ckpt_tp2 TD=$BUILD/ckpt_dp4 TC=$BUILD/ckpt_bf16
-TMPS="$T1 $T2 $T3 $T8 $TT $TD $TC"
+T1=$BUILD/ckpt_1 T2=$BUILD/ckpt_2 T3=$BUILD/ckpt_3 T8=$BUILD/ckpt_8 TT=$BUILD/ckpt_tp2 TD=$BUILD/ckpt_dp4 TC=$BUILD/ckpt_bf16 TZ=$BUILD/ckpt_zero2
+TMPS="$T1 $T2 $T3 $T8 $TT $TD $TC $TZ"
 # shellcheck disable=SC2086
 rm -rf $TMPS "$BUILD"/ckpt_rd[0-9]* "$BUILD"/ckpt_l[1234] "$BUILD/ckpt_4" "$BUILD/ckpt_asan"
 
@@ -57,6 +57,7 @@ if wait $p_mpi1; then
     prog "mpirun -np 4 test_ckpt (dp4, ZeRO-1, short)" "$BUILD/ckpt_dp4.log" mpi_run 4 -- env CKPT_KEEP=1 CKPT_SHORT=1 "$M" "$TD"
     prog "mpirun -np 2 test_ckpt (dp2, ZeRO-1, bf16 compression: exact resume)" "$BUILD/ckpt_bf16.log" \
         mpi_run 2 -- env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_COMPRESS=1 "$M" "$TC"
+    prog "mpirun -np 2 test_ckpt (dp2, ZeRO-2, 4 KiB buckets, short)" "$BUILD/ckpt_zero2.log" mpi_run 2 -- env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_ZERO=2 "$M" "$TZ"
     # resume FROM NAME NP [VAR=VALUE ...]: the kept run FROM resumed on NP ranks with the given layout
     resume() {
         from=$1 name=$2 np=$3
@@ -84,6 +85,8 @@ if wait $p_mpi1; then
     resume "$T1" "1-rank checkpoint resumed on tp2" 2 CKPT_TP=2
     resume "$TT" "tp2 checkpoint resumed on tp4" 4 CKPT_TP=4
     resume "$TC" "dp2 bf16 checkpoint resumed on dp4 bf16 (residual dropped, a warning)" 4 CKPT_COMPRESS=1 CKPT_TOL=1e-2
+    resume "$TZ" "dp2 ZeRO-2 checkpoint resumed on dp4 ZeRO-2" 4 CKPT_ZERO=2
+    resume "$TZ" "dp2 ZeRO-2 checkpoint resumed on 1 rank" 1
     # the data stream: a loader's state saved at dp2 continues at dp4, and dp4 -> dp2
     prog "loader saved on dp2" "$BUILD/ckpt_l1.log" mpi_run 2 -- env CKPT_LOADER=save CKPT_KEEP=1 "$M" "$BUILD/ckpt_l1"
     prog "loader restored on dp4 (no repeat, no skip)" "$BUILD/ckpt_l2.log" mpi_run 4 -- env CKPT_LOADER=load CKPT_FROM="$BUILD/ckpt_l1" "$M" "$BUILD/ckpt_l2"

@@ -54,7 +54,8 @@ soak 1 --dp 1 --m 4
 soak 2 --dp 2
 2 --dp 2 --accum 2
 soak 2 --dp 2 --zero 1
-soak 2 --dp 2 --zero 2 --m 2
+2 --dp 2 --zero 2 --m 2
+2 --dp 2 --zero 2
 2 --dp 2 --compress
 2 --tp 2
 2 --tp 2 --dropout 0.1
@@ -67,22 +68,27 @@ soak 2 --pp 2 --schedule 1f1b --m 4
 4 --dp 4 --zero 2 --accum 2
 4 --dp 2 --tp 2
 4 --dp 2 --tp 2 --zero 1 --accum 2
+4 --dp 2 --tp 2 --zero 2
+4 --dp 2 --tp 2 --zero 2 --accum 2
 soak 4 --tp 2 --pp 2
 4 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2
 soak 4 --dp 2 --pp 2
 4 --dp 2 --pp 2 --zero 1 --accum 2
 4 --dp 2 --pp 2 --zero 2 --m 2
+4 --dp 2 --pp 2 --zero 2 --accum 2
 4 --dp 2 --pp 2 --schedule gpipe --m 4
 soak 4 --dp 2 --pp 2 --hier --fake-node-size 2
 8 --dp 2 --tp 2 --pp 2
 soak 8 --dp 2 --tp 2 --pp 2 --zero 1
 8 --dp 2 --tp 2 --pp 2 --zero 2 --schedule gpipe --m 2
+8 --dp 2 --tp 2 --pp 2 --zero 2 --accum 2
 8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2
 soak 8 --dp 2 --tp 2 --pp 2 --compress
 8 --dp 2 --tp 2 --pp 2 --recompute full
 8 --dp 2 --tp 2 --pp 2 --schedule interleaved --v 2 --m 2 --accum 2 --dropout 0.1 --recompute mixed
 4 --tp 2 --pp 2 --schedule gpipe --m 4 --dropout 0.1 --recompute selective
 2 --dp 2 --accum 2 --zero 1 --recompute full
+2 --dp 2 --accum 2 --zero 2 --recompute full
 8 --dp 2 --tp 2 --pp 2 --zero 1 --coll-check
 4 --dp 2 --pp 2 --hier --fake-node-size 2 --coll-check
 LAYOUTS

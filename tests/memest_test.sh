@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/memest_test.sh [BUILD_DIR] - the memory estimate (see memest) against the framework's accounting.
 # Builds tests/test_memest.c without MPI (one rank) and with mpicc -DPTRAIN_MPI -fopenmp, and runs it
-# on dp 2 (ZeRO-0, ZeRO-1 with 2 accumulated passes, ZeRO-2, bf16 compression), tp 2 (also sequence parallel), pp 2 (1F1B,
+# on dp 2 (ZeRO-0, ZeRO-1 with 2 accumulated passes, ZeRO-2 with 1 and 2 passes, bf16 compression), dp 2 x pp 2 (ZeRO-2), tp 2 (also sequence parallel), pp 2 (1F1B,
 # GPipe, interleaved, selective recomputation; 4 micro-batches), tp 2 x pp 2 (full recomputation with sequence
 # parallelism) and dp 2 x tp 2 x pp 2 (ZeRO-1); dp 2 ZeRO-0 without compression and pp 2 1F1B without
 # recomputation of the default model only under SOAK=1 (make soak): every rank trains 2 steps
@@ -78,7 +78,7 @@ if have_mpi; then
         # (soak: SOAK=1 only, their paths taken by the others too: dp 2 ZeRO-0 by its bf16 run, pp 2 1F1B by the
         # 6-layer and the selective runs); rank 0's one-process checks run in the first layout only
         solo=""
-        for c in "soak 2 1 1 0 1f1b 1" "2 1 1 1 1f1b 2" "2 1 1 2 1f1b 1" "2 1 1 0 1f1b 1 1" "1 2 1 0 1f1b 1" "soak 1 1 2 0 1f1b 4" "1 1 2 0 gpipe 4" \
+        for c in "soak 2 1 1 0 1f1b 1" "2 1 1 1 1f1b 2" "2 1 1 2 1f1b 1" "2 1 1 2 1f1b 2" "2 1 2 2 1f1b 2" "2 1 1 0 1f1b 1 1" "1 2 1 0 1f1b 1" "soak 1 1 2 0 1f1b 4" "1 1 2 0 gpipe 4" \
             "1 1 2 0 interleaved 4" "2 2 2 1 1f1b 2" "1 1 2 0 1f1b 4 0 6 96 48" "1 2 1 0 1f1b 1 0 12 64 64 0 1" \
             "1 2 2 0 1f1b 2 0 12 64 64 2 1" "1 1 2 0 1f1b 4 0 12 64 64 1 0"; do
             case $c in soak\ *) soak || continue; c=${c#soak } ;; esac

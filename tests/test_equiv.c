@@ -202,6 +202,10 @@ static pt_ctx *parallel(const opts *o, float *loss, float *gnorm, pt_pp_stats *s
     }
     *st = pt_pp_stats_get(pp);
     dp_started = dp ? pt_dp_stats_get(dp).started_before_end : 0;
+    if (dp && o->zero == 2 && me.tp == 0 && me.dp == 0)
+        printf("  ZeRO-2, pipeline rank %d: %lld bucket buffers for %lld buckets, pt_mem grads %lld bytes of a %lld-byte slab\n", me.pp,
+               (long long)pt_dp_stats_get(dp).grad_buffers, (long long)pt_dp_stats_get(dp).buckets, (long long)pt_mem(ctx).grads,
+               4 * (long long)pt_param_slab(ctx).shape[0]);
     { /* evaluation: the forward-only schedule on a further batch */
         int32_t ids[GB * TT], tgt[GB * TT];
         batch(99, ids, tgt);

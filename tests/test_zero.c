@@ -98,9 +98,15 @@ int main(int argc, char **argv) {
             if (stage == 2 && i == 4) {
                 run_out b;
                 pt_tensor pa = pt_param_slab(a.ctx), pb;
-                snprintf(why, sizeof why, "extra %lld bytes, shard %lld", (long long)a.st.extra_bytes, (long long)(full / 2 / t->dpn));
-                CHECK_WHY(t->dpn == 1 || (a.st.extra_bytes >= full / 2 / t->dpn && a.st.extra_bytes <= full / 2 / t->dpn + 2 * (16 << 10) + 64),
-                          "ZeRO-2: the reducer holds the gradient shard (slab/dp) and a staging ring of two buckets", why);
+                int64_t grads = a.mem_grads, bmax = 16 << 10, shard = full / 2 / t->dpn;
+                int k;
+                for (k = 0; k < pt_param_count(a.ctx); k++) /* a parameter larger than a bucket has one of its own */
+                    if (4 * ((pt_numel(&pt_param_at(a.ctx, k)->value) + 15) & ~(int64_t)15) > bmax) bmax = 4 * ((pt_numel(&pt_param_at(a.ctx, k)->value) + 15) & ~(int64_t)15);
+                snprintf(why, sizeof why, "pt_mem grads %lld bytes (slab %lld, shard %lld, largest bucket <= %lld), reducer extra %lld", (long long)grads,
+                         (long long)(full / 2), (long long)shard, (long long)bmax, (long long)a.st.extra_bytes);
+                CHECK_WHY(t->dpn == 1 || (grads >= shard - 64 && grads <= shard + 64 + 3 * bmax && grads < full / 2 && a.st.extra_bytes == 0),
+                          "ZeRO-2: gradient storage (pt_mem grads) is the shard (slab/dp) and at most 3 bucket buffers, nothing else", why);
+                if (t->dpn > 1 && tu_rank == 0) printf("ZeRO-2 dp%d: %s\n", t->dpn, why);
                 run(t, &c, &b);
                 pb = pt_param_slab(b.ctx);
                 CHECK_WHY(a.ok && b.ok && !memcmp(a.loss, b.loss, sizeof a.loss) && !memcmp(pt_f32(&pa), pt_f32(&pb), (size_t)pt_numel(&pa) * 4),

@@ -142,11 +142,11 @@ int main(int argc, char **argv) {
         }
         for (zk = 0; zk < 3; zk++) {
             int64_t t = z[zk].total + z[zk].dp_extra, t0 = z[0].total + z[0].dp_extra;
-            printf("  ZeRO-%d: optimizer %.1f MiB, reducer %.1f MiB, total %.1f MiB (%+.1f MiB, %+.1f%% vs ZeRO-0)\n", zk, mib(z[zk].optim),
-                   mib(z[zk].dp_extra), mib(t), mib(t - t0), 100.0 * (double)(t - t0) / (double)t0);
+            printf("  ZeRO-%d: optimizer %.1f MiB, gradients %.1f MiB, reducer %.1f MiB, total %.1f MiB (%+.1f MiB, %+.1f%% vs ZeRO-0)\n", zk,
+                   mib(z[zk].optim), mib(z[zk].grads), mib(z[zk].dp_extra), mib(t), mib(t - t0), 100.0 * (double)(t - t0) / (double)t0);
         }
-        printf("  (ZeRO-1 keeps 1/dp of the moments; ZeRO-2 also reduces the gradient into a 1/dp shard, which the staging ring "
-               "and the shard cost back; parameters and full gradients stay on every rank)\n");
+        printf("  (ZeRO-1 keeps 1/dp of the moments; ZeRO-2 also keeps only a 1/dp gradient shard plus bucket buffers, which cost "
+               "some back (bf16: the full gradient slab stays, with a staging ring); parameters stay whole on every rank)\n");
     }
     return 0;
 }
