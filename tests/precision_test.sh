@@ -6,8 +6,9 @@
 #   - examples/03_gpt.c, built with its Build: line, on the fortunes corpus with its default
 #     schedule (600 steps): the first 50 step losses of bf16 and of fp16 (loss-scaled) stay within 2%
 #     relative of f32's, and bf16 is not f32 (the switch reaches the kernels). Quick mode (make test):
-#     batch 8 x 64 tokens instead of 16 x 256 (at 4 x 64 the steps around the peak LR are chaotic: one f32 spike measured 10% off). SOAK=1 (make soak): the tutorial's own sizes, all 600
-#     steps, and the final val_loss of bf16 and fp16 within 1% of f32's (about half an hour here);
+#     batch 8 x 64 tokens instead of 16 x 256 (at 4 x 64 the steps around the peak LR are chaotic:
+#     one f32 spike measured 10% off). SOAK=1 (make soak): the tutorial's own sizes, all 600 steps,
+#     and the final val_loss of bf16 and fp16 within 1% of f32's (about half an hour here);
 #   - tools/pttrain on dp 2 (ZeRO-1): bf16 and fp16 within 2% of f32 over 8 steps, its header names the
 #     precision, a bf16 run resumed from a checkpoint is bit-identical, fp16 prints its loss scale; --precision fp8 is refused, and fp16 on an OpenCL device
 #     without cl_khr_fp16 (PoCL: so in CI only fp16's refusal runs on OpenCL; bf16 on OpenCL is checked
