@@ -8123,22 +8123,27 @@ static int pt__cl_launch(pt_ctx *ctx, int kid, int64_t items, size_t local, cons
     return 1;
 }
 
-/* grows the scratch buffer cl->part (what a NULL tensor stands for in pt__cl_launch) to at least
-   `need` bytes; its contents are not kept. 0 and an error on failure. */
-static int pt__cl_scratch(pt_ctx *ctx, int64_t need, const char *what) {
+/* grows a scratch buffer *buf of *bytes to at least `need` bytes; its contents are not kept. 0 and
+   an error on failure. */
+static int pt__cl_grow(pt_ctx *ctx, cl_mem *buf, int64_t *bytes, int64_t need, const char *what) {
     pt__cl *cl = (pt__cl *)ctx->cl;
-    if (need > cl->part_bytes) {
+    if (need > *bytes) {
         cl_int err = CL_SUCCESS;
         cl_mem m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, (size_t)need, NULL, &err);
         if (!m || err != CL_SUCCESS) {
             pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes of %s scratch failed: %s (%d)", (long long)need, what, pt__cl_err(err), (int)err);
             return 0;
         }
-        clReleaseMemObject(cl->part);
-        cl->part = m;
-        cl->part_bytes = need;
+        if (*buf) clReleaseMemObject(*buf);
+        *buf = m;
+        *bytes = need;
     }
     return 1;
+}
+/* the scratch buffer cl->part (what a NULL tensor stands for in pt__cl_launch), at least `need` bytes */
+static int pt__cl_scratch(pt_ctx *ctx, int64_t need, const char *what) {
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    return pt__cl_grow(ctx, &cl->part, &cl->part_bytes, need, what);
 }
 
 /* ---- storage ------------------------------------------------------------------------------------ */
@@ -8483,17 +8488,7 @@ static int pt__cl_round_operands(pt_ctx *ctx, int64_t ar, int64_t ac, int64_t ld
     const int dt = ctx->desc.precision == PT_BF16 ? 1 : 2;
     const int64_t na = (ar - 1) * lda + ac + (batch - 1) * sa, nb = (br - 1) * ldb + bc + (batch - 1) * sb;
     const int64_t boff = (na + 31) / 32 * 32, need = (boff + nb) * (int64_t)sizeof(float);
-    if (need > cl->r16_bytes) {
-        cl_int err = CL_SUCCESS;
-        cl_mem m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, (size_t)need, NULL, &err);
-        if (!m || err != CL_SUCCESS) {
-            pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes for the rounded GEMM operands failed: %s (%d)", (long long)need, pt__cl_err(err),
-                     (int)err);
-            return 0;
-        }
-        if (cl->r16) clReleaseMemObject(cl->r16);
-        cl->r16 = m, cl->r16_bytes = need;
-    }
+    if (!pt__cl_grow(ctx, &cl->r16, &cl->r16_bytes, need, "rounded GEMM operand")) return 0;
     memset(rst, 0, sizeof *rst);
     rst->dev = cl->r16, rst->bytes = cl->r16_bytes, rst->ctx = ctx;
     *ra = *A, ra->st = rst, ra->off = 0;
@@ -20429,6 +20424,8 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
 PTDEF int pt_args_int(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out, char *err, size_t errlen);
 /** Prints the shared flags and their defaults. */
 PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra);
+/** The --precision spelling of a precision: "f32", "bf16" or "fp16" ("?" for anything else). */
+PTDEF const char *pt_args_precision_name(int32_t precision);
 /** The GPT of the flags (examples/03_gpt.c spells these out): vocab, max_seq = --seq, --layers, --width,
     --heads; no dropout, the LM head tied to the token embedding. */
 PTDEF pt_gpt_config pt_args_gpt(const pt_args *a, int32_t vocab);
@@ -20587,7 +20584,10 @@ PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra) 
     printf("  --stop-after K  stop after K steps, schedule unchanged (%lld, 0 = run all)\n", (long long)a->stop_after);
     printf("  --device D      cpu, or opencl[:P[:D]] in a build with -DPTRAIN_OPENCL (%s)\n", a->device ? a->device : "cpu");
     printf("  --precision P   matrix products on f32, bf16 or fp16 inputs, fp32 accumulation (%s)\n",
-           a->precision == PT_BF16 ? "bf16" : a->precision == PT_F16 ? "fp16" : "f32");
+           pt_args_precision_name(a->precision));
+}
+PTDEF const char *pt_args_precision_name(int32_t precision) {
+    return precision == PT_F32 ? "f32" : precision == PT_BF16 ? "bf16" : precision == PT_F16 ? "fp16" : "?";
 }
 PTDEF pt_gpt_config pt_args_gpt(const pt_args *a, int32_t vocab) {
     pt_gpt_config c;
@@ -20646,11 +20646,13 @@ PTDEF int pt_args_parse(pt_args *a, int argc, char **argv, char *err, size_t err
             continue;
         }
         if (which == 10) {
-            if (strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "fp16")) {
+            static const int32_t prec[3] = {PT_F32, PT_BF16, PT_F16};
+            for (k = 0; k < 3 && strcmp(v, pt_args_precision_name(prec[k])); k++) {}
+            if (k == 3) {
                 snprintf(err, errlen, "flag --precision expects f32, bf16 or fp16, found '%s'", v);
                 return -1;
             }
-            a->precision = !strcmp(v, "bf16") ? PT_BF16 : !strcmp(v, "fp16") ? PT_F16 : PT_F32;
+            a->precision = prec[k];
             continue;
         }
         if (which == 8) {

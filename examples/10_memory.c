@@ -253,9 +253,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (rank == 0) {
-        printf("model: GPT, %lld layers, width %lld, %lld heads, vocab %d; %lld x %lld tokens per DP rank per step, AdamW, f32; "
-               "layout dp %d x tp %d; %lld steps per row\n", (long long)s.a.layers, (long long)s.a.width, (long long)s.a.heads, s.vocab,
-               (long long)s.a.batch / lay.dp, (long long)s.a.seq, lay.dp, lay.tp, (long long)s.a.steps);
+        printf("model: GPT, %lld layers, width %lld, %lld heads, vocab %d; %lld x %lld tokens per DP rank per step, AdamW, f32 storage "
+               "(matrix products on %s inputs); layout dp %d x tp %d; %lld steps per row\n", (long long)s.a.layers, (long long)s.a.width,
+               (long long)s.a.heads, s.vocab, (long long)s.a.batch / lay.dp, (long long)s.a.seq,
+               pt_args_precision_name(s.a.precision), lay.dp, lay.tp, (long long)s.a.steps);
         printf("%-28s %8s %8s %8s %8s %8s %8s %8s %8s %8s\n", "MiB on the largest rank", "", "params", "grads", "optim", "activ.", "work",
                "dp buf", "total", "peak");
     }

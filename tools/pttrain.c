@@ -362,7 +362,7 @@ int main(int argc, char **argv) {
                    "v %d, %d micro-batches x %d rounds, zero %d%s%s, precision %s\n",
                    cfg.layers, cfg.width, cfg.heads, B, T, lay.dp, lay.tp, lay.pp, kind == PT_PP_GPIPE ? "GPipe" : kind == PT_PP_1F1B ? "1F1B" : "interleaved",
                    vstages, mbs, accum, zero, hier ? ", hierarchical allreduce" : "", compress ? ", bf16 gradients" : "",
-                   a.precision == PT_BF16 ? "bf16" : a.precision == PT_F16 ? "fp16" : "f32");
+                   pt_args_precision_name(a.precision));
             printf("stages (%s split):", stage_layers ? "given" : balanced ? "balanced" : "equal");
             for (s = 0; s < nst; s++) printf(" %d:[%d,%d) on pp rank %d", s, (int)first[s], (int)first[s + 1], s % lay.pp);
             printf("\n");
