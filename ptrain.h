@@ -1372,6 +1372,7 @@ typedef struct pt_dp_stats {
                                      by pt_optim_step) before the parameters were next read */
     int64_t gathers;            /**< ZeRO: bucket parameter all-gathers started */
     int64_t gather_bytes;       /**< ZeRO-3: bytes the parameter gathers brought from the other DP ranks */
+    int64_t params_peak;        /**< ZeRO-3: the most parameter bytes held at once (pt_mem params: the shard + the gathered buckets) */
     int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard (a device backend or bf16), bf16 residual */
     int64_t grad_buffers;       /**< ZeRO-2 on a host slab: bucket buffers made (in pt_mem grads: the gradient storage is the shard
                                      plus these): 3 shared ones (at most one per bucket; more only while more buckets accumulated at once)
@@ -2133,7 +2134,7 @@ PTDEF const char *pt_guard_event_name(int kind);
    training: the estimate follows them. */
 typedef struct pt_mem_plan {
     int32_t dp, tp, pp;         /**< grid sizes (0 = 1) */
-    int32_t zero;               /**< ZeRO stage 0, 1 or 2 (sharding needs dp > 1) */
+    int32_t zero;               /**< ZeRO stage 0..3 (sharding needs dp > 1; 3 needs no compression or hier) */
     int32_t micro_batches;      /**< m per step (0 = pp) */
     int32_t batch, seq;         /**< one micro-batch: B sequences of T tokens (T <= cfg max_seq) */
     int32_t schedule;           /**< pt_pp_kind when pp > 1: PT_PP_GPIPE, PT_PP_1F1B, PT_PP_INTERLEAVED */
@@ -2167,6 +2168,8 @@ typedef struct pt_mem_estimate_out {
     int64_t peak_total;         /**< pt_mem peak_total: total, or the optimizer's unsharded moments at setup, or the first
                                      step's arena spill (chunks of 64 MiB before a graph is consolidated), the most */
     int64_t slab_floats;        /**< the parameter slab (floats) */
+    int64_t params_gathered;    /**< ZeRO-3: the most parameter bytes held at once in the steps (the shard + the buckets gathered
+                                     for use; params is then the shard, held between steps); else params */
 } pt_mem_estimate_out;
 /** Estimates pipeline rank pp_rank (-1: the rank with the largest total). PT_OK, or PT_ERR_ARG with a
     message in err (err may be NULL) naming the bad value (PT_ERR_OOM: out of host memory). Needs no
@@ -14213,6 +14216,7 @@ static void pt__z3_start(pt_dp *dp, int b) {
     pt_ctx *ctx = dp->ctx;
     if (dp->zst[b] != PT__Z3_OUT || ctx->status != PT_OK) return;
     pt__mem_add(ctx, PT__MEM_PARAMS, 4 * pt__z3_other(dp, b));
+    dp->stats.params_peak = PT__MAX(dp->stats.params_peak, ctx->mem[PT__MEM_PARAMS]);
     dp->zst[b] = PT__Z3_IN;
     dp->stats.gathers++, dp->stats.gather_bytes += 4 * pt__z3_other(dp, b);
     if (dp->zsim) return;
@@ -14296,9 +14300,14 @@ static void pt__z3_pread(void *user, pt_graph *g, int at, int nin, pt_tensor *co
         int b = ins[i] && ins[i]->st == ctx->pslab ? pt__dp_bucket_at(dp, ins[i]->off) : -1;
         if (b < 0) continue;
         if (at == -2) {
-            if (dp->zst[b] != PT__Z3_IN)
-                pt__fail(ctx, PT_ERR_STATE, "%s: input %d is a parameter (slab element %lld, bucket %d) that ZeRO-3 has not gathered on this rank: "
-                         "a model under ZeRO-3 declares what its forward reads with pt_params_use", op, i, (long long)ins[i]->off, b);
+            if (dp->zst[b] != PT__Z3_IN && ctx->status == PT_OK) {
+                const char *name = "?";
+                for (j = 0; j < ctx->nparams; j++)
+                    if (ins[i]->off >= ctx->params[j]->slab_off && ins[i]->off < ctx->params[j]->slab_off + pt_numel(&ctx->params[j]->value))
+                        name = ctx->params[j]->spec.name;
+                pt__fail(ctx, PT_ERR_STATE, "%s: input %d is parameter '%s' (bucket %d), which ZeRO-3 has not gathered on this rank: a model under "
+                         "ZeRO-3 declares what its forward reads with pt_params_use", op, i, name, b);
+            }
             continue;
         }
         if (dp->zmark[b] != dp->ztick + 1 && nn < 8) need[nn++] = b, dp->zmark[b] = dp->ztick + 1;
@@ -14380,6 +14389,7 @@ static pt_status pt__z3_on(pt_dp *dp, int sim) {
     dp->z3 = 1;
     ctx->pread = pt__z3_pread, ctx->pread_user = dp;
     for (b = 0; b < dp->nb; b++) pt__z3_release(dp, b);
+    dp->stats.params_peak = ctx->mem[PT__MEM_PARAMS];
     return PT_OK;
 }
 
@@ -20453,7 +20463,10 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
      ZeRO-2 gradient shard with compression, the bf16 residual of the whole slab) are summed as
      pt__dp_account sums them; ZeRO-2 without compression frees the gradient slab for the shard and
      the first bucket buffers as pt_dp_zero does (pt__dp_lean_on: pt_mem grads), every bucket pointed
-     at the first buffer (no reducer runs here, and the counting backend keeps no data);
+     at the first buffer (no reducer runs here, and the counting backend keeps no data); ZeRO-3 also
+     shards the parameters as pt_dp_zero does (pt__z3_on, without communication: a use marks its
+     buckets gathered, pt_mem params counts them), so the steps' peak holds the gathered buckets as a
+     real run's does (params_gathered), and params after them is the shard the update leaves;
    - two steps of forward + backward of micro-batches of B x T tokens: the first spills into 64 MiB
      arena chunks, its resets consolidate them, the second is the steady state. pp = 1: one graph,
      reset per pass (plain accumulation). pp > 1: this rank's program of the real schedule, walked as
@@ -20585,11 +20598,12 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
             for (k = 0; k < pl->dp; k++) /* the largest shard */
                 if (pt__dp_zero_range(ctx->slab_n, k, pl->dp, &a, &e), e - a > hi - lo) lo = a, hi = e;
             if (pl->zero) pt__optim_reshard(opt, lo, hi);
-            o->dp_extra = 4 * (pt__dp_ring_floats(dp, pl->zero) + (pl->zero == 2 && pl->compress ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
-            if (pl->zero == 2 && !pl->compress && pt__dp_lean_on(dp, lo, hi) == PT_OK) { /* the shard and the first bucket buffers */
+            o->dp_extra = 4 * (pt__dp_ring_floats(dp, PT__MIN(pl->zero, 2)) + (pl->zero == 2 && pl->compress ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
+            if (pl->zero >= 2 && !pl->compress && pt__dp_lean_on(dp, lo, hi) == PT_OK) { /* the shard and the first bucket buffers */
                 ctx->grad_get = NULL; /* no reducer runs here: every bucket in the first buffer (the counting backend keeps no data) */
                 for (k = 0; k < dp->nb; k++) pt__dp_point(dp, k, dp->own[k] >= 0 ? dp->own[k] : dp->freel[0]);
             }
+            if (pl->zero == 3) dp->zlo = lo, dp->zhi = hi, (void)pt__z3_on(dp, 1); /* the parameter shard; uses gather without communicating */
         }
     }
     bt[0] = pl->batch, bt[1] = pl->seq;
@@ -20605,7 +20619,10 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
         o->in_flight = 1;
     }
     if (ctx->status == PT_OK) {
-        pt_mem_stats ms = pt_mem(ctx);
+        pt_mem_stats ms;
+        o->params_gathered = pt_mem(ctx).params;
+        if (dp && dp->z3) o->params_gathered = dp->stats.params_peak, (void)pt__z3_post(dp); /* ZeRO-3: the step's update releases every bucket */
+        ms = pt_mem(ctx);
         o->pp_rank = r, o->stages = nmine, o->first_stage = m->mine[0], o->last_stage = m->mine[nst - 1];
         o->params = ms.params, o->grads = ms.grads, o->optim = ms.optim, o->activations = ms.activations, o->workspace = ms.workspace;
         o->total = o->params + o->grads + o->optim + o->activations + o->workspace;
@@ -20642,7 +20659,10 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
     if (pl.pp == 1) pl.virtual_stages = 1;
     if (pl.dp < 1 || pl.tp < 1 || pl.pp < 1)
         return pt__msg(err, errlen, "pt_mem_estimate: dp %d, tp %d, pp %d must be >= 1", pl.dp, pl.tp, pl.pp), PT_ERR_ARG;
-    if (pl.zero < 0 || pl.zero > 2) return pt__msg(err, errlen, "pt_mem_estimate: zero %d (expected 0, 1 or 2)", pl.zero), PT_ERR_ARG;
+    if (pl.zero < 0 || pl.zero > 3) return pt__msg(err, errlen, "pt_mem_estimate: zero %d (expected 0, 1, 2 or 3)", pl.zero), PT_ERR_ARG;
+    if (pl.zero == 3 && (pl.compress || pl.hier))
+        return pt__msg(err, errlen, "pt_mem_estimate: zero 3 with %s (ZeRO-3 runs without bf16 compression or the hierarchical allreduce)",
+                       pl.compress ? "compress" : "hier"), PT_ERR_ARG;
     if (pl.batch < 1 || pl.seq < 1 || pl.seq > c.max_seq)
         return pt__msg(err, errlen, "pt_mem_estimate: micro-batch %d x %d tokens (expected >= 1 x 1..max_seq %d)", pl.batch, pl.seq, c.max_seq),
                PT_ERR_ARG;
