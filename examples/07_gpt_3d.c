@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
                                        "  --schedule S          gpipe, 1f1b or interleaved (1f1b)\n"
                                        "  --virtual-stages V    stages per pipeline rank for interleaved (2)\n"
                                        "  --micro-batches M     micro-batches per step (default: pp)\n"
-                                       "  --zero Z              0, 1 (optimizer state sharded over DP) 2 (gradients too) or 3 (parameters too) (0)");
+                                       "  --zero Z              0, 1 (optimizer state sharded over DP), 2 (gradients too) or 3 (parameters too) (0)");
         return 0;
     }
     if (kind != PT_PP_INTERLEAVED) vstages = 1;
