@@ -2223,6 +2223,7 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 #include <sched.h>
 #endif
 #if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -15754,7 +15755,6 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
 #define PT__DATA_POSIX 1
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #endif
 
