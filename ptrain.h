@@ -311,10 +311,11 @@
    gpt       The transformer block and the GPT: constructors, stages, loss, generation. Entry:
              pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate pt_gpt_flops
              pt_block_new pt_gpt_set_recompute
-   dp        Data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1/2,
+   dp        Data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1/2/3,
              hierarchical allreduce, bf16 compression. Entry: pt_dp_new pt_dp_new_opts pt_dp_begin
-             pt_dp_finish pt_dp_zero pt_dp_stats_get; a bucket's allreduce or ZeRO reduce-scatter:
-             pt__dp_call; the ZeRO parameter all-gather: pt__dp_zero_gather
+             pt_dp_finish pt_dp_zero pt_params_use pt_dp_stats_get; a bucket's allreduce or ZeRO
+             reduce-scatter: pt__dp_call; the ZeRO parameter all-gather: pt__dp_zero_gather; ZeRO-3's
+             gathers and releases: pt__z3_use
    pipeline  Pipeline schedules as data: generate, check, simulate, print. Entry:
              pt_pp_schedule_new pt_pp_schedule_check pt_pp_schedule_simulate pt_pp_schedule_print
    pprun     Pipeline execution over MPI: the schedule interpreter, a graph per micro-batch,
@@ -1370,6 +1371,8 @@ typedef struct pt_dp_stats {
     double gather_wait_s;       /**< ZeRO: seconds waited for the parameter all-gathers (per bucket, non-blocking, started
                                      by pt_optim_step) before the parameters were next read */
     int64_t gathers;            /**< ZeRO: bucket parameter all-gathers started */
+    int64_t gather_bytes;       /**< ZeRO-3: bytes the parameter gathers brought from the other DP ranks */
+    int64_t params_peak;        /**< ZeRO-3: the most parameter bytes held at once (pt_mem params: the shard + the gathered buckets) */
     int64_t extra_bytes;        /**< memory the reducer holds now: staging ring, ZeRO-2 shard (a device backend or bf16), bf16 residual */
     int64_t grad_buffers;       /**< ZeRO-2 on a host slab: bucket buffers made (in pt_mem grads: the gradient storage is the shard
                                      plus these): 3 shared ones (at most one per bucket; more only while more buckets accumulated at once)
@@ -1427,8 +1430,24 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp);
     full gradient slab again, as after pt_dp_free). One optimizer per pt_dp; on a device backend the gathers go through host
     staging (PT_XFER_DP). pt_dp_free detaches the
     allgather: free the optimizer or call pt_dp_zero(dp, o, 0) first if it is used afterwards. One DP rank (or no
-    PTRAIN_MPI): changes nothing. */
+    PTRAIN_MPI): changes nothing.
+    3 = ZeRO-3 (FSDP-style; a host slab without compression or hier): as 2, and the parameters are sharded too.
+    Between uses the parameter slab holds only [lo_r, hi_r) and the buckets in use (on Linux the other pages are
+    returned to the system; pt_mem params counts what is held). The model declares what its forward is about to
+    read with pt_params_use (the GPT and pt_block_fwd do): those buckets are all-gathered (in-place non-blocking
+    MPI_Iallgatherv on a duplicate of the DP communicator), the next ones prefetched, the rest released. Backward
+    gathers the buckets each node reads, prefetching the next ones on the tape, and releases the others; its
+    gradients are reduce-scattered as at stage 2. After pt_optim_step every bucket is released. An op that reads a
+    parameter not gathered fails (PT_ERR_STATE, naming the op). pt_param_slab and pt_tensor_read of a parameter
+    gather the whole slab (collective over DP: call them on every DP rank) and keep it until the next step.
+    Checkpoints save and load each DP rank's range of the parameters. pt_dp_stats gathers, gather_bytes and
+    gather_wait_s count the parameter gathers. */
 PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage);
+/** ZeRO-3: forward is about to read the parameters params[0..n) (value tensors, or views of them; others are
+    ignored): their buckets are gathered (waited for), the buckets of the next parameters in creation order, as
+    many bytes, are prefetched, and every other gathered bucket is released unless keep. Collective over DP (call
+    it at the same points on every DP rank: the same model code does). Does nothing without ZeRO-3. */
+PTDEF void pt_params_use(pt_ctx *ctx, int n, pt_tensor *const *params, int keep);
 /** Bytes of optimizer state (moments) this rank holds for o: the whole slab's, or its ZeRO shard's. */
 PTDEF int64_t pt_optim_state_bytes(const pt_optim *o);
 
@@ -2115,7 +2134,7 @@ PTDEF const char *pt_guard_event_name(int kind);
    training: the estimate follows them. */
 typedef struct pt_mem_plan {
     int32_t dp, tp, pp;         /**< grid sizes (0 = 1) */
-    int32_t zero;               /**< ZeRO stage 0, 1 or 2 (sharding needs dp > 1) */
+    int32_t zero;               /**< ZeRO stage 0..3 (sharding needs dp > 1; 3 needs no compression or hier) */
     int32_t micro_batches;      /**< m per step (0 = pp) */
     int32_t batch, seq;         /**< one micro-batch: B sequences of T tokens (T <= cfg max_seq) */
     int32_t schedule;           /**< pt_pp_kind when pp > 1: PT_PP_GPIPE, PT_PP_1F1B, PT_PP_INTERLEAVED */
@@ -2149,6 +2168,8 @@ typedef struct pt_mem_estimate_out {
     int64_t peak_total;         /**< pt_mem peak_total: total, or the optimizer's unsharded moments at setup, or the first
                                      step's arena spill (chunks of 64 MiB before a graph is consolidated), the most */
     int64_t slab_floats;        /**< the parameter slab (floats) */
+    int64_t params_gathered;    /**< ZeRO-3: the most parameter bytes held at once in the steps (the shard + the buckets gathered
+                                     for use; params is then the shard, held between steps); else params */
 } pt_mem_estimate_out;
 /** Estimates pipeline rank pp_rank (-1: the rank with the largest total). PT_OK, or PT_ERR_ARG with a
     message in err (err may be NULL) naming the bad value (PT_ERR_OOM: out of host memory). Needs no
@@ -2202,6 +2223,7 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
 #include <sched.h>
 #endif
 #if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -2293,6 +2315,11 @@ struct pt_ctx {
     void *grad_get_user;
     void (*poll)(void *user); /* after each node's backward */
     void *poll_user;
+    /* ZeRO-3 (see dp): parameter values about to be read outside the model's declared use (at >= 0: by
+       the backward of tape node `at` of g; -1: by a recomputed forward), or just read by forward op `op`
+       (at -2: a check) */
+    void (*pread)(void *user, pt_graph *g, int at, int nin, pt_tensor *const *ins, const char *op);
+    void *pread_user;
     /* dynamic loss scaling (see optim: pt_loss_scale_enable): pt_backward seeds the loss gradient with
        ls.scale; pt_grad_norm and pt_optim_step divide it out. ls_on = 0: scale 1, nothing changes */
     struct { double scale; int64_t clean, overflows, growths; } ls; /* registered state "loss_scale" */
@@ -9197,6 +9224,9 @@ typedef struct pt__block {
 #define PT__NODE_RC 4u
 /* the first node of a recomputed block: the scratch is rewound once its backward has run */
 #define PT__NODE_RC_SEG 8u
+/* the node's backward reads no parameter's values (an embedding's table, a slice's source): ZeRO-3
+   gathers nothing for it (see dp) */
+#define PT__NODE_NO_WEIGHT 16u
 
 struct pt_node {
     void (*backward)(pt_graph *g, pt_node *n);
@@ -9389,10 +9419,10 @@ static pt_tensor *pt__rec(pt_graph *g, pt_dtype dt, int ndim, const int64_t *sha
     return t;
 }
 /* a new tensor with data in the arena */
-static void pt__dp_gather_gate(pt_ctx *ctx); /* dp: completes the ZeRO parameter gathers in flight, if any */
+static void pt__dp_gather_gate(pt_ctx *ctx, int need); /* dp: the ZeRO parameter gathers done (need: see dp) */
 static pt_tensor *pt__new(pt_graph *g, pt_dtype dt, int ndim, const int64_t *shape) {
     pt_tensor *t;
-    pt__dp_gather_gate(g->ctx); /* an op is about to read its inputs: parameters gathered first */
+    pt__dp_gather_gate(g->ctx, 0); /* an op is about to read its inputs: parameters gathered first */
     t = pt__rec(g, dt, ndim, shape);
     if (!t) return NULL;
     if (g->ctx->prof && g->prof_t0 == 0) g->prof_t0 = pt_time(); /* trace: an op's forward starts */
@@ -9435,13 +9465,13 @@ PTDEF void pt_requires_grad(pt_tensor *t) {
 }
 PTDEF pt_status pt_tensor_write(pt_tensor *t, const void *src) {
     if (!t || !src || !t->st || !t->st->ctx) return PT_ERR_ARG;
-    if (t->st == t->st->ctx->pslab) pt__dp_gather_gate(t->st->ctx); /* no ZeRO gather left to overwrite it */
+    if (t->st == t->st->ctx->pslab) pt__dp_gather_gate(t->st->ctx, 1); /* no ZeRO gather left to overwrite it */
     t->st->ctx->be->write(t->st->ctx, t, src, pt_numel(t) * pt_dtype_size(t->dtype));
     return PT_OK;
 }
 PTDEF pt_status pt_tensor_read(const pt_tensor *t, void *dst) {
     if (!t || !dst || !t->st || !t->st->ctx) return PT_ERR_ARG;
-    if (t->st == t->st->ctx->pslab) pt__dp_gather_gate(t->st->ctx); /* a parameter: its ZeRO gather done */
+    if (t->st == t->st->ctx->pslab) pt__dp_gather_gate(t->st->ctx, 2); /* a parameter: its ZeRO gather done (ZeRO-3: all, collective) */
     t->st->ctx->be->read(t->st->ctx, t, dst, pt_numel(t) * pt_dtype_size(t->dtype));
     return PT_OK;
 }
@@ -10027,6 +10057,7 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
     pt_node *n;
     int i, need = 0;
     if (g->ctx->prof && out) pt__prof_fwd(g, op, out, nin, ins); /* trace */
+    if (g->ctx->pread && out) g->ctx->pread(g->ctx->pread_user, g, -2, nin, ins, op); /* ZeRO-3: what it read was gathered */
     if (!g->grad_on || !out) return NULL;
     for (i = 0; i < nin; i++)
         if (ins[i] && (ins[i]->flags & PT_TENSOR_REQUIRES_GRAD)) need = 1;
@@ -10136,6 +10167,7 @@ static int pt__rc_redo(pt_graph *g, pt_node *n) {
     for (j = 0; j < n->nin; j++)
         if (pt__rc_stale(g, n->in[j]) && !pt__rc_redo(g, n->in[j]->node)) return 0;
     g->rc_scratch = 1;
+    if (g->ctx->pread) g->ctx->pread(g->ctx->pread_user, g, -1, n->nin, n->in, n->op); /* ZeRO-3: its parameters gathered */
     n->refwd(g, n);
     g->rc_scratch = keep;
     n->rgen = g->ctx->rc_scratch->gen;
@@ -10157,7 +10189,9 @@ static pt_status pt__run_backward(pt_graph *g) {
     g->prof_t0 = 0; /* trace */
     for (i = g->ntape - 1; i >= 0; i--) {
         pt_node *n = g->tape[i];
-        if (n->out->grad && !pt__rc_ready(g, n)) return ctx->status;
+        if (n->out->grad && ctx->pread && !(n->flags & (PT__NODE_GRAD_ONLY | PT__NODE_NO_WEIGHT)))
+            ctx->pread(ctx->pread_user, g, i, n->nin, n->in, n->op); /* ZeRO-3: the parameters it reads gathered */
+        if (ctx->status != PT_OK || (n->out->grad && !pt__rc_ready(g, n))) return ctx->status;
         if (n->out->grad) {
             if (ctx->prof) { /* trace */
                 double t = pt_time();
@@ -10450,7 +10484,7 @@ PTDEF int64_t pt_param_numel(const pt_ctx *ctx) {
     return n;
 }
 PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) {
-    pt__dp_gather_gate(ctx);
+    pt__dp_gather_gate(ctx, 2);
     return pt__slab_view(ctx->pslab, ctx->slab_n);
 }
 static void pt__dp_settle(pt_ctx *ctx, int drop); /* dp: applies (drop: forgets) the 1/dp the gradient slab still owes */
@@ -11208,13 +11242,14 @@ static int32_t *pt__embed_ids(pt_graph *g, const char *op, const pt_tensor *tabl
 static pt_tensor *pt__embed(pt_graph *g, const char *op, pt_tensor *table, pt_tensor *ids) {
     int64_t shape[PT_MAX_DIMS];
     pt_tensor *out, *ins[2];
+    pt_node *n;
     int d;
     for (d = 0; d < ids->ndim; d++) shape[d] = ids->shape[d];
     shape[ids->ndim] = table->shape[1];
     if (!(out = pt__new(g, PT_F32, ids->ndim + 1, shape))) return NULL;
     PT__BE->embed_fwd(PT__C, out, table, ids);
     ins[0] = table, ins[1] = ids;
-    pt__record(g, op, out, pt__embedding_bwd, 2, ins);
+    if ((n = pt__record(g, op, out, pt__embedding_bwd, 2, ins)) != NULL) n->flags |= PT__NODE_NO_WEIGHT;
     return out;
 }
 PTDEF pt_tensor *pt_embedding(pt_graph *g, pt_tensor *table, pt_tensor *ids) {
@@ -11467,7 +11502,7 @@ PTDEF pt_tensor *pt_slice(pt_graph *g, pt_tensor *x, int dim, int64_t start, int
     if (!(out = pt__new(g, x->dtype, x->ndim, s))) return NULL;
     pt__outer_inner(x, dim, &outer, &inner);
     PT__BE->copy_block(PT__C, out, len, 0, x, x->shape[dim], start, len, outer, inner, 0);
-    if ((n = pt__record(g, "pt_slice", out, pt__slice_bwd, 1, &x)) != NULL) n->i[0] = dim, n->i[1] = start, n->i[2] = len;
+    if ((n = pt__record(g, "pt_slice", out, pt__slice_bwd, 1, &x)) != NULL) n->i[0] = dim, n->i[1] = start, n->i[2] = len, n->flags |= PT__NODE_NO_WEIGHT;
     return out;
 }
 PTDEF pt_status pt_split(pt_graph *g, pt_tensor *x, int dim, int n, const int64_t *sizes, pt_tensor **outs) {
@@ -12015,7 +12050,7 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
     int r;
     if (!o) return NAN;
     ctx = o->ctx;
-    pt__dp_gather_gate(ctx); /* the last update's ZeRO gathers read this rank's shard: done before it changes */
+    pt__dp_gather_gate(ctx, 1); /* the last update's ZeRO gathers read this rank's shard: done before it changes */
     norm = pt_grad_norm(ctx);
     if (ctx->ls_on) { /* the gradients carry the loss scale: an overflow skips the update; else unscale */
         double scale = ctx->ls.scale;
@@ -12598,6 +12633,12 @@ PTDEF pt_tensor *pt_block_fwd_ex(pt_graph *g, const pt_block *b, pt_tensor *x, i
     if (!g || !b || !x) return NULL;
     if ((unsigned)mode > PT_RECOMPUTE_FULL)
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_ARG, "pt_block_fwd_ex: recompute mode %d is not none (0), selective (1) or full (2)", (int)mode);
+    {
+        pt_tensor *ps[12];
+        ps[0] = b->ln1_w, ps[1] = b->ln1_b, ps[2] = b->attn.w, ps[3] = b->attn.b, ps[4] = b->attn_proj.w, ps[5] = b->attn_proj.b;
+        ps[6] = b->ln2_w, ps[7] = b->ln2_b, ps[8] = b->mlp.fc.w, ps[9] = b->mlp.fc.b, ps[10] = b->mlp.proj.w, ps[11] = b->mlp.proj.b;
+        pt_params_use(g->ctx, 12, ps, 0); /* ZeRO-3: the block's parameters gathered, the next block's prefetched */
+    }
     t0 = g->ntape;
     g->rc_mode = (int)mode;
     h = pt_layernorm(g, x, b->ln1_w, b->ln1_b, 1e-5f);
@@ -12731,6 +12772,11 @@ PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
     if (ids->ndim != 2 || ids->shape[1] > m->cfg.max_seq)
         return (pt_tensor *)pt__fail(g->ctx, PT_ERR_SHAPE, "pt_gpt_embed: ids %s must be [B, T] with T <= max_seq %d", pt__shp(ids).s,
                                      m->cfg.max_seq);
+    {
+        pt_tensor *ps[2];
+        ps[0] = m->wte, ps[1] = m->wpe;
+        pt_params_use(g->ctx, 2, ps, 0); /* ZeRO-3: the tables gathered, the first block prefetched */
+    }
     if (pt_tp_size(g->ctx) > 1) tok = pt_tp_reduce(g, pt_embedding_vp(g, m->wte, ids, pt__gpt_vocab_offset(m)));
     else tok = pt_embedding(g, m->wte, ids);
     pos = pt_slice(g, m->wpe, 0, 0, ids->shape[1]);
@@ -12746,6 +12792,11 @@ PTDEF pt_tensor *pt_gpt_block(pt_graph *g, const pt_gpt *m, int l, pt_tensor *x)
 }
 /* the head's input: the final norm (TP: and f before the column-parallel head) */
 static pt_tensor *pt__gpt_head_in(pt_graph *g, const pt_gpt *m, pt_tensor *x) {
+    if (g && m) {
+        pt_tensor *ps[3];
+        ps[0] = m->lnf_w, ps[1] = m->lnf_b, ps[2] = m->lm_head;
+        pt_params_use(g->ctx, 3, ps, 0); /* ZeRO-3: the final norm and the head (the tied table) gathered */
+    }
     x = pt_layernorm(g, x, m->lnf_w, m->lnf_b, 1e-5f);
     if (g && pt_tp_size(g->ctx) > 1) x = pt__tp_enter(g, x, m->cfg.seq_parallel); /* the local vocabulary columns: f (or the
                                                                                    sequence all-gather) before the column-parallel head */
@@ -12866,9 +12917,10 @@ PTDEF double pt_gpt_flops(const pt_gpt_config *c, int64_t B, int64_t T) {
 /* Owns: pt_dp (buckets fixed at init, their non-blocking reductions), the ZeRO shard of gradients
    and optimizer state
    Invariants: buckets in a fixed order; the exact mean at pt_dp_finish (or owed: pt__dp_settle)
-   Entry points: pt_dp_new pt_dp_new_opts pt_dp_begin pt_dp_finish pt_dp_zero pt_dp_stats_get; a
-   bucket's allreduce or ZeRO reduce-scatter: pt__dp_call; the ZeRO parameter all-gather:
-   pt__dp_zero_gather, completed before parameters are read: pt__dp_gather_gate */
+   Entry points: pt_dp_new pt_dp_new_opts pt_dp_begin pt_dp_finish pt_dp_zero pt_params_use
+   pt_dp_stats_get; a bucket's allreduce or ZeRO reduce-scatter: pt__dp_call; the ZeRO parameter
+   all-gather: pt__dp_zero_gather, completed before parameters are read: pt__dp_gather_gate; ZeRO-3's
+   gathers and releases: pt__z3_use */
 /* =================================================================================================
    data parallelism: bucketed, overlapped gradient averaging over the DP communicator
    =================================================================================================
@@ -12972,6 +13024,13 @@ struct pt_dp {
     int64_t stg_n, stg_head;
     float *hg;          /* device backend: host mirror of the gradient slab [slab_n] (NULL on the CPU) */
     float pend;         /* 1/dp the gradient slab still owes since pt_dp_finish (1 = none; see pt__dp_settle) */
+    /* ZeRO-3 (pt_dp_zero(dp, o, 3); see ZeRO-3 below): the parameter slab holds [zlo, zhi) and the buckets in use */
+    int z3;             /* the parameters are sharded */
+    int zsim;           /* the estimator's (pt_mem_estimate): the states and pt_mem, no communication */
+    unsigned char *zst; /* [nb]: PT__Z3_OUT, _FLIGHT (gather in flight) or _IN */
+    int *zmark, ztick;  /* [nb]: the use that last asked for the bucket; uses so far */
+    int zhold;          /* the whole slab was gathered (pt_param_slab, ...): nothing is released before the next step */
+    int64_t zpage;      /* the system's page size (bytes) */
     pt_dp_stats stats;
     pt_optim *zopt;     /* sharded optimizer (pt_dp_zero), or NULL */
 #ifdef PTRAIN_MPI
@@ -12987,6 +13046,7 @@ struct pt_dp {
     MPI_Request *greq;  /* [nb]: ZeRO parameter gathers, started in slab order (bucket nb-1 first) */
     uint64_t *grec;     /* [nb]: their collective records */
     int gn, gdone;      /* gathers started since the last update; the first not completed */
+    MPI_Comm gcomm;     /* ZeRO-3: a duplicate of the DP communicator for the parameter gathers */
 #endif
 };
 
@@ -13051,11 +13111,19 @@ static double pt__dp_pending(const pt_ctx *ctx) { return ctx && ctx->dp ? (doubl
 #ifdef PTRAIN_MPI
 static pt_status pt__dp_gather_finish(pt_dp *dp, int block);
 #endif
-static void pt__dp_gather_gate(pt_ctx *ctx) {
+static void pt__z3_gate(pt_dp *dp, int need); /* ZeRO-3, below */
+static void pt__z3_off(pt_dp *dp);
+/* Before parameters are read or written outside a model's forward and backward. need: 0 = an op
+   allocates its output (ZeRO-1/2: the gathers the last update started are completed; ZeRO-3: those
+   in flight progress), 1 = the slab is written or updated (ZeRO-3: no gather in flight), 2 = the
+   whole slab is read (ZeRO-3: every bucket gathered, collective over DP, and kept until the next step) */
+static void pt__dp_gather_gate(pt_ctx *ctx, int need) {
+    if (!ctx || !ctx->dp) return;
+    if (ctx->dp->z3) pt__z3_gate(ctx->dp, need);
 #ifdef PTRAIN_MPI
-    if (ctx && ctx->dp && ctx->dp->gn > ctx->dp->gdone) (void)pt__dp_gather_finish(ctx->dp, 1);
+    else if (ctx->dp->gn > ctx->dp->gdone) (void)pt__dp_gather_finish(ctx->dp, 1);
 #else
-    (void)ctx;
+    (void)need;
 #endif
 }
 static void pt__dp_settle(pt_ctx *ctx, int drop) {
@@ -13692,7 +13760,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     dp->pend = 1.0f;
     dp->zhi = ctx->slab_n;
 #ifdef PTRAIN_MPI
-    dp->comm = dp->node = dp->node2 = dp->cross = dp->agree = MPI_COMM_NULL;
+    dp->comm = dp->node = dp->node2 = dp->cross = dp->agree = dp->gcomm = MPI_COMM_NULL;
     dp->bf16sum = MPI_OP_NULL;
     if (d) {
         int s = 1;
@@ -13831,12 +13899,13 @@ PTDEF void pt_dp_free(pt_dp *dp) {
         dp->zopt->post_step = NULL;
         dp->zopt->post_user = NULL;
     }
-    if (dp->ctx->dp == dp) pt__dp_gather_gate(dp->ctx), pt__dp_settle(dp->ctx, 0), dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
+    if (dp->ctx->dp == dp) pt__dp_gather_gate(dp->ctx, 2), pt__dp_settle(dp->ctx, 0), dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
 #ifdef PTRAIN_MPI
     if (dp->reducing && dp->ops) (void)pt__dp_complete(dp);
     if (dp->gn > dp->gdone) (void)pt__dp_gather_finish(dp, 1);
 #endif
-    (void)pt__dp_lean_off(dp); /* the context keeps a full gradient slab */
+    pt__z3_off(dp);           /* the context keeps whole parameters */
+    (void)pt__dp_lean_off(dp); /* and a full gradient slab */
 #ifdef PTRAIN_MPI
     if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
         pt_set_grad_hook(dp->ctx, NULL, NULL);
@@ -13879,7 +13948,8 @@ PTDEF void pt_dp_free(pt_dp *dp) {
 
 PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     if (!dp || dp->dpsize <= 1) return;
-    pt__dp_gather_gate(dp->ctx);
+    pt__dp_gather_gate(dp->ctx, 1);
+    dp->zhold = 0; /* ZeRO-3: what pt_param_slab gathered is released by the step's uses */
     pt__dp_settle(dp->ctx, 0); /* the gradient was not zeroed: it accumulates onto the mean */
     if (passes < 1) {
         pt__fail(dp->ctx, PT_ERR_ARG, "pt_dp_begin_step: passes must be >= 1, got %d", passes);
@@ -14034,6 +14104,19 @@ static pt_status pt__dp_gather_finish(pt_dp *dp, int block) {
     if (dp->gdone >= dp->gn) dp->gn = dp->gdone = 0;
     return st;
 }
+/* the per-bucket gathers' requests, records and each rank's offset in each bucket */
+static pt_status pt__dp_gather_arrays(pt_dp *dp) {
+    pt_ctx *ctx = dp->ctx;
+    int k, r, n = dp->dpsize;
+    if (dp->greq) return PT_OK;
+    dp->greq = (MPI_Request *)pt__alloc(ctx, sizeof(MPI_Request) * (size_t)PT__MAX(dp->nb, 1));
+    dp->grec = (uint64_t *)pt__alloc(ctx, sizeof(uint64_t) * (size_t)PT__MAX(dp->nb, 1));
+    dp->gdispl = (int *)pt__alloc(ctx, sizeof(int) * (size_t)n * (size_t)PT__MAX(dp->nb, 1));
+    if (!dp->greq || !dp->grec || !dp->gdispl) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp (ZeRO): out of memory"), PT_ERR_OOM);
+    for (k = 0; k < dp->nb; k++)
+        for (r = 0; r < n; r++) dp->gdispl[(size_t)k * n + r] = (int)(PT__MIN(PT__MAX(dp->lo[k], (int64_t)dp->zdispl[r]), dp->hi[k]) - dp->lo[k]);
+    return PT_OK;
+}
 /* post_step of the sharded optimizer: each bucket's parameters gathered over DP by a non-blocking
    in-place MPI_Iallgatherv, started in slab order (the order a forward reads them), completed
    lazily by pt__dp_gather_gate before anything reads a parameter (an op's output allocation,
@@ -14044,18 +14127,9 @@ static pt_status pt__dp_zero_gather(void *user) {
     pt_dp *dp = (pt_dp *)user;
     pt_ctx *ctx = dp->ctx;
     float *p = (float *)ctx->pslab->host;
-    int k, r, n = dp->dpsize;
+    int k, n = dp->dpsize;
     if (!p || !dp->overlap_gather) return pt__dp_allgather_slab(dp, ctx->pslab, "pt_dp (ZeRO)", "parameters");
-    if (pt__dp_gather_finish(dp, 1) != PT_OK) return ctx->status;
-    if (!dp->greq) {
-        dp->greq = (MPI_Request *)pt__alloc(ctx, sizeof(MPI_Request) * (size_t)PT__MAX(dp->nb, 1));
-        dp->grec = (uint64_t *)pt__alloc(ctx, sizeof(uint64_t) * (size_t)PT__MAX(dp->nb, 1));
-        dp->gdispl = (int *)pt__alloc(ctx, sizeof(int) * (size_t)n * (size_t)PT__MAX(dp->nb, 1));
-        if (!dp->greq || !dp->grec || !dp->gdispl) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp (ZeRO): out of memory"), PT_ERR_OOM);
-        for (k = 0; k < dp->nb; k++)
-            for (r = 0; r < n; r++)
-                dp->gdispl[(size_t)k * n + r] = (int)(PT__MIN(PT__MAX(dp->lo[k], (int64_t)dp->zdispl[r]), dp->hi[k]) - dp->lo[k]);
-    }
+    if (pt__dp_gather_finish(dp, 1) != PT_OK || pt__dp_gather_arrays(dp) != PT_OK) return ctx->status;
     for (k = dp->nb - 1; k >= 0; k--) {
         uint64_t s = pt__coll_begin(dp->dist, PT_COLL_IALLGATHERV, PT_COMM_DP, dp->hi[k] - dp->lo[k], PT_COLL_F32, -1);
         int rc = s ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p + dp->lo[k], dp->bcnt + (size_t)k * n, dp->gdispl + (size_t)k * n,
@@ -14074,20 +14148,270 @@ static pt_status pt__dp_zero_gather(void *user) {
 }
 #endif
 
+
+/* ---- ZeRO-3: the parameters sharded too ---------------------------------------------------------
+   Stage 3 is stage 2 (the lean gradient shard and bucket buffers above; a host slab without bf16
+   compression, one-level reduction) with the parameters sharded over DP as well, FSDP-style, by the
+   same buckets and ranges. The parameter slab keeps its addresses, so every tensor and view of a
+   parameter stays valid, but between uses only this rank's range [zlo, zhi) of it holds data: a
+   bucket is OUT (its other ranks' parts not here: on Linux their whole pages are returned to the
+   system with madvise(MADV_DONTNEED), and pt_mem params no longer counts them), FLIGHT (an in-place
+   MPI_Iallgatherv of the bucket is filling it, on gcomm, a duplicate of the DP communicator, so it
+   never interleaves with the reductions) or IN (the parameters hold this step's values).
+   - Forward: the model says what it is about to read, pt_params_use(ctx, first, last, keep) (the
+     GPT: the embedding, each block, the final norm and the head). The buckets of that range are
+     gathered (waited for), the buckets of the next range of the same size in slab order are
+     prefetched (started, not waited for: they fill while this unit computes), and every other
+     bucket IN is released, unless keep. An op that reads a parameter of a bucket not IN fails
+     loudly (ctx->pread at -2, from pt__record), so a model that does not declare its use cannot
+     compute on missing values.
+   - Backward: before each node's backward that reads parameter values (ctx->pread, from autograd)
+     their buckets are gathered; the next PT__Z3_AHEAD buckets read by the nodes ahead on the tape
+     are prefetched; the others are released. A recomputed forward's parameters are gathered too.
+     Gradients are reduce-scattered as their buckets complete (stage 2).
+   - pt_optim_step updates the own range only; post_step releases every bucket (their other parts
+     are stale). pt_param_slab, pt_tensor_read of a parameter, pt_dp_zero and pt_dp_free gather the
+     whole slab (collective over DP) and keep it until the next step (zhold). Checkpoints save each
+     DP rank's own range of the parameters (as the moment shards) and load only it.
+   Every decision (what to start, wait for, release) depends only on the sequence of uses, never on
+   which request MPI has completed, so every DP rank starts the same gathers in the same order. */
+enum { PT__Z3_OUT = 0, PT__Z3_FLIGHT = 1, PT__Z3_IN = 2 };
+#define PT__Z3_AHEAD 2
+
+/* the bucket holding slab element off, -1 if none (a frozen parameter): buckets are in descending slab order */
+static int pt__dp_bucket_at(const pt_dp *dp, int64_t off) {
+    int a = 0, e = dp->nb - 1;
+    while (a <= e) {
+        int m = (a + e) / 2;
+        if (off >= dp->hi[m]) e = m - 1;
+        else if (off < dp->lo[m]) a = m + 1;
+        else return m;
+    }
+    return -1;
+}
+/* floats of bucket b held by the other DP ranks */
+static int64_t pt__z3_other(const pt_dp *dp, int b) {
+    return dp->hi[b] - dp->lo[b] - PT__MAX(0, PT__MIN(dp->hi[b], dp->zhi) - PT__MAX(dp->lo[b], dp->zlo));
+}
+/* the whole pages of slab elements [a, e) back to the system (their values are not needed) */
+static void pt__z3_drop(pt_dp *dp, int64_t a, int64_t e) {
+#if defined(__linux__) && defined(MADV_DONTNEED)
+    char *p = (char *)dp->ctx->pslab->host;
+    uintptr_t pg = (uintptr_t)dp->zpage, lo, hi;
+    if (!p || e <= a || pg < 1024) return;
+    lo = ((uintptr_t)(p + a * 4) + pg - 1) & ~(pg - 1), hi = (uintptr_t)(p + e * 4) & ~(pg - 1);
+    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
+#else
+    (void)dp, (void)a, (void)e;
+#endif
+}
+static void pt__z3_release(pt_dp *dp, int b) {
+    if (dp->zst[b] != PT__Z3_IN) return;
+    if (dp->lo[b] < dp->zlo) pt__z3_drop(dp, dp->lo[b], PT__MIN(dp->hi[b], dp->zlo));
+    if (dp->hi[b] > dp->zhi) pt__z3_drop(dp, PT__MAX(dp->lo[b], dp->zhi), dp->hi[b]);
+    dp->zst[b] = PT__Z3_OUT;
+    pt__mem_add(dp->ctx, PT__MEM_PARAMS, -4 * pt__z3_other(dp, b));
+}
+/* starts bucket b's gather (OUT only) */
+static void pt__z3_start(pt_dp *dp, int b) {
+    pt_ctx *ctx = dp->ctx;
+    if (dp->zst[b] != PT__Z3_OUT || ctx->status != PT_OK) return;
+    pt__mem_add(ctx, PT__MEM_PARAMS, 4 * pt__z3_other(dp, b));
+    dp->stats.params_peak = PT__MAX(dp->stats.params_peak, ctx->mem[PT__MEM_PARAMS]);
+    dp->zst[b] = PT__Z3_IN;
+    dp->stats.gathers++, dp->stats.gather_bytes += 4 * pt__z3_other(dp, b);
+    if (dp->zsim) return;
+#ifdef PTRAIN_MPI
+    {
+        int n = dp->dpsize;
+        uint64_t s = pt__coll_begin(dp->dist, PT_COLL_IALLGATHERV, PT_COMM_DP, dp->hi[b] - dp->lo[b], PT_COLL_F32, -1);
+        int rc = s ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, (float *)ctx->pslab->host + dp->lo[b], dp->bcnt + (size_t)b * n,
+                                     dp->gdispl + (size_t)b * n, MPI_FLOAT, dp->gcomm, &dp->greq[b])
+                   : PT__COLL_REFUSED;
+        if (rc != MPI_SUCCESS) {
+            pt__coll_end(dp->dist, s, rc);
+            pt__fail(ctx, PT_ERR_DEVICE, "pt_dp (ZeRO-3): the gather of bucket %d's parameters failed to start: %s", b, pt__coll_why(dp->dist, rc));
+            return;
+        }
+        dp->grec[b] = s, dp->zst[b] = PT__Z3_FLIGHT;
+    }
+#endif
+}
+/* waits for bucket b's gather (FLIGHT only) */
+static void pt__z3_wait(pt_dp *dp, int b) {
+#ifdef PTRAIN_MPI
+    double t0;
+    int rc;
+    if (dp->zst[b] != PT__Z3_FLIGHT) return;
+    t0 = pt_time();
+    rc = pt__coll_wait(dp->dist, 1, &dp->greq[b], 0);
+    pt__coll_end(dp->dist, dp->grec[b], rc);
+    dp->stats.gather_wait_s += pt_time() - t0;
+    dp->zst[b] = PT__Z3_IN;
+    if (rc != MPI_SUCCESS)
+        pt__fail(dp->ctx, PT_ERR_DEVICE, "pt_dp (ZeRO-3): the gather of bucket %d's parameters failed: %s", b, pt__coll_why(dp->dist, rc));
+#else
+    (void)dp, (void)b;
+#endif
+}
+/* a use: the buckets marked with this tick (need[0..nn)) gathered, those marked and not in need
+   started, every other one released unless keep or zhold */
+static void pt__z3_use(pt_dp *dp, const int *need, int nn, int keep) {
+    int b, i;
+    for (b = 0; b < dp->nb; b++)
+        if (dp->zmark[b] == dp->ztick) pt__z3_start(dp, b);
+    for (i = 0; i < nn; i++) pt__z3_wait(dp, need[i]);
+    if (keep || dp->zhold) return;
+    for (b = 0; b < dp->nb; b++)
+        if (dp->zmark[b] != dp->ztick && dp->zst[b] != PT__Z3_OUT) pt__z3_wait(dp, b), pt__z3_release(dp, b);
+}
+/* ZeRO-3 before parameters are read or written outside the model's uses (pt__dp_gather_gate) */
+static void pt__z3_gate(pt_dp *dp, int need) {
+    int b;
+#ifdef PTRAIN_MPI
+    if (need == 0 && !dp->zsim) { /* progress for the gathers in flight (what MPI finished changes no decision) */
+        for (b = 0; b < dp->nb; b++)
+            if (dp->zst[b] == PT__Z3_FLIGHT && dp->greq[b] != MPI_REQUEST_NULL) {
+                int flag = 0;
+                MPI_Test(&dp->greq[b], &flag, MPI_STATUS_IGNORE);
+            }
+        return;
+    }
+#endif
+    if (need == 0) return;
+    for (b = 0; need == 2 && b < dp->nb; b++) pt__z3_start(dp, b);
+    for (b = 0; b < dp->nb; b++) pt__z3_wait(dp, b);
+    if (need == 2) dp->zhold = 1;
+}
+/* post_step of the sharded optimizer at stage 3: the other ranks' parts are stale */
+static pt_status pt__z3_post(void *user) {
+    pt_dp *dp = (pt_dp *)user;
+    int b;
+    for (b = 0; b < dp->nb; b++) pt__z3_wait(dp, b), pt__z3_release(dp, b);
+    dp->zhold = 0;
+    return dp->ctx->status;
+}
+/* ctx->pread: node `at`'s backward (or a recomputed forward, at -1) reads ins: their buckets gathered,
+   the next ones on the tape prefetched, the rest released; at -2: forward op `op` read ins */
+static void pt__z3_pread(void *user, pt_graph *g, int at, int nin, pt_tensor *const *ins, const char *op) {
+    pt_dp *dp = (pt_dp *)user;
+    pt_ctx *ctx = dp->ctx;
+    int need[8], nn = 0, i, j, k, ahead = 0;
+    for (i = 0; i < nin; i++) {
+        int b = ins[i] && ins[i]->st == ctx->pslab ? pt__dp_bucket_at(dp, ins[i]->off) : -1;
+        if (b < 0) continue;
+        if (at == -2) {
+            if (dp->zst[b] != PT__Z3_IN && ctx->status == PT_OK) {
+                const char *name = "?";
+                for (j = 0; j < ctx->nparams; j++)
+                    if (ins[i]->off >= ctx->params[j]->slab_off && ins[i]->off < ctx->params[j]->slab_off + pt_numel(&ctx->params[j]->value))
+                        name = ctx->params[j]->spec.name;
+                pt__fail(ctx, PT_ERR_STATE, "%s: input %d is parameter '%s' (bucket %d), which ZeRO-3 has not gathered on this rank: a model under "
+                         "ZeRO-3 declares what its forward reads with pt_params_use", op, i, name, b);
+            }
+            continue;
+        }
+        if (dp->zmark[b] != dp->ztick + 1 && nn < 8) need[nn++] = b, dp->zmark[b] = dp->ztick + 1;
+    }
+    if (at == -2 || !nn) return;
+    dp->ztick++;
+    for (j = at - 1; at >= 0 && j >= 0 && j >= at - 512 && ahead < PT__Z3_AHEAD; j--) { /* the tape ahead in backward order */
+        pt_node *n = g->tape[j];
+        if (n->flags & (PT__NODE_GRAD_ONLY | PT__NODE_NO_WEIGHT)) continue;
+        for (k = 0; k < n->nin && ahead < PT__Z3_AHEAD; k++) {
+            int b = n->in[k] && n->in[k]->st == ctx->pslab ? pt__dp_bucket_at(dp, n->in[k]->off) : -1;
+            if (b >= 0 && dp->zmark[b] != dp->ztick) dp->zmark[b] = dp->ztick, ahead++;
+        }
+    }
+    pt__z3_use(dp, need, nn, at < 0);
+}
+PTDEF void pt_params_use(pt_ctx *ctx, int n, pt_tensor *const *params, int keep) {
+    pt_dp *dp = ctx ? ctx->dp : NULL;
+    int64_t end = 0, want = 0, got = 0;
+    int need[64], nn = 0, b, i;
+    if (!dp || !dp->z3 || n < 0 || !params) return;
+    dp->ztick++;
+    for (i = 0; i < n; i++) {
+        const pt_tensor *t = params[i];
+        if (!t || t->st != ctx->pslab || (b = pt__dp_bucket_at(dp, t->off)) < 0) continue; /* not a parameter, or frozen */
+        want += pt_numel(t), end = PT__MAX(end, t->off + pt_numel(t));
+        if (dp->zmark[b] == dp->ztick) continue;
+        dp->zmark[b] = dp->ztick;
+        if (nn < 64) need[nn++] = b;
+        else pt__z3_start(dp, b), pt__z3_wait(dp, b);
+    }
+    for (b = dp->nb - 1; b >= 0 && got < want; b--) /* the next unit, as large, in slab order: prefetched */
+        if (dp->lo[b] >= end && dp->zmark[b] != dp->ztick) dp->zmark[b] = dp->ztick, got += dp->hi[b] - dp->lo[b];
+    pt__z3_use(dp, need, nn, keep);
+}
+/* the slab range of the parameters this rank holds between uses: 1 and its own range at ZeRO-3,
+   else 0 and the whole slab */
+static int pt__dp_param_range(const pt_ctx *ctx, int64_t *lo, int64_t *hi) {
+    const pt_dp *dp = ctx->dp;
+    *lo = 0, *hi = ctx->slab_n;
+    if (!dp || !dp->z3) return 0;
+    *lo = dp->zlo, *hi = dp->zhi;
+    return 1;
+}
+/* ZeRO-3 off: every bucket gathered (collective), the parameters whole again */
+static void pt__z3_off(pt_dp *dp) {
+    if (!dp->z3) return;
+    pt__z3_gate(dp, 2);
+    dp->z3 = dp->zhold = 0;
+    pt__free(dp->ctx, dp->zst), pt__free(dp->ctx, dp->zmark);
+    dp->zst = NULL, dp->zmark = NULL;
+#ifdef PTRAIN_MPI
+    if (dp->gcomm != MPI_COMM_NULL) MPI_Comm_free(&dp->gcomm);
+#endif
+    if (dp->ctx->pread == pt__z3_pread) dp->ctx->pread = NULL, dp->ctx->pread_user = NULL;
+}
+/* ZeRO-3 on (the stage-2 set-up done, zlo/zhi set): the bucket states, gcomm (collective), and every
+   bucket released; sim: the estimator's, without communication */
+static pt_status pt__z3_on(pt_dp *dp, int sim) {
+    pt_ctx *ctx = dp->ctx;
+    int b;
+    if (dp->z3) return PT_OK;
+    dp->zst = (unsigned char *)pt__alloc(ctx, (size_t)PT__MAX(dp->nb, 1));
+    dp->zmark = (int *)pt__alloc(ctx, sizeof(int) * (size_t)PT__MAX(dp->nb, 1));
+    if (!dp->zst || !dp->zmark) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory"), PT_ERR_OOM);
+    for (b = 0; b < dp->nb; b++) dp->zst[b] = PT__Z3_IN, dp->zmark[b] = -1;
+    dp->zsim = sim, dp->ztick = 0, dp->zhold = 0;
+#ifdef PTRAIN_MPI
+    if (!sim) {
+        if (pt__dp_gather_arrays(dp) != PT_OK) return ctx->status;
+        for (b = 0; b < dp->nb; b++) dp->greq[b] = MPI_REQUEST_NULL;
+        if (MPI_Comm_dup(dp->comm, &dp->gcomm) != MPI_SUCCESS)
+            return (pt_status)(pt__fail(ctx, PT_ERR_DEVICE, "pt_dp_zero: duplicating the DP communicator for the parameter gathers failed"), PT_ERR_DEVICE);
+    }
+#endif
+#if defined(__unix__) || defined(__APPLE__)
+    dp->zpage = (int64_t)sysconf(_SC_PAGESIZE);
+#endif
+    dp->z3 = 1;
+    ctx->pread = pt__z3_pread, ctx->pread_user = dp;
+    for (b = 0; b < dp->nb; b++) pt__z3_release(dp, b);
+    dp->stats.params_peak = ctx->mem[PT__MEM_PARAMS];
+    return PT_OK;
+}
+
 PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
     pt_ctx *ctx;
     int64_t lo = 0, hi;
     if (!dp || !o) return PT_ERR_ARG;
     ctx = dp->ctx;
     if (o->ctx != ctx) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: the optimizer belongs to another context"), PT_ERR_ARG);
-    if (stage < 0 || stage > 2)
-        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: stage %d (expected 0, 1 or 2)", stage), PT_ERR_ARG);
+    if (stage < 0 || stage > 3)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: stage %d (expected 0, 1, 2 or 3)", stage), PT_ERR_ARG);
+    if (stage == 3 && dp->dpsize > 1 && (dp->hg || dp->compress || dp->hier || !ctx->pslab || !ctx->pslab->host))
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_dp_zero: stage 3 needs the parameters in host memory (the CPU backend), without bf16 "
+                                    "compression or the hierarchical allreduce (found: %s)",
+                                    dp->hg || !ctx->pslab || !ctx->pslab->host ? "a device backend" : dp->compress ? "compress" : "hier"), PT_ERR_ARG);
     if (stage && dp->zopt && dp->zopt != o && pt__dp_optim_alive(dp, dp->zopt))
         return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: another optimizer is already sharded over this pt_dp"), PT_ERR_STATE);
     if (dp->reducing)
         return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_dp_zero: a step is open (call it between pt_dp_finish and the next step)"), PT_ERR_STATE);
     hi = ctx->slab_n;
-    if (ctx->dp == dp) pt__dp_gather_gate(ctx), pt__dp_settle(ctx, 0); /* the shard changes: gathers done, the mean in place first */
+    if (ctx->dp == dp) pt__dp_gather_gate(ctx, 2), pt__dp_settle(ctx, 0); /* the shard changes: gathers done (ZeRO-3: all), the mean in place first */
     if (dp->dpsize <= 1) return pt__optim_reshard(o, lo, hi); /* one rank: the shard is the whole slab */
 #ifdef PTRAIN_MPI
     {
@@ -14110,22 +14434,24 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
                     dp->bcnt[(size_t)b * n + r] = (int)PT__MAX(0, PT__MIN(dp->hi[b], e) - PT__MAX(dp->lo[b], a));
             }
         }
+        if (stage != 3) pt__z3_off(dp);
         if (stage < 2 && (st = pt__dp_lean_off(dp)) != PT_OK) return st;
         if (stage) {
             st = pt__optim_reshard(o, dp->zdispl[me], (int64_t)dp->zdispl[me] + dp->zcnt[me]);
             if (st != PT_OK) return st;
-            o->post_step = pt__dp_zero_gather;
+            o->post_step = stage == 3 ? pt__z3_post : pt__dp_zero_gather;
             o->post_user = dp;
             dp->zopt = o;
             dp->zlo = dp->zdispl[me], dp->zhi = (int64_t)dp->zdispl[me] + dp->zcnt[me];
             pt__free(ctx, dp->acc);
             dp->acc = NULL;
-            if (stage == 2 && !dp->compress && !dp->hg && (st = pt__dp_lean_on(dp, dp->zlo, dp->zhi)) != PT_OK) return st;
-            if (stage == 2 && !dp->lean && !(dp->acc = (float *)pt__alloc(ctx, (size_t)PT__MAX(dp->zhi - dp->zlo, 1) * 4)))
+            if (stage >= 2 && !dp->compress && !dp->hg && (st = pt__dp_lean_on(dp, dp->zlo, dp->zhi)) != PT_OK) return st;
+            if (stage >= 2 && !dp->lean && !(dp->acc = (float *)pt__alloc(ctx, (size_t)PT__MAX(dp->zhi - dp->zlo, 1) * 4)))
                 return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory for the gradient shard"), PT_ERR_OOM);
-            dp->stage = stage;
+            dp->stage = PT__MIN(stage, 2); /* the gradients: stage 3 reduces as stage 2 */
             st = pt__dp_alloc_stage(dp);
             pt__dp_account(dp);
+            if (st == PT_OK && stage == 3) st = pt__z3_on(dp, 0);
             return st;
         }
         /* stage 0: gather the state shards back into full slabs */
@@ -15429,7 +15755,6 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
 #define PT__DATA_POSIX 1
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #endif
 
@@ -17346,20 +17671,22 @@ static void pt__ck_head(pt_ctx *ctx, pt_optim *o, int64_t step, const pt_ckpt_op
    state), copied into j->snap when copy is set or the storage is on a device; 0 and j->err on failure */
 static int pt__ck_plan(pt_ctx *ctx, pt_optim *o, pt__ck_job *j, int rank, pt_coords c, int dp_sharded, int copy) {
     int i, k, d;
-    int64_t off = 0;
+    int64_t off = 0, plo, phi;
+    int psharded = pt__dp_param_range(ctx, &plo, &phi);
     j->npc = 0, j->recs.n = 0, j->recs.oom = 0;
     for (k = 0; k < 3; k++) {
         pt_storage *st = k == PT__CK_PARAM ? ctx->pslab : o ? pt__ck_moment(o, k) : NULL;
-        if (!st || (k == PT__CK_PARAM && c.dp != 0)) continue; /* DP replicas hold equal values */
+        if (!st || (k == PT__CK_PARAM && c.dp != 0 && !psharded)) continue; /* DP replicas hold equal values */
         if (k != PT__CK_PARAM && !dp_sharded && c.dp != 0) continue;
         for (i = 0; i < ctx->nparams; i++) {
             pt_param *p = ctx->params[i];
             const pt_spec *s = &p->spec;
             int64_t n = pt_numel(&p->value), lo = 0, hi = n, soff = p->slab_off;
-            if (k != PT__CK_PARAM) {
-                lo = PT__MAX(0, o->zlo - p->slab_off), hi = PT__MIN(n, o->zhi - p->slab_off);
+            if (k != PT__CK_PARAM || psharded) { /* a shard: this rank's range (ZeRO-3 parameters: in the whole slab's places) */
+                int64_t zlo = k == PT__CK_PARAM ? plo : o->zlo, zhi = k == PT__CK_PARAM ? phi : o->zhi;
+                lo = PT__MAX(0, zlo - p->slab_off), hi = PT__MIN(n, zhi - p->slab_off);
                 if (hi <= lo) continue;
-                soff = p->slab_off - o->zlo;
+                if (k != PT__CK_PARAM) soff = p->slab_off - o->zlo;
             }
             if (!pt__ck_name_ok(s->name)) {
                 pt__msg(j->err, sizeof j->err, "pt_ckpt_save: parameter name '%s' has a space, newline or '='", s->name);
@@ -17718,7 +18045,7 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     pt__ck_job *j;
     pt_coords c;
     int ok = 1, rank, dp_sharded, i;
-    pt__dp_gather_gate(ctx); /* the parameters as the last update left them on every DP rank */
+    pt__dp_gather_gate(ctx, 1); /* the parameters as the last update left them on every DP rank (ZeRO-3: the own range) */
     double t0 = pt_time();
     struct stat sb;
     if (!ctx) return PT_ERR_ARG;
@@ -18080,7 +18407,8 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
     pt_layout lay = pt_dist_layout(d);
     pt__ck_man m;
     float *host = NULL;
-    int64_t hcap = 0;
+    int64_t hcap = 0, plo, phi;
+    int psharded = pt__dp_param_range(ctx, &plo, &phi);
     pt_optim *o0 = NULL; /* o, when the checkpoint holds no optimizer state (an import): its moments start at zero */
     ok = pt__ck_man_read(ctx, cdir, &m, err, errlen);
     if (ok && o && !m.has_optim) o0 = o, o = NULL;
@@ -18095,6 +18423,7 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
         pt__ck_man_free(&m);
         return 0;
     }
+    if (psharded) (void)pt__z3_post(ctx->dp); /* ZeRO-3: only the own range is loaded, the rest is gathered when used */
     for (i = 0; i < ctx->nparams && ok; i++) {
         pt_param *p = ctx->params[i];
         int64_t n = pt_numel(&p->value);
@@ -18102,10 +18431,11 @@ static int pt__ck_load_one(pt_ctx *ctx, pt_optim *o, const char *cdir, int64_t *
             pt_storage *st = k == PT__CK_PARAM ? ctx->pslab : o ? pt__ck_moment(o, k) : NULL;
             int64_t lo = 0, hi = n, soff = p->slab_off;
             if (!st) continue;
-            if (k != PT__CK_PARAM) {
-                lo = PT__MAX(0, o->zlo - p->slab_off), hi = PT__MIN(n, o->zhi - p->slab_off);
+            if (k != PT__CK_PARAM || psharded) { /* a shard: this rank's range (ZeRO-3 parameters: in the whole slab's places) */
+                int64_t zlo = k == PT__CK_PARAM ? plo : o->zlo, zhi = k == PT__CK_PARAM ? phi : o->zhi;
+                lo = PT__MAX(0, zlo - p->slab_off), hi = PT__MIN(n, zhi - p->slab_off);
                 if (hi <= lo) continue;
-                soff = p->slab_off - o->zlo;
+                if (k != PT__CK_PARAM) soff = p->slab_off - o->zlo;
             }
             if (hi - lo > hcap) {
                 float *nh = (float *)pt__realloc(ctx, host, (size_t)(hi - lo) * 4);
@@ -18191,7 +18521,7 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     struct stat sb;
     int64_t *steps = NULL, step = -1;
     int n = 0, i, single, f = 0;
-    pt__dp_gather_gate(ctx); /* no ZeRO gather in flight may overwrite what is loaded */
+    pt__dp_gather_gate(ctx, 1); /* no ZeRO gather in flight may overwrite what is loaded */
     if (step_out) *step_out = -1;
     if (!ctx) return PT_ERR_ARG;
     if (!path || !path[0] || strlen(path) > 900) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_load: need a directory name (at most 900 characters)"), PT_ERR_ARG);
@@ -20133,7 +20463,10 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
      ZeRO-2 gradient shard with compression, the bf16 residual of the whole slab) are summed as
      pt__dp_account sums them; ZeRO-2 without compression frees the gradient slab for the shard and
      the first bucket buffers as pt_dp_zero does (pt__dp_lean_on: pt_mem grads), every bucket pointed
-     at the first buffer (no reducer runs here, and the counting backend keeps no data);
+     at the first buffer (no reducer runs here, and the counting backend keeps no data); ZeRO-3 also
+     shards the parameters as pt_dp_zero does (pt__z3_on, without communication: a use marks its
+     buckets gathered, pt_mem params counts them), so the steps' peak holds the gathered buckets as a
+     real run's does (params_gathered), and params after them is the shard the update leaves;
    - two steps of forward + backward of micro-batches of B x T tokens: the first spills into 64 MiB
      arena chunks, its resets consolidate them, the second is the steady state. pp = 1: one graph,
      reset per pass (plain accumulation). pp > 1: this rank's program of the real schedule, walked as
@@ -20265,11 +20598,12 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
             for (k = 0; k < pl->dp; k++) /* the largest shard */
                 if (pt__dp_zero_range(ctx->slab_n, k, pl->dp, &a, &e), e - a > hi - lo) lo = a, hi = e;
             if (pl->zero) pt__optim_reshard(opt, lo, hi);
-            o->dp_extra = 4 * (pt__dp_ring_floats(dp, pl->zero) + (pl->zero == 2 && pl->compress ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
-            if (pl->zero == 2 && !pl->compress && pt__dp_lean_on(dp, lo, hi) == PT_OK) { /* the shard and the first bucket buffers */
+            o->dp_extra = 4 * (pt__dp_ring_floats(dp, PT__MIN(pl->zero, 2)) + (pl->zero == 2 && pl->compress ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
+            if (pl->zero >= 2 && !pl->compress && pt__dp_lean_on(dp, lo, hi) == PT_OK) { /* the shard and the first bucket buffers */
                 ctx->grad_get = NULL; /* no reducer runs here: every bucket in the first buffer (the counting backend keeps no data) */
                 for (k = 0; k < dp->nb; k++) pt__dp_point(dp, k, dp->own[k] >= 0 ? dp->own[k] : dp->freel[0]);
             }
+            if (pl->zero == 3) dp->zlo = lo, dp->zhi = hi, (void)pt__z3_on(dp, 1); /* the parameter shard; uses gather without communicating */
         }
     }
     bt[0] = pl->batch, bt[1] = pl->seq;
@@ -20285,7 +20619,10 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
         o->in_flight = 1;
     }
     if (ctx->status == PT_OK) {
-        pt_mem_stats ms = pt_mem(ctx);
+        pt_mem_stats ms;
+        o->params_gathered = pt_mem(ctx).params;
+        if (dp && dp->z3) o->params_gathered = dp->stats.params_peak, (void)pt__z3_post(dp); /* ZeRO-3: the step's update releases every bucket */
+        ms = pt_mem(ctx);
         o->pp_rank = r, o->stages = nmine, o->first_stage = m->mine[0], o->last_stage = m->mine[nst - 1];
         o->params = ms.params, o->grads = ms.grads, o->optim = ms.optim, o->activations = ms.activations, o->workspace = ms.workspace;
         o->total = o->params + o->grads + o->optim + o->activations + o->workspace;
@@ -20322,7 +20659,10 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
     if (pl.pp == 1) pl.virtual_stages = 1;
     if (pl.dp < 1 || pl.tp < 1 || pl.pp < 1)
         return pt__msg(err, errlen, "pt_mem_estimate: dp %d, tp %d, pp %d must be >= 1", pl.dp, pl.tp, pl.pp), PT_ERR_ARG;
-    if (pl.zero < 0 || pl.zero > 2) return pt__msg(err, errlen, "pt_mem_estimate: zero %d (expected 0, 1 or 2)", pl.zero), PT_ERR_ARG;
+    if (pl.zero < 0 || pl.zero > 3) return pt__msg(err, errlen, "pt_mem_estimate: zero %d (expected 0, 1, 2 or 3)", pl.zero), PT_ERR_ARG;
+    if (pl.zero == 3 && (pl.compress || pl.hier))
+        return pt__msg(err, errlen, "pt_mem_estimate: zero 3 with %s (ZeRO-3 runs without bf16 compression or the hierarchical allreduce)",
+                       pl.compress ? "compress" : "hier"), PT_ERR_ARG;
     if (pl.batch < 1 || pl.seq < 1 || pl.seq > c.max_seq)
         return pt__msg(err, errlen, "pt_mem_estimate: micro-batch %d x %d tokens (expected >= 1 x 1..max_seq %d)", pl.batch, pl.seq, c.max_seq),
                PT_ERR_ARG;

@@ -15,7 +15,7 @@
       and gradients back between the pipeline ranks.
    4. The DP reducer: pt_dp averages the gradients over the dp replicas in buckets, each started
       while backward still runs (pt_pp_step drives it); --zero 1 shards the optimizer state over
-      the replicas, --zero 2 the gradients too.
+      the replicas, --zero 2 the gradients too, --zero 3 the parameters too.
    --batch is the global batch: each DP rank's loader reads its rows of it and each micro-batch is a
    slice of those, so every layout computes the loss of the same batch, and the losses follow those
    of 03 (to float rounding: other layouts sum in another order).
@@ -24,7 +24,7 @@
    --device; this build has no OpenCL), --data DIR (as in 03_gpt.c), the layout --dp D --tp T
    --pp P (0 = the rest of the world; default: all data parallel), --schedule gpipe|1f1b|interleaved
    (1f1b), --virtual-stages V (stages per pipeline rank when interleaved; 2), --micro-batches M
-   (default pp), --zero 0|1|2. Rank 0 prints `step <n> loss <l> lr <lr> norm <g> ms <ms> tok/s <t>
+   (default pp), --zero 0|1|2|3. Rank 0 prints `step <n> loss <l> lr <lr> norm <g> ms <ms> tok/s <t>
    bubble <b> data_ms <d>` (b: the pipeline's idle share), then what the DP reducer did (`dp: ...`)
    and `val_loss <v>`. Checkpoints, logs, accumulation, splits by hand and generation on any
    layout: tools/pttrain. */
@@ -117,8 +117,8 @@ int main(int argc, char **argv) {
             if (kind == 3) snprintf(err, sizeof err, "--schedule expects gpipe, 1f1b or interleaved, found '%s'", v), argc = -1;
         } else snprintf(err, sizeof err, "unknown flag '%s'", k), argc = -1;
     }
-    if (argc < 0 || zero < 0 || zero > 2) {
-        fprintf(stderr, "07_gpt_3d: %s (try --help)\n", argc < 0 ? err : "--zero expects 0, 1 or 2");
+    if (argc < 0 || zero < 0 || zero > 3) {
+        fprintf(stderr, "07_gpt_3d: %s (try --help)\n", argc < 0 ? err : "--zero expects 0, 1, 2 or 3");
         return 2;
     }
     if (a.help) {
@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
                                        "  --schedule S          gpipe, 1f1b or interleaved (1f1b)\n"
                                        "  --virtual-stages V    stages per pipeline rank for interleaved (2)\n"
                                        "  --micro-batches M     micro-batches per step (default: pp)\n"
-                                       "  --zero Z              0, 1 (optimizer state sharded over DP) or 2 (gradients too) (0)");
+                                       "  --zero Z              0, 1 (optimizer state sharded over DP), 2 (gradients too) or 3 (parameters too) (0)");
         return 0;
     }
     if (kind != PT_PP_INTERLEAVED) vstages = 1;

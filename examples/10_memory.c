@@ -33,6 +33,10 @@
      complete only at the end of backward). On a model this small those buffers are more than the
      shard saves (grads 15.4 MiB against 10.3 here): ZeRO-2 pays when the slab is many buckets
      large and dp is large (see pt_dp_zero, tools/ptmem);
+   - ZeRO-3 (stage 3): the parameters are sharded too: between uses a rank keeps its 1/dp of the
+     slab, and each block's parameters are all-gathered just before the block runs (the next
+     block's prefetched meanwhile) and released after it, in backward again; params shows what is
+     held after the step (the shard), the peak what was held in use as well;
    - recompute selective / full (cfg.recompute): the backward re-runs the cheap ops of each block
      (layernorms, GELU, dropout, an add) / the whole block instead of keeping their outputs -- the
      same losses and gradients, bit for bit, for more compute (full: one more forward per block);
@@ -42,14 +46,14 @@
    - chunked cross-entropy (cfg.loss_chunk): the head and the loss fused over --loss-chunk rows at
      a time, so the [tokens, vocab/tp] logits never exist; it pays with a large vocabulary;
    - the last row has them together (ZeRO-1, full recomputation, sequence parallelism, chunks).
-   ZeRO-1/2 shrink what is proportional to the model, recomputation, sequence parallelism and
+   ZeRO-1/2/3 shrink what is proportional to the model, recomputation, sequence parallelism and
    chunks what is proportional to the tokens: which pays depends on which dominates. On the
    defaults the activations are four fifths of the total, so the token techniques pay and ZeRO
    little; a large model on few tokens per rank is the other way round (tools/ptmem shows any
    config without running it). Below 64 MiB a pass saves nothing more: the arena's chunk stays.
    Not in this version: bf16 (or fp16) storage of parameters and activations (--precision bf16 of
    the other programs rounds the matrix products' inputs inside the GEMM: faster, but not a byte
-   less) and ZeRO-3 (sharding the parameters themselves).
+   less).
 
    The estimate is not a model: pt_mem_estimate runs the same constructors and ops on a backend that
    counts bytes without holding data, so it equals the measurement (tools/ptmem prints it for any
@@ -196,6 +200,7 @@ int main(int argc, char **argv) {
         {"baseline f32", 0, 0, 0, 0},
         {"ZeRO-1", 1, 0, 0, 0},
         {"ZeRO-2", 2, 0, 0, 0},
+        {"ZeRO-3", 3, 0, 0, 0},
         {"recompute selective", 0, PT_RECOMPUTE_SELECTIVE, 0, 0},
         {"recompute full", 0, PT_RECOMPUTE_FULL, 0, 0},
         {"sequence parallelism", 0, 0, 1, 0},

@@ -18,8 +18,8 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 export PTRAIN_THREADS=1 OMP_WAIT_POLICY=passive
-T1=$BUILD/ckpt_1 T2=$BUILD/ckpt_2 T3=$BUILD/ckpt_3 T8=$BUILD/ckpt_8 TT=$BUILD/ckpt_tp2 TD=$BUILD/ckpt_dp4 TC=$BUILD/ckpt_bf16 TZ=$BUILD/ckpt_zero2
-TMPS="$T1 $T2 $T3 $T8 $TT $TD $TC $TZ"
+T1=$BUILD/ckpt_1 T2=$BUILD/ckpt_2 T3=$BUILD/ckpt_3 T8=$BUILD/ckpt_8 TT=$BUILD/ckpt_tp2 TD=$BUILD/ckpt_dp4 TC=$BUILD/ckpt_bf16 TZ=$BUILD/ckpt_zero2 TZ3=$BUILD/ckpt_zero3 TZ8=$BUILD/ckpt_zero3_8
+TMPS="$T1 $T2 $T3 $T8 $TT $TD $TC $TZ $TZ3 $TZ8"
 # shellcheck disable=SC2086
 rm -rf $TMPS "$BUILD"/ckpt_rd[0-9]* "$BUILD"/ckpt_l[1234] "$BUILD/ckpt_4" "$BUILD/ckpt_asan"
 
@@ -58,6 +58,8 @@ if wait $p_mpi1; then
     prog "mpirun -np 2 test_ckpt (dp2, ZeRO-1, bf16 compression: exact resume)" "$BUILD/ckpt_bf16.log" \
         mpi_run 2 -- env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_COMPRESS=1 "$M" "$TC"
     prog "mpirun -np 2 test_ckpt (dp2, ZeRO-2, 4 KiB buckets, short)" "$BUILD/ckpt_zero2.log" mpi_run 2 -- env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_ZERO=2 "$M" "$TZ"
+    prog "mpirun -np 2 test_ckpt (dp2, ZeRO-3, 4 KiB buckets, short)" "$BUILD/ckpt_zero3.log" mpi_run 2 -- env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_ZERO=3 "$M" "$TZ3"
+    prog "mpirun -np 8 test_ckpt (dp2 x tp2 x pp2, ZeRO-3, short)" "$BUILD/ckpt_zero3_8.log" mpi_run 8 -- env CKPT_KEEP=1 CKPT_SHORT=1 CKPT_ZERO=3 CKPT_TP=2 CKPT_PP=2 "$M" "$TZ8"
     # resume FROM NAME NP [VAR=VALUE ...]: the kept run FROM resumed on NP ranks with the given layout
     resume() {
         from=$1 name=$2 np=$3
@@ -87,6 +89,11 @@ if wait $p_mpi1; then
     resume "$TC" "dp2 bf16 checkpoint resumed on dp4 bf16 (residual dropped, a warning)" 4 CKPT_COMPRESS=1 CKPT_TOL=1e-2
     resume "$TZ" "dp2 ZeRO-2 checkpoint resumed on dp4 ZeRO-2" 4 CKPT_ZERO=2
     resume "$TZ" "dp2 ZeRO-2 checkpoint resumed on 1 rank" 1
+    resume "$TZ3" "dp2 ZeRO-3 checkpoint resumed on dp4 ZeRO-3" 4 CKPT_ZERO=3
+    resume "$TZ3" "dp2 ZeRO-3 checkpoint resumed on 1 rank" 1
+    resume "$TZ3" "dp2 ZeRO-3 checkpoint resumed on dp2 x tp2 ZeRO-1" 4 CKPT_TP=2
+    resume "$TZ8" "dp2 x tp2 x pp2 ZeRO-3 checkpoint resumed on dp2 ZeRO-2" 2 CKPT_ZERO=2
+    resume "$T2" "dp2 ZeRO-1 checkpoint resumed on dp4 ZeRO-3" 4 CKPT_ZERO=3
     # the data stream: a loader's state saved at dp2 continues at dp4, and dp4 -> dp2
     prog "loader saved on dp2" "$BUILD/ckpt_l1.log" mpi_run 2 -- env CKPT_LOADER=save CKPT_KEEP=1 "$M" "$BUILD/ckpt_l1"
     prog "loader restored on dp4 (no repeat, no skip)" "$BUILD/ckpt_l2.log" mpi_run 4 -- env CKPT_LOADER=load CKPT_FROM="$BUILD/ckpt_l1" "$M" "$BUILD/ckpt_l2"

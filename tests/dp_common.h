@@ -56,6 +56,7 @@ typedef struct {
     int64_t state_bytes;   /* pt_optim_state_bytes while sharded (or at the end) */
     int64_t mem_optim;     /* pt_mem(ctx).optim at the same time */
     int64_t mem_grads;     /* pt_mem(ctx).grads after the last step (before pt_dp_free) */
+    int64_t mem_params;    /* pt_mem(ctx).params after the last step (before pt_dp_free) */
     float frozen0, frozen1; /* the frozen parameter's first element before and after */
     pt_dp_stats st;         /* pt_dp_stats_get at the end */
     float norm[STEPS];      /* gradient norm of each step (pt_optim_step's return: before clipping) */
@@ -211,6 +212,7 @@ static void run(tctx *t, const run_cfg *c, run_out *o) {
     if (c->extras) o->frozen1 = pt_f32(&pt_param_find(o->ctx, "x.frozen")->value)[0];
     if (dp) o->st = pt_dp_stats_get(dp);
     o->mem_grads = pt_mem(o->ctx).grads;
+    o->mem_params = pt_mem(o->ctx).params;
     pt_dp_free(dp);
     for (k = 0; k < 2 * MAXMICRO; k++) pt_graph_free(gs[k]);
     pt_graph_free(g);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/equiv_test.sh [BUILD_DIR] - the equivalence matrix of parallel training (tests/test_equiv.c):
 # a small GPT on each layout among 1, dp2, tp2, pp2, dp2 x tp2, tp2 x pp2, dp2 x pp2, dp2 x tp2 x pp2,
-# with ZeRO-1/2, pipeline schedules (GPipe, 1F1B, interleaved), micro-batches, gradient accumulation,
+# with ZeRO-1/2/3, pipeline schedules (GPipe, 1F1B, interleaved), micro-batches, gradient accumulation,
 # hierarchical allreduce (fake nodes of 2 ranks), dropout and a balanced stage split, must reproduce
 # the single-process per-step losses, gradient norms, evaluation loss and final parameters
 # (relative 1e-5; AdamW parameters 1e-4, see test_equiv.c), and be bit-identical when run twice.
@@ -91,6 +91,19 @@ soak 8 --dp 2 --tp 2 --pp 2 --compress
 2 --dp 2 --accum 2 --zero 2 --recompute full
 8 --dp 2 --tp 2 --pp 2 --zero 1 --coll-check
 4 --dp 2 --pp 2 --hier --fake-node-size 2 --coll-check
+2 --dp 2 --zero 3
+2 --dp 2 --zero 3 --accum 2
+4 --dp 4 --zero 3
+4 --dp 4 --zero 3 --accum 2
+4 --dp 2 --tp 2 --zero 3
+4 --dp 2 --tp 2 --zero 3 --accum 2
+4 --dp 2 --pp 2 --zero 3 --m 2
+4 --dp 2 --pp 2 --zero 3 --accum 2
+8 --dp 2 --tp 2 --pp 2 --zero 3 --schedule gpipe --m 2
+8 --dp 2 --tp 2 --pp 2 --zero 3 --accum 2
+8 --dp 2 --tp 2 --pp 2 --zero 3 --schedule interleaved --v 2 --m 2 --recompute mixed
+2 --dp 2 --accum 2 --zero 3 --recompute full
+4 --dp 2 --tp 2 --zero 3 --coll-check
 LAYOUTS
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

@@ -775,10 +775,10 @@ if command -v mpirun >/dev/null 2>&1; then
     base=$(awk -F'|' '$1 == "baseline f32" { print $5 }' "$W/10.rows")
     full=$(awk -F'|' '$1 == "recompute full" { print $5 }' "$W/10.rows")
     names=$(cut -d'|' -f1 "$W/10.rows" | tr '\n' ',')
-    want="baseline f32,ZeRO-1,ZeRO-2,recompute selective,recompute full,sequence parallelism,chunked cross-entropy,"
-    if [ $rc -eq 0 ] && [ "${names#"$want"}" != "$names" ] && [ "$(wc -l <"$W/10.rows")" -eq 8 ] && [ -z "$bad" ] &&
+    want="baseline f32,ZeRO-1,ZeRO-2,ZeRO-3,recompute selective,recompute full,sequence parallelism,chunked cross-entropy,"
+    if [ $rc -eq 0 ] && [ "${names#"$want"}" != "$names" ] && [ "$(wc -l <"$W/10.rows")" -eq 9 ] && [ -z "$bad" ] &&
         awk -v a="$base" -v b="$full" 'BEGIN { exit !(a > 0 && b > 0 && b < a) }'; then
-        pass "10_memory '$rline': 8 rows, each measured total within 3% of pt_mem_estimate; activations $base MiB, $full MiB with full recomputation"
+        pass "10_memory '$rline': 9 rows, each measured total within 3% of pt_mem_estimate; activations $base MiB, $full MiB with full recomputation"
     else fail "10_memory '$rline': exit $rc; rows '$names'; off by more than 3%: '$bad'; activations baseline '$base', full '$full'; $(tail -n 2 "$W/10.log" | tr '\n' ' ')"; fi
 else
     fail "10_memory: mpirun not found (make deps installs openmpi-bin)"

@@ -78,7 +78,7 @@ if have_mpi; then
         # (soak: SOAK=1 only, their paths taken by the others too: dp 2 ZeRO-0 by its bf16 run, pp 2 1F1B by the
         # 6-layer and the selective runs); rank 0's one-process checks run in the first layout only
         solo=""
-        for c in "soak 2 1 1 0 1f1b 1" "2 1 1 1 1f1b 2" "2 1 1 2 1f1b 1" "2 1 1 2 1f1b 2" "2 1 2 2 1f1b 2" "2 1 1 0 1f1b 1 1" "1 2 1 0 1f1b 1" "soak 1 1 2 0 1f1b 4" "1 1 2 0 gpipe 4" \
+        for c in "soak 2 1 1 0 1f1b 1" "2 1 1 1 1f1b 2" "2 1 1 2 1f1b 1" "2 1 1 2 1f1b 2" "2 1 2 2 1f1b 2" "2 1 1 3 1f1b 2" "2 1 2 3 1f1b 2" "2 2 1 3 1f1b 1 0 12 64 64 2 0" "2 1 1 0 1f1b 1 1" "1 2 1 0 1f1b 1" "soak 1 1 2 0 1f1b 4" "1 1 2 0 gpipe 4" \
             "1 1 2 0 interleaved 4" "2 2 2 1 1f1b 2" "1 1 2 0 1f1b 4 0 6 96 48" "1 2 1 0 1f1b 1 0 12 64 64 0 1" \
             "1 2 2 0 1f1b 2 0 12 64 64 2 1" "1 1 2 0 1f1b 4 0 12 64 64 1 0"; do
             case $c in soak\ *) soak || continue; c=${c#soak } ;; esac

@@ -15,7 +15,7 @@
    .old.step_K, the new one not in yet) loads step K bit-exact and the next save puts it back.
    Defines PTRAIN_TEST_HOOKS (PTRAIN_CKPT_FAIL, PTRAIN_CKPT_DELAY_MS).
    Build: cc -std=c99 -O2 -I. tests/test_ckpt.c -lm; run: test_ckpt [DIR]. With mpicc -DPTRAIN_MPI
-   under mpirun it runs data parallel with ZeRO-1 (CKPT_ZERO=2: ZeRO-2) (each DP rank writes its optimizer shard), with
+   under mpirun it runs data parallel with ZeRO-1 (CKPT_ZERO=2: ZeRO-2, 3: ZeRO-3) (each DP rank writes its optimizer shard), with
    env CKPT_TP=N / CKPT_PP=2 tensor / pipeline parallel inside (np 8: dp2 x tp2 x pp2), CKPT_COMPRESS=1
    with bf16 gradient compression (its per-rank residual is registered state). CKPT_KEEP=1 keeps DIR
    (with DIR/run/ref_losses, the uninterrupted curve); CKPT_SHORT=1 stops after the exact-resume checks.
@@ -103,7 +103,7 @@ static int run_open(run *r) {
         pt_dp_options dopt;
         memset(&dopt, 0, sizeof dopt);
         dopt.compress = getenv("CKPT_COMPRESS") != NULL; /* bf16 gradients with error feedback (a per-rank residual) */
-        if (CKPT_ZERO == 2) dopt.bucket_bytes = 4096; /* ZeRO-2: several buckets, so its gradients live in pooled bucket buffers */
+        if (CKPT_ZERO >= 2) dopt.bucket_bytes = 4096; /* ZeRO-2/3: several buckets, so gradients live in pooled bucket buffers (and ZeRO-3 gathers per bucket) */
         if (!(r->dp = pt_dp_new_opts(r->ctx, D, &dopt))) return 0;
         if (pt_dp_zero(r->dp, r->o, CKPT_ZERO) != PT_OK) return 0;
     }
@@ -274,7 +274,7 @@ static void ref_write(const char *dir, const float *ref) {
     int i;
     snprintf(p, sizeof p, "%s/ref_losses", dir);
     if (RANK != 0 || !(f = fopen(p, "w"))) return;
-    fprintf(f, "dp%d tp%d pp%d%s\n", DPN, NTP, NPP, DPN > 1 ? (CKPT_ZERO == 2 ? " ZeRO-2" : " ZeRO-1") : "");
+    fprintf(f, "dp%d tp%d pp%d%s\n", DPN, NTP, NPP, DPN > 1 ? (CKPT_ZERO == 3 ? " ZeRO-3" : CKPT_ZERO == 2 ? " ZeRO-2" : " ZeRO-1") : "");
     for (i = 0; i < NSTEPS; i++) fprintf(f, "%.9g\n", (double)ref[i]);
     fclose(f);
 }
@@ -315,6 +315,7 @@ static long long compare_unsplit(run *b, const char *from, char *why, size_t n) 
         snprintf(why, n, "unsplit load: %s", u ? pt_error(u) : "no context");
         bad = -1;
     }
+    (void)pt_param_slab(b->ctx); /* ZeRO-3: the load restored this rank's range; the others' parts are gathered (collective) */
     for (i = 0; bad >= 0 && i < pt_param_count(b->ctx); i++) {
         pt_param *p = pt_param_at(b->ctx, i), *q = pt_param_find(u, p->spec.name);
         int64_t e, ne = pt_numel(&p->value);
@@ -456,7 +457,7 @@ int main(int argc, char **argv) {
     snprintf(base, sizeof base, "%s", argc > 1 && argv[1][0] != '-' ? argv[1] : "build/tests/ckpt_tmp");
     if (RANK == 0) {
         printf("test_ckpt: %d rank(s) (dp %d, tp %d, pp %d)%s, GPT vocab 64, 2 layers, width 32, dropout 0.1, AdamW, %d steps, checkpoint at %d, in %s\n", WORLD, DPN, NTP, NPP,
-               DPN > 1 ? (CKPT_ZERO == 2 ? " with ZeRO-2" : " with ZeRO-1") : "", NSTEPS, KSAVE, base);
+               DPN > 1 ? (CKPT_ZERO == 3 ? " with ZeRO-3" : CKPT_ZERO == 2 ? " with ZeRO-2" : " with ZeRO-1") : "", NSTEPS, KSAVE, base);
         rm_tree(base);
         mkdir(base, 0755);
     }
@@ -473,7 +474,7 @@ int main(int argc, char **argv) {
         char olay[64] = "?", here[64];
         int have = ref_read(from, orig, olay, sizeof olay);
         long long bad;
-        snprintf(here, sizeof here, "dp%d tp%d pp%d%s%s", DPN, NTP, NPP, DPN > 1 ? (CKPT_ZERO == 2 ? " ZeRO-2" : " ZeRO-1") : "", getenv("CKPT_COMPRESS") ? " bf16" : "");
+        snprintf(here, sizeof here, "dp%d tp%d pp%d%s%s", DPN, NTP, NPP, DPN > 1 ? (CKPT_ZERO == 3 ? " ZeRO-3" : CKPT_ZERO == 2 ? " ZeRO-2" : " ZeRO-1") : "", getenv("CKPT_COMPRESS") ? " bf16" : "");
         ok = run_open(&a);
         for (i = 0; ok && i < NSTEPS; i++) ok = !isnan(ref[i] = run_step(&a));
         run_close(&a);
@@ -605,7 +606,7 @@ int main(int argc, char **argv) {
         snprintf(why, sizeof why, "max |loss difference| %g over steps %d..%d", md, KSAVE, NSTEPS - 1);
         CHECK_WHY(ok, tu_name("exact resume: losses of steps %d..%d bit-identical to the uninterrupted run", KSAVE, NSTEPS - 1), why);
         if (RANK == 0) printf("resume: max loss difference %g over steps %d..%d (dp %d, tp %d, pp %d%s)\n", md, KSAVE, NSTEPS - 1, DPN, NTP, NPP,
-                                 DPN > 1 ? (CKPT_ZERO == 2 ? ", ZeRO-2" : ", ZeRO-1") : "");
+                                 DPN > 1 ? (CKPT_ZERO == 3 ? ", ZeRO-3" : CKPT_ZERO == 2 ? ", ZeRO-2" : ", ZeRO-1") : "");
     }
     /* a step directory given directly */
     snprintf(p, sizeof p, "%s/step_000000002", dir);

@@ -43,6 +43,7 @@ typedef struct {
 static int world_rank;
 static pt_dist *grid;
 static int64_t dp_started; /* the last parallel run's bucket reductions started during backward */
+static int64_t z3_held, z3_slab, z3_gathers; /* ZeRO-3: the last parallel run's parameter bytes held between steps, parameter bytes, gathers */
 
 static pt_tensor *stage_fn(pt_graph *g, int stage, int mb, pt_tensor *x, void *user) {
     stage_user *u = (stage_user *)user;
@@ -206,6 +207,8 @@ static pt_ctx *parallel(const opts *o, float *loss, float *gnorm, pt_pp_stats *s
         printf("  ZeRO-2, pipeline rank %d: %lld bucket buffers for %lld buckets, pt_mem grads %lld bytes of a %lld-byte slab\n", me.pp,
                (long long)pt_dp_stats_get(dp).grad_buffers, (long long)pt_dp_stats_get(dp).buckets, (long long)pt_mem(ctx).grads,
                4 * (long long)pt_param_slab(ctx).shape[0]);
+    if (dp && o->zero == 3) /* between uses (after the update) this rank holds its range of the parameters, not the slab */
+        z3_held = pt_mem(ctx).params, z3_slab = 4 * pt_param_numel(ctx), z3_gathers = pt_dp_stats_get(dp).gathers;
     { /* evaluation: the forward-only schedule on a further batch */
         int32_t ids[GB * TT], tgt[GB * TT];
         batch(99, ids, tgt);
@@ -297,6 +300,14 @@ int main(int argc, char **argv) {
     a = parallel(&o, l1, g1, &st, err, sizeof err, 0);
     CHECK_WHY(pt_status_get(a) == PT_OK && !err[0], "parallel run completes", err);
     if (tu_nfail) goto done;
+    if (o.zero == 3 && lay.dp > 1) {
+        if (world_rank == 0)
+            printf("  ZeRO-3: rank 0 holds %lld parameter bytes between steps of %lld (dp %d), %lld bucket gathers\n", (long long)z3_held,
+                   (long long)z3_slab, lay.dp, (long long)z3_gathers);
+        snprintf(err, sizeof err, "pt_mem params %lld bytes, parameters %lld bytes over dp %d, %lld gathers", (long long)z3_held, (long long)z3_slab,
+                 lay.dp, (long long)z3_gathers);
+        CHECK_WHY(z3_held * lay.dp < 5 * z3_slab / 4 && z3_gathers > 0, "ZeRO-3: between steps a rank holds about 1/dp of the parameters", err);
+    }
     for (s = 0; s < o.steps; s++) {
         double e = fabs((double)l1[s] - rl[s]) / fabs((double)rl[s]), f = fabs((double)g1[s] - rg[s]) / fabs((double)rg[s]);
         if (!(e <= dl)) dl = e; /* NaN sticks */

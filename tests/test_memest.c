@@ -88,25 +88,36 @@ static void bad_plans(void) {
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG, "interleaved with m % p != 0 is refused", err);
     p.schedule = PT_PP_1F1B, p.micro_batches = 4, p.seq = 65;
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "max_seq"), "seq > max_seq is refused", err);
-    p.seq = 64, p.zero = 3;
-    CHECK_WHY(pt_mem_estimate(&c, &p, 1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "zero 3"), "zero 3 is refused", err);
+    p.seq = 64, p.zero = 4;
+    CHECK_WHY(pt_mem_estimate(&c, &p, 1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "zero 4"), "zero 4 is refused", err);
+    p.zero = 3, p.compress = 1;
+    CHECK_WHY(pt_mem_estimate(&c, &p, 1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "zero 3 with compress"), "zero 3 with compression is refused", err);
+    p.compress = 0;
     p.zero = 0;
     CHECK_WHY(pt_mem_estimate(&c, &p, 2, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "pp_rank"), "pp_rank outside is refused", err);
     /* what ZeRO saves: the optimizer state shrinks with dp, stage 2 the gradients too (a shard and bucket buffers) */
     {
-        pt_mem_estimate_out z0, z1, z2;
+        pt_mem_estimate_out z0, z1, z2, z3;
         p.pp = 1, p.dp = 4, p.micro_batches = 1, p.bucket_bytes = 64 << 10;
         pt_mem_estimate(&c, &p, 0, &z0, err, sizeof err);
         p.zero = 1;
         pt_mem_estimate(&c, &p, 0, &z1, err, sizeof err);
         p.zero = 2;
         pt_mem_estimate(&c, &p, 0, &z2, err, sizeof err);
+        p.zero = 3;
+        pt_mem_estimate(&c, &p, 0, &z3, err, sizeof err);
         snprintf(err, sizeof err, "optim %lld / %lld / %lld, grads %lld / %lld / %lld, dp_extra %lld / %lld / %lld", (long long)z0.optim,
                  (long long)z1.optim, (long long)z2.optim, (long long)z0.grads, (long long)z1.grads, (long long)z2.grads, (long long)z0.dp_extra,
                  (long long)z1.dp_extra, (long long)z2.dp_extra);
         CHECK_WHY(z1.optim * 4 >= z0.optim && z1.optim * 4 < z0.optim + 4 * 64 * 8 && z2.optim == z1.optim && z1.grads == z0.grads &&
                       z2.grads < z1.grads && z2.grads >= z1.grads / p.dp && z2.dp_extra == z1.dp_extra,
                   "ZeRO-1/2 divide the moments by dp, ZeRO-2 holds only the gradient shard and bucket buffers (in grads)", err);
+        snprintf(err, sizeof err, "params %lld / %lld (gathered at most %lld), slab %lld floats, grads %lld / %lld, optim %lld / %lld", (long long)z2.params,
+                 (long long)z3.params, (long long)z3.params_gathered, (long long)z3.slab_floats, (long long)z2.grads, (long long)z3.grads,
+                 (long long)z2.optim, (long long)z3.optim);
+        CHECK_WHY(z3.params * p.dp <= z2.params + 4 * 16 * p.dp && z3.params * p.dp >= z2.params && z3.params_gathered > z3.params &&
+                      z3.params_gathered < z2.params && z3.grads == z2.grads && z3.optim == z2.optim && z2.params_gathered == z2.params,
+                  "ZeRO-3 holds the parameter shard between steps (params = slab/dp) and less than the slab while in use (params_gathered)", err);
     }
 }
 
@@ -365,7 +376,7 @@ int main(int argc, char **argv) {
     memset(&plan, 0, sizeof plan);
     plan.dp = lay.dp, plan.tp = lay.tp, plan.pp = lay.pp, plan.zero = zero, plan.micro_batches = M, plan.batch = B, plan.seq = T;
     plan.schedule = kind, plan.virtual_stages = v, plan.optim = PT_OPTIM_ADAMW, plan.compress = compress, plan.threads = 1;
-    plan.bucket_bytes = zero == 2 ? 128 << 10 : 1 << 20; /* ZeRO-2: several buckets, so its bucket buffers are less than the slab */
+    plan.bucket_bytes = zero >= 2 ? 128 << 10 : 1 << 20; /* ZeRO-2/3: several buckets, so bucket buffers (and gathers) are less than the slab */
     ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)M * B * T);
     tg = (int32_t *)malloc(sizeof(int32_t) * (size_t)M * B * T);
     for (s = 0; s < M * B * T; s++) ids[s] = (int32_t)(pt_rng_u32(&rng) % 256), tg[s] = (int32_t)(pt_rng_u32(&rng) % 256);
@@ -430,19 +441,22 @@ int main(int argc, char **argv) {
         e[K_ACT] = (double)est.activations, e[K_WORK] = (double)est.workspace, e[K_TOTAL] = (double)est.total;
         e[K_PEAK] = (double)est.peak_total, e[K_DPX] = (double)est.dp_extra, e[K_RSS] = (double)(est.total + est.dp_extra);
         for (k = 0; k < NK; k++) ratio[k] = meas[k] == 0 && e[k] == 0 ? 1.0 : meas[k] > 0 ? e[k] / meas[k] : INFINITY;
-        if (rank == 0) all = (double *)malloc(sizeof(double) * (size_t)world * (2 * NK + 4));
+        if (rank == 0) all = (double *)malloc(sizeof(double) * (size_t)world * (2 * NK + 6));
         {
             /* to the byte; a rank holding a smaller ZeRO shard than the estimated (largest) one: all but the
-               optimizer state and what sums it (total, peak, the ZeRO-2 gradient shard in dp_extra) */
-            double mine_row[2 * NK + 4];
+               optimizer state and what sums it (total, peak, the ZeRO-2 gradient shard in dp_extra); ZeRO-3: the
+               peak holds the gathered buckets' other ranks' parts, which depend on where the shard lies (the
+               estimate takes one rank's), so the peak is held to 10% only */
+            double mine_row[2 * NK + 6];
             int small = zero && lay.dp > 1 && meas[K_OPTIM] != e[K_OPTIM], exact = 1;
             for (k = 0; k < NK; k++) {
                 mine_row[k] = ratio[k], mine_row[NK + k] = meas[k];
-                if (k != K_RSS && e[k] != meas[k] && !(small && (k == K_OPTIM || k == K_TOTAL || k == K_PEAK || k == K_DPX || (zero == 2 && k == K_GRADS)))) exact = 0;
+                if (k != K_RSS && e[k] != meas[k] && !(zero == 3 && k == K_PEAK) && !(small && (k == K_OPTIM || k == K_TOTAL || k == K_PEAK || k == K_DPX || (zero >= 2 && k == K_GRADS) || (zero == 3 && k == K_PARAMS))) && exact)
+                    exact = 0, mine_row[2 * NK + 4] = k, mine_row[2 * NK + 5] = e[k] - meas[k]; /* the first part that differs */
             }
             mine_row[2 * NK] = me.pp, mine_row[2 * NK + 1] = est.in_flight, mine_row[2 * NK + 2] = exact, mine_row[2 * NK + 3] = small;
 #ifdef PTRAIN_MPI
-            MPI_Gather(mine_row, 2 * NK + 4, MPI_DOUBLE, all, 2 * NK + 4, MPI_DOUBLE, 0, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_WORLD));
+            MPI_Gather(mine_row, 2 * NK + 6, MPI_DOUBLE, all, 2 * NK + 6, MPI_DOUBLE, 0, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_WORLD));
 #else
             memcpy(all, mine_row, sizeof mine_row);
 #endif
@@ -454,7 +468,7 @@ int main(int argc, char **argv) {
                    lay.pp > 1 ? (kind == PT_PP_GPIPE ? "GPipe" : kind == PT_PP_INTERLEAVED ? "interleaved" : "1F1B") : "accumulation", M,
                    compress ? ", bf16" : "", layers, width, B, T);
             for (r = 0; r < world; r++) {
-                double *row = all + (size_t)r * (2 * NK + 4);
+                double *row = all + (size_t)r * (2 * NK + 6);
                 int ok = 1;
                 char line[1024];
                 size_t n = 0;
@@ -468,7 +482,8 @@ int main(int argc, char **argv) {
                 CHECK_WHY(ok, name, "a ratio above is outside [0.9, 1.1]");
                 snprintf(name, sizeof name, "rank %d: every part equals pt_mem / pt_dp_stats to the byte%s", r,
                          row[2 * NK + 3] != 0 ? " (a smaller ZeRO shard than the largest: all but the optimizer state and its sums)" : "");
-                CHECK_WHY(row[2 * NK + 2] != 0, name, "a part above differs from the measurement");
+                snprintf(line, sizeof line, "%s: the estimate is %+.0f bytes off the measurement", kname[(int)row[2 * NK + 4]], row[2 * NK + 5]);
+                CHECK_WHY(row[2 * NK + 2] != 0, name, line);
             }
         }
         tu_solo(0);

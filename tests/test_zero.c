@@ -1,11 +1,12 @@
-/* test_zero.c - ZeRO-1 (>>dp, pt_dp_zero): optimizer state sharded over the DP ranks.
+/* test_zero.c - ZeRO-1/2/3 (>>dp, pt_dp_zero): optimizer state, gradients and parameters sharded over the DP ranks.
    Build: mpicc -std=c99 -DPTRAIN_MPI -fopenmp -I. tests/test_zero.c -lm, run under mpirun -np 2 or 4
    (also builds without MPI: a world of one, where ZeRO-1 changes nothing). Every rank trains the
    small GPT of test_dp.c on its slice of a fixed global batch with pt_dp averaging the gradients and
    the AdamW state sharded by pt_dp_zero (each rank updates its own slab range, then the parameter
    slab is allgathered), and also trains the same model on the whole batch alone (the reference);
    losses and final parameters must agree, and the optimizer state per rank must be ~1/dp of the
-   whole. Every check is agreed across ranks (test_util.h); rank 0 prints PASS/FAIL and "N passed, N failed". */
+   whole; ZeRO-2's gradient storage and ZeRO-3's parameters held between steps ~1/dp, and a model that
+   does not declare its parameter use under ZeRO-3 is stopped by a clear error. Every check is agreed across ranks (test_util.h); rank 0 prints PASS/FAIL and "N passed, N failed". */
 #include "dp_common.h"
 static int64_t sum_dp(tctx *t, int64_t x) {
     int64_t s = x;
@@ -16,6 +17,18 @@ static int64_t sum_dp(tctx *t, int64_t x) {
 #endif
     return s;
 }
+
+#if defined(__linux__)
+/* resident MiB of this process (/proc/self/statm) */
+static double rss_mib(void) {
+    long pages = 0, res = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return 0;
+    if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+    fclose(f);
+    return (double)res * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+}
+#endif
 
 int main(int argc, char **argv) {
     tctx *t = (tctx *)calloc(1, sizeof(tctx));
@@ -76,7 +89,7 @@ int main(int argc, char **argv) {
 
     /* the step contract under ZeRO-1 and ZeRO-2: passes 1, 2, 4 (the global batch split further), 16 KiB buckets */
     c.extras = 0, c.zero_at = 0, c.unzero_at = -1, c.bucket = 16 << 10, c.step_api = 1;
-    for (stage = 1; stage <= 2; stage++)
+    for (stage = 1; stage <= 3; stage++)
         for (i = 1; i <= 4; i *= 2) {
             int64_t per = 4 * pt_param_numel(ref.ctx) + 4 * 16 * pt_param_count(ref.ctx); /* bytes of one whole reduction, pads included */
             c.stage = stage, c.micro = i;
@@ -89,28 +102,36 @@ int main(int argc, char **argv) {
             CHECK_WHY(a.ok && llabs(a.state_bytes - want) <= tol, name, why);
             snprintf(why, sizeof why, "bytes reduced %lld (one whole reduction <= %lld), started during backward %lld of %lld",
                      (long long)a.st.bytes_reduced, (long long)per, (long long)a.st.started_before_end,
-                     (long long)(a.st.buckets * STEPS * (stage == 2 ? i : 1)));
+                     (long long)(a.st.buckets * STEPS * (stage >= 2 ? i : 1)));
             snprintf(name, sizeof name, "ZeRO-%d, %d passes: %s per step, started during backward", stage, i,
-                     stage == 2 ? "one reduce-scatter per pass" : "one reduce-scatter");
-            CHECK_WHY(t->dpn == 1 || (a.st.bytes_reduced <= (int64_t)STEPS * (stage == 2 ? i : 1) * per &&
-                                      a.st.bytes_reduced > (int64_t)STEPS * (stage == 2 ? i : 1) * (per / 2) && a.st.started_before_end > 0),
+                     stage >= 2 ? "one reduce-scatter per pass" : "one reduce-scatter");
+            CHECK_WHY(t->dpn == 1 || (a.st.bytes_reduced <= (int64_t)STEPS * (stage >= 2 ? i : 1) * per &&
+                                      a.st.bytes_reduced > (int64_t)STEPS * (stage >= 2 ? i : 1) * (per / 2) && a.st.started_before_end > 0),
                       name, why);
-            if (stage == 2 && i == 4) {
+            if (stage == 3) { /* the parameters: after the last update only this rank's range is held; gathered per use */
+                int64_t slab = full / 2;
+                snprintf(why, sizeof why, "pt_mem params %lld bytes (slab %lld, shard ~%lld), %lld gathers of %lld bytes", (long long)a.mem_params,
+                         (long long)slab, (long long)(slab / t->dpn), (long long)a.st.gathers, (long long)a.st.gather_bytes);
+                snprintf(name, sizeof name, "ZeRO-3, %d passes: parameters held between steps = the shard (slab/dp); gathered per use", i);
+                CHECK_WHY(t->dpn == 1 || (llabs(a.mem_params - slab / t->dpn) <= 64 && a.st.gathers >= STEPS * i && a.st.gather_bytes > 0), name, why);
+                if (t->dpn > 1 && tu_rank == 0 && i == 4) printf("ZeRO-3 dp%d: %s\n", t->dpn, why);
+            }
+            if (stage >= 2 && i == 4) {
                 run_out b;
                 pt_tensor pa = pt_param_slab(a.ctx), pb;
                 int64_t grads = a.mem_grads, bmax = 16 << 10, shard = full / 2 / t->dpn;
                 int k;
                 for (k = 0; k < pt_param_count(a.ctx); k++) /* a parameter larger than a bucket has one of its own */
                     if (4 * ((pt_numel(&pt_param_at(a.ctx, k)->value) + 15) & ~(int64_t)15) > bmax) bmax = 4 * ((pt_numel(&pt_param_at(a.ctx, k)->value) + 15) & ~(int64_t)15);
-                snprintf(why, sizeof why, "pt_mem grads %lld bytes (slab %lld, shard %lld, largest bucket <= %lld), reducer extra %lld", (long long)grads,
+                snprintf(why, sizeof why, "ZeRO-%d: pt_mem grads %lld bytes (slab %lld, shard %lld, largest bucket <= %lld), reducer extra %lld", stage, (long long)grads,
                          (long long)(full / 2), (long long)shard, (long long)bmax, (long long)a.st.extra_bytes);
                 CHECK_WHY(t->dpn == 1 || (grads >= shard - 64 && grads <= shard + 64 + 3 * bmax && grads < full / 2 && a.st.extra_bytes == 0),
-                          "ZeRO-2: gradient storage (pt_mem grads) is the shard (slab/dp) and at most 3 bucket buffers, nothing else", why);
-                if (t->dpn > 1 && tu_rank == 0) printf("ZeRO-2 dp%d: %s\n", t->dpn, why);
+                          tu_name("ZeRO-%d: gradient storage (pt_mem grads) is the shard (slab/dp) and at most 3 bucket buffers, nothing else", stage), why);
+                if (t->dpn > 1 && tu_rank == 0) printf("ZeRO-%d dp%d: %s\n", stage, t->dpn, why);
                 run(t, &c, &b);
                 pb = pt_param_slab(b.ctx);
                 CHECK_WHY(a.ok && b.ok && !memcmp(a.loss, b.loss, sizeof a.loss) && !memcmp(pt_f32(&pa), pt_f32(&pb), (size_t)pt_numel(&pa) * 4),
-                          "ZeRO-2, 4 passes, run twice: bit-identical losses and parameters", "they differ");
+                          tu_name("ZeRO-%d, 4 passes, run twice: bit-identical losses and parameters", stage), "they differ");
                 pt_shutdown(b.ctx);
             }
             pt_shutdown(a.ctx);
@@ -123,10 +144,14 @@ int main(int argc, char **argv) {
         memset(&u, 0, sizeof u);
         u.whole = 1, u.micro = 1, u.zero_at = u.unzero_at = -1, u.untied = 1;
         run(t, &u, &uref);
-        u.whole = 0, u.use_dp = 1, u.bucket = 16 << 10, u.split = 1, u.micro = 4, u.zero_at = 0, u.stage = 2;
-        run(t, &u, &a);
-        compare(t, "ZeRO-2, split model, 4 interleaved passes (B0 B1 A0 B2 A1 B3 A2 A3)", &a, &uref);
-        pt_shutdown(a.ctx);
+        u.whole = 0, u.use_dp = 1, u.bucket = 16 << 10, u.split = 1, u.micro = 4, u.zero_at = 0;
+        for (stage = 2; stage <= 3; stage++) {
+            u.stage = stage;
+            run(t, &u, &a);
+            snprintf(name, sizeof name, "ZeRO-%d, split model, 4 interleaved passes (B0 B1 A0 B2 A1 B3 A2 A3)", stage);
+            compare(t, name, &a, &uref);
+            pt_shutdown(a.ctx);
+        }
         pt_shutdown(uref.ctx);
     }
 
@@ -140,6 +165,81 @@ int main(int argc, char **argv) {
         pt_shutdown(a.ctx);
     }
     c.compress = 0, c.step_api = 0, c.stage = 0, c.micro = 1, c.bucket = 0;
+
+    /* ZeRO-3 and a model that does not declare what its forward reads (pt_params_use): the first op
+       that reads a parameter not gathered fails, naming itself; declared, the same forward runs */
+    if (t->dpn > 1) {
+        pt_desc desc;
+        pt_optim_desc od;
+        pt_ctx *ctx;
+        pt_linear_layer l1, l2;
+        pt_optim *opt;
+        pt_dp *dp;
+        pt_graph *g;
+        pt_tensor *x, *y = NULL, *ps[4];
+        int st3;
+        memset(&desc, 0, sizeof desc);
+        desc.seed = 5, desc.threads = 1, desc.log = NULL;
+        ctx = pt_init(&desc);
+        l1 = pt_linear_new(ctx, "a", 32, 32, 1, 0.1f), l2 = pt_linear_new(ctx, "b", 32, 32, 1, 0.1f);
+        memset(&od, 0, sizeof od);
+        od.kind = PT_OPTIM_SGD, od.lr = 0.1f;
+        opt = pt_optim_new(ctx, &od);
+        dp = pt_dp_new(ctx, t->d, 4096); /* one bucket per layer */
+        st3 = dp ? pt_dp_zero(dp, opt, 3) : PT_ERR_ARG;
+        g = pt_graph_new(ctx);
+        x = g ? pt_full(g, 2, (int64_t[]){4, 32}, 1.0f) : NULL;
+        if (st3 == PT_OK && x) y = pt_linear_fwd(g, &l2, pt_linear_fwd(g, &l1, x));
+        snprintf(why, sizeof why, "zero 3: %d, output %s, status %d: %.300s", (int)st3, y ? "made" : "none", (int)pt_status_get(ctx), pt_error(ctx));
+        CHECK_WHY(st3 == PT_OK && pt_status_get(ctx) == PT_ERR_STATE && strstr(pt_error(ctx), "pt_linear") && strstr(pt_error(ctx), "pt_params_use"),
+                  "ZeRO-3: an op reading a parameter the model did not declare fails (PT_ERR_STATE, naming the op and pt_params_use)", why);
+        pt_error_clear(ctx);
+        ps[0] = l1.w, ps[1] = l1.b, ps[2] = l2.w, ps[3] = l2.b;
+        pt_graph_reset(g);
+        x = pt_full(g, 2, (int64_t[]){4, 32}, 1.0f);
+        pt_params_use(ctx, 4, ps, 0);
+        y = pt_linear_fwd(g, &l2, pt_linear_fwd(g, &l1, x));
+        snprintf(why, sizeof why, "status %d: %.300s", (int)pt_status_get(ctx), pt_error(ctx));
+        CHECK_WHY(y && pt_status_get(ctx) == PT_OK && isfinite(pt_item(pt_sum(g, y))), "ZeRO-3: the same forward runs once its parameters are declared", why);
+        pt_graph_free(g);
+        pt_dp_free(dp);
+        pt_shutdown(ctx);
+    }
+
+#if defined(__linux__)
+    /* ZeRO-3 returns the pages of what it releases: two 4 MiB weights in buckets of their own, each
+       inside one rank's shard at dp 2; the whole slab gathered (pt_param_slab), then the update's
+       release gives the other rank's weight back to the system (resident memory from /proc) */
+    if (t->dpn == 2) {
+        pt_desc desc;
+        pt_optim_desc od;
+        pt_ctx *ctx;
+        pt_optim *opt;
+        pt_dp *dp;
+        double r1 = 0, r2 = 0;
+        memset(&desc, 0, sizeof desc);
+        desc.seed = 5, desc.threads = 1;
+        ctx = pt_init(&desc);
+        pt_linear_new(ctx, "big0", 1024, 1024, 0, 0.02f), pt_linear_new(ctx, "big1", 1024, 1024, 0, 0.02f);
+        memset(&od, 0, sizeof od);
+        od.kind = PT_OPTIM_SGD, od.lr = 0.1f;
+        opt = pt_optim_new(ctx, &od);
+        dp = pt_dp_new(ctx, t->d, 4 << 20);
+        if (dp && pt_dp_zero(dp, opt, 3) == PT_OK) {
+            (void)pt_param_slab(ctx);
+            r1 = rss_mib();
+            pt_optim_step(opt, 0.1f);
+            r2 = rss_mib();
+        }
+        snprintf(why, sizeof why, "resident %.2f MiB with the slab gathered, %.2f MiB after the release; pt_mem params %lld bytes: %.200s", r1, r2,
+                 (long long)pt_mem(ctx).params, pt_error(ctx));
+        CHECK_WHY(pt_status_get(ctx) == PT_OK && r1 - r2 > 3.5 && pt_mem(ctx).params < (5 << 20),
+                  "ZeRO-3: a released bucket's pages go back to the system (resident memory drops by the other rank's 4 MiB)", why);
+        if (tu_rank == 0) printf("ZeRO-3 release: %s\n", why);
+        pt_dp_free(dp);
+        pt_shutdown(ctx);
+    }
+#endif
 
     /* the check can fail: without the allgather each rank holds only its own shard's updates */
     if (t->dpn > 1) {

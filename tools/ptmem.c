@@ -1,14 +1,14 @@
 /* ptmem.c - predicted memory per rank of a GPT training run (pt_mem_estimate), before running it.
    Build: cc -O2 -I. tools/ptmem.c -o build/ptmem -lm                        (or: make tools)
    Usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N] [--vocab N] [--untied]
-                [--dp N] [--tp N] [--pp N] [--zero 0|1|2] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]
+                [--dp N] [--tp N] [--pp N] [--zero 0|1|2|3] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]
                 [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]
                 [--precision f32|bf16|fp16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N]
    The flags mean what they mean in tools/pttrain.c: --batch is the global batch (sequences per
    step over all DP ranks), so one micro-batch holds batch / (dp * micro-batches) sequences. Prints one
    row per pipeline rank (the first holds the embedding, the last the head): parameters, gradients,
    optimizer state, activations of one micro-batch x micro-batches in flight, workspace, the DP
-   reducer's buffers, the total pt_mem counts and its expected peak; then what ZeRO-1/2 would save on
+   reducer's buffers, the total pt_mem counts and its expected peak; then what ZeRO-1/2/3 would save on
    this layout. Exit status: 0, or 2 with a message on a bad flag or an impossible plan. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
@@ -23,7 +23,7 @@ static int usage(const char *msg, const char *arg) {
     if (msg) fprintf(stderr, "ptmem: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
     fprintf(stderr,
             "usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N (global)] [--vocab N] [--untied]\n"
-            "             [--dp N] [--tp N] [--pp N] [--zero 0|1|2] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]\n"
+            "             [--dp N] [--tp N] [--pp N] [--zero 0|1|2|3] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]\n"
             "             [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]\n"
             "             [--precision f32|bf16|fp16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N]\n");
     return 2;
@@ -41,7 +41,7 @@ static long num(const char *s, long lo) {
 int main(int argc, char **argv) {
     pt_gpt_config cfg;
     pt_mem_plan plan;
-    pt_mem_estimate_out o, z[3];
+    pt_mem_estimate_out o, z[4];
     char err[512];
     long batch = 16, maxseq = 0;
     int i, r, zk, tied = 1;
@@ -135,18 +135,21 @@ int main(int argc, char **argv) {
            o.act_pass < o.act_per_mb - o.act_grad_blocks ? "within" : "above", mib(o.act_grad_blocks)); /* within: the arena is the chunk */
     if (plan.dp > 1) {
         printf("what ZeRO saves on the largest rank (pp %d), total incl. the DP reducer's buffers:\n", o.pp_rank);
-        for (zk = 0; zk < 3; zk++) {
+        int nz = plan.compress || plan.hier ? 3 : 4; /* ZeRO-3 runs without compression or hier */
+        for (zk = 0; zk < nz; zk++) {
             pt_mem_plan q = plan;
             q.zero = zk;
             if (pt_mem_estimate(&cfg, &q, o.pp_rank, &z[zk], err, sizeof err) != PT_OK) return fprintf(stderr, "ptmem: %s\n", err), 2;
         }
-        for (zk = 0; zk < 3; zk++) {
+        for (zk = 0; zk < nz; zk++) {
             int64_t t = z[zk].total + z[zk].dp_extra, t0 = z[0].total + z[0].dp_extra;
-            printf("  ZeRO-%d: optimizer %.1f MiB, gradients %.1f MiB, reducer %.1f MiB, total %.1f MiB (%+.1f MiB, %+.1f%% vs ZeRO-0)\n", zk,
-                   mib(z[zk].optim), mib(z[zk].grads), mib(z[zk].dp_extra), mib(t), mib(t - t0), 100.0 * (double)(t - t0) / (double)t0);
+            printf("  ZeRO-%d: parameters %.1f MiB (%.1f in use), optimizer %.1f MiB, gradients %.1f MiB, reducer %.1f MiB, total %.1f MiB "
+                   "(%+.1f MiB, %+.1f%% vs ZeRO-0)\n", zk, mib(z[zk].params), mib(z[zk].params_gathered), mib(z[zk].optim), mib(z[zk].grads),
+                   mib(z[zk].dp_extra), mib(t), mib(t - t0), 100.0 * (double)(t - t0) / (double)t0);
         }
         printf("  (ZeRO-1 keeps 1/dp of the moments; ZeRO-2 also keeps only a 1/dp gradient shard plus bucket buffers, which cost "
-               "some back (bf16: the full gradient slab stays, with a staging ring); parameters stay whole on every rank)\n");
+               "some back (bf16: the full gradient slab stays, with a staging ring); ZeRO-3 also keeps 1/dp of the parameters between uses, "
+               "gathering each block's just before it runs: 'in use' is the most held at once)\n");
     }
     return 0;
 }

@@ -26,7 +26,8 @@
      sequence over the TP ranks; the sequence length must divide by tp);
    - memory: --loss-chunk N (the LM head and the loss in chunks of N rows: no full logits),
      --recompute none|selective|full (activations re-run in backward: the cheap ops, or whole blocks);
-   - data parallelism: --zero 0|1|2 (optimizer state, then gradients too, sharded over DP),
+   - data parallelism: --zero 0|1|2|3 (optimizer state, then gradients, then the parameters too,
+     sharded over DP; 3 gathers each block's parameters just before it runs, on the CPU),
      --compress bf16 (gradients on the wire as bf16 with error feedback), --hier (hierarchical
      allreduce), --bucket-kb N (gradient bucket size);
    - numerics: --precision f32|bf16|fp16 (the matrix products multiply inputs rounded to bf16 or fp16,
@@ -220,7 +221,7 @@ int main(int argc, char **argv) {
     if (a.help) {
         pt_args_usage(&a, "pttrain",
                       "  --dp D --tp T --pp P  layout (0 = the rest of the world; default all data parallel)\n"
-                      "  --zero Z              0, 1 (optimizer state sharded over DP) or 2 (gradients too) (0)\n"
+                      "  --zero Z              0, 1 (optimizer state sharded over DP), 2 (gradients too) or 3 (parameters too) (0)\n"
                       "  --compress C          bf16: gradients travel as bf16 with error feedback (none)\n"
                       "  --hier                hierarchical allreduce: in-node, across nodes, in-node\n"
                       "  --seq-parallel        with --tp > 1: norms, dropout and the residual on T/tp positions per TP rank\n"
@@ -239,8 +240,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (loss_scale < 0) loss_scale = a.precision == PT_F16 ? 65536 : 0; /* fp16 gradients underflow without one */
-    if (zero > 2) {
-        fprintf(stderr, "pttrain: --zero expects 0, 1 or 2, found %d\n", zero);
+    if (zero > 3) {
+        fprintf(stderr, "pttrain: --zero expects 0, 1, 2 or 3, found %d\n", zero);
         return 2;
     }
     if (kind != PT_PP_INTERLEAVED) vstages = 1;
