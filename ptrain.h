@@ -332,7 +332,8 @@
              pt_monitor_free; the log's key names: pt_monitor_key
    guard     Health guard: NaN/Inf and spike detection, warn / skip / roll back, DP replica hashes.
              Entry: pt_guard_new pt_guard_check pt_guard_rollback pt_guard_replica_check
-   memest    Memory estimate per rank from a GPT config and a layout. Entry: pt_mem_estimate
+   memest    Memory estimate per rank from a GPT config and a layout; one layer's activations against
+             Korthikanti et al. 2022. Entry: pt_mem_estimate pt_mem_layer
    harness   The run harness of the training programs (switch PTRAIN_HARNESS). Entry: pt_args_parse
              pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_step_end pt_run_free
 */
@@ -2176,6 +2177,29 @@ typedef struct pt_mem_estimate_out {
     grid, no MPI and no device: it runs in a private context of its own, touching no data. */
 PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *plan, int pp_rank, pt_mem_estimate_out *out, char *err,
                                 size_t errlen);
+/** The op groups of one transformer layer's activations as Korthikanti et al. 2022 ("Reducing
+    Activation Recomputation in Large Transformer Models", section 4) count them: the two layernorm
+    inputs; attention without its score matrices (the QKV input, Q, K, V, the output projection's
+    input, the dropout mask after it); the scores (softmax output, its dropout mask, the dropout
+    output: 5as^2b, what their selective recomputation drops); the MLP (fc1 input, GELU input, fc2
+    input, dropout mask); the layer input (all that full recomputation keeps). */
+typedef enum pt_mem_kgroup { PT_KG_LAYERNORM, PT_KG_ATTENTION, PT_KG_SCORES, PT_KG_MLP, PT_KG_INPUT, PT_KG_COUNT } pt_mem_kgroup;
+/** Activation bytes of one transformer layer of one micro-batch on one TP rank: the paper's terms for
+    the plan's technique next to ptrain's own bytes for the same plan. */
+typedef struct pt_mem_layer_out {
+    int32_t tp, seq_parallel, recompute; /**< the technique: plan tp, cfg seq_parallel (1 only with tp > 1), plan or cfg recompute */
+    int32_t elem_bytes;         /**< bytes of a stored activation element in ptrain: 4 (f32 at every plan precision) */
+    const char *formula;        /**< the paper's per-layer formula of this technique, e.g. "sbh(10 + 24/t + 5as/(ht))" */
+    double paper[PT_KG_COUNT], paper_total; /**< the paper's bytes: 16-bit activations, 1-byte dropout masks */
+    double at_elem[PT_KG_COUNT], at_elem_total; /**< the same tensors at elem_bytes each (the masks 1 byte) */
+    int64_t ptrain;             /**< ptrain's bytes per layer, measured: one micro-batch's arena pass and gradient blocks
+                                     (act_pass + act_grad_blocks of pt_mem_estimate, pp = 1) with cfg.layers + 1 layers minus
+                                     with cfg.layers */
+    int64_t ptrain_act;         /**< the same difference of pt_mem activations (0 while both passes fit the 64 MiB chunk) */
+} pt_mem_layer_out;
+/** Fills out for plan's technique (its tp, batch, seq, recompute, threads; dp, pp, ZeRO do not change a
+    layer's activations). PT_OK, or PT_ERR_ARG with a message in err (pt_mem_estimate's checks). */
+PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, pt_mem_layer_out *out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
@@ -20442,10 +20466,10 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
 }
 
 // >>memest  memory estimate per rank from a GPT config and a layout
-/* Owns: pt_mem_estimate
+/* Owns: pt_mem_estimate, pt_mem_layer
    Invariants: what it reports is pt_mem of the real constructors and ops, run on the counting
    backend; it matches pt_mem of a real run (tests/test_memest.c)
-   Entry points: pt_mem_estimate */
+   Entry points: pt_mem_estimate pt_mem_layer */
 /* =================================================================================================
    memory estimate per rank (pt_mem_estimate)
    =================================================================================================
@@ -20721,6 +20745,76 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
     pt_pp_schedule_free(sc);
     PT_FREE(first);
     return st;
+}
+
+/* ---- one layer's activations against Korthikanti et al. 2022 (pt_mem_layer) --------------------
+   The paper's per-op terms (section 4.1; 16-bit activations, 1-byte dropout masks; s sequence, b
+   micro-batch, h width, a heads): n elements of sbh each, of as^2b for the scores; split: divided by
+   t under tensor parallelism, the others replicated on every TP rank (divided by t only with sequence
+   parallelism). Summed: sbh(34 + 5as/h); TP sbh(10 + 24/t + 5as/(ht)); TP+SP sbh(34/t + 5as/(ht));
+   their selective recomputation drops the scores; full keeps the layer input, sbh(2). */
+static const struct {
+    unsigned char group, n, mask, split;
+} pt__me_kterms[] = {
+    {PT_KG_LAYERNORM, 1, 0, 0}, /* ln1 input */
+    {PT_KG_LAYERNORM, 1, 0, 0}, /* ln2 input */
+    {PT_KG_ATTENTION, 1, 0, 0}, /* the QKV GEMM's input */
+    {PT_KG_ATTENTION, 2, 0, 1}, /* Q and K (for QK^T) */
+    {PT_KG_ATTENTION, 1, 0, 1}, /* V */
+    {PT_KG_ATTENTION, 1, 0, 1}, /* the output projection's input */
+    {PT_KG_ATTENTION, 1, 1, 0}, /* the dropout mask after it */
+    {PT_KG_SCORES, 1, 0, 1},    /* softmax output */
+    {PT_KG_SCORES, 1, 1, 1},    /* its dropout mask */
+    {PT_KG_SCORES, 1, 0, 1},    /* the dropout output (attention over V) */
+    {PT_KG_MLP, 1, 0, 0},       /* fc1 input */
+    {PT_KG_MLP, 4, 0, 1},       /* GELU input (fc1 output) */
+    {PT_KG_MLP, 4, 0, 1},       /* fc2 input (GELU output) */
+    {PT_KG_MLP, 1, 1, 0},       /* the dropout mask after fc2 */
+};
+/* the paper's terms of o's technique for micro-batches of B x T tokens */
+static void pt__me_korth(const pt_gpt_config *c, int64_t B, int64_t T, pt_mem_layer_out *o) {
+    static const char *form[3][2] = {{"sbh(34 + 5as/h)", "sbh(34)"}, {"sbh(10 + 24/t + 5as/(ht))", "sbh(10 + 24/t)"},
+                                     {"sbh(34/t + 5as/(ht))", "sbh(34/t)"}};
+    double sbh = (double)T * (double)B * c->width, as2b = (double)c->heads * (double)T * (double)T * (double)B, t = o->tp;
+    size_t k;
+    if (o->recompute == PT_RECOMPUTE_FULL) {
+        o->formula = "sbh(2)";
+        o->paper[PT_KG_INPUT] = 2 * sbh, o->at_elem[PT_KG_INPUT] = o->elem_bytes * sbh;
+    } else {
+        o->formula = form[o->tp == 1 ? 0 : o->seq_parallel ? 2 : 1][o->recompute == PT_RECOMPUTE_SELECTIVE];
+        for (k = 0; k < sizeof pt__me_kterms / sizeof pt__me_kterms[0]; k++) {
+            int g = pt__me_kterms[k].group;
+            double x = pt__me_kterms[k].n * (g == PT_KG_SCORES ? as2b : sbh);
+            if (g == PT_KG_SCORES && o->recompute == PT_RECOMPUTE_SELECTIVE) continue;
+            if (pt__me_kterms[k].split || o->seq_parallel) x /= t;
+            o->paper[g] += x * (pt__me_kterms[k].mask ? 1 : 2), o->at_elem[g] += x * (pt__me_kterms[k].mask ? 1 : o->elem_bytes);
+        }
+    }
+    for (k = 0; k < PT_KG_COUNT; k++) o->paper_total += o->paper[k], o->at_elem_total += o->at_elem[k];
+}
+
+PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, pt_mem_layer_out *out, char *err, size_t errlen) {
+    pt_gpt_config c;
+    pt_mem_plan pl;
+    pt_mem_estimate_out o[2];
+    int k;
+    if (err && errlen) err[0] = 0;
+    if (!cfg || !plan || !out) return pt__msg(err, errlen, "pt_mem_layer: needs a config, a plan and out"), PT_ERR_ARG;
+    memset(out, 0, sizeof *out);
+    c = *cfg, pl = *plan;
+    pl.dp = pl.pp = pl.micro_batches = 1, pl.zero = pl.compress = pl.hier = pl.virtual_stages = 0, pl.first = NULL; /* one graph, one stage */
+    for (k = 0; k < 2; k++) { /* the same model with one layer more */
+        pt_status st;
+        c.layers = cfg->layers + k;
+        if ((st = pt_mem_estimate(&c, &pl, 0, &o[k], err, errlen)) != PT_OK) return st;
+    }
+    out->tp = pl.tp > 1 ? pl.tp : 1, out->seq_parallel = cfg->seq_parallel && out->tp > 1;
+    out->recompute = pl.recompute ? pl.recompute : cfg->recompute;
+    out->elem_bytes = (int32_t)sizeof(float); /* bf16 and fp16 round the GEMM inputs only: activations stay f32 */
+    out->ptrain = o[1].act_pass + o[1].act_grad_blocks - (o[0].act_pass + o[0].act_grad_blocks);
+    out->ptrain_act = o[1].activations - o[0].activations;
+    pt__me_korth(cfg, pl.batch, pl.seq, out);
+    return PT_OK;
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

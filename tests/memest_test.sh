@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/memest_test.sh [BUILD_DIR] - the memory estimate (see memest) against the framework's accounting.
 # Builds tests/test_memest.c without MPI (one rank) and with mpicc -DPTRAIN_MPI -fopenmp, and runs it
-# on dp 2 (ZeRO-0, ZeRO-1 with 2 accumulated passes, ZeRO-2 with 1 and 2 passes, bf16 compression), dp 2 x pp 2 (ZeRO-2), tp 2 (also sequence parallel), pp 2 (1F1B,
+# on dp 2 (ZeRO-0, ZeRO-1 with 2 accumulated passes, ZeRO-2 with 1 and 2 passes, bf16 compression), dp 2 x pp 2 (ZeRO-2), tp 2 (also sequence parallel,
+# and with selective recomputation; on tp 2 a run with one layer more checks pt_mem_layer's bytes per layer), pp 2 (1F1B,
 # GPipe, interleaved, selective recomputation; 4 micro-batches), tp 2 x pp 2 (full recomputation with sequence
 # parallelism) and dp 2 x tp 2 x pp 2 (ZeRO-1); dp 2 ZeRO-0 without compression and pp 2 1F1B without
 # recomputation of the default model only under SOAK=1 (make soak): every rank trains 2 steps
@@ -11,8 +12,8 @@
 # first layout only, PT_MEMEST_LAYOUT_ONLY=1 on the others) run once more under
 # AddressSanitizer / UBSan (NO_ASAN=1 skips that), and once on a copy of ptrain.h whose GPT has a
 # narrower MLP (an edit of pt_block_new only): the estimate follows it to the byte without a change
-# in memest. Then tools/ptmem.c: a table for a valid layout, exit status 2 and a message for bad
-# flags and impossible plans. Prints PASS/FAIL lines, then "N passed, N failed".
+# in memest. Then tools/ptmem.c: a table for a valid layout, its --layer-table (the paper's per-layer
+# terms next to ptrain's), exit status 2 and a message for bad flags and impossible plans. Prints PASS/FAIL lines, then "N passed, N failed".
 # Each mpirun is bounded by `timeout 120`; the script takes a few minutes on 2 cores.
 # PTRAIN_INC=DIR takes ptrain.h from DIR instead of the repository root.
 set -u
@@ -73,14 +74,14 @@ if have_mpi; then
     if [ -n "$p_mpi" ] && wait $p_mpi; then
         # DP TP PP ZERO SCHEDULE M [COMPRESS [LAYERS WIDTH BATCH [RECOMPUTE SEQ_PARALLEL]]]; 6 layers of width 96, micro-batches
         # of 48: pipeline rank 0's received output gradient opens an arena chunk of its own: the first step's peak holds it
-        # only for the graph in its backward, not for the others still in flight; then sequence parallelism on tp 2,
-        # full recomputation with it on tp 2 x pp 2, selective on pp 2
+        # only for the graph in its backward, not for the others still in flight; then sequence parallelism on tp 2
+        # (without and with selective recomputation), full recomputation with it on tp 2 x pp 2, selective on pp 2
         # (soak: SOAK=1 only, their paths taken by the others too: dp 2 ZeRO-0 by its bf16 run, pp 2 1F1B by the
         # 6-layer and the selective runs); rank 0's one-process checks run in the first layout only
         solo=""
         for c in "soak 2 1 1 0 1f1b 1" "2 1 1 1 1f1b 2" "2 1 1 2 1f1b 1" "2 1 1 2 1f1b 2" "2 1 2 2 1f1b 2" "2 1 1 3 1f1b 2" "2 1 2 3 1f1b 2" "2 2 1 3 1f1b 1 0 12 64 64 2 0" "2 1 1 0 1f1b 1 1" "1 2 1 0 1f1b 1" "soak 1 1 2 0 1f1b 4" "1 1 2 0 gpipe 4" \
             "1 1 2 0 interleaved 4" "2 2 2 1 1f1b 2" "1 1 2 0 1f1b 4 0 6 96 48" "1 2 1 0 1f1b 1 0 12 64 64 0 1" \
-            "1 2 2 0 1f1b 2 0 12 64 64 2 1" "1 1 2 0 1f1b 4 0 12 64 64 1 0"; do
+            "1 2 1 0 1f1b 1 0 12 64 64 1 1" "1 2 2 0 1f1b 2 0 12 64 64 2 1" "1 1 2 0 1f1b 4 0 12 64 64 1 0"; do
             case $c in soak\ *) soak || continue; c=${c#soak } ;; esac
             set -- $c
             n=$(($1 * $2 * $3))
@@ -103,6 +104,16 @@ if wait $p_ptmem; then
         pass "ptmem: a table per pipeline rank and the ZeRO comparison"
     else
         fail "ptmem table" "$(echo "$out" | head -n 5)"
+    fi
+    # the layer table: every technique's row at t = 2, the plan's (TP + SP) marked, the scores gone under selective
+    out=$("$B/ptmem" --layers 12 --width 768 --heads 12 --seq 1024 --batch 1 --tp 2 --seq-parallel --layer-table 2>&1)
+    rc=$?
+    rows=$(echo "$out" | grep -cE '^[* ] (none|TP|TP \+ SP|TP \+ selective|TP \+ SP \+ selective|TP \+ SP \+ full) +sbh\(')
+    if [ $rc -eq 0 ] && [ "$rows" -eq 6 ] && echo "$out" | grep -qE '^\* TP \+ SP +sbh\(34/t \+ 5as/\(ht\)\)' &&
+        echo "$out" | grep -E '^  TP \+ SP \+ selective' | awk '{ exit !($9 == "0.00") }'; then
+        pass "ptmem --layer-table: 6 rows at tp 2 (none, TP, TP + SP marked as the plan's, selective, full), no scores under selective"
+    else
+        fail "ptmem --layer-table" "$(echo "$out" | tail -n 10)"
     fi
     for bad in "--bogus 1:unknown flag" "--dp x:whole number" "--schedule zigzag:--schedule" "--tp 3:does not split" \
         "--precision fp8:must be f32, bf16 or fp16" "--recompute 1:must be none, selective or full" "--seq-parallel --tp 2 --seq 255:does not split" "--pp 8:layers" "--batch 10 --dp 4:must split" "--layers:missing value"; do

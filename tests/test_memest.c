@@ -316,13 +316,137 @@ static void layouts(void) {
     CHECK_WHY(n == k && n == 144, "144 layouts (dp, tp, pp 1|2, ZeRO 0..2, bf16, 3 schedules) are estimated", why);
 }
 
-/* the checks of one process: bad plans, the real constructors, every kind of layout */
+/* the Korthikanti et al. 2022 rows of pt_mem_layer against the paper's formulas, computed here by
+   hand for 12 layers of width h 768, a 12 heads, s 1024 tokens, b 1: sbh = 786432, as^2b = 12582912,
+   5as/h = 80, t = 2 (16-bit: 2 bytes an element, 1 a mask; at 4-byte elements 66 sbh + 9 as^2b
+   without parallelism, by group: layernorm 2 x 4 = 8 sbh, attention 5 x 4 + 1 = 21 sbh, scores
+   (2 x 4 + 1) as^2b, MLP 9 x 4 + 1 = 37 sbh) */
+static void layer_formulas(void) {
+    static const struct { int tp, sp, rc; double sbh; const char *formula; } rows[] = {
+        {1, 0, PT_RECOMPUTE_NONE, 34 + 80, "sbh(34 + 5as/h)"},            {2, 0, PT_RECOMPUTE_NONE, 10 + 24 / 2 + 80 / 2, "sbh(10 + 24/t + 5as/(ht))"},
+        {2, 1, PT_RECOMPUTE_NONE, 34 / 2. + 80 / 2, "sbh(34/t + 5as/(ht))"}, {2, 0, PT_RECOMPUTE_SELECTIVE, 10 + 24 / 2, "sbh(10 + 24/t)"},
+        {2, 1, PT_RECOMPUTE_SELECTIVE, 34 / 2., "sbh(34/t)"},              {1, 0, PT_RECOMPUTE_SELECTIVE, 34, "sbh(34)"},
+        {2, 1, PT_RECOMPUTE_FULL, 2, "sbh(2)"}};
+    const double sbh = 1024.0 * 768, as2b = 12.0 * 1024 * 1024;
+    pt_gpt_config c;
+    pt_mem_plan p;
+    pt_mem_layer_out o;
+    char why[1100] = "";
+    int k;
+    memset(&c, 0, sizeof c);
+    c.vocab = 256, c.max_seq = 1024, c.layers = 12, c.width = 768, c.heads = 12;
+    memset(&p, 0, sizeof p);
+    p.batch = 1, p.seq = 1024, p.optim = PT_OPTIM_ADAMW;
+    for (k = 0; k < (int)(sizeof rows / sizeof rows[0]) && !why[0]; k++) {
+        p.tp = rows[k].tp, p.recompute = rows[k].rc, c.seq_parallel = rows[k].sp;
+        if (pt_mem_layer(&c, &p, &o, why, sizeof why) == PT_OK && (o.paper_total != rows[k].sbh * sbh || strcmp(o.formula, rows[k].formula)))
+            snprintf(why, sizeof why, "tp %d, sp %d, recompute %d: %s = %.0f bytes, by hand %s = %.0f", rows[k].tp, rows[k].sp, rows[k].rc, o.formula,
+                     o.paper_total, rows[k].formula, rows[k].sbh * sbh);
+    }
+    CHECK_WHY(!why[0], "12 x 768, 12 heads, 1 x 1024 tokens: the paper's bytes per layer for none, TP, TP+SP, selective, full (t = 2) = the formulas by hand", why);
+    p.tp = 1, p.recompute = 0, c.seq_parallel = 0;
+    if (pt_mem_layer(&c, &p, &o, why, sizeof why) == PT_OK &&
+        (o.elem_bytes != 4 || o.at_elem[PT_KG_LAYERNORM] != 8 * sbh || o.at_elem[PT_KG_ATTENTION] != 21 * sbh || o.at_elem[PT_KG_SCORES] != 9 * as2b ||
+         o.at_elem[PT_KG_MLP] != 37 * sbh || o.at_elem[PT_KG_INPUT] != 0 || o.at_elem_total != 66 * sbh + 9 * as2b))
+        snprintf(why, sizeof why, "%d-byte elements: layernorm %.0f, attention %.0f, scores %.0f, mlp %.0f, input %.0f, total %.0f", o.elem_bytes,
+                 o.at_elem[PT_KG_LAYERNORM], o.at_elem[PT_KG_ATTENTION], o.at_elem[PT_KG_SCORES], o.at_elem[PT_KG_MLP], o.at_elem[PT_KG_INPUT],
+                 o.at_elem_total);
+    CHECK_WHY(!why[0], "the same layer at ptrain's 4-byte elements, by op group: 8 sbh, 21 sbh, 9 as^2b, 37 sbh (66 sbh + 9 as^2b)", why);
+    p.tp = 5;
+    CHECK_WHY(pt_mem_layer(&c, &p, &o, why, sizeof why) == PT_ERR_ARG && strstr(why, "heads"), "pt_mem_layer refuses tp 5 for 12 heads", why);
+}
+
+/* a GPT of config c (on grid d; NULL: one process) trained 2 passes of bt[0] x bt[1] tokens, ids as
+   the targets too: its last pass's arena (pt_graph_pass_bytes) and pt_mem activations; 0, or 1 with
+   the error in why */
+static int two_passes(pt_dist *d, const pt_gpt_config *c, const int64_t *bt, const int32_t *ids, int64_t *pass, int64_t *act, char *why, size_t n) {
+    pt_desc desc;
+    pt_optim_desc od;
+    pt_ctx *ctx;
+    pt_gpt *m;
+    pt_graph *g;
+    int k;
+    memset(&desc, 0, sizeof desc);
+    desc.dist = d, desc.threads = 1, desc.seed = 1;
+    if (!(ctx = pt_init(&desc))) return snprintf(why, n, "pt_init failed"), 1;
+    m = pt_gpt_new(ctx, c);
+    memset(&od, 0, sizeof od);
+    od.kind = PT_OPTIM_ADAMW;
+    if (m) pt_optim_new(ctx, &od);
+    g = pt_graph_new(ctx);
+    for (k = 0; k < 2 && pt_status_get(ctx) == PT_OK; k++) {
+        pt_graph_reset(g);
+        pt_backward(g, pt_gpt_loss(g, m, pt_tensor_from(g, PT_I32, 2, bt, ids), pt_tensor_from(g, PT_I32, 2, bt, ids)));
+    }
+    *pass = pt_graph_pass_bytes(g), *act = pt_mem(ctx).activations;
+    k = pt_status_get(ctx) != PT_OK;
+    if (k) snprintf(why, n, "%d layers: %s", c->layers, pt_error(ctx));
+    pt_gpt_free(m);
+    pt_shutdown(ctx);
+    return k;
+}
+
+/* ptrain's bytes per layer (pt_mem_layer) = what real runs with one layer more hold: the pass's arena
+   (pt_graph_pass_bytes) and pt_mem activations, 64 x 64 tokens of width 64, 2 passes each; the
+   activations differ by a layer only where both passes are above the 64 MiB chunk (not under full) */
+static void layer_real(void) {
+    static const struct { int layers, rc; float dropout; } cs[] = {
+        {4, PT_RECOMPUTE_NONE, 0.0f}, {4, PT_RECOMPUTE_NONE, 0.1f}, {6, PT_RECOMPUTE_SELECTIVE, 0.1f}, {4, PT_RECOMPUTE_FULL, 0.0f}};
+    static int32_t zeros[64 * 64]; /* ids and targets 0 */
+    const int64_t bt[2] = {64, 64};
+    int k, j;
+    for (k = 0; k < (int)(sizeof cs / sizeof cs[0]); k++) {
+        pt_gpt_config c;
+        pt_mem_plan p;
+        pt_mem_layer_out o;
+        int64_t pb[2] = {0, 0}, act[2] = {0, 0};
+        char why[1100] = "", name[256];
+        memset(&c, 0, sizeof c);
+        c.vocab = 256, c.max_seq = 64, c.width = 64, c.heads = 2, c.dropout = cs[k].dropout, c.recompute = cs[k].rc;
+        memset(&p, 0, sizeof p);
+        p.batch = (int32_t)bt[0], p.seq = (int32_t)bt[1], p.optim = PT_OPTIM_ADAMW, p.threads = 1;
+        for (j = 0; j < 2 && !why[0]; j++) /* cs[k].layers, then one more */
+            c.layers = cs[k].layers + j, two_passes(NULL, &c, bt, zeros, &pb[j], &act[j], why, sizeof why);
+        c.layers = cs[k].layers;
+        if (!why[0] && pt_mem_layer(&c, &p, &o, why, sizeof why) == PT_OK &&
+            (o.ptrain != pb[1] - pb[0] || o.ptrain_act != act[1] - act[0] || (cs[k].rc != PT_RECOMPUTE_FULL && o.ptrain_act != o.ptrain) || o.ptrain <= 0))
+            snprintf(why, sizeof why, "per layer estimated / measured: pass %lld / %lld, activations %lld / %lld (passes %lld, %lld)", (long long)o.ptrain,
+                     (long long)(pb[1] - pb[0]), (long long)o.ptrain_act, (long long)(act[1] - act[0]), (long long)pb[0], (long long)pb[1]);
+        snprintf(name, sizeof name, "%d -> %d layers of width 64, 64 x 64 tokens, recompute %s%s: ptrain's bytes per layer = the real runs' difference (pass%s)",
+                 cs[k].layers, cs[k].layers + 1, cs[k].rc == 0 ? "none" : cs[k].rc == 1 ? "selective" : "full", cs[k].dropout > 0 ? ", dropout" : "",
+                 cs[k].rc == PT_RECOMPUTE_FULL ? "; activations within the chunk: 0" : " and pt_mem activations");
+        CHECK_WHY(!why[0], name, why);
+    }
+}
+
+/* tp > 1 (dp 1, pp 1, one micro-batch): ptrain's bytes per layer (pt_mem_layer) = what a real run
+   with one layer more on the same grid holds more than the one trained (its last pass pass0 and
+   pt_mem activations act0), every TP rank; a collective check */
+static void layer_tp(pt_dist *d, const pt_gpt_config *cfg, const pt_mem_plan *plan, int64_t pass0, int64_t act0, const int32_t *ids) {
+    pt_gpt_config c = *cfg;
+    pt_mem_layer_out o;
+    int64_t pass1 = 0, act1 = 0, bt[2];
+    char why[1100] = "", name[256];
+    bt[0] = plan->batch, bt[1] = plan->seq;
+    c.layers++;
+    two_passes(d, &c, bt, ids, &pass1, &act1, why, sizeof why);
+    if (!why[0] && pt_mem_layer(cfg, plan, &o, why, sizeof why) == PT_OK && (o.ptrain != pass1 - pass0 || o.ptrain_act != act1 - act0 || o.ptrain <= 0))
+        snprintf(why, sizeof why, "per layer estimated / measured: pass %lld / %lld, activations %lld / %lld", (long long)o.ptrain,
+                 (long long)(pass1 - pass0), (long long)o.ptrain_act, (long long)(act1 - act0));
+    snprintf(name, sizeof name, "tp %d%s%s, %d -> %d layers: ptrain's bytes per layer = the real runs' difference (pass and pt_mem activations)",
+             plan->tp, cfg->seq_parallel ? ", sequence parallel" : "", cfg->recompute ? ", recompute" : "", cfg->layers, c.layers);
+    CHECK_WHY(!why[0], name, why);
+}
+
+/* the checks of one process: bad plans, the real constructors, every kind of layout, one layer */
 static void one_process(void) {
     bad_plans();
     real_params();
     real_runs();
     inflight();
     layouts();
+    layer_formulas();
+    layer_real();
 }
 
 int main(int argc, char **argv) {
@@ -367,7 +491,7 @@ int main(int argc, char **argv) {
     tu_mpi_init(NULL);
     bad_plans(); /* agreed over the ranks */
     tu_solo(1);  /* the rest of the one-process checks: rank 0 alone; PT_MEMEST_LAYOUT_ONLY=1 skips them (run once elsewhere) */
-    if (rank == 0 && !getenv("PT_MEMEST_LAYOUT_ONLY")) real_params(), real_runs(), inflight(), layouts();
+    if (rank == 0 && !getenv("PT_MEMEST_LAYOUT_ONLY")) real_params(), real_runs(), inflight(), layouts(), layer_formulas(), layer_real();
     tu_solo(0);
     /* by default a long, narrow model: activations above the 64 MiB arena chunk on every stage of pp 2 */
     memset(&cfg, 0, sizeof cfg);
@@ -487,6 +611,7 @@ int main(int argc, char **argv) {
             }
         }
         tu_solo(0);
+        if (lay.tp > 1 && lay.dp == 1 && lay.pp == 1 && M == 1) layer_tp(d, &cfg, &plan, pt_graph_pass_bytes(g), ms.activations, ids);
     }
     free(all);
     pt_pp_free(pp);

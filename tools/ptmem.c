@@ -3,13 +3,16 @@
    Usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N] [--vocab N] [--untied]
                 [--dp N] [--tp N] [--pp N] [--zero 0|1|2|3] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]
                 [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]
-                [--precision f32|bf16|fp16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N]
+                [--precision f32|bf16|fp16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N] [--layer-table]
    The flags mean what they mean in tools/pttrain.c: --batch is the global batch (sequences per
    step over all DP ranks), so one micro-batch holds batch / (dp * micro-batches) sequences. Prints one
    row per pipeline rank (the first holds the embedding, the last the head): parameters, gradients,
    optimizer state, activations of one micro-batch x micro-batches in flight, workspace, the DP
    reducer's buffers, the total pt_mem counts and its expected peak; then what ZeRO-1/2/3 would save on
-   this layout. Exit status: 0, or 2 with a message on a bad flag or an impossible plan. */
+   this layout. --layer-table adds one transformer layer's activations (pt_mem_layer): the terms of
+   Korthikanti et al. 2022 by op group, next to ptrain's measured bytes per layer, for no parallelism,
+   TP, TP + SP, selective and full recomputation at the plan's tp (the plan's row marked *). Exit
+   status: 0, or 2 with a message on a bad flag or an impossible plan. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
@@ -25,7 +28,7 @@ static int usage(const char *msg, const char *arg) {
             "usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N (global)] [--vocab N] [--untied]\n"
             "             [--dp N] [--tp N] [--pp N] [--zero 0|1|2|3] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]\n"
             "             [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]\n"
-            "             [--precision f32|bf16|fp16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N]\n");
+            "             [--precision f32|bf16|fp16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N] [--layer-table]\n");
     return 2;
 }
 
@@ -38,13 +41,49 @@ static long num(const char *s, long lo) {
     return *e || v < lo ? -1 : v;
 }
 
+/* one layer's activations per technique at the plan's tp: the paper's terms and ptrain's bytes */
+static int layer_table(const pt_gpt_config *cfg, const pt_mem_plan *plan) {
+    static const struct { const char *name; int tp, sp, rc; } rows[] = {
+        {"none", 0, 0, PT_RECOMPUTE_NONE},          {"TP", 1, 0, PT_RECOMPUTE_NONE},
+        {"TP + SP", 1, 1, PT_RECOMPUTE_NONE},       {"TP + selective", 1, 0, PT_RECOMPUTE_SELECTIVE},
+        {"TP + SP + selective", 1, 1, PT_RECOMPUTE_SELECTIVE}, {"full", 1, -1, PT_RECOMPUTE_FULL}};
+    int k, g, tp = plan->tp > 1 ? plan->tp : 1, sp = cfg->seq_parallel && tp > 1, rc = plan->recompute ? plan->recompute : cfg->recompute;
+    printf("one transformer layer's activations, one micro-batch of %d x %d tokens on one TP rank (MiB): the terms of Korthikanti et al. 2022\n"
+           "by op group at ptrain's 4-byte elements (their masks 1 byte), their sum, the paper's 16-bit bytes; ptrain's measured bytes per layer\n",
+           plan->batch, plan->seq);
+    printf("  technique (t = %d)     formula                     layernorm attention  scores      mlp    input   at 4 B   16-bit    ptrain  ptrain/4B\n", tp);
+    for (k = 0; k < (int)(sizeof rows / sizeof rows[0]); k++) {
+        pt_gpt_config c = *cfg;
+        pt_mem_plan p = *plan;
+        pt_mem_layer_out o;
+        char err[512], name[40];
+        if (tp == 1 && rows[k].tp && rows[k].rc != PT_RECOMPUTE_FULL && (rows[k].sp || rows[k].rc == PT_RECOMPUTE_NONE)) continue; /* = none */
+        p.tp = rows[k].tp ? tp : 1, p.recompute = rows[k].rc, c.recompute = PT_RECOMPUTE_NONE;
+        c.seq_parallel = rows[k].sp < 0 ? cfg->seq_parallel : rows[k].sp;
+        snprintf(name, sizeof name, "%s", tp == 1 && rows[k].rc == PT_RECOMPUTE_SELECTIVE ? "selective" : rows[k].name);
+        if (rows[k].rc == PT_RECOMPUTE_FULL && sp) snprintf(name, sizeof name, "TP + SP + full");
+        else if (rows[k].rc == PT_RECOMPUTE_FULL && tp > 1) snprintf(name, sizeof name, "TP + full");
+        if (pt_mem_layer(&c, &p, &o, err, sizeof err) != PT_OK) {
+            printf("%c %-20s (not estimated: %s)\n", ' ', name, err);
+            continue;
+        }
+        printf("%c %-20s %-27s", o.tp == tp && o.seq_parallel == sp && o.recompute == rc ? '*' : ' ', name, o.formula);
+        for (g = 0; g < PT_KG_COUNT; g++) printf(" %8.2f", o.at_elem[g] / 1048576.0);
+        printf(" %8.2f %8.2f  %8.2f  %9.2f\n", o.at_elem_total / 1048576.0, o.paper_total / 1048576.0, mib(o.ptrain), (double)o.ptrain / o.at_elem_total);
+    }
+    if (tp == 1) printf("  (--tp N adds the tensor-parallel rows)\n");
+    printf("  (ptrain keeps no T x T scores; its selective recomputes the layernorms, GELU, dropout and an add, its full keeps the block output\n"
+           "   and, under TP, the summed row-parallel outputs; docs/memory.md has the paper's terms op by op)\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     pt_gpt_config cfg;
     pt_mem_plan plan;
     pt_mem_estimate_out o, z[4];
     char err[512];
     long batch = 16, maxseq = 0;
-    int i, r, zk, tied = 1;
+    int i, r, zk, tied = 1, ltable = 0;
     static const char *ints[] = {"--layers", "--width", "--heads", "--seq", "--max-seq", "--batch", "--vocab", "--dp", "--tp", "--pp", "--zero",
                                  "--micro-batches", "--virtual-stages", "--bucket-kb", "--threads", "--loss-chunk"};
     memset(&cfg, 0, sizeof cfg);
@@ -59,6 +98,7 @@ int main(int argc, char **argv) {
         if (!strcmp(f, "--untied")) { cfg.untied = 1, tied = 0; continue; }
         if (!strcmp(f, "--compress")) { plan.compress = 1; continue; }
         if (!strcmp(f, "--seq-parallel")) { cfg.seq_parallel = 1; continue; }
+        if (!strcmp(f, "--layer-table")) { ltable = 1; continue; }
         if (!v) return usage("missing value after", f);
         i++;
         for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
@@ -151,5 +191,5 @@ int main(int argc, char **argv) {
                "some back (bf16: the full gradient slab stays, with a staging ring); ZeRO-3 also keeps 1/dp of the parameters between uses, "
                "gathering each block's just before it runs: 'in use' is the most held at once)\n");
     }
-    return 0;
+    return ltable ? layer_table(&cfg, &plan) : 0;
 }
