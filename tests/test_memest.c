@@ -571,7 +571,7 @@ int main(int argc, char **argv) {
                optimizer state and what sums it (total, peak, the ZeRO-2 gradient shard in dp_extra); ZeRO-3: the
                peak holds the gathered buckets' other ranks' parts, which depend on where the shard lies (the
                estimate takes one rank's), so the peak is held to 10% only */
-            double mine_row[2 * NK + 6];
+            double mine_row[2 * NK + 6] = {0};
             int small = zero && lay.dp > 1 && meas[K_OPTIM] != e[K_OPTIM], exact = 1;
             for (k = 0; k < NK; k++) {
                 mine_row[k] = ratio[k], mine_row[NK + k] = meas[k];
