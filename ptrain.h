@@ -14217,14 +14217,22 @@ static int pt__dp_bucket_at(const pt_dp *dp, int64_t off) {
 static int64_t pt__z3_other(const pt_dp *dp, int b) {
     return dp->hi[b] - dp->lo[b] - PT__MAX(0, PT__MIN(dp->hi[b], dp->zhi) - PT__MAX(dp->lo[b], dp->zlo));
 }
-/* the whole pages of slab elements [a, e) back to the system (their values are not needed) */
+/* the whole pages of slab elements [a, e) back to the system (their values are not needed; the
+   next gather writes them). Linux's madvise(MADV_DONTNEED) (4): <sys/mman.h> declares it only with
+   the default feature macros, so a strict -std=c99 build declares it here (no macro is defined) */
+#if defined(__linux__) && !defined(MADV_DONTNEED)
+extern int madvise(void *addr, size_t len, int advice);
+#define PT__MADV_DONTNEED 4
+#elif defined(__linux__)
+#define PT__MADV_DONTNEED MADV_DONTNEED
+#endif
 static void pt__z3_drop(pt_dp *dp, int64_t a, int64_t e) {
-#if defined(__linux__) && defined(MADV_DONTNEED)
+#ifdef PT__MADV_DONTNEED
     char *p = (char *)dp->ctx->pslab->host;
     uintptr_t pg = (uintptr_t)dp->zpage, lo, hi;
     if (!p || e <= a || pg < 1024) return;
     lo = ((uintptr_t)(p + a * 4) + pg - 1) & ~(pg - 1), hi = (uintptr_t)(p + e * 4) & ~(pg - 1);
-    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), MADV_DONTNEED);
+    if (hi > lo) (void)madvise((void *)lo, (size_t)(hi - lo), PT__MADV_DONTNEED);
 #else
     (void)dp, (void)a, (void)e;
 #endif

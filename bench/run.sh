@@ -43,6 +43,7 @@ cl_gemm bench_cl,ptcl OpenCL GEMM through ptrain vs a direct CLBlast call, untun
 cl_bandwidth bench_cl OpenCL elementwise bandwidth vs the device's copy
 cl_gpt bench_cl,ptcl GPT training step (config A) on OpenCL, tuned with CL_TUNE
 recompute bench_recompute activation recomputation none/selective/full: activation bytes and step time, 12 layers, width 768, T=1024
+zero bench_zero ZeRO-0..3 at dp 2 and dp 4 (config B): model state per rank apart from transient buffers, step time, exposed gathers; FSDP2 alongside with BENCH_TORCH
 EOF
 }
 ALL=$(units | cut -d' ' -f1)
@@ -94,6 +95,10 @@ DATA=${6:-${BENCH_DATA:-$B/bench_data}}
 CKPT=${BENCH_CKPT:-$B/bench_ckpt}
 XENT=${BENCH_XENT:-$B/bench_xent}
 RECOMPUTE=${BENCH_RECOMPUTE:-$B/bench_recompute}
+ZERO=${BENCH_ZERO:-$B/bench_zero}
+# BENCH_TORCH: a python with PyTorch (e.g. ../shared/peers/torchpy.sh of a scratch venv): the zero bench then runs
+# the FSDP2 peer (bench/peers/fsdp2_gpt.py) after each DP size and prints zero_vs_fsdp2 (tokens/s, ZeRO-3 / FSDP2)
+TORCH=${BENCH_TORCH:-}
 CL_TUNE=${CL_TUNE:-$B/ptrain_cl_tune.txt}
 MPIRUN=${MPIRUN:-mpirun} # split into words: it may carry options
 unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE PTRAIN_CL_TUNE
@@ -153,6 +158,26 @@ b_cl_gemm() {
 }
 b_cl_bandwidth() { opencl && step "$CL" bandwidth; }
 b_recompute() { built "$RECOMPUTE" && step "$RECOMPUTE" L12 3; }
+# tokens_per_s of the line of FILE matching PATTERN (the first)
+tps() { grep "$2" "$1" | head -n 1 | sed -n 's/.*"tokens_per_s": *\([0-9.]*\).*/\1/p'; }
+# shellcheck disable=SC2086 # $MPIRUN, $TORCH
+b_zero() {
+    mpi "$ZERO" || return
+    out=${TMPDIR:-/tmp}/ptrain_bench_zero.$$
+    for np in 2 4; do
+        step $MPIRUN --oversubscribe -np $np "$ZERO" B 5 >"$out"
+        cat "$out"
+        if [ -n "$TORCH" ]; then
+            OMP_NUM_THREADS=1 $TORCH -m torch.distributed.run --nproc-per-node $np bench/peers/fsdp2_gpt.py B 5 2>/dev/null | grep '^{' >>"$out"
+            tail -n +5 "$out"
+            a=$(tps "$out" '"stage":3') b=$(tps "$out" '"peer"')
+            if [ -n "$a" ] && [ -n "$b" ]; then
+                awk -v a="$a" -v b="$b" -v n="$np" 'BEGIN { printf "{\"bench\":\"zero_vs_fsdp2\",\"config\":\"B\",\"dp\":%d,\"zero3_tokens_per_s\":%s,\"fsdp2_tokens_per_s\":%s,\"ratio\":%.3f}\n", n, a, b, a / b }'
+            else echo "bench zero: no FSDP2 line at dp $np (BENCH_TORCH=$TORCH)" >&2; fi
+        fi
+    done
+    rm -f "$out"
+}
 b_cl_gpt() {
     opencl || return
     if tune cl_gpt; then step env PTRAIN_CL_TUNE="$CL_TUNE" "$CL" gpt A 3; else step "$CL" gpt A 3; fi

@@ -20,6 +20,8 @@ build_bg "$BUILD/test_dp_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/tes
 p_mpi1=$!
 build_bg "$BUILD/test_zero_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_zero.c -o "$BUILD/test_zero_mpi" -lm
 p_mpi2=$!
+build_bg "$BUILD/bench_zero.build.log" mpicc $W -DPTRAIN_MPI -fopenmp bench/bench_zero.c -o "$BUILD/bench_zero" -lm
+p_mpi3=$!
 if $CC $W tests/test_dp.c -o "$BUILD/test_dp" -lm >"$BUILD/test_dp.build.log" 2>&1; then
     prog "test_dp (no MPI)" "$BUILD/test_dp.log" "$B/test_dp"
 else
@@ -39,7 +41,16 @@ if wait $p_mpi1; then
     # hierarchical allreduce across 2 fake nodes of 2 ranks
     prog "mpirun -np 4 test_dp, PTRAIN_FAKE_NODE_SIZE=2 (hierarchical over 2 nodes)" "$BUILD/dp_np4_nodes2.log" \
         mpi_run 4 -x PTRAIN_FAKE_NODE_SIZE=2 -- "$B/test_dp_mpi"
-    if wait $p_mpi2; then for n in 2 4; do prog "mpirun -np $n test_zero (ZeRO-1/2)" "$BUILD/zero_np$n.log" mpi_run $n -- "$B/test_zero_mpi"; done; else fail "build test_zero_mpi" "see $BUILD/test_zero_mpi.build.log"; fi
+    if wait $p_mpi2; then for n in 2 4; do prog "mpirun -np $n test_zero (ZeRO-1/2/3)" "$BUILD/zero_np$n.log" mpi_run $n -- "$B/test_zero_mpi"; done; else fail "build test_zero_mpi" "see $BUILD/test_zero_mpi.build.log"; fi
+    # the zero bench's quick mode: a line per stage, the same losses, ZeRO-3's model state per rank within 5% of 16 P / dp
+    if wait $p_mpi3; then
+        mpi_run 4 -- "$B/bench_zero" quick 2 >"$BUILD/bench_zero.log" 2>&1
+        lines=$(grep -c '"bench":"zero".*"same_loss":true' "$BUILD/bench_zero.log")
+        r3=$(sed -n 's/.*"stage":3,.*"state_ratio":\([0-9.]*\).*/\1/p' "$BUILD/bench_zero.log")
+        if [ "$lines" -eq 4 ] && [ -n "$r3" ] && awk -v r="$r3" 'BEGIN { exit !(r <= 1.05) }'; then
+            pass "bench_zero quick at dp 4: 4 stages with equal losses, ZeRO-3 model state $r3 x 16P/dp"
+        else fail "bench_zero quick at dp 4" "$lines stage lines with equal losses, ZeRO-3 state ratio '$r3': $(tail -n 3 "$BUILD/bench_zero.log" | tr '\n' ' ')"; fi
+    else fail "build bench_zero" "see $BUILD/bench_zero.build.log"; fi
 else
     fail "build test_dp_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_dp_mpi.build.log"
     head -n 20 "$BUILD/test_dp_mpi.build.log" | sed 's/^/    /'
