@@ -131,6 +131,7 @@ else fail "03_gpt --steps x: exit $rc, '$(cat "$W/03bad.log")'"; fi
 for f in "03_gpt --steps 99999999999999999999:--steps expects an integer in 1..1099511627776" "03_gpt --lr inf:--lr expects a positive number, finite" \
     "03_gpt --sample 99999999999:--sample expects an integer in 0..16777216" "pttrain --width 1048577:--width expects an integer in 1..1048576" \
     "pttrain --micro-batches 99999999999999999999:--micro-batches expects an integer in 0..1048576" \
+    "pttrain --temperature -1:--temperature expects a number in 0..100" "pttrain --temperature 1x:--temperature expects a number in 0..100" \
     "09_checkpoint_resume --every 4294967297:--every expects an integer in 0..1048576" \
     "06_pipeline_parallel --width 4294967297:--width 1..16384"; do
     set -- ${f%%:*}
@@ -175,8 +176,8 @@ got=$(sed -n 's/^words: \([0-9]*\) of the sample.s \([0-9]*\) letter runs (.*) a
 if [ -r "$DICT" ]; then
     sed -n '/^sample:$/,/^words: /p' "$W/ptwords.log" | sed '1d;$d' | LC_ALL=C grep -o '[A-Za-z][A-Za-z]*' >"$W/ptwords.runs"
     exp="$(LC_ALL=C awk 'NR == FNR { d[$0] = 1; next } { n++; if (($0 in d) || (tolower($0) in d)) k++ } END { print k + 0, n + 0 }' "$DICT" "$W/ptwords.runs")"
-    if [ $rc -eq 0 ] && [ -n "$got" ] && [ "$got" = "$exp" ] && [ "${exp#* }" -gt 10 ]; then
-        pass "pttrain: 'words: $got' after the sample = the count of its letter runs in $DICT ($exp)"
+    if [ $rc -eq 0 ] && [ -n "$got" ] && [ "$got" = "$exp" ] && [ "${exp#* }" -gt 10 ] && grep -q '^sampled 400 tokens at temperature 0.8 (seed ' "$W/ptwords.log"; then
+        pass "pttrain: the sample's temperature named, and 'words: $got' after it = the count of its letter runs in $DICT ($exp)"
     else fail "pttrain's word share: exit $rc, printed '$got', recounted '$exp'"; fi
 else
     if [ $rc -eq 0 ] && grep -q "^words: not counted: no dictionary $DICT" "$W/ptwords.log"; then pass "pttrain without wamerican: 'words: not counted' naming $DICT"

@@ -37,7 +37,8 @@
    - the run: --data DIR (token shards DIR/train_*.bin and val_*.bin as tools/prepare_shards writes
      them, or text DIR/train.txt and val.txt made into byte shards the first time; default
      data/fortunes, itself made from the Debian fortunes the first time), --val-every N, --sample N
-     (tokens generated at the end), --ckpt-dir DIR --ckpt-every N (a checkpoint of step k holds the
+     (tokens generated at the end), --temperature X (their sampling temperature, 0.8; 0 = the most
+     likely token each time), --ckpt-dir DIR --ckpt-every N (a checkpoint of step k holds the
      state after k optimizer steps, the data stream's position included; one is also saved at the
      last step; the newest 3 are kept), --resume (from the newest valid checkpoint: the losses are
      those of a run never stopped) or --resume-if-any (the same, or start at step 0 when DIR holds no
@@ -50,7 +51,8 @@
    the ranks save together (with --ckpt-dir), rank 0 prints the command that resumes, they exit 0.
 
    Output (rank 0): `step <n> loss <l> lr <lr> norm <g> ms <ms> tok/s <t> gflops <f> bubble <b> data_ms <d>`
-   per step, `val step <n> val_loss <v>`, at the end `val_loss <v>` and a sample. With --log on a
+   per step, `val step <n> val_loss <v>`, at the end `val_loss <v>`, the sample (after a line naming
+   its length, temperature and seed) and its share of dictionary words. With --log on a
    terminal, one process, the monitor's progress line stays under the step lines. */
 #define PTRAIN_IMPLEMENTATION
 #define PTRAIN_HARNESS
@@ -145,6 +147,7 @@ int main(int argc, char **argv) {
     char err[1024];
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
     int hier = 0, compress = 0, seq_parallel = 0, loss_chunk = 0, recompute = PT_RECOMPUTE_NONE;
+    double temperature = 0.8; /* --temperature: the sample's; 0 = always the most likely token */
     double loss_scale = -1; /* --loss-scale: 0 = off, else dynamic from this scale; -1 = not given (fp16: dynamic) */
     const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
     int i, rank, fail = 0, stop = 0, v;
@@ -204,6 +207,13 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "pttrain: --recompute expects none, selective or full, found '%s'\n", v);
                 return 2;
             }
+        } else if (!strcmp(f, "--temperature")) {
+            char *e;
+            temperature = strtod(v, &e);
+            if (e == v || *e || !(temperature >= 0 && temperature <= 100)) {
+                fprintf(stderr, "pttrain: --temperature expects a number in 0..100 (0 = the most likely token each time), found '%s'\n", v);
+                return 2;
+            }
         } else if (!strcmp(f, "--loss-scale")) {
             char *e = NULL;
             int ex;
@@ -235,7 +245,8 @@ int main(int argc, char **argv) {
                       "  --split S             balanced (by FLOPs), equal, or layers per stage, e.g. 3,1 (balanced)\n"
                       "  --bucket-kb N         data-parallel bucket size in KiB (0 = 25 MiB)\n"
                       "  --val-every N         validation interval (100)\n"
-                      "  --sample N            tokens to generate at the end (300)");
+                      "  --sample N            tokens to generate at the end (300)\n"
+                      "  --temperature X       the sample's softmax temperature; 0 = the most likely token each time (0.8)");
         pt_run_usage(&run);
         return 0;
     }
@@ -457,7 +468,7 @@ int main(int argc, char **argv) {
                token and the pipeline's last rank shares it */
             int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
             out[0] = '\n';
-            f.gen = 1, f.temperature = 0.8f, f.rng = pt_rng_seed((uint64_t)a.seed), f.mbs = 1, f.base = f.row0 = 0, f.rows = 1;
+            f.gen = 1, f.temperature = (float)temperature, f.rng = pt_rng_seed((uint64_t)a.seed), f.mbs = 1, f.base = f.row0 = 0, f.rows = 1;
             for (i = 1; i <= sample; i++) {
                 int n = i < T ? i : T;
                 f.T = n, f.ids = out + i - n;
@@ -470,6 +481,7 @@ int main(int argc, char **argv) {
             if (rank == 0) {
                 int64_t nw, nr;
                 char werr[300];
+                printf("sampled %d tokens at temperature %g (seed %lld)\n", sample, temperature, (long long)a.seed);
                 printf("sample:\n");
                 pt_run_print(&run, out + 1, sample, stdout);
                 printf("\n");
