@@ -132,6 +132,9 @@ $(BUILD)/bench_dist: bench/bench_dist.c bench/bench_util.h ptrain.h | $(BUILD)
 $(BUILD)/bench_zero: bench/bench_zero.c bench/bench_util.h ptrain.h | $(BUILD)
 	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_zero.c -o $@ -lm
 
+$(BUILD)/bench_largest: bench/bench_largest.c ptrain.h | $(BUILD)
+	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_largest.c -o $@ -lm
+
 $(BUILD)/bench_pp: bench/bench_pp.c bench/bench_util.h ptrain.h | $(BUILD)
 	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_pp.c -o $@ -lm
 

@@ -798,7 +798,8 @@ PTDEF void pt_set_backward_poll(pt_ctx *ctx, void (*fn)(void *user), void *user)
 /** The whole parameter slab (host pointer on CPU) and its element count. */
 PTDEF pt_tensor pt_param_slab(pt_ctx *ctx);
 /** The whole gradient slab; under ZeRO-2 on a host slab (pt_dp_zero) the gradient storage is only this DP rank's
-    shard [lo_r, hi_r) of it: element i is slab element lo_r + i. */
+    shard [lo_r, hi_r) of it: element i is slab element lo_r + i. On the CPU backend the gradient slab is made
+    (zero) at its first use: a parameter's first gradient, this call, a step; ZeRO-2/3 shard it before then. */
 PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx);
 
 /* ---- checkpointed state registry ---------------------------------------------------------- */
@@ -1397,7 +1398,10 @@ typedef struct pt_dp_options {
 PTDEF pt_dp *pt_dp_new(pt_ctx *ctx, const pt_dist *d, int64_t bucket_bytes);
 /** Collective over DP (with hier). As pt_dp_new, with options (hierarchical, bf16 compression). */
 PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *opts);
-/** Waits for reductions in flight, removes its hook and poll from the context, frees dp (free it before its context). */
+/** Waits for reductions in flight, removes its hook and poll from the context, frees dp. Under ZeRO the context keeps
+    whole slabs again (parameters gathered, a full gradient slab: collective over DP, and the memory of the whole
+    model). pt_shutdown frees a reducer still attached without that (only the gathers in flight finish): end a run
+    with pt_shutdown alone when the model fits only sharded; do not call pt_dp_free after it. */
 PTDEF void pt_dp_free(pt_dp *dp);
 /** Before a step's first backward: the step's gradient comes from `passes` >= 1 backward passes; a bucket is reduced
     once all its parameters fired `passes` times (ZeRO-2: reduce-scattered after each pass). */
@@ -1449,7 +1453,9 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage);
     many bytes, are prefetched, and every other gathered bucket is released unless keep. Collective over DP (call
     it at the same points on every DP rank: the same model code does). Does nothing without ZeRO-3. */
 PTDEF void pt_params_use(pt_ctx *ctx, int n, pt_tensor *const *params, int keep);
-/** Bytes of optimizer state (moments) this rank holds for o: the whole slab's, or its ZeRO shard's. */
+/** Bytes of optimizer state (moments) this rank holds for o: the whole slab's, or its ZeRO shard's. The moments
+    are made (zero) at the first pt_optim_step or checkpoint save/load, so ZeRO shards them before they exist;
+    pt_mem_stats optim counts them from then on. */
 PTDEF int64_t pt_optim_state_bytes(const pt_optim *o);
 
 /* ---- tensor parallelism (see tp) ---------------------------------------------------------------
@@ -2140,7 +2146,7 @@ typedef struct pt_mem_plan {
     int32_t batch, seq;         /**< one micro-batch: B sequences of T tokens (T <= cfg max_seq) */
     int32_t schedule;           /**< pt_pp_kind when pp > 1: PT_PP_GPIPE, PT_PP_1F1B, PT_PP_INTERLEAVED */
     int32_t virtual_stages;     /**< v (0 = 2 for PT_PP_INTERLEAVED, else 1) */
-    int32_t optim;              /**< pt_optim_kind: PT_OPTIM_SGD (one buffer) or PT_OPTIM_ADAMW (two moments) */
+    int32_t optim;              /**< pt_optim_kind: PT_OPTIM_SGD with momentum (one buffer) or PT_OPTIM_ADAMW (two moments) */
     int32_t compress, hier;     /**< pt_dp_options: bf16 gradient compression (a residual slab, a staging ring), hierarchical
                                      allreduce (no extra buffer on the CPU backend) */
     int64_t bucket_bytes;       /**< pt_dp bucket size (0 = 25 MiB) */
@@ -2166,8 +2172,8 @@ typedef struct pt_mem_estimate_out {
     int64_t dp_extra;           /**< pt_dp_stats extra_bytes: staging ring, bf16 residual, with bf16 ZeRO-2 its gradient shard (not in
                                      pt_mem; a ZeRO-2 host slab's shard and bucket buffers are in grads) */
     int64_t total;              /**< params + grads + optim + activations + workspace: what pt_mem sums */
-    int64_t peak_total;         /**< pt_mem peak_total: total, or the optimizer's unsharded moments at setup, or the first
-                                     step's arena spill (chunks of 64 MiB before a graph is consolidated), the most */
+    int64_t peak_total;         /**< pt_mem peak_total: total, or the first step's arena spill (chunks of 64 MiB before a
+                                     graph is consolidated; the moments are made at the first update), the most */
     int64_t slab_floats;        /**< the parameter slab (floats) */
     int64_t params_gathered;    /**< ZeRO-3: the most parameter bytes held at once in the steps (the shard + the buckets gathered
                                      for use; params is then the shard, held between steps); else params */
@@ -10119,6 +10125,7 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
     return n;
 }
 
+static pt_status pt__gslab_need(pt_ctx *ctx); /* param: the host gradient slab, made on first use */
 /* The gradient of t, created zero-filled on first use: a parameter's is its slab slice, an
    activation's comes from the pool, a leaf's from the arena. NULL if t needs none. */
 static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
@@ -10128,6 +10135,7 @@ static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
         g->ctx->grad_get(g->ctx->grad_get_user, t->param);
         if (!t->param->grad.st) return NULL;
     }
+    if (t->param && !t->param->grad.st && pt__gslab_need(g->ctx) != PT_OK) return NULL;
     if (t->grad) return t->grad;
     if (t->param) return t->grad = &t->param->grad;
     gr = pt__rec(g, PT_F32, t->ndim, t->shape);
@@ -10376,6 +10384,33 @@ static pt_tensor pt__slab_view(pt_storage *st, int64_t n) {
     return t;
 }
 
+/* The gradient slab of a host parameter slab is made when gradients first need it (a parameter's
+   first gradient in backward, pt_grad_slab, an optimizer step, a DP step), not as parameters are
+   created: ZeRO-2/3 (pt_dp_zero) shard the gradients before that, so on a large model the full
+   gradient slab never exists (nor its resident pages) on a rank that holds a shard. Device slabs are
+   made with the parameters (pt_dp_new sizes its host mirror from them); the counting backend of the
+   memory estimate defers as the CPU does. Under lean ZeRO-2 the
+   gradients have storage from their bucket buffers instead (ctx->grad_get): nothing is made here. */
+static pt_status pt__gslab_need(pt_ctx *ctx) {
+    pt_storage *st;
+    pt_tensor t;
+    int i;
+    if (ctx->gslab || ctx->grad_get || ctx->slab_n <= 0) return PT_OK;
+    if (!(st = (pt_storage *)pt__malloc(ctx, sizeof *st))) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt: out of memory"), PT_ERR_OOM);
+    memset(st, 0, sizeof *st);
+    if (ctx->be->st_alloc(ctx, st, ctx->slab_n * 4) != PT_OK) {
+        pt__free(ctx, st);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt: out of memory for the gradient slab (%lld floats)", (long long)ctx->slab_n), PT_ERR_OOM);
+    }
+    st->kind = -1, st->ctx = ctx; /* a slab: accounted by use */
+    t = pt__slab_view(st, ctx->slab_n);
+    ctx->be->fill(ctx, &t, 0.0f);
+    pt__mem_add(ctx, PT__MEM_GRADS, ctx->slab_n * 4);
+    ctx->gslab = st, ctx->gbase = 0, ctx->gn = ctx->slab_n;
+    for (i = 0; i < ctx->nparams; i++) ctx->params[i]->grad.st = st;
+    return PT_OK;
+}
+
 /* grows a slab storage to hold n elements, keeping its contents */
 static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n) {
     pt_storage *old = *slab, *st;
@@ -10436,19 +10471,21 @@ PTDEF pt_tensor *pt_param_from_spec(pt_ctx *ctx, const pt_spec *spec) {
     if (need > cap) {
         int64_t ncap = PT__MAX(need, PT__MAX(2 * cap, (int64_t)16 << 20)); /* >= 64 MiB: own pages, see pt__dalloc */
         if (pt__slab_grow(ctx, &ctx->pslab, ncap) != PT_OK ||
-            pt__slab_grow(ctx, &ctx->gslab, ncap) != PT_OK) {
+            ((ctx->gslab || (!ctx->pslab->host && !pt__be_counts(ctx))) && pt__slab_grow(ctx, &ctx->gslab, ncap) != PT_OK)) {
             pt__free(ctx, p);
             return (pt_tensor *)pt__fail(ctx, PT_ERR_OOM, "pt_param: out of memory for the slabs (%lld elements)", (long long)ncap);
         }
     }
     pt__mem_add(ctx, PT__MEM_PARAMS, (need - ctx->slab_n) * 4);
-    pt__mem_add(ctx, PT__MEM_GRADS, (need - ctx->slab_n) * 4);
     {
         pt_tensor t = pt__slab_view(ctx->pslab, need - ctx->slab_n);
         t.off = ctx->slab_n;
         ctx->be->fill(ctx, &t, 0.0f);
-        t.st = ctx->gslab;
-        ctx->be->fill(ctx, &t, 0.0f);
+        if (ctx->gslab) { /* a host gradient slab is made later (pt__gslab_need, above) unless it exists already */
+            pt__mem_add(ctx, PT__MEM_GRADS, (need - ctx->slab_n) * 4);
+            t.st = ctx->gslab;
+            ctx->be->fill(ctx, &t, 0.0f);
+        }
     }
     ctx->slab_n = ctx->gn = need;
     ctx->params[ctx->nparams++] = p;
@@ -10520,6 +10557,7 @@ static pt_tensor pt__grad_view(pt_ctx *ctx, int64_t off, int64_t n) {
     return t;
 }
 PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) {
+    (void)pt__gslab_need(ctx);
     pt__dp_settle(ctx, 0);
     return pt__slab_view(ctx->gslab, ctx->gn);
 }
@@ -11971,19 +12009,12 @@ PTDEF pt_optim *pt_optim_new(pt_ctx *ctx, const pt_optim_desc *desc) {
         if (o->d.eps == 0) o->d.eps = 1e-8f;
     }
     o->runs = (pt__run *)pt__malloc(ctx, (size_t)ctx->nparams * sizeof *o->runs);
-    if (!o->runs || pt__st_alloc(ctx, &o->m, ctx->slab_n * 4, PT__MEM_OPTIM) != PT_OK ||
-        (o->d.kind == PT_OPTIM_ADAMW && pt__st_alloc(ctx, &o->v, ctx->slab_n * 4, PT__MEM_OPTIM) != PT_OK)) {
+    if (!o->runs) {
         pt_optim_free(o);
-        return (pt_optim *)pt__fail(ctx, PT_ERR_OOM, "pt_optim_new: out of memory for the optimizer state (%lld floats)", (long long)ctx->slab_n);
+        return (pt_optim *)pt__fail(ctx, PT_ERR_OOM, "pt_optim_new: out of memory");
     }
-    {
-        pt_tensor t = pt__slab_view(&o->m, ctx->slab_n);
-        ctx->be->fill(ctx, &t, 0.0f);
-        if (o->v.host || o->v.dev) {
-            t.st = &o->v;
-            ctx->be->fill(ctx, &t, 0.0f);
-        }
-    }
+    /* the moments are made zero at the first step (pt__optim_state_need), so that ZeRO (pt_dp_zero)
+       shards them before they exist: a large model's full moments never take resident memory */
     /* runs of slab-consecutive parameters with equal weight decay (frozen ones are skipped) */
     for (i = 0; i < ctx->nparams; i++) {
         pt_param *p = ctx->params[i];
@@ -12021,7 +12052,30 @@ PTDEF void pt_optim_free(pt_optim *o) {
 PTDEF int64_t pt_optim_steps(const pt_optim *o) { return o ? o->steps : 0; }
 PTDEF int64_t pt_optim_state_bytes(const pt_optim *o) {
     if (!o) return 0;
-    return ((o->m.raw || o->m.dev) ? o->m.bytes : 0) + ((o->v.raw || o->v.dev) ? o->v.bytes : 0);
+    if (o->d.kind == PT_OPTIM_SGD && !(o->d.momentum > 0)) return 0; /* plain SGD keeps no state */
+    return (o->zhi - o->zlo) * 4 * (o->d.kind == PT_OPTIM_ADAMW ? 2 : 1); /* made or still to be made */
+}
+/* The moments of [zlo, zhi), zero, if not made yet: before the first step (or a checkpoint's save or
+   load) nothing needs them, and their content would be zero. */
+static pt_status pt__optim_state_need(pt_optim *o) {
+    pt_ctx *ctx;
+    int64_t n;
+    int k;
+    if (!o) return PT_OK;
+    ctx = o->ctx, n = o->zhi - o->zlo;
+    if (o->m.raw || o->m.dev || n <= 0 || (o->d.kind == PT_OPTIM_SGD && !(o->d.momentum > 0))) return PT_OK; /* plain SGD: none */
+    for (k = 0; k < (o->d.kind == PT_OPTIM_ADAMW ? 2 : 1); k++) {
+        pt_storage *st = k ? &o->v : &o->m;
+        pt_tensor t;
+        if (pt__st_alloc(ctx, st, n * 4, PT__MEM_OPTIM) != PT_OK) {
+            pt__st_free(ctx, &o->m);
+            pt__st_free(ctx, &o->v);
+            return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_optim: out of memory for the optimizer state (%lld floats)", (long long)n), PT_ERR_OOM);
+        }
+        t = pt__slab_view(st, n);
+        ctx->be->fill(ctx, &t, 0.0f);
+    }
+    return PT_OK;
 }
 
 /* Re-shards the optimizer state to the slab range [lo, hi) (ZeRO-1; [0, slab_n) = unsharded): new
@@ -12037,6 +12091,10 @@ static pt_status pt__optim_reshard(pt_optim *o, int64_t lo, int64_t hi) {
         return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_optim: shard [%lld, %lld) outside the slab of %lld", (long long)lo, (long long)hi,
                                     (long long)ctx->slab_n), PT_ERR_ARG);
     if (lo == o->zlo && hi == o->zhi) return PT_OK;
+    if (!o->m.raw && !o->m.dev) { /* not made yet (pt__optim_state_need): nothing to move */
+        o->zlo = lo, o->zhi = hi;
+        return PT_OK;
+    }
     memset(&nm, 0, sizeof nm);
     memset(&nv, 0, sizeof nv);
     if (n > 0 && (pt__st_alloc(ctx, &nm, n * 4, PT__MEM_OPTIM) != PT_OK ||
@@ -12075,6 +12133,7 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
     if (!o) return NAN;
     ctx = o->ctx;
     pt__dp_gather_gate(ctx, 1); /* the last update's ZeRO gathers read this rank's shard: done before it changes */
+    if (pt__gslab_need(ctx) != PT_OK || pt__optim_state_need(o) != PT_OK) return NAN;
     norm = pt_grad_norm(ctx);
     if (ctx->ls_on) { /* the gradients carry the loss scale: an overflow skips the update; else unscale */
         double scale = ctx->ls.scale;
@@ -13038,6 +13097,7 @@ struct pt_dp {
     int64_t zlo, zhi;   /* this rank's ZeRO range of the slab */
     float *acc;         /* ZeRO-2 on a device: [zhi - zlo] shard accumulator (a host slab: the gradient storage is the shard) */
     int lean;           /* ZeRO-2 on a host slab: ctx->gslab is the shard, gradients live in bucket buffers (see ZeRO below) */
+    int discard;        /* freed by pt_shutdown: nothing is gathered back into whole slabs */
     pt_storage **pool;  /* lean: the bucket buffers, bmax floats each */
     int npool, nfree;   /* lean: buffers made; free ones (their indices in freel[0..nfree)) */
     int *freel, *buf_of; /* lean: [npool] free list; [nb] the buffer the bucket accumulates in, -1 = none */
@@ -13137,6 +13197,7 @@ static pt_status pt__dp_gather_finish(pt_dp *dp, int block);
 #endif
 static void pt__z3_gate(pt_dp *dp, int need); /* ZeRO-3, below */
 static void pt__z3_off(pt_dp *dp);
+static void pt__dp_at_shutdown(pt_ctx *ctx); /* pt_shutdown frees the reducer, below */
 /* Before parameters are read or written outside a model's forward and backward. need: 0 = an op
    allocates its output (ZeRO-1/2: the gathers the last update started are completed; ZeRO-3: those
    in flight progress), 1 = the slab is written or updated (ZeRO-3: no gather in flight), 2 = the
@@ -13516,12 +13577,21 @@ static pt_status pt__dp_lean_on(pt_dp *dp, int64_t lo, int64_t hi) {
         if (pt__dp_pool_add(dp, dp->bmax, 1) < 0) return PT_ERR_OOM;
     return PT_OK;
 }
+/* the bucket buffers of lean ZeRO-2 freed (after lean_off made a full slab, or as pt_shutdown frees the reducer) */
+static void pt__dp_lean_drop(pt_dp *dp) {
+    pt_ctx *ctx = dp->ctx;
+    int k;
+    for (k = 0; k < dp->npool; k++) pt__st_free(ctx, dp->pool[k]), pt__free(ctx, dp->pool[k]);
+    pt__free(ctx, dp->pool), pt__free(ctx, dp->freel), pt__free(ctx, dp->buf_of), pt__free(ctx, dp->own);
+    dp->pool = NULL, dp->freel = dp->buf_of = dp->own = NULL, dp->npool = dp->nfree = 0, dp->lean = 0, dp->stats.grad_buffers = 0;
+    if (ctx->grad_get == pt__dp_grad_get) ctx->grad_get = NULL, ctx->grad_get_user = NULL;
+}
 /* Lean ZeRO-2 off: a full gradient slab again, zero but for the shard and the buckets accumulating. */
 static pt_status pt__dp_lean_off(pt_dp *dp) {
     pt_ctx *ctx = dp->ctx;
     pt_storage *st, *sh = ctx->gslab;
     pt_tensor t;
-    int b, k;
+    int b;
     if (!dp->lean) return PT_OK;
     if (!(st = (pt_storage *)pt__malloc(ctx, sizeof *st))) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp: out of memory"), PT_ERR_OOM);
     memset(st, 0, sizeof *st);
@@ -13545,10 +13615,7 @@ static pt_status pt__dp_lean_off(pt_dp *dp) {
     pt__free(ctx, sh);
     ctx->gslab = st, ctx->gbase = 0, ctx->gn = ctx->slab_n;
     for (b = 0; b < ctx->nparams; b++) ctx->params[b]->grad.st = st, ctx->params[b]->grad.off = ctx->params[b]->slab_off;
-    for (k = 0; k < dp->npool; k++) pt__st_free(ctx, dp->pool[k]), pt__free(ctx, dp->pool[k]);
-    pt__free(ctx, dp->pool), pt__free(ctx, dp->freel), pt__free(ctx, dp->buf_of), pt__free(ctx, dp->own);
-    dp->pool = NULL, dp->freel = dp->buf_of = dp->own = NULL, dp->npool = dp->nfree = 0, dp->lean = 0, dp->stats.grad_buffers = 0;
-    if (ctx->grad_get == pt__dp_grad_get) ctx->grad_get = NULL, ctx->grad_get_user = NULL;
+    pt__dp_lean_drop(dp);
     return PT_OK;
 }
 
@@ -13895,6 +13962,7 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
 #endif
     ctx->dp = dp;
     ctx->grad_range = pt__dp_grad_range, ctx->dp_sum = pt__dp_sum;
+    pt__at_shutdown(ctx, pt__dp_at_shutdown);
     return dp;
 #ifdef PTRAIN_MPI
 mpi_fail:
@@ -13917,19 +13985,25 @@ static int pt__dp_optim_alive(pt_dp *dp, pt_optim *o) {
     return 0;
 }
 
+/* pt_shutdown of a context with a reducer attached frees it without making whole slabs again: a
+   model that fits only sharded (ZeRO-3) ends without the memory of the whole one */
+static void pt__dp_at_shutdown(pt_ctx *ctx) {
+    if (ctx->dp) ctx->dp->discard = 1, pt_dp_free(ctx->dp);
+}
 PTDEF void pt_dp_free(pt_dp *dp) {
     if (!dp) return;
     if (dp->zopt && pt__dp_optim_alive(dp, dp->zopt) && dp->zopt->post_user == (void *)dp) {
         dp->zopt->post_step = NULL;
         dp->zopt->post_user = NULL;
     }
-    if (dp->ctx->dp == dp) pt__dp_gather_gate(dp->ctx, 2), pt__dp_settle(dp->ctx, 0), dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
+    if (dp->ctx->dp == dp) pt__dp_gather_gate(dp->ctx, dp->discard ? 1 : 2), pt__dp_settle(dp->ctx, dp->discard), dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
 #ifdef PTRAIN_MPI
     if (dp->reducing && dp->ops) (void)pt__dp_complete(dp);
     if (dp->gn > dp->gdone) (void)pt__dp_gather_finish(dp, 1);
 #endif
     pt__z3_off(dp);           /* the context keeps whole parameters */
-    (void)pt__dp_lean_off(dp); /* and a full gradient slab */
+    if (!dp->discard) (void)pt__dp_lean_off(dp); /* and a full gradient slab */
+    else if (dp->lean) pt__dp_lean_drop(dp);
 #ifdef PTRAIN_MPI
     if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
         pt_set_grad_hook(dp->ctx, NULL, NULL);
@@ -14001,6 +14075,7 @@ PTDEF void pt_dp_begin_step(pt_dp *dp, int passes) {
     dp->stg_head = 0;
     memset(dp->fired, 0, sizeof(int) * (size_t)dp->nparams);
     if (dp->acc) memset(dp->acc, 0, (size_t)(dp->zhi - dp->zlo) * 4);
+    if (pt__gslab_need(dp->ctx) != PT_OK) return;
     if (dp->lean) { /* the shard is this step's accumulator: the step's mean replaces it */
         pt_tensor t = pt__slab_view(dp->ctx->gslab, dp->ctx->gn);
         dp->ctx->be->fill(dp->ctx, &t, 0.0f);
@@ -14388,7 +14463,7 @@ static int pt__dp_param_range(const pt_ctx *ctx, int64_t *lo, int64_t *hi) {
 /* ZeRO-3 off: every bucket gathered (collective), the parameters whole again */
 static void pt__z3_off(pt_dp *dp) {
     if (!dp->z3) return;
-    pt__z3_gate(dp, 2);
+    pt__z3_gate(dp, dp->discard ? 1 : 2); /* pt_shutdown: only the gathers in flight finish */
     dp->z3 = dp->zhold = 0;
     pt__free(dp->ctx, dp->zst), pt__free(dp->ctx, dp->zmark);
     dp->zst = NULL, dp->zmark = NULL;
@@ -15325,6 +15400,7 @@ static int pt__pp_find_tied(pt_pp *pp) {
 static int pt__pp_sum_tied(pt_pp *pp) {
     int other = pp->rank == 0 ? pp->p - 1 : 0, i;
     int64_t j, n;
+    if (pt__gslab_need(pp->ctx) != PT_OK) return 0;
     for (i = 0; i < pp->ntied; i++) {
         pt_param *q = pp->tied[i];
         float *g = pt_f32(&q->grad);
@@ -17666,6 +17742,7 @@ static const char *pt__ck_optim_kind(const pt_optim *o) { return o->d.kind == PT
 /* moment storages of o that hold state: [0] m (AdamW m or SGD momentum), [1] v */
 static pt_storage *pt__ck_moment(pt_optim *o, int k) {
     pt_storage *st = k == PT__CK_M ? &o->m : &o->v;
+    if (pt__optim_state_need(o) != PT_OK) return NULL;
     if (k == PT__CK_M && o->d.kind == PT_OPTIM_SGD && !(o->d.momentum > 0)) return NULL;
     if (k == PT__CK_V && o->d.kind != PT_OPTIM_ADAMW) return NULL;
     return (st->host || st->raw || st->dev) ? st : NULL;
@@ -20487,7 +20564,7 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
    scratch), then reads pt_mem. The grid is a pt_dist of the layout seen from the rank's coordinates,
    without communicators (pt__me_grid): pt_tp_size / pt_tp_rank read it, so every constructor splits
    as on that rank, and the counting backend skips the TP sums. In order, as examples/07 does it:
-   - pt_gpt_new_stages for the stages s with s % pp == r, pt_optim_new (its full moments);
+   - pt_gpt_new_stages for the stages s with s % pp == r, pt_optim_new;
    - dp > 1: pt_dp_new_opts cuts the buckets (no communicator is needed for that); ZeRO: the
      optimizer state is resharded (pt__optim_reshard, as pt_dp_zero does) to the range of the DP rank
      with the largest shard (pt__dp_zero_range), which gives the set-up peak; the reducer's own host
@@ -20499,6 +20576,9 @@ PTDEF pt_guard_stats pt_guard_stats_get(const pt_guard *g) {
      shards the parameters as pt_dp_zero does (pt__z3_on, without communication: a use marks its
      buckets gathered, pt_mem params counts them), so the steps' peak holds the gathered buckets as a
      real run's does (params_gathered), and params after them is the shard the update leaves;
+   - the optimizer's moments (full, or the shard), made where a real run makes them, at its first
+     update: after the first of the two steps below (pp = 1 with micro-batches: after the second pass,
+     the first step's last micro-batch, whose arena the reset consolidated);
    - two steps of forward + backward of micro-batches of B x T tokens: the first spills into 64 MiB
      arena chunks, its resets consolidate them, the second is the steady state. pp = 1: one graph,
      reset per pass (plain accumulation). pp > 1: this rank's program of the real schedule, walked as
@@ -20550,7 +20630,7 @@ static void pt__me_graph(const pt_graph *g, pt_mem_estimate_out *o) {
     if (g->bytes > o->act_per_mb) o->act_per_mb = g->bytes, o->act_grad_blocks = pool;
 }
 /* two steps of pipeline rank r's program of schedule sc */
-static void pt__me_pipeline(pt_ctx *ctx, const pt_gpt *m, const pt_pp_schedule *sc, int r, int p, int mb, const int64_t *bt,
+static void pt__me_pipeline(pt_ctx *ctx, const pt_gpt *m, pt_optim *opt, const pt_pp_schedule *sc, int r, int p, int mb, const int64_t *bt,
                             pt_mem_estimate_out *o) {
     const pt_pp_instr *prog = pt_pp_schedule_instrs(sc, r);
     int n = pt_pp_schedule_count(sc, r), v = m->nstages / p, slots = mb * v, nfree = 0, ngraphs = 0, step, i;
@@ -20563,7 +20643,7 @@ static void pt__me_pipeline(pt_ctx *ctx, const pt_gpt *m, const pt_pp_schedule *
         pt_graph **held = idle + slots; /* [slot]: the graph from its forward to its backward */
         shape[0] = bt[0], shape[1] = bt[1], shape[2] = m->cfg.width;
         if (m->cfg.seq_parallel && pt_tp_size(ctx) > 1) shape[1] /= pt_tp_size(ctx); /* the stages pass their part of the sequence */
-        for (step = 0; step < 2; step++)
+        for (step = 0; step < 2; step++, (void)pt__optim_state_need(opt)) /* the first step's update makes the moments */
             for (i = 0; i < n && ctx->status == PT_OK; i++) {
                 int c = prog[i].chunk, stage = c * p + r, slot = prog[i].mb * v + c;
                 pt_graph *g;
@@ -20618,6 +20698,7 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
         pt_optim_desc od;
         memset(&od, 0, sizeof od);
         od.kind = (pt_optim_kind)pl->optim;
+        od.momentum = 0.9f; /* SGD: one buffer (plain SGD keeps none) */
         opt = pt_optim_new(ctx, &od);
     }
     if (opt && pl->dp > 1) {
@@ -20640,12 +20721,15 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
     }
     bt[0] = pl->batch, bt[1] = pl->seq;
     if (ctx->status == PT_OK && p > 1) {
-        pt__me_pipeline(ctx, m, sc, r, p, pl->micro_batches, bt, o);
+        pt__me_pipeline(ctx, m, opt, sc, r, p, pl->micro_batches, bt, o);
     } else if (ctx->status == PT_OK) {
         pt_graph *g = pt_graph_new(ctx);
         for (s = 0; s < 2 && g && ctx->status == PT_OK; s++) {
             pt_graph_reset(g);
             if (pt_backward(g, pt__me_fwd(g, m, 0, NULL, bt)) == PT_OK) o->act_pass = g->dpass;
+            /* the first update makes the moments: after the first pass with one micro-batch a step, else
+               after the last micro-batch of the first step (its arena consolidated by the resets) */
+            if (s == (pl->micro_batches > 1 ? 1 : 0)) (void)pt__optim_state_need(opt);
         }
         if (g) pt__me_graph(g, o);
         o->in_flight = 1;

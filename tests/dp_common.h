@@ -202,6 +202,7 @@ static void run(tctx *t, const run_cfg *c, run_out *o) {
 #endif
         o->loss[s] = (float)gl;
         o->norm[s] = pt_optim_step(opt, LR);
+        if (dp && s == c->zero_at) o->mem_optim = pt_mem(o->ctx).optim; /* the moments are made (the shard) at the first step */
         if (isnan(o->norm[s])) break;
     }
     if (pt_status_get(o->ctx) != PT_OK) {

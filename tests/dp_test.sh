@@ -22,6 +22,8 @@ build_bg "$BUILD/test_zero_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/t
 p_mpi2=$!
 build_bg "$BUILD/bench_zero.build.log" mpicc $W -DPTRAIN_MPI -fopenmp bench/bench_zero.c -o "$BUILD/bench_zero" -lm
 p_mpi3=$!
+build_bg "$BUILD/bench_largest.build.log" mpicc $W -DPTRAIN_MPI -fopenmp bench/bench_largest.c -o "$BUILD/bench_largest" -lm
+p_mpi4=$!
 if $CC $W tests/test_dp.c -o "$BUILD/test_dp" -lm >"$BUILD/test_dp.build.log" 2>&1; then
     prog "test_dp (no MPI)" "$BUILD/test_dp.log" "$B/test_dp"
 else
@@ -51,6 +53,13 @@ if wait $p_mpi1; then
             pass "bench_zero quick at dp 4: 4 stages with equal losses, ZeRO-3 model state $r3 x 16P/dp"
         else fail "bench_zero quick at dp 4" "$lines stage lines with equal losses, ZeRO-3 state ratio '$r3': $(tail -n 3 "$BUILD/bench_zero.log" | tr '\n' ' ')"; fi
     else fail "build bench_zero" "see $BUILD/bench_zero.build.log"; fi
+    # the largest_model bench's quick mode: a tiny model in bf16, ZeRO-3, full recomputation trains 10 steps at dp 4 and its loss falls
+    if wait $p_mpi4; then
+        mpi_run 4 -- "$B/bench_largest" quick auto 10 >"$BUILD/bench_largest.log" 2>&1
+        if grep -q '"bench":"largest_model".*"precision":"bf16","zero":3,"recompute":"full".*"total_rss_bytes":[1-9][0-9]*,.*"loss_falls":true' "$BUILD/bench_largest.log"; then
+            pass "bench_largest quick at dp 4: bf16 ZeRO-3 full recomputation, the loss falls, total RSS measured"
+        else fail "bench_largest quick at dp 4" "$(tail -n 3 "$BUILD/bench_largest.log" | tr '\n' ' ')"; fi
+    else fail "build bench_largest" "see $BUILD/bench_largest.build.log"; fi
 else
     fail "build test_dp_mpi (mpicc -DPTRAIN_MPI -fopenmp)" "see $BUILD/test_dp_mpi.build.log"
     head -n 20 "$BUILD/test_dp_mpi.build.log" | sed 's/^/    /'

@@ -79,6 +79,7 @@ static float *param_val(pt_ctx *ctx, const char *name) {
 }
 static float *param_grad(pt_ctx *ctx, const char *name) {
     pt_param *p = pt_param_find(ctx, name);
+    (void)pt_grad_slab(ctx); /* the gradient slab is made at its first use */
     return p ? pt_f32(&p->grad) : NULL;
 }
 /* copies of the whole parameter (or gradient) slab */
@@ -1062,6 +1063,35 @@ static void test_adamw(void) {
         pt_shutdown(c2);
     }
 }
+/* the gradient slab and the optimizer's moments are made at their first use, not at creation */
+static void test_lazy_state(void) {
+    pt_ctx *ctx = new_ctx(1, 1);
+    const int64_t s[1] = {3};
+    const float xv[3] = {1, -2, 3};
+    pt_tensor *w = pt_param_new(ctx, "w", 1, s, PT_INIT_CONST, 0.5f, 0);
+    pt_graph *g = pt_graph_new(ctx);
+    pt_optim_desc od;
+    pt_optim *o;
+    pt_mem_stats m0, m1, m2;
+    memset(&od, 0, sizeof od);
+    od.kind = PT_OPTIM_ADAMW, od.lr = 0.1f;
+    o = pt_optim_new(ctx, &od);
+    m0 = pt_mem(ctx);
+    CHECKF(o && m0.grads == 0 && m0.optim == 0 && !w->param->grad.st && pt_optim_state_bytes(o) == 2 * 16 * 4,
+           "lazy state: no gradient slab or moments before their first use", "grads %lld, optim %lld, state bytes %lld",
+           (long long)m0.grads, (long long)m0.optim, (long long)pt_optim_state_bytes(o));
+    pt_backward(g, pt_sum(g, pt_mul(g, w, pt_tensor_from(g, PT_F32, 1, s, xv))));
+    m1 = pt_mem(ctx);
+    CHECKF(m1.grads == 16 * 4 && m1.optim == 0 && w->param->grad.st && pt_f32(&w->param->grad)[1] == -2,
+           "lazy state: the first backward makes the gradient slab", "grads %lld, optim %lld", (long long)m1.grads, (long long)m1.optim);
+    pt_optim_step(o, 0.1f);
+    m2 = pt_mem(ctx);
+    CHECKF(m2.optim == pt_optim_state_bytes(o) && pt_f32(w)[0] < 0.5f, "lazy state: the first step makes the moments (and updates)",
+           "optim %lld of %lld, w[0] %g", (long long)m2.optim, (long long)pt_optim_state_bytes(o), (double)pt_f32(w)[0]);
+    pt_graph_free(g);
+    pt_shutdown(ctx);
+}
+
 static void test_sgd(void) {
     pt_ctx *ctx = new_ctx(1, 1);
     const int64_t s[1] = {3}, sf[1] = {2};
@@ -1303,6 +1333,7 @@ int main(int argc, char **argv) {
     RUN(test_microbatches);
     RUN(test_accumulate);
     RUN(test_adamw);
+    RUN(test_lazy_state);
     RUN(test_sgd);
     RUN(test_lr);
     RUN(test_training);

@@ -226,7 +226,8 @@ static void test_mean(tctx *t) {
         return;
     }
     p = pt_param_at(ctx, 0);
-    raw = pt_f32(&p->grad) - p->slab_off; /* the slab itself, read without pt_grad_slab */
+    (void)pt_grad_slab(ctx); /* makes the gradient slab (made at its first use) */
+    raw = pt_f32(&p->grad) - p->slab_off; /* the slab itself, read without pt_grad_slab's settling from now on */
     ps = pt_param_slab(ctx), w = pt_f32(&ps);
     pt_zero_grad(ctx);
     for (i = 0; i < 2 * n; i++) raw[i] = (float)((t->dprank + 1) * 0.25 + (double)i * 0.5);

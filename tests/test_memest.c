@@ -157,6 +157,7 @@ static void real_params(void) {
             pt_ctx *ctx;
             pt_gpt *m;
             pt_optim_desc od;
+            pt_optim *opt;
             pt_tensor slab;
             memset(&desc, 0, sizeof desc);
             desc.threads = 1, desc.seed = 1;
@@ -164,17 +165,18 @@ static void real_params(void) {
             m = pt_gpt_new_stages(ctx, &c, nst, first, stages_of(r, p.pp, nst, mine), mine);
             memset(&od, 0, sizeof od);
             od.kind = PT_OPTIM_ADAMW;
-            if (m) pt_optim_new(ctx, &od);
+            opt = m ? pt_optim_new(ctx, &od) : NULL;
             slab = pt_param_slab(ctx);
             if (pt_mem_estimate(&c, &p, r, &o, why, sizeof why) != PT_OK || !m || pt_status_get(ctx) != PT_OK) {
                 if (!why[0]) snprintf(why, sizeof why, "%s", pt_error(ctx));
                 ok = 0;
             } else if (o.params != 4 * pt_numel(&slab) || o.grads != o.params || o.slab_floats != pt_numel(&slab) ||
-                       o.optim != pt_mem(ctx).optim || o.params < 4 * pt_param_numel(ctx) ||
+                       o.optim != pt_optim_state_bytes(opt) || pt_mem(ctx).optim != 0 || o.params < 4 * pt_param_numel(ctx) ||
                        o.params >= 4 * (pt_param_numel(ctx) + 16 * (int64_t)pt_param_count(ctx))) {
-                snprintf(why, sizeof why, "pp rank %d: estimate params %lld, optim %lld, slab %lld floats; real slab %lld floats, optim %lld, "
-                         "pt_param_numel %lld in %d tensors", r, (long long)o.params, (long long)o.optim, (long long)o.slab_floats,
-                         (long long)pt_numel(&slab), (long long)pt_mem(ctx).optim, (long long)pt_param_numel(ctx), pt_param_count(ctx));
+                snprintf(why, sizeof why, "pp rank %d: estimate params %lld, optim %lld, slab %lld floats; real slab %lld floats, optim %lld "
+                         "(made at the first step: pt_mem optim %lld before it), pt_param_numel %lld in %d tensors", r, (long long)o.params,
+                         (long long)o.optim, (long long)o.slab_floats, (long long)pt_numel(&slab), (long long)pt_optim_state_bytes(opt),
+                         (long long)pt_mem(ctx).optim, (long long)pt_param_numel(ctx), pt_param_count(ctx));
                 ok = 0;
             }
             numel += pt_param_numel(ctx), count += pt_param_count(ctx);
@@ -204,6 +206,7 @@ static void real_runs(void) {
         pt_mem_estimate_out o;
         pt_desc desc;
         pt_optim_desc od;
+        pt_optim *opt;
         pt_ctx *ctx;
         pt_gpt *m;
         pt_graph *g;
@@ -220,10 +223,10 @@ static void real_runs(void) {
         ctx = pt_init(&desc);
         m = pt_gpt_new(ctx, &c);
         memset(&od, 0, sizeof od);
-        od.kind = p.optim;
-        if (m) pt_optim_new(ctx, &od);
+        od.kind = p.optim, od.momentum = 0.9f; /* SGD with momentum, as the estimate plans it */
+        opt = m ? pt_optim_new(ctx, &od) : NULL;
         g = pt_graph_new(ctx);
-        for (pass = 0; pass < 2 && pt_status_get(ctx) == PT_OK; pass++) { /* ids and targets 0 .. vocab-1 */
+        for (pass = 0; pass < 2 && pt_status_get(ctx) == PT_OK; pass++) { /* ids and targets 0 .. vocab-1; a step each */
             int32_t *ids = (int32_t *)calloc((size_t)p.batch * p.seq, sizeof(int32_t));
             pt_tensor *x, *y;
             int i;
@@ -232,6 +235,7 @@ static void real_runs(void) {
             x = pt_tensor_new(g, PT_I32, 2, p.batch, p.seq, 0, 0), y = pt_tensor_new(g, PT_I32, 2, p.batch, p.seq, 0, 0);
             if (ids) pt_tensor_write(x, ids), pt_tensor_write(y, ids);
             pt_backward(g, pt_gpt_loss(g, m, x, y));
+            if (opt) pt_optim_step(opt, 1e-3f); /* the first makes the moments */
             free(ids);
         }
         ms = pt_mem(ctx);

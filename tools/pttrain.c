@@ -497,10 +497,8 @@ int main(int argc, char **argv) {
         free(f.row);
         pt_pp_free(gen);
         pt_pp_free(pp);
-        if (dp && zero) pt_dp_zero(dp, opt, 0);
-        pt_dp_free(dp);
         pt_gpt_free(m);
-        pt_shutdown(ctx);
+        pt_shutdown(ctx); /* frees the reducer too, without making the sharded slabs whole again */
         free(ids);
         free(tg);
     }
