@@ -132,6 +132,8 @@ for f in "03_gpt --steps 99999999999999999999:--steps expects an integer in 1..1
     "03_gpt --sample 99999999999:--sample expects an integer in 0..16777216" "pttrain --width 1048577:--width expects an integer in 1..1048576" \
     "pttrain --micro-batches 99999999999999999999:--micro-batches expects an integer in 0..1048576" \
     "pttrain --temperature -1:--temperature expects a number in 0..100" "pttrain --temperature 1x:--temperature expects a number in 0..100" \
+    "pttrain --top-p 0:--top-p expects a number in (0, 1]" "pttrain --top-p 1.5:--top-p expects a number in (0, 1]" \
+    "pttrain --top-k -1:--top-k expects an integer in 0..1048576" \
     "09_checkpoint_resume --every 4294967297:--every expects an integer in 0..1048576" \
     "06_pipeline_parallel --width 4294967297:--width 1..16384"; do
     set -- ${f%%:*}
@@ -183,6 +185,22 @@ else
     if [ $rc -eq 0 ] && grep -q "^words: not counted: no dictionary $DICT" "$W/ptwords.log"; then pass "pttrain without wamerican: 'words: not counted' naming $DICT"
     else fail "pttrain without a dictionary: exit $rc, $(grep '^words' "$W/ptwords.log")"; fi
 fi
+# top-k and top-p: --top-k 1 and a tiny --top-p leave only the most likely token, so they sample what
+# --temperature 0 does (and plain sampling does not); --top-k past the vocabulary and --top-p 1 sample
+# what no flag does; the sample line names them
+sample_of() { sed -n '/^sample:$/,/^words: /p' "$1" | sed '1d;$d'; }
+for t in greedy:"--temperature 0" plain:"" k1:"--top-k 1" p0:"--top-p 1e-6" kall:"--top-k 100000" p1:"--top-p 1"; do
+    $PT $small --steps 2 --sample 60 ${t#*:} >"$W/pt_${t%%:*}.log" 2>&1 || echo "exit $?" >>"$W/pt_${t%%:*}.log"
+done
+if [ -n "$(sample_of "$W/pt_greedy.log")" ] && [ "$(sample_of "$W/pt_greedy.log")" != "$(sample_of "$W/pt_plain.log")" ] &&
+    [ "$(sample_of "$W/pt_k1.log")" = "$(sample_of "$W/pt_greedy.log")" ] && [ "$(sample_of "$W/pt_p0.log")" = "$(sample_of "$W/pt_greedy.log")" ] &&
+    grep -q '^sampled 60 tokens at temperature 0.8, top-k 1 (seed 5)$' "$W/pt_k1.log" && grep -q '^sampled 60 tokens at temperature 0.8, top-p 1e-06 (seed 5)$' "$W/pt_p0.log"; then
+    pass "pttrain --top-k 1 and --top-p 1e-6 sample the most likely token, as --temperature 0 does (plain sampling differs), and say so"
+else fail "pttrain --top-k / --top-p: greedy '$(sample_of "$W/pt_greedy.log" | head -c 80)', top-k 1 '$(sample_of "$W/pt_k1.log" | head -c 80)', top-p 1e-6 '$(sample_of "$W/pt_p0.log" | head -c 80)'; $(grep -h '^sampled\|^exit' "$W"/pt_k1.log "$W"/pt_p0.log | tr '\n' ' ')"; fi
+if [ -n "$(sample_of "$W/pt_plain.log")" ] && [ "$(sample_of "$W/pt_kall.log")" = "$(sample_of "$W/pt_plain.log")" ] &&
+    [ "$(sample_of "$W/pt_p1.log")" = "$(sample_of "$W/pt_plain.log")" ] && grep -q '^sampled 60 tokens at temperature 0.8 (seed 5)$' "$W/pt_p1.log"; then
+    pass "pttrain --top-k past the vocabulary and --top-p 1 sample what plain temperature sampling does"
+else fail "pttrain --top-k 100000 / --top-p 1: '$(sample_of "$W/pt_kall.log" | head -c 80)' / '$(sample_of "$W/pt_p1.log" | head -c 80)' vs '$(sample_of "$W/pt_plain.log" | head -c 80)'"; fi
 rm -rf "$W/ckpt"
 $PT $small --steps 6 --ckpt-dir "$W/ckpt" --ckpt-every 3 --stop-after 3 >"$W/ptck1.log" 2>&1
 rc1=$?

@@ -38,7 +38,9 @@
      them, or text DIR/train.txt and val.txt made into byte shards the first time; default
      data/fortunes, itself made from the Debian fortunes the first time), --val-every N, --sample N
      (tokens generated at the end), --temperature X (their sampling temperature, 0.8; 0 = the most
-     likely token each time), --ckpt-dir DIR --ckpt-every N (a checkpoint of step k holds the
+     likely token each time), --top-k K (sampled from the K most likely tokens only; 0 = all),
+     --top-p P (nucleus sampling: from the fewest most likely tokens whose probabilities reach P,
+     in (0, 1]; 1 = all), --ckpt-dir DIR --ckpt-every N (a checkpoint of step k holds the
      state after k optimizer steps, the data stream's position included; one is also saved at the
      last step; the newest 3 are kept), --resume (from the newest valid checkpoint: the losses are
      those of a run never stopped) or --resume-if-any (the same, or start at step 0 when DIR holds no
@@ -52,7 +54,7 @@
 
    Output (rank 0): `step <n> loss <l> lr <lr> norm <g> ms <ms> tok/s <t> gflops <f> bubble <b> data_ms <d>`
    per step, `val step <n> val_loss <v>`, at the end `val_loss <v>`, the sample (after a line naming
-   its length, temperature and seed) and its share of dictionary words. With --log on a
+   its length, temperature, top-k / top-p when given, and seed) and its share of dictionary words. With --log on a
    terminal, one process, the monitor's progress line stays under the step lines. */
 #define PTRAIN_IMPLEMENTATION
 #define PTRAIN_HARNESS
@@ -69,14 +71,24 @@ typedef struct feed {
     const int32_t *ids, *tg; /* this DP rank's rows of the global batch, the first being row base */
     int T, base, row0, rows, mbs; /* this round: rows [row0, row0 + rows) of the batch, in mbs micro-batches */
     int gen;                /* generation: the last stage picks the next byte instead of a loss */
-    float temperature;
+    float temperature, top_p; /* top_p < 1: nucleus sampling */
+    int top_k;              /* > 0: only the top_k most likely tokens */
     pt_rng rng;
     int32_t next;           /* the byte picked (on the last pipeline rank) */
     float *row;             /* [vocab_padded] the last position's logits */
+    struct cand { double w; int32_t i; } *cand; /* [vocab] for top-k / top-p: the tokens by weight */
     const pt_dist *d;
 } feed;
 
-/* the last stage in generation: logits of the last position (gathered over TP), sampled */
+/* most likely first; equal weights by token id, so the order (and the sample) is reproducible */
+static int cand_cmp(const void *a, const void *b) {
+    const struct cand *x = (const struct cand *)a, *y = (const struct cand *)b;
+    return x->w > y->w ? -1 : x->w < y->w ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+/* the last stage in generation: logits of the last position (gathered over TP), sampled at the
+   temperature from the top_k most likely tokens (0 = all), then from the fewest most likely whose
+   probabilities sum to top_p (1 = all) */
 static pt_tensor *pick_next(pt_graph *g, feed *f, pt_tensor *x) {
     pt_tensor *logits = pt_gpt_head(g, f->m, x), last;
     int64_t T = x ? x->shape[1] : 0, Vl = logits ? logits->shape[2] : 0, i, best = 0;
@@ -92,7 +104,28 @@ static pt_tensor *pick_next(pt_graph *g, feed *f, pt_tensor *x) {
 #endif
     for (i = 1; i < V; i++)
         if (f->row[i] > f->row[best]) best = i;
-    if (f->temperature > 0) {
+    if (f->temperature > 0 && ((f->top_k > 0 && f->top_k < V) || f->top_p < 1)) {
+        double sum = 0, total = 0, u;
+        int64_t n = V;
+        for (i = 0; i < V; i++) {
+            f->cand[i].w = exp((double)(f->row[i] - f->row[best]) / f->temperature), f->cand[i].i = (int32_t)i;
+            total += f->cand[i].w;
+        }
+        qsort(f->cand, (size_t)V, sizeof *f->cand, cand_cmp);
+        if (f->top_k > 0 && f->top_k < n) n = f->top_k;
+        for (i = 0; i < n; i++) { /* the nucleus: the first tokens whose weights reach top_p of the total */
+            sum += f->cand[i].w;
+            if (f->top_p < 1 && sum >= f->top_p * total) break;
+        }
+        n = i < n ? i + 1 : n;
+        for (sum = 0, i = 0; i < n; i++) sum += f->cand[i].w;
+        u = pt_rng_float(&f->rng) * sum;
+        for (i = 0; i < n; i++) {
+            u -= f->cand[i].w;
+            if (u <= 0) break;
+        }
+        best = f->cand[i < n ? i : n - 1].i;
+    } else if (f->temperature > 0) {
         double sum = 0, u;
         for (i = 0; i < V; i++) sum += exp((double)(f->row[i] - f->row[best]) / f->temperature);
         u = pt_rng_float(&f->rng) * sum;
@@ -148,6 +181,8 @@ int main(int argc, char **argv) {
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
     int hier = 0, compress = 0, seq_parallel = 0, loss_chunk = 0, recompute = PT_RECOMPUTE_NONE;
     double temperature = 0.8; /* --temperature: the sample's; 0 = always the most likely token */
+    double top_p = 1;         /* --top-p: nucleus sampling from the fewest most likely tokens of this much probability; 1 = off */
+    int top_k = 0;            /* --top-k: sampling from the k most likely tokens only; 0 = off */
     double loss_scale = -1; /* --loss-scale: 0 = off, else dynamic from this scale; -1 = not given (fp16: dynamic) */
     const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
     int i, rank, fail = 0, stop = 0, v;
@@ -171,7 +206,7 @@ int main(int argc, char **argv) {
         int *num = !strcmp(f, "--dp") ? &lay.dp : !strcmp(f, "--tp") ? &lay.tp : !strcmp(f, "--pp") ? &lay.pp : !strcmp(f, "--zero") ? &zero
                  : !strcmp(f, "--virtual-stages") ? &vstages : !strcmp(f, "--micro-batches") ? &mbs : !strcmp(f, "--accum") ? &accum
                  : !strcmp(f, "--val-every") ? &val_every : !strcmp(f, "--sample") ? &sample : !strcmp(f, "--bucket-kb") ? &bucket_kb
-                 : !strcmp(f, "--loss-chunk") ? &loss_chunk : NULL;
+                 : !strcmp(f, "--loss-chunk") ? &loss_chunk : !strcmp(f, "--top-k") ? &top_k : NULL;
         if (!v) {
             fprintf(stderr, "pttrain: unknown flag or missing value: '%s' (try --help)\n", f);
             return 2;
@@ -214,6 +249,13 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "pttrain: --temperature expects a number in 0..100 (0 = the most likely token each time), found '%s'\n", v);
                 return 2;
             }
+        } else if (!strcmp(f, "--top-p")) {
+            char *e;
+            top_p = strtod(v, &e);
+            if (e == v || *e || !(top_p > 0 && top_p <= 1)) {
+                fprintf(stderr, "pttrain: --top-p expects a number in (0, 1] (the share of probability the sampled tokens keep; 1 = all), found '%s'\n", v);
+                return 2;
+            }
         } else if (!strcmp(f, "--loss-scale")) {
             char *e = NULL;
             int ex;
@@ -246,7 +288,10 @@ int main(int argc, char **argv) {
                       "  --bucket-kb N         data-parallel bucket size in KiB (0 = 25 MiB)\n"
                       "  --val-every N         validation interval (100)\n"
                       "  --sample N            tokens to generate at the end (300)\n"
-                      "  --temperature X       the sample's softmax temperature; 0 = the most likely token each time (0.8)");
+                      "  --temperature X       the sample's softmax temperature; 0 = the most likely token each time (0.8)\n"
+                      "  --top-k K             sample only from the K most likely tokens (0 = all)\n"
+                      "  --top-p P             nucleus sampling: only from the fewest most likely tokens whose probabilities\n"
+                      "                        (at the temperature) sum to P, in (0, 1] (1 = all)");
         pt_run_usage(&run);
         return 0;
     }
@@ -292,7 +337,7 @@ int main(int argc, char **argv) {
         int64_t step, next, first_step = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
         double flops;
         feed f;
-        f.row = NULL; /* freed at done: */
+        f.row = NULL, f.cand = NULL; /* freed at done: */
         memset(&desc, 0, sizeof desc);
         desc.seed = (uint64_t)a.seed, desc.device = a.device, desc.dist = d, desc.precision = a.precision;
         ctx = pt_init(&desc);
@@ -367,6 +412,7 @@ int main(int argc, char **argv) {
         memset(&f, 0, sizeof f);
         f.m = m, f.T = T, f.mbs = mbs, f.d = d;
         f.row = (float *)malloc(sizeof(float) * (size_t)m->cfg.vocab_padded);
+        f.cand = (struct cand *)malloc(sizeof *f.cand * (size_t)m->cfg.vocab_padded);
         flops = pt_gpt_flops(&cfg, B, T);
         pt_dist_print(d, NULL);
         if (rank == 0) {
@@ -468,7 +514,7 @@ int main(int argc, char **argv) {
                token and the pipeline's last rank shares it */
             int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
             out[0] = '\n';
-            f.gen = 1, f.temperature = (float)temperature, f.rng = pt_rng_seed((uint64_t)a.seed), f.mbs = 1, f.base = f.row0 = 0, f.rows = 1;
+            f.gen = 1, f.temperature = (float)temperature, f.top_p = (float)top_p, f.top_k = top_k, f.rng = pt_rng_seed((uint64_t)a.seed), f.mbs = 1, f.base = f.row0 = 0, f.rows = 1;
             for (i = 1; i <= sample; i++) {
                 int n = i < T ? i : T;
                 f.T = n, f.ids = out + i - n;
@@ -481,7 +527,10 @@ int main(int argc, char **argv) {
             if (rank == 0) {
                 int64_t nw, nr;
                 char werr[300];
-                printf("sampled %d tokens at temperature %g (seed %lld)\n", sample, temperature, (long long)a.seed);
+                printf("sampled %d tokens at temperature %g", sample, temperature);
+                if (temperature > 0 && top_k > 0) printf(", top-k %d", top_k);
+                if (temperature > 0 && top_p < 1) printf(", top-p %g", top_p);
+                printf(" (seed %lld)\n", (long long)a.seed);
                 printf("sample:\n");
                 pt_run_print(&run, out + 1, sample, stdout);
                 printf("\n");
@@ -495,6 +544,7 @@ int main(int argc, char **argv) {
     done:
         pt_run_free(&run);
         free(f.row);
+        free(f.cand);
         pt_pp_free(gen);
         pt_pp_free(pp);
         pt_gpt_free(m);
