@@ -11918,7 +11918,7 @@ struct pt_optim {
 
 
 PTDEF float pt_grad_norm(pt_ctx *ctx) {
-    if (!ctx || !ctx->gslab) return 0.0f;
+    if (!ctx || pt__gslab_need(ctx) != PT_OK || !ctx->gslab) return 0.0f; /* collective: every rank sums, gradients made or not */
     return (float)(sqrt(pt__grad_sumsq(ctx)) / (ctx->ls_on ? ctx->ls.scale : 1.0)); /* a power of two: exact */
 }
 
