@@ -224,7 +224,9 @@
    ==================================================================================================
    MEMORY
    ==================================================================================================
-   Parameters, gradients and optimizer state: persistent slabs (pt_param_slab, pt_grad_slab).
+   Parameters, gradients and optimizer state: persistent slabs (pt_param_slab, pt_grad_slab); on the
+   CPU the gradient slab and the optimizer's moments are made at their first use (so ZeRO shards them
+   before they exist), and pt_shutdown frees an attached pt_dp without gathering its shards back.
    Activations: the graph's arena, rewound by pt_graph_reset. Gradients of activations: a pool
    of blocks, each returned as soon as the op that produced the activation has run its backward.
    Attention keeps O(B*T*C) (no T x T matrix). The fused cross-entropy writes the gradient of the

@@ -20,6 +20,21 @@ static int64_t sum_dp(tctx *t, int64_t x) {
 
 #if defined(__linux__)
 /* resident MiB of this process (/proc/self/statm) */
+/* an allocator counting its live allocations (user: a long) */
+static void *live_alloc(void *user, size_t n) {
+    void *p = malloc(n);
+    if (p) ++*(long *)user;
+    return p;
+}
+static void *live_realloc(void *user, void *q, size_t n) {
+    void *p = realloc(q, n);
+    if (p && !q) ++*(long *)user;
+    return p;
+}
+static void live_free(void *user, void *q) {
+    --*(long *)user;
+    free(q);
+}
 static double rss_mib(void) {
     long pages = 0, res = 0;
     FILE *f = fopen("/proc/self/statm", "r");
@@ -240,6 +255,45 @@ int main(int argc, char **argv) {
         pt_shutdown(ctx);
     }
 #endif
+
+    /* ending a ZeRO-3 run: pt_dp_free gathers the whole slab back (collectives recorded), pt_shutdown
+       with the reducer attached frees it without any, and frees it (no allocation left live) */
+    if (t->dpn > 1) {
+        uint64_t gathered[2];
+        long live[2];
+        int k;
+        for (k = 0; k < 2; k++) {
+            pt_desc desc;
+            pt_optim_desc od;
+            pt_ctx *ctx;
+            pt_optim *opt;
+            pt_dp *dp;
+            pt_coll_record r0, r1;
+            memset(&desc, 0, sizeof desc);
+            desc.seed = 5, desc.threads = 1;
+            desc.allocator.alloc = live_alloc, desc.allocator.realloc = live_realloc, desc.allocator.free = live_free;
+            desc.allocator.user = &live[k];
+            live[k] = 0;
+            ctx = pt_init(&desc);
+            pt_linear_new(ctx, "a", 64, 64, 0, 0.02f), pt_linear_new(ctx, "b", 64, 64, 0, 0.02f);
+            memset(&od, 0, sizeof od);
+            od.kind = PT_OPTIM_ADAMW, od.lr = 0.1f;
+            opt = pt_optim_new(ctx, &od);
+            dp = pt_dp_new(ctx, t->d, 4096);
+            if (!dp || pt_dp_zero(dp, opt, 3) != PT_OK) pt_error_set(ctx, PT_ERR_STATE, "set-up");
+            pt_optim_step(opt, 0.1f); /* the update releases every bucket */
+            memset(&r0, 0, sizeof r0), memset(&r1, 0, sizeof r1);
+            pt_dist_records(t->d, &r0, 1);
+            if (k == 0) pt_dp_free(dp);
+            pt_shutdown(ctx); /* k == 1: frees the attached reducer */
+            pt_dist_records(t->d, &r1, 1);
+            gathered[k] = r1.seq - r0.seq;
+        }
+        snprintf(why, sizeof why, "collectives recorded while freeing: pt_dp_free %llu, pt_shutdown alone %llu; allocations left: %ld, %ld",
+                 (unsigned long long)gathered[0], (unsigned long long)gathered[1], live[0], live[1]);
+        CHECK_WHY(gathered[0] > 0 && gathered[1] == 0 && live[0] == 0 && live[1] == 0,
+                  "ZeRO-3: pt_shutdown frees an attached reducer, without gathering the slab back (pt_dp_free does)", why);
+    }
 
     /* the check can fail: without the allgather each rank holds only its own shard's updates */
     if (t->dpn > 1) {
