@@ -2175,7 +2175,9 @@ typedef struct pt_mem_estimate_out {
                                      pt_mem; a ZeRO-2 host slab's shard and bucket buffers are in grads) */
     int64_t total;              /**< params + grads + optim + activations + workspace: what pt_mem sums */
     int64_t peak_total;         /**< pt_mem peak_total: total, or the first step's arena spill (chunks of 64 MiB before a
-                                     graph is consolidated; the moments are made at the first update), the most */
+                                     graph is consolidated; the moments are made at the first update), the most; ZeRO-3:
+                                     the largest over the DP shards, as what a rank gathers besides its own range depends
+                                     on where that range lies (the other parts above are the largest shard's) */
     int64_t slab_floats;        /**< the parameter slab (floats) */
     int64_t params_gathered;    /**< ZeRO-3: the most parameter bytes held at once in the steps (the shard + the buckets gathered
                                      for use; params is then the shard, held between steps); else params */
@@ -2334,6 +2336,7 @@ struct pt_ctx {
     char err[PT__ERRLEN];
     /* memory accounting */
     int64_t mem[PT__MEM_KINDS], mem_peak, nallocs;
+    int64_t mem_since; /* the high-water mark since pt_mem_estimate's ZeRO-3 simulation last changed what is gathered */
     /* parameters: one slab each for values and gradients */
     pt_param **params;
     int nparams, cap_params;
@@ -3152,6 +3155,7 @@ static void pt__mem_add(pt_ctx *ctx, int kind, int64_t bytes) {
     ctx->mem[kind] += bytes;
     for (k = 0; k < PT__MEM_KINDS; k++) tot += ctx->mem[k];
     if (tot > ctx->mem_peak) ctx->mem_peak = tot;
+    if (tot > ctx->mem_since) ctx->mem_since = tot;
 }
 
 /* CRC32C (Castagnoli, reflected 0x82F63B78) slicing-by-8 tables: [0] is the byte table, [k][i] =
@@ -13113,6 +13117,8 @@ struct pt_dp {
     /* ZeRO-3 (pt_dp_zero(dp, o, 3); see ZeRO-3 below): the parameter slab holds [zlo, zhi) and the buckets in use */
     int z3;             /* the parameters are sharded */
     int zsim;           /* the estimator's (pt_mem_estimate): the states and pt_mem, no communication */
+    int zn, zk_me;      /* zsim: the DP shards followed (0: none), the one simulated */
+    int64_t *zk_lo, *zk_hi, *zk_held, zk_peak; /* zsim: each shard's range and gathered floats of the others' parts; the largest total */
     unsigned char *zst; /* [nb]: PT__Z3_OUT, _FLIGHT (gather in flight) or _IN */
     int *zmark, ztick;  /* [nb]: the use that last asked for the bucket; uses so far */
     int zhold;          /* the whole slab was gathered (pt_param_slab, ...): nothing is released before the next step */
@@ -14314,17 +14320,37 @@ static void pt__z3_drop(pt_dp *dp, int64_t a, int64_t e) {
     (void)dp, (void)a, (void)e;
 #endif
 }
+/* pt_mem_estimate's other shards: what a rank gathers besides its own range depends on where that
+   range lies, so the simulation (one rank's) also counts, for every shard k, the other ranks' parts of
+   the buckets held; between two changes of what is held, rank k's total is the simulated total with
+   its held parts in place of the simulated rank's. The largest over the shards is zk_peak. */
+static void pt__z3_fold(pt_dp *dp) {
+    int k;
+    for (k = 0; k < dp->zn; k++) dp->zk_peak = PT__MAX(dp->zk_peak, dp->ctx->mem_since + 4 * (dp->zk_held[k] - dp->zk_held[dp->zk_me]));
+}
+static void pt__z3_hold(pt_dp *dp, int b, int sign) {
+    int64_t tot = 0;
+    int k;
+    if (!dp->zn) return;
+    pt__z3_fold(dp);
+    for (k = 0; k < dp->zn; k++)
+        dp->zk_held[k] += sign * (dp->hi[b] - dp->lo[b] - PT__MAX(0, PT__MIN(dp->hi[b], dp->zk_hi[k]) - PT__MAX(dp->lo[b], dp->zk_lo[k])));
+    for (k = 0; k < PT__MEM_KINDS; k++) tot += dp->ctx->mem[k];
+    dp->ctx->mem_since = tot + 4 * sign * pt__z3_other(dp, b); /* what it is once pt__mem_add below has run */
+}
 static void pt__z3_release(pt_dp *dp, int b) {
     if (dp->zst[b] != PT__Z3_IN) return;
     if (dp->lo[b] < dp->zlo) pt__z3_drop(dp, dp->lo[b], PT__MIN(dp->hi[b], dp->zlo));
     if (dp->hi[b] > dp->zhi) pt__z3_drop(dp, PT__MAX(dp->lo[b], dp->zhi), dp->hi[b]);
     dp->zst[b] = PT__Z3_OUT;
+    pt__z3_hold(dp, b, -1);
     pt__mem_add(dp->ctx, PT__MEM_PARAMS, -4 * pt__z3_other(dp, b));
 }
 /* starts bucket b's gather (OUT only) */
 static void pt__z3_start(pt_dp *dp, int b) {
     pt_ctx *ctx = dp->ctx;
     if (dp->zst[b] != PT__Z3_OUT || ctx->status != PT_OK) return;
+    pt__z3_hold(dp, b, 1);
     pt__mem_add(ctx, PT__MEM_PARAMS, 4 * pt__z3_other(dp, b));
     dp->stats.params_peak = PT__MAX(dp->stats.params_peak, ctx->mem[PT__MEM_PARAMS]);
     dp->zst[b] = PT__Z3_IN;
@@ -14468,6 +14494,8 @@ static void pt__z3_off(pt_dp *dp) {
     pt__z3_gate(dp, dp->discard ? 1 : 2); /* pt_shutdown: only the gathers in flight finish */
     dp->z3 = dp->zhold = 0;
     pt__free(dp->ctx, dp->zst), pt__free(dp->ctx, dp->zmark);
+    pt__free(dp->ctx, dp->zk_lo), pt__free(dp->ctx, dp->zk_hi), pt__free(dp->ctx, dp->zk_held);
+    dp->zk_lo = dp->zk_hi = dp->zk_held = NULL, dp->zn = 0;
     dp->zst = NULL, dp->zmark = NULL;
 #ifdef PTRAIN_MPI
     if (dp->gcomm != MPI_COMM_NULL) MPI_Comm_free(&dp->gcomm);
@@ -14500,6 +14528,19 @@ static pt_status pt__z3_on(pt_dp *dp, int sim) {
     ctx->pread = pt__z3_pread, ctx->pread_user = dp;
     for (b = 0; b < dp->nb; b++) pt__z3_release(dp, b);
     dp->stats.params_peak = ctx->mem[PT__MEM_PARAMS];
+    return PT_OK;
+}
+/* pt_mem_estimate at ZeRO-3 (after pt__z3_on(dp, 1), every bucket out): follow the n shards of the slab,
+   shard me simulated (see pt__z3_fold) */
+static pt_status pt__z3_shards(pt_dp *dp, int n, int me) {
+    pt_ctx *ctx = dp->ctx;
+    int k;
+    dp->zk_lo = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)n), dp->zk_hi = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)n);
+    dp->zk_held = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)n);
+    if (!dp->zk_lo || !dp->zk_hi || !dp->zk_held) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_mem_estimate: out of memory"), PT_ERR_OOM);
+    for (k = 0; k < n; k++) pt__dp_zero_range(ctx->slab_n, k, n, &dp->zk_lo[k], &dp->zk_hi[k]), dp->zk_held[k] = 0;
+    for (k = 0; k < PT__MEM_KINDS; k++) ctx->mem_since = k ? ctx->mem_since + ctx->mem[k] : ctx->mem[k];
+    dp->zn = n, dp->zk_me = me, dp->zk_peak = 0;
     return PT_OK;
 }
 
@@ -20709,16 +20750,17 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
         dpo.bucket_bytes = pl->bucket_bytes, dpo.hier = pl->hier, dpo.compress = pl->compress;
         if ((dp = pt_dp_new_opts(ctx, NULL, &dpo)) != NULL) {
             int64_t lo = 0, hi = 0, a, e;
-            int k;
+            int k, me = 0;
             for (k = 0; k < pl->dp; k++) /* the largest shard */
-                if (pt__dp_zero_range(ctx->slab_n, k, pl->dp, &a, &e), e - a > hi - lo) lo = a, hi = e;
+                if (pt__dp_zero_range(ctx->slab_n, k, pl->dp, &a, &e), e - a > hi - lo) lo = a, hi = e, me = k;
             if (pl->zero) pt__optim_reshard(opt, lo, hi);
             o->dp_extra = 4 * (pt__dp_ring_floats(dp, PT__MIN(pl->zero, 2)) + (pl->zero == 2 && pl->compress ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
             if (pl->zero >= 2 && !pl->compress && pt__dp_lean_on(dp, lo, hi) == PT_OK) { /* the shard and the first bucket buffers */
                 ctx->grad_get = NULL; /* no reducer runs here: every bucket in the first buffer (the counting backend keeps no data) */
                 for (k = 0; k < dp->nb; k++) pt__dp_point(dp, k, dp->own[k] >= 0 ? dp->own[k] : dp->freel[0]);
             }
-            if (pl->zero == 3) dp->zlo = lo, dp->zhi = hi, (void)pt__z3_on(dp, 1); /* the parameter shard; uses gather without communicating */
+            if (pl->zero == 3 && (dp->zlo = lo, dp->zhi = hi, pt__z3_on(dp, 1)) == PT_OK) /* the parameter shard; uses gather without communicating */
+                (void)pt__z3_shards(dp, pl->dp, me); /* the peak: the largest over where the shard lies */
         }
     }
     bt[0] = pl->batch, bt[1] = pl->seq;
@@ -20745,6 +20787,7 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
         o->params = ms.params, o->grads = ms.grads, o->optim = ms.optim, o->activations = ms.activations, o->workspace = ms.workspace;
         o->total = o->params + o->grads + o->optim + o->activations + o->workspace;
         o->peak_total = ms.peak_total;
+        if (dp && dp->zn) pt__z3_fold(dp), o->peak_total = PT__MAX(o->peak_total, dp->zk_peak); /* ZeRO-3: the rank whose gathers weigh most */
         o->slab_floats = ctx->slab_n;
     } else {
         st = ctx->status == PT_ERR_OOM ? PT_ERR_OOM : PT_ERR_ARG;

@@ -569,13 +569,14 @@ int main(int argc, char **argv) {
         e[K_ACT] = (double)est.activations, e[K_WORK] = (double)est.workspace, e[K_TOTAL] = (double)est.total;
         e[K_PEAK] = (double)est.peak_total, e[K_DPX] = (double)est.dp_extra, e[K_RSS] = (double)(est.total + est.dp_extra);
         for (k = 0; k < NK; k++) ratio[k] = meas[k] == 0 && e[k] == 0 ? 1.0 : meas[k] > 0 ? e[k] / meas[k] : INFINITY;
-        if (rank == 0) all = (double *)malloc(sizeof(double) * (size_t)world * (2 * NK + 6));
+        if (rank == 0) all = (double *)malloc(sizeof(double) * (size_t)world * (2 * NK + 7));
         {
             /* to the byte; a rank holding a smaller ZeRO shard than the estimated (largest) one: all but the
                optimizer state and what sums it (total, peak, the ZeRO-2 gradient shard in dp_extra); ZeRO-3: the
-               peak holds the gathered buckets' other ranks' parts, which depend on where the shard lies (the
-               estimate takes one rank's), so the peak is held to 10% only */
-            double mine_row[2 * NK + 6] = {0};
+               peak holds the gathered buckets' other ranks' parts, which depend on where the shard lies, and the
+               estimate is the largest over the shards: per rank to 10%, and below, the largest of each pipeline
+               stage's ranks to the byte */
+            double mine_row[2 * NK + 7] = {0};
             int small = zero && lay.dp > 1 && meas[K_OPTIM] != e[K_OPTIM], exact = 1;
             for (k = 0; k < NK; k++) {
                 mine_row[k] = ratio[k], mine_row[NK + k] = meas[k];
@@ -583,8 +584,9 @@ int main(int argc, char **argv) {
                     exact = 0, mine_row[2 * NK + 4] = k, mine_row[2 * NK + 5] = e[k] - meas[k]; /* the first part that differs */
             }
             mine_row[2 * NK] = me.pp, mine_row[2 * NK + 1] = est.in_flight, mine_row[2 * NK + 2] = exact, mine_row[2 * NK + 3] = small;
+            mine_row[2 * NK + 6] = e[K_PEAK];
 #ifdef PTRAIN_MPI
-            MPI_Gather(mine_row, 2 * NK + 6, MPI_DOUBLE, all, 2 * NK + 6, MPI_DOUBLE, 0, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_WORLD));
+            MPI_Gather(mine_row, 2 * NK + 7, MPI_DOUBLE, all, 2 * NK + 7, MPI_DOUBLE, 0, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_WORLD));
 #else
             memcpy(all, mine_row, sizeof mine_row);
 #endif
@@ -596,7 +598,7 @@ int main(int argc, char **argv) {
                    lay.pp > 1 ? (kind == PT_PP_GPIPE ? "GPipe" : kind == PT_PP_INTERLEAVED ? "interleaved" : "1F1B") : "accumulation", M,
                    compress ? ", bf16" : "", layers, width, B, T);
             for (r = 0; r < world; r++) {
-                double *row = all + (size_t)r * (2 * NK + 6);
+                double *row = all + (size_t)r * (2 * NK + 7);
                 int ok = 1;
                 char line[1024];
                 size_t n = 0;
@@ -612,6 +614,20 @@ int main(int argc, char **argv) {
                          row[2 * NK + 3] != 0 ? " (a smaller ZeRO shard than the largest: all but the optimizer state and its sums)" : "");
                 snprintf(line, sizeof line, "%s: the estimate is %+.0f bytes off the measurement", kname[(int)row[2 * NK + 4]], row[2 * NK + 5]);
                 CHECK_WHY(row[2 * NK + 2] != 0, name, line);
+            }
+        }
+        if (rank == 0 && zero == 3) { /* the ZeRO-3 peak: the largest over a stage's ranks is the estimate */
+            int q;
+            for (q = 0; q < lay.pp; q++) {
+                double mx = 0, est_q = -1;
+                for (r = 0; r < world; r++) {
+                    double *row = all + (size_t)r * (2 * NK + 7);
+                    if ((int)row[2 * NK] != q) continue;
+                    mx = row[NK + K_PEAK] > mx ? row[NK + K_PEAK] : mx, est_q = row[2 * NK + 6];
+                }
+                snprintf(name, sizeof name, "ZeRO-3, pipeline rank %d: the estimated peak is the largest measured over its ranks, to the byte", q);
+                snprintf(err, sizeof err, "estimated %.0f bytes, the largest measured %.0f", est_q, mx);
+                CHECK_WHY(est_q == mx, name, err);
             }
         }
         tu_solo(0);
