@@ -3149,11 +3149,16 @@ static int64_t pt__grow(const pt_ctx *ctx, void *pp, int64_t cap, int64_t need, 
 #define PT__GROW(ctx, p, cap, need, first) \
     ((int64_t)(need) <= (int64_t)(cap) || \
      ((cap) = pt__grow((ctx), (void *)&(p), (int64_t)(cap), (int64_t)(need), (first), 0, sizeof *(p))) >= (need))
-static void pt__mem_add(pt_ctx *ctx, int kind, int64_t bytes) {
+static int64_t pt__mem_sum(const pt_ctx *ctx) {
     int64_t tot = 0;
     int k;
-    ctx->mem[kind] += bytes;
     for (k = 0; k < PT__MEM_KINDS; k++) tot += ctx->mem[k];
+    return tot;
+}
+static void pt__mem_add(pt_ctx *ctx, int kind, int64_t bytes) {
+    int64_t tot;
+    ctx->mem[kind] += bytes;
+    tot = pt__mem_sum(ctx);
     if (tot > ctx->mem_peak) ctx->mem_peak = tot;
     if (tot > ctx->mem_since) ctx->mem_since = tot;
 }
@@ -8215,9 +8220,7 @@ static pt_status pt__cl_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
     cl_int err = CL_SUCCESS;
     cl_mem m;
     size_t sz = (size_t)(bytes > 0 ? bytes : 4);
-    int64_t held = 0;
-    int i;
-    for (i = 0; i < PT__MEM_KINDS; i++) held += ctx->mem[i];
+    int64_t held = pt__mem_sum(ctx);
     if (bytes < 0) bytes = 0;
     if ((cl_ulong)sz > cl->max_alloc) {
         pt__fail(ctx, PT_ERR_OOM, "opencl: cannot allocate %lld bytes on '%s': more than its largest buffer (%llu bytes)", (long long)bytes,
@@ -14296,9 +14299,12 @@ static int pt__dp_bucket_at(const pt_dp *dp, int64_t off) {
     }
     return -1;
 }
-/* floats of bucket b held by the other DP ranks */
+/* floats of bucket b outside the range [lo, hi): held by the other DP ranks of the one owning it */
+static int64_t pt__z3_outside(const pt_dp *dp, int b, int64_t lo, int64_t hi) {
+    return dp->hi[b] - dp->lo[b] - PT__MAX(0, PT__MIN(dp->hi[b], hi) - PT__MAX(dp->lo[b], lo));
+}
 static int64_t pt__z3_other(const pt_dp *dp, int b) {
-    return dp->hi[b] - dp->lo[b] - PT__MAX(0, PT__MIN(dp->hi[b], dp->zhi) - PT__MAX(dp->lo[b], dp->zlo));
+    return pt__z3_outside(dp, b, dp->zlo, dp->zhi);
 }
 /* the whole pages of slab elements [a, e) back to the system (their values are not needed; the
    next gather writes them). Linux's madvise(MADV_DONTNEED) (4): <sys/mman.h> declares it only with
@@ -14328,30 +14334,26 @@ static void pt__z3_fold(pt_dp *dp) {
     int k;
     for (k = 0; k < dp->zn; k++) dp->zk_peak = PT__MAX(dp->zk_peak, dp->ctx->mem_since + 4 * (dp->zk_held[k] - dp->zk_held[dp->zk_me]));
 }
-static void pt__z3_hold(pt_dp *dp, int b, int sign) {
-    int64_t tot = 0;
+/* bucket b gathered (sign 1) or released (-1): pt_mem params, and each followed shard's held parts */
+static void pt__z3_count(pt_dp *dp, int b, int sign) {
     int k;
-    if (!dp->zn) return;
-    pt__z3_fold(dp);
-    for (k = 0; k < dp->zn; k++)
-        dp->zk_held[k] += sign * (dp->hi[b] - dp->lo[b] - PT__MAX(0, PT__MIN(dp->hi[b], dp->zk_hi[k]) - PT__MAX(dp->lo[b], dp->zk_lo[k])));
-    for (k = 0; k < PT__MEM_KINDS; k++) tot += dp->ctx->mem[k];
-    dp->ctx->mem_since = tot + 4 * sign * pt__z3_other(dp, b); /* what it is once pt__mem_add below has run */
+    if (dp->zn) pt__z3_fold(dp);
+    for (k = 0; k < dp->zn; k++) dp->zk_held[k] += sign * pt__z3_outside(dp, b, dp->zk_lo[k], dp->zk_hi[k]);
+    pt__mem_add(dp->ctx, PT__MEM_PARAMS, 4 * sign * pt__z3_other(dp, b));
+    if (dp->zn) dp->ctx->mem_since = pt__mem_sum(dp->ctx);
 }
 static void pt__z3_release(pt_dp *dp, int b) {
     if (dp->zst[b] != PT__Z3_IN) return;
     if (dp->lo[b] < dp->zlo) pt__z3_drop(dp, dp->lo[b], PT__MIN(dp->hi[b], dp->zlo));
     if (dp->hi[b] > dp->zhi) pt__z3_drop(dp, PT__MAX(dp->lo[b], dp->zhi), dp->hi[b]);
     dp->zst[b] = PT__Z3_OUT;
-    pt__z3_hold(dp, b, -1);
-    pt__mem_add(dp->ctx, PT__MEM_PARAMS, -4 * pt__z3_other(dp, b));
+    pt__z3_count(dp, b, -1);
 }
 /* starts bucket b's gather (OUT only) */
 static void pt__z3_start(pt_dp *dp, int b) {
     pt_ctx *ctx = dp->ctx;
     if (dp->zst[b] != PT__Z3_OUT || ctx->status != PT_OK) return;
-    pt__z3_hold(dp, b, 1);
-    pt__mem_add(ctx, PT__MEM_PARAMS, 4 * pt__z3_other(dp, b));
+    pt__z3_count(dp, b, 1);
     dp->stats.params_peak = PT__MAX(dp->stats.params_peak, ctx->mem[PT__MEM_PARAMS]);
     dp->zst[b] = PT__Z3_IN;
     dp->stats.gathers++, dp->stats.gather_bytes += 4 * pt__z3_other(dp, b);
@@ -14539,7 +14541,7 @@ static pt_status pt__z3_shards(pt_dp *dp, int n, int me) {
     dp->zk_held = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)n);
     if (!dp->zk_lo || !dp->zk_hi || !dp->zk_held) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_mem_estimate: out of memory"), PT_ERR_OOM);
     for (k = 0; k < n; k++) pt__dp_zero_range(ctx->slab_n, k, n, &dp->zk_lo[k], &dp->zk_hi[k]), dp->zk_held[k] = 0;
-    for (k = 0; k < PT__MEM_KINDS; k++) ctx->mem_since = k ? ctx->mem_since + ctx->mem[k] : ctx->mem[k];
+    ctx->mem_since = pt__mem_sum(ctx);
     dp->zn = n, dp->zk_me = me, dp->zk_peak = 0;
     return PT_OK;
 }

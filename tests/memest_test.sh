@@ -7,7 +7,8 @@
 # parallelism) and dp 2 x tp 2 x pp 2 (ZeRO-1); dp 2 ZeRO-0 without compression and pp 2 1F1B without
 # recomputation of the default model only under SOAK=1 (make soak): every rank trains 2 steps
 # and checks each part of pt_mem_estimate against pt_mem / pt_dp_stats (within 10%, and to the byte;
-# ZeRO-3's peak, the largest over the shards, against the largest of a stage's ranks; the ratios are printed, with the resident-memory growth for information). The one-process checks
+# ZeRO-3's peak, the largest over the shards, against the largest of a stage's ranks; the ratios are
+# printed, with the resident-memory growth for information). The one-process checks
 # (test_memest --real: the real constructors, bad plans, every kind of layout; in the MPI build on the
 # first layout only, PT_MEMEST_LAYOUT_ONLY=1 on the others) run once more under
 # AddressSanitizer / UBSan (NO_ASAN=1 skips that), and once on a copy of ptrain.h whose GPT has a
