@@ -76,9 +76,11 @@
    Mixed precision (pt_set_precision or desc.precision = PT_BF16 / PT_F16; --precision of the
    programs): every matrix product multiplies its inputs rounded to bf16 or fp16 and accumulates in
    fp32 (vdpbf16ps where the CPU has AVX512_BF16); weights, optimizer, gradients, the loss, norms and
-   softmax statistics stay fp32. The 16-bit values live only in the GEMM's packing (no bf16 copies
-   or bf16 activations are stored yet, so memory is f32's). OpenCL rounds the operands on the device
-   (bf16 anywhere; fp16 where the device has cl_khr_fp16).
+   softmax statistics stay fp32. A transformer block's kept activations are stored in the 16 bits
+   (about half their bytes; the residual stream stays f32; desc.act_f32 keeps them all f32): the
+   forward computes in f32, backward reads the stored values widened. No bf16 copies of the weights
+   are stored (the GEMM rounds the f32 master while packing). OpenCL rounds the operands on the
+   device (bf16 anywhere; fp16 where the device has cl_khr_fp16).
 
    ==================================================================================================
    CONCEPTS
@@ -457,6 +459,8 @@ typedef struct pt_desc {
     const struct pt_dist *dist; /**< process grid (pt_dist_init): threads default to pt_dist_threads */
     pt_allocator allocator;     /**< run-time allocator: all three functions or none (zero = PT_MALLOC...) */
     int32_t precision;   /**< the matrix products' inputs: PT_F32 (0, default), PT_BF16 or PT_F16 (pt_set_precision) */
+    int32_t act_f32;     /**< 1 = keep the saved activations f32 under bf16 / fp16 precision (by default a transformer
+                              block's saved activations are stored in the precision's 16 bits: see pt_set_precision) */
 } pt_desc;
 
 /* ---- context ---------------------------------------------------------------------------------- */
@@ -489,7 +493,10 @@ PTDEF void pt_set_threads(pt_ctx *ctx, int threads);
     and accumulates in fp32 (AVX512_BF16's vdpbf16ps where the CPU has it, else widened to the f32
     kernels); PT_F32 (the default) multiplies them as they are. Master weights, optimizer state,
     gradients, their DP reduction, softmax / log-sum-exp, layernorm, the loss and the attention
-    kernels stay fp32. fp16 needs a loss scale (pt_loss_scale_enable): values past 65504 become
+    kernels stay fp32. The activations a transformer block (pt_block_fwd_ex) keeps for backward are
+    stored in dt (round to nearest even; their statistics and the block's output, the residual
+    stream, in f32), unless desc.act_f32: the forward computes on f32 values, backward on the stored
+    ones widened (see autograd). fp16 needs a loss scale (pt_loss_scale_enable): values past 65504 become
     infinity. On OpenCL the operands are rounded on the device (a copy, then CLBlast's SGEMM); fp16
     there needs cl_khr_fp16 (else PT_ERR_DEVICE, naming the device: PoCL has none). Also desc.precision. */
 PTDEF pt_status pt_set_precision(pt_ctx *ctx, pt_dtype dt);
@@ -2153,8 +2160,9 @@ typedef struct pt_mem_plan {
                                      allreduce (no extra buffer on the CPU backend) */
     int64_t bucket_bytes;       /**< pt_dp bucket size (0 = 25 MiB) */
     int32_t threads;            /**< CPU threads per process (the attention workspace scales with it; 0 = 1) */
-    int32_t precision;          /**< PT_F32, PT_BF16 or PT_F16 (pt_set_precision): the same bytes, since the 16-bit
-                                     inputs of the matrix products exist only in the GEMM's packing buffers */
+    int32_t precision;          /**< PT_F32, PT_BF16 or PT_F16 (pt_set_precision): bf16 / fp16 store the blocks' saved
+                                     activations in 16 bits (plus one block's f32 scratch), unless act_f32 */
+    int32_t act_f32;            /**< as pt_desc.act_f32: 1 = saved activations f32 at every precision */
     int32_t recompute;          /**< pt_recompute of every stage (0 = the config's cfg.recompute): the recomputed block's scratch
                                      arena (one per process) is in activations */
     const int32_t *first;       /**< stage split [pp*v + 1] (NULL = equal if it divides, else balanced as examples/07) */
@@ -2198,7 +2206,8 @@ typedef enum pt_mem_kgroup { PT_KG_LAYERNORM, PT_KG_ATTENTION, PT_KG_SCORES, PT_
     the plan's technique next to ptrain's own bytes for the same plan. */
 typedef struct pt_mem_layer_out {
     int32_t tp, seq_parallel, recompute; /**< the technique: plan tp, cfg seq_parallel (1 only with tp > 1), plan or cfg recompute */
-    int32_t elem_bytes;         /**< bytes of a stored activation element in ptrain: 4 (f32 at every plan precision) */
+    int32_t elem_bytes;         /**< bytes of a stored activation element in ptrain: 4 (f32), 2 under bf16 / fp16 precision
+                                     without act_f32 (the layer input, the residual stream, stays 4 bytes) */
     const char *formula;        /**< the paper's per-layer formula of this technique, e.g. "sbh(10 + 24/t + 5as/(ht))" */
     double paper[PT_KG_COUNT], paper_total; /**< the paper's bytes: 16-bit activations, 1-byte dropout masks */
     double at_elem[PT_KG_COUNT], at_elem_total; /**< the same tensors at elem_bytes each (the masks 1 byte) */
@@ -9266,6 +9275,11 @@ typedef struct pt__block {
 /* the node's backward reads no parameter's values (an embedding's table, a slice's source): ZeRO-3
    gathers nothing for it (see dp) */
 #define PT__NODE_NO_WEIGHT 16u
+/* kept (not recomputed) while 16-bit activation storage is on (see autograd): its output is in the
+   scratch; the block's end copies it to 16 bits (k16) if backward reads it, and a backward widens it back */
+#define PT__NODE_PACK 32u
+/* transient, while a block's end decides what to keep: backward reads the node's output */
+#define PT__NODE_NEED 64u
 
 struct pt_node {
     void (*backward)(pt_graph *g, pt_node *n);
@@ -9276,6 +9290,7 @@ struct pt_node {
     pt_tensor **in;      /* nin inputs */
     int nin;
     pt_tensor *saved[3]; /* tensors kept for the backward (e.g. lse, mean/rstd) */
+    pt_tensor *k16;      /* PT__NODE_PACK: the 16-bit copy of its output in the graph's arena (NULL: not kept) */
     uint32_t flags;      /* PT__NODE_* */
     int64_t i[8];        /* integer attributes */
     float f[4];          /* float attributes */
@@ -9299,6 +9314,7 @@ struct pt_graph {
     int64_t bytes;                    /* activation bytes held */
     int rc_mode;                      /* pt_recompute of the block being built (pt_block_fwd_ex) */
     int rc_scratch;                   /* 1: data allocations go to the context's scratch arena */
+    int rc_pack;                      /* the 16-bit dtype the block being built keeps its activations in (0: f32) */
     uint32_t gen;                     /* the scratch arena: bumped at each rewind */
     int64_t dpeak;                    /* the scratch arena: largest pass since it was consolidated */
     double prof_t0;                   /* per-op profile (see trace): when the op being built allocated its output */
@@ -9976,7 +9992,13 @@ PTDEF void pt_profile_print(const pt_ctx *ctx, void *file) {
    that needs any of it), into the scratch again; after the block's first node (PT__NODE_RC_SEG)
    the scratch is rewound. Dropout re-runs with the key and position its node kept, so the masks
    are the same. The recomputed ops never communicate: under TP the row-parallel outputs (after
-   their TP sum) are kept, so TP ranks need not agree on the mode. */
+   their TP sum) are kept, so TP ranks need not agree on the mode.
+   16-bit activation storage (bf16 / fp16 precision without desc.act_f32; g->rc_pack while a block is
+   built): the ops the mode keeps put their outputs in the scratch too (pt__rc_on returns 2; their
+   node is PT__NODE_RC | PT__NODE_PACK). The block's end (pt__rc_pack) works out which outputs
+   backward reads and copies those of the kept nodes into the graph's arena in 16 bits (n->k16),
+   their saved statistics in f32; pt__rc_redo then widens k16 back into the scratch instead of
+   re-running the node. The forward is unchanged (its ops read the f32 values in the scratch). */
 PTDEF pt_graph *pt_graph_new(pt_ctx *ctx) {
     pt_graph *g;
     if (!ctx) return NULL;
@@ -10040,7 +10062,7 @@ PTDEF void pt_graph_reset(pt_graph *g) {
     pt__dchunk *d;
     int i;
     if (!g) return;
-    g->rc_mode = g->rc_scratch = 0;
+    g->rc_mode = g->rc_scratch = g->rc_pack = 0;
     if (g->ctx->rc_scratch && g->ctx->rc_scratch != g) {
         pt_graph *s = g->ctx->rc_scratch;
         pt__rc_rewind(g->ctx);
@@ -10161,12 +10183,15 @@ static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
 }
 
 /* ---- activation recomputation (see the top of this section) ---------------------------------- */
-/* 1 when the op being built puts its results in the scratch (the block's mode drops them: full every
-   op, selective the cheap ones); pt__rc_off(g, on, ...) follows the op */
+/* whether the op being built puts its results in the scratch: 1 when the block's mode drops them
+   (full every op, selective the cheap ones), 2 when they are kept but 16-bit storage is on (packed at
+   the block's end), 0 otherwise; pt__rc_off(g, on, ...) follows the op */
 static int pt__rc_on(pt_graph *g, int cheap) {
-    if (!g->rc_mode || (g->rc_mode == PT_RECOMPUTE_SELECTIVE && !cheap)) return 0;
+    int drop = g->rc_mode && (g->rc_mode != PT_RECOMPUTE_SELECTIVE || cheap);
+    if (!drop && !g->rc_pack) return 0;
     if (!g->ctx->rc_scratch && !(g->ctx->rc_scratch = pt_graph_new(g->ctx))) return 0;
-    return g->rc_scratch = 1;
+    g->rc_scratch = 1;
+    return drop ? 1 : 2;
 }
 /* new storage for t's data (in the scratch while a node is re-run); 0 on error */
 static int pt__rc_fresh(pt_graph *g, pt_tensor *t) {
@@ -10184,7 +10209,7 @@ static pt_tensor *pt__rc_off(pt_graph *g, int on, pt_tensor *out, void (*refwd)(
     g->rc_scratch = 0;
     if (!on || !out) return out;
     if (out->node) {
-        out->node->flags |= PT__NODE_RC;
+        out->node->flags |= PT__NODE_RC | (on == 2 ? PT__NODE_PACK : 0u);
         out->node->refwd = refwd;
         out->node->rgen = g->ctx->rc_scratch->gen;
     } else if (g->grad_on) {
@@ -10194,8 +10219,46 @@ static pt_tensor *pt__rc_off(pt_graph *g, int on, pt_tensor *out, void (*refwd)(
     }
     return out;
 }
-/* the end of a block built with rc_mode: its first node rewinds the scratch in backward */
+/* 16-bit storage of the block [t0, ntape) (rc_pack dt): which outputs does backward read? A node's
+   own (unless PT__NODE_OUT_FREE or _GRAD_ONLY), the inputs of a node whose backward reads them (not
+   _GRAD_ONLY), and the inputs of a dropped node that is read (its re-run reads them); consumers come
+   after their producers, so one pass from the end settles it. Each kept (PT__NODE_PACK) output read
+   is copied to dt in the graph's arena (k16), and its saved tensors (statistics, f32) moved there;
+   an output nobody reads is left to the rewind (its refwd would remake it). */
+static void pt__rc_pack(pt_graph *g, int t0) {
+    pt_ctx *ctx = g->ctx;
+    int i, j, k;
+    for (i = g->ntape - 1; i >= t0; i--) {
+        pt_node *n = g->tape[i];
+        int need = (n->flags & PT__NODE_NEED) || !(n->flags & (PT__NODE_OUT_FREE | PT__NODE_GRAD_ONLY));
+        int reads = !(n->flags & PT__NODE_GRAD_ONLY) || (need && !(n->flags & PT__NODE_PACK));
+        if (need) n->flags |= PT__NODE_NEED;
+        for (j = 0; reads && j < n->nin; j++)
+            if (n->in[j] && n->in[j]->node && n->in[j]->node != n) n->in[j]->node->flags |= PT__NODE_NEED;
+    }
+    for (i = t0; i < g->ntape && ctx->status == PT_OK; i++) {
+        pt_node *n = g->tape[i];
+        int need = (n->flags & PT__NODE_NEED) != 0;
+        n->flags &= ~PT__NODE_NEED;
+        if (!(n->flags & PT__NODE_PACK) || n->out->node != n) continue;
+        if (need) {
+            pt_tensor *c = pt__rec(g, (pt_dtype)g->rc_pack, n->out->ndim, n->out->shape);
+            if (!c || !pt__rc_fresh(g, c)) return;
+            ctx->be->convert(ctx, c, n->out, 0);
+            n->k16 = c;
+        }
+        for (k = 0; k < 3; k++)
+            if (n->saved[k]) {
+                pt_tensor was = *n->saved[k];
+                if (!pt__rc_fresh(g, n->saved[k])) return;
+                ctx->be->copy(ctx, n->saved[k], &was, 0);
+            }
+    }
+}
+/* the end of a block built with rc_mode or rc_pack: its first node rewinds the scratch in backward */
 static void pt__rc_block_end(pt_graph *g, int t0) {
+    if (g->rc_pack && g->ntape > t0) pt__rc_pack(g, t0);
+    g->rc_pack = 0;
     if (g->ntape > t0) g->tape[t0]->flags |= PT__NODE_RC_SEG;
     pt__rc_rewind(g->ctx);
 }
@@ -10205,6 +10268,13 @@ static int pt__rc_stale(const pt_graph *g, const pt_tensor *t) {
 /* re-runs node n's forward into the scratch, its dropped inputs first; 0 on error */
 static int pt__rc_redo(pt_graph *g, pt_node *n) {
     int j, keep = g->rc_scratch;
+    if (n->k16) { /* packed: widened back into the scratch, nothing re-run */
+        g->rc_scratch = 1;
+        if (pt__rc_fresh(g, n->out)) g->ctx->be->convert(g->ctx, n->out, n->k16, 0);
+        g->rc_scratch = keep;
+        n->rgen = g->ctx->rc_scratch->gen;
+        return g->ctx->status == PT_OK;
+    }
     for (j = 0; j < n->nin; j++)
         if (pt__rc_stale(g, n->in[j]) && !pt__rc_redo(g, n->in[j]->node)) return 0;
     g->rc_scratch = 1;
@@ -10420,9 +10490,21 @@ static pt_status pt__gslab_need(pt_ctx *ctx) {
     return PT_OK;
 }
 
-/* grows a slab storage to hold n elements, keeping its contents */
+/* grows a slab storage to hold n elements, keeping its contents. A CPU slab grows in place through
+   the allocator's realloc: the C library moves a block that large by remapping its pages (glibc's
+   mremap), so the used part is neither copied nor resident twice (a slab of S bytes used to peak at
+   up to 1.5 S while a doubling copied it). Device slabs are copied on the device. */
 static pt_status pt__slab_grow(pt_ctx *ctx, pt_storage **slab, int64_t n) {
     pt_storage *old = *slab, *st;
+    if (old && old->raw && old->host && ctx->be->st_alloc == pt__cpu_st_alloc) {
+        size_t was = (size_t)((char *)old->host - (char *)old->raw);
+        char *raw = (char *)pt__realloc(ctx, old->raw, (size_t)n * 4 + PT__ALIGN), *host;
+        if (!raw) return PT_ERR_OOM; /* the old block stays as it was */
+        host = (char *)(((uintptr_t)raw + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1));
+        if ((size_t)(host - raw) != was) memmove(host, raw + was, (size_t)ctx->slab_n * 4); /* another alignment offset */
+        old->raw = raw, old->host = host, old->bytes = n * 4;
+        return PT_OK;
+    }
     st = (pt_storage *)pt__malloc(ctx, sizeof *st);
     if (!st) return PT_ERR_OOM;
     memset(st, 0, sizeof *st);
@@ -10706,6 +10788,8 @@ PTDEF pt_status pt_set_precision(pt_ctx *ctx, pt_dtype dt) {
     return PT_OK;
 }
 PTDEF pt_dtype pt_precision(const pt_ctx *ctx) { return ctx ? (pt_dtype)ctx->desc.precision : PT_F32; }
+/* the dtype a transformer block's saved activations are stored in: the precision's 16 bits, 0 for f32 */
+static int pt__act16(const pt_ctx *ctx) { return ctx->desc.precision != PT_F32 && !ctx->desc.act_f32 ? (int)ctx->desc.precision : 0; }
 
 /* desc.allocator has all three functions or none; else the error names the missing ones */
 static int pt__allocator_check(pt_ctx *boot) {
@@ -12733,6 +12817,7 @@ PTDEF pt_tensor *pt_block_fwd_ex(pt_graph *g, const pt_block *b, pt_tensor *x, i
     }
     t0 = g->ntape;
     g->rc_mode = (int)mode;
+    g->rc_pack = pt__act16(g->ctx); /* bf16 / fp16: the kept activations stored in 16 bits (see autograd) */
     h = pt_layernorm(g, x, b->ln1_w, b->ln1_b, 1e-5f);
     if (tp > 1) h = pt__attn_tp_fwd(g, b, h, n_head);
     else h = pt_linear_fwd(g, &b->attn_proj, pt_attention(g, pt_linear_fwd(g, &b->attn, h), n_head));
@@ -12741,9 +12826,14 @@ PTDEF pt_tensor *pt_block_fwd_ex(pt_graph *g, const pt_block *b, pt_tensor *x, i
     h = pt_layernorm(g, x1, b->ln2_w, b->ln2_b, 1e-5f);
     h = tp > 1 ? pt__mlp_tp_fwd(g, &b->mlp, h, b->seq_parallel) : pt_mlp_fwd(g, &b->mlp, h);
     if (dropout > 0) h = pt__block_dropout(g, b, h, dropout, seed + 1);
-    g->rc_mode = PT_RECOMPUTE_NONE; /* the block's output is kept */
-    x = pt_add(g, x1, h);
-    if (mode != PT_RECOMPUTE_NONE) pt__rc_block_end(g, t0);
+    g->rc_mode = PT_RECOMPUTE_NONE; /* the block's output is kept, in f32 (the residual stream) */
+    {
+        int pack = g->rc_pack;
+        g->rc_pack = 0;
+        x = pt_add(g, x1, h);
+        g->rc_pack = pack;
+    }
+    if (mode != PT_RECOMPUTE_NONE || g->rc_pack) pt__rc_block_end(g, t0);
     return x;
 }
 
@@ -14597,13 +14687,15 @@ PTDEF pt_status pt_dp_zero(pt_dp *dp, pt_optim *o, int stage) {
             dp->zlo = dp->zdispl[me], dp->zhi = (int64_t)dp->zdispl[me] + dp->zcnt[me];
             pt__free(ctx, dp->acc);
             dp->acc = NULL;
+            /* ZeRO-3 releases the parameters outside the shard first, so the gradient shard made next never
+               meets the whole slab (the set-up peak: the slab, not the slab + the gradient shard) */
+            if (stage == 3 && (st = pt__z3_on(dp, 0)) != PT_OK) return st;
             if (stage >= 2 && !dp->compress && !dp->hg && (st = pt__dp_lean_on(dp, dp->zlo, dp->zhi)) != PT_OK) return st;
             if (stage >= 2 && !dp->lean && !(dp->acc = (float *)pt__alloc(ctx, (size_t)PT__MAX(dp->zhi - dp->zlo, 1) * 4)))
                 return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_dp_zero: out of memory for the gradient shard"), PT_ERR_OOM);
             dp->stage = PT__MIN(stage, 2); /* the gradients: stage 3 reduces as stage 2 */
             st = pt__dp_alloc_stage(dp);
             pt__dp_account(dp);
-            if (st == PT_OK && stage == 3) st = pt__z3_on(dp, 0);
             return st;
         }
         /* stage 0: gather the state shards back into full slabs */
@@ -20731,6 +20823,7 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
     memset(&desc, 0, sizeof desc);
     desc.dist = d = pt__me_grid(pl, co);
     desc.threads = d ? d->threads : 1, desc.seed = 1, desc.device = "cpu", desc.log = pt__me_quiet;
+    desc.precision = pl->precision, desc.act_f32 = pl->act_f32; /* bf16 / fp16: the blocks' kept activations in 16 bits */
     if (!mine || !d || !(ctx = pt_init(&desc))) {
         PT_FREE(mine);
         pt__dist_free(d);
@@ -20757,12 +20850,12 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
                 if (pt__dp_zero_range(ctx->slab_n, k, pl->dp, &a, &e), e - a > hi - lo) lo = a, hi = e, me = k;
             if (pl->zero) pt__optim_reshard(opt, lo, hi);
             o->dp_extra = 4 * (pt__dp_ring_floats(dp, PT__MIN(pl->zero, 2)) + (pl->zero == 2 && pl->compress ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
+            if (pl->zero == 3) dp->zlo = lo, dp->zhi = hi, (void)pt__z3_on(dp, 1); /* the parameter shard first, as pt_dp_zero; uses gather without communicating */
             if (pl->zero >= 2 && !pl->compress && pt__dp_lean_on(dp, lo, hi) == PT_OK) { /* the shard and the first bucket buffers */
                 ctx->grad_get = NULL; /* no reducer runs here: every bucket in the first buffer (the counting backend keeps no data) */
                 for (k = 0; k < dp->nb; k++) pt__dp_point(dp, k, dp->own[k] >= 0 ? dp->own[k] : dp->freel[0]);
             }
-            if (pl->zero == 3 && (dp->zlo = lo, dp->zhi = hi, pt__z3_on(dp, 1)) == PT_OK) /* the parameter shard; uses gather without communicating */
-                (void)pt__z3_shards(dp, pl->dp, me); /* the peak: the largest over where the shard lies */
+            if (dp->z3 && ctx->status == PT_OK) (void)pt__z3_shards(dp, pl->dp, me); /* the peak: the largest over where the shard lies */
         }
     }
     bt[0] = pl->batch, bt[1] = pl->seq;
@@ -20832,8 +20925,9 @@ PTDEF pt_status pt_mem_estimate(const pt_gpt_config *cfg, const pt_mem_plan *pla
     if (pl.micro_batches < 1) return pt__msg(err, errlen, "pt_mem_estimate: micro_batches %d (expected >= 1)", pl.micro_batches), PT_ERR_ARG;
     if (pl.optim != PT_OPTIM_SGD && pl.optim != PT_OPTIM_ADAMW)
         return pt__msg(err, errlen, "pt_mem_estimate: optim %d (expected PT_OPTIM_SGD or PT_OPTIM_ADAMW)", pl.optim), PT_ERR_ARG;
-    if (pl.precision != PT_F32 && pl.precision != PT_BF16 && pl.precision != PT_F16) /* all three store the same */
-        return pt__msg(err, errlen, "pt_mem_estimate: precision %d (expected PT_F32, PT_BF16 or PT_F16)", (int)pl.precision), PT_ERR_ARG;
+    if ((pl.precision != PT_F32 && pl.precision != PT_BF16 && pl.precision != PT_F16) || (pl.act_f32 != 0 && pl.act_f32 != 1))
+        return pt__msg(err, errlen, "pt_mem_estimate: precision %d, act_f32 %d (expected PT_F32, PT_BF16 or PT_F16; 0 or 1)", (int)pl.precision,
+                       (int)pl.act_f32), PT_ERR_ARG;
     if (pl.recompute < 0 || pl.recompute > PT_RECOMPUTE_FULL || (uint32_t)c.recompute > PT_RECOMPUTE_FULL)
         return pt__msg(err, errlen, "pt_mem_estimate: recompute %d (plan) / %d (config): expected 0 none, 1 selective or 2 full", pl.recompute,
                        (int)c.recompute), PT_ERR_ARG;
@@ -20918,7 +21012,7 @@ static void pt__me_korth(const pt_gpt_config *c, int64_t B, int64_t T, pt_mem_la
     size_t k;
     if (o->recompute == PT_RECOMPUTE_FULL) {
         o->formula = "sbh(2)";
-        o->paper[PT_KG_INPUT] = 2 * sbh, o->at_elem[PT_KG_INPUT] = o->elem_bytes * sbh;
+        o->paper[PT_KG_INPUT] = 2 * sbh, o->at_elem[PT_KG_INPUT] = 4 * sbh; /* the residual stream stays f32 */
     } else {
         o->formula = form[o->tp == 1 ? 0 : o->seq_parallel ? 2 : 1][o->recompute == PT_RECOMPUTE_SELECTIVE];
         for (k = 0; k < sizeof pt__me_kterms / sizeof pt__me_kterms[0]; k++) {
@@ -20949,7 +21043,7 @@ PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, 
     }
     out->tp = pl.tp > 1 ? pl.tp : 1, out->seq_parallel = cfg->seq_parallel && out->tp > 1;
     out->recompute = pl.recompute ? pl.recompute : cfg->recompute;
-    out->elem_bytes = (int32_t)sizeof(float); /* bf16 and fp16 round the GEMM inputs only: activations stay f32 */
+    out->elem_bytes = pl.precision != PT_F32 && !pl.act_f32 ? 2 : 4; /* bf16 / fp16 store the blocks' kept activations in 16 bits */
     out->ptrain = o[1].act_pass + o[1].act_grad_blocks - (o[0].act_pass + o[0].act_grad_blocks);
     out->ptrain_act = o[1].activations - o[0].activations;
     pt__me_korth(cfg, pl.batch, pl.seq, out);

@@ -45,15 +45,16 @@
      stream, which TP alone keeps whole on every TP rank, hold T/tp positions per rank;
    - chunked cross-entropy (cfg.loss_chunk): the head and the loss fused over --loss-chunk rows at
      a time, so the [tokens, vocab/tp] logits never exist; it pays with a large vocabulary;
+   - bf16 activations (precision bf16): the matrix products on bf16 inputs, and each block's kept
+     activations stored in bf16 (half the bytes; the residual stream and the statistics stay f32,
+     one block's f32 values live in the scratch arena while it runs); parameters, gradients and the
+     optimizer stay f32 (not in this version: bf16 weight copies, bf16 gathers under ZeRO-3);
    - the last row has them together (ZeRO-1, full recomputation, sequence parallelism, chunks).
    ZeRO-1/2/3 shrink what is proportional to the model, recomputation, sequence parallelism and
    chunks what is proportional to the tokens: which pays depends on which dominates. On the
    defaults the activations are four fifths of the total, so the token techniques pay and ZeRO
    little; a large model on few tokens per rank is the other way round (tools/ptmem shows any
    config without running it). Below 64 MiB a pass saves nothing more: the arena's chunk stays.
-   Not in this version: bf16 (or fp16) storage of parameters and activations (--precision bf16 of
-   the other programs rounds the matrix products' inputs inside the GEMM: faster, but not a byte
-   less).
 
    The estimate is not a model: pt_mem_estimate runs the same constructors and ops on a backend that
    counts bytes without holding data, so it equals the measurement (tools/ptmem prints it for any
@@ -79,6 +80,7 @@
 typedef struct technique {
     const char *name;
     int zero, recompute, seq_parallel, chunk;
+    int precision; /* PT_BF16: bf16 precision, whose blocks keep their activations in 16 bits (0: --precision) */
 } technique;
 
 /* the columns: bytes by kind, then the step time (us, measured only) */
@@ -108,6 +110,7 @@ static int estimate(const setup *s, const technique *t, int threads, int64_t *e,
     memset(&plan, 0, sizeof plan);
     plan.dp = lay.dp, plan.tp = lay.tp, plan.pp = 1, plan.zero = t->zero, plan.micro_batches = 1;
     plan.batch = (int)s->a.batch / lay.dp, plan.seq = (int)s->a.seq, plan.optim = PT_OPTIM_ADAMW, plan.threads = threads;
+    plan.precision = t->precision ? t->precision : s->a.precision;
     if (pt_mem_estimate(&cfg, &plan, 0, &o, err, n) != PT_OK) return 0;
     e[PARAMS] = o.params, e[GRADS] = o.grads, e[OPTIM] = o.optim, e[ACT] = o.activations, e[WORK] = o.workspace;
     e[DPBUF] = o.dp_extra, e[TOTAL] = o.total + o.dp_extra, e[PEAK] = o.peak_total + o.dp_extra;
@@ -150,7 +153,7 @@ static int train(const setup *s, const technique *t, int64_t *m, int *threads, c
     double t0 = 0, step_s = 0;
     int64_t step;
     memset(&desc, 0, sizeof desc);
-    desc.seed = (uint64_t)s->a.seed, desc.dist = s->d, desc.device = "cpu", desc.precision = s->a.precision;
+    desc.seed = (uint64_t)s->a.seed, desc.dist = s->d, desc.device = "cpu", desc.precision = t->precision ? t->precision : s->a.precision;
     ctx = pt_init(&desc);
     if (ctx && ids && tg && (model = pt_gpt_new(ctx, &cfg)) != NULL && (opt = pt_optim_new(ctx, &od)) != NULL &&
         (dp = pt_dp_new(ctx, s->d, 0)) != NULL && (!t->zero || pt_dp_zero(dp, opt, t->zero) == PT_OK))
@@ -197,15 +200,16 @@ static void print_row(const technique *t, const int64_t *e, const int64_t *m, in
 
 int main(int argc, char **argv) {
     static const technique rows[] = {
-        {"baseline f32", 0, 0, 0, 0},
-        {"ZeRO-1", 1, 0, 0, 0},
-        {"ZeRO-2", 2, 0, 0, 0},
-        {"ZeRO-3", 3, 0, 0, 0},
-        {"recompute selective", 0, PT_RECOMPUTE_SELECTIVE, 0, 0},
-        {"recompute full", 0, PT_RECOMPUTE_FULL, 0, 0},
-        {"sequence parallelism", 0, 0, 1, 0},
-        {"chunked cross-entropy", 0, 0, 0, 1},
-        {"ZeRO-1+full+seq.par.+chunks", 1, PT_RECOMPUTE_FULL, 1, 1},
+        {"baseline f32", 0, 0, 0, 0, 0},
+        {"ZeRO-1", 1, 0, 0, 0, 0},
+        {"ZeRO-2", 2, 0, 0, 0, 0},
+        {"ZeRO-3", 3, 0, 0, 0, 0},
+        {"recompute selective", 0, PT_RECOMPUTE_SELECTIVE, 0, 0, 0},
+        {"recompute full", 0, PT_RECOMPUTE_FULL, 0, 0, 0},
+        {"sequence parallelism", 0, 0, 1, 0, 0},
+        {"chunked cross-entropy", 0, 0, 0, 1, 0},
+        {"bf16 activations", 0, 0, 0, 0, PT_BF16},
+        {"ZeRO-1+full+seq.par.+chunks", 1, PT_RECOMPUTE_FULL, 1, 1, 0},
     };
     setup s;
     pt_layout lay = {0, 2, 1, 0};

@@ -780,7 +780,7 @@ else
 fi
 
 # 10: its Run: line (4 ranks, dp 2 x tp 2) on a small GPT whose activations pass the 64 MiB arena chunk,
-# built above with its Build: line: the table has its 8 rows, each an estimate line and a measured line;
+# built above with its Build: line: the table has its 10 rows, each an estimate line and a measured line;
 # every row's measured total is within 3% of its estimate, and full recomputation measures fewer
 # activation bytes than the baseline
 if command -v mpirun >/dev/null 2>&1; then
@@ -794,10 +794,10 @@ if command -v mpirun >/dev/null 2>&1; then
     base=$(awk -F'|' '$1 == "baseline f32" { print $5 }' "$W/10.rows")
     full=$(awk -F'|' '$1 == "recompute full" { print $5 }' "$W/10.rows")
     names=$(cut -d'|' -f1 "$W/10.rows" | tr '\n' ',')
-    want="baseline f32,ZeRO-1,ZeRO-2,ZeRO-3,recompute selective,recompute full,sequence parallelism,chunked cross-entropy,"
-    if [ $rc -eq 0 ] && [ "${names#"$want"}" != "$names" ] && [ "$(wc -l <"$W/10.rows")" -eq 9 ] && [ -z "$bad" ] &&
+    want="baseline f32,ZeRO-1,ZeRO-2,ZeRO-3,recompute selective,recompute full,sequence parallelism,chunked cross-entropy,bf16 activations,"
+    if [ $rc -eq 0 ] && [ "${names#"$want"}" != "$names" ] && [ "$(wc -l <"$W/10.rows")" -eq 10 ] && [ -z "$bad" ] &&
         awk -v a="$base" -v b="$full" 'BEGIN { exit !(a > 0 && b > 0 && b < a) }'; then
-        pass "10_memory '$rline': 9 rows, each measured total within 3% of pt_mem_estimate; activations $base MiB, $full MiB with full recomputation"
+        pass "10_memory '$rline': 10 rows, each measured total within 3% of pt_mem_estimate; activations $base MiB, $full MiB with full recomputation"
     else fail "10_memory '$rline': exit $rc; rows '$names'; off by more than 3%: '$bad'; activations baseline '$base', full '$full'; $(tail -n 2 "$W/10.log" | tr '\n' ' ')"; fi
 else
     fail "10_memory: mpirun not found (make deps installs openmpi-bin)"

@@ -1092,6 +1092,143 @@ static void test_lazy_state(void) {
     pt_shutdown(ctx);
 }
 
+/* the parameter slab grows in place: on Linux (glibc remaps a block that large) its peak resident set
+   stays at what the parameters use, where a doubling copy held the used part twice; values and
+   alignment survive every growth */
+static long vm_kb(const char *key) {
+    long v = -1;
+#if defined(__linux__)
+    char line[256];
+    FILE *f = fopen("/proc/self/status", "r");
+    size_t n = strlen(key);
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) v = atol(line + n);
+    fclose(f);
+#else
+    (void)key;
+#endif
+    return v;
+}
+#if defined(__SANITIZE_ADDRESS__)
+#define CORE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CORE_ASAN 1
+#endif
+#endif
+/* 16-bit storage of saved activations (bf16 / fp16 precision, desc.act_f32 = 0): the forward is f32's
+   (the loss bit-identical to act_f32), the block's kept activations are stored in 16 bits (the arena
+   pass far smaller), backward reads them widened (gradients close to act_f32's, not equal), twice the
+   same; full recomputation packs nothing (bit-identical to act_f32), selective packs its GEMM outputs */
+static pt_ctx *prec_ctx(pt_dtype prec, int act_f32) {
+    pt_desc d;
+    memset(&d, 0, sizeof d);
+    d.seed = 41, d.threads = 1, d.on_error = on_error, d.log = quiet_log, d.log_level = PT_LOG_WARN;
+    d.precision = prec, d.act_f32 = act_f32;
+    return pt_init(&d);
+}
+static float act16_step(pt_ctx *ctx, pt_gpt *m, pt_graph *g, const int32_t *ids, const int32_t *tg, int64_t *pass) {
+    const int64_t s[2] = {4, 32};
+    pt_tensor *loss;
+    float l;
+    pt_graph_reset(g);
+    pt_zero_grad(ctx);
+    loss = pt_gpt_loss(g, m, tensor_i32(g, 2, s, ids), tensor_i32(g, 2, s, tg));
+    l = loss && pt_backward(g, loss) == PT_OK ? pt_item(loss) : NAN;
+    *pass = pt_graph_pass_bytes(g);
+    return l;
+}
+static void test_act16(void) {
+    pt_gpt_config c = gpt_cfg(64, 4, 64, 4, 32, 0.1f);
+    int32_t ids[128], tg[128];
+    int p, rc;
+    random_tokens(ids, tg, 128, 64, 5);
+    for (p = 0; p < 2; p++) {
+        pt_dtype dt = p ? PT_F16 : PT_BF16;
+        const char *pn = p ? "fp16" : "bf16";
+        for (rc = 0; rc < 3; rc++) {
+            pt_ctx *c1, *c2;
+            pt_gpt *m1, *m2;
+            pt_graph *g1, *g2;
+            int64_t pass1, pass2, pass3;
+            float l1, l2, l3;
+            const char *worst;
+            double d, d2;
+            if (p && rc) break; /* fp16: without recomputation */
+            c.recompute = (pt_recompute)rc;
+            c1 = prec_ctx(dt, 1), c2 = prec_ctx(dt, 0);
+            m1 = c1 ? pt_gpt_new(c1, &c) : NULL, m2 = c2 ? pt_gpt_new(c2, &c) : NULL;
+            g1 = pt_graph_new(c1), g2 = pt_graph_new(c2);
+            if (!CHECKF(m1 && m2 && g1 && g2, tu_name("act16 %s: contexts and models", pn), "%s %s", c1 ? pt_error(c1) : "-", c2 ? pt_error(c2) : "-")) return;
+            l1 = act16_step(c1, m1, g1, ids, tg, &pass1);
+            l2 = act16_step(c2, m2, g2, ids, tg, &pass2);
+            d = grads_rel_diff(c2, c1, &worst);
+            CHECKF(l1 == l2, tu_name("act16 %s recompute %d: the forward is f32's (loss bit-identical to act_f32)", pn, rc), "%.9g vs %.9g", l1, l2);
+            if (rc == PT_RECOMPUTE_FULL) {
+                CHECKF(d == 0, tu_name("act16 %s recompute full: nothing is packed (gradients bit-identical to act_f32)", pn),
+                       "max rel diff %.3g at '%s'", d, worst);
+            } else {
+                CHECKF(d > 0 && d < 3e-2, tu_name("act16 %s recompute %d: gradients from the widened 16-bit activations are close to act_f32's", pn, rc),
+                       "max rel diff %.3g at '%s' (0 would mean nothing was packed)", d, worst);
+                CHECKF(pass2 < 0.6 * pass1, tu_name("act16 %s recompute %d: the graph's arena pass holds far fewer bytes", pn, rc),
+                       "%lld bytes against act_f32's %lld", (long long)pass2, (long long)pass1);
+            }
+            { /* the same step again (a consolidated arena, a rewound scratch): bit for bit */
+                pt_ctx *c3 = prec_ctx(dt, 0);
+                pt_gpt *m3 = c3 ? pt_gpt_new(c3, &c) : NULL;
+                pt_graph *g3 = pt_graph_new(c3);
+                if (m3 && g3) {
+                    l3 = act16_step(c3, m3, g3, ids, tg, &pass3);
+                    l3 = act16_step(c3, m3, g3, ids, tg, &pass3);
+                    d2 = grads_rel_diff(c3, c2, &worst);
+                    CHECKF(l3 == l2 && d2 == 0, tu_name("act16 %s recompute %d: a second pass is bit-identical to the first", pn, rc),
+                           "loss %.9g vs %.9g, max rel diff %.3g at '%s'", l3, l2, d2, worst);
+                }
+                pt_graph_free(g3);
+                pt_gpt_free(m3);
+                pt_shutdown(c3);
+            }
+            pt_graph_free(g1), pt_graph_free(g2);
+            pt_gpt_free(m1), pt_gpt_free(m2);
+            pt_shutdown(c1), pt_shutdown(c2);
+        }
+    }
+}
+
+static void test_slab_growth(void) {
+    pt_ctx *ctx = new_ctx(3, 1);
+    const int64_t first[1] = {5}, s[2] = {1000, 4000};
+    const int n = tu_quick ? 3 : 25; /* 25 x 16 MB: the slab grows from 64 MiB through 256 to 512 MiB */
+    pt_tensor *w0 = pt_param_new(ctx, "first", 1, first, PT_INIT_CONST, 0.25f, 0);
+    long rss0, hwm;
+    int i, ok = 1;
+    FILE *f = fopen("/proc/self/clear_refs", "w"); /* "5" resets VmHWM (Linux 4.0 on) */
+    int reset = f && fputs("5", f) >= 0;
+    if (f && fclose(f) != 0) reset = 0;
+    rss0 = vm_kb("VmRSS:");
+    for (i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "w%d", i);
+        pt_param_new(ctx, name, 2, s, PT_INIT_ZEROS, 0, 0);
+    }
+    hwm = vm_kb("VmHWM:");
+    for (i = 0; i < 5; i++) ok &= pt_f32(w0)[i] == 0.25f;
+    CHECKF(pt_status_get(ctx) == PT_OK && ok && ((uintptr_t)pt_f32(w0) & 63) == 0 && pt_mem(ctx).params == 16 * 4 + (int64_t)n * 16000000,
+           "slab growth: parameters keep their values and 64-byte alignment", "status %d, first %g, params %lld", (int)pt_status_get(ctx),
+           (double)pt_f32(w0)[0], (long long)pt_mem(ctx).params);
+#if defined(__linux__) && defined(__GLIBC__) && !defined(CORE_ASAN)
+    if (!tu_quick && reset && rss0 > 0 && hwm > 0) {
+        double grew = (double)(hwm - rss0) * 1024.0, used = (double)n * 16e6;
+        CHECKF(grew < 1.05 * used + 16e6, "slab growth: the peak resident set stays at the parameters' bytes (no copy)",
+               "the high-water mark grew %.1f MB for %.1f MB of parameters", grew / 1e6, used / 1e6);
+    }
+#else
+    (void)rss0, (void)hwm, (void)reset;
+#endif
+    pt_shutdown(ctx);
+}
+
 static void test_sgd(void) {
     pt_ctx *ctx = new_ctx(1, 1);
     const int64_t s[1] = {3}, sf[1] = {2};
@@ -1334,6 +1471,8 @@ int main(int argc, char **argv) {
     RUN(test_accumulate);
     RUN(test_adamw);
     RUN(test_lazy_state);
+    RUN(test_slab_growth);
+    RUN(test_act16);
     RUN(test_sgd);
     RUN(test_lr);
     RUN(test_training);

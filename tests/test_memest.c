@@ -71,14 +71,22 @@ static void bad_plans(void) {
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "heads"), "tp not dividing heads is refused", err);
     p.tp = 1, p.precision = 9;
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "precision 9"), "precision 9 (no such type) is refused naming it", err);
-    {   /* bf16 and fp16 round the matrix products' inputs inside the GEMM: nothing else is stored */
-        pt_mem_estimate_out o32, o16;
+    {   /* bf16 stores the blocks' kept activations in 16 bits (act_f32: at f32's bytes); the model state is f32's */
+        pt_mem_estimate_out o32, o16, of;
         int ok;
         p.precision = PT_F32;
         ok = pt_mem_estimate(&c, &p, -1, &o32, err, sizeof err) == PT_OK;
         p.precision = PT_BF16;
         ok = ok && pt_mem_estimate(&c, &p, -1, &o16, err, sizeof err) == PT_OK;
-        CHECK_WHY(ok && o16.total == o32.total && o16.activations == o32.activations, "bf16 precision is estimated at f32's bytes", err);
+        p.act_f32 = 1;
+        ok = ok && pt_mem_estimate(&c, &p, -1, &of, err, sizeof err) == PT_OK;
+        CHECK_WHY(ok && of.total == o32.total && of.activations == o32.activations, "bf16 precision with act_f32 is estimated at f32's bytes", err);
+        CHECK_WHY(ok && o16.params == o32.params && o16.grads == o32.grads && o16.optim == o32.optim && o16.act_pass < 0.7 * o32.act_pass,
+                  tu_name("bf16 precision: the model state at f32's bytes, the arena pass smaller (%lld against %lld)", (long long)o16.act_pass,
+                          (long long)o32.act_pass), err);
+        p.act_f32 = 2;
+        CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "act_f32 2"), "act_f32 2 is refused naming it", err);
+        p.act_f32 = 0;
     }
     p.precision = PT_F32, p.recompute = 3;
     CHECK_WHY(pt_mem_estimate(&c, &p, -1, &o, err, sizeof err) == PT_ERR_ARG && strstr(err, "recompute 3"), "recompute 3 (no such mode) is refused naming it", err);
@@ -194,10 +202,12 @@ static void real_params(void) {
    50257-word vocabulary on 512 rows (logits 103 MB) without and with the head and loss fused in
    chunks of 64 rows (loss_chunk), whose estimate has no [rows, V] logits in the pass */
 static void real_runs(void) {
-    static const struct { int vocab, layers, width, heads, seq, batch, untied, sgd; float dropout; int chunk, rc; } cs[] = {
-        {300, 2, 32, 2, 16, 4, 0, 1, 0.0f, 0, 0},     {1000, 3, 48, 3, 24, 3, 1, 0, 0.1f, 0, 0},   {300, 3, 64, 2, 64, 16, 0, 0, 0.1f, 0, 1},
-        {300, 3, 64, 2, 64, 16, 0, 0, 0.1f, 0, 2},    {50257, 1, 64, 4, 32, 2, 0, 0, 0.0f, 0, 0},
-        {50257, 1, 64, 4, 128, 4, 0, 0, 0.0f, 0, 0}, {50257, 1, 64, 4, 128, 4, 0, 0, 0.0f, 64, 0}};
+    static const struct { int vocab, layers, width, heads, seq, batch, untied, sgd; float dropout; int chunk, rc, prec; } cs[] = {
+        {300, 2, 32, 2, 16, 4, 0, 1, 0.0f, 0, 0, 0},     {1000, 3, 48, 3, 24, 3, 1, 0, 0.1f, 0, 0, 0},   {300, 3, 64, 2, 64, 16, 0, 0, 0.1f, 0, 1, 0},
+        {300, 3, 64, 2, 64, 16, 0, 0, 0.1f, 0, 2, 0},    {50257, 1, 64, 4, 32, 2, 0, 0, 0.0f, 0, 0, 0},
+        {300, 3, 64, 2, 64, 16, 0, 0, 0.1f, 0, 0, PT_BF16}, {300, 3, 64, 2, 64, 16, 0, 0, 0.1f, 0, 1, PT_BF16},
+        {1000, 3, 48, 3, 24, 3, 1, 0, 0.1f, 0, 0, PT_F16},
+        {50257, 1, 64, 4, 128, 4, 0, 0, 0.0f, 0, 0, 0}, {50257, 1, 64, 4, 128, 4, 0, 0, 0.0f, 64, 0, 0}};
     pt_mem_estimate_out last[2];
     int k, pass;
     for (k = 0; k < (int)(sizeof cs / sizeof cs[0]); k++) {
@@ -217,9 +227,9 @@ static void real_runs(void) {
         c.untied = cs[k].untied, c.dropout = cs[k].dropout, c.loss_chunk = cs[k].chunk, c.recompute = cs[k].rc;
         memset(&p, 0, sizeof p);
         memset(&o, 0, sizeof o);
-        p.batch = cs[k].batch, p.seq = cs[k].seq, p.optim = cs[k].sgd ? PT_OPTIM_SGD : PT_OPTIM_ADAMW, p.threads = 1;
+        p.batch = cs[k].batch, p.seq = cs[k].seq, p.optim = cs[k].sgd ? PT_OPTIM_SGD : PT_OPTIM_ADAMW, p.threads = 1, p.precision = cs[k].prec;
         memset(&desc, 0, sizeof desc);
-        desc.threads = 1, desc.seed = 1;
+        desc.threads = 1, desc.seed = 1, desc.precision = cs[k].prec;
         ctx = pt_init(&desc);
         m = pt_gpt_new(ctx, &c);
         memset(&od, 0, sizeof od);
@@ -248,8 +258,9 @@ static void real_runs(void) {
                      (long long)o.grads, (long long)ms.grads, (long long)o.optim, (long long)ms.optim, (long long)o.activations,
                      (long long)ms.activations, (long long)o.act_per_mb, (long long)pt_graph_bytes(g), (long long)o.workspace,
                      (long long)ms.workspace, (long long)o.peak_total, (long long)ms.peak_total);
-        snprintf(name, sizeof name, "vocab %d, %d layer%s, width %d, %d x %d tokens%s%s%s%s%s: the estimate equals pt_mem of a real run in every part",
-                 c.vocab, c.layers, c.layers == 1 ? "" : "s", c.width, p.batch, p.seq, c.untied ? ", untied" : "", c.dropout > 0 ? ", dropout" : "", cs[k].sgd ? ", SGD" : "",
+        snprintf(name, sizeof name, "vocab %d, %d layer%s, width %d, %d x %d tokens%s%s%s%s%s%s: the estimate equals pt_mem of a real run in every part",
+                 c.vocab, c.layers, c.layers == 1 ? "" : "s", c.width, p.batch, p.seq, cs[k].prec ? (cs[k].prec == PT_BF16 ? ", bf16" : ", fp16") : "",
+                 c.untied ? ", untied" : "", c.dropout > 0 ? ", dropout" : "", cs[k].sgd ? ", SGD" : "",
                  c.loss_chunk ? tu_name(", loss_chunk %d", c.loss_chunk) : "", c.recompute ? (c.recompute == 1 ? ", recompute selective" : ", recompute full") : "");
         CHECK_WHY(!why[0], name, why);
         if (k >= (int)(sizeof cs / sizeof cs[0]) - 2) last[k - ((int)(sizeof cs / sizeof cs[0]) - 2)] = o;
@@ -363,7 +374,8 @@ static void layer_formulas(void) {
 /* a GPT of config c (on grid d; NULL: one process) trained 2 passes of bt[0] x bt[1] tokens, ids as
    the targets too: its last pass's arena (pt_graph_pass_bytes) and pt_mem activations; 0, or 1 with
    the error in why */
-static int two_passes(pt_dist *d, const pt_gpt_config *c, const int64_t *bt, const int32_t *ids, int64_t *pass, int64_t *act, char *why, size_t n) {
+static int two_passes(pt_dist *d, const pt_gpt_config *c, int prec, const int64_t *bt, const int32_t *ids, int64_t *pass, int64_t *act, char *why,
+                      size_t n) {
     pt_desc desc;
     pt_optim_desc od;
     pt_ctx *ctx;
@@ -371,7 +383,7 @@ static int two_passes(pt_dist *d, const pt_gpt_config *c, const int64_t *bt, con
     pt_graph *g;
     int k;
     memset(&desc, 0, sizeof desc);
-    desc.dist = d, desc.threads = 1, desc.seed = 1;
+    desc.dist = d, desc.threads = 1, desc.seed = 1, desc.precision = prec;
     if (!(ctx = pt_init(&desc))) return snprintf(why, n, "pt_init failed"), 1;
     m = pt_gpt_new(ctx, c);
     memset(&od, 0, sizeof od);
@@ -392,10 +404,12 @@ static int two_passes(pt_dist *d, const pt_gpt_config *c, const int64_t *bt, con
 
 /* ptrain's bytes per layer (pt_mem_layer) = what real runs with one layer more hold: the pass's arena
    (pt_graph_pass_bytes) and pt_mem activations, 64 x 64 tokens of width 64, 2 passes each; the
-   activations differ by a layer only where both passes are above the 64 MiB chunk (not under full) */
+   activations differ by a layer only where both passes are above the 64 MiB chunk (not under full,
+   nor with bf16's 16-bit activations) */
 static void layer_real(void) {
-    static const struct { int layers, rc; float dropout; } cs[] = {
-        {4, PT_RECOMPUTE_NONE, 0.0f}, {4, PT_RECOMPUTE_NONE, 0.1f}, {6, PT_RECOMPUTE_SELECTIVE, 0.1f}, {4, PT_RECOMPUTE_FULL, 0.0f}};
+    static const struct { int layers, rc; float dropout; int prec; } cs[] = {
+        {4, PT_RECOMPUTE_NONE, 0.0f, 0},          {4, PT_RECOMPUTE_NONE, 0.1f, 0},          {6, PT_RECOMPUTE_SELECTIVE, 0.1f, 0},
+        {4, PT_RECOMPUTE_FULL, 0.0f, 0},          {4, PT_RECOMPUTE_NONE, 0.1f, PT_BF16}, {6, PT_RECOMPUTE_SELECTIVE, 0.1f, PT_BF16}};
     static int32_t zeros[64 * 64]; /* ids and targets 0 */
     const int64_t bt[2] = {64, 64};
     int k, j;
@@ -408,17 +422,18 @@ static void layer_real(void) {
         memset(&c, 0, sizeof c);
         c.vocab = 256, c.max_seq = 64, c.width = 64, c.heads = 2, c.dropout = cs[k].dropout, c.recompute = cs[k].rc;
         memset(&p, 0, sizeof p);
-        p.batch = (int32_t)bt[0], p.seq = (int32_t)bt[1], p.optim = PT_OPTIM_ADAMW, p.threads = 1;
+        p.batch = (int32_t)bt[0], p.seq = (int32_t)bt[1], p.optim = PT_OPTIM_ADAMW, p.threads = 1, p.precision = cs[k].prec;
         for (j = 0; j < 2 && !why[0]; j++) /* cs[k].layers, then one more */
-            c.layers = cs[k].layers + j, two_passes(NULL, &c, bt, zeros, &pb[j], &act[j], why, sizeof why);
+            c.layers = cs[k].layers + j, two_passes(NULL, &c, cs[k].prec, bt, zeros, &pb[j], &act[j], why, sizeof why);
         c.layers = cs[k].layers;
         if (!why[0] && pt_mem_layer(&c, &p, &o, why, sizeof why) == PT_OK &&
-            (o.ptrain != pb[1] - pb[0] || o.ptrain_act != act[1] - act[0] || (cs[k].rc != PT_RECOMPUTE_FULL && o.ptrain_act != o.ptrain) || o.ptrain <= 0))
+            (o.ptrain != pb[1] - pb[0] || o.ptrain_act != act[1] - act[0] || (pb[0] > (64 << 20) && o.ptrain_act != o.ptrain) || o.ptrain <= 0))
             snprintf(why, sizeof why, "per layer estimated / measured: pass %lld / %lld, activations %lld / %lld (passes %lld, %lld)", (long long)o.ptrain,
                      (long long)(pb[1] - pb[0]), (long long)o.ptrain_act, (long long)(act[1] - act[0]), (long long)pb[0], (long long)pb[1]);
-        snprintf(name, sizeof name, "%d -> %d layers of width 64, 64 x 64 tokens, recompute %s%s: ptrain's bytes per layer = the real runs' difference (pass%s)",
+        snprintf(name, sizeof name, "%d -> %d layers of width 64, 64 x 64 tokens, recompute %s%s%s: ptrain's bytes per layer = the real runs' difference (pass%s)",
                  cs[k].layers, cs[k].layers + 1, cs[k].rc == 0 ? "none" : cs[k].rc == 1 ? "selective" : "full", cs[k].dropout > 0 ? ", dropout" : "",
-                 cs[k].rc == PT_RECOMPUTE_FULL ? "; activations within the chunk: 0" : " and pt_mem activations");
+                 cs[k].prec ? ", bf16" : "",
+                 pb[0] <= (64 << 20) ? "; activations within the chunk: 0" : " and pt_mem activations");
         CHECK_WHY(!why[0], name, why);
     }
 }
@@ -433,7 +448,7 @@ static void layer_tp(pt_dist *d, const pt_gpt_config *cfg, const pt_mem_plan *pl
     char why[1100] = "", name[256];
     bt[0] = plan->batch, bt[1] = plan->seq;
     c.layers++;
-    two_passes(d, &c, bt, ids, &pass1, &act1, why, sizeof why);
+    two_passes(d, &c, plan->precision, bt, ids, &pass1, &act1, why, sizeof why);
     if (!why[0] && pt_mem_layer(cfg, plan, &o, why, sizeof why) == PT_OK && (o.ptrain != pass1 - pass0 || o.ptrain_act != act1 - act0 || o.ptrain <= 0))
         snprintf(why, sizeof why, "per layer estimated / measured: pass %lld / %lld, activations %lld / %lld", (long long)o.ptrain,
                  (long long)(pass1 - pass0), (long long)o.ptrain_act, (long long)(act1 - act0));

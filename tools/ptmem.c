@@ -48,10 +48,12 @@ static int layer_table(const pt_gpt_config *cfg, const pt_mem_plan *plan) {
         {"TP + SP", 1, 1, PT_RECOMPUTE_NONE},       {"TP + selective", 1, 0, PT_RECOMPUTE_SELECTIVE},
         {"TP + SP + selective", 1, 1, PT_RECOMPUTE_SELECTIVE}, {"full", 1, -1, PT_RECOMPUTE_FULL}};
     int k, g, tp = plan->tp > 1 ? plan->tp : 1, sp = cfg->seq_parallel && tp > 1, rc = plan->recompute ? plan->recompute : cfg->recompute;
+    int eb = plan->precision != PT_F32 && !plan->act_f32 ? 2 : 4; /* bf16 / fp16: the blocks' kept activations in 16 bits */
     printf("one transformer layer's activations, one micro-batch of %d x %d tokens on one TP rank (MiB): the terms of Korthikanti et al. 2022\n"
-           "by op group at ptrain's 4-byte elements (their masks 1 byte), their sum, the paper's 16-bit bytes; ptrain's measured bytes per layer\n",
-           plan->batch, plan->seq);
-    printf("  technique (t = %d)     formula                     layernorm attention  scores      mlp    input   at 4 B   16-bit    ptrain  ptrain/4B\n", tp);
+           "by op group at ptrain's %d-byte elements (their masks 1 byte; the layer input 4), their sum, the paper's 16-bit bytes; ptrain's "
+           "measured bytes per layer\n", plan->batch, plan->seq, eb);
+    printf("  technique (t = %d)     formula                     layernorm attention  scores      mlp    input   at %d B   16-bit    ptrain  ptrain/%dB\n", tp,
+           eb, eb);
     for (k = 0; k < (int)(sizeof rows / sizeof rows[0]); k++) {
         pt_gpt_config c = *cfg;
         pt_mem_plan p = *plan;
