@@ -6,7 +6,7 @@ EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
 MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume $(BUILD)/10_memory
 CLLIBS  := -lOpenCL -lclblast
 
-.PHONY: all help deps demo test soak fuzz bench examples tools clean
+.PHONY: all help deps demo test soak valgrind fuzz bench examples tools clean
 
 all: examples
 
@@ -21,6 +21,8 @@ help:
 	@echo "               implementation compiled once more by dp, tp and coll_test, xent's OpenCL run at full size, the GPT tutorial"
 	@echo "               in f32, bf16 and fp16 at its own sizes to its final val_loss, about half an hour);"
 	@echo "               TEST_FILTER=name only those suites"
+	@echo "make valgrind  the single-process test programs under valgrind's memcheck (built without -march=native; an invalid"
+	@echo "               access, an uninitialised value or a leak fails the program); TEST_FILTER=name only those"
 	@echo "make fuzz      build the libFuzzer harnesses of tests/fuzz (clang; every file parser: checkpoint, safetensors, shard,"
 	@echo "               IDX, tokenizer, CLBlast tune file, ptreport's run log) into build/fuzz and run each FUZZ_SECONDS"
 	@echo "               (default 60) on a copy of its corpus, printing executions, corpus size and crashes;"
@@ -109,6 +111,11 @@ test: deps
 # the long variants (tests/soak.sh: tests/run.sh with SOAK=1 for the suites that have them)
 soak: deps
 	@sh tests/soak.sh $(BUILD)/soak
+
+# the single-process test programs under valgrind's memcheck (tests/valgrind.sh: built without
+# -march=native, which valgrind 3.19 cannot decode; an invalid access, uninitialised use or leak fails)
+valgrind: deps
+	@sh tests/valgrind.sh $(BUILD)/valgrind
 
 # the fuzz harnesses: one binary (ptrain.h compiled once), build/fuzz/fuzz_NAME links to it;
 # tests/fuzz/run.sh runs them (tests/fuzz_test.sh, in make test, only replays the corpus and past crashes)

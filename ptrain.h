@@ -7181,6 +7181,45 @@ static double pt__cpu_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return
 static float pt__cpu_load(const void *p, int64_t i, int dt) {
     return dt == PT_F32 ? ((const float *)p)[i] : dt == PT_BF16 ? pt__f32_from_bf16(((const uint16_t *)p)[i]) : pt__f32_from_f16(((const uint16_t *)p)[i]);
 }
+/* f32 <-> fp16 without accumulation on x86 CPUs with F16C (vcvtps2ph rounding to nearest even, NaN
+   quieted with its top payload bits kept; vcvtph2ps exact): bit-identical to pt__f16_from_f32 and
+   pt__f32_from_f16, which the other CPUs and the tails use (tests/test_kernels.c test_convert checks
+   every f16 code and the f32 edge cases). 1 when done, 0 when the CPU lacks F16C. */
+#if PT__X86
+__attribute__((target("avx,f16c"))) static void pt__cpu_f16_pack8(const float *x, uint16_t *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm_storeu_si128((__m128i *)(void *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) y[i] = pt__f16_from_f32(x[i]);
+}
+__attribute__((target("avx,f16c"))) static void pt__cpu_f16_widen8(const uint16_t *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + i))));
+    for (; i < n; i++) y[i] = pt__f32_from_f16(x[i]);
+}
+#endif
+/* 1 when the CPU has F16C (CPUID leaf 1, ECX bit 29) and the OS keeps AVX state (the builtin checks
+   XSAVE; clang 14's __builtin_cpu_supports does not know "f16c"). Asked once per convert. */
+static int pt__cpu_has_f16c(void) {
+#if PT__X86
+    unsigned a = 1, b = 0, c = 0, d = 0;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx")) return 0;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    return (c >> 29) & 1u;
+#else
+    return 0;
+#endif
+}
+static int pt__cpu_f16_fast(int f16c, const void *s, int sd, void *d, int dd, int64_t i0, int64_t i1) {
+#if PT__X86
+    if (!f16c) return 0;
+    if (sd == PT_F32 && dd == PT_F16) return pt__cpu_f16_pack8((const float *)s + i0, (uint16_t *)d + i0, i1 - i0), 1;
+    if (sd == PT_F16 && dd == PT_F32) return pt__cpu_f16_widen8((const uint16_t *)s + i0, (float *)d + i0, i1 - i0), 1;
+#else
+    (void)f16c, (void)s, (void)sd, (void)d, (void)dd, (void)i0, (void)i1;
+#endif
+    return 0;
+}
 static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
     int64_t n = pt_numel(dst), nch = PT__CPU_NCHUNK(n);
     void *d = pt__cpu_bytes(dst);
@@ -7190,6 +7229,7 @@ static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *
         pt__fail(ctx, PT_ERR_DTYPE, "pt: convert from %s to %s (expected f32, bf16 or f16)", pt__dtname(src->dtype), pt__dtname(dst->dtype));
         return;
     }
+    int f16c = !accumulate && (sd == PT_F16 || dd == PT_F16) && pt__cpu_has_f16c();
     PT__CPU_PAR_FOR(ctx, n)
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
@@ -7210,6 +7250,7 @@ static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *
             for (int64_t i = i0; i < i1; i++) du[i] = (uint32_t)sh[i] << 16;
             continue;
         }
+        if (f16c && pt__cpu_f16_fast(f16c, s, sd, d, dd, i0, i1)) continue; /* fp16 activations' pack and widen */
         for (int64_t i = i0; i < i1; i++) {
             float v = accumulate ? pt__cpu_load(s, i, sd) + pt__cpu_load(d, i, dd) : pt__cpu_load(s, i, sd); /* -0 stays -0 */
             if (dd == PT_F32) ((float *)d)[i] = v;
@@ -12800,6 +12841,7 @@ PTDEF pt_block pt_block_new(pt_ctx *ctx, const char *name, int64_t C, int n_laye
     char n[96];
     float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * (float)PT__MAX(n_layer_total, 1));
     if (pt_tp_size(ctx) > 1) return pt__block_tp_new(ctx, name, C, std, pstd);
+    memset(&b, 0, sizeof b); /* seq_parallel 0, as documented */
     b.ln1_w = pt__param2(ctx, name, ".ln1.w", 1, C, 1, PT_INIT_ONES, 0, PT_PARAM_NO_DECAY);
     b.ln1_b = pt__param2(ctx, name, ".ln1.b", 1, C, 1, PT_INIT_ZEROS, 0, PT_PARAM_NO_DECAY);
     snprintf(n, sizeof n, "%s.attn", name);
