@@ -2375,6 +2375,7 @@ struct pt_ctx {
     /* kernel workspace (grown only) */
     struct pt__gemm_ws *gemm_ws; /* one per thread: [0] is the whole-team workspace */
     int ngemm_ws;
+    int cpu_f16c; /* the CPU's F16C, asked on the first convert: 0 not yet, 1 absent, 2 present */
     float *work;
     int64_t work_cap;
     pt_graph *graphs;  /* live graphs and optimizers, freed by pt_shutdown */
@@ -7198,7 +7199,7 @@ __attribute__((target("avx,f16c"))) static void pt__cpu_f16_widen8(const uint16_
 }
 #endif
 /* 1 when the CPU has F16C (CPUID leaf 1, ECX bit 29) and the OS keeps AVX state (the builtin checks
-   XSAVE; clang 14's __builtin_cpu_supports does not know "f16c"). Asked once per convert. */
+   XSAVE; clang 14's __builtin_cpu_supports does not know "f16c"). Asked once per context (ctx->cpu_f16c). */
 static int pt__cpu_has_f16c(void) {
 #if PT__X86
     unsigned a = 1, b = 0, c = 0, d = 0;
@@ -7210,13 +7211,12 @@ static int pt__cpu_has_f16c(void) {
     return 0;
 #endif
 }
-static int pt__cpu_f16_fast(int f16c, const void *s, int sd, void *d, int dd, int64_t i0, int64_t i1) {
+static int pt__cpu_f16_fast(const void *s, int sd, void *d, int dd, int64_t i0, int64_t i1) {
 #if PT__X86
-    if (!f16c) return 0;
     if (sd == PT_F32 && dd == PT_F16) return pt__cpu_f16_pack8((const float *)s + i0, (uint16_t *)d + i0, i1 - i0), 1;
     if (sd == PT_F16 && dd == PT_F32) return pt__cpu_f16_widen8((const uint16_t *)s + i0, (float *)d + i0, i1 - i0), 1;
 #else
-    (void)f16c, (void)s, (void)sd, (void)d, (void)dd, (void)i0, (void)i1;
+    (void)s, (void)sd, (void)d, (void)dd, (void)i0, (void)i1;
 #endif
     return 0;
 }
@@ -7229,7 +7229,8 @@ static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *
         pt__fail(ctx, PT_ERR_DTYPE, "pt: convert from %s to %s (expected f32, bf16 or f16)", pt__dtname(src->dtype), pt__dtname(dst->dtype));
         return;
     }
-    int f16c = !accumulate && (sd == PT_F16 || dd == PT_F16) && pt__cpu_has_f16c();
+    if (!ctx->cpu_f16c) ctx->cpu_f16c = 1 + pt__cpu_has_f16c();
+    int f16c = !accumulate && (sd == PT_F16 || dd == PT_F16) && ctx->cpu_f16c == 2;
     PT__CPU_PAR_FOR(ctx, n)
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
@@ -7250,7 +7251,7 @@ static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *
             for (int64_t i = i0; i < i1; i++) du[i] = (uint32_t)sh[i] << 16;
             continue;
         }
-        if (f16c && pt__cpu_f16_fast(f16c, s, sd, d, dd, i0, i1)) continue; /* fp16 activations' pack and widen */
+        if (f16c && pt__cpu_f16_fast(s, sd, d, dd, i0, i1)) continue; /* fp16 activations' pack and widen */
         for (int64_t i = i0; i < i1; i++) {
             float v = accumulate ? pt__cpu_load(s, i, sd) + pt__cpu_load(d, i, dd) : pt__cpu_load(s, i, sd); /* -0 stays -0 */
             if (dd == PT_F32) ((float *)d)[i] = v;
