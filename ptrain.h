@@ -21281,7 +21281,8 @@ PTDEF void pt_run_line(const pt_run *r);
 PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *file);
 /** The share of dictionary words in the text of ids (decoded as pt_run_print does): of the letter runs
     (maximal runs of ASCII letters, *runs), how many the dictionary dict (one word per line; NULL =
-    /usr/share/dict/american-english, Debian's wamerican) holds as written or in lower case (*words).
+    /usr/share/dict/american-english, Debian's wamerican) holds as written or in lower case (*words);
+    a lone letter counts only when it is a, A, I or O (the dictionary lists every letter).
     0, or -1 with a message in err (no dictionary: naming it and the package). */
 PTDEF int pt_run_word_share(const pt_run *r, const int32_t *ids, int64_t n, const char *dict, int64_t *words, int64_t *runs, char *err,
                             size_t errlen);
@@ -22113,7 +22114,9 @@ PTDEF void pt_run_print(const pt_run *r, const int32_t *ids, int64_t n, void *fi
 
 /* ---- the share of dictionary words in a sample ----------------------------------------------
    A letter run is a maximal run of ASCII letters; it is a word when the dictionary (one word per
-   line) holds it as written or in lower case. The dictionary goes into an open-addressing set of
+   line) holds it as written or in lower case, and it is not a lone letter other than English's
+   one-letter words a, I and O (wamerican lists every letter of the alphabet, so a sample of stray
+   capitals and symbols would otherwise read as words). The dictionary goes into an open-addressing set of
    64-bit string hashes (collisions between two words do not matter; a false hit needs a 64-bit
    collision of a run with a word). */
 static uint64_t pt__run_hash(const unsigned char *w, size_t n, int lower) {
@@ -22160,6 +22163,10 @@ PTDEF int pt_run_word_share(const pt_run *r, const int32_t *ids, int64_t n, cons
             continue;
         }
         nw++;
+        if (e - i == 1 && !strchr("aAIO", text[i])) { /* a lone letter that is not a word */
+            i = e;
+            continue;
+        }
         if (pt__run_set_has(set, mask, pt__run_hash(text + i, (size_t)(e - i), 0)) || pt__run_set_has(set, mask, pt__run_hash(text + i, (size_t)(e - i), 1)))
             nk++;
         i = e;

@@ -3,7 +3,7 @@
 # three ways (with the prefetch thread; -DPTRAIN_NO_THREADS; C++ with address/undefined sanitizers) and
 # runs each (exactly-once epochs for dp 1, 2, 4, resume = uninterrupted stream, bad shards refused, a
 # dataset smaller than one batch refused; the same for IDX records; the BPE tokenizer against a naive one); then builds tools/prepare_shards.c, turns two text files into
-# train/val shards (ptrain layout, several shards; llm.c layout; --val FILE; --bpe 300) and checks that the
+# train/val shards (ptrain layout, several shards; llm.c layout; --val FILE; --bpe 300; --prose) and checks that the
 # shards hold the text's bytes in order (with --bpe: that the ids decode to the text). Prints PASS/FAIL lines, then "N passed, N failed". A few seconds.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -63,6 +63,27 @@ if wait $p_b3; then
     if "$B/prepare_shards" --val-fraction 0.1 "$T/bpe" "$T/a.txt" "$T/b.txt" >"$T/bpe2.log" 2>&1 && [ ! -f "$T/bpe/tokenizer.bin" ]; then
         pass "prepare_shards without --bpe into the same directory: the tokenizer is removed"
     else fail "prepare_shards without --bpe after --bpe" "$(cat "$T/bpe2.log"; ls "$T/bpe")"; fi
+    # --prose: three prose paragraphs kept (with the blank lines after them), ASCII art, capitals and
+    # a table of numbers dropped; the shards must hold exactly the kept paragraphs, byte-level and BPE
+    mkdir -p "$T/prose" "$T/proseb"
+    printf 'A fool and his money are soon parted.\n\tBut it was fun while it lasted.\n\n' >"$T/keep.txt"
+    printf 'Never trust a man who tells you he is honest.\n\n\n' >>"$T/keep.txt"
+    printf 'Wit is educated insolence.\n\t\t-- Aristotle\n' >>"$T/keep.txt"
+    { printf 'A fool and his money are soon parted.\n\tBut it was fun while it lasted.\n\n'
+      printf '  /\\_/\\\n ( o.o )\n  > ^ <\n\n'
+      printf 'Never trust a man who tells you he is honest.\n\n\n'
+      printf 'WARNING: THIS FORTUNE IS WRITTEN IN CAPITALS.\n\n'
+      printf '12:00  3.14  2.71  1.41  1.73\n12:05  6.28  5.42  2.82  3.46\n\n'
+      printf 'Wit is educated insolence.\n\t\t-- Aristotle\n'; } >"$T/mixed.txt"
+    printf 'NOTICE: ALL CAPITALS HERE.\n\nHe who laughs last thinks slowest.\n' >"$T/mixedval.txt"
+    printf 'He who laughs last thinks slowest.\n' >>"$T/keep.txt"
+    if "$B/prepare_shards" --prose --val "$T/mixedval.txt" "$T/prose" "$T/mixed.txt" >"$T/prose.log" 2>&1 &&
+        grep -q "prose: kept 3 of 6 paragraphs .* for training, 1 of 2 " "$T/prose.log"; then pass "prepare_shards --prose: 3 of 6 training and 1 of 2 validation paragraphs kept (art, capitals, numbers dropped)"
+    else fail "prepare_shards --prose" "$(cat "$T/prose.log")"; fi
+    prog "prepared --prose shards hold the prose paragraphs only" "$T/prosec.log" "$B/test_data" --prepared "$T/prose" "$T/keep.txt"
+    if "$B/prepare_shards" --prose --bpe 20 --val "$T/mixedval.txt" "$T/proseb" "$T/mixed.txt" >"$T/proseb.log" 2>&1; then pass "prepare_shards --prose --bpe 20"
+    else fail "prepare_shards --prose --bpe 20" "$(cat "$T/proseb.log")"; fi
+    prog "prepared --prose --bpe shards decode to the prose paragraphs" "$T/prosebc.log" "$B/test_data" --prepared "$T/proseb" "$T/keep.txt"
     if "$B/prepare_shards" "$T/none" "$T/missing.txt" >"$T/m.log" 2>&1; then fail "prepare_shards on a missing file" "exit status 0"
     elif grep -q "cannot read" "$T/m.log"; then pass "prepare_shards on a missing file: an error naming it"
     else fail "prepare_shards on a missing file" "$(cat "$T/m.log")"; fi

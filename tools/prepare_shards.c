@@ -1,7 +1,8 @@
 /* prepare_shards.c - text files -> train/val token shards for the ptrain.h loader (byte-level tokens,
    or byte-level BPE).
    Build: cc -O2 -I. tools/prepare_shards.c -o build/prepare_shards -lm      (or: make tools)
-   Usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N] OUTDIR TEXT...
+   Usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N] [--prose]
+                         OUTDIR TEXT...
    The TEXT files are read in order as one byte stream; every byte is one token (vocabulary 256).
    With --bpe N, a byte-level BPE tokenizer of N merges (vocabulary 256 + N) is trained on the
    training part, saved as OUTDIR/tokenizer.bin (pt_tokenizer_load_dir finds it), and the shards hold
@@ -11,7 +12,13 @@
    FILE's bytes are the validation set and every TEXT goes to training. Writes OUTDIR/train_000000.bin,
    train_000001.bin, ... and OUTDIR/val_000000.bin, ... of at most N tokens each (default 16777216),
    in the ptrain layout (uint16 tokens, vocabulary 256) or the llm.c one; each file is written under
-   a temporary name and renamed. Prints one summary line per split (and the BPE training time). */
+   a temporary name and renamed. Prints one summary line per split (and the BPE training time).
+   With --prose, a quality filter in the spirit of Gopher's (Rae et al. 2021) runs first, on the
+   training and the validation part alike: the text is cut into paragraphs (runs of non-blank lines
+   with the blank lines after them), and a paragraph is kept only when it reads as prose: letters are
+   at least 80% of its non-space bytes, capitals at most 20% of its letters, and at least 80% of its
+   words (runs of non-space bytes) hold a letter. ASCII art, tables, logs of numbers and text in
+   capitals go; it prints what it dropped. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
@@ -79,6 +86,40 @@ static int bpe_shards(pt_ctx *ctx, const char *out, int merges, const unsigned c
     return rc;
 }
 
+/* --prose: is the paragraph p[0, n) prose (the thresholds above)? */
+static int is_prose(const unsigned char *p, long long n) {
+    long long i, nonspace = 0, letters = 0, caps = 0, words = 0, lettered = 0;
+    int inword = 0, has = 0;
+    for (i = 0; i < n; i++) {
+        int c = p[i], space = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+        int letter = (c | 32) >= 'a' && (c | 32) <= 'z';
+        if (!space) nonspace++, letters += letter, caps += c >= 'A' && c <= 'Z', has |= letter;
+        if (!space && !inword) inword = 1, words++, has = letter;
+        if (space && inword) inword = 0, lettered += has;
+    }
+    lettered += inword && has;
+    return nonspace > 0 && letters * 5 >= nonspace * 4 && caps * 5 <= letters && lettered * 5 >= words * 4;
+}
+/* --prose: keeps the prose paragraphs of p[0, n) in place; returns the new length */
+static long long prose_filter(unsigned char *p, long long n, long long *kept, long long *dropped) {
+    long long a = 0, w = 0;
+    while (a < n) {
+        long long e = a, body;
+        while (e < n) { /* the paragraph's lines up to a blank line */
+            long long l = e;
+            while (l < n && p[l] != '\n') l++;
+            if (l == e) break; /* a blank line */
+            e = l < n ? l + 1 : l;
+        }
+        body = e;
+        while (e < n && p[e] == '\n') e++; /* and the blank lines after it */
+        if (is_prose(p + a, body - a)) memmove(p + w, p + a, (size_t)(e - a)), w += e - a, ++*kept;
+        else ++*dropped;
+        a = e;
+    }
+    return w;
+}
+
 static long long file_size(const char *path) {
     FILE *f = fopen(path, "rb");
     long n;
@@ -89,7 +130,7 @@ static long long file_size(const char *path) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N] OUTDIR TEXT...\n");
+    fprintf(stderr, "usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N] [--prose] OUTDIR TEXT...\n");
     return 2;
 }
 
@@ -104,8 +145,12 @@ int main(int argc, char **argv) {
     writer tw, vw;
     pt_ctx *ctx;
     static unsigned char chunk[1 << 16];
-    int i, first, rc = 0;
+    int i, first, rc = 0, prose = 0;
     for (i = 1; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i += 2) {
+        if (!strcmp(argv[i], "--prose")) { /* the one flag without a value */
+            prose = 1, i--;
+            continue;
+        }
         if (i + 1 >= argc) return usage();
         if (!strcmp(argv[i], "--val-fraction")) frac = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--val")) val = argv[i + 1];
@@ -141,7 +186,7 @@ int main(int argc, char **argv) {
     vw.buf = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)shard_tokens);
     if (!tw.buf || !vw.buf) return 1;
     room = total + (val ? file_size(val) : 0);
-    if (bpe >= 0 && (room < 0 || !(all = (unsigned char *)malloc((size_t)room + 1)))) return 1;
+    if ((bpe >= 0 || prose) && (room < 0 || !(all = (unsigned char *)malloc((size_t)room + 1)))) return 1;
     for (i = first; i < argc + (val ? 1 : 0) && rc == 0; i++) {
         const char *path = i < argc ? argv[i] : val;
         FILE *f = fopen(path, "rb");
@@ -158,15 +203,24 @@ int main(int argc, char **argv) {
             if (all && pos + (long long)n > room) {
                 fprintf(stderr, "prepare_shards: %s grew while being read\n", path);
                 rc = 1;
-            } else if (all) memcpy(all + pos, chunk, n); /* --bpe: encoded at the end */
+            } else if (all) memcpy(all + pos, chunk, n); /* --bpe, --prose: the whole stream first */
             else if (push(&tw, chunk, cut) != 0 || push(&vw, chunk + cut, n - cut) != 0) rc = 1;
             pos += (long long)n;
         }
         fclose(f);
     }
+    if (pos < train_end) train_end = pos; /* a file shrank while being read */
+    if (rc == 0 && prose) { /* the training part, then the validation part, each filtered in place */
+        long long kt = 0, dt = 0, kv = 0, dv = 0, t = prose_filter(all, train_end, &kt, &dt);
+        long long v = (memmove(all + t, all + train_end, (size_t)(pos - train_end)), prose_filter(all + t, pos - train_end, &kv, &dv));
+        printf("prose: kept %lld of %lld paragraphs (%lld of %lld bytes) for training, %lld of %lld (%lld of %lld bytes) for validation\n",
+               kt, kt + dt, t, train_end, kv, kv + dv, v, pos - train_end);
+        train_end = t, pos = t + v;
+    }
     snprintf(tkpath, sizeof tkpath, "%s/%s", out, PT_TOKENIZER_FILE);
-    if (rc == 0 && all && bpe_shards(ctx, out, (int)bpe, all, pos, train_end, &tw, &vw) != 0) rc = 1;
-    if (rc == 0 && !all) remove(tkpath); /* byte-level shards: no tokenizer */
+    if (rc == 0 && all && bpe < 0 && (push(&tw, all, (size_t)train_end) != 0 || push(&vw, all + train_end, (size_t)(pos - train_end)) != 0)) rc = 1;
+    if (rc == 0 && all && bpe >= 0 && bpe_shards(ctx, out, (int)bpe, all, pos, train_end, &tw, &vw) != 0) rc = 1;
+    if (rc == 0 && bpe < 0) remove(tkpath); /* byte-level shards: no tokenizer */
     if (rc == 0 && (flush_shard(&tw) != 0 || flush_shard(&vw) != 0)) rc = 1;
     if (rc == 0) {
         printf("train: %lld tokens in %d shard(s) %s/train_*.bin\n", (long long)tw.total, tw.shards, out);

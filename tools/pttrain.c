@@ -24,6 +24,7 @@
      balanced|equal|L0,L1,.. (layers per pipeline stage: by a FLOP estimate, equal, or by hand);
    - tensor parallelism: --seq-parallel (the residual stream, norms and dropout split along the
      sequence over the TP ranks; the sequence length must divide by tp);
+   - the model: --untied (a separate LM head instead of the tied token embedding);
    - memory: --loss-chunk N (the LM head and the loss in chunks of N rows: no full logits),
      --recompute none|selective|full (activations re-run in backward: the cheap ops, or whole blocks);
    - data parallelism: --zero 0|1|2|3 (optimizer state, then gradients, then the parameters too,
@@ -54,7 +55,8 @@
 
    Output (rank 0): `step <n> loss <l> lr <lr> norm <g> ms <ms> tok/s <t> gflops <f> bubble <b> data_ms <d>`
    per step, `val step <n> val_loss <v>`, at the end `val_loss <v>`, the sample (after a line naming
-   its length, temperature, top-k / top-p when given, and seed) and its share of dictionary words. With --log on a
+   its length, temperature, top-k / top-p when given, and seed) and its share of dictionary words (of
+   its letter runs, those wamerican holds; a lone letter only when it is a, A, I or O). With --log on a
    terminal, one process, the monitor's progress line stays under the step lines. */
 #define PTRAIN_IMPLEMENTATION
 #define PTRAIN_HARNESS
@@ -179,7 +181,7 @@ int main(int argc, char **argv) {
     pt_layout lay = {0, 1, 1, 0};
     char err[1024];
     int val_every = 100, sample = 300, zero = 0, kind = PT_PP_1F1B, vstages = 2, mbs = 0, accum = 1, balanced = 1, bucket_kb = 0;
-    int hier = 0, compress = 0, seq_parallel = 0, loss_chunk = 0, recompute = PT_RECOMPUTE_NONE;
+    int hier = 0, compress = 0, seq_parallel = 0, untied = 0, loss_chunk = 0, recompute = PT_RECOMPUTE_NONE;
     double temperature = 0.8; /* --temperature: the sample's; 0 = always the most likely token */
     double top_p = 1;         /* --top-p: nucleus sampling from the fewest most likely tokens of this much probability; 1 = off */
     int top_k = 0;            /* --top-k: sampling from the k most likely tokens only; 0 = off */
@@ -199,8 +201,8 @@ int main(int argc, char **argv) {
     }
     for (i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--hier") || !strcmp(f, "--seq-parallel")) { /* the flags without a value */
-            *(!strcmp(f, "--hier") ? &hier : &seq_parallel) = 1;
+        if (!strcmp(f, "--hier") || !strcmp(f, "--seq-parallel") || !strcmp(f, "--untied")) { /* the flags without a value */
+            *(!strcmp(f, "--hier") ? &hier : !strcmp(f, "--untied") ? &untied : &seq_parallel) = 1;
             continue;
         }
         int *num = !strcmp(f, "--dp") ? &lay.dp : !strcmp(f, "--tp") ? &lay.tp : !strcmp(f, "--pp") ? &lay.pp : !strcmp(f, "--zero") ? &zero
@@ -277,6 +279,7 @@ int main(int argc, char **argv) {
                       "  --compress C          bf16: gradients travel as bf16 with error feedback (none)\n"
                       "  --hier                hierarchical allreduce: in-node, across nodes, in-node\n"
                       "  --seq-parallel        with --tp > 1: norms, dropout and the residual on T/tp positions per TP rank\n"
+                      "  --untied              a separate LM head instead of the tied token embedding\n"
                       "  --loss-chunk N        the LM head and loss fused, N rows of logits at a time (0 = unfused)\n"
                       "  --recompute R         activations: none, selective (re-run norms, GELU, dropout in backward) or full (keep block inputs only)\n"
                       "  --loss-scale S        dynamic loss scaling from S (dynamic = 65536; a power of two), or off (off; dynamic with fp16)\n"
@@ -349,7 +352,7 @@ int main(int argc, char **argv) {
         if (pt_dist_agree_msg(d, !err[0], err, sizeof err) && pt_run_data(ctx, &run, B, T, (uint64_t)a.seed) != PT_OK)
             snprintf(err, sizeof err, "%s", pt_error(ctx));
         cfg = pt_args_gpt(&a, run.vocab);
-        cfg.seq_parallel = seq_parallel, cfg.loss_chunk = loss_chunk, cfg.recompute = recompute;
+        cfg.seq_parallel = seq_parallel, cfg.loss_chunk = loss_chunk, cfg.recompute = recompute, cfg.untied = untied;
         if (err[0]) {
         } else if (nst > 256 || nst > cfg.layers)
             snprintf(err, sizeof err, "%d layers cannot fill pp x virtual stages = %d x %d stages (need at least one layer each)", cfg.layers, lay.pp, vstages);
@@ -416,9 +419,9 @@ int main(int argc, char **argv) {
         flops = pt_gpt_flops(&cfg, B, T);
         pt_dist_print(d, NULL);
         if (rank == 0) {
-            printf("model: %d layers, width %d, %d heads; batch %d x %d bytes (global); layout dp %d x tp %d x pp %d, %s schedule, "
+            printf("model: %d layers, width %d, %d heads%s; batch %d x %d bytes (global); layout dp %d x tp %d x pp %d, %s schedule, "
                    "v %d, %d micro-batches x %d rounds, zero %d%s%s, precision %s\n",
-                   cfg.layers, cfg.width, cfg.heads, B, T, lay.dp, lay.tp, lay.pp, kind == PT_PP_GPIPE ? "GPipe" : kind == PT_PP_1F1B ? "1F1B" : "interleaved",
+                   cfg.layers, cfg.width, cfg.heads, cfg.untied ? ", a separate LM head" : "", B, T, lay.dp, lay.tp, lay.pp, kind == PT_PP_GPIPE ? "GPipe" : kind == PT_PP_1F1B ? "1F1B" : "interleaved",
                    vstages, mbs, accum, zero, hier ? ", hierarchical allreduce" : "", compress ? ", bf16 gradients" : "",
                    pt_args_precision_name(a.precision));
             printf("stages (%s split):", stage_layers ? "given" : balanced ? "balanced" : "equal");
