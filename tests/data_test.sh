@@ -83,6 +83,10 @@ if wait $p_b3; then
     prog "prepared --prose shards hold the prose paragraphs only" "$T/prosec.log" "$B/test_data" --prepared "$T/prose" "$T/keep.txt"
     if "$B/prepare_shards" --prose --bpe 20 --val "$T/mixedval.txt" "$T/proseb" "$T/mixed.txt" >"$T/proseb.log" 2>&1; then pass "prepare_shards --prose --bpe 20"
     else fail "prepare_shards --prose --bpe 20" "$(cat "$T/proseb.log")"; fi
+    printf '#### 1 2 3\n\n| == | -- |\n' >"$T/art.txt"
+    if "$B/prepare_shards" --prose "$T/none" "$T/art.txt" >"$T/art.log" 2>&1; then fail "prepare_shards --prose on no prose" "exit status 0"
+    elif grep -q "kept no training text (none of its 2 paragraphs" "$T/art.log"; then pass "prepare_shards --prose on no prose: an error saying so"
+    else fail "prepare_shards --prose on no prose" "$(cat "$T/art.log")"; fi
     prog "prepared --prose --bpe shards decode to the prose paragraphs" "$T/prosebc.log" "$B/test_data" --prepared "$T/proseb" "$T/keep.txt"
     if "$B/prepare_shards" "$T/none" "$T/missing.txt" >"$T/m.log" 2>&1; then fail "prepare_shards on a missing file" "exit status 0"
     elif grep -q "cannot read" "$T/m.log"; then pass "prepare_shards on a missing file: an error naming it"

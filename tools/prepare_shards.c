@@ -89,15 +89,16 @@ static int bpe_shards(pt_ctx *ctx, const char *out, int merges, const unsigned c
 /* --prose: is the paragraph p[0, n) prose (the thresholds above)? */
 static int is_prose(const unsigned char *p, long long n) {
     long long i, nonspace = 0, letters = 0, caps = 0, words = 0, lettered = 0;
-    int inword = 0, has = 0;
-    for (i = 0; i < n; i++) {
-        int c = p[i], space = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
-        int letter = (c | 32) >= 'a' && (c | 32) <= 'z';
-        if (!space) nonspace++, letters += letter, caps += c >= 'A' && c <= 'Z', has |= letter;
-        if (!space && !inword) inword = 1, words++, has = letter;
-        if (space && inword) inword = 0, lettered += has;
+    int inword = 0, has = 0; /* in a word; the word holds a letter */
+    for (i = 0; i <= n; i++) {
+        int c = i < n ? p[i] : ' ', letter = (c | 32) >= 'a' && (c | 32) <= 'z';
+        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') { /* a space ends the word */
+            lettered += inword && has, inword = 0;
+            continue;
+        }
+        if (!inword) inword = 1, has = 0, words++;
+        nonspace++, letters += letter, caps += c >= 'A' && c <= 'Z', has |= letter;
     }
-    lettered += inword && has;
     return nonspace > 0 && letters * 5 >= nonspace * 4 && caps * 5 <= letters && lettered * 5 >= words * 4;
 }
 /* --prose: keeps the prose paragraphs of p[0, n) in place; returns the new length */
@@ -216,6 +217,7 @@ int main(int argc, char **argv) {
         printf("prose: kept %lld of %lld paragraphs (%lld of %lld bytes) for training, %lld of %lld (%lld of %lld bytes) for validation\n",
                kt, kt + dt, t, train_end, kv, kv + dv, v, pos - train_end);
         train_end = t, pos = t + v;
+        if (!t) fprintf(stderr, "prepare_shards: --prose kept no training text (none of its %lld paragraphs reads as prose)\n", kt + dt), rc = 1;
     }
     snprintf(tkpath, sizeof tkpath, "%s/%s", out, PT_TOKENIZER_FILE);
     if (rc == 0 && all && bpe < 0 && (push(&tw, all, (size_t)train_end) != 0 || push(&vw, all + train_end, (size_t)(pos - train_end)) != 0)) rc = 1;
