@@ -2,6 +2,7 @@
 # tests/compile_test.sh [OUT_DIR] - ptrain.h builds cleanly as C99, C11, C++11 and C++17 (gcc and,
 # when present, clang) with -Wall -Wextra -Werror; two translation units link (one holds the
 # implementation); tu_a.o exports only pt_*/PT_* symbols; PTRAIN_STATIC copies in two TUs link.
+# A compiler whose -fopenmp finds no omp.h fails its -fopenmp lines naming the Debian package (clang: libomp-dev).
 # Prints PASS/FAIL lines and "N passed, N failed"; exit 1 if any failed.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -36,11 +37,25 @@ have g++ && COMPILERS_CXX="g++"
 if have clang; then COMPILERS_C="$COMPILERS_C clang"; else echo "NOTE clang not found: clang checks skipped"; fi
 have clang++ && COMPILERS_CXX="$COMPILERS_CXX clang++"
 
+# omp_missing C: C -fopenmp finds no omp.h; prints the Debian package that has it
+omp_missing() {
+    printf '#include <omp.h>\n' | $1 -fopenmp -E -x c - >/dev/null 2>&1 && return 1
+    case $1 in
+    clang*) echo "libomp-dev (LLVM's OpenMP)" ;;
+    *) echo "the compiler's OpenMP runtime (gcc: libgcc-12-dev, from build-essential)" ;;
+    esac
+}
+
 # ---- the implementation TU in every language standard ----
 for c in $COMPILERS_C; do
+    omp_pkg=$(omp_missing "$c")
     for std in c99 c11; do
         try "compile $c -std=$std -pedantic $W" "$OUT/$c.$std.log" $c -std=$std -pedantic $W -O2 -c tests/tu_a.c -o "$OUT/$c.$std.o"
-        try "compile $c -std=$std -pedantic $W -fopenmp" "$OUT/$c.$std.omp.log" $c -std=$std -pedantic $W -O2 -fopenmp -c tests/tu_a.c -o "$OUT/$c.$std.omp.o"
+        if [ -n "$omp_pkg" ]; then
+            fail "compile $c -std=$std -pedantic $W -fopenmp" "$c -fopenmp finds no omp.h: install $omp_pkg (make deps)"
+        else
+            try "compile $c -std=$std -pedantic $W -fopenmp" "$OUT/$c.$std.omp.log" $c -std=$std -pedantic $W -O2 -fopenmp -c tests/tu_a.c -o "$OUT/$c.$std.omp.o"
+        fi
     done
 done
 for cxx in $COMPILERS_CXX; do

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Installs the Debian packages ptrain.h's build, tests, benchmarks and tutorials use; idempotent.
 # Usage: sh tools/deps.sh   (as root, or with sudo available)
+# clang needs libomp-dev (LLVM's OpenMP: omp.h, libomp.so) for -fopenmp; libclang-rt-14-dev for the fuzzers.
 set -u
-PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libclang-rt-14-dev valgrind"
+PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
