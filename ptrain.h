@@ -312,8 +312,8 @@
              cross-entropy. Entry: pt_tp_copy
              pt_tp_reduce pt_linear_col_new pt_linear_row_new pt_mlp_tp_new pt_embedding_vp pt_cross_entropy_vp
              pt_linear_cross_entropy_vp
-   gpt       The transformer block and the GPT: constructors, stages, loss, generation. Entry:
-             pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate pt_gpt_flops
+   gpt       The transformer block and the GPT: constructors, stages, loss (generation: see infer).
+             Entry: pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_flops
              pt_block_new pt_gpt_set_recompute
    dp        Data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1/2/3,
              hierarchical allreduce, bf16 compression. Entry: pt_dp_new pt_dp_new_opts pt_dp_begin
@@ -338,6 +338,10 @@
              Entry: pt_guard_new pt_guard_check pt_guard_rollback pt_guard_replica_check
    memest    Memory estimate per rank from a GPT config and a layout; one layer's activations against
              Korthikanti et al. 2022. Entry: pt_mem_estimate pt_mem_layer
+   infer     KV-cached inference: a GPT's weights for inference, the paged KV cache, prefill and decode
+             over ragged batches (batch-invariant), generation with sampling, stop tokens and strings,
+             streaming and the context policy. Entry: pt_gpt_weights_from pt_infer_new pt_infer_step
+             pt_infer_seq_new pt_generate pt_gpt_generate
    harness   The run harness of the training programs (switch PTRAIN_HARNESS). Entry: pt_args_parse
              pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_step_end pt_run_free
 */
@@ -990,8 +994,13 @@ PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids);
 /** Mean next-token loss of ids against targets (both [B, T] i32; -1 = ignored). TP: pt_cross_entropy_vp.
     cfg.loss_chunk > 0: the head and loss fused (pt_linear_cross_entropy, TP: _vp), no logits kept. */
 PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets);
-/** Samples max_new tokens after prompt (n tokens) into out (n + max_new); temperature 0 = greedy.
-    Under TP (collective) the last row's logits are gathered over TP and every rank samples the same. */
+/** Samples max_new tokens after prompt (n tokens) into out (n + max_new); temperature 0 = greedy
+    (pt_sampler with this temperature and seed). One process on the CPU (tp = pp = 1, not ZeRO-3): the
+    KV-cached path (pt_infer over the parameters in place; g is not used and may be NULL), f32
+    arithmetic whatever pt_set_precision says; the context policy of pt_generate past max_seq. Else
+    (TP, pipeline stages, OpenCL, ZeRO-3) the uncached graph path through g, the window of the last
+    max_seq tokens each step; under TP (collective) the last row's logits are gathered over TP and every
+    rank samples the same. See infer. */
 PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new,
                                 float temperature, uint64_t seed, int32_t *out);
 /** Parameters used in matmuls (all block weights and the LM head; no positions). */
@@ -2219,6 +2228,139 @@ typedef struct pt_mem_layer_out {
 /** Fills out for plan's technique (its tp, batch, seq, recompute, threads; dp, pp, ZeRO do not change a
     layer's activations). PT_OK, or PT_ERR_ARG with a message in err (pt_mem_estimate's checks). */
 PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, pt_mem_layer_out *out, char *err, size_t errlen);
+
+/* ---- infer: TEMPORARY stand-ins for the quant part's weight types (deleted at `git merge quant`) ---- */
+typedef enum pt_wtype { PT_W_F32 = 0, PT_W_F16 = 1, PT_W_Q4_0 = 2, PT_W_Q8_0 = 8, PT_W_BF16 = 30 } pt_wtype;
+typedef struct pt_qmat { pt_wtype type; int64_t rows, cols; const void *data; } pt_qmat;
+PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n);
+typedef struct pt_gpt_layer_w {
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+    pt_qmat qkv, proj, fc, fproj;
+    const float *qkv_b, *proj_b, *fc_b, *fproj_b;
+} pt_gpt_layer_w;
+#define PT_WEIGHTS_MEM 8
+typedef struct pt_gpt_weights {
+    pt_gpt_config cfg;
+    pt_qmat wte, head;
+    const float *wpe, *lnf_w, *lnf_b;
+    pt_gpt_layer_w *layer;
+    pt_ctx *ctx;
+    void *mem[PT_WEIGHTS_MEM];
+    void *owner; void (*release)(void *owner);
+} pt_gpt_weights;
+PTDEF void pt_gpt_weights_free(pt_gpt_weights *w);
+/* ---- infer: TEMPORARY stand-ins for the sample part's sampler (deleted at `git merge sample`) ---- */
+typedef struct pt_sample_params {
+    float temperature; int32_t top_k; float top_p, min_p, repeat_penalty; int32_t repeat_last_n; uint64_t seed;
+} pt_sample_params;
+typedef struct pt_sampler pt_sampler;
+PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *p, int64_t vocab);
+PTDEF int32_t pt_sampler_next(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *logprob);
+PTDEF void pt_sampler_free(pt_sampler *s);
+PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold);
+
+/* ---- infer: KV-cached prefill and decode, ragged batches, generation (see infer) ----------------
+   A pt_infer holds a paged KV cache for one model's weights (a pt_gpt_weights: pt_gpt_weights_from a
+   trained model, or a loaded file): a pool of blocks of block_tokens tokens (every layer's keys and
+   values of those tokens), and per sequence a block table. pt_infer_step appends tokens to any set
+   of sequences at once (a ragged batch: prompts being prefilled next to sequences decoding one token)
+   and returns logits. No graph, no tape, no allocation in a steady decode step. Every sequence's
+   numbers are computed alone: its logits are the same bits whichever other sequences share the
+   step and whatever the thread count (batch invariance). The arithmetic is the training forward's
+   (layernorm eps 1e-5 with double statistics, GELU's tanh form, softmax attention in f32): with
+   f32 weights, the logits of a cached sequence match pt_gpt_forward of the whole sequence within
+   float rounding. */
+/** A GPT's weights from a model's f32 parameters (tp = pp = 1, the CPU backend, not sharded by
+    ZeRO-3): the matrices quantized to t (PT_W_F32: no copy, the matrices point into the parameter
+    slab, so later training shows through; other types: copies). The model must outlive it. NULL with
+    the error in m->ctx for a model this cannot read or a type the width does not fit (q8_0 and q4_0
+    need width % 32 == 0). Free with pt_gpt_weights_free. */
+PTDEF pt_gpt_weights *pt_gpt_weights_from(pt_gpt *m, pt_wtype t);
+/** Sizes of a pt_infer (each 0 = its default). */
+typedef struct pt_infer_desc {
+    int32_t max_seqs;      /**< sequences alive at once (default 16) */
+    int32_t block_tokens;  /**< tokens per KV block (default 16) */
+    int64_t kv_tokens;     /**< KV capacity over all sequences in tokens (default max_seqs * max_seq), rounded up to blocks */
+} pt_infer_desc;
+typedef struct pt_infer pt_infer;
+/** A KV cache and the step's buffers for w (not owned: it must outlive the pt_infer). The cache is
+    f32, 2 x layers x width floats a token, reserved (not touched) here. NULL with the error in ctx
+    for weights that do not fit their config (shapes, vocabulary) or bad sizes. */
+PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infer_desc *d);
+PTDEF void pt_infer_free(pt_infer *inf);
+/** A new empty sequence: its id (0 .. max_seqs-1), or -1 with the error set (all in use). */
+PTDEF int32_t pt_infer_seq_new(pt_infer *inf);
+/** The sequence's blocks back to the pool, its id free for pt_infer_seq_new (a bad id: an error). */
+PTDEF void pt_infer_seq_free(pt_infer *inf, int32_t seq);
+/** Tokens held in the sequence's cache (its next position); -1 for an id not alive. */
+PTDEF int64_t pt_infer_seq_len(const pt_infer *inf, int32_t seq);
+/** One step over a ragged batch: sequence seqs[i] (distinct, alive) appends ntok[i] >= 1 tokens
+    (tokens holds them all, sequence after sequence, each in [0, cfg.vocab)) at its positions
+    len .. len + ntok[i] - 1. logits (may be NULL) gets one row of cfg.vocab floats per sequence
+    (its last token), or with all_logits one row per token in the order of tokens. A sequence that
+    would pass max_seq, a bad id or token, a full KV pool: an error naming it, and no sequence
+    changes. */
+PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
+                              float *logits, int all_logits);
+/** The KV pool: blocks in all and blocks free now. */
+PTDEF void pt_infer_blocks(const pt_infer *inf, int64_t *total, int64_t *free_blocks);
+
+/** Why a request stopped. */
+typedef enum pt_finish {
+    PT_FINISH_NONE = 0,        /**< not run (an error stopped the call first) */
+    PT_FINISH_LENGTH = 1,      /**< max_tokens generated */
+    PT_FINISH_STOP_TOKEN = 2,  /**< a stop token was generated (the last of tokens; not in the text) */
+    PT_FINISH_STOP_STRING = 3, /**< the text reached a stop string (the text ends before it) */
+    PT_FINISH_CALLBACK = 4     /**< the callback asked to stop */
+} pt_finish;
+/** One request of a pt_generate batch. */
+typedef struct pt_gen_request {
+    const int32_t *prompt;       /**< nprompt >= 1 token ids (the last max_seq are kept when longer) */
+    int32_t nprompt;
+    int32_t max_tokens;          /**< new tokens at most (0: nothing is run for it) */
+    pt_sample_params sample;     /**< temperature, top-k/p, min-p, repeat penalty, seed of this request */
+    const int32_t *stop_tokens;  /**< ids that end the request (e.g. an end-of-text id), or NULL */
+    int32_t nstop_tokens;
+    const char *const *stop;     /**< stop strings (matched in the text, across token boundaries), or NULL */
+    int32_t nstop;
+} pt_gen_request;
+/** What pt_generate gives back for one request. tokens / logprobs / text are the caller's buffers
+    (each may be NULL); the counts are filled in. */
+typedef struct pt_gen_result {
+    int32_t *tokens;     /**< room for max_tokens ids: the generated ids */
+    float *logprobs;     /**< room for max_tokens floats: log-softmax of the raw logits at each generated id */
+    char *text;          /**< room for text_cap bytes: the generated text, NUL-terminated when it fits (cut as snprintf) */
+    int64_t text_cap;
+    int32_t ntokens;     /**< ids generated */
+    int32_t finish;      /**< pt_finish */
+    int64_t text_len;    /**< bytes of generated text (before a stop string; a stop token's bytes not counted) */
+} pt_gen_result;
+/** Streaming: called after every generated token of request req (in order for a request), with the
+    token, its log-probability and the text now safe to show (bytes that may begin a stop string are
+    held back until they resolve; a stop string is never shown; the last call of a request flushes
+    the rest). Return nonzero to end that request (PT_FINISH_CALLBACK). */
+typedef int (*pt_gen_token_fn)(void *user, int32_t req, int32_t token, float logprob, const char *text, size_t len);
+typedef struct pt_gen_opts {
+    const pt_tokenizer *tokenizer; /**< the text of the ids (stop strings, callback, result text); NULL: an id < 256 is that byte */
+    pt_gen_token_fn on_token;      /**< NULL: no streaming */
+    void *user;
+} pt_gen_opts;
+/** Timing of a pt_generate call. Prefill: the steps that feed prompts (and re-prefills), which also
+    sample each request's first token; decode: the steps of one token per running request. */
+typedef struct pt_gen_stats {
+    int64_t prefill_tokens, decode_tokens; /**< tokens fed */
+    double prefill_s, decode_s;            /**< seconds of those steps, sampling included */
+    int64_t decode_steps, refills;         /**< decode steps run; re-prefills by the context policy */
+} pt_gen_stats;
+/** Generates for nreq requests at once over inf (its free sequences and blocks; others' sequences are
+    left alone): up to max_seqs requests run together as a ragged batch, the rest start as earlier ones
+    finish, each admitted only when the pool has blocks for its prompt and max_tokens. Every request's
+    tokens are the same whatever runs beside it. Context policy: a prompt longer than max_seq keeps its
+    last max_seq tokens; a sequence that would pass max_seq is re-prefilled with its last max_seq / 2
+    tokens (positions restart at 0) and goes on. res[nreq] receives the results; opts and stats may be
+    NULL. PT_OK, or the first error (then the results hold what was generated until then). */
+PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *req, pt_gen_result *res, const pt_gen_opts *opts,
+                            pt_gen_stats *stats);
 
 #ifdef __cplusplus
 }
@@ -12826,12 +12968,12 @@ PTDEF pt_tensor *pt_linear_cross_entropy_vp(pt_graph *g, pt_tensor *x, pt_tensor
     return pt__lxent_record(g, op, &s, tloc, lse, out, -1, nloc, count);
 }
 
-// >>gpt  the transformer block and the GPT: constructors, stages, loss, generation
-/* Owns: pt_block and pt_gpt (also split into pipeline stages), their forward, loss, FLOP counts and
-   sampling
+// >>gpt  the transformer block and the GPT: constructors, stages, loss
+/* Owns: pt_block and pt_gpt (also split into pipeline stages), their forward, loss and FLOP counts
+   (generation, pt_gpt_generate, stands in infer)
    Invariants: the same model on every layout: tp > 1 swaps in the pieces of the tp section
-   Entry points: pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate
-   pt_gpt_flops pt_block_new pt_block_fwd_ex pt_gpt_set_recompute */
+   Entry points: pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_flops pt_block_new
+   pt_block_fwd_ex pt_gpt_set_recompute */
 /* first vocabulary id of this rank's logits columns / token-table rows (0 without TP) */
 static int64_t pt__gpt_vocab_offset(const pt_gpt *m) {
     return (int64_t)pt_tp_rank(m->ctx) * (m->cfg.vocab_padded / pt_tp_size(m->ctx));
@@ -13092,59 +13234,6 @@ PTDEF void pt_gpt_stage_costs(const pt_gpt_config *c, int64_t B, int64_t T, doub
     for (l = 0; layer_cost && l < c->layers; l++) layer_cost[l] = 6.0 * 12.0 * C * C * bt + 12.0 * bt * (double)T * C;
     if (first_extra) *first_extra = 3.0 * bt * C;           /* gathers and adds, forward and backward */
     if (last_extra) *last_extra = 6.0 * Vp * C * bt + 10.0 * bt * Vp; /* head matmuls and the softmax */
-}
-PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, float temperature, uint64_t seed,
-                                int32_t *out) {
-    pt_rng rng = pt_rng_seed(seed);
-    int t, i, V, Vp, Vl, saved_grad, saved_train;
-    float *row;
-    if (!m || !g || !out || (n > 0 && !prompt) || n < 1 || max_new < 0)
-        return (pt_status)(pt__fail(m ? m->ctx : NULL, PT_ERR_ARG, "pt_gpt_generate: needs a model, a graph, a prompt of >= 1 token and out"),
-                           PT_ERR_ARG);
-    V = m->cfg.vocab, Vp = m->cfg.vocab_padded, Vl = Vp / pt_tp_size(m->ctx);
-    row = (float *)pt__alloc(m->ctx, (size_t)Vp * sizeof(float));
-    if (!row) return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_gpt_generate: out of memory"), PT_ERR_OOM);
-    memcpy(out, prompt, (size_t)n * sizeof *out);
-    saved_grad = g->grad_on, saved_train = g->training;
-    pt_graph_set_grad(g, 0);
-    pt_graph_set_training(g, 0);
-    for (t = n; t < n + max_new; t++) {
-        int T = PT__MIN(t, m->cfg.max_seq), best = 0;
-        pt_tensor *ids, *logits, last;
-        pt_graph_reset(g);
-        ids = pt_tensor_new(g, PT_I32, 2, 1, T, 0, 0);
-        if (!ids || pt_tensor_write(ids, out + t - T) != PT_OK) break;
-        logits = pt_gpt_forward(g, m, ids);
-        if (!logits) break;
-        last = pt__at(logits, (int64_t)(T - 1) * Vl); /* TP: this rank's columns, gathered in rank order */
-        last.ndim = 1;
-        last.shape[0] = Vl;
-        last.shape[1] = last.shape[2] = 1;
-        {
-            int xk = pt__xfer_as(m->ctx, pt_tp_size(m->ctx) > 1 ? PT_XFER_TP : PT_XFER_IO); /* staged for the TP allgather */
-            pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
-            pt__xfer_as(m->ctx, xk);
-        }
-        if (!pt__tp_allgather(m->ctx, "pt_gpt_generate", row, Vl)) break;
-        for (i = 1; i < V; i++)
-            if (row[i] > row[best]) best = i;
-        if (temperature > 0) {
-            double sum = 0, u;
-            for (i = 0; i < V; i++) sum += exp((double)(row[i] - row[best]) / temperature);
-            u = pt_rng_float(&rng) * sum;
-            for (i = 0; i < V; i++) {
-                u -= exp((double)(row[i] - row[best]) / temperature);
-                if (u <= 0) break;
-            }
-            best = i < V ? i : V - 1;
-        }
-        out[t] = best;
-    }
-    pt_graph_reset(g);
-    pt_graph_set_grad(g, saved_grad);
-    pt_graph_set_training(g, saved_train);
-    pt__free(m->ctx, row);
-    return m->ctx->status;
 }
 PTDEF int64_t pt_gpt_matmul_params(const pt_gpt_config *c) {
     int64_t C = c->width, Vp = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64;
@@ -21108,6 +21197,1040 @@ PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, 
     out->ptrain_act = o[1].activations - o[0].activations;
     pt__me_korth(cfg, pl.batch, pl.seq, out);
     return PT_OK;
+}
+
+// >>infer  KV-cached inference: the paged KV cache, prefill and decode over ragged batches, generation
+/* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers), pt_gpt_weights_from,
+   pt_generate (requests, sampling, stop tokens and strings, the context policy) and pt_gpt_generate
+   Invariants: a sequence's logits do not depend on the other sequences of a step nor on the thread
+   count (every row's arithmetic is done alone, by one thread, at the same alignment); a decode step
+   allocates nothing; every matrix product goes through pt__qmm; the arithmetic is the training
+   forward's (see gpt): layernorm with double statistics and eps 1e-5, GELU's tanh form, attention
+   softmax(scale q.k) v
+   Entry points: pt_gpt_weights_from pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
+   pt_generate pt_gpt_generate */
+/* The paged KV cache: one pool of nblocks blocks; a block holds bt = block_tokens consecutive
+   positions of one sequence for every layer: at kv + block * block_floats + l * layer_floats the keys
+   transposed per head, K^T [H][hs][bt], then the values V [H][bt][hs] (layer_floats = 2 C bt). A
+   sequence's block table lists its blocks in position order (position p: table[p / bt], slot p % bt);
+   blocks come from a stack of free ids and go back when the sequence is freed. Keys transposed make a
+   block's 16 scores of one query one vector: s[0..bt) += q[d] * K^T[d][0..bt) over d, no horizontal
+   sums. The next issue's sharing, prefix caching and preemption sit on top: a table entry is just
+   a block id.
+   A step: every token of the batch is a row of the step's buffers (x: the residual stream, h, qkv,
+   att, ff; row strides padded to 16 floats so that every row has the same alignment); embedding,
+   then per layer ln1, qkv = pt__qmm, K and V written into the cache at the rows' positions,
+   attention per (sequence, head) item reading the cache through the table, proj, residual, ln2, fc,
+   GELU, fproj, residual; then the final norm and the head on the rows that want logits, written
+   straight into the caller's logits (the head seen as cfg.vocab rows). Threads: pt__qmm splits the
+   weight rows; attention the (sequence, head) items; row-wise ops the rows when there are many. */
+
+/* ---- TEMPORARY stand-ins: quant's pt_wtype_row_bytes / pt_gpt_weights_free / pt__qmm (f32 only), sample's
+   pt_sampler / pt_stop_find (greedy and temperature only). Deleted when the branches are merged. ---- */
+PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n) { return t == PT_W_F32 && n >= 0 ? 4 * n : -1; }
+PTDEF void pt_gpt_weights_free(pt_gpt_weights *w) {
+    int i;
+    if (!w) return;
+    if (w->release) w->release(w->owner);
+    for (i = 0; i < PT_WEIGHTS_MEM; i++) pt__free(w->ctx, w->mem[i]);
+    pt__free(w->ctx, w->layer);
+    pt__free(w->ctx, w);
+}
+static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, int64_t M, const float *bias, float *y, int64_t ldy) {
+    const int64_t N = w->rows, K = w->cols, nch = (N + 63) / 64;
+    int64_t c;
+    (void)ctx;
+    PT__CPU_PAR_FOR(ctx, 2 * N * K * M)
+    for (c = 0; c < nch; c++) {
+        int64_t n, m, k;
+        for (n = c * 64; n < PT__MIN(N, c * 64 + 64); n++) {
+            const float *wr = (const float *)w->data + n * K;
+            for (m = 0; m < M; m++) {
+                const float *xr = x + m * ldx;
+                float acc[16], s;
+                int l;
+                for (l = 0; l < 16; l++) acc[l] = 0.0f;
+                for (k = 0; k + 16 <= K; k += 16)
+                    for (l = 0; l < 16; l++) acc[l] += wr[k + l] * xr[k + l];
+                for (; k < K; k++) acc[0] += wr[k] * xr[k];
+                s = 0.0f;
+                for (l = 0; l < 16; l++) s += acc[l];
+                y[m * ldy + n] = s + (bias ? bias[n] : 0.0f);
+            }
+        }
+    }
+}
+struct pt_sampler { pt_ctx *ctx; pt_sample_params p; int64_t vocab; pt_rng rng; };
+PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *p, int64_t vocab) {
+    pt_sampler *s;
+    if (!ctx) return NULL;
+    if (!p || vocab < 1 || !(p->temperature >= 0))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "pt_sampler_new: needs params with temperature >= 0 and vocab >= 1");
+    s = (pt_sampler *)pt__malloc(ctx, sizeof *s);
+    if (!s) return (pt_sampler *)pt__fail(ctx, PT_ERR_OOM, "pt_sampler_new: out of memory");
+    s->ctx = ctx, s->p = *p, s->vocab = vocab, s->rng = pt_rng_seed(p->seed);
+    return s;
+}
+PTDEF int32_t pt_sampler_next(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *logprob) {
+    int64_t i, best = 0;
+    double sum = 0;
+    (void)history, (void)nhistory;
+    for (i = 1; i < s->vocab; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (s->p.temperature > 0) {
+        double u;
+        for (i = 0; i < s->vocab; i++) sum += exp((double)(logits[i] - logits[best]) / s->p.temperature);
+        u = pt_rng_float(&s->rng) * sum;
+        for (i = 0; i < s->vocab; i++) {
+            u -= exp((double)(logits[i] - logits[best]) / s->p.temperature);
+            if (u <= 0) break;
+        }
+        best = i < s->vocab ? i : s->vocab - 1;
+    }
+    if (logprob) {
+        double m = logits[0], z = 0;
+        for (i = 1; i < s->vocab; i++) m = logits[i] > m ? logits[i] : m;
+        for (i = 0; i < s->vocab; i++) z += exp((double)logits[i] - m);
+        *logprob = (float)((double)logits[best] - m - log(z));
+    }
+    return (int32_t)best;
+}
+PTDEF void pt_sampler_free(pt_sampler *s) {
+    if (s) pt__free(s->ctx, s);
+}
+PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold) {
+    size_t i, best = len, h = 0;
+    int32_t k;
+    int found = 0;
+    for (k = 0; k < nstop; k++) {
+        size_t n = stop[k] ? strlen(stop[k]) : 0, j;
+        if (!n) continue;
+        for (i = 0; i + n <= len; i++)
+            if (!memcmp(text + i, stop[k], n)) {
+                if (i < best) best = i;
+                found = 1;
+                break;
+            }
+        for (j = n - 1; j > 0; j--) /* the longest proper prefix of stop[k] that ends the text */
+            if (j <= len && !memcmp(text + len - j, stop[k], j)) {
+                if (j > h) h = j;
+                break;
+            }
+    }
+    if (at) *at = found ? best : len;
+    if (hold) *hold = found ? 0 : h;
+    return found;
+}
+
+/* ---- weights from a model ---------------------------------------------------------------------- */
+static pt_qmat pt__inf_f32mat(const pt_tensor *t) {
+    pt_qmat q;
+    q.type = PT_W_F32, q.rows = t->shape[0], q.cols = t->ndim > 1 ? t->shape[1] : 1, q.data = pt_f32(t);
+    return q;
+}
+/* 1 when m's parameters can be read in place: one process's whole model on the CPU backend */
+static int pt__inf_model_ok(const pt_gpt *m, char *why, size_t n) {
+    const char *be = pt_backend_name(m->ctx);
+    if (pt_tp_size(m->ctx) > 1) return snprintf(why, n, "tensor parallelism (tp %d): each rank holds a shard", pt_tp_size(m->ctx)), 0;
+    if (m->nstages != 1) return snprintf(why, n, "a model cut into %d pipeline stages", (int)m->nstages), 0;
+    if (strcmp(be, "cpu") != 0) return snprintf(why, n, "the %s backend (parameters off the host)", be), 0;
+    if (m->ctx->pread) return snprintf(why, n, "ZeRO-3 (the parameters are sharded)"), 0;
+    if (!m->wte || !m->wpe || !m->lnf_w || !m->lnf_b || !m->lm_head) return snprintf(why, n, "missing embedding or head parameters"), 0;
+    return 1;
+}
+PTDEF pt_gpt_weights *pt_gpt_weights_from(pt_gpt *m, pt_wtype t) {
+    pt_gpt_weights *w;
+    pt_ctx *ctx;
+    char why[128];
+    int l;
+    if (!m) return NULL;
+    ctx = m->ctx;
+    if (!pt__inf_model_ok(m, why, sizeof why))
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: expected a whole model on the CPU, found %s", why);
+    if (t != PT_W_F32)
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: weight type %d is not available yet (f32 only)", (int)t);
+    w = (pt_gpt_weights *)pt__malloc(ctx, sizeof *w);
+    if (!w) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory");
+    memset(w, 0, sizeof *w);
+    w->ctx = ctx;
+    w->cfg = m->cfg;
+    w->layer = (pt_gpt_layer_w *)pt__malloc(ctx, (size_t)m->cfg.layers * sizeof *w->layer);
+    if (!w->layer) {
+        pt_gpt_weights_free(w);
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory");
+    }
+    w->wte = pt__inf_f32mat(m->wte);
+    w->head = pt__inf_f32mat(m->lm_head);
+    w->wpe = pt_f32(m->wpe), w->lnf_w = pt_f32(m->lnf_w), w->lnf_b = pt_f32(m->lnf_b);
+    for (l = 0; l < m->cfg.layers; l++) {
+        const pt_block *b = &m->blocks[l];
+        pt_gpt_layer_w *lw = &w->layer[l];
+        lw->ln1_w = pt_f32(b->ln1_w), lw->ln1_b = pt_f32(b->ln1_b), lw->ln2_w = pt_f32(b->ln2_w), lw->ln2_b = pt_f32(b->ln2_b);
+        lw->qkv = pt__inf_f32mat(b->attn.w), lw->proj = pt__inf_f32mat(b->attn_proj.w);
+        lw->fc = pt__inf_f32mat(b->mlp.fc.w), lw->fproj = pt__inf_f32mat(b->mlp.proj.w);
+        lw->qkv_b = b->attn.b ? pt_f32(b->attn.b) : NULL, lw->proj_b = b->attn_proj.b ? pt_f32(b->attn_proj.b) : NULL;
+        lw->fc_b = b->mlp.fc.b ? pt_f32(b->mlp.fc.b) : NULL, lw->fproj_b = b->mlp.proj.b ? pt_f32(b->mlp.proj.b) : NULL;
+    }
+    return w;
+}
+
+/* ---- the cache and its sequences --------------------------------------------------------------- */
+typedef struct pt__inf_seq {
+    int32_t live, nblk; /* alive; blocks held */
+    int64_t len;        /* positions cached */
+} pt__inf_seq;
+
+struct pt_infer {
+    pt_ctx *ctx;
+    const pt_gpt_weights *w;
+    int32_t L, C, H, hs, V, max_seq, max_seqs, bt, max_blk;
+    int64_t ldc, ld3, ld4;               /* row strides of the step buffers (floats, multiples of 16) */
+    int64_t nblocks, nfree, layer_floats, block_floats;
+    float *kv;                           /* the pool (aligned into kv_mem) */
+    void *kv_mem;
+    int64_t kv_bytes;
+    int32_t *free_ids;                   /* [nblocks]: a stack, free_ids[0 .. nfree) */
+    pt__inf_seq *seq;                    /* [max_seqs] */
+    int32_t *table;                      /* [max_seqs][max_blk] */
+    unsigned char *mark;                 /* [max_seqs]: a step's distinct-ids check */
+    int32_t *st_seq, *st_ntok;           /* [max_seqs]: the step's sequences */
+    int64_t *st_row0, *st_len0;
+    int64_t cap;                         /* tokens the step buffers hold */
+    void *buf_mem;
+    float *x, *h, *qkv, *att, *ff;
+    int32_t *tok_seq;                    /* [cap]: a row's sequence id */
+    int64_t *tok_pos;                    /* [cap]: a row's position */
+    float *ws;                           /* attention scores, ws_per floats per thread */
+    void *ws_mem;
+    int64_t ws_per;
+    int ws_threads;
+    int kern;                            /* attention kernel: 2 AVX-512, 1 portable C */
+};
+
+static int64_t pt__inf_rup16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+static float *pt__inf_align(void *p) { return (float *)(((uintptr_t)p + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1)); }
+
+static int pt__inf_mat_ok(pt_ctx *ctx, const char *name, int l, const pt_qmat *q, int64_t rows, int64_t cols) {
+    if (!q->data || q->rows != rows || q->cols != cols || pt_wtype_row_bytes(q->type, cols) <= 0) {
+        pt__fail(ctx, PT_ERR_SHAPE, "pt_infer_new: matrix %s of layer %d: expected [%lld, %lld] of a known type with whole blocks, found [%lld, %lld] type %d%s",
+                 name, l, (long long)rows, (long long)cols, (long long)q->rows, (long long)q->cols, (int)q->type, q->data ? "" : " without data");
+        return 0;
+    }
+    return 1;
+}
+
+PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infer_desc *d) {
+    pt_infer *inf;
+    const pt_gpt_config *c;
+    int64_t kvt, i, max_seqs, bt;
+    int l;
+    if (!ctx) return NULL;
+    if (!w || !w->layer) return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: needs weights (with their layers)");
+    c = &w->cfg;
+    if (c->layers < 1 || c->width < 1 || c->heads < 1 || c->width % c->heads || c->max_seq < 1 || c->vocab < 1)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: invalid config: layers %d, width %d, heads %d (must divide width), max_seq %d, vocab %d",
+                                    c->layers, c->width, c->heads, c->max_seq, c->vocab);
+    if (w->wte.rows < c->vocab || w->head.rows < c->vocab)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_SHAPE, "pt_infer_new: vocabulary mismatch: the config has %d tokens, the token table %lld rows and the head %lld rows",
+                                    c->vocab, (long long)w->wte.rows, (long long)w->head.rows);
+    if (!pt__inf_mat_ok(ctx, "token_embd", -1, &w->wte, w->wte.rows, c->width) || !pt__inf_mat_ok(ctx, "head", -1, &w->head, w->head.rows, c->width))
+        return NULL;
+    if (!w->wpe || !w->lnf_w || !w->lnf_b) return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: the weights lack wpe or the final norm");
+    for (l = 0; l < c->layers; l++) {
+        const pt_gpt_layer_w *lw = &w->layer[l];
+        const int64_t C = c->width;
+        if (!pt__inf_mat_ok(ctx, "attn_qkv", l, &lw->qkv, 3 * C, C) || !pt__inf_mat_ok(ctx, "attn_output", l, &lw->proj, C, C) ||
+            !pt__inf_mat_ok(ctx, "ffn_up", l, &lw->fc, 4 * C, C) || !pt__inf_mat_ok(ctx, "ffn_down", l, &lw->fproj, C, 4 * C))
+            return NULL;
+        if (!lw->ln1_w || !lw->ln1_b || !lw->ln2_w || !lw->ln2_b)
+            return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: layer %d lacks a layernorm weight or bias", l);
+    }
+    max_seqs = d && d->max_seqs ? d->max_seqs : 16;
+    bt = d && d->block_tokens ? d->block_tokens : 16;
+    if (max_seqs < 1 || max_seqs > (1 << 20) || bt < 1 || bt > 65536 || (d && d->kv_tokens < 0))
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: max_seqs %lld (expected 1..2^20), block_tokens %lld (1..65536), kv_tokens %lld (>= 0)",
+                                    (long long)max_seqs, (long long)bt, d ? (long long)d->kv_tokens : 0LL);
+    kvt = d && d->kv_tokens ? d->kv_tokens : max_seqs * c->max_seq;
+    inf = (pt_infer *)pt__malloc(ctx, sizeof *inf);
+    if (!inf) return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory");
+    memset(inf, 0, sizeof *inf);
+    inf->ctx = ctx, inf->w = w;
+    inf->L = c->layers, inf->C = c->width, inf->H = c->heads, inf->hs = c->width / c->heads, inf->V = c->vocab, inf->max_seq = c->max_seq;
+    inf->max_seqs = (int32_t)max_seqs, inf->bt = (int32_t)bt, inf->max_blk = (int32_t)((c->max_seq + bt - 1) / bt);
+    inf->ldc = pt__inf_rup16(c->width), inf->ld3 = pt__inf_rup16(3 * (int64_t)c->width), inf->ld4 = pt__inf_rup16(4 * (int64_t)c->width);
+    inf->nblocks = (kvt + bt - 1) / bt;
+    inf->layer_floats = 2 * (int64_t)c->width * bt;
+    inf->block_floats = inf->layer_floats * c->layers;
+    if (inf->nblocks < 1 || inf->nblocks > INT32_MAX || (double)inf->nblocks * (double)inf->block_floats * 4.0 > 9.0e18) {
+        pt_infer_free(inf);
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_tokens %lld gives %lld blocks (expected 1..2^31-1 blocks)", (long long)kvt,
+                                    (long long)((kvt + bt - 1) / bt));
+    }
+    inf->kv_bytes = inf->nblocks * inf->block_floats * (int64_t)sizeof(float) + PT__ALIGN;
+    inf->kv_mem = pt__malloc(ctx, (size_t)inf->kv_bytes); /* not touched: pages arrive as blocks are used */
+    inf->free_ids = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    inf->seq = (pt__inf_seq *)pt__malloc(ctx, (size_t)max_seqs * sizeof(pt__inf_seq));
+    inf->table = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * (size_t)inf->max_blk * sizeof(int32_t));
+    inf->mark = (unsigned char *)pt__malloc(ctx, (size_t)max_seqs);
+    inf->st_seq = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int32_t));
+    inf->st_ntok = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int32_t));
+    inf->st_row0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
+    inf->st_len0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
+    if (!inf->kv_mem || !inf->free_ids || !inf->seq || !inf->table || !inf->mark || !inf->st_seq || !inf->st_ntok || !inf->st_row0 || !inf->st_len0) {
+        pt_infer_free(inf);
+        return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory for a KV cache of %lld tokens (%.1f MiB)", (long long)kvt,
+                                    (double)(kvt * 2 * (int64_t)c->layers * c->width * 4) / 1048576.0);
+    }
+    pt__mem_add(ctx, PT__MEM_WORK, inf->kv_bytes);
+    inf->kv = pt__inf_align(inf->kv_mem);
+    for (i = 0; i < inf->nblocks; i++) inf->free_ids[i] = (int32_t)(inf->nblocks - 1 - i); /* block 0 on top */
+    inf->nfree = inf->nblocks;
+    memset(inf->seq, 0, (size_t)max_seqs * sizeof(pt__inf_seq));
+    memset(inf->mark, 0, (size_t)max_seqs);
+    inf->kern = 1;
+#if PT__ATTN_X86
+    __builtin_cpu_init();
+    if (ctx->attn_kernel != 1 && ctx->attn_kernel != 3 && __builtin_cpu_supports("avx512f") && inf->hs % 16 == 0) inf->kern = 2;
+#endif
+    return inf;
+}
+
+PTDEF void pt_infer_free(pt_infer *inf) {
+    pt_ctx *ctx;
+    if (!inf) return;
+    ctx = inf->ctx;
+    if (inf->kv) pt__mem_add(ctx, PT__MEM_WORK, -inf->kv_bytes);
+    if (inf->buf_mem) pt__mem_add(ctx, PT__MEM_WORK, -inf->cap * (int64_t)(3 * inf->ldc + inf->ld3 + inf->ld4) * (int64_t)sizeof(float));
+    pt__free(ctx, inf->kv_mem);
+    pt__free(ctx, inf->free_ids);
+    pt__free(ctx, inf->seq);
+    pt__free(ctx, inf->table);
+    pt__free(ctx, inf->mark);
+    pt__free(ctx, inf->st_seq);
+    pt__free(ctx, inf->st_ntok);
+    pt__free(ctx, inf->st_row0);
+    pt__free(ctx, inf->st_len0);
+    pt__free(ctx, inf->buf_mem);
+    pt__free(ctx, inf->tok_seq);
+    pt__free(ctx, inf->tok_pos);
+    pt__free(ctx, inf->ws_mem);
+    pt__free(ctx, inf);
+}
+
+PTDEF int32_t pt_infer_seq_new(pt_infer *inf) {
+    int32_t s;
+    if (!inf) return -1;
+    for (s = 0; s < inf->max_seqs; s++)
+        if (!inf->seq[s].live) {
+            inf->seq[s].live = 1, inf->seq[s].len = 0, inf->seq[s].nblk = 0;
+            return s;
+        }
+    pt__fail(inf->ctx, PT_ERR_STATE, "pt_infer_seq_new: all %d sequences are in use (pt_infer_desc.max_seqs)", inf->max_seqs);
+    return -1;
+}
+/* the sequence's blocks back to the pool (last block pushed first, so the first comes out first) */
+static void pt__inf_seq_clear(pt_infer *inf, int32_t s) {
+    pt__inf_seq *q = &inf->seq[s];
+    const int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
+    while (q->nblk > 0) inf->free_ids[inf->nfree++] = tb[--q->nblk];
+    q->len = 0;
+}
+PTDEF void pt_infer_seq_free(pt_infer *inf, int32_t seq) {
+    if (!inf) return;
+    if (seq < 0 || seq >= inf->max_seqs || !inf->seq[seq].live) {
+        pt__fail(inf->ctx, PT_ERR_ARG, "pt_infer_seq_free: sequence %d is not alive (ids 0..%d)", (int)seq, inf->max_seqs - 1);
+        return;
+    }
+    pt__inf_seq_clear(inf, seq);
+    inf->seq[seq].live = 0;
+}
+PTDEF int64_t pt_infer_seq_len(const pt_infer *inf, int32_t seq) {
+    if (!inf || seq < 0 || seq >= inf->max_seqs || !inf->seq[seq].live) return -1;
+    return inf->seq[seq].len;
+}
+PTDEF void pt_infer_blocks(const pt_infer *inf, int64_t *total, int64_t *free_blocks) {
+    if (total) *total = inf ? inf->nblocks : 0;
+    if (free_blocks) *free_blocks = inf ? inf->nfree : 0;
+}
+
+/* ---- row kernels ------------------------------------------------------------------------------- */
+/* y = layernorm(x) * w + b over C, eps 1e-5: the arithmetic of the CPU backend's layernorm */
+static void pt__inf_ln(const float *PT__RESTRICT xr, float *PT__RESTRICT yr, const float *wt, const float *bs, int64_t C) {
+    double s = 0.0, v = 0.0;
+    float m, rsd;
+    int64_t i;
+    for (i = 0; i < C; i++) s += (double)xr[i];
+    s /= (double)C;
+    for (i = 0; i < C; i++) {
+        double dv = (double)xr[i] - s;
+        v += dv * dv;
+    }
+    v /= (double)C;
+    m = (float)s, rsd = (float)(1.0 / sqrt(v + 1e-5));
+    for (i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
+}
+/* GELU in place over one row (the CPU backend's tanh form) */
+static void pt__inf_gelu(float *PT__RESTRICT a, int64_t n) {
+    int64_t i;
+    PT__SIMD
+    for (i = 0; i < n; i++) {
+        float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v), tp, t2;
+        pt__cpu_tanh_parts(u, &tp, &t2);
+        a[i] = 0.5f * v * tp;
+    }
+}
+static void pt__inf_add(float *PT__RESTRICT x, const float *PT__RESTRICT y, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* ---- attention over the paged cache: one query row of one head --------------------------------- */
+typedef struct pt__inf_att {
+    const float *kv;
+    const int32_t *table;   /* the sequence's block table */
+    int64_t block_floats, koff, voff; /* koff: layer + head offset of K^T in a block; voff: of V */
+    int bt, hs;
+    float scale;
+} pt__inf_att;
+
+/* out[hs] = softmax_j(scale q.k_j) v_j over positions j < n; sc: n (rounded up to bt) floats of scratch */
+static void pt__inf_attn_c(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
+    const int bt = a->bt, hs = a->hs;
+    const int64_t nb = (n + bt - 1) / bt;
+    float mx = -INFINITY, ls[PT__CPU_LANES], sum, inv;
+    int64_t b, j;
+    int t, d, l;
+    for (b = 0; b < nb; b++) {
+        const float *kt = a->kv + (int64_t)a->table[b] * a->block_floats + a->koff;
+        const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+        float *s = sc + b * bt;
+        for (t = 0; t < nt; t++) s[t] = 0.0f;
+        for (d = 0; d < hs; d++) {
+            const float qd = q[d], *kd = kt + (int64_t)d * bt;
+            for (t = 0; t < nt; t++) s[t] += qd * kd[t];
+        }
+        for (t = 0; t < nt; t++) {
+            s[t] *= a->scale;
+            mx = s[t] > mx ? s[t] : mx;
+        }
+    }
+    for (l = 0; l < PT__CPU_LANES; l++) ls[l] = 0.0f;
+    for (j = 0; j < n; j++) {
+        sc[j] = pt__cpu_expf(sc[j] - mx);
+        ls[j % PT__CPU_LANES] += sc[j];
+    }
+    sum = 0.0f;
+    for (l = 0; l < PT__CPU_LANES; l++) sum += ls[l];
+    inv = 1.0f / sum;
+    for (d = 0; d < hs; d++) out[d] = 0.0f;
+    for (b = 0; b < nb; b++) {
+        const float *v = a->kv + (int64_t)a->table[b] * a->block_floats + a->voff;
+        const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+        for (t = 0; t < nt; t++) {
+            const float e = sc[b * bt + t], *vt = v + (int64_t)t * hs;
+            for (d = 0; d < hs; d++) out[d] += e * vt[d];
+        }
+    }
+    for (d = 0; d < hs; d++) out[d] *= inv;
+}
+
+#if PT__ATTN_X86
+/* the same with AVX-512 (hs % 16 == 0): 16 keys' scores a vector, four partial sums over d; values
+   accumulated for even and odd keys apart (eight chains), summed at the end */
+PT__ATTN_TGT static void pt__inf_attn_avx512(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
+    const int bt = a->bt, hs = a->hs;
+    const int64_t nb = (n + bt - 1) / bt;
+    const __m512 z = _mm512_setzero_ps(), vs = _mm512_set1_ps(a->scale);
+    __m512 vmax = _mm512_set1_ps(-INFINITY), vsum = z;
+    float mx, inv;
+    int64_t b, j;
+    int t0, d, d0;
+    for (b = 0; b < nb; b++) {
+        const float *kt = a->kv + (int64_t)a->table[b] * a->block_floats + a->koff;
+        const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+        float *s = sc + b * bt;
+        for (t0 = 0; t0 < nt; t0 += 16) {
+            const __mmask16 mk = pt__attn_lanes(nt - t0);
+            const float *k0 = kt + t0;
+            __m512 s0 = z, s1 = z, s2 = z, s3 = z;
+            for (d = 0; d + 4 <= hs; d += 4) {
+                s0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)d * bt), s0);
+                s1 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 1]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)(d + 1) * bt), s1);
+                s2 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 2]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)(d + 2) * bt), s2);
+                s3 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 3]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)(d + 3) * bt), s3);
+            }
+            s0 = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)), vs);
+            _mm512_mask_storeu_ps(s + t0, mk, s0);
+            vmax = _mm512_mask_max_ps(vmax, mk, vmax, s0);
+        }
+    }
+    mx = _mm512_reduce_max_ps(vmax);
+    vmax = _mm512_set1_ps(mx);
+    for (j = 0; j < n; j += 16) {
+        const __mmask16 mk = pt__attn_lanes((int)PT__MIN((int64_t)16, n - j));
+        const __m512 e = _mm512_maskz_mov_ps(mk, pt__attn_exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, sc + j), vmax)));
+        _mm512_mask_storeu_ps(sc + j, mk, e);
+        vsum = _mm512_add_ps(vsum, e);
+    }
+    inv = 1.0f / _mm512_reduce_add_ps(vsum);
+    for (d0 = 0; d0 < hs; d0 += 64) {
+        const __mmask16 m0 = pt__attn_lanes(hs - d0), m1 = pt__attn_lanes(hs - d0 - 16), m2 = pt__attn_lanes(hs - d0 - 32),
+                        m3 = pt__attn_lanes(hs - d0 - 48);
+        __m512 a0 = z, a1 = z, a2 = z, a3 = z, c0 = z, c1 = z, c2 = z, c3 = z, vi = _mm512_set1_ps(inv);
+        for (b = 0; b < nb; b++) {
+            const float *v = a->kv + (int64_t)a->table[b] * a->block_floats + a->voff + d0, *e = sc + b * bt;
+            const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+            int t = 0;
+            for (; t + 2 <= nt; t += 2) {
+                const __m512 e0 = _mm512_set1_ps(e[t]), e1 = _mm512_set1_ps(e[t + 1]);
+                const float *v0 = v + (int64_t)t * hs, *v1 = v0 + hs;
+                a0 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m0, v0), a0);
+                a1 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m1, v0 + 16), a1);
+                a2 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m2, v0 + 32), a2);
+                a3 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m3, v0 + 48), a3);
+                c0 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m0, v1), c0);
+                c1 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m1, v1 + 16), c1);
+                c2 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m2, v1 + 32), c2);
+                c3 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m3, v1 + 48), c3);
+            }
+            if (t < nt) {
+                const __m512 e0 = _mm512_set1_ps(e[t]);
+                const float *v0 = v + (int64_t)t * hs;
+                a0 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m0, v0), a0);
+                a1 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m1, v0 + 16), a1);
+                a2 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m2, v0 + 32), a2);
+                a3 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m3, v0 + 48), a3);
+            }
+        }
+        _mm512_mask_storeu_ps(out + d0, m0, _mm512_mul_ps(_mm512_add_ps(a0, c0), vi));
+        _mm512_mask_storeu_ps(out + d0 + 16, m1, _mm512_mul_ps(_mm512_add_ps(a1, c1), vi));
+        _mm512_mask_storeu_ps(out + d0 + 32, m2, _mm512_mul_ps(_mm512_add_ps(a2, c2), vi));
+        _mm512_mask_storeu_ps(out + d0 + 48, m3, _mm512_mul_ps(_mm512_add_ps(a3, c3), vi));
+    }
+}
+#endif
+
+/* ---- a step ------------------------------------------------------------------------------------ */
+/* the step's buffers for n tokens and the attention scratch for the context's threads (grown only) */
+static int pt__inf_reserve(pt_infer *inf, int64_t n) {
+    pt_ctx *ctx = inf->ctx;
+    const int nt = ctx->nthreads > 1 ? ctx->nthreads : 1;
+    if (n > inf->cap) {
+        const int64_t per = 3 * inf->ldc + inf->ld3 + inf->ld4, c = pt__inf_rup16(n);
+        void *m = pt__malloc(ctx, (size_t)(c * per) * sizeof(float) + PT__ALIGN);
+        int32_t *ts = (int32_t *)pt__malloc(ctx, (size_t)c * sizeof(int32_t));
+        int64_t *tp = (int64_t *)pt__malloc(ctx, (size_t)c * sizeof(int64_t));
+        float *p;
+        if (!m || !ts || !tp) {
+            pt__free(ctx, m), pt__free(ctx, ts), pt__free(ctx, tp);
+            pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: out of memory for the buffers of %lld tokens", (long long)n);
+            return 0;
+        }
+        if (inf->buf_mem) pt__mem_add(ctx, PT__MEM_WORK, -inf->cap * per * (int64_t)sizeof(float));
+        pt__free(ctx, inf->buf_mem), pt__free(ctx, inf->tok_seq), pt__free(ctx, inf->tok_pos);
+        inf->buf_mem = m, inf->tok_seq = ts, inf->tok_pos = tp, inf->cap = c;
+        pt__mem_add(ctx, PT__MEM_WORK, c * per * (int64_t)sizeof(float));
+        p = pt__inf_align(m);
+        inf->x = p, p += c * inf->ldc;
+        inf->h = p, p += c * inf->ldc;
+        inf->att = p, p += c * inf->ldc;
+        inf->qkv = p, p += c * inf->ld3;
+        inf->ff = p;
+    }
+    if (nt > inf->ws_threads) {
+        const int64_t per = pt__inf_rup16((int64_t)inf->max_blk * inf->bt) + 16;
+        void *m = pt__malloc(ctx, (size_t)(per * nt) * sizeof(float) + PT__ALIGN);
+        if (!m) {
+            pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: out of memory for the attention scratch");
+            return 0;
+        }
+        pt__free(ctx, inf->ws_mem);
+        inf->ws_mem = m, inf->ws = pt__inf_align(m), inf->ws_per = per, inf->ws_threads = nt;
+    }
+    return 1;
+}
+
+/* the token table's row tok added to wpe's row pos */
+static void pt__inf_embed(const pt_infer *inf, int32_t tok, int64_t pos, float *x) {
+    const pt_gpt_weights *w = inf->w;
+    const float *pe = w->wpe + pos * inf->C;
+    int64_t i;
+    if (w->wte.type == PT_W_F32) {
+        const float *te = (const float *)w->wte.data + (int64_t)tok * inf->C;
+        for (i = 0; i < inf->C; i++) x[i] = te[i] + pe[i];
+    } else {
+        for (i = 0; i < inf->C; i++) x[i] = 0.0f; /* unreachable until quant's types (pt_dequantize_row) */
+    }
+}
+
+static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
+    pt_ctx *ctx = inf->ctx;
+    const int H = inf->H, hs = inf->hs, kern = inf->kern;
+    const int64_t nitems = (int64_t)nseq * H;
+    int64_t work = 0, it;
+    int32_t i;
+    for (i = 0; i < nseq; i++) work += (int64_t)inf->st_ntok[i] * (inf->st_len0[i] + inf->st_ntok[i]) * inf->C;
+    PT__CPU_PAR_FOR(ctx, work)
+    for (it = 0; it < nitems; it++) {
+        const int32_t si = (int32_t)(it / H), h = (int32_t)(it % H), s = inf->st_seq[si];
+        int tid = 0;
+        int64_t t;
+        pt__inf_att a;
+        float *sc;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        sc = inf->ws + (int64_t)tid * inf->ws_per;
+        a.kv = inf->kv, a.table = inf->table + (int64_t)s * inf->max_blk, a.block_floats = inf->block_floats;
+        a.koff = (int64_t)l * inf->layer_floats + (int64_t)h * hs * inf->bt;
+        a.voff = (int64_t)l * inf->layer_floats + (int64_t)inf->C * inf->bt + (int64_t)h * inf->bt * hs;
+        a.bt = inf->bt, a.hs = hs, a.scale = 1.0f / sqrtf((float)hs);
+        for (t = 0; t < inf->st_ntok[si]; t++) {
+            const int64_t r = inf->st_row0[si] + t, n = inf->st_len0[si] + t + 1;
+            const float *q = inf->qkv + r * inf->ld3 + (int64_t)h * hs;
+            float *o = inf->att + r * inf->ldc + (int64_t)h * hs;
+#if PT__ATTN_X86
+            if (kern == 2) {
+                pt__inf_attn_avx512(&a, q, n, sc, o);
+                continue;
+            }
+#endif
+            (void)kern;
+            pt__inf_attn_c(&a, q, n, sc, o);
+        }
+    }
+}
+
+PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
+                              float *logits, int all_logits) {
+    pt_ctx *ctx;
+    const pt_gpt_weights *w;
+    int64_t N = 0, need = 0, r, R, C, ldc;
+    int32_t i, t, l;
+    pt_status st0;
+    if (!inf) return PT_ERR_ARG;
+    ctx = inf->ctx, w = inf->w, C = inf->C, ldc = inf->ldc, st0 = ctx->status;
+    if (nseq < 1 || nseq > inf->max_seqs || !seqs || !ntok || !tokens)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: %d sequences (expected 1..%d) with their ids, counts and tokens", (int)nseq,
+                                    inf->max_seqs), PT_ERR_ARG);
+    for (i = 0; i < nseq; i++) {
+        const int32_t s = seqs[i];
+        pt_status st = PT_OK;
+        if (s < 0 || s >= inf->max_seqs || !inf->seq[s].live)
+            st = (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: sequence %d (entry %d) is not alive (ids 0..%d)", (int)s, (int)i, inf->max_seqs - 1), PT_ERR_ARG);
+        else if (inf->mark[s])
+            st = (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: sequence %d appears twice in the step", (int)s), PT_ERR_ARG);
+        else if (ntok[i] < 1)
+            st = (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: sequence %d appends %d tokens (expected >= 1)", (int)s, (int)ntok[i]), PT_ERR_ARG);
+        else if (inf->seq[s].len + ntok[i] > inf->max_seq)
+            st = (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: sequence %d holds %lld tokens; %d more would pass max_seq %d", (int)s,
+                                      (long long)inf->seq[s].len, (int)ntok[i], inf->max_seq), PT_ERR_ARG);
+        if (st != PT_OK) {
+            while (--i >= 0) inf->mark[seqs[i]] = 0;
+            return st;
+        }
+        inf->mark[s] = 1;
+        N += ntok[i];
+        need += (inf->seq[s].len + ntok[i] + inf->bt - 1) / inf->bt - inf->seq[s].nblk;
+    }
+    for (i = 0; i < nseq; i++) inf->mark[seqs[i]] = 0;
+    for (r = 0, i = 0; i < nseq; i++)
+        for (t = 0; t < ntok[i]; t++, r++)
+            if (tokens[r] < 0 || tokens[r] >= inf->V)
+                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: token %lld of the step (sequence %d) is %d, outside the vocabulary [0, %d)",
+                                            (long long)r, (int)seqs[i], (int)tokens[r], inf->V), PT_ERR_ARG);
+    if (need > inf->nfree)
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: the KV pool has %lld free blocks of %d tokens, the step needs %lld more",
+                                    (long long)inf->nfree, inf->bt, (long long)need), PT_ERR_OOM);
+    if (!pt__inf_reserve(inf, N)) return PT_ERR_OOM;
+    /* blocks, rows and positions */
+    for (r = 0, i = 0; i < nseq; i++) {
+        const int32_t s = seqs[i];
+        pt__inf_seq *q = &inf->seq[s];
+        int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
+        while ((int64_t)q->nblk * inf->bt < q->len + ntok[i]) tb[q->nblk++] = inf->free_ids[--inf->nfree];
+        inf->st_seq[i] = s, inf->st_ntok[i] = ntok[i], inf->st_row0[i] = r, inf->st_len0[i] = q->len;
+        for (t = 0; t < ntok[i]; t++, r++) {
+            inf->tok_seq[r] = s, inf->tok_pos[r] = q->len + t;
+            pt__inf_embed(inf, tokens[r], q->len + t, inf->x + r * ldc);
+        }
+    }
+    for (l = 0; l < inf->L; l++) {
+        const pt_gpt_layer_w *lw = &w->layer[l];
+        const int64_t ld3 = inf->ld3, ld4 = inf->ld4, bt = inf->bt, hs = inf->hs;
+        PT__CPU_PAR_FOR(ctx, 3 * N * C)
+        for (r = 0; r < N; r++) pt__inf_ln(inf->x + r * ldc, inf->h + r * ldc, lw->ln1_w, lw->ln1_b, C);
+        pt__qmm(ctx, &lw->qkv, inf->h, ldc, N, lw->qkv_b, inf->qkv, ld3);
+        PT__CPU_PAR_FOR(ctx, 2 * N * C)
+        for (r = 0; r < N; r++) { /* K transposed and V into the row's slot */
+            const int64_t pos = inf->tok_pos[r];
+            float *blk = inf->kv + (int64_t)inf->table[(int64_t)inf->tok_seq[r] * inf->max_blk + pos / bt] * inf->block_floats +
+                         (int64_t)l * inf->layer_floats;
+            float *kt = blk + pos % bt, *vv = blk + C * bt + (pos % bt) * hs;
+            const float *k = inf->qkv + r * ld3 + C, *v = k + C;
+            int64_t h, d;
+            for (d = 0; d < C; d++) kt[d * bt] = k[d]; /* head h, dimension e: K^T row h * hs + e */
+            for (h = 0; h < inf->H; h++) memcpy(vv + h * bt * hs, v + h * hs, (size_t)hs * sizeof(float));
+        }
+        pt__inf_attention(inf, l, nseq);
+        pt__qmm(ctx, &lw->proj, inf->att, ldc, N, lw->proj_b, inf->h, ldc);
+        PT__CPU_PAR_FOR(ctx, 3 * N * C)
+        for (r = 0; r < N; r++) {
+            pt__inf_add(inf->x + r * ldc, inf->h + r * ldc, C);
+            pt__inf_ln(inf->x + r * ldc, inf->h + r * ldc, lw->ln2_w, lw->ln2_b, C);
+        }
+        pt__qmm(ctx, &lw->fc, inf->h, ldc, N, lw->fc_b, inf->ff, ld4);
+        PT__CPU_PAR_FOR(ctx, 32 * N * C)
+        for (r = 0; r < N; r++) pt__inf_gelu(inf->ff + r * ld4, 4 * C);
+        pt__qmm(ctx, &lw->fproj, inf->ff, ld4, N, lw->fproj_b, inf->h, ldc);
+        PT__CPU_PAR_FOR(ctx, 2 * N * C)
+        for (r = 0; r < N; r++) pt__inf_add(inf->x + r * ldc, inf->h + r * ldc, C);
+    }
+    for (i = 0; i < nseq; i++) inf->seq[seqs[i]].len += ntok[i];
+    if (!logits) return st0 == PT_OK ? ctx->status : PT_OK; /* an error of pt__qmm (its workspace) */
+    /* the final norm of the rows that want logits (into h), then the head's first vocab rows */
+    R = all_logits ? N : nseq;
+    PT__CPU_PAR_FOR(ctx, 3 * R * C)
+    for (r = 0; r < R; r++) {
+        const int64_t src = all_logits ? r : inf->st_row0[r] + inf->st_ntok[r] - 1;
+        pt__inf_ln(inf->x + src * ldc, inf->h + r * ldc, w->lnf_w, w->lnf_b, C);
+    }
+    {
+        pt_qmat hv = w->head;
+        hv.rows = inf->V;
+        pt__qmm(ctx, &hv, inf->h, ldc, R, NULL, logits, inf->V);
+    }
+    return st0 == PT_OK ? ctx->status : PT_OK;
+}
+
+/* ---- generation -------------------------------------------------------------------------------- */
+/* one request's state in pt_generate */
+typedef struct pt__gen {
+    int32_t state;          /* 0 waiting, 1 running, 2 done */
+    int32_t stepped;        /* fed in this round's prefill step */
+    int32_t seq;            /* its sequence while running */
+    int32_t *hist;          /* prompt + generated ids */
+    int64_t nhist, reserve; /* ids; blocks reserved while running */
+    int64_t feed;           /* ids of hist's end fed in the next step */
+    pt_sampler *smp;
+    char *text;             /* generated text (bytes) */
+    int64_t ntext, tcap, shown, stop_at;
+    size_t maxstop;         /* longest stop string */
+} pt__gen;
+
+static int64_t pt__gen_blocks(const pt_infer *inf, const pt_gen_request *q) {
+    const int64_t n = PT__MIN((int64_t)q->nprompt + q->max_tokens, (int64_t)inf->max_seq);
+    return (n + inf->bt - 1) / inf->bt;
+}
+/* the bytes of token tok appended to g's text (a tokenizer's, or the byte itself below 256) */
+static int pt__gen_text(pt_ctx *ctx, pt__gen *g, const pt_tokenizer *tk, int32_t tok) {
+    int64_t n;
+    if (!tk) {
+        if (tok >= 256) return 1;
+        n = 1;
+    } else if ((n = pt_tokenizer_decode(tk, &tok, 1, NULL, 0)) < 0) {
+        return 1; /* an id the tokenizer does not know: no text */
+    }
+    if (g->ntext + n + 1 > g->tcap) {
+        int64_t c = PT__MAX(2 * g->tcap, g->ntext + n + 64);
+        char *p = (char *)pt__realloc(ctx, g->text, (size_t)c);
+        if (!p) return (pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory for the generated text"), 0);
+        g->text = p, g->tcap = c;
+    }
+    if (!tk) g->text[g->ntext] = (char)(unsigned char)tok;
+    else pt_tokenizer_decode(tk, &tok, 1, g->text + g->ntext, n);
+    g->ntext += n;
+    return 1;
+}
+static void pt__gen_finish(pt_infer *inf, pt__gen *g, pt_gen_result *res, int finish, int64_t *reserved) {
+    res->finish = finish;
+    res->text_len = finish == PT_FINISH_STOP_STRING ? g->stop_at : g->ntext;
+    if (res->text && res->text_cap > 0) {
+        int64_t n = PT__MIN(res->text_len, res->text_cap - 1);
+        if (n > 0) memcpy(res->text, g->text, (size_t)n);
+        res->text[n] = 0;
+    }
+    if (g->state == 1) {
+        pt_infer_seq_free(inf, g->seq);
+        *reserved -= g->reserve;
+    }
+    g->state = 2;
+}
+/* request k took token tok: history, result, stops, text, the callback */
+static int pt__gen_take(pt_infer *inf, const pt_gen_request *q, pt_gen_result *res, pt__gen *g, const pt_gen_opts *o, int32_t k, int32_t tok,
+                        float lp, int64_t *reserved) {
+    int finish = PT_FINISH_NONE, i;
+    size_t hold = 0;
+    int64_t end;
+    g->hist[g->nhist++] = tok;
+    if (res->tokens) res->tokens[res->ntokens] = tok;
+    if (res->logprobs) res->logprobs[res->ntokens] = lp;
+    res->ntokens++;
+    for (i = 0; i < q->nstop_tokens; i++)
+        if (q->stop_tokens[i] == tok) finish = PT_FINISH_STOP_TOKEN;
+    if (!finish) {
+        const int64_t before = g->ntext;
+        if (!pt__gen_text(inf->ctx, g, o ? o->tokenizer : NULL, tok)) return 0;
+        if (q->nstop > 0) { /* a new match ends in the new bytes: search from maxstop - 1 bytes before them */
+            const int64_t from = PT__MAX((int64_t)0, before - (int64_t)g->maxstop + 1);
+            size_t at = 0;
+            if (pt_stop_find(g->text + from, (size_t)(g->ntext - from), q->stop, q->nstop, &at, &hold)) {
+                finish = PT_FINISH_STOP_STRING;
+                g->stop_at = from + (int64_t)at;
+                hold = 0;
+            }
+        }
+    }
+    if (!finish && res->ntokens >= q->max_tokens) finish = PT_FINISH_LENGTH;
+    end = finish == PT_FINISH_STOP_STRING ? g->stop_at : finish ? g->ntext : g->ntext - (int64_t)hold;
+    if (end < g->shown) end = g->shown;
+    if (o && o->on_token) {
+        int stop = o->on_token(o->user, k, tok, lp, g->text ? g->text + g->shown : "", (size_t)(end - g->shown));
+        if (stop && !finish) finish = PT_FINISH_CALLBACK;
+    }
+    g->shown = end;
+    if (finish) pt__gen_finish(inf, g, res, finish, reserved);
+    return 1;
+}
+
+PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *req, pt_gen_result *res, const pt_gen_opts *opts,
+                            pt_gen_stats *stats) {
+    pt_ctx *ctx;
+    pt__gen *g = NULL;
+    float *logits = NULL;
+    int32_t *seqs = NULL, *ntok = NULL, *toks = NULL, *who = NULL;
+    int64_t avail, reserved = 0, k, slots = 0;
+    int32_t next = 0, i;
+    pt_status st = PT_OK;
+    pt_gen_stats sdummy;
+    if (!stats) stats = &sdummy;
+    memset(stats, 0, sizeof *stats);
+    if (!inf) return PT_ERR_ARG;
+    ctx = inf->ctx;
+    if (nreq < 0 || (nreq > 0 && (!req || !res)))
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: %d requests (expected >= 0, with requests and results)", (int)nreq), PT_ERR_ARG);
+    for (k = 0; k < nreq; k++) {
+        const pt_gen_request *q = &req[k];
+        if (!q->prompt || q->nprompt < 1 || q->max_tokens < 0 || q->nstop_tokens < 0 || (q->nstop_tokens > 0 && !q->stop_tokens) || q->nstop < 0 ||
+            (q->nstop > 0 && !q->stop))
+            return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: expected a prompt of >= 1 token (found %d), max_tokens >= 0 (found %d) and "
+                                        "stop lists that match their counts", (long long)k, (int)q->nprompt, (int)q->max_tokens), PT_ERR_ARG);
+        for (i = 0; i < q->nprompt; i++)
+            if (q->prompt[i] < 0 || q->prompt[i] >= inf->V)
+                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: prompt token %d is %d, outside the vocabulary [0, %d)", (long long)k,
+                                            (int)i, (int)q->prompt[i], inf->V), PT_ERR_ARG);
+        for (i = 0; i < q->nstop; i++)
+            if (!q->stop[i] || !q->stop[i][0])
+                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: stop string %d is NULL or empty", (long long)k, (int)i), PT_ERR_ARG);
+        if (pt__gen_blocks(inf, q) > inf->nfree)
+            return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: request %lld needs %lld KV blocks, the pool has %lld free", (long long)k,
+                                        (long long)pt__gen_blocks(inf, q), (long long)inf->nfree), PT_ERR_OOM);
+        res[k].ntokens = 0, res[k].finish = PT_FINISH_NONE, res[k].text_len = 0;
+        if (res[k].text && res[k].text_cap > 0) res[k].text[0] = 0;
+    }
+    if (nreq == 0) return PT_OK;
+    for (i = 0; i < inf->max_seqs; i++) slots += !inf->seq[i].live;
+    if (slots < 1) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: all %d sequences of the pt_infer are in use", inf->max_seqs), PT_ERR_STATE);
+    avail = inf->nfree;
+    g = (pt__gen *)pt__malloc(ctx, (size_t)nreq * sizeof *g);
+    logits = (float *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->V * sizeof(float));
+    seqs = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * 3 * sizeof(int32_t));
+    toks = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->max_seq * sizeof(int32_t));
+    if (!g || !logits || !seqs || !toks) {
+        st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
+        goto done;
+    }
+    ntok = seqs + inf->max_seqs, who = ntok + inf->max_seqs;
+    memset(g, 0, (size_t)nreq * sizeof *g);
+    for (k = 0; k < nreq; k++) {
+        const pt_gen_request *q = &req[k];
+        g[k].seq = -1;
+        g[k].hist = (int32_t *)pt__malloc(ctx, ((size_t)q->nprompt + (size_t)q->max_tokens) * sizeof(int32_t));
+        g[k].tcap = 4 * (int64_t)q->max_tokens + 64;
+        g[k].text = (char *)pt__malloc(ctx, (size_t)g[k].tcap);
+        if (!g[k].hist || !g[k].text) {
+            st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
+            goto done;
+        }
+        memcpy(g[k].hist, q->prompt, (size_t)q->nprompt * sizeof(int32_t));
+        g[k].nhist = q->nprompt;
+        for (i = 0; i < q->nstop; i++) g[k].maxstop = PT__MAX(g[k].maxstop, strlen(q->stop[i]));
+        if (q->max_tokens == 0) {
+            pt__gen_finish(inf, &g[k], &res[k], PT_FINISH_LENGTH, &reserved);
+            continue;
+        }
+        if (!(g[k].smp = pt_sampler_new(ctx, &q->sample, inf->V))) {
+            st = ctx->status != PT_OK ? ctx->status : PT_ERR_ARG;
+            goto done;
+        }
+    }
+    for (;;) {
+        int32_t n = 0, running = 0, pass;
+        int64_t ntoks = 0;
+        double t0;
+        for (k = 0; k < nreq; k++) running += g[k].state == 1;
+        /* admit waiting requests in order while a sequence and their blocks are free */
+        while (next < nreq) {
+            pt__gen *a = &g[next];
+            const int64_t nb = pt__gen_blocks(inf, &req[next]);
+            if (a->state == 2) {
+                next++;
+                continue;
+            }
+            if (running >= slots || reserved + nb > avail) break;
+            if ((a->seq = pt_infer_seq_new(inf)) < 0) {
+                st = ctx->status;
+                goto done;
+            }
+            a->state = 1, a->reserve = nb, reserved += nb, running++;
+            a->feed = PT__MIN(a->nhist, (int64_t)inf->max_seq);
+            next++;
+        }
+        if (!running) break;
+        /* pass 0: sequences to (re-)prefill; pass 1: the others decode one token */
+        for (pass = 0; pass < 2; pass++) {
+            n = 0, ntoks = 0;
+            for (k = 0; k < nreq; k++) {
+                pt__gen *a = &g[k];
+                if (a->state != 1) continue;
+                if (pass == 0) {
+                    a->stepped = 0;
+                    if (!a->feed && inf->seq[a->seq].len + 1 > inf->max_seq) { /* the context policy */
+                        pt__inf_seq_clear(inf, a->seq);
+                        a->feed = PT__MAX((int64_t)1, (int64_t)inf->max_seq / 2);
+                        stats->refills++;
+                    }
+                    if (!a->feed) continue;
+                    a->stepped = 1;
+                } else {
+                    if (a->stepped) continue;
+                    a->feed = 1;
+                }
+                memcpy(toks + ntoks, a->hist + a->nhist - a->feed, (size_t)a->feed * sizeof(int32_t));
+                seqs[n] = a->seq, ntok[n] = (int32_t)a->feed, who[n] = (int32_t)k;
+                ntoks += a->feed, n++;
+            }
+            if (!n) continue;
+            t0 = pt_time();
+            if ((st = pt_infer_step(inf, n, seqs, ntok, toks, logits, 0)) != PT_OK) goto done;
+            for (i = 0; i < n; i++) {
+                pt__gen *a = &g[who[i]];
+                float lp = 0.0f;
+                int32_t tok = pt_sampler_next(a->smp, logits + (int64_t)i * inf->V, a->hist, a->nhist, &lp);
+                a->feed = 0;
+                if (tok < 0 || tok >= inf->V) {
+                    st = (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: the sampler of request %d gave token %d (vocabulary %d)", (int)who[i], (int)tok, inf->V),
+                                     PT_ERR_STATE);
+                    goto done;
+                }
+                if (!pt__gen_take(inf, &req[who[i]], &res[who[i]], a, opts, who[i], tok, lp, &reserved)) {
+                    st = ctx->status;
+                    goto done;
+                }
+            }
+            if (pass == 0) stats->prefill_tokens += ntoks, stats->prefill_s += pt_time() - t0;
+            else stats->decode_tokens += ntoks, stats->decode_s += pt_time() - t0, stats->decode_steps++;
+        }
+    }
+done:
+    for (k = 0; g && k < nreq; k++) {
+        if (g[k].state == 1) pt_infer_seq_free(inf, g[k].seq);
+        pt_sampler_free(g[k].smp);
+        pt__free(ctx, g[k].hist);
+        pt__free(ctx, g[k].text);
+    }
+    pt__free(ctx, g);
+    pt__free(ctx, logits);
+    pt__free(ctx, seqs);
+    pt__free(ctx, toks);
+    return st;
+}
+
+/* ---- pt_gpt_generate --------------------------------------------------------------------------- */
+/* today's uncached path (TP, pipeline stages, OpenCL, ZeRO-3): the whole window through the graph per
+   token, the last row's logits gathered over TP, the token picked by the sampler (the same on every rank) */
+static pt_status pt__gpt_generate_graph(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, const pt_sample_params *sp,
+                                        int32_t *out) {
+    int t, V, Vp, Vl, saved_grad, saved_train;
+    float *row;
+    pt_sampler *smp;
+    pt_status st = PT_OK;
+    if (!g) return (pt_status)(pt__fail(m->ctx, PT_ERR_ARG, "pt_gpt_generate: this model (TP, stages or a device) needs a graph"), PT_ERR_ARG);
+    V = m->cfg.vocab, Vp = m->cfg.vocab_padded, Vl = Vp / pt_tp_size(m->ctx);
+    row = (float *)pt__alloc(m->ctx, (size_t)Vp * sizeof(float));
+    smp = pt_sampler_new(m->ctx, sp, V);
+    if (!row || !smp) {
+        pt__free(m->ctx, row);
+        pt_sampler_free(smp);
+        return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_gpt_generate: out of memory"), PT_ERR_OOM);
+    }
+    memcpy(out, prompt, (size_t)n * sizeof *out);
+    saved_grad = g->grad_on, saved_train = g->training;
+    pt_graph_set_grad(g, 0);
+    pt_graph_set_training(g, 0);
+    for (t = n; t < n + max_new; t++) {
+        int T = PT__MIN(t, m->cfg.max_seq);
+        pt_tensor *ids, *logits, last;
+        pt_graph_reset(g);
+        ids = pt_tensor_new(g, PT_I32, 2, 1, T, 0, 0);
+        if (!ids || pt_tensor_write(ids, out + t - T) != PT_OK) break;
+        logits = pt_gpt_forward(g, m, ids);
+        if (!logits) break;
+        last = pt__at(logits, (int64_t)(T - 1) * Vl); /* TP: this rank's columns, gathered in rank order */
+        last.ndim = 1;
+        last.shape[0] = Vl;
+        last.shape[1] = last.shape[2] = 1;
+        {
+            int xk = pt__xfer_as(m->ctx, pt_tp_size(m->ctx) > 1 ? PT_XFER_TP : PT_XFER_IO); /* staged for the TP allgather */
+            pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
+            pt__xfer_as(m->ctx, xk);
+        }
+        if (!pt__tp_allgather(m->ctx, "pt_gpt_generate", row, Vl)) break;
+        out[t] = pt_sampler_next(smp, row, out, t, NULL);
+    }
+    if (t < n + max_new) st = m->ctx->status != PT_OK ? m->ctx->status : PT_ERR_STATE;
+    pt_graph_reset(g);
+    pt_graph_set_grad(g, saved_grad);
+    pt_graph_set_training(g, saved_train);
+    pt_sampler_free(smp);
+    pt__free(m->ctx, row);
+    return st;
+}
+PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, float temperature, uint64_t seed,
+                                int32_t *out) {
+    pt_sample_params sp;
+    char why[128];
+    if (!m || !out || !prompt || n < 1 || max_new < 0 || !(temperature >= 0))
+        return (pt_status)(pt__fail(m ? m->ctx : NULL, PT_ERR_ARG, "pt_gpt_generate: needs a model, a prompt of >= 1 token, max_new >= 0, "
+                                    "temperature >= 0 and out"), PT_ERR_ARG);
+    memset(&sp, 0, sizeof sp);
+    sp.temperature = temperature, sp.seed = seed;
+    if (pt__inf_model_ok(m, why, sizeof why)) { /* one process, the CPU: the KV-cached path over the parameters in place */
+        pt_gpt_weights *w = pt_gpt_weights_from(m, PT_W_F32);
+        pt_infer_desc d;
+        pt_infer *inf;
+        pt_gen_request q;
+        pt_gen_result r;
+        pt_status st;
+        memset(&d, 0, sizeof d);
+        d.max_seqs = 1, d.kv_tokens = m->cfg.max_seq;
+        inf = w ? pt_infer_new(m->ctx, w, &d) : NULL;
+        if (!inf) {
+            pt_gpt_weights_free(w);
+            return m->ctx->status != PT_OK ? m->ctx->status : PT_ERR_OOM;
+        }
+        memset(&q, 0, sizeof q);
+        memset(&r, 0, sizeof r);
+        q.prompt = prompt, q.nprompt = n, q.max_tokens = max_new, q.sample = sp;
+        r.tokens = out + n;
+        memmove(out, prompt, (size_t)n * sizeof *out);
+        q.prompt = out; /* prompt may overlap out */
+        st = pt_generate(inf, 1, &q, &r, NULL, NULL);
+        pt_infer_free(inf);
+        pt_gpt_weights_free(w);
+        return st;
+    }
+    return pt__gpt_generate_graph(m, g, prompt, n, max_new, &sp, out);
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */
