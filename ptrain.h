@@ -286,6 +286,10 @@
    opencl    The OpenCL backend: devices, kernel sources, program cache, CLBlast GEMM and tuning.
              Entry: pt_device_list pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
              through CLBlast: pt__cl_gemm
+   quant     Weight formats of inference (f32, f16, bf16, q8_0, q4_0: ggml's blocks and quantizers), the
+             matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / C), a GPT's weight set. Entry:
+             pt_wtype_name pt_wtype_parse pt_wtype_row_bytes pt_quantize_row pt_dequantize_row
+             pt_gpt_weights_free pt_gpt_weights_bytes; the kernel: pt__qmm pt__qmm_kernel
    tensor    Storages, the graph's arenas, tensors. Entry: pt_tensor_new pt_tensor_from
              pt_tensor_write pt_tensor_read pt_item pt_f32
    trace     Timelines per rank (Chrome trace-event JSON) and the per-op profile. Entry:
@@ -2229,26 +2233,58 @@ typedef struct pt_mem_layer_out {
     layer's activations). PT_OK, or PT_ERR_ARG with a message in err (pt_mem_estimate's checks). */
 PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, pt_mem_layer_out *out, char *err, size_t errlen);
 
-/* ---- infer: TEMPORARY stand-ins for the quant part's weight types (deleted at `git merge quant`) ---- */
+/* ---- quant: weight formats of inference, quantized matrices, a GPT's weight set (see quant) ---------
+   The formats are ggml's (GGUF numbers them the same): f32, f16, bf16, and the blocks of 32 weights
+   q8_0 (an fp16 scale d and 32 int8: w = d * q; 34 bytes) and q4_0 (an fp16 scale d and 16 bytes of
+   nibbles: element j < 16 in the low nibble of byte j, element 16 + j in its high nibble, w = d * (q - 8);
+   18 bytes). pt_quantize_row gives ggml's reference quantizers' bits (quantize_row_q8_0_ref,
+   quantize_row_q4_0_ref; f16 and bf16 round to nearest even). docs/quant.md. */
+/** Weight storage formats of inference, numbered as ggml's types (GGUF uses these numbers). */
 typedef enum pt_wtype { PT_W_F32 = 0, PT_W_F16 = 1, PT_W_Q4_0 = 2, PT_W_Q8_0 = 8, PT_W_BF16 = 30 } pt_wtype;
-typedef struct pt_qmat { pt_wtype type; int64_t rows, cols; const void *data; } pt_qmat;
-PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n);
+/** A matrix as inference reads it: rows x cols (rows = outputs, cols = inputs, as pt_linear's w [out, in]);
+    row n starts at (const char *)data + n * pt_wtype_row_bytes(type, cols). */
+typedef struct pt_qmat {
+    pt_wtype type;
+    int64_t rows, cols;
+    const void *data;
+} pt_qmat;
+PTDEF const char *pt_wtype_name(pt_wtype t);             /**< "f32" "f16" "bf16" "q8_0" "q4_0"; NULL if unknown */
+PTDEF int pt_wtype_parse(const char *name);              /**< the type of a name above, or -1 */
+PTDEF int64_t pt_wtype_block(pt_wtype t);                /**< elements per block: 1, or 32 for q8_0 and q4_0; 0 if unknown */
+PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n); /**< bytes of n elements; -1 if n is not whole blocks (or < 0) or t unknown */
+/** n floats of x stored as type t at dst (pt_wtype_row_bytes(t, n) bytes), bit for bit as ggml's reference
+    quantizers. n must be whole blocks (a partial last block is not written); an unknown t writes nothing. */
+PTDEF void pt_quantize_row(pt_wtype t, const float *x, void *dst, int64_t n);
+/** n values of type t at src widened to floats (exact for f32 / f16 / bf16; d * q for the blocks). */
+PTDEF void pt_dequantize_row(pt_wtype t, const void *src, float *y, int64_t n);
+
+/** One transformer block's weights as inference reads them. */
 typedef struct pt_gpt_layer_w {
-    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
-    pt_qmat qkv, proj, fc, fproj;
-    const float *qkv_b, *proj_b, *fc_b, *fproj_b;
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;     /**< [C] */
+    pt_qmat qkv, proj, fc, fproj;                   /**< [3C, C] (q | k | v rows), [C, C], [4C, C], [C, 4C] */
+    const float *qkv_b, *proj_b, *fc_b, *fproj_b;   /**< [3C], [C], [4C], [C] */
 } pt_gpt_layer_w;
 #define PT_WEIGHTS_MEM 8
+/** A GPT's weights as inference reads them; made by pt_gpt_weights_from (see infer) or pt_gguf_load (see gguf). */
 typedef struct pt_gpt_weights {
-    pt_gpt_config cfg;
-    pt_qmat wte, head;
-    const float *wpe, *lnf_w, *lnf_b;
-    pt_gpt_layer_w *layer;
-    pt_ctx *ctx;
-    void *mem[PT_WEIGHTS_MEM];
-    void *owner; void (*release)(void *owner);
+    pt_gpt_config cfg;       /**< vocab (real tokens), max_seq, layers, width, heads; vocab_padded = wte.rows */
+    pt_qmat wte;             /**< [rows >= vocab, C]: embedding rows (a row is dequantized on lookup) */
+    pt_qmat head;            /**< [rows >= vocab, C]: the LM head; the same data as wte when tied */
+    const float *wpe;        /**< [max_seq, C] */
+    const float *lnf_w, *lnf_b;
+    pt_gpt_layer_w *layer;   /**< [cfg.layers] */
+    pt_ctx *ctx;             /**< what allocated the blocks below (and the struct itself) */
+    void *mem[PT_WEIGHTS_MEM]; /**< blocks owned (from the context's allocator); the pointers above point into them or elsewhere */
+    void *owner;             /**< something else owned (an mmap, a model), released by pt_gpt_weights_free */
+    void (*release)(void *owner);
 } pt_gpt_weights;
+/** Calls release(owner) (when set), frees mem[*], layer and the struct itself, all through w->ctx's
+    allocator. NULL is a no-op. */
 PTDEF void pt_gpt_weights_free(pt_gpt_weights *w);
+/** Bytes of all matrices and vectors as stored (a tied head counted once); -1 for NULL or a matrix of an
+    unknown type. */
+PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w);
+
 /* ---- infer: TEMPORARY stand-ins for the sample part's sampler (deleted at `git merge sample`) ---- */
 typedef struct pt_sample_params {
     float temperature; int32_t top_k; float top_p, min_p, repeat_penalty; int32_t repeat_last_n; uint64_t seed;
@@ -2518,6 +2554,7 @@ struct pt_ctx {
     struct pt__gemm_ws *gemm_ws; /* one per thread: [0] is the whole-team workspace */
     int ngemm_ws;
     int cpu_f16c; /* the CPU's F16C, asked on the first convert: 0 not yet, 1 absent, 2 present */
+    struct pt__qmm_ws *qmm_ws; /* pt__qmm's workspace (see quant), made on its first call */
     float *work;
     int64_t work_cap;
     pt_graph *graphs;  /* live graphs and optimizers, freed by pt_shutdown */
@@ -9430,6 +9467,464 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
     return p && *p ? pt_cl_tune_load(ctx, p) : PT_OK;
 }
 #endif
+
+// >>quant  weight formats of inference (f32, f16, bf16, q8_0, q4_0), their matrix-times-rows kernel, a GPT's weight set
+/* Owns: the weight formats of inference (pt_wtype: ggml's block structs pt__block_q8_0 / pt__block_q4_0,
+   their reference quantizers and dequantizers), the matrix-times-rows kernel of decode and prefill
+   (pt__qmm: a scalar reference per format beside its AVX-512 / AVX2 versions, picked at run time) and
+   its workspace (ctx->qmm_ws), the weight set of a GPT (pt_gpt_weights: its free and its size)
+   Invariants: pt_quantize_row gives ggml's reference quantizers' bits; every pt__qmm output element is
+   the same bits whatever M, the other rows of x, the thread count and the kernel (AVX-512, AVX2, C:
+   one summation order, below); no allocation per call once the workspace has grown
+   Entry points: pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row
+   pt_dequantize_row pt_gpt_weights_free pt_gpt_weights_bytes pt__qmm pt__qmm_kernel */
+/* weight formats and the inference matrix product
+ * ==========================================================================
+ * Formats (ggml's, numbered as GGUF numbers them):
+ *   f32, f16, bf16   one value per element (4, 2, 2 bytes)
+ *   q8_0   blocks of 32: fp16 d, int8 qs[32]; w[j] = d * qs[j]                         (34 bytes)
+ *   q4_0   blocks of 32: fp16 d, uint8 qs[16]; w[j] = d * ((qs[j] & 15) - 8),
+ *          w[16 + j] = d * ((qs[j] >> 4) - 8)                                         (18 bytes)
+ *   Quantizers (ggml's quantize_row_*_ref): q8_0: amax = max |x|, d = amax / 127, id = d ? 1 / d : 0,
+ *   qs = roundf(x * id) (halves away from zero), d stored as fp16. q4_0: max = the element of largest
+ *   |x| (the first one on ties) with its sign, d = max / -8, id = d ? 1 / d : 0, q = min(15,
+ *   (int8)(x * id + 8.5)) (the product rounded to float first: no contraction into an FMA).
+ *
+ * pt__qmm: y[m, n] = sum_k x[m, k] W[n, k] (+ bias[n]).
+ *   Quantized weights (q8_0, q4_0): each row of x is first quantized to q8_0 blocks (ggml's activation
+ *   rule above; fp16 dx per block), then per block b of 32 the integer dot products are exact; with
+ *   s_b = dx_b * dw_b (exact in float: two 11-bit significands) and p_bl the integer sum of the 4
+ *   products of elements 4l..4l+3 (l < 8):
+ *       acc[8 (b & 1) + l] = fma((float)p_bl, s_b, acc[8 (b & 1) + l])      (blocks in order)
+ *   Float weights (f32, f16 and bf16 widened exactly to f32):
+ *       acc[k & 15] = fma(x[k], W[n, k], acc[k & 15])                        (k in order)
+ *   Then both: h[i] = acc[i] + acc[i + 8]; h[i] += h[i + 4] (i < 4); h[i] += h[i + 2] (i < 2);
+ *   y = h[0] + h[1] (+ bias). Sixteen lanes: one zmm (AVX-512: two blocks per register), two ymm
+ *   (AVX2), an array (C). Zero-padded lanes (a partial last vector, an odd last block) add exact zeros
+ *   to accumulators that are never -0, so every kernel gives the scalar reference's bits.
+ *   Integer dot products: AVX-512 VNNI vpdpbusd on unsigned weights (q8_0: w + 128; q4_0: the nibble
+ *   itself) against the signed x, started from -128 (or -8) times the 4-sums of x (kept per x row), so
+ *   the lane sums are the exact p_bl; AVX2 vpmaddubsw / vpmaddwd (q8_0 with the sign moved onto x, as
+ *   ggml does, q4_0 with the same 4-sum correction).
+ *   Tiling: rows of W are split across the threads in contiguous ranges (each output element is computed
+ *   by one thread, whole); within a range, blocks of rows small enough to stay in L2 while every row of x
+ *   passes over them, in register tiles of up to 4 rows of x by 4 rows of W (M = 1: 1 by 8).
+ * ========================================================================== */
+
+#define PT__QK 32 /* elements of a q8_0 / q4_0 block */
+typedef struct pt__block_q8_0 {
+    uint16_t d;          /* fp16 scale */
+    int8_t qs[PT__QK];   /* w = d * qs */
+} pt__block_q8_0;
+typedef struct pt__block_q4_0 {
+    uint16_t d;              /* fp16 scale */
+    uint8_t qs[PT__QK / 2];  /* element j: low nibble of qs[j]; element 16 + j: its high nibble; w = d * (q - 8) */
+} pt__block_q4_0;
+typedef char pt__block_q8_0_is_34_bytes[sizeof(pt__block_q8_0) == 34 ? 1 : -1];
+typedef char pt__block_q4_0_is_18_bytes[sizeof(pt__block_q4_0) == 18 ? 1 : -1];
+
+PTDEF const char *pt_wtype_name(pt_wtype t) {
+    switch (t) {
+    case PT_W_F32: return "f32";
+    case PT_W_F16: return "f16";
+    case PT_W_BF16: return "bf16";
+    case PT_W_Q8_0: return "q8_0";
+    case PT_W_Q4_0: return "q4_0";
+    }
+    return NULL;
+}
+PTDEF int pt_wtype_parse(const char *name) {
+    static const pt_wtype all[] = {PT_W_F32, PT_W_F16, PT_W_BF16, PT_W_Q8_0, PT_W_Q4_0};
+    size_t i;
+    if (!name) return -1;
+    for (i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(name, pt_wtype_name(all[i])) == 0) return (int)all[i];
+    return -1;
+}
+PTDEF int64_t pt_wtype_block(pt_wtype t) {
+    switch (t) {
+    case PT_W_F32: case PT_W_F16: case PT_W_BF16: return 1;
+    case PT_W_Q8_0: case PT_W_Q4_0: return PT__QK;
+    }
+    return 0;
+}
+PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n) {
+    if (n < 0) return -1;
+    switch (t) {
+    case PT_W_F32: return n * 4;
+    case PT_W_F16: case PT_W_BF16: return n * 2;
+    case PT_W_Q8_0: return n % PT__QK ? -1 : n / PT__QK * (int64_t)sizeof(pt__block_q8_0);
+    case PT_W_Q4_0: return n % PT__QK ? -1 : n / PT__QK * (int64_t)sizeof(pt__block_q4_0);
+    }
+    return -1;
+}
+
+/* ---- reference quantizers and dequantizers (ggml's rules, see the top of the section) ---- */
+static void pt__quantize_q8_0_ref(const float *x, pt__block_q8_0 *y, int64_t nb) {
+    int64_t i;
+    int j;
+    for (i = 0; i < nb; i++, x += PT__QK) {
+        float amax = 0.0f, d, id;
+        for (j = 0; j < PT__QK; j++) amax = PT__MAX(amax, fabsf(x[j]));
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = pt__f16_from_f32(d);
+        for (j = 0; j < PT__QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+static void pt__quantize_q4_0_ref(const float *x, pt__block_q4_0 *y, int64_t nb) {
+    int64_t i;
+    int j;
+    for (i = 0; i < nb; i++, x += PT__QK) {
+        float amax = 0.0f, max = 0.0f, d, id;
+        for (j = 0; j < PT__QK; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
+        d = max / -8.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[i].d = pt__f16_from_f32(d);
+        for (j = 0; j < PT__QK / 2; j++) {
+            const float x0 = x[j] * id, x1 = x[PT__QK / 2 + j] * id; /* rounded to float, then + 8.5 */
+            const int q0 = PT__MIN(15, (int8_t)(x0 + 8.5f)), q1 = PT__MIN(15, (int8_t)(x1 + 8.5f));
+            y[i].qs[j] = (uint8_t)(q0 | q1 << 4);
+        }
+    }
+}
+PTDEF void pt_quantize_row(pt_wtype t, const float *x, void *dst, int64_t n) {
+    int64_t i;
+    if (!x || !dst || n <= 0) return;
+    switch (t) {
+    case PT_W_F32: memcpy(dst, x, (size_t)n * sizeof(float)); break;
+    case PT_W_F16: for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = pt__f16_from_f32(x[i]); break;
+    case PT_W_BF16: pt__bf16_from_f32_n(x, (uint16_t *)dst, n); break;
+    case PT_W_Q8_0: pt__quantize_q8_0_ref(x, (pt__block_q8_0 *)dst, n / PT__QK); break;
+    case PT_W_Q4_0: pt__quantize_q4_0_ref(x, (pt__block_q4_0 *)dst, n / PT__QK); break;
+    }
+}
+PTDEF void pt_dequantize_row(pt_wtype t, const void *src, float *y, int64_t n) {
+    int64_t i;
+    int j;
+    if (!src || !y || n <= 0) return;
+    switch (t) {
+    case PT_W_F32: memcpy(y, src, (size_t)n * sizeof(float)); break;
+    case PT_W_F16: for (i = 0; i < n; i++) y[i] = pt__f32_from_f16(((const uint16_t *)src)[i]); break;
+    case PT_W_BF16: pt__f32_from_bf16_n((const uint16_t *)src, y, n); break;
+    case PT_W_Q8_0:
+        for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
+            const pt__block_q8_0 *b = (const pt__block_q8_0 *)src + i;
+            const float d = pt__f32_from_f16(b->d);
+            for (j = 0; j < PT__QK; j++) y[j] = d * (float)b->qs[j];
+        }
+        break;
+    case PT_W_Q4_0:
+        for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
+            const pt__block_q4_0 *b = (const pt__block_q4_0 *)src + i;
+            const float d = pt__f32_from_f16(b->d);
+            for (j = 0; j < PT__QK / 2; j++) {
+                y[j] = d * (float)((b->qs[j] & 15) - 8);
+                y[j + PT__QK / 2] = d * (float)((b->qs[j] >> 4) - 8);
+            }
+        }
+        break;
+    }
+}
+
+/* ---- a GPT's weight set ---- */
+PTDEF void pt_gpt_weights_free(pt_gpt_weights *w) {
+    int i;
+    pt_ctx *ctx;
+    if (!w) return;
+    ctx = w->ctx;
+    if (w->release) w->release(w->owner);
+    for (i = 0; i < PT_WEIGHTS_MEM; i++) pt__free(ctx, w->mem[i]);
+    pt__free(ctx, w->layer);
+    pt__free(ctx, w);
+}
+static int64_t pt__qmat_bytes(const pt_qmat *m) {
+    int64_t rb = pt_wtype_row_bytes(m->type, m->cols);
+    return m->data && m->rows > 0 ? (rb < 0 ? -1 : rb * m->rows) : 0;
+}
+PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w) {
+    int64_t C, tot = 0, b;
+    int l, i;
+    if (!w) return -1;
+    C = w->cfg.width;
+    b = pt__qmat_bytes(&w->wte);
+    if (b < 0) return -1;
+    tot += b;
+    if (w->head.data != w->wte.data) {
+        if ((b = pt__qmat_bytes(&w->head)) < 0) return -1;
+        tot += b;
+    }
+    if (w->wpe) tot += (int64_t)w->cfg.max_seq * C * 4;
+    tot += ((w->lnf_w != NULL) + (w->lnf_b != NULL)) * C * 4;
+    for (l = 0; w->layer && l < w->cfg.layers; l++) {
+        const pt_gpt_layer_w *L = &w->layer[l];
+        const pt_qmat *m[4];
+        const float *v[8];
+        const int64_t vn[8] = {1, 1, 1, 1, 3, 1, 4, 1};
+        m[0] = &L->qkv, m[1] = &L->proj, m[2] = &L->fc, m[3] = &L->fproj;
+        v[0] = L->ln1_w, v[1] = L->ln1_b, v[2] = L->ln2_w, v[3] = L->ln2_b;
+        v[4] = L->qkv_b, v[5] = L->proj_b, v[6] = L->fc_b, v[7] = L->fproj_b;
+        for (i = 0; i < 4; i++) {
+            if ((b = pt__qmat_bytes(m[i])) < 0) return -1;
+            tot += b;
+        }
+        for (i = 0; i < 8; i++) tot += v[i] ? vn[i] * C * 4 : 0;
+    }
+    return tot;
+}
+
+/* ---- pt__qmm: the job, the workspace, the scalar reference ---- */
+#define PT__QMM_KERN_AUTO   0
+#define PT__QMM_KERN_C      1
+#define PT__QMM_KERN_AVX2   2
+#define PT__QMM_KERN_AVX512 3 /* f32 / f16 / bf16: AVX-512F; q8_0 / q4_0: AVX-512 VNNI (without it: AVX2) */
+
+typedef struct pt__qmm_ws {  /* a context's pt__qmm workspace (ctx->qmm_ws), grown only */
+    unsigned char *buf;
+    size_t cap;              /* bytes */
+    int kern;                /* PT__QMM_KERN_*: 0 = the best this CPU runs, picked on the first call */
+} pt__qmm_ws;
+
+typedef struct pt__qmm_job { /* one call, shared read-only by the threads */
+    pt_wtype type;
+    const unsigned char *w;  /* row n at w + n * rb */
+    int64_t rb, K, nb;       /* bytes per row of W, its columns, its blocks (quantized types) */
+    const float *x;          /* float weights: the rows of x (row m at x + m * ldx) */
+    int64_t ldx, M;
+    const int8_t *xq;        /* quantized weights: x quantized, row m at xq + m * K */
+    const float *xd;         /* its block scales (fp16 values as f32), row m at xd + m * ldd (ldd even, 0 padded) */
+    const int32_t *xs;       /* the sums of each 4 consecutive xq, row m at xs + m * (K / 4) */
+    int64_t ldd;
+    const float *bias;
+    float *y;
+    int64_t ldy;
+} pt__qmm_job;
+typedef void (*pt__qmm_rows_fn)(const pt__qmm_job *j, int64_t n0, int64_t n1); /* y[m, n] for n in [n0, n1), every m */
+
+/* the fixed reduction of the 16 lanes (the summation order at the top of the section) */
+static inline float pt__qmm_hsum16(const float *acc) {
+    float h[8];
+    int i;
+    for (i = 0; i < 8; i++) h[i] = acc[i] + acc[i + 8];
+    for (i = 0; i < 4; i++) h[i] += h[i + 4];
+    for (i = 0; i < 2; i++) h[i] += h[i + 2];
+    return h[0] + h[1];
+}
+/* one row of x quantized to q8_0 (ggml's activation rule): values xq, fp16 scales widened to xd (nb
+   of them, then a zero when nb is odd), the 4-sums xs */
+static void pt__qmm_quant_x(const float *x, int64_t K, int8_t *xq, float *xd, int32_t *xs) {
+    int64_t nb = K / PT__QK, b;
+    int j;
+    for (b = 0; b < nb; b++, x += PT__QK, xq += PT__QK, xs += PT__QK / 4) {
+        float amax = 0.0f, d, id;
+        for (j = 0; j < PT__QK; j++) amax = PT__MAX(amax, fabsf(x[j]));
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        xd[b] = pt__f32_from_f16(pt__f16_from_f32(d));
+        for (j = 0; j < PT__QK; j++) xq[j] = (int8_t)roundf(x[j] * id);
+        for (j = 0; j < PT__QK / 4; j++) xs[j] = xq[4 * j] + xq[4 * j + 1] + xq[4 * j + 2] + xq[4 * j + 3];
+    }
+    if (nb & 1) xd[nb] = 0.0f;
+}
+static inline float pt__qmm_wload(const void *w, int64_t k, pt_wtype t) {
+    return t == PT_W_F32 ? ((const float *)w)[k] : t == PT_W_BF16 ? pt__f32_from_bf16(((const uint16_t *)w)[k])
+                                                                 : pt__f32_from_f16(((const uint16_t *)w)[k]);
+}
+/* scalar references: one output element */
+static float pt__qdot_f_ref(const float *x, const void *w, pt_wtype t, int64_t K) {
+    float acc[16] = {0};
+    int64_t k;
+    for (k = 0; k < K; k++) acc[k & 15] = fmaf(x[k], pt__qmm_wload(w, k, t), acc[k & 15]);
+    return pt__qmm_hsum16(acc);
+}
+static float pt__qdot_q8_0_ref(const pt__block_q8_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
+    float acc[16] = {0};
+    int64_t b;
+    int l, j;
+    for (b = 0; b < nb; b++, xq += PT__QK) {
+        const float s = pt__f32_from_f16(w[b].d) * xd[b];
+        for (l = 0; l < 8; l++) {
+            int32_t p = 0;
+            for (j = 4 * l; j < 4 * l + 4; j++) p += (int32_t)w[b].qs[j] * xq[j];
+            acc[8 * (b & 1) + l] = fmaf((float)p, s, acc[8 * (b & 1) + l]);
+        }
+    }
+    return pt__qmm_hsum16(acc);
+}
+static float pt__qdot_q4_0_ref(const pt__block_q4_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
+    float acc[16] = {0};
+    int64_t b;
+    int l, j;
+    for (b = 0; b < nb; b++, xq += PT__QK) {
+        const float s = pt__f32_from_f16(w[b].d) * xd[b];
+        for (l = 0; l < 8; l++) {
+            int32_t p = 0;
+            for (j = 4 * l; j < 4 * l + 4; j++) {
+                const int q = j < PT__QK / 2 ? w[b].qs[j] & 15 : w[b].qs[j - PT__QK / 2] >> 4;
+                p += (q - 8) * xq[j];
+            }
+            acc[8 * (b & 1) + l] = fmaf((float)p, s, acc[8 * (b & 1) + l]);
+        }
+    }
+    return pt__qmm_hsum16(acc);
+}
+static void pt__qmm_rows_c(const pt__qmm_job *j, int64_t n0, int64_t n1) {
+    int64_t n, m;
+    for (m = 0; m < j->M; m++)
+        for (n = n0; n < n1; n++) {
+            const unsigned char *w = j->w + n * j->rb;
+            float v;
+            if (j->type == PT_W_Q8_0) v = pt__qdot_q8_0_ref((const pt__block_q8_0 *)(const void *)w, j->xq + m * j->K, j->xd + m * j->ldd, j->nb);
+            else if (j->type == PT_W_Q4_0) v = pt__qdot_q4_0_ref((const pt__block_q4_0 *)(const void *)w, j->xq + m * j->K, j->xd + m * j->ldd, j->nb);
+            else v = pt__qdot_f_ref(j->x + m * j->ldx, w, j->type, j->K);
+            j->y[m * j->ldy + n] = j->bias ? v + j->bias[n] : v;
+        }
+}
+
+/* @@SIMD@@ */
+#define PT__QMM_FN_AVX512(t) pt__qmm_rows_c
+#define PT__QMM_FN_AVX2(t) pt__qmm_rows_c
+
+/* ---- kernel choice ---- */
+static int pt__qmm_cpu_vnni(void) {
+#if PT__X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+#else
+    return 0;
+#endif
+}
+/* the best kernel level this CPU runs for the float types (the gemm's choice: AVX-512F / AVX2+FMA / C;
+   f16 also needs F16C) */
+static int pt__qmm_pick(void) {
+    int k = pt__gemm_pick_kern();
+    return k == PT__GEMM_KERN_AVX512 ? PT__QMM_KERN_AVX512 : k == PT__GEMM_KERN_AVX2 ? PT__QMM_KERN_AVX2 : PT__QMM_KERN_C;
+}
+/* what level kern (forced or picked) runs for type t on this CPU */
+static int pt__qmm_resolve(int kern, pt_wtype t) {
+    int best = pt__qmm_pick();
+    if (kern == PT__QMM_KERN_AUTO || kern > best) kern = best;
+    if (kern == PT__QMM_KERN_AVX512 && (t == PT_W_Q8_0 || t == PT_W_Q4_0) && !pt__qmm_cpu_vnni()) kern = PT__QMM_KERN_AVX2;
+    if (kern >= PT__QMM_KERN_AVX2 && t == PT_W_F16 && !pt__cpu_has_f16c()) kern = PT__QMM_KERN_C;
+    return kern;
+}
+static const char *pt__qmm_kname(int kern, pt_wtype t) {
+    if (kern == PT__QMM_KERN_AVX512) return t == PT_W_Q8_0 || t == PT_W_Q4_0 ? "avx512vnni" : "avx512";
+    return kern == PT__QMM_KERN_AVX2 ? "avx2" : "c";
+}
+/* what pt__qmm runs for t on this CPU (a context can be forced lower: pt__qmm_force): "avx512vnni"
+   (q8_0, q4_0), "avx512" (f32, f16, bf16), "avx2" or "c"; NULL for an unknown type */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
+static const char *pt__qmm_kernel(pt_wtype t) {
+    return pt_wtype_name(t) ? pt__qmm_kname(pt__qmm_resolve(PT__QMM_KERN_AUTO, t), t) : NULL;
+}
+static pt__qmm_rows_fn pt__qmm_fn(int kern, pt_wtype t) {
+#if PT__X86
+    if (kern == PT__QMM_KERN_AVX512) return PT__QMM_FN_AVX512(t);
+    if (kern == PT__QMM_KERN_AVX2) return PT__QMM_FN_AVX2(t);
+#endif
+    (void)kern, (void)t;
+    return pt__qmm_rows_c;
+}
+
+/* ---- the workspace ---- */
+static void pt__qmm_ws_release(pt_ctx *ctx) {
+    if (!ctx->qmm_ws) return;
+    pt__mem_add(ctx, PT__MEM_WORK, -(int64_t)ctx->qmm_ws->cap);
+    pt__free(ctx, ctx->qmm_ws->buf);
+    pt__free(ctx, ctx->qmm_ws);
+    ctx->qmm_ws = NULL;
+}
+static pt__qmm_ws *pt__qmm_ws_get(pt_ctx *ctx) {
+    if (!ctx->qmm_ws) {
+        ctx->qmm_ws = (pt__qmm_ws *)pt__malloc(ctx, sizeof(pt__qmm_ws));
+        if (!ctx->qmm_ws) return (pt__qmm_ws *)pt__fail(ctx, PT_ERR_OOM, "pt__qmm: out of memory for the workspace");
+        memset(ctx->qmm_ws, 0, sizeof(pt__qmm_ws));
+        pt__at_shutdown(ctx, pt__qmm_ws_release);
+    }
+    return ctx->qmm_ws;
+}
+/* forces pt__qmm's kernel level in ctx (PT__QMM_KERN_*; 0 = the best; a level the CPU lacks runs the
+   best it has); the tests run every path this way */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
+static void pt__qmm_force(pt_ctx *ctx, int kern) {
+    pt__qmm_ws *ws = pt__qmm_ws_get(ctx);
+    if (ws) ws->kern = kern;
+}
+static void *pt__qmm_scratch(pt_ctx *ctx, pt__qmm_ws *ws, size_t bytes) {
+    if (bytes > ws->cap) {
+        size_t cap = PT__MAX(bytes, ws->cap + ws->cap / 2);
+        unsigned char *p = (unsigned char *)pt__malloc(ctx, cap + PT__ALIGN);
+        if (!p) return pt__fail(ctx, PT_ERR_OOM, "pt__qmm: out of memory for %zu bytes of quantized rows", bytes);
+        pt__free(ctx, ws->buf);
+        pt__mem_add(ctx, PT__MEM_WORK, (int64_t)(cap - ws->cap));
+        ws->buf = p;
+        ws->cap = cap;
+    }
+    return (void *)(((uintptr_t)ws->buf + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1));
+}
+
+/* y[m * ldy + n] = sum_k x[m * ldx + k] * W[n, k] (+ bias[n] when bias != NULL), m < M, n < w->rows.
+   Each y element is the same bits whatever M, the other rows of x, the thread count and the kernel (the
+   summation order at the top of the section). q8_0 / q4_0: x quantized per row to q8_0 blocks, integer
+   dot products; f32 / f16 / bf16: FMA on the weights widened in registers. Rows of W split across the
+   threads; for large M, blocks of W rows that stay in L2 while every row of x passes. Scratch (the
+   quantized x) from ctx's workspace, grown, never per call. A bad matrix (unknown type, columns not
+   whole blocks) or an out-of-memory workspace is an error in ctx, y untouched. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
+static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, int64_t M, const float *bias, float *y, int64_t ldy) {
+    pt__qmm_ws *ws;
+    pt__qmm_job j;
+    pt__qmm_rows_fn fn;
+    int64_t rb, N, nblk, c;
+    int nt;
+    if (!ctx) return;
+    if (!w || !x || !y || M < 0 || w->rows < 0 || (w->rows && !w->data)) {
+        pt__fail(ctx, PT_ERR_ARG, "pt__qmm: NULL or negative argument (w %p, x %p, y %p, M %lld)", (const void *)w, (const void *)x, (void *)y, (long long)M);
+        return;
+    }
+    rb = pt_wtype_row_bytes(w->type, w->cols);
+    if (rb < 0) {
+        pt__fail(ctx, PT_ERR_ARG, "pt__qmm: a %s matrix of %lld columns (expected a known type and whole blocks of %lld)",
+                 pt_wtype_name(w->type) ? pt_wtype_name(w->type) : "unknown-type", (long long)w->cols, (long long)pt_wtype_block(w->type));
+        return;
+    }
+    N = w->rows;
+    if (M == 0 || N == 0) return;
+    if (!(ws = pt__qmm_ws_get(ctx))) return;
+    memset(&j, 0, sizeof j);
+    j.type = w->type, j.w = (const unsigned char *)w->data, j.rb = rb, j.K = w->cols, j.nb = w->cols / PT__QK;
+    j.x = x, j.ldx = ldx, j.M = M, j.bias = bias, j.y = y, j.ldy = ldy;
+    if (w->type == PT_W_Q8_0 || w->type == PT_W_Q4_0) {
+        int64_t K = w->cols, m, ldd = (j.nb + 1) & ~(int64_t)1;
+        size_t qb = (size_t)PT__GEMM_RUP(M * K, 64), db = (size_t)M * (size_t)ldd * 4, sb = (size_t)M * (size_t)(K / 4) * 4;
+        unsigned char *s = (unsigned char *)pt__qmm_scratch(ctx, ws, qb + db + sb);
+        if (!s) return;
+        j.xq = (const int8_t *)s, j.xd = (const float *)(const void *)(s + qb), j.xs = (const int32_t *)(const void *)(s + qb + db), j.ldd = ldd;
+        for (m = 0; m < M; m++) pt__qmm_quant_x(x + m * ldx, K, (int8_t *)s + m * K, (float *)(void *)(s + qb) + m * ldd, (int32_t *)(void *)(s + qb + db) + m * (K / 4));
+    }
+    fn = pt__qmm_fn(pt__qmm_resolve(ws->kern, w->type), w->type);
+    /* blocks of rows of about 256 KiB (L2) when x has several rows; threads take contiguous ranges of
+       whole 8-row groups; one thread for small products */
+    nblk = M > 1 ? PT__MAX(8, (256 << 10) / rb / 8 * 8) : N;
+    nt = ctx->nthreads < 1 ? 1 : ctx->nthreads;
+    if ((double)N * (double)w->cols * (double)M < 65536.0 || N < 16) nt = 1;
+    if (nt > N / 8) nt = (int)PT__MAX(1, N / 8);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+#endif
+    for (c = 0; c < nt; c++) {
+        int64_t a = c ? N * c / nt / 8 * 8 : 0, e = c + 1 < nt ? N * (c + 1) / nt / 8 * 8 : N, n;
+        for (n = a; n < e; n += nblk) fn(&j, n, PT__MIN(e, n + nblk));
+    }
+}
 
 // >>tensor  storages, the graph's arenas, tensors
 /* Owns: pt_storage, the per-graph activation arena and gradient pool, tensor creation and host I/O
@@ -21225,41 +21720,8 @@ PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, 
    straight into the caller's logits (the head seen as cfg.vocab rows). Threads: pt__qmm splits the
    weight rows; attention the (sequence, head) items; row-wise ops the rows when there are many. */
 
-/* ---- TEMPORARY stand-ins: quant's pt_wtype_row_bytes / pt_gpt_weights_free / pt__qmm (f32 only), sample's
-   pt_sampler / pt_stop_find (greedy and temperature only). Deleted when the branches are merged. ---- */
-PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n) { return t == PT_W_F32 && n >= 0 ? 4 * n : -1; }
-PTDEF void pt_gpt_weights_free(pt_gpt_weights *w) {
-    int i;
-    if (!w) return;
-    if (w->release) w->release(w->owner);
-    for (i = 0; i < PT_WEIGHTS_MEM; i++) pt__free(w->ctx, w->mem[i]);
-    pt__free(w->ctx, w->layer);
-    pt__free(w->ctx, w);
-}
-static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, int64_t M, const float *bias, float *y, int64_t ldy) {
-    const int64_t N = w->rows, K = w->cols, nch = (N + 63) / 64;
-    int64_t c;
-    (void)ctx;
-    PT__CPU_PAR_FOR(ctx, 2 * N * K * M)
-    for (c = 0; c < nch; c++) {
-        int64_t n, m, k;
-        for (n = c * 64; n < PT__MIN(N, c * 64 + 64); n++) {
-            const float *wr = (const float *)w->data + n * K;
-            for (m = 0; m < M; m++) {
-                const float *xr = x + m * ldx;
-                float acc[16], s;
-                int l;
-                for (l = 0; l < 16; l++) acc[l] = 0.0f;
-                for (k = 0; k + 16 <= K; k += 16)
-                    for (l = 0; l < 16; l++) acc[l] += wr[k + l] * xr[k + l];
-                for (; k < K; k++) acc[0] += wr[k] * xr[k];
-                s = 0.0f;
-                for (l = 0; l < 16; l++) s += acc[l];
-                y[m * ldy + n] = s + (bias ? bias[n] : 0.0f);
-            }
-        }
-    }
-}
+/* ---- TEMPORARY stand-ins: sample's pt_sampler / pt_stop_find (greedy and temperature only). Deleted when
+   the sample branch is merged. ---- */
 struct pt_sampler { pt_ctx *ctx; pt_sample_params p; int64_t vocab; pt_rng rng; };
 PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *p, int64_t vocab) {
     pt_sampler *s;
@@ -21323,6 +21785,7 @@ PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, in
 }
 
 /* ---- weights from a model ---------------------------------------------------------------------- */
+static float *pt__inf_align(void *p) { return (float *)(((uintptr_t)p + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1)); }
 static pt_qmat pt__inf_f32mat(const pt_tensor *t) {
     pt_qmat q;
     q.type = PT_W_F32, q.rows = t->shape[0], q.cols = t->ndim > 1 ? t->shape[1] : 1, q.data = pt_f32(t);
@@ -21338,36 +21801,62 @@ static int pt__inf_model_ok(const pt_gpt *m, char *why, size_t n) {
     if (!m->wte || !m->wpe || !m->lnf_w || !m->lnf_b || !m->lm_head) return snprintf(why, n, "missing embedding or head parameters"), 0;
     return 1;
 }
+/* the matrix of t: f32 in place, or rows quantized to type into *mem (advanced past it) */
+static pt_qmat pt__inf_wmat(pt_ctx *ctx, const pt_tensor *t, pt_wtype type, unsigned char **mem) {
+    pt_qmat q = pt__inf_f32mat(t);
+    if (type != PT_W_F32) {
+        const int64_t rb = pt_wtype_row_bytes(type, q.cols), rows = q.rows, cols = q.cols;
+        const float *src = (const float *)q.data;
+        unsigned char *dst = *mem;
+        int64_t r;
+        PT__CPU_PAR_FOR(ctx, rows * cols * 4)
+        for (r = 0; r < rows; r++) pt_quantize_row(type, src + r * cols, dst + r * rb, cols);
+        q.type = type, q.data = dst;
+        *mem += (rows * rb + PT__ALIGN - 1) & ~(int64_t)(PT__ALIGN - 1);
+    }
+    return q;
+}
 PTDEF pt_gpt_weights *pt_gpt_weights_from(pt_gpt *m, pt_wtype t) {
     pt_gpt_weights *w;
     pt_ctx *ctx;
     char why[128];
+    int64_t bytes = 0, C;
+    unsigned char *mem = NULL;
     int l;
     if (!m) return NULL;
     ctx = m->ctx;
     if (!pt__inf_model_ok(m, why, sizeof why))
         return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: expected a whole model on the CPU, found %s", why);
-    if (t != PT_W_F32)
-        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: weight type %d is not available yet (f32 only)", (int)t);
+    C = m->cfg.width;
+    if (!pt_wtype_name(t) || pt_wtype_row_bytes(t, C) < 0 || pt_wtype_row_bytes(t, 4 * C) < 0)
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: weight type %d (%s) does not fit width %lld (rows of %lld elements per block)",
+                                          (int)t, pt_wtype_name(t) ? pt_wtype_name(t) : "unknown", (long long)C, (long long)pt_wtype_block(t));
+    if (t != PT_W_F32) { /* one block for every quantized matrix, each 64-byte aligned */
+        const int64_t r1 = pt_wtype_row_bytes(t, C), r4 = pt_wtype_row_bytes(t, 4 * C), a = PT__ALIGN;
+        bytes = (int64_t)m->cfg.layers * (((3 * C * r1 + a - 1) & -a) + ((C * r1 + a - 1) & -a) + ((4 * C * r1 + a - 1) & -a) + ((C * r4 + a - 1) & -a));
+        bytes += (((int64_t)m->wte->shape[0] * r1 + a - 1) & -a) * (m->lm_head != m->wte ? 2 : 1) + a;
+    }
     w = (pt_gpt_weights *)pt__malloc(ctx, sizeof *w);
     if (!w) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory");
     memset(w, 0, sizeof *w);
     w->ctx = ctx;
     w->cfg = m->cfg;
     w->layer = (pt_gpt_layer_w *)pt__malloc(ctx, (size_t)m->cfg.layers * sizeof *w->layer);
-    if (!w->layer) {
+    if (bytes && (w->mem[0] = pt__malloc(ctx, (size_t)bytes)) != NULL) mem = (unsigned char *)pt__inf_align(w->mem[0]);
+    if (!w->layer || (bytes && !w->mem[0])) {
         pt_gpt_weights_free(w);
-        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory");
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory for %lld bytes of %s weights", (long long)bytes,
+                                          pt_wtype_name(t));
     }
-    w->wte = pt__inf_f32mat(m->wte);
-    w->head = pt__inf_f32mat(m->lm_head);
+    w->wte = pt__inf_wmat(ctx, m->wte, t, &mem);
+    w->head = m->lm_head == m->wte ? w->wte : pt__inf_wmat(ctx, m->lm_head, t, &mem);
     w->wpe = pt_f32(m->wpe), w->lnf_w = pt_f32(m->lnf_w), w->lnf_b = pt_f32(m->lnf_b);
     for (l = 0; l < m->cfg.layers; l++) {
         const pt_block *b = &m->blocks[l];
         pt_gpt_layer_w *lw = &w->layer[l];
         lw->ln1_w = pt_f32(b->ln1_w), lw->ln1_b = pt_f32(b->ln1_b), lw->ln2_w = pt_f32(b->ln2_w), lw->ln2_b = pt_f32(b->ln2_b);
-        lw->qkv = pt__inf_f32mat(b->attn.w), lw->proj = pt__inf_f32mat(b->attn_proj.w);
-        lw->fc = pt__inf_f32mat(b->mlp.fc.w), lw->fproj = pt__inf_f32mat(b->mlp.proj.w);
+        lw->qkv = pt__inf_wmat(ctx, b->attn.w, t, &mem), lw->proj = pt__inf_wmat(ctx, b->attn_proj.w, t, &mem);
+        lw->fc = pt__inf_wmat(ctx, b->mlp.fc.w, t, &mem), lw->fproj = pt__inf_wmat(ctx, b->mlp.proj.w, t, &mem);
         lw->qkv_b = b->attn.b ? pt_f32(b->attn.b) : NULL, lw->proj_b = b->attn_proj.b ? pt_f32(b->attn_proj.b) : NULL;
         lw->fc_b = b->mlp.fc.b ? pt_f32(b->mlp.fc.b) : NULL, lw->fproj_b = b->mlp.proj.b ? pt_f32(b->mlp.proj.b) : NULL;
     }
@@ -21408,7 +21897,6 @@ struct pt_infer {
 };
 
 static int64_t pt__inf_rup16(int64_t n) { return (n + 15) & ~(int64_t)15; }
-static float *pt__inf_align(void *p) { return (float *)(((uintptr_t)p + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1)); }
 
 static int pt__inf_mat_ok(pt_ctx *ctx, const char *name, int l, const pt_qmat *q, int64_t rows, int64_t cols) {
     if (!q->data || q->rows != rows || q->cols != cols || pt_wtype_row_bytes(q->type, cols) <= 0) {
@@ -21758,8 +22246,9 @@ static void pt__inf_embed(const pt_infer *inf, int32_t tok, int64_t pos, float *
     if (w->wte.type == PT_W_F32) {
         const float *te = (const float *)w->wte.data + (int64_t)tok * inf->C;
         for (i = 0; i < inf->C; i++) x[i] = te[i] + pe[i];
-    } else {
-        for (i = 0; i < inf->C; i++) x[i] = 0.0f; /* unreachable until quant's types (pt_dequantize_row) */
+    } else { /* the row widened in place, then the position added */
+        pt_dequantize_row(w->wte.type, (const unsigned char *)w->wte.data + (int64_t)tok * pt_wtype_row_bytes(w->wte.type, inf->C), x, inf->C);
+        for (i = 0; i < inf->C; i++) x[i] += pe[i];
     }
 }
 
