@@ -338,6 +338,9 @@
              Entry: pt_guard_new pt_guard_check pt_guard_rollback pt_guard_replica_check
    memest    Memory estimate per rank from a GPT config and a layout; one layer's activations against
              Korthikanti et al. 2022. Entry: pt_mem_estimate pt_mem_layer
+   sample    One sampler for every generation path: repeat penalty, temperature, top-k, top-p,
+             min-p, seeded per sequence; stop strings. Entry: pt_sampler_new pt_sampler_next
+             pt_sampler_probs pt_stop_find
    harness   The run harness of the training programs (switch PTRAIN_HARNESS). Entry: pt_args_parse
              pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_step_end pt_run_free
 */
@@ -2219,6 +2222,59 @@ typedef struct pt_mem_layer_out {
 /** Fills out for plan's technique (its tp, batch, seq, recompute, threads; dp, pp, ZeRO do not change a
     layer's activations). PT_OK, or PT_ERR_ARG with a message in err (pt_mem_estimate's checks). */
 PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, pt_mem_layer_out *out, char *err, size_t errlen);
+
+/* ---- sample: one sampler for every generation path (see sample) --------------------------------
+   pt_sampler picks the next token from a row of logits. Per call, in this order (Hugging Face's
+   transformers' order; the old pttrain's too): the repeat penalty on the raw logits (llama.cpp's
+   rule: each distinct token among the last repeat_last_n of the history has its logit divided by
+   the penalty when positive, multiplied by it when not), then the temperature (0: greedy, the most
+   likely token, ties to the lowest id; so is top_k 1), then top_k (the k most likely), then top_p
+   (the fewest most likely whose probabilities, renormalized over what top_k kept, reach top_p),
+   then min_p (tokens under min_p x the most likely token's probability dropped); one token is
+   drawn from what is left, in proportion to exp(logit / temperature). "Most likely first" sorts by
+   logit, equal logits by token id, so every choice is deterministic; a sampled pick takes exactly
+   one draw of the sampler's own RNG (pt_rng seeded with params.seed; greedy takes none), so a
+   sequence's tokens depend on its seed and logits only, never on what else runs beside it.
+   A logit of -inf is a banned token; NaN and +inf are errors. No allocation per call: the scratch
+   (about 16 bytes a vocabulary entry) is made by pt_sampler_new. A sampler serves one sequence at a
+   time; several threads may run several samplers at once. */
+typedef struct pt_sample_params {
+    float temperature;     /**< 0: greedy (the most likely token; ties to the lowest id); else > 0, finite */
+    int32_t top_k;         /**< 0: off (so is k >= vocabulary) */
+    float top_p;           /**< 0 or 1: off; else in (0, 1) */
+    float min_p;           /**< 0: off; else in (0, 1]: drop tokens below min_p x the top probability */
+    float repeat_penalty;  /**< 0 or 1: off; else > 0 (> 1 discourages repetition, llama.cpp's rule) */
+    int32_t repeat_last_n; /**< the penalty's window of history tokens: 0 = the default, 64; -1 = the whole history */
+    uint64_t seed;         /**< this sequence's RNG: same seed, same tokens, alone or in a batch */
+} pt_sample_params;
+typedef struct pt_sampler pt_sampler;
+/** A sampler for rows of vocab logits (params NULL: all zero, greedy). NULL on a bad value, the
+    error (PT_ERR_ARG) naming the field, what it expects and what it found; PT_ERR_OOM. ctx may be
+    NULL (the PT_MALLOC allocator; errors go to the log). */
+PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *params, int64_t vocab);
+/** The next token from one row of logits (vocab floats); history = the sequence's tokens so far
+    (read only for the repeat penalty; its window's ids must be in the vocabulary); *logprob (when not
+    NULL) = the log-softmax of the raw logits at the chosen token (no penalty, no temperature, no
+    filter). -1 on an error (pt_error of the sampler's context names it: NULL logits, a NaN or +inf
+    logit naming its token, every logit -inf, a history id outside the vocabulary). */
+PTDEF int32_t pt_sampler_next(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *logprob);
+/** The distribution pt_sampler_next would draw from for these logits and history, written to
+    probs[vocab] (0 for every token the filters drop; one-hot when greedy); no RNG draw. PT_OK or the
+    error of pt_sampler_next. */
+PTDEF pt_status pt_sampler_probs(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *probs);
+/** Restarts the sampler's RNG from seed (a new sequence on the same sampler). */
+PTDEF void pt_sampler_seed(pt_sampler *s, uint64_t seed);
+/** The parameters the sampler runs with. */
+PTDEF pt_sample_params pt_sampler_params(const pt_sampler *s);
+PTDEF void pt_sampler_free(pt_sampler *s);
+/** Stop strings over generated text. Returns 1 when a stop string occurs in text[0, len): *at = the
+    offset of the earliest match (of any stop string; at one offset the first listed wins), *hold = 0.
+    Returns 0 otherwise: *at = len, and *hold = the length of the longest end of text that is a proper
+    prefix of a stop string (a streamer emits text[0, len - hold) and keeps the rest until more
+    text decides it). NULL or empty stop strings are ignored; at and hold may be NULL. Feed it the
+    text not yet emitted (the held bytes and the new ones): a match cannot start before them, as
+    those bytes were held. */
+PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold);
 
 #ifdef __cplusplus
 }
@@ -21108,6 +21164,291 @@ PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, 
     out->ptrain_act = o[1].activations - o[0].activations;
     pt__me_korth(cfg, pl.batch, pl.seq, out);
     return PT_OK;
+}
+
+// >>sample  one sampler for every generation path: penalties, temperature, top-k, top-p, min-p; stop strings
+/* Owns: pt_sampler (its parameters, its RNG, its scratch), pt_stop_find
+   Invariants: a pick depends only on the logits, the history window and the sampler's own RNG
+   (one draw per sampled token, none when greedy); ties are broken by token id; no allocation per
+   call; the same bits for the same inputs whatever the thread count (it runs on the caller's thread)
+   Entry points: pt_sampler_new pt_sampler_next pt_sampler_probs pt_sampler_seed pt_sampler_free
+   pt_stop_find */
+/* =================================================================================================
+   the sampler
+   =================================================================================================
+   One call: z = the logits with the repeat penalty applied (a copy in the scratch; the caller's row
+   when the penalty is off), best = argmax z (lowest id on ties). Greedy (temperature 0 or top_k 1)
+   returns best. Else the kept set, as the api block orders the filters:
+   - neither top_k nor top_p: every token with z >= z_best + T ln(min_p) (all finite ones without
+     min_p), in id order, no sort;
+   - else a binary max-heap over the finite tokens by (z descending, id ascending), built in O(V),
+     popped most likely first: top_k pops k, then top_p and min_p cut that sorted prefix (top_p's
+     total is over the k); without top_k, top_p pops until the popped weights reach top_p of the
+     total over all tokens, or the next is under min_p. A peaked distribution pops a few.
+   The weights are exp((z - z_best) / T) in float (the best is 1, so min_p's cut is a logit threshold),
+   summed in double in the walk order; the draw u in [0, 1) has 53 random bits, and the pick is the
+   first kept token whose running sum exceeds u x the kept total (the last one if rounding leaves
+   none). The logprob is a separate log-sum-exp of the raw row in double, only when asked. */
+struct pt_sampler {
+    pt_ctx *ctx;
+    pt_sample_params p;
+    int64_t vocab;
+    pt_rng rng;
+    float *z;       /* [vocab] the logits after the repeat penalty */
+    float *w;       /* [vocab] the kept tokens' weights, in the order of the walk */
+    int32_t *cand;  /* [vocab] token ids: the heap, or the kept tokens in id order */
+    uint32_t *mark; /* [vocab] the call stamp of each token the penalty has seen in this call's window */
+    uint32_t stamp;
+};
+
+PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *params, int64_t vocab) {
+    pt_sample_params p;
+    pt_sampler *s;
+    const char *fn = "pt_sampler_new";
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    if (vocab < 1 || vocab > INT32_MAX)
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: vocab = %lld: expected a vocabulary of 1..%d tokens", fn, (long long)vocab, INT32_MAX);
+    if (!(p.temperature >= 0) || !isfinite(p.temperature))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: temperature = %g: expected 0 (greedy) or a finite number > 0", fn, (double)p.temperature);
+    if (p.top_k < 0) return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: top_k = %d: expected 0 (off) or a count > 0", fn, (int)p.top_k);
+    if (!(p.top_p >= 0 && p.top_p <= 1))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: top_p = %g: expected a number in [0, 1] (0 or 1: off)", fn, (double)p.top_p);
+    if (!(p.min_p >= 0 && p.min_p <= 1))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: min_p = %g: expected a number in [0, 1] (0: off)", fn, (double)p.min_p);
+    if (!(p.repeat_penalty >= 0) || !isfinite(p.repeat_penalty))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: repeat_penalty = %g: expected 0 or 1 (off) or a finite number > 0", fn,
+                                      (double)p.repeat_penalty);
+    if (p.repeat_last_n < -1)
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: repeat_last_n = %d: expected 0 (the default, 64), -1 (the whole history) or a count > 0",
+                                      fn, (int)p.repeat_last_n);
+    if (!(s = (pt_sampler *)pt__malloc(ctx, sizeof *s))) return (pt_sampler *)pt__fail(ctx, PT_ERR_OOM, "%s: out of memory", fn);
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx, s->p = p, s->vocab = vocab, s->rng = pt_rng_seed(p.seed);
+    s->z = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
+    s->w = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
+    s->cand = (int32_t *)pt__malloc(ctx, (size_t)vocab * sizeof(int32_t));
+    s->mark = (uint32_t *)pt__malloc(ctx, (size_t)vocab * sizeof(uint32_t));
+    if (!s->z || !s->w || !s->cand || !s->mark) {
+        pt_sampler_free(s);
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_OOM, "%s: out of memory for the scratch of %lld tokens", fn, (long long)vocab);
+    }
+    memset(s->mark, 0, (size_t)vocab * sizeof(uint32_t));
+    return s;
+}
+PTDEF void pt_sampler_free(pt_sampler *s) {
+    if (!s) return;
+    pt__free(s->ctx, s->z);
+    pt__free(s->ctx, s->w);
+    pt__free(s->ctx, s->cand);
+    pt__free(s->ctx, s->mark);
+    pt__free(s->ctx, s);
+}
+PTDEF void pt_sampler_seed(pt_sampler *s, uint64_t seed) {
+    if (s) s->p.seed = seed, s->rng = pt_rng_seed(seed);
+}
+PTDEF pt_sample_params pt_sampler_params(const pt_sampler *s) {
+    pt_sample_params p;
+    if (s) return s->p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+/* the row after the repeat penalty (s->z, or logits itself when the penalty does nothing) and its
+   argmax (lowest id on ties) in *best; NULL on an error (recorded, naming fn) */
+static const float *pt__sampler_row(pt_sampler *s, const float *logits, const int32_t *hist, int64_t nh, int32_t *best, const char *fn) {
+    const float *z = logits;
+    float pen = s->p.repeat_penalty;
+    int64_t i, V = s->vocab, b = 0;
+    if (!logits) return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: no logits (expected a row of %lld floats)", fn, (long long)V);
+    if (nh < 0 || (nh > 0 && !hist))
+        return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: history of %lld tokens at %p: expected a count >= 0 and the tokens", fn,
+                                       (long long)nh, (const void *)hist);
+    if (pen != 0 && pen != 1 && nh > 0) {
+        int64_t n = s->p.repeat_last_n == 0 ? 64 : s->p.repeat_last_n < 0 ? nh : s->p.repeat_last_n;
+        float *zz = s->z;
+        if (n > nh) n = nh;
+        memcpy(zz, logits, (size_t)V * sizeof(float));
+        if (++s->stamp == 0) { /* the stamps wrapped: start them again */
+            memset(s->mark, 0, (size_t)V * sizeof(uint32_t));
+            s->stamp = 1;
+        }
+        for (i = nh - n; i < nh; i++) {
+            int32_t t = hist[i];
+            if (t < 0 || t >= V)
+                return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: history[%lld] = %d: expected a token of the vocabulary 0..%lld", fn,
+                                               (long long)i, (int)t, (long long)(V - 1));
+            if (s->mark[t] == s->stamp) continue; /* once per distinct token, as llama.cpp */
+            s->mark[t] = s->stamp;
+            zz[t] = zz[t] <= 0 ? zz[t] * pen : zz[t] / pen;
+        }
+        z = zz;
+    }
+    for (i = 0; i < V; i++) {
+        float v = z[i];
+        if (v != v || v == INFINITY)
+            return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: the logit of token %lld is %s: expected a finite number or -inf (a banned token)",
+                                           fn, (long long)i, v != v ? "NaN" : "+inf");
+        if (v > z[b]) b = i;
+    }
+    if (z[b] == -INFINITY) return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: every logit of the %lld tokens is -inf: no token to pick", fn, (long long)V);
+    *best = (int32_t)b;
+    return z;
+}
+
+/* heap order: a before b when more likely, equal logits by the lower id */
+#define PT__SMP_BEFORE(z, a, b) ((z)[a] > (z)[b] || ((z)[a] == (z)[b] && (a) < (b)))
+static void pt__sampler_sift(const float *z, int32_t *h, int64_t n, int64_t i) {
+    int32_t x = h[i];
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && PT__SMP_BEFORE(z, h[c + 1], h[c])) c++;
+        if (!PT__SMP_BEFORE(z, h[c], x)) break;
+        h[i] = h[c], i = c;
+    }
+    h[i] = x;
+}
+
+/* The kept set of a sampled pick (not greedy): its tokens in walk order at *ids (n of them, the
+   count returned), their weights in s->w, their total in *total. */
+static int64_t pt__sampler_keep(pt_sampler *s, const float *z, int32_t best, const int32_t **ids, double *total) {
+    int64_t V = s->vocab, n = 0, i, k = s->p.top_k > 0 && s->p.top_k < V ? s->p.top_k : 0, keep;
+    float m = z[best], inv = (float)(1.0 / (double)s->p.temperature), topp = s->p.top_p > 0 && s->p.top_p < 1 ? s->p.top_p : 0;
+    float thr = s->p.min_p > 0 ? (float)((double)m + (double)s->p.temperature * log((double)s->p.min_p)) : -INFINITY;
+    double sum = 0, all = 0;
+    int32_t *h = s->cand;
+    float *w = s->w;
+    if (thr > m) thr = m; /* rounding must not drop the best */
+    if (!k && !topp) { /* no sort: the tokens over the min_p line in id order */
+        for (i = 0; i < V; i++)
+            if (z[i] >= thr && z[i] > -INFINITY) {
+                h[n] = (int32_t)i, w[n] = expf((z[i] - m) * inv);
+                sum += w[n++];
+            }
+        *ids = h, *total = sum;
+        return n;
+    }
+    for (i = 0; i < V; i++) /* the heap's tokens: the finite ones (without top_p, only those over the min_p line) */
+        if (z[i] > -INFINITY && (topp || z[i] >= thr)) {
+            h[n++] = (int32_t)i;
+            if (topp && !k) all += expf((z[i] - m) * inv);
+        }
+    for (i = n / 2 - 1; i >= 0; i--) pt__sampler_sift(z, h, n, i);
+    /* pop: the j-th most likely goes to h[n - 1 - j]; its weight to w[j] */
+    keep = 0;
+    for (;;) {
+        int32_t t;
+        if (keep == n || (k && keep == k)) break;
+        t = h[0];
+        if (!k && z[t] < thr) break; /* top_p alone: stop at the min_p line */
+        if (!k && topp && keep > 0 && sum >= (double)topp * all) break;
+        h[0] = h[n - 1 - keep], h[n - 1 - keep] = t;
+        pt__sampler_sift(z, h, n - 1 - keep, 0);
+        w[keep] = expf((z[t] - m) * inv);
+        sum += w[keep++];
+    }
+    if (k) { /* cut the k: top_p over their total, then the min_p line */
+        double cum = 0;
+        int64_t j;
+        for (j = 0; j < keep; j++) {
+            if (z[h[n - 1 - j]] < thr || (topp && j > 0 && cum >= (double)topp * sum)) break;
+            cum += w[j];
+        }
+        keep = j, sum = cum;
+    }
+    /* the walk order most likely first: reverse the popped tail in place */
+    for (i = 0; i < keep / 2; i++) {
+        int32_t t = h[n - 1 - i];
+        h[n - 1 - i] = h[n - keep + i], h[n - keep + i] = t;
+    }
+    *ids = h + n - keep, *total = sum;
+    return keep;
+}
+
+/* 1 when a pick is drawn, 0 when greedy: temperature 0, top_k 1, or a temperature so small that
+   1 / T is no float (every token but the best would weigh 0) */
+static int pt__sampler_sampled(const pt_sampler *s) {
+    return s->p.temperature > 0 && s->p.top_k != 1 && isfinite((float)(1.0 / (double)s->p.temperature));
+}
+
+/* log-softmax of the raw row at token t, in double */
+static float pt__sampler_logprob(const float *x, int64_t V, int32_t t) {
+    double m = -INFINITY, sum = 0;
+    int64_t i;
+    for (i = 0; i < V; i++)
+        if (x[i] > m) m = x[i];
+    for (i = 0; i < V; i++) sum += exp((double)x[i] - m);
+    return (float)((double)x[t] - m - log(sum));
+}
+
+PTDEF int32_t pt_sampler_next(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *logprob) {
+    const float *z;
+    const int32_t *ids;
+    int32_t best, pick;
+    int64_t n, j;
+    double total, u, acc = 0;
+    if (!s) return -1;
+    if (!(z = pt__sampler_row(s, logits, history, nhistory, &best, "pt_sampler_next"))) return -1;
+    pick = best;
+    if (pt__sampler_sampled(s)) {
+        n = pt__sampler_keep(s, z, best, &ids, &total);
+        u = ((double)(pt_rng_u32(&s->rng) >> 5) * 67108864.0 + (double)(pt_rng_u32(&s->rng) >> 6)) * (1.0 / 9007199254740992.0) * total;
+        pick = ids[n - 1];
+        for (j = 0; j < n; j++) {
+            acc += s->w[j];
+            if (u < acc) {
+                pick = ids[j];
+                break;
+            }
+        }
+    }
+    if (logprob) *logprob = pt__sampler_logprob(logits, s->vocab, pick);
+    return pick;
+}
+
+PTDEF pt_status pt_sampler_probs(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *probs) {
+    const float *z;
+    const int32_t *ids;
+    int32_t best;
+    int64_t n, j;
+    double total;
+    if (!s) return PT_ERR_ARG;
+    if (!probs) return (pt_status)(pt__fail(s->ctx, PT_ERR_ARG, "pt_sampler_probs: no output (expected room for %lld floats)", (long long)s->vocab), PT_ERR_ARG);
+    if (!(z = pt__sampler_row(s, logits, history, nhistory, &best, "pt_sampler_probs"))) return s->ctx ? pt_status_get(s->ctx) : PT_ERR_ARG;
+    memset(probs, 0, (size_t)s->vocab * sizeof(float));
+    if (pt__sampler_sampled(s)) {
+        n = pt__sampler_keep(s, z, best, &ids, &total);
+        for (j = 0; j < n; j++) probs[ids[j]] = (float)((double)s->w[j] / total);
+    } else probs[best] = 1;
+    return PT_OK;
+}
+
+/* ---- stop strings ---------------------------------------------------------------------------- */
+PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold) {
+    size_t i, h = 0;
+    int32_t k;
+    if (at) *at = len;
+    if (hold) *hold = 0;
+    if (!text || !stop || nstop <= 0) return 0;
+    for (i = 0; i < len; i++) /* the earliest start of a whole match */
+        for (k = 0; k < nstop; k++) {
+            size_t n = stop[k] ? strlen(stop[k]) : 0;
+            if (n && n <= len - i && text[i] == stop[k][0] && !memcmp(text + i, stop[k], n)) {
+                if (at) *at = i;
+                return 1;
+            }
+        }
+    for (k = 0; k < nstop; k++) { /* the longest end of text that a stop string begins with */
+        size_t n = stop[k] ? strlen(stop[k]) : 0, l;
+        for (l = (n - (n > 0) < len ? n - (n > 0) : len); l > h; l--)
+            if (!memcmp(text + len - l, stop[k], l)) {
+                h = l;
+                break;
+            }
+    }
+    if (hold) *hold = h;
+    return 0;
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */
