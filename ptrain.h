@@ -21181,10 +21181,12 @@ PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, 
    returns best. Else the kept set, as the api block orders the filters:
    - neither top_k nor top_p: every token with z >= z_best + T ln(min_p) (all finite ones without
      min_p), in id order, no sort;
-   - else a binary max-heap over the finite tokens by (z descending, id ascending), built in O(V),
-     popped most likely first: top_k pops k, then top_p and min_p cut that sorted prefix (top_p's
-     total is over the k); without top_k, top_p pops until the popped weights reach top_p of the
-     total over all tokens, or the next is under min_p. A peaked distribution pops a few.
+   - top_k: a min-heap of k selects the k most likely by (z descending, id ascending) in one pass
+     (one compare for most tokens), sorted by popping it; top_p (over the k's total) and min_p cut
+     that sorted prefix;
+   - top_p alone: the total over all tokens, then a max-heap (built in O(V)) of the tokens that can
+     be in the nucleus (weight >= (1 - top_p) total / (2 V), and over the min_p line), popped most
+     likely first until the popped weights reach top_p of the total. A peaked row pops a few.
    The weights are exp((z - z_best) / T) in float (the best is 1, so min_p's cut is a logit threshold),
    summed in double in the walk order; the draw u in [0, 1) has 53 random bits, and the pick is the
    first kept token whose running sum exceeds u x the kept total (the last one if rounding leaves
@@ -21196,6 +21198,7 @@ struct pt_sampler {
     pt_rng rng;
     float *z;       /* [vocab] the logits after the repeat penalty */
     float *w;       /* [vocab] the kept tokens' weights, in the order of the walk */
+    float *e;       /* [vocab] every token's weight by id (top_p alone) */
     int32_t *cand;  /* [vocab] token ids: the heap, or the kept tokens in id order */
     uint32_t *mark; /* [vocab] the call stamp of each token the penalty has seen in this call's window */
     uint32_t stamp;
@@ -21227,9 +21230,10 @@ PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *params, in
     s->ctx = ctx, s->p = p, s->vocab = vocab, s->rng = pt_rng_seed(p.seed);
     s->z = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
     s->w = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
+    s->e = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
     s->cand = (int32_t *)pt__malloc(ctx, (size_t)vocab * sizeof(int32_t));
     s->mark = (uint32_t *)pt__malloc(ctx, (size_t)vocab * sizeof(uint32_t));
-    if (!s->z || !s->w || !s->cand || !s->mark) {
+    if (!s->z || !s->w || !s->e || !s->cand || !s->mark) {
         pt_sampler_free(s);
         return (pt_sampler *)pt__fail(ctx, PT_ERR_OOM, "%s: out of memory for the scratch of %lld tokens", fn, (long long)vocab);
     }
@@ -21240,6 +21244,7 @@ PTDEF void pt_sampler_free(pt_sampler *s) {
     if (!s) return;
     pt__free(s->ctx, s->z);
     pt__free(s->ctx, s->w);
+    pt__free(s->ctx, s->e);
     pt__free(s->ctx, s->cand);
     pt__free(s->ctx, s->mark);
     pt__free(s->ctx, s);
@@ -21258,7 +21263,7 @@ PTDEF pt_sample_params pt_sampler_params(const pt_sampler *s) {
    argmax (lowest id on ties) in *best; NULL on an error (recorded, naming fn) */
 static const float *pt__sampler_row(pt_sampler *s, const float *logits, const int32_t *hist, int64_t nh, int32_t *best, const char *fn) {
     const float *z = logits;
-    float pen = s->p.repeat_penalty;
+    float pen = s->p.repeat_penalty, mv;
     int64_t i, V = s->vocab, b = 0;
     if (!logits) return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: no logits (expected a row of %lld floats)", fn, (long long)V);
     if (nh < 0 || (nh > 0 && !hist))
@@ -21284,27 +21289,29 @@ static const float *pt__sampler_row(pt_sampler *s, const float *logits, const in
         }
         z = zz;
     }
+    mv = z[0];
     for (i = 0; i < V; i++) {
         float v = z[i];
-        if (v != v || v == INFINITY)
+        if (!(v < INFINITY)) /* NaN or +inf */
             return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: the logit of token %lld is %s: expected a finite number or -inf (a banned token)",
                                            fn, (long long)i, v != v ? "NaN" : "+inf");
-        if (v > z[b]) b = i;
+        if (v > mv) mv = v, b = i;
     }
-    if (z[b] == -INFINITY) return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: every logit of the %lld tokens is -inf: no token to pick", fn, (long long)V);
+    if (mv == -INFINITY) return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: every logit of the %lld tokens is -inf: no token to pick", fn, (long long)V);
     *best = (int32_t)b;
     return z;
 }
 
-/* heap order: a before b when more likely, equal logits by the lower id */
+/* a before b: more likely, or as likely with the lower id (a strict total order: the ids differ) */
 #define PT__SMP_BEFORE(z, a, b) ((z)[a] > (z)[b] || ((z)[a] == (z)[b] && (a) < (b)))
-static void pt__sampler_sift(const float *z, int32_t *h, int64_t n, int64_t i) {
+/* sift h[i] down a heap of n: max-heap (the most likely at the root) when max, else min-heap */
+static void pt__sampler_sift(const float *z, int32_t *h, int64_t n, int64_t i, int max) {
     int32_t x = h[i];
     for (;;) {
         int64_t c = 2 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && PT__SMP_BEFORE(z, h[c + 1], h[c])) c++;
-        if (!PT__SMP_BEFORE(z, h[c], x)) break;
+        if (c + 1 < n && (max ? PT__SMP_BEFORE(z, h[c + 1], h[c]) : PT__SMP_BEFORE(z, h[c], h[c + 1]))) c++;
+        if (max ? !PT__SMP_BEFORE(z, h[c], x) : !PT__SMP_BEFORE(z, x, h[c])) break;
         h[i] = h[c], i = c;
     }
     h[i] = x;
@@ -21313,12 +21320,12 @@ static void pt__sampler_sift(const float *z, int32_t *h, int64_t n, int64_t i) {
 /* The kept set of a sampled pick (not greedy): its tokens in walk order at *ids (n of them, the
    count returned), their weights in s->w, their total in *total. */
 static int64_t pt__sampler_keep(pt_sampler *s, const float *z, int32_t best, const int32_t **ids, double *total) {
-    int64_t V = s->vocab, n = 0, i, k = s->p.top_k > 0 && s->p.top_k < V ? s->p.top_k : 0, keep;
+    int64_t V = s->vocab, n = 0, i, j, k = s->p.top_k > 0 && s->p.top_k < V ? s->p.top_k : 0, keep;
     float m = z[best], inv = (float)(1.0 / (double)s->p.temperature), topp = s->p.top_p > 0 && s->p.top_p < 1 ? s->p.top_p : 0;
     float thr = s->p.min_p > 0 ? (float)((double)m + (double)s->p.temperature * log((double)s->p.min_p)) : -INFINITY;
-    double sum = 0, all = 0;
+    double sum = 0, all = 0, cum = 0;
     int32_t *h = s->cand;
-    float *w = s->w;
+    float *w = s->w, *e = s->e;
     if (thr > m) thr = m; /* rounding must not drop the best */
     if (!k && !topp) { /* no sort: the tokens over the min_p line in id order */
         for (i = 0; i < V; i++)
@@ -21329,36 +21336,55 @@ static int64_t pt__sampler_keep(pt_sampler *s, const float *z, int32_t best, con
         *ids = h, *total = sum;
         return n;
     }
-    for (i = 0; i < V; i++) /* the heap's tokens: the finite ones (without top_p, only those over the min_p line) */
-        if (z[i] > -INFINITY && (topp || z[i] >= thr)) {
-            h[n++] = (int32_t)i;
-            if (topp && !k) all += expf((z[i] - m) * inv);
+    if (k) {
+        /* the k most likely through a min-heap of k (its root the least likely of them: one compare
+           for most tokens); without top_p the min_p line is applied here, with it after the cut */
+        for (i = 0; i < V; i++) {
+            if (!(z[i] > -INFINITY) || (!topp && z[i] < thr)) continue;
+            if (n < k) {
+                int64_t c = n++;
+                h[c] = (int32_t)i;
+                while (c > 0 && PT__SMP_BEFORE(z, h[(c - 1) / 2], h[c])) { /* sift up: the parent must be the less likely */
+                    int32_t t = h[c];
+                    h[c] = h[(c - 1) / 2], h[(c - 1) / 2] = t, c = (c - 1) / 2;
+                }
+            } else if (PT__SMP_BEFORE(z, i, h[0])) {
+                h[0] = (int32_t)i;
+                pt__sampler_sift(z, h, n, 0, 0);
+            }
         }
-    for (i = n / 2 - 1; i >= 0; i--) pt__sampler_sift(z, h, n, i);
-    /* pop: the j-th most likely goes to h[n - 1 - j]; its weight to w[j] */
-    keep = 0;
-    for (;;) {
-        int32_t t;
-        if (keep == n || (k && keep == k)) break;
-        t = h[0];
-        if (!k && z[t] < thr) break; /* top_p alone: stop at the min_p line */
-        if (!k && topp && keep > 0 && sum >= (double)topp * all) break;
-        h[0] = h[n - 1 - keep], h[n - 1 - keep] = t;
-        pt__sampler_sift(z, h, n - 1 - keep, 0);
-        w[keep] = expf((z[t] - m) * inv);
-        sum += w[keep++];
-    }
-    if (k) { /* cut the k: top_p over their total, then the min_p line */
-        double cum = 0;
-        int64_t j;
-        for (j = 0; j < keep; j++) {
-            if (z[h[n - 1 - j]] < thr || (topp && j > 0 && cum >= (double)topp * sum)) break;
+        for (i = n - 1; i > 0; i--) { /* pop the least likely to the end: h[0] ends the most likely */
+            int32_t t = h[0];
+            h[0] = h[i], h[i] = t;
+            pt__sampler_sift(z, h, i, 0, 0);
+        }
+        for (j = 0; j < n; j++) w[j] = expf((z[h[j]] - m) * inv), sum += w[j];
+        for (j = 0; j < n; j++) { /* top_p over the k's total, then the min_p line */
+            if (z[h[j]] < thr || (topp && j > 0 && cum >= (double)topp * sum)) break;
             cum += w[j];
         }
-        keep = j, sum = cum;
+        *ids = h, *total = cum;
+        return j;
     }
-    /* the walk order most likely first: reverse the popped tail in place */
-    for (i = 0; i < keep / 2; i++) {
+    /* top_p alone: the total over every token, then a max-heap of the tokens that can be in the
+       nucleus, popped until it is reached. A token of weight under tau = (1 - top_p) all / (2 V) never
+       is: all those together weigh under (1 - top_p) all / 2, so the tokens above them already
+       reach top_p of the total. The min_p line cuts the heap too (popping would stop there). */
+    for (i = 0; i < V; i++) all += (e[i] = z[i] > -INFINITY ? expf((z[i] - m) * inv) : 0.0f);
+    {
+        double tau = 0.5 * (1.0 - (double)topp) * all / (double)V;
+        for (i = 0; i < V; i++)
+            if (z[i] > -INFINITY && z[i] >= thr && (double)e[i] >= tau) h[n++] = (int32_t)i;
+    }
+    for (i = n / 2 - 1; i >= 0; i--) pt__sampler_sift(z, h, n, i, 1);
+    for (keep = 0; keep < n && !(keep > 0 && sum >= (double)topp * all); keep++) { /* the j-th most likely to h[n - 1 - j] */
+        int32_t t = h[0];
+        h[0] = h[n - 1 - keep], h[n - 1 - keep] = t;
+        pt__sampler_sift(z, h, n - 1 - keep, 0, 1);
+        w[keep] = e[t];
+        sum += w[keep];
+    }
+    for (i = 0; i < keep / 2; i++) { /* most likely first */
         int32_t t = h[n - 1 - i];
         h[n - 1 - i] = h[n - keep + i], h[n - keep + i] = t;
     }
