@@ -111,7 +111,9 @@
              checked before they run -- with one graph per micro-batch in flight.
    checkpoint pt_ckpt_save / pt_ckpt_load: DIR/step_<k>/ holds a checksummed manifest and one
              data file per rank (parameters, optimizer moments -- ZeRO shards per DP rank --,
-             registered state); written to a temporary name, fsynced, renamed, then DIR/latest;
+             registered state), and the data's tokenizer when it has one (pt_ckpt_tokenizer reads
+             it back: a checkpoint decodes its own tokens); written to a temporary name, fsynced,
+             renamed, then DIR/latest;
              loading verifies every CRC32C and falls back to the previous checkpoint. Resuming
              from step k gives the same losses, bit for bit, as never stopping; a checkpoint also
              loads on any other dp x tp x pp layout and ZeRO level (resharded on load). pt_ckpt_export
@@ -329,8 +331,8 @@
              pt_shard_write pt_loader_new pt_loader_next pt_loader_register pt_tokenizer_train
              pt_tokenizer_load_dir
    ckpt      Checkpoints: manifest, save (synchronous or asynchronous), load with fallback and
-             resharding, inspection, safetensors. Entry: pt_ckpt_save pt_ckpt_poll pt_ckpt_load
-             pt_ckpt_verify pt_ckpt_export pt_safetensors_load
+             resharding, inspection, safetensors, the tokenizer a checkpoint carries. Entry: pt_ckpt_save
+             pt_ckpt_poll pt_ckpt_load pt_ckpt_verify pt_ckpt_export pt_safetensors_load pt_ckpt_tokenizer
    monitor   Per-step metrics aggregated over the ranks, the JSON-lines log, the progress line.
              Entry: pt_monitor_new pt_monitor_step_end pt_monitor_event pt_monitor_ckpt_save
              pt_monitor_free; the log's key names: pt_monitor_key
@@ -1655,7 +1657,8 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
 
 /* ---- checkpoints (see ckpt) --------------------------------------------------------------------
    A checkpoint of step k holds the training state after k optimizer steps: DIR/step_<k, 9 digits>/
-   with a text manifest (`manifest`) and one data file per rank (`rank_<r, 5 digits>.bin`). The
+   with a text manifest (`manifest`) and one data file per rank (`rank_<r, 5 digits>.bin`), and the
+   data's tokenizer (`tokenizer.bin`, when pt_ckpt_opts.tokenizer gives one; pt_ckpt_tokenizer). The
    manifest records the format version, the step, the layout (dp, tp, pp, world), the model
    configuration (if given), the optimizer (kind, steps, hyper-parameters, ZeRO), each rank's grid
    coordinates and ZeRO range, each data file (bytes, CRC32C), and per tensor piece: name, kind
@@ -1693,6 +1696,11 @@ typedef struct pt_ckpt_opts {
     const pt_gpt_config *model; /**< model configuration recorded in the manifest (NULL = none) */
     int32_t async;              /**< 1: snapshot the state into host memory and write it on a background
                                      thread; committed by pt_ckpt_poll / pt_ckpt_wait / the next save */
+    const pt_tokenizer *tokenizer; /**< the data's tokenizer (NULL = none: byte-level data): world rank 0
+                                     writes it into the step directory as PT_TOKENIZER_FILE during the call
+                                     (async too) and the manifest records it (a tokenizer record: name, bytes,
+                                     CRC32C, vocab), so the checkpoint decodes its own tokens
+                                     (pt_ckpt_tokenizer); its vocabulary must not exceed model->vocab */
 } pt_ckpt_opts;
 /** Timings of the last save of a context (pt_ckpt_stats_get), this rank's view. */
 typedef struct pt_ckpt_stats {
@@ -1771,6 +1779,7 @@ typedef struct pt_ckpt_info {
     pt_ckpt_file_info *files;    /**< [nfiles]: one per rank */
     pt_ckpt_tensor_info *tensors;/**< [ntensors]: global tensors, parameters first, in manifest order */
     int64_t state_bytes;         /**< registered state, every rank's together */
+    int32_t tokenizer_vocab;     /**< the vocabulary of the tokenizer the checkpoint carries (pt_ckpt_tokenizer), 0 = none */
 } pt_ckpt_info;
 /** Reads the manifest of the checkpoint path names (pt_ckpt_step_dir; its checksum is checked, the
     data files are not: pt_ckpt_verify) into info. PT_OK, or an error with a message in err. */
@@ -2275,6 +2284,12 @@ PTDEF void pt_sampler_free(pt_sampler *s);
     text not yet emitted (the held bytes and the new ones): a match cannot start before them, as
     those bytes were held. */
 PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold);
+/** The tokenizer a checkpoint carries: path is a checkpoint directory or one step directory (as
+    pt_ckpt_step_dir resolves it); its PT_TOKENIZER_FILE is read and checked against the manifest's
+    record of it (bytes, CRC32C). NULL and no error when the checkpoint has none (byte-level data);
+    NULL with PT_ERR_IO / PT_ERR_FORMAT naming the file when it cannot be read or does not match.
+    pt_ckpt_opts.tokenizer puts one in at the save. */
+PTDEF pt_tokenizer *pt_ckpt_tokenizer(pt_ctx *ctx, const char *path);
 
 #ifdef __cplusplus
 }
@@ -17391,7 +17406,7 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
    Invariants: written to a temporary name, fsynced, renamed, then latest; nothing committed is lost
    by a failed save
    Entry points: pt_ckpt_save pt_ckpt_poll pt_ckpt_load pt_ckpt_verify pt_ckpt_export
-   pt_safetensors_load */
+   pt_safetensors_load pt_ckpt_tokenizer */
 /* =================================================================================================
    checkpoints: CRC32C, the manifest, save (synchronous or asynchronous), load with fallback to the previous one
    Layout and protocol: see the declarations (see api). The manifest is text, one record a line, the
@@ -17406,6 +17421,7 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
        tensor name= kind=param|m|v rank= dtype=f32 shape=a,b split_dim= split_parts= split_index=
               split_groups= stage= lo= hi= offset= bytes= crc32c=
        state name= rank= offset= bytes= crc32c=
+       tokenizer name=tokenizer.bin bytes= crc32c= vocab=                 (if given: pt_ckpt_opts.tokenizer)
        end crc32c=XXXXXXXX                                                (of all bytes before it)
    A tensor record holds elements [lo, hi) of the flat local shard its split describes; element i of
    it is global element pt_spec_global_index(split, i). Resharding (load): a reader fills each of its
@@ -17462,6 +17478,8 @@ typedef struct pt__ck_man {
     int nt, capt;
     pt__ck_state *s;
     int ns, caps;
+    pt__ck_file tok;   /* the tokenizer file (tok.seen: the manifest records one) */
+    int tok_vocab;
     const pt_ctx *ctx; /* whose allocator holds the arrays (NULL: the PT_MALLOC macros) */
 } pt__ck_man;
 static void pt__ck_man_free(pt__ck_man *m) {
@@ -17719,6 +17737,19 @@ static int pt__ck_man_read(const pt_ctx *ctx, const char *dir, pt__ck_man *m, ch
                 } else if (!PT__GROW(ctx, m->t, m->capt, m->nt + 1, 64)) pt__msg(why, sizeof why, "out of memory");
                 else t.crc = (uint32_t)x, m->t[m->nt++] = t;
             }
+        } else if (!strncmp(line, "tokenizer ", 10)) {
+            pt__ck_file f;
+            memset(&f, 0, sizeof f);
+            if (m->tok.seen) pt__msg(why, sizeof why, "a second tokenizer record");
+            else if (pt__ck_str(line, "name", f.name, sizeof f.name, why, sizeof why) &&
+                     pt__ck_num(line, "bytes", 0, PT__CK_MAX_BYTES, &f.bytes, why, sizeof why) &&
+                     pt__ck_num(line, "crc32c", 0, 0xffffffffll, &x, why, sizeof why) &&
+                     pt__ck_numi(line, "vocab", 256, 256 + (1 << 24), &m->tok_vocab, why, sizeof why)) {
+                f.crc = (uint32_t)x, f.seen = 1;
+                if (strchr(f.name, '/') || !strcmp(f.name, ".") || !strcmp(f.name, ".."))
+                    pt__msg(why, sizeof why, "field 'name': expected a file name without '/', found '%s'", f.name);
+                else m->tok = f;
+            }
         } else if (!strncmp(line, "state ", 6)) {
             pt__ck_state s;
             memset(&s, 0, sizeof s);
@@ -17786,43 +17817,47 @@ static int pt__ck_open_reg(const char *path, int64_t want, int64_t *size, char *
     return fd;
 }
 
-/* checks the size and CRC32C of data file r of the checkpoint in dir */
-static int pt__ck_file_check(const char *dir, const pt__ck_man *m, int r, char *err, size_t errlen) {
+/* checks the size and CRC32C of file f (a rank's data file, the tokenizer) of the checkpoint in dir */
+static int pt__ck_blob_check(const char *dir, const pt__ck_man *m, const pt__ck_file *f, char *err, size_t errlen) {
     char path[1024];
     unsigned char *buf;
     uint32_t crc = 0;
     int64_t total = 0;
     ssize_t k;
     int fd;
-    snprintf(path, sizeof path, "%s/%s", dir, m->files[r].name);
-    if ((fd = pt__ck_open_reg(path, m->files[r].bytes, NULL, err, errlen)) < 0) return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, f->name);
+    if ((fd = pt__ck_open_reg(path, f->bytes, NULL, err, errlen)) < 0) return 0;
     if (!(buf = (unsigned char *)pt__alloc(m->ctx, 1 << 20))) {
         close(fd);
         pt__msg(err, errlen, "%s: out of memory", path);
         return 0;
     }
-    while (total < m->files[r].bytes && (k = read(fd, buf, (size_t)PT__MIN((int64_t)1 << 20, m->files[r].bytes - total))) > 0)
+    while (total < f->bytes && (k = read(fd, buf, (size_t)PT__MIN((int64_t)1 << 20, f->bytes - total))) > 0)
         crc = pt_crc32c(crc, buf, (size_t)k), total += (int64_t)k;
     close(fd);
     pt__free(m->ctx, buf);
-    if (total != m->files[r].bytes) {
-        pt__msg(err, errlen, "%s: read %lld bytes, the manifest lists %lld (truncated while read?)", path, (long long)total,
-                (long long)m->files[r].bytes);
+    if (total != f->bytes) {
+        pt__msg(err, errlen, "%s: read %lld bytes, the manifest lists %lld (truncated while read?)", path, (long long)total, (long long)f->bytes);
         return 0;
     }
-    if (crc != m->files[r].crc) {
-        pt__msg(err, errlen, "%s: CRC32C mismatch (file %08x, manifest %08x)", path, crc, m->files[r].crc);
+    if (crc != f->crc) {
+        pt__msg(err, errlen, "%s: CRC32C mismatch (file %08x, manifest %08x)", path, crc, f->crc);
         return 0;
     }
     return 1;
 }
+/* checks the size and CRC32C of data file r of the checkpoint in dir */
+static int pt__ck_file_check(const char *dir, const pt__ck_man *m, int r, char *err, size_t errlen) {
+    return pt__ck_blob_check(dir, m, &m->files[r], err, errlen);
+}
 
-/* every data file of the checkpoint in dir (manifest m, read and checked): size and CRC32C */
+/* every file of the checkpoint in dir (manifest m, read and checked): size and CRC32C; the data
+   files, and the tokenizer when it carries one (pt_ckpt_load does not read that one) */
 static int pt__ck_files_check(const char *dir, const pt__ck_man *m, char *err, size_t errlen) {
     int r;
     for (r = 0; r < m->world; r++)
         if (!pt__ck_file_check(dir, m, r, err, errlen)) return 0;
-    return 1;
+    return !m->tok.seen || pt__ck_blob_check(dir, m, &m->tok, err, errlen);
 }
 PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
     pt__ck_man m;
@@ -18013,6 +18048,44 @@ static int pt__ck_add_piece(pt__ck_job *j, pt_storage *st, int64_t el, const voi
     return 1;
 }
 /* the manifest's first lines: version, step, layout, model, optimizer (taken at the call) */
+/* world rank 0: the tokenizer of opts into the step's temporary directory (the bytes pt_tokenizer_save
+   writes), fsynced, and its record into the manifest's head. 0 and a message in err on failure. */
+static int pt__ck_tok_save(pt__ck_job *j, const pt_ckpt_opts *opts, char *err, size_t errlen) {
+    const pt_tokenizer *tk = opts->tokenizer;
+    int64_t n = PT__TOK_HDR + 8 * (int64_t)tk->merges;
+    unsigned char *b;
+    char path[1200];
+    int32_t i;
+    int fd, ok;
+    uint32_t crc;
+    if (opts->model && 256 + tk->merges > opts->model->vocab) {
+        pt__msg(err, errlen, "pt_ckpt_save: the tokenizer's vocabulary of %d exceeds the model's vocab of %d (another tokenizer?)", 256 + (int)tk->merges,
+                (int)opts->model->vocab);
+        return 0;
+    }
+    if (!(b = (unsigned char *)pt__alloc(j->ctx, (size_t)n))) {
+        pt__msg(err, errlen, "pt_ckpt_save: out of memory for the tokenizer (%lld bytes)", (long long)n);
+        return 0;
+    }
+    memset(b, 0, PT__TOK_HDR);
+    for (i = 0; i < 2 * tk->merges; i++) pt__put32(b + PT__TOK_HDR + 4 * i, (uint32_t)tk->pair[i]);
+    pt__put32(b, PT_TOKENIZER_MAGIC), pt__put32(b + 4, 1), pt__put32(b + 8, (uint32_t)tk->merges), pt__put32(b + 12, (uint32_t)(256 + tk->merges));
+    pt__put32(b + 16, pt_crc32c(0, b + PT__TOK_HDR, (size_t)(n - PT__TOK_HDR)));
+    crc = pt_crc32c(0, b, (size_t)n);
+    snprintf(path, sizeof path, "%s/%s", j->tmp, PT_TOKENIZER_FILE);
+    ok = (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0;
+    if (ok) {
+        ok = pt__ck_write_fd(fd, b, (size_t)n) && fsync(fd) == 0;
+        ok = close(fd) == 0 && ok;
+    }
+    pt__free(j->ctx, b);
+    if (!ok) {
+        pt__msg(err, errlen, "pt_ckpt_save: %s: write/fsync failed", path);
+        return 0;
+    }
+    pt__sb_add(&j->head, "tokenizer name=%s bytes=%lld crc32c=0x%08x vocab=%d\n", PT_TOKENIZER_FILE, (long long)n, crc, 256 + (int)tk->merges);
+    return 1;
+}
 static void pt__ck_head(pt_ctx *ctx, pt_optim *o, int64_t step, const pt_ckpt_opts *opts, pt__sb *m) {
     pt_layout l = pt_dist_layout(ctx->desc.dist);
     if (!ctx->desc.dist) l.dp = l.tp = l.pp = 1;
@@ -18274,9 +18347,11 @@ static int pt__ck_commit(pt__ck_job *j, const pt__sb *recs, char *err, size_t er
         char e2[PT__ERRLEN];
         int r, fd2 = -1, read_ok;
         ok = read_ok = pt__ck_man_read(j->ctx, j->tmp, &mm, e2, sizeof e2);
-        for (r = 0; ok && r < mm.world; r++) {
-            snprintf(path, sizeof path, "%s/%s", j->tmp, mm.files[r].name);
-            if ((fd2 = pt__ck_open_reg(path, mm.files[r].bytes, NULL, e2, sizeof e2)) < 0) ok = 0;
+        for (r = 0; ok && r <= mm.world; r++) { /* and the tokenizer, when it carries one */
+            const pt__ck_file *f = r < mm.world ? &mm.files[r] : &mm.tok;
+            if (r == mm.world && !mm.tok.seen) break;
+            snprintf(path, sizeof path, "%s/%s", j->tmp, f->name);
+            if ((fd2 = pt__ck_open_reg(path, f->bytes, NULL, e2, sizeof e2)) < 0) ok = 0;
             else close(fd2);
         }
         if (read_ok) pt__ck_man_free(&mm);
@@ -18461,6 +18536,7 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     dp_sharded = o && !(o->zlo == 0 && o->zhi == ctx->slab_n);
     ok = pt__ck_plan(ctx, o, j, rank, c, dp_sharded, j->async);
     if (ok && rank == 0) pt__ck_head(ctx, o, step, opts, &j->head);
+    if (ok && rank == 0 && opts && opts->tokenizer) ok = pt__ck_tok_save(j, opts, j->err, sizeof j->err);
     snprintf(err, sizeof err, "%s", j->err);
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) {
         if (rank == 0) pt__ck_rmdir(tmp);
@@ -19502,8 +19578,34 @@ PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *er
         }
     info->nstate = m.ns;
     for (j = 0; j < m.ns; j++) info->state_bytes += m.s[j].bytes;
+    info->tokenizer_vocab = m.tok.seen ? m.tok_vocab : 0;
     pt__ck_man_free(&m);
     return PT_OK;
+}
+
+PTDEF pt_tokenizer *pt_ckpt_tokenizer(pt_ctx *ctx, const char *path) {
+    char dir[1024], file[1200], err[PT__ERRLEN];
+    pt__ck_man m;
+    pt_tokenizer *tk;
+    if (!path) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_tokenizer: no checkpoint path");
+    if (pt_ckpt_step_dir(path, dir, sizeof dir) != PT_OK) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_ckpt_tokenizer: %s", dir);
+    if (!pt__ck_man_read(ctx, dir, &m, err, sizeof err)) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_tokenizer: %s", err);
+    if (!m.tok.seen) { /* byte-level data: none, and no error */
+        pt__ck_man_free(&m);
+        return NULL;
+    }
+    if (!pt__ck_blob_check(dir, &m, &m.tok, err, sizeof err)) {
+        pt__ck_man_free(&m);
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_tokenizer: %s", err);
+    }
+    snprintf(file, sizeof file, "%s/%s", dir, m.tok.name);
+    if ((tk = pt_tokenizer_load(ctx, file)) != NULL && pt_tokenizer_vocab(tk) != m.tok_vocab) {
+        pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_tokenizer: %s: a vocabulary of %d, the manifest records %d", file, (int)pt_tokenizer_vocab(tk), m.tok_vocab);
+        pt_tokenizer_free(tk);
+        tk = NULL;
+    }
+    pt__ck_man_free(&m);
+    return tk;
 }
 
 /* global tensor (name, kind) of the checkpoint in dir (manifest m) into out[n] */
@@ -19698,6 +19800,10 @@ PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *er
     return PT_ERR_IO;
 }
 PTDEF void pt_ckpt_info_free(pt_ckpt_info *info) { (void)info; }
+PTDEF pt_tokenizer *pt_ckpt_tokenizer(pt_ctx *ctx, const char *path) {
+    (void)path;
+    return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_ckpt_tokenizer: checkpoints need a POSIX file system");
+}
 PTDEF pt_status pt_ckpt_tensor_read(const char *step_dir, const char *name, int kind, float *out, int64_t n, char *err, size_t errlen) {
     (void)step_dir, (void)name, (void)kind, (void)out, (void)n;
     pt__msg(err, errlen, "pt_ckpt_tensor_read: checkpoints need a POSIX file system");
@@ -21634,8 +21740,8 @@ PTDEF void pt_run_val(pt_run *r, float val_loss, double seconds);
     monitor ends the step. Returns 1 to stop (rank 0 printed how to resume), 0 to go on, -1 when a
     save failed (pt_error(ctx), the same on every rank). */
 PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps, float loss, float grad_norm, float lr);
-/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model, --ckpt-async; timed and logged
-    by the monitor): the one save of the run. */
+/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model, --ckpt-async, the data's tokenizer
+    r->tok so the checkpoint decodes its own tokens; timed and logged by the monitor): the one save of the run. */
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step);
 /** Call before a line to stdout while the run goes on: where the monitor draws its progress line on
     a terminal (--log, one process, stderr a terminal) and stdout is that terminal too, it erases the
@@ -22266,7 +22372,7 @@ PTDEF void pt_run_line(const pt_run *r) {
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step) {
     pt_ckpt_opts ck;
     memset(&ck, 0, sizeof ck);
-    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model, ck.async = r->ckpt_async;
+    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model, ck.async = r->ckpt_async, ck.tokenizer = r->tok; /* the checkpoint decodes its own tokens */
     if (r->mon) return pt_monitor_ckpt_save(r->mon, o, r->ckpt_dir, step, &ck);
     return pt_ckpt_save(ctx, o, r->ckpt_dir, step, &ck);
 }

@@ -6,6 +6,7 @@
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 #include "test_util.h"
+#include <unistd.h>
 
 /* a counting allocator: the sampler must not allocate after pt_sampler_new */
 static long n_alloc;
@@ -382,6 +383,92 @@ int main(int argc, char **argv) {
             CHECKF(stopped == 2 && !strcmp(emitted, "Hel"), "streaming: a stop string across token boundaries ends the text before it",
                    "stopped at token %d, emitted '%s'", stopped, emitted);
         }
+    }
+    /* ---- a checkpoint carries its tokenizer ---- */
+    {
+        char dir[256], sd[300], path[400], err[1024];
+        const char *text = "the cat sat on the mat; the cat ate the rat. that hat is the cat's hat, and that is that. ";
+        char big[4096], back[4096];
+        int32_t ids[4096], ids2[4096];
+        int64_t n = 0, ni, nb;
+        pt_gpt_config cfg;
+        pt_gpt *m;
+        pt_optim_desc od;
+        pt_optim *o;
+        pt_ckpt_opts ck;
+        pt_ckpt_info info;
+        pt_tokenizer *tk, *tk2;
+        FILE *f;
+        int ok;
+        while (n + (int64_t)strlen(text) < (int64_t)sizeof big) memcpy(big + n, text, strlen(text)), n += (int64_t)strlen(text);
+        tk = pt_tokenizer_train(ctx, big, n, 40);
+        snprintf(dir, sizeof dir, "build/test_sample_ckpt.%ld", (long)getpid());
+        memset(&cfg, 0, sizeof cfg);
+        cfg.vocab = pt_tokenizer_vocab(tk), cfg.max_seq = 16, cfg.layers = 1, cfg.width = 16, cfg.heads = 2;
+        m = pt_gpt_new(ctx, &cfg);
+        memset(&od, 0, sizeof od);
+        od.kind = PT_OPTIM_ADAMW, od.lr = 1e-3f;
+        o = pt_optim_new(ctx, &od);
+        memset(&ck, 0, sizeof ck);
+        ck.model = &cfg, ck.tokenizer = tk;
+        CHECKF(tk && m && o && pt_ckpt_save(ctx, o, dir, 1, &ck) == PT_OK, "a checkpoint saved with its tokenizer", "%s", pt_error(ctx));
+        tk2 = pt_ckpt_tokenizer(ctx, dir);
+        ni = tk2 ? pt_tokenizer_encode(tk2, big, n, ids2) : -1;
+        ok = tk2 && pt_tokenizer_vocab(tk2) == pt_tokenizer_vocab(tk) && ni == pt_tokenizer_encode(tk, big, n, ids) && !memcmp(ids, ids2, (size_t)ni * 4);
+        nb = ok ? pt_tokenizer_decode(tk2, ids2, ni, back, sizeof back) : -1;
+        CHECKF(ok && nb == n && !memcmp(back, big, (size_t)n), "pt_ckpt_tokenizer(DIR) gives the same tokenizer: the same ids, decoded back to the text",
+               "vocab %d, %lld ids: %s", tk2 ? (int)pt_tokenizer_vocab(tk2) : -1, (long long)ni, pt_error(ctx));
+        pt_tokenizer_free(tk2);
+        CHECK(pt_ckpt_info_read(dir, &info, err, sizeof err) == PT_OK && info.tokenizer_vocab == pt_tokenizer_vocab(tk), "pt_ckpt_info: tokenizer_vocab");
+        pt_ckpt_info_free(&info);
+        pt_ckpt_step_dir(dir, sd, sizeof sd);
+        CHECKF(pt_ckpt_verify(sd, err, sizeof err) == PT_OK, "pt_ckpt_verify checks the tokenizer too (good)", "%s", err);
+        /* asynchronous: the tokenizer is written during the call, so the caller may free its own at once */
+        ck.async = 1;
+        ok = pt_ckpt_save(ctx, o, dir, 2, &ck) == PT_OK && pt_ckpt_wait(ctx) == PT_OK;
+        tk2 = ok ? pt_ckpt_tokenizer(ctx, dir) : NULL;
+        CHECKF(tk2 && pt_tokenizer_vocab(tk2) == pt_tokenizer_vocab(tk), "an asynchronous save carries it too (step 2, through latest)", "%s", pt_error(ctx));
+        pt_tokenizer_free(tk2);
+        ck.async = 0;
+        /* a damaged tokenizer.bin: verify and pt_ckpt_tokenizer name it; the training state still loads */
+        snprintf(path, sizeof path, "%s/step_000000002/%s", dir, PT_TOKENIZER_FILE);
+        if ((f = fopen(path, "r+b")) != NULL) {
+            fseek(f, 40, SEEK_SET);
+            fputc(0x7f, f);
+            fclose(f);
+        }
+        snprintf(sd, sizeof sd, "%s/step_000000002", dir);
+        CHECKF(pt_ckpt_verify(sd, err, sizeof err) != PT_OK && strstr(err, "tokenizer.bin") && strstr(err, "CRC32C"),
+               "pt_ckpt_verify: a damaged tokenizer.bin is named", "%s", err);
+        pt_error_clear(ctx);
+        CHECKF(!pt_ckpt_tokenizer(ctx, dir) && pt_status_get(ctx) == PT_ERR_FORMAT && strstr(pt_error(ctx), "tokenizer.bin"),
+               "pt_ckpt_tokenizer: a damaged tokenizer.bin is an error naming it", "%s", pt_error(ctx));
+        pt_error_clear(ctx);
+        {
+            int64_t st = -1;
+            CHECKF(pt_ckpt_load(ctx, o, dir, &st) == PT_OK && st == 2, "pt_ckpt_load does not need the tokenizer (step 2 loads)", "step %lld: %s",
+                   (long long)st, pt_error(ctx));
+        }
+        /* saved without one: none, and no error */
+        ck.tokenizer = NULL;
+        pt_error_clear(ctx);
+        CHECK(pt_ckpt_save(ctx, o, dir, 3, &ck) == PT_OK && pt_ckpt_tokenizer(ctx, dir) == NULL && pt_status_get(ctx) == PT_OK,
+              "a checkpoint saved without a tokenizer: pt_ckpt_tokenizer gives NULL and no error");
+        CHECK(pt_ckpt_info_read(dir, &info, err, sizeof err) == PT_OK && info.tokenizer_vocab == 0, "pt_ckpt_info: tokenizer_vocab 0 without one");
+        pt_ckpt_info_free(&info);
+        /* a tokenizer larger than the model's vocabulary is refused */
+        cfg.vocab = 280, ck.tokenizer = tk;
+        pt_error_clear(ctx);
+        CHECKF(pt_ckpt_save(ctx, o, dir, 4, &ck) != PT_OK && strstr(pt_error(ctx), "exceeds the model's vocab of 280"),
+               "a tokenizer vocabulary above the model's is refused at the save, naming both", "%s", pt_error(ctx));
+        pt_error_clear(ctx);
+        CHECK(pt_ckpt_tokenizer(ctx, "build/no/such/checkpoint") == NULL && pt_status_get(ctx) == PT_ERR_IO, "no checkpoint there: PT_ERR_IO");
+        pt_error_clear(ctx);
+        pt_tokenizer_free(tk);
+        pt_optim_free(o);
+        pt_gpt_free(m);
+        snprintf(path, sizeof path, "rm -rf '%s'", dir);
+        if (system(path) != 0) printf("  (could not remove %s)\n", dir);
     }
     /* ---- speed at GPT-2's vocabulary (printed) ---- */
     {
