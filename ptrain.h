@@ -111,7 +111,9 @@
              checked before they run -- with one graph per micro-batch in flight.
    checkpoint pt_ckpt_save / pt_ckpt_load: DIR/step_<k>/ holds a checksummed manifest and one
              data file per rank (parameters, optimizer moments -- ZeRO shards per DP rank --,
-             registered state); written to a temporary name, fsynced, renamed, then DIR/latest;
+             registered state), and the data's tokenizer when it has one (pt_ckpt_tokenizer reads
+             it back: a checkpoint decodes its own tokens); written to a temporary name, fsynced,
+             renamed, then DIR/latest;
              loading verifies every CRC32C and falls back to the previous checkpoint. Resuming
              from step k gives the same losses, bit for bit, as never stopping; a checkpoint also
              loads on any other dp x tp x pp layout and ZeRO level (resharded on load). pt_ckpt_export
@@ -333,8 +335,8 @@
              pt_shard_write pt_loader_new pt_loader_next pt_loader_register pt_tokenizer_train
              pt_tokenizer_load_dir
    ckpt      Checkpoints: manifest, save (synchronous or asynchronous), load with fallback and
-             resharding, inspection, safetensors. Entry: pt_ckpt_save pt_ckpt_poll pt_ckpt_load
-             pt_ckpt_verify pt_ckpt_export pt_safetensors_load
+             resharding, inspection, safetensors, the tokenizer a checkpoint carries. Entry: pt_ckpt_save
+             pt_ckpt_poll pt_ckpt_load pt_ckpt_verify pt_ckpt_export pt_safetensors_load pt_ckpt_tokenizer
    monitor   Per-step metrics aggregated over the ranks, the JSON-lines log, the progress line.
              Entry: pt_monitor_new pt_monitor_step_end pt_monitor_event pt_monitor_ckpt_save
              pt_monitor_free; the log's key names: pt_monitor_key
@@ -342,6 +344,9 @@
              Entry: pt_guard_new pt_guard_check pt_guard_rollback pt_guard_replica_check
    memest    Memory estimate per rank from a GPT config and a layout; one layer's activations against
              Korthikanti et al. 2022. Entry: pt_mem_estimate pt_mem_layer
+   sample    One sampler for every generation path: repeat penalty, temperature, top-k, top-p,
+             min-p, seeded per sequence; stop strings. Entry: pt_sampler_new pt_sampler_next
+             pt_sampler_probs pt_stop_find
    infer     KV-cached inference: a GPT's weights for inference, the paged KV cache, prefill and decode
              over ragged batches (batch-invariant), generation with sampling, stop tokens and strings,
              streaming and the context policy. Entry: pt_gpt_weights_from pt_infer_new pt_infer_step
@@ -1665,7 +1670,8 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
 
 /* ---- checkpoints (see ckpt) --------------------------------------------------------------------
    A checkpoint of step k holds the training state after k optimizer steps: DIR/step_<k, 9 digits>/
-   with a text manifest (`manifest`) and one data file per rank (`rank_<r, 5 digits>.bin`). The
+   with a text manifest (`manifest`) and one data file per rank (`rank_<r, 5 digits>.bin`), and the
+   data's tokenizer (`tokenizer.bin`, when pt_ckpt_opts.tokenizer gives one; pt_ckpt_tokenizer). The
    manifest records the format version, the step, the layout (dp, tp, pp, world), the model
    configuration (if given), the optimizer (kind, steps, hyper-parameters, ZeRO), each rank's grid
    coordinates and ZeRO range, each data file (bytes, CRC32C), and per tensor piece: name, kind
@@ -1703,6 +1709,11 @@ typedef struct pt_ckpt_opts {
     const pt_gpt_config *model; /**< model configuration recorded in the manifest (NULL = none) */
     int32_t async;              /**< 1: snapshot the state into host memory and write it on a background
                                      thread; committed by pt_ckpt_poll / pt_ckpt_wait / the next save */
+    const pt_tokenizer *tokenizer; /**< the data's tokenizer (NULL = none: byte-level data): world rank 0
+                                     writes it into the step directory as PT_TOKENIZER_FILE during the call
+                                     (async too) and the manifest records it (a tokenizer record: name, bytes,
+                                     CRC32C, vocab), so the checkpoint decodes its own tokens
+                                     (pt_ckpt_tokenizer); its vocabulary must not exceed model->vocab */
 } pt_ckpt_opts;
 /** Timings of the last save of a context (pt_ckpt_stats_get), this rank's view. */
 typedef struct pt_ckpt_stats {
@@ -1781,6 +1792,7 @@ typedef struct pt_ckpt_info {
     pt_ckpt_file_info *files;    /**< [nfiles]: one per rank */
     pt_ckpt_tensor_info *tensors;/**< [ntensors]: global tensors, parameters first, in manifest order */
     int64_t state_bytes;         /**< registered state, every rank's together */
+    int32_t tokenizer_vocab;     /**< the vocabulary of the tokenizer the checkpoint carries (pt_ckpt_tokenizer), 0 = none */
 } pt_ckpt_info;
 /** Reads the manifest of the checkpoint path names (pt_ckpt_step_dir; its checksum is checked, the
     data files are not: pt_ckpt_verify) into info. PT_OK, or an error with a message in err. */
@@ -2285,15 +2297,64 @@ PTDEF void pt_gpt_weights_free(pt_gpt_weights *w);
     unknown type. */
 PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w);
 
-/* ---- infer: TEMPORARY stand-ins for the sample part's sampler (deleted at `git merge sample`) ---- */
+/* ---- sample: one sampler for every generation path (see sample) --------------------------------
+   pt_sampler picks the next token from a row of logits. Per call, in this order (Hugging Face's
+   transformers' order; the old pttrain's too): the repeat penalty on the raw logits (llama.cpp's
+   rule: each distinct token among the last repeat_last_n of the history has its logit divided by
+   the penalty when positive, multiplied by it when not), then the temperature (0: greedy, the most
+   likely token, ties to the lowest id; so is top_k 1), then top_k (the k most likely), then top_p
+   (the fewest most likely whose probabilities, renormalized over what top_k kept, reach top_p),
+   then min_p (tokens under min_p x the most likely token's probability dropped); one token is
+   drawn from what is left, in proportion to exp(logit / temperature). "Most likely first" sorts by
+   logit, equal logits by token id, so every choice is deterministic; a sampled pick takes exactly
+   one draw of the sampler's own RNG (pt_rng seeded with params.seed; greedy takes none), so a
+   sequence's tokens depend on its seed and logits only, never on what else runs beside it.
+   A logit of -inf is a banned token; NaN and +inf are errors. No allocation per call: the scratch
+   (about 16 bytes a vocabulary entry) is made by pt_sampler_new. A sampler serves one sequence at a
+   time; several threads may run several samplers at once. */
 typedef struct pt_sample_params {
-    float temperature; int32_t top_k; float top_p, min_p, repeat_penalty; int32_t repeat_last_n; uint64_t seed;
+    float temperature;     /**< 0: greedy (the most likely token; ties to the lowest id); else > 0, finite */
+    int32_t top_k;         /**< 0: off (so is k >= vocabulary) */
+    float top_p;           /**< 0 or 1: off; else in (0, 1) */
+    float min_p;           /**< 0: off; else in (0, 1]: drop tokens below min_p x the top probability */
+    float repeat_penalty;  /**< 0 or 1: off; else > 0 (> 1 discourages repetition, llama.cpp's rule) */
+    int32_t repeat_last_n; /**< the penalty's window of history tokens: 0 = the default, 64; -1 = the whole history */
+    uint64_t seed;         /**< this sequence's RNG: same seed, same tokens, alone or in a batch */
 } pt_sample_params;
 typedef struct pt_sampler pt_sampler;
-PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *p, int64_t vocab);
+/** A sampler for rows of vocab logits (params NULL: all zero, greedy). NULL on a bad value, the
+    error (PT_ERR_ARG) naming the field, what it expects and what it found; PT_ERR_OOM. ctx may be
+    NULL (the PT_MALLOC allocator; errors go to the log). */
+PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *params, int64_t vocab);
+/** The next token from one row of logits (vocab floats); history = the sequence's tokens so far
+    (read only for the repeat penalty; its window's ids must be in the vocabulary); *logprob (when not
+    NULL) = the log-softmax of the raw logits at the chosen token (no penalty, no temperature, no
+    filter). -1 on an error (pt_error of the sampler's context names it: NULL logits, a NaN or +inf
+    logit naming its token, every logit -inf, a history id outside the vocabulary). */
 PTDEF int32_t pt_sampler_next(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *logprob);
+/** The distribution pt_sampler_next would draw from for these logits and history, written to
+    probs[vocab] (0 for every token the filters drop; one-hot when greedy); no RNG draw. PT_OK or the
+    error of pt_sampler_next. */
+PTDEF pt_status pt_sampler_probs(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *probs);
+/** Restarts the sampler's RNG from seed (a new sequence on the same sampler). */
+PTDEF void pt_sampler_seed(pt_sampler *s, uint64_t seed);
+/** The parameters the sampler runs with. */
+PTDEF pt_sample_params pt_sampler_params(const pt_sampler *s);
 PTDEF void pt_sampler_free(pt_sampler *s);
+/** Stop strings over generated text. Returns 1 when a stop string occurs in text[0, len): *at = the
+    offset of the earliest match (of any stop string; at one offset the first listed wins), *hold = 0.
+    Returns 0 otherwise: *at = len, and *hold = the length of the longest end of text that is a proper
+    prefix of a stop string (a streamer emits text[0, len - hold) and keeps the rest until more
+    text decides it). NULL or empty stop strings are ignored; at and hold may be NULL. Feed it the
+    text not yet emitted (the held bytes and the new ones): a match cannot start before them, as
+    those bytes were held. */
 PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold);
+/** The tokenizer a checkpoint carries: path is a checkpoint directory or one step directory (as
+    pt_ckpt_step_dir resolves it); its PT_TOKENIZER_FILE is read and checked against the manifest's
+    record of it (bytes, CRC32C). NULL and no error when the checkpoint has none (byte-level data);
+    NULL with PT_ERR_IO / PT_ERR_FORMAT naming the file when it cannot be read or does not match.
+    pt_ckpt_opts.tokenizer puts one in at the save. */
+PTDEF pt_tokenizer *pt_ckpt_tokenizer(pt_ctx *ctx, const char *path);
 
 /* ---- infer: KV-cached prefill and decode, ragged batches, generation (see infer) ----------------
    A pt_infer holds a paged KV cache for one model's weights (a pt_gpt_weights: pt_gpt_weights_from a
@@ -17919,7 +17980,7 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
    Invariants: written to a temporary name, fsynced, renamed, then latest; nothing committed is lost
    by a failed save
    Entry points: pt_ckpt_save pt_ckpt_poll pt_ckpt_load pt_ckpt_verify pt_ckpt_export
-   pt_safetensors_load */
+   pt_safetensors_load pt_ckpt_tokenizer */
 /* =================================================================================================
    checkpoints: CRC32C, the manifest, save (synchronous or asynchronous), load with fallback to the previous one
    Layout and protocol: see the declarations (see api). The manifest is text, one record a line, the
@@ -17934,6 +17995,7 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
        tensor name= kind=param|m|v rank= dtype=f32 shape=a,b split_dim= split_parts= split_index=
               split_groups= stage= lo= hi= offset= bytes= crc32c=
        state name= rank= offset= bytes= crc32c=
+       tokenizer name=tokenizer.bin bytes= crc32c= vocab=                 (if given: pt_ckpt_opts.tokenizer)
        end crc32c=XXXXXXXX                                                (of all bytes before it)
    A tensor record holds elements [lo, hi) of the flat local shard its split describes; element i of
    it is global element pt_spec_global_index(split, i). Resharding (load): a reader fills each of its
@@ -17990,6 +18052,8 @@ typedef struct pt__ck_man {
     int nt, capt;
     pt__ck_state *s;
     int ns, caps;
+    pt__ck_file tok;   /* the tokenizer file (tok.seen: the manifest records one) */
+    int tok_vocab;
     const pt_ctx *ctx; /* whose allocator holds the arrays (NULL: the PT_MALLOC macros) */
 } pt__ck_man;
 static void pt__ck_man_free(pt__ck_man *m) {
@@ -18247,6 +18311,19 @@ static int pt__ck_man_read(const pt_ctx *ctx, const char *dir, pt__ck_man *m, ch
                 } else if (!PT__GROW(ctx, m->t, m->capt, m->nt + 1, 64)) pt__msg(why, sizeof why, "out of memory");
                 else t.crc = (uint32_t)x, m->t[m->nt++] = t;
             }
+        } else if (!strncmp(line, "tokenizer ", 10)) {
+            pt__ck_file f;
+            memset(&f, 0, sizeof f);
+            if (m->tok.seen) pt__msg(why, sizeof why, "a second tokenizer record");
+            else if (pt__ck_str(line, "name", f.name, sizeof f.name, why, sizeof why) &&
+                     pt__ck_num(line, "bytes", 0, PT__CK_MAX_BYTES, &f.bytes, why, sizeof why) &&
+                     pt__ck_num(line, "crc32c", 0, 0xffffffffll, &x, why, sizeof why) &&
+                     pt__ck_numi(line, "vocab", 256, 256 + (1 << 24), &m->tok_vocab, why, sizeof why)) {
+                f.crc = (uint32_t)x, f.seen = 1;
+                if (strchr(f.name, '/') || !strcmp(f.name, ".") || !strcmp(f.name, ".."))
+                    pt__msg(why, sizeof why, "field 'name': expected a file name without '/', found '%s'", f.name);
+                else m->tok = f;
+            }
         } else if (!strncmp(line, "state ", 6)) {
             pt__ck_state s;
             memset(&s, 0, sizeof s);
@@ -18314,43 +18391,47 @@ static int pt__ck_open_reg(const char *path, int64_t want, int64_t *size, char *
     return fd;
 }
 
-/* checks the size and CRC32C of data file r of the checkpoint in dir */
-static int pt__ck_file_check(const char *dir, const pt__ck_man *m, int r, char *err, size_t errlen) {
+/* checks the size and CRC32C of file f (a rank's data file, the tokenizer) of the checkpoint in dir */
+static int pt__ck_blob_check(const char *dir, const pt__ck_man *m, const pt__ck_file *f, char *err, size_t errlen) {
     char path[1024];
     unsigned char *buf;
     uint32_t crc = 0;
     int64_t total = 0;
     ssize_t k;
     int fd;
-    snprintf(path, sizeof path, "%s/%s", dir, m->files[r].name);
-    if ((fd = pt__ck_open_reg(path, m->files[r].bytes, NULL, err, errlen)) < 0) return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, f->name);
+    if ((fd = pt__ck_open_reg(path, f->bytes, NULL, err, errlen)) < 0) return 0;
     if (!(buf = (unsigned char *)pt__alloc(m->ctx, 1 << 20))) {
         close(fd);
         pt__msg(err, errlen, "%s: out of memory", path);
         return 0;
     }
-    while (total < m->files[r].bytes && (k = read(fd, buf, (size_t)PT__MIN((int64_t)1 << 20, m->files[r].bytes - total))) > 0)
+    while (total < f->bytes && (k = read(fd, buf, (size_t)PT__MIN((int64_t)1 << 20, f->bytes - total))) > 0)
         crc = pt_crc32c(crc, buf, (size_t)k), total += (int64_t)k;
     close(fd);
     pt__free(m->ctx, buf);
-    if (total != m->files[r].bytes) {
-        pt__msg(err, errlen, "%s: read %lld bytes, the manifest lists %lld (truncated while read?)", path, (long long)total,
-                (long long)m->files[r].bytes);
+    if (total != f->bytes) {
+        pt__msg(err, errlen, "%s: read %lld bytes, the manifest lists %lld (truncated while read?)", path, (long long)total, (long long)f->bytes);
         return 0;
     }
-    if (crc != m->files[r].crc) {
-        pt__msg(err, errlen, "%s: CRC32C mismatch (file %08x, manifest %08x)", path, crc, m->files[r].crc);
+    if (crc != f->crc) {
+        pt__msg(err, errlen, "%s: CRC32C mismatch (file %08x, manifest %08x)", path, crc, f->crc);
         return 0;
     }
     return 1;
 }
+/* checks the size and CRC32C of data file r of the checkpoint in dir */
+static int pt__ck_file_check(const char *dir, const pt__ck_man *m, int r, char *err, size_t errlen) {
+    return pt__ck_blob_check(dir, m, &m->files[r], err, errlen);
+}
 
-/* every data file of the checkpoint in dir (manifest m, read and checked): size and CRC32C */
+/* every file of the checkpoint in dir (manifest m, read and checked): size and CRC32C; the data
+   files, and the tokenizer when it carries one (pt_ckpt_load does not read that one) */
 static int pt__ck_files_check(const char *dir, const pt__ck_man *m, char *err, size_t errlen) {
     int r;
     for (r = 0; r < m->world; r++)
         if (!pt__ck_file_check(dir, m, r, err, errlen)) return 0;
-    return 1;
+    return !m->tok.seen || pt__ck_blob_check(dir, m, &m->tok, err, errlen);
 }
 PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
     pt__ck_man m;
@@ -18541,6 +18622,44 @@ static int pt__ck_add_piece(pt__ck_job *j, pt_storage *st, int64_t el, const voi
     return 1;
 }
 /* the manifest's first lines: version, step, layout, model, optimizer (taken at the call) */
+/* world rank 0: the tokenizer of opts into the step's temporary directory (the bytes pt_tokenizer_save
+   writes), fsynced, and its record into the manifest's head. 0 and a message in err on failure. */
+static int pt__ck_tok_save(pt__ck_job *j, const pt_ckpt_opts *opts, char *err, size_t errlen) {
+    const pt_tokenizer *tk = opts->tokenizer;
+    int64_t n = PT__TOK_HDR + 8 * (int64_t)tk->merges;
+    unsigned char *b;
+    char path[1200];
+    int32_t i;
+    int fd, ok;
+    uint32_t crc;
+    if (opts->model && 256 + tk->merges > opts->model->vocab) {
+        pt__msg(err, errlen, "pt_ckpt_save: the tokenizer's vocabulary of %d exceeds the model's vocab of %d (another tokenizer?)", 256 + (int)tk->merges,
+                (int)opts->model->vocab);
+        return 0;
+    }
+    if (!(b = (unsigned char *)pt__alloc(j->ctx, (size_t)n))) {
+        pt__msg(err, errlen, "pt_ckpt_save: out of memory for the tokenizer (%lld bytes)", (long long)n);
+        return 0;
+    }
+    memset(b, 0, PT__TOK_HDR);
+    for (i = 0; i < 2 * tk->merges; i++) pt__put32(b + PT__TOK_HDR + 4 * i, (uint32_t)tk->pair[i]);
+    pt__put32(b, PT_TOKENIZER_MAGIC), pt__put32(b + 4, 1), pt__put32(b + 8, (uint32_t)tk->merges), pt__put32(b + 12, (uint32_t)(256 + tk->merges));
+    pt__put32(b + 16, pt_crc32c(0, b + PT__TOK_HDR, (size_t)(n - PT__TOK_HDR)));
+    crc = pt_crc32c(0, b, (size_t)n);
+    snprintf(path, sizeof path, "%s/%s", j->tmp, PT_TOKENIZER_FILE);
+    ok = (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0;
+    if (ok) {
+        ok = pt__ck_write_fd(fd, b, (size_t)n) && fsync(fd) == 0;
+        ok = close(fd) == 0 && ok;
+    }
+    pt__free(j->ctx, b);
+    if (!ok) {
+        pt__msg(err, errlen, "pt_ckpt_save: %s: write/fsync failed", path);
+        return 0;
+    }
+    pt__sb_add(&j->head, "tokenizer name=%s bytes=%lld crc32c=0x%08x vocab=%d\n", PT_TOKENIZER_FILE, (long long)n, crc, 256 + (int)tk->merges);
+    return 1;
+}
 static void pt__ck_head(pt_ctx *ctx, pt_optim *o, int64_t step, const pt_ckpt_opts *opts, pt__sb *m) {
     pt_layout l = pt_dist_layout(ctx->desc.dist);
     if (!ctx->desc.dist) l.dp = l.tp = l.pp = 1;
@@ -18802,9 +18921,11 @@ static int pt__ck_commit(pt__ck_job *j, const pt__sb *recs, char *err, size_t er
         char e2[PT__ERRLEN];
         int r, fd2 = -1, read_ok;
         ok = read_ok = pt__ck_man_read(j->ctx, j->tmp, &mm, e2, sizeof e2);
-        for (r = 0; ok && r < mm.world; r++) {
-            snprintf(path, sizeof path, "%s/%s", j->tmp, mm.files[r].name);
-            if ((fd2 = pt__ck_open_reg(path, mm.files[r].bytes, NULL, e2, sizeof e2)) < 0) ok = 0;
+        for (r = 0; ok && r <= mm.world; r++) { /* and the tokenizer, when it carries one */
+            const pt__ck_file *f = r < mm.world ? &mm.files[r] : &mm.tok;
+            if (r == mm.world && !mm.tok.seen) break;
+            snprintf(path, sizeof path, "%s/%s", j->tmp, f->name);
+            if ((fd2 = pt__ck_open_reg(path, f->bytes, NULL, e2, sizeof e2)) < 0) ok = 0;
             else close(fd2);
         }
         if (read_ok) pt__ck_man_free(&mm);
@@ -18989,6 +19110,7 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     dp_sharded = o && !(o->zlo == 0 && o->zhi == ctx->slab_n);
     ok = pt__ck_plan(ctx, o, j, rank, c, dp_sharded, j->async);
     if (ok && rank == 0) pt__ck_head(ctx, o, step, opts, &j->head);
+    if (ok && rank == 0 && opts && opts->tokenizer) ok = pt__ck_tok_save(j, opts, j->err, sizeof j->err);
     snprintf(err, sizeof err, "%s", j->err);
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) {
         if (rank == 0) pt__ck_rmdir(tmp);
@@ -20030,8 +20152,34 @@ PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *er
         }
     info->nstate = m.ns;
     for (j = 0; j < m.ns; j++) info->state_bytes += m.s[j].bytes;
+    info->tokenizer_vocab = m.tok.seen ? m.tok_vocab : 0;
     pt__ck_man_free(&m);
     return PT_OK;
+}
+
+PTDEF pt_tokenizer *pt_ckpt_tokenizer(pt_ctx *ctx, const char *path) {
+    char dir[1024], file[1200], err[PT__ERRLEN];
+    pt__ck_man m;
+    pt_tokenizer *tk;
+    if (!path) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_tokenizer: no checkpoint path");
+    if (pt_ckpt_step_dir(path, dir, sizeof dir) != PT_OK) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_ckpt_tokenizer: %s", dir);
+    if (!pt__ck_man_read(ctx, dir, &m, err, sizeof err)) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_tokenizer: %s", err);
+    if (!m.tok.seen) { /* byte-level data: none, and no error */
+        pt__ck_man_free(&m);
+        return NULL;
+    }
+    if (!pt__ck_blob_check(dir, &m, &m.tok, err, sizeof err)) {
+        pt__ck_man_free(&m);
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_tokenizer: %s", err);
+    }
+    snprintf(file, sizeof file, "%s/%s", dir, m.tok.name);
+    if ((tk = pt_tokenizer_load(ctx, file)) != NULL && pt_tokenizer_vocab(tk) != m.tok_vocab) {
+        pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_tokenizer: %s: a vocabulary of %d, the manifest records %d", file, (int)pt_tokenizer_vocab(tk), m.tok_vocab);
+        pt_tokenizer_free(tk);
+        tk = NULL;
+    }
+    pt__ck_man_free(&m);
+    return tk;
 }
 
 /* global tensor (name, kind) of the checkpoint in dir (manifest m) into out[n] */
@@ -20226,6 +20374,10 @@ PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *er
     return PT_ERR_IO;
 }
 PTDEF void pt_ckpt_info_free(pt_ckpt_info *info) { (void)info; }
+PTDEF pt_tokenizer *pt_ckpt_tokenizer(pt_ctx *ctx, const char *path) {
+    (void)path;
+    return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_ckpt_tokenizer: checkpoints need a POSIX file system");
+}
 PTDEF pt_status pt_ckpt_tensor_read(const char *step_dir, const char *name, int kind, float *out, int64_t n, char *err, size_t errlen) {
     (void)step_dir, (void)name, (void)kind, (void)out, (void)n;
     pt__msg(err, errlen, "pt_ckpt_tensor_read: checkpoints need a POSIX file system");
@@ -21694,6 +21846,317 @@ PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, 
     return PT_OK;
 }
 
+// >>sample  one sampler for every generation path: penalties, temperature, top-k, top-p, min-p; stop strings
+/* Owns: pt_sampler (its parameters, its RNG, its scratch), pt_stop_find
+   Invariants: a pick depends only on the logits, the history window and the sampler's own RNG
+   (one draw per sampled token, none when greedy); ties are broken by token id; no allocation per
+   call; the same bits for the same inputs whatever the thread count (it runs on the caller's thread)
+   Entry points: pt_sampler_new pt_sampler_next pt_sampler_probs pt_sampler_seed pt_sampler_free
+   pt_stop_find */
+/* =================================================================================================
+   the sampler
+   =================================================================================================
+   One call: z = the logits with the repeat penalty applied (a copy in the scratch; the caller's row
+   when the penalty is off), best = argmax z (lowest id on ties). Greedy (temperature 0 or top_k 1)
+   returns best. Else the kept set, as the api block orders the filters:
+   - neither top_k nor top_p: every token with z >= z_best + T ln(min_p) (all finite ones without
+     min_p), in id order, no sort;
+   - top_k: a min-heap of k selects the k most likely by (z descending, id ascending) in one pass
+     (one compare for most tokens), sorted by popping it; top_p (over the k's total) and min_p cut
+     that sorted prefix;
+   - top_p alone: the total over all tokens, then a max-heap (built in O(V)) of the tokens that can
+     be in the nucleus (weight >= (1 - top_p) total / (2 V), and over the min_p line), popped most
+     likely first until the popped weights reach top_p of the total. A peaked row pops a few.
+   The weights are exp((z - z_best) / T) in float (the best is 1, so min_p's cut is a logit threshold),
+   summed in double in the walk order; the draw u in [0, 1) has 53 random bits, and the pick is the
+   first kept token whose running sum exceeds u x the kept total (the last one if rounding leaves
+   none). The logprob is a separate log-sum-exp of the raw row in double, only when asked. */
+struct pt_sampler {
+    pt_ctx *ctx;
+    pt_sample_params p;
+    int64_t vocab;
+    pt_rng rng;
+    float *z;       /* [vocab] the logits after the repeat penalty */
+    float *w;       /* [vocab] the kept tokens' weights, in the order of the walk */
+    float *e;       /* [vocab] every token's weight by id (top_p alone) */
+    int32_t *cand;  /* [vocab] token ids: the heap, or the kept tokens in id order */
+    uint32_t *mark; /* [vocab] the call stamp of each token the penalty has seen in this call's window */
+    uint32_t stamp;
+};
+
+PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *params, int64_t vocab) {
+    pt_sample_params p;
+    pt_sampler *s;
+    const char *fn = "pt_sampler_new";
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    if (vocab < 1 || vocab > INT32_MAX)
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: vocab = %lld: expected a vocabulary of 1..%d tokens", fn, (long long)vocab, INT32_MAX);
+    if (!(p.temperature >= 0) || !isfinite(p.temperature))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: temperature = %g: expected 0 (greedy) or a finite number > 0", fn, (double)p.temperature);
+    if (p.top_k < 0) return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: top_k = %d: expected 0 (off) or a count > 0", fn, (int)p.top_k);
+    if (!(p.top_p >= 0 && p.top_p <= 1))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: top_p = %g: expected a number in [0, 1] (0 or 1: off)", fn, (double)p.top_p);
+    if (!(p.min_p >= 0 && p.min_p <= 1))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: min_p = %g: expected a number in [0, 1] (0: off)", fn, (double)p.min_p);
+    if (!(p.repeat_penalty >= 0) || !isfinite(p.repeat_penalty))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: repeat_penalty = %g: expected 0 or 1 (off) or a finite number > 0", fn,
+                                      (double)p.repeat_penalty);
+    if (p.repeat_last_n < -1)
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: repeat_last_n = %d: expected 0 (the default, 64), -1 (the whole history) or a count > 0",
+                                      fn, (int)p.repeat_last_n);
+    if (!(s = (pt_sampler *)pt__malloc(ctx, sizeof *s))) return (pt_sampler *)pt__fail(ctx, PT_ERR_OOM, "%s: out of memory", fn);
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx, s->p = p, s->vocab = vocab, s->rng = pt_rng_seed(p.seed);
+    s->z = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
+    s->w = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
+    s->e = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
+    s->cand = (int32_t *)pt__malloc(ctx, (size_t)vocab * sizeof(int32_t));
+    s->mark = (uint32_t *)pt__malloc(ctx, (size_t)vocab * sizeof(uint32_t));
+    if (!s->z || !s->w || !s->e || !s->cand || !s->mark) {
+        pt_sampler_free(s);
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_OOM, "%s: out of memory for the scratch of %lld tokens", fn, (long long)vocab);
+    }
+    memset(s->mark, 0, (size_t)vocab * sizeof(uint32_t));
+    return s;
+}
+PTDEF void pt_sampler_free(pt_sampler *s) {
+    if (!s) return;
+    pt__free(s->ctx, s->z);
+    pt__free(s->ctx, s->w);
+    pt__free(s->ctx, s->e);
+    pt__free(s->ctx, s->cand);
+    pt__free(s->ctx, s->mark);
+    pt__free(s->ctx, s);
+}
+PTDEF void pt_sampler_seed(pt_sampler *s, uint64_t seed) {
+    if (s) s->p.seed = seed, s->rng = pt_rng_seed(seed);
+}
+PTDEF pt_sample_params pt_sampler_params(const pt_sampler *s) {
+    pt_sample_params p;
+    if (s) return s->p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+/* the row after the repeat penalty (s->z, or logits itself when the penalty does nothing) and its
+   argmax (lowest id on ties) in *best; NULL on an error (recorded, naming fn) */
+static const float *pt__sampler_row(pt_sampler *s, const float *logits, const int32_t *hist, int64_t nh, int32_t *best, const char *fn) {
+    const float *z = logits;
+    float pen = s->p.repeat_penalty, mv;
+    int64_t i, V = s->vocab, b = 0;
+    if (!logits) return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: no logits (expected a row of %lld floats)", fn, (long long)V);
+    if (nh < 0 || (nh > 0 && !hist))
+        return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: history of %lld tokens at %p: expected a count >= 0 and the tokens", fn,
+                                       (long long)nh, (const void *)hist);
+    if (pen != 0 && pen != 1 && nh > 0) {
+        int64_t n = s->p.repeat_last_n == 0 ? 64 : s->p.repeat_last_n < 0 ? nh : s->p.repeat_last_n;
+        float *zz = s->z;
+        if (n > nh) n = nh;
+        memcpy(zz, logits, (size_t)V * sizeof(float));
+        if (++s->stamp == 0) { /* the stamps wrapped: start them again */
+            memset(s->mark, 0, (size_t)V * sizeof(uint32_t));
+            s->stamp = 1;
+        }
+        for (i = nh - n; i < nh; i++) {
+            int32_t t = hist[i];
+            if (t < 0 || t >= V)
+                return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: history[%lld] = %d: expected a token of the vocabulary 0..%lld", fn,
+                                               (long long)i, (int)t, (long long)(V - 1));
+            if (s->mark[t] == s->stamp) continue; /* once per distinct token, as llama.cpp */
+            s->mark[t] = s->stamp;
+            zz[t] = zz[t] <= 0 ? zz[t] * pen : zz[t] / pen;
+        }
+        z = zz;
+    }
+    mv = z[0];
+    for (i = 0; i < V; i++) {
+        float v = z[i];
+        if (!(v < INFINITY)) /* NaN or +inf */
+            return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: the logit of token %lld is %s: expected a finite number or -inf (a banned token)",
+                                           fn, (long long)i, v != v ? "NaN" : "+inf");
+        if (v > mv) mv = v, b = i;
+    }
+    if (mv == -INFINITY) return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: every logit of the %lld tokens is -inf: no token to pick", fn, (long long)V);
+    *best = (int32_t)b;
+    return z;
+}
+
+/* a before b: more likely, or as likely with the lower id (a strict total order: the ids differ) */
+#define PT__SMP_BEFORE(z, a, b) ((z)[a] > (z)[b] || ((z)[a] == (z)[b] && (a) < (b)))
+/* sift h[i] down a heap of n: max-heap (the most likely at the root) when max, else min-heap */
+static void pt__sampler_sift(const float *z, int32_t *h, int64_t n, int64_t i, int max) {
+    int32_t x = h[i];
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && (max ? PT__SMP_BEFORE(z, h[c + 1], h[c]) : PT__SMP_BEFORE(z, h[c], h[c + 1]))) c++;
+        if (max ? !PT__SMP_BEFORE(z, h[c], x) : !PT__SMP_BEFORE(z, x, h[c])) break;
+        h[i] = h[c], i = c;
+    }
+    h[i] = x;
+}
+
+/* The kept set of a sampled pick (not greedy): its tokens in walk order at *ids (n of them, the
+   count returned), their weights in s->w, their total in *total. */
+static int64_t pt__sampler_keep(pt_sampler *s, const float *z, int32_t best, const int32_t **ids, double *total) {
+    int64_t V = s->vocab, n = 0, i, j, k = s->p.top_k > 0 && s->p.top_k < V ? s->p.top_k : 0, keep;
+    float m = z[best], inv = (float)(1.0 / (double)s->p.temperature), topp = s->p.top_p > 0 && s->p.top_p < 1 ? s->p.top_p : 0;
+    float thr = s->p.min_p > 0 ? (float)((double)m + (double)s->p.temperature * log((double)s->p.min_p)) : -INFINITY;
+    double sum = 0, all = 0, cum = 0;
+    int32_t *h = s->cand;
+    float *w = s->w, *e = s->e;
+    if (thr > m) thr = m; /* rounding must not drop the best */
+    if (!k && !topp) { /* no sort: the tokens over the min_p line in id order */
+        for (i = 0; i < V; i++)
+            if (z[i] >= thr && z[i] > -INFINITY) {
+                h[n] = (int32_t)i, w[n] = expf((z[i] - m) * inv);
+                sum += w[n++];
+            }
+        *ids = h, *total = sum;
+        return n;
+    }
+    if (k) {
+        /* the k most likely through a min-heap of k (its root the least likely of them: one compare
+           for most tokens); without top_p the min_p line is applied here, with it after the cut */
+        for (i = 0; i < V; i++) {
+            if (!(z[i] > -INFINITY) || (!topp && z[i] < thr)) continue;
+            if (n < k) {
+                int64_t c = n++;
+                h[c] = (int32_t)i;
+                while (c > 0 && PT__SMP_BEFORE(z, h[(c - 1) / 2], h[c])) { /* sift up: the parent must be the less likely */
+                    int32_t t = h[c];
+                    h[c] = h[(c - 1) / 2], h[(c - 1) / 2] = t, c = (c - 1) / 2;
+                }
+            } else if (PT__SMP_BEFORE(z, i, h[0])) {
+                h[0] = (int32_t)i;
+                pt__sampler_sift(z, h, n, 0, 0);
+            }
+        }
+        for (i = n - 1; i > 0; i--) { /* pop the least likely to the end: h[0] ends the most likely */
+            int32_t t = h[0];
+            h[0] = h[i], h[i] = t;
+            pt__sampler_sift(z, h, i, 0, 0);
+        }
+        for (j = 0; j < n; j++) w[j] = expf((z[h[j]] - m) * inv), sum += w[j];
+        for (j = 0; j < n; j++) { /* top_p over the k's total, then the min_p line */
+            if (z[h[j]] < thr || (topp && j > 0 && cum >= (double)topp * sum)) break;
+            cum += w[j];
+        }
+        *ids = h, *total = cum;
+        return j;
+    }
+    /* top_p alone: the total over every token, then a max-heap of the tokens that can be in the
+       nucleus, popped until it is reached. A token of weight under tau = (1 - top_p) all / (2 V) never
+       is: all those together weigh under (1 - top_p) all / 2, so the tokens above them already
+       reach top_p of the total. The min_p line cuts the heap too (popping would stop there). */
+    for (i = 0; i < V; i++) all += (e[i] = z[i] > -INFINITY ? expf((z[i] - m) * inv) : 0.0f);
+    {
+        double tau = 0.5 * (1.0 - (double)topp) * all / (double)V;
+        for (i = 0; i < V; i++)
+            if (z[i] > -INFINITY && z[i] >= thr && (double)e[i] >= tau) h[n++] = (int32_t)i;
+    }
+    for (i = n / 2 - 1; i >= 0; i--) pt__sampler_sift(z, h, n, i, 1);
+    for (keep = 0; keep < n && !(keep > 0 && sum >= (double)topp * all); keep++) { /* the j-th most likely to h[n - 1 - j] */
+        int32_t t = h[0];
+        h[0] = h[n - 1 - keep], h[n - 1 - keep] = t;
+        pt__sampler_sift(z, h, n - 1 - keep, 0, 1);
+        w[keep] = e[t];
+        sum += w[keep];
+    }
+    for (i = 0; i < keep / 2; i++) { /* most likely first */
+        int32_t t = h[n - 1 - i];
+        h[n - 1 - i] = h[n - keep + i], h[n - keep + i] = t;
+    }
+    *ids = h + n - keep, *total = sum;
+    return keep;
+}
+
+/* 1 when a pick is drawn, 0 when greedy: temperature 0, top_k 1, or a temperature so small that
+   1 / T is no float (every token but the best would weigh 0) */
+static int pt__sampler_sampled(const pt_sampler *s) {
+    return s->p.temperature > 0 && s->p.top_k != 1 && isfinite((float)(1.0 / (double)s->p.temperature));
+}
+
+/* log-softmax of the raw row at token t, in double */
+static float pt__sampler_logprob(const float *x, int64_t V, int32_t t) {
+    double m = -INFINITY, sum = 0;
+    int64_t i;
+    for (i = 0; i < V; i++)
+        if (x[i] > m) m = x[i];
+    for (i = 0; i < V; i++) sum += exp((double)x[i] - m);
+    return (float)((double)x[t] - m - log(sum));
+}
+
+PTDEF int32_t pt_sampler_next(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *logprob) {
+    const float *z;
+    const int32_t *ids;
+    int32_t best, pick;
+    int64_t n, j;
+    double total, u, acc = 0;
+    if (!s) return -1;
+    if (!(z = pt__sampler_row(s, logits, history, nhistory, &best, "pt_sampler_next"))) return -1;
+    pick = best;
+    if (pt__sampler_sampled(s)) {
+        n = pt__sampler_keep(s, z, best, &ids, &total);
+        u = ((double)(pt_rng_u32(&s->rng) >> 5) * 67108864.0 + (double)(pt_rng_u32(&s->rng) >> 6)) * (1.0 / 9007199254740992.0) * total;
+        pick = ids[n - 1];
+        for (j = 0; j < n; j++) {
+            acc += s->w[j];
+            if (u < acc) {
+                pick = ids[j];
+                break;
+            }
+        }
+    }
+    if (logprob) *logprob = pt__sampler_logprob(logits, s->vocab, pick);
+    return pick;
+}
+
+PTDEF pt_status pt_sampler_probs(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *probs) {
+    const float *z;
+    const int32_t *ids;
+    int32_t best;
+    int64_t n, j;
+    double total;
+    if (!s) return PT_ERR_ARG;
+    if (!probs) return (pt_status)(pt__fail(s->ctx, PT_ERR_ARG, "pt_sampler_probs: no output (expected room for %lld floats)", (long long)s->vocab), PT_ERR_ARG);
+    if (!(z = pt__sampler_row(s, logits, history, nhistory, &best, "pt_sampler_probs"))) return s->ctx ? pt_status_get(s->ctx) : PT_ERR_ARG;
+    memset(probs, 0, (size_t)s->vocab * sizeof(float));
+    if (pt__sampler_sampled(s)) {
+        n = pt__sampler_keep(s, z, best, &ids, &total);
+        for (j = 0; j < n; j++) probs[ids[j]] = (float)((double)s->w[j] / total);
+    } else probs[best] = 1;
+    return PT_OK;
+}
+
+/* ---- stop strings ---------------------------------------------------------------------------- */
+PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold) {
+    size_t i, h = 0;
+    int32_t k;
+    if (at) *at = len;
+    if (hold) *hold = 0;
+    if (!text || !stop || nstop <= 0) return 0;
+    for (i = 0; i < len; i++) /* the earliest start of a whole match */
+        for (k = 0; k < nstop; k++) {
+            size_t n = stop[k] ? strlen(stop[k]) : 0;
+            if (n && n <= len - i && text[i] == stop[k][0] && !memcmp(text + i, stop[k], n)) {
+                if (at) *at = i;
+                return 1;
+            }
+        }
+    for (k = 0; k < nstop; k++) { /* the longest end of text that a stop string begins with */
+        size_t n = stop[k] ? strlen(stop[k]) : 0, l;
+        for (l = (n - (n > 0) < len ? n - (n > 0) : len); l > h; l--)
+            if (!memcmp(text + len - l, stop[k], l)) {
+                h = l;
+                break;
+            }
+    }
+    if (hold) *hold = h;
+    return 0;
+}
+
 // >>infer  KV-cached inference: the paged KV cache, prefill and decode over ragged batches, generation
 /* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers), pt_gpt_weights_from,
    pt_generate (requests, sampling, stop tokens and strings, the context policy) and pt_gpt_generate
@@ -21719,70 +22182,6 @@ PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, 
    GELU, fproj, residual; then the final norm and the head on the rows that want logits, written
    straight into the caller's logits (the head seen as cfg.vocab rows). Threads: pt__qmm splits the
    weight rows; attention the (sequence, head) items; row-wise ops the rows when there are many. */
-
-/* ---- TEMPORARY stand-ins: sample's pt_sampler / pt_stop_find (greedy and temperature only). Deleted when
-   the sample branch is merged. ---- */
-struct pt_sampler { pt_ctx *ctx; pt_sample_params p; int64_t vocab; pt_rng rng; };
-PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *p, int64_t vocab) {
-    pt_sampler *s;
-    if (!ctx) return NULL;
-    if (!p || vocab < 1 || !(p->temperature >= 0))
-        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "pt_sampler_new: needs params with temperature >= 0 and vocab >= 1");
-    s = (pt_sampler *)pt__malloc(ctx, sizeof *s);
-    if (!s) return (pt_sampler *)pt__fail(ctx, PT_ERR_OOM, "pt_sampler_new: out of memory");
-    s->ctx = ctx, s->p = *p, s->vocab = vocab, s->rng = pt_rng_seed(p->seed);
-    return s;
-}
-PTDEF int32_t pt_sampler_next(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *logprob) {
-    int64_t i, best = 0;
-    double sum = 0;
-    (void)history, (void)nhistory;
-    for (i = 1; i < s->vocab; i++)
-        if (logits[i] > logits[best]) best = i;
-    if (s->p.temperature > 0) {
-        double u;
-        for (i = 0; i < s->vocab; i++) sum += exp((double)(logits[i] - logits[best]) / s->p.temperature);
-        u = pt_rng_float(&s->rng) * sum;
-        for (i = 0; i < s->vocab; i++) {
-            u -= exp((double)(logits[i] - logits[best]) / s->p.temperature);
-            if (u <= 0) break;
-        }
-        best = i < s->vocab ? i : s->vocab - 1;
-    }
-    if (logprob) {
-        double m = logits[0], z = 0;
-        for (i = 1; i < s->vocab; i++) m = logits[i] > m ? logits[i] : m;
-        for (i = 0; i < s->vocab; i++) z += exp((double)logits[i] - m);
-        *logprob = (float)((double)logits[best] - m - log(z));
-    }
-    return (int32_t)best;
-}
-PTDEF void pt_sampler_free(pt_sampler *s) {
-    if (s) pt__free(s->ctx, s);
-}
-PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold) {
-    size_t i, best = len, h = 0;
-    int32_t k;
-    int found = 0;
-    for (k = 0; k < nstop; k++) {
-        size_t n = stop[k] ? strlen(stop[k]) : 0, j;
-        if (!n) continue;
-        for (i = 0; i + n <= len; i++)
-            if (!memcmp(text + i, stop[k], n)) {
-                if (i < best) best = i;
-                found = 1;
-                break;
-            }
-        for (j = n - 1; j > 0; j--) /* the longest proper prefix of stop[k] that ends the text */
-            if (j <= len && !memcmp(text + len - j, stop[k], j)) {
-                if (j > h) h = j;
-                break;
-            }
-    }
-    if (at) *at = found ? best : len;
-    if (hold) *hold = found ? 0 : h;
-    return found;
-}
 
 /* ---- weights from a model ---------------------------------------------------------------------- */
 static float *pt__inf_align(void *p) { return (float *)(((uintptr_t)p + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1)); }
@@ -22607,9 +23006,9 @@ PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *r
                 float lp = 0.0f;
                 int32_t tok = pt_sampler_next(a->smp, logits + (int64_t)i * inf->V, a->hist, a->nhist, &lp);
                 a->feed = 0;
-                if (tok < 0 || tok >= inf->V) {
-                    st = (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: the sampler of request %d gave token %d (vocabulary %d)", (int)who[i], (int)tok, inf->V),
-                                     PT_ERR_STATE);
+                if (tok < 0 || tok >= inf->V) { /* the sampler's error (NaN logits, ...) */
+                    pt__fail(ctx, PT_ERR_STATE, "pt_generate: request %d: the sampler gave no token (%d)", (int)who[i], (int)tok);
+                    st = ctx->status;
                     goto done;
                 }
                 if (!pt__gen_take(inf, &req[who[i]], &res[who[i]], a, opts, who[i], tok, lp, &reserved)) {
@@ -22675,7 +23074,7 @@ static pt_status pt__gpt_generate_graph(pt_gpt *m, pt_graph *g, const int32_t *p
             pt__xfer_as(m->ctx, xk);
         }
         if (!pt__tp_allgather(m->ctx, "pt_gpt_generate", row, Vl)) break;
-        out[t] = pt_sampler_next(smp, row, out, t, NULL);
+        if ((out[t] = pt_sampler_next(smp, row, out, t, NULL)) < 0) break;
     }
     if (t < n + max_new) st = m->ctx->status != PT_OK ? m->ctx->status : PT_ERR_STATE;
     pt_graph_reset(g);
@@ -22879,8 +23278,8 @@ PTDEF void pt_run_val(pt_run *r, float val_loss, double seconds);
     monitor ends the step. Returns 1 to stop (rank 0 printed how to resume), 0 to go on, -1 when a
     save failed (pt_error(ctx), the same on every rank). */
 PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps, float loss, float grad_norm, float lr);
-/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model, --ckpt-async; timed and logged
-    by the monitor): the one save of the run. */
+/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model, --ckpt-async, the data's tokenizer
+    r->tok so the checkpoint decodes its own tokens; timed and logged by the monitor): the one save of the run. */
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step);
 /** Call before a line to stdout while the run goes on: where the monitor draws its progress line on
     a terminal (--log, one process, stderr a terminal) and stdout is that terminal too, it erases the
@@ -23511,7 +23910,7 @@ PTDEF void pt_run_line(const pt_run *r) {
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step) {
     pt_ckpt_opts ck;
     memset(&ck, 0, sizeof ck);
-    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model, ck.async = r->ckpt_async;
+    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model, ck.async = r->ckpt_async, ck.tokenizer = r->tok; /* the checkpoint decodes its own tokens */
     if (r->mon) return pt_monitor_ckpt_save(r->mon, o, r->ckpt_dir, step, &ck);
     return pt_ckpt_save(ctx, o, r->ckpt_dir, step, &ck);
 }

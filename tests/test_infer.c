@@ -358,6 +358,10 @@ static void test_sampling(void) {
         q[k].prompt = prompts[k], q[k].nprompt = 3 + 4 * k, q[k].max_tokens = 10 + 5 * k;
         q[k].sample.temperature = 1.0f, q[k].sample.seed = 100 + (uint64_t)k;
     }
+    q[1].sample.top_k = 5;
+    q[2].sample.top_p = 0.9f;
+    q[3].sample.min_p = 0.05f, q[3].sample.repeat_penalty = 1.3f;
+    q[4].sample.temperature = 0.7f, q[4].sample.top_k = 10, q[4].sample.top_p = 0.95f, q[4].sample.repeat_penalty = 1.1f, q[4].sample.repeat_last_n = 8;
     for (mode = 0; mode < 3; mode++) { /* 0: each alone; 1: all together; 2: a queue through 2 sequences */
         pt_infer *inf = mk_inf(&md, mode == 2 ? 2 : NR, 16, 0);
         for (k = 0; k < NR; k++) res[mode][k].tokens = tk[mode][k], res[mode][k].logprobs = lp[mode][k];
@@ -373,7 +377,7 @@ static void test_sampling(void) {
         for (mode = 0; mode < res[0][k].ntokens; mode++) inv = inv && lp[0][k][mode] <= 0 && tk[0][k][mode] >= 0 && tk[0][k][mode] < V;
         div += res[0][k].ntokens == q[k].max_tokens;
     }
-    CHECK_WHY(ok, "sampling: 5 seeded requests alone, together, through a queue of 2 sequences", g_err);
+    CHECK_WHY(ok, "sampling: 5 seeded requests (temperature, top-k, top-p, min-p, repeat penalty) alone, together, through a queue of 2 sequences", g_err);
     CHECK(same, "sampling: each request's tokens and log-probabilities alone = batched = queued, bitwise");
     CHECK(inv && div == NR, "sampling: every request ran to max_tokens with tokens in the vocabulary and log-probabilities <= 0");
     {
