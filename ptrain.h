@@ -62,6 +62,12 @@
    desc.kind = PT_LOADER_IDX streams fixed-size records and labels of an IDX file pair (Fashion-MNIST
    in examples/02) the same way: pt_loader_next_records (floats 0..1) or pt_loader_next_bytes.
 
+   Inference (see infer, docs/infer.md): pt_gpt_weights_from(model, type) gives the weights (f32 in place,
+   or quantized: f16, bf16, q8_0, q4_0); pt_infer_new makes a paged KV cache over them; pt_infer_step
+   prefills and decodes ragged batches of sequences (each sequence's logits the same bits whatever runs
+   beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming,
+   the context policy past max_seq) and times them. pt_gpt_generate runs on it at tp = pp = 1.
+
    Observability: pt_trace_start / pt_trace_finish write a Chrome trace-event JSON (Perfetto), one
    track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
    pt_profile_enable (or PTRAIN_PROFILE=1): per op type calls, time, FLOPs, bytes (pt_profile_print).
