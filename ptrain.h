@@ -9438,15 +9438,22 @@ PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n) {
 }
 
 /* ---- reference quantizers and dequantizers (ggml's rules, see the top of the section) ---- */
+static inline float pt__qd(const void *blk) { /* a block's fp16 scale as a float (any alignment) */
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return pt__f32_from_f16(h);
+}
 static void pt__quantize_q8_0_ref(const float *x, pt__block_q8_0 *y, int64_t nb) {
     int64_t i;
     int j;
     for (i = 0; i < nb; i++, x += PT__QK) {
         float amax = 0.0f, d, id;
+        uint16_t h;
         for (j = 0; j < PT__QK; j++) amax = PT__MAX(amax, fabsf(x[j]));
         d = amax / 127.0f;
         id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = pt__f16_from_f32(d);
+        h = pt__f16_from_f32(d);
+        memcpy(&y[i].d, &h, 2);
         for (j = 0; j < PT__QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
     }
 }
@@ -9455,11 +9462,13 @@ static void pt__quantize_q4_0_ref(const float *x, pt__block_q4_0 *y, int64_t nb)
     int j;
     for (i = 0; i < nb; i++, x += PT__QK) {
         float amax = 0.0f, max = 0.0f, d, id;
+        uint16_t h;
         for (j = 0; j < PT__QK; j++)
             if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
         d = max / -8.0f;
         id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = pt__f16_from_f32(d);
+        h = pt__f16_from_f32(d);
+        memcpy(&y[i].d, &h, 2);
         for (j = 0; j < PT__QK / 2; j++) {
             const float x0 = x[j] * id, x1 = x[PT__QK / 2 + j] * id; /* rounded to float, then + 8.5 */
             const int q0 = PT__MIN(15, (int8_t)(x0 + 8.5f)), q1 = PT__MIN(15, (int8_t)(x1 + 8.5f));
@@ -9489,14 +9498,14 @@ PTDEF void pt_dequantize_row(pt_wtype t, const void *src, float *y, int64_t n) {
     case PT_W_Q8_0:
         for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
             const pt__block_q8_0 *b = (const pt__block_q8_0 *)src + i;
-            const float d = pt__f32_from_f16(b->d);
+            const float d = pt__qd(b);
             for (j = 0; j < PT__QK; j++) y[j] = d * (float)b->qs[j];
         }
         break;
     case PT_W_Q4_0:
         for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
             const pt__block_q4_0 *b = (const pt__block_q4_0 *)src + i;
-            const float d = pt__f32_from_f16(b->d);
+            const float d = pt__qd(b);
             for (j = 0; j < PT__QK / 2; j++) {
                 y[j] = d * (float)((b->qs[j] & 15) - 8);
                 y[j + PT__QK / 2] = d * (float)((b->qs[j] >> 4) - 8);
@@ -9623,7 +9632,7 @@ static float pt__qdot_q8_0_ref(const pt__block_q8_0 *w, const int8_t *xq, const 
     int64_t b;
     int l, j;
     for (b = 0; b < nb; b++, xq += PT__QK) {
-        const float s = pt__f32_from_f16(w[b].d) * xd[b];
+        const float s = pt__qd(&w[b]) * xd[b];
         for (l = 0; l < 8; l++) {
             int32_t p = 0;
             for (j = 4 * l; j < 4 * l + 4; j++) p += (int32_t)w[b].qs[j] * xq[j];
@@ -9637,7 +9646,7 @@ static float pt__qdot_q4_0_ref(const pt__block_q4_0 *w, const int8_t *xq, const 
     int64_t b;
     int l, j;
     for (b = 0; b < nb; b++, xq += PT__QK) {
-        const float s = pt__f32_from_f16(w[b].d) * xd[b];
+        const float s = pt__qd(&w[b]) * xd[b];
         for (l = 0; l < 8; l++) {
             int32_t p = 0;
             for (j = 4 * l; j < 4 * l + 4; j++) {

@@ -327,6 +327,32 @@ static void test_invariance(pt_ctx *ctx) {
     }
 }
 
+/* quantized blocks have no alignment (34- and 18-byte blocks): a matrix at an odd address gives the same bits */
+static void test_unaligned(pt_ctx *ctx) {
+    tu_rng r = {31};
+    int ti, kk, nk, ks[3];
+    for (ti = 3; ti < 5; ti++) {
+        pt_wtype t = all_types[ti];
+        pt_qmat w, wu;
+        unsigned char *wd = make_mat(t, 37, 96, &r, &w), *odd = (unsigned char *)malloc((size_t)(37 * pt_wtype_row_bytes(t, 96) + 1));
+        float x[3 * 96], y0[3 * 37], y1[3 * 37];
+        int i, ok = 1;
+        memcpy(odd + 1, wd, (size_t)(37 * pt_wtype_row_bytes(t, 96)));
+        wu = w, wu.data = odd + 1;
+        for (i = 0; i < 3 * 96; i++) x[i] = tu_uniform(&r, -1.0f, 1.0f);
+        nk = kern_list(t, ks);
+        for (kk = 0; kk < nk; kk++) {
+            pt__qmm_force(ctx, ks[kk]);
+            pt__qmm(ctx, &w, x, 96, 3, NULL, y0, 37);
+            pt__qmm(ctx, &wu, x, 96, 3, NULL, y1, 37);
+            ok &= !memcmp(y0, y1, sizeof y0);
+        }
+        pt__qmm_force(ctx, PT__QMM_KERN_AUTO);
+        CHECK(ok, tu_name("%s at an odd address: the same bits, every kernel", pt_wtype_name(t)));
+        free(wd), free(odd);
+    }
+}
+
 static void test_alloc_errors(pt_ctx *ctx) {
     tu_rng r = {5};
     pt_qmat w;
@@ -409,6 +435,7 @@ int main(int argc, char **argv) {
     test_quant_x();
     test_kernels(ctx);
     test_invariance(ctx);
+    test_unaligned(ctx);
     test_alloc_errors(ctx);
     test_weights(ctx);
     pt_shutdown(ctx);
