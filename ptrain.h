@@ -9627,15 +9627,22 @@ PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n) {
 }
 
 /* ---- reference quantizers and dequantizers (ggml's rules, see the top of the section) ---- */
+static inline float pt__qd(const void *blk) { /* a block's fp16 scale as a float (any alignment) */
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return pt__f32_from_f16(h);
+}
 static void pt__quantize_q8_0_ref(const float *x, pt__block_q8_0 *y, int64_t nb) {
     int64_t i;
     int j;
     for (i = 0; i < nb; i++, x += PT__QK) {
         float amax = 0.0f, d, id;
+        uint16_t h;
         for (j = 0; j < PT__QK; j++) amax = PT__MAX(amax, fabsf(x[j]));
         d = amax / 127.0f;
         id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = pt__f16_from_f32(d);
+        h = pt__f16_from_f32(d);
+        memcpy(&y[i].d, &h, 2);
         for (j = 0; j < PT__QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
     }
 }
@@ -9644,11 +9651,13 @@ static void pt__quantize_q4_0_ref(const float *x, pt__block_q4_0 *y, int64_t nb)
     int j;
     for (i = 0; i < nb; i++, x += PT__QK) {
         float amax = 0.0f, max = 0.0f, d, id;
+        uint16_t h;
         for (j = 0; j < PT__QK; j++)
             if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
         d = max / -8.0f;
         id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[i].d = pt__f16_from_f32(d);
+        h = pt__f16_from_f32(d);
+        memcpy(&y[i].d, &h, 2);
         for (j = 0; j < PT__QK / 2; j++) {
             const float x0 = x[j] * id, x1 = x[PT__QK / 2 + j] * id; /* rounded to float, then + 8.5 */
             const int q0 = PT__MIN(15, (int8_t)(x0 + 8.5f)), q1 = PT__MIN(15, (int8_t)(x1 + 8.5f));
@@ -9678,14 +9687,14 @@ PTDEF void pt_dequantize_row(pt_wtype t, const void *src, float *y, int64_t n) {
     case PT_W_Q8_0:
         for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
             const pt__block_q8_0 *b = (const pt__block_q8_0 *)src + i;
-            const float d = pt__f32_from_f16(b->d);
+            const float d = pt__qd(b);
             for (j = 0; j < PT__QK; j++) y[j] = d * (float)b->qs[j];
         }
         break;
     case PT_W_Q4_0:
         for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
             const pt__block_q4_0 *b = (const pt__block_q4_0 *)src + i;
-            const float d = pt__f32_from_f16(b->d);
+            const float d = pt__qd(b);
             for (j = 0; j < PT__QK / 2; j++) {
                 y[j] = d * (float)((b->qs[j] & 15) - 8);
                 y[j + PT__QK / 2] = d * (float)((b->qs[j] >> 4) - 8);
@@ -9761,8 +9770,9 @@ typedef struct pt__qmm_job { /* one call, shared read-only by the threads */
     int64_t ldx, M;
     const int8_t *xq;        /* quantized weights: x quantized, row m at xq + m * K */
     const float *xd;         /* its block scales (fp16 values as f32), row m at xd + m * ldd (ldd even, 0 padded) */
-    const int32_t *xs;       /* the sums of each 4 consecutive xq, row m at xs + m * (K / 4) */
+    const int32_t *xs;       /* -c x the sums of each 4 consecutive xq (pt__qmm_quant_x), row m at xs + m * (K / 4) */
     int64_t ldd;
+    int64_t pf;              /* software prefetch distance in bytes: whole rows, about 4 KiB, at least 4 rows (a tile) */
     const float *bias;
     float *y;
     int64_t ldy;
@@ -9779,8 +9789,9 @@ static inline float pt__qmm_hsum16(const float *acc) {
     return h[0] + h[1];
 }
 /* one row of x quantized to q8_0 (ggml's activation rule): values xq, fp16 scales widened to xd (nb
-   of them, then a zero when nb is odd), the 4-sums xs */
-static void pt__qmm_quant_x(const float *x, int64_t K, int8_t *xq, float *xd, int32_t *xs) {
+   of them, then a zero when nb is odd), xs = -c x the sums of each 4 consecutive values (the SIMD
+   kernels' correction for unsigned weights w + c: c = 128 for q8_0, 8 for q4_0) */
+static void pt__qmm_quant_x(const float *x, int64_t K, int8_t *xq, float *xd, int32_t *xs, int32_t c) {
     int64_t nb = K / PT__QK, b;
     int j;
     for (b = 0; b < nb; b++, x += PT__QK, xq += PT__QK, xs += PT__QK / 4) {
@@ -9790,7 +9801,7 @@ static void pt__qmm_quant_x(const float *x, int64_t K, int8_t *xq, float *xd, in
         id = d != 0.0f ? 1.0f / d : 0.0f;
         xd[b] = pt__f32_from_f16(pt__f16_from_f32(d));
         for (j = 0; j < PT__QK; j++) xq[j] = (int8_t)roundf(x[j] * id);
-        for (j = 0; j < PT__QK / 4; j++) xs[j] = xq[4 * j] + xq[4 * j + 1] + xq[4 * j + 2] + xq[4 * j + 3];
+        for (j = 0; j < PT__QK / 4; j++) xs[j] = -c * (xq[4 * j] + xq[4 * j + 1] + xq[4 * j + 2] + xq[4 * j + 3]);
     }
     if (nb & 1) xd[nb] = 0.0f;
 }
@@ -9810,7 +9821,7 @@ static float pt__qdot_q8_0_ref(const pt__block_q8_0 *w, const int8_t *xq, const 
     int64_t b;
     int l, j;
     for (b = 0; b < nb; b++, xq += PT__QK) {
-        const float s = pt__f32_from_f16(w[b].d) * xd[b];
+        const float s = pt__qd(&w[b]) * xd[b];
         for (l = 0; l < 8; l++) {
             int32_t p = 0;
             for (j = 4 * l; j < 4 * l + 4; j++) p += (int32_t)w[b].qs[j] * xq[j];
@@ -9824,7 +9835,7 @@ static float pt__qdot_q4_0_ref(const pt__block_q4_0 *w, const int8_t *xq, const 
     int64_t b;
     int l, j;
     for (b = 0; b < nb; b++, xq += PT__QK) {
-        const float s = pt__f32_from_f16(w[b].d) * xd[b];
+        const float s = pt__qd(&w[b]) * xd[b];
         for (l = 0; l < 8; l++) {
             int32_t p = 0;
             for (j = 4 * l; j < 4 * l + 4; j++) {
@@ -9849,9 +9860,381 @@ static void pt__qmm_rows_c(const pt__qmm_job *j, int64_t n0, int64_t n1) {
         }
 }
 
-/* @@SIMD@@ */
-#define PT__QMM_FN_AVX512(t) pt__qmm_rows_c
-#define PT__QMM_FN_AVX2(t) pt__qmm_rows_c
+/* ---- x86 kernels: AVX-512 (F, VNNI) and AVX2, each the scalar reference's arithmetic in SIMD lanes ---- */
+#if PT__X86
+#if defined(__GNUC__) && !defined(__clang__)
+#define PT__QMM_UNROLL _Pragma("GCC unroll 16")
+#else
+#define PT__QMM_UNROLL _Pragma("unroll")
+#endif
+#define PT__QMM_INLINE static inline __attribute__((always_inline))
+
+#define PT__Q512_TGT __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma,f16c")))
+#define PT__Q512V_TGT __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512vnni,fma,f16c")))
+#define PT__Q256_TGT __attribute__((target("avx2,fma,f16c")))
+
+/* the 16-lane reduction, AVX-512 */
+PT__Q512_TGT PT__QMM_INLINE float pt__q512_hsum(__m512 a) {
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)); /* i + (i + 8) */
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));       /* i + (i + 4) */
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));                                               /* i + (i + 2) */
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));                              /* 0 + 1 */
+}
+/* the same on lanes 0-7 in lo, 8-15 in hi (AVX2) */
+PT__Q256_TGT PT__QMM_INLINE float pt__q256_hsum(__m256 lo, __m256 hi) {
+    __m256 h = _mm256_add_ps(lo, hi);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+/* -- float weights, AVX-512: tile of MR rows of x by 4 rows of W; rows past the edge repeat the last
+   valid one and are not stored -- */
+PT__Q512_TGT PT__QMM_INLINE __m512 pt__q512_wload(const unsigned char *w, int64_t k, pt_wtype t, __mmask16 mk) {
+    __m256i h;
+    if (t == PT_W_F32) return _mm512_maskz_loadu_ps(mk, (const float *)(const void *)w + k);
+    h = _mm256_maskz_loadu_epi16(mk, (const uint16_t *)(const void *)w + k);
+    if (t == PT_W_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+PT__Q512_TGT PT__QMM_INLINE void pt__q512_tile_f(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t) {
+    const float *xp[4];
+    const unsigned char *wp[4];
+    __m512 acc[4][4];
+    int64_t k = 0, K = j->K;
+    int i, r;
+    PT__QMM_UNROLL for (r = 0; r < 4; r++) wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) xp[i] = j->x + (m0 + (i < mv ? i : mv - 1)) * j->ldx;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r] = _mm512_setzero_ps();
+    for (; k < K; k += 16) {
+        const __mmask16 mk = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1u);
+        __m512 wv[4];
+        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+            _mm_prefetch((const char *)(wp[r] + j->pf + k * (t == PT_W_F32 ? 4 : 2)), _MM_HINT_T0);
+            wv[r] = pt__q512_wload(wp[r], k, t, mk);
+        }
+        PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+            const __m512 xv = _mm512_maskz_loadu_ps(mk, xp[i] + k);
+            PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
+        }
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++)
+        if (i < mv && r < nv) {
+            float v = pt__q512_hsum(acc[i][r]);
+            j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+        }
+}
+/* rows [n0, n1) for every row of x: tiles of 4 (or 2, 1) rows of x by 4 rows of W */
+#define PT__QMM_ROWS(NAME, TGT, TILE, T)                                                              \
+    TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1) {                              \
+        int64_t m, n;                                                                                \
+        for (m = 0; m < j->M; m += 4) {                                                              \
+            const int mv = (int)PT__MIN(4, j->M - m);                                                \
+            for (n = n0; n < n1; n += 4) {                                                           \
+                const int nv = (int)PT__MIN(4, n1 - n);                                              \
+                if (mv == 1) TILE(j, m, 1, n, nv, 1, T);                                             \
+                else if (mv == 2) TILE(j, m, 2, n, nv, 2, T);                                        \
+                else TILE(j, m, mv, n, nv, 4, T);                                                    \
+            }                                                                                        \
+        }                                                                                            \
+    }
+PT__QMM_ROWS(pt__qmm_rows_f32_512, PT__Q512_TGT, pt__q512_tile_f, PT_W_F32)
+PT__QMM_ROWS(pt__qmm_rows_f16_512, PT__Q512_TGT, pt__q512_tile_f, PT_W_F16)
+PT__QMM_ROWS(pt__qmm_rows_bf16_512, PT__Q512_TGT, pt__q512_tile_f, PT_W_BF16)
+
+/* -- quantized weights, AVX-512 VNNI: two blocks per register (lanes 0-7 block b, 8-15 block b + 1) -- */
+/* 64 weights of blocks b, b + 1 as unsigned bytes: q8_0 w + 128, q4_0 the nibbles, in element order */
+PT__Q512V_TGT PT__QMM_INLINE __m512i pt__q512_wq(const unsigned char *blk, pt_wtype t, int two) {
+    if (t == PT_W_Q8_0) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+        const __m256i b = two ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2 + sizeof(pt__block_q8_0))) : _mm256_setzero_si256();
+        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1), _mm512_set1_epi8((char)0x80));
+    } else {
+        const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
+        const __m128i b = two ? _mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + sizeof(pt__block_q4_0))) : _mm_setzero_si128();
+        const __m512i v = _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1));
+        const __m512i p = _mm512_shuffle_i64x2(v, v, 0x50); /* 128-bit lanes [a, a, b, b] */
+        return _mm512_and_si512(_mm512_srlv_epi64(p, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), _mm512_set1_epi8(15));
+    }
+}
+/* the fp16 scales of blocks b, b + 1 of 4 rows as 8 floats [r0 b, r0 b+1, r1 b, r1 b+1, ...] (two 0 when
+   block b + 1 does not exist): assembled in general registers, one conversion */
+PT__Q512V_TGT PT__QMM_INLINE __m256 pt__q512_d4(const unsigned char *const *blk, int64_t stride, int two) {
+    uint64_t v[2] = {0, 0};
+    int r;
+    PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+        uint16_t d0, d1 = 0;
+        memcpy(&d0, blk[r], 2);
+        if (two) memcpy(&d1, blk[r] + stride, 2);
+        v[r >> 1] |= ((uint64_t)d0 | (uint64_t)d1 << 16) << (32 * (r & 1));
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)v[1], (long long)v[0]));
+}
+PT__Q512V_TGT PT__QMM_INLINE void pt__q512_tile_q(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t) {
+    const int64_t bs = t == PT_W_Q8_0 ? (int64_t)sizeof(pt__block_q8_0) : (int64_t)sizeof(pt__block_q4_0);
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int32_t *xs[4];
+    const unsigned char *wp[4];
+    __m512 acc[4][4];
+    __m512i pidx[4]; /* [2r x 8, 2r + 1 x 8]: row r's two scales spread over the halves */
+    int64_t b, nb = j->nb;
+    int i, r;
+    PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+        wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+        pidx[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * r)), _mm256_set1_epi32(2 * r + 1), 1);
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+        const int64_t m = m0 + (i < mv ? i : mv - 1);
+        xq[i] = j->xq + m * j->K, xd[i] = j->xd + m * j->ldd, xs[i] = j->xs + m * (j->K / 4);
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r] = _mm512_setzero_ps();
+    for (b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        const __mmask16 mk = two ? (__mmask16)0xffff : (__mmask16)0x00ff;
+        const unsigned char *blk[4];
+        __m512i wq[4];
+        __m512 dw[4];
+        __m256 d4;
+        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+            blk[r] = wp[r] + b * bs;
+            _mm_prefetch((const char *)(blk[r] + j->pf), _MM_HINT_T0);
+        }
+        d4 = pt__q512_d4(blk, bs, two);
+        if (MR == 1) d4 = _mm256_mul_ps(d4, _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)(xd[0] + b)))); /* s = dw dx, exact */
+        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+            wq[r] = pt__q512_wq(blk[r], t, two);
+            dw[r] = _mm512_permutexvar_ps(pidx[r], _mm512_castps256_ps512(d4));
+        }
+        PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+            const __m512i xv = two ? _mm512_loadu_si512((const void *)(xq[i] + b * PT__QK))
+                                   : _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(xq[i] + b * PT__QK)));
+            const __m512i cs = _mm512_maskz_loadu_epi32(mk, xs[i] + b * (PT__QK / 4));
+            __m512 dx = _mm512_setzero_ps();
+            if (MR > 1) dx = _mm512_permutexvar_ps(pidx[0], _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd((const double *)(const void *)(xd[i] + b))))); /* [dx_b x 8, dx_b+1 x 8] */
+            PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+                const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cs, wq[r], xv));
+                acc[i][r] = _mm512_mask3_fmadd_ps(p, MR == 1 ? dw[r] : _mm512_mul_ps(dw[r], dx), acc[i][r], mk);
+            }
+        }
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++)
+        if (i < mv && r < nv) {
+            float v = pt__q512_hsum(acc[i][r]);
+            j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+        }
+}
+PT__QMM_ROWS(pt__qmm_rows_q8_0_512, PT__Q512V_TGT, pt__q512_tile_q, PT_W_Q8_0)
+PT__QMM_ROWS(pt__qmm_rows_q4_0_512, PT__Q512V_TGT, pt__q512_tile_q, PT_W_Q4_0)
+
+/* -- float weights, AVX2: lanes 0-7 and 8-15 in two registers; tiles of MR rows of x by 4 (MR = 1) or
+   2 rows of W; a partial last 16 through zero-padded copies -- */
+PT__Q256_TGT PT__QMM_INLINE __m256 pt__q256_wload(const unsigned char *w, int64_t k, pt_wtype t) {
+    __m128i h;
+    if (t == PT_W_F32) return _mm256_loadu_ps((const float *)(const void *)w + k);
+    h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)w + k));
+    if (t == PT_W_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_f(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t) {
+    enum { NR = 2 };
+    const int nr = MR == 1 ? 4 : NR;
+    const float *xp[2];
+    const unsigned char *wp[4];
+    __m256 lo[2][4], hi[2][4];
+    int64_t k, K = j->K, kf = K / 16 * 16;
+    int i, r;
+    if (nv > nr) nv = nr; /* the caller steps by nr */
+    PT__QMM_UNROLL for (r = 0; r < 4; r++) wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) xp[i] = j->x + (m0 + (i < mv ? i : mv - 1)) * j->ldx;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) lo[i][r] = hi[i][r] = _mm256_setzero_ps();
+    for (k = 0; k <= K; k += 16) {
+        float xt[2][16], wt[4][16];
+        const float *xk[2];
+        const unsigned char *wk[4];
+        pt_wtype tk = t;
+        int64_t o = k;
+        if (k == kf) { /* the partial last 16 (if any): zero-padded float copies */
+            if (k == K) break;
+            PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+                memset(xt[i], 0, sizeof xt[i]);
+                memcpy(xt[i], xp[i] + k, (size_t)(K - k) * 4);
+                xk[i] = xt[i];
+            }
+            PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+                if (r >= nr) break;
+                memset(wt[r], 0, sizeof wt[r]);
+                pt_dequantize_row(t, wp[r] + k * (t == PT_W_F32 ? 4 : 2), wt[r], K - k);
+                wk[r] = (const unsigned char *)wt[r];
+            }
+            tk = PT_W_F32, o = 0;
+        } else {
+            PT__QMM_UNROLL for (i = 0; i < MR; i++) xk[i] = xp[i] + k;
+            PT__QMM_UNROLL for (r = 0; r < 4; r++) wk[r] = wp[r];
+        }
+        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+            __m256 w0, w1;
+            if (r >= nr) break;
+            _mm_prefetch((const char *)(wp[r] + j->pf + k * (t == PT_W_F32 ? 4 : 2)), _MM_HINT_T0);
+            w0 = pt__q256_wload(wk[r], o, tk), w1 = pt__q256_wload(wk[r], o + 8, tk);
+            PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+                lo[i][r] = _mm256_fmadd_ps(_mm256_loadu_ps(xk[i]), w0, lo[i][r]);
+                hi[i][r] = _mm256_fmadd_ps(_mm256_loadu_ps(xk[i] + 8), w1, hi[i][r]);
+            }
+        }
+        if (k == kf) break;
+    }
+    for (i = 0; i < mv && i < MR; i++)
+        for (r = 0; r < nv; r++) {
+            float v = pt__q256_hsum(lo[i][r], hi[i][r]);
+            j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+        }
+}
+/* -- quantized weights, AVX2: one block per register (even blocks into lanes 0-7, odd into 8-15) -- */
+PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_q(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t) {
+    const int nr = MR == 1 ? 4 : 2;
+    const int64_t bs = t == PT_W_Q8_0 ? (int64_t)sizeof(pt__block_q8_0) : (int64_t)sizeof(pt__block_q4_0);
+    const int8_t *xq[2];
+    const float *xd[2];
+    const int32_t *xs[2];
+    const unsigned char *wp[4];
+    __m256 acc[2][4][2];
+    const __m256i ones = _mm256_set1_epi16(1);
+    int64_t b, nb = j->nb;
+    int i, r;
+    if (nv > nr) nv = nr;
+    PT__QMM_UNROLL for (r = 0; r < 4; r++) wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+        const int64_t m = m0 + (i < mv ? i : mv - 1);
+        xq[i] = j->xq + m * j->K, xd[i] = j->xd + m * j->ldd, xs[i] = j->xs + m * (j->K / 4);
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r][0] = acc[i][r][1] = _mm256_setzero_ps();
+    for (b = 0; b < nb; b++) {
+        const int e = (int)(b & 1);
+        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+            const unsigned char *blk = wp[r] + b * bs;
+            uint16_t dh;
+            __m256i wv;
+            float dw;
+            if (r >= nr) break;
+            _mm_prefetch((const char *)(blk + j->pf), _MM_HINT_T0);
+            memcpy(&dh, blk, 2);
+            dw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(dh)));
+            if (t == PT_W_Q8_0) wv = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+            else {
+                const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2)), f = _mm_set1_epi8(15);
+                wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), f), _mm_and_si128(q, f));
+            }
+            PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xq[i] + b * PT__QK));
+                __m256i p;
+                if (t == PT_W_Q8_0) /* |w| against x with w's sign (as ggml): pairs <= 2 x 128 x 127, no saturation */
+                    p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv)), ones);
+                else /* nibbles 0..15 against x, then - 8 x the 4-sums of x */
+                    p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), ones),
+                                         _mm256_loadu_si256((const __m256i *)(const void *)(xs[i] + b * (PT__QK / 4))));
+                acc[i][r][e] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xd[i][b]), acc[i][r][e]);
+            }
+        }
+    }
+    for (i = 0; i < mv && i < MR; i++)
+        for (r = 0; r < nv; r++) {
+            float v = pt__q256_hsum(acc[i][r][0], acc[i][r][1]);
+            j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+        }
+}
+#define PT__QMM_ROWS256(NAME, TILE, T)                                                                \
+    PT__Q256_TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1) {                     \
+        int64_t m, n;                                                                                \
+        if (j->M == 1) {                                                                             \
+            for (n = n0; n < n1; n += 4) TILE(j, 0, 1, n, (int)PT__MIN(4, n1 - n), 1, T);            \
+            return;                                                                                  \
+        }                                                                                            \
+        for (m = 0; m < j->M; m += 2)                                                                \
+            for (n = n0; n < n1; n += 2) TILE(j, m, (int)PT__MIN(2, j->M - m), n, (int)PT__MIN(2, n1 - n), 2, T); \
+    }
+PT__QMM_ROWS256(pt__qmm_rows_f32_256, pt__q256_tile_f, PT_W_F32)
+PT__QMM_ROWS256(pt__qmm_rows_f16_256, pt__q256_tile_f, PT_W_F16)
+PT__QMM_ROWS256(pt__qmm_rows_bf16_256, pt__q256_tile_f, PT_W_BF16)
+PT__QMM_ROWS256(pt__qmm_rows_q8_0_256, pt__q256_tile_q, PT_W_Q8_0)
+PT__QMM_ROWS256(pt__qmm_rows_q4_0_256, pt__q256_tile_q, PT_W_Q4_0)
+
+/* -- x quantized to q8_0 (pt__qmm_quant_x's bits): roundf(v) as t + (|v - t| >= 0.5 ? sign(v) : 0), t = trunc(v)
+   (v - t is exact); the 4-sums as byte pair sums -- */
+PT__Q512_TGT static void pt__qmm_quant_x_512(const float *x, int64_t K, int8_t *xq, float *xd, int32_t *xs, int32_t c) {
+    const int64_t nb = K / PT__QK;
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512i sgn = _mm512_set1_epi32((int)0x80000000u);
+    int64_t b;
+    for (b = 0; b < nb; b++, x += PT__QK, xq += PT__QK, xs += PT__QK / 4) {
+        __m512 v[2];
+        __m128i q[2];
+        float amax, d, id;
+        int h;
+        v[0] = _mm512_loadu_ps(x), v[1] = _mm512_loadu_ps(x + 16);
+        amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        xd[b] = pt__f32_from_f16(pt__f16_from_f32(d));
+        for (h = 0; h < 2; h++) {
+            const __m512 p = _mm512_mul_ps(v[h], _mm512_set1_ps(id));
+            const __m512 t = _mm512_roundscale_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(p, t)), half, _CMP_GE_OQ);
+            const __m512 s1 = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(p), sgn), _mm512_castps_si512(one)));
+            q[h] = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, s1)));
+            _mm_storeu_si128((__m128i *)(void *)(xq + 16 * h), q[h]);
+            _mm_storeu_si128((__m128i *)(void *)(xs + 4 * h),
+                             _mm_mullo_epi32(_mm_madd_epi16(_mm_maddubs_epi16(_mm_set1_epi8(1), q[h]), _mm_set1_epi16(1)), _mm_set1_epi32(-c)));
+        }
+    }
+    if (nb & 1) xd[nb] = 0.0f;
+}
+PT__Q256_TGT static void pt__qmm_quant_x_256(const float *x, int64_t K, int8_t *xq, float *xd, int32_t *xs, int32_t c) {
+    const int64_t nb = K / PT__QK;
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), sgn = _mm256_set1_ps(-0.0f);
+    int64_t b;
+    for (b = 0; b < nb; b++, x += PT__QK, xq += PT__QK, xs += PT__QK / 4) {
+        __m256 v[4], m;
+        __m256i i[4], q;
+        __m128 m4;
+        float amax, d, id;
+        int h;
+        for (h = 0; h < 4; h++) v[h] = _mm256_loadu_ps(x + 8 * h);
+        m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sgn, v[0]), _mm256_andnot_ps(sgn, v[1])),
+                          _mm256_max_ps(_mm256_andnot_ps(sgn, v[2]), _mm256_andnot_ps(sgn, v[3])));
+        m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        xd[b] = pt__f32_from_f16(pt__f16_from_f32(d));
+        for (h = 0; h < 4; h++) {
+            const __m256 p = _mm256_mul_ps(v[h], _mm256_set1_ps(id));
+            const __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sgn, _mm256_sub_ps(p, t)), half, _CMP_GE_OQ);
+            const __m256 s1 = _mm256_or_ps(_mm256_and_ps(p, sgn), one);
+            i[h] = _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, s1)));
+        }
+        q = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+        q = _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(void *)xq, q);
+        _mm256_storeu_si256((__m256i *)(void *)xs,
+                            _mm256_mullo_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)), _mm256_set1_epi32(-c)));
+    }
+    if (nb & 1) xd[nb] = 0.0f;
+}
+
+static pt__qmm_rows_fn pt__qmm_fn_512(pt_wtype t) {
+    return t == PT_W_F32 ? pt__qmm_rows_f32_512 : t == PT_W_F16 ? pt__qmm_rows_f16_512 : t == PT_W_BF16 ? pt__qmm_rows_bf16_512
+         : t == PT_W_Q8_0 ? pt__qmm_rows_q8_0_512 : pt__qmm_rows_q4_0_512;
+}
+static pt__qmm_rows_fn pt__qmm_fn_256(pt_wtype t) {
+    return t == PT_W_F32 ? pt__qmm_rows_f32_256 : t == PT_W_F16 ? pt__qmm_rows_f16_256 : t == PT_W_BF16 ? pt__qmm_rows_bf16_256
+         : t == PT_W_Q8_0 ? pt__qmm_rows_q8_0_256 : pt__qmm_rows_q4_0_256;
+}
+#define PT__QMM_FN_AVX512(t) pt__qmm_fn_512(t)
+#define PT__QMM_FN_AVX2(t) pt__qmm_fn_256(t)
+#endif /* PT__X86 */
 
 /* ---- kernel choice ---- */
 static int pt__qmm_cpu_vnni(void) {
@@ -9951,21 +10334,26 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
     pt__qmm_job j;
     pt__qmm_rows_fn fn;
     int64_t rb, N, nblk, c;
-    int nt;
+    int nt, kern;
     if (!ctx) return;
     if (!w || !x || !y || M < 0 || w->rows < 0 || (w->rows && !w->data)) {
         pt__fail(ctx, PT_ERR_ARG, "pt__qmm: NULL or negative argument (w %p, x %p, y %p, M %lld)", (const void *)w, (const void *)x, (void *)y, (long long)M);
         return;
     }
+    if (!pt_wtype_name(w->type)) {
+        pt__fail(ctx, PT_ERR_ARG, "pt__qmm: a matrix of type %d (expected f32, f16, bf16, q8_0 or q4_0: an unknown type)", (int)w->type);
+        return;
+    }
     rb = pt_wtype_row_bytes(w->type, w->cols);
     if (rb < 0) {
-        pt__fail(ctx, PT_ERR_ARG, "pt__qmm: a %s matrix of %lld columns (expected a known type and whole blocks of %lld)",
-                 pt_wtype_name(w->type) ? pt_wtype_name(w->type) : "unknown-type", (long long)w->cols, (long long)pt_wtype_block(w->type));
+        pt__fail(ctx, PT_ERR_ARG, "pt__qmm: a %s matrix of %lld columns (expected whole blocks of %lld)", pt_wtype_name(w->type),
+                 (long long)w->cols, (long long)pt_wtype_block(w->type));
         return;
     }
     N = w->rows;
     if (M == 0 || N == 0) return;
     if (!(ws = pt__qmm_ws_get(ctx))) return;
+    kern = pt__qmm_resolve(ws->kern, w->type);
     memset(&j, 0, sizeof j);
     j.type = w->type, j.w = (const unsigned char *)w->data, j.rb = rb, j.K = w->cols, j.nb = w->cols / PT__QK;
     j.x = x, j.ldx = ldx, j.M = M, j.bias = bias, j.y = y, j.ldy = ldy;
@@ -9975,9 +10363,17 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
         unsigned char *s = (unsigned char *)pt__qmm_scratch(ctx, ws, qb + db + sb);
         if (!s) return;
         j.xq = (const int8_t *)s, j.xd = (const float *)(const void *)(s + qb), j.xs = (const int32_t *)(const void *)(s + qb + db), j.ldd = ldd;
-        for (m = 0; m < M; m++) pt__qmm_quant_x(x + m * ldx, K, (int8_t *)s + m * K, (float *)(void *)(s + qb) + m * ldd, (int32_t *)(void *)(s + qb + db) + m * (K / 4));
+        void (*qx)(const float *, int64_t, int8_t *, float *, int32_t *, int32_t) = pt__qmm_quant_x;
+#if PT__X86
+        if (kern == PT__QMM_KERN_AVX512) qx = pt__qmm_quant_x_512;
+        else if (kern == PT__QMM_KERN_AVX2) qx = pt__qmm_quant_x_256;
+#endif
+        for (m = 0; m < M; m++)
+            qx(x + m * ldx, K, (int8_t *)s + m * K, (float *)(void *)(s + qb) + m * ldd, (int32_t *)(void *)(s + qb + db) + m * (K / 4),
+               w->type == PT_W_Q8_0 ? 128 : 8);
     }
-    fn = pt__qmm_fn(pt__qmm_resolve(ws->kern, w->type), w->type);
+    j.pf = PT__MAX(4, (4096 + rb / 2) / rb) * rb;
+    fn = pt__qmm_fn(kern, w->type);
     /* blocks of rows of about 256 KiB (L2) when x has several rows; threads take contiguous ranges of
        whole 8-row groups; one thread for small products */
     nblk = M > 1 ? PT__MAX(8, (256 << 10) / rb / 8 * 8) : N;

@@ -60,7 +60,9 @@ want() { [ -z "${TEST_FILTER:-}" ] || case "$1" in *"$TEST_FILTER"*) return 0 ;;
 
 # ---- build everything (in parallel) ----
 PROGS=""
-for t in test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc test_host test_recompute; do
+TESTS="test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc test_host test_recompute"
+TESTS="$TESTS test_quant"
+for t in $TESTS; do
     if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi
     if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then
         build "$t.asan" "tests/$t.c" "$ASAN"
