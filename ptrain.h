@@ -62,6 +62,12 @@
    desc.kind = PT_LOADER_IDX streams fixed-size records and labels of an IDX file pair (Fashion-MNIST
    in examples/02) the same way: pt_loader_next_records (floats 0..1) or pt_loader_next_bytes.
 
+   Inference (see infer, docs/infer.md): pt_gpt_weights_from(model, type) gives the weights (f32 in place,
+   or quantized: f16, bf16, q8_0, q4_0); pt_infer_new makes a paged KV cache over them; pt_infer_step
+   prefills and decodes ragged batches of sequences (each sequence's logits the same bits whatever runs
+   beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming,
+   the context policy past max_seq) and times them. pt_gpt_generate runs on it at tp = pp = 1.
+
    Observability: pt_trace_start / pt_trace_finish write a Chrome trace-event JSON (Perfetto), one
    track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
    pt_profile_enable (or PTRAIN_PROFILE=1): per op type calls, time, FLOPs, bytes (pt_profile_print).
@@ -111,7 +117,9 @@
              checked before they run -- with one graph per micro-batch in flight.
    checkpoint pt_ckpt_save / pt_ckpt_load: DIR/step_<k>/ holds a checksummed manifest and one
              data file per rank (parameters, optimizer moments -- ZeRO shards per DP rank --,
-             registered state); written to a temporary name, fsynced, renamed, then DIR/latest;
+             registered state), and the data's tokenizer when it has one (pt_ckpt_tokenizer reads
+             it back: a checkpoint decodes its own tokens); written to a temporary name, fsynced,
+             renamed, then DIR/latest;
              loading verifies every CRC32C and falls back to the previous checkpoint. Resuming
              from step k gives the same losses, bit for bit, as never stopping; a checkpoint also
              loads on any other dp x tp x pp layout and ZeRO level (resharded on load). pt_ckpt_export
@@ -286,6 +294,10 @@
    opencl    The OpenCL backend: devices, kernel sources, program cache, CLBlast GEMM and tuning.
              Entry: pt_device_list pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
              through CLBlast: pt__cl_gemm
+   quant     Weight formats of inference (f32, f16, bf16, q8_0, q4_0: ggml's blocks and quantizers), the
+             matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / C), a GPT's weight set. Entry:
+             pt_wtype_name pt_wtype_parse pt_wtype_row_bytes pt_quantize_row pt_dequantize_row
+             pt_gpt_weights_free pt_gpt_weights_bytes; the kernel: pt__qmm pt__qmm_kernel
    tensor    Storages, the graph's arenas, tensors. Entry: pt_tensor_new pt_tensor_from
              pt_tensor_write pt_tensor_read pt_item pt_f32
    trace     Timelines per rank (Chrome trace-event JSON) and the per-op profile. Entry:
@@ -312,8 +324,8 @@
              cross-entropy. Entry: pt_tp_copy
              pt_tp_reduce pt_linear_col_new pt_linear_row_new pt_mlp_tp_new pt_embedding_vp pt_cross_entropy_vp
              pt_linear_cross_entropy_vp
-   gpt       The transformer block and the GPT: constructors, stages, loss, generation. Entry:
-             pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate pt_gpt_flops
+   gpt       The transformer block and the GPT: constructors, stages, loss (generation: see infer).
+             Entry: pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_flops
              pt_block_new pt_gpt_set_recompute
    dp        Data parallelism: gradient buckets reduced during backward, accumulation, ZeRO-1/2/3,
              hierarchical allreduce, bf16 compression. Entry: pt_dp_new pt_dp_new_opts pt_dp_begin
@@ -329,8 +341,8 @@
              pt_shard_write pt_loader_new pt_loader_next pt_loader_register pt_tokenizer_train
              pt_tokenizer_load_dir
    ckpt      Checkpoints: manifest, save (synchronous or asynchronous), load with fallback and
-             resharding, inspection, safetensors. Entry: pt_ckpt_save pt_ckpt_poll pt_ckpt_load
-             pt_ckpt_verify pt_ckpt_export pt_safetensors_load
+             resharding, inspection, safetensors, the tokenizer a checkpoint carries. Entry: pt_ckpt_save
+             pt_ckpt_poll pt_ckpt_load pt_ckpt_verify pt_ckpt_export pt_safetensors_load pt_ckpt_tokenizer
    monitor   Per-step metrics aggregated over the ranks, the JSON-lines log, the progress line.
              Entry: pt_monitor_new pt_monitor_step_end pt_monitor_event pt_monitor_ckpt_save
              pt_monitor_free; the log's key names: pt_monitor_key
@@ -338,6 +350,13 @@
              Entry: pt_guard_new pt_guard_check pt_guard_rollback pt_guard_replica_check
    memest    Memory estimate per rank from a GPT config and a layout; one layer's activations against
              Korthikanti et al. 2022. Entry: pt_mem_estimate pt_mem_layer
+   sample    One sampler for every generation path: repeat penalty, temperature, top-k, top-p,
+             min-p, seeded per sequence; stop strings. Entry: pt_sampler_new pt_sampler_next
+             pt_sampler_probs pt_stop_find
+   infer     KV-cached inference: a GPT's weights for inference, the paged KV cache, prefill and decode
+             over ragged batches (batch-invariant), generation with sampling, stop tokens and strings,
+             streaming and the context policy. Entry: pt_gpt_weights_from pt_infer_new pt_infer_step
+             pt_infer_seq_new pt_generate pt_gpt_generate
    harness   The run harness of the training programs (switch PTRAIN_HARNESS). Entry: pt_args_parse
              pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_step_end pt_run_free
 */
@@ -990,8 +1009,13 @@ PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids);
 /** Mean next-token loss of ids against targets (both [B, T] i32; -1 = ignored). TP: pt_cross_entropy_vp.
     cfg.loss_chunk > 0: the head and loss fused (pt_linear_cross_entropy, TP: _vp), no logits kept. */
 PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets);
-/** Samples max_new tokens after prompt (n tokens) into out (n + max_new); temperature 0 = greedy.
-    Under TP (collective) the last row's logits are gathered over TP and every rank samples the same. */
+/** Samples max_new tokens after prompt (n tokens) into out (n + max_new); temperature 0 = greedy
+    (pt_sampler with this temperature and seed). One process on the CPU (tp = pp = 1, not ZeRO-3): the
+    KV-cached path (pt_infer over the parameters in place; g is not used and may be NULL), f32
+    arithmetic whatever pt_set_precision says; the context policy of pt_generate past max_seq. Else
+    (TP, pipeline stages, OpenCL, ZeRO-3) the uncached graph path through g, the window of the last
+    max_seq tokens each step; under TP (collective) the last row's logits are gathered over TP and every
+    rank samples the same. See infer. */
 PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new,
                                 float temperature, uint64_t seed, int32_t *out);
 /** Parameters used in matmuls (all block weights and the LM head; no positions). */
@@ -1652,7 +1676,8 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
 
 /* ---- checkpoints (see ckpt) --------------------------------------------------------------------
    A checkpoint of step k holds the training state after k optimizer steps: DIR/step_<k, 9 digits>/
-   with a text manifest (`manifest`) and one data file per rank (`rank_<r, 5 digits>.bin`). The
+   with a text manifest (`manifest`) and one data file per rank (`rank_<r, 5 digits>.bin`), and the
+   data's tokenizer (`tokenizer.bin`, when pt_ckpt_opts.tokenizer gives one; pt_ckpt_tokenizer). The
    manifest records the format version, the step, the layout (dp, tp, pp, world), the model
    configuration (if given), the optimizer (kind, steps, hyper-parameters, ZeRO), each rank's grid
    coordinates and ZeRO range, each data file (bytes, CRC32C), and per tensor piece: name, kind
@@ -1690,6 +1715,11 @@ typedef struct pt_ckpt_opts {
     const pt_gpt_config *model; /**< model configuration recorded in the manifest (NULL = none) */
     int32_t async;              /**< 1: snapshot the state into host memory and write it on a background
                                      thread; committed by pt_ckpt_poll / pt_ckpt_wait / the next save */
+    const pt_tokenizer *tokenizer; /**< the data's tokenizer (NULL = none: byte-level data): world rank 0
+                                     writes it into the step directory as PT_TOKENIZER_FILE during the call
+                                     (async too) and the manifest records it (a tokenizer record: name, bytes,
+                                     CRC32C, vocab), so the checkpoint decodes its own tokens
+                                     (pt_ckpt_tokenizer); its vocabulary must not exceed model->vocab */
 } pt_ckpt_opts;
 /** Timings of the last save of a context (pt_ckpt_stats_get), this rank's view. */
 typedef struct pt_ckpt_stats {
@@ -1768,6 +1798,7 @@ typedef struct pt_ckpt_info {
     pt_ckpt_file_info *files;    /**< [nfiles]: one per rank */
     pt_ckpt_tensor_info *tensors;/**< [ntensors]: global tensors, parameters first, in manifest order */
     int64_t state_bytes;         /**< registered state, every rank's together */
+    int32_t tokenizer_vocab;     /**< the vocabulary of the tokenizer the checkpoint carries (pt_ckpt_tokenizer), 0 = none */
 } pt_ckpt_info;
 /** Reads the manifest of the checkpoint path names (pt_ckpt_step_dir; its checksum is checked, the
     data files are not: pt_ckpt_verify) into info. PT_OK, or an error with a message in err. */
@@ -2220,6 +2251,220 @@ typedef struct pt_mem_layer_out {
     layer's activations). PT_OK, or PT_ERR_ARG with a message in err (pt_mem_estimate's checks). */
 PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, pt_mem_layer_out *out, char *err, size_t errlen);
 
+/* ---- quant: weight formats of inference, quantized matrices, a GPT's weight set (see quant) ---------
+   The formats are ggml's (GGUF numbers them the same): f32, f16, bf16, and the blocks of 32 weights
+   q8_0 (an fp16 scale d and 32 int8: w = d * q; 34 bytes) and q4_0 (an fp16 scale d and 16 bytes of
+   nibbles: element j < 16 in the low nibble of byte j, element 16 + j in its high nibble, w = d * (q - 8);
+   18 bytes). pt_quantize_row gives ggml's reference quantizers' bits (quantize_row_q8_0_ref,
+   quantize_row_q4_0_ref; f16 and bf16 round to nearest even). docs/quant.md. */
+/** Weight storage formats of inference, numbered as ggml's types (GGUF uses these numbers). */
+typedef enum pt_wtype { PT_W_F32 = 0, PT_W_F16 = 1, PT_W_Q4_0 = 2, PT_W_Q8_0 = 8, PT_W_BF16 = 30 } pt_wtype;
+/** A matrix as inference reads it: rows x cols (rows = outputs, cols = inputs, as pt_linear's w [out, in]);
+    row n starts at (const char *)data + n * pt_wtype_row_bytes(type, cols). */
+typedef struct pt_qmat {
+    pt_wtype type;
+    int64_t rows, cols;
+    const void *data;
+} pt_qmat;
+PTDEF const char *pt_wtype_name(pt_wtype t);             /**< "f32" "f16" "bf16" "q8_0" "q4_0"; NULL if unknown */
+PTDEF int pt_wtype_parse(const char *name);              /**< the type of a name above, or -1 */
+PTDEF int64_t pt_wtype_block(pt_wtype t);                /**< elements per block: 1, or 32 for q8_0 and q4_0; 0 if unknown */
+PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n); /**< bytes of n elements; -1 if n is not whole blocks (or < 0) or t unknown */
+/** n floats of x stored as type t at dst (pt_wtype_row_bytes(t, n) bytes), bit for bit as ggml's reference
+    quantizers. n must be whole blocks (a partial last block is not written); an unknown t writes nothing. */
+PTDEF void pt_quantize_row(pt_wtype t, const float *x, void *dst, int64_t n);
+/** n values of type t at src widened to floats (exact for f32 / f16 / bf16; d * q for the blocks). */
+PTDEF void pt_dequantize_row(pt_wtype t, const void *src, float *y, int64_t n);
+
+/** One transformer block's weights as inference reads them. */
+typedef struct pt_gpt_layer_w {
+    const float *ln1_w, *ln1_b, *ln2_w, *ln2_b;     /**< [C] */
+    pt_qmat qkv, proj, fc, fproj;                   /**< [3C, C] (q | k | v rows), [C, C], [4C, C], [C, 4C] */
+    const float *qkv_b, *proj_b, *fc_b, *fproj_b;   /**< [3C], [C], [4C], [C] */
+} pt_gpt_layer_w;
+#define PT_WEIGHTS_MEM 8
+/** A GPT's weights as inference reads them; made by pt_gpt_weights_from (see infer) or pt_gguf_load (see gguf). */
+typedef struct pt_gpt_weights {
+    pt_gpt_config cfg;       /**< vocab (real tokens), max_seq, layers, width, heads; vocab_padded = wte.rows */
+    pt_qmat wte;             /**< [rows >= vocab, C]: embedding rows (a row is dequantized on lookup) */
+    pt_qmat head;            /**< [rows >= vocab, C]: the LM head; the same data as wte when tied */
+    const float *wpe;        /**< [max_seq, C] */
+    const float *lnf_w, *lnf_b;
+    pt_gpt_layer_w *layer;   /**< [cfg.layers] */
+    pt_ctx *ctx;             /**< what allocated the blocks below (and the struct itself) */
+    void *mem[PT_WEIGHTS_MEM]; /**< blocks owned (from the context's allocator); the pointers above point into them or elsewhere */
+    void *owner;             /**< something else owned (an mmap, a model), released by pt_gpt_weights_free */
+    void (*release)(void *owner);
+} pt_gpt_weights;
+/** Calls release(owner) (when set), frees mem[*], layer and the struct itself, all through w->ctx's
+    allocator. NULL is a no-op. */
+PTDEF void pt_gpt_weights_free(pt_gpt_weights *w);
+/** Bytes of all matrices and vectors as stored (a tied head counted once); -1 for NULL or a matrix of an
+    unknown type. */
+PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w);
+
+/* ---- sample: one sampler for every generation path (see sample) --------------------------------
+   pt_sampler picks the next token from a row of logits. Per call, in this order (Hugging Face's
+   transformers' order; the old pttrain's too): the repeat penalty on the raw logits (llama.cpp's
+   rule: each distinct token among the last repeat_last_n of the history has its logit divided by
+   the penalty when positive, multiplied by it when not), then the temperature (0: greedy, the most
+   likely token, ties to the lowest id; so is top_k 1), then top_k (the k most likely), then top_p
+   (the fewest most likely whose probabilities, renormalized over what top_k kept, reach top_p),
+   then min_p (tokens under min_p x the most likely token's probability dropped); one token is
+   drawn from what is left, in proportion to exp(logit / temperature). "Most likely first" sorts by
+   logit, equal logits by token id, so every choice is deterministic; a sampled pick takes exactly
+   one draw of the sampler's own RNG (pt_rng seeded with params.seed; greedy takes none), so a
+   sequence's tokens depend on its seed and logits only, never on what else runs beside it.
+   A logit of -inf is a banned token; NaN and +inf are errors. No allocation per call: the scratch
+   (about 16 bytes a vocabulary entry) is made by pt_sampler_new. A sampler serves one sequence at a
+   time; several threads may run several samplers at once. */
+typedef struct pt_sample_params {
+    float temperature;     /**< 0: greedy (the most likely token; ties to the lowest id); else > 0, finite */
+    int32_t top_k;         /**< 0: off (so is k >= vocabulary) */
+    float top_p;           /**< 0 or 1: off; else in (0, 1) */
+    float min_p;           /**< 0: off; else in (0, 1]: drop tokens below min_p x the top probability */
+    float repeat_penalty;  /**< 0 or 1: off; else > 0 (> 1 discourages repetition, llama.cpp's rule) */
+    int32_t repeat_last_n; /**< the penalty's window of history tokens: 0 = the default, 64; -1 = the whole history */
+    uint64_t seed;         /**< this sequence's RNG: same seed, same tokens, alone or in a batch */
+} pt_sample_params;
+typedef struct pt_sampler pt_sampler;
+/** A sampler for rows of vocab logits (params NULL: all zero, greedy). NULL on a bad value, the
+    error (PT_ERR_ARG) naming the field, what it expects and what it found; PT_ERR_OOM. ctx may be
+    NULL (the PT_MALLOC allocator; errors go to the log). */
+PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *params, int64_t vocab);
+/** The next token from one row of logits (vocab floats); history = the sequence's tokens so far
+    (read only for the repeat penalty; its window's ids must be in the vocabulary); *logprob (when not
+    NULL) = the log-softmax of the raw logits at the chosen token (no penalty, no temperature, no
+    filter). -1 on an error (pt_error of the sampler's context names it: NULL logits, a NaN or +inf
+    logit naming its token, every logit -inf, a history id outside the vocabulary). */
+PTDEF int32_t pt_sampler_next(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *logprob);
+/** The distribution pt_sampler_next would draw from for these logits and history, written to
+    probs[vocab] (0 for every token the filters drop; one-hot when greedy); no RNG draw. PT_OK or the
+    error of pt_sampler_next. */
+PTDEF pt_status pt_sampler_probs(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *probs);
+/** Restarts the sampler's RNG from seed (a new sequence on the same sampler). */
+PTDEF void pt_sampler_seed(pt_sampler *s, uint64_t seed);
+/** The parameters the sampler runs with. */
+PTDEF pt_sample_params pt_sampler_params(const pt_sampler *s);
+PTDEF void pt_sampler_free(pt_sampler *s);
+/** Stop strings over generated text. Returns 1 when a stop string occurs in text[0, len): *at = the
+    offset of the earliest match (of any stop string; at one offset the first listed wins), *hold = 0.
+    Returns 0 otherwise: *at = len, and *hold = the length of the longest end of text that is a proper
+    prefix of a stop string (a streamer emits text[0, len - hold) and keeps the rest until more
+    text decides it). NULL or empty stop strings are ignored; at and hold may be NULL. Feed it the
+    text not yet emitted (the held bytes and the new ones): a match cannot start before them, as
+    those bytes were held. */
+PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold);
+/** The tokenizer a checkpoint carries: path is a checkpoint directory or one step directory (as
+    pt_ckpt_step_dir resolves it); its PT_TOKENIZER_FILE is read and checked against the manifest's
+    record of it (bytes, CRC32C). NULL and no error when the checkpoint has none (byte-level data);
+    NULL with PT_ERR_IO / PT_ERR_FORMAT naming the file when it cannot be read or does not match.
+    pt_ckpt_opts.tokenizer puts one in at the save. */
+PTDEF pt_tokenizer *pt_ckpt_tokenizer(pt_ctx *ctx, const char *path);
+
+/* ---- infer: KV-cached prefill and decode, ragged batches, generation (see infer) ----------------
+   A pt_infer holds a paged KV cache for one model's weights (a pt_gpt_weights: pt_gpt_weights_from a
+   trained model, or a loaded file): a pool of blocks of block_tokens tokens (every layer's keys and
+   values of those tokens), and per sequence a block table. pt_infer_step appends tokens to any set
+   of sequences at once (a ragged batch: prompts being prefilled next to sequences decoding one token)
+   and returns logits. No graph, no tape, no allocation in a steady decode step. Every sequence's
+   numbers are computed alone: its logits are the same bits whichever other sequences share the
+   step and whatever the thread count (batch invariance). The arithmetic is the training forward's
+   (layernorm eps 1e-5 with double statistics, GELU's tanh form, softmax attention in f32): with
+   f32 weights, the logits of a cached sequence match pt_gpt_forward of the whole sequence within
+   float rounding. */
+/** A GPT's weights from a model's f32 parameters (tp = pp = 1, the CPU backend, not sharded by
+    ZeRO-3): the matrices quantized to t (PT_W_F32: no copy, the matrices point into the parameter
+    slab, so later training shows through; other types: copies). The model must outlive it. NULL with
+    the error in m->ctx for a model this cannot read or a type the width does not fit (q8_0 and q4_0
+    need width % 32 == 0). Free with pt_gpt_weights_free. */
+PTDEF pt_gpt_weights *pt_gpt_weights_from(pt_gpt *m, pt_wtype t);
+/** Sizes of a pt_infer (each 0 = its default). */
+typedef struct pt_infer_desc {
+    int32_t max_seqs;      /**< sequences alive at once (default 16) */
+    int32_t block_tokens;  /**< tokens per KV block (default 16) */
+    int64_t kv_tokens;     /**< KV capacity over all sequences in tokens (default max_seqs * max_seq), rounded up to blocks */
+} pt_infer_desc;
+typedef struct pt_infer pt_infer;
+/** A KV cache and the step's buffers for w (not owned: it must outlive the pt_infer). The cache is
+    f32, 2 x layers x width floats a token, reserved (not touched) here. NULL with the error in ctx
+    for weights that do not fit their config (shapes, vocabulary) or bad sizes. */
+PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infer_desc *d);
+PTDEF void pt_infer_free(pt_infer *inf);
+/** A new empty sequence: its id (0 .. max_seqs-1), or -1 with the error set (all in use). */
+PTDEF int32_t pt_infer_seq_new(pt_infer *inf);
+/** The sequence's blocks back to the pool, its id free for pt_infer_seq_new (a bad id: an error). */
+PTDEF void pt_infer_seq_free(pt_infer *inf, int32_t seq);
+/** Tokens held in the sequence's cache (its next position); -1 for an id not alive. */
+PTDEF int64_t pt_infer_seq_len(const pt_infer *inf, int32_t seq);
+/** One step over a ragged batch: sequence seqs[i] (distinct, alive) appends ntok[i] >= 1 tokens
+    (tokens holds them all, sequence after sequence, each in [0, cfg.vocab)) at its positions
+    len .. len + ntok[i] - 1. logits (may be NULL) gets one row of cfg.vocab floats per sequence
+    (its last token), or with all_logits one row per token in the order of tokens. A sequence that
+    would pass max_seq, a bad id or token, a full KV pool: an error naming it, and no sequence
+    changes. */
+PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
+                              float *logits, int all_logits);
+/** The KV pool: blocks in all and blocks free now. */
+PTDEF void pt_infer_blocks(const pt_infer *inf, int64_t *total, int64_t *free_blocks);
+
+/** Why a request stopped. */
+typedef enum pt_finish {
+    PT_FINISH_NONE = 0,        /**< not run (an error stopped the call first) */
+    PT_FINISH_LENGTH = 1,      /**< max_tokens generated */
+    PT_FINISH_STOP_TOKEN = 2,  /**< a stop token was generated (the last of tokens; not in the text) */
+    PT_FINISH_STOP_STRING = 3, /**< the text reached a stop string (the text ends before it) */
+    PT_FINISH_CALLBACK = 4     /**< the callback asked to stop */
+} pt_finish;
+/** One request of a pt_generate batch. */
+typedef struct pt_gen_request {
+    const int32_t *prompt;       /**< nprompt >= 1 token ids (the last max_seq are kept when longer) */
+    int32_t nprompt;
+    int32_t max_tokens;          /**< new tokens at most (0: nothing is run for it) */
+    pt_sample_params sample;     /**< temperature, top-k/p, min-p, repeat penalty, seed of this request */
+    const int32_t *stop_tokens;  /**< ids that end the request (e.g. an end-of-text id), or NULL */
+    int32_t nstop_tokens;
+    const char *const *stop;     /**< stop strings (matched in the text, across token boundaries), or NULL */
+    int32_t nstop;
+} pt_gen_request;
+/** What pt_generate gives back for one request. tokens / logprobs / text are the caller's buffers
+    (each may be NULL); the counts are filled in. */
+typedef struct pt_gen_result {
+    int32_t *tokens;     /**< room for max_tokens ids: the generated ids */
+    float *logprobs;     /**< room for max_tokens floats: log-softmax of the raw logits at each generated id */
+    char *text;          /**< room for text_cap bytes: the generated text, NUL-terminated when it fits (cut as snprintf) */
+    int64_t text_cap;
+    int32_t ntokens;     /**< ids generated */
+    int32_t finish;      /**< pt_finish */
+    int64_t text_len;    /**< bytes of generated text (before a stop string; a stop token's bytes not counted) */
+} pt_gen_result;
+/** Streaming: called after every generated token of request req (in order for a request), with the
+    token, its log-probability and the text now safe to show (bytes that may begin a stop string are
+    held back until they resolve; a stop string is never shown; the last call of a request flushes
+    the rest). Return nonzero to end that request (PT_FINISH_CALLBACK). */
+typedef int (*pt_gen_token_fn)(void *user, int32_t req, int32_t token, float logprob, const char *text, size_t len);
+typedef struct pt_gen_opts {
+    const pt_tokenizer *tokenizer; /**< the text of the ids (stop strings, callback, result text); NULL: an id < 256 is that byte */
+    pt_gen_token_fn on_token;      /**< NULL: no streaming */
+    void *user;
+} pt_gen_opts;
+/** Timing of a pt_generate call. Prefill: the steps that feed prompts (and re-prefills), which also
+    sample each request's first token; decode: the steps of one token per running request. */
+typedef struct pt_gen_stats {
+    int64_t prefill_tokens, decode_tokens; /**< tokens fed */
+    double prefill_s, decode_s;            /**< seconds of those steps, sampling included */
+    int64_t decode_steps, refills;         /**< decode steps run; re-prefills by the context policy */
+} pt_gen_stats;
+/** Generates for nreq requests at once over inf (its free sequences and blocks; others' sequences are
+    left alone): up to max_seqs requests run together as a ragged batch, the rest start as earlier ones
+    finish, each admitted only when the pool has blocks for its prompt and max_tokens. Every request's
+    tokens are the same whatever runs beside it. Context policy: a prompt longer than max_seq keeps its
+    last max_seq tokens; a sequence that would pass max_seq is re-prefilled with its last max_seq / 2
+    tokens (positions restart at 0) and goes on. res[nreq] receives the results; opts and stats may be
+    NULL. PT_OK, or the first error (then the results hold what was generated until then). */
+PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *req, pt_gen_result *res, const pt_gen_opts *opts,
+                            pt_gen_stats *stats);
+
 #ifdef __cplusplus
 }
 #endif
@@ -2376,6 +2621,7 @@ struct pt_ctx {
     struct pt__gemm_ws *gemm_ws; /* one per thread: [0] is the whole-team workspace */
     int ngemm_ws;
     int cpu_f16c; /* the CPU's F16C, asked on the first convert: 0 not yet, 1 absent, 2 present */
+    struct pt__qmm_ws *qmm_ws; /* pt__qmm's workspace (see quant), made on its first call */
     float *work;
     int64_t work_cap;
     pt_graph *graphs;  /* live graphs and optimizers, freed by pt_shutdown */
@@ -9289,6 +9535,860 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
 }
 #endif
 
+// >>quant  weight formats of inference (f32, f16, bf16, q8_0, q4_0), their matrix-times-rows kernel, a GPT's weight set
+/* Owns: the weight formats of inference (pt_wtype: ggml's block structs pt__block_q8_0 / pt__block_q4_0,
+   their reference quantizers and dequantizers), the matrix-times-rows kernel of decode and prefill
+   (pt__qmm: a scalar reference per format beside its AVX-512 / AVX2 versions, picked at run time) and
+   its workspace (ctx->qmm_ws), the weight set of a GPT (pt_gpt_weights: its free and its size)
+   Invariants: pt_quantize_row gives ggml's reference quantizers' bits; every pt__qmm output element is
+   the same bits whatever M, the other rows of x, the thread count and the kernel (AVX-512, AVX2, C:
+   one summation order, below); no allocation per call once the workspace has grown
+   Entry points: pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row
+   pt_dequantize_row pt_gpt_weights_free pt_gpt_weights_bytes pt__qmm pt__qmm_kernel */
+/* weight formats and the inference matrix product
+ * ==========================================================================
+ * Formats (ggml's, numbered as GGUF numbers them):
+ *   f32, f16, bf16   one value per element (4, 2, 2 bytes)
+ *   q8_0   blocks of 32: fp16 d, int8 qs[32]; w[j] = d * qs[j]                         (34 bytes)
+ *   q4_0   blocks of 32: fp16 d, uint8 qs[16]; w[j] = d * ((qs[j] & 15) - 8),
+ *          w[16 + j] = d * ((qs[j] >> 4) - 8)                                         (18 bytes)
+ *   Quantizers (ggml's quantize_row_*_ref): q8_0: amax = max |x|, d = amax / 127, id = d ? 1 / d : 0,
+ *   qs = roundf(x * id) (halves away from zero), d stored as fp16. q4_0: max = the element of largest
+ *   |x| (the first one on ties) with its sign, d = max / -8, id = d ? 1 / d : 0, q = min(15,
+ *   (int8)(x * id + 8.5)) (the product rounded to float first: no contraction into an FMA).
+ *
+ * pt__qmm: y[m, n] = sum_k x[m, k] W[n, k] (+ bias[n]).
+ *   Quantized weights (q8_0, q4_0): each row of x is first quantized to q8_0 blocks (ggml's activation
+ *   rule above; fp16 dx per block), then per block b of 32 the integer dot products are exact; with
+ *   s_b = dx_b * dw_b (exact in float: two 11-bit significands) and p_bl the integer sum of the 4
+ *   products of elements 4l..4l+3 (l < 8):
+ *       acc[8 (b & 1) + l] = fma((float)p_bl, s_b, acc[8 (b & 1) + l])      (blocks in order)
+ *   Float weights (f32, f16 and bf16 widened exactly to f32):
+ *       acc[k & 15] = fma(x[k], W[n, k], acc[k & 15])                        (k in order)
+ *   Then both: h[i] = acc[i] + acc[i + 8]; h[i] += h[i + 4] (i < 4); h[i] += h[i + 2] (i < 2);
+ *   y = h[0] + h[1] (+ bias). Sixteen lanes: one zmm (AVX-512: two blocks per register), two ymm
+ *   (AVX2), an array (C). Zero-padded lanes (a partial last vector, an odd last block) add exact zeros
+ *   to accumulators that are never -0, so every kernel gives the scalar reference's bits.
+ *   Integer dot products: AVX-512 VNNI vpdpbusd on unsigned weights (q8_0: w + 128; q4_0: the nibble
+ *   itself) against the signed x, started from -128 (or -8) times the 4-sums of x (kept per x row), so
+ *   the lane sums are the exact p_bl; AVX2 vpmaddubsw / vpmaddwd (q8_0 with the sign moved onto x, as
+ *   ggml does, q4_0 with the same 4-sum correction).
+ *   Tiling: rows of W are split across the threads in contiguous ranges (each output element is computed
+ *   by one thread, whole); within a range, blocks of rows small enough to stay in L2 while every row of x
+ *   passes over them, in register tiles of up to 4 rows of x by 4 rows of W (M = 1: 1 by 8).
+ * ========================================================================== */
+
+#define PT__QK 32 /* elements of a q8_0 / q4_0 block */
+typedef struct pt__block_q8_0 {
+    uint16_t d;          /* fp16 scale */
+    int8_t qs[PT__QK];   /* w = d * qs */
+} pt__block_q8_0;
+typedef struct pt__block_q4_0 {
+    uint16_t d;              /* fp16 scale */
+    uint8_t qs[PT__QK / 2];  /* element j: low nibble of qs[j]; element 16 + j: its high nibble; w = d * (q - 8) */
+} pt__block_q4_0;
+typedef char pt__block_q8_0_is_34_bytes[sizeof(pt__block_q8_0) == 34 ? 1 : -1];
+typedef char pt__block_q4_0_is_18_bytes[sizeof(pt__block_q4_0) == 18 ? 1 : -1];
+
+PTDEF const char *pt_wtype_name(pt_wtype t) {
+    switch (t) {
+    case PT_W_F32: return "f32";
+    case PT_W_F16: return "f16";
+    case PT_W_BF16: return "bf16";
+    case PT_W_Q8_0: return "q8_0";
+    case PT_W_Q4_0: return "q4_0";
+    }
+    return NULL;
+}
+PTDEF int pt_wtype_parse(const char *name) {
+    static const pt_wtype all[] = {PT_W_F32, PT_W_F16, PT_W_BF16, PT_W_Q8_0, PT_W_Q4_0};
+    size_t i;
+    if (!name) return -1;
+    for (i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (strcmp(name, pt_wtype_name(all[i])) == 0) return (int)all[i];
+    return -1;
+}
+PTDEF int64_t pt_wtype_block(pt_wtype t) {
+    switch (t) {
+    case PT_W_F32: case PT_W_F16: case PT_W_BF16: return 1;
+    case PT_W_Q8_0: case PT_W_Q4_0: return PT__QK;
+    }
+    return 0;
+}
+PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n) {
+    if (n < 0) return -1;
+    switch (t) {
+    case PT_W_F32: return n * 4;
+    case PT_W_F16: case PT_W_BF16: return n * 2;
+    case PT_W_Q8_0: return n % PT__QK ? -1 : n / PT__QK * (int64_t)sizeof(pt__block_q8_0);
+    case PT_W_Q4_0: return n % PT__QK ? -1 : n / PT__QK * (int64_t)sizeof(pt__block_q4_0);
+    }
+    return -1;
+}
+
+/* ---- reference quantizers and dequantizers (ggml's rules, see the top of the section) ---- */
+static inline float pt__qd(const void *blk) { /* a block's fp16 scale as a float (any alignment) */
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return pt__f32_from_f16(h);
+}
+static void pt__quantize_q8_0_ref(const float *x, pt__block_q8_0 *y, int64_t nb) {
+    int64_t i;
+    int j;
+    for (i = 0; i < nb; i++, x += PT__QK) {
+        float amax = 0.0f, d, id;
+        uint16_t h;
+        for (j = 0; j < PT__QK; j++) amax = PT__MAX(amax, fabsf(x[j]));
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        h = pt__f16_from_f32(d);
+        memcpy(&y[i].d, &h, 2);
+        for (j = 0; j < PT__QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
+    }
+}
+static void pt__quantize_q4_0_ref(const float *x, pt__block_q4_0 *y, int64_t nb) {
+    int64_t i;
+    int j;
+    for (i = 0; i < nb; i++, x += PT__QK) {
+        float amax = 0.0f, max = 0.0f, d, id;
+        uint16_t h;
+        for (j = 0; j < PT__QK; j++)
+            if (amax < fabsf(x[j])) amax = fabsf(x[j]), max = x[j];
+        d = max / -8.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        h = pt__f16_from_f32(d);
+        memcpy(&y[i].d, &h, 2);
+        for (j = 0; j < PT__QK / 2; j++) {
+            const float x0 = x[j] * id, x1 = x[PT__QK / 2 + j] * id; /* rounded to float, then + 8.5 */
+            const int q0 = PT__MIN(15, (int8_t)(x0 + 8.5f)), q1 = PT__MIN(15, (int8_t)(x1 + 8.5f));
+            y[i].qs[j] = (uint8_t)(q0 | q1 << 4);
+        }
+    }
+}
+PTDEF void pt_quantize_row(pt_wtype t, const float *x, void *dst, int64_t n) {
+    int64_t i;
+    if (!x || !dst || n <= 0) return;
+    switch (t) {
+    case PT_W_F32: memcpy(dst, x, (size_t)n * sizeof(float)); break;
+    case PT_W_F16: for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = pt__f16_from_f32(x[i]); break;
+    case PT_W_BF16: pt__bf16_from_f32_n(x, (uint16_t *)dst, n); break;
+    case PT_W_Q8_0: pt__quantize_q8_0_ref(x, (pt__block_q8_0 *)dst, n / PT__QK); break;
+    case PT_W_Q4_0: pt__quantize_q4_0_ref(x, (pt__block_q4_0 *)dst, n / PT__QK); break;
+    }
+}
+PTDEF void pt_dequantize_row(pt_wtype t, const void *src, float *y, int64_t n) {
+    int64_t i;
+    int j;
+    if (!src || !y || n <= 0) return;
+    switch (t) {
+    case PT_W_F32: memcpy(y, src, (size_t)n * sizeof(float)); break;
+    case PT_W_F16: for (i = 0; i < n; i++) y[i] = pt__f32_from_f16(((const uint16_t *)src)[i]); break;
+    case PT_W_BF16: pt__f32_from_bf16_n((const uint16_t *)src, y, n); break;
+    case PT_W_Q8_0:
+        for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
+            const pt__block_q8_0 *b = (const pt__block_q8_0 *)src + i;
+            const float d = pt__qd(b);
+            for (j = 0; j < PT__QK; j++) y[j] = d * (float)b->qs[j];
+        }
+        break;
+    case PT_W_Q4_0:
+        for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
+            const pt__block_q4_0 *b = (const pt__block_q4_0 *)src + i;
+            const float d = pt__qd(b);
+            for (j = 0; j < PT__QK / 2; j++) {
+                y[j] = d * (float)((b->qs[j] & 15) - 8);
+                y[j + PT__QK / 2] = d * (float)((b->qs[j] >> 4) - 8);
+            }
+        }
+        break;
+    }
+}
+
+/* ---- a GPT's weight set ---- */
+PTDEF void pt_gpt_weights_free(pt_gpt_weights *w) {
+    int i;
+    pt_ctx *ctx;
+    if (!w) return;
+    ctx = w->ctx;
+    if (w->release) w->release(w->owner);
+    for (i = 0; i < PT_WEIGHTS_MEM; i++) pt__free(ctx, w->mem[i]);
+    pt__free(ctx, w->layer);
+    pt__free(ctx, w);
+}
+static int64_t pt__qmat_bytes(const pt_qmat *m) {
+    int64_t rb = pt_wtype_row_bytes(m->type, m->cols);
+    return m->data && m->rows > 0 ? (rb < 0 ? -1 : rb * m->rows) : 0;
+}
+PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w) {
+    int64_t C, tot = 0, b;
+    int l, i;
+    if (!w) return -1;
+    C = w->cfg.width;
+    b = pt__qmat_bytes(&w->wte);
+    if (b < 0) return -1;
+    tot += b;
+    if (w->head.data != w->wte.data) {
+        if ((b = pt__qmat_bytes(&w->head)) < 0) return -1;
+        tot += b;
+    }
+    if (w->wpe) tot += (int64_t)w->cfg.max_seq * C * 4;
+    tot += ((w->lnf_w != NULL) + (w->lnf_b != NULL)) * C * 4;
+    for (l = 0; w->layer && l < w->cfg.layers; l++) {
+        const pt_gpt_layer_w *L = &w->layer[l];
+        const pt_qmat *m[4];
+        const float *v[8];
+        const int64_t vn[8] = {1, 1, 1, 1, 3, 1, 4, 1};
+        m[0] = &L->qkv, m[1] = &L->proj, m[2] = &L->fc, m[3] = &L->fproj;
+        v[0] = L->ln1_w, v[1] = L->ln1_b, v[2] = L->ln2_w, v[3] = L->ln2_b;
+        v[4] = L->qkv_b, v[5] = L->proj_b, v[6] = L->fc_b, v[7] = L->fproj_b;
+        for (i = 0; i < 4; i++) {
+            if ((b = pt__qmat_bytes(m[i])) < 0) return -1;
+            tot += b;
+        }
+        for (i = 0; i < 8; i++) tot += v[i] ? vn[i] * C * 4 : 0;
+    }
+    return tot;
+}
+
+/* ---- pt__qmm: the job, the workspace, the scalar reference ---- */
+#define PT__QMM_KERN_AUTO   0
+#define PT__QMM_KERN_C      1
+#define PT__QMM_KERN_AVX2   2
+#define PT__QMM_KERN_AVX512 3 /* f32 / f16 / bf16: AVX-512F; q8_0 / q4_0: AVX-512 VNNI (without it: AVX2) */
+
+typedef struct pt__qmm_ws {  /* a context's pt__qmm workspace (ctx->qmm_ws), grown only */
+    unsigned char *buf;
+    size_t cap;              /* bytes */
+    int kern;                /* PT__QMM_KERN_*: 0 = the best this CPU runs, picked on the first call */
+} pt__qmm_ws;
+
+typedef struct pt__qmm_job { /* one call, shared read-only by the threads */
+    pt_wtype type;
+    const unsigned char *w;  /* row n at w + n * rb */
+    int64_t rb, K, nb;       /* bytes per row of W, its columns, its blocks (quantized types) */
+    const float *x;          /* float weights: the rows of x (row m at x + m * ldx) */
+    int64_t ldx, M;
+    const int8_t *xq;        /* quantized weights: x quantized, row m at xq + m * K */
+    const float *xd;         /* its block scales (fp16 values as f32), row m at xd + m * ldd (ldd even, 0 padded) */
+    const int32_t *xs;       /* -c x the sums of each 4 consecutive xq (pt__qmm_quant_x), row m at xs + m * (K / 4) */
+    int64_t ldd;
+    int64_t pf;              /* software prefetch distance in bytes: whole rows, about 4 KiB, at least 4 rows (a tile) */
+    const float *bias;
+    float *y;
+    int64_t ldy;
+} pt__qmm_job;
+typedef void (*pt__qmm_rows_fn)(const pt__qmm_job *j, int64_t n0, int64_t n1); /* y[m, n] for n in [n0, n1), every m */
+
+/* the fixed reduction of the 16 lanes (the summation order at the top of the section) */
+static inline float pt__qmm_hsum16(const float *acc) {
+    float h[8];
+    int i;
+    for (i = 0; i < 8; i++) h[i] = acc[i] + acc[i + 8];
+    for (i = 0; i < 4; i++) h[i] += h[i + 4];
+    for (i = 0; i < 2; i++) h[i] += h[i + 2];
+    return h[0] + h[1];
+}
+/* one row of x quantized to q8_0 (ggml's activation rule): values xq, fp16 scales widened to xd (nb
+   of them, then a zero when nb is odd), xs = -c x the sums of each 4 consecutive values (the SIMD
+   kernels' correction for unsigned weights w + c: c = 128 for q8_0, 8 for q4_0) */
+static void pt__qmm_quant_x(const float *x, int64_t K, int8_t *xq, float *xd, int32_t *xs, int32_t c) {
+    int64_t nb = K / PT__QK, b;
+    int j;
+    for (b = 0; b < nb; b++, x += PT__QK, xq += PT__QK, xs += PT__QK / 4) {
+        float amax = 0.0f, d, id;
+        for (j = 0; j < PT__QK; j++) amax = PT__MAX(amax, fabsf(x[j]));
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        xd[b] = pt__f32_from_f16(pt__f16_from_f32(d));
+        for (j = 0; j < PT__QK; j++) xq[j] = (int8_t)roundf(x[j] * id);
+        for (j = 0; j < PT__QK / 4; j++) xs[j] = -c * (xq[4 * j] + xq[4 * j + 1] + xq[4 * j + 2] + xq[4 * j + 3]);
+    }
+    if (nb & 1) xd[nb] = 0.0f;
+}
+static inline float pt__qmm_wload(const void *w, int64_t k, pt_wtype t) {
+    return t == PT_W_F32 ? ((const float *)w)[k] : t == PT_W_BF16 ? pt__f32_from_bf16(((const uint16_t *)w)[k])
+                                                                 : pt__f32_from_f16(((const uint16_t *)w)[k]);
+}
+/* scalar references: one output element */
+static float pt__qdot_f_ref(const float *x, const void *w, pt_wtype t, int64_t K) {
+    float acc[16] = {0};
+    int64_t k;
+    for (k = 0; k < K; k++) acc[k & 15] = fmaf(x[k], pt__qmm_wload(w, k, t), acc[k & 15]);
+    return pt__qmm_hsum16(acc);
+}
+static float pt__qdot_q8_0_ref(const pt__block_q8_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
+    float acc[16] = {0};
+    int64_t b;
+    int l, j;
+    for (b = 0; b < nb; b++, xq += PT__QK) {
+        const float s = pt__qd(&w[b]) * xd[b];
+        for (l = 0; l < 8; l++) {
+            int32_t p = 0;
+            for (j = 4 * l; j < 4 * l + 4; j++) p += (int32_t)w[b].qs[j] * xq[j];
+            acc[8 * (b & 1) + l] = fmaf((float)p, s, acc[8 * (b & 1) + l]);
+        }
+    }
+    return pt__qmm_hsum16(acc);
+}
+static float pt__qdot_q4_0_ref(const pt__block_q4_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
+    float acc[16] = {0};
+    int64_t b;
+    int l, j;
+    for (b = 0; b < nb; b++, xq += PT__QK) {
+        const float s = pt__qd(&w[b]) * xd[b];
+        for (l = 0; l < 8; l++) {
+            int32_t p = 0;
+            for (j = 4 * l; j < 4 * l + 4; j++) {
+                const int q = j < PT__QK / 2 ? w[b].qs[j] & 15 : w[b].qs[j - PT__QK / 2] >> 4;
+                p += (q - 8) * xq[j];
+            }
+            acc[8 * (b & 1) + l] = fmaf((float)p, s, acc[8 * (b & 1) + l]);
+        }
+    }
+    return pt__qmm_hsum16(acc);
+}
+static void pt__qmm_rows_c(const pt__qmm_job *j, int64_t n0, int64_t n1) {
+    int64_t n, m;
+    for (m = 0; m < j->M; m++)
+        for (n = n0; n < n1; n++) {
+            const unsigned char *w = j->w + n * j->rb;
+            float v;
+            if (j->type == PT_W_Q8_0) v = pt__qdot_q8_0_ref((const pt__block_q8_0 *)(const void *)w, j->xq + m * j->K, j->xd + m * j->ldd, j->nb);
+            else if (j->type == PT_W_Q4_0) v = pt__qdot_q4_0_ref((const pt__block_q4_0 *)(const void *)w, j->xq + m * j->K, j->xd + m * j->ldd, j->nb);
+            else v = pt__qdot_f_ref(j->x + m * j->ldx, w, j->type, j->K);
+            j->y[m * j->ldy + n] = j->bias ? v + j->bias[n] : v;
+        }
+}
+
+/* ---- x86 kernels: AVX-512 (F, VNNI) and AVX2, each the scalar reference's arithmetic in SIMD lanes ---- */
+#if PT__X86
+#if defined(__GNUC__) && !defined(__clang__)
+#define PT__QMM_UNROLL _Pragma("GCC unroll 16")
+#else
+#define PT__QMM_UNROLL _Pragma("unroll")
+#endif
+#define PT__QMM_INLINE static inline __attribute__((always_inline))
+
+#define PT__Q512_TGT __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,fma,f16c")))
+#define PT__Q512V_TGT __attribute__((target("avx512f,avx512vl,avx512dq,avx512bw,avx512vnni,fma,f16c")))
+#define PT__Q256_TGT __attribute__((target("avx2,fma,f16c")))
+
+/* the 16-lane reduction, AVX-512 */
+PT__Q512_TGT PT__QMM_INLINE float pt__q512_hsum(__m512 a) {
+    __m256 h = _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1)); /* i + (i + 8) */
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));       /* i + (i + 4) */
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));                                               /* i + (i + 2) */
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));                              /* 0 + 1 */
+}
+/* the same on lanes 0-7 in lo, 8-15 in hi (AVX2) */
+PT__Q256_TGT PT__QMM_INLINE float pt__q256_hsum(__m256 lo, __m256 hi) {
+    __m256 h = _mm256_add_ps(lo, hi);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
+}
+
+/* -- float weights, AVX-512: tile of MR rows of x by 4 rows of W; rows past the edge repeat the last
+   valid one and are not stored -- */
+PT__Q512_TGT PT__QMM_INLINE __m512 pt__q512_wload(const unsigned char *w, int64_t k, pt_wtype t, __mmask16 mk) {
+    __m256i h;
+    if (t == PT_W_F32) return _mm512_maskz_loadu_ps(mk, (const float *)(const void *)w + k);
+    h = _mm256_maskz_loadu_epi16(mk, (const uint16_t *)(const void *)w + k);
+    if (t == PT_W_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+PT__Q512_TGT PT__QMM_INLINE void pt__q512_tile_f(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t) {
+    const float *xp[4];
+    const unsigned char *wp[4];
+    __m512 acc[4][4];
+    int64_t k = 0, K = j->K;
+    int i, r;
+    PT__QMM_UNROLL for (r = 0; r < 4; r++) wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) xp[i] = j->x + (m0 + (i < mv ? i : mv - 1)) * j->ldx;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r] = _mm512_setzero_ps();
+    for (; k < K; k += 16) {
+        const __mmask16 mk = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1u);
+        __m512 wv[4];
+        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+            _mm_prefetch((const char *)(wp[r] + j->pf + k * (t == PT_W_F32 ? 4 : 2)), _MM_HINT_T0);
+            wv[r] = pt__q512_wload(wp[r], k, t, mk);
+        }
+        PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+            const __m512 xv = _mm512_maskz_loadu_ps(mk, xp[i] + k);
+            PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
+        }
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++)
+        if (i < mv && r < nv) {
+            float v = pt__q512_hsum(acc[i][r]);
+            j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+        }
+}
+/* rows [n0, n1) for every row of x: tiles of 4 (or 2, 1) rows of x by 4 rows of W */
+#define PT__QMM_ROWS(NAME, TGT, TILE, T)                                                              \
+    TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1) {                              \
+        int64_t m, n;                                                                                \
+        for (m = 0; m < j->M; m += 4) {                                                              \
+            const int mv = (int)PT__MIN(4, j->M - m);                                                \
+            for (n = n0; n < n1; n += 4) {                                                           \
+                const int nv = (int)PT__MIN(4, n1 - n);                                              \
+                if (mv == 1) TILE(j, m, 1, n, nv, 1, T);                                             \
+                else if (mv == 2) TILE(j, m, 2, n, nv, 2, T);                                        \
+                else TILE(j, m, mv, n, nv, 4, T);                                                    \
+            }                                                                                        \
+        }                                                                                            \
+    }
+PT__QMM_ROWS(pt__qmm_rows_f32_512, PT__Q512_TGT, pt__q512_tile_f, PT_W_F32)
+PT__QMM_ROWS(pt__qmm_rows_f16_512, PT__Q512_TGT, pt__q512_tile_f, PT_W_F16)
+PT__QMM_ROWS(pt__qmm_rows_bf16_512, PT__Q512_TGT, pt__q512_tile_f, PT_W_BF16)
+
+/* -- quantized weights, AVX-512 VNNI: two blocks per register (lanes 0-7 block b, 8-15 block b + 1) -- */
+/* 64 weights of blocks b, b + 1 as unsigned bytes: q8_0 w + 128, q4_0 the nibbles, in element order */
+PT__Q512V_TGT PT__QMM_INLINE __m512i pt__q512_wq(const unsigned char *blk, pt_wtype t, int two) {
+    if (t == PT_W_Q8_0) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+        const __m256i b = two ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2 + sizeof(pt__block_q8_0))) : _mm256_setzero_si256();
+        return _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1), _mm512_set1_epi8((char)0x80));
+    } else {
+        const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2));
+        const __m128i b = two ? _mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + sizeof(pt__block_q4_0))) : _mm_setzero_si128();
+        const __m512i v = _mm512_castsi256_si512(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1));
+        const __m512i p = _mm512_shuffle_i64x2(v, v, 0x50); /* 128-bit lanes [a, a, b, b] */
+        return _mm512_and_si512(_mm512_srlv_epi64(p, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), _mm512_set1_epi8(15));
+    }
+}
+/* the fp16 scales of blocks b, b + 1 of 4 rows as 8 floats [r0 b, r0 b+1, r1 b, r1 b+1, ...] (two 0 when
+   block b + 1 does not exist): assembled in general registers, one conversion */
+PT__Q512V_TGT PT__QMM_INLINE __m256 pt__q512_d4(const unsigned char *const *blk, int64_t stride, int two) {
+    uint64_t v[2] = {0, 0};
+    int r;
+    PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+        uint16_t d0, d1 = 0;
+        memcpy(&d0, blk[r], 2);
+        if (two) memcpy(&d1, blk[r] + stride, 2);
+        v[r >> 1] |= ((uint64_t)d0 | (uint64_t)d1 << 16) << (32 * (r & 1));
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)v[1], (long long)v[0]));
+}
+PT__Q512V_TGT PT__QMM_INLINE void pt__q512_tile_q(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t) {
+    const int64_t bs = t == PT_W_Q8_0 ? (int64_t)sizeof(pt__block_q8_0) : (int64_t)sizeof(pt__block_q4_0);
+    const int8_t *xq[4];
+    const float *xd[4];
+    const int32_t *xs[4];
+    const unsigned char *wp[4];
+    __m512 acc[4][4];
+    __m512i pidx[4]; /* [2r x 8, 2r + 1 x 8]: row r's two scales spread over the halves */
+    int64_t b, nb = j->nb;
+    int i, r;
+    PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+        wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+        pidx[r] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * r)), _mm256_set1_epi32(2 * r + 1), 1);
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+        const int64_t m = m0 + (i < mv ? i : mv - 1);
+        xq[i] = j->xq + m * j->K, xd[i] = j->xd + m * j->ldd, xs[i] = j->xs + m * (j->K / 4);
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r] = _mm512_setzero_ps();
+    for (b = 0; b < nb; b += 2) {
+        const int two = b + 1 < nb;
+        const __mmask16 mk = two ? (__mmask16)0xffff : (__mmask16)0x00ff;
+        const unsigned char *blk[4];
+        __m512i wq[4];
+        __m512 dw[4];
+        __m256 d4;
+        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+            blk[r] = wp[r] + b * bs;
+            _mm_prefetch((const char *)(blk[r] + j->pf), _MM_HINT_T0);
+        }
+        d4 = pt__q512_d4(blk, bs, two);
+        if (MR == 1) d4 = _mm256_mul_ps(d4, _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(const void *)(xd[0] + b)))); /* s = dw dx, exact */
+        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+            wq[r] = pt__q512_wq(blk[r], t, two);
+            dw[r] = _mm512_permutexvar_ps(pidx[r], _mm512_castps256_ps512(d4));
+        }
+        PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+            const __m512i xv = two ? _mm512_loadu_si512((const void *)(xq[i] + b * PT__QK))
+                                   : _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)(xq[i] + b * PT__QK)));
+            const __m512i cs = _mm512_maskz_loadu_epi32(mk, xs[i] + b * (PT__QK / 4));
+            __m512 dx = _mm512_setzero_ps();
+            if (MR > 1) dx = _mm512_permutexvar_ps(pidx[0], _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd((const double *)(const void *)(xd[i] + b))))); /* [dx_b x 8, dx_b+1 x 8] */
+            PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+                const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cs, wq[r], xv));
+                acc[i][r] = _mm512_mask3_fmadd_ps(p, MR == 1 ? dw[r] : _mm512_mul_ps(dw[r], dx), acc[i][r], mk);
+            }
+        }
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++)
+        if (i < mv && r < nv) {
+            float v = pt__q512_hsum(acc[i][r]);
+            j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+        }
+}
+PT__QMM_ROWS(pt__qmm_rows_q8_0_512, PT__Q512V_TGT, pt__q512_tile_q, PT_W_Q8_0)
+PT__QMM_ROWS(pt__qmm_rows_q4_0_512, PT__Q512V_TGT, pt__q512_tile_q, PT_W_Q4_0)
+
+/* -- float weights, AVX2: lanes 0-7 and 8-15 in two registers; tiles of MR rows of x by 4 (MR = 1) or
+   2 rows of W; a partial last 16 through zero-padded copies -- */
+PT__Q256_TGT PT__QMM_INLINE __m256 pt__q256_wload(const unsigned char *w, int64_t k, pt_wtype t) {
+    __m128i h;
+    if (t == PT_W_F32) return _mm256_loadu_ps((const float *)(const void *)w + k);
+    h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)(const void *)w + k));
+    if (t == PT_W_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_f(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t) {
+    enum { NR = 2 };
+    const int nr = MR == 1 ? 4 : NR;
+    const float *xp[2];
+    const unsigned char *wp[4];
+    __m256 lo[2][4], hi[2][4];
+    int64_t k, K = j->K, kf = K / 16 * 16;
+    int i, r;
+    if (nv > nr) nv = nr; /* the caller steps by nr */
+    PT__QMM_UNROLL for (r = 0; r < 4; r++) wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) xp[i] = j->x + (m0 + (i < mv ? i : mv - 1)) * j->ldx;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) lo[i][r] = hi[i][r] = _mm256_setzero_ps();
+    for (k = 0; k <= K; k += 16) {
+        float xt[2][16], wt[4][16];
+        const float *xk[2];
+        const unsigned char *wk[4];
+        pt_wtype tk = t;
+        int64_t o = k;
+        if (k == kf) { /* the partial last 16 (if any): zero-padded float copies */
+            if (k == K) break;
+            PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+                memset(xt[i], 0, sizeof xt[i]);
+                memcpy(xt[i], xp[i] + k, (size_t)(K - k) * 4);
+                xk[i] = xt[i];
+            }
+            PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+                if (r >= nr) break;
+                memset(wt[r], 0, sizeof wt[r]);
+                pt_dequantize_row(t, wp[r] + k * (t == PT_W_F32 ? 4 : 2), wt[r], K - k);
+                wk[r] = (const unsigned char *)wt[r];
+            }
+            tk = PT_W_F32, o = 0;
+        } else {
+            PT__QMM_UNROLL for (i = 0; i < MR; i++) xk[i] = xp[i] + k;
+            PT__QMM_UNROLL for (r = 0; r < 4; r++) wk[r] = wp[r];
+        }
+        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+            __m256 w0, w1;
+            if (r >= nr) break;
+            _mm_prefetch((const char *)(wp[r] + j->pf + k * (t == PT_W_F32 ? 4 : 2)), _MM_HINT_T0);
+            w0 = pt__q256_wload(wk[r], o, tk), w1 = pt__q256_wload(wk[r], o + 8, tk);
+            PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+                lo[i][r] = _mm256_fmadd_ps(_mm256_loadu_ps(xk[i]), w0, lo[i][r]);
+                hi[i][r] = _mm256_fmadd_ps(_mm256_loadu_ps(xk[i] + 8), w1, hi[i][r]);
+            }
+        }
+        if (k == kf) break;
+    }
+    for (i = 0; i < mv && i < MR; i++)
+        for (r = 0; r < nv; r++) {
+            float v = pt__q256_hsum(lo[i][r], hi[i][r]);
+            j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+        }
+}
+/* -- quantized weights, AVX2: one block per register (even blocks into lanes 0-7, odd into 8-15) -- */
+PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_q(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t) {
+    const int nr = MR == 1 ? 4 : 2;
+    const int64_t bs = t == PT_W_Q8_0 ? (int64_t)sizeof(pt__block_q8_0) : (int64_t)sizeof(pt__block_q4_0);
+    const int8_t *xq[2];
+    const float *xd[2];
+    const int32_t *xs[2];
+    const unsigned char *wp[4];
+    __m256 acc[2][4][2];
+    const __m256i ones = _mm256_set1_epi16(1);
+    int64_t b, nb = j->nb;
+    int i, r;
+    if (nv > nr) nv = nr;
+    PT__QMM_UNROLL for (r = 0; r < 4; r++) wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+        const int64_t m = m0 + (i < mv ? i : mv - 1);
+        xq[i] = j->xq + m * j->K, xd[i] = j->xd + m * j->ldd, xs[i] = j->xs + m * (j->K / 4);
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r][0] = acc[i][r][1] = _mm256_setzero_ps();
+    for (b = 0; b < nb; b++) {
+        const int e = (int)(b & 1);
+        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
+            const unsigned char *blk = wp[r] + b * bs;
+            uint16_t dh;
+            __m256i wv;
+            float dw;
+            if (r >= nr) break;
+            _mm_prefetch((const char *)(blk + j->pf), _MM_HINT_T0);
+            memcpy(&dh, blk, 2);
+            dw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(dh)));
+            if (t == PT_W_Q8_0) wv = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+            else {
+                const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2)), f = _mm_set1_epi8(15);
+                wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), f), _mm_and_si128(q, f));
+            }
+            PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xq[i] + b * PT__QK));
+                __m256i p;
+                if (t == PT_W_Q8_0) /* |w| against x with w's sign (as ggml): pairs <= 2 x 128 x 127, no saturation */
+                    p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv)), ones);
+                else /* nibbles 0..15 against x, then - 8 x the 4-sums of x */
+                    p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), ones),
+                                         _mm256_loadu_si256((const __m256i *)(const void *)(xs[i] + b * (PT__QK / 4))));
+                acc[i][r][e] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xd[i][b]), acc[i][r][e]);
+            }
+        }
+    }
+    for (i = 0; i < mv && i < MR; i++)
+        for (r = 0; r < nv; r++) {
+            float v = pt__q256_hsum(acc[i][r][0], acc[i][r][1]);
+            j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+        }
+}
+#define PT__QMM_ROWS256(NAME, TILE, T)                                                                \
+    PT__Q256_TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1) {                     \
+        int64_t m, n;                                                                                \
+        if (j->M == 1) {                                                                             \
+            for (n = n0; n < n1; n += 4) TILE(j, 0, 1, n, (int)PT__MIN(4, n1 - n), 1, T);            \
+            return;                                                                                  \
+        }                                                                                            \
+        for (m = 0; m < j->M; m += 2)                                                                \
+            for (n = n0; n < n1; n += 2) TILE(j, m, (int)PT__MIN(2, j->M - m), n, (int)PT__MIN(2, n1 - n), 2, T); \
+    }
+PT__QMM_ROWS256(pt__qmm_rows_f32_256, pt__q256_tile_f, PT_W_F32)
+PT__QMM_ROWS256(pt__qmm_rows_f16_256, pt__q256_tile_f, PT_W_F16)
+PT__QMM_ROWS256(pt__qmm_rows_bf16_256, pt__q256_tile_f, PT_W_BF16)
+PT__QMM_ROWS256(pt__qmm_rows_q8_0_256, pt__q256_tile_q, PT_W_Q8_0)
+PT__QMM_ROWS256(pt__qmm_rows_q4_0_256, pt__q256_tile_q, PT_W_Q4_0)
+
+/* -- x quantized to q8_0 (pt__qmm_quant_x's bits): roundf(v) as t + (|v - t| >= 0.5 ? sign(v) : 0), t = trunc(v)
+   (v - t is exact); the 4-sums as byte pair sums -- */
+PT__Q512_TGT static void pt__qmm_quant_x_512(const float *x, int64_t K, int8_t *xq, float *xd, int32_t *xs, int32_t c) {
+    const int64_t nb = K / PT__QK;
+    const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    const __m512i sgn = _mm512_set1_epi32((int)0x80000000u);
+    int64_t b;
+    for (b = 0; b < nb; b++, x += PT__QK, xq += PT__QK, xs += PT__QK / 4) {
+        __m512 v[2];
+        __m128i q[2];
+        float amax, d, id;
+        int h;
+        v[0] = _mm512_loadu_ps(x), v[1] = _mm512_loadu_ps(x + 16);
+        amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_abs_ps(v[1])));
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        xd[b] = pt__f32_from_f16(pt__f16_from_f32(d));
+        for (h = 0; h < 2; h++) {
+            const __m512 p = _mm512_mul_ps(v[h], _mm512_set1_ps(id));
+            const __m512 t = _mm512_roundscale_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(p, t)), half, _CMP_GE_OQ);
+            const __m512 s1 = _mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(p), sgn), _mm512_castps_si512(one)));
+            q[h] = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_mask_add_ps(t, up, t, s1)));
+            _mm_storeu_si128((__m128i *)(void *)(xq + 16 * h), q[h]);
+            _mm_storeu_si128((__m128i *)(void *)(xs + 4 * h),
+                             _mm_mullo_epi32(_mm_madd_epi16(_mm_maddubs_epi16(_mm_set1_epi8(1), q[h]), _mm_set1_epi16(1)), _mm_set1_epi32(-c)));
+        }
+    }
+    if (nb & 1) xd[nb] = 0.0f;
+}
+PT__Q256_TGT static void pt__qmm_quant_x_256(const float *x, int64_t K, int8_t *xq, float *xd, int32_t *xs, int32_t c) {
+    const int64_t nb = K / PT__QK;
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f), sgn = _mm256_set1_ps(-0.0f);
+    int64_t b;
+    for (b = 0; b < nb; b++, x += PT__QK, xq += PT__QK, xs += PT__QK / 4) {
+        __m256 v[4], m;
+        __m256i i[4], q;
+        __m128 m4;
+        float amax, d, id;
+        int h;
+        for (h = 0; h < 4; h++) v[h] = _mm256_loadu_ps(x + 8 * h);
+        m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sgn, v[0]), _mm256_andnot_ps(sgn, v[1])),
+                          _mm256_max_ps(_mm256_andnot_ps(sgn, v[2]), _mm256_andnot_ps(sgn, v[3])));
+        m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+        d = amax / 127.0f;
+        id = d != 0.0f ? 1.0f / d : 0.0f;
+        xd[b] = pt__f32_from_f16(pt__f16_from_f32(d));
+        for (h = 0; h < 4; h++) {
+            const __m256 p = _mm256_mul_ps(v[h], _mm256_set1_ps(id));
+            const __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sgn, _mm256_sub_ps(p, t)), half, _CMP_GE_OQ);
+            const __m256 s1 = _mm256_or_ps(_mm256_and_ps(p, sgn), one);
+            i[h] = _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, s1)));
+        }
+        q = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+        q = _mm256_permutevar8x32_epi32(q, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(void *)xq, q);
+        _mm256_storeu_si256((__m256i *)(void *)xs,
+                            _mm256_mullo_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)), _mm256_set1_epi32(-c)));
+    }
+    if (nb & 1) xd[nb] = 0.0f;
+}
+
+static pt__qmm_rows_fn pt__qmm_fn_512(pt_wtype t) {
+    return t == PT_W_F32 ? pt__qmm_rows_f32_512 : t == PT_W_F16 ? pt__qmm_rows_f16_512 : t == PT_W_BF16 ? pt__qmm_rows_bf16_512
+         : t == PT_W_Q8_0 ? pt__qmm_rows_q8_0_512 : pt__qmm_rows_q4_0_512;
+}
+static pt__qmm_rows_fn pt__qmm_fn_256(pt_wtype t) {
+    return t == PT_W_F32 ? pt__qmm_rows_f32_256 : t == PT_W_F16 ? pt__qmm_rows_f16_256 : t == PT_W_BF16 ? pt__qmm_rows_bf16_256
+         : t == PT_W_Q8_0 ? pt__qmm_rows_q8_0_256 : pt__qmm_rows_q4_0_256;
+}
+#define PT__QMM_FN_AVX512(t) pt__qmm_fn_512(t)
+#define PT__QMM_FN_AVX2(t) pt__qmm_fn_256(t)
+#endif /* PT__X86 */
+
+/* ---- kernel choice ---- */
+static int pt__qmm_cpu_vnni(void) {
+#if PT__X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+#else
+    return 0;
+#endif
+}
+/* the best kernel level this CPU runs for the float types (the gemm's choice: AVX-512F / AVX2+FMA / C;
+   f16 also needs F16C) */
+static int pt__qmm_pick(void) {
+    int k = pt__gemm_pick_kern();
+    return k == PT__GEMM_KERN_AVX512 ? PT__QMM_KERN_AVX512 : k == PT__GEMM_KERN_AVX2 ? PT__QMM_KERN_AVX2 : PT__QMM_KERN_C;
+}
+/* what level kern (forced or picked) runs for type t on this CPU */
+static int pt__qmm_resolve(int kern, pt_wtype t) {
+    int best = pt__qmm_pick();
+    if (kern == PT__QMM_KERN_AUTO || kern > best) kern = best;
+    if (kern == PT__QMM_KERN_AVX512 && (t == PT_W_Q8_0 || t == PT_W_Q4_0) && !pt__qmm_cpu_vnni()) kern = PT__QMM_KERN_AVX2;
+    if (kern >= PT__QMM_KERN_AVX2 && t == PT_W_F16 && !pt__cpu_has_f16c()) kern = PT__QMM_KERN_C;
+    return kern;
+}
+static const char *pt__qmm_kname(int kern, pt_wtype t) {
+    if (kern == PT__QMM_KERN_AVX512) return t == PT_W_Q8_0 || t == PT_W_Q4_0 ? "avx512vnni" : "avx512";
+    return kern == PT__QMM_KERN_AVX2 ? "avx2" : "c";
+}
+/* what pt__qmm runs for t on this CPU (a context can be forced lower: pt__qmm_force): "avx512vnni"
+   (q8_0, q4_0), "avx512" (f32, f16, bf16), "avx2" or "c"; NULL for an unknown type */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
+static const char *pt__qmm_kernel(pt_wtype t) {
+    return pt_wtype_name(t) ? pt__qmm_kname(pt__qmm_resolve(PT__QMM_KERN_AUTO, t), t) : NULL;
+}
+static pt__qmm_rows_fn pt__qmm_fn(int kern, pt_wtype t) {
+#if PT__X86
+    if (kern == PT__QMM_KERN_AVX512) return PT__QMM_FN_AVX512(t);
+    if (kern == PT__QMM_KERN_AVX2) return PT__QMM_FN_AVX2(t);
+#endif
+    (void)kern, (void)t;
+    return pt__qmm_rows_c;
+}
+
+/* ---- the workspace ---- */
+static void pt__qmm_ws_release(pt_ctx *ctx) {
+    if (!ctx->qmm_ws) return;
+    pt__mem_add(ctx, PT__MEM_WORK, -(int64_t)ctx->qmm_ws->cap);
+    pt__free(ctx, ctx->qmm_ws->buf);
+    pt__free(ctx, ctx->qmm_ws);
+    ctx->qmm_ws = NULL;
+}
+static pt__qmm_ws *pt__qmm_ws_get(pt_ctx *ctx) {
+    if (!ctx->qmm_ws) {
+        ctx->qmm_ws = (pt__qmm_ws *)pt__malloc(ctx, sizeof(pt__qmm_ws));
+        if (!ctx->qmm_ws) return (pt__qmm_ws *)pt__fail(ctx, PT_ERR_OOM, "pt__qmm: out of memory for the workspace");
+        memset(ctx->qmm_ws, 0, sizeof(pt__qmm_ws));
+        pt__at_shutdown(ctx, pt__qmm_ws_release);
+    }
+    return ctx->qmm_ws;
+}
+/* forces pt__qmm's kernel level in ctx (PT__QMM_KERN_*; 0 = the best; a level the CPU lacks runs the
+   best it has); the tests run every path this way */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
+static void pt__qmm_force(pt_ctx *ctx, int kern) {
+    pt__qmm_ws *ws = pt__qmm_ws_get(ctx);
+    if (ws) ws->kern = kern;
+}
+static void *pt__qmm_scratch(pt_ctx *ctx, pt__qmm_ws *ws, size_t bytes) {
+    if (bytes > ws->cap) {
+        size_t cap = PT__MAX(bytes, ws->cap + ws->cap / 2);
+        unsigned char *p = (unsigned char *)pt__malloc(ctx, cap + PT__ALIGN);
+        if (!p) return pt__fail(ctx, PT_ERR_OOM, "pt__qmm: out of memory for %zu bytes of quantized rows", bytes);
+        pt__free(ctx, ws->buf);
+        pt__mem_add(ctx, PT__MEM_WORK, (int64_t)(cap - ws->cap));
+        ws->buf = p;
+        ws->cap = cap;
+    }
+    return (void *)(((uintptr_t)ws->buf + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1));
+}
+
+/* y[m * ldy + n] = sum_k x[m * ldx + k] * W[n, k] (+ bias[n] when bias != NULL), m < M, n < w->rows.
+   Each y element is the same bits whatever M, the other rows of x, the thread count and the kernel (the
+   summation order at the top of the section). q8_0 / q4_0: x quantized per row to q8_0 blocks, integer
+   dot products; f32 / f16 / bf16: FMA on the weights widened in registers. Rows of W split across the
+   threads; for large M, blocks of W rows that stay in L2 while every row of x passes. Scratch (the
+   quantized x) from ctx's workspace, grown, never per call. A bad matrix (unknown type, columns not
+   whole blocks) or an out-of-memory workspace is an error in ctx, y untouched. */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
+static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, int64_t M, const float *bias, float *y, int64_t ldy) {
+    pt__qmm_ws *ws;
+    pt__qmm_job j;
+    pt__qmm_rows_fn fn;
+    int64_t rb, N, nblk, c;
+    int nt, kern;
+    if (!ctx) return;
+    if (!w || !x || !y || M < 0 || w->rows < 0 || (w->rows && !w->data)) {
+        pt__fail(ctx, PT_ERR_ARG, "pt__qmm: NULL or negative argument (w %p, x %p, y %p, M %lld)", (const void *)w, (const void *)x, (void *)y, (long long)M);
+        return;
+    }
+    if (!pt_wtype_name(w->type)) {
+        pt__fail(ctx, PT_ERR_ARG, "pt__qmm: a matrix of type %d (expected f32, f16, bf16, q8_0 or q4_0: an unknown type)", (int)w->type);
+        return;
+    }
+    rb = pt_wtype_row_bytes(w->type, w->cols);
+    if (rb < 0) {
+        pt__fail(ctx, PT_ERR_ARG, "pt__qmm: a %s matrix of %lld columns (expected whole blocks of %lld)", pt_wtype_name(w->type),
+                 (long long)w->cols, (long long)pt_wtype_block(w->type));
+        return;
+    }
+    N = w->rows;
+    if (M == 0 || N == 0) return;
+    if (!(ws = pt__qmm_ws_get(ctx))) return;
+    kern = pt__qmm_resolve(ws->kern, w->type);
+    memset(&j, 0, sizeof j);
+    j.type = w->type, j.w = (const unsigned char *)w->data, j.rb = rb, j.K = w->cols, j.nb = w->cols / PT__QK;
+    j.x = x, j.ldx = ldx, j.M = M, j.bias = bias, j.y = y, j.ldy = ldy;
+    if (w->type == PT_W_Q8_0 || w->type == PT_W_Q4_0) {
+        int64_t K = w->cols, m, ldd = (j.nb + 1) & ~(int64_t)1;
+        size_t qb = (size_t)PT__GEMM_RUP(M * K, 64), db = (size_t)M * (size_t)ldd * 4, sb = (size_t)M * (size_t)(K / 4) * 4;
+        unsigned char *s = (unsigned char *)pt__qmm_scratch(ctx, ws, qb + db + sb);
+        if (!s) return;
+        j.xq = (const int8_t *)s, j.xd = (const float *)(const void *)(s + qb), j.xs = (const int32_t *)(const void *)(s + qb + db), j.ldd = ldd;
+        void (*qx)(const float *, int64_t, int8_t *, float *, int32_t *, int32_t) = pt__qmm_quant_x;
+#if PT__X86
+        if (kern == PT__QMM_KERN_AVX512) qx = pt__qmm_quant_x_512;
+        else if (kern == PT__QMM_KERN_AVX2) qx = pt__qmm_quant_x_256;
+#endif
+        for (m = 0; m < M; m++)
+            qx(x + m * ldx, K, (int8_t *)s + m * K, (float *)(void *)(s + qb) + m * ldd, (int32_t *)(void *)(s + qb + db) + m * (K / 4),
+               w->type == PT_W_Q8_0 ? 128 : 8);
+    }
+    j.pf = PT__MAX(4, (4096 + rb / 2) / rb) * rb;
+    fn = pt__qmm_fn(kern, w->type);
+    /* blocks of rows of about 256 KiB (L2) when x has several rows; threads take contiguous ranges of
+       whole 8-row groups; one thread for small products */
+    nblk = M > 1 ? PT__MAX(8, (256 << 10) / rb / 8 * 8) : N;
+    nt = ctx->nthreads < 1 ? 1 : ctx->nthreads;
+    if ((double)N * (double)w->cols * (double)M < 65536.0 || N < 16) nt = 1;
+    if (nt > N / 8) nt = (int)PT__MAX(1, N / 8);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+#endif
+    for (c = 0; c < nt; c++) {
+        int64_t a = c ? N * c / nt / 8 * 8 : 0, e = c + 1 < nt ? N * (c + 1) / nt / 8 * 8 : N, n;
+        for (n = a; n < e; n += nblk) fn(&j, n, PT__MIN(e, n + nblk));
+    }
+}
+
 // >>tensor  storages, the graph's arenas, tensors
 /* Owns: pt_storage, the per-graph activation arena and gradient pool, tensor creation and host I/O
    Invariants: a tensor is (storage, offset, shape) of contiguous row-major data; only the CPU
@@ -12826,12 +13926,12 @@ PTDEF pt_tensor *pt_linear_cross_entropy_vp(pt_graph *g, pt_tensor *x, pt_tensor
     return pt__lxent_record(g, op, &s, tloc, lse, out, -1, nloc, count);
 }
 
-// >>gpt  the transformer block and the GPT: constructors, stages, loss, generation
-/* Owns: pt_block and pt_gpt (also split into pipeline stages), their forward, loss, FLOP counts and
-   sampling
+// >>gpt  the transformer block and the GPT: constructors, stages, loss
+/* Owns: pt_block and pt_gpt (also split into pipeline stages), their forward, loss and FLOP counts
+   (generation, pt_gpt_generate, stands in infer)
    Invariants: the same model on every layout: tp > 1 swaps in the pieces of the tp section
-   Entry points: pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_generate
-   pt_gpt_flops pt_block_new pt_block_fwd_ex pt_gpt_set_recompute */
+   Entry points: pt_gpt_new pt_gpt_new_stages pt_gpt_loss pt_gpt_stage_fwd pt_gpt_flops pt_block_new
+   pt_block_fwd_ex pt_gpt_set_recompute */
 /* first vocabulary id of this rank's logits columns / token-table rows (0 without TP) */
 static int64_t pt__gpt_vocab_offset(const pt_gpt *m) {
     return (int64_t)pt_tp_rank(m->ctx) * (m->cfg.vocab_padded / pt_tp_size(m->ctx));
@@ -13092,59 +14192,6 @@ PTDEF void pt_gpt_stage_costs(const pt_gpt_config *c, int64_t B, int64_t T, doub
     for (l = 0; layer_cost && l < c->layers; l++) layer_cost[l] = 6.0 * 12.0 * C * C * bt + 12.0 * bt * (double)T * C;
     if (first_extra) *first_extra = 3.0 * bt * C;           /* gathers and adds, forward and backward */
     if (last_extra) *last_extra = 6.0 * Vp * C * bt + 10.0 * bt * Vp; /* head matmuls and the softmax */
-}
-PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, float temperature, uint64_t seed,
-                                int32_t *out) {
-    pt_rng rng = pt_rng_seed(seed);
-    int t, i, V, Vp, Vl, saved_grad, saved_train;
-    float *row;
-    if (!m || !g || !out || (n > 0 && !prompt) || n < 1 || max_new < 0)
-        return (pt_status)(pt__fail(m ? m->ctx : NULL, PT_ERR_ARG, "pt_gpt_generate: needs a model, a graph, a prompt of >= 1 token and out"),
-                           PT_ERR_ARG);
-    V = m->cfg.vocab, Vp = m->cfg.vocab_padded, Vl = Vp / pt_tp_size(m->ctx);
-    row = (float *)pt__alloc(m->ctx, (size_t)Vp * sizeof(float));
-    if (!row) return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_gpt_generate: out of memory"), PT_ERR_OOM);
-    memcpy(out, prompt, (size_t)n * sizeof *out);
-    saved_grad = g->grad_on, saved_train = g->training;
-    pt_graph_set_grad(g, 0);
-    pt_graph_set_training(g, 0);
-    for (t = n; t < n + max_new; t++) {
-        int T = PT__MIN(t, m->cfg.max_seq), best = 0;
-        pt_tensor *ids, *logits, last;
-        pt_graph_reset(g);
-        ids = pt_tensor_new(g, PT_I32, 2, 1, T, 0, 0);
-        if (!ids || pt_tensor_write(ids, out + t - T) != PT_OK) break;
-        logits = pt_gpt_forward(g, m, ids);
-        if (!logits) break;
-        last = pt__at(logits, (int64_t)(T - 1) * Vl); /* TP: this rank's columns, gathered in rank order */
-        last.ndim = 1;
-        last.shape[0] = Vl;
-        last.shape[1] = last.shape[2] = 1;
-        {
-            int xk = pt__xfer_as(m->ctx, pt_tp_size(m->ctx) > 1 ? PT_XFER_TP : PT_XFER_IO); /* staged for the TP allgather */
-            pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
-            pt__xfer_as(m->ctx, xk);
-        }
-        if (!pt__tp_allgather(m->ctx, "pt_gpt_generate", row, Vl)) break;
-        for (i = 1; i < V; i++)
-            if (row[i] > row[best]) best = i;
-        if (temperature > 0) {
-            double sum = 0, u;
-            for (i = 0; i < V; i++) sum += exp((double)(row[i] - row[best]) / temperature);
-            u = pt_rng_float(&rng) * sum;
-            for (i = 0; i < V; i++) {
-                u -= exp((double)(row[i] - row[best]) / temperature);
-                if (u <= 0) break;
-            }
-            best = i < V ? i : V - 1;
-        }
-        out[t] = best;
-    }
-    pt_graph_reset(g);
-    pt_graph_set_grad(g, saved_grad);
-    pt_graph_set_training(g, saved_train);
-    pt__free(m->ctx, row);
-    return m->ctx->status;
 }
 PTDEF int64_t pt_gpt_matmul_params(const pt_gpt_config *c) {
     int64_t C = c->width, Vp = c->vocab_padded ? c->vocab_padded : (c->vocab + 63) / 64 * 64;
@@ -17335,7 +18382,7 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
    Invariants: written to a temporary name, fsynced, renamed, then latest; nothing committed is lost
    by a failed save
    Entry points: pt_ckpt_save pt_ckpt_poll pt_ckpt_load pt_ckpt_verify pt_ckpt_export
-   pt_safetensors_load */
+   pt_safetensors_load pt_ckpt_tokenizer */
 /* =================================================================================================
    checkpoints: CRC32C, the manifest, save (synchronous or asynchronous), load with fallback to the previous one
    Layout and protocol: see the declarations (see api). The manifest is text, one record a line, the
@@ -17350,6 +18397,7 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
        tensor name= kind=param|m|v rank= dtype=f32 shape=a,b split_dim= split_parts= split_index=
               split_groups= stage= lo= hi= offset= bytes= crc32c=
        state name= rank= offset= bytes= crc32c=
+       tokenizer name=tokenizer.bin bytes= crc32c= vocab=                 (if given: pt_ckpt_opts.tokenizer)
        end crc32c=XXXXXXXX                                                (of all bytes before it)
    A tensor record holds elements [lo, hi) of the flat local shard its split describes; element i of
    it is global element pt_spec_global_index(split, i). Resharding (load): a reader fills each of its
@@ -17406,6 +18454,8 @@ typedef struct pt__ck_man {
     int nt, capt;
     pt__ck_state *s;
     int ns, caps;
+    pt__ck_file tok;   /* the tokenizer file (tok.seen: the manifest records one) */
+    int tok_vocab;
     const pt_ctx *ctx; /* whose allocator holds the arrays (NULL: the PT_MALLOC macros) */
 } pt__ck_man;
 static void pt__ck_man_free(pt__ck_man *m) {
@@ -17663,6 +18713,19 @@ static int pt__ck_man_read(const pt_ctx *ctx, const char *dir, pt__ck_man *m, ch
                 } else if (!PT__GROW(ctx, m->t, m->capt, m->nt + 1, 64)) pt__msg(why, sizeof why, "out of memory");
                 else t.crc = (uint32_t)x, m->t[m->nt++] = t;
             }
+        } else if (!strncmp(line, "tokenizer ", 10)) {
+            pt__ck_file f;
+            memset(&f, 0, sizeof f);
+            if (m->tok.seen) pt__msg(why, sizeof why, "a second tokenizer record");
+            else if (pt__ck_str(line, "name", f.name, sizeof f.name, why, sizeof why) &&
+                     pt__ck_num(line, "bytes", 0, PT__CK_MAX_BYTES, &f.bytes, why, sizeof why) &&
+                     pt__ck_num(line, "crc32c", 0, 0xffffffffll, &x, why, sizeof why) &&
+                     pt__ck_numi(line, "vocab", 256, 256 + (1 << 24), &m->tok_vocab, why, sizeof why)) {
+                f.crc = (uint32_t)x, f.seen = 1;
+                if (strchr(f.name, '/') || !strcmp(f.name, ".") || !strcmp(f.name, ".."))
+                    pt__msg(why, sizeof why, "field 'name': expected a file name without '/', found '%s'", f.name);
+                else m->tok = f;
+            }
         } else if (!strncmp(line, "state ", 6)) {
             pt__ck_state s;
             memset(&s, 0, sizeof s);
@@ -17730,43 +18793,47 @@ static int pt__ck_open_reg(const char *path, int64_t want, int64_t *size, char *
     return fd;
 }
 
-/* checks the size and CRC32C of data file r of the checkpoint in dir */
-static int pt__ck_file_check(const char *dir, const pt__ck_man *m, int r, char *err, size_t errlen) {
+/* checks the size and CRC32C of file f (a rank's data file, the tokenizer) of the checkpoint in dir */
+static int pt__ck_blob_check(const char *dir, const pt__ck_man *m, const pt__ck_file *f, char *err, size_t errlen) {
     char path[1024];
     unsigned char *buf;
     uint32_t crc = 0;
     int64_t total = 0;
     ssize_t k;
     int fd;
-    snprintf(path, sizeof path, "%s/%s", dir, m->files[r].name);
-    if ((fd = pt__ck_open_reg(path, m->files[r].bytes, NULL, err, errlen)) < 0) return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, f->name);
+    if ((fd = pt__ck_open_reg(path, f->bytes, NULL, err, errlen)) < 0) return 0;
     if (!(buf = (unsigned char *)pt__alloc(m->ctx, 1 << 20))) {
         close(fd);
         pt__msg(err, errlen, "%s: out of memory", path);
         return 0;
     }
-    while (total < m->files[r].bytes && (k = read(fd, buf, (size_t)PT__MIN((int64_t)1 << 20, m->files[r].bytes - total))) > 0)
+    while (total < f->bytes && (k = read(fd, buf, (size_t)PT__MIN((int64_t)1 << 20, f->bytes - total))) > 0)
         crc = pt_crc32c(crc, buf, (size_t)k), total += (int64_t)k;
     close(fd);
     pt__free(m->ctx, buf);
-    if (total != m->files[r].bytes) {
-        pt__msg(err, errlen, "%s: read %lld bytes, the manifest lists %lld (truncated while read?)", path, (long long)total,
-                (long long)m->files[r].bytes);
+    if (total != f->bytes) {
+        pt__msg(err, errlen, "%s: read %lld bytes, the manifest lists %lld (truncated while read?)", path, (long long)total, (long long)f->bytes);
         return 0;
     }
-    if (crc != m->files[r].crc) {
-        pt__msg(err, errlen, "%s: CRC32C mismatch (file %08x, manifest %08x)", path, crc, m->files[r].crc);
+    if (crc != f->crc) {
+        pt__msg(err, errlen, "%s: CRC32C mismatch (file %08x, manifest %08x)", path, crc, f->crc);
         return 0;
     }
     return 1;
 }
+/* checks the size and CRC32C of data file r of the checkpoint in dir */
+static int pt__ck_file_check(const char *dir, const pt__ck_man *m, int r, char *err, size_t errlen) {
+    return pt__ck_blob_check(dir, m, &m->files[r], err, errlen);
+}
 
-/* every data file of the checkpoint in dir (manifest m, read and checked): size and CRC32C */
+/* every file of the checkpoint in dir (manifest m, read and checked): size and CRC32C; the data
+   files, and the tokenizer when it carries one (pt_ckpt_load does not read that one) */
 static int pt__ck_files_check(const char *dir, const pt__ck_man *m, char *err, size_t errlen) {
     int r;
     for (r = 0; r < m->world; r++)
         if (!pt__ck_file_check(dir, m, r, err, errlen)) return 0;
-    return 1;
+    return !m->tok.seen || pt__ck_blob_check(dir, m, &m->tok, err, errlen);
 }
 PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen) {
     pt__ck_man m;
@@ -17957,6 +19024,44 @@ static int pt__ck_add_piece(pt__ck_job *j, pt_storage *st, int64_t el, const voi
     return 1;
 }
 /* the manifest's first lines: version, step, layout, model, optimizer (taken at the call) */
+/* world rank 0: the tokenizer of opts into the step's temporary directory (the bytes pt_tokenizer_save
+   writes), fsynced, and its record into the manifest's head. 0 and a message in err on failure. */
+static int pt__ck_tok_save(pt__ck_job *j, const pt_ckpt_opts *opts, char *err, size_t errlen) {
+    const pt_tokenizer *tk = opts->tokenizer;
+    int64_t n = PT__TOK_HDR + 8 * (int64_t)tk->merges;
+    unsigned char *b;
+    char path[1200];
+    int32_t i;
+    int fd, ok;
+    uint32_t crc;
+    if (opts->model && 256 + tk->merges > opts->model->vocab) {
+        pt__msg(err, errlen, "pt_ckpt_save: the tokenizer's vocabulary of %d exceeds the model's vocab of %d (another tokenizer?)", 256 + (int)tk->merges,
+                (int)opts->model->vocab);
+        return 0;
+    }
+    if (!(b = (unsigned char *)pt__alloc(j->ctx, (size_t)n))) {
+        pt__msg(err, errlen, "pt_ckpt_save: out of memory for the tokenizer (%lld bytes)", (long long)n);
+        return 0;
+    }
+    memset(b, 0, PT__TOK_HDR);
+    for (i = 0; i < 2 * tk->merges; i++) pt__put32(b + PT__TOK_HDR + 4 * i, (uint32_t)tk->pair[i]);
+    pt__put32(b, PT_TOKENIZER_MAGIC), pt__put32(b + 4, 1), pt__put32(b + 8, (uint32_t)tk->merges), pt__put32(b + 12, (uint32_t)(256 + tk->merges));
+    pt__put32(b + 16, pt_crc32c(0, b + PT__TOK_HDR, (size_t)(n - PT__TOK_HDR)));
+    crc = pt_crc32c(0, b, (size_t)n);
+    snprintf(path, sizeof path, "%s/%s", j->tmp, PT_TOKENIZER_FILE);
+    ok = (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0;
+    if (ok) {
+        ok = pt__ck_write_fd(fd, b, (size_t)n) && fsync(fd) == 0;
+        ok = close(fd) == 0 && ok;
+    }
+    pt__free(j->ctx, b);
+    if (!ok) {
+        pt__msg(err, errlen, "pt_ckpt_save: %s: write/fsync failed", path);
+        return 0;
+    }
+    pt__sb_add(&j->head, "tokenizer name=%s bytes=%lld crc32c=0x%08x vocab=%d\n", PT_TOKENIZER_FILE, (long long)n, crc, 256 + (int)tk->merges);
+    return 1;
+}
 static void pt__ck_head(pt_ctx *ctx, pt_optim *o, int64_t step, const pt_ckpt_opts *opts, pt__sb *m) {
     pt_layout l = pt_dist_layout(ctx->desc.dist);
     if (!ctx->desc.dist) l.dp = l.tp = l.pp = 1;
@@ -18218,9 +19323,11 @@ static int pt__ck_commit(pt__ck_job *j, const pt__sb *recs, char *err, size_t er
         char e2[PT__ERRLEN];
         int r, fd2 = -1, read_ok;
         ok = read_ok = pt__ck_man_read(j->ctx, j->tmp, &mm, e2, sizeof e2);
-        for (r = 0; ok && r < mm.world; r++) {
-            snprintf(path, sizeof path, "%s/%s", j->tmp, mm.files[r].name);
-            if ((fd2 = pt__ck_open_reg(path, mm.files[r].bytes, NULL, e2, sizeof e2)) < 0) ok = 0;
+        for (r = 0; ok && r <= mm.world; r++) { /* and the tokenizer, when it carries one */
+            const pt__ck_file *f = r < mm.world ? &mm.files[r] : &mm.tok;
+            if (r == mm.world && !mm.tok.seen) break;
+            snprintf(path, sizeof path, "%s/%s", j->tmp, f->name);
+            if ((fd2 = pt__ck_open_reg(path, f->bytes, NULL, e2, sizeof e2)) < 0) ok = 0;
             else close(fd2);
         }
         if (read_ok) pt__ck_man_free(&mm);
@@ -18405,6 +19512,7 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
     dp_sharded = o && !(o->zlo == 0 && o->zhi == ctx->slab_n);
     ok = pt__ck_plan(ctx, o, j, rank, c, dp_sharded, j->async);
     if (ok && rank == 0) pt__ck_head(ctx, o, step, opts, &j->head);
+    if (ok && rank == 0 && opts && opts->tokenizer) ok = pt__ck_tok_save(j, opts, j->err, sizeof j->err);
     snprintf(err, sizeof err, "%s", j->err);
     if (!pt_dist_agree_msg(d, ok, err, sizeof err)) {
         if (rank == 0) pt__ck_rmdir(tmp);
@@ -19446,8 +20554,34 @@ PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *er
         }
     info->nstate = m.ns;
     for (j = 0; j < m.ns; j++) info->state_bytes += m.s[j].bytes;
+    info->tokenizer_vocab = m.tok.seen ? m.tok_vocab : 0;
     pt__ck_man_free(&m);
     return PT_OK;
+}
+
+PTDEF pt_tokenizer *pt_ckpt_tokenizer(pt_ctx *ctx, const char *path) {
+    char dir[1024], file[1200], err[PT__ERRLEN];
+    pt__ck_man m;
+    pt_tokenizer *tk;
+    if (!path) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_tokenizer: no checkpoint path");
+    if (pt_ckpt_step_dir(path, dir, sizeof dir) != PT_OK) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_ckpt_tokenizer: %s", dir);
+    if (!pt__ck_man_read(ctx, dir, &m, err, sizeof err)) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_tokenizer: %s", err);
+    if (!m.tok.seen) { /* byte-level data: none, and no error */
+        pt__ck_man_free(&m);
+        return NULL;
+    }
+    if (!pt__ck_blob_check(dir, &m, &m.tok, err, sizeof err)) {
+        pt__ck_man_free(&m);
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_tokenizer: %s", err);
+    }
+    snprintf(file, sizeof file, "%s/%s", dir, m.tok.name);
+    if ((tk = pt_tokenizer_load(ctx, file)) != NULL && pt_tokenizer_vocab(tk) != m.tok_vocab) {
+        pt__fail(ctx, PT_ERR_FORMAT, "pt_ckpt_tokenizer: %s: a vocabulary of %d, the manifest records %d", file, (int)pt_tokenizer_vocab(tk), m.tok_vocab);
+        pt_tokenizer_free(tk);
+        tk = NULL;
+    }
+    pt__ck_man_free(&m);
+    return tk;
 }
 
 /* global tensor (name, kind) of the checkpoint in dir (manifest m) into out[n] */
@@ -19642,6 +20776,10 @@ PTDEF pt_status pt_ckpt_info_read(const char *path, pt_ckpt_info *info, char *er
     return PT_ERR_IO;
 }
 PTDEF void pt_ckpt_info_free(pt_ckpt_info *info) { (void)info; }
+PTDEF pt_tokenizer *pt_ckpt_tokenizer(pt_ctx *ctx, const char *path) {
+    (void)path;
+    return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_ckpt_tokenizer: checkpoints need a POSIX file system");
+}
 PTDEF pt_status pt_ckpt_tensor_read(const char *step_dir, const char *name, int kind, float *out, int64_t n, char *err, size_t errlen) {
     (void)step_dir, (void)name, (void)kind, (void)out, (void)n;
     pt__msg(err, errlen, "pt_ckpt_tensor_read: checkpoints need a POSIX file system");
@@ -21110,6 +22248,1281 @@ PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, 
     return PT_OK;
 }
 
+// >>sample  one sampler for every generation path: penalties, temperature, top-k, top-p, min-p; stop strings
+/* Owns: pt_sampler (its parameters, its RNG, its scratch), pt_stop_find
+   Invariants: a pick depends only on the logits, the history window and the sampler's own RNG
+   (one draw per sampled token, none when greedy); ties are broken by token id; no allocation per
+   call; the same bits for the same inputs whatever the thread count (it runs on the caller's thread)
+   Entry points: pt_sampler_new pt_sampler_next pt_sampler_probs pt_sampler_seed pt_sampler_free
+   pt_stop_find */
+/* =================================================================================================
+   the sampler
+   =================================================================================================
+   One call: z = the logits with the repeat penalty applied (a copy in the scratch; the caller's row
+   when the penalty is off), best = argmax z (lowest id on ties). Greedy (temperature 0 or top_k 1)
+   returns best. Else the kept set, as the api block orders the filters:
+   - neither top_k nor top_p: every token with z >= z_best + T ln(min_p) (all finite ones without
+     min_p), in id order, no sort;
+   - top_k: a min-heap of k selects the k most likely by (z descending, id ascending) in one pass
+     (one compare for most tokens), sorted by popping it; top_p (over the k's total) and min_p cut
+     that sorted prefix;
+   - top_p alone: the total over all tokens, then a max-heap (built in O(V)) of the tokens that can
+     be in the nucleus (weight >= (1 - top_p) total / (2 V), and over the min_p line), popped most
+     likely first until the popped weights reach top_p of the total. A peaked row pops a few.
+   The weights are exp((z - z_best) / T) in float (the best is 1, so min_p's cut is a logit threshold),
+   summed in double in the walk order; the draw u in [0, 1) has 53 random bits, and the pick is the
+   first kept token whose running sum exceeds u x the kept total (the last one if rounding leaves
+   none). The logprob is a separate log-sum-exp of the raw row in double, only when asked. */
+struct pt_sampler {
+    pt_ctx *ctx;
+    pt_sample_params p;
+    int64_t vocab;
+    pt_rng rng;
+    float *z;       /* [vocab] the logits after the repeat penalty */
+    float *w;       /* [vocab] the kept tokens' weights, in the order of the walk */
+    float *e;       /* [vocab] every token's weight by id (top_p alone) */
+    int32_t *cand;  /* [vocab] token ids: the heap, or the kept tokens in id order */
+    uint32_t *mark; /* [vocab] the call stamp of each token the penalty has seen in this call's window */
+    uint32_t stamp;
+};
+
+PTDEF pt_sampler *pt_sampler_new(pt_ctx *ctx, const pt_sample_params *params, int64_t vocab) {
+    pt_sample_params p;
+    pt_sampler *s;
+    const char *fn = "pt_sampler_new";
+    if (params) p = *params;
+    else memset(&p, 0, sizeof p);
+    if (vocab < 1 || vocab > INT32_MAX)
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: vocab = %lld: expected a vocabulary of 1..%d tokens", fn, (long long)vocab, INT32_MAX);
+    if (!(p.temperature >= 0) || !isfinite(p.temperature))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: temperature = %g: expected 0 (greedy) or a finite number > 0", fn, (double)p.temperature);
+    if (p.top_k < 0) return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: top_k = %d: expected 0 (off) or a count > 0", fn, (int)p.top_k);
+    if (!(p.top_p >= 0 && p.top_p <= 1))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: top_p = %g: expected a number in [0, 1] (0 or 1: off)", fn, (double)p.top_p);
+    if (!(p.min_p >= 0 && p.min_p <= 1))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: min_p = %g: expected a number in [0, 1] (0: off)", fn, (double)p.min_p);
+    if (!(p.repeat_penalty >= 0) || !isfinite(p.repeat_penalty))
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: repeat_penalty = %g: expected 0 or 1 (off) or a finite number > 0", fn,
+                                      (double)p.repeat_penalty);
+    if (p.repeat_last_n < -1)
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_ARG, "%s: repeat_last_n = %d: expected 0 (the default, 64), -1 (the whole history) or a count > 0",
+                                      fn, (int)p.repeat_last_n);
+    if (!(s = (pt_sampler *)pt__malloc(ctx, sizeof *s))) return (pt_sampler *)pt__fail(ctx, PT_ERR_OOM, "%s: out of memory", fn);
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx, s->p = p, s->vocab = vocab, s->rng = pt_rng_seed(p.seed);
+    s->z = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
+    s->w = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
+    s->e = (float *)pt__malloc(ctx, (size_t)vocab * sizeof(float));
+    s->cand = (int32_t *)pt__malloc(ctx, (size_t)vocab * sizeof(int32_t));
+    s->mark = (uint32_t *)pt__malloc(ctx, (size_t)vocab * sizeof(uint32_t));
+    if (!s->z || !s->w || !s->e || !s->cand || !s->mark) {
+        pt_sampler_free(s);
+        return (pt_sampler *)pt__fail(ctx, PT_ERR_OOM, "%s: out of memory for the scratch of %lld tokens", fn, (long long)vocab);
+    }
+    memset(s->mark, 0, (size_t)vocab * sizeof(uint32_t));
+    return s;
+}
+PTDEF void pt_sampler_free(pt_sampler *s) {
+    if (!s) return;
+    pt__free(s->ctx, s->z);
+    pt__free(s->ctx, s->w);
+    pt__free(s->ctx, s->e);
+    pt__free(s->ctx, s->cand);
+    pt__free(s->ctx, s->mark);
+    pt__free(s->ctx, s);
+}
+PTDEF void pt_sampler_seed(pt_sampler *s, uint64_t seed) {
+    if (s) s->p.seed = seed, s->rng = pt_rng_seed(seed);
+}
+PTDEF pt_sample_params pt_sampler_params(const pt_sampler *s) {
+    pt_sample_params p;
+    if (s) return s->p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+/* the row after the repeat penalty (s->z, or logits itself when the penalty does nothing) and its
+   argmax (lowest id on ties) in *best; NULL on an error (recorded, naming fn) */
+static const float *pt__sampler_row(pt_sampler *s, const float *logits, const int32_t *hist, int64_t nh, int32_t *best, const char *fn) {
+    const float *z = logits;
+    float pen = s->p.repeat_penalty, mv;
+    int64_t i, V = s->vocab, b = 0;
+    if (!logits) return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: no logits (expected a row of %lld floats)", fn, (long long)V);
+    if (nh < 0 || (nh > 0 && !hist))
+        return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: history of %lld tokens at %p: expected a count >= 0 and the tokens", fn,
+                                       (long long)nh, (const void *)hist);
+    if (pen != 0 && pen != 1 && nh > 0) {
+        int64_t n = s->p.repeat_last_n == 0 ? 64 : s->p.repeat_last_n < 0 ? nh : s->p.repeat_last_n;
+        float *zz = s->z;
+        if (n > nh) n = nh;
+        memcpy(zz, logits, (size_t)V * sizeof(float));
+        if (++s->stamp == 0) { /* the stamps wrapped: start them again */
+            memset(s->mark, 0, (size_t)V * sizeof(uint32_t));
+            s->stamp = 1;
+        }
+        for (i = nh - n; i < nh; i++) {
+            int32_t t = hist[i];
+            if (t < 0 || t >= V)
+                return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: history[%lld] = %d: expected a token of the vocabulary 0..%lld", fn,
+                                               (long long)i, (int)t, (long long)(V - 1));
+            if (s->mark[t] == s->stamp) continue; /* once per distinct token, as llama.cpp */
+            s->mark[t] = s->stamp;
+            zz[t] = zz[t] <= 0 ? zz[t] * pen : zz[t] / pen;
+        }
+        z = zz;
+    }
+    mv = z[0];
+    for (i = 0; i < V; i++) {
+        float v = z[i];
+        if (!(v < INFINITY)) /* NaN or +inf */
+            return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: the logit of token %lld is %s: expected a finite number or -inf (a banned token)",
+                                           fn, (long long)i, v != v ? "NaN" : "+inf");
+        if (v > mv) mv = v, b = i;
+    }
+    if (mv == -INFINITY) return (const float *)pt__fail(s->ctx, PT_ERR_ARG, "%s: every logit of the %lld tokens is -inf: no token to pick", fn, (long long)V);
+    *best = (int32_t)b;
+    return z;
+}
+
+/* a before b: more likely, or as likely with the lower id (a strict total order: the ids differ) */
+#define PT__SMP_BEFORE(z, a, b) ((z)[a] > (z)[b] || ((z)[a] == (z)[b] && (a) < (b)))
+/* sift h[i] down a heap of n: max-heap (the most likely at the root) when max, else min-heap */
+static void pt__sampler_sift(const float *z, int32_t *h, int64_t n, int64_t i, int max) {
+    int32_t x = h[i];
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && (max ? PT__SMP_BEFORE(z, h[c + 1], h[c]) : PT__SMP_BEFORE(z, h[c], h[c + 1]))) c++;
+        if (max ? !PT__SMP_BEFORE(z, h[c], x) : !PT__SMP_BEFORE(z, x, h[c])) break;
+        h[i] = h[c], i = c;
+    }
+    h[i] = x;
+}
+
+/* The kept set of a sampled pick (not greedy): its tokens in walk order at *ids (n of them, the
+   count returned), their weights in s->w, their total in *total. */
+static int64_t pt__sampler_keep(pt_sampler *s, const float *z, int32_t best, const int32_t **ids, double *total) {
+    int64_t V = s->vocab, n = 0, i, j, k = s->p.top_k > 0 && s->p.top_k < V ? s->p.top_k : 0, keep;
+    float m = z[best], inv = (float)(1.0 / (double)s->p.temperature), topp = s->p.top_p > 0 && s->p.top_p < 1 ? s->p.top_p : 0;
+    float thr = s->p.min_p > 0 ? (float)((double)m + (double)s->p.temperature * log((double)s->p.min_p)) : -INFINITY;
+    double sum = 0, all = 0, cum = 0;
+    int32_t *h = s->cand;
+    float *w = s->w, *e = s->e;
+    if (thr > m) thr = m; /* rounding must not drop the best */
+    if (!k && !topp) { /* no sort: the tokens over the min_p line in id order */
+        for (i = 0; i < V; i++)
+            if (z[i] >= thr && z[i] > -INFINITY) {
+                h[n] = (int32_t)i, w[n] = expf((z[i] - m) * inv);
+                sum += w[n++];
+            }
+        *ids = h, *total = sum;
+        return n;
+    }
+    if (k) {
+        /* the k most likely through a min-heap of k (its root the least likely of them: one compare
+           for most tokens); without top_p the min_p line is applied here, with it after the cut */
+        for (i = 0; i < V; i++) {
+            if (!(z[i] > -INFINITY) || (!topp && z[i] < thr)) continue;
+            if (n < k) {
+                int64_t c = n++;
+                h[c] = (int32_t)i;
+                while (c > 0 && PT__SMP_BEFORE(z, h[(c - 1) / 2], h[c])) { /* sift up: the parent must be the less likely */
+                    int32_t t = h[c];
+                    h[c] = h[(c - 1) / 2], h[(c - 1) / 2] = t, c = (c - 1) / 2;
+                }
+            } else if (PT__SMP_BEFORE(z, i, h[0])) {
+                h[0] = (int32_t)i;
+                pt__sampler_sift(z, h, n, 0, 0);
+            }
+        }
+        for (i = n - 1; i > 0; i--) { /* pop the least likely to the end: h[0] ends the most likely */
+            int32_t t = h[0];
+            h[0] = h[i], h[i] = t;
+            pt__sampler_sift(z, h, i, 0, 0);
+        }
+        for (j = 0; j < n; j++) w[j] = expf((z[h[j]] - m) * inv), sum += w[j];
+        for (j = 0; j < n; j++) { /* top_p over the k's total, then the min_p line */
+            if (z[h[j]] < thr || (topp && j > 0 && cum >= (double)topp * sum)) break;
+            cum += w[j];
+        }
+        *ids = h, *total = cum;
+        return j;
+    }
+    /* top_p alone: the total over every token, then a max-heap of the tokens that can be in the
+       nucleus, popped until it is reached. A token of weight under tau = (1 - top_p) all / (2 V) never
+       is: all those together weigh under (1 - top_p) all / 2, so the tokens above them already
+       reach top_p of the total. The min_p line cuts the heap too (popping would stop there). */
+    for (i = 0; i < V; i++) all += (e[i] = z[i] > -INFINITY ? expf((z[i] - m) * inv) : 0.0f);
+    {
+        double tau = 0.5 * (1.0 - (double)topp) * all / (double)V;
+        for (i = 0; i < V; i++)
+            if (z[i] > -INFINITY && z[i] >= thr && (double)e[i] >= tau) h[n++] = (int32_t)i;
+    }
+    for (i = n / 2 - 1; i >= 0; i--) pt__sampler_sift(z, h, n, i, 1);
+    for (keep = 0; keep < n && !(keep > 0 && sum >= (double)topp * all); keep++) { /* the j-th most likely to h[n - 1 - j] */
+        int32_t t = h[0];
+        h[0] = h[n - 1 - keep], h[n - 1 - keep] = t;
+        pt__sampler_sift(z, h, n - 1 - keep, 0, 1);
+        w[keep] = e[t];
+        sum += w[keep];
+    }
+    for (i = 0; i < keep / 2; i++) { /* most likely first */
+        int32_t t = h[n - 1 - i];
+        h[n - 1 - i] = h[n - keep + i], h[n - keep + i] = t;
+    }
+    *ids = h + n - keep, *total = sum;
+    return keep;
+}
+
+/* 1 when a pick is drawn, 0 when greedy: temperature 0, top_k 1, or a temperature so small that
+   1 / T is no float (every token but the best would weigh 0) */
+static int pt__sampler_sampled(const pt_sampler *s) {
+    return s->p.temperature > 0 && s->p.top_k != 1 && isfinite((float)(1.0 / (double)s->p.temperature));
+}
+
+/* log-softmax of the raw row at token t, in double */
+static float pt__sampler_logprob(const float *x, int64_t V, int32_t t) {
+    double m = -INFINITY, sum = 0;
+    int64_t i;
+    for (i = 0; i < V; i++)
+        if (x[i] > m) m = x[i];
+    for (i = 0; i < V; i++) sum += exp((double)x[i] - m);
+    return (float)((double)x[t] - m - log(sum));
+}
+
+PTDEF int32_t pt_sampler_next(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *logprob) {
+    const float *z;
+    const int32_t *ids;
+    int32_t best, pick;
+    int64_t n, j;
+    double total, u, acc = 0;
+    if (!s) return -1;
+    if (!(z = pt__sampler_row(s, logits, history, nhistory, &best, "pt_sampler_next"))) return -1;
+    pick = best;
+    if (pt__sampler_sampled(s)) {
+        n = pt__sampler_keep(s, z, best, &ids, &total);
+        u = ((double)(pt_rng_u32(&s->rng) >> 5) * 67108864.0 + (double)(pt_rng_u32(&s->rng) >> 6)) * (1.0 / 9007199254740992.0) * total;
+        pick = ids[n - 1];
+        for (j = 0; j < n; j++) {
+            acc += s->w[j];
+            if (u < acc) {
+                pick = ids[j];
+                break;
+            }
+        }
+    }
+    if (logprob) *logprob = pt__sampler_logprob(logits, s->vocab, pick);
+    return pick;
+}
+
+PTDEF pt_status pt_sampler_probs(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *probs) {
+    const float *z;
+    const int32_t *ids;
+    int32_t best;
+    int64_t n, j;
+    double total;
+    if (!s) return PT_ERR_ARG;
+    if (!probs) return (pt_status)(pt__fail(s->ctx, PT_ERR_ARG, "pt_sampler_probs: no output (expected room for %lld floats)", (long long)s->vocab), PT_ERR_ARG);
+    if (!(z = pt__sampler_row(s, logits, history, nhistory, &best, "pt_sampler_probs"))) return s->ctx ? pt_status_get(s->ctx) : PT_ERR_ARG;
+    memset(probs, 0, (size_t)s->vocab * sizeof(float));
+    if (pt__sampler_sampled(s)) {
+        n = pt__sampler_keep(s, z, best, &ids, &total);
+        for (j = 0; j < n; j++) probs[ids[j]] = (float)((double)s->w[j] / total);
+    } else probs[best] = 1;
+    return PT_OK;
+}
+
+/* ---- stop strings ---------------------------------------------------------------------------- */
+PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold) {
+    size_t i, h = 0;
+    int32_t k;
+    if (at) *at = len;
+    if (hold) *hold = 0;
+    if (!text || !stop || nstop <= 0) return 0;
+    for (i = 0; i < len; i++) /* the earliest start of a whole match */
+        for (k = 0; k < nstop; k++) {
+            size_t n = stop[k] ? strlen(stop[k]) : 0;
+            if (n && n <= len - i && text[i] == stop[k][0] && !memcmp(text + i, stop[k], n)) {
+                if (at) *at = i;
+                return 1;
+            }
+        }
+    for (k = 0; k < nstop; k++) { /* the longest end of text that a stop string begins with */
+        size_t n = stop[k] ? strlen(stop[k]) : 0, l;
+        for (l = (n - (n > 0) < len ? n - (n > 0) : len); l > h; l--)
+            if (!memcmp(text + len - l, stop[k], l)) {
+                h = l;
+                break;
+            }
+    }
+    if (hold) *hold = h;
+    return 0;
+}
+
+// >>infer  KV-cached inference: the paged KV cache, prefill and decode over ragged batches, generation
+/* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers), pt_gpt_weights_from,
+   pt_generate (requests, sampling, stop tokens and strings, the context policy) and pt_gpt_generate
+   Invariants: a sequence's logits do not depend on the other sequences of a step nor on the thread
+   count (every row's arithmetic is done alone, by one thread, at the same alignment); a decode step
+   allocates nothing; every matrix product goes through pt__qmm; the arithmetic is the training
+   forward's (see gpt): layernorm with double statistics and eps 1e-5, GELU's tanh form, attention
+   softmax(scale q.k) v
+   Entry points: pt_gpt_weights_from pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
+   pt_generate pt_gpt_generate */
+/* The paged KV cache: one pool of nblocks blocks; a block holds bt = block_tokens consecutive
+   positions of one sequence for every layer: at kv + block * block_floats + l * layer_floats the keys
+   transposed per head, K^T [H][hs][bt], then the values V [H][bt][hs] (layer_floats = 2 C bt). A
+   sequence's block table lists its blocks in position order (position p: table[p / bt], slot p % bt);
+   blocks come from a stack of free ids and go back when the sequence is freed. Keys transposed make a
+   block's 16 scores of one query one vector: s[0..bt) += q[d] * K^T[d][0..bt) over d, no horizontal
+   sums. The next issue's sharing, prefix caching and preemption sit on top: a table entry is just
+   a block id.
+   A step: every token of the batch is a row of the step's buffers (x: the residual stream, h, qkv,
+   att, ff; row strides padded to 16 floats so that every row has the same alignment); embedding,
+   then per layer ln1, qkv = pt__qmm, K and V written into the cache at the rows' positions,
+   attention per (sequence, head) item reading the cache through the table, proj, residual, ln2, fc,
+   GELU, fproj, residual; then the final norm and the head on the rows that want logits, written
+   straight into the caller's logits (the head seen as cfg.vocab rows). Threads: pt__qmm splits the
+   weight rows; attention the (sequence, head) items; row-wise ops the rows when there are many. */
+
+/* ---- weights from a model ---------------------------------------------------------------------- */
+static float *pt__inf_align(void *p) { return (float *)(((uintptr_t)p + PT__ALIGN - 1) & ~(uintptr_t)(PT__ALIGN - 1)); }
+static pt_qmat pt__inf_f32mat(const pt_tensor *t) {
+    pt_qmat q;
+    q.type = PT_W_F32, q.rows = t->shape[0], q.cols = t->ndim > 1 ? t->shape[1] : 1, q.data = pt_f32(t);
+    return q;
+}
+/* 1 when m's parameters can be read in place: one process's whole model on the CPU backend */
+static int pt__inf_model_ok(const pt_gpt *m, char *why, size_t n) {
+    const char *be = pt_backend_name(m->ctx);
+    if (pt_tp_size(m->ctx) > 1) return snprintf(why, n, "tensor parallelism (tp %d): each rank holds a shard", pt_tp_size(m->ctx)), 0;
+    if (m->nstages != 1) return snprintf(why, n, "a model cut into %d pipeline stages", (int)m->nstages), 0;
+    if (strcmp(be, "cpu") != 0) return snprintf(why, n, "the %s backend (parameters off the host)", be), 0;
+    if (m->ctx->pread) return snprintf(why, n, "ZeRO-3 (the parameters are sharded)"), 0;
+    if (!m->wte || !m->wpe || !m->lnf_w || !m->lnf_b || !m->lm_head) return snprintf(why, n, "missing embedding or head parameters"), 0;
+    return 1;
+}
+/* the matrix of t: f32 in place, or rows quantized to type into *mem (advanced past it) */
+static pt_qmat pt__inf_wmat(pt_ctx *ctx, const pt_tensor *t, pt_wtype type, unsigned char **mem) {
+    pt_qmat q = pt__inf_f32mat(t);
+    if (type != PT_W_F32) {
+        const int64_t rb = pt_wtype_row_bytes(type, q.cols), rows = q.rows, cols = q.cols;
+        const float *src = (const float *)q.data;
+        unsigned char *dst = *mem;
+        int64_t r;
+        PT__CPU_PAR_FOR(ctx, rows * cols * 4)
+        for (r = 0; r < rows; r++) pt_quantize_row(type, src + r * cols, dst + r * rb, cols);
+        q.type = type, q.data = dst;
+        *mem += (rows * rb + PT__ALIGN - 1) & ~(int64_t)(PT__ALIGN - 1);
+    }
+    return q;
+}
+PTDEF pt_gpt_weights *pt_gpt_weights_from(pt_gpt *m, pt_wtype t) {
+    pt_gpt_weights *w;
+    pt_ctx *ctx;
+    char why[128];
+    int64_t bytes = 0, C;
+    unsigned char *mem = NULL;
+    int l;
+    if (!m) return NULL;
+    ctx = m->ctx;
+    if (!pt__inf_model_ok(m, why, sizeof why))
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: expected a whole model on the CPU, found %s", why);
+    C = m->cfg.width;
+    if (!pt_wtype_name(t) || pt_wtype_row_bytes(t, C) < 0 || pt_wtype_row_bytes(t, 4 * C) < 0)
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: weight type %d (%s) does not fit width %lld (rows of %lld elements per block)",
+                                          (int)t, pt_wtype_name(t) ? pt_wtype_name(t) : "unknown", (long long)C, (long long)pt_wtype_block(t));
+    if (t != PT_W_F32) { /* one block for every quantized matrix, each 64-byte aligned */
+        const int64_t r1 = pt_wtype_row_bytes(t, C), r4 = pt_wtype_row_bytes(t, 4 * C), a = PT__ALIGN;
+        bytes = (int64_t)m->cfg.layers * (((3 * C * r1 + a - 1) & -a) + ((C * r1 + a - 1) & -a) + ((4 * C * r1 + a - 1) & -a) + ((C * r4 + a - 1) & -a));
+        bytes += (((int64_t)m->wte->shape[0] * r1 + a - 1) & -a) * (m->lm_head != m->wte ? 2 : 1) + a;
+    }
+    w = (pt_gpt_weights *)pt__malloc(ctx, sizeof *w);
+    if (!w) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory");
+    memset(w, 0, sizeof *w);
+    w->ctx = ctx;
+    w->cfg = m->cfg;
+    w->layer = (pt_gpt_layer_w *)pt__malloc(ctx, (size_t)m->cfg.layers * sizeof *w->layer);
+    if (bytes && (w->mem[0] = pt__malloc(ctx, (size_t)bytes)) != NULL) mem = (unsigned char *)pt__inf_align(w->mem[0]);
+    if (!w->layer || (bytes && !w->mem[0])) {
+        pt_gpt_weights_free(w);
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory for %lld bytes of %s weights", (long long)bytes,
+                                          pt_wtype_name(t));
+    }
+    w->wte = pt__inf_wmat(ctx, m->wte, t, &mem);
+    w->head = m->lm_head == m->wte ? w->wte : pt__inf_wmat(ctx, m->lm_head, t, &mem);
+    w->wpe = pt_f32(m->wpe), w->lnf_w = pt_f32(m->lnf_w), w->lnf_b = pt_f32(m->lnf_b);
+    for (l = 0; l < m->cfg.layers; l++) {
+        const pt_block *b = &m->blocks[l];
+        pt_gpt_layer_w *lw = &w->layer[l];
+        lw->ln1_w = pt_f32(b->ln1_w), lw->ln1_b = pt_f32(b->ln1_b), lw->ln2_w = pt_f32(b->ln2_w), lw->ln2_b = pt_f32(b->ln2_b);
+        lw->qkv = pt__inf_wmat(ctx, b->attn.w, t, &mem), lw->proj = pt__inf_wmat(ctx, b->attn_proj.w, t, &mem);
+        lw->fc = pt__inf_wmat(ctx, b->mlp.fc.w, t, &mem), lw->fproj = pt__inf_wmat(ctx, b->mlp.proj.w, t, &mem);
+        lw->qkv_b = b->attn.b ? pt_f32(b->attn.b) : NULL, lw->proj_b = b->attn_proj.b ? pt_f32(b->attn_proj.b) : NULL;
+        lw->fc_b = b->mlp.fc.b ? pt_f32(b->mlp.fc.b) : NULL, lw->fproj_b = b->mlp.proj.b ? pt_f32(b->mlp.proj.b) : NULL;
+    }
+    return w;
+}
+
+/* ---- the cache and its sequences --------------------------------------------------------------- */
+typedef struct pt__inf_seq {
+    int32_t live, nblk; /* alive; blocks held */
+    int64_t len;        /* positions cached */
+} pt__inf_seq;
+
+struct pt_infer {
+    pt_ctx *ctx;
+    const pt_gpt_weights *w;
+    int32_t L, C, H, hs, V, max_seq, max_seqs, bt, max_blk;
+    int64_t ldc, ld3, ld4;               /* row strides of the step buffers (floats, multiples of 16) */
+    int64_t nblocks, nfree, layer_floats, block_floats;
+    float *kv;                           /* the pool (aligned into kv_mem) */
+    void *kv_mem;
+    int64_t kv_bytes;
+    int32_t *free_ids;                   /* [nblocks]: a stack, free_ids[0 .. nfree) */
+    pt__inf_seq *seq;                    /* [max_seqs] */
+    int32_t *table;                      /* [max_seqs][max_blk] */
+    unsigned char *mark;                 /* [max_seqs]: a step's distinct-ids check */
+    int32_t *st_seq, *st_ntok;           /* [max_seqs]: the step's sequences */
+    int64_t *st_row0, *st_len0;
+    int64_t cap;                         /* tokens the step buffers hold */
+    void *buf_mem;
+    float *x, *h, *qkv, *att, *ff;
+    int32_t *tok_seq;                    /* [cap]: a row's sequence id */
+    int64_t *tok_pos;                    /* [cap]: a row's position */
+    float *ws;                           /* attention scores, ws_per floats per thread */
+    void *ws_mem;
+    int64_t ws_per;
+    int ws_threads;
+    int kern;                            /* attention kernel: 2 AVX-512, 1 portable C */
+};
+
+static int64_t pt__inf_rup16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+
+static int pt__inf_mat_ok(pt_ctx *ctx, const char *name, int l, const pt_qmat *q, int64_t rows, int64_t cols) {
+    if (!q->data || q->rows != rows || q->cols != cols || pt_wtype_row_bytes(q->type, cols) <= 0) {
+        pt__fail(ctx, PT_ERR_SHAPE, "pt_infer_new: matrix %s of layer %d: expected [%lld, %lld] of a known type with whole blocks, found [%lld, %lld] type %d%s",
+                 name, l, (long long)rows, (long long)cols, (long long)q->rows, (long long)q->cols, (int)q->type, q->data ? "" : " without data");
+        return 0;
+    }
+    return 1;
+}
+
+PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infer_desc *d) {
+    pt_infer *inf;
+    const pt_gpt_config *c;
+    int64_t kvt, i, max_seqs, bt;
+    int l;
+    if (!ctx) return NULL;
+    if (!w || !w->layer) return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: needs weights (with their layers)");
+    c = &w->cfg;
+    if (c->layers < 1 || c->width < 1 || c->heads < 1 || c->width % c->heads || c->max_seq < 1 || c->vocab < 1)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: invalid config: layers %d, width %d, heads %d (must divide width), max_seq %d, vocab %d",
+                                    c->layers, c->width, c->heads, c->max_seq, c->vocab);
+    if (w->wte.rows < c->vocab || w->head.rows < c->vocab)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_SHAPE, "pt_infer_new: vocabulary mismatch: the config has %d tokens, the token table %lld rows and the head %lld rows",
+                                    c->vocab, (long long)w->wte.rows, (long long)w->head.rows);
+    if (!pt__inf_mat_ok(ctx, "token_embd", -1, &w->wte, w->wte.rows, c->width) || !pt__inf_mat_ok(ctx, "head", -1, &w->head, w->head.rows, c->width))
+        return NULL;
+    if (!w->wpe || !w->lnf_w || !w->lnf_b) return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: the weights lack wpe or the final norm");
+    for (l = 0; l < c->layers; l++) {
+        const pt_gpt_layer_w *lw = &w->layer[l];
+        const int64_t C = c->width;
+        if (!pt__inf_mat_ok(ctx, "attn_qkv", l, &lw->qkv, 3 * C, C) || !pt__inf_mat_ok(ctx, "attn_output", l, &lw->proj, C, C) ||
+            !pt__inf_mat_ok(ctx, "ffn_up", l, &lw->fc, 4 * C, C) || !pt__inf_mat_ok(ctx, "ffn_down", l, &lw->fproj, C, 4 * C))
+            return NULL;
+        if (!lw->ln1_w || !lw->ln1_b || !lw->ln2_w || !lw->ln2_b)
+            return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: layer %d lacks a layernorm weight or bias", l);
+    }
+    max_seqs = d && d->max_seqs ? d->max_seqs : 16;
+    bt = d && d->block_tokens ? d->block_tokens : 16;
+    if (max_seqs < 1 || max_seqs > (1 << 20) || bt < 1 || bt > 65536 || (d && d->kv_tokens < 0))
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: max_seqs %lld (expected 1..2^20), block_tokens %lld (1..65536), kv_tokens %lld (>= 0)",
+                                    (long long)max_seqs, (long long)bt, d ? (long long)d->kv_tokens : 0LL);
+    kvt = d && d->kv_tokens ? d->kv_tokens : max_seqs * c->max_seq;
+    inf = (pt_infer *)pt__malloc(ctx, sizeof *inf);
+    if (!inf) return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory");
+    memset(inf, 0, sizeof *inf);
+    inf->ctx = ctx, inf->w = w;
+    inf->L = c->layers, inf->C = c->width, inf->H = c->heads, inf->hs = c->width / c->heads, inf->V = c->vocab, inf->max_seq = c->max_seq;
+    inf->max_seqs = (int32_t)max_seqs, inf->bt = (int32_t)bt, inf->max_blk = (int32_t)((c->max_seq + bt - 1) / bt);
+    inf->ldc = pt__inf_rup16(c->width), inf->ld3 = pt__inf_rup16(3 * (int64_t)c->width), inf->ld4 = pt__inf_rup16(4 * (int64_t)c->width);
+    inf->nblocks = (kvt + bt - 1) / bt;
+    inf->layer_floats = 2 * (int64_t)c->width * bt;
+    inf->block_floats = inf->layer_floats * c->layers;
+    if (inf->nblocks < 1 || inf->nblocks > INT32_MAX || (double)inf->nblocks * (double)inf->block_floats * 4.0 > 9.0e18) {
+        pt_infer_free(inf);
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_tokens %lld gives %lld blocks (expected 1..2^31-1 blocks)", (long long)kvt,
+                                    (long long)((kvt + bt - 1) / bt));
+    }
+    inf->kv_bytes = inf->nblocks * inf->block_floats * (int64_t)sizeof(float) + PT__ALIGN;
+    inf->kv_mem = pt__malloc(ctx, (size_t)inf->kv_bytes); /* not touched: pages arrive as blocks are used */
+    inf->free_ids = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    inf->seq = (pt__inf_seq *)pt__malloc(ctx, (size_t)max_seqs * sizeof(pt__inf_seq));
+    inf->table = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * (size_t)inf->max_blk * sizeof(int32_t));
+    inf->mark = (unsigned char *)pt__malloc(ctx, (size_t)max_seqs);
+    inf->st_seq = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int32_t));
+    inf->st_ntok = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int32_t));
+    inf->st_row0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
+    inf->st_len0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
+    if (!inf->kv_mem || !inf->free_ids || !inf->seq || !inf->table || !inf->mark || !inf->st_seq || !inf->st_ntok || !inf->st_row0 || !inf->st_len0) {
+        pt_infer_free(inf);
+        return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory for a KV cache of %lld tokens (%.1f MiB)", (long long)kvt,
+                                    (double)(kvt * 2 * (int64_t)c->layers * c->width * 4) / 1048576.0);
+    }
+    pt__mem_add(ctx, PT__MEM_WORK, inf->kv_bytes);
+    inf->kv = pt__inf_align(inf->kv_mem);
+    for (i = 0; i < inf->nblocks; i++) inf->free_ids[i] = (int32_t)(inf->nblocks - 1 - i); /* block 0 on top */
+    inf->nfree = inf->nblocks;
+    memset(inf->seq, 0, (size_t)max_seqs * sizeof(pt__inf_seq));
+    memset(inf->mark, 0, (size_t)max_seqs);
+    inf->kern = 1;
+#if PT__ATTN_X86
+    __builtin_cpu_init();
+    if (ctx->attn_kernel != 1 && ctx->attn_kernel != 3 && __builtin_cpu_supports("avx512f") && inf->hs % 16 == 0) inf->kern = 2;
+#endif
+    return inf;
+}
+
+PTDEF void pt_infer_free(pt_infer *inf) {
+    pt_ctx *ctx;
+    if (!inf) return;
+    ctx = inf->ctx;
+    if (inf->kv) pt__mem_add(ctx, PT__MEM_WORK, -inf->kv_bytes);
+    if (inf->buf_mem) pt__mem_add(ctx, PT__MEM_WORK, -inf->cap * (int64_t)(3 * inf->ldc + inf->ld3 + inf->ld4) * (int64_t)sizeof(float));
+    pt__free(ctx, inf->kv_mem);
+    pt__free(ctx, inf->free_ids);
+    pt__free(ctx, inf->seq);
+    pt__free(ctx, inf->table);
+    pt__free(ctx, inf->mark);
+    pt__free(ctx, inf->st_seq);
+    pt__free(ctx, inf->st_ntok);
+    pt__free(ctx, inf->st_row0);
+    pt__free(ctx, inf->st_len0);
+    pt__free(ctx, inf->buf_mem);
+    pt__free(ctx, inf->tok_seq);
+    pt__free(ctx, inf->tok_pos);
+    pt__free(ctx, inf->ws_mem);
+    pt__free(ctx, inf);
+}
+
+PTDEF int32_t pt_infer_seq_new(pt_infer *inf) {
+    int32_t s;
+    if (!inf) return -1;
+    for (s = 0; s < inf->max_seqs; s++)
+        if (!inf->seq[s].live) {
+            inf->seq[s].live = 1, inf->seq[s].len = 0, inf->seq[s].nblk = 0;
+            return s;
+        }
+    pt__fail(inf->ctx, PT_ERR_STATE, "pt_infer_seq_new: all %d sequences are in use (pt_infer_desc.max_seqs)", inf->max_seqs);
+    return -1;
+}
+/* the sequence's blocks back to the pool (last block pushed first, so the first comes out first) */
+static void pt__inf_seq_clear(pt_infer *inf, int32_t s) {
+    pt__inf_seq *q = &inf->seq[s];
+    const int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
+    while (q->nblk > 0) inf->free_ids[inf->nfree++] = tb[--q->nblk];
+    q->len = 0;
+}
+PTDEF void pt_infer_seq_free(pt_infer *inf, int32_t seq) {
+    if (!inf) return;
+    if (seq < 0 || seq >= inf->max_seqs || !inf->seq[seq].live) {
+        pt__fail(inf->ctx, PT_ERR_ARG, "pt_infer_seq_free: sequence %d is not alive (ids 0..%d)", (int)seq, inf->max_seqs - 1);
+        return;
+    }
+    pt__inf_seq_clear(inf, seq);
+    inf->seq[seq].live = 0;
+}
+PTDEF int64_t pt_infer_seq_len(const pt_infer *inf, int32_t seq) {
+    if (!inf || seq < 0 || seq >= inf->max_seqs || !inf->seq[seq].live) return -1;
+    return inf->seq[seq].len;
+}
+PTDEF void pt_infer_blocks(const pt_infer *inf, int64_t *total, int64_t *free_blocks) {
+    if (total) *total = inf ? inf->nblocks : 0;
+    if (free_blocks) *free_blocks = inf ? inf->nfree : 0;
+}
+
+/* ---- row kernels ------------------------------------------------------------------------------- */
+/* y = layernorm(x) * w + b over C, eps 1e-5: the arithmetic of the CPU backend's layernorm */
+static void pt__inf_ln(const float *PT__RESTRICT xr, float *PT__RESTRICT yr, const float *wt, const float *bs, int64_t C) {
+    double s = 0.0, v = 0.0;
+    float m, rsd;
+    int64_t i;
+    for (i = 0; i < C; i++) s += (double)xr[i];
+    s /= (double)C;
+    for (i = 0; i < C; i++) {
+        double dv = (double)xr[i] - s;
+        v += dv * dv;
+    }
+    v /= (double)C;
+    m = (float)s, rsd = (float)(1.0 / sqrt(v + 1e-5));
+    for (i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
+}
+/* GELU in place over one row (the CPU backend's tanh form) */
+static void pt__inf_gelu(float *PT__RESTRICT a, int64_t n) {
+    int64_t i;
+    PT__SIMD
+    for (i = 0; i < n; i++) {
+        float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v), tp, t2;
+        pt__cpu_tanh_parts(u, &tp, &t2);
+        a[i] = 0.5f * v * tp;
+    }
+}
+static void pt__inf_add(float *PT__RESTRICT x, const float *PT__RESTRICT y, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) x[i] += y[i];
+}
+
+/* ---- attention over the paged cache: one query row of one head --------------------------------- */
+typedef struct pt__inf_att {
+    const float *kv;
+    const int32_t *table;   /* the sequence's block table */
+    int64_t block_floats, koff, voff; /* koff: layer + head offset of K^T in a block; voff: of V */
+    int bt, hs;
+    float scale;
+} pt__inf_att;
+
+/* out[hs] = softmax_j(scale q.k_j) v_j over positions j < n; sc: n (rounded up to bt) floats of scratch */
+static void pt__inf_attn_c(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
+    const int bt = a->bt, hs = a->hs;
+    const int64_t nb = (n + bt - 1) / bt;
+    float mx = -INFINITY, ls[PT__CPU_LANES], sum, inv;
+    int64_t b, j;
+    int t, d, l;
+    for (b = 0; b < nb; b++) {
+        const float *kt = a->kv + (int64_t)a->table[b] * a->block_floats + a->koff;
+        const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+        float *s = sc + b * bt;
+        for (t = 0; t < nt; t++) s[t] = 0.0f;
+        for (d = 0; d < hs; d++) {
+            const float qd = q[d], *kd = kt + (int64_t)d * bt;
+            for (t = 0; t < nt; t++) s[t] += qd * kd[t];
+        }
+        for (t = 0; t < nt; t++) {
+            s[t] *= a->scale;
+            mx = s[t] > mx ? s[t] : mx;
+        }
+    }
+    for (l = 0; l < PT__CPU_LANES; l++) ls[l] = 0.0f;
+    for (j = 0; j < n; j++) {
+        sc[j] = pt__cpu_expf(sc[j] - mx);
+        ls[j % PT__CPU_LANES] += sc[j];
+    }
+    sum = 0.0f;
+    for (l = 0; l < PT__CPU_LANES; l++) sum += ls[l];
+    inv = 1.0f / sum;
+    for (d = 0; d < hs; d++) out[d] = 0.0f;
+    for (b = 0; b < nb; b++) {
+        const float *v = a->kv + (int64_t)a->table[b] * a->block_floats + a->voff;
+        const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+        for (t = 0; t < nt; t++) {
+            const float e = sc[b * bt + t], *vt = v + (int64_t)t * hs;
+            for (d = 0; d < hs; d++) out[d] += e * vt[d];
+        }
+    }
+    for (d = 0; d < hs; d++) out[d] *= inv;
+}
+
+#if PT__ATTN_X86
+/* the same with AVX-512 (hs % 16 == 0): 16 keys' scores a vector, four partial sums over d; values
+   accumulated for even and odd keys apart (eight chains), summed at the end */
+PT__ATTN_TGT static void pt__inf_attn_avx512(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
+    const int bt = a->bt, hs = a->hs;
+    const int64_t nb = (n + bt - 1) / bt;
+    const __m512 z = _mm512_setzero_ps(), vs = _mm512_set1_ps(a->scale);
+    __m512 vmax = _mm512_set1_ps(-INFINITY), vsum = z;
+    float mx, inv;
+    int64_t b, j;
+    int t0, d, d0;
+    for (b = 0; b < nb; b++) {
+        const float *kt = a->kv + (int64_t)a->table[b] * a->block_floats + a->koff;
+        const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+        float *s = sc + b * bt;
+        for (t0 = 0; t0 < nt; t0 += 16) {
+            const __mmask16 mk = pt__attn_lanes(nt - t0);
+            const float *k0 = kt + t0;
+            __m512 s0 = z, s1 = z, s2 = z, s3 = z;
+            for (d = 0; d + 4 <= hs; d += 4) {
+                s0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)d * bt), s0);
+                s1 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 1]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)(d + 1) * bt), s1);
+                s2 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 2]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)(d + 2) * bt), s2);
+                s3 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 3]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)(d + 3) * bt), s3);
+            }
+            s0 = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)), vs);
+            _mm512_mask_storeu_ps(s + t0, mk, s0);
+            vmax = _mm512_mask_max_ps(vmax, mk, vmax, s0);
+        }
+    }
+    mx = _mm512_reduce_max_ps(vmax);
+    vmax = _mm512_set1_ps(mx);
+    for (j = 0; j < n; j += 16) {
+        const __mmask16 mk = pt__attn_lanes((int)PT__MIN((int64_t)16, n - j));
+        const __m512 e = _mm512_maskz_mov_ps(mk, pt__attn_exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, sc + j), vmax)));
+        _mm512_mask_storeu_ps(sc + j, mk, e);
+        vsum = _mm512_add_ps(vsum, e);
+    }
+    inv = 1.0f / _mm512_reduce_add_ps(vsum);
+    for (d0 = 0; d0 < hs; d0 += 64) {
+        const __mmask16 m0 = pt__attn_lanes(hs - d0), m1 = pt__attn_lanes(hs - d0 - 16), m2 = pt__attn_lanes(hs - d0 - 32),
+                        m3 = pt__attn_lanes(hs - d0 - 48);
+        __m512 a0 = z, a1 = z, a2 = z, a3 = z, c0 = z, c1 = z, c2 = z, c3 = z, vi = _mm512_set1_ps(inv);
+        for (b = 0; b < nb; b++) {
+            const float *v = a->kv + (int64_t)a->table[b] * a->block_floats + a->voff + d0, *e = sc + b * bt;
+            const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+            int t = 0;
+            for (; t + 2 <= nt; t += 2) {
+                const __m512 e0 = _mm512_set1_ps(e[t]), e1 = _mm512_set1_ps(e[t + 1]);
+                const float *v0 = v + (int64_t)t * hs, *v1 = v0 + hs;
+                a0 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m0, v0), a0);
+                a1 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m1, v0 + 16), a1);
+                a2 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m2, v0 + 32), a2);
+                a3 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m3, v0 + 48), a3);
+                c0 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m0, v1), c0);
+                c1 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m1, v1 + 16), c1);
+                c2 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m2, v1 + 32), c2);
+                c3 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m3, v1 + 48), c3);
+            }
+            if (t < nt) {
+                const __m512 e0 = _mm512_set1_ps(e[t]);
+                const float *v0 = v + (int64_t)t * hs;
+                a0 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m0, v0), a0);
+                a1 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m1, v0 + 16), a1);
+                a2 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m2, v0 + 32), a2);
+                a3 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m3, v0 + 48), a3);
+            }
+        }
+        _mm512_mask_storeu_ps(out + d0, m0, _mm512_mul_ps(_mm512_add_ps(a0, c0), vi));
+        _mm512_mask_storeu_ps(out + d0 + 16, m1, _mm512_mul_ps(_mm512_add_ps(a1, c1), vi));
+        _mm512_mask_storeu_ps(out + d0 + 32, m2, _mm512_mul_ps(_mm512_add_ps(a2, c2), vi));
+        _mm512_mask_storeu_ps(out + d0 + 48, m3, _mm512_mul_ps(_mm512_add_ps(a3, c3), vi));
+    }
+}
+#endif
+
+/* ---- a step ------------------------------------------------------------------------------------ */
+/* the step's buffers for n tokens and the attention scratch for the context's threads (grown only) */
+static int pt__inf_reserve(pt_infer *inf, int64_t n) {
+    pt_ctx *ctx = inf->ctx;
+    const int nt = ctx->nthreads > 1 ? ctx->nthreads : 1;
+    if (n > inf->cap) {
+        const int64_t per = 3 * inf->ldc + inf->ld3 + inf->ld4, c = pt__inf_rup16(n);
+        void *m = pt__malloc(ctx, (size_t)(c * per) * sizeof(float) + PT__ALIGN);
+        int32_t *ts = (int32_t *)pt__malloc(ctx, (size_t)c * sizeof(int32_t));
+        int64_t *tp = (int64_t *)pt__malloc(ctx, (size_t)c * sizeof(int64_t));
+        float *p;
+        if (!m || !ts || !tp) {
+            pt__free(ctx, m), pt__free(ctx, ts), pt__free(ctx, tp);
+            pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: out of memory for the buffers of %lld tokens", (long long)n);
+            return 0;
+        }
+        if (inf->buf_mem) pt__mem_add(ctx, PT__MEM_WORK, -inf->cap * per * (int64_t)sizeof(float));
+        pt__free(ctx, inf->buf_mem), pt__free(ctx, inf->tok_seq), pt__free(ctx, inf->tok_pos);
+        inf->buf_mem = m, inf->tok_seq = ts, inf->tok_pos = tp, inf->cap = c;
+        pt__mem_add(ctx, PT__MEM_WORK, c * per * (int64_t)sizeof(float));
+        p = pt__inf_align(m);
+        inf->x = p, p += c * inf->ldc;
+        inf->h = p, p += c * inf->ldc;
+        inf->att = p, p += c * inf->ldc;
+        inf->qkv = p, p += c * inf->ld3;
+        inf->ff = p;
+    }
+    if (nt > inf->ws_threads) {
+        const int64_t per = pt__inf_rup16((int64_t)inf->max_blk * inf->bt) + 16;
+        void *m = pt__malloc(ctx, (size_t)(per * nt) * sizeof(float) + PT__ALIGN);
+        if (!m) {
+            pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: out of memory for the attention scratch");
+            return 0;
+        }
+        pt__free(ctx, inf->ws_mem);
+        inf->ws_mem = m, inf->ws = pt__inf_align(m), inf->ws_per = per, inf->ws_threads = nt;
+    }
+    return 1;
+}
+
+/* the token table's row tok added to wpe's row pos */
+static void pt__inf_embed(const pt_infer *inf, int32_t tok, int64_t pos, float *x) {
+    const pt_gpt_weights *w = inf->w;
+    const float *pe = w->wpe + pos * inf->C;
+    int64_t i;
+    if (w->wte.type == PT_W_F32) {
+        const float *te = (const float *)w->wte.data + (int64_t)tok * inf->C;
+        for (i = 0; i < inf->C; i++) x[i] = te[i] + pe[i];
+    } else { /* the row widened in place, then the position added */
+        pt_dequantize_row(w->wte.type, (const unsigned char *)w->wte.data + (int64_t)tok * pt_wtype_row_bytes(w->wte.type, inf->C), x, inf->C);
+        for (i = 0; i < inf->C; i++) x[i] += pe[i];
+    }
+}
+
+static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
+    pt_ctx *ctx = inf->ctx;
+    const int H = inf->H, hs = inf->hs, kern = inf->kern;
+    const int64_t nitems = (int64_t)nseq * H;
+    int64_t work = 0, it;
+    int32_t i;
+    for (i = 0; i < nseq; i++) work += (int64_t)inf->st_ntok[i] * (inf->st_len0[i] + inf->st_ntok[i]) * inf->C;
+    PT__CPU_PAR_FOR(ctx, work)
+    for (it = 0; it < nitems; it++) {
+        const int32_t si = (int32_t)(it / H), h = (int32_t)(it % H), s = inf->st_seq[si];
+        int tid = 0;
+        int64_t t;
+        pt__inf_att a;
+        float *sc;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        sc = inf->ws + (int64_t)tid * inf->ws_per;
+        a.kv = inf->kv, a.table = inf->table + (int64_t)s * inf->max_blk, a.block_floats = inf->block_floats;
+        a.koff = (int64_t)l * inf->layer_floats + (int64_t)h * hs * inf->bt;
+        a.voff = (int64_t)l * inf->layer_floats + (int64_t)inf->C * inf->bt + (int64_t)h * inf->bt * hs;
+        a.bt = inf->bt, a.hs = hs, a.scale = 1.0f / sqrtf((float)hs);
+        for (t = 0; t < inf->st_ntok[si]; t++) {
+            const int64_t r = inf->st_row0[si] + t, n = inf->st_len0[si] + t + 1;
+            const float *q = inf->qkv + r * inf->ld3 + (int64_t)h * hs;
+            float *o = inf->att + r * inf->ldc + (int64_t)h * hs;
+#if PT__ATTN_X86
+            if (kern == 2) {
+                pt__inf_attn_avx512(&a, q, n, sc, o);
+                continue;
+            }
+#endif
+            (void)kern;
+            pt__inf_attn_c(&a, q, n, sc, o);
+        }
+    }
+}
+
+PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
+                              float *logits, int all_logits) {
+    pt_ctx *ctx;
+    const pt_gpt_weights *w;
+    int64_t N = 0, need = 0, r, R, C, ldc;
+    int32_t i, t, l;
+    pt_status st0;
+    if (!inf) return PT_ERR_ARG;
+    ctx = inf->ctx, w = inf->w, C = inf->C, ldc = inf->ldc, st0 = ctx->status;
+    if (nseq < 1 || nseq > inf->max_seqs || !seqs || !ntok || !tokens)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: %d sequences (expected 1..%d) with their ids, counts and tokens", (int)nseq,
+                                    inf->max_seqs), PT_ERR_ARG);
+    for (i = 0; i < nseq; i++) {
+        const int32_t s = seqs[i];
+        pt_status st = PT_OK;
+        if (s < 0 || s >= inf->max_seqs || !inf->seq[s].live)
+            st = (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: sequence %d (entry %d) is not alive (ids 0..%d)", (int)s, (int)i, inf->max_seqs - 1), PT_ERR_ARG);
+        else if (inf->mark[s])
+            st = (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: sequence %d appears twice in the step", (int)s), PT_ERR_ARG);
+        else if (ntok[i] < 1)
+            st = (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: sequence %d appends %d tokens (expected >= 1)", (int)s, (int)ntok[i]), PT_ERR_ARG);
+        else if (inf->seq[s].len + ntok[i] > inf->max_seq)
+            st = (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: sequence %d holds %lld tokens; %d more would pass max_seq %d", (int)s,
+                                      (long long)inf->seq[s].len, (int)ntok[i], inf->max_seq), PT_ERR_ARG);
+        if (st != PT_OK) {
+            while (--i >= 0) inf->mark[seqs[i]] = 0;
+            return st;
+        }
+        inf->mark[s] = 1;
+        N += ntok[i];
+        need += (inf->seq[s].len + ntok[i] + inf->bt - 1) / inf->bt - inf->seq[s].nblk;
+    }
+    for (i = 0; i < nseq; i++) inf->mark[seqs[i]] = 0;
+    for (r = 0, i = 0; i < nseq; i++)
+        for (t = 0; t < ntok[i]; t++, r++)
+            if (tokens[r] < 0 || tokens[r] >= inf->V)
+                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: token %lld of the step (sequence %d) is %d, outside the vocabulary [0, %d)",
+                                            (long long)r, (int)seqs[i], (int)tokens[r], inf->V), PT_ERR_ARG);
+    if (need > inf->nfree)
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: the KV pool has %lld free blocks of %d tokens, the step needs %lld more",
+                                    (long long)inf->nfree, inf->bt, (long long)need), PT_ERR_OOM);
+    if (!pt__inf_reserve(inf, N)) return PT_ERR_OOM;
+    /* blocks, rows and positions */
+    for (r = 0, i = 0; i < nseq; i++) {
+        const int32_t s = seqs[i];
+        pt__inf_seq *q = &inf->seq[s];
+        int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
+        while ((int64_t)q->nblk * inf->bt < q->len + ntok[i]) tb[q->nblk++] = inf->free_ids[--inf->nfree];
+        inf->st_seq[i] = s, inf->st_ntok[i] = ntok[i], inf->st_row0[i] = r, inf->st_len0[i] = q->len;
+        for (t = 0; t < ntok[i]; t++, r++) {
+            inf->tok_seq[r] = s, inf->tok_pos[r] = q->len + t;
+            pt__inf_embed(inf, tokens[r], q->len + t, inf->x + r * ldc);
+        }
+    }
+    for (l = 0; l < inf->L; l++) {
+        const pt_gpt_layer_w *lw = &w->layer[l];
+        const int64_t ld3 = inf->ld3, ld4 = inf->ld4, bt = inf->bt, hs = inf->hs;
+        PT__CPU_PAR_FOR(ctx, 3 * N * C)
+        for (r = 0; r < N; r++) pt__inf_ln(inf->x + r * ldc, inf->h + r * ldc, lw->ln1_w, lw->ln1_b, C);
+        pt__qmm(ctx, &lw->qkv, inf->h, ldc, N, lw->qkv_b, inf->qkv, ld3);
+        PT__CPU_PAR_FOR(ctx, 2 * N * C)
+        for (r = 0; r < N; r++) { /* K transposed and V into the row's slot */
+            const int64_t pos = inf->tok_pos[r];
+            float *blk = inf->kv + (int64_t)inf->table[(int64_t)inf->tok_seq[r] * inf->max_blk + pos / bt] * inf->block_floats +
+                         (int64_t)l * inf->layer_floats;
+            float *kt = blk + pos % bt, *vv = blk + C * bt + (pos % bt) * hs;
+            const float *k = inf->qkv + r * ld3 + C, *v = k + C;
+            int64_t h, d;
+            for (d = 0; d < C; d++) kt[d * bt] = k[d]; /* head h, dimension e: K^T row h * hs + e */
+            for (h = 0; h < inf->H; h++) memcpy(vv + h * bt * hs, v + h * hs, (size_t)hs * sizeof(float));
+        }
+        pt__inf_attention(inf, l, nseq);
+        pt__qmm(ctx, &lw->proj, inf->att, ldc, N, lw->proj_b, inf->h, ldc);
+        PT__CPU_PAR_FOR(ctx, 3 * N * C)
+        for (r = 0; r < N; r++) {
+            pt__inf_add(inf->x + r * ldc, inf->h + r * ldc, C);
+            pt__inf_ln(inf->x + r * ldc, inf->h + r * ldc, lw->ln2_w, lw->ln2_b, C);
+        }
+        pt__qmm(ctx, &lw->fc, inf->h, ldc, N, lw->fc_b, inf->ff, ld4);
+        PT__CPU_PAR_FOR(ctx, 32 * N * C)
+        for (r = 0; r < N; r++) pt__inf_gelu(inf->ff + r * ld4, 4 * C);
+        pt__qmm(ctx, &lw->fproj, inf->ff, ld4, N, lw->fproj_b, inf->h, ldc);
+        PT__CPU_PAR_FOR(ctx, 2 * N * C)
+        for (r = 0; r < N; r++) pt__inf_add(inf->x + r * ldc, inf->h + r * ldc, C);
+    }
+    for (i = 0; i < nseq; i++) inf->seq[seqs[i]].len += ntok[i];
+    if (!logits) return st0 == PT_OK ? ctx->status : PT_OK; /* an error of pt__qmm (its workspace) */
+    /* the final norm of the rows that want logits (into h), then the head's first vocab rows */
+    R = all_logits ? N : nseq;
+    PT__CPU_PAR_FOR(ctx, 3 * R * C)
+    for (r = 0; r < R; r++) {
+        const int64_t src = all_logits ? r : inf->st_row0[r] + inf->st_ntok[r] - 1;
+        pt__inf_ln(inf->x + src * ldc, inf->h + r * ldc, w->lnf_w, w->lnf_b, C);
+    }
+    {
+        pt_qmat hv = w->head;
+        hv.rows = inf->V;
+        pt__qmm(ctx, &hv, inf->h, ldc, R, NULL, logits, inf->V);
+    }
+    return st0 == PT_OK ? ctx->status : PT_OK;
+}
+
+/* ---- generation -------------------------------------------------------------------------------- */
+/* one request's state in pt_generate */
+typedef struct pt__gen {
+    int32_t state;          /* 0 waiting, 1 running, 2 done */
+    int32_t stepped;        /* fed in this round's prefill step */
+    int32_t seq;            /* its sequence while running */
+    int32_t *hist;          /* prompt + generated ids */
+    int64_t nhist, reserve; /* ids; blocks reserved while running */
+    int64_t feed;           /* ids of hist's end fed in the next step */
+    pt_sampler *smp;
+    char *text;             /* generated text (bytes) */
+    int64_t ntext, tcap, shown, stop_at;
+    size_t maxstop;         /* longest stop string */
+} pt__gen;
+
+static int64_t pt__gen_blocks(const pt_infer *inf, const pt_gen_request *q) {
+    const int64_t n = PT__MIN((int64_t)q->nprompt + q->max_tokens, (int64_t)inf->max_seq);
+    return (n + inf->bt - 1) / inf->bt;
+}
+/* the bytes of token tok appended to g's text (a tokenizer's, or the byte itself below 256) */
+static int pt__gen_text(pt_ctx *ctx, pt__gen *g, const pt_tokenizer *tk, int32_t tok) {
+    int64_t n;
+    if (!tk) {
+        if (tok >= 256) return 1;
+        n = 1;
+    } else if ((n = pt_tokenizer_decode(tk, &tok, 1, NULL, 0)) < 0) {
+        return 1; /* an id the tokenizer does not know: no text */
+    }
+    if (g->ntext + n + 1 > g->tcap) {
+        int64_t c = PT__MAX(2 * g->tcap, g->ntext + n + 64);
+        char *p = (char *)pt__realloc(ctx, g->text, (size_t)c);
+        if (!p) return (pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory for the generated text"), 0);
+        g->text = p, g->tcap = c;
+    }
+    if (!tk) g->text[g->ntext] = (char)(unsigned char)tok;
+    else pt_tokenizer_decode(tk, &tok, 1, g->text + g->ntext, n);
+    g->ntext += n;
+    return 1;
+}
+static void pt__gen_finish(pt_infer *inf, pt__gen *g, pt_gen_result *res, int finish, int64_t *reserved) {
+    res->finish = finish;
+    res->text_len = finish == PT_FINISH_STOP_STRING ? g->stop_at : g->ntext;
+    if (res->text && res->text_cap > 0) {
+        int64_t n = PT__MIN(res->text_len, res->text_cap - 1);
+        if (n > 0) memcpy(res->text, g->text, (size_t)n);
+        res->text[n] = 0;
+    }
+    if (g->state == 1) {
+        pt_infer_seq_free(inf, g->seq);
+        *reserved -= g->reserve;
+    }
+    g->state = 2;
+}
+/* request k took token tok: history, result, stops, text, the callback */
+static int pt__gen_take(pt_infer *inf, const pt_gen_request *q, pt_gen_result *res, pt__gen *g, const pt_gen_opts *o, int32_t k, int32_t tok,
+                        float lp, int64_t *reserved) {
+    int finish = PT_FINISH_NONE, i;
+    size_t hold = 0;
+    int64_t end;
+    g->hist[g->nhist++] = tok;
+    if (res->tokens) res->tokens[res->ntokens] = tok;
+    if (res->logprobs) res->logprobs[res->ntokens] = lp;
+    res->ntokens++;
+    for (i = 0; i < q->nstop_tokens; i++)
+        if (q->stop_tokens[i] == tok) finish = PT_FINISH_STOP_TOKEN;
+    if (!finish) {
+        const int64_t before = g->ntext;
+        if (!pt__gen_text(inf->ctx, g, o ? o->tokenizer : NULL, tok)) return 0;
+        if (q->nstop > 0) { /* a new match ends in the new bytes: search from maxstop - 1 bytes before them */
+            const int64_t from = PT__MAX((int64_t)0, before - (int64_t)g->maxstop + 1);
+            size_t at = 0;
+            if (pt_stop_find(g->text + from, (size_t)(g->ntext - from), q->stop, q->nstop, &at, &hold)) {
+                finish = PT_FINISH_STOP_STRING;
+                g->stop_at = from + (int64_t)at;
+                hold = 0;
+            }
+        }
+    }
+    if (!finish && res->ntokens >= q->max_tokens) finish = PT_FINISH_LENGTH;
+    end = finish == PT_FINISH_STOP_STRING ? g->stop_at : finish ? g->ntext : g->ntext - (int64_t)hold;
+    if (end < g->shown) end = g->shown;
+    if (o && o->on_token) {
+        int stop = o->on_token(o->user, k, tok, lp, g->text ? g->text + g->shown : "", (size_t)(end - g->shown));
+        if (stop && !finish) finish = PT_FINISH_CALLBACK;
+    }
+    g->shown = end;
+    if (finish) pt__gen_finish(inf, g, res, finish, reserved);
+    return 1;
+}
+
+PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *req, pt_gen_result *res, const pt_gen_opts *opts,
+                            pt_gen_stats *stats) {
+    pt_ctx *ctx;
+    pt__gen *g = NULL;
+    float *logits = NULL;
+    int32_t *seqs = NULL, *ntok = NULL, *toks = NULL, *who = NULL;
+    int64_t avail, reserved = 0, k, slots = 0;
+    int32_t next = 0, i;
+    pt_status st = PT_OK;
+    pt_gen_stats sdummy;
+    if (!stats) stats = &sdummy;
+    memset(stats, 0, sizeof *stats);
+    if (!inf) return PT_ERR_ARG;
+    ctx = inf->ctx;
+    if (nreq < 0 || (nreq > 0 && (!req || !res)))
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: %d requests (expected >= 0, with requests and results)", (int)nreq), PT_ERR_ARG);
+    for (k = 0; k < nreq; k++) {
+        const pt_gen_request *q = &req[k];
+        if (!q->prompt || q->nprompt < 1 || q->max_tokens < 0 || q->nstop_tokens < 0 || (q->nstop_tokens > 0 && !q->stop_tokens) || q->nstop < 0 ||
+            (q->nstop > 0 && !q->stop))
+            return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: expected a prompt of >= 1 token (found %d), max_tokens >= 0 (found %d) and "
+                                        "stop lists that match their counts", (long long)k, (int)q->nprompt, (int)q->max_tokens), PT_ERR_ARG);
+        for (i = 0; i < q->nprompt; i++)
+            if (q->prompt[i] < 0 || q->prompt[i] >= inf->V)
+                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: prompt token %d is %d, outside the vocabulary [0, %d)", (long long)k,
+                                            (int)i, (int)q->prompt[i], inf->V), PT_ERR_ARG);
+        for (i = 0; i < q->nstop; i++)
+            if (!q->stop[i] || !q->stop[i][0])
+                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: stop string %d is NULL or empty", (long long)k, (int)i), PT_ERR_ARG);
+        if (pt__gen_blocks(inf, q) > inf->nfree)
+            return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: request %lld needs %lld KV blocks, the pool has %lld free", (long long)k,
+                                        (long long)pt__gen_blocks(inf, q), (long long)inf->nfree), PT_ERR_OOM);
+        res[k].ntokens = 0, res[k].finish = PT_FINISH_NONE, res[k].text_len = 0;
+        if (res[k].text && res[k].text_cap > 0) res[k].text[0] = 0;
+    }
+    if (nreq == 0) return PT_OK;
+    for (i = 0; i < inf->max_seqs; i++) slots += !inf->seq[i].live;
+    if (slots < 1) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: all %d sequences of the pt_infer are in use", inf->max_seqs), PT_ERR_STATE);
+    avail = inf->nfree;
+    g = (pt__gen *)pt__malloc(ctx, (size_t)nreq * sizeof *g);
+    logits = (float *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->V * sizeof(float));
+    seqs = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * 3 * sizeof(int32_t));
+    toks = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->max_seq * sizeof(int32_t));
+    if (!g || !logits || !seqs || !toks) {
+        st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
+        goto done;
+    }
+    ntok = seqs + inf->max_seqs, who = ntok + inf->max_seqs;
+    memset(g, 0, (size_t)nreq * sizeof *g);
+    for (k = 0; k < nreq; k++) {
+        const pt_gen_request *q = &req[k];
+        g[k].seq = -1;
+        g[k].hist = (int32_t *)pt__malloc(ctx, ((size_t)q->nprompt + (size_t)q->max_tokens) * sizeof(int32_t));
+        g[k].tcap = 4 * (int64_t)q->max_tokens + 64;
+        g[k].text = (char *)pt__malloc(ctx, (size_t)g[k].tcap);
+        if (!g[k].hist || !g[k].text) {
+            st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
+            goto done;
+        }
+        memcpy(g[k].hist, q->prompt, (size_t)q->nprompt * sizeof(int32_t));
+        g[k].nhist = q->nprompt;
+        for (i = 0; i < q->nstop; i++) g[k].maxstop = PT__MAX(g[k].maxstop, strlen(q->stop[i]));
+        if (q->max_tokens == 0) {
+            pt__gen_finish(inf, &g[k], &res[k], PT_FINISH_LENGTH, &reserved);
+            continue;
+        }
+        if (!(g[k].smp = pt_sampler_new(ctx, &q->sample, inf->V))) {
+            st = ctx->status != PT_OK ? ctx->status : PT_ERR_ARG;
+            goto done;
+        }
+    }
+    for (;;) {
+        int32_t n = 0, running = 0, pass;
+        int64_t ntoks = 0;
+        double t0;
+        for (k = 0; k < nreq; k++) running += g[k].state == 1;
+        /* admit waiting requests in order while a sequence and their blocks are free */
+        while (next < nreq) {
+            pt__gen *a = &g[next];
+            const int64_t nb = pt__gen_blocks(inf, &req[next]);
+            if (a->state == 2) {
+                next++;
+                continue;
+            }
+            if (running >= slots || reserved + nb > avail) break;
+            if ((a->seq = pt_infer_seq_new(inf)) < 0) {
+                st = ctx->status;
+                goto done;
+            }
+            a->state = 1, a->reserve = nb, reserved += nb, running++;
+            a->feed = PT__MIN(a->nhist, (int64_t)inf->max_seq);
+            next++;
+        }
+        if (!running) break;
+        /* pass 0: sequences to (re-)prefill; pass 1: the others decode one token */
+        for (pass = 0; pass < 2; pass++) {
+            n = 0, ntoks = 0;
+            for (k = 0; k < nreq; k++) {
+                pt__gen *a = &g[k];
+                if (a->state != 1) continue;
+                if (pass == 0) {
+                    a->stepped = 0;
+                    if (!a->feed && inf->seq[a->seq].len + 1 > inf->max_seq) { /* the context policy */
+                        pt__inf_seq_clear(inf, a->seq);
+                        a->feed = PT__MAX((int64_t)1, (int64_t)inf->max_seq / 2);
+                        stats->refills++;
+                    }
+                    if (!a->feed) continue;
+                    a->stepped = 1;
+                } else {
+                    if (a->stepped) continue;
+                    a->feed = 1;
+                }
+                memcpy(toks + ntoks, a->hist + a->nhist - a->feed, (size_t)a->feed * sizeof(int32_t));
+                seqs[n] = a->seq, ntok[n] = (int32_t)a->feed, who[n] = (int32_t)k;
+                ntoks += a->feed, n++;
+            }
+            if (!n) continue;
+            t0 = pt_time();
+            if ((st = pt_infer_step(inf, n, seqs, ntok, toks, logits, 0)) != PT_OK) goto done;
+            for (i = 0; i < n; i++) {
+                pt__gen *a = &g[who[i]];
+                float lp = 0.0f;
+                int32_t tok = pt_sampler_next(a->smp, logits + (int64_t)i * inf->V, a->hist, a->nhist, &lp);
+                a->feed = 0;
+                if (tok < 0 || tok >= inf->V) { /* the sampler's error (NaN logits, ...) */
+                    pt__fail(ctx, PT_ERR_STATE, "pt_generate: request %d: the sampler gave no token (%d)", (int)who[i], (int)tok);
+                    st = ctx->status;
+                    goto done;
+                }
+                if (!pt__gen_take(inf, &req[who[i]], &res[who[i]], a, opts, who[i], tok, lp, &reserved)) {
+                    st = ctx->status;
+                    goto done;
+                }
+            }
+            if (pass == 0) stats->prefill_tokens += ntoks, stats->prefill_s += pt_time() - t0;
+            else stats->decode_tokens += ntoks, stats->decode_s += pt_time() - t0, stats->decode_steps++;
+        }
+    }
+done:
+    for (k = 0; g && k < nreq; k++) {
+        if (g[k].state == 1) pt_infer_seq_free(inf, g[k].seq);
+        pt_sampler_free(g[k].smp);
+        pt__free(ctx, g[k].hist);
+        pt__free(ctx, g[k].text);
+    }
+    pt__free(ctx, g);
+    pt__free(ctx, logits);
+    pt__free(ctx, seqs);
+    pt__free(ctx, toks);
+    return st;
+}
+
+/* ---- pt_gpt_generate --------------------------------------------------------------------------- */
+/* today's uncached path (TP, pipeline stages, OpenCL, ZeRO-3): the whole window through the graph per
+   token, the last row's logits gathered over TP, the token picked by the sampler (the same on every rank) */
+static pt_status pt__gpt_generate_graph(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, const pt_sample_params *sp,
+                                        int32_t *out) {
+    int t, V, Vp, Vl, saved_grad, saved_train;
+    float *row;
+    pt_sampler *smp;
+    pt_status st = PT_OK;
+    if (!g) return (pt_status)(pt__fail(m->ctx, PT_ERR_ARG, "pt_gpt_generate: this model (TP, stages or a device) needs a graph"), PT_ERR_ARG);
+    V = m->cfg.vocab, Vp = m->cfg.vocab_padded, Vl = Vp / pt_tp_size(m->ctx);
+    row = (float *)pt__alloc(m->ctx, (size_t)Vp * sizeof(float));
+    smp = pt_sampler_new(m->ctx, sp, V);
+    if (!row || !smp) {
+        pt__free(m->ctx, row);
+        pt_sampler_free(smp);
+        return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_gpt_generate: out of memory"), PT_ERR_OOM);
+    }
+    memcpy(out, prompt, (size_t)n * sizeof *out);
+    saved_grad = g->grad_on, saved_train = g->training;
+    pt_graph_set_grad(g, 0);
+    pt_graph_set_training(g, 0);
+    for (t = n; t < n + max_new; t++) {
+        int T = PT__MIN(t, m->cfg.max_seq);
+        pt_tensor *ids, *logits, last;
+        pt_graph_reset(g);
+        ids = pt_tensor_new(g, PT_I32, 2, 1, T, 0, 0);
+        if (!ids || pt_tensor_write(ids, out + t - T) != PT_OK) break;
+        logits = pt_gpt_forward(g, m, ids);
+        if (!logits) break;
+        last = pt__at(logits, (int64_t)(T - 1) * Vl); /* TP: this rank's columns, gathered in rank order */
+        last.ndim = 1;
+        last.shape[0] = Vl;
+        last.shape[1] = last.shape[2] = 1;
+        {
+            int xk = pt__xfer_as(m->ctx, pt_tp_size(m->ctx) > 1 ? PT_XFER_TP : PT_XFER_IO); /* staged for the TP allgather */
+            pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
+            pt__xfer_as(m->ctx, xk);
+        }
+        if (!pt__tp_allgather(m->ctx, "pt_gpt_generate", row, Vl)) break;
+        if ((out[t] = pt_sampler_next(smp, row, out, t, NULL)) < 0) break;
+    }
+    if (t < n + max_new) st = m->ctx->status != PT_OK ? m->ctx->status : PT_ERR_STATE;
+    pt_graph_reset(g);
+    pt_graph_set_grad(g, saved_grad);
+    pt_graph_set_training(g, saved_train);
+    pt_sampler_free(smp);
+    pt__free(m->ctx, row);
+    return st;
+}
+PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, float temperature, uint64_t seed,
+                                int32_t *out) {
+    pt_sample_params sp;
+    char why[128];
+    if (!m || !out || !prompt || n < 1 || max_new < 0 || !(temperature >= 0))
+        return (pt_status)(pt__fail(m ? m->ctx : NULL, PT_ERR_ARG, "pt_gpt_generate: needs a model, a prompt of >= 1 token, max_new >= 0, "
+                                    "temperature >= 0 and out"), PT_ERR_ARG);
+    memset(&sp, 0, sizeof sp);
+    sp.temperature = temperature, sp.seed = seed;
+    if (pt__inf_model_ok(m, why, sizeof why)) { /* one process, the CPU: the KV-cached path over the parameters in place */
+        pt_gpt_weights *w = pt_gpt_weights_from(m, PT_W_F32);
+        pt_infer_desc d;
+        pt_infer *inf;
+        pt_gen_request q;
+        pt_gen_result r;
+        pt_status st;
+        memset(&d, 0, sizeof d);
+        d.max_seqs = 1, d.kv_tokens = m->cfg.max_seq;
+        inf = w ? pt_infer_new(m->ctx, w, &d) : NULL;
+        if (!inf) {
+            pt_gpt_weights_free(w);
+            return m->ctx->status != PT_OK ? m->ctx->status : PT_ERR_OOM;
+        }
+        memset(&q, 0, sizeof q);
+        memset(&r, 0, sizeof r);
+        q.prompt = prompt, q.nprompt = n, q.max_tokens = max_new, q.sample = sp;
+        r.tokens = out + n;
+        memmove(out, prompt, (size_t)n * sizeof *out);
+        q.prompt = out; /* prompt may overlap out */
+        st = pt_generate(inf, 1, &q, &r, NULL, NULL);
+        pt_infer_free(inf);
+        pt_gpt_weights_free(w);
+        return st;
+    }
+    return pt__gpt_generate_graph(m, g, prompt, n, max_new, &sp, out);
+}
+
 #endif /* PTRAIN_IMPLEMENTATION */
 
 // >>harness  the run harness of the training programs (switch PTRAIN_HARNESS)
@@ -21267,8 +23680,8 @@ PTDEF void pt_run_val(pt_run *r, float val_loss, double seconds);
     monitor ends the step. Returns 1 to stop (rank 0 printed how to resume), 0 to go on, -1 when a
     save failed (pt_error(ctx), the same on every rank). */
 PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int64_t steps, float loss, float grad_norm, float lr);
-/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model, --ckpt-async; timed and logged
-    by the monitor): the one save of the run. */
+/** Collective: saves checkpoint `step` of r->ckpt_dir (keep_last, model, --ckpt-async, the data's tokenizer
+    r->tok so the checkpoint decodes its own tokens; timed and logged by the monitor): the one save of the run. */
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step);
 /** Call before a line to stdout while the run goes on: where the monitor draws its progress line on
     a terminal (--log, one process, stderr a terminal) and stdout is that terminal too, it erases the
@@ -21899,7 +24312,7 @@ PTDEF void pt_run_line(const pt_run *r) {
 PTDEF pt_status pt_run_save(pt_ctx *ctx, pt_optim *o, const pt_run *r, int64_t step) {
     pt_ckpt_opts ck;
     memset(&ck, 0, sizeof ck);
-    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model, ck.async = r->ckpt_async;
+    ck.keep_last = r->keep_last > 0 ? r->keep_last : 3, ck.model = r->model, ck.async = r->ckpt_async, ck.tokenizer = r->tok; /* the checkpoint decodes its own tokens */
     if (r->mon) return pt_monitor_ckpt_save(r->mon, o, r->ckpt_dir, step, &ck);
     return pt_ckpt_save(ctx, o, r->ckpt_dir, step, &ck);
 }

@@ -10,7 +10,7 @@
 #            Makefile builds only those
 # Programs: in BENCH_BUILD (default build); each path can be set on its own by BENCH_BIN (bench),
 # BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, BENCH_XENT, BENCH_RECOMPUTE, BENCH_ZERO,
-# BENCH_LARGEST, or by the arguments above. LARGEST_BUDGET_GIB (default 22): the memory the largest_model bench may fill.
+# BENCH_LARGEST, BENCH_QMM, or by the arguments above. LARGEST_BUDGET_GIB (default 22): the memory the largest_model bench may fill.
 # MPIRUN (default mpirun) starts dist and pp on 2 ranks. CL_TUNE (default BENCH_BUILD/ptrain_cl_tune.txt)
 # is the file `ptcl tune` writes for CLBlast's GEMM; it is searched for once, when it is missing and
 # cl_gemm or cl_gpt is selected (a few minutes; delete it to search again).
@@ -46,6 +46,7 @@ cl_gpt bench_cl,ptcl GPT training step (config A) on OpenCL, tuned with CL_TUNE
 recompute bench_recompute activation recomputation none/selective/full: activation bytes and step time, 12 layers, width 768, T=1024
 zero bench_zero ZeRO-0..3 at dp 2 and dp 4 (config B): model state per rank apart from transient buffers, step time, exposed gathers; FSDP2 alongside with BENCH_TORCH
 largest_model bench_largest the largest GPT-2 shape that trains 10 steps on 4 ranks within 22 GiB: f32 ZeRO-0 vs bf16 ZeRO-3 full recompute, total RSS (about 10 minutes)
+qmm bench_qmm the inference matrix kernel pt__qmm (f32 f16 bf16 q8_0 q4_0; 3072 x 768 and 768 x 3072; M = 1, 4, 16, 256; 2 threads): GB/s of weights, GFLOP/s
 EOF
 }
 ALL=$(units | cut -d' ' -f1)
@@ -99,6 +100,7 @@ XENT=${BENCH_XENT:-$B/bench_xent}
 RECOMPUTE=${BENCH_RECOMPUTE:-$B/bench_recompute}
 ZERO=${BENCH_ZERO:-$B/bench_zero}
 LARGEST=${BENCH_LARGEST:-$B/bench_largest}
+QMM=${BENCH_QMM:-$B/bench_qmm}
 # BENCH_TORCH: a python with PyTorch (e.g. ../shared/peers/torchpy.sh of a scratch venv): the zero bench then runs
 # the FSDP2 peer (bench/peers/fsdp2_gpt.py) after each DP size and prints zero_vs_fsdp2 (tokens/s, ZeRO-3 / FSDP2)
 TORCH=${BENCH_TORCH:-}
@@ -187,6 +189,7 @@ b_largest_model() {
     mpi "$LARGEST" || return
     for mode in before after; do step $MPIRUN --oversubscribe -np 4 "$LARGEST" $mode auto 10 "${LARGEST_BUDGET_GIB:-22}"; done
 }
+b_qmm() { built "$QMM" && step "$QMM" 2; }
 b_cl_gpt() {
     opencl || return
     if tune cl_gpt; then step env PTRAIN_CL_TUNE="$CL_TUNE" "$CL" gpt A 3; else step "$CL" gpt A 3; fi

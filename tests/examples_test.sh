@@ -134,6 +134,7 @@ for f in "03_gpt --steps 99999999999999999999:--steps expects an integer in 1..1
     "pttrain --temperature -1:--temperature expects a number in 0..100" "pttrain --temperature 1x:--temperature expects a number in 0..100" \
     "pttrain --top-p 0:--top-p expects a number in (0, 1]" "pttrain --top-p 1.5:--top-p expects a number in (0, 1]" \
     "pttrain --top-k -1:--top-k expects an integer in 0..1048576" \
+    "pttrain --min-p 1.5:--min-p expects a number in \[0, 1\]" "pttrain --repeat-penalty 0:--repeat-penalty expects a number in (0, 100\]" \
     "09_checkpoint_resume --every 4294967297:--every expects an integer in 0..1048576" \
     "06_pipeline_parallel --width 4294967297:--width 1..16384"; do
     set -- ${f%%:*}
@@ -210,6 +211,27 @@ if [ -n "$(sample_of "$W/pt_plain.log")" ] && [ "$(sample_of "$W/pt_kall.log")" 
     [ "$(sample_of "$W/pt_p1.log")" = "$(sample_of "$W/pt_plain.log")" ] && grep -q '^sampled 60 tokens at temperature 0.8 (seed 5)$' "$W/pt_p1.log"; then
     pass "pttrain --top-k past the vocabulary and --top-p 1 sample what plain temperature sampling does"
 else fail "pttrain --top-k 100000 / --top-p 1: '$(sample_of "$W/pt_kall.log" | head -c 80)' / '$(sample_of "$W/pt_p1.log" | head -c 80)' vs '$(sample_of "$W/pt_plain.log" | head -c 80)'"; fi
+# min-p and the repeat penalty (the header's sampler): --min-p 1 keeps only the most likely token, so it samples what
+# --temperature 0 does; a repeat penalty changes the sample; the sample line names both
+for t in mp1:"--min-p 1" rp:"--repeat-penalty 1.5 --repeat-last-n 8 --min-p 0.05"; do
+    $PT $small --steps 2 --sample 60 ${t#*:} >"$W/pt_${t%%:*}.log" 2>&1 || echo "exit $?" >>"$W/pt_${t%%:*}.log"
+done
+if [ -n "$(sample_of "$W/pt_mp1.log")" ] && [ "$(sample_of "$W/pt_mp1.log")" = "$(sample_of "$W/pt_greedy.log")" ] &&
+    [ -n "$(sample_of "$W/pt_rp.log")" ] && [ "$(sample_of "$W/pt_rp.log")" != "$(sample_of "$W/pt_plain.log")" ] &&
+    grep -q '^sampled 60 tokens at temperature 0.8, min-p 1 (seed 5)$' "$W/pt_mp1.log" &&
+    grep -q '^sampled 60 tokens at temperature 0.8, min-p 0.05, repeat penalty 1.5 over 8 tokens (seed 5)$' "$W/pt_rp.log"; then
+    pass "pttrain --min-p 1 samples the most likely token; --repeat-penalty changes the sample; the sample line names them"
+else fail "pttrain --min-p / --repeat-penalty: min-p 1 '$(sample_of "$W/pt_mp1.log" | head -c 80)' vs greedy; penalty '$(sample_of "$W/pt_rp.log" | head -c 80)'; $(grep -h '^sampled\|^exit\|^pttrain' "$W"/pt_mp1.log "$W"/pt_rp.log | tr '\n' ' ')"; fi
+# a checkpoint of a run on BPE shards carries their tokenizer: tokenizer.bin byte for byte, recorded in the manifest
+if [ -f "$W/bpe/tokenizer.bin" ]; then
+    rm -rf "$W/ckbpe"
+    $PT --data "$W/bpe" --layers 1 --width 32 --heads 2 --seq 16 --batch 4 --seed 5 --val-every 0 --sample 0 --steps 2 --ckpt-dir "$W/ckbpe" >"$W/ptckbpe.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && cmp -s "$W/bpe/tokenizer.bin" "$W/ckbpe/step_000000002/tokenizer.bin" &&
+        grep -q '^tokenizer name=tokenizer.bin bytes=[0-9]* crc32c=0x[0-9a-f]* vocab=296$' "$W/ckbpe/step_000000002/manifest"; then
+        pass "pttrain on BPE shards: its checkpoint carries their tokenizer.bin (the same bytes, a manifest record)"
+    else fail "pttrain --ckpt-dir on BPE shards: exit $rc; $(ls "$W/ckbpe/step_000000002" 2>&1 | tr '\n' ' '); $(tail -n 2 "$W/ptckbpe.log" | tr '\n' ' ')"; fi
+fi
 rm -rf "$W/ckpt"
 $PT $small --steps 6 --ckpt-dir "$W/ckpt" --ckpt-every 3 --stop-after 3 >"$W/ptck1.log" 2>&1
 rc1=$?
@@ -220,6 +242,9 @@ if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ -d "$W/ckpt/step_000000003" ] && grep -
     [ "$(grep -c '^step ' "$W/ptck2.log")" -eq 3 ] && [ -n "$a" ] && [ "$(loss_lines "$W/ptck2.log" 3 5)" = "$a" ]; then
     pass "pttrain --ckpt-every 3 --stop-after 3, then --resume: steps 3..5 bit-identical to the uninterrupted run"
 else fail "pttrain checkpoint/resume: exit $rc1/$rc2; '$(loss_lines "$W/ptck2.log" 0 9 | tr '\n' ' ')' vs '$(echo $a)'; $(tail -n 2 "$W/ptck2.log" | tr '\n' ' ')"; fi
+if [ -f "$W/ckpt/step_000000003/manifest" ] && [ ! -e "$W/ckpt/step_000000003/tokenizer.bin" ] && ! grep -q '^tokenizer ' "$W/ckpt/step_000000003/manifest"; then
+    pass "pttrain on byte-level data: its checkpoint carries no tokenizer"
+else fail "pttrain byte-level checkpoint: $(ls "$W/ckpt/step_000000003" 2>&1 | tr '\n' ' ')"; fi
 $PT $small --steps 6 --resume >"$W/ptck3.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ] && grep -q -- '--resume needs --ckpt-dir' "$W/ptck3.log"; then pass "pttrain --resume without --ckpt-dir: a clear error"

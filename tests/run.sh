@@ -60,7 +60,9 @@ want() { [ -z "${TEST_FILTER:-}" ] || case "$1" in *"$TEST_FILTER"*) return 0 ;;
 
 # ---- build everything (in parallel) ----
 PROGS=""
-for t in test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc test_host test_recompute; do
+TESTS="test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc test_host test_recompute"
+TESTS="$TESTS test_quant"
+for t in $TESTS; do
     if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi
     if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then
         build "$t.asan" "tests/$t.c" "$ASAN"
@@ -72,6 +74,10 @@ if want "test_host[c99]"; then
     build test_host.c99 tests/test_host.c "$OPT -DHOST_PLAIN_C"
     PROGS="$PROGS test_host.c99"
 fi
+# the sampler and stop strings (see sample), and its sanitizer build
+for t in test_sample; do if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi; if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then build "$t.asan" "tests/$t.c" "$ASAN"; PROGS="$PROGS $t.asan"; fi; done
+# KV-cached inference (see infer), and its sanitizer build
+for t in test_infer; do if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi; if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then build "$t.asan" "tests/$t.c" "$ASAN"; PROGS="$PROGS $t.asan"; fi; done
 # the ops once more with -DPTRAIN_CBLAS: matrix products through the system BLAS
 if want "test_ops[cblas]"; then
     build test_ops.cblas tests/test_ops.c "$OPT -DPTRAIN_CBLAS" -lopenblas

@@ -3,11 +3,13 @@
 
    Build: cc -O2 -I. tools/ptckpt.c -o build/ptckpt -lm   (or `make tools`)
 
-   ptckpt inspect DIR|STEPDIR     step, layout, model configuration, optimizer, data files, and per
-                                  global tensor: name, shape, dtype, pieces, bytes; totals. DIR means
+   ptckpt inspect DIR|STEPDIR     step, layout, model configuration, optimizer, the tokenizer it
+                                  carries, data files, and per global tensor: name, shape, dtype,
+                                  pieces, bytes; totals. DIR means
                                   the checkpoint DIR/latest names (else the newest step_*).
-   ptckpt verify DIR|STEPDIR      every CRC32C (manifest, data files); DIR: every step_* in it. Exit 0
-                                  when all are good, 1 with a message naming the bad file.
+   ptckpt verify DIR|STEPDIR      every CRC32C (manifest, data files, the tokenizer); DIR: every
+                                  step_* in it. Exit 0 when all are good, 1 with a message naming
+                                  the bad file.
    ptckpt export DIR|STEPDIR OUT.safetensors [--dtype f32|bf16] [--moments]
                                   every global tensor assembled from its pieces (TP shards, ZeRO
                                   ranges, a tied embedding once) under its parameter name and global
@@ -74,6 +76,8 @@ static int cmd_inspect(const char *path) {
     else printf("model      (not recorded)\n");
     if (in.optim_kind >= 0) printf("optimizer  %s, %lld steps\n", in.optim_kind == PT_OPTIM_ADAMW ? "adamw" : "sgd", (long long)in.optim_steps);
     else printf("optimizer  none (parameters only)\n");
+    if (in.tokenizer_vocab > 0) printf("tokenizer  BPE, vocabulary %d (%s: pt_ckpt_tokenizer decodes the checkpoint's tokens)\n", in.tokenizer_vocab, PT_TOKENIZER_FILE);
+    else printf("tokenizer  none (byte-level data, or saved without one)\n");
     printf("files      %d\n", in.nfiles);
     for (i = 0; i < in.nfiles; i++) {
         human(hb, sizeof hb, (double)in.files[i].bytes);

@@ -38,10 +38,13 @@
    - the run: --data DIR (token shards DIR/train_*.bin and val_*.bin as tools/prepare_shards writes
      them, or text DIR/train.txt and val.txt made into byte shards the first time; default
      data/fortunes, itself made from the Debian fortunes the first time), --val-every N, --sample N
-     (tokens generated at the end), --temperature X (their sampling temperature, 0.8; 0 = the most
-     likely token each time), --top-k K (sampled from the K most likely tokens only; 0 = all),
-     --top-p P (nucleus sampling: from the fewest most likely tokens whose probabilities reach P,
-     in (0, 1]; 1 = all), --ckpt-dir DIR --ckpt-every N (a checkpoint of step k holds the
+     (tokens generated at the end, picked by the header's pt_sampler: see sample in ptrain.h),
+     --temperature X (their sampling temperature, 0.8; 0 = the most likely token each time), --top-k
+     K (sampled from the K most likely tokens only; 0 = all), --top-p P (nucleus sampling: from the
+     fewest most likely tokens whose probabilities reach P, in (0, 1]; 1 = all), --min-p P (tokens
+     under P x the most likely one's probability dropped; 0 = off), --repeat-penalty X (llama.cpp's
+     penalty on the tokens of the last --repeat-last-n N, default 64, generated; 1 = off),
+     --ckpt-dir DIR --ckpt-every N (a checkpoint of step k holds the
      state after k optimizer steps, the data stream's position included; one is also saved at the
      last step; the newest 3 are kept), --resume (from the newest valid checkpoint: the losses are
      those of a run never stopped) or --resume-if-any (the same, or start at step 0 when DIR holds no
@@ -55,7 +58,7 @@
 
    Output (rank 0): `step <n> loss <l> lr <lr> norm <g> ms <ms> tok/s <t> gflops <f> bubble <b> data_ms <d>`
    per step, `val step <n> val_loss <v>`, at the end `val_loss <v>`, the sample (after a line naming
-   its length, temperature, top-k / top-p when given, and seed) and its share of dictionary words (of
+   its length, temperature, top-k / top-p / min-p / repeat penalty when given, and seed) and its share of dictionary words (of
    its letter runs, those wamerican holds; a lone letter only when it is a, A, I or O). With --log on a
    terminal, one process, the monitor's progress line stays under the step lines. */
 #define PTRAIN_IMPLEMENTATION
@@ -72,29 +75,20 @@ typedef struct feed {
     pt_gpt *m;
     const int32_t *ids, *tg; /* this DP rank's rows of the global batch, the first being row base */
     int T, base, row0, rows, mbs; /* this round: rows [row0, row0 + rows) of the batch, in mbs micro-batches */
-    int gen;                /* generation: the last stage picks the next byte instead of a loss */
-    float temperature, top_p; /* top_p < 1: nucleus sampling */
-    int top_k;              /* > 0: only the top_k most likely tokens */
-    pt_rng rng;
-    int32_t next;           /* the byte picked (on the last pipeline rank) */
+    int gen;                /* generation: the last stage picks the next token instead of a loss */
+    pt_sampler *sampler;    /* picks it (temperature, top-k, top-p, min-p, repeat penalty; seeded by --seed) */
+    const int32_t *hist;    /* the sequence so far (the penalty's history) */
+    int nhist;
+    int32_t next;           /* the token picked (on the last pipeline rank); -1 when the sampler failed */
     float *row;             /* [vocab_padded] the last position's logits */
-    struct cand { double w; int32_t i; } *cand; /* [vocab] for top-k / top-p: the tokens by weight */
     const pt_dist *d;
 } feed;
 
-/* most likely first; equal weights by token id, so the order (and the sample) is reproducible */
-static int cand_cmp(const void *a, const void *b) {
-    const struct cand *x = (const struct cand *)a, *y = (const struct cand *)b;
-    return x->w > y->w ? -1 : x->w < y->w ? 1 : (x->i > y->i) - (x->i < y->i);
-}
-
-/* the last stage in generation: logits of the last position (gathered over TP), sampled at the
-   temperature from the top_k most likely tokens (0 = all), then from the fewest most likely whose
-   probabilities sum to top_p (1 = all) */
+/* the last stage in generation: logits of the last position (gathered over TP), the next token
+   picked by the sampler */
 static pt_tensor *pick_next(pt_graph *g, feed *f, pt_tensor *x) {
     pt_tensor *logits = pt_gpt_head(g, f->m, x), last;
-    int64_t T = x ? x->shape[1] : 0, Vl = logits ? logits->shape[2] : 0, i, best = 0;
-    int V = f->m->cfg.vocab;
+    int64_t T = x ? x->shape[1] : 0, Vl = logits ? logits->shape[2] : 0;
     if (!logits) return NULL;
     last = *logits;
     last.off += (T - 1) * Vl;
@@ -104,40 +98,8 @@ static pt_tensor *pick_next(pt_graph *g, feed *f, pt_tensor *x) {
     if (pt_tp_size(pt_graph_ctx(g)) > 1 && Vl * pt_tp_size(pt_graph_ctx(g)) == f->m->cfg.vocab_padded) /* vocab-parallel: gather the row */
         MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, f->row, (int)Vl, MPI_FLOAT, *(MPI_Comm *)pt_dist_comm(f->d, PT_COMM_TP));
 #endif
-    for (i = 1; i < V; i++)
-        if (f->row[i] > f->row[best]) best = i;
-    if (f->temperature > 0 && ((f->top_k > 0 && f->top_k < V) || f->top_p < 1)) {
-        double sum = 0, total = 0, u;
-        int64_t n = V;
-        for (i = 0; i < V; i++) {
-            f->cand[i].w = exp((double)(f->row[i] - f->row[best]) / f->temperature), f->cand[i].i = (int32_t)i;
-            total += f->cand[i].w;
-        }
-        qsort(f->cand, (size_t)V, sizeof *f->cand, cand_cmp);
-        if (f->top_k > 0 && f->top_k < n) n = f->top_k;
-        for (i = 0; i < n; i++) { /* the nucleus: the first tokens whose weights reach top_p of the total */
-            sum += f->cand[i].w;
-            if (f->top_p < 1 && sum >= f->top_p * total) break;
-        }
-        n = i < n ? i + 1 : n;
-        for (sum = 0, i = 0; i < n; i++) sum += f->cand[i].w;
-        u = pt_rng_float(&f->rng) * sum;
-        for (i = 0; i < n; i++) {
-            u -= f->cand[i].w;
-            if (u <= 0) break;
-        }
-        best = f->cand[i < n ? i : n - 1].i;
-    } else if (f->temperature > 0) {
-        double sum = 0, u;
-        for (i = 0; i < V; i++) sum += exp((double)(f->row[i] - f->row[best]) / f->temperature);
-        u = pt_rng_float(&f->rng) * sum;
-        for (i = 0; i < V; i++) {
-            u -= exp((double)(f->row[i] - f->row[best]) / f->temperature);
-            if (u <= 0) break;
-        }
-        best = i < V ? i : V - 1;
-    }
-    f->next = (int32_t)best;
+    f->next = pt_sampler_next(f->sampler, f->row, f->hist, f->nhist, NULL); /* -1: a NaN row, named in pt_error */
+    if (f->next < 0) return NULL;
     return pt_mean(g, logits); /* a scalar for the runtime; the byte is in f->next */
 }
 
@@ -185,6 +147,9 @@ int main(int argc, char **argv) {
     double temperature = 0.8; /* --temperature: the sample's; 0 = always the most likely token */
     double top_p = 1;         /* --top-p: nucleus sampling from the fewest most likely tokens of this much probability; 1 = off */
     int top_k = 0;            /* --top-k: sampling from the k most likely tokens only; 0 = off */
+    double min_p = 0;         /* --min-p: tokens under min_p x the most likely one's probability dropped; 0 = off */
+    double repeat_penalty = 1; /* --repeat-penalty: llama.cpp's penalty on the last --repeat-last-n tokens; 1 = off */
+    int repeat_last_n = 64;
     double loss_scale = -1; /* --loss-scale: 0 = off, else dynamic from this scale; -1 = not given (fp16: dynamic) */
     const char *stage_layers = NULL; /* --split a,b,c: layers per stage, given by hand */
     int i, rank, fail = 0, stop = 0, v;
@@ -208,7 +173,7 @@ int main(int argc, char **argv) {
         int *num = !strcmp(f, "--dp") ? &lay.dp : !strcmp(f, "--tp") ? &lay.tp : !strcmp(f, "--pp") ? &lay.pp : !strcmp(f, "--zero") ? &zero
                  : !strcmp(f, "--virtual-stages") ? &vstages : !strcmp(f, "--micro-batches") ? &mbs : !strcmp(f, "--accum") ? &accum
                  : !strcmp(f, "--val-every") ? &val_every : !strcmp(f, "--sample") ? &sample : !strcmp(f, "--bucket-kb") ? &bucket_kb
-                 : !strcmp(f, "--loss-chunk") ? &loss_chunk : !strcmp(f, "--top-k") ? &top_k : NULL;
+                 : !strcmp(f, "--loss-chunk") ? &loss_chunk : !strcmp(f, "--top-k") ? &top_k : !strcmp(f, "--repeat-last-n") ? &repeat_last_n : NULL;
         if (!v) {
             fprintf(stderr, "pttrain: unknown flag or missing value: '%s' (try --help)\n", f);
             return 2;
@@ -258,6 +223,20 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "pttrain: --top-p expects a number in (0, 1] (the share of probability the sampled tokens keep; 1 = all), found '%s'\n", v);
                 return 2;
             }
+        } else if (!strcmp(f, "--min-p")) {
+            char *e;
+            min_p = strtod(v, &e);
+            if (e == v || *e || !(min_p >= 0 && min_p <= 1)) {
+                fprintf(stderr, "pttrain: --min-p expects a number in [0, 1] (tokens under it x the top probability are dropped; 0 = off), found '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(f, "--repeat-penalty")) {
+            char *e;
+            repeat_penalty = strtod(v, &e);
+            if (e == v || *e || !(repeat_penalty > 0 && repeat_penalty <= 100)) {
+                fprintf(stderr, "pttrain: --repeat-penalty expects a number in (0, 100] (> 1 discourages repeating the last tokens; 1 = off), found '%s'\n", v);
+                return 2;
+            }
         } else if (!strcmp(f, "--loss-scale")) {
             char *e = NULL;
             int ex;
@@ -294,7 +273,10 @@ int main(int argc, char **argv) {
                       "  --temperature X       the sample's softmax temperature; 0 = the most likely token each time (0.8)\n"
                       "  --top-k K             sample only from the K most likely tokens (0 = all)\n"
                       "  --top-p P             nucleus sampling: only from the fewest most likely tokens whose probabilities\n"
-                      "                        (at the temperature) sum to P, in (0, 1] (1 = all)");
+                      "                        (at the temperature) sum to P, in (0, 1] (1 = all)\n"
+                      "  --min-p P             drop the tokens under P x the most likely one's probability, in [0, 1] (0 = off)\n"
+                      "  --repeat-penalty X    llama.cpp's repeat penalty on the last --repeat-last-n tokens (1 = off)\n"
+                      "  --repeat-last-n N     the penalty's window of tokens (64)");
         pt_run_usage(&run);
         return 0;
     }
@@ -340,7 +322,7 @@ int main(int argc, char **argv) {
         int64_t step, next, first_step = 0, last = a.stop_after ? (a.stop_after < a.steps ? a.stop_after : a.steps) : a.steps;
         double flops;
         feed f;
-        f.row = NULL, f.cand = NULL; /* freed at done: */
+        f.row = NULL, f.sampler = NULL; /* freed at done: */
         memset(&desc, 0, sizeof desc);
         desc.seed = (uint64_t)a.seed, desc.device = a.device, desc.dist = d, desc.precision = a.precision;
         ctx = pt_init(&desc);
@@ -415,7 +397,6 @@ int main(int argc, char **argv) {
         memset(&f, 0, sizeof f);
         f.m = m, f.T = T, f.mbs = mbs, f.d = d;
         f.row = (float *)malloc(sizeof(float) * (size_t)m->cfg.vocab_padded);
-        f.cand = (struct cand *)malloc(sizeof *f.cand * (size_t)m->cfg.vocab_padded);
         flops = pt_gpt_flops(&cfg, B, T);
         pt_dist_print(d, NULL);
         if (rank == 0) {
@@ -516,23 +497,34 @@ int main(int argc, char **argv) {
             /* generation through the pipeline: one sequence, forward-only, the last stage picks a
                token and the pipeline's last rank shares it */
             int32_t *out = (int32_t *)malloc(sizeof(int32_t) * (size_t)(sample + 1));
+            pt_sample_params sp;
+            memset(&sp, 0, sizeof sp);
+            sp.temperature = (float)temperature, sp.top_k = top_k, sp.top_p = (float)top_p, sp.min_p = (float)min_p;
+            sp.repeat_penalty = (float)repeat_penalty, sp.repeat_last_n = repeat_last_n, sp.seed = (uint64_t)a.seed;
+            f.sampler = pt_sampler_new(ctx, &sp, m->cfg.vocab); /* the same on every rank: only the last stage's picks */
             out[0] = '\n';
-            f.gen = 1, f.temperature = (float)temperature, f.top_p = (float)top_p, f.top_k = top_k, f.rng = pt_rng_seed((uint64_t)a.seed), f.mbs = 1, f.base = f.row0 = 0, f.rows = 1;
-            for (i = 1; i <= sample; i++) {
+            f.gen = 1, f.mbs = 1, f.base = f.row0 = 0, f.rows = 1, f.hist = out;
+            for (i = 1; i <= sample && f.sampler; i++) {
                 int n = i < T ? i : T;
-                f.T = n, f.ids = out + i - n;
+                f.T = n, f.ids = out + i - n, f.nhist = i;
                 pt_pp_eval(gen);
 #ifdef PTRAIN_MPI
                 MPI_Bcast(&f.next, 1, MPI_INT32_T, lay.pp - 1, *(MPI_Comm *)pt_dist_comm(d, PT_COMM_PP));
 #endif
+                if (f.next < 0) break; /* the last stage's sampler refused the row */
                 out[i] = f.next;
             }
-            if (rank == 0) {
+            if (i <= sample) {
+                if (rank == 0) fprintf(stderr, "pttrain: sampling failed at token %d: %s\n", i, pt_error(ctx));
+                fail = 1;
+            } else if (rank == 0) {
                 int64_t nw, nr;
                 char werr[300];
                 printf("sampled %d tokens at temperature %g", sample, temperature);
                 if (temperature > 0 && top_k > 0) printf(", top-k %d", top_k);
                 if (temperature > 0 && top_p < 1) printf(", top-p %g", top_p);
+                if (temperature > 0 && min_p > 0) printf(", min-p %g", min_p);
+                if (repeat_penalty != 1) printf(", repeat penalty %g over %d tokens", repeat_penalty, repeat_last_n);
                 printf(" (seed %lld)\n", (long long)a.seed);
                 printf("sample:\n");
                 pt_run_print(&run, out + 1, sample, stdout);
@@ -547,7 +539,7 @@ int main(int argc, char **argv) {
     done:
         pt_run_free(&run);
         free(f.row);
-        free(f.cand);
+        pt_sampler_free(f.sampler);
         pt_pp_free(gen);
         pt_pp_free(pp);
         pt_gpt_free(m);
