@@ -296,7 +296,7 @@
              through CLBlast: pt__cl_gemm
    quant     Weight formats of inference (f32, f16, bf16, q8_0, q4_0: ggml's blocks and quantizers), the
              matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / C), a GPT's weight set. Entry:
-             pt_wtype_name pt_wtype_parse pt_wtype_row_bytes pt_quantize_row pt_dequantize_row
+             pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row pt_dequantize_row
              pt_gpt_weights_free pt_gpt_weights_bytes; the kernel: pt__qmm pt__qmm_kernel
    tensor    Storages, the graph's arenas, tensors. Entry: pt_tensor_new pt_tensor_from
              pt_tensor_write pt_tensor_read pt_item pt_f32
