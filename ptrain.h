@@ -41,7 +41,8 @@
    command line and a run harness (pt_args_parse, pt_run_*; docs/monitoring.md), compiled only
    when a program defines PTRAIN_HARNESS (see harness). The other tools (make tools): tools/ptcl.c
    lists OpenCL devices, checks one against the CPU backend and tunes CLBlast's GEMM for it;
-   tools/ptckpt.c inspects, verifies, exports and imports checkpoints (safetensors);
+   tools/ptckpt.c inspects, verifies, exports and imports checkpoints (safetensors, and GGUF for
+   llama.cpp: f32 / f16 / bf16 / q8_0 / q4_0);
    tools/ptreport.c draws a run's log and trace as SVG charts, a pipeline timeline and an HTML
    page; tools/ptmem.c predicts the memory per rank; tools/prepare_shards.c makes token shards.
 
@@ -116,8 +117,9 @@
              from step k gives the same losses, bit for bit, as never stopping; a checkpoint also
              loads on any other dp x tp x pp layout and ZeRO level (resharded on load). pt_ckpt_export
              writes one as safetensors (global tensors, f32 or bf16), pt_safetensors_load reads
-             such a file into the parameters; tools/ptckpt.c (make tools): inspect, verify,
-             export, import.
+             such a file into the parameters; pt_gguf_export writes one as a GGUF of llama.cpp's
+             gpt2 (quantized or not), pt_gguf_load reads such a file as inference weights (see
+             gguf); tools/ptckpt.c (make tools): inspect, verify, export, import.
              With opts.async the save copies the state into host memory and a thread writes it
              while training goes on; pt_ckpt_poll (each step) / pt_ckpt_wait / the next save
              commit it.
@@ -206,7 +208,8 @@
       Your own code can record an error the same way: pt_error_set(ctx, status, fmt, ...).
    2. A call that has no context -- it runs before one exists (pt_dist_init, pt_layout_resolve) or
       works on files or data alone (pt_ckpt_verify / info_read / tensor_read / export,
-      pt_safetensors_config, pt_pp_schedule_new / check, pt_mem_estimate) -- takes
+      pt_safetensors_config, pt_gguf_open / parse / export, pt_pp_schedule_new / check,
+      pt_mem_estimate) -- takes
       (char *err, size_t errlen) last and returns a pt_status or NULL; the message is written to err.
    3. Under MPI, collective calls agree on failure (pt_dist_agree_msg): every rank returns the same
       status and message, so no rank is left waiting in the next collective.
@@ -259,7 +262,8 @@
    buffers, pt_pp_schedule_new / _from / _check / _simulate / _print / _free and pt_pp_split,
    pt_tokenizer_* on a tokenizer made with a NULL context, pt_ckpt_verify, pt_ckpt_step_dir,
    pt_ckpt_info_read / pt_ckpt_info_free, pt_ckpt_tensor_read, pt_ckpt_export, pt_safetensors_config,
-   pt_safetensors_check, pt_mem_estimate, the harness (pt_args, pt_run). Inside calls with a context two pieces still use
+   pt_safetensors_check, pt_gguf_* but pt_gguf_load and pt_gguf_to_params (the parsed file a
+   pt_gguf_load keeps mapped too), pt_mem_estimate, the harness (pt_args, pt_run). Inside calls with a context two pieces still use
    the macros: the growable text buffers (checkpoint manifests and records, the trace file, the
    monitor's lines) and the safetensors header parser of pt_safetensors_load.
 
@@ -2381,12 +2385,16 @@ typedef struct pt_gguf_export_opts {
     GPT-2's printable characters, token 256 + i merge i of the tokenizer; a byte vocabulary gets one
     merge (0xFF + 0xFF, which no UTF-8 text holds) because llama.cpp wants merges; then the control
     token "<|endoftext|>" (bos = eos; ptrain has none, so nothing produces it: its rows are zero, as
-    the merge's). ptrain.vocab records the model's own vocabulary. Types as llama.cpp's own tools
-    make them: vectors and position_embd f32; f16 makes every matrix f16; q8_0 every matrix and
-    token_embd q8_0; q4_0 the blocks' matrices q4_0, the LM head q8_0 (llama-quantize's q6_K, which
-    ptrain does not compute: its fallback) - token_embd when tied, else output.weight, token_embd
-    then q4_0. A matrix whose rows are not whole 32-blocks falls back to f16 (llama-quantize does the
-    same). Written to out_path.tmp and renamed. PT_OK, or an error with the message in err. */
+    the merge's). ptrain.vocab records the model's own vocabulary, ptrain.merge_ids the ids of each
+    merge, ptrain.step the step. Types as llama.cpp's own tools make them: vectors and position_embd
+    f32 always; f16 / bf16 make every matrix (token_embd, output.weight too) f16 / bf16 (as
+    convert_hf_to_gguf.py); q8_0 every matrix and token_embd q8_0; q4_0 the blocks' matrices q4_0
+    and the LM head q8_0 (llama-quantize gives it q6_K, which ptrain does not compute, and q8_0 is
+    its own fallback for it) - token_embd when tied, else output.weight with token_embd q4_0. A
+    matrix whose rows are not whole 32-blocks falls back to f16 (as llama-quantize does). Values:
+    pt_quantize_row (ggml's reference quantizers; f16 / bf16 round to nearest even). Written to
+    out_path.tmp and renamed. PT_OK, or an error with the message in err (PT_ERR_ARG: a vocabulary
+    the tokenizer does not cover, a bad type; PT_ERR_FORMAT / PT_ERR_IO: the checkpoint, the file). */
 PTDEF pt_status pt_gguf_export(const char *step_dir, const char *out_path, const pt_gguf_export_opts *opts, char *err, size_t errlen);
 /** Loads a gpt2 GGUF (as pt_gguf_export writes it; also llama.cpp's GPT-2 conversions) for inference:
     the configuration from gpt2.* (feed_forward_length must be 4 x embedding_length, head_count_kv =
