@@ -41,7 +41,8 @@
    command line and a run harness (pt_args_parse, pt_run_*; docs/monitoring.md), compiled only
    when a program defines PTRAIN_HARNESS (see harness). The other tools (make tools): tools/ptcl.c
    lists OpenCL devices, checks one against the CPU backend and tunes CLBlast's GEMM for it;
-   tools/ptckpt.c inspects, verifies, exports and imports checkpoints (safetensors);
+   tools/ptckpt.c inspects, verifies, exports and imports checkpoints (safetensors, and GGUF for
+   llama.cpp: f32 / f16 / bf16 / q8_0 / q4_0);
    tools/ptreport.c draws a run's log and trace as SVG charts, a pipeline timeline and an HTML
    page; tools/ptmem.c predicts the memory per rank; tools/prepare_shards.c makes token shards.
 
@@ -124,8 +125,9 @@
              from step k gives the same losses, bit for bit, as never stopping; a checkpoint also
              loads on any other dp x tp x pp layout and ZeRO level (resharded on load). pt_ckpt_export
              writes one as safetensors (global tensors, f32 or bf16), pt_safetensors_load reads
-             such a file into the parameters; tools/ptckpt.c (make tools): inspect, verify,
-             export, import.
+             such a file into the parameters; pt_gguf_export writes one as a GGUF of llama.cpp's
+             gpt2 (quantized or not), pt_gguf_load reads such a file as inference weights (see
+             gguf); tools/ptckpt.c (make tools): inspect, verify, export, import.
              With opts.async the save copies the state into host memory and a thread writes it
              while training goes on; pt_ckpt_poll (each step) / pt_ckpt_wait / the next save
              commit it.
@@ -214,7 +216,8 @@
       Your own code can record an error the same way: pt_error_set(ctx, status, fmt, ...).
    2. A call that has no context -- it runs before one exists (pt_dist_init, pt_layout_resolve) or
       works on files or data alone (pt_ckpt_verify / info_read / tensor_read / export,
-      pt_safetensors_config, pt_pp_schedule_new / check, pt_mem_estimate) -- takes
+      pt_safetensors_config, pt_gguf_open / parse / export, pt_pp_schedule_new / check,
+      pt_mem_estimate) -- takes
       (char *err, size_t errlen) last and returns a pt_status or NULL; the message is written to err.
    3. Under MPI, collective calls agree on failure (pt_dist_agree_msg): every rank returns the same
       status and message, so no rank is left waiting in the next collective.
@@ -267,7 +270,8 @@
    buffers, pt_pp_schedule_new / _from / _check / _simulate / _print / _free and pt_pp_split,
    pt_tokenizer_* on a tokenizer made with a NULL context, pt_ckpt_verify, pt_ckpt_step_dir,
    pt_ckpt_info_read / pt_ckpt_info_free, pt_ckpt_tensor_read, pt_ckpt_export, pt_safetensors_config,
-   pt_safetensors_check, pt_mem_estimate, the harness (pt_args, pt_run). Inside calls with a context two pieces still use
+   pt_safetensors_check, pt_gguf_* but pt_gguf_load and pt_gguf_to_params (the parsed file a
+   pt_gguf_load keeps mapped too), pt_mem_estimate, the harness (pt_args, pt_run). Inside calls with a context two pieces still use
    the macros: the growable text buffers (checkpoint manifests and records, the trace file, the
    monitor's lines) and the safetensors header parser of pt_safetensors_load.
 
@@ -343,6 +347,10 @@
    ckpt      Checkpoints: manifest, save (synchronous or asynchronous), load with fallback and
              resharding, inspection, safetensors, the tokenizer a checkpoint carries. Entry: pt_ckpt_save
              pt_ckpt_poll pt_ckpt_load pt_ckpt_verify pt_ckpt_export pt_safetensors_load pt_ckpt_tokenizer
+   gguf      GGUF files: the reader and writer of the container, a checkpoint exported as llama.cpp's
+             gpt2 (f32, f16, bf16, q8_0, q4_0; the BPE as GPT-2's byte-level vocabulary), a gpt2 GGUF
+             loaded as inference weights (and its tokenizer). Entry: pt_gguf_open pt_gguf_parse
+             pt_gguf_writer_new pt_gguf_export pt_gguf_load
    monitor   Per-step metrics aggregated over the ranks, the JSON-lines log, the progress line.
              Entry: pt_monitor_new pt_monitor_step_end pt_monitor_event pt_monitor_ckpt_save
              pt_monitor_free; the log's key names: pt_monitor_key
@@ -2302,6 +2310,138 @@ PTDEF void pt_gpt_weights_free(pt_gpt_weights *w);
 /** Bytes of all matrices and vectors as stored (a tied head counted once); -1 for NULL or a matrix of an
     unknown type. */
 PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w);
+
+/* ---- gguf: GGUF files, a checkpoint exported as a gpt2 GGUF, a gpt2 GGUF loaded for inference (see gguf) ----
+   GGUF v3 is ggml's file format (llama.cpp, the `gguf` Python package): little-endian, "GGUF", the
+   version, a tensor count and a metadata count, the metadata (key, typed value: integers, floats,
+   bool, string, arrays of them), the tensor infos (name, dims with ne[0] the contiguous one, ggml
+   type, offset), then the tensors' data, each at a multiple of general.alignment (default 32).
+   A ptrain matrix [rows, cols] (pt_linear's w [out, in]) is the GGUF tensor ne = {cols, rows}, the
+   same bytes. The reader (pt_gguf_open / pt_gguf_parse) checks everything against the bytes it has
+   before using it (magic, version, counts, string lengths, value types, bools, array types and
+   lengths, alignment, tensor names, dims, types, offsets and sizes): a malformed or truncated file
+   is PT_ERR_FORMAT with a message naming the file, the field, what was expected and what was found.
+   Nothing it returns needs the inference parts of the library. Context-free: the PT_MALLOC macros,
+   messages in (err, errlen). */
+/** Metadata value types, numbered as GGUF does. */
+typedef enum pt_gguf_vtype {
+    PT_GGUF_U8 = 0, PT_GGUF_I8 = 1, PT_GGUF_U16 = 2, PT_GGUF_I16 = 3, PT_GGUF_U32 = 4, PT_GGUF_I32 = 5, PT_GGUF_F32 = 6,
+    PT_GGUF_BOOL = 7, PT_GGUF_STRING = 8, PT_GGUF_ARRAY = 9, PT_GGUF_U64 = 10, PT_GGUF_I64 = 11, PT_GGUF_F64 = 12
+} pt_gguf_vtype;
+/** One tensor of a GGUF file as the reader found it. */
+typedef struct pt_gguf_tensor {
+    const char *name;    /**< 1..63 bytes, NUL-terminated */
+    int32_t type;        /**< ggml's type number (pt_gguf_type_name; 0 f32, 1 f16, 2 q4_0, 8 q8_0, 30 bf16, ...) */
+    int32_t ndim;        /**< 1..4 */
+    int64_t ne[4];       /**< ne[0] is the contiguous dimension (the columns); unused dims are 1 */
+    int64_t offset;      /**< from the start of the data section */
+    int64_t bytes;       /**< ne[0] / block x bytes per block x the other dims */
+    const void *data;    /**< the bytes, inside the file's mapping (valid until pt_gguf_free) */
+} pt_gguf_tensor;
+typedef struct pt_gguf pt_gguf;
+/** Maps path (reads it whole where there is no mmap) and parses it. NULL with the message in err:
+    PT_ERR_IO kinds (cannot open, not a regular file) and every format problem alike. */
+PTDEF pt_gguf *pt_gguf_open(const char *path, char *err, size_t errlen);
+/** Parses n bytes in memory (not copied: keep them alive while the pt_gguf is); NULL with a message. */
+PTDEF pt_gguf *pt_gguf_parse(const void *data, size_t n, char *err, size_t errlen);
+PTDEF void pt_gguf_free(pt_gguf *g);
+/** The file's version (2 or 3), its alignment and where its data section starts (pointers may be NULL). */
+PTDEF void pt_gguf_info(const pt_gguf *g, uint32_t *version, uint32_t *alignment, int64_t *data_offset);
+PTDEF int64_t pt_gguf_kv_count(const pt_gguf *g);
+/** Key i (NUL-terminated), NULL outside [0, count). */
+PTDEF const char *pt_gguf_kv_key(const pt_gguf *g, int64_t i);
+/** The index of key, or -1. */
+PTDEF int64_t pt_gguf_kv_find(const pt_gguf *g, const char *key);
+/** The type of value i (a pt_gguf_vtype; -1 for a bad i); for an array *elem_type and *n its elements
+    (a scalar: its own type and 1). Pointers may be NULL. */
+PTDEF int32_t pt_gguf_kv_type(const pt_gguf *g, int64_t i, int32_t *elem_type, int64_t *n);
+/** Element j (0 for a scalar) of value i as an integer: any integer type or bool; 0 when it is none,
+    j is out of range or a u64 is above INT64_MAX, else 1 and *v. */
+PTDEF int pt_gguf_kv_int(const pt_gguf *g, int64_t i, int64_t j, int64_t *v);
+/** Element j of value i as a double: f32, f64 or an integer type; 0 when it is none. */
+PTDEF int pt_gguf_kv_float(const pt_gguf *g, int64_t i, int64_t j, double *v);
+/** Element j of a string value i: its bytes (not NUL-terminated; may hold NULs), *len their count;
+    NULL when it is no string. */
+PTDEF const char *pt_gguf_kv_str(const pt_gguf *g, int64_t i, int64_t j, int64_t *len);
+PTDEF int64_t pt_gguf_tensor_count(const pt_gguf *g);
+PTDEF const pt_gguf_tensor *pt_gguf_tensor_at(const pt_gguf *g, int64_t i);
+PTDEF const pt_gguf_tensor *pt_gguf_tensor_find(const pt_gguf *g, const char *name);
+/** ggml's name of a tensor type ("f32", "q8_0", "q6_K", ...), NULL for a number it does not have. */
+PTDEF const char *pt_gguf_type_name(int32_t type);
+/** Bytes of n elements of a ggml type; -1 when the type is unknown or n is not whole blocks. */
+PTDEF int64_t pt_gguf_type_bytes(int32_t type, int64_t n);
+
+/** A GGUF writer: metadata and tensor infos first, then pt_gguf_writer_begin writes the header to
+    PATH.tmp, each tensor's bytes follow in the order the tensors were added (pt_gguf_writer_data, in
+    one or more pieces; the padding is the writer's), and pt_gguf_writer_finish fsyncs and renames
+    it to PATH (a failure leaves PATH as it was). Every call returns PT_OK or the first error, kept
+    with its message (pt_gguf_writer_error); after an error the calls do nothing. Context-free. */
+typedef struct pt_gguf_writer pt_gguf_writer;
+/** alignment 0 = 32 (written as general.alignment when not 32); NULL when out of memory or the
+    alignment is not a power of two. */
+PTDEF pt_gguf_writer *pt_gguf_writer_new(uint32_t alignment);
+/** A scalar: value points to a value of the type (uint8_t .. double; bool: a uint8_t 0 or 1; string:
+    a const char *, NUL-terminated). Keys are unique and not "general.alignment" (the writer's). */
+PTDEF pt_status pt_gguf_writer_kv(pt_gguf_writer *w, const char *key, int32_t type, const void *value);
+/** An array of n values of type (strings: values is a const char *const *). */
+PTDEF pt_status pt_gguf_writer_arr(pt_gguf_writer *w, const char *key, int32_t type, const void *values, int64_t n);
+/** A tensor info: name (1..63 bytes, unique), ggml type (one of pt_gguf_type_name's), ndim 1..4 dims
+    ne (ne[0] the contiguous one, whole blocks of the type). */
+PTDEF pt_status pt_gguf_writer_tensor(pt_gguf_writer *w, const char *name, int32_t type, int32_t ndim, const int64_t *ne);
+PTDEF pt_status pt_gguf_writer_begin(pt_gguf_writer *w, const char *path);
+/** The next bytes of the tensors, in order (a piece may not run past the tensor it is in). */
+PTDEF pt_status pt_gguf_writer_data(pt_gguf_writer *w, const void *data, int64_t bytes);
+/** Every tensor complete: fsync, rename to the path of begin. */
+PTDEF pt_status pt_gguf_writer_finish(pt_gguf_writer *w);
+/** The first error's message ("" when none). */
+PTDEF const char *pt_gguf_writer_error(const pt_gguf_writer *w);
+/** Frees the writer; a file begun and not finished is removed (PATH.tmp). */
+PTDEF void pt_gguf_writer_free(pt_gguf_writer *w);
+
+/** Options of pt_gguf_export (zero-initialize). */
+typedef struct pt_gguf_export_opts {
+    pt_wtype type;                 /**< the matrices: PT_W_F32 (0, the default), PT_W_F16, PT_W_BF16, PT_W_Q8_0, PT_W_Q4_0 */
+    const pt_tokenizer *tokenizer; /**< the model's BPE (vocab = 256 + merges); NULL: the byte vocabulary (vocab <= 256) */
+    const char *name;              /**< general.name (NULL: "ptrain") */
+} pt_gguf_export_opts;
+/** Writes checkpoint step_dir (any layout: global tensors; its manifest must record the model) as a
+    GGUF of llama.cpp's gpt2 architecture: token_embd, position_embd, blk.N.{attn_norm, attn_qkv,
+    attn_output, ffn_norm, ffn_up, ffn_down}.{weight,bias}, output_norm.{weight,bias}, output.weight
+    (untied models only: llama.cpp reuses token_embd when it is absent), the gpt2.* hyper-parameters
+    (layer_norm_epsilon 1e-5) and a GPT-2 byte-level BPE vocabulary: tokens 0..255 are the bytes as
+    GPT-2's printable characters, token 256 + i merge i of the tokenizer; a byte vocabulary gets one
+    merge (0xFF + 0xFF, which no UTF-8 text holds) because llama.cpp wants merges; then the control
+    token "<|endoftext|>" (bos = eos; ptrain has none, so nothing produces it: its rows are zero, as
+    the merge's). ptrain.vocab records the model's own vocabulary, ptrain.merge_ids the ids of each
+    merge, ptrain.step the step. Types as llama.cpp's own tools make them: vectors and position_embd
+    f32 always; f16 / bf16 make every matrix (token_embd, output.weight too) f16 / bf16 (as
+    convert_hf_to_gguf.py); q8_0 every matrix and token_embd q8_0; q4_0 the blocks' matrices q4_0
+    and the LM head q8_0 (llama-quantize gives it q6_K, which ptrain does not compute, and q8_0 is
+    its own fallback for it) - token_embd when tied, else output.weight with token_embd q4_0. A
+    matrix whose rows are not whole 32-blocks falls back to f16 (as llama-quantize does). Values:
+    pt_quantize_row (ggml's reference quantizers; f16 / bf16 round to nearest even). Written to
+    out_path.tmp and renamed. PT_OK, or an error with the message in err (PT_ERR_ARG: a vocabulary
+    the tokenizer does not cover, a bad type; PT_ERR_FORMAT / PT_ERR_IO: the checkpoint, the file). */
+PTDEF pt_status pt_gguf_export(const char *step_dir, const char *out_path, const pt_gguf_export_opts *opts, char *err, size_t errlen);
+/** Loads a gpt2 GGUF (as pt_gguf_export writes it; also llama.cpp's GPT-2 conversions) for inference:
+    the configuration from gpt2.* (feed_forward_length must be 4 x embedding_length, head_count_kv =
+    head_count, layer_norm_epsilon 1e-5) and token_embd (its rows are the tokens, cfg.vocab_padded;
+    ptrain.vocab of them real, cfg.vocab, else all), every tensor checked against it (its shape, a type
+    inference computes with: f32, f16, bf16, q8_0, q4_0) and none that gpt2 has no place for. The file
+    is mapped (read where there is no mmap): the matrices keep their stored type and point into it
+    (released by pt_gpt_weights_free); vectors and position_embd stored other than f32 are widened to
+    f32 in blocks of the context. Untied when the file has output.weight, else head = wte. tokenizer
+    (may be NULL): the ptrain tokenizer (made with ctx) of the file's vocabulary when it is bytes +
+    merges as pt_gguf_export writes it, else NULL and an info line in the log (callers give token ids).
+    NULL with the error in ctx: PT_ERR_IO, PT_ERR_FORMAT, PT_ERR_SHAPE or PT_ERR_DTYPE naming the file,
+    the field or tensor, what was expected and what was found. */
+PTDEF pt_gpt_weights *pt_gguf_load(pt_ctx *ctx, const char *path, pt_tokenizer **tokenizer);
+/** Sets every parameter of ctx's GPT (made with pt_gpt_new(ctx, &w->cfg) on any layout; a TP shard
+    takes its elements of the global tensor) from weights w, the matrices dequantized to f32: the
+    inverse of the export's mapping (wte, lm_head, wpe, lnf.*, h.N.*). Refused, nothing changed: a
+    parameter w has no counterpart for or of another shape. Collective over ctx's grid. `ptckpt import
+    X.gguf` saves the result as a checkpoint. */
+PTDEF pt_status pt_gguf_to_params(pt_ctx *ctx, const pt_gpt_weights *w);
 
 /* ---- sample: one sampler for every generation path (see sample) --------------------------------
    pt_sampler picks the next token from a row of logits. Per call, in this order (Hugging Face's
@@ -20791,6 +20931,1637 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
     return PT_ERR_IO;
 }
 #endif /* PT__CKPT_POSIX */
+
+// >>gguf  GGUF files: the container (reader, writer), a checkpoint exported as a gpt2 GGUF, a gpt2 GGUF loaded for inference
+/* Owns: pt_gguf (a GGUF file's bytes, mapped or read, with its metadata and tensor infos parsed),
+   pt_gguf_writer, the gpt2 mapping of a ptrain GPT (tensor names, hyper-parameter keys, the
+   byte-level BPE vocabulary as GPT-2's strings and merges), pt_gguf_export, pt_gguf_load
+   Invariants: the reader checks every count, length, type, shape and offset against the bytes it
+   has before using it (nothing is read past the end, nothing allocated from an unchecked count);
+   what the writer writes, the reader (and ggml's) reads back; files are written to a temporary name,
+   fsynced and renamed
+   Entry points: pt_gguf_open pt_gguf_parse pt_gguf_writer_new pt_gguf_export pt_gguf_load */
+/* =================================================================================================
+   The container. GGUF v3, little-endian:
+       "GGUF" | u32 version | u64 tensor_count | u64 kv_count
+       kv_count x     (string key | u32 value type | value)
+       tensor_count x (string name | u32 n_dims | n_dims x u64 ne | u32 ggml type | u64 offset)
+       zero padding to general.alignment | the data section: each tensor at its offset, in order,
+       each padded to the alignment
+   string = u64 length + bytes (no NUL at the end); value types 0..12 (u8 i8 u16 i16 u32 i32 f32 bool
+   string array u64 i64 f64); an array = u32 element type + u64 count + the elements (no arrays of
+   arrays). Version 2 has the same layout and is read too; version 1 (u32 counts) and big-endian
+   files are refused by name. What the reader checks, in file order: the magic; the version; the two
+   counts against what the rest of the file can hold (a metadata entry takes at least 14 bytes, a
+   tensor info 33); per entry the key (1 or more bytes, no NUL, the length within the bytes left),
+   the value type, an array's element type and count (its elements within the bytes left, each
+   string's length too), bools 0 or 1; keys unique; general.alignment a u32 power of two; per
+   tensor its name (1..63 bytes as ggml's GGML_MAX_NAME allows, no NUL, unique), n_dims 1..4, each
+   dim in [0, 2^63) with a byte size that fits int64, a ggml type this table knows, ne[0] whole
+   blocks of it; then the offsets as ggml's reader wants them: tensor k at the end of tensor k - 1
+   rounded up to the alignment (the first at 0), and its bytes inside the file. The first problem
+   is the error: "FILE: WHAT: expected X, found Y", or "FILE: truncated: WHAT needs N bytes at byte
+   B, the file ends at E". The parse keeps offsets into the bytes (strings are not copied; keys and
+   tensor names are, NUL-terminated, into one block).
+   ================================================================================================= */
+/* ggml's tensor types: name, elements per block, bytes per block; NULL: a number ggml removed */
+typedef struct pt__gg_tt {
+    const char *name;
+    int32_t block, bytes;
+} pt__gg_tt;
+static const pt__gg_tt pt__gg_types[] = {
+    {"f32", 1, 4},       {"f16", 1, 2},      {"q4_0", 32, 18},     {"q4_1", 32, 20},    {NULL, 0, 0},        {NULL, 0, 0},       {"q5_0", 32, 22},
+    {"q5_1", 32, 24},    {"q8_0", 32, 34},   {"q8_1", 32, 40},     {"q2_K", 256, 84},   {"q3_K", 256, 110},  {"q4_K", 256, 144}, {"q5_K", 256, 176},
+    {"q6_K", 256, 210},  {"q8_K", 256, 292}, {"iq2_xxs", 256, 66}, {"iq2_xs", 256, 74}, {"iq3_xxs", 256, 98}, {"iq1_s", 256, 50}, {"iq4_nl", 32, 18},
+    {"iq3_s", 256, 110}, {"iq2_s", 256, 82}, {"iq4_xs", 256, 136}, {"i8", 1, 1},        {"i16", 1, 2},       {"i32", 1, 4},      {"i64", 1, 8},
+    {"f64", 1, 8},       {"iq1_m", 256, 56}, {"bf16", 1, 2},       {NULL, 0, 0},        {NULL, 0, 0},        {NULL, 0, 0},       {"tq1_0", 256, 54},
+    {"tq2_0", 256, 66},  {NULL, 0, 0},       {NULL, 0, 0},         {NULL, 0, 0},        {"mxfp4", 32, 17},   {"nvfp4", 64, 36},  {"q1_0", 128, 18}};
+#define PT__GG_NTYPES ((int32_t)(sizeof pt__gg_types / sizeof pt__gg_types[0]))
+#define PT__GG_ALIGN 32u
+#define PT__GG_MAX_NAME 63 /* ggml's GGML_MAX_NAME (64) less its NUL */
+static const char *const pt__gg_vt_names[13] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+static const int pt__gg_vt_size[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8}; /* 0: string, array */
+
+PTDEF const char *pt_gguf_type_name(int32_t type) { return type >= 0 && type < PT__GG_NTYPES ? pt__gg_types[type].name : NULL; }
+PTDEF int64_t pt_gguf_type_bytes(int32_t type, int64_t n) {
+    int64_t b;
+    if (!pt_gguf_type_name(type) || n < 0 || n % pt__gg_types[type].block) return -1;
+    return pt__mul_ok(n / pt__gg_types[type].block, pt__gg_types[type].bytes, &b) ? b : -1;
+}
+static const char *pt__gg_vt_name(uint32_t t) { return t < 13 ? pt__gg_vt_names[t] : "?"; }
+static uint64_t pt__gg_le(const unsigned char *p, int k) {
+    uint64_t v = 0;
+    while (k-- > 0) v = v << 8 | p[k];
+    return v;
+}
+static int64_t pt__gg_align_up(int64_t x, uint32_t a) { return (x + (int64_t)a - 1) / (int64_t)a * (int64_t)a; }
+
+typedef struct pt__gg_kv {
+    const char *key;  /* into names */
+    int64_t koff, klen; /* the key's bytes in the file */
+    int32_t type, etype;
+    int64_t n, off;   /* elements (1 for a scalar); where the value starts (a string: at its length) */
+    int64_t *soff;    /* an array of strings: where each string starts (at its length) */
+} pt__gg_kv;
+struct pt_gguf {
+    const unsigned char *p;
+    int64_t n;
+    int how;          /* 0: the caller's bytes, 1: mapped, 2: read (PT_MALLOC) */
+    uint32_t version, alignment;
+    int64_t nkv, nt, data_off;
+    pt__gg_kv *kv;
+    pt_gguf_tensor *t;
+    int64_t *tnoff, *tnlen; /* the tensor names' bytes in the file */
+    char *names;
+};
+
+/* the reader's cursor: the bytes, where it is, whose they are, where a message goes */
+typedef struct pt__gg_rd {
+    const unsigned char *p;
+    int64_t n, at;
+    const char *path;
+    char *err;
+    size_t errlen;
+} pt__gg_rd;
+static int pt__gg_short(pt__gg_rd *r, int64_t k, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* "truncated: WHAT needs k bytes at byte r->at"; returns 0 */
+static int pt__gg_short(pt__gg_rd *r, int64_t k, const char *fmt, ...) {
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    pt__msg(r->err, r->errlen, "%s: truncated: %s needs %lld bytes at byte %lld, the file ends at %lld", r->path, what, (long long)k, (long long)r->at,
+            (long long)r->n);
+    return 0;
+}
+#define PT__GG_LEFT(r) ((r)->n - (r)->at)
+/* a u32 / u64 at the cursor (advanced); 0 with a message naming what when short */
+#define PT__GG_U32(r, v, ...) (PT__GG_LEFT(r) >= 4 ? ((v) = (uint32_t)pt__gg_le((r)->p + (r)->at, 4), (r)->at += 4, 1) : pt__gg_short((r), 4, __VA_ARGS__))
+#define PT__GG_U64(r, v, ...) (PT__GG_LEFT(r) >= 8 ? ((v) = pt__gg_le((r)->p + (r)->at, 8), (r)->at += 8, 1) : pt__gg_short((r), 8, __VA_ARGS__))
+
+/* a string at the cursor: 1 (its bytes at *off, *len of them; the cursor after them), 0 when the
+   file ends inside its length field, -1 inside its bytes (*len = the length it claims, at most 2^63-1;
+   the cursor after the length field) */
+static int pt__gg_str(pt__gg_rd *r, int64_t *off, int64_t *len) {
+    uint64_t L;
+    if (PT__GG_LEFT(r) < 8) return 0;
+    L = pt__gg_le(r->p + r->at, 8);
+    r->at += 8;
+    if (L > (uint64_t)PT__GG_LEFT(r)) {
+        *len = L > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)L;
+        return -1;
+    }
+    *off = r->at, *len = (int64_t)L;
+    r->at += (int64_t)L;
+    return 1;
+}
+
+static int pt__gg_cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+/* the first name that appears twice among n names, or NULL (sorts a copy of the pointers) */
+static const char *pt__gg_dup(const char *const *names, int64_t n) {
+    const char **s = (const char **)PT_MALLOC((size_t)(n > 0 ? n : 1) * sizeof *s);
+    const char *d = NULL;
+    int64_t i;
+    if (!s) return NULL; /* the caller has checked memory before: a duplicate check skipped, not a crash */
+    memcpy(s, names, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, pt__gg_cmp_str);
+    for (i = 1; i < n && !d; i++)
+        if (!strcmp(s[i - 1], s[i])) d = s[i];
+    PT_FREE(s);
+    return d;
+}
+
+static void pt__gg_release(pt_gguf *g) {
+    int64_t i;
+    if (!g) return;
+    for (i = 0; g->kv && i < g->nkv; i++) PT_FREE(g->kv[i].soff);
+    PT_FREE(g->kv);
+    PT_FREE(g->t);
+    PT_FREE(g->tnoff);
+    PT_FREE(g->tnlen);
+    PT_FREE(g->names);
+#ifdef PT__CKPT_POSIX
+    if (g->how == 1 && g->n > 0) munmap((void *)g->p, (size_t)g->n);
+#endif
+    if (g->how == 2) PT_FREE((void *)g->p);
+    PT_FREE(g);
+}
+PTDEF void pt_gguf_free(pt_gguf *g) { pt__gg_release(g); }
+
+/* parses g->p[0, g->n) into g; 0 and the message on the first problem */
+static int pt__gg_parse(pt_gguf *g, const char *path, char *err, size_t errlen) {
+    pt__gg_rd rd, *r = &rd;
+    uint64_t nt = 0, nkv = 0, u = 0;
+    uint32_t v = 0;
+    int64_t i, j, rest, total = 0, expect = 0, k;
+    const char **ptrs, *dup;
+    char *q;
+    rd.p = g->p, rd.n = g->n, rd.at = 0, rd.path = path, rd.err = err, rd.errlen = errlen;
+    /* header */
+    if (r->n < 4) return pt__gg_short(r, 4, "the magic \"GGUF\"");
+    if (memcmp(r->p, "GGUF", 4)) {
+        pt__msg(err, errlen, "%s: magic: expected \"GGUF\" (bytes 47 47 55 46), found %02x %02x %02x %02x: not a GGUF file", path, r->p[0], r->p[1], r->p[2],
+                r->p[3]);
+        return 0;
+    }
+    r->at = 4;
+    if (!PT__GG_U32(r, v, "the version (u32)")) return 0;
+    if (v != 3 && v != 2) {
+        if (v == 0x03000000u || v == 0x02000000u)
+            pt__msg(err, errlen, "%s: version: expected 3 (little-endian), found 0x%08x: a big-endian GGUF file, which this reader does not read", path, v);
+        else pt__msg(err, errlen, "%s: version: expected 3 (or 2, the same layout), found %u%s", path, v, v == 1 ? " (GGUF v1, with 32-bit counts, is not read)" : "");
+        return 0;
+    }
+    g->version = v;
+    if (!PT__GG_U64(r, nt, "tensor_count (u64)") || !PT__GG_U64(r, nkv, "metadata_kv_count (u64)")) return 0;
+    rest = PT__GG_LEFT(r);
+    if (nt > (uint64_t)(rest / 33)) {
+        pt__msg(err, errlen, "%s: tensor_count: expected at most %lld (a tensor info takes at least 33 bytes, %lld bytes follow the header), found %llu: truncated?",
+                path, (long long)(rest / 33), (long long)rest, (unsigned long long)nt);
+        return 0;
+    }
+    if (nkv > (uint64_t)(rest / 14) || (int64_t)nt * 33 + (int64_t)nkv * 14 > rest) {
+        pt__msg(err, errlen, "%s: metadata_kv_count: expected at most %lld (an entry takes at least 14 bytes, a tensor info 33, %lld bytes follow the header, "
+                "tensor_count %llu), found %llu: truncated?", path, (long long)((rest - (int64_t)nt * 33) / 14), (long long)rest, (unsigned long long)nt, (unsigned long long)nkv);
+        return 0;
+    }
+    g->nkv = (int64_t)nkv, g->nt = (int64_t)nt;
+    g->kv = (pt__gg_kv *)PT_MALLOC((size_t)(nkv ? nkv : 1) * sizeof *g->kv);
+    g->t = (pt_gguf_tensor *)PT_MALLOC((size_t)(nt ? nt : 1) * sizeof *g->t);
+    g->tnoff = (int64_t *)PT_MALLOC((size_t)(nt ? nt : 1) * sizeof(int64_t));
+    g->tnlen = (int64_t *)PT_MALLOC((size_t)(nt ? nt : 1) * sizeof(int64_t));
+    if (!g->kv || !g->t || !g->tnoff || !g->tnlen) goto oom;
+    memset(g->kv, 0, (size_t)(nkv ? nkv : 1) * sizeof *g->kv);
+    memset(g->t, 0, (size_t)(nt ? nt : 1) * sizeof *g->t);
+    /* the metadata */
+    for (i = 0; i < g->nkv; i++) {
+        pt__gg_kv *e = &g->kv[i];
+        const char *kp;
+        int kl;
+        uint32_t t = 0;
+        if ((k = pt__gg_str(r, &e->koff, &e->klen)) < 1)
+            return pt__gg_short(r, k ? e->klen : 8, "the key%s of metadata entry %lld", k ? "" : " length", (long long)i);
+        kp = (const char *)r->p + e->koff, kl = e->klen > 120 ? 120 : (int)e->klen;
+        if (!e->klen) {
+            pt__msg(err, errlen, "%s: metadata entry %lld: key: expected 1 or more bytes, found an empty key", path, (long long)i);
+            return 0;
+        }
+        if (memchr(kp, 0, (size_t)e->klen)) {
+            pt__msg(err, errlen, "%s: metadata entry %lld: key: expected text without NUL bytes, found a NUL at key byte %lld", path, (long long)i,
+                    (long long)((const char *)memchr(kp, 0, (size_t)e->klen) - kp));
+            return 0;
+        }
+        if (!PT__GG_U32(r, t, "the value type of metadata '%.*s'", kl, kp)) return 0;
+        if (t > 12) {
+            pt__msg(err, errlen, "%s: metadata '%.*s': value type: expected 0..12 (u8 .. f64), found %u", path, kl, kp, t);
+            return 0;
+        }
+        e->type = e->etype = (int32_t)t, e->n = 1;
+        if (t == PT_GGUF_ARRAY) {
+            if (!PT__GG_U32(r, t, "the element type of metadata array '%.*s'", kl, kp) || !PT__GG_U64(r, u, "the length of metadata array '%.*s'", kl, kp)) return 0;
+            if (t > 12 || t == PT_GGUF_ARRAY) {
+                pt__msg(err, errlen, "%s: metadata array '%.*s': element type: expected 0..12 but not 9 (no arrays of arrays), found %u", path, kl, kp, t);
+                return 0;
+            }
+            e->etype = (int32_t)t;
+            if (u > (uint64_t)(PT__GG_LEFT(r) / (t == PT_GGUF_STRING ? 8 : pt__gg_vt_size[t]))) {
+                pt__msg(err, errlen, "%s: metadata array '%.*s' of %s: length: expected at most %lld (the %lld bytes left), found %llu: truncated?", path, kl, kp,
+                        pt__gg_vt_name(t), (long long)(PT__GG_LEFT(r) / (t == PT_GGUF_STRING ? 8 : pt__gg_vt_size[t])), (long long)PT__GG_LEFT(r),
+                        (unsigned long long)u);
+                return 0;
+            }
+            e->n = (int64_t)u;
+        }
+        e->off = r->at;
+        if (e->etype == PT_GGUF_STRING) {
+            if (e->type == PT_GGUF_ARRAY && !(e->soff = (int64_t *)PT_MALLOC((size_t)(e->n ? e->n : 1) * sizeof(int64_t)))) goto oom;
+            for (j = 0; j < e->n; j++) {
+                int64_t so, sl = 0;
+                if (e->soff) e->soff[j] = r->at;
+                if ((k = pt__gg_str(r, &so, &sl)) < 1) {
+                    if (e->type == PT_GGUF_ARRAY)
+                        return pt__gg_short(r, k ? sl : 8, "%s of element %lld of metadata array '%.*s'", k ? "the string" : "the length", (long long)j, kl, kp);
+                    return pt__gg_short(r, k ? sl : 8, "%s of metadata '%.*s'", k ? "the string" : "the string length", kl, kp);
+                }
+            }
+        } else {
+            int64_t s = pt__gg_vt_size[e->etype];
+            if (s * e->n > PT__GG_LEFT(r)) return pt__gg_short(r, s * e->n, "the %s value of metadata '%.*s'", pt__gg_vt_name((uint32_t)e->etype), kl, kp);
+            if (e->etype == PT_GGUF_BOOL)
+                for (j = 0; j < e->n; j++)
+                    if (r->p[r->at + j] > 1) {
+                        if (e->type == PT_GGUF_ARRAY)
+                            pt__msg(err, errlen, "%s: metadata array '%.*s' element %lld: bool: expected 0 or 1, found %u", path, kl, kp, (long long)j, r->p[r->at + j]);
+                        else pt__msg(err, errlen, "%s: metadata '%.*s': bool: expected 0 or 1, found %u", path, kl, kp, r->p[r->at]);
+                        return 0;
+                    }
+            r->at += s * e->n;
+        }
+    }
+    /* the tensor infos */
+    for (i = 0; i < g->nt; i++) {
+        pt_gguf_tensor *t = &g->t[i];
+        const char *np;
+        int nl, d;
+        uint32_t nd = 0, ty = 0;
+        int64_t rowb, bytes;
+        if ((k = pt__gg_str(r, &g->tnoff[i], &g->tnlen[i])) < 1)
+            return pt__gg_short(r, k ? g->tnlen[i] : 8, "the name%s of tensor %lld", k ? "" : " length", (long long)i);
+        np = (const char *)r->p + g->tnoff[i], nl = g->tnlen[i] > 120 ? 120 : (int)g->tnlen[i];
+        if (g->tnlen[i] < 1 || g->tnlen[i] > PT__GG_MAX_NAME || memchr(np, 0, (size_t)g->tnlen[i])) {
+            pt__msg(err, errlen, "%s: tensor %lld: name: expected 1..%d bytes without NUL (ggml's limit), found %lld bytes%s '%.*s'", path, (long long)i,
+                    PT__GG_MAX_NAME, (long long)g->tnlen[i], memchr(np, 0, (size_t)g->tnlen[i]) ? " with a NUL" : "", nl, np);
+            return 0;
+        }
+        if (!PT__GG_U32(r, nd, "n_dims of tensor '%.*s'", nl, np)) return 0;
+        if (nd < 1 || nd > 4) {
+            pt__msg(err, errlen, "%s: tensor '%.*s': n_dims: expected 1..4, found %u", path, nl, np, nd);
+            return 0;
+        }
+        t->ndim = (int32_t)nd;
+        t->ne[0] = t->ne[1] = t->ne[2] = t->ne[3] = 1;
+        for (d = 0; d < (int)nd; d++) {
+            if (!PT__GG_U64(r, u, "ne[%d] of tensor '%.*s'", d, nl, np)) return 0;
+            if (u > (uint64_t)INT64_MAX) {
+                pt__msg(err, errlen, "%s: tensor '%.*s': ne[%d]: expected 0 .. 2^63-1, found %llu", path, nl, np, d, (unsigned long long)u);
+                return 0;
+            }
+            t->ne[d] = (int64_t)u;
+        }
+        if (!PT__GG_U32(r, ty, "the type of tensor '%.*s'", nl, np)) return 0;
+        if (!pt_gguf_type_name((int32_t)ty)) {
+            pt__msg(err, errlen, "%s: tensor '%.*s': type: expected a ggml type (0..%d, not the removed 4, 5, 31-33, 36-38), found %u", path, nl, np,
+                    PT__GG_NTYPES - 1, ty);
+            return 0;
+        }
+        t->type = (int32_t)ty;
+        if ((rowb = pt_gguf_type_bytes(t->type, t->ne[0])) < 0) {
+            pt__msg(err, errlen, "%s: tensor '%.*s' (%s): ne[0]: expected a multiple of the type's block of %d, found %lld", path, nl, np, pt__gg_types[ty].name,
+                    (int)pt__gg_types[ty].block, (long long)t->ne[0]);
+            return 0;
+        }
+        bytes = rowb;
+        for (d = 1; d < 4; d++)
+            if (!pt__mul_ok(bytes, t->ne[d], &bytes)) {
+                pt__msg(err, errlen, "%s: tensor '%.*s' (%s): dims %lld x %lld x %lld x %lld: expected at most 2^63 bytes, found more", path, nl, np,
+                        pt__gg_types[ty].name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
+                return 0;
+            }
+        t->bytes = bytes;
+        if (!PT__GG_U64(r, u, "the offset of tensor '%.*s'", nl, np)) return 0;
+        t->offset = u > (uint64_t)INT64_MAX ? -1 : (int64_t)u;
+    }
+    /* names: keys and tensor names NUL-terminated in one block; unique */
+    for (i = 0; i < g->nkv; i++) total += g->kv[i].klen + 1;
+    for (i = 0; i < g->nt; i++) total += g->tnlen[i] + 1;
+    ptrs = (const char **)PT_MALLOC((size_t)(g->nkv + g->nt + 1) * sizeof *ptrs);
+    g->names = (char *)PT_MALLOC((size_t)total + 1);
+    if (!ptrs || !g->names) {
+        PT_FREE(ptrs);
+        goto oom;
+    }
+    for (q = g->names, i = 0; i < g->nkv; i++) {
+        memcpy(q, r->p + g->kv[i].koff, (size_t)g->kv[i].klen);
+        q[g->kv[i].klen] = 0;
+        g->kv[i].key = ptrs[i] = q, q += g->kv[i].klen + 1;
+    }
+    for (i = 0; i < g->nt; i++) {
+        memcpy(q, r->p + g->tnoff[i], (size_t)g->tnlen[i]);
+        q[g->tnlen[i]] = 0;
+        g->t[i].name = ptrs[g->nkv + i] = q, q += g->tnlen[i] + 1;
+    }
+    if ((dup = pt__gg_dup(ptrs, g->nkv)) != NULL) pt__msg(err, errlen, "%s: metadata key '%.120s': expected once, found twice", path, dup);
+    else if ((dup = pt__gg_dup(ptrs + g->nkv, g->nt)) != NULL) pt__msg(err, errlen, "%s: tensor name '%s': expected once, found twice", path, dup);
+    PT_FREE(ptrs);
+    if (dup) return 0;
+    /* the alignment */
+    g->alignment = PT__GG_ALIGN;
+    if ((k = pt_gguf_kv_find(g, "general.alignment")) >= 0) {
+        int64_t a = 0;
+        if (g->kv[k].type != PT_GGUF_U32) {
+            pt__msg(err, errlen, "%s: metadata 'general.alignment': type: expected u32, found %s", path, pt__gg_vt_name((uint32_t)g->kv[k].type));
+            return 0;
+        }
+        pt_gguf_kv_int(g, k, 0, &a);
+        if (a < 1 || (a & (a - 1))) {
+            pt__msg(err, errlen, "%s: metadata 'general.alignment': expected a power of two, found %lld", path, (long long)a);
+            return 0;
+        }
+        g->alignment = (uint32_t)a;
+    }
+    /* the data: tensor k right after tensor k - 1, padded, inside the file */
+    g->data_off = pt__gg_align_up(r->at, g->alignment);
+    for (i = 0; i < g->nt; i++) {
+        pt_gguf_tensor *t = &g->t[i];
+        if (t->offset != expect) {
+            pt__msg(err, errlen, "%s: tensor '%s': offset: expected %lld (%s, aligned to %u), found %lld%s", path, t->name, (long long)expect,
+                    i ? "the previous tensor's end" : "the first tensor at 0", g->alignment, (long long)t->offset, t->offset < 0 ? " (above 2^63)" : "");
+            return 0;
+        }
+        if (t->bytes > g->n - g->data_off - t->offset) { /* never negative: offset <= the previous end, inside the file */
+            pt__msg(err, errlen, "%s: tensor '%s' (%s, %lld bytes at data offset %lld): expected inside the file, found its end at byte %lld of %lld: truncated", path,
+                    t->name, pt__gg_types[t->type].name, (long long)t->bytes, (long long)t->offset, (long long)(g->data_off + t->offset) + (long long)t->bytes,
+                    (long long)g->n);
+            return 0;
+        }
+        t->data = r->p + g->data_off + t->offset;
+        expect = pt__gg_align_up(t->offset + t->bytes, g->alignment);
+    }
+    return 1;
+oom:
+    pt__msg(err, errlen, "%s: out of memory for the metadata of %llu entries and %llu tensors", path, (unsigned long long)nkv, (unsigned long long)nt);
+    return 0;
+}
+
+static pt_gguf *pt__gg_new(const void *p, int64_t n, int how) {
+    pt_gguf *g = (pt_gguf *)PT_MALLOC(sizeof *g);
+    if (!g) return NULL;
+    memset(g, 0, sizeof *g);
+    g->p = (const unsigned char *)p, g->n = n, g->how = how;
+    return g;
+}
+PTDEF pt_gguf *pt_gguf_parse(const void *data, size_t n, char *err, size_t errlen) {
+    pt_gguf *g;
+    if (!data && n) return pt__msg(err, errlen, "pt_gguf_parse: NULL data of %zu bytes", n), (pt_gguf *)NULL;
+    if ((uint64_t)n > (uint64_t)INT64_MAX) return pt__msg(err, errlen, "pt_gguf_parse: %zu bytes (at most 2^63-1)", n), (pt_gguf *)NULL;
+    if (!(g = pt__gg_new(data ? data : "", (int64_t)n, 0))) return pt__msg(err, errlen, "pt_gguf_parse: out of memory"), (pt_gguf *)NULL;
+    if (!pt__gg_parse(g, "(memory)", err, errlen)) {
+        pt__gg_release(g);
+        return NULL;
+    }
+    return g;
+}
+PTDEF pt_gguf *pt_gguf_open(const char *path, char *err, size_t errlen) {
+    pt_gguf *g = NULL;
+    const void *p = NULL;
+    int64_t size = -1;
+    int how = 2;
+    if (!path) return pt__msg(err, errlen, "pt_gguf_open: no path"), (pt_gguf *)NULL;
+#ifdef PT__CKPT_POSIX
+    {
+        struct stat st;
+        int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO is refused below, not waited on */
+        if (fd < 0) return pt__msg(err, errlen, "%s: cannot open", path), (pt_gguf *)NULL;
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            close(fd);
+            return pt__msg(err, errlen, "%s: not a regular file", path), (pt_gguf *)NULL;
+        }
+        size = (int64_t)st.st_size, how = 1;
+        if (size > 0 && (uint64_t)size <= (uint64_t)SIZE_MAX) {
+            void *m = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+            p = m == MAP_FAILED ? NULL : m;
+        }
+        close(fd);
+        if (size > 0 && !p) return pt__msg(err, errlen, "%s: cannot map its %lld bytes", path, (long long)size), (pt_gguf *)NULL;
+        if (!size) p = "", how = 0;
+    }
+#else
+    {
+        FILE *f = fopen(path, "rb");
+        long len = -1;
+        if (!f) return pt__msg(err, errlen, "%s: cannot open", path), (pt_gguf *)NULL;
+        if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+        if (len < 0 || fseek(f, 0, SEEK_SET) != 0 || !(p = PT_MALLOC((size_t)len + 1)) || fread((void *)p, 1, (size_t)len, f) != (size_t)len) {
+            fclose(f);
+            PT_FREE((void *)p);
+            return pt__msg(err, errlen, "%s: cannot read", path), (pt_gguf *)NULL;
+        }
+        fclose(f);
+        size = (int64_t)len;
+    }
+#endif
+    if (!(g = pt__gg_new(p, size, how))) {
+#ifdef PT__CKPT_POSIX
+        if (how == 1) munmap((void *)p, (size_t)size);
+#endif
+        if (how == 2) PT_FREE((void *)p);
+        return pt__msg(err, errlen, "%s: out of memory", path), (pt_gguf *)NULL;
+    }
+    if (!pt__gg_parse(g, path, err, errlen)) {
+        pt__gg_release(g);
+        return NULL;
+    }
+    return g;
+}
+
+PTDEF void pt_gguf_info(const pt_gguf *g, uint32_t *version, uint32_t *alignment, int64_t *data_offset) {
+    if (version) *version = g ? g->version : 0;
+    if (alignment) *alignment = g ? g->alignment : 0;
+    if (data_offset) *data_offset = g ? g->data_off : 0;
+}
+PTDEF int64_t pt_gguf_kv_count(const pt_gguf *g) { return g ? g->nkv : 0; }
+PTDEF const char *pt_gguf_kv_key(const pt_gguf *g, int64_t i) { return g && i >= 0 && i < g->nkv ? g->kv[i].key : NULL; }
+PTDEF int64_t pt_gguf_kv_find(const pt_gguf *g, const char *key) {
+    int64_t i;
+    for (i = 0; g && key && i < g->nkv; i++)
+        if (!strcmp(g->kv[i].key, key)) return i;
+    return -1;
+}
+PTDEF int32_t pt_gguf_kv_type(const pt_gguf *g, int64_t i, int32_t *elem_type, int64_t *n) {
+    if (!g || i < 0 || i >= g->nkv) return -1;
+    if (elem_type) *elem_type = g->kv[i].etype;
+    if (n) *n = g->kv[i].n;
+    return g->kv[i].type;
+}
+/* element j of value i: where its bytes start (a string: at its length field); NULL outside */
+static const unsigned char *pt__gg_elem(const pt_gguf *g, int64_t i, int64_t j) {
+    const pt__gg_kv *e;
+    if (!g || i < 0 || i >= g->nkv || j < 0 || j >= g->kv[i].n) return NULL;
+    e = &g->kv[i];
+    if (e->etype == PT_GGUF_STRING) return g->p + (e->soff ? e->soff[j] : e->off);
+    return g->p + e->off + j * pt__gg_vt_size[e->etype];
+}
+PTDEF int pt_gguf_kv_int(const pt_gguf *g, int64_t i, int64_t j, int64_t *v) {
+    const unsigned char *p = pt__gg_elem(g, i, j);
+    uint64_t u;
+    if (!p) return 0;
+    switch (g->kv[i].etype) {
+    case PT_GGUF_U8: case PT_GGUF_BOOL: *v = p[0]; return 1;
+    case PT_GGUF_I8: *v = (int8_t)p[0]; return 1;
+    case PT_GGUF_U16: *v = (int64_t)pt__gg_le(p, 2); return 1;
+    case PT_GGUF_I16: *v = (int16_t)(uint16_t)pt__gg_le(p, 2); return 1;
+    case PT_GGUF_U32: *v = (int64_t)pt__gg_le(p, 4); return 1;
+    case PT_GGUF_I32: *v = (int32_t)(uint32_t)pt__gg_le(p, 4); return 1;
+    case PT_GGUF_U64: case PT_GGUF_I64:
+        u = pt__gg_le(p, 8);
+        if (g->kv[i].etype == PT_GGUF_U64 && u > (uint64_t)INT64_MAX) return 0;
+        memcpy(v, &u, 8); /* two's complement */
+        return 1;
+    default: return 0;
+    }
+}
+PTDEF int pt_gguf_kv_float(const pt_gguf *g, int64_t i, int64_t j, double *v) {
+    const unsigned char *p = pt__gg_elem(g, i, j);
+    int64_t x;
+    if (!p) return 0;
+    if (g->kv[i].etype == PT_GGUF_F32) {
+        uint32_t u = (uint32_t)pt__gg_le(p, 4);
+        float f;
+        memcpy(&f, &u, 4);
+        *v = f;
+        return 1;
+    }
+    if (g->kv[i].etype == PT_GGUF_F64) {
+        uint64_t u = pt__gg_le(p, 8);
+        memcpy(v, &u, 8);
+        return 1;
+    }
+    if (g->kv[i].etype == PT_GGUF_BOOL || !pt_gguf_kv_int(g, i, j, &x)) return 0;
+    *v = (double)x;
+    return 1;
+}
+PTDEF const char *pt_gguf_kv_str(const pt_gguf *g, int64_t i, int64_t j, int64_t *len) {
+    const unsigned char *p = pt__gg_elem(g, i, j);
+    if (!p || g->kv[i].etype != PT_GGUF_STRING) return NULL;
+    if (len) *len = (int64_t)pt__gg_le(p, 8);
+    return (const char *)p + 8;
+}
+PTDEF int64_t pt_gguf_tensor_count(const pt_gguf *g) { return g ? g->nt : 0; }
+PTDEF const pt_gguf_tensor *pt_gguf_tensor_at(const pt_gguf *g, int64_t i) { return g && i >= 0 && i < g->nt ? &g->t[i] : NULL; }
+PTDEF const pt_gguf_tensor *pt_gguf_tensor_find(const pt_gguf *g, const char *name) {
+    int64_t i;
+    for (i = 0; g && name && i < g->nt; i++)
+        if (!strcmp(g->t[i].name, name)) return &g->t[i];
+    return NULL;
+}
+
+/* ---- the writer ----------------------------------------------------------------------------------
+   The metadata is serialised as it is added (a byte buffer), the tensor infos kept; begin writes
+   header, metadata, infos and the padding; each tensor's bytes then follow, padded. POSIX: open /
+   write / fsync / rename (no stdio descriptor games); elsewhere stdio. */
+typedef struct pt__gg_wt {
+    char name[PT__GG_MAX_NAME + 1];
+    int32_t type, ndim;
+    int64_t ne[4], bytes, offset;
+} pt__gg_wt;
+struct pt_gguf_writer {
+    unsigned char *kv;
+    int64_t kvn, kvcap, nkv;
+    char **keys;        /* the users' keys (not the writer's general.alignment) */
+    int64_t nkeys, keycap;
+    pt__gg_wt *t;
+    int64_t nt, tcap;
+    uint32_t alignment;
+    int state;          /* 0 adding, 1 writing the data, 2 finished */
+    pt_status st;       /* the first error */
+    int64_t cur, done;  /* the tensor being written and its bytes so far */
+    char path[1024], tmp[1040];
+#ifdef PT__CKPT_POSIX
+    int fd;
+#else
+    FILE *f;
+#endif
+    char err[PT__ERRLEN];
+};
+static pt_status pt__gg_wfail(pt_gguf_writer *w, pt_status st, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static pt_status pt__gg_wfail(pt_gguf_writer *w, pt_status st, const char *fmt, ...) {
+    va_list ap;
+    if (w->st != PT_OK) return w->st;
+    va_start(ap, fmt);
+    vsnprintf(w->err, sizeof w->err, fmt, ap);
+    va_end(ap);
+    w->st = st;
+    return st;
+}
+static void pt__gg_put(pt_gguf_writer *w, const void *p, int64_t n) {
+    if (w->st != PT_OK) return;
+    if (!PT__GROW(NULL, w->kv, w->kvcap, w->kvn + n, 4096)) {
+        pt__gg_wfail(w, PT_ERR_OOM, "pt_gguf_writer: out of memory for %lld bytes of metadata", (long long)(w->kvn + n));
+        return;
+    }
+    memcpy(w->kv + w->kvn, p, (size_t)n);
+    w->kvn += n;
+}
+static void pt__gg_put_le(pt_gguf_writer *w, uint64_t v, int k) {
+    unsigned char b[8];
+    int i;
+    for (i = 0; i < k; i++) b[i] = (unsigned char)(v >> (8 * i));
+    pt__gg_put(w, b, k);
+}
+static void pt__gg_put_str(pt_gguf_writer *w, const char *s) {
+    size_t n = strlen(s);
+    pt__gg_put_le(w, (uint64_t)n, 8);
+    pt__gg_put(w, s, (int64_t)n);
+}
+/* one value of type t (not array, not string) from *p in memory to little-endian */
+static void pt__gg_put_val(pt_gguf_writer *w, int32_t t, const void *p) {
+    int k = pt__gg_vt_size[t];
+    uint64_t u = 0;
+    uint32_t x32;
+    uint16_t x16;
+    if (k == 1) u = *(const uint8_t *)p;
+    else if (k == 2) memcpy(&x16, p, 2), u = x16;
+    else if (k == 4) memcpy(&x32, p, 4), u = x32;
+    else memcpy(&u, p, 8);
+    pt__gg_put_le(w, u, k);
+}
+
+PTDEF pt_gguf_writer *pt_gguf_writer_new(uint32_t alignment) {
+    pt_gguf_writer *w;
+    if (!alignment) alignment = PT__GG_ALIGN;
+    if (alignment & (alignment - 1)) return NULL;
+    if (!(w = (pt_gguf_writer *)PT_MALLOC(sizeof *w))) return NULL;
+    memset(w, 0, sizeof *w);
+    w->alignment = alignment;
+#ifdef PT__CKPT_POSIX
+    w->fd = -1;
+#endif
+    if (alignment != PT__GG_ALIGN) {
+        pt__gg_put_str(w, "general.alignment"); /* the writer's own key; a user's is refused */
+        pt__gg_put_le(w, PT_GGUF_U32, 4);
+        pt__gg_put_le(w, alignment, 4);
+        w->nkv = 1;
+        if (w->st != PT_OK) {
+            pt_gguf_writer_free(w);
+            return NULL;
+        }
+    }
+    return w;
+}
+PTDEF const char *pt_gguf_writer_error(const pt_gguf_writer *w) { return w ? w->err : "pt_gguf_writer: NULL writer"; }
+
+/* a new key: checks it, remembers it; 0 on failure (the error set) */
+static int pt__gg_key(pt_gguf_writer *w, const char *key, int32_t type) {
+    int64_t i;
+    size_t n;
+    if (w->st != PT_OK) return 0;
+    if (w->state) return pt__gg_wfail(w, PT_ERR_STATE, "pt_gguf_writer: metadata '%s' added after begin", key ? key : "(NULL)"), 0;
+    if (!key || !key[0]) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer: a metadata key must have 1 or more characters"), 0;
+    if ((uint32_t)type > 12) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer: metadata '%s': type: expected 0..12, found %d", key, (int)type), 0;
+    if (!strcmp(key, "general.alignment"))
+        return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer: general.alignment is the writer's (pt_gguf_writer_new's alignment)"), 0;
+    for (i = 0; i < w->nkeys; i++)
+        if (!strcmp(w->keys[i], key)) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer: metadata key '%s' added twice", key), 0;
+    n = strlen(key);
+    if (!PT__GROW(NULL, w->keys, w->keycap, w->nkeys + 1, 32) || !(w->keys[w->nkeys] = (char *)PT_MALLOC(n + 1)))
+        return pt__gg_wfail(w, PT_ERR_OOM, "pt_gguf_writer: out of memory"), 0;
+    memcpy(w->keys[w->nkeys++], key, n + 1);
+    w->nkv++;
+    pt__gg_put_str(w, key);
+    pt__gg_put_le(w, (uint64_t)type, 4);
+    return w->st == PT_OK;
+}
+PTDEF pt_status pt_gguf_writer_kv(pt_gguf_writer *w, const char *key, int32_t type, const void *value) {
+    if (!w) return PT_ERR_ARG;
+    if (type == PT_GGUF_ARRAY) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_kv: '%s': an array goes through pt_gguf_writer_arr", key ? key : "(NULL)");
+    if (!value) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_kv: '%s': no value", key ? key : "(NULL)");
+    if (type == PT_GGUF_BOOL && *(const uint8_t *)value > 1)
+        return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_kv: '%s': bool: expected 0 or 1, found %u", key ? key : "(NULL)", *(const uint8_t *)value);
+    if (type == PT_GGUF_STRING && !*(const char *const *)value) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_kv: '%s': NULL string", key ? key : "(NULL)");
+    if (!pt__gg_key(w, key, type)) return w->st;
+    if (type == PT_GGUF_STRING) pt__gg_put_str(w, *(const char *const *)value);
+    else pt__gg_put_val(w, type, value);
+    return w->st;
+}
+PTDEF pt_status pt_gguf_writer_arr(pt_gguf_writer *w, const char *key, int32_t type, const void *values, int64_t n) {
+    int64_t i;
+    if (!w) return PT_ERR_ARG;
+    if ((uint32_t)type > 12 || type == PT_GGUF_ARRAY || n < 0 || (n && !values))
+        return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_arr: '%s': expected an element type 0..12 but not 9, n >= 0 and values, found type %d, n %lld",
+                            key ? key : "(NULL)", (int)type, (long long)n);
+    for (i = 0; i < n; i++) {
+        if (type == PT_GGUF_BOOL && ((const uint8_t *)values)[i] > 1)
+            return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_arr: '%s' element %lld: bool: expected 0 or 1", key ? key : "(NULL)", (long long)i);
+        if (type == PT_GGUF_STRING && !((const char *const *)values)[i])
+            return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_arr: '%s' element %lld: NULL string", key ? key : "(NULL)", (long long)i);
+    }
+    if (!pt__gg_key(w, key, PT_GGUF_ARRAY)) return w->st;
+    pt__gg_put_le(w, (uint64_t)type, 4);
+    pt__gg_put_le(w, (uint64_t)n, 8);
+    for (i = 0; i < n && w->st == PT_OK; i++) {
+        if (type == PT_GGUF_STRING) pt__gg_put_str(w, ((const char *const *)values)[i]);
+        else pt__gg_put_val(w, type, (const unsigned char *)values + i * pt__gg_vt_size[type]);
+    }
+    return w->st;
+}
+PTDEF pt_status pt_gguf_writer_tensor(pt_gguf_writer *w, const char *name, int32_t type, int32_t ndim, const int64_t *ne) {
+    pt__gg_wt *t;
+    int64_t i, b;
+    int d;
+    if (!w) return PT_ERR_ARG;
+    if (w->st != PT_OK) return w->st;
+    if (w->state) return pt__gg_wfail(w, PT_ERR_STATE, "pt_gguf_writer_tensor: '%s' added after begin", name ? name : "(NULL)");
+    if (!name || !name[0] || strlen(name) > PT__GG_MAX_NAME)
+        return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_tensor: name '%s': expected 1..%d characters", name ? name : "(NULL)", PT__GG_MAX_NAME);
+    if (ndim < 1 || ndim > 4 || !ne) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_tensor: '%s': ndim: expected 1..4 dims, found %d", name, (int)ndim);
+    for (i = 0; i < w->nt; i++)
+        if (!strcmp(w->t[i].name, name)) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_tensor: '%s' added twice", name);
+    if ((b = pt_gguf_type_bytes(type, ndim ? ne[0] : 0)) < 0)
+        return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_tensor: '%s': type %d (%s) with ne[0] = %lld: expected a known type and whole blocks of it", name,
+                            (int)type, pt_gguf_type_name(type) ? pt_gguf_type_name(type) : "unknown", (long long)ne[0]);
+    for (d = 1; d < ndim; d++)
+        if (ne[d] < 0 || !pt__mul_ok(b, ne[d], &b)) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_tensor: '%s': ne[%d] = %lld out of range", name, d, (long long)ne[d]);
+    if (!PT__GROW(NULL, w->t, w->tcap, w->nt + 1, 64)) return pt__gg_wfail(w, PT_ERR_OOM, "pt_gguf_writer_tensor: out of memory");
+    t = &w->t[w->nt];
+    memset(t, 0, sizeof *t);
+    strcpy(t->name, name);
+    t->type = type, t->ndim = ndim, t->bytes = b;
+    for (d = 0; d < 4; d++) t->ne[d] = d < ndim ? ne[d] : 1;
+    t->offset = w->nt ? pt__gg_align_up(w->t[w->nt - 1].offset + w->t[w->nt - 1].bytes, w->alignment) : 0;
+    w->nt++;
+    return PT_OK;
+}
+
+/* writes n bytes to the open file */
+static int pt__gg_wwrite(pt_gguf_writer *w, const void *p, int64_t n) {
+    if (w->st != PT_OK) return 0;
+#ifdef PT__CKPT_POSIX
+    if (n > 0 && !pt__ck_write_fd(w->fd, p, (size_t)n)) return pt__gg_wfail(w, PT_ERR_IO, "%s: write failed (disk full?)", w->tmp), 0;
+#else
+    if (n > 0 && fwrite(p, 1, (size_t)n, w->f) != (size_t)n) return pt__gg_wfail(w, PT_ERR_IO, "%s: write failed (disk full?)", w->tmp), 0;
+#endif
+    return 1;
+}
+static int pt__gg_wpad(pt_gguf_writer *w, int64_t at) {
+    static const unsigned char zero[256] = {0};
+    int64_t k = pt__gg_align_up(at, w->alignment) - at;
+    while (k > 0 && w->st == PT_OK) {
+        int64_t c = k > 256 ? 256 : k;
+        pt__gg_wwrite(w, zero, c);
+        k -= c;
+    }
+    return w->st == PT_OK;
+}
+PTDEF pt_status pt_gguf_writer_begin(pt_gguf_writer *w, const char *path) {
+    unsigned char h[24];
+    int64_t i, at;
+    int d;
+    if (!w) return PT_ERR_ARG;
+    if (w->st != PT_OK) return w->st;
+    if (w->state) return pt__gg_wfail(w, PT_ERR_STATE, "pt_gguf_writer_begin: called twice");
+    if (!path || strlen(path) >= sizeof w->path) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_begin: need a path of at most %d characters", (int)sizeof w->path - 1);
+    strcpy(w->path, path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
+    /* the tensor infos join the metadata buffer's tail: header | kv | infos */
+    for (i = 0; i < w->nt; i++) {
+        const pt__gg_wt *t = &w->t[i];
+        pt__gg_put_str(w, t->name);
+        pt__gg_put_le(w, (uint64_t)t->ndim, 4);
+        for (d = 0; d < t->ndim; d++) pt__gg_put_le(w, (uint64_t)t->ne[d], 8);
+        pt__gg_put_le(w, (uint64_t)t->type, 4);
+        pt__gg_put_le(w, (uint64_t)t->offset, 8);
+    }
+    if (w->st != PT_OK) return w->st;
+    memcpy(h, "GGUF", 4);
+    for (d = 0; d < 4; d++) h[4 + d] = (unsigned char)(3u >> (8 * d));
+    for (d = 0; d < 8; d++) h[8 + d] = (unsigned char)((uint64_t)w->nt >> (8 * d)), h[16 + d] = (unsigned char)((uint64_t)w->nkv >> (8 * d));
+#ifdef PT__CKPT_POSIX
+    if ((w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644)) < 0) return pt__gg_wfail(w, PT_ERR_IO, "%s: cannot create", w->tmp);
+#else
+    if (!(w->f = fopen(w->tmp, "wb"))) return pt__gg_wfail(w, PT_ERR_IO, "%s: cannot create", w->tmp);
+#endif
+    w->state = 1;
+    at = 24 + w->kvn;
+    if (pt__gg_wwrite(w, h, 24) && pt__gg_wwrite(w, w->kv, w->kvn)) pt__gg_wpad(w, at);
+    w->cur = 0, w->done = 0;
+    return w->st;
+}
+PTDEF pt_status pt_gguf_writer_data(pt_gguf_writer *w, const void *data, int64_t bytes) {
+    const unsigned char *p = (const unsigned char *)data;
+    if (!w) return PT_ERR_ARG;
+    if (w->st != PT_OK) return w->st;
+    if (w->state != 1) return pt__gg_wfail(w, PT_ERR_STATE, "pt_gguf_writer_data: %s", w->state ? "after finish" : "before begin");
+    if (bytes < 0 || (bytes && !data)) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_data: %lld bytes at %p", (long long)bytes, data);
+    while (bytes > 0 && w->st == PT_OK) {
+        const pt__gg_wt *t;
+        int64_t k;
+        while (w->cur < w->nt && w->done == w->t[w->cur].bytes) w->cur++, w->done = 0; /* zero-byte tensors */
+        if (w->cur >= w->nt) return pt__gg_wfail(w, PT_ERR_ARG, "pt_gguf_writer_data: %lld bytes more than the tensors hold", (long long)bytes);
+        t = &w->t[w->cur];
+        k = t->bytes - w->done < bytes ? t->bytes - w->done : bytes;
+        if (!pt__gg_wwrite(w, p, k)) break;
+        p += k, bytes -= k, w->done += k;
+        if (w->done == t->bytes) {
+            pt__gg_wpad(w, t->offset + t->bytes); /* ggml pads the last tensor too */
+            w->cur++, w->done = 0;
+        }
+    }
+    return w->st;
+}
+PTDEF pt_status pt_gguf_writer_finish(pt_gguf_writer *w) {
+    if (!w) return PT_ERR_ARG;
+    if (w->st != PT_OK) return w->st;
+    if (w->state != 1) return pt__gg_wfail(w, PT_ERR_STATE, "pt_gguf_writer_finish: %s", w->state ? "called twice" : "before begin");
+    while (w->cur < w->nt && w->done == w->t[w->cur].bytes) w->cur++, w->done = 0; /* zero-byte tensors */
+    if (w->cur < w->nt)
+        return pt__gg_wfail(w, PT_ERR_STATE, "pt_gguf_writer_finish: tensor '%s' has %lld of its %lld bytes (%lld of %lld tensors complete)", w->t[w->cur].name,
+                            (long long)w->done, (long long)w->t[w->cur].bytes, (long long)w->cur, (long long)w->nt);
+#ifdef PT__CKPT_POSIX
+    if (fsync(w->fd) != 0) pt__gg_wfail(w, PT_ERR_IO, "%s: fsync failed", w->tmp);
+    if (close(w->fd) != 0) pt__gg_wfail(w, PT_ERR_IO, "%s: close failed", w->tmp);
+    w->fd = -1;
+#else
+    if (fclose(w->f) != 0) pt__gg_wfail(w, PT_ERR_IO, "%s: close failed", w->tmp);
+    w->f = NULL;
+#endif
+    if (w->st == PT_OK && rename(w->tmp, w->path) != 0) pt__gg_wfail(w, PT_ERR_IO, "%s: cannot rename to %s", w->tmp, w->path);
+    if (w->st != PT_OK) remove(w->tmp);
+    w->state = 2;
+    return w->st;
+}
+PTDEF void pt_gguf_writer_free(pt_gguf_writer *w) {
+    int64_t i;
+    if (!w) return;
+#ifdef PT__CKPT_POSIX
+    if (w->fd >= 0) close(w->fd), remove(w->tmp);
+#else
+    if (w->f) fclose(w->f), remove(w->tmp);
+#endif
+    for (i = 0; i < w->nkeys; i++) PT_FREE(w->keys[i]);
+    PT_FREE(w->keys);
+    PT_FREE(w->kv);
+    PT_FREE(w->t);
+    PT_FREE(w);
+}
+
+/* =================================================================================================
+   The gpt2 mapping. llama.cpp's gpt2 architecture is ptrain's GPT: learned positions, pre-norm
+   blocks with biases, a fused q|k|v projection (q, k, v rows in that order, heads contiguous in
+   each), tanh GELU, layernorm eps 1e-5, a final norm, the head tied (no output.weight: llama.cpp
+   then reads token_embd) or not. Tensors (a ptrain [rows, cols] is ne {cols, rows}, same bytes):
+       token_embd.weight            wte (rows < vocab; the vocabulary's extra tokens zero rows)
+       position_embd.weight         wpe
+       blk.N.attn_norm.{weight,bias}   h.N.ln1.{w,b}
+       blk.N.attn_qkv.{weight,bias}    h.N.attn.{w,b}
+       blk.N.attn_output.{weight,bias} h.N.attn_proj.{w,b}
+       blk.N.ffn_norm.{weight,bias}    h.N.ln2.{w,b}
+       blk.N.ffn_up.{weight,bias}      h.N.mlp.fc.{w,b}
+       blk.N.ffn_down.{weight,bias}    h.N.mlp.proj.{w,b}
+       output_norm.{weight,bias}       lnf.{w,b}
+       output.weight                   lm_head (untied models)
+   The vocabulary (tokenizer.ggml.*, model "gpt2", pre "gpt-2"): GPT-2's byte-level BPE writes each
+   byte as a printable character (bytes '!'..'~', 0xA1..0xAC, 0xAE..0xFF as themselves, the other
+   68 as U+0100.. in byte order); token b < 256 is byte b, token 256 + i is merge i of ptrain's
+   tokenizer (its text the two parts' texts joined; the merge string "LEFT RIGHT"). A byte
+   vocabulary gets the merge 0xFF 0xFF (llama.cpp refuses a gpt2 vocabulary without merges; no UTF-8
+   text holds the byte 0xFF, so llama.cpp never forms it from text), then "<|endoftext|>", a control
+   token, is bos and eos. ptrain.vocab holds the model's own vocabulary (token_embd has rows for
+   every token), ptrain.merge_ids the ids of each merge (exact even where two tokens have the same
+   text). The import reproduces a tokenizer from any file whose tokens 0..255 are the bytes in this
+   order and whose merge i makes token 256 + i of two earlier tokens (ptrain's exports; a foreign
+   file of that shape too): the merge_ids when present, else each part's first token of that text.
+   ================================================================================================= */
+#define PT__GG_T_F32 0
+#define PT__GG_T_F16 1
+#define PT__GG_T_Q4_0 2
+#define PT__GG_T_Q8_0 8
+#define PT__GG_T_BF16 30
+#define PT__GG_EOT "<|endoftext|>"
+
+/* GPT-2's printable character for byte b as UTF-8 into out (1 or 2 bytes); returns the length */
+static int pt__gg_byte_chr(int b, char *out) {
+    int cp = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174 ? b : 256 + (b <= 32 ? b : b <= 160 ? 33 + b - 127 : 67);
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    out[0] = (char)(0xC0 | (cp >> 6)), out[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+}
+/* the vocabulary of an export: token texts and types, merge strings and ids */
+typedef struct pt__gg_vocab {
+    int64_t ntok, nmerge;
+    char **tok, **merge; /* into text */
+    int32_t *ttype, *ids; /* ids: 2 x nmerge */
+    char *text;
+    int32_t eot;
+} pt__gg_vocab;
+static void pt__gg_vocab_free(pt__gg_vocab *v) {
+    PT_FREE(v->tok);
+    PT_FREE(v->merge);
+    PT_FREE(v->ttype);
+    PT_FREE(v->ids);
+    PT_FREE(v->text);
+    memset(v, 0, sizeof *v);
+}
+/* the export's vocabulary of tokenizer tk (NULL: bytes only); 0 and a message when too large */
+static int pt__gg_vocab_make(pt__gg_vocab *v, const pt_tokenizer *tk, char *err, size_t errlen) {
+    int64_t M = tk ? tk->merges : 0, nm = M ? M : 1, i, total = 0, *len, cap = (int64_t)1 << 30;
+    char *q;
+    memset(v, 0, sizeof *v);
+    v->nmerge = nm, v->ntok = 256 + nm + 1, v->eot = (int32_t)(256 + nm);
+    len = (int64_t *)PT_MALLOC((size_t)v->ntok * sizeof *len);
+    v->tok = (char **)PT_MALLOC((size_t)v->ntok * sizeof *v->tok);
+    v->merge = (char **)PT_MALLOC((size_t)nm * sizeof *v->merge);
+    v->ttype = (int32_t *)PT_MALLOC((size_t)v->ntok * sizeof *v->ttype);
+    v->ids = (int32_t *)PT_MALLOC((size_t)(2 * nm) * sizeof *v->ids);
+    if (!len || !v->tok || !v->merge || !v->ttype || !v->ids) goto oom;
+    for (i = 0; i < 256; i++) {
+        char c[2];
+        len[i] = pt__gg_byte_chr((int)i, c);
+    }
+    for (i = 0; i < nm; i++) {
+        v->ids[2 * i] = M ? tk->pair[2 * i] : 255, v->ids[2 * i + 1] = M ? tk->pair[2 * i + 1] : 255;
+        len[256 + i] = len[v->ids[2 * i]] + len[v->ids[2 * i + 1]];
+        if (len[256 + i] > cap) {
+            pt__msg(err, errlen, "pt_gguf_export: token %lld of the tokenizer: expected at most 2^30 bytes of text, found %lld", (long long)(256 + i),
+                    (long long)len[256 + i]);
+            PT_FREE(len);
+            pt__gg_vocab_free(v);
+            return 0;
+        }
+    }
+    len[v->eot] = (int64_t)strlen(PT__GG_EOT);
+    for (i = 0; i < v->ntok; i++) total += len[i] + 1 + (i >= 256 && i < 256 + nm ? len[i] + 2 : 0);
+    if (total > cap) {
+        pt__msg(err, errlen, "pt_gguf_export: the vocabulary's text: expected at most 2^30 bytes, found %lld", (long long)total);
+        PT_FREE(len);
+        pt__gg_vocab_free(v);
+        return 0;
+    }
+    if (!(v->text = (char *)PT_MALLOC((size_t)total + 1))) goto oom;
+    for (q = v->text, i = 0; i < v->ntok; i++) {
+        v->tok[i] = q, v->ttype[i] = 1; /* normal */
+        if (i < 256) q += pt__gg_byte_chr((int)i, q);
+        else if (i < 256 + nm) {
+            const char *a = v->tok[v->ids[2 * (i - 256)]], *b = v->tok[v->ids[2 * (i - 256) + 1]];
+            memcpy(q, a, strlen(a)), q += strlen(a);
+            memcpy(q, b, strlen(b)), q += strlen(b);
+        } else {
+            memcpy(q, PT__GG_EOT, strlen(PT__GG_EOT)), q += strlen(PT__GG_EOT);
+            v->ttype[i] = 3; /* control */
+        }
+        *q++ = 0;
+    }
+    for (i = 0; i < nm; i++) {
+        const char *a = v->tok[v->ids[2 * i]], *b = v->tok[v->ids[2 * i + 1]];
+        v->merge[i] = q;
+        memcpy(q, a, strlen(a)), q += strlen(a);
+        *q++ = ' ';
+        memcpy(q, b, strlen(b)), q += strlen(b);
+        *q++ = 0;
+    }
+    PT_FREE(len);
+    return 1;
+oom:
+    PT_FREE(len);
+    pt__gg_vocab_free(v);
+    pt__msg(err, errlen, "pt_gguf_export: out of memory for a vocabulary of %lld tokens", (long long)(256 + nm + 1));
+    return 0;
+}
+
+/* the roles of the exported tensors, which decide their type */
+enum { PT__GG_VEC, PT__GG_POS, PT__GG_MAT, PT__GG_EMB, PT__GG_OUT };
+/* the GGUF type of a tensor of role r with cols columns in a file of matrix type ft (tied: the model
+   has no output.weight), as llama.cpp's converter and llama-quantize choose (see pt_gguf_export) */
+static int32_t pt__gg_role_type(int r, int32_t ft, int64_t cols, int tied) {
+    int32_t t = ft;
+    if (r == PT__GG_VEC || r == PT__GG_POS) return PT__GG_T_F32;
+    if (ft == PT__GG_T_Q4_0 && (r == PT__GG_OUT || (r == PT__GG_EMB && tied))) t = PT__GG_T_Q8_0; /* llama-quantize: q6_K; ptrain: its fallback */
+    if (pt_gguf_type_bytes(t, cols) < 0) t = PT__GG_T_F16;                                       /* rows not whole blocks */
+    return t;
+}
+/* llama_ftype of a file whose matrices are ft */
+static uint32_t pt__gg_ftype(int32_t ft) { return ft == PT__GG_T_F16 ? 1u : ft == PT__GG_T_Q4_0 ? 2u : ft == PT__GG_T_Q8_0 ? 7u : ft == PT__GG_T_BF16 ? 32u : 0u; }
+/* one row of n floats as type t into dst (pt_gguf_type_bytes(t, n) bytes): the quant section's
+   quantizers (ggml's reference rules; f16 / bf16 round to nearest even) */
+static void pt__gg_row(int32_t t, const float *x, void *dst, int64_t n) { pt_quantize_row((pt_wtype)t, x, dst, n); }
+
+typedef struct pt__gg_out {
+    char gg[64], pt[96];
+    int role;
+    int64_t rows, cols, src_rows; /* rows of the GGUF tensor; rows taken from the checkpoint (the rest zero) */
+    int32_t type;
+} pt__gg_out;
+
+#ifdef PT__CKPT_POSIX
+/* checkpoint info has parameter name of shape [d0] (d1 < 0) or [d0, d1]; 0 and a message */
+static int pt__gg_ck_has(const pt_ckpt_info *info, const char *dir, const char *name, int64_t d0, int64_t d1, char *err, size_t errlen) {
+    char want[64], got[160];
+    int i;
+    for (i = 0; i < info->ntensors; i++) {
+        const pt_ckpt_tensor_info *t = &info->tensors[i];
+        int64_t sh[2];
+        if (t->kind || strcmp(t->name, name)) continue;
+        if (t->ndim == (d1 < 0 ? 1 : 2) && t->shape[0] == d0 && (d1 < 0 || t->shape[1] == d1)) return 1;
+        sh[0] = d0, sh[1] = d1;
+        pt__sf_shape_str(want, sizeof want, d1 < 0 ? 1 : 2, sh);
+        pt__sf_shape_str(got, sizeof got, t->ndim, t->shape);
+        pt__msg(err, errlen, "%s: tensor '%s': expected shape %s for the model of the manifest, found %s", dir, name, want, got);
+        return 0;
+    }
+    pt__msg(err, errlen, "%s: no parameter '%s' (the model of the manifest has one)", dir, name);
+    return 0;
+}
+#endif
+
+PTDEF pt_status pt_gguf_export(const char *step_dir, const char *out_path, const pt_gguf_export_opts *opts, char *err, size_t errlen) {
+#ifdef PT__CKPT_POSIX
+    static const char *const blk[6][3] = {{"attn_norm", "ln1", "v"}, {"attn_qkv", "attn", "m3"}, {"attn_output", "attn_proj", "m1"},
+                                          {"ffn_norm", "ln2", "v"},  {"ffn_up", "mlp.fc", "m4"}, {"ffn_down", "mlp.proj", "md"}};
+    pt_ckpt_info info;
+    pt__ck_man m;
+    pt__gg_vocab voc;
+    pt__gg_out *o = NULL;
+    pt_gguf_writer *w = NULL;
+    pt_gpt_config c;
+    char dir[1024];
+    float *src = NULL, *zrow = NULL;
+    unsigned char *dst = NULL;
+    int32_t ft = opts ? (int32_t)opts->type : PT__GG_T_F32, tied;
+    int64_t C, V, no = 0, i, r, cap_src = 0, cap_dst = 0;
+    int l, k, ok = 1, have_m = 0;
+    uint32_t u;
+    float eps = 1e-5f;
+    pt_status st = PT_ERR_FORMAT;
+    memset(&voc, 0, sizeof voc);
+    memset(&info, 0, sizeof info);
+    if (!step_dir || !out_path || strlen(out_path) > 1000) {
+        pt__msg(err, errlen, "pt_gguf_export: need a checkpoint directory and an output path (at most 1000 characters)");
+        return PT_ERR_ARG;
+    }
+    if (ft != PT__GG_T_F32 && ft != PT__GG_T_F16 && ft != PT__GG_T_BF16 && ft != PT__GG_T_Q8_0 && ft != PT__GG_T_Q4_0) {
+        pt__msg(err, errlen, "pt_gguf_export: type: expected f32 (0), f16 (1), bf16 (30), q8_0 (8) or q4_0 (2), found %d", (int)ft);
+        return PT_ERR_ARG;
+    }
+    if (pt_ckpt_step_dir(step_dir, dir, sizeof dir) != PT_OK) {
+        pt__msg(err, errlen, "%s", dir);
+        return PT_ERR_IO;
+    }
+    if ((st = pt_ckpt_info_read(dir, &info, err, errlen)) != PT_OK) return st;
+    st = PT_ERR_FORMAT;
+    if (!(have_m = pt__ck_man_read(NULL, dir, &m, err, errlen)) || !pt__ck_files_check(dir, &m, err, errlen)) goto out; /* sizes real before use */
+    if (!info.has_model) {
+        pt__msg(err, errlen, "%s/manifest records no model configuration (a checkpoint saved with pt_ckpt_opts.model): the export needs it", dir);
+        goto out;
+    }
+    c = info.model, C = c.width;
+    for (i = 0; i < info.ntensors; i++) /* the rows wte has: vocab_padded */
+        if (!info.tensors[i].kind && !strcmp(info.tensors[i].name, "wte") && info.tensors[i].ndim == 2) c.vocab_padded = (int32_t)info.tensors[i].shape[0];
+    if (!pt__sf_cfg_check(dir, &c, err, errlen)) goto out;
+    if (opts && opts->tokenizer ? c.vocab > 256 + opts->tokenizer->merges : c.vocab > 256) {
+        if (opts && opts->tokenizer)
+            pt__msg(err, errlen, "pt_gguf_export: the model's vocabulary is %d tokens, the tokenizer's %d (256 + %d merges): another tokenizer?", (int)c.vocab,
+                    (int)(256 + opts->tokenizer->merges), (int)opts->tokenizer->merges);
+        else pt__msg(err, errlen, "pt_gguf_export: the model's vocabulary is %d tokens, a byte vocabulary 256: give its BPE tokenizer (opts.tokenizer)", (int)c.vocab);
+        st = PT_ERR_ARG;
+        goto out;
+    }
+    if (!pt__gg_vocab_make(&voc, opts ? opts->tokenizer : NULL, err, errlen)) {
+        st = PT_ERR_ARG;
+        goto out;
+    }
+    V = voc.ntok, tied = !c.untied;
+    if (!(zrow = (float *)PT_MALLOC((size_t)C * sizeof *zrow))) {
+        pt__msg(err, errlen, "pt_gguf_export: out of memory");
+        st = PT_ERR_OOM;
+        goto out;
+    }
+    memset(zrow, 0, (size_t)C * sizeof *zrow);
+    /* the tensors, checked against the model of the manifest */
+    if (!(o = (pt__gg_out *)PT_MALLOC((size_t)(6 + 12 * (int64_t)c.layers) * sizeof *o))) {
+        pt__msg(err, errlen, "pt_gguf_export: out of memory");
+        st = PT_ERR_OOM;
+        goto out;
+    }
+#define PT__GG_OUT(G, P, ROLE, ROWS, COLS, SRC)                                                                 \
+    do {                                                                                                       \
+        pt__gg_out *e_ = &o[no++];                                                                             \
+        snprintf(e_->gg, sizeof e_->gg, "%s", G), snprintf(e_->pt, sizeof e_->pt, "%s", P);                    \
+        e_->role = ROLE, e_->rows = ROWS, e_->cols = COLS, e_->src_rows = SRC;                                 \
+        e_->type = pt__gg_role_type(ROLE, ft, COLS, tied);                                                     \
+        if (!pt__gg_ck_has(&info, dir, P, (ROLE) == PT__GG_VEC ? (COLS) : (ROLE) == PT__GG_EMB || (ROLE) == PT__GG_OUT ? c.vocab_padded : (ROWS), \
+                           (ROLE) == PT__GG_VEC ? -1 : (COLS), err, errlen))                                   \
+            goto out;                                                                                          \
+    } while (0)
+    PT__GG_OUT("token_embd.weight", "wte", PT__GG_EMB, V, C, c.vocab);
+    PT__GG_OUT("position_embd.weight", "wpe", PT__GG_POS, c.max_seq, C, c.max_seq);
+    for (l = 0; l < c.layers; l++)
+        for (k = 0; k < 6; k++) {
+            char g1[64], p1[96];
+            int64_t rows = blk[k][2][1] == '3' ? 3 * C : blk[k][2][1] == '4' ? 4 * C : C, cols = blk[k][2][1] == 'd' ? 4 * C : C;
+            int isv = blk[k][2][0] == 'v';
+            snprintf(g1, sizeof g1, "blk.%d.%s.weight", l, blk[k][0]);
+            snprintf(p1, sizeof p1, "h.%d.%s.w", l, blk[k][1]);
+            PT__GG_OUT(g1, p1, isv ? PT__GG_VEC : PT__GG_MAT, isv ? 1 : rows, isv ? C : cols, isv ? 1 : rows);
+            snprintf(g1, sizeof g1, "blk.%d.%s.bias", l, blk[k][0]);
+            snprintf(p1, sizeof p1, "h.%d.%s.b", l, blk[k][1]);
+            PT__GG_OUT(g1, p1, PT__GG_VEC, 1, isv ? C : rows, 1);
+        }
+    PT__GG_OUT("output_norm.weight", "lnf.w", PT__GG_VEC, 1, C, 1);
+    PT__GG_OUT("output_norm.bias", "lnf.b", PT__GG_VEC, 1, C, 1);
+    if (!tied) PT__GG_OUT("output.weight", "lm_head", PT__GG_OUT, V, C, c.vocab);
+#undef PT__GG_OUT
+    /* the metadata */
+    st = PT_ERR_IO;
+    if (!(w = pt_gguf_writer_new(0))) {
+        pt__msg(err, errlen, "pt_gguf_export: out of memory");
+        st = PT_ERR_OOM;
+        goto out;
+    }
+    {
+        const char *arch = "gpt2", *name = opts && opts->name ? opts->name : "ptrain", *tm = "gpt2", *pre = "gpt-2";
+        uint8_t no_bos = 0;
+        uint64_t step = (uint64_t)info.step;
+        pt_gguf_writer_kv(w, "general.architecture", PT_GGUF_STRING, &arch);
+        pt_gguf_writer_kv(w, "general.name", PT_GGUF_STRING, &name);
+        u = pt__gg_ftype(ft), pt_gguf_writer_kv(w, "general.file_type", PT_GGUF_U32, &u);
+        if (ft == PT__GG_T_Q8_0 || ft == PT__GG_T_Q4_0) u = 2, pt_gguf_writer_kv(w, "general.quantization_version", PT_GGUF_U32, &u);
+        u = (uint32_t)c.max_seq, pt_gguf_writer_kv(w, "gpt2.context_length", PT_GGUF_U32, &u);
+        u = (uint32_t)C, pt_gguf_writer_kv(w, "gpt2.embedding_length", PT_GGUF_U32, &u);
+        u = (uint32_t)c.layers, pt_gguf_writer_kv(w, "gpt2.block_count", PT_GGUF_U32, &u);
+        u = (uint32_t)(4 * C), pt_gguf_writer_kv(w, "gpt2.feed_forward_length", PT_GGUF_U32, &u);
+        u = (uint32_t)c.heads, pt_gguf_writer_kv(w, "gpt2.attention.head_count", PT_GGUF_U32, &u);
+        pt_gguf_writer_kv(w, "gpt2.attention.layer_norm_epsilon", PT_GGUF_F32, &eps);
+        pt_gguf_writer_kv(w, "tokenizer.ggml.model", PT_GGUF_STRING, &tm);
+        pt_gguf_writer_kv(w, "tokenizer.ggml.pre", PT_GGUF_STRING, &pre);
+        pt_gguf_writer_arr(w, "tokenizer.ggml.tokens", PT_GGUF_STRING, voc.tok, voc.ntok);
+        pt_gguf_writer_arr(w, "tokenizer.ggml.token_type", PT_GGUF_I32, voc.ttype, voc.ntok);
+        pt_gguf_writer_arr(w, "tokenizer.ggml.merges", PT_GGUF_STRING, voc.merge, voc.nmerge);
+        u = (uint32_t)voc.eot, pt_gguf_writer_kv(w, "tokenizer.ggml.bos_token_id", PT_GGUF_U32, &u);
+        pt_gguf_writer_kv(w, "tokenizer.ggml.eos_token_id", PT_GGUF_U32, &u);
+        pt_gguf_writer_kv(w, "tokenizer.ggml.add_bos_token", PT_GGUF_BOOL, &no_bos);
+        u = (uint32_t)c.vocab, pt_gguf_writer_kv(w, "ptrain.vocab", PT_GGUF_U32, &u);
+        pt_gguf_writer_arr(w, "ptrain.merge_ids", PT_GGUF_I32, voc.ids, 2 * voc.nmerge);
+        pt_gguf_writer_kv(w, "ptrain.step", PT_GGUF_U64, &step);
+    }
+    for (i = 0; i < no; i++) {
+        int64_t ne[2];
+        ne[0] = o[i].cols, ne[1] = o[i].rows;
+        pt_gguf_writer_tensor(w, o[i].gg, o[i].type, o[i].role == PT__GG_VEC ? 1 : 2, ne);
+    }
+    if (pt_gguf_writer_begin(w, out_path) != PT_OK) {
+        pt__msg(err, errlen, "pt_gguf_export: %s", pt_gguf_writer_error(w));
+        st = pt_gguf_writer_error(w)[0] && strstr(pt_gguf_writer_error(w), "memory") ? PT_ERR_OOM : PT_ERR_IO;
+        goto out;
+    }
+    /* the data: each tensor assembled from its pieces, converted row by row, written in chunks */
+    for (i = 0; i < no && ok; i++) {
+        const pt__gg_out *e = &o[i];
+        int64_t n = (e->role == PT__GG_EMB || e->role == PT__GG_OUT ? c.vocab_padded : e->src_rows) * e->cols, rowb = pt_gguf_type_bytes(e->type, e->cols);
+        int64_t chunk = rowb > 0 && rowb < ((int64_t)1 << 22) ? ((int64_t)1 << 22) / rowb : 1;
+        if (n > cap_src) {
+            float *nb = (float *)PT_REALLOC(src, (size_t)n * 4);
+            if (!nb) {
+                pt__msg(err, errlen, "pt_gguf_export: out of memory for '%s'", e->pt);
+                st = PT_ERR_OOM, ok = 0;
+                break;
+            }
+            src = nb, cap_src = n;
+        }
+        if (chunk * rowb > cap_dst) {
+            unsigned char *nb = (unsigned char *)PT_REALLOC(dst, (size_t)(chunk * rowb));
+            if (!nb) {
+                pt__msg(err, errlen, "pt_gguf_export: out of memory for '%s'", e->pt);
+                st = PT_ERR_OOM, ok = 0;
+                break;
+            }
+            dst = nb, cap_dst = chunk * rowb;
+        }
+        if (!pt__ck_assemble(dir, &m, e->pt, 0, src, n, err, errlen)) {
+            st = PT_ERR_FORMAT, ok = 0;
+            break;
+        }
+        for (r = 0; r < e->rows && ok; r += chunk) {
+            int64_t k2, kn = e->rows - r < chunk ? e->rows - r : chunk;
+            for (k2 = 0; k2 < kn; k2++) /* rows past the checkpoint's (the vocabulary's extra tokens): zeros, converted */
+                pt__gg_row(e->type, r + k2 < e->src_rows ? src + (r + k2) * e->cols : zrow, dst + k2 * rowb, e->cols);
+            if (pt_gguf_writer_data(w, dst, kn * rowb) != PT_OK) {
+                pt__msg(err, errlen, "pt_gguf_export: %s", pt_gguf_writer_error(w));
+                ok = 0;
+            }
+        }
+    }
+    if (ok && pt_gguf_writer_finish(w) != PT_OK) pt__msg(err, errlen, "pt_gguf_export: %s", pt_gguf_writer_error(w)), ok = 0;
+    if (ok) st = PT_OK;
+out:
+    pt_gguf_writer_free(w);
+    PT_FREE(o);
+    PT_FREE(src);
+    PT_FREE(zrow);
+    PT_FREE(dst);
+    pt__gg_vocab_free(&voc);
+    if (have_m) pt__ck_man_free(&m);
+    pt_ckpt_info_free(&info);
+    return st;
+#else
+    (void)step_dir, (void)out_path, (void)opts;
+    pt__msg(err, errlen, "pt_gguf_export: checkpoints need a POSIX file system");
+    return PT_ERR_IO;
+#endif
+}
+
+/* ---- import ------------------------------------------------------------------------------------ */
+static void pt__gg_owner_free(void *g) { pt_gguf_free((pt_gguf *)g); }
+static uint64_t pt__gg_fnv(const char *s, int64_t n) {
+    uint64_t h = 1469598103934665603ull;
+    int64_t i;
+    for (i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+static int pt__gg_same(const char *a, int64_t na, const char *b, int64_t nb) { return na == nb && !memcmp(a, b, (size_t)na); }
+
+/* the ptrain tokenizer a gpt2 vocabulary stands for (see the top of the mapping), or NULL with the
+   reason in why; vocab = the model's vocabulary (merges used: vocab - 256) */
+static pt_tokenizer *pt__gg_tokenizer(pt_ctx *ctx, const pt_gguf *g, int64_t vocab, int has_vocab, char *why, size_t wl) {
+    int64_t kt = pt_gguf_kv_find(g, "tokenizer.ggml.tokens"), km = pt_gguf_kv_find(g, "tokenizer.ggml.merges"), ki = pt_gguf_kv_find(g, "ptrain.merge_ids");
+    int64_t kmod = pt_gguf_kv_find(g, "tokenizer.ggml.model"), ntok = 0, nm = 0, nids = 0, M, i, cap, *tab = NULL;
+    int32_t et = -1, et2 = -1;
+    const char *s;
+    int64_t sl;
+    pt_tokenizer *tk = NULL;
+    why[0] = 0;
+    s = pt_gguf_kv_str(g, kmod, 0, &sl);
+    if (!s || !pt__gg_same(s, sl, "gpt2", 4)) return pt__msg(why, wl, "tokenizer.ggml.model is not \"gpt2\""), (pt_tokenizer *)NULL;
+    if (pt_gguf_kv_type(g, kt, &et, &ntok) != PT_GGUF_ARRAY || et != PT_GGUF_STRING) return pt__msg(why, wl, "no tokenizer.ggml.tokens strings"), (pt_tokenizer *)NULL;
+    if (pt_gguf_kv_type(g, km, &et2, &nm) != PT_GGUF_ARRAY || et2 != PT_GGUF_STRING) nm = 0;
+    if (ki >= 0 && (pt_gguf_kv_type(g, ki, &et, &nids) != PT_GGUF_ARRAY || et != PT_GGUF_I32)) return pt__msg(why, wl, "ptrain.merge_ids is not an i32 array"), (pt_tokenizer *)NULL;
+    M = has_vocab ? (vocab > 256 ? vocab - 256 : 0) : nm;
+    if (ntok < 256 || M > nm || 256 + M > ntok || M > (1 << 24) || (ki >= 0 && nids < 2 * M))
+        return pt__msg(why, wl, "%lld tokens and %lld merges (%lld needed) are not bytes + merges", (long long)ntok, (long long)nm, (long long)M), (pt_tokenizer *)NULL;
+    for (i = 0; i < 256; i++) {
+        char c[2];
+        int k = pt__gg_byte_chr((int)i, c);
+        s = pt_gguf_kv_str(g, kt, i, &sl);
+        if (!pt__gg_same(s, sl, c, k)) return pt__msg(why, wl, "token %lld is not GPT-2's character of byte %lld", (long long)i, (long long)i), (pt_tokenizer *)NULL;
+    }
+    /* text -> its first id among the tokens 0 .. 256 + M - 1 (open addressing, at most half full) */
+    for (cap = 1024; cap < 2 * (256 + M); cap *= 2) {}
+    if (!(tab = (int64_t *)PT_MALLOC((size_t)cap * sizeof *tab)) || !(tk = pt__tok_new(ctx, (int32_t)M))) {
+        PT_FREE(tab);
+        return pt__msg(why, wl, "out of memory"), (pt_tokenizer *)NULL;
+    }
+    for (i = 0; i < cap; i++) tab[i] = -1;
+    for (i = 0; i < 256 + M; i++) {
+        uint64_t h;
+        s = pt_gguf_kv_str(g, kt, i, &sl);
+        for (h = pt__gg_fnv(s, sl) & (uint64_t)(cap - 1); tab[h] >= 0; h = (h + 1) & (uint64_t)(cap - 1)) {
+            int64_t ol;
+            const char *o = pt_gguf_kv_str(g, kt, tab[h], &ol);
+            if (pt__gg_same(o, ol, s, sl)) break;
+        }
+        if (tab[h] < 0) tab[h] = i;
+    }
+    for (i = 0; i < M && !why[0]; i++) {
+        int64_t ml, tl, sp, part, id[2] = {-1, -1}, pl[2];
+        const char *ms = pt_gguf_kv_str(g, km, i, &ml), *ts = pt_gguf_kv_str(g, kt, 256 + i, &tl), *pp[2];
+        for (sp = 1; sp < ml && ms[sp] != ' '; sp++) {} /* llama.cpp: the first space after the first byte */
+        if (sp >= ml) {
+            pt__msg(why, wl, "merge %lld has no space", (long long)i);
+            break;
+        }
+        pp[0] = ms, pl[0] = sp, pp[1] = ms + sp + 1, pl[1] = ml - sp - 1;
+        if (tl != pl[0] + pl[1] || memcmp(ts, pp[0], (size_t)pl[0]) || memcmp(ts + pl[0], pp[1], (size_t)pl[1])) {
+            pt__msg(why, wl, "merge %lld does not make token %lld", (long long)i, (long long)(256 + i));
+            break;
+        }
+        for (part = 0; part < 2; part++) {
+            if (ki >= 0) {
+                int64_t v = -1, ol;
+                const char *o;
+                pt_gguf_kv_int(g, ki, 2 * i + part, &v);
+                o = v >= 0 && v < 256 + i ? pt_gguf_kv_str(g, kt, v, &ol) : NULL;
+                if (o && pt__gg_same(o, ol, pp[part], pl[part])) id[part] = v;
+            } else {
+                uint64_t h;
+                for (h = pt__gg_fnv(pp[part], pl[part]) & (uint64_t)(cap - 1); tab[h] >= 0; h = (h + 1) & (uint64_t)(cap - 1)) {
+                    int64_t ol;
+                    const char *o = pt_gguf_kv_str(g, kt, tab[h], &ol);
+                    if (pt__gg_same(o, ol, pp[part], pl[part])) break;
+                }
+                if (tab[h] >= 0 && tab[h] < 256 + i) id[part] = tab[h];
+            }
+            if (id[part] < 0) pt__msg(why, wl, "merge %lld: its %s part is no earlier token%s", (long long)i, part ? "right" : "left", ki >= 0 ? " (ptrain.merge_ids)" : "");
+        }
+        tk->pair[2 * i] = (int32_t)id[0], tk->pair[2 * i + 1] = (int32_t)id[1];
+    }
+    PT_FREE(tab);
+    if (why[0]) {
+        pt_tokenizer_free(tk);
+        return NULL;
+    }
+    pt__tok_lengths(tk);
+    return tk;
+}
+
+/* tensor name of g as [rows, cols] (a vector: rows 0) of a type inference reads; NULL and an error in
+   ctx (optional: NULL without an error when it is absent) */
+static const pt_gguf_tensor *pt__gg_want(pt_ctx *ctx, const pt_gguf *g, const char *path, const char *name, int64_t rows, int64_t cols, int optional) {
+    const pt_gguf_tensor *t = pt_gguf_tensor_find(g, name);
+    char want[64], got[96];
+    int64_t sh[2];
+    if (!t) return optional ? NULL : (const pt_gguf_tensor *)pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s has no tensor '%s' (gpt2 needs it)", path, name);
+    if (!pt_wtype_name((pt_wtype)t->type))
+        return (const pt_gguf_tensor *)pt__fail(ctx, PT_ERR_DTYPE, "pt_gguf_load: %s: tensor '%s' is %s; inference reads f32, f16, bf16, q8_0 and q4_0", path, name,
+                                                pt_gguf_type_name(t->type));
+    if (t->ndim != (rows ? 2 : 1) || t->ne[0] != cols || (rows && t->ne[1] != rows)) {
+        sh[0] = cols, sh[1] = rows;
+        pt__sf_shape_str(want, sizeof want, rows ? 2 : 1, sh);
+        pt__sf_shape_str(got, sizeof got, t->ndim, t->ne);
+        return (const pt_gguf_tensor *)pt__fail(ctx, PT_ERR_SHAPE, "pt_gguf_load: %s: tensor '%s': expected ne %s (from the gpt2 hyper-parameters), found %s", path,
+                                                name, want, got);
+    }
+    return t;
+}
+
+/* the integer hyper-parameter key (1 .. 2^31-1) into *v; 0 and an error */
+static int pt__gg_hp(pt_ctx *ctx, const pt_gguf *g, const char *path, const char *key, int32_t *v) {
+    int64_t k = pt_gguf_kv_find(g, key), x = 0;
+    int32_t ty = pt_gguf_kv_type(g, k, NULL, NULL);
+    if (k < 0) return pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s has no '%s' (gpt2 needs it)", path, key), 0;
+    if (ty == PT_GGUF_ARRAY || ty == PT_GGUF_BOOL || !pt_gguf_kv_int(g, k, 0, &x) || x < 1 || x > 2147483647) {
+        if (ty == PT_GGUF_ARRAY || ty == PT_GGUF_BOOL || !pt_gguf_kv_int(g, k, 0, &x))
+            pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s: '%s': expected an integer, found a value of type %s", path, key, pt__gg_vt_name((uint32_t)ty));
+        else pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s: '%s': expected 1 .. 2^31-1, found %lld", path, key, (long long)x);
+        return 0;
+    }
+    *v = (int32_t)x;
+    return 1;
+}
+
+/* the tensors of one gpt2 block: name, rows (x C; 0: a vector), columns or length (x C) */
+static const struct pt__gg_blk {
+    const char *name;
+    int rows, cols;
+} pt__gg_blk[12] = {{"attn_norm.weight", 0, 1}, {"attn_norm.bias", 0, 1}, {"attn_qkv.weight", 3, 1}, {"attn_qkv.bias", 0, 3},
+                    {"attn_output.weight", 1, 1}, {"attn_output.bias", 0, 1}, {"ffn_norm.weight", 0, 1}, {"ffn_norm.bias", 0, 1},
+                    {"ffn_up.weight", 4, 1}, {"ffn_up.bias", 0, 4}, {"ffn_down.weight", 1, 4}, {"ffn_down.bias", 0, 1}};
+/* where the bytes the weights use come from: the mapping, or (data not 4-aligned: a file of alignment
+   1 or 2) a copy in cp; vectors stored other than f32 widened into f */
+typedef struct pt__gg_ld {
+    float *f;
+    unsigned char *cp;
+} pt__gg_ld;
+static const void *pt__gg_aligned(pt__gg_ld *L, const pt_gguf_tensor *t) {
+    unsigned char *p = L->cp;
+    if (!((uintptr_t)t->data % 4)) return t->data;
+    memcpy(p, t->data, (size_t)t->bytes);
+    L->cp += (t->bytes + 3) / 4 * 4;
+    return p;
+}
+static const float *pt__gg_vec(pt__gg_ld *L, const pt_gguf_tensor *t) {
+    const void *d = pt__gg_aligned(L, t);
+    int64_t n = t->ne[0] * t->ne[1];
+    float *r = L->f;
+    if (t->type == PT_W_F32) return (const float *)d;
+    pt_dequantize_row((pt_wtype)t->type, d, r, n);
+    L->f += n;
+    return r;
+}
+static void pt__gg_mat(pt__gg_ld *L, const pt_gguf_tensor *t, pt_qmat *q) {
+    q->type = (pt_wtype)t->type, q->rows = t->ne[1], q->cols = t->ne[0];
+    q->data = pt__gg_aligned(L, t);
+}
+
+PTDEF pt_gpt_weights *pt_gguf_load(pt_ctx *ctx, const char *path, pt_tokenizer **tokenizer) {
+    char err[PT__ERRLEN], why[200], nm[64];
+    pt_gguf *g;
+    pt_gpt_weights *w = NULL;
+    pt_gpt_config c;
+    const pt_gguf_tensor *te, *tp, *to, *t;
+    pt__gg_ld L;
+    int64_t k, C, V, used, floats = 0, copy = 0, i;
+    int32_t ff = 0, hkv = 0;
+    const char *s;
+    int64_t sl;
+    double eps = 1e-5;
+    int l, j, pass;
+    if (tokenizer) *tokenizer = NULL;
+    if (!ctx) return NULL;
+    if (!path) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gguf_load: no path");
+    err[0] = 0;
+    if (!(g = pt_gguf_open(path, err, sizeof err)))
+        return (pt_gpt_weights *)pt__fail(ctx, strstr(err, ": cannot ") || strstr(err, "regular file") ? PT_ERR_IO : PT_ERR_FORMAT, "pt_gguf_load: %s", err);
+    /* the architecture and its hyper-parameters */
+    memset(&c, 0, sizeof c);
+    s = pt_gguf_kv_str(g, pt_gguf_kv_find(g, "general.architecture"), 0, &sl);
+    if (!s || !pt__gg_same(s, sl, "gpt2", 4)) {
+        pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s: general.architecture: expected \"gpt2\", found %s%.*s%s", path, s ? "\"" : "", s ? (int)(sl > 60 ? 60 : sl) : 4,
+                 s ? s : "none", s ? "\"" : "");
+        goto fail;
+    }
+    if (!pt__gg_hp(ctx, g, path, "gpt2.context_length", &c.max_seq) || !pt__gg_hp(ctx, g, path, "gpt2.embedding_length", &c.width) ||
+        !pt__gg_hp(ctx, g, path, "gpt2.block_count", &c.layers) || !pt__gg_hp(ctx, g, path, "gpt2.feed_forward_length", &ff) ||
+        !pt__gg_hp(ctx, g, path, "gpt2.attention.head_count", &c.heads))
+        goto fail;
+    C = c.width;
+    if (ff != 4 * C) {
+        pt__fail(ctx, PT_ERR_SHAPE, "pt_gguf_load: %s: gpt2.feed_forward_length: expected 4 x embedding_length = %lld (ptrain's MLP), found %d", path, 4 * (long long)C, (int)ff);
+        goto fail;
+    }
+    if (C % c.heads) {
+        pt__fail(ctx, PT_ERR_SHAPE, "pt_gguf_load: %s: gpt2.attention.head_count: expected a divisor of embedding_length %d, found %d", path, (int)C, (int)c.heads);
+        goto fail;
+    }
+    if (pt_gguf_kv_find(g, "gpt2.attention.head_count_kv") >= 0) {
+        if (!pt__gg_hp(ctx, g, path, "gpt2.attention.head_count_kv", &hkv)) goto fail;
+        if (hkv != c.heads) {
+            pt__fail(ctx, PT_ERR_SHAPE, "pt_gguf_load: %s: gpt2.attention.head_count_kv: expected head_count %d (no grouped-query attention), found %d", path, (int)c.heads, (int)hkv);
+            goto fail;
+        }
+    }
+    k = pt_gguf_kv_find(g, "gpt2.attention.layer_norm_epsilon");
+    if (k >= 0 && (pt_gguf_kv_type(g, k, NULL, NULL) == PT_GGUF_ARRAY || !pt_gguf_kv_float(g, k, 0, &eps) || (float)eps != 1e-5f)) {
+        pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s: gpt2.attention.layer_norm_epsilon: expected 1e-5 (ptrain's layernorm), found %g", path, eps);
+        goto fail;
+    }
+    if ((int64_t)c.layers * 12 + 4 > pt_gguf_tensor_count(g)) { /* bounds what is allocated per layer by the file */
+        pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s: gpt2.block_count %d needs %lld tensors, the file has %lld", path, (int)c.layers,
+                 (long long)c.layers * 12 + 4, (long long)pt_gguf_tensor_count(g));
+        goto fail;
+    }
+    /* the vocabulary: the rows of token_embd (ptrain.vocab of them real) */
+    te = pt_gguf_tensor_find(g, "token_embd.weight");
+    if (!te) {
+        pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s has no tensor 'token_embd.weight' (gpt2 needs it)", path);
+        goto fail;
+    }
+    V = te->ne[1];
+    if (te->ndim != 2 || V < 1 || V > 2147483647 - 63) {
+        pt__fail(ctx, PT_ERR_SHAPE, "pt_gguf_load: %s: tensor 'token_embd.weight': expected 2 dims with 1 .. 2^31-64 rows (tokens), found %d dims, %lld rows", path,
+                 (int)te->ndim, (long long)V);
+        goto fail;
+    }
+    c.vocab = c.vocab_padded = (int32_t)V;
+    if ((k = pt_gguf_kv_find(g, "ptrain.vocab")) >= 0) {
+        int64_t x = 0;
+        if (pt_gguf_kv_type(g, k, NULL, NULL) == PT_GGUF_ARRAY || !pt_gguf_kv_int(g, k, 0, &x) || x < 1 || x > V) {
+            pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s: ptrain.vocab: expected an integer in 1 .. %lld (the rows of token_embd), found %lld", path, (long long)V, (long long)x);
+            goto fail;
+        }
+        c.vocab = (int32_t)x;
+    }
+    if ((k = pt_gguf_kv_find(g, "tokenizer.ggml.tokens")) >= 0) {
+        int64_t n = -1;
+        int32_t et = -1;
+        if (pt_gguf_kv_type(g, k, &et, &n) != PT_GGUF_ARRAY || et != PT_GGUF_STRING || n != V) {
+            pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s: tokenizer.ggml.tokens: expected an array of %lld strings (the rows of token_embd), found %lld of %s", path,
+                     (long long)V, (long long)n, pt__gg_vt_name((uint32_t)et));
+            goto fail;
+        }
+    }
+    if (!pt__sf_cfg_check(path, &c, err, sizeof err)) {
+        pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s", err);
+        goto fail;
+    }
+    /* every tensor present, of its shape and a type inference reads, and nothing else */
+    if (!(te = pt__gg_want(ctx, g, path, "token_embd.weight", V, C, 0)) || !(tp = pt__gg_want(ctx, g, path, "position_embd.weight", c.max_seq, C, 0))) goto fail;
+    to = pt__gg_want(ctx, g, path, "output.weight", V, C, 1);
+    if (!to && pt_gguf_tensor_find(g, "output.weight")) goto fail; /* present, not as gpt2 wants it */
+    c.untied = to != NULL;
+    used = 2 + c.untied;
+    for (l = -1; l < c.layers; l++)
+        for (j = 0; j < (l < 0 ? 2 : 12); j++) {
+            int64_t r = l < 0 ? 0 : pt__gg_blk[j].rows * C, n = l < 0 ? C : pt__gg_blk[j].cols * C;
+            if (l < 0) snprintf(nm, sizeof nm, "output_norm.%s", j ? "bias" : "weight");
+            else snprintf(nm, sizeof nm, "blk.%d.%s", l, pt__gg_blk[j].name);
+            if (!(t = pt__gg_want(ctx, g, path, nm, r, n, 0))) goto fail;
+            used++;
+        }
+    if (used != pt_gguf_tensor_count(g)) { /* the one gpt2 has no place for */
+        for (i = 0; i < pt_gguf_tensor_count(g); i++) {
+            const char *n = pt_gguf_tensor_at(g, i)->name;
+            int ok = !strcmp(n, "token_embd.weight") || !strcmp(n, "position_embd.weight") || !strcmp(n, "output.weight") || !strcmp(n, "output_norm.weight") ||
+                     !strcmp(n, "output_norm.bias");
+            for (l = 0; !ok && l < c.layers; l++)
+                for (j = 0; !ok && j < 12; j++) snprintf(nm, sizeof nm, "blk.%d.%s", l, pt__gg_blk[j].name), ok = !strcmp(n, nm);
+            if (!ok) break;
+        }
+        pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s: tensor '%s': expected only the %lld tensors of gpt2 with %d layers, found it among %lld", path,
+                 i < pt_gguf_tensor_count(g) ? pt_gguf_tensor_at(g, i)->name : "?", (long long)used, (int)c.layers, (long long)pt_gguf_tensor_count(g));
+        goto fail;
+    }
+    /* the weights: two passes over the same tensors, the first counting what the second places */
+    if (!(w = (pt_gpt_weights *)pt__malloc(ctx, sizeof *w))) goto oom;
+    memset(w, 0, sizeof *w);
+    w->ctx = ctx, w->cfg = c;
+    if (!(w->layer = (pt_gpt_layer_w *)pt__malloc(ctx, (size_t)c.layers * sizeof *w->layer))) goto oom;
+    memset(w->layer, 0, (size_t)c.layers * sizeof *w->layer);
+    for (pass = 0; pass < 2; pass++) {
+        if (pass) {
+            if ((floats && !(w->mem[0] = pt__malloc(ctx, (size_t)floats * sizeof(float)))) || (copy && !(w->mem[1] = pt__malloc(ctx, (size_t)copy)))) goto oom;
+            L.f = (float *)w->mem[0], L.cp = (unsigned char *)w->mem[1];
+        }
+        for (i = -3; i < (int64_t)c.layers * 12 + 2; i++) {
+            pt_gpt_layer_w *Lw = i >= 0 && i < (int64_t)c.layers * 12 ? &w->layer[i / 12] : NULL;
+            int b = Lw ? (int)(i % 12) : -1;
+            if (i == -3) t = te;
+            else if (i == -2) t = tp;
+            else if (i == -1) t = to;
+            else if (Lw) snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)(i / 12), pt__gg_blk[b].name), t = pt_gguf_tensor_find(g, nm);
+            else t = pt_gguf_tensor_find(g, i == (int64_t)c.layers * 12 ? "output_norm.weight" : "output_norm.bias");
+            if (!t) continue; /* a tied head */
+            if (!pass) {
+                if ((uintptr_t)t->data % 4) copy += (t->bytes + 3) / 4 * 4;
+                if (t->type != PT_W_F32 && (i == -2 || (b >= 0 && !pt__gg_blk[b].rows) || i >= (int64_t)c.layers * 12)) floats += t->ne[0] * t->ne[1];
+                continue;
+            }
+            if (i == -3) pt__gg_mat(&L, t, &w->wte);
+            else if (i == -2) w->wpe = pt__gg_vec(&L, t);
+            else if (i == -1) pt__gg_mat(&L, t, &w->head);
+            else if (!Lw) *(i == (int64_t)c.layers * 12 ? &w->lnf_w : &w->lnf_b) = pt__gg_vec(&L, t);
+            else switch (b) {
+                case 0: Lw->ln1_w = pt__gg_vec(&L, t); break;
+                case 1: Lw->ln1_b = pt__gg_vec(&L, t); break;
+                case 2: pt__gg_mat(&L, t, &Lw->qkv); break;
+                case 3: Lw->qkv_b = pt__gg_vec(&L, t); break;
+                case 4: pt__gg_mat(&L, t, &Lw->proj); break;
+                case 5: Lw->proj_b = pt__gg_vec(&L, t); break;
+                case 6: Lw->ln2_w = pt__gg_vec(&L, t); break;
+                case 7: Lw->ln2_b = pt__gg_vec(&L, t); break;
+                case 8: pt__gg_mat(&L, t, &Lw->fc); break;
+                case 9: Lw->fc_b = pt__gg_vec(&L, t); break;
+                case 10: pt__gg_mat(&L, t, &Lw->fproj); break;
+                default: Lw->fproj_b = pt__gg_vec(&L, t); break;
+                }
+        }
+    }
+    if (!to) w->head = w->wte;
+    if (tokenizer) {
+        *tokenizer = pt__gg_tokenizer(ctx, g, c.vocab, pt_gguf_kv_find(g, "ptrain.vocab") >= 0, why, sizeof why);
+        if (!*tokenizer) pt_log(ctx, PT_LOG_INFO, "pt_gguf_load: %s: no ptrain tokenizer (%s): give prompts as token ids", path, why);
+    }
+    w->owner = g, w->release = pt__gg_owner_free;
+    return w;
+oom:
+    pt__fail(ctx, PT_ERR_OOM, "pt_gguf_load: %s: out of memory", path);
+fail:
+    pt_gpt_weights_free(w);
+    pt_gguf_free(g);
+    return NULL;
+}
+
+/* the global f32 values of parameter name from w into out (n elements, shape checked by the caller
+   through *rows x *cols); 0 when name has no counterpart in w */
+static int pt__gg_param_src(const pt_gpt_weights *w, const char *name, int64_t *rows, int64_t *cols, const void **data, pt_wtype *type) {
+    static const char *const pn[12] = {"ln1.w", "ln1.b", "attn.w", "attn.b", "attn_proj.w", "attn_proj.b", "ln2.w", "ln2.b", "mlp.fc.w", "mlp.fc.b", "mlp.proj.w", "mlp.proj.b"};
+    int64_t C = w->cfg.width;
+    char *e;
+    long l;
+    int j;
+    *type = PT_W_F32, *rows = 1, *cols = C;
+    if (!strcmp(name, "wte") || !strcmp(name, "lm_head")) {
+        const pt_qmat *q = name[0] == 'w' ? &w->wte : &w->head;
+        if (name[0] == 'l' && !w->cfg.untied) return 0;
+        *type = q->type, *rows = q->rows, *cols = q->cols, *data = q->data;
+        return 1;
+    }
+    if (!strcmp(name, "wpe")) return *rows = w->cfg.max_seq, *data = w->wpe, 1;
+    if (!strcmp(name, "lnf.w")) return *data = w->lnf_w, 1;
+    if (!strcmp(name, "lnf.b")) return *data = w->lnf_b, 1;
+    if (strncmp(name, "h.", 2)) return 0;
+    l = strtol(name + 2, &e, 10);
+    if (e == name + 2 || *e != '.' || l < 0 || l >= w->cfg.layers) return 0;
+    for (j = 0; j < 12 && strcmp(e + 1, pn[j]); j++) {}
+    switch (j) {
+    case 0: *data = w->layer[l].ln1_w; return 1;
+    case 1: *data = w->layer[l].ln1_b; return 1;
+    case 2: *type = w->layer[l].qkv.type, *rows = 3 * C, *data = w->layer[l].qkv.data; return 1;
+    case 3: *cols = 3 * C, *data = w->layer[l].qkv_b; return 1;
+    case 4: *type = w->layer[l].proj.type, *rows = C, *data = w->layer[l].proj.data; return 1;
+    case 5: *data = w->layer[l].proj_b; return 1;
+    case 6: *data = w->layer[l].ln2_w; return 1;
+    case 7: *data = w->layer[l].ln2_b; return 1;
+    case 8: *type = w->layer[l].fc.type, *rows = 4 * C, *data = w->layer[l].fc.data; return 1;
+    case 9: *cols = 4 * C, *data = w->layer[l].fc_b; return 1;
+    case 10: *type = w->layer[l].fproj.type, *rows = C, *cols = 4 * C, *data = w->layer[l].fproj.data; return 1;
+    case 11: *data = w->layer[l].fproj_b; return 1;
+    default: return 0;
+    }
+}
+PTDEF pt_status pt_gguf_to_params(pt_ctx *ctx, const pt_gpt_weights *w) {
+    char err[PT__ERRLEN];
+    float *g = NULL, *loc = NULL;
+    int64_t cap = 0, capl = 0;
+    int i, ok = 1, pass;
+    pt_status why = PT_ERR_SHAPE;
+    if (!ctx) return PT_ERR_ARG;
+    if (!w) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_gguf_to_params: no weights"), PT_ERR_ARG);
+    err[0] = 0;
+    for (pass = 0; pass < 2; pass++) { /* first every check, then the values: a refusal changes nothing */
+        for (i = 0; i < ctx->nparams && ok; i++) {
+            pt_param *p = ctx->params[i];
+            const pt_spec *s = &p->spec;
+            int64_t rows, cols, n = pt_numel(&p->value), r, k;
+            const void *data = NULL;
+            pt_wtype t;
+            if (!pt__gg_param_src(w, s->name, &rows, &cols, &data, &t) || !data) {
+                pt__msg(err, sizeof err, "pt_gguf_to_params: parameter '%s' has no counterpart in the weights", s->name);
+                ok = 0;
+                break;
+            }
+            if (s->ndim != (rows > 1 || !strcmp(s->name, "wte") || !strcmp(s->name, "lm_head") || !strcmp(s->name, "wpe") ? 2 : 1) ||
+                s->global_shape[0] != (s->ndim == 2 ? rows : cols) || (s->ndim == 2 && s->global_shape[1] != cols) || pt_wtype_row_bytes(t, cols) < 0) {
+                pt__msg(err, sizeof err, "pt_gguf_to_params: parameter '%s' has global shape [%lld%s%lld], the weights [%lld, %lld] (%s)", s->name,
+                        (long long)s->global_shape[0], s->ndim == 2 ? ", " : "", s->ndim == 2 ? (long long)s->global_shape[1] : 0LL, (long long)rows,
+                        (long long)cols, pt_wtype_name(t) ? pt_wtype_name(t) : "unknown type");
+                ok = 0;
+                break;
+            }
+            if (!pass) continue;
+            if (rows * cols > cap || n > capl) {
+                float *ng = rows * cols > cap ? (float *)pt__realloc(ctx, g, (size_t)(rows * cols) * 4) : g;
+                float *nl = ng && n > capl ? (float *)pt__realloc(ctx, loc, (size_t)PT__MAX(n, 1) * 4) : loc;
+                if (ng) g = ng, cap = PT__MAX(cap, rows * cols);
+                if (nl) loc = nl, capl = PT__MAX(capl, n);
+                if (!ng || !nl) {
+                    pt__msg(err, sizeof err, "pt_gguf_to_params: out of memory for '%s'", s->name);
+                    ok = 0, why = PT_ERR_OOM;
+                    break;
+                }
+            }
+            for (r = 0; r < rows; r++) pt_dequantize_row(t, (const char *)data + r * pt_wtype_row_bytes(t, cols), g + r * cols, cols);
+            if (s->split_dim < 0) memcpy(loc, g, (size_t)n * 4);
+            else
+                for (k = 0; k < n; k++) loc[k] = g[pt_spec_global_index(s, k)];
+            ok = pt_tensor_write(&p->value, loc) == PT_OK;
+        }
+        if (!pt_dist_agree_msg(ctx->desc.dist, ok, err, sizeof err)) break; /* every rank, once per pass */
+    }
+    pt__free(ctx, g);
+    pt__free(ctx, loc);
+    if (pass < 2) return (pt_status)(pt__fail(ctx, why, "%s", err), why);
+    return PT_OK;
+}
 
 // >>monitor  per-step metrics aggregated over the ranks, the JSON-lines log, the progress line
 /* Owns: pt_monitor (one allgather of a fixed vector per step), the log file, the progress line

@@ -69,6 +69,8 @@ for t in $TESTS; do
         PROGS="$PROGS $t.asan"
     fi
 done
+# gguf: the GGUF reader, writer, export and import (tests/test_gguf.c; its Python half: tests/gguf_test.sh)
+for t in test_gguf; do if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi; if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then build "$t.asan" "tests/$t.c" "$ASAN"; PROGS="$PROGS $t.asan"; fi; done
 # host safety once more as strict C99 without POSIX: pt_run's signals through C's signal()
 if want "test_host[c99]"; then
     build test_host.c99 tests/test_host.c "$OPT -DHOST_PLAIN_C"
@@ -120,6 +122,7 @@ want dist && script dist_test "$BUILD"
 want dp && script dp_test "$BUILD"
 want ckpt && script ckpt_test "$BUILD"
 want ckpttool && script ckpttool_test "$BUILD"
+want gguf && script gguf_test "$BUILD"
 want crash && script crash_test "$BUILD"
 want tp && script tp_test "$BUILD"
 want xent && script xent_test "$BUILD"

@@ -1,14 +1,42 @@
 #!/bin/sh
-# Installs the Debian packages ptrain.h's build, tests, benchmarks and tutorials use; idempotent.
-# Usage: sh tools/deps.sh   (as root, or with sudo available)
+# Installs the Debian packages ptrain.h's build, tests, benchmarks and tutorials use, then the tests'
+# own Python environment (build/pyenv: the `gguf` and numpy packages from PyPI, which
+# tests/gguf_test.sh reads GGUF files with); idempotent.
+# Usage: sh tools/deps.sh   (as root, or with sudo available). Env PTRAIN_PYENV: another place for
+# the Python environment. Without PyPI the environment is left out with a message (exit status 0:
+# the tests that need it skip with a NOTE).
 # clang needs libomp-dev (LLVM's OpenMP: omp.h, libomp.so) for -fopenmp; libclang-rt-14-dev for the fuzzers.
 set -u
-PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind"
+PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# the tests' Python environment: made once, kept while it imports gguf and numpy
+pyenv() {
+  PYENV=${PTRAIN_PYENV:-$ROOT/build/pyenv}
+  if [ -x "$PYENV/bin/python" ] && "$PYENV/bin/python" -c 'import gguf, numpy' >/dev/null 2>&1; then return 0; fi
+  if ! command -v python3 >/dev/null 2>&1; then
+    echo "deps: no python3: tests/gguf_test.sh will skip its Python checks" >&2
+    return 0
+  fi
+  mkdir -p "$(dirname "$PYENV")"
+  if ! python3 -m venv "$PYENV" >"$PYENV.log" 2>&1; then
+    echo "deps: python3 -m venv $PYENV failed (Debian: python3-venv; see $PYENV.log): tests/gguf_test.sh will skip its Python checks" >&2
+    return 0
+  fi
+  if "$PYENV/bin/python" -m pip install -q --disable-pip-version-check gguf numpy >>"$PYENV.log" 2>&1; then
+    echo "deps: $PYENV: $("$PYENV/bin/python" -c 'import gguf, numpy; from importlib.metadata import version; print("gguf", version("gguf"), "numpy", numpy.__version__)')"
+  else
+    echo "deps: pip install gguf numpy into $PYENV failed (is PyPI reachable? see $PYENV.log): tests/gguf_test.sh will skip its Python checks" >&2
+  fi
+  return 0
+}
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
+if [ -z "$missing" ]; then
+  pyenv
+  exit 0
+fi
 echo "deps: missing Debian packages:$missing"
 if [ "$(id -u)" = 0 ]; then
   SUDO=""
@@ -22,3 +50,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq || { echo "deps: apt-get update failed (is a Debian mirror reachable?)" >&2; exit 1; }
 $SUDO apt-get install -y -qq --no-install-recommends $missing || { echo "deps: apt-get install failed for:$missing" >&2; exit 1; }
 echo "deps: installed:$missing"
+pyenv

@@ -1,5 +1,5 @@
 /* ptckpt.c - ptrain.h checkpoints from the command line: inspect, verify, export to safetensors
-   (for Python's `safetensors` package, torch, numpy), import from safetensors.
+   (for Python's `safetensors` package, torch, numpy) or GGUF (llama.cpp's gpt2), import from both.
 
    Build: cc -O2 -I. tools/ptckpt.c -o build/ptckpt -lm   (or `make tools`)
 
@@ -7,6 +7,9 @@
                                   carries, data files, and per global tensor: name, shape, dtype,
                                   pieces, bytes; totals. DIR means
                                   the checkpoint DIR/latest names (else the newest step_*).
+   ptckpt inspect FILE.gguf       a GGUF file: version, alignment, every metadata key with its type and
+                                  value (arrays: length and the first values), every tensor with its
+                                  type, dims (ne[0] first) and bytes; totals.
    ptckpt verify DIR|STEPDIR      every CRC32C (manifest, data files, the tokenizer); DIR: every
                                   step_* in it. Exit 0 when all are good, 1 with a message naming
                                   the bad file.
@@ -18,6 +21,18 @@
                                   even; --moments adds the optimizer moments as optim.m.<name>,
                                   optim.v.<name>. Metadata: format, step, layout, the model
                                   configuration, optimizer. OUT is replaced only when complete.
+   ptckpt export --format gguf [--type f32|f16|bf16|q8_0|q4_0] [--tokenizer FILE] DIR|STEPDIR OUT.gguf
+                                  the checkpoint as a GGUF of llama.cpp's gpt2 architecture (see
+                                  pt_gguf_export: tensor names, keys, GPT-2's byte-level vocabulary;
+                                  --type the matrices' format, default f32; q4_0 keeps the LM head
+                                  q8_0). --format defaults to gguf for an OUT ending in .gguf, else
+                                  safetensors. A BPE model needs its tokenizer: --tokenizer FILE
+                                  (tokenizer.bin of its shards).
+   ptckpt import IN.gguf OUTDIR [--step K]
+                                  a 1-rank checkpoint of the gpt2 GGUF (pt_gguf_load: shapes, types
+                                  and every tensor checked; matrices dequantized to f32; the
+                                  vocabulary's rows are the model's vocab_padded); the step is --step,
+                                  else the file's ptrain.step, else 0.
    ptckpt import IN.safetensors OUTDIR [--step K] [--vocab N] [--vocab-padded N] [--max-seq N]
                  [--layers N] [--width N] [--heads N] [--untied 0|1]
                                   a 1-rank checkpoint (parameters only) of the GPT that the metadata
@@ -41,12 +56,26 @@
 #include <sys/stat.h>
 
 static int usage(void) {
-    fprintf(stderr, "usage: ptckpt inspect DIR|STEPDIR\n"
+    fprintf(stderr, "usage: ptckpt inspect DIR|STEPDIR|FILE.gguf\n"
                     "       ptckpt verify DIR|STEPDIR\n"
                     "       ptckpt export DIR|STEPDIR OUT.safetensors [--dtype f32|bf16] [--moments]\n"
+                    "       ptckpt export --format gguf [--type f32|f16|bf16|q8_0|q4_0] [--tokenizer FILE] DIR|STEPDIR OUT.gguf\n"
+                    "       ptckpt import IN.gguf OUTDIR [--step K]\n"
                     "       ptckpt import IN.safetensors OUTDIR [--step K] [--vocab N] [--vocab-padded N] [--max-seq N]\n"
                     "                     [--layers N] [--width N] [--heads N] [--untied 0|1]\n");
     return 2;
+}
+
+/* 1 when path is a regular file that starts with GGUF's magic */
+static int is_gguf(const char *path) {
+    struct stat sb;
+    char m[4];
+    FILE *f;
+    int yes = 0;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || !(f = fopen(path, "rb"))) return 0;
+    yes = fread(m, 1, 4, f) == 4 && !memcmp(m, "GGUF", 4);
+    fclose(f);
+    return yes;
 }
 
 static const char *kind_name(int k) { return k == 0 ? "param" : k == 1 ? "m" : "v"; }
@@ -56,6 +85,53 @@ static void human(char *out, size_t n, double b) {
     else if (b >= 1e6) snprintf(out, n, "%.2f MB", b / 1e6);
     else if (b >= 1e3) snprintf(out, n, "%.1f kB", b / 1e3);
     else snprintf(out, n, "%.0f B", b);
+}
+
+static int cmd_inspect_gguf(const char *path) {
+    static const char *const vt[13] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+    char err[1024], hb[32];
+    pt_gguf *g = pt_gguf_open(path, err, sizeof err);
+    uint32_t ver = 0, al = 0;
+    int64_t doff = 0, i, j, tot = 0, nel = 0;
+    if (!g) {
+        fprintf(stderr, "ptckpt inspect: %s\n", err);
+        return 1;
+    }
+    pt_gguf_info(g, &ver, &al, &doff);
+    printf("gguf       %s\n", path);
+    printf("version    %u, alignment %u, data at byte %lld\n", ver, al, (long long)doff);
+    printf("metadata   %lld keys\n", (long long)pt_gguf_kv_count(g));
+    for (i = 0; i < pt_gguf_kv_count(g); i++) {
+        int32_t et = 0;
+        int64_t n = 0, sl = 0, v = 0;
+        int32_t ty = pt_gguf_kv_type(g, i, &et, &n);
+        double d = 0;
+        const char *s;
+        printf("  %-40s %-6s", pt_gguf_kv_key(g, i), vt[ty]);
+        if (ty == PT_GGUF_ARRAY) printf(" %lld x %s:", (long long)n, vt[et]);
+        for (j = 0; j < (ty == PT_GGUF_ARRAY ? (n < 6 ? n : 6) : 1); j++) {
+            if ((s = pt_gguf_kv_str(g, i, j, &sl)) != NULL) printf(" \"%.*s\"", (int)(sl > 60 ? 60 : sl), s);
+            else if (et == PT_GGUF_F32 || et == PT_GGUF_F64) pt_gguf_kv_float(g, i, j, &d), printf(" %.9g", d);
+            else if (pt_gguf_kv_int(g, i, j, &v)) printf(" %lld", (long long)v);
+            else printf(" (above 2^63)");
+        }
+        printf("%s\n", ty == PT_GGUF_ARRAY && n > 6 ? " ..." : "");
+    }
+    printf("tensors    %lld (name, type, ne, bytes)\n", (long long)pt_gguf_tensor_count(g));
+    for (i = 0; i < pt_gguf_tensor_count(g); i++) {
+        const pt_gguf_tensor *t = pt_gguf_tensor_at(g, i);
+        char sh[96];
+        size_t k = 0;
+        int d;
+        int64_t e = 1;
+        for (d = 0; d < t->ndim; d++) e *= t->ne[d], k += (size_t)snprintf(sh + k, sizeof sh - k, d ? "x%lld" : "%lld", (long long)t->ne[d]);
+        printf("  %-32s %-6s %-14s %12lld\n", t->name, pt_gguf_type_name(t->type), sh, (long long)t->bytes);
+        tot += t->bytes, nel += e;
+    }
+    human(hb, sizeof hb, (double)tot);
+    printf("total      %lld elements, %lld bytes of tensor data (%s)\n", (long long)nel, (long long)tot, hb);
+    pt_gguf_free(g);
+    return 0;
 }
 
 static int cmd_inspect(const char *path) {
@@ -147,27 +223,115 @@ static int cmd_verify(const char *path) {
 
 static int cmd_export(int argc, char **argv) {
     pt_ckpt_export_opts o;
+    pt_gguf_export_opts go;
+    const char *pos[2] = {NULL, NULL}, *fmt = NULL, *tokf = NULL;
+    pt_tokenizer *tk = NULL;
     char err[1024];
-    int i;
+    int i, np = 0, st_flags = 0, gg_flags = 0, gguf, rc = 0;
+    size_t L;
     memset(&o, 0, sizeof o);
-    if (argc < 2) return usage();
-    for (i = 2; i < argc; i++) {
+    memset(&go, 0, sizeof go);
+    for (i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
-            i++;
+            i++, st_flags = 1;
             if (!strcmp(argv[i], "bf16")) o.bf16 = 1;
             else if (strcmp(argv[i], "f32")) {
                 fprintf(stderr, "ptckpt export: --dtype %s: expected f32 or bf16\n", argv[i]);
                 return 2;
             }
-        } else if (!strcmp(argv[i], "--moments")) o.moments = 1;
-        else return usage();
+        } else if (!strcmp(argv[i], "--moments")) o.moments = 1, st_flags = 1;
+        else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
+            fmt = argv[++i];
+            if (strcmp(fmt, "gguf") && strcmp(fmt, "safetensors")) {
+                fprintf(stderr, "ptckpt export: --format %s: expected safetensors or gguf\n", fmt);
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
+            int t = pt_wtype_parse(argv[++i]);
+            if (t < 0) {
+                fprintf(stderr, "ptckpt export: --type %s: expected f32, f16, bf16, q8_0 or q4_0\n", argv[i]);
+                return 2;
+            }
+            go.type = (pt_wtype)t, gg_flags = 1;
+        } else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) tokf = argv[++i], gg_flags = 1;
+        else if (argv[i][0] == '-' || np == 2) return usage();
+        else pos[np++] = argv[i];
     }
-    if (pt_ckpt_export(argv[0], argv[1], &o, err, sizeof err) != PT_OK) {
-        fprintf(stderr, "ptckpt export: %s\n", err);
+    if (np != 2) return usage();
+    L = strlen(pos[1]);
+    gguf = fmt ? !strcmp(fmt, "gguf") : L > 5 && !strcmp(pos[1] + L - 5, ".gguf");
+    if ((gguf && st_flags) || (!gguf && gg_flags)) {
+        fprintf(stderr, "ptckpt export: %s are options of the %s format\n", gguf ? "--dtype and --moments" : "--type and --tokenizer", gguf ? "safetensors" : "gguf");
+        return 2;
+    }
+    if (!gguf) {
+        if (pt_ckpt_export(pos[0], pos[1], &o, err, sizeof err) != PT_OK) {
+            fprintf(stderr, "ptckpt export: %s\n", err);
+            return 1;
+        }
+        printf("wrote %s (%s%s)\n", pos[1], o.bf16 ? "BF16" : "F32", o.moments ? ", with the optimizer moments" : "");
+        return 0;
+    }
+    if (tokf && !(tk = pt_tokenizer_load(NULL, tokf))) return 1; /* its message is on stderr */
+    go.tokenizer = tk;
+    if (pt_gguf_export(pos[0], pos[1], &go, err, sizeof err) != PT_OK) {
+        fprintf(stderr, "ptckpt export: %s%s\n", err, strstr(err, "opts.tokenizer") ? " (--tokenizer FILE: the tokenizer.bin of its shards)" : "");
+        rc = 1;
+    } else printf("wrote %s (gguf, gpt2, %s matrices%s)\n", pos[1], pt_wtype_name(go.type), tk ? ", with its BPE vocabulary" : ", byte vocabulary");
+    pt_tokenizer_free(tk);
+    return rc;
+}
+
+static int cmd_import_gguf(int argc, char **argv) {
+    long long step = -1;
+    int i, rc = 1;
+    pt_desc desc;
+    pt_ctx *ctx;
+    pt_gpt *m = NULL;
+    pt_gpt_weights *w = NULL;
+    pt_ckpt_opts co;
+    for (i = 2; i < argc; i++) {
+        char *end;
+        if (strcmp(argv[i], "--step") || i + 1 >= argc) {
+            fprintf(stderr, "ptckpt import: %s: a GGUF file takes only --step (its configuration is its metadata)\n", argv[i]);
+            return 2;
+        }
+        errno = 0;
+        step = strtoll(argv[++i], &end, 10);
+        if (*end || end == argv[i] || errno == ERANGE || step < 0) {
+            fprintf(stderr, "ptckpt import: --step %s: expected a non-negative integer\n", argv[i]);
+            return 2;
+        }
+    }
+    memset(&desc, 0, sizeof desc);
+    desc.device = "cpu";
+    if (!(ctx = pt_init(&desc))) {
+        fprintf(stderr, "ptckpt import: cannot create a context\n");
         return 1;
     }
-    printf("wrote %s (%s%s)\n", argv[1], o.bf16 ? "BF16" : "F32", o.moments ? ", with the optimizer moments" : "");
-    return 0;
+    if (!(w = pt_gguf_load(ctx, argv[0], NULL))) fprintf(stderr, "ptckpt import: %s\n", pt_error(ctx));
+    else if (!(m = pt_gpt_new(ctx, &w->cfg))) fprintf(stderr, "ptckpt import: the model of the file: %s\n", pt_error(ctx));
+    else if (pt_gguf_to_params(ctx, w) != PT_OK) fprintf(stderr, "ptckpt import: %s\n", pt_error(ctx));
+    else {
+        char err[256];
+        pt_gguf *g = step < 0 ? pt_gguf_open(argv[0], err, sizeof err) : NULL;
+        int64_t s = -1;
+        if (g && pt_gguf_kv_int(g, pt_gguf_kv_find(g, "ptrain.step"), 0, &s) && s >= 0) step = s;
+        pt_gguf_free(g);
+        if (step < 0) step = 0;
+        memset(&co, 0, sizeof co);
+        co.model = &m->cfg;
+        if (pt_ckpt_save(ctx, NULL, argv[1], step, &co) != PT_OK) fprintf(stderr, "ptckpt import: %s\n", pt_error(ctx));
+        else {
+            printf("wrote %s/step_%09lld (%d parameters, %lld elements, from gguf; no optimizer state)\n", argv[1], step, pt_param_count(ctx),
+                   (long long)pt_param_numel(ctx));
+            rc = 0;
+        }
+    }
+    if (m) pt_gpt_free(m);
+    pt_gpt_weights_free(w);
+    pt_shutdown(ctx);
+    return rc;
 }
 
 static int cmd_import(int argc, char **argv) {
@@ -183,6 +347,7 @@ static int cmd_import(int argc, char **argv) {
     pt_gpt *m;
     pt_ckpt_opts co;
     if (argc < 2) return usage();
+    if (is_gguf(argv[0])) return cmd_import_gguf(argc, argv);
     for (i = 2; i < argc; i++) {
         char *end;
         for (k = 0; k < 8 && strcmp(argv[i], flags[k]); k++) {}
@@ -244,7 +409,7 @@ static int cmd_import(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (argc < 3) return usage();
-    if (!strcmp(argv[1], "inspect") && argc == 3) return cmd_inspect(argv[2]);
+    if (!strcmp(argv[1], "inspect") && argc == 3) return is_gguf(argv[2]) ? cmd_inspect_gguf(argv[2]) : cmd_inspect(argv[2]);
     if (!strcmp(argv[1], "verify") && argc == 3) return cmd_verify(argv[2]);
     if (!strcmp(argv[1], "export")) return cmd_export(argc - 2, argv + 2);
     if (!strcmp(argv[1], "import")) return cmd_import(argc - 2, argv + 2);

@@ -9,6 +9,9 @@
      DIR/tokenizer/    a trained BPE tokenizer FZ_SEP text
      DIR/cltune/       a tuning file of every kernel's parameters (pt_cl_tune_params)
      DIR/runlog/       a pt_monitor log of a few steps, alone and FZ_SEP a pt_trace timeline
+     DIR/gguf/         pt_gguf_export of the tiny GPT (f32; q8_0, whose width 4 falls back to f16) and of
+                       one of width 32 (q4_0, q8_0); a writer-made file of every metadata type and
+                       f32 / f16 / q8_0 / q4_0 tensors, at alignment 32 and at 1
    Usage: gen_seeds DIR (a few KB per seed; built by tests/fuzz_test.sh and the Makefile's fuzz
    target, or into the fuzz binary: fuzz_all.c, env PTFUZZ_SEEDS=DIR). Exit 1 on failure. */
 #ifndef FZ_ALL
@@ -205,6 +208,65 @@ static int gs_runlog(const char *dir, const char *tmp) {
     return ok;
 }
 
+static int gs_gguf(const char *dir, const char *tmp) {
+    static const pt_wtype types[4] = {PT_W_F32, PT_W_Q8_0, PT_W_Q4_0, PT_W_Q8_0};
+    pt_gguf_export_opts eo;
+    pt_gpt_config cfg;
+    pt_ckpt_opts co;
+    char p[1200], q[1200], err[512];
+    pt_ctx *ctx = fz_new_ctx();
+    pt_gpt *m;
+    int ok = 1, i;
+    unsigned a;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.vocab = 4, cfg.vocab_padded = 4, cfg.max_seq = 2, cfg.layers = 1, cfg.width = 32, cfg.heads = 1;
+    memset(&co, 0, sizeof co);
+    co.model = &cfg;
+    snprintf(p, sizeof p, "%s/ck32", tmp);
+    if (!(m = pt_gpt_new(ctx, &cfg)) || pt_ckpt_save(ctx, NULL, p, 1, &co) != PT_OK) return fprintf(stderr, "gen_seeds: the width-32 GPT: %s\n", pt_error(ctx)), 0;
+    pt_gpt_free(m);
+    pt_shutdown(ctx);
+    for (i = 0; i < 4 && ok; i++) { /* the ckpt seed's GPT (width 4) as f32 and q8_0; the width-32 one as q4_0 and q8_0 */
+        memset(&eo, 0, sizeof eo);
+        eo.type = types[i];
+        if (i < 2) snprintf(p, sizeof p, "%s/ck0/step_%09d", tmp, 3);
+        else snprintf(p, sizeof p, "%s/ck32/step_%09d", tmp, 1);
+        snprintf(q, sizeof q, "%s/export%d.gguf", tmp, i);
+        if (pt_gguf_export(p, q, &eo, err, sizeof err) != PT_OK) return fprintf(stderr, "gen_seeds: pt_gguf_export: %s\n", err), 0;
+        snprintf(p, sizeof p, "gpt2_w%d_%s", i < 2 ? 4 : 32, pt_wtype_name(types[i]));
+        ok = gs_put_files(dir, "gguf", p, "", 0, q, NULL);
+    }
+    for (a = 1; a <= 32 && ok; a *= 32) { /* every metadata type, four tensor types */
+        pt_gguf_writer *w = pt_gguf_writer_new(a);
+        uint8_t u8 = 7, bt = 1;
+        int16_t i16 = -3;
+        uint64_t u64 = 1ull << 40;
+        double f64 = 0.5;
+        float f32 = 2.5f, x[64];
+        int32_t ai[3] = {1, -2, 3};
+        const char *str = "gpt2", *strs[2] = {"\xc4\xa0" "a", "b c"};
+        unsigned char q8[34 * 2], q4[18];
+        uint16_t h[3];
+        int64_t ne1[1] = {3}, ne2[2] = {32, 2}, ne3[2] = {32, 1};
+        for (i = 0; i < 64; i++) x[i] = (float)(i % 7) - 3.0f;
+        for (i = 0; i < 3; i++) h[i] = pt__f16_from_f32(x[i]);
+        pt_quantize_row(PT_W_Q8_0, x, q8, 64), pt_quantize_row(PT_W_Q4_0, x, q4, 32);
+        pt_gguf_writer_kv(w, "general.architecture", PT_GGUF_STRING, &str), pt_gguf_writer_kv(w, "u8", PT_GGUF_U8, &u8);
+        pt_gguf_writer_kv(w, "b", PT_GGUF_BOOL, &bt), pt_gguf_writer_kv(w, "i16", PT_GGUF_I16, &i16), pt_gguf_writer_kv(w, "u64", PT_GGUF_U64, &u64);
+        pt_gguf_writer_kv(w, "f64", PT_GGUF_F64, &f64), pt_gguf_writer_kv(w, "f32", PT_GGUF_F32, &f32);
+        pt_gguf_writer_arr(w, "ai", PT_GGUF_I32, ai, 3), pt_gguf_writer_arr(w, "as", PT_GGUF_STRING, strs, 2);
+        pt_gguf_writer_tensor(w, "f", 0, 1, ne1), pt_gguf_writer_tensor(w, "h", 1, 1, ne1), pt_gguf_writer_tensor(w, "q8", 8, 2, ne2);
+        pt_gguf_writer_tensor(w, "q4", 2, 2, ne3);
+        snprintf(q, sizeof q, "%s/types%u.gguf", tmp, a);
+        pt_gguf_writer_begin(w, q), pt_gguf_writer_data(w, x, 12), pt_gguf_writer_data(w, h, 6), pt_gguf_writer_data(w, q8, 68), pt_gguf_writer_data(w, q4, 18);
+        if (pt_gguf_writer_finish(w) != PT_OK) ok = 0, fprintf(stderr, "gen_seeds: the gguf writer: %s\n", pt_gguf_writer_error(w));
+        pt_gguf_writer_free(w);
+        snprintf(p, sizeof p, "types_align%u", a);
+        ok = ok && gs_put_files(dir, "gguf", p, "", 0, q, NULL);
+    }
+    return ok;
+}
+
 /* every seed into dir (created); 1 when all were written */
 static int fz_gen_seeds(const char *dir) {
     char tmp[1200];
@@ -212,7 +274,7 @@ static int fz_gen_seeds(const char *dir) {
     int ok;
     mkdir(dir, 0777);
     snprintf(tmp, sizeof tmp, "%s", scratch);
-    ok = gs_ckpt(dir, tmp) && gs_shard(dir, tmp) && gs_idx(dir) && gs_tokenizer(dir, tmp) && gs_cltune(dir) && gs_runlog(dir, tmp);
+    ok = gs_ckpt(dir, tmp) && gs_gguf(dir, tmp) && gs_shard(dir, tmp) && gs_idx(dir) && gs_tokenizer(dir, tmp) && gs_cltune(dir) && gs_runlog(dir, tmp);
     fz_dir(); /* emptied */
     return ok;
 }
