@@ -2304,8 +2304,8 @@ typedef struct pt_gpt_weights {
     void *owner;             /**< something else owned (an mmap, a model), released by pt_gpt_weights_free */
     void (*release)(void *owner);
 } pt_gpt_weights;
-/** Calls release(owner) (when set), frees mem[*], layer and the struct itself, all through w->ctx's
-    allocator. NULL is a no-op. */
+/** Frees mem[*], layer and the struct itself, all through w->ctx's allocator, then calls
+    release(owner) when set (last: the owner may hold w->ctx itself). NULL is a no-op. */
 PTDEF void pt_gpt_weights_free(pt_gpt_weights *w);
 /** Bytes of all matrices and vectors as stored (a tied head counted once); -1 for NULL or a matrix of an
     unknown type. */
@@ -2604,6 +2604,28 @@ typedef struct pt_gen_stats {
     NULL. PT_OK, or the first error (then the results hold what was generated until then). */
 PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *req, pt_gen_result *res, const pt_gen_opts *opts,
                             pt_gen_stats *stats);
+/** The weights src in type t: every matrix (the token table and head too) converted, each row
+    dequantized then quantized as pt_quantize_row does (a matrix already in t is shared, not copied);
+    the vectors (norms, biases, positions) shared. src must outlive the result. Allocated through
+    src->ctx; NULL and an error when t does not fit the width (q8_0 / q4_0: multiples of 32). */
+PTDEF pt_gpt_weights *pt_gpt_weights_convert(const pt_gpt_weights *src, pt_wtype t);
+/** A model file opened for inference: a checkpoint (a directory pttrain's --ckpt-dir wrote, or one
+    step directory in it; its model configuration from the manifest), a safetensors file (pt_ckpt_export;
+    the configuration from its metadata) or a gpt2 GGUF file (pt_gguf_load), told apart by their
+    content. A checkpoint or safetensors model is built in a context of its own (the caller's
+    allocator, log and threads) and released with the weights. wtype -1 keeps what is stored (f32 for
+    checkpoints and safetensors, the file's types for GGUF); another type converts the matrices
+    (pt_gpt_weights_convert). *tok (when tok is not NULL) = the model's tokenizer: the one the checkpoint
+    carries or the GGUF file's when ptrain can reproduce it, else NULL (byte-level, or give ids).
+    NULL and an error naming the path and the problem (a missing file, a file of another kind, a bad
+    checkpoint, a malformed GGUF). */
+PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wtype, pt_tokenizer **tok);
+/** Evaluation: the summed negative log-likelihood (natural log) of tokens[1..n), each given the
+    tokens before it within the context, in *nll, and the tokens scored (n - 1) in *count; so the
+    perplexity is exp(*nll / *count). Windows of max_seq tokens slide by max_seq / 2 and each token is
+    scored once, with at least max_seq / 2 tokens of context (fewer in the first window). Uses one
+    sequence of inf at a time. */
+PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, double *nll, int64_t *count);
 
 #ifdef __cplusplus
 }
@@ -9848,12 +9870,14 @@ PTDEF void pt_dequantize_row(pt_wtype t, const void *src, float *y, int64_t n) {
 PTDEF void pt_gpt_weights_free(pt_gpt_weights *w) {
     int i;
     pt_ctx *ctx;
+    void *owner;
+    void (*release)(void *);
     if (!w) return;
-    ctx = w->ctx;
-    if (w->release) w->release(w->owner);
+    ctx = w->ctx, owner = w->owner, release = w->release;
     for (i = 0; i < PT_WEIGHTS_MEM; i++) pt__free(ctx, w->mem[i]);
     pt__free(ctx, w->layer);
     pt__free(ctx, w);
+    if (release) release(owner); /* last: the owner may hold the context itself */
 }
 static int64_t pt__qmat_bytes(const pt_qmat *m) {
     int64_t rb = pt_wtype_row_bytes(m->type, m->cols);
@@ -24373,68 +24397,228 @@ static int pt__inf_model_ok(const pt_gpt *m, char *why, size_t n) {
     if (!m->wte || !m->wpe || !m->lnf_w || !m->lnf_b || !m->lm_head) return snprintf(why, n, "missing embedding or head parameters"), 0;
     return 1;
 }
-/* the matrix of t: f32 in place, or rows quantized to type into *mem (advanced past it) */
-static pt_qmat pt__inf_wmat(pt_ctx *ctx, const pt_tensor *t, pt_wtype type, unsigned char **mem) {
-    pt_qmat q = pt__inf_f32mat(t);
-    if (type != PT_W_F32) {
-        const int64_t rb = pt_wtype_row_bytes(type, q.cols), rows = q.rows, cols = q.cols;
-        const float *src = (const float *)q.data;
+/* the matrix src in type t into *mem (advanced past it): each row dequantized to f32 (f32 rows read in
+   place), then quantized; src itself when it is stored in t already */
+static pt_qmat pt__inf_conv(pt_ctx *ctx, const pt_qmat *src, pt_wtype t, unsigned char **mem, float *tmp) {
+    pt_qmat q = *src;
+    if (src->type != t) {
+        const int64_t rb = pt_wtype_row_bytes(t, src->cols), sb = pt_wtype_row_bytes(src->type, src->cols), rows = src->rows, cols = src->cols;
+        const unsigned char *in = (const unsigned char *)src->data;
         unsigned char *dst = *mem;
         int64_t r;
-        PT__CPU_PAR_FOR(ctx, rows * cols * 4)
-        for (r = 0; r < rows; r++) pt_quantize_row(type, src + r * cols, dst + r * rb, cols);
-        q.type = type, q.data = dst;
+        if (src->type == PT_W_F32) {
+            PT__CPU_PAR_FOR(ctx, rows * cols * 4)
+            for (r = 0; r < rows; r++) pt_quantize_row(t, (const float *)(in + r * sb), dst + r * rb, cols);
+        } else
+            for (r = 0; r < rows; r++) pt_dequantize_row(src->type, in + r * sb, tmp, cols), pt_quantize_row(t, tmp, dst + r * rb, cols);
+        q.type = t, q.data = dst;
         *mem += (rows * rb + PT__ALIGN - 1) & ~(int64_t)(PT__ALIGN - 1);
     }
     return q;
 }
-PTDEF pt_gpt_weights *pt_gpt_weights_from(pt_gpt *m, pt_wtype t) {
+/* bytes one converted matrix takes in *mem (0 when it keeps its type), rounded up to the alignment */
+static int64_t pt__inf_conv_bytes(const pt_qmat *src, pt_wtype t) {
+    return src->type == t ? 0 : (src->rows * pt_wtype_row_bytes(t, src->cols) + PT__ALIGN - 1) & ~(int64_t)(PT__ALIGN - 1);
+}
+PTDEF pt_gpt_weights *pt_gpt_weights_convert(const pt_gpt_weights *src, pt_wtype t) {
     pt_gpt_weights *w;
     pt_ctx *ctx;
-    char why[128];
-    int64_t bytes = 0, C;
+    int64_t bytes = PT__ALIGN, C, maxc;
     unsigned char *mem = NULL;
+    float *tmp;
+    int l, tied;
+    if (!src) return NULL;
+    ctx = src->ctx, C = src->cfg.width, maxc = 4 * C;
+    tied = src->head.data == src->wte.data;
+    if (!pt_wtype_name(t) || pt_wtype_row_bytes(t, C) < 0 || pt_wtype_row_bytes(t, 4 * C) < 0)
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_convert: weight type %d (%s) does not fit width %lld (rows of whole %lld-element blocks)",
+                                          (int)t, pt_wtype_name(t) ? pt_wtype_name(t) : "unknown", (long long)C, (long long)pt_wtype_block(t));
+    bytes += pt__inf_conv_bytes(&src->wte, t) + (tied ? 0 : pt__inf_conv_bytes(&src->head, t));
+    for (l = 0; l < src->cfg.layers; l++) {
+        const pt_gpt_layer_w *a = &src->layer[l];
+        bytes += pt__inf_conv_bytes(&a->qkv, t) + pt__inf_conv_bytes(&a->proj, t) + pt__inf_conv_bytes(&a->fc, t) + pt__inf_conv_bytes(&a->fproj, t);
+    }
+    w = (pt_gpt_weights *)pt__malloc(ctx, sizeof *w);
+    tmp = (float *)pt__alloc(ctx, (size_t)maxc * sizeof(float));
+    if (!w || !tmp) {
+        pt__free(ctx, w), pt__free(ctx, tmp);
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_convert: out of memory");
+    }
+    *w = *src;
+    memset(w->mem, 0, sizeof w->mem);
+    w->owner = NULL, w->release = NULL;
+    w->layer = (pt_gpt_layer_w *)pt__malloc(ctx, (size_t)src->cfg.layers * sizeof *w->layer);
+    if (bytes > PT__ALIGN && (w->mem[0] = pt__malloc(ctx, (size_t)bytes)) != NULL) mem = (unsigned char *)pt__inf_align(w->mem[0]);
+    if (!w->layer || (bytes > PT__ALIGN && !w->mem[0])) {
+        pt__free(ctx, tmp);
+        pt_gpt_weights_free(w);
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_convert: out of memory for %lld bytes of %s weights", (long long)bytes,
+                                          pt_wtype_name(t));
+    }
+    w->wte = pt__inf_conv(ctx, &src->wte, t, &mem, tmp);
+    w->head = tied ? w->wte : pt__inf_conv(ctx, &src->head, t, &mem, tmp);
+    for (l = 0; l < src->cfg.layers; l++) {
+        const pt_gpt_layer_w *a = &src->layer[l];
+        pt_gpt_layer_w *b = &w->layer[l];
+        *b = *a;
+        b->qkv = pt__inf_conv(ctx, &a->qkv, t, &mem, tmp), b->proj = pt__inf_conv(ctx, &a->proj, t, &mem, tmp);
+        b->fc = pt__inf_conv(ctx, &a->fc, t, &mem, tmp), b->fproj = pt__inf_conv(ctx, &a->fproj, t, &mem, tmp);
+    }
+    pt__free(ctx, tmp);
+    return w;
+}
+PTDEF pt_gpt_weights *pt_gpt_weights_from(pt_gpt *m, pt_wtype t) {
+    pt_gpt_weights *w, *q;
+    pt_ctx *ctx;
+    char why[128];
     int l;
     if (!m) return NULL;
     ctx = m->ctx;
     if (!pt__inf_model_ok(m, why, sizeof why))
         return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: expected a whole model on the CPU, found %s", why);
-    C = m->cfg.width;
-    if (!pt_wtype_name(t) || pt_wtype_row_bytes(t, C) < 0 || pt_wtype_row_bytes(t, 4 * C) < 0)
-        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: weight type %d (%s) does not fit width %lld (rows of %lld elements per block)",
-                                          (int)t, pt_wtype_name(t) ? pt_wtype_name(t) : "unknown", (long long)C, (long long)pt_wtype_block(t));
-    if (t != PT_W_F32) { /* one block for every quantized matrix, each 64-byte aligned */
-        const int64_t r1 = pt_wtype_row_bytes(t, C), r4 = pt_wtype_row_bytes(t, 4 * C), a = PT__ALIGN;
-        bytes = (int64_t)m->cfg.layers * (((3 * C * r1 + a - 1) & -a) + ((C * r1 + a - 1) & -a) + ((4 * C * r1 + a - 1) & -a) + ((C * r4 + a - 1) & -a));
-        bytes += (((int64_t)m->wte->shape[0] * r1 + a - 1) & -a) * (m->lm_head != m->wte ? 2 : 1) + a;
-    }
+    if (!pt_wtype_name(t) || pt_wtype_row_bytes(t, m->cfg.width) < 0 || pt_wtype_row_bytes(t, 4 * (int64_t)m->cfg.width) < 0)
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: weight type %d (%s) does not fit width %lld (rows of whole %lld-element blocks)",
+                                          (int)t, pt_wtype_name(t) ? pt_wtype_name(t) : "unknown", (long long)m->cfg.width, (long long)pt_wtype_block(t));
+    /* the f32 weights in place (pointing into the slab), then converted to t */
     w = (pt_gpt_weights *)pt__malloc(ctx, sizeof *w);
     if (!w) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory");
     memset(w, 0, sizeof *w);
     w->ctx = ctx;
     w->cfg = m->cfg;
-    w->layer = (pt_gpt_layer_w *)pt__malloc(ctx, (size_t)m->cfg.layers * sizeof *w->layer);
-    if (bytes && (w->mem[0] = pt__malloc(ctx, (size_t)bytes)) != NULL) mem = (unsigned char *)pt__inf_align(w->mem[0]);
-    if (!w->layer || (bytes && !w->mem[0])) {
+    if (!(w->layer = (pt_gpt_layer_w *)pt__malloc(ctx, (size_t)m->cfg.layers * sizeof *w->layer))) {
         pt_gpt_weights_free(w);
-        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory for %lld bytes of %s weights", (long long)bytes,
-                                          pt_wtype_name(t));
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory");
     }
-    w->wte = pt__inf_wmat(ctx, m->wte, t, &mem);
-    w->head = m->lm_head == m->wte ? w->wte : pt__inf_wmat(ctx, m->lm_head, t, &mem);
+    w->wte = pt__inf_f32mat(m->wte);
+    w->head = m->lm_head == m->wte ? w->wte : pt__inf_f32mat(m->lm_head);
     w->wpe = pt_f32(m->wpe), w->lnf_w = pt_f32(m->lnf_w), w->lnf_b = pt_f32(m->lnf_b);
     for (l = 0; l < m->cfg.layers; l++) {
         const pt_block *b = &m->blocks[l];
         pt_gpt_layer_w *lw = &w->layer[l];
         lw->ln1_w = pt_f32(b->ln1_w), lw->ln1_b = pt_f32(b->ln1_b), lw->ln2_w = pt_f32(b->ln2_w), lw->ln2_b = pt_f32(b->ln2_b);
-        lw->qkv = pt__inf_wmat(ctx, b->attn.w, t, &mem), lw->proj = pt__inf_wmat(ctx, b->attn_proj.w, t, &mem);
-        lw->fc = pt__inf_wmat(ctx, b->mlp.fc.w, t, &mem), lw->fproj = pt__inf_wmat(ctx, b->mlp.proj.w, t, &mem);
+        lw->qkv = pt__inf_f32mat(b->attn.w), lw->proj = pt__inf_f32mat(b->attn_proj.w);
+        lw->fc = pt__inf_f32mat(b->mlp.fc.w), lw->fproj = pt__inf_f32mat(b->mlp.proj.w);
         lw->qkv_b = b->attn.b ? pt_f32(b->attn.b) : NULL, lw->proj_b = b->attn_proj.b ? pt_f32(b->attn_proj.b) : NULL;
         lw->fc_b = b->mlp.fc.b ? pt_f32(b->mlp.fc.b) : NULL, lw->fproj_b = b->mlp.proj.b ? pt_f32(b->mlp.proj.b) : NULL;
     }
-    return w;
+    if (t == PT_W_F32) return w;
+    q = pt_gpt_weights_convert(w, t);
+    pt_gpt_weights_free(w);
+    return q;
 }
 
+/* ---- opening a model file for inference: a checkpoint, a safetensors or a GGUF file ------------- */
+/* a checkpoint or safetensors file becomes a model in a context of its own (so that several can be
+   open at once beside the caller's parameters), released with the weights */
+typedef struct pt__open_model {
+    pt_ctx *own;         /* the context of the model (shut down at release), or NULL */
+    pt_ctx *alloc;       /* what allocated this struct */
+    pt_gpt *m;
+    pt_gpt_weights *src; /* converted weights: the weights they were made from */
+} pt__open_model;
+static void pt__open_release(void *p) {
+    pt__open_model *om = (pt__open_model *)p;
+    pt_ctx *own;
+    if (!om) return;
+    own = om->own;
+    pt_gpt_weights_free(om->src);
+    pt_gpt_free(om->m);
+    pt__free(om->alloc, om);
+    if (own) pt_shutdown(own);
+}
+/* the kind of the model at path: 1 a checkpoint directory (step in step), 2 safetensors, 3 GGUF, 0 none (err says why) */
+static int pt__model_kind(const char *path, char *step, size_t steplen, char *err, size_t errlen) {
+    unsigned char h[9];
+    size_t got;
+    FILE *f;
+    if (pt_ckpt_step_dir(path, step, steplen) == PT_OK) return 1;
+    if (!(f = fopen(path, "rb"))) {
+        snprintf(err, errlen, "cannot open %s: %s (expected a checkpoint directory, a safetensors or a GGUF file)", path, strerror(errno));
+        return 0;
+    }
+    got = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (got >= 4 && !memcmp(h, "GGUF", 4)) return 3;
+    if (got == 9 && h[8] == '{') return 2; /* safetensors: a little-endian u64 header length, then its JSON */
+    snprintf(err, errlen, "%s is neither a checkpoint directory (no manifest, no step_* in it), a safetensors file (an 8-byte "
+                          "length, then '{') nor a GGUF file (magic \"GGUF\"): its first bytes are %02x %02x %02x %02x",
+             path, got > 0 ? h[0] : 0, got > 1 ? h[1] : 0, got > 2 ? h[2] : 0, got > 3 ? h[3] : 0);
+    return 0;
+}
+PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wtype, pt_tokenizer **tok) {
+    char step[1024], err[PT__ERRLEN];
+    int kind;
+    pt_gpt_weights *w = NULL, *q;
+    if (tok) *tok = NULL;
+    if (!ctx) return NULL;
+    if (!path) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_open: no path");
+    if (wtype != -1 && !pt_wtype_name((pt_wtype)wtype))
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_open: weight type %d is none of f32 (0), f16 (1), q4_0 (2), q8_0 (8), "
+                                          "bf16 (30), or -1 (as stored)", wtype);
+    err[0] = 0;
+    if (!(kind = pt__model_kind(path, step, sizeof step, err, sizeof err))) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_IO, "%s", err);
+    if (kind == 3) {
+        if (!(w = pt_gguf_load(ctx, path, tok))) return NULL;
+    } else {
+        pt_gpt_config cfg;
+        pt_desc d;
+        pt__open_model *om = NULL;
+        pt_ctx *c;
+        memset(&cfg, 0, sizeof cfg);
+        if (kind == 1) {
+            pt_ckpt_info info;
+            memset(&info, 0, sizeof info);
+            if (pt_ckpt_info_read(step, &info, err, sizeof err) != PT_OK) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_FORMAT, "%s", err);
+            if (!info.has_model) {
+                pt_ckpt_info_free(&info);
+                return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_FORMAT, "checkpoint %s records no model configuration", step);
+            }
+            cfg = info.model;
+            pt_ckpt_info_free(&info);
+        } else if (pt_safetensors_config(path, &cfg, NULL, err, sizeof err) != PT_OK)
+            return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_FORMAT, "%s", err);
+        cfg.dropout = 0, cfg.recompute = 0;
+        d = ctx->desc; /* the same allocator, log and threads; one process on the CPU */
+        d.dist = NULL, d.device = "cpu", d.threads = pt_threads(ctx);
+        if (!(c = pt_init(&d))) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_open: no context for %s", path);
+        if ((om = (pt__open_model *)pt__malloc(c, sizeof *om)) != NULL) {
+            memset(om, 0, sizeof *om);
+            om->own = om->alloc = c;
+            if ((om->m = pt_gpt_new(c, &cfg)) != NULL && (kind == 1 ? pt_ckpt_load(c, NULL, step, NULL) : pt_safetensors_load(c, path)) == PT_OK)
+                w = pt_gpt_weights_from(om->m, PT_W_F32);
+        }
+        if (!w) {
+            pt__fail(ctx, c->status ? c->status : PT_ERR_OOM, "%s: %s", path, c->status ? pt_error(c) : "out of memory");
+            if (om) pt__open_release(om);
+            else pt_shutdown(c);
+            return NULL;
+        }
+        w->owner = om, w->release = pt__open_release;
+        if (tok && kind == 1 && !(*tok = pt_ckpt_tokenizer(ctx, step)) && ctx->status != PT_OK) { /* NULL and no error: byte-level */
+            pt_gpt_weights_free(w);
+            return NULL;
+        }
+    }
+    if (wtype == -1 || wtype == (int)w->layer[0].qkv.type) return w;
+    /* another type than stored: converted; the stored weights live on as the owner's */
+    if (!(q = pt_gpt_weights_convert(w, (pt_wtype)wtype))) {
+        pt_gpt_weights_free(w);
+        if (tok) pt_tokenizer_free(*tok), *tok = NULL;
+        return NULL;
+    }
+    {
+        pt__open_model *om = (pt__open_model *)pt__malloc(ctx, sizeof *om);
+        if (!om) {
+            pt_gpt_weights_free(q), pt_gpt_weights_free(w);
+            if (tok) pt_tokenizer_free(*tok), *tok = NULL;
+            return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_open: out of memory");
+        }
+        memset(om, 0, sizeof *om);
+        om->alloc = ctx, om->src = w;
+        q->owner = om, q->release = pt__open_release;
+    }
+    return q;
+}
 /* ---- the cache and its sequences --------------------------------------------------------------- */
 typedef struct pt__inf_seq {
     int32_t live, nblk; /* alive; blocks held */
@@ -25204,6 +25388,54 @@ done:
     pt__free(ctx, logits);
     pt__free(ctx, seqs);
     pt__free(ctx, toks);
+    return st;
+}
+
+/* ---- evaluation: the negative log-likelihood of a token stream ---------------------------------- */
+/* windows of max_seq tokens sliding by max_seq / 2, fed in chunks of 64 with every row's logits; each
+   token is scored once, in the first window where it has max_seq / 2 tokens before it (the first
+   window's tokens: all those before it) */
+PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, double *nll, int64_t *count) {
+    ...
+}
+PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, double *nll, int64_t *count) {
+    enum { CHUNK = 64 };
+    pt_ctx *ctx;
+    int64_t T, half, start, scored = 1, V, c, j;
+    float *logits;
+    pt_status st = PT_OK;
+    if (!inf) return PT_ERR_ARG;
+    ctx = inf->ctx;
+    if (!tokens || n < 2 || !nll || !count)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_nll: needs >= 2 tokens (found %lld), nll and count", (long long)n), PT_ERR_ARG);
+    T = inf->w->cfg.max_seq, V = inf->w->cfg.vocab, half = PT__MAX(T / 2, 1);
+    if (!(logits = (float *)pt__alloc(ctx, (size_t)CHUNK * (size_t)V * sizeof(float))))
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_nll: out of memory"), PT_ERR_OOM);
+    *nll = 0, *count = 0;
+    for (start = 0; st == PT_OK; start += half) {
+        int64_t end = PT__MIN(start + T, n);
+        int32_t seq = pt_infer_seq_new(inf);
+        if (seq < 0) { st = ctx->status ? ctx->status : PT_ERR_OOM; break; }
+        for (c = start; c < end && st == PT_OK; c += CHUNK) {
+            int32_t k = (int32_t)PT__MIN((int64_t)CHUNK, end - c);
+            if ((st = pt_infer_step(inf, 1, &seq, &k, tokens + c, logits, 1)) != PT_OK) break;
+            for (j = 0; j < k; j++) {
+                int64_t p = c + j + 1; /* the token row j predicts */
+                const float *r = logits + (size_t)j * (size_t)V;
+                double m, s = 0;
+                int64_t i;
+                if (p < scored || p >= end) continue;
+                for (m = r[0], i = 1; i < V; i++) m = r[i] > m ? r[i] : m;
+                for (i = 0; i < V; i++) s += exp((double)r[i] - m);
+                *nll -= (double)r[tokens[p]] - m - log(s);
+                (*count)++;
+            }
+        }
+        pt_infer_seq_free(inf, seq);
+        scored = end;
+        if (end == n) break;
+    }
+    pt__free(ctx, logits);
     return st;
 }
 
