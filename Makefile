@@ -2,7 +2,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
-EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt
+EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/11_inference
 MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume $(BUILD)/10_memory
 CLLIBS  := -lOpenCL -lclblast
 
@@ -77,7 +77,10 @@ $(BUILD)/ptckpt: tools/ptckpt.c ptrain.h | $(BUILD)
 $(BUILD)/ptmem: tools/ptmem.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptmem.c -o $@ -lm
 
-tools: $(BUILD)/pttrain $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem
+$(BUILD)/ptgen: tools/ptgen.c ptrain.h | $(BUILD)
+	$(CC) -O2 -fopenmp -march=native -I. tools/ptgen.c -o $@ -lm
+
+tools: $(BUILD)/pttrain $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem $(BUILD)/ptgen
 
 # The demo's data: the fortunes corpus (tools/prepare_text.sh: data/fortunes/train.txt, val.txt) as
 # byte-level BPE token shards of DEMO_BPE merges (tools/prepare_shards --bpe; tokenizer.bin beside
@@ -158,6 +161,9 @@ $(BUILD)/bench_recompute: bench/bench_recompute.c bench/bench_util.h ptrain.h | 
 
 $(BUILD)/bench_qmm: bench/bench_qmm.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -I. bench/bench_qmm.c -o $@ -lm
+
+$(BUILD)/bench_decode: bench/bench_decode.c bench/bench_util.h ptrain.h | $(BUILD)
+	$(CC) -O3 -march=native -fopenmp -I. bench/bench_decode.c -o $@ -lm
 
 $(BUILD)/bench_cl: bench/bench_cl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o $@ $(CLLIBS) -lm

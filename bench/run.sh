@@ -45,6 +45,7 @@ cl_bandwidth bench_cl OpenCL elementwise bandwidth vs the device's copy
 cl_gpt bench_cl,ptcl GPT training step (config A) on OpenCL, tuned with CL_TUNE
 recompute bench_recompute activation recomputation none/selective/full: activation bytes and step time, 12 layers, width 768, T=1024
 zero bench_zero ZeRO-0..3 at dp 2 and dp 4 (config B): model state per rank apart from transient buffers, step time, exposed gathers; FSDP2 alongside with BENCH_TORCH
+decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA
 largest_model bench_largest the largest GPT-2 shape that trains 10 steps on 4 ranks within 22 GiB: f32 ZeRO-0 vs bf16 ZeRO-3 full recompute, total RSS (about 10 minutes)
 qmm bench_qmm the inference matrix kernel pt__qmm (f32 f16 bf16 q8_0 q4_0; 3072 x 768 and 768 x 3072; M = 1, 4, 16, 256; 2 threads): GB/s of weights, GFLOP/s
 EOF
@@ -101,6 +102,11 @@ RECOMPUTE=${BENCH_RECOMPUTE:-$B/bench_recompute}
 ZERO=${BENCH_ZERO:-$B/bench_zero}
 LARGEST=${BENCH_LARGEST:-$B/bench_largest}
 QMM=${BENCH_QMM:-$B/bench_qmm}
+DECODE=${BENCH_DECODE:-$B/bench_decode}
+# BENCH_LLAMA: a python with llama-cpp-python (a scratch venv: pip install llama-cpp-python builds llama.cpp, 20-25
+# minutes here): the decode bench then runs llama.cpp (bench/peers/llama_decode.py) on the same model, exported by
+# ptrain as GGUF, after each of ptrain's formats, and prints decode_peer lines and decode_vs_llama ratios
+LLAMA=${BENCH_LLAMA:-}
 # BENCH_TORCH: a python with PyTorch (e.g. ../shared/peers/torchpy.sh of a scratch venv): the zero bench then runs
 # the FSDP2 peer (bench/peers/fsdp2_gpt.py) after each DP size and prints zero_vs_fsdp2 (tokens/s, ZeRO-3 / FSDP2)
 TORCH=${BENCH_TORCH:-}
@@ -190,6 +196,32 @@ b_largest_model() {
     for mode in before after; do step $MPIRUN --oversubscribe -np 4 "$LARGEST" $mode auto 10 "${LARGEST_BUDGET_GIB:-22}"; done
 }
 b_qmm() { built "$QMM" && step "$QMM" 2; }
+# decode: each model, each format, ptrain then (with BENCH_LLAMA) llama.cpp on the same weights, interleaved;
+# DECODE_MODELS / DECODE_FORMATS / DECODE_TOKENS / DECODE_REPS narrow or widen it
+b_decode() {
+    built "$DECODE" || return
+    out=${TMPDIR:-/tmp}/ptrain_bench_decode.$$
+    for model in ${DECODE_MODELS:-gpt2-85m-bytes gpt2-124m}; do
+        for fmt in ${DECODE_FORMATS:-f32 bf16 q8_0 q4_0}; do
+            step "$DECODE" "$model" "$fmt" 1,4,16 "${DECODE_TOKENS:-64}" "${DECODE_REPS:-3}" >"$out"
+            cat "$out"
+            [ -n "$LLAMA" ] || continue
+            case $fmt in bf16) continue ;; esac # the peer runs f32, q8_0 and q4_0
+            g=${TMPDIR:-/tmp}/ptrain_bench_decode_$model.$fmt.gguf
+            step "$DECODE" "$model" --gguf-out "$g" "$fmt"
+            $LLAMA bench/peers/llama_decode.py "$g" "$model" "$fmt" "${DECODE_TOKENS:-64}" "${DECODE_REPS:-3}" >>"$out" 2>/dev/null ||
+                echo "bench decode: the llama.cpp peer failed on $g ($LLAMA)" >&2
+            rm -rf "$g" "$g.ckpt"
+            a=$(grep '"batch":1,' "$out" | grep -v decode_peer | head -n 1 | sed -n 's/.*"tokens_per_s":\([0-9.]*\).*/\1/p')
+            b=$(grep decode_peer "$out" | head -n 1 | sed -n 's/.*"tokens_per_s": *\([0-9.]*\).*/\1/p')
+            grep decode_peer "$out"
+            if [ -n "$a" ] && [ -n "$b" ]; then
+                awk -v a="$a" -v b="$b" -v m="$model" -v f="$fmt" 'BEGIN { printf "{\"bench\":\"decode_vs_llama\",\"model\":\"%s\",\"format\":\"%s\",\"batch\":1,\"ptrain_tokens_per_s\":%s,\"llama_tokens_per_s\":%s,\"ratio\":%.3f}\n", m, f, a, b, a / b }'
+            fi
+        done
+    done
+    rm -f "$out"
+}
 b_cl_gpt() {
     opencl || return
     if tune cl_gpt; then step env PTRAIN_CL_TUNE="$CL_TUNE" "$CL" gpt A 3; else step "$CL" gpt A 3; fi
