@@ -666,6 +666,19 @@ if command -v mpirun >/dev/null 2>&1; then
             pass "$([ "$prog" = 07 ] && echo 07_gpt_3d || echo pttrain) '$cmd': the 5 step losses of 03 (1e-5), val_loss$([ "$prog" = 07 ] || echo ' and a sample')"
         else fail "'$cmd': exit $rc; losses '$got' vs 03's '$ref'; $(tail -n 2 "$W/07_$k.log" | tr '\n' ' ')"; fi
     done
+    # and their samples are one process's: a TP layout gathers the last position's logits (each TP rank's columns
+    # at its slot) before the sampler, a pipeline samples on its last stage and shares the token
+    $PT $g >"$W/07ptref.log" 2>&1
+    sref=$(sample_of "$W/07ptref.log")
+    bad=""
+    k=0
+    for lay in $(grep -l '^model: ' "$W"/07_*.log); do
+        grep -q '^sampled 20 tokens' "$lay" || continue # 07_gpt_3d samples nothing
+        k=$((k + 1))
+        [ "$(sample_of "$lay")" = "$sref" ] || bad="$bad $(basename "$lay"): '$(sample_of "$lay" | head -c 40)'"
+    done
+    if [ -n "$sref" ] && [ $k -ge 5 ] && [ -z "$bad" ]; then pass "pttrain: the $k layouts above (TP, PP, DP, OpenCL) sample what one process samples"
+    else fail "pttrain samples over layouts: one process '$(echo "$sref" | head -c 40)'; $k layouts; differing:$bad"; fi
     # the DP reducer of 07 (its Run line, dp 2 x pp 2): every bucket's reduction of every step started
     # during backward; the grid and the pipeline schedule were printed
     dpl=$(sed -n 's/^dp: \([0-9]*\) buckets, \([0-9]*\) reductions started during backward, \([0-9]*\) bytes reduced.*/\1 \2 \3/p' "$W/07_1.log")

@@ -89,13 +89,14 @@ typedef struct feed {
 static pt_tensor *pick_next(pt_graph *g, feed *f, pt_tensor *x) {
     pt_tensor *logits = pt_gpt_head(g, f->m, x), last;
     int64_t T = x ? x->shape[1] : 0, Vl = logits ? logits->shape[2] : 0;
+    int vp = Vl * pt_tp_size(pt_graph_ctx(g)) == f->m->cfg.vocab_padded && pt_tp_size(pt_graph_ctx(g)) > 1; /* vocab-parallel: Vl columns a TP rank */
     if (!logits) return NULL;
     last = *logits;
     last.off += (T - 1) * Vl;
     last.ndim = 1, last.shape[0] = Vl, last.shape[1] = last.shape[2] = 1;
-    pt_tensor_read(&last, f->row);
+    pt_tensor_read(&last, f->row + (vp ? (int64_t)pt_tp_rank(pt_graph_ctx(g)) * Vl : 0)); /* this rank's slot of the gathered row */
 #ifdef PTRAIN_MPI
-    if (pt_tp_size(pt_graph_ctx(g)) > 1 && Vl * pt_tp_size(pt_graph_ctx(g)) == f->m->cfg.vocab_padded) /* vocab-parallel: gather the row */
+    if (vp) /* vocab-parallel: gather the row (in place: each rank's columns at its slot) */
         MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, f->row, (int)Vl, MPI_FLOAT, *(MPI_Comm *)pt_dist_comm(f->d, PT_COMM_TP));
 #endif
     f->next = pt_sampler_next(f->sampler, f->row, f->hist, f->nhist, NULL); /* -1: a NaN row, named in pt_error */
