@@ -25396,9 +25396,6 @@ done:
    token is scored once, in the first window where it has max_seq / 2 tokens before it (the first
    window's tokens: all those before it) */
 PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, double *nll, int64_t *count) {
-    ...
-}
-PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, double *nll, int64_t *count) {
     enum { CHUNK = 64 };
     pt_ctx *ctx;
     int64_t T, half, start, scored = 1, V, c, j;
