@@ -22002,6 +22002,11 @@ PTDEF pt_status pt_gguf_export(const char *step_dir, const char *out_path, const
     for (i = 0; i < info.ntensors; i++) /* the rows wte has: vocab_padded */
         if (!info.tensors[i].kind && !strcmp(info.tensors[i].name, "wte") && info.tensors[i].ndim == 2) c.vocab_padded = (int32_t)info.tensors[i].shape[0];
     if (!pt__sf_cfg_check(dir, &c, err, errlen)) goto out;
+    if ((int64_t)c.layers * 12 + 4 > info.ntensors) { /* bounds what is allocated per layer by the checkpoint */
+        pt__msg(err, errlen, "%s/manifest: the model has %d layers (%lld parameters), the checkpoint holds %d tensors", dir, (int)c.layers,
+                (long long)c.layers * 12 + 4, (int)info.ntensors);
+        goto out;
+    }
     if (opts && opts->tokenizer ? c.vocab > 256 + opts->tokenizer->merges : c.vocab > 256) {
         if (opts && opts->tokenizer)
             pt__msg(err, errlen, "pt_gguf_export: the model's vocabulary is %d tokens, the tokenizer's %d (256 + %d merges): another tokenizer?", (int)c.vocab,
