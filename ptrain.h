@@ -9737,7 +9737,10 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
  *   ggml does, q4_0 with the same 4-sum correction).
  *   Tiling: rows of W are split across the threads in contiguous ranges (each output element is computed
  *   by one thread, whole); within a range, blocks of rows small enough to stay in L2 while every row of x
- *   passes over them, in register tiles of up to 4 rows of x by 4 rows of W (M = 1: 1 by 8).
+ *   passes over them, in register tiles of 4 (2, 1) rows of x by 4 rows of W (AVX2: 1 by 4 at M = 1, else
+ *   2 by 2); each tile prefetches the rows about 4 KiB ahead (at least the next tile). The AVX-512 float
+ *   kernels at M > 1 and K > 1024 take K in blocks of 512, the tile's 16-lane sums saved between blocks
+ *   (the same values in the same order).
  * ========================================================================== */
 
 #define PT__QK 32 /* elements of a q8_0 / q4_0 block */
@@ -9915,6 +9918,10 @@ PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w) {
 }
 
 /* ---- pt__qmm: the job, the workspace, the scalar reference ---- */
+#ifndef PT__QMM_L2
+#define PT__QMM_L2 (512 << 10) /* bytes of W rows a block keeps in L2 while every row of x passes (M > 1) */
+#endif
+#define PT__QMM_KC 512 /* AVX-512 float kernels at M > 1 and K > 2 KC: K in blocks of KC (the 16-lane sums saved between) */
 #define PT__QMM_KERN_AUTO   0
 #define PT__QMM_KERN_C      1
 #define PT__QMM_KERN_AVX2   2
@@ -9941,7 +9948,8 @@ typedef struct pt__qmm_job { /* one call, shared read-only by the threads */
     float *y;
     int64_t ldy;
 } pt__qmm_job;
-typedef void (*pt__qmm_rows_fn)(const pt__qmm_job *j, int64_t n0, int64_t n1); /* y[m, n] for n in [n0, n1), every m */
+/* y[m, n] for n in [n0, n1), every m; save: the calling thread's scratch for the float kernels' K blocks (or NULL) */
+typedef void (*pt__qmm_rows_fn)(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save);
 
 /* the fixed reduction of the 16 lanes (the summation order at the top of the section) */
 static inline float pt__qmm_hsum16(const float *acc) {
@@ -10011,8 +10019,9 @@ static float pt__qdot_q4_0_ref(const pt__block_q4_0 *w, const int8_t *xq, const 
     }
     return pt__qmm_hsum16(acc);
 }
-static void pt__qmm_rows_c(const pt__qmm_job *j, int64_t n0, int64_t n1) {
+static void pt__qmm_rows_c(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save) {
     int64_t n, m;
+    (void)save;
     for (m = 0; m < j->M; m++)
         for (n = n0; n < n1; n++) {
             const unsigned char *w = j->w + n * j->rb;
@@ -10061,15 +10070,19 @@ PT__Q512_TGT PT__QMM_INLINE __m512 pt__q512_wload(const unsigned char *w, int64_
     if (t == PT_W_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-PT__Q512_TGT PT__QMM_INLINE void pt__q512_tile_f(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t) {
+/* columns [k0, k1) of the tile; with k0 > 0 the 16-lane sums start from save (16 x 16 floats), with
+   k1 < K they are left there (the same values and order as one pass over K), at K the outputs */
+PT__Q512_TGT PT__QMM_INLINE void pt__q512_tile_f(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t,
+                                                 int64_t k0, int64_t k1, float *save) {
     const float *xp[4];
     const unsigned char *wp[4];
     __m512 acc[4][4];
-    int64_t k = 0, K = j->K;
+    int64_t k = k0, K = k1;
     int i, r;
     PT__QMM_UNROLL for (r = 0; r < 4; r++) wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
     PT__QMM_UNROLL for (i = 0; i < MR; i++) xp[i] = j->x + (m0 + (i < mv ? i : mv - 1)) * j->ldx;
-    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r] = _mm512_setzero_ps();
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++)
+        acc[i][r] = k0 ? _mm512_loadu_ps(save + 16 * (4 * i + r)) : _mm512_setzero_ps();
     for (; k < K; k += 16) {
         const __mmask16 mk = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1u);
         __m512 wv[4];
@@ -10082,16 +10095,43 @@ PT__Q512_TGT PT__QMM_INLINE void pt__q512_tile_f(const pt__qmm_job *j, int64_t m
             PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r] = _mm512_fmadd_ps(xv, wv[r], acc[i][r]);
         }
     }
+    if (K < j->K) {
+        PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) _mm512_storeu_ps(save + 16 * (4 * i + r), acc[i][r]);
+        return;
+    }
     PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++)
         if (i < mv && r < nv) {
             float v = pt__q512_hsum(acc[i][r]);
             j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
         }
 }
-/* rows [n0, n1) for every row of x: tiles of 4 (or 2, 1) rows of x by 4 rows of W */
+/* rows [n0, n1) for every row of x: tiles of 4 (or 2, 1) rows of x by 4 rows of W; at M > 1 and K > 2 KC
+   the float kernels take K in blocks of PT__QMM_KC (a tile's rows then stay in L1), each tile's sums kept
+   in save */
+#define PT__QMM_ROWSF(NAME, T)                                                                        \
+    PT__Q512_TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save) {        \
+        const int64_t K = j->K, kc = j->M > 1 && K > 2 * PT__QMM_KC ? PT__QMM_KC : K;                 \
+        int64_t m, n, k0;                                                                            \
+        for (m = 0; m < j->M; m += 4) {                                                              \
+            const int mv = (int)PT__MIN(4, j->M - m);                                                \
+            for (k0 = 0; k0 < K; k0 += kc)                                                           \
+                for (n = n0; n < n1; n += 4) {                                                       \
+                    const int nv = (int)PT__MIN(4, n1 - n);                                          \
+                    const int64_t k1 = PT__MIN(K, k0 + kc);                                          \
+                    float *sv = save ? save + (n - n0) / 4 * 256 : NULL;                             \
+                    if (mv == 1) pt__q512_tile_f(j, m, 1, n, nv, 1, T, k0, k1, sv);                  \
+                    else if (mv == 2) pt__q512_tile_f(j, m, 2, n, nv, 2, T, k0, k1, sv);             \
+                    else pt__q512_tile_f(j, m, mv, n, nv, 4, T, k0, k1, sv);                         \
+                }                                                                                    \
+        }                                                                                            \
+    }
+PT__QMM_ROWSF(pt__qmm_rows_f32_512, PT_W_F32)
+PT__QMM_ROWSF(pt__qmm_rows_f16_512, PT_W_F16)
+PT__QMM_ROWSF(pt__qmm_rows_bf16_512, PT_W_BF16)
 #define PT__QMM_ROWS(NAME, TGT, TILE, T)                                                              \
-    TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1) {                              \
+    TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save) {                 \
         int64_t m, n;                                                                                \
+        (void)save;                                                                                  \
         for (m = 0; m < j->M; m += 4) {                                                              \
             const int mv = (int)PT__MIN(4, j->M - m);                                                \
             for (n = n0; n < n1; n += 4) {                                                           \
@@ -10102,9 +10142,6 @@ PT__Q512_TGT PT__QMM_INLINE void pt__q512_tile_f(const pt__qmm_job *j, int64_t m
             }                                                                                        \
         }                                                                                            \
     }
-PT__QMM_ROWS(pt__qmm_rows_f32_512, PT__Q512_TGT, pt__q512_tile_f, PT_W_F32)
-PT__QMM_ROWS(pt__qmm_rows_f16_512, PT__Q512_TGT, pt__q512_tile_f, PT_W_F16)
-PT__QMM_ROWS(pt__qmm_rows_bf16_512, PT__Q512_TGT, pt__q512_tile_f, PT_W_BF16)
 
 /* -- quantized weights, AVX-512 VNNI: two blocks per register (lanes 0-7 block b, 8-15 block b + 1) -- */
 /* 64 weights of blocks b, b + 1 as unsigned bytes: q8_0 w + 128, q4_0 the nibbles, in element order */
@@ -10308,8 +10345,9 @@ PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_q(const pt__qmm_job *j, int64_t m
         }
 }
 #define PT__QMM_ROWS256(NAME, TILE, T)                                                                \
-    PT__Q256_TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1) {                     \
+    PT__Q256_TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save) {        \
         int64_t m, n;                                                                                \
+        (void)save;                                                                                  \
         if (j->M == 1) {                                                                             \
             for (n = n0; n < n1; n += 4) TILE(j, 0, 1, n, (int)PT__MIN(4, n1 - n), 1, T);            \
             return;                                                                                  \
@@ -10497,8 +10535,9 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
     pt__qmm_ws *ws;
     pt__qmm_job j;
     pt__qmm_rows_fn fn;
-    int64_t rb, N, nblk, c;
+    int64_t rb, N, nblk, c, fstride = 0;
     int nt, kern;
+    float *save = NULL;
     if (!ctx) return;
     if (!w || !x || !y || M < 0 || w->rows < 0 || (w->rows && !w->data)) {
         pt__fail(ctx, PT_ERR_ARG, "pt__qmm: NULL or negative argument (w %p, x %p, y %p, M %lld)", (const void *)w, (const void *)x, (void *)y, (long long)M);
@@ -10518,6 +10557,12 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
     if (M == 0 || N == 0) return;
     if (!(ws = pt__qmm_ws_get(ctx))) return;
     kern = pt__qmm_resolve(ws->kern, w->type);
+    /* blocks of rows of about PT__QMM_L2 bytes when x has several rows; threads take contiguous ranges of
+       whole 8-row groups; one thread for small products */
+    nblk = M > 1 ? PT__MAX(8, PT__QMM_L2 / rb / 8 * 8) : N;
+    nt = ctx->nthreads < 1 ? 1 : ctx->nthreads;
+    if ((double)N * (double)w->cols * (double)M < 65536.0 || N < 16) nt = 1;
+    if (nt > N / 8) nt = (int)PT__MAX(1, N / 8);
     memset(&j, 0, sizeof j);
     j.type = w->type, j.w = (const unsigned char *)w->data, j.rb = rb, j.K = w->cols, j.nb = w->cols / PT__QK;
     j.x = x, j.ldx = ldx, j.M = M, j.bias = bias, j.y = y, j.ldy = ldy;
@@ -10538,18 +10583,16 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
     }
     j.pf = PT__MAX(4, (4096 + rb / 2) / rb) * rb;
     fn = pt__qmm_fn(kern, w->type);
-    /* blocks of rows of about 256 KiB (L2) when x has several rows; threads take contiguous ranges of
-       whole 8-row groups; one thread for small products */
-    nblk = M > 1 ? PT__MAX(8, (256 << 10) / rb / 8 * 8) : N;
-    nt = ctx->nthreads < 1 ? 1 : ctx->nthreads;
-    if ((double)N * (double)w->cols * (double)M < 65536.0 || N < 16) nt = 1;
-    if (nt > N / 8) nt = (int)PT__MAX(1, N / 8);
+    if (kern == PT__QMM_KERN_AVX512 && (w->type == PT_W_F32 || w->type == PT_W_F16 || w->type == PT_W_BF16) && M > 1 && w->cols > 2 * PT__QMM_KC) {
+        fstride = (PT__MIN(nblk, N) / 4 + 2) * 256; /* a tile's 16 x 16 sums per 4 rows of a block, per thread */
+        if (!(save = (float *)pt__qmm_scratch(ctx, ws, (size_t)(fstride * nt) * sizeof(float)))) return;
+    }
 #ifdef _OPENMP
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
 #endif
     for (c = 0; c < nt; c++) {
         int64_t a = c ? N * c / nt / 8 * 8 : 0, e = c + 1 < nt ? N * (c + 1) / nt / 8 * 8 : N, n;
-        for (n = a; n < e; n += nblk) fn(&j, n, PT__MIN(e, n + nblk));
+        for (n = a; n < e; n += nblk) fn(&j, n, PT__MIN(e, n + nblk), save ? save + c * fstride : NULL);
     }
 }
 
