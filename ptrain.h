@@ -296,7 +296,7 @@
              through CLBlast: pt__cl_gemm
    quant     Weight formats of inference (f32, f16, bf16, q8_0, q4_0: ggml's blocks and quantizers), the
              matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / C), a GPT's weight set. Entry:
-             pt_wtype_name pt_wtype_parse pt_wtype_row_bytes pt_quantize_row pt_dequantize_row
+             pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row pt_dequantize_row
              pt_gpt_weights_free pt_gpt_weights_bytes; the kernel: pt__qmm pt__qmm_kernel
    tensor    Storages, the graph's arenas, tensors. Entry: pt_tensor_new pt_tensor_from
              pt_tensor_write pt_tensor_read pt_item pt_f32
@@ -9575,7 +9575,8 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
  *   ggml does, q4_0 with the same 4-sum correction).
  *   Tiling: rows of W are split across the threads in contiguous ranges (each output element is computed
  *   by one thread, whole); within a range, blocks of rows small enough to stay in L2 while every row of x
- *   passes over them, in register tiles of up to 4 rows of x by 4 rows of W (M = 1: 1 by 8).
+ *   passes over them, in register tiles of 4 (2, 1) rows of x by 4 rows of W (AVX2: 1 by 4 at M = 1, else
+ *   2 by 2); each tile prefetches the rows about 4 KiB ahead (at least the next tile).
  * ========================================================================== */
 
 #define PT__QK 32 /* elements of a q8_0 / q4_0 block */
@@ -9751,6 +9752,9 @@ PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w) {
 }
 
 /* ---- pt__qmm: the job, the workspace, the scalar reference ---- */
+#ifndef PT__QMM_L2
+#define PT__QMM_L2 (512 << 10) /* bytes of W rows a block keeps in L2 while every row of x passes (M > 1) */
+#endif
 #define PT__QMM_KERN_AUTO   0
 #define PT__QMM_KERN_C      1
 #define PT__QMM_KERN_AVX2   2
@@ -10374,9 +10378,9 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
     }
     j.pf = PT__MAX(4, (4096 + rb / 2) / rb) * rb;
     fn = pt__qmm_fn(kern, w->type);
-    /* blocks of rows of about 256 KiB (L2) when x has several rows; threads take contiguous ranges of
+    /* blocks of rows of about PT__QMM_L2 bytes when x has several rows; threads take contiguous ranges of
        whole 8-row groups; one thread for small products */
-    nblk = M > 1 ? PT__MAX(8, (256 << 10) / rb / 8 * 8) : N;
+    nblk = M > 1 ? PT__MAX(8, PT__QMM_L2 / rb / 8 * 8) : N;
     nt = ctx->nthreads < 1 ? 1 : ctx->nthreads;
     if ((double)N * (double)w->cols * (double)M < 65536.0 || N < 16) nt = 1;
     if (nt > N / 8) nt = (int)PT__MAX(1, N / 8);
