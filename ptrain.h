@@ -10034,6 +10034,11 @@ static void pt__qmm_rows_c(const pt__qmm_job *j, int64_t n0, int64_t n1, float *
 }
 
 /* ---- x86 kernels: AVX-512 (F, VNNI) and AVX2, each the scalar reference's arithmetic in SIMD lanes ---- */
+#if defined(__GNUC__) && !defined(__clang__) /* g++ 12 flags the intrinsics' own _mm512_undefined_* passthroughs */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #if PT__X86
 #if defined(__GNUC__) && !defined(__clang__)
 #define PT__QMM_UNROLL _Pragma("GCC unroll 16")
@@ -10437,6 +10442,9 @@ static pt__qmm_rows_fn pt__qmm_fn_256(pt_wtype t) {
 #define PT__QMM_FN_AVX512(t) pt__qmm_fn_512(t)
 #define PT__QMM_FN_AVX2(t) pt__qmm_fn_256(t)
 #endif /* PT__X86 */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 /* ---- kernel choice ---- */
 static int pt__qmm_cpu_vnni(void) {
@@ -24956,7 +24964,13 @@ PT__ATTN_TGT static void pt__inf_attn_avx512(const pt__inf_att *a, const float *
             vmax = _mm512_mask_max_ps(vmax, mk, vmax, s0);
         }
     }
-    mx = _mm512_reduce_max_ps(vmax);
+    { /* the lanes combined in a fixed order (no _mm512_reduce_*: g++ 12 flags their undefined vectors) */
+        float lane[16];
+        int i;
+        _mm512_storeu_ps(lane, vmax);
+        mx = lane[0];
+        for (i = 1; i < 16; i++) mx = lane[i] > mx ? lane[i] : mx;
+    }
     vmax = _mm512_set1_ps(mx);
     for (j = 0; j < n; j += 16) {
         const __mmask16 mk = pt__attn_lanes((int)PT__MIN((int64_t)16, n - j));
@@ -24964,7 +24978,14 @@ PT__ATTN_TGT static void pt__inf_attn_avx512(const pt__inf_att *a, const float *
         _mm512_mask_storeu_ps(sc + j, mk, e);
         vsum = _mm512_add_ps(vsum, e);
     }
-    inv = 1.0f / _mm512_reduce_add_ps(vsum);
+    {
+        float lane[16];
+        int i;
+        _mm512_storeu_ps(lane, vsum);
+        for (i = 0; i < 8; i++) lane[i] += lane[i + 8];
+        for (i = 0; i < 4; i++) lane[i] += lane[i + 4];
+        inv = 1.0f / ((lane[0] + lane[2]) + (lane[1] + lane[3]));
+    }
     for (d0 = 0; d0 < hs; d0 += 64) {
         const __mmask16 m0 = pt__attn_lanes(hs - d0), m1 = pt__attn_lanes(hs - d0 - 16), m2 = pt__attn_lanes(hs - d0 - 32),
                         m3 = pt__attn_lanes(hs - d0 - 48);
@@ -25062,7 +25083,9 @@ static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
     const int64_t nitems = (int64_t)nseq * H;
     int64_t work = 0, it;
     int32_t i;
-    for (i = 0; i < nseq; i++) work += (int64_t)inf->st_ntok[i] * (inf->st_len0[i] + inf->st_ntok[i]) * inf->C;
+    /* floats of K and V read; a decode step of one sequence goes parallel past about 340 positions
+       (below, the fork and join cost more than the items) */
+    for (i = 0; i < nseq; i++) work += (int64_t)inf->st_ntok[i] * (inf->st_len0[i] + inf->st_ntok[i]) * inf->C / 8;
     PT__CPU_PAR_FOR(ctx, work)
     for (it = 0; it < nitems; it++) {
         const int32_t si = (int32_t)(it / H), h = (int32_t)(it % H), s = inf->st_seq[si];
