@@ -26,8 +26,8 @@
                                   pt_gguf_export: tensor names, keys, GPT-2's byte-level vocabulary;
                                   --type the matrices' format, default f32; q4_0 keeps the LM head
                                   q8_0). --format defaults to gguf for an OUT ending in .gguf, else
-                                  safetensors. A BPE model needs its tokenizer: --tokenizer FILE
-                                  (tokenizer.bin of its shards).
+                                  safetensors. A BPE model's vocabulary: the tokenizer the checkpoint
+                                  carries, or --tokenizer FILE (tokenizer.bin of its shards).
    ptckpt import IN.gguf OUTDIR [--step K]
                                   a 1-rank checkpoint of the gpt2 GGUF (pt_gguf_load: shapes, types
                                   and every tensor checked; matrices dequantized to f32; the
@@ -273,6 +273,15 @@ static int cmd_export(int argc, char **argv) {
         return 0;
     }
     if (tokf && !(tk = pt_tokenizer_load(NULL, tokf))) return 1; /* its message is on stderr */
+    if (!tokf) { /* the tokenizer the checkpoint carries, when it carries one */
+        pt_ckpt_info in;
+        memset(&in, 0, sizeof in);
+        if (pt_ckpt_info_read(pos[0], &in, err, sizeof err) == PT_OK && in.tokenizer_vocab > 0 && !(tk = pt_ckpt_tokenizer(NULL, pos[0]))) {
+            pt_ckpt_info_free(&in);
+            return 1; /* its message is on stderr */
+        }
+        pt_ckpt_info_free(&in);
+    }
     go.tokenizer = tk;
     if (pt_gguf_export(pos[0], pos[1], &go, err, sizeof err) != PT_OK) {
         fprintf(stderr, "ptckpt export: %s%s\n", err, strstr(err, "opts.tokenizer") ? " (--tokenizer FILE: the tokenizer.bin of its shards)" : "");
