@@ -45,9 +45,9 @@ cl_bandwidth bench_cl OpenCL elementwise bandwidth vs the device's copy
 cl_gpt bench_cl,ptcl GPT training step (config A) on OpenCL, tuned with CL_TUNE
 recompute bench_recompute activation recomputation none/selective/full: activation bytes and step time, 12 layers, width 768, T=1024
 zero bench_zero ZeRO-0..3 at dp 2 and dp 4 (config B): model state per rank apart from transient buffers, step time, exposed gathers; FSDP2 alongside with BENCH_TORCH
-decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA
 largest_model bench_largest the largest GPT-2 shape that trains 10 steps on 4 ranks within 22 GiB: f32 ZeRO-0 vs bf16 ZeRO-3 full recompute, total RSS (about 10 minutes)
 qmm bench_qmm the inference matrix kernel pt__qmm (f32 f16 bf16 q8_0 q4_0; 3072 x 768 and 768 x 3072; M = 1, 4, 16, 256; 2 threads): GB/s of weights, GFLOP/s
+decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA
 EOF
 }
 ALL=$(units | cut -d' ' -f1)
