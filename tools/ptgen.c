@@ -1,6 +1,7 @@
 /* ptgen.c - generate text from a trained GPT with ptrain.h's KV-cached inference.
 
-   Build: cc -O2 -fopenmp -march=native -I. tools/ptgen.c -o build/ptgen -lm   (or `make tools`)
+   Build: cc -O2 -fopenmp -march=native -I. tools/ptgen.c -o build/ptgen -lm
+   (make tools builds it too)
 
    ptgen MODEL [flags]
      MODEL                a checkpoint (a directory pttrain's --ckpt-dir wrote, or one step_* in it),
@@ -106,8 +107,12 @@ int main(int argc, char **argv) {
     stream s;
 
     for (i = 1; i < argc; i++) {
+        static const char *const with_value[] = {"--prompt", "--prompt-ids", "--tokenizer", "--max-tokens", "--top-k", "--seed", "--n",
+                                                 "--threads", "--temperature", "--top-p", "--min-p", "--repeat-penalty", "--stop",
+                                                 "--stop-id", "--quant"};
         const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = strcmp(f, "--print-ids") && strcmp(f, "--logprobs") && strcmp(f, "--help") && strcmp(f, "-h") && f[0] == '-';
+        int takes = 0, k;
+        for (k = 0; k < (int)(sizeof with_value / sizeof *with_value); k++) takes |= !strcmp(f, with_value[k]);
         if (takes && !val) return usage("flag needs a value:", f);
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(NULL, NULL), 0;
         else if (f[0] != '-') {
