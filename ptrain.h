@@ -34,7 +34,8 @@
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
-   09_checkpoint_resume.c, 10_memory.c; on OpenCL: 08_opencl.c) each start with their one-line build command.
+   09_checkpoint_resume.c, 10_memory.c; on OpenCL: 08_opencl.c; inference: 11_inference.c) each start
+   with their one-line build command.
    The GPT tutorials (03, 07, 08) show their training loop in plain calls. The program to train
    with is tools/pttrain.c (make tools; what make demo runs): every layout flag, checkpoints and
    resume, --log, --trace, the health guard, a clean stop on SIGINT/SIGTERM. The programs share a
@@ -68,6 +69,10 @@
    prefills and decodes ragged batches of sequences (each sequence's logits the same bits whatever runs
    beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming,
    the context policy past max_seq) and times them. pt_gpt_generate runs on it at tp = pp = 1.
+   pt_gpt_weights_open opens a checkpoint, a safetensors or a GGUF file as such weights (in the type
+   asked for: pt_gpt_weights_convert), with its tokenizer; pt_infer_nll scores a token stream
+   (perplexity). tools/ptgen.c generates from any of those files, streaming (make tools);
+   examples/11_inference.c walks through it and measures each format's quality and speed.
 
    Observability: pt_trace_start / pt_trace_finish write a Chrome trace-event JSON (Perfetto), one
    track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
@@ -363,8 +368,9 @@
              pt_sampler_probs pt_stop_find
    infer     KV-cached inference: a GPT's weights for inference, the paged KV cache, prefill and decode
              over ragged batches (batch-invariant), generation with sampling, stop tokens and strings,
-             streaming and the context policy. Entry: pt_gpt_weights_from pt_infer_new pt_infer_step
-             pt_infer_seq_new pt_generate pt_gpt_generate
+             streaming and the context policy; a model file opened for inference; evaluation. Entry:
+             pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_new pt_infer_step
+             pt_infer_seq_new pt_generate pt_infer_nll pt_gpt_generate
    harness   The run harness of the training programs (switch PTRAIN_HARNESS). Entry: pt_args_parse
              pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_step_end pt_run_free
 */
@@ -24411,14 +24417,15 @@ PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, in
 }
 
 // >>infer  KV-cached inference: the paged KV cache, prefill and decode over ragged batches, generation
-/* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers), pt_gpt_weights_from,
-   pt_generate (requests, sampling, stop tokens and strings, the context policy) and pt_gpt_generate
+/* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers), pt_gpt_weights_from and
+   _convert, pt_gpt_weights_open (a checkpoint, safetensors or GGUF file for inference), pt_generate
+   (requests, sampling, stop tokens and strings, the context policy), pt_infer_nll and pt_gpt_generate
    Invariants: a sequence's logits do not depend on the other sequences of a step nor on the thread
    count (every row's arithmetic is done alone, by one thread, at the same alignment); a decode step
    allocates nothing; every matrix product goes through pt__qmm; the arithmetic is the training
    forward's (see gpt): layernorm with double statistics and eps 1e-5, GELU's tanh form, attention
    softmax(scale q.k) v
-   Entry points: pt_gpt_weights_from pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
+   Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
    pt_generate pt_gpt_generate */
 /* The paged KV cache: one pool of nblocks blocks; a block holds bt = block_tokens consecutive
    positions of one sequence for every layer: at kv + block * block_floats + l * layer_floats the keys
