@@ -22855,18 +22855,26 @@ PTDEF void pt_infer_blocks(const pt_infer *inf, int64_t *total, int64_t *free_bl
 }
 
 /* ---- row kernels ------------------------------------------------------------------------------- */
-/* y = layernorm(x) * w + b over C, eps 1e-5: the arithmetic of the CPU backend's layernorm */
+/* y = layernorm(x) * w + b over C, eps 1e-5: the CPU backend's layernorm (statistics in double, the
+   output in float as there), its double sums in 8 lanes combined in a fixed order (they vectorize; the
+   backend's one running sum does not: a decode step makes 2 L + 1 of these a token) */
+static double pt__inf_sum8(const double *a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
 static void pt__inf_ln(const float *PT__RESTRICT xr, float *PT__RESTRICT yr, const float *wt, const float *bs, int64_t C) {
-    double s = 0.0, v = 0.0;
+    double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, v8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s, v;
     float m, rsd;
-    int64_t i;
-    for (i = 0; i < C; i++) s += (double)xr[i];
-    s /= (double)C;
-    for (i = 0; i < C; i++) {
-        double dv = (double)xr[i] - s;
-        v += dv * dv;
-    }
-    v /= (double)C;
+    int64_t i, c8 = C & ~(int64_t)7;
+    int l;
+    for (i = 0; i < c8; i += 8)
+        for (l = 0; l < 8; l++) s8[l] += (double)xr[i + l];
+    for (; i < C; i++) s8[i & 7] += (double)xr[i];
+    s = pt__inf_sum8(s8) / (double)C;
+    for (i = 0; i < c8; i += 8)
+        for (l = 0; l < 8; l++) {
+            const double dv = (double)xr[i + l] - s;
+            v8[l] += dv * dv;
+        }
+    for (; i < C; i++) v8[i & 7] += ((double)xr[i] - s) * ((double)xr[i] - s);
+    v = pt__inf_sum8(v8) / (double)C;
     m = (float)s, rsd = (float)(1.0 / sqrt(v + 1e-5));
     for (i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
 }
