@@ -3,7 +3,7 @@
    measurement. A GPT of 12 layers, width 768, 12 heads, byte vocabulary (256), max_seq 1024: 85M
    parameters, llama.cpp's gpt2-small-sized reference (f32 131 tokens/s, q8_0 290, q4_0 442 on 2 threads).
    Build: cc -std=c99 -O2 -march=native -fopenmp -I. bench/bench_infer.c -o build/bench_infer -lm
-   Run:   OMP_WAIT_POLICY=passive build/bench_infer [--threads N] [--types f32,q8_0,q4_0] [--decode N] [--reps N] */
+   Run:   OMP_WAIT_POLICY=passive build/bench_infer [--threads N] [--types f32,q8_0,q4_0] [--decode N] [--reps N] [--kv f32|f16] */
 #define _POSIX_C_SOURCE 199309L
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+static int g_kv = PT_W_F32; /* --kv f16: the cache in fp16 */
 static double best_of(double a, double b) { return a < b ? a : b; }
 /* the 1-minute load average (other programs on the machine), -1 where unknown */
 static double load(void) {
@@ -42,7 +43,7 @@ static double decode_tps(pt_ctx *ctx, const pt_gpt_weights *w, int B, int ndec, 
     double best = 1e30, bestc = 1e30;
     int k, i, rep, step;
     memset(&d, 0, sizeof d);
-    d.max_seqs = B, d.kv_tokens = (int64_t)B * 512;
+    d.max_seqs = B, d.kv_tokens = (int64_t)B * 512, d.kv_type = g_kv;
     inf = pt_infer_new(ctx, w, &d);
     if (!inf) return 0;
     for (rep = 0; rep < reps; rep++) {
@@ -82,7 +83,7 @@ static double prefill_tps(pt_ctx *ctx, const pt_gpt_weights *w, int T, int reps,
     double best = 1e30, bestc = 1e30;
     int i, rep;
     memset(&d, 0, sizeof d);
-    d.max_seqs = 1, d.kv_tokens = T;
+    d.max_seqs = 1, d.kv_tokens = T, d.kv_type = g_kv;
     inf = pt_infer_new(ctx, w, &d);
     for (i = 0; i < T; i++) ids[i] = (int32_t)((i * 13 + 5) % 256);
     for (rep = 0; inf && rep < reps; rep++) {
@@ -111,7 +112,7 @@ static void profile(pt_ctx *ctx, const pt_gpt_weights *w, const char *tn, int n,
     int it, l, i;
     const int C = w->cfg.width, nt = pt_threads(ctx);
     memset(&d, 0, sizeof d);
-    d.max_seqs = 1, d.kv_tokens = n + 64;
+    d.max_seqs = 1, d.kv_tokens = n + 64, d.kv_type = g_kv;
     inf = pt_infer_new(ctx, w, &d);
     for (i = 0; i < n; i++) ids[i] = (int32_t)((i * 13 + 5) % 256);
     s = pt_infer_seq_new(inf);
@@ -157,9 +158,9 @@ static void profile(pt_ctx *ctx, const pt_gpt_weights *w, const char *tn, int n,
     }
     for (i = 0; i < 5; i++) mm[i] /= iters * (double)nt; /* spread over the threads */
     att /= iters * (double)(n * C / 8 >= 32768 ? nt : 1), rows /= iters;
-    printf("{\"bench\":\"infer_profile\",\"type\":\"%s\",\"context\":%d,\"step_wall_ms\":%.3f,\"step_cpu_ms\":%.3f,\"qkv_ms\":%.3f,\"proj_ms\":%.3f,"
+    printf("{\"bench\":\"infer_profile\",\"type\":\"%s\",\"kv\":\"%s\",\"context\":%d,\"step_wall_ms\":%.3f,\"step_cpu_ms\":%.3f,\"qkv_ms\":%.3f,\"proj_ms\":%.3f,"
            "\"fc_ms\":%.3f,\"fproj_ms\":%.3f,\"head_ms\":%.3f,\"attention_ms\":%.3f,\"rows_ms\":%.3f,\"load\":%.1f}\n",
-           tn, n, step * 1e3, cstep * 1e3, mm[0] * 1e3, mm[1] * 1e3, mm[2] * 1e3, mm[3] * 1e3, mm[4] * 1e3, att * 1e3, rows * 1e3, load());
+           tn, pt_wtype_name((pt_wtype)g_kv), n, step * 1e3, cstep * 1e3, mm[0] * 1e3, mm[1] * 1e3, mm[2] * 1e3, mm[3] * 1e3, mm[4] * 1e3, att * 1e3, rows * 1e3, load());
     fflush(stdout);
     pt_infer_free(inf);
     free(ids), free(lg);
@@ -178,6 +179,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[a], "--types")) types = argv[a + 1];
         else if (!strcmp(argv[a], "--decode")) ndec = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "--reps")) reps = atoi(argv[a + 1]);
+        else if (!strcmp(argv[a], "--kv")) g_kv = !strcmp(argv[a + 1], "f16") ? PT_W_F16 : PT_W_F32;
     }
     memset(&desc, 0, sizeof desc);
     desc.seed = 1, desc.threads = threads;
@@ -203,14 +205,14 @@ int main(int argc, char **argv) {
         }
         for (b = 0; b < 3; b++) {
             double cps = 0, tps = decode_tps(ctx, w, bs[b], ndec, reps, &cps);
-            printf("{\"bench\":\"infer_decode\",\"type\":\"%s\",\"threads\":%d,\"batch\":%d,\"decode_tokens\":%d,\"tokens_per_s\":%.1f,"
-                   "\"cpu_tokens_per_s\":%.1f,\"load\":%.1f}\n", tok, threads, bs[b], ndec, tps, cps, load());
+            printf("{\"bench\":\"infer_decode\",\"type\":\"%s\",\"kv\":\"%s\",\"threads\":%d,\"batch\":%d,\"decode_tokens\":%d,\"tokens_per_s\":%.1f,"
+                   "\"cpu_tokens_per_s\":%.1f,\"load\":%.1f}\n", tok, pt_wtype_name((pt_wtype)g_kv), threads, bs[b], ndec, tps, cps, load());
             fflush(stdout);
         }
         {
             double cps = 0, tps = prefill_tps(ctx, w, 256, reps, &cps);
-            printf("{\"bench\":\"infer_prefill\",\"type\":\"%s\",\"threads\":%d,\"prompt\":256,\"tokens_per_s\":%.1f,\"cpu_tokens_per_s\":%.1f,"
-                   "\"load\":%.1f}\n", tok, threads, tps, cps, load());
+            printf("{\"bench\":\"infer_prefill\",\"type\":\"%s\",\"kv\":\"%s\",\"threads\":%d,\"prompt\":256,\"tokens_per_s\":%.1f,\"cpu_tokens_per_s\":%.1f,"
+                   "\"load\":%.1f}\n", tok, pt_wtype_name((pt_wtype)g_kv), threads, tps, cps, load());
             fflush(stdout);
         }
         profile(ctx, w, tok, 64, 20);
