@@ -22693,7 +22693,7 @@ struct pt_infer {
     int64_t ldc, ld3, ld4;               /* row strides of the step buffers (floats, multiples of 16) */
     int64_t nblocks, nfree, layer_elems, block_elems; /* elements of the cache's type */
     void *kv;                            /* the pool (aligned into kv_mem): floats, or fp16 (kv16) */
-    int kv16;
+    int kv16, f16c;                      /* fp16 cache; the CPU has F16C */
     void *kv_mem;
     int64_t kv_bytes;
     int32_t *free_ids;                   /* [nblocks]: a stack, free_ids[0 .. nfree) */
@@ -22770,7 +22770,7 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->nblocks = (kvt + bt - 1) / bt;
     inf->layer_elems = 2 * (int64_t)c->width * bt;
     inf->block_elems = inf->layer_elems * c->layers;
-    inf->kv16 = kvtype == PT_W_F16;
+    inf->kv16 = kvtype == PT_W_F16, inf->f16c = pt__cpu_has_f16c();
     if (inf->nblocks < 1 || inf->nblocks > INT32_MAX || (double)inf->nblocks * (double)inf->block_elems * 4.0 > 9.0e18) {
         pt_infer_free(inf);
         return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_tokens %lld gives %lld blocks (expected 1..2^31-1 blocks)", (long long)kvt,
@@ -22886,7 +22886,7 @@ static void pt__inf_ln(const float *PT__RESTRICT xr, float *PT__RESTRICT yr, con
         }
     for (; i < C; i++) v8[i & 7] += ((double)xr[i] - s) * ((double)xr[i] - s);
     v = pt__inf_sum8(v8) / (double)C;
-    m = (float)s, rsd = (float)(1.0 / sqrt(v + 1e-5));
+    m = (float)s, rsd = (float)(1.0 / sqrt(v + (double)1e-5f)); /* the backend's float eps, widened */
     for (i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
 }
 /* GELU in place over one row (the CPU backend's tanh form) */
@@ -23091,7 +23091,7 @@ static int pt__inf_reserve(pt_infer *inf, int64_t n) {
         inf->ff = p;
     }
     if (nt > inf->ws_threads) {
-        const int64_t per = pt__inf_rup16((int64_t)inf->max_blk * inf->bt) + 16;
+        const int64_t per = PT__MAX(pt__inf_rup16((int64_t)inf->max_blk * inf->bt) + 16, pt__inf_rup16(inf->C)); /* scores; an fp16 K row */
         void *m = pt__malloc(ctx, (size_t)(per * nt) * sizeof(float) + PT__ALIGN);
         if (!m) {
             pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: out of memory for the attention scratch");
@@ -23225,11 +23225,25 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
             const int64_t kt = blk + pos % bt, vv = blk + C * bt + (pos % bt) * hs;
             const float *k = inf->qkv + r * ld3 + C, *v = k + C;
             int64_t h, d;
-            if (inf->kv16) { /* rounded to fp16 (nearest even) */
-                uint16_t *p = (uint16_t *)inf->kv;
-                for (d = 0; d < C; d++) p[kt + d * bt] = pt__f16_from_f32(k[d]); /* head h, dimension e: K^T row h * hs + e */
-                for (h = 0; h < inf->H; h++)
-                    for (d = 0; d < hs; d++) p[vv + h * bt * hs + d] = pt__f16_from_f32(v[h * hs + d]);
+            if (inf->kv16) { /* rounded to fp16 (nearest even; F16C's vcvtps2ph gives the same bits) */
+                uint16_t *p = (uint16_t *)inf->kv, *k16;
+                int tid = 0;
+#ifdef _OPENMP
+                tid = omp_get_thread_num();
+#endif
+                k16 = (uint16_t *)(void *)(inf->ws + (int64_t)tid * inf->ws_per);
+#if PT__X86
+                if (inf->f16c) {
+                    pt__cpu_f16_pack8(k, k16, C);
+                    for (h = 0; h < inf->H; h++) pt__cpu_f16_pack8(v + h * hs, p + vv + h * bt * hs, hs);
+                } else
+#endif
+                {
+                    for (d = 0; d < C; d++) k16[d] = pt__f16_from_f32(k[d]);
+                    for (h = 0; h < inf->H; h++)
+                        for (d = 0; d < hs; d++) p[vv + h * bt * hs + d] = pt__f16_from_f32(v[h * hs + d]);
+                }
+                for (d = 0; d < C; d++) p[kt + d * bt] = k16[d]; /* head h, dimension e: K^T row h * hs + e */
             } else {
                 float *p = (float *)inf->kv;
                 for (d = 0; d < C; d++) p[kt + d * bt] = k[d];

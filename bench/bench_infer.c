@@ -1,5 +1,5 @@
 /* bench_infer.c - KV-cached inference speed (see infer): decode tokens/s at batch 1, 4 and 16, prefill
-   tokens/s of a 256-token prompt, and where a batch-1 decode step's time goes. One JSON line per
+   tokens/s of a 256-token prompt, and where a decode step's time goes (batch 1 at contexts 64 and 512, batch 16 at 64). One JSON line per
    measurement. A GPT of 12 layers, width 768, 12 heads, byte vocabulary (256), max_seq 1024: 85M
    parameters, llama.cpp's gpt2-small-sized reference (f32 131 tokens/s, q8_0 290, q4_0 442 on 2 threads).
    Build: cc -std=c99 -O2 -march=native -fopenmp -I. bench/bench_infer.c -o build/bench_infer -lm
@@ -101,66 +101,79 @@ static double prefill_tps(pt_ctx *ctx, const pt_gpt_weights *w, int T, int reps,
     return best < 1e30 ? T / best : 0;
 }
 
-/* where a batch-1 decode step at context n goes: the pieces timed on their own (process CPU time:
-   the matrix products on every thread, the rest on one), iters times each */
-static void profile(pt_ctx *ctx, const pt_gpt_weights *w, const char *tn, int n, int iters) {
+/* where a decode step of B sequences at context n goes: the pieces timed on their own in process CPU
+   time, divided by the threads that run them (the matrix products on every thread; attention on every
+   thread when the step's attention is large enough, as pt_infer_step decides; the row-wise work on
+   one thread, as at batch 1), iters times each */
+static void profile(pt_ctx *ctx, const pt_gpt_weights *w, const char *tn, int n, int B, int iters) {
     pt_infer_desc d;
     pt_infer *inf;
-    int32_t s, *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)n), one = 1, T = n, tok = 7;
-    float *lg = (float *)malloc(sizeof(float) * 256);
+    int32_t seq[16], ntok[16], toks[16], *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)n * 16);
+    float *lg = (float *)malloc(sizeof(float) * 256 * 16);
     double t0, c0, step, cstep, mm[5] = {0}, att = 0, rows = 0;
-    int it, l, i;
+    int it, l, i, k;
     const int C = w->cfg.width, nt = pt_threads(ctx);
     memset(&d, 0, sizeof d);
-    d.max_seqs = 1, d.kv_tokens = n + 64, d.kv_type = g_kv;
+    d.max_seqs = B, d.kv_tokens = (int64_t)B * (n + 64), d.kv_type = g_kv;
     inf = pt_infer_new(ctx, w, &d);
-    for (i = 0; i < n; i++) ids[i] = (int32_t)((i * 13 + 5) % 256);
-    s = pt_infer_seq_new(inf);
-    pt_infer_step(inf, 1, &s, &T, ids, lg, 0);
-    /* whole steps: append then drop one token (the length stays n) */
+    for (i = 0; i < n * B; i++) ids[i] = (int32_t)((i * 13 + 5) % 256);
+    for (k = 0; k < B; k++) seq[k] = pt_infer_seq_new(inf), ntok[k] = n, toks[k] = 7;
+    pt_infer_step(inf, B, seq, ntok, ids, lg, 0);
+    for (k = 0; k < B; k++) ntok[k] = 1;
+    /* whole steps: append then drop one token (the lengths stay n) */
     t0 = pt_time(), c0 = cpu_now();
     for (it = 0; it < iters; it++) {
-        pt_infer_step(inf, 1, &s, &one, &tok, lg, 0);
-        inf->seq[s].len--;
+        pt_infer_step(inf, B, seq, ntok, toks, lg, 0);
+        for (k = 0; k < B; k++) inf->seq[seq[k]].len--;
     }
     step = (pt_time() - t0) / iters, cstep = (cpu_now() - c0) / iters;
     for (it = 0; it < iters; it++) {
-        /* the matrix products alone at M = 1 */
+        /* the matrix products alone at M = B */
         for (l = 0; l < w->cfg.layers; l++) {
             const pt_gpt_layer_w *lw = &w->layer[l];
-            c0 = cpu_now(), pt__qmm(ctx, &lw->qkv, inf->h, inf->ldc, 1, lw->qkv_b, inf->qkv, inf->ld3), mm[0] += cpu_now() - c0;
-            c0 = cpu_now(), pt__qmm(ctx, &lw->proj, inf->att, inf->ldc, 1, lw->proj_b, inf->h, inf->ldc), mm[1] += cpu_now() - c0;
-            c0 = cpu_now(), pt__qmm(ctx, &lw->fc, inf->h, inf->ldc, 1, lw->fc_b, inf->ff, inf->ld4), mm[2] += cpu_now() - c0;
-            c0 = cpu_now(), pt__qmm(ctx, &lw->fproj, inf->ff, inf->ld4, 1, lw->fproj_b, inf->h, inf->ldc), mm[3] += cpu_now() - c0;
+            c0 = cpu_now(), pt__qmm(ctx, &lw->qkv, inf->h, inf->ldc, B, lw->qkv_b, inf->qkv, inf->ld3), mm[0] += cpu_now() - c0;
+            c0 = cpu_now(), pt__qmm(ctx, &lw->proj, inf->att, inf->ldc, B, lw->proj_b, inf->h, inf->ldc), mm[1] += cpu_now() - c0;
+            c0 = cpu_now(), pt__qmm(ctx, &lw->fc, inf->h, inf->ldc, B, lw->fc_b, inf->ff, inf->ld4), mm[2] += cpu_now() - c0;
+            c0 = cpu_now(), pt__qmm(ctx, &lw->fproj, inf->ff, inf->ld4, B, lw->fproj_b, inf->h, inf->ldc), mm[3] += cpu_now() - c0;
         }
         {
             pt_qmat hv = w->head;
             hv.rows = w->cfg.vocab;
-            c0 = cpu_now(), pt__qmm(ctx, &hv, inf->h, inf->ldc, 1, NULL, lg, w->cfg.vocab), mm[4] += cpu_now() - c0;
+            c0 = cpu_now(), pt__qmm(ctx, &hv, inf->h, inf->ldc, B, NULL, lg, w->cfg.vocab), mm[4] += cpu_now() - c0;
         }
-        /* attention of one query over n + 1 positions, every layer */
-        inf->st_seq[0] = s, inf->st_ntok[0] = 1, inf->st_row0[0] = 0, inf->st_len0[0] = n;
+        /* attention of one query per sequence over n + 1 positions, every layer */
+        for (k = 0; k < B; k++) inf->st_seq[k] = seq[k], inf->st_ntok[k] = 1, inf->st_row0[k] = k, inf->st_len0[k] = n;
         c0 = cpu_now();
-        for (l = 0; l < w->cfg.layers; l++) pt__inf_attention(inf, l, 1);
+        for (l = 0; l < w->cfg.layers; l++) pt__inf_attention(inf, l, B);
         att += cpu_now() - c0;
-        /* the row-wise work: 3 layernorms, GELU, 2 residual adds a layer */
+        /* the row-wise work: 2 layernorms, GELU, 2 residual adds a layer and row, the final norm */
         c0 = cpu_now();
-        for (l = 0; l < w->cfg.layers; l++) {
-            const pt_gpt_layer_w *lw = &w->layer[l];
-            pt__inf_ln(inf->x, inf->h, lw->ln1_w, lw->ln1_b, C);
-            pt__inf_ln(inf->x, inf->h, lw->ln2_w, lw->ln2_b, C);
-            pt__inf_ln(inf->x, inf->h, lw->ln2_w, lw->ln2_b, C);
-            pt__inf_add(inf->x, inf->h, C);
-            pt__inf_add(inf->x, inf->h, C);
-            pt__inf_gelu(inf->ff, 4 * C);
+        for (k = 0; k < B; k++) {
+            for (l = 0; l < w->cfg.layers; l++) {
+                const pt_gpt_layer_w *lw = &w->layer[l];
+                pt__inf_ln(inf->x + k * inf->ldc, inf->h + k * inf->ldc, lw->ln1_w, lw->ln1_b, C);
+                pt__inf_ln(inf->x + k * inf->ldc, inf->h + k * inf->ldc, lw->ln2_w, lw->ln2_b, C);
+                pt__inf_add(inf->x + k * inf->ldc, inf->h + k * inf->ldc, C);
+                pt__inf_add(inf->x + k * inf->ldc, inf->h + k * inf->ldc, C);
+                pt__inf_gelu(inf->ff + k * inf->ld4, 4 * C);
+            }
+            pt__inf_ln(inf->x + k * inf->ldc, inf->h + k * inf->ldc, w->lnf_w, w->lnf_b, C);
         }
         rows += cpu_now() - c0;
     }
-    for (i = 0; i < 5; i++) mm[i] /= iters * (double)nt; /* spread over the threads */
-    att /= iters * (double)(n * C / 8 >= 32768 ? nt : 1), rows /= iters;
-    printf("{\"bench\":\"infer_profile\",\"type\":\"%s\",\"kv\":\"%s\",\"context\":%d,\"step_wall_ms\":%.3f,\"step_cpu_ms\":%.3f,\"qkv_ms\":%.3f,\"proj_ms\":%.3f,"
-           "\"fc_ms\":%.3f,\"fproj_ms\":%.3f,\"head_ms\":%.3f,\"attention_ms\":%.3f,\"rows_ms\":%.3f,\"load\":%.1f}\n",
-           tn, pt_wtype_name((pt_wtype)g_kv), n, step * 1e3, cstep * 1e3, mm[0] * 1e3, mm[1] * 1e3, mm[2] * 1e3, mm[3] * 1e3, mm[4] * 1e3, att * 1e3, rows * 1e3, load());
+    {
+        /* CPU seconds a step, then each piece as the wall time it takes on the threads that run it; rest:
+           the CPU time of everything else (the KV writes, the embedding, validation, the fork and join) */
+        const int ta = (int64_t)B * (n + 1) * C / 8 >= 32768 ? nt : 1, tr = 3 * B * C >= 32768 ? nt : 1;
+        double rest = cstep * iters - att - rows;
+        for (i = 0; i < 5; i++) rest -= mm[i], mm[i] /= iters * (double)nt;
+        att /= iters * (double)ta, rows /= iters * (double)tr, rest /= iters;
+        printf("{\"bench\":\"infer_profile\",\"type\":\"%s\",\"kv\":\"%s\",\"batch\":%d,\"context\":%d,\"step_wall_ms\":%.3f,\"step_cpu_ms\":%.3f,"
+               "\"qkv_ms\":%.3f,\"proj_ms\":%.3f,\"fc_ms\":%.3f,\"fproj_ms\":%.3f,\"head_ms\":%.3f,\"attention_ms\":%.3f,\"rows_ms\":%.3f,"
+               "\"rest_cpu_ms\":%.3f,\"load\":%.1f}\n",
+               tn, pt_wtype_name((pt_wtype)g_kv), B, n, step * 1e3, cstep * 1e3, mm[0] * 1e3, mm[1] * 1e3, mm[2] * 1e3, mm[3] * 1e3, mm[4] * 1e3,
+               att * 1e3, rows * 1e3, rest * 1e3, load());
+    }
     fflush(stdout);
     pt_infer_free(inf);
     free(ids), free(lg);
@@ -215,8 +228,9 @@ int main(int argc, char **argv) {
                    "\"load\":%.1f}\n", tok, pt_wtype_name((pt_wtype)g_kv), threads, tps, cps, load());
             fflush(stdout);
         }
-        profile(ctx, w, tok, 64, 20);
-        profile(ctx, w, tok, 512, 20);
+        profile(ctx, w, tok, 64, 1, 20);
+        profile(ctx, w, tok, 512, 1, 20);
+        profile(ctx, w, tok, 64, 16, 5);
         pt_gpt_weights_free(w);
     }
     pt_gpt_free(m);
