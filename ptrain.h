@@ -2530,10 +2530,13 @@ typedef struct pt_infer_desc {
     int32_t max_seqs;      /**< sequences alive at once (default 16) */
     int32_t block_tokens;  /**< tokens per KV block (default 16) */
     int64_t kv_tokens;     /**< KV capacity over all sequences in tokens (default max_seqs * max_seq), rounded up to blocks */
+    int32_t kv_type;       /**< the cache's element type: PT_W_F32 (0, default; logits as pt_gpt_forward's within float
+                                rounding) or PT_W_F16 (half the cache's bytes and attention's memory traffic; keys
+                                and values rounded to fp16: logits within about 1e-3 relative) */
 } pt_infer_desc;
 typedef struct pt_infer pt_infer;
-/** A KV cache and the step's buffers for w (not owned: it must outlive the pt_infer). The cache is
-    f32, 2 x layers x width floats a token, reserved (not touched) here. NULL with the error in ctx
+/** A KV cache and the step's buffers for w (not owned: it must outlive the pt_infer). The cache holds
+    2 x layers x width values a token (f32, or fp16 with desc.kv_type), reserved (not touched) here. NULL with the error in ctx
     for weights that do not fit their config (shapes, vocabulary) or bad sizes. */
 PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infer_desc *d);
 PTDEF void pt_infer_free(pt_infer *inf);
@@ -24428,8 +24431,9 @@ PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, in
    Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
    pt_generate pt_gpt_generate */
 /* The paged KV cache: one pool of nblocks blocks; a block holds bt = block_tokens consecutive
-   positions of one sequence for every layer: at kv + block * block_floats + l * layer_floats the keys
-   transposed per head, K^T [H][hs][bt], then the values V [H][bt][hs] (layer_floats = 2 C bt). A
+   positions of one sequence for every layer: at kv + block * block_elems + l * layer_elems the keys
+   transposed per head, K^T [H][hs][bt], then the values V [H][bt][hs] (layer_elems = 2 C bt; the
+   elements f32, or fp16 with pt_infer_desc.kv_type: written rounded, widened as they are read). A
    sequence's block table lists its blocks in position order (position p: table[p / bt], slot p % bt);
    blocks come from a stack of free ids and go back when the sequence is freed. Keys transposed make a
    block's 16 scores of one query one vector: s[0..bt) += q[d] * K^T[d][0..bt) over d, no horizontal
@@ -24693,8 +24697,9 @@ struct pt_infer {
     const pt_gpt_weights *w;
     int32_t L, C, H, hs, V, max_seq, max_seqs, bt, max_blk;
     int64_t ldc, ld3, ld4;               /* row strides of the step buffers (floats, multiples of 16) */
-    int64_t nblocks, nfree, layer_floats, block_floats;
-    float *kv;                           /* the pool (aligned into kv_mem) */
+    int64_t nblocks, nfree, layer_elems, block_elems; /* elements of the cache's type */
+    void *kv;                            /* the pool (aligned into kv_mem): floats, or fp16 (kv16) */
+    int kv16, f16c;                      /* fp16 cache; the CPU has F16C */
     void *kv_mem;
     int64_t kv_bytes;
     int32_t *free_ids;                   /* [nblocks]: a stack, free_ids[0 .. nfree) */
@@ -24730,7 +24735,7 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     pt_infer *inf;
     const pt_gpt_config *c;
     int64_t kvt, i, max_seqs, bt;
-    int l;
+    int l, kvtype;
     if (!ctx) return NULL;
     if (!w || !w->layer) return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: needs weights (with their layers)");
     c = &w->cfg;
@@ -24758,6 +24763,9 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
         return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: max_seqs %lld (expected 1..2^20), block_tokens %lld (1..65536), kv_tokens %lld (>= 0)",
                                     (long long)max_seqs, (long long)bt, d ? (long long)d->kv_tokens : 0LL);
     kvt = d && d->kv_tokens ? d->kv_tokens : max_seqs * c->max_seq;
+    kvtype = d ? d->kv_type : PT_W_F32;
+    if (kvtype != PT_W_F32 && kvtype != PT_W_F16)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_type %d (expected PT_W_F32 (0) or PT_W_F16 (1))", (int)kvtype);
     inf = (pt_infer *)pt__malloc(ctx, sizeof *inf);
     if (!inf) return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory");
     memset(inf, 0, sizeof *inf);
@@ -24766,14 +24774,15 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->max_seqs = (int32_t)max_seqs, inf->bt = (int32_t)bt, inf->max_blk = (int32_t)((c->max_seq + bt - 1) / bt);
     inf->ldc = pt__inf_rup16(c->width), inf->ld3 = pt__inf_rup16(3 * (int64_t)c->width), inf->ld4 = pt__inf_rup16(4 * (int64_t)c->width);
     inf->nblocks = (kvt + bt - 1) / bt;
-    inf->layer_floats = 2 * (int64_t)c->width * bt;
-    inf->block_floats = inf->layer_floats * c->layers;
-    if (inf->nblocks < 1 || inf->nblocks > INT32_MAX || (double)inf->nblocks * (double)inf->block_floats * 4.0 > 9.0e18) {
+    inf->layer_elems = 2 * (int64_t)c->width * bt;
+    inf->block_elems = inf->layer_elems * c->layers;
+    inf->kv16 = kvtype == PT_W_F16, inf->f16c = pt__cpu_has_f16c();
+    if (inf->nblocks < 1 || inf->nblocks > INT32_MAX || (double)inf->nblocks * (double)inf->block_elems * 4.0 > 9.0e18) {
         pt_infer_free(inf);
         return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_tokens %lld gives %lld blocks (expected 1..2^31-1 blocks)", (long long)kvt,
                                     (long long)((kvt + bt - 1) / bt));
     }
-    inf->kv_bytes = inf->nblocks * inf->block_floats * (int64_t)sizeof(float) + PT__ALIGN;
+    inf->kv_bytes = inf->nblocks * inf->block_elems * (inf->kv16 ? 2 : 4) + PT__ALIGN;
     inf->kv_mem = pt__malloc(ctx, (size_t)inf->kv_bytes); /* not touched: pages arrive as blocks are used */
     inf->free_ids = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
     inf->seq = (pt__inf_seq *)pt__malloc(ctx, (size_t)max_seqs * sizeof(pt__inf_seq));
@@ -24786,10 +24795,10 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     if (!inf->kv_mem || !inf->free_ids || !inf->seq || !inf->table || !inf->mark || !inf->st_seq || !inf->st_ntok || !inf->st_row0 || !inf->st_len0) {
         pt_infer_free(inf);
         return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory for a KV cache of %lld tokens (%.1f MiB)", (long long)kvt,
-                                    (double)(kvt * 2 * (int64_t)c->layers * c->width * 4) / 1048576.0);
+                                    (double)(kvt * 2 * (int64_t)c->layers * c->width * (inf->kv16 ? 2 : 4)) / 1048576.0);
     }
     pt__mem_add(ctx, PT__MEM_WORK, inf->kv_bytes);
-    inf->kv = pt__inf_align(inf->kv_mem);
+    inf->kv = (void *)pt__inf_align(inf->kv_mem);
     for (i = 0; i < inf->nblocks; i++) inf->free_ids[i] = (int32_t)(inf->nblocks - 1 - i); /* block 0 on top */
     inf->nfree = inf->nblocks;
     memset(inf->seq, 0, (size_t)max_seqs * sizeof(pt__inf_seq));
@@ -24797,7 +24806,9 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->kern = 1;
 #if PT__ATTN_X86
     __builtin_cpu_init();
-    if (ctx->attn_kernel != 1 && ctx->attn_kernel != 3 && __builtin_cpu_supports("avx512f") && inf->hs % 16 == 0) inf->kern = 2;
+    if (ctx->attn_kernel != 1 && ctx->attn_kernel != 3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && inf->hs % 16 == 0)
+        inf->kern = 2;
 #endif
     return inf;
 }
@@ -24861,19 +24872,27 @@ PTDEF void pt_infer_blocks(const pt_infer *inf, int64_t *total, int64_t *free_bl
 }
 
 /* ---- row kernels ------------------------------------------------------------------------------- */
-/* y = layernorm(x) * w + b over C, eps 1e-5: the arithmetic of the CPU backend's layernorm */
+/* y = layernorm(x) * w + b over C, eps 1e-5: the CPU backend's layernorm (statistics in double, the
+   output in float as there), its double sums in 8 lanes combined in a fixed order (they vectorize; the
+   backend's one running sum does not: a decode step makes 2 L + 1 of these a token) */
+static double pt__inf_sum8(const double *a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
 static void pt__inf_ln(const float *PT__RESTRICT xr, float *PT__RESTRICT yr, const float *wt, const float *bs, int64_t C) {
-    double s = 0.0, v = 0.0;
+    double s8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, v8[8] = {0, 0, 0, 0, 0, 0, 0, 0}, s, v;
     float m, rsd;
-    int64_t i;
-    for (i = 0; i < C; i++) s += (double)xr[i];
-    s /= (double)C;
-    for (i = 0; i < C; i++) {
-        double dv = (double)xr[i] - s;
-        v += dv * dv;
-    }
-    v /= (double)C;
-    m = (float)s, rsd = (float)(1.0 / sqrt(v + 1e-5));
+    int64_t i, c8 = C & ~(int64_t)7;
+    int l;
+    for (i = 0; i < c8; i += 8)
+        for (l = 0; l < 8; l++) s8[l] += (double)xr[i + l];
+    for (; i < C; i++) s8[i & 7] += (double)xr[i];
+    s = pt__inf_sum8(s8) / (double)C;
+    for (i = 0; i < c8; i += 8)
+        for (l = 0; l < 8; l++) {
+            const double dv = (double)xr[i + l] - s;
+            v8[l] += dv * dv;
+        }
+    for (; i < C; i++) v8[i & 7] += ((double)xr[i] - s) * ((double)xr[i] - s);
+    v = pt__inf_sum8(v8) / (double)C;
+    m = (float)s, rsd = (float)(1.0 / sqrt(v + (double)1e-5f)); /* the backend's float eps, widened */
     for (i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
 }
 /* GELU in place over one row (the CPU backend's tanh form) */
@@ -24893,28 +24912,33 @@ static void pt__inf_add(float *PT__RESTRICT x, const float *PT__RESTRICT y, int6
 
 /* ---- attention over the paged cache: one query row of one head --------------------------------- */
 typedef struct pt__inf_att {
-    const float *kv;
+    const void *kv;         /* the pool: floats, or fp16 bit patterns (f16) */
     const int32_t *table;   /* the sequence's block table */
-    int64_t block_floats, koff, voff; /* koff: layer + head offset of K^T in a block; voff: of V */
-    int bt, hs;
+    int64_t block_elems, koff, voff; /* elements: a block; layer + head offset of K^T in a block; of V */
+    int bt, hs, f16;
     float scale;
 } pt__inf_att;
 
+/* element i of the cache, widened */
+static inline float pt__inf_kvf(const void *kv, int64_t i, int f16) {
+    return f16 ? pt__f32_from_f16(((const uint16_t *)kv)[i]) : ((const float *)kv)[i];
+}
 /* out[hs] = softmax_j(scale q.k_j) v_j over positions j < n; sc: n (rounded up to bt) floats of scratch */
 static void pt__inf_attn_c(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
-    const int bt = a->bt, hs = a->hs;
+    const int bt = a->bt, hs = a->hs, f16 = a->f16;
     const int64_t nb = (n + bt - 1) / bt;
     float mx = -INFINITY, ls[PT__CPU_LANES], sum, inv;
     int64_t b, j;
     int t, d, l;
     for (b = 0; b < nb; b++) {
-        const float *kt = a->kv + (int64_t)a->table[b] * a->block_floats + a->koff;
+        const int64_t kt = (int64_t)a->table[b] * a->block_elems + a->koff;
         const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
         float *s = sc + b * bt;
         for (t = 0; t < nt; t++) s[t] = 0.0f;
         for (d = 0; d < hs; d++) {
-            const float qd = q[d], *kd = kt + (int64_t)d * bt;
-            for (t = 0; t < nt; t++) s[t] += qd * kd[t];
+            const float qd = q[d];
+            const int64_t kd = kt + (int64_t)d * bt;
+            for (t = 0; t < nt; t++) s[t] += qd * pt__inf_kvf(a->kv, kd + t, f16);
         }
         for (t = 0; t < nt; t++) {
             s[t] *= a->scale;
@@ -24931,20 +24955,28 @@ static void pt__inf_attn_c(const pt__inf_att *a, const float *q, int64_t n, floa
     inv = 1.0f / sum;
     for (d = 0; d < hs; d++) out[d] = 0.0f;
     for (b = 0; b < nb; b++) {
-        const float *v = a->kv + (int64_t)a->table[b] * a->block_floats + a->voff;
+        const int64_t v = (int64_t)a->table[b] * a->block_elems + a->voff;
         const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
         for (t = 0; t < nt; t++) {
-            const float e = sc[b * bt + t], *vt = v + (int64_t)t * hs;
-            for (d = 0; d < hs; d++) out[d] += e * vt[d];
+            const float e = sc[b * bt + t];
+            const int64_t vt = v + (int64_t)t * hs;
+            for (d = 0; d < hs; d++) out[d] += e * pt__inf_kvf(a->kv, vt + d, f16);
         }
     }
     for (d = 0; d < hs; d++) out[d] *= inv;
 }
 
 #if PT__ATTN_X86
+#define PT__INF_TGT __attribute__((target("avx512f,avx512bw,avx512vl,fma")))
+/* 16 elements of the cache from element i (lanes outside mk zero), widened */
+PT__INF_TGT static PT__ATTN_INLINE __m512 pt__inf_ld16(const void *kv, int64_t i, __mmask16 mk, int f16) {
+    if (f16) return _mm512_mask_cvtph_ps(_mm512_setzero_ps(), (__mmask16)0xFFFF, _mm256_maskz_loadu_epi16(mk, (const uint16_t *)kv + i));
+    return _mm512_maskz_loadu_ps(mk, (const float *)kv + i);
+}
 /* the same with AVX-512 (hs % 16 == 0): 16 keys' scores a vector, four partial sums over d; values
-   accumulated for even and odd keys apart (eight chains), summed at the end */
-PT__ATTN_TGT static void pt__inf_attn_avx512(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
+   accumulated for even and odd keys apart (eight chains), summed at the end. f16 is a constant in
+   each caller below (the body is compiled once per cache type). */
+PT__INF_TGT static PT__ATTN_INLINE void pt__inf_attn_512(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out, const int f16) {
     const int bt = a->bt, hs = a->hs;
     const int64_t nb = (n + bt - 1) / bt;
     const __m512 z = _mm512_setzero_ps(), vs = _mm512_set1_ps(a->scale);
@@ -24953,18 +24985,18 @@ PT__ATTN_TGT static void pt__inf_attn_avx512(const pt__inf_att *a, const float *
     int64_t b, j;
     int t0, d, d0;
     for (b = 0; b < nb; b++) {
-        const float *kt = a->kv + (int64_t)a->table[b] * a->block_floats + a->koff;
+        const int64_t kt = (int64_t)a->table[b] * a->block_elems + a->koff;
         const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
         float *s = sc + b * bt;
         for (t0 = 0; t0 < nt; t0 += 16) {
             const __mmask16 mk = pt__attn_lanes(nt - t0);
-            const float *k0 = kt + t0;
+            const int64_t k0 = kt + t0;
             __m512 s0 = z, s1 = z, s2 = z, s3 = z;
             for (d = 0; d + 4 <= hs; d += 4) {
-                s0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)d * bt), s0);
-                s1 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 1]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)(d + 1) * bt), s1);
-                s2 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 2]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)(d + 2) * bt), s2);
-                s3 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 3]), _mm512_maskz_loadu_ps(mk, k0 + (int64_t)(d + 3) * bt), s3);
+                s0 = _mm512_fmadd_ps(_mm512_set1_ps(q[d]), pt__inf_ld16(a->kv, k0 + (int64_t)d * bt, mk, f16), s0);
+                s1 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 1]), pt__inf_ld16(a->kv, k0 + (int64_t)(d + 1) * bt, mk, f16), s1);
+                s2 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 2]), pt__inf_ld16(a->kv, k0 + (int64_t)(d + 2) * bt, mk, f16), s2);
+                s3 = _mm512_fmadd_ps(_mm512_set1_ps(q[d + 3]), pt__inf_ld16(a->kv, k0 + (int64_t)(d + 3) * bt, mk, f16), s3);
             }
             s0 = _mm512_mul_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)), vs);
             _mm512_mask_storeu_ps(s + t0, mk, s0);
@@ -24998,28 +25030,29 @@ PT__ATTN_TGT static void pt__inf_attn_avx512(const pt__inf_att *a, const float *
                         m3 = pt__attn_lanes(hs - d0 - 48);
         __m512 a0 = z, a1 = z, a2 = z, a3 = z, c0 = z, c1 = z, c2 = z, c3 = z, vi = _mm512_set1_ps(inv);
         for (b = 0; b < nb; b++) {
-            const float *v = a->kv + (int64_t)a->table[b] * a->block_floats + a->voff + d0, *e = sc + b * bt;
+            const int64_t v = (int64_t)a->table[b] * a->block_elems + a->voff + d0;
+            const float *e = sc + b * bt;
             const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
             int t = 0;
             for (; t + 2 <= nt; t += 2) {
                 const __m512 e0 = _mm512_set1_ps(e[t]), e1 = _mm512_set1_ps(e[t + 1]);
-                const float *v0 = v + (int64_t)t * hs, *v1 = v0 + hs;
-                a0 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m0, v0), a0);
-                a1 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m1, v0 + 16), a1);
-                a2 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m2, v0 + 32), a2);
-                a3 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m3, v0 + 48), a3);
-                c0 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m0, v1), c0);
-                c1 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m1, v1 + 16), c1);
-                c2 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m2, v1 + 32), c2);
-                c3 = _mm512_fmadd_ps(e1, _mm512_maskz_loadu_ps(m3, v1 + 48), c3);
+                const int64_t v0 = v + (int64_t)t * hs, v1 = v0 + hs;
+                a0 = _mm512_fmadd_ps(e0, pt__inf_ld16(a->kv, v0, m0, f16), a0);
+                a1 = _mm512_fmadd_ps(e0, pt__inf_ld16(a->kv, v0 + 16, m1, f16), a1);
+                a2 = _mm512_fmadd_ps(e0, pt__inf_ld16(a->kv, v0 + 32, m2, f16), a2);
+                a3 = _mm512_fmadd_ps(e0, pt__inf_ld16(a->kv, v0 + 48, m3, f16), a3);
+                c0 = _mm512_fmadd_ps(e1, pt__inf_ld16(a->kv, v1, m0, f16), c0);
+                c1 = _mm512_fmadd_ps(e1, pt__inf_ld16(a->kv, v1 + 16, m1, f16), c1);
+                c2 = _mm512_fmadd_ps(e1, pt__inf_ld16(a->kv, v1 + 32, m2, f16), c2);
+                c3 = _mm512_fmadd_ps(e1, pt__inf_ld16(a->kv, v1 + 48, m3, f16), c3);
             }
             if (t < nt) {
                 const __m512 e0 = _mm512_set1_ps(e[t]);
-                const float *v0 = v + (int64_t)t * hs;
-                a0 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m0, v0), a0);
-                a1 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m1, v0 + 16), a1);
-                a2 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m2, v0 + 32), a2);
-                a3 = _mm512_fmadd_ps(e0, _mm512_maskz_loadu_ps(m3, v0 + 48), a3);
+                const int64_t v0 = v + (int64_t)t * hs;
+                a0 = _mm512_fmadd_ps(e0, pt__inf_ld16(a->kv, v0, m0, f16), a0);
+                a1 = _mm512_fmadd_ps(e0, pt__inf_ld16(a->kv, v0 + 16, m1, f16), a1);
+                a2 = _mm512_fmadd_ps(e0, pt__inf_ld16(a->kv, v0 + 32, m2, f16), a2);
+                a3 = _mm512_fmadd_ps(e0, pt__inf_ld16(a->kv, v0 + 48, m3, f16), a3);
             }
         }
         _mm512_mask_storeu_ps(out + d0, m0, _mm512_mul_ps(_mm512_add_ps(a0, c0), vi));
@@ -25027,6 +25060,12 @@ PT__ATTN_TGT static void pt__inf_attn_avx512(const pt__inf_att *a, const float *
         _mm512_mask_storeu_ps(out + d0 + 32, m2, _mm512_mul_ps(_mm512_add_ps(a2, c2), vi));
         _mm512_mask_storeu_ps(out + d0 + 48, m3, _mm512_mul_ps(_mm512_add_ps(a3, c3), vi));
     }
+}
+PT__INF_TGT static void pt__inf_attn_avx512(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
+    pt__inf_attn_512(a, q, n, sc, out, 0);
+}
+PT__INF_TGT static void pt__inf_attn_avx512_f16(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
+    pt__inf_attn_512(a, q, n, sc, out, 1);
 }
 #endif
 
@@ -25058,7 +25097,7 @@ static int pt__inf_reserve(pt_infer *inf, int64_t n) {
         inf->ff = p;
     }
     if (nt > inf->ws_threads) {
-        const int64_t per = pt__inf_rup16((int64_t)inf->max_blk * inf->bt) + 16;
+        const int64_t per = PT__MAX(pt__inf_rup16((int64_t)inf->max_blk * inf->bt) + 16, pt__inf_rup16(inf->C)); /* scores; an fp16 K row */
         void *m = pt__malloc(ctx, (size_t)(per * nt) * sizeof(float) + PT__ALIGN);
         if (!m) {
             pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: out of memory for the attention scratch");
@@ -25104,17 +25143,18 @@ static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
         tid = omp_get_thread_num();
 #endif
         sc = inf->ws + (int64_t)tid * inf->ws_per;
-        a.kv = inf->kv, a.table = inf->table + (int64_t)s * inf->max_blk, a.block_floats = inf->block_floats;
-        a.koff = (int64_t)l * inf->layer_floats + (int64_t)h * hs * inf->bt;
-        a.voff = (int64_t)l * inf->layer_floats + (int64_t)inf->C * inf->bt + (int64_t)h * inf->bt * hs;
-        a.bt = inf->bt, a.hs = hs, a.scale = 1.0f / sqrtf((float)hs);
+        a.kv = inf->kv, a.table = inf->table + (int64_t)s * inf->max_blk, a.block_elems = inf->block_elems;
+        a.koff = (int64_t)l * inf->layer_elems + (int64_t)h * hs * inf->bt;
+        a.voff = (int64_t)l * inf->layer_elems + (int64_t)inf->C * inf->bt + (int64_t)h * inf->bt * hs;
+        a.bt = inf->bt, a.hs = hs, a.f16 = inf->kv16, a.scale = 1.0f / sqrtf((float)hs);
         for (t = 0; t < inf->st_ntok[si]; t++) {
             const int64_t r = inf->st_row0[si] + t, n = inf->st_len0[si] + t + 1;
             const float *q = inf->qkv + r * inf->ld3 + (int64_t)h * hs;
             float *o = inf->att + r * inf->ldc + (int64_t)h * hs;
 #if PT__ATTN_X86
             if (kern == 2) {
-                pt__inf_attn_avx512(&a, q, n, sc, o);
+                if (a.f16) pt__inf_attn_avx512_f16(&a, q, n, sc, o);
+                else pt__inf_attn_avx512(&a, q, n, sc, o);
                 continue;
             }
 #endif
@@ -25187,13 +25227,34 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
         PT__CPU_PAR_FOR(ctx, 2 * N * C)
         for (r = 0; r < N; r++) { /* K transposed and V into the row's slot */
             const int64_t pos = inf->tok_pos[r];
-            float *blk = inf->kv + (int64_t)inf->table[(int64_t)inf->tok_seq[r] * inf->max_blk + pos / bt] * inf->block_floats +
-                         (int64_t)l * inf->layer_floats;
-            float *kt = blk + pos % bt, *vv = blk + C * bt + (pos % bt) * hs;
+            const int64_t blk = (int64_t)inf->table[(int64_t)inf->tok_seq[r] * inf->max_blk + pos / bt] * inf->block_elems + (int64_t)l * inf->layer_elems;
+            const int64_t kt = blk + pos % bt, vv = blk + C * bt + (pos % bt) * hs;
             const float *k = inf->qkv + r * ld3 + C, *v = k + C;
             int64_t h, d;
-            for (d = 0; d < C; d++) kt[d * bt] = k[d]; /* head h, dimension e: K^T row h * hs + e */
-            for (h = 0; h < inf->H; h++) memcpy(vv + h * bt * hs, v + h * hs, (size_t)hs * sizeof(float));
+            if (inf->kv16) { /* rounded to fp16 (nearest even; F16C's vcvtps2ph gives the same bits) */
+                uint16_t *p = (uint16_t *)inf->kv, *k16;
+                int tid = 0;
+#ifdef _OPENMP
+                tid = omp_get_thread_num();
+#endif
+                k16 = (uint16_t *)(void *)(inf->ws + (int64_t)tid * inf->ws_per);
+#if PT__X86
+                if (inf->f16c) {
+                    pt__cpu_f16_pack8(k, k16, C);
+                    for (h = 0; h < inf->H; h++) pt__cpu_f16_pack8(v + h * hs, p + vv + h * bt * hs, hs);
+                } else
+#endif
+                {
+                    for (d = 0; d < C; d++) k16[d] = pt__f16_from_f32(k[d]);
+                    for (h = 0; h < inf->H; h++)
+                        for (d = 0; d < hs; d++) p[vv + h * bt * hs + d] = pt__f16_from_f32(v[h * hs + d]);
+                }
+                for (d = 0; d < C; d++) p[kt + d * bt] = k16[d]; /* head h, dimension e: K^T row h * hs + e */
+            } else {
+                float *p = (float *)inf->kv;
+                for (d = 0; d < C; d++) p[kt + d * bt] = k[d];
+                for (h = 0; h < inf->H; h++) memcpy(p + vv + h * bt * hs, v + h * hs, (size_t)hs * sizeof(float));
+            }
         }
         pt__inf_attention(inf, l, nseq);
         pt__qmm(ctx, &lw->proj, inf->att, ldc, N, lw->proj_b, inf->h, ldc);
