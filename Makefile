@@ -19,8 +19,9 @@ help:
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
 	@echo "make soak      the long variants make test leaves out (SOAK=1: every equivalence and memory-estimate layout, the"
 	@echo "               implementation compiled once more by dp, tp and coll_test, xent's OpenCL run at full size, the GPT tutorial"
-	@echo "               in f32, bf16 and fp16 at its own sizes to its final val_loss, about half an hour);"
-	@echo "               TEST_FILTER=name only those suites"
+	@echo "               in f32, bf16 and fp16 at its own sizes to its final val_loss, about half an hour), then tests/fresh_machine.sh:"
+	@echo "               make demo and make test on a fresh Debian 12 minbase root (debootstrap, chroot; as root; 95 minutes more on 2 busy cores,"
+	@echo "               skipped where it cannot run); TEST_FILTER=name only those suites"
 	@echo "make valgrind  the single-process test programs under valgrind's memcheck (built without -march=native; an invalid"
 	@echo "               access, an uninitialised value or a leak fails the program); TEST_FILTER=name only those"
 	@echo "make fuzz      build the libFuzzer harnesses of tests/fuzz (clang; every file parser: checkpoint, safetensors, shard,"
@@ -114,7 +115,8 @@ demo: deps $(BUILD)/pttrain $(BUILD)/ptreport $(DEMO_DATA)/val_000000.bin
 test: deps
 	@sh tests/run.sh $(BUILD)/tests
 
-# the long variants (tests/soak.sh: tests/run.sh with SOAK=1 for the suites that have them)
+# the long variants (tests/soak.sh: tests/run.sh with SOAK=1 for the suites that have them), then the
+# README's set-up on a fresh Debian 12 root (tests/fresh_machine.sh, logs in build/soak/fresh_machine)
 soak: deps
 	@sh tests/soak.sh $(BUILD)/soak
 

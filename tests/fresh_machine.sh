@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/fresh_machine.sh [LOG_DIR] - the README's set-up on a fresh Debian 12 machine (make soak; about
-# 40 minutes on 2 cores). Builds a minimal bookworm root (debootstrap --variant=minbase
+# tests/fresh_machine.sh [LOG_DIR] - the README's set-up on a fresh Debian 12 machine (make soak; 95
+# minutes on 2 busy cores: debootstrap 3, make demo 31, make test 60). Builds a minimal bookworm root (debootstrap --variant=minbase
 # --include=make,gcc,g++,git; debootstrap is installed with apt-get if missing) from this machine's own
 # Debian mirror (the bookworm entries of /etc/apt/sources.list and sources.list.d/*.list / *.sources,
 # deb822 included, copied into the root with the apt.conf.d files that set Acquire:: options, so its

@@ -4,8 +4,8 @@
 # layouts and memory-estimate layouts whose paths others cover, the implementation compiled by
 # dp_test, tp_test and coll_test with the compilers dist_test and tp_test use too, xent_test's OpenCL
 # memory check on 1024 rows, precision_test's default-size tutorial runs to their final val_loss), then
-# tests/fresh_machine.sh (the README's make demo and make test on a fresh Debian 12 minbase root; about
-# 40 minutes; a SKIP line where it cannot run: not root, no mount/chroot, no mirror). Prints each suite's
+# tests/fresh_machine.sh (the README's make demo and make test on a fresh Debian 12 minbase root; 95
+# minutes on 2 busy cores; a SKIP line where it cannot run: not root, no mount/chroot, no mirror). Prints each suite's
 # lines as run.sh does, then the total "N passed, N failed" as its last line; exit 1 if anything failed.
 # Env: TEST_FILTER (only suites whose name contains it; fresh_machine is one), NO_ASAN=1 as in tests/run.sh.
 set -u
