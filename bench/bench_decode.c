@@ -16,7 +16,9 @@
    greedy; tokens_per_s = B * new_tokens / time of those steps. Prefill: one sequence of 256 tokens in
    one pt_infer_step; prefill_tokens_per_s = 256 / its time. weight_bytes = the bytes decode reads per
    token (pt_gpt_weights_bytes); gb_per_s = weight_bytes x tokens/s at batch 1 (what bandwidth the
-   decode reaches).
+   decode reaches). tokens_per_cpu_s: the same tokens over the process's CPU time (every thread's):
+   with PTRAIN_THREADS=1 a measure that a loaded machine disturbs little (no thread waits for another),
+   the llama.cpp peer's the same with LLAMA_THREADS=1; load: the 1-minute load average at the end.
 
    --gguf-out FILE TYPE (after the other arguments) writes the same model as GGUF in TYPE (f32, f16,
    q8_0, q4_0) and exits: the llama.cpp peer reads that file (bench/run.sh's decode benchmark).
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench_util.h"
 
@@ -46,6 +49,17 @@ static int split_list(const char *s, char out[][16], int max) {
     return n;
 }
 
+/* the 1-minute load average (what else runs on the machine), -1 where unknown */
+static double loadavg(void) {
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 static int argmax(const float *x, int n) {
     int i, b = 0;
     for (i = 1; i < n; i++)
@@ -53,11 +67,13 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
+static double g_cpu_tps; /* the last decode_run's tokens per CPU-second (all threads' CPU time) */
 /* one decode run: B sequences, ragged prompts, new_tokens greedy steps; returns tokens/s (0 on error) */
 static double decode_run(pt_ctx *ctx, pt_infer *inf, int V, int B, int new_tokens) {
     int32_t seqs[64], ntok[64], toks[64 * 40], b, s, n = 0;
     float *logits = (float *)malloc((size_t)B * (size_t)V * sizeof(float));
     double t0, dt;
+    clock_t c0;
     if (!logits) return 0;
     for (b = 0; b < B; b++) {
         int i, len = 16 + b;
@@ -66,12 +82,13 @@ static double decode_run(pt_ctx *ctx, pt_infer *inf, int V, int B, int new_token
         for (i = 0; i < len; i++) toks[n++] = (int32_t)((b * 7 + i * 13) % V);
     }
     if (pt_infer_step(inf, B, seqs, ntok, toks, logits, 0) != PT_OK) { free(logits); return 0; }
-    t0 = pt_time();
+    t0 = pt_time(), c0 = clock();
     for (s = 0; s < new_tokens; s++) {
         for (b = 0; b < B; b++) ntok[b] = 1, toks[b] = argmax(logits + (size_t)b * V, V);
         if (pt_infer_step(inf, B, seqs, ntok, toks, logits, 0) != PT_OK) break;
     }
     dt = pt_time() - t0;
+    g_cpu_tps = (double)B * new_tokens / ((double)(clock() - c0) / CLOCKS_PER_SEC + 1e-9);
     for (b = 0; b < B; b++) pt_infer_seq_free(inf, seqs[b]);
     free(logits);
     (void)ctx;
@@ -132,10 +149,13 @@ int main(int argc, char **argv) {
         int t = pt_wtype_parse(gguf_type);
         char err[512], dir[600], step[700];
         pt_gguf_export_opts eo;
+        pt_ckpt_opts co;
         memset(&eo, 0, sizeof eo);
+        memset(&co, 0, sizeof co);
+        co.model = &cfg;
         eo.type = (pt_wtype)t;
         snprintf(dir, sizeof dir, "%s.ckpt", gguf_out);
-        if (t < 0 || pt_ckpt_save(ctx, NULL, dir, 0, NULL) != PT_OK || pt_ckpt_step_dir(dir, step, sizeof step) != PT_OK ||
+        if (t < 0 || pt_ckpt_save(ctx, NULL, dir, 0, &co) != PT_OK || pt_ckpt_step_dir(dir, step, sizeof step) != PT_OK ||
             pt_gguf_export(step, gguf_out, &eo, err, sizeof err) != PT_OK) {
             fprintf(stderr, "bench_decode: --gguf-out %s %s: %s\n", gguf_out, gguf_type, t < 0 ? "unknown type" : ctx->status ? pt_error(ctx) : err);
             return 1;
@@ -149,7 +169,7 @@ int main(int argc, char **argv) {
         pt_gpt_weights *w;
         pt_infer *inf;
         pt_infer_desc id;
-        double dec[8][MAXR], pre[MAXR];
+        double dec[8][MAXR], cpu[8][MAXR], pre[MAXR];
         if (t < 0) {
             fprintf(stderr, "bench_decode: unknown format '%s' (f32, bf16, f16, q8_0, q4_0)\n", fmts[f]);
             return 2;
@@ -163,7 +183,7 @@ int main(int argc, char **argv) {
         }
         decode_run(ctx, inf, cfg.vocab, 1, 4); /* warm-up: workspaces grown, pages touched */
         for (r = 0; r < reps; r++) {
-            for (b = 0; b < nb; b++) dec[b][r] = decode_run(ctx, inf, cfg.vocab, atoi(bs[b]), new_tokens);
+            for (b = 0; b < nb; b++) dec[b][r] = decode_run(ctx, inf, cfg.vocab, atoi(bs[b]), new_tokens), cpu[b][r] = g_cpu_tps;
             pre[r] = prefill_run(inf, cfg.vocab, 256);
         }
         {
@@ -175,9 +195,9 @@ int main(int argc, char **argv) {
                 if (B == 1) one = tps;
                 printf("{\"bench\":\"decode\",\"model\":\"%s\",\"format\":\"%s\",\"batch\":%d,\"tokens_per_s\":%.1f,"
                        "\"prefill_tokens_per_s\":%.1f,\"weight_bytes\":%lld,\"gb_per_s\":%.2f,\"new_tokens\":%d,\"reps\":%d,"
-                       "\"threads\":%d,\"kernel\":\"%s\"%s}\n",
+                       "\"threads\":%d,\"kernel\":\"%s\",\"tokens_per_cpu_s\":%.1f,\"load\":%.2f}\n",
                        model, fmts[f], B, tps, p, wb, B == 1 ? (double)wb * tps / 1e9 : 0.0, new_tokens, reps, pt_threads(ctx),
-                       pt__qmm_kernel((pt_wtype)t), B > 1 && one > 0 ? "" : "");
+                       pt__qmm_kernel((pt_wtype)t), median(cpu[b], reps), loadavg());
                 if (B > 1 && one > 0) printf("{\"bench\":\"decode_batch_gain\",\"model\":\"%s\",\"format\":\"%s\",\"batch\":%d,\"vs_batch1\":%.2f}\n",
                                              model, fmts[f], B, tps / one);
             }
