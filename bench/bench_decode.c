@@ -49,17 +49,6 @@ static int split_list(const char *s, char out[][16], int max) {
     return n;
 }
 
-/* the 1-minute load average (what else runs on the machine), -1 where unknown */
-static double loadavg(void) {
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1) l = -1;
-        fclose(f);
-    }
-    return l;
-}
-
 static int argmax(const float *x, int n) {
     int i, b = 0;
     for (i = 1; i < n; i++)
@@ -197,7 +186,7 @@ int main(int argc, char **argv) {
                        "\"prefill_tokens_per_s\":%.1f,\"weight_bytes\":%lld,\"gb_per_s\":%.2f,\"new_tokens\":%d,\"reps\":%d,"
                        "\"threads\":%d,\"kernel\":\"%s\",\"tokens_per_cpu_s\":%.1f,\"load\":%.2f}\n",
                        model, fmts[f], B, tps, p, wb, B == 1 ? (double)wb * tps / 1e9 : 0.0, new_tokens, reps, pt_threads(ctx),
-                       pt__qmm_kernel((pt_wtype)t), median(cpu[b], reps), loadavg());
+                       pt__qmm_kernel((pt_wtype)t), median(cpu[b], reps), bench_loadavg());
                 if (B > 1 && one > 0) printf("{\"bench\":\"decode_batch_gain\",\"model\":\"%s\",\"format\":\"%s\",\"batch\":%d,\"vs_batch1\":%.2f}\n",
                                              model, fmts[f], B, tps / one);
             }

@@ -12,18 +12,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
+
 static int g_kv = PT_W_F32; /* --kv f16: the cache in fp16 */
 static double best_of(double a, double b) { return a < b ? a : b; }
-/* the 1-minute load average (other programs on the machine), -1 where unknown */
-static double load(void) {
-    double l = -1;
-    FILE *f = fopen("/proc/loadavg", "r");
-    if (f) {
-        if (fscanf(f, "%lf", &l) != 1) l = -1;
-        fclose(f);
-    }
-    return l;
-}
 
 /* process CPU seconds (both threads): on a shared machine the wall clock also counts other programs'
    time slices; cpu / threads is what a step would take on idle cores (a projection, not a measurement) */
@@ -172,7 +164,7 @@ static void profile(pt_ctx *ctx, const pt_gpt_weights *w, const char *tn, int n,
                "\"qkv_ms\":%.3f,\"proj_ms\":%.3f,\"fc_ms\":%.3f,\"fproj_ms\":%.3f,\"head_ms\":%.3f,\"attention_ms\":%.3f,\"rows_ms\":%.3f,"
                "\"rest_cpu_ms\":%.3f,\"load\":%.1f}\n",
                tn, pt_wtype_name((pt_wtype)g_kv), B, n, step * 1e3, cstep * 1e3, mm[0] * 1e3, mm[1] * 1e3, mm[2] * 1e3, mm[3] * 1e3, mm[4] * 1e3,
-               att * 1e3, rows * 1e3, rest * 1e3, load());
+               att * 1e3, rows * 1e3, rest * 1e3, bench_loadavg());
     }
     fflush(stdout);
     pt_infer_free(inf);
@@ -219,13 +211,13 @@ int main(int argc, char **argv) {
         for (b = 0; b < 3; b++) {
             double cps = 0, tps = decode_tps(ctx, w, bs[b], ndec, reps, &cps);
             printf("{\"bench\":\"infer_decode\",\"type\":\"%s\",\"kv\":\"%s\",\"threads\":%d,\"batch\":%d,\"decode_tokens\":%d,\"tokens_per_s\":%.1f,"
-                   "\"cpu_tokens_per_s\":%.1f,\"load\":%.1f}\n", tok, pt_wtype_name((pt_wtype)g_kv), threads, bs[b], ndec, tps, cps, load());
+                   "\"cpu_tokens_per_s\":%.1f,\"load\":%.1f}\n", tok, pt_wtype_name((pt_wtype)g_kv), threads, bs[b], ndec, tps, cps, bench_loadavg());
             fflush(stdout);
         }
         {
             double cps = 0, tps = prefill_tps(ctx, w, 256, reps, &cps);
             printf("{\"bench\":\"infer_prefill\",\"type\":\"%s\",\"kv\":\"%s\",\"threads\":%d,\"prompt\":256,\"tokens_per_s\":%.1f,\"cpu_tokens_per_s\":%.1f,"
-                   "\"load\":%.1f}\n", tok, pt_wtype_name((pt_wtype)g_kv), threads, tps, cps, load());
+                   "\"load\":%.1f}\n", tok, pt_wtype_name((pt_wtype)g_kv), threads, tps, cps, bench_loadavg());
             fflush(stdout);
         }
         profile(ctx, w, tok, 64, 1, 20);

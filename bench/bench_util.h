@@ -1,12 +1,30 @@
 /* bench_util.h - shared by the benchmark programs: the median of repeated timings, and (after
    ptrain.h) the GPT loss of one batch. */
+#include <stdio.h>
 #include <stdlib.h>
+
+/* the 1-minute load average (what else runs on the machine), -1 where unknown */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
+static double bench_loadavg(void) {
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
+}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 /* sorts v in place */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
