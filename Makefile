@@ -63,6 +63,11 @@ examples: $(EXAMPLES) $(MPI_EXAMPLES) $(BUILD)/08_opencl
 $(BUILD)/pttrain: tools/pttrain.c ptrain.h | $(BUILD)
 	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/pttrain.c -o $@ $(CLLIBS) -lm
 
+# the trainer with the test hooks compiled in (PTRAIN_TEST_HOOKS: the faults of PTRAIN_FAULT,
+# PTRAIN_GUARD_INJECT, PTRAIN_CKPT_FAIL; tests and tools/ptrun's trials use it), without OpenCL
+$(BUILD)/pttrain-hooks: tools/pttrain.c ptrain.h | $(BUILD)
+	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_TEST_HOOKS -I. tools/pttrain.c -o $@ -lm
+
 $(BUILD)/ptcl: tools/ptcl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -DPTRAIN_OPENCL -I. tools/ptcl.c -o $@ $(CLLIBS) -lm
 

@@ -50,8 +50,8 @@ cc -O2 -I. tools/prepare_shards.c -o "$W/prepare_shards" -lm >"$W/prepare_shards
 p_shards=$!
 cc -O2 tools/ptreport.c -o build/ptreport -lm 2>"$W/ptreport.build.log" &
 p_report=$!
-PTH=./build/pttrain_hooks
-mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_TEST_HOOKS -I. tools/pttrain.c -o "$PTH" -lm 2>"$W/pttrain_hooks.build.log" &
+PTH=./build/pttrain-hooks
+make --no-print-directory "$PTH" >"$W/pttrain_hooks.build.log" 2>&1 &
 p_hooks=$!
 for np_ in $bpids; do
     name=${np_%%:*}
