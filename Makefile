@@ -83,10 +83,14 @@ $(BUILD)/ptckpt: tools/ptckpt.c ptrain.h | $(BUILD)
 $(BUILD)/ptmem: tools/ptmem.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptmem.c -o $@ -lm
 
+# the supervisor: no ptrain.h, no MPI library (it runs mpirun)
+$(BUILD)/ptrun: tools/ptrun.c | $(BUILD)
+	$(CC) -O2 -Wall tools/ptrun.c -o $@
+
 $(BUILD)/ptgen: tools/ptgen.c ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -march=native -I. tools/ptgen.c -o $@ -lm
 
-tools: $(BUILD)/pttrain $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem $(BUILD)/ptgen
+tools: $(BUILD)/pttrain $(BUILD)/ptrun $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem $(BUILD)/ptgen
 
 # The demo's data: the fortunes corpus (tools/prepare_text.sh: data/fortunes/train.txt, val.txt) as
 # byte-level BPE token shards of DEMO_BPE merges (tools/prepare_shards --bpe; tokenizer.bin beside

@@ -2815,6 +2815,8 @@ struct pt_ctx {
     struct pt__prof *prof;       /* the per-op profile's sums while it is on (see trace), NULL = off */
     struct pt__prof *prof_sums;  /* its sums, kept while off */
     struct pt__ck_job *ckpt; /* the last checkpoint save: its snapshot buffer, its writer thread (see ckpt) */
+    void (*ck_crash)(void *user); /* PTRAIN_TEST_HOOKS: the next save calls it halfway through this rank's file (see ckpt) */
+    void *ck_crash_user;
     /* teardown registered by later sections when they first attach state to the context (the
        optimizers, the trace, the checkpoint writer); pt_shutdown runs them first, newest first */
     void (*at_shutdown[PT__AT_SHUTDOWN])(pt_ctx *ctx);
@@ -19207,6 +19209,8 @@ typedef struct pt__ck_piece {
 typedef struct pt__ck_job {
     char dir[912], tmp[960], path[1024]; /* dir: at most 900 characters */
     int64_t step, limit, delay_ms; /* limit: PTRAIN_CKPT_FAIL, -1 = none; delay: PTRAIN_CKPT_DELAY_MS (PTRAIN_TEST_HOOKS) */
+    void (*crash)(void *user);     /* PTRAIN_TEST_HOOKS: called (to die) once half of the file is written */
+    void *crash_user;
     int keep_last, async, pending, ok;
     const pt_ctx *ctx;   /* whose allocator holds the pieces and the snapshot */
     pt__ck_piece *pc;
@@ -19423,6 +19427,10 @@ static void pt__ck_write_file(pt__ck_job *j) {
         }
         off += run;
         if (j->ok && e < j->npc && j->limit >= 0 && off + j->pc[e].bytes > j->limit) {
+            if (j->crash) { /* a crash halfway through the file: the bytes up to the limit written first (it does not return) */
+                if (j->limit > off && j->pc[e].src) pt__ck_write_fd(fd, j->pc[e].src, (size_t)(j->limit - off));
+                j->crash(j->crash_user);
+            }
             pt__msg(j->err, sizeof j->err, "%s: write failed after %lld bytes (PTRAIN_CKPT_FAIL=%lld)", j->path, (long long)off, (long long)j->limit);
             j->ok = 0;
         }
@@ -19728,6 +19736,11 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
         snprintf(j->path, sizeof j->path, "%s/rank_%05d.bin", tmp, rank);
         j->step = step, j->keep_last = opts ? opts->keep_last : 0, j->async = opts && opts->async;
         j->limit = fail && *fail ? (int64_t)strtoll(fail, NULL, 10) : -1;
+        j->crash = NULL, j->crash_user = NULL;
+#ifdef PTRAIN_TEST_HOOKS
+        j->crash = ctx->ck_crash, j->crash_user = ctx->ck_crash_user; /* armed by the harness's crash-in-save fault, for one save */
+        ctx->ck_crash = NULL;
+#endif
         j->delay_ms = delay && *delay && j->async ? (int64_t)strtoll(delay, NULL, 10) : 0;
         j->ok = 1, j->err[0] = 0, j->head.n = 0, j->head.oom = 0;
         memset(&j->st, 0, sizeof j->st);
@@ -19743,6 +19756,7 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
         return (pt_status)(pt__fail(ctx, PT_ERR_IO, "pt_ckpt_save: step %lld not saved: %s", (long long)step, err), PT_ERR_IO);
     }
     for (i = 0; i < j->npc; i++) j->st.bytes += j->pc[i].bytes;
+    if (j->crash) j->limit = j->st.bytes / 2; /* the crash comes halfway */
     j->st.snapshot_s = pt_time() - t0;
     j->pending = 1;
 #ifdef PT__CK_THREADS
@@ -25764,7 +25778,19 @@ typedef struct pt_run {
     struct pt_guard *health;/**< set by pt_run_start unless --guard off */
     double t_update;        /**< when pt_run_guard returned (the optimizer's time starts) */
     int32_t signals_on;     /**< set by pt_run_start: SIGINT/SIGTERM caught until pt_run_free restores them */
+    struct pt__run_sup *sup;/**< the supervisor's channel (PTRAIN_SUPERVISOR, tools/ptrun): opened by pt_run_data,
+                                 closed by pt_run_free; NULL when not supervised */
+    int64_t steps_done;     /**< steps completed so far (pt_run_start's first step, then pt_run_step_end's) */
 } pt_run;
+
+/** The phase a rank is in, as its heartbeats tell the supervisor (tools/ptrun times each phase out
+    on its own: set-up once, the others calibrated from the durations seen). */
+typedef enum pt_run_phase_kind {
+    PT_RUN_SETUP = 0, /**< from pt_run_data to the first pt_run_step_begin */
+    PT_RUN_STEP,      /**< training steps (pt_run_step_begin .. pt_run_step_end) */
+    PT_RUN_CKPT,      /**< a checkpoint being saved or committed (pt_run_step_end) */
+    PT_RUN_EVAL       /**< an evaluation or generation (pt_run_phase; back to PT_RUN_STEP with pt_run_phase) */
+} pt_run_phase_kind;
 /** Takes --data, --ckpt-dir, --ckpt-every, --ckpt-async, --resume, --resume-if-any, --log, --trace,
     --guard, --guard-z out of argv (compacted, like pt_args_parse; call it first: it records the command
     line as given). Returns the new argc, or -1 with a message in err (a bad value, --resume or --guard
@@ -25772,6 +25798,15 @@ typedef struct pt_run {
 PTDEF int pt_run_parse(pt_run *r, int argc, char **argv, char *err, size_t errlen);
 /** Prints the flags of pt_run_parse and their defaults. */
 PTDEF void pt_run_usage(const pt_run *r);
+/** Call at the start of each training step (step = optimizer steps done before it; works after
+    pt_run_data alone, as the tutorials call it): under a supervisor (PTRAIN_SUPERVISOR) it reports
+    the step and the phase PT_RUN_STEP; in a build with PTRAIN_TEST_HOOKS it fires the faults of
+    PTRAIN_FAULT due at this step on this rank (kill, exit, hang, stop, slow:MS; see ENVIRONMENT).
+    Returns 0 (a fault that kills does not return). */
+PTDEF int pt_run_step_begin(pt_run *r, int64_t step);
+/** Tells the supervisor this rank's phase (a pt_run_phase_kind: PT_RUN_EVAL around an evaluation,
+    then PT_RUN_STEP again); no-op when not supervised. */
+PTDEF void pt_run_phase(pt_run *r, int phase);
 /** Collective over ctx's grid. Finds (or, from text, writes) the shards of r->data, reads the
     vocabulary from DIR/train_000000.bin, opens r->train (global batch `batch` of `seq` tokens, this
     DP rank's slice, shuffled by seed, prefetched, registered) and r->val (not shuffled); rank 0
@@ -25850,6 +25885,18 @@ PTDEF void pt_run_free(pt_run *r);
 
 #if defined(PTRAIN_HARNESS) && defined(PTRAIN_IMPLEMENTATION) && !defined(PTRAIN_HARNESS_DONE)
 #define PTRAIN_HARNESS_DONE
+/* POSIX where the system is Unix: directories (the corpus), sockets and threads (the supervisor) */
+#if defined(__unix__) || defined(__APPLE__)
+#define PT__RUN_POSIX 1
+#include <dirent.h>
+#if defined(__linux__) && defined(st_mtime) /* POSIX.1-2008 visible: lstat, nanosecond times (as find -newer) */
+#define PT__RUN_LSTAT lstat
+#define PT__RUN_NSEC(st) ((long)(st).st_mtim.tv_nsec)
+#else /* strict ISO C or another system: links followed, whole seconds */
+#define PT__RUN_LSTAT stat
+#define PT__RUN_NSEC(st) 0L
+#endif
+#endif
 /* the command line shared by the training programs (pt_args) */
 PTDEF void pt_args_usage(const pt_args *a, const char *prog, const char *extra) {
     printf("usage: %s [flags]%s%s\n", prog, extra ? "\n" : "", extra ? extra : "");
@@ -25998,6 +26045,401 @@ static void pt__run_signals(int on) {
     }
 }
 
+/* ---- the supervisor's channel (tools/ptrun) and the faults of the test hooks ----------------------
+   With PTRAIN_SUPERVISOR=HOST:PORT in the environment (tools/ptrun sets it), pt_run_data connects
+   each rank to the supervisor over TCP (a channel of its own, not MPI: it works while MPI hangs) and
+   starts a beat thread. The protocol is lines of text:
+     rank -> ptrun  hello rank=R world=W pid=P host=H attempt=A   (A: PTRAIN_SUPERVISOR_ATTEMPT, echoed)
+                    start first=K total=N                          (pt_run_start: the step resumed at, --steps)
+                    beat step=S done=D phase=P work=W              (every 0.2 s, and at once on progress:
+                                                                    S the step in progress, D steps done,
+                                                                    P setup|step|ckpt|eval, W the last step's
+                                                                    seconds outside blocking MPI calls)
+                    fault kind=K step=S t=T                        (a PTRAIN_FAULT about to fire; T Unix time)
+                    bye done=D stopped=0|1                         (pt_run_free)
+     ptrun -> rank  ok | stop | abort                              (the lease, renewed every 0.25 s;
+                                                                    stop: as SIGTERM, save and stop;
+                                                                    abort: exit now, the job is torn down)
+   ptrun times out on progress (step, done, phase), not on beats arriving: a rank blocked in MPI
+   still beats. The lease: a rank that has heard nothing from ptrun for PTRAIN_SUPERVISOR_LEASE
+   seconds (default 10) ends its process (_exit(75)), and one told `abort` at once (_exit(70)), so a
+   host that ptrun cannot reach does not keep running ranks. These two exits are the harness's only
+   ones, and happen only under a supervisor the environment asked for.
+   Faults (PTRAIN_TEST_HOOKS builds only; the variable is ignored otherwise): PTRAIN_FAULT=
+   KIND:STEP:RANK[,...] as PTRAIN_GUARD_INJECT writes them (RANK a world rank or *), KIND kill
+   (SIGKILL itself), exit (exit(3)), hang (sleeps forever, its beats going on), stop (SIGSTOP itself),
+   slow:MS (MS ms more in each step from STEP on: a straggler), crash-in-save (killed halfway through
+   writing its file of the checkpoint of step STEP). Each fires once per process; each says so on
+   stderr and to the supervisor with its own timestamp before it strikes. */
+#if defined(PT__RUN_POSIX) && defined(PT__CK_THREADS) && defined(_POSIX_C_SOURCE) && _POSIX_C_SOURCE >= 200112L
+#define PT__RUN_SUP 1
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#endif
+#if defined(PT__RUN_POSIX) && defined(_POSIX_C_SOURCE)
+#define PT__RUN_PROC 1 /* kill, nanosleep: POSIX declared */
+#endif
+#define PT__RUN_FAULTS 16
+enum { PT__FAULT_KILL = 0, PT__FAULT_EXIT, PT__FAULT_HANG, PT__FAULT_STOP, PT__FAULT_SLOW, PT__FAULT_CRASH_SAVE, PT__FAULT_KINDS };
+static const char *const pt__run_fault_names[PT__FAULT_KINDS] = {"kill", "exit", "hang", "stop", "slow", "crash-in-save"};
+typedef struct pt__run_fault {
+    int kind, rank, ms, fired; /* rank -1 = every rank */
+    int64_t step;
+} pt__run_fault;
+typedef struct pt__run_sup {
+    int fd, rank, world, phase, closed, quit; /* fd -1: faults only, no supervisor */
+    int64_t step, done;
+    double work_s, lease_s, heard, t_step0, blocked0;
+    const pt_dist *d;
+    pt__run_fault faults[PT__RUN_FAULTS];
+    int nfaults;
+    char in[256];
+    size_t nin;
+#ifdef PT__RUN_SUP
+    pthread_t th;
+    int th_on;
+    pthread_mutex_t mu; /* the fields above the faults and writes to fd: the main thread and the beat thread */
+#endif
+} pt__run_sup;
+
+static double pt__run_wall(void) { /* Unix time: the faults' timestamps, comparable across processes */
+#ifdef PT__RUN_POSIX
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
+#else
+    return (double)time(NULL);
+#endif
+}
+
+/* KIND:STEP:RANK[,...] into s->faults; 0 for a malformed list */
+static int pt__run_fault_parse(pt__run_sup *s, const char *v) {
+    while (v && *v) {
+        char kind[16];
+        long long step;
+        int k, n = 0, ms = 0, rank = -1;
+        if (s->nfaults == PT__RUN_FAULTS) return 0;
+        if (sscanf(v, "%15[a-z-]:%n", kind, &n) != 1 || n == 0) return 0;
+        v += n;
+        for (k = 0; k < PT__FAULT_KINDS && strcmp(kind, pt__run_fault_names[k]); k++) {}
+        if (k == PT__FAULT_KINDS) return 0;
+        if (k == PT__FAULT_SLOW) { /* slow:MS:STEP:RANK */
+            n = 0;
+            if (sscanf(v, "%d:%n", &ms, &n) != 1 || n == 0 || ms < 1 || ms > 3600000) return 0;
+            v += n;
+        }
+        n = 0;
+        if (sscanf(v, "%lld:%n", &step, &n) != 1 || n == 0 || step < 0) return 0;
+        v += n;
+        if (*v == '*') v++;
+        else {
+            char *e;
+            long rr = strtol(v, &e, 10);
+            if (e == v || rr < 0 || rr > 1 << 24) return 0;
+            rank = (int)rr, v = e;
+        }
+        if (*v && *v != ',') return 0;
+        s->faults[s->nfaults].kind = k, s->faults[s->nfaults].rank = rank, s->faults[s->nfaults].ms = ms;
+        s->faults[s->nfaults].step = step, s->faults[s->nfaults].fired = 0;
+        s->nfaults++;
+        if (*v == ',') v++;
+    }
+    return 1;
+}
+
+#ifdef PT__RUN_SUP
+static const char *const pt__run_phase_names[4] = {"setup", "step", "ckpt", "eval"};
+/* one line to the supervisor (whole, under the lock; a supervisor gone is not an error here) */
+static void pt__run_sup_send(pt__run_sup *s, const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    int n;
+    size_t off = 0;
+    if (!s || s->fd < 0) return;
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
+    line[n++] = '\n';
+    pthread_mutex_lock(&s->mu);
+    while (!s->closed && off < (size_t)n) {
+#ifdef MSG_NOSIGNAL
+        ssize_t k = send(s->fd, line + off, (size_t)n - off, MSG_NOSIGNAL); /* no SIGPIPE when ptrun is gone */
+#else
+        ssize_t k = send(s->fd, line + off, (size_t)n - off, 0);
+#endif
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        off += (size_t)k;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+static void pt__run_sup_beat(pt__run_sup *s) {
+    int64_t step, done;
+    int phase;
+    double work;
+    if (!s || s->fd < 0) return;
+    pthread_mutex_lock(&s->mu);
+    step = s->step, done = s->done, phase = s->phase, work = s->work_s;
+    pthread_mutex_unlock(&s->mu);
+    pt__run_sup_send(s, "beat step=%lld done=%lld phase=%s work=%.6f", (long long)step, (long long)done, pt__run_phase_names[phase & 3], work);
+}
+/* the beat thread: beats, reads ptrun's lines, keeps the lease */
+static void *pt__run_sup_main(void *arg) {
+    pt__run_sup *s = (pt__run_sup *)arg;
+    double next = 0;
+    for (;;) {
+        struct pollfd p;
+        int quit, closed, n;
+        double now;
+        pthread_mutex_lock(&s->mu);
+        quit = s->quit, closed = s->closed;
+        pthread_mutex_unlock(&s->mu);
+        if (quit) break;
+        p.fd = closed ? -1 : s->fd, p.events = POLLIN, p.revents = 0;
+        n = poll(&p, 1, 50);
+        now = pt_time();
+        if (n > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t k = recv(s->fd, s->in + s->nin, sizeof s->in - 1 - s->nin, 0);
+            if (k <= 0 && !(k < 0 && errno == EINTR)) { /* ptrun closed the channel: the lease runs out */
+                pthread_mutex_lock(&s->mu);
+                s->closed = 1;
+                pthread_mutex_unlock(&s->mu);
+            } else if (k > 0) {
+                char *line = s->in, *nl;
+                s->nin += (size_t)k, s->in[s->nin] = 0;
+                while ((nl = strchr(line, '\n')) != NULL) {
+                    *nl = 0;
+                    s->heard = now;
+                    if (!strcmp(line, "abort")) {
+                        fprintf(stderr, "ptrain: rank %d: the supervisor tears the job down: exiting\n", s->rank);
+                        _exit(70);
+                    }
+                    if (!strcmp(line, "stop")) pt__run_stopping = 1;
+                    line = nl + 1;
+                }
+                s->nin = strlen(line);
+                memmove(s->in, line, s->nin + 1);
+                if (s->nin >= sizeof s->in - 1) s->nin = 0; /* a line too long to be ours */
+            }
+        }
+        if (now - s->heard > s->lease_s) {
+            fprintf(stderr, "ptrain: rank %d: no word from the supervisor (PTRAIN_SUPERVISOR=%s) for %.0f s: exiting, its lease ran out\n", s->rank,
+                    getenv("PTRAIN_SUPERVISOR") ? getenv("PTRAIN_SUPERVISOR") : "?", s->lease_s);
+            _exit(75);
+        }
+        if (now >= next) pt__run_sup_beat(s), next = now + 0.2;
+    }
+    return NULL;
+}
+/* connects to HOST:PORT; the socket, or -1 with err */
+static int pt__run_sup_connect(const char *spec, char *err, size_t errlen) {
+    char host[256];
+    const char *colon = strrchr(spec, ':');
+    struct addrinfo hints, *res = NULL, *a;
+    int fd = -1, rc, one = 1;
+    if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof host || !colon[1]) {
+        snprintf(err, errlen, "PTRAIN_SUPERVISOR='%s': expected HOST:PORT", spec);
+        return -1;
+    }
+    memcpy(host, spec, (size_t)(colon - spec)), host[colon - spec] = 0;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC, hints.ai_socktype = SOCK_STREAM;
+    if ((rc = getaddrinfo(host, colon + 1, &hints, &res)) != 0) {
+        snprintf(err, errlen, "PTRAIN_SUPERVISOR='%s': cannot resolve %s: %s", spec, host, gai_strerror(rc));
+        return -1;
+    }
+    for (a = res; a && fd < 0; a = a->ai_next) {
+        if ((fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol)) < 0) continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) close(fd), fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) snprintf(err, errlen, "PTRAIN_SUPERVISOR='%s': cannot connect: %s (is tools/ptrun listening there?)", spec, strerror(errno));
+    else setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+#else
+static void pt__run_sup_send(pt__run_sup *s, const char *fmt, ...) { (void)s, (void)fmt; }
+static void pt__run_sup_beat(pt__run_sup *s) { (void)s; }
+#endif
+
+/* pt_run_data: the faults (hooks builds) and the supervisor's channel (PTRAIN_SUPERVISOR); collective */
+static pt_status pt__run_sup_open(pt_ctx *ctx, pt_run *r) {
+    const pt_dist *d = pt_ctx_dist(ctx);
+    const char *spec = getenv("PTRAIN_SUPERVISOR"), *faults = NULL;
+    char err[512];
+    int ok = 1;
+    pt__run_sup *s;
+    if (r->sup) return PT_OK;
+#ifdef PTRAIN_TEST_HOOKS
+    faults = getenv("PTRAIN_FAULT");
+#endif
+    if ((!spec || !*spec) && (!faults || !*faults)) return PT_OK;
+    err[0] = 0;
+    if (!(s = (pt__run_sup *)PT_MALLOC(sizeof *s))) ok = 0, snprintf(err, sizeof err, "out of memory");
+    else {
+        memset(s, 0, sizeof *s);
+        s->fd = -1, s->d = d, s->rank = pt_dist_rank(d), s->world = pt_dist_size(d), s->lease_s = 10;
+        if (faults && *faults && !pt__run_fault_parse(s, faults))
+            ok = 0, snprintf(err, sizeof err, "PTRAIN_FAULT='%.200s': expected KIND:STEP:RANK[,...] (KIND kill, exit, hang, stop, slow:MS or crash-in-save; "
+                                              "RANK a world rank or *; at most %d)", faults, PT__RUN_FAULTS);
+    }
+    if (ok && spec && *spec) {
+#ifdef PT__RUN_SUP
+        const char *lease = getenv("PTRAIN_SUPERVISOR_LEASE"), *attempt = getenv("PTRAIN_SUPERVISOR_ATTEMPT");
+        char host[256] = "?";
+        if (lease && *lease) {
+            char *e;
+            s->lease_s = strtod(lease, &e);
+            if (*e || !(s->lease_s > 0 && s->lease_s < 1e6))
+                ok = 0, snprintf(err, sizeof err, "PTRAIN_SUPERVISOR_LEASE='%.100s': expected seconds, a positive number", lease);
+        }
+        if (ok && (s->fd = pt__run_sup_connect(spec, err, sizeof err)) < 0) ok = 0;
+        if (ok) {
+            gethostname(host, sizeof host - 1);
+            host[sizeof host - 1] = 0;
+            pthread_mutex_init(&s->mu, NULL);
+            s->heard = pt_time();
+            pt__run_sup_send(s, "hello rank=%d world=%d pid=%ld host=%s attempt=%s", s->rank, s->world, (long)getpid(), host,
+                             attempt && *attempt ? attempt : "0");
+            if (pthread_create(&s->th, NULL, pt__run_sup_main, s) == 0) s->th_on = 1;
+            else ok = 0, snprintf(err, sizeof err, "PTRAIN_SUPERVISOR: cannot start the beat thread");
+        }
+#else
+        if (s->rank == 0)
+            fprintf(stderr, "ptrain: PTRAIN_SUPERVISOR is set, but this build has no POSIX sockets and threads (strict ISO C, or PTRAIN_NO_THREADS): "
+                            "no heartbeats\n");
+#endif
+    }
+    r->sup = s;
+    if (!pt_dist_agree_msg(d, ok, err, sizeof err)) return pt_error_set(ctx, PT_ERR_ARG, "%s", err);
+    return PT_OK;
+}
+
+/* a fault about to strike: said on stderr and to the supervisor, with its own timestamp */
+static void pt__run_fault_say(pt__run_sup *s, const pt__run_fault *f, int64_t step) {
+    double t = pt__run_wall();
+    char kind[32];
+    if (f->kind == PT__FAULT_SLOW) snprintf(kind, sizeof kind, "slow:%d", f->ms);
+    else snprintf(kind, sizeof kind, "%s", pt__run_fault_names[f->kind]);
+    fprintf(stderr, "ptrain: fault injected: %s at step %lld on rank %d (t=%.6f)\n", kind, (long long)step, s->rank, t);
+    fflush(stderr);
+    pt__run_sup_send(s, "fault kind=%s step=%lld t=%.6f", kind, (long long)step, t);
+}
+static void pt__run_sleep_ms(int ms) {
+#ifdef PT__RUN_PROC
+    struct timespec ts;
+    ts.tv_sec = ms / 1000, ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+#else
+    double t0 = pt_time();
+    while (pt_time() - t0 < 1e-3 * ms) {}
+#endif
+}
+#ifdef PTRAIN_TEST_HOOKS
+static void pt__run_crash_now(void *user) { /* the checkpoint writer, halfway through the file */
+    pt__run_sup *s = (pt__run_sup *)user;
+    int i;
+    for (i = 0; i < s->nfaults; i++)
+        if (s->faults[i].kind == PT__FAULT_CRASH_SAVE && s->faults[i].fired == 1) {
+            s->faults[i].fired = 2;
+            pt__run_fault_say(s, &s->faults[i], s->faults[i].step);
+        }
+#ifdef PT__RUN_PROC
+    kill(getpid(), SIGKILL);
+#endif
+    abort();
+}
+#endif
+
+PTDEF int pt_run_step_begin(pt_run *r, int64_t step) {
+    pt__run_sup *s = r ? r->sup : NULL;
+    pt_coll_totals c;
+    int i;
+    if (!s) return 0;
+    c = pt_dist_coll_totals(s->d);
+#ifdef PT__RUN_SUP
+    if (s->fd >= 0) pthread_mutex_lock(&s->mu);
+#endif
+    s->step = step, s->phase = PT_RUN_STEP, s->t_step0 = pt_time(), s->blocked0 = c.blocked_s + c.blocked_p2p_s;
+#ifdef PT__RUN_SUP
+    if (s->fd >= 0) pthread_mutex_unlock(&s->mu);
+#endif
+    pt__run_sup_beat(s);
+    for (i = 0; i < s->nfaults; i++) {
+        pt__run_fault *f = &s->faults[i];
+        if ((f->rank >= 0 && f->rank != s->rank) || f->kind == PT__FAULT_CRASH_SAVE) continue;
+        if (f->kind == PT__FAULT_SLOW ? step < f->step : step != f->step || f->fired) continue;
+        if (!f->fired) pt__run_fault_say(s, f, step);
+        f->fired = 1;
+        switch (f->kind) {
+        case PT__FAULT_KILL:
+#ifdef PT__RUN_PROC
+            kill(getpid(), SIGKILL);
+#endif
+            abort();
+        case PT__FAULT_EXIT: exit(3);
+        case PT__FAULT_HANG:
+            for (;;) pt__run_sleep_ms(1000);
+        case PT__FAULT_STOP:
+#ifdef PT__RUN_PROC
+            kill(getpid(), SIGSTOP);
+#endif
+            break;
+        default: pt__run_sleep_ms(f->ms); break;
+        }
+    }
+    return 0;
+}
+
+PTDEF void pt_run_phase(pt_run *r, int phase) {
+    pt__run_sup *s = r ? r->sup : NULL;
+    if (!s || s->fd < 0 || phase < PT_RUN_SETUP || phase > PT_RUN_EVAL) return;
+#ifdef PT__RUN_SUP
+    pthread_mutex_lock(&s->mu);
+    s->phase = phase;
+    pthread_mutex_unlock(&s->mu);
+#endif
+    pt__run_sup_beat(s);
+}
+
+/* pt_run_step_end: `done` steps completed; the last step's working time (outside blocking MPI) */
+static void pt__run_sup_done(pt_run *r, int64_t done) {
+    pt__run_sup *s = r->sup;
+    r->steps_done = done;
+    if (!s || s->fd < 0) return;
+#ifdef PT__RUN_SUP
+    pt_coll_totals c = pt_dist_coll_totals(s->d);
+    pthread_mutex_lock(&s->mu);
+    s->done = done, s->phase = PT_RUN_STEP;
+    if (s->t_step0 > 0) s->work_s = PT__MAX(0.0, pt_time() - s->t_step0 - (c.blocked_s + c.blocked_p2p_s - s->blocked0));
+    pthread_mutex_unlock(&s->mu);
+#endif
+    pt__run_sup_beat(s);
+}
+
+static void pt__run_sup_close(pt_run *r) {
+    pt__run_sup *s = r->sup;
+    if (!s) return;
+#ifdef PT__RUN_SUP
+    if (s->fd >= 0) {
+        pt__run_sup_send(s, "bye done=%lld stopped=%d", (long long)r->steps_done, pt__run_stopping ? 1 : 0);
+        pthread_mutex_lock(&s->mu);
+        s->quit = 1;
+        pthread_mutex_unlock(&s->mu);
+        if (s->th_on) pthread_join(s->th, NULL);
+        close(s->fd);
+        pthread_mutex_destroy(&s->mu);
+    }
+#endif
+    PT_FREE(s);
+    r->sup = NULL;
+}
+
 /* --guard's values, indexed by pt_run.guard + 1 (off = -1, then the pt_guard_policy values) */
 static const char *const pt__run_guards[] = {"off", "warn", "skip", "rollback"};
 
@@ -26138,17 +26580,6 @@ static void pt__run_shards(pt_ctx *ctx, const char *dir, const char *split, char
 
 /* The fortunes corpus: tools/prepare_text.sh in C, byte for byte (tests/examples_test.sh compares them). */
 #define PT__RUN_FORTUNES "/usr/share/games/fortunes"
-#if defined(__unix__) || defined(__APPLE__)
-#define PT__RUN_POSIX 1
-#include <dirent.h>
-#if defined(__linux__) && defined(st_mtime) /* POSIX.1-2008 visible: lstat, nanosecond times (as find -newer) */
-#define PT__RUN_LSTAT lstat
-#define PT__RUN_NSEC(st) ((long)(st).st_mtim.tv_nsec)
-#else /* strict ISO C or another system: links followed, whole seconds */
-#define PT__RUN_LSTAT stat
-#define PT__RUN_NSEC(st) 0L
-#endif
-#endif
 
 #ifdef PT__RUN_POSIX
 typedef struct pt__run_buf {
@@ -26353,6 +26784,7 @@ PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, 
     pt_status st = PT_OK;
     if (!ctx) return PT_ERR_ARG;
     if (!r || !dir || !dir[0]) return pt_error_set(ctx, PT_ERR_ARG, "pt_run_data: no data directory (--data DIR)");
+    if (pt__run_sup_open(ctx, r) != PT_OK) return pt_status_get(ctx); /* the supervisor hears of the set-up from here */
     r->batch = batch, r->seq = seq;
     err[0] = 0;
     if (pt_dist_rank(d) == 0 && !pt__run_exists(dir, "train_000000.bin")) { /* rank 0 prepares, the others wait */
@@ -26515,6 +26947,8 @@ PTDEF pt_status pt_run_start(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t steps,
     }
     if (root) fflush(stdout);
     if (first_step) *first_step = k;
+    r->steps_done = k;
+    pt__run_sup_send(r->sup, "start first=%lld total=%lld", (long long)k, (long long)steps);
     if (r->trace_path && pt_trace_start(ctx, d, r->trace_path, 0) != PT_OK) return pt_status_get(ctx);
     pt_trace_step(ctx, k);
     if (r->log_path) {
@@ -26597,12 +27031,27 @@ PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int
     stop = !pt_dist_agree(d, !pt__run_stopping); /* a signal may reach only some ranks */
     save = r->ckpt_dir && ((r->ckpt_every > 0 && done % r->ckpt_every == 0) || done == steps || stop);
     if (pt_ckpt_pending(ctx) >= 0) { /* the save in flight: committed once every rank wrote it, before the next */
+        if (save) pt_run_phase(r, PT_RUN_CKPT); /* waits for the writer */
         if (pt__run_commit_if(r, !save) != PT_OK) return -1;
         tc = pt_time() - t0;
     }
     if (save) {
         double t1 = pt_time();
-        if (pt_run_save(ctx, o, r, done) != PT_OK) return -1;
+        pt_status st;
+        pt_run_phase(r, PT_RUN_CKPT);
+#ifdef PTRAIN_TEST_HOOKS
+        if (r->sup) { /* crash-in-save: this save dies halfway through this rank's file */
+            int i;
+            for (i = 0; i < r->sup->nfaults; i++) {
+                pt__run_fault *f = &r->sup->faults[i];
+                if (f->kind == PT__FAULT_CRASH_SAVE && !f->fired && f->step == done && (f->rank < 0 || f->rank == r->sup->rank))
+                    f->fired = 1, ctx->ck_crash = pt__run_crash_now, ctx->ck_crash_user = r->sup;
+            }
+        }
+#endif
+        st = pt_run_save(ctx, o, r, done);
+        pt_run_phase(r, PT_RUN_STEP);
+        if (st != PT_OK) return -1;
         saved = 1;
         pt_run_line(r);
         if (pt_dist_rank(d) == 0)
@@ -26621,6 +27070,7 @@ PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int
         if (pt_monitor_step_end(r->mon, &ms) != PT_OK) return -1;
     }
     pt_trace_step(ctx, done);
+    pt__run_sup_done(r, done);
     if (stop) pt_run_line(r);
     if (stop && pt_dist_rank(d) == 0) {
         if (!saved) printf("interrupted at step %lld; nothing saved (no --ckpt-dir)\n", (long long)done);
@@ -26746,6 +27196,7 @@ PTDEF void pt_run_free(pt_run *r) {
         if (root) fflush(stdout);
         r->ctx = NULL, r->mon = NULL, r->health = NULL;
     }
+    pt__run_sup_close(r); /* bye to the supervisor */
     if (r->signals_on) pt__run_signals(0), r->signals_on = 0; /* the program's own handlers again */
     pt_loader_free(r->train);
     pt_loader_free(r->val);

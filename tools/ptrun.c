@@ -1,0 +1,1044 @@
+/* ptrun.c - the supervisor: runs a training job under mpirun, notices a dead or hung rank, tears
+   the job down and resumes it on what is left.
+
+   Build: cc -O2 -Wall tools/ptrun.c -o build/ptrun   (make tools builds it)
+
+   Usage: ptrun [flags] -- TRAINER [ARGS...]
+   e.g.   ptrun --hosts hosts.txt --max-restarts 5 -- build/pttrain --dp 2 --pp 2 --ckpt-dir ckpt --ckpt-every 10 --log run.jsonl
+
+   What it does, in order (docs/fault-tolerance.md tells the whole story):
+   1. Reads the hostfile (Open MPI's format: `HOST slots=N`, # comments), and the trainer's layout
+      from its flags (--dp --tp --pp --accum --batch --micro-batches, --ckpt-dir, --log). A trainer
+      command without --ckpt-dir is refused: a restart could only begin again at step 0.
+   2. Listens on a TCP port of its own and launches `mpirun --hostfile H -np N -x VAR... TRAINER ...`
+      with PTRAIN_SUPERVISOR=HOST:PORT among the variables: every rank (ptrain.h's harness) connects
+      back, says hello, beats every 0.2 s with its step, steps done, phase (setup, step, ckpt, eval)
+      and the last step's working time, and holds a lease (it exits by itself when ptrun goes quiet).
+      The trainer's output passes through unchanged; ptrun's own lines begin `ptrun:` on stderr.
+   3. Watches: a channel closing without a goodbye or the launcher exiting is a death (noticed at
+      once); no progress for longer than the phase's timeout is a hang (set-up: --timeout setup=S,
+      300 s; step, ckpt, eval: 5 x the longest seen so far, at least --timeout-floor S (30), or a
+      fixed --timeout PHASE=S); a rank whose working time stays over 1.5 x the median for 3 steps is
+      a straggler: logged, not killed.
+   4. On a failure: tears the whole job down (abort to every rank, SIGTERM then SIGKILL to mpirun,
+      SIGKILL to every rank's pid, through the remote shell on other hosts), re-reads the hostfile,
+      probes each host through the launcher's remote shell (--agent; a host that does not answer in
+      --probe-timeout s is left out this time and tried again at the next restart), keeps tp x pp,
+      picks the largest DP (at most the first launch's) that fits the healthy slots and divides
+      dp x accum, raises --accum so the global batch and the LR schedule stay the same, and
+      relaunches with --resume-if-any after a backoff (--backoff S, doubled each restart, at most
+      30 s). The trainer resumes from its newest valid checkpoint, resharded to the new layout.
+   5. Stops after --max-restarts failures with a report (what failed where and when, restarts,
+      steps lost, time lost). Exit status 0 only when the run finished; 1 when the budget ran out
+      or the job failed before its first step (a configuration error is not restarted); 2 for bad
+      flags; 128+N when stopped by signal N (SIGINT / SIGTERM: the ranks are told to save and stop).
+
+   Every event goes to stderr as one `ptrun:` line, as a JSON line to --events FILE (default
+   CKPT_DIR/ptrun_events.jsonl) as it happens, and at the end into the trainer's --log (when it has
+   one), where build/ptreport marks restarts on the loss chart and draws the failure timeline.
+
+   Faults for tests (a trainer built with -DPTRAIN_TEST_HOOKS, make build/pttrain-hooks):
+   PTRAIN_FAULT=KIND:STEP:RANK[,...] is forwarded to the ranks; each fault fires once per supervised
+   run: one that fired is left out of the relaunches' PTRAIN_FAULT. */
+#define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXH 64      /* hosts */
+#define MAXR 1024    /* ranks */
+#define MAXF 64      /* failures */
+#define MAXFAULT 16  /* entries of PTRAIN_FAULT */
+enum { PH_SETUP = 0, PH_STEP, PH_CKPT, PH_EVAL, PH_N };
+static const char *const phase_name[PH_N] = {"setup", "step", "ckpt", "eval"};
+
+typedef struct host {
+    char name[256];
+    int slots, up;
+} host;
+
+/* one rank's channel */
+typedef struct rankc {
+    int fd, hello, bye, rank, stopped;
+    long pid;
+    char host[256];
+    int64_t step, done, first, total;
+    int phase;
+    double work, t_progress, t_beat, t_phase; /* last progress, last line, when the phase began */
+    char in[2048];
+    size_t nin;
+} rankc;
+
+/* one failure, from the fault to the first step after the relaunch */
+typedef struct failure {
+    int attempt, rank, dp_from, dp_to, accum_from, accum_to, has_fault;
+    char kind[32], what[32], host[256], detail[512];
+    int64_t step, done, resume;
+    double t_fault, t_detect, t_down, t_relaunch, t_recovered;
+} failure;
+
+typedef struct fault_entry {
+    char text[64], kind[32];
+    int64_t step;
+    int rank, fired; /* rank -1 = * */
+} fault_entry;
+
+static struct {
+    /* flags */
+    const char *hostfile, *mpirun, *agent, *events_path, *listen_addr, *advertise;
+    const char *mpi_args[64], *xvars[64];
+    int nmpi, nx, max_restarts;
+    double backoff, probe_timeout, floor_s, lease, fixed[PH_N], setup_s;
+    char **targv;
+    int targc;
+    /* the trainer's layout and paths */
+    int dp0, tp, pp, accum0, batch, mbs;
+    const char *ckpt_dir, *log_path;
+    /* state */
+    host hosts[MAXH];
+    int nhosts;
+    char me[256];
+    int lfd, port, sigpipe[2];
+    int nr, world, attempt, dp, accum;
+    pid_t job;
+    int job_status, job_done;
+    double longest[PH_N];
+    int nf;
+    fault_entry faults[MAXFAULT];
+    int nfaults;
+    FILE *events;
+    char *evbuf; /* the events for the trainer's log, written at the end */
+    size_t evn, evcap;
+    volatile sig_atomic_t stop_sig;
+    int straggle[MAXR];
+    int64_t straggle_done;
+    int reported_straggler[MAXR];
+    double t_start;
+} S;
+static rankc R[MAXR];  /* the channels of this launch */
+static failure F[MAXF]; /* the failures so far */
+
+static void nap(double s) { /* sleeps s seconds */
+    struct timespec ts;
+    ts.tv_sec = (time_t)s, ts.tv_nsec = (long)((s - (double)(time_t)s) * 1e9);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+static double now_wall(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + 1e-6 * (double)tv.tv_usec;
+}
+static double now_mono(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+/* ptrun's lines on stderr */
+static void say(const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "ptrun: ");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+/* an event: a JSON line (fields already JSON: "k":v,...) to --events now and to the log at the end */
+static void event(const char *name, int64_t step, double wall, const char *fmt, ...) {
+    char body[1500], line[2048];
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    n = snprintf(line, sizeof line, "{\"event\":\"%s\",\"step\":%lld,\"wall\":%.6f,\"attempt\":%d%s%s}\n", name, (long long)step, wall, S.attempt,
+                 body[0] ? "," : "", body);
+    if (n <= 0 || n >= (int)sizeof line) return;
+    if (S.events) fputs(line, S.events), fflush(S.events);
+    if (S.evn + (size_t)n + 1 > S.evcap) {
+        size_t cap = S.evcap ? 2 * S.evcap + (size_t)n : 4096;
+        char *p = (char *)realloc(S.evbuf, cap);
+        if (!p) return;
+        S.evbuf = p, S.evcap = cap;
+    }
+    memcpy(S.evbuf + S.evn, line, (size_t)n + 1);
+    S.evn += (size_t)n;
+}
+/* s as a JSON string's contents (quotes and backslashes escaped, control characters dropped) */
+static const char *jstr(const char *s, char *buf, size_t len) {
+    size_t o = 0;
+    for (; *s && o + 2 < len; s++) {
+        if (*s == '"' || *s == '\\') buf[o++] = '\\';
+        if ((unsigned char)*s >= 32) buf[o++] = *s;
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+static void on_signal(int sig) {
+    char c = (char)sig;
+    if (sig == SIGINT || sig == SIGTERM) S.stop_sig = sig;
+    if (write(S.sigpipe[1], &c, 1) < 0) {}
+}
+
+/* ---- the trainer's command line ------------------------------------------------------------- */
+static const char *targ(const char *flag) { /* the value of --flag in the trainer's arguments, or NULL */
+    int i;
+    for (i = 1; i + 1 < S.targc; i++)
+        if (!strcmp(S.targv[i], flag)) return S.targv[i + 1];
+    return NULL;
+}
+static int targ_has(const char *flag) {
+    int i;
+    for (i = 1; i < S.targc; i++)
+        if (!strcmp(S.targv[i], flag)) return 1;
+    return 0;
+}
+static int targ_int(const char *flag, int dflt) {
+    const char *v = targ(flag);
+    return v ? atoi(v) : dflt;
+}
+
+/* ---- hosts ------------------------------------------------------------------------------------ */
+static int read_hosts(char *err, size_t errlen) {
+    FILE *f;
+    char line[1024];
+    int ln = 0;
+    S.nhosts = 0;
+    if (!S.hostfile) { /* this machine, as many slots as the first launch needs (set later) */
+        snprintf(S.hosts[0].name, sizeof S.hosts[0].name, "localhost");
+        S.hosts[0].slots = 0, S.hosts[0].up = 1, S.nhosts = 1;
+        return 0;
+    }
+    if (!(f = fopen(S.hostfile, "r"))) return snprintf(err, errlen, "--hosts %s: %s", S.hostfile, strerror(errno)), -1;
+    while (fgets(line, sizeof line, f)) {
+        char name[256], *p = line, *h;
+        int slots = 1, n = 0;
+        ln++;
+        if ((h = strchr(line, '#')) != NULL) *h = 0;
+        while (*p == ' ' || *p == '\t') p++;
+        if (!*p || *p == '\n' || *p == '\r') continue;
+        if (sscanf(p, "%255s%n", name, &n) != 1) continue;
+        p += n;
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p && *p != '\n' && *p != '\r') {
+            if (sscanf(p, "slots=%d", &slots) != 1 || slots < 1 || slots > 4096) {
+                fclose(f);
+                return snprintf(err, errlen, "--hosts %s:%d: expected 'HOST slots=N' (N >= 1), found '%.100s'", S.hostfile, ln, line), -1;
+            }
+        }
+        if (S.nhosts == MAXH) break;
+        snprintf(S.hosts[S.nhosts].name, sizeof S.hosts[S.nhosts].name, "%s", name);
+        S.hosts[S.nhosts].slots = slots, S.hosts[S.nhosts].up = 1;
+        S.nhosts++;
+    }
+    fclose(f);
+    if (!S.nhosts) return snprintf(err, errlen, "--hosts %s: no host in it (expected lines 'HOST slots=N')", S.hostfile), -1;
+    return 0;
+}
+static int is_local(const char *h) { return !strcmp(h, "localhost") || !strcmp(h, "127.0.0.1") || !strcmp(h, S.me); }
+
+/* the remote shell of Open MPI: --agent, else the plm_rsh_agent among the mpirun arguments, else ssh */
+static const char *agent(void) {
+    int i;
+    if (S.agent) return S.agent;
+    for (i = 0; i + 2 < S.nmpi; i++)
+        if (!strcmp(S.mpi_args[i], "--mca") && !strcmp(S.mpi_args[i + 1], "plm_rsh_agent")) return S.mpi_args[i + 2];
+    return "ssh";
+}
+/* runs `AGENT HOST CMD` (CMD a shell line) in the background; its pid */
+static pid_t remote(const char *h, const char *cmd) {
+    char line[2048];
+    pid_t p;
+    snprintf(line, sizeof line, "%s %s %s", agent(), h, cmd);
+    if ((p = fork()) == 0) {
+        int nul = open("/dev/null", O_RDWR);
+        if (nul >= 0) dup2(nul, 0), dup2(nul, 1);
+        execl("/bin/sh", "sh", "-c", line, (char *)NULL);
+        _exit(127);
+    }
+    return p;
+}
+/* waits for pids until deadline; ok[i] = exited 0; the rest are killed */
+static void wait_all(pid_t *pids, int *ok, int n, double deadline) {
+    int left = n, i;
+    for (i = 0; i < n; i++) ok[i] = 0;
+    while (left > 0 && now_mono() < deadline) {
+        for (i = 0; i < n; i++) {
+            int st;
+            if (pids[i] <= 0) continue;
+            if (waitpid(pids[i], &st, WNOHANG) == pids[i]) ok[i] = WIFEXITED(st) && WEXITSTATUS(st) == 0, pids[i] = 0, left--;
+        }
+        if (left > 0) nap(0.02);
+    }
+    for (i = 0; i < n; i++)
+        if (pids[i] > 0) kill(pids[i], SIGKILL), waitpid(pids[i], NULL, 0);
+}
+/* which hosts answer: the local one always; the others through the agent, in parallel */
+static void probe(void) {
+    pid_t pids[MAXH];
+    int ok[MAXH], i;
+    for (i = 0; i < S.nhosts; i++) pids[i] = is_local(S.hosts[i].name) ? 0 : remote(S.hosts[i].name, "true");
+    wait_all(pids, ok, S.nhosts, now_mono() + S.probe_timeout);
+    for (i = 0; i < S.nhosts; i++) {
+        int up = is_local(S.hosts[i].name) || ok[i];
+        if (!up) say("host %s does not answer (%s %s true, %.0f s): left out this time", S.hosts[i].name, agent(), S.hosts[i].name, S.probe_timeout);
+        else if (!S.hosts[i].up) say("host %s answers again: used again", S.hosts[i].name);
+        S.hosts[i].up = up;
+    }
+}
+
+/* ---- the layout -------------------------------------------------------------------------------- */
+/* the largest dp <= dp0 that fits `slots` and divides dp0 x accum0 (the rows of a micro-batch stay the
+   same); 0 when none */
+static int pick_dp(int slots) {
+    int d, cap = slots / (S.tp * S.pp);
+    if (cap > S.dp0) cap = S.dp0;
+    for (d = cap; d >= 1; d--)
+        if ((S.dp0 * S.accum0) % d == 0) return d;
+    return 0;
+}
+static int healthy_slots(char *names, size_t len) {
+    int i, n = 0;
+    names[0] = 0;
+    for (i = 0; i < S.nhosts; i++)
+        if (S.hosts[i].up) {
+            n += S.hosts[i].slots;
+            snprintf(names + strlen(names), len - strlen(names), "%s%s", names[0] ? "," : "", S.hosts[i].name);
+        }
+    return n;
+}
+static int64_t latest_step(void) { /* the step CKPT_DIR/latest names, -1 when none */
+    char path[1200], line[256];
+    FILE *f;
+    int64_t k = -1;
+    snprintf(path, sizeof path, "%s/latest", S.ckpt_dir);
+    if ((f = fopen(path, "r")) != NULL) {
+        if (fgets(line, sizeof line, f) && !strncmp(line, "step_", 5)) k = strtoll(line + 5, NULL, 10);
+        fclose(f);
+    }
+    return k;
+}
+
+/* ---- the job ------------------------------------------------------------------------------------ */
+static void fault_env(void) { /* PTRAIN_FAULT without the faults that fired */
+    char v[1024] = "";
+    int i;
+    if (!S.nfaults) return;
+    for (i = 0; i < S.nfaults; i++)
+        if (!S.faults[i].fired) snprintf(v + strlen(v), sizeof v - strlen(v), "%s%s", v[0] ? "," : "", S.faults[i].text);
+    setenv("PTRAIN_FAULT", v, 1);
+}
+static int launch(char *hostsbuf, size_t hlen) {
+    static char hf[512], sup[300], att[32], lease[32], sdp[16], sacc[16];
+    char *argv[512], *xs[256];
+    int argc = 0, i, nx = 0, np = S.dp * S.tp * S.pp, left = np;
+    FILE *f;
+    extern char **environ;
+    snprintf(hf, sizeof hf, "%s/.ptrun.%ld.hosts", S.ckpt_dir, (long)getpid());
+    if (!(f = fopen(hf, "w"))) return say("cannot write the hostfile %s: %s", hf, strerror(errno)), -1;
+    hostsbuf[0] = 0;
+    for (i = 0; i < S.nhosts && left > 0; i++)
+        if (S.hosts[i].up) {
+            int n = S.hosts[i].slots && S.hosts[i].slots < left ? S.hosts[i].slots : left;
+            fprintf(f, "%s slots=%d\n", S.hosts[i].name, n);
+            snprintf(hostsbuf + strlen(hostsbuf), hlen - strlen(hostsbuf), "%s%s", hostsbuf[0] ? "," : "", S.hosts[i].name);
+            left -= n;
+        }
+    fclose(f);
+    snprintf(sup, sizeof sup, "%s:%d", S.advertise ? S.advertise : S.me, S.port);
+    snprintf(att, sizeof att, "%d", S.attempt);
+    snprintf(lease, sizeof lease, "%g", S.lease);
+    setenv("PTRAIN_SUPERVISOR", sup, 1);
+    setenv("PTRAIN_SUPERVISOR_ATTEMPT", att, 1);
+    setenv("PTRAIN_SUPERVISOR_LEASE", lease, 1);
+    fault_env();
+    argv[argc++] = (char *)S.mpirun;
+    for (i = 0; i < S.nmpi; i++) argv[argc++] = (char *)S.mpi_args[i];
+    argv[argc++] = (char *)"--hostfile", argv[argc++] = hf;
+    static char snp[16];
+    snprintf(snp, sizeof snp, "%d", np);
+    argv[argc++] = (char *)"-np", argv[argc++] = snp;
+    /* the environment the ranks need, named: PTRAIN_*, OMP_*, and -x NAME */
+    for (i = 0; environ[i] && nx < 200; i++)
+        if (!strncmp(environ[i], "PTRAIN_", 7) || !strncmp(environ[i], "OMP_", 4)) {
+            size_t n = strcspn(environ[i], "=");
+            char *name = (char *)malloc(n + 1);
+            if (!name) continue;
+            memcpy(name, environ[i], n), name[n] = 0;
+            xs[nx++] = name;
+        }
+    for (i = 0; i < S.nx && nx < 250; i++) xs[nx++] = strdup(S.xvars[i]);
+    for (i = 0; i < nx; i++) argv[argc++] = (char *)"-x", argv[argc++] = xs[i];
+    argv[argc++] = S.targv[0];
+    for (i = 1; i < S.targc && argc < 480; i++) {
+        const char *a = S.targv[i];
+        if ((!strcmp(a, "--dp") || !strcmp(a, "--accum")) && i + 1 < S.targc) {
+            i++;
+            continue;
+        }
+        if (S.attempt > 1 && (!strcmp(a, "--resume") || !strcmp(a, "--resume-if-any"))) continue;
+        argv[argc++] = S.targv[i];
+    }
+    snprintf(sdp, sizeof sdp, "%d", S.dp);
+    snprintf(sacc, sizeof sacc, "%d", S.accum);
+    argv[argc++] = (char *)"--dp", argv[argc++] = sdp;
+    argv[argc++] = (char *)"--accum", argv[argc++] = sacc;
+    if (S.attempt > 1) argv[argc++] = (char *)"--resume-if-any";
+    argv[argc] = NULL;
+    S.job_done = 0, S.job_status = 0;
+    S.job = fork();
+    if (S.job == 0) {
+        setpgid(0, 0); /* its own process group: the teardown signals all of it */
+        close(S.lfd);
+        execvp(argv[0], argv);
+        fprintf(stderr, "ptrun: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    for (i = 0; i < nx; i++) free(xs[i]);
+    if (S.job < 0) return say("fork: %s", strerror(errno)), -1;
+    setpgid(S.job, S.job);
+    return 0;
+}
+
+static void send_all(const char *msg) {
+    int i;
+    for (i = 0; i < S.nr; i++)
+        if (R[i].fd >= 0 && send(R[i].fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
+}
+static void close_rank(rankc *c) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+static void reap_job(int block) {
+    int st;
+    if (S.job <= 0 || S.job_done) return;
+    if (waitpid(S.job, &st, block ? 0 : WNOHANG) == S.job) S.job_done = 1, S.job_status = st;
+}
+
+/* a line from a rank */
+static int rank_line(rankc *c, char *line, double t) {
+    char k[32];
+    if (!strncmp(line, "hello ", 6)) {
+        int rank = -1, world = 0, att = 0;
+        long pid = 0;
+        char host[256] = "?";
+        sscanf(line, "hello rank=%d world=%d pid=%ld host=%255s attempt=%d", &rank, &world, &pid, host, &att);
+        if (att != S.attempt || rank < 0 || rank >= MAXR) return -1; /* a rank of an earlier launch, still going */
+        c->hello = 1, c->rank = rank, c->pid = pid, c->t_progress = c->t_phase = t, c->phase = PH_SETUP;
+        snprintf(c->host, sizeof c->host, "%s", host);
+        if (world > S.world) S.world = world;
+    } else if (!strncmp(line, "start ", 6)) {
+        long long first = 0, total = 0;
+        sscanf(line, "start first=%lld total=%lld", &first, &total);
+        c->first = first, c->total = total, c->done = first, c->t_progress = t;
+    } else if (!strncmp(line, "beat ", 5)) {
+        long long step = 0, done = 0;
+        double work = 0;
+        char ph[16] = "";
+        int p;
+        sscanf(line, "beat step=%lld done=%lld phase=%15s work=%lf", &step, &done, ph, &work);
+        for (p = 0; p < PH_N && strcmp(ph, phase_name[p]); p++) {}
+        if (p == PH_N) p = PH_STEP;
+        if (step != c->step || done != c->done || p != c->phase) {
+            double dur = t - c->t_progress;
+            if (c->phase != PH_SETUP && !(c->phase == PH_STEP && c->done == c->first && done == c->first) && dur > S.longest[c->phase])
+                S.longest[c->phase] = dur; /* the first step of a launch is its warm-up: not a calibration */
+            if (p != c->phase) c->t_phase = t;
+            c->t_progress = t;
+        }
+        c->step = step, c->done = done, c->phase = p, c->work = work;
+    } else if (!strncmp(line, "fault ", 6)) {
+        long long step = 0;
+        double tf = 0;
+        int i;
+        if (sscanf(line, "fault kind=%31s step=%lld t=%lf", k, &step, &tf) == 3) {
+            say("fault injected on rank %d (host %s): %s at step %lld", c->rank, c->host, k, step);
+            for (i = 0; i < S.nfaults; i++) /* it fires once per supervised run */
+                if (!S.faults[i].fired && !strncmp(k, S.faults[i].kind, strlen(S.faults[i].kind)) && S.faults[i].step == step &&
+                    (S.faults[i].rank < 0 || S.faults[i].rank == c->rank)) {
+                    S.faults[i].fired = 1;
+                    break;
+                }
+            if (S.nf < MAXF && strncmp(k, "slow", 4)) { /* the failure it will cause, stamped with its own time */
+                failure *f = &F[S.nf];
+                if (!f->has_fault) {
+                    memset(f, 0, sizeof *f);
+                    f->has_fault = 1, f->t_fault = tf, f->rank = c->rank, f->step = step;
+                    snprintf(f->kind, sizeof f->kind, "%s", k);
+                    snprintf(f->host, sizeof f->host, "%s", c->host);
+                }
+            }
+            event("ptrun_fault", step, tf, "\"rank\":%d,\"host\":\"%s\",\"kind\":\"%s\"", c->rank, c->host, k);
+        }
+    } else if (!strncmp(line, "bye ", 4)) {
+        long long done = 0;
+        int stopped = 0;
+        sscanf(line, "bye done=%lld stopped=%d", &done, &stopped);
+        c->bye = 1, c->done = done, c->stopped = stopped;
+    }
+    c->t_beat = t;
+    return 0;
+}
+
+/* the straggler check, once every rank has finished step `done` */
+static void stragglers(void) {
+    double w[MAXR], med;
+    int i, n = 0;
+    int64_t d = -1;
+    for (i = 0; i < S.nr; i++) {
+        if (R[i].fd < 0 || !R[i].hello) continue;
+        if (d < 0) d = R[i].done;
+        if (R[i].done != d || R[i].done <= R[i].first) return;
+        w[n++] = R[i].work;
+    }
+    if (n < 2 || d <= S.straggle_done) return;
+    S.straggle_done = d;
+    { /* the lower median */
+        int a, b;
+        for (a = 1; a < n; a++)
+            for (b = a; b > 0 && w[b - 1] > w[b]; b--) {
+                double x = w[b];
+                w[b] = w[b - 1], w[b - 1] = x;
+            }
+        med = w[(n - 1) / 2];
+    }
+    for (i = 0; i < S.nr; i++) {
+        rankc *c = &R[i];
+        if (c->fd < 0 || !c->hello || c->rank >= MAXR) continue;
+        if (c->work > 1.5 * med + 0.02) S.straggle[c->rank]++;
+        else S.straggle[c->rank] = 0;
+        if (S.straggle[c->rank] == 3 && !S.reported_straggler[c->rank]) {
+            char h[300];
+            S.reported_straggler[c->rank] = 1;
+            say("straggler: rank %d on host %s works %.3f s a step against a median of %.3f s (steps %lld-%lld); not restarted", c->rank, c->host, c->work,
+                med, (long long)d - 3, (long long)d - 1);
+            event("ptrun_straggler", d - 1, now_wall(), "\"rank\":%d,\"host\":\"%s\",\"work_s\":%.6f,\"median_s\":%.6f", c->rank, jstr(c->host, h, sizeof h),
+                  c->work, med);
+        }
+    }
+}
+
+static double timeout_of(int phase, const rankc *c) {
+    double t;
+    if (S.fixed[phase] > 0) return S.fixed[phase];
+    if (phase == PH_SETUP || (phase == PH_STEP && c->done == c->first)) return S.setup_s; /* the first step: its warm-up */
+    t = 5 * S.longest[phase];
+    return t > S.floor_s ? t : S.floor_s;
+}
+
+enum { OUT_FINISHED = 0, OUT_FAILED, OUT_STOPPED, OUT_CONFIG };
+
+/* watches one launch until it ends or fails; fills F[S.nf] (not yet counted) on a failure */
+static int supervise(void) {
+    double t_ok = 0, t_stop_sent = 0;
+    int recovered = 0;
+    int64_t resume_at = -1;
+    for (;;) {
+        struct pollfd p[MAXR + 2];
+        int np = 0, i, idx[MAXR + 2];
+        double t;
+        p[np].fd = S.lfd, p[np].events = POLLIN, idx[np++] = -1;
+        p[np].fd = S.sigpipe[0], p[np].events = POLLIN, idx[np++] = -2;
+        for (i = 0; i < S.nr; i++)
+            if (R[i].fd >= 0) p[np].fd = R[i].fd, p[np].events = POLLIN, idx[np++] = i;
+        poll(p, (nfds_t)np, 50);
+        t = now_mono();
+        for (i = 0; i < np; i++) {
+            if (!p[i].revents) continue;
+            if (idx[i] == -1) { /* a rank connects */
+                int fd = accept(S.lfd, NULL, NULL);
+                if (fd >= 0 && S.nr < MAXR) {
+                    rankc *c = &R[S.nr++];
+                    memset(c, 0, sizeof *c);
+                    c->fd = fd, c->rank = -1, c->t_beat = c->t_progress = t;
+                } else if (fd >= 0) close(fd);
+            } else if (idx[i] == -2) {
+                char b[16];
+                if (read(S.sigpipe[0], b, sizeof b) < 0) {}
+            } else {
+                rankc *c = &R[idx[i]];
+                ssize_t k = recv(c->fd, c->in + c->nin, sizeof c->in - 1 - c->nin, 0);
+                if (k > 0) {
+                    char *line = c->in, *nl;
+                    c->nin += (size_t)k, c->in[c->nin] = 0;
+                    while ((nl = strchr(line, '\n')) != NULL) {
+                        *nl = 0;
+                        if (rank_line(c, line, t) < 0) {
+                            close_rank(c);
+                            break;
+                        }
+                        line = nl + 1;
+                    }
+                    if (c->fd >= 0) {
+                        c->nin = strlen(line);
+                        memmove(c->in, line, c->nin + 1);
+                        if (c->nin >= sizeof c->in - 1) c->nin = 0;
+                    }
+                } else if (k == 0 || (errno != EINTR && errno != EAGAIN)) {
+                    int was = c->hello && !c->bye;
+                    close_rank(c);
+                    if (was) { /* died: its channel closed without a goodbye */
+                        failure *f = &F[S.nf];
+                        if (!f->has_fault) memset(f, 0, sizeof *f);
+                        f->t_detect = now_wall();
+                        snprintf(f->what, sizeof f->what, "died");
+                        snprintf(f->detail, sizeof f->detail, "rank %d on host %s (pid %ld): its channel closed without a goodbye at step %lld, phase %s",
+                                 c->rank, c->host, c->pid, (long long)c->step, phase_name[c->phase]);
+                        if (!f->has_fault) f->rank = c->rank, snprintf(f->host, sizeof f->host, "%s", c->host), f->step = c->step;
+                        return OUT_FAILED;
+                    }
+                }
+            }
+        }
+        /* progress: the first step completed after a relaunch */
+        if (!recovered && S.nf > 0 && F[S.nf - 1].attempt == S.attempt - 1)
+            for (i = 0; i < S.nr; i++)
+                if (R[i].fd >= 0 && R[i].hello && R[i].done > R[i].first) {
+                    failure *f = &F[S.nf - 1];
+                    f->t_recovered = now_wall();
+                    f->resume = R[i].first;
+                    recovered = 1;
+                    say("recovered: step %lld completed %.2f s after the %s", (long long)R[i].done, f->t_recovered - (f->has_fault ? f->t_fault : f->t_detect),
+                        f->has_fault ? "fault" : "detection");
+                    event("ptrun_recovered", R[i].done - 1, f->t_recovered, "\"recover_s\":%.3f,\"steps_lost\":%lld",
+                          f->t_recovered - (f->has_fault ? f->t_fault : f->t_detect), (long long)(f->done - f->resume));
+                    break;
+                }
+        if (resume_at < 0)
+            for (i = 0; i < S.nr; i++)
+                if (R[i].hello && R[i].total > 0) resume_at = R[i].first;
+        stragglers();
+        /* the lease */
+        if (t - t_ok >= 0.25) {
+            send_all("ok\n");
+            t_ok = t;
+        }
+        if (S.stop_sig && t_stop_sent == 0) {
+            say("signal %d: telling the ranks to save and stop", (int)S.stop_sig);
+            send_all("stop\n");
+            t_stop_sent = t;
+        }
+        /* hangs: no progress for longer than the phase's timeout */
+        for (i = 0; i < S.nr; i++) {
+            rankc *c = &R[i];
+            double to;
+            if (c->fd < 0 || !c->hello || c->bye) continue;
+            to = timeout_of(c->phase, c);
+            if (t - c->t_progress > to) {
+                failure *f = &F[S.nf];
+                int j, stalled = 0, silent = -1;
+                for (j = 0; j < S.nr; j++)
+                    if (R[j].fd >= 0 && R[j].hello) {
+                        stalled += t - R[j].t_progress > 0.5 * to;
+                        if (t - R[j].t_beat > 2.0 && silent < 0) silent = j; /* a stopped process beats no more */
+                    }
+                char why[64] = "";
+                if (!f->has_fault) memset(f, 0, sizeof *f);
+                if (silent >= 0) c = &R[silent], snprintf(why, sizeof why, "; rank %d beats no more (a stopped process?)", c->rank);
+                f->t_detect = now_wall();
+                snprintf(f->what, sizeof f->what, "hung");
+                snprintf(f->detail, sizeof f->detail, "no progress for %.1f s (the timeout of phase %s: %.1f s) at step %lld on %d rank(s)%s", t - c->t_progress,
+                         phase_name[c->phase], to, (long long)c->step, stalled, why);
+                if (!f->has_fault) f->rank = c->rank, snprintf(f->host, sizeof f->host, "%s", c->host), f->step = c->step;
+                return OUT_FAILED;
+            }
+        }
+        /* the launcher */
+        reap_job(0);
+        if (S.job_done) {
+            int all_bye = S.nr > 0, any_hello = 0, code = WIFEXITED(S.job_status) ? WEXITSTATUS(S.job_status) : 128 + WTERMSIG(S.job_status);
+            int64_t done = 0, total = 0;
+            double t_end = t + 1.0;
+            /* its ranks' last lines may still be on the way */
+            while (now_mono() < t_end) {
+                int open_ = 0;
+                for (i = 0; i < S.nr; i++) open_ += R[i].fd >= 0 && !R[i].bye;
+                if (!open_) break;
+                for (i = 0; i < S.nr; i++) {
+                    rankc *c = &R[i];
+                    char buf[2048];
+                    ssize_t k;
+                    if (c->fd < 0) continue;
+                    k = recv(c->fd, buf, sizeof buf - 1, MSG_DONTWAIT);
+                    if (k > 0) {
+                        char *line = buf, *nl;
+                        buf[k] = 0;
+                        while ((nl = strchr(line, '\n')) != NULL) *nl = 0, rank_line(c, line, t), line = nl + 1;
+                    } else if (k == 0) close_rank(c);
+                }
+                nap(0.02);
+            }
+            for (i = 0; i < S.nr; i++)
+                if (R[i].hello) {
+                    any_hello = 1;
+                    all_bye &= R[i].bye;
+                    if (R[i].done > done) done = R[i].done;
+                    if (R[i].total > total) total = R[i].total;
+                }
+            if (code == 0 && any_hello && all_bye) return S.stop_sig ? OUT_STOPPED : OUT_FINISHED;
+            if (code == 0 && !any_hello) return OUT_FINISHED; /* a trainer without the harness's channel */
+            {
+                failure *f = &F[S.nf];
+                if (!f->has_fault) memset(f, 0, sizeof *f);
+                f->t_detect = now_wall();
+                snprintf(f->what, sizeof f->what, "launcher_exited");
+                snprintf(f->detail, sizeof f->detail, "%s exited with status %d%s", S.mpirun, code, all_bye && any_hello ? " after every rank said goodbye" : "");
+                if (!f->has_fault) f->rank = -1, f->host[0] = 0, f->step = done;
+                if (S.attempt == 1 && done == 0 && all_bye) return OUT_CONFIG; /* the trainer refused to start: not a failure to restart */
+                if (S.attempt == 1 && !any_hello && code != 0) return OUT_CONFIG;
+            }
+            return OUT_FAILED;
+        }
+    }
+}
+
+/* the whole job goes, on every host; returns the ranks still connected afterwards */
+static int teardown(void) {
+    double t0 = now_mono();
+    int i, left = 0;
+    pid_t kp[MAXR];
+    int ok[MAXR], nk = 0;
+    send_all("abort\n");
+    if (S.job > 0 && !S.job_done) kill(-S.job, SIGTERM);
+    while (now_mono() - t0 < 3.0) {
+        reap_job(0);
+        if (S.job_done) break;
+        nap(0.02);
+    }
+    if (!S.job_done && S.job > 0) kill(-S.job, SIGKILL), reap_job(1);
+    /* every rank's process, wherever it is (a stopped one ignores the rest) */
+    for (i = 0; i < S.nr; i++) {
+        rankc *c = &R[i];
+        char cmd[64];
+        if (!c->hello || c->pid <= 0) continue;
+        if (is_local(c->host)) kill((pid_t)c->pid, SIGKILL);
+        else if (nk < MAXR) {
+            int h, up = 0;
+            for (h = 0; h < S.nhosts; h++) up |= !strcmp(S.hosts[h].name, c->host) || 1;
+            snprintf(cmd, sizeof cmd, "kill -9 %ld 2>/dev/null", c->pid);
+            if (up) kp[nk++] = remote(c->host, cmd);
+        }
+    }
+    wait_all(kp, ok, nk, now_mono() + S.probe_timeout);
+    /* the channels close as the processes go */
+    while (now_mono() - t0 < 5.0) {
+        left = 0;
+        for (i = 0; i < S.nr; i++) {
+            rankc *c = &R[i];
+            char b[512];
+            if (c->fd < 0) continue;
+            if (recv(c->fd, b, sizeof b, MSG_DONTWAIT) == 0) close_rank(c);
+            else left++;
+        }
+        if (!left) break;
+        nap(0.02);
+    }
+    for (i = 0; i < S.nr; i++) close_rank(&R[i]);
+    S.nr = 0;
+    return left;
+}
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: ptrun [flags] -- TRAINER [ARGS...]\n"
+            "  --hosts FILE          Open MPI hostfile (HOST slots=N), re-read at each restart (default: this machine, slots for --dp x --tp x --pp)\n"
+            "  --max-restarts N      failures survived before giving up (3)\n"
+            "  --backoff S           wait before the first relaunch, doubled each time, at most 30 s (1)\n"
+            "  --timeout PHASE=S     a fixed hang timeout for setup, step, ckpt or eval (setup: 300; the others calibrated)\n"
+            "  --timeout-floor S     the least calibrated timeout: 5 x the longest step / save / evaluation seen (30)\n"
+            "  --lease S             a rank that hears nothing from ptrun for S s exits by itself (10)\n"
+            "  --listen ADDR         the address the ranks' channels come to (default: any)\n"
+            "  --advertise HOST      the name or address the ranks dial (default: this host's name)\n"
+            "  --mpirun CMD          the launcher (mpirun)\n"
+            "  --mpi-arg ARG         one more argument for the launcher (repeat it), e.g. --mpi-arg --oversubscribe\n"
+            "  --agent CMD           the remote shell that probes hosts and kills left-over ranks (default: the launcher's\n"
+            "                        --mca plm_rsh_agent among --mpi-arg, else ssh)\n"
+            "  --probe-timeout S     a host that does not answer within S s is left out (5)\n"
+            "  -x NAME               an environment variable forwarded to the ranks (PTRAIN_* and OMP_* always are)\n"
+            "  --events FILE         ptrun's events as JSON lines (default: CKPT_DIR/ptrun_events.jsonl)\n");
+    return 2;
+}
+static int num(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *e;
+    double x = v ? strtod(v, &e) : 0;
+    if (!v || e == v || *e || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "ptrun: %s expects a number in %g..%g, found '%s'\n", flag, lo, hi, v ? v : "(nothing)");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int i, restarts = 0, out = OUT_FAILED;
+    char err[1024], hosts[2048];
+    double mr = 3;
+    struct sigaction sa;
+    struct sockaddr_in addr;
+    socklen_t alen = sizeof addr;
+    S.mpirun = "mpirun", S.backoff = 1, S.probe_timeout = 5, S.floor_s = 30, S.lease = 10, S.setup_s = 300, S.max_restarts = 3, S.lfd = -1;
+    for (i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        double x;
+        if (!strcmp(f, "--")) {
+            S.targv = argv + i + 1, S.targc = argc - i - 1;
+            break;
+        }
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(), 0;
+        if (!v) return fprintf(stderr, "ptrun: unknown flag or missing value: '%s'\n", f), usage();
+        if (!strcmp(f, "--hosts")) S.hostfile = v;
+        else if (!strcmp(f, "--max-restarts")) {
+            if (num(f, v, 0, 1000, &mr)) return 2;
+            S.max_restarts = (int)mr;
+        } else if (!strcmp(f, "--backoff")) {
+            if (num(f, v, 0, 3600, &S.backoff)) return 2;
+        } else if (!strcmp(f, "--timeout-floor")) {
+            if (num(f, v, 0.1, 1e6, &S.floor_s)) return 2;
+        } else if (!strcmp(f, "--lease")) {
+            if (num(f, v, 0.5, 1e6, &S.lease)) return 2;
+        } else if (!strcmp(f, "--probe-timeout")) {
+            if (num(f, v, 0.1, 3600, &S.probe_timeout)) return 2;
+        } else if (!strcmp(f, "--timeout")) {
+            int p;
+            const char *eq = strchr(v, '=');
+            for (p = 0; p < PH_N && !(eq && (size_t)(eq - v) == strlen(phase_name[p]) && !strncmp(v, phase_name[p], (size_t)(eq - v))); p++) {}
+            if (p == PH_N) return fprintf(stderr, "ptrun: --timeout expects PHASE=SECONDS with PHASE setup, step, ckpt or eval, found '%s'\n", v), 2;
+            if (num(f, eq + 1, 0.1, 1e6, &x)) return 2;
+            if (p == PH_SETUP) S.setup_s = x;
+            else S.fixed[p] = x;
+        } else if (!strcmp(f, "--listen")) S.listen_addr = v;
+        else if (!strcmp(f, "--advertise")) S.advertise = v;
+        else if (!strcmp(f, "--mpirun")) S.mpirun = v;
+        else if (!strcmp(f, "--agent")) S.agent = v;
+        else if (!strcmp(f, "--events")) S.events_path = v;
+        else if (!strcmp(f, "--mpi-arg")) {
+            if (S.nmpi == 60) return fprintf(stderr, "ptrun: at most 60 --mpi-arg\n"), 2;
+            S.mpi_args[S.nmpi++] = v;
+        } else if (!strcmp(f, "-x")) {
+            if (S.nx == 60) return fprintf(stderr, "ptrun: at most 60 -x\n"), 2;
+            S.xvars[S.nx++] = v;
+        } else return fprintf(stderr, "ptrun: unknown flag '%s'\n", f), usage();
+        i++;
+    }
+    if (!S.targv || S.targc < 1) return fprintf(stderr, "ptrun: no trainer command (expected: ptrun [flags] -- TRAINER [ARGS...])\n"), usage();
+    /* the trainer's layout, checkpoints and log */
+    S.ckpt_dir = targ("--ckpt-dir"), S.log_path = targ("--log");
+    if (!S.ckpt_dir) {
+        fprintf(stderr, "ptrun: the trainer command has no --ckpt-dir: after a failure the job could only begin again at step 0, every step lost. "
+                        "Give it --ckpt-dir DIR and --ckpt-every N (a restart resumes from the newest checkpoint in DIR)\n");
+        return 2;
+    }
+    if (!targ("--ckpt-every")) say("warning: the trainer has no --ckpt-every: it saves only at the end, so a restart begins again at step 0");
+    S.tp = targ_int("--tp", 1), S.pp = targ_int("--pp", 1), S.accum0 = targ_int("--accum", 1), S.dp0 = targ_int("--dp", 0);
+    if (S.tp < 1 || S.pp < 1 || S.accum0 < 1 || S.dp0 < 0) return fprintf(stderr, "ptrun: the trainer's --tp, --pp, --accum must be >= 1 and --dp >= 0\n"), 2;
+    (void)targ_has;
+    gethostname(S.me, sizeof S.me - 1);
+    if (read_hosts(err, sizeof err)) return fprintf(stderr, "ptrun: %s\n", err), 2;
+    if (!S.hostfile) {
+        if (!S.dp0) return fprintf(stderr, "ptrun: without --hosts give the trainer --dp (the job's size on this machine)\n"), 2;
+        S.hosts[0].slots = S.dp0 * S.tp * S.pp;
+    }
+    {
+        char names[2048];
+        int slots = healthy_slots(names, sizeof names);
+        if (!S.dp0) S.dp0 = slots / (S.tp * S.pp);
+        if (S.dp0 < 1 || S.dp0 * S.tp * S.pp > slots) {
+            fprintf(stderr, "ptrun: the hostfile %s has %d slots (%s), too few for dp %d x tp %d x pp %d\n", S.hostfile ? S.hostfile : "(none)", slots, names,
+                    S.dp0 > 0 ? S.dp0 : 1, S.tp, S.pp);
+            return 2;
+        }
+    }
+    mkdir(S.ckpt_dir, 0755);
+    {
+        char ep[1200];
+        if (!S.events_path) snprintf(ep, sizeof ep, "%s/ptrun_events.jsonl", S.ckpt_dir), S.events_path = strdup(ep);
+        if (!(S.events = fopen(S.events_path, "a"))) say("cannot write the events to %s: %s", S.events_path, strerror(errno));
+    }
+    /* PTRAIN_FAULT, as the ranks will read it: remembered so a fault that fired is not passed again */
+    {
+        const char *fv = getenv("PTRAIN_FAULT");
+        while (fv && *fv && S.nfaults < MAXFAULT) {
+            fault_entry *e = &S.faults[S.nfaults];
+            size_t n = strcspn(fv, ",");
+            char *c1, *last;
+            if (n >= sizeof e->text) n = sizeof e->text - 1;
+            memcpy(e->text, fv, n), e->text[n] = 0;
+            fv += n + (fv[n] == ',');
+            memcpy(e->kind, e->text, sizeof e->kind - 1), e->kind[sizeof e->kind - 1] = 0;
+            if ((c1 = strchr(e->kind, ':')) != NULL) *c1 = 0;
+            last = strrchr(e->text, ':');
+            e->rank = last && last[1] != '*' ? atoi(last + 1) : -1;
+            if (last) {
+                char *s2 = last - 1;
+                while (s2 > e->text && *s2 != ':') s2--;
+                e->step = strtoll(s2 + 1, NULL, 10);
+            }
+            S.nfaults++;
+        }
+    }
+    /* the channel */
+    S.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET, addr.sin_port = 0;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (S.listen_addr && inet_pton(AF_INET, S.listen_addr, &addr.sin_addr) != 1)
+        return fprintf(stderr, "ptrun: --listen expects an IPv4 address, found '%s'\n", S.listen_addr), 2;
+    {
+        int one = 1;
+        setsockopt(S.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    }
+    if (S.lfd < 0 || bind(S.lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(S.lfd, 256) != 0 ||
+        getsockname(S.lfd, (struct sockaddr *)&addr, &alen) != 0)
+        return fprintf(stderr, "ptrun: cannot listen for the ranks' channels: %s\n", strerror(errno)), 1;
+    S.port = ntohs(addr.sin_port);
+    fcntl(S.lfd, F_SETFD, FD_CLOEXEC);
+    if (pipe(S.sigpipe) != 0) return 1;
+    fcntl(S.sigpipe[0], F_SETFL, O_NONBLOCK), fcntl(S.sigpipe[1], F_SETFL, O_NONBLOCK);
+    fcntl(S.sigpipe[0], F_SETFD, FD_CLOEXEC), fcntl(S.sigpipe[1], F_SETFD, FD_CLOEXEC);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    S.t_start = now_wall();
+    S.dp = S.dp0, S.accum = S.accum0;
+    for (S.attempt = 1;; S.attempt++) {
+        failure *f;
+        int left;
+        char h[2100];
+        if (launch(hosts, sizeof hosts) != 0) break;
+        say("%s %d: %s on %s, dp %d x tp %d x pp %d, accum %d, %d ranks; channels at %s:%d", S.attempt == 1 ? "launch" : "relaunch", S.attempt, S.targv[0],
+            hosts, S.dp, S.tp, S.pp, S.accum, S.dp * S.tp * S.pp, S.advertise ? S.advertise : S.me, S.port);
+        event("ptrun_launch", S.attempt == 1 ? 0 : latest_step() < 0 ? 0 : latest_step(), now_wall(),
+              "\"dp\":%d,\"tp\":%d,\"pp\":%d,\"accum\":%d,\"hosts\":\"%s\",\"np\":%d", S.dp, S.tp, S.pp, S.accum, jstr(hosts, h, sizeof h),
+              S.dp * S.tp * S.pp);
+        out = supervise();
+        if (out == OUT_FINISHED || out == OUT_STOPPED) {
+            teardown(); /* nothing is left, but make sure */
+            break;
+        }
+        f = &F[S.nf];
+        f->attempt = S.attempt, f->dp_from = S.dp, f->accum_from = S.accum;
+        {
+            int j;
+            for (j = 0, f->done = 0; j < S.nr; j++)
+                if (R[j].hello && R[j].done > f->done) f->done = R[j].done;
+        }
+        if (out == OUT_CONFIG) {
+            say("the job failed before its first step (%s): not restarting, the trainer's messages above say why", f->detail);
+            teardown();
+            break;
+        }
+        say("%s: %s%s%s", !strcmp(f->what, "hung") ? "hang" : !strcmp(f->what, "died") ? "death" : "failure", f->detail,
+            f->has_fault ? "; injected " : "", f->has_fault ? f->kind : "");
+        if (f->has_fault) say("detected %.2f s after the fault", f->t_detect - f->t_fault);
+        {
+            char lat[64] = "";
+            if (f->has_fault) snprintf(lat, sizeof lat, ",\"latency_s\":%.3f", f->t_detect - f->t_fault); /* from the fault's own timestamp */
+            event("ptrun_detected", f->step, f->t_detect, "\"rank\":%d,\"host\":\"%s\",\"what\":\"%s\",\"detail\":\"%s\"%s", f->rank,
+                  jstr(f->host, h, sizeof h), f->what, jstr(f->detail, hosts, sizeof hosts), lat);
+        }
+        left = teardown();
+        f->t_down = now_wall();
+        say("torn down in %.2f s%s", f->t_down - f->t_detect, left ? " (some ranks did not close their channel: their lease ends them)" : "");
+        event("ptrun_teardown", f->step, f->t_down, "\"seconds\":%.3f,\"left\":%d", f->t_down - f->t_detect, left);
+        S.nf++;
+        if (S.stop_sig) {
+            out = OUT_STOPPED;
+            break;
+        }
+        if (restarts >= S.max_restarts) {
+            say("the restart budget (%d) is spent: stopping", S.max_restarts);
+            break;
+        }
+        restarts++;
+        /* what is left: the hostfile again, the hosts that answer, the largest DP that fits */
+        {
+            double wait = S.backoff;
+            int k, slots, dp = 0;
+            for (k = 1; k < restarts; k++) wait *= 2;
+            if (wait > 30) wait = 30;
+            for (;;) {
+                char names[2048];
+                if (read_hosts(err, sizeof err)) say("%s (the hostfile as it was is used)", err);
+                if (!S.hostfile) S.hosts[0].slots = S.dp0 * S.tp * S.pp;
+                probe();
+                slots = healthy_slots(names, sizeof names);
+                dp = pick_dp(slots);
+                if (dp >= 1) break;
+                say("no layout fits %d healthy slots (%s) for tp %d x pp %d; trying again in %.1f s", slots, names, S.tp, S.pp, wait);
+                nap(wait);
+                if (S.stop_sig) break;
+            }
+            if (S.stop_sig || dp < 1) {
+                out = OUT_STOPPED;
+                break;
+            }
+            f->dp_to = dp, f->accum_to = S.dp0 * S.accum0 / dp;
+            f->resume = latest_step() < 0 ? 0 : latest_step();
+            say("restart %d/%d after %s%s%s%s at step %lld; dp %d -> %d, accum %d -> %d, resuming from step %lld (after %.1f s)", restarts, S.max_restarts,
+                f->rank >= 0 ? "rank " : "", f->rank >= 0 ? (snprintf(err, sizeof err, "%d", f->rank), err) : "the launcher",
+                f->host[0] ? " on host " : "", f->host, (long long)f->done, S.dp, dp, S.accum, f->accum_to, (long long)f->resume, wait);
+            nap(wait);
+            S.dp = dp, S.accum = f->accum_to;
+            f->t_relaunch = now_wall();
+            S.attempt++; /* the events of the relaunch belong to it */
+            event("ptrun_relaunch", f->resume, f->t_relaunch,
+                  "\"restart\":%d,\"max_restarts\":%d,\"dp_from\":%d,\"dp\":%d,\"accum_from\":%d,\"accum\":%d,\"tp\":%d,\"pp\":%d,\"resume_step\":%lld,\"backoff_s\":%.3f",
+                  restarts, S.max_restarts, f->dp_from, dp, f->accum_from, f->accum_to, S.tp, S.pp, (long long)f->resume, wait);
+            S.attempt--;
+        }
+    }
+    /* the report */
+    {
+        double lost_t = 0;
+        int64_t lost_s = 0;
+        char line[2048];
+        for (i = 0; i < S.nf; i++) {
+            failure *f = &F[i];
+            double t0 = f->has_fault ? f->t_fault : f->t_detect;
+            double end = f->t_recovered > 0 ? f->t_recovered : f->t_down;
+            lost_t += end - t0, lost_s += f->done - f->resume;
+            say("failure %d: attempt %d, %s%s%s at step %lld: %s; detected after %.2f s, torn down after %.2f s, %s", i + 1, f->attempt,
+                f->has_fault ? "injected " : "", f->has_fault ? f->kind : f->what, f->has_fault ? "" : "", (long long)f->done, f->detail, f->t_detect - t0,
+                f->t_down - t0,
+                f->t_recovered > 0 ? (snprintf(line, sizeof line, "recovered after %.2f s (dp %d -> %d, %lld steps lost)", f->t_recovered - t0, f->dp_from,
+                                               f->dp_to, (long long)(f->done - f->resume)),
+                                      line)
+                                   : "not recovered");
+        }
+        say("%s: %d failure(s), %d restart(s), %lld step(s) lost, %.1f s lost, %.1f s in all", out == OUT_FINISHED ? "finished" : out == OUT_STOPPED ? "stopped" : "gave up",
+            S.nf, restarts, (long long)lost_s, lost_t, now_wall() - S.t_start);
+        event("ptrun_end", S.nf ? F[S.nf - 1].done : 0, now_wall(), "\"ok\":%s,\"restarts\":%d,\"steps_lost\":%lld,\"time_lost_s\":%.3f,\"exit\":%d",
+              out == OUT_FINISHED ? "true" : "false", restarts, (long long)lost_s, lost_t,
+              out == OUT_FINISHED ? 0 : out == OUT_STOPPED ? 128 + (S.stop_sig ? S.stop_sig : SIGTERM) : 1);
+    }
+    if (S.log_path && S.evn) { /* into the trainer's log, now that no rank writes it */
+        FILE *lf = fopen(S.log_path, "a");
+        if (lf) fwrite(S.evbuf, 1, S.evn, lf), fclose(lf);
+    }
+    {
+        char hf[512];
+        snprintf(hf, sizeof hf, "%s/.ptrun.%ld.hosts", S.ckpt_dir, (long)getpid());
+        unlink(hf);
+    }
+    if (S.events) fclose(S.events);
+    return out == OUT_FINISHED ? 0 : out == OUT_STOPPED ? 128 + (S.stop_sig ? S.stop_sig : SIGTERM) : 1;
+}
