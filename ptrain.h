@@ -27035,6 +27035,7 @@ PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int
         if (pt__run_commit_if(r, !save) != PT_OK) return -1;
         tc = pt_time() - t0;
     }
+    pt__run_sup_done(r, done); /* the step's work ends here: what follows is the save */
     if (save) {
         double t1 = pt_time();
         pt_status st;
@@ -27070,7 +27071,7 @@ PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int
         if (pt_monitor_step_end(r->mon, &ms) != PT_OK) return -1;
     }
     pt_trace_step(ctx, done);
-    pt__run_sup_done(r, done);
+    pt_run_phase(r, PT_RUN_STEP);
     if (stop) pt_run_line(r);
     if (stop && pt_dist_rank(d) == 0) {
         if (!saved) printf("interrupted at step %lld; nothing saved (no --ckpt-dir)\n", (long long)done);

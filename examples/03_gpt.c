@@ -120,6 +120,7 @@ int main(int argc, char **argv) {
         double t0 = pt_time(), dt;
         float lr = pt_lr_at(&sched, step), loss, norm;
         pt_tensor *x, *y, *l;
+        pt_run_step_begin(&data, step); /* under tools/ptrun: this rank's progress, its heartbeat */
         if (pt_loader_next(data.train, ids, tg) != PT_OK) {
             fprintf(stderr, "03_gpt: %s\n", pt_error(ctx));
             return 1;

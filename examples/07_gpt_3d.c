@@ -200,6 +200,7 @@ int main(int argc, char **argv) {
     for (step = 0; step < last; step++) {
         double t0 = pt_time(), dt;
         float lr = pt_lr_at(&sched, step), loss, norm;
+        pt_run_step_begin(&data, step); /* under tools/ptrun: this rank's progress, its heartbeat */
         if (!pt_dist_agree(d, pt_loader_next(data.train, ids, tg) == PT_OK)) { /* this DP rank's rows */
             if (rank == 0) fprintf(stderr, "07_gpt_3d: reading the batch failed: %s\n", pt_error(ctx));
             fail = 1;

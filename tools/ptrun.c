@@ -538,7 +538,8 @@ static void stragglers(void) {
 static double timeout_of(int phase, const rankc *c) {
     double t;
     if (S.fixed[phase] > 0) return S.fixed[phase];
-    if (phase == PH_SETUP || (phase == PH_STEP && c->done == c->first)) return S.setup_s; /* the first step: its warm-up */
+    if (phase == PH_SETUP || (phase == PH_STEP && c->done == c->first) || S.longest[phase] <= 0)
+        return S.setup_s; /* the first step (its warm-up), a phase not seen yet: the set-up's timeout */
     t = 5 * S.longest[phase];
     return t > S.floor_s ? t : S.floor_s;
 }
