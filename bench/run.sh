@@ -10,7 +10,7 @@
 #            Makefile builds only those
 # Programs: in BENCH_BUILD (default build); each path can be set on its own by BENCH_BIN (bench),
 # BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, BENCH_XENT, BENCH_RECOMPUTE, BENCH_ZERO,
-# BENCH_LARGEST, BENCH_QMM, or by the arguments above. LARGEST_BUDGET_GIB (default 22): the memory the largest_model bench may fill.
+# BENCH_LARGEST, BENCH_QMM, BENCH_DECODE, BENCH_RECOVERY, or by the arguments above. LARGEST_BUDGET_GIB (default 22): the memory the largest_model bench may fill.
 # MPIRUN (default mpirun) starts dist and pp on 2 ranks. CL_TUNE (default BENCH_BUILD/ptrain_cl_tune.txt)
 # is the file `ptcl tune` writes for CLBlast's GEMM; it is searched for once, when it is missing and
 # cl_gemm or cl_gpt is selected (a few minutes; delete it to search again).
@@ -47,6 +47,7 @@ recompute bench_recompute activation recomputation none/selective/full: activati
 zero bench_zero ZeRO-0..3 at dp 2 and dp 4 (config B): model state per rank apart from transient buffers, step time, exposed gathers; FSDP2 alongside with BENCH_TORCH
 largest_model bench_largest the largest GPT-2 shape that trains 10 steps on 4 ranks within 22 GiB: f32 ZeRO-0 vs bf16 ZeRO-3 full recompute, total RSS (about 10 minutes)
 qmm bench_qmm the inference matrix kernel pt__qmm (f32 f16 bf16 q8_0 q4_0; 3072 x 768 and 768 x 3072; M = 1, 4, 16, 256; 2 threads): GB/s of weights, GFLOP/s
+recovery bench_recovery the supervisor (build/ptrun) on the tutorial GPT, 4 ranks: detection, teardown and recovery time and steps lost per fault kind
 decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA
 EOF
 }
@@ -103,6 +104,7 @@ ZERO=${BENCH_ZERO:-$B/bench_zero}
 LARGEST=${BENCH_LARGEST:-$B/bench_largest}
 QMM=${BENCH_QMM:-$B/bench_qmm}
 DECODE=${BENCH_DECODE:-$B/bench_decode}
+RECOVERY=${BENCH_RECOVERY:-$B/bench_recovery} # bench/bench_recovery.sh, beside build/ptrun and build/pttrain-hooks
 # BENCH_LLAMA: a python with llama-cpp-python (a scratch venv: pip install llama-cpp-python builds llama.cpp, 20-25
 # minutes here): the decode bench then runs llama.cpp (bench/peers/llama_decode.py) on the same model, exported by
 # ptrain as GGUF, after each of ptrain's formats, and prints decode_peer lines and decode_vs_llama ratios
@@ -196,6 +198,8 @@ b_largest_model() {
     for mode in before after; do step $MPIRUN --oversubscribe -np 4 "$LARGEST" $mode auto 10 "${LARGEST_BUDGET_GIB:-22}"; done
 }
 b_qmm() { built "$QMM" && step "$QMM" 2; }
+# recovery: one supervised run per fault kind (bench/bench_recovery.sh; RECOVERY_FAULTS narrows it)
+b_recovery() { mpi "$RECOVERY" && step "$RECOVERY"; }
 # decode: each model, each format, ptrain then (with BENCH_LLAMA) llama.cpp on the same weights, interleaved;
 # DECODE_MODELS / DECODE_FORMATS / DECODE_TOKENS / DECODE_REPS narrow or widen it
 b_decode() {
