@@ -2,6 +2,9 @@
    report_gen log FILE STEPS VAL_EVERY RANKS    a synthetic JSON-lines log; prints the expected counts
    report_gen trace FILE RANKS MB STEPS [bare]  a synthetic GPipe trace of STEPS complete steps and one
                                                 partial step after them; prints the expected counts
+   report_gen ptrun FILE                        a log of a run under tools/ptrun: two failures (the first one
+                                                an injected kill that shrinks dp 2->1, the second a hang
+                                                without a fault stamp, same layout); prints the expected counts
    report_gen wellformed FILE...                tags balanced, attributes quoted, no raw '<' or stray '&'
    The expected values are computed here from what is written, independently of ptreport. */
 #include <math.h>
@@ -98,6 +101,59 @@ static int gen_trace(const char *path, int ranks, int mb, int steps, int bare) {
     return 0;
 }
 
+/* a supervised run: attempt 1 (dp 2, steps 0..16) is killed at step 17 and resumes at 15 with dp 1
+   (accum 2); attempt 2 (steps 15..24) hangs at step 25 and resumes at 20, same layout; attempt 3 runs
+   steps 20..30. The step lines of a resumed attempt start again at its resume step. */
+static int gen_ptrun(const char *path) {
+    static const struct { int first, last, fail, resume; } att[3] = {{0, 16, 17, 15}, {15, 24, 25, 20}, {20, 30, -1, -1}};
+    FILE *f = fopen(path, "w");
+    int a, s, lines = 0, redone = 0, runs = 0, kept = 0, lo = 1 << 30;
+    if (!f) return 1;
+    fprintf(f, "{\"event\":\"ptrun_launch\",\"step\":0,\"wall\":1765000000.10,\"attempt\":1,\"dp\":2,\"tp\":1,\"pp\":2,\"accum\":1,\"hosts\":\"a,b\",\"np\":4,\"resume_step\":0}\n");
+    for (a = 0; a < 3; a++) {
+        fprintf(f, "{\"event\":\"run_start\",\"config\":{\"model\":\"ptrun test\",\"layout\":{\"dp\":%d,\"tp\":1,\"pp\":2}},\"first_step\":%d}\n", a ? 1 : 2, att[a].first);
+        if (a) fprintf(f, "{\"event\":\"ckpt_load\",\"step\":%d,\"dir\":\"ck\",\"ckpt_step\":%d}\n", att[a].first, att[a].first);
+        for (s = att[a].first; s <= att[a].last; s++, lines++) {
+            fprintf(f, "{\"step\":%d,\"loss\":%.6f,\"tokens_per_s\":%d", s, loss_at(s * 10) + 0.02 * a, a ? 3000 : 4000);
+            if (s % 10 == 0) fprintf(f, ",\"val_loss\":%.6f", loss_at(s * 10) + 0.1);
+            fprintf(f, "}\n");
+            if (a == 0 && s == 9)
+                fprintf(f, "{\"event\":\"ptrun_straggler\",\"step\":9,\"wall\":1765000007.00,\"attempt\":1,\"rank\":1,\"host\":\"a\",\"work_s\":0.52,\"median_s\":0.11}\n");
+        }
+        if (a == 1) /* written by ptrun after the relaunched job's first step */
+            fprintf(f, "{\"event\":\"ptrun_recovered\",\"step\":15,\"wall\":1765000021.40,\"attempt\":2,\"recover_s\":9.1,\"steps_lost\":2}\n");
+        if (a == 2)
+            fprintf(f, "{\"event\":\"ptrun_recovered\",\"step\":20,\"wall\":1765000050.25,\"attempt\":3,\"recover_s\":10.25,\"steps_lost\":5}\n");
+        if (a == 0) {
+            fprintf(f, "{\"event\":\"ptrun_fault\",\"step\":17,\"wall\":1765000012.30,\"attempt\":1,\"rank\":3,\"host\":\"b\",\"kind\":\"kill\"}\n");
+            fprintf(f, "{\"event\":\"ptrun_detected\",\"step\":17,\"wall\":1765000012.71,\"attempt\":1,\"rank\":3,\"host\":\"b\",\"what\":\"died\","
+                       "\"detail\":\"channel closed without bye\",\"latency_s\":0.41}\n");
+            fprintf(f, "{\"event\":\"ptrun_teardown\",\"step\":17,\"wall\":1765000013.90,\"attempt\":1,\"seconds\":1.19,\"left\":0}\n");
+            fprintf(f, "{\"event\":\"ptrun_relaunch\",\"step\":15,\"wall\":1765000015.00,\"attempt\":2,\"restart\":1,\"max_restarts\":5,\"dp_from\":2,"
+                       "\"dp\":1,\"accum_from\":1,\"accum\":2,\"tp\":1,\"pp\":2,\"hosts\":\"a\",\"resume_step\":15,\"backoff_s\":1.0}\n");
+        } else if (a == 1) { /* a hang: no fault stamp, so no latency */
+            fprintf(f, "{\"event\":\"ptrun_detected\",\"step\":25,\"wall\":1765000040.00,\"attempt\":2,\"rank\":0,\"host\":\"a\",\"what\":\"hung\","
+                       "\"detail\":\"no heartbeat for 10 s\"}\n");
+            fprintf(f, "{\"event\":\"ptrun_teardown\",\"step\":25,\"wall\":1765000042.50,\"attempt\":2,\"seconds\":2.5,\"left\":0}\n");
+            fprintf(f, "{\"event\":\"ptrun_relaunch\",\"step\":20,\"wall\":1765000044.00,\"attempt\":3,\"restart\":2,\"max_restarts\":5,\"dp_from\":1,"
+                       "\"dp\":1,\"accum_from\":2,\"accum\":2,\"tp\":1,\"pp\":2,\"hosts\":\"a\",\"resume_step\":20,\"backoff_s\":1.5}\n");
+        }
+    }
+    fprintf(f, "{\"event\":\"ptrun_end\",\"step\":31,\"wall\":1765000060.00,\"ok\":true,\"restarts\":2,\"steps_lost\":7,\"time_lost_s\":19.35,\"exit\":0}\n");
+    fclose(f);
+    /* the points drawn: a step line is "done again" when a later attempt resumes at or before it */
+    for (a = 2; a >= 0; a--) {
+        int r = 0;
+        for (s = att[a].last; s >= att[a].first; s--)
+            if (s >= lo) redone++, r = 1;
+            else kept++;
+        runs += r;
+        if (att[a].first < lo) lo = att[a].first;
+    }
+    printf("loss_lines=%d kept_points=%d redone_points=%d redone_lines=%d failures=2 restarts=2\n", lines, kept, redone + runs, runs);
+    return 0;
+}
+
 /* tags balance (void HTML elements allowed), attribute values quoted, '&' starts an entity */
 static int wellformed(const char *path) {
     static const char *voids[] = {"meta", "br", "img", "hr", "link", "input", "!DOCTYPE"};
@@ -163,11 +219,12 @@ int main(int argc, char **argv) {
     if (argc == 6 && strcmp(argv[1], "log") == 0) return gen_log(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
     if ((argc == 6 || argc == 7) && strcmp(argv[1], "trace") == 0)
         return gen_trace(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), argc == 7 && strcmp(argv[6], "bare") == 0);
+    if (argc == 3 && strcmp(argv[1], "ptrun") == 0) return gen_ptrun(argv[2]);
     if (argc >= 3 && strcmp(argv[1], "wellformed") == 0) {
         int i, bad = 0;
         for (i = 2; i < argc; i++) bad |= wellformed(argv[i]);
         return bad;
     }
-    fprintf(stderr, "usage: report_gen log FILE STEPS VAL_EVERY RANKS | trace FILE RANKS MB STEPS [bare] | wellformed FILE...\n");
+    fprintf(stderr, "usage: report_gen log FILE STEPS VAL_EVERY RANKS | trace FILE RANKS MB STEPS [bare] | ptrun FILE | wellformed FILE...\n");
     return 2;
 }

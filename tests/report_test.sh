@@ -6,8 +6,10 @@
 # one point per finite value, a long run is cut to min/max per bucket, event markers and the events
 # table, the summary's final loss and bubble fraction, the timeline's rows (one per rank) and boxes (one
 # per event of the chosen step: the last complete one by default, or --step), a bare-array trace without
-# its final ']'; malformed logs and traces refused with FILE:LINE and what was expected, missing files
-# named, never a crash. Prints PASS/FAIL lines, then "N passed, N failed". A few seconds.
+# its final ']'; a run under tools/ptrun (failures.svg: a row per failure, its stages and their
+# durations; restart and failure marks on loss.svg, the steps done twice drawn apart; the page's Failures
+# table and ptrun_end summary; a cut-off or key-less ptrun event); malformed logs and traces refused with
+# FILE:LINE and what was expected, missing files named, never a crash. Prints PASS/FAIL lines, then "N passed, N failed". A few seconds.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${1:-build/tests}
@@ -203,6 +205,79 @@ head -c 3000 "$T/trace.json" >"$T/cut.json"
 rc=$?
 if [ $rc -eq 1 ] && grep -q "cut.json:[0-9]*: expected" "$T/cut.out"; then pass "a trace cut mid-object: exit 1 with FILE:LINE"
 else fail "cut trace" "exit $rc: $(head -c 400 "$T/cut.out")"; fi
+# ---- a run under tools/ptrun: two failures (an injected kill shrinking dp 2->1; a hang, same layout) ----
+"$G" ptrun "$T/ptrun.jsonl" >"$T/expect" || fail "report_gen ptrun" "exit $?"
+rm -rf "$T/outp"
+"$R" "$T/ptrun.jsonl" -o "$T/outp" >"$T/ptrun.out" 2>&1
+rc=$?
+P=$T/outp
+if [ $rc -eq 0 ] && [ -s "$P/failures.svg" ] && [ -s "$P/loss.svg" ]; then pass "a supervised run: failures.svg and loss.svg written"
+else fail "ptrun log" "exit $rc: $(head -c 400 "$T/ptrun.out")"; fi
+if "$G" wellformed "$P/failures.svg" "$P/loss.svg" "$P/index.html" >"$T/wf.log" 2>&1 && { ! have xmllint || xmllint --noout "$P/failures.svg" "$P/loss.svg" >/dev/null 2>&1; }; then
+    pass "failures.svg, loss.svg and the page are well-formed"
+else fail "well-formed (ptrun)" "$(head -n 5 "$T/wf.log")"; fi
+missing=""
+check "failures.svg: one row per failure" "$(field failures)" "$(grep -c 'class="failure-row"' "$P/failures.svg")"
+check "failures.svg: a segment per stage reached (4 + 3: the hang has no fault stamp)" 7 "$(grep -c 'class="stage"' "$P/failures.svg")"
+for want in 'attempt 1 · kill, seen as died · rank 3@b · step 17<' 'attempt 2 · hung · rank 0@a · step 25 \*<' \
+    'dp 2 tp 1 pp 2 accum 1 → dp 1 accum 2 · hosts a,b → a · restart 1 of 5 from step 15 · 2 steps lost' \
+    'dp 1 tp 1 pp 2 accum 2 (unchanged) · hosts a · restart 2 of 5 from step 20 · 5 steps lost' \
+    '>0.41 s<' '>1.19 s<' '>1.10 s<' '>6.40 s<' '>2.50 s<' '>1.50 s<' '>6.25 s<' 'recovered: 9.10 s<' 'recovered: 10.25 s<'; do
+    grep -q "$want" "$P/failures.svg" || missing="$missing '$want'"
+done
+if [ -z "$missing" ]; then pass "failures.svg: row labels (attempt, kind, rank@host, step, layout before → after) and the stage durations"
+else fail "failures.svg labels" "missing$missing"; fi
+check "loss.svg: a restart line per relaunch" "$(field restarts)" "$(grep -c 'class="restart"' "$P/loss.svg")"
+check "loss.svg: a failure line per failure" "$(field failures)" "$(grep -c 'class="failure"' "$P/loss.svg")"
+check "loss.svg: the steps done twice shaded" "$(field failures)" "$(grep -c 'class="redone"' "$P/loss.svg")"
+if grep -q '>restart 1 (dp 2→1, accum 1→2)</text>' "$P/loss.svg" && grep -q '>restart 2 (same layout)</text>' "$P/loss.svg"; then
+    pass "loss.svg: restart labels with the layout change"
+else fail "restart labels" "$(grep -o '>restart[^<]*<' "$P/loss.svg" | head -3)"; fi
+check "loss.svg: no ordinary marker for the supervisor's events" 0 "$(grep -c 'data-event="ptrun_' "$P/loss.svg")"
+check "loss polyline: one point per step kept (no zigzag back to the resume step)" "$(field kept_points)" "$(points "$P/loss.svg" loss)"
+check "loss: the steps done again, faded, one polyline per failure" "$(field redone_lines)" "$(grep -c 'data-series="loss (done again)"' "$P/loss.svg")"
+check "loss: points of the faded polylines (each from the kept point before it)" "$(field redone_points)" "$(points "$P/loss.svg" 'loss (done again)')"
+xs=$(grep 'data-series="loss"' "$P/loss.svg" | sed 's/.* points="\([^"]*\)".*/\1/' | tr ' ' '\n' | cut -d, -f1 | awk 'NR > 1 && $1 <= p { bad = 1 } { p = $1 } END { print bad ? "back" : "rising" }')
+check "loss polyline: x always rising" rising "$xs"
+tbl=$(sed -n '/<table class="failures">/,/<\/table>/p' "$P/index.html")
+check "index.html: Failures table rows" "$(field failures)" "$(printf '%s\n' "$tbl" | grep -c '^<tr><td')"
+printf '%s\n' "$tbl" | grep -q '<tr><td>1</td><td>1</td><td title="channel closed without bye">kill (died)</td><td>rank 3@b</td><td>17</td><td>0.41</td><td>1.60</td><td>2.70</td><td>9.10</td><td>2</td><td>15</td><td>dp 2 tp 1 pp 2 accum 1 (hosts a,b) → dp 1 tp 1 pp 2 accum 2 (hosts a)</td>' &&
+    printf '%s\n' "$tbl" | grep -q '<tr><td>2 \*</td><td>2</td><td title="no heartbeat for 10 s">hung</td><td>rank 0@a</td><td>25</td><td></td><td>2.50</td><td>4.00</td><td>10.25</td><td>5</td><td>20</td>' &&
+    pass "index.html: the Failures table's numbers (detected, torn down, relaunched, recovered after; steps lost; layouts)" ||
+    fail "Failures table" "$(printf '%s\n' "$tbl" | head -c 900)"
+if grep -q '<th>restarts</th><td>2</td>' "$P/index.html" && grep -q '<th>steps lost</th><td>7</td>' "$P/index.html" &&
+    grep -q '<th>time lost</th><td>19.35 s</td>' "$P/index.html" && grep -q '<th>finished</th><td>ok</td>' "$P/index.html" &&
+    grep -q '<th>restarts</th><td>2, 7 steps lost, 19.4 s lost; finished ok</td>' "$P/index.html"; then pass "index.html: ptrun_end's summary (restarts, steps lost, time lost, ok)"
+else fail "ptrun_end summary" "$(grep -o '<th>[a-z ]*</th><td>[^<]*</td>' "$P/index.html" | head -20 | tr '\n' ' ')"; fi
+grep -q '<td>1</td><td>9</td><td>rank 1@a</td><td>0.52</td><td>0.11</td><td>4.7×</td>' "$P/index.html" && pass "index.html: the straggler listed" ||
+    fail "stragglers" "$(sed -n '/class="stragglers"/,/<\/table>/p' "$P/index.html" | head -c 400)"
+# a log without ptrun events: as before (no failures.svg, no Failures section, one loss polyline)
+if [ ! -e "$T/out/failures.svg" ] && ! grep -q 'Failures\|class="restart"' "$T/out/index.html" && ! grep -q 'done again' "$T/out/loss.svg"; then
+    pass "a log without ptrun events: no failures.svg, no Failures section, no restart marks"
+else fail "no ptrun events" "failures.svg or restart marks written"; fi
+# the supervisor's last line cut off (a killed ptrun): a warning, the failures before it
+head -c -20 "$T/ptrun.jsonl" >"$T/ptcut.jsonl"
+rm -rf "$T/outpc"
+"$R" "$T/ptcut.jsonl" -o "$T/outpc" >"$T/ptcut.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q 'ptcut.jsonl: line [0-9]* is cut off' "$T/ptcut.out" && [ "$(grep -c 'class="failure-row"' "$T/outpc/failures.svg" 2>/dev/null)" = 2 ] &&
+    grep -q 'no ptrun_end line' "$T/outpc/index.html"; then pass "a cut-off ptrun_end: warning, both failures, no end summary"
+else fail "cut-off ptrun event" "exit $rc: $(head -c 400 "$T/ptcut.out")"; fi
+# events without most of their keys: what is there is drawn
+printf '%s\n' '{"event":"run_start"}' '{"step":0,"loss":3}' '{"step":1,"loss":2.9}' '{"step":2,"loss":2.8}' '{"event":"ptrun_detected"}' \
+    '{"event":"ptrun_teardown","wall":"later","seconds":0.5}' '{"event":"ptrun_relaunch","step":1}' '{"step":1,"loss":2.85}' '{"step":2,"loss":2.75}' \
+    '{"event":"ptrun_recovered","recover_s":3}' '{"event":"ptrun_straggler"}' '{"event":"ptrun_end"}' >"$T/ptbare.jsonl"
+rm -rf "$T/outpb"
+"$R" "$T/ptbare.jsonl" -o "$T/outpb" >"$T/ptbare.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c 'class="failure-row"' "$T/outpb/failures.svg" 2>/dev/null)" = 1 ] && grep -q '>restart 1</text>' "$T/outpb/loss.svg" &&
+    grep -q 'recovered: 3.00 s' "$T/outpb/failures.svg" && grep -q '<td>1 \*</td><td></td><td>failure</td><td></td><td></td><td></td><td>0.50</td><td></td><td>3.00</td>' "$T/outpb/index.html" &&
+    "$G" wellformed "$T/outpb/failures.svg" "$T/outpb/loss.svg" "$T/outpb/index.html" >/dev/null; then pass "ptrun events missing most keys: one failure drawn from what is there"
+else fail "ptrun events without keys" "exit $rc: $(head -c 400 "$T/ptbare.out") $(grep -o '<tr><td>1 \*.*' "$T/outpb/index.html" | head -c 300)"; fi
+printf '%s\n' "$OK" '{"event":"ptrun_relaunch","step":1,"attempt":2.5}' >"$T/ptbad.jsonl"
+refused "ptrun: attempt 2.5 refused with FILE:LINE" 'ptbad.jsonl:2: attempt: expected an integer 0..2147483647, found 2.5' "$T/ptbad.jsonl"
+printf '%s\n' "$OK" '{"event":"ptrun_relaunch","step":1,"dp":0}' >"$T/ptbad.jsonl"
+refused "ptrun: dp 0 refused with FILE:LINE" 'ptbad.jsonl:2: dp: expected an integer 1..2147483647, found 0' "$T/ptbad.jsonl"
 "$R" "$T/missing.jsonl" -o "$T/outm" >"$T/missing.out" 2>&1
 rc=$?
 if [ $rc -eq 1 ] && grep -q "cannot open .*missing.jsonl" "$T/missing.out"; then pass "a missing log: exit 1 naming it"

@@ -5,7 +5,11 @@
    mfu.svg, grad_norm.svg, lr.svg, time.svg (step time stacked: compute / comm / bubble / data /
    ckpt / other), memory.svg (peak bytes per rank), timeline.svg (from --trace: one step, one row
    per rank, boxes colored by category) and index.html (the run's configuration, summary numbers,
-   every chart inlined, the events table). A chart whose data is absent from the log is not written.
+   every chart inlined, the events table). A run supervised by tools/ptrun (its ptrun_* events in the
+   log) also gets failures.svg (a row per failure: fault -> detected -> torn down -> relaunched ->
+   first step, each part with its duration), restart and failure marks on loss.svg with the steps done
+   twice drawn apart, and a Failures section on the page. A chart whose data is absent from the log is
+   not written.
    The log schema and the drawing rules are in docs/monitoring.md; the names of the log's keys come
    from the monitor that writes them (pt_monitor_key). C99 + POSIX mkdir, on ptrain.h's JSON reader
    (pt_json, NaN and Infinity accepted, as Python writes them) and text buffer (pt_sb). The log is
@@ -19,6 +23,7 @@
 #include "../ptrain.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,6 +137,59 @@ typedef struct event_rec {
     double step; /* NaN when absent */
 } event_rec;
 
+/* ------------------------------------------------------------------ the supervisor's events (tools/ptrun) */
+
+/* tools/ptrun restarts a failed job and appends its events ("ptrun_*", every one with "wall": Unix
+   seconds, and "attempt": the launch number from 1) to the log; a failure is the row of
+   ptrun_fault (an injected fault's own stamp) -> ptrun_detected -> ptrun_teardown -> ptrun_relaunch
+   (the next attempt) -> ptrun_recovered (its first step). These key names are ptrun's, not the
+   monitor's. */
+#define PTRUN_PREFIX "ptrun_"
+enum { S_FAULT = 1, S_DET = 2, S_TEAR = 4, S_REL = 8, S_REC = 16 };
+#define PTRUN_LOOKBACK 64 /* an event is matched with the failures (launches) this close to the newest */
+#define RESTART_COLOR "#222222" /* restart lines on the loss chart (failures: red, dotted) */
+
+typedef struct failure {
+    long attempt;                              /* the attempt that failed, -1 unknown */
+    int have;                                  /* S_* seen */
+    double step, resume, rec_step;             /* the step in progress at the failure; the relaunch's resume step; the first step after it */
+    double wall[5];                            /* fault, detected, teardown, relaunch, recovered (Unix s; NaN absent) */
+    double latency, tear_s, recover_s, backoff;
+    long rank, restart, max_restarts, steps_lost;
+    long dp0, acc0, dp1, tp1, pp1, acc1;       /* dp_from, accum_from; the layout after */
+    char *kind, *what, *detail, *host, *hosts1;
+} failure;
+
+typedef struct launch_rec {
+    long attempt, dp, tp, pp, acc;
+    char *hosts;
+} launch_rec;
+
+typedef struct straggler_rec {
+    long attempt, rank;
+    double step, work_s, median_s;
+    char *host;
+} straggler_rec;
+
+typedef struct ptrun_end {
+    int seen, ok; /* ok: -1 absent */
+    long restarts, steps_lost, exit_code;
+    double time_lost_s, step;
+} ptrun_end;
+
+#define GROW(a, n, cap, first)                                                                                         \
+    do {                                                                                                               \
+        if ((n) == (cap)) {                                                                                            \
+            (cap) = (cap) ? 2 * (cap) : (first);                                                                       \
+            (a) = xrealloc((a), (cap) * sizeof *(a));                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+static char *dup_at(const pt_json *o, const char *key) {
+    const char *s = str_at(o, key);
+    return s ? xstrdup(s) : NULL;
+}
+
 typedef struct run {
     pt_json *header;  /* the run_start object (NULL when none) */
     step_rec *steps;
@@ -141,6 +199,14 @@ typedef struct run {
     double *mem_rank; /* max over the run of mem_rank_bytes[r] */
     int nranks_mem;
     long lines;
+    size_t nptrun;    /* ptrun_* events */
+    failure *fails;
+    size_t nfails, capfails;
+    launch_rec *launches;
+    size_t nlaunches, caplaunches;
+    straggler_rec *strag;
+    size_t nstrag, capstrag;
+    ptrun_end end;
 } run;
 
 /* reads a line of any length; returns its length, -1 at the end of the file; *cut = 1 when the
@@ -210,6 +276,7 @@ static void add_event(run *r, const pt_json *o) {
         if (d.n) pt_sb_add(&d, ", ");
         pt_sb_add(&d, "%s=", key);
         if (pt_json_str(v)) pt_sb_add(&d, "%s", pt_json_str(v));
+        else if (strcmp(key, "wall") == 0 && isfinite(pt_json_num(v, NAN))) pt_sb_add(&d, "%.2f", pt_json_num(v, NAN)); /* ptrun's Unix time */
         else json_text(&d, v);
         if (d.n > 300) {
             d.n = 300, d.s[300] = 0;
@@ -235,6 +302,117 @@ static void add_eval(run *r, const pt_json *o) {
     step_rec *s = r->nsteps ? &r->steps[r->nsteps - 1] : NULL;
     double v = num_at(o, KEY(VAL_LOSS));
     if (s && isfinite(v) && num_at(o, KEY(STEP)) == s->step + 1 && !isfinite(s->f[F_VAL])) s->f[F_VAL] = v;
+}
+
+#define NOI LONG_MIN /* an integer key that is absent */
+
+/* the failure a ptrun event of `stage` belongs to: the one of attempt `att` (the attempt that
+   failed), else the newest one when the attempt is unknown on either side and it has only seen
+   earlier stages, else a new one; NULL when that failure has this stage already (a repeated
+   event: the first one counts) */
+static failure *fail_for(run *r, long att, int stage) {
+    failure *f;
+    size_t i;
+    int k;
+    if (att != NOI)
+        for (i = r->nfails; i-- > 0 && i + PTRUN_LOOKBACK >= r->nfails;)
+            if (r->fails[i].attempt == att) return r->fails[i].have & stage ? NULL : &r->fails[i];
+    if (r->nfails) {
+        f = &r->fails[r->nfails - 1];
+        if ((att == NOI || f->attempt == NOI) && f->have < stage) {
+            if (att != NOI) f->attempt = att;
+            return f;
+        }
+    }
+    GROW(r->fails, r->nfails, r->capfails, 16);
+    f = &r->fails[r->nfails++];
+    memset(f, 0, sizeof *f);
+    f->attempt = att;
+    f->step = f->resume = f->rec_step = NAN;
+    for (k = 0; k < 5; k++) f->wall[k] = NAN;
+    f->latency = f->tear_s = f->recover_s = f->backoff = NAN;
+    f->rank = f->restart = f->max_restarts = f->steps_lost = NOI;
+    f->dp0 = f->acc0 = f->dp1 = f->tp1 = f->pp1 = f->acc1 = NOI;
+    return f;
+}
+
+static void set_str(char **dst, const pt_json *o, const char *key) {
+    if (!*dst) *dst = dup_at(o, key);
+}
+
+/* a ptrun_* event (line of path); -1 when a value is refused (reported) */
+static int add_ptrun(run *r, const pt_json *o, const char *name, const char *path, long line) {
+    long att, rank, restart, maxr, dp, dpf, acc, accf, tp, pp, lost, restarts, exitc;
+    const struct {
+        const char *key;
+        long *dst;
+        double lo;
+    } ints[] = {{"attempt", &att, 0},      {"rank", &rank, 0}, {"restart", &restart, 0}, {"max_restarts", &maxr, 0},
+                {"dp", &dp, 1},            {"dp_from", &dpf, 1}, {"accum", &acc, 1},      {"accum_from", &accf, 1},
+                {"tp", &tp, 1},            {"pp", &pp, 1},     {"steps_lost", &lost, 0}, {"restarts", &restarts, 0},
+                {"exit", &exitc, INT_LO}};
+    double step = num_at(o, KEY(STEP)), wall = num_at(o, "wall");
+    const char *ev = name + strlen(PTRUN_PREFIX);
+    char why[200];
+    size_t i;
+    failure *f = NULL;
+    for (i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        long v;
+        int got = int_at(o, ints[i].key, ints[i].lo, INT_HI, &v, why, sizeof why);
+        if (got < 0) {
+            fprintf(stderr, "ptreport: %s:%ld: %s\n", path, line, why);
+            return -1;
+        }
+        *ints[i].dst = got ? v : NOI;
+    }
+    r->nptrun++;
+    if (strcmp(ev, "launch") == 0 || strcmp(ev, "relaunch") == 0) {
+        launch_rec *l;
+        GROW(r->launches, r->nlaunches, r->caplaunches, 16);
+        l = &r->launches[r->nlaunches++];
+        l->attempt = att, l->dp = dp, l->tp = tp, l->pp = pp, l->acc = acc;
+        l->hosts = dup_at(o, "hosts");
+    }
+    if (strcmp(ev, "fault") == 0 && (f = fail_for(r, att, S_FAULT))) {
+        f->wall[0] = wall, f->have |= S_FAULT;
+        set_str(&f->kind, o, "kind");
+    } else if (strcmp(ev, "detected") == 0 && (f = fail_for(r, att, S_DET))) {
+        f->wall[1] = wall, f->have |= S_DET, f->latency = num_at(o, "latency_s");
+        set_str(&f->what, o, "what");
+        set_str(&f->detail, o, "detail");
+    } else if (strcmp(ev, "teardown") == 0 && (f = fail_for(r, att, S_TEAR))) {
+        f->wall[2] = wall, f->have |= S_TEAR, f->tear_s = num_at(o, "seconds");
+    } else if (strcmp(ev, "relaunch") == 0 && (f = fail_for(r, att != NOI && att >= 1 ? att - 1 : NOI, S_REL))) {
+        double rs = num_at(o, "resume_step");
+        f->wall[3] = wall, f->have |= S_REL, f->backoff = num_at(o, "backoff_s");
+        f->resume = isfinite(step) ? step : rs;
+        f->restart = restart, f->max_restarts = maxr, f->dp0 = dpf, f->acc0 = accf;
+        f->dp1 = dp, f->tp1 = tp, f->pp1 = pp, f->acc1 = acc;
+        set_str(&f->hosts1, o, "hosts");
+        return 0;
+    } else if (strcmp(ev, "recovered") == 0 && (f = fail_for(r, att != NOI && att >= 1 ? att - 1 : NOI, S_REC))) {
+        f->wall[4] = wall, f->have |= S_REC, f->recover_s = num_at(o, "recover_s"), f->steps_lost = lost, f->rec_step = step;
+        return 0;
+    } else if (strcmp(ev, "straggler") == 0) {
+        straggler_rec *g;
+        GROW(r->strag, r->nstrag, r->capstrag, 16);
+        g = &r->strag[r->nstrag++];
+        g->attempt = att, g->rank = rank, g->step = step;
+        g->work_s = num_at(o, "work_s"), g->median_s = num_at(o, "median_s");
+        g->host = dup_at(o, "host");
+    } else if (strcmp(ev, "end") == 0 && !r->end.seen) {
+        const pt_json *ok = pt_json_get(o, "ok");
+        r->end.seen = 1;
+        r->end.ok = pt_json_type(ok) == PT_JSON_BOOL ? pt_json_bool(ok, 0) : -1;
+        r->end.restarts = restarts, r->end.steps_lost = lost, r->end.exit_code = exitc;
+        r->end.time_lost_s = num_at(o, "time_lost_s"), r->end.step = step;
+    }
+    if (f) { /* fault, detected, teardown: where and when it failed (the first event that says) */
+        if (!isfinite(f->step)) f->step = step;
+        if (f->rank == NOI) f->rank = rank;
+        set_str(&f->host, o, "host");
+    }
+    return 0;
 }
 
 static int read_log(const char *path, run *r) {
@@ -273,6 +451,7 @@ static int read_log(const char *path, run *r) {
             if (ev) {
                 add_event(r, o);
                 if (strcmp(ev, KEY(EVAL)) == 0) add_eval(r, o);
+                else if (strncmp(ev, PTRUN_PREFIX, strlen(PTRUN_PREFIX)) == 0) bad = add_ptrun(r, o, ev, path, lineno) != 0;
             } else if (isfinite(num_at(o, KEY(STEP)))) bad = add_step(r, o, path, lineno) != 0;
             pt_json_free(o);
             if (bad) {
@@ -628,6 +807,7 @@ typedef struct series {
     size_t n;
     size_t stride;       /* in doubles between consecutive x and y values */
     int dots;            /* circles at the points (few points) */
+    const unsigned char *redone; /* per point: 1 = a step done again later (after a restart or a rollback); NULL: none */
 } series;
 
 #define SX(s, i) ((s)->x[(i) * (s)->stride])
@@ -660,21 +840,161 @@ static size_t downsample(const series *s, size_t *idx) {
 static const char *event_color(const char *name) {
     static const char *const map[][2] = {{"nan", "#d62728"},     {"spike", "#ff7f0e"},         {"skip", "#bcbd22"},
                                          {"rollback", "#9467bd"}, {"ckpt_save", "#2ca02c"},    {"ckpt_load", "#17becf"},
-                                         {"replica_mismatch", "#8c0000"}, {"run_start", "#1f77b4"}};
+                                         {"replica_mismatch", "#8c0000"}, {"run_start", "#1f77b4"},
+                                         {"ptrun_fault", "#d62728"}, {"ptrun_detected", "#d62728"}, {"ptrun_relaunch", RESTART_COLOR},
+                                         {"ptrun_recovered", "#4e79a7"}, {"ptrun_end", RESTART_COLOR}};
     size_t i;
     for (i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(name, map[i][0]) == 0) return map[i][1];
     return "#7f7f7f";
 }
 
+/* the change of layout at a relaunch, for a label: "dp 2→1, accum 1→2", "same layout", "" (unknown) */
+static void layout_change(char *buf, size_t n, const failure *f) {
+    size_t k = 0;
+    buf[0] = 0;
+    if (f->dp0 != NOI && f->dp1 != NOI && f->dp0 != f->dp1) k += (size_t)snprintf(buf + k, n - k, "dp %ld\342\206\222%ld", f->dp0, f->dp1);
+    if (k < n && f->acc0 != NOI && f->acc1 != NOI && f->acc0 != f->acc1)
+        k += (size_t)snprintf(buf + k, n - k, "%saccum %ld\342\206\222%ld", k ? ", " : "", f->acc0, f->acc1);
+    if (k == 0 && f->dp0 != NOI && f->dp1 != NOI) snprintf(buf, n, "same layout");
+}
+
+static const char *failure_kind(const failure *f) { return f->kind ? f->kind : f->what ? f->what : "failure"; }
+
+/* a rotated label at the top of the plot, right of the line at x (clear of it) */
+static void top_label(pt_sb *b, double x, const char *color, int bold, const char *text) {
+    pt_sb_add(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\"%s fill=\"%s\" transform=\"rotate(-90 %.1f %d)\" text-anchor=\"end\">", x + 11,
+              MT + 4, bold ? " font-weight=\"bold\"" : "", color, x + 11, MT + 4);
+    sb_esc(b, text);
+    pt_sb_add(b, "</text>\n");
+}
+
+/* the failures of a supervised run on a chart against the step: the steps done twice shaded (from the
+   resume step to the failure), the failure a dotted red line, the restart a solid red one, labelled;
+   the x of every label into lab (returns how many) */
+static int draw_restarts(pt_sb *b, const axis *ax, const run *r, double *lab, int maxlab) {
+    size_t i;
+    int nlab = 0, pass, j;
+    for (pass = 0; pass < 3; pass++) /* the shading; the restarts; the failures (labelled where no restart label is) */
+        for (i = 0; i < r->nfails && i < MAX_MARKERS; i++) {
+            const failure *f = &r->fails[i];
+            double xs = f->resume, xf = f->step;
+            char text[160], chg[96];
+            int fin_s = isfinite(xs) && xs >= ax->lo && xs <= ax->hi && (f->have & S_REL), fin_f = isfinite(xf) && xf >= ax->lo && xf <= ax->hi;
+            if (pass == 0 && isfinite(xs) && isfinite(xf) && xs < xf && xf >= ax->lo && xs <= ax->hi) {
+                double x0 = xpx(ax, xs > ax->lo ? xs : ax->lo), x1 = xpx(ax, xf < ax->hi ? xf : ax->hi);
+                pt_sb_add(b, "<rect class=\"redone\" x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" fill=\"#d62728\" fill-opacity=\"0.08\">"
+                             "<title>steps %.0f to %.0f: done, lost at the failure, done again</title></rect>\n",
+                          x0, MT, x1 - x0, PH, xs, xf - 1);
+            }
+            if (pass == 2 && fin_f) {
+                double x = xpx(ax, xf);
+                pt_sb_add(b, "<line class=\"failure\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#d62728\" stroke-width=\"1.5\" "
+                             "stroke-dasharray=\"2 2\"><title>step %.0f: ", x, MT, x, MT + PH, xf);
+                sb_esc(b, failure_kind(f));
+                if (f->rank != NOI) pt_sb_add(b, " of rank %ld", f->rank);
+                if (f->host) {
+                    pt_sb_add(b, " on ");
+                    sb_esc(b, f->host);
+                }
+                pt_sb_add(b, "</title></line>\n");
+                for (j = 0; j < nlab && fabs(lab[j] - x) >= 12; j++) {
+                }
+                if (j == nlab && nlab < maxlab) {
+                    lab[nlab++] = x;
+                    snprintf(text, sizeof text, "failure (%s)", failure_kind(f));
+                    top_label(b, x, "#d62728", 0, text);
+                }
+            }
+            if (pass == 1 && fin_s) {
+                double x = xpx(ax, xs);
+                long no = f->restart != NOI ? f->restart : (long)i + 1;
+                layout_change(chg, sizeof chg, f);
+                if (chg[0]) snprintf(text, sizeof text, "restart %ld (%s)", no, chg);
+                else snprintf(text, sizeof text, "restart %ld", no);
+                pt_sb_add(b, "<line class=\"restart\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"" RESTART_COLOR "\" stroke-width=\"2\"><title>step %.0f: ",
+                          x, MT, x, MT + PH, xs);
+                sb_esc(b, text);
+                pt_sb_add(b, "</title></line>\n");
+                for (j = 0; j < nlab && fabs(lab[j] - x) >= 12; j++) {
+                }
+                if (j == nlab && nlab < maxlab) {
+                    top_label(b, x, RESTART_COLOR, 1, text);
+                    lab[nlab++] = x;
+                }
+            }
+        }
+    return nlab;
+}
+
+/* a dotted legend entry */
+static int svg_legend_dotted(pt_sb *b, int x, int y, const char *label, const char *color) {
+    pt_sb_add(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"1.5\" stroke-dasharray=\"2 2\"/>\n", x, y - 4, x + 16, y - 4, color);
+    pt_sb_add(b, "<text x=\"%d\" y=\"%d\">", x + 20, y);
+    sb_esc(b, label);
+    pt_sb_add(b, "</text>\n");
+    return x + 20 + 7 * (int)strlen(label) + 16;
+}
+
+/* a faded, dashed legend entry */
+static int svg_legend_faded(pt_sb *b, int x, int y, const char *label, const char *color) {
+    pt_sb_add(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\" stroke-opacity=\"0.4\" stroke-dasharray=\"4 2\"/>\n",
+              x, y - 4, x + 16, y - 4, color);
+    pt_sb_add(b, "<text x=\"%d\" y=\"%d\">", x + 20, y);
+    sb_esc(b, label);
+    pt_sb_add(b, "</text>\n");
+    return x + 20 + 7 * (int)strlen(label) + 16;
+}
+
+/* a series whose steps were partly done twice (a restart resumed at an earlier step): the points kept
+   (not done again later) as one polyline named after the series, rising in step; each run of points
+   done again later faded and dashed, from the kept point before it, as its own polyline
+   ("NAME (done again)"), cut where the step goes back, so no line runs back to the resume step */
+static void draw_redone(pt_sb *b, const axis *ax, const axis *ay, const series *s, const size_t *idx, size_t m) {
+    size_t i, kept = 0;
+    int open = 0;
+    for (i = 0; i < m; i++) kept += !s->redone[idx[i]];
+    if (kept) {
+        size_t j = 0;
+        pt_sb_add(b, "<polyline class=\"series\" data-series=\"%s\" data-points=\"%zu\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+                  s->name, kept, s->color);
+        for (i = 0; i < m; i++)
+            if (!s->redone[idx[i]]) pt_sb_add(b, "%s%.1f,%.1f", j++ ? " " : "", xpx(ax, SX(s, idx[i])), ypx(ay, SY(s, idx[i])));
+        pt_sb_add(b, "\"/>\n");
+    }
+    for (i = 0; i < m; i++) {
+        size_t p = idx[i];
+        if (!s->redone[p]) {
+            if (open) pt_sb_add(b, "\"/>\n");
+            open = 0;
+            continue;
+        }
+        if (open && SX(s, p) <= SX(s, idx[i - 1])) pt_sb_add(b, "\"/>\n"), open = 0;
+        if (!open) {
+            pt_sb_add(b, "<polyline class=\"series redone\" data-series=\"%s (done again)\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+                         "stroke-opacity=\"0.5\" stroke-dasharray=\"4 2\" points=\"", s->name, s->color);
+            if (i > 0 && !s->redone[idx[i - 1]] && SX(s, idx[i - 1]) < SX(s, p))
+                pt_sb_add(b, "%.1f,%.1f ", xpx(ax, SX(s, idx[i - 1])), ypx(ay, SY(s, idx[i - 1])));
+            open = 1;
+        } else pt_sb_add(b, " ");
+        pt_sb_add(b, "%.1f,%.1f", xpx(ax, SX(s, p)), ypx(ay, SY(s, p)));
+    }
+    if (open) pt_sb_add(b, "\"/>\n");
+    if (s->dots && m <= 100)
+        for (i = 0; i < m; i++)
+            pt_sb_add(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"%s/>\n", xpx(ax, SX(s, idx[i])), ypx(ay, SY(s, idx[i])), s->color,
+                      s->redone[idx[i]] ? " fill-opacity=\"0.35\"" : "");
+}
+
 /* a line chart of ns series against the step; events as vertical markers when given */
 static int chart_lines(pt_sb *b, const char *id, const char *title, const char *ylabel, int ykind, int zero, series *s, int ns,
-                       const event_rec *ev, size_t nev) {
+                       const event_rec *ev, size_t nev, const run *marks) {
     double xlo = HUGE_VAL, xhi = -HUGE_VAL, ylo = HUGE_VAL, yhi = -HUGE_VAL, div;
     const char *uname;
     char ylab[128];
     size_t i, *idx, total = 0;
-    int k, lx;
+    int k, lx, nlab = 0;
+    double lab[MAX_MARKERS];
     axis ax, ay;
     for (k = 0; k < ns; k++)
         for (i = 0; i < s[k].n; i++) {
@@ -696,20 +1016,34 @@ static int chart_lines(pt_sb *b, const char *id, const char *title, const char *
     lx = ML;
     for (k = 0; k < ns; k++)
         if (s[k].n) lx = svg_legend(b, lx, 40, s[k].name, s[k].color, 0);
+    for (k = 0; k < ns && !(s[k].n && s[k].redone); k++) {
+    }
+    if (k < ns) lx = svg_legend_faded(b, lx, 40, "lost at a failure, redone", s[k].color);
+    if (marks && marks->nfails) {
+        nlab = draw_restarts(b, &ax, marks, lab, (int)(sizeof lab / sizeof lab[0]));
+        lx = svg_legend(b, lx, 40, "restart", RESTART_COLOR, 0);
+        lx = svg_legend_dotted(b, lx, 40, "failure", "#d62728");
+    }
     if (ev && nev) {
-        size_t drawn = 0;
+        size_t drawn = 0, nplain = 0;
         double last_label = -1e9; /* events a few pixels apart share one label (the first one's) */
+        for (i = 0; i < nev; i++) nplain += strncmp(ev[i].name, PTRUN_PREFIX, strlen(PTRUN_PREFIX)) != 0;
         for (i = 0; i < nev && drawn < MAX_MARKERS; i++) {
             double x;
+            int j;
             if (!isfinite(ev[i].step) || ev[i].step < ax.lo || ev[i].step > ax.hi) continue;
+            if (strncmp(ev[i].name, PTRUN_PREFIX, strlen(PTRUN_PREFIX)) == 0) continue; /* the supervisor's: drawn above */
             x = xpx(&ax, ev[i].step);
+            for (j = 0; j < nlab && fabs(lab[j] - x) >= 12; j++) {
+            }
+            if (j < nlab) last_label = x; /* a restart or failure label is there */
             pt_sb_add(b, "<line class=\"event\" data-event=\"");
             sb_esc(b, ev[i].name);
             pt_sb_add(b, "\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"%s\" stroke-dasharray=\"4 3\"><title>step %.0f: ", x,
                       MT, x, MT + PH, event_color(ev[i].name), ev[i].step);
             sb_esc(b, ev[i].name);
             pt_sb_add(b, "</title></line>\n");
-            if (nev <= 40 && x - last_label >= 12) {
+            if (nplain <= 40 && x - last_label >= 12) {
                 last_label = x;
                 pt_sb_add(b, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" fill=\"%s\" transform=\"rotate(-90 %.1f %d)\" text-anchor=\"end\">",
                           x + 3, MT + 4, event_color(ev[i].name), x + 3, MT + 4);
@@ -724,6 +1058,10 @@ static int chart_lines(pt_sb *b, const char *id, const char *title, const char *
     for (k = 0; k < ns; k++) {
         size_t m = s[k].n ? downsample(&s[k], idx) : 0;
         if (!m) continue;
+        if (s[k].redone) {
+            draw_redone(b, &ax, &ay, &s[k], idx, m);
+            continue;
+        }
         pt_sb_add(b, "<polyline class=\"series\" data-series=\"%s\" data-points=\"%zu\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
                   s[k].name, m, s[k].color);
         for (i = 0; i < m; i++) pt_sb_add(b, "%s%.1f,%.1f", i ? " " : "", xpx(&ax, SX(&s[k], idx[i])), ypx(&ay, SY(&s[k], idx[i])));
@@ -829,7 +1167,7 @@ static int chart_memory(pt_sb *b, const run *r) {
         memset(&s, 0, sizeof s);
         s.name = "peak over ranks", s.color = "#e15759", s.x = &r->steps[0].step, s.y = &r->steps[0].f[F_MEM];
         s.n = r->nsteps, s.stride = sizeof(step_rec) / sizeof(double);
-        return r->nsteps ? chart_lines(b, "memory", "Peak memory", "memory", U_BYTES, 1, &s, 1, NULL, 0) : 0;
+        return r->nsteps ? chart_lines(b, "memory", "Peak memory", "memory", U_BYTES, 1, &s, 1, NULL, 0, NULL) : 0;
     }
     div = unit_for(U_BYTES, ymax, &uname);
     snprintf(ylab, sizeof ylab, "peak memory (%s)", uname);
@@ -1173,6 +1511,15 @@ static void summary(pt_sb *h, const run *r) {
         snprintf(v, sizeof v, "rank %d (slowest in %d steps)", worst, cnt[worst]);
         summary_row(h, "most frequent straggler", v);
     }
+    if (r->nptrun) { /* a supervised run (tools/ptrun) */
+        size_t nrel = 0;
+        for (i = 0; i < r->nfails; i++) nrel += (r->fails[i].have & S_REL) != 0;
+        k = snprintf(v, sizeof v, "%ld", r->end.seen && r->end.restarts != NOI ? r->end.restarts : (long)nrel);
+        if (r->end.seen && r->end.steps_lost != NOI) k += snprintf(v + k, sizeof v - (size_t)k, ", %ld steps lost", r->end.steps_lost);
+        if (r->end.seen && isfinite(r->end.time_lost_s)) k += snprintf(v + k, sizeof v - (size_t)k, ", %.1f s lost", r->end.time_lost_s);
+        if (r->end.seen && r->end.ok >= 0) snprintf(v + k, sizeof v - (size_t)k, "; %s", r->end.ok ? "finished ok" : "failed");
+        summary_row(h, "restarts", v);
+    }
     snprintf(v, sizeof v, "%zu", r->nevents);
     summary_row(h, "events", v);
     pt_sb_add(h, "</table>\n");
@@ -1180,13 +1527,335 @@ static void summary(pt_sb *h, const run *r) {
     free(cnt);
 }
 
+/* ------------------------------------------------------------------ failures and restarts (tools/ptrun) */
+
+#define MAX_FAIL_ROWS 40 /* failures.svg draws at most this many rows (the table lists them all) */
+
+/* when each stage of a failure happened, in seconds from its origin: the fault's own stamp, else the
+   detection (*from_det = 1); NaN where unknown. Missing stamps are filled from the durations the
+   events carry (latency_s, the teardown's seconds, recover_s) */
+static void failure_times(const failure *f, double a[5], int *from_det) {
+    double t0 = isfinite(f->wall[0]) ? f->wall[0] : f->wall[1];
+    int k;
+    *from_det = !isfinite(f->wall[0]);
+    for (k = 0; k < 5; k++) a[k] = f->wall[k] - t0;
+    if (!isfinite(t0)) { /* no stamp of either: the durations alone */
+        if (isfinite(f->latency)) a[0] = 0, *from_det = 0;
+        else if (f->have & S_DET) a[1] = 0;
+    }
+    if (!isfinite(a[1]) && isfinite(a[0]) && isfinite(f->latency)) a[1] = a[0] + f->latency;
+    if (!isfinite(a[2]) && isfinite(a[1]) && isfinite(f->tear_s)) a[2] = a[1] + f->tear_s;
+    if (!isfinite(a[4]) && isfinite(f->recover_s)) a[4] = (isfinite(a[0]) ? a[0] : a[1]) + f->recover_s;
+    for (k = 0; k < 5; k++)
+        if (!isfinite(a[k]) || fabs(a[k]) > 1e9) a[k] = NAN; /* absurd stamps are not drawn */
+}
+
+/* the launch of attempt att (its layout), NULL when not in the log */
+static const launch_rec *launch_of(const run *r, long att) {
+    size_t i;
+    if (att == NOI) return NULL;
+    for (i = r->nlaunches; i-- > 0 && i + PTRUN_LOOKBACK >= r->nlaunches;)
+        if (r->launches[i].attempt == att) return &r->launches[i];
+    return NULL;
+}
+
+/* "dp 2 tp 1 pp 2 accum 1 (hosts a,b)"; parts that are unknown are left out */
+static void layout_text(pt_sb *b, long dp, long tp, long pp, long acc, const char *hosts) {
+    size_t n0 = b->n;
+    if (dp != NOI) pt_sb_add(b, "dp %ld", dp);
+    if (tp != NOI) pt_sb_add(b, "%stp %ld", b->n > n0 ? " " : "", tp);
+    if (pp != NOI) pt_sb_add(b, "%spp %ld", b->n > n0 ? " " : "", pp);
+    if (acc != NOI) pt_sb_add(b, "%saccum %ld", b->n > n0 ? " " : "", acc);
+    if (hosts) {
+        pt_sb_add(b, "%s(hosts ", b->n > n0 ? " " : "");
+        sb_esc(b, hosts);
+        pt_sb_add(b, ")");
+    }
+    if (b->n == n0) pt_sb_add(b, "?");
+}
+
+/* the layout before and after a failure: before from the failed attempt's launch, dp and accum from
+   the relaunch's dp_from and accum_from where it has them */
+static void layout_before_after(pt_sb *b, const run *r, const failure *f) {
+    const launch_rec *l = launch_of(r, f->attempt);
+    long dp = f->dp0 != NOI ? f->dp0 : l ? l->dp : NOI, acc = f->acc0 != NOI ? f->acc0 : l ? l->acc : NOI;
+    layout_text(b, dp, l ? l->tp : NOI, l ? l->pp : NOI, acc, l ? l->hosts : NULL);
+    pt_sb_add(b, " \342\206\222 ");
+    if (f->have & S_REL) layout_text(b, f->dp1, f->tp1, f->pp1, f->acc1, f->hosts1);
+    else pt_sb_add(b, "(no relaunch)");
+}
+
+/* the layout for the chart: the one before in full, after it only what changed: "dp 2 tp 1 pp 2 accum 1
+   → dp 1 accum 2 · hosts a,b → a", or "... (unchanged)" */
+static void layout_short(pt_sb *b, const run *r, const failure *f) {
+    const launch_rec *l = launch_of(r, f->attempt);
+    long before[4], after[4];
+    const char *names[4] = {"dp", "tp", "pp", "accum"}, *h0 = l ? l->hosts : NULL;
+    size_t n0 = b->n;
+    int k, changed = 0;
+    before[0] = f->dp0 != NOI ? f->dp0 : l ? l->dp : NOI, before[1] = l ? l->tp : NOI, before[2] = l ? l->pp : NOI;
+    before[3] = f->acc0 != NOI ? f->acc0 : l ? l->acc : NOI;
+    after[0] = f->dp1, after[1] = f->tp1, after[2] = f->pp1, after[3] = f->acc1;
+    for (k = 0; k < 4; k++)
+        if (before[k] != NOI) pt_sb_add(b, "%s%s %ld", b->n > n0 ? " " : "", names[k], before[k]);
+    if (!(f->have & S_REL)) return;
+    for (k = 0; k < 4; k++)
+        if (after[k] != NOI && after[k] != before[k]) {
+            pt_sb_add(b, "%s%s %ld", changed++ ? " " : b->n > n0 ? " \342\206\222 " : "\342\206\222 ", names[k], after[k]);
+        }
+    if (!changed && b->n > n0) pt_sb_add(b, " (unchanged)");
+    if (h0 || f->hosts1) {
+        pt_sb_add(b, "%shosts ", b->n > n0 ? " \302\267 " : "");
+        sb_esc(b, h0 ? h0 : "?");
+        if (f->hosts1 && (!h0 || strcmp(h0, f->hosts1) != 0)) {
+            pt_sb_add(b, " \342\206\222 ");
+            sb_esc(b, f->hosts1);
+        }
+    }
+}
+
+/* "rank 3@b" */
+static void where_text(pt_sb *b, const failure *f) {
+    if (f->rank != NOI) pt_sb_add(b, "rank %ld", f->rank);
+    if (f->host) {
+        pt_sb_add(b, f->rank != NOI ? "@" : "host ");
+        sb_esc(b, f->host);
+    }
+}
+
+static void dur_text(char *buf, size_t n, double s) { snprintf(buf, n, s < 99.995 ? "%.2f s" : s < 999.95 ? "%.1f s" : "%.0f s", s); }
+
+static const char *const stage_names[5] = {"fault", "detected", "torn down", "relaunched", "recovered (first step)"};
+static const char *const stage_colors[5] = {"#000000", "#f28e2b", "#9c755f", "#bab0ac", "#4e79a7"};
+
+/* failures.svg: a row per failure, a bar from its fault (or detection) through detection, teardown,
+   relaunch and the first step after it, each part labelled with its duration */
+static int chart_failures(pt_sb *b, const run *r) {
+    const double rowh = 86, y0 = MT + 6;
+    size_t i, nrows = r->nfails < MAX_FAIL_ROWS ? r->nfails : MAX_FAIL_ROWS;
+    double tmax = 0, a[5], h;
+    int k, lx, from_det, any_det = 0;
+    axis ax;
+    if (!nrows) return 0;
+    for (i = 0; i < nrows; i++) {
+        failure_times(&r->fails[i], a, &from_det);
+        any_det |= from_det;
+        for (k = 0; k < 5; k++)
+            if (a[k] > tmax) tmax = a[k];
+    }
+    ax = make_axis(0, tmax * 1.2, 1, 1, 0); /* room right of the bars for the time to recover */
+    h = y0 + rowh * (double)nrows + MB + (r->nfails > nrows ? 14 : 0);
+    svg_begin(b, "failures", "Failures and restarts", W, (int)h);
+    svg_axes(b, &ax, NULL, any_det ? "seconds from the fault (* from its detection: no fault stamp)" : "seconds from the fault", "", ML, (int)y0, PW,
+             (int)(rowh * (double)nrows));
+    { /* vertical grid lines */
+        double v;
+        int n;
+        pt_sb_add(b, "<g stroke=\"#eee\">\n");
+        for (n = 1, v = first_tick(&ax) + ax.step; v < ax.hi - ax.step * 1e-6 && n < 50; v = first_tick(&ax) + ++n * ax.step)
+            pt_sb_add(b, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\"/>\n", xpx(&ax, v), y0 + 1, xpx(&ax, v), y0 + rowh * (double)nrows - 1);
+        pt_sb_add(b, "</g>\n");
+    }
+    lx = 12;
+    for (k = 1; k < 5; k++) lx = svg_legend(b, lx, 40, k == 1 ? "until detected" : k == 2 ? "teardown" : k == 3 ? "until relaunched" : "until the first step",
+                                          stage_colors[k], 1);
+    lx = svg_legend(b, lx, 40, "stage reached", "#333", 0);
+    for (i = 0; i < nrows; i++) {
+        const failure *f = &r->fails[i];
+        double y = y0 + rowh * (double)i, end1 = -1e9, end2 = -1e9, prev = NAN;
+        char text[64];
+        int prevk = -1, line2;
+        pt_sb line;
+        failure_times(f, a, &from_det);
+        if (i) pt_sb_add(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#ccc\"/>\n", ML, y, ML + PW, y);
+        pt_sb_add(b, "<g class=\"failure-row\" data-attempt=\"%ld\">\n", f->attempt != NOI ? f->attempt : -1L);
+        pt_sb_add(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" font-weight=\"bold\">failure %zu</text>\n", ML - 6, y + 40, i + 1);
+        /* line 1: what failed where; line 2: the layout and the cost */
+        pt_sb_init(&line);
+        if (f->attempt != NOI) pt_sb_add(&line, "attempt %ld \302\267 ", f->attempt);
+        sb_esc(&line, failure_kind(f));
+        if (f->kind && f->what) {
+            pt_sb_add(&line, ", seen as ");
+            sb_esc(&line, f->what);
+        }
+        if (f->rank != NOI || f->host) pt_sb_add(&line, " \302\267 "), where_text(&line, f);
+        if (isfinite(f->step)) pt_sb_add(&line, " \302\267 step %.0f", f->step);
+        if (from_det) pt_sb_add(&line, " *");
+        pt_sb_add(b, "<text class=\"row-label\" x=\"%d\" y=\"%.1f\" font-weight=\"bold\">%s</text>\n", ML + 6, y + 16, line.s ? line.s : "");
+        line.n = 0;
+        if (line.s) line.s[0] = 0;
+        layout_short(&line, r, f);
+        if (f->have & S_REL) {
+            if (f->restart != NOI) pt_sb_add(&line, "%srestart %ld", line.n ? " \302\267 " : "", f->restart);
+            if (f->restart != NOI && f->max_restarts != NOI) pt_sb_add(&line, " of %ld", f->max_restarts);
+            if (isfinite(f->resume)) pt_sb_add(&line, "%sfrom step %.0f", line.n ? " " : "", f->resume);
+        }
+        if (f->steps_lost != NOI) pt_sb_add(&line, "%s%ld step%s lost", line.n ? " \302\267 " : "", f->steps_lost, f->steps_lost == 1 ? "" : "s");
+        pt_sb_add(b, "<text class=\"row-layout\" x=\"%d\" y=\"%.1f\" font-size=\"11\" fill=\"#444\">%s</text>\n", ML + 6, y + 30, line.s ? line.s : "");
+        pt_sb_free(&line);
+        /* the bar: a segment up to each stage reached, coloured by that stage */
+        for (k = 0; k < 5; k++) {
+            double x0, x1, w;
+            if (!isfinite(a[k])) continue;
+            if (prevk >= 0 && a[k] >= prev) {
+                x0 = xpx(&ax, prev), x1 = xpx(&ax, a[k]), w = x1 - x0;
+                dur_text(text, sizeof text, a[k] - prev);
+                pt_sb_add(b, "<rect class=\"stage\" data-stage=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"16\" fill=\"%s\"><title>%s \342\206\222 %s: %s</title></rect>\n",
+                          stage_names[k], x0, y + 38, w > 0.5 ? w : 0.5, stage_colors[k], stage_names[prevk], stage_names[k], text);
+                if (w >= 6.2 * (double)strlen(text) + 6)
+                    pt_sb_add(b, "<text class=\"dur\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" fill=\"%s\">%s</text>\n", x0 + w / 2,
+                              y + 50, k == 3 ? "#222" : "white", text);
+                else { /* below the bar, on a second line where the one before is in the way */
+                    double tw = 6.2 * (double)strlen(text), cx = x0 + w / 2;
+                    if (cx - tw / 2 < ML + 2) cx = ML + 2 + tw / 2;
+                    line2 = cx - tw / 2 < end1 + 4 && cx - tw / 2 >= end2 + 4;
+                    if (cx - tw / 2 < end1 + 4 && !line2) cx = end1 + 4 + tw / 2; /* both lines taken: after the first's */
+                    pt_sb_add(b, "<text class=\"dur\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"11\" fill=\"%s\">%s</text>\n", cx,
+                              y + (line2 ? 80 : 67), k == 1 ? "#c46a10" : k == 3 ? "#777" : stage_colors[k], text);
+                    *(line2 ? &end2 : &end1) = cx + tw / 2;
+                }
+            }
+            prev = a[k], prevk = k;
+        }
+        for (k = 0; k < 5; k++) /* a tick at each stage reached */
+            if (isfinite(a[k]))
+                pt_sb_add(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#333\" stroke-width=\"1.5\"><title>%s</title></line>\n",
+                          xpx(&ax, a[k]), y + 35, xpx(&ax, a[k]), y + 57, stage_names[k]);
+        if ((f->have & S_REC) && isfinite(a[4]) && xpx(&ax, a[4]) + 8 + 6.5 * 18 < W - MR) {
+            dur_text(text, sizeof text, a[4] - (isfinite(a[0]) ? a[0] : a[1]));
+            pt_sb_add(b, "<text class=\"total\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" font-weight=\"bold\">recovered: %s</text>\n", xpx(&ax, a[4]) + 6,
+                      y + 50, text);
+        } else if (!(f->have & S_REC) && prevk >= 0 && xpx(&ax, prev) + 90 < W - MR)
+            pt_sb_add(b, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#d62728\">%s</text>\n", xpx(&ax, prev) + 6, y + 50,
+                      f->have & S_REL ? "no first step" : "not relaunched");
+        pt_sb_add(b, "</g>\n");
+    }
+    if (r->nfails > nrows)
+        pt_sb_add(b, "<text x=\"%d\" y=\"%.1f\" fill=\"#555\">... %zu more failures: see the table</text>\n", ML, h - 6, r->nfails - nrows);
+    pt_sb_add(b, "</svg>\n");
+    return 1;
+}
+
+/* a cell with seconds, or empty */
+static void td_secs(pt_sb *h, double s) {
+    if (isfinite(s)) pt_sb_add(h, "<td>%.2f</td>", s);
+    else pt_sb_add(h, "<td></td>");
+}
+
+/* the page's Failures section: the supervisor's summary (ptrun_end), the chart, a row per failure,
+   the stragglers */
+static void failures_section(pt_sb *h, const run *r, const pt_sb *chart) {
+    size_t i;
+    pt_sb_add(h, "<h2 id=\"failures\">Failures (%zu)</h2>\n", r->nfails);
+    if (r->end.seen) {
+        char v[96];
+        pt_sb_add(h, "<table class=\"kv ptrun-end\">\n");
+        if (r->end.ok >= 0) summary_row(h, "finished", r->end.ok ? "ok" : "failed");
+        if (r->end.restarts != NOI) snprintf(v, sizeof v, "%ld", r->end.restarts), summary_row(h, "restarts", v);
+        if (r->end.steps_lost != NOI) snprintf(v, sizeof v, "%ld", r->end.steps_lost), summary_row(h, "steps lost", v);
+        if (isfinite(r->end.time_lost_s)) snprintf(v, sizeof v, "%.2f s", r->end.time_lost_s), summary_row(h, "time lost", v);
+        if (isfinite(r->end.step)) snprintf(v, sizeof v, "%.0f", r->end.step), summary_row(h, "last step", v);
+        if (r->end.exit_code != NOI) snprintf(v, sizeof v, "%ld", r->end.exit_code), summary_row(h, "exit status", v);
+        pt_sb_add(h, "</table>\n");
+    } else pt_sb_add(h, "<p>no ptrun_end line: the supervisor had not finished when the log was read</p>\n");
+    if (chart && chart->n) pt_sb_add(h, "<div class=\"charts\">\n%.*s</div>\n", (int)chart->n, chart->s);
+    if (r->nfails) {
+        pt_sb_add(h, "<p>Times in seconds from the fault (rows marked * have no fault stamp: from the detection). Recovered: the first step "
+                     "completed after the relaunch.</p>\n<table class=\"failures\">\n<tr><th>#</th><th>attempt</th><th>kind</th><th>where</th>"
+                     "<th>step</th><th>detected after</th><th>torn down after</th><th>relaunched after</th><th>recovered after</th>"
+                     "<th>steps lost</th><th>resumed at</th><th>layout before \342\206\222 after</th></tr>\n");
+        for (i = 0; i < r->nfails && i < MAX_EVENT_ROWS; i++) {
+            const failure *f = &r->fails[i];
+            double a[5];
+            int from_det;
+            failure_times(f, a, &from_det);
+            pt_sb_add(h, "<tr><td>%zu%s</td><td>", i + 1, from_det ? " *" : "");
+            if (f->attempt != NOI) pt_sb_add(h, "%ld", f->attempt);
+            pt_sb_add(h, "</td><td");
+            if (f->detail) {
+                pt_sb_add(h, " title=\"");
+                sb_esc(h, f->detail);
+                pt_sb_add(h, "\"");
+            }
+            pt_sb_add(h, ">");
+            sb_esc(h, failure_kind(f));
+            if (f->kind && f->what) {
+                pt_sb_add(h, " (");
+                sb_esc(h, f->what);
+                pt_sb_add(h, ")");
+            }
+            pt_sb_add(h, "</td><td>");
+            where_text(h, f);
+            pt_sb_add(h, "</td><td>");
+            if (isfinite(f->step)) pt_sb_add(h, "%.0f", f->step);
+            pt_sb_add(h, "</td>");
+            td_secs(h, from_det ? NAN : a[1]);
+            td_secs(h, a[2]);
+            td_secs(h, a[3]);
+            td_secs(h, a[4]);
+            pt_sb_add(h, "<td>");
+            if (f->steps_lost != NOI) pt_sb_add(h, "%ld", f->steps_lost);
+            pt_sb_add(h, "</td><td>");
+            if (isfinite(f->resume)) pt_sb_add(h, "%.0f", f->resume);
+            pt_sb_add(h, "</td><td>");
+            layout_before_after(h, r, f);
+            pt_sb_add(h, "</td></tr>\n");
+        }
+        if (r->nfails > MAX_EVENT_ROWS) pt_sb_add(h, "<tr><td colspan=\"12\">... %zu more</td></tr>\n", r->nfails - MAX_EVENT_ROWS);
+        pt_sb_add(h, "</table>\n");
+    }
+    pt_sb_add(h, "<h3>Stragglers (%zu)</h3>\n", r->nstrag);
+    if (!r->nstrag) {
+        pt_sb_add(h, "<p>none reported</p>\n");
+        return;
+    }
+    pt_sb_add(h, "<table class=\"stragglers\">\n<tr><th>attempt</th><th>step</th><th>where</th><th>work (s)</th><th>median (s)</th>"
+                 "<th>work / median</th></tr>\n");
+    for (i = 0; i < r->nstrag && i < MAX_EVENT_ROWS; i++) {
+        const straggler_rec *g = &r->strag[i];
+        pt_sb_add(h, "<tr><td>");
+        if (g->attempt != NOI) pt_sb_add(h, "%ld", g->attempt);
+        pt_sb_add(h, "</td><td>");
+        if (isfinite(g->step)) pt_sb_add(h, "%.0f", g->step);
+        pt_sb_add(h, "</td><td>");
+        if (g->rank != NOI) pt_sb_add(h, "rank %ld", g->rank);
+        if (g->host) {
+            pt_sb_add(h, g->rank != NOI ? "@" : "host ");
+            sb_esc(h, g->host);
+        }
+        pt_sb_add(h, "</td>");
+        td_secs(h, g->work_s);
+        td_secs(h, g->median_s);
+        if (isfinite(g->work_s) && isfinite(g->median_s) && g->median_s > 0) pt_sb_add(h, "<td>%.1f\303\227</td>", g->work_s / g->median_s);
+        else pt_sb_add(h, "<td></td>");
+        pt_sb_add(h, "</tr>\n");
+    }
+    if (r->nstrag > MAX_EVENT_ROWS) pt_sb_add(h, "<tr><td colspan=\"6\">... %zu more</td></tr>\n", r->nstrag - MAX_EVENT_ROWS);
+    pt_sb_add(h, "</table>\n");
+}
+
+/* per step line: 1 when a later line has a step at or below it (done again after a restart, or a
+   rollback): the suffix minimum of the steps */
+static unsigned char *redone_flags(const run *r) {
+    unsigned char *d = (unsigned char *)xrealloc(NULL, r->nsteps + 1);
+    double low = HUGE_VAL;
+    size_t i;
+    for (i = r->nsteps; i-- > 0;) {
+        d[i] = r->steps[i].step >= low;
+        if (r->steps[i].step < low) low = r->steps[i].step;
+    }
+    return d;
+}
+
 static int write_report(const char *dir, const char *title, const run *r, const trace *t, long want) {
-    pt_sb h, svg[8];
+    pt_sb h, svg[8], fsvg;
     const char *names[8];
     int nsvg = 0, k, rc = 0;
     size_t i, nval = 0;
     const size_t stride = sizeof(step_rec) / sizeof(double);
+    unsigned char *redone = r->nptrun ? redone_flags(r) : NULL; /* a supervised run: steps done again drawn apart */
     pt_sb_init(&h);
+    pt_sb_init(&fsvg);
     memset(svg, 0, sizeof svg);
     /* the charts */
     {
@@ -1199,10 +1868,11 @@ static int write_report(const char *dir, const char *title, const run *r, const 
             s[k].x = r->nsteps ? &r->steps[0].step : NULL;
             s[k].y = r->nsteps ? &r->steps[0].f[k == 0 ? F_LOSS : F_VAL] : NULL;
             s[k].n = r->nsteps;
+            s[k].redone = redone;
         }
         for (i = 0; i < r->nsteps; i++) nval += isfinite(r->steps[i].f[F_VAL]) != 0;
         if (!nval) s[1].n = 0;
-        if (r->nsteps && chart_lines(&svg[nsvg], "loss", "Loss", "loss", U_PLAIN, 0, s, 2, r->events, r->nevents)) names[nsvg++] = "loss.svg";
+        if (r->nsteps && chart_lines(&svg[nsvg], "loss", "Loss", "loss", U_PLAIN, 0, s, 2, r->events, r->nevents, r->nptrun ? r : NULL)) names[nsvg++] = "loss.svg";
     }
     {
         static const struct { int f; const char *file, *id, *title, *name, *ylabel, *color; int kind, zero; } one[] = {
@@ -1213,10 +1883,10 @@ static int write_report(const char *dir, const char *title, const run *r, const 
         for (k = 0; k < 4; k++) {
             series s;
             memset(&s, 0, sizeof s);
-            s.name = one[k].name, s.color = one[k].color, s.stride = stride, s.n = r->nsteps;
+            s.name = one[k].name, s.color = one[k].color, s.stride = stride, s.n = r->nsteps, s.redone = redone;
             s.x = r->nsteps ? &r->steps[0].step : NULL;
             s.y = r->nsteps ? &r->steps[0].f[one[k].f] : NULL;
-            if (r->nsteps && chart_lines(&svg[nsvg], one[k].id, one[k].title, one[k].ylabel, one[k].kind, one[k].zero, &s, 1, NULL, 0))
+            if (r->nsteps && chart_lines(&svg[nsvg], one[k].id, one[k].title, one[k].ylabel, one[k].kind, one[k].zero, &s, 1, NULL, 0, NULL))
                 names[nsvg++] = one[k].file;
         }
     }
@@ -1234,6 +1904,7 @@ static int write_report(const char *dir, const char *title, const run *r, const 
         } else fprintf(stderr, "ptreport: the trace has no complete (\"X\" or \"B\"/\"E\") events; no timeline\n");
     }
     for (k = 0; k < nsvg && rc == 0; k++) rc = write_file(dir, names[k], &svg[k]);
+    if (rc == 0 && chart_failures(&fsvg, r)) rc = write_file(dir, "failures.svg", &fsvg);
     /* the page */
     if (rc == 0) {
         const char *time = str_at(r->header, KEY(TIME)), *formula = str_at(r->header, KEY(MFU_FORMULA));
@@ -1271,7 +1942,9 @@ static int write_report(const char *dir, const char *title, const run *r, const 
         pt_sb_add(&h, "</table>\n</div>\n</div>\n<h2>Charts</h2>\n<div class=\"charts\">\n");
         for (k = 0; k < nsvg; k++) pt_sb_add(&h, "%.*s", (int)svg[k].n, svg[k].s);
         if (!nsvg) pt_sb_add(&h, "<p>no step lines in the log</p>\n");
-        pt_sb_add(&h, "</div>\n<h2>Events (%zu)</h2>\n", r->nevents);
+        pt_sb_add(&h, "</div>\n");
+        if (r->nptrun) failures_section(&h, r, &fsvg);
+        pt_sb_add(&h, "<h2>Events (%zu)</h2>\n", r->nevents);
         if (r->nevents) {
             pt_sb_add(&h, "<table class=\"events\">\n<tr><th>step</th><th>event</th><th>details</th></tr>\n");
             for (i = 0; i < r->nevents && i < MAX_EVENT_ROWS; i++) {
@@ -1290,7 +1963,9 @@ static int write_report(const char *dir, const char *title, const run *r, const 
         rc = write_file(dir, "index.html", &h);
     }
     for (k = 0; k < 8; k++) pt_sb_free(&svg[k]);
+    pt_sb_free(&fsvg);
     pt_sb_free(&h);
+    free(redone);
     return rc;
 }
 
@@ -1301,6 +1976,15 @@ static void run_free(run *r) {
     free(r->events);
     free(r->steps);
     free(r->mem_rank);
+    for (i = 0; i < r->nfails; i++) {
+        failure *f = &r->fails[i];
+        free(f->kind), free(f->what), free(f->detail), free(f->host), free(f->hosts1);
+    }
+    free(r->fails);
+    for (i = 0; i < r->nlaunches; i++) free(r->launches[i].hosts);
+    free(r->launches);
+    for (i = 0; i < r->nstrag; i++) free(r->strag[i].host);
+    free(r->strag);
     memset(r, 0, sizeof *r);
 }
 static void trace_free(trace *t) {
