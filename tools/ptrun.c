@@ -277,8 +277,8 @@ static pid_t remote(const char *h, const char *cmd) {
 }
 /* waits for pids until deadline; ok[i] = exited 0; the rest are killed */
 static void wait_all(pid_t *pids, int *ok, int n, double deadline) {
-    int left = n, i;
-    for (i = 0; i < n; i++) ok[i] = 0;
+    int left = 0, i;
+    for (i = 0; i < n; i++) ok[i] = 0, left += pids[i] > 0;
     while (left > 0 && now_mono() < deadline) {
         for (i = 0; i < n; i++) {
             int st;
