@@ -45,7 +45,10 @@
    tools/ptckpt.c inspects, verifies, exports and imports checkpoints (safetensors, and GGUF for
    llama.cpp: f32 / f16 / bf16 / q8_0 / q4_0);
    tools/ptreport.c draws a run's log and trace as SVG charts, a pipeline timeline and an HTML
-   page; tools/ptmem.c predicts the memory per rank; tools/prepare_shards.c makes token shards.
+   page; tools/ptmem.c predicts the memory per rank; tools/prepare_shards.c makes token shards;
+   tools/ptrun.c supervises a training job under mpirun: heartbeats from every rank over its own
+   channel (see harness), a death or a hang noticed, the job torn down and relaunched from the
+   newest checkpoint on the hosts that answer, DP shrunk to fit (docs/fault-tolerance.md).
 
    Parallel (compile with mpicc -DPTRAIN_MPI): pt_dist_init builds the dp x tp x pp grid; pass it
    as pt_desc.dist. Tensor parallel: pt_linear_col_new / pt_linear_row_new / pt_mlp_tp_new, and
@@ -164,7 +167,7 @@
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
    PTRAIN_TEST_HOOKS        test hooks read from the environment: PTRAIN_CKPT_FAIL, PTRAIN_CKPT_DELAY_MS,
-                            PTRAIN_GUARD_INJECT; off unless defined
+                            PTRAIN_GUARD_INJECT, PTRAIN_FAULT; off unless defined
    PTRAIN_NO_THREADS        no prefetch thread in the data loader (pt_loader_next reads the batch),
                             no checkpoint writer thread (an asynchronous save is synchronous);
                             platforms without pthreads get this by themselves
@@ -205,6 +208,14 @@
    PTRAIN_CKPT_DELAY_MS=N   (tests, PTRAIN_TEST_HOOKS) an asynchronous checkpoint write starts N ms late
    PTRAIN_GUARD_INJECT=K:S:R (tests, PTRAIN_TEST_HOOKS) faults for pt_guard_check: nan, inf (gradient), spike (loss x100),
                             flip (a weight bit) at step S on world rank R (* = all); comma-separated
+   PTRAIN_SUPERVISOR=H:P    (harness; tools/ptrun sets it) every rank connects to the supervisor at H:P
+                            from pt_run_data and beats with its step and phase until pt_run_free;
+                            PTRAIN_SUPERVISOR_LEASE=S: a rank that hears nothing from it for S seconds
+                            (default 10) ends its process (see harness)
+   PTRAIN_FAULT=K:S:R       (tests, PTRAIN_TEST_HOOKS, harness) faults at step S on world rank R (* = all):
+                            kill, exit, hang, stop (SIGSTOP), slow:MS (a straggler from S on),
+                            crash-in-save (dies halfway through writing the checkpoint of step S);
+                            comma-separated
    OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
                             shared with other busy processes, where spinning threads thrash
 
@@ -371,8 +382,9 @@
              streaming and the context policy; a model file opened for inference; evaluation. Entry:
              pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_new pt_infer_step
              pt_infer_seq_new pt_generate pt_infer_nll pt_gpt_generate
-   harness   The run harness of the training programs (switch PTRAIN_HARNESS). Entry: pt_args_parse
-             pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_step_end pt_run_free
+   harness   The run harness of the training programs (switch PTRAIN_HARNESS), the supervisor's channel.
+             Entry: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_step_begin pt_run_phase
+             pt_run_guard pt_run_step_end pt_run_free
 */
 #ifndef PTRAIN_H
 #define PTRAIN_H
@@ -25680,10 +25692,12 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
 
 // >>harness  the run harness of the training programs (switch PTRAIN_HARNESS)
 /* Owns: pt_args (the shared flags) and pt_run (data, checkpoints, stop on signals, log, trace,
-   guard)
-   Invariants: uses only the public API above; compiled only when the program defines PTRAIN_HARNESS
-   Entry points: pt_args_parse pt_args_int pt_run_parse pt_run_data pt_run_start pt_run_guard pt_run_word_share
-   pt_run_step_end pt_run_free */
+   guard, the supervisor's channel and its lease, the faults of PTRAIN_FAULT)
+   Invariants: uses only the public API above (and, in PTRAIN_TEST_HOOKS builds, the checkpoint
+   writer's crash hook ctx->ck_crash); compiled only when the program defines PTRAIN_HARNESS; its
+   only exits (_exit) are the supervisor's lease and abort, under PTRAIN_SUPERVISOR
+   Entry points: pt_args_parse pt_args_int pt_run_parse pt_run_data pt_run_start pt_run_step_begin pt_run_phase
+   pt_run_guard pt_run_word_share pt_run_step_end pt_run_free */
 /* =================================================================================================
    The shared flags (pt_args), data, checkpoints, a clean stop on SIGINT / SIGTERM, log, trace and guard (pt_run).
    It stands last and uses only the public API above; a program that wants it defines

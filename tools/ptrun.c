@@ -219,7 +219,9 @@ static int targ_int(const char *flag, int dflt) {
 static int read_hosts(char *err, size_t errlen) {
     FILE *f;
     char line[1024];
-    int ln = 0;
+    int ln = 0, i, nold = S.nhosts;
+    static host old[MAXH]; /* what the last probe found, kept by name */
+    memcpy(old, S.hosts, sizeof old);
     S.nhosts = 0;
     if (!S.hostfile) { /* this machine, as many slots as the first launch needs (set later) */
         snprintf(S.hosts[0].name, sizeof S.hosts[0].name, "localhost");
@@ -246,6 +248,8 @@ static int read_hosts(char *err, size_t errlen) {
         if (S.nhosts == MAXH) break;
         snprintf(S.hosts[S.nhosts].name, sizeof S.hosts[S.nhosts].name, "%s", name);
         S.hosts[S.nhosts].slots = slots, S.hosts[S.nhosts].up = 1;
+        for (i = 0; i < nold; i++)
+            if (!strcmp(old[i].name, name)) S.hosts[S.nhosts].up = old[i].up;
         S.nhosts++;
     }
     fclose(f);
