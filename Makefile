@@ -38,7 +38,10 @@ help:
 	@echo "               build/ptcl (list OpenCL devices, check one against the CPU, tune CLBlast's GEMM), build/prepare_shards (text -> token shards)"
 	@echo "               build/ptreport (a run's JSON-lines log and Chrome trace -> SVG charts, pipeline timeline, HTML page)"
 	@echo "               build/ptckpt (checkpoints: inspect, verify, export to / import from safetensors)"
-	@echo "               and build/ptmem (predicted memory per rank of a GPT run on a dp x tp x pp layout, ZeRO, schedule)"
+	@echo "               build/ptmem (predicted memory per rank of a GPT run on a dp x tp x pp layout, ZeRO, schedule)"
+	@echo "               and build/ptrun (the supervisor: relaunches a failed or hung mpirun job from its newest checkpoint on"
+	@echo "               the hosts that answer, DP shrunk to fit; docs/fault-tolerance.md); make build/pttrain-hooks: the trainer"
+	@echo "               with the test hooks (PTRAIN_FAULT, PTRAIN_GUARD_INJECT, PTRAIN_CKPT_FAIL)"
 
 deps:
 	@sh tools/deps.sh
