@@ -6,7 +6,7 @@
 # is then restored; a second fault (rank 0 killed at step 9) makes ptrun probe again, find host 2
 # answering, and grow back to dp 2. The run finishes with exit 0, per-step losses within 1e-5 relative
 # of the uninterrupted run, and no process left on either host.
-# Uses from the caller: W, PTRUN, PTH, SMALL, SUP, check, pass, fail, losses, left.
+# Uses from the caller: W, PTRUN, PTH, SMALL, check, pass, fail, close_losses, left.
 NSS=/run/ptrain-nshosts-ptrun
 nsh() { NSHOSTS_STATE=$NSS sh tests/nshosts.sh "$@"; }
 trap 'nsh down >/dev/null 2>&1' EXIT INT TERM
@@ -41,11 +41,7 @@ else
     check "host kill: host 2 does not answer the probe; relaunched as dp 1 x pp 2, accum 2, on host 1" $? "$(grep '^ptrun' "$W/host.err" | head -n 12)"
     grep -q "host 10.213.5.12 answers again" "$W/host.err" && grep -q "dp 1 -> 2, accum 2 -> 1" "$W/host.err"
     check "host kill: host 2 restored answers the next probe; grown back to dp 2" $? "$(grep '^ptrun: \(restart\|host\)' "$W/host.err")"
-    losses "$W/host.out" >"$W/host.loss"
-    bad=$(join "$W/ref.loss" "$W/host.loss" | awk '{ d = $2 - $3; if (d < 0) d = -d; if (d > 1e-5 * ($2 < 0 ? -$2 : $2)) n++ } END { print n + 0 }')
-    n=$(join "$W/ref.loss" "$W/host.loss" | wc -l)
-    [ "$n" -eq 12 ] && [ "$bad" -eq 0 ]
-    check "host kill: all 12 per-step losses within 1e-5 relative of the uninterrupted run's ($bad of $n off)" $?
+    close_losses host
     sleep 0.5
     l1=$(nsh pids ptr1 | wc -l)
     l2=$(nsh pids ptr2 | wc -l)

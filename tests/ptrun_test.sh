@@ -29,7 +29,7 @@ SUP="--max-restarts 2 --backoff 0.2 --timeout-floor 3 --mpi-arg --oversubscribe"
 # processes of a trial still running (its checkpoint directory is in their command line)
 left() { pgrep -f -- "$1" 2>/dev/null | grep -v "^$$\$" | wc -l; }
 # losses of a run's stdout: "step loss" of the last line of each step (a replayed step counts as the last run of it)
-losses() { grep '^step ' "$1" | awk '{ l[$2] = $4 } END { for (s in l) print s, l[s] }' | sort -n; }
+losses() { grep '^step ' "$1" | awk '{ l[$2] = $4 } END { for (s in l) print s, l[s] }' | LC_ALL=C sort; }
 
 # ---- the uninterrupted run: the reference ----
 mpirun --oversubscribe -np 4 "$PTH" $SMALL --ckpt-dir "$W/ref/ck" >"$W/ref.out" 2>&1
@@ -52,6 +52,14 @@ same() {
     d=0
     for x in "$W/ref/ck/step_000000012/"*; do cmp -s "$x" "$W/$1/ck/step_000000012/$(basename "$x")" || d=$((d + 1)); done
     check "$1: final checkpoint (every rank's parameters, moments, data position) byte-identical to the uninterrupted run's" "$d" "$d files differ"
+}
+# close_losses NAME: each of the 12 steps' loss (its last run) within 1e-5 relative of the uninterrupted run's
+close_losses() {
+    losses "$W/$1.out" >"$W/$1.loss"
+    bad=$(LC_ALL=C join "$W/ref.loss" "$W/$1.loss" | awk '{ d = $2 - $3; if (d < 0) d = -d; if (d > 1e-5 * ($2 < 0 ? -$2 : $2)) n++ } END { print n + 0 }')
+    n=$(LC_ALL=C join "$W/ref.loss" "$W/$1.loss" | wc -l)
+    [ "$n" -eq 12 ] && [ "$bad" -eq 0 ]
+    check "$1: all 12 per-step losses within 1e-5 relative of the uninterrupted run's ($bad of $n off)" $?
 }
 restarted() { grep -q "^ptrun: restart 1/2 after " "$W/$1.err"; check "$1: one restart ($2)" $? "$(grep '^ptrun' "$W/$1.err" | head -n 8)"; }
 
@@ -98,11 +106,7 @@ rc=$?
 check "shrink: ptrun ends by itself with exit 0" $rc "$(grep '^ptrun' "$W/shrink.err" | tail -n 4)"
 grep -q "dp 2 -> 1, accum 1 -> 2" "$W/shrink.err"
 check "shrink: relaunched on the 2 slots left as dp 1 x pp 2 with accum 2 (the global batch kept)" $? "$(grep '^ptrun: restart' "$W/shrink.err")"
-losses "$W/shrink.out" >"$W/shrink.loss"
-bad=$(join "$W/ref.loss" "$W/shrink.loss" | awk '{ d = $2 - $3; if (d < 0) d = -d; if (d > 1e-5 * ($2 < 0 ? -$2 : $2)) n++ } END { print n + 0 }')
-n=$(join "$W/ref.loss" "$W/shrink.loss" | wc -l)
-[ "$n" -eq 12 ] && [ "$bad" -eq 0 ]
-check "shrink: all 12 per-step losses within 1e-5 relative of the uninterrupted run's ($bad of $n off)" $?
+close_losses shrink
 sleep 0.3
 check "shrink: no process of the job is left" "$(left "$W/shrink/ck")"
 
