@@ -26065,10 +26065,11 @@ static void pt__run_signals(int on) {
    starts a beat thread. The protocol is lines of text:
      rank -> ptrun  hello rank=R world=W pid=P host=H attempt=A   (A: PTRAIN_SUPERVISOR_ATTEMPT, echoed)
                     start first=K total=N                          (pt_run_start: the step resumed at, --steps)
-                    beat step=S done=D phase=P work=W              (every 0.2 s, and at once on progress:
+                    beat step=S done=D phase=P work=W mpi=M        (every 0.2 s, and at once on progress:
                                                                     S the step in progress, D steps done,
                                                                     P setup|step|ckpt|eval, W the last step's
-                                                                    seconds outside blocking MPI calls)
+                                                                    seconds outside blocking MPI calls, M the
+                                                                    MPI call in flight, OP@COMM, or -)
                     fault kind=K step=S t=T                        (a PTRAIN_FAULT about to fire; T Unix time)
                     bye done=D stopped=0|1                         (pt_run_free)
      ptrun -> rank  ok | stop | abort                              (the lease, renewed every 0.25 s;
@@ -26193,14 +26194,20 @@ static void pt__run_sup_send(pt__run_sup *s, const char *fmt, ...) {
     pthread_mutex_unlock(&s->mu);
 }
 static void pt__run_sup_beat(pt__run_sup *s) {
+    static const char *const comms[] = {"world", "tp", "pp", "dp", "node", "cross", "dp_node", "dp_cross"};
     int64_t step, done;
     int phase;
     double work;
+    pt_coll_record rec;
+    char mpi[64] = "-";
     if (!s || s->fd < 0) return;
     pthread_mutex_lock(&s->mu);
     step = s->step, done = s->done, phase = s->phase, work = s->work_s;
     pthread_mutex_unlock(&s->mu);
-    pt__run_sup_send(s, "beat step=%lld done=%lld phase=%s work=%.6f", (long long)step, (long long)done, pt__run_phase_names[phase & 3], work);
+    /* the newest MPI call, when it is still in flight: what a hang's bystanders wait in */
+    if (pt_dist_records(s->d, &rec, 1) == 1 && rec.state == PT_COLL_IN_FLIGHT)
+        snprintf(mpi, sizeof mpi, "%s@%s", pt_coll_op_name(rec.op), rec.comm >= 0 && rec.comm < 8 ? comms[rec.comm] : "?");
+    pt__run_sup_send(s, "beat step=%lld done=%lld phase=%s work=%.6f mpi=%s", (long long)step, (long long)done, pt__run_phase_names[phase & 3], work, mpi);
 }
 /* the beat thread: beats, reads ptrun's lines, keeps the lease */
 static void *pt__run_sup_main(void *arg) {

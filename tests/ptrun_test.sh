@@ -76,6 +76,8 @@ for k in kill exit hang stop; do
     awk -v l="${lat:-99}" -v m="$lim" 'BEGIN { exit !(l <= m) }'
     check "$k: detected ${lat:-?} s after the fault's own timestamp (at most $lim s)" $?
 done
+grep -q "rank 1 in no MPI call (stuck in its own code?) while ranks .* wait in MPI" "$W/hang.err"
+check "hang: the hung rank is named (in no MPI call while the others wait in MPI)" $? "$(grep '^ptrun: hang' "$W/hang.err")"
 grep -q "beats no more" "$W/stop.err"
 check "stop: the stopped rank is named (its beats stopped)" $? "$(grep '^ptrun: hang' "$W/stop.err")"
 

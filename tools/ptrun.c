@@ -77,7 +77,7 @@ typedef struct host {
 typedef struct rankc {
     int fd, hello, bye, rank, stopped;
     long pid;
-    char host[256];
+    char host[256], mpi[48]; /* mpi: the MPI call in flight (OP@COMM), or - */
     int64_t step, done, first, total;
     int phase;
     double work, t_progress, t_beat, t_phase; /* last progress, last line, when the phase began */
@@ -455,9 +455,10 @@ static int rank_line(rankc *c, char *line, double t) {
     } else if (!strncmp(line, "beat ", 5)) {
         long long step = 0, done = 0;
         double work = 0;
-        char ph[16] = "";
+        char ph[16] = "", mpi[48] = "-";
         int p;
-        sscanf(line, "beat step=%lld done=%lld phase=%15s work=%lf", &step, &done, ph, &work);
+        sscanf(line, "beat step=%lld done=%lld phase=%15s work=%lf mpi=%47s", &step, &done, ph, &work, mpi);
+        memcpy(c->mpi, mpi, sizeof c->mpi);
         for (p = 0; p < PH_N && strcmp(ph, phase_name[p]); p++) {}
         if (p == PH_N) p = PH_STEP;
         if (step != c->step || done != c->done || p != c->phase) {
@@ -654,9 +655,26 @@ static int supervise(void) {
                         stalled += t - R[j].t_progress > 0.5 * to;
                         if (t - R[j].t_beat > 2.0 && silent < 0) silent = j; /* a stopped process beats no more */
                     }
-                char why[64] = "";
+                char why[300] = "", in[120] = "", out[120] = "";
+                int nin = 0, nout = 0, culprit = -1;
                 if (!f->has_fault) memset(f, 0, sizeof *f);
+                /* who waits in MPI (for someone) and who does not (stuck in its own code) */
+                for (j = 0; j < S.nr; j++) {
+                    rankc *o = &R[j];
+                    if (o->fd < 0 || !o->hello || o->bye) continue;
+                    if (strcmp(o->mpi, "-") && o->mpi[0]) {
+                        if (nin++ < 6) snprintf(in + strlen(in), sizeof in - strlen(in), "%s%d (%s)", nin > 1 ? ", " : "", o->rank, o->mpi);
+                    } else {
+                        if (nout++ < 6) snprintf(out + strlen(out), sizeof out - strlen(out), "%s%d", nout > 1 ? ", " : "", o->rank);
+                        if (culprit < 0) culprit = j;
+                    }
+                }
                 if (silent >= 0) c = &R[silent], snprintf(why, sizeof why, "; rank %d beats no more (a stopped process?)", c->rank);
+                else if (nin > 0 && nout > 0) {
+                    c = &R[culprit];
+                    snprintf(why, sizeof why, "; rank%s %s in no MPI call (stuck in its own code?) while rank%s %s wait%s in MPI", nout > 1 ? "s" : "", out,
+                             nin > 1 ? "s" : "", in, nin > 1 ? "" : "s");
+                }
                 f->t_detect = now_wall();
                 snprintf(f->what, sizeof f->what, "hung");
                 snprintf(f->detail, sizeof f->detail, "no progress for %.1f s (the timeout of phase %s: %.1f s) at step %lld on %d rank(s)%s", t - c->t_progress,
