@@ -5,9 +5,11 @@
 # Usage: sh tools/deps.sh   (as root, or with sudo available). Env PTRAIN_PYENV: another place for
 # the Python environment. Without PyPI the environment is left out with a message (exit status 0:
 # the tests that need it skip with a NOTE).
-# clang needs libomp-dev (LLVM's OpenMP: omp.h, libomp.so) for -fopenmp; libclang-rt-14-dev for the fuzzers.
+# clang needs libomp-dev (LLVM's OpenMP: omp.h, libomp.so) for -fopenmp; libclang-rt-14-dev for the fuzzers;
+# iproute2 (ip) and util-linux (unshare, nsenter) for the namespace hosts of tests/nshosts.sh (the supervisor's
+# host trial); procps (pgrep) for the trials' check that no process is left.
 set -u
-PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv"
+PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # the tests' Python environment: made once, kept while it imports gguf and numpy
 pyenv() {

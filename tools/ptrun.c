@@ -1016,9 +1016,10 @@ int main(int argc, char **argv) {
             }
             f->dp_to = dp, f->accum_to = S.dp0 * S.accum0 / dp;
             f->resume = latest_step() < 0 ? 0 : latest_step();
-            say("restart %d/%d after %s%s%s%s at step %lld; dp %d -> %d, accum %d -> %d, resuming from step %lld (after %.1f s)", restarts, S.max_restarts,
-                f->rank >= 0 ? "rank " : "", f->rank >= 0 ? (snprintf(err, sizeof err, "%d", f->rank), err) : "the launcher",
-                f->host[0] ? " on host " : "", f->host, (long long)f->done, S.dp, dp, S.accum, f->accum_to, (long long)f->resume, wait);
+            say("restart %d/%d after %s%s%s%s %s at step %lld; dp %d -> %d, accum %d -> %d, resuming from step %lld (after %.1f s)", restarts,
+                S.max_restarts, f->rank >= 0 ? "rank " : "", f->rank >= 0 ? (snprintf(err, sizeof err, "%d", f->rank), err) : "the launcher",
+                f->host[0] ? " on host " : "", f->host, !strcmp(f->what, "launcher_exited") ? "exited" : f->what, (long long)f->done, S.dp, dp, S.accum,
+                f->accum_to, (long long)f->resume, wait);
             nap(wait);
             S.dp = dp, S.accum = f->accum_to;
             f->t_relaunch = now_wall();
