@@ -490,7 +490,8 @@ static int rank_line(rankc *c, char *line, double t) {
                     snprintf(f->host, sizeof f->host, "%s", c->host);
                 }
             }
-            event("ptrun_fault", step, tf, "\"rank\":%d,\"host\":\"%s\",\"kind\":\"%s\"", c->rank, c->host, k);
+            /* a slow rank is a straggler, not a failure: its own event */
+            event(strncmp(k, "slow", 4) ? "ptrun_fault" : "ptrun_slow", step, tf, "\"rank\":%d,\"host\":\"%s\",\"kind\":\"%s\"", c->rank, c->host, k);
         }
     } else if (!strncmp(line, "bye ", 4)) {
         long long done = 0;
