@@ -29,9 +29,9 @@ expect() {
 }
 
 # the builds start together (one core each); each is waited for where it is first needed
-$CC $W tests/test_ckpttool.c -o "$T/test_ckpttool" -lm >"$T/build.log" 2>&1 &
+build_prog "$T/test_ckpttool" tests/test_ckpttool.c w+posix >"$T/build.log" 2>&1 &
 p_b1=$!
-$CC -O2 -Wall -Wextra -Werror -I"$INC" tools/ptckpt.c -o "$T/ptckpt" -lm >"$T/ptckpt.build.log" 2>&1 &
+build_prog "$T/ptckpt" tools/ptckpt.c tool+posix >"$T/ptckpt.build.log" 2>&1 &
 p_b2=$!
 mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpttool.c -o "$T/test_ckpttool_mpi" -lm >"$T/mpi.build.log" 2>&1 &
 p_b3=$!

@@ -13,14 +13,14 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 
 # the four builds start together (one core each)
-build_bg "$BUILD/test_tp.build.log" $CC $W tests/test_tp.c -o "$BUILD/test_tp" -lm
+build_bg "$BUILD/test_tp.build.log" build_prog "$BUILD/test_tp" tests/test_tp.c w
 p_test_tp=$!
-build_bg "$BUILD/test_tp_gpt.build.log" $CC $W tests/test_tp_gpt.c -o "$BUILD/test_tp_gpt" -lm
+build_bg "$BUILD/test_tp_gpt.build.log" build_prog "$BUILD/test_tp_gpt" tests/test_tp_gpt.c w
 p_test_tp_gpt=$!
 if have mpicc; then
-    build_bg "$BUILD/test_tp_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_tp.c -o "$BUILD/test_tp_mpi" -lm
+    build_bg "$BUILD/test_tp_mpi.build.log" build_prog "$BUILD/test_tp_mpi" tests/test_tp.c mpi
     p_test_tp_mpi=$!
-    build_bg "$BUILD/test_tp_gpt_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_tp_gpt.c -o "$BUILD/test_tp_gpt_mpi" -lm
+    build_bg "$BUILD/test_tp_gpt_mpi.build.log" build_prog "$BUILD/test_tp_gpt_mpi" tests/test_tp_gpt.c mpi
     p_test_tp_gpt_mpi=$!
 fi
 
