@@ -29,7 +29,7 @@ expect() {
 }
 
 # the builds start together (one core each); each is waited for where it is first needed
-build_prog "$T/test_ckpttool" tests/test_ckpttool.c w+posix >"$T/build.log" 2>&1 &
+$CC $W tests/test_ckpttool.c -o "$T/test_ckpttool" -lm >"$T/build.log" 2>&1 &
 p_b1=$!
 build_prog "$T/ptckpt" tools/ptckpt.c tool+posix >"$T/ptckpt.build.log" 2>&1 &
 p_b2=$!

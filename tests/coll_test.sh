@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.." || exit 1
 # the MPI builds start now, beside the build and the runs without MPI (one core each)
 build_bg "$BUILD/test_coll_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_coll.c -o "$B/test_coll_mpi" -lm
 p_mpi1=$!
-build_bg "$BUILD/test_dp_coll.build.log" build_prog "$B/test_dp_coll" tests/test_dp.c mpi
+build_bg "$BUILD/test_dp_coll.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$B/test_dp_coll" -lm
 p_mpi2=$!
 if $CC $W tests/test_coll.c -o "$BUILD/test_coll" -lm >"$BUILD/test_coll.build.log" 2>&1; then
     prog "test_coll (no MPI)" "$BUILD/test_coll.log" "$B/test_coll"

@@ -49,7 +49,7 @@ build_shared() {
 # tbuild NAME: builds tests/NAME.c (opt) and, unless NO_ASAN=1, NAME.asan (asan); the programs
 # in SHARED link to the configuration's object, the others (pt__ internals, their own PT_MALLOC,
 # ...) compile the implementation themselves
-SHARED=" test_pp test_recompute test_sample test_infer "
+SHARED=" test_pp test_recompute test_sample "
 tbuild() {
     case $SHARED in *" $1 "*) sh_=1 ;; *) sh_=0 ;; esac
     if want "$1"; then
@@ -97,7 +97,7 @@ PREPIDS=""
 if [ -z "${TEST_FILTER:-}" ]; then
     (for c in w mpi w+posix tool+posix; do impl_obj "$c" >/dev/null; done) &
     PREPIDS="$PREPIDS $!"
-    (for c in mpi0+cl+posix01 w+cl+posix tool+omp+cl tsan; do impl_obj "$c" >/dev/null; done
+    (for c in mpi0+cl+posix01 tsan; do impl_obj "$c" >/dev/null; done
         make -s -j2 build/prepare_shards build/ptreport build/ptckpt build/pttrain-hooks >"$BUILD/tools.build.log" 2>&1) &
     PREPIDS="$PREPIDS $!"
 fi

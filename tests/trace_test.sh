@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 export PTRAIN_THREADS=${PTRAIN_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
-if build_prog "$BUILD/test_trace" tests/test_trace.c w >"$BUILD/test_trace.build.log" 2>&1; then
+if $CC $W tests/test_trace.c -o "$BUILD/test_trace" -lm >"$BUILD/test_trace.build.log" 2>&1; then
     prog "test_trace (no MPI, one rank)" "$BUILD/test_trace.log" timeout 120 "$B/test_trace" "$BUILD"
     prog "test_trace (no MPI, PTRAIN_PROFILE=1)" "$BUILD/test_trace_prof.log" env PTRAIN_PROFILE=1 timeout 120 "$B/test_trace" "$BUILD"
 else
@@ -23,7 +23,7 @@ if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
-if build_prog "$BUILD/test_trace_mpi" tests/test_trace.c mpi >"$BUILD/test_trace_mpi.build.log" 2>&1; then
+if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_trace.c -o "$BUILD/test_trace_mpi" -lm >"$BUILD/test_trace_mpi.build.log" 2>&1; then
     prog "test_trace: mpirun -np 2 (pp 2, 1F1B and interleaved)" "$BUILD/test_trace_np2.log" mpi_run 2 -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_trace_mpi" "$BUILD"
     grep '^rank .*bubble' "$BUILD/test_trace_np2.log" | sed 's/^/    /'
 else
