@@ -130,6 +130,16 @@ fi
 queue "compile $GCC -std=c99 $W -fopenmp -DPTRAIN_STATIC -DSTATIC_SECOND (static_test.c)" "$OUT/st2.log" \
     $GCC -std=c99 $W -O1 -fopenmp -DSTATIC_SECOND -c tests/static_test.c -o "$OUT/st2.o"
 results
+# the C++ objects too define only pt_*/PT_* global symbols (extern "C"; tp_test, which checked g++
+# -std=c++11 the same way, leaves that compile to this script outside SOAK=1)
+for cxx in $COMPILERS_CXX; do
+    for std in c++11 c++17; do
+        o=$OUT/$cxx.$std.o
+        bad=$(nm -g --defined-only "$o" 2>/dev/null | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
+        if [ -f "$o" ] && [ -z "$bad" ]; then pass "nm: $cxx -x c++ -std=$std defines only pt_*/PT_* global symbols"; else
+            fail "nm: $cxx -x c++ -std=$std defines only pt_*/PT_* global symbols" "found: ${bad:-no object}"; fi
+    done
+done
 if [ $have_cl = 1 ]; then
     IFS='|'
     for cc in $OCL_CCS; do

@@ -51,8 +51,8 @@ for t in test_tp test_tp_gpt; do
 done
 
 # ---- the implementation compiles as C and C++, with and without MPI, defining only pt_*/PT_* symbols ----
-# (with MPI: dist_test compiles the same in make test)
-impl_compiles tp "gcc -std=c99 -pedantic" "g++ -x c++ -std=c++11" "soak:mpicc -std=c99 -pedantic -DPTRAIN_MPI" "soak:mpicxx -x c++ -std=c++11 -DPTRAIN_MPI"
+# (with MPI: dist_test compiles the same in make test; g++ -std=c++11: compile_test, with the same nm check)
+impl_compiles tp "gcc -std=c99 -pedantic" "soak:g++ -x c++ -std=c++11" "soak:mpicc -std=c99 -pedantic -DPTRAIN_MPI" "soak:mpicxx -x c++ -std=c++11 -DPTRAIN_MPI"
 
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]
