@@ -70,19 +70,25 @@ impl_obj() {
     mkdir -p "$PT_IMPL_DIR" || return 1
     _io_base=$PT_IMPL_DIR/$1
     _io_cmd="$_bl_cc $_bl_flags -c $_io_base.c -o $_io_base.o"
-    # one builder at a time; a lock left by a killed build is taken over after 15 minutes
+    # one builder at a time: the lock directory holds the compiler's pid; a lock whose compiler is gone
+    # (a killed build) is taken over, and so is one without a pid for 15 minutes
     while ! mkdir "$_io_base.lock" 2>/dev/null; do
-        [ -n "$(find "$_io_base.lock" -maxdepth 0 -mmin +15 2>/dev/null)" ] && rmdir "$_io_base.lock" 2>/dev/null
-        sleep 1
+        _io_pid=$(cat "$_io_base.lock/pid" 2>/dev/null)
+        if { [ -n "$_io_pid" ] && ! kill -0 "$_io_pid" 2>/dev/null; } ||
+            { [ -z "$_io_pid" ] && [ -n "$(find "$_io_base.lock" -maxdepth 0 -mmin +15 2>/dev/null)" ]; }; then
+            rm -rf "$_io_base.lock"
+        else sleep 1; fi
     done
     _io_rc=0
     if [ ! -f "$_io_base.o" ] || [ "$INC/ptrain.h" -nt "$_io_base.o" ] || [ "$(cat "$_io_base.cmd" 2>/dev/null)" != "$_io_cmd" ]; then
         rm -f "$_io_base.o" "$_io_base.cmd"
         printf "$_bl_defs#define PTRAIN_IMPLEMENTATION\n#include \"ptrain.h\"\n" >"$_io_base.c"
         # shellcheck disable=SC2086
-        if $_io_cmd >"$_io_base.log" 2>&1; then echo "$_io_cmd" >"$_io_base.cmd"; else _io_rc=1; rm -f "$_io_base.o"; fi
+        $_io_cmd >"$_io_base.log" 2>&1 &
+        echo $! >"$_io_base.lock/pid"
+        if wait $!; then echo "$_io_cmd" >"$_io_base.cmd"; else _io_rc=1; rm -f "$_io_base.o"; fi
     fi
-    rmdir "$_io_base.lock"
+    rm -rf "$_io_base.lock"
     [ $_io_rc = 0 ] && echo "$_io_base.o"
     return $_io_rc
 }

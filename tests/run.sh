@@ -4,7 +4,9 @@
 # program's summary (and its FAIL lines), then the total as its last line. Exit 1 if anything failed.
 # A program that does not build, crashes, or prints no final line counts as 1 failed.
 # Env: CC (default cc), TEST_FILTER (only programs whose name contains it), NO_ASAN=1 (skip the
-# sanitizer builds), SOAK=1 (the scripts' long variants too; tests/soak.sh, make soak, sets it).
+# sanitizer builds), SOAK=1 (the scripts' long variants too; tests/soak.sh, make soak, sets it),
+# PT_FULL_COMPILE=1 (every program compiles the implementation itself instead of linking to the
+# object of its configuration in $BUILD/impl: tests/build_lib.sh).
 set -u
 BUILD=${1:-build/tests}
 CC=${CC:-cc}
