@@ -149,6 +149,9 @@
    BUILD SWITCHES (define before including)
    ==================================================================================================
    PTRAIN_IMPLEMENTATION    emit the implementation in this translation unit (exactly one)
+   PTRAIN_IMPLEMENTATION_DONE  with PTRAIN_IMPLEMENTATION: declarations only, for a program linked to
+                            an object of the implementation compiled once with the same switches
+                            (PTRAIN_HARNESS_DONE: the same for the harness; tests/build_lib.sh)
    PTRAIN_STATIC            make every API function static (private copy per translation unit)
    PTDEF                    the linkage of every API function (default extern, static with
                             PTRAIN_STATIC); define it to add e.g. __declspec(dllexport)

@@ -25,6 +25,7 @@
 #include "ptrain.h"
 
 #include <math.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

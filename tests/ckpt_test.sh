@@ -26,6 +26,9 @@ rm -rf $TMPS "$BUILD"/ckpt_rd[0-9]* "$BUILD"/ckpt_l[1234] "$BUILD/ckpt_4" "$BUIL
 # the MPI build starts now, beside the build and the runs without MPI (one core each)
 build_bg "$BUILD/test_ckpt_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckpt_mpi" -lm
 p_mpi1=$!
+p_asan=""
+[ "${NO_ASAN:-0}" != 1 ] && build_bg "$BUILD/test_ckpt.asan.build.log" $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
+    -Wall -Wextra -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckpt.asan" -lm && p_asan=$!
 if $CC $W tests/test_ckpt.c -o "$BUILD/test_ckpt" -lm >"$BUILD/test_ckpt.build.log" 2>&1; then
     prog "test_ckpt (1 rank)" "$BUILD/ckpt_np1.log" env CKPT_KEEP=1 "$B/test_ckpt" "$T1"
 else
@@ -34,9 +37,8 @@ else
 fi
 
 # the same under AddressSanitizer / UBSan (leaks included); NO_ASAN=1 skips it
-if [ "${NO_ASAN:-0}" != 1 ]; then
-    if $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra -I"$INC" tests/test_ckpt.c \
-        -o "$BUILD/test_ckpt.asan" -lm >"$BUILD/test_ckpt.asan.build.log" 2>&1; then
+if [ -n "$p_asan" ]; then
+    if wait $p_asan; then
         prog "test_ckpt (1 rank, ASan/UBSan)" "$BUILD/ckpt_asan.log" env ASAN_OPTIONS=detect_leaks=1 \
             UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 "$B/test_ckpt.asan" "$BUILD/ckpt_asan"
     else fail "build test_ckpt.asan" "see $BUILD/test_ckpt.asan.build.log"; fi

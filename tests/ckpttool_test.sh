@@ -31,19 +31,21 @@ expect() {
 # the builds start together (one core each); each is waited for where it is first needed
 $CC $W tests/test_ckpttool.c -o "$T/test_ckpttool" -lm >"$T/build.log" 2>&1 &
 p_b1=$!
-$CC -O2 -Wall -Wextra -Werror -I"$INC" tools/ptckpt.c -o "$T/ptckpt" -lm >"$T/ptckpt.build.log" 2>&1 &
+build_prog "$T/ptckpt" tools/ptckpt.c tool+posix >"$T/ptckpt.build.log" 2>&1 &
 p_b2=$!
 mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpttool.c -o "$T/test_ckpttool_mpi" -lm >"$T/mpi.build.log" 2>&1 &
 p_b3=$!
+p_asan=""
+[ "${NO_ASAN:-0}" != 1 ] && build_bg "$T/asan.build.log" $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra \
+    -I"$INC" tests/test_ckpttool.c -o "$T/test_ckpttool.asan" -lm && p_asan=$!
 if wait $p_b1; then
     prog "test_ckpttool (1 rank)" "$T/np1.log" "$TA/test_ckpttool" "$T/lib"
 else
     fail "build test_ckpttool" "see $T/build.log"
     head -n 20 "$T/build.log" | sed 's/^/    /'
 fi
-if [ "${NO_ASAN:-0}" != 1 ]; then
-    if $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra -I"$INC" tests/test_ckpttool.c \
-        -o "$T/test_ckpttool.asan" -lm >"$T/asan.build.log" 2>&1; then
+if [ -n "$p_asan" ]; then
+    if wait $p_asan; then
         prog "test_ckpttool (1 rank, ASan/UBSan)" "$T/asan.log" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
             "$TA/test_ckpttool.asan" "$T.asan"
     else fail "build test_ckpttool.asan" "see $T/asan.build.log"; fi

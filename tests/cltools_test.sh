@@ -24,7 +24,7 @@ fi
 # the builds start together (one core each); each is waited for where it is first needed
 $CC $W -D_POSIX_C_SOURCE=200809L -DPTRAIN_OPENCL tests/test_cltune.c -o "$T/test_cltune" $CLLIBS -lm >"$T/test_cltune.build.log" 2>&1 &
 p_b1=$!
-$CC $W -D_POSIX_C_SOURCE=200809L tests/test_cltune.c -o "$T/test_cltune_nocl" -lm >"$T/test_cltune_nocl.build.log" 2>&1 &
+build_prog "$T/test_cltune_nocl" tests/test_cltune.c w+posix -D_POSIX_C_SOURCE=200809L >"$T/test_cltune_nocl.build.log" 2>&1 &
 p_b2=$!
 $CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. tools/ptcl.c -o "$T/ptcl" $CLLIBS -lm >"$T/ptcl.build.log" 2>&1 &
 p_b3=$!

@@ -26,6 +26,45 @@ try() {
     fi
 }
 
+# queue NAME LOG CMD...: like try, but the command runs in the background, two at a time (each
+# compile is one core); `results` waits for them all and prints their PASS/FAIL lines in queue order
+QN=0
+rm -f "$OUT"/q*.rc
+QIDS=""
+QPIDS=""
+queue() {
+    QN=$((QN + 1))
+    printf '%s\n' "$1" >"$OUT/q$QN.name"
+    printf '%s\n' "$2" >"$OUT/q$QN.logname"
+    _ql=$2
+    shift 2
+    echo "$*" >"$OUT/q$QN.cmd"
+    set -- $QPIDS
+    if [ $# -ge 2 ]; then
+        wait "$1"
+        shift
+        QPIDS="$*"
+    fi
+    _qn=$QN
+    (
+        if eval "$(cat "$OUT/q$_qn.cmd")" >"$_ql" 2>&1; then echo 0 >"$OUT/q$_qn.rc"; else echo 1 >"$OUT/q$_qn.rc"; fi
+    ) &
+    QPIDS="$QPIDS $!"
+    QIDS="$QIDS $QN"
+}
+results() {
+    wait
+    for _q in $QIDS; do
+        _qname=$(cat "$OUT/q$_q.name")
+        if [ "$(cat "$OUT/q$_q.rc" 2>/dev/null)" = 0 ]; then pass "$_qname"; else
+            fail "$_qname" "'$(cat "$OUT/q$_q.cmd")' failed:"
+            head -n 20 "$(cat "$OUT/q$_q.logname")" | sed 's/^/    /'
+        fi
+    done
+    QIDS=""
+    QPIDS=""
+}
+
 have() { command -v "$1" >/dev/null 2>&1; }
 
 GCC=gcc
@@ -50,44 +89,75 @@ omp_missing() {
 for c in $COMPILERS_C; do
     omp_pkg=$(omp_missing "$c")
     for std in c99 c11; do
-        try "compile $c -std=$std -pedantic $W" "$OUT/$c.$std.log" $c -std=$std -pedantic $W -O2 -c tests/tu_a.c -o "$OUT/$c.$std.o"
+        queue "compile $c -std=$std -pedantic $W" "$OUT/$c.$std.log" $c -std=$std -pedantic $W -O2 -c tests/tu_a.c -o "$OUT/$c.$std.o"
         if [ -n "$omp_pkg" ]; then
             fail "compile $c -std=$std -pedantic $W -fopenmp" "$c -fopenmp finds no omp.h: install $omp_pkg (make deps)"
         else
-            try "compile $c -std=$std -pedantic $W -fopenmp" "$OUT/$c.$std.omp.log" $c -std=$std -pedantic $W -O2 -fopenmp -c tests/tu_a.c -o "$OUT/$c.$std.omp.o"
+            queue "compile $c -std=$std -pedantic $W -fopenmp" "$OUT/$c.$std.omp.log" $c -std=$std -pedantic $W -O2 -fopenmp -c tests/tu_a.c -o "$OUT/$c.$std.omp.o"
         fi
     done
 done
 for cxx in $COMPILERS_CXX; do
     for std in c++11 c++17; do
-        try "compile $cxx -x c++ -std=$std $W" "$OUT/$cxx.$std.log" $cxx -x c++ -std=$std $W -O1 -c tests/tu_a.c -o "$OUT/$cxx.$std.o"
+        queue "compile $cxx -x c++ -std=$std $W" "$OUT/$cxx.$std.log" $cxx -x c++ -std=$std $W -O1 -c tests/tu_a.c -o "$OUT/$cxx.$std.o"
     done
 done
 # -O3 enables more analysis-based warnings (format truncation, ...); bench and users build with it
-try "compile $GCC -std=c99 -O3 -march=native $W -fopenmp" "$OUT/o3.log" $GCC -std=c99 -pedantic $W -O3 -march=native -fopenmp -c tests/tu_a.c -o "$OUT/o3.o"
-try "compile g++ -x c++ -O3 $W" "$OUT/o3xx.log" $GXX -x c++ -std=c++17 $W -O3 -c tests/tu_a.c -o "$OUT/o3xx.o"
-try "compile $GCC -std=c99 $W -fopenmp -DPTRAIN_STATIC (static_test.c)" "$OUT/static.c.log" \
+queue "compile $GCC -std=c99 -O3 -march=native $W -fopenmp" "$OUT/o3.log" $GCC -std=c99 -pedantic $W -O3 -march=native -fopenmp -c tests/tu_a.c -o "$OUT/o3.o"
+queue "compile g++ -x c++ -O3 $W" "$OUT/o3xx.log" $GXX -x c++ -std=c++17 $W -O3 -c tests/tu_a.c -o "$OUT/o3xx.o"
+queue "compile $GCC -std=c99 $W -fopenmp -DPTRAIN_STATIC (static_test.c)" "$OUT/static.c.log" \
     $GCC -std=c99 -pedantic $W -O1 -fopenmp -c tests/static_test.c -o "$OUT/static_a.o"
 if [ -n "$COMPILERS_CXX" ]; then
-    try "compile g++ -x c++ -std=c++11 $W -DPTRAIN_STATIC (static_test.c)" "$OUT/static.cxx.log" \
+    queue "compile g++ -x c++ -std=c++11 $W -DPTRAIN_STATIC (static_test.c)" "$OUT/static.cxx.log" \
         $GXX -x c++ -std=c++11 $W -O1 -c tests/static_test.c -o "$OUT/static_cxx.o"
 fi
 
 # ---- -DPTRAIN_OPENCL (needs the OpenCL and CLBlast headers: make deps): C and C++, only pt_*/PT_* symbols ----
-if [ -e /usr/include/CL/cl.h ] && [ -e /usr/include/clblast_c.h ]; then
-    for cc in "$GCC -std=c99 -pedantic" "$GXX -x c++ -std=c++11"; do
+have_cl=0
+[ -e /usr/include/CL/cl.h ] && [ -e /usr/include/clblast_c.h ] && have_cl=1
+OCL_CCS="$GCC -std=c99 -pedantic|$GXX -x c++ -std=c++11"
+oIFS=$IFS
+if [ $have_cl = 1 ]; then
+    IFS='|'
+    for cc in $OCL_CCS; do
+        IFS=$oIFS
         o=$OUT/ocl.$(echo "$cc" | tr -c 'a-z0-9+\n' '_').o
-        try "compile $cc -DPTRAIN_OPENCL $W" "$o.log" $cc $W -O1 -DPTRAIN_OPENCL -c tests/tu_a.c -o "$o"
+        queue "compile $cc -DPTRAIN_OPENCL $W" "$o.log" $cc $W -O1 -DPTRAIN_OPENCL -c tests/tu_a.c -o "$o"
+    done
+    IFS=$oIFS
+fi
+# the second PTRAIN_STATIC translation unit (linked below to the first)
+queue "compile $GCC -std=c99 $W -fopenmp -DPTRAIN_STATIC -DSTATIC_SECOND (static_test.c)" "$OUT/st2.log" \
+    $GCC -std=c99 $W -O1 -fopenmp -DSTATIC_SECOND -c tests/static_test.c -o "$OUT/st2.o"
+results
+# the C++ objects too define only pt_*/PT_* global symbols (extern "C"; tp_test, which checked g++
+# -std=c++11 the same way, leaves that compile to this script outside SOAK=1)
+for cxx in $COMPILERS_CXX; do
+    for std in c++11 c++17; do
+        o=$OUT/$cxx.$std.o
+        bad=$(nm -g --defined-only "$o" 2>/dev/null | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
+        if [ -f "$o" ] && [ -z "$bad" ]; then pass "nm: $cxx -x c++ -std=$std defines only pt_*/PT_* global symbols"; else
+            fail "nm: $cxx -x c++ -std=$std defines only pt_*/PT_* global symbols" "found: ${bad:-no object}"; fi
+    done
+done
+if [ $have_cl = 1 ]; then
+    IFS='|'
+    for cc in $OCL_CCS; do
+        IFS=$oIFS
+        o=$OUT/ocl.$(echo "$cc" | tr -c 'a-z0-9+\n' '_').o
         bad=$(nm -g --defined-only "$o" 2>/dev/null | awk 'NF >= 3 {print $3}' | grep -v -E '^(pt_|PT_)' | tr '\n' ' ')
         if [ -f "$o" ] && [ -z "$bad" ]; then pass "nm: $cc -DPTRAIN_OPENCL defines only pt_*/PT_* global symbols"; else
             fail "nm: $cc -DPTRAIN_OPENCL defines only pt_*/PT_* global symbols" "found: ${bad:-no object}"; fi
     done
+    IFS=$oIFS
 else
     fail "compile -DPTRAIN_OPENCL" "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)"
 fi
 
 # ---- two translation units: tu_a holds the implementation, tu_b only includes the header ----
-if $GCC -std=c99 -O1 -fopenmp -c tests/tu_a.c -o "$OUT/tu_a.o" >"$OUT/tu_a.log" 2>&1 &&
+# tu_a.o is the C99 OpenMP object compiled above when there is one (the same source, -O2 -pedantic)
+if { { [ -f "$OUT/$GCC.c99.omp.o" ] && cp "$OUT/$GCC.c99.omp.o" "$OUT/tu_a.o"; } ||
+    $GCC -std=c99 -O1 -fopenmp -c tests/tu_a.c -o "$OUT/tu_a.o" >"$OUT/tu_a.log" 2>&1; } &&
     $GCC -std=c99 $W -O1 -c tests/tu_b.c -o "$OUT/tu_b.o" >"$OUT/tu_b.log" 2>&1; then
     try "link tu_a.o + tu_b.o (no duplicate symbols)" "$OUT/link2.log" $GCC -fopenmp "$OUT/tu_a.o" "$OUT/tu_b.o" -o "$OUT/tu2" -lm
     try "run the two-TU program" "$OUT/run2.log" "$OUT/tu2"
@@ -112,8 +182,9 @@ else
 fi
 
 # ---- PTRAIN_STATIC: two private copies link and both work ----
-if $GCC -std=c99 $W -O1 -fopenmp -c tests/static_test.c -o "$OUT/st1.o" >"$OUT/st1.log" 2>&1 &&
-    $GCC -std=c99 $W -O1 -fopenmp -DSTATIC_SECOND -c tests/static_test.c -o "$OUT/st2.o" >"$OUT/st2.log" 2>&1; then
+# st1.o is static_a.o compiled above (the same source and flags, -pedantic), st2.o was queued above
+if { { [ -f "$OUT/static_a.o" ] && cp "$OUT/static_a.o" "$OUT/st1.o"; } ||
+    $GCC -std=c99 $W -O1 -fopenmp -c tests/static_test.c -o "$OUT/st1.o" >"$OUT/st1.log" 2>&1; } && [ -f "$OUT/st2.o" ]; then
     try "link two PTRAIN_STATIC TUs" "$OUT/linkst.log" $GCC -fopenmp "$OUT/st1.o" "$OUT/st2.o" -o "$OUT/static_test" -lm
     try "run the PTRAIN_STATIC program" "$OUT/runst.log" "$OUT/static_test"
     bad=$(nm -g --defined-only "$OUT/st1.o" "$OUT/st2.o" | awk 'NF >= 3 {print $3}' | grep -E '^(pt_|PT_)' | tr '\n' ' ')

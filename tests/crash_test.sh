@@ -29,7 +29,7 @@ echo "crash_test: $TRIALS trials, seed $SEED (CRASH_SEED=$SEED repeats them), $N
 ($CC $W -O1 -fopenmp tests/crash_run.c -o "$C/crash_run" -lm >"$C/build1.log" 2>&1 && echo ok >"$C/build1") &
 (have mpicc && mpicc $W -O1 -fopenmp -DPTRAIN_MPI tests/crash_run.c -o "$C/crash_run_mpi" -lm >"$C/build4.log" 2>&1 && echo ok >"$C/build4") &
 wait
-($CC -O1 -Wall -Wextra -Werror -I"$INC" tools/ptckpt.c -o "$C/ptckpt" -lm >"$C/buildp.log" 2>&1 && echo ok >"$C/buildp") &
+(build_prog "$C/ptckpt" tools/ptckpt.c tool+posix >"$C/buildp.log" 2>&1 && echo ok >"$C/buildp") &
 wait
 for b in 1 4 p; do
     if [ ! -f "$C/build$b" ]; then

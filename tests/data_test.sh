@@ -13,11 +13,11 @@ mkdir -p "$D" || exit 1
 export PTRAIN_THREADS=${PTRAIN_THREADS:-1}
 
 # the builds start together (one core each); each is waited for where it is first needed
-$CC $W tests/test_data.c -o "$BUILD/test_data" -lm >"$BUILD/test_data.build.log" 2>&1 &
+build_prog "$BUILD/test_data" tests/test_data.c w >"$BUILD/test_data.build.log" 2>&1 &
 p_b1=$!
 $CC $W -DPTRAIN_NO_THREADS tests/test_data.c -o "$BUILD/test_data_nothreads" -lm >"$BUILD/test_data_nt.build.log" 2>&1 &
 p_b2=$!
-$CC $W tools/prepare_shards.c -o "$BUILD/prepare_shards" -lm >"$BUILD/prepare_shards.build.log" 2>&1 &
+build_prog "$BUILD/prepare_shards" tools/prepare_shards.c w >"$BUILD/prepare_shards.build.log" 2>&1 &
 p_b3=$!
 if wait $p_b1; then
     prog "test_data (prefetch thread)" "$BUILD/test_data.log" timeout 60 "$B/test_data" --dir "$D"

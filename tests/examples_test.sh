@@ -46,9 +46,11 @@ for src in examples/*.c tools/pttrain.c; do
     sh -c "$bline" >"$W/$name.build.log" 2>&1 &
     bpids="$bpids $name:$!"
 done
-cc -O2 -I. tools/prepare_shards.c -o "$W/prepare_shards" -lm >"$W/prepare_shards.build.log" 2>&1 &
+# the test-only tools through their Makefile targets (make test builds them before the suites: then
+# there is nothing to do)
+make --no-print-directory build/prepare_shards >"$W/prepare_shards.build.log" 2>&1 &
 p_shards=$!
-cc -O2 tools/ptreport.c -o build/ptreport -lm 2>"$W/ptreport.build.log" &
+make --no-print-directory build/ptreport >"$W/ptreport.build.log" 2>&1 &
 p_report=$!
 PTH=./build/pttrain-hooks
 make --no-print-directory "$PTH" >"$W/pttrain_hooks.build.log" 2>&1 &
@@ -115,7 +117,7 @@ else fail "03_gpt learning: exit $rc, loss '$l0' -> '$l29', validation '$v'"; fi
 # BPE shards (tools/prepare_shards --bpe, into a directory it creates): the vocabulary and tokenizer come from the directory, and
 # the sample is decoded (more bytes than the 30 tokens generated; byte printing gives exactly 30)
 if wait $p_shards &&
-    rm -rf "$W/bpe" && "$W/prepare_shards" --bpe 40 --val "$W/corpus/val.txt" "$W/bpe" "$W/corpus/train.txt" >"$W/bpe.log" 2>&1; then
+    rm -rf "$W/bpe" && ./build/prepare_shards --bpe 40 --val "$W/corpus/val.txt" "$W/bpe" "$W/corpus/train.txt" >"$W/bpe.log" 2>&1; then
     ./build/03_gpt --data "$W/bpe" --layers 1 --width 32 --heads 2 --seq 16 --batch 4 --val-every 0 --seed 5 --steps 2 --sample 30 >"$W/03bpe.log" 2>&1
     rc=$?
     n=$(sed -n '/^sample:$/,$p' "$W/03bpe.log" | tail -n +2 | wc -c)

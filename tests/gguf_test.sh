@@ -34,7 +34,7 @@ expect() {
 
 $CC -std=c99 -O2 -Wall -Wextra -I"$INC" tests/test_gguf.c -o "$T/test_gguf" -lm >"$T/build.log" 2>&1 &
 p_b1=$!
-$CC -O2 -Wall -Wextra -Werror -I"$INC" tools/ptckpt.c -o "$T/ptckpt" -lm >"$T/ptckpt.build.log" 2>&1 &
+build_prog "$T/ptckpt" tools/ptckpt.c tool+posix >"$T/ptckpt.build.log" 2>&1 &
 p_b2=$!
 if wait $p_b1; then prog "test_gguf (its exports into $F)" "$T/test_gguf.log" "$TA/test_gguf" "$F"
 else

@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 export PTRAIN_THREADS=${PTRAIN_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
+# the MPI build starts now, beside the build and the run without MPI (one core each)
+p_mpi=""
+have mpicc && build_bg "$BUILD/test_guard_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_guard.c -o "$BUILD/test_guard_mpi" -lm && p_mpi=$!
 if $CC $W tests/test_guard.c -o "$BUILD/test_guard" -lm >"$BUILD/test_guard.build.log" 2>&1; then
     prog "test_guard (no MPI, one rank)" "$BUILD/test_guard.log" timeout 120 "$B/test_guard" "$BUILD/guard_np1"
 else
@@ -24,7 +27,7 @@ if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
-if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_guard.c -o "$BUILD/test_guard_mpi" -lm >"$BUILD/test_guard_mpi.build.log" 2>&1; then
+if [ -n "$p_mpi" ] && wait $p_mpi; then
     prog "test_guard: mpirun -np 2 (dp 2)" "$BUILD/test_guard_np2.log" mpi_run 2 -- "$B/test_guard_mpi" "$BUILD/guard_np2"
     prog "test_guard: mpirun -np 4 (dp 2 x tp 2)" "$BUILD/test_guard_np4.log" mpi_run 4 -x GUARD_TP=2 -- "$B/test_guard_mpi" "$BUILD/guard_np4"
     prog "test_guard: mpirun -np 4 (dp 2 x pp 2)" "$BUILD/test_guard_np4pp.log" mpi_run 4 -x GUARD_PP=2 -- "$B/test_guard_mpi" "$BUILD/guard_np4pp"

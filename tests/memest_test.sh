@@ -28,16 +28,16 @@ ratios() { grep -E '^(layout|  rank)' "$1" | sed 's/^/    /'; }
 mkdir -p "$BUILD/mutant"
 sed 's/pt_linear_new(ctx, n, C, 4 \* C, 1, std)/pt_linear_new(ctx, n, C, 3 * C, 1, std)/; s/pt_linear_new(ctx, n, 4 \* C, C, 1, pstd)/pt_linear_new(ctx, n, 3 * C, C, 1, pstd)/' \
     "$INC/ptrain.h" >"$BUILD/mutant/ptrain.h"
-build_bg "$BUILD/test_memest.build.log" $CC $W tests/test_memest.c -o "$BUILD/test_memest" -lm
+build_bg "$BUILD/test_memest.build.log" build_prog "$BUILD/test_memest" tests/test_memest.c w
 p_plain=$!
 p_asan=""
-[ "${NO_ASAN:-0}" != 1 ] && build_bg "$BUILD/test_memest.asan.build.log" $CC $W -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
-    tests/test_memest.c -o "$BUILD/test_memest.asan" -lm && p_asan=$!
+[ "${NO_ASAN:-0}" != 1 ] && build_bg "$BUILD/test_memest.asan.build.log" build_prog "$BUILD/test_memest.asan" \
+    tests/test_memest.c asan -Werror && p_asan=$!
 build_bg "$BUILD/test_memest.mutant.build.log" $CC -I"$BUILD/mutant" $W tests/test_memest.c -o "$BUILD/test_memest.mutant" -lm
 p_mutant=$!
 p_mpi=""
-have mpicc && build_bg "$BUILD/test_memest_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_memest.c -o "$BUILD/test_memest_mpi" -lm && p_mpi=$!
-build_bg "$BUILD/ptmem.build.log" $CC $W tools/ptmem.c -o "$BUILD/ptmem" -lm
+have mpicc && build_bg "$BUILD/test_memest_mpi.build.log" build_prog "$BUILD/test_memest_mpi" tests/test_memest.c mpi && p_mpi=$!
+build_bg "$BUILD/ptmem.build.log" build_prog "$BUILD/ptmem" tools/ptmem.c w
 p_ptmem=$!
 
 if wait $p_plain; then

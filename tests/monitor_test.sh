@@ -13,7 +13,7 @@ export PTRAIN_THREADS=1 OMP_WAIT_POLICY=passive
 D=$BUILD/monitor
 rm -rf "$D" && mkdir -p "$D" || exit 1
 
-if $CC $W tests/test_monitor.c -o "$BUILD/test_monitor" -lm >"$BUILD/test_monitor.build.log" 2>&1; then
+if build_prog "$BUILD/test_monitor" tests/test_monitor.c w >"$BUILD/test_monitor.build.log" 2>&1; then
     prog "test_monitor (one rank)" "$BUILD/monitor_one.log" timeout 120 "$B/test_monitor" "$D" one
     # progress: the decision (printed on stdout) and what reaches stderr
     P="$B/test_monitor"

@@ -1,7 +1,9 @@
 # tests/mpi_lib.sh - shared by the test scripts: sourced after `cd` to the repository root with the
 # build directory as $1. Sets BUILD, B (its path for running), CC, W (compile flags), the Open MPI
 # environment, the pass/fail/have/prog helpers and NP/NF totals, the MPI launch helpers
-# have_mpi and mpi_run, build_bg (compiles in the background), impl_compiles and soak. PTRAIN_INC=DIR (or PT_INC)
+# have_mpi and mpi_run, build_bg (compiles in the background), impl_compiles and soak, and from
+# tests/build_lib.sh build_prog (a program linked to the implementation compiled once per
+# configuration) and impl_obj. PTRAIN_INC=DIR (or PT_INC)
 # takes ptrain.h from DIR instead of the repository root. SOAK=1 (make soak, tests/soak.sh): the
 # scripts also run their long variants (full layout sweeps, larger runs) that make test leaves out.
 BUILD=${1:-build/tests}
@@ -11,6 +13,7 @@ INC=${PTRAIN_INC:-${PT_INC:-.}}
 NP=0
 NF=0
 W="-std=c99 -O2 -Wall -Wextra -Werror -I$INC"
+. tests/build_lib.sh
 # Open MPI: allow root (containers) and more ranks than cores
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 

@@ -27,9 +27,9 @@ fi
 export PTRAIN_THREADS=1 OMP_WAIT_POLICY=passive
 ok_clmpi=0 ok_equiv=0
 # the builds start together (one core each); each is waited for where it is first needed
-mpicc $W -DPTRAIN_MPI -DPTRAIN_OPENCL tests/test_clmpi.c -o "$BUILD/test_clmpi" $CLLIBS -lm >"$BUILD/test_clmpi.build.log" 2>&1 &
+build_prog "$BUILD/test_clmpi" tests/test_clmpi.c mpi0+cl+posix01 >"$BUILD/test_clmpi.build.log" 2>&1 &
 p_b1=$!
-mpicc $W -DPTRAIN_MPI -DPTRAIN_OPENCL tests/test_equiv.c -o "$BUILD/test_equiv_cl" $CLLIBS -lm >"$BUILD/test_equiv_cl.build.log" 2>&1 &
+build_prog "$BUILD/test_equiv_cl" tests/test_equiv.c mpi0+cl+posix01 >"$BUILD/test_equiv_cl.build.log" 2>&1 &
 p_b2=$!
 if wait $p_b1; then ok_clmpi=1; else
     fail "build test_clmpi (mpicc -DPTRAIN_MPI -DPTRAIN_OPENCL)" "see $BUILD/test_clmpi.build.log"

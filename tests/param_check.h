@@ -3,6 +3,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#ifdef PTRAIN_MPI
+#include <mpi.h>
+#endif
 
 /* worst per-tensor ||p - ref|| / ||ref|| over this rank's parameters (split ones summed over TP of grid) */
 static double param_diff(const pt_dist *grid, pt_ctx *ctx, pt_ctx *ref, char *worst, size_t n) {

@@ -16,6 +16,8 @@ BUILD=${1:-build/tests}
 T=$BUILD/report
 mkdir -p "$T" || exit 1
 CC=${CC:-cc}
+INC=.
+. tests/build_lib.sh
 NP=0
 NF=0
 pass() { NP=$((NP + 1)); printf 'PASS %s\n' "$1"; }
@@ -34,7 +36,7 @@ points() { grep "data-series=\"$2\"" "$1" | sed 's/.* points="\([^"]*\)".*/\1/' 
 field() { tr ' ' '\n' <"$T/expect" | sed -n "s/^$1=//p"; }
 
 # the builds start together (one core each); each is waited for where it is first needed
-$CC -std=c99 -O2 -Wall -Wextra -Werror -I. tools/ptreport.c -o "$T/ptreport" -lm >"$T/build.log" 2>&1 &
+build_prog "$T/ptreport" tools/ptreport.c w+posix >"$T/build.log" 2>&1 &
 p_b1=$!
 $CC -std=c99 -O2 -Wall -Wextra tests/report_gen.c -o "$T/report_gen" -lm >"$T/gen.build.log" 2>&1 &
 p_b2=$!

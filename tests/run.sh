@@ -4,7 +4,9 @@
 # program's summary (and its FAIL lines), then the total as its last line. Exit 1 if anything failed.
 # A program that does not build, crashes, or prints no final line counts as 1 failed.
 # Env: CC (default cc), TEST_FILTER (only programs whose name contains it), NO_ASAN=1 (skip the
-# sanitizer builds), SOAK=1 (the scripts' long variants too; tests/soak.sh, make soak, sets it).
+# sanitizer builds), SOAK=1 (the scripts' long variants too; tests/soak.sh, make soak, sets it),
+# PT_FULL_COMPILE=1 (every program compiles the implementation itself instead of linking to the
+# object of its configuration in $BUILD/impl: tests/build_lib.sh).
 set -u
 BUILD=${1:-build/tests}
 CC=${CC:-cc}
@@ -18,16 +20,48 @@ START=$(date +%s)
 
 OPT="-std=c99 -O2 -march=native -fopenmp -Wall -Wextra -I."
 ASAN="-std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra -I."
+# the implementation is compiled once per configuration into $BUILD/impl (tests/build_lib.sh:
+# build_prog, impl_obj), shared by these programs and every script
+INC=.
+PT_IMPL_DIR=$BUILD/impl
+export PT_IMPL_DIR
+. tests/build_lib.sh
+rm -rf "$PT_IMPL_DIR"/*.lock
 
 TOTAL_P=0
 TOTAL_F=0
 
 # build NAME SRC FLAGS: compiles in the background, status in $BUILD/NAME.build
+BPIDS=""
 build() {
     (
         if $CC $3 "$2" -o "$BUILD/$1" ${4:-} -lm >"$BUILD/$1.build.log" 2>&1; then echo ok >"$BUILD/$1.build"
         else echo fail >"$BUILD/$1.build"; fi
     ) &
+    BPIDS="$BPIDS $!"
+}
+# build_shared NAME SRC CONFIG: the same, linked to CONFIG's implementation object (build_prog)
+build_shared() {
+    (
+        if build_prog "$BUILD/$1" "$2" "$3" >"$BUILD/$1.build.log" 2>&1; then echo ok >"$BUILD/$1.build"
+        else echo fail >"$BUILD/$1.build"; fi
+    ) &
+    BPIDS="$BPIDS $!"
+}
+# tbuild NAME: builds tests/NAME.c (opt) and, unless NO_ASAN=1, NAME.asan (asan); the programs
+# in SHARED link to the configuration's object, the others (pt__ internals, their own PT_MALLOC,
+# ...) compile the implementation themselves
+SHARED=" test_pp test_recompute test_sample "
+tbuild() {
+    case $SHARED in *" $1 "*) sh_=1 ;; *) sh_=0 ;; esac
+    if want "$1"; then
+        if [ $sh_ = 1 ]; then build_shared "$1" "tests/$1.c" opt; else build "$1" "tests/$1.c" "$OPT"; fi
+        PROGS="$PROGS $1"
+    fi
+    if [ "${NO_ASAN:-0}" != 1 ] && want "$1[asan]"; then
+        if [ $sh_ = 1 ]; then build_shared "$1.asan" "tests/$1.c" asan; else build "$1.asan" "tests/$1.c" "$ASAN"; fi
+        PROGS="$PROGS $1.asan"
+    fi
 }
 
 # account NAME LOGFILE RC SECONDS: parses the final line of the log and adds to the totals
@@ -59,33 +93,38 @@ account() {
 want() { [ -z "${TEST_FILTER:-}" ] || case "$1" in *"$TEST_FILTER"*) return 0 ;; *) return 1 ;; esac; }
 
 # ---- build everything (in parallel) ----
+# a full run first builds, beside the programs, the implementation objects that several scripts
+# link to, and (make -j2) the tools that several scripts run, so that each is compiled once
+PREPIDS=""
+if [ -z "${TEST_FILTER:-}" ]; then
+    (for c in w mpi w+posix tool+posix; do impl_obj "$c" >/dev/null; done) &
+    PREPIDS="$PREPIDS $!"
+    (for c in mpi0+cl+posix01 tsan; do impl_obj "$c" >/dev/null; done
+        make -s -j2 build/prepare_shards build/ptreport build/ptckpt build/pttrain-hooks >"$BUILD/tools.build.log" 2>&1) &
+    PREPIDS="$PREPIDS $!"
+fi
 PROGS=""
 TESTS="test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc test_host test_recompute"
 TESTS="$TESTS test_quant"
-for t in $TESTS; do
-    if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi
-    if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then
-        build "$t.asan" "tests/$t.c" "$ASAN"
-        PROGS="$PROGS $t.asan"
-    fi
-done
+for t in $TESTS; do tbuild "$t"; done
 # gguf: the GGUF reader, writer, export and import (tests/test_gguf.c; its Python half: tests/gguf_test.sh)
-for t in test_gguf; do if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi; if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then build "$t.asan" "tests/$t.c" "$ASAN"; PROGS="$PROGS $t.asan"; fi; done
+tbuild test_gguf
 # host safety once more as strict C99 without POSIX: pt_run's signals through C's signal()
 if want "test_host[c99]"; then
     build test_host.c99 tests/test_host.c "$OPT -DHOST_PLAIN_C"
     PROGS="$PROGS test_host.c99"
 fi
 # the sampler and stop strings (see sample), and its sanitizer build
-for t in test_sample; do if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi; if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then build "$t.asan" "tests/$t.c" "$ASAN"; PROGS="$PROGS $t.asan"; fi; done
+tbuild test_sample
 # KV-cached inference (see infer), and its sanitizer build
-for t in test_infer; do if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi; if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then build "$t.asan" "tests/$t.c" "$ASAN"; PROGS="$PROGS $t.asan"; fi; done
+tbuild test_infer
 # the ops once more with -DPTRAIN_CBLAS: matrix products through the system BLAS
 if want "test_ops[cblas]"; then
     build test_ops.cblas tests/test_ops.c "$OPT -DPTRAIN_CBLAS" -lopenblas
     PROGS="$PROGS test_ops.cblas"
 fi
-wait
+# shellcheck disable=SC2086
+wait $BPIDS
 
 # ---- run ----
 for b in $PROGS; do
@@ -117,19 +156,21 @@ script() {
     CC="$CC" sh "tests/$1.sh" "$2" >"$BUILD/$1.log" 2>&1
     account "$1" "$BUILD/$1.log" "$?" $(($(date +%s) - t0))
 }
+# shellcheck disable=SC2086
+[ -z "$PREPIDS" ] || wait $PREPIDS
 want compile_test && script compile_test "$BUILD/compile"
 want dist && script dist_test "$BUILD"
 want dp && script dp_test "$BUILD"
 want ckpt && script ckpt_test "$BUILD"
 want ckpttool && script ckpttool_test "$BUILD"
 want gguf && script gguf_test "$BUILD"
-want ptgen && script ptgen_test "$BUILD/ptgen"
 want crash && script crash_test "$BUILD"
 want tp && script tp_test "$BUILD"
 want xent && script xent_test "$BUILD"
 want coll && script coll_test "$BUILD"
 want equiv && script equiv_test "$BUILD"
 want examples && script examples_test "$BUILD/examples"
+want ptgen && script ptgen_test "$BUILD/ptgen"
 want opencl && script opencl_test "$BUILD"
 want opencl_mpi && script opencl_mpi_test "$BUILD"
 want cltools && script cltools_test "$BUILD"

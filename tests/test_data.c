@@ -9,8 +9,11 @@
 #define PTRAIN_IMPLEMENTATION
 #include "../ptrain.h"
 #include "test_util.h"
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define T 8
 #define NSH 6

@@ -13,14 +13,14 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 
 # the four builds start together (one core each)
-build_bg "$BUILD/test_tp.build.log" $CC $W tests/test_tp.c -o "$BUILD/test_tp" -lm
+build_bg "$BUILD/test_tp.build.log" build_prog "$BUILD/test_tp" tests/test_tp.c w
 p_test_tp=$!
-build_bg "$BUILD/test_tp_gpt.build.log" $CC $W tests/test_tp_gpt.c -o "$BUILD/test_tp_gpt" -lm
+build_bg "$BUILD/test_tp_gpt.build.log" build_prog "$BUILD/test_tp_gpt" tests/test_tp_gpt.c w
 p_test_tp_gpt=$!
 if have mpicc; then
-    build_bg "$BUILD/test_tp_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_tp.c -o "$BUILD/test_tp_mpi" -lm
+    build_bg "$BUILD/test_tp_mpi.build.log" build_prog "$BUILD/test_tp_mpi" tests/test_tp.c mpi
     p_test_tp_mpi=$!
-    build_bg "$BUILD/test_tp_gpt_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_tp_gpt.c -o "$BUILD/test_tp_gpt_mpi" -lm
+    build_bg "$BUILD/test_tp_gpt_mpi.build.log" build_prog "$BUILD/test_tp_gpt_mpi" tests/test_tp_gpt.c mpi
     p_test_tp_gpt_mpi=$!
 fi
 
@@ -51,8 +51,8 @@ for t in test_tp test_tp_gpt; do
 done
 
 # ---- the implementation compiles as C and C++, with and without MPI, defining only pt_*/PT_* symbols ----
-# (with MPI: dist_test compiles the same in make test)
-impl_compiles tp "gcc -std=c99 -pedantic" "g++ -x c++ -std=c++11" "soak:mpicc -std=c99 -pedantic -DPTRAIN_MPI" "soak:mpicxx -x c++ -std=c++11 -DPTRAIN_MPI"
+# (with MPI: dist_test compiles the same in make test; g++ -std=c++11: compile_test, with the same nm check)
+impl_compiles tp "gcc -std=c99 -pedantic" "soak:g++ -x c++ -std=c++11" "soak:mpicc -std=c99 -pedantic -DPTRAIN_MPI" "soak:mpicxx -x c++ -std=c++11 -DPTRAIN_MPI"
 
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 export PTRAIN_THREADS=${PTRAIN_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
+# the MPI build starts now, beside the build and the run without MPI (one core each)
+p_mpi=""
+have mpicc && build_bg "$BUILD/test_trace_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_trace.c -o "$BUILD/test_trace_mpi" -lm && p_mpi=$!
 if $CC $W tests/test_trace.c -o "$BUILD/test_trace" -lm >"$BUILD/test_trace.build.log" 2>&1; then
     prog "test_trace (no MPI, one rank)" "$BUILD/test_trace.log" timeout 120 "$B/test_trace" "$BUILD"
     prog "test_trace (no MPI, PTRAIN_PROFILE=1)" "$BUILD/test_trace_prof.log" env PTRAIN_PROFILE=1 timeout 120 "$B/test_trace" "$BUILD"
@@ -23,7 +26,7 @@ if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
-if mpicc $W -DPTRAIN_MPI -fopenmp tests/test_trace.c -o "$BUILD/test_trace_mpi" -lm >"$BUILD/test_trace_mpi.build.log" 2>&1; then
+if [ -n "$p_mpi" ] && wait $p_mpi; then
     prog "test_trace: mpirun -np 2 (pp 2, 1F1B and interleaved)" "$BUILD/test_trace_np2.log" mpi_run 2 -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_trace_mpi" "$BUILD"
     grep '^rank .*bubble' "$BUILD/test_trace_np2.log" | sed 's/^/    /'
 else

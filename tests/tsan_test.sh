@@ -30,24 +30,45 @@ tsan_prog() {
     fi
 }
 
-# build NAME SRC [FLAGS...]
+# the builds run in two lanes beside the runs (one core each); test_data and test_monitor link to the
+# tsan configuration's implementation object (tests/build_lib.sh), the others (pt__ internals, the
+# implementation's structs, test hooks, PTRAIN_HARNESS with POSIX) compile it themselves.
+# bg NAME CMD...: builds $T/NAME with CMD, then writes $T/NAME.done (ok or fail)
+bg() {
+    _n=$1
+    shift
+    if "$@" >"$T/$_n.build.log" 2>&1; then echo ok >"$T/$_n.st"; else echo fail >"$T/$_n.st"; fi
+    mv "$T/$_n.st" "$T/$_n.done"
+}
+# built NAME: waits for NAME's build; status 0 if it built, else a FAIL line
 built() {
-    name=$1 src=$2
-    shift 2
-    if $CCT $TS "$@" "$src" -o "$T/$name" -lm -lpthread >"$T/$name.build.log" 2>&1; then return 0; fi
-    fail "build $name with -fsanitize=thread" "$(head -c 400 "$T/$name.build.log")"
+    while [ ! -f "$T/$1.done" ]; do sleep 1; done
+    [ "$(cat "$T/$1.done")" = ok ] && return 0
+    fail "build $1 with -fsanitize=thread" "$(head -c 400 "$T/$1.build.log")"
     return 1
 }
 
-rm -rf "$T/ckpt" "$T/data" "$T/mon" "$T/trace"
+rm -rf "$T/ckpt" "$T/data" "$T/mon" "$T/trace" "$T"/*.done
 mkdir -p "$T/data" "$T/mon" "$T/trace"
-built test_ckpt tests/test_ckpt.c && tsan_prog "test_ckpt (async saves, retention)" "$T/ckpt.log" "$T/test_ckpt" "$T/ckpt"
-built test_data tests/test_data.c && tsan_prog "test_data (prefetch thread)" "$T/data.log" "$T/test_data" --quick --dir "$T/data"
-built test_monitor tests/test_monitor.c && tsan_prog "test_monitor" "$T/mon.log" "$T/test_monitor" "$T/mon"
-built test_trace tests/test_trace.c && tsan_prog "test_trace" "$T/trace.log" "$T/test_trace" "$T/trace"
-built test_host tests/test_host.c && tsan_prog "test_host (signals, CRC32C beside a GEMM)" "$T/host.log" "$T/test_host"
+mpi_ok=0
+have mpicc && have mpirun && mpi_ok=1
+(
+    bg test_ckpt $CCT $TS tests/test_ckpt.c -o "$T/test_ckpt" -lm -lpthread
+    bg test_host $CCT $TS tests/test_host.c -o "$T/test_host" -lm -lpthread
+    bg test_trace $CCT $TS tests/test_trace.c -o "$T/test_trace" -lm -lpthread
+    [ $mpi_ok = 1 ] && bg test_coll mpicc $TS -DPTRAIN_MPI tests/test_coll.c -o "$T/test_coll" -lm
+) &
+(
+    for t in test_data test_monitor; do bg $t build_prog "$T/$t" tests/$t.c tsan; done
+    bg crash_run $CCT $TS tests/crash_run.c -o "$T/crash_run" -lm -lpthread
+) &
+built test_ckpt && tsan_prog "test_ckpt (async saves, retention)" "$T/ckpt.log" "$T/test_ckpt" "$T/ckpt"
+built test_data && tsan_prog "test_data (prefetch thread)" "$T/data.log" "$T/test_data" --quick --dir "$T/data"
+built test_monitor && tsan_prog "test_monitor" "$T/mon.log" "$T/test_monitor" "$T/mon"
+built test_trace && tsan_prog "test_trace" "$T/trace.log" "$T/test_trace" "$T/trace"
+built test_host && tsan_prog "test_host (signals, CRC32C beside a GEMM)" "$T/host.log" "$T/test_host"
 # pt_ckpt_stats_get while an asynchronous write is held in flight (PTRAIN_CKPT_DELAY_MS, crash_run's test hooks)
-if built crash_run tests/crash_run.c; then
+if built crash_run; then
     rm -rf "$T/stats" && mkdir -p "$T/stats"
     PTRAIN_CKPT_DELAY_MS=30 "$T/crash_run" --stats "$T/stats" >"$T/stats.log" 2>&1
     rc=$?
@@ -59,10 +80,11 @@ if built crash_run tests/crash_run.c; then
     fi
 fi
 if have_mpi; then
-    if mpicc $TS -DPTRAIN_MPI tests/test_coll.c -o "$T/test_coll" -lm >"$T/test_coll.build.log" 2>&1; then
+    if built test_coll; then
         tsan_prog "mpirun -np 2 test_coll (watchdog thread, PTRAIN_WATCHDOG=60)" "$T/coll.log" \
             mpi_run 2 --mca btl self,vader -x TSAN_OPTIONS -x PTRAIN_WATCHDOG=60 -- "$T/test_coll"
-    else fail "build test_coll (mpicc -fsanitize=thread)" "$(head -c 400 "$T/test_coll.build.log")"; fi
+    fi
 fi
+wait
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

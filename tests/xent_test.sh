@@ -16,7 +16,7 @@ build_bg "$BUILD/test_xent.build.log" $CC $W -fopenmp tests/test_xent.c -o "$BUI
 p_plain=$!
 p_mpi=""
 if have_mpi; then
-    build_bg "$BUILD/test_xent_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_xent.c -o "$BUILD/test_xent_mpi" -lm
+    build_bg "$BUILD/test_xent_mpi.build.log" build_prog "$BUILD/test_xent_mpi" tests/test_xent.c mpi
     p_mpi=$!
 fi
 p_cl=""

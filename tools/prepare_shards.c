@@ -22,6 +22,10 @@
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 typedef struct writer {
     pt_ctx *ctx;
     const char *dir, *split;
