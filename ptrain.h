@@ -2566,8 +2566,48 @@ PTDEF int64_t pt_infer_seq_len(const pt_infer *inf, int32_t seq);
     changes. */
 PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
                               float *logits, int all_logits);
-/** The KV pool: blocks in all and blocks free now. */
+/** The KV pool: blocks in all and blocks free now (never used, or cached: held by no sequence, kept
+    for the prefix cache until a new block is needed). */
 PTDEF void pt_infer_blocks(const pt_infer *inf, int64_t *total, int64_t *free_blocks);
+/* Block sharing and the prefix cache. A block that fills (all its block_tokens slots written) gets a
+   hash of its tokens and of the hash of the block before it, so equal hashes mean equal prefixes up
+   to and including the block; the first block with a hash is entered in a hash table. A block is
+   held by reference count: several sequences may list one block (a shared prompt prefix, a fork).
+   A block no sequence holds any more stays findable (cached, in LRU order) until a new block is
+   needed and none is free: the oldest cached block is taken then. A step that would write into a
+   block other sequences hold copies it first (copy on write); only a sequence's last block is ever
+   written. Batch invariance makes a cached block's keys and values the bits a fresh prefill of the
+   same tokens would compute, so a prefix hit changes no logit. */
+/** Counters of the pool (pt_infer_kv_stats). */
+typedef struct pt_kv_stats {
+    int64_t total, free, cached, used; /**< blocks: all; on the free stack; cached (held by no sequence); held */
+    int64_t shared;                    /**< blocks held by two or more sequences */
+    int64_t lookups, lookup_tokens;    /**< pt_infer_seq_prefix calls, the tokens they asked about */
+    int64_t hit_blocks, hit_tokens;    /**< blocks found (shared or taken back from the cache) and their tokens */
+    int64_t cached_hits;               /**< hit blocks taken back from the cache (no sequence held them) */
+    int64_t cow, evicted;              /**< copies on write; cached blocks taken for new data */
+} pt_kv_stats;
+PTDEF pt_kv_stats pt_infer_kv_stats(const pt_infer *inf);
+/** Attaches the longest run of cached full blocks that matches tokens[0, n) to the empty sequence seq
+    (their reference counts go up) and returns the tokens now in its cache: the blocks' tokens, at most
+    n - 1 (the last token is always left to feed, for its logits; when the match covers all n tokens
+    the sequence's last block is copied on the first write). -1 and an error for a bad or non-empty
+    sequence or tokens. */
+PTDEF int64_t pt_infer_seq_prefix(pt_infer *inf, int32_t seq, const int32_t *tokens, int64_t n);
+/** A new sequence that shares every block of src (copy on write from its next step): its id, or -1
+    with the error set. */
+PTDEF int32_t pt_infer_seq_fork(pt_infer *inf, int32_t src);
+/** The sequence's block table: up to cap block ids into ids (may be NULL); returns the blocks it holds
+    (-1 for an id not alive). */
+PTDEF int32_t pt_infer_seq_table(const pt_infer *inf, int32_t seq, int32_t *ids, int32_t cap);
+/** The reference count of a block (0: free or cached), -1 for an id outside the pool. */
+PTDEF int32_t pt_infer_block_ref(const pt_infer *inf, int32_t block);
+/** Checks the allocator's invariants: every block's reference count equals the tables that list it,
+    free + cached + used = total, a block is in at most one of the free stack, the cache and the
+    tables, no table lists a block twice, a block shared by tables has a count of two or more, every
+    hashed block is in the hash table, every cached block is hashed. PT_OK, or PT_ERR_STATE naming the
+    block and what was expected and found. */
+PTDEF pt_status pt_infer_check(const pt_infer *inf);
 
 /** Why a request stopped. */
 typedef enum pt_finish {
@@ -24729,6 +24769,17 @@ struct pt_infer {
     void *kv_mem;
     int64_t kv_bytes;
     int32_t *free_ids;                   /* [nblocks]: a stack, free_ids[0 .. nfree) */
+    /* sharing and the prefix cache (see "Block sharing" below) */
+    int32_t *ref;                        /* [nblocks]: tables holding the block */
+    unsigned char *bstate;               /* [nblocks]: PT__BLK_FREE, _USED, _CACHED; | PT__BLK_PUB when in the hash table */
+    uint64_t *chash;                     /* [nblocks]: a full block's hash (its tokens and its parent's hash) */
+    int32_t *btok;                       /* [nblocks][bt]: the token of each slot */
+    int32_t *hnext, *hhead;              /* the hash table: chains through hnext, heads [hcap] */
+    int64_t hcap;
+    int32_t *lru_prev, *lru_next;        /* cached blocks (no table holds them, still findable), oldest at lru_head */
+    int32_t lru_head, lru_tail;
+    int64_t ncached;
+    pt_kv_stats kst;                     /* counters */
     pt__inf_seq *seq;                    /* [max_seqs] */
     int32_t *table;                      /* [max_seqs][max_blk] */
     unsigned char *mark;                 /* [max_seqs]: a step's distinct-ids check */
@@ -24818,7 +24869,17 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->st_ntok = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int32_t));
     inf->st_row0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
     inf->st_len0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
-    if (!inf->kv_mem || !inf->free_ids || !inf->seq || !inf->table || !inf->mark || !inf->st_seq || !inf->st_ntok || !inf->st_row0 || !inf->st_len0) {
+    for (inf->hcap = 16; inf->hcap < 2 * inf->nblocks; inf->hcap *= 2) {}
+    inf->ref = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    inf->bstate = (unsigned char *)pt__malloc(ctx, (size_t)inf->nblocks);
+    inf->chash = (uint64_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(uint64_t));
+    inf->btok = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * (size_t)bt * sizeof(int32_t));
+    inf->hnext = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    inf->hhead = (int32_t *)pt__malloc(ctx, (size_t)inf->hcap * sizeof(int32_t));
+    inf->lru_prev = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    inf->lru_next = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    if (!inf->kv_mem || !inf->free_ids || !inf->seq || !inf->table || !inf->mark || !inf->st_seq || !inf->st_ntok || !inf->st_row0 || !inf->st_len0 ||
+        !inf->ref || !inf->bstate || !inf->chash || !inf->btok || !inf->hnext || !inf->hhead || !inf->lru_prev || !inf->lru_next) {
         pt_infer_free(inf);
         return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory for a KV cache of %lld tokens (%.1f MiB)", (long long)kvt,
                                     (double)(kvt * 2 * (int64_t)c->layers * c->width * (inf->kv16 ? 2 : 4)) / 1048576.0);
@@ -24827,6 +24888,11 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->kv = (void *)pt__inf_align(inf->kv_mem);
     for (i = 0; i < inf->nblocks; i++) inf->free_ids[i] = (int32_t)(inf->nblocks - 1 - i); /* block 0 on top */
     inf->nfree = inf->nblocks;
+    memset(inf->ref, 0, (size_t)inf->nblocks * sizeof(int32_t));
+    memset(inf->bstate, 0, (size_t)inf->nblocks);
+    memset(inf->chash, 0, (size_t)inf->nblocks * sizeof(uint64_t));
+    for (i = 0; i < inf->hcap; i++) inf->hhead[i] = -1;
+    inf->lru_head = inf->lru_tail = -1;
     memset(inf->seq, 0, (size_t)max_seqs * sizeof(pt__inf_seq));
     memset(inf->mark, 0, (size_t)max_seqs);
     inf->kern = 1;
@@ -24854,6 +24920,14 @@ PTDEF void pt_infer_free(pt_infer *inf) {
     pt__free(ctx, inf->st_ntok);
     pt__free(ctx, inf->st_row0);
     pt__free(ctx, inf->st_len0);
+    pt__free(ctx, inf->ref);
+    pt__free(ctx, inf->bstate);
+    pt__free(ctx, inf->chash);
+    pt__free(ctx, inf->btok);
+    pt__free(ctx, inf->hnext);
+    pt__free(ctx, inf->hhead);
+    pt__free(ctx, inf->lru_prev);
+    pt__free(ctx, inf->lru_next);
     pt__free(ctx, inf->buf_mem);
     pt__free(ctx, inf->tok_seq);
     pt__free(ctx, inf->tok_pos);
@@ -24872,11 +24946,92 @@ PTDEF int32_t pt_infer_seq_new(pt_infer *inf) {
     pt__fail(inf->ctx, PT_ERR_STATE, "pt_infer_seq_new: all %d sequences are in use (pt_infer_desc.max_seqs)", inf->max_seqs);
     return -1;
 }
-/* the sequence's blocks back to the pool (last block pushed first, so the first comes out first) */
+/* ---- block sharing: reference counts, the hash table, the LRU cache ------------------------------- */
+#define PT__BLK_FREE 0
+#define PT__BLK_USED 1
+#define PT__BLK_CACHED 2
+#define PT__BLK_PUB 4
+static int64_t pt__inf_avail(const pt_infer *inf) { return inf->nfree + inf->ncached; }
+static uint64_t pt__inf_bhash(uint64_t parent, const int32_t *tok, int bt) {
+    uint64_t h = pt_hash64(parent ^ 0x9e3779b97f4a7c15ULL);
+    int i;
+    for (i = 0; i < bt; i++) h = pt_hash64(h ^ (uint64_t)(uint32_t)tok[i] ^ ((uint64_t)(uint32_t)i << 32));
+    return h ? h : 1;
+}
+static void pt__inf_unpub(pt_infer *inf, int32_t b) {
+    int32_t *p = &inf->hhead[inf->chash[b] & (uint64_t)(inf->hcap - 1)];
+    while (*p >= 0 && *p != b) p = &inf->hnext[*p];
+    if (*p == b) *p = inf->hnext[b];
+    inf->bstate[b] &= (unsigned char)~PT__BLK_PUB;
+}
+/* the published block of hash h whose tokens are tok, or -1 */
+static int32_t pt__inf_find(const pt_infer *inf, uint64_t h, const int32_t *tok) {
+    int32_t b = inf->hhead[h & (uint64_t)(inf->hcap - 1)];
+    for (; b >= 0; b = inf->hnext[b])
+        if (inf->chash[b] == h && !memcmp(inf->btok + (int64_t)b * inf->bt, tok, (size_t)inf->bt * sizeof(int32_t))) return b;
+    return -1;
+}
+/* block b just filled (its parent's hash: parent, 0 for the first): hashed, published unless an equal
+   block is published already */
+static void pt__inf_filled(pt_infer *inf, int32_t b, uint64_t parent) {
+    const int32_t *tok = inf->btok + (int64_t)b * inf->bt;
+    const uint64_t h = pt__inf_bhash(parent, tok, inf->bt);
+    if (inf->bstate[b] & PT__BLK_PUB) pt__inf_unpub(inf, b);
+    inf->chash[b] = h;
+    if (pt__inf_find(inf, h, tok) < 0) {
+        int32_t *head = &inf->hhead[h & (uint64_t)(inf->hcap - 1)];
+        inf->hnext[b] = *head, *head = b;
+        inf->bstate[b] |= PT__BLK_PUB;
+    }
+}
+static void pt__inf_lru_del(pt_infer *inf, int32_t b) {
+    if (inf->lru_prev[b] >= 0) inf->lru_next[inf->lru_prev[b]] = inf->lru_next[b];
+    else inf->lru_head = inf->lru_next[b];
+    if (inf->lru_next[b] >= 0) inf->lru_prev[inf->lru_next[b]] = inf->lru_prev[b];
+    else inf->lru_tail = inf->lru_prev[b];
+    inf->ncached--;
+}
+/* a block for new data: from the free stack, else the oldest cached one (forgotten); the caller has
+   checked pt__inf_avail */
+static int32_t pt__inf_balloc(pt_infer *inf) {
+    int32_t b;
+    if (inf->nfree > 0) b = inf->free_ids[--inf->nfree];
+    else {
+        b = inf->lru_head;
+        PT_ASSERT(b >= 0);
+        pt__inf_lru_del(inf, b);
+        if (inf->bstate[b] & PT__BLK_PUB) pt__inf_unpub(inf, b);
+        inf->kst.evicted++;
+    }
+    inf->bstate[b] = PT__BLK_USED, inf->ref[b] = 1, inf->chash[b] = 0;
+    return b;
+}
+/* one reference to b dropped: at zero a published block is cached (newest), another one freed */
+static void pt__inf_bput(pt_infer *inf, int32_t b) {
+    if (--inf->ref[b] > 0) return;
+    if (inf->bstate[b] & PT__BLK_PUB) {
+        inf->bstate[b] = PT__BLK_CACHED | PT__BLK_PUB;
+        inf->lru_next[b] = -1, inf->lru_prev[b] = inf->lru_tail;
+        if (inf->lru_tail >= 0) inf->lru_next[inf->lru_tail] = b;
+        else inf->lru_head = b;
+        inf->lru_tail = b, inf->ncached++;
+    } else {
+        inf->bstate[b] = PT__BLK_FREE;
+        inf->free_ids[inf->nfree++] = b;
+    }
+}
+/* one more reference to b (a cached block leaves the cache) */
+static void pt__inf_bget(pt_infer *inf, int32_t b) {
+    if (inf->ref[b]++ == 0) {
+        pt__inf_lru_del(inf, b);
+        inf->bstate[b] = (unsigned char)(PT__BLK_USED | (inf->bstate[b] & PT__BLK_PUB));
+    }
+}
+/* the sequence's blocks dropped (last first, so that a freed sequence's first block comes out first) */
 static void pt__inf_seq_clear(pt_infer *inf, int32_t s) {
     pt__inf_seq *q = &inf->seq[s];
     const int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
-    while (q->nblk > 0) inf->free_ids[inf->nfree++] = tb[--q->nblk];
+    while (q->nblk > 0) pt__inf_bput(inf, tb[--q->nblk]);
     q->len = 0;
 }
 PTDEF void pt_infer_seq_free(pt_infer *inf, int32_t seq) {
@@ -24894,7 +25049,145 @@ PTDEF int64_t pt_infer_seq_len(const pt_infer *inf, int32_t seq) {
 }
 PTDEF void pt_infer_blocks(const pt_infer *inf, int64_t *total, int64_t *free_blocks) {
     if (total) *total = inf ? inf->nblocks : 0;
-    if (free_blocks) *free_blocks = inf ? inf->nfree : 0;
+    if (free_blocks) *free_blocks = inf ? pt__inf_avail(inf) : 0;
+}
+PTDEF pt_kv_stats pt_infer_kv_stats(const pt_infer *inf) {
+    pt_kv_stats k;
+    int64_t b;
+    memset(&k, 0, sizeof k);
+    if (!inf) return k;
+    k = inf->kst;
+    k.total = inf->nblocks, k.free = inf->nfree, k.cached = inf->ncached, k.used = inf->nblocks - inf->nfree - inf->ncached, k.shared = 0;
+    for (b = 0; b < inf->nblocks; b++) k.shared += inf->ref[b] > 1;
+    return k;
+}
+static int pt__inf_seq_ok(pt_infer *inf, int32_t seq, const char *fn) {
+    if (seq >= 0 && seq < inf->max_seqs && inf->seq[seq].live) return 1;
+    pt__fail(inf->ctx, PT_ERR_ARG, "%s: sequence %d is not alive (ids 0..%d)", fn, (int)seq, inf->max_seqs - 1);
+    return 0;
+}
+PTDEF int64_t pt_infer_seq_prefix(pt_infer *inf, int32_t seq, const int32_t *tokens, int64_t n) {
+    pt__inf_seq *q;
+    int32_t *tb;
+    uint64_t h = 0;
+    int64_t nb, b, i;
+    if (!inf) return -1;
+    if (!pt__inf_seq_ok(inf, seq, "pt_infer_seq_prefix")) return -1;
+    q = &inf->seq[seq], tb = inf->table + (int64_t)seq * inf->max_blk;
+    if (q->nblk || q->len)
+        return (pt__fail(inf->ctx, PT_ERR_STATE, "pt_infer_seq_prefix: sequence %d holds %lld tokens (expected an empty sequence)", (int)seq,
+                         (long long)q->len), -1);
+    if (!tokens || n < 1 || n > inf->max_seq)
+        return (pt__fail(inf->ctx, PT_ERR_ARG, "pt_infer_seq_prefix: %lld tokens (expected 1..max_seq %d, with tokens)", (long long)n, inf->max_seq), -1);
+    for (i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= inf->V)
+            return (pt__fail(inf->ctx, PT_ERR_ARG, "pt_infer_seq_prefix: token %lld is %d, outside the vocabulary [0, %d)", (long long)i, (int)tokens[i], inf->V), -1);
+    inf->kst.lookups++, inf->kst.lookup_tokens += n;
+    nb = n / inf->bt;
+    for (b = 0; b < nb; b++) {
+        const int32_t *tk = tokens + b * inf->bt;
+        int32_t id;
+        h = pt__inf_bhash(h, tk, inf->bt);
+        if ((id = pt__inf_find(inf, h, tk)) < 0) break;
+        inf->kst.cached_hits += inf->ref[id] == 0;
+        pt__inf_bget(inf, id);
+        tb[q->nblk++] = id;
+    }
+    q->len = PT__MIN((int64_t)q->nblk * inf->bt, n - 1);
+    while (q->nblk > 0 && (int64_t)(q->nblk - 1) * inf->bt >= q->len) pt__inf_bput(inf, tb[--q->nblk]); /* a table covers its tokens, no more */
+    inf->kst.hit_blocks += q->nblk, inf->kst.hit_tokens += q->len;
+    return q->len;
+}
+PTDEF int32_t pt_infer_seq_fork(pt_infer *inf, int32_t src) {
+    int32_t s, b;
+    if (!inf) return -1;
+    if (!pt__inf_seq_ok(inf, src, "pt_infer_seq_fork") || (s = pt_infer_seq_new(inf)) < 0) return -1;
+    for (b = 0; b < inf->seq[src].nblk; b++) {
+        const int32_t id = inf->table[(int64_t)src * inf->max_blk + b];
+        pt__inf_bget(inf, id);
+        inf->table[(int64_t)s * inf->max_blk + b] = id;
+    }
+    inf->seq[s].nblk = inf->seq[src].nblk, inf->seq[s].len = inf->seq[src].len;
+    return s;
+}
+PTDEF int32_t pt_infer_seq_table(const pt_infer *inf, int32_t seq, int32_t *ids, int32_t cap) {
+    int32_t b;
+    if (!inf || seq < 0 || seq >= inf->max_seqs || !inf->seq[seq].live) return -1;
+    for (b = 0; ids && b < inf->seq[seq].nblk && b < cap; b++) ids[b] = inf->table[(int64_t)seq * inf->max_blk + b];
+    return inf->seq[seq].nblk;
+}
+PTDEF int32_t pt_infer_block_ref(const pt_infer *inf, int32_t block) {
+    if (!inf || block < 0 || block >= inf->nblocks) return -1;
+    return inf->ref[block];
+}
+PTDEF pt_status pt_infer_check(const pt_infer *inf) {
+    pt_ctx *ctx;
+    int32_t *cnt, *seen;
+    int64_t b, nused = 0, ncached = 0, i;
+    int32_t s, k;
+    const char *bad = NULL;
+    char msg[256];
+    if (!inf) return PT_ERR_ARG;
+    ctx = inf->ctx;
+    cnt = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    seen = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    if (!cnt || !seen) {
+        pt__free(ctx, cnt), pt__free(ctx, seen);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_check: out of memory"), PT_ERR_OOM);
+    }
+    memset(cnt, 0, (size_t)inf->nblocks * sizeof(int32_t));
+    for (b = 0; b < inf->nblocks; b++) seen[b] = -1;
+    msg[0] = 0;
+    for (s = 0; s < inf->max_seqs && !bad; s++) {
+        const pt__inf_seq *q = &inf->seq[s];
+        if (!q->live) continue;
+        if (q->nblk > inf->max_blk || (int64_t)q->nblk != (q->len + inf->bt - 1) / inf->bt) {
+            snprintf(msg, sizeof msg, "sequence %d: %lld tokens in %d blocks (expected %lld blocks of %d tokens)", (int)s, (long long)q->len, (int)q->nblk,
+                     (long long)((q->len + inf->bt - 1) / inf->bt), inf->bt), bad = msg;
+            break;
+        }
+        for (k = 0; k < q->nblk; k++) {
+            const int32_t id = inf->table[(int64_t)s * inf->max_blk + k];
+            if (id < 0 || id >= inf->nblocks) {
+                snprintf(msg, sizeof msg, "sequence %d entry %d: block %d outside the pool of %lld", (int)s, (int)k, (int)id, (long long)inf->nblocks), bad = msg;
+                break;
+            }
+            if (seen[id] == s) {
+                snprintf(msg, sizeof msg, "sequence %d lists block %d twice", (int)s, (int)id), bad = msg;
+                break;
+            }
+            seen[id] = s, cnt[id]++;
+        }
+    }
+    for (b = 0; b < inf->nblocks && !bad; b++) {
+        const int st = inf->bstate[b] & 3, pub = (inf->bstate[b] & PT__BLK_PUB) != 0;
+        if (cnt[b] != inf->ref[b])
+            snprintf(msg, sizeof msg, "block %lld: reference count %d, but %d tables list it", (long long)b, (int)inf->ref[b], (int)cnt[b]), bad = msg;
+        else if ((st == PT__BLK_USED) != (cnt[b] > 0))
+            snprintf(msg, sizeof msg, "block %lld: state %d with %d holders (expected used exactly when held)", (long long)b, st, (int)cnt[b]), bad = msg;
+        else if (st == PT__BLK_CACHED && !pub)
+            snprintf(msg, sizeof msg, "block %lld: cached but not in the hash table", (long long)b), bad = msg;
+        else if (pub && pt__inf_find(inf, inf->chash[b], inf->btok + b * inf->bt) != (int32_t)b)
+            snprintf(msg, sizeof msg, "block %lld: marked hashed, not found under its hash", (long long)b), bad = msg;
+        nused += st == PT__BLK_USED;
+    }
+    for (b = inf->lru_head; b >= 0 && !bad; b = inf->lru_next[b]) {
+        if ((inf->bstate[b] & 3) != PT__BLK_CACHED) snprintf(msg, sizeof msg, "block %lld: in the LRU list, state %d (expected cached)", (long long)b, inf->bstate[b] & 3), bad = msg;
+        if (++ncached > inf->nblocks) snprintf(msg, sizeof msg, "the LRU list loops"), bad = msg;
+    }
+    for (i = 0; i < inf->nfree && !bad; i++) {
+        const int32_t id = inf->free_ids[i];
+        if (id < 0 || id >= inf->nblocks || (inf->bstate[id] & 3) != PT__BLK_FREE || seen[id] == -2)
+            snprintf(msg, sizeof msg, "free stack entry %lld: block %d (expected a free block, listed once), state %d", (long long)i, (int)id,
+                     id >= 0 && id < inf->nblocks ? inf->bstate[id] & 3 : -1), bad = msg;
+        else seen[id] = -2;
+    }
+    if (!bad && (ncached != inf->ncached || inf->nfree + ncached + nused != inf->nblocks))
+        snprintf(msg, sizeof msg, "free %lld + cached %lld (counted %lld) + used %lld != total %lld", (long long)inf->nfree, (long long)inf->ncached,
+                 (long long)ncached, (long long)nused, (long long)inf->nblocks), bad = msg;
+    pt__free(ctx, cnt), pt__free(ctx, seen);
+    if (bad) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_infer_check: %s", bad), PT_ERR_STATE);
+    return PT_OK;
 }
 
 /* ---- row kernels ------------------------------------------------------------------------------- */
@@ -25221,6 +25514,7 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
         inf->mark[s] = 1;
         N += ntok[i];
         need += (inf->seq[s].len + ntok[i] + inf->bt - 1) / inf->bt - inf->seq[s].nblk;
+        if (inf->seq[s].len % inf->bt && inf->ref[inf->table[(int64_t)s * inf->max_blk + inf->seq[s].len / inf->bt]] > 1) need++; /* copy on write */
     }
     for (i = 0; i < nseq; i++) inf->mark[seqs[i]] = 0;
     for (r = 0, i = 0; i < nseq; i++)
@@ -25228,20 +25522,36 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
             if (tokens[r] < 0 || tokens[r] >= inf->V)
                 return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: token %lld of the step (sequence %d) is %d, outside the vocabulary [0, %d)",
                                             (long long)r, (int)seqs[i], (int)tokens[r], inf->V), PT_ERR_ARG);
-    if (need > inf->nfree)
+    if (need > pt__inf_avail(inf))
         return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: the KV pool has %lld free blocks of %d tokens, the step needs %lld more",
-                                    (long long)inf->nfree, inf->bt, (long long)need), PT_ERR_OOM);
+                                    (long long)pt__inf_avail(inf), inf->bt, (long long)need), PT_ERR_OOM);
     if (!pt__inf_reserve(inf, N)) return PT_ERR_OOM;
     /* blocks, rows and positions */
     for (r = 0, i = 0; i < nseq; i++) {
         const int32_t s = seqs[i];
         pt__inf_seq *q = &inf->seq[s];
         int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
-        while ((int64_t)q->nblk * inf->bt < q->len + ntok[i]) tb[q->nblk++] = inf->free_ids[--inf->nfree];
+        if (q->len % inf->bt) { /* the last block is written: copied first when shared, out of the hash table when hashed */
+            const int32_t old = tb[q->len / inf->bt];
+            if (inf->ref[old] > 1) {
+                const int32_t nb = pt__inf_balloc(inf);
+                const size_t es = inf->kv16 ? 2 : 4;
+                memcpy((char *)inf->kv + (size_t)nb * (size_t)inf->block_elems * es, (const char *)inf->kv + (size_t)old * (size_t)inf->block_elems * es,
+                       (size_t)inf->block_elems * es);
+                memcpy(inf->btok + (int64_t)nb * inf->bt, inf->btok + (int64_t)old * inf->bt, (size_t)inf->bt * sizeof(int32_t));
+                pt__inf_bput(inf, old);
+                tb[q->len / inf->bt] = nb;
+                inf->kst.cow++;
+            } else if (inf->bstate[old] & PT__BLK_PUB)
+                pt__inf_unpub(inf, old);
+        }
+        while ((int64_t)q->nblk * inf->bt < q->len + ntok[i]) tb[q->nblk++] = pt__inf_balloc(inf);
         inf->st_seq[i] = s, inf->st_ntok[i] = ntok[i], inf->st_row0[i] = r, inf->st_len0[i] = q->len;
         for (t = 0; t < ntok[i]; t++, r++) {
-            inf->tok_seq[r] = s, inf->tok_pos[r] = q->len + t;
-            pt__inf_embed(inf, tokens[r], q->len + t, inf->x + r * ldc);
+            const int64_t pos = q->len + t;
+            inf->tok_seq[r] = s, inf->tok_pos[r] = pos;
+            inf->btok[(int64_t)tb[pos / inf->bt] * inf->bt + pos % inf->bt] = tokens[r];
+            pt__inf_embed(inf, tokens[r], pos, inf->x + r * ldc);
         }
     }
     for (l = 0; l < inf->L; l++) {
@@ -25296,7 +25606,13 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
         PT__CPU_PAR_FOR(ctx, 2 * N * C)
         for (r = 0; r < N; r++) pt__inf_add(inf->x + r * ldc, inf->h + r * ldc, C);
     }
-    for (i = 0; i < nseq; i++) inf->seq[seqs[i]].len += ntok[i];
+    for (i = 0; i < nseq; i++) { /* the blocks this step filled get their hashes */
+        pt__inf_seq *q = &inf->seq[seqs[i]];
+        const int32_t *tb = inf->table + (int64_t)seqs[i] * inf->max_blk;
+        int64_t b;
+        for (b = q->len / inf->bt; (b + 1) * inf->bt <= q->len + ntok[i]; b++) pt__inf_filled(inf, tb[b], b > 0 ? inf->chash[tb[b - 1]] : 0);
+        q->len += ntok[i];
+    }
     if (!logits) return st0 == PT_OK ? ctx->status : PT_OK; /* an error of pt__qmm (its workspace) */
     /* the final norm of the rows that want logits (into h), then the head's first vocab rows */
     R = all_logits ? N : nseq;
@@ -25432,16 +25748,16 @@ PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *r
         for (i = 0; i < q->nstop; i++)
             if (!q->stop[i] || !q->stop[i][0])
                 return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: stop string %d is NULL or empty", (long long)k, (int)i), PT_ERR_ARG);
-        if (pt__gen_blocks(inf, q) > inf->nfree)
+        if (pt__gen_blocks(inf, q) > pt__inf_avail(inf))
             return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: request %lld needs %lld KV blocks, the pool has %lld free", (long long)k,
-                                        (long long)pt__gen_blocks(inf, q), (long long)inf->nfree), PT_ERR_OOM);
+                                        (long long)pt__gen_blocks(inf, q), (long long)pt__inf_avail(inf)), PT_ERR_OOM);
         res[k].ntokens = 0, res[k].finish = PT_FINISH_NONE, res[k].text_len = 0;
         if (res[k].text && res[k].text_cap > 0) res[k].text[0] = 0;
     }
     if (nreq == 0) return PT_OK;
     for (i = 0; i < inf->max_seqs; i++) slots += !inf->seq[i].live;
     if (slots < 1) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: all %d sequences of the pt_infer are in use", inf->max_seqs), PT_ERR_STATE);
-    avail = inf->nfree;
+    avail = pt__inf_avail(inf);
     g = (pt__gen *)pt__malloc(ctx, (size_t)nreq * sizeof *g);
     logits = (float *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->V * sizeof(float));
     seqs = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * 3 * sizeof(int32_t));
