@@ -381,7 +381,13 @@
              over ragged batches (batch-invariant), generation with sampling, stop tokens and strings,
              streaming and the context policy; a model file opened for inference; evaluation. Entry:
              pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_new pt_infer_step
-             pt_infer_seq_new pt_generate pt_infer_nll pt_gpt_generate
+             pt_infer_seq_new pt_generate pt_infer_nll pt_gpt_generate; block sharing and the prefix cache:
+             pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats
+   engine    The serving engine: requests over a pt_infer, an iteration-level scheduler (continuous
+             batching, chunked prefill, admission by free blocks, priority classes with aging,
+             preemption by recompute or swap, cancellation), the event trace and its replay, a
+             thread-safe API. Entry: pt_engine_new pt_engine_submit pt_engine_step pt_engine_run
+             pt_engine_poll pt_engine_wait pt_engine_cancel pt_engine_events
    harness   The run harness of the training programs (switch PTRAIN_HARNESS), the supervisor's channel.
              Entry: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_step_begin pt_run_phase
              pt_run_guard pt_run_step_end pt_run_free
@@ -2687,6 +2693,132 @@ PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wty
     scored once, with at least max_seq / 2 tokens of context (fewer in the first window). Uses one
     sequence of inf at a time. */
 PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, double *nll, int64_t *count);
+
+/* ---- engine: many requests over one pt_infer, an iteration-level scheduler (see engine) ---------
+   A pt_engine runs requests over a pt_infer's sequences and blocks. Each iteration (pt_engine_step)
+   feeds one token to every running request that decodes, then chunks of prompts under a token budget
+   (chunked prefill), admitting waiting requests when blocks are free. Requests have priority classes;
+   a waiting request gains a class every desc.aging iterations it waits (no starvation); a waiting
+   request of a higher class preempts running ones of a lower class (by recompute: its blocks dropped,
+   its prompt and tokens fed again later; or by swap: its blocks copied to host memory and back). A
+   preempted request keeps its place (its ticket) in its class. Prompts share the prefix cache's
+   blocks. Given the same requests and arrival times the decisions are the same; each is written to
+   an event trace, and an engine given that trace (desc.replay) runs those decisions and reproduces
+   the run. Thread-safe: one thread runs iterations (pt_engine_run, or pt_engine_step in a loop) while
+   others submit, poll, wait and cancel. Every request's logits are the bits it would get alone. */
+typedef struct pt_engine pt_engine;
+/** The event kinds of the trace: what the scheduler decided, and what became of requests. */
+typedef enum pt_engine_event_kind {
+    PT_EV_ARRIVE = 1,  /**< a request joins the waiting queue; a = its class */
+    PT_EV_ADMIT = 2,   /**< it gets a sequence; a = the sequence, b = prompt tokens found in the prefix cache */
+    PT_EV_RUN = 3,     /**< it is fed tokens this iteration; a = their count, b = the position of the first */
+    PT_EV_PREEMPT = 4, /**< it leaves the running set; a = 0 recompute, 1 swap; b = tokens its cache held */
+    PT_EV_SWAPIN = 5,  /**< a swapped request's blocks come back; a = the sequence, b = its tokens */
+    PT_EV_FINISH = 6,  /**< it ends; a = pt_finish, b = tokens generated */
+    PT_EV_CANCEL = 7,  /**< it was cancelled; a = the blocks it held */
+    PT_EV_ERROR = 8    /**< it ends with an error (its message in pt_engine_poll) */
+} pt_engine_event_kind;
+typedef struct pt_engine_event {
+    int64_t iter; /**< the iteration */
+    int64_t req;  /**< the request id */
+    int32_t kind; /**< pt_engine_event_kind */
+    int64_t a, b;
+} pt_engine_event;
+/** Preemption modes. */
+#define PT_PREEMPT_RECOMPUTE 0
+#define PT_PREEMPT_SWAP 1
+/** Priority classes: 0 (lowest) .. PT_ENGINE_CLASSES - 1. */
+#define PT_ENGINE_CLASSES 8
+/** Settings of a pt_engine (each 0 = its default). */
+typedef struct pt_engine_desc {
+    int32_t max_running;     /**< requests running at once (default and at most: the pt_infer's max_seqs) */
+    int32_t token_budget;    /**< tokens fed an iteration (default 256): decodes first, then prompt chunks */
+    int32_t max_chunk;       /**< prompt tokens of one request an iteration (default: the budget) */
+    int32_t preempt;         /**< PT_PREEMPT_RECOMPUTE (default) or PT_PREEMPT_SWAP */
+    int32_t aging;           /**< iterations of waiting that raise a request one class (default 64; -1: no aging) */
+    int32_t no_prefix_cache; /**< 1: prompts do not look up the prefix cache */
+    int32_t request_level;   /**< 1: request-level batching (a baseline): when the batch is done, up to max_running
+                                  waiting requests start together (whole prompts, blocks for their whole length)
+                                  and run to the end; no chunks, no preemption */
+    int32_t wall_clock;      /**< 1: times are seconds since pt_engine_new (pt_time); default: iterations (a virtual clock) */
+    const pt_engine_event *replay; /**< a trace to follow instead of scheduling (its PREEMPT, CANCEL, ADMIT, SWAPIN and RUN events) */
+    int64_t nreplay;
+} pt_engine_desc;
+/** Streaming: called on the engine's thread (no engine lock held) after each token of request id;
+    nonzero ends the request (PT_FINISH_CALLBACK). */
+typedef int (*pt_engine_token_fn)(void *user, int64_t id, int32_t token, float logprob);
+/** One request. Everything is copied at submission except logits. */
+typedef struct pt_engine_request {
+    const int32_t *prompt;       /**< nprompt >= 1 ids; nprompt < the model's max_seq */
+    int32_t nprompt;
+    int32_t max_tokens;          /**< new tokens at most (>= 1; the context ends a request at max_seq) */
+    pt_sample_params sample;     /**< the request's sampler (pt_sampler) */
+    const int32_t *stop_tokens;  /**< ids that end the request, or NULL */
+    int32_t nstop_tokens;
+    int32_t priority;            /**< class 0 .. PT_ENGINE_CLASSES - 1 (higher runs first) */
+    double arrival;              /**< when it joins the queue, in the engine's clock (a time passed: the next iteration) */
+    pt_engine_token_fn on_token; /**< or NULL */
+    void *user;
+    float *logits;               /**< or NULL: room for max_tokens x vocab floats, the logits each token was sampled from */
+} pt_engine_request;
+/** A request's states. */
+#define PT_REQ_PENDING 0   /**< submitted, not arrived */
+#define PT_REQ_WAITING 1   /**< in the queue (new or preempted) */
+#define PT_REQ_RUNNING 2
+#define PT_REQ_DONE 3      /**< finished (finish says why) */
+#define PT_REQ_CANCELLED 4
+#define PT_REQ_ERROR 5     /**< refused or failed: error says why; the engine serves the others */
+/** What pt_engine_poll tells of a request. Times in the engine's clock (-1: not yet). */
+typedef struct pt_engine_result {
+    int32_t state, finish;     /**< PT_REQ_*; pt_finish when done */
+    int32_t ntokens;           /**< tokens generated so far */
+    int32_t seq;               /**< its sequence while running, else -1 */
+    int32_t preemptions;       /**< times it was preempted */
+    int64_t cached_tokens;     /**< prompt tokens found in the prefix cache (all admissions) */
+    double arrival, first_token, done;
+    char error[256];
+} pt_engine_result;
+/** Counters of an engine. */
+typedef struct pt_engine_stats {
+    int64_t iterations, tokens_fed, prefill_tokens, decode_tokens;
+    int64_t admitted, preempted, swapped_out, swapped_in, cancelled, finished, errors;
+    int64_t max_running_seen;  /**< the most requests that ran in one iteration */
+    double busy_s;             /**< wall seconds in pt_infer_step */
+} pt_engine_stats;
+/** An engine over inf (not owned; the engine uses its free sequences). NULL with the error in inf's
+    context for bad settings. */
+PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d);
+/** Frees the engine and every request's memory (stop pt_engine_run first). */
+PTDEF void pt_engine_free(pt_engine *e);
+/** Submits a request: its id (0, 1, ... in submission order), or -1 (no engine, out of memory). An
+    invalid request still gets an id, in state PT_REQ_ERROR with the reason; so does one that can
+    never fit (a prompt at or past max_seq, or more blocks than the pool has). */
+PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r);
+/** Cancels a request: it stops before the next iteration, its blocks (or swap memory) freed there. */
+PTDEF pt_status pt_engine_cancel(pt_engine *e, int64_t id);
+/** The request's state into *res (may be NULL) and up to cap of its tokens into tokens (may be NULL);
+    returns its state, or -1 for an unknown id. */
+PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, int32_t *tokens, int32_t cap);
+/** Blocks until the request is done, cancelled or failed (a condition variable, no polling); returns
+    its state, or -1 for an unknown id. */
+PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id);
+/** One iteration: arrivals, cancellations, the schedule (or the replayed decisions), one pt_infer_step,
+    sampling. Returns 1 while requests remain (waiting, running or yet to arrive), 0 when none, or a
+    negative pt_status on an engine error (a request's own error only ends that request). */
+PTDEF int pt_engine_step(pt_engine *e);
+/** Runs iterations until pt_engine_stop, sleeping on a condition variable while there is nothing to
+    do. For a thread of its own. */
+PTDEF pt_status pt_engine_run(pt_engine *e);
+/** Asks pt_engine_run to return (after its current iteration). */
+PTDEF void pt_engine_stop(pt_engine *e);
+/** The trace so far: a pointer valid until the next iteration (copy it when another thread runs
+    them), *n events. */
+PTDEF const pt_engine_event *pt_engine_events(pt_engine *e, int64_t *n);
+/** The name of an event kind ("arrive", "admit", "run", ...). */
+PTDEF const char *pt_engine_event_name(int32_t kind);
+PTDEF pt_engine_stats pt_engine_stats_get(pt_engine *e);
+/** The engine's clock now (iterations, or seconds with wall_clock). */
+PTDEF double pt_engine_now(pt_engine *e);
 
 #ifdef __cplusplus
 }
@@ -24495,7 +24627,7 @@ PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, in
    forward's (see gpt): layernorm with double statistics and eps 1e-5, GELU's tanh form, attention
    softmax(scale q.k) v
    Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
-   pt_generate pt_gpt_generate */
+   pt_generate pt_gpt_generate pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats */
 /* The paged KV cache: one pool of nblocks blocks; a block holds bt = block_tokens consecutive
    positions of one sequence for every layer: at kv + block * block_elems + l * layer_elems the keys
    transposed per head, K^T [H][hs][bt], then the values V [H][bt][hs] (layer_elems = 2 C bt; the
@@ -24503,8 +24635,8 @@ PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, in
    sequence's block table lists its blocks in position order (position p: table[p / bt], slot p % bt);
    blocks come from a stack of free ids and go back when the sequence is freed. Keys transposed make a
    block's 16 scores of one query one vector: s[0..bt) += q[d] * K^T[d][0..bt) over d, no horizontal
-   sums. The next issue's sharing, prefix caching and preemption sit on top: a table entry is just
-   a block id.
+   sums. Sharing, the prefix cache and copy on write sit on top (see "block sharing" below): a table
+   entry is just a block id, held by reference count.
    A step: every token of the batch is a row of the step's buffers (x: the residual stream, h, qkv,
    att, ff; row strides padded to 16 floats so that every row has the same alignment); embedding,
    then per layer ln1, qkv = pt__qmm, K and V written into the cache at the rows' positions,
@@ -26005,6 +26137,689 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */
+
+// >>engine  the serving engine: requests over a pt_infer, an iteration-level scheduler, priorities, preemption, the event trace
+/* Owns: pt_engine (its requests, the waiting and running sets, the event trace), the scheduler, the
+   thread-safe request API
+   Invariants: given the same requests and arrival times, the same decisions (ties broken by ticket,
+   the submission order; aging counted in iterations); every decision is an event, and the executor
+   applies events the same way whether the scheduler or a replayed trace made them; a request's tokens
+   and logits do not depend on what else runs, on chunking, on preemption or on prefix hits (pt_infer's
+   batch invariance: every cached key and value is the bits a fresh prefill computes); only the engine's
+   thread touches the pt_infer; the lock is not held during pt_infer_step nor during callbacks
+   Entry points: pt_engine_new pt_engine_free pt_engine_submit pt_engine_cancel pt_engine_poll pt_engine_wait pt_engine_step pt_engine_run
+   pt_engine_stop pt_engine_events */
+/* An iteration: (1) arrivals join the queue; (2) cancellations and callback stops end their requests,
+   freeing blocks at once; (3) the schedule: waiting requests of a higher class that cannot fit preempt
+   running ones of a lower class (lowest class, newest ticket first; a request aged above the waiting one
+   is not preempted); the running requests that decode get one token each (a decode that finds no free
+   block preempts the lowest running request, itself if it is the lowest); running prompts get chunks;
+   then waiting requests are admitted in order (effective class = class + waited iterations / aging,
+   then ticket) while a sequence, blocks for their whole prompt (beside what running prompts still
+   need) and budget remain; the first that does not fit stops admission (no overtaking inside the
+   order). (4) the batch runs as one pt_infer_step; every request whose history is all fed samples its
+   next token. Preemption by recompute drops the blocks (full ones stay in the prefix cache, so the
+   recompute often finds them) and feeds prompt + generated tokens again; by swap copies the blocks to
+   host memory, restored as they were. */
+#if !defined(PTRAIN_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
+#include <pthread.h>
+#define PT__ENG_THREADS 1
+#endif
+
+typedef struct pt__ereq {
+    int64_t id;
+    int32_t cls, state, finish, seq, preempts, swapped, cancel, cbstop;
+    double arrival, t_first, t_done;
+    int64_t arrive_iter;           /* the iteration it arrived (aging) */
+    int32_t *hist;                 /* prompt then generated ids */
+    int64_t nprompt, nhist, cap;   /* cap: ids hist can hold (prompt + max_tokens, at most max_seq) */
+    int64_t fed;                   /* ids of hist in the cache */
+    int32_t max_tokens, ngen;
+    int32_t *stops;
+    int32_t nstops;
+    int64_t cached;
+    pt_sample_params sample;
+    pt_sampler *smp;
+    pt_engine_token_fn on_token;
+    void *user;
+    float *logits;
+    void *swap;                    /* swapped out: the blocks' bytes, then their tokens */
+    int64_t swap_len;
+    int32_t swap_nblk;
+    int32_t planned;               /* tokens scheduled this iteration */
+    char err[256];
+} pt__ereq;
+
+struct pt_engine {
+    pt_infer *inf;
+    pt_ctx *ctx;
+    pt_engine_desc d;
+    pt__ereq **req;
+    int64_t nreq, capreq;
+    pt_engine_event *ev;
+    int64_t nev, capev, rpos;      /* events; the replay's read position */
+    int64_t iter;
+    double t0;
+    int stop;
+    pt_engine_stats st;
+    int32_t *seqs, *ntok, *toks;   /* the step's batch */
+    pt__ereq **who;
+    float *lg;
+    int64_t captoks;
+    pt__ereq **order;              /* scratch: sorted requests */
+#ifdef PT__ENG_THREADS
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+#endif
+};
+
+#ifdef PT__ENG_THREADS
+#define PT__ENG_LOCK(e) pthread_mutex_lock(&(e)->mu)
+#define PT__ENG_UNLOCK(e) pthread_mutex_unlock(&(e)->mu)
+#define PT__ENG_SIGNAL(e) (pthread_cond_broadcast(&(e)->work), pthread_cond_broadcast(&(e)->done))
+#else
+#define PT__ENG_LOCK(e) ((void)0)
+#define PT__ENG_UNLOCK(e) ((void)0)
+#define PT__ENG_SIGNAL(e) ((void)0)
+#endif
+
+/* a request's error: what failed, with the context's message when this call set it (then cleared:
+   the request carries it, the engine goes on) */
+static void pt__eng_err(pt_engine *e, pt_status before, char *dst, size_t n, const char *what) {
+    if (before == PT_OK && e->ctx->status != PT_OK) {
+        snprintf(dst, n, "%s: %.200s", what, e->ctx->err);
+        pt_error_clear(e->ctx);
+    } else
+        snprintf(dst, n, "%s", what);
+}
+static double pt__eng_clock(const pt_engine *e) { return e->d.wall_clock ? pt_time() - e->t0 : (double)e->iter; }
+PTDEF double pt_engine_now(pt_engine *e) { return e ? pt__eng_clock(e) : 0.0; }
+
+static int pt__eng_event(pt_engine *e, int32_t kind, int64_t req, int64_t a, int64_t b) {
+    pt_engine_event *x;
+    if (e->nev == e->capev) {
+        const int64_t c = e->capev ? 2 * e->capev : 256;
+        pt_engine_event *p = (pt_engine_event *)pt__realloc(e->ctx, e->ev, (size_t)c * sizeof *p);
+        if (!p) return (pt__fail(e->ctx, PT_ERR_OOM, "pt_engine: out of memory for the event trace"), 0);
+        e->ev = p, e->capev = c;
+    }
+    x = &e->ev[e->nev++];
+    x->iter = e->iter, x->req = req, x->kind = kind, x->a = a, x->b = b;
+    return 1;
+}
+PTDEF const char *pt_engine_event_name(int32_t kind) {
+    static const char *const nm[] = {"?", "arrive", "admit", "run", "preempt", "swapin", "finish", "cancel", "error"};
+    return kind >= 1 && kind <= 8 ? nm[kind] : "?";
+}
+
+PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
+    pt_engine *e;
+    pt_ctx *ctx;
+    pt_engine_desc z;
+    if (!inf) return NULL;
+    ctx = inf->ctx;
+    memset(&z, 0, sizeof z);
+    if (d) z = *d;
+    if (z.max_running < 0 || z.token_budget < 0 || z.max_chunk < 0 || (z.preempt != PT_PREEMPT_RECOMPUTE && z.preempt != PT_PREEMPT_SWAP) ||
+        z.aging < -1 || z.nreplay < 0 || (z.nreplay > 0 && !z.replay))
+        return (pt_engine *)pt__fail(ctx, PT_ERR_ARG, "pt_engine_new: max_running %d, token_budget %d, max_chunk %d (expected >= 0), preempt %d "
+                                     "(expected 0 recompute or 1 swap), aging %d (expected >= -1), a replay of %lld events (expected >= 0, with events)",
+                                     (int)z.max_running, (int)z.token_budget, (int)z.max_chunk, (int)z.preempt, (int)z.aging, (long long)z.nreplay);
+    if (!z.max_running || z.max_running > inf->max_seqs) z.max_running = inf->max_seqs;
+    if (!z.token_budget) z.token_budget = 256;
+    if (!z.max_chunk || z.max_chunk > z.token_budget) z.max_chunk = z.token_budget;
+    if (!z.aging) z.aging = 64;
+    if (!(e = (pt_engine *)pt__malloc(ctx, sizeof *e))) return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
+    memset(e, 0, sizeof *e);
+    e->inf = inf, e->ctx = ctx, e->d = z, e->t0 = pt_time();
+    e->captoks = PT__MAX((int64_t)z.token_budget, (int64_t)z.max_running * inf->max_seq) + inf->max_seqs;
+    e->seqs = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * 2 * sizeof(int32_t));
+    e->toks = (int32_t *)pt__malloc(ctx, (size_t)e->captoks * sizeof(int32_t));
+    e->who = (pt__ereq **)pt__malloc(ctx, (size_t)inf->max_seqs * sizeof(pt__ereq *));
+    e->lg = (float *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->V * sizeof(float));
+    if (!e->seqs || !e->toks || !e->who || !e->lg) {
+        pt_engine_free(e);
+        return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
+    }
+    e->ntok = e->seqs + inf->max_seqs;
+#ifdef PT__ENG_THREADS
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work, NULL);
+    pthread_cond_init(&e->done, NULL);
+#endif
+    return e;
+}
+static void pt__eng_req_free(pt_engine *e, pt__ereq *q) {
+    if (!q) return;
+    pt_sampler_free(q->smp);
+    pt__free(e->ctx, q->hist), pt__free(e->ctx, q->stops), pt__free(e->ctx, q->swap);
+    pt__free(e->ctx, q);
+}
+PTDEF void pt_engine_free(pt_engine *e) {
+    int64_t i;
+    if (!e) return;
+    for (i = 0; i < e->nreq; i++) {
+        if (e->req[i]->state == PT_REQ_RUNNING && e->req[i]->seq >= 0) pt_infer_seq_free(e->inf, e->req[i]->seq);
+        pt__eng_req_free(e, e->req[i]);
+    }
+    pt__free(e->ctx, e->req), pt__free(e->ctx, e->ev), pt__free(e->ctx, e->seqs), pt__free(e->ctx, e->toks), pt__free(e->ctx, e->who);
+    pt__free(e->ctx, e->lg), pt__free(e->ctx, e->order);
+    if (e->seqs) {
+#ifdef PT__ENG_THREADS
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->work);
+        pthread_cond_destroy(&e->done);
+#endif
+    }
+    pt__free(e->ctx, e);
+}
+
+/* blocks a sequence of n tokens holds */
+static int64_t pt__eng_blocks(const pt_engine *e, int64_t n) { return (n + e->inf->bt - 1) / e->inf->bt; }
+
+PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
+    pt__ereq *q;
+    pt_infer *inf;
+    int64_t id, i;
+    if (!e) return -1;
+    inf = e->inf;
+    if (!(q = (pt__ereq *)pt__alloc(e->ctx, sizeof *q))) return -1;
+    memset(q, 0, sizeof *q);
+    q->seq = -1, q->t_first = q->t_done = -1.0, q->state = PT_REQ_PENDING;
+    if (!r || !r->prompt || r->nprompt < 1 || r->max_tokens < 1 || r->nstop_tokens < 0 || (r->nstop_tokens > 0 && !r->stop_tokens) || r->priority < 0 ||
+        r->priority >= PT_ENGINE_CLASSES)
+        snprintf(q->err, sizeof q->err, "invalid request: expected a prompt of >= 1 token (found %d), max_tokens >= 1 (found %d), a stop list that "
+                 "matches its count (found %d) and a class in 0..%d (found %d)", r ? (int)r->nprompt : 0, r ? (int)r->max_tokens : 0,
+                 r ? (int)r->nstop_tokens : 0, PT_ENGINE_CLASSES - 1, r ? (int)r->priority : 0);
+    else if (r->nprompt >= inf->max_seq)
+        snprintf(q->err, sizeof q->err, "prompt of %d tokens is longer than the context: expected at most max_seq - 1 = %d", (int)r->nprompt, inf->max_seq - 1);
+    else if (pt__eng_blocks(e, (int64_t)r->nprompt + 1) > inf->nblocks)
+        snprintf(q->err, sizeof q->err, "prompt of %d tokens needs %lld KV blocks of %d tokens, more than the whole cache (%lld blocks)", (int)r->nprompt,
+                 (long long)pt__eng_blocks(e, (int64_t)r->nprompt + 1), inf->bt, (long long)inf->nblocks);
+    else
+        for (i = 0; i < r->nprompt; i++)
+            if (r->prompt[i] < 0 || r->prompt[i] >= inf->V) {
+                snprintf(q->err, sizeof q->err, "invalid request: prompt token %lld is %d, outside the vocabulary [0, %d)", (long long)i, (int)r->prompt[i], inf->V);
+                break;
+            }
+    if (!q->err[0]) {
+        q->cls = r->priority, q->arrival = r->arrival, q->max_tokens = r->max_tokens, q->on_token = r->on_token, q->user = r->user, q->logits = r->logits;
+        q->nprompt = q->nhist = r->nprompt;
+        q->cap = PT__MIN((int64_t)r->nprompt + r->max_tokens, (int64_t)inf->max_seq);
+        q->hist = (int32_t *)pt__alloc(e->ctx, (size_t)q->cap * sizeof(int32_t));
+        q->stops = r->nstop_tokens ? (int32_t *)pt__alloc(e->ctx, (size_t)r->nstop_tokens * sizeof(int32_t)) : NULL;
+        if (!q->hist || (r->nstop_tokens && !q->stops)) {
+            pt__eng_req_free(e, q);
+            return -1;
+        }
+        memcpy(q->hist, r->prompt, (size_t)r->nprompt * sizeof(int32_t));
+        if (r->nstop_tokens) memcpy(q->stops, r->stop_tokens, (size_t)r->nstop_tokens * sizeof(int32_t));
+        q->nstops = r->nstop_tokens, q->sample = r->sample; /* the sampler is made on the engine's thread, at arrival */
+    }
+    PT__ENG_LOCK(e);
+    if (e->nreq == e->capreq) {
+        const int64_t c = e->capreq ? 2 * e->capreq : 64;
+        pt__ereq **p = (pt__ereq **)pt__realloc(e->ctx, e->req, (size_t)c * sizeof *p);
+        pt__ereq **o = (pt__ereq **)pt__realloc(e->ctx, e->order, (size_t)c * sizeof *o);
+        if (p) e->req = p;
+        if (o) e->order = o;
+        if (!p || !o) {
+            PT__ENG_UNLOCK(e);
+            pt__eng_req_free(e, q);
+            return -1;
+        }
+        e->capreq = c;
+    }
+    id = q->id = e->nreq;
+    if (q->err[0]) q->state = PT_REQ_ERROR, e->st.errors++, q->t_done = pt__eng_clock(e);
+    e->req[e->nreq++] = q;
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+    return id;
+}
+PTDEF pt_status pt_engine_cancel(pt_engine *e, int64_t id) {
+    if (!e) return PT_ERR_ARG;
+    PT__ENG_LOCK(e);
+    if (id < 0 || id >= e->nreq) {
+        PT__ENG_UNLOCK(e);
+        return PT_ERR_ARG; /* the context's error state is the engine thread's: not touched here */
+    }
+    e->req[id]->cancel = 1;
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+    return PT_OK;
+}
+PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, int32_t *tokens, int32_t cap) {
+    pt__ereq *q;
+    int32_t st;
+    if (!e) return -1;
+    PT__ENG_LOCK(e);
+    if (id < 0 || id >= e->nreq) {
+        PT__ENG_UNLOCK(e);
+        return -1;
+    }
+    q = e->req[id];
+    st = q->state;
+    if (res) {
+        memset(res, 0, sizeof *res);
+        res->state = q->state, res->finish = q->finish, res->ntokens = q->ngen, res->seq = q->state == PT_REQ_RUNNING ? q->seq : -1;
+        res->preemptions = q->preempts, res->cached_tokens = q->cached, res->arrival = q->arrival, res->first_token = q->t_first, res->done = q->t_done;
+        snprintf(res->error, sizeof res->error, "%s", q->err);
+    }
+    if (tokens && cap > 0 && q->hist) memcpy(tokens, q->hist + q->nprompt, (size_t)PT__MIN((int64_t)cap, (int64_t)q->ngen) * sizeof(int32_t));
+    PT__ENG_UNLOCK(e);
+    return st;
+}
+static int pt__eng_final(int32_t st) { return st == PT_REQ_DONE || st == PT_REQ_CANCELLED || st == PT_REQ_ERROR; }
+PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id) {
+    int32_t st;
+    if (!e) return -1;
+    PT__ENG_LOCK(e);
+    if (id < 0 || id >= e->nreq) {
+        PT__ENG_UNLOCK(e);
+        return -1;
+    }
+#ifdef PT__ENG_THREADS
+    while (!pt__eng_final(e->req[id]->state)) pthread_cond_wait(&e->done, &e->mu);
+#else
+    while (!pt__eng_final(e->req[id]->state) && pt_engine_step(e) >= 0) {}
+#endif
+    st = e->req[id]->state;
+    PT__ENG_UNLOCK(e);
+    return st;
+}
+PTDEF const pt_engine_event *pt_engine_events(pt_engine *e, int64_t *n) {
+    if (n) *n = e ? e->nev : 0;
+    return e ? e->ev : NULL;
+}
+PTDEF pt_engine_stats pt_engine_stats_get(pt_engine *e) {
+    pt_engine_stats s;
+    memset(&s, 0, sizeof s);
+    if (!e) return s;
+    PT__ENG_LOCK(e);
+    s = e->st;
+    PT__ENG_UNLOCK(e);
+    return s;
+}
+
+/* ---- the executor's actions (the scheduler's and the replay's) ------------------------------------ */
+/* q leaves the running set with its sequence dropped */
+static void pt__eng_release(pt_engine *e, pt__ereq *q) {
+    if (q->seq >= 0) pt_infer_seq_free(e->inf, q->seq);
+    q->seq = -1;
+}
+static void pt__eng_end(pt_engine *e, pt__ereq *q, int32_t state, int32_t finish) {
+    pt__eng_release(e, q);
+    pt__free(e->ctx, q->swap), q->swap = NULL, q->swapped = 0;
+    q->state = state, q->finish = finish, q->t_done = pt__eng_clock(e);
+    if (state == PT_REQ_DONE) e->st.finished++, pt__eng_event(e, PT_EV_FINISH, q->id, finish, q->ngen);
+    else if (state == PT_REQ_ERROR) e->st.errors++, pt__eng_event(e, PT_EV_ERROR, q->id, 0, 0);
+}
+static void pt__eng_preempt(pt_engine *e, pt__ereq *q, int mode) {
+    pt_infer *inf = e->inf;
+    const int64_t len = inf->seq[q->seq].len;
+    pt__eng_event(e, PT_EV_PREEMPT, q->id, mode, len);
+    e->st.preempted++, q->preempts++;
+    if (mode == PT_PREEMPT_SWAP) {
+        const size_t es = inf->kv16 ? 2 : 4, bb = (size_t)inf->block_elems * es;
+        const int32_t nb = inf->seq[q->seq].nblk;
+        unsigned char *m = (unsigned char *)pt__malloc(e->ctx, (size_t)nb * (bb + (size_t)inf->bt * sizeof(int32_t)) + 1);
+        if (m) {
+            const int32_t *tb = inf->table + (int64_t)q->seq * inf->max_blk;
+            int32_t b;
+            for (b = 0; b < nb; b++) {
+                memcpy(m + (size_t)b * bb, (const char *)inf->kv + (size_t)tb[b] * bb, bb);
+                memcpy(m + (size_t)nb * bb + (size_t)b * inf->bt * sizeof(int32_t), inf->btok + (int64_t)tb[b] * inf->bt, (size_t)inf->bt * sizeof(int32_t));
+            }
+            q->swap = m, q->swap_len = len, q->swap_nblk = nb, q->swapped = 1;
+            e->st.swapped_out++;
+        }
+    }
+    if (!q->swapped) q->fed = 0; /* recompute (or a swap without host memory): fed again from the start */
+    pt__eng_release(e, q);
+    q->state = PT_REQ_WAITING;
+}
+static int pt__eng_admit(pt_engine *e, pt__ereq *q) {
+    pt_infer *inf = e->inf;
+    int64_t got = 0;
+    if ((q->seq = pt_infer_seq_new(inf)) < 0) return 0;
+    if (!e->d.no_prefix_cache && (got = pt_infer_seq_prefix(inf, q->seq, q->hist, q->nhist)) < 0) got = 0;
+    q->fed = got, q->cached += got, q->state = PT_REQ_RUNNING;
+    e->st.admitted++;
+    return pt__eng_event(e, PT_EV_ADMIT, q->id, q->seq, got);
+}
+static int pt__eng_swapin(pt_engine *e, pt__ereq *q) {
+    pt_infer *inf = e->inf;
+    const size_t es = inf->kv16 ? 2 : 4, bb = (size_t)inf->block_elems * es;
+    const unsigned char *m = (const unsigned char *)q->swap;
+    int32_t *tb, b;
+    if ((q->seq = pt_infer_seq_new(inf)) < 0) return 0;
+    tb = inf->table + (int64_t)q->seq * inf->max_blk;
+    for (b = 0; b < q->swap_nblk; b++) {
+        const int32_t id = pt__inf_balloc(inf);
+        memcpy((char *)inf->kv + (size_t)id * bb, m + (size_t)b * bb, bb);
+        memcpy(inf->btok + (int64_t)id * inf->bt, m + (size_t)q->swap_nblk * bb + (size_t)b * inf->bt * sizeof(int32_t), (size_t)inf->bt * sizeof(int32_t));
+        tb[b] = id;
+        if ((int64_t)(b + 1) * inf->bt <= q->swap_len) pt__inf_filled(inf, id, b > 0 ? inf->chash[tb[b - 1]] : 0);
+    }
+    inf->seq[q->seq].nblk = q->swap_nblk, inf->seq[q->seq].len = q->swap_len;
+    pt__free(e->ctx, q->swap), q->swap = NULL, q->swapped = 0;
+    q->fed = q->swap_len, q->state = PT_REQ_RUNNING;
+    e->st.swapped_in++;
+    return pt__eng_event(e, PT_EV_SWAPIN, q->id, q->seq, q->swap_len);
+}
+static void pt__eng_cancel(pt_engine *e, pt__ereq *q) {
+    const int64_t nb = q->seq >= 0 ? e->inf->seq[q->seq].nblk : 0;
+    pt__eng_event(e, PT_EV_CANCEL, q->id, nb, 0);
+    pt__eng_end(e, q, PT_REQ_CANCELLED, PT_FINISH_NONE);
+    e->st.cancelled++;
+}
+
+/* ---- the scheduler -------------------------------------------------------------------------------- */
+static int64_t pt__eng_eff(const pt_engine *e, const pt__ereq *q) {
+    return q->cls + (e->d.aging > 0 ? (e->iter - q->arrive_iter) / e->d.aging : 0);
+}
+/* blocks q's next n tokens take beyond what its sequence holds (a copy on write included) */
+static int64_t pt__eng_need(const pt_engine *e, const pt__ereq *q, int64_t n) {
+    const pt_infer *inf = e->inf;
+    const pt__inf_seq *s = &inf->seq[q->seq];
+    int64_t k = pt__eng_blocks(e, s->len + n) - s->nblk;
+    if (s->len % inf->bt && inf->ref[inf->table[(int64_t)q->seq * inf->max_blk + s->len / inf->bt]] > 1) k++;
+    return k;
+}
+/* blocks a waiting request needs to be admitted: its whole history and one more token (swapped: its blocks and one) */
+static int64_t pt__eng_admit_need(const pt_engine *e, const pt__ereq *q) {
+    return q->swapped ? q->swap_nblk + 1 : pt__eng_blocks(e, q->nhist + 1);
+}
+/* sorts order[0, n) by (effective class desc, ticket asc) (insertion sort: stable, few items) */
+static void pt__eng_sort(const pt_engine *e, pt__ereq **o, int64_t n, int aged) {
+    int64_t i, j;
+    for (i = 1; i < n; i++) {
+        pt__ereq *x = o[i];
+        const int64_t kx = aged ? pt__eng_eff(e, x) : x->cls;
+        for (j = i; j > 0; j--) {
+            const int64_t kj = aged ? pt__eng_eff(e, o[j - 1]) : o[j - 1]->cls;
+            if (kj > kx || (kj == kx && o[j - 1]->id < x->id)) break;
+            o[j] = o[j - 1];
+        }
+        o[j] = x;
+    }
+}
+/* the running requests, lowest first (class asc, ticket desc): victims */
+static pt__ereq *pt__eng_victim(pt_engine *e, const pt__ereq *w, const pt__ereq *except) {
+    pt__ereq *v = NULL;
+    int64_t i;
+    for (i = 0; i < e->nreq; i++) {
+        pt__ereq *q = e->req[i];
+        if (q->state != PT_REQ_RUNNING || q == except) continue;
+        if (w && !(w->cls > q->cls && pt__eng_eff(e, w) > pt__eng_eff(e, q))) continue;
+        if (!v || q->cls < v->cls || (q->cls == v->cls && q->id > v->id)) v = q;
+    }
+    return v;
+}
+static int pt__eng_plan(pt_engine *e, pt__ereq *q, int64_t n) {
+    q->planned = (int32_t)n;
+    return pt__eng_event(e, PT_EV_RUN, q->id, n, q->fed);
+}
+static void pt__eng_schedule(pt_engine *e) {
+    pt_infer *inf = e->inf;
+    int64_t i, nw = 0, nr = 0, budget = e->d.token_budget, avail, reserve = 0;
+    pt__ereq **o = e->order;
+    if (e->d.request_level) {
+        for (i = 0; i < e->nreq; i++) nr += e->req[i]->state == PT_REQ_RUNNING;
+        if (!nr) { /* a new batch: whole requests in arrival order while they fit */
+            avail = pt__inf_avail(inf);
+            for (i = 0; i < e->nreq && nr < e->d.max_running; i++) {
+                pt__ereq *q = e->req[i];
+                const int64_t nb = pt__eng_blocks(e, q->cap);
+                if (q->state != PT_REQ_WAITING) continue;
+                if (nb > avail) break;
+                if (!pt__eng_admit(e, q)) break;
+                avail -= nb, nr++;
+            }
+        }
+        for (i = 0; i < e->nreq; i++) {
+            pt__ereq *q = e->req[i];
+            if (q->state == PT_REQ_RUNNING) pt__eng_plan(e, q, q->nhist - q->fed);
+        }
+        return;
+    }
+    /* (a) a waiting request of a higher class that cannot fit preempts lower running ones */
+    for (i = 0; i < e->nreq; i++)
+        if (e->req[i]->state == PT_REQ_WAITING) o[nw++] = e->req[i];
+    pt__eng_sort(e, o, nw, 1);
+    avail = pt__inf_avail(inf);
+    for (i = 0; i < e->nreq; i++) {
+        pt__ereq *q = e->req[i];
+        if (q->state == PT_REQ_RUNNING) nr++, reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
+    }
+    for (i = 0; i < nw; i++) {
+        pt__ereq *w = o[i];
+        const int64_t need = pt__eng_admit_need(e, w);
+        pt__ereq *v;
+        while ((nr >= e->d.max_running || need > avail - reserve) && (v = pt__eng_victim(e, w, NULL)) != NULL) {
+            reserve -= PT__MAX((int64_t)0, pt__eng_blocks(e, v->nhist + 1) - inf->seq[v->seq].nblk);
+            pt__eng_preempt(e, v, e->d.preempt);
+            nr--, avail = pt__inf_avail(inf);
+        }
+        if (nr >= e->d.max_running || need > avail - reserve) break;
+        nr++, avail -= need; /* room held for w (admitted below) */
+    }
+    /* (b) the running requests, highest first: decodes one token, prompts a chunk */
+    nr = 0;
+    for (i = 0; i < e->nreq; i++)
+        if (e->req[i]->state == PT_REQ_RUNNING) o[nr++] = e->req[i];
+    pt__eng_sort(e, o, nr, 0);
+    for (i = 0; i < nr && budget > 0; i++) {
+        pt__ereq *q = o[i];
+        int64_t n;
+        if (q->state != PT_REQ_RUNNING) continue; /* preempted for an earlier one */
+        n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
+        while (n > 1 && pt__eng_need(e, q, n) > pt__inf_avail(inf)) n--; /* a prompt chunk: shorter */
+        while (q->state == PT_REQ_RUNNING && pt__eng_need(e, q, n) > pt__inf_avail(inf)) { /* no room: the lowest running request goes */
+            pt__ereq *v = pt__eng_victim(e, NULL, NULL);
+            if (v == q && !pt__eng_victim(e, NULL, q)) { /* alone and still no room: the pool is too small for it */
+                snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)(q->fed + n),
+                         (long long)pt__eng_blocks(e, q->fed + n), inf->bt, (long long)inf->nblocks);
+                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+                break;
+            }
+            if (v->planned) budget += v->planned, v->planned = 0, pt__eng_event(e, PT_EV_RUN, v->id, 0, v->fed); /* its run withdrawn */
+            pt__eng_preempt(e, v, e->d.preempt);
+        }
+        if (q->state != PT_REQ_RUNNING) continue;
+        pt__eng_plan(e, q, n);
+        budget -= n;
+    }
+    /* (c) admissions in order while a sequence, blocks and budget remain */
+    nw = 0, nr = 0, reserve = 0;
+    for (i = 0; i < e->nreq; i++) {
+        pt__ereq *q = e->req[i];
+        if (q->state == PT_REQ_WAITING) o[nw++] = q;
+        else if (q->state == PT_REQ_RUNNING) nr++, reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
+    }
+    pt__eng_sort(e, o, nw, 1);
+    for (i = 0; i < nw && budget > 0 && nr < e->d.max_running; i++) {
+        pt__ereq *q = o[i];
+        int64_t n;
+        if (pt__eng_admit_need(e, q) > inf->nblocks) { /* can never fit (a recompute grown past the pool) */
+            snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)q->nhist + 1,
+                     (long long)pt__eng_admit_need(e, q), inf->bt, (long long)inf->nblocks);
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+            continue;
+        }
+        if (pt__eng_admit_need(e, q) > pt__inf_avail(inf) - reserve) break;
+        if (!(q->swapped ? pt__eng_swapin(e, q) : pt__eng_admit(e, q))) break;
+        nr++;
+        n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
+        if (n > 0 && pt__eng_need(e, q, n) <= pt__inf_avail(inf)) pt__eng_plan(e, q, n), budget -= n;
+        reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
+    }
+}
+
+/* the decisions of this iteration read from the replayed trace */
+static int pt__eng_replay(pt_engine *e) {
+    while (e->rpos < e->d.nreplay && e->d.replay[e->rpos].iter <= e->iter) {
+        const pt_engine_event *x = &e->d.replay[e->rpos++];
+        pt__ereq *q;
+        int ok = 1;
+        if (x->iter < e->iter || x->req < 0 || x->req >= e->nreq) ok = 0;
+        else {
+            q = e->req[x->req];
+            switch (x->kind) {
+            case PT_EV_PREEMPT: ok = q->state == PT_REQ_RUNNING && (x->a == 0 || x->a == 1); if (ok) pt__eng_preempt(e, q, (int)x->a); break;
+            case PT_EV_CANCEL: ok = !pt__eng_final(q->state); if (ok) pt__eng_cancel(e, q); break;
+            case PT_EV_ADMIT: ok = q->state == PT_REQ_WAITING && !q->swapped && pt__eng_admit(e, q) && q->seq == x->a && q->fed == x->b; break;
+            case PT_EV_SWAPIN: ok = q->state == PT_REQ_WAITING && q->swapped && pt__eng_swapin(e, q); break;
+            case PT_EV_RUN:
+                ok = q->state == PT_REQ_RUNNING && x->b == q->fed && x->a >= 0 && q->fed + x->a <= q->nhist && pt__eng_need(e, q, x->a) <= pt__inf_avail(e->inf);
+                if (ok) x->a ? pt__eng_plan(e, q, x->a) : (q->planned = 0, pt__eng_event(e, PT_EV_RUN, q->id, 0, q->fed));
+                break;
+            default: break; /* outcomes (arrive, finish, error) follow from the decisions */
+            }
+        }
+        if (!ok)
+            return (pt__fail(e->ctx, PT_ERR_STATE, "pt_engine_step: the replayed trace does not fit the run at event %lld (iteration %lld, request %lld, %s): "
+                             "expected the state it was recorded in", (long long)e->rpos - 1, (long long)x->iter, (long long)x->req,
+                             pt_engine_event_name(x->kind)), 0);
+    }
+    return 1;
+}
+static int pt__eng_work(const pt_engine *e) {
+    int64_t i;
+    for (i = 0; i < e->nreq; i++)
+        if (!pt__eng_final(e->req[i]->state)) return 1;
+    return 0;
+}
+PTDEF int pt_engine_step(pt_engine *e) {
+    pt_infer *inf;
+    int64_t i, ntoks = 0, V;
+    int32_t n = 0, k;
+    double now, t;
+    pt_status st, before;
+    int more;
+    if (!e) return -(int)PT_ERR_ARG;
+    inf = e->inf, V = inf->V;
+    PT__ENG_LOCK(e);
+    now = pt__eng_clock(e);
+    for (i = 0; i < e->nreq; i++) { /* arrivals, cancellations, stops asked by callbacks */
+        pt__ereq *q = e->req[i];
+        q->planned = 0;
+        if (q->state == PT_REQ_PENDING && q->arrival <= now) {
+            const pt_status before = e->ctx->status;
+            if (!(q->smp = pt_sampler_new(e->ctx, &q->sample, inf->V))) {
+                pt__eng_err(e, before, q->err, sizeof q->err, "invalid sampling parameters");
+                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+                continue;
+            }
+            q->state = PT_REQ_WAITING, q->arrive_iter = e->iter;
+            if (q->arrival < 0 || e->d.wall_clock) q->arrival = now;
+            pt__eng_event(e, PT_EV_ARRIVE, q->id, q->cls, 0);
+        }
+        if (q->cancel && !e->d.nreplay && !pt__eng_final(q->state) && q->state != PT_REQ_PENDING) pt__eng_cancel(e, q);
+        else if (q->cbstop && !pt__eng_final(q->state)) pt__eng_end(e, q, PT_REQ_DONE, PT_FINISH_CALLBACK);
+    }
+    if (e->d.nreplay ? !pt__eng_replay(e) : (pt__eng_schedule(e), 0)) {
+        PT__ENG_SIGNAL(e);
+        PT__ENG_UNLOCK(e);
+        return -(int)PT_ERR_STATE;
+    }
+    for (i = 0; i < e->nreq; i++) { /* the batch */
+        pt__ereq *q = e->req[i];
+        if (q->state != PT_REQ_RUNNING || !q->planned) continue;
+        memcpy(e->toks + ntoks, q->hist + q->fed, (size_t)q->planned * sizeof(int32_t));
+        e->seqs[n] = q->seq, e->ntok[n] = q->planned, e->who[n] = q;
+        ntoks += q->planned, n++;
+    }
+    if (n == 0) {
+        e->iter++;
+        more = pt__eng_work(e);
+        PT__ENG_SIGNAL(e);
+        PT__ENG_UNLOCK(e);
+        return more;
+    }
+    PT__ENG_UNLOCK(e);
+    t = pt_time();
+    st = pt_infer_step(inf, n, e->seqs, e->ntok, e->toks, e->lg, 0);
+    t = pt_time() - t;
+    PT__ENG_LOCK(e);
+    e->st.busy_s += t, e->st.iterations++, e->st.tokens_fed += ntoks;
+    e->st.max_running_seen = PT__MAX(e->st.max_running_seen, (int64_t)n);
+    now = pt__eng_clock(e);
+    for (k = 0; k < n; k++) {
+        pt__ereq *q = e->who[k];
+        int32_t tok;
+        float l = 0.0f;
+        int fin = 0, j;
+        e->ntok[k] = -1; /* no token (yet) for the callbacks */
+        if (st != PT_OK) {
+            snprintf(q->err, sizeof q->err, "the step failed: %.200s", e->ctx->err);
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+            continue;
+        }
+        if (q->fed < q->nprompt) e->st.prefill_tokens += PT__MIN((int64_t)q->planned, q->nprompt - q->fed);
+        e->st.decode_tokens += q->planned - PT__MIN((int64_t)q->planned, PT__MAX((int64_t)0, q->nprompt - q->fed));
+        q->fed += q->planned;
+        if (q->fed < q->nhist) continue;
+        before = e->ctx->status;
+        tok = pt_sampler_next(q->smp, e->lg + (int64_t)k * V, q->hist, q->nhist, &l);
+        if (tok < 0 || tok >= V) {
+            pt__eng_err(e, before, q->err, sizeof q->err, "the sampler gave no token");
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+            continue;
+        }
+        if (q->logits) memcpy(q->logits + (int64_t)q->ngen * V, e->lg + (int64_t)k * V, (size_t)V * sizeof(float));
+        q->hist[q->nhist++] = tok, q->ngen++;
+        if (q->t_first < 0) q->t_first = now;
+        e->ntok[k] = tok, e->lg[(int64_t)k * V] = l; /* the token and its log-probability for the callback (the row is used) */
+        for (j = 0; j < q->nstops; j++)
+            if (q->stops[j] == tok) fin = PT_FINISH_STOP_TOKEN;
+        if (!fin && (q->ngen >= q->max_tokens || q->nhist >= q->cap)) fin = PT_FINISH_LENGTH;
+        if (fin) pt__eng_end(e, q, PT_REQ_DONE, fin);
+    }
+    e->iter++;
+    more = pt__eng_work(e);
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+    for (k = 0; k < n; k++) { /* callbacks, unlocked (they may call the API) */
+        pt__ereq *q = e->who[k];
+        if (e->ntok[k] >= 0 && q->on_token && q->on_token(q->user, q->id, e->ntok[k], e->lg[(int64_t)k * V])) {
+            PT__ENG_LOCK(e);
+            q->cbstop = 1;
+            PT__ENG_UNLOCK(e);
+        }
+    }
+    return more;
+}
+PTDEF void pt_engine_stop(pt_engine *e) {
+    if (!e) return;
+    PT__ENG_LOCK(e);
+    e->stop = 1;
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+}
+PTDEF pt_status pt_engine_run(pt_engine *e) {
+    int r = 0;
+    if (!e) return PT_ERR_ARG;
+    PT__ENG_LOCK(e);
+    while (!e->stop) {
+#ifdef PT__ENG_THREADS
+        if (!pt__eng_work(e)) {
+            pthread_cond_wait(&e->work, &e->mu);
+            continue;
+        }
+#else
+        if (!pt__eng_work(e)) break;
+#endif
+        PT__ENG_UNLOCK(e);
+        r = pt_engine_step(e);
+        PT__ENG_LOCK(e);
+        if (r < 0) break;
+    }
+    e->stop = 0;
+    PT__ENG_UNLOCK(e);
+    return r < 0 ? (pt_status)-r : PT_OK;
+}
 
 // >>harness  the run harness of the training programs (switch PTRAIN_HARNESS)
 /* Owns: pt_args (the shared flags) and pt_run (data, checkpoints, stop on signals, log, trace,

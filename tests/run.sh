@@ -80,6 +80,8 @@ fi
 for t in test_sample; do if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi; if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then build "$t.asan" "tests/$t.c" "$ASAN"; PROGS="$PROGS $t.asan"; fi; done
 # KV-cached inference (see infer), and its sanitizer build
 for t in test_infer; do if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi; if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then build "$t.asan" "tests/$t.c" "$ASAN"; PROGS="$PROGS $t.asan"; fi; done
+# the serving engine and block sharing (see engine, infer), and its sanitizer build
+for t in test_engine; do if want "$t"; then build "$t" "tests/$t.c" "$OPT"; PROGS="$PROGS $t"; fi; if [ "${NO_ASAN:-0}" != 1 ] && want "$t[asan]"; then build "$t.asan" "tests/$t.c" "$ASAN" -lpthread; PROGS="$PROGS $t.asan"; fi; done
 # the ops once more with -DPTRAIN_CBLAS: matrix products through the system BLAS
 if want "test_ops[cblas]"; then
     build test_ops.cblas tests/test_ops.c "$OPT -DPTRAIN_CBLAS" -lopenblas
