@@ -26136,8 +26136,6 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
     return pt__gpt_generate_graph(m, g, prompt, n, max_new, &sp, out);
 }
 
-#endif /* PTRAIN_IMPLEMENTATION */
-
 // >>engine  the serving engine: requests over a pt_infer, an iteration-level scheduler, priorities, preemption, the event trace
 /* Owns: pt_engine (its requests, the waiting and running sets, the event trace), the scheduler, the
    thread-safe request API
@@ -26820,6 +26818,8 @@ PTDEF pt_status pt_engine_run(pt_engine *e) {
     PT__ENG_UNLOCK(e);
     return r < 0 ? (pt_status)-r : PT_OK;
 }
+
+#endif /* PTRAIN_IMPLEMENTATION */
 
 // >>harness  the run harness of the training programs (switch PTRAIN_HARNESS)
 /* Owns: pt_args (the shared flags) and pt_run (data, checkpoints, stop on signals, log, trace,
