@@ -2,7 +2,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
-EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/11_inference
+EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/11_inference $(BUILD)/12_engine
 MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume $(BUILD)/10_memory
 CLLIBS  := -lOpenCL -lclblast
 

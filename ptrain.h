@@ -26493,12 +26493,19 @@ static int pt__eng_swapin(pt_engine *e, pt__ereq *q) {
     int32_t *tb, b;
     if ((q->seq = pt_infer_seq_new(inf)) < 0) return 0;
     tb = inf->table + (int64_t)q->seq * inf->max_blk;
-    for (b = 0; b < q->swap_nblk; b++) {
-        const int32_t id = pt__inf_balloc(inf);
-        memcpy((char *)inf->kv + (size_t)id * bb, m + (size_t)b * bb, bb);
-        memcpy(inf->btok + (int64_t)id * inf->bt, m + (size_t)q->swap_nblk * bb + (size_t)b * inf->bt * sizeof(int32_t), (size_t)inf->bt * sizeof(int32_t));
+    for (b = 0; b < q->swap_nblk; b++) { /* a full block still in the pool (shared or cached) is taken, not copied back */
+        const int32_t *tok = (const int32_t *)(const void *)(m + (size_t)q->swap_nblk * bb + (size_t)b * inf->bt * sizeof(int32_t));
+        const int full = (int64_t)(b + 1) * inf->bt <= q->swap_len;
+        const uint64_t parent = b > 0 ? inf->chash[tb[b - 1]] : 0;
+        int32_t id = full ? pt__inf_find(inf, pt__inf_bhash(parent, tok, inf->bt), tok) : -1;
+        if (id >= 0) pt__inf_bget(inf, id);
+        else {
+            id = pt__inf_balloc(inf);
+            memcpy((char *)inf->kv + (size_t)id * bb, m + (size_t)b * bb, bb);
+            memcpy(inf->btok + (int64_t)id * inf->bt, tok, (size_t)inf->bt * sizeof(int32_t));
+            if (full) pt__inf_filled(inf, id, parent);
+        }
         tb[b] = id;
-        if ((int64_t)(b + 1) * inf->bt <= q->swap_len) pt__inf_filled(inf, id, b > 0 ? inf->chash[tb[b - 1]] : 0);
     }
     inf->seq[q->seq].nblk = q->swap_nblk, inf->seq[q->seq].len = q->swap_len;
     pt__free(e->ctx, q->swap), q->swap = NULL, q->swapped = 0;
