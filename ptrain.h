@@ -26197,6 +26197,7 @@ struct pt_engine {
     pt_engine_event *ev;
     int64_t nev, capev, rpos;      /* events; the replay's read position */
     int64_t iter;
+    int64_t commit;                /* blocks the iteration's planned runs will take */
     double t0;
     int stop;
     pt_engine_stats st;
@@ -26562,8 +26563,11 @@ static pt__ereq *pt__eng_victim(pt_engine *e, const pt__ereq *w, const pt__ereq 
     }
     return v;
 }
+/* blocks free for this iteration's plans */
+static int64_t pt__eng_room(const pt_engine *e) { return pt__inf_avail(e->inf) - e->commit; }
 static int pt__eng_plan(pt_engine *e, pt__ereq *q, int64_t n) {
     q->planned = (int32_t)n;
+    e->commit += pt__eng_need(e, q, n);
     return pt__eng_event(e, PT_EV_RUN, q->id, n, q->fed);
 }
 static void pt__eng_schedule(pt_engine *e) {
@@ -26620,8 +26624,8 @@ static void pt__eng_schedule(pt_engine *e) {
         int64_t n;
         if (q->state != PT_REQ_RUNNING) continue; /* preempted for an earlier one */
         n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
-        while (n > 1 && pt__eng_need(e, q, n) > pt__inf_avail(inf)) n--; /* a prompt chunk: shorter */
-        while (q->state == PT_REQ_RUNNING && pt__eng_need(e, q, n) > pt__inf_avail(inf)) { /* no room: the lowest running request goes */
+        while (n > 1 && pt__eng_need(e, q, n) > pt__eng_room(e)) n--; /* a prompt chunk: shorter */
+        while (q->state == PT_REQ_RUNNING && pt__eng_need(e, q, n) > pt__eng_room(e)) { /* no room: the lowest running request goes */
             pt__ereq *v = pt__eng_victim(e, NULL, NULL);
             if (v == q && !pt__eng_victim(e, NULL, q)) { /* alone and still no room: the pool is too small for it */
                 snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)(q->fed + n),
@@ -26629,7 +26633,11 @@ static void pt__eng_schedule(pt_engine *e) {
                 pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
                 break;
             }
-            if (v->planned) budget += v->planned, v->planned = 0, pt__eng_event(e, PT_EV_RUN, v->id, 0, v->fed); /* its run withdrawn */
+            if (v->planned) { /* its run withdrawn */
+                e->commit -= pt__eng_need(e, v, v->planned);
+                budget += v->planned, v->planned = 0;
+                pt__eng_event(e, PT_EV_RUN, v->id, 0, v->fed);
+            }
             pt__eng_preempt(e, v, e->d.preempt);
         }
         if (q->state != PT_REQ_RUNNING) continue;
@@ -26653,11 +26661,11 @@ static void pt__eng_schedule(pt_engine *e) {
             pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
             continue;
         }
-        if (pt__eng_admit_need(e, q) > pt__inf_avail(inf) - reserve) break;
+        if (pt__eng_admit_need(e, q) > pt__eng_room(e) - reserve) break;
         if (!(q->swapped ? pt__eng_swapin(e, q) : pt__eng_admit(e, q))) break;
         nr++;
         n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
-        if (n > 0 && pt__eng_need(e, q, n) <= pt__inf_avail(inf)) pt__eng_plan(e, q, n), budget -= n;
+        if (n > 0 && pt__eng_need(e, q, n) <= pt__eng_room(e)) pt__eng_plan(e, q, n), budget -= n;
         reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
     }
 }
@@ -26677,8 +26685,13 @@ static int pt__eng_replay(pt_engine *e) {
             case PT_EV_ADMIT: ok = q->state == PT_REQ_WAITING && !q->swapped && pt__eng_admit(e, q) && q->seq == x->a && q->fed == x->b; break;
             case PT_EV_SWAPIN: ok = q->state == PT_REQ_WAITING && q->swapped && pt__eng_swapin(e, q); break;
             case PT_EV_RUN:
-                ok = q->state == PT_REQ_RUNNING && x->b == q->fed && x->a >= 0 && q->fed + x->a <= q->nhist && pt__eng_need(e, q, x->a) <= pt__inf_avail(e->inf);
-                if (ok) x->a ? pt__eng_plan(e, q, x->a) : (q->planned = 0, pt__eng_event(e, PT_EV_RUN, q->id, 0, q->fed));
+                ok = q->state == PT_REQ_RUNNING && x->b == q->fed && x->a >= 0 && q->fed + x->a <= q->nhist &&
+                     (x->a == 0 || pt__eng_need(e, q, x->a) <= pt__eng_room(e));
+                if (ok && x->a) pt__eng_plan(e, q, x->a);
+                else if (ok) { /* a withdrawn run */
+                    if (q->planned) e->commit -= pt__eng_need(e, q, q->planned);
+                    q->planned = 0, pt__eng_event(e, PT_EV_RUN, q->id, 0, q->fed);
+                }
                 break;
             default: break; /* outcomes (arrive, finish, error) follow from the decisions */
             }
@@ -26709,7 +26722,7 @@ PTDEF int pt_engine_step(pt_engine *e) {
     now = pt__eng_clock(e);
     for (i = 0; i < e->nreq; i++) { /* arrivals, cancellations, stops asked by callbacks */
         pt__ereq *q = e->req[i];
-        q->planned = 0;
+        q->planned = 0, e->commit = 0;
         if (q->state == PT_REQ_PENDING && q->arrival <= now) {
             const pt_status before = e->ctx->status;
             if (!(q->smp = pt_sampler_new(e->ctx, &q->sample, inf->V))) {
