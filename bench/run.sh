@@ -202,9 +202,9 @@ b_largest_model() {
 }
 b_qmm() { built "$QMM" && step "$QMM" 2; }
 # kv: the block bookkeeping on a tiny model (seconds); engine: GPT-2 124M q8_0 in wall time, ENGINE_MAX_LEN (default 48),
-# ENGINE_REQUESTS (20) and ENGINE_RATES (multiples of the unloaded service rate, default 0.5,1,2,3,4,6): about 5 minutes on 2 busy cores
+# ENGINE_REQUESTS (20) and ENGINE_RATES (multiples of the unloaded service rate, default 1,2,3,4,6): about 6 minutes on 2 busy cores
 b_kv() { built "$ENGINE" && step "$ENGINE" kv; }
-b_engine() { built "$ENGINE" && step "$ENGINE" engine "${ENGINE_MAX_LEN:-48}" "${ENGINE_REQUESTS:-20}" "${ENGINE_RATES:-0.5,1,2,3,4,6}"; }
+b_engine() { built "$ENGINE" && step "$ENGINE" engine "${ENGINE_MAX_LEN:-48}" "${ENGINE_REQUESTS:-20}" "${ENGINE_RATES:-1,2,3,4,6}"; }
 # recovery: one supervised run per fault kind (bench/bench_recovery.sh; RECOVERY_FAULTS narrows it)
 b_recovery() { mpi "$RECOVERY" && step "$RECOVERY"; }
 # decode: each model, each format, ptrain then (with BENCH_LLAMA) llama.cpp on the same weights, interleaved;

@@ -131,7 +131,7 @@ bench_decode gpt2-124m bf16 1,4,16 64 3
 bench_decode gpt2-124m q8_0 1,4,16 64 3
 bench_decode gpt2-124m q4_0 1,4,16 64 3
 bench_engine kv
-bench_engine engine 48 20 0.5,1,2,3,4,6"
+bench_engine engine 48 20 1,2,3,4,6"
 has "all: the second dist run takes the ring, the second OpenCL GEMM and the GPT step the tune file" \
     '"bench_dist","tune":"","alg":""' '"bench_dist","tune":"","alg":"1"' '"bench_cl gemm 1024","tune":"","alg"' \
     '"bench_cl gemm 1024","tune":"tuned"' '"bench_cl bandwidth","tune":""' '"bench_cl gpt A 3","tune":"tuned"'
