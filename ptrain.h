@@ -34,7 +34,8 @@
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
-   09_checkpoint_resume.c, 10_memory.c; on OpenCL: 08_opencl.c; inference: 11_inference.c) each start
+   09_checkpoint_resume.c, 10_memory.c; on OpenCL: 08_opencl.c; inference: 11_inference.c,
+   12_engine.c) each start
    with their one-line build command.
    The GPT tutorials (03, 07, 08) show their training loop in plain calls. The program to train
    with is tools/pttrain.c (make tools; what make demo runs): every layout flag, checkpoints and
@@ -76,6 +77,12 @@
    asked for: pt_gpt_weights_convert), with its tokenizer; pt_infer_nll scores a token stream
    (perplexity). tools/ptgen.c generates from any of those files, streaming (make tools);
    examples/11_inference.c walks through it and measures each format's quality and speed.
+   Serving (see engine, docs/engine.md): pt_engine_new over a pt_infer runs many requests, an
+   iteration at a time (pt_engine_step, or pt_engine_run on a thread of its own): continuous batching
+   with chunked prefill, prompts sharing cached blocks (the prefix cache: pt_infer_seq_prefix),
+   priority classes with aging, preemption by recompute or swap; pt_engine_submit / _poll / _wait /
+   _cancel from any thread; every decision in an event trace that a replay reproduces; each request's
+   logits the bits it would get alone. examples/12_engine.c prints its block tables as they fill.
 
    Observability: pt_trace_start / pt_trace_finish write a Chrome trace-event JSON (Perfetto), one
    track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
@@ -2741,7 +2748,8 @@ typedef struct pt_engine_desc {
                                   waiting requests start together (whole prompts, blocks for their whole length)
                                   and run to the end; no chunks, no preemption */
     int32_t wall_clock;      /**< 1: times are seconds since pt_engine_new (pt_time); default: iterations (a virtual clock) */
-    const pt_engine_event *replay; /**< a trace to follow instead of scheduling (its PREEMPT, CANCEL, ADMIT, SWAPIN and RUN events) */
+    const pt_engine_event *replay; /**< a trace to follow instead of scheduling: its ARRIVE, PREEMPT, CANCEL, ADMIT, SWAPIN and RUN
+                                        events (submit the same requests in the same order; their arrival times are ignored) */
     int64_t nreplay;
 } pt_engine_desc;
 /** Streaming: called on the engine's thread (no engine lock held) after each token of request id;
@@ -2806,8 +2814,9 @@ PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id);
     sampling. Returns 1 while requests remain (waiting, running or yet to arrive), 0 when none, or a
     negative pt_status on an engine error (a request's own error only ends that request). */
 PTDEF int pt_engine_step(pt_engine *e);
-/** Runs iterations until pt_engine_stop, sleeping on a condition variable while there is nothing to
-    do. For a thread of its own. */
+/** Runs iterations until pt_engine_stop, sleeping on a condition variable while no request is
+    pending, waiting or running. For a thread of its own. (Requests submitted with an arrival time in
+    the future are waited for by running empty iterations: a server submits with arrival 0.) */
 PTDEF pt_status pt_engine_run(pt_engine *e);
 /** Asks pt_engine_run to return (after its current iteration). */
 PTDEF void pt_engine_stop(pt_engine *e);
@@ -26670,7 +26679,20 @@ static void pt__eng_schedule(pt_engine *e) {
     }
 }
 
-/* the decisions of this iteration read from the replayed trace */
+/* q joins the waiting queue (its sampler made here, on the engine's thread) */
+static void pt__eng_arrive(pt_engine *e, pt__ereq *q, double now) {
+    const pt_status before = e->ctx->status;
+    if (!(q->smp = pt_sampler_new(e->ctx, &q->sample, e->inf->V))) {
+        pt__eng_err(e, before, q->err, sizeof q->err, "invalid sampling parameters");
+        pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+        return;
+    }
+    q->state = PT_REQ_WAITING, q->arrive_iter = e->iter;
+    if (q->arrival < 0 || e->d.wall_clock || e->d.nreplay) q->arrival = now;
+    pt__eng_event(e, PT_EV_ARRIVE, q->id, q->cls, 0);
+}
+/* the decisions of this iteration read from the replayed trace (arrivals too: a run driven by other
+   threads in wall time replays on one thread) */
 static int pt__eng_replay(pt_engine *e) {
     while (e->rpos < e->d.nreplay && e->d.replay[e->rpos].iter <= e->iter) {
         const pt_engine_event *x = &e->d.replay[e->rpos++];
@@ -26680,6 +26702,7 @@ static int pt__eng_replay(pt_engine *e) {
         else {
             q = e->req[x->req];
             switch (x->kind) {
+            case PT_EV_ARRIVE: ok = q->state == PT_REQ_PENDING; if (ok) pt__eng_arrive(e, q, pt__eng_clock(e)); break;
             case PT_EV_PREEMPT: ok = q->state == PT_REQ_RUNNING && (x->a == 0 || x->a == 1); if (ok) pt__eng_preempt(e, q, (int)x->a); break;
             case PT_EV_CANCEL: ok = !pt__eng_final(q->state); if (ok) pt__eng_cancel(e, q); break;
             case PT_EV_ADMIT: ok = q->state == PT_REQ_WAITING && !q->swapped && pt__eng_admit(e, q) && q->seq == x->a && q->fed == x->b; break;
@@ -26693,7 +26716,7 @@ static int pt__eng_replay(pt_engine *e) {
                     q->planned = 0, pt__eng_event(e, PT_EV_RUN, q->id, 0, q->fed);
                 }
                 break;
-            default: break; /* outcomes (arrive, finish, error) follow from the decisions */
+            default: break; /* outcomes (finish, error) follow from the decisions */
             }
         }
         if (!ok)
@@ -26723,17 +26746,7 @@ PTDEF int pt_engine_step(pt_engine *e) {
     for (i = 0; i < e->nreq; i++) { /* arrivals, cancellations, stops asked by callbacks */
         pt__ereq *q = e->req[i];
         q->planned = 0, e->commit = 0;
-        if (q->state == PT_REQ_PENDING && q->arrival <= now) {
-            const pt_status before = e->ctx->status;
-            if (!(q->smp = pt_sampler_new(e->ctx, &q->sample, inf->V))) {
-                pt__eng_err(e, before, q->err, sizeof q->err, "invalid sampling parameters");
-                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
-                continue;
-            }
-            q->state = PT_REQ_WAITING, q->arrive_iter = e->iter;
-            if (q->arrival < 0 || e->d.wall_clock) q->arrival = now;
-            pt__eng_event(e, PT_EV_ARRIVE, q->id, q->cls, 0);
-        }
+        if (q->state == PT_REQ_PENDING && q->arrival <= now && !e->d.nreplay) pt__eng_arrive(e, q, now);
         if (q->cancel && !e->d.nreplay && !pt__eng_final(q->state) && q->state != PT_REQ_PENDING) pt__eng_cancel(e, q);
         else if (q->cbstop && !pt__eng_final(q->state)) pt__eng_end(e, q, PT_REQ_DONE, PT_FINISH_CALLBACK);
     }

@@ -14,8 +14,8 @@
      The GPT-2 124M shape (12 layers, width 768, 12 heads, vocabulary 50,257, max_seq 1024) in Q8_0,
      random weights; requests (default 24) with prompt and output lengths uniform in 16..max_len
      (default 64: on 2 shared cores the full 16..512 would take an hour), Poisson arrivals, wall time.
-     Unloaded: the requests one at a time: p99 TTFT; SLO = 5 x that. Then each mode at each rate
-     (default a sweep of 0.25 .. 8 x the unloaded service rate, doubling): p50 / p99 TTFT, p99 TPOT
+     Unloaded: the requests one at a time, twice, each request's smaller TTFT: p99 TTFT; SLO = 5 x that. Then each mode at each rate
+     (multiples of the unloaded service rate; default 0.25 .. 8, doubling; bench/run.sh: 1,2,3,4,6): p50 / p99 TTFT, p99 TPOT
      (time per output token after the first), tokens/s. Modes: continuous (pt_engine: chunked
      prefill, 256-token budget, 16 running) and static (request-level batching: when a batch ends up
      to 16 waiting requests start and run to the end). The summary line: the highest rate of each
@@ -202,6 +202,7 @@ typedef struct run_res {
     int done_lo, n_lo;
 } run_res;
 static pt_infer *g_inf;
+static double g_ttft[4096]; /* the last run's TTFT per request, in submission order */
 /* the trace through an engine in wall time; rate <= 0: one at a time (each arrives when the previous is done) */
 static run_res run_trace(trace_req *tr, int n, double rate, int request_level) {
     pt_engine_desc ed;
@@ -245,6 +246,7 @@ static run_res run_trace(trace_req *tr, int n, double rate, int request_level) {
         pt_engine_poll(e, id[k], &res, NULL, 0);
         if (res.state != PT_REQ_DONE) continue;
         ttft[nt] = res.first_token - res.arrival;
+        if (k < 4096) g_ttft[k] = ttft[nt];
         tpot[nt] = res.ntokens > 1 ? (res.done - res.first_token) / (res.ntokens - 1) : 0;
         tokens += res.ntokens;
         if (tr[k].cls) tt2[nh++] = ttft[nt];
@@ -295,6 +297,14 @@ static int bench_engine(int maxlen, int n, const char *rates) {
     fprintf(stderr, "bench_engine: model ready in %.1f s\n", pt_time() - t0);
     run_trace(tr, 2, 0, 0); /* warm-up */
     un = run_trace(tr, n, 0, 0);
+    { /* a second pass: each request's TTFT the smaller of the two (a busy machine's stalls are not the engine's) */
+        double *a = (double *)malloc(sizeof(double) * (size_t)n);
+        memcpy(a, g_ttft, sizeof(double) * (size_t)n);
+        rr = run_trace(tr, n, 0, 0);
+        for (k = 0; k < n; k++) a[k] = a[k] < g_ttft[k] ? a[k] : g_ttft[k];
+        un.p50 = pct(a, n, 0.5), un.p99 = pct(a, n, 0.99), un.wall = un.wall < rr.wall ? un.wall : rr.wall;
+        free(a);
+    }
     slo = 5 * un.p99;
     base = (double)n / un.wall; /* requests a second, one at a time */
     printf("{\"bench\":\"engine\",\"mode\":\"unloaded\",\"model\":\"gpt2-124m\",\"format\":\"q8_0\",\"requests\":%d,\"max_len\":%d,\"threads\":%d,"
@@ -322,7 +332,7 @@ static int bench_engine(int maxlen, int n, const char *rates) {
     if (best[1] > 0) snprintf(ratio, sizeof ratio, "%.3f", best[0] / best[1]);
     else snprintf(ratio, sizeof ratio, "null"); /* static met the SLO at no rate swept */
     printf("{\"bench\":\"engine\",\"slo_p99_ttft_s\":%.4f,\"continuous_max_rate\":%.3f,\"static_max_rate\":%.3f,\"continuous_over_static\":%s,"
-           "\"note\":\"rates swept by doubling: each maximum is a lower bound within 2x\"}\n",
+           "\"note\":\"the highest swept rate under the SLO: a lower bound, within one step of the sweep\"}\n",
            slo, best[0], best[1], ratio);
     fflush(stdout);
     /* priority under overload: continuous at 2x its best rate (or 2x the service rate), a fifth of the requests high */
