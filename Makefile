@@ -2,7 +2,7 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
-EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/11_inference
+EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/11_inference $(BUILD)/12_engine
 MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume $(BUILD)/10_memory
 CLLIBS  := -lOpenCL -lclblast
 
@@ -31,7 +31,7 @@ help:
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, bf16 GEMM vs SGEMM, GPT training step, monitor overhead, token loader, checkpoint save/resume,"
 	@echo "               DP allreduce/overlap/ZeRO, pipeline bubbles, OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise"
 	@echo "               bandwidth, GPT step on OpenCL, activation recomputation, the inference matrix kernel qmm, KV-cached decode,"
-	@echo "               the supervisor's recovery per fault kind); BENCH=name[,name...] runs only those, BENCH=list names them;"
+	@echo "               the supervisor's recovery per fault kind, the paged KV cache and the serving engine); BENCH=name[,name...] runs only those, BENCH=list names them;"
 	@echo "               one that fails is reported and the others still run (a summary last, exit 1 if any failed)"
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/pttrain (the GPT trainer: any dp x tp x pp layout, CPU or OpenCL, checkpoints, log, trace, guard),"
@@ -179,6 +179,9 @@ $(BUILD)/bench_qmm: bench/bench_qmm.c bench/bench_util.h ptrain.h | $(BUILD)
 
 $(BUILD)/bench_decode: bench/bench_decode.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -I. bench/bench_decode.c -o $@ -lm
+
+$(BUILD)/bench_engine: bench/bench_engine.c ptrain.h | $(BUILD)
+	$(CC) -O3 -march=native -fopenmp -I. bench/bench_engine.c -o $@ -lm
 
 # the recovery bench: a script run beside the supervisor and the trainer with the test hooks
 $(BUILD)/bench_recovery: bench/bench_recovery.sh $(BUILD)/ptrun $(BUILD)/pttrain-hooks | $(BUILD)

@@ -34,7 +34,8 @@
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
-   09_checkpoint_resume.c, 10_memory.c; on OpenCL: 08_opencl.c; inference: 11_inference.c) each start
+   09_checkpoint_resume.c, 10_memory.c; on OpenCL: 08_opencl.c; inference: 11_inference.c,
+   12_engine.c) each start
    with their one-line build command.
    The GPT tutorials (03, 07, 08) show their training loop in plain calls. The program to train
    with is tools/pttrain.c (make tools; what make demo runs): every layout flag, checkpoints and
@@ -76,6 +77,12 @@
    asked for: pt_gpt_weights_convert), with its tokenizer; pt_infer_nll scores a token stream
    (perplexity). tools/ptgen.c generates from any of those files, streaming (make tools);
    examples/11_inference.c walks through it and measures each format's quality and speed.
+   Serving (see engine, docs/engine.md): pt_engine_new over a pt_infer runs many requests, an
+   iteration at a time (pt_engine_step, or pt_engine_run on a thread of its own): continuous batching
+   with chunked prefill, prompts sharing cached blocks (the prefix cache: pt_infer_seq_prefix),
+   priority classes with aging, preemption by recompute or swap; pt_engine_submit / _poll / _wait /
+   _cancel from any thread; every decision in an event trace that a replay reproduces; each request's
+   logits the bits it would get alone. examples/12_engine.c prints its block tables as they fill.
 
    Observability: pt_trace_start / pt_trace_finish write a Chrome trace-event JSON (Perfetto), one
    track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
@@ -384,7 +391,13 @@
              over ragged batches (batch-invariant), generation with sampling, stop tokens and strings,
              streaming and the context policy; a model file opened for inference; evaluation. Entry:
              pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_new pt_infer_step
-             pt_infer_seq_new pt_generate pt_infer_nll pt_gpt_generate
+             pt_infer_seq_new pt_generate pt_infer_nll pt_gpt_generate; block sharing and the prefix cache:
+             pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats
+   engine    The serving engine: requests over a pt_infer, an iteration-level scheduler (continuous
+             batching, chunked prefill, admission by free blocks, priority classes with aging,
+             preemption by recompute or swap, cancellation), the event trace and its replay, a
+             thread-safe API. Entry: pt_engine_new pt_engine_submit pt_engine_step pt_engine_run
+             pt_engine_poll pt_engine_wait pt_engine_cancel pt_engine_events
    harness   The run harness of the training programs (switch PTRAIN_HARNESS), the supervisor's channel.
              Entry: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_step_begin pt_run_phase
              pt_run_guard pt_run_step_end pt_run_free
@@ -2569,8 +2582,48 @@ PTDEF int64_t pt_infer_seq_len(const pt_infer *inf, int32_t seq);
     changes. */
 PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
                               float *logits, int all_logits);
-/** The KV pool: blocks in all and blocks free now. */
+/** The KV pool: blocks in all and blocks free now (never used, or cached: held by no sequence, kept
+    for the prefix cache until a new block is needed). */
 PTDEF void pt_infer_blocks(const pt_infer *inf, int64_t *total, int64_t *free_blocks);
+/* Block sharing and the prefix cache. A block that fills (all its block_tokens slots written) gets a
+   hash of its tokens and of the hash of the block before it, so equal hashes mean equal prefixes up
+   to and including the block; the first block with a hash is entered in a hash table. A block is
+   held by reference count: several sequences may list one block (a shared prompt prefix, a fork).
+   A block no sequence holds any more stays findable (cached, in LRU order) until a new block is
+   needed and none is free: the oldest cached block is taken then. A step that would write into a
+   block other sequences hold copies it first (copy on write); only a sequence's last block is ever
+   written. Batch invariance makes a cached block's keys and values the bits a fresh prefill of the
+   same tokens would compute, so a prefix hit changes no logit. */
+/** Counters of the pool (pt_infer_kv_stats). */
+typedef struct pt_kv_stats {
+    int64_t total, free, cached, used; /**< blocks: all; on the free stack; cached (held by no sequence); held */
+    int64_t shared;                    /**< blocks held by two or more sequences */
+    int64_t lookups, lookup_tokens;    /**< pt_infer_seq_prefix calls, the tokens they asked about */
+    int64_t hit_blocks, hit_tokens;    /**< blocks found (shared or taken back from the cache) and their tokens */
+    int64_t cached_hits;               /**< hit blocks taken back from the cache (no sequence held them) */
+    int64_t cow, evicted;              /**< copies on write; cached blocks taken for new data */
+} pt_kv_stats;
+PTDEF pt_kv_stats pt_infer_kv_stats(const pt_infer *inf);
+/** Attaches the longest run of cached full blocks that matches tokens[0, n) to the empty sequence seq
+    (their reference counts go up) and returns the tokens now in its cache: the blocks' tokens, at most
+    n - 1 (the last token is always left to feed, for its logits; when the match covers all n tokens
+    the sequence's last block is copied on the first write). -1 and an error for a bad or non-empty
+    sequence or tokens. */
+PTDEF int64_t pt_infer_seq_prefix(pt_infer *inf, int32_t seq, const int32_t *tokens, int64_t n);
+/** A new sequence that shares every block of src (copy on write from its next step): its id, or -1
+    with the error set. */
+PTDEF int32_t pt_infer_seq_fork(pt_infer *inf, int32_t src);
+/** The sequence's block table: up to cap block ids into ids (may be NULL); returns the blocks it holds
+    (-1 for an id not alive). */
+PTDEF int32_t pt_infer_seq_table(const pt_infer *inf, int32_t seq, int32_t *ids, int32_t cap);
+/** The reference count of a block (0: free or cached), -1 for an id outside the pool. */
+PTDEF int32_t pt_infer_block_ref(const pt_infer *inf, int32_t block);
+/** Checks the allocator's invariants: every block's reference count equals the tables that list it,
+    free + cached + used = total, a block is in at most one of the free stack, the cache and the
+    tables, no table lists a block twice, a block shared by tables has a count of two or more, every
+    hashed block is in the hash table, every cached block is hashed. PT_OK, or PT_ERR_STATE naming the
+    block and what was expected and found. */
+PTDEF pt_status pt_infer_check(const pt_infer *inf);
 
 /** Why a request stopped. */
 typedef enum pt_finish {
@@ -2650,6 +2703,134 @@ PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wty
     scored once, with at least max_seq / 2 tokens of context (fewer in the first window). Uses one
     sequence of inf at a time. */
 PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, double *nll, int64_t *count);
+
+/* ---- engine: many requests over one pt_infer, an iteration-level scheduler (see engine) ---------
+   A pt_engine runs requests over a pt_infer's sequences and blocks. Each iteration (pt_engine_step)
+   feeds one token to every running request that decodes, then chunks of prompts under a token budget
+   (chunked prefill), admitting waiting requests when blocks are free. Requests have priority classes;
+   a waiting request gains a class every desc.aging iterations it waits (no starvation); a waiting
+   request of a higher class preempts running ones of a lower class (by recompute: its blocks dropped,
+   its prompt and tokens fed again later; or by swap: its blocks copied to host memory and back). A
+   preempted request keeps its place (its ticket) in its class. Prompts share the prefix cache's
+   blocks. Given the same requests and arrival times the decisions are the same; each is written to
+   an event trace, and an engine given that trace (desc.replay) runs those decisions and reproduces
+   the run. Thread-safe: one thread runs iterations (pt_engine_run, or pt_engine_step in a loop) while
+   others submit, poll, wait and cancel. Every request's logits are the bits it would get alone. */
+typedef struct pt_engine pt_engine;
+/** The event kinds of the trace: what the scheduler decided, and what became of requests. */
+typedef enum pt_engine_event_kind {
+    PT_EV_ARRIVE = 1,  /**< a request joins the waiting queue; a = its class */
+    PT_EV_ADMIT = 2,   /**< it gets a sequence; a = the sequence, b = prompt tokens found in the prefix cache */
+    PT_EV_RUN = 3,     /**< it is fed tokens this iteration; a = their count, b = the position of the first */
+    PT_EV_PREEMPT = 4, /**< it leaves the running set; a = 0 recompute, 1 swap; b = tokens its cache held */
+    PT_EV_SWAPIN = 5,  /**< a swapped request's blocks come back; a = the sequence, b = its tokens */
+    PT_EV_FINISH = 6,  /**< it ends; a = pt_finish, b = tokens generated */
+    PT_EV_CANCEL = 7,  /**< it was cancelled; a = the blocks it held */
+    PT_EV_ERROR = 8    /**< it ends with an error (its message in pt_engine_poll) */
+} pt_engine_event_kind;
+typedef struct pt_engine_event {
+    int64_t iter; /**< the iteration */
+    int64_t req;  /**< the request id */
+    int32_t kind; /**< pt_engine_event_kind */
+    int64_t a, b;
+} pt_engine_event;
+/** Preemption modes. */
+#define PT_PREEMPT_RECOMPUTE 0
+#define PT_PREEMPT_SWAP 1
+/** Priority classes: 0 (lowest) .. PT_ENGINE_CLASSES - 1. */
+#define PT_ENGINE_CLASSES 8
+/** Settings of a pt_engine (each 0 = its default). */
+typedef struct pt_engine_desc {
+    int32_t max_running;     /**< requests running at once (default and at most: the pt_infer's max_seqs) */
+    int32_t token_budget;    /**< tokens fed an iteration (default 256): decodes first, then prompt chunks */
+    int32_t max_chunk;       /**< prompt tokens of one request an iteration (default: the budget) */
+    int32_t preempt;         /**< PT_PREEMPT_RECOMPUTE (default) or PT_PREEMPT_SWAP */
+    int32_t aging;           /**< iterations of waiting that raise a request one class (default 64; -1: no aging) */
+    int32_t no_prefix_cache; /**< 1: prompts do not look up the prefix cache */
+    int32_t request_level;   /**< 1: request-level batching (a baseline): when the batch is done, up to max_running
+                                  waiting requests start together (whole prompts, blocks for their whole length)
+                                  and run to the end; no chunks, no preemption */
+    int32_t wall_clock;      /**< 1: times are seconds since pt_engine_new (pt_time); default: iterations (a virtual clock) */
+    const pt_engine_event *replay; /**< a trace to follow instead of scheduling: its ARRIVE, PREEMPT, CANCEL, ADMIT, SWAPIN and RUN
+                                        events (submit the same requests in the same order; their arrival times are ignored) */
+    int64_t nreplay;
+} pt_engine_desc;
+/** Streaming: called on the engine's thread (no engine lock held) after each token of request id;
+    nonzero ends the request (PT_FINISH_CALLBACK). */
+typedef int (*pt_engine_token_fn)(void *user, int64_t id, int32_t token, float logprob);
+/** One request. Everything is copied at submission except logits. */
+typedef struct pt_engine_request {
+    const int32_t *prompt;       /**< nprompt >= 1 ids; nprompt < the model's max_seq */
+    int32_t nprompt;
+    int32_t max_tokens;          /**< new tokens at most (>= 1; the context ends a request at max_seq) */
+    pt_sample_params sample;     /**< the request's sampler (pt_sampler) */
+    const int32_t *stop_tokens;  /**< ids that end the request, or NULL */
+    int32_t nstop_tokens;
+    int32_t priority;            /**< class 0 .. PT_ENGINE_CLASSES - 1 (higher runs first) */
+    double arrival;              /**< when it joins the queue, in the engine's clock (a time passed: the next iteration) */
+    pt_engine_token_fn on_token; /**< or NULL */
+    void *user;
+    float *logits;               /**< or NULL: room for max_tokens x vocab floats, the logits each token was sampled from */
+} pt_engine_request;
+/** A request's states. */
+#define PT_REQ_PENDING 0   /**< submitted, not arrived */
+#define PT_REQ_WAITING 1   /**< in the queue (new or preempted) */
+#define PT_REQ_RUNNING 2
+#define PT_REQ_DONE 3      /**< finished (finish says why) */
+#define PT_REQ_CANCELLED 4
+#define PT_REQ_ERROR 5     /**< refused or failed: error says why; the engine serves the others */
+/** What pt_engine_poll tells of a request. Times in the engine's clock (-1: not yet). */
+typedef struct pt_engine_result {
+    int32_t state, finish;     /**< PT_REQ_*; pt_finish when done */
+    int32_t ntokens;           /**< tokens generated so far */
+    int32_t seq;               /**< its sequence while running, else -1 */
+    int32_t preemptions;       /**< times it was preempted */
+    int64_t cached_tokens;     /**< prompt tokens found in the prefix cache (all admissions) */
+    double arrival, first_token, done;
+    char error[256];
+} pt_engine_result;
+/** Counters of an engine. */
+typedef struct pt_engine_stats {
+    int64_t iterations, tokens_fed, prefill_tokens, decode_tokens;
+    int64_t admitted, preempted, swapped_out, swapped_in, cancelled, finished, errors;
+    int64_t max_running_seen;  /**< the most requests that ran in one iteration */
+    double busy_s;             /**< wall seconds in pt_infer_step */
+} pt_engine_stats;
+/** An engine over inf (not owned; the engine uses its free sequences). NULL with the error in inf's
+    context for bad settings. */
+PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d);
+/** Frees the engine and every request's memory (stop pt_engine_run first). */
+PTDEF void pt_engine_free(pt_engine *e);
+/** Submits a request: its id (0, 1, ... in submission order), or -1 (no engine, out of memory). An
+    invalid request still gets an id, in state PT_REQ_ERROR with the reason; so does one that can
+    never fit (a prompt at or past max_seq, or more blocks than the pool has). */
+PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r);
+/** Cancels a request: it stops before the next iteration, its blocks (or swap memory) freed there. */
+PTDEF pt_status pt_engine_cancel(pt_engine *e, int64_t id);
+/** The request's state into *res (may be NULL) and up to cap of its tokens into tokens (may be NULL);
+    returns its state, or -1 for an unknown id. */
+PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, int32_t *tokens, int32_t cap);
+/** Blocks until the request is done, cancelled or failed (a condition variable, no polling); returns
+    its state, or -1 for an unknown id. */
+PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id);
+/** One iteration: arrivals, cancellations, the schedule (or the replayed decisions), one pt_infer_step,
+    sampling. Returns 1 while requests remain (waiting, running or yet to arrive), 0 when none, or a
+    negative pt_status on an engine error (a request's own error only ends that request). */
+PTDEF int pt_engine_step(pt_engine *e);
+/** Runs iterations until pt_engine_stop, sleeping on a condition variable while no request is
+    pending, waiting or running. For a thread of its own. (Requests submitted with an arrival time in
+    the future are waited for by running empty iterations: a server submits with arrival 0.) */
+PTDEF pt_status pt_engine_run(pt_engine *e);
+/** Asks pt_engine_run to return (after its current iteration). */
+PTDEF void pt_engine_stop(pt_engine *e);
+/** The trace so far: a pointer valid until the next iteration (copy it when another thread runs
+    them), *n events. */
+PTDEF const pt_engine_event *pt_engine_events(pt_engine *e, int64_t *n);
+/** The name of an event kind ("arrive", "admit", "run", ...). */
+PTDEF const char *pt_engine_event_name(int32_t kind);
+PTDEF pt_engine_stats pt_engine_stats_get(pt_engine *e);
+/** The engine's clock now (iterations, or seconds with wall_clock). */
+PTDEF double pt_engine_now(pt_engine *e);
 
 #ifdef __cplusplus
 }
@@ -24458,7 +24639,7 @@ PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, in
    forward's (see gpt): layernorm with double statistics and eps 1e-5, GELU's tanh form, attention
    softmax(scale q.k) v
    Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
-   pt_generate pt_gpt_generate */
+   pt_generate pt_gpt_generate pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats */
 /* The paged KV cache: one pool of nblocks blocks; a block holds bt = block_tokens consecutive
    positions of one sequence for every layer: at kv + block * block_elems + l * layer_elems the keys
    transposed per head, K^T [H][hs][bt], then the values V [H][bt][hs] (layer_elems = 2 C bt; the
@@ -24466,8 +24647,8 @@ PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, in
    sequence's block table lists its blocks in position order (position p: table[p / bt], slot p % bt);
    blocks come from a stack of free ids and go back when the sequence is freed. Keys transposed make a
    block's 16 scores of one query one vector: s[0..bt) += q[d] * K^T[d][0..bt) over d, no horizontal
-   sums. The next issue's sharing, prefix caching and preemption sit on top: a table entry is just
-   a block id.
+   sums. Sharing, the prefix cache and copy on write sit on top (see "block sharing" below): a table
+   entry is just a block id, held by reference count.
    A step: every token of the batch is a row of the step's buffers (x: the residual stream, h, qkv,
    att, ff; row strides padded to 16 floats so that every row has the same alignment); embedding,
    then per layer ln1, qkv = pt__qmm, K and V written into the cache at the rows' positions,
@@ -24732,6 +24913,17 @@ struct pt_infer {
     void *kv_mem;
     int64_t kv_bytes;
     int32_t *free_ids;                   /* [nblocks]: a stack, free_ids[0 .. nfree) */
+    /* sharing and the prefix cache (see "Block sharing" below) */
+    int32_t *ref;                        /* [nblocks]: tables holding the block */
+    unsigned char *bstate;               /* [nblocks]: PT__BLK_FREE, _USED, _CACHED; | PT__BLK_PUB when in the hash table */
+    uint64_t *chash;                     /* [nblocks]: a full block's hash (its tokens and its parent's hash) */
+    int32_t *btok;                       /* [nblocks][bt]: the token of each slot */
+    int32_t *hnext, *hhead;              /* the hash table: chains through hnext, heads [hcap] */
+    int64_t hcap;
+    int32_t *lru_prev, *lru_next;        /* cached blocks (no table holds them, still findable), oldest at lru_head */
+    int32_t lru_head, lru_tail;
+    int64_t ncached;
+    pt_kv_stats kst;                     /* counters */
     pt__inf_seq *seq;                    /* [max_seqs] */
     int32_t *table;                      /* [max_seqs][max_blk] */
     unsigned char *mark;                 /* [max_seqs]: a step's distinct-ids check */
@@ -24821,7 +25013,17 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->st_ntok = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int32_t));
     inf->st_row0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
     inf->st_len0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
-    if (!inf->kv_mem || !inf->free_ids || !inf->seq || !inf->table || !inf->mark || !inf->st_seq || !inf->st_ntok || !inf->st_row0 || !inf->st_len0) {
+    for (inf->hcap = 16; inf->hcap < 2 * inf->nblocks; inf->hcap *= 2) {}
+    inf->ref = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    inf->bstate = (unsigned char *)pt__malloc(ctx, (size_t)inf->nblocks);
+    inf->chash = (uint64_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(uint64_t));
+    inf->btok = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * (size_t)bt * sizeof(int32_t));
+    inf->hnext = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    inf->hhead = (int32_t *)pt__malloc(ctx, (size_t)inf->hcap * sizeof(int32_t));
+    inf->lru_prev = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    inf->lru_next = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    if (!inf->kv_mem || !inf->free_ids || !inf->seq || !inf->table || !inf->mark || !inf->st_seq || !inf->st_ntok || !inf->st_row0 || !inf->st_len0 ||
+        !inf->ref || !inf->bstate || !inf->chash || !inf->btok || !inf->hnext || !inf->hhead || !inf->lru_prev || !inf->lru_next) {
         pt_infer_free(inf);
         return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory for a KV cache of %lld tokens (%.1f MiB)", (long long)kvt,
                                     (double)(kvt * 2 * (int64_t)c->layers * c->width * (inf->kv16 ? 2 : 4)) / 1048576.0);
@@ -24830,6 +25032,11 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->kv = (void *)pt__inf_align(inf->kv_mem);
     for (i = 0; i < inf->nblocks; i++) inf->free_ids[i] = (int32_t)(inf->nblocks - 1 - i); /* block 0 on top */
     inf->nfree = inf->nblocks;
+    memset(inf->ref, 0, (size_t)inf->nblocks * sizeof(int32_t));
+    memset(inf->bstate, 0, (size_t)inf->nblocks);
+    memset(inf->chash, 0, (size_t)inf->nblocks * sizeof(uint64_t));
+    for (i = 0; i < inf->hcap; i++) inf->hhead[i] = -1;
+    inf->lru_head = inf->lru_tail = -1;
     memset(inf->seq, 0, (size_t)max_seqs * sizeof(pt__inf_seq));
     memset(inf->mark, 0, (size_t)max_seqs);
     inf->kern = 1;
@@ -24857,6 +25064,14 @@ PTDEF void pt_infer_free(pt_infer *inf) {
     pt__free(ctx, inf->st_ntok);
     pt__free(ctx, inf->st_row0);
     pt__free(ctx, inf->st_len0);
+    pt__free(ctx, inf->ref);
+    pt__free(ctx, inf->bstate);
+    pt__free(ctx, inf->chash);
+    pt__free(ctx, inf->btok);
+    pt__free(ctx, inf->hnext);
+    pt__free(ctx, inf->hhead);
+    pt__free(ctx, inf->lru_prev);
+    pt__free(ctx, inf->lru_next);
     pt__free(ctx, inf->buf_mem);
     pt__free(ctx, inf->tok_seq);
     pt__free(ctx, inf->tok_pos);
@@ -24875,11 +25090,92 @@ PTDEF int32_t pt_infer_seq_new(pt_infer *inf) {
     pt__fail(inf->ctx, PT_ERR_STATE, "pt_infer_seq_new: all %d sequences are in use (pt_infer_desc.max_seqs)", inf->max_seqs);
     return -1;
 }
-/* the sequence's blocks back to the pool (last block pushed first, so the first comes out first) */
+/* ---- block sharing: reference counts, the hash table, the LRU cache ------------------------------- */
+#define PT__BLK_FREE 0
+#define PT__BLK_USED 1
+#define PT__BLK_CACHED 2
+#define PT__BLK_PUB 4
+static int64_t pt__inf_avail(const pt_infer *inf) { return inf->nfree + inf->ncached; }
+static uint64_t pt__inf_bhash(uint64_t parent, const int32_t *tok, int bt) {
+    uint64_t h = pt_hash64(parent ^ 0x9e3779b97f4a7c15ULL);
+    int i;
+    for (i = 0; i < bt; i++) h = pt_hash64(h ^ (uint64_t)(uint32_t)tok[i] ^ ((uint64_t)(uint32_t)i << 32));
+    return h ? h : 1;
+}
+static void pt__inf_unpub(pt_infer *inf, int32_t b) {
+    int32_t *p = &inf->hhead[inf->chash[b] & (uint64_t)(inf->hcap - 1)];
+    while (*p >= 0 && *p != b) p = &inf->hnext[*p];
+    if (*p == b) *p = inf->hnext[b];
+    inf->bstate[b] &= (unsigned char)~PT__BLK_PUB;
+}
+/* the published block of hash h whose tokens are tok, or -1 */
+static int32_t pt__inf_find(const pt_infer *inf, uint64_t h, const int32_t *tok) {
+    int32_t b = inf->hhead[h & (uint64_t)(inf->hcap - 1)];
+    for (; b >= 0; b = inf->hnext[b])
+        if (inf->chash[b] == h && !memcmp(inf->btok + (int64_t)b * inf->bt, tok, (size_t)inf->bt * sizeof(int32_t))) return b;
+    return -1;
+}
+/* block b just filled (its parent's hash: parent, 0 for the first): hashed, published unless an equal
+   block is published already */
+static void pt__inf_filled(pt_infer *inf, int32_t b, uint64_t parent) {
+    const int32_t *tok = inf->btok + (int64_t)b * inf->bt;
+    const uint64_t h = pt__inf_bhash(parent, tok, inf->bt);
+    if (inf->bstate[b] & PT__BLK_PUB) pt__inf_unpub(inf, b);
+    inf->chash[b] = h;
+    if (pt__inf_find(inf, h, tok) < 0) {
+        int32_t *head = &inf->hhead[h & (uint64_t)(inf->hcap - 1)];
+        inf->hnext[b] = *head, *head = b;
+        inf->bstate[b] |= PT__BLK_PUB;
+    }
+}
+static void pt__inf_lru_del(pt_infer *inf, int32_t b) {
+    if (inf->lru_prev[b] >= 0) inf->lru_next[inf->lru_prev[b]] = inf->lru_next[b];
+    else inf->lru_head = inf->lru_next[b];
+    if (inf->lru_next[b] >= 0) inf->lru_prev[inf->lru_next[b]] = inf->lru_prev[b];
+    else inf->lru_tail = inf->lru_prev[b];
+    inf->ncached--;
+}
+/* a block for new data: from the free stack, else the oldest cached one (forgotten); the caller has
+   checked pt__inf_avail */
+static int32_t pt__inf_balloc(pt_infer *inf) {
+    int32_t b;
+    if (inf->nfree > 0) b = inf->free_ids[--inf->nfree];
+    else {
+        b = inf->lru_head;
+        PT_ASSERT(b >= 0);
+        pt__inf_lru_del(inf, b);
+        if (inf->bstate[b] & PT__BLK_PUB) pt__inf_unpub(inf, b);
+        inf->kst.evicted++;
+    }
+    inf->bstate[b] = PT__BLK_USED, inf->ref[b] = 1, inf->chash[b] = 0;
+    return b;
+}
+/* one reference to b dropped: at zero a published block is cached (newest), another one freed */
+static void pt__inf_bput(pt_infer *inf, int32_t b) {
+    if (--inf->ref[b] > 0) return;
+    if (inf->bstate[b] & PT__BLK_PUB) {
+        inf->bstate[b] = PT__BLK_CACHED | PT__BLK_PUB;
+        inf->lru_next[b] = -1, inf->lru_prev[b] = inf->lru_tail;
+        if (inf->lru_tail >= 0) inf->lru_next[inf->lru_tail] = b;
+        else inf->lru_head = b;
+        inf->lru_tail = b, inf->ncached++;
+    } else {
+        inf->bstate[b] = PT__BLK_FREE;
+        inf->free_ids[inf->nfree++] = b;
+    }
+}
+/* one more reference to b (a cached block leaves the cache) */
+static void pt__inf_bget(pt_infer *inf, int32_t b) {
+    if (inf->ref[b]++ == 0) {
+        pt__inf_lru_del(inf, b);
+        inf->bstate[b] = (unsigned char)(PT__BLK_USED | (inf->bstate[b] & PT__BLK_PUB));
+    }
+}
+/* the sequence's blocks dropped (last first, so that a freed sequence's first block comes out first) */
 static void pt__inf_seq_clear(pt_infer *inf, int32_t s) {
     pt__inf_seq *q = &inf->seq[s];
     const int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
-    while (q->nblk > 0) inf->free_ids[inf->nfree++] = tb[--q->nblk];
+    while (q->nblk > 0) pt__inf_bput(inf, tb[--q->nblk]);
     q->len = 0;
 }
 PTDEF void pt_infer_seq_free(pt_infer *inf, int32_t seq) {
@@ -24897,7 +25193,145 @@ PTDEF int64_t pt_infer_seq_len(const pt_infer *inf, int32_t seq) {
 }
 PTDEF void pt_infer_blocks(const pt_infer *inf, int64_t *total, int64_t *free_blocks) {
     if (total) *total = inf ? inf->nblocks : 0;
-    if (free_blocks) *free_blocks = inf ? inf->nfree : 0;
+    if (free_blocks) *free_blocks = inf ? pt__inf_avail(inf) : 0;
+}
+PTDEF pt_kv_stats pt_infer_kv_stats(const pt_infer *inf) {
+    pt_kv_stats k;
+    int64_t b;
+    memset(&k, 0, sizeof k);
+    if (!inf) return k;
+    k = inf->kst;
+    k.total = inf->nblocks, k.free = inf->nfree, k.cached = inf->ncached, k.used = inf->nblocks - inf->nfree - inf->ncached, k.shared = 0;
+    for (b = 0; b < inf->nblocks; b++) k.shared += inf->ref[b] > 1;
+    return k;
+}
+static int pt__inf_seq_ok(pt_infer *inf, int32_t seq, const char *fn) {
+    if (seq >= 0 && seq < inf->max_seqs && inf->seq[seq].live) return 1;
+    pt__fail(inf->ctx, PT_ERR_ARG, "%s: sequence %d is not alive (ids 0..%d)", fn, (int)seq, inf->max_seqs - 1);
+    return 0;
+}
+PTDEF int64_t pt_infer_seq_prefix(pt_infer *inf, int32_t seq, const int32_t *tokens, int64_t n) {
+    pt__inf_seq *q;
+    int32_t *tb;
+    uint64_t h = 0;
+    int64_t nb, b, i;
+    if (!inf) return -1;
+    if (!pt__inf_seq_ok(inf, seq, "pt_infer_seq_prefix")) return -1;
+    q = &inf->seq[seq], tb = inf->table + (int64_t)seq * inf->max_blk;
+    if (q->nblk || q->len)
+        return (pt__fail(inf->ctx, PT_ERR_STATE, "pt_infer_seq_prefix: sequence %d holds %lld tokens (expected an empty sequence)", (int)seq,
+                         (long long)q->len), -1);
+    if (!tokens || n < 1 || n > inf->max_seq)
+        return (pt__fail(inf->ctx, PT_ERR_ARG, "pt_infer_seq_prefix: %lld tokens (expected 1..max_seq %d, with tokens)", (long long)n, inf->max_seq), -1);
+    for (i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= inf->V)
+            return (pt__fail(inf->ctx, PT_ERR_ARG, "pt_infer_seq_prefix: token %lld is %d, outside the vocabulary [0, %d)", (long long)i, (int)tokens[i], inf->V), -1);
+    inf->kst.lookups++, inf->kst.lookup_tokens += n;
+    nb = n / inf->bt;
+    for (b = 0; b < nb; b++) {
+        const int32_t *tk = tokens + b * inf->bt;
+        int32_t id;
+        h = pt__inf_bhash(h, tk, inf->bt);
+        if ((id = pt__inf_find(inf, h, tk)) < 0) break;
+        inf->kst.cached_hits += inf->ref[id] == 0;
+        pt__inf_bget(inf, id);
+        tb[q->nblk++] = id;
+    }
+    q->len = PT__MIN((int64_t)q->nblk * inf->bt, n - 1);
+    while (q->nblk > 0 && (int64_t)(q->nblk - 1) * inf->bt >= q->len) pt__inf_bput(inf, tb[--q->nblk]); /* a table covers its tokens, no more */
+    inf->kst.hit_blocks += q->nblk, inf->kst.hit_tokens += q->len;
+    return q->len;
+}
+PTDEF int32_t pt_infer_seq_fork(pt_infer *inf, int32_t src) {
+    int32_t s, b;
+    if (!inf) return -1;
+    if (!pt__inf_seq_ok(inf, src, "pt_infer_seq_fork") || (s = pt_infer_seq_new(inf)) < 0) return -1;
+    for (b = 0; b < inf->seq[src].nblk; b++) {
+        const int32_t id = inf->table[(int64_t)src * inf->max_blk + b];
+        pt__inf_bget(inf, id);
+        inf->table[(int64_t)s * inf->max_blk + b] = id;
+    }
+    inf->seq[s].nblk = inf->seq[src].nblk, inf->seq[s].len = inf->seq[src].len;
+    return s;
+}
+PTDEF int32_t pt_infer_seq_table(const pt_infer *inf, int32_t seq, int32_t *ids, int32_t cap) {
+    int32_t b;
+    if (!inf || seq < 0 || seq >= inf->max_seqs || !inf->seq[seq].live) return -1;
+    for (b = 0; ids && b < inf->seq[seq].nblk && b < cap; b++) ids[b] = inf->table[(int64_t)seq * inf->max_blk + b];
+    return inf->seq[seq].nblk;
+}
+PTDEF int32_t pt_infer_block_ref(const pt_infer *inf, int32_t block) {
+    if (!inf || block < 0 || block >= inf->nblocks) return -1;
+    return inf->ref[block];
+}
+PTDEF pt_status pt_infer_check(const pt_infer *inf) {
+    pt_ctx *ctx;
+    int32_t *cnt, *seen;
+    int64_t b, nused = 0, ncached = 0, i;
+    int32_t s, k;
+    const char *bad = NULL;
+    char msg[256];
+    if (!inf) return PT_ERR_ARG;
+    ctx = inf->ctx;
+    cnt = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    seen = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
+    if (!cnt || !seen) {
+        pt__free(ctx, cnt), pt__free(ctx, seen);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_check: out of memory"), PT_ERR_OOM);
+    }
+    memset(cnt, 0, (size_t)inf->nblocks * sizeof(int32_t));
+    for (b = 0; b < inf->nblocks; b++) seen[b] = -1;
+    msg[0] = 0;
+    for (s = 0; s < inf->max_seqs && !bad; s++) {
+        const pt__inf_seq *q = &inf->seq[s];
+        if (!q->live) continue;
+        if (q->nblk > inf->max_blk || (int64_t)q->nblk != (q->len + inf->bt - 1) / inf->bt) {
+            snprintf(msg, sizeof msg, "sequence %d: %lld tokens in %d blocks (expected %lld blocks of %d tokens)", (int)s, (long long)q->len, (int)q->nblk,
+                     (long long)((q->len + inf->bt - 1) / inf->bt), inf->bt), bad = msg;
+            break;
+        }
+        for (k = 0; k < q->nblk; k++) {
+            const int32_t id = inf->table[(int64_t)s * inf->max_blk + k];
+            if (id < 0 || id >= inf->nblocks) {
+                snprintf(msg, sizeof msg, "sequence %d entry %d: block %d outside the pool of %lld", (int)s, (int)k, (int)id, (long long)inf->nblocks), bad = msg;
+                break;
+            }
+            if (seen[id] == s) {
+                snprintf(msg, sizeof msg, "sequence %d lists block %d twice", (int)s, (int)id), bad = msg;
+                break;
+            }
+            seen[id] = s, cnt[id]++;
+        }
+    }
+    for (b = 0; b < inf->nblocks && !bad; b++) {
+        const int st = inf->bstate[b] & 3, pub = (inf->bstate[b] & PT__BLK_PUB) != 0;
+        if (cnt[b] != inf->ref[b])
+            snprintf(msg, sizeof msg, "block %lld: reference count %d, but %d tables list it", (long long)b, (int)inf->ref[b], (int)cnt[b]), bad = msg;
+        else if ((st == PT__BLK_USED) != (cnt[b] > 0))
+            snprintf(msg, sizeof msg, "block %lld: state %d with %d holders (expected used exactly when held)", (long long)b, st, (int)cnt[b]), bad = msg;
+        else if (st == PT__BLK_CACHED && !pub)
+            snprintf(msg, sizeof msg, "block %lld: cached but not in the hash table", (long long)b), bad = msg;
+        else if (pub && pt__inf_find(inf, inf->chash[b], inf->btok + b * inf->bt) != (int32_t)b)
+            snprintf(msg, sizeof msg, "block %lld: marked hashed, not found under its hash", (long long)b), bad = msg;
+        nused += st == PT__BLK_USED;
+    }
+    for (b = inf->lru_head; b >= 0 && !bad; b = inf->lru_next[b]) {
+        if ((inf->bstate[b] & 3) != PT__BLK_CACHED) snprintf(msg, sizeof msg, "block %lld: in the LRU list, state %d (expected cached)", (long long)b, inf->bstate[b] & 3), bad = msg;
+        if (++ncached > inf->nblocks) snprintf(msg, sizeof msg, "the LRU list loops"), bad = msg;
+    }
+    for (i = 0; i < inf->nfree && !bad; i++) {
+        const int32_t id = inf->free_ids[i];
+        if (id < 0 || id >= inf->nblocks || (inf->bstate[id] & 3) != PT__BLK_FREE || seen[id] == -2)
+            snprintf(msg, sizeof msg, "free stack entry %lld: block %d (expected a free block, listed once), state %d", (long long)i, (int)id,
+                     id >= 0 && id < inf->nblocks ? inf->bstate[id] & 3 : -1), bad = msg;
+        else seen[id] = -2;
+    }
+    if (!bad && (ncached != inf->ncached || inf->nfree + ncached + nused != inf->nblocks))
+        snprintf(msg, sizeof msg, "free %lld + cached %lld (counted %lld) + used %lld != total %lld", (long long)inf->nfree, (long long)inf->ncached,
+                 (long long)ncached, (long long)nused, (long long)inf->nblocks), bad = msg;
+    pt__free(ctx, cnt), pt__free(ctx, seen);
+    if (bad) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_infer_check: %s", bad), PT_ERR_STATE);
+    return PT_OK;
 }
 
 /* ---- row kernels ------------------------------------------------------------------------------- */
@@ -25224,6 +25658,7 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
         inf->mark[s] = 1;
         N += ntok[i];
         need += (inf->seq[s].len + ntok[i] + inf->bt - 1) / inf->bt - inf->seq[s].nblk;
+        if (inf->seq[s].len % inf->bt && inf->ref[inf->table[(int64_t)s * inf->max_blk + inf->seq[s].len / inf->bt]] > 1) need++; /* copy on write */
     }
     for (i = 0; i < nseq; i++) inf->mark[seqs[i]] = 0;
     for (r = 0, i = 0; i < nseq; i++)
@@ -25231,20 +25666,36 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
             if (tokens[r] < 0 || tokens[r] >= inf->V)
                 return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: token %lld of the step (sequence %d) is %d, outside the vocabulary [0, %d)",
                                             (long long)r, (int)seqs[i], (int)tokens[r], inf->V), PT_ERR_ARG);
-    if (need > inf->nfree)
+    if (need > pt__inf_avail(inf))
         return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: the KV pool has %lld free blocks of %d tokens, the step needs %lld more",
-                                    (long long)inf->nfree, inf->bt, (long long)need), PT_ERR_OOM);
+                                    (long long)pt__inf_avail(inf), inf->bt, (long long)need), PT_ERR_OOM);
     if (!pt__inf_reserve(inf, N)) return PT_ERR_OOM;
     /* blocks, rows and positions */
     for (r = 0, i = 0; i < nseq; i++) {
         const int32_t s = seqs[i];
         pt__inf_seq *q = &inf->seq[s];
         int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
-        while ((int64_t)q->nblk * inf->bt < q->len + ntok[i]) tb[q->nblk++] = inf->free_ids[--inf->nfree];
+        if (q->len % inf->bt) { /* the last block is written: copied first when shared, out of the hash table when hashed */
+            const int32_t old = tb[q->len / inf->bt];
+            if (inf->ref[old] > 1) {
+                const int32_t nb = pt__inf_balloc(inf);
+                const size_t es = inf->kv16 ? 2 : 4;
+                memcpy((char *)inf->kv + (size_t)nb * (size_t)inf->block_elems * es, (const char *)inf->kv + (size_t)old * (size_t)inf->block_elems * es,
+                       (size_t)inf->block_elems * es);
+                memcpy(inf->btok + (int64_t)nb * inf->bt, inf->btok + (int64_t)old * inf->bt, (size_t)inf->bt * sizeof(int32_t));
+                pt__inf_bput(inf, old);
+                tb[q->len / inf->bt] = nb;
+                inf->kst.cow++;
+            } else if (inf->bstate[old] & PT__BLK_PUB)
+                pt__inf_unpub(inf, old);
+        }
+        while ((int64_t)q->nblk * inf->bt < q->len + ntok[i]) tb[q->nblk++] = pt__inf_balloc(inf);
         inf->st_seq[i] = s, inf->st_ntok[i] = ntok[i], inf->st_row0[i] = r, inf->st_len0[i] = q->len;
         for (t = 0; t < ntok[i]; t++, r++) {
-            inf->tok_seq[r] = s, inf->tok_pos[r] = q->len + t;
-            pt__inf_embed(inf, tokens[r], q->len + t, inf->x + r * ldc);
+            const int64_t pos = q->len + t;
+            inf->tok_seq[r] = s, inf->tok_pos[r] = pos;
+            inf->btok[(int64_t)tb[pos / inf->bt] * inf->bt + pos % inf->bt] = tokens[r];
+            pt__inf_embed(inf, tokens[r], pos, inf->x + r * ldc);
         }
     }
     for (l = 0; l < inf->L; l++) {
@@ -25299,7 +25750,13 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
         PT__CPU_PAR_FOR(ctx, 2 * N * C)
         for (r = 0; r < N; r++) pt__inf_add(inf->x + r * ldc, inf->h + r * ldc, C);
     }
-    for (i = 0; i < nseq; i++) inf->seq[seqs[i]].len += ntok[i];
+    for (i = 0; i < nseq; i++) { /* the blocks this step filled get their hashes */
+        pt__inf_seq *q = &inf->seq[seqs[i]];
+        const int32_t *tb = inf->table + (int64_t)seqs[i] * inf->max_blk;
+        int64_t b;
+        for (b = q->len / inf->bt; (b + 1) * inf->bt <= q->len + ntok[i]; b++) pt__inf_filled(inf, tb[b], b > 0 ? inf->chash[tb[b - 1]] : 0);
+        q->len += ntok[i];
+    }
     if (!logits) return st0 == PT_OK ? ctx->status : PT_OK; /* an error of pt__qmm (its workspace) */
     /* the final norm of the rows that want logits (into h), then the head's first vocab rows */
     R = all_logits ? N : nseq;
@@ -25435,16 +25892,16 @@ PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *r
         for (i = 0; i < q->nstop; i++)
             if (!q->stop[i] || !q->stop[i][0])
                 return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: stop string %d is NULL or empty", (long long)k, (int)i), PT_ERR_ARG);
-        if (pt__gen_blocks(inf, q) > inf->nfree)
+        if (pt__gen_blocks(inf, q) > pt__inf_avail(inf))
             return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: request %lld needs %lld KV blocks, the pool has %lld free", (long long)k,
-                                        (long long)pt__gen_blocks(inf, q), (long long)inf->nfree), PT_ERR_OOM);
+                                        (long long)pt__gen_blocks(inf, q), (long long)pt__inf_avail(inf)), PT_ERR_OOM);
         res[k].ntokens = 0, res[k].finish = PT_FINISH_NONE, res[k].text_len = 0;
         if (res[k].text && res[k].text_cap > 0) res[k].text[0] = 0;
     }
     if (nreq == 0) return PT_OK;
     for (i = 0; i < inf->max_seqs; i++) slots += !inf->seq[i].live;
     if (slots < 1) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: all %d sequences of the pt_infer are in use", inf->max_seqs), PT_ERR_STATE);
-    avail = inf->nfree;
+    avail = pt__inf_avail(inf);
     g = (pt__gen *)pt__malloc(ctx, (size_t)nreq * sizeof *g);
     logits = (float *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->V * sizeof(float));
     seqs = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * 3 * sizeof(int32_t));
@@ -25689,6 +26146,713 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
         return st;
     }
     return pt__gpt_generate_graph(m, g, prompt, n, max_new, &sp, out);
+}
+
+// >>engine  the serving engine: requests over a pt_infer, an iteration-level scheduler, priorities, preemption, the event trace
+/* Owns: pt_engine (its requests, the waiting and running sets, the event trace), the scheduler, the
+   thread-safe request API
+   Invariants: given the same requests and arrival times, the same decisions (ties broken by ticket,
+   the submission order; aging counted in iterations); every decision is an event, and the executor
+   applies events the same way whether the scheduler or a replayed trace made them; a request's tokens
+   and logits do not depend on what else runs, on chunking, on preemption or on prefix hits (pt_infer's
+   batch invariance: every cached key and value is the bits a fresh prefill computes); only the engine's
+   thread touches the pt_infer; the lock is not held during pt_infer_step nor during callbacks
+   Entry points: pt_engine_new pt_engine_free pt_engine_submit pt_engine_cancel pt_engine_poll pt_engine_wait pt_engine_step pt_engine_run
+   pt_engine_stop pt_engine_events */
+/* An iteration: (1) arrivals join the queue; (2) cancellations and callback stops end their requests,
+   freeing blocks at once; (3) the schedule: waiting requests of a higher class that cannot fit preempt
+   running ones of a lower class (lowest class, newest ticket first; a request aged above the waiting one
+   is not preempted); the running requests that decode get one token each (a decode that finds no free
+   block preempts the lowest running request, itself if it is the lowest); running prompts get chunks;
+   then waiting requests are admitted in order (effective class = class + waited iterations / aging,
+   then ticket) while a sequence, blocks for their whole prompt (beside what running prompts still
+   need) and budget remain; the first that does not fit stops admission (no overtaking inside the
+   order). (4) the batch runs as one pt_infer_step; every request whose history is all fed samples its
+   next token. Preemption by recompute drops the blocks (full ones stay in the prefix cache, so the
+   recompute often finds them) and feeds prompt + generated tokens again; by swap copies the blocks to
+   host memory, restored as they were. */
+#if !defined(PTRAIN_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
+#include <pthread.h>
+#define PT__ENG_THREADS 1
+#endif
+
+typedef struct pt__ereq {
+    int64_t id;
+    int32_t cls, state, finish, seq, preempts, swapped, cancel, cbstop;
+    double arrival, t_first, t_done;
+    int64_t arrive_iter;           /* the iteration it arrived (aging) */
+    int32_t *hist;                 /* prompt then generated ids */
+    int64_t nprompt, nhist, cap;   /* cap: ids hist can hold (prompt + max_tokens, at most max_seq) */
+    int64_t fed;                   /* ids of hist in the cache */
+    int32_t max_tokens, ngen;
+    int32_t *stops;
+    int32_t nstops;
+    int64_t cached;
+    pt_sample_params sample;
+    pt_sampler *smp;
+    pt_engine_token_fn on_token;
+    void *user;
+    float *logits;
+    void *swap;                    /* swapped out: the blocks' bytes, then their tokens */
+    int64_t swap_len;
+    int32_t swap_nblk;
+    int32_t planned;               /* tokens scheduled this iteration */
+    char err[256];
+} pt__ereq;
+
+struct pt_engine {
+    pt_infer *inf;
+    pt_ctx *ctx;
+    pt_engine_desc d;
+    pt__ereq **req;
+    int64_t nreq, capreq;
+    pt_engine_event *ev;
+    int64_t nev, capev, rpos;      /* events; the replay's read position */
+    int64_t iter;
+    int64_t commit;                /* blocks the iteration's planned runs will take */
+    double t0;
+    int stop;
+    pt_engine_stats st;
+    int32_t *seqs, *ntok, *toks;   /* the step's batch */
+    pt__ereq **who;
+    float *lg;
+    int64_t captoks;
+    pt__ereq **order;              /* scratch: sorted requests */
+#ifdef PT__ENG_THREADS
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+#endif
+};
+
+#ifdef PT__ENG_THREADS
+#define PT__ENG_LOCK(e) pthread_mutex_lock(&(e)->mu)
+#define PT__ENG_UNLOCK(e) pthread_mutex_unlock(&(e)->mu)
+#define PT__ENG_SIGNAL(e) (pthread_cond_broadcast(&(e)->work), pthread_cond_broadcast(&(e)->done))
+#else
+#define PT__ENG_LOCK(e) ((void)0)
+#define PT__ENG_UNLOCK(e) ((void)0)
+#define PT__ENG_SIGNAL(e) ((void)0)
+#endif
+
+/* a request's error: what failed, with the context's message when this call set it (then cleared:
+   the request carries it, the engine goes on) */
+static void pt__eng_err(pt_engine *e, pt_status before, char *dst, size_t n, const char *what) {
+    if (before == PT_OK && e->ctx->status != PT_OK) {
+        snprintf(dst, n, "%s: %.200s", what, e->ctx->err);
+        pt_error_clear(e->ctx);
+    } else
+        snprintf(dst, n, "%s", what);
+}
+static double pt__eng_clock(const pt_engine *e) { return e->d.wall_clock ? pt_time() - e->t0 : (double)e->iter; }
+PTDEF double pt_engine_now(pt_engine *e) { return e ? pt__eng_clock(e) : 0.0; }
+
+static int pt__eng_event(pt_engine *e, int32_t kind, int64_t req, int64_t a, int64_t b) {
+    pt_engine_event *x;
+    if (e->nev == e->capev) {
+        const int64_t c = e->capev ? 2 * e->capev : 256;
+        pt_engine_event *p = (pt_engine_event *)pt__realloc(e->ctx, e->ev, (size_t)c * sizeof *p);
+        if (!p) return (pt__fail(e->ctx, PT_ERR_OOM, "pt_engine: out of memory for the event trace"), 0);
+        e->ev = p, e->capev = c;
+    }
+    x = &e->ev[e->nev++];
+    x->iter = e->iter, x->req = req, x->kind = kind, x->a = a, x->b = b;
+    return 1;
+}
+PTDEF const char *pt_engine_event_name(int32_t kind) {
+    static const char *const nm[] = {"?", "arrive", "admit", "run", "preempt", "swapin", "finish", "cancel", "error"};
+    return kind >= 1 && kind <= 8 ? nm[kind] : "?";
+}
+
+PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
+    pt_engine *e;
+    pt_ctx *ctx;
+    pt_engine_desc z;
+    if (!inf) return NULL;
+    ctx = inf->ctx;
+    memset(&z, 0, sizeof z);
+    if (d) z = *d;
+    if (z.max_running < 0 || z.token_budget < 0 || z.max_chunk < 0 || (z.preempt != PT_PREEMPT_RECOMPUTE && z.preempt != PT_PREEMPT_SWAP) ||
+        z.aging < -1 || z.nreplay < 0 || (z.nreplay > 0 && !z.replay))
+        return (pt_engine *)pt__fail(ctx, PT_ERR_ARG, "pt_engine_new: max_running %d, token_budget %d, max_chunk %d (expected >= 0), preempt %d "
+                                     "(expected 0 recompute or 1 swap), aging %d (expected >= -1), a replay of %lld events (expected >= 0, with events)",
+                                     (int)z.max_running, (int)z.token_budget, (int)z.max_chunk, (int)z.preempt, (int)z.aging, (long long)z.nreplay);
+    if (!z.max_running || z.max_running > inf->max_seqs) z.max_running = inf->max_seqs;
+    if (!z.token_budget) z.token_budget = 256;
+    if (!z.max_chunk || z.max_chunk > z.token_budget) z.max_chunk = z.token_budget;
+    if (!z.aging) z.aging = 64;
+    if (!(e = (pt_engine *)pt__malloc(ctx, sizeof *e))) return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
+    memset(e, 0, sizeof *e);
+    e->inf = inf, e->ctx = ctx, e->d = z, e->t0 = pt_time();
+    e->captoks = PT__MAX((int64_t)z.token_budget, (int64_t)z.max_running * inf->max_seq) + inf->max_seqs;
+    e->seqs = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * 2 * sizeof(int32_t));
+    e->toks = (int32_t *)pt__malloc(ctx, (size_t)e->captoks * sizeof(int32_t));
+    e->who = (pt__ereq **)pt__malloc(ctx, (size_t)inf->max_seqs * sizeof(pt__ereq *));
+    e->lg = (float *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->V * sizeof(float));
+    if (!e->seqs || !e->toks || !e->who || !e->lg) {
+        pt_engine_free(e);
+        return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
+    }
+    e->ntok = e->seqs + inf->max_seqs;
+#ifdef PT__ENG_THREADS
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work, NULL);
+    pthread_cond_init(&e->done, NULL);
+#endif
+    return e;
+}
+static void pt__eng_req_free(pt_engine *e, pt__ereq *q) {
+    if (!q) return;
+    pt_sampler_free(q->smp);
+    pt__free(e->ctx, q->hist), pt__free(e->ctx, q->stops), pt__free(e->ctx, q->swap);
+    pt__free(e->ctx, q);
+}
+PTDEF void pt_engine_free(pt_engine *e) {
+    int64_t i;
+    if (!e) return;
+    for (i = 0; i < e->nreq; i++) {
+        if (e->req[i]->state == PT_REQ_RUNNING && e->req[i]->seq >= 0) pt_infer_seq_free(e->inf, e->req[i]->seq);
+        pt__eng_req_free(e, e->req[i]);
+    }
+    pt__free(e->ctx, e->req), pt__free(e->ctx, e->ev), pt__free(e->ctx, e->seqs), pt__free(e->ctx, e->toks), pt__free(e->ctx, e->who);
+    pt__free(e->ctx, e->lg), pt__free(e->ctx, e->order);
+    if (e->seqs) {
+#ifdef PT__ENG_THREADS
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->work);
+        pthread_cond_destroy(&e->done);
+#endif
+    }
+    pt__free(e->ctx, e);
+}
+
+/* blocks a sequence of n tokens holds */
+static int64_t pt__eng_blocks(const pt_engine *e, int64_t n) { return (n + e->inf->bt - 1) / e->inf->bt; }
+
+PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
+    pt__ereq *q;
+    pt_infer *inf;
+    int64_t id, i;
+    if (!e) return -1;
+    inf = e->inf;
+    if (!(q = (pt__ereq *)pt__alloc(e->ctx, sizeof *q))) return -1;
+    memset(q, 0, sizeof *q);
+    q->seq = -1, q->t_first = q->t_done = -1.0, q->state = PT_REQ_PENDING;
+    if (!r || !r->prompt || r->nprompt < 1 || r->max_tokens < 1 || r->nstop_tokens < 0 || (r->nstop_tokens > 0 && !r->stop_tokens) || r->priority < 0 ||
+        r->priority >= PT_ENGINE_CLASSES)
+        snprintf(q->err, sizeof q->err, "invalid request: expected a prompt of >= 1 token (found %d), max_tokens >= 1 (found %d), a stop list that "
+                 "matches its count (found %d) and a class in 0..%d (found %d)", r ? (int)r->nprompt : 0, r ? (int)r->max_tokens : 0,
+                 r ? (int)r->nstop_tokens : 0, PT_ENGINE_CLASSES - 1, r ? (int)r->priority : 0);
+    else if (r->nprompt >= inf->max_seq)
+        snprintf(q->err, sizeof q->err, "prompt of %d tokens is longer than the context: expected at most max_seq - 1 = %d", (int)r->nprompt, inf->max_seq - 1);
+    else if (pt__eng_blocks(e, (int64_t)r->nprompt + 1) > inf->nblocks)
+        snprintf(q->err, sizeof q->err, "prompt of %d tokens needs %lld KV blocks of %d tokens, more than the whole cache (%lld blocks)", (int)r->nprompt,
+                 (long long)pt__eng_blocks(e, (int64_t)r->nprompt + 1), inf->bt, (long long)inf->nblocks);
+    else
+        for (i = 0; i < r->nprompt; i++)
+            if (r->prompt[i] < 0 || r->prompt[i] >= inf->V) {
+                snprintf(q->err, sizeof q->err, "invalid request: prompt token %lld is %d, outside the vocabulary [0, %d)", (long long)i, (int)r->prompt[i], inf->V);
+                break;
+            }
+    if (!q->err[0]) {
+        q->cls = r->priority, q->arrival = r->arrival, q->max_tokens = r->max_tokens, q->on_token = r->on_token, q->user = r->user, q->logits = r->logits;
+        q->nprompt = q->nhist = r->nprompt;
+        q->cap = PT__MIN((int64_t)r->nprompt + r->max_tokens, (int64_t)inf->max_seq);
+        q->hist = (int32_t *)pt__alloc(e->ctx, (size_t)q->cap * sizeof(int32_t));
+        q->stops = r->nstop_tokens ? (int32_t *)pt__alloc(e->ctx, (size_t)r->nstop_tokens * sizeof(int32_t)) : NULL;
+        if (!q->hist || (r->nstop_tokens && !q->stops)) {
+            pt__eng_req_free(e, q);
+            return -1;
+        }
+        memcpy(q->hist, r->prompt, (size_t)r->nprompt * sizeof(int32_t));
+        if (r->nstop_tokens) memcpy(q->stops, r->stop_tokens, (size_t)r->nstop_tokens * sizeof(int32_t));
+        q->nstops = r->nstop_tokens, q->sample = r->sample; /* the sampler is made on the engine's thread, at arrival */
+    }
+    PT__ENG_LOCK(e);
+    if (e->nreq == e->capreq) {
+        const int64_t c = e->capreq ? 2 * e->capreq : 64;
+        pt__ereq **p = (pt__ereq **)pt__realloc(e->ctx, e->req, (size_t)c * sizeof *p);
+        pt__ereq **o = (pt__ereq **)pt__realloc(e->ctx, e->order, (size_t)c * sizeof *o);
+        if (p) e->req = p;
+        if (o) e->order = o;
+        if (!p || !o) {
+            PT__ENG_UNLOCK(e);
+            pt__eng_req_free(e, q);
+            return -1;
+        }
+        e->capreq = c;
+    }
+    id = q->id = e->nreq;
+    if (q->err[0]) q->state = PT_REQ_ERROR, e->st.errors++, q->t_done = pt__eng_clock(e);
+    e->req[e->nreq++] = q;
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+    return id;
+}
+PTDEF pt_status pt_engine_cancel(pt_engine *e, int64_t id) {
+    if (!e) return PT_ERR_ARG;
+    PT__ENG_LOCK(e);
+    if (id < 0 || id >= e->nreq) {
+        PT__ENG_UNLOCK(e);
+        return PT_ERR_ARG; /* the context's error state is the engine thread's: not touched here */
+    }
+    e->req[id]->cancel = 1;
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+    return PT_OK;
+}
+PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, int32_t *tokens, int32_t cap) {
+    pt__ereq *q;
+    int32_t st;
+    if (!e) return -1;
+    PT__ENG_LOCK(e);
+    if (id < 0 || id >= e->nreq) {
+        PT__ENG_UNLOCK(e);
+        return -1;
+    }
+    q = e->req[id];
+    st = q->state;
+    if (res) {
+        memset(res, 0, sizeof *res);
+        res->state = q->state, res->finish = q->finish, res->ntokens = q->ngen, res->seq = q->state == PT_REQ_RUNNING ? q->seq : -1;
+        res->preemptions = q->preempts, res->cached_tokens = q->cached, res->arrival = q->arrival, res->first_token = q->t_first, res->done = q->t_done;
+        snprintf(res->error, sizeof res->error, "%s", q->err);
+    }
+    if (tokens && cap > 0 && q->hist) memcpy(tokens, q->hist + q->nprompt, (size_t)PT__MIN((int64_t)cap, (int64_t)q->ngen) * sizeof(int32_t));
+    PT__ENG_UNLOCK(e);
+    return st;
+}
+static int pt__eng_final(int32_t st) { return st == PT_REQ_DONE || st == PT_REQ_CANCELLED || st == PT_REQ_ERROR; }
+PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id) {
+    int32_t st;
+    if (!e) return -1;
+    PT__ENG_LOCK(e);
+    if (id < 0 || id >= e->nreq) {
+        PT__ENG_UNLOCK(e);
+        return -1;
+    }
+#ifdef PT__ENG_THREADS
+    while (!pt__eng_final(e->req[id]->state)) pthread_cond_wait(&e->done, &e->mu);
+#else
+    while (!pt__eng_final(e->req[id]->state) && pt_engine_step(e) >= 0) {}
+#endif
+    st = e->req[id]->state;
+    PT__ENG_UNLOCK(e);
+    return st;
+}
+PTDEF const pt_engine_event *pt_engine_events(pt_engine *e, int64_t *n) {
+    if (n) *n = e ? e->nev : 0;
+    return e ? e->ev : NULL;
+}
+PTDEF pt_engine_stats pt_engine_stats_get(pt_engine *e) {
+    pt_engine_stats s;
+    memset(&s, 0, sizeof s);
+    if (!e) return s;
+    PT__ENG_LOCK(e);
+    s = e->st;
+    PT__ENG_UNLOCK(e);
+    return s;
+}
+
+/* ---- the executor's actions (the scheduler's and the replay's) ------------------------------------ */
+/* q leaves the running set with its sequence dropped */
+static void pt__eng_release(pt_engine *e, pt__ereq *q) {
+    if (q->seq >= 0) pt_infer_seq_free(e->inf, q->seq);
+    q->seq = -1;
+}
+static void pt__eng_end(pt_engine *e, pt__ereq *q, int32_t state, int32_t finish) {
+    pt__eng_release(e, q);
+    pt__free(e->ctx, q->swap), q->swap = NULL, q->swapped = 0;
+    q->state = state, q->finish = finish, q->t_done = pt__eng_clock(e);
+    if (state == PT_REQ_DONE) e->st.finished++, pt__eng_event(e, PT_EV_FINISH, q->id, finish, q->ngen);
+    else if (state == PT_REQ_ERROR) e->st.errors++, pt__eng_event(e, PT_EV_ERROR, q->id, 0, 0);
+}
+static void pt__eng_preempt(pt_engine *e, pt__ereq *q, int mode) {
+    pt_infer *inf = e->inf;
+    const int64_t len = inf->seq[q->seq].len;
+    pt__eng_event(e, PT_EV_PREEMPT, q->id, mode, len);
+    e->st.preempted++, q->preempts++;
+    if (mode == PT_PREEMPT_SWAP) {
+        const size_t es = inf->kv16 ? 2 : 4, bb = (size_t)inf->block_elems * es;
+        const int32_t nb = inf->seq[q->seq].nblk;
+        unsigned char *m = (unsigned char *)pt__malloc(e->ctx, (size_t)nb * (bb + (size_t)inf->bt * sizeof(int32_t)) + 1);
+        if (m) {
+            const int32_t *tb = inf->table + (int64_t)q->seq * inf->max_blk;
+            int32_t b;
+            for (b = 0; b < nb; b++) {
+                memcpy(m + (size_t)b * bb, (const char *)inf->kv + (size_t)tb[b] * bb, bb);
+                memcpy(m + (size_t)nb * bb + (size_t)b * inf->bt * sizeof(int32_t), inf->btok + (int64_t)tb[b] * inf->bt, (size_t)inf->bt * sizeof(int32_t));
+            }
+            q->swap = m, q->swap_len = len, q->swap_nblk = nb, q->swapped = 1;
+            e->st.swapped_out++;
+        }
+    }
+    if (!q->swapped) q->fed = 0; /* recompute (or a swap without host memory): fed again from the start */
+    pt__eng_release(e, q);
+    q->state = PT_REQ_WAITING;
+}
+static int pt__eng_admit(pt_engine *e, pt__ereq *q) {
+    pt_infer *inf = e->inf;
+    int64_t got = 0;
+    if ((q->seq = pt_infer_seq_new(inf)) < 0) return 0;
+    if (!e->d.no_prefix_cache && (got = pt_infer_seq_prefix(inf, q->seq, q->hist, q->nhist)) < 0) got = 0;
+    q->fed = got, q->cached += got, q->state = PT_REQ_RUNNING;
+    e->st.admitted++;
+    return pt__eng_event(e, PT_EV_ADMIT, q->id, q->seq, got);
+}
+static int pt__eng_swapin(pt_engine *e, pt__ereq *q) {
+    pt_infer *inf = e->inf;
+    const size_t es = inf->kv16 ? 2 : 4, bb = (size_t)inf->block_elems * es;
+    const unsigned char *m = (const unsigned char *)q->swap;
+    int32_t *tb, b;
+    if ((q->seq = pt_infer_seq_new(inf)) < 0) return 0;
+    tb = inf->table + (int64_t)q->seq * inf->max_blk;
+    for (b = 0; b < q->swap_nblk; b++) { /* a full block still in the pool (shared or cached) is taken, not copied back */
+        const int32_t *tok = (const int32_t *)(const void *)(m + (size_t)q->swap_nblk * bb + (size_t)b * inf->bt * sizeof(int32_t));
+        const int full = (int64_t)(b + 1) * inf->bt <= q->swap_len;
+        const uint64_t parent = b > 0 ? inf->chash[tb[b - 1]] : 0;
+        int32_t id = full ? pt__inf_find(inf, pt__inf_bhash(parent, tok, inf->bt), tok) : -1;
+        if (id >= 0) pt__inf_bget(inf, id);
+        else {
+            id = pt__inf_balloc(inf);
+            memcpy((char *)inf->kv + (size_t)id * bb, m + (size_t)b * bb, bb);
+            memcpy(inf->btok + (int64_t)id * inf->bt, tok, (size_t)inf->bt * sizeof(int32_t));
+            if (full) pt__inf_filled(inf, id, parent);
+        }
+        tb[b] = id;
+    }
+    inf->seq[q->seq].nblk = q->swap_nblk, inf->seq[q->seq].len = q->swap_len;
+    pt__free(e->ctx, q->swap), q->swap = NULL, q->swapped = 0;
+    q->fed = q->swap_len, q->state = PT_REQ_RUNNING;
+    e->st.swapped_in++;
+    return pt__eng_event(e, PT_EV_SWAPIN, q->id, q->seq, q->swap_len);
+}
+static void pt__eng_cancel(pt_engine *e, pt__ereq *q) {
+    const int64_t nb = q->seq >= 0 ? e->inf->seq[q->seq].nblk : 0;
+    pt__eng_event(e, PT_EV_CANCEL, q->id, nb, 0);
+    pt__eng_end(e, q, PT_REQ_CANCELLED, PT_FINISH_NONE);
+    e->st.cancelled++;
+}
+
+/* ---- the scheduler -------------------------------------------------------------------------------- */
+static int64_t pt__eng_eff(const pt_engine *e, const pt__ereq *q) {
+    return q->cls + (e->d.aging > 0 ? (e->iter - q->arrive_iter) / e->d.aging : 0);
+}
+/* blocks q's next n tokens take beyond what its sequence holds (a copy on write included) */
+static int64_t pt__eng_need(const pt_engine *e, const pt__ereq *q, int64_t n) {
+    const pt_infer *inf = e->inf;
+    const pt__inf_seq *s = &inf->seq[q->seq];
+    int64_t k = pt__eng_blocks(e, s->len + n) - s->nblk;
+    if (s->len % inf->bt && inf->ref[inf->table[(int64_t)q->seq * inf->max_blk + s->len / inf->bt]] > 1) k++;
+    return k;
+}
+/* blocks a waiting request needs to be admitted: its whole history and one more token (swapped: its blocks and one) */
+static int64_t pt__eng_admit_need(const pt_engine *e, const pt__ereq *q) {
+    return q->swapped ? q->swap_nblk + 1 : pt__eng_blocks(e, q->nhist + 1);
+}
+/* sorts order[0, n) by (effective class desc, ticket asc) (insertion sort: stable, few items) */
+static void pt__eng_sort(const pt_engine *e, pt__ereq **o, int64_t n, int aged) {
+    int64_t i, j;
+    for (i = 1; i < n; i++) {
+        pt__ereq *x = o[i];
+        const int64_t kx = aged ? pt__eng_eff(e, x) : x->cls;
+        for (j = i; j > 0; j--) {
+            const int64_t kj = aged ? pt__eng_eff(e, o[j - 1]) : o[j - 1]->cls;
+            if (kj > kx || (kj == kx && o[j - 1]->id < x->id)) break;
+            o[j] = o[j - 1];
+        }
+        o[j] = x;
+    }
+}
+/* the running requests, lowest first (class asc, ticket desc): victims */
+static pt__ereq *pt__eng_victim(pt_engine *e, const pt__ereq *w, const pt__ereq *except) {
+    pt__ereq *v = NULL;
+    int64_t i;
+    for (i = 0; i < e->nreq; i++) {
+        pt__ereq *q = e->req[i];
+        if (q->state != PT_REQ_RUNNING || q == except) continue;
+        if (w && !(w->cls > q->cls && pt__eng_eff(e, w) > pt__eng_eff(e, q))) continue;
+        if (!v || q->cls < v->cls || (q->cls == v->cls && q->id > v->id)) v = q;
+    }
+    return v;
+}
+/* blocks free for this iteration's plans */
+static int64_t pt__eng_room(const pt_engine *e) { return pt__inf_avail(e->inf) - e->commit; }
+static int pt__eng_plan(pt_engine *e, pt__ereq *q, int64_t n) {
+    q->planned = (int32_t)n;
+    e->commit += pt__eng_need(e, q, n);
+    return pt__eng_event(e, PT_EV_RUN, q->id, n, q->fed);
+}
+static void pt__eng_schedule(pt_engine *e) {
+    pt_infer *inf = e->inf;
+    int64_t i, nw = 0, nr = 0, budget = e->d.token_budget, avail, reserve = 0;
+    pt__ereq **o = e->order;
+    if (e->d.request_level) {
+        for (i = 0; i < e->nreq; i++) nr += e->req[i]->state == PT_REQ_RUNNING;
+        if (!nr) { /* a new batch: whole requests in arrival order while they fit */
+            avail = pt__inf_avail(inf);
+            for (i = 0; i < e->nreq && nr < e->d.max_running; i++) {
+                pt__ereq *q = e->req[i];
+                const int64_t nb = pt__eng_blocks(e, q->cap);
+                if (q->state != PT_REQ_WAITING) continue;
+                if (nb > avail) break;
+                if (!pt__eng_admit(e, q)) break;
+                avail -= nb, nr++;
+            }
+        }
+        for (i = 0; i < e->nreq; i++) {
+            pt__ereq *q = e->req[i];
+            if (q->state == PT_REQ_RUNNING) pt__eng_plan(e, q, q->nhist - q->fed);
+        }
+        return;
+    }
+    /* (a) a waiting request of a higher class that cannot fit preempts lower running ones */
+    for (i = 0; i < e->nreq; i++)
+        if (e->req[i]->state == PT_REQ_WAITING) o[nw++] = e->req[i];
+    pt__eng_sort(e, o, nw, 1);
+    avail = pt__inf_avail(inf);
+    for (i = 0; i < e->nreq; i++) {
+        pt__ereq *q = e->req[i];
+        if (q->state == PT_REQ_RUNNING) nr++, reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
+    }
+    for (i = 0; i < nw; i++) {
+        pt__ereq *w = o[i];
+        const int64_t need = pt__eng_admit_need(e, w);
+        pt__ereq *v;
+        while ((nr >= e->d.max_running || need > avail - reserve) && (v = pt__eng_victim(e, w, NULL)) != NULL) {
+            reserve -= PT__MAX((int64_t)0, pt__eng_blocks(e, v->nhist + 1) - inf->seq[v->seq].nblk);
+            pt__eng_preempt(e, v, e->d.preempt);
+            nr--, avail = pt__inf_avail(inf);
+        }
+        if (nr >= e->d.max_running || need > avail - reserve) break;
+        nr++, avail -= need; /* room held for w (admitted below) */
+    }
+    /* (b) the running requests, highest first: decodes one token, prompts a chunk */
+    nr = 0;
+    for (i = 0; i < e->nreq; i++)
+        if (e->req[i]->state == PT_REQ_RUNNING) o[nr++] = e->req[i];
+    pt__eng_sort(e, o, nr, 0);
+    for (i = 0; i < nr && budget > 0; i++) {
+        pt__ereq *q = o[i];
+        int64_t n;
+        if (q->state != PT_REQ_RUNNING) continue; /* preempted for an earlier one */
+        n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
+        while (n > 1 && pt__eng_need(e, q, n) > pt__eng_room(e)) n--; /* a prompt chunk: shorter */
+        while (q->state == PT_REQ_RUNNING && pt__eng_need(e, q, n) > pt__eng_room(e)) { /* no room: the lowest running request goes */
+            pt__ereq *v = pt__eng_victim(e, NULL, NULL);
+            if (v == q && !pt__eng_victim(e, NULL, q)) { /* alone and still no room: the pool is too small for it */
+                snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)(q->fed + n),
+                         (long long)pt__eng_blocks(e, q->fed + n), inf->bt, (long long)inf->nblocks);
+                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+                break;
+            }
+            if (v->planned) { /* its run withdrawn */
+                e->commit -= pt__eng_need(e, v, v->planned);
+                budget += v->planned, v->planned = 0;
+                pt__eng_event(e, PT_EV_RUN, v->id, 0, v->fed);
+            }
+            pt__eng_preempt(e, v, e->d.preempt);
+        }
+        if (q->state != PT_REQ_RUNNING) continue;
+        pt__eng_plan(e, q, n);
+        budget -= n;
+    }
+    /* (c) admissions in order while a sequence, blocks and budget remain */
+    nw = 0, nr = 0, reserve = 0;
+    for (i = 0; i < e->nreq; i++) {
+        pt__ereq *q = e->req[i];
+        if (q->state == PT_REQ_WAITING) o[nw++] = q;
+        else if (q->state == PT_REQ_RUNNING) nr++, reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
+    }
+    pt__eng_sort(e, o, nw, 1);
+    for (i = 0; i < nw && budget > 0 && nr < e->d.max_running; i++) {
+        pt__ereq *q = o[i];
+        int64_t n;
+        if (pt__eng_admit_need(e, q) > inf->nblocks) { /* can never fit (a recompute grown past the pool) */
+            snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)q->nhist + 1,
+                     (long long)pt__eng_admit_need(e, q), inf->bt, (long long)inf->nblocks);
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+            continue;
+        }
+        if (pt__eng_admit_need(e, q) > pt__eng_room(e) - reserve) break;
+        if (!(q->swapped ? pt__eng_swapin(e, q) : pt__eng_admit(e, q))) break;
+        nr++;
+        n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
+        if (n > 0 && pt__eng_need(e, q, n) <= pt__eng_room(e)) pt__eng_plan(e, q, n), budget -= n;
+        reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
+    }
+}
+
+/* q joins the waiting queue (its sampler made here, on the engine's thread) */
+static void pt__eng_arrive(pt_engine *e, pt__ereq *q, double now) {
+    const pt_status before = e->ctx->status;
+    if (!(q->smp = pt_sampler_new(e->ctx, &q->sample, e->inf->V))) {
+        pt__eng_err(e, before, q->err, sizeof q->err, "invalid sampling parameters");
+        pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+        return;
+    }
+    q->state = PT_REQ_WAITING, q->arrive_iter = e->iter;
+    if (q->arrival < 0 || e->d.wall_clock || e->d.nreplay) q->arrival = now;
+    pt__eng_event(e, PT_EV_ARRIVE, q->id, q->cls, 0);
+}
+/* the decisions of this iteration read from the replayed trace (arrivals too: a run driven by other
+   threads in wall time replays on one thread) */
+static int pt__eng_replay(pt_engine *e) {
+    while (e->rpos < e->d.nreplay && e->d.replay[e->rpos].iter <= e->iter) {
+        const pt_engine_event *x = &e->d.replay[e->rpos++];
+        pt__ereq *q;
+        int ok = 1;
+        if (x->iter < e->iter || x->req < 0 || x->req >= e->nreq) ok = 0;
+        else {
+            q = e->req[x->req];
+            switch (x->kind) {
+            case PT_EV_ARRIVE: ok = q->state == PT_REQ_PENDING; if (ok) pt__eng_arrive(e, q, pt__eng_clock(e)); break;
+            case PT_EV_PREEMPT: ok = q->state == PT_REQ_RUNNING && (x->a == 0 || x->a == 1); if (ok) pt__eng_preempt(e, q, (int)x->a); break;
+            case PT_EV_CANCEL: ok = !pt__eng_final(q->state); if (ok) pt__eng_cancel(e, q); break;
+            case PT_EV_ADMIT: ok = q->state == PT_REQ_WAITING && !q->swapped && pt__eng_admit(e, q) && q->seq == x->a && q->fed == x->b; break;
+            case PT_EV_SWAPIN: ok = q->state == PT_REQ_WAITING && q->swapped && pt__eng_swapin(e, q); break;
+            case PT_EV_RUN:
+                ok = q->state == PT_REQ_RUNNING && x->b == q->fed && x->a >= 0 && q->fed + x->a <= q->nhist &&
+                     (x->a == 0 || pt__eng_need(e, q, x->a) <= pt__eng_room(e));
+                if (ok && x->a) pt__eng_plan(e, q, x->a);
+                else if (ok) { /* a withdrawn run */
+                    if (q->planned) e->commit -= pt__eng_need(e, q, q->planned);
+                    q->planned = 0, pt__eng_event(e, PT_EV_RUN, q->id, 0, q->fed);
+                }
+                break;
+            default: break; /* outcomes (finish, error) follow from the decisions */
+            }
+        }
+        if (!ok)
+            return (pt__fail(e->ctx, PT_ERR_STATE, "pt_engine_step: the replayed trace does not fit the run at event %lld (iteration %lld, request %lld, %s): "
+                             "expected the state it was recorded in", (long long)e->rpos - 1, (long long)x->iter, (long long)x->req,
+                             pt_engine_event_name(x->kind)), 0);
+    }
+    return 1;
+}
+static int pt__eng_work(const pt_engine *e) {
+    int64_t i;
+    for (i = 0; i < e->nreq; i++)
+        if (!pt__eng_final(e->req[i]->state)) return 1;
+    return 0;
+}
+PTDEF int pt_engine_step(pt_engine *e) {
+    pt_infer *inf;
+    int64_t i, ntoks = 0, V;
+    int32_t n = 0, k;
+    double now, t;
+    pt_status st, before;
+    int more;
+    if (!e) return -(int)PT_ERR_ARG;
+    inf = e->inf, V = inf->V;
+    PT__ENG_LOCK(e);
+    now = pt__eng_clock(e);
+    for (i = 0; i < e->nreq; i++) { /* arrivals, cancellations, stops asked by callbacks */
+        pt__ereq *q = e->req[i];
+        q->planned = 0, e->commit = 0;
+        if (q->state == PT_REQ_PENDING && q->arrival <= now && !e->d.nreplay) pt__eng_arrive(e, q, now);
+        if (q->cancel && !e->d.nreplay && !pt__eng_final(q->state) && q->state != PT_REQ_PENDING) pt__eng_cancel(e, q);
+        else if (q->cbstop && !pt__eng_final(q->state)) pt__eng_end(e, q, PT_REQ_DONE, PT_FINISH_CALLBACK);
+    }
+    if (e->d.nreplay ? !pt__eng_replay(e) : (pt__eng_schedule(e), 0)) {
+        PT__ENG_SIGNAL(e);
+        PT__ENG_UNLOCK(e);
+        return -(int)PT_ERR_STATE;
+    }
+    for (i = 0; i < e->nreq; i++) { /* the batch */
+        pt__ereq *q = e->req[i];
+        if (q->state != PT_REQ_RUNNING || !q->planned) continue;
+        memcpy(e->toks + ntoks, q->hist + q->fed, (size_t)q->planned * sizeof(int32_t));
+        e->seqs[n] = q->seq, e->ntok[n] = q->planned, e->who[n] = q;
+        ntoks += q->planned, n++;
+    }
+    if (n == 0) {
+        e->iter++;
+        more = pt__eng_work(e);
+        PT__ENG_SIGNAL(e);
+        PT__ENG_UNLOCK(e);
+        return more;
+    }
+    PT__ENG_UNLOCK(e);
+    t = pt_time();
+    st = pt_infer_step(inf, n, e->seqs, e->ntok, e->toks, e->lg, 0);
+    t = pt_time() - t;
+    PT__ENG_LOCK(e);
+    e->st.busy_s += t, e->st.iterations++, e->st.tokens_fed += ntoks;
+    e->st.max_running_seen = PT__MAX(e->st.max_running_seen, (int64_t)n);
+    now = pt__eng_clock(e);
+    for (k = 0; k < n; k++) {
+        pt__ereq *q = e->who[k];
+        int32_t tok;
+        float l = 0.0f;
+        int fin = 0, j;
+        e->ntok[k] = -1; /* no token (yet) for the callbacks */
+        if (st != PT_OK) {
+            snprintf(q->err, sizeof q->err, "the step failed: %.200s", e->ctx->err);
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+            continue;
+        }
+        if (q->fed < q->nprompt) e->st.prefill_tokens += PT__MIN((int64_t)q->planned, q->nprompt - q->fed);
+        e->st.decode_tokens += q->planned - PT__MIN((int64_t)q->planned, PT__MAX((int64_t)0, q->nprompt - q->fed));
+        q->fed += q->planned;
+        if (q->fed < q->nhist) continue;
+        before = e->ctx->status;
+        tok = pt_sampler_next(q->smp, e->lg + (int64_t)k * V, q->hist, q->nhist, &l);
+        if (tok < 0 || tok >= V) {
+            pt__eng_err(e, before, q->err, sizeof q->err, "the sampler gave no token");
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+            continue;
+        }
+        if (q->logits) memcpy(q->logits + (int64_t)q->ngen * V, e->lg + (int64_t)k * V, (size_t)V * sizeof(float));
+        q->hist[q->nhist++] = tok, q->ngen++;
+        if (q->t_first < 0) q->t_first = now;
+        e->ntok[k] = tok, e->lg[(int64_t)k * V] = l; /* the token and its log-probability for the callback (the row is used) */
+        for (j = 0; j < q->nstops; j++)
+            if (q->stops[j] == tok) fin = PT_FINISH_STOP_TOKEN;
+        if (!fin && (q->ngen >= q->max_tokens || q->nhist >= q->cap)) fin = PT_FINISH_LENGTH;
+        if (fin) pt__eng_end(e, q, PT_REQ_DONE, fin);
+    }
+    e->iter++;
+    more = pt__eng_work(e);
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+    for (k = 0; k < n; k++) { /* callbacks, unlocked (they may call the API) */
+        pt__ereq *q = e->who[k];
+        if (e->ntok[k] >= 0 && q->on_token && q->on_token(q->user, q->id, e->ntok[k], e->lg[(int64_t)k * V])) {
+            PT__ENG_LOCK(e);
+            q->cbstop = 1;
+            PT__ENG_UNLOCK(e);
+        }
+    }
+    return more;
+}
+PTDEF void pt_engine_stop(pt_engine *e) {
+    if (!e) return;
+    PT__ENG_LOCK(e);
+    e->stop = 1;
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+}
+PTDEF pt_status pt_engine_run(pt_engine *e) {
+    int r = 0;
+    if (!e) return PT_ERR_ARG;
+    PT__ENG_LOCK(e);
+    while (!e->stop) {
+#ifdef PT__ENG_THREADS
+        if (!pt__eng_work(e)) {
+            pthread_cond_wait(&e->work, &e->mu);
+            continue;
+        }
+#else
+        if (!pt__eng_work(e)) break;
+#endif
+        PT__ENG_UNLOCK(e);
+        r = pt_engine_step(e);
+        PT__ENG_LOCK(e);
+        if (r < 0) break;
+    }
+    e->stop = 0;
+    PT__ENG_UNLOCK(e);
+    return r < 0 ? (pt_status)-r : PT_OK;
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

@@ -852,5 +852,13 @@ else
     fail "10_memory: mpirun not found (make deps installs openmpi-bin)"
 fi
 
+# 12: the engine's trace: a chunked prefill, shared blocks, a preemption (swap, and recompute), a prefix-cache hit, every request done
+for mode in "" --recompute; do
+    if ./build/12_engine $mode >"$W/12$mode.log" 2>&1 && grep -q 'prompt chunk' "$W/12$mode.log" && grep -q '[0-9]\* ' "$W/12$mode.log" &&
+        grep -q 'PREEMPTED' "$W/12$mode.log" && grep -q 'PREFIX-CACHE HIT' "$W/12$mode.log" && [ "$(grep -c 'finished' "$W/12$mode.log")" -eq 5 ]; then
+        pass "12_engine $mode: chunked prefill, shared blocks, a preemption and a prefix-cache hit shown; the 5 requests finish"
+    else fail "12_engine $mode: $(tail -n 5 "$W/12$mode.log")"; fi
+done
+
 echo "$P passed, $F failed"
 [ $F -eq 0 ]

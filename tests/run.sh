@@ -118,6 +118,8 @@ fi
 tbuild test_sample
 # KV-cached inference (see infer), and its sanitizer build
 tbuild test_infer
+# the serving engine and block sharing (see engine, infer), and its sanitizer build
+tbuild test_engine
 # the ops once more with -DPTRAIN_CBLAS: matrix products through the system BLAS
 if want "test_ops[cblas]"; then
     build test_ops.cblas tests/test_ops.c "$OPT -DPTRAIN_CBLAS" -lopenblas

@@ -2,7 +2,8 @@
 # tests/tsan_test.sh [BUILD_DIR] - ThreadSanitizer over the tests whose code runs threads beside the
 # caller: asynchronous checkpoints (the writer and the retention remover, test_ckpt; the statistics
 # read while a write is held in flight, crash_run --stats), the
-# prefetching loader (test_data), the monitor and the trace (test_monitor, test_trace), pt_run's
+# prefetching loader (test_data), the monitor and the trace (test_monitor, test_trace), the serving
+# engine's thread beside submit, cancel and wait (test_engine), pt_run's
 # signals (test_host), and the collective watchdog thread under MPI (test_coll, 2 ranks,
 # PTRAIN_WATCHDOG=60). Built with -fsanitize=thread and without OpenMP (libgomp is not instrumented:
 # its own synchronisation would show as false races). Each program must pass its checks and print no
@@ -56,6 +57,7 @@ have mpicc && have mpirun && mpi_ok=1
     bg test_ckpt $CCT $TS tests/test_ckpt.c -o "$T/test_ckpt" -lm -lpthread
     bg test_host $CCT $TS tests/test_host.c -o "$T/test_host" -lm -lpthread
     bg test_trace $CCT $TS tests/test_trace.c -o "$T/test_trace" -lm -lpthread
+    bg test_engine $CCT $TS tests/test_engine.c -o "$T/test_engine" -lm -lpthread
     [ $mpi_ok = 1 ] && bg test_coll mpicc $TS -DPTRAIN_MPI tests/test_coll.c -o "$T/test_coll" -lm
 ) &
 (
@@ -67,6 +69,7 @@ built test_data && tsan_prog "test_data (prefetch thread)" "$T/data.log" "$T/tes
 built test_monitor && tsan_prog "test_monitor" "$T/mon.log" "$T/test_monitor" "$T/mon"
 built test_trace && tsan_prog "test_trace" "$T/trace.log" "$T/test_trace" "$T/trace"
 built test_host && tsan_prog "test_host (signals, CRC32C beside a GEMM)" "$T/host.log" "$T/test_host"
+built test_engine && tsan_prog "test_engine (an engine thread beside submit, poll, cancel, wait)" "$T/engine.log" "$T/test_engine"
 # pt_ckpt_stats_get while an asynchronous write is held in flight (PTRAIN_CKPT_DELAY_MS, crash_run's test hooks)
 if built crash_run; then
     rm -rf "$T/stats" && mkdir -p "$T/stats"
