@@ -94,7 +94,11 @@ $(BUILD)/ptrun: tools/ptrun.c | $(BUILD)
 $(BUILD)/ptgen: tools/ptgen.c ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -march=native -I. tools/ptgen.c -o $@ -lm
 
-tools: $(BUILD)/pttrain $(BUILD)/ptrun $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem $(BUILD)/ptgen
+# the OpenAI-compatible server (libmicrohttpd) and its load generator
+$(BUILD)/ptserve: tools/ptserve.c tools/ptserve_page.h ptrain.h | $(BUILD)
+	$(CC) -O2 -fopenmp -march=native -I. tools/ptserve.c -o $@ -lmicrohttpd -lm
+
+tools: $(BUILD)/pttrain $(BUILD)/ptrun $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem $(BUILD)/ptgen $(BUILD)/ptserve
 
 # The demo's data: the fortunes corpus (tools/prepare_text.sh: data/fortunes/train.txt, val.txt) as
 # byte-level BPE token shards of DEMO_BPE merges (tools/prepare_shards --bpe; tokenizer.bin beside
