@@ -14,6 +14,8 @@
      --timeout S          seconds a request may take at most (600; a request's "timeout" field may lower it)
      --threads N          CPU threads (default: the CPUs available)
      --model-name NAME    the id /v1/models gives (default: the model path's last part)
+     --step-delay-ms N    sleep N ms after each engine iteration (0): a tiny model made slow, as a
+                          larger one would be, for tests and demonstrations of queueing
    Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
    GET /metrics (Prometheus text), GET / (the playground page). docs/serving.md has the details:
    the fields, the chat template, the errors, the metrics. SIGTERM or SIGINT drains: no new
@@ -228,7 +230,7 @@ static int sv_parse_request(const char *body, size_t len, int chat, const sv_mod
     if (t) r->n = (int32_t)x;
     if ((t = sv_int(root, "priority", 0, SV_MAX_CLASS, &x, e)) < 0) goto out;
     if (t) r->priority = (int32_t)x;
-    if ((t = sv_num(root, "timeout", 0.001, 1e6, &d, e)) < 0) goto out;
+    if ((t = sv_num(root, "timeout", 1e-6, 1e6, &d, e)) < 0) goto out;
     if (t) r->timeout = d;
     if (sv_bool(root, "stream", &r->stream, e) < 0) goto out;
     v = pt_json_get(root, "stream_options");
@@ -415,6 +417,7 @@ static struct {
     int64_t nextserial, live, engine_reqs;
     double timeout;
     int32_t max_seqs, budget;
+    long step_delay_ms;
     sv_request *reqs;           /* the requests the engine thread watches */
     /* metrics */
     int64_t req_total[6];       /* ok, 400, 429, 503, timeout, cancelled */
@@ -729,6 +732,11 @@ static void *sv_engine_thread(void *arg) {
         if (!S.reqs && S.stop) break;
         pthread_mutex_unlock(&S.mu);
         rc = pt_engine_step(S.eng);
+        if (S.step_delay_ms > 0) {
+            struct timespec ts;
+            ts.tv_sec = S.step_delay_ms / 1000, ts.tv_nsec = (S.step_delay_ms % 1000) * 1000000L;
+            nanosleep(&ts, NULL);
+        }
         pthread_mutex_lock(&S.mu);
         if (rc < 0) fprintf(stderr, "ptserve: engine: %s\n", pt_error(S.ctx)), pt_error_clear(S.ctx);
         S.kv = pt_infer_kv_stats(S.inf);
@@ -1009,7 +1017,7 @@ static int usage(const char *msg, const char *what) {
     if (msg) fprintf(stderr, "ptserve: %s%s%s\n", msg, what ? " " : "", what ? what : "");
     fprintf(stderr, "usage: ptserve (--ckpt DIR | --safetensors FILE | --gguf FILE) [--quant f32|bf16|q8_0|q4_0] [--host ADDR] [--port N]\n"
                     "               [--max-seqs N] [--kv-blocks N] [--max-batch-tokens N] [--max-queue N] [--timeout S] [--threads N]\n"
-                    "               [--model-name NAME]   (see the top of tools/ptserve.c, docs/serving.md)\n");
+                    "               [--model-name NAME] [--step-delay-ms N]   (see the top of tools/ptserve.c, docs/serving.md)\n");
     return 2;
 }
 static int num_flag(const char *flag, const char *v, long lo, long hi, long *out) {
@@ -1058,6 +1066,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--max-batch-tokens")) { if (num_flag(f, val, 1, 1L << 20, &budget)) return 2; }
         else if (!strcmp(f, "--max-queue")) { if (num_flag(f, val, 1, 1L << 20, &max_queue)) return 2; }
         else if (!strcmp(f, "--threads")) { if (num_flag(f, val, 1, 1024, &threads)) return 2; }
+        else if (!strcmp(f, "--step-delay-ms")) { if (num_flag(f, val, 0, 10000, &S.step_delay_ms)) return 2; }
         else if (!strcmp(f, "--timeout")) {
             char *end;
             timeout = strtod(val, &end);
