@@ -113,6 +113,12 @@ static int sv_append(pt_sb *b, const char *s, size_t n) {
     return 1;
 }
 
+static char *sv_strdup(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *p = (char *)malloc(n);
+    return p ? (char *)memcpy(p, s, n) : NULL;
+}
+
 static const char *sv_kind_name(const pt_json *v) {
     static const char *const names[] = {"nothing", "null", "a boolean", "a number", "a string", "an array", "an object"};
     return names[pt_json_type(v)];
@@ -267,14 +273,14 @@ static int sv_parse_request(const char *body, size_t len, int chat, const sv_mod
                 sv_fail(e, 400, "stop", "'stop' entries must be non-empty strings of at most 256 bytes (no NUL), found %s", sv_kind_name(s));
                 goto out;
             }
-            if (!(r->stop[r->nstop] = strdup(pt_json_str(s)))) {
+            if (!(r->stop[r->nstop] = sv_strdup(pt_json_str(s)))) {
                 sv_fail(e, 500, "", "out of memory");
                 goto out;
             }
             r->nstop++;
         }
     }
-    if (chat && r->nstop <= SV_MAX_STOP && !(r->stop[r->nstop++] = strdup("\nUser:"))) {
+    if (chat && r->nstop <= SV_MAX_STOP && !(r->stop[r->nstop++] = sv_strdup("\nUser:"))) {
         r->nstop--;
         sv_fail(e, 500, "", "out of memory");
         goto out;
