@@ -68,7 +68,7 @@ start() {
     URL=""
     t=0
     while [ $t -lt 300 ] && [ -z "$URL" ]; do
-        URL=$(sed -n 's/^ptserve: listening on //p' "$W/$name.out")
+        URL=$(sed -n 's/^ptserve: listening on //p' "$W/$name.out" 2>/dev/null)
         [ -n "$URL" ] || { kill -0 $SPID 2>/dev/null || break; sleep 0.1; t=$((t + 1)); }
     done
     if [ -n "$URL" ]; then pass "ptserve $* prints its URL once ready ($URL)"
@@ -90,6 +90,20 @@ start main
 if [ -n "$URL" ]; then
     python3 tests/serve_check.py main "$URL" >"$W/main.log" 2>&1 || echo "FAIL serve_check.py main crashed: $(tail -n 5 "$W/main.log")" >>"$W/main.log"
     cat "$W/main.log"
+    # the load generator: Poisson and gamma-bursty arrivals, every request completed, its JSON line
+    if [ -z "${SERVE_BIN:-}" ]; then
+        L=$(sed -n 's/^ *Build: //p' tools/ptload.c | head -n 1)
+        if sh -c "$L -Wall -Wextra" >"$W/ptload.build.log" 2>&1 && ! grep -q 'warning:' "$W/ptload.build.log"; then pass "ptload builds with its Build: line, -Wall -Wextra clean"
+        else fail "ptload build ($L): $(head -c 600 "$W/ptload.build.log")"; fi
+    fi
+    for b in 1 0.5; do
+        ./build/ptload --url "${URL%/}" --rate 40 --burstiness $b --requests 16 --prompt-len 2:6 --output-len 4:12 >"$W/ptload.$b.log" 2>&1
+        rc=$?
+        j=$(tail -n 1 "$W/ptload.$b.log")
+        if [ $rc -eq 0 ] && echo "$j" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["completed"] == 16 and d["p99_ttft_ms"] > 0 and d["output_throughput"] > 0 and d["refused_share"] == 0' 2>/dev/null
+        then pass "ptload --burstiness $b: 16 requests completed, a JSON line with p99 TTFT $(echo "$j" | sed 's/.*"p99_ttft_ms":\([0-9.]*\).*/\1/') ms"
+        else fail "ptload --burstiness $b: exit $rc: $(tail -n 3 "$W/ptload.$b.log")"; fi
+    done
     stop "$SPID" main
 fi
 
