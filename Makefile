@@ -6,7 +6,7 @@ EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/
 MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume $(BUILD)/10_memory
 CLLIBS  := -lOpenCL -lclblast
 
-.PHONY: all help deps demo test soak valgrind fuzz bench examples tools clean
+.PHONY: all help deps demo serve test soak valgrind fuzz bench examples tools clean
 
 all: examples
 
@@ -16,6 +16,9 @@ help:
 	@echo "               (dp 2 x pp 2, bf16 matrix products, 800 steps), saving a checkpoint every 100 steps to build/demo_ckpt;"
 	@echo "               run it again to continue from the newest one; it prints a sample and its share of dictionary words;"
 	@echo "               its log and trace are drawn by build/ptreport into build/demo/report/index.html"
+	@echo "make serve     tools/ptserve (an OpenAI-compatible server: /v1/completions, /v1/chat/completions, /metrics, a playground"
+	@echo "               page at /) on the demo's checkpoint, training a short one first if there is none; prints its URL"
+	@echo "               (SERVE_ARGS='--port 9000'; docs/serving.md)"
 	@echo "make test      run the test suite (ends with 'N passed, N failed')"
 	@echo "make soak      the long variants make test leaves out (SOAK=1: every equivalence and memory-estimate layout, the"
 	@echo "               implementation compiled once more by dp, tp and coll_test, xent's OpenCL run at full size, the GPT tutorial"
@@ -39,6 +42,7 @@ help:
 	@echo "               build/ptreport (a run's JSON-lines log and Chrome trace -> SVG charts, pipeline timeline, HTML page)"
 	@echo "               build/ptckpt (checkpoints: inspect, verify, export to / import from safetensors)"
 	@echo "               build/ptmem (predicted memory per rank of a GPT run on a dp x tp x pp layout, ZeRO, schedule)"
+	@echo "               build/ptserve (the OpenAI-compatible HTTP server on the engine; libmicrohttpd) and build/ptload (its load generator)"
 	@echo "               and build/ptrun (the supervisor: relaunches a failed or hung mpirun job from its newest checkpoint on"
 	@echo "               the hosts that answer, DP shrunk to fit; docs/fault-tolerance.md); make build/pttrain-hooks: the trainer"
 	@echo "               with the test hooks (PTRAIN_FAULT, PTRAIN_GUARD_INJECT, PTRAIN_CKPT_FAIL)"
@@ -94,7 +98,22 @@ $(BUILD)/ptrun: tools/ptrun.c | $(BUILD)
 $(BUILD)/ptgen: tools/ptgen.c ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -march=native -I. tools/ptgen.c -o $@ -lm
 
-tools: $(BUILD)/pttrain $(BUILD)/ptrun $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem $(BUILD)/ptgen
+# the OpenAI-compatible server (libmicrohttpd) and its load generator
+$(BUILD)/ptserve: tools/ptserve.c tools/ptserve_page.h ptrain.h | $(BUILD)
+	$(CC) -O2 -fopenmp -march=native -I. tools/ptserve.c -o $@ -lmicrohttpd -lm
+
+$(BUILD)/ptload: tools/ptload.c | $(BUILD)
+	$(CC) -O2 -fopenmp -march=native -I. tools/ptload.c -o $@ -lm -lpthread
+
+tools: $(BUILD)/pttrain $(BUILD)/ptrun $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem $(BUILD)/ptgen $(BUILD)/ptserve $(BUILD)/ptload
+
+# make serve: ptserve on the demo's checkpoint (which carries its BPE tokenizer), training a short
+# one first when there is none; SERVE_ARGS adds flags (e.g. --port 9000 --host 0.0.0.0)
+SERVE_ARGS ?=
+serve: $(BUILD)/ptserve
+	@if [ ! -f $(BUILD)/demo_ckpt/latest ]; then echo "make serve: no checkpoint in $(BUILD)/demo_ckpt: training a short one (make demo, 200 steps)"; \
+	  $(MAKE) demo DEMO_ARGS="$(subst --steps 800,--steps 200,$(DEMO_ARGS))" || exit 1; fi
+	./$(BUILD)/ptserve --ckpt $(BUILD)/demo_ckpt $(SERVE_ARGS)
 
 # The demo's data: the fortunes corpus (tools/prepare_text.sh: data/fortunes/train.txt, val.txt) as
 # byte-level BPE token shards of DEMO_BPE merges (tools/prepare_shards --bpe; tokenizer.bin beside

@@ -50,6 +50,9 @@
    tools/ptrun.c supervises a training job under mpirun: heartbeats from every rank over its own
    channel (see harness), a death or a hang noticed, the job torn down and relaunched from the
    newest checkpoint on the hosts that answer, DP shrunk to fit (docs/fault-tolerance.md).
+   tools/ptserve.c serves a model over HTTP with OpenAI's completion and chat endpoints, streaming,
+   Prometheus metrics and a playground page, on pt_engine (libmicrohttpd; the header has no HTTP);
+   tools/ptload.c loads such a server with Poisson or bursty arrivals (docs/serving.md, make serve).
 
    Parallel (compile with mpicc -DPTRAIN_MPI): pt_dist_init builds the dp x tp x pp grid; pass it
    as pt_desc.dist. Tensor parallel: pt_linear_col_new / pt_linear_row_new / pt_mlp_tp_new, and

@@ -8,8 +8,9 @@
 # clang needs libomp-dev (LLVM's OpenMP: omp.h, libomp.so) for -fopenmp; libclang-rt-14-dev for the fuzzers;
 # iproute2 (ip) and util-linux (unshare, nsenter) for the namespace hosts of tests/nshosts.sh (the supervisor's
 # host trial); procps (pgrep) for the trials' check that no process is left.
+# tools/ptserve needs libmicrohttpd-dev; its tests use curl, and its browser test chromium, chromium-driver and python3-selenium.
 set -u
-PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps"
+PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps libmicrohttpd-dev curl chromium chromium-driver python3-selenium"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # the tests' Python environment: made once, kept while it imports gguf and numpy
 pyenv() {
