@@ -26391,28 +26391,27 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
     PT__ENG_UNLOCK(e);
     return id;
 }
-PTDEF pt_status pt_engine_cancel(pt_engine *e, int64_t id) {
-    if (!e) return PT_ERR_ARG;
+/* locks e and returns request id, or unlocks and returns NULL for an id never submitted (the
+   context's error state is the engine thread's: not touched here) */
+static pt__ereq *pt__eng_lock_req(pt_engine *e, int64_t id) {
+    if (!e) return NULL;
     PT__ENG_LOCK(e);
-    if (id < 0 || id >= e->nreq) {
-        PT__ENG_UNLOCK(e);
-        return PT_ERR_ARG; /* the context's error state is the engine thread's: not touched here */
-    }
-    e->req[id]->cancel = 1;
+    if (id >= 0 && id < e->nreq) return e->req[id];
+    PT__ENG_UNLOCK(e);
+    return NULL;
+}
+PTDEF pt_status pt_engine_cancel(pt_engine *e, int64_t id) {
+    pt__ereq *q = pt__eng_lock_req(e, id);
+    if (!q) return PT_ERR_ARG;
+    q->cancel = 1;
     PT__ENG_SIGNAL(e);
     PT__ENG_UNLOCK(e);
     return PT_OK;
 }
 PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, int32_t *tokens, int32_t cap) {
-    pt__ereq *q;
+    pt__ereq *q = pt__eng_lock_req(e, id);
     int32_t st;
-    if (!e) return -1;
-    PT__ENG_LOCK(e);
-    if (id < 0 || id >= e->nreq) {
-        PT__ENG_UNLOCK(e);
-        return -1;
-    }
-    q = e->req[id];
+    if (!q) return -1;
     st = q->state;
     if (res) {
         memset(res, 0, sizeof *res);
@@ -26427,12 +26426,7 @@ PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, in
 static int pt__eng_final(int32_t st) { return st == PT_REQ_DONE || st == PT_REQ_CANCELLED || st == PT_REQ_ERROR; }
 PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id) {
     int32_t st;
-    if (!e) return -1;
-    PT__ENG_LOCK(e);
-    if (id < 0 || id >= e->nreq) {
-        PT__ENG_UNLOCK(e);
-        return -1;
-    }
+    if (!pt__eng_lock_req(e, id)) return -1;
 #ifdef PT__ENG_THREADS
     while (!pt__eng_final(e->req[id]->state)) pthread_cond_wait(&e->done, &e->mu);
 #else

@@ -159,6 +159,21 @@ PTRAIN_FAULT=explode:3:1 "$PTH" --steps 2 --layers 1 --width 16 --heads 1 --seq 
 rc=$?
 [ $rc -ne 0 ] && grep -q "PTRAIN_FAULT='explode:3:1': expected KIND:STEP:RANK" "$W/badfault.out"
 check "a malformed PTRAIN_FAULT is refused, naming it and the syntax" $? "exit $rc: $(tail -n 2 "$W/badfault.out")"
+# a job that fails before its first step is a configuration error: reported, not restarted (exit 1)
+mkdir -p "$W/cfg"
+PTRAIN_FAULT=explode:3:1 timeout 120 "$PTRUN" $SUP -- "$PTH" $SMALL --ckpt-dir "$W/cfg/ck" >"$W/cfg.out" 2>"$W/cfg.err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "^ptrun: the job failed before its first step" "$W/cfg.err" && ! grep -q "^ptrun: relaunch" "$W/cfg.err"
+check "a job failing before its first step (bad PTRAIN_FAULT) is not restarted: exit 1" $? "exit $rc: $(grep '^ptrun' "$W/cfg.err" | tail -n 3)"
+# the restart budget: --max-restarts 0 and a kill -> it gives up with a report, exit 1
+mkdir -p "$W/budget"
+PTRAIN_FAULT=kill:2:0 timeout 120 "$PTRUN" --max-restarts 0 --backoff 0.2 --mpi-arg --oversubscribe -- "$PTH" $SMALL --ckpt-dir "$W/budget/ck" \
+    >"$W/budget.out" 2>"$W/budget.err"
+rc=$?
+[ $rc -eq 1 ] && grep -q "^ptrun: the restart budget (0) is spent" "$W/budget.err" && grep -q "^ptrun: gave up: 1 failure(s), 0 restart(s)" "$W/budget.err"
+check "the restart budget spent: ptrun gives up with its report, exit 1" $? "exit $rc: $(grep '^ptrun' "$W/budget.err" | tail -n 3)"
+sleep 0.3
+check "budget: no process of the job is left" "$(left "$W/budget/ck")"
 # a build without the test hooks ignores PTRAIN_FAULT
 if [ -x build/03_gpt ] || make --no-print-directory build/03_gpt >"$W/03.build.log" 2>&1; then
     PTRAIN_FAULT=kill:1:0 ./build/03_gpt --steps 3 --layers 1 --width 16 --heads 1 --seq 16 --batch 2 >"$W/nohooks.out" 2>&1
