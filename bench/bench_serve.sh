@@ -9,7 +9,7 @@
 #    submitted to pt_engine directly on the same file, same max_running, token budget and threads
 #    (bench_serve_engine run), twice each, interleaved, the better of each kept:
 #    {"bench":"serve_overhead","http_tokens_per_s":..,"engine_tokens_per_s":..,"ratio":..,"load1":..} (target >= 0.9)
-# 2. Poisson arrivals at SERVE_RATES (default "0.25 0.5 1 2") times the saturated request rate found in 1
+# 2. Poisson arrivals at SERVE_RATES (default "0.25 0.5 1 2 4") times the saturated request rate found in 1
 #    (http tokens/s / SERVE_OUTPUT), one ptload run each:
 #    {"bench":"serve","rate":R,"p50_ttft_s":..,"p99_ttft_s":..,"p99_tpot_s":..,"tokens_per_s":..,"goodput":..,"refused":..}
 #    goodput: requests/s with TTFT <= 1 s and TPOT <= 0.2 s (ptload's default SLOs).
@@ -62,10 +62,10 @@ for rep in 1 2; do
 done
 load1=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo null)
 awk -v h="$http" -v e="$eng" -v n="$N" -v p="$P" -v o="$O" -v m="$M" -v t="$T" -v l="$load1" 'BEGIN {
-    printf "{\"bench\":\"serve_overhead\",\"model\":\"gpt2-85m-bytes\",\"format\":\"q8_0\",\"requests\":%d,\"prompt_words\":%d,\"output_tokens\":%d,\"max_seqs\":%d,\"threads\":%d,\"http_tokens_per_s\":%.2f,\"engine_tokens_per_s\":%.2f,\"ratio\":%.3f,\"load1\":%s}\n", n, p, o, m, t, h, e, e > 0 ? h / e : 0, l }'
+    printf "{\"bench\":\"serve_overhead\",\"model\":\"gpt2-85m-bytes\",\"format\":\"q8_0\",\"requests\":%d,\"prompt_words\":%d,\"output_tokens\":%d,\"max_seqs\":%d,\"threads\":%d,\"http_tokens_per_s\":%.2f,\"engine_tokens_per_s\":%.2f,\"ratio\":%.3f,\"load1\":%s}\n", n, p, o, m, t, h, e, (e > 0 ? h / e : 0), l }'
 
 sat=$(awk -v h="$http" -v o="$O" 'BEGIN { printf "%.4f", h / o }')
-for x in ${SERVE_RATES:-0.25 0.5 1 2}; do
+for x in ${SERVE_RATES:-0.25 0.5 1 2 4}; do
     R=$(awk -v s="$sat" -v x="$x" 'BEGIN { printf "%.3f", s * x }')
     load "$R" || { rc=1; continue; }
     awk -v r="$R" -v x="$x" -v a="$(field p50_ttft_ms)" -v b="$(field p99_ttft_ms)" -v c="$(field p99_tpot_ms)" -v tp="$(field output_throughput)" \

@@ -51,7 +51,7 @@ recovery bench_recovery the supervisor (build/ptrun) on the tutorial GPT, 4 rank
 decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA
 kv bench_engine the paged KV cache: requests running at once in a fixed budget, paged vs contiguous; a shared 512-token prefix's savings; the prefix-cache hit rate of a multi-turn chat
 engine bench_engine the serving engine on GPT-2 124M in q8_0: Poisson arrivals, continuous vs request-level batching, the highest rate under an SLO of 5x the unloaded p99 TTFT; priority under overload
-serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 4 Poisson rates around saturation; HTTP vs the engine driven directly
+serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 5 Poisson rates from 0.25x to 4x saturation; HTTP vs the engine driven directly
 EOF
 }
 ALL=$(units | cut -d' ' -f1)
