@@ -34,7 +34,7 @@ help:
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, bf16 GEMM vs SGEMM, GPT training step, monitor overhead, token loader, checkpoint save/resume,"
 	@echo "               DP allreduce/overlap/ZeRO, pipeline bubbles, OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise"
 	@echo "               bandwidth, GPT step on OpenCL, activation recomputation, the inference matrix kernel qmm, KV-cached decode,"
-	@echo "               the supervisor's recovery per fault kind, the paged KV cache and the serving engine); BENCH=name[,name...] runs only those, BENCH=list names them;"
+	@echo "               the supervisor's recovery per fault kind, the paged KV cache, the serving engine and ptserve over HTTP); BENCH=name[,name...] runs only those, BENCH=list names them;"
 	@echo "               one that fails is reported and the others still run (a summary last, exit 1 if any failed)"
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/pttrain (the GPT trainer: any dp x tp x pp layout, CPU or OpenCL, checkpoints, log, trace, guard),"
@@ -205,6 +205,14 @@ $(BUILD)/bench_engine: bench/bench_engine.c ptrain.h | $(BUILD)
 # the recovery bench: a script run beside the supervisor and the trainer with the test hooks
 $(BUILD)/bench_recovery: bench/bench_recovery.sh $(BUILD)/ptrun $(BUILD)/pttrain-hooks | $(BUILD)
 	cp bench/bench_recovery.sh $@ && chmod +x $@
+
+# the serve bench: a script beside the server, its load generator and the engine-only baseline (compiled with
+# ptserve's flags, so that the two sides differ only by HTTP)
+$(BUILD)/bench_serve_engine: bench/bench_serve_engine.c ptrain.h | $(BUILD)
+	$(CC) -O2 -fopenmp -march=native -I. bench/bench_serve_engine.c -o $@ -lm
+
+$(BUILD)/bench_serve: bench/bench_serve.sh $(BUILD)/ptserve $(BUILD)/ptload $(BUILD)/bench_serve_engine | $(BUILD)
+	cp bench/bench_serve.sh $@ && chmod +x $@
 
 $(BUILD)/bench_cl: bench/bench_cl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o $@ $(CLLIBS) -lm

@@ -10,7 +10,7 @@
 #            Makefile builds only those
 # Programs: in BENCH_BUILD (default build); each path can be set on its own by BENCH_BIN (bench),
 # BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, BENCH_XENT, BENCH_RECOMPUTE, BENCH_ZERO,
-# BENCH_LARGEST, BENCH_QMM, BENCH_DECODE, BENCH_ENGINE, BENCH_RECOVERY, or by the arguments above. LARGEST_BUDGET_GIB (default 22): the memory the largest_model bench may fill.
+# BENCH_LARGEST, BENCH_QMM, BENCH_DECODE, BENCH_ENGINE, BENCH_RECOVERY, BENCH_SERVE, or by the arguments above. LARGEST_BUDGET_GIB (default 22): the memory the largest_model bench may fill.
 # MPIRUN (default mpirun) starts dist and pp on 2 ranks. CL_TUNE (default BENCH_BUILD/ptrain_cl_tune.txt)
 # is the file `ptcl tune` writes for CLBlast's GEMM; it is searched for once, when it is missing and
 # cl_gemm or cl_gpt is selected (a few minutes; delete it to search again).
@@ -51,6 +51,7 @@ recovery bench_recovery the supervisor (build/ptrun) on the tutorial GPT, 4 rank
 decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA
 kv bench_engine the paged KV cache: requests running at once in a fixed budget, paged vs contiguous; a shared 512-token prefix's savings; the prefix-cache hit rate of a multi-turn chat
 engine bench_engine the serving engine on GPT-2 124M in q8_0: Poisson arrivals, continuous vs request-level batching, the highest rate under an SLO of 5x the unloaded p99 TTFT; priority under overload
+serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 5 Poisson rates from 0.25x to 4x saturation; HTTP vs the engine driven directly
 EOF
 }
 ALL=$(units | cut -d' ' -f1)
@@ -108,6 +109,7 @@ QMM=${BENCH_QMM:-$B/bench_qmm}
 DECODE=${BENCH_DECODE:-$B/bench_decode}
 ENGINE=${BENCH_ENGINE:-$B/bench_engine}
 RECOVERY=${BENCH_RECOVERY:-$B/bench_recovery} # bench/bench_recovery.sh, beside build/ptrun and build/pttrain-hooks
+SERVE=${BENCH_SERVE:-$B/bench_serve} # bench/bench_serve.sh, beside build/ptserve, build/ptload and build/bench_serve_engine
 # BENCH_LLAMA: a python with llama-cpp-python (a scratch venv: pip install llama-cpp-python builds llama.cpp, 20-25
 # minutes here): the decode bench then runs llama.cpp (bench/peers/llama_decode.py) on the same model, exported by
 # ptrain as GGUF, after each of ptrain's formats, and prints decode_peer lines and decode_vs_llama ratios
@@ -207,6 +209,9 @@ b_kv() { built "$ENGINE" && step "$ENGINE" kv; }
 b_engine() { built "$ENGINE" && step "$ENGINE" engine "${ENGINE_MAX_LEN:-48}" "${ENGINE_REQUESTS:-20}" "${ENGINE_RATES:-1,2,3,4,6}"; }
 # recovery: one supervised run per fault kind (bench/bench_recovery.sh; RECOVERY_FAULTS narrows it)
 b_recovery() { mpi "$RECOVERY" && step "$RECOVERY"; }
+# serve: ptserve on loopback under ptload, and the same requests on the engine alone (bench/bench_serve.sh; SERVE_RATES,
+# SERVE_REQUESTS, SERVE_OUTPUT... widen or narrow it): about 3 minutes on 2 busy cores
+b_serve() { built "$SERVE" && step "$SERVE"; }
 # decode: each model, each format, ptrain then (with BENCH_LLAMA) llama.cpp on the same weights, interleaved;
 # DECODE_MODELS / DECODE_FORMATS / DECODE_TOKENS / DECODE_REPS narrow or widen it
 b_decode() {
