@@ -400,7 +400,7 @@
              batching, chunked prefill, admission by free blocks, priority classes with aging,
              preemption by recompute or swap, cancellation), the event trace and its replay, a
              thread-safe API. Entry: pt_engine_new pt_engine_submit pt_engine_step pt_engine_run
-             pt_engine_poll pt_engine_wait pt_engine_cancel pt_engine_events
+             pt_engine_poll pt_engine_wait pt_engine_cancel pt_engine_release pt_engine_events
    harness   The run harness of the training programs (switch PTRAIN_HARNESS), the supervisor's channel.
              Entry: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_step_begin pt_run_phase
              pt_run_guard pt_run_step_end pt_run_free
@@ -2757,6 +2757,8 @@ typedef struct pt_engine_desc {
     const pt_engine_event *replay; /**< a trace to follow instead of scheduling: its ARRIVE, PREEMPT, CANCEL, ADMIT, SWAPIN and RUN
                                         events (submit the same requests in the same order; their arrival times are ignored) */
     int64_t nreplay;
+    int64_t max_events;      /**< > 0: the event trace keeps at most this many, the oldest half dropped when it is full
+                                  (a server that runs for days); default 0: every event (replays need the whole trace) */
 } pt_engine_desc;
 /** Streaming: called on the engine's thread (no engine lock held) after each token of request id;
     nonzero ends the request (PT_FINISH_CALLBACK). */
@@ -2798,6 +2800,8 @@ typedef struct pt_engine_stats {
     int64_t admitted, preempted, swapped_out, swapped_in, cancelled, finished, errors;
     int64_t max_running_seen;  /**< the most requests that ran in one iteration */
     double busy_s;             /**< wall seconds in pt_infer_step */
+    int64_t events_dropped;    /**< events dropped from the trace's start (max_events) */
+    int64_t released, held;    /**< requests released (pt_engine_release); requests the engine holds now */
 } pt_engine_stats;
 /** An engine over inf (not owned; the engine uses its free sequences). NULL with the error in inf's
     context for bad settings. */
@@ -2810,6 +2814,11 @@ PTDEF void pt_engine_free(pt_engine *e);
 PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r);
 /** Cancels a request: it stops before the next iteration, its blocks (or swap memory) freed there. */
 PTDEF pt_status pt_engine_cancel(pt_engine *e, int64_t id);
+/** Releases a finished request (done, cancelled or failed): its memory is freed and its id is no longer
+    known (poll, wait and cancel answer as for an id never submitted). A server releases each request once
+    it has read its result, so an engine that runs for days holds only the requests in flight. PT_ERR_ARG
+    for an unknown id or a request not finished. */
+PTDEF pt_status pt_engine_release(pt_engine *e, int64_t id);
 /** The request's state into *res (may be NULL) and up to cap of its tokens into tokens (may be NULL);
     returns its state, or -1 for an unknown id. */
 PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, int32_t *tokens, int32_t cap);
@@ -26160,7 +26169,7 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
    and logits do not depend on what else runs, on chunking, on preemption or on prefix hits (pt_infer's
    batch invariance: every cached key and value is the bits a fresh prefill computes); only the engine's
    thread touches the pt_infer; the lock is not held during pt_infer_step nor during callbacks
-   Entry points: pt_engine_new pt_engine_free pt_engine_submit pt_engine_cancel pt_engine_poll pt_engine_wait pt_engine_step pt_engine_run
+   Entry points: pt_engine_new pt_engine_free pt_engine_submit pt_engine_cancel pt_engine_release pt_engine_poll pt_engine_wait pt_engine_step pt_engine_run
    pt_engine_stop pt_engine_events */
 /* An iteration: (1) arrivals join the queue; (2) cancellations and callback stops end their requests,
    freeing blocks at once; (3) the schedule: waiting requests of a higher class that cannot fit preempt
@@ -26207,8 +26216,8 @@ struct pt_engine {
     pt_infer *inf;
     pt_ctx *ctx;
     pt_engine_desc d;
-    pt__ereq **req;
-    int64_t nreq, capreq;
+    pt__ereq **req;                /* the requests held, in submission order (ids increasing; released ones removed) */
+    int64_t nreq, capreq, next_id;
     pt_engine_event *ev;
     int64_t nev, capev, rpos;      /* events; the replay's read position */
     int64_t iter;
@@ -26251,6 +26260,11 @@ PTDEF double pt_engine_now(pt_engine *e) { return e ? pt__eng_clock(e) : 0.0; }
 
 static int pt__eng_event(pt_engine *e, int32_t kind, int64_t req, int64_t a, int64_t b) {
     pt_engine_event *x;
+    if (e->d.max_events > 0 && e->nev >= e->d.max_events) { /* full: the oldest half goes */
+        const int64_t drop = e->nev - e->d.max_events / 2;
+        memmove(e->ev, e->ev + drop, (size_t)(e->nev - drop) * sizeof *e->ev);
+        e->nev -= drop, e->st.events_dropped += drop;
+    }
     if (e->nev == e->capev) {
         const int64_t c = e->capev ? 2 * e->capev : 256;
         pt_engine_event *p = (pt_engine_event *)pt__realloc(e->ctx, e->ev, (size_t)c * sizeof *p);
@@ -26384,7 +26398,7 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
         }
         e->capreq = c;
     }
-    id = q->id = e->nreq;
+    id = q->id = e->next_id++;
     if (q->err[0]) q->state = PT_REQ_ERROR, e->st.errors++, q->t_done = pt__eng_clock(e);
     e->req[e->nreq++] = q;
     PT__ENG_SIGNAL(e);
@@ -26393,10 +26407,22 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
 }
 /* locks e and returns request id, or unlocks and returns NULL for an id never submitted (the
    context's error state is the engine thread's: not touched here) */
+/* the index in e->req of request id, or -1 (ids increase along e->req: a binary search) */
+static int64_t pt__eng_find(const pt_engine *e, int64_t id) {
+    int64_t lo = 0, hi = e->nreq - 1;
+    while (lo <= hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (e->req[mid]->id == id) return mid;
+        if (e->req[mid]->id < id) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
 static pt__ereq *pt__eng_lock_req(pt_engine *e, int64_t id) {
+    int64_t k;
     if (!e) return NULL;
     PT__ENG_LOCK(e);
-    if (id >= 0 && id < e->nreq) return e->req[id];
+    if ((k = pt__eng_find(e, id)) >= 0) return e->req[k];
     PT__ENG_UNLOCK(e);
     return NULL;
 }
@@ -26425,16 +26451,34 @@ PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, in
 }
 static int pt__eng_final(int32_t st) { return st == PT_REQ_DONE || st == PT_REQ_CANCELLED || st == PT_REQ_ERROR; }
 PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id) {
+    pt__ereq *q = pt__eng_lock_req(e, id);
+    int64_t k;
     int32_t st;
-    if (!pt__eng_lock_req(e, id)) return -1;
-#ifdef PT__ENG_THREADS
-    while (!pt__eng_final(e->req[id]->state)) pthread_cond_wait(&e->done, &e->mu);
+    if (!q) return -1;
+#ifdef PT__ENG_THREADS /* looked up again after each wake: another thread may have released it */
+    while ((k = pt__eng_find(e, id)) >= 0 && !pt__eng_final(e->req[k]->state)) pthread_cond_wait(&e->done, &e->mu);
 #else
-    while (!pt__eng_final(e->req[id]->state) && pt_engine_step(e) >= 0) {}
+    while ((k = pt__eng_find(e, id)) >= 0 && !pt__eng_final(e->req[k]->state) && pt_engine_step(e) >= 0) {}
 #endif
-    st = e->req[id]->state;
+    st = k >= 0 ? e->req[k]->state : -1;
     PT__ENG_UNLOCK(e);
+    (void)q;
     return st;
+}
+PTDEF pt_status pt_engine_release(pt_engine *e, int64_t id) {
+    int64_t k;
+    pt__ereq *q = pt__eng_lock_req(e, id);
+    if (!q) return PT_ERR_ARG;
+    if (!pt__eng_final(q->state)) {
+        PT__ENG_UNLOCK(e);
+        return PT_ERR_ARG;
+    }
+    k = pt__eng_find(e, id);
+    memmove(e->req + k, e->req + k + 1, (size_t)(e->nreq - k - 1) * sizeof *e->req);
+    e->nreq--, e->st.released++;
+    pt__eng_req_free(e, q);
+    PT__ENG_UNLOCK(e);
+    return PT_OK;
 }
 PTDEF const pt_engine_event *pt_engine_events(pt_engine *e, int64_t *n) {
     if (n) *n = e ? e->nev : 0;
@@ -26446,6 +26490,7 @@ PTDEF pt_engine_stats pt_engine_stats_get(pt_engine *e) {
     if (!e) return s;
     PT__ENG_LOCK(e);
     s = e->st;
+    s.held = e->nreq;
     PT__ENG_UNLOCK(e);
     return s;
 }
@@ -26698,9 +26743,9 @@ static int pt__eng_replay(pt_engine *e) {
         const pt_engine_event *x = &e->d.replay[e->rpos++];
         pt__ereq *q;
         int ok = 1;
-        if (x->iter < e->iter || x->req < 0 || x->req >= e->nreq) ok = 0;
+        if (x->iter < e->iter || pt__eng_find(e, x->req) < 0) ok = 0;
         else {
-            q = e->req[x->req];
+            q = e->req[pt__eng_find(e, x->req)];
             switch (x->kind) {
             case PT_EV_ARRIVE: ok = q->state == PT_REQ_PENDING; if (ok) pt__eng_arrive(e, q, pt__eng_clock(e)); break;
             case PT_EV_PREEMPT: ok = q->state == PT_REQ_RUNNING && (x->a == 0 || x->a == 1); if (ok) pt__eng_preempt(e, q, (int)x->a); break;

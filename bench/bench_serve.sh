@@ -1,37 +1,49 @@
 #!/bin/sh
 # bench/bench_serve.sh [BUILD_DIR] - tools/ptserve under tools/ptload's load, JSON lines (make copies it to
 # build/bench_serve, which finds build/ptserve, build/ptload and build/bench_serve_engine beside itself).
-# The model: GPT-2 124M's shape (12 layers, width 768, 12 heads) with a byte vocabulary (85M parameters) in q8_0,
-# random weights, as GGUF (bench_serve_engine export; kept in SERVE_DIR and reused). ptserve on a free loopback
-# port, --threads SERVE_THREADS (2) --max-seqs SERVE_MAX_SEQS (8). Every request: SERVE_PROMPT (16) words of
-# prompt, max_tokens SERVE_OUTPUT (24), temperature 0.8, streamed; SERVE_REQUESTS (16) per run.
-# 1. HTTP overhead, first: all the requests at once through ptserve (ptload --rate 10000) vs the same requests
-#    submitted to pt_engine directly on the same file, same max_running, token budget and threads
-#    (bench_serve_engine run), twice each, interleaved, the better of each kept:
+# The model (SERVE_GGUF): by default GPT-2 124M's shape (12 layers, width 768, 12 heads) with a byte vocabulary
+# (85M parameters) in q8_0, random weights, as GGUF (bench_serve_engine export; kept in SERVE_DIR and reused).
+# ptserve on a free loopback port, --threads SERVE_THREADS (2) --max-seqs SERVE_MAX_SEQS (8). Every request:
+# a number of its own and SERVE_PROMPT (16) words of prompt (no two alike), max_tokens SERVE_OUTPUT (24), temperature 0.8, streamed, ignore_eos.
+# 1. HTTP overhead, first: SERVE_OVERHEAD_REQUESTS (16) requests at once through ptserve (ptload --rate 10000)
+#    vs the same requests submitted to pt_engine directly on the same file, same max_running, token budget
+#    and threads (bench_serve_engine run); 3 runs each, interleaved, medians:
 #    {"bench":"serve_overhead","http_tokens_per_s":..,"engine_tokens_per_s":..,"ratio":..,"load1":..} (target >= 0.9)
-# 2. Poisson arrivals at SERVE_RATES (default "0.25 0.5 1 2 4") times the saturated request rate found in 1
-#    (http tokens/s / SERVE_OUTPUT), one ptload run each:
-#    {"bench":"serve","rate":R,"p50_ttft_s":..,"p99_ttft_s":..,"p99_tpot_s":..,"tokens_per_s":..,"goodput":..,"refused":..}
-#    goodput: requests/s with TTFT <= 1 s and TPOT <= 0.2 s (ptload's default SLOs).
+# 2. Latency vs rate: Poisson arrivals at SERVE_RATES (default "0.25 0.5 1 2 4") times the saturated request
+#    rate found in 1 (http tokens/s / SERVE_OUTPUT), SERVE_REQUESTS (32) requests per rate, one ptload run each:
+#    {"bench":"serve","server":"ptserve","rate":R,"p50_ttft_s":..,"p99_ttft_s":..,"p99_tpot_s":..,"tokens_per_s":..,"goodput":..,"refused":..}
+#    goodput: requests/s with TTFT <= SERVE_SLO_TTFT (1 s) and TPOT <= 0.2 s.
+# 3. The peer, when BENCH_LLAMA_SERVER names llama.cpp's llama-server binary (bench/peers/llama_server.sh says
+#    how to build it): the same sweep (same absolute rates, same requests, same threads and sequences) on
+#    llama-server serving the same GGUF file, lines with "server":"llama-server"; then
+#    {"bench":"serve_slo","slo_p99_ttft_s":S,"ptserve_max_rate":..,"llama_server_max_rate":..,"ratio":..}:
+#    the highest swept rate each sustains with p99 TTFT <= S and nothing refused or timed out (target ratio >= 1.0).
 set -u
 B=${1:-$(dirname "$0")}
+HERE=$(cd "$(dirname "$0")" && pwd)
 W=${SERVE_DIR:-${TMPDIR:-/tmp}/ptrain_bench_serve}
-N=${SERVE_REQUESTS:-16}
+N=${SERVE_REQUESTS:-32}
+NO=${SERVE_OVERHEAD_REQUESTS:-16}
 P=${SERVE_PROMPT:-16}
 O=${SERVE_OUTPUT:-24}
 M=${SERVE_MAX_SEQS:-8}
 T=${SERVE_THREADS:-2}
+SLO=${SERVE_SLO_TTFT:-1.0}
+CTX=1024
 export OMP_WAIT_POLICY=passive
 unset PTRAIN_PROGRESS
 mkdir -p "$W"
-MODEL=$W/gpt2-85m-bytes-q8_0.gguf
+MODEL=${SERVE_GGUF:-$W/gpt2-85m-bytes-q8_0.gguf}
 if [ ! -s "$MODEL" ]; then
+    [ -z "${SERVE_GGUF:-}" ] || { echo "bench serve: SERVE_GGUF=$MODEL: no such file" >&2; exit 1; }
     "$B/bench_serve_engine" export "$MODEL" && rm -rf "$MODEL.ckpt" || { echo "bench serve: cannot write the model $MODEL" >&2; exit 1; }
 fi
+PIDS=""
+trap 'for p in $PIDS; do kill $p 2>/dev/null; done' EXIT
 
 "$B/ptserve" --gguf "$MODEL" --port 0 --threads "$T" --max-seqs "$M" >"$W/ptserve.out" 2>"$W/ptserve.err" &
 SPID=$!
-trap 'kill $SPID 2>/dev/null' EXIT
+PIDS="$SPID"
 URL=""
 t=0
 while [ $t -lt 1200 ] && [ -z "$URL" ]; do
@@ -41,38 +53,69 @@ done
 [ -n "$URL" ] || { echo "bench serve: ptserve did not start: $(head -c 600 "$W/ptserve.err")" >&2; exit 1; }
 URL=${URL%/}
 
-# load RATE: one ptload run, its JSON line in $W/load.json
+# load URL RATE REQUESTS SEED: one ptload run, its JSON line in $W/load.json (the seed makes its prompts
+# unique: no prefix-cache hits from an earlier run)
 load() {
-    "$B/ptload" --url "$URL" --rate "$1" --requests "$N" --prompt-len "$P" --output-len "$O" --timeout 300 >"$W/load.out" 2>"$W/load.err"
+    "$B/ptload" --url "$1" --rate "$2" --requests "$3" --seed "$4" --prompt-len "$P" --output-len "$O" --ignore-eos --slo-ttft "$SLO" --timeout 300 >"$W/load.out" 2>"$W/load.err"
     r=$?
     grep '^{' "$W/load.out" | tail -n 1 >"$W/load.json"
-    [ $r -eq 0 ] && [ -s "$W/load.json" ] || { echo "bench serve: ptload --rate $1 exit $r: $(tail -n 3 "$W/load.err")" >&2; return 1; }
+    [ $r -eq 0 ] && [ -s "$W/load.json" ] || { echo "bench serve: ptload --url $1 --rate $2 exit $r: $(tail -n 3 "$W/load.err") $(tail -n 2 "$W/load.out")" >&2; return 1; }
 }
 # field NAME: a number of $W/load.json
 field() { sed -n "s/.*\"$1\":\([0-9.eE+-]*\).*/\1/p" "$W/load.json"; }
-max() { awk -v a="${1:-0}" -v b="${2:-0}" 'BEGIN { print (a + 0 > b + 0) ? a : b }'; }
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+load1() { cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo null; }
 
 rc=0
-http=0 eng=0
-for rep in 1 2; do
-    e=$("$B/bench_serve_engine" run "$MODEL" "$N" "$P" "$O" "$M" "$T" | sed -n 's/.*"tokens_per_s":\([0-9.]*\).*/\1/p')
-    [ -n "$e" ] || { echo "bench serve: bench_serve_engine failed" >&2; rc=1; }
-    eng=$(max "$eng" "$e")
-    if load 10000; then http=$(max "$http" "$(field output_throughput)"); else rc=1; fi
+hs="" es=""
+load "$URL" 10000 4 99 >/dev/null 2>&1 # a warm-up (the weights' pages, the threads)
+for rep in 1 2 3; do
+    e=$("$B/bench_serve_engine" run "$MODEL" "$NO" "$P" "$O" "$M" "$T" "$rep" | sed -n 's/.*"tokens_per_s":\([0-9.]*\).*/\1/p')
+    if [ -n "$e" ]; then es="$es $e"; else echo "bench serve: bench_serve_engine failed" >&2; rc=1; fi
+    if load "$URL" 10000 "$NO" "$rep"; then hs="$hs $(field output_throughput)"; else rc=1; fi
 done
-load1=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo null)
-awk -v h="$http" -v e="$eng" -v n="$N" -v p="$P" -v o="$O" -v m="$M" -v t="$T" -v l="$load1" 'BEGIN {
-    printf "{\"bench\":\"serve_overhead\",\"model\":\"gpt2-85m-bytes\",\"format\":\"q8_0\",\"requests\":%d,\"prompt_words\":%d,\"output_tokens\":%d,\"max_seqs\":%d,\"threads\":%d,\"http_tokens_per_s\":%.2f,\"engine_tokens_per_s\":%.2f,\"ratio\":%.3f,\"load1\":%s}\n", n, p, o, m, t, h, e, (e > 0 ? h / e : 0), l }'
+http=$(echo "$hs" | median) eng=$(echo "$es" | median)
+awk -v h="$http" -v e="$eng" -v n="$NO" -v p="$P" -v o="$O" -v m="$M" -v t="$T" -v l="$(load1)" -v hs="$hs" -v es="$es" 'BEGIN {
+    gsub(/^ /, "", hs); gsub(/ /, ",", hs); gsub(/^ /, "", es); gsub(/ /, ",", es)
+    printf "{\"bench\":\"serve_overhead\",\"requests\":%d,\"prompt_words\":%d,\"output_tokens\":%d,\"max_seqs\":%d,\"threads\":%d,\"http_tokens_per_s\":%.2f,\"engine_tokens_per_s\":%.2f,\"ratio\":%.3f,\"http_runs\":[%s],\"engine_runs\":[%s],\"load1\":%s}\n", n, p, o, m, t, h, e, (e > 0 ? h / e : 0), hs, es, l }'
 
 sat=$(awk -v h="$http" -v o="$O" 'BEGIN { printf "%.4f", h / o }')
-for x in ${SERVE_RATES:-0.25 0.5 1 2 4}; do
-    R=$(awk -v s="$sat" -v x="$x" 'BEGIN { printf "%.3f", s * x }')
-    load "$R" || { rc=1; continue; }
-    awk -v r="$R" -v x="$x" -v a="$(field p50_ttft_ms)" -v b="$(field p99_ttft_ms)" -v c="$(field p99_tpot_ms)" -v tp="$(field output_throughput)" \
-        -v g="$(field goodput)" -v rf="$(field refused)" -v to="$(field timed_out)" -v l="$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo null)" 'BEGIN {
-        printf "{\"bench\":\"serve\",\"rate\":%s,\"saturation_share\":%s,\"p50_ttft_s\":%.4f,\"p99_ttft_s\":%.4f,\"p99_tpot_s\":%.4f,\"tokens_per_s\":%.2f,\"goodput\":%.4f,\"refused\":%d,\"timed_out\":%d,\"load1\":%s}\n", r, x, a / 1e3, b / 1e3, c / 1e3, tp, g, rf, to, l }'
-done
+RATES=""
+for x in ${SERVE_RATES:-0.25 0.5 1 2 4}; do RATES="$RATES $(awk -v s="$sat" -v x="$x" 'BEGIN { printf "%.3f", s * x }')"; done
+
+# sweep NAME URL: one line per rate; the highest rate meeting the SLO in $W/NAME.max
+sweep() {
+    best=0 seed=10
+    for R in $RATES; do
+        seed=$((seed + 1))
+        load "$2" "$R" "$N" "$seed" || { rc=1; continue; }
+        awk -v s="$1" -v r="$R" -v sat="$sat" -v a="$(field p50_ttft_ms)" -v b="$(field p99_ttft_ms)" -v c="$(field p99_tpot_ms)" -v tp="$(field output_throughput)" \
+            -v rt="$(field request_throughput)" -v g="$(field goodput)" -v rf="$(field refused)" -v to="$(field timed_out)" -v fl="$(field failed)" -v l="$(load1)" 'BEGIN {
+            printf "{\"bench\":\"serve\",\"server\":\"%s\",\"rate\":%s,\"saturation_share\":%.3f,\"p50_ttft_s\":%.4f,\"p99_ttft_s\":%.4f,\"p99_tpot_s\":%.4f,\"tokens_per_s\":%.2f,\"requests_per_s\":%.3f,\"goodput\":%.4f,\"refused\":%d,\"timed_out\":%d,\"failed\":%d,\"load1\":%s}\n", s, r, r / sat, a / 1e3, b / 1e3, c / 1e3, tp, rt, g, rf, to, fl, l }'
+        ok=$(awk -v b="$(field p99_ttft_ms)" -v s="$SLO" -v rf="$(field refused)" -v to="$(field timed_out)" -v fl="$(field failed)" 'BEGIN { print (b / 1e3 <= s && rf + to + fl == 0) ? 1 : 0 }')
+        [ "$ok" = 1 ] && best=$R
+    done
+    echo "$best" >"$W/$1.max"
+}
+sweep ptserve "$URL"
 kill -TERM $SPID 2>/dev/null
 wait $SPID 2>/dev/null
+PIDS=""
+
+if [ -n "${BENCH_LLAMA_SERVER:-}" ]; then
+    if out=$(sh "$HERE/peers/llama_server.sh" "$BENCH_LLAMA_SERVER" "$MODEL" "$T" "$M" "$CTX" "$W/llama-server.log"); then
+        LURL=${out% *} LPID=${out#* }
+        PIDS="$LPID"
+        load "$LURL" 10000 4 99 >/dev/null 2>&1
+        sweep llama-server "$LURL"
+        kill -TERM "$LPID" 2>/dev/null
+        wait "$LPID" 2>/dev/null
+        PIDS=""
+        awk -v s="$SLO" -v a="$(cat "$W/ptserve.max")" -v b="$(cat "$W/llama-server.max")" -v top="${RATES##* }" 'BEGIN {
+            printf "{\"bench\":\"serve_slo\",\"slo_p99_ttft_s\":%s,\"ptserve_max_rate\":%s,\"llama_server_max_rate\":%s,\"ratio\":%s,\"note\":\"the highest swept rate under the SLO; at the top rate %s it is a lower bound\"}\n", s, a, b, (b > 0 ? sprintf("%.3f", a / b) : "null"), top }'
+    else
+        rc=1
+    fi
+fi
 trap - EXIT
 exit $rc

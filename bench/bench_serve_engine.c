@@ -5,9 +5,9 @@
      GPT-2 124M's shape (12 layers, width 768, 12 heads, context 1024) with a byte vocabulary (256,
      85M parameters: tools/ptserve has no tokenizer to give GPT-2's 50,257 ids text), random weights
      (pt_gpt_new's deterministic init, as bench/bench_decode.c makes them; speed does not depend on them)
-   bench_serve_engine run FILE REQUESTS PROMPT_WORDS OUTPUT_TOKENS MAX_RUNNING THREADS
+   bench_serve_engine run FILE REQUESTS PROMPT_WORDS OUTPUT_TOKENS MAX_RUNNING THREADS [SEED]
      the engine driven directly on the same file (pt_gpt_weights_open, no HTTP): the requests
-     tools/ptload sends with --prompt-len PROMPT_WORDS --output-len OUTPUT_TOKENS (the same prompt text,
+     tools/ptload sends with --prompt-len PROMPT_WORDS --output-len OUTPUT_TOKENS --seed SEED (the same prompt text,
      temperature 0.8, seed = the request's index), all submitted at once, max_running, a token budget of
      256 and a KV cache of MAX_RUNNING x the context, as tools/ptserve sets them; after one warm-up request,
      pt_engine_step until all are done. Prints {"bench":"serve_engine",...,"tokens_per_s":...}: generated tokens over the wall time.
@@ -55,6 +55,7 @@ static int export_model(const char *out) {
 
 int main(int argc, char **argv) {
     int nreq, plen, olen, maxr, threads, i, k, rc;
+    unsigned seed;
     pt_desc d;
     pt_ctx *ctx;
     pt_gpt_weights *w;
@@ -67,11 +68,12 @@ int main(int argc, char **argv) {
     int64_t gen = 0;
     double t0, t1;
     if (argc == 3 && !strcmp(argv[1], "export")) return export_model(argv[2]);
-    if (argc != 8 || strcmp(argv[1], "run")) {
-        fprintf(stderr, "usage: bench_serve_engine export FILE | run FILE REQUESTS PROMPT_WORDS OUTPUT_TOKENS MAX_RUNNING THREADS\n");
+    if ((argc != 8 && argc != 9) || strcmp(argv[1], "run")) {
+        fprintf(stderr, "usage: bench_serve_engine export FILE | run FILE REQUESTS PROMPT_WORDS OUTPUT_TOKENS MAX_RUNNING THREADS [SEED]\n");
         return 2;
     }
     nreq = atoi(argv[3]), plen = atoi(argv[4]), olen = atoi(argv[5]), maxr = atoi(argv[6]), threads = atoi(argv[7]);
+    seed = argc == 9 ? (unsigned)strtoul(argv[8], NULL, 10) : 1;
     if (nreq < 1 || plen < 1 || plen > 500 || olen < 1 || maxr < 1 || threads < 1) {
         fprintf(stderr, "bench_serve_engine: bad arguments\n");
         return 2;
@@ -103,9 +105,12 @@ int main(int argc, char **argv) {
     for (i = 0; i < nreq; i++) { /* ptload's prompt of request i, as bytes */
         pt_engine_request r;
         int32_t n = 0;
+        char num[16], *c;
+        snprintf(num, sizeof num, "%u", seed * 100003u + (unsigned)i);
+        for (c = num; *c; c++) ids[n++] = (unsigned char)*c;
         for (k = 0; k < plen; k++) {
             const char *s = words[(i + k * 7) % 15];
-            if (k) ids[n++] = ' ';
+            ids[n++] = ' ';
             while (*s) ids[n++] = (unsigned char)*s++;
         }
         memset(&r, 0, sizeof r);

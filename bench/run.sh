@@ -51,7 +51,7 @@ recovery bench_recovery the supervisor (build/ptrun) on the tutorial GPT, 4 rank
 decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA
 kv bench_engine the paged KV cache: requests running at once in a fixed budget, paged vs contiguous; a shared 512-token prefix's savings; the prefix-cache hit rate of a multi-turn chat
 engine bench_engine the serving engine on GPT-2 124M in q8_0: Poisson arrivals, continuous vs request-level batching, the highest rate under an SLO of 5x the unloaded p99 TTFT; priority under overload
-serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 5 Poisson rates from 0.25x to 4x saturation; HTTP vs the engine driven directly
+serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 5 Poisson rates from 0.25x to 4x saturation; HTTP vs the engine driven directly; llama-server (BENCH_LLAMA_SERVER) at the same rates
 EOF
 }
 ALL=$(units | cut -d' ' -f1)
@@ -210,7 +210,8 @@ b_engine() { built "$ENGINE" && step "$ENGINE" engine "${ENGINE_MAX_LEN:-48}" "$
 # recovery: one supervised run per fault kind (bench/bench_recovery.sh; RECOVERY_FAULTS narrows it)
 b_recovery() { mpi "$RECOVERY" && step "$RECOVERY"; }
 # serve: ptserve on loopback under ptload, and the same requests on the engine alone (bench/bench_serve.sh; SERVE_RATES,
-# SERVE_REQUESTS, SERVE_OUTPUT... widen or narrow it): about 3 minutes on 2 busy cores
+# SERVE_REQUESTS, SERVE_OUTPUT... widen or narrow it): about 3 minutes on 2 busy cores; with BENCH_LLAMA_SERVER=llama.cpp's
+# llama-server binary, the same sweep on it serving the same GGUF (bench/peers/llama_server.sh) and the rates under the SLO
 b_serve() { built "$SERVE" && step "$SERVE"; }
 # decode: each model, each format, ptrain then (with BENCH_LLAMA) llama.cpp on the same weights, interleaved;
 # DECODE_MODELS / DECODE_FORMATS / DECODE_TOKENS / DECODE_REPS narrow or widen it

@@ -217,5 +217,19 @@ status "cl_gpt without ptcl" 0
 ran "cl_gpt without ptcl: the untuned step" "bench_cl gpt A 3"
 has "cl_gpt without ptcl: says so" '^bench cl_gpt: no tuned run' '"bench_cl gpt A 3","tune":""'
 
+# bench/plot_serve.sh: the serve bench's lines -> the latency-vs-rate SVG (two servers, the SLO)
+printf '%s\n' '{"bench":"serve_overhead","ratio":0.95}' \
+    '{"bench":"serve","server":"ptserve","rate":2,"p50_ttft_s":0.05,"p99_ttft_s":0.1}' '{"bench":"serve","server":"ptserve","rate":8,"p50_ttft_s":0.5,"p99_ttft_s":2}' \
+    '{"bench":"serve","server":"llama-server","rate":2,"p50_ttft_s":0.04,"p99_ttft_s":0.09}' '{"bench":"serve","server":"llama-server","rate":8,"p50_ttft_s":0.9,"p99_ttft_s":3}' \
+    '{"bench":"serve_slo","slo_p99_ttft_s":1}' >"$T/serve.jsonl"
+if sh bench/plot_serve.sh "$T/serve.jsonl" "$T/serve.svg" 2>"$T/plot.err" && [ "$(grep -c '<polyline' "$T/serve.svg")" = 4 ] &&
+    grep -q '>ptserve<' "$T/serve.svg" && grep -q '>llama-server<' "$T/serve.svg" && grep -q 'SLO p99 1 s' "$T/serve.svg" && tail -n 1 "$T/serve.svg" | grep -q '</svg>'; then
+    pass "plot_serve.sh: p50 and p99 lines for each server, the SLO, a complete SVG"
+else fail "plot_serve.sh" "$(cat "$T/plot.err"; grep -c '<polyline' "$T/serve.svg" 2>/dev/null)"; fi
+echo '{"bench":"gemm"}' >"$T/none.jsonl"
+if sh bench/plot_serve.sh "$T/none.jsonl" "$T/none.svg" 2>"$T/plot.err"; then fail "plot_serve.sh with no serve lines" "exit 0"
+elif grep -q 'no serve lines' "$T/plot.err" && [ ! -f "$T/none.svg" ]; then pass "plot_serve.sh with no serve lines: an error, no file"
+else fail "plot_serve.sh with no serve lines" "$(cat "$T/plot.err")"; fi
+
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

@@ -177,6 +177,8 @@ def main_checks():
        and m['ptserve_kv_blocks{state="used"}'] == 0 and m["ptserve_prefix_cache_hit_tokens_total"] > 0,
        "/metrics parses: every series, tokens out, TTFT count, no block in use when idle, prefix-cache hits from repeated prompts",
        {k: m.get(k) for k in need})
+    ok(m.get("ptserve_engine_requests_held", -1) == 0,
+       "after 30+ requests the engine holds none: each is released once answered (memory stays flat)", m.get("ptserve_engine_requests_held"))
 
 
 def queue_checks():

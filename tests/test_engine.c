@@ -15,6 +15,8 @@
      the others finish;
    - determinism and replay: the same trace twice gives the same events; an engine following the
      recorded trace (with other settings) reproduces the events and the tokens;
+   - release: a finished request's memory goes back and its id is unknown after, the others (ids on
+     both sides of it) still answer; an unfinished one is refused; the event trace capped (max_events);
    - threads: an engine thread runs while this thread submits, polls, cancels and waits. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
@@ -394,6 +396,49 @@ static void test_cancel_errors(void) {
     pt_infer_free(inf);
 }
 
+/* release: requests leave the engine once read, the event trace stays under its cap */
+static void test_release(void) {
+    pt_infer *inf = mk_inf(4, 0);
+    pt_engine_desc d;
+    pt_engine *e;
+    pt_engine_stats st;
+    pt_engine_result res;
+    int64_t id[5], nev = 0;
+    int32_t tk[64];
+    int k, ok = 1, early;
+    memset(&d, 0, sizeof d);
+    d.no_prefix_cache = 1, d.max_events = 40;
+    e = pt_engine_new(inf, &d);
+    for (k = 0; k < 4; k++) {
+        pt_engine_request r = mk_req(k, 0, 0, NULL);
+        id[k] = pt_engine_submit(e, &r);
+    }
+    pt_engine_step(e);
+    early = pt_engine_release(e, id[1]) == PT_ERR_ARG && pt_engine_poll(e, id[1], NULL, NULL, 0) == PT_REQ_RUNNING;
+    ok &= drive(e, inf, 100000) >= 0;
+    ok &= pt_engine_release(e, id[1]) == PT_OK && pt_engine_poll(e, id[1], NULL, NULL, 0) == -1 && pt_engine_wait(e, id[1]) == -1 &&
+          pt_engine_cancel(e, id[1]) == PT_ERR_ARG && pt_engine_release(e, id[1]) == PT_ERR_ARG;
+    for (k = 0; k < 4; k++) /* the others, on both sides of the released id, still answer with their tokens */
+        if (k != 1) {
+            ok &= pt_engine_poll(e, id[k], &res, tk, 64) == PT_REQ_DONE && res.ntokens == g_ref_n[k] && !memcmp(tk, g_ref_tok[k], sizeof(int32_t) * (size_t)g_ref_n[k]);
+            ok &= pt_engine_release(e, id[k]) == PT_OK;
+        }
+    {
+        pt_engine_request r = mk_req(4, 0, 0, NULL);
+        id[4] = pt_engine_submit(e, &r); /* ids keep counting after releases */
+    }
+    ok &= id[4] == 4 && drive(e, inf, 100000) >= 0 && pt_engine_poll(e, id[4], &res, tk, 64) == PT_REQ_DONE && res.ntokens == g_ref_n[4] &&
+          !memcmp(tk, g_ref_tok[4], sizeof(int32_t) * (size_t)g_ref_n[4]);
+    st = pt_engine_stats_get(e);
+    pt_engine_events(e, &nev);
+    CHECKF(early && ok && st.released == 4 && st.held == 1 && nev <= 40 && st.events_dropped > 0 && pt_infer_check(inf) == PT_OK,
+           "release: a finished request is freed and unknown after; unfinished refused; ids on both sides answer; events capped at max_events",
+           "early %d ok %d released %lld held %lld events %lld dropped %lld", early, ok, (long long)st.released, (long long)st.held, (long long)nev,
+           (long long)st.events_dropped);
+    pt_engine_free(e);
+    pt_infer_free(inf);
+}
+
 /* determinism and replay: a run with preemptions (swap), chunks, priorities, prefix hits and a cancel */
 static int same_events(const pt_engine_event *a, int64_t na, const pt_engine_event *b, int64_t nb) {
     int64_t i;
@@ -499,6 +544,7 @@ int main(int argc, char **argv) {
     test_priority();
     test_cancel_errors();
     test_replay();
+    test_release();
 #ifdef TE_THREADS
     test_threads();
 #endif

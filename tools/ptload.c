@@ -12,11 +12,15 @@
      --prompt-len A[:B]   prompt length in words, uniform in [A, B] (8:32)
      --output-len A[:B]   max_tokens, uniform in [A, B] (16:64)
      --trace FILE         lines "PROMPT_LEN OUTPUT_LEN" (instead of the two above; cycled)
-     --temperature X      (0.8)   --seed S: the arrivals' and lengths' RNG (1)
+     --temperature X      (0.8)   --seed S: the arrivals' and lengths' RNG, and the prompts (1)
+   A prompt is the number S x 100003 + its index (unique: no two prompts share a prefix-cache block),
+   then its words.
      --slo-ttft S         goodput: a request is good when TTFT <= S (1.0 s) ...
      --slo-tpot S         ... and TPOT <= S (0.2 s)
      --timeout S          a client gives up after S seconds (60): counted as timed out
      --chat               POST /v1/chat/completions instead of /v1/completions
+     --ignore-eos         send "ignore_eos": true (llama.cpp's and vLLM's servers then generate max_tokens;
+                          tools/ptserve always does, as ptrain's models have no end-of-text token)
    Every request streams (stream_options.include_usage). Metrics, as vLLM's benchmark_serving defines
    them: TTFT (send to the first text chunk), TPOT ((E2E - TTFT) / (output tokens - 1)), ITL (the gaps
    between text chunks), E2E latency; throughput (completed requests and output tokens per second of
@@ -45,7 +49,8 @@ typedef struct job {
 
 static char g_host[256], g_port[16];
 static double g_temp = 0.8, g_timeout = 60, g_t0;
-static int g_chat;
+static int g_chat, g_ignore_eos;
+static unsigned g_seed = 1;
 
 static double now_s(void) {
     struct timespec ts;
@@ -82,9 +87,11 @@ static void *client(void *arg) {
     struct timeval tv;
     if (wait > 0) usleep((useconds_t)(wait * 1e6));
     n = snprintf(body, sizeof body, g_chat ? "{\"messages\":[{\"role\":\"user\",\"content\":\"" : "{\"prompt\":\"");
-    for (i = 0; i < j->plen && n < (int)sizeof body - 200; i++) n += snprintf(body + n, sizeof body - (size_t)n, "%s%s", i ? " " : "", words[(j->idx + i * 7) % 15]);
-    n += snprintf(body + n, sizeof body - (size_t)n, "\"%s,\"max_tokens\":%d,\"temperature\":%g,\"seed\":%d,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
-                  g_chat ? "}]" : "", j->olen, g_temp, j->idx);
+    /* a number of its own first (request and seed), so that no two prompts share a prefix-cache block */
+    n += snprintf(body + n, sizeof body - (size_t)n, "%u", g_seed * 100003u + (unsigned)j->idx);
+    for (i = 0; i < j->plen && n < (int)sizeof body - 200; i++) n += snprintf(body + n, sizeof body - (size_t)n, " %s", words[(j->idx + i * 7) % 15]);
+    n += snprintf(body + n, sizeof body - (size_t)n, "\"%s,\"max_tokens\":%d,\"temperature\":%g,\"seed\":%d,%s\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+                  g_chat ? "}]" : "", j->olen, g_temp, j->idx, g_ignore_eos ? "\"ignore_eos\":true," : "");
     req = (char *)malloc((size_t)n + 512);
     j->itl = (double *)malloc(sizeof(double) * (size_t)cap);
     if (!req || !j->itl) return (j->failed = 1, NULL);
@@ -143,6 +150,7 @@ static void *client(void *arg) {
         }
     }
     j->e2e = now_s() - t;
+    if (!j->out_tokens && j->ttft >= 0) j->out_tokens = j->nitl + 1; /* no usage chunk: one token per text chunk */
 out:
     if (fd >= 0) close(fd);
     if (ai) freeaddrinfo(ai);
@@ -184,9 +192,10 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--chat")) { g_chat = 1; continue; }
+        if (!strcmp(f, "--ignore-eos")) { g_ignore_eos = 1; continue; }
         if (!strcmp(f, "-h") || !strcmp(f, "--help") || !v) {
             fprintf(stderr, "usage: ptload [--url URL] [--rate R] [--burstiness K] [--requests N] [--prompt-len A[:B]] [--output-len A[:B]] [--trace FILE]\n"
-                            "              [--temperature X] [--seed S] [--slo-ttft S] [--slo-tpot S] [--timeout S] [--chat]   (see tools/ptload.c)\n");
+                            "              [--temperature X] [--seed S] [--slo-ttft S] [--slo-tpot S] [--timeout S] [--chat] [--ignore-eos]   (see tools/ptload.c)\n");
             return strcmp(f, "-h") && strcmp(f, "--help") ? 2 : 0;
         }
         if (!strcmp(f, "--url")) url = v;
@@ -197,7 +206,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(f, "--output-len")) { if (range(f, v, &oa, &ob)) return 2; }
         else if (!strcmp(f, "--trace")) trace = v;
         else if (!strcmp(f, "--temperature")) g_temp = atof(v);
-        else if (!strcmp(f, "--seed")) rng_s = (uint64_t)strtoull(v, NULL, 10) * 2654435761ULL + 1;
+        else if (!strcmp(f, "--seed")) g_seed = (unsigned)strtoul(v, NULL, 10), rng_s = (uint64_t)g_seed * 2654435761ULL + 1;
         else if (!strcmp(f, "--slo-ttft")) slo_ttft = atof(v);
         else if (!strcmp(f, "--slo-tpot")) slo_tpot = atof(v);
         else if (!strcmp(f, "--timeout")) g_timeout = atof(v);

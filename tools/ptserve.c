@@ -420,7 +420,7 @@ static struct {
     char model_name[256];
     int ready, draining, stop;
     int max_queue, waiting, running;
-    int64_t nextserial, live, engine_reqs;
+    int64_t nextserial, live;
     double timeout;
     int32_t max_seqs, budget;
     long step_delay_ms;
@@ -646,7 +646,6 @@ static void sv_submit(sv_request *rq) {
         er.sample.seed = rq->q.seed + (uint64_t)i;
         er.priority = rq->q.priority, er.arrival = 0, er.on_token = sv_on_token, er.user = c;
         c->eid = pt_engine_submit(S.eng, &er);
-        S.engine_reqs++;
     }
 }
 
@@ -684,6 +683,7 @@ static void sv_sweep(void) {
             else if (st == PT_REQ_WAITING || st == PT_REQ_PENDING) waiting++;
             if (st == PT_REQ_DONE || st == PT_REQ_CANCELLED || st == PT_REQ_ERROR) {
                 c->done = 1, ndone++;
+                if (c->eid >= 0) pt_engine_release(S.eng, c->eid); /* read: the engine forgets it (res is a copy) */
                 if (st == PT_REQ_DONE) {
                     if (res.finish != PT_FINISH_CALLBACK) c->finish = 0;
                 } else if (st == PT_REQ_CANCELLED) c->finish = rq->timed_out ? 2 : 3;
@@ -724,17 +724,7 @@ static void *sv_engine_thread(void *arg) {
     pthread_mutex_lock(&S.mu);
     for (;;) {
         int rc;
-        while (!S.reqs && !S.stop) {
-            /* idle: a fresh engine when the old one holds many finished requests (it keeps them all) */
-            if (S.engine_reqs > 4096) {
-                pt_engine *e2;
-                pt_engine_desc ed;
-                memset(&ed, 0, sizeof ed);
-                ed.max_running = S.max_seqs, ed.token_budget = S.budget, ed.wall_clock = 1;
-                if ((e2 = pt_engine_new(S.inf, &ed)) != NULL) pt_engine_free(S.eng), S.eng = e2, S.engine_reqs = 0;
-            }
-            pthread_cond_wait(&S.work, &S.mu);
-        }
+        while (!S.reqs && !S.stop) pthread_cond_wait(&S.work, &S.mu);
         if (!S.reqs && S.stop) break;
         pthread_mutex_unlock(&S.mu);
         rc = pt_engine_step(S.eng);
@@ -745,9 +735,9 @@ static void *sv_engine_thread(void *arg) {
         }
         pthread_mutex_lock(&S.mu);
         if (rc < 0) fprintf(stderr, "ptserve: engine: %s\n", pt_error(S.ctx)), pt_error_clear(S.ctx);
+        sv_sweep(); /* before the stats: the requests it released are not counted as held */
         S.kv = pt_infer_kv_stats(S.inf);
         S.es = pt_engine_stats_get(S.eng);
-        sv_sweep();
     }
     pthread_mutex_unlock(&S.mu);
     return NULL;
@@ -839,6 +829,8 @@ static void sv_metrics(pt_sb *b) {
               (long long)S.tok_out);
     pt_sb_add(b, "# HELP ptserve_engine_iterations_total Engine iterations.\n# TYPE ptserve_engine_iterations_total counter\nptserve_engine_iterations_total %lld\n",
               (long long)S.es.iterations);
+    pt_sb_add(b, "# HELP ptserve_engine_requests_held Requests the engine holds (in flight; each is released once answered).\n"
+                 "# TYPE ptserve_engine_requests_held gauge\nptserve_engine_requests_held %lld\n", (long long)S.es.held);
     pt_sb_add(b, "# HELP ptserve_engine_preemptions_total Requests preempted.\n# TYPE ptserve_engine_preemptions_total counter\nptserve_engine_preemptions_total %lld\n",
               (long long)S.es.preempted);
     for (i = 0; i < 2; i++) {
@@ -1138,6 +1130,7 @@ int main(int argc, char **argv) {
     if (kv_blocks) idesc.kv_tokens = (int64_t)kv_blocks * 16;
     memset(&ed, 0, sizeof ed);
     ed.max_running = (int32_t)max_seqs, ed.token_budget = (int32_t)budget, ed.wall_clock = 1;
+    ed.max_events = 1 << 16; /* each request is released once answered and the trace is capped: memory stays flat */
     if (!(S.inf = pt_infer_new(S.ctx, S.w, &idesc)) || !(S.eng = pt_engine_new(S.inf, &ed))) {
         fprintf(stderr, "ptserve: %s\n", pt_error(S.ctx));
         return 1;
