@@ -31,6 +31,8 @@
        pt_shutdown(ctx);
 
    Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
+   With the OpenCL backend: add -DPTRAIN_OPENCL, nothing else (no headers, no -l flags: OpenCL and
+   CLBlast are loaded when a device is asked for; the tutorials that train are built so)
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
