@@ -2,9 +2,11 @@
 CC      ?= cc
 CFLAGS  ?= -O2 -fopenmp -march=native
 BUILD   := build
-EXAMPLES := $(BUILD)/01_autograd $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/11_inference $(BUILD)/12_engine
-MPI_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume $(BUILD)/10_memory
-CLLIBS  := -lOpenCL -lclblast
+EXAMPLES := $(BUILD)/01_autograd $(BUILD)/11_inference $(BUILD)/12_engine
+# the tutorials that train have OpenCL compiled in (loaded at run time: no headers, no -l flags)
+CL_EXAMPLES := $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/08_opencl
+MPI_EXAMPLES := $(BUILD)/10_memory
+MPI_CL_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume
 
 .PHONY: all help deps demo serve test soak valgrind fuzz bench examples tools clean
 
@@ -57,19 +59,21 @@ $(BUILD):
 $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 	$(CC) $(CFLAGS) -I. $< -o $@ -lm
 
+$(CL_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
+	$(CC) $(CFLAGS) -DPTRAIN_OPENCL -I. $< -o $@ -lm
+
 # the MPI tutorials, as their "Build:" lines say
 $(MPI_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 	mpicc -O2 -fopenmp -DPTRAIN_MPI -I. $< -o $@ -lm
 
-# 08 is the OpenCL tutorial
-$(BUILD)/08_opencl: examples/08_opencl.c ptrain.h | $(BUILD)
-	$(CC) -O2 -fopenmp -march=native -DPTRAIN_OPENCL -I. $< -o $@ $(CLLIBS) -lm
+$(MPI_CL_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
+	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. $< -o $@ -lm
 
-examples: $(EXAMPLES) $(MPI_EXAMPLES) $(BUILD)/08_opencl
+examples: $(EXAMPLES) $(CL_EXAMPLES) $(MPI_EXAMPLES) $(MPI_CL_EXAMPLES)
 
 # the trainer: MPI and OpenCL compiled in (--device opencl on any layout)
 $(BUILD)/pttrain: tools/pttrain.c ptrain.h | $(BUILD)
-	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/pttrain.c -o $@ $(CLLIBS) -lm
+	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/pttrain.c -o $@ -lm
 
 # the trainer with the test hooks compiled in (PTRAIN_TEST_HOOKS: the faults of PTRAIN_FAULT,
 # PTRAIN_GUARD_INJECT, PTRAIN_CKPT_FAIL; tests and tools/ptrun's trials use it), without OpenCL
@@ -77,7 +81,7 @@ $(BUILD)/pttrain-hooks: tools/pttrain.c ptrain.h | $(BUILD)
 	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_TEST_HOOKS -I. tools/pttrain.c -o $@ -lm
 
 $(BUILD)/ptcl: tools/ptcl.c bench/bench_util.h ptrain.h | $(BUILD)
-	$(CC) -O2 -fopenmp -DPTRAIN_OPENCL -I. tools/ptcl.c -o $@ $(CLLIBS) -lm
+	$(CC) -O2 -fopenmp -DPTRAIN_OPENCL -I. tools/ptcl.c -o $@ -lm
 
 $(BUILD)/prepare_shards: tools/prepare_shards.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/prepare_shards.c -o $@ -lm
@@ -215,7 +219,7 @@ $(BUILD)/bench_serve: bench/bench_serve.sh $(BUILD)/ptserve $(BUILD)/ptload $(BU
 	cp bench/bench_serve.sh $@ && chmod +x $@
 
 $(BUILD)/bench_cl: bench/bench_cl.c bench/bench_util.h ptrain.h | $(BUILD)
-	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o $@ $(CLLIBS) -lm
+	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o $@ -lOpenCL -lclblast -lm
 
 # `make bench BENCH=gemm,gpt` runs only those benchmarks (`make bench BENCH=list` names them all) and builds
 # only the programs they need (bench/run.sh --needs), each on its own: one that does not build (OpenCL or

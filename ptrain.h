@@ -31,6 +31,8 @@
        pt_shutdown(ctx);
 
    Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
+   With the OpenCL backend: add -DPTRAIN_OPENCL, nothing else (no headers, no -l flags: OpenCL and
+   CLBlast are loaded when a device is asked for; the tutorials that train are built so)
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
@@ -184,13 +186,20 @@
    PTRAIN_NO_THREADS        no prefetch thread in the data loader (pt_loader_next reads the batch),
                             no checkpoint writer thread (an asynchronous save is synchronous);
                             platforms without pthreads get this by themselves
-   PTRAIN_OPENCL            the OpenCL backend (link -lOpenCL -lclblast): own kernels for every
+   PTRAIN_OPENCL            the OpenCL backend (no headers, no link flags: libOpenCL.so.1 and
+                            libclblast.so.1 are opened with dlopen when a device is first asked for;
+                            add -ldl only where libc lacks dlopen, glibc before 2.34): own kernels for every
                             entry of the kernel table (elementwise, row-wise, attention, layout,
                             images, reductions, optimizers), CLBlast for GEMM; chosen at run time
                             with device "opencl[:P[:D]]" (cpu stays the default). With PTRAIN_MPI
                             every rank may run on OpenCL: data, tensor and pipeline parallelism
                             stage their MPI payloads through host memory (DP buckets, ZeRO gathers,
-                            TP sums, PP activations), counted as dp/tp/pp transfers
+                            TP sums, PP activations), counted as dp/tp/pp transfers. Without the
+                            libraries a device request fails naming the library, dlerror's text and
+                            the packages (ocl-icd-libopencl1, libclblast1, pocl-opencl-icd); the CPU
+                            runs as before
+   PTRAIN_OPENCL_LIB="..."  with PTRAIN_OPENCL: the names dlopen is given (default libOpenCL.so.1 and
+   PTRAIN_CLBLAST_LIB="..." libclblast.so.1; on macOS the OpenCL framework and libclblast.dylib)
 
    ==================================================================================================
    ENVIRONMENT
@@ -324,9 +333,10 @@
    attn      Causal multi-head self-attention kernels for the CPU (flash-style, no T x T kept).
              Entry: pt__cpu_attn_fwd pt__cpu_attn_bwd pt__attn_pick
    cpu       The CPU backend: reference kernels for every table entry. Entry: pt__cpu_backend
-   opencl    The OpenCL backend: devices, kernel sources, program cache, CLBlast GEMM and tuning.
-             Entry: pt_device_list pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
-             through CLBlast: pt__cl_gemm
+   opencl    The OpenCL backend: OpenCL and CLBlast loaded at run time (dlopen), devices, kernel
+             sources, program cache, CLBlast GEMM and tuning. Entry: pt_device_list
+             pt_device_query pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
+             through CLBlast: pt__cl_gemm; the libraries: pt__clf_load
    quant     Weight formats of inference (f32, f16, bf16, q8_0, q4_0: ggml's blocks and quantizers), the
              matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / C), a GPT's weight set. Entry:
              pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row pt_dequantize_row
@@ -622,6 +632,10 @@ typedef struct pt_device_info {
     int32_t program_builds;        /**< kernel programs this context compiled from source (0 or 1) */
     int32_t program_cache_loads;   /**< kernel programs it loaded from the binary cache (0 or 1) */
     char cache_file[512];          /**< the program binary cache file ("" when the cache is off) */
+    char platform_version[64];     /**< OpenCL platform version string */
+    int64_t global_mem, max_alloc, local_mem; /**< device memory, its largest buffer, local memory per work group (bytes) */
+    int64_t max_work_group;        /**< the largest work group */
+    int32_t compute_units;         /**< CL_DEVICE_MAX_COMPUTE_UNITS */
 } pt_device_info;
 /** What device ctx uses; for OpenCL also whether its kernels came from the binary cache. */
 PTDEF pt_device_info pt_device_info_get(const pt_ctx *ctx);
@@ -629,6 +643,11 @@ PTDEF pt_device_info pt_device_info_get(const pt_ctx *ctx);
     device with its PTRAIN_DEVICE string) into buf (may be NULL); returns the number of OpenCL
     devices found (0 when built without PTRAIN_OPENCL or when no OpenCL platform is present). */
 PTDEF int pt_device_list(char *buf, size_t len);
+/** What pt_device_info_get would tell of OpenCL device opencl:platform:device, without opening it (no
+    context, no kernels built): returns the number of devices of that platform (info filled when device
+    is below it; its platform and platform_version always), or -1 when there is no such platform, OpenCL is not compiled
+    in or its library cannot be loaded (pt_device_list says why). */
+PTDEF int pt_device_query(int32_t platform, int32_t device, pt_device_info *info);
 /** Waits until ctx's device has finished every queued command (clFinish on OpenCL, where ops only
     enqueue work; nothing on the CPU). For timing. */
 PTDEF void pt_sync(pt_ctx *ctx);
@@ -7904,13 +7923,14 @@ static const pt__backend pt__cpu_backend = {
 };
 
 // >>opencl  the OpenCL backend
-/* Owns: pt__cl_backend, the device state of a context (struct pt__cl), the program cache on disk,
+/* Owns: pt__cl_backend, the device state of a context (struct pt__cl, with its table of OpenCL and
+   CLBlast functions, pt__clf, loaded at run time by pt__clf_load), the program cache on disk,
    CLBlast tuning files
    Invariants: tensors stay resident on the device; host copies only for I/O, MPI staging and
    checkpoints, each counted
-   Entry points: pt_device_list pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul through
-   CLBlast: pt__cl_gemm */
-/* OpenCL backend (-DPTRAIN_OPENCL; link -lOpenCL -lclblast)
+   Entry points: pt_device_list pt_device_query pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem;
+   matmul through CLBlast: pt__cl_gemm; the libraries: pt__clf_load */
+/* OpenCL backend (-DPTRAIN_OPENCL; no link flags: libOpenCL and libclblast are loaded at run time, see below)
    pt_init with device "opencl[:P[:D]]" (pt_desc.device or env PTRAIN_DEVICE) opens platform P,
    device D (pt__cl_open; without D a rank of a pt_dist grid takes node-local rank modulo the
    platform's devices) and sets ctx->be to pt__cl_backend. Storages are device buffers: st->dev is
@@ -7932,18 +7952,216 @@ static const pt__backend pt__cpu_backend = {
    kept); the backward computes dQ per query row, then dK and dV per key row (no atomics), with
    D_i = dO_i . O_i passed between the two in the scratch buffer. */
 #ifdef PTRAIN_OPENCL
-#ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 120
-#endif
-#if defined(__APPLE__)
-#include <OpenCL/opencl.h>
-#else
-#include <CL/cl.h>
-#endif
-#include <clblast_c.h>
+/* ---- run-time loading of OpenCL and CLBlast ---------------------------------------------------
+   The backend needs neither OpenCL's nor CLBlast's headers nor their libraries at link time: it
+   declares the few types, constants and functions it uses below (pt__cl_*, PT__CL_*, with the
+   values and signatures of the OpenCL 1.2 and CLBlast C APIs) and, when a device is first asked
+   for (pt_init with device "opencl...", pt_device_list, pt_device_query; never at start-up or on
+   the CPU), opens libOpenCL.so.1 and libclblast.so.1 with dlopen and fills a table of function
+   pointers by dlsym (pt__clf_load). The table belongs to whoever asked: a context keeps its own in
+   its pt__cl (cl->f), a device listing fills one on its stack, so there is no global state and
+   nothing to lock (dlopen, dlsym and dlerror are thread-safe). A library that cannot be loaded is
+   an error naming it, dlerror's text and the packages to install. The libraries are never
+   dlclose'd: CLBlast keeps process-wide caches (compiled kernels, pt_cl_tune_set's parameters)
+   and the drivers behind the ICD loader (PoCL with its LLVM) are not built to be unloaded; a
+   second dlopen only counts a reference. The names can be changed at compile time with
+   -DPTRAIN_OPENCL_LIB="..." and -DPTRAIN_CLBLAST_LIB="...". */
 #if defined(__unix__) || defined(__APPLE__)
+#include <dlfcn.h>
 #include <sys/stat.h>
+#define PT__CL_DL 1
 #endif
+#ifndef PTRAIN_OPENCL_LIB
+#if defined(__APPLE__)
+#define PTRAIN_OPENCL_LIB "/System/Library/Frameworks/OpenCL.framework/OpenCL"
+#else
+#define PTRAIN_OPENCL_LIB "libOpenCL.so.1"
+#endif
+#endif
+#ifndef PTRAIN_CLBLAST_LIB
+#if defined(__APPLE__)
+#define PTRAIN_CLBLAST_LIB "libclblast.dylib"
+#else
+#define PTRAIN_CLBLAST_LIB "libclblast.so.1"
+#endif
+#endif
+
+typedef int32_t pt__cl_int;
+typedef uint32_t pt__cl_uint;
+typedef int64_t pt__cl_long;
+typedef uint64_t pt__cl_ulong;
+typedef float pt__cl_float;
+typedef uint8_t pt__cl_uchar;
+typedef uint64_t pt__cl_device_type;
+typedef uint64_t pt__cl_device_fp_config;
+typedef struct pt__cl_platform_s *pt__cl_platform_id;
+typedef struct pt__cl_device_s *pt__cl_device_id;
+typedef struct pt__cl_context_s *pt__cl_context;
+typedef struct pt__cl_queue_s *pt__cl_command_queue;
+typedef struct pt__cl_mem_s *pt__cl_mem;
+typedef struct pt__cl_program_s *pt__cl_program;
+typedef struct pt__cl_kernel_s *pt__cl_kernel;
+typedef struct pt__cl_event_s *pt__cl_event;
+
+/* OpenCL 1.2 (CL/cl.h) */
+#define PT__CL_SUCCESS 0
+#define PT__CL_DEVICE_NOT_FOUND (-1)
+#define PT__CL_DEVICE_NOT_AVAILABLE (-2)
+#define PT__CL_COMPILER_NOT_AVAILABLE (-3)
+#define PT__CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)
+#define PT__CL_OUT_OF_RESOURCES (-5)
+#define PT__CL_OUT_OF_HOST_MEMORY (-6)
+#define PT__CL_MEM_COPY_OVERLAP (-8)
+#define PT__CL_BUILD_PROGRAM_FAILURE (-11)
+#define PT__CL_INVALID_VALUE (-30)
+#define PT__CL_INVALID_PLATFORM (-32)
+#define PT__CL_INVALID_DEVICE (-33)
+#define PT__CL_INVALID_MEM_OBJECT (-38)
+#define PT__CL_INVALID_BINARY (-42)
+#define PT__CL_INVALID_BUILD_OPTIONS (-43)
+#define PT__CL_INVALID_KERNEL_NAME (-46)
+#define PT__CL_INVALID_ARG_SIZE (-51)
+#define PT__CL_INVALID_KERNEL_ARGS (-52)
+#define PT__CL_INVALID_WORK_GROUP_SIZE (-54)
+#define PT__CL_INVALID_BUFFER_SIZE (-61)
+#define PT__CL_FALSE 0u
+#define PT__CL_TRUE 1u
+#define PT__CL_COMPLETE 0
+#define PT__CL_MEM_READ_WRITE 1u
+#define PT__CL_DEVICE_TYPE_CPU 2u
+#define PT__CL_DEVICE_TYPE_ALL 0xFFFFFFFFu
+#define PT__CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT 128u
+#define PT__CL_PLATFORM_VERSION 0x0901u
+#define PT__CL_PLATFORM_NAME 0x0902u
+#define PT__CL_DEVICE_TYPE 0x1000u
+#define PT__CL_DEVICE_MAX_COMPUTE_UNITS 0x1002u
+#define PT__CL_DEVICE_MAX_WORK_GROUP_SIZE 0x1004u
+#define PT__CL_DEVICE_MAX_MEM_ALLOC_SIZE 0x1010u
+#define PT__CL_DEVICE_SINGLE_FP_CONFIG 0x101Bu
+#define PT__CL_DEVICE_GLOBAL_MEM_SIZE 0x101Fu
+#define PT__CL_DEVICE_LOCAL_MEM_SIZE 0x1023u
+#define PT__CL_DEVICE_NAME 0x102Bu
+#define PT__CL_DRIVER_VERSION 0x102Du
+#define PT__CL_DEVICE_VERSION 0x102Fu
+#define PT__CL_DEVICE_EXTENSIONS 0x1030u
+#define PT__CL_DEVICE_DOUBLE_FP_CONFIG 0x1032u
+#define PT__CL_PROGRAM_BINARY_SIZES 0x1165u
+#define PT__CL_PROGRAM_BINARIES 0x1166u
+#define PT__CL_PROGRAM_BUILD_LOG 0x1183u
+#define PT__CL_EVENT_COMMAND_EXECUTION_STATUS 0x11D3u
+/* CLBlast (clblast_c.h): its enums are passed and returned as int */
+#define PT__CLBLAST_SUCCESS 0
+#define PT__CLBLAST_MISSING_OVERRIDE (-2047)
+#define PT__CLBLAST_ROW_MAJOR 101
+#define PT__CLBLAST_NOTRANS 111
+#define PT__CLBLAST_TRANS 112
+#define PT__CLBLAST_SINGLE 32
+
+/* the functions used, named as in the two libraries (dlsym looks the member's name up) */
+typedef struct pt__clf {
+    pt__cl_int (*clGetPlatformIDs)(pt__cl_uint, pt__cl_platform_id *, pt__cl_uint *);
+    pt__cl_int (*clGetPlatformInfo)(pt__cl_platform_id, pt__cl_uint, size_t, void *, size_t *);
+    pt__cl_int (*clGetDeviceIDs)(pt__cl_platform_id, pt__cl_device_type, pt__cl_uint, pt__cl_device_id *, pt__cl_uint *);
+    pt__cl_int (*clGetDeviceInfo)(pt__cl_device_id, pt__cl_uint, size_t, void *, size_t *);
+    pt__cl_context (*clCreateContext)(const intptr_t *, pt__cl_uint, const pt__cl_device_id *,
+                                      void (*)(const char *, const void *, size_t, void *), void *, pt__cl_int *);
+    pt__cl_command_queue (*clCreateCommandQueue)(pt__cl_context, pt__cl_device_id, pt__cl_ulong, pt__cl_int *);
+    pt__cl_mem (*clCreateBuffer)(pt__cl_context, pt__cl_ulong, size_t, void *, pt__cl_int *);
+    pt__cl_program (*clCreateProgramWithSource)(pt__cl_context, pt__cl_uint, const char **, const size_t *, pt__cl_int *);
+    pt__cl_program (*clCreateProgramWithBinary)(pt__cl_context, pt__cl_uint, const pt__cl_device_id *, const size_t *,
+                                                const unsigned char **, pt__cl_int *, pt__cl_int *);
+    pt__cl_int (*clBuildProgram)(pt__cl_program, pt__cl_uint, const pt__cl_device_id *, const char *, void (*)(pt__cl_program, void *), void *);
+    pt__cl_int (*clGetProgramInfo)(pt__cl_program, pt__cl_uint, size_t, void *, size_t *);
+    pt__cl_int (*clGetProgramBuildInfo)(pt__cl_program, pt__cl_device_id, pt__cl_uint, size_t, void *, size_t *);
+    pt__cl_kernel (*clCreateKernel)(pt__cl_program, const char *, pt__cl_int *);
+    pt__cl_int (*clSetKernelArg)(pt__cl_kernel, pt__cl_uint, size_t, const void *);
+    pt__cl_int (*clEnqueueNDRangeKernel)(pt__cl_command_queue, pt__cl_kernel, pt__cl_uint, const size_t *, const size_t *, const size_t *,
+                                         pt__cl_uint, const pt__cl_event *, pt__cl_event *);
+    pt__cl_int (*clEnqueueReadBuffer)(pt__cl_command_queue, pt__cl_mem, pt__cl_uint, size_t, size_t, void *, pt__cl_uint, const pt__cl_event *,
+                                      pt__cl_event *);
+    pt__cl_int (*clEnqueueWriteBuffer)(pt__cl_command_queue, pt__cl_mem, pt__cl_uint, size_t, size_t, const void *, pt__cl_uint,
+                                       const pt__cl_event *, pt__cl_event *);
+    pt__cl_int (*clEnqueueCopyBuffer)(pt__cl_command_queue, pt__cl_mem, pt__cl_mem, size_t, size_t, size_t, pt__cl_uint, const pt__cl_event *,
+                                      pt__cl_event *);
+    pt__cl_int (*clEnqueueFillBuffer)(pt__cl_command_queue, pt__cl_mem, const void *, size_t, size_t, size_t, pt__cl_uint, const pt__cl_event *,
+                                      pt__cl_event *);
+    pt__cl_int (*clFlush)(pt__cl_command_queue);
+    pt__cl_int (*clFinish)(pt__cl_command_queue);
+    pt__cl_int (*clWaitForEvents)(pt__cl_uint, const pt__cl_event *);
+    pt__cl_int (*clGetEventInfo)(pt__cl_event, pt__cl_uint, size_t, void *, size_t *);
+    pt__cl_int (*clReleaseEvent)(pt__cl_event);
+    pt__cl_int (*clReleaseMemObject)(pt__cl_mem);
+    pt__cl_int (*clReleaseKernel)(pt__cl_kernel);
+    pt__cl_int (*clReleaseProgram)(pt__cl_program);
+    pt__cl_int (*clReleaseCommandQueue)(pt__cl_command_queue);
+    pt__cl_int (*clReleaseContext)(pt__cl_context);
+    /* CLBlast */
+    int (*CLBlastSgemm)(int, int, int, size_t, size_t, size_t, float, const pt__cl_mem, size_t, size_t, const pt__cl_mem, size_t, size_t, float,
+                        pt__cl_mem, size_t, size_t, pt__cl_command_queue *, pt__cl_event *);
+    int (*CLBlastSgemmStridedBatched)(int, int, int, size_t, size_t, size_t, float, const pt__cl_mem, size_t, size_t, size_t, const pt__cl_mem,
+                                      size_t, size_t, size_t, float, pt__cl_mem, size_t, size_t, size_t, size_t, pt__cl_command_queue *,
+                                      pt__cl_event *);
+    int (*CLBlastOverrideParameters)(const pt__cl_device_id, const char *, int, size_t, const char **, const size_t *);
+} pt__clf;
+
+#define PT__CLF_SYM(lib, name) {lib, #name, offsetof(pt__clf, name)}
+static const struct pt__clf_sym {
+    int blast; /* 1: from CLBlast */
+    const char *name;
+    size_t off;
+} pt__clf_syms[] = {
+    PT__CLF_SYM(0, clGetPlatformIDs), PT__CLF_SYM(0, clGetPlatformInfo), PT__CLF_SYM(0, clGetDeviceIDs), PT__CLF_SYM(0, clGetDeviceInfo),
+    PT__CLF_SYM(0, clCreateContext), PT__CLF_SYM(0, clCreateCommandQueue), PT__CLF_SYM(0, clCreateBuffer),
+    PT__CLF_SYM(0, clCreateProgramWithSource), PT__CLF_SYM(0, clCreateProgramWithBinary), PT__CLF_SYM(0, clBuildProgram),
+    PT__CLF_SYM(0, clGetProgramInfo), PT__CLF_SYM(0, clGetProgramBuildInfo), PT__CLF_SYM(0, clCreateKernel), PT__CLF_SYM(0, clSetKernelArg),
+    PT__CLF_SYM(0, clEnqueueNDRangeKernel), PT__CLF_SYM(0, clEnqueueReadBuffer), PT__CLF_SYM(0, clEnqueueWriteBuffer),
+    PT__CLF_SYM(0, clEnqueueCopyBuffer), PT__CLF_SYM(0, clEnqueueFillBuffer), PT__CLF_SYM(0, clFlush), PT__CLF_SYM(0, clFinish),
+    PT__CLF_SYM(0, clWaitForEvents), PT__CLF_SYM(0, clGetEventInfo), PT__CLF_SYM(0, clReleaseEvent), PT__CLF_SYM(0, clReleaseMemObject),
+    PT__CLF_SYM(0, clReleaseKernel), PT__CLF_SYM(0, clReleaseProgram), PT__CLF_SYM(0, clReleaseCommandQueue), PT__CLF_SYM(0, clReleaseContext),
+    PT__CLF_SYM(1, CLBlastSgemm), PT__CLF_SYM(1, CLBlastSgemmStridedBatched), PT__CLF_SYM(1, CLBlastOverrideParameters)};
+#undef PT__CLF_SYM
+
+/* Fills *f from the libraries (CLBlast too when blast is set). 1 on success; 0 with why (what is
+   missing, dlerror's text, what to install) written to why[0, len). */
+static int pt__clf_load(pt__clf *f, int blast, char *why, size_t len) {
+#ifdef PT__CL_DL
+    static const char *const libs[2] = {PTRAIN_OPENCL_LIB, PTRAIN_CLBLAST_LIB};
+    void *h[2] = {NULL, NULL};
+    size_t i;
+    int l;
+    memset(f, 0, sizeof *f);
+    for (l = 0; l <= blast; l++) {
+        const char *e;
+        h[l] = dlopen(libs[l], RTLD_NOW | RTLD_LOCAL);
+        if (h[l]) continue;
+        e = dlerror();
+        pt__msg(why, len, "cannot load %s (%s): %s", libs[l], e ? e : "dlopen failed",
+                l ? "CLBlast is needed for OpenCL matrix products; install it (Debian: apt-get install libclblast1)"
+                  : "install the OpenCL loader and a driver (Debian: apt-get install ocl-icd-libopencl1 pocl-opencl-icd, or the GPU "
+                    "vendor's OpenCL driver)");
+        return 0;
+    }
+    for (i = 0; i < sizeof pt__clf_syms / sizeof pt__clf_syms[0]; i++) {
+        const struct pt__clf_sym *s = &pt__clf_syms[i];
+        void *p;
+        if (s->blast > blast) continue;
+        p = dlsym(h[s->blast], s->name);
+        if (!p) {
+            const char *e = dlerror();
+            pt__msg(why, len, "%s has no function %s (%s): %s", libs[s->blast], s->name, e ? e : "dlsym failed",
+                    s->blast ? "CLBlast 1.5 or later is needed (Debian: libclblast1)" : "an OpenCL 1.2 loader is needed (Debian: ocl-icd-libopencl1)");
+            return 0;
+        }
+        memcpy((char *)f + s->off, &p, sizeof p); /* a function pointer from dlsym's void * (POSIX guarantees it fits) */
+    }
+    return 1;
+#else
+    memset(f, 0, sizeof *f);
+    (void)blast;
+    pt__msg(why, len, "loading %s at run time needs dlopen, which this platform does not have", PTRAIN_OPENCL_LIB);
+    return 0;
+#endif
+}
 
 /* counts one host <-> device copy under the purpose in effect (ctx->xfer_kind) */
 static void pt__xfer_count(pt_ctx *ctx, int d2h, int64_t bytes) {
@@ -8719,48 +8937,49 @@ static const char *const pt__cl_kname[PT__CLK_COUNT] = {
 
 /* the OpenCL state of a context (ctx->cl) */
 typedef struct pt__cl {
-    cl_platform_id platform;
-    cl_device_id device;
-    cl_context context;
-    cl_command_queue queue;
-    cl_program program;
-    cl_kernel k[PT__CLK_COUNT];
+    pt__clf f;           /* the OpenCL and CLBlast functions, loaded by pt__cl_open */
+    pt__cl_platform_id platform;
+    pt__cl_device_id device;
+    pt__cl_context context;
+    pt__cl_command_queue queue;
+    pt__cl_program program;
+    pt__cl_kernel k[PT__CLK_COUNT];
     size_t wg;           /* work-group size of the elementwise kernels */
-    cl_uint cus;         /* CL_DEVICE_MAX_COMPUTE_UNITS: small launches use smaller groups to reach them all */
-    cl_ulong max_alloc;  /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    pt__cl_uint cus;         /* PT__CL_DEVICE_MAX_COMPUTE_UNITS: small launches use smaller groups to reach them all */
+    pt__cl_ulong max_alloc;  /* PT__CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     int fp64;            /* double accumulators (cl_khr_fp64); float otherwise */
     int fp16;            /* the device has cl_khr_fp16 (what fp16 precision asks for) */
-    cl_mem r16;          /* the rounded GEMM operands of bf16 / fp16 precision (grown only) */
+    pt__cl_mem r16;          /* the rounded GEMM operands of bf16 / fp16 precision (grown only) */
     int64_t r16_bytes;
     int lanes;           /* sum/sumsq partials by pt_reduce_lanes (CPU devices; env PTRAIN_CL_REDUCE), else pt_reduce_chunks */
-    cl_mem part;         /* partial sums of sum/sumsq (grown only), also the stand-in for absent tensors */
+    pt__cl_mem part;         /* partial sums of sum/sumsq (grown only), also the stand-in for absent tensors */
     int64_t part_bytes;
     pt_device_info info;
 } pt__cl;
 
-static const char *pt__cl_err(cl_int e) {
+static const char *pt__cl_err(pt__cl_int e) {
     switch (e) {
-    case CL_SUCCESS: return "CL_SUCCESS";
-    case CL_DEVICE_NOT_FOUND: return "CL_DEVICE_NOT_FOUND";
-    case CL_DEVICE_NOT_AVAILABLE: return "CL_DEVICE_NOT_AVAILABLE";
-    case CL_COMPILER_NOT_AVAILABLE: return "CL_COMPILER_NOT_AVAILABLE";
-    case CL_MEM_OBJECT_ALLOCATION_FAILURE: return "CL_MEM_OBJECT_ALLOCATION_FAILURE";
-    case CL_OUT_OF_RESOURCES: return "CL_OUT_OF_RESOURCES";
-    case CL_OUT_OF_HOST_MEMORY: return "CL_OUT_OF_HOST_MEMORY";
-    case CL_BUILD_PROGRAM_FAILURE: return "CL_BUILD_PROGRAM_FAILURE";
-    case CL_INVALID_VALUE: return "CL_INVALID_VALUE";
-    case CL_INVALID_PLATFORM: return "CL_INVALID_PLATFORM";
-    case CL_INVALID_DEVICE: return "CL_INVALID_DEVICE";
-    case CL_INVALID_BINARY: return "CL_INVALID_BINARY";
-    case CL_INVALID_BUILD_OPTIONS: return "CL_INVALID_BUILD_OPTIONS";
-    case CL_INVALID_KERNEL_NAME: return "CL_INVALID_KERNEL_NAME";
-    case CL_INVALID_KERNEL_ARGS: return "CL_INVALID_KERNEL_ARGS";
-    case CL_INVALID_ARG_SIZE: return "CL_INVALID_ARG_SIZE";
-    case CL_INVALID_WORK_GROUP_SIZE: return "CL_INVALID_WORK_GROUP_SIZE";
-    case CL_INVALID_BUFFER_SIZE: return "CL_INVALID_BUFFER_SIZE";
-    case CL_INVALID_MEM_OBJECT: return "CL_INVALID_MEM_OBJECT";
-    case CL_MEM_COPY_OVERLAP: return "CL_MEM_COPY_OVERLAP";
-    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR (no OpenCL driver installed)";
+    case PT__CL_SUCCESS: return "PT__CL_SUCCESS";
+    case PT__CL_DEVICE_NOT_FOUND: return "PT__CL_DEVICE_NOT_FOUND";
+    case PT__CL_DEVICE_NOT_AVAILABLE: return "PT__CL_DEVICE_NOT_AVAILABLE";
+    case PT__CL_COMPILER_NOT_AVAILABLE: return "PT__CL_COMPILER_NOT_AVAILABLE";
+    case PT__CL_MEM_OBJECT_ALLOCATION_FAILURE: return "PT__CL_MEM_OBJECT_ALLOCATION_FAILURE";
+    case PT__CL_OUT_OF_RESOURCES: return "PT__CL_OUT_OF_RESOURCES";
+    case PT__CL_OUT_OF_HOST_MEMORY: return "PT__CL_OUT_OF_HOST_MEMORY";
+    case PT__CL_BUILD_PROGRAM_FAILURE: return "PT__CL_BUILD_PROGRAM_FAILURE";
+    case PT__CL_INVALID_VALUE: return "PT__CL_INVALID_VALUE";
+    case PT__CL_INVALID_PLATFORM: return "PT__CL_INVALID_PLATFORM";
+    case PT__CL_INVALID_DEVICE: return "PT__CL_INVALID_DEVICE";
+    case PT__CL_INVALID_BINARY: return "PT__CL_INVALID_BINARY";
+    case PT__CL_INVALID_BUILD_OPTIONS: return "PT__CL_INVALID_BUILD_OPTIONS";
+    case PT__CL_INVALID_KERNEL_NAME: return "PT__CL_INVALID_KERNEL_NAME";
+    case PT__CL_INVALID_KERNEL_ARGS: return "PT__CL_INVALID_KERNEL_ARGS";
+    case PT__CL_INVALID_ARG_SIZE: return "PT__CL_INVALID_ARG_SIZE";
+    case PT__CL_INVALID_WORK_GROUP_SIZE: return "PT__CL_INVALID_WORK_GROUP_SIZE";
+    case PT__CL_INVALID_BUFFER_SIZE: return "PT__CL_INVALID_BUFFER_SIZE";
+    case PT__CL_INVALID_MEM_OBJECT: return "PT__CL_INVALID_MEM_OBJECT";
+    case PT__CL_MEM_COPY_OVERLAP: return "PT__CL_MEM_COPY_OVERLAP";
+    case -1001: return "PT__CL_PLATFORM_NOT_FOUND_KHR (no OpenCL driver installed)";
     default: return "OpenCL error";
     }
 }
@@ -8769,21 +8988,23 @@ static const char *pt__cl_err(cl_int e) {
 #define PT__CL_MAXP 16
 #define PT__CL_MAXD 64
 
-static cl_uint pt__cl_platforms(cl_platform_id *ids) {
-    cl_uint n = 0;
-    if (clGetPlatformIDs(PT__CL_MAXP, ids, &n) != CL_SUCCESS) return 0;
+static pt__cl_uint pt__cl_platforms(const pt__clf *f, pt__cl_platform_id *ids) {
+    pt__cl_uint n = 0;
+    if (f->clGetPlatformIDs(PT__CL_MAXP, ids, &n) != PT__CL_SUCCESS) return 0;
     return n > PT__CL_MAXP ? PT__CL_MAXP : n;
 }
-static cl_uint pt__cl_devices(cl_platform_id p, cl_device_id *ids) {
-    cl_uint n = 0;
-    if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, PT__CL_MAXD, ids, &n) != CL_SUCCESS) return 0;
+static pt__cl_uint pt__cl_devices(const pt__clf *f, pt__cl_platform_id p, pt__cl_device_id *ids) {
+    pt__cl_uint n = 0;
+    if (f->clGetDeviceIDs(p, PT__CL_DEVICE_TYPE_ALL, PT__CL_MAXD, ids, &n) != PT__CL_SUCCESS) return 0;
     return n > PT__CL_MAXD ? PT__CL_MAXD : n;
 }
-static void pt__cl_str(cl_platform_id p, cl_device_id d, cl_uint what, char *buf, size_t n) {
-    buf[0] = 0;
-    if (d) clGetDeviceInfo(d, what, n, buf, NULL);
-    else clGetPlatformInfo(p, what, n, buf, NULL);
-    buf[n - 1] = 0;
+static void pt__cl_str(const pt__clf *f, pt__cl_platform_id p, pt__cl_device_id d, pt__cl_uint what, char *buf, size_t n) {
+    char t[1024]; /* a longer string than buf is cut, not refused (the call fails when it does not fit) */
+    t[0] = 0;
+    if (d) f->clGetDeviceInfo(d, what, sizeof t, t, NULL);
+    else f->clGetPlatformInfo(p, what, sizeof t, t, NULL);
+    t[sizeof t - 1] = 0;
+    pt__msg(buf, n, "%s", t);
 }
 
 /* appends to buf at *k, never past len */
@@ -8803,24 +9024,46 @@ static void pt__cl_cat(char *buf, size_t len, size_t *k, const char *fmt, ...) {
 }
 
 /* one line per platform and device, "opencl:P:D  platform / device"; returns the number of devices */
-static int pt__cl_list(char *buf, size_t len) {
-    cl_platform_id ps[PT__CL_MAXP];
-    cl_device_id ds[PT__CL_MAXD];
-    cl_uint np = pt__cl_platforms(ps), p, d, nd;
+static int pt__cl_list(const pt__clf *f, char *buf, size_t len) {
+    pt__cl_platform_id ps[PT__CL_MAXP];
+    pt__cl_device_id ds[PT__CL_MAXD];
+    pt__cl_uint np = pt__cl_platforms(f, ps), p, d, nd;
     size_t k = 0;
     int total = 0;
     char pn[128], dn[128];
     if (buf && len) buf[0] = 0;
     for (p = 0; p < np; p++) {
-        pt__cl_str(ps[p], NULL, CL_PLATFORM_NAME, pn, sizeof pn);
-        nd = pt__cl_devices(ps[p], ds);
+        pt__cl_str(f, ps[p], NULL, PT__CL_PLATFORM_NAME, pn, sizeof pn);
+        nd = pt__cl_devices(f, ps[p], ds);
         if (!nd) pt__cl_cat(buf, len, &k, "  opencl:%u    %s (no devices)\n", p, pn);
         for (d = 0; d < nd; d++, total++) {
-            pt__cl_str(NULL, ds[d], CL_DEVICE_NAME, dn, sizeof dn);
+            pt__cl_str(f, NULL, ds[d], PT__CL_DEVICE_NAME, dn, sizeof dn);
             pt__cl_cat(buf, len, &k, "  opencl:%u:%u  %s / %s\n", p, d, pn, dn);
         }
     }
     return total;
+}
+
+/* what pt_device_info tells of device d of platform p (indices P, D), without opening it */
+static void pt__cl_info_fill(const pt__clf *f, pt__cl_platform_id p, pt__cl_device_id d, long P, long D, pt_device_info *info) {
+    pt__cl_ulong u = 0;
+    pt__cl_uint cu = 0;
+    size_t wg = 0;
+    memset(info, 0, sizeof *info);
+    pt__msg(info->backend, sizeof info->backend, "opencl");
+    pt__cl_str(f, p, NULL, PT__CL_PLATFORM_NAME, info->platform, sizeof info->platform);
+    pt__cl_str(f, p, NULL, PT__CL_PLATFORM_VERSION, info->platform_version, sizeof info->platform_version);
+    pt__cl_str(f, NULL, d, PT__CL_DEVICE_NAME, info->device, sizeof info->device);
+    pt__cl_str(f, NULL, d, PT__CL_DRIVER_VERSION, info->driver, sizeof info->driver);
+    info->platform_index = (int32_t)P;
+    info->device_index = (int32_t)D;
+    if (f->clGetDeviceInfo(d, PT__CL_DEVICE_GLOBAL_MEM_SIZE, sizeof u, &u, NULL) == PT__CL_SUCCESS) info->global_mem = (int64_t)u;
+    u = 0;
+    if (f->clGetDeviceInfo(d, PT__CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof u, &u, NULL) == PT__CL_SUCCESS) info->max_alloc = (int64_t)u;
+    u = 0;
+    if (f->clGetDeviceInfo(d, PT__CL_DEVICE_LOCAL_MEM_SIZE, sizeof u, &u, NULL) == PT__CL_SUCCESS) info->local_mem = (int64_t)u;
+    if (f->clGetDeviceInfo(d, PT__CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) == PT__CL_SUCCESS) info->max_work_group = (int64_t)wg;
+    if (f->clGetDeviceInfo(d, PT__CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL) == PT__CL_SUCCESS) info->compute_units = (int32_t)cu;
 }
 
 /* ---- launching kernels -------------------------------------------------------------------------- */
@@ -8828,57 +9071,57 @@ static int pt__cl_list(char *buf, size_t len) {
    of the work-group size `local`; 0 = cl->wg, halved down to PT__CL_MINWG while that gives fewer than
    4 groups per compute unit, so launches of a few hundred rows or columns still fill the device;
    kernels check their bound). sig letters: T a tensor
-   (two arguments: its cl_mem and its element offset as long; NULL gives the scratch buffer and 0),
+   (two arguments: its pt__cl_mem and its element offset as long; NULL gives the scratch buffer and 0),
    L an int64_t (long), I an int, F a float (passed as double), U a uint64_t (ulong). Returns 0 and
    records the error on failure. */
 static int pt__cl_launch(pt_ctx *ctx, int kid, int64_t items, size_t local, const char *sig, ...) {
     pt__cl *cl = (pt__cl *)ctx->cl;
-    cl_kernel k = cl->k[kid];
-    cl_int err = CL_SUCCESS;
-    cl_uint a = 0;
+    pt__cl_kernel k = cl->k[kid];
+    pt__cl_int err = PT__CL_SUCCESS;
+    pt__cl_uint a = 0;
     size_t gsz;
     va_list ap;
     if (items <= 0) return 1;
     if (!local)
         for (local = cl->wg; local / 2 >= PT__CL_MINWG && (uint64_t)items < (uint64_t)local * 4 * (cl->cus ? cl->cus : 1);) local /= 2;
     va_start(ap, sig);
-    for (; *sig && err == CL_SUCCESS; sig++) {
+    for (; *sig && err == PT__CL_SUCCESS; sig++) {
         switch (*sig) {
         case 'T': {
             const pt_tensor *t = va_arg(ap, const pt_tensor *);
-            cl_mem m = t ? (cl_mem)t->st->dev : cl->part;
-            cl_long o = t ? (cl_long)t->off : 0;
-            err = clSetKernelArg(k, a++, sizeof m, &m);
-            if (err == CL_SUCCESS) err = clSetKernelArg(k, a++, sizeof o, &o);
+            pt__cl_mem m = t ? (pt__cl_mem)t->st->dev : cl->part;
+            pt__cl_long o = t ? (pt__cl_long)t->off : 0;
+            err = cl->f.clSetKernelArg(k, a++, sizeof m, &m);
+            if (err == PT__CL_SUCCESS) err = cl->f.clSetKernelArg(k, a++, sizeof o, &o);
             break;
         }
         case 'L': {
-            cl_long v = (cl_long)va_arg(ap, int64_t);
-            err = clSetKernelArg(k, a++, sizeof v, &v);
+            pt__cl_long v = (pt__cl_long)va_arg(ap, int64_t);
+            err = cl->f.clSetKernelArg(k, a++, sizeof v, &v);
             break;
         }
         case 'I': {
-            cl_int v = (cl_int)va_arg(ap, int);
-            err = clSetKernelArg(k, a++, sizeof v, &v);
+            pt__cl_int v = (pt__cl_int)va_arg(ap, int);
+            err = cl->f.clSetKernelArg(k, a++, sizeof v, &v);
             break;
         }
         case 'F': {
-            cl_float v = (cl_float)va_arg(ap, double);
-            err = clSetKernelArg(k, a++, sizeof v, &v);
+            pt__cl_float v = (pt__cl_float)va_arg(ap, double);
+            err = cl->f.clSetKernelArg(k, a++, sizeof v, &v);
             break;
         }
         case 'U': {
-            cl_ulong v = (cl_ulong)va_arg(ap, uint64_t);
-            err = clSetKernelArg(k, a++, sizeof v, &v);
+            pt__cl_ulong v = (pt__cl_ulong)va_arg(ap, uint64_t);
+            err = cl->f.clSetKernelArg(k, a++, sizeof v, &v);
             break;
         }
-        default: err = CL_INVALID_KERNEL_ARGS;
+        default: err = PT__CL_INVALID_KERNEL_ARGS;
         }
     }
     va_end(ap);
     gsz = ((size_t)items + local - 1) / local * local;
-    if (err == CL_SUCCESS) err = clEnqueueNDRangeKernel(cl->queue, k, 1, NULL, &gsz, &local, 0, NULL, NULL);
-    if (err != CL_SUCCESS) {
+    if (err == PT__CL_SUCCESS) err = cl->f.clEnqueueNDRangeKernel(cl->queue, k, 1, NULL, &gsz, &local, 0, NULL, NULL);
+    if (err != PT__CL_SUCCESS) {
         pt__fail(ctx, PT_ERR_DEVICE, "opencl: kernel %s (%lld items) failed: %s (%d)", pt__cl_kname[kid], (long long)items,
                  pt__cl_err(err), (int)err);
         return 0;
@@ -8888,16 +9131,16 @@ static int pt__cl_launch(pt_ctx *ctx, int kid, int64_t items, size_t local, cons
 
 /* grows a scratch buffer *buf of *bytes to at least `need` bytes; its contents are not kept. 0 and
    an error on failure. */
-static int pt__cl_grow(pt_ctx *ctx, cl_mem *buf, int64_t *bytes, int64_t need, const char *what) {
+static int pt__cl_grow(pt_ctx *ctx, pt__cl_mem *buf, int64_t *bytes, int64_t need, const char *what) {
     pt__cl *cl = (pt__cl *)ctx->cl;
     if (need > *bytes) {
-        cl_int err = CL_SUCCESS;
-        cl_mem m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, (size_t)need, NULL, &err);
-        if (!m || err != CL_SUCCESS) {
+        pt__cl_int err = PT__CL_SUCCESS;
+        pt__cl_mem m = cl->f.clCreateBuffer(cl->context, PT__CL_MEM_READ_WRITE, (size_t)need, NULL, &err);
+        if (!m || err != PT__CL_SUCCESS) {
             pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes of %s scratch failed: %s (%d)", (long long)need, what, pt__cl_err(err), (int)err);
             return 0;
         }
-        if (*buf) clReleaseMemObject(*buf);
+        if (*buf) cl->f.clReleaseMemObject(*buf);
         *buf = m;
         *bytes = need;
     }
@@ -8912,18 +9155,18 @@ static int pt__cl_scratch(pt_ctx *ctx, int64_t need, const char *what) {
 /* ---- storage ------------------------------------------------------------------------------------ */
 static pt_status pt__cl_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
     pt__cl *cl = (pt__cl *)ctx->cl;
-    cl_int err = CL_SUCCESS;
-    cl_mem m;
+    pt__cl_int err = PT__CL_SUCCESS;
+    pt__cl_mem m;
     size_t sz = (size_t)(bytes > 0 ? bytes : 4);
     int64_t held = pt__mem_sum(ctx);
     if (bytes < 0) bytes = 0;
-    if ((cl_ulong)sz > cl->max_alloc) {
+    if ((pt__cl_ulong)sz > cl->max_alloc) {
         pt__fail(ctx, PT_ERR_OOM, "opencl: cannot allocate %lld bytes on '%s': more than its largest buffer (%llu bytes)", (long long)bytes,
                  cl->info.device, (unsigned long long)cl->max_alloc);
         return PT_ERR_OOM;
     }
-    m = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, sz, NULL, &err);
-    if (!m || err != CL_SUCCESS) {
+    m = cl->f.clCreateBuffer(cl->context, PT__CL_MEM_READ_WRITE, sz, NULL, &err);
+    if (!m || err != PT__CL_SUCCESS) {
         pt__fail(ctx, PT_ERR_OOM, "opencl: allocating %lld bytes on '%s' failed: %s (%d); %lld bytes held by this context", (long long)bytes,
                  cl->info.device, pt__cl_err(err), (int)err, (long long)held);
         return PT_ERR_OOM;
@@ -8935,44 +9178,44 @@ static pt_status pt__cl_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
     return PT_OK;
 }
 static void pt__cl_st_free(pt_ctx *ctx, pt_storage *st) {
-    (void)ctx;
-    if (st->dev) clReleaseMemObject((cl_mem)st->dev);
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    if (st->dev) cl->f.clReleaseMemObject((pt__cl_mem)st->dev);
     st->dev = NULL;
     st->bytes = 0;
 }
 static void pt__cl_write(pt_ctx *ctx, const pt_tensor *dst, const void *src, int64_t bytes) {
     pt__cl *cl = (pt__cl *)ctx->cl;
-    cl_int err;
+    pt__cl_int err;
     if (bytes <= 0) return;
-    err = clEnqueueWriteBuffer(cl->queue, (cl_mem)dst->st->dev, CL_TRUE, (size_t)(dst->off * pt_dtype_size(dst->dtype)), (size_t)bytes, src, 0,
+    err = cl->f.clEnqueueWriteBuffer(cl->queue, (pt__cl_mem)dst->st->dev, PT__CL_TRUE, (size_t)(dst->off * pt_dtype_size(dst->dtype)), (size_t)bytes, src, 0,
                                NULL, NULL);
-    if (err != CL_SUCCESS)
+    if (err != PT__CL_SUCCESS)
         pt__fail(ctx, PT_ERR_DEVICE, "opencl: writing %lld bytes to the device failed: %s (%d)", (long long)bytes, pt__cl_err(err), (int)err);
     else pt__xfer_count(ctx, 0, bytes);
 }
 static void pt__cl_read(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) {
     pt__cl *cl = (pt__cl *)ctx->cl;
-    cl_int err;
+    pt__cl_int err;
     if (bytes <= 0) return;
-    err = clEnqueueReadBuffer(cl->queue, (cl_mem)src->st->dev, CL_TRUE, (size_t)(src->off * pt_dtype_size(src->dtype)), (size_t)bytes, dst, 0,
+    err = cl->f.clEnqueueReadBuffer(cl->queue, (pt__cl_mem)src->st->dev, PT__CL_TRUE, (size_t)(src->off * pt_dtype_size(src->dtype)), (size_t)bytes, dst, 0,
                               NULL, NULL);
-    if (err != CL_SUCCESS) {
+    if (err != PT__CL_SUCCESS) {
         memset(dst, 0, (size_t)bytes);
         pt__fail(ctx, PT_ERR_DEVICE, "opencl: reading %lld bytes from the device failed: %s (%d)", (long long)bytes, pt__cl_err(err), (int)err);
     } else pt__xfer_count(ctx, 1, bytes);
 }
-/* the non-blocking read: its handle is the read's cl_event (flushed, so the copy runs while the
+/* the non-blocking read: its handle is the read's pt__cl_event (flushed, so the copy runs while the
    host goes on); NULL after an error, which is in ctx */
 static void *pt__cl_read_start(pt_ctx *ctx, const pt_tensor *src, void *dst, int64_t bytes) {
     pt__cl *cl = (pt__cl *)ctx->cl;
-    cl_event ev = NULL;
-    cl_int err;
+    pt__cl_event ev = NULL;
+    pt__cl_int err;
     if (bytes <= 0) return NULL;
-    err = clEnqueueReadBuffer(cl->queue, (cl_mem)src->st->dev, CL_FALSE, (size_t)(src->off * pt_dtype_size(src->dtype)), (size_t)bytes, dst, 0,
+    err = cl->f.clEnqueueReadBuffer(cl->queue, (pt__cl_mem)src->st->dev, PT__CL_FALSE, (size_t)(src->off * pt_dtype_size(src->dtype)), (size_t)bytes, dst, 0,
                               NULL, &ev);
-    if (err == CL_SUCCESS) err = clFlush(cl->queue);
-    if (err != CL_SUCCESS) {
-        if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev);
+    if (err == PT__CL_SUCCESS) err = cl->f.clFlush(cl->queue);
+    if (err != PT__CL_SUCCESS) {
+        if (ev) cl->f.clWaitForEvents(1, &ev), cl->f.clReleaseEvent(ev);
         memset(dst, 0, (size_t)bytes);
         pt__fail(ctx, PT_ERR_DEVICE, "opencl: starting a read of %lld bytes from the device failed: %s (%d)", (long long)bytes, pt__cl_err(err),
                  (int)err);
@@ -8982,15 +9225,16 @@ static void *pt__cl_read_start(pt_ctx *ctx, const pt_tensor *src, void *dst, int
     return (void *)ev;
 }
 static int pt__cl_read_wait(pt_ctx *ctx, void *h, int block) {
-    cl_event ev = (cl_event)h;
-    cl_int st = CL_COMPLETE, err = CL_SUCCESS;
+    pt__cl *cl = (pt__cl *)ctx->cl;
+    pt__cl_event ev = (pt__cl_event)h;
+    pt__cl_int st = PT__CL_COMPLETE, err = PT__CL_SUCCESS;
     if (!ev) return 1;
-    if (block) err = clWaitForEvents(1, &ev);
-    if (err == CL_SUCCESS) err = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
-    if (err == CL_SUCCESS && st > CL_COMPLETE) return 0; /* queued, submitted or running */
-    if (err == CL_SUCCESS && st < 0) err = st;
-    clReleaseEvent(ev);
-    if (err != CL_SUCCESS)
+    if (block) err = cl->f.clWaitForEvents(1, &ev);
+    if (err == PT__CL_SUCCESS) err = cl->f.clGetEventInfo(ev, PT__CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, NULL);
+    if (err == PT__CL_SUCCESS && st > PT__CL_COMPLETE) return 0; /* queued, submitted or running */
+    if (err == PT__CL_SUCCESS && st < 0) err = st;
+    cl->f.clReleaseEvent(ev);
+    if (err != PT__CL_SUCCESS)
         pt__fail(ctx, PT_ERR_DEVICE, "opencl: a read from the device failed: %s (%d)", pt__cl_err(err), (int)err);
     return 1;
 }
@@ -8999,28 +9243,28 @@ static int pt__cl_read_wait(pt_ctx *ctx, void *h, int block) {
 static void pt__cl_fill(pt_ctx *ctx, const pt_tensor *t, float v) {
     pt__cl *cl = (pt__cl *)ctx->cl;
     int64_t n = pt_numel(t), esz = pt_dtype_size(t->dtype);
-    cl_int err;
+    pt__cl_int err;
     if (n <= 0) return;
     if (t->dtype == PT_F32) {
-        cl_float f = v;
-        err = clEnqueueFillBuffer(cl->queue, (cl_mem)t->st->dev, &f, sizeof f, (size_t)(t->off * 4), (size_t)(n * 4), 0, NULL, NULL);
+        pt__cl_float f = v;
+        err = cl->f.clEnqueueFillBuffer(cl->queue, (pt__cl_mem)t->st->dev, &f, sizeof f, (size_t)(t->off * 4), (size_t)(n * 4), 0, NULL, NULL);
     } else if (t->dtype == PT_I32) {
-        cl_int iv = (cl_int)v;
-        err = clEnqueueFillBuffer(cl->queue, (cl_mem)t->st->dev, &iv, sizeof iv, (size_t)(t->off * 4), (size_t)(n * 4), 0, NULL, NULL);
+        pt__cl_int iv = (pt__cl_int)v;
+        err = cl->f.clEnqueueFillBuffer(cl->queue, (pt__cl_mem)t->st->dev, &iv, sizeof iv, (size_t)(t->off * 4), (size_t)(n * 4), 0, NULL, NULL);
     } else if (v == 0.0f) { /* storage types: zero only, as on the CPU */
-        cl_uchar z = 0;
-        err = clEnqueueFillBuffer(cl->queue, (cl_mem)t->st->dev, &z, 1, (size_t)(t->off * esz), (size_t)(n * esz), 0, NULL, NULL);
+        pt__cl_uchar z = 0;
+        err = cl->f.clEnqueueFillBuffer(cl->queue, (pt__cl_mem)t->st->dev, &z, 1, (size_t)(t->off * esz), (size_t)(n * esz), 0, NULL, NULL);
     } else {
         pt__fail(ctx, PT_ERR_DTYPE, "pt: fill of a non-f32/i32 tensor with %g (only 0 is supported)", (double)v);
         return;
     }
-    if (err != CL_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "opencl: fill of %lld elements failed: %s (%d)", (long long)n, pt__cl_err(err), (int)err);
+    if (err != PT__CL_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "opencl: fill of %lld elements failed: %s (%d)", (long long)n, pt__cl_err(err), (int)err);
 }
 
 static void pt__cl_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
     pt__cl *cl = (pt__cl *)ctx->cl;
     int64_t n = pt_numel(dst), esz = pt_dtype_size(dst->dtype), d0 = dst->off * esz, s0 = src->off * esz;
-    cl_int err;
+    pt__cl_int err;
     if (n <= 0) return;
     if (accumulate) {
         if (dst->dtype != PT_F32 && dst->dtype != PT_I32) {
@@ -9036,8 +9280,8 @@ static void pt__cl_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src,
                  (long long)s0, (long long)d0);
         return;
     }
-    err = clEnqueueCopyBuffer(cl->queue, (cl_mem)src->st->dev, (cl_mem)dst->st->dev, (size_t)s0, (size_t)d0, (size_t)(n * esz), 0, NULL, NULL);
-    if (err != CL_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "opencl: copy of %lld bytes failed: %s (%d)", (long long)(n * esz), pt__cl_err(err), (int)err);
+    err = cl->f.clEnqueueCopyBuffer(cl->queue, (pt__cl_mem)src->st->dev, (pt__cl_mem)dst->st->dev, (size_t)s0, (size_t)d0, (size_t)(n * esz), 0, NULL, NULL);
+    if (err != PT__CL_SUCCESS) pt__fail(ctx, PT_ERR_DEVICE, "opencl: copy of %lld bytes failed: %s (%d)", (long long)(n * esz), pt__cl_err(err), (int)err);
 }
 
 static void pt__cl_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b) {
@@ -9222,12 +9466,12 @@ static double pt__cl_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) {
     int64_t slot;
     double r = 0.0;
     float rf = 0.0f;
-    cl_int err;
+    pt__cl_int err;
     int k;
     if (n <= 0 || !pt__cl_reduce(ctx, x, n, 1, NULL, 1.0f, &slot)) return 0.0;
-    err = cl->fp64 ? clEnqueueReadBuffer(cl->queue, cl->part, CL_TRUE, (size_t)(slot * 8), 8, &r, 0, NULL, NULL)
-                   : clEnqueueReadBuffer(cl->queue, cl->part, CL_TRUE, (size_t)(slot * 4), 4, &rf, 0, NULL, NULL);
-    if (err != CL_SUCCESS) {
+    err = cl->fp64 ? cl->f.clEnqueueReadBuffer(cl->queue, cl->part, PT__CL_TRUE, (size_t)(slot * 8), 8, &r, 0, NULL, NULL)
+                   : cl->f.clEnqueueReadBuffer(cl->queue, cl->part, PT__CL_TRUE, (size_t)(slot * 4), 4, &rf, 0, NULL, NULL);
+    if (err != PT__CL_SUCCESS) {
         pt__fail(ctx, PT_ERR_DEVICE, "opencl: reading a sum of squares failed: %s (%d)", pt__cl_err(err), (int)err);
         return 0.0;
     }
@@ -9261,8 +9505,8 @@ static void pt__cl_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, i
                         int64_t lda, int64_t sa, const pt_tensor *B, int64_t ldb, int64_t sb, float beta, const pt_tensor *C,
                         int64_t ldc, int64_t sc) {
     pt__cl *cl = (pt__cl *)ctx->cl;
-    CLBlastStatusCode s;
-    CLBlastTranspose TA = ta ? CLBlastTransposeYes : CLBlastTransposeNo, TB = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+    int s;
+    int TA = ta ? PT__CLBLAST_TRANS : PT__CLBLAST_NOTRANS, TB = tb ? PT__CLBLAST_TRANS : PT__CLBLAST_NOTRANS;
     pt_tensor ra, rb;
     pt_storage rst;
     if (M <= 0 || N <= 0 || batch <= 0) return;
@@ -9270,9 +9514,9 @@ static void pt__cl_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, i
        contiguous C is zeroed by the driver's fill, several times faster than the kernel on PoCL */
     if (beta == 0.0f && ldc == N && (batch == 1 || sc == M * N)) {
         const float zero = 0.0f;
-        cl_int e = clEnqueueFillBuffer(cl->queue, (cl_mem)C->st->dev, &zero, sizeof zero, (size_t)C->off * sizeof(float),
+        pt__cl_int e = cl->f.clEnqueueFillBuffer(cl->queue, (pt__cl_mem)C->st->dev, &zero, sizeof zero, (size_t)C->off * sizeof(float),
                                        (size_t)(batch * M * N) * sizeof(float), 0, NULL, NULL);
-        if (e != CL_SUCCESS) {
+        if (e != PT__CL_SUCCESS) {
             pt__fail(ctx, PT_ERR_DEVICE, "opencl: zeroing a GEMM result of %lld floats failed: %s (%d)", (long long)(batch * M * N), pt__cl_err(e), (int)e);
             return;
         }
@@ -9286,13 +9530,13 @@ static void pt__cl_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, i
         A = &ra, B = &rb;
     }
     if (batch == 1)
-        s = CLBlastSgemm(CLBlastLayoutRowMajor, TA, TB, (size_t)M, (size_t)N, (size_t)K, alpha, (cl_mem)A->st->dev, (size_t)A->off, (size_t)lda,
-                         (cl_mem)B->st->dev, (size_t)B->off, (size_t)ldb, beta, (cl_mem)C->st->dev, (size_t)C->off, (size_t)ldc, &cl->queue, NULL);
+        s = cl->f.CLBlastSgemm(PT__CLBLAST_ROW_MAJOR, TA, TB, (size_t)M, (size_t)N, (size_t)K, alpha, (pt__cl_mem)A->st->dev, (size_t)A->off, (size_t)lda,
+                         (pt__cl_mem)B->st->dev, (size_t)B->off, (size_t)ldb, beta, (pt__cl_mem)C->st->dev, (size_t)C->off, (size_t)ldc, &cl->queue, NULL);
     else
-        s = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, TA, TB, (size_t)M, (size_t)N, (size_t)K, alpha, (cl_mem)A->st->dev, (size_t)A->off,
-                                       (size_t)lda, (size_t)sa, (cl_mem)B->st->dev, (size_t)B->off, (size_t)ldb, (size_t)sb, beta,
-                                       (cl_mem)C->st->dev, (size_t)C->off, (size_t)ldc, (size_t)sc, (size_t)batch, &cl->queue, NULL);
-    if (s != CLBlastSuccess)
+        s = cl->f.CLBlastSgemmStridedBatched(PT__CLBLAST_ROW_MAJOR, TA, TB, (size_t)M, (size_t)N, (size_t)K, alpha, (pt__cl_mem)A->st->dev, (size_t)A->off,
+                                       (size_t)lda, (size_t)sa, (pt__cl_mem)B->st->dev, (size_t)B->off, (size_t)ldb, (size_t)sb, beta,
+                                       (pt__cl_mem)C->st->dev, (size_t)C->off, (size_t)ldc, (size_t)sc, (size_t)batch, &cl->queue, NULL);
+    if (s != PT__CLBLAST_SUCCESS)
         pt__fail(ctx, PT_ERR_DEVICE, "opencl: CLBlast SGEMM (batch %lld, M=%lld N=%lld K=%lld, ta %d tb %d, lda %lld ldb %lld ldc %lld) failed: status %d",
                  (long long)batch, (long long)M, (long long)N, (long long)K, ta, tb, (long long)lda, (long long)ldb, (long long)ldc, (int)s);
 }
@@ -9405,9 +9649,9 @@ static void pt__cl_cache_store(pt_ctx *ctx, pt__cl *cl, uint64_t key) {
     uint64_t hdr[4];
     FILE *f;
     int ok;
-    if (!cl->info.cache_file[0] || clGetProgramInfo(cl->program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || !size) return;
+    if (!cl->info.cache_file[0] || cl->f.clGetProgramInfo(cl->program, PT__CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != PT__CL_SUCCESS || !size) return;
     if (!(bin = (unsigned char *)pt__alloc(ctx, size))) return;
-    if (clGetProgramInfo(cl->program, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) {
+    if (cl->f.clGetProgramInfo(cl->program, PT__CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != PT__CL_SUCCESS) {
         pt__free(ctx, bin);
         return;
     }
@@ -9435,10 +9679,10 @@ static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
     const size_t npieces = sizeof pt__cl_src / sizeof pt__cl_src[0];
     unsigned char *bin;
     uint64_t key = 0xcbf29ce484222325ull;
-    cl_device_fp_config fc = 0;
-    cl_int err = CL_SUCCESS, bst = CL_SUCCESS;
+    pt__cl_device_fp_config fc = 0;
+    pt__cl_int err = PT__CL_SUCCESS, bst = PT__CL_SUCCESS;
     /* stricter than the default (correctly rounded / and sqrt) where the device offers it; nothing relaxed */
-    clGetDeviceInfo(cl->device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fc, &fc, NULL);
+    cl->f.clGetDeviceInfo(cl->device, PT__CL_DEVICE_SINGLE_FP_CONFIG, sizeof fc, &fc, NULL);
     if (extra && (strstr(extra, "relaxed") || strstr(extra, "unsafe") || strstr(extra, "finite-math") || strstr(extra, "mad-enable") ||
                   strstr(extra, "no-signed-zeros") || strlen(extra) > 200))
         return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_init: PTRAIN_CL_OPTIONS='%.200s': relaxed-math options are refused (results must match the CPU), "
@@ -9446,8 +9690,8 @@ static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
     /* PTRAIN_CL_OPTIONS: extra build options (part of the cache key); -DPT_CL_FORCE_BUILD_ERROR
        makes the build fail on purpose, which the tests use to check the build-error path */
     pt__msg(opts, sizeof opts, "-cl-std=CL1.2%s%s%s%s", cl->fp64 ? " -DPT_FP64=1" : "",
-            (fc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", extra ? " " : "", extra ? extra : "");
-    pt__cl_str(NULL, cl->device, CL_DEVICE_VERSION, drv, sizeof drv);
+            (fc & PT__CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) ? " -cl-fp32-correctly-rounded-divide-sqrt" : "", extra ? " " : "", extra ? extra : "");
+    pt__cl_str(&cl->f, NULL, cl->device, PT__CL_DEVICE_VERSION, drv, sizeof drv);
     key = pt__cl_hash_bytes(key, cl->info.platform, strlen(cl->info.platform) + 1);
     key = pt__cl_hash_bytes(key, cl->info.device, strlen(cl->info.device) + 1);
     key = pt__cl_hash_bytes(key, cl->info.driver, strlen(cl->info.driver) + 1);
@@ -9457,11 +9701,11 @@ static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
     pt__cl_cache_path(cl, key);
     if ((bin = pt__cl_cache_load(ctx, cl->info.cache_file, key, &bsize)) != NULL) {
         const unsigned char *b = bin;
-        cl->program = clCreateProgramWithBinary(cl->context, 1, &cl->device, &bsize, &b, &bst, &err);
-        if (cl->program && err == CL_SUCCESS && bst == CL_SUCCESS && clBuildProgram(cl->program, 1, &cl->device, opts, NULL, NULL) == CL_SUCCESS)
+        cl->program = cl->f.clCreateProgramWithBinary(cl->context, 1, &cl->device, &bsize, &b, &bst, &err);
+        if (cl->program && err == PT__CL_SUCCESS && bst == PT__CL_SUCCESS && cl->f.clBuildProgram(cl->program, 1, &cl->device, opts, NULL, NULL) == PT__CL_SUCCESS)
             cl->info.program_cache_loads = 1;
         else if (cl->program) {
-            clReleaseProgram(cl->program);
+            cl->f.clReleaseProgram(cl->program);
             cl->program = NULL;
         }
         pt__free(ctx, bin);
@@ -9474,17 +9718,17 @@ static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
         }
     }
     if (!cl->program) {
-        cl->program = clCreateProgramWithSource(cl->context, (cl_uint)npieces, (const char **)pt__cl_src, lens, &err);
-        if (!cl->program || err != CL_SUCCESS) {
+        cl->program = cl->f.clCreateProgramWithSource(cl->context, (pt__cl_uint)npieces, (const char **)pt__cl_src, lens, &err);
+        if (!cl->program || err != PT__CL_SUCCESS) {
             pt__fail(ctx, PT_ERR_DEVICE, "pt_init: clCreateProgramWithSource failed: %s (%d)", pt__cl_err(err), (int)err);
             return PT_ERR_DEVICE;
         }
-        err = clBuildProgram(cl->program, 1, &cl->device, opts, NULL, NULL);
-        if (err != CL_SUCCESS) {
+        err = cl->f.clBuildProgram(cl->program, 1, &cl->device, opts, NULL, NULL);
+        if (err != PT__CL_SUCCESS) {
             char log[700];
             size_t n = 0;
             log[0] = 0;
-            clGetProgramBuildInfo(cl->program, cl->device, CL_PROGRAM_BUILD_LOG, sizeof log, log, &n);
+            cl->f.clGetProgramBuildInfo(cl->program, cl->device, PT__CL_PROGRAM_BUILD_LOG, sizeof log, log, &n);
             log[sizeof log - 1] = 0;
             pt__fail(ctx, PT_ERR_DEVICE, "pt_init: building the OpenCL kernels for '%s' failed: %s (%d); build log:\n%s", cl->info.device,
                      pt__cl_err(err), (int)err, log);
@@ -9494,8 +9738,8 @@ static pt_status pt__cl_build(pt_ctx *ctx, pt__cl *cl) {
         pt__cl_cache_store(ctx, cl, key);
     }
     for (i = 0; i < PT__CLK_COUNT; i++) {
-        cl->k[i] = clCreateKernel(cl->program, pt__cl_kname[i], &err);
-        if (!cl->k[i] || err != CL_SUCCESS) {
+        cl->k[i] = cl->f.clCreateKernel(cl->program, pt__cl_kname[i], &err);
+        if (!cl->k[i] || err != PT__CL_SUCCESS) {
             pt__fail(ctx, PT_ERR_DEVICE, "pt_init: OpenCL kernel %s missing from the program: %s (%d)", pt__cl_kname[i], pt__cl_err(err), (int)err);
             return PT_ERR_DEVICE;
         }
@@ -9507,14 +9751,14 @@ static void pt__cl_close(pt_ctx *ctx) {
     pt__cl *cl = (pt__cl *)ctx->cl;
     int i;
     if (!cl) return;
-    if (cl->queue) clFinish(cl->queue);
+    if (cl->queue) cl->f.clFinish(cl->queue);
     for (i = 0; i < PT__CLK_COUNT; i++)
-        if (cl->k[i]) clReleaseKernel(cl->k[i]);
-    if (cl->part) clReleaseMemObject(cl->part);
-    if (cl->r16) clReleaseMemObject(cl->r16);
-    if (cl->program) clReleaseProgram(cl->program);
-    if (cl->queue) clReleaseCommandQueue(cl->queue);
-    if (cl->context) clReleaseContext(cl->context);
+        if (cl->k[i]) cl->f.clReleaseKernel(cl->k[i]);
+    if (cl->part) cl->f.clReleaseMemObject(cl->part);
+    if (cl->r16) cl->f.clReleaseMemObject(cl->r16);
+    if (cl->program) cl->f.clReleaseProgram(cl->program);
+    if (cl->queue) cl->f.clReleaseCommandQueue(cl->queue);
+    if (cl->context) cl->f.clReleaseContext(cl->context);
     pt__free(ctx, cl);
     ctx->cl = NULL;
 }
@@ -9537,24 +9781,29 @@ static int pt__cl_parse(const char *spec, long *P, long *D) {
 
 /* opens the device named by spec ("opencl[:P[:D]]") and makes it ctx's backend */
 static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
-    cl_platform_id ps[PT__CL_MAXP];
-    cl_device_id ds[PT__CL_MAXD];
-    cl_uint np, nd = 0, p;
-    cl_int err = CL_SUCCESS;
-    cl_device_fp_config dfc = 0;
+    pt__cl_platform_id ps[PT__CL_MAXP];
+    pt__cl_device_id ds[PT__CL_MAXD];
+    pt__cl_uint np, nd = 0, p;
+    pt__cl_int err = PT__CL_SUCCESS;
+    pt__cl_device_fp_config dfc = 0;
     long P, D;
     char list[700];
+    pt__clf f;
     pt__cl *cl;
     if (!pt__cl_parse(spec, &P, &D)) {
         pt__fail(ctx, PT_ERR_ARG, "pt_init: device '%s' is malformed, expected opencl, opencl:P or opencl:P:D (platform and device indices)", spec);
         return PT_ERR_ARG;
     }
-    np = pt__cl_platforms(ps);
+    if (!pt__clf_load(&f, 1, list, sizeof list)) { /* the first time a device is asked for */
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_init: device '%s': OpenCL is unavailable: %s", spec, list);
+        return PT_ERR_DEVICE;
+    }
+    np = pt__cl_platforms(&f, ps);
     if (!np) {
         pt__fail(ctx, PT_ERR_DEVICE, "pt_init: device '%s': no OpenCL platform found (install an OpenCL driver, e.g. pocl-opencl-icd: make deps)", spec);
         return PT_ERR_DEVICE;
     }
-    pt__cl_list(list, sizeof list);
+    pt__cl_list(&f, list, sizeof list);
     if (P >= (long)np) {
         pt__fail(ctx, PT_ERR_DEVICE, "pt_init: device '%s': there is no OpenCL platform %ld (%u platform%s); devices:\n%s", spec, P, np,
                  np == 1 ? "" : "s", list);
@@ -9562,8 +9811,8 @@ static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
     }
     if (P < 0) /* the first platform with a device */
         for (p = 0; p < np && P < 0; p++)
-            if (pt__cl_devices(ps[p], ds) > 0) P = (long)p;
-    if (P >= 0) nd = pt__cl_devices(ps[P], ds);
+            if (pt__cl_devices(&f, ps[p], ds) > 0) P = (long)p;
+    if (P >= 0) nd = pt__cl_devices(&f, ps[P], ds);
     if (!nd) {
         pt__fail(ctx, PT_ERR_DEVICE, "pt_init: device '%s': no OpenCL device found; platforms:\n%s", spec, list);
         return PT_ERR_DEVICE;
@@ -9581,33 +9830,29 @@ static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
     }
     memset(cl, 0, sizeof *cl);
     ctx->cl = cl;
+    cl->f = f;
     cl->platform = ps[P];
     cl->device = ds[D];
-    pt__msg(cl->info.backend, sizeof cl->info.backend, "opencl");
-    pt__cl_str(cl->platform, NULL, CL_PLATFORM_NAME, cl->info.platform, sizeof cl->info.platform);
-    pt__cl_str(NULL, cl->device, CL_DEVICE_NAME, cl->info.device, sizeof cl->info.device);
-    pt__cl_str(NULL, cl->device, CL_DRIVER_VERSION, cl->info.driver, sizeof cl->info.driver);
-    cl->info.platform_index = (int32_t)P;
-    cl->info.device_index = (int32_t)D;
-    clGetDeviceInfo(cl->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof cl->max_alloc, &cl->max_alloc, NULL);
-    clGetDeviceInfo(cl->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof cl->wg, &cl->wg, NULL);
-    clGetDeviceInfo(cl->device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cl->cus, &cl->cus, NULL);
-    clGetDeviceInfo(cl->device, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dfc, &dfc, NULL);
+    pt__cl_info_fill(&f, cl->platform, cl->device, P, D, &cl->info);
+    cl->f.clGetDeviceInfo(cl->device, PT__CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof cl->max_alloc, &cl->max_alloc, NULL);
+    cl->f.clGetDeviceInfo(cl->device, PT__CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof cl->wg, &cl->wg, NULL);
+    cl->f.clGetDeviceInfo(cl->device, PT__CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cl->cus, &cl->cus, NULL);
+    cl->f.clGetDeviceInfo(cl->device, PT__CL_DEVICE_DOUBLE_FP_CONFIG, sizeof dfc, &dfc, NULL);
     cl->fp64 = dfc != 0;
     {
         size_t n = 0;
         char *ext;
-        clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, 0, NULL, &n);
+        cl->f.clGetDeviceInfo(cl->device, PT__CL_DEVICE_EXTENSIONS, 0, NULL, &n);
         if (n && (ext = (char *)pt__alloc(ctx, n + 1)) != NULL) {
-            if (clGetDeviceInfo(cl->device, CL_DEVICE_EXTENSIONS, n, ext, NULL) == CL_SUCCESS) ext[n] = 0, cl->fp16 = strstr(ext, "cl_khr_fp16") != NULL;
+            if (cl->f.clGetDeviceInfo(cl->device, PT__CL_DEVICE_EXTENSIONS, n, ext, NULL) == PT__CL_SUCCESS) ext[n] = 0, cl->fp16 = strstr(ext, "cl_khr_fp16") != NULL;
             pt__free(ctx, ext);
         }
     }
     {
-        cl_device_type ty = 0;
+        pt__cl_device_type ty = 0;
         const char *r = getenv("PTRAIN_CL_REDUCE");
-        clGetDeviceInfo(cl->device, CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
-        cl->lanes = r && !strcmp(r, "groups") ? 0 : r && !strcmp(r, "lanes") ? 1 : (ty & CL_DEVICE_TYPE_CPU) != 0;
+        cl->f.clGetDeviceInfo(cl->device, PT__CL_DEVICE_TYPE, sizeof ty, &ty, NULL);
+        cl->lanes = r && !strcmp(r, "groups") ? 0 : r && !strcmp(r, "lanes") ? 1 : (ty & PT__CL_DEVICE_TYPE_CPU) != 0;
     }
     if (cl->wg > PT__CL_WG || cl->wg == 0) cl->wg = PT__CL_WG;
     if (cl->wg < PT__CL_RWG) {
@@ -9615,14 +9860,14 @@ static pt_status pt__cl_open(pt_ctx *ctx, const char *spec) {
                  cl->wg, PT__CL_RWG);
         return PT_ERR_DEVICE;
     }
-    cl->context = clCreateContext(NULL, 1, &cl->device, NULL, NULL, &err);
-    if (cl->context && err == CL_SUCCESS) cl->queue = clCreateCommandQueue(cl->context, cl->device, 0, &err);
-    if (!cl->context || !cl->queue || err != CL_SUCCESS) {
+    cl->context = cl->f.clCreateContext(NULL, 1, &cl->device, NULL, NULL, &err);
+    if (cl->context && err == PT__CL_SUCCESS) cl->queue = cl->f.clCreateCommandQueue(cl->context, cl->device, 0, &err);
+    if (!cl->context || !cl->queue || err != PT__CL_SUCCESS) {
         pt__fail(ctx, PT_ERR_DEVICE, "pt_init: cannot open OpenCL device '%s' (%s): %s (%d)", cl->info.device, spec, pt__cl_err(err), (int)err);
         return PT_ERR_DEVICE;
     }
-    cl->part = clCreateBuffer(cl->context, CL_MEM_READ_WRITE, 64, NULL, &err);
-    if (!cl->part || err != CL_SUCCESS) {
+    cl->part = cl->f.clCreateBuffer(cl->context, PT__CL_MEM_READ_WRITE, 64, NULL, &err);
+    if (!cl->part || err != PT__CL_SUCCESS) {
         pt__fail(ctx, PT_ERR_DEVICE, "pt_init: allocating 64 bytes on OpenCL device '%s' failed: %s (%d)", cl->info.device, pt__cl_err(err), (int)err);
         return PT_ERR_DEVICE;
     }
@@ -9638,14 +9883,40 @@ PTDEF int pt_device_list(char *buf, size_t len) {
     int n = 0;
     if (buf && len) buf[0] = 0;
 #ifdef PTRAIN_OPENCL
+    pt__clf f;
+    char why[600];
     if (buf && len) pt__msg(buf, len, "  cpu\n");
     k = buf ? strlen(buf) : 0;
-    n = pt__cl_list(buf ? buf + k : NULL, buf && len > k ? len - k : 0);
+    if (pt__clf_load(&f, 0, why, sizeof why)) n = pt__cl_list(&f, buf ? buf + k : NULL, buf && len > k ? len - k : 0);
+    else if (buf && len > k) pt__msg(buf + k, len - k, "  (OpenCL unavailable: %s)\n", why);
 #else
     (void)k;
-    if (buf && len) pt__msg(buf, len, "  cpu\n  (OpenCL not compiled in: build with -DPTRAIN_OPENCL -lOpenCL -lclblast)\n");
+    if (buf && len) pt__msg(buf, len, "  cpu\n  (OpenCL not compiled in: build with -DPTRAIN_OPENCL)\n");
 #endif
     return n;
+}
+
+PTDEF int pt_device_query(int32_t platform, int32_t device, pt_device_info *info) {
+#ifdef PTRAIN_OPENCL
+    pt__cl_platform_id ps[PT__CL_MAXP];
+    pt__cl_device_id ds[PT__CL_MAXD];
+    pt__cl_uint np, nd;
+    pt__clf f;
+    char why[600];
+    if (info) memset(info, 0, sizeof *info);
+    if (platform < 0 || !pt__clf_load(&f, 0, why, sizeof why) || (np = pt__cl_platforms(&f, ps)) <= (pt__cl_uint)platform) return -1;
+    nd = pt__cl_devices(&f, ps[platform], ds);
+    if (info) {
+        pt__cl_str(&f, ps[platform], NULL, PT__CL_PLATFORM_NAME, info->platform, sizeof info->platform);
+        pt__cl_str(&f, ps[platform], NULL, PT__CL_PLATFORM_VERSION, info->platform_version, sizeof info->platform_version);
+    }
+    if (info && device >= 0 && (pt__cl_uint)device < nd) pt__cl_info_fill(&f, ps[platform], ds[device], platform, device, info);
+    return (int)nd;
+#else
+    (void)platform, (void)device;
+    if (info) memset(info, 0, sizeof *info);
+    return -1;
+#endif
 }
 
 PTDEF pt_device_info pt_device_info_get(const pt_ctx *ctx) {
@@ -9704,7 +9975,7 @@ static void pt__clt_missing(const char *kernel, int n, const char *const *names,
 
 PTDEF pt_status pt_cl_tune_set(pt_ctx *ctx, const char *kernel, int n, const char *const *names, const size_t *values) {
 #ifdef PTRAIN_OPENCL
-    CLBlastStatusCode s;
+    int s;
     char miss[256];
     if (!ctx) return PT_ERR_ARG;
     if (!ctx->cl) {
@@ -9715,18 +9986,18 @@ PTDEF pt_status pt_cl_tune_set(pt_ctx *ctx, const char *kernel, int n, const cha
         pt__fail(ctx, PT_ERR_ARG, "pt_cl_tune_set: expected a kernel name and n > 0 parameters, found kernel %s and n = %d", kernel ? kernel : "NULL", n);
         return PT_ERR_ARG;
     }
-    s = CLBlastOverrideParameters(((pt__cl *)ctx->cl)->device, kernel, CLBlastPrecisionSingle, (size_t)n, (const char **)names, values);
-    if (s != CLBlastSuccess) {
+    s = ((pt__cl *)ctx->cl)->f.CLBlastOverrideParameters(((pt__cl *)ctx->cl)->device, kernel, PT__CLBLAST_SINGLE, (size_t)n, (const char **)names, values);
+    if (s != PT__CLBLAST_SUCCESS) {
         pt__clt_missing(kernel, n, names, miss, sizeof miss);
         pt__fail(ctx, PT_ERR_ARG, "pt_cl_tune_set: CLBlast refused the %d parameters of kernel %s (status %d%s)%s%s", n, kernel, (int)s,
-                 s == CLBlastMissingOverrideParameter ? ": every parameter of the kernel is needed, each once" : "",
+                 s == PT__CLBLAST_MISSING_OVERRIDE ? ": every parameter of the kernel is needed, each once" : "",
                  miss[0] ? "; missing: " : "", miss);
         return PT_ERR_ARG;
     }
     return PT_OK;
 #else
     (void)kernel, (void)n, (void)names, (void)values;
-    if (ctx) pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_set: OpenCL is not compiled in (compile with -DPTRAIN_OPENCL, link -lOpenCL -lclblast)");
+    if (ctx) pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_set: OpenCL is not compiled in (compile with -DPTRAIN_OPENCL)");
     return PT_ERR_DEVICE;
 #endif
 }
@@ -9877,7 +10148,7 @@ PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
 #ifdef PTRAIN_OPENCL
         pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: the context is on '%s', expected an OpenCL device (device \"opencl[:P[:D]]\")", pt_backend_name(ctx));
 #else
-        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: OpenCL is not compiled in (compile with -DPTRAIN_OPENCL, link -lOpenCL -lclblast)");
+        pt__fail(ctx, PT_ERR_DEVICE, "pt_cl_tune_load: OpenCL is not compiled in (compile with -DPTRAIN_OPENCL)");
 #endif
         return PT_ERR_DEVICE;
     }
@@ -9888,7 +10159,7 @@ PTDEF pt_status pt_cl_tune_load(pt_ctx *ctx, const char *path) {
 
 PTDEF void pt_sync(pt_ctx *ctx) {
 #ifdef PTRAIN_OPENCL
-    if (ctx && ctx->cl) clFinish(((pt__cl *)ctx->cl)->queue);
+    if (ctx && ctx->cl) ((pt__cl *)ctx->cl)->f.clFinish(((pt__cl *)ctx->cl)->queue);
 #else
     (void)ctx;
 #endif
@@ -12430,7 +12701,7 @@ PTDEF pt_ctx *pt_init(const pt_desc *desc) {
 #else
             pt__fail(ctx, PT_ERR_DEVICE,
                      "pt_init: device '%s' needs OpenCL, which this build does not have (devices compiled in: cpu; compile with "
-                     "-DPTRAIN_OPENCL and link -lOpenCL -lclblast)", dev);
+                     "-DPTRAIN_OPENCL)", dev);
 #endif
         } else {
             pt__fail(ctx, PT_ERR_DEVICE, "pt_init: unknown device '%s', expected cpu or opencl[:platform[:device]]", dev);
@@ -27033,7 +27304,8 @@ PTDEF void pt_run_phase(pt_run *r, int phase);
 /** Collective over ctx's grid. Finds (or, from text, writes) the shards of r->data, reads the
     vocabulary from DIR/train_000000.bin, opens r->train (global batch `batch` of `seq` tokens, this
     DP rank's slice, shuffled by seed, prefetched, registered) and r->val (not shuffled); rank 0
-    prints a summary line. The same error on every rank, naming DIR and what was expected. */
+    prints a summary line (after a line `device: opencl:P:D platform / device, driver V` when ctx is
+    on OpenCL). The same error on every rank, naming DIR and what was expected. */
 PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, uint64_t seed);
 /** Rewinds the validation stream to its start; returns how many of `batches` batches it holds
     (at most one epoch, so no window is counted twice). */
@@ -28062,6 +28334,9 @@ PTDEF pt_status pt_run_data(pt_ctx *ctx, pt_run *r, int64_t batch, int64_t seq, 
     }
     if (pt_dist_rank(d) == 0) {
         pt_loader_stats t = pt_loader_stats_get(r->train), v = pt_loader_stats_get(r->val);
+        pt_device_info di = pt_device_info_get(ctx);
+        if (!strcmp(di.backend, "opencl")) /* the device rank 0 runs on (a CPU run prints nothing here) */
+            printf("device: opencl:%d:%d %s / %s, driver %s\n", (int)di.platform_index, (int)di.device_index, di.platform, di.device, di.driver);
         printf("data: %s: %lld train tokens in %lld shard(s), %lld val tokens; vocabulary %d (%s); %lld batches of %lld x %lld per epoch\n", dir,
                (long long)t.tokens, (long long)t.shards, (long long)v.tokens, (int)r->vocab, r->tok ? "BPE, " PT_TOKENIZER_FILE : "bytes",
                (long long)t.batches_per_epoch, (long long)batch, (long long)seq);

@@ -11,9 +11,18 @@
                              step cannot run on OpenCL
 
    Every device timing is bracketed by pt_sync (OpenCL ops only enqueue work).
-   Build: cc -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o build/bench_cl -lOpenCL -lclblast -lm */
+   Build: cc -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o build/bench_cl -lOpenCL -lclblast -lm
+   The one program here that calls OpenCL and CLBlast itself (the direct baselines), so the one that
+   needs their headers and -l flags (ocl-icd-opencl-dev, opencl-headers, libclblast-dev); ptrain.h
+   needs neither (it loads both libraries at run time, the same ones this program links). */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <clblast_c.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
    --cache DIR, default $XDG_CACHE_HOME/ptrain/fashion-mnist or ~/.cache/ptrain/fashion-mnist).
    Flags: the shared ones (--steps --seed --batch --lr --width --stop-after; --help), --cnn, --data, --cache.
 
-   Build: cc -O2 -fopenmp -march=native -I. examples/02_mnist_mlp.c -o build/02_mnist_mlp -lm
+   Build: cc -O2 -fopenmp -march=native -DPTRAIN_OPENCL -I. examples/02_mnist_mlp.c -o build/02_mnist_mlp -lm
    Run: ./build/02_mnist_mlp
 */
 #define _GNU_SOURCE /* getpid() is POSIX, not ISO C: ask the system headers for it */

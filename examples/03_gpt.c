@@ -1,6 +1,6 @@
 /* 03_gpt.c - a byte-level GPT trained on real English text.
 
-   Build: cc -O2 -fopenmp -march=native -I. examples/03_gpt.c -o build/03_gpt -lm
+   Build: cc -O2 -fopenmp -march=native -DPTRAIN_OPENCL -I. examples/03_gpt.c -o build/03_gpt -lm
    Run: ./build/03_gpt
 
    What it teaches: the whole training loop of a language model with ptrain.h, one plain call after
@@ -16,7 +16,7 @@
    shard header) is 256 and a model that knows nothing scores ln 256 = 5.55.
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
-   --device, this build has no OpenCL, see 08_opencl.c; --precision f32|bf16|fp16: the matrix
+   --device cpu or opencl[:P[:D]]: OpenCL is compiled in and loaded when asked for, see 08_opencl.c; --precision f32|bf16|fp16: the matrix
    products multiply 16-bit rounded inputs with fp32 accumulation, fp16 with a dynamic loss scale), --data DIR (token shards DIR/train_*.bin and
    val_*.bin, or text DIR/train.txt and val.txt made into shards; BPE shards come with their
    tokenizer), --val-every N, --sample N (tokens to generate at the end).

@@ -12,7 +12,7 @@
    The task: 4-class classification of 16-dimensional points labelled by a fixed random "teacher"
    network, a 16 -> W -> W -> 4 GELU MLP trained with AdamW.
 
-   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -I. examples/04_data_parallel.c -o build/04_data_parallel -lm
+   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. examples/04_data_parallel.c -o build/04_data_parallel -lm
    Run: mpirun -np 2 ./build/04_data_parallel
 
    Flags: the shared --steps --seed --batch (global batch) --lr --width --stop-after, plus

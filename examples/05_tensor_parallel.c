@@ -13,7 +13,7 @@
    16 -> W, GELU, then the tensor-parallel MLP W -> H -> 1 (H split over the ranks), mean squared
    error, AdamW.
 
-   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -I. examples/05_tensor_parallel.c -o build/05_tensor_parallel -lm
+   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. examples/05_tensor_parallel.c -o build/05_tensor_parallel -lm
    Run: mpirun -np 2 ./build/05_tensor_parallel
 
    Flags: the shared --steps --seed --batch --lr --width (W; H = 4W) --stop-after. H must split

@@ -12,7 +12,7 @@
    schedules compute the same gradients, so their losses agree, and rank 0 checks them against the
    same model trained by one process.
 
-   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -I. examples/06_pipeline_parallel.c -o build/06_pipeline_parallel -lm
+   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. examples/06_pipeline_parallel.c -o build/06_pipeline_parallel -lm
    Run: mpirun -np 2 ./build/06_pipeline_parallel
 
    Flags: --steps N (10 per schedule), --layers L (8), --width W (512), --batch B (256, split into

@@ -1,6 +1,6 @@
 /* 07_gpt_3d.c - the GPT of 03 on a 3D layout: data x tensor x pipeline parallelism.
 
-   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -I. examples/07_gpt_3d.c -o build/07_gpt_3d -lm
+   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. examples/07_gpt_3d.c -o build/07_gpt_3d -lm
    Run: mpirun -np 4 ./build/07_gpt_3d --dp 2 --pp 2 --steps 300
 
    What it teaches: how the three kinds of parallelism compose around one model.
@@ -21,7 +21,7 @@
    of 03 (to float rounding: other layouts sum in another order).
 
    Flags: the shared set (--steps --seed --batch --seq --lr --layers --width --heads --stop-after
-   --device; this build has no OpenCL), --data DIR (as in 03_gpt.c), the layout --dp D --tp T
+   --device, cpu or opencl[:P[:D]] on every rank), --data DIR (as in 03_gpt.c), the layout --dp D --tp T
    --pp P (0 = the rest of the world; default: all data parallel), --schedule gpipe|1f1b|interleaved
    (1f1b), --virtual-stages V (stages per pipeline rank when interleaved; 2), --micro-batches M
    (default pp), --zero 0|1|2|3. Rank 0 prints `step <n> loss <l> lr <lr> norm <g> ms <ms> tok/s <t>

@@ -1,12 +1,13 @@
 /* 08_opencl.c - training on a GPU (or any OpenCL device), checked against the CPU.
 
-   Build: cc -O2 -fopenmp -march=native -DPTRAIN_OPENCL -I. examples/08_opencl.c -o build/08_opencl -lOpenCL -lclblast -lm
+   Build: cc -O2 -fopenmp -march=native -DPTRAIN_OPENCL -I. examples/08_opencl.c -o build/08_opencl -lm
    Run: ./build/08_opencl --steps 50
 
    What it teaches:
    - choosing the device is one field, pt_desc.device = "opencl" (the first device) or "opencl:P:D"
      (platform P, device D; pt_device_list and `build/ptcl list` show them); the model code is that
-     of the CPU. pt_init fails, and says why, without a driver, without the device, or in a build
+     of the CPU. pt_init fails, and says why, without libOpenCL.so.1 or libclblast.so.1 (loaded at
+     run time: the build needs neither), without a driver, without the device, or in a build
      without -DPTRAIN_OPENCL.
    - tensors stay on the device: parameters, gradients, optimizer state and activations live in
      device buffers (pt_mem counts them). What crosses between host and device in a step is the
@@ -144,9 +145,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     di = pt_device_info_get(dev.ctx);
-    if (!strcmp(di.backend, "opencl"))
-        printf("device: opencl:%d:%d %s / %s, driver %s; kernels %s%s%s; CLBlast tuning: %s\n", di.platform_index, di.device_index, di.platform,
-               di.device, di.driver, di.program_cache_loads ? "loaded from the cache " : "compiled", di.program_cache_loads ? di.cache_file : "",
+    if (!strcmp(di.backend, "opencl")) /* the line `device: opencl:P:D platform / device, driver V` comes from pt_run_data below */
+        printf("opencl kernels %s%s%s; CLBlast tuning: %s\n", di.program_cache_loads ? "loaded from the cache " : "compiled", di.program_cache_loads ? di.cache_file : "",
                di.program_cache_loads || !di.cache_file[0] ? "" : " (now cached)", getenv("PTRAIN_CL_TUNE") ? getenv("PTRAIN_CL_TUNE") : "none");
     else
         printf("device: cpu, %d threads\n", pt_threads(dev.ctx));

@@ -45,7 +45,7 @@
    equal (1)'s. The reference losses go to DIR/reference.txt. With --continue, the program instead
    resumes step --stop-at of DIR on this run's layout and compares with DIR/reference.txt.
 
-   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -I. examples/09_checkpoint_resume.c -o build/09_checkpoint_resume -lm
+   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. examples/09_checkpoint_resume.c -o build/09_checkpoint_resume -lm
    Run: mpirun -np 2 ./build/09_checkpoint_resume
    Run: mpirun -np 4 ./build/09_checkpoint_resume --continue
 

@@ -20,7 +20,7 @@
 #         asan   $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra
 #         tsan   ${TSAN_CC:-$CC} -std=c99 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -Wall -Wextra
 #         tool   $CC -O2 -Wall -Wextra -Werror   (the tools, warnings as errors)
-#   MOD   omp (-fopenmp), cl (-DPTRAIN_OPENCL, links -lOpenCL -lclblast): both translation units;
+#   MOD   omp (-fopenmp), cl (-DPTRAIN_OPENCL: no -l flags, the libraries are loaded at run time): both translation units;
 #         posix (_POSIX_C_SOURCE 200809L), posix01 (200112L), gnu (_GNU_SOURCE), hooks
 #         (PTRAIN_TEST_HOOKS), harness (PTRAIN_HARNESS): the implementation's only, as the program
 #         defines them itself before including ptrain.h - they must match what it defines.
@@ -52,7 +52,7 @@ _bl_config() {
         case $_bl_rest in *+*) _bl_rest=${_bl_rest#*+} ;; *) break ;; esac
         case ${_bl_rest%%+*} in
         omp) _bl_flags="$_bl_flags -fopenmp" ;;
-        cl) _bl_flags="$_bl_flags -DPTRAIN_OPENCL" _bl_libs="$_bl_libs -lOpenCL -lclblast" ;;
+        cl) _bl_flags="$_bl_flags -DPTRAIN_OPENCL" ;;
         posix) _bl_defs="$_bl_defs#define _POSIX_C_SOURCE 200809L\n" ;;
         posix01) _bl_defs="$_bl_defs#define _POSIX_C_SOURCE 200112L\n" ;;
         gnu) _bl_defs="$_bl_defs#define _GNU_SOURCE\n" ;;

@@ -1,35 +1,37 @@
 #!/bin/sh
 # tests/cltools_test.sh [BUILD_DIR] - the OpenCL tooling: CLBlast tuning files (tests/test_cltune.c,
 # built with and without -DPTRAIN_OPENCL), tools/ptcl (list, check, tune and their errors: no
-# platform, bad device) and bench/bench_cl (its JSON lines; the GPT line is a measurement or an
+# platform, bad device, the OpenCL libraries hidden) and bench/bench_cl (its JSON lines; the GPT line is a measurement or an
 # "error" field, never a crash). Needs an OpenCL platform (PoCL: `make deps` installs
 # pocl-opencl-icd); without one it FAILS and says what to install. Prints PASS/FAIL lines and
 # "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
-CLLIBS="-lOpenCL -lclblast"
+. tests/cl_hide.sh
 export PTRAIN_THREADS=${PTRAIN_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 unset PTRAIN_CL_TUNE PTRAIN_DEVICE
 T=$BUILD/cltools
 mkdir -p "$T" "$T/no_icd_vendors"
 
-if [ ! -e /usr/include/CL/cl.h ] || [ ! -e /usr/include/clblast_c.h ]; then
-    fail "OpenCL headers" "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)"
-    echo "$NP passed, $NF failed"
-    exit 1
-fi
 
 # ---- tuning files ----
 # the builds start together (one core each); each is waited for where it is first needed
-$CC $W -D_POSIX_C_SOURCE=200809L -DPTRAIN_OPENCL tests/test_cltune.c -o "$T/test_cltune" $CLLIBS -lm >"$T/test_cltune.build.log" 2>&1 &
+$CC $W -D_POSIX_C_SOURCE=200809L -DPTRAIN_OPENCL tests/test_cltune.c -o "$T/test_cltune" -lm >"$T/test_cltune.build.log" 2>&1 &
 p_b1=$!
 build_prog "$T/test_cltune_nocl" tests/test_cltune.c w+posix -D_POSIX_C_SOURCE=200809L >"$T/test_cltune_nocl.build.log" 2>&1 &
 p_b2=$!
-$CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. tools/ptcl.c -o "$T/ptcl" $CLLIBS -lm >"$T/ptcl.build.log" 2>&1 &
+$CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. tools/ptcl.c -o "$T/ptcl" -lm >"$T/ptcl.build.log" 2>&1 &
 p_b3=$!
-$CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. bench/bench_cl.c -o "$T/bench_cl" $CLLIBS -lm >"$T/bench_cl.build.log" 2>&1 &
-p_b4=$!
+# bench_cl alone calls OpenCL and CLBlast itself (its direct baselines): it needs their headers and -l flags
+if [ -e /usr/include/CL/cl.h ] && [ -e /usr/include/clblast_c.h ]; then
+    $CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. bench/bench_cl.c -o "$T/bench_cl" -lOpenCL -lclblast -lm >"$T/bench_cl.build.log" 2>&1 &
+    p_b4=$!
+else
+    echo "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)" >"$T/bench_cl.build.log"
+    (exit 1) &
+    p_b4=$!
+fi
 if wait $p_b1; then
     prog "test_cltune (tuning files, interop)" "$T/test_cltune.log" timeout 300 "$B/cltools/test_cltune" "$T"
 else fail "build test_cltune" "see $T/test_cltune.build.log"; fi
@@ -59,6 +61,18 @@ if wait $p_b3; then
         if [ $rc -ne 0 ] && grep -q 'pocl-opencl-icd' "$T/noplat_$c.log" && grep -q 'make deps' "$T/noplat_$c.log"; then pass "ptcl $c without a platform: exit $rc, says to install pocl-opencl-icd"
         else fail "ptcl $c without a platform" "exit $rc: $(head -c 300 "$T/noplat_$c.log")"; fi
     done
+    # the libraries hidden (tests/cl_hide.sh; root): ptcl, built with no -l flag, starts and says what is missing
+    if cl_hide_setup; then
+        for c in list check; do
+            cl_hide "$PTCL" $c >"$T/hidden_$c.log" 2>&1
+            rc=$?
+            if [ $rc -ne 0 ] && grep -q 'cannot load libOpenCL.so.1' "$T/hidden_$c.log" && grep -q 'ocl-icd-libopencl1' "$T/hidden_$c.log"; then
+                pass "ptcl $c without libOpenCL.so.1: exit $rc naming the library and the packages"
+            else fail "ptcl $c with the libraries hidden" "exit $rc: $(head -c 300 "$T/hidden_$c.log")"; fi
+        done
+    else
+        echo "SKIP ptcl with the OpenCL libraries hidden: $CL_HIDE_WHY (not counted)"
+    fi
     "$PTCL" frobnicate >"$T/usage.log" 2>&1
     rc=$?
     if [ $rc -eq 2 ] && grep -q '^usage: ptcl' "$T/usage.log"; then pass "ptcl with a bad command: usage, exit 2"; else fail "ptcl frobnicate" "exit $rc"; fi

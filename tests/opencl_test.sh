@@ -11,14 +11,8 @@
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
-CLLIBS="-lOpenCL -lclblast"
 export PTRAIN_THREADS=${PTRAIN_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
-if [ ! -e /usr/include/CL/cl.h ] || [ ! -e /usr/include/clblast_c.h ]; then
-    fail "OpenCL headers" "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)"
-    echo "$NP passed, $NF failed"
-    exit 1
-fi
 # a platform must be present (the CI installs PoCL); no platform is a failure, not a skip
 if have clinfo; then
     nplat=$(clinfo -l 2>/dev/null | grep -c '^Platform')
@@ -30,7 +24,7 @@ if have clinfo; then
 fi
 
 # the builds start together (one core each); each is waited for where it is first needed
-$CC $W -DPTRAIN_OPENCL tests/test_opencl.c -o "$BUILD/test_opencl" $CLLIBS -lm >"$BUILD/test_opencl.build.log" 2>&1 &
+$CC $W -DPTRAIN_OPENCL tests/test_opencl.c -o "$BUILD/test_opencl" -lm >"$BUILD/test_opencl.build.log" 2>&1 &
 p_b1=$!
 build_prog "$BUILD/test_opencl_nocl" tests/test_opencl.c w+posix >"$BUILD/test_opencl_nocl.build.log" 2>&1 &
 p_b2=$!
@@ -42,7 +36,7 @@ if wait $p_b1; then
     prog "test_opencl --no-platform (OCL_ICD_VENDORS empty)" "$BUILD/test_opencl_noplat.log" \
         env OCL_ICD_VENDORS="$BUILD/no_icd_vendors" timeout 60 "$B/test_opencl" --no-platform
 else
-    fail "build test_opencl (-DPTRAIN_OPENCL $CLLIBS)" "see $BUILD/test_opencl.build.log (make deps installs OpenCL and CLBlast)"
+    fail "build test_opencl (-DPTRAIN_OPENCL)" "see $BUILD/test_opencl.build.log (make deps installs OpenCL and CLBlast)"
     head -n 20 "$BUILD/test_opencl.build.log" | sed 's/^/    /'
 fi
 if wait $p_b2; then

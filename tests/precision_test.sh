@@ -66,7 +66,7 @@ fi
 # 2. the trainer on dp 2
 if have_mpi; then
     if { fresh pttrain tools/pttrain.c && cp build/pttrain "$BUILD/pttrain"; } ||
-        mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I"$INC" tools/pttrain.c -o "$BUILD/pttrain" -lOpenCL -lclblast -lm >"$BUILD/pttrain.build.log" 2>&1; then
+        mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I"$INC" tools/pttrain.c -o "$BUILD/pttrain" -lm >"$BUILD/pttrain.build.log" 2>&1; then
         pa="--dp 2 --zero 1 --layers 2 --width 64 --heads 4 --seq 64 --batch 8 --steps 8 --val-every 0 --sample 0"
         for p in f32 bf16 fp16; do
             # shellcheck disable=SC2086

@@ -1,5 +1,5 @@
 /* test_opencl.c - the OpenCL backend (>>opencl) against the CPU reference.
-   Build: cc -std=c99 -O2 -DPTRAIN_OPENCL -I. tests/test_opencl.c -o test_opencl -lOpenCL -lclblast -lm
+   Build: cc -std=c99 -O2 -DPTRAIN_OPENCL -I. tests/test_opencl.c -o test_opencl -lm
    Every op is run through the public API on a CPU context and on an OpenCL context with the same
    seed and inputs: forward output and the gradient of every input (pt_backward_from with the same
    output gradient) are compared, on several shapes including odd ones (not multiples of the work-group

@@ -19,11 +19,8 @@ if have_mpi; then
     build_bg "$BUILD/test_xent_mpi.build.log" build_prog "$BUILD/test_xent_mpi" tests/test_xent.c mpi
     p_mpi=$!
 fi
-p_cl=""
-if [ -e /usr/include/CL/cl.h ] && [ -e /usr/include/clblast_c.h ]; then
-    build_bg "$BUILD/test_xent_cl.build.log" $CC $W -fopenmp -DPTRAIN_OPENCL tests/test_xent.c -o "$BUILD/test_xent_cl" -lOpenCL -lclblast -lm
-    p_cl=$!
-fi
+build_bg "$BUILD/test_xent_cl.build.log" $CC $W -fopenmp -DPTRAIN_OPENCL tests/test_xent.c -o "$BUILD/test_xent_cl" -lm
+p_cl=$!
 if wait $p_plain; then
     prog "test_xent (no MPI, tp=1)" "$BUILD/test_xent.log" "$B/test_xent"
 else
@@ -38,9 +35,7 @@ if [ -n "$p_mpi" ]; then
         head -n 20 "$BUILD/test_xent_mpi.build.log" | sed 's/^/    /'
     fi
 fi
-if [ -z "$p_cl" ]; then
-    fail "OpenCL headers" "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)"
-elif wait $p_cl; then
+if wait $p_cl; then
     # --quick: the memory check's head on 512 rows, not 1024 (the CPU runs above take 1024; SOAK=1 here too)
     prog "test_xent on OpenCL (PTRAIN_DEVICE=opencl)" "$BUILD/test_xent_cl.log" env PTRAIN_DEVICE=opencl timeout 300 "$B/test_xent_cl" $(soak || echo --quick)
     grep -q '^  backend: opencl' "$BUILD/test_xent_cl.log" && pass "test_xent on OpenCL ran on the opencl backend" ||

@@ -8,9 +8,13 @@
 # clang needs libomp-dev (LLVM's OpenMP: omp.h, libomp.so) for -fopenmp; libclang-rt-14-dev for the fuzzers;
 # iproute2 (ip) and util-linux (unshare, nsenter) for the namespace hosts of tests/nshosts.sh (the supervisor's
 # host trial); procps (pgrep) for the trials' check that no process is left.
+# OpenCL: the library, the tutorials and the tools load libOpenCL.so.1 (ocl-icd-libopencl1) and libclblast.so.1
+# (libclblast1) at run time and run on PoCL (pocl-opencl-icd); they need no -dev package. ocl-icd-opencl-dev,
+# opencl-headers and libclblast-dev stay for bench/bench_cl.c (its baselines call OpenCL and CLBlast directly) and
+# tests/compile_test.sh's check that ptrain.h compiles beside <CL/cl.h> and <clblast_c.h>.
 # tools/ptserve needs libmicrohttpd-dev; its tests use curl, and its browser test chromium, chromium-driver and python3-selenium.
 set -u
-PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps libmicrohttpd-dev curl chromium chromium-driver python3-selenium"
+PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-libopencl1 libclblast1 pocl-opencl-icd ocl-icd-opencl-dev opencl-headers libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps libmicrohttpd-dev curl chromium chromium-driver python3-selenium"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # the tests' Python environment: made once, kept while it imports gguf and numpy
 pyenv() {

@@ -1,7 +1,7 @@
 /* ptcl.c - OpenCL devices for ptrain.h: list them, check one against the CPU backend, tune CLBlast's
    GEMM for it.
 
-   Build: cc -O2 -fopenmp -DPTRAIN_OPENCL -I. tools/ptcl.c -o build/ptcl -lOpenCL -lclblast -lm
+   Build: cc -O2 -fopenmp -DPTRAIN_OPENCL -I. tools/ptcl.c -o build/ptcl -lm
    (or `make tools`)
 
    ptcl list                     every OpenCL platform and device: its PTRAIN_DEVICE string, name,
@@ -41,41 +41,23 @@ static const char *default_device(void) {
 
 /* ---- list ------------------------------------------------------------------------------------- */
 static int cmd_list(void) {
-    cl_platform_id ps[16];
-    cl_device_id ds[64];
-    cl_uint np = 0, nd, p, d;
-    cl_int e = clGetPlatformIDs(16, ps, &np);
-    int total = 0;
-    if (e != CL_SUCCESS || np == 0) {
-        fprintf(stderr, "ptcl: no OpenCL platform found (%s): install an OpenCL driver, e.g. pocl-opencl-icd (make deps)\n",
-                e == -1001 ? "the ICD loader found no driver" : "clGetPlatformIDs failed");
+    pt_device_info di;
+    int32_t p, d;
+    int nd, total = 0;
+    if (pt_device_query(0, -1, &di) < 0) {
+        char list[1024];
+        pt_device_list(list, sizeof list);
+        fprintf(stderr, "ptcl: no OpenCL platform found: install an OpenCL driver, e.g. pocl-opencl-icd (make deps); devices of this build:\n%s", list);
         return 1;
     }
-    if (np > 16) np = 16;
-    for (p = 0; p < np; p++) {
-        char pn[256], pv[256];
-        clGetPlatformInfo(ps[p], CL_PLATFORM_NAME, sizeof pn, pn, NULL);
-        clGetPlatformInfo(ps[p], CL_PLATFORM_VERSION, sizeof pv, pv, NULL);
-        printf("platform %u: %s (%s)\n", p, pn, pv);
-        nd = 0;
-        if (clGetDeviceIDs(ps[p], CL_DEVICE_TYPE_ALL, 64, ds, &nd) != CL_SUCCESS || nd == 0) {
-            printf("  (no devices)\n");
-            continue;
-        }
-        if (nd > 64) nd = 64;
+    for (p = 0; (nd = pt_device_query(p, -1, &di)) >= 0; p++) {
+        printf("platform %d: %s (%s)\n", (int)p, di.platform, di.platform_version);
+        if (nd == 0) printf("  (no devices)\n");
         for (d = 0; d < nd; d++, total++) {
-            char dn[256], drv[128];
-            cl_ulong mem = 0, alloc = 0;
-            cl_uint cu = 0;
-            size_t wg = 0;
-            clGetDeviceInfo(ds[d], CL_DEVICE_NAME, sizeof dn, dn, NULL);
-            clGetDeviceInfo(ds[d], CL_DRIVER_VERSION, sizeof drv, drv, NULL);
-            clGetDeviceInfo(ds[d], CL_DEVICE_GLOBAL_MEM_SIZE, sizeof mem, &mem, NULL);
-            clGetDeviceInfo(ds[d], CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof alloc, &alloc, NULL);
-            clGetDeviceInfo(ds[d], CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cu, &cu, NULL);
-            clGetDeviceInfo(ds[d], CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
-            printf("  opencl:%u:%u  %s\n      driver %s, memory %.0f MiB (largest buffer %.0f MiB), %u compute units, work groups up to %zu\n", p, d,
-                   dn, drv, mem / 1048576.0, alloc / 1048576.0, cu, wg);
+            pt_device_query(p, d, &di);
+            printf("  opencl:%d:%d  %s\n      driver %s, memory %.0f MiB (largest buffer %.0f MiB), %d compute units, work groups up to %lld\n",
+                   (int)p, (int)d, di.device, di.driver, di.global_mem / 1048576.0, di.max_alloc / 1048576.0,
+                   (int)di.compute_units, (long long)di.max_work_group);
         }
     }
     printf("%d OpenCL device%s\n", total, total == 1 ? "" : "s");
@@ -372,7 +354,6 @@ static int cmd_tune(const char *dev, const char *out, int n, double seconds) {
     tuner t;
     pt_ctx *cpu;
     pt_device_info di;
-    cl_ulong lmem = 0;
     float *buf;
     double untuned, xgf, dgf, tuned;
     int direct, ok;
@@ -382,12 +363,8 @@ static int cmd_tune(const char *dev, const char *out, int n, double seconds) {
     if (!(t.ctx = open_ctx(dev)) || !(cpu = open_ctx("cpu"))) return 2;
     print_device(t.ctx);
     di = pt_device_info_get(t.ctx);
-    {
-        pt_cl_handles h = pt_cl_handles_get(t.ctx);
-        clGetDeviceInfo((cl_device_id)h.device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof t.maxwg, &t.maxwg, NULL);
-        clGetDeviceInfo((cl_device_id)h.device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof lmem, &lmem, NULL);
-        t.lmem = (size_t)lmem;
-    }
+    t.maxwg = (size_t)di.max_work_group;
+    t.lmem = (size_t)di.local_mem;
     t.n = n;
     t.deadline = pt_time() + seconds;
     buf = (float *)malloc(sizeof(float) * (size_t)n * n * 4);

@@ -6,7 +6,7 @@
    a Chrome trace and a health guard. The tutorials (examples/03_gpt.c, 07_gpt_3d.c, 08_opencl.c)
    show the pieces one at a time; this is them together.
 
-   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/pttrain.c -o build/pttrain -lOpenCL -lclblast -lm
+   Build: mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/pttrain.c -o build/pttrain -lm
    (make tools builds it; make demo trains with it on 4 ranks)
 
    Usage: ./build/pttrain [flags]                       one process
