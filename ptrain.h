@@ -4204,12 +4204,16 @@ static void pt__coll_blocked(const pt_dist *cd, double seconds, int p2p) {
     *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += seconds;
     pt__coll_unlock(d);
 }
-/* monitor: MPI_Wait(all) on n requests of non-blocking calls (p2p: point-to-point ones), the wait
-   counted as blocked time */
+/* monitor: MPI_Wait on each of n requests of non-blocking calls (p2p: point-to-point ones), the
+   wait counted as blocked time; the first error. (One MPI_Wait per request rather than MPI_Waitall
+   with MPI_STATUSES_IGNORE: gcc 12 warns -Wstringop-overflow on MPICH's MPI_STATUSES_IGNORE, a
+   pointer constant passed for an array parameter.) */
 static int pt__coll_wait(const pt_dist *cd, int n, MPI_Request *req, int p2p) {
     pt_dist *d = (pt_dist *)cd;
     double t = MPI_Wtime();
-    int rc = n == 1 ? MPI_Wait(req, MPI_STATUS_IGNORE) : MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    int i, r, rc = MPI_SUCCESS;
+    for (i = 0; i < n; i++)
+        if ((r = MPI_Wait(&req[i], MPI_STATUS_IGNORE)) != MPI_SUCCESS && rc == MPI_SUCCESS) rc = r;
     pt__coll_blocked(d, MPI_Wtime() - t, p2p);
     return rc;
 }
@@ -16923,7 +16927,8 @@ static pt__pp_sendbuf *pt__pp_sendbuf_get(pt_pp *pp, size_t bytes) {
     for (i = 0; i < pp->nsb; i++) {
         pt__pp_sendbuf *s = &pp->sb[i];
         if (s->busy) {
-            int flag = 0, rc = MPI_Testall(2, s->req, &flag, MPI_STATUSES_IGNORE);
+            MPI_Status st[2]; /* not MPI_STATUSES_IGNORE: gcc 12 warns on MPICH's (see pt__coll_wait) */
+            int flag = 0, rc = MPI_Testall(2, s->req, &flag, st);
             if (flag || rc != MPI_SUCCESS) pt__pp_send_done(pp, s, rc);
         }
         if (!s->busy && (pick < 0 || (s->cap >= bytes && pp->sb[pick].cap < bytes))) pick = i;
