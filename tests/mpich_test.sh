@@ -73,6 +73,14 @@ else
     head -n 20 "$PT_IMPL_DIR/mpi.log" | sed 's/^/    /'
 fi
 suite equiv
+# the wrong launcher: the MPICH build under Open MPI's mpirun is 2 worlds of 1 rank, which
+# pt_dist_init refuses naming both (the launcher's OMPI_COMM_WORLD_SIZE, the library's version)
+if [ -x "$BUILD/test_equiv" ] && have mpirun; then
+    timeout 60 mpirun --oversubscribe -np 2 "$B/test_equiv" --dp 2 >"$BUILD/launcher_mismatch.log" 2>&1
+    if grep -q 'MPI sees a world of 1 rank, but the launcher started 2 (OMPI_COMM_WORLD_SIZE=2).*this one: MPICH' "$BUILD/launcher_mismatch.log"; then
+        pass "the MPICH build under Open MPI's mpirun: pt_dist_init names the mismatch on every rank"
+    else fail "the MPICH build under Open MPI's mpirun" "no mismatch message: $(head -n 3 "$BUILD/launcher_mismatch.log" | tr '\n' ' ')"; fi
+fi
 if [ -n "$p_dp" ]; then
     if wait $p_dp; then
         prog "$MPIEXEC -n 2 test_dp (buckets overlapped with backward, equal to one process)" "$BUILD/dp_np2.log" mpi_run 2 -- "$B/test_dp_mpi"
