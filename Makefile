@@ -42,7 +42,7 @@ help:
 	@echo "               MPICH's part, in full (every layout of at most as many ranks as CPUs; docs/mpi.md)"
 	@echo "MPI=mpich      (any target) build the MPI programs with mpicc.mpich and run the demo with mpiexec.mpich; the default"
 	@echo "               MPI=openmpi uses mpicc / mpirun (MPICC=, MPIEXEC= override the commands)"
-	@echo "make soak      the long variants make test leaves out (SOAK=1: every equivalence and memory-estimate layout, the"
+	@echo "make soak      the long variants make test leaves out (SOAK=1: every equivalence and memory-estimate layout, MPICH's pass in full, the"
 	@echo "               implementation compiled once more by dp, tp and coll_test, xent's OpenCL run at full size, the GPT tutorial"
 	@echo "               in f32, bf16 and fp16 at its own sizes to its final val_loss, about half an hour), then tests/fresh_machine.sh:"
 	@echo "               make demo and make test on a fresh Debian 12 minbase root (debootstrap, chroot; as root; 95 minutes more on 2 busy cores,"

@@ -32,7 +32,8 @@ p_mpi1=$!
 M=$B/test_ckpt_mpi
 # mrun [mpich] NAME LOG NP [VAR=VALUE...] PROG ARG...: one run of test_ckpt_mpi on NP ranks, the variables in its
 # environment; under MPICH only the runs named by `mrun mpich ...` (SOAK=1: all) that fit the CPUs
-unfit=""
+# (a run reading CKPT_FROM of a directory whose run was left out is left out too)
+unfit="" unfit_dirs=" "
 mrun() {
     _m=0
     [ "$1" = mpich ] && { _m=1; shift; }
@@ -40,7 +41,13 @@ mrun() {
     shift 3
     if mpich; then
         [ $_m = 1 ] || soak || return 0
-        mpi_fits "$_np" || { unfit="$unfit; $_name"; return 0; }
+        _dep=""
+        for _a; do case $_a in CKPT_FROM=*) case $unfit_dirs in *" ${_a#CKPT_FROM=} "*) _dep=1 ;; esac ;; esac; done
+        if [ -n "$_dep" ] || ! mpi_fits "$_np"; then
+            for _a; do _last=$_a; done
+            unfit="$unfit; $_name" unfit_dirs="$unfit_dirs$_last "
+            return 0
+        fi
     fi
     prog "$_name" "$_log" mpi_run "$_np" -- env "$@"
 }
@@ -96,8 +103,8 @@ if mpi_built; then
         from=$1 name=$2 np=$3
         shift 3
         n=$((n + 1))
-        if mpich && { { [ -z "$_rm" ] && ! soak; } || ! mpi_fits "$np"; }; then
-            mpi_fits "$np" || unfit="$unfit; $name"
+        if mpich && { { [ -z "$_rm" ] && ! soak; } || ! mpi_fits "$np" || case $unfit_dirs in *" $from "*) true ;; *) false ;; esac; }; then
+            { [ -n "$_rm" ] || soak; } && unfit="$unfit; $name"
             return
         fi
         if [ ! -d "$from/run" ]; then
