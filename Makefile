@@ -7,6 +7,24 @@ EXAMPLES := $(BUILD)/01_autograd $(BUILD)/11_inference $(BUILD)/12_engine
 CL_EXAMPLES := $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/08_opencl
 MPI_EXAMPLES := $(BUILD)/10_memory
 MPI_CL_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume
+# the MPI implementation of the MPI builds, the demo and `make test MPI=mpich` (docs/mpi.md):
+# openmpi (mpicc / mpirun, the Debian alternatives) or mpich (mpicc.mpich / mpiexec.mpich, named
+# explicitly so the alternatives stay Open MPI's). MPICC, MPIEXEC override the commands.
+MPI     ?= openmpi
+ifeq ($(MPI),mpich)
+MPICC   ?= mpicc.mpich
+MPIEXEC ?= mpiexec.mpich
+MPIEXEC_FLAGS ?=
+else
+MPICC   ?= mpicc
+MPIEXEC ?= mpirun
+# Open MPI refuses root and more ranks than cores unless told
+MPIEXEC_FLAGS ?= --oversubscribe
+MPIEXEC_ENV ?= OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+endif
+# the MPI programs depend on $(BUILD)/.mpi, rewritten when MPI or MPICC changes: switching rebuilds them
+MPI_STAMP := $(BUILD)/.mpi
+$(shell mkdir -p $(BUILD) && { [ "$$(cat $(MPI_STAMP) 2>/dev/null)" = "$(MPI) $(MPICC)" ] || echo "$(MPI) $(MPICC)" >$(MPI_STAMP); })
 
 .PHONY: all help deps demo serve test soak valgrind fuzz bench examples tools clean
 
@@ -21,8 +39,12 @@ help:
 	@echo "make serve     tools/ptserve (an OpenAI-compatible server: /v1/completions, /v1/chat/completions, /metrics, a playground"
 	@echo "               page at /) on the demo's checkpoint, training a short one first if there is none; prints its URL"
 	@echo "               (SERVE_ARGS='--port 9000'; docs/serving.md)"
-	@echo "make test      run the test suite (ends with 'N passed, N failed')"
-	@echo "make soak      the long variants make test leaves out (SOAK=1: every equivalence and memory-estimate layout, the"
+	@echo "make test      run the test suite (ends with 'N passed, N failed'); its MPI equivalence and checkpoint suites run"
+	@echo "               under Open MPI and, reduced to 2 ranks, under MPICH (tests/mpich_test.sh); make test MPI=mpich: only"
+	@echo "               MPICH's part, in full (every layout of at most as many ranks as CPUs; docs/mpi.md)"
+	@echo "MPI=mpich      (any target) build the MPI programs with mpicc.mpich and run the demo with mpiexec.mpich; the default"
+	@echo "               MPI=openmpi uses mpicc / mpirun (MPICC=, MPIEXEC= override the commands)"
+	@echo "make soak      the long variants make test leaves out (SOAK=1: every equivalence and memory-estimate layout, MPICH's pass in full, the"
 	@echo "               implementation compiled once more by dp, tp and coll_test, xent's OpenCL run at full size, the GPT tutorial"
 	@echo "               in f32, bf16 and fp16 at its own sizes to its final val_loss, about half an hour), then tests/fresh_machine.sh:"
 	@echo "               make demo and make test on a fresh Debian 12 minbase root (debootstrap, chroot; as root; 95 minutes more on 2 busy cores,"
@@ -63,22 +85,22 @@ $(CL_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
 	$(CC) $(CFLAGS) -DPTRAIN_OPENCL -I. $< -o $@ -lm
 
 # the MPI tutorials, as their "Build:" lines say
-$(MPI_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
-	mpicc -O2 -fopenmp -DPTRAIN_MPI -I. $< -o $@ -lm
+$(MPI_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h $(MPI_STAMP) | $(BUILD)
+	$(MPICC) -O2 -fopenmp -DPTRAIN_MPI -I. $< -o $@ -lm
 
-$(MPI_CL_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h | $(BUILD)
-	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. $< -o $@ -lm
+$(MPI_CL_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h $(MPI_STAMP) | $(BUILD)
+	$(MPICC) -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. $< -o $@ -lm
 
 examples: $(EXAMPLES) $(CL_EXAMPLES) $(MPI_EXAMPLES) $(MPI_CL_EXAMPLES)
 
 # the trainer: MPI and OpenCL compiled in (--device opencl on any layout)
-$(BUILD)/pttrain: tools/pttrain.c ptrain.h | $(BUILD)
-	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/pttrain.c -o $@ -lm
+$(BUILD)/pttrain: tools/pttrain.c ptrain.h $(MPI_STAMP) | $(BUILD)
+	$(MPICC) -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/pttrain.c -o $@ -lm
 
 # the trainer with the test hooks compiled in (PTRAIN_TEST_HOOKS: the faults of PTRAIN_FAULT,
 # PTRAIN_GUARD_INJECT, PTRAIN_CKPT_FAIL; tests and tools/ptrun's trials use it), without OpenCL
-$(BUILD)/pttrain-hooks: tools/pttrain.c ptrain.h | $(BUILD)
-	mpicc -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_TEST_HOOKS -I. tools/pttrain.c -o $@ -lm
+$(BUILD)/pttrain-hooks: tools/pttrain.c ptrain.h $(MPI_STAMP) | $(BUILD)
+	$(MPICC) -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_TEST_HOOKS -I. tools/pttrain.c -o $@ -lm
 
 $(BUILD)/ptcl: tools/ptcl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -DPTRAIN_OPENCL -I. tools/ptcl.c -o $@ -lm
@@ -144,12 +166,18 @@ DEMO_CKPT ?= --ckpt-dir $(BUILD)/demo_ckpt --ckpt-every 100 --resume-if-any --ck
 DEMO_MON  ?= --log $(BUILD)/demo/log.jsonl --trace $(BUILD)/demo/trace.json
 demo: deps $(BUILD)/pttrain $(BUILD)/ptreport $(DEMO_DATA)/val_000000.bin
 	@mkdir -p $(BUILD)/demo
-	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np $(DEMO_NP) ./$(BUILD)/pttrain $(DEMO_ARGS) --data $(DEMO_DATA) $(DEMO_CKPT) $(DEMO_MON)
+	$(MPIEXEC_ENV) $(MPIEXEC) $(MPIEXEC_FLAGS) -np $(DEMO_NP) ./$(BUILD)/pttrain $(DEMO_ARGS) --data $(DEMO_DATA) $(DEMO_CKPT) $(DEMO_MON)
 	./$(BUILD)/ptreport $(BUILD)/demo/log.jsonl --trace $(BUILD)/demo/trace.json --title "make demo: pttrain $(DEMO_ARGS) --data $(DEMO_DATA)" -o $(BUILD)/demo/report
 	@echo "report: $(BUILD)/demo/report/index.html (charts, the pipeline timeline of the last step, events)"
 
+# MPI=mpich: only MPICH's part, in full (tests/mpich_test.sh with SOAK=1: every equivalence layout and
+# checkpoint run of at most as many ranks as CPUs, the C11 and C++ compiles, test_dp)
 test: deps
+ifeq ($(MPI),mpich)
+	@SOAK=1 TEST_FILTER=mpich sh tests/run.sh $(BUILD)/tests
+else
 	@sh tests/run.sh $(BUILD)/tests
+endif
 
 # the long variants (tests/soak.sh: tests/run.sh with SOAK=1 for the suites that have them), then the
 # README's set-up on a fresh Debian 12 root (tests/fresh_machine.sh, logs in build/soak/fresh_machine)
@@ -177,17 +205,17 @@ $(BUILD)/bench: bench/bench.c bench/bench_util.h ptrain.h | $(BUILD)
 $(BUILD)/bench_data: bench/bench_data.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -I. bench/bench_data.c -o $@ -lm
 
-$(BUILD)/bench_dist: bench/bench_dist.c bench/bench_util.h ptrain.h | $(BUILD)
-	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_dist.c -o $@ -lm
+$(BUILD)/bench_dist: bench/bench_dist.c bench/bench_util.h ptrain.h $(MPI_STAMP) | $(BUILD)
+	$(MPICC) -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_dist.c -o $@ -lm
 
-$(BUILD)/bench_zero: bench/bench_zero.c bench/bench_util.h ptrain.h | $(BUILD)
-	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_zero.c -o $@ -lm
+$(BUILD)/bench_zero: bench/bench_zero.c bench/bench_util.h ptrain.h $(MPI_STAMP) | $(BUILD)
+	$(MPICC) -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_zero.c -o $@ -lm
 
-$(BUILD)/bench_largest: bench/bench_largest.c ptrain.h | $(BUILD)
-	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_largest.c -o $@ -lm
+$(BUILD)/bench_largest: bench/bench_largest.c ptrain.h $(MPI_STAMP) | $(BUILD)
+	$(MPICC) -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_largest.c -o $@ -lm
 
-$(BUILD)/bench_pp: bench/bench_pp.c bench/bench_util.h ptrain.h | $(BUILD)
-	mpicc -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_pp.c -o $@ -lm
+$(BUILD)/bench_pp: bench/bench_pp.c bench/bench_util.h ptrain.h $(MPI_STAMP) | $(BUILD)
+	$(MPICC) -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_pp.c -o $@ -lm
 
 $(BUILD)/bench_ckpt: bench/bench_ckpt.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -I. bench/bench_ckpt.c -o $@ -lm

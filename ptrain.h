@@ -171,7 +171,9 @@
                             signals, data preparation; see harness). Without it none of that is
                             compiled, and the library installs no signal handler
    PTRAIN_MPI               real multi-process runs over MPI (compile with mpicc); without it the
-                            same API runs as a world of one rank
+                            same API runs as a world of one rank. Open MPI and MPICH both work
+                            (Debian: mpicc / mpirun, mpicc.mpich / mpiexec.mpich; their launch
+                            flags, root, oversubscription and thread levels differ: docs/mpi.md)
    PT_MALLOC(sz), PT_REALLOC(p, sz), PT_FREE(p)
                             the compile-time allocator: define all three or none. A context's
                             allocations can go elsewhere at run time (pt_desc.allocator, see ALLOCATOR)
@@ -1354,9 +1356,13 @@ PTDEF pt_coords pt_layout_coords(const pt_layout *l, int rank);
 /** Pure: the rank at coordinates c (rank = tp + TP*(dp + DP*pp)); -1 if out of range. */
 PTDEF int pt_layout_rank(const pt_layout *l, pt_coords c);
 
-/** Collective. Initializes MPI if nobody has (asking for MPI_THREAD_MULTIPLE), builds the grid
-    (NULL layout = pure data parallel) and its communicators. On error every rank returns NULL with
-    the same message in err (and MPI is finalized again if this call initialized it). Never aborts.
+/** Collective. Initializes MPI if nobody has (asking for MPI_THREAD_MULTIPLE, which Open MPI 4.1 and
+    MPICH 4.0 both provide; the level MPI gives is kept: pt_dist_mpi_thread_level), builds the grid
+    (NULL layout = pure data parallel) and its communicators. The library calls MPI only from the
+    thread that calls it (its worker threads never do): FUNNELED is enough but for the watchdog,
+    which needs MULTIPLE (a program's own MPI_Init gives SINGLE in both, which they run as FUNNELED).
+    On error every rank returns NULL with the same message in err (and MPI is finalized again if
+    this call initialized it). Never aborts.
     Env: PTRAIN_FAKE_NODE_SIZE=N fakes nodes of N consecutive ranks; PTRAIN_THREADS as in pt_init;
     PTRAIN_COLL_CHECK=1 debug mode (the same on every rank); PTRAIN_WATCHDOG=seconds the watchdog. */
 PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, char *err, size_t errlen);
@@ -4232,12 +4238,16 @@ static void pt__coll_blocked(const pt_dist *cd, double seconds, int p2p) {
     *(p2p ? &d->mon_blocked_p2p_s : &d->mon_blocked_s) += seconds;
     pt__coll_unlock(d);
 }
-/* monitor: MPI_Wait(all) on n requests of non-blocking calls (p2p: point-to-point ones), the wait
-   counted as blocked time */
+/* monitor: MPI_Wait on each of n requests of non-blocking calls (p2p: point-to-point ones), the
+   wait counted as blocked time; the first error. (One MPI_Wait per request rather than MPI_Waitall
+   with MPI_STATUSES_IGNORE: gcc 12 warns -Wstringop-overflow on MPICH's MPI_STATUSES_IGNORE, a
+   pointer constant passed for an array parameter.) */
 static int pt__coll_wait(const pt_dist *cd, int n, MPI_Request *req, int p2p) {
     pt_dist *d = (pt_dist *)cd;
     double t = MPI_Wtime();
-    int rc = n == 1 ? MPI_Wait(req, MPI_STATUS_IGNORE) : MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    int i, r, rc = MPI_SUCCESS;
+    for (i = 0; i < n; i++)
+        if ((r = MPI_Wait(&req[i], MPI_STATUS_IGNORE)) != MPI_SUCCESS && rc == MPI_SUCCESS) rc = r;
     pt__coll_blocked(d, MPI_Wtime() - t, p2p);
     return rc;
 }
@@ -4599,6 +4609,34 @@ static void pt__dist_mpi_msg(char *msg, size_t n, const char *what, int rc) {
     pt__msg(msg, n, "pt_dist_init: %s failed (error %d: %s)", what, rc, es);
 }
 
+/* A world of one rank under a launcher that started more (their count in OMPI_COMM_WORLD_SIZE:
+   Open MPI's mpirun; PMI_SIZE: MPICH's mpiexec, Slurm) means the program's MPI library is not the
+   launcher's: each process would run alone. 1, or 0 with the message in msg naming both. */
+static int pt__dist_launcher_fits(int size, char *msg, size_t n) {
+    static const char *const vars[2] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int i, len = 0;
+    if (size != 1) return 1;
+    for (i = 0; i < 2; i++) {
+        const char *e = getenv(vars[i]);
+        long k = e ? strtol(e, NULL, 10) : 0;
+        char *c;
+        if (k <= 1) continue;
+        if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS) len = 0;
+        lib[len > 0 && len < (int)sizeof lib ? len : 0] = 0;
+        lib[strcspn(lib, "\n,")] = 0; /* "Open MPI v4.1.4", "MPICH Version:<tab>4.0.2" */
+        for (c = lib; *c; c++)
+            if (*c == '\t') *c = ' ';
+        pt__msg(msg, n,
+                "pt_dist_init: MPI sees a world of 1 rank, but the launcher started %ld (%s=%s): the program is built with "
+                "another MPI than the launcher's (this one: %s); build and launch with the same one (Open MPI: mpicc and "
+                "mpirun; MPICH: mpicc.mpich and mpiexec.mpich on Debian; docs/mpi.md)",
+                k, vars[i], e, lib[0] ? lib : "unknown");
+        return 0;
+    }
+    return 1;
+}
+
 /* The agreement: 1 if every rank of comm passed ok; else 0 and msg (PT__DIST_MSG bytes) holds the
    message of the lowest failing rank on every rank. rec: the grid whose world communicator comm
    is, recording the calls; NULL while pt_dist_init builds the grid (not recorded). */
@@ -4728,6 +4766,7 @@ PTDEF pt_dist *pt_dist_init(int *argc, char ***argv, const pt_layout *layout, ch
     d->size = size;
     d->owns_mpi = owns;
     d->thread_level = provided;
+    if (!pt__dist_agree_comm(NULL, d->comm[PT_COMM_WORLD], pt__dist_launcher_fits(size, msg, sizeof msg), msg)) goto fail;
 
     /* the layout: valid on every rank, and the same everywhere */
     memset(&l, 0, sizeof l);
@@ -17203,7 +17242,8 @@ static pt__pp_sendbuf *pt__pp_sendbuf_get(pt_pp *pp, size_t bytes) {
     for (i = 0; i < pp->nsb; i++) {
         pt__pp_sendbuf *s = &pp->sb[i];
         if (s->busy) {
-            int flag = 0, rc = MPI_Testall(2, s->req, &flag, MPI_STATUSES_IGNORE);
+            MPI_Status st[2]; /* not MPI_STATUSES_IGNORE: gcc 12 warns on MPICH's (see pt__coll_wait) */
+            int flag = 0, rc = MPI_Testall(2, s->req, &flag, st);
             if (flag || rc != MPI_SUCCESS) pt__pp_send_done(pp, s, rc);
         }
         if (!s->busy && (pick < 0 || (s->cap >= bytes && pp->sb[pick].cap < bytes))) pick = i;

@@ -14,8 +14,8 @@
 # (built first when missing or stale); ARGs go on the program's command line after the sources
 # (extra flags, libraries). Its exit status is the build's. CONFIG is BASE[+MOD...]:
 #   BASE  w      $CC -std=c99 -O2 -Wall -Wextra -Werror   (the scripts' $W)
-#         mpi    mpicc, $W -DPTRAIN_MPI -fopenmp
-#         mpi0   mpicc, $W -DPTRAIN_MPI (no OpenMP)
+#         mpi    $MPICC (default mpicc; mpicc.mpich under PT_MPI=mpich), $W -DPTRAIN_MPI -fopenmp
+#         mpi0   $MPICC, $W -DPTRAIN_MPI (no OpenMP)
 #         opt    $CC -std=c99 -O2 -march=native -fopenmp -Wall -Wextra   (tests/run.sh's programs)
 #         asan   $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra
 #         tsan   ${TSAN_CC:-$CC} -std=c99 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -Wall -Wextra
@@ -39,8 +39,8 @@ _bl_config() {
     _bl_libs=""
     case ${1%%+*} in
     w) _bl_cc=$CC _bl_flags="-std=c99 -O2 -Wall -Wextra -Werror -I$INC" ;;
-    mpi) _bl_cc=mpicc _bl_flags="-std=c99 -O2 -Wall -Wextra -Werror -I$INC -DPTRAIN_MPI -fopenmp" ;;
-    mpi0) _bl_cc=mpicc _bl_flags="-std=c99 -O2 -Wall -Wextra -Werror -I$INC -DPTRAIN_MPI" ;;
+    mpi) _bl_cc=${MPICC:-mpicc} _bl_flags="-std=c99 -O2 -Wall -Wextra -Werror -I$INC -DPTRAIN_MPI -fopenmp" ;;
+    mpi0) _bl_cc=${MPICC:-mpicc} _bl_flags="-std=c99 -O2 -Wall -Wextra -Werror -I$INC -DPTRAIN_MPI" ;;
     opt) _bl_cc=$CC _bl_flags="-std=c99 -O2 -march=native -fopenmp -Wall -Wextra -I$INC" ;;
     asan) _bl_cc=$CC _bl_flags="-std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra -I$INC" ;;
     tsan) _bl_cc=${TSAN_CC:-$CC} _bl_flags="-std=c99 -O1 -g -fsanitize=thread -fno-omit-frame-pointer -Wall -Wextra -I$INC" ;;

@@ -6,6 +6,9 @@
 # configuration) and impl_obj. PTRAIN_INC=DIR (or PT_INC)
 # takes ptrain.h from DIR instead of the repository root. SOAK=1 (make soak, tests/soak.sh): the
 # scripts also run their long variants (full layout sweeps, larger runs) that make test leaves out.
+# PT_MPI=mpich (tests/mpich_test.sh, make test MPI=mpich): the scripts that support it (equiv_test,
+# ckpt_test) build with MPICC (mpicc.mpich) and launch with MPIEXEC (mpiexec.mpich, Hydra's flags);
+# default PT_MPI=openmpi: mpicc / mpirun as the Debian alternatives give them (Open MPI). docs/mpi.md.
 BUILD=${1:-build/tests}
 mkdir -p "$BUILD" || exit 1
 CC=${CC:-cc}
@@ -16,6 +19,14 @@ W="-std=c99 -O2 -Wall -Wextra -Werror -I$INC"
 . tests/build_lib.sh
 # Open MPI: allow root (containers) and more ranks than cores
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# the MPI implementation: its compiler wrappers and launcher (named explicitly for MPICH, so the
+# Debian alternatives mpicc / mpirun stay Open MPI's)
+PT_MPI=${PT_MPI:-openmpi}
+case $PT_MPI in
+mpich) MPICC=${MPICC:-mpicc.mpich} MPICXX=${MPICXX:-mpicxx.mpich} MPIEXEC=${MPIEXEC:-mpiexec.mpich} MPI_PKGS="mpich libmpich-dev" ;;
+*) MPICC=${MPICC:-mpicc} MPICXX=${MPICXX:-mpicxx} MPIEXEC=${MPIEXEC:-mpirun} MPI_PKGS="openmpi-bin libopenmpi-dev" ;;
+esac
+export PT_MPI MPICC MPICXX MPIEXEC
 
 pass() { NP=$((NP + 1)); echo "PASS $1"; }
 fail() { NF=$((NF + 1)); echo "FAIL $1: $2"; }
@@ -32,11 +43,23 @@ build_bg() {
     "$@" >"$_bb_log" 2>&1 &
 }
 
-# have_mpi: mpicc and mpirun are on PATH; if not, one failure naming the packages (status 1)
+# have_mpi: MPICC and MPIEXEC are on PATH; if not, one failure naming the packages (status 1)
 have_mpi() {
-    have mpicc && have mpirun && return 0
-    fail "MPI tests" "mpicc/mpirun not found: install openmpi-bin libopenmpi-dev (make deps)"
+    have "$MPICC" && have "$MPIEXEC" && return 0
+    fail "MPI tests ($PT_MPI)" "$MPICC/$MPIEXEC not found: install $MPI_PKGS (make deps)"
     return 1
+}
+# mpich: true when the scripts run under MPICH (PT_MPI=mpich)
+mpich() { [ "$PT_MPI" = mpich ]; }
+# mpi_fits NP: NP ranks may run here. Always under Open MPI (its waiting ranks yield the core:
+# mpi_yield_when_idle). Under MPICH only NP <= the CPUs (nproc): Debian 12's MPICH 4.0.2 (ch4:ucx)
+# busy-polls in every blocking call and has no setting that yields (MPIR_CVAR_POLLS_BEFORE_YIELD is
+# ch3:nemesis only), so oversubscribed ranks crawl (docs/mpi.md: 2000 allreduces of 4 KB at 4 ranks
+# on 2 cores took 41 s, at 2 ranks 0.06 s). PT_MPICH_OVERSUBSCRIBE=1 runs them anyway.
+mpi_fits() {
+    mpich || return 0
+    [ "${PT_MPICH_OVERSUBSCRIBE:-0}" = 1 ] && return 0
+    [ "$1" -le "$(nproc 2>/dev/null || echo 1)" ]
 }
 
 # mpi_run [-t SECONDS] NP [MPIRUN_OPTION...] -- CMD [ARG...]: CMD on NP ranks, the way every test
@@ -45,6 +68,8 @@ have_mpi() {
 # yielding their core (--mca mpi_yield_when_idle 1), PTRAIN_THREADS and OMP_WAIT_POLICY passed on
 # (-x) when set. The options (e.g. -x VAR=VALUE) come after -np NP; CMD may be `env VAR=VALUE PROG`
 # or an MPMD list (PROG : -np N PROG2). Returns mpirun's exit status (124: the timeout).
+# Under MPICH (PT_MPI=mpich): $MPIEXEC -n NP (Hydra: no --oversubscribe or --mca, every variable of
+# the environment passed on by default, -x VAR=VALUE becomes -genv VAR VALUE, -x VAR is dropped).
 mpi_run() {
     _mr_t=120
     if [ "$1" = -t ]; then
@@ -56,16 +81,26 @@ mpi_run() {
     _mr_x=""
     [ -n "${PTRAIN_THREADS+set}" ] && _mr_x="$_mr_x -x PTRAIN_THREADS"
     [ -n "${OMP_WAIT_POLICY+set}" ] && _mr_x="$_mr_x -x OMP_WAIT_POLICY"
-    # the arguments in order, less the first "--"
+    # the arguments in order, less the first "--"; under MPICH the options before it in Hydra's words
     _mr_i=$# _mr_sep=0
     while [ "$_mr_i" -gt 0 ]; do
         _mr_a=$1
         shift
-        if [ "$_mr_sep" = 0 ] && [ "$_mr_a" = -- ]; then _mr_sep=1; else set -- "$@" "$_mr_a"; fi
         _mr_i=$((_mr_i - 1))
+        if [ "$_mr_sep" = 0 ] && [ "$_mr_a" = -- ]; then _mr_sep=1
+        elif [ "$_mr_sep" = 0 ] && [ "$_mr_a" = -x ] && mpich && [ "$_mr_i" -gt 0 ]; then
+            _mr_a=$1
+            shift
+            _mr_i=$((_mr_i - 1))
+            case $_mr_a in *=*) set -- "$@" -genv "${_mr_a%%=*}" "${_mr_a#*=}" ;; esac
+        else set -- "$@" "$_mr_a"; fi
     done
-    # shellcheck disable=SC2086
-    set -- mpirun --oversubscribe --mca mpi_yield_when_idle 1 $_mr_x -np "$_mr_np" "$@"
+    if mpich; then
+        set -- "$MPIEXEC" -n "$_mr_np" "$@"
+    else
+        # shellcheck disable=SC2086
+        set -- "$MPIEXEC" --oversubscribe --mca mpi_yield_when_idle 1 $_mr_x -np "$_mr_np" "$@"
+    fi
     [ "$_mr_t" = 0 ] || set -- timeout "$_mr_t" "$@"
     "$@"
 }

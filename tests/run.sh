@@ -171,6 +171,8 @@ want tp && script tp_test "$BUILD"
 want xent && script xent_test "$BUILD"
 want coll && script coll_test "$BUILD"
 want equiv && script equiv_test "$BUILD"
+# the MPI equivalence and checkpoint suites once more under MPICH (a reduced 2-rank set; docs/mpi.md)
+want mpich && script mpich_test "$BUILD/mpich"
 want examples && script examples_test "$BUILD/examples"
 want ptgen && script ptgen_test "$BUILD/ptgen"
 want serve && script serve_test "$BUILD/serve"

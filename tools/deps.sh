@@ -13,8 +13,11 @@
 # opencl-headers and libclblast-dev stay for bench/bench_cl.c (its baselines call OpenCL and CLBlast directly) and
 # tests/compile_test.sh's check that ptrain.h compiles beside <CL/cl.h> and <clblast_c.h>.
 # tools/ptserve needs libmicrohttpd-dev; its tests use curl, and its browser test chromium, chromium-driver and python3-selenium.
+# mpich and libmpich-dev: the MPI suites once more under MPICH (mpicc.mpich, mpiexec.mpich; docs/mpi.md). Open MPI stays
+# the one that mpicc / mpirun name: Debian's alternatives rank it first (priority 50 to MPICH's 40) and, should they
+# point elsewhere after an install of this script's, they are set back to Open MPI.
 set -u
-PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-libopencl1 libclblast1 pocl-opencl-icd ocl-icd-opencl-dev opencl-headers libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps libmicrohttpd-dev curl chromium chromium-driver python3-selenium"
+PKGS="build-essential make gzip openmpi-bin libopenmpi-dev mpich libmpich-dev ocl-icd-libopencl1 libclblast1 pocl-opencl-icd ocl-icd-opencl-dev opencl-headers libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps libmicrohttpd-dev curl chromium chromium-driver python3-selenium"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # the tests' Python environment: made once, kept while it imports gguf and numpy
 pyenv() {
@@ -57,4 +60,12 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq || { echo "deps: apt-get update failed (is a Debian mirror reachable?)" >&2; exit 1; }
 $SUDO apt-get install -y -qq --no-install-recommends $missing || { echo "deps: apt-get install failed for:$missing" >&2; exit 1; }
 echo "deps: installed:$missing"
+# the MPI alternatives (mpicc, mpirun, the mpi headers and libraries) stay on Open MPI after MPICH came in
+ma=$(gcc -print-multiarch 2>/dev/null)
+for alt in mpi:/usr/bin/mpicc.openmpi mpirun:/usr/bin/mpirun.openmpi "mpi-$ma:/usr/lib/$ma/openmpi/include"; do
+  name=${alt%%:*} want=${alt#*:}
+  now=$(update-alternatives --query "$name" 2>/dev/null | sed -n 's/^Value: //p')
+  [ -z "$now" ] || [ "$now" = "$want" ] || [ ! -e "$want" ] && continue
+  $SUDO update-alternatives --set "$name" "$want" >/dev/null && echo "deps: the $name alternative was $now, set back to Open MPI's $want"
+done
 pyenv
