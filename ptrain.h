@@ -30,7 +30,9 @@
        }
        pt_shutdown(ctx);
 
-   Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
+   Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional: the
+   kernels run on the header's own thread team either way; -fopenmp adds OpenMP simd hints, and
+   -DPTRAIN_OPENMP -fopenmp threads with OpenMP instead; add -pthread on glibc < 2.34)
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
@@ -176,7 +178,14 @@
    PT_ASSERT(x)             assertion macro for internal invariants (default: assert; -DNDEBUG
                             compiles them out); never used on input: bad input is an error
    PT_LOG(level, msg)       default log sink when pt_desc.log is NULL (default: stderr)
-   _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
+   PTRAIN_OPENMP            with -fopenmp: the kernels' threads are OpenMP's (the old pragmas' static
+                            schedule) instead of the header's own thread team. The team is the default:
+                            persistent pthreads per context (ctx->nthreads - 1 beside the caller) that
+                            spin a few microseconds for the next job, then sleep, so a busy neighbour
+                            process costs little (OpenMP's spinning threads slow a shared machine 10x);
+                            it needs no -fopenmp (Apple's clang has none). The same bits either way and
+                            for any thread count. -fopenmp alone only adds OpenMP simd hints.
+                            PTRAIN_NO_THREADS (below) or a platform without pthreads: one thread
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
    PTRAIN_TEST_HOOKS        test hooks read from the environment: PTRAIN_CKPT_FAIL, PTRAIN_CKPT_DELAY_MS,
@@ -229,8 +238,8 @@
                             kill, exit, hang, stop (SIGSTOP), slow:MS (a straggler from S on),
                             crash-in-save (dies halfway through writing the checkpoint of step S);
                             comma-separated
-   OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
-                            shared with other busy processes, where spinning threads thrash
+   OMP_WAIT_POLICY=passive  (OpenMP's own; with PTRAIN_OPENMP) threads sleep instead of spinning; use it
+                            on a machine shared with other busy processes (the default team sleeps by itself)
 
    ==================================================================================================
    ERRORS (one convention for the whole API)
@@ -310,9 +319,10 @@
    ==================================================================================================
    api       Public declarations. Entry: (declarations only)
    base      Includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer,
-             JSON string writer and JSON reader, the context struct. Entry: pt_error_set
+             JSON string writer and JSON reader, the CPUs of the affinity mask, the thread team that
+             runs every threaded kernel, the context struct. Entry: pt_error_set
              pt_status_get pt_error pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c pt_sb_add
-             pt_sb_json_str pt_json_parse pt_json_parse_next pt_json_get
+             pt_sb_json_str pt_json_parse pt_json_parse_next pt_json_get; parallel loops: pt__par_run
    dist      The process grid: layout <-> coordinates, nodes, communicators, agreement on errors,
              collective records, watchdog. Entry: pt_dist_init pt_dist_finalize pt_layout_resolve
              pt_dist_agree_msg pt_dist_print pt_dist_records pt_dist_set_watchdog
@@ -1362,7 +1372,7 @@ PTDEF int pt_dist_node(const pt_dist *d);
 PTDEF int pt_dist_nodes(const pt_dist *d);
 /** Node index of any world rank (-1 if out of range). */
 PTDEF int pt_dist_node_of(const pt_dist *d, int rank);
-/** OpenMP threads this rank should use: PTRAIN_THREADS if set, else the CPUs of its affinity mask
+/** Kernel threads this rank should use: PTRAIN_THREADS if set, else the CPUs of its affinity mask
     divided by the ranks of this node sharing them, at least 1 (pass it as pt_desc.threads). */
 PTDEF int pt_dist_threads(const pt_dist *d);
 /** The MPI thread level MPI provides (MPI_THREAD_*; 0 without PTRAIN_MPI). */
@@ -2846,9 +2856,11 @@ PTDEF double pt_engine_now(pt_engine *e);
 #if defined(PTRAIN_IMPLEMENTATION) && !defined(PTRAIN_IMPLEMENTATION_DONE)
 #define PTRAIN_IMPLEMENTATION_DONE
 
-// >>base  includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer, JSON string writer and JSON reader, the context struct
+// >>base  includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer, JSON string writer and JSON reader, the thread team, the context struct
 /* Owns: the allocator macros and a context's run-time allocator (pt__alloc, pt__realloc, pt__free;
-   arrays grown with PT__GROW), the context struct (one field group per section; later sections hold
+   arrays grown with PT__GROW), a context's thread team (pt__team_set / pt__team_free) and the
+   parallel loop of every threaded kernel (pt__par_run), the CPUs of the affinity mask (pt__cpus),
+   the context struct (one field group per section; later sections hold
    their state through opaque pointers and register their teardown with pt__at_shutdown), error
    recording (pt__fail, pt_error_set), the clock, hashes, CRC32C, the growable text buffer pt_sb
    (pt__sb) with its JSON string writer, the one JSON reader pt_json (the library's and the tools'),
@@ -5675,14 +5687,15 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
  *   ranges (or whole batch items), so results are bit-identical for any
  *   thread count. (The kernel choice - AVX-512 / AVX2 / C - can change bits.)
  *
- * Threading (OpenMP, ws->nthreads): C of every batch item is cut into tiles
- *   (halving the larger side until there are >= 2 work items per thread); the
- *   (batch item, tile) items are handed out with schedule(dynamic). Each thread
- *   runs the serial blocked GEMM above on its item with its own private A and
- *   B buffers, so there is no barrier or shared data inside the region (some
- *   packing is duplicated between tiles: a few % of the work). This degrades
- *   gracefully when the cores are shared; on a busy machine, also run with
- *   OMP_WAIT_POLICY=passive so idle OpenMP threads do not spin.
+ * Threading (ws->nthreads, on ws->ctx's threads through pt__par_run: the thread
+ *   team, or OpenMP with PTRAIN_OPENMP): C of every batch item is cut into tiles
+ *   (halving the larger side until there are >= 2 work items per thread); each
+ *   thread takes a contiguous block of the (batch item, tile) items (a static
+ *   partition: a tile's result does not depend on which thread computes it).
+ *   Each thread runs the serial blocked GEMM above on its items with its own
+ *   private A and B buffers (thread tid's slice of ws->buf), so there is no
+ *   barrier or shared data inside the job (some packing is duplicated between
+ *   tiles: a few % of the work). A workspace without a context runs serially.
  *   All memory is taken from ws->buf, grown (never shrunk) before the parallel
  *   region, so repeated calls with the same sizes never allocate.
  *
@@ -5747,7 +5760,7 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
 
 typedef struct pt__gemm_ws {      /* per-context workspace: packing buffers, grown only, never shrunk */
     float *buf; size_t cap;       /* cap is in floats */
-    int nthreads;                 /* threads to use; 1 = no OpenMP region */
+    int nthreads;                 /* threads to use; 1 = serial */
     int kern;                     /* PT__GEMM_KERN_*: 0 = auto-select on first call (then cached) */
     int kern_bf16;                /* the same for pt__gemm_bf16 (its own choice, its own cache) */
     const pt_ctx *ctx;            /* whose allocator buf comes from (NULL: the PT_MALLOC macros) */
@@ -7071,7 +7084,7 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
    fixed order
    Entry points: pt__cpu_backend */
 /* CPU backend: the reference kernels
-   Threading and determinism: loops are split with OpenMP (static schedule, ctx->nthreads) over
+   Threading and determinism: loops are split (pt__cpu_par: contiguous blocks on ctx->nthreads) over
    output elements, rows, planes, column blocks or fixed-size chunks; small loops stay serial
    (PT__CPU_PAR_MIN), which changes nothing but speed because every output element is computed by
    one thread with the same instructions in the same order whichever path runs. Reductions over
