@@ -560,7 +560,7 @@ PTDEF pt_status pt_error_set(pt_ctx *ctx, pt_status st, const char *fmt, ...)
 PTDEF const struct pt_dist *pt_ctx_dist(const pt_ctx *ctx);
 /** Number of CPU threads kernels use. */
 PTDEF int pt_threads(const pt_ctx *ctx);
-/** Sets the number of CPU threads (>= 1). */
+/** Sets the number of CPU threads (>= 1): the context's thread team is joined and made again. */
 PTDEF void pt_set_threads(pt_ctx *ctx, int threads);
 /** Mixed precision of the run: every matrix product (linear, matmul, the LM head, convolution;
     forward and backward) multiplies its inputs rounded to dt - PT_BF16 or PT_F16, nearest even -
@@ -3837,7 +3837,7 @@ static int pt__cpus(void) {
    item the same way whichever thread runs it (tid picks only a scratch buffer), so results do not
    depend on the thread count or on which backend runs the loop:
    - the team (default): the context's own persistent pthreads, ctx->nthreads - 1 workers beside the
-     calling thread. A worker spins a short while (PT__TEAM_SPIN polls, some microseconds) for the
+     calling thread. A worker spins a short while (PT__TEAM_SPIN, 100 microseconds) for the
      next job, then sleeps on a condition variable; the caller likewise waits for the workers. So
      back-to-back kernels (a decode step's ops) do not pay a wake-up, and an idle team costs no CPU
      when another process needs it (OpenMP's libgomp spins for much longer, and its OMP_WAIT_POLICY
@@ -3864,7 +3864,7 @@ static void pt__par_range(int64_t n, int nt, int tid, int64_t *lo, int64_t *hi) 
 #define PT__ALOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
 #define PT__ASTORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
 #define PT__AADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
-#define PT__TEAM_SPIN 20000 /* polls before sleeping: some tens of microseconds */
+#define PT__TEAM_SPIN 1e-4 /* seconds of polling before sleeping (read from the clock every 64 polls) */
 #if PT__X86
 #define PT__CPU_RELAX() _mm_pause()
 #elif defined(__aarch64__) || defined(__arm__)
@@ -3897,10 +3897,18 @@ typedef struct pt__team {
 } pt__team;
 
 /* gen moved past seen: spin, then sleep on go. Returns the new generation. */
+/* 1 while a spin that started at *t0 (0: now) is shorter than PT__TEAM_SPIN */
+static int pt__team_spin(double *t0, int *spin) {
+    PT__CPU_RELAX();
+    if ((++*spin & 63) != 0) return 1;
+    if (*t0 == 0) *t0 = pt_time();
+    return pt_time() - *t0 < PT__TEAM_SPIN;
+}
 static unsigned pt__team_next(pt__team *t, unsigned seen) {
     unsigned g;
-    int spin;
-    for (spin = 0; (g = PT__ALOAD(&t->gen)) == seen && spin < PT__TEAM_SPIN; spin++) PT__CPU_RELAX();
+    int spin = 0;
+    double t0 = 0;
+    while ((g = PT__ALOAD(&t->gen)) == seen && pt__team_spin(&t0, &spin)) {}
     if (g != seen) return g;
     pthread_mutex_lock(&t->mu);
     PT__AADD(&t->sleepers, 1); /* then gen is read again: the caller sees a sleeper or we see its job */
@@ -3943,8 +3951,9 @@ static void pt__team_publish(pt__team *t) {
 
 /* waits until every worker acknowledged the job: spin, then sleep on done */
 static void pt__team_wait(pt__team *t) {
-    int spin;
-    for (spin = 0; PT__ALOAD(&t->pending) && spin < PT__TEAM_SPIN; spin++) PT__CPU_RELAX();
+    int spin = 0;
+    double t0 = 0;
+    while (PT__ALOAD(&t->pending) && pt__team_spin(&t0, &spin)) {}
     if (!PT__ALOAD(&t->pending)) return;
     pthread_mutex_lock(&t->mu);
     PT__ASTORE(&t->waiting, 1);
@@ -4044,7 +4053,11 @@ static void pt__par_run(const pt_ctx *ctx, int nt, int64_t n, pt__par_fn fn, voi
         return;
     }
 #endif
-    fn(arg, 0, n, 0);
+    {
+        int64_t lo, hi;
+        pt__par_range(n, 1, 0, &lo, &hi); /* [0, n): the one block of one thread */
+        fn(arg, lo, hi, 0);
+    }
 }
 
 /* CRC32C (Castagnoli, reflected 0x82F63B78) slicing-by-8 tables: [0] is the byte table, [k][i] =
