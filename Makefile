@@ -58,7 +58,7 @@ help:
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, bf16 GEMM vs SGEMM, GPT training step, monitor overhead, token loader, checkpoint save/resume,"
 	@echo "               DP allreduce/overlap/ZeRO, pipeline bubbles, OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise"
 	@echo "               bandwidth, GPT step on OpenCL, activation recomputation, the inference matrix kernel qmm, KV-cached decode,"
-	@echo "               the supervisor's recovery per fault kind, the paged KV cache, the serving engine and ptserve over HTTP); BENCH=name[,name...] runs only those, BENCH=list names them;"
+	@echo "               the supervisor's recovery per fault kind, the paged KV cache, the serving engine, ptserve over HTTP, the thread team vs OpenMP); BENCH=name[,name...] runs only those, BENCH=list names them;"
 	@echo "               one that fails is reported and the others still run (a summary last, exit 1 if any failed)"
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/pttrain (the GPT trainer: any dp x tp x pp layout, CPU or OpenCL, checkpoints, log, trace, guard),"
@@ -201,6 +201,13 @@ fuzz: deps $(BUILD)/fuzz/ptfuzz
 
 $(BUILD)/bench: bench/bench.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -I. bench/bench.c -o $@ -lopenblas -lm
+
+# the OpenMP builds of bench and bench_decode (the threads benchmark compares the team with them)
+$(BUILD)/bench_omp: bench/bench.c bench/bench_util.h ptrain.h | $(BUILD)
+	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENMP -I. bench/bench.c -o $@ -lopenblas -lm
+
+$(BUILD)/bench_decode_omp: bench/bench_decode.c bench/bench_util.h ptrain.h | $(BUILD)
+	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENMP -I. bench/bench_decode.c -o $@ -lm
 
 $(BUILD)/bench_data: bench/bench_data.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -I. bench/bench_data.c -o $@ -lm

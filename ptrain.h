@@ -30,7 +30,9 @@
        }
        pt_shutdown(ctx);
 
-   Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
+   Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional: the
+   kernels run on the header's own thread team either way; -fopenmp adds OpenMP simd hints, and
+   -DPTRAIN_OPENMP -fopenmp threads with OpenMP instead; add -pthread on glibc < 2.34)
    With the OpenCL backend: add -DPTRAIN_OPENCL, nothing else (no headers, no -l flags: OpenCL and
    CLBlast are loaded when a device is asked for; the tutorials that train are built so)
 
@@ -180,7 +182,14 @@
    PT_ASSERT(x)             assertion macro for internal invariants (default: assert; -DNDEBUG
                             compiles them out); never used on input: bad input is an error
    PT_LOG(level, msg)       default log sink when pt_desc.log is NULL (default: stderr)
-   _OPENMP (-fopenmp)       threaded kernels; results do not depend on the thread count
+   PTRAIN_OPENMP            with -fopenmp: the kernels' threads are OpenMP's (the old pragmas' static
+                            schedule) instead of the header's own thread team. The team is the default:
+                            persistent pthreads per context (ctx->nthreads - 1 beside the caller) that
+                            spin a few microseconds for the next job, then sleep, so a busy neighbour
+                            process costs little (OpenMP's spinning threads slow a shared machine 10x);
+                            it needs no -fopenmp (Apple's clang has none). The same bits either way and
+                            for any thread count. -fopenmp alone only adds OpenMP simd hints.
+                            PTRAIN_NO_THREADS (below) or a platform without pthreads: one thread
    PTRAIN_CBLAS             matrix products through cblas_sgemm (link e.g. -lopenblas) instead of
                             the built-in SGEMM
    PTRAIN_TEST_HOOKS        test hooks read from the environment: PTRAIN_CKPT_FAIL, PTRAIN_CKPT_DELAY_MS,
@@ -240,8 +249,8 @@
                             kill, exit, hang, stop (SIGSTOP), slow:MS (a straggler from S on),
                             crash-in-save (dies halfway through writing the checkpoint of step S);
                             comma-separated
-   OMP_WAIT_POLICY=passive  (OpenMP's own) threads sleep instead of spinning; use it on a machine
-                            shared with other busy processes, where spinning threads thrash
+   OMP_WAIT_POLICY=passive  (OpenMP's own; with PTRAIN_OPENMP) threads sleep instead of spinning; use it
+                            on a machine shared with other busy processes (the default team sleeps by itself)
 
    ==================================================================================================
    ERRORS (one convention for the whole API)
@@ -321,9 +330,10 @@
    ==================================================================================================
    api       Public declarations. Entry: (declarations only)
    base      Includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer,
-             JSON string writer and JSON reader, the context struct. Entry: pt_error_set
+             JSON string writer and JSON reader, the CPUs of the affinity mask, the thread team that
+             runs every threaded kernel, the context struct. Entry: pt_error_set
              pt_status_get pt_error pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c pt_sb_add
-             pt_sb_json_str pt_json_parse pt_json_parse_next pt_json_get
+             pt_sb_json_str pt_json_parse pt_json_parse_next pt_json_get; parallel loops: pt__par_run
    dist      The process grid: layout <-> coordinates, nodes, communicators, agreement on errors,
              collective records, watchdog. Entry: pt_dist_init pt_dist_finalize pt_layout_resolve
              pt_dist_agree_msg pt_dist_print pt_dist_records pt_dist_set_watchdog
@@ -562,7 +572,7 @@ PTDEF pt_status pt_error_set(pt_ctx *ctx, pt_status st, const char *fmt, ...)
 PTDEF const struct pt_dist *pt_ctx_dist(const pt_ctx *ctx);
 /** Number of CPU threads kernels use. */
 PTDEF int pt_threads(const pt_ctx *ctx);
-/** Sets the number of CPU threads (>= 1). */
+/** Sets the number of CPU threads (>= 1): the context's thread team is joined and made again. */
 PTDEF void pt_set_threads(pt_ctx *ctx, int threads);
 /** Mixed precision of the run: every matrix product (linear, matmul, the LM head, convolution;
     forward and backward) multiplies its inputs rounded to dt - PT_BF16 or PT_F16, nearest even -
@@ -1387,7 +1397,7 @@ PTDEF int pt_dist_node(const pt_dist *d);
 PTDEF int pt_dist_nodes(const pt_dist *d);
 /** Node index of any world rank (-1 if out of range). */
 PTDEF int pt_dist_node_of(const pt_dist *d, int rank);
-/** OpenMP threads this rank should use: PTRAIN_THREADS if set, else the CPUs of its affinity mask
+/** Kernel threads this rank should use: PTRAIN_THREADS if set, else the CPUs of its affinity mask
     divided by the ranks of this node sharing them, at least 1 (pass it as pt_desc.threads). */
 PTDEF int pt_dist_threads(const pt_dist *d);
 /** The MPI thread level MPI provides (MPI_THREAD_*; 0 without PTRAIN_MPI). */
@@ -2880,9 +2890,11 @@ PTDEF double pt_engine_now(pt_engine *e);
 #if defined(PTRAIN_IMPLEMENTATION) && !defined(PTRAIN_IMPLEMENTATION_DONE)
 #define PTRAIN_IMPLEMENTATION_DONE
 
-// >>base  includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer, JSON string writer and JSON reader, the context struct
+// >>base  includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer, JSON string writer and JSON reader, the thread team, the context struct
 /* Owns: the allocator macros and a context's run-time allocator (pt__alloc, pt__realloc, pt__free;
-   arrays grown with PT__GROW), the context struct (one field group per section; later sections hold
+   arrays grown with PT__GROW), a context's thread team (pt__team_set / pt__team_free) and the
+   parallel loop of every threaded kernel (pt__par_run), the CPUs of the affinity mask (pt__cpus),
+   the context struct (one field group per section; later sections hold
    their state through opaque pointers and register their teardown with pt__at_shutdown), error
    recording (pt__fail, pt_error_set), the clock, hashes, CRC32C, the growable text buffer pt_sb
    (pt__sb) with its JSON string writer, the one JSON reader pt_json (the library's and the tools'),
@@ -2893,8 +2905,8 @@ PTDEF double pt_engine_now(pt_engine *e);
    pt_sb_add pt_sb_json_str pt_json_parse pt_json_parse_next pt_json_get */
 /* includes, allocator, logging, errors, clock, hashing
    No feature macro (_GNU_SOURCE) is defined here: it would put GNU names into the user's
-   translation unit. CPU affinity comes from OpenMP (omp_get_num_procs respects the mask), or from
-   sched_getaffinity when the user's build has _GNU_SOURCE. */
+   translation unit. CPU affinity comes from sched_getaffinity when the user's build has _GNU_SOURCE,
+   else from /proc/self/status on Linux (pt__cpus). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -2959,11 +2971,6 @@ PTDEF double pt_engine_now(pt_engine *e);
 
 #if defined(_OPENMP)
 #define PT__PRAGMA(x) _Pragma(#x)
-/* A statically scheduled parallel loop over [0, n): each index is done by exactly one thread, and
-   what an index computes never depends on the thread count (the determinism rule). */
-#define PT__PAR_FOR(ctx) PT__PRAGMA(omp parallel for schedule(static) num_threads((ctx)->nthreads))
-#else
-#define PT__PAR_FOR(ctx)
 #endif
 
 /* A buffer owned by a device. On the CPU, host points at the data. */
@@ -3022,6 +3029,7 @@ struct pt_ctx {
     pt__state_entry *state;
     int nstate, cap_state;
     /* kernel workspace (grown only) */
+    struct pt__team *team;       /* the thread team (see base: pt__par_run), NULL with one thread */
     struct pt__gemm_ws *gemm_ws; /* one per thread: [0] is the whole-team workspace */
     int ngemm_ws;
     int cpu_f16c; /* the CPU's F16C, asked on the first convert: 0 not yet, 1 absent, 2 present */
@@ -3825,6 +3833,267 @@ static void pt__mem_add(pt_ctx *ctx, int kind, int64_t bytes) {
     if (tot > ctx->mem_since) ctx->mem_since = tot;
 }
 
+/* ---- CPUs ------------------------------------------------------------------------------------- */
+/* CPUs this process may run on: its affinity mask where the platform tells (what mpirun --bind-to
+   or taskset gives it), else the CPUs online. sched_getaffinity and CPU_COUNT need _GNU_SOURCE,
+   which the header never defines: without them Linux's mask is read from /proc/self/status. */
+static int pt__cpus(void) {
+    int n = 0;
+#if defined(__linux__) && defined(CPU_COUNT)
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#elif defined(__linux__)
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[4096];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *c;
+        if (strncmp(line, "Cpus_allowed:", 13) != 0) continue;
+        for (c = line + 13; *c; c++) {
+            int v = *c >= '0' && *c <= '9' ? *c - '0' : *c >= 'a' && *c <= 'f' ? *c - 'a' + 10 : *c >= 'A' && *c <= 'F' ? *c - 'A' + 10 : 0;
+            for (; v; v >>= 1) n += v & 1;
+        }
+        break;
+    }
+    if (f) fclose(f);
+#elif defined(PTRAIN_OPENMP) && defined(_OPENMP)
+    n = omp_get_num_procs();
+#endif
+#if (defined(__unix__) || defined(__APPLE__)) && defined(_SC_NPROCESSORS_ONLN)
+    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    return n > 0 ? n : 1;
+}
+
+/* ---- the thread team -------------------------------------------------------------------------- */
+/* Every threaded kernel runs through pt__par_run / pt__par_for: fn(arg, lo, hi, tid) is called on
+   [lo, hi), the tid-th of nt contiguous blocks of [0, n) -- the partition of OpenMP's
+   schedule(static): n / nt items each, the first n % nt threads one more. A kernel computes each
+   item the same way whichever thread runs it (tid picks only a scratch buffer), so results do not
+   depend on the thread count or on which backend runs the loop:
+   - the team (default): the context's own persistent pthreads, ctx->nthreads - 1 workers beside the
+     calling thread. A worker spins a short while (PT__TEAM_SPIN, 100 microseconds) for the
+     next job, then sleeps on a condition variable; the caller likewise waits for the workers. So
+     back-to-back kernels (a decode step's ops) do not pay a wake-up, and an idle team costs no CPU
+     when another process needs it (OpenMP's libgomp spins for much longer, and its OMP_WAIT_POLICY
+     cannot change once the program runs). Sleeping is a condition variable everywhere (glibc's is a
+     futex; syscall(SYS_futex) itself is not declared without _GNU_SOURCE, which the header never
+     defines). The team is made by pt_init and pt_set_threads and joined by pt_shutdown; contexts
+     do not share it. A parallel loop called from inside a job runs serially as thread 0 (as
+     OpenMP's nested regions do), so nothing deadlocks. One thread at a time uses a context.
+   - PTRAIN_OPENMP (with -fopenmp): an OpenMP parallel region gives each thread the same block.
+   - neither (PTRAIN_NO_THREADS, or no pthreads / no GCC-style atomics): fn(arg, 0, n, 0). */
+typedef void (*pt__par_fn)(void *arg, int64_t lo, int64_t hi, int tid);
+
+/* the tid-th of nt static blocks of [0, n) */
+static void pt__par_range(int64_t n, int nt, int tid, int64_t *lo, int64_t *hi) {
+    int64_t q = n / nt, r = n % nt;
+    *lo = tid < r ? tid * (q + 1) : r * (q + 1) + (tid - r) * q;
+    *hi = *lo + (tid < r ? q + 1 : q);
+}
+
+#if !defined(PTRAIN_OPENMP) && !defined(PTRAIN_NO_THREADS) && (defined(__unix__) || defined(__APPLE__)) && \
+    (defined(__GNUC__) || defined(__clang__))
+#define PT__TEAM 1
+#include <pthread.h>
+#define PT__ALOAD(p) __atomic_load_n((p), __ATOMIC_SEQ_CST)
+#define PT__ASTORE(p, v) __atomic_store_n((p), (v), __ATOMIC_SEQ_CST)
+#define PT__AADD(p, v) __atomic_add_fetch((p), (v), __ATOMIC_SEQ_CST)
+#define PT__TEAM_SPIN 1e-4 /* seconds of polling before sleeping (read from the clock every 64 polls) */
+#if PT__X86
+#define PT__CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__) || defined(__arm__)
+#define PT__CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define PT__CPU_RELAX() ((void)0)
+#endif
+
+typedef struct pt__team_worker {
+    struct pt__team *team;
+    int id; /* 1 .. n - 1 (the caller is 0) */
+    pthread_t th;
+} pt__team_worker;
+
+typedef struct pt__team {
+    int n;                /* threads, the caller included */
+    pt__team_worker *w;   /* n - 1 workers */
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    unsigned gen;         /* job generation: a worker runs each new one (atomic) */
+    int sleepers;         /* workers asleep on go (atomic) */
+    int pending;          /* workers yet to finish the job (atomic) */
+    int waiting;          /* the caller asleep on done (atomic) */
+    int stop;             /* workers return (atomic) */
+    int busy;             /* a job runs: a parallel loop inside it runs serially */
+    pt__par_fn fn;        /* the job, written before gen is published */
+    void *arg;
+    int64_t items;
+    int nt;               /* threads with work: 0 .. nt - 1; every worker acknowledges the job */
+} pt__team;
+
+/* gen moved past seen: spin, then sleep on go. Returns the new generation. */
+/* 1 while a spin that started at *t0 (0: now) is shorter than PT__TEAM_SPIN */
+static int pt__team_spin(double *t0, int *spin) {
+    PT__CPU_RELAX();
+    if ((++*spin & 63) != 0) return 1;
+    if (*t0 == 0) *t0 = pt_time();
+    return pt_time() - *t0 < PT__TEAM_SPIN;
+}
+static unsigned pt__team_next(pt__team *t, unsigned seen) {
+    unsigned g;
+    int spin = 0;
+    double t0 = 0;
+    while ((g = PT__ALOAD(&t->gen)) == seen && pt__team_spin(&t0, &spin)) {}
+    if (g != seen) return g;
+    pthread_mutex_lock(&t->mu);
+    PT__AADD(&t->sleepers, 1); /* then gen is read again: the caller sees a sleeper or we see its job */
+    while ((g = PT__ALOAD(&t->gen)) == seen) pthread_cond_wait(&t->go, &t->mu);
+    PT__AADD(&t->sleepers, -1);
+    pthread_mutex_unlock(&t->mu);
+    return g;
+}
+
+static void *pt__team_main(void *p) {
+    pt__team_worker *w = (pt__team_worker *)p;
+    pt__team *t = w->team;
+    unsigned seen = 0;
+    for (;;) {
+        int64_t lo, hi;
+        seen = pt__team_next(t, seen);
+        if (PT__ALOAD(&t->stop)) return NULL;
+        if (w->id < t->nt) {
+            pt__par_range(t->items, t->nt, w->id, &lo, &hi);
+            if (lo < hi) t->fn(t->arg, lo, hi, w->id);
+        }
+        if (PT__AADD(&t->pending, -1) == 0 && PT__ALOAD(&t->waiting)) {
+            pthread_mutex_lock(&t->mu);
+            pthread_cond_broadcast(&t->done);
+            pthread_mutex_unlock(&t->mu);
+        }
+    }
+}
+
+/* publishes the job set in t (or the stop) and wakes sleeping workers */
+static void pt__team_publish(pt__team *t) {
+    PT__ASTORE(&t->pending, t->n - 1);
+    PT__AADD(&t->gen, 1u);
+    if (PT__ALOAD(&t->sleepers)) {
+        pthread_mutex_lock(&t->mu);
+        pthread_cond_broadcast(&t->go);
+        pthread_mutex_unlock(&t->mu);
+    }
+}
+
+/* waits until every worker acknowledged the job: spin, then sleep on done */
+static void pt__team_wait(pt__team *t) {
+    int spin = 0;
+    double t0 = 0;
+    while (PT__ALOAD(&t->pending) && pt__team_spin(&t0, &spin)) {}
+    if (!PT__ALOAD(&t->pending)) return;
+    pthread_mutex_lock(&t->mu);
+    PT__ASTORE(&t->waiting, 1);
+    while (PT__ALOAD(&t->pending)) pthread_cond_wait(&t->done, &t->mu);
+    PT__ASTORE(&t->waiting, 0);
+    pthread_mutex_unlock(&t->mu);
+}
+
+static void pt__team_free(pt_ctx *ctx) {
+    pt__team *t = ctx->team;
+    int i, started;
+    if (!t) return;
+    started = t->n - 1;
+    PT__ASTORE(&t->stop, 1);
+    pt__team_publish(t);
+    pthread_mutex_lock(&t->mu); /* a worker between its last check and its sleep holds mu: none is missed */
+    pthread_cond_broadcast(&t->go);
+    pthread_mutex_unlock(&t->mu);
+    for (i = 0; i < started; i++) pthread_join(t->w[i].th, NULL);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->go);
+    pthread_cond_destroy(&t->done);
+    pt__free(ctx, t->w);
+    pt__free(ctx, t);
+    ctx->team = NULL;
+}
+
+/* ctx's team of `threads` (the caller and threads - 1 workers); fewer when the system refuses a
+   thread (the results are the same for any count). Returns PT_OK or PT_ERR_OOM. */
+static pt_status pt__team_set(pt_ctx *ctx, int threads) {
+    pt__team *t;
+    int i;
+    pt__team_free(ctx);
+    if (threads <= 1) return PT_OK;
+    t = (pt__team *)pt__alloc(ctx, sizeof *t);
+    if (!t) return PT_ERR_OOM;
+    memset(t, 0, sizeof *t);
+    t->w = (pt__team_worker *)pt__alloc(ctx, (size_t)(threads - 1) * sizeof *t->w);
+    if (!t->w) {
+        pt__free(ctx, t);
+        return PT_ERR_OOM;
+    }
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->go, NULL);
+    pthread_cond_init(&t->done, NULL);
+    t->n = 1;
+    for (i = 0; i < threads - 1; i++) {
+        t->w[i].team = t, t->w[i].id = i + 1;
+        if (pthread_create(&t->w[i].th, NULL, pt__team_main, &t->w[i]) != 0) break;
+        t->n++;
+    }
+    ctx->team = t;
+    return PT_OK;
+}
+#else
+#define PT__TEAM 0
+static void pt__team_free(pt_ctx *ctx) { (void)ctx; }
+static pt_status pt__team_set(pt_ctx *ctx, int threads) { (void)ctx, (void)threads; return PT_OK; }
+#endif
+/* 1 when kernels can run on several threads in this build */
+#if PT__TEAM || (defined(PTRAIN_OPENMP) && defined(_OPENMP))
+#define PT__PAR 1
+#else
+#define PT__PAR 0
+#endif
+
+/* fn over [0, n) on at most nt of ctx's threads (see the thread team above); ctx NULL: the team
+   path runs serially (OpenMP's still uses nt threads) */
+static void pt__par_run(const pt_ctx *ctx, int nt, int64_t n, pt__par_fn fn, void *arg) {
+    if (n <= 0) return;
+    if (ctx && nt > ctx->nthreads) nt = ctx->nthreads;
+    if ((int64_t)nt > n) nt = (int)n;
+#if PT__TEAM
+    {
+        pt__team *t = ctx ? ctx->team : NULL;
+        int64_t lo, hi;
+        if (nt > 1 && t && !t->busy) {
+            if (nt > t->n) nt = t->n;
+            t->busy = 1, t->fn = fn, t->arg = arg, t->items = n, t->nt = nt;
+            pt__team_publish(t);
+            pt__par_range(n, nt, 0, &lo, &hi);
+            fn(arg, lo, hi, 0);
+            pt__team_wait(t);
+            t->busy = 0;
+            return;
+        }
+    }
+#elif defined(PTRAIN_OPENMP) && defined(_OPENMP)
+    if (nt > 1) {
+#pragma omp parallel num_threads(nt)
+        {
+            int64_t lo, hi;
+            int tid = omp_get_thread_num();
+            pt__par_range(n, omp_get_num_threads(), tid, &lo, &hi);
+            if (lo < hi) fn(arg, lo, hi, tid);
+        }
+        return;
+    }
+#endif
+    {
+        int64_t lo, hi;
+        pt__par_range(n, 1, 0, &lo, &hi); /* [0, n): the one block of one thread */
+        fn(arg, lo, hi, 0);
+    }
+}
+
 /* CRC32C (Castagnoli, reflected 0x82F63B78) slicing-by-8 tables: [0] is the byte table, [k][i] =
    [k-1][i] >> 8 ^ [0][[k-1][i] & 0xff]. Constant data (no table built at run time, so no global
    state and no race); tests/test_ckpt.c recomputes them from the polynomial. */
@@ -4507,19 +4776,8 @@ static int pt__dist_coll_env(int *check, double *deadline, char *msg, size_t n) 
 #define PT__DIST_AFFINITY 1
 #endif
 
-/* CPUs this process may run on: its affinity mask where the platform tells. */
-static int pt__dist_cpus(void) {
-    int n = 0;
-#if defined(PT__DIST_AFFINITY)
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
-#elif defined(_OPENMP)
-    n = omp_get_num_procs();
-#elif (defined(__unix__) || defined(__APPLE__)) && defined(_SC_NPROCESSORS_ONLN)
-    n = (int)sysconf(_SC_NPROCESSORS_ONLN);
-#endif
-    return n > 0 ? n : 1;
-}
+/* CPUs this process may run on (see base: pt__cpus) */
+static int pt__dist_cpus(void) { return pt__cpus(); }
 
 /* PTRAIN_THREADS when set (> 0), else cpus / sharers, at least 1. */
 static int pt__dist_threads_for(int cpus, int sharers) {
@@ -5509,14 +5767,15 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
  *   ranges (or whole batch items), so results are bit-identical for any
  *   thread count. (The kernel choice - AVX-512 / AVX2 / C - can change bits.)
  *
- * Threading (OpenMP, ws->nthreads): C of every batch item is cut into tiles
- *   (halving the larger side until there are >= 2 work items per thread); the
- *   (batch item, tile) items are handed out with schedule(dynamic). Each thread
- *   runs the serial blocked GEMM above on its item with its own private A and
- *   B buffers, so there is no barrier or shared data inside the region (some
- *   packing is duplicated between tiles: a few % of the work). This degrades
- *   gracefully when the cores are shared; on a busy machine, also run with
- *   OMP_WAIT_POLICY=passive so idle OpenMP threads do not spin.
+ * Threading (ws->nthreads, on ws->ctx's threads through pt__par_run: the thread
+ *   team, or OpenMP with PTRAIN_OPENMP): C of every batch item is cut into tiles
+ *   (halving the larger side until there are >= 2 work items per thread); each
+ *   thread takes a contiguous block of the (batch item, tile) items (a static
+ *   partition: a tile's result does not depend on which thread computes it).
+ *   Each thread runs the serial blocked GEMM above on its items with its own
+ *   private A and B buffers (thread tid's slice of ws->buf), so there is no
+ *   barrier or shared data inside the job (some packing is duplicated between
+ *   tiles: a few % of the work). A workspace without a context runs serially.
  *   All memory is taken from ws->buf, grown (never shrunk) before the parallel
  *   region, so repeated calls with the same sizes never allocate.
  *
@@ -5581,7 +5840,7 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
 
 typedef struct pt__gemm_ws {      /* per-context workspace: packing buffers, grown only, never shrunk */
     float *buf; size_t cap;       /* cap is in floats */
-    int nthreads;                 /* threads to use; 1 = no OpenMP region */
+    int nthreads;                 /* threads to use; 1 = serial */
     int kern;                     /* PT__GEMM_KERN_*: 0 = auto-select on first call (then cached) */
     int kern_bf16;                /* the same for pt__gemm_bf16 (its own choice, its own cache) */
     const pt_ctx *ctx;            /* whose allocator buf comes from (NULL: the PT_MALLOC macros) */
@@ -6264,6 +6523,25 @@ static float *pt__gemm_align(float *p)
     return (float *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
 }
 
+/* a threaded GEMM's work items: each thread runs a contiguous block of them with its own packing
+   buffers (thread tid's at base + tid * (asz + bsz + csz)); a tile's result does not depend on the
+   buffer it was packed in */
+typedef struct pt__gemm_job {
+    const pt__gemm_ctx *g;
+    int64_t tile_m, tile_n, sa, sb, sc;
+    const void *A, *B;
+    void *C;
+    float *base;
+    size_t asz, bsz, csz;
+} pt__gemm_job;
+static void pt__gemm_part(void *p, int64_t lo, int64_t hi, int tid) {
+    const pt__gemm_job *j = (const pt__gemm_job *)p;
+    float *bp = j->base + (size_t)tid * (j->asz + j->bsz + j->csz);
+    int64_t i;
+    for (i = lo; i < hi; i++)
+        pt__gemm_item(j->g, i, j->tile_m, j->tile_n, j->A, j->sa, j->B, j->sb, j->C, j->sc, bp, bp + j->bsz, bp + j->bsz + j->asz);
+}
+
 /* Both entry points: g holds the shape, transposes, strides, alpha/beta and operand kinds. */
 static int pt__gemm_run(pt__gemm_ws *ws, pt__gemm_ctx *g, int64_t batch, const void *A, int64_t sa,
                         const void *B, int64_t sb, void *C, int64_t sc)
@@ -6280,7 +6558,7 @@ static int pt__gemm_run(pt__gemm_ws *ws, pt__gemm_ctx *g, int64_t batch, const v
     }
     pt__gemm_setup(ws, g);
 
-#ifndef _OPENMP
+#if !PT__PAR
     nt = 1;
 #endif
     if ((double)g->M * (double)g->N * (double)g->K * (double)batch < 32768.0) nt = 1;  /* not worth a fork */
@@ -6300,16 +6578,12 @@ static int pt__gemm_run(pt__gemm_ws *ws, pt__gemm_ctx *g, int64_t batch, const v
             pt__gemm_item(g, it, tile_m, tile_n, A, sa, B, sb, C, sc, base, base + bsz, base + bsz + asz);
         return 0;
     }
-#ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
     {
-        float *bp = base + (size_t)omp_get_thread_num() * (asz + bsz + csz);
-        int64_t i;
-#pragma omp for schedule(dynamic, 1)
-        for (i = 0; i < nitems; i++)
-            pt__gemm_item(g, i, tile_m, tile_n, A, sa, B, sb, C, sc, bp, bp + bsz, bp + bsz + asz);
+        pt__gemm_job j;
+        j.g = g, j.tile_m = tile_m, j.tile_n = tile_n, j.A = A, j.sa = sa, j.B = B, j.sb = sb, j.C = C, j.sc = sc;
+        j.base = base, j.asz = asz, j.bsz = bsz, j.csz = csz;
+        pt__par_run(ws->ctx, nt, nitems, pt__gemm_part, &j);
     }
-#endif
     return 0;
 }
 
@@ -6756,10 +7030,30 @@ static void pt__attn_fwd_item(const pt__attn_fns *f, float *ws, const float *qkv
     }
 }
 
+/* a threaded attention pass: work items [lo, hi) with thread tid's scratch at work + per * tid */
+typedef struct pt__attn_job {
+    const pt__attn_fns *f;
+    float *work, *q, *o, *l, *dq, *dO;
+    int64_t per;
+    int T, C, H;
+} pt__attn_job;
+static void pt__attn_fwd_part(void *p, int64_t lo, int64_t hi, int tid) {
+    const pt__attn_job *j = (const pt__attn_job *)p;
+    int64_t it;
+    for (it = lo; it < hi; it++) pt__attn_fwd_item(j->f, j->work + j->per * tid, j->q, j->o, j->l, it, j->T, j->C, j->H);
+}
+static void pt__attn_bwd_bh(const pt__attn_fns *f, float *ws, float *dqkv, const float *dout, const float *qkv,
+                            const float *out, const float *lse, int64_t bh, int T, int C, int H);
+static void pt__attn_bwd_part(void *p, int64_t lo, int64_t hi, int tid) {
+    const pt__attn_job *j = (const pt__attn_job *)p;
+    int64_t it;
+    for (it = lo; it < hi; it++) pt__attn_bwd_bh(j->f, j->work + j->per * tid, j->dq, j->dO, j->q, j->o, j->l, it, j->T, j->C, j->H);
+}
+
 static void pt__cpu_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B,
                              int T, int C, int H) {
     const int nt = ctx->nthreads < 1 ? 1 : ctx->nthreads;
-    int64_t per, nitems, it;
+    int64_t per, nitems;
     float *work, *q, *o, *l;
     pt__attn_fns f;
     int hs;
@@ -6777,13 +7071,10 @@ static void pt__cpu_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor 
     q = PT__F(qkv);
     o = PT__F(out);
     l = PT__F(lse);
-    PT__PAR_FOR(ctx)
-    for (it = 0; it < nitems; it++) {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        pt__attn_fwd_item(&f, work + per * tid, q, o, l, it, T, C, H);
+    {
+        pt__attn_job j;
+        j.f = &f, j.work = work, j.per = per, j.q = q, j.o = o, j.l = l, j.T = T, j.C = C, j.H = H;
+        pt__par_run(ctx, nt, nitems, pt__attn_fwd_part, &j);
     }
 }
 
@@ -6840,7 +7131,7 @@ static void pt__attn_bwd_bh(const pt__attn_fns *f, float *ws, float *dqkv, const
 static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor *dout, const pt_tensor *qkv,
                              const pt_tensor *out, const pt_tensor *lse, int B, int T, int C, int H) {
     const int nt = ctx->nthreads < 1 ? 1 : ctx->nthreads;
-    int64_t per, nitems, it;
+    int64_t per, nitems;
     float *work, *dq, *q, *o, *l, *dO;
     pt__attn_fns f;
     int hs;
@@ -6860,13 +7151,10 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
     q = PT__F(qkv);
     o = PT__F(out);
     l = PT__F(lse);
-    PT__PAR_FOR(ctx)
-    for (it = 0; it < nitems; it++) {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        pt__attn_bwd_bh(&f, work + per * tid, dq, dO, q, o, l, it, T, C, H);
+    {
+        pt__attn_job j;
+        j.f = &f, j.work = work, j.per = per, j.dq = dq, j.dO = dO, j.q = q, j.o = o, j.l = l, j.T = T, j.C = C, j.H = H;
+        pt__par_run(ctx, nt, nitems, pt__attn_bwd_part, &j);
     }
 }
 
@@ -6876,7 +7164,7 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
    fixed order
    Entry points: pt__cpu_backend */
 /* CPU backend: the reference kernels
-   Threading and determinism: loops are split with OpenMP (static schedule, ctx->nthreads) over
+   Threading and determinism: loops are split (pt__cpu_par: contiguous blocks on ctx->nthreads) over
    output elements, rows, planes, column blocks or fixed-size chunks; small loops stay serial
    (PT__CPU_PAR_MIN), which changes nothing but speed because every output element is computed by
    one thread with the same instructions in the same order whichever path runs. Reductions over
@@ -6899,18 +7187,14 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
 #define PT__CPU_PAR_MIN 32768 /* less work than this (elements touched) stays on one thread */
 #define PT__CPU_CB 64         /* columns per work item in column-parallel row reductions */
 
-/* PT__PAR_FOR with a size threshold: parallel only when work >= PT__CPU_PAR_MIN. */
-#if defined(_OPENMP)
-#define PT__CPU_PAR_FOR(ctx, work)                                                                        \
-    PT__PRAGMA(omp parallel for schedule(static) num_threads((ctx)->nthreads > 1 ? (ctx)->nthreads : 1) \
-                   if ((work) >= PT__CPU_PAR_MIN))
-#else /* one statement that only marks ctx used: `PT__CPU_PAR_FOR(ctx, n) for (...)` stays one statement */
-#define PT__CPU_PAR_FOR(ctx, work) \
-    if (0) {                       \
-        (void)(ctx);               \
-        (void)(work);              \
-    } else
-#endif
+/* A parallel loop of the backend: fn(job, lo, hi, tid) over [0, n) on ctx's threads (base's
+   pt__par_run: contiguous blocks, the team or OpenMP) when the loop touches work >= PT__CPU_PAR_MIN
+   elements, else on the calling thread; the results are the same either way. Each kernel keeps its
+   loop body in a function KERNEL_part beside it, reading what it needs from a small struct (the
+   kernel's job) under the same local names, so the body reads as the serial loop it was. */
+static void pt__cpu_par(pt_ctx *ctx, int64_t n, int64_t work, pt__par_fn fn, void *job) {
+    pt__par_run(ctx, work >= PT__CPU_PAR_MIN ? ctx->nthreads : 1, n, fn, job);
+}
 
 /* asks for vectorization of the next loop (OpenMP simd: works at -O2, where GCC's cheap cost
    model skips loops with calls to the inline exp below); nothing without OpenMP */
@@ -7055,29 +7339,37 @@ static int pt__cpu_read_wait(pt_ctx *ctx, void *h, int block) {
 }
 
 /* ---- elementwise ------------------------------------------------------------------------------ */
+typedef struct pt__cpu_fill_job { void *p; float v; int64_t n; int i32; } pt__cpu_fill_job;
+static void pt__cpu_fill_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_fill_job *j = (const pt__cpu_fill_job *)job;
+    const int64_t n = j->n;
+    const float v = j->v;
+    (void)tid;
+    if (j->i32) {
+        int32_t *PT__RESTRICT p = (int32_t *)j->p;
+        int32_t iv = (int32_t)v;
+        for (int64_t c = lo; c < hi; c++) {
+            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+            for (int64_t i = i0; i < i1; i++) p[i] = iv;
+        }
+    } else {
+        float *PT__RESTRICT p = (float *)j->p;
+        for (int64_t c = lo; c < hi; c++) {
+            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+            for (int64_t i = i0; i < i1; i++) p[i] = v;
+        }
+    }
+}
 static void pt__cpu_fill(pt_ctx *ctx, const pt_tensor *t, float v) {
     int64_t n = pt_numel(t), nch = PT__CPU_NCHUNK(n);
+    pt__cpu_fill_job j;
     if (t->dtype != PT_F32 && t->dtype != PT_I32) { /* storage types: zero only */
         if (v == 0.0f) memset(pt__cpu_bytes(t), 0, (size_t)(n * pt_dtype_size(t->dtype)));
         else pt__fail(ctx, PT_ERR_DTYPE, "pt: fill of a non-f32/i32 tensor with %g (only 0 is supported)", (double)v);
         return;
     }
-    if (t->dtype == PT_I32) {
-        int32_t *PT__RESTRICT p = PT__I(t);
-        int32_t iv = (int32_t)v;
-        PT__CPU_PAR_FOR(ctx, n)
-        for (int64_t c = 0; c < nch; c++) {
-            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-            for (int64_t i = i0; i < i1; i++) p[i] = iv;
-        }
-    } else {
-        float *PT__RESTRICT p = PT__F(t);
-        PT__CPU_PAR_FOR(ctx, n)
-        for (int64_t c = 0; c < nch; c++) {
-            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-            for (int64_t i = i0; i < i1; i++) p[i] = v;
-        }
-    }
+    j.p = pt__cpu_bytes(t), j.v = v, j.n = n, j.i32 = t->dtype == PT_I32;
+    pt__cpu_par(ctx, nch, n, pt__cpu_fill_part, &j);
 }
 
 static void pt__cpu_add_f(float *PT__RESTRICT d, const float *PT__RESTRICT s, int64_t n) {
@@ -7097,7 +7389,18 @@ static void pt__cpu_move(void *d, const void *s, int64_t n, int64_t esz, int acc
     else pt__cpu_add_f((float *)d, (const float *)s, n);
 }
 
+typedef struct pt__cpu_copy_job { char *d; const char *s; int64_t n, esz; int accumulate, is_i32; } pt__cpu_copy_job;
+static void pt__cpu_copy_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_copy_job *j = (const pt__cpu_copy_job *)job;
+    const int64_t n = j->n, esz = j->esz;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+        pt__cpu_move(j->d + i0 * esz, j->s + i0 * esz, i1 - i0, esz, j->accumulate, j->is_i32);
+    }
+}
 static void pt__cpu_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
+    pt__cpu_copy_job j;
     int64_t n = pt_numel(dst), nch = PT__CPU_NCHUNK(n), esz = pt_dtype_size(dst->dtype);
     char *d = pt__cpu_bytes(dst);
     const char *s = pt__cpu_bytes(src);
@@ -7117,11 +7420,8 @@ static void pt__cpu_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src
         return;
     }
     if (d == s) return;
-    PT__CPU_PAR_FOR(ctx, n)
-    for (int64_t c = 0; c < nch; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-        pt__cpu_move(d + i0 * esz, s + i0 * esz, i1 - i0, esz, accumulate, is_i32);
-    }
+    j.d = d, j.s = s, j.n = n, j.esz = esz, j.accumulate = accumulate, j.is_i32 = is_i32;
+    pt__cpu_par(ctx, nch, n, pt__cpu_copy_part, &j);
 }
 
 /* o[i] = a[i] op b[i] (o may alias a) */
@@ -7141,13 +7441,15 @@ static void pt__cpu_binary_sc(int op, float *o, const float *a, float b, int64_t
     else
         for (int64_t i = 0; i < n; i++) o[i] = a[i] * b;
 }
-static void pt__cpu_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b) {
-    int64_t n = pt_numel(a), nb = pt_numel(b), nch = PT__CPU_NCHUNK(n);
-    float *o = PT__F(out);
-    const float *x = PT__F(a), *y = PT__F(b);
-    if (nb <= 0) return;
-    PT__CPU_PAR_FOR(ctx, n)
-    for (int64_t c = 0; c < nch; c++) {
+typedef struct pt__cpu_binary_job { float *o; const float *x, *y; int64_t n, nb; int op; } pt__cpu_binary_job;
+static void pt__cpu_binary_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_binary_job *jb = (const pt__cpu_binary_job *)job;
+    float *o = jb->o;
+    const float *x = jb->x, *y = jb->y;
+    const int64_t n = jb->n, nb = jb->nb;
+    const int op = jb->op;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
         int64_t i = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i + PT__CPU_CHUNK);
         if (nb == n) pt__cpu_binary_seg(op, o + i, x + i, y + i, i1 - i);
         else if (nb == 1) pt__cpu_binary_sc(op, o + i, x + i, y[0], i1 - i);
@@ -7158,6 +7460,13 @@ static void pt__cpu_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_t
                 i += len;
             }
     }
+}
+static void pt__cpu_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b) {
+    int64_t n = pt_numel(a), nb = pt_numel(b), nch = PT__CPU_NCHUNK(n);
+    pt__cpu_binary_job j;
+    if (nb <= 0) return;
+    j.o = PT__F(out), j.x = PT__F(a), j.y = PT__F(b), j.n = n, j.nb = nb, j.op = op;
+    pt__cpu_par(ctx, nch, n, pt__cpu_binary_part, &j);
 }
 
 /* acc[j] += x[j] * y[(yi + j) % ny] for j < n, where 0 <= yi < ny */
@@ -7190,21 +7499,46 @@ static void pt__cpu_rows_acc(float *PT__RESTRICT acc, const float *src, const fl
     }
 }
 
+typedef struct pt__cpu_rowsum_job {
+    float *dst, *part;
+    const float *src, *y;
+    int64_t nd, rows, ny, rc;
+    float alpha;
+} pt__cpu_rowsum_job;
+/* column blocks [lo, hi), rows serially inside */
+static void pt__cpu_rowsum_cols(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_rowsum_job *jb = (const pt__cpu_rowsum_job *)job;
+    const int64_t nd = jb->nd, rows = jb->rows;
+    (void)tid;
+    for (int64_t b = lo; b < hi; b++) {
+        float acc[PT__CPU_CB];
+        int64_t j0 = b * PT__CPU_CB, len = PT__MIN(nd - j0, (int64_t)PT__CPU_CB);
+        for (int64_t j = 0; j < len; j++) acc[j] = 0.0f;
+        pt__cpu_rows_acc(acc, jb->src, jb->y, jb->ny, nd, j0, len, 0, rows);
+        for (int64_t j = 0; j < len; j++) jb->dst[j0 + j] += jb->alpha * acc[j];
+    }
+}
+/* row chunks [lo, hi) into their partials */
+static void pt__cpu_rowsum_rows(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_rowsum_job *jb = (const pt__cpu_rowsum_job *)job;
+    const int64_t nd = jb->nd, rows = jb->rows, rc = jb->rc;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
+        float *p = jb->part + c * nd;
+        for (int64_t j = 0; j < nd; j++) p[j] = 0.0f;
+        pt__cpu_rows_acc(p, jb->src, jb->y, jb->ny, nd, 0, nd, c * rc, PT__MIN(rows, (c + 1) * rc));
+    }
+}
 /* dst[j] += alpha * sum_r (src[r*nd+j] (* y[...])), deterministic for any thread count. */
 static void pt__cpu_rowsum(pt_ctx *ctx, float *dst, int64_t nd, int64_t rows, float alpha, const float *src,
                            const float *y, int64_t ny) {
+    pt__cpu_rowsum_job jb;
     if (nd <= 0 || rows <= 0) return;
+    jb.dst = dst, jb.part = NULL, jb.src = src, jb.y = y, jb.nd = nd, jb.rows = rows, jb.ny = ny, jb.rc = 0, jb.alpha = alpha;
     if (nd >= 32 || rows * nd < PT__CPU_PAR_MIN) {
         /* column blocks, rows serially inside */
         int64_t nblk = (nd + PT__CPU_CB - 1) / PT__CPU_CB;
-        PT__CPU_PAR_FOR(ctx, rows * nd)
-        for (int64_t b = 0; b < nblk; b++) {
-            float acc[PT__CPU_CB];
-            int64_t j0 = b * PT__CPU_CB, len = PT__MIN(nd - j0, (int64_t)PT__CPU_CB);
-            for (int64_t j = 0; j < len; j++) acc[j] = 0.0f;
-            pt__cpu_rows_acc(acc, src, y, ny, nd, j0, len, 0, rows);
-            for (int64_t j = 0; j < len; j++) dst[j0 + j] += alpha * acc[j];
-        }
+        pt__cpu_par(ctx, nblk, rows * nd, pt__cpu_rowsum_cols, &jb);
     } else {
         /* few columns, many rows: fixed row chunks, partials combined in chunk order */
         int64_t rc = PT__MAX((int64_t)1, (int64_t)PT__CPU_CHUNK / nd), nch = (rows + rc - 1) / rc;
@@ -7212,12 +7546,8 @@ static void pt__cpu_rowsum(pt_ctx *ctx, float *dst, int64_t nd, int64_t rows, fl
         float *part = ctx->nthreads > 1 ? pt__work(ctx, nch * nd) : NULL;
         for (int64_t j = 0; j < nd; j++) tot[j] = 0.0f;
         if (part) {
-            PT__CPU_PAR_FOR(ctx, rows * nd)
-            for (int64_t c = 0; c < nch; c++) {
-                float *p = part + c * nd;
-                for (int64_t j = 0; j < nd; j++) p[j] = 0.0f;
-                pt__cpu_rows_acc(p, src, y, ny, nd, 0, nd, c * rc, PT__MIN(rows, (c + 1) * rc));
-            }
+            jb.part = part, jb.rc = rc;
+            pt__cpu_par(ctx, nch, rows * nd, pt__cpu_rowsum_rows, &jb);
             for (int64_t c = 0; c < nch; c++) pt__cpu_add_f(tot, part + c * nd, nd);
         } else {
             for (int64_t c = 0; c < nch; c++) {
@@ -7230,62 +7560,96 @@ static void pt__cpu_rowsum(pt_ctx *ctx, float *dst, int64_t nd, int64_t rows, fl
     }
 }
 
+typedef struct pt__cpu_axpy_job { float *d; const float *s; int64_t ns; float alpha; } pt__cpu_axpy_job;
+static void pt__cpu_axpy_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_axpy_job *j = (const pt__cpu_axpy_job *)job;
+    const int64_t ns = j->ns;
+    const float alpha = j->alpha;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(ns, i0 + PT__CPU_CHUNK);
+        float *PT__RESTRICT dd = j->d;
+        const float *PT__RESTRICT ss = j->s;
+        for (int64_t i = i0; i < i1; i++) dd[i] += alpha * ss[i];
+    }
+}
 static void pt__cpu_axpy_reduce(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, float alpha) {
     int64_t nd = pt_numel(dst), ns = pt_numel(src);
     float *d = PT__F(dst);
     const float *s = PT__F(src);
     if (nd <= 0) return;
     if (nd >= ns) {
-        int64_t nch = PT__CPU_NCHUNK(ns);
-        PT__CPU_PAR_FOR(ctx, ns)
-        for (int64_t c = 0; c < nch; c++) {
-            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(ns, i0 + PT__CPU_CHUNK);
-            float *PT__RESTRICT dd = d;
-            const float *PT__RESTRICT ss = s;
-            for (int64_t i = i0; i < i1; i++) dd[i] += alpha * ss[i];
-        }
+        pt__cpu_axpy_job j;
+        j.d = d, j.s = s, j.ns = ns, j.alpha = alpha;
+        pt__cpu_par(ctx, PT__CPU_NCHUNK(ns), ns, pt__cpu_axpy_part, &j);
     } else {
         pt__cpu_rowsum(ctx, d, nd, ns / nd, alpha, s, NULL, 1);
     }
 }
 
+typedef struct pt__cpu_mul_acc_job { float *d; const float *a, *b; int64_t n, ny; } pt__cpu_mul_acc_job;
+static void pt__cpu_mul_acc_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_mul_acc_job *j = (const pt__cpu_mul_acc_job *)job;
+    const int64_t n = j->n, ny = j->ny;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+        pt__cpu_fma_wrap(j->d + i0, j->a + i0, j->b, i0 % ny, ny, i1 - i0);
+    }
+}
 static void pt__cpu_mul_acc(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *x, const pt_tensor *y) {
     int64_t n = pt_numel(x), ny = pt_numel(y), nd = pt_numel(dst);
     float *d = PT__F(dst);
     const float *a = PT__F(x), *b = PT__F(y);
     if (nd <= 0 || ny <= 0) return;
     if (nd >= n) {
-        int64_t nch = PT__CPU_NCHUNK(n);
-        PT__CPU_PAR_FOR(ctx, n)
-        for (int64_t c = 0; c < nch; c++) {
-            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-            pt__cpu_fma_wrap(d + i0, a + i0, b, i0 % ny, ny, i1 - i0);
-        }
+        pt__cpu_mul_acc_job j;
+        j.d = d, j.a = a, j.b = b, j.n = n, j.ny = ny;
+        pt__cpu_par(ctx, PT__CPU_NCHUNK(n), n, pt__cpu_mul_acc_part, &j);
     } else {
         pt__cpu_rowsum(ctx, d, nd, n / nd, 1.0f, a, b, ny);
     }
 }
 
-static void pt__cpu_scale(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float s) {
-    int64_t n = pt_numel(x), nch = PT__CPU_NCHUNK(n);
-    float *o = PT__F(out);
-    const float *a = PT__F(x);
-    PT__CPU_PAR_FOR(ctx, n)
-    for (int64_t c = 0; c < nch; c++) {
+/* the elementwise kernels' job: out o (or d), inputs a, g; n elements; kind, p, key, base, flag */
+typedef struct pt__cpu_ew_job {
+    float *o;
+    const float *a, *g;
+    int64_t n, base;
+    float s;
+    uint64_t key;
+    int kind, flag;
+} pt__cpu_ew_job;
+static void pt__cpu_scale_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
+    float *o = j->o, s = j->s;
+    const float *a = j->a;
+    const int64_t n = j->n;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
         for (int64_t i = i0; i < i1; i++) o[i] = s * a[i];
     }
+}
+static void pt__cpu_scale(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float s) {
+    int64_t n = pt_numel(x);
+    pt__cpu_ew_job j;
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(out), j.a = PT__F(x), j.n = n, j.s = s;
+    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), n, pt__cpu_scale_part, &j);
 }
 
 #define PT__CPU_GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define PT__CPU_GELU_K1 0.044715f
 
-static void pt__cpu_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x) {
-    int64_t n = pt_numel(x), nch = PT__CPU_NCHUNK(n);
-    float *o = PT__F(out);
-    const float *a = PT__F(x);
-    PT__CPU_PAR_FOR(ctx, kind == PT__GELU ? 8 * n : n)
-    for (int64_t c = 0; c < nch; c++) {
+static void pt__cpu_act_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
+    float *o = j->o;
+    const float *a = j->a;
+    const int64_t n = j->n;
+    const int kind = j->kind;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
         if (kind == PT__GELU)
             PT__SIMD
@@ -7298,13 +7662,22 @@ static void pt__cpu_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const p
             for (int64_t i = i0; i < i1; i++) o[i] = a[i] > 0.0f ? a[i] : 0.0f;
     }
 }
+static void pt__cpu_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x) {
+    int64_t n = pt_numel(x);
+    pt__cpu_ew_job j;
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(out), j.a = PT__F(x), j.n = n, j.kind = kind;
+    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), kind == PT__GELU ? 8 * n : n, pt__cpu_act_fwd_part, &j);
+}
 
-static void pt__cpu_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt_tensor *x, const pt_tensor *dy) {
-    int64_t n = pt_numel(x), nch = PT__CPU_NCHUNK(n);
-    float *d = PT__F(dx);
-    const float *a = PT__F(x), *g = PT__F(dy);
-    PT__CPU_PAR_FOR(ctx, kind == PT__GELU ? 8 * n : n)
-    for (int64_t c = 0; c < nch; c++) {
+static void pt__cpu_act_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
+    float *d = j->o;
+    const float *a = j->a, *g = j->g;
+    const int64_t n = j->n;
+    const int kind = j->kind;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
         if (kind == PT__GELU)
             PT__SIMD
@@ -7318,14 +7691,23 @@ static void pt__cpu_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt
             for (int64_t i = i0; i < i1; i++) d[i] += a[i] > 0.0f ? g[i] : 0.0f;
     }
 }
+static void pt__cpu_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt_tensor *x, const pt_tensor *dy) {
+    int64_t n = pt_numel(x);
+    pt__cpu_ew_job j;
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(dx), j.a = PT__F(x), j.g = PT__F(dy), j.n = n, j.kind = kind;
+    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), kind == PT__GELU ? 8 * n : n, pt__cpu_act_bwd_part, &j);
+}
 
-static void pt__cpu_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key,
-                            int64_t base, int accumulate) {
-    int64_t n = pt_numel(x), nch = PT__CPU_NCHUNK(n);
-    float *o = PT__F(out), q = 1.0f - p;
-    const float *a = PT__F(x);
-    PT__CPU_PAR_FOR(ctx, 4 * n)
-    for (int64_t c = 0; c < nch; c++) {
+static void pt__cpu_dropout_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
+    float *o = j->o, p = j->s, q = 1.0f - p;
+    const float *a = j->a;
+    const int64_t n = j->n, base = j->base;
+    const uint64_t key = j->key;
+    const int accumulate = j->flag;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
         for (int64_t i = i0; i < i1; i++) {
             float v = pt__unit(key, (uint64_t)(base + i)) > p ? a[i] / q : 0.0f;
@@ -7333,6 +7715,14 @@ static void pt__cpu_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *
             else o[i] = v;
         }
     }
+}
+static void pt__cpu_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key,
+                            int64_t base, int accumulate) {
+    int64_t n = pt_numel(x);
+    pt__cpu_ew_job j;
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(out), j.a = PT__F(x), j.n = n, j.s = p, j.key = key, j.base = base, j.flag = accumulate;
+    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), 4 * n, pt__cpu_dropout_part, &j);
 }
 
 /* ---- row-wise --------------------------------------------------------------------------------- */
@@ -7347,22 +7737,39 @@ static void pt__cpu_softmax_row(float *PT__RESTRICT y, const float *PT__RESTRICT
     }
 }
 
+/* the row-wise kernels' job: rows of cols (V) elements */
+typedef struct pt__cpu_rows_job {
+    float *o, *o2, *o3;
+    const float *a, *b, *c, *d, *e;
+    const int32_t *tg;
+    int64_t cols, nvalid;
+    float s;
+    int32_t ignore;
+    int flag;
+} pt__cpu_rows_job;
+static void pt__cpu_softmax_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
+    const int64_t cols = j->cols;
+    (void)tid;
+    for (int64_t r = lo; r < hi; r++) pt__cpu_softmax_row(j->o + r * cols, j->a + r * cols, cols, j->flag);
+}
 static void pt__cpu_softmax_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, int lg) {
     int64_t cols = pt__cpu_cols(x), rows = cols > 0 ? pt_numel(x) / cols : 0;
-    float *o = PT__F(y);
-    const float *a = PT__F(x);
+    pt__cpu_rows_job j;
     if (cols <= 0) return;
-    PT__CPU_PAR_FOR(ctx, 4 * rows * cols)
-    for (int64_t r = 0; r < rows; r++) pt__cpu_softmax_row(o + r * cols, a + r * cols, cols, lg);
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(y), j.a = PT__F(x), j.cols = cols, j.flag = lg;
+    pt__cpu_par(ctx, rows, 4 * rows * cols, pt__cpu_softmax_fwd_part, &j);
 }
 
-static void pt__cpu_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *y, const pt_tensor *dy, int lg) {
-    int64_t cols = pt__cpu_cols(y), rows = cols > 0 ? pt_numel(y) / cols : 0;
-    float *d = PT__F(dx);
-    const float *p = PT__F(y), *g = PT__F(dy);
-    if (cols <= 0) return;
-    PT__CPU_PAR_FOR(ctx, 2 * rows * cols)
-    for (int64_t r = 0; r < rows; r++) {
+static void pt__cpu_softmax_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
+    const int64_t cols = j->cols;
+    const int lg = j->flag;
+    float *d = j->o;
+    const float *p = j->a, *g = j->b;
+    (void)tid;
+    for (int64_t r = lo; r < hi; r++) {
         float *PT__RESTRICT dr = d + r * cols;
         const float *PT__RESTRICT yr = p + r * cols, *PT__RESTRICT gr = g + r * cols;
         double s = 0.0;
@@ -7377,6 +7784,14 @@ static void pt__cpu_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tenso
             for (int64_t i = 0; i < cols; i++) dr[i] += yr[i] * (gr[i] - sf);
         }
     }
+}
+static void pt__cpu_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *y, const pt_tensor *dy, int lg) {
+    int64_t cols = pt__cpu_cols(y), rows = cols > 0 ? pt_numel(y) / cols : 0;
+    pt__cpu_rows_job j;
+    if (cols <= 0) return;
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(dx), j.a = PT__F(y), j.b = PT__F(dy), j.cols = cols, j.flag = lg;
+    pt__cpu_par(ctx, rows, 2 * rows * cols, pt__cpu_softmax_bwd_part, &j);
 }
 
 #define PT__CPU_LSE_BLOCK 1024 /* logits per block of the one-pass logsumexp (stays in L1) */
@@ -7398,16 +7813,14 @@ static double pt__cpu_lse_row(const float *PT__RESTRICT x, int64_t n) {
     return (double)m + log(s);
 }
 
-static void pt__cpu_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_tensor *lse, const pt_tensor *logits,
-                             const pt_tensor *targets, int32_t ignore, int64_t nvalid) {
-    int64_t V = pt__cpu_cols(logits), rows = V > 0 ? pt_numel(logits) / V : 0;
-    float *lo = PT__F(loss_rows), *ls = PT__F(lse);
-    const float *x = PT__F(logits);
-    const int32_t *tg = PT__I(targets);
-    if (nvalid <= 0 || nvalid > V) nvalid = V;
-    if (nvalid <= 0) return;
-    PT__CPU_PAR_FOR(ctx, 4 * rows * nvalid)
-    for (int64_t r = 0; r < rows; r++) {
+static void pt__cpu_xent_fwd_part(void *job, int64_t r0, int64_t r1, int tid) {
+    const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
+    const int64_t V = j->cols, nvalid = j->nvalid;
+    const int32_t ignore = j->ignore, *tg = j->tg;
+    float *lo = j->o, *ls = j->o2;
+    const float *x = j->a;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * V;
         double l = pt__cpu_lse_row(xr, nvalid);
         int32_t t = tg[r];
@@ -7417,18 +7830,26 @@ static void pt__cpu_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_t
         else lo[r] = (float)NAN; /* out-of-range target (the op checks; never silently 0) */
     }
 }
-
-static void pt__cpu_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *lse,
-                             const pt_tensor *targets, int32_t ignore, int64_t nvalid, const pt_tensor *dloss,
-                             float scale, int overwrite) {
+static void pt__cpu_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_tensor *lse, const pt_tensor *logits,
+                             const pt_tensor *targets, int32_t ignore, int64_t nvalid) {
     int64_t V = pt__cpu_cols(logits), rows = V > 0 ? pt_numel(logits) / V : 0;
-    float *d = PT__F(dlogits), g = PT__F(dloss)[0] * scale;
-    const float *x = PT__F(logits), *ls = PT__F(lse);
-    const int32_t *tg = PT__I(targets);
+    pt__cpu_rows_job j;
     if (nvalid <= 0 || nvalid > V) nvalid = V;
     if (nvalid <= 0) return;
-    PT__CPU_PAR_FOR(ctx, 4 * rows * nvalid)
-    for (int64_t r = 0; r < rows; r++) {
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(loss_rows), j.o2 = PT__F(lse), j.a = PT__F(logits), j.tg = PT__I(targets), j.cols = V, j.nvalid = nvalid, j.ignore = ignore;
+    pt__cpu_par(ctx, rows, 4 * rows * nvalid, pt__cpu_xent_fwd_part, &j);
+}
+
+static void pt__cpu_xent_bwd_part(void *job, int64_t r0, int64_t r1, int tid) {
+    const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
+    const int64_t V = j->cols, nvalid = j->nvalid;
+    const int32_t ignore = j->ignore, *tg = j->tg;
+    const int overwrite = j->flag;
+    float *d = j->o, g = j->s;
+    const float *x = j->a, *ls = j->b;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
         int32_t t = tg[r];
         float l = ls[r];
         int has_t = t >= 0 && (int64_t)t < nvalid && t != ignore;
@@ -7455,15 +7876,27 @@ static void pt__cpu_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_ten
         }
     }
 }
+static void pt__cpu_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *lse,
+                             const pt_tensor *targets, int32_t ignore, int64_t nvalid, const pt_tensor *dloss,
+                             float scale, int overwrite) {
+    int64_t V = pt__cpu_cols(logits), rows = V > 0 ? pt_numel(logits) / V : 0;
+    pt__cpu_rows_job j;
+    if (nvalid <= 0 || nvalid > V) nvalid = V;
+    if (nvalid <= 0) return;
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(dlogits), j.s = PT__F(dloss)[0] * scale, j.a = PT__F(logits), j.b = PT__F(lse), j.tg = PT__I(targets);
+    j.cols = V, j.nvalid = nvalid, j.ignore = ignore, j.flag = overwrite;
+    pt__cpu_par(ctx, rows, 4 * rows * nvalid, pt__cpu_xent_bwd_part, &j);
+}
 
-static void pt__cpu_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *mean, const pt_tensor *rstd,
-                                  const pt_tensor *x, const pt_tensor *w, const pt_tensor *b, float eps) {
-    int64_t C = pt__cpu_cols(x), rows = C > 0 ? pt_numel(x) / C : 0;
-    float *o = PT__F(y), *mu = PT__F(mean), *rs = PT__F(rstd);
-    const float *a = PT__F(x), *wt = PT__F(w), *bs = b ? PT__F(b) : NULL;
-    if (C <= 0) return;
-    PT__CPU_PAR_FOR(ctx, 3 * rows * C)
-    for (int64_t r = 0; r < rows; r++) {
+static void pt__cpu_layernorm_fwd_part(void *job, int64_t r0, int64_t r1, int tid) {
+    const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
+    const int64_t C = j->cols;
+    const float eps = j->s;
+    float *o = j->o, *mu = j->o2, *rs = j->o3;
+    const float *a = j->a, *wt = j->b, *bs = j->c;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
         const float *PT__RESTRICT xr = a + r * C;
         float *PT__RESTRICT yr = o + r * C;
         double s = 0.0, v = 0.0;
@@ -7483,110 +7916,136 @@ static void pt__cpu_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tens
             for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i];
     }
 }
+static void pt__cpu_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *mean, const pt_tensor *rstd,
+                                  const pt_tensor *x, const pt_tensor *w, const pt_tensor *b, float eps) {
+    int64_t C = pt__cpu_cols(x), rows = C > 0 ? pt_numel(x) / C : 0;
+    pt__cpu_rows_job j;
+    if (C <= 0) return;
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(y), j.o2 = PT__F(mean), j.o3 = PT__F(rstd), j.a = PT__F(x), j.b = PT__F(w), j.c = b ? PT__F(b) : NULL;
+    j.cols = C, j.s = eps;
+    pt__cpu_par(ctx, rows, 3 * rows * C, pt__cpu_layernorm_fwd_part, &j);
+}
 
+static void pt__cpu_layernorm_dx_part(void *job, int64_t r0, int64_t r1, int tid) {
+    const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
+    const int64_t C = j->cols;
+    float *d = j->o;
+    const float *a = j->a, *g = j->b, *wt = j->c, *mu = j->d, *rs = j->e;
+    (void)tid;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *PT__RESTRICT xr = a + r * C, *PT__RESTRICT gr = g + r * C;
+        float *PT__RESTRICT dr = d + r * C;
+        float m = mu[r], s = rs[r];
+        double s1 = 0.0, s2 = 0.0;
+        for (int64_t i = 0; i < C; i++) {
+            float gw = gr[i] * wt[i];
+            s1 += (double)gw;
+            s2 += (double)gw * (double)((xr[i] - m) * s);
+        }
+        float m1 = (float)(s1 / (double)C), m2 = (float)(s2 / (double)C);
+        for (int64_t i = 0; i < C; i++) dr[i] += s * (gr[i] * wt[i] - m1 - (xr[i] - m) * s * m2);
+    }
+}
+static void pt__cpu_layernorm_dwb_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
+    const int64_t C = j->cols, rows = j->nvalid;
+    float *dwp = j->o2, *dbp = j->o3;
+    const float *a = j->a, *g = j->b, *mu = j->d, *rs = j->e;
+    (void)tid;
+    for (int64_t bk = lo; bk < hi; bk++) {
+        float aw[PT__CPU_CB], ab[PT__CPU_CB];
+        int64_t j0 = bk * PT__CPU_CB, len = PT__MIN(C - j0, (int64_t)PT__CPU_CB);
+        for (int64_t jj = 0; jj < len; jj++) aw[jj] = ab[jj] = 0.0f;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *PT__RESTRICT xr = a + r * C + j0, *PT__RESTRICT gr = g + r * C + j0;
+            float m = mu[r], s = rs[r];
+            for (int64_t jj = 0; jj < len; jj++) {
+                aw[jj] += gr[jj] * ((xr[jj] - m) * s);
+                ab[jj] += gr[jj];
+            }
+        }
+        if (dwp)
+            for (int64_t jj = 0; jj < len; jj++) dwp[j0 + jj] += aw[jj];
+        if (dbp)
+            for (int64_t jj = 0; jj < len; jj++) dbp[j0 + jj] += ab[jj];
+    }
+}
 static void pt__cpu_layernorm_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dw, const pt_tensor *db,
                                   const pt_tensor *dy, const pt_tensor *x, const pt_tensor *w, const pt_tensor *mean,
                                   const pt_tensor *rstd) {
     int64_t C = pt__cpu_cols(x), rows = C > 0 ? pt_numel(x) / C : 0;
-    const float *a = PT__F(x), *g = PT__F(dy), *wt = PT__F(w), *mu = PT__F(mean), *rs = PT__F(rstd);
+    pt__cpu_rows_job j;
     if (C <= 0) return;
+    memset(&j, 0, sizeof j);
+    j.a = PT__F(x), j.b = PT__F(dy), j.c = PT__F(w), j.d = PT__F(mean), j.e = PT__F(rstd), j.cols = C, j.nvalid = rows;
     if (dx) {
-        float *d = PT__F(dx);
-        PT__CPU_PAR_FOR(ctx, 3 * rows * C)
-        for (int64_t r = 0; r < rows; r++) {
-            const float *PT__RESTRICT xr = a + r * C, *PT__RESTRICT gr = g + r * C;
-            float *PT__RESTRICT dr = d + r * C;
-            float m = mu[r], s = rs[r];
-            double s1 = 0.0, s2 = 0.0;
-            for (int64_t i = 0; i < C; i++) {
-                float gw = gr[i] * wt[i];
-                s1 += (double)gw;
-                s2 += (double)gw * (double)((xr[i] - m) * s);
-            }
-            float m1 = (float)(s1 / (double)C), m2 = (float)(s2 / (double)C);
-            for (int64_t i = 0; i < C; i++) dr[i] += s * (gr[i] * wt[i] - m1 - (xr[i] - m) * s * m2);
-        }
+        j.o = PT__F(dx);
+        pt__cpu_par(ctx, rows, 3 * rows * C, pt__cpu_layernorm_dx_part, &j);
     }
     if (dw || db) {
-        float *dwp = dw ? PT__F(dw) : NULL, *dbp = db ? PT__F(db) : NULL;
-        int64_t nblk = (C + PT__CPU_CB - 1) / PT__CPU_CB;
-        PT__CPU_PAR_FOR(ctx, 2 * rows * C)
-        for (int64_t bk = 0; bk < nblk; bk++) {
-            float aw[PT__CPU_CB], ab[PT__CPU_CB];
-            int64_t j0 = bk * PT__CPU_CB, len = PT__MIN(C - j0, (int64_t)PT__CPU_CB);
-            for (int64_t j = 0; j < len; j++) aw[j] = ab[j] = 0.0f;
-            for (int64_t r = 0; r < rows; r++) {
-                const float *PT__RESTRICT xr = a + r * C + j0, *PT__RESTRICT gr = g + r * C + j0;
-                float m = mu[r], s = rs[r];
-                for (int64_t j = 0; j < len; j++) {
-                    aw[j] += gr[j] * ((xr[j] - m) * s);
-                    ab[j] += gr[j];
-                }
-            }
-            if (dwp)
-                for (int64_t j = 0; j < len; j++) dwp[j0 + j] += aw[j];
-            if (dbp)
-                for (int64_t j = 0; j < len; j++) dbp[j0 + j] += ab[j];
-        }
+        j.o2 = dw ? PT__F(dw) : NULL, j.o3 = db ? PT__F(db) : NULL;
+        pt__cpu_par(ctx, (C + PT__CPU_CB - 1) / PT__CPU_CB, 2 * rows * C, pt__cpu_layernorm_dwb_part, &j);
     }
 }
 
-static void pt__cpu_embed_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *table, const pt_tensor *ids) {
-    int64_t C = pt__cpu_cols(table), n = pt_numel(ids);
-    float *o = PT__F(out);
-    const float *tb = PT__F(table);
-    const int32_t *id = PT__I(ids);
-    PT__CPU_PAR_FOR(ctx, n * C)
-    for (int64_t i = 0; i < n; i++) {
+typedef struct pt__cpu_embed_job { float *o; const float *t; const int32_t *id; int64_t C, n, cb; } pt__cpu_embed_job;
+static void pt__cpu_embed_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_embed_job *j = (const pt__cpu_embed_job *)job;
+    const int64_t C = j->C;
+    float *o = j->o;
+    const float *tb = j->t;
+    const int32_t *id = j->id;
+    (void)tid;
+    for (int64_t i = lo; i < hi; i++) {
         if (id[i] >= 0) memcpy(o + i * C, tb + (int64_t)id[i] * C, (size_t)C * sizeof(float));
         else memset(o + i * C, 0, (size_t)C * sizeof(float));
     }
 }
+static void pt__cpu_embed_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *table, const pt_tensor *ids) {
+    int64_t C = pt__cpu_cols(table), n = pt_numel(ids);
+    pt__cpu_embed_job j;
+    j.o = PT__F(out), j.t = PT__F(table), j.id = PT__I(ids), j.C = C, j.n = n, j.cb = 0;
+    pt__cpu_par(ctx, n, n * C, pt__cpu_embed_fwd_part, &j);
+}
 
-static void pt__cpu_embed_bwd(pt_ctx *ctx, const pt_tensor *dtable, const pt_tensor *dout, const pt_tensor *ids) {
-    int64_t C = pt__cpu_cols(dtable), n = pt_numel(ids), cb = 32, nblk = (C + cb - 1) / cb;
-    float *dt = PT__F(dtable);
-    const float *g = PT__F(dout);
-    const int32_t *id = PT__I(ids);
-    /* column blocks in parallel; every thread walks all ids in increasing i */
-    PT__CPU_PAR_FOR(ctx, n * C)
-    for (int64_t bk = 0; bk < nblk; bk++) {
+/* column blocks in parallel; every thread walks all ids in increasing i */
+static void pt__cpu_embed_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_embed_job *j = (const pt__cpu_embed_job *)job;
+    const int64_t C = j->C, n = j->n, cb = j->cb;
+    float *dt = j->o;
+    const float *g = j->t;
+    const int32_t *id = j->id;
+    (void)tid;
+    for (int64_t bk = lo; bk < hi; bk++) {
         int64_t j0 = bk * cb, len = PT__MIN(C - j0, cb);
         for (int64_t i = 0; i < n; i++)
             if (id[i] >= 0) pt__cpu_add_f(dt + (int64_t)id[i] * C + j0, g + i * C + j0, len);
     }
 }
+static void pt__cpu_embed_bwd(pt_ctx *ctx, const pt_tensor *dtable, const pt_tensor *dout, const pt_tensor *ids) {
+    int64_t C = pt__cpu_cols(dtable), n = pt_numel(ids), cb = 32, nblk = (C + cb - 1) / cb;
+    pt__cpu_embed_job j;
+    j.o = PT__F(dtable), j.t = PT__F(dout), j.id = PT__I(ids), j.C = C, j.n = n, j.cb = cb;
+    pt__cpu_par(ctx, nblk, n * C, pt__cpu_embed_bwd_part, &j);
+}
 
 /* ---- layout ----------------------------------------------------------------------------------- */
-static void pt__cpu_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, const int *perm, int accumulate) {
-    int nd = src->ndim, is_i32 = src->dtype == PT_I32;
-    int64_t sstr[PT_MAX_DIMS], D[4] = {1, 1, 1, 1}, S[4] = {0, 0, 0, 0}, n = pt_numel(src), outer;
-    const int64_t esz = pt_dtype_size(src->dtype);
-    if (n <= 0) return;
-    if (esz != 4 || (accumulate && src->dtype != PT_F32 && !is_i32)) {
-        if (accumulate || esz <= 0) {
-            pt__fail(ctx, PT_ERR_DTYPE, "pt: permute%s of a %lld-byte dtype", accumulate ? " (accumulate)" : "",
-                     (long long)esz);
-            return;
-        }
-    }
-    if (nd <= 0) {
-        pt__cpu_move(pt__cpu_bytes(dst), pt__cpu_bytes(src), 1, esz, accumulate, is_i32);
-        return;
-    }
-    sstr[nd - 1] = 1;
-    for (int k = nd - 2; k >= 0; k--) sstr[k] = sstr[k + 1] * src->shape[k + 1];
-    for (int i = 0; i < nd; i++) {
-        D[4 - nd + i] = src->shape[perm[i]];
-        S[4 - nd + i] = sstr[perm[i]];
-    }
-    outer = D[0] * D[1] * D[2];
+typedef struct pt__cpu_permute_job {
+    char *dbase;
+    const char *sbase;
+    int64_t esz, d1, d2, d3, s0, s1, s2, s3;
+    int accumulate, is_i32;
+} pt__cpu_permute_job;
+static void pt__cpu_permute_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_permute_job *j = (const pt__cpu_permute_job *)job;
+    const int64_t esz = j->esz, d1 = j->d1, d2 = j->d2, d3 = j->d3, s0 = j->s0, s1 = j->s1, s2 = j->s2, s3 = j->s3;
+    const int accumulate = j->accumulate, is_i32 = j->is_i32;
+    char *dbase = j->dbase;
+    const char *sbase = j->sbase;
+    (void)tid;
     {
-        const int64_t d1 = D[1], d2 = D[2], d3 = D[3], s0 = S[0], s1 = S[1], s2 = S[2], s3 = S[3];
-        char *dbase = pt__cpu_bytes(dst);
-        const char *sbase = pt__cpu_bytes(src);
-        PT__CPU_PAR_FOR(ctx, n)
-        for (int64_t o = 0; o < outer; o++) {
+        for (int64_t o = lo; o < hi; o++) {
             int64_t i2 = o % d2, i1 = (o / d2) % d1, i0 = o / (d2 * d1);
             int64_t so = i0 * s0 + i1 * s1 + i2 * s2, doff = o * d3;
             if (s3 == 1) {
@@ -7611,25 +8070,67 @@ static void pt__cpu_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *
         }
     }
 }
+static void pt__cpu_permute(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, const int *perm, int accumulate) {
+    int nd = src->ndim, is_i32 = src->dtype == PT_I32;
+    int64_t sstr[PT_MAX_DIMS], D[4] = {1, 1, 1, 1}, S[4] = {0, 0, 0, 0}, n = pt_numel(src), outer;
+    const int64_t esz = pt_dtype_size(src->dtype);
+    if (n <= 0) return;
+    if (esz != 4 || (accumulate && src->dtype != PT_F32 && !is_i32)) {
+        if (accumulate || esz <= 0) {
+            pt__fail(ctx, PT_ERR_DTYPE, "pt: permute%s of a %lld-byte dtype", accumulate ? " (accumulate)" : "",
+                     (long long)esz);
+            return;
+        }
+    }
+    if (nd <= 0) {
+        pt__cpu_move(pt__cpu_bytes(dst), pt__cpu_bytes(src), 1, esz, accumulate, is_i32);
+        return;
+    }
+    sstr[nd - 1] = 1;
+    for (int k = nd - 2; k >= 0; k--) sstr[k] = sstr[k + 1] * src->shape[k + 1];
+    for (int i = 0; i < nd; i++) {
+        D[4 - nd + i] = src->shape[perm[i]];
+        S[4 - nd + i] = sstr[perm[i]];
+    }
+    outer = D[0] * D[1] * D[2];
+    {
+        pt__cpu_permute_job j;
+        j.dbase = pt__cpu_bytes(dst), j.sbase = pt__cpu_bytes(src), j.esz = esz, j.accumulate = accumulate, j.is_i32 = is_i32;
+        j.d1 = D[1], j.d2 = D[2], j.d3 = D[3], j.s0 = S[0], j.s1 = S[1], j.s2 = S[2], j.s3 = S[3];
+        pt__cpu_par(ctx, outer, n, pt__cpu_permute_part, &j);
+    }
+}
 
+typedef struct pt__cpu_copy_block_job {
+    char *d;
+    const char *s;
+    int64_t dst_dim, dst_start, src_dim, src_start, inner, L, np, esz;
+    int accumulate, is_i32;
+} pt__cpu_copy_block_job;
+static void pt__cpu_copy_block_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_copy_block_job *j = (const pt__cpu_copy_block_job *)job;
+    const int64_t np = j->np, L = j->L, inner = j->inner, esz = j->esz;
+    (void)tid;
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t o = it / np, p0 = (it % np) * PT__CPU_CHUNK, len = PT__MIN(L - p0, (int64_t)PT__CPU_CHUNK);
+        int64_t doff = (o * j->dst_dim + j->dst_start) * inner + p0, soff = (o * j->src_dim + j->src_start) * inner + p0;
+        pt__cpu_move(j->d + doff * esz, j->s + soff * esz, len, esz, j->accumulate, j->is_i32);
+    }
+}
 static void pt__cpu_copy_block(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_dim, int64_t dst_start,
                                const pt_tensor *src, int64_t src_dim, int64_t src_start, int64_t count,
                                int64_t outer, int64_t inner, int accumulate) {
     int64_t L = count * inner, np = PT__CPU_NCHUNK(L), esz = pt_dtype_size(dst->dtype);
     int is_i32 = dst->dtype == PT_I32;
-    char *d = pt__cpu_bytes(dst);
-    const char *s = pt__cpu_bytes(src);
+    pt__cpu_copy_block_job j;
     if (L <= 0 || outer <= 0) return;
     if (accumulate && dst->dtype != PT_F32 && !is_i32) {
         pt__fail(ctx, PT_ERR_DTYPE, "pt: accumulating copy_block of a non-f32/i32 tensor");
         return;
     }
-    PT__CPU_PAR_FOR(ctx, outer * L)
-    for (int64_t it = 0; it < outer * np; it++) {
-        int64_t o = it / np, p0 = (it % np) * PT__CPU_CHUNK, len = PT__MIN(L - p0, (int64_t)PT__CPU_CHUNK);
-        int64_t doff = (o * dst_dim + dst_start) * inner + p0, soff = (o * src_dim + src_start) * inner + p0;
-        pt__cpu_move(d + doff * esz, s + soff * esz, len, esz, accumulate, is_i32);
-    }
+    j.d = pt__cpu_bytes(dst), j.s = pt__cpu_bytes(src), j.dst_dim = dst_dim, j.dst_start = dst_start, j.src_dim = src_dim;
+    j.src_start = src_start, j.inner = inner, j.L = L, j.np = np, j.esz = esz, j.accumulate = accumulate, j.is_i32 = is_i32;
+    pt__cpu_par(ctx, outer * np, outer * L, pt__cpu_copy_block_part, &j);
 }
 
 static double pt__cpu_chunk_sum(const float *PT__RESTRICT x, int64_t n, int sq) {
@@ -7641,6 +8142,16 @@ static double pt__cpu_chunk_sum(const float *PT__RESTRICT x, int64_t n, int sq) 
     return s;
 }
 
+typedef struct pt__cpu_reduce_job { double *part; const float *x; int64_t n; int sq; } pt__cpu_reduce_job;
+static void pt__cpu_reduce_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_reduce_job *j = (const pt__cpu_reduce_job *)job;
+    const int64_t n = j->n;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
+        int64_t i0 = c * PT__CPU_CHUNK;
+        j->part[c] = pt__cpu_chunk_sum(j->x + i0, PT__MIN(n - i0, (int64_t)PT__CPU_CHUNK), j->sq);
+    }
+}
 /* sum (or sum of squares) of x[0, n): chunk partials in double, added in chunk order */
 static double pt__cpu_reduce(pt_ctx *ctx, const float *x, int64_t n, int sq) {
     int64_t nch = PT__CPU_NCHUNK(n);
@@ -7648,11 +8159,9 @@ static double pt__cpu_reduce(pt_ctx *ctx, const float *x, int64_t n, int sq) {
     if (n <= 0) return 0.0;
     if (ctx->nthreads > 1 && n >= PT__CPU_PAR_MIN) part = (double *)(void *)pt__work(ctx, 2 * nch);
     if (part) {
-        PT__CPU_PAR_FOR(ctx, n)
-        for (int64_t c = 0; c < nch; c++) {
-            int64_t i0 = c * PT__CPU_CHUNK;
-            part[c] = pt__cpu_chunk_sum(x + i0, PT__MIN(n - i0, (int64_t)PT__CPU_CHUNK), sq);
-        }
+        pt__cpu_reduce_job j;
+        j.part = part, j.x = x, j.n = n, j.sq = sq;
+        pt__cpu_par(ctx, nch, n, pt__cpu_reduce_part, &j);
         for (int64_t c = 0; c < nch; c++) tot += part[c];
     } else {
         for (int64_t c = 0; c < nch; c++) {
@@ -7696,13 +8205,22 @@ static void pt__cpu_gemm(pt_ctx *ctx, int ta, int tb, int64_t batch, int64_t M, 
 }
 
 /* ---- images ----------------------------------------------------------------------------------- */
-static void pt__cpu_im2col(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *x, int N, int C, int H, int W, int k,
-                           int stride, int pad, int Ho, int Wo) {
-    const int64_t kk = (int64_t)k * k, rows = (int64_t)N * C * kk, HW = (int64_t)H * W, S = (int64_t)Ho * Wo;
-    float *cp = PT__F(cols);
-    const float *xp = PT__F(x);
-    PT__CPU_PAR_FOR(ctx, rows * S)
-    for (int64_t rr = 0; rr < rows; rr++) {
+/* the image kernels' job: an output o (or op, d), an input a (xp, cp, g) and an index ip; the shapes */
+typedef struct pt__cpu_img_job {
+    float *o;
+    const float *a;
+    int32_t *ip;
+    const int32_t *cip;
+    int64_t N, C, H, W, k, stride, pad, Ho, Wo, S;
+} pt__cpu_img_job;
+static void pt__cpu_im2col_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_img_job *j = (const pt__cpu_img_job *)job;
+    const int64_t H = j->H, W = j->W, k = j->k, stride = j->stride, pad = j->pad, Ho = j->Ho, Wo = j->Wo;
+    const int64_t kk = k * k, HW = H * W, S = Ho * Wo;
+    float *cp = j->o;
+    const float *xp = j->a;
+    (void)tid;
+    for (int64_t rr = lo; rr < hi; rr++) {
         int64_t plane = rr / kk, rem = rr % kk, ki = rem / k, kj = rem % k;
         const float *PT__RESTRICT xs = xp + plane * HW;
         float *PT__RESTRICT out = cp + rr * S;
@@ -7720,15 +8238,28 @@ static void pt__cpu_im2col(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *
         }
     }
 }
+static void pt__cpu_img_init(pt__cpu_img_job *j, int N, int C, int H, int W, int k, int stride, int pad, int Ho, int Wo) {
+    memset(j, 0, sizeof *j);
+    j->N = N, j->C = C, j->H = H, j->W = W, j->k = k, j->stride = stride, j->pad = pad, j->Ho = Ho, j->Wo = Wo, j->S = (int64_t)Ho * Wo;
+}
+static void pt__cpu_im2col(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *x, int N, int C, int H, int W, int k,
+                           int stride, int pad, int Ho, int Wo) {
+    const int64_t kk = (int64_t)k * k, rows = (int64_t)N * C * kk, S = (int64_t)Ho * Wo;
+    pt__cpu_img_job j;
+    pt__cpu_img_init(&j, N, C, H, W, k, stride, pad, Ho, Wo);
+    j.o = PT__F(cols), j.a = PT__F(x);
+    pt__cpu_par(ctx, rows, rows * S, pt__cpu_im2col_part, &j);
+}
 
-static void pt__cpu_col2im(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dcols, int N, int C, int H, int W,
-                           int k, int stride, int pad, int Ho, int Wo) {
-    const int64_t planes = (int64_t)N * C, HW = (int64_t)H * W, S = (int64_t)Ho * Wo, kk = (int64_t)k * k;
-    float *dp = PT__F(dx);
-    const float *cp = PT__F(dcols);
-    /* gather: each dx element sums its (ki, kj) contributions in increasing order, then adds */
-    PT__CPU_PAR_FOR(ctx, planes * kk * S)
-    for (int64_t pl = 0; pl < planes; pl++) {
+/* gather: each dx element sums its (ki, kj) contributions in increasing order, then adds */
+static void pt__cpu_col2im_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_img_job *j = (const pt__cpu_img_job *)job;
+    const int64_t H = j->H, W = j->W, k = j->k, stride = j->stride, pad = j->pad, Ho = j->Ho, Wo = j->Wo;
+    const int64_t HW = H * W, S = Ho * Wo, kk = k * k;
+    float *dp = j->o;
+    const float *cp = j->a;
+    (void)tid;
+    for (int64_t pl = lo; pl < hi; pl++) {
         const float *cs = cp + pl * kk * S;
         float *d = dp + pl * HW;
         for (int64_t h = 0; h < H; h++)
@@ -7751,37 +8282,62 @@ static void pt__cpu_col2im(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dc
             }
     }
 }
+static void pt__cpu_col2im(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dcols, int N, int C, int H, int W,
+                           int k, int stride, int pad, int Ho, int Wo) {
+    const int64_t planes = (int64_t)N * C, S = (int64_t)Ho * Wo, kk = (int64_t)k * k;
+    pt__cpu_img_job j;
+    pt__cpu_img_init(&j, N, C, H, W, k, stride, pad, Ho, Wo);
+    j.o = PT__F(dx), j.a = PT__F(dcols);
+    pt__cpu_par(ctx, planes, planes * kk * S, pt__cpu_col2im_part, &j);
+}
 
-static void pt__cpu_chan_bias_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *b, int N, int C, int64_t S) {
-    const int64_t planes = (int64_t)N * C;
-    float *o = PT__F(out);
-    const float *bs = PT__F(b);
-    PT__CPU_PAR_FOR(ctx, planes * S)
-    for (int64_t pl = 0; pl < planes; pl++) {
+static void pt__cpu_chan_bias_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_img_job *j = (const pt__cpu_img_job *)job;
+    const int64_t S = j->S, C = j->C;
+    float *o = j->o;
+    const float *bs = j->a;
+    (void)tid;
+    for (int64_t pl = lo; pl < hi; pl++) {
         float *PT__RESTRICT op = o + pl * S, v = bs[pl % C];
         for (int64_t s = 0; s < S; s++) op[s] += v;
     }
 }
+static void pt__cpu_chan_bias_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *b, int N, int C, int64_t S) {
+    const int64_t planes = (int64_t)N * C;
+    pt__cpu_img_job j;
+    pt__cpu_img_init(&j, N, C, 0, 0, 0, 0, 0, 0, 0);
+    j.S = S, j.o = PT__F(out), j.a = PT__F(b);
+    pt__cpu_par(ctx, planes, planes * S, pt__cpu_chan_bias_fwd_part, &j);
+}
 
-static void pt__cpu_chan_bias_bwd(pt_ctx *ctx, const pt_tensor *db, const pt_tensor *dout, int N, int C, int64_t S) {
-    float *d = PT__F(db);
-    const float *g = PT__F(dout);
-    PT__CPU_PAR_FOR(ctx, (int64_t)N * C * S)
-    for (int64_t c = 0; c < C; c++) {
+static void pt__cpu_chan_bias_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_img_job *j = (const pt__cpu_img_job *)job;
+    const int64_t S = j->S, C = j->C, N = j->N;
+    float *d = j->o;
+    const float *g = j->a;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
         double acc = 0.0;
         for (int64_t n = 0; n < N; n++) acc += pt__cpu_chunk_sum(g + (n * C + c) * S, S, 0);
         d[c] += (float)acc;
     }
 }
+static void pt__cpu_chan_bias_bwd(pt_ctx *ctx, const pt_tensor *db, const pt_tensor *dout, int N, int C, int64_t S) {
+    pt__cpu_img_job j;
+    pt__cpu_img_init(&j, N, C, 0, 0, 0, 0, 0, 0, 0);
+    j.S = S, j.o = PT__F(db), j.a = PT__F(dout);
+    pt__cpu_par(ctx, C, (int64_t)N * C * S, pt__cpu_chan_bias_bwd_part, &j);
+}
 
-static void pt__cpu_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *idx, const pt_tensor *x, int N,
-                                int C, int H, int W, int k, int stride, int Ho, int Wo) {
-    const int64_t planes = (int64_t)N * C, HW = (int64_t)H * W, S = (int64_t)Ho * Wo;
-    float *op = PT__F(out);
-    int32_t *ip = PT__I(idx);
-    const float *xp = PT__F(x);
-    PT__CPU_PAR_FOR(ctx, planes * S * k * k)
-    for (int64_t pl = 0; pl < planes; pl++) {
+static void pt__cpu_maxpool_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_img_job *jb = (const pt__cpu_img_job *)job;
+    const int64_t H = jb->H, W = jb->W, k = jb->k, stride = jb->stride, Ho = jb->Ho, Wo = jb->Wo;
+    const int64_t HW = H * W, S = Ho * Wo;
+    float *op = jb->o;
+    int32_t *ip = jb->ip;
+    const float *xp = jb->a;
+    (void)tid;
+    for (int64_t pl = lo; pl < hi; pl++) {
         const float *xs = xp + pl * HW;
         for (int64_t oh = 0; oh < Ho; oh++)
             for (int64_t ow = 0; ow < Wo; ow++) {
@@ -7801,33 +8357,54 @@ static void pt__cpu_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tens
             }
     }
 }
+static void pt__cpu_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *idx, const pt_tensor *x, int N,
+                                int C, int H, int W, int k, int stride, int Ho, int Wo) {
+    const int64_t planes = (int64_t)N * C, S = (int64_t)Ho * Wo;
+    pt__cpu_img_job j;
+    pt__cpu_img_init(&j, N, C, H, W, k, stride, 0, Ho, Wo);
+    j.o = PT__F(out), j.ip = PT__I(idx), j.a = PT__F(x);
+    pt__cpu_par(ctx, planes, planes * S * k * k, pt__cpu_maxpool_fwd_part, &j);
+}
 
-static void pt__cpu_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dout, const pt_tensor *idx, int N,
-                                int C, int H, int W, int Ho, int Wo) {
-    const int64_t planes = (int64_t)N * C, HW = (int64_t)H * W, S = (int64_t)Ho * Wo;
-    float *dp = PT__F(dx);
-    const float *g = PT__F(dout);
-    const int32_t *ip = PT__I(idx);
-    PT__CPU_PAR_FOR(ctx, planes * S)
-    for (int64_t pl = 0; pl < planes; pl++) {
+static void pt__cpu_maxpool_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_img_job *j = (const pt__cpu_img_job *)job;
+    const int64_t HW = j->H * j->W, S = j->S;
+    float *dp = j->o;
+    const float *g = j->a;
+    const int32_t *ip = j->cip;
+    (void)tid;
+    for (int64_t pl = lo; pl < hi; pl++) {
         float *d = dp + pl * HW;
         for (int64_t o = 0; o < S; o++) d[ip[pl * S + o]] += g[pl * S + o];
     }
 }
+static void pt__cpu_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dout, const pt_tensor *idx, int N,
+                                int C, int H, int W, int Ho, int Wo) {
+    const int64_t planes = (int64_t)N * C, S = (int64_t)Ho * Wo;
+    pt__cpu_img_job j;
+    pt__cpu_img_init(&j, N, C, H, W, 0, 0, 0, Ho, Wo);
+    j.o = PT__F(dx), j.a = PT__F(dout), j.cip = PT__I(idx);
+    pt__cpu_par(ctx, planes, planes * S, pt__cpu_maxpool_bwd_part, &j);
+}
 
 /* ---- optimizers ------------------------------------------------------------------------------- */
-static void pt__cpu_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *m, const pt_tensor *v,
-                          int64_t n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
-                          float gscale) {
-    float *pp = PT__F(p), *mp = PT__F(m), *vp = PT__F(v);
-    const float *gp = PT__F(g);
+/* the optimizers' job: parameters pp, moments mp (and vp), gradients gp; the step's constants */
+typedef struct pt__cpu_opt_job {
+    float *pp, *mp, *vp;
+    const float *gp;
+    int64_t n;
+    float lr, b1, b2, eps, wd, bc1, bc2, gscale, momentum;
+} pt__cpu_opt_job;
+static void pt__cpu_adamw_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_opt_job *j = (const pt__cpu_opt_job *)job;
+    const int64_t n = j->n;
+    const float lr = j->lr, b1 = j->b1, b2 = j->b2, eps = j->eps, wd = j->wd, bc1 = j->bc1, bc2 = j->bc2, gscale = j->gscale;
     const float c1 = 1.0f - b1, c2 = 1.0f - b2;
-    int64_t nch = PT__CPU_NCHUNK(n);
-    PT__CPU_PAR_FOR(ctx, 4 * n)
-    for (int64_t c = 0; c < nch; c++) {
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-        float *PT__RESTRICT P = pp, *PT__RESTRICT M = mp, *PT__RESTRICT Vv = vp;
-        const float *PT__RESTRICT G = gp;
+        float *PT__RESTRICT P = j->pp, *PT__RESTRICT M = j->mp, *PT__RESTRICT Vv = j->vp;
+        const float *PT__RESTRICT G = j->gp;
         for (int64_t i = i0; i < i1; i++) {
             float gi = G[i] * gscale;
             float mi = b1 * M[i] + c1 * gi, vi = b2 * Vv[i] + c2 * gi * gi;
@@ -7837,17 +8414,26 @@ static void pt__cpu_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, c
         }
     }
 }
+static void pt__cpu_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *m, const pt_tensor *v,
+                          int64_t n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2,
+                          float gscale) {
+    pt__cpu_opt_job j;
+    memset(&j, 0, sizeof j);
+    j.pp = PT__F(p), j.mp = PT__F(m), j.vp = PT__F(v), j.gp = PT__F(g), j.n = n;
+    j.lr = lr, j.b1 = b1, j.b2 = b2, j.eps = eps, j.wd = wd, j.bc1 = bc1, j.bc2 = bc2, j.gscale = gscale;
+    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), 4 * n, pt__cpu_adamw_part, &j);
+}
 
-static void pt__cpu_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *mom, int64_t n, float lr,
-                        float momentum, float wd, float gscale) {
-    float *pp = PT__F(p), *mp = mom ? PT__F(mom) : NULL;
-    const float *gp = PT__F(g);
-    int64_t nch = PT__CPU_NCHUNK(n);
-    PT__CPU_PAR_FOR(ctx, 2 * n)
-    for (int64_t c = 0; c < nch; c++) {
+static void pt__cpu_sgd_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_opt_job *j = (const pt__cpu_opt_job *)job;
+    const int64_t n = j->n;
+    const float lr = j->lr, momentum = j->momentum, wd = j->wd, gscale = j->gscale;
+    float *mp = j->mp;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-        float *PT__RESTRICT P = pp;
-        const float *PT__RESTRICT G = gp;
+        float *PT__RESTRICT P = j->pp;
+        const float *PT__RESTRICT G = j->gp;
         if (mp) {
             float *PT__RESTRICT M = mp;
             for (int64_t i = i0; i < i1; i++) {
@@ -7859,6 +8445,14 @@ static void pt__cpu_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, con
             for (int64_t i = i0; i < i1; i++) P[i] -= lr * (G[i] * gscale + wd * P[i]);
         }
     }
+}
+static void pt__cpu_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *mom, int64_t n, float lr,
+                        float momentum, float wd, float gscale) {
+    pt__cpu_opt_job j;
+    memset(&j, 0, sizeof j);
+    j.pp = PT__F(p), j.mp = mom ? PT__F(mom) : NULL, j.gp = PT__F(g), j.n = n;
+    j.lr = lr, j.momentum = momentum, j.wd = wd, j.gscale = gscale;
+    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), 2 * n, pt__cpu_sgd_part, &j);
 }
 
 static double pt__cpu_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return pt__cpu_reduce(ctx, PT__F(x), n, 1); }
@@ -7905,19 +8499,15 @@ static int pt__cpu_f16_fast(const void *s, int sd, void *d, int dd, int64_t i0, 
 #endif
     return 0;
 }
-static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
-    int64_t n = pt_numel(dst), nch = PT__CPU_NCHUNK(n);
-    void *d = pt__cpu_bytes(dst);
-    const void *s = pt__cpu_bytes(src);
-    int dd = dst->dtype, sd = src->dtype;
-    if ((dd != PT_F32 && dd != PT_BF16 && dd != PT_F16) || (sd != PT_F32 && sd != PT_BF16 && sd != PT_F16)) {
-        pt__fail(ctx, PT_ERR_DTYPE, "pt: convert from %s to %s (expected f32, bf16 or f16)", pt__dtname(src->dtype), pt__dtname(dst->dtype));
-        return;
-    }
-    if (!ctx->cpu_f16c) ctx->cpu_f16c = 1 + pt__cpu_has_f16c();
-    int f16c = !accumulate && (sd == PT_F16 || dd == PT_F16) && ctx->cpu_f16c == 2;
-    PT__CPU_PAR_FOR(ctx, n)
-    for (int64_t c = 0; c < nch; c++) {
+typedef struct pt__cpu_convert_job { void *d; const void *s; int64_t n; int dd, sd, accumulate, f16c; } pt__cpu_convert_job;
+static void pt__cpu_convert_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_convert_job *j = (const pt__cpu_convert_job *)job;
+    void *d = j->d;
+    const void *s = j->s;
+    const int64_t n = j->n;
+    const int dd = j->dd, sd = j->sd, accumulate = j->accumulate, f16c = j->f16c;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
         if (!accumulate && sd == PT_F32 && dd == PT_BF16) { /* the 16-bit activations' pack and widen: loops that vectorize */
             const uint32_t *su = (const uint32_t *)s;
@@ -7943,6 +8533,21 @@ static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *
             else ((uint16_t *)d)[i] = dd == PT_BF16 ? pt__bf16_from_f32(v) : pt__f16_from_f32(v);
         }
     }
+}
+static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
+    int64_t n = pt_numel(dst), nch = PT__CPU_NCHUNK(n);
+    void *d = pt__cpu_bytes(dst);
+    const void *s = pt__cpu_bytes(src);
+    int dd = dst->dtype, sd = src->dtype;
+    if ((dd != PT_F32 && dd != PT_BF16 && dd != PT_F16) || (sd != PT_F32 && sd != PT_BF16 && sd != PT_F16)) {
+        pt__fail(ctx, PT_ERR_DTYPE, "pt: convert from %s to %s (expected f32, bf16 or f16)", pt__dtname(src->dtype), pt__dtname(dst->dtype));
+        return;
+    }
+    if (!ctx->cpu_f16c) ctx->cpu_f16c = 1 + pt__cpu_has_f16c();
+    pt__cpu_convert_job j;
+    j.d = d, j.s = s, j.n = n, j.dd = dd, j.sd = sd, j.accumulate = accumulate;
+    j.f16c = !accumulate && (sd == PT_F16 || dd == PT_F16) && ctx->cpu_f16c == 2;
+    pt__cpu_par(ctx, nch, n, pt__cpu_convert_part, &j);
 }
 
 static const pt__backend pt__cpu_backend = {
@@ -11068,11 +11673,30 @@ static void *pt__qmm_scratch(pt_ctx *ctx, pt__qmm_ws *ws, size_t bytes) {
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((unused))
 #endif
+/* pt__qmm's threads: part c of nt (rows cut at multiples of 8) in blocks of nblk rows */
+typedef struct pt__qmm_par {
+    const pt__qmm_job *j;
+    pt__qmm_rows_fn fn;
+    float *save;
+    int64_t fstride, N, nblk;
+    int nt;
+} pt__qmm_par;
+static void pt__qmm_part(void *p, int64_t lo, int64_t hi, int tid) {
+    const pt__qmm_par *q = (const pt__qmm_par *)p;
+    const int64_t N = q->N, nt = q->nt;
+    int64_t c;
+    (void)tid;
+    for (c = lo; c < hi; c++) {
+        int64_t a = c ? N * c / nt / 8 * 8 : 0, e = c + 1 < nt ? N * (c + 1) / nt / 8 * 8 : N, n;
+        for (n = a; n < e; n += q->nblk) q->fn(q->j, n, PT__MIN(e, n + q->nblk), q->save ? q->save + c * q->fstride : NULL);
+    }
+}
+
 static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, int64_t M, const float *bias, float *y, int64_t ldy) {
     pt__qmm_ws *ws;
     pt__qmm_job j;
     pt__qmm_rows_fn fn;
-    int64_t rb, N, nblk, c, fstride = 0;
+    int64_t rb, N, nblk, fstride = 0;
     int nt, kern;
     float *save = NULL;
     if (!ctx) return;
@@ -11124,12 +11748,10 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
         fstride = (PT__MIN(nblk, N) / 4 + 2) * 256; /* a tile's 16 x 16 sums per 4 rows of a block, per thread */
         if (!(save = (float *)pt__qmm_scratch(ctx, ws, (size_t)(fstride * nt) * sizeof(float)))) return;
     }
-#ifdef _OPENMP
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-#endif
-    for (c = 0; c < nt; c++) {
-        int64_t a = c ? N * c / nt / 8 * 8 : 0, e = c + 1 < nt ? N * (c + 1) / nt / 8 * 8 : N, n;
-        for (n = a; n < e; n += nblk) fn(&j, n, PT__MIN(e, n + nblk), save ? save + c * fstride : NULL);
+    {
+        pt__qmm_par par;
+        par.j = &j, par.fn = fn, par.save = save, par.fstride = fstride, par.N = N, par.nblk = nblk, par.nt = nt;
+        pt__par_run(ctx, nt, nt, pt__qmm_part, &par);
     }
 }
 
@@ -12638,17 +13260,12 @@ static pt_tensor *pt__param2(pt_ctx *ctx, const char *base, const char *suffix, 
 /* context setup */
 static int pt__default_threads(void) {
     const char *e = getenv("PTRAIN_THREADS");
-    int n = 0;
     if (e && atoi(e) > 0) return atoi(e);
-#if defined(_OPENMP)
-    n = omp_get_num_procs(); /* the CPUs of the affinity mask (what mpirun --bind-to gives a rank) */
-#elif defined(__linux__) && defined(CPU_COUNT)
-    {
-        cpu_set_t set;
-        if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
-    }
+#if PT__PAR
+    return pt__cpus(); /* the CPUs of the affinity mask (what mpirun --bind-to gives a rank) */
+#else
+    return 1; /* a build without threads runs the kernels on one */
 #endif
-    return n > 0 ? n : 1; /* without OpenMP the kernels run on one thread anyway */
 }
 
 static pt_status pt__gemm_ws_setup(pt_ctx *ctx, int threads) {
@@ -12663,7 +13280,7 @@ static pt_status pt__gemm_ws_setup(pt_ctx *ctx, int threads) {
     ctx->ngemm_ws = threads + 1;
     for (i = 0; i <= threads; i++) ctx->gemm_ws[i].nthreads = i ? 1 : threads, ctx->gemm_ws[i].ctx = ctx;
     ctx->nthreads = threads;
-    return PT_OK;
+    return pt__team_set(ctx, threads);
 }
 PTDEF void pt_set_threads(pt_ctx *ctx, int threads) {
     if (!ctx) return;
@@ -12765,6 +13382,7 @@ PTDEF void pt_shutdown(pt_ctx *ctx) {
     int i;
     if (!ctx) return;
     for (i = ctx->nat_shutdown - 1; i >= 0; i--) ctx->at_shutdown[i](ctx); /* the checkpoint writer is joined first */
+    pt__team_free(ctx);
     while (ctx->graphs) pt_graph_free(ctx->graphs);
     for (i = 0; i < ctx->nparams; i++) pt__free(ctx, ctx->params[i]);
     pt__free(ctx, ctx->params);
@@ -15129,14 +15747,20 @@ static void pt__dp_sum(pt_ctx *ctx, double *x, int n) {
 }
 
 /* dst[i] = src[i] / d, i < n (dst == src, or not overlapping), threaded like the CPU kernels */
-static void pt__dp_div(pt_ctx *ctx, float *dst, const float *src, int64_t n, float d) {
-    int64_t nch = (n + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK;
-    (void)ctx;
-    PT__CPU_PAR_FOR(ctx, n)
-    for (int64_t c = 0; c < nch; c++) {
+typedef struct pt__dp_div_job { float *dst; const float *src; int64_t n; float d; } pt__dp_div_job;
+static void pt__dp_div_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__dp_div_job *jb = (const pt__dp_div_job *)job;
+    const int64_t n = jb->n;
+    (void)tid;
+    for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK), j;
-        for (j = i0; j < i1; j++) dst[j] = src[j] / d;
+        for (j = i0; j < i1; j++) jb->dst[j] = jb->src[j] / jb->d;
     }
+}
+static void pt__dp_div(pt_ctx *ctx, float *dst, const float *src, int64_t n, float d) {
+    pt__dp_div_job j;
+    j.dst = dst, j.src = src, j.n = n, j.d = d;
+    pt__cpu_par(ctx, (n + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK, n, pt__dp_div_part, &j);
 }
 /* The mean pt_dp_finish may leave owed (dp->pend): the f32 allreduce path (ZeRO-0) on a host slab
    with a power-of-two DP size leaves the sum in the slab and 1/dp in pend instead of a pass over
@@ -24999,6 +25623,13 @@ static int pt__inf_model_ok(const pt_gpt *m, char *why, size_t n) {
 }
 /* the matrix src in type t into *mem (advanced past it): each row dequantized to f32 (f32 rows read in
    place), then quantized; src itself when it is stored in t already */
+typedef struct pt__inf_conv_job { const unsigned char *in; unsigned char *dst; int64_t sb, rb, cols; pt_wtype t; } pt__inf_conv_job;
+static void pt__inf_conv_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__inf_conv_job *j = (const pt__inf_conv_job *)job;
+    int64_t r;
+    (void)tid;
+    for (r = lo; r < hi; r++) pt_quantize_row(j->t, (const float *)(const void *)(j->in + r * j->sb), j->dst + r * j->rb, j->cols);
+}
 static pt_qmat pt__inf_conv(pt_ctx *ctx, const pt_qmat *src, pt_wtype t, unsigned char **mem, float *tmp) {
     pt_qmat q = *src;
     if (src->type != t) {
@@ -25007,8 +25638,9 @@ static pt_qmat pt__inf_conv(pt_ctx *ctx, const pt_qmat *src, pt_wtype t, unsigne
         unsigned char *dst = *mem;
         int64_t r;
         if (src->type == PT_W_F32) {
-            PT__CPU_PAR_FOR(ctx, rows * cols * 4)
-            for (r = 0; r < rows; r++) pt_quantize_row(t, (const float *)(in + r * sb), dst + r * rb, cols);
+            pt__inf_conv_job j;
+            j.in = in, j.dst = dst, j.sb = sb, j.rb = rb, j.cols = cols, j.t = t;
+            pt__cpu_par(ctx, rows, rows * cols * 4, pt__inf_conv_part, &j);
         } else
             for (r = 0; r < rows; r++) pt_dequantize_row(src->type, in + r * sb, tmp, cols), pt_quantize_row(t, tmp, dst + r * rb, cols);
         q.type = t, q.data = dst;
@@ -25909,25 +26541,23 @@ static void pt__inf_embed(const pt_infer *inf, int32_t tok, int64_t pos, float *
     }
 }
 
-static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
-    pt_ctx *ctx = inf->ctx;
-    const int H = inf->H, hs = inf->hs, kern = inf->kern;
-    const int64_t nitems = (int64_t)nseq * H;
-    int64_t work = 0, it;
-    int32_t i;
-    /* floats of K and V read; a decode step of one sequence goes parallel past about 340 positions
-       (below, the fork and join cost more than the items) */
-    for (i = 0; i < nseq; i++) work += (int64_t)inf->st_ntok[i] * (inf->st_len0[i] + inf->st_ntok[i]) * inf->C / 8;
-    PT__CPU_PAR_FOR(ctx, work)
-    for (it = 0; it < nitems; it++) {
+/* a step's threaded loops (pt__cpu_par): the rows of layer l (lw), or items of its attention */
+typedef struct pt__inf_job {
+    pt_infer *inf;
+    const pt_gpt_layer_w *lw;
+    int l, all_logits;
+} pt__inf_job;
+/* attention items [lo, hi) (sequence it / H, head it % H) with thread tid's scratch */
+static void pt__inf_attention_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__inf_job *jb = (const pt__inf_job *)job;
+    pt_infer *inf = jb->inf;
+    const int H = inf->H, hs = inf->hs, kern = inf->kern, l = jb->l;
+    int64_t it;
+    for (it = lo; it < hi; it++) {
         const int32_t si = (int32_t)(it / H), h = (int32_t)(it % H), s = inf->st_seq[si];
-        int tid = 0;
         int64_t t;
         pt__inf_att a;
         float *sc;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
         sc = inf->ws + (int64_t)tid * inf->ws_per;
         a.kv = inf->kv, a.table = inf->table + (int64_t)s * inf->max_blk, a.block_elems = inf->block_elems;
         a.koff = (int64_t)l * inf->layer_elems + (int64_t)h * hs * inf->bt;
@@ -25949,6 +26579,99 @@ static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
         }
     }
 }
+static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
+    pt__inf_job jb;
+    int64_t work = 0;
+    int32_t i;
+    /* floats of K and V read; a decode step of one sequence goes parallel past about 340 positions
+       (below, the fork and join cost more than the items) */
+    for (i = 0; i < nseq; i++) work += (int64_t)inf->st_ntok[i] * (inf->st_len0[i] + inf->st_ntok[i]) * inf->C / 8;
+    jb.inf = inf, jb.lw = NULL, jb.l = l, jb.all_logits = 0;
+    pt__cpu_par(inf->ctx, (int64_t)nseq * inf->H, work, pt__inf_attention_part, &jb);
+}
+
+/* layernorm 1 of rows [lo, hi) */
+static void pt__inf_ln1_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__inf_job *jb = (const pt__inf_job *)job;
+    pt_infer *inf = jb->inf;
+    const int64_t ldc = inf->ldc, C = inf->C;
+    int64_t r;
+    (void)tid;
+    for (r = lo; r < hi; r++) pt__inf_ln(inf->x + r * ldc, inf->h + r * ldc, jb->lw->ln1_w, jb->lw->ln1_b, C);
+}
+/* K transposed and V of rows [lo, hi) into their slots */
+static void pt__inf_kv_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__inf_job *jb = (const pt__inf_job *)job;
+    pt_infer *inf = jb->inf;
+    const int64_t ld3 = inf->ld3, bt = inf->bt, hs = inf->hs, C = inf->C, l = jb->l;
+    int64_t r;
+    for (r = lo; r < hi; r++) { /* K transposed and V into the row's slot */
+        const int64_t pos = inf->tok_pos[r];
+        const int64_t blk = (int64_t)inf->table[(int64_t)inf->tok_seq[r] * inf->max_blk + pos / bt] * inf->block_elems + (int64_t)l * inf->layer_elems;
+        const int64_t kt = blk + pos % bt, vv = blk + C * bt + (pos % bt) * hs;
+        const float *k = inf->qkv + r * ld3 + C, *v = k + C;
+        int64_t h, d;
+        if (inf->kv16) { /* rounded to fp16 (nearest even; F16C's vcvtps2ph gives the same bits) */
+            uint16_t *p = (uint16_t *)inf->kv, *k16;
+            k16 = (uint16_t *)(void *)(inf->ws + (int64_t)tid * inf->ws_per);
+#if PT__X86
+            if (inf->f16c) {
+                pt__cpu_f16_pack8(k, k16, C);
+                for (h = 0; h < inf->H; h++) pt__cpu_f16_pack8(v + h * hs, p + vv + h * bt * hs, hs);
+            } else
+#endif
+            {
+                for (d = 0; d < C; d++) k16[d] = pt__f16_from_f32(k[d]);
+                for (h = 0; h < inf->H; h++)
+                    for (d = 0; d < hs; d++) p[vv + h * bt * hs + d] = pt__f16_from_f32(v[h * hs + d]);
+            }
+            for (d = 0; d < C; d++) p[kt + d * bt] = k16[d]; /* head h, dimension e: K^T row h * hs + e */
+        } else {
+            float *p = (float *)inf->kv;
+            for (d = 0; d < C; d++) p[kt + d * bt] = k[d];
+            for (h = 0; h < inf->H; h++) memcpy(p + vv + h * bt * hs, v + h * hs, (size_t)hs * sizeof(float));
+        }
+    }
+}
+/* the residual add and layernorm 2 of rows [lo, hi) */
+static void pt__inf_ln2_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__inf_job *jb = (const pt__inf_job *)job;
+    pt_infer *inf = jb->inf;
+    const int64_t ldc = inf->ldc, C = inf->C;
+    int64_t r;
+    (void)tid;
+    for (r = lo; r < hi; r++) {
+        pt__inf_add(inf->x + r * ldc, inf->h + r * ldc, C);
+        pt__inf_ln(inf->x + r * ldc, inf->h + r * ldc, jb->lw->ln2_w, jb->lw->ln2_b, C);
+    }
+}
+static void pt__inf_gelu_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__inf_job *jb = (const pt__inf_job *)job;
+    pt_infer *inf = jb->inf;
+    int64_t r;
+    (void)tid;
+    for (r = lo; r < hi; r++) pt__inf_gelu(inf->ff + r * inf->ld4, 4 * inf->C);
+}
+static void pt__inf_add_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__inf_job *jb = (const pt__inf_job *)job;
+    pt_infer *inf = jb->inf;
+    int64_t r;
+    (void)tid;
+    for (r = lo; r < hi; r++) pt__inf_add(inf->x + r * inf->ldc, inf->h + r * inf->ldc, inf->C);
+}
+/* the final norm of the rows [lo, hi) that want logits (into h) */
+static void pt__inf_lnf_part(void *job, int64_t lo, int64_t hi, int tid) {
+    const pt__inf_job *jb = (const pt__inf_job *)job;
+    pt_infer *inf = jb->inf;
+    const pt_gpt_weights *w = inf->w;
+    const int64_t ldc = inf->ldc, C = inf->C;
+    int64_t r;
+    (void)tid;
+    for (r = lo; r < hi; r++) {
+        const int64_t src = jb->all_logits ? r : inf->st_row0[r] + inf->st_ntok[r] - 1;
+        pt__inf_ln(inf->x + src * ldc, inf->h + r * ldc, w->lnf_w, w->lnf_b, C);
+    }
+}
 
 PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
                               float *logits, int all_logits) {
@@ -25957,6 +26680,7 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
     int64_t N = 0, need = 0, r, R, C, ldc;
     int32_t i, t, l;
     pt_status st0;
+    pt__inf_job jb;
     if (!inf) return PT_ERR_ARG;
     ctx = inf->ctx, w = inf->w, C = inf->C, ldc = inf->ldc, st0 = ctx->status;
     if (nseq < 1 || nseq > inf->max_seqs || !seqs || !ntok || !tokens)
@@ -26021,57 +26745,21 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
             pt__inf_embed(inf, tokens[r], pos, inf->x + r * ldc);
         }
     }
+    jb.inf = inf, jb.all_logits = all_logits;
     for (l = 0; l < inf->L; l++) {
         const pt_gpt_layer_w *lw = &w->layer[l];
-        const int64_t ld3 = inf->ld3, ld4 = inf->ld4, bt = inf->bt, hs = inf->hs;
-        PT__CPU_PAR_FOR(ctx, 3 * N * C)
-        for (r = 0; r < N; r++) pt__inf_ln(inf->x + r * ldc, inf->h + r * ldc, lw->ln1_w, lw->ln1_b, C);
+        const int64_t ld3 = inf->ld3, ld4 = inf->ld4;
+        jb.lw = lw, jb.l = l;
+        pt__cpu_par(ctx, N, 3 * N * C, pt__inf_ln1_part, &jb);
         pt__qmm(ctx, &lw->qkv, inf->h, ldc, N, lw->qkv_b, inf->qkv, ld3);
-        PT__CPU_PAR_FOR(ctx, 2 * N * C)
-        for (r = 0; r < N; r++) { /* K transposed and V into the row's slot */
-            const int64_t pos = inf->tok_pos[r];
-            const int64_t blk = (int64_t)inf->table[(int64_t)inf->tok_seq[r] * inf->max_blk + pos / bt] * inf->block_elems + (int64_t)l * inf->layer_elems;
-            const int64_t kt = blk + pos % bt, vv = blk + C * bt + (pos % bt) * hs;
-            const float *k = inf->qkv + r * ld3 + C, *v = k + C;
-            int64_t h, d;
-            if (inf->kv16) { /* rounded to fp16 (nearest even; F16C's vcvtps2ph gives the same bits) */
-                uint16_t *p = (uint16_t *)inf->kv, *k16;
-                int tid = 0;
-#ifdef _OPENMP
-                tid = omp_get_thread_num();
-#endif
-                k16 = (uint16_t *)(void *)(inf->ws + (int64_t)tid * inf->ws_per);
-#if PT__X86
-                if (inf->f16c) {
-                    pt__cpu_f16_pack8(k, k16, C);
-                    for (h = 0; h < inf->H; h++) pt__cpu_f16_pack8(v + h * hs, p + vv + h * bt * hs, hs);
-                } else
-#endif
-                {
-                    for (d = 0; d < C; d++) k16[d] = pt__f16_from_f32(k[d]);
-                    for (h = 0; h < inf->H; h++)
-                        for (d = 0; d < hs; d++) p[vv + h * bt * hs + d] = pt__f16_from_f32(v[h * hs + d]);
-                }
-                for (d = 0; d < C; d++) p[kt + d * bt] = k16[d]; /* head h, dimension e: K^T row h * hs + e */
-            } else {
-                float *p = (float *)inf->kv;
-                for (d = 0; d < C; d++) p[kt + d * bt] = k[d];
-                for (h = 0; h < inf->H; h++) memcpy(p + vv + h * bt * hs, v + h * hs, (size_t)hs * sizeof(float));
-            }
-        }
+        pt__cpu_par(ctx, N, 2 * N * C, pt__inf_kv_part, &jb);
         pt__inf_attention(inf, l, nseq);
         pt__qmm(ctx, &lw->proj, inf->att, ldc, N, lw->proj_b, inf->h, ldc);
-        PT__CPU_PAR_FOR(ctx, 3 * N * C)
-        for (r = 0; r < N; r++) {
-            pt__inf_add(inf->x + r * ldc, inf->h + r * ldc, C);
-            pt__inf_ln(inf->x + r * ldc, inf->h + r * ldc, lw->ln2_w, lw->ln2_b, C);
-        }
+        pt__cpu_par(ctx, N, 3 * N * C, pt__inf_ln2_part, &jb);
         pt__qmm(ctx, &lw->fc, inf->h, ldc, N, lw->fc_b, inf->ff, ld4);
-        PT__CPU_PAR_FOR(ctx, 32 * N * C)
-        for (r = 0; r < N; r++) pt__inf_gelu(inf->ff + r * ld4, 4 * C);
+        pt__cpu_par(ctx, N, 32 * N * C, pt__inf_gelu_part, &jb);
         pt__qmm(ctx, &lw->fproj, inf->ff, ld4, N, lw->fproj_b, inf->h, ldc);
-        PT__CPU_PAR_FOR(ctx, 2 * N * C)
-        for (r = 0; r < N; r++) pt__inf_add(inf->x + r * ldc, inf->h + r * ldc, C);
+        pt__cpu_par(ctx, N, 2 * N * C, pt__inf_add_part, &jb);
     }
     for (i = 0; i < nseq; i++) { /* the blocks this step filled get their hashes */
         pt__inf_seq *q = &inf->seq[seqs[i]];
@@ -26083,11 +26771,7 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
     if (!logits) return st0 == PT_OK ? ctx->status : PT_OK; /* an error of pt__qmm (its workspace) */
     /* the final norm of the rows that want logits (into h), then the head's first vocab rows */
     R = all_logits ? N : nseq;
-    PT__CPU_PAR_FOR(ctx, 3 * R * C)
-    for (r = 0; r < R; r++) {
-        const int64_t src = all_logits ? r : inf->st_row0[r] + inf->st_ntok[r] - 1;
-        pt__inf_ln(inf->x + src * ldc, inf->h + r * ldc, w->lnf_w, w->lnf_b, C);
-    }
+    pt__cpu_par(ctx, R, 3 * R * C, pt__inf_lnf_part, &jb);
     {
         pt_qmat hv = w->head;
         hv.rows = inf->V;

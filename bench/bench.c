@@ -19,6 +19,20 @@
 #define PTRAIN_IMPLEMENTATION
 #define PTRAIN_HARNESS
 #include "ptrain.h"
+/* the context whose thread team runs a bare workspace's threaded GEMM (4 threads; freed at exit) */
+static pt_ctx *g_team_ctx;
+static void team_ctx_free(void) { pt_shutdown(g_team_ctx); }
+static pt_ctx *team_ctx(void) {
+    if (!g_team_ctx) {
+        pt_desc d;
+        memset(&d, 0, sizeof d);
+        d.threads = 4;
+        d.log_level = PT_LOG_WARN;
+        g_team_ctx = pt_init(&d);
+        atexit(team_ctx_free);
+    }
+    return g_team_ctx;
+}
 
 #include <cblas.h>
 #include <stdio.h>
@@ -135,6 +149,7 @@ static int bench_gemm_bf16(int reps) {
             int r;
             memset(&ws, 0, sizeof(ws));
             ws.nthreads = th;
+            ws.ctx = team_ctx();
             gemm_time(&ws, fl, M, N, K, af, a16, bf, b16, C); /* warm-up: workspace, kernel choice */
             gemm_time(&ws, -1, M, N, K, af, a16, bf, b16, C);
             for (r = 0; r < nr; r++) {

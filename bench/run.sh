@@ -10,7 +10,8 @@
 #            Makefile builds only those
 # Programs: in BENCH_BUILD (default build); each path can be set on its own by BENCH_BIN (bench),
 # BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, BENCH_XENT, BENCH_RECOMPUTE, BENCH_ZERO,
-# BENCH_LARGEST, BENCH_QMM, BENCH_DECODE, BENCH_ENGINE, BENCH_RECOVERY, BENCH_SERVE, or by the arguments above. LARGEST_BUDGET_GIB (default 22): the memory the largest_model bench may fill.
+# BENCH_LARGEST, BENCH_QMM, BENCH_DECODE, BENCH_ENGINE, BENCH_RECOVERY, BENCH_SERVE, BENCH_OMP, BENCH_DECODE_OMP (the OpenMP
+# builds of bench and bench_decode: -DPTRAIN_OPENMP -fopenmp), or by the arguments above. LARGEST_BUDGET_GIB (default 22): the memory the largest_model bench may fill.
 # MPIRUN (default mpirun) starts dist and pp on 2 ranks. CL_TUNE (default BENCH_BUILD/ptrain_cl_tune.txt)
 # is the file `ptcl tune` writes for CLBlast's GEMM; it is searched for once, when it is missing and
 # cl_gemm or cl_gpt is selected (a few minutes; delete it to search again).
@@ -52,6 +53,7 @@ decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill toke
 kv bench_engine the paged KV cache: requests running at once in a fixed budget, paged vs contiguous; a shared 512-token prefix's savings; the prefix-cache hit rate of a multi-turn chat
 engine bench_engine the serving engine on GPT-2 124M in q8_0: Poisson arrivals, continuous vs request-level batching, the highest rate under an SLO of 5x the unloaded p99 TTFT; priority under overload
 serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 5 Poisson rates from 0.25x to 4x saturation; HTTP vs the engine driven directly; llama-server (BENCH_LLAMA_SERVER) at the same rates
+threads bench,bench_omp,bench_decode,bench_decode_omp the thread team vs OpenMP (-DPTRAIN_OPENMP builds): config A's training step and batch-1 q8_0 decode on 2 threads, quiet and beside a 1-core busy loop
 EOF
 }
 ALL=$(units | cut -d' ' -f1)
@@ -108,6 +110,8 @@ LARGEST=${BENCH_LARGEST:-$B/bench_largest}
 QMM=${BENCH_QMM:-$B/bench_qmm}
 DECODE=${BENCH_DECODE:-$B/bench_decode}
 ENGINE=${BENCH_ENGINE:-$B/bench_engine}
+BIN_OMP=${BENCH_OMP:-$B/bench_omp}
+DECODE_OMP=${BENCH_DECODE_OMP:-$B/bench_decode_omp}
 RECOVERY=${BENCH_RECOVERY:-$B/bench_recovery} # bench/bench_recovery.sh, beside build/ptrun and build/pttrain-hooks
 SERVE=${BENCH_SERVE:-$B/bench_serve} # bench/bench_serve.sh, beside build/ptserve, build/ptload and build/bench_serve_engine
 # BENCH_LLAMA: a python with llama-cpp-python (a scratch venv: pip install llama-cpp-python builds llama.cpp, 20-25
@@ -238,6 +242,58 @@ b_decode() {
         done
     done
     rm -f "$out"
+}
+# threads: the header's thread team against the OpenMP build (-DPTRAIN_OPENMP -fopenmp), 2 threads each, on
+# config A's training step (5 steps) and batch-1 q8_0 decode (gpt2-85m-bytes, THREADS_TOKENS, default 32, new
+# tokens, 3 reps), first on a quiet machine, then beside a busy loop on one core (sh -c 'while :; do :; done',
+# what another process does to a shared machine). THREADS_ROUNDS (default 2) rounds, each running the four
+# programs in turn; the best of the rounds is kept. The programs' own lines (gpt_train, decode), then one threads line per (what, impl, load) and one
+# threads_ratio line per what: team / OpenMP quiet and busy (speed: > 1 the team is faster), busy / quiet
+# per implementation (slowdown: step time or time per token, 1 = unaffected).
+b_threads() {
+    built "$BIN" && built "$BIN_OMP" && built "$DECODE" && built "$DECODE_OMP" || return
+    out=${TMPDIR:-/tmp}/ptrain_bench_threads.$$
+    : >"$out"
+    for load in quiet busy; do
+        spin=""
+        if [ $load = busy ]; then
+            sh -c 'while :; do :; done' &
+            spin=$!
+        fi
+        r=0
+        while [ $r -lt "${THREADS_ROUNDS:-2}" ]; do
+            for impl in team openmp; do
+                if [ $impl = team ]; then b=$BIN d=$DECODE; else b=$BIN_OMP d=$DECODE_OMP; fi
+                step env PTRAIN_THREADS=2 OMP_NUM_THREADS=2 "$b" gpt A 5 >"$out.x"
+                cat "$out.x" # the program's own lines too
+                sed -n 's/.*"step_s":\([0-9.]*\).*/gpt_step_A '$impl' '$load' \1/p' "$out.x" >>"$out"
+                step env PTRAIN_THREADS=2 OMP_NUM_THREADS=2 "$d" gpt2-85m-bytes q8_0 1 "${THREADS_TOKENS:-32}" 3 >"$out.x"
+                cat "$out.x"
+                sed -n 's/.*"tokens_per_s":\([0-9.]*\).*/decode_q8_0_b1 '$impl' '$load' \1/p' "$out.x" >>"$out"
+            done
+            r=$((r + 1))
+        done
+        [ -z "$spin" ] || { kill "$spin"; wait "$spin" 2>/dev/null; }
+    done
+    # gpt_step_A: seconds a step (lower is better); decode: tokens/s (higher is better); keep the best round
+    awk '
+        { k = $1 " " $2 " " $3; v = $4 + 0
+          if (!(k in best) || ($1 ~ /^gpt/ ? v < best[k] : v > best[k])) best[k] = v }
+        END {
+            split("gpt_step_A decode_q8_0_b1", W, " ")
+            for (w = 1; w <= 2; w++) {
+                n = W[w]; t = (n ~ /^gpt/) # t: a time
+                for (i = 0; i < 4; i++) {
+                    impl = i < 2 ? "team" : "openmp"; load = i % 2 ? "busy" : "quiet"; k = n " " impl " " load
+                    if (k in best) printf "{\"bench\":\"threads\",\"what\":\"%s\",\"impl\":\"%s\",\"load\":\"%s\",\"threads\":2,\"%s\":%.4f}\n", n, impl, load, t ? "step_s" : "tokens_per_s", best[k]
+                }
+                tq = best[n " team quiet"]; tb = best[n " team busy"]; oq = best[n " openmp quiet"]; ob = best[n " openmp busy"]
+                if (tq > 0 && tb > 0 && oq > 0 && ob > 0)
+                    printf "{\"bench\":\"threads_ratio\",\"what\":\"%s\",\"team_vs_openmp_quiet\":%.3f,\"team_vs_openmp_busy\":%.3f,\"team_busy_vs_quiet\":%.3f,\"openmp_busy_vs_quiet\":%.3f}\n",
+                        n, t ? oq / tq : tq / oq, t ? ob / tb : tb / ob, t ? tb / tq : tq / tb, t ? ob / oq : oq / ob
+            }
+        }' "$out"
+    rm -f "$out" "$out.x"
 }
 b_cl_gpt() {
     opencl || return

@@ -39,7 +39,7 @@ while [ -n "${FAKE_SEE:-}" ] && ! grep -q "\"fake\":\"$n\"" "$FAKE_SEE"; do
 done
 exit 0
 EOF
-for p in bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_decode bench_engine bench_recovery bench_serve; do cp "$T/bin/fake" "$T/bin/$p" && chmod +x "$T/bin/$p"; done
+for p in bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_decode bench_engine bench_recovery bench_serve bench_omp bench_decode_omp; do cp "$T/bin/fake" "$T/bin/$p" && chmod +x "$T/bin/$p"; done
 cat >"$T/bin/mpirun" <<'EOF'
 #!/bin/sh
 while [ $# -gt 0 ]; do case $1 in -np | -x) shift 2 ;; --oversubscribe) shift ;; *) break ;; esac; done
@@ -81,7 +81,7 @@ order() {
     pass "$d"
 }
 
-NAMES="gemm gemm_bf16 gpt precision monitor data ckpt xent dist pp cl_gemm cl_bandwidth cl_gpt recompute zero largest_model qmm recovery decode kv engine serve"
+NAMES="gemm gemm_bf16 gpt precision monitor data ckpt xent dist pp cl_gemm cl_bandwidth cl_gpt recompute zero largest_model qmm recovery decode kv engine serve threads"
 
 # --list and BENCH=list: every name once, with a description
 out=$(sh bench/run.sh --list 2>&1)
@@ -132,15 +132,31 @@ bench_decode gpt2-124m q8_0 1,4,16 64 3
 bench_decode gpt2-124m q4_0 1,4,16 64 3
 bench_engine kv
 bench_engine engine 48 20 1,2,3,4,6
-bench_serve"
+bench_serve
+bench gpt A 5
+bench_decode gpt2-85m-bytes q8_0 1 32 3
+bench_omp gpt A 5
+bench_decode_omp gpt2-85m-bytes q8_0 1 32 3
+bench gpt A 5
+bench_decode gpt2-85m-bytes q8_0 1 32 3
+bench_omp gpt A 5
+bench_decode_omp gpt2-85m-bytes q8_0 1 32 3
+bench gpt A 5
+bench_decode gpt2-85m-bytes q8_0 1 32 3
+bench_omp gpt A 5
+bench_decode_omp gpt2-85m-bytes q8_0 1 32 3
+bench gpt A 5
+bench_decode gpt2-85m-bytes q8_0 1 32 3
+bench_omp gpt A 5
+bench_decode_omp gpt2-85m-bytes q8_0 1 32 3"
 has "all: the second dist run takes the ring, the second OpenCL GEMM and the GPT step the tune file" \
     '"bench_dist","tune":"","alg":""' '"bench_dist","tune":"","alg":"1"' '"bench_cl gemm 1024","tune":"","alg"' \
     '"bench_cl gemm 1024","tune":"tuned"' '"bench_cl bandwidth","tune":""' '"bench_cl gpt A 3","tune":"tuned"'
 order "all: JSON lines and the ok line of each benchmark in order" '"bench gemm 1024"' '^bench gemm: ok' '"bench gpt C 5"' \
     '^bench gpt: ok' '"bench_cl gpt A 3"' '^bench cl_gpt: ok' '"bench_recompute L12 3"' '^bench recompute: ok' '"bench_zero B 5"' '^bench zero: ok' \
-    '"bench_largest after auto 10 22"' '^bench largest_model: ok' '^bench qmm: ok' '^bench recovery: ok' '^bench decode: ok' '^bench kv: ok' '^bench engine: ok' '^bench serve: ok' '^bench: 22 ok, 0 failed, 0 skipped$'
+    '"bench_largest after auto 10 22"' '^bench largest_model: ok' '^bench qmm: ok' '^bench recovery: ok' '^bench decode: ok' '^bench kv: ok' '^bench engine: ok' '^bench serve: ok' '^bench threads: ok' '^bench: 23 ok, 0 failed, 0 skipped$'
 BENCH="" sh bench/run.sh --needs >"$T/needs" 2>&1
-if [ "$(tr '\n' ' ' <"$T/needs")" = "bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_recovery bench_decode bench_engine bench_serve " ]; then pass "--needs: every program once"
+if [ "$(tr '\n' ' ' <"$T/needs")" = "bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_recovery bench_decode bench_engine bench_serve bench_omp bench_decode_omp " ]; then pass "--needs: every program once"
 else fail "--needs" "$(cat "$T/needs")"; fi
 
 # each line reaches the output while its program still runs

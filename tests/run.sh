@@ -190,6 +190,7 @@ want ptrun && script ptrun_test "$BUILD"
 want memest && script memest_test "$BUILD"
 want precision && script precision_test "$BUILD"
 want toc && script toc_test "$BUILD"
+want threads && script threads_test "$BUILD"
 want tsan && script tsan_test "$BUILD"
 want bench && script bench_test "$BUILD"
 

@@ -9,6 +9,20 @@
 #define PTRAIN_IMPLEMENTATION
 #include "../ptrain.h"
 #include "test_util.h"
+/* the context whose thread team runs a bare workspace's threaded GEMM (4 threads; freed at exit) */
+static pt_ctx *g_team_ctx;
+static void team_ctx_free(void) { pt_shutdown(g_team_ctx); }
+static pt_ctx *team_ctx(void) {
+    if (!g_team_ctx) {
+        pt_desc d;
+        memset(&d, 0, sizeof d);
+        d.threads = 4;
+        d.log_level = PT_LOG_WARN;
+        g_team_ctx = pt_init(&d);
+        atexit(team_ctx_free);
+    }
+    return g_team_ctx;
+}
 
 static uint64_t g_rng = 88172645463325252ull;
 static float frand(void) { /* uniform [-1, 1) */
@@ -310,6 +324,7 @@ static void bench_gemm(void) {
         int r;
         memset(&ws, 0, sizeof ws);
         ws.nthreads = nt;
+        ws.ctx = team_ctx();
         pt__sgemm(&ws, 0, 1, 1, n, n, n, 1.0f, a, n, 0, b, n, 0, 0.0f, c, n, 0);
         for (r = 0; r < 5; r++) {
             t0 = pt_time();

@@ -27,6 +27,20 @@ static void *test_malloc(size_t sz) {
 #define PTRAIN_IMPLEMENTATION
 #include "../ptrain.h"
 #include "test_util.h"
+/* the context whose thread team runs a bare workspace's threaded GEMM (4 threads; freed at exit) */
+static pt_ctx *g_team_ctx;
+static void team_ctx_free(void) { pt_shutdown(g_team_ctx); }
+static pt_ctx *team_ctx(void) {
+    if (!g_team_ctx) {
+        pt_desc d;
+        memset(&d, 0, sizeof d);
+        d.threads = 4;
+        d.log_level = PT_LOG_WARN;
+        g_team_ctx = pt_init(&d);
+        atexit(team_ctx_free);
+    }
+    return g_team_ctx;
+}
 
 static uint32_t g_rng = 12345u;
 static float frand(void) {
@@ -84,6 +98,7 @@ static void run_case(int kern, int nthreads, int ta, int tb, int64_t batch, int6
     memcpy(R, C0, nc * sizeof(float));
     memset(&ws, 0, sizeof(ws));
     ws.nthreads = nthreads;
+    ws.ctx = team_ctx();
     ws.kern = kern;
     rc = pt__sgemm(&ws, ta, tb, batch, M, N, K, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc);
     for (b = 0; b < batch; b++)
@@ -128,12 +143,14 @@ static void run_determinism(int kern, int ta, int tb, int64_t batch, int64_t M, 
     memset(&ws, 0, sizeof(ws));
     ws.kern = kern;
     ws.nthreads = 1;
+    ws.ctx = team_ctx();
     memcpy(C2, C1, nc * sizeof(float));
     pt__sgemm(&ws, ta, tb, batch, M, N, K, 0.7f, A, lda, M * K, B, ldb, K * N, 0.3f, C1, ldc, M * N);
     for (nt = 2; nt <= 3; nt++) {
         float *C3 = (float *)malloc(nc * sizeof(float));
         memcpy(C3, C2, nc * sizeof(float));
         ws.nthreads = nt;
+        ws.ctx = team_ctx();
         pt__sgemm(&ws, ta, tb, batch, M, N, K, 0.7f, A, lda, M * K, B, ldb, K * N, 0.3f, C3, ldc, M * N);
         if (memcmp(C1, C3, nc * sizeof(float)) != 0) ok = 0;
         free(C3);
@@ -167,6 +184,7 @@ static void run_noalloc(int nthreads, int flags) {
     int t;
     memset(&ws, 0, sizeof(ws));
     ws.nthreads = nthreads;
+    ws.ctx = team_ctx();
     for (t = 0; t < 4; t++) gemm_zeros(&ws, flags, t, M, N, K, A, B, C);
     before = g_nmalloc;
     for (t = 0; t < 4; t++) gemm_zeros(&ws, flags, t, M, N, K, A, B, C);
@@ -271,6 +289,7 @@ static void run_bf16_case(int kern, int nthreads, int flags, int ta, int tb, int
         ref_gemm_abs(ta, tb, M, N, K, alpha, a.xr + bi * sa, lda, b.xr + bi * sb, ldb, beta, C + bi * sc, R + bi * sc, S + bi * sc, ldc);
     memset(&ws, 0, sizeof(ws));
     ws.nthreads = nthreads;
+    ws.ctx = team_ctx();
     ws.kern_bf16 = kern;
     rc = pt__gemm_bf16(&ws, flags, ta, tb, batch, M, N, K, alpha, a16 ? (const void *)a.x16 : (const void *)a.xf, lda, sa,
                        b16 ? (const void *)b.x16 : (const void *)b.xf, ldb, sb, beta, c16 ? (void *)H : (void *)C, ldc, sc);
@@ -307,6 +326,7 @@ static void run_bf16_case(int kern, int nthreads, int flags, int ta, int tb, int
        widening kernel, pt__gemm_bf16 itself for AVX512_BF16 */
     memset(&ws2, 0, sizeof(ws2));
     ws2.nthreads = nthreads;
+    ws2.ctx = team_ctx();
     ws2.kern = ws2.kern_bf16 = kern;
     memcpy(Cs, c16 ? c0.xr : c0.xf, nc * sizeof(float));
     if (c16 || kern != PT__GEMM_KERN_AVX512BF16) {
@@ -355,6 +375,7 @@ static void run_bf16_determinism(int kern, int flags, int ta, int tb, int64_t ba
         void *C = nt == 1 ? C1 : C2;
         memcpy(C, c16 ? (void *)c0.x16 : (void *)c0.xf, cb);
         ws.nthreads = nt;
+        ws.ctx = team_ctx();
         pt__gemm_bf16(&ws, flags, ta, tb, batch, M, N, K, 0.7f, flags & PT__GEMM_A_BF16 ? (const void *)a.x16 : (const void *)a.xf,
                       lda, M * K, flags & PT__GEMM_B_BF16 ? (const void *)b.x16 : (const void *)b.xf, ldb, K * N, 0.3f, C, ldc, M * N);
         if (nt > 1 && memcmp(C1, C2, cb) != 0) ok = 0;
@@ -551,6 +572,7 @@ static void run_f16_case(int kern, int ta, int tb, int64_t M, int64_t N, int64_t
     for (i = 0; i < nb; i++) B[i] = frand24(), Br[i] = pt__f32_from_f16(pt__f16_from_f32(B[i]));
     memset(&ws, 0, sizeof ws), memset(&ws2, 0, sizeof ws2);
     ws.nthreads = ws2.nthreads = 2;
+    ws.ctx = ws2.ctx = team_ctx();
     ws.kern = ws2.kern = kern;
     rc = pt__gemm_bf16(&ws, PT__GEMM_AB_F16, ta, tb, 1, M, N, K, 1.0f, A, ta ? M : K, 0, B, tb ? K : N, 0, 0.0f, C, N, 0);
     rc |= pt__sgemm(&ws2, ta, tb, 1, M, N, K, 1.0f, Ar, ta ? M : K, 0, Br, tb ? K : N, 0, 0.0f, Cr, N, 0);

@@ -4,9 +4,10 @@
 # read while a write is held in flight, crash_run --stats), the
 # prefetching loader (test_data), the monitor and the trace (test_monitor, test_trace), the serving
 # engine's thread beside submit, cancel and wait (test_engine), pt_run's
-# signals (test_host), and the collective watchdog thread under MPI (test_coll, 2 ranks,
-# PTRAIN_WATCHDOG=60). Built with -fsanitize=thread and without OpenMP (libgomp is not instrumented:
-# its own synchronisation would show as false races). Each program must pass its checks and print no
+# signals (test_host), the thread team that runs every kernel (test_threads; and all the programs
+# here run their kernels on it, PTRAIN_THREADS=2), and the collective watchdog thread under MPI
+# (test_coll, 2 ranks, PTRAIN_WATCHDOG=60). Built with -fsanitize=thread and without OpenMP (libgomp
+# is not instrumented: its own synchronisation would show as false races). Each program must pass its checks and print no
 # ThreadSanitizer report; the first report of a failing one is shown. Open MPI runs over shared memory
 # (btl self,vader): its TCP transport takes two locks in both orders inside the library, which TSan
 # reports as a potential deadlock that is Open MPI's, not ours. ~1 minute.
@@ -58,6 +59,7 @@ have mpicc && have mpirun && mpi_ok=1
     bg test_host $CCT $TS tests/test_host.c -o "$T/test_host" -lm -lpthread
     bg test_trace $CCT $TS tests/test_trace.c -o "$T/test_trace" -lm -lpthread
     bg test_engine $CCT $TS tests/test_engine.c -o "$T/test_engine" -lm -lpthread
+    bg test_threads $CCT $TS tests/test_threads.c -o "$T/test_threads" -lm -lpthread
     [ $mpi_ok = 1 ] && bg test_coll mpicc $TS -DPTRAIN_MPI tests/test_coll.c -o "$T/test_coll" -lm
 ) &
 (
@@ -69,6 +71,7 @@ built test_data && tsan_prog "test_data (prefetch thread)" "$T/data.log" "$T/tes
 built test_monitor && tsan_prog "test_monitor" "$T/mon.log" "$T/test_monitor" "$T/mon"
 built test_trace && tsan_prog "test_trace" "$T/trace.log" "$T/test_trace" "$T/trace"
 built test_host && tsan_prog "test_host (signals, CRC32C beside a GEMM)" "$T/host.log" "$T/test_host"
+built test_threads && tsan_prog "test_threads (the thread team: jobs, sleep and wake, two contexts, nesting)" "$T/threads.log" "$T/test_threads" --quick
 built test_engine && tsan_prog "test_engine (an engine thread beside submit, poll, cancel, wait)" "$T/engine.log" "$T/test_engine"
 # pt_ckpt_stats_get while an asynchronous write is held in flight (PTRAIN_CKPT_DELAY_MS, crash_run's test hooks)
 if built crash_run; then

@@ -28,7 +28,7 @@ for t in $PROGS; do
     fi
     args=""; grep -q -- 'test_util.h\|"--quick"' "tests/$t.c" && args=--quick
     t0=$(date +%s)
-    OMP_NUM_THREADS=1 valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+    OMP_NUM_THREADS=1 PTRAIN_THREADS=1 valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
         --show-leak-kinds=definite,indirect --track-origins=yes --log-file="$BUILD/$t.vg" ${VG_ARGS:-} \
         "$BUILD/$t" $args >"$BUILD/$t.log" 2>&1
     rc=$?
