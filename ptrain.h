@@ -31,6 +31,8 @@
        pt_shutdown(ctx);
 
    Compile: cc -O2 -fopenmp -march=native prog.c -lm    (-fopenmp and -march=native optional)
+   On AArch64 the same command builds the NEON kernels (GEMM, inference dot products, the hot
+   elementwise loops; docs/arm64.md); x86-64 picks AVX-512 / AVX2 at run time.
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
@@ -320,15 +322,16 @@
              counts; the counting backend of the memory estimate. Entry: pt__backend pt_numel
              pt_dtype_size pt_backend_name pt_transfer_stats pt__count_backend
    gemm      Packed, cache-blocked SGEMM and bf16 GEMM (fp32 accumulation) with run-time
-             AVX-512/AVX2 dispatch. Entry: pt__sgemm pt__gemm_bf16 pt__gemm_ws_free
+             AVX-512/AVX2 dispatch (NEON on AArch64). Entry: pt__sgemm pt__gemm_bf16 pt__gemm_ws_free
    attn      Causal multi-head self-attention kernels for the CPU (flash-style, no T x T kept).
              Entry: pt__cpu_attn_fwd pt__cpu_attn_bwd pt__attn_pick
-   cpu       The CPU backend: reference kernels for every table entry. Entry: pt__cpu_backend
+   cpu       The CPU backend: reference kernels for every table entry (NEON paths of the hot loops
+             on AArch64). Entry: pt__cpu_backend
    opencl    The OpenCL backend: devices, kernel sources, program cache, CLBlast GEMM and tuning.
              Entry: pt_device_list pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
              through CLBlast: pt__cl_gemm
    quant     Weight formats of inference (f32, f16, bf16, q8_0, q4_0: ggml's blocks and quantizers), the
-             matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / C), a GPT's weight set. Entry:
+             matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / NEON / C), a GPT's weight set. Entry:
              pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row pt_dequantize_row
              pt_gpt_weights_free pt_gpt_weights_bytes; the kernel: pt__qmm pt__qmm_kernel
    tensor    Storages, the graph's arenas, tensors. Entry: pt_tensor_new pt_tensor_from
@@ -2874,6 +2877,12 @@ PTDEF double pt_engine_now(pt_engine *e);
 #else
 #define PT__X86 0
 #endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define PT__NEON 1 /* AArch64: Advanced SIMD is part of the base ISA: the NEON kernels (gemm, cpu, quant) */
+#include <arm_neon.h>
+#else
+#define PT__NEON 0
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -2991,6 +3000,7 @@ struct pt_ctx {
     struct pt__gemm_ws *gemm_ws; /* one per thread: [0] is the whole-team workspace */
     int ngemm_ws;
     int cpu_f16c; /* the CPU's F16C, asked on the first convert: 0 not yet, 1 absent, 2 present */
+    int cpu_simd; /* the CPU kernels' NEON paths (see cpu): 0 = on where built (AArch64), 1 = the scalar reference (tests) */
     struct pt__qmm_ws *qmm_ws; /* pt__qmm's workspace (see quant), made on its first call */
     float *work;
     int64_t work_cap;
@@ -5430,7 +5440,14 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
  *   Micro-kernels (chosen at run time, cached in ws->kern):
  *     AVX-512F : MR=12, NR=32 (24 zmm accumulators)
  *     AVX2+FMA : MR=6,  NR=16 (12 ymm accumulators)
+ *     NEON     : MR=8,  NR=12 (24 q-register accumulators; AArch64, where Advanced SIMD is always
+ *                there; the generic packing and the plain C kernel's blocking, KC <= 256)
  *     plain C  : MR=4,  NR=16 (GCC/Clang vector extensions, or plain loops)
+ *   NEON vs plain C: the same K blocks and, per element and block, the same order
+ *   (acc = acc + a_k b_k, k in order); NEON fuses each step (fmla), so its accumulators are the C
+ *   kernel's bits where the compiler contracts `r += a * b` into FMAs (GCC's -ffp-contract=fast, its
+ *   default in the GNU modes) and within one rounding per step of them otherwise (ISO -std=c99).
+ *   Its final step is the AVX kernels' one: C = fma(beta, C, alpha * acc).
  *
  * Determinism rule:
  *   K is never split across threads. Each element of C is computed as
@@ -5495,6 +5512,7 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
 #define PT__GEMM_KERN_AVX2   2
 #define PT__GEMM_KERN_AVX512 3
 #define PT__GEMM_KERN_AVX512BF16 4 /* bf16 GEMM only (vdpbf16ps); pt__sgemm takes it as AVX512 */
+#define PT__GEMM_KERN_NEON   5 /* AArch64 Advanced SIMD (the bf16 GEMM runs it on widened panels) */
 
 /* pt__gemm_bf16 flags: how each operand is stored (unset: f32) */
 #define PT__GEMM_A_BF16 1
@@ -5749,6 +5767,52 @@ PT__G512_KERNEL(pt__gemm_kern_bf16, PT__G512B_TGT, __m512bh, PT__G512B_LOAD, PT_
 
 #endif /* PT__X86 */
 
+#if PT__NEON
+/* ---- NEON (AArch64): MR=8, NR=12; per k: 2 loads of A, 3 of B, 24 fmla by lane ---- */
+#define PT__GNEON_MR 8
+#define PT__GNEON_NR 12
+#define PT__GNEON_ROW(i, av, l)                                          \
+    c##i##0 = vfmaq_laneq_f32(c##i##0, b0, av, l);                       \
+    c##i##1 = vfmaq_laneq_f32(c##i##1, b1, av, l);                       \
+    c##i##2 = vfmaq_laneq_f32(c##i##2, b2, av, l);
+#define PT__GNEON_DECL(i) float32x4_t c##i##0 = vdupq_n_f32(0.0f), c##i##1 = c##i##0, c##i##2 = c##i##0;
+#define PT__GNEON_OUT(i) vst1q_f32(t[i], c##i##0); vst1q_f32(t[i] + 4, c##i##1); vst1q_f32(t[i] + 8, c##i##2);
+static void pt__sgemm_kern_neon(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, float beta,
+                                int m, int n)
+{
+    PT__GNEON_DECL(0) PT__GNEON_DECL(1) PT__GNEON_DECL(2) PT__GNEON_DECL(3)
+    PT__GNEON_DECL(4) PT__GNEON_DECL(5) PT__GNEON_DECL(6) PT__GNEON_DECL(7)
+    float t[PT__GNEON_MR][PT__GNEON_NR];
+    int64_t k;
+    int i, j;
+    for (k = 0; k < kc; k++, a += PT__GNEON_MR, b += PT__GNEON_NR) {
+        const float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);
+        const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8);
+        PT__GNEON_ROW(0, a0, 0) PT__GNEON_ROW(1, a0, 1) PT__GNEON_ROW(2, a0, 2) PT__GNEON_ROW(3, a0, 3)
+        PT__GNEON_ROW(4, a1, 0) PT__GNEON_ROW(5, a1, 1) PT__GNEON_ROW(6, a1, 2) PT__GNEON_ROW(7, a1, 3)
+    }
+    PT__GNEON_OUT(0) PT__GNEON_OUT(1) PT__GNEON_OUT(2) PT__GNEON_OUT(3)
+    PT__GNEON_OUT(4) PT__GNEON_OUT(5) PT__GNEON_OUT(6) PT__GNEON_OUT(7)
+    if (n == PT__GNEON_NR) { /* whole rows in vectors; fmaf on the edges: the same bits */
+        const float32x4_t va = vdupq_n_f32(alpha), vb = vdupq_n_f32(beta);
+        for (i = 0; i < m; i++) {
+            float *cr = c + (int64_t)i * ldc;
+            for (j = 0; j < PT__GNEON_NR; j += 4) {
+                float32x4_t r = vmulq_f32(va, vld1q_f32(t[i] + j));
+                if (beta != 0.0f) r = vfmaq_f32(r, vb, vld1q_f32(cr + j));
+                vst1q_f32(cr + j, r);
+            }
+        }
+        return;
+    }
+    for (i = 0; i < m; i++) {
+        float *cr = c + (int64_t)i * ldc;
+        if (beta == 0.0f) for (j = 0; j < n; j++) cr[j] = alpha * t[i][j];
+        else for (j = 0; j < n; j++) cr[j] = fmaf(beta, cr[j], alpha * t[i][j]);
+    }
+}
+#endif /* PT__NEON */
+
 /* ---------------------------------------------------------------- packing */
 
 /* element o of operand X (source kind src) as the f32 the kernels multiply */
@@ -6001,6 +6065,9 @@ static int pt__gemm_pick_kern(void)
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return PT__GEMM_KERN_AVX2;
 #endif
+#if PT__NEON
+    return PT__GEMM_KERN_NEON; /* Advanced SIMD is mandatory on AArch64 */
+#endif
     return PT__GEMM_KERN_C;
 }
 
@@ -6051,6 +6118,14 @@ static void pt__gemm_setup(pt__gemm_ws *ws, pt__gemm_ctx *g)
         g->pack_a = pt__gemm_pack_a; g->pack_b = pt__gemm_pack_b;
         g->mr = PT__G256_MR; g->nr = PT__G256_NR;
         g->mc = 192; kc_max = 256; g->nc = 4096;
+    } else
+#endif
+#if PT__NEON
+    if (*kern == PT__GEMM_KERN_NEON) { /* KC as the C kernel's: the same K blocks */
+        g->kern = pt__sgemm_kern_neon;
+        g->pack_a = pt__gemm_pack_a; g->pack_b = pt__gemm_pack_b;
+        g->mr = PT__GNEON_MR; g->nr = PT__GNEON_NR;
+        g->mc = 128; kc_max = 256; g->nc = 2040;
     } else
 #endif
     {
@@ -6818,7 +6893,14 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
    row sums) use chunks of a fixed size (PT__CPU_CHUNK elements, never derived from the thread
    count) whose partials are combined serially in chunk order. No atomics, no reduction clauses:
    results are bit-identical for any thread count. Row statistics (softmax, logsumexp, layernorm
-   mean/var) and sum/sumsq accumulate in double. */
+   mean/var) and sum/sumsq accumulate in double.
+   NEON (AArch64, PT__NEON): the hot loops of a training step have intrinsics paths beside their C
+   reference -- AdamW, GELU forward and backward (the exp below), softmax / logsumexp rows (max and
+   exp sums in the same 16 lanes), layernorm's output loops -- each the C loop's operations in its
+   order, unfused (vmul then vadd; vdiv and vsqrt are IEEE), so they give the reference's bits when the
+   reference is compiled without contraction (ISO -std=c99; GCC's GNU modes may fuse a * b + c in the
+   C loop, a last-bit difference). ctx->cpu_simd = 1 runs the C reference (tests compare the two).
+   The row statistics' double sums stay sequential C on every path (their order is the contract). */
 
 #ifndef PT__RESTRICT
 #if defined(__GNUC__) || defined(__clang__) || (defined(_MSC_VER) && defined(__cplusplus))
@@ -6949,6 +7031,149 @@ static double pt__cpu_expsum_st(float *PT__RESTRICT y, const float *PT__RESTRICT
     }
     return s;
 }
+
+#define PT__CPU_GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
+#define PT__CPU_GELU_K1 0.044715f
+
+#if PT__NEON
+/* ---- NEON paths (see the top of the section): each the C code's operations in its order ---- */
+#define PT__CPU_V(simd, fn) ((simd) ? pt__neon_##fn : pt__cpu_##fn) /* the NEON or the C version */
+static int pt__cpu_simd(const pt_ctx *ctx) { return ctx->cpu_simd != 1; }
+#define PT__NQ(x) vdupq_n_f32(x)
+/* pt__cpu_expf on 4 lanes */
+static inline float32x4_t pt__neon_expf4(float32x4_t x) {
+    float32x4_t z = vbslq_f32(vcltq_f32(x, PT__NQ(-88.0f)), PT__NQ(-88.0f), x), t, n, r, p;
+    int32x4_t i;
+    z = vbslq_f32(vcgtq_f32(z, PT__NQ(88.0f)), PT__NQ(88.0f), z);
+    t = vaddq_f32(vmulq_f32(x, PT__NQ(1.44269504088896341f)), PT__NQ(12582912.0f));
+    i = vreinterpretq_s32_u32(vsubq_u32(vreinterpretq_u32_f32(t), vdupq_n_u32(0x4B400000u)));
+    i = vminq_s32(vmaxq_s32(i, vdupq_n_s32(-127)), vdupq_n_s32(127));
+    n = vcvtq_f32_s32(i);
+    r = vsubq_f32(z, vmulq_f32(n, PT__NQ(0.693359375f)));
+    r = vsubq_f32(r, vmulq_f32(n, PT__NQ(-2.12194440e-4f)));
+    p = PT__NQ(1.9875691500e-4f);
+    p = vaddq_f32(vmulq_f32(p, r), PT__NQ(1.3981999507e-3f));
+    p = vaddq_f32(vmulq_f32(p, r), PT__NQ(8.3334519073e-3f));
+    p = vaddq_f32(vmulq_f32(p, r), PT__NQ(4.1665795894e-2f));
+    p = vaddq_f32(vmulq_f32(p, r), PT__NQ(1.6666665459e-1f));
+    p = vaddq_f32(vmulq_f32(p, r), PT__NQ(5.0000001201e-1f));
+    p = vaddq_f32(vaddq_f32(vmulq_f32(vmulq_f32(p, r), r), r), PT__NQ(1.0f));
+    return vmulq_f32(p, vreinterpretq_f32_u32(vshlq_n_u32(vreinterpretq_u32_s32(vaddq_s32(i, vdupq_n_s32(127))), 23)));
+}
+/* pt__cpu_tanh_parts on 4 lanes */
+static inline void pt__neon_tanh_parts4(float32x4_t u, float32x4_t *one_plus_t, float32x4_t *one_minus_t2) {
+    const uint32x4_t neg = vcltq_f32(u, PT__NQ(0.0f));
+    const float32x4_t a = pt__neon_expf4(vmulq_f32(PT__NQ(-2.0f), vbslq_f32(neg, vnegq_f32(u), u)));
+    const float32x4_t sv = vdivq_f32(PT__NQ(2.0f), vaddq_f32(PT__NQ(1.0f), a)), q = vmulq_f32(a, sv);
+    *one_plus_t = vbslq_f32(neg, q, sv);
+    *one_minus_t2 = vmulq_f32(sv, q);
+}
+/* GELU forward / backward on [i0, i1) in steps of 4; returns where the C loop goes on */
+static int64_t pt__neon_gelu_fwd(float *o, const float *a, int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        const float32x4_t v = vld1q_f32(a + i);
+        const float32x4_t u = vmulq_f32(PT__NQ(PT__CPU_GELU_K0), vaddq_f32(v, vmulq_f32(vmulq_f32(vmulq_f32(PT__NQ(PT__CPU_GELU_K1), v), v), v)));
+        float32x4_t tp, t2;
+        pt__neon_tanh_parts4(u, &tp, &t2);
+        vst1q_f32(o + i, vmulq_f32(vmulq_f32(PT__NQ(0.5f), v), tp));
+    }
+    return i;
+}
+static int64_t pt__neon_gelu_bwd(float *d, const float *a, const float *g, int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        const float32x4_t v = vld1q_f32(a + i);
+        const float32x4_t u = vmulq_f32(PT__NQ(PT__CPU_GELU_K0), vaddq_f32(v, vmulq_f32(vmulq_f32(vmulq_f32(PT__NQ(PT__CPU_GELU_K1), v), v), v)));
+        const float32x4_t du = vmulq_f32(PT__NQ(PT__CPU_GELU_K0), vaddq_f32(PT__NQ(1.0f), vmulq_f32(vmulq_f32(PT__NQ(3.0f * PT__CPU_GELU_K1), v), v)));
+        float32x4_t tp, t2, r;
+        pt__neon_tanh_parts4(u, &tp, &t2);
+        r = vaddq_f32(vmulq_f32(PT__NQ(0.5f), tp), vmulq_f32(vmulq_f32(vmulq_f32(PT__NQ(0.5f), v), t2), du));
+        vst1q_f32(d + i, vaddq_f32(vld1q_f32(d + i), vmulq_f32(r, vld1q_f32(g + i))));
+    }
+    return i;
+}
+/* pt__cpu_maxf, pt__cpu_expsum, pt__cpu_expsum_st: the same 16 lanes (4 q registers) */
+static float pt__neon_maxf(const float *x, int64_t n) {
+    float m = x[0], lm[PT__CPU_LANES];
+    int64_t i = 0;
+    if (n >= PT__CPU_LANES) {
+        float32x4_t l[4];
+        int q;
+        for (q = 0; q < 4; q++) l[q] = vld1q_f32(x + 4 * q);
+        for (i = PT__CPU_LANES; i + PT__CPU_LANES <= n; i += PT__CPU_LANES)
+            for (q = 0; q < 4; q++) {
+                const float32x4_t v = vld1q_f32(x + i + 4 * q);
+                l[q] = vbslq_f32(vcgtq_f32(v, l[q]), v, l[q]);
+            }
+        for (q = 0; q < 4; q++) vst1q_f32(lm + 4 * q, l[q]);
+        for (q = 0; q < PT__CPU_LANES; q++) m = lm[q] > m ? lm[q] : m;
+    }
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+static double pt__neon_expsum_st(float *y, const float *x, int64_t n, float m) {
+    float32x4_t l[4];
+    float ls[PT__CPU_LANES];
+    double s = 0.0;
+    int64_t i = 0;
+    int q;
+    for (q = 0; q < 4; q++) l[q] = PT__NQ(0.0f);
+    for (; i + PT__CPU_LANES <= n; i += PT__CPU_LANES)
+        for (q = 0; q < 4; q++) {
+            const float32x4_t e = pt__neon_expf4(vsubq_f32(vld1q_f32(x + i + 4 * q), PT__NQ(m)));
+            if (y) vst1q_f32(y + i + 4 * q, e);
+            l[q] = vaddq_f32(l[q], e);
+        }
+    for (q = 0; q < 4; q++) vst1q_f32(ls + 4 * q, l[q]);
+    for (q = 0; q < PT__CPU_LANES; q++) s += (double)ls[q];
+    for (; i < n; i++) {
+        float e = pt__cpu_expf(x[i] - m);
+        if (y) y[i] = e;
+        s += (double)e;
+    }
+    return s;
+}
+static double pt__neon_expsum(const float *x, int64_t n, float m) { return pt__neon_expsum_st(NULL, x, n, m); }
+/* layernorm's output loops: y = (x - m) * rsd * w (+ b); dx += s * (g w - m1 - (x - m) s m2) */
+static int64_t pt__neon_ln_out(float *y, const float *x, const float *w, const float *b, float m, float rsd, int64_t C) {
+    int64_t i = 0;
+    for (; i + 4 <= C; i += 4) {
+        float32x4_t v = vmulq_f32(vmulq_f32(vsubq_f32(vld1q_f32(x + i), PT__NQ(m)), PT__NQ(rsd)), vld1q_f32(w + i));
+        if (b) v = vaddq_f32(v, vld1q_f32(b + i));
+        vst1q_f32(y + i, v);
+    }
+    return i;
+}
+static int64_t pt__neon_ln_dx(float *d, const float *x, const float *g, const float *w, float m, float s, float m1, float m2, int64_t C) {
+    int64_t i = 0;
+    for (; i + 4 <= C; i += 4) {
+        const float32x4_t xs = vmulq_f32(vmulq_f32(vsubq_f32(vld1q_f32(x + i), PT__NQ(m)), PT__NQ(s)), PT__NQ(m2));
+        const float32x4_t t = vsubq_f32(vsubq_f32(vmulq_f32(vld1q_f32(g + i), vld1q_f32(w + i)), PT__NQ(m1)), xs);
+        vst1q_f32(d + i, vaddq_f32(vld1q_f32(d + i), vmulq_f32(PT__NQ(s), t)));
+    }
+    return i;
+}
+/* AdamW on [i0, i1) in steps of 4 (the C loop's operations: vdiv and vsqrt round as / and sqrtf) */
+static int64_t pt__neon_adamw(float *P, const float *G, float *M, float *V, int64_t i0, int64_t i1, float lr, float b1, float b2,
+                              float eps, float wd, float bc1, float bc2, float gscale, float c1, float c2) {
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        const float32x4_t gi = vmulq_f32(vld1q_f32(G + i), PT__NQ(gscale)), p = vld1q_f32(P + i);
+        const float32x4_t mi = vaddq_f32(vmulq_f32(PT__NQ(b1), vld1q_f32(M + i)), vmulq_f32(PT__NQ(c1), gi));
+        const float32x4_t vi = vaddq_f32(vmulq_f32(PT__NQ(b2), vld1q_f32(V + i)), vmulq_f32(vmulq_f32(PT__NQ(c2), gi), gi));
+        const float32x4_t den = vaddq_f32(vsqrtq_f32(vdivq_f32(vi, PT__NQ(bc2))), PT__NQ(eps));
+        const float32x4_t upd = vaddq_f32(vdivq_f32(vdivq_f32(mi, PT__NQ(bc1)), den), vmulq_f32(PT__NQ(wd), p));
+        vst1q_f32(M + i, mi);
+        vst1q_f32(V + i, vi);
+        vst1q_f32(P + i, vsubq_f32(p, vmulq_f32(PT__NQ(lr), upd)));
+    }
+    return i;
+}
+#else
+#define PT__CPU_V(simd, fn) ((void)(simd), pt__cpu_##fn)
+static int pt__cpu_simd(const pt_ctx *ctx) { (void)ctx; return 0; }
+#endif
 
 /* ---- storage ---------------------------------------------------------------------------------- */
 static pt_status pt__cpu_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
@@ -7210,16 +7435,18 @@ static void pt__cpu_scale(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x,
     }
 }
 
-#define PT__CPU_GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
-#define PT__CPU_GELU_K1 0.044715f
-
 static void pt__cpu_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x) {
     int64_t n = pt_numel(x), nch = PT__CPU_NCHUNK(n);
     float *o = PT__F(out);
     const float *a = PT__F(x);
+    const int simd = pt__cpu_simd(ctx);
+    (void)simd;
     PT__CPU_PAR_FOR(ctx, kind == PT__GELU ? 8 * n : n)
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+#if PT__NEON
+        if (simd && kind == PT__GELU) i0 = pt__neon_gelu_fwd(o, a, i0, i1);
+#endif
         if (kind == PT__GELU)
             PT__SIMD
             for (int64_t i = i0; i < i1; i++) {
@@ -7236,9 +7463,14 @@ static void pt__cpu_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt
     int64_t n = pt_numel(x), nch = PT__CPU_NCHUNK(n);
     float *d = PT__F(dx);
     const float *a = PT__F(x), *g = PT__F(dy);
+    const int simd = pt__cpu_simd(ctx);
+    (void)simd;
     PT__CPU_PAR_FOR(ctx, kind == PT__GELU ? 8 * n : n)
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+#if PT__NEON
+        if (simd && kind == PT__GELU) i0 = pt__neon_gelu_bwd(d, a, g, i0, i1);
+#endif
         if (kind == PT__GELU)
             PT__SIMD
             for (int64_t i = i0; i < i1; i++) {
@@ -7269,13 +7501,13 @@ static void pt__cpu_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *
 }
 
 /* ---- row-wise --------------------------------------------------------------------------------- */
-static void pt__cpu_softmax_row(float *PT__RESTRICT y, const float *PT__RESTRICT x, int64_t n, int lg) {
-    float mx = pt__cpu_maxf(x, n);
+static void pt__cpu_softmax_row(float *PT__RESTRICT y, const float *PT__RESTRICT x, int64_t n, int lg, int simd) {
+    float mx = PT__CPU_V(simd, maxf)(x, n);
     if (lg) {
-        float lse = (float)((double)mx + log(pt__cpu_expsum(x, n, mx)));
+        float lse = (float)((double)mx + log(PT__CPU_V(simd, expsum)(x, n, mx)));
         for (int64_t i = 0; i < n; i++) y[i] = x[i] - lse;
     } else {
-        float inv = (float)(1.0 / pt__cpu_expsum_st(y, x, n, mx));
+        float inv = (float)(1.0 / PT__CPU_V(simd, expsum_st)(y, x, n, mx));
         for (int64_t i = 0; i < n; i++) y[i] *= inv;
     }
 }
@@ -7284,9 +7516,10 @@ static void pt__cpu_softmax_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor
     int64_t cols = pt__cpu_cols(x), rows = cols > 0 ? pt_numel(x) / cols : 0;
     float *o = PT__F(y);
     const float *a = PT__F(x);
+    const int simd = pt__cpu_simd(ctx);
     if (cols <= 0) return;
     PT__CPU_PAR_FOR(ctx, 4 * rows * cols)
-    for (int64_t r = 0; r < rows; r++) pt__cpu_softmax_row(o + r * cols, a + r * cols, cols, lg);
+    for (int64_t r = 0; r < rows; r++) pt__cpu_softmax_row(o + r * cols, a + r * cols, cols, lg, simd);
 }
 
 static void pt__cpu_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *y, const pt_tensor *dy, int lg) {
@@ -7316,17 +7549,17 @@ static void pt__cpu_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tenso
 
 /* logsumexp of x[0, n) in one pass over memory: per block, the block max rescales the running sum
    (double), then the block's exponentials are added. */
-static double pt__cpu_lse_row(const float *PT__RESTRICT x, int64_t n) {
+static double pt__cpu_lse_row(const float *PT__RESTRICT x, int64_t n, int simd) {
     float m = x[0];
     double s = 0.0;
     for (int64_t b = 0; b < n; b += PT__CPU_LSE_BLOCK) {
         int64_t e = PT__MIN(n, b + PT__CPU_LSE_BLOCK);
-        float bm = pt__cpu_maxf(x + b, e - b);
+        float bm = PT__CPU_V(simd, maxf)(x + b, e - b);
         if (bm > m) {
             s *= exp((double)m - (double)bm);
             m = bm;
         }
-        s += pt__cpu_expsum(x + b, e - b, m);
+        s += PT__CPU_V(simd, expsum)(x + b, e - b, m);
     }
     return (double)m + log(s);
 }
@@ -7337,12 +7570,13 @@ static void pt__cpu_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_t
     float *lo = PT__F(loss_rows), *ls = PT__F(lse);
     const float *x = PT__F(logits);
     const int32_t *tg = PT__I(targets);
+    const int simd = pt__cpu_simd(ctx);
     if (nvalid <= 0 || nvalid > V) nvalid = V;
     if (nvalid <= 0) return;
     PT__CPU_PAR_FOR(ctx, 4 * rows * nvalid)
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * V;
-        double l = pt__cpu_lse_row(xr, nvalid);
+        double l = pt__cpu_lse_row(xr, nvalid, simd);
         int32_t t = tg[r];
         ls[r] = (float)l;
         if (t == ignore) lo[r] = 0.0f;
@@ -7394,6 +7628,8 @@ static void pt__cpu_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tens
     int64_t C = pt__cpu_cols(x), rows = C > 0 ? pt_numel(x) / C : 0;
     float *o = PT__F(y), *mu = PT__F(mean), *rs = PT__F(rstd);
     const float *a = PT__F(x), *wt = PT__F(w), *bs = b ? PT__F(b) : NULL;
+    const int simd = pt__cpu_simd(ctx);
+    (void)simd;
     if (C <= 0) return;
     PT__CPU_PAR_FOR(ctx, 3 * rows * C)
     for (int64_t r = 0; r < rows; r++) {
@@ -7410,10 +7646,14 @@ static void pt__cpu_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tens
         float m = (float)s, rsd = (float)(1.0 / sqrt(v + (double)eps));
         mu[r] = m;
         rs[r] = rsd;
+        int64_t i0 = 0;
+#if PT__NEON
+        if (simd) i0 = pt__neon_ln_out(yr, xr, wt, bs, m, rsd, C);
+#endif
         if (bs)
-            for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
+            for (int64_t i = i0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
         else
-            for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i];
+            for (int64_t i = i0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i];
     }
 }
 
@@ -7422,6 +7662,8 @@ static void pt__cpu_layernorm_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_ten
                                   const pt_tensor *rstd) {
     int64_t C = pt__cpu_cols(x), rows = C > 0 ? pt_numel(x) / C : 0;
     const float *a = PT__F(x), *g = PT__F(dy), *wt = PT__F(w), *mu = PT__F(mean), *rs = PT__F(rstd);
+    const int simd = pt__cpu_simd(ctx);
+    (void)simd;
     if (C <= 0) return;
     if (dx) {
         float *d = PT__F(dx);
@@ -7437,7 +7679,11 @@ static void pt__cpu_layernorm_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_ten
                 s2 += (double)gw * (double)((xr[i] - m) * s);
             }
             float m1 = (float)(s1 / (double)C), m2 = (float)(s2 / (double)C);
-            for (int64_t i = 0; i < C; i++) dr[i] += s * (gr[i] * wt[i] - m1 - (xr[i] - m) * s * m2);
+            int64_t i0 = 0;
+#if PT__NEON
+            if (simd) i0 = pt__neon_ln_dx(dr, xr, gr, wt, m, s, m1, m2, C);
+#endif
+            for (int64_t i = i0; i < C; i++) dr[i] += s * (gr[i] * wt[i] - m1 - (xr[i] - m) * s * m2);
         }
     }
     if (dw || db) {
@@ -7755,12 +8001,17 @@ static void pt__cpu_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, c
     float *pp = PT__F(p), *mp = PT__F(m), *vp = PT__F(v);
     const float *gp = PT__F(g);
     const float c1 = 1.0f - b1, c2 = 1.0f - b2;
+    const int simd = pt__cpu_simd(ctx);
+    (void)simd;
     int64_t nch = PT__CPU_NCHUNK(n);
     PT__CPU_PAR_FOR(ctx, 4 * n)
     for (int64_t c = 0; c < nch; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
         float *PT__RESTRICT P = pp, *PT__RESTRICT M = mp, *PT__RESTRICT Vv = vp;
         const float *PT__RESTRICT G = gp;
+#if PT__NEON
+        if (simd) i0 = pt__neon_adamw(P, G, M, Vv, i0, i1, lr, b1, b2, eps, wd, bc1, bc2, gscale, c1, c2);
+#endif
         for (int64_t i = i0; i < i1; i++) {
             float gi = G[i] * gscale;
             float mi = b1 * M[i] + c1 * gi, vi = b2 * Vv[i] + c2 * gi * gi;
@@ -9910,10 +10161,10 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
 // >>quant  weight formats of inference (f32, f16, bf16, q8_0, q4_0), their matrix-times-rows kernel, a GPT's weight set
 /* Owns: the weight formats of inference (pt_wtype: ggml's block structs pt__block_q8_0 / pt__block_q4_0,
    their reference quantizers and dequantizers), the matrix-times-rows kernel of decode and prefill
-   (pt__qmm: a scalar reference per format beside its AVX-512 / AVX2 versions, picked at run time) and
+   (pt__qmm: a scalar reference per format beside its AVX-512 / AVX2 / NEON versions, picked at run time) and
    its workspace (ctx->qmm_ws), the weight set of a GPT (pt_gpt_weights: its free and its size)
    Invariants: pt_quantize_row gives ggml's reference quantizers' bits; every pt__qmm output element is
-   the same bits whatever M, the other rows of x, the thread count and the kernel (AVX-512, AVX2, C:
+   the same bits whatever M, the other rows of x, the thread count and the kernel (AVX-512, AVX2, NEON, C:
    one summation order, below); no allocation per call once the workspace has grown
    Entry points: pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row
    pt_dequantize_row pt_gpt_weights_free pt_gpt_weights_bytes pt__qmm pt__qmm_kernel */
@@ -9939,12 +10190,14 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
  *       acc[k & 15] = fma(x[k], W[n, k], acc[k & 15])                        (k in order)
  *   Then both: h[i] = acc[i] + acc[i + 8]; h[i] += h[i + 4] (i < 4); h[i] += h[i + 2] (i < 2);
  *   y = h[0] + h[1] (+ bias). Sixteen lanes: one zmm (AVX-512: two blocks per register), two ymm
- *   (AVX2), an array (C). Zero-padded lanes (a partial last vector, an odd last block) add exact zeros
- *   to accumulators that are never -0, so every kernel gives the scalar reference's bits.
+ *   (AVX2), four q registers (NEON, AArch64), an array (C). Zero-padded lanes (a partial last vector,
+ *   an odd last block) add exact zeros to accumulators that are never -0, so every kernel gives the
+ *   scalar reference's bits.
  *   Integer dot products: AVX-512 VNNI vpdpbusd on unsigned weights (q8_0: w + 128; q4_0: the nibble
  *   itself) against the signed x, started from -128 (or -8) times the 4-sums of x (kept per x row), so
  *   the lane sums are the exact p_bl; AVX2 vpmaddubsw / vpmaddwd (q8_0 with the sign moved onto x, as
- *   ggml does, q4_0 with the same 4-sum correction).
+ *   ggml does, q4_0 with the same 4-sum correction); NEON signed w times signed x (q4_0: nibble - 8) by
+ *   smull / saddlp / addp (baseline AArch64; no dotprod needed), tiles of 1 row of x by 4 rows of W.
  *   Tiling: rows of W are split across the threads in contiguous ranges (each output element is computed
  *   by one thread, whole); within a range, blocks of rows small enough to stay in L2 while every row of x
  *   passes over them, in register tiles of 4 (2, 1) rows of x by 4 rows of W (AVX2: 1 by 4 at M = 1, else
@@ -10136,6 +10389,7 @@ PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w) {
 #define PT__QMM_KERN_C      1
 #define PT__QMM_KERN_AVX2   2
 #define PT__QMM_KERN_AVX512 3 /* f32 / f16 / bf16: AVX-512F; q8_0 / q4_0: AVX-512 VNNI (without it: AVX2) */
+#define PT__QMM_KERN_NEON   4 /* AArch64 Advanced SIMD, every type (the only level above C there) */
 
 typedef struct pt__qmm_ws {  /* a context's pt__qmm workspace (ctx->qmm_ws), grown only */
     unsigned char *buf;
@@ -10656,6 +10910,108 @@ static pt__qmm_rows_fn pt__qmm_fn_256(pt_wtype t) {
 #pragma GCC diagnostic pop
 #endif
 
+#if PT__NEON
+/* ---- AArch64 kernels (NEON): the scalar reference's arithmetic, its 16 lanes as 4 q registers; tiles
+   of 1 row of x by 4 rows of W (x loaded once for the 4) ---- */
+/* 4 weights of row w from element k on, widened exactly to f32 */
+static inline float32x4_t pt__qneon_w4(const unsigned char *w, int64_t k, pt_wtype t) {
+    if (t == PT_W_F32) return vld1q_f32((const float *)(const void *)w + k);
+    if (t == PT_W_F16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)w + k)));
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)(const void *)w + k), 16));
+}
+/* the outputs of a tile: each row's 16 lanes reduced in the fixed order, + bias */
+static void pt__qneon_out(const pt__qmm_job *j, int64_t m, int64_t n0, int nv, float32x4_t acc[4][4]) {
+    float lanes[16], v;
+    int r, q;
+    for (r = 0; r < nv; r++) {
+        for (q = 0; q < 4; q++) vst1q_f32(lanes + 4 * q, acc[r][q]);
+        v = pt__qmm_hsum16(lanes);
+        j->y[m * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+    }
+}
+static void pt__qneon_tile_f(const pt__qmm_job *j, int64_t m, int64_t n0, int nv) {
+    const pt_wtype t = j->type;
+    const int64_t K = j->K, kf = K / 16 * 16, es = t == PT_W_F32 ? 4 : 2;
+    const float *x = j->x + m * j->ldx;
+    const unsigned char *wp[4];
+    float32x4_t acc[4][4];
+    int64_t k;
+    int r, q;
+    for (r = 0; r < 4; r++) {
+        wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+        for (q = 0; q < 4; q++) acc[r][q] = vdupq_n_f32(0.0f);
+    }
+    for (k = 0; k < kf; k += 16) {
+        const float32x4_t x0 = vld1q_f32(x + k), x1 = vld1q_f32(x + k + 4), x2 = vld1q_f32(x + k + 8), x3 = vld1q_f32(x + k + 12);
+        for (r = 0; r < 4; r++) {
+            acc[r][0] = vfmaq_f32(acc[r][0], x0, pt__qneon_w4(wp[r], k, t));
+            acc[r][1] = vfmaq_f32(acc[r][1], x1, pt__qneon_w4(wp[r], k + 4, t));
+            acc[r][2] = vfmaq_f32(acc[r][2], x2, pt__qneon_w4(wp[r], k + 8, t));
+            acc[r][3] = vfmaq_f32(acc[r][3], x3, pt__qneon_w4(wp[r], k + 12, t));
+        }
+    }
+    if (k < K) { /* the partial last 16: zero-padded copies (0 x 0 adds an exact zero to a sum that is never -0) */
+        float xt[16] = {0}, wt[16];
+        memcpy(xt, x + k, (size_t)(K - k) * 4);
+        for (r = 0; r < 4; r++) {
+            memset(wt, 0, sizeof wt);
+            pt_dequantize_row(t, wp[r] + k * es, wt, K - k);
+            for (q = 0; q < 4; q++) acc[r][q] = vfmaq_f32(acc[r][q], vld1q_f32(xt + 4 * q), vld1q_f32(wt + 4 * q));
+        }
+    }
+    pt__qneon_out(j, m, n0, nv, acc);
+}
+/* the integer sums of each 4 consecutive products of 16 weights and 16 x values, exact (|w x| <= 128 x 127) */
+static inline int32x4_t pt__qneon_dot4(int8x16_t w, int8x16_t x) {
+    const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(x)));
+    const int32x4_t hi = vpaddlq_s16(vmull_high_s8(w, x));
+    return vpaddq_s32(lo, hi);
+}
+static void pt__qneon_tile_q(const pt__qmm_job *j, int64_t m, int64_t n0, int nv) {
+    const pt_wtype t = j->type;
+    const int64_t bs = t == PT_W_Q8_0 ? (int64_t)sizeof(pt__block_q8_0) : (int64_t)sizeof(pt__block_q4_0), nb = j->nb;
+    const int8_t *xq = j->xq + m * j->K;
+    const float *xd = j->xd + m * j->ldd;
+    const unsigned char *wp[4];
+    float32x4_t acc[4][4]; /* lanes 0-7: acc[0], acc[1] (even blocks); 8-15: acc[2], acc[3] (odd blocks) */
+    int64_t b;
+    int r, q;
+    for (r = 0; r < 4; r++) {
+        wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+        for (q = 0; q < 4; q++) acc[r][q] = vdupq_n_f32(0.0f);
+    }
+    for (b = 0; b < nb; b++) {
+        const int e = 2 * (int)(b & 1);
+        const int8x16_t x0 = vld1q_s8(xq + b * PT__QK), x1 = vld1q_s8(xq + b * PT__QK + 16);
+        for (r = 0; r < 4; r++) {
+            const unsigned char *blk = wp[r] + b * bs;
+            const float s = pt__qd(blk) * xd[b]; /* exact: two 11-bit significands */
+            int8x16_t w0, w1;
+            if (t == PT_W_Q8_0) {
+                w0 = vld1q_s8((const int8_t *)(const void *)(blk + 2)), w1 = vld1q_s8((const int8_t *)(const void *)(blk + 18));
+            } else {
+                const uint8x16_t qs = vld1q_u8(blk + 2);
+                w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15))), vdupq_n_s8(8));
+                w1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), vdupq_n_s8(8));
+            }
+            acc[r][e] = vfmaq_n_f32(acc[r][e], vcvtq_f32_s32(pt__qneon_dot4(w0, x0)), s);
+            acc[r][e + 1] = vfmaq_n_f32(acc[r][e + 1], vcvtq_f32_s32(pt__qneon_dot4(w1, x1)), s);
+        }
+    }
+    pt__qneon_out(j, m, n0, nv, acc);
+}
+static void pt__qmm_rows_neon(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save) {
+    const int quant = j->type == PT_W_Q8_0 || j->type == PT_W_Q4_0;
+    int64_t m, n;
+    (void)save;
+    for (m = 0; m < j->M; m++)
+        for (n = n0; n < n1; n += 4) {
+            if (quant) pt__qneon_tile_q(j, m, n, (int)PT__MIN(4, n1 - n));
+            else pt__qneon_tile_f(j, m, n, (int)PT__MIN(4, n1 - n));
+        }
+}
+#endif /* PT__NEON */
+
 /* ---- kernel choice ---- */
 static int pt__qmm_cpu_vnni(void) {
 #if PT__X86
@@ -10669,22 +11025,23 @@ static int pt__qmm_cpu_vnni(void) {
    f16 also needs F16C) */
 static int pt__qmm_pick(void) {
     int k = pt__gemm_pick_kern();
-    return k == PT__GEMM_KERN_AVX512 ? PT__QMM_KERN_AVX512 : k == PT__GEMM_KERN_AVX2 ? PT__QMM_KERN_AVX2 : PT__QMM_KERN_C;
+    return k == PT__GEMM_KERN_AVX512 ? PT__QMM_KERN_AVX512 : k == PT__GEMM_KERN_AVX2 ? PT__QMM_KERN_AVX2
+         : k == PT__GEMM_KERN_NEON ? PT__QMM_KERN_NEON : PT__QMM_KERN_C;
 }
 /* what level kern (forced or picked) runs for type t on this CPU */
 static int pt__qmm_resolve(int kern, pt_wtype t) {
     int best = pt__qmm_pick();
-    if (kern == PT__QMM_KERN_AUTO || kern > best) kern = best;
+    if (kern == PT__QMM_KERN_AUTO || kern > best || (best == PT__QMM_KERN_NEON && kern != PT__QMM_KERN_C)) kern = best;
     if (kern == PT__QMM_KERN_AVX512 && (t == PT_W_Q8_0 || t == PT_W_Q4_0) && !pt__qmm_cpu_vnni()) kern = PT__QMM_KERN_AVX2;
-    if (kern >= PT__QMM_KERN_AVX2 && t == PT_W_F16 && !pt__cpu_has_f16c()) kern = PT__QMM_KERN_C;
+    if (kern >= PT__QMM_KERN_AVX2 && kern != PT__QMM_KERN_NEON && t == PT_W_F16 && !pt__cpu_has_f16c()) kern = PT__QMM_KERN_C;
     return kern;
 }
 static const char *pt__qmm_kname(int kern, pt_wtype t) {
     if (kern == PT__QMM_KERN_AVX512) return t == PT_W_Q8_0 || t == PT_W_Q4_0 ? "avx512vnni" : "avx512";
-    return kern == PT__QMM_KERN_AVX2 ? "avx2" : "c";
+    return kern == PT__QMM_KERN_AVX2 ? "avx2" : kern == PT__QMM_KERN_NEON ? "neon" : "c";
 }
 /* what pt__qmm runs for t on this CPU (a context can be forced lower: pt__qmm_force): "avx512vnni"
-   (q8_0, q4_0), "avx512" (f32, f16, bf16), "avx2" or "c"; NULL for an unknown type */
+   (q8_0, q4_0), "avx512" (f32, f16, bf16), "avx2", "neon" (AArch64) or "c"; NULL for an unknown type */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((unused))
 #endif
@@ -10695,6 +11052,9 @@ static pt__qmm_rows_fn pt__qmm_fn(int kern, pt_wtype t) {
 #if PT__X86
     if (kern == PT__QMM_KERN_AVX512) return PT__QMM_FN_AVX512(t);
     if (kern == PT__QMM_KERN_AVX2) return PT__QMM_FN_AVX2(t);
+#endif
+#if PT__NEON
+    if (kern == PT__QMM_KERN_NEON) return pt__qmm_rows_neon;
 #endif
     (void)kern, (void)t;
     return pt__qmm_rows_c;

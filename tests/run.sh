@@ -188,6 +188,7 @@ want memest && script memest_test "$BUILD"
 want precision && script precision_test "$BUILD"
 want toc && script toc_test "$BUILD"
 want tsan && script tsan_test "$BUILD"
+want arm64 && script arm64_test "$BUILD"
 want bench && script bench_test "$BUILD"
 
 echo "total time $(($(date +%s) - START))s"

@@ -9,8 +9,9 @@
 # iproute2 (ip) and util-linux (unshare, nsenter) for the namespace hosts of tests/nshosts.sh (the supervisor's
 # host trial); procps (pgrep) for the trials' check that no process is left.
 # tools/ptserve needs libmicrohttpd-dev; its tests use curl, and its browser test chromium, chromium-driver and python3-selenium.
+# tests/arm64_test.sh cross-compiles for AArch64 and runs under qemu-user: qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross.
 set -u
-PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps libmicrohttpd-dev curl chromium chromium-driver python3-selenium"
+PKGS="build-essential make gzip openmpi-bin libopenmpi-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps libmicrohttpd-dev curl chromium chromium-driver python3-selenium qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # the tests' Python environment: made once, kept while it imports gguf and numpy
 pyenv() {
