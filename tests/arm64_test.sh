@@ -65,7 +65,7 @@ for t in $PROGS; do
     *) args=$(soak || echo --quick) ;;
     esac
     # shellcheck disable=SC2086
-    prog "$t on aarch64 (qemu) $args" "$A/$t.log" timeout 900 "$QEMU" -L "$SYSROOT" "$AB/$t" $args
+    prog "$t on aarch64 (qemu) $args" "$A/$t.log" timeout "$(soak && echo 2400 || echo 900)" "$QEMU" -L "$SYSROOT" "$AB/$t" $args
 done
 
 # the header compiles without a warning under the cross compiler
