@@ -35,6 +35,8 @@
    -DPTRAIN_OPENMP -fopenmp threads with OpenMP instead; add -pthread on glibc < 2.34)
    With the OpenCL backend: add -DPTRAIN_OPENCL, nothing else (no headers, no -l flags: OpenCL and
    CLBlast are loaded when a device is asked for; the tutorials that train are built so)
+   On AArch64 the same command builds the NEON kernels (GEMM, inference dot products, the hot
+   elementwise loops; docs/arm64.md); x86-64 picks AVX-512 / AVX2 at run time.
 
    The tutorials in examples/ (01_autograd.c, 02_mnist_mlp.c, 03_gpt.c; over MPI:
    04_data_parallel.c, 05_tensor_parallel.c, 06_pipeline_parallel.c, 07_gpt_3d.c,
@@ -341,16 +343,17 @@
              counts; the counting backend of the memory estimate. Entry: pt__backend pt_numel
              pt_dtype_size pt_backend_name pt_transfer_stats pt__count_backend
    gemm      Packed, cache-blocked SGEMM and bf16 GEMM (fp32 accumulation) with run-time
-             AVX-512/AVX2 dispatch. Entry: pt__sgemm pt__gemm_bf16 pt__gemm_ws_free
+             AVX-512/AVX2 dispatch (NEON on AArch64). Entry: pt__sgemm pt__gemm_bf16 pt__gemm_ws_free
    attn      Causal multi-head self-attention kernels for the CPU (flash-style, no T x T kept).
              Entry: pt__cpu_attn_fwd pt__cpu_attn_bwd pt__attn_pick
-   cpu       The CPU backend: reference kernels for every table entry. Entry: pt__cpu_backend
+   cpu       The CPU backend: reference kernels for every table entry (NEON paths of the hot loops
+             on AArch64). Entry: pt__cpu_backend
    opencl    The OpenCL backend: OpenCL and CLBlast loaded at run time (dlopen), devices, kernel
              sources, program cache, CLBlast GEMM and tuning. Entry: pt_device_list
              pt_device_query pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
              through CLBlast: pt__cl_gemm; the libraries: pt__clf_load
    quant     Weight formats of inference (f32, f16, bf16, q8_0, q4_0: ggml's blocks and quantizers), the
-             matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / C), a GPT's weight set. Entry:
+             matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / NEON / C), a GPT's weight set. Entry:
              pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row pt_dequantize_row
              pt_gpt_weights_free pt_gpt_weights_bytes; the kernel: pt__qmm pt__qmm_kernel
    tensor    Storages, the graph's arenas, tensors. Entry: pt_tensor_new pt_tensor_from
@@ -2920,6 +2923,12 @@ PTDEF double pt_engine_now(pt_engine *e);
 #else
 #define PT__X86 0
 #endif
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#define PT__NEON 1 /* AArch64: Advanced SIMD is part of the base ISA: the NEON kernels (gemm, cpu, quant) */
+#include <arm_neon.h>
+#else
+#define PT__NEON 0
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -3033,6 +3042,7 @@ struct pt_ctx {
     struct pt__gemm_ws *gemm_ws; /* one per thread: [0] is the whole-team workspace */
     int ngemm_ws;
     int cpu_f16c; /* the CPU's F16C, asked on the first convert: 0 not yet, 1 absent, 2 present */
+    int cpu_simd; /* the CPU kernels' NEON paths (see cpu): 0 = on where built (AArch64), 1 = the scalar reference (tests) */
     struct pt__qmm_ws *qmm_ws; /* pt__qmm's workspace (see quant), made on its first call */
     float *work;
     int64_t work_cap;
@@ -5755,7 +5765,14 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
  *   Micro-kernels (chosen at run time, cached in ws->kern):
  *     AVX-512F : MR=12, NR=32 (24 zmm accumulators)
  *     AVX2+FMA : MR=6,  NR=16 (12 ymm accumulators)
+ *     NEON     : MR=8,  NR=12 (24 q-register accumulators; AArch64, where Advanced SIMD is always
+ *                there; the generic packing and the plain C kernel's blocking, KC <= 256)
  *     plain C  : MR=4,  NR=16 (GCC/Clang vector extensions, or plain loops)
+ *   NEON vs plain C: the same K blocks and, per element and block, the same order
+ *   (acc = acc + a_k b_k, k in order); NEON fuses each step (fmla), so its accumulators are the C
+ *   kernel's bits where the compiler contracts `r += a * b` into FMAs (GCC's -ffp-contract=fast, its
+ *   default in the GNU modes) and within one rounding per step of them otherwise (ISO -std=c99).
+ *   Its final step is the AVX kernels' one: C = fma(beta, C, alpha * acc).
  *
  * Determinism rule:
  *   K is never split across threads. Each element of C is computed as
@@ -5821,6 +5838,7 @@ static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backe
 #define PT__GEMM_KERN_AVX2   2
 #define PT__GEMM_KERN_AVX512 3
 #define PT__GEMM_KERN_AVX512BF16 4 /* bf16 GEMM only (vdpbf16ps); pt__sgemm takes it as AVX512 */
+#define PT__GEMM_KERN_NEON   5 /* AArch64 Advanced SIMD (the bf16 GEMM runs it on widened panels) */
 
 /* pt__gemm_bf16 flags: how each operand is stored (unset: f32) */
 #define PT__GEMM_A_BF16 1
@@ -6075,6 +6093,52 @@ PT__G512_KERNEL(pt__gemm_kern_bf16, PT__G512B_TGT, __m512bh, PT__G512B_LOAD, PT_
 
 #endif /* PT__X86 */
 
+#if PT__NEON
+/* ---- NEON (AArch64): MR=8, NR=12; per k: 2 loads of A, 3 of B, 24 fmla by lane ---- */
+#define PT__GNEON_MR 8
+#define PT__GNEON_NR 12
+#define PT__GNEON_ROW(i, av, l)                                          \
+    c##i##0 = vfmaq_laneq_f32(c##i##0, b0, av, l);                       \
+    c##i##1 = vfmaq_laneq_f32(c##i##1, b1, av, l);                       \
+    c##i##2 = vfmaq_laneq_f32(c##i##2, b2, av, l);
+#define PT__GNEON_DECL(i) float32x4_t c##i##0 = vdupq_n_f32(0.0f), c##i##1 = c##i##0, c##i##2 = c##i##0;
+#define PT__GNEON_OUT(i) vst1q_f32(t[i], c##i##0); vst1q_f32(t[i] + 4, c##i##1); vst1q_f32(t[i] + 8, c##i##2);
+static void pt__sgemm_kern_neon(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, float alpha, float beta,
+                                int m, int n)
+{
+    PT__GNEON_DECL(0) PT__GNEON_DECL(1) PT__GNEON_DECL(2) PT__GNEON_DECL(3)
+    PT__GNEON_DECL(4) PT__GNEON_DECL(5) PT__GNEON_DECL(6) PT__GNEON_DECL(7)
+    float t[PT__GNEON_MR][PT__GNEON_NR];
+    int64_t k;
+    int i, j;
+    for (k = 0; k < kc; k++, a += PT__GNEON_MR, b += PT__GNEON_NR) {
+        const float32x4_t a0 = vld1q_f32(a), a1 = vld1q_f32(a + 4);
+        const float32x4_t b0 = vld1q_f32(b), b1 = vld1q_f32(b + 4), b2 = vld1q_f32(b + 8);
+        PT__GNEON_ROW(0, a0, 0) PT__GNEON_ROW(1, a0, 1) PT__GNEON_ROW(2, a0, 2) PT__GNEON_ROW(3, a0, 3)
+        PT__GNEON_ROW(4, a1, 0) PT__GNEON_ROW(5, a1, 1) PT__GNEON_ROW(6, a1, 2) PT__GNEON_ROW(7, a1, 3)
+    }
+    PT__GNEON_OUT(0) PT__GNEON_OUT(1) PT__GNEON_OUT(2) PT__GNEON_OUT(3)
+    PT__GNEON_OUT(4) PT__GNEON_OUT(5) PT__GNEON_OUT(6) PT__GNEON_OUT(7)
+    if (n == PT__GNEON_NR) { /* whole rows in vectors; fmaf on the edges: the same bits */
+        const float32x4_t va = vdupq_n_f32(alpha), vb = vdupq_n_f32(beta);
+        for (i = 0; i < m; i++) {
+            float *cr = c + (int64_t)i * ldc;
+            for (j = 0; j < PT__GNEON_NR; j += 4) {
+                float32x4_t r = vmulq_f32(va, vld1q_f32(t[i] + j));
+                if (beta != 0.0f) r = vfmaq_f32(r, vb, vld1q_f32(cr + j));
+                vst1q_f32(cr + j, r);
+            }
+        }
+        return;
+    }
+    for (i = 0; i < m; i++) {
+        float *cr = c + (int64_t)i * ldc;
+        if (beta == 0.0f) for (j = 0; j < n; j++) cr[j] = alpha * t[i][j];
+        else for (j = 0; j < n; j++) cr[j] = fmaf(beta, cr[j], alpha * t[i][j]);
+    }
+}
+#endif /* PT__NEON */
+
 /* ---------------------------------------------------------------- packing */
 
 /* element o of operand X (source kind src) as the f32 the kernels multiply */
@@ -6327,6 +6391,9 @@ static int pt__gemm_pick_kern(void)
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
         return PT__GEMM_KERN_AVX2;
 #endif
+#if PT__NEON
+    return PT__GEMM_KERN_NEON; /* Advanced SIMD is mandatory on AArch64 */
+#endif
     return PT__GEMM_KERN_C;
 }
 
@@ -6377,6 +6444,14 @@ static void pt__gemm_setup(pt__gemm_ws *ws, pt__gemm_ctx *g)
         g->pack_a = pt__gemm_pack_a; g->pack_b = pt__gemm_pack_b;
         g->mr = PT__G256_MR; g->nr = PT__G256_NR;
         g->mc = 192; kc_max = 256; g->nc = 4096;
+    } else
+#endif
+#if PT__NEON
+    if (*kern == PT__GEMM_KERN_NEON) { /* KC as the C kernel's: the same K blocks */
+        g->kern = pt__sgemm_kern_neon;
+        g->pack_a = pt__gemm_pack_a; g->pack_b = pt__gemm_pack_b;
+        g->mr = PT__GNEON_MR; g->nr = PT__GNEON_NR;
+        g->mc = 128; kc_max = 256; g->nc = 2040;
     } else
 #endif
     {
@@ -7173,7 +7248,14 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
    row sums) use chunks of a fixed size (PT__CPU_CHUNK elements, never derived from the thread
    count) whose partials are combined serially in chunk order. No atomics, no reduction clauses:
    results are bit-identical for any thread count. Row statistics (softmax, logsumexp, layernorm
-   mean/var) and sum/sumsq accumulate in double. */
+   mean/var) and sum/sumsq accumulate in double.
+   NEON (AArch64, PT__NEON): the hot loops of a training step have intrinsics paths beside their C
+   reference -- AdamW, GELU forward and backward (the exp below), softmax / logsumexp rows (max and
+   exp sums in the same 16 lanes), layernorm's output loops -- each the C loop's operations in its
+   order, unfused (vmul then vadd; vdiv and vsqrt are IEEE), so they give the reference's bits when the
+   reference is compiled without contraction (ISO -std=c99; GCC's GNU modes may fuse a * b + c in the
+   C loop, a last-bit difference). ctx->cpu_simd = 1 runs the C reference (tests compare the two).
+   The row statistics' double sums stay sequential C on every path (their order is the contract). */
 
 #ifndef PT__RESTRICT
 #if defined(__GNUC__) || defined(__clang__) || (defined(_MSC_VER) && defined(__cplusplus))
@@ -7300,6 +7382,149 @@ static double pt__cpu_expsum_st(float *PT__RESTRICT y, const float *PT__RESTRICT
     }
     return s;
 }
+
+#define PT__CPU_GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
+#define PT__CPU_GELU_K1 0.044715f
+
+#if PT__NEON
+/* ---- NEON paths (see the top of the section): each the C code's operations in its order ---- */
+#define PT__CPU_V(simd, fn) ((simd) ? pt__neon_##fn : pt__cpu_##fn) /* the NEON or the C version */
+static int pt__cpu_simd(const pt_ctx *ctx) { return ctx->cpu_simd != 1; }
+#define PT__NQ(x) vdupq_n_f32(x)
+/* pt__cpu_expf on 4 lanes */
+static inline float32x4_t pt__neon_expf4(float32x4_t x) {
+    float32x4_t z = vbslq_f32(vcltq_f32(x, PT__NQ(-88.0f)), PT__NQ(-88.0f), x), t, n, r, p;
+    int32x4_t i;
+    z = vbslq_f32(vcgtq_f32(z, PT__NQ(88.0f)), PT__NQ(88.0f), z);
+    t = vaddq_f32(vmulq_f32(x, PT__NQ(1.44269504088896341f)), PT__NQ(12582912.0f));
+    i = vreinterpretq_s32_u32(vsubq_u32(vreinterpretq_u32_f32(t), vdupq_n_u32(0x4B400000u)));
+    i = vminq_s32(vmaxq_s32(i, vdupq_n_s32(-127)), vdupq_n_s32(127));
+    n = vcvtq_f32_s32(i);
+    r = vsubq_f32(z, vmulq_f32(n, PT__NQ(0.693359375f)));
+    r = vsubq_f32(r, vmulq_f32(n, PT__NQ(-2.12194440e-4f)));
+    p = PT__NQ(1.9875691500e-4f);
+    p = vaddq_f32(vmulq_f32(p, r), PT__NQ(1.3981999507e-3f));
+    p = vaddq_f32(vmulq_f32(p, r), PT__NQ(8.3334519073e-3f));
+    p = vaddq_f32(vmulq_f32(p, r), PT__NQ(4.1665795894e-2f));
+    p = vaddq_f32(vmulq_f32(p, r), PT__NQ(1.6666665459e-1f));
+    p = vaddq_f32(vmulq_f32(p, r), PT__NQ(5.0000001201e-1f));
+    p = vaddq_f32(vaddq_f32(vmulq_f32(vmulq_f32(p, r), r), r), PT__NQ(1.0f));
+    return vmulq_f32(p, vreinterpretq_f32_u32(vshlq_n_u32(vreinterpretq_u32_s32(vaddq_s32(i, vdupq_n_s32(127))), 23)));
+}
+/* pt__cpu_tanh_parts on 4 lanes */
+static inline void pt__neon_tanh_parts4(float32x4_t u, float32x4_t *one_plus_t, float32x4_t *one_minus_t2) {
+    const uint32x4_t neg = vcltq_f32(u, PT__NQ(0.0f));
+    const float32x4_t a = pt__neon_expf4(vmulq_f32(PT__NQ(-2.0f), vbslq_f32(neg, vnegq_f32(u), u)));
+    const float32x4_t sv = vdivq_f32(PT__NQ(2.0f), vaddq_f32(PT__NQ(1.0f), a)), q = vmulq_f32(a, sv);
+    *one_plus_t = vbslq_f32(neg, q, sv);
+    *one_minus_t2 = vmulq_f32(sv, q);
+}
+/* GELU forward / backward on [i0, i1) in steps of 4; returns where the C loop goes on */
+static int64_t pt__neon_gelu_fwd(float *o, const float *a, int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        const float32x4_t v = vld1q_f32(a + i);
+        const float32x4_t u = vmulq_f32(PT__NQ(PT__CPU_GELU_K0), vaddq_f32(v, vmulq_f32(vmulq_f32(vmulq_f32(PT__NQ(PT__CPU_GELU_K1), v), v), v)));
+        float32x4_t tp, t2;
+        pt__neon_tanh_parts4(u, &tp, &t2);
+        vst1q_f32(o + i, vmulq_f32(vmulq_f32(PT__NQ(0.5f), v), tp));
+    }
+    return i;
+}
+static int64_t pt__neon_gelu_bwd(float *d, const float *a, const float *g, int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        const float32x4_t v = vld1q_f32(a + i);
+        const float32x4_t u = vmulq_f32(PT__NQ(PT__CPU_GELU_K0), vaddq_f32(v, vmulq_f32(vmulq_f32(vmulq_f32(PT__NQ(PT__CPU_GELU_K1), v), v), v)));
+        const float32x4_t du = vmulq_f32(PT__NQ(PT__CPU_GELU_K0), vaddq_f32(PT__NQ(1.0f), vmulq_f32(vmulq_f32(PT__NQ(3.0f * PT__CPU_GELU_K1), v), v)));
+        float32x4_t tp, t2, r;
+        pt__neon_tanh_parts4(u, &tp, &t2);
+        r = vaddq_f32(vmulq_f32(PT__NQ(0.5f), tp), vmulq_f32(vmulq_f32(vmulq_f32(PT__NQ(0.5f), v), t2), du));
+        vst1q_f32(d + i, vaddq_f32(vld1q_f32(d + i), vmulq_f32(r, vld1q_f32(g + i))));
+    }
+    return i;
+}
+/* pt__cpu_maxf, pt__cpu_expsum, pt__cpu_expsum_st: the same 16 lanes (4 q registers) */
+static float pt__neon_maxf(const float *x, int64_t n) {
+    float m = x[0], lm[PT__CPU_LANES];
+    int64_t i = 0;
+    if (n >= PT__CPU_LANES) {
+        float32x4_t l[4];
+        int q;
+        for (q = 0; q < 4; q++) l[q] = vld1q_f32(x + 4 * q);
+        for (i = PT__CPU_LANES; i + PT__CPU_LANES <= n; i += PT__CPU_LANES)
+            for (q = 0; q < 4; q++) {
+                const float32x4_t v = vld1q_f32(x + i + 4 * q);
+                l[q] = vbslq_f32(vcgtq_f32(v, l[q]), v, l[q]);
+            }
+        for (q = 0; q < 4; q++) vst1q_f32(lm + 4 * q, l[q]);
+        for (q = 0; q < PT__CPU_LANES; q++) m = lm[q] > m ? lm[q] : m;
+    }
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+static double pt__neon_expsum_st(float *y, const float *x, int64_t n, float m) {
+    float32x4_t l[4];
+    float ls[PT__CPU_LANES];
+    double s = 0.0;
+    int64_t i = 0;
+    int q;
+    for (q = 0; q < 4; q++) l[q] = PT__NQ(0.0f);
+    for (; i + PT__CPU_LANES <= n; i += PT__CPU_LANES)
+        for (q = 0; q < 4; q++) {
+            const float32x4_t e = pt__neon_expf4(vsubq_f32(vld1q_f32(x + i + 4 * q), PT__NQ(m)));
+            if (y) vst1q_f32(y + i + 4 * q, e);
+            l[q] = vaddq_f32(l[q], e);
+        }
+    for (q = 0; q < 4; q++) vst1q_f32(ls + 4 * q, l[q]);
+    for (q = 0; q < PT__CPU_LANES; q++) s += (double)ls[q];
+    for (; i < n; i++) {
+        float e = pt__cpu_expf(x[i] - m);
+        if (y) y[i] = e;
+        s += (double)e;
+    }
+    return s;
+}
+static double pt__neon_expsum(const float *x, int64_t n, float m) { return pt__neon_expsum_st(NULL, x, n, m); }
+/* layernorm's output loops: y = (x - m) * rsd * w (+ b); dx += s * (g w - m1 - (x - m) s m2) */
+static int64_t pt__neon_ln_out(float *y, const float *x, const float *w, const float *b, float m, float rsd, int64_t C) {
+    int64_t i = 0;
+    for (; i + 4 <= C; i += 4) {
+        float32x4_t v = vmulq_f32(vmulq_f32(vsubq_f32(vld1q_f32(x + i), PT__NQ(m)), PT__NQ(rsd)), vld1q_f32(w + i));
+        if (b) v = vaddq_f32(v, vld1q_f32(b + i));
+        vst1q_f32(y + i, v);
+    }
+    return i;
+}
+static int64_t pt__neon_ln_dx(float *d, const float *x, const float *g, const float *w, float m, float s, float m1, float m2, int64_t C) {
+    int64_t i = 0;
+    for (; i + 4 <= C; i += 4) {
+        const float32x4_t xs = vmulq_f32(vmulq_f32(vsubq_f32(vld1q_f32(x + i), PT__NQ(m)), PT__NQ(s)), PT__NQ(m2));
+        const float32x4_t t = vsubq_f32(vsubq_f32(vmulq_f32(vld1q_f32(g + i), vld1q_f32(w + i)), PT__NQ(m1)), xs);
+        vst1q_f32(d + i, vaddq_f32(vld1q_f32(d + i), vmulq_f32(PT__NQ(s), t)));
+    }
+    return i;
+}
+/* AdamW on [i0, i1) in steps of 4 (the C loop's operations: vdiv and vsqrt round as / and sqrtf) */
+static int64_t pt__neon_adamw(float *P, const float *G, float *M, float *V, int64_t i0, int64_t i1, float lr, float b1, float b2,
+                              float eps, float wd, float bc1, float bc2, float gscale, float c1, float c2) {
+    int64_t i = i0;
+    for (; i + 4 <= i1; i += 4) {
+        const float32x4_t gi = vmulq_f32(vld1q_f32(G + i), PT__NQ(gscale)), p = vld1q_f32(P + i);
+        const float32x4_t mi = vaddq_f32(vmulq_f32(PT__NQ(b1), vld1q_f32(M + i)), vmulq_f32(PT__NQ(c1), gi));
+        const float32x4_t vi = vaddq_f32(vmulq_f32(PT__NQ(b2), vld1q_f32(V + i)), vmulq_f32(vmulq_f32(PT__NQ(c2), gi), gi));
+        const float32x4_t den = vaddq_f32(vsqrtq_f32(vdivq_f32(vi, PT__NQ(bc2))), PT__NQ(eps));
+        const float32x4_t upd = vaddq_f32(vdivq_f32(vdivq_f32(mi, PT__NQ(bc1)), den), vmulq_f32(PT__NQ(wd), p));
+        vst1q_f32(M + i, mi);
+        vst1q_f32(V + i, vi);
+        vst1q_f32(P + i, vsubq_f32(p, vmulq_f32(PT__NQ(lr), upd)));
+    }
+    return i;
+}
+#else
+#define PT__CPU_V(simd, fn) ((void)(simd), pt__cpu_##fn)
+static int pt__cpu_simd(const pt_ctx *ctx) { (void)ctx; return 0; }
+#endif
 
 /* ---- storage ---------------------------------------------------------------------------------- */
 static pt_status pt__cpu_st_alloc(pt_ctx *ctx, pt_storage *st, int64_t bytes) {
@@ -7618,7 +7843,7 @@ typedef struct pt__cpu_ew_job {
     int64_t n, base;
     float s;
     uint64_t key;
-    int kind, flag;
+    int kind, flag, simd; /* simd: pt__cpu_simd (the NEON paths on AArch64) */
 } pt__cpu_ew_job;
 static void pt__cpu_scale_part(void *job, int64_t lo, int64_t hi, int tid) {
     const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
@@ -7647,10 +7872,13 @@ static void pt__cpu_act_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
     float *o = j->o;
     const float *a = j->a;
     const int64_t n = j->n;
-    const int kind = j->kind;
-    (void)tid;
+    const int kind = j->kind, simd = j->simd;
+    (void)tid, (void)simd;
     for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+#if PT__NEON
+        if (simd && kind == PT__GELU) i0 = pt__neon_gelu_fwd(o, a, i0, i1);
+#endif
         if (kind == PT__GELU)
             PT__SIMD
             for (int64_t i = i0; i < i1; i++) {
@@ -7666,7 +7894,7 @@ static void pt__cpu_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const p
     int64_t n = pt_numel(x);
     pt__cpu_ew_job j;
     memset(&j, 0, sizeof j);
-    j.o = PT__F(out), j.a = PT__F(x), j.n = n, j.kind = kind;
+    j.o = PT__F(out), j.a = PT__F(x), j.n = n, j.kind = kind, j.simd = pt__cpu_simd(ctx);
     pt__cpu_par(ctx, PT__CPU_NCHUNK(n), kind == PT__GELU ? 8 * n : n, pt__cpu_act_fwd_part, &j);
 }
 
@@ -7675,10 +7903,13 @@ static void pt__cpu_act_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
     float *d = j->o;
     const float *a = j->a, *g = j->g;
     const int64_t n = j->n;
-    const int kind = j->kind;
-    (void)tid;
+    const int kind = j->kind, simd = j->simd;
+    (void)tid, (void)simd;
     for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+#if PT__NEON
+        if (simd && kind == PT__GELU) i0 = pt__neon_gelu_bwd(d, a, g, i0, i1);
+#endif
         if (kind == PT__GELU)
             PT__SIMD
             for (int64_t i = i0; i < i1; i++) {
@@ -7696,6 +7927,7 @@ static void pt__cpu_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt
     pt__cpu_ew_job j;
     memset(&j, 0, sizeof j);
     j.o = PT__F(dx), j.a = PT__F(x), j.g = PT__F(dy), j.n = n, j.kind = kind;
+    j.simd = pt__cpu_simd(ctx);
     pt__cpu_par(ctx, PT__CPU_NCHUNK(n), kind == PT__GELU ? 8 * n : n, pt__cpu_act_bwd_part, &j);
 }
 
@@ -7726,13 +7958,13 @@ static void pt__cpu_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *
 }
 
 /* ---- row-wise --------------------------------------------------------------------------------- */
-static void pt__cpu_softmax_row(float *PT__RESTRICT y, const float *PT__RESTRICT x, int64_t n, int lg) {
-    float mx = pt__cpu_maxf(x, n);
+static void pt__cpu_softmax_row(float *PT__RESTRICT y, const float *PT__RESTRICT x, int64_t n, int lg, int simd) {
+    float mx = PT__CPU_V(simd, maxf)(x, n);
     if (lg) {
-        float lse = (float)((double)mx + log(pt__cpu_expsum(x, n, mx)));
+        float lse = (float)((double)mx + log(PT__CPU_V(simd, expsum)(x, n, mx)));
         for (int64_t i = 0; i < n; i++) y[i] = x[i] - lse;
     } else {
-        float inv = (float)(1.0 / pt__cpu_expsum_st(y, x, n, mx));
+        float inv = (float)(1.0 / PT__CPU_V(simd, expsum_st)(y, x, n, mx));
         for (int64_t i = 0; i < n; i++) y[i] *= inv;
     }
 }
@@ -7745,13 +7977,13 @@ typedef struct pt__cpu_rows_job {
     int64_t cols, nvalid;
     float s;
     int32_t ignore;
-    int flag;
+    int flag, simd;
 } pt__cpu_rows_job;
 static void pt__cpu_softmax_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
     const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
     const int64_t cols = j->cols;
     (void)tid;
-    for (int64_t r = lo; r < hi; r++) pt__cpu_softmax_row(j->o + r * cols, j->a + r * cols, cols, j->flag);
+    for (int64_t r = lo; r < hi; r++) pt__cpu_softmax_row(j->o + r * cols, j->a + r * cols, cols, j->flag, j->simd);
 }
 static void pt__cpu_softmax_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, int lg) {
     int64_t cols = pt__cpu_cols(x), rows = cols > 0 ? pt_numel(x) / cols : 0;
@@ -7759,6 +7991,7 @@ static void pt__cpu_softmax_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor
     if (cols <= 0) return;
     memset(&j, 0, sizeof j);
     j.o = PT__F(y), j.a = PT__F(x), j.cols = cols, j.flag = lg;
+    j.simd = pt__cpu_simd(ctx);
     pt__cpu_par(ctx, rows, 4 * rows * cols, pt__cpu_softmax_fwd_part, &j);
 }
 
@@ -7798,17 +8031,17 @@ static void pt__cpu_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tenso
 
 /* logsumexp of x[0, n) in one pass over memory: per block, the block max rescales the running sum
    (double), then the block's exponentials are added. */
-static double pt__cpu_lse_row(const float *PT__RESTRICT x, int64_t n) {
+static double pt__cpu_lse_row(const float *PT__RESTRICT x, int64_t n, int simd) {
     float m = x[0];
     double s = 0.0;
     for (int64_t b = 0; b < n; b += PT__CPU_LSE_BLOCK) {
         int64_t e = PT__MIN(n, b + PT__CPU_LSE_BLOCK);
-        float bm = pt__cpu_maxf(x + b, e - b);
+        float bm = PT__CPU_V(simd, maxf)(x + b, e - b);
         if (bm > m) {
             s *= exp((double)m - (double)bm);
             m = bm;
         }
-        s += pt__cpu_expsum(x + b, e - b, m);
+        s += PT__CPU_V(simd, expsum)(x + b, e - b, m);
     }
     return (double)m + log(s);
 }
@@ -7819,10 +8052,11 @@ static void pt__cpu_xent_fwd_part(void *job, int64_t r0, int64_t r1, int tid) {
     const int32_t ignore = j->ignore, *tg = j->tg;
     float *lo = j->o, *ls = j->o2;
     const float *x = j->a;
+    const int simd = j->simd;
     (void)tid;
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * V;
-        double l = pt__cpu_lse_row(xr, nvalid);
+        double l = pt__cpu_lse_row(xr, nvalid, simd);
         int32_t t = tg[r];
         ls[r] = (float)l;
         if (t == ignore) lo[r] = 0.0f;
@@ -7838,6 +8072,7 @@ static void pt__cpu_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_t
     if (nvalid <= 0) return;
     memset(&j, 0, sizeof j);
     j.o = PT__F(loss_rows), j.o2 = PT__F(lse), j.a = PT__F(logits), j.tg = PT__I(targets), j.cols = V, j.nvalid = nvalid, j.ignore = ignore;
+    j.simd = pt__cpu_simd(ctx);
     pt__cpu_par(ctx, rows, 4 * rows * nvalid, pt__cpu_xent_fwd_part, &j);
 }
 
@@ -7895,7 +8130,8 @@ static void pt__cpu_layernorm_fwd_part(void *job, int64_t r0, int64_t r1, int ti
     const float eps = j->s;
     float *o = j->o, *mu = j->o2, *rs = j->o3;
     const float *a = j->a, *wt = j->b, *bs = j->c;
-    (void)tid;
+    const int simd = j->simd;
+    (void)tid, (void)simd;
     for (int64_t r = r0; r < r1; r++) {
         const float *PT__RESTRICT xr = a + r * C;
         float *PT__RESTRICT yr = o + r * C;
@@ -7910,10 +8146,14 @@ static void pt__cpu_layernorm_fwd_part(void *job, int64_t r0, int64_t r1, int ti
         float m = (float)s, rsd = (float)(1.0 / sqrt(v + (double)eps));
         mu[r] = m;
         rs[r] = rsd;
+        int64_t i0 = 0;
+#if PT__NEON
+        if (simd) i0 = pt__neon_ln_out(yr, xr, wt, bs, m, rsd, C);
+#endif
         if (bs)
-            for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
+            for (int64_t i = i0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
         else
-            for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i];
+            for (int64_t i = i0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i];
     }
 }
 static void pt__cpu_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *mean, const pt_tensor *rstd,
@@ -7924,6 +8164,7 @@ static void pt__cpu_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tens
     memset(&j, 0, sizeof j);
     j.o = PT__F(y), j.o2 = PT__F(mean), j.o3 = PT__F(rstd), j.a = PT__F(x), j.b = PT__F(w), j.c = b ? PT__F(b) : NULL;
     j.cols = C, j.s = eps;
+    j.simd = pt__cpu_simd(ctx);
     pt__cpu_par(ctx, rows, 3 * rows * C, pt__cpu_layernorm_fwd_part, &j);
 }
 
@@ -7932,7 +8173,8 @@ static void pt__cpu_layernorm_dx_part(void *job, int64_t r0, int64_t r1, int tid
     const int64_t C = j->cols;
     float *d = j->o;
     const float *a = j->a, *g = j->b, *wt = j->c, *mu = j->d, *rs = j->e;
-    (void)tid;
+    const int simd = j->simd;
+    (void)tid, (void)simd;
     for (int64_t r = r0; r < r1; r++) {
         const float *PT__RESTRICT xr = a + r * C, *PT__RESTRICT gr = g + r * C;
         float *PT__RESTRICT dr = d + r * C;
@@ -7944,7 +8186,11 @@ static void pt__cpu_layernorm_dx_part(void *job, int64_t r0, int64_t r1, int tid
             s2 += (double)gw * (double)((xr[i] - m) * s);
         }
         float m1 = (float)(s1 / (double)C), m2 = (float)(s2 / (double)C);
-        for (int64_t i = 0; i < C; i++) dr[i] += s * (gr[i] * wt[i] - m1 - (xr[i] - m) * s * m2);
+        int64_t i0 = 0;
+#if PT__NEON
+        if (simd) i0 = pt__neon_ln_dx(dr, xr, gr, wt, m, s, m1, m2, C);
+#endif
+        for (int64_t i = i0; i < C; i++) dr[i] += s * (gr[i] * wt[i] - m1 - (xr[i] - m) * s * m2);
     }
 }
 static void pt__cpu_layernorm_dwb_part(void *job, int64_t lo, int64_t hi, int tid) {
@@ -7979,6 +8225,7 @@ static void pt__cpu_layernorm_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_ten
     if (C <= 0) return;
     memset(&j, 0, sizeof j);
     j.a = PT__F(x), j.b = PT__F(dy), j.c = PT__F(w), j.d = PT__F(mean), j.e = PT__F(rstd), j.cols = C, j.nvalid = rows;
+    j.simd = pt__cpu_simd(ctx);
     if (dx) {
         j.o = PT__F(dx);
         pt__cpu_par(ctx, rows, 3 * rows * C, pt__cpu_layernorm_dx_part, &j);
@@ -8394,17 +8641,22 @@ typedef struct pt__cpu_opt_job {
     const float *gp;
     int64_t n;
     float lr, b1, b2, eps, wd, bc1, bc2, gscale, momentum;
+    int simd;
 } pt__cpu_opt_job;
 static void pt__cpu_adamw_part(void *job, int64_t lo, int64_t hi, int tid) {
     const pt__cpu_opt_job *j = (const pt__cpu_opt_job *)job;
     const int64_t n = j->n;
     const float lr = j->lr, b1 = j->b1, b2 = j->b2, eps = j->eps, wd = j->wd, bc1 = j->bc1, bc2 = j->bc2, gscale = j->gscale;
     const float c1 = 1.0f - b1, c2 = 1.0f - b2;
-    (void)tid;
+    const int simd = j->simd;
+    (void)tid, (void)simd;
     for (int64_t c = lo; c < hi; c++) {
         int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
         float *PT__RESTRICT P = j->pp, *PT__RESTRICT M = j->mp, *PT__RESTRICT Vv = j->vp;
         const float *PT__RESTRICT G = j->gp;
+#if PT__NEON
+        if (simd) i0 = pt__neon_adamw(P, G, M, Vv, i0, i1, lr, b1, b2, eps, wd, bc1, bc2, gscale, c1, c2);
+#endif
         for (int64_t i = i0; i < i1; i++) {
             float gi = G[i] * gscale;
             float mi = b1 * M[i] + c1 * gi, vi = b2 * Vv[i] + c2 * gi * gi;
@@ -8421,6 +8673,7 @@ static void pt__cpu_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, c
     memset(&j, 0, sizeof j);
     j.pp = PT__F(p), j.mp = PT__F(m), j.vp = PT__F(v), j.gp = PT__F(g), j.n = n;
     j.lr = lr, j.b1 = b1, j.b2 = b2, j.eps = eps, j.wd = wd, j.bc1 = bc1, j.bc2 = bc2, j.gscale = gscale;
+    j.simd = pt__cpu_simd(ctx);
     pt__cpu_par(ctx, PT__CPU_NCHUNK(n), 4 * n, pt__cpu_adamw_part, &j);
 }
 
@@ -10834,10 +11087,10 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
 // >>quant  weight formats of inference (f32, f16, bf16, q8_0, q4_0), their matrix-times-rows kernel, a GPT's weight set
 /* Owns: the weight formats of inference (pt_wtype: ggml's block structs pt__block_q8_0 / pt__block_q4_0,
    their reference quantizers and dequantizers), the matrix-times-rows kernel of decode and prefill
-   (pt__qmm: a scalar reference per format beside its AVX-512 / AVX2 versions, picked at run time) and
+   (pt__qmm: a scalar reference per format beside its AVX-512 / AVX2 / NEON versions, picked at run time) and
    its workspace (ctx->qmm_ws), the weight set of a GPT (pt_gpt_weights: its free and its size)
    Invariants: pt_quantize_row gives ggml's reference quantizers' bits; every pt__qmm output element is
-   the same bits whatever M, the other rows of x, the thread count and the kernel (AVX-512, AVX2, C:
+   the same bits whatever M, the other rows of x, the thread count and the kernel (AVX-512, AVX2, NEON, C:
    one summation order, below); no allocation per call once the workspace has grown
    Entry points: pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row
    pt_dequantize_row pt_gpt_weights_free pt_gpt_weights_bytes pt__qmm pt__qmm_kernel */
@@ -10863,12 +11116,14 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
  *       acc[k & 15] = fma(x[k], W[n, k], acc[k & 15])                        (k in order)
  *   Then both: h[i] = acc[i] + acc[i + 8]; h[i] += h[i + 4] (i < 4); h[i] += h[i + 2] (i < 2);
  *   y = h[0] + h[1] (+ bias). Sixteen lanes: one zmm (AVX-512: two blocks per register), two ymm
- *   (AVX2), an array (C). Zero-padded lanes (a partial last vector, an odd last block) add exact zeros
- *   to accumulators that are never -0, so every kernel gives the scalar reference's bits.
+ *   (AVX2), four q registers (NEON, AArch64), an array (C). Zero-padded lanes (a partial last vector,
+ *   an odd last block) add exact zeros to accumulators that are never -0, so every kernel gives the
+ *   scalar reference's bits.
  *   Integer dot products: AVX-512 VNNI vpdpbusd on unsigned weights (q8_0: w + 128; q4_0: the nibble
  *   itself) against the signed x, started from -128 (or -8) times the 4-sums of x (kept per x row), so
  *   the lane sums are the exact p_bl; AVX2 vpmaddubsw / vpmaddwd (q8_0 with the sign moved onto x, as
- *   ggml does, q4_0 with the same 4-sum correction).
+ *   ggml does, q4_0 with the same 4-sum correction); NEON signed w times signed x (q4_0: nibble - 8) by
+ *   smull / saddlp / addp (baseline AArch64; no dotprod needed), tiles of 1 row of x by 4 rows of W.
  *   Tiling: rows of W are split across the threads in contiguous ranges (each output element is computed
  *   by one thread, whole); within a range, blocks of rows small enough to stay in L2 while every row of x
  *   passes over them, in register tiles of 4 (2, 1) rows of x by 4 rows of W (AVX2: 1 by 4 at M = 1, else
@@ -11060,6 +11315,7 @@ PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w) {
 #define PT__QMM_KERN_C      1
 #define PT__QMM_KERN_AVX2   2
 #define PT__QMM_KERN_AVX512 3 /* f32 / f16 / bf16: AVX-512F; q8_0 / q4_0: AVX-512 VNNI (without it: AVX2) */
+#define PT__QMM_KERN_NEON   4 /* AArch64 Advanced SIMD, every type (the only level above C there) */
 
 typedef struct pt__qmm_ws {  /* a context's pt__qmm workspace (ctx->qmm_ws), grown only */
     unsigned char *buf;
@@ -11580,6 +11836,108 @@ static pt__qmm_rows_fn pt__qmm_fn_256(pt_wtype t) {
 #pragma GCC diagnostic pop
 #endif
 
+#if PT__NEON
+/* ---- AArch64 kernels (NEON): the scalar reference's arithmetic, its 16 lanes as 4 q registers; tiles
+   of 1 row of x by 4 rows of W (x loaded once for the 4) ---- */
+/* 4 weights of row w from element k on, widened exactly to f32 */
+static inline float32x4_t pt__qneon_w4(const unsigned char *w, int64_t k, pt_wtype t) {
+    if (t == PT_W_F32) return vld1q_f32((const float *)(const void *)w + k);
+    if (t == PT_W_F16) return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)w + k)));
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t *)(const void *)w + k), 16));
+}
+/* the outputs of a tile: each row's 16 lanes reduced in the fixed order, + bias */
+static void pt__qneon_out(const pt__qmm_job *j, int64_t m, int64_t n0, int nv, float32x4_t acc[4][4]) {
+    float lanes[16], v;
+    int r, q;
+    for (r = 0; r < nv; r++) {
+        for (q = 0; q < 4; q++) vst1q_f32(lanes + 4 * q, acc[r][q]);
+        v = pt__qmm_hsum16(lanes);
+        j->y[m * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+    }
+}
+static void pt__qneon_tile_f(const pt__qmm_job *j, int64_t m, int64_t n0, int nv) {
+    const pt_wtype t = j->type;
+    const int64_t K = j->K, kf = K / 16 * 16, es = t == PT_W_F32 ? 4 : 2;
+    const float *x = j->x + m * j->ldx;
+    const unsigned char *wp[4];
+    float32x4_t acc[4][4];
+    int64_t k;
+    int r, q;
+    for (r = 0; r < 4; r++) {
+        wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+        for (q = 0; q < 4; q++) acc[r][q] = vdupq_n_f32(0.0f);
+    }
+    for (k = 0; k < kf; k += 16) {
+        const float32x4_t x0 = vld1q_f32(x + k), x1 = vld1q_f32(x + k + 4), x2 = vld1q_f32(x + k + 8), x3 = vld1q_f32(x + k + 12);
+        for (r = 0; r < 4; r++) {
+            acc[r][0] = vfmaq_f32(acc[r][0], x0, pt__qneon_w4(wp[r], k, t));
+            acc[r][1] = vfmaq_f32(acc[r][1], x1, pt__qneon_w4(wp[r], k + 4, t));
+            acc[r][2] = vfmaq_f32(acc[r][2], x2, pt__qneon_w4(wp[r], k + 8, t));
+            acc[r][3] = vfmaq_f32(acc[r][3], x3, pt__qneon_w4(wp[r], k + 12, t));
+        }
+    }
+    if (k < K) { /* the partial last 16: zero-padded copies (0 x 0 adds an exact zero to a sum that is never -0) */
+        float xt[16] = {0}, wt[16];
+        memcpy(xt, x + k, (size_t)(K - k) * 4);
+        for (r = 0; r < 4; r++) {
+            memset(wt, 0, sizeof wt);
+            pt_dequantize_row(t, wp[r] + k * es, wt, K - k);
+            for (q = 0; q < 4; q++) acc[r][q] = vfmaq_f32(acc[r][q], vld1q_f32(xt + 4 * q), vld1q_f32(wt + 4 * q));
+        }
+    }
+    pt__qneon_out(j, m, n0, nv, acc);
+}
+/* the integer sums of each 4 consecutive products of 16 weights and 16 x values, exact (|w x| <= 128 x 127) */
+static inline int32x4_t pt__qneon_dot4(int8x16_t w, int8x16_t x) {
+    const int32x4_t lo = vpaddlq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(x)));
+    const int32x4_t hi = vpaddlq_s16(vmull_high_s8(w, x));
+    return vpaddq_s32(lo, hi);
+}
+static void pt__qneon_tile_q(const pt__qmm_job *j, int64_t m, int64_t n0, int nv) {
+    const pt_wtype t = j->type;
+    const int64_t bs = t == PT_W_Q8_0 ? (int64_t)sizeof(pt__block_q8_0) : (int64_t)sizeof(pt__block_q4_0), nb = j->nb;
+    const int8_t *xq = j->xq + m * j->K;
+    const float *xd = j->xd + m * j->ldd;
+    const unsigned char *wp[4];
+    float32x4_t acc[4][4]; /* lanes 0-7: acc[0], acc[1] (even blocks); 8-15: acc[2], acc[3] (odd blocks) */
+    int64_t b;
+    int r, q;
+    for (r = 0; r < 4; r++) {
+        wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
+        for (q = 0; q < 4; q++) acc[r][q] = vdupq_n_f32(0.0f);
+    }
+    for (b = 0; b < nb; b++) {
+        const int e = 2 * (int)(b & 1);
+        const int8x16_t x0 = vld1q_s8(xq + b * PT__QK), x1 = vld1q_s8(xq + b * PT__QK + 16);
+        for (r = 0; r < 4; r++) {
+            const unsigned char *blk = wp[r] + b * bs;
+            const float s = pt__qd(blk) * xd[b]; /* exact: two 11-bit significands */
+            int8x16_t w0, w1;
+            if (t == PT_W_Q8_0) {
+                w0 = vld1q_s8((const int8_t *)(const void *)(blk + 2)), w1 = vld1q_s8((const int8_t *)(const void *)(blk + 18));
+            } else {
+                const uint8x16_t qs = vld1q_u8(blk + 2);
+                w0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(qs, vdupq_n_u8(15))), vdupq_n_s8(8));
+                w1 = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(qs, 4)), vdupq_n_s8(8));
+            }
+            acc[r][e] = vfmaq_n_f32(acc[r][e], vcvtq_f32_s32(pt__qneon_dot4(w0, x0)), s);
+            acc[r][e + 1] = vfmaq_n_f32(acc[r][e + 1], vcvtq_f32_s32(pt__qneon_dot4(w1, x1)), s);
+        }
+    }
+    pt__qneon_out(j, m, n0, nv, acc);
+}
+static void pt__qmm_rows_neon(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save) {
+    const int quant = j->type == PT_W_Q8_0 || j->type == PT_W_Q4_0;
+    int64_t m, n;
+    (void)save;
+    for (m = 0; m < j->M; m++)
+        for (n = n0; n < n1; n += 4) {
+            if (quant) pt__qneon_tile_q(j, m, n, (int)PT__MIN(4, n1 - n));
+            else pt__qneon_tile_f(j, m, n, (int)PT__MIN(4, n1 - n));
+        }
+}
+#endif /* PT__NEON */
+
 /* ---- kernel choice ---- */
 static int pt__qmm_cpu_vnni(void) {
 #if PT__X86
@@ -11593,22 +11951,23 @@ static int pt__qmm_cpu_vnni(void) {
    f16 also needs F16C) */
 static int pt__qmm_pick(void) {
     int k = pt__gemm_pick_kern();
-    return k == PT__GEMM_KERN_AVX512 ? PT__QMM_KERN_AVX512 : k == PT__GEMM_KERN_AVX2 ? PT__QMM_KERN_AVX2 : PT__QMM_KERN_C;
+    return k == PT__GEMM_KERN_AVX512 ? PT__QMM_KERN_AVX512 : k == PT__GEMM_KERN_AVX2 ? PT__QMM_KERN_AVX2
+         : k == PT__GEMM_KERN_NEON ? PT__QMM_KERN_NEON : PT__QMM_KERN_C;
 }
 /* what level kern (forced or picked) runs for type t on this CPU */
 static int pt__qmm_resolve(int kern, pt_wtype t) {
     int best = pt__qmm_pick();
-    if (kern == PT__QMM_KERN_AUTO || kern > best) kern = best;
+    if (kern == PT__QMM_KERN_AUTO || kern > best || (best == PT__QMM_KERN_NEON && kern != PT__QMM_KERN_C)) kern = best;
     if (kern == PT__QMM_KERN_AVX512 && (t == PT_W_Q8_0 || t == PT_W_Q4_0) && !pt__qmm_cpu_vnni()) kern = PT__QMM_KERN_AVX2;
-    if (kern >= PT__QMM_KERN_AVX2 && t == PT_W_F16 && !pt__cpu_has_f16c()) kern = PT__QMM_KERN_C;
+    if (kern >= PT__QMM_KERN_AVX2 && kern != PT__QMM_KERN_NEON && t == PT_W_F16 && !pt__cpu_has_f16c()) kern = PT__QMM_KERN_C;
     return kern;
 }
 static const char *pt__qmm_kname(int kern, pt_wtype t) {
     if (kern == PT__QMM_KERN_AVX512) return t == PT_W_Q8_0 || t == PT_W_Q4_0 ? "avx512vnni" : "avx512";
-    return kern == PT__QMM_KERN_AVX2 ? "avx2" : "c";
+    return kern == PT__QMM_KERN_AVX2 ? "avx2" : kern == PT__QMM_KERN_NEON ? "neon" : "c";
 }
 /* what pt__qmm runs for t on this CPU (a context can be forced lower: pt__qmm_force): "avx512vnni"
-   (q8_0, q4_0), "avx512" (f32, f16, bf16), "avx2" or "c"; NULL for an unknown type */
+   (q8_0, q4_0), "avx512" (f32, f16, bf16), "avx2", "neon" (AArch64) or "c"; NULL for an unknown type */
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((unused))
 #endif
@@ -11619,6 +11978,9 @@ static pt__qmm_rows_fn pt__qmm_fn(int kern, pt_wtype t) {
 #if PT__X86
     if (kern == PT__QMM_KERN_AVX512) return PT__QMM_FN_AVX512(t);
     if (kern == PT__QMM_KERN_AVX2) return PT__QMM_FN_AVX2(t);
+#endif
+#if PT__NEON
+    if (kern == PT__QMM_KERN_NEON) return pt__qmm_rows_neon;
 #endif
     (void)kern, (void)t;
     return pt__qmm_rows_c;

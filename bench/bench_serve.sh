@@ -103,7 +103,9 @@ wait $SPID 2>/dev/null
 PIDS=""
 
 if [ -n "${BENCH_LLAMA_SERVER:-}" ]; then
-    if out=$(sh "$HERE/peers/llama_server.sh" "$BENCH_LLAMA_SERVER" "$MODEL" "$T" "$M" "$CTX" "$W/llama-server.log"); then
+    PEER=$HERE/peers/llama_server.sh # beside this script in bench/, or bench/peers from the repository root (make bench)
+    [ -f "$PEER" ] || PEER=bench/peers/llama_server.sh
+    if out=$(sh "$PEER" "$BENCH_LLAMA_SERVER" "$MODEL" "$T" "$M" "$CTX" "$W/llama-server.log"); then
         LURL=${out% *} LPID=${out#* }
         PIDS="$LPID"
         load "$LURL" 10000 4 99 >/dev/null 2>&1

@@ -192,6 +192,7 @@ want precision && script precision_test "$BUILD"
 want toc && script toc_test "$BUILD"
 want threads && script threads_test "$BUILD"
 want tsan && script tsan_test "$BUILD"
+want arm64 && script arm64_test "$BUILD"
 want bench && script bench_test "$BUILD"
 
 echo "total time $(($(date +%s) - START))s"

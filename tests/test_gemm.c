@@ -10,7 +10,10 @@
    integer products equal on every kernel; thread-count independence. fp16 inputs (PT__GEMM_AB_F16)
    bit-identical to pt__sgemm on fp16-rounded operands, on each f32 kernel. The f32 <-> bf16 / fp16
    conversions of base: exact values, ties to even, NaN, infinities, subnormals, fp16 overflow.
-   Usage: test_gemm [--quick]   (--quick: the large shapes are skipped or shrunk, for sanitizers) */
+   NEON (AArch64): the kernel joins every check above, and its stated summation rule is checked bit for bit
+   against a scalar fmaf model (run_neon_rule).
+   Usage: test_gemm [--quick | --tiny]   (--quick: the large shapes are skipped or shrunk, for sanitizers;
+   --tiny: smaller still, for qemu: tests/arm64_test.sh) */
 #include <stdint.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -49,7 +52,8 @@ static float frand(void) {
 }
 
 static const char *kname(int k) {
-    return k == PT__GEMM_KERN_AVX512 ? "avx512" : k == PT__GEMM_KERN_AVX2 ? "avx2" : k == PT__GEMM_KERN_C ? "c" : "auto";
+    return k == PT__GEMM_KERN_AVX512 ? "avx512" : k == PT__GEMM_KERN_AVX2 ? "avx2" : k == PT__GEMM_KERN_NEON ? "neon"
+         : k == PT__GEMM_KERN_C ? "c" : "auto";
 }
 
 /* stored matrix size for op(X) rows x cols with transpose flag t and row stride ld */
@@ -175,7 +179,7 @@ static void gemm_zeros(pt__gemm_ws *ws, int flags, int t, int64_t M, int64_t N, 
 /* A second call with the same sizes must not allocate (pt__sgemm, or pt__gemm_bf16 with flags:
    with a bf16 C, its scratch tile too). */
 static void run_noalloc(int nthreads, int flags) {
-    int64_t M = 300, N = 200, K = 500;
+    int64_t M = tu_quick > 1 ? 100 : 300, N = tu_quick > 1 ? 70 : 200, K = tu_quick > 1 ? 300 : 500;
     float *A = (float *)calloc((size_t)(M * K), sizeof(float));
     float *B = (float *)calloc((size_t)(K * N), sizeof(float));
     float *C = (float *)calloc((size_t)(M * N), sizeof(float));
@@ -199,8 +203,9 @@ static void run_noalloc(int nthreads, int flags) {
 
 /* --quick: a shape is kept when M*N*K <= QUICK_MNK; the large-size cases are shrunk (same structure:
    several K blocks, several MC/NC blocks, batch modes) */
-#define QUICK_MNK 1000000
+#define QUICK_MNK (tu_quick > 1 ? 60000 : 1000000) /* --tiny (an emulator): smaller still */
 static int64_t qd(int64_t full, int64_t quick) { return tu_quick ? quick : full; }
+static int64_t qt(int64_t full, int64_t quick, int64_t tiny) { return tu_quick > 1 ? tiny : tu_quick ? quick : full; }
 
 /* ================================================================ bf16 GEMM */
 
@@ -500,6 +505,7 @@ static void test_conversions(void) {
 
 static int kern_bf16_ok(int k) {
     if (k == PT__GEMM_KERN_C) return 1;
+    if (k == PT__GEMM_KERN_NEON) return PT__NEON;
 #if PT__X86
     __builtin_cpu_init();
     if (k == PT__GEMM_KERN_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -513,12 +519,12 @@ static void test_bf16(void) {
     static const int64_t shapes[][3] = {{1, 1, 1},     {7, 33, 100},  {33, 7, 1},     {100, 100, 7},  {13, 31, 5},
                                         {12, 32, 16},  {25, 65, 33},  {1, 100, 301},  {100, 1, 300},  {130, 97, 401},
                                         {193, 257, 385}, {7, 600, 1541}, {37, 4200, 9},  {9, 40, 63},   {40, 9, 95}};
-    static const int all[4] = {PT__GEMM_KERN_C, PT__GEMM_KERN_AVX2, PT__GEMM_KERN_AVX512, PT__GEMM_KERN_AVX512BF16};
+    static const int all[5] = {PT__GEMM_KERN_C, PT__GEMM_KERN_AVX2, PT__GEMM_KERN_AVX512, PT__GEMM_KERN_AVX512BF16, PT__GEMM_KERN_NEON};
     int ki, ta, tb, f;
     size_t s;
     printf("bf16 auto-selected kernel: %s\n", kname16(pt__gemm_pick_kern_bf16()));
     test_conversions();
-    for (ki = 0; ki < 4; ki++) {
+    for (ki = 0; ki < 5; ki++) {
         int k = all[ki];
         if (!kern_bf16_ok(k)) {
             printf("NOTE bf16 kernel %s: not on this CPU (or compiler), skipped\n", kname16(k));
@@ -535,15 +541,15 @@ static void test_bf16(void) {
                 }
                 for (f = 0; f < 8; f++) { /* every storage combination: batches, alpha/beta, exact integers */
                     run_bf16_case(k, 2, f, ta, tb, 3, 25, 65, 33, 0.5f, 1.0f, 1, 0);
-                    run_bf16_case(k, 2, f, ta, tb, 2, 40, 70, qd(1601, 801), 1.0f, 1.0f, 0, 1);
+                    run_bf16_case(k, 2, f, ta, tb, 2, 40, 70, qt(1601, 801, 301), 1.0f, 1.0f, 0, 1);
                 }
                 run_bf16_case(k, 2, 7, ta, tb, 1, 5, 6, 0, 1.0f, 0.5f, 2, 0); /* K = 0, alpha = 0 */
                 run_bf16_case(k, 2, 3, ta, tb, 1, 5, 6, 0, 1.0f, 0.0f, 2, 0);
                 run_bf16_case(k, 2, 4, ta, tb, 2, 5, 6, 7, 0.0f, 0.5f, 2, 0);
                 run_bf16_case(k, 3, 5, ta, tb, 7, 9, 8, 100, 1.0f, 0.0f, 0, 0);
                 run_bf16_case(k, 2, 6, ta, tb, 1, qd(500, 250), qd(70, 13), qd(70, 20), 1.0f, 0.0f, 0, 0); /* several MC blocks */
-                run_bf16_determinism(k, 3, ta, tb, 1, qd(333, 130), qd(275, 70), qd(1100, 600));
-                run_bf16_determinism(k, 4, ta, tb, 1, qd(333, 130), qd(275, 70), qd(1100, 600));
+                run_bf16_determinism(k, 3, ta, tb, 1, qd(333, 130), qd(275, 70), qt(1100, 600, 300));
+                run_bf16_determinism(k, 4, ta, tb, 1, qd(333, 130), qd(275, 70), qt(1100, 600, 300));
                 run_bf16_determinism(k, 7, ta, tb, 6, 50, 60, 71);
             }
         CHECKF(g_bf16_kern_ok, tu_name("bf16 kernel %s, when forced, is the one that runs", kname16(k)), "another kernel ran");
@@ -591,12 +597,51 @@ static void run_f16_case(int kern, int ta, int tb, int64_t M, int64_t N, int64_t
     free(A), free(B), free(Ar), free(Br), free(C), free(Cr), free(Cf);
 }
 
+/* ================================================================ NEON: its summation rule, bit for bit */
+/* The NEON kernel (AArch64) against a scalar model of the rule the gemm section states for it: K cut
+   into the C kernel's blocks (<= 256, even split), per block acc = fmaf(a_k, b_k, acc) with k in order,
+   then C = alpha acc (first block, beta 0) or fmaf(beta_eff, C, alpha acc); every element bit for bit,
+   in each transpose case, edge tiles, several K blocks, beta 0 / 1 / other. The C kernel runs the same
+   order unfused under ISO C: within the tolerance of run_case (checked there). */
+#if PT__NEON
+static void run_neon_rule(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha, float beta) {
+    int64_t lda = ta ? M : K, ldb = tb ? K : N, i, j, k, p0, nkb = (K + 255) / 256, kc = (K + nkb - 1) / nkb;
+    float *A = (float *)malloc((size_t)(M * K + 1) * 4), *B = (float *)malloc((size_t)(K * N + 1) * 4);
+    float *C = (float *)malloc((size_t)(M * N + 1) * 4), *R = (float *)malloc((size_t)(M * N + 1) * 4);
+    pt__gemm_ws ws;
+    int ok = 1, rc;
+    for (i = 0; i < M * K; i++) A[i] = frand();
+    for (i = 0; i < K * N; i++) B[i] = frand();
+    for (i = 0; i < M * N; i++) C[i] = R[i] = beta == 0.0f ? NAN : frand();
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++)
+            for (p0 = 0; p0 < K; p0 += kc) {
+                float acc = 0.0f, be = p0 == 0 ? beta : 1.0f, *r = &R[i * N + j];
+                for (k = p0; k < PT__GEMM_MIN(K, p0 + kc); k++)
+                    acc = fmaf(ta ? A[k * lda + i] : A[i * lda + k], tb ? B[j * ldb + k] : B[k * ldb + j], acc);
+                *r = be == 0.0f ? alpha * acc : fmaf(be, *r, alpha * acc);
+            }
+    memset(&ws, 0, sizeof ws);
+    ws.nthreads = 2;
+    ws.kern = PT__GEMM_KERN_NEON;
+    rc = pt__sgemm(&ws, ta, tb, 1, M, N, K, alpha, A, lda, 0, B, ldb, 0, beta, C, N, 0);
+    for (i = 0; i < M * N && ok; i++)
+        if (memcmp(&C[i], &R[i], 4) != 0) ok = 0;
+    CHECKF(ok && rc == 0 && ws.kern == PT__GEMM_KERN_NEON,
+           tu_name("neon gemm = its summation rule bit for bit ta=%d tb=%d M=%lld N=%lld K=%lld a=%g b=%g", ta, tb, (long long)M,
+                   (long long)N, (long long)K, (double)alpha, (double)beta),
+           "rc %d, kernel %s, element %lld: %.9g, rule %.9g", rc, kname(ws.kern), (long long)(i - 1), (double)C[i - 1], (double)R[i - 1]);
+    pt__gemm_ws_free(&ws);
+    free(A), free(B), free(C), free(R);
+}
+#endif
+
 int main(int argc, char **argv) {
     static const int64_t shapes[][3] = {{1, 1, 1},       {1, 37, 1},     {1, 1, 300},    {17, 33, 65},   {100, 1, 7},
                                         {1, 100, 7},     {13, 31, 5},    {12, 32, 16},   {24, 64, 1},    {25, 65, 33},
                                         {64, 64, 64},    {5, 200, 900},  {200, 5, 900},  {3, 7, 2000},   {130, 97, 401},
                                         {193, 257, 385}, {7, 4100, 3},   {385, 50, 770}};
-    int kerns[3], nk = 0, ki, ta, tb;
+    int kerns[4], nk = 0, ki, ta, tb;
     size_t s;
     tu_init(argc, argv);
     kerns[nk++] = PT__GEMM_KERN_C;
@@ -605,6 +650,9 @@ int main(int argc, char **argv) {
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) kerns[nk++] = PT__GEMM_KERN_AVX2;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
         kerns[nk++] = PT__GEMM_KERN_AVX512;
+#endif
+#if PT__NEON
+    kerns[nk++] = PT__GEMM_KERN_NEON; /* Advanced SIMD: always there on AArch64 */
 #endif
     printf("auto-selected kernel: %s%s\n", kname(pt__gemm_pick_kern()), tu_quick ? " (--quick: smaller sizes)" : "");
 
@@ -644,6 +692,14 @@ int main(int argc, char **argv) {
     }
     run_noalloc(1, -1);
     run_noalloc(2, -1);
+#if PT__NEON
+    for (ta = 0; ta < 2; ta++)
+        for (tb = 0; tb < 2; tb++) {
+            run_neon_rule(ta, tb, 17, 29, 37, 1.0f, 0.0f);
+            run_neon_rule(ta, tb, 8, 12, 600, -2.0f, 0.5f); /* three K blocks */
+            run_neon_rule(ta, tb, qd(133, 41), qd(77, 25), qd(300, 260), 0.5f, 1.0f);
+        }
+#endif
     test_bf16();
     for (ki = 0; ki < nk; ki++)
         for (ta = 0; ta < 2; ta++)

@@ -6,7 +6,8 @@
      against pt_gpt_forward of the whole sequence, within 1e-5 relative (floor 1: |a - b| <= 1e-5 max(1,
      |a|, |b|)); a ragged batch of 8 sequences against each one's pt_gpt_forward;
    - batch invariance: 8 sequences of mixed lengths, each alone vs all together (prefill and decode),
-     logits bitwise equal; 1 thread vs 2 threads bitwise equal;
+     logits bitwise equal; 1 thread vs 2 threads bitwise equal; the scalar references (pt__qmm's C
+     kernel, ctx->cpu_simd = 1) vs the SIMD kernels (AVX-512 / AVX2 / NEON) bitwise equal;
    - greedy tokens of pt_gpt_generate and pt_generate = the uncached argmax loop over pt_gpt_forward;
    - the context policy (re-prefill of the last max_seq / 2 tokens; a prompt longer than max_seq) against
      the same policy computed uncached;
@@ -251,6 +252,16 @@ static void test_batch(void) {
             }
             CHECK(same, tu_name("batch invariance (%s): each sequence's logits alone = in the ragged batch, bitwise (prefill and decode)", tn));
             CHECK(same_t, tu_name("thread invariance (%s): the ragged batch on 1 thread = on 2 threads, bitwise", tn));
+            { /* the scalar references (pt__qmm's C kernel, the C loops of the cpu kernels) = the SIMD paths */
+                const char *kn = pt__qmm_kernel(k == 5 ? PT_W_F32 : types[k]);
+                int same_s;
+                pt__qmm_force(md.ctx, PT__QMM_KERN_C), md.ctx->cpu_simd = 1;
+                same_s = run_batch(&md, 1, 16, ids, c);
+                pt__qmm_force(md.ctx, PT__QMM_KERN_AUTO), md.ctx->cpu_simd = 0;
+                for (s = 0; s < NS && same_s; s++) same_s = !memcmp(a[s], c[s], (size_t)(plen[s] + NDEC) * V * sizeof(float));
+                CHECK(same_s, tu_name("SIMD paths (%s): the ragged batch with pt__qmm's C kernel and the C loops = with the SIMD kernels "
+                                      "(%s), bitwise", tn, kn ? kn : "?"));
+            }
             if (k == 0)
                 CHECKF(worst <= 1e-5, "cache = no cache on a ragged batch: every sequence's logits vs its pt_gpt_forward within 1e-5",
                        "max relative difference %.3g", worst);

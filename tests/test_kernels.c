@@ -1093,6 +1093,58 @@ static void test_optim(void) {
     }
 }
 
+/* the SIMD paths of the elementwise kernels (NEON on AArch64: ctx->cpu_simd 0) against their C reference
+   (ctx->cpu_simd = 1) in the same process, bit for bit: AdamW, GELU forward / backward, softmax and
+   log-softmax rows, logsumexp of the cross-entropy, layernorm forward / backward; sizes with tails (not
+   multiples of 4 or 16), edge values (0, -0, +-30, -200, +-inf, NaN). Off AArch64 both runs take the C
+   path (the check still runs). */
+static void test_simd_paths(void) {
+    static const int64_t sizes[] = {1, 7, 16, 35, 1029, 5003};
+    int ok[7] = {1, 1, 1, 1, 1, 1, 1};
+    for (int s = 0; s < 6; s++) {
+        int64_t n = sizes[s], rows = 3, C = n;
+        pt_tensor *x = newf1(n), *dy = newf1(n), *y[2], *dx[2], *p[2], *m[2], *v[2], *g = newf1(n);
+        pt_tensor *X = newf(2, rows, C, 1, 1), *Y[2], *L[2], *S[2], *LR[2], *LS[2], *MU[2], *RS[2], *DX[2], *DW[2], *DB[2];
+        pt_tensor *w = newf1(C), *b = newf1(C), *DY = newf(2, rows, C, 1, 1), *tg = newt(PT_I32, 1, rows, 1, 1, 1);
+        rnd(x, -6, 6), rnd(dy, -1, 1), rnd(g, -1, 1), rnd(X, -8, 8), rnd(w, 0.5f, 1.5f), rnd(b, -1, 1), rnd(DY, -1, 1);
+        if (n > 6) F(x)[1] = 0.0f, F(x)[2] = -30.0f, F(x)[3] = 30.0f, F(x)[4] = -200.0f, F(x)[5] = -0.0f, F(x)[6] = 1e-4f;
+        if (n > 20) F(x)[17] = INFINITY, F(x)[18] = -INFINITY, F(x)[19] = NAN, F(X)[C + 3] = -INFINITY, F(X)[2 * C + 5] = 100.0f;
+        for (int r = 0; r < rows; r++) I(tg)[r] = (int32_t)((r * 7) % C);
+        for (int k = 0; k < 2; k++) { /* k = 0: the C reference, 1: the SIMD path */
+            g_ctx->cpu_simd = k ? 0 : 1;
+            y[k] = newf1(n), dx[k] = clone(dy), Y[k] = newf(2, rows, C, 1, 1), L[k] = newf(2, rows, C, 1, 1);
+            S[k] = newf(2, rows, C, 1, 1), LR[k] = newf1(rows), LS[k] = newf1(rows), MU[k] = newf1(rows), RS[k] = newf1(rows);
+            DX[k] = clone(DY), DW[k] = newf1(C), DB[k] = newf1(C);
+            p[k] = clone(g), m[k] = clone(dy), v[k] = clone(dy);
+            for (int64_t i = 0; i < n; i++) F(v[k])[i] = F(v[k])[i] * F(v[k])[i];
+            memset(F(DW[k]), 0, (size_t)C * 4), memset(F(DB[k]), 0, (size_t)C * 4);
+            be->act_fwd(g_ctx, PT__GELU, y[k], x);
+            be->act_bwd(g_ctx, PT__GELU, dx[k], x, dy);
+            be->softmax_fwd(g_ctx, S[k], X, 0);
+            be->softmax_fwd(g_ctx, L[k], X, 1);
+            be->xent_fwd(g_ctx, LR[k], LS[k], X, tg, -1, C);
+            be->adamw(g_ctx, p[k], g, m[k], v[k], n, 0.01f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.19f, 0.0975f, 0.5f);
+            be->layernorm_fwd(g_ctx, Y[k], MU[k], RS[k], X, w, s & 1 ? b : NULL, 1e-5f);
+            be->layernorm_bwd(g_ctx, DX[k], DW[k], DB[k], DY, X, w, MU[k], RS[k]);
+        }
+        g_ctx->cpu_simd = 0;
+        ok[0] &= same(y[0], y[1]), ok[1] &= same(dx[0], dx[1]), ok[2] &= same(L[0], L[1]) && same(S[0], S[1]);
+        ok[3] &= same(LR[0], LR[1]) && same(LS[0], LS[1]);
+        ok[4] &= same(p[0], p[1]) && same(m[0], m[1]) && same(v[0], v[1]);
+        ok[5] &= same(Y[0], Y[1]) && same(MU[0], MU[1]) && same(RS[0], RS[1]);
+        ok[6] &= same(DX[0], DX[1]) && same(DW[0], DW[1]) && same(DB[0], DB[1]);
+        pool_free();
+    }
+    printf("  elementwise SIMD paths: %s\n", PT__NEON ? "NEON (AArch64)" : "none on this architecture (both runs are C)");
+    CHECK(ok[0], "SIMD path = C reference bit for bit: gelu fwd (sizes 1..5003, tails, 0, -0, +-30, -200, +-inf, NaN)");
+    CHECK(ok[1], "SIMD path = C reference bit for bit: gelu bwd");
+    CHECK(ok[2], "SIMD path = C reference bit for bit: softmax and log-softmax rows");
+    CHECK(ok[3], "SIMD path = C reference bit for bit: cross-entropy loss and logsumexp");
+    CHECK(ok[4], "SIMD path = C reference bit for bit: adamw p, m, v");
+    CHECK(ok[5], "SIMD path = C reference bit for bit: layernorm fwd y, mean, rstd");
+    CHECK(ok[6], "SIMD path = C reference bit for bit: layernorm bwd dx, dw, db");
+}
+
 int main(int argc, char **argv) {
     pt_desc desc;
     tu_init(argc, argv);
@@ -1123,6 +1175,7 @@ int main(int argc, char **argv) {
     test_conv();
     test_maxpool();
     test_optim();
+    test_simd_paths();
     CHECK(g_ctx->status == PT_OK, "no error recorded");
     pt_shutdown(g_ctx);
     return tu_summary();

@@ -4,7 +4,7 @@
    zero; q4_0's d = max / -8 with the sign of the largest |x|, the first one on ties, min(15, x / d + 8.5)
    truncated; nibble order: elements 0-15 low nibbles, 16-31 high), f16 / bf16 ties to even,
    dequantization, the round-trip error bounds.
-   pt__qmm: for every type and every kernel this CPU runs (C, AVX2, AVX-512 / VNNI, forced with
+   pt__qmm: for every type and every kernel this CPU runs (C, AVX2, AVX-512 / VNNI, NEON, forced with
    pt__qmm_force), on odd shapes (rows 1, 7, 33, 257; cols 32, 96, 800; M 1, 3, 17; strided x and y,
    bias): the C reference against a double-precision product of the dequantized weights and the
    (q8_0-quantized) x, every SIMD kernel bit for bit equal to the C reference, batch invariance (a row
@@ -214,7 +214,7 @@ static double check_ref(const pt_qmat *w, const float *x, int64_t ldx, int64_t M
 
 static int kern_list(pt_wtype t, int *ks) { /* the distinct kernels this CPU runs for t */
     int n = 0, k;
-    for (k = PT__QMM_KERN_C; k <= PT__QMM_KERN_AVX512; k++)
+    for (k = PT__QMM_KERN_C; k <= PT__QMM_KERN_NEON; k++)
         if (pt__qmm_resolve(k, t) == k) ks[n++] = k;
     return n;
 }
@@ -222,10 +222,10 @@ static int kern_list(pt_wtype t, int *ks) { /* the distinct kernels this CPU run
 static void test_kernels(pt_ctx *ctx) {
     static const int64_t rows_[] = {1, 7, 33, 257}, cols_[] = {32, 96, 800}, Ms[] = {1, 3, 17};
     tu_rng r = {11};
-    int ti, ri, ci, mi, kk, nk, ks[3];
+    int ti, ri, ci, mi, kk, nk, ks[4];
     for (ti = 0; ti < NTYPES; ti++) {
         pt_wtype t = all_types[ti];
-        int ok_ref = 1, ok_bits[4] = {1, 1, 1, 1}, ok_pad = 1;
+        int ok_ref = 1, ok_bits[5] = {1, 1, 1, 1, 1}, ok_pad = 1;
         double worst = 0.0;
         nk = kern_list(t, ks);
         for (ri = 0; ri < 4; ri++)
@@ -282,14 +282,45 @@ static void test_kernels(pt_ctx *ctx) {
             if (ks[kk] != PT__QMM_KERN_C)
                 CHECK(ok_bits[ks[kk]], tu_name("%s %s kernel = C reference bit for bit (rows 1 7 33 257, cols 32 96 800, M 1 3 17)", pt_wtype_name(t),
                                                 pt__qmm_kname(ks[kk], t)));
-        if (nk < 3) printf("  %s: %d of 3 kernels run on this CPU\n", pt_wtype_name(t), nk);
+        if (nk < 3) printf("  %s: %d kernel(s) run on this CPU (of C, AVX2, AVX-512 on x86-64; C, NEON on AArch64)\n", pt_wtype_name(t), nk);
+    }
+}
+
+/* float weights with K not a multiple of 16 (the SIMD kernels' zero-padded last vector): every kernel
+   this CPU runs = the C reference bit for bit */
+static void test_float_tail(pt_ctx *ctx) {
+    static const int64_t Ks[] = {1, 5, 37, 100};
+    tu_rng r = {5};
+    int ti, kk, nk, ks[4], ki;
+    for (ti = 0; ti < 3; ti++) {
+        pt_wtype t = all_types[ti];
+        int ok = 1;
+        nk = kern_list(t, ks);
+        for (ki = 0; ki < 4; ki++) {
+            const int64_t K = Ks[ki], N = 9, M = 2;
+            pt_qmat w;
+            unsigned char *wd = make_mat(t, N, K, &r, &w);
+            float x[200], y0[18], y1[18];
+            int64_t i;
+            for (i = 0; i < M * K; i++) x[i] = tu_uniform(&r, -2.0f, 2.0f);
+            pt__qmm_force(ctx, PT__QMM_KERN_C);
+            pt__qmm(ctx, &w, x, K, M, NULL, y0, N);
+            for (kk = 0; kk < nk; kk++) {
+                pt__qmm_force(ctx, ks[kk]);
+                pt__qmm(ctx, &w, x, K, M, NULL, y1, N);
+                if (memcmp(y0, y1, sizeof y0) != 0) ok = 0;
+            }
+            free(wd);
+        }
+        pt__qmm_force(ctx, PT__QMM_KERN_AUTO);
+        CHECK(ok, tu_name("%s: K = 1, 5, 37, 100 (a partial last vector): every kernel here (%d) = C reference bit for bit", pt_wtype_name(t), nk));
     }
 }
 
 /* a row's output alone = inside M = 16 (bitwise), and 1, 2, 3 threads give the same bits */
 static void test_invariance(pt_ctx *ctx) {
     tu_rng r = {23};
-    int ti, kk, nk, ks[3];
+    int ti, kk, nk, ks[4];
     const int64_t N = 300, K = 1184, M = 16; /* 37 blocks; K > 1024: the AVX-512 float kernels take K in blocks at M > 1 */
     for (ti = 0; ti < NTYPES; ti++) {
         pt_wtype t = all_types[ti];
@@ -333,7 +364,7 @@ static void test_invariance(pt_ctx *ctx) {
 /* quantized blocks have no alignment (34- and 18-byte blocks): a matrix at an odd address gives the same bits */
 static void test_unaligned(pt_ctx *ctx) {
     tu_rng r = {31};
-    int ti, kk, nk, ks[3];
+    int ti, kk, nk, ks[4];
     for (ti = 3; ti < 5; ti++) {
         pt_wtype t = all_types[ti];
         pt_qmat w, wu;
@@ -437,6 +468,7 @@ int main(int argc, char **argv) {
     test_roundtrip();
     test_quant_x();
     test_kernels(ctx);
+    test_float_tail(ctx);
     test_invariance(ctx);
     test_unaligned(ctx);
     test_alloc_errors(ctx);

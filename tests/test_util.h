@@ -29,7 +29,7 @@
 #endif
 
 static int tu_npass, tu_nfail; /* the checks this rank counted (under MPI the agreed ones are the same on every rank) */
-static int tu_quick;           /* --quick or PT_TEST_QUICK=1: smaller sizes (sanitizer builds) */
+static int tu_quick;           /* --quick or PT_TEST_QUICK=1: smaller sizes (sanitizer builds); 2: --tiny */
 static int tu_rank, tu_size = 1, tu_mpi; /* MPI_COMM_WORLD's rank and size; tu_mpi: checks are collective */
 static int tu_solo_on, tu_spass, tu_sfail; /* tu_solo(1) is on; the solo checks among tu_npass / tu_nfail */
 static char tu_tag[64];        /* appended to every PASS/FAIL name (tu_mpi_init) */
@@ -147,13 +147,16 @@ static TU_UNUSED double tu_max_rel(const float *a, const float *b, long n, doubl
     return worst;
 }
 
-/* Parses --quick (and env PT_TEST_QUICK=1). */
+/* Parses --quick (and env PT_TEST_QUICK=1); --tiny (PT_TEST_QUICK=2): tu_quick 2, smaller still where a
+   test says so (under an emulator: tests/arm64_test.sh), else as --quick. */
 static TU_UNUSED void tu_init(int argc, char **argv) {
     int i;
     const char *e = getenv("PT_TEST_QUICK");
-    for (i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--quick")) tu_quick = 1;
-    if (e && atoi(e) > 0) tu_quick = 1;
+    for (i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick") && tu_quick < 1) tu_quick = 1;
+        if (!strcmp(argv[i], "--tiny")) tu_quick = 2;
+    }
+    if (e && atoi(e) > tu_quick) tu_quick = atoi(e) > 1 ? 2 : 1;
     setvbuf(stdout, NULL, _IOLBF, 0);
 }
 

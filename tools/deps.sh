@@ -16,8 +16,9 @@
 # mpich and libmpich-dev: the MPI suites once more under MPICH (mpicc.mpich, mpiexec.mpich; docs/mpi.md). Open MPI stays
 # the one that mpicc / mpirun name: Debian's alternatives rank it first (priority 50 to MPICH's 40) and, should they
 # point elsewhere after an install of this script's, they are set back to Open MPI.
+# tests/arm64_test.sh cross-compiles for AArch64 and runs under qemu-user: qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross.
 set -u
-PKGS="build-essential make gzip openmpi-bin libopenmpi-dev mpich libmpich-dev ocl-icd-libopencl1 libclblast1 pocl-opencl-icd ocl-icd-opencl-dev opencl-headers libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps libmicrohttpd-dev curl chromium chromium-driver python3-selenium"
+PKGS="build-essential make gzip openmpi-bin libopenmpi-dev mpich libmpich-dev ocl-icd-libopencl1 libclblast1 pocl-opencl-icd ocl-icd-opencl-dev opencl-headers libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps libmicrohttpd-dev curl chromium chromium-driver python3-selenium qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # the tests' Python environment: made once, kept while it imports gguf and numpy
 pyenv() {
