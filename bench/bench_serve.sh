@@ -59,7 +59,10 @@ load() {
     "$B/ptload" --url "$1" --rate "$2" --requests "$3" --seed "$4" --prompt-len "$P" --output-len "$O" --ignore-eos --slo-ttft "$SLO" --timeout 300 >"$W/load.out" 2>"$W/load.err"
     r=$?
     grep '^{' "$W/load.out" | tail -n 1 >"$W/load.json"
-    [ $r -eq 0 ] && [ -s "$W/load.json" ] || { echo "bench serve: ptload --url $1 --rate $2 exit $r: $(tail -n 3 "$W/load.err") $(tail -n 2 "$W/load.out")" >&2; return 1; }
+    [ $r -eq 0 ] && [ -s "$W/load.json" ] && return 0
+    echo "bench serve: ptload --url $1 --rate $2 exit $r: $(tail -n 3 "$W/load.err") $(sed -n 2p "$W/load.out")" >&2
+    for p in $PIDS; do kill -0 "$p" 2>/dev/null || echo "bench serve: the server (pid $p) is gone: $(tail -n 3 "$W/ptserve.err" "$W/llama-server.log" 2>/dev/null)" >&2; done
+    return 1
 }
 # field NAME: a number of $W/load.json
 field() { sed -n "s/.*\"$1\":\([0-9.eE+-]*\).*/\1/p" "$W/load.json"; }
