@@ -3876,16 +3876,21 @@ static int pt__cpus(void) {
 
 /* ---- the thread team -------------------------------------------------------------------------- */
 /* Every threaded kernel runs through pt__par_run / pt__par_for: fn(arg, lo, hi, tid) is called on
-   [lo, hi), the tid-th of nt contiguous blocks of [0, n) -- the partition of OpenMP's
-   schedule(static): n / nt items each, the first n % nt threads one more. A kernel computes each
-   item the same way whichever thread runs it (tid picks only a scratch buffer), so results do not
-   depend on the thread count or on which backend runs the loop:
+   contiguous blocks [lo, hi) of [0, n) (OpenMP's schedule(static) cuts n into nt such blocks: n / nt
+   items each, the first n % nt one more). A kernel computes each item the same way whichever thread
+   runs it and however [0, n) is cut (tid picks only a scratch buffer), so results do not depend on
+   the thread count or on which backend runs the loop:
    - the team (default): the context's own persistent pthreads, ctx->nthreads - 1 workers beside the
-     calling thread. A worker spins a short while (PT__TEAM_SPIN, 100 microseconds) for the
-     next job, then sleeps on a condition variable; the caller likewise waits for the workers. So
-     back-to-back kernels (a decode step's ops) do not pay a wake-up, and an idle team costs no CPU
-     when another process needs it (OpenMP's libgomp spins for much longer, and its OMP_WAIT_POLICY
-     cannot change once the program runs). Sleeping is a condition variable everywhere (glibc's is a
+     calling thread. [0, n) is cut into min(n, 4 nt) static blocks, and the threads, the caller
+     among them, claim blocks one at a time (one compare-and-swap on a word that holds the job's
+     generation, its block count and the next block). A worker that the OS has not scheduled yet
+     (another process on its core) thus delays nothing: the others take its blocks, and the caller
+     waits only for blocks already claimed, never for a worker to wake. A worker spins a short while
+     (PT__TEAM_SPIN, 100 microseconds) for the next job, then sleeps on a condition variable; the
+     caller likewise spins, then sleeps, until the job's blocks are done. So back-to-back kernels
+     (a decode step's ops) do not pay a wake-up, and an idle team costs no CPU when another process
+     needs it (OpenMP's libgomp spins for much longer, and its OMP_WAIT_POLICY cannot change once
+     the program runs). Sleeping is a condition variable everywhere (glibc's is a
      futex; syscall(SYS_futex) itself is not declared without _GNU_SOURCE, which the header never
      defines). The team is made by pt_init and pt_set_threads and joined by pt_shutdown; contexts
      do not share it. A parallel loop called from inside a job runs serially as thread 0 (as
@@ -3927,18 +3932,20 @@ typedef struct pt__team {
     int n;                /* threads, the caller included */
     pt__team_worker *w;   /* n - 1 workers */
     pthread_mutex_t mu;
-    pthread_cond_t go, done;
-    unsigned gen;         /* job generation: a worker runs each new one (atomic) */
+    pthread_cond_t go, done_cv;
+    unsigned gen;         /* job generation: workers wake for each new one (atomic) */
+    uint64_t claim;       /* generation << 32 | blocks << 16 | the next block to claim (atomic) */
     int sleepers;         /* workers asleep on go (atomic) */
-    int pending;          /* workers yet to finish the job (atomic) */
+    int done;             /* blocks of the job finished (atomic) */
     int waiting;          /* the caller asleep on done (atomic) */
     int stop;             /* workers return (atomic) */
     int busy;             /* a job runs: a parallel loop inside it runs serially */
-    pt__par_fn fn;        /* the job, written before gen is published */
+    pt__par_fn fn;        /* the job, written before claim and gen are published */
     void *arg;
     int64_t items;
-    int nt;               /* threads with work: 0 .. nt - 1; every worker acknowledges the job */
+    int nt;               /* threads that may claim blocks: 0 .. nt - 1 */
 } pt__team;
+#define PT__TEAM_MAXBLK 4096 /* blocks of one job at most (16 bits of claim) */
 
 /* gen moved past seen: spin, then sleep on go. Returns the new generation. */
 /* 1 while a spin that started at *t0 (0: now) is shorter than PT__TEAM_SPIN */
@@ -3962,30 +3969,45 @@ static unsigned pt__team_next(pt__team *t, unsigned seen) {
     return g;
 }
 
+/* claims the next block of job generation g, runs it as thread tid and counts it done; 0 when g has
+   no block left (or is over). The job's fields are read only after a claim succeeded: the caller
+   rewrites them only once every block of g is done, which needs this one. */
+static int pt__team_run_block(pt__team *t, unsigned g, int tid) {
+    uint64_t c = PT__ALOAD(&t->claim);
+    int64_t b, nblk, lo, hi;
+    for (;;) {
+        if ((unsigned)(c >> 32) != g || (int64_t)(c & 0xffffu) >= (int64_t)((c >> 16) & 0xffffu)) return 0;
+        if (__atomic_compare_exchange_n(&t->claim, &c, c + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) break;
+    }
+    b = (int64_t)(c & 0xffffu), nblk = (int64_t)((c >> 16) & 0xffffu);
+    pt__par_range(t->items, (int)nblk, (int)b, &lo, &hi);
+    if (lo < hi) t->fn(t->arg, lo, hi, tid);
+    if (PT__AADD(&t->done, 1) == (int)nblk && PT__ALOAD(&t->waiting)) {
+        pthread_mutex_lock(&t->mu);
+        pthread_cond_broadcast(&t->done_cv);
+        pthread_mutex_unlock(&t->mu);
+    }
+    return 1;
+}
+
 static void *pt__team_main(void *p) {
     pt__team_worker *w = (pt__team_worker *)p;
     pt__team *t = w->team;
     unsigned seen = 0;
     for (;;) {
-        int64_t lo, hi;
         seen = pt__team_next(t, seen);
         if (PT__ALOAD(&t->stop)) return NULL;
-        if (w->id < t->nt) {
-            pt__par_range(t->items, t->nt, w->id, &lo, &hi);
-            if (lo < hi) t->fn(t->arg, lo, hi, w->id);
-        }
-        if (PT__AADD(&t->pending, -1) == 0 && PT__ALOAD(&t->waiting)) {
-            pthread_mutex_lock(&t->mu);
-            pthread_cond_broadcast(&t->done);
-            pthread_mutex_unlock(&t->mu);
-        }
+        if (w->id < PT__ALOAD(&t->nt))
+            while (pt__team_run_block(t, seen, w->id)) {}
     }
 }
 
-/* publishes the job set in t (or the stop) and wakes sleeping workers */
-static void pt__team_publish(pt__team *t) {
-    PT__ASTORE(&t->pending, t->n - 1);
-    PT__AADD(&t->gen, 1u);
+/* publishes the job set in t (or the stop) with nblk blocks and wakes sleeping workers */
+static void pt__team_publish(pt__team *t, int64_t nblk) {
+    const unsigned g = PT__ALOAD(&t->gen) + 1u;
+    PT__ASTORE(&t->done, 0);
+    PT__ASTORE(&t->claim, (uint64_t)g << 32 | (uint64_t)nblk << 16);
+    PT__ASTORE(&t->gen, g);
     if (PT__ALOAD(&t->sleepers)) {
         pthread_mutex_lock(&t->mu);
         pthread_cond_broadcast(&t->go);
@@ -3993,15 +4015,15 @@ static void pt__team_publish(pt__team *t) {
     }
 }
 
-/* waits until every worker acknowledged the job: spin, then sleep on done */
-static void pt__team_wait(pt__team *t) {
+/* waits until the job's nblk blocks are done: spin, then sleep on done_cv */
+static void pt__team_wait(pt__team *t, int nblk) {
     int spin = 0;
     double t0 = 0;
-    while (PT__ALOAD(&t->pending) && pt__team_spin(&t0, &spin)) {}
-    if (!PT__ALOAD(&t->pending)) return;
+    while (PT__ALOAD(&t->done) != nblk && pt__team_spin(&t0, &spin)) {}
+    if (PT__ALOAD(&t->done) == nblk) return;
     pthread_mutex_lock(&t->mu);
     PT__ASTORE(&t->waiting, 1);
-    while (PT__ALOAD(&t->pending)) pthread_cond_wait(&t->done, &t->mu);
+    while (PT__ALOAD(&t->done) != nblk) pthread_cond_wait(&t->done_cv, &t->mu);
     PT__ASTORE(&t->waiting, 0);
     pthread_mutex_unlock(&t->mu);
 }
@@ -4012,14 +4034,14 @@ static void pt__team_free(pt_ctx *ctx) {
     if (!t) return;
     started = t->n - 1;
     PT__ASTORE(&t->stop, 1);
-    pt__team_publish(t);
+    pt__team_publish(t, 0);
     pthread_mutex_lock(&t->mu); /* a worker between its last check and its sleep holds mu: none is missed */
     pthread_cond_broadcast(&t->go);
     pthread_mutex_unlock(&t->mu);
     for (i = 0; i < started; i++) pthread_join(t->w[i].th, NULL);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->go);
-    pthread_cond_destroy(&t->done);
+    pthread_cond_destroy(&t->done_cv);
     pt__free(ctx, t->w);
     pt__free(ctx, t);
     ctx->team = NULL;
@@ -4042,7 +4064,7 @@ static pt_status pt__team_set(pt_ctx *ctx, int threads) {
     }
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->go, NULL);
-    pthread_cond_init(&t->done, NULL);
+    pthread_cond_init(&t->done_cv, NULL);
     t->n = 1;
     for (i = 0; i < threads - 1; i++) {
         t->w[i].team = t, t->w[i].id = i + 1;
@@ -4073,14 +4095,17 @@ static void pt__par_run(const pt_ctx *ctx, int nt, int64_t n, pt__par_fn fn, voi
 #if PT__TEAM
     {
         pt__team *t = ctx ? ctx->team : NULL;
-        int64_t lo, hi;
         if (nt > 1 && t && !t->busy) {
+            int64_t nblk;
+            unsigned g;
             if (nt > t->n) nt = t->n;
-            t->busy = 1, t->fn = fn, t->arg = arg, t->items = n, t->nt = nt;
-            pt__team_publish(t);
-            pt__par_range(n, nt, 0, &lo, &hi);
-            fn(arg, lo, hi, 0);
-            pt__team_wait(t);
+            nblk = PT__MIN(n, PT__MIN(4 * (int64_t)nt, (int64_t)PT__TEAM_MAXBLK));
+            t->busy = 1, t->fn = fn, t->arg = arg, t->items = n;
+            PT__ASTORE(&t->nt, nt);
+            pt__team_publish(t, nblk);
+            g = PT__ALOAD(&t->gen);
+            while (pt__team_run_block(t, g, 0)) {}
+            pt__team_wait(t, (int)nblk);
             t->busy = 0;
             return;
         }
@@ -12041,16 +12066,15 @@ typedef struct pt__qmm_par {
     pt__qmm_rows_fn fn;
     float *save;
     int64_t fstride, N, nblk;
-    int nt;
+    int parts; /* ranges of whole 8-row groups (a few per thread: a thread the OS holds back delays only its range) */
 } pt__qmm_par;
 static void pt__qmm_part(void *p, int64_t lo, int64_t hi, int tid) {
     const pt__qmm_par *q = (const pt__qmm_par *)p;
-    const int64_t N = q->N, nt = q->nt;
+    const int64_t N = q->N, parts = q->parts;
     int64_t c;
-    (void)tid;
     for (c = lo; c < hi; c++) {
-        int64_t a = c ? N * c / nt / 8 * 8 : 0, e = c + 1 < nt ? N * (c + 1) / nt / 8 * 8 : N, n;
-        for (n = a; n < e; n += q->nblk) q->fn(q->j, n, PT__MIN(e, n + q->nblk), q->save ? q->save + c * q->fstride : NULL);
+        int64_t a = c ? N * c / parts / 8 * 8 : 0, e = c + 1 < parts ? N * (c + 1) / parts / 8 * 8 : N, n;
+        for (n = a; n < e; n += q->nblk) q->fn(q->j, n, PT__MIN(e, n + q->nblk), q->save ? q->save + tid * q->fstride : NULL);
     }
 }
 
@@ -12080,7 +12104,7 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
     if (M == 0 || N == 0) return;
     if (!(ws = pt__qmm_ws_get(ctx))) return;
     kern = pt__qmm_resolve(ws->kern, w->type);
-    /* blocks of rows of about PT__QMM_L2 bytes when x has several rows; threads take contiguous ranges of
+    /* blocks of rows of about PT__QMM_L2 bytes when x has several rows; threads claim contiguous ranges of
        whole 8-row groups; one thread for small products */
     nblk = M > 1 ? PT__MAX(8, PT__QMM_L2 / rb / 8 * 8) : N;
     nt = ctx->nthreads < 1 ? 1 : ctx->nthreads;
@@ -12112,8 +12136,9 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
     }
     {
         pt__qmm_par par;
-        par.j = &j, par.fn = fn, par.save = save, par.fstride = fstride, par.N = N, par.nblk = nblk, par.nt = nt;
-        pt__par_run(ctx, nt, nt, pt__qmm_part, &par);
+        par.j = &j, par.fn = fn, par.save = save, par.fstride = fstride, par.N = N, par.nblk = nblk;
+        par.parts = nt > 1 ? (int)PT__MAX(1, PT__MIN(4 * (int64_t)nt, N / 8)) : 1;
+        pt__par_run(ctx, nt, par.parts, pt__qmm_part, &par);
     }
 }
 
