@@ -62,7 +62,7 @@ for np_ in $bpids; do
     if wait "${np_#*:}"; then pass "$name builds with its Build: line"
     else fail "$name: '$(sed -n 's/^ *Build: //p' "$src" | head -n 1)' failed: $(head -c 400 "$W/$name.build.log")"; fi
 done
-recipe=$(sed -n '/^$(BUILD)\/pttrain:/{n;p;}' Makefile | sed 's/^[[:space:]]*//; s|\$@|build/pttrain|')
+recipe=$(sed -n '/^$(BUILD)\/pttrain:/{n;p;}' Makefile | sed 's/^[[:space:]]*//; s|\$@|build/pttrain|; s|\$(MPICC)|mpicc|')
 if [ -n "$recipe" ] && [ "$recipe" = "$(sed -n 's/^ *Build: //p' tools/pttrain.c | head -n 1)" ]; then pass "pttrain: its Build: line is the Makefile's recipe"
 else fail "pttrain: the Makefile builds it with '$recipe', its Build: line says '$(sed -n 's/^ *Build: //p' tools/pttrain.c | head -n 1)'"; fi
 
