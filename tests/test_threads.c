@@ -200,6 +200,7 @@ typedef struct {
     const pt_ctx *ctx;
     int hits[64][16];
     int outer_tid[64];
+    int worker_seen; /* a worker ran a block (atomic) */
 } nest;
 static void inner_part(void *p, int64_t lo, int64_t hi, int tid) {
     int *row = (int *)p;
@@ -210,11 +211,14 @@ static void inner_part(void *p, int64_t lo, int64_t hi, int tid) {
 static void outer_part(void *p, int64_t lo, int64_t hi, int tid) {
     nest *n = (nest *)p;
     int64_t i;
+    if (tid) __atomic_store_n(&n->worker_seen, 1, __ATOMIC_SEQ_CST);
     for (i = lo; i < hi; i++) {
         double t0 = pt_time();
         n->outer_tid[i] = tid;
         pt__par_run(n->ctx, 4, 16, inner_part, n->hits[i]);
-        while (pt_time() - t0 < 1e-3) {} /* 1 ms an item: the workers wake in time to claim blocks */
+        /* 1 ms an item, and the caller's first item waits (up to 5 s: valgrind, a loaded machine) until a
+           worker has claimed a block: the check below then does not depend on the OS scheduling them */
+        while (pt_time() - t0 < 1e-3 || (tid == 0 && i == lo && !__atomic_load_n(&n->worker_seen, __ATOMIC_SEQ_CST) && pt_time() - t0 < 5.0)) {}
     }
 }
 
