@@ -28125,9 +28125,10 @@ static int pt__eng_replay(pt_engine *e) {
         const pt_engine_event *x = &e->d.replay[e->rpos++];
         pt__ereq *q;
         int ok = 1;
-        if (x->iter < e->iter || pt__eng_find(e, x->req) < 0) ok = 0;
+        const int64_t k = pt__eng_find(e, x->req);
+        if (x->iter < e->iter || k < 0) ok = 0;
         else {
-            q = e->req[pt__eng_find(e, x->req)];
+            q = e->req[k];
             switch (x->kind) {
             case PT_EV_ARRIVE: ok = q->state == PT_REQ_PENDING; if (ok) pt__eng_arrive(e, q, pt__eng_clock(e)); break;
             case PT_EV_PREEMPT: ok = q->state == PT_REQ_RUNNING && (x->a == 0 || x->a == 1); if (ok) pt__eng_preempt(e, q, (int)x->a); break;
