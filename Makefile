@@ -137,7 +137,9 @@ tools: $(BUILD)/pttrain $(BUILD)/ptrun $(BUILD)/ptcl $(BUILD)/prepare_shards $(B
 # make serve: ptserve on the demo's checkpoint (which carries its BPE tokenizer), training a short
 # one first when there is none; SERVE_ARGS adds flags (e.g. --port 9000 --host 0.0.0.0)
 SERVE_ARGS ?=
-serve: $(BUILD)/ptserve
+# deps first (libmicrohttpd's headers), then the server: make serve works as a fresh machine's first command
+serve: deps
+	@$(MAKE) --no-print-directory $(BUILD)/ptserve
 	@if [ ! -f $(BUILD)/demo_ckpt/latest ]; then echo "make serve: no checkpoint in $(BUILD)/demo_ckpt: training a short one (make demo, 200 steps)"; \
 	  $(MAKE) demo DEMO_ARGS="$(subst --steps 800,--steps 200,$(DEMO_ARGS))" || exit 1; fi
 	./$(BUILD)/ptserve --ckpt $(BUILD)/demo_ckpt $(SERVE_ARGS)

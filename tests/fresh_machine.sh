@@ -5,7 +5,8 @@
 # Debian mirror (the bookworm entries of /etc/apt/sources.list and sources.list.d/*.list / *.sources,
 # deb822 included, copied into the root with the apt.conf.d files that set Acquire:: options, so its
 # apt-get uses the same mirror), clones the committed `main` of this repository into /root/ptrain there
-# (git clone: only committed work), and runs the README's two set-up commands, `make demo` and
+# (git clone: only committed work), and runs the README's set-up commands, `make serve` (first, on the
+# bare root: it must install what it needs; checked by asking the server it starts), `make demo` and
 # `make test`, as root in a chroot with /proc, /sys and /dev (with /dev/pts and /dev/shm) mounted, in
 # a clean environment (env -i: HOME, PATH, USER, LOGNAME, SHELL, LANG, TERM; http(s)_proxy if set),
 # exactly as a new user types them. Prints each command's exit status, wall time and last output
@@ -14,7 +15,7 @@
 # summary.txt, and the root's build/**/*.log and the demo's log.jsonl under LOG_DIR/build/.
 # Cleans up on any exit (also Ctrl-C / SIGTERM): ends the processes running in the root, unmounts
 # everything under it, and removes it unless KEEP_ROOT=1 (never while anything is still mounted there).
-# Env: KEEP_ROOT=1, FRESH_TMP (where the root is made; default /var/tmp), FRESH_BRANCH (default main).
+# Env: KEEP_ROOT=1, FRESH_SERVE_ONLY=1 (make serve alone), FRESH_TMP (where the root is made; default /var/tmp), FRESH_BRANCH (default main).
 # Where it cannot run (not root, no debootstrap, mount or chroot, no mirror in the apt sources, the
 # mirror unreachable) it prints a SKIP line and "0 passed, 0 failed" and exits 0.
 set -u
@@ -25,6 +26,8 @@ case $LOGS in /*) ;; *) LOGS=$(pwd)/$LOGS ;; esac
 SUITE=bookworm
 BRANCH=${FRESH_BRANCH:-main}
 # the README's set-up commands ("Set up and run"), as a new user types them
+CMD0="make serve"
+SERVE_PORT=18779
 CMD1="make demo"
 CMD2="make test"
 SANE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -113,7 +116,7 @@ mirror_uri() {
 
 mkdir -p "$LOGS" || exit 1
 rm -rf "$LOGS/build" "$LOGS/apt"
-rm -f "$LOGS/debootstrap.log" "$LOGS/make_demo.log" "$LOGS/make_test.log" "$LOGS/summary.txt"
+rm -f "$LOGS/debootstrap.log" "$LOGS/make_serve.log" "$LOGS/make_demo.log" "$LOGS/make_test.log" "$LOGS/summary.txt"
 mkdir -p "$LOGS/apt"
 deb_sources "$LOGS/apt/host"
 MIRROR=$(mirror_uri "$LOGS/apt/host.list" "$LOGS/apt/host.sources")
@@ -181,7 +184,7 @@ if [ $rc -ne 0 ]; then
     fi
     echo "FAIL debootstrap (exit $rc after $(hms $dt)); last lines of $LOGS/debootstrap.log:"
     tail -n 15 "$LOGS/debootstrap.log" | sed 's/^/    /'
-    echo "0 passed, 2 failed"
+    echo "0 passed, 3 failed"
     exit 1
 fi
 say "debootstrap done in $(hms $dt)"
@@ -204,7 +207,7 @@ for f in /etc/resolv.conf /etc/hosts; do [ -f "$f" ] && cp -L "$f" "$ROOT$f"; do
 if ! git clone -q --no-hardlinks --branch "$BRANCH" "$REPO" "$ROOT/root/ptrain" >"$LOGS/clone.log" 2>&1; then
     echo "FAIL git clone --branch $BRANCH $REPO:"
     sed 's/^/    /' "$LOGS/clone.log"
-    echo "0 passed, 2 failed"
+    echo "0 passed, 3 failed"
     exit 1
 fi
 say "cloned $BRANCH at $(git -C "$ROOT/root/ptrain" log -1 --format='%h %cd' --date=short) into /root/ptrain"
@@ -213,7 +216,7 @@ say "cloned $BRANCH at $(git -C "$ROOT/root/ptrain" log -1 --format='%h %cd' --d
 mount -t proc proc "$ROOT/proc" &&
     mount --rbind /sys "$ROOT/sys" && mount --make-rslave "$ROOT/sys" &&
     mount --rbind /dev "$ROOT/dev" && mount --make-rslave "$ROOT/dev" ||
-    { echo "FAIL mounting /proc, /sys, /dev into $ROOT"; echo "0 passed, 2 failed"; exit 1; }
+    { echo "FAIL mounting /proc, /sys, /dev into $ROOT"; echo "0 passed, 3 failed"; exit 1; }
 
 # ---- the two commands ----
 ENVV="HOME=/root USER=root LOGNAME=root SHELL=/bin/sh PATH=$SANE_PATH LANG=C.UTF-8 TERM=dumb"
@@ -222,7 +225,50 @@ for v in http_proxy https_proxy no_proxy; do
     [ -n "$x" ] && ENVV="$ENVV $v=$x"
 done
 SUMMARY=""
-for cmd in "$CMD1" "$CMD2"; do
+# `make serve` first, as a new user may type it: it installs the packages, builds the server, trains the short
+# demo (no checkpoint yet) and serves it; once it listens, /health and one completion are asked for (curl of
+# this machine: the chroot shares its network), then it is stopped (SIGTERM to its process group: it drains)
+log=$LOGS/make_serve.log
+say "$CMD0 (in the root's /root/ptrain; log: $log)"
+t0=$(date +%s)
+# shellcheck disable=SC2086
+setsid chroot "$ROOT" /usr/bin/env -i $ENVV /bin/sh -c "cd /root/ptrain && $CMD0 SERVE_ARGS='--port $SERVE_PORT'" </dev/null >"$log" 2>&1 &
+CHILD=$!
+up=0
+while kill -0 "$CHILD" 2>/dev/null && [ $(($(date +%s) - t0)) -lt 5400 ]; do
+    grep -q 'ptserve: listening on' "$log" && { up=1; break; }
+    sleep 5
+done
+health="" answer=""
+if [ $up = 1 ]; then
+    for _ in $(seq 60); do
+        health=$(curl -s -m 10 "http://127.0.0.1:$SERVE_PORT/health")
+        case $health in *'"ok"'*) break ;; esac
+        sleep 1
+    done
+    answer=$(curl -s -m 120 "http://127.0.0.1:$SERVE_PORT/v1/completions" -H 'Content-Type: application/json' \
+        -d '{"prompt":"The","max_tokens":8,"seed":1}')
+fi
+kill -s TERM -- "-$CHILD" 2>/dev/null
+wait "$CHILD"
+CHILD=""
+dt=$(($(date +%s) - t0))
+line="$CMD0: listening $up, /health '$health', $(hms $dt)"
+echo "$line"
+SUMMARY="$SUMMARY$line
+"
+case "$health:$answer" in
+*'"ok"'*:*'"text"'*) pass "$CMD0 as the first command (built, trained, listened, answered /health and a completion; $(hms $dt))" ;;
+*) fail "$CMD0 as the first command: listening $up, /health '$health', completion '$(echo "$answer" | head -c 200)'; last lines of $log:"
+    tail -n 15 "$log" | sed 's/^/    /' ;;
+esac
+# FRESH_SERVE_ONLY=1: only make serve (a quicker check of the first-command path)
+CMDS="$CMD1:$CMD2"
+[ "${FRESH_SERVE_ONLY:-0}" = 1 ] && CMDS=""
+IFS_=$IFS
+IFS=:
+for cmd in $CMDS; do
+    IFS=$IFS_
     log=$LOGS/$(echo "$cmd" | tr ' ' _).log
     say "$cmd (in the root's /root/ptrain; log: $log)"
     t0=$(date +%s)
@@ -242,6 +288,7 @@ for cmd in "$CMD1" "$CMD2"; do
     fi
 done
 
+IFS=$IFS_
 # ---- keep the root's logs ----
 (cd "$ROOT/root/ptrain" && find build \( -name '*.log' -o -name '*.jsonl' \) -type f -size -20M | tar -cf - -T - 2>/dev/null) |
     (cd "$LOGS" && tar -xf - 2>/dev/null)
