@@ -289,6 +289,19 @@ else
     check "abuse 5: the ranks' environment says PTRAIN_SUPERVISOR=$sup (loopback with one host)" $r
 fi
 
+# ---- refusals at start (no job: --mpirun /bin/true) ----
+mkdir -p "$W/r"
+if [ -n "$NONLOOP" ]; then printf 'localhost slots=1\n%s slots=1\n' "$NONLOOP" >"$W/r/hosts2"; else printf 'localhost slots=2\n' >"$W/r/hosts2"; fi
+"$PTRUN" --hosts "$W/r/hosts2" --advertise ptrun-abuse-nosuch.invalid --mpirun /bin/true -- /bin/true --dp 2 --ckpt-dir "$W/r/ck" >"$W/r/adv.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "ptrun-abuse-nosuch.invalid.* does not resolve" "$W/r/adv.out"
+check "abuse 5: with several hosts, an advertised name that does not resolve stops ptrun at start, naming it (exit 2)" $? "exit $rc: $(tail -n 2 "$W/r/adv.out")"
+printf 'localhost slots=1\n-oProxyCommand=id slots=1\n' >"$W/r/hosts3"
+"$PTRUN" --hosts "$W/r/hosts3" --mpirun /bin/true -- /bin/true --dp 2 --ckpt-dir "$W/r/ck" >"$W/r/opt.out" 2>&1
+rc=$?
+[ $rc -eq 2 ] && grep -q "'-oProxyCommand=id' is not a host name" "$W/r/opt.out"
+check "abuse 1: a hostfile host beginning with '-' (an option of the agent) is refused at start (exit 2)" $? "exit $rc: $(tail -n 2 "$W/r/opt.out")"
+
 # ---- C: a machine whose name does not resolve ----
 if command -v unshare >/dev/null 2>&1 && unshare -u true 2>/dev/null; then
     mkdir -p "$W/c"

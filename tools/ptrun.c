@@ -1,7 +1,7 @@
 /* ptrun.c - the supervisor: runs a training job under mpirun, notices a dead or hung rank, tears
    the job down and resumes it on what is left.
 
-   Build: cc -O2 -Wall tools/ptrun.c -o build/ptrun   (make tools builds it)
+   Build: cc -O2 -Wall tools/ptrun.c -o build/ptrun   (make tools builds it; it includes tools/ptrun_line.h)
 
    Usage: ptrun [flags] -- TRAINER [ARGS...]
    e.g.   ptrun --hosts hosts.txt --max-restarts 5 -- build/pttrain --dp 2 --pp 2 --ckpt-dir ckpt --ckpt-every 10 --log run.jsonl
@@ -10,9 +10,13 @@
    1. Reads the hostfile (Open MPI's format: `HOST slots=N`, # comments), and the trainer's layout
       from its flags (--dp --tp --pp --accum --batch --micro-batches, --ckpt-dir, --log). A trainer
       command without --ckpt-dir is refused: a restart could only begin again at step 0.
-   2. Listens on a TCP port of its own and launches `mpirun --hostfile H -np N -x VAR... TRAINER ...`
-      with PTRAIN_SUPERVISOR=HOST:PORT among the variables: every rank (ptrain.h's harness) connects
-      back, says hello, beats every 0.2 s with its step, steps done, phase (setup, step, ckpt, eval)
+   2. Listens on a TCP port of its own (127.0.0.1 when every host is this machine, else the interface
+      that routes to the hostfile's hosts, or --listen ADDR) and launches `mpirun --hostfile H -np N
+      -x VAR... TRAINER ...` with PTRAIN_SUPERVISOR=HOST:PORT, PTRAIN_SUPERVISOR_SECRET (128 random
+      bits drawn for this run) and PTRAIN_SUPERVISOR_ID among the variables (forwarded by name: no
+      value on a command line): every rank (ptrain.h's harness) connects back, says hello with the
+      secret (a connection without it is closed and logged; every field of every line is checked,
+      tools/ptrun_line.h), beats every 0.2 s with its step, steps done, phase (setup, step, ckpt, eval)
       and the last step's working time, and holds a lease (it exits by itself when ptrun goes quiet).
       The trainer's output passes through unchanged; ptrun's own lines begin `ptrun:` on stderr.
    3. Watches: a channel closing without a goodbye or the launcher exiting is a death (noticed at
@@ -21,7 +25,9 @@
       fixed --timeout PHASE=S); a rank whose working time stays over 1.5 x the median for 3 steps is
       a straggler: logged, not killed.
    4. On a failure: tears the whole job down (abort to every rank, SIGTERM then SIGKILL to mpirun,
-      SIGKILL to every rank's pid, through the remote shell on other hosts), re-reads the hostfile,
+      SIGKILL to every rank's pid that is verifiably the job's: under its mpirun, or with this run's
+      PTRAIN_SUPERVISOR_ID in its environment, checked on other hosts by a fixed command the remote
+      shell runs, given as an argument vector, no local shell), re-reads the hostfile,
       probes each host through the launcher's remote shell (--agent; a host that does not answer in
       --probe-timeout s is left out this time and tried again at the next restart), keeps tp x pp,
       picks the largest DP (at most the first launch's) that fits the healthy slots and divides

@@ -106,6 +106,19 @@ FZ_ENTRY(ptrun_line) {
         pt_json_free(j);
         pt_sb_free(&b);
     }
+    { /* the secret's comparison agrees with strcmp; the NUL-ended writer with the counted one */
+        char *a = (char *)malloc(n2 + 1), *e1 = (char *)malloc(cap), *e2 = (char *)malloc(cap);
+        size_t h = n2 / 2;
+        if (!a || !e1 || !e2) abort();
+        memcpy(a, p2, n2), a[n2] = 0;
+        FZ_ASSERT(ptl_secret_eq(a, a) == 1, "a secret unequal to itself");
+        a[h] = 0;
+        FZ_ASSERT(ptl_secret_eq(a, a + (h < n2 ? h + 1 : h)) == !strcmp(a, a + (h < n2 ? h + 1 : h)), "ptl_secret_eq disagrees with strcmp");
+        ptl_json_esc(e1, cap, a);
+        ptl_json_escn(e2, cap, a, strlen(a));
+        FZ_ASSERT(!strcmp(e1, e2), "ptl_json_esc and ptl_json_escn differ");
+        free(a), free(e1), free(e2);
+    }
     free(esc);
     free(back);
     return 0;
