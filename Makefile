@@ -53,7 +53,7 @@ help:
 	@echo "make valgrind  the single-process test programs under valgrind's memcheck (built without -march=native; an invalid"
 	@echo "               access, an uninitialised value or a leak fails the program); TEST_FILTER=name only those"
 	@echo "make fuzz      build the libFuzzer harnesses of tests/fuzz (clang; every file parser: checkpoint, safetensors, shard,"
-	@echo "               IDX, tokenizer, CLBlast tune file, ptreport's run log) into build/fuzz and run each FUZZ_SECONDS"
+	@echo "               IDX, tokenizer, CLBlast tune file, ptreport's run log; ptrun's channel lines) into build/fuzz and run each FUZZ_SECONDS"
 	@echo "               (default 60) on a copy of its corpus, printing executions, corpus size and crashes;"
 	@echo "               FUZZ_TARGETS=name[ name...] only those, FUZZ_MERGE=1 merges new inputs into tests/fuzz/corpus"
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, bf16 GEMM vs SGEMM, GPT training step, monitor overhead, token loader, checkpoint save/resume,"
@@ -119,7 +119,7 @@ $(BUILD)/ptmem: tools/ptmem.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptmem.c -o $@ -lm
 
 # the supervisor: no ptrain.h, no MPI library (it runs mpirun)
-$(BUILD)/ptrun: tools/ptrun.c | $(BUILD)
+$(BUILD)/ptrun: tools/ptrun.c tools/ptrun_line.h | $(BUILD)
 	$(CC) -O2 -Wall tools/ptrun.c -o $@
 
 $(BUILD)/ptgen: tools/ptgen.c ptrain.h | $(BUILD)
@@ -195,7 +195,7 @@ valgrind: deps
 # the fuzz harnesses: one binary (ptrain.h compiled once), build/fuzz/fuzz_NAME links to it;
 # tests/fuzz/run.sh runs them (tests/fuzz_test.sh, in make test, only replays the corpus and past crashes)
 FUZZ_SECONDS ?= 60
-$(BUILD)/fuzz/ptfuzz: ptrain.h tools/ptreport.c $(wildcard tests/fuzz/*.c tests/fuzz/*.h) tests/fuzz/build.sh
+$(BUILD)/fuzz/ptfuzz: ptrain.h tools/ptreport.c tools/ptrun_line.h $(wildcard tests/fuzz/*.c tests/fuzz/*.h) tests/fuzz/build.sh
 	@echo "building $@ (clang -O1 -fsanitize=fuzzer,address,undefined; about a minute)"
 	@sh tests/fuzz/build.sh $(BUILD)/fuzz -O1
 

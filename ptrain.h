@@ -246,7 +246,11 @@
    PTRAIN_SUPERVISOR=H:P    (harness; tools/ptrun sets it) every rank connects to the supervisor at H:P
                             from pt_run_data and beats with its step and phase until pt_run_free;
                             PTRAIN_SUPERVISOR_LEASE=S: a rank that hears nothing from it for S seconds
-                            (default 10) ends its process (see harness)
+                            (default 10) ends its process (see harness); PTRAIN_SUPERVISOR_SECRET=HEX:
+                            the run's secret, presented in the first line (ptrun closes a channel
+                            without it); PTRAIN_SUPERVISOR_ID=HEX: the run's id (not secret; ptrun's
+                            teardown signals only processes whose environment holds it, or that descend
+                            from its mpirun). ptrun sets all four and forwards them by name (-x)
    PTRAIN_FAULT=K:S:R       (tests, PTRAIN_TEST_HOOKS, harness) faults at step S on world rank R (* = all):
                             kill, exit, hang, stop (SIGSTOP), slow:MS (a straggler from S on),
                             crash-in-save (dies halfway through writing the checkpoint of step S);
@@ -28656,7 +28660,11 @@ static void pt__run_signals(int on) {
    With PTRAIN_SUPERVISOR=HOST:PORT in the environment (tools/ptrun sets it), pt_run_data connects
    each rank to the supervisor over TCP (a channel of its own, not MPI: it works while MPI hangs) and
    starts a beat thread. The protocol is lines of text:
-     rank -> ptrun  hello rank=R world=W pid=P host=H attempt=A   (A: PTRAIN_SUPERVISOR_ATTEMPT, echoed)
+     rank -> ptrun  hello rank=R world=W pid=P host=H attempt=A secret=S
+                                                                   (A: PTRAIN_SUPERVISOR_ATTEMPT, S:
+                                                                    PTRAIN_SUPERVISOR_SECRET, echoed; H
+                                                                    gethostname, other bytes than letters,
+                                                                    digits, '.', '_', '-' as '_')
                     start first=K total=N                          (pt_run_start: the step resumed at, --steps)
                     beat step=S done=D phase=P work=W mpi=M        (every 0.2 s, and at once on progress:
                                                                     S the step in progress, D steps done,
@@ -28668,6 +28676,10 @@ static void pt__run_signals(int on) {
      ptrun -> rank  ok | stop | abort                              (the lease, renewed every 0.25 s;
                                                                     stop: as SIGTERM, save and stop;
                                                                     abort: exit now, the job is torn down)
+   The hello is the first line and carries the run's secret (128 random bits in hex that ptrun puts
+   in the ranks' environment, never on a command line): ptrun closes a connection whose first line
+   is not a hello with it, and checks every field of every line (tools/ptrun_line.h; a line that
+   fails is dropped and logged). Each field is written as the format above says, one space apart.
    ptrun times out on progress (step, done, phase), not on beats arriving: a rank blocked in MPI
    still beats. The lease: a rank that has heard nothing from ptrun for PTRAIN_SUPERVISOR_LEASE
    seconds (default 10) ends its process (_exit(75)), and one told `abort` at once (_exit(70)), so a
@@ -28914,12 +28926,19 @@ static pt_status pt__run_sup_open(pt_ctx *ctx, pt_run *r) {
         }
         if (ok && (s->fd = pt__run_sup_connect(spec, err, sizeof err)) < 0) ok = 0;
         if (ok) {
+            const char *secret = getenv("PTRAIN_SUPERVISOR_SECRET");
+            size_t i;
             gethostname(host, sizeof host - 1);
             host[sizeof host - 1] = 0;
+            for (i = 0; host[i]; i++) /* the name as ptrun accepts it: letters, digits, '.', '_', '-', a letter or digit first */
+                if (!((host[i] >= 'a' && host[i] <= 'z') || (host[i] >= 'A' && host[i] <= 'Z') || (host[i] >= '0' && host[i] <= '9') ||
+                      (i > 0 && (host[i] == '.' || host[i] == '_' || host[i] == '-'))))
+                    host[i] = i ? '_' : 'h';
+            if (!host[0]) snprintf(host, sizeof host, "?");
             pthread_mutex_init(&s->mu, NULL);
             s->heard = pt_time();
-            pt__run_sup_send(s, "hello rank=%d world=%d pid=%ld host=%s attempt=%s", s->rank, s->world, (long)getpid(), host,
-                             attempt && *attempt ? attempt : "0");
+            pt__run_sup_send(s, "hello rank=%d world=%d pid=%ld host=%.200s attempt=%.12s secret=%.64s", s->rank, s->world, (long)getpid(), host,
+                             attempt && *attempt ? attempt : "0", secret && *secret ? secret : "-");
             if (pthread_create(&s->th, NULL, pt__run_sup_main, s) == 0) s->th_on = 1;
             else ok = 0, snprintf(err, sizeof err, "PTRAIN_SUPERVISOR: cannot start the beat thread");
         }

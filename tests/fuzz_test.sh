@@ -35,7 +35,7 @@ fi
 # inputs DIR: the input files of DIR (not its README or .gitkeep)
 inputs() { for f in "$1"/*; do case $f in */README*|*/.gitkeep|*'*') ;; *) [ -f "$f" ] && echo "$f" ;; esac; done; }
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-for n in ckpt safetensors shard idx tokenizer cltune runlog gguf serve; do
+for n in ckpt safetensors shard idx tokenizer cltune runlog gguf serve ptrun_line; do
     # shellcheck disable=SC2046
     set -- $(inputs "$T/seeds/$n") $(inputs "tests/fuzz/corpus/$n")
     if [ $# -eq 0 ]; then fail "fuzz_$n corpus" "no seeds"; continue; fi

@@ -1,7 +1,7 @@
 /* ptrun.c - the supervisor: runs a training job under mpirun, notices a dead or hung rank, tears
    the job down and resumes it on what is left.
 
-   Build: cc -O2 -Wall tools/ptrun.c -o build/ptrun   (make tools builds it)
+   Build: cc -O2 -Wall tools/ptrun.c -o build/ptrun   (make tools builds it; it includes tools/ptrun_line.h)
 
    Usage: ptrun [flags] -- TRAINER [ARGS...]
    e.g.   ptrun --hosts hosts.txt --max-restarts 5 -- build/pttrain --dp 2 --pp 2 --ckpt-dir ckpt --ckpt-every 10 --log run.jsonl
@@ -10,9 +10,13 @@
    1. Reads the hostfile (Open MPI's format: `HOST slots=N`, # comments), and the trainer's layout
       from its flags (--dp --tp --pp --accum --batch --micro-batches, --ckpt-dir, --log). A trainer
       command without --ckpt-dir is refused: a restart could only begin again at step 0.
-   2. Listens on a TCP port of its own and launches `mpirun --hostfile H -np N -x VAR... TRAINER ...`
-      with PTRAIN_SUPERVISOR=HOST:PORT among the variables: every rank (ptrain.h's harness) connects
-      back, says hello, beats every 0.2 s with its step, steps done, phase (setup, step, ckpt, eval)
+   2. Listens on a TCP port of its own (127.0.0.1 when every host is this machine, else the interface
+      that routes to the hostfile's hosts, or --listen ADDR) and launches `mpirun --hostfile H -np N
+      -x VAR... TRAINER ...` with PTRAIN_SUPERVISOR=HOST:PORT, PTRAIN_SUPERVISOR_SECRET (128 random
+      bits drawn for this run) and PTRAIN_SUPERVISOR_ID among the variables (forwarded by name: no
+      value on a command line): every rank (ptrain.h's harness) connects back, says hello with the
+      secret (a connection without it is closed and logged; every field of every line is checked,
+      tools/ptrun_line.h), beats every 0.2 s with its step, steps done, phase (setup, step, ckpt, eval)
       and the last step's working time, and holds a lease (it exits by itself when ptrun goes quiet).
       The trainer's output passes through unchanged; ptrun's own lines begin `ptrun:` on stderr.
    3. Watches: a channel closing without a goodbye or the launcher exiting is a death (noticed at
@@ -21,7 +25,9 @@
       fixed --timeout PHASE=S); a rank whose working time stays over 1.5 x the median for 3 steps is
       a straggler: logged, not killed.
    4. On a failure: tears the whole job down (abort to every rank, SIGTERM then SIGKILL to mpirun,
-      SIGKILL to every rank's pid, through the remote shell on other hosts), re-reads the hostfile,
+      SIGKILL to every rank's pid that is verifiably the job's: under its mpirun, or with this run's
+      PTRAIN_SUPERVISOR_ID in its environment, checked on other hosts by a fixed command the remote
+      shell runs, given as an argument vector, no local shell), re-reads the hostfile,
       probes each host through the launcher's remote shell (--agent; a host that does not answer in
       --probe-timeout s is left out this time and tried again at the next restart), keeps tp x pp,
       picks the largest DP (at most the first launch's) that fits the healthy slots and divides
@@ -53,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -60,24 +67,35 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sys/random.h>
+#endif
+#include "ptrun_line.h"
 
 #define MAXH 64      /* hosts */
 #define MAXR 1024    /* ranks */
 #define MAXF 64      /* failures */
 #define MAXFAULT 16  /* entries of PTRAIN_FAULT */
+#define MAX_PENDING 64 /* connections that have not said hello yet */
+#define AUTH_S 5.0   /* seconds a connection has for its hello */
 enum { PH_SETUP = 0, PH_STEP, PH_CKPT, PH_EVAL, PH_N };
 static const char *const phase_name[PH_N] = {"setup", "step", "ckpt", "eval"};
 
 typedef struct host {
     char name[256];
     int slots, up;
+    char addr[4][64]; /* its addresses, resolved when the hostfile is read (numeric, as inet_ntop writes them) */
+    int naddr;
 } host;
 
 /* one rank's channel */
 typedef struct rankc {
     int fd, hello, bye, rank, stopped;
     long pid;
-    char host[256], mpi[48]; /* mpi: the MPI call in flight (OP@COMM), or - */
+    char host[256], mpi[48]; /* host: the name the rank gave (checked); mpi: the MPI call in flight (OP@COMM), or - */
+    char peer[64];           /* the address it connected from */
+    char thost[256];         /* where teardown reaches it: "" on this machine, else the hostfile's name of its host */
+    double t_conn;           /* when it connected: a hello is due within AUTH_S */
     int64_t step, done, first, total;
     int phase;
     double work, t_progress, t_beat, t_phase; /* last progress, last line, when the phase began */
@@ -130,6 +148,10 @@ static struct {
     int64_t straggle_done;
     int reported_straggler[MAXR];
     double t_start;
+    char secret[33], launch_id[17]; /* this run's: the secret (environment only) and its id (not secret) */
+    char listen_ip[64], adv[256];   /* the address ptrun listens on, the one the ranks dial */
+    int nrej, nrej_quiet;           /* rejected lines and connections: logged, and how many were not */
+    double t_rej;
 } S;
 static rankc R[MAXR];  /* the channels of this launch */
 static failure F[MAXF]; /* the failures so far */
@@ -180,15 +202,28 @@ static void event(const char *name, int64_t step, double wall, const char *fmt, 
     memcpy(S.evbuf + S.evn, line, (size_t)n + 1);
     S.evn += (size_t)n;
 }
-/* s as a JSON string's contents (quotes and backslashes escaped, control characters dropped) */
-static const char *jstr(const char *s, char *buf, size_t len) {
-    size_t o = 0;
-    for (; *s && o + 2 < len; s++) {
-        if (*s == '"' || *s == '\\') buf[o++] = '\\';
-        if ((unsigned char)*s >= 32) buf[o++] = *s;
+/* s as a JSON string's contents: every string ptrun writes into an event goes through this, the one
+   escaping writer (ptrun_line.h: quotes, backslashes, control characters, bytes that are not UTF-8) */
+static const char *jstr(const char *s, char *buf, size_t len) { return ptl_json_esc(buf, len, s); }
+
+/* a line or a connection refused: a `ptrun:` line and a ptrun_rejected event, at most 20 of each
+   in 10 s (a flood of them is counted, and the count said with the next one logged) */
+static void reject(const char *peer, int rank, const char *why) {
+    double t = now_mono();
+    char a[200], b[1200];
+    S.nrej++;
+    if (t - S.t_rej > 10) {
+        if (S.nrej_quiet > 20) say("%d more rejections were not logged one by one (%d in all)", S.nrej_quiet - 20, S.nrej - 1);
+        S.t_rej = t, S.nrej_quiet = 0;
     }
-    buf[o] = 0;
-    return buf;
+    if (S.nrej_quiet >= 20) {
+        S.nrej_quiet++;
+        return;
+    }
+    if (S.nrej_quiet++ == 19) say("rejected (%s): %s; the next rejections of the coming 10 s are not logged one by one", peer, why);
+    else say("rejected (%s): %s", peer, why);
+    event("ptrun_rejected", 0, now_wall(), "\"from\":\"%s\",\"rank\":%d,\"why\":\"%s\",\"rejected\":%d", jstr(peer, a, sizeof a), rank,
+          jstr(why, b, sizeof b), S.nrej);
 }
 
 static void on_signal(int sig) {
@@ -210,6 +245,30 @@ static int targ_int(const char *flag, int dflt) {
 }
 
 /* ---- hosts ------------------------------------------------------------------------------------ */
+/* a hostfile's host: a name or an address, maybe user@; never an option of the agent (no leading '-') */
+static int hostname_ok(const char *h) {
+    const char *p;
+    if (!((*h >= 'a' && *h <= 'z') || (*h >= 'A' && *h <= 'Z') || (*h >= '0' && *h <= '9'))) return 0;
+    for (p = h; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("._-:@", *p))) return 0;
+    return p - h <= 253;
+}
+static int is_local(const char *h) {
+    return !strcmp(h, "localhost") || !strncmp(h, "127.", 4) || !strcmp(h, "::1") || !strcasecmp(h, S.me);
+}
+/* the addresses of a host (user@ left out), numeric; none for this machine's names or when it does not resolve */
+static void resolve(host *h) {
+    struct addrinfo hints, *res = NULL, *a;
+    const char *name = strchr(h->name, '@') ? strchr(h->name, '@') + 1 : h->name;
+    h->naddr = 0;
+    if (is_local(name)) return;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC, hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(name, NULL, &hints, &res) != 0) return;
+    for (a = res; a && h->naddr < 4; a = a->ai_next)
+        if (getnameinfo(a->ai_addr, a->ai_addrlen, h->addr[h->naddr], sizeof h->addr[0], NULL, 0, NI_NUMERICHOST) == 0) h->naddr++;
+    freeaddrinfo(res);
+}
 static int read_hosts(char *err, size_t errlen) {
     FILE *f;
     char line[1024];
@@ -239,8 +298,14 @@ static int read_hosts(char *err, size_t errlen) {
                 return snprintf(err, errlen, "--hosts %s:%d: expected 'HOST slots=N' (N >= 1), found '%.100s'", S.hostfile, ln, line), -1;
             }
         }
+        if (!hostname_ok(name)) {
+            fclose(f);
+            return snprintf(err, errlen, "--hosts %s:%d: '%.100s' is not a host name or address (expected letters, digits, '.', '_', '-', ':', '@', "
+                                         "beginning with a letter or a digit)", S.hostfile, ln, name), -1;
+        }
         if (S.nhosts == MAXH) break;
         snprintf(S.hosts[S.nhosts].name, sizeof S.hosts[S.nhosts].name, "%s", name);
+        resolve(&S.hosts[S.nhosts]);
         S.hosts[S.nhosts].slots = slots, S.hosts[S.nhosts].up = 1;
         for (i = 0; i < nold; i++)
             if (!strcmp(old[i].name, name)) S.hosts[S.nhosts].up = old[i].up;
@@ -250,7 +315,6 @@ static int read_hosts(char *err, size_t errlen) {
     if (!S.nhosts) return snprintf(err, errlen, "--hosts %s: no host in it (expected lines 'HOST slots=N')", S.hostfile), -1;
     return 0;
 }
-static int is_local(const char *h) { return !strcmp(h, "localhost") || !strcmp(h, "127.0.0.1") || !strcmp(h, S.me); }
 
 /* the remote shell of Open MPI: --agent, else the plm_rsh_agent among the mpirun arguments, else ssh */
 static const char *agent(void) {
@@ -260,15 +324,22 @@ static const char *agent(void) {
         if (!strcmp(S.mpi_args[i], "--mca") && !strcmp(S.mpi_args[i + 1], "plm_rsh_agent")) return S.mpi_args[i + 2];
     return "ssh";
 }
-/* runs `AGENT HOST CMD` (CMD a shell line) in the background; its pid */
+/* runs the agent with the argument vector AGENT-WORDS... HOST CMD in the background (execvp, no
+   shell here: the agent's words are --agent split at blanks; HOST a hostfile's name, checked when the
+   hostfile was read; CMD a fixed command line built only from numbers and this run's id, which the
+   agent, like ssh, gives to the remote host's shell); its pid */
 static pid_t remote(const char *h, const char *cmd) {
-    char line[2048];
+    char words[1024], *argv[40], *tok, *save = NULL;
+    int argc = 0;
     pid_t p;
-    snprintf(line, sizeof line, "%s %s %s", agent(), h, cmd);
+    snprintf(words, sizeof words, "%s", agent());
+    for (tok = strtok_r(words, " \t", &save); tok && argc < 36; tok = strtok_r(NULL, " \t", &save)) argv[argc++] = tok;
+    if (!argc) return -1;
+    argv[argc++] = (char *)h, argv[argc++] = (char *)cmd, argv[argc] = NULL;
     if ((p = fork()) == 0) {
         int nul = open("/dev/null", O_RDWR);
         if (nul >= 0) dup2(nul, 0), dup2(nul, 1);
-        execl("/bin/sh", "sh", "-c", line, (char *)NULL);
+        execvp(argv[0], argv);
         _exit(127);
     }
     return p;
@@ -360,12 +431,16 @@ static int launch(char *hostsbuf, size_t hlen) {
             left -= n;
         }
     fclose(f);
-    snprintf(sup, sizeof sup, "%s:%d", S.advertise ? S.advertise : S.me, S.port);
+    snprintf(sup, sizeof sup, "%s:%d", S.adv, S.port);
     snprintf(att, sizeof att, "%d", S.attempt);
     snprintf(lease, sizeof lease, "%g", S.lease);
     setenv("PTRAIN_SUPERVISOR", sup, 1);
     setenv("PTRAIN_SUPERVISOR_ATTEMPT", att, 1);
     setenv("PTRAIN_SUPERVISOR_LEASE", lease, 1);
+    /* the secret and the id reach the ranks through the environment only: mpirun forwards them by
+       name (-x NAME below), so their values are on no command line */
+    setenv("PTRAIN_SUPERVISOR_SECRET", S.secret, 1);
+    setenv("PTRAIN_SUPERVISOR_ID", S.launch_id, 1);
     fault_env();
     argv[argc++] = (char *)S.mpirun;
     for (i = 0; i < S.nmpi; i++) argv[argc++] = (char *)S.mpi_args[i];
@@ -430,70 +505,146 @@ static void reap_job(int block) {
     if (waitpid(S.job, &st, block ? 0 : WNOHANG) == S.job) S.job_done = 1, S.job_status = st;
 }
 
-/* a line from a rank */
-static int rank_line(rankc *c, char *line, double t) {
-    char k[32];
-    if (!strncmp(line, "hello ", 6)) {
-        int rank = -1, world = 0, att = 0;
-        long pid = 0;
-        char host[256] = "?";
-        sscanf(line, "hello rank=%d world=%d pid=%ld host=%255s attempt=%d", &rank, &world, &pid, host, &att);
-        if (att != S.attempt || rank < 0 || rank >= MAXR) return -1; /* a rank of an earlier launch, still going */
-        c->hello = 1, c->rank = rank, c->pid = pid, c->t_progress = c->t_phase = t, c->phase = PH_SETUP;
-        snprintf(c->host, sizeof c->host, "%s", host);
-        if (world > S.world) S.world = world;
-    } else if (!strncmp(line, "start ", 6)) {
-        long long first = 0, total = 0;
-        sscanf(line, "start first=%lld total=%lld", &first, &total);
-        c->first = first, c->total = total, c->done = first, c->t_progress = t;
-    } else if (!strncmp(line, "beat ", 5)) {
-        long long step = 0, done = 0;
-        double work = 0;
-        char ph[16] = "", mpi[48] = "-";
-        int p;
-        sscanf(line, "beat step=%lld done=%lld phase=%15s work=%lf mpi=%47s", &step, &done, ph, &work, mpi);
-        memcpy(c->mpi, mpi, sizeof c->mpi);
-        for (p = 0; p < PH_N && strcmp(ph, phase_name[p]); p++) {}
-        if (p == PH_N) p = PH_STEP;
-        if (step != c->step || done != c->done || p != c->phase) {
+/* whether addr (numeric) is one of this machine's: a socket can be bound to it */
+static int addr_is_local(const char *addr) {
+    struct addrinfo hints, *res = NULL;
+    int ok = 0, fd;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_flags = AI_NUMERICHOST, hints.ai_socktype = SOCK_DGRAM;
+    if (getaddrinfo(addr, NULL, &hints, &res) != 0 || !res) return 0;
+    if ((fd = socket(res->ai_family, SOCK_DGRAM, 0)) >= 0) ok = bind(fd, res->ai_addr, res->ai_addrlen) == 0, close(fd);
+    freeaddrinfo(res);
+    return ok;
+}
+/* where a rank that says host=name and connected from peer runs: 0 with thost "" (this machine)
+   or the hostfile's name of its host; -1 when it is none of the hostfile's hosts */
+static int rank_host(const char *name, const char *peer, char *thost, size_t len) {
+    int i, j;
+    thost[0] = 0;
+    for (i = 0; i < S.nhosts; i++) /* the hostfile's name */
+        if (!strcasecmp(name, S.hosts[i].name)) {
+            if (!is_local(S.hosts[i].name)) snprintf(thost, len, "%s", S.hosts[i].name);
+            return 0;
+        }
+    if ((!strcasecmp(name, S.me) || !strcmp(name, "localhost")) && addr_is_local(peer)) return 0; /* this machine's own name */
+    for (i = 0; i < S.nhosts; i++) /* its own name for a host the hostfile names otherwise (an address): known by the address it comes from */
+        for (j = 0; j < S.hosts[i].naddr; j++)
+            if (!strcmp(peer, S.hosts[i].addr[j])) {
+                if (!is_local(S.hosts[i].name)) snprintf(thost, len, "%s", S.hosts[i].name);
+                return 0;
+            }
+    return -1;
+}
+
+/* a line from a rank (n bytes, no newline): 0, or -1 when the channel is to be closed. The first line
+   of a connection must be a hello with this run's secret, of this launch (world, attempt), of a rank
+   no other channel holds, from one of the hostfile's hosts: else the connection is closed and
+   logged. A later line that does not parse is dropped and logged, never acted on. */
+static int rank_line(rankc *c, const char *line, size_t n, double t) {
+    ptl_line L;
+    char err[400], why[600];
+    if (ptl_parse(line, n, &L, err, sizeof err) != 0) {
+        if (!c->hello) return snprintf(why, sizeof why, "a connection whose first line is not a hello of this job: %s; closed", err), reject(c->peer, -1, why), -1;
+        snprintf(why, sizeof why, "a line of rank %d: %s; dropped", c->rank, err);
+        reject(c->peer, c->rank, why);
+        return 0;
+    }
+    if (!c->hello && L.verb != PTL_HELLO) {
+        static const char *const vn[] = {"", "hello", "start", "beat", "fault", "bye"};
+        snprintf(why, sizeof why, "a connection whose first line is not a hello (a %s line); closed", vn[L.verb]);
+        return reject(c->peer, -1, why), -1;
+    }
+    if (L.verb == PTL_HELLO) {
+        int j, np = S.dp * S.tp * S.pp;
+        char thost[256];
+        if (c->hello) return reject(c->peer, c->rank, "a second hello on one channel; dropped"), 0;
+        if (!ptl_secret_eq(L.secret, S.secret)) return reject(c->peer, -1, "a hello without this job's secret; closed"), -1;
+        if (L.attempt != S.attempt) { /* a rank of an earlier launch, still going */
+            snprintf(why, sizeof why, "a hello of attempt %lld (this launch: %d), rank %lld on host %s; closed", L.attempt, S.attempt, L.rank, L.host);
+            return reject(c->peer, (int)L.rank, why), -1;
+        }
+        if (L.world != np || L.rank >= L.world) {
+            snprintf(why, sizeof why, "a hello of rank %lld of world %lld (this launch: %d ranks); closed", L.rank, L.world, np);
+            return reject(c->peer, -1, why), -1;
+        }
+        for (j = 0; j < S.nr; j++)
+            if (&R[j] != c && R[j].fd >= 0 && R[j].hello && R[j].rank == L.rank) {
+                snprintf(why, sizeof why, "a hello of rank %lld, which has a channel already (from %s, pid %ld); closed", L.rank, R[j].peer, R[j].pid);
+                return reject(c->peer, (int)L.rank, why), -1;
+            }
+        if (rank_host(L.host, c->peer, thost, sizeof thost) != 0) {
+            snprintf(why, sizeof why, "a hello of rank %lld from host %s (address %s), not one of the hostfile's hosts; closed", L.rank, L.host, c->peer);
+            return reject(c->peer, (int)L.rank, why), -1;
+        }
+        c->hello = 1, c->rank = (int)L.rank, c->pid = (long)L.pid, c->t_progress = c->t_phase = t, c->phase = PH_SETUP;
+        snprintf(c->host, sizeof c->host, "%s", L.host);
+        snprintf(c->thost, sizeof c->thost, "%s", thost);
+        if ((int)L.world > S.world) S.world = (int)L.world;
+    } else if (L.verb == PTL_START) {
+        c->first = L.first, c->total = L.total, c->done = L.first, c->t_progress = t;
+    } else if (L.verb == PTL_BEAT) {
+        int p = L.phase;
+        snprintf(c->mpi, sizeof c->mpi, "%s", L.mpi);
+        if (L.step != c->step || L.done != c->done || p != c->phase) {
             double dur = t - c->t_progress;
-            if (c->phase != PH_SETUP && !(c->phase == PH_STEP && c->done == c->first && done == c->first) && dur > S.longest[c->phase])
+            if (c->phase != PH_SETUP && !(c->phase == PH_STEP && c->done == c->first && L.done == c->first) && dur > S.longest[c->phase])
                 S.longest[c->phase] = dur; /* the first step of a launch is its warm-up: not a calibration */
             if (p != c->phase) c->t_phase = t;
             c->t_progress = t;
         }
-        c->step = step, c->done = done, c->phase = p, c->work = work;
-    } else if (!strncmp(line, "fault ", 6)) {
-        long long step = 0;
-        double tf = 0;
+        c->step = L.step, c->done = L.done, c->phase = p, c->work = L.work;
+    } else if (L.verb == PTL_FAULT) {
+        const char *k = L.kind;
+        long long step = L.step;
+        double tf = L.t;
         int i;
-        if (sscanf(line, "fault kind=%31s step=%lld t=%lf", k, &step, &tf) == 3) {
-            say("fault injected on rank %d (host %s): %s at step %lld", c->rank, c->host, k, step);
-            for (i = 0; i < S.nfaults; i++) /* it fires once per supervised run */
-                if (!S.faults[i].fired && !strncmp(k, S.faults[i].kind, strlen(S.faults[i].kind)) && S.faults[i].step == step &&
-                    (S.faults[i].rank < 0 || S.faults[i].rank == c->rank)) {
-                    S.faults[i].fired = 1;
-                    break;
-                }
-            if (S.nf < MAXF && strncmp(k, "slow", 4)) { /* the failure it will cause, stamped with its own time */
-                failure *f = &F[S.nf];
-                if (!f->has_fault) {
-                    memset(f, 0, sizeof *f);
-                    f->has_fault = 1, f->t_fault = tf, f->rank = c->rank, f->step = step;
-                    snprintf(f->kind, sizeof f->kind, "%s", k);
-                    snprintf(f->host, sizeof f->host, "%s", c->host);
-                }
+        char h[600], kk[100];
+        say("fault injected on rank %d (host %s): %s at step %lld", c->rank, c->host, k, step);
+        for (i = 0; i < S.nfaults; i++) /* it fires once per supervised run */
+            if (!S.faults[i].fired && !strncmp(k, S.faults[i].kind, strlen(S.faults[i].kind)) && S.faults[i].step == step &&
+                (S.faults[i].rank < 0 || S.faults[i].rank == c->rank)) {
+                S.faults[i].fired = 1;
+                break;
             }
-            /* a slow rank is a straggler, not a failure: its own event */
-            event(strncmp(k, "slow", 4) ? "ptrun_fault" : "ptrun_slow", step, tf, "\"rank\":%d,\"host\":\"%s\",\"kind\":\"%s\"", c->rank, c->host, k);
+        if (S.nf < MAXF && strncmp(k, "slow", 4)) { /* the failure it will cause, stamped with its own time */
+            failure *f = &F[S.nf];
+            if (!f->has_fault) {
+                memset(f, 0, sizeof *f);
+                f->has_fault = 1, f->t_fault = tf, f->rank = c->rank, f->step = step;
+                snprintf(f->kind, sizeof f->kind, "%s", k);
+                snprintf(f->host, sizeof f->host, "%s", c->host);
+            }
         }
-    } else if (!strncmp(line, "bye ", 4)) {
-        long long done = 0;
-        int stopped = 0;
-        sscanf(line, "bye done=%lld stopped=%d", &done, &stopped);
-        c->bye = 1, c->done = done, c->stopped = stopped;
+        /* a slow rank is a straggler, not a failure: its own event */
+        event(strncmp(k, "slow", 4) ? "ptrun_fault" : "ptrun_slow", step, tf, "\"rank\":%d,\"host\":\"%s\",\"kind\":\"%s\"", c->rank,
+              jstr(c->host, h, sizeof h), jstr(k, kk, sizeof kk));
+    } else if (L.verb == PTL_BYE) {
+        c->bye = 1, c->done = L.done, c->stopped = L.stopped;
     }
     c->t_beat = t;
+    return 0;
+}
+/* the bytes received on a channel: its whole lines, each to rank_line; -1 when it is to be closed */
+static int rank_bytes(rankc *c, const char *buf, size_t k, double t) {
+    size_t i;
+    for (i = 0; i < k; i++) {
+        if (buf[i] != '\n') {
+            if (c->nin < sizeof c->in - 1) c->in[c->nin] = buf[i];
+            c->nin++; /* counted past the buffer: a line too long is refused whole */
+            continue;
+        }
+        if (c->nin >= sizeof c->in - 1) {
+            char why[200];
+            snprintf(why, sizeof why, "a line of %zu bytes or more (at most %d); %s", c->nin, PTL_MAX_LINE, c->hello ? "dropped" : "closed");
+            c->nin = 0;
+            reject(c->peer, c->hello ? c->rank : -1, why);
+            if (!c->hello) return -1;
+            continue;
+        }
+        c->in[c->nin] = 0;
+        if (rank_line(c, c->in, c->nin, t) < 0) return -1;
+        c->nin = 0;
+    }
     return 0;
 }
 
@@ -563,35 +714,39 @@ static int supervise(void) {
         t = now_mono();
         for (i = 0; i < np; i++) {
             if (!p[i].revents) continue;
-            if (idx[i] == -1) { /* a rank connects */
-                int fd = accept(S.lfd, NULL, NULL);
-                if (fd >= 0 && S.nr < MAXR) {
-                    rankc *c = &R[S.nr++];
+            if (idx[i] == -1) { /* a rank connects: a channel of its own, on probation until its hello */
+                struct sockaddr_storage pa;
+                socklen_t pl = sizeof pa;
+                int fd = accept(S.lfd, (struct sockaddr *)&pa, &pl), j, slot = -1, pending = 0;
+                char peer[64] = "?";
+                if (fd < 0) continue;
+                fcntl(fd, F_SETFD, FD_CLOEXEC);
+                if (getnameinfo((struct sockaddr *)&pa, pl, peer, sizeof peer, NULL, 0, NI_NUMERICHOST) != 0) snprintf(peer, sizeof peer, "?");
+                for (j = 0; j < S.nr; j++) {
+                    pending += R[j].fd >= 0 && !R[j].hello;
+                    if (slot < 0 && R[j].fd < 0 && !R[j].hello) slot = j; /* a slot no rank holds: used again */
+                }
+                if (slot < 0 && S.nr < MAXR) slot = S.nr++;
+                if (slot < 0 || pending >= MAX_PENDING) {
+                    char why[200];
+                    snprintf(why, sizeof why, "a connection while %d others have not said hello yet%s; closed", pending, slot < 0 ? " and every channel is taken" : "");
+                    reject(peer, -1, why);
+                    close(fd);
+                } else {
+                    rankc *c = &R[slot];
                     memset(c, 0, sizeof *c);
-                    c->fd = fd, c->rank = -1, c->t_beat = c->t_progress = t;
-                } else if (fd >= 0) close(fd);
+                    c->fd = fd, c->rank = -1, c->t_beat = c->t_progress = c->t_conn = t;
+                    snprintf(c->peer, sizeof c->peer, "%s", peer);
+                }
             } else if (idx[i] == -2) {
                 char b[16];
                 if (read(S.sigpipe[0], b, sizeof b) < 0) {}
             } else {
                 rankc *c = &R[idx[i]];
-                ssize_t k = recv(c->fd, c->in + c->nin, sizeof c->in - 1 - c->nin, 0);
+                char buf[4096];
+                ssize_t k = recv(c->fd, buf, sizeof buf, 0);
                 if (k > 0) {
-                    char *line = c->in, *nl;
-                    c->nin += (size_t)k, c->in[c->nin] = 0;
-                    while ((nl = strchr(line, '\n')) != NULL) {
-                        *nl = 0;
-                        if (rank_line(c, line, t) < 0) {
-                            close_rank(c);
-                            break;
-                        }
-                        line = nl + 1;
-                    }
-                    if (c->fd >= 0) {
-                        c->nin = strlen(line);
-                        memmove(c->in, line, c->nin + 1);
-                        if (c->nin >= sizeof c->in - 1) c->nin = 0;
-                    }
+                    if (rank_bytes(c, buf, (size_t)k, t) < 0) close_rank(c);
                 } else if (k == 0 || (errno != EINTR && errno != EAGAIN)) {
                     int was = c->hello && !c->bye;
                     close_rank(c);
@@ -608,6 +763,14 @@ static int supervise(void) {
                 }
             }
         }
+        /* a connection that has not said its hello within AUTH_S seconds is not one of the ranks */
+        for (i = 0; i < S.nr; i++)
+            if (R[i].fd >= 0 && !R[i].hello && t - R[i].t_conn > AUTH_S) {
+                char why[120];
+                snprintf(why, sizeof why, "a connection without a hello for %.0f s; closed", AUTH_S);
+                reject(R[i].peer, -1, why);
+                close_rank(&R[i]);
+            }
         /* progress: the first step completed after a relaunch */
         if (!recovered && S.nf > 0 && F[S.nf - 1].attempt == S.attempt - 1)
             for (i = 0; i < S.nr; i++)
@@ -687,18 +850,16 @@ static int supervise(void) {
             /* its ranks' last lines may still be on the way */
             while (now_mono() < t_end) {
                 int open_ = 0;
-                for (i = 0; i < S.nr; i++) open_ += R[i].fd >= 0 && !R[i].bye;
+                for (i = 0; i < S.nr; i++) open_ += R[i].fd >= 0 && R[i].hello && !R[i].bye;
                 if (!open_) break;
                 for (i = 0; i < S.nr; i++) {
                     rankc *c = &R[i];
-                    char buf[2048];
+                    char buf[4096];
                     ssize_t k;
                     if (c->fd < 0) continue;
-                    k = recv(c->fd, buf, sizeof buf - 1, MSG_DONTWAIT);
+                    k = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
                     if (k > 0) {
-                        char *line = buf, *nl;
-                        buf[k] = 0;
-                        while ((nl = strchr(line, '\n')) != NULL) *nl = 0, rank_line(c, line, t), line = nl + 1;
+                        if (rank_bytes(c, buf, (size_t)k, t) < 0) close_rank(c);
                     } else if (k == 0) close_rank(c);
                 }
                 nap(0.02);
@@ -727,6 +888,72 @@ static int supervise(void) {
     }
 }
 
+/* the state letter of pid (from /proc/PID/stat: R, S, D, T, Z ...), or 0 when there is no such process */
+static char proc_state(long pid) {
+    char path[64], buf[1024], *rp, st = 0;
+    FILE *f;
+    size_t n;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if (!(f = fopen(path, "r"))) return 0;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    if ((rp = strrchr(buf, ')')) != NULL && sscanf(rp + 1, " %c", &st) != 1) st = 0; /* after "(comm)", which may hold anything */
+    return st;
+}
+static int proc_alive(pid_t pid) { /* runs (a zombie does not) */
+    char st = proc_state((long)pid);
+    return st && st != 'Z' && st != 'X';
+}
+/* the parent of pid (from /proc/PID/stat), or -1 */
+static long parent_of(long pid) {
+    char path[64], buf[1024], *rp;
+    long pp = -1;
+    FILE *f;
+    size_t n;
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if (!(f = fopen(path, "r"))) return -1;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    if ((rp = strrchr(buf, ')')) != NULL && sscanf(rp + 1, " %*c %ld", &pp) != 1) pp = -1; /* after "(comm)", which may hold anything */
+    return pp;
+}
+/* whether pid is verifiably a process of this job: a descendant of the mpirun ptrun started, or one
+   whose environment (as it was exec'd) holds PTRAIN_SUPERVISOR_ID=this run's id */
+static int ours(pid_t pid) {
+    char path[64], want[64];
+    long p = pid;
+    int depth;
+    FILE *f;
+    if (pid <= 1 || pid == getpid()) return 0;
+    for (depth = 0; depth < 64 && p > 1; depth++) {
+        if (S.job > 0 && !S.job_done && p == (long)S.job) return 1;
+        p = parent_of(p);
+    }
+    snprintf(path, sizeof path, "/proc/%ld/environ", (long)pid);
+    snprintf(want, sizeof want, "PTRAIN_SUPERVISOR_ID=%s", S.launch_id);
+    if ((f = fopen(path, "r")) != NULL) {
+        char e[4096];
+        size_t n = 0;
+        int ch, found = 0;
+        while ((ch = getc(f)) != EOF) { /* NUL-separated entries */
+            if (ch) {
+                if (n < sizeof e - 1) e[n] = (char)ch;
+                n++;
+                continue;
+            }
+            if (n < sizeof e - 1) e[n] = 0;
+            if (n < sizeof e - 1 && !strcmp(e, want)) found = 1;
+            n = 0;
+            if (found) break;
+        }
+        fclose(f);
+        return found;
+    }
+    return 0;
+}
+
 /* the whole job goes, on every host; returns the ranks still connected afterwards */
 static int teardown(void) {
     double t0 = now_mono();
@@ -741,15 +968,19 @@ static int teardown(void) {
         nap(0.02);
     }
     if (!S.job_done && S.job > 0) kill(-S.job, SIGKILL), reap_job(1);
-    /* every rank's process, wherever it is (a stopped one ignores the rest) */
+    /* every rank's process, wherever it is (a stopped one ignores the rest): on this machine only a
+       process that is verifiably one of this job's; on another host through the agent, whose fixed
+       command checks the process's environment for this run's id before the kill */
     for (i = 0; i < S.nr; i++) {
         rankc *c = &R[i];
-        char cmd[64];
+        char cmd[256];
         if (!c->hello || c->pid <= 0) continue;
-        if (is_local(c->host)) kill((pid_t)c->pid, SIGKILL);
-        else if (nk < MAXR) { /* through the remote shell; a host that does not answer: its lease ends the rank */
-            snprintf(cmd, sizeof cmd, "kill -9 %ld 2>/dev/null", c->pid);
-            kp[nk++] = remote(c->host, cmd);
+        if (!c->thost[0]) {
+            if (ours((pid_t)c->pid)) kill((pid_t)c->pid, SIGKILL);
+            else if (proc_alive((pid_t)c->pid)) say("rank %d's pid %ld is not a process of this job (neither under its mpirun nor with its id): not signalled", c->rank, c->pid);
+        } else if (nk < MAXR) { /* through the remote shell; a host that does not answer: its lease ends the rank */
+            snprintf(cmd, sizeof cmd, "tr '\\000' '\\n' </proc/%ld/environ 2>/dev/null | grep -qx PTRAIN_SUPERVISOR_ID=%s && kill -9 %ld 2>/dev/null", c->pid, S.launch_id, c->pid);
+            kp[nk++] = remote(c->thost, cmd);
         }
     }
     wait_all(kp, ok, nk, now_mono() + S.probe_timeout);
@@ -771,6 +1002,94 @@ static int teardown(void) {
     return left;
 }
 
+/* ---- the channel's secret and address --------------------------------------------------------- */
+static int hex_random(char *out, size_t nbytes, char *err, size_t errlen) { /* 2 x nbytes hex digits of the system's randomness */
+    unsigned char b[32];
+    size_t got = 0, i;
+    if (nbytes > sizeof b) return -1;
+#if defined(__linux__)
+    while (got < nbytes) {
+        ssize_t k = getrandom(b + got, nbytes - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+#endif
+    if (got < nbytes) { /* no getrandom: /dev/urandom */
+        int fd = open("/dev/urandom", O_RDONLY);
+        got = 0;
+        while (fd >= 0 && got < nbytes) {
+            ssize_t k = read(fd, b + got, nbytes - got);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) break;
+            got += (size_t)k;
+        }
+        if (fd >= 0) close(fd);
+    }
+    if (got < nbytes) return snprintf(err, errlen, "no randomness for the channel's secret (getrandom and /dev/urandom failed: %s)", strerror(errno)), -1;
+    for (i = 0; i < nbytes; i++) sprintf(out + 2 * i, "%02x", b[i]);
+    return 0;
+}
+static int make_secret(char *err, size_t errlen) { /* 128 bits of secret, 64 of id */
+    if (hex_random(S.secret, 16, err, errlen) || hex_random(S.launch_id, 8, err, errlen)) return -1;
+    return 0;
+}
+/* the address to listen on and the one the ranks dial: --listen / --advertise; else 127.0.0.1 when
+   every host is this machine; else the address of this machine's interface that routes to the
+   hostfile's other hosts (they must all be reached through one) */
+static int choose_listen(char *err, size_t errlen) {
+    int i, remote_n = 0;
+    char via[64] = "", via_host[256] = "";
+    struct in_addr a4;
+    if (S.listen_addr) {
+        if (inet_pton(AF_INET, S.listen_addr, &a4) != 1) return snprintf(err, errlen, "--listen expects an IPv4 address, found '%s'", S.listen_addr), -1;
+        snprintf(S.listen_ip, sizeof S.listen_ip, "%s", S.listen_addr);
+    } else {
+        for (i = 0; i < S.nhosts; i++) {
+            const char *name = strchr(S.hosts[i].name, '@') ? strchr(S.hosts[i].name, '@') + 1 : S.hosts[i].name;
+            struct addrinfo hints, *res = NULL, *a;
+            char src[64] = "";
+            if (is_local(name)) continue;
+            remote_n++;
+            memset(&hints, 0, sizeof hints);
+            hints.ai_family = AF_INET, hints.ai_socktype = SOCK_DGRAM;
+            if (getaddrinfo(name, "9", &hints, &res) != 0 || !res)
+                return snprintf(err, errlen, "host %s of %s does not resolve to an IPv4 address: cannot tell which interface reaches it (give --listen ADDR)", name,
+                                S.hostfile), -1;
+            for (a = res; a && !src[0]; a = a->ai_next) { /* the source address of a route to it: connect() a UDP socket (nothing is sent) */
+                struct sockaddr_in me;
+                socklen_t ml = sizeof me;
+                int fd = socket(AF_INET, SOCK_DGRAM, 0);
+                if (fd < 0) continue;
+                if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 && getsockname(fd, (struct sockaddr *)&me, &ml) == 0) inet_ntop(AF_INET, &me.sin_addr, src, sizeof src);
+                close(fd);
+            }
+            freeaddrinfo(res);
+            if (!src[0]) return snprintf(err, errlen, "no route from this machine to host %s of %s (give --listen ADDR)", name, S.hostfile), -1;
+            if (!via[0]) snprintf(via, sizeof via, "%s", src), snprintf(via_host, sizeof via_host, "%s", name);
+            else if (strcmp(via, src))
+                return snprintf(err, errlen, "the hosts of %s are reached through different interfaces (%s for %s, %s for %s): give --listen ADDR "
+                                             "(0.0.0.0: every interface) and --advertise NAME (what every host can dial)", S.hostfile, via, via_host, src, name), -1;
+        }
+        snprintf(S.listen_ip, sizeof S.listen_ip, "%s", remote_n ? via : "127.0.0.1");
+    }
+    /* what the ranks dial */
+    if (S.advertise) snprintf(S.adv, sizeof S.adv, "%s", S.advertise);
+    else if (strcmp(S.listen_ip, "0.0.0.0")) snprintf(S.adv, sizeof S.adv, "%s", S.listen_ip);
+    else snprintf(S.adv, sizeof S.adv, "%s", S.me);
+    if (inet_pton(AF_INET, S.adv, &a4) != 1) { /* a name: it must resolve here (the ranks resolve it on their hosts) */
+        struct addrinfo hints, *res = NULL;
+        int rc;
+        memset(&hints, 0, sizeof hints);
+        hints.ai_family = AF_INET, hints.ai_socktype = SOCK_STREAM;
+        if ((rc = getaddrinfo(S.adv, NULL, &hints, &res)) != 0)
+            return snprintf(err, errlen, "the name the ranks would dial, '%s'%s, does not resolve (%s): give --advertise ADDR, an address every host reaches",
+                            S.adv, S.advertise ? " (--advertise)" : " (this host's name)", gai_strerror(rc)), -1;
+        freeaddrinfo(res);
+    }
+    return 0;
+}
+
 static int usage(void) {
     fprintf(stderr,
             "usage: ptrun [flags] -- TRAINER [ARGS...]\n"
@@ -780,8 +1099,9 @@ static int usage(void) {
             "  --timeout PHASE=S     a fixed hang timeout for setup, step, ckpt or eval (setup: 300; the others calibrated)\n"
             "  --timeout-floor S     the least calibrated timeout: 5 x the longest step / save / evaluation seen (30)\n"
             "  --lease S             a rank that hears nothing from ptrun for S s exits by itself (10)\n"
-            "  --listen ADDR         the address the ranks' channels come to (default: any)\n"
-            "  --advertise HOST      the name or address the ranks dial (default: this host's name)\n"
+            "  --listen ADDR         the IPv4 address the ranks' channels come to (default: 127.0.0.1 when every host is this\n"
+            "                        machine, else the address of the interface that routes to the hostfile's hosts; 0.0.0.0: any)\n"
+            "  --advertise HOST      the name or address the ranks dial (default: the listening address; with 0.0.0.0, this host's name)\n"
             "  --mpirun CMD          the launcher (mpirun)\n"
             "  --mpi-arg ARG         one more argument for the launcher (repeat it), e.g. --mpi-arg --oversubscribe\n"
             "  --agent CMD           the remote shell that probes hosts and kills left-over ranks (default: the launcher's\n"
@@ -908,20 +1228,20 @@ int main(int argc, char **argv) {
             S.nfaults++;
         }
     }
-    /* the channel */
+    /* the channel: this run's secret and id; the address the ranks need */
+    if (make_secret(err, sizeof err) != 0) return fprintf(stderr, "ptrun: %s\n", err), 1;
+    if (choose_listen(err, sizeof err) != 0) return fprintf(stderr, "ptrun: %s\n", err), 2;
     S.lfd = socket(AF_INET, SOCK_STREAM, 0);
     memset(&addr, 0, sizeof addr);
     addr.sin_family = AF_INET, addr.sin_port = 0;
-    addr.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (S.listen_addr && inet_pton(AF_INET, S.listen_addr, &addr.sin_addr) != 1)
-        return fprintf(stderr, "ptrun: --listen expects an IPv4 address, found '%s'\n", S.listen_addr), 2;
+    inet_pton(AF_INET, S.listen_ip, &addr.sin_addr);
     {
         int one = 1;
-        setsockopt(S.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (S.lfd >= 0) setsockopt(S.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     }
     if (S.lfd < 0 || bind(S.lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(S.lfd, 256) != 0 ||
         getsockname(S.lfd, (struct sockaddr *)&addr, &alen) != 0)
-        return fprintf(stderr, "ptrun: cannot listen for the ranks' channels: %s\n", strerror(errno)), 1;
+        return fprintf(stderr, "ptrun: cannot listen for the ranks' channels on %s: %s\n", S.listen_ip, strerror(errno)), 1;
     S.port = ntohs(addr.sin_port);
     fcntl(S.lfd, F_SETFD, FD_CLOEXEC);
     if (pipe(S.sigpipe) != 0) return 1;
@@ -939,8 +1259,8 @@ int main(int argc, char **argv) {
         int left;
         char h[2100];
         if (launch(hosts, sizeof hosts) != 0) break;
-        say("%s %d: %s on %s, dp %d x tp %d x pp %d, accum %d, %d ranks; channels at %s:%d", S.attempt == 1 ? "launch" : "relaunch", S.attempt, S.targv[0],
-            hosts, S.dp, S.tp, S.pp, S.accum, S.dp * S.tp * S.pp, S.advertise ? S.advertise : S.me, S.port);
+        say("%s %d: %s on %s, dp %d x tp %d x pp %d, accum %d, %d ranks; channels at %s:%d (listening on %s)", S.attempt == 1 ? "launch" : "relaunch", S.attempt,
+            S.targv[0], hosts, S.dp, S.tp, S.pp, S.accum, S.dp * S.tp * S.pp, S.adv, S.port, S.listen_ip);
         event("ptrun_launch", S.attempt == 1 ? 0 : latest_step() < 0 ? 0 : latest_step(), now_wall(),
               "\"dp\":%d,\"tp\":%d,\"pp\":%d,\"accum\":%d,\"hosts\":\"%s\",\"np\":%d", S.dp, S.tp, S.pp, S.accum, jstr(hosts, h, sizeof h),
               S.dp * S.tp * S.pp);

@@ -7,7 +7,7 @@ set -u
 OUT=$1
 OPT=${2:--O1}
 FUZZ_CC=${FUZZ_CC:-clang}
-NAMES="ckpt safetensors shard idx tokenizer cltune runlog gguf serve"
+NAMES="ckpt safetensors shard idx tokenizer cltune runlog gguf serve ptrun_line"
 if ! command -v "$FUZZ_CC" >/dev/null 2>&1; then
     echo "fuzz: $FUZZ_CC not found: the fuzz harnesses need clang with libFuzzer (Debian: apt-get install clang libclang-rt-14-dev, or make deps)" >&2
     exit 1

@@ -1,6 +1,6 @@
 /* fuzz_all.c - every harness of tests/fuzz in one libFuzzer binary (ptrain.h is compiled once,
    which is what takes the time), the harness chosen by the program's name: build/fuzz/fuzz_NAME is
-   a link to it (NAME: ckpt safetensors shard idx tokenizer cltune runlog gguf serve), or by env FUZZ_TARGET.
+   a link to it (NAME: ckpt safetensors shard idx tokenizer cltune runlog gguf serve ptrun_line), or by env FUZZ_TARGET.
    Env PTFUZZ_SEEDS=DIR writes the seed corpus (gen_seeds.c) into DIR and exits. Each harness also
    builds on its own (clang -fsanitize=fuzzer tests/fuzz/fuzz_NAME.c). */
 #define FZ_ALL
@@ -13,11 +13,12 @@
 #include "fuzz_gguf.c"
 #include "gen_seeds.c"
 #include "fuzz_serve_request.c"
+#include "fuzz_ptrun_line.c"
 #include "fuzz_runlog.c" /* last: tools/ptreport.c's short macro names */
 
 static const struct { const char *name; int (*one)(const uint8_t *, size_t); } fz_targets[] = {
     {"ckpt", fz_one_ckpt}, {"safetensors", fz_one_safetensors}, {"shard", fz_one_shard}, {"idx", fz_one_idx},
-    {"tokenizer", fz_one_tokenizer}, {"cltune", fz_one_cltune}, {"runlog", fz_one_runlog}, {"gguf", fz_one_gguf}, {"serve", fz_one_serve}};
+    {"tokenizer", fz_one_tokenizer}, {"cltune", fz_one_cltune}, {"runlog", fz_one_runlog}, {"gguf", fz_one_gguf}, {"serve", fz_one_serve}, {"ptrun_line", fz_one_ptrun_line}};
 static int (*fz_target)(const uint8_t *, size_t);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -9,13 +9,13 @@
 set -u
 D=$1
 SECS=${FUZZ_SECONDS:-60}
-NAMES=${FUZZ_TARGETS:-ckpt safetensors shard idx tokenizer cltune runlog gguf serve}
+NAMES=${FUZZ_TARGETS:-ckpt safetensors shard idx tokenizer cltune runlog gguf serve ptrun_line}
 case $D in /*) ;; *) D=$(pwd)/$D ;; esac
 rm -rf "$D/seeds"
 PTFUZZ_SEEDS="$D/seeds" "$D/ptfuzz" >"$D/seeds.log" 2>&1 || { echo "fuzz: writing the seeds failed:"; cat "$D/seeds.log"; exit 1; }
 bad=0
 for n in $NAMES; do
-    [ -x "$D/fuzz_$n" ] || { echo "fuzz: no harness $n (FUZZ_TARGETS: ckpt safetensors shard idx tokenizer cltune runlog gguf serve)"; bad=1; continue; }
+    [ -x "$D/fuzz_$n" ] || { echo "fuzz: no harness $n (FUZZ_TARGETS: ckpt safetensors shard idx tokenizer cltune runlog gguf serve ptrun_line)"; bad=1; continue; }
     w=$D/work/$n a=$D/artifacts/$n
     rm -rf "$w"
     mkdir -p "$w" "$a" "tests/fuzz/corpus/$n"
