@@ -10,7 +10,8 @@
 #   12: the doubling tokenizer is refused at load naming PT_TOK_MAX_TOKEN_BYTES, in < 2 s, peak RSS
 #       < 64 MB; the 2,048-byte token loads and encodes.
 #   13: the safetensors and the manifest with max_seq 2,000,000 are refused naming the field, the
-#       tensor and both values, in < 1 s, peak RSS < 64 MB (/usr/bin/time -v when present).
+#       tensor and both values, in < 1 s, peak RSS < 64 MB (/usr/bin/time -v when present); so is a
+#       manifest whose wpe record says [2000000, 64] too (its pieces hold 4,096 elements).
 #   14: ptgen and ptserve stop on the GGUF whose tokenizer is refused (exit 1, the reason); --tokenizer
 #       FILE runs it; --bytes over 296 tokens is refused; a 296-token model without any tokenizer is
 #       not run as bytes (--prompt-ids: ids only, said on stderr).
@@ -106,10 +107,11 @@ safetensors(W + "/big.safetensors", 2000000)
 EOF
 
 # the checkpoint (manifest edited, its checksum recomputed) and the GGUF (merge 0's text changed)
-rm -rf "$W/ck" "$W/ckbig"
+rm -rf "$W/ck" "$W/ckbig" "$W/ckshape"
 "$PTCKPT" import "$W/good.safetensors" "$W/ck" >"$W/import.log" 2>&1 || fail "ptckpt import of the tiny model: $(tail -n 3 "$W/import.log")"
 "$PTCKPT" export --format gguf --tokenizer "$W/good.bin" "$W/ck" "$W/good.gguf" >"$W/export.log" 2>&1 || fail "ptckpt export --format gguf: $(tail -n 3 "$W/export.log")"
 cp -r "$W/ck" "$W/ckbig"
+cp -r "$W/ck" "$W/ckshape"
 python3 - "$W" <<'EOF' || fail "editing the manifest and the GGUF"
 import glob, struct, sys
 W = sys.argv[1]
@@ -122,12 +124,14 @@ def crc32c(b):
     c = 0xFFFFFFFF
     for x in b: c = T[(c ^ x) & 0xFF] ^ (c >> 8)
     return c ^ 0xFFFFFFFF
-m = glob.glob(W + "/ckbig/step_*/manifest")[0]
-t = open(m, "rb").read()
-assert b" max_seq=64 " in t
-t = t.replace(b" max_seq=64 ", b" max_seq=2000000 ", 1)
-body = t[:t.rindex(b"end crc32c=")]
-open(m, "wb").write(body + b"end crc32c=0x%08x\n" % crc32c(body))
+for d, shape_too in (("ckbig", False), ("ckshape", True)):   # max_seq; max_seq and wpe's recorded shape
+    m = glob.glob(W + "/" + d + "/step_*/manifest")[0]
+    t = open(m, "rb").read()
+    assert b" max_seq=64 " in t and b"name=wpe kind=param rank=0 dtype=f32 shape=64,64 " in t
+    t = t.replace(b" max_seq=64 ", b" max_seq=2000000 ", 1)
+    if shape_too: t = t.replace(b"name=wpe kind=param rank=0 dtype=f32 shape=64,64 ", b"name=wpe kind=param rank=0 dtype=f32 shape=2000000,64 ", 1)
+    body = t[:t.rindex(b"end crc32c=")]
+    open(m, "wb").write(body + b"end crc32c=0x%08x\n" % crc32c(body))
 g = bytearray(open(W + "/good.gguf", "rb").read())
 k = g.index(b"tokenizer.ggml.merges")
 at = k + len("tokenizer.ggml.merges") + 4 + 4 + 8          # the array's type, element type, count
@@ -158,6 +162,11 @@ run ck_big "$PTGEN" "$W/ckbig" --prompt ab --max-tokens 2
 if [ $rc -eq 1 ] && has ck_big "max_seq is 2000000 in the manifest, tensor 'wpe' has shape \[64, 64\] (expected \[2000000, 64\])" && fast 1 && [ "$rss" -lt 65536 ]; then
     pass "abuse 13: a checkpoint manifest edited to max_seq 2,000,000 (checksum recomputed) is refused the same way ($secs s, peak RSS $rss KB)"
 else fail "abuse 13: the manifest with max_seq 2,000,000: exit $rc, $secs s, peak RSS $rss KB: $(head -c 300 "$W/ck_big.err")"; fi
+
+run ck_shape "$PTGEN" "$W/ckshape" --prompt ab --max-tokens 2
+if [ $rc -eq 1 ] && has ck_shape "tensor 'wpe' \[2000000, 64\] needs 128000000 elements, the file holds 4096 of it" && fast 1 && [ "$rss" -lt 65536 ]; then
+    pass "abuse 13: a manifest whose max_seq and wpe record both say 2,000,000 is refused: its pieces hold 4,096 elements ($secs s, peak RSS $rss KB)"
+else fail "abuse 13: the manifest with max_seq and wpe's shape 2,000,000: exit $rc, $secs s, peak RSS $rss KB: $(head -c 300 "$W/ck_shape.err")"; fi
 
 # ---- 14: a refused tokenizer stops ptgen and ptserve; --tokenizer FILE / --bytes ----
 run gg_bad "$PTGEN" "$W/badtok.gguf" --prompt ab --max-tokens 4
