@@ -69,7 +69,7 @@
 
    Data: tools/prepare_shards.c turns text files into train/val token shards (byte-level, or with
    --bpe N a byte-level BPE tokenizer saved as tokenizer.bin beside them: pt_tokenizer_load_dir,
-   pt_tokenizer_encode / decode); llm.c's shards are read too. pt_loader_new streams them memory-mapped (desc.dir + prefix, or a path list),
+   pt_tokenizer_encode / decode; a token at most PT_TOK_MAX_TOKEN_BYTES); llm.c's shards are read too. pt_loader_new streams them memory-mapped (desc.dir + prefix, or a path list),
    each DP rank taking its slice of every global batch (desc.rank of desc.ranks), shuffled per epoch
    by a seed, a prefetch thread keeping batches ready; pt_loader_next fills x and y. Its state
    (pt_loader_get_state / set_state, or pt_loader_register into the checkpointed state) continues the
@@ -83,7 +83,9 @@
    beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming,
    the context policy past max_seq) and times them. pt_gpt_generate runs on it at tp = pp = 1.
    pt_gpt_weights_open opens a checkpoint, a safetensors or a GGUF file as such weights (in the type
-   asked for: pt_gpt_weights_convert), with its tokenizer; pt_infer_nll scores a token stream
+   asked for: pt_gpt_weights_convert), with its tokenizer (a refused one is reported, never replaced by
+   bytes: pt_gpt_weights.tokenizer_error), every size of its metadata checked against its tensors and
+   its files before anything is allocated; pt_infer_nll scores a token stream
    (perplexity). tools/ptgen.c generates from any of those files, streaming (make tools);
    examples/11_inference.c walks through it and measures each format's quality and speed.
    Serving (see engine, docs/engine.md): pt_engine_new over a pt_infer runs many requests, an
@@ -1323,8 +1325,20 @@ PTDEF void pt_loader_free(pt_loader *L);
    encode(x)) == x for every byte string. The file (PT_TOKENIZER_FILE, written next to the shards by
    tools/prepare_shards --bpe N): a 32-byte header of little-endian uint32s: magic 0x45504250 ("PBPE"),
    version 1, merges N, vocabulary 256 + N, CRC32C of the pair data, 12 bytes of zero; then N pairs
-   (left, right) as uint32, pair i's ids < 256 + i. */
+   (left, right) as uint32, pair i's ids < 256 + i. Bounded at load (pt_tokenizer_load, and the
+   vocabulary of a GGUF file): a token expands to at most PT_TOK_MAX_TOKEN_BYTES bytes, all tokens
+   together to at most PT_TOK_MAX_TOTAL_BYTES; a file past either is refused (PT_ERR_FORMAT naming the
+   token, its length and the limit) before anything of that size is made, so that decoding any id
+   costs at most PT_TOK_MAX_TOKEN_BYTES. Training stays inside them (a merge that would pass one is
+   not made). */
 #define PT_TOKENIZER_MAGIC 0x45504250u /**< "PBPE" */
+/** The most bytes one token may stand for: 64 KiB (GPT-2's longest token is 128 bytes; a BPE trained
+    on runs of 2,048 bytes makes 2,048-byte tokens: 32 times room), while 2 ids of a tokenizer whose
+    merges double would otherwise stand for 2^41 bytes from a 352-byte file. */
+#define PT_TOK_MAX_TOKEN_BYTES 65536
+/** The most bytes all tokens of a vocabulary stand for together: 64 MiB (GPT-2's 50,257 tokens are
+    about 0.3 MB; a table of every token's text, as the GGUF export writes it, stays under this). */
+#define PT_TOK_MAX_TOTAL_BYTES (64 * 1024 * 1024)
 #define PT_TOKENIZER_FILE "tokenizer.bin" /**< its name in a shard directory */
 typedef struct pt_tokenizer pt_tokenizer;
 /** Learns up to merges merges from n bytes (fewer when no pair occurs twice any more). */
@@ -1909,7 +1923,11 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
     records, as pt_ckpt_export writes it. PT_ERR_FORMAT with a message when the file is not valid
     safetensors, lacks a key or records a configuration out of range (vocab 1..2^31-64, vocab_padded
     0 or >= vocab, max_seq, layers, width, heads >= 1 with heads dividing width, untied 0 or 1,
-    dropout in [0, 1), at most 2^48 parameters, step a non-negative integer). */
+    dropout in [0, 1), at most 2^48 parameters, step a non-negative integer), or sizes the tensors do
+    not have: wte [vocab_padded (vocab rounded up to 64 when absent), width], wpe [max_seq, width],
+    the four matrices of each of the layers blocks (mlp.fc.w [4 x width, width]), no block past them,
+    lm_head when untied -- the message names the field, the tensor and both values. So a
+    configuration it returns asks for no more memory than the file's tensors hold. */
 PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int64_t *step, char *err, size_t errlen);
 /** Whether the safetensors file holds the GPT of cfg, checked before anything of its size is built:
     the ranges of pt_safetensors_config, then the model's parameters (made on a counting backend that
@@ -2382,6 +2400,8 @@ typedef struct pt_gpt_weights {
     void *mem[PT_WEIGHTS_MEM]; /**< blocks owned (from the context's allocator); the pointers above point into them or elsewhere */
     void *owner;             /**< something else owned (an mmap, a model), released by pt_gpt_weights_free */
     void (*release)(void *owner);
+    char tokenizer_error[256]; /**< pt_gguf_load / pt_gpt_weights_open asked for the model's tokenizer and the file carries
+                                    one that was refused: why ("" when it was loaded, not asked for, or the file has none) */
 } pt_gpt_weights;
 /** Frees mem[*], layer and the struct itself, all through w->ctx's allocator, then calls
     release(owner) when set (last: the owner may hold w->ctx itself). NULL is a no-op. */
@@ -2511,7 +2531,11 @@ PTDEF pt_status pt_gguf_export(const char *step_dir, const char *out_path, const
     (released by pt_gpt_weights_free); vectors and position_embd stored other than f32 are widened to
     f32 in blocks of the context. Untied when the file has output.weight, else head = wte. tokenizer
     (may be NULL): the ptrain tokenizer (made with ctx) of the file's vocabulary when it is bytes +
-    merges as pt_gguf_export writes it, else NULL and an info line in the log (callers give token ids).
+    merges as pt_gguf_export writes it (each token within PT_TOK_MAX_TOKEN_BYTES, all within
+    PT_TOK_MAX_TOTAL_BYTES), else NULL: with an info line in the log when the file has no vocabulary
+    (tokenizer.ggml.tokens / merges), and when it has one that is refused, the reason in the
+    weights' tokenizer_error (and a warning): the caller decides (another tokenizer, token ids) and
+    must not take the ids for bytes unasked.
     NULL with the error in ctx: PT_ERR_IO, PT_ERR_FORMAT, PT_ERR_SHAPE or PT_ERR_DTYPE naming the file,
     the field or tensor, what was expected and what was found. */
 PTDEF pt_gpt_weights *pt_gguf_load(pt_ctx *ctx, const char *path, pt_tokenizer **tokenizer);
@@ -2738,9 +2762,15 @@ PTDEF pt_gpt_weights *pt_gpt_weights_convert(const pt_gpt_weights *src, pt_wtype
     allocator, log and threads) and released with the weights. wtype -1 keeps what is stored (f32 for
     checkpoints and safetensors, the file's types for GGUF); another type converts the matrices
     (pt_gpt_weights_convert). *tok (when tok is not NULL) = the model's tokenizer: the one the checkpoint
-    carries or the GGUF file's when ptrain can reproduce it, else NULL (byte-level, or give ids).
-    NULL and an error naming the path and the problem (a missing file, a file of another kind, a bad
-    checkpoint, a malformed GGUF). */
+    carries or the GGUF file's when ptrain can reproduce it, else NULL: the model has none (byte-level,
+    or give ids), or -- GGUF -- the file's vocabulary was refused, the reason in w->tokenizer_error (a
+    checkpoint's refused tokenizer.bin fails the open). tok NULL: no tokenizer is read. Every size of
+    the configuration (a manifest's model record, a safetensors file's metadata) is checked against
+    the tensors' shapes and the files' sizes before the model is made (pt_safetensors_config; for a
+    checkpoint its manifest's tensors and data files), so a file cannot ask for more memory than its
+    tensors hold. NULL and an error naming the path and the problem (a missing file, a file of another
+    kind, a bad checkpoint, a malformed GGUF, a size the tensors do not have: the field, the tensor,
+    both values). */
 PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wtype, pt_tokenizer **tok);
 /** Evaluation: the summed negative log-likelihood (natural log) of tokens[1..n), each given the
     tokens before it within the context, in *nll, and the tokens scored (n - 1) in *count; so the
@@ -19919,6 +19949,8 @@ static pt_status pt__bpe_run(pt_tokenizer *tk, const unsigned char *text, int64_
         if (i > 0) pt__bpe_add(&E, text[i - 1], text[i], (int32_t)(i - 1), -1);
     }
     if (E.train) {
+        int64_t total = 256, l = 0; /* the tokens' bytes (pt__tok_lengths' limits: a merge past them is not made) */
+        for (i = 0; i < 256; i++) tk->len[i] = 1;
         for (i = 0; i < E.ntouched; i++) pt__bpe_push(&E, pt__bpe_find(&E, E.touched[i], 0)->count, E.touched[i]);
         E.ntouched = 0;
         for (m = 0; m < want && !E.oom; m++) {
@@ -19929,12 +19961,15 @@ static pt_status pt__bpe_run(pt_tokenizer *tk, const unsigned char *text, int64_
                 best = pt__bpe_pop(&E);
                 p = pt__bpe_find(&E, best.key, 0);
                 if (p->count == best.count) {
+                    l = tk->len[best.key >> 32] + tk->len[best.key & 0xFFFFFFFFu];
+                    if (l > PT_TOK_MAX_TOKEN_BYTES) continue; /* too long a token: dropped (pushed again if its count changes, dropped again) */
                     found = 1;
                     break;
                 }
                 if (p->count < best.count && p->count > 0) pt__bpe_push(&E, p->count, best.key); /* decreased: its true count */
             }
-            if (!found || best.count < 2) break;
+            if (!found || best.count < 2 || total + l > PT_TOK_MAX_TOTAL_BYTES) break;
+            total += l, tk->len[256 + m] = l;
             tk->pair[2 * m] = (int32_t)(best.key >> 32), tk->pair[2 * m + 1] = (int32_t)(best.key & 0xFFFFFFFFu);
             pt__bpe_merge(&E, best.key, 256 + m, m);
             for (i = 0; i < E.ntouched; i++) {
@@ -19970,13 +20005,28 @@ static pt_tokenizer *pt__tok_new(pt_ctx *ctx, int32_t merges) {
     }
     return tk;
 }
-static void pt__tok_lengths(pt_tokenizer *tk) {
+/* the bytes of every id into tk->len, in merge order (each at most PT_TOK_MAX_TOKEN_BYTES, so no sum
+   overflows); 0 and a message naming the first token past PT_TOK_MAX_TOKEN_BYTES, or the vocabulary
+   past PT_TOK_MAX_TOTAL_BYTES */
+static int pt__tok_lengths(pt_tokenizer *tk, char *err, size_t errlen) {
     int32_t i;
+    int64_t total = 256;
     for (i = 0; i < 256; i++) tk->len[i] = 1;
     for (i = 0; i < tk->merges; i++) {
         int64_t l = tk->len[tk->pair[2 * i]] + tk->len[tk->pair[2 * i + 1]];
-        tk->len[256 + i] = l > ((int64_t)1 << 62) ? (int64_t)1 << 62 : l;
+        tk->len[256 + i] = l;
+        if (l > PT_TOK_MAX_TOKEN_BYTES) {
+            pt__msg(err, errlen, "token %d (merge %d: %d + %d) expands to %lld bytes, at most PT_TOK_MAX_TOKEN_BYTES (%d) allowed", 256 + (int)i, (int)i,
+                    (int)tk->pair[2 * i], (int)tk->pair[2 * i + 1], (long long)l, PT_TOK_MAX_TOKEN_BYTES);
+            return 0;
+        }
+        if ((total += l) > PT_TOK_MAX_TOTAL_BYTES) {
+            pt__msg(err, errlen, "tokens 0..%d expand to %lld bytes together, at most PT_TOK_MAX_TOTAL_BYTES (%d) allowed", 256 + (int)i, (long long)total,
+                    PT_TOK_MAX_TOTAL_BYTES);
+            return 0;
+        }
     }
+    return 1;
 }
 
 PTDEF void pt_tokenizer_free(pt_tokenizer *tk) {
@@ -19996,7 +20046,13 @@ PTDEF pt_tokenizer *pt_tokenizer_train(pt_ctx *ctx, const void *text, int64_t n,
         pt_tokenizer_free(tk);
         return (pt_tokenizer *)pt__fail(ctx, PT_ERR_OOM, "pt_tokenizer_train: out of memory (%lld bytes, %d merges)", (long long)n, (int)merges);
     }
-    pt__tok_lengths(tk);
+    {
+        char err[PT__ERRLEN];
+        if (!pt__tok_lengths(tk, err, sizeof err)) { /* cannot happen: the training keeps to the limits */
+            pt_tokenizer_free(tk);
+            return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_tokenizer_train: %s", err);
+        }
+    }
     return tk;
 }
 
@@ -20019,7 +20075,7 @@ PTDEF int64_t pt_tokenizer_encode(const pt_tokenizer *tk, const void *text, int6
 }
 
 PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, int64_t n, void *out, int64_t cap) {
-    int64_t i, total = 0, at = 0;
+    int64_t i, total = 0, at = 0, longest = 1;
     int32_t *stack;
     unsigned char *o = (unsigned char *)out;
     if (!tk || (!ids && n > 0)) return -1;
@@ -20028,16 +20084,18 @@ PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, in
             pt__fail(tk->ctx, PT_ERR_ARG, "pt_tokenizer_decode: id %lld is %d, expected 0..%d", (long long)i, (int)ids[i], 255 + (int)tk->merges);
             return -1;
         }
-        total += tk->len[ids[i]];
+        total += tk->len[ids[i]], longest = PT__MAX(longest, tk->len[ids[i]]);
         if (total > ((int64_t)1 << 62)) total = (int64_t)1 << 62;
     }
     if (total > cap || !o) return total;
-    stack = (int32_t *)pt__alloc(tk->ctx, sizeof(int32_t) * (size_t)(tk->merges + 2));
+    /* a token of L bytes is a tree of depth < L: the stack (a pending right part per level, and the
+       part expanded) holds at most L ids, L <= PT_TOK_MAX_TOKEN_BYTES */
+    stack = (int32_t *)pt__alloc(tk->ctx, sizeof(int32_t) * (size_t)(longest + 2));
     if (!stack) {
         pt__fail(tk->ctx, PT_ERR_OOM, "pt_tokenizer_decode: out of memory");
         return -1;
     }
-    for (i = 0; i < n; i++) { /* expand each id depth first, left part first; the depth is at most merges + 1 */
+    for (i = 0; i < n; i++) { /* expand each id depth first, left part first */
         int32_t sp = 0;
         stack[sp++] = ids[i];
         while (sp > 0) {
@@ -20119,11 +20177,11 @@ PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path) {
     }
     fclose(f);
     pt__free(ctx, body);
+    if (!err[0]) pt__tok_lengths(tk, err, sizeof err); /* the tokens' bytes bounded (PT_TOK_MAX_*) */
     if (err[0]) {
         pt_tokenizer_free(tk);
         return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_tokenizer_load: %s: %s", path, err);
     }
-    pt__tok_lengths(tk);
     return tk;
 }
 
@@ -22049,11 +22107,118 @@ static int pt__sf_cfg_check(const char *path, const pt_gpt_config *c, char *err,
     return 0;
 }
 
+/* the shape of parameter name as a file stores it (1; *have = the elements the file holds of it), 0 when it has none */
+typedef int (*pt__shape_fn)(const void *src, const char *name, int *ndim, int64_t *shape, int64_t *have);
+
+/* the sizes of model configuration c (read from `from` of file path: "the metadata", "the manifest")
+   against the tensors the file holds, before anything is made of those sizes: wte [vocab_padded (or
+   vocab rounded up to 64), width], wpe [max_seq, width], per block h.l the matrices attn.w [3 width,
+   width], attn_proj.w [width, width], mlp.fc.w [4 width, width] (the MLP's ffn) and mlp.proj.w, no
+   block h.layers, lm_head when untied; each of those held whole (*have), and at least 4 x layers + 2
+   tensors in the file (before the walk over the layers). So the model made of c holds no more than
+   the file does (its matrices; the vectors are O(width) per layer). 0 and a message naming the field,
+   the tensor and both values. */
+static int pt__cfg_tensors_check(const char *path, const char *from, const pt_gpt_config *c, int64_t ntensors, pt__shape_fn fn, const void *src, char *err,
+                                 size_t errlen) {
+    static const char *const mats[4] = {"attn.w", "attn_proj.w", "mlp.fc.w", "mlp.proj.w"};
+    int64_t C = c->width, vp = c->vocab_padded ? c->vocab_padded : ((int64_t)c->vocab + 63) / 64 * 64, sh[PT_MAX_DIMS], want[2], have = 0;
+    char nm[64], a[160], b[160];
+    int nd = 0, l, j;
+    if (4 * (int64_t)c->layers + 2 > ntensors) {
+        pt__msg(err, errlen, "%s: layers is %d in %s: the model's %d blocks need at least %lld tensors, the file holds %lld", path, (int)c->layers, from,
+                (int)c->layers, 4 * (long long)c->layers + 2, (long long)ntensors);
+        return 0;
+    }
+    for (l = -3; l < c->layers; l++)
+        for (j = 0; j < (l < 0 ? 1 : 4); j++) {
+            const char *field;
+            char fv[96];
+            if (l == -3) snprintf(nm, sizeof nm, "wte"), want[0] = vp, want[1] = C;
+            else if (l == -2) snprintf(nm, sizeof nm, "wpe"), want[0] = c->max_seq, want[1] = C;
+            else if (l == -1) {
+                if (!c->untied) continue;
+                snprintf(nm, sizeof nm, "lm_head"), want[0] = vp, want[1] = C;
+            } else {
+                snprintf(nm, sizeof nm, "h.%d.%s", l, mats[j]);
+                want[0] = j == 0 ? 3 * C : j == 2 ? 4 * C : C, want[1] = j == 3 ? 4 * C : C;
+            }
+            pt__sf_shape_str(a, sizeof a, 2, want);
+            if (!fn(src, nm, &nd, sh, &have)) {
+                if (l >= 0) pt__msg(err, errlen, "%s: layers is %d in %s, the file has no tensor '%s' (expected %s)", path, (int)c->layers, from, nm, a);
+                else pt__msg(err, errlen, "%s: the file has no tensor '%s' (expected %s from %s)", path, nm, a, from);
+                return 0;
+            }
+            pt__sf_shape_str(b, sizeof b, nd, sh);
+            if (nd == 2 && sh[0] == want[0] && sh[1] == want[1]) {
+                if (have < want[0] * want[1]) {
+                    pt__msg(err, errlen, "%s: tensor '%s' %s needs %lld elements, the file holds %lld of it", path, nm, a, (long long)(want[0] * want[1]),
+                            (long long)have);
+                    return 0;
+                }
+                continue;
+            }
+            /* the field the mismatch is about: the rows of wte / wpe / lm_head, else the width */
+            if (nd == 2 && sh[1] == want[1] && l == -2) field = "max_seq", snprintf(fv, sizeof fv, "%d", (int)c->max_seq);
+            else if (nd == 2 && sh[1] == want[1] && l != -2 && l < 0)
+                field = c->vocab_padded ? "vocab_padded" : "vocab", snprintf(fv, sizeof fv, c->vocab_padded ? "%d" : "%d (%lld rows: rounded up to 64)",
+                                                                               c->vocab_padded ? (int)c->vocab_padded : (int)c->vocab, (long long)vp);
+            else if (l >= 0 && j == 2 && nd == 2 && sh[1] == C) field = "ffn (4 x width)", snprintf(fv, sizeof fv, "%lld", 4 * (long long)C);
+            else field = "width", snprintf(fv, sizeof fv, "%d", (int)c->width);
+            pt__msg(err, errlen, "%s: %s is %s in %s, tensor '%s' has shape %s (expected %s)", path, field, fv, from, nm, b, a);
+            return 0;
+        }
+    snprintf(nm, sizeof nm, "h.%d.%s", (int)c->layers, mats[0]);
+    if (fn(src, nm, &nd, sh, &have)) {
+        pt__msg(err, errlen, "%s: layers is %d in %s, the file has a tensor '%s' (a block past them)", path, (int)c->layers, from, nm);
+        return 0;
+    }
+    return 1;
+}
+static int pt__sf_shape_of(const void *src, const char *name, int *ndim, int64_t *shape, int64_t *have) {
+    const pt__sf_ent *e = pt__sf_find((const pt__sf *)src, name);
+    int d;
+    if (!e) return 0;
+    *ndim = e->ndim, *have = 1;
+    for (d = 0; d < e->ndim; d++) shape[d] = e->shape[d], *have *= e->shape[d]; /* the bytes are numel x esize (pt__sf_open) */
+    return 1;
+}
+
+static int pt__ck_info_shape(const void *src, const char *name, int *ndim, int64_t *shape, int64_t *have) {
+    const pt_ckpt_info *info = (const pt_ckpt_info *)src;
+    int i, d;
+    for (i = 0; i < info->ntensors; i++)
+        if (info->tensors[i].kind == 0 && !strcmp(info->tensors[i].name, name)) {
+            *ndim = info->tensors[i].ndim, *have = info->tensors[i].bytes / 4; /* f32 pieces (replicas count more: a bound) */
+            for (d = 0; d < *ndim; d++) shape[d] = info->tensors[i].shape[d];
+            return 1;
+        }
+    return 0;
+}
+/* the model configuration of checkpoint dir (info, read from its manifest) against its tensors and
+   files, before a model is made of it: every data file of the size the manifest lists (which bounds
+   the pieces: pt__ck_man_check), the ranges of pt__sf_cfg_check, then pt__cfg_tensors_check */
+static int pt__ck_model_check(const char *dir, const pt_ckpt_info *info, char *err, size_t errlen) {
+    char path[1200];
+    int i, np = 0;
+    for (i = 0; i < info->nfiles; i++) {
+        int64_t n;
+        snprintf(path, sizeof path, "%s/%s", dir, info->files[i].name);
+        if ((n = pt__file_size(path)) != info->files[i].bytes) {
+            if (n < 0) pt__msg(err, errlen, "%s: missing (the manifest lists %lld bytes)", path, (long long)info->files[i].bytes);
+            else pt__msg(err, errlen, "%s: %lld bytes, the manifest lists %lld (truncated or extended)", path, (long long)n, (long long)info->files[i].bytes);
+            return 0;
+        }
+    }
+    for (i = 0; i < info->ntensors; i++) np += info->tensors[i].kind == 0;
+    snprintf(path, sizeof path, "%s/manifest", dir);
+    return pt__sf_cfg_check(path, &info->model, err, errlen) && pt__cfg_tensors_check(path, "the manifest", &info->model, np, pt__ck_info_shape, info, err, errlen);
+}
+
 PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int64_t *step, char *err, size_t errlen) {
     static const char *const keys[] = {"vocab", "max_seq", "layers", "width", "heads", "vocab_padded", "untied", "dropout"};
     pt__sf st;
     const char *sv;
-    int i;
+    int i, k;
     if (step) *step = -1;
     if (!path || !cfg) {
         pt__msg(err, errlen, "pt_safetensors_config: need a path and a configuration to fill");
@@ -22100,8 +22265,9 @@ PTDEF pt_status pt_safetensors_config(const char *path, pt_gpt_config *cfg, int6
         }
         *step = (int64_t)k;
     }
+    k = pt__sf_cfg_check(path, cfg, err, errlen) && pt__cfg_tensors_check(path, "the metadata", cfg, st.n, pt__sf_shape_of, &st, err, errlen);
     pt__sf_free(&st);
-    return pt__sf_cfg_check(path, cfg, err, errlen) ? PT_OK : PT_ERR_FORMAT;
+    return k ? PT_OK : PT_ERR_FORMAT;
 }
 
 /* every parameter of ctx has its tensor in st (same global shape, a readable dtype) and (without
@@ -23852,11 +24018,11 @@ static pt_tokenizer *pt__gg_tokenizer(pt_ctx *ctx, const pt_gguf *g, int64_t voc
         tk->pair[2 * i] = (int32_t)id[0], tk->pair[2 * i + 1] = (int32_t)id[1];
     }
     PT_FREE(tab);
+    if (!why[0]) pt__tok_lengths(tk, why, wl); /* the tokens' bytes bounded (PT_TOK_MAX_*) */
     if (why[0]) {
         pt_tokenizer_free(tk);
         return NULL;
     }
-    pt__tok_lengths(tk);
     return tk;
 }
 
@@ -24095,7 +24261,11 @@ PTDEF pt_gpt_weights *pt_gguf_load(pt_ctx *ctx, const char *path, pt_tokenizer *
     if (!to) w->head = w->wte;
     if (tokenizer) {
         *tokenizer = pt__gg_tokenizer(ctx, g, c.vocab, pt_gguf_kv_find(g, "ptrain.vocab") >= 0, why, sizeof why);
-        if (!*tokenizer) pt_log(ctx, PT_LOG_INFO, "pt_gguf_load: %s: no ptrain tokenizer (%s): give prompts as token ids", path, why);
+        if (*tokenizer) {
+        } else if (pt_gguf_kv_find(g, "tokenizer.ggml.tokens") >= 0 || pt_gguf_kv_find(g, "tokenizer.ggml.merges") >= 0) { /* one was there: refused, said */
+            pt__msg(w->tokenizer_error, sizeof w->tokenizer_error, "%s: its tokenizer (tokenizer.ggml.*) is refused: %s", path, why);
+            pt_log(ctx, PT_LOG_WARN, "pt_gguf_load: %s", w->tokenizer_error);
+        } else pt_log(ctx, PT_LOG_INFO, "pt_gguf_load: %s: no ptrain tokenizer (%s): give prompts as token ids", path, why);
     }
     w->owner = g, w->release = pt__gg_owner_free;
     return w;
@@ -26195,6 +26365,10 @@ PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wty
             if (!info.has_model) {
                 pt_ckpt_info_free(&info);
                 return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_FORMAT, "checkpoint %s records no model configuration", step);
+            }
+            if (!pt__ck_model_check(step, &info, err, sizeof err)) { /* the sizes against the tensors and files before the model is made */
+                pt_ckpt_info_free(&info);
+                return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_FORMAT, "%s", err);
             }
             cfg = info.model;
             pt_ckpt_info_free(&info);

@@ -95,8 +95,9 @@ else
         "$T/imp_shape.log" "$P" import "$T/f32.safetensors" "$T/imp" --width 64 --step 7
     # a configuration out of range or larger than the file: refused before the model is made (at most
     # 1 GB of address space: the model of such a configuration would need far more)
-    for c in "vocab_max:vocab: expected 1..2147483584" "huge:expected at most 2^48 parameters" "layers_many:holds 28 tensors, the model of 1000000 layers" \
-        "width_big:'wte' has shape \[64, 32\] in .*, \[64, 1048576\] in the model" "seq_big:'wpe' has shape \[8, 32\] in .*, \[1000000000, 32\] in the model"; do
+    for c in "vocab_max:vocab: expected 1..2147483584" "huge:expected at most 2^48 parameters" "layers_many:layers is 1000000 in the metadata: the model's 1000000 blocks need at least 4000002 tensors, the file holds 28" \
+        "width_big:width is 1048576 in the metadata, tensor 'wte' has shape \[64, 32\] (expected \[64, 1048576\])" \
+        "seq_big:max_seq is 1000000000 in the metadata, tensor 'wpe' has shape \[8, 32\] (expected \[1000000000, 32\])"; do
         expect "ptckpt import of metadata ${c%%:*} refused before anything is allocated" 1 "${c#*:}" "$T/imp_${c%%:*}.log" \
             sh -c 'ulimit -v 1000000 && exec "$@"' sh "$P" import "$L/cfg_${c%%:*}.safetensors" "$T/imp" --step 7
     done

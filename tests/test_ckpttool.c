@@ -552,9 +552,9 @@ static void import_checks(const char *base, model *a) {
                   {"heads_zero", "\"heads\":\"4\"", "\"heads\":\"0\"", "heads: expected >= 1, dividing width, found 0", 0, 0, 0},
                   {"huge", "\"width\":\"32\"", "\"width\":\"2147483520\"", "size: expected at most 2^48 parameters", 0, 0, 0},
                   {"step_range", "\"step\":\"3\"", "\"step\":\"99999999999999999999\"", "'step' is \"99999999999999999999\", expected a non-negative", 0, 0, 0},
-                  {"layers_many", "\"layers\":\"2\"", "\"layers\":\"1000000\"", "holds 28 tensors, the model of 1000000 layers has 12000004 parameters", 0, 0, 0},
-                  {"width_big", "\"width\":\"32\"", "\"width\":\"1048576\"", "'wte' has shape [64, 32] in", 0, 0, 0},
-                  {"seq_big", "\"max_seq\":\"8\"", "\"max_seq\":\"1000000000\"", "'wpe' has shape [8, 32] in", 0, 0, 0}};
+                  {"layers_many", "\"layers\":\"2\"", "\"layers\":\"1000000\"", "layers is 1000000 in the metadata: the model's 1000000 blocks need at least 4000002 tensors, the file holds 28", 0, 0, 0},
+                  {"width_big", "\"width\":\"32\"", "\"width\":\"1048576\"", "width is 1048576 in the metadata, tensor 'wte' has shape [64, 32] (expected [64, 1048576])", 0, 0, 0},
+                  {"seq_big", "\"max_seq\":\"8\"", "\"max_seq\":\"1000000000\"", "max_seq is 1000000000 in the metadata, tensor 'wpe' has shape [8, 32] (expected [1000000000, 32])", 0, 0, 0}};
         int k;
         for (k = 0; k < (int)(sizeof cc / sizeof cc[0]); k++) {
             pt_gpt_config c3;

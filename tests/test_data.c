@@ -533,6 +533,49 @@ static void test_bpe(pt_ctx *ctx) {
             pt_tokenizer_free(t2);
         }
     }
+    { /* the tokens' bytes bounded at load (PT_TOK_MAX_TOKEN_BYTES): merges that double a token each step */
+#define put32(p, v) ((p)[0] = (unsigned char)(v), (p)[1] = (unsigned char)((v) >> 8), (p)[2] = (unsigned char)((v) >> 16), (p)[3] = (unsigned char)((v) >> 24))
+        static unsigned char w[32 + 8 * 40];
+        static unsigned char run[270000];
+        uint32_t crc;
+        int64_t t0 = 0, maxlen = 0;
+        pt_tokenizer *t;
+        int j;
+        for (j = 0; j < 40; j++) put32(w + 32 + 8 * j, j ? 255u + (uint32_t)j : 97u), put32(w + 36 + 8 * j, j ? 255u + (uint32_t)j : 97u);
+        memset(w, 0, 32);
+        crc = pt_crc32c(0, w + 32, 8 * 40);
+        put32(w, PT_TOKENIZER_MAGIC), put32(w + 4, 1), put32(w + 8, 40), put32(w + 12, 296), put32(w + 16, crc);
+        snprintf(bad, sizeof bad, "%s/double.bin", dir);
+        write_file(bad, w, sizeof w);
+        last_err[0] = 0;
+        t = pt_tokenizer_load(ctx, bad);
+        CHECKF(!t && pt_status_get(ctx) == PT_ERR_FORMAT && strstr(last_err, bad) &&
+                   strstr(last_err, "token 272 (merge 16: 271 + 271) expands to 131072 bytes, at most PT_TOK_MAX_TOKEN_BYTES (65536) allowed"),
+               "a 352-byte tokenizer whose merges double (token 295: 2^40 bytes) is refused at load, naming the token, its bytes and the limit", "'%s'", last_err);
+        pt_error_clear(ctx);
+        pt_tokenizer_free(t);
+        /* 11 such merges: a 2,048-byte token (a BPE of runs of 2,048 'a') loads and decodes */
+        put32(w + 8, 11), put32(w + 12, 267), put32(w + 16, pt_crc32c(0, w + 32, 8 * 11));
+        write_file(bad, w, 32 + 8 * 11);
+        t = pt_tokenizer_load(ctx, bad);
+        ids[0] = 266;
+        CHECKF(t && pt_tokenizer_decode(t, ids, 1, back, sizeof back) == 2048 && back[0] == 'a' && back[2047] == 'a', "a tokenizer with a 2,048-byte token loads and decodes it",
+               "%s", t ? "decode" : pt_error(ctx));
+        pt_tokenizer_free(t);
+        /* training keeps to the limit: 270,000 'a' and 20 merges make tokens of 2, 4, .. 65,536 bytes, not the 131,072 that occurs twice */
+        memset(run, 'a', sizeof run);
+        t = pt_tokenizer_train(ctx, run, (int64_t)sizeof run, 20);
+        for (j = 0; t && j < pt_tokenizer_vocab(t); j++) {
+            int32_t id = j;
+            int64_t l = pt_tokenizer_decode(t, &id, 1, NULL, 0);
+            maxlen = l > maxlen ? l : maxlen, t0 += l;
+        }
+        CHECKF(t && maxlen <= PT_TOK_MAX_TOKEN_BYTES && maxlen == 65536, "training on 270,000 'a' (4 runs of 65,536 and more) makes no token past PT_TOK_MAX_TOKEN_BYTES (the longest 65,536 bytes)",
+               "longest %lld bytes, %d tokens", (long long)maxlen, t ? pt_tokenizer_vocab(t) : 0);
+        pt_tokenizer_free(t);
+        (void)t0;
+#undef put32
+    }
     pt_tokenizer_free(tk);
     pt_tokenizer_free(tl);
 }

@@ -791,8 +791,10 @@ static void test_load_files(void) {
         CHECKF(w && g && w->cfg.vocab == 258 && w->cfg.untied == 1 && check_formula(w, g, 1, why, sizeof why),
                tu_name("pt_gguf_load of it: the formula's values%s", a == 1 ? " (alignment 1: misaligned data copied)" : ""), "%s %s", w ? why : pt_error(ctx), g ? "" : err);
         if (a == 1)
-            CHECKF(!tk && strstr(LOG, "no ptrain tokenizer (tokenizer.ggml.model is not \"gpt2\")"), "a file without tokenizer.ggml.model gives no tokenizer (an info line says why)",
-                   "tk %p", (void *)tk);
+            CHECKF(!tk && w && strstr(w->tokenizer_error, "its tokenizer (tokenizer.ggml.*) is refused: tokenizer.ggml.model is not \"gpt2\"") &&
+                       strstr(LOG, "is refused: tokenizer.ggml.model is not \"gpt2\""),
+                   "a file with tokens but without tokenizer.ggml.model gives no tokenizer: the weights' tokenizer_error and a warning say why", "tk %p, %s", (void *)tk,
+                   w ? w->tokenizer_error : "");
         else CHECKF(tk && pt_tokenizer_vocab(tk) == 256, "the bytes without merges give the byte tokenizer (0 merges)", "tk %p", (void *)tk);
         pt_tokenizer_free(tk);
         pt_gguf_free(g);

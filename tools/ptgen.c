@@ -8,9 +8,11 @@
                           a safetensors file (ptckpt export) or a GGUF file (ptckpt export --format
                           gguf, or any gpt2 GGUF such as llama.cpp's tools write)
      --prompt TEXT        the prompt, encoded with the model's tokenizer (the checkpoint's or the GGUF
-                          file's; bytes when there is none); default: a newline
+                          file's; bytes for a model of at most 256 tokens that has none); default: a newline
      --prompt-ids I,J,..  the prompt as token ids (for a model whose tokenizer ptrain cannot
-                          reproduce, or to compare with another program on ids)
+                          reproduce, or to compare with another program on ids). Without a usable
+                          tokenizer and with more than 256 tokens the run is on ids only: no text is
+                          printed, the `ids:` line is (a note on stderr says why; --stop is refused)
      --max-tokens N       new tokens at most (128)
      --temperature X      sampling temperature, 0 = greedy (0.8)
      --top-k K            only the K most likely tokens (0 = all)
@@ -25,6 +27,12 @@
                           checkpoint or safetensors, the file's own types for GGUF)
      --threads N          CPU threads (default: the CPUs available)
      --tokenizer PATH     a tokenizer.bin (or a directory holding one) instead of the model's
+     --bytes              the ids are the bytes (no tokenizer, the model's not read): only for a
+                          vocabulary of at most 256 tokens (else refused: ids 256 and up have no text)
+   A model whose file carries a tokenizer that is refused (a GGUF vocabulary ptrain cannot reproduce, a
+   token past PT_TOK_MAX_TOKEN_BYTES, a bad tokenizer.bin in a checkpoint) stops ptgen with the reason
+   (exit 1) unless --tokenizer, --bytes or --prompt-ids says what to use instead; so does a model of
+   more than 256 tokens without any tokenizer (its ids are no bytes).
      --print-ids          after the text, a line `ids: a,b,c` of the generated ids
      --logprobs           after the text, a line `logprobs: x,y,z`
    The text streams to stdout as it is made (bytes that may begin a stop string are held until they
@@ -45,7 +53,7 @@ static int usage(const char *msg, const char *what) {
     if (msg) fprintf(stderr, "ptgen: %s%s%s\n", msg, what ? " " : "", what ? what : "");
     fprintf(stderr, "usage: ptgen MODEL [--prompt TEXT | --prompt-ids I,J,..] [--max-tokens N] [--temperature X] [--top-k K]\n"
                     "             [--top-p P] [--min-p P] [--repeat-penalty X] [--seed S] [--n N] [--stop STRING] [--stop-id ID]\n"
-                    "             [--quant f32|bf16|q8_0|q4_0] [--threads N] [--tokenizer PATH] [--print-ids] [--logprobs]\n"
+                    "             [--quant f32|bf16|q8_0|q4_0] [--threads N] [--tokenizer PATH | --bytes] [--print-ids] [--logprobs]\n"
                     "MODEL: a checkpoint directory, a .safetensors file or a .gguf file (see the top of tools/ptgen.c)\n");
     return 2;
 }
@@ -93,7 +101,7 @@ int main(int argc, char **argv) {
     int32_t stop_ids[MAXSTOP], nstop = 0, nstop_ids = 0, *ids = NULL, nids = 0;
     long max_tokens = 128, top_k = 0, seed = 1, n = 1, threads = 0, v;
     double temperature = 0.8, top_p = 1, min_p = 0, repeat_penalty = 1;
-    int quant = -1, print_ids = 0, print_lp = 0, i, rc = 0;
+    int quant = -1, print_ids = 0, print_lp = 0, bytes = 0, ids_only = 0, i, rc = 0;
     pt_desc d;
     pt_ctx *ctx;
     pt_tokenizer *tok = NULL;
@@ -144,16 +152,18 @@ int main(int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(f, "--print-ids")) print_ids = 1;
+        else if (!strcmp(f, "--bytes")) bytes = 1;
         else if (!strcmp(f, "--logprobs")) print_lp = 1;
         else return usage("unknown flag", f);
         if (takes) i++;
     }
     if (!model) return usage("no MODEL given", NULL);
+    if (bytes && tok_path) return usage("--bytes and --tokenizer exclude each other (bytes are no tokenizer)", NULL);
 
     memset(&d, 0, sizeof d);
     if (!(ctx = pt_init(&d))) return 1;
     if (threads > 0) pt_set_threads(ctx, (int)threads);
-    if (!(w = pt_gpt_weights_open(ctx, model, quant, tok_path ? NULL : &tok))) {
+    if (!(w = pt_gpt_weights_open(ctx, model, quant, tok_path || bytes ? NULL : &tok))) {
         fprintf(stderr, "ptgen: %s\n", pt_error(ctx));
         pt_shutdown(ctx);
         return 1;
@@ -162,6 +172,29 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ptgen: --tokenizer %s: %s\n", tok_path, pt_error(ctx));
         rc = 1;
         goto done;
+    }
+    if (bytes && w->cfg.vocab > 256) {
+        fprintf(stderr, "ptgen: --bytes: the model's vocabulary is %d tokens, more than the 256 bytes (ids 256 and up have no text): "
+                        "give its tokenizer (--tokenizer FILE), or --prompt-ids for ids only\n", (int)w->cfg.vocab);
+        rc = 2;
+        goto done;
+    }
+    if (!tok && !bytes && (w->tokenizer_error[0] || w->cfg.vocab > 256)) { /* no silent bytes: stop, or ids only when asked for ids */
+        char why[400];
+        if (w->tokenizer_error[0]) snprintf(why, sizeof why, "%s", w->tokenizer_error);
+        else snprintf(why, sizeof why, "%s: a vocabulary of %d tokens and no tokenizer", model, (int)w->cfg.vocab);
+        if (!prompt_ids || w->cfg.vocab <= 256) {
+            fprintf(stderr, "ptgen: %s: give --tokenizer FILE, or %s\n", why, w->cfg.vocab <= 256 ? "--bytes (the ids are bytes)" : "--prompt-ids for ids only");
+            rc = 1;
+            goto done;
+        }
+        if (nstop) {
+            fprintf(stderr, "ptgen: %s: --stop needs a tokenizer (give --tokenizer FILE, or --stop-id)\n", why);
+            rc = 2;
+            goto done;
+        }
+        fprintf(stderr, "ptgen: note: %s: ids only (no text; the ids line follows)\n", why);
+        ids_only = 1, print_ids = 1;
     }
     if (tok && pt_tokenizer_vocab(tok) > w->cfg.vocab) {
         fprintf(stderr, "ptgen: the tokenizer has %d tokens, more than the model's vocabulary of %d\n", (int)pt_tokenizer_vocab(tok),
@@ -238,14 +271,14 @@ int main(int argc, char **argv) {
     } else {
         memset(&go, 0, sizeof go);
         go.tokenizer = tok, go.on_token = on_token, go.user = &s;
-        s.n = (int)n;
+        s.n = ids_only ? 0 : (int)n; /* ids only: no text streamed */
         if (pt_generate(inf, (int32_t)n, req, res, &go, &st) != PT_OK) {
             fprintf(stderr, "\nptgen: %s\n", pt_error(ctx));
             rc = 1;
         }
         for (i = 0; i < n; i++) {
             int j;
-            if (n > 1) printf("%s--- sequence %d (seed %ld)\n%.*s", i ? "\n" : "", i, seed + i, (int)res[i].text_len, res[i].text);
+            if (n > 1) printf("%s--- sequence %d (seed %ld)\n%.*s", i ? "\n" : "", i, seed + i, ids_only ? 0 : (int)res[i].text_len, res[i].text);
             if (print_ids) {
                 printf("\nids: ");
                 for (j = 0; j < res[i].ntokens; j++) printf("%s%d", j ? "," : "", (int)res[i].tokens[j]);

@@ -5,6 +5,10 @@
 
    ptserve (--ckpt DIR | --safetensors FILE | --gguf FILE) [flags]
      --quant f32|bf16|q8_0|q4_0   the weights' format for decode (default: as stored)
+     --tokenizer FILE     a tokenizer.bin (or a directory holding one) instead of the model's
+     --bytes              the ids are the bytes (the model's tokenizer not read): only for a vocabulary
+                          of at most 256 tokens. A model whose tokenizer is refused, or of more than 256
+                          tokens without one, does not start without one of these two (exit 1, the reason)
      --host ADDR          the IPv4 address to listen on (127.0.0.1)
      --port N             the TCP port (8080; 0: any free port, printed)
      --max-seqs N         requests running at once (16)
@@ -1013,7 +1017,7 @@ static void sv_completed(void *cls, struct MHD_Connection *con, void **con_cls, 
 /* ---- main ---- */
 static int usage(const char *msg, const char *what) {
     if (msg) fprintf(stderr, "ptserve: %s%s%s\n", msg, what ? " " : "", what ? what : "");
-    fprintf(stderr, "usage: ptserve (--ckpt DIR | --safetensors FILE | --gguf FILE) [--quant f32|bf16|q8_0|q4_0] [--host ADDR] [--port N]\n"
+    fprintf(stderr, "usage: ptserve (--ckpt DIR | --safetensors FILE | --gguf FILE) [--tokenizer FILE | --bytes] [--quant f32|bf16|q8_0|q4_0] [--host ADDR] [--port N]\n"
                     "               [--max-seqs N] [--kv-blocks N] [--max-batch-tokens N] [--max-queue N] [--timeout S] [--threads N]\n"
                     "               [--model-name NAME] [--step-delay-ms N]   (see the top of tools/ptserve.c, docs/serving.md)\n");
     return 2;
@@ -1032,10 +1036,10 @@ static int num_flag(const char *flag, const char *v, long lo, long hi, long *out
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *host = "127.0.0.1", *name = NULL;
+    const char *model = NULL, *host = "127.0.0.1", *name = NULL, *tok_path = NULL;
     long port = 8080, max_seqs = 16, kv_blocks = 0, budget = 256, max_queue = 64, threads = 0;
     double timeout = 600;
-    int quant = -1, i, sig = 0;
+    int quant = -1, i, sig = 0, bytes = 0;
     pt_desc pd;
     pt_infer_desc idesc;
     pt_engine_desc ed;
@@ -1047,6 +1051,10 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(NULL, NULL), 0;
+        if (!strcmp(f, "--bytes")) {
+            bytes = 1;
+            continue;
+        }
         if (!val) return usage("unknown flag or flag without a value:", f);
         if (!strcmp(f, "--ckpt") || !strcmp(f, "--safetensors") || !strcmp(f, "--gguf")) {
             if (model) return usage("more than one model given:", val);
@@ -1056,7 +1064,8 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "ptserve: --quant expects f32, bf16, q8_0 or q4_0, found '%s'\n", val);
                 return 2;
             }
-        } else if (!strcmp(f, "--host")) host = val;
+        } else if (!strcmp(f, "--tokenizer")) tok_path = val;
+        else if (!strcmp(f, "--host")) host = val;
         else if (!strcmp(f, "--model-name")) name = val;
         else if (!strcmp(f, "--port")) { if (num_flag(f, val, 0, 65535, &port)) return 2; }
         else if (!strcmp(f, "--max-seqs")) { if (num_flag(f, val, 1, 4096, &max_seqs)) return 2; }
@@ -1076,6 +1085,7 @@ int main(int argc, char **argv) {
         i++;
     }
     if (!model) return usage("no model given (--ckpt DIR, --safetensors FILE or --gguf FILE)", NULL);
+    if (bytes && tok_path) return usage("--bytes and --tokenizer exclude each other (bytes are no tokenizer)", NULL);
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET, sa.sin_port = htons((uint16_t)port);
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
@@ -1114,8 +1124,31 @@ int main(int argc, char **argv) {
     memset(&pd, 0, sizeof pd);
     if (!(S.ctx = pt_init(&pd))) return 1;
     if (threads > 0) pt_set_threads(S.ctx, (int)threads);
-    if (!(S.w = pt_gpt_weights_open(S.ctx, model, quant, &S.tok))) {
+    if (!(S.w = pt_gpt_weights_open(S.ctx, model, quant, tok_path || bytes ? NULL : &S.tok))) {
         fprintf(stderr, "ptserve: %s\n", pt_error(S.ctx));
+        MHD_stop_daemon(S.d);
+        return 1;
+    }
+    /* the text of the ids: the model's tokenizer, --tokenizer FILE, or bytes when asked or the model is a byte model; never bytes instead of a refused tokenizer */
+    if (tok_path && !(S.tok = pt_tokenizer_load(S.ctx, tok_path)) && !(S.tok = pt_tokenizer_load_dir(S.ctx, tok_path))) {
+        fprintf(stderr, "ptserve: --tokenizer %s: %s\n", tok_path, pt_status_get(S.ctx) ? pt_error(S.ctx) : "no tokenizer.bin in it");
+        MHD_stop_daemon(S.d);
+        return 1;
+    }
+    if (S.tok && pt_tokenizer_vocab(S.tok) > S.w->cfg.vocab) {
+        fprintf(stderr, "ptserve: the tokenizer has %d tokens, more than the model's vocabulary of %d\n", (int)pt_tokenizer_vocab(S.tok), (int)S.w->cfg.vocab);
+        MHD_stop_daemon(S.d);
+        return 1;
+    }
+    if (bytes && S.w->cfg.vocab > 256) {
+        fprintf(stderr, "ptserve: --bytes: the model's vocabulary is %d tokens, more than the 256 bytes (ids 256 and up have no text): give its tokenizer "
+                        "(--tokenizer FILE)\n", (int)S.w->cfg.vocab);
+        MHD_stop_daemon(S.d);
+        return 2;
+    }
+    if (!S.tok && !bytes && (S.w->tokenizer_error[0] || S.w->cfg.vocab > 256)) {
+        if (S.w->tokenizer_error[0]) fprintf(stderr, "ptserve: %s: give --tokenizer FILE%s\n", S.w->tokenizer_error, S.w->cfg.vocab <= 256 ? " or --bytes" : "");
+        else fprintf(stderr, "ptserve: %s: a vocabulary of %d tokens and no tokenizer: give --tokenizer FILE\n", model, (int)S.w->cfg.vocab);
         MHD_stop_daemon(S.d);
         return 1;
     }

@@ -1,6 +1,7 @@
 /* fuzz_tokenizer.c - libFuzzer harness of the BPE tokenizer file reader: pt_tokenizer_load, then
    encode and decode a little text; checked: decode(encode(text)) == text and the sizing call of
-   decode agrees. Input: the tokenizer file, then (optional) FZ_SEP and the text (at most 4 KiB
+   decode agrees, every token within PT_TOK_MAX_TOKEN_BYTES and the vocabulary within
+   PT_TOK_MAX_TOTAL_BYTES. Input: the tokenizer file, then (optional) FZ_SEP and the text (at most 4 KiB
    used). Unless the input starts with '!', the harness writes the true CRC32C of the merges into
    the header (so the fuzzer gets past it); with '!' the file is written as it is. */
 #define _POSIX_C_SOURCE 200809L
@@ -34,6 +35,16 @@ FZ_ENTRY(tokenizer) {
         int32_t *ids = (int32_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
         uint8_t *out = (uint8_t *)malloc((size_t)(n > 0 ? n : 1));
         FZ_ASSERT(pt_tokenizer_vocab(tk) >= 256, "vocab %d", (int)pt_tokenizer_vocab(tk));
+        { /* every token within PT_TOK_MAX_TOKEN_BYTES, all within PT_TOK_MAX_TOTAL_BYTES (the load's bounds) */
+            int32_t id;
+            int64_t all = 0, l;
+            for (id = 0; id < pt_tokenizer_vocab(tk); id++) {
+                l = pt_tokenizer_decode(tk, &id, 1, NULL, 0);
+                FZ_ASSERT(l >= 1 && l <= PT_TOK_MAX_TOKEN_BYTES, "token %d stands for %lld bytes", (int)id, (long long)l);
+                all += l;
+            }
+            FZ_ASSERT(all <= PT_TOK_MAX_TOTAL_BYTES, "the vocabulary stands for %lld bytes", (long long)all);
+        }
         if (ids && out && (m = pt_tokenizer_encode(tk, text, n, ids)) >= 0) {
             FZ_ASSERT(m <= n, "%lld ids for %lld bytes", (long long)m, (long long)n);
             back = pt_tokenizer_decode(tk, ids, m, NULL, 0);
