@@ -187,6 +187,8 @@ want trace && script trace_test "$BUILD"
 want monitor && script monitor_test "$BUILD"
 want guard && script guard_test "$BUILD"
 want ptrun && script ptrun_test "$BUILD"
+# the abuse suite: the supervisor's channel, ptserve and the loaders attacked (tests/abuse_*.sh)
+want abuse && script abuse_test "$BUILD/abuse"
 want memest && script memest_test "$BUILD"
 want precision && script precision_test "$BUILD"
 want toc && script toc_test "$BUILD"
