@@ -25,7 +25,7 @@ LOGS=${1:-build/fresh_machine}
 case $LOGS in /*) ;; *) LOGS=$(pwd)/$LOGS ;; esac
 SUITE=bookworm
 BRANCH=${FRESH_BRANCH:-main}
-# the README's set-up commands ("Set up and run"), as a new user types them
+# the README's commands ("Three commands"), as a new user types them
 CMD0="make serve"
 SERVE_PORT=18779
 CMD1="make demo"
