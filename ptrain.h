@@ -190,7 +190,8 @@
                             schedule) instead of the header's own thread team. The team is the default:
                             persistent pthreads per context (ctx->nthreads - 1 beside the caller) that
                             spin a few microseconds for the next job, then sleep, so a busy neighbour
-                            process costs little (OpenMP's spinning threads slow a shared machine 10x);
+                            process costs little (beside one, OpenMP's spinning threads make a step
+                            several times slower: make bench BENCH=threads, docs/architecture.md);
                             it needs no -fopenmp (Apple's clang has none). The same bits either way and
                             for any thread count. -fopenmp alone only adds OpenMP simd hints.
                             PTRAIN_NO_THREADS (below) or a platform without pthreads: one thread
