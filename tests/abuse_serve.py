@@ -20,11 +20,20 @@ def ok(cond, what, detail=""):
     return cond
 
 
-def conn(src="127.0.0.2", timeout=10):
+def conn(src="127.0.0.2", timeout=10, tries=2):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.settimeout(timeout)
     s.bind((src, 0))
-    s.connect((HOST, PORT))
+    try:
+        s.connect((HOST, PORT))
+    except ConnectionRefusedError:
+        # seen now and then on a busy 2-core machine shared with other suites, never alone: said, tried once more
+        s.close()
+        if tries <= 1 or src == "127.0.0.1":
+            raise
+        print("NOTE abuse: a connection from %s to port %d refused; tried again" % (src, PORT), flush=True)
+        time.sleep(0.2)
+        return conn(src, timeout, tries - 1)
     return s
 
 
@@ -124,7 +133,7 @@ def plain():
                 except OSError:
                     pass
             stop.wait(0.3)
-    th = threading.Thread(target=trickle)
+    th = threading.Thread(target=trickle, daemon=True)
     th.start()
     time.sleep(0.5)
     lat, codes = [], []
@@ -145,7 +154,10 @@ def plain():
             held += 1
         except OSError:
             pass
-    m = metrics()
+    try:
+        m = metrics()
+    except OSError as e:
+        m = {"error": repr(e)}
     stop.set()
     th.join()
     for s in socks:
@@ -215,15 +227,12 @@ def plain():
     longest = max([len(t) for t in toks] or [0])
     ok(st == 200 and text.count("a") >= 1024 and longest > 255 and "".join(toks) == text,
        "abuse 8: a generated token of %d bytes is in the text (%d bytes) and in logprobs" % (longest, len(text)), (st, text[:80], [len(t) for t in toks]))
-    st2, h2, d2 = http("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "2."}], "max_tokens": 6, "temperature": 0,
-                                                       "logprobs": True, "stream": True})
+    st2, h2, d2 = http("POST", "/v1/completions", {"prompt": "2.\n", "max_tokens": 3, "temperature": 0, "logprobs": 1, "stream": True})
     ev = [json.loads(e[6:]) for e in d2.decode().split("\n\n") if e.startswith("data: {")]
-    streamed = "".join(c["choices"][0]["delta"].get("content", "") for c in ev if c.get("choices"))
-    lp = [t["token"] for c in ev if c.get("choices") and c["choices"][0].get("logprobs") for t in c["choices"][0]["logprobs"]["content"]]
-    st3, h3, d3 = post("/v1/chat/completions", {"messages": [{"role": "user", "content": "2."}], "max_tokens": 6, "temperature": 0})
-    ok(st2 == 200 and st3 == 200 and streamed == d3["choices"][0]["message"]["content"] and "".join(lp) == streamed,
-       "abuse 8: chat, streamed with logprobs == plain (%d bytes, longest token %d)" % (len(streamed), max([len(t) for t in lp] or [0])),
-       (st2, st3, streamed[:60]))
+    streamed = "".join(c["choices"][0]["text"] for c in ev if c.get("choices"))
+    lp = [t for c in ev if c.get("choices") and c["choices"][0].get("logprobs") for t in c["choices"][0]["logprobs"]["tokens"]]
+    ok(st2 == 200 and streamed == text and "".join(lp) == streamed and max([len(t) for t in lp] or [0]) > 255,
+       "abuse 8: streamed, with logprobs: the same %d bytes, the long token in its chunk" % len(streamed), (st2, streamed[:60], [len(t) for t in lp]))
 
     # ---- 9: a client that half-closes after its request (nc -N): answered, not counted as cancelled
     c0 = metrics().get('ptserve_requests_total{result="cancelled"}', -1)
@@ -272,7 +281,7 @@ def plain():
     bad = [o for o in outs[:6] if o[2] != 200 or o[3] != greedy]
     ok(not bad, "abuse 11: top_p 1e-46 and 1e-40 at temperature 2 (seeds 1-3) pick the most likely token, as greedy: %r" % greedy[:30], bad)
     bad = [o for o in outs[6:] if o[2] != 200 or o[3] != greedy]
-    ok(not bad, "abuse 11: temperature 1e-40 and 1e-45 (1/T overflows a float) are greedy, no NaN weights", bad)
+    ok(not bad, "abuse 11: temperature 1e-40 and 1e-45 (1/T overflows a float) are greedy, no NaN weights (a guard: the old NaN weights picked the same)", bad)
 
 
 def deadline():

@@ -1395,6 +1395,7 @@ int main(int argc, char **argv) {
         if (n == 0 || i < n) {
             fprintf(stderr, "ptserve: %s%s%s: expected an API key of printable ASCII without spaces, found %s\n", key_file ? "--api-key-file " : "--api-key",
                     key_file ? key_file : "", key_file ? " (its first line)" : "", n == 0 ? "an empty one" : "a space or a control byte in it");
+            free(api_key);
             return 2;
         }
         S.api_key = api_key, S.api_key_len = n;
@@ -1406,14 +1407,15 @@ int main(int argc, char **argv) {
             fprintf(stderr, "ptserve: --tls-cert: this libmicrohttpd was built without TLS (GnuTLS): HTTPS cannot be served\n");
             return 1;
         }
-        if (!(cert_pem = read_small_file("--tls-cert", tls_cert, &flen))) return 2;
-        if (!strstr(cert_pem, "-----BEGIN CERTIFICATE-----")) {
-            fprintf(stderr, "ptserve: --tls-cert %s: expected a PEM certificate (-----BEGIN CERTIFICATE-----), found none\n", tls_cert);
-            return 2;
-        }
-        if (!(key_pem = read_small_file("--tls-key", tls_key, &flen))) return 2;
-        if (!strstr(key_pem, "-----BEGIN") || !strstr(key_pem, "PRIVATE KEY-----")) {
-            fprintf(stderr, "ptserve: --tls-key %s: expected a PEM private key (-----BEGIN ... PRIVATE KEY-----), found none\n", tls_key);
+        const char *bad = NULL;
+        if (!(cert_pem = read_small_file("--tls-cert", tls_cert, &flen))) bad = "";
+        else if (!strstr(cert_pem, "-----BEGIN CERTIFICATE-----")) bad = "--tls-cert";
+        else if (!(key_pem = read_small_file("--tls-key", tls_key, &flen))) bad = "";
+        else if (!strstr(key_pem, "-----BEGIN") || !strstr(key_pem, "PRIVATE KEY-----")) bad = "--tls-key";
+        if (bad) {
+            if (*bad) fprintf(stderr, "ptserve: %s %s: expected a PEM %s, found none\n", bad, *bad && bad[6] == 'c' ? tls_cert : tls_key,
+                              bad[6] == 'c' ? "certificate (-----BEGIN CERTIFICATE-----)" : "private key (-----BEGIN ... PRIVATE KEY-----)");
+            free(cert_pem), free(key_pem), free(api_key);
             return 2;
         }
     }
