@@ -107,7 +107,7 @@ if [ -n "$URL" ]; then
     stop "$SPID" main
 fi
 
-start queue --max-seqs 1 --max-queue 2
+start queue --max-seqs 1 --max-queue 2 --max-conns-per-ip 64  # 24 clients at once
 if [ -n "$URL" ]; then
     python3 tests/serve_check.py queue "$URL" 2>&1 | tee "$W/queue.log"
     stop "$SPID" queue
