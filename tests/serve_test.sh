@@ -86,7 +86,7 @@ stop() {
     else fail "$2: exit $rc after SIGTERM: $(head -c 1500 "$W/$2.err")"; fi
 }
 
-start main
+start main --max-conns-per-ip 64  # 20 concurrent streams and ptload from one address: over the default 16
 if [ -n "$URL" ]; then
     python3 tests/serve_check.py main "$URL" >"$W/main.log" 2>&1 || echo "FAIL serve_check.py main crashed: $(tail -n 5 "$W/main.log")" >>"$W/main.log"
     cat "$W/main.log"
@@ -107,7 +107,7 @@ if [ -n "$URL" ]; then
     stop "$SPID" main
 fi
 
-start queue --max-seqs 1 --max-queue 2
+start queue --max-seqs 1 --max-queue 2 --max-conns-per-ip 64  # 24 clients at once
 if [ -n "$URL" ]; then
     python3 tests/serve_check.py queue "$URL" 2>&1 | tee "$W/queue.log"
     stop "$SPID" queue

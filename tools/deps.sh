@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian packages ptrain.h's build, tests, benchmarks and tutorials use, then the tests'
 # own Python environment (build/pyenv: the `gguf` and numpy packages from PyPI, which
-# tests/gguf_test.sh reads GGUF files with); idempotent.
+# tests/gguf_test.sh reads GGUF files with, and the `openai` client, which tests/abuse_serve.sh
+# talks to ptserve over HTTPS with; optional: without it those checks skip with a NOTE); idempotent.
 # Usage: sh tools/deps.sh   (as root, or with sudo available). Env PTRAIN_PYENV: another place for
 # the Python environment. Without PyPI the environment is left out with a message (exit status 0:
 # the tests that need it skip with a NOTE).
@@ -20,16 +21,16 @@
 set -u
 PKGS="build-essential make gzip openmpi-bin libopenmpi-dev mpich libmpich-dev ocl-icd-libopencl1 libclblast1 pocl-opencl-icd ocl-icd-opencl-dev opencl-headers libclblast-dev libopenblas-dev dataset-fashion-mnist fortunes wamerican clang libomp-dev libclang-rt-14-dev valgrind python3-venv iproute2 util-linux procps libmicrohttpd-dev curl chromium chromium-driver python3-selenium qemu-user gcc-aarch64-linux-gnu libc6-dev-arm64-cross"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-# the tests' Python environment: made once, kept while it imports gguf and numpy
+# the tests' Python environment: made once, kept while it imports gguf, numpy and openai
 pyenv() {
   PYENV=${PTRAIN_PYENV:-$ROOT/build/pyenv}
-  if [ -x "$PYENV/bin/python" ] && "$PYENV/bin/python" -c 'import gguf, numpy' >/dev/null 2>&1; then return 0; fi
+  if [ -x "$PYENV/bin/python" ] && "$PYENV/bin/python" -c 'import gguf, numpy, openai' >/dev/null 2>&1; then return 0; fi
   if ! command -v python3 >/dev/null 2>&1; then
     echo "deps: no python3: tests/gguf_test.sh will skip its Python checks" >&2
     return 0
   fi
   mkdir -p "$(dirname "$PYENV")"
-  if ! python3 -m venv "$PYENV" >"$PYENV.log" 2>&1; then
+  if ! [ -x "$PYENV/bin/python" ] && ! python3 -m venv "$PYENV" >"$PYENV.log" 2>&1; then
     echo "deps: python3 -m venv $PYENV failed (Debian: python3-venv; see $PYENV.log): tests/gguf_test.sh will skip its Python checks" >&2
     return 0
   fi
@@ -37,6 +38,11 @@ pyenv() {
     echo "deps: $PYENV: $("$PYENV/bin/python" -c 'import gguf, numpy; from importlib.metadata import version; print("gguf", version("gguf"), "numpy", numpy.__version__)')"
   else
     echo "deps: pip install gguf numpy into $PYENV failed (is PyPI reachable? see $PYENV.log): tests/gguf_test.sh will skip its Python checks" >&2
+  fi
+  if "$PYENV/bin/python" -m pip install -q --disable-pip-version-check openai >>"$PYENV.log" 2>&1; then
+    echo "deps: $PYENV: openai $("$PYENV/bin/python" -c 'import openai; print(openai.__version__)')"
+  else
+    echo "deps: pip install openai into $PYENV failed (see $PYENV.log): tests/abuse_serve.sh will skip its openai checks" >&2
   fi
   return 0
 }

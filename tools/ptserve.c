@@ -20,6 +20,12 @@
      --model-name NAME    the id /v1/models gives (default: the model path's last part)
      --step-delay-ms N    sleep N ms after each engine iteration (0): a tiny model made slow, as a
                           larger one would be, for tests and demonstrations of queueing
+     --read-timeout S     a request's headers and body must be in within S s (10), else the
+                          connection is closed (slow clients); answers are never cut by it
+     --max-conns-per-ip N connections open at once from one address (16; 1000 in all)
+     --max-body-memory B  bytes held by request bodies being received, all together (64 MiB); past it 503
+     --api-key KEY, --api-key-file FILE   every /v1/ endpoint needs "Authorization: Bearer KEY" (else 401)
+     --tls-cert FILE --tls-key FILE       HTTPS (PEM certificate and private key; libmicrohttpd's GnuTLS)
    Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
    GET /metrics (Prometheus text), GET / (the playground page). docs/serving.md has the details:
    the fields, the chat template, the errors, the metrics. SIGTERM or SIGINT drains: no new
@@ -27,7 +33,7 @@
    model is loaded. Exit status: 0 after a drain, 1 a model or socket that fails, 2 bad usage.
 
    Threads: MHD's internal polling thread serves every connection; one engine thread runs
-   pt_engine_step. A streaming response's content reader with nothing to send suspends its
+   pt_engine_step; a watchdog thread closes connections past --read-timeout. A streaming response's content reader with nothing to send suspends its
    connection; the engine's per-token callback resumes it. A non-streaming request suspends in the
    access handler until its last token. Request parsing and validation (sv_parse_request) has no HTTP
    in it: tests/fuzz/fuzz_serve_request.c includes this file with PTSERVE_NO_MAIN. */
@@ -36,6 +42,7 @@
 #include "../ptrain.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -168,15 +175,18 @@ static int sv_chat_prompt(const pt_json *msgs, pt_sb *b, sv_err *e) {
         const pt_json *m = pt_json_at(msgs, i), *c = pt_json_get(m, "content");
         const char *role = pt_json_str(pt_json_get(m, "role"));
         if (pt_json_type(m) != PT_JSON_OBJECT) return sv_fail(e, 400, "messages", "'messages[%zu]' must be an object, found %s", i, sv_kind_name(m));
+        if (role && strlen(role) != pt_json_len(pt_json_get(m, "role"))) role = "\0"; /* a NUL inside: no role of ours */
         if (!role || (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "developer")))
             return sv_fail(e, 400, "messages", "'messages[%zu].role' must be \"system\", \"developer\", \"user\" or \"assistant\", found %s", i,
                            role ? "another string" : sv_kind_name(pt_json_get(m, "role")));
         if (pt_json_type(c) != PT_JSON_STRING)
             return sv_fail(e, 400, "messages", "'messages[%zu].content' must be a string, found %s", i, sv_kind_name(c));
-        if (!strcmp(role, "system") || !strcmp(role, "developer")) pt_sb_add(b, "%.*s\n", (int)pt_json_len(c), pt_json_str(c));
-        else pt_sb_add(b, "%s: %.*s\n", strcmp(role, "user") ? "Assistant" : "User", (int)pt_json_len(c), pt_json_str(c));
+        /* the content's bytes as they are, a NUL among them too (as /v1/completions keeps a prompt's) */
+        if (strcmp(role, "system") && strcmp(role, "developer")) sv_append(b, strcmp(role, "user") ? "Assistant: " : "User: ", strcmp(role, "user") ? 11 : 6);
+        sv_append(b, pt_json_str(c), pt_json_len(c));
+        sv_append(b, "\n", 1);
     }
-    pt_sb_add(b, "Assistant:");
+    sv_append(b, "Assistant:", 10);
     return 0;
 }
 
@@ -223,14 +233,22 @@ static int sv_parse_request(const char *body, size_t len, int chat, const sv_mod
         if (t) r->max_tokens = (int32_t)x;
     }
     if ((t = sv_num(root, "temperature", 0, 2, &d, e)) < 0) goto out;
-    if (t) r->temperature = (float)d;
+    if (t) {
+        /* a temperature so small that the sampler's 1 / temperature overflows a float (or that rounds to
+           float 0) is taken as 0, greedy: its limit, the same choice; never a row of NaN weights */
+        r->temperature = (float)d;
+        if (!(r->temperature > 0) || 1.0 / (double)r->temperature > FLT_MAX) r->temperature = 0;
+    }
     if ((t = sv_num(root, "top_p", 0, 1, &d, e)) < 0) goto out;
     if (t) {
         if (d <= 0) {
             sv_fail(e, 400, "top_p", "'top_p' must be in (0, 1], found %g", d);
             goto out;
         }
+        /* in float: a top_p that rounds to 0 would mean "off" (every token); under FLT_MIN it is
+           FLT_MIN, the nucleus of the most likely token, as any tiny top_p means */
         r->top_p = (float)d;
+        if (!(r->top_p >= FLT_MIN)) r->top_p = FLT_MIN;
     }
     if ((t = sv_int(root, "top_k", -1, 1 << 30, &x, e)) < 0) goto out;
     if (t) r->top_k = x < 0 ? 0 : (int32_t)x;
@@ -358,6 +376,7 @@ static size_t sv_utf8_tail(const unsigned char *s, size_t n) {
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -390,18 +409,32 @@ typedef struct sv_request {
     double t_arrive, deadline, t_first;
     struct MHD_Connection *conn;
     int conn_fd, suspended, all_done, timed_out, gone, error, role_sent, finished_sent;
+    int half_closed;              /* non-streaming, its client's side closed at arrival: answered by a reader */
     char errmsg[256];
     pt_sb out;                    /* streaming: SSE bytes to send */
     size_t sent;
     int stream_end;               /* [DONE] written */
 } sv_request;
 
-/* per-connection state */
+/* per-request state */
 typedef struct sv_conn {
     pt_sb body;
+    size_t reserved; /* bytes of --max-body-memory this body holds (its buffer's size) */
     sv_request *rq;
-    int too_big;
+    int too_big, over_mem;
 } sv_conn;
+
+/* per-connection state (S.cmu): the read deadline's watch and the per-address count */
+typedef struct sv_sock {
+    struct sv_sock *prev, *next;
+    int fd, receiving, killed; /* receiving: a request is being read (since t_start) */
+    double t_start;
+    unsigned char addr[16];    /* the client's address (IPv4: 4 bytes, IPv6: 16) */
+    int alen;
+} sv_sock;
+
+#define SV_MAX_BODY ((size_t)16 << 20) /* one request's body at most */
+#define SV_MAX_CONNS 1000              /* connections open at most */
 
 #define SV_NB 12
 static const double sv_ttft_b[SV_NB] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
@@ -429,8 +462,18 @@ static struct {
     int32_t max_seqs, budget;
     long step_delay_ms;
     sv_request *reqs;           /* the requests the engine thread watches */
+    const char *api_key;        /* NULL: every /v1/ endpoint is open */
+    size_t api_key_len;
+    /* connections (S.cmu; taken after S.mu when both are, never the other way round) */
+    pthread_mutex_t cmu;
+    pthread_cond_t cwake;
+    sv_sock *socks;
+    int nsocks, max_conns, max_per_ip, wd_stop;
+    double read_timeout;
+    size_t body_mem, max_body_mem;
+    int64_t refused_ip, refused_limit, slow, body_refused;
     /* metrics */
-    int64_t req_total[6];       /* ok, 400, 429, 503, timeout, cancelled */
+    int64_t req_total[7];       /* ok, 400, 429, 503, timeout, cancelled, 401 */
     int64_t tok_in, tok_out;
     sv_hist ttft, itl;
     pt_kv_stats kv;
@@ -570,14 +613,23 @@ static int sv_emit(sv_choice *c, int final) {
 static int sv_on_token(void *user, int64_t id, int32_t token, float logprob) {
     sv_choice *c = (sv_choice *)user;
     sv_request *rq = c->rq;
-    char buf[256];
+    char small[256], *buf = small; /* a token of any length: a longer one is decoded into the heap */
     int64_t k;
     double now = pt_time();
     int stop = 0;
     (void)id;
-    if (S.tok) k = pt_tokenizer_decode(S.tok, &token, 1, buf, sizeof buf - 1);
-    else buf[0] = (char)token, k = token < 256 ? 1 : 0;
-    if (k < 0 || k > (int64_t)sizeof buf - 1) k = 0;
+    if (S.tok) {
+        k = pt_tokenizer_decode(S.tok, &token, 1, small, sizeof small - 1);
+        if (k > (int64_t)sizeof small - 1) {
+            buf = k < ((int64_t)1 << 31) ? (char *)malloc((size_t)k + 1) : NULL;
+            if (!buf || pt_tokenizer_decode(S.tok, &token, 1, buf, k) != k) {
+                fprintf(stderr, "ptserve: token %d (%lld bytes) not decoded: out of memory\n", (int)token, (long long)k);
+                free(buf);
+                buf = small, k = 0;
+            }
+        }
+    } else buf[0] = (char)token, k = token < 256 ? 1 : 0;
+    if (k < 0) k = 0;
     buf[k] = 0;
     pthread_mutex_lock(&S.mu);
     S.tok_out++;
@@ -607,6 +659,7 @@ static int sv_on_token(void *user, int64_t id, int32_t token, float logprob) {
         sv_wake(rq);
     }
     pthread_mutex_unlock(&S.mu);
+    if (buf != small) free(buf);
     return stop;
 }
 
@@ -653,13 +706,19 @@ static void sv_submit(sv_request *rq) {
     }
 }
 
-/* the client of a suspended connection went away (its socket reads end of file) */
+/* the client of a suspended connection went away. A reset socket is gone. End of file (a FIN) is
+   not, where the answer is already under way (a streaming one, or one whose client had half-closed
+   when its request came: shutdown(SHUT_WR), `nc -N`): the client may still read, and one that closed
+   is found when the answer is written (the peer's reset fails the write, or shows here). A FIN that
+   comes while a non-streaming request waits in the access handler is gone: libmicrohttpd (0.9.75)
+   reads the end of file when the connection resumes and closes it unanswered. */
 static int sv_peer_gone(sv_request *rq) {
     char ch;
     ssize_t k;
     if (rq->conn_fd < 0 || !rq->suspended) return 0;
     k = recv(rq->conn_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
-    return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    if (k == 0) return !rq->q.stream && !rq->half_closed;
+    return k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
 /* after a step: the requests' states, finishes, timeouts, disconnects (S.mu held) */
@@ -701,6 +760,15 @@ static void sv_sweep(void) {
             }
         }
         if (ndone == rq->q.n) {
+            if (rq->half_closed && !rq->stream_end) { /* the whole answer for the reader (its status, 200, went out) */
+                if (rq->error) {
+                    sv_err e;
+                    memset(&e, 0, sizeof e);
+                    sv_fail(&e, 500, "", "%s", rq->errmsg);
+                    sv_error_json(&rq->out, &e);
+                } else sv_body_json(&rq->out, rq);
+                rq->stream_end = 1;
+            }
             if (rq->q.stream && !rq->stream_end) {
                 if (rq->q.include_usage) {
                     sv_chunk_head(rq, &rq->out);
@@ -747,13 +815,150 @@ static void *sv_engine_thread(void *arg) {
     return NULL;
 }
 
+/* ---- connections: the per-address cap, the read deadline, the bodies' memory ---- */
+static int sv_addr_key(const struct sockaddr *sa, unsigned char out[16]) {
+    if (sa && sa->sa_family == AF_INET) return memcpy(out, &((const struct sockaddr_in *)sa)->sin_addr, 4), 4;
+    if (sa && sa->sa_family == AF_INET6) return memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16), 16;
+    return 0;
+}
+/* MHD's accept policy (its polling thread, before the connection is set up): at most --max-conns-per-ip
+   connections from one address, max_conns in all; a refused one is closed at once and counted */
+static enum MHD_Result sv_accept(void *cls, const struct sockaddr *addr, socklen_t len) {
+    unsigned char key[16];
+    int n = sv_addr_key(addr, key), same = 0;
+    enum MHD_Result ok = MHD_YES;
+    const sv_sock *k;
+    (void)cls, (void)len;
+    pthread_mutex_lock(&S.cmu);
+    for (k = S.socks; k; k = k->next) same += k->alen == n && !memcmp(k->addr, key, (size_t)n);
+    if (S.nsocks >= S.max_conns) S.refused_limit++, ok = MHD_NO;
+    else if (same >= S.max_per_ip) S.refused_ip++, ok = MHD_NO;
+    pthread_mutex_unlock(&S.cmu);
+    return ok;
+}
+/* MHD's connection start and end: the watch list. MHD calls CLOSED before it closes the socket, so
+   while an entry is on the list (under S.cmu) its fd is the connection's own. */
+static void sv_conn_notify(void *cls, struct MHD_Connection *con, void **socket_context, enum MHD_ConnectionNotificationCode code) {
+    sv_sock *k;
+    (void)cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (!(k = (sv_sock *)calloc(1, sizeof *k))) return; /* out of memory: not watched */
+        k->fd = fi ? fi->connect_fd : -1;
+        k->alen = sv_addr_key(ai ? ai->client_addr : NULL, k->addr);
+        k->receiving = 1, k->t_start = pt_time();
+        pthread_mutex_lock(&S.cmu);
+        k->next = S.socks;
+        if (S.socks) S.socks->prev = k;
+        S.socks = k, S.nsocks++;
+        pthread_mutex_unlock(&S.cmu);
+        *socket_context = k;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && (k = (sv_sock *)*socket_context) != NULL) {
+        pthread_mutex_lock(&S.cmu);
+        if (k->prev) k->prev->next = k->next;
+        else S.socks = k->next;
+        if (k->next) k->next->prev = k->prev;
+        S.nsocks--;
+        pthread_mutex_unlock(&S.cmu);
+        free(k);
+        *socket_context = NULL;
+    }
+}
+static sv_sock *sv_sock_of(struct MHD_Connection *con) {
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? (sv_sock *)i->socket_context : NULL;
+}
+/* the connection's request is in (answered, or its whole body read): the read deadline stops; at 1
+   (its answer sent) it starts again for the next request on the connection */
+static void sv_receiving(struct MHD_Connection *con, int on) {
+    sv_sock *k = sv_sock_of(con);
+    if (!k) return;
+    pthread_mutex_lock(&S.cmu);
+    k->receiving = on;
+    if (on) k->t_start = pt_time();
+    pthread_mutex_unlock(&S.cmu);
+}
+/* the watchdog thread: a connection whose request has not come in whole within --read-timeout (a
+   slow client trickling its headers or body, each byte resetting MHD's idle timeout) is shut down;
+   MHD then reads its end and closes it. A request once in (its answer streaming, however long) is
+   never cut. */
+static void *sv_watchdog(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&S.cmu);
+    while (!S.wd_stop) {
+        struct timespec ts;
+        double now = pt_time();
+        sv_sock *k;
+        for (k = S.socks; k; k = k->next)
+            if (k->receiving && !k->killed && k->fd >= 0 && now - k->t_start > S.read_timeout) shutdown(k->fd, SHUT_RDWR), k->killed = 1, S.slow++;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&S.cwake, &S.cmu, &ts);
+    }
+    pthread_mutex_unlock(&S.cmu);
+    return NULL;
+}
+/* takes want - cc->reserved more bytes of --max-body-memory for cc's body; 0 when over it */
+static int sv_reserve(sv_conn *cc, size_t want) {
+    int ok = 1;
+    if (want <= cc->reserved) return 1;
+    pthread_mutex_lock(&S.cmu);
+    if (S.body_mem + (want - cc->reserved) > S.max_body_mem) ok = 0, S.body_refused++;
+    else S.body_mem += want - cc->reserved, cc->reserved = want;
+    pthread_mutex_unlock(&S.cmu);
+    return ok;
+}
+/* the body's buffer freed, its memory given back */
+static void sv_body_drop(sv_conn *cc) {
+    pt_sb_free(&cc->body);
+    pt_sb_init(&cc->body);
+    pthread_mutex_lock(&S.cmu);
+    S.body_mem -= cc->reserved;
+    pthread_mutex_unlock(&S.cmu);
+    cc->reserved = 0;
+}
+/* a piece of the body: 1 kept, 0 over --max-body-memory (the body is dropped), -1 out of memory. With a
+   Content-Length the whole body was reserved at its headers and the buffer is that size; a chunked
+   one grows by doubling while the server's total allows. */
+static int sv_body_add(sv_conn *cc, const char *data, size_t n) {
+    size_t need = cc->body.n + n + 1;
+    if (need > cc->body.cap) {
+        size_t cap = need <= cc->reserved ? cc->reserved : need * 2 < SV_MAX_BODY + 1 ? need * 2 : need;
+        char *p;
+        if (!sv_reserve(cc, cap)) return sv_body_drop(cc), 0;
+        if (!(p = (char *)realloc(cc->body.s, cap))) return -1;
+        cc->body.s = p, cc->body.cap = cap;
+    }
+    memcpy(cc->body.s + cc->body.n, data, n);
+    cc->body.n += n, cc->body.s[cc->body.n] = 0;
+    return 1;
+}
+/* the API key, compared in constant time over the key's bytes: "Authorization: Bearer KEY" */
+static int sv_authorized(struct MHD_Connection *con) {
+    const char *h = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    size_t n, i;
+    unsigned d;
+    if (!S.api_key) return 1;
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    for (h += 7; *h == ' '; h++) {}
+    n = strlen(h);
+    d = n != S.api_key_len;
+    for (i = 0; i < S.api_key_len; i++) d |= (unsigned char)S.api_key[i] ^ (unsigned char)(i < n ? h[i] : 0);
+    return d == 0;
+}
+
 /* ---- HTTP ---- */
-static enum MHD_Result sv_send(struct MHD_Connection *con, int status, const char *type, const char *body, size_t n, int retry_after) {
+static enum MHD_Result sv_send_h(struct MHD_Connection *con, int status, const char *type, const char *body, size_t n, int retry_after, const char *hname,
+                                 const char *hval) {
     struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)body, MHD_RESPMEM_MUST_COPY);
     enum MHD_Result ok;
+    sv_receiving(con, 0); /* answered: the read deadline is over for this request */
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", type);
     MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
+    if (hname) MHD_add_response_header(r, hname, hval);
     if (retry_after > 0) {
         char s[16];
         snprintf(s, sizeof s, "%d", retry_after);
@@ -763,15 +968,18 @@ static enum MHD_Result sv_send(struct MHD_Connection *con, int status, const cha
     MHD_destroy_response(r);
     return ok;
 }
+static enum MHD_Result sv_send(struct MHD_Connection *con, int status, const char *type, const char *body, size_t n, int retry_after) {
+    return sv_send_h(con, status, type, body, n, retry_after, NULL, NULL);
+}
 static enum MHD_Result sv_send_err(struct MHD_Connection *con, const sv_err *e, int retry_after) {
     pt_sb b;
     enum MHD_Result ok;
     pt_sb_init(&b);
     sv_error_json(&b, e);
-    ok = sv_send(con, e->status, "application/json", b.s ? b.s : "{}", b.n, retry_after);
+    ok = sv_send_h(con, e->status, "application/json", b.s ? b.s : "{}", b.n, retry_after, e->status == 401 ? "WWW-Authenticate" : NULL, "Bearer");
     pt_sb_free(&b);
     pthread_mutex_lock(&S.mu);
-    S.req_total[e->status == 429 ? 2 : e->status == 503 ? 3 : 1]++;
+    S.req_total[e->status == 429 ? 2 : e->status == 503 ? 3 : e->status == 401 ? 6 : 1]++;
     pthread_mutex_unlock(&S.mu);
     return ok;
 }
@@ -810,13 +1018,25 @@ static void sv_reader_free(void *cls) {
 }
 
 static void sv_metrics(pt_sb *b) {
-    static const char *const res[] = {"ok", "bad_request", "rejected", "unavailable", "timeout", "cancelled"};
+    static const char *const res[] = {"ok", "bad_request", "rejected", "unavailable", "timeout", "cancelled", "unauthorized"};
     int i;
     int64_t total;
     pt_sb_add(b, "# HELP ptserve_requests_running Requests with a sequence in the engine.\n# TYPE ptserve_requests_running gauge\nptserve_requests_running %d\n", S.running);
     pt_sb_add(b, "# HELP ptserve_requests_waiting Requests waiting for a sequence.\n# TYPE ptserve_requests_waiting gauge\nptserve_requests_waiting %d\n", S.waiting);
     pt_sb_add(b, "# HELP ptserve_requests_total Requests answered, by result.\n# TYPE ptserve_requests_total counter\n");
-    for (i = 0; i < 6; i++) pt_sb_add(b, "ptserve_requests_total{result=\"%s\"} %lld\n", res[i], (long long)S.req_total[i]);
+    for (i = 0; i < 7; i++) pt_sb_add(b, "ptserve_requests_total{result=\"%s\"} %lld\n", res[i], (long long)S.req_total[i]);
+    pthread_mutex_lock(&S.cmu);
+    pt_sb_add(b, "# HELP ptserve_connections_open Connections open.\n# TYPE ptserve_connections_open gauge\nptserve_connections_open %d\n", S.nsocks);
+    pt_sb_add(b, "# HELP ptserve_connections_refused_total Connections closed as accepted: over --max-conns-per-ip from one address, or over the %d in all.\n"
+                 "# TYPE ptserve_connections_refused_total counter\nptserve_connections_refused_total{reason=\"per_ip\"} %lld\n"
+                 "ptserve_connections_refused_total{reason=\"limit\"} %lld\n", S.max_conns, (long long)S.refused_ip, (long long)S.refused_limit);
+    pt_sb_add(b, "# HELP ptserve_connections_slow_total Connections closed because a request was not in whole within --read-timeout.\n"
+                 "# TYPE ptserve_connections_slow_total counter\nptserve_connections_slow_total %lld\n", (long long)S.slow);
+    pt_sb_add(b, "# HELP ptserve_body_memory_bytes Memory held by request bodies being received (at most --max-body-memory).\n"
+                 "# TYPE ptserve_body_memory_bytes gauge\nptserve_body_memory_bytes %zu\n", S.body_mem);
+    pt_sb_add(b, "# HELP ptserve_bodies_refused_total Requests answered 503 because --max-body-memory was held by others.\n"
+                 "# TYPE ptserve_bodies_refused_total counter\nptserve_bodies_refused_total %lld\n", (long long)S.body_refused);
+    pthread_mutex_unlock(&S.cmu);
     pt_sb_add(b, "# HELP ptserve_kv_blocks KV cache blocks by state.\n# TYPE ptserve_kv_blocks gauge\n");
     pt_sb_add(b, "ptserve_kv_blocks{state=\"used\"} %lld\nptserve_kv_blocks{state=\"cached\"} %lld\nptserve_kv_blocks{state=\"free\"} %lld\n",
               (long long)S.kv.used, (long long)S.kv.cached, (long long)S.kv.free);
@@ -854,6 +1074,14 @@ static enum MHD_Result sv_handler(void *cls, struct MHD_Connection *con, const c
     sv_err e;
     (void)cls, (void)version;
     memset(&e, 0, sizeof e);
+    if (!cc && S.api_key && !strncmp(url, "/v1/", 4) && strcmp(method, "OPTIONS") && !sv_authorized(con)) {
+        /* before the body is read: MHD answers and closes without reading it */
+        sv_fail(&e, 401, "", "%s", MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)
+                                     ? "invalid API key: the header Authorization: Bearer KEY must carry the server's key (--api-key)"
+                                     : "no API key: send the header Authorization: Bearer KEY (the server runs with --api-key)");
+        e.type = "authentication_error";
+        return sv_send_err(con, &e, 0);
+    }
     if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
         pt_sb b;
         enum MHD_Result ok;
@@ -893,15 +1121,39 @@ static enum MHD_Result sv_handler(void *cls, struct MHD_Connection *con, const c
         }
         if (!cc) return sv_send(con, 204, "text/plain", "", 0, 0);
     }
-    if (!cc) { /* the headers: state for the body */
+    if (!cc) { /* the headers: state for the body, its memory reserved when its length is given */
+        const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        size_t limit = S.max_body_mem < SV_MAX_BODY ? S.max_body_mem : SV_MAX_BODY;
+        unsigned long long len = 0;
         if (!(cc = (sv_conn *)calloc(1, sizeof *cc))) return MHD_NO;
         pt_sb_init(&cc->body);
+        if (cl) {
+            char *end;
+            errno = 0;
+            len = strtoull(cl, &end, 10);
+            if (end == cl || *end || errno) len = 0; /* MHD itself refuses a malformed Content-Length */
+        }
+        if (len >= limit) { /* answered before the body is read: MHD closes the connection after it */
+            free(cc);
+            sv_fail(&e, 413, "", "the body is %llu bytes; at most %zu (%s)", len, limit - 1, limit < SV_MAX_BODY ? "--max-body-memory" : "16 MiB");
+            return sv_send_err(con, &e, 0);
+        }
+        if (len && !sv_reserve(cc, (size_t)len + 1)) {
+            free(cc);
+            sv_fail(&e, 503, "", "the server holds --max-body-memory %zu bytes of request bodies being received; try again", S.max_body_mem);
+            return sv_send_err(con, &e, 1);
+        }
         *con_cls = cc;
         return MHD_YES;
     }
     if (*upload_size) { /* a piece of the body */
-        if (cc->body.n + *upload_size > ((size_t)16 << 20)) cc->too_big = 1;
-        else if (!sv_append(&cc->body, upload, *upload_size)) return MHD_NO;
+        if (cc->too_big || cc->over_mem) {}
+        else if (cc->body.n + *upload_size + 1 > (S.max_body_mem < SV_MAX_BODY ? S.max_body_mem : SV_MAX_BODY)) cc->too_big = 1, sv_body_drop(cc);
+        else {
+            int k = sv_body_add(cc, upload, *upload_size);
+            if (k < 0) return MHD_NO;
+            if (k == 0) cc->over_mem = 1;
+        }
         *upload_size = 0;
         return MHD_YES;
     }
@@ -943,8 +1195,9 @@ static enum MHD_Result sv_handler(void *cls, struct MHD_Connection *con, const c
         sv_req q;
         sv_request *rq;
         int32_t i;
-        int chat = !strcmp(url, "/v1/chat/completions"), retry = 0;
+        int chat = !strcmp(url, "/v1/chat/completions"), retry = 0, bad;
         const union MHD_ConnectionInfo *ci;
+        sv_receiving(con, 0);
         pthread_mutex_lock(&S.mu);
         if (!S.ready || S.draining) sv_fail(&e, 503, "", "the server is %s", S.ready ? "draining (shutting down)" : "loading the model"), retry = 1;
         else if (S.waiting >= S.max_queue) {
@@ -952,12 +1205,18 @@ static enum MHD_Result sv_handler(void *cls, struct MHD_Connection *con, const c
             retry = 1 + S.waiting / (S.max_seqs > 0 ? S.max_seqs : 1);
         }
         pthread_mutex_unlock(&S.mu);
-        if (e.status) return sv_send_err(con, &e, retry);
+        if (e.status) return sv_body_drop(cc), sv_send_err(con, &e, retry);
         if (cc->too_big) {
-            sv_fail(&e, 413, "", "the body is over 16 MiB");
+            sv_fail(&e, 413, "", "the body is over %zu bytes", S.max_body_mem < SV_MAX_BODY ? S.max_body_mem - 1 : SV_MAX_BODY - 1);
             return sv_send_err(con, &e, 0);
         }
-        if (sv_parse_request(cc->body.s ? cc->body.s : "", cc->body.n, chat, &S.model, &q, &e)) return sv_send_err(con, &e, 0);
+        if (cc->over_mem) {
+            sv_fail(&e, 503, "", "the server holds --max-body-memory %zu bytes of request bodies being received; try again", S.max_body_mem);
+            return sv_send_err(con, &e, 1);
+        }
+        bad = sv_parse_request(cc->body.s ? cc->body.s : "", cc->body.n, chat, &S.model, &q, &e);
+        sv_body_drop(cc); /* parsed: the body's memory goes back */
+        if (bad) return sv_send_err(con, &e, 0);
         if (!(rq = (sv_request *)calloc(1, sizeof *rq)) || !(rq->ch = (sv_choice *)calloc((size_t)q.n, sizeof *rq->ch))) {
             free(rq);
             sv_req_free(&q);
@@ -978,13 +1237,17 @@ static enum MHD_Result sv_handler(void *cls, struct MHD_Connection *con, const c
         rq->next = S.reqs, S.reqs = rq;
         cc->rq = rq;
         pthread_cond_broadcast(&S.work);
-        if (q.stream) {
+        if (!q.stream && rq->conn_fd >= 0) { /* the client has half-closed already: the answer must be under way before MHD reads the end */
+            char ch;
+            rq->half_closed = recv(rq->conn_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+        }
+        if (q.stream || rq->half_closed) {
             struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sv_reader, rq, sv_reader_free);
             enum MHD_Result ok;
             cc->rq = NULL; /* the response holds the connection's reference */
             pthread_mutex_unlock(&S.mu);
             if (!r) return MHD_NO;
-            MHD_add_response_header(r, "Content-Type", "text/event-stream");
+            MHD_add_response_header(r, "Content-Type", q.stream ? "text/event-stream" : "application/json");
             MHD_add_response_header(r, "Cache-Control", "no-cache");
             MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
             ok = MHD_queue_response(con, 200, r);
@@ -1000,7 +1263,8 @@ static enum MHD_Result sv_handler(void *cls, struct MHD_Connection *con, const c
 
 static void sv_completed(void *cls, struct MHD_Connection *con, void **con_cls, enum MHD_RequestTerminationCode toe) {
     sv_conn *cc = (sv_conn *)*con_cls;
-    (void)cls, (void)con, (void)toe;
+    (void)cls, (void)toe;
+    sv_receiving(con, 1); /* the next request on this connection has --read-timeout from now */
     if (!cc) return;
     if (cc->rq) { /* a non-streaming request that ended before its answer */
         pthread_mutex_lock(&S.mu);
@@ -1009,7 +1273,7 @@ static void sv_completed(void *cls, struct MHD_Connection *con, void **con_cls, 
         sv_release(cc->rq);
         pthread_mutex_unlock(&S.mu);
     }
-    pt_sb_free(&cc->body);
+    sv_body_drop(cc);
     free(cc);
     *con_cls = NULL;
 }
@@ -1019,8 +1283,28 @@ static int usage(const char *msg, const char *what) {
     if (msg) fprintf(stderr, "ptserve: %s%s%s\n", msg, what ? " " : "", what ? what : "");
     fprintf(stderr, "usage: ptserve (--ckpt DIR | --safetensors FILE | --gguf FILE) [--tokenizer FILE | --bytes] [--quant f32|bf16|q8_0|q4_0] [--host ADDR] [--port N]\n"
                     "               [--max-seqs N] [--kv-blocks N] [--max-batch-tokens N] [--max-queue N] [--timeout S] [--threads N]\n"
-                    "               [--model-name NAME] [--step-delay-ms N]   (see the top of tools/ptserve.c, docs/serving.md)\n");
+                    "               [--model-name NAME] [--step-delay-ms N] [--read-timeout S] [--max-conns-per-ip N] [--max-body-memory BYTES]\n"
+                    "               [--api-key KEY | --api-key-file FILE] [--tls-cert FILE --tls-key FILE]   (see the top of tools/ptserve.c, docs/serving.md)\n");
     return 2;
+}
+/* a whole file, NUL-terminated (a PEM certificate or key, an API key); NULL with the reason on stderr */
+static char *read_small_file(const char *flag, const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    char *p;
+    size_t n;
+    if (!f) return fprintf(stderr, "ptserve: %s %s: %s\n", flag, path, strerror(errno)), (char *)NULL;
+    p = (char *)malloc((1 << 20) + 1);
+    n = p ? fread(p, 1, 1 << 20, f) : 0;
+    if (!p || ferror(f) || (n == (1 << 20) && fgetc(f) != EOF)) {
+        fprintf(stderr, "ptserve: %s %s: %s\n", flag, path, !p ? "out of memory" : ferror(f) ? "cannot be read" : "over 1 MiB: not a key or a certificate");
+        fclose(f);
+        free(p);
+        return NULL;
+    }
+    fclose(f);
+    p[n] = 0;
+    *len = n;
+    return p;
 }
 static int num_flag(const char *flag, const char *v, long lo, long hi, long *out) {
     char *end;
@@ -1036,9 +1320,12 @@ static int num_flag(const char *flag, const char *v, long lo, long hi, long *out
 }
 
 int main(int argc, char **argv) {
-    const char *model = NULL, *host = "127.0.0.1", *name = NULL, *tok_path = NULL;
-    long port = 8080, max_seqs = 16, kv_blocks = 0, budget = 256, max_queue = 64, threads = 0;
-    double timeout = 600;
+    const char *model = NULL, *host = "127.0.0.1", *name = NULL, *tok_path = NULL, *key_arg = NULL, *key_file = NULL, *tls_cert = NULL, *tls_key = NULL;
+    long port = 8080, max_seqs = 16, kv_blocks = 0, budget = 256, max_queue = 64, threads = 0, per_ip = 16;
+    double timeout = 600, read_timeout = 10, body_mem = 64.0 * (1 << 20);
+    char *cert_pem = NULL, *key_pem = NULL, *api_key = NULL;
+    size_t flen = 0;
+    pthread_t wd;
     int quant = -1, i, sig = 0, bytes = 0;
     pt_desc pd;
     pt_infer_desc idesc;
@@ -1081,11 +1368,67 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "ptserve: --timeout expects seconds in (0, 1e7], found '%s'\n", val);
                 return 2;
             }
-        } else return usage("unknown flag", f);
+        } else if (!strcmp(f, "--read-timeout")) {
+            char *end;
+            read_timeout = strtod(val, &end);
+            if (end == val || *end || !(read_timeout >= 0.1 && read_timeout <= 3600)) {
+                fprintf(stderr, "ptserve: --read-timeout expects seconds in [0.1, 3600], found '%s'\n", val);
+                return 2;
+            }
+        } else if (!strcmp(f, "--max-conns-per-ip")) { if (num_flag(f, val, 1, SV_MAX_CONNS, &per_ip)) return 2; }
+        else if (!strcmp(f, "--max-body-memory")) {
+            char *end;
+            body_mem = strtod(val, &end);
+            if (end == val || *end || !(body_mem >= 4096 && body_mem <= 1e15) || body_mem != floor(body_mem)) {
+                fprintf(stderr, "ptserve: --max-body-memory expects a whole number of bytes in [4096, 1e15], found '%s'\n", val);
+                return 2;
+            }
+        } else if (!strcmp(f, "--api-key")) key_arg = val;
+        else if (!strcmp(f, "--api-key-file")) key_file = val;
+        else if (!strcmp(f, "--tls-cert")) tls_cert = val;
+        else if (!strcmp(f, "--tls-key")) tls_key = val;
+        else return usage("unknown flag", f);
         i++;
     }
     if (!model) return usage("no model given (--ckpt DIR, --safetensors FILE or --gguf FILE)", NULL);
     if (bytes && tok_path) return usage("--bytes and --tokenizer exclude each other (bytes are no tokenizer)", NULL);
+    /* the API key: printable ASCII without spaces, from the flag or the file's first line */
+    if (key_arg && key_file) return usage("--api-key and --api-key-file both given: one key, from one of them", NULL);
+    if (key_arg || key_file) {
+        size_t i, n;
+        if (key_file && !(api_key = read_small_file("--api-key-file", key_file, &flen))) return 2;
+        if (key_arg && !(api_key = sv_strdup(key_arg))) return 1;
+        for (n = 0; api_key[n] && api_key[n] != '\n' && api_key[n] != '\r'; n++) {}
+        while (n > 0 && (api_key[n - 1] == ' ' || api_key[n - 1] == '\t')) n--;
+        api_key[n] = 0;
+        for (i = 0; i < n && api_key[i] > 32 && api_key[i] < 127; i++) {}
+        if (n == 0 || i < n) {
+            fprintf(stderr, "ptserve: %s%s%s: expected an API key of printable ASCII without spaces, found %s\n", key_file ? "--api-key-file " : "--api-key",
+                    key_file ? key_file : "", key_file ? " (its first line)" : "", n == 0 ? "an empty one" : "a space or a control byte in it");
+            free(api_key);
+            return 2;
+        }
+        S.api_key = api_key, S.api_key_len = n;
+    }
+    /* HTTPS: both files, PEM, and a libmicrohttpd built with GnuTLS */
+    if (!tls_cert != !tls_key) return usage(tls_cert ? "--tls-cert needs --tls-key (the certificate's private key)" : "--tls-key needs --tls-cert", NULL);
+    if (tls_cert) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            fprintf(stderr, "ptserve: --tls-cert: this libmicrohttpd was built without TLS (GnuTLS): HTTPS cannot be served\n");
+            return 1;
+        }
+        const char *bad = NULL;
+        if (!(cert_pem = read_small_file("--tls-cert", tls_cert, &flen))) bad = "";
+        else if (!strstr(cert_pem, "-----BEGIN CERTIFICATE-----")) bad = "--tls-cert";
+        else if (!(key_pem = read_small_file("--tls-key", tls_key, &flen))) bad = "";
+        else if (!strstr(key_pem, "-----BEGIN") || !strstr(key_pem, "PRIVATE KEY-----")) bad = "--tls-key";
+        if (bad) {
+            if (*bad) fprintf(stderr, "ptserve: %s %s: expected a PEM %s, found none\n", bad, *bad && bad[6] == 'c' ? tls_cert : tls_key,
+                              bad[6] == 'c' ? "certificate (-----BEGIN CERTIFICATE-----)" : "private key (-----BEGIN ... PRIVATE KEY-----)");
+            free(cert_pem), free(key_pem), free(api_key);
+            return 2;
+        }
+    }
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET, sa.sin_port = htons((uint16_t)port);
     if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
@@ -1101,7 +1444,10 @@ int main(int argc, char **argv) {
     }
     pthread_mutex_init(&S.mu, NULL);
     pthread_cond_init(&S.work, NULL);
+    pthread_mutex_init(&S.cmu, NULL);
+    pthread_cond_init(&S.cwake, NULL);
     S.max_queue = (int)max_queue, S.timeout = timeout, S.max_seqs = (int32_t)max_seqs, S.budget = (int32_t)budget;
+    S.read_timeout = read_timeout, S.max_per_ip = (int)per_ip, S.max_conns = SV_MAX_CONNS, S.max_body_mem = (size_t)body_mem;
     /* the signals go to sigwait in this thread, none to the others */
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -1109,13 +1455,21 @@ int main(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    /* HTTP first: /health answers 503 while the model loads */
-    S.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG, (uint16_t)port, NULL, NULL,
-                           sv_handler, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, sv_completed, NULL,
-                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(1 << 20), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                           MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_END);
+    if (pthread_create(&wd, NULL, sv_watchdog, NULL)) {
+        fprintf(stderr, "ptserve: cannot start the watchdog thread\n");
+        return 1;
+    }
+    /* HTTP first: /health answers 503 while the model loads. The connection limit is MHD's too, a
+       little above ours, so that sv_accept (called after MHD's own check) sees and counts each refusal.
+       The TLS options come last: without --tls-cert the first of them is MHD_OPTION_END. */
+    S.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (cert_pem ? MHD_USE_TLS : 0),
+                           (uint16_t)port, sv_accept, NULL, sv_handler, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
+                           sv_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, sv_conn_notify, NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(1 << 20),
+                           MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SV_MAX_CONNS + 8),
+                           cert_pem ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, key_pem, MHD_OPTION_HTTPS_MEM_CERT, cert_pem, MHD_OPTION_END);
     if (!S.d) {
-        fprintf(stderr, "ptserve: cannot listen on %s:%ld (in use? --port 0 takes a free one)\n", host, port);
+        if (cert_pem) fprintf(stderr, "ptserve: cannot serve HTTPS on %s:%ld with --tls-cert %s --tls-key %s (is the key the certificate's? see above; or the port is in use)\n", host, port, tls_cert, tls_key);
+        else fprintf(stderr, "ptserve: cannot listen on %s:%ld (in use? --port 0 takes a free one)\n", host, port);
         return 1;
     }
     di = MHD_get_daemon_info(S.d, MHD_DAEMON_INFO_BIND_PORT);
@@ -1179,7 +1533,7 @@ int main(int argc, char **argv) {
     printf("ptserve: %s (%d layers, width %d, context %d, vocabulary %d%s), %lld KV blocks of 16 tokens, %ld sequences\n", S.model_name,
            (int)S.w->cfg.layers, (int)S.w->cfg.width, (int)S.w->cfg.max_seq, (int)S.w->cfg.vocab, S.tok ? ", its tokenizer" : ", bytes",
            (long long)S.kv.total, max_seqs);
-    printf("ptserve: listening on http://%s:%ld/\n", host, port);
+    printf("ptserve: listening on %s://%s:%ld/\n", cert_pem ? "https" : "http", host, port);
     fflush(stdout);
 
     sigwait(&set, &sig);
@@ -1194,6 +1548,12 @@ int main(int argc, char **argv) {
     pthread_mutex_unlock(&S.mu);
     pthread_join(th, NULL);
     MHD_stop_daemon(S.d);
+    pthread_mutex_lock(&S.cmu);
+    S.wd_stop = 1;
+    pthread_cond_broadcast(&S.cwake);
+    pthread_mutex_unlock(&S.cmu);
+    pthread_join(wd, NULL);
+    free(cert_pem), free(key_pem), free(api_key);
     pt_engine_free(S.eng);
     pt_infer_free(S.inf);
     pt_tokenizer_free(S.tok);
