@@ -16,7 +16,7 @@ if ! command -v valgrind >/dev/null 2>&1; then
 fi
 mkdir -p "$BUILD" || exit 1
 FLAGS="-std=c99 -O1 -g -fopenmp -Wall -Wextra -I."
-PROGS="test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc test_host test_recompute test_xent test_memest"
+PROGS="test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc test_host test_recompute test_xent test_memest test_sample test_gguf test_data"
 P=0
 F=0
 for t in $PROGS; do
@@ -27,6 +27,8 @@ for t in $PROGS; do
         F=$((F + 1)); continue
     fi
     args=""; grep -q -- 'test_util.h\|"--quick"' "tests/$t.c" && args=--quick
+    # test_data writes its shards into a folder of its own
+    [ "$t" = test_data ] && mkdir -p "$BUILD/test_data.d" && args="$args --dir $BUILD/test_data.d"
     t0=$(date +%s)
     OMP_NUM_THREADS=1 PTRAIN_THREADS=1 valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect \
         --show-leak-kinds=definite,indirect --track-origins=yes --log-file="$BUILD/$t.vg" ${VG_ARGS:-} \
