@@ -12022,7 +12022,7 @@ static const pt__wt pt__wtypes[] = {
     PT__WT_GG("tq1_0", 34, 256, 54), PT__WT_GG("tq2_0", 35, 256, 66), PT__WT_GG("mxfp4", 39, 32, 17), PT__WT_GG("nvfp4", 40, 64, 36),
     PT__WT_GG("q1_0", 41, 128, 18)};
 #define PT__WT_N ((int)(sizeof pt__wtypes / sizeof pt__wtypes[0]))
-#define PT__WT_MAX_ID 41 /* the largest number in the table */
+#define PT__WT_MAX_ID (pt__wtypes[PT__WT_N - 1].id) /* the largest number: ggml's others are in order */
 
 /* the row of ggml type id (any the GGUF container knows); NULL if none */
 static const pt__wt *pt__wt_find(int32_t id) {
@@ -12043,8 +12043,8 @@ static const pt__wt *pt__wt_st(const char *dtype) {
         if (pt__wtypes[i].to_float && pt__wtypes[i].st && !strcmp(pt__wtypes[i].st, dtype)) return &pt__wtypes[i];
     return NULL;
 }
-/* the types inference computes with as a message lists them, into buf: what 0: "f32, f16, bf16, q8_0"
-   conj "q4_0"; 1: each with its number, "f32 (0), ..."; 2: the safetensors dtypes, "F32, F16, BF16" */
+/* the types inference computes with as a message lists them, into buf: what 0: "f32, f16, bf16, q8_0" conj
+   "q4_0" (conj NULL: ", "); 1: each with its number, "f32 (0), f16 (1), ..."; 2: their safetensors dtypes */
 static const char *pt__wt_list(char *buf, size_t size, int what, const char *conj) {
     size_t k = 0;
     int i, n = 0, c = 0;
@@ -12062,33 +12062,25 @@ static const char *pt__wt_list(char *buf, size_t size, int what, const char *con
 }
 
 /* ---- the public face of the table ---- */
-PTDEF const char *pt_wtype_name(pt_wtype t) {
-    const pt__wt *r = pt__wt_of((int32_t)t);
-    return r ? r->name : NULL;
-}
+PTDEF const char *pt_wtype_name(pt_wtype t) { const pt__wt *r = pt__wt_of(t); return r ? r->name : NULL; }
 PTDEF int pt_wtype_parse(const char *name) {
     int i;
     for (i = 0; name && i < PT__WT_N; i++)
         if (pt__wtypes[i].to_float && !strcmp(name, pt__wtypes[i].name)) return (int)pt__wtypes[i].id;
     return -1;
 }
-PTDEF const char *pt_wtype_names(char *buf, size_t size, const char *conj) {
-    return buf ? pt__wt_list(buf, size, 0, conj) : NULL;
-}
-PTDEF int64_t pt_wtype_block(pt_wtype t) {
-    const pt__wt *r = pt__wt_of((int32_t)t);
-    return r ? r->block : 0;
-}
+PTDEF const char *pt_wtype_names(char *buf, size_t size, const char *conj) { return buf ? pt__wt_list(buf, size, 0, conj) : NULL; }
+PTDEF int64_t pt_wtype_block(pt_wtype t) { const pt__wt *r = pt__wt_of(t); return r ? r->block : 0; }
 PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n) {
-    const pt__wt *r = pt__wt_of((int32_t)t);
+    const pt__wt *r = pt__wt_of(t);
     return !r || n < 0 || n % r->block ? -1 : n / r->block * r->bytes;
 }
 PTDEF void pt_quantize_row(pt_wtype t, const float *x, void *dst, int64_t n) {
-    const pt__wt *r = pt__wt_of((int32_t)t);
+    const pt__wt *r = pt__wt_of(t);
     if (r && x && dst && n > 0) r->quantize(x, dst, n);
 }
 PTDEF void pt_dequantize_row(pt_wtype t, const void *src, float *y, int64_t n) {
-    const pt__wt *r = pt__wt_of((int32_t)t);
+    const pt__wt *r = pt__wt_of(t);
     if (r && src && y && n > 0) r->to_float(src, y, n);
 }
 
@@ -12110,7 +12102,7 @@ static int pt__qmm_pick(void) {
 }
 /* what level kern (forced or picked) runs for type t on this CPU */
 static int pt__qmm_resolve(int kern, pt_wtype t) {
-    const pt__wt *r = pt__wt_of((int32_t)t);
+    const pt__wt *r = pt__wt_of(t);
     const int best = pt__qmm_pick(), need = r ? r->need : 0;
     if (kern == PT__QMM_KERN_AUTO || kern > best || (best == PT__QMM_KERN_NEON && kern != PT__QMM_KERN_C)) kern = best;
     if (kern == PT__QMM_KERN_AVX512 && (need & PT__WT_VNNI) && !pt__qmm_cpu_vnni()) kern = PT__QMM_KERN_AVX2;
@@ -12118,7 +12110,7 @@ static int pt__qmm_resolve(int kern, pt_wtype t) {
     return kern;
 }
 static const char *pt__qmm_kname(int kern, pt_wtype t) {
-    const pt__wt *r = pt__wt_of((int32_t)t);
+    const pt__wt *r = pt__wt_of(t);
     if (kern == PT__QMM_KERN_AVX512) return r && (r->need & PT__WT_VNNI) ? "avx512vnni" : "avx512";
     return kern == PT__QMM_KERN_AVX2 ? "avx2" : kern == PT__QMM_KERN_NEON ? "neon" : "c";
 }
@@ -22846,7 +22838,7 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
    the value type, an array's element type and count (its elements within the bytes left, each
    string's length too), bools 0 or 1; keys unique; general.alignment a u32 power of two; per
    tensor its name (1..63 bytes as ggml's GGML_MAX_NAME allows, no NUL, unique), n_dims 1..4, each
-   dim in [0, 2^63) with a byte size that fits int64, a ggml type this table knows, ne[0] whole
+   dim in [0, 2^63) with a byte size that fits int64, a ggml type quant's table knows, ne[0] whole
    blocks of it; then the offsets as ggml's reader wants them: tensor k at the end of tensor k - 1
    rounded up to the alignment (the first at 0), and its bytes inside the file. The first problem
    is the error: "FILE: WHAT: expected X, found Y", or "FILE: truncated: WHAT needs N bytes at byte
