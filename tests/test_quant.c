@@ -11,6 +11,8 @@
    alone vs inside M = 16, bitwise), thread-count invariance (1, 2, 3 threads), no allocation once the
    workspace has grown, the padding of y untouched, errors for bad matrices. pt_gpt_weights_free (release,
    owned blocks) and pt_gpt_weights_bytes.
+   The table of weight types: numbers and names unique, gguf's view of the five the same rows, the
+   lists messages print.
    Usage: test_quant [--quick] */
 #include <stdint.h>
 #include <stddef.h>
@@ -52,6 +54,36 @@ static void test_names(void) {
     CHECK(pt__qmm_kernel((pt_wtype)99) == NULL, "pt__qmm_kernel: NULL for an unknown type");
     printf("  kernels here: f32 %s, f16 %s, bf16 %s, q8_0 %s, q4_0 %s\n", pt__qmm_kernel(PT_W_F32), pt__qmm_kernel(PT_W_F16),
            pt__qmm_kernel(PT_W_BF16), pt__qmm_kernel(PT_W_Q8_0), pt__qmm_kernel(PT_W_Q4_0));
+}
+
+/* the table of weight types: one row per ggml number and name; gguf's names and sizes are quant's;
+   every type inference computes with has its functions; the list messages print */
+static void test_table(void) {
+    char buf[128];
+    int i, k, uniq = 1, full = 1, agree = 1, order = 1;
+    for (i = 0; i < PT__WT_N; i++)
+        for (k = 0; k < i; k++) uniq &= pt__wtypes[i].id != pt__wtypes[k].id && strcmp(pt__wtypes[i].name, pt__wtypes[k].name) != 0;
+    CHECK(uniq, "the table: ggml numbers and names unique");
+    for (i = 0; i < PT__WT_N; i++) {
+        const pt__wt *r = &pt__wtypes[i];
+        if (r->to_float) full &= r->quantize && r->dot && r->block > 0 && r->bytes > 0 && (r->block == 1 || r->xc) && (!r->st || r->block == 1);
+        else order &= r->id <= PT__WT_MAX_ID && !r->quantize && !r->dot && !r->avx2 && !r->avx512 && !r->neon;
+    }
+    CHECK(full, "the table: every type inference computes with has a quantizer and a C kernel (blocks > 1: x quantized)");
+    CHECK(order, "the table: ggml's other types carry no functions; PT__WT_MAX_ID is the largest number");
+    for (i = 0; i < NTYPES; i++) {
+        pt_wtype t = all_types[i];
+        agree &= pt_gguf_type_name(t) && !strcmp(pt_gguf_type_name(t), pt_wtype_name(t)) && pt_gguf_type_bytes(t, 64) == pt_wtype_row_bytes(t, 64) &&
+                 pt__wt_of(t) == pt__wt_find(t);
+    }
+    CHECK(agree, "gguf's names and sizes of the five are quant's rows");
+    CHECK(pt_gguf_type_name(3) && !strcmp(pt_gguf_type_name(3), "q4_1") && pt_gguf_type_bytes(3, 64) == 40 && !pt_wtype_name((pt_wtype)3) &&
+              !pt__wt_of(3) && !pt_gguf_type_name(4) && pt_gguf_type_bytes(14, 256) == 210,
+          "ggml's other types: named and sized for the container (q4_1, q6_K), not for inference; 4 (removed) unknown");
+    CHECKF(!strcmp(pt_wtype_names(buf, sizeof buf, " or "), "f32, f16, bf16, q8_0 or q4_0"), "pt_wtype_names: the five, in the messages' order", "got '%s'", buf);
+    CHECKF(!strcmp(pt_wtype_names(buf, 12, NULL), "f32, f16, b"), "pt_wtype_names: cut to the buffer", "got '%s'", buf);
+    CHECKF(!strcmp(pt__wt_list(buf, sizeof buf, 2, NULL), "F32, F16, BF16") && pt__wt_st("BF16") == pt__wt_of(PT_W_BF16) && !pt__wt_st("F64"),
+           "the safetensors dtypes inference reads: F32, F16, BF16", "got '%s'", buf);
 }
 
 /* hand-computed blocks in ggml's rules */
@@ -464,6 +496,7 @@ int main(int argc, char **argv) {
     ctx = pt_init(&d);
     if (!ctx) return 1;
     test_names();
+    test_table();
     test_quantizers();
     test_roundtrip();
     test_quant_x();
