@@ -32,12 +32,14 @@ static void *test_malloc(size_t sz) {
 
 static const pt_wtype all_types[] = {PT_W_F32, PT_W_F16, PT_W_BF16, PT_W_Q8_0, PT_W_Q4_0};
 #define NTYPES 5
+/* the name of one of all_types for a check's name (never NULL: gcc sees through the table that it could be) */
+static const char *tname(pt_wtype t) { return pt_wtype_name(t) ? pt_wtype_name(t) : "?"; }
 
 static void test_names(void) {
     int i;
     for (i = 0; i < NTYPES; i++) {
         pt_wtype t = all_types[i];
-        CHECKF(pt_wtype_parse(pt_wtype_name(t)) == (int)t, tu_name("name %s parses back", pt_wtype_name(t)), "got %d", pt_wtype_parse(pt_wtype_name(t)));
+        CHECKF(pt_wtype_parse(tname(t)) == (int)t, tu_name("name %s parses back", tname(t)), "got %d", pt_wtype_parse(tname(t)));
     }
     CHECK(PT_W_F32 == 0 && PT_W_F16 == 1 && PT_W_Q4_0 == 2 && PT_W_Q8_0 == 8 && PT_W_BF16 == 30, "type numbers are ggml's");
     CHECK(pt_wtype_name((pt_wtype)3) == NULL && pt_wtype_parse("q4_1") == -1 && pt_wtype_parse(NULL) == -1, "unknown types: NULL / -1");
@@ -308,11 +310,11 @@ static void test_kernels(pt_ctx *ctx) {
                     free(wd), free(x), free(bias), free(y0), free(y1);
                 }
         pt__qmm_force(ctx, PT__QMM_KERN_AUTO);
-        CHECKF(ok_ref, tu_name("%s C reference = double-precision product (odd shapes, bias, strides)", pt_wtype_name(t)), "worst rel %g", worst);
-        CHECK(ok_pad, tu_name("%s: y's padding untouched", pt_wtype_name(t)));
+        CHECKF(ok_ref, tu_name("%s C reference = double-precision product (odd shapes, bias, strides)", tname(t)), "worst rel %g", worst);
+        CHECK(ok_pad, tu_name("%s: y's padding untouched", tname(t)));
         for (kk = 0; kk < nk; kk++)
             if (ks[kk] != PT__QMM_KERN_C)
-                CHECK(ok_bits[ks[kk]], tu_name("%s %s kernel = C reference bit for bit (rows 1 7 33 257, cols 32 96 800, M 1 3 17)", pt_wtype_name(t),
+                CHECK(ok_bits[ks[kk]], tu_name("%s %s kernel = C reference bit for bit (rows 1 7 33 257, cols 32 96 800, M 1 3 17)", tname(t),
                                                 pt__qmm_kname(ks[kk], t)));
         if (nk < 3) printf("  %s: %d kernel(s) run on this CPU (of C, AVX2, AVX-512 on x86-64; C, NEON on AArch64)\n", pt_wtype_name(t), nk);
     }
@@ -345,7 +347,7 @@ static void test_float_tail(pt_ctx *ctx) {
             free(wd);
         }
         pt__qmm_force(ctx, PT__QMM_KERN_AUTO);
-        CHECK(ok, tu_name("%s: K = 1, 5, 37, 100 (a partial last vector): every kernel here (%d) = C reference bit for bit", pt_wtype_name(t), nk));
+        CHECK(ok, tu_name("%s: K = 1, 5, 37, 100 (a partial last vector): every kernel here (%d) = C reference bit for bit", tname(t), nk));
     }
 }
 
@@ -370,14 +372,14 @@ static void test_invariance(pt_ctx *ctx) {
             pt__qmm_force(ctx, ks[kk]);
             pt_set_threads(ctx, 2);
             pt__qmm(ctx, &w, x, K, M, NULL, yb, N);
-            CHECK(!memcmp(yb, yc, (size_t)(M * N) * 4), tu_name("%s %s: 300 x 1184, M 16 = C reference bit for bit", pt_wtype_name(t), pt__qmm_kname(ks[kk], t)));
+            CHECK(!memcmp(yb, yc, (size_t)(M * N) * 4), tu_name("%s %s: 300 x 1184, M 16 = C reference bit for bit", tname(t), pt__qmm_kname(ks[kk], t)));
             for (m = 0; m < M; m++) {
                 pt__qmm(ctx, &w, x + m * K, K, 1, NULL, y1, N);
                 ok &= memcmp(y1, yb + m * N, (size_t)N * 4) == 0;
             }
             pt__qmm(ctx, &w, x + 5 * K, K, 3, NULL, yt, N); /* rows 5..7 as a batch of 3 */
             ok &= memcmp(yt, yb + 5 * N, (size_t)(3 * N) * 4) == 0;
-            CHECK(ok, tu_name("%s %s: a row alone = inside M 16 = inside M 3 (bitwise)", pt_wtype_name(t), pt__qmm_kname(ks[kk], t)));
+            CHECK(ok, tu_name("%s %s: a row alone = inside M 16 = inside M 3 (bitwise)", tname(t), pt__qmm_kname(ks[kk], t)));
             for (th = 1; th <= 3; th += 2) {
                 pt_set_threads(ctx, th);
                 pt__qmm(ctx, &w, x, K, M, NULL, yt, N);
@@ -385,7 +387,7 @@ static void test_invariance(pt_ctx *ctx) {
                 pt__qmm(ctx, &w, x, K, 1, NULL, y1, N);
                 okt &= memcmp(y1, yb, (size_t)N * 4) == 0;
             }
-            CHECK(okt, tu_name("%s %s: 1, 2, 3 threads give the same bits (M 16 and M 1)", pt_wtype_name(t), pt__qmm_kname(ks[kk], t)));
+            CHECK(okt, tu_name("%s %s: 1, 2, 3 threads give the same bits (M 16 and M 1)", tname(t), pt__qmm_kname(ks[kk], t)));
         }
         pt_set_threads(ctx, 2);
         pt__qmm_force(ctx, PT__QMM_KERN_AUTO);
@@ -414,7 +416,7 @@ static void test_unaligned(pt_ctx *ctx) {
             ok &= !memcmp(y0, y1, sizeof y0);
         }
         pt__qmm_force(ctx, PT__QMM_KERN_AUTO);
-        CHECK(ok, tu_name("%s at an odd address: the same bits, every kernel", pt_wtype_name(t)));
+        CHECK(ok, tu_name("%s at an odd address: the same bits, every kernel", tname(t)));
         free(wd), free(odd);
     }
 }
