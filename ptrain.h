@@ -361,8 +361,8 @@
              through CLBlast: pt__cl_gemm; the libraries: pt__clf_load
    quant     Weight formats of inference (f32, f16, bf16, q8_0, q4_0: ggml's blocks and quantizers), the
              matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / NEON / C), a GPT's weight set. Entry:
-             pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row pt_dequantize_row
-             pt_gpt_weights_free pt_gpt_weights_bytes; the kernel: pt__qmm pt__qmm_kernel
+             pt_wtype_name pt_wtype_parse pt_wtype_names pt_wtype_block pt_wtype_row_bytes pt_quantize_row
+             pt_dequantize_row pt_gpt_weights_free pt_gpt_weights_bytes; the kernel: pt__qmm pt__qmm_kernel
    tensor    Storages, the graph's arenas, tensors. Entry: pt_tensor_new pt_tensor_from
              pt_tensor_write pt_tensor_read pt_item pt_f32
    trace     Timelines per rank (Chrome trace-event JSON) and the per-op profile. Entry:
@@ -2374,6 +2374,9 @@ typedef struct pt_qmat {
 } pt_qmat;
 PTDEF const char *pt_wtype_name(pt_wtype t);             /**< "f32" "f16" "bf16" "q8_0" "q4_0"; NULL if unknown */
 PTDEF int pt_wtype_parse(const char *name);              /**< the type of a name above, or -1 */
+/** The names of every type above as a message lists them, into buf (size bytes, cut to fit): "f32, f16, bf16,
+    q8_0 or q4_0" with conj " or " (NULL: commas only). Returns buf. */
+PTDEF const char *pt_wtype_names(char *buf, size_t size, const char *conj);
 PTDEF int64_t pt_wtype_block(pt_wtype t);                /**< elements per block: 1, or 32 for q8_0 and q4_0; 0 if unknown */
 PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n); /**< bytes of n elements; -1 if n is not whole blocks (or < 0) or t unknown */
 /** n floats of x stored as type t at dst (pt_wtype_row_bytes(t, n) bytes), bit for bit as ggml's reference
@@ -11145,15 +11148,18 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
 #endif
 
 // >>quant  weight formats of inference (f32, f16, bf16, q8_0, q4_0), their matrix-times-rows kernel, a GPT's weight set
-/* Owns: the weight formats of inference (pt_wtype: ggml's block structs pt__block_q8_0 / pt__block_q4_0,
-   their reference quantizers and dequantizers), the matrix-times-rows kernel of decode and prefill
+/* Owns: the table of weight types (pt__wtypes: one row per ggml type with its name, number, block, bytes,
+   safetensors dtype, to-float, reference quantizer and kernels; gguf, the safetensors code and the tools
+   read it), the weight formats of inference (pt_wtype: ggml's block structs pt__block_q8_0 /
+   pt__block_q4_0, their reference quantizers and dequantizers), the matrix-times-rows kernel of decode and prefill
    (pt__qmm: a scalar reference per format beside its AVX-512 / AVX2 / NEON versions, picked at run time) and
    its workspace (ctx->qmm_ws), the weight set of a GPT (pt_gpt_weights: its free and its size)
    Invariants: pt_quantize_row gives ggml's reference quantizers' bits; every pt__qmm output element is
    the same bits whatever M, the other rows of x, the thread count and the kernel (AVX-512, AVX2, NEON, C:
    one summation order, below); no allocation per call once the workspace has grown
-   Entry points: pt_wtype_name pt_wtype_parse pt_wtype_block pt_wtype_row_bytes pt_quantize_row
-   pt_dequantize_row pt_gpt_weights_free pt_gpt_weights_bytes pt__qmm pt__qmm_kernel */
+   Entry points: pt_wtype_name pt_wtype_parse pt_wtype_names pt_wtype_block pt_wtype_row_bytes
+   pt_quantize_row pt_dequantize_row pt_gpt_weights_free pt_gpt_weights_bytes pt__qmm pt__qmm_kernel;
+   the table: pt__wt_find pt__wt_of pt__wt_st pt__wt_list */
 /* weight formats and the inference matrix product
  * ==========================================================================
  * Formats (ggml's, numbered as GGUF numbers them):
@@ -11204,52 +11210,65 @@ typedef struct pt__block_q4_0 {
 typedef char pt__block_q8_0_is_34_bytes[sizeof(pt__block_q8_0) == 34 ? 1 : -1];
 typedef char pt__block_q4_0_is_18_bytes[sizeof(pt__block_q4_0) == 18 ? 1 : -1];
 
-PTDEF const char *pt_wtype_name(pt_wtype t) {
-    switch (t) {
-    case PT_W_F32: return "f32";
-    case PT_W_F16: return "f16";
-    case PT_W_BF16: return "bf16";
-    case PT_W_Q8_0: return "q8_0";
-    case PT_W_Q4_0: return "q4_0";
-    }
-    return NULL;
-}
-PTDEF int pt_wtype_parse(const char *name) {
-    static const pt_wtype all[] = {PT_W_F32, PT_W_F16, PT_W_BF16, PT_W_Q8_0, PT_W_Q4_0};
-    size_t i;
-    if (!name) return -1;
-    for (i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (strcmp(name, pt_wtype_name(all[i])) == 0) return (int)all[i];
-    return -1;
-}
-PTDEF int64_t pt_wtype_block(pt_wtype t) {
-    switch (t) {
-    case PT_W_F32: case PT_W_F16: case PT_W_BF16: return 1;
-    case PT_W_Q8_0: case PT_W_Q4_0: return PT__QK;
-    }
-    return 0;
-}
-PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n) {
-    if (n < 0) return -1;
-    switch (t) {
-    case PT_W_F32: return n * 4;
-    case PT_W_F16: case PT_W_BF16: return n * 2;
-    case PT_W_Q8_0: return n % PT__QK ? -1 : n / PT__QK * (int64_t)sizeof(pt__block_q8_0);
-    case PT_W_Q4_0: return n % PT__QK ? -1 : n / PT__QK * (int64_t)sizeof(pt__block_q4_0);
-    }
-    return -1;
-}
+/* ---- the table of weight types: its columns (its rows, pt__wtypes, follow the kernels they name) ----
+   One row per ggml type, in the spirit of ggml's type_traits: first the five inference computes with
+   (a to-float, a reference quantizer, kernels), in the order messages list them; then ggml's others,
+   which only the GGUF container reads (named and sized). Every fact about a format that quant, gguf,
+   the safetensors code and the tools look up is a column here; pt__wt_of / pt__wt_find find a row. */
+typedef struct pt__qmm_job pt__qmm_job;
+/* y[m, n] for n in [n0, n1), every m; save: the calling thread's scratch for the float kernels' K blocks (or NULL) */
+typedef void (*pt__qmm_rows_fn)(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save);
+/* one element of y: row m of x times the weight row w, in the summation order at the top of the section */
+typedef float (*pt__qmm_dot_fn)(const pt__qmm_job *j, int64_t m, const unsigned char *w);
+#define PT__WT_VNNI 1 /* need: its AVX-512 kernel needs AVX-512 VNNI (without it: AVX2) */
+#define PT__WT_F16C 2 /* need: its x86 kernels need F16C (without it: C) */
+typedef struct pt__wt {
+    const char *name;     /* as flags and files write it (pt_wtype_name, pt_gguf_type_name) */
+    int32_t id;           /* ggml's type number, the one GGUF stores: the pt_wtype */
+    int32_t block, bytes; /* elements per block, bytes per block */
+    const char *st;       /* its safetensors dtype (NULL: none) */
+    uint32_t ftype;       /* llama.cpp's general.file_type of a GGUF whose matrices are of this type */
+    void (*to_float)(const void *src, float *y, int64_t n); /* n elements (whole blocks) widened; NULL: inference does not read it */
+    void (*quantize)(const float *x, void *dst, int64_t n); /* the reference quantizer: ggml's quantize_row_*_ref bits */
+    int32_t xc;           /* 0: x stays float (FMA on the widened weights); else x is quantized to q8_0 (pt__qmm_quant_x)
+                             and xc is c, the offset of the SIMD kernels' unsigned weights (w + c) */
+    int32_t need;         /* PT__WT_*: what its x86 kernels need of the CPU */
+    pt__qmm_dot_fn dot;   /* the scalar reference: pt__qmm's C kernel (the level every other one falls back to) */
+    pt__qmm_rows_fn avx2, avx512, neon; /* its SIMD kernels (NULL: none in this build) */
+} pt__wt;
 
-/* ---- reference quantizers and dequantizers (ggml's rules, see the top of the section) ---- */
+/* ---- each format's to-float and reference quantizer (ggml's rules, see the top of the section) ---- */
 static inline float pt__qd(const void *blk) { /* a block's fp16 scale as a float (any alignment) */
     uint16_t h;
     memcpy(&h, blk, 2);
     return pt__f32_from_f16(h);
 }
-static void pt__quantize_q8_0_ref(const float *x, pt__block_q8_0 *y, int64_t nb) {
+static void pt__dequantize_f32(const void *src, float *y, int64_t n) { memcpy(y, src, (size_t)n * sizeof(float)); }
+static void pt__quantize_f32_ref(const float *x, void *dst, int64_t n) { memcpy(dst, x, (size_t)n * sizeof(float)); }
+static void pt__dequantize_f16(const void *src, float *y, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) y[i] = pt__f32_from_f16(((const uint16_t *)src)[i]);
+}
+static void pt__quantize_f16_ref(const float *x, void *dst, int64_t n) {
+    int64_t i;
+    for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = pt__f16_from_f32(x[i]);
+}
+static void pt__dequantize_bf16(const void *src, float *y, int64_t n) { pt__f32_from_bf16_n((const uint16_t *)src, y, n); }
+static void pt__quantize_bf16_ref(const float *x, void *dst, int64_t n) { pt__bf16_from_f32_n(x, (uint16_t *)dst, n); }
+static void pt__dequantize_q8_0(const void *src, float *y, int64_t n) {
     int64_t i;
     int j;
-    for (i = 0; i < nb; i++, x += PT__QK) {
+    for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
+        const pt__block_q8_0 *b = (const pt__block_q8_0 *)src + i;
+        const float d = pt__qd(b);
+        for (j = 0; j < PT__QK; j++) y[j] = d * (float)b->qs[j];
+    }
+}
+static void pt__quantize_q8_0_ref(const float *x, void *dst, int64_t n) {
+    pt__block_q8_0 *y = (pt__block_q8_0 *)dst;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / PT__QK; i++, x += PT__QK) {
         float amax = 0.0f, d, id;
         uint16_t h;
         for (j = 0; j < PT__QK; j++) amax = PT__MAX(amax, fabsf(x[j]));
@@ -11260,10 +11279,23 @@ static void pt__quantize_q8_0_ref(const float *x, pt__block_q8_0 *y, int64_t nb)
         for (j = 0; j < PT__QK; j++) y[i].qs[j] = (int8_t)roundf(x[j] * id);
     }
 }
-static void pt__quantize_q4_0_ref(const float *x, pt__block_q4_0 *y, int64_t nb) {
+static void pt__dequantize_q4_0(const void *src, float *y, int64_t n) {
     int64_t i;
     int j;
-    for (i = 0; i < nb; i++, x += PT__QK) {
+    for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
+        const pt__block_q4_0 *b = (const pt__block_q4_0 *)src + i;
+        const float d = pt__qd(b);
+        for (j = 0; j < PT__QK / 2; j++) {
+            y[j] = d * (float)((b->qs[j] & 15) - 8);
+            y[j + PT__QK / 2] = d * (float)((b->qs[j] >> 4) - 8);
+        }
+    }
+}
+static void pt__quantize_q4_0_ref(const float *x, void *dst, int64_t n) {
+    pt__block_q4_0 *y = (pt__block_q4_0 *)dst;
+    int64_t i;
+    int j;
+    for (i = 0; i < n / PT__QK; i++, x += PT__QK) {
         float amax = 0.0f, max = 0.0f, d, id;
         uint16_t h;
         for (j = 0; j < PT__QK; j++)
@@ -11277,44 +11309,6 @@ static void pt__quantize_q4_0_ref(const float *x, pt__block_q4_0 *y, int64_t nb)
             const int q0 = PT__MIN(15, (int8_t)(x0 + 8.5f)), q1 = PT__MIN(15, (int8_t)(x1 + 8.5f));
             y[i].qs[j] = (uint8_t)(q0 | q1 << 4);
         }
-    }
-}
-PTDEF void pt_quantize_row(pt_wtype t, const float *x, void *dst, int64_t n) {
-    int64_t i;
-    if (!x || !dst || n <= 0) return;
-    switch (t) {
-    case PT_W_F32: memcpy(dst, x, (size_t)n * sizeof(float)); break;
-    case PT_W_F16: for (i = 0; i < n; i++) ((uint16_t *)dst)[i] = pt__f16_from_f32(x[i]); break;
-    case PT_W_BF16: pt__bf16_from_f32_n(x, (uint16_t *)dst, n); break;
-    case PT_W_Q8_0: pt__quantize_q8_0_ref(x, (pt__block_q8_0 *)dst, n / PT__QK); break;
-    case PT_W_Q4_0: pt__quantize_q4_0_ref(x, (pt__block_q4_0 *)dst, n / PT__QK); break;
-    }
-}
-PTDEF void pt_dequantize_row(pt_wtype t, const void *src, float *y, int64_t n) {
-    int64_t i;
-    int j;
-    if (!src || !y || n <= 0) return;
-    switch (t) {
-    case PT_W_F32: memcpy(y, src, (size_t)n * sizeof(float)); break;
-    case PT_W_F16: for (i = 0; i < n; i++) y[i] = pt__f32_from_f16(((const uint16_t *)src)[i]); break;
-    case PT_W_BF16: pt__f32_from_bf16_n((const uint16_t *)src, y, n); break;
-    case PT_W_Q8_0:
-        for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
-            const pt__block_q8_0 *b = (const pt__block_q8_0 *)src + i;
-            const float d = pt__qd(b);
-            for (j = 0; j < PT__QK; j++) y[j] = d * (float)b->qs[j];
-        }
-        break;
-    case PT_W_Q4_0:
-        for (i = 0; i < n / PT__QK; i++, y += PT__QK) {
-            const pt__block_q4_0 *b = (const pt__block_q4_0 *)src + i;
-            const float d = pt__qd(b);
-            for (j = 0; j < PT__QK / 2; j++) {
-                y[j] = d * (float)((b->qs[j] & 15) - 8);
-                y[j + PT__QK / 2] = d * (float)((b->qs[j] >> 4) - 8);
-            }
-        }
-        break;
     }
 }
 
@@ -11383,7 +11377,8 @@ typedef struct pt__qmm_ws {  /* a context's pt__qmm workspace (ctx->qmm_ws), gro
     int kern;                /* PT__QMM_KERN_*: 0 = the best this CPU runs, picked on the first call */
 } pt__qmm_ws;
 
-typedef struct pt__qmm_job { /* one call, shared read-only by the threads */
+struct pt__qmm_job {         /* one call, shared read-only by the threads */
+    const pt__wt *wt;        /* the type's row */
     pt_wtype type;
     const unsigned char *w;  /* row n at w + n * rb */
     int64_t rb, K, nb;       /* bytes per row of W, its columns, its blocks (quantized types) */
@@ -11397,9 +11392,7 @@ typedef struct pt__qmm_job { /* one call, shared read-only by the threads */
     const float *bias;
     float *y;
     int64_t ldy;
-} pt__qmm_job;
-/* y[m, n] for n in [n0, n1), every m; save: the calling thread's scratch for the float kernels' K blocks (or NULL) */
-typedef void (*pt__qmm_rows_fn)(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save);
+};
 
 /* the fixed reduction of the 16 lanes (the summation order at the top of the section) */
 static inline float pt__qmm_hsum16(const float *acc) {
@@ -11431,38 +11424,45 @@ static inline float pt__qmm_wload(const void *w, int64_t k, pt_wtype t) {
     return t == PT_W_F32 ? ((const float *)w)[k] : t == PT_W_BF16 ? pt__f32_from_bf16(((const uint16_t *)w)[k])
                                                                  : pt__f32_from_f16(((const uint16_t *)w)[k]);
 }
-/* scalar references: one output element */
-static float pt__qdot_f_ref(const float *x, const void *w, pt_wtype t, int64_t K) {
+/* scalar references: one output element (pt__qmm_dot_fn) */
+static float pt__qdot_f_ref(const pt__qmm_job *j, int64_t m, const unsigned char *w) {
+    const float *x = j->x + m * j->ldx;
     float acc[16] = {0};
     int64_t k;
-    for (k = 0; k < K; k++) acc[k & 15] = fmaf(x[k], pt__qmm_wload(w, k, t), acc[k & 15]);
+    for (k = 0; k < j->K; k++) acc[k & 15] = fmaf(x[k], pt__qmm_wload(w, k, j->type), acc[k & 15]);
     return pt__qmm_hsum16(acc);
 }
-static float pt__qdot_q8_0_ref(const pt__block_q8_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
+static float pt__qdot_q8_0_ref(const pt__qmm_job *j, int64_t m, const unsigned char *wp) {
+    const pt__block_q8_0 *w = (const pt__block_q8_0 *)(const void *)wp;
+    const int8_t *xq = j->xq + m * j->K;
+    const float *xd = j->xd + m * j->ldd;
     float acc[16] = {0};
     int64_t b;
-    int l, j;
-    for (b = 0; b < nb; b++, xq += PT__QK) {
+    int l, i;
+    for (b = 0; b < j->nb; b++, xq += PT__QK) {
         const float s = pt__qd(&w[b]) * xd[b];
         for (l = 0; l < 8; l++) {
             int32_t p = 0;
-            for (j = 4 * l; j < 4 * l + 4; j++) p += (int32_t)w[b].qs[j] * xq[j];
+            for (i = 4 * l; i < 4 * l + 4; i++) p += (int32_t)w[b].qs[i] * xq[i];
             acc[8 * (b & 1) + l] = fmaf((float)p, s, acc[8 * (b & 1) + l]);
         }
     }
     return pt__qmm_hsum16(acc);
 }
-static float pt__qdot_q4_0_ref(const pt__block_q4_0 *w, const int8_t *xq, const float *xd, int64_t nb) {
+static float pt__qdot_q4_0_ref(const pt__qmm_job *j, int64_t m, const unsigned char *wp) {
+    const pt__block_q4_0 *w = (const pt__block_q4_0 *)(const void *)wp;
+    const int8_t *xq = j->xq + m * j->K;
+    const float *xd = j->xd + m * j->ldd;
     float acc[16] = {0};
     int64_t b;
-    int l, j;
-    for (b = 0; b < nb; b++, xq += PT__QK) {
+    int l, i;
+    for (b = 0; b < j->nb; b++, xq += PT__QK) {
         const float s = pt__qd(&w[b]) * xd[b];
         for (l = 0; l < 8; l++) {
             int32_t p = 0;
-            for (j = 4 * l; j < 4 * l + 4; j++) {
-                const int q = j < PT__QK / 2 ? w[b].qs[j] & 15 : w[b].qs[j - PT__QK / 2] >> 4;
-                p += (q - 8) * xq[j];
+            for (i = 4 * l; i < 4 * l + 4; i++) {
+                const int q = i < PT__QK / 2 ? w[b].qs[i] & 15 : w[b].qs[i - PT__QK / 2] >> 4;
+                p += (q - 8) * xq[i];
             }
             acc[8 * (b & 1) + l] = fmaf((float)p, s, acc[8 * (b & 1) + l]);
         }
@@ -11474,11 +11474,7 @@ static void pt__qmm_rows_c(const pt__qmm_job *j, int64_t n0, int64_t n1, float *
     (void)save;
     for (m = 0; m < j->M; m++)
         for (n = n0; n < n1; n++) {
-            const unsigned char *w = j->w + n * j->rb;
-            float v;
-            if (j->type == PT_W_Q8_0) v = pt__qdot_q8_0_ref((const pt__block_q8_0 *)(const void *)w, j->xq + m * j->K, j->xd + m * j->ldd, j->nb);
-            else if (j->type == PT_W_Q4_0) v = pt__qdot_q4_0_ref((const pt__block_q4_0 *)(const void *)w, j->xq + m * j->K, j->xd + m * j->ldd, j->nb);
-            else v = pt__qdot_f_ref(j->x + m * j->ldx, w, j->type, j->K);
+            const float v = j->wt->dot(j, m, j->w + n * j->rb);
             j->y[m * j->ldy + n] = j->bias ? v + j->bias[n] : v;
         }
 }
@@ -11881,16 +11877,6 @@ PT__Q256_TGT static void pt__qmm_quant_x_256(const float *x, int64_t K, int8_t *
     if (nb & 1) xd[nb] = 0.0f;
 }
 
-static pt__qmm_rows_fn pt__qmm_fn_512(pt_wtype t) {
-    return t == PT_W_F32 ? pt__qmm_rows_f32_512 : t == PT_W_F16 ? pt__qmm_rows_f16_512 : t == PT_W_BF16 ? pt__qmm_rows_bf16_512
-         : t == PT_W_Q8_0 ? pt__qmm_rows_q8_0_512 : pt__qmm_rows_q4_0_512;
-}
-static pt__qmm_rows_fn pt__qmm_fn_256(pt_wtype t) {
-    return t == PT_W_F32 ? pt__qmm_rows_f32_256 : t == PT_W_F16 ? pt__qmm_rows_f16_256 : t == PT_W_BF16 ? pt__qmm_rows_bf16_256
-         : t == PT_W_Q8_0 ? pt__qmm_rows_q8_0_256 : pt__qmm_rows_q4_0_256;
-}
-#define PT__QMM_FN_AVX512(t) pt__qmm_fn_512(t)
-#define PT__QMM_FN_AVX2(t) pt__qmm_fn_256(t)
 #endif /* PT__X86 */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
@@ -11987,7 +11973,7 @@ static void pt__qneon_tile_q(const pt__qmm_job *j, int64_t m, int64_t n0, int nv
     pt__qneon_out(j, m, n0, nv, acc);
 }
 static void pt__qmm_rows_neon(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save) {
-    const int quant = j->type == PT_W_Q8_0 || j->type == PT_W_Q4_0;
+    const int quant = j->wt->xc != 0;
     int64_t m, n;
     (void)save;
     for (m = 0; m < j->M; m++)
@@ -11997,6 +11983,106 @@ static void pt__qmm_rows_neon(const pt__qmm_job *j, int64_t n0, int64_t n1, floa
         }
 }
 #endif /* PT__NEON */
+
+/* ---- the table of weight types (its columns: pt__wt, at the top of the section) ----
+   Adding a format: its block struct, to-float and reference quantizer, its scalar reference pt__qdot_*
+   (the C kernel; SIMD kernels are optional), and its row among the first ones (moved up from ggml's
+   others where ggml has the type). */
+#if PT__X86
+#define PT__WT_X86(avx2, avx512) avx2, avx512
+#else
+#define PT__WT_X86(avx2, avx512) NULL, NULL
+#endif
+#if PT__NEON
+#define PT__WT_NEON pt__qmm_rows_neon
+#else
+#define PT__WT_NEON NULL
+#endif
+/* one of ggml's types inference does not compute with: the GGUF container names and sizes it */
+#define PT__WT_GG(name, id, block, bytes) {name, id, block, bytes, NULL, 0, NULL, NULL, 0, 0, NULL, NULL, NULL, NULL}
+static const pt__wt pt__wtypes[] = {
+    /* name, id, block, bytes, safetensors, ftype, to-float, quantizer, xc, need, C kernel, AVX2 and AVX-512 kernels, NEON */
+    {"f32", PT_W_F32, 1, 4, "F32", 0, pt__dequantize_f32, pt__quantize_f32_ref, 0, 0, pt__qdot_f_ref,
+     PT__WT_X86(pt__qmm_rows_f32_256, pt__qmm_rows_f32_512), PT__WT_NEON},
+    {"f16", PT_W_F16, 1, 2, "F16", 1, pt__dequantize_f16, pt__quantize_f16_ref, 0, PT__WT_F16C, pt__qdot_f_ref,
+     PT__WT_X86(pt__qmm_rows_f16_256, pt__qmm_rows_f16_512), PT__WT_NEON},
+    {"bf16", PT_W_BF16, 1, 2, "BF16", 32, pt__dequantize_bf16, pt__quantize_bf16_ref, 0, 0, pt__qdot_f_ref,
+     PT__WT_X86(pt__qmm_rows_bf16_256, pt__qmm_rows_bf16_512), PT__WT_NEON},
+    {"q8_0", PT_W_Q8_0, PT__QK, (int32_t)sizeof(pt__block_q8_0), NULL, 7, pt__dequantize_q8_0, pt__quantize_q8_0_ref, 128, PT__WT_VNNI,
+     pt__qdot_q8_0_ref, PT__WT_X86(pt__qmm_rows_q8_0_256, pt__qmm_rows_q8_0_512), PT__WT_NEON},
+    {"q4_0", PT_W_Q4_0, PT__QK, (int32_t)sizeof(pt__block_q4_0), NULL, 2, pt__dequantize_q4_0, pt__quantize_q4_0_ref, 8, PT__WT_VNNI,
+     pt__qdot_q4_0_ref, PT__WT_X86(pt__qmm_rows_q4_0_256, pt__qmm_rows_q4_0_512), PT__WT_NEON},
+    /* ggml's others, by number (ggml removed 4, 5, 31-33, 36-38) */
+    PT__WT_GG("q4_1", 3, 32, 20), PT__WT_GG("q5_0", 6, 32, 22), PT__WT_GG("q5_1", 7, 32, 24), PT__WT_GG("q8_1", 9, 32, 40),
+    PT__WT_GG("q2_K", 10, 256, 84), PT__WT_GG("q3_K", 11, 256, 110), PT__WT_GG("q4_K", 12, 256, 144), PT__WT_GG("q5_K", 13, 256, 176),
+    PT__WT_GG("q6_K", 14, 256, 210), PT__WT_GG("q8_K", 15, 256, 292), PT__WT_GG("iq2_xxs", 16, 256, 66), PT__WT_GG("iq2_xs", 17, 256, 74),
+    PT__WT_GG("iq3_xxs", 18, 256, 98), PT__WT_GG("iq1_s", 19, 256, 50), PT__WT_GG("iq4_nl", 20, 32, 18), PT__WT_GG("iq3_s", 21, 256, 110),
+    PT__WT_GG("iq2_s", 22, 256, 82), PT__WT_GG("iq4_xs", 23, 256, 136), PT__WT_GG("i8", 24, 1, 1), PT__WT_GG("i16", 25, 1, 2),
+    PT__WT_GG("i32", 26, 1, 4), PT__WT_GG("i64", 27, 1, 8), PT__WT_GG("f64", 28, 1, 8), PT__WT_GG("iq1_m", 29, 256, 56),
+    PT__WT_GG("tq1_0", 34, 256, 54), PT__WT_GG("tq2_0", 35, 256, 66), PT__WT_GG("mxfp4", 39, 32, 17), PT__WT_GG("nvfp4", 40, 64, 36),
+    PT__WT_GG("q1_0", 41, 128, 18)};
+#define PT__WT_N ((int)(sizeof pt__wtypes / sizeof pt__wtypes[0]))
+#define PT__WT_MAX_ID (pt__wtypes[PT__WT_N - 1].id) /* the largest number: ggml's others are in order */
+
+/* the row of ggml type id (any the GGUF container knows); NULL if none */
+static const pt__wt *pt__wt_find(int32_t id) {
+    int i;
+    for (i = 0; i < PT__WT_N; i++)
+        if (pt__wtypes[i].id == id) return &pt__wtypes[i];
+    return NULL;
+}
+/* the row of a type inference computes with; NULL if t is none */
+static const pt__wt *pt__wt_of(int32_t t) {
+    const pt__wt *r = pt__wt_find(t);
+    return r && r->to_float ? r : NULL;
+}
+/* the row of a safetensors dtype inference reads; NULL if none */
+static const pt__wt *pt__wt_st(const char *dtype) {
+    int i;
+    for (i = 0; i < PT__WT_N; i++)
+        if (pt__wtypes[i].to_float && pt__wtypes[i].st && !strcmp(pt__wtypes[i].st, dtype)) return &pt__wtypes[i];
+    return NULL;
+}
+/* the types inference computes with as a message lists them, into buf: what 0: "f32, f16, bf16, q8_0" conj
+   "q4_0" (conj NULL: ", "); 1: each with its number, "f32 (0), f16 (1), ..."; 2: their safetensors dtypes */
+static const char *pt__wt_list(char *buf, size_t size, int what, const char *conj) {
+    size_t k = 0;
+    int i, n = 0, c = 0;
+    for (i = 0; i < PT__WT_N; i++) n += pt__wtypes[i].to_float && (what != 2 || pt__wtypes[i].st);
+    if (size) buf[0] = 0;
+    for (i = 0; i < PT__WT_N && k < size; i++) {
+        const pt__wt *r = &pt__wtypes[i];
+        const char *sep = !c ? "" : c == n - 1 && conj ? conj : ", ";
+        if (!r->to_float || (what == 2 && !r->st)) continue;
+        if (what == 1) k += (size_t)snprintf(buf + k, size - k, "%s%s (%d)", sep, r->name, (int)r->id);
+        else k += (size_t)snprintf(buf + k, size - k, "%s%s", sep, what == 2 ? r->st : r->name);
+        c++;
+    }
+    return buf;
+}
+
+/* ---- the public face of the table ---- */
+PTDEF const char *pt_wtype_name(pt_wtype t) { const pt__wt *r = pt__wt_of(t); return r ? r->name : NULL; }
+PTDEF int pt_wtype_parse(const char *name) {
+    int i;
+    for (i = 0; name && i < PT__WT_N; i++)
+        if (pt__wtypes[i].to_float && !strcmp(name, pt__wtypes[i].name)) return (int)pt__wtypes[i].id;
+    return -1;
+}
+PTDEF const char *pt_wtype_names(char *buf, size_t size, const char *conj) { return buf ? pt__wt_list(buf, size, 0, conj) : NULL; }
+PTDEF int64_t pt_wtype_block(pt_wtype t) { const pt__wt *r = pt__wt_of(t); return r ? r->block : 0; }
+PTDEF int64_t pt_wtype_row_bytes(pt_wtype t, int64_t n) {
+    const pt__wt *r = pt__wt_of(t);
+    return !r || n < 0 || n % r->block ? -1 : n / r->block * r->bytes;
+}
+PTDEF void pt_quantize_row(pt_wtype t, const float *x, void *dst, int64_t n) {
+    const pt__wt *r = pt__wt_of(t);
+    if (r && x && dst && n > 0) r->quantize(x, dst, n);
+}
+PTDEF void pt_dequantize_row(pt_wtype t, const void *src, float *y, int64_t n) {
+    const pt__wt *r = pt__wt_of(t);
+    if (r && src && y && n > 0) r->to_float(src, y, n);
+}
 
 /* ---- kernel choice ---- */
 static int pt__qmm_cpu_vnni(void) {
@@ -12016,14 +12102,16 @@ static int pt__qmm_pick(void) {
 }
 /* what level kern (forced or picked) runs for type t on this CPU */
 static int pt__qmm_resolve(int kern, pt_wtype t) {
-    int best = pt__qmm_pick();
+    const pt__wt *r = pt__wt_of(t);
+    const int best = pt__qmm_pick(), need = r ? r->need : 0;
     if (kern == PT__QMM_KERN_AUTO || kern > best || (best == PT__QMM_KERN_NEON && kern != PT__QMM_KERN_C)) kern = best;
-    if (kern == PT__QMM_KERN_AVX512 && (t == PT_W_Q8_0 || t == PT_W_Q4_0) && !pt__qmm_cpu_vnni()) kern = PT__QMM_KERN_AVX2;
-    if (kern >= PT__QMM_KERN_AVX2 && kern != PT__QMM_KERN_NEON && t == PT_W_F16 && !pt__cpu_has_f16c()) kern = PT__QMM_KERN_C;
+    if (kern == PT__QMM_KERN_AVX512 && (need & PT__WT_VNNI) && !pt__qmm_cpu_vnni()) kern = PT__QMM_KERN_AVX2;
+    if (kern >= PT__QMM_KERN_AVX2 && kern != PT__QMM_KERN_NEON && (need & PT__WT_F16C) && !pt__cpu_has_f16c()) kern = PT__QMM_KERN_C;
     return kern;
 }
 static const char *pt__qmm_kname(int kern, pt_wtype t) {
-    if (kern == PT__QMM_KERN_AVX512) return t == PT_W_Q8_0 || t == PT_W_Q4_0 ? "avx512vnni" : "avx512";
+    const pt__wt *r = pt__wt_of(t);
+    if (kern == PT__QMM_KERN_AVX512) return r && (r->need & PT__WT_VNNI) ? "avx512vnni" : "avx512";
     return kern == PT__QMM_KERN_AVX2 ? "avx2" : kern == PT__QMM_KERN_NEON ? "neon" : "c";
 }
 /* what pt__qmm runs for t on this CPU (a context can be forced lower: pt__qmm_force): "avx512vnni"
@@ -12034,16 +12122,10 @@ __attribute__((unused))
 static const char *pt__qmm_kernel(pt_wtype t) {
     return pt_wtype_name(t) ? pt__qmm_kname(pt__qmm_resolve(PT__QMM_KERN_AUTO, t), t) : NULL;
 }
-static pt__qmm_rows_fn pt__qmm_fn(int kern, pt_wtype t) {
-#if PT__X86
-    if (kern == PT__QMM_KERN_AVX512) return PT__QMM_FN_AVX512(t);
-    if (kern == PT__QMM_KERN_AVX2) return PT__QMM_FN_AVX2(t);
-#endif
-#if PT__NEON
-    if (kern == PT__QMM_KERN_NEON) return pt__qmm_rows_neon;
-#endif
-    (void)kern, (void)t;
-    return pt__qmm_rows_c;
+/* the kernel of level kern (pt__qmm_resolve's) for row r: its SIMD kernel, or C */
+static pt__qmm_rows_fn pt__qmm_fn(int kern, const pt__wt *r) {
+    const pt__qmm_rows_fn f = kern == PT__QMM_KERN_AVX512 ? r->avx512 : kern == PT__QMM_KERN_AVX2 ? r->avx2 : kern == PT__QMM_KERN_NEON ? r->neon : NULL;
+    return f ? f : pt__qmm_rows_c;
 }
 
 /* ---- the workspace ---- */
@@ -12114,6 +12196,7 @@ static void pt__qmm_part(void *p, int64_t lo, int64_t hi, int tid) {
 }
 
 static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, int64_t M, const float *bias, float *y, int64_t ldy) {
+    const pt__wt *wt;
     pt__qmm_ws *ws;
     pt__qmm_job j;
     pt__qmm_rows_fn fn;
@@ -12125,8 +12208,9 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
         pt__fail(ctx, PT_ERR_ARG, "pt__qmm: NULL or negative argument (w %p, x %p, y %p, M %lld)", (const void *)w, (const void *)x, (void *)y, (long long)M);
         return;
     }
-    if (!pt_wtype_name(w->type)) {
-        pt__fail(ctx, PT_ERR_ARG, "pt__qmm: a matrix of type %d (expected f32, f16, bf16, q8_0 or q4_0: an unknown type)", (int)w->type);
+    if (!(wt = pt__wt_of(w->type))) {
+        char names[128];
+        pt__fail(ctx, PT_ERR_ARG, "pt__qmm: a matrix of type %d (expected %s: an unknown type)", (int)w->type, pt__wt_list(names, sizeof names, 0, " or "));
         return;
     }
     rb = pt_wtype_row_bytes(w->type, w->cols);
@@ -12146,9 +12230,9 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
     if ((double)N * (double)w->cols * (double)M < 65536.0 || N < 16) nt = 1;
     if (nt > N / 8) nt = (int)PT__MAX(1, N / 8);
     memset(&j, 0, sizeof j);
-    j.type = w->type, j.w = (const unsigned char *)w->data, j.rb = rb, j.K = w->cols, j.nb = w->cols / PT__QK;
+    j.wt = wt, j.type = w->type, j.w = (const unsigned char *)w->data, j.rb = rb, j.K = w->cols, j.nb = w->cols / PT__QK;
     j.x = x, j.ldx = ldx, j.M = M, j.bias = bias, j.y = y, j.ldy = ldy;
-    if (w->type == PT_W_Q8_0 || w->type == PT_W_Q4_0) {
+    if (wt->xc) {
         int64_t K = w->cols, m, ldd = (j.nb + 1) & ~(int64_t)1;
         size_t qb = (size_t)PT__GEMM_RUP(M * K, 64), db = (size_t)M * (size_t)ldd * 4, sb = (size_t)M * (size_t)(K / 4) * 4;
         unsigned char *s = (unsigned char *)pt__qmm_scratch(ctx, ws, qb + db + sb);
@@ -12160,12 +12244,11 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
         else if (kern == PT__QMM_KERN_AVX2) qx = pt__qmm_quant_x_256;
 #endif
         for (m = 0; m < M; m++)
-            qx(x + m * ldx, K, (int8_t *)s + m * K, (float *)(void *)(s + qb) + m * ldd, (int32_t *)(void *)(s + qb + db) + m * (K / 4),
-               w->type == PT_W_Q8_0 ? 128 : 8);
+            qx(x + m * ldx, K, (int8_t *)s + m * K, (float *)(void *)(s + qb) + m * ldd, (int32_t *)(void *)(s + qb + db) + m * (K / 4), wt->xc);
     }
     j.pf = PT__MAX(4, (4096 + rb / 2) / rb) * rb;
-    fn = pt__qmm_fn(kern, w->type);
-    if (kern == PT__QMM_KERN_AVX512 && (w->type == PT_W_F32 || w->type == PT_W_F16 || w->type == PT_W_BF16) && M > 1 && w->cols > 2 * PT__QMM_KC) {
+    fn = pt__qmm_fn(kern, wt);
+    if (kern == PT__QMM_KERN_AVX512 && !wt->xc && M > 1 && w->cols > 2 * PT__QMM_KC) {
         fstride = (PT__MIN(nblk, N) / 4 + 2) * 256; /* a tile's 16 x 16 sums per 4 rows of a block, per thread */
         if (!(save = (float *)pt__qmm_scratch(ctx, ws, (size_t)(fstride * nt) * sizeof(float)))) return;
     }
@@ -22058,23 +22141,21 @@ static const char *pt__sf_meta_get(const pt__sf *st, const char *key) {
         if (!strcmp(st->m[i].key, key)) return st->m[i].val;
     return NULL;
 }
-/* the values of entry e (F32, BF16 or F16) as floats into out */
+/* the values of entry e (a dtype of the table of weight types: F32, F16, BF16) as floats into out */
 static int pt__sf_read(const pt__sf *st, const pt__sf_ent *e, float *out, char *err, size_t errlen) {
     FILE *f = fopen(st->path, "rb");
+    const pt__wt *r = pt__wt_st(e->dtype);
     int64_t n = (e->end - e->begin) / (e->esize ? e->esize : 1), i, k;
-    uint16_t buf[4096];
+    unsigned char buf[16384];
     int ok = f && fseek(f, (long)(st->data_off + e->begin), SEEK_SET) == 0;
-    int bf = !strcmp(e->dtype, "BF16");
-    if (ok && !strcmp(e->dtype, "F32")) ok = fread(out, 4, (size_t)n, f) == (size_t)n;
-    else if (ok && (bf || !strcmp(e->dtype, "F16")))
+    if (ok && r)
         for (i = 0; i < n && ok; i += k) {
-            int64_t c;
-            k = PT__MIN(n - i, 4096);
-            if (!(ok = fread(buf, 2, (size_t)k, f) == (size_t)k)) break;
-            for (c = 0; c < k; c++) out[i + c] = bf ? pt__f32_from_bf16(buf[c]) : pt__f32_from_f16(buf[c]);
+            k = PT__MIN(n - i, (int64_t)sizeof buf / r->bytes);
+            if ((ok = fread(buf, (size_t)r->bytes, (size_t)k, f) == (size_t)k)) r->to_float(buf, out + i, k);
         }
     else if (ok) {
-        pt__msg(err, errlen, "%s: tensor '%s' is %s (readable: F32, BF16, F16)", st->path, e->name, e->dtype);
+        char names[64];
+        pt__msg(err, errlen, "%s: tensor '%s' is %s (readable: %s)", st->path, e->name, e->dtype, pt__wt_list(names, sizeof names, 2, NULL));
         fclose(f);
         return 0;
     }
@@ -22293,8 +22374,9 @@ static int pt__sf_match(pt_ctx *ctx, const pt__sf *st, const char *fn, char *err
             *why = PT_ERR_SHAPE;
             return 0;
         }
-        if (strcmp(e->dtype, "F32") && strcmp(e->dtype, "BF16") && strcmp(e->dtype, "F16")) {
-            pt__msg(err, errlen, "%s: '%s' is %s in %s (readable: F32, BF16, F16)", fn, s->name, e->dtype, path);
+        if (!pt__wt_st(e->dtype)) {
+            char names[64];
+            pt__msg(err, errlen, "%s: '%s' is %s in %s (readable: %s)", fn, s->name, e->dtype, path, pt__wt_list(names, sizeof names, 2, NULL));
             *why = PT_ERR_DTYPE;
             return 0;
         }
@@ -22598,10 +22680,11 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
     pt__ck_man m;
     pt__sb h;
     char tmp[1100], name[128], dir[1024];
+    const pt__wt *dt = pt__wt_of(opts && opts->bf16 ? PT_W_BF16 : PT_W_F32); /* the file's dtype */
     float *buf = NULL;
-    uint16_t *h16 = NULL;
-    int64_t off = 0, cap = 0, n, e;
-    int i, d, fd = -1, ok, bf16 = opts && opts->bf16, es = bf16 ? 2 : 4;
+    unsigned char *cv = NULL; /* a tensor converted to dt (not f32) */
+    int64_t off = 0, cap = 0, n;
+    int i, d, fd = -1, ok, es = dt->bytes;
     pt_status st;
     if (!step_dir || !out_path || strlen(out_path) > 1000) {
         pt__msg(err, errlen, "pt_ckpt_export: need a checkpoint directory and an output path (at most 1000 characters)");
@@ -22649,7 +22732,7 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
         snprintf(name, sizeof name, "%s%s", prefix[t->kind], t->name);
         pt__sb_add(&h, ",");
         pt__sb_json_str(&h, name);
-        pt__sb_add(&h, ":{\"dtype\":\"%s\",\"shape\":[", bf16 ? "BF16" : "F32");
+        pt__sb_add(&h, ":{\"dtype\":\"%s\",\"shape\":[", dt->st);
         for (d = 0; d < t->ndim; d++) pt__sb_add(&h, d ? ",%lld" : "%lld", (long long)t->shape[d]);
         pt__sb_add(&h, "],\"data_offsets\":[%lld,%lld]}", (long long)off, (long long)(off + n * es));
         off += n * es;
@@ -22675,19 +22758,18 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
         for (n = 1, d = 0; d < t->ndim; d++) n *= t->shape[d];
         if (n > cap) {
             float *nb = (float *)PT_REALLOC(buf, (size_t)n * 4);
-            uint16_t *nh = nb ? (uint16_t *)PT_REALLOC(h16, (size_t)n * 2) : NULL;
+            unsigned char *nc = nb ? (unsigned char *)PT_REALLOC(cv, (size_t)(n * es)) : NULL;
             if (nb) buf = nb;
-            if (nh) h16 = nh, cap = n;
-            if (!nb || !nh) {
+            if (nc) cv = nc, cap = n;
+            if (!nb || !nc) {
                 pt__msg(err, errlen, "pt_ckpt_export: out of memory for '%s'", t->name);
                 ok = 0;
                 break;
             }
         }
         if (!(ok = pt__ck_assemble(dir, &m, t->name, t->kind, buf, n, err, errlen))) break;
-        if (bf16)
-            for (e = 0; e < n; e++) h16[e] = pt__bf16_from_f32(buf[e]);
-        if (!(ok = pt__ck_write_fd(fd, bf16 ? (void *)h16 : (void *)buf, (size_t)(n * es)))) pt__msg(err, errlen, "%s: write failed (disk full?)", tmp);
+        if (dt->id != PT_W_F32) dt->quantize(buf, cv, n);
+        if (!(ok = pt__ck_write_fd(fd, dt->id != PT_W_F32 ? (void *)cv : (void *)buf, (size_t)(n * es)))) pt__msg(err, errlen, "%s: write failed (disk full?)", tmp);
     }
     if (fd >= 0) {
         if (ok && fsync(fd) != 0) ok = 0, pt__msg(err, errlen, "%s: fsync failed", tmp);
@@ -22696,7 +22778,7 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
         if (!ok) unlink(tmp);
     }
     PT_FREE(buf);
-    PT_FREE(h16);
+    PT_FREE(cv);
     PT_FREE(h.s);
     pt__ck_man_free(&m);
     pt_ckpt_info_free(&info);
@@ -22756,36 +22838,28 @@ PTDEF pt_status pt_ckpt_export(const char *step_dir, const char *out_path, const
    the value type, an array's element type and count (its elements within the bytes left, each
    string's length too), bools 0 or 1; keys unique; general.alignment a u32 power of two; per
    tensor its name (1..63 bytes as ggml's GGML_MAX_NAME allows, no NUL, unique), n_dims 1..4, each
-   dim in [0, 2^63) with a byte size that fits int64, a ggml type this table knows, ne[0] whole
+   dim in [0, 2^63) with a byte size that fits int64, a ggml type quant's table knows, ne[0] whole
    blocks of it; then the offsets as ggml's reader wants them: tensor k at the end of tensor k - 1
    rounded up to the alignment (the first at 0), and its bytes inside the file. The first problem
    is the error: "FILE: WHAT: expected X, found Y", or "FILE: truncated: WHAT needs N bytes at byte
    B, the file ends at E". The parse keeps offsets into the bytes (strings are not copied; keys and
    tensor names are, NUL-terminated, into one block).
    ================================================================================================= */
-/* ggml's tensor types: name, elements per block, bytes per block; NULL: a number ggml removed */
-typedef struct pt__gg_tt {
-    const char *name;
-    int32_t block, bytes;
-} pt__gg_tt;
-static const pt__gg_tt pt__gg_types[] = {
-    {"f32", 1, 4},       {"f16", 1, 2},      {"q4_0", 32, 18},     {"q4_1", 32, 20},    {NULL, 0, 0},        {NULL, 0, 0},       {"q5_0", 32, 22},
-    {"q5_1", 32, 24},    {"q8_0", 32, 34},   {"q8_1", 32, 40},     {"q2_K", 256, 84},   {"q3_K", 256, 110},  {"q4_K", 256, 144}, {"q5_K", 256, 176},
-    {"q6_K", 256, 210},  {"q8_K", 256, 292}, {"iq2_xxs", 256, 66}, {"iq2_xs", 256, 74}, {"iq3_xxs", 256, 98}, {"iq1_s", 256, 50}, {"iq4_nl", 32, 18},
-    {"iq3_s", 256, 110}, {"iq2_s", 256, 82}, {"iq4_xs", 256, 136}, {"i8", 1, 1},        {"i16", 1, 2},       {"i32", 1, 4},      {"i64", 1, 8},
-    {"f64", 1, 8},       {"iq1_m", 256, 56}, {"bf16", 1, 2},       {NULL, 0, 0},        {NULL, 0, 0},        {NULL, 0, 0},       {"tq1_0", 256, 54},
-    {"tq2_0", 256, 66},  {NULL, 0, 0},       {NULL, 0, 0},         {NULL, 0, 0},        {"mxfp4", 32, 17},   {"nvfp4", 64, 36},  {"q1_0", 128, 18}};
-#define PT__GG_NTYPES ((int32_t)(sizeof pt__gg_types / sizeof pt__gg_types[0]))
 #define PT__GG_ALIGN 32u
 #define PT__GG_MAX_NAME 63 /* ggml's GGML_MAX_NAME (64) less its NUL */
 static const char *const pt__gg_vt_names[13] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
 static const int pt__gg_vt_size[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8}; /* 0: string, array */
 
-PTDEF const char *pt_gguf_type_name(int32_t type) { return type >= 0 && type < PT__GG_NTYPES ? pt__gg_types[type].name : NULL; }
+/* ggml's tensor types: quant's table of weight types (pt__wtypes), which names them all */
+PTDEF const char *pt_gguf_type_name(int32_t type) {
+    const pt__wt *r = pt__wt_find(type);
+    return r ? r->name : NULL;
+}
 PTDEF int64_t pt_gguf_type_bytes(int32_t type, int64_t n) {
+    const pt__wt *r = pt__wt_find(type);
     int64_t b;
-    if (!pt_gguf_type_name(type) || n < 0 || n % pt__gg_types[type].block) return -1;
-    return pt__mul_ok(n / pt__gg_types[type].block, pt__gg_types[type].bytes, &b) ? b : -1;
+    if (!r || n < 0 || n % r->block) return -1;
+    return pt__mul_ok(n / r->block, r->bytes, &b) ? b : -1;
 }
 static const char *pt__gg_vt_name(uint32_t t) { return t < 13 ? pt__gg_vt_names[t] : "?"; }
 static uint64_t pt__gg_le(const unsigned char *p, int k) {
@@ -23035,20 +23109,20 @@ static int pt__gg_parse(pt_gguf *g, const char *path, char *err, size_t errlen) 
         if (!PT__GG_U32(r, ty, "the type of tensor '%.*s'", nl, np)) return 0;
         if (!pt_gguf_type_name((int32_t)ty)) {
             pt__msg(err, errlen, "%s: tensor '%.*s': type: expected a ggml type (0..%d, not the removed 4, 5, 31-33, 36-38), found %u", path, nl, np,
-                    PT__GG_NTYPES - 1, ty);
+                    PT__WT_MAX_ID, ty);
             return 0;
         }
         t->type = (int32_t)ty;
         if ((rowb = pt_gguf_type_bytes(t->type, t->ne[0])) < 0) {
-            pt__msg(err, errlen, "%s: tensor '%.*s' (%s): ne[0]: expected a multiple of the type's block of %d, found %lld", path, nl, np, pt__gg_types[ty].name,
-                    (int)pt__gg_types[ty].block, (long long)t->ne[0]);
+            pt__msg(err, errlen, "%s: tensor '%.*s' (%s): ne[0]: expected a multiple of the type's block of %d, found %lld", path, nl, np, pt_gguf_type_name(t->type),
+                    (int)pt__wt_find(t->type)->block, (long long)t->ne[0]);
             return 0;
         }
         bytes = rowb;
         for (d = 1; d < 4; d++)
             if (!pt__mul_ok(bytes, t->ne[d], &bytes)) {
                 pt__msg(err, errlen, "%s: tensor '%.*s' (%s): dims %lld x %lld x %lld x %lld: expected at most 2^63 bytes, found more", path, nl, np,
-                        pt__gg_types[ty].name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
+                        pt_gguf_type_name(t->type), (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], (long long)t->ne[3]);
                 return 0;
             }
         t->bytes = bytes;
@@ -23104,7 +23178,7 @@ static int pt__gg_parse(pt_gguf *g, const char *path, char *err, size_t errlen) 
         }
         if (t->bytes > g->n - g->data_off - t->offset) { /* never negative: offset <= the previous end, inside the file */
             pt__msg(err, errlen, "%s: tensor '%s' (%s, %lld bytes at data offset %lld): expected inside the file, found its end at byte %lld of %lld: truncated", path,
-                    t->name, pt__gg_types[t->type].name, (long long)t->bytes, (long long)t->offset, (long long)(g->data_off + t->offset) + (long long)t->bytes,
+                    t->name, pt_gguf_type_name(t->type), (long long)t->bytes, (long long)t->offset, (long long)(g->data_off + t->offset) + (long long)t->bytes,
                     (long long)g->n);
             return 0;
         }
@@ -23589,11 +23663,6 @@ PTDEF void pt_gguf_writer_free(pt_gguf_writer *w) {
    order and whose merge i makes token 256 + i of two earlier tokens (ptrain's exports; a foreign
    file of that shape too): the merge_ids when present, else each part's first token of that text.
    ================================================================================================= */
-#define PT__GG_T_F32 0
-#define PT__GG_T_F16 1
-#define PT__GG_T_Q4_0 2
-#define PT__GG_T_Q8_0 8
-#define PT__GG_T_BF16 30
 #define PT__GG_EOT "<|endoftext|>"
 
 /* GPT-2's printable character for byte b as UTF-8 into out (1 or 2 bytes); returns the length */
@@ -23694,16 +23763,11 @@ enum { PT__GG_VEC, PT__GG_POS, PT__GG_MAT, PT__GG_EMB, PT__GG_OUT };
    has no output.weight), as llama.cpp's converter and llama-quantize choose (see pt_gguf_export) */
 static int32_t pt__gg_role_type(int r, int32_t ft, int64_t cols, int tied) {
     int32_t t = ft;
-    if (r == PT__GG_VEC || r == PT__GG_POS) return PT__GG_T_F32;
-    if (ft == PT__GG_T_Q4_0 && (r == PT__GG_OUT || (r == PT__GG_EMB && tied))) t = PT__GG_T_Q8_0; /* llama-quantize: q6_K; ptrain: its fallback */
-    if (pt_gguf_type_bytes(t, cols) < 0) t = PT__GG_T_F16;                                       /* rows not whole blocks */
+    if (r == PT__GG_VEC || r == PT__GG_POS) return PT_W_F32;
+    if (ft == PT_W_Q4_0 && (r == PT__GG_OUT || (r == PT__GG_EMB && tied))) t = PT_W_Q8_0; /* llama-quantize: q6_K; ptrain: its fallback */
+    if (pt_gguf_type_bytes(t, cols) < 0) t = PT_W_F16;                                  /* rows not whole blocks */
     return t;
 }
-/* llama_ftype of a file whose matrices are ft */
-static uint32_t pt__gg_ftype(int32_t ft) { return ft == PT__GG_T_F16 ? 1u : ft == PT__GG_T_Q4_0 ? 2u : ft == PT__GG_T_Q8_0 ? 7u : ft == PT__GG_T_BF16 ? 32u : 0u; }
-/* one row of n floats as type t into dst (pt_gguf_type_bytes(t, n) bytes): the quant section's
-   quantizers (ggml's reference rules; f16 / bf16 round to nearest even) */
-static void pt__gg_row(int32_t t, const float *x, void *dst, int64_t n) { pt_quantize_row((pt_wtype)t, x, dst, n); }
 
 typedef struct pt__gg_out {
     char gg[64], pt[96];
@@ -23746,7 +23810,8 @@ PTDEF pt_status pt_gguf_export(const char *step_dir, const char *out_path, const
     char dir[1024];
     float *src = NULL, *zrow = NULL;
     unsigned char *dst = NULL;
-    int32_t ft = opts ? (int32_t)opts->type : PT__GG_T_F32, tied;
+    int32_t ft = opts ? (int32_t)opts->type : PT_W_F32, tied;
+    const pt__wt *fr = pt__wt_of(ft); /* the matrices' type */
     int64_t C, V, no = 0, i, r, cap_src = 0, cap_dst = 0;
     int l, k, ok = 1, have_m = 0;
     uint32_t u;
@@ -23758,8 +23823,9 @@ PTDEF pt_status pt_gguf_export(const char *step_dir, const char *out_path, const
         pt__msg(err, errlen, "pt_gguf_export: need a checkpoint directory and an output path (at most 1000 characters)");
         return PT_ERR_ARG;
     }
-    if (ft != PT__GG_T_F32 && ft != PT__GG_T_F16 && ft != PT__GG_T_BF16 && ft != PT__GG_T_Q8_0 && ft != PT__GG_T_Q4_0) {
-        pt__msg(err, errlen, "pt_gguf_export: type: expected f32 (0), f16 (1), bf16 (30), q8_0 (8) or q4_0 (2), found %d", (int)ft);
+    if (!fr) {
+        char names[160];
+        pt__msg(err, errlen, "pt_gguf_export: type: expected %s, found %d", pt__wt_list(names, sizeof names, 1, " or "), (int)ft);
         return PT_ERR_ARG;
     }
     if (pt_ckpt_step_dir(step_dir, dir, sizeof dir) != PT_OK) {
@@ -23848,8 +23914,8 @@ PTDEF pt_status pt_gguf_export(const char *step_dir, const char *out_path, const
         uint64_t step = (uint64_t)info.step;
         pt_gguf_writer_kv(w, "general.architecture", PT_GGUF_STRING, &arch);
         pt_gguf_writer_kv(w, "general.name", PT_GGUF_STRING, &name);
-        u = pt__gg_ftype(ft), pt_gguf_writer_kv(w, "general.file_type", PT_GGUF_U32, &u);
-        if (ft == PT__GG_T_Q8_0 || ft == PT__GG_T_Q4_0) u = 2, pt_gguf_writer_kv(w, "general.quantization_version", PT_GGUF_U32, &u);
+        u = fr->ftype, pt_gguf_writer_kv(w, "general.file_type", PT_GGUF_U32, &u);
+        if (fr->block > 1) u = 2, pt_gguf_writer_kv(w, "general.quantization_version", PT_GGUF_U32, &u);
         u = (uint32_t)c.max_seq, pt_gguf_writer_kv(w, "gpt2.context_length", PT_GGUF_U32, &u);
         u = (uint32_t)C, pt_gguf_writer_kv(w, "gpt2.embedding_length", PT_GGUF_U32, &u);
         u = (uint32_t)c.layers, pt_gguf_writer_kv(w, "gpt2.block_count", PT_GGUF_U32, &u);
@@ -23908,7 +23974,7 @@ PTDEF pt_status pt_gguf_export(const char *step_dir, const char *out_path, const
         for (r = 0; r < e->rows && ok; r += chunk) {
             int64_t k2, kn = e->rows - r < chunk ? e->rows - r : chunk;
             for (k2 = 0; k2 < kn; k2++) /* rows past the checkpoint's (the vocabulary's extra tokens): zeros, converted */
-                pt__gg_row(e->type, r + k2 < e->src_rows ? src + (r + k2) * e->cols : zrow, dst + k2 * rowb, e->cols);
+                pt_quantize_row((pt_wtype)e->type, r + k2 < e->src_rows ? src + (r + k2) * e->cols : zrow, dst + k2 * rowb, e->cols);
             if (pt_gguf_writer_data(w, dst, kn * rowb) != PT_OK) {
                 pt__msg(err, errlen, "pt_gguf_export: %s", pt_gguf_writer_error(w));
                 ok = 0;
@@ -24031,12 +24097,12 @@ static pt_tokenizer *pt__gg_tokenizer(pt_ctx *ctx, const pt_gguf *g, int64_t voc
    ctx (optional: NULL without an error when it is absent) */
 static const pt_gguf_tensor *pt__gg_want(pt_ctx *ctx, const pt_gguf *g, const char *path, const char *name, int64_t rows, int64_t cols, int optional) {
     const pt_gguf_tensor *t = pt_gguf_tensor_find(g, name);
-    char want[64], got[96];
+    char want[64], got[96], names[128];
     int64_t sh[2];
     if (!t) return optional ? NULL : (const pt_gguf_tensor *)pt__fail(ctx, PT_ERR_FORMAT, "pt_gguf_load: %s has no tensor '%s' (gpt2 needs it)", path, name);
     if (!pt_wtype_name((pt_wtype)t->type))
-        return (const pt_gguf_tensor *)pt__fail(ctx, PT_ERR_DTYPE, "pt_gguf_load: %s: tensor '%s' is %s; inference reads f32, f16, bf16, q8_0 and q4_0", path, name,
-                                                pt_gguf_type_name(t->type));
+        return (const pt_gguf_tensor *)pt__fail(ctx, PT_ERR_DTYPE, "pt_gguf_load: %s: tensor '%s' is %s; inference reads %s", path, name,
+                                                pt_gguf_type_name(t->type), pt__wt_list(names, sizeof names, 0, " and "));
     if (t->ndim != (rows ? 2 : 1) || t->ne[0] != cols || (rows && t->ne[1] != rows)) {
         sh[0] = cols, sh[1] = rows;
         pt__sf_shape_str(want, sizeof want, rows ? 2 : 1, sh);

@@ -11,6 +11,8 @@
    alone vs inside M = 16, bitwise), thread-count invariance (1, 2, 3 threads), no allocation once the
    workspace has grown, the padding of y untouched, errors for bad matrices. pt_gpt_weights_free (release,
    owned blocks) and pt_gpt_weights_bytes.
+   The table of weight types: numbers and names unique, gguf's view of the five the same rows, the
+   lists messages print.
    Usage: test_quant [--quick] */
 #include <stdint.h>
 #include <stddef.h>
@@ -30,12 +32,14 @@ static void *test_malloc(size_t sz) {
 
 static const pt_wtype all_types[] = {PT_W_F32, PT_W_F16, PT_W_BF16, PT_W_Q8_0, PT_W_Q4_0};
 #define NTYPES 5
+/* the name of one of all_types for a check's name (never NULL: gcc sees through the table that it could be) */
+static const char *tname(pt_wtype t) { return pt_wtype_name(t) ? pt_wtype_name(t) : "?"; }
 
 static void test_names(void) {
     int i;
     for (i = 0; i < NTYPES; i++) {
         pt_wtype t = all_types[i];
-        CHECKF(pt_wtype_parse(pt_wtype_name(t)) == (int)t, tu_name("name %s parses back", pt_wtype_name(t)), "got %d", pt_wtype_parse(pt_wtype_name(t)));
+        CHECKF(pt_wtype_parse(tname(t)) == (int)t, tu_name("name %s parses back", tname(t)), "got %d", pt_wtype_parse(tname(t)));
     }
     CHECK(PT_W_F32 == 0 && PT_W_F16 == 1 && PT_W_Q4_0 == 2 && PT_W_Q8_0 == 8 && PT_W_BF16 == 30, "type numbers are ggml's");
     CHECK(pt_wtype_name((pt_wtype)3) == NULL && pt_wtype_parse("q4_1") == -1 && pt_wtype_parse(NULL) == -1, "unknown types: NULL / -1");
@@ -52,6 +56,36 @@ static void test_names(void) {
     CHECK(pt__qmm_kernel((pt_wtype)99) == NULL, "pt__qmm_kernel: NULL for an unknown type");
     printf("  kernels here: f32 %s, f16 %s, bf16 %s, q8_0 %s, q4_0 %s\n", pt__qmm_kernel(PT_W_F32), pt__qmm_kernel(PT_W_F16),
            pt__qmm_kernel(PT_W_BF16), pt__qmm_kernel(PT_W_Q8_0), pt__qmm_kernel(PT_W_Q4_0));
+}
+
+/* the table of weight types: one row per ggml number and name; gguf's names and sizes are quant's;
+   every type inference computes with has its functions; the list messages print */
+static void test_table(void) {
+    char buf[128];
+    int i, k, uniq = 1, full = 1, agree = 1, order = 1;
+    for (i = 0; i < PT__WT_N; i++)
+        for (k = 0; k < i; k++) uniq &= pt__wtypes[i].id != pt__wtypes[k].id && strcmp(pt__wtypes[i].name, pt__wtypes[k].name) != 0;
+    CHECK(uniq, "the table: ggml numbers and names unique");
+    for (i = 0; i < PT__WT_N; i++) {
+        const pt__wt *r = &pt__wtypes[i];
+        if (r->to_float) full &= r->quantize && r->dot && r->block > 0 && r->bytes > 0 && (r->block == 1 || r->xc) && (!r->st || r->block == 1);
+        else order &= r->id <= PT__WT_MAX_ID && !r->quantize && !r->dot && !r->avx2 && !r->avx512 && !r->neon;
+    }
+    CHECK(full, "the table: every type inference computes with has a quantizer and a C kernel (blocks > 1: x quantized)");
+    CHECK(order, "the table: ggml's other types carry no functions; PT__WT_MAX_ID is the largest number");
+    for (i = 0; i < NTYPES; i++) {
+        pt_wtype t = all_types[i];
+        agree &= pt_gguf_type_name(t) && !strcmp(pt_gguf_type_name(t), pt_wtype_name(t)) && pt_gguf_type_bytes(t, 64) == pt_wtype_row_bytes(t, 64) &&
+                 pt__wt_of(t) == pt__wt_find(t);
+    }
+    CHECK(agree, "gguf's names and sizes of the five are quant's rows");
+    CHECK(pt_gguf_type_name(3) && !strcmp(pt_gguf_type_name(3), "q4_1") && pt_gguf_type_bytes(3, 64) == 40 && !pt_wtype_name((pt_wtype)3) &&
+              !pt__wt_of(3) && !pt_gguf_type_name(4) && pt_gguf_type_bytes(14, 256) == 210,
+          "ggml's other types: named and sized for the container (q4_1, q6_K), not for inference; 4 (removed) unknown");
+    CHECKF(!strcmp(pt_wtype_names(buf, sizeof buf, " or "), "f32, f16, bf16, q8_0 or q4_0"), "pt_wtype_names: the five, in the messages' order", "got '%s'", buf);
+    CHECKF(!strcmp(pt_wtype_names(buf, 12, NULL), "f32, f16, b"), "pt_wtype_names: cut to the buffer", "got '%s'", buf);
+    CHECKF(!strcmp(pt__wt_list(buf, sizeof buf, 2, NULL), "F32, F16, BF16") && pt__wt_st("BF16") == pt__wt_of(PT_W_BF16) && !pt__wt_st("F64"),
+           "the safetensors dtypes inference reads: F32, F16, BF16", "got '%s'", buf);
 }
 
 /* hand-computed blocks in ggml's rules */
@@ -276,11 +310,11 @@ static void test_kernels(pt_ctx *ctx) {
                     free(wd), free(x), free(bias), free(y0), free(y1);
                 }
         pt__qmm_force(ctx, PT__QMM_KERN_AUTO);
-        CHECKF(ok_ref, tu_name("%s C reference = double-precision product (odd shapes, bias, strides)", pt_wtype_name(t)), "worst rel %g", worst);
-        CHECK(ok_pad, tu_name("%s: y's padding untouched", pt_wtype_name(t)));
+        CHECKF(ok_ref, tu_name("%s C reference = double-precision product (odd shapes, bias, strides)", tname(t)), "worst rel %g", worst);
+        CHECK(ok_pad, tu_name("%s: y's padding untouched", tname(t)));
         for (kk = 0; kk < nk; kk++)
             if (ks[kk] != PT__QMM_KERN_C)
-                CHECK(ok_bits[ks[kk]], tu_name("%s %s kernel = C reference bit for bit (rows 1 7 33 257, cols 32 96 800, M 1 3 17)", pt_wtype_name(t),
+                CHECK(ok_bits[ks[kk]], tu_name("%s %s kernel = C reference bit for bit (rows 1 7 33 257, cols 32 96 800, M 1 3 17)", tname(t),
                                                 pt__qmm_kname(ks[kk], t)));
         if (nk < 3) printf("  %s: %d kernel(s) run on this CPU (of C, AVX2, AVX-512 on x86-64; C, NEON on AArch64)\n", pt_wtype_name(t), nk);
     }
@@ -313,7 +347,7 @@ static void test_float_tail(pt_ctx *ctx) {
             free(wd);
         }
         pt__qmm_force(ctx, PT__QMM_KERN_AUTO);
-        CHECK(ok, tu_name("%s: K = 1, 5, 37, 100 (a partial last vector): every kernel here (%d) = C reference bit for bit", pt_wtype_name(t), nk));
+        CHECK(ok, tu_name("%s: K = 1, 5, 37, 100 (a partial last vector): every kernel here (%d) = C reference bit for bit", tname(t), nk));
     }
 }
 
@@ -338,14 +372,14 @@ static void test_invariance(pt_ctx *ctx) {
             pt__qmm_force(ctx, ks[kk]);
             pt_set_threads(ctx, 2);
             pt__qmm(ctx, &w, x, K, M, NULL, yb, N);
-            CHECK(!memcmp(yb, yc, (size_t)(M * N) * 4), tu_name("%s %s: 300 x 1184, M 16 = C reference bit for bit", pt_wtype_name(t), pt__qmm_kname(ks[kk], t)));
+            CHECK(!memcmp(yb, yc, (size_t)(M * N) * 4), tu_name("%s %s: 300 x 1184, M 16 = C reference bit for bit", tname(t), pt__qmm_kname(ks[kk], t)));
             for (m = 0; m < M; m++) {
                 pt__qmm(ctx, &w, x + m * K, K, 1, NULL, y1, N);
                 ok &= memcmp(y1, yb + m * N, (size_t)N * 4) == 0;
             }
             pt__qmm(ctx, &w, x + 5 * K, K, 3, NULL, yt, N); /* rows 5..7 as a batch of 3 */
             ok &= memcmp(yt, yb + 5 * N, (size_t)(3 * N) * 4) == 0;
-            CHECK(ok, tu_name("%s %s: a row alone = inside M 16 = inside M 3 (bitwise)", pt_wtype_name(t), pt__qmm_kname(ks[kk], t)));
+            CHECK(ok, tu_name("%s %s: a row alone = inside M 16 = inside M 3 (bitwise)", tname(t), pt__qmm_kname(ks[kk], t)));
             for (th = 1; th <= 3; th += 2) {
                 pt_set_threads(ctx, th);
                 pt__qmm(ctx, &w, x, K, M, NULL, yt, N);
@@ -353,7 +387,7 @@ static void test_invariance(pt_ctx *ctx) {
                 pt__qmm(ctx, &w, x, K, 1, NULL, y1, N);
                 okt &= memcmp(y1, yb, (size_t)N * 4) == 0;
             }
-            CHECK(okt, tu_name("%s %s: 1, 2, 3 threads give the same bits (M 16 and M 1)", pt_wtype_name(t), pt__qmm_kname(ks[kk], t)));
+            CHECK(okt, tu_name("%s %s: 1, 2, 3 threads give the same bits (M 16 and M 1)", tname(t), pt__qmm_kname(ks[kk], t)));
         }
         pt_set_threads(ctx, 2);
         pt__qmm_force(ctx, PT__QMM_KERN_AUTO);
@@ -382,7 +416,7 @@ static void test_unaligned(pt_ctx *ctx) {
             ok &= !memcmp(y0, y1, sizeof y0);
         }
         pt__qmm_force(ctx, PT__QMM_KERN_AUTO);
-        CHECK(ok, tu_name("%s at an odd address: the same bits, every kernel", pt_wtype_name(t)));
+        CHECK(ok, tu_name("%s at an odd address: the same bits, every kernel", tname(t)));
         free(wd), free(odd);
     }
 }
@@ -464,6 +498,7 @@ int main(int argc, char **argv) {
     ctx = pt_init(&d);
     if (!ctx) return 1;
     test_names();
+    test_table();
     test_quantizers();
     test_roundtrip();
     test_quant_x();

@@ -249,7 +249,8 @@ static int cmd_export(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
             int t = pt_wtype_parse(argv[++i]);
             if (t < 0) {
-                fprintf(stderr, "ptckpt export: --type %s: expected f32, f16, bf16, q8_0 or q4_0\n", argv[i]);
+                char names[128];
+                fprintf(stderr, "ptckpt export: --type %s: expected %s\n", argv[i], pt_wtype_names(names, sizeof names, " or "));
                 return 2;
             }
             go.type = (pt_wtype)t, gg_flags = 1;

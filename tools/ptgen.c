@@ -292,7 +292,7 @@ int main(int argc, char **argv) {
         fflush(stdout);
         if (!rc)
             fprintf(stderr, "ptgen: %s weights %.1f MB, %d thread%s, prefill %lld tokens %.1f tokens/s, decode %lld tokens %.1f tokens/s\n",
-                    pt_wtype_name(w->wte.type == w->layer[0].qkv.type ? w->layer[0].qkv.type : w->layer[0].qkv.type),
+                    pt_wtype_name(w->layer[0].qkv.type),
                     (double)pt_gpt_weights_bytes(w) / 1e6, pt_threads(ctx), pt_threads(ctx) == 1 ? "" : "s", (long long)st.prefill_tokens,
                     st.prefill_s > 0 ? (double)st.prefill_tokens / st.prefill_s : 0.0, (long long)st.decode_tokens,
                     st.decode_s > 0 ? (double)st.decode_tokens / st.decode_s : 0.0);
