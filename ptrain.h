@@ -335,12 +335,14 @@
 
    ==================================================================================================
    CONTENTS: each name is a section that starts at the line "// >>name" (search for that); the
-   sections stand in this order, each using only what stands above it (docs/architecture.md).
+   sections stand in this order, each using only what stands above it: a section reaches a later one
+   only through the context's hooks table (struct pt__hooks in base), which the later one fills
+   (tests/layers_test.sh fails on a call to a later section; docs/architecture.md).
    ==================================================================================================
    api       Public declarations. Entry: (declarations only)
    base      Includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer,
              JSON string writer and JSON reader, the CPUs of the affinity mask, the thread team that
-             runs every threaded kernel, the context struct. Entry: pt_error_set
+             runs every threaded kernel, the context struct and its hooks table. Entry: pt_error_set
              pt_status_get pt_error pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c pt_sb_add
              pt_sb_json_str pt_json_parse pt_json_parse_next pt_json_get; parallel loops: pt__par_run
    dist      The process grid: layout <-> coordinates, nodes, communicators, agreement on errors,
