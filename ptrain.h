@@ -335,12 +335,14 @@
 
    ==================================================================================================
    CONTENTS: each name is a section that starts at the line "// >>name" (search for that); the
-   sections stand in this order, each using only what stands above it (docs/architecture.md).
+   sections stand in this order, each using only what stands above it: a section reaches a later one
+   only through the context's hooks table (struct pt__hooks in base), which the later one fills
+   (tests/layers_test.sh fails on a call to a later section; docs/architecture.md).
    ==================================================================================================
    api       Public declarations. Entry: (declarations only)
    base      Includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer,
              JSON string writer and JSON reader, the CPUs of the affinity mask, the thread team that
-             runs every threaded kernel, the context struct. Entry: pt_error_set
+             runs every threaded kernel, the context struct and its hooks table. Entry: pt_error_set
              pt_status_get pt_error pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c pt_sb_add
              pt_sb_json_str pt_json_parse pt_json_parse_next pt_json_get; parallel loops: pt__par_run
    dist      The process grid: layout <-> coordinates, nodes, communicators, agreement on errors,
@@ -2936,7 +2938,8 @@ PTDEF double pt_engine_now(pt_engine *e);
    arrays grown with PT__GROW), a context's thread team (pt__team_set / pt__team_free) and the
    parallel loop of every threaded kernel (pt__par_run), the CPUs of the affinity mask (pt__cpus),
    the context struct (one field group per section; later sections hold
-   their state through opaque pointers and register their teardown with pt__at_shutdown), error
+   their state through opaque pointers, install what earlier sections call in its hooks table
+   (pt__hooks, called through pt__hook_*) and register their teardown with pt__at_shutdown), error
    recording (pt__fail, pt_error_set), the clock, hashes, CRC32C, the growable text buffer pt_sb
    (pt__sb) with its JSON string writer, the one JSON reader pt_json (the library's and the tools'),
    f32 <-> bf16 / fp16 conversion (pt__bf16_from_f32 pt__f32_from_bf16 pt__f16_from_f32 pt__f32_from_f16)
@@ -3039,6 +3042,49 @@ typedef struct pt__state_entry {
     uint32_t flags; /* PT_STATE_* */
 } pt__state_entry;
 
+/* The hooks table: the one way a section reaches a later one. The later section installs its
+   functions here when it attaches to the context (and removes them when it detaches); the earlier
+   one calls through the table (the pt__hook_* helpers below for the gates), so nothing in the
+   header calls a function defined further down (tests/layers_test.sh checks). A NULL hook: the
+   section that installs it is not in use, and the call does nothing. */
+struct pt__hooks {
+    /* installed with pt_set_grad_hook (dp's bucket reducer; pprun interposes on it); called by
+       autograd when a parameter's gradient is complete in backward */
+    void (*grad_ready)(void *user, pt_param *p);
+    void *grad_ready_user;
+    /* installed with pt_set_backward_poll (dp: progress of the reductions); autograd, after each node's backward */
+    void (*backward_poll)(void *user);
+    void *backward_poll_user;
+    /* dp, ZeRO-2 lean: before a parameter's gradient is written in backward (its storage from a bucket
+       buffer); p NULL: pt_zero_grad (param) released the buffers */
+    void (*grad_get)(void *user, pt_param *p);
+    void *grad_get_user;
+    /* dp, ZeRO-3: parameter values about to be read outside the model's declared use (at >= 0: by
+       the backward of tape node `at` of g; -1: by a recomputed forward), or just read by forward op
+       `op` (at -2: a check); autograd calls it */
+    void (*pread)(void *user, pt_graph *g, int at, int nin, pt_tensor *const *ins, const char *op);
+    void *pread_user;
+    /* dp, with its reducer attached (ctx->dp), on the context itself:
+       gather_gate: before parameters are read or written outside a model's forward and backward
+         (need 0: an op allocates its output; 1: the slab is written; 2: the whole slab is read; see
+         pt__dp_gather_gate) - tensor, param, optim;
+       settle: the 1/dp the gradient slab still owes applied (drop: forgotten) - param;
+       pending: that factor (1 = none) - comm's norm, optim's scale;
+       grad_range: the range of the gradient slab this rank holds reduced, 1 when it is a shard whose
+         squares must be summed over DP (dp_sum sums them) - comm;
+       params_use: pt_params_use, the parameters a forward is about to read (ZeRO-3) - gpt */
+    void (*gather_gate)(pt_ctx *ctx, int need);
+    void (*settle)(pt_ctx *ctx, int drop);
+    double (*pending)(const pt_ctx *ctx);
+    int (*grad_range)(pt_ctx *ctx, int64_t *lo, int64_t *hi);
+    void (*dp_sum)(pt_ctx *ctx, double *x, int n);
+    void (*params_use)(pt_ctx *ctx, int n, pt_tensor *const *params, int keep);
+    /* PTRAIN_TEST_HOOKS, installed by the harness's crash-in-save fault: the next checkpoint save
+       calls it halfway through this rank's file (ckpt), once */
+    void (*ck_crash)(void *user);
+    void *ck_crash_user;
+};
+
 #define PT__AT_SHUTDOWN 8
 struct pt_ctx {
     pt_desc desc;
@@ -3056,17 +3102,7 @@ struct pt_ctx {
     int64_t slab_n;       /* elements used */
     int64_t gbase, gn;    /* gslab holds slab elements [gbase, gbase + gn): [0, slab_n), or ZeRO-2's shard (see dp) */
     int optim_frozen;     /* set once an optimizer exists: no new parameters */
-    void (*grad_hook)(void *user, pt_param *p);
-    void *grad_hook_user;
-    void (*grad_get)(void *user, pt_param *p); /* before a parameter's gradient is written in backward (ZeRO-2 gives it storage; see dp); p NULL: pt_zero_grad */
-    void *grad_get_user;
-    void (*poll)(void *user); /* after each node's backward */
-    void *poll_user;
-    /* ZeRO-3 (see dp): parameter values about to be read outside the model's declared use (at >= 0: by
-       the backward of tape node `at` of g; -1: by a recomputed forward), or just read by forward op `op`
-       (at -2: a check) */
-    void (*pread)(void *user, pt_graph *g, int at, int nin, pt_tensor *const *ins, const char *op);
-    void *pread_user;
+    struct pt__hooks hooks; /* what later sections install for earlier ones to call (above) */
     /* dynamic loss scaling (see optim: pt_loss_scale_enable): pt_backward seeds the loss gradient with
        ls.scale; pt_grad_norm and pt_optim_step divide it out. ls_on = 0: scale 1, nothing changes */
     struct { double scale; int64_t clean, overflows, growths; } ls; /* registered state "loss_scale" */
@@ -3094,18 +3130,11 @@ struct pt_ctx {
     int xfer_kind;   /* the purpose (PT_XFER_*) copies are counted under now; PT_XFER_IO by default */
     float *stage;    /* host staging of MPI payloads on a device backend (tp, pprun; pt__stage_buf), grown only */
     int64_t stage_cap;
-    /* set by the data-parallel reducer (see dp): the range of the gradient slab this rank holds
-       reduced, 1 when it is a shard whose squares must be summed over DP; and that sum. NULL: the
-       whole slab, no DP */
-    int (*grad_range)(pt_ctx *ctx, int64_t *lo, int64_t *hi);
     int sp_pending; /* sequence parallelism: a backward ran since the tp_partial gradients were summed (see comm) */
-    void (*dp_sum)(pt_ctx *ctx, double *x, int n);
     struct pt__trace *trace;     /* the timeline being recorded (see trace), NULL = off */
     struct pt__prof *prof;       /* the per-op profile's sums while it is on (see trace), NULL = off */
     struct pt__prof *prof_sums;  /* its sums, kept while off */
     struct pt__ck_job *ckpt; /* the last checkpoint save: its snapshot buffer, its writer thread (see ckpt) */
-    void (*ck_crash)(void *user); /* PTRAIN_TEST_HOOKS: the next save calls it halfway through this rank's file (see ckpt) */
-    void *ck_crash_user;
     /* teardown registered by later sections when they first attach state to the context (the
        optimizers, the trace, the checkpoint writer); pt_shutdown runs them first, newest first */
     void (*at_shutdown[PT__AT_SHUTDOWN])(pt_ctx *ctx);
@@ -3118,6 +3147,17 @@ static void pt__at_shutdown(pt_ctx *ctx, void (*fn)(pt_ctx *ctx)) {
         if (ctx->at_shutdown[i] == fn) return;
     PT_ASSERT(ctx->nat_shutdown < PT__AT_SHUTDOWN); /* a fixed set of sections registers */
     if (ctx->nat_shutdown < PT__AT_SHUTDOWN) ctx->at_shutdown[ctx->nat_shutdown++] = fn;
+}
+/* calls through the hooks table from the sections below the one that installs them (see pt__hooks) */
+static void pt__hook_gather_gate(pt_ctx *ctx, int need) {
+    if (ctx && ctx->hooks.gather_gate) ctx->hooks.gather_gate(ctx, need);
+}
+static void pt__hook_settle(pt_ctx *ctx, int drop) {
+    if (ctx && ctx->hooks.settle) ctx->hooks.settle(ctx, drop);
+}
+static double pt__hook_pending(const pt_ctx *ctx) { return ctx && ctx->hooks.pending ? ctx->hooks.pending(ctx) : 1.0; }
+static void pt__hook_params_use(pt_ctx *ctx, int n, pt_tensor *const *params, int keep) {
+    if (ctx && ctx->hooks.params_use) ctx->hooks.params_use(ctx, n, params, keep);
 }
 /* ---- errors and logging --------------------------------------------------------------------- */
 static void pt__emit(const pt_ctx *ctx, int level, const char *msg) {
@@ -12261,7 +12301,8 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
 }
 
 // >>tensor  storages, the graph's arenas, tensors
-/* Owns: pt_storage, the per-graph activation arena and gradient pool, tensor creation and host I/O
+/* Owns: pt_storage, the per-graph activation arena and gradient pool, tensor creation and host I/O,
+   a view of a parameter slab (pt__slab_view) and the gradient slab made on first use (pt__gslab_need)
    Invariants: a tensor is (storage, offset, shape) of contiguous row-major data; only the CPU
    backend dereferences host pointers
    Entry points: pt_tensor_new pt_tensor_from pt_tensor_write pt_tensor_read pt_item pt_f32 */
@@ -12504,10 +12545,9 @@ static pt_tensor *pt__rec(pt_graph *g, pt_dtype dt, int ndim, const int64_t *sha
     return t;
 }
 /* a new tensor with data in the arena */
-static void pt__dp_gather_gate(pt_ctx *ctx, int need); /* dp: the ZeRO parameter gathers done (need: see dp) */
 static pt_tensor *pt__new(pt_graph *g, pt_dtype dt, int ndim, const int64_t *shape) {
     pt_tensor *t;
-    pt__dp_gather_gate(g->ctx, 0); /* an op is about to read its inputs: parameters gathered first */
+    pt__hook_gather_gate(g->ctx, 0); /* an op is about to read its inputs: parameters gathered first (dp) */
     t = pt__rec(g, dt, ndim, shape);
     if (!t) return NULL;
     if (g->ctx->prof && g->prof_t0 == 0) g->prof_t0 = pt_time(); /* trace: an op's forward starts */
@@ -12550,13 +12590,13 @@ PTDEF void pt_requires_grad(pt_tensor *t) {
 }
 PTDEF pt_status pt_tensor_write(pt_tensor *t, const void *src) {
     if (!t || !src || !t->st || !t->st->ctx) return PT_ERR_ARG;
-    if (t->st == t->st->ctx->pslab) pt__dp_gather_gate(t->st->ctx, 1); /* no ZeRO gather left to overwrite it */
+    if (t->st == t->st->ctx->pslab) pt__hook_gather_gate(t->st->ctx, 1); /* no ZeRO gather left to overwrite it (dp) */
     t->st->ctx->be->write(t->st->ctx, t, src, pt_numel(t) * pt_dtype_size(t->dtype));
     return PT_OK;
 }
 PTDEF pt_status pt_tensor_read(const pt_tensor *t, void *dst) {
     if (!t || !dst || !t->st || !t->st->ctx) return PT_ERR_ARG;
-    if (t->st == t->st->ctx->pslab) pt__dp_gather_gate(t->st->ctx, 2); /* a parameter: its ZeRO gather done (ZeRO-3: all, collective) */
+    if (t->st == t->st->ctx->pslab) pt__hook_gather_gate(t->st->ctx, 2); /* a parameter: its ZeRO gather done (ZeRO-3: all, collective; dp) */
     t->st->ctx->be->read(t->st->ctx, t, dst, pt_numel(t) * pt_dtype_size(t->dtype));
     return PT_OK;
 }
@@ -12564,6 +12604,45 @@ PTDEF float pt_item(const pt_tensor *t) {
     float v = NAN;
     if (t && t->dtype == PT_F32 && pt_numel(t) == 1) pt_tensor_read(t, &v);
     return v;
+}
+/* the parameter slabs' storages (filled by param): a view, and the gradient slab made on first use
+   (autograd, param, comm, optim and the reducers ask for it) */
+static pt_tensor pt__slab_view(pt_storage *st, int64_t n) {
+    pt_tensor t;
+    memset(&t, 0, sizeof t);
+    t.st = st;
+    t.ndim = 1;
+    t.dtype = PT_F32;
+    t.shape[0] = n;
+    t.shape[1] = t.shape[2] = t.shape[3] = 1;
+    return t;
+}
+
+/* The gradient slab of a host parameter slab is made when gradients first need it (a parameter's
+   first gradient in backward, pt_grad_slab, an optimizer step, a DP step), not as parameters are
+   created: ZeRO-2/3 (pt_dp_zero) shard the gradients before that, so on a large model the full
+   gradient slab never exists (nor its resident pages) on a rank that holds a shard. Device slabs are
+   made with the parameters (pt_dp_new sizes its host mirror from them); the counting backend of the
+   memory estimate defers as the CPU does. Under lean ZeRO-2 the
+   gradients have storage from their bucket buffers instead (ctx->hooks.grad_get): nothing is made here. */
+static pt_status pt__gslab_need(pt_ctx *ctx) {
+    pt_storage *st;
+    pt_tensor t;
+    int i;
+    if (ctx->gslab || ctx->hooks.grad_get || ctx->slab_n <= 0) return PT_OK;
+    if (!(st = (pt_storage *)pt__malloc(ctx, sizeof *st))) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt: out of memory"), PT_ERR_OOM);
+    memset(st, 0, sizeof *st);
+    if (ctx->be->st_alloc(ctx, st, ctx->slab_n * 4) != PT_OK) {
+        pt__free(ctx, st);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt: out of memory for the gradient slab (%lld floats)", (long long)ctx->slab_n), PT_ERR_OOM);
+    }
+    st->kind = -1, st->ctx = ctx; /* a slab: accounted by use */
+    t = pt__slab_view(st, ctx->slab_n);
+    ctx->be->fill(ctx, &t, 0.0f);
+    pt__mem_add(ctx, PT__MEM_GRADS, ctx->slab_n * 4);
+    ctx->gslab = st, ctx->gbase = 0, ctx->gn = ctx->slab_n;
+    for (i = 0; i < ctx->nparams; i++) ctx->params[i]->grad.st = st;
+    return PT_OK;
 }
 
 // >>trace  timelines per rank (Chrome trace-event JSON) and the per-op profile
@@ -13148,7 +13227,7 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
     pt_node *n;
     int i, need = 0;
     if (g->ctx->prof && out) pt__prof_fwd(g, op, out, nin, ins); /* trace */
-    if (g->ctx->pread && out) g->ctx->pread(g->ctx->pread_user, g, -2, nin, ins, op); /* ZeRO-3: what it read was gathered */
+    if (g->ctx->hooks.pread && out) g->ctx->hooks.pread(g->ctx->hooks.pread_user, g, -2, nin, ins, op); /* ZeRO-3: what it read was gathered */
     if (!g->grad_on || !out) return NULL;
     for (i = 0; i < nin; i++)
         if (ins[i] && (ins[i]->flags & PT_TENSOR_REQUIRES_GRAD)) need = 1;
@@ -13186,14 +13265,13 @@ static pt_node *pt__record(pt_graph *g, const char *op, pt_tensor *out, void (*b
     return n;
 }
 
-static pt_status pt__gslab_need(pt_ctx *ctx); /* param: the host gradient slab, made on first use */
 /* The gradient of t, created zero-filled on first use: a parameter's is its slab slice, an
    activation's comes from the pool, a leaf's from the arena. NULL if t needs none. */
 static pt_tensor *pt__grad(pt_graph *g, pt_tensor *t) {
     pt_tensor *gr;
     if (!t || !(t->flags & PT_TENSOR_REQUIRES_GRAD)) return NULL;
-    if (t->param && g->ctx->grad_get) { /* storage for it (ZeRO-2's bucket buffer); none: out of memory, in ctx */
-        g->ctx->grad_get(g->ctx->grad_get_user, t->param);
+    if (t->param && g->ctx->hooks.grad_get) { /* storage for it (ZeRO-2's bucket buffer); none: out of memory, in ctx */
+        g->ctx->hooks.grad_get(g->ctx->hooks.grad_get_user, t->param);
         if (!t->param->grad.st) return NULL;
     }
     if (t->param && !t->param->grad.st && pt__gslab_need(g->ctx) != PT_OK) return NULL;
@@ -13308,7 +13386,7 @@ static int pt__rc_redo(pt_graph *g, pt_node *n) {
     for (j = 0; j < n->nin; j++)
         if (pt__rc_stale(g, n->in[j]) && !pt__rc_redo(g, n->in[j]->node)) return 0;
     g->rc_scratch = 1;
-    if (g->ctx->pread) g->ctx->pread(g->ctx->pread_user, g, -1, n->nin, n->in, n->op); /* ZeRO-3: its parameters gathered */
+    if (g->ctx->hooks.pread) g->ctx->hooks.pread(g->ctx->hooks.pread_user, g, -1, n->nin, n->in, n->op); /* ZeRO-3: its parameters gathered */
     n->refwd(g, n);
     g->rc_scratch = keep;
     n->rgen = g->ctx->rc_scratch->gen;
@@ -13330,8 +13408,8 @@ static pt_status pt__run_backward(pt_graph *g) {
     g->prof_t0 = 0; /* trace */
     for (i = g->ntape - 1; i >= 0; i--) {
         pt_node *n = g->tape[i];
-        if (n->out->grad && ctx->pread && !(n->flags & (PT__NODE_GRAD_ONLY | PT__NODE_NO_WEIGHT)))
-            ctx->pread(ctx->pread_user, g, i, n->nin, n->in, n->op); /* ZeRO-3: the parameters it reads gathered */
+        if (n->out->grad && ctx->hooks.pread && !(n->flags & (PT__NODE_GRAD_ONLY | PT__NODE_NO_WEIGHT)))
+            ctx->hooks.pread(ctx->hooks.pread_user, g, i, n->nin, n->in, n->op); /* ZeRO-3: the parameters it reads gathered */
         if (ctx->status != PT_OK || (n->out->grad && !pt__rc_ready(g, n))) return ctx->status;
         if (n->out->grad) {
             if (ctx->prof) { /* trace */
@@ -13348,10 +13426,10 @@ static pt_status pt__run_backward(pt_graph *g) {
         }
         for (j = 0; j < n->nin; j++) {
             pt_param *p = n->in[j] && (n->in[j]->flags & PT_TENSOR_REQUIRES_GRAD) ? n->in[j]->param : NULL;
-            if (p && --g->puse[p->id] == 0 && ctx->grad_hook) ctx->grad_hook(ctx->grad_hook_user, p);
+            if (p && --g->puse[p->id] == 0 && ctx->hooks.grad_ready) ctx->hooks.grad_ready(ctx->hooks.grad_ready_user, p);
         }
         if (n->flags & PT__NODE_RC_SEG) pt__rc_rewind(ctx);
-        if (ctx->poll) ctx->poll(ctx->poll_user);
+        if (ctx->hooks.backward_poll) ctx->hooks.backward_poll(ctx->hooks.backward_poll_user);
         if (ctx->status != PT_OK) return ctx->status;
     }
     g->prof_t0 = 0; /* trace: a backward's allocations start no forward op's time */
@@ -13399,8 +13477,8 @@ PTDEF pt_status pt_backward_from(pt_graph *g, pt_tensor *out, const pt_tensor *d
 }
 
 // >>param  parameters in slabs, deterministic init, the checkpointed-state registry
-/* Owns: pt_param and its sharding spec, the value and gradient slabs, the registry of checkpointed
-   state
+/* Owns: pt_param and its sharding spec, the value and gradient slabs (the gradient slab made by
+   tensor's pt__gslab_need), the registry of checkpointed state
    Invariants: an initial value is a pure function of (seed, name, global element index), never of
    the layout
    Entry points: pt_param_new pt_param_from_spec pt_spec_global_index pt_zero_grad pt_state_register */
@@ -13480,44 +13558,6 @@ static void pt__param_init(pt_ctx *ctx, pt_param *p) {
         ctx->be->write(ctx, &p->value, x, n * 4);
         pt__xfer_as(ctx, k);
     }
-}
-
-static pt_tensor pt__slab_view(pt_storage *st, int64_t n) {
-    pt_tensor t;
-    memset(&t, 0, sizeof t);
-    t.st = st;
-    t.ndim = 1;
-    t.dtype = PT_F32;
-    t.shape[0] = n;
-    t.shape[1] = t.shape[2] = t.shape[3] = 1;
-    return t;
-}
-
-/* The gradient slab of a host parameter slab is made when gradients first need it (a parameter's
-   first gradient in backward, pt_grad_slab, an optimizer step, a DP step), not as parameters are
-   created: ZeRO-2/3 (pt_dp_zero) shard the gradients before that, so on a large model the full
-   gradient slab never exists (nor its resident pages) on a rank that holds a shard. Device slabs are
-   made with the parameters (pt_dp_new sizes its host mirror from them); the counting backend of the
-   memory estimate defers as the CPU does. Under lean ZeRO-2 the
-   gradients have storage from their bucket buffers instead (ctx->grad_get): nothing is made here. */
-static pt_status pt__gslab_need(pt_ctx *ctx) {
-    pt_storage *st;
-    pt_tensor t;
-    int i;
-    if (ctx->gslab || ctx->grad_get || ctx->slab_n <= 0) return PT_OK;
-    if (!(st = (pt_storage *)pt__malloc(ctx, sizeof *st))) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt: out of memory"), PT_ERR_OOM);
-    memset(st, 0, sizeof *st);
-    if (ctx->be->st_alloc(ctx, st, ctx->slab_n * 4) != PT_OK) {
-        pt__free(ctx, st);
-        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt: out of memory for the gradient slab (%lld floats)", (long long)ctx->slab_n), PT_ERR_OOM);
-    }
-    st->kind = -1, st->ctx = ctx; /* a slab: accounted by use */
-    t = pt__slab_view(st, ctx->slab_n);
-    ctx->be->fill(ctx, &t, 0.0f);
-    pt__mem_add(ctx, PT__MEM_GRADS, ctx->slab_n * 4);
-    ctx->gslab = st, ctx->gbase = 0, ctx->gn = ctx->slab_n;
-    for (i = 0; i < ctx->nparams; i++) ctx->params[i]->grad.st = st;
-    return PT_OK;
 }
 
 /* grows a slab storage to hold n elements, keeping its contents. A CPU slab grows in place through
@@ -13666,11 +13706,9 @@ PTDEF int64_t pt_param_numel(const pt_ctx *ctx) {
     return n;
 }
 PTDEF pt_tensor pt_param_slab(pt_ctx *ctx) {
-    pt__dp_gather_gate(ctx, 2);
+    pt__hook_gather_gate(ctx, 2); /* ZeRO-3: every bucket gathered (dp) */
     return pt__slab_view(ctx->pslab, ctx->slab_n);
 }
-static void pt__dp_settle(pt_ctx *ctx, int drop); /* dp: applies (drop: forgets) the 1/dp the gradient slab still owes */
-static double pt__dp_pending(const pt_ctx *ctx);   /* dp: that factor (1 = none), for the optimizer and the norm */
 /* n gradient floats from slab element off (inside [gbase, gbase + gn): see pt_ctx) */
 static pt_tensor pt__grad_view(pt_ctx *ctx, int64_t off, int64_t n) {
     pt_tensor t = pt__slab_view(ctx->gslab, n);
@@ -13679,27 +13717,27 @@ static pt_tensor pt__grad_view(pt_ctx *ctx, int64_t off, int64_t n) {
 }
 PTDEF pt_tensor pt_grad_slab(pt_ctx *ctx) {
     (void)pt__gslab_need(ctx);
-    pt__dp_settle(ctx, 0);
+    pt__hook_settle(ctx, 0); /* the 1/dp the slab still owes applied (dp) */
     return pt__slab_view(ctx->gslab, ctx->gn);
 }
 PTDEF void pt_zero_grad(pt_ctx *ctx) {
     pt_tensor t;
     if (!ctx || !ctx->gslab) return;
-    pt__dp_settle(ctx, 1);
+    pt__hook_settle(ctx, 1); /* the 1/dp still owed forgotten (dp) */
     t = pt__slab_view(ctx->gslab, ctx->gn);
     ctx->be->fill(ctx, &t, 0.0f);
-    if (ctx->grad_get) ctx->grad_get(ctx->grad_get_user, NULL); /* ZeRO-2: the bucket buffers held */
+    if (ctx->hooks.grad_get) ctx->hooks.grad_get(ctx->hooks.grad_get_user, NULL); /* ZeRO-2: the bucket buffers held */
 }
 PTDEF void pt_set_grad_hook(pt_ctx *ctx, void (*fn)(void *user, pt_param *p), void *user) {
     if (!ctx) return;
-    ctx->grad_hook = fn;
-    ctx->grad_hook_user = user;
+    ctx->hooks.grad_ready = fn;
+    ctx->hooks.grad_ready_user = user;
 }
 
 PTDEF void pt_set_backward_poll(pt_ctx *ctx, void (*fn)(void *user), void *user) {
     if (!ctx) return;
-    ctx->poll = fn;
-    ctx->poll_user = user;
+    ctx->hooks.backward_poll = fn;
+    ctx->hooks.backward_poll_user = user;
 }
 
 PTDEF pt_status pt_state_register(pt_ctx *ctx, const char *name, void *ptr, int64_t bytes) { return pt_state_register_flags(ctx, name, ptr, bytes, 0); }
@@ -14948,7 +14986,7 @@ PTDEF pt_status pt_tp_sync_grads(pt_ctx *ctx) {
     if (!ctx->sp_pending || pt_tp_size(ctx) <= 1 || !ctx->gslab) return ctx->status;
     ctx->sp_pending = 0;
     hi = ctx->slab_n;
-    if (ctx->grad_range) ctx->grad_range(ctx, &lo, &hi);
+    if (ctx->hooks.grad_range) ctx->hooks.grad_range(ctx, &lo, &hi);
     for (pass = 0; pass < 3; pass++) { /* count, pack, unpack */
         if (pass == 1 && (!n || !(h = pt__stage_buf(ctx, n)))) return ctx->status;
         if (pass == 2 && !pt__tp_allreduce_buf(ctx, "pt_tp_sync_grads", h, n, PT__TP_SUM)) return ctx->status;
@@ -14973,12 +15011,12 @@ static double pt__grad_sumsq(pt_ctx *ctx) {
        [0] TP-split parameters, [1] the rest (replicated over TP); then the reductions */
     pt_tensor gs;
     const pt_dist *d = ctx->desc.dist;
-    double part[2] = {0.0, 0.0}, sc = pt__dp_pending(ctx);
+    double part[2] = {0.0, 0.0}, sc = pt__hook_pending(ctx);
     int64_t lo, hi;
     int i, dpshard, tp = pt_tp_size(ctx), pp = d ? pt_dist_layout(d).pp : 1, tied = 0;
     pt_tp_sync_grads(ctx); /* sequence parallelism: the partial gradients summed first */
     lo = 0, hi = ctx->slab_n;
-    dpshard = ctx->grad_range ? ctx->grad_range(ctx, &lo, &hi) : 0;
+    dpshard = ctx->hooks.grad_range ? ctx->hooks.grad_range(ctx, &lo, &hi) : 0;
     for (i = 0; i < ctx->nparams; i++) tied |= (ctx->params[i]->spec.flags & PT_PARAM_TIED_COPY) != 0;
     if (tp <= 1 && !tied) {
         gs = pt__grad_view(ctx, lo, hi - lo);
@@ -14993,7 +15031,7 @@ static double pt__grad_sumsq(pt_ctx *ctx) {
         }
     }
     part[0] *= sc * sc, part[1] *= sc * sc; /* dp's 1/dp still owed (a power of two: exact) */
-    if (dpshard && ctx->dp_sum) ctx->dp_sum(ctx, part, 2); /* ZeRO: the shards together are the whole gradient */
+    if (dpshard && ctx->hooks.dp_sum) ctx->hooks.dp_sum(ctx, part, 2); /* ZeRO: the shards together are the whole gradient */
     (void)pp;
 #ifdef PTRAIN_MPI
     if (tp > 1) pt__sum_f64(ctx, PT_COMM_TP, &part[0], "pt_grad_norm");
@@ -15251,7 +15289,7 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
     int r;
     if (!o) return NAN;
     ctx = o->ctx;
-    pt__dp_gather_gate(ctx, 1); /* the last update's ZeRO gathers read this rank's shard: done before it changes */
+    pt__hook_gather_gate(ctx, 1); /* the last update's ZeRO gathers read this rank's shard: done before it changes */
     if (pt__gslab_need(ctx) != PT_OK || pt__optim_state_need(o) != PT_OK) return NAN;
     norm = pt_grad_norm(ctx);
     if (ctx->ls_on) { /* the gradients carry the loss scale: an overflow skips the update; else unscale */
@@ -15260,7 +15298,7 @@ PTDEF float pt_optim_step(pt_optim *o, float lr) {
         gscale = (float)(1.0 / scale);
     }
     if (o->d.clip_norm > 0 && norm > o->d.clip_norm) gscale *= o->d.clip_norm / (norm + 1e-6f);
-    gscale *= (float)pt__dp_pending(ctx); /* the 1/dp pt_dp_finish left to this scale (a power of two: exact) */
+    gscale *= (float)pt__hook_pending(ctx); /* the 1/dp pt_dp_finish left to this scale (a power of two: exact) */
     o->steps++;
     /* ZeRO: the norm above is the global one (pt__grad_sumsq sums the DP shards' squares); only the
        runs' parts inside [zlo, zhi) are updated */
@@ -15840,7 +15878,7 @@ PTDEF pt_tensor *pt_block_fwd_ex(pt_graph *g, const pt_block *b, pt_tensor *x, i
         pt_tensor *ps[12];
         ps[0] = b->ln1_w, ps[1] = b->ln1_b, ps[2] = b->attn.w, ps[3] = b->attn.b, ps[4] = b->attn_proj.w, ps[5] = b->attn_proj.b;
         ps[6] = b->ln2_w, ps[7] = b->ln2_b, ps[8] = b->mlp.fc.w, ps[9] = b->mlp.fc.b, ps[10] = b->mlp.proj.w, ps[11] = b->mlp.proj.b;
-        pt_params_use(g->ctx, 12, ps, 0); /* ZeRO-3: the block's parameters gathered, the next block's prefetched */
+        pt__hook_params_use(g->ctx, 12, ps, 0); /* ZeRO-3: the block's parameters gathered, the next block's prefetched */
     }
     t0 = g->ntape;
     g->rc_mode = (int)mode;
@@ -15984,7 +16022,7 @@ PTDEF pt_tensor *pt_gpt_embed(pt_graph *g, const pt_gpt *m, pt_tensor *ids) {
     {
         pt_tensor *ps[2];
         ps[0] = m->wte, ps[1] = m->wpe;
-        pt_params_use(g->ctx, 2, ps, 0); /* ZeRO-3: the tables gathered, the first block prefetched */
+        pt__hook_params_use(g->ctx, 2, ps, 0); /* ZeRO-3: the tables gathered, the first block prefetched */
     }
     if (pt_tp_size(g->ctx) > 1) tok = pt_tp_reduce(g, pt_embedding_vp(g, m->wte, ids, pt__gpt_vocab_offset(m)));
     else tok = pt_embedding(g, m->wte, ids);
@@ -16004,7 +16042,7 @@ static pt_tensor *pt__gpt_head_in(pt_graph *g, const pt_gpt *m, pt_tensor *x) {
     if (g && m) {
         pt_tensor *ps[3];
         ps[0] = m->lnf_w, ps[1] = m->lnf_b, ps[2] = m->lm_head;
-        pt_params_use(g->ctx, 3, ps, 0); /* ZeRO-3: the final norm and the head (the tied table) gathered */
+        pt__hook_params_use(g->ctx, 3, ps, 0); /* ZeRO-3: the final norm and the head (the tied table) gathered */
     }
     x = pt_layernorm(g, x, m->lnf_w, m->lnf_b, 1e-5f);
     if (g && pt_tp_size(g->ctx) > 1) x = pt__tp_enter(g, x, m->cfg.seq_parallel); /* the local vocabulary columns: f (or the
@@ -16569,7 +16607,7 @@ static void pt__dp_defer(pt_dp *dp, const pt_param *p) {
     for (i = 0; i < dp->nb; i++)
         if (dp->late[i]) dp->ord[j++] = i;
 }
-/* ctx->grad_get: p's bucket accumulates in a buffer from its first gradient on; p NULL (pt_zero_grad):
+/* ctx->hooks.grad_get: p's bucket accumulates in a buffer from its first gradient on; p NULL (pt_zero_grad):
    the buffers of buckets still accumulating are zeroed too */
 static void pt__dp_grad_get(void *user, pt_param *p) {
     pt_dp *dp = (pt_dp *)user;
@@ -16621,7 +16659,7 @@ static int64_t pt__dp_shared_max(const pt_dp *dp) {
 }
 /* Lean ZeRO-2 on: the gradient storage becomes the shard [lo, hi) of the slab (its content kept),
    the full slab is freed, the pool gets its first buffers; parameters' gradients point at no
-   storage until their bucket takes a buffer (ctx->grad_get). */
+   storage until their bucket takes a buffer (ctx->hooks.grad_get). */
 static pt_status pt__dp_lean_on(pt_dp *dp, int64_t lo, int64_t hi) {
     pt_ctx *ctx = dp->ctx;
     pt_storage *st, *old = ctx->gslab;
@@ -16651,7 +16689,7 @@ static pt_status pt__dp_lean_on(pt_dp *dp, int64_t lo, int64_t hi) {
     for (b = 0; b < dp->nb; b++) pt__dp_point(dp, b, -1);
     for (b = 0; b < ctx->nparams; b++) ctx->params[b]->grad.st = NULL; /* frozen ones too: no gradient storage */
     dp->lean = 1;
-    ctx->grad_get = pt__dp_grad_get, ctx->grad_get_user = dp;
+    ctx->hooks.grad_get = pt__dp_grad_get, ctx->hooks.grad_get_user = dp;
     for (b = 0; b < dp->nb; b++) /* a bucket larger than the shared buffers (the embedding's) */
         if (dp->hi[b] - dp->lo[b] > dp->bmax && (dp->own[b] = pt__dp_pool_add(dp, dp->hi[b] - dp->lo[b], 0)) < 0) return PT_ERR_OOM;
     for (b = pt__dp_pool_start(dp); b > 0; b--)
@@ -16665,7 +16703,7 @@ static void pt__dp_lean_drop(pt_dp *dp) {
     for (k = 0; k < dp->npool; k++) pt__st_free(ctx, dp->pool[k]), pt__free(ctx, dp->pool[k]);
     pt__free(ctx, dp->pool), pt__free(ctx, dp->freel), pt__free(ctx, dp->buf_of), pt__free(ctx, dp->own);
     dp->pool = NULL, dp->freel = dp->buf_of = dp->own = NULL, dp->npool = dp->nfree = 0, dp->lean = 0, dp->stats.grad_buffers = 0;
-    if (ctx->grad_get == pt__dp_grad_get) ctx->grad_get = NULL, ctx->grad_get_user = NULL;
+    if (ctx->hooks.grad_get == pt__dp_grad_get) ctx->hooks.grad_get = NULL, ctx->hooks.grad_get_user = NULL;
 }
 /* Lean ZeRO-2 off: a full gradient slab again, zero but for the shard and the buckets accumulating. */
 static pt_status pt__dp_lean_off(pt_dp *dp) {
@@ -17042,7 +17080,9 @@ PTDEF pt_dp *pt_dp_new_opts(pt_ctx *ctx, const pt_dist *d, const pt_dp_options *
     pt__dp_account(dp);
 #endif
     ctx->dp = dp;
-    ctx->grad_range = pt__dp_grad_range, ctx->dp_sum = pt__dp_sum;
+    ctx->hooks.grad_range = pt__dp_grad_range, ctx->hooks.dp_sum = pt__dp_sum; /* the hooks below it call (see pt__hooks) */
+    ctx->hooks.gather_gate = pt__dp_gather_gate, ctx->hooks.settle = pt__dp_settle, ctx->hooks.pending = pt__dp_pending;
+    ctx->hooks.params_use = pt_params_use;
     pt__at_shutdown(ctx, pt__dp_at_shutdown);
     return dp;
 #ifdef PTRAIN_MPI
@@ -17077,7 +17117,13 @@ PTDEF void pt_dp_free(pt_dp *dp) {
         dp->zopt->post_step = NULL;
         dp->zopt->post_user = NULL;
     }
-    if (dp->ctx->dp == dp) pt__dp_gather_gate(dp->ctx, dp->discard ? 1 : 2), pt__dp_settle(dp->ctx, dp->discard), dp->ctx->dp = NULL, dp->ctx->grad_range = NULL, dp->ctx->dp_sum = NULL;
+    if (dp->ctx->dp == dp) {
+        pt_ctx *ctx = dp->ctx;
+        pt__dp_gather_gate(ctx, dp->discard ? 1 : 2), pt__dp_settle(ctx, dp->discard);
+        ctx->dp = NULL;
+        ctx->hooks.grad_range = NULL, ctx->hooks.dp_sum = NULL;
+        ctx->hooks.gather_gate = NULL, ctx->hooks.settle = NULL, ctx->hooks.pending = NULL, ctx->hooks.params_use = NULL;
+    }
 #ifdef PTRAIN_MPI
     if (dp->reducing && dp->ops) (void)pt__dp_complete(dp);
     if (dp->gn > dp->gdone) (void)pt__dp_gather_finish(dp, 1);
@@ -17086,9 +17132,9 @@ PTDEF void pt_dp_free(pt_dp *dp) {
     if (!dp->discard) (void)pt__dp_lean_off(dp); /* and a full gradient slab */
     else if (dp->lean) pt__dp_lean_drop(dp);
 #ifdef PTRAIN_MPI
-    if (dp->dpsize > 1 && dp->ctx->grad_hook == pt__dp_hook && dp->ctx->grad_hook_user == (void *)dp)
+    if (dp->dpsize > 1 && dp->ctx->hooks.grad_ready == pt__dp_hook && dp->ctx->hooks.grad_ready_user == (void *)dp)
         pt_set_grad_hook(dp->ctx, NULL, NULL);
-    if (dp->dpsize > 1 && dp->ctx->poll == pt__dp_poll && dp->ctx->poll_user == (void *)dp)
+    if (dp->dpsize > 1 && dp->ctx->hooks.backward_poll == pt__dp_poll && dp->ctx->hooks.backward_poll_user == (void *)dp)
         pt_set_backward_poll(dp->ctx, NULL, NULL);
     if (dp->dist && dp->node != MPI_COMM_NULL) { /* unregister what debug mode's agreements ran on */
         pt__dist_set_mpi(dp->dist, PT_COMM_DP_NODE, MPI_COMM_NULL, dp->node);
@@ -17232,7 +17278,7 @@ PTDEF pt_dp_stats pt_dp_stats_get(const pt_dp *dp) {
    context's gradient storage is the shard (ctx->gslab holds slab elements [gbase, gbase + gn) =
    [lo_r, hi_r); pt__grad_view maps slab offsets, so the norm, the update, the guard and the TP sums
    read it unchanged). A parameter's grad tensor points at no storage until autograd first asks for
-   it (ctx->grad_get, pt__dp_grad_get): then its whole bucket takes a zeroed buffer from a pool
+   it (ctx->hooks.grad_get, pt__dp_grad_get): then its whole bucket takes a zeroed buffer from a pool
    (pt_mem grads): its own if it is larger than bmax (pt__dp_shared_max), else a shared one of bmax
    floats (a free one, else the oldest reduction in flight is waited for, else the pool grows), and
    its parameters point into it. When the bucket's op starts the buffer
@@ -17343,9 +17389,9 @@ static pt_status pt__dp_zero_gather(void *user) {
      gathered (waited for), the buckets of the next range of the same size in slab order are
      prefetched (started, not waited for: they fill while this unit computes), and every other
      bucket IN is released, unless keep. An op that reads a parameter of a bucket not IN fails
-     loudly (ctx->pread at -2, from pt__record), so a model that does not declare its use cannot
+     loudly (ctx->hooks.pread at -2, from pt__record), so a model that does not declare its use cannot
      compute on missing values.
-   - Backward: before each node's backward that reads parameter values (ctx->pread, from autograd)
+   - Backward: before each node's backward that reads parameter values (ctx->hooks.pread, from autograd)
      their buckets are gathered; the next PT__Z3_AHEAD buckets read by the nodes ahead on the tape
      are prefetched; the others are released. A recomputed forward's parameters are gathered too.
      Gradients are reduce-scattered as their buckets complete (stage 2).
@@ -17498,7 +17544,7 @@ static pt_status pt__z3_post(void *user) {
     dp->zhold = 0;
     return dp->ctx->status;
 }
-/* ctx->pread: node `at`'s backward (or a recomputed forward, at -1) reads ins: their buckets gathered,
+/* ctx->hooks.pread: node `at`'s backward (or a recomputed forward, at -1) reads ins: their buckets gathered,
    the next ones on the tape prefetched, the rest released; at -2: forward op `op` read ins */
 static void pt__z3_pread(void *user, pt_graph *g, int at, int nin, pt_tensor *const *ins, const char *op) {
     pt_dp *dp = (pt_dp *)user;
@@ -17572,7 +17618,7 @@ static void pt__z3_off(pt_dp *dp) {
 #ifdef PTRAIN_MPI
     if (dp->gcomm != MPI_COMM_NULL) MPI_Comm_free(&dp->gcomm);
 #endif
-    if (dp->ctx->pread == pt__z3_pread) dp->ctx->pread = NULL, dp->ctx->pread_user = NULL;
+    if (dp->ctx->hooks.pread == pt__z3_pread) dp->ctx->hooks.pread = NULL, dp->ctx->hooks.pread_user = NULL;
 }
 /* ZeRO-3 on (the stage-2 set-up done, zlo/zhi set): the bucket states, gcomm (collective), and every
    bucket released; sim: the estimator's, without communication */
@@ -17597,7 +17643,7 @@ static pt_status pt__z3_on(pt_dp *dp, int sim) {
     dp->zpage = (int64_t)sysconf(_SC_PAGESIZE);
 #endif
     dp->z3 = 1;
-    ctx->pread = pt__z3_pread, ctx->pread_user = dp;
+    ctx->hooks.pread = pt__z3_pread, ctx->hooks.pread_user = dp;
     for (b = 0; b < dp->nb; b++) pt__z3_release(dp, b);
     dp->stats.params_peak = ctx->mem[PT__MEM_PARAMS];
     return PT_OK;
@@ -18860,7 +18906,7 @@ PTDEF float pt_pp_step(pt_pp *pp, int round, int rounds) {
         for (i = 0; i < pp->ntied; i++) pp->tied_fires[i] = 0;
     }
     if (pp->ntied) { /* hold the tied parameters' last completion until the two copies are summed */
-        pp->hook = pp->ctx->grad_hook, pp->hook_user = pp->ctx->grad_hook_user;
+        pp->hook = pp->ctx->hooks.grad_ready, pp->hook_user = pp->ctx->hooks.grad_ready_user;
         pt_set_grad_hook(pp->ctx, pt__pp_hook, pp);
     }
     loss = pt__pp_exec(pp, pp->sched, 1, 1.0f / ((float)pp->m * (float)rounds));
@@ -21414,8 +21460,8 @@ PTDEF pt_status pt_ckpt_save(pt_ctx *ctx, pt_optim *o, const char *dir, int64_t 
         j->limit = fail && *fail ? (int64_t)strtoll(fail, NULL, 10) : -1;
         j->crash = NULL, j->crash_user = NULL;
 #ifdef PTRAIN_TEST_HOOKS
-        j->crash = ctx->ck_crash, j->crash_user = ctx->ck_crash_user; /* armed by the harness's crash-in-save fault, for one save */
-        ctx->ck_crash = NULL;
+        j->crash = ctx->hooks.ck_crash, j->crash_user = ctx->hooks.ck_crash_user; /* armed by the harness's crash-in-save fault, for one save */
+        ctx->hooks.ck_crash = NULL;
 #endif
         j->delay_ms = delay && *delay && j->async ? (int64_t)strtoll(delay, NULL, 10) : 0;
         j->ok = 1, j->err[0] = 0, j->head.n = 0, j->head.oom = 0;
@@ -25695,7 +25741,7 @@ static pt_status pt__me_rank(const pt_gpt_config *c, const pt_mem_plan *pl, int 
             o->dp_extra = 4 * (pt__dp_ring_floats(dp, PT__MIN(pl->zero, 2)) + (pl->zero == 2 && pl->compress ? hi - lo : 0) + (pl->compress ? ctx->slab_n : 0));
             if (pl->zero == 3) dp->zlo = lo, dp->zhi = hi, (void)pt__z3_on(dp, 1); /* the parameter shard first, as pt_dp_zero; uses gather without communicating */
             if (pl->zero >= 2 && !pl->compress && pt__dp_lean_on(dp, lo, hi) == PT_OK) { /* the shard and the first bucket buffers */
-                ctx->grad_get = NULL; /* no reducer runs here: every bucket in the first buffer (the counting backend keeps no data) */
+                ctx->hooks.grad_get = NULL; /* no reducer runs here: every bucket in the first buffer (the counting backend keeps no data) */
                 for (k = 0; k < dp->nb; k++) pt__dp_point(dp, k, dp->own[k] >= 0 ? dp->own[k] : dp->freel[0]);
             }
             if (dp->z3 && ctx->status == PT_OK) (void)pt__z3_shards(dp, pl->dp, me); /* the peak: the largest over where the shard lies */
@@ -26245,7 +26291,7 @@ static int pt__inf_model_ok(const pt_gpt *m, char *why, size_t n) {
     if (pt_tp_size(m->ctx) > 1) return snprintf(why, n, "tensor parallelism (tp %d): each rank holds a shard", pt_tp_size(m->ctx)), 0;
     if (m->nstages != 1) return snprintf(why, n, "a model cut into %d pipeline stages", (int)m->nstages), 0;
     if (strcmp(be, "cpu") != 0) return snprintf(why, n, "the %s backend (parameters off the host)", be), 0;
-    if (m->ctx->pread) return snprintf(why, n, "ZeRO-3 (the parameters are sharded)"), 0;
+    if (m->ctx->hooks.pread) return snprintf(why, n, "ZeRO-3 (the parameters are sharded)"), 0;
     if (!m->wte || !m->wpe || !m->lnf_w || !m->lnf_b || !m->lm_head) return snprintf(why, n, "missing embedding or head parameters"), 0;
     return 1;
 }
@@ -28531,7 +28577,7 @@ PTDEF pt_status pt_engine_run(pt_engine *e) {
 /* Owns: pt_args (the shared flags) and pt_run (data, checkpoints, stop on signals, log, trace,
    guard, the supervisor's channel and its lease, the faults of PTRAIN_FAULT)
    Invariants: uses only the public API above (and, in PTRAIN_TEST_HOOKS builds, the checkpoint
-   writer's crash hook ctx->ck_crash); compiled only when the program defines PTRAIN_HARNESS; its
+   writer's crash hook ctx->hooks.ck_crash); compiled only when the program defines PTRAIN_HARNESS; its
    only exits (_exit) are the supervisor's lease and abort, under PTRAIN_SUPERVISOR
    Entry points: pt_args_parse pt_args_int pt_run_parse pt_run_data pt_run_start pt_run_step_begin pt_run_phase
    pt_run_guard pt_run_word_share pt_run_step_end pt_run_free */
@@ -29923,7 +29969,7 @@ PTDEF int pt_run_step_end(pt_ctx *ctx, pt_optim *o, pt_run *r, int64_t done, int
             for (i = 0; i < r->sup->nfaults; i++) {
                 pt__run_fault *f = &r->sup->faults[i];
                 if (f->kind == PT__FAULT_CRASH_SAVE && !f->fired && f->step == done && (f->rank < 0 || f->rank == r->sup->rank))
-                    f->fired = 1, ctx->ck_crash = pt__run_crash_now, ctx->ck_crash_user = r->sup;
+                    f->fired = 1, ctx->hooks.ck_crash = pt__run_crash_now, ctx->hooks.ck_crash_user = r->sup;
             }
         }
 #endif
