@@ -16,6 +16,12 @@
        int rc = ptf_parse("ptgen", USAGE, flags, argc, argv);
        if (rc != PTF_GO) return rc;                              0 after --help, 2 after a bad flag
 
+   The other entries: PTF_INT (an int), PTF_REAL_X (a number with open ends, whole, or its own words for
+   the expectation), PTF_CHOICE ("gpipe|1f1b|interleaved" -> an index or a value of a table), PTF_FN (a
+   function of the tool's for what a table cannot say: repeated flags, PHASE=S), PTF_ARG (the positional
+   arguments, to a function) and PTF_REST ("--": the rest of argv is another program's command line).
+   ptf_long, ptf_real and ptf_bad check a value, or say what was wrong, the same way from a PTF_FN.
+
    Every tool says the same things the same way:
      TOOL: --flag expects a whole number in [0, 1048576], found 'x'      (exit 2; no usage text)
      TOOL: unknown flag --frobnicate                                       (exit 2; then the usage text)
@@ -41,16 +47,17 @@ enum {
     PTF_K_END,
     PTF_K_INT,    /* int *: a whole number in [lo, hi] */
     PTF_K_LONG,   /* long *: a whole number in [lo, hi] */
-    PTF_K_REAL,   /* double *: a number in [lo, hi] (opts: PTF_OPEN_LO, PTF_WHOLE) */
+    PTF_K_REAL,   /* double *: a number in [lo, hi] (opts: PTF_OPEN_LO, PTF_OPEN_HI, PTF_WHOLE) */
     PTF_K_STR,    /* const char **: the value as given */
     PTF_K_BOOL,   /* int *: set to 1; takes no value */
     PTF_K_CHOICE, /* int *: the index of the value in choices "a|b|c", or values[index] */
     PTF_K_FN,     /* fn(dst, tool, flag, value): 0, or the exit status after its own message */
-    PTF_K_ARG,    /* a positional argument (one not starting with '-'): fn(dst, tool, NULL, arg) */
+    PTF_K_ARG,    /* a positional argument (not starting with '-', or "-"): fn(dst, tool, NULL, arg) */
     PTF_K_REST    /* "--": the flags end; int *: the index of the first argument after it */
 };
 #define PTF_OPEN_LO 1 /* PTF_K_REAL: lo itself is refused: (lo, hi] */
 #define PTF_WHOLE 2   /* PTF_K_REAL: a whole number (a double for values past long's range) */
+#define PTF_OPEN_HI 4 /* PTF_K_REAL: hi itself is refused: [lo, hi) */
 
 /* the exit status ptf_parse gives when the tool goes on */
 #define PTF_GO (-1)
@@ -61,7 +68,7 @@ typedef struct ptf_flag {
     const char *name;    /* "--top-k" (PTF_K_ARG: NULL; PTF_K_REST: "--") */
     int kind;            /* PTF_K_* */
     void *dst;           /* where the value goes (see the kinds) */
-    double lo, hi;       /* numbers: the range, both ends included unless opts says otherwise */
+    double lo, hi;       /* numbers: the range, both ends included unless opts says otherwise (exact to 2^53) */
     int opts;            /* PTF_OPEN_LO, PTF_WHOLE */
     const char *expect;  /* the expectation in messages (NULL: made from the range); PTF_K_CHOICE: "a|b|c" */
     ptf_fn fn;           /* PTF_K_FN, PTF_K_ARG */
@@ -101,14 +108,15 @@ static PTF_UNUSED int ptf_long(const char *tool, const char *flag, const char *v
     return 0;
 }
 
-/* a number in [lo, hi] (opts: PTF_OPEN_LO, PTF_WHOLE) from v into *out: 0, or 2 after the message
+/* a number in [lo, hi] (opts: PTF_OPEN_LO, PTF_OPEN_HI, PTF_WHOLE) from v into *out: 0, or 2 after the message
    (expect: its words, NULL for "a number in [lo, hi]") */
 static PTF_UNUSED int ptf_real(const char *tool, const char *flag, const char *v, double lo, double hi, int opts, const char *expect, double *out) {
     char *e, what[128];
     double x = v ? strtod(v, &e) : 0;
-    if (!v || e == v || *e || !((opts & PTF_OPEN_LO) ? x > lo : x >= lo) || !(x <= hi) || ((opts & PTF_WHOLE) && x != floor(x))) {
+    if (!v || e == v || *e || !((opts & PTF_OPEN_LO) ? x > lo : x >= lo) || !((opts & PTF_OPEN_HI) ? x < hi : x <= hi) || ((opts & PTF_WHOLE) && x != floor(x))) {
         if (!expect)
-            snprintf(what, sizeof what, "a %snumber in %c%g, %g]", (opts & PTF_WHOLE) ? "whole " : "", (opts & PTF_OPEN_LO) ? '(' : '[', lo, hi);
+            snprintf(what, sizeof what, "a %snumber in %c%g, %g%c", (opts & PTF_WHOLE) ? "whole " : "", (opts & PTF_OPEN_LO) ? '(' : '[', lo, hi,
+                     (opts & PTF_OPEN_HI) ? ')' : ']');
         return ptf_bad(tool, flag, expect ? expect : what, v);
     }
     *out = x;
@@ -176,7 +184,7 @@ static PTF_UNUSED int ptf_parse(const char *tool, const char *usage, const ptf_f
             fputs(usage, stderr);
             return 0;
         }
-        if (a[0] != '-' && positional) {
+        if ((a[0] != '-' || !a[1]) && positional) { /* "-" too: standard input */
             if ((rc = positional->fn(positional->dst, tool, NULL, a))) return rc;
             continue;
         }
