@@ -96,12 +96,12 @@ $(MPI_CL_EXAMPLES): $(BUILD)/%: examples/%.c ptrain.h $(MPI_STAMP) | $(BUILD)
 examples: $(EXAMPLES) $(CL_EXAMPLES) $(MPI_EXAMPLES) $(MPI_CL_EXAMPLES)
 
 # the trainer: MPI and OpenCL compiled in (--device opencl on any layout)
-$(BUILD)/pttrain: tools/pttrain.c tools/ptflags.h ptrain.h $(MPI_STAMP) | $(BUILD)
+$(BUILD)/pttrain: tools/pttrain.c ptrain.h $(MPI_STAMP) | $(BUILD)
 	$(MPICC) -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/pttrain.c -o $@ -lm
 
 # the trainer with the test hooks compiled in (PTRAIN_TEST_HOOKS: the faults of PTRAIN_FAULT,
 # PTRAIN_GUARD_INJECT, PTRAIN_CKPT_FAIL; tests and tools/ptrun's trials use it), without OpenCL
-$(BUILD)/pttrain-hooks: tools/pttrain.c tools/ptflags.h ptrain.h $(MPI_STAMP) | $(BUILD)
+$(BUILD)/pttrain-hooks: tools/pttrain.c ptrain.h $(MPI_STAMP) | $(BUILD)
 	$(MPICC) -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_TEST_HOOKS -I. tools/pttrain.c -o $@ -lm
 
 $(BUILD)/ptcl: tools/ptcl.c tools/ptflags.h bench/bench_util.h ptrain.h | $(BUILD)
@@ -113,7 +113,7 @@ $(BUILD)/prepare_shards: tools/prepare_shards.c tools/ptflags.h ptrain.h | $(BUI
 $(BUILD)/ptreport: tools/ptreport.c tools/ptflags.h ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptreport.c -o $@ -lm
 
-$(BUILD)/ptckpt: tools/ptckpt.c tools/ptflags.h ptrain.h | $(BUILD)
+$(BUILD)/ptckpt: tools/ptckpt.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptckpt.c -o $@ -lm
 
 $(BUILD)/ptmem: tools/ptmem.c tools/ptflags.h ptrain.h | $(BUILD)
