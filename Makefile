@@ -104,33 +104,33 @@ $(BUILD)/pttrain: tools/pttrain.c ptrain.h $(MPI_STAMP) | $(BUILD)
 $(BUILD)/pttrain-hooks: tools/pttrain.c ptrain.h $(MPI_STAMP) | $(BUILD)
 	$(MPICC) -O2 -fopenmp -DPTRAIN_MPI -DPTRAIN_TEST_HOOKS -I. tools/pttrain.c -o $@ -lm
 
-$(BUILD)/ptcl: tools/ptcl.c bench/bench_util.h ptrain.h | $(BUILD)
+$(BUILD)/ptcl: tools/ptcl.c tools/ptflags.h bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -DPTRAIN_OPENCL -I. tools/ptcl.c -o $@ -lm
 
-$(BUILD)/prepare_shards: tools/prepare_shards.c ptrain.h | $(BUILD)
+$(BUILD)/prepare_shards: tools/prepare_shards.c tools/ptflags.h ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/prepare_shards.c -o $@ -lm
 
-$(BUILD)/ptreport: tools/ptreport.c ptrain.h | $(BUILD)
+$(BUILD)/ptreport: tools/ptreport.c tools/ptflags.h ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptreport.c -o $@ -lm
 
 $(BUILD)/ptckpt: tools/ptckpt.c ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptckpt.c -o $@ -lm
 
-$(BUILD)/ptmem: tools/ptmem.c ptrain.h | $(BUILD)
+$(BUILD)/ptmem: tools/ptmem.c tools/ptflags.h ptrain.h | $(BUILD)
 	$(CC) -O2 -I. tools/ptmem.c -o $@ -lm
 
 # the supervisor: no ptrain.h, no MPI library (it runs mpirun)
-$(BUILD)/ptrun: tools/ptrun.c tools/ptrun_line.h | $(BUILD)
+$(BUILD)/ptrun: tools/ptrun.c tools/ptflags.h tools/ptrun_line.h | $(BUILD)
 	$(CC) -O2 -Wall tools/ptrun.c -o $@
 
-$(BUILD)/ptgen: tools/ptgen.c ptrain.h | $(BUILD)
+$(BUILD)/ptgen: tools/ptgen.c tools/ptflags.h ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -march=native -I. tools/ptgen.c -o $@ -lm
 
 # the OpenAI-compatible server (libmicrohttpd) and its load generator
-$(BUILD)/ptserve: tools/ptserve.c tools/ptserve_page.h ptrain.h | $(BUILD)
+$(BUILD)/ptserve: tools/ptserve.c tools/ptflags.h tools/ptserve_page.h ptrain.h | $(BUILD)
 	$(CC) -O2 -fopenmp -march=native -I. tools/ptserve.c -o $@ -lmicrohttpd -lm
 
-$(BUILD)/ptload: tools/ptload.c | $(BUILD)
+$(BUILD)/ptload: tools/ptload.c tools/ptflags.h | $(BUILD)
 	$(CC) -O2 -fopenmp -march=native -I. tools/ptload.c -o $@ -lm -lpthread
 
 tools: $(BUILD)/pttrain $(BUILD)/ptrun $(BUILD)/ptcl $(BUILD)/prepare_shards $(BUILD)/ptreport $(BUILD)/ptckpt $(BUILD)/ptmem $(BUILD)/ptgen $(BUILD)/ptserve $(BUILD)/ptload

@@ -116,8 +116,8 @@ if wait $p_ptmem; then
     else
         fail "ptmem --layer-table" "$(echo "$out" | tail -n 10)"
     fi
-    for bad in "--bogus 1:unknown flag" "--dp x:whole number" "--schedule zigzag:--schedule" "--tp 3:does not split" \
-        "--precision fp8:must be f32, bf16 or fp16" "--recompute 1:must be none, selective or full" "--seq-parallel --tp 2 --seq 255:does not split" "--pp 8:layers" "--batch 10 --dp 4:must split" "--layers:missing value"; do
+    for bad in "--bogus 1:unknown flag" "--dp x:--dp expects a whole number in \[1, 2147483647\], found .x." "--schedule zigzag:--schedule" "--tp 3:does not split" \
+        "--precision fp8:expects f32, bf16 or fp16, found .fp8." "--recompute 1:expects none, selective or full, found .1." "--seq-parallel --tp 2 --seq 255:does not split" "--pp 8:layers" "--batch 10 --dp 4:must split" "--layers:missing value"; do
         args=${bad%%:*} want=${bad#*:}
         # shellcheck disable=SC2086
         msg=$("$B/ptmem" $args 2>&1)

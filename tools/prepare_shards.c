@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptflags.h"
+
 typedef struct writer {
     pt_ctx *ctx;
     const char *dir, *split;
@@ -134,107 +136,150 @@ static long long file_size(const char *path) {
     return n;
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N] [--prose] OUTDIR TEXT...\n");
-    return 2;
+static const char usage_text[] =
+    "usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N] [--prose] OUTDIR TEXT...\n";
+
+/* the command line, and the run's state */
+typedef struct prep {
+    const char *val, *out, **text; /* --val FILE, OUTDIR, the TEXT files */
+    int ntext, format, prose;
+    double frac;
+    long shard_tokens, bpe;
+    long long total, train_end, pos, room;
+    unsigned char *all; /* --bpe, --prose: the whole stream (room bytes) */
+    pt_ctx *ctx;
+    writer tw, vw;
+} prep;
+
+static int flag_arg(void *dst, const char *tool, const char *flag, const char *v) { /* OUTDIR, then the TEXT files */
+    prep *p = (prep *)dst;
+    (void)tool, (void)flag;
+    if (!p->out) p->out = v;
+    else p->text[p->ntext++] = v;
+    return 0;
 }
 
-int main(int argc, char **argv) {
-    double frac = 0.05;
-    const char *val = NULL, *out;
-    long long shard_tokens = 1 << 24, total = 0, train_end, pos = 0, bpe = -1;
-    unsigned char *all = NULL; /* --bpe: the whole stream (room bytes) */
-    long long room = 0;
-    char tkpath[4096];
-    pt_shard_format format = PT_SHARD_PTRAIN;
-    writer tw, vw;
-    pt_ctx *ctx;
-    static unsigned char chunk[1 << 16];
-    int i, first, rc = 0, prose = 0;
-    for (i = 1; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i += 2) {
-        if (!strcmp(argv[i], "--prose")) { /* the one flag without a value */
-            prose = 1, i--;
-            continue;
-        }
-        if (i + 1 >= argc) return usage();
-        if (!strcmp(argv[i], "--val-fraction")) frac = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--val")) val = argv[i + 1];
-        else if (!strcmp(argv[i], "--shard-tokens")) shard_tokens = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--bpe")) bpe = atoll(argv[i + 1]);
-        else if (!strcmp(argv[i], "--format")) {
-            if (!strcmp(argv[i + 1], "llmc")) format = PT_SHARD_LLMC;
-            else if (strcmp(argv[i + 1], "ptrain") != 0) return usage();
-        } else return usage();
+/* parse_flags: the command line into p; PTF_GO, or the exit status */
+static int parse_flags(prep *p, int argc, char **argv) {
+    static const int formats[] = {PT_SHARD_PTRAIN, PT_SHARD_LLMC};
+    int rc;
+    const ptf_flag flags[] = {PTF_ARG(flag_arg, p),
+                              PTF_REAL_X("--val-fraction", &p->frac, 0, 1, PTF_OPEN_HI, NULL),
+                              PTF_STR("--val", &p->val),
+                              PTF_LONG("--shard-tokens", &p->shard_tokens, 2, 1e15),
+                              PTF_LONG("--bpe", &p->bpe, 0, 1L << 24),
+                              PTF_CHOICE("--format", &p->format, "ptrain|llmc", formats),
+                              PTF_BOOL("--prose", &p->prose),
+                              PTF_END};
+    memset(p, 0, sizeof *p);
+    p->frac = 0.05, p->shard_tokens = 1 << 24, p->bpe = -1, p->format = PT_SHARD_PTRAIN;
+    if (!(p->text = (const char **)calloc((size_t)argc, sizeof *p->text))) return 1;
+    if ((rc = ptf_parse("prepare_shards", usage_text, flags, argc, argv)) != PTF_GO) return rc;
+    if (!p->ntext) return fprintf(stderr, "prepare_shards: expected OUTDIR TEXT..., found %s\n", p->out ? "no TEXT file" : "neither"), fputs(usage_text, stderr), 2;
+    if (p->bpe > (p->format == PT_SHARD_LLMC ? 65280 : 1 << 24)) {
+        fprintf(stderr, "prepare_shards: --bpe expects a whole number in [0, 65280] with --format llmc (16-bit ids), found '%ld'\n", p->bpe);
+        return 2;
     }
-    if (argc - i < 2 || frac < 0 || frac >= 1 || shard_tokens < 2 || (bpe != -1 && (bpe < 0 || bpe > (format == PT_SHARD_LLMC ? 65280 : 1 << 24)))) return usage();
-    out = argv[i], first = i + 1;
-    for (i = first; i < argc; i++) {
-        long long n = file_size(argv[i]);
+    return PTF_GO;
+}
+
+/* open_output: the inputs' sizes and the train / val cut, OUTDIR made, the context and the two
+   writers; 0, or 1 after the message */
+static int open_output(prep *p) {
+    int i;
+    for (i = 0; i < p->ntext; i++) {
+        long long n = file_size(p->text[i]);
         if (n < 0) {
-            fprintf(stderr, "prepare_shards: cannot read %s\n", argv[i]);
+            fprintf(stderr, "prepare_shards: cannot read %s\n", p->text[i]);
             return 1;
         }
-        total += n;
+        p->total += n;
     }
-    train_end = val ? total : total - (long long)(frac * (double)total);
-    if (!pt_mkdirs(out)) {
-        fprintf(stderr, "prepare_shards: cannot create the output directory %s\n", out);
+    p->train_end = p->val ? p->total : p->total - (long long)(p->frac * (double)p->total);
+    if (!pt_mkdirs(p->out)) {
+        fprintf(stderr, "prepare_shards: cannot create the output directory %s\n", p->out);
         return 1;
     }
-    ctx = pt_init(NULL);
-    if (!ctx) return 1;
-    memset(&tw, 0, sizeof tw);
-    tw.ctx = ctx, tw.dir = out, tw.split = "train", tw.format = format, tw.cap = shard_tokens, tw.vocab = 256;
-    vw = tw;
-    vw.split = "val";
-    tw.buf = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)shard_tokens);
-    vw.buf = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)shard_tokens);
-    if (!tw.buf || !vw.buf) return 1;
-    room = total + (val ? file_size(val) : 0);
-    if ((bpe >= 0 || prose) && (room < 0 || !(all = (unsigned char *)malloc((size_t)room + 1)))) return 1;
-    for (i = first; i < argc + (val ? 1 : 0) && rc == 0; i++) {
-        const char *path = i < argc ? argv[i] : val;
+    if (!(p->ctx = pt_init(NULL))) return 1;
+    p->tw.ctx = p->ctx, p->tw.dir = p->out, p->tw.split = "train", p->tw.format = (pt_shard_format)p->format, p->tw.cap = p->shard_tokens, p->tw.vocab = 256;
+    p->vw = p->tw;
+    p->vw.split = "val";
+    p->tw.buf = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)p->shard_tokens);
+    p->vw.buf = (uint32_t *)malloc(sizeof(uint32_t) * (size_t)p->shard_tokens);
+    if (!p->tw.buf || !p->vw.buf) return 1;
+    p->room = p->total + (p->val ? file_size(p->val) : 0);
+    if ((p->bpe >= 0 || p->prose) && (p->room < 0 || !(p->all = (unsigned char *)malloc((size_t)p->room + 1)))) return 1;
+    return 0;
+}
+
+/* read_stream: the TEXT files in order, then --val FILE: byte-level, straight into the writers (the
+   train / val cut at train_end); with --bpe or --prose into p->all first. 0, or 1 */
+static int read_stream(prep *p) {
+    static unsigned char chunk[1 << 16];
+    int i, rc = 0;
+    for (i = 0; i < p->ntext + (p->val ? 1 : 0) && rc == 0; i++) {
+        const char *path = i < p->ntext ? p->text[i] : p->val;
         FILE *f = fopen(path, "rb");
         size_t n;
         if (!f) {
             fprintf(stderr, "prepare_shards: cannot read %s\n", path);
-            rc = 1;
-            break;
+            return 1;
         }
         while (rc == 0 && (n = fread(chunk, 1, sizeof chunk, f)) > 0) {
             size_t cut = n;
-            if (i < argc && pos + (long long)n > train_end) cut = pos >= train_end ? 0 : (size_t)(train_end - pos);
-            if (i == argc) cut = 0; /* --val FILE: all validation */
-            if (all && pos + (long long)n > room) {
+            if (i < p->ntext && p->pos + (long long)n > p->train_end) cut = p->pos >= p->train_end ? 0 : (size_t)(p->train_end - p->pos);
+            if (i == p->ntext) cut = 0; /* --val FILE: all validation */
+            if (p->all && p->pos + (long long)n > p->room) {
                 fprintf(stderr, "prepare_shards: %s grew while being read\n", path);
                 rc = 1;
-            } else if (all) memcpy(all + pos, chunk, n); /* --bpe, --prose: the whole stream first */
-            else if (push(&tw, chunk, cut) != 0 || push(&vw, chunk + cut, n - cut) != 0) rc = 1;
-            pos += (long long)n;
+            } else if (p->all) memcpy(p->all + p->pos, chunk, n); /* --bpe, --prose: the whole stream first */
+            else if (push(&p->tw, chunk, cut) != 0 || push(&p->vw, chunk + cut, n - cut) != 0) rc = 1;
+            p->pos += (long long)n;
         }
         fclose(f);
     }
-    if (pos < train_end) train_end = pos; /* a file shrank while being read */
-    if (rc == 0 && prose) { /* the training part, then the validation part, each filtered in place */
-        long long kt = 0, dt = 0, kv = 0, dv = 0, t = prose_filter(all, train_end, &kt, &dt);
-        long long v = (memmove(all + t, all + train_end, (size_t)(pos - train_end)), prose_filter(all + t, pos - train_end, &kv, &dv));
-        printf("prose: kept %lld of %lld paragraphs (%lld of %lld bytes) for training, %lld of %lld (%lld of %lld bytes) for validation\n",
-               kt, kt + dt, t, train_end, kv, kv + dv, v, pos - train_end);
-        train_end = t, pos = t + v;
-        if (!t) fprintf(stderr, "prepare_shards: --prose kept no training text (none of its %lld paragraphs reads as prose)\n", kt + dt), rc = 1;
+    if (p->pos < p->train_end) p->train_end = p->pos; /* a file shrank while being read */
+    return rc;
+}
+
+/* filter_prose: --prose: the training part, then the validation part, each filtered in place; 0, or
+   1 when no training text is left */
+static int filter_prose(prep *p) {
+    long long kt = 0, dt = 0, kv = 0, dv = 0, t, v;
+    if (!p->prose) return 0;
+    t = prose_filter(p->all, p->train_end, &kt, &dt);
+    v = (memmove(p->all + t, p->all + p->train_end, (size_t)(p->pos - p->train_end)), prose_filter(p->all + t, p->pos - p->train_end, &kv, &dv));
+    printf("prose: kept %lld of %lld paragraphs (%lld of %lld bytes) for training, %lld of %lld (%lld of %lld bytes) for validation\n",
+           kt, kt + dt, t, p->train_end, kv, kv + dv, v, p->pos - p->train_end);
+    p->train_end = t, p->pos = t + v;
+    if (!t) return fprintf(stderr, "prepare_shards: --prose kept no training text (none of its %lld paragraphs reads as prose)\n", kt + dt), 1;
+    return 0;
+}
+
+/* write_shards: the stream held in p->all as bytes or BPE ids, the last shards flushed; without
+   --bpe a tokenizer.bin left in OUTDIR removed. 0, or 1 */
+static int write_shards(prep *p) {
+    char tkpath[4096];
+    snprintf(tkpath, sizeof tkpath, "%s/%s", p->out, PT_TOKENIZER_FILE);
+    if (p->all && p->bpe < 0 && (push(&p->tw, p->all, (size_t)p->train_end) != 0 || push(&p->vw, p->all + p->train_end, (size_t)(p->pos - p->train_end)) != 0)) return 1;
+    if (p->all && p->bpe >= 0 && bpe_shards(p->ctx, p->out, (int)p->bpe, p->all, p->pos, p->train_end, &p->tw, &p->vw) != 0) return 1;
+    if (p->bpe < 0) remove(tkpath); /* byte-level shards: no tokenizer */
+    return flush_shard(&p->tw) != 0 || flush_shard(&p->vw) != 0;
+}
+
+int main(int argc, char **argv) {
+    prep p;
+    int rc;
+    if ((rc = parse_flags(&p, argc, argv)) != PTF_GO || (rc = open_output(&p))) {
+        free(p.text), free(p.tw.buf), free(p.vw.buf), free(p.all), pt_shutdown(p.ctx);
+        return rc;
     }
-    snprintf(tkpath, sizeof tkpath, "%s/%s", out, PT_TOKENIZER_FILE);
-    if (rc == 0 && all && bpe < 0 && (push(&tw, all, (size_t)train_end) != 0 || push(&vw, all + train_end, (size_t)(pos - train_end)) != 0)) rc = 1;
-    if (rc == 0 && all && bpe >= 0 && bpe_shards(ctx, out, (int)bpe, all, pos, train_end, &tw, &vw) != 0) rc = 1;
-    if (rc == 0 && bpe < 0) remove(tkpath); /* byte-level shards: no tokenizer */
-    if (rc == 0 && (flush_shard(&tw) != 0 || flush_shard(&vw) != 0)) rc = 1;
+    rc = read_stream(&p) || filter_prose(&p) || write_shards(&p);
     if (rc == 0) {
-        printf("train: %lld tokens in %d shard(s) %s/train_*.bin\n", (long long)tw.total, tw.shards, out);
-        printf("val: %lld tokens in %d shard(s) %s/val_*.bin\n", (long long)vw.total, vw.shards, out);
-    } else fprintf(stderr, "prepare_shards: failed%s%s\n", pt_error(ctx)[0] ? ": " : "", pt_error(ctx));
-    free(tw.buf);
-    free(vw.buf);
-    free(all);
-    pt_shutdown(ctx);
+        printf("train: %lld tokens in %d shard(s) %s/train_*.bin\n", (long long)p.tw.total, p.tw.shards, p.out);
+        printf("val: %lld tokens in %d shard(s) %s/val_*.bin\n", (long long)p.vw.total, p.vw.shards, p.out);
+    } else fprintf(stderr, "prepare_shards: failed%s%s\n", pt_error(p.ctx)[0] ? ": " : "", pt_error(p.ctx));
+    free(p.text), free(p.tw.buf), free(p.vw.buf), free(p.all);
+    pt_shutdown(p.ctx);
     return rc;
 }

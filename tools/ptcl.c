@@ -28,9 +28,11 @@
 #include <string.h>
 
 #include "../bench/bench_util.h"
+#include "ptflags.h"
 
+static const char usage_text[] = "usage: ptcl list | ptcl check [opencl:P:D] | ptcl tune [-o FILE] [-n N] [-t SECONDS] [opencl:P:D]\n";
 static int usage(void) {
-    fprintf(stderr, "usage: ptcl list | ptcl check [opencl:P:D] | ptcl tune [-o FILE] [-n N] [-t SECONDS] [opencl:P:D]\n");
+    fputs(usage_text, stderr);
     return 2;
 }
 
@@ -434,26 +436,35 @@ static int cmd_tune(const char *dev, const char *out, int n, double seconds) {
     return ok ? 0 : 1;
 }
 
+/* the flags of ptcl tune */
+typedef struct tune_opts {
+    const char *out, *dev;
+    int n;
+    double secs;
+} tune_opts;
+
+static int flag_device(void *dst, const char *tool, const char *flag, const char *v) { /* opencl:P:D */
+    (void)flag;
+    if (strncmp(v, "opencl", 6)) return fprintf(stderr, "%s: expected a device opencl:P:D, found '%s'\n", tool, v), usage();
+    *(const char **)dst = v;
+    return 0;
+}
+
+/* tune_flags: ptcl tune's flags (argv[0] is "tune") into o; PTF_GO, or the exit status */
+static int tune_flags(tune_opts *o, int argc, char **argv) {
+    const ptf_flag flags[] = {PTF_ARG(flag_device, &o->dev), PTF_STR("-o", &o->out), PTF_INT("-n", &o->n, 16, 8192),
+                              PTF_REAL_X("-t", &o->secs, 0, 1e9, PTF_OPEN_LO, "a positive number of seconds"), PTF_END};
+    o->out = "ptrain_cl_tune.txt", o->dev = default_device(), o->n = 512, o->secs = 600;
+    return ptf_parse("ptcl tune", usage_text, flags, argc, argv);
+}
+
 int main(int argc, char **argv) {
+    tune_opts o;
+    int rc;
     if (argc < 2) return usage();
     if (!strcmp(argv[1], "list") && argc == 2) return cmd_list();
     if (!strcmp(argv[1], "check") && argc <= 3) return cmd_check(argc == 3 ? argv[2] : default_device());
-    if (!strcmp(argv[1], "tune")) {
-        const char *out = "ptrain_cl_tune.txt", *dev = default_device();
-        int n = 512, i;
-        double secs = 600;
-        for (i = 2; i < argc; i++) {
-            if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-            else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoi(argv[++i]);
-            else if (!strcmp(argv[i], "-t") && i + 1 < argc) secs = atof(argv[++i]);
-            else if (!strncmp(argv[i], "opencl", 6)) dev = argv[i];
-            else return usage();
-        }
-        if (n < 16 || n > 8192 || !(secs > 0)) {
-            fprintf(stderr, "ptcl tune: -n expects 16..8192 (found %d), -t a positive number of seconds\n", n);
-            return 2;
-        }
-        return cmd_tune(dev, out, n, secs);
-    }
-    return usage();
+    if (strcmp(argv[1], "tune")) return usage();
+    if ((rc = tune_flags(&o, argc - 1, argv + 1)) != PTF_GO) return rc;
+    return cmd_tune(o.dev, o.out, o.n, o.secs);
 }

@@ -41,6 +41,7 @@
    Exit status: 0 done, 1 a bad model file or a failed generation, 2 bad usage. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
+#include "ptflags.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -49,38 +50,40 @@
 
 #define MAXSTOP 8
 
+static const char usage_text[] =
+    "usage: ptgen MODEL [--prompt TEXT | --prompt-ids I,J,..] [--max-tokens N] [--temperature X] [--top-k K]\n"
+    "             [--top-p P] [--min-p P] [--repeat-penalty X] [--seed S] [--n N] [--stop STRING] [--stop-id ID]\n"
+    "             [--quant f32|bf16|q8_0|q4_0] [--threads N] [--tokenizer PATH | --bytes] [--print-ids] [--logprobs]\n"
+    "MODEL: a checkpoint directory, a .safetensors file or a .gguf file (see the top of tools/ptgen.c)\n";
+
 static int usage(const char *msg, const char *what) {
     if (msg) fprintf(stderr, "ptgen: %s%s%s\n", msg, what ? " " : "", what ? what : "");
-    fprintf(stderr, "usage: ptgen MODEL [--prompt TEXT | --prompt-ids I,J,..] [--max-tokens N] [--temperature X] [--top-k K]\n"
-                    "             [--top-p P] [--min-p P] [--repeat-penalty X] [--seed S] [--n N] [--stop STRING] [--stop-id ID]\n"
-                    "             [--quant f32|bf16|q8_0|q4_0] [--threads N] [--tokenizer PATH | --bytes] [--print-ids] [--logprobs]\n"
-                    "MODEL: a checkpoint directory, a .safetensors file or a .gguf file (see the top of tools/ptgen.c)\n");
+    fputs(usage_text, stderr);
     return 2;
 }
 
-/* a whole number in [lo, hi] from flag's value, else -1 after a message */
-static int num_flag(const char *flag, const char *v, long lo, long hi, long *out) {
-    char *e;
-    long x;
-    errno = 0;
-    x = strtol(v, &e, 10);
-    if (e == v || *e || errno || x < lo || x > hi) {
-        fprintf(stderr, "ptgen: %s expects a whole number in [%ld, %ld], found '%s'\n", flag, lo, hi, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-static int real_flag(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *e;
-    double x = strtod(v, &e);
-    if (e == v || *e || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "ptgen: %s expects a number in [%g, %g], found '%s'\n", flag, lo, hi, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
+/* the command line */
+typedef struct gen_opts {
+    const char *model, *prompt, *prompt_ids, *tok_path, *stops[MAXSTOP];
+    int32_t stop_ids[MAXSTOP], nstop, nstop_ids;
+    long max_tokens, top_k, seed, n, threads;
+    double temperature, top_p, min_p, repeat_penalty;
+    int quant, print_ids, print_lp, bytes;
+} gen_opts;
+
+/* one run: the options, the model, the prompt's ids, the requests and their results */
+typedef struct gen {
+    gen_opts o;
+    pt_ctx *ctx;
+    pt_tokenizer *tok;
+    pt_gpt_weights *w;
+    pt_infer *inf;
+    int32_t *ids, nids;
+    int ids_only; /* no usable tokenizer: ids in, ids out, no text */
+    pt_gen_request *req;
+    pt_gen_result *res;
+    pt_gen_stats st;
+} gen;
 
 typedef struct stream {
     int n; /* sequences: with more than one, each is printed whole at its end */
@@ -96,215 +99,263 @@ static int on_token(void *user, int32_t req, int32_t token, float logprob, const
     return 0;
 }
 
-int main(int argc, char **argv) {
-    const char *model = NULL, *prompt = "\n", *prompt_ids = NULL, *tok_path = NULL, *stops[MAXSTOP];
-    int32_t stop_ids[MAXSTOP], nstop = 0, nstop_ids = 0, *ids = NULL, nids = 0;
-    long max_tokens = 128, top_k = 0, seed = 1, n = 1, threads = 0, v;
-    double temperature = 0.8, top_p = 1, min_p = 0, repeat_penalty = 1;
-    int quant = -1, print_ids = 0, print_lp = 0, bytes = 0, ids_only = 0, i, rc = 0;
+/* ---- the steps of main ---- */
+
+static int flag_model(void *dst, const char *tool, const char *flag, const char *v) {
+    gen_opts *o = (gen_opts *)dst;
+    (void)tool, (void)flag;
+    if (o->model) return usage("more than one MODEL:", v);
+    o->model = v;
+    return 0;
+}
+static int flag_stop(void *dst, const char *tool, const char *flag, const char *v) {
+    gen_opts *o = (gen_opts *)dst;
+    (void)tool, (void)flag;
+    if (o->nstop == MAXSTOP || !*v) return usage(o->nstop == MAXSTOP ? "at most 8 --stop strings" : "--stop expects a non-empty string", NULL);
+    o->stops[o->nstop++] = v;
+    return 0;
+}
+static int flag_stop_id(void *dst, const char *tool, const char *flag, const char *v) {
+    gen_opts *o = (gen_opts *)dst;
+    long x;
+    if (o->nstop_ids == MAXSTOP) return usage("at most 8 --stop-id ids", NULL);
+    if (ptf_long(tool, flag, v, 0, 0x7fffffffL, &x)) return 2;
+    o->stop_ids[o->nstop_ids++] = (int32_t)x;
+    return 0;
+}
+static int flag_quant(void *dst, const char *tool, const char *flag, const char *v) {
+    int *quant = (int *)dst;
+    if ((*quant = pt_wtype_parse(v)) < 0 || *quant == PT_W_F16) return ptf_bad(tool, flag, "f32, bf16, q8_0 or q4_0", v);
+    return 0;
+}
+
+/* parse_flags: the command line into o; PTF_GO, or the exit status */
+static int parse_flags(gen_opts *o, int argc, char **argv) {
+    int rc;
+    const ptf_flag flags[] = {PTF_ARG(flag_model, o),
+                              PTF_STR("--prompt", &o->prompt),
+                              PTF_STR("--prompt-ids", &o->prompt_ids),
+                              PTF_STR("--tokenizer", &o->tok_path),
+                              PTF_LONG("--max-tokens", &o->max_tokens, 0, 1L << 20),
+                              PTF_LONG("--top-k", &o->top_k, 0, 1L << 30),
+                              PTF_LONG("--seed", &o->seed, 0, 0x7fffffffL),
+                              PTF_LONG("--n", &o->n, 1, 256),
+                              PTF_LONG("--threads", &o->threads, 1, 1024),
+                              PTF_REAL("--temperature", &o->temperature, 0, 100),
+                              PTF_REAL("--top-p", &o->top_p, 0, 1),
+                              PTF_REAL("--min-p", &o->min_p, 0, 1),
+                              PTF_REAL("--repeat-penalty", &o->repeat_penalty, 0, 100),
+                              PTF_FN("--stop", flag_stop, o),
+                              PTF_FN("--stop-id", flag_stop_id, o),
+                              PTF_FN("--quant", flag_quant, &o->quant),
+                              PTF_BOOL("--print-ids", &o->print_ids),
+                              PTF_BOOL("--bytes", &o->bytes),
+                              PTF_BOOL("--logprobs", &o->print_lp),
+                              PTF_END};
+    memset(o, 0, sizeof *o);
+    o->prompt = "\n", o->max_tokens = 128, o->seed = 1, o->n = 1, o->temperature = 0.8, o->top_p = 1, o->repeat_penalty = 1, o->quant = -1;
+    if ((rc = ptf_parse("ptgen", usage_text, flags, argc, argv)) != PTF_GO) return rc;
+    if (!o->model) return usage("no MODEL given", NULL);
+    if (o->bytes && o->tok_path) return usage("--bytes and --tokenizer exclude each other (bytes are no tokenizer)", NULL);
+    return PTF_GO;
+}
+
+/* load_model: the context, the weights and the tokenizer (the model's, --tokenizer's, or none);
+   0, or the exit status after the message */
+static int load_model(gen *g) {
+    const gen_opts *o = &g->o;
     pt_desc d;
-    pt_ctx *ctx;
-    pt_tokenizer *tok = NULL;
-    pt_gpt_weights *w;
-    pt_infer *inf;
-    pt_infer_desc idesc;
-    pt_gen_request *req;
-    pt_gen_result *res;
-    pt_gen_opts go;
-    pt_gen_stats st;
-    stream s;
-
-    for (i = 1; i < argc; i++) {
-        static const char *const with_value[] = {"--prompt", "--prompt-ids", "--tokenizer", "--max-tokens", "--top-k", "--seed", "--n",
-                                                 "--threads", "--temperature", "--top-p", "--min-p", "--repeat-penalty", "--stop",
-                                                 "--stop-id", "--quant"};
-        const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 0, k;
-        for (k = 0; k < (int)(sizeof with_value / sizeof *with_value); k++) takes |= !strcmp(f, with_value[k]);
-        if (takes && !val) return usage("flag needs a value:", f);
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(NULL, NULL), 0;
-        else if (f[0] != '-') {
-            if (model) return usage("more than one MODEL:", f);
-            model = f;
-            continue;
-        } else if (!strcmp(f, "--prompt")) prompt = val;
-        else if (!strcmp(f, "--prompt-ids")) prompt_ids = val;
-        else if (!strcmp(f, "--tokenizer")) tok_path = val;
-        else if (!strcmp(f, "--max-tokens")) { if (num_flag(f, val, 0, 1L << 20, &max_tokens)) return 2; }
-        else if (!strcmp(f, "--top-k")) { if (num_flag(f, val, 0, 1L << 30, &top_k)) return 2; }
-        else if (!strcmp(f, "--seed")) { if (num_flag(f, val, 0, 0x7fffffffL, &seed)) return 2; }
-        else if (!strcmp(f, "--n")) { if (num_flag(f, val, 1, 256, &n)) return 2; }
-        else if (!strcmp(f, "--threads")) { if (num_flag(f, val, 1, 1024, &threads)) return 2; }
-        else if (!strcmp(f, "--temperature")) { if (real_flag(f, val, 0, 100, &temperature)) return 2; }
-        else if (!strcmp(f, "--top-p")) { if (real_flag(f, val, 0, 1, &top_p)) return 2; }
-        else if (!strcmp(f, "--min-p")) { if (real_flag(f, val, 0, 1, &min_p)) return 2; }
-        else if (!strcmp(f, "--repeat-penalty")) { if (real_flag(f, val, 0, 100, &repeat_penalty)) return 2; }
-        else if (!strcmp(f, "--stop")) {
-            if (nstop == MAXSTOP || !*val) return usage(nstop == MAXSTOP ? "at most 8 --stop strings" : "--stop expects a non-empty string", NULL);
-            stops[nstop++] = val;
-        } else if (!strcmp(f, "--stop-id")) {
-            if (nstop_ids == MAXSTOP) return usage("at most 8 --stop-id ids", NULL);
-            if (num_flag(f, val, 0, 0x7fffffffL, &v)) return 2;
-            stop_ids[nstop_ids++] = (int32_t)v;
-        } else if (!strcmp(f, "--quant")) {
-            if ((quant = pt_wtype_parse(val)) < 0 || quant == PT_W_F16) {
-                fprintf(stderr, "ptgen: --quant expects f32, bf16, q8_0 or q4_0, found '%s'\n", val);
-                return 2;
-            }
-        } else if (!strcmp(f, "--print-ids")) print_ids = 1;
-        else if (!strcmp(f, "--bytes")) bytes = 1;
-        else if (!strcmp(f, "--logprobs")) print_lp = 1;
-        else return usage("unknown flag", f);
-        if (takes) i++;
-    }
-    if (!model) return usage("no MODEL given", NULL);
-    if (bytes && tok_path) return usage("--bytes and --tokenizer exclude each other (bytes are no tokenizer)", NULL);
-
     memset(&d, 0, sizeof d);
-    if (!(ctx = pt_init(&d))) return 1;
-    if (threads > 0) pt_set_threads(ctx, (int)threads);
-    if (!(w = pt_gpt_weights_open(ctx, model, quant, tok_path || bytes ? NULL : &tok))) {
-        fprintf(stderr, "ptgen: %s\n", pt_error(ctx));
-        pt_shutdown(ctx);
+    if (!(g->ctx = pt_init(&d))) return 1;
+    if (o->threads > 0) pt_set_threads(g->ctx, (int)o->threads);
+    if (!(g->w = pt_gpt_weights_open(g->ctx, o->model, o->quant, o->tok_path || o->bytes ? NULL : &g->tok))) {
+        fprintf(stderr, "ptgen: %s\n", pt_error(g->ctx));
         return 1;
     }
-    if (tok_path && !(tok = pt_tokenizer_load(ctx, tok_path)) && !(tok = pt_tokenizer_load_dir(ctx, tok_path))) {
-        fprintf(stderr, "ptgen: --tokenizer %s: %s\n", tok_path, pt_error(ctx));
-        rc = 1;
-        goto done;
+    if (o->tok_path && !(g->tok = pt_tokenizer_load(g->ctx, o->tok_path)) && !(g->tok = pt_tokenizer_load_dir(g->ctx, o->tok_path))) {
+        fprintf(stderr, "ptgen: --tokenizer %s: %s\n", o->tok_path, pt_error(g->ctx));
+        return 1;
     }
-    if (bytes && w->cfg.vocab > 256) {
+    return 0;
+}
+
+/* check_text: what the ids mean (the tokenizer, bytes, or ids only when asked for ids); 0, or the
+   exit status after the message */
+static int check_text(gen *g) {
+    gen_opts *o = &g->o;
+    const pt_gpt_weights *w = g->w;
+    if (o->bytes && w->cfg.vocab > 256) {
         fprintf(stderr, "ptgen: --bytes: the model's vocabulary is %d tokens, more than the 256 bytes (ids 256 and up have no text): "
                         "give its tokenizer (--tokenizer FILE), or --prompt-ids for ids only\n", (int)w->cfg.vocab);
-        rc = 2;
-        goto done;
+        return 2;
     }
-    if (!tok && !bytes && (w->tokenizer_error[0] || w->cfg.vocab > 256)) { /* no silent bytes: stop, or ids only when asked for ids */
+    if (!g->tok && !o->bytes && (w->tokenizer_error[0] || w->cfg.vocab > 256)) { /* no silent bytes: stop, or ids only when asked for ids */
         char why[400];
         if (w->tokenizer_error[0]) snprintf(why, sizeof why, "%s", w->tokenizer_error);
-        else snprintf(why, sizeof why, "%s: a vocabulary of %d tokens and no tokenizer", model, (int)w->cfg.vocab);
-        if (!prompt_ids || w->cfg.vocab <= 256) {
+        else snprintf(why, sizeof why, "%s: a vocabulary of %d tokens and no tokenizer", o->model, (int)w->cfg.vocab);
+        if (!o->prompt_ids || w->cfg.vocab <= 256) {
             fprintf(stderr, "ptgen: %s: give --tokenizer FILE, or %s\n", why, w->cfg.vocab <= 256 ? "--bytes (the ids are bytes)" : "--prompt-ids for ids only");
-            rc = 1;
-            goto done;
+            return 1;
         }
-        if (nstop) {
+        if (o->nstop) {
             fprintf(stderr, "ptgen: %s: --stop needs a tokenizer (give --tokenizer FILE, or --stop-id)\n", why);
-            rc = 2;
-            goto done;
+            return 2;
         }
         fprintf(stderr, "ptgen: note: %s: ids only (no text; the ids line follows)\n", why);
-        ids_only = 1, print_ids = 1;
+        g->ids_only = 1, o->print_ids = 1;
     }
-    if (tok && pt_tokenizer_vocab(tok) > w->cfg.vocab) {
-        fprintf(stderr, "ptgen: the tokenizer has %d tokens, more than the model's vocabulary of %d\n", (int)pt_tokenizer_vocab(tok),
+    if (g->tok && pt_tokenizer_vocab(g->tok) > w->cfg.vocab) {
+        fprintf(stderr, "ptgen: the tokenizer has %d tokens, more than the model's vocabulary of %d\n", (int)pt_tokenizer_vocab(g->tok),
                 (int)w->cfg.vocab);
-        rc = 1;
-        goto done;
+        return 1;
     }
+    return 0;
+}
 
-    /* the prompt's ids */
-    if (prompt_ids) {
-        const char *p = prompt_ids;
-        ids = (int32_t *)malloc(sizeof(int32_t) * (strlen(p) / 2 + 2));
-        while (ids && *p) {
+/* encode_prompt: the prompt's ids (--prompt-ids, or --prompt through the tokenizer or as bytes);
+   0, or the exit status after the message */
+static int encode_prompt(gen *g) {
+    const gen_opts *o = &g->o;
+    const pt_gpt_weights *w = g->w;
+    if (o->prompt_ids) {
+        const char *p = o->prompt_ids;
+        g->ids = (int32_t *)malloc(sizeof(int32_t) * (strlen(p) / 2 + 2));
+        while (g->ids && *p) {
             char *e;
             long x = strtol(p, &e, 10);
             if (e == p || x < 0 || x >= w->cfg.vocab || (*e && *e != ',')) {
-                fprintf(stderr, "ptgen: --prompt-ids expects comma-separated ids in [0, %d), found '%s'\n", (int)w->cfg.vocab, prompt_ids);
-                rc = 2;
-                goto done;
+                fprintf(stderr, "ptgen: --prompt-ids expects comma-separated ids in [0, %d), found '%s'\n", (int)w->cfg.vocab, o->prompt_ids);
+                return 2;
             }
-            ids[nids++] = (int32_t)x;
+            g->ids[g->nids++] = (int32_t)x;
             p = *e ? e + 1 : e;
         }
     } else {
-        size_t len = strlen(prompt);
-        ids = (int32_t *)malloc(sizeof(int32_t) * (len + 1));
-        if (ids && tok) nids = (int32_t)pt_tokenizer_encode(tok, prompt, (int64_t)len, ids);
-        else if (ids) {
+        size_t len = strlen(o->prompt);
+        g->ids = (int32_t *)malloc(sizeof(int32_t) * (len + 1));
+        if (g->ids && g->tok) g->nids = (int32_t)pt_tokenizer_encode(g->tok, o->prompt, (int64_t)len, g->ids);
+        else if (g->ids) {
             if (w->cfg.vocab < 256) {
                 fprintf(stderr, "ptgen: the model has no tokenizer and a vocabulary of %d (< 256 bytes): give the prompt as --prompt-ids\n",
                         (int)w->cfg.vocab);
-                rc = 2;
-                goto done;
+                return 2;
             }
-            for (nids = 0; nids < (int32_t)len; nids++) ids[nids] = (unsigned char)prompt[nids];
+            for (g->nids = 0; g->nids < (int32_t)len; g->nids++) g->ids[g->nids] = (unsigned char)o->prompt[g->nids];
         }
     }
-    if (!ids || nids < 1) {
+    if (!g->ids || g->nids < 1) {
         fprintf(stderr, "ptgen: the prompt is empty (give --prompt TEXT or --prompt-ids)\n");
-        rc = 2;
-        goto done;
+        return 2;
     }
-    if (nids > w->cfg.max_seq) {
-        fprintf(stderr, "ptgen: the prompt is %d tokens, longer than the model's context of %d tokens (max_seq)\n", (int)nids,
+    if (g->nids > w->cfg.max_seq) {
+        fprintf(stderr, "ptgen: the prompt is %d tokens, longer than the model's context of %d tokens (max_seq)\n", (int)g->nids,
                 (int)w->cfg.max_seq);
-        rc = 2;
-        goto done;
+        return 2;
     }
+    return 0;
+}
 
+/* make_requests: the inference state and the --n requests with room for their results; 0, or 1 */
+static int make_requests(gen *g) {
+    const gen_opts *o = &g->o;
+    pt_infer_desc idesc;
+    long i;
     memset(&idesc, 0, sizeof idesc);
-    idesc.max_seqs = (int32_t)n;
-    if (!(inf = pt_infer_new(ctx, w, &idesc))) {
-        fprintf(stderr, "ptgen: %s\n", pt_error(ctx));
-        rc = 1;
-        goto done;
+    idesc.max_seqs = (int32_t)o->n;
+    if (!(g->inf = pt_infer_new(g->ctx, g->w, &idesc))) {
+        fprintf(stderr, "ptgen: %s\n", pt_error(g->ctx));
+        return 1;
     }
-    req = (pt_gen_request *)calloc((size_t)n, sizeof *req);
-    res = (pt_gen_result *)calloc((size_t)n, sizeof *res);
-    for (i = 0; req && res && i < n; i++) {
-        req[i].prompt = ids, req[i].nprompt = nids, req[i].max_tokens = (int32_t)max_tokens;
-        req[i].sample.temperature = (float)temperature, req[i].sample.top_k = (int32_t)top_k, req[i].sample.top_p = (float)top_p;
-        req[i].sample.min_p = (float)min_p, req[i].sample.repeat_penalty = (float)repeat_penalty, req[i].sample.seed = (uint64_t)(seed + i);
-        req[i].stop_tokens = nstop_ids ? stop_ids : NULL, req[i].nstop_tokens = nstop_ids;
-        req[i].stop = nstop ? stops : NULL, req[i].nstop = nstop;
-        res[i].tokens = (int32_t *)malloc(sizeof(int32_t) * (size_t)(max_tokens + 1));
-        res[i].logprobs = (float *)malloc(sizeof(float) * (size_t)(max_tokens + 1));
-        res[i].text_cap = 16 * max_tokens + 16;
-        res[i].text = (char *)malloc((size_t)res[i].text_cap);
-        if (!res[i].tokens || !res[i].logprobs || !res[i].text) break;
+    g->req = (pt_gen_request *)calloc((size_t)o->n, sizeof *g->req);
+    g->res = (pt_gen_result *)calloc((size_t)o->n, sizeof *g->res);
+    for (i = 0; g->req && g->res && i < o->n; i++) {
+        pt_gen_request *q = &g->req[i];
+        pt_gen_result *r = &g->res[i];
+        q->prompt = g->ids, q->nprompt = g->nids, q->max_tokens = (int32_t)o->max_tokens;
+        q->sample.temperature = (float)o->temperature, q->sample.top_k = (int32_t)o->top_k, q->sample.top_p = (float)o->top_p;
+        q->sample.min_p = (float)o->min_p, q->sample.repeat_penalty = (float)o->repeat_penalty, q->sample.seed = (uint64_t)(o->seed + i);
+        q->stop_tokens = o->nstop_ids ? o->stop_ids : NULL, q->nstop_tokens = o->nstop_ids;
+        q->stop = o->nstop ? o->stops : NULL, q->nstop = o->nstop;
+        r->tokens = (int32_t *)malloc(sizeof(int32_t) * (size_t)(o->max_tokens + 1));
+        r->logprobs = (float *)malloc(sizeof(float) * (size_t)(o->max_tokens + 1));
+        r->text_cap = 16 * o->max_tokens + 16;
+        r->text = (char *)malloc((size_t)r->text_cap);
+        if (!r->tokens || !r->logprobs || !r->text) break;
     }
-    if (!req || !res || i < n) {
+    if (!g->req || !g->res || i < o->n) {
         fprintf(stderr, "ptgen: out of memory\n");
-        rc = 1;
-    } else {
-        memset(&go, 0, sizeof go);
-        go.tokenizer = tok, go.on_token = on_token, go.user = &s;
-        s.n = ids_only ? 0 : (int)n; /* ids only: no text streamed */
-        if (pt_generate(inf, (int32_t)n, req, res, &go, &st) != PT_OK) {
-            fprintf(stderr, "\nptgen: %s\n", pt_error(ctx));
-            rc = 1;
-        }
-        for (i = 0; i < n; i++) {
-            int j;
-            if (n > 1) printf("%s--- sequence %d (seed %ld)\n%.*s", i ? "\n" : "", i, seed + i, ids_only ? 0 : (int)res[i].text_len, res[i].text);
-            if (print_ids) {
-                printf("\nids: ");
-                for (j = 0; j < res[i].ntokens; j++) printf("%s%d", j ? "," : "", (int)res[i].tokens[j]);
-            }
-            if (print_lp) {
-                printf("\nlogprobs: ");
-                for (j = 0; j < res[i].ntokens; j++) printf("%s%.4f", j ? "," : "", (double)res[i].logprobs[j]);
-            }
-        }
-        printf("\n");
-        fflush(stdout);
-        if (!rc)
-            fprintf(stderr, "ptgen: %s weights %.1f MB, %d thread%s, prefill %lld tokens %.1f tokens/s, decode %lld tokens %.1f tokens/s\n",
-                    pt_wtype_name(w->layer[0].qkv.type),
-                    (double)pt_gpt_weights_bytes(w) / 1e6, pt_threads(ctx), pt_threads(ctx) == 1 ? "" : "s", (long long)st.prefill_tokens,
-                    st.prefill_s > 0 ? (double)st.prefill_tokens / st.prefill_s : 0.0, (long long)st.decode_tokens,
-                    st.decode_s > 0 ? (double)st.decode_tokens / st.decode_s : 0.0);
+        return 1;
     }
-    for (i = 0; res && i < n; i++) free(res[i].tokens), free(res[i].logprobs), free(res[i].text);
-    free(req);
-    free(res);
-    pt_infer_free(inf);
-done:
-    free(ids);
-    pt_tokenizer_free(tok);
-    pt_gpt_weights_free(w);
-    pt_shutdown(ctx);
+    return 0;
+}
+
+/* generate: the sequences, the first streamed to stdout as it is made when it is the only one;
+   0, or 1 after the message */
+static int generate(gen *g) {
+    pt_gen_opts go;
+    stream s;
+    memset(&go, 0, sizeof go);
+    go.tokenizer = g->tok, go.on_token = on_token, go.user = &s;
+    s.n = g->ids_only ? 0 : (int)g->o.n; /* ids only: no text streamed */
+    if (pt_generate(g->inf, (int32_t)g->o.n, g->req, g->res, &go, &g->st) != PT_OK) {
+        fprintf(stderr, "\nptgen: %s\n", pt_error(g->ctx));
+        return 1;
+    }
+    return 0;
+}
+
+/* print_results: each sequence (when several), its ids and logprobs when asked; then, after a
+   generation that went well, the speed line on stderr */
+static void print_results(const gen *g, int ok) {
+    const gen_opts *o = &g->o;
+    const pt_gpt_weights *w = g->w;
+    const pt_gen_stats *st = &g->st;
+    long i;
+    for (i = 0; i < o->n; i++) {
+        const pt_gen_result *r = &g->res[i];
+        int j;
+        if (o->n > 1) printf("%s--- sequence %ld (seed %ld)\n%.*s", i ? "\n" : "", i, o->seed + i, g->ids_only ? 0 : (int)r->text_len, r->text);
+        if (o->print_ids) {
+            printf("\nids: ");
+            for (j = 0; j < r->ntokens; j++) printf("%s%d", j ? "," : "", (int)r->tokens[j]);
+        }
+        if (o->print_lp) {
+            printf("\nlogprobs: ");
+            for (j = 0; j < r->ntokens; j++) printf("%s%.4f", j ? "," : "", (double)r->logprobs[j]);
+        }
+    }
+    printf("\n");
+    fflush(stdout);
+    if (ok)
+        fprintf(stderr, "ptgen: %s weights %.1f MB, %d thread%s, prefill %lld tokens %.1f tokens/s, decode %lld tokens %.1f tokens/s\n",
+                pt_wtype_name(w->layer[0].qkv.type),
+                (double)pt_gpt_weights_bytes(w) / 1e6, pt_threads(g->ctx), pt_threads(g->ctx) == 1 ? "" : "s", (long long)st->prefill_tokens,
+                st->prefill_s > 0 ? (double)st->prefill_tokens / st->prefill_s : 0.0, (long long)st->decode_tokens,
+                st->decode_s > 0 ? (double)st->decode_tokens / st->decode_s : 0.0);
+}
+
+/* clean_up: everything g holds */
+static void clean_up(gen *g) {
+    long i;
+    for (i = 0; g->res && i < g->o.n; i++) free(g->res[i].tokens), free(g->res[i].logprobs), free(g->res[i].text);
+    free(g->req);
+    free(g->res);
+    pt_infer_free(g->inf);
+    free(g->ids);
+    pt_tokenizer_free(g->tok);
+    pt_gpt_weights_free(g->w);
+    pt_shutdown(g->ctx);
+}
+
+int main(int argc, char **argv) {
+    gen g;
+    int rc;
+    memset(&g, 0, sizeof g);
+    if ((rc = parse_flags(&g.o, argc, argv)) != PTF_GO) return rc;
+    if (!(rc = load_model(&g)) && !(rc = check_text(&g)) && !(rc = encode_prompt(&g)) && !(rc = make_requests(&g))) {
+        rc = generate(&g);
+        print_results(&g, !rc);
+    }
+    clean_up(&g);
     return rc;
 }

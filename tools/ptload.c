@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ptflags.h"
+
 typedef struct job {
     int plen, olen, idx;
     double t_send;               /* planned send time (s from the start) */
@@ -169,138 +171,187 @@ static double pct(double *v, int n, double p) {
     r = p / 100 * (n - 1), i = (int)r;
     return i + 1 < n ? v[i] + (r - i) * (v[i + 1] - v[i]) : v[n - 1];
 }
-static int range(const char *flag, const char *v, int *a, int *b) {
+/* the command line */
+typedef struct load_opts {
+    const char *url, *trace;
+    double rate, burst, slo_ttft, slo_tpot;
+    long nreq;
+    int pa, pb, oa, ob;
+} load_opts;
+
+/* the run's results, as vLLM's benchmark defines them */
+typedef struct load_stats {
+    double elapsed, *arr[4]; /* TTFT, TPOT, ITL, E2E, each sorted */
+    int cnt[4];
+    int done, refused, timed, failed, good;
+    long long out_tok;
+} load_stats;
+
+static const char usage_text[] =
+    "usage: ptload [--url URL] [--rate R] [--burstiness K] [--requests N] [--prompt-len A[:B]] [--output-len A[:B]] [--trace FILE]\n"
+    "              [--temperature X] [--seed S] [--slo-ttft S] [--slo-tpot S] [--timeout S] [--chat] [--ignore-eos]   (see tools/ptload.c)\n";
+
+static int flag_range(void *dst, const char *tool, const char *flag, const char *v) { /* A or A:B into dst[0], dst[1] */
+    int *a = (int *)dst, *b = a + 1;
     if (sscanf(v, "%d:%d", a, b) == 2 || (sscanf(v, "%d", a) == 1 && (*b = *a, 1)))
         if (*a >= 1 && *b >= *a) return 0;
-    fprintf(stderr, "ptload: %s expects A or A:B with 1 <= A <= B, found '%s'\n", flag, v);
-    return -1;
+    return ptf_bad(tool, flag, "A or A:B with 1 <= A <= B", v);
 }
 
-int main(int argc, char **argv) {
-    const char *url = "http://127.0.0.1:8080", *trace = NULL;
-    double rate = 4, burst = 1, slo_ttft = 1.0, slo_tpot = 0.2, t, elapsed;
-    int nreq = 64, pa = 8, pb = 32, oa = 16, ob = 64, i, k, ntr = 0, done = 0, refused = 0, timed = 0, failed = 0, good = 0, captr = 0;
-    long long out_tok = 0;
-    int *trp = NULL, *tro = NULL;
-    job *jobs;
-    pthread_t *th;
-    double *ttft, *tpot, *itl, *e2e;
-    int nt = 0, np = 0, ni = 0, ne = 0, nitl = 0;
-    const char *sect[4] = {"TTFT", "TPOT", "ITL", "E2E"};
-    double *arr[4];
-    int *cnt[4];
-    for (i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--chat")) { g_chat = 1; continue; }
-        if (!strcmp(f, "--ignore-eos")) { g_ignore_eos = 1; continue; }
-        if (!strcmp(f, "-h") || !strcmp(f, "--help") || !v) {
-            fprintf(stderr, "usage: ptload [--url URL] [--rate R] [--burstiness K] [--requests N] [--prompt-len A[:B]] [--output-len A[:B]] [--trace FILE]\n"
-                            "              [--temperature X] [--seed S] [--slo-ttft S] [--slo-tpot S] [--timeout S] [--chat] [--ignore-eos]   (see tools/ptload.c)\n");
-            return strcmp(f, "-h") && strcmp(f, "--help") ? 2 : 0;
-        }
-        if (!strcmp(f, "--url")) url = v;
-        else if (!strcmp(f, "--rate")) rate = atof(v);
-        else if (!strcmp(f, "--burstiness")) burst = atof(v);
-        else if (!strcmp(f, "--requests")) nreq = atoi(v);
-        else if (!strcmp(f, "--prompt-len")) { if (range(f, v, &pa, &pb)) return 2; }
-        else if (!strcmp(f, "--output-len")) { if (range(f, v, &oa, &ob)) return 2; }
-        else if (!strcmp(f, "--trace")) trace = v;
-        else if (!strcmp(f, "--temperature")) g_temp = atof(v);
-        else if (!strcmp(f, "--seed")) g_seed = (unsigned)strtoul(v, NULL, 10), rng_s = (uint64_t)g_seed * 2654435761ULL + 1;
-        else if (!strcmp(f, "--slo-ttft")) slo_ttft = atof(v);
-        else if (!strcmp(f, "--slo-tpot")) slo_tpot = atof(v);
-        else if (!strcmp(f, "--timeout")) g_timeout = atof(v);
-        else { fprintf(stderr, "ptload: unknown flag %s\n", f); return 2; }
-        i++;
-    }
-    if (!(rate > 0) || !(burst > 0) || nreq < 1 || nreq > 100000 || !(g_timeout > 0)) {
-        fprintf(stderr, "ptload: --rate and --burstiness expect numbers > 0, --requests 1..100000, --timeout > 0\n");
-        return 2;
-    }
-    if (sscanf(url, "http://%255[^:/]:%15[0-9]", g_host, g_port) < 1) {
-        fprintf(stderr, "ptload: --url expects http://HOST[:PORT], found '%s'\n", url);
+static int flag_seed(void *dst, const char *tool, const char *flag, const char *v) { /* the RNG seeded from S (unseeded: 1) */
+    long x;
+    (void)dst;
+    if (ptf_long(tool, flag, v, 0, 4294967295.0, &x)) return 2;
+    g_seed = (unsigned)x, rng_s = (uint64_t)g_seed * 2654435761ULL + 1;
+    return 0;
+}
+
+/* parse_flags: the command line into o (and the globals the clients read); PTF_GO, or the exit status */
+static int parse_flags(load_opts *o, int argc, char **argv) {
+    int rc;
+    const ptf_flag flags[] = {PTF_STR("--url", &o->url),
+                              PTF_REAL_X("--rate", &o->rate, 0, 1e9, PTF_OPEN_LO, "requests per second > 0"),
+                              PTF_REAL_X("--burstiness", &o->burst, 0, 1e9, PTF_OPEN_LO, "a gamma shape > 0"),
+                              PTF_LONG("--requests", &o->nreq, 1, 100000),
+                              PTF_FN("--prompt-len", flag_range, &o->pa),
+                              PTF_FN("--output-len", flag_range, &o->oa),
+                              PTF_STR("--trace", &o->trace),
+                              PTF_REAL("--temperature", &g_temp, 0, 1e9), /* the server checks it */
+                              PTF_FN("--seed", flag_seed, NULL),
+                              PTF_REAL("--slo-ttft", &o->slo_ttft, 0, 1e9),
+                              PTF_REAL("--slo-tpot", &o->slo_tpot, 0, 1e9),
+                              PTF_REAL_X("--timeout", &g_timeout, 0, 1e9, PTF_OPEN_LO, "seconds > 0"),
+                              PTF_BOOL("--chat", &g_chat),
+                              PTF_BOOL("--ignore-eos", &g_ignore_eos),
+                              PTF_END};
+    o->url = "http://127.0.0.1:8080", o->trace = NULL, o->rate = 4, o->burst = 1, o->slo_ttft = 1.0, o->slo_tpot = 0.2;
+    o->nreq = 64, o->pa = 8, o->pb = 32, o->oa = 16, o->ob = 64;
+    if ((rc = ptf_parse("ptload", usage_text, flags, argc, argv)) != PTF_GO) return rc;
+    if (sscanf(o->url, "http://%255[^:/]:%15[0-9]", g_host, g_port) < 1) {
+        fprintf(stderr, "ptload: --url expects http://HOST[:PORT], found '%s'\n", o->url);
         return 2;
     }
     if (!g_port[0]) strcpy(g_port, "80");
-    if (trace) {
-        FILE *fp = fopen(trace, "r");
+    return PTF_GO;
+}
+
+/* plan_jobs: each request's lengths (from --trace, cycled, or uniform in the ranges) and send time
+   (Poisson or gamma gaps); NULL, with *rc the exit status, after a message */
+static job *plan_jobs(const load_opts *o, int *rc) {
+    int *trp = NULL, *tro = NULL, ntr = 0, captr = 0, i;
+    double t;
+    job *jobs;
+    *rc = 1;
+    if (o->trace) {
+        FILE *fp = fopen(o->trace, "r");
         int a, b;
-        if (!fp) { fprintf(stderr, "ptload: --trace %s: %s\n", trace, strerror(errno)); return 2; }
+        if (!fp) return fprintf(stderr, "ptload: --trace %s: %s\n", o->trace, strerror(errno)), *rc = 2, (job *)NULL;
         while (fscanf(fp, "%d %d", &a, &b) == 2) {
             if (ntr == captr) {
+                int *p, *q;
                 captr = captr ? 2 * captr : 256;
-                trp = (int *)realloc(trp, sizeof(int) * (size_t)captr), tro = (int *)realloc(tro, sizeof(int) * (size_t)captr);
-                if (!trp || !tro) return 1;
+                p = (int *)realloc(trp, sizeof(int) * (size_t)captr), trp = p ? p : trp;
+                q = (int *)realloc(tro, sizeof(int) * (size_t)captr), tro = q ? q : tro;
+                if (!p || !q) return fclose(fp), free(trp), free(tro), (job *)NULL;
             }
             trp[ntr] = a < 1 ? 1 : a, tro[ntr++] = b < 1 ? 1 : b;
         }
         fclose(fp);
-        if (!ntr) { fprintf(stderr, "ptload: --trace %s: no lines \"PROMPT_LEN OUTPUT_LEN\"\n", trace); return 2; }
+        if (!ntr) return fprintf(stderr, "ptload: --trace %s: no lines \"PROMPT_LEN OUTPUT_LEN\"\n", o->trace), *rc = 2, (job *)NULL;
     }
-    jobs = (job *)calloc((size_t)nreq, sizeof *jobs);
-    th = (pthread_t *)calloc((size_t)nreq, sizeof *th);
-    if (!jobs || !th) return 1;
-    for (i = 0, t = 0; i < nreq; i++) {
-        jobs[i].idx = i, jobs[i].t_send = t;
-        jobs[i].plen = ntr ? trp[i % ntr] : pa + (int)(urand() * (pb - pa + 1));
-        jobs[i].olen = ntr ? tro[i % ntr] : oa + (int)(urand() * (ob - oa + 1));
-        t += burst == 1 ? -log(urand()) / rate : grand(burst) / (burst * rate);
-    }
+    if ((jobs = (job *)calloc((size_t)o->nreq, sizeof *jobs)) != NULL)
+        for (i = 0, t = 0; i < o->nreq; i++) {
+            jobs[i].idx = i, jobs[i].t_send = t;
+            jobs[i].plen = ntr ? trp[i % ntr] : o->pa + (int)(urand() * (o->pb - o->pa + 1));
+            jobs[i].olen = ntr ? tro[i % ntr] : o->oa + (int)(urand() * (o->ob - o->oa + 1));
+            t += o->burst == 1 ? -log(urand()) / o->rate : grand(o->burst) / (o->burst * o->rate);
+        }
+    free(trp), free(tro);
+    return jobs;
+}
+
+/* run_clients: one thread per request, each sending at its time; the seconds the run took, or -1 */
+static double run_clients(job *jobs, int n) {
+    pthread_t *th = (pthread_t *)calloc((size_t)n, sizeof *th);
+    int i;
+    if (!th) return -1;
     g_t0 = now_s();
-    for (i = 0; i < nreq; i++)
+    for (i = 0; i < n; i++)
         if (pthread_create(&th[i], NULL, client, &jobs[i])) { jobs[i].failed = 1, th[i] = 0; }
-    for (i = 0; i < nreq; i++)
+    for (i = 0; i < n; i++)
         if (th[i]) pthread_join(th[i], NULL);
-    elapsed = now_s() - g_t0;
-    ttft = (double *)malloc(sizeof(double) * (size_t)nreq), tpot = (double *)malloc(sizeof(double) * (size_t)nreq), e2e = (double *)malloc(sizeof(double) * (size_t)nreq);
-    for (i = 0; i < nreq; i++) nitl += jobs[i].nitl;
-    itl = (double *)malloc(sizeof(double) * (size_t)(nitl + 1));
-    if (!ttft || !tpot || !e2e || !itl) return 1;
-    for (i = 0; i < nreq; i++) {
-        job *j = &jobs[i];
-        if (j->status == 429) refused++;
-        else if (j->timed_out) timed++;
-        else if (j->failed || j->status != 200 || j->ttft < 0) failed++;
+    free(th);
+    return now_s() - g_t0;
+}
+
+/* tally: the requests' outcomes and latencies into st (sorted); 0, or 1 out of memory */
+static int tally(const load_opts *o, const job *jobs, load_stats *st) {
+    int i, k, nitl = 0, n = (int)o->nreq;
+    for (i = 0; i < n; i++) nitl += jobs[i].nitl;
+    st->arr[0] = (double *)malloc(sizeof(double) * (size_t)n), st->arr[1] = (double *)malloc(sizeof(double) * (size_t)n);
+    st->arr[2] = (double *)malloc(sizeof(double) * (size_t)(nitl + 1)), st->arr[3] = (double *)malloc(sizeof(double) * (size_t)n);
+    if (!st->arr[0] || !st->arr[1] || !st->arr[2] || !st->arr[3]) return 1;
+    for (i = 0; i < n; i++) {
+        const job *j = &jobs[i];
+        if (j->status == 429) st->refused++;
+        else if (j->timed_out) st->timed++;
+        else if (j->failed || j->status != 200 || j->ttft < 0) st->failed++;
         else {
             double tp = j->out_tokens > 1 ? (j->e2e - j->ttft) / (j->out_tokens - 1) : 0;
-            done++, out_tok += j->out_tokens;
-            ttft[nt++] = j->ttft, e2e[ne++] = j->e2e;
-            if (j->out_tokens > 1) tpot[np++] = tp;
-            for (k = 0; k < j->nitl; k++) itl[ni++] = j->itl[k];
-            if (j->ttft <= slo_ttft && tp <= slo_tpot) good++;
+            st->done++, st->out_tok += j->out_tokens;
+            st->arr[0][st->cnt[0]++] = j->ttft, st->arr[3][st->cnt[3]++] = j->e2e;
+            if (j->out_tokens > 1) st->arr[1][st->cnt[1]++] = tp;
+            for (k = 0; k < j->nitl; k++) st->arr[2][st->cnt[2]++] = j->itl[k];
+            if (j->ttft <= o->slo_ttft && tp <= o->slo_tpot) st->good++;
         }
     }
-    arr[0] = ttft, arr[1] = tpot, arr[2] = itl, arr[3] = e2e;
-    cnt[0] = &nt, cnt[1] = &np, cnt[2] = &ni, cnt[3] = &ne;
-    for (k = 0; k < 4; k++) qsort(arr[k], (size_t)*cnt[k], sizeof(double), cmpd);
-    printf("ptload: %s, %d requests at %.3g/s (%s), %.2f s\n", url, nreq, rate, burst == 1 ? "Poisson" : "gamma-bursty", elapsed);
-    printf("  completed %d, refused (429) %d, timed out %d, failed %d\n", done, refused, timed, failed);
-    printf("  throughput %.3f requests/s, %.1f output tokens/s; goodput %.3f requests/s (TTFT <= %g s, TPOT <= %g s)\n", done / elapsed, (double)out_tok / elapsed,
-           good / elapsed, slo_ttft, slo_tpot);
+    for (k = 0; k < 4; k++) qsort(st->arr[k], (size_t)st->cnt[k], sizeof(double), cmpd);
+    return 0;
+}
+
+/* print_report: the table, then one JSON line */
+static void print_report(const load_opts *o, const load_stats *st) {
+    const char *sect[4] = {"TTFT", "TPOT", "ITL", "E2E"}, *nm[4] = {"ttft", "tpot", "itl", "e2e"};
+    const double ps[3] = {50, 90, 99};
+    double el = st->elapsed;
+    int i, k, q, nreq = (int)o->nreq;
+    printf("ptload: %s, %d requests at %.3g/s (%s), %.2f s\n", o->url, nreq, o->rate, o->burst == 1 ? "Poisson" : "gamma-bursty", el);
+    printf("  completed %d, refused (429) %d, timed out %d, failed %d\n", st->done, st->refused, st->timed, st->failed);
+    printf("  throughput %.3f requests/s, %.1f output tokens/s; goodput %.3f requests/s (TTFT <= %g s, TPOT <= %g s)\n", st->done / el,
+           (double)st->out_tok / el, st->good / el, o->slo_ttft, o->slo_tpot);
     printf("  %-5s %10s %10s %10s %10s  (ms)\n", "", "mean", "p50", "p90", "p99");
     for (k = 0; k < 4; k++) {
-        double s = 0;
-        for (i = 0; i < *cnt[k]; i++) s += arr[k][i];
-        printf("  %-5s %10.2f %10.2f %10.2f %10.2f\n", sect[k], *cnt[k] ? 1e3 * s / *cnt[k] : NAN, 1e3 * pct(arr[k], *cnt[k], 50), 1e3 * pct(arr[k], *cnt[k], 90),
-               1e3 * pct(arr[k], *cnt[k], 99));
+        double s = 0, *a = st->arr[k];
+        int c = st->cnt[k];
+        for (i = 0; i < c; i++) s += a[i];
+        printf("  %-5s %10.2f %10.2f %10.2f %10.2f\n", sect[k], c ? 1e3 * s / c : NAN, 1e3 * pct(a, c, 50), 1e3 * pct(a, c, 90), 1e3 * pct(a, c, 99));
     }
     printf("{\"tool\":\"ptload\",\"url\":\"%s\",\"rate\":%g,\"burstiness\":%g,\"requests\":%d,\"duration_s\":%.4f,\"completed\":%d,\"refused\":%d,\"timed_out\":%d,"
            "\"failed\":%d,\"refused_share\":%.4f,\"timed_out_share\":%.4f,\"request_throughput\":%.4f,\"output_throughput\":%.2f,\"goodput\":%.4f,"
            "\"slo_ttft_s\":%g,\"slo_tpot_s\":%g",
-           url, rate, burst, nreq, elapsed, done, refused, timed, failed, (double)refused / nreq, (double)timed / nreq, done / elapsed, (double)out_tok / elapsed,
-           good / elapsed, slo_ttft, slo_tpot);
-    for (k = 0; k < 4; k++) {
-        const char *nm[4] = {"ttft", "tpot", "itl", "e2e"};
-        int q;
-        const double ps[3] = {50, 90, 99};
+           o->url, o->rate, o->burst, nreq, el, st->done, st->refused, st->timed, st->failed, (double)st->refused / nreq, (double)st->timed / nreq,
+           st->done / el, (double)st->out_tok / el, st->good / el, o->slo_ttft, o->slo_tpot);
+    for (k = 0; k < 4; k++)
         for (q = 0; q < 3; q++) {
-            double v = pct(arr[k], *cnt[k], ps[q]);
+            double v = pct(st->arr[k], st->cnt[k], ps[q]);
             if (isnan(v)) printf(",\"p%g_%s_ms\":null", ps[q], nm[k]);
             else printf(",\"p%g_%s_ms\":%.3f", ps[q], nm[k], 1e3 * v);
         }
-    }
     printf("}\n");
-    for (i = 0; i < nreq; i++) free(jobs[i].itl);
-    free(jobs), free(th), free(ttft), free(tpot), free(itl), free(e2e), free(trp), free(tro);
-    return done ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    load_opts o;
+    load_stats st;
+    job *jobs;
+    int rc, i, k;
+    memset(&st, 0, sizeof st);
+    if ((rc = parse_flags(&o, argc, argv)) != PTF_GO) return rc;
+    if (!(jobs = plan_jobs(&o, &rc))) return rc;
+    rc = (st.elapsed = run_clients(jobs, (int)o.nreq)) < 0 || tally(&o, jobs, &st);
+    if (!rc) print_report(&o, &st);
+    for (i = 0; i < o.nreq; i++) free(jobs[i].itl);
+    for (k = 0; k < 4; k++) free(st.arr[k]);
+    free(jobs);
+    return rc ? 1 : st.done ? 0 : 1;
 }

@@ -20,26 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ptflags.h"
+
 static double mib(int64_t b) { return (double)b / 1048576.0; }
-
-static int usage(const char *msg, const char *arg) {
-    if (msg) fprintf(stderr, "ptmem: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
-    fprintf(stderr,
-            "usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N (global)] [--vocab N] [--untied]\n"
-            "             [--dp N] [--tp N] [--pp N] [--zero 0|1|2|3] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]\n"
-            "             [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]\n"
-            "             [--precision f32|bf16|fp16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N] [--layer-table]\n");
-    return 2;
-}
-
-/* a whole number >= lo, or -1 */
-static long num(const char *s, long lo) {
-    char *e;
-    long v;
-    if (!s || !*s) return -1;
-    v = strtol(s, &e, 10);
-    return *e || v < lo ? -1 : v;
-}
 
 /* one layer's activations per technique at the plan's tp: the paper's terms and ptrain's bytes */
 static int layer_table(const pt_gpt_config *cfg, const pt_mem_plan *plan) {
@@ -79,119 +62,135 @@ static int layer_table(const pt_gpt_config *cfg, const pt_mem_plan *plan) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+/* the command line: the model and the plan, as pttrain would run them */
+typedef struct mem_opts {
     pt_gpt_config cfg;
     pt_mem_plan plan;
-    pt_mem_estimate_out o, z[4];
-    char err[512];
-    long batch = 16, maxseq = 0;
-    int i, r, zk, tied = 1, ltable = 0;
-    static const char *ints[] = {"--layers", "--width", "--heads", "--seq", "--max-seq", "--batch", "--vocab", "--dp", "--tp", "--pp", "--zero",
-                                 "--micro-batches", "--virtual-stages", "--bucket-kb", "--threads", "--loss-chunk"};
-    memset(&cfg, 0, sizeof cfg);
-    memset(&plan, 0, sizeof plan);
-    cfg.vocab = 256, cfg.layers = 4, cfg.width = 256, cfg.heads = 8;
-    plan.dp = plan.tp = plan.pp = 1, plan.seq = 256, plan.schedule = PT_PP_1F1B, plan.optim = PT_OPTIM_ADAMW, plan.threads = 1;
-    for (i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t k;
-        long n = 0;
-        if (!strcmp(f, "-h") || !strcmp(f, "--help")) return usage(NULL, NULL), 0;
-        if (!strcmp(f, "--untied")) { cfg.untied = 1, tied = 0; continue; }
-        if (!strcmp(f, "--compress")) { plan.compress = 1; continue; }
-        if (!strcmp(f, "--seq-parallel")) { cfg.seq_parallel = 1; continue; }
-        if (!strcmp(f, "--layer-table")) { ltable = 1; continue; }
-        if (!v) return usage("missing value after", f);
-        i++;
-        for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
-            if (!strcmp(f, ints[k])) break;
-        if (k < sizeof ints / sizeof ints[0]) {
-            long lo = !strcmp(f, "--zero") || !strcmp(f, "--loss-chunk") || !strcmp(f, "--bucket-kb") ? 0 : 1;
-            char m[128];
-            if ((n = num(v, lo)) < 0 || n > 0x7fffffffL) {
-                snprintf(m, sizeof m, "%s needs a whole number >= %ld, found", f, lo);
-                return usage(m, v);
-            }
-        }
-        if (!strcmp(f, "--layers")) cfg.layers = (int32_t)n;
-        else if (!strcmp(f, "--width")) cfg.width = (int32_t)n;
-        else if (!strcmp(f, "--heads")) cfg.heads = (int32_t)n;
-        else if (!strcmp(f, "--seq")) plan.seq = (int32_t)n;
-        else if (!strcmp(f, "--max-seq")) maxseq = n;
-        else if (!strcmp(f, "--batch")) batch = n;
-        else if (!strcmp(f, "--vocab")) cfg.vocab = (int32_t)n;
-        else if (!strcmp(f, "--dp")) plan.dp = (int32_t)n;
-        else if (!strcmp(f, "--tp")) plan.tp = (int32_t)n;
-        else if (!strcmp(f, "--pp")) plan.pp = (int32_t)n;
-        else if (!strcmp(f, "--zero")) plan.zero = (int32_t)n;
-        else if (!strcmp(f, "--micro-batches")) plan.micro_batches = (int32_t)n;
-        else if (!strcmp(f, "--virtual-stages")) plan.virtual_stages = (int32_t)n;
-        else if (!strcmp(f, "--bucket-kb")) plan.bucket_bytes = (int64_t)n << 10;
-        else if (!strcmp(f, "--threads")) plan.threads = (int32_t)n;
-        else if (!strcmp(f, "--loss-chunk")) cfg.loss_chunk = (int32_t)n;
-        else if (!strcmp(f, "--recompute")) {
-            plan.recompute = !strcmp(v, "none") ? PT_RECOMPUTE_NONE : !strcmp(v, "selective") ? PT_RECOMPUTE_SELECTIVE : !strcmp(v, "full") ? PT_RECOMPUTE_FULL : -1;
-            if (plan.recompute < 0) return usage("--recompute must be none, selective or full, found", v);
-        }
-        else if (!strcmp(f, "--schedule")) {
-            plan.schedule = !strcmp(v, "gpipe") ? PT_PP_GPIPE : !strcmp(v, "1f1b") ? PT_PP_1F1B : !strcmp(v, "interleaved") ? PT_PP_INTERLEAVED : -1;
-            if (plan.schedule < 0) return usage("--schedule must be gpipe, 1f1b or interleaved, found", v);
-        } else if (!strcmp(f, "--optim")) {
-            plan.optim = !strcmp(v, "adamw") ? PT_OPTIM_ADAMW : !strcmp(v, "sgd") ? PT_OPTIM_SGD : -1;
-            if (plan.optim < 0) return usage("--optim must be adamw or sgd, found", v);
-        } else if (!strcmp(f, "--precision")) {
-            plan.precision = !strcmp(v, "f32") ? PT_F32 : !strcmp(v, "bf16") ? PT_BF16 : !strcmp(v, "fp16") ? PT_F16 : -1;
-            if (plan.precision < 0) return usage("--precision must be f32, bf16 or fp16, found", v);
-        } else
-            return usage("unknown flag", f);
-    }
-    if (!plan.micro_batches) plan.micro_batches = plan.pp;
-    cfg.max_seq = (int32_t)(maxseq ? maxseq : plan.seq);
-    if (batch % ((long)plan.dp * plan.micro_batches)) {
-        fprintf(stderr, "ptmem: --batch %ld (global) must split into dp %d x micro-batches %d equal micro-batches\n", batch, plan.dp, plan.micro_batches);
+    long batch, maxseq, bucket_kb;
+    int untied, ltable;
+} mem_opts;
+
+static const char usage_text[] =
+    "usage: ptmem [--layers N] [--width N] [--heads N] [--seq N] [--max-seq N] [--batch N (global)] [--vocab N] [--untied]\n"
+    "             [--dp N] [--tp N] [--pp N] [--zero 0|1|2|3] [--micro-batches M] [--schedule gpipe|1f1b|interleaved]\n"
+    "             [--virtual-stages V] [--optim adamw|sgd] [--compress] [--bucket-kb N] [--threads N]\n"
+    "             [--precision f32|bf16|fp16] [--recompute none|selective|full] [--seq-parallel] [--loss-chunk N] [--layer-table]\n";
+
+/* parse_flags: the command line into o, the plan's per-rank batch from the global one; PTF_GO, or
+   the exit status */
+static int parse_flags(mem_opts *o, int argc, char **argv) {
+    static const int recompute[] = {PT_RECOMPUTE_NONE, PT_RECOMPUTE_SELECTIVE, PT_RECOMPUTE_FULL}, schedule[] = {PT_PP_GPIPE, PT_PP_1F1B, PT_PP_INTERLEAVED},
+                     optim[] = {PT_OPTIM_ADAMW, PT_OPTIM_SGD}, precision[] = {PT_F32, PT_BF16, PT_F16};
+    pt_gpt_config *cfg = &o->cfg;
+    pt_mem_plan *plan = &o->plan;
+    const long big = 0x7fffffffL;
+    int rc;
+    const ptf_flag flags[] = {PTF_INT("--layers", &cfg->layers, 1, big),
+                              PTF_INT("--width", &cfg->width, 1, big),
+                              PTF_INT("--heads", &cfg->heads, 1, big),
+                              PTF_INT("--seq", &plan->seq, 1, big),
+                              PTF_LONG("--max-seq", &o->maxseq, 1, big),
+                              PTF_LONG("--batch", &o->batch, 1, big),
+                              PTF_INT("--vocab", &cfg->vocab, 1, big),
+                              PTF_BOOL("--untied", &o->untied),
+                              PTF_INT("--dp", &plan->dp, 1, big),
+                              PTF_INT("--tp", &plan->tp, 1, big),
+                              PTF_INT("--pp", &plan->pp, 1, big),
+                              PTF_INT("--zero", &plan->zero, 0, big),
+                              PTF_INT("--micro-batches", &plan->micro_batches, 1, big),
+                              PTF_CHOICE("--schedule", &plan->schedule, "gpipe|1f1b|interleaved", schedule),
+                              PTF_INT("--virtual-stages", &plan->virtual_stages, 1, big),
+                              PTF_CHOICE("--optim", &plan->optim, "adamw|sgd", optim),
+                              PTF_BOOL("--compress", &plan->compress),
+                              PTF_LONG("--bucket-kb", &o->bucket_kb, 0, big),
+                              PTF_INT("--threads", &plan->threads, 1, big),
+                              PTF_CHOICE("--precision", &plan->precision, "f32|bf16|fp16", precision),
+                              PTF_CHOICE("--recompute", &plan->recompute, "none|selective|full", recompute),
+                              PTF_BOOL("--seq-parallel", &cfg->seq_parallel),
+                              PTF_INT("--loss-chunk", &cfg->loss_chunk, 0, big),
+                              PTF_BOOL("--layer-table", &o->ltable),
+                              PTF_END};
+    memset(o, 0, sizeof *o);
+    o->batch = 16;
+    cfg->vocab = 256, cfg->layers = 4, cfg->width = 256, cfg->heads = 8;
+    plan->dp = plan->tp = plan->pp = 1, plan->seq = 256, plan->schedule = PT_PP_1F1B, plan->optim = PT_OPTIM_ADAMW, plan->threads = 1;
+    if ((rc = ptf_parse("ptmem", usage_text, flags, argc, argv)) != PTF_GO) return rc;
+    cfg->untied = o->untied;
+    plan->bucket_bytes = (int64_t)o->bucket_kb << 10;
+    if (!plan->micro_batches) plan->micro_batches = plan->pp;
+    cfg->max_seq = (int32_t)(o->maxseq ? o->maxseq : plan->seq);
+    if (o->batch % ((long)plan->dp * plan->micro_batches)) {
+        fprintf(stderr, "ptmem: --batch %ld (global) must split into dp %d x micro-batches %d equal micro-batches\n", o->batch, plan->dp, plan->micro_batches);
         return 2;
     }
-    plan.batch = (int32_t)(batch / ((long)plan.dp * plan.micro_batches));
-    if (pt_mem_estimate(&cfg, &plan, -1, &o, err, sizeof err) != PT_OK) {
+    plan->batch = (int32_t)(o->batch / ((long)plan->dp * plan->micro_batches));
+    return PTF_GO;
+}
+
+/* print_ranks: the model and layout lines, then one row per pipeline rank; 0, or 2 after the message */
+static int print_ranks(const mem_opts *m) {
+    const pt_gpt_config *cfg = &m->cfg;
+    const pt_mem_plan *plan = &m->plan;
+    pt_mem_estimate_out o;
+    char err[512];
+    int r;
+    if (pt_mem_estimate(cfg, plan, -1, &o, err, sizeof err) != PT_OK) {
         fprintf(stderr, "ptmem: %s\n", err);
         return 2;
     }
-    printf("model: %d layers, width %d, %d heads, vocab %d%s; micro-batch %d x %d tokens, %d per step per DP rank\n", cfg.layers, cfg.width,
-           cfg.heads, cfg.vocab, tied ? "" : " (untied head)", plan.batch, plan.seq, plan.micro_batches);
-    printf("layout: dp %d x tp %d x pp %d%s%s, ZeRO-%d, %s, f32%s%s%s%s\n", plan.dp, plan.tp, plan.pp,
-           plan.pp > 1 ? (plan.schedule == PT_PP_GPIPE ? ", GPipe" : plan.schedule == PT_PP_1F1B ? ", 1F1B" : ", interleaved 1F1B") : "",
-           plan.pp > 1 && plan.schedule == PT_PP_INTERLEAVED ? " (virtual stages)" : "", plan.zero, plan.optim == PT_OPTIM_ADAMW ? "AdamW" : "SGD",
-           plan.compress ? " (bf16 DP gradients)" : "", plan.recompute == PT_RECOMPUTE_FULL ? ", full recomputation" : plan.recompute ? ", selective recomputation" : "",
-           cfg.seq_parallel && plan.tp > 1 ? ", sequence parallel" : "", cfg.loss_chunk ? ", chunked loss" : "");
+    printf("model: %d layers, width %d, %d heads, vocab %d%s; micro-batch %d x %d tokens, %d per step per DP rank\n", cfg->layers, cfg->width,
+           cfg->heads, cfg->vocab, m->untied ? " (untied head)" : "", plan->batch, plan->seq, plan->micro_batches);
+    printf("layout: dp %d x tp %d x pp %d%s%s, ZeRO-%d, %s, f32%s%s%s%s\n", plan->dp, plan->tp, plan->pp,
+           plan->pp > 1 ? (plan->schedule == PT_PP_GPIPE ? ", GPipe" : plan->schedule == PT_PP_1F1B ? ", 1F1B" : ", interleaved 1F1B") : "",
+           plan->pp > 1 && plan->schedule == PT_PP_INTERLEAVED ? " (virtual stages)" : "", plan->zero, plan->optim == PT_OPTIM_ADAMW ? "AdamW" : "SGD",
+           plan->compress ? " (bf16 DP gradients)" : "", plan->recompute == PT_RECOMPUTE_FULL ? ", full recomputation" : plan->recompute ? ", selective recomputation" : "",
+           cfg->seq_parallel && plan->tp > 1 ? ", sequence parallel" : "", cfg->loss_chunk ? ", chunked loss" : "");
     printf("MiB per rank      params    grads    optim   act/mb x flight = activations  workspace  dp extra  total+dp   peak+dp\n");
-    for (r = 0; r < plan.pp; r++) {
+    for (r = 0; r < plan->pp; r++) {
         const char *kind;
-        if (pt_mem_estimate(&cfg, &plan, r, &o, err, sizeof err) != PT_OK) return fprintf(stderr, "ptmem: %s\n", err), 2;
+        if (pt_mem_estimate(cfg, plan, r, &o, err, sizeof err) != PT_OK) return fprintf(stderr, "ptmem: %s\n", err), 2;
         kind = o.first_stage && o.last_stage ? "embed+head" : o.first_stage ? "embedding" : o.last_stage ? "head" : "middle";
         printf("pp %-3d %-10s %8.1f %8.1f %8.1f %8.1f x %-3d %13.1f %10.2f %9.1f %9.1f %9.1f\n", r, kind, mib(o.params), mib(o.grads), mib(o.optim),
                mib(o.act_per_mb), o.in_flight, mib(o.activations), mib(o.workspace), mib(o.dp_extra), mib(o.total + o.dp_extra),
                mib(o.peak_total + o.dp_extra));
     }
-    pt_mem_estimate(&cfg, &plan, -1, &o, err, sizeof err);
+    return 0;
+}
+
+/* print_zero: one micro-batch's graph, and with dp > 1 what each ZeRO stage saves on the largest
+   rank; 0, or 2 after the message */
+static int print_zero(const mem_opts *m) {
+    const pt_gpt_config *cfg = &m->cfg;
+    const pt_mem_plan *plan = &m->plan;
+    pt_mem_estimate_out o, z[4];
+    char err[512];
+    int zk, nz = plan->compress || plan->hier ? 3 : 4; /* ZeRO-3 runs without compression or hier */
+    pt_mem_estimate(cfg, plan, -1, &o, err, sizeof err);
     printf("one micro-batch's graph: %.1f MiB of arena (%s the 64 MiB chunk) + %.1f MiB of gradient blocks\n", mib(o.act_pass),
            o.act_pass < o.act_per_mb - o.act_grad_blocks ? "within" : "above", mib(o.act_grad_blocks)); /* within: the arena is the chunk */
-    if (plan.dp > 1) {
-        printf("what ZeRO saves on the largest rank (pp %d), total incl. the DP reducer's buffers:\n", o.pp_rank);
-        int nz = plan.compress || plan.hier ? 3 : 4; /* ZeRO-3 runs without compression or hier */
-        for (zk = 0; zk < nz; zk++) {
-            pt_mem_plan q = plan;
-            q.zero = zk;
-            if (pt_mem_estimate(&cfg, &q, o.pp_rank, &z[zk], err, sizeof err) != PT_OK) return fprintf(stderr, "ptmem: %s\n", err), 2;
-        }
-        for (zk = 0; zk < nz; zk++) {
-            int64_t t = z[zk].total + z[zk].dp_extra, t0 = z[0].total + z[0].dp_extra;
-            printf("  ZeRO-%d: parameters %.1f MiB (%.1f in use), optimizer %.1f MiB, gradients %.1f MiB, reducer %.1f MiB, total %.1f MiB "
-                   "(%+.1f MiB, %+.1f%% vs ZeRO-0)\n", zk, mib(z[zk].params), mib(z[zk].params_gathered), mib(z[zk].optim), mib(z[zk].grads),
-                   mib(z[zk].dp_extra), mib(t), mib(t - t0), 100.0 * (double)(t - t0) / (double)t0);
-        }
-        printf("  (ZeRO-1 keeps 1/dp of the moments; ZeRO-2 also keeps only a 1/dp gradient shard plus bucket buffers, which cost "
-               "some back (bf16: the full gradient slab stays, with a staging ring); ZeRO-3 also keeps 1/dp of the parameters between uses, "
-               "gathering each block's just before it runs: 'in use' is the most held at once)\n");
+    if (plan->dp <= 1) return 0;
+    printf("what ZeRO saves on the largest rank (pp %d), total incl. the DP reducer's buffers:\n", o.pp_rank);
+    for (zk = 0; zk < nz; zk++) {
+        pt_mem_plan q = *plan;
+        q.zero = zk;
+        if (pt_mem_estimate(cfg, &q, o.pp_rank, &z[zk], err, sizeof err) != PT_OK) return fprintf(stderr, "ptmem: %s\n", err), 2;
     }
-    return ltable ? layer_table(&cfg, &plan) : 0;
+    for (zk = 0; zk < nz; zk++) {
+        int64_t t = z[zk].total + z[zk].dp_extra, t0 = z[0].total + z[0].dp_extra;
+        printf("  ZeRO-%d: parameters %.1f MiB (%.1f in use), optimizer %.1f MiB, gradients %.1f MiB, reducer %.1f MiB, total %.1f MiB "
+               "(%+.1f MiB, %+.1f%% vs ZeRO-0)\n", zk, mib(z[zk].params), mib(z[zk].params_gathered), mib(z[zk].optim), mib(z[zk].grads),
+               mib(z[zk].dp_extra), mib(t), mib(t - t0), 100.0 * (double)(t - t0) / (double)t0);
+    }
+    printf("  (ZeRO-1 keeps 1/dp of the moments; ZeRO-2 also keeps only a 1/dp gradient shard plus bucket buffers, which cost "
+           "some back (bf16: the full gradient slab stays, with a staging ring); ZeRO-3 also keeps 1/dp of the parameters between uses, "
+           "gathering each block's just before it runs: 'in use' is the most held at once)\n");
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    mem_opts m;
+    int rc;
+    if ((rc = parse_flags(&m, argc, argv)) != PTF_GO) return rc;
+    if ((rc = print_ranks(&m)) || (rc = print_zero(&m))) return rc;
+    return m.ltable ? layer_table(&m.cfg, &m.plan) : 0;
 }

@@ -2000,55 +2000,63 @@ static void trace_free(trace *t) {
 /* tests/fuzz/fuzz_runlog.c includes this file with PTREPORT_NO_MAIN: read_log, read_trace and
    write_report are what it calls */
 #ifndef PTREPORT_NO_MAIN
-static int usage(void) {
-    fprintf(stderr, "usage: ptreport LOG.jsonl [--trace TRACE.json] [--step N] [--title TEXT] -o DIR\n");
-    return 2;
+#include "ptflags.h"
+
+static const char usage_text[] = "usage: ptreport LOG.jsonl [--trace TRACE.json] [--step N] [--title TEXT] -o DIR\n";
+
+/* the command line */
+typedef struct report_opts {
+    const char *log, *tpath, *dir, *title;
+    long want; /* --step: the step whose pipeline timeline is drawn; -1 = the report's choice */
+} report_opts;
+
+static int flag_log(void *dst, const char *tool, const char *flag, const char *v) {
+    report_opts *o = (report_opts *)dst;
+    (void)flag;
+    if (o->log) return fprintf(stderr, "%s: one log file expected, found a second: %s\n", tool, v), fputs(usage_text, stderr), 2;
+    o->log = v;
+    return 0;
+}
+
+/* parse_flags: the command line into o; PTF_GO, or the exit status */
+static int parse_flags(report_opts *o, int argc, char **argv) {
+    int rc;
+    const ptf_flag flags[] = {PTF_ARG(flag_log, o), PTF_STR("-o", &o->dir), PTF_STR("--trace", &o->tpath), PTF_STR("--title", &o->title),
+                              PTF_LONG("--step", &o->want, 0, 1e15), PTF_END};
+    memset(o, 0, sizeof *o);
+    o->want = -1;
+    if ((rc = ptf_parse("ptreport", usage_text, flags, argc, argv)) != PTF_GO) return rc;
+    if (!o->log || !o->dir) return fprintf(stderr, "ptreport: expected LOG.jsonl and -o DIR, found %s\n", o->log ? "no -o DIR" : "no LOG.jsonl"), fputs(usage_text, stderr), 2;
+    return PTF_GO;
+}
+
+/* report: the log (and trace) read, DIR made, the report written in it; 0, or 1 */
+static int report(const report_opts *o, run *r, trace *t) {
+    char dflt[512];
+    const char *title = o->title;
+    if (read_log(o->log, r) != 0) return 1;
+    if (o->tpath && read_trace(o->tpath, t) != 0) return 1;
+    if (mkdir(o->dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ptreport: cannot create %s: %s\n", o->dir, strerror(errno));
+        return 1;
+    }
+    if (!title) {
+        const char *model = str_at(pt_json_get(r->header, KEY(CONFIG)), "model");
+        snprintf(dflt, sizeof dflt, "Training report: %s", model ? model : o->log);
+        title = dflt;
+    }
+    return write_report(o->dir, title, r, o->tpath ? t : NULL, o->want) != 0;
 }
 
 int main(int argc, char **argv) {
-    const char *log = NULL, *tpath = NULL, *dir = NULL, *title = NULL;
-    long want = -1;
-    int i, rc;
+    report_opts o;
     run r;
     trace t;
-    for (i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) dir = argv[++i];
-        else if (strcmp(argv[i], "--trace") == 0 && i + 1 < argc) tpath = argv[++i];
-        else if (strcmp(argv[i], "--title") == 0 && i + 1 < argc) title = argv[++i];
-        else if (strcmp(argv[i], "--step") == 0 && i + 1 < argc) {
-            char *end;
-            want = strtol(argv[++i], &end, 10);
-            if (*end || want < 0) {
-                fprintf(stderr, "ptreport: --step wants a step number >= 0, found '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return usage(), 0;
-        else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "ptreport: unknown option %s\n", argv[i]);
-            return usage();
-        } else if (!log) log = argv[i];
-        else {
-            fprintf(stderr, "ptreport: one log file expected, found a second: %s\n", argv[i]);
-            return usage();
-        }
-    }
-    if (!log || !dir) return usage();
+    int rc;
+    if ((rc = parse_flags(&o, argc, argv)) != PTF_GO) return rc;
     memset(&r, 0, sizeof r);
     memset(&t, 0, sizeof t);
-    if (read_log(log, &r) != 0) rc = 1;
-    else if (tpath && read_trace(tpath, &t) != 0) rc = 1;
-    else if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "ptreport: cannot create %s: %s\n", dir, strerror(errno));
-        rc = 1;
-    } else {
-        char dflt[512];
-        if (!title) {
-            const char *model = str_at(pt_json_get(r.header, KEY(CONFIG)), "model");
-            snprintf(dflt, sizeof dflt, "Training report: %s", model ? model : log);
-            title = dflt;
-        }
-        rc = write_report(dir, title, &r, tpath ? &t : NULL, want) != 0;
-    }
+    rc = report(&o, &r, &t);
     run_free(&r);
     trace_free(&t);
     return rc;

@@ -70,6 +70,7 @@
 #if defined(__linux__)
 #include <sys/random.h>
 #endif
+#include "ptflags.h"
 #include "ptrun_line.h"
 
 #define MAXH 64      /* hosts */
@@ -1090,91 +1091,87 @@ static int choose_listen(char *err, size_t errlen) {
     return 0;
 }
 
-static int usage(void) {
-    fprintf(stderr,
-            "usage: ptrun [flags] -- TRAINER [ARGS...]\n"
-            "  --hosts FILE          Open MPI hostfile (HOST slots=N), re-read at each restart (default: this machine, slots for --dp x --tp x --pp)\n"
-            "  --max-restarts N      failures survived before giving up (3)\n"
-            "  --backoff S           wait before the first relaunch, doubled each time, at most 30 s (1)\n"
-            "  --timeout PHASE=S     a fixed hang timeout for setup, step, ckpt or eval (setup: 300; the others calibrated)\n"
-            "  --timeout-floor S     the least calibrated timeout: 5 x the longest step / save / evaluation seen (30)\n"
-            "  --lease S             a rank that hears nothing from ptrun for S s exits by itself (10)\n"
-            "  --listen ADDR         the IPv4 address the ranks' channels come to (default: 127.0.0.1 when every host is this\n"
-            "                        machine, else the address of the interface that routes to the hostfile's hosts; 0.0.0.0: any)\n"
-            "  --advertise HOST      the name or address the ranks dial (default: the listening address; with 0.0.0.0, this host's name)\n"
-            "  --mpirun CMD          the launcher (mpirun)\n"
-            "  --mpi-arg ARG         one more argument for the launcher (repeat it), e.g. --mpi-arg --oversubscribe\n"
-            "  --agent CMD           the remote shell that probes hosts and kills left-over ranks (default: the launcher's\n"
-            "                        --mca plm_rsh_agent among --mpi-arg, else ssh)\n"
-            "  --probe-timeout S     a host that does not answer within S s is left out (5)\n"
-            "  -x NAME               an environment variable forwarded to the ranks (PTRAIN_* and OMP_* always are)\n"
-            "  --events FILE         ptrun's events as JSON lines (default: CKPT_DIR/ptrun_events.jsonl)\n");
-    return 2;
+static const char usage_text[] =
+    "usage: ptrun [flags] -- TRAINER [ARGS...]\n"
+    "  --hosts FILE          Open MPI hostfile (HOST slots=N), re-read at each restart (default: this machine, slots for --dp x --tp x --pp)\n"
+    "  --max-restarts N      failures survived before giving up (3)\n"
+    "  --backoff S           wait before the first relaunch, doubled each time, at most 30 s (1)\n"
+    "  --timeout PHASE=S     a fixed hang timeout for setup, step, ckpt or eval (setup: 300; the others calibrated)\n"
+    "  --timeout-floor S     the least calibrated timeout: 5 x the longest step / save / evaluation seen (30)\n"
+    "  --lease S             a rank that hears nothing from ptrun for S s exits by itself (10)\n"
+    "  --listen ADDR         the IPv4 address the ranks' channels come to (default: 127.0.0.1 when every host is this\n"
+    "                        machine, else the address of the interface that routes to the hostfile's hosts; 0.0.0.0: any)\n"
+    "  --advertise HOST      the name or address the ranks dial (default: the listening address; with 0.0.0.0, this host's name)\n"
+    "  --mpirun CMD          the launcher (mpirun)\n"
+    "  --mpi-arg ARG         one more argument for the launcher (repeat it), e.g. --mpi-arg --oversubscribe\n"
+    "  --agent CMD           the remote shell that probes hosts and kills left-over ranks (default: the launcher's\n"
+    "                        --mca plm_rsh_agent among --mpi-arg, else ssh)\n"
+    "  --probe-timeout S     a host that does not answer within S s is left out (5)\n"
+    "  -x NAME               an environment variable forwarded to the ranks (PTRAIN_* and OMP_* always are)\n"
+    "  --events FILE         ptrun's events as JSON lines (default: CKPT_DIR/ptrun_events.jsonl)\n";
+
+/* ---- the steps of main ---- */
+
+static int flag_max_restarts(void *dst, const char *tool, const char *flag, const char *v) {
+    double x;
+    if (ptf_real(tool, flag, v, 0, 1000, 0, NULL, &x)) return 2;
+    *(int *)dst = (int)x;
+    return 0;
 }
-static int num(const char *flag, const char *v, double lo, double hi, double *out) {
-    char *e;
-    double x = v ? strtod(v, &e) : 0;
-    if (!v || e == v || *e || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "ptrun: %s expects a number in %g..%g, found '%s'\n", flag, lo, hi, v ? v : "(nothing)");
-        return -1;
-    }
-    *out = x;
+static int flag_timeout(void *dst, const char *tool, const char *flag, const char *v) { /* PHASE=SECONDS */
+    int p;
+    double x;
+    const char *eq = strchr(v, '=');
+    (void)dst;
+    for (p = 0; p < PH_N && !(eq && (size_t)(eq - v) == strlen(phase_name[p]) && !strncmp(v, phase_name[p], (size_t)(eq - v))); p++) {}
+    if (p == PH_N) return ptf_bad(tool, flag, "PHASE=SECONDS with PHASE setup, step, ckpt or eval", v);
+    if (ptf_real(tool, flag, eq + 1, 0.1, 1e6, 0, NULL, &x)) return 2;
+    if (p == PH_SETUP) S.setup_s = x;
+    else S.fixed[p] = x;
+    return 0;
+}
+static int flag_mpi_arg(void *dst, const char *tool, const char *flag, const char *v) { /* --mpi-arg, -x: up to 60 each */
+    int *n = dst == (void *)S.mpi_args ? &S.nmpi : &S.nx;
+    if (*n == 60) return fprintf(stderr, "%s: at most 60 %s\n", tool, flag), 2;
+    ((const char **)dst)[(*n)++] = v;
     return 0;
 }
 
-int main(int argc, char **argv) {
-    int i, restarts = 0, out = OUT_FAILED;
-    char err[1024], hosts[2048];
-    double mr = 3;
-    struct sigaction sa;
-    struct sockaddr_in addr;
-    socklen_t alen = sizeof addr;
+/* parse_flags: ptrun's flags into S, the trainer's command after "--"; PTF_GO, or the exit status */
+static int parse_flags(int argc, char **argv) {
+    int rc, rest = 0;
+    const ptf_flag flags[] = {PTF_STR("--hosts", &S.hostfile),
+                              PTF_FN("--max-restarts", flag_max_restarts, &S.max_restarts),
+                              PTF_REAL("--backoff", &S.backoff, 0, 3600),
+                              PTF_REAL("--timeout-floor", &S.floor_s, 0.1, 1e6),
+                              PTF_REAL("--lease", &S.lease, 0.5, 1e6),
+                              PTF_REAL("--probe-timeout", &S.probe_timeout, 0.1, 3600),
+                              PTF_FN("--timeout", flag_timeout, NULL),
+                              PTF_STR("--listen", &S.listen_addr),
+                              PTF_STR("--advertise", &S.advertise),
+                              PTF_STR("--mpirun", &S.mpirun),
+                              PTF_STR("--agent", &S.agent),
+                              PTF_STR("--events", &S.events_path),
+                              PTF_FN("--mpi-arg", flag_mpi_arg, S.mpi_args),
+                              PTF_FN("-x", flag_mpi_arg, S.xvars),
+                              PTF_REST(&rest),
+                              PTF_END};
     S.mpirun = "mpirun", S.backoff = 1, S.probe_timeout = 5, S.floor_s = 30, S.lease = 10, S.setup_s = 300, S.max_restarts = 3, S.lfd = -1;
-    for (i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        double x;
-        if (!strcmp(f, "--")) {
-            S.targv = argv + i + 1, S.targc = argc - i - 1;
-            break;
-        }
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(), 0;
-        if (!v) return fprintf(stderr, "ptrun: unknown flag or missing value: '%s'\n", f), usage();
-        if (!strcmp(f, "--hosts")) S.hostfile = v;
-        else if (!strcmp(f, "--max-restarts")) {
-            if (num(f, v, 0, 1000, &mr)) return 2;
-            S.max_restarts = (int)mr;
-        } else if (!strcmp(f, "--backoff")) {
-            if (num(f, v, 0, 3600, &S.backoff)) return 2;
-        } else if (!strcmp(f, "--timeout-floor")) {
-            if (num(f, v, 0.1, 1e6, &S.floor_s)) return 2;
-        } else if (!strcmp(f, "--lease")) {
-            if (num(f, v, 0.5, 1e6, &S.lease)) return 2;
-        } else if (!strcmp(f, "--probe-timeout")) {
-            if (num(f, v, 0.1, 3600, &S.probe_timeout)) return 2;
-        } else if (!strcmp(f, "--timeout")) {
-            int p;
-            const char *eq = strchr(v, '=');
-            for (p = 0; p < PH_N && !(eq && (size_t)(eq - v) == strlen(phase_name[p]) && !strncmp(v, phase_name[p], (size_t)(eq - v))); p++) {}
-            if (p == PH_N) return fprintf(stderr, "ptrun: --timeout expects PHASE=SECONDS with PHASE setup, step, ckpt or eval, found '%s'\n", v), 2;
-            if (num(f, eq + 1, 0.1, 1e6, &x)) return 2;
-            if (p == PH_SETUP) S.setup_s = x;
-            else S.fixed[p] = x;
-        } else if (!strcmp(f, "--listen")) S.listen_addr = v;
-        else if (!strcmp(f, "--advertise")) S.advertise = v;
-        else if (!strcmp(f, "--mpirun")) S.mpirun = v;
-        else if (!strcmp(f, "--agent")) S.agent = v;
-        else if (!strcmp(f, "--events")) S.events_path = v;
-        else if (!strcmp(f, "--mpi-arg")) {
-            if (S.nmpi == 60) return fprintf(stderr, "ptrun: at most 60 --mpi-arg\n"), 2;
-            S.mpi_args[S.nmpi++] = v;
-        } else if (!strcmp(f, "-x")) {
-            if (S.nx == 60) return fprintf(stderr, "ptrun: at most 60 -x\n"), 2;
-            S.xvars[S.nx++] = v;
-        } else return fprintf(stderr, "ptrun: unknown flag '%s'\n", f), usage();
-        i++;
+    if ((rc = ptf_parse("ptrun", usage_text, flags, argc, argv)) != PTF_GO) return rc;
+    if (rest) S.targv = argv + rest, S.targc = argc - rest;
+    if (!S.targv || S.targc < 1) {
+        fprintf(stderr, "ptrun: no trainer command (expected: ptrun [flags] -- TRAINER [ARGS...])\n");
+        fputs(usage_text, stderr);
+        return 2;
     }
-    if (!S.targv || S.targc < 1) return fprintf(stderr, "ptrun: no trainer command (expected: ptrun [flags] -- TRAINER [ARGS...])\n"), usage();
-    /* the trainer's layout, checkpoints and log */
+    return PTF_GO;
+}
+
+/* read_layout: the trainer's layout, checkpoints and log from its flags, the hostfile, and the
+   first launch's DP; PTF_GO, or the exit status after the message */
+static int read_layout(void) {
+    char err[1024], names[2048];
+    int slots;
     S.ckpt_dir = targ("--ckpt-dir"), S.log_path = targ("--log");
     if (!S.ckpt_dir) {
         fprintf(stderr, "ptrun: the trainer command has no --ckpt-dir: after a failure the job could only begin again at step 0, every step lost. "
@@ -1190,55 +1187,62 @@ int main(int argc, char **argv) {
         if (!S.dp0) return fprintf(stderr, "ptrun: without --hosts give the trainer --dp (the job's size on this machine)\n"), 2;
         S.hosts[0].slots = S.dp0 * S.tp * S.pp;
     }
-    {
-        char names[2048];
-        int slots = healthy_slots(names, sizeof names);
-        if (!S.dp0) S.dp0 = slots / (S.tp * S.pp);
-        if (S.dp0 < 1 || S.dp0 * S.tp * S.pp > slots) {
-            fprintf(stderr, "ptrun: the hostfile %s has %d slots (%s), too few for dp %d x tp %d x pp %d\n", S.hostfile ? S.hostfile : "(none)", slots, names,
-                    S.dp0 > 0 ? S.dp0 : 1, S.tp, S.pp);
-            return 2;
-        }
+    slots = healthy_slots(names, sizeof names);
+    if (!S.dp0) S.dp0 = slots / (S.tp * S.pp);
+    if (S.dp0 < 1 || S.dp0 * S.tp * S.pp > slots) {
+        fprintf(stderr, "ptrun: the hostfile %s has %d slots (%s), too few for dp %d x tp %d x pp %d\n", S.hostfile ? S.hostfile : "(none)", slots, names,
+                S.dp0 > 0 ? S.dp0 : 1, S.tp, S.pp);
+        return 2;
     }
+    return PTF_GO;
+}
+
+/* open_events: CKPT_DIR made, the events file opened (a warning when it cannot be) */
+static void open_events(void) {
+    char ep[1200];
     mkdir(S.ckpt_dir, 0755);
-    {
-        char ep[1200];
-        if (!S.events_path) snprintf(ep, sizeof ep, "%s/ptrun_events.jsonl", S.ckpt_dir), S.events_path = strdup(ep);
-        if (!(S.events = fopen(S.events_path, "a"))) say("cannot write the events to %s: %s", S.events_path, strerror(errno));
-    }
-    /* PTRAIN_FAULT, as the ranks will read it: remembered so a fault that fired is not passed again */
-    {
-        const char *fv = getenv("PTRAIN_FAULT");
-        while (fv && *fv && S.nfaults < MAXFAULT) {
-            fault_entry *e = &S.faults[S.nfaults];
-            size_t n = strcspn(fv, ",");
-            char *c1, *last;
-            if (n >= sizeof e->text) n = sizeof e->text - 1;
-            memcpy(e->text, fv, n), e->text[n] = 0;
-            fv += n + (fv[n] == ',');
-            memcpy(e->kind, e->text, sizeof e->kind - 1), e->kind[sizeof e->kind - 1] = 0;
-            if ((c1 = strchr(e->kind, ':')) != NULL) *c1 = 0;
-            last = strrchr(e->text, ':');
-            e->rank = last && last[1] != '*' ? atoi(last + 1) : -1;
-            if (last) {
-                char *s2 = last - 1;
-                while (s2 > e->text && *s2 != ':') s2--;
-                e->step = strtoll(s2 + 1, NULL, 10);
-            }
-            S.nfaults++;
+    if (!S.events_path) snprintf(ep, sizeof ep, "%s/ptrun_events.jsonl", S.ckpt_dir), S.events_path = strdup(ep);
+    if (!(S.events = fopen(S.events_path, "a"))) say("cannot write the events to %s: %s", S.events_path, strerror(errno));
+}
+
+/* read_faults: PTRAIN_FAULT, as the ranks will read it: remembered so a fault that fired is not passed again */
+static void read_faults(void) {
+    const char *fv = getenv("PTRAIN_FAULT");
+    while (fv && *fv && S.nfaults < MAXFAULT) {
+        fault_entry *e = &S.faults[S.nfaults];
+        size_t n = strcspn(fv, ",");
+        char *c1, *last;
+        if (n >= sizeof e->text) n = sizeof e->text - 1;
+        memcpy(e->text, fv, n), e->text[n] = 0;
+        fv += n + (fv[n] == ',');
+        memcpy(e->kind, e->text, sizeof e->kind - 1), e->kind[sizeof e->kind - 1] = 0;
+        if ((c1 = strchr(e->kind, ':')) != NULL) *c1 = 0;
+        last = strrchr(e->text, ':');
+        e->rank = last && last[1] != '*' ? atoi(last + 1) : -1;
+        if (last) {
+            char *s2 = last - 1;
+            while (s2 > e->text && *s2 != ':') s2--;
+            e->step = strtoll(s2 + 1, NULL, 10);
         }
+        S.nfaults++;
     }
-    /* the channel: this run's secret and id; the address the ranks need */
+}
+
+/* open_channel: this run's secret and id, the listening socket the ranks dial, the signal pipe and
+   handlers; PTF_GO, or the exit status after the message */
+static int open_channel(void) {
+    char err[1024];
+    struct sockaddr_in addr;
+    socklen_t alen = sizeof addr;
+    struct sigaction sa;
+    int one = 1;
     if (make_secret(err, sizeof err) != 0) return fprintf(stderr, "ptrun: %s\n", err), 1;
     if (choose_listen(err, sizeof err) != 0) return fprintf(stderr, "ptrun: %s\n", err), 2;
     S.lfd = socket(AF_INET, SOCK_STREAM, 0);
     memset(&addr, 0, sizeof addr);
     addr.sin_family = AF_INET, addr.sin_port = 0;
     inet_pton(AF_INET, S.listen_ip, &addr.sin_addr);
-    {
-        int one = 1;
-        if (S.lfd >= 0) setsockopt(S.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    }
+    if (S.lfd >= 0) setsockopt(S.lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (S.lfd < 0 || bind(S.lfd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(S.lfd, 256) != 0 ||
         getsockname(S.lfd, (struct sockaddr *)&addr, &alen) != 0)
         return fprintf(stderr, "ptrun: cannot listen for the ranks' channels on %s: %s\n", S.listen_ip, strerror(errno)), 1;
@@ -1252,12 +1256,80 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL), sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    return PTF_GO;
+}
+
+/* note_failure: the failure of this attempt: which attempt, its layout, the steps done */
+static void note_failure(failure *f) {
+    int j;
+    f->attempt = S.attempt, f->dp_from = S.dp, f->accum_from = S.accum;
+    for (j = 0, f->done = 0; j < S.nr; j++)
+        if (R[j].hello && R[j].done > f->done) f->done = R[j].done;
+}
+
+/* tear_down_failed: the failure said and logged, the job torn down */
+static void tear_down_failed(failure *f) {
+    char h[2100], d[2048], lat[64] = "";
+    int left;
+    say("%s: %s%s%s", !strcmp(f->what, "hung") ? "hang" : !strcmp(f->what, "died") ? "death" : "failure", f->detail,
+        f->has_fault ? "; injected " : "", f->has_fault ? f->kind : "");
+    if (f->has_fault) say("detected %.2f s after the fault", f->t_detect - f->t_fault);
+    if (f->has_fault) snprintf(lat, sizeof lat, ",\"latency_s\":%.3f", f->t_detect - f->t_fault); /* from the fault's own timestamp */
+    event("ptrun_detected", f->step, f->t_detect, "\"rank\":%d,\"host\":\"%s\",\"what\":\"%s\",\"detail\":\"%s\"%s", f->rank,
+          jstr(f->host, h, sizeof h), f->what, jstr(f->detail, d, sizeof d), lat);
+    left = teardown();
+    f->t_down = now_wall();
+    say("torn down in %.2f s%s", f->t_down - f->t_detect, left ? " (some ranks did not close their channel: their lease ends them)" : "");
+    event("ptrun_teardown", f->step, f->t_down, "\"seconds\":%.3f,\"left\":%d", f->t_down - f->t_detect, left);
+}
+
+/* plan_restart: before restart number `restarts`: the hostfile again, the hosts that answer, the
+   largest DP that fits (waiting the backoff while none does); then the backoff and the new layout in
+   S. 0 to relaunch, 1 when a signal stopped the run */
+static int plan_restart(failure *f, int restarts) {
+    char err[1024], names[2048];
+    double wait = S.backoff;
+    int k, slots, dp = 0;
+    for (k = 1; k < restarts; k++) wait *= 2;
+    if (wait > 30) wait = 30;
+    for (;;) {
+        if (read_hosts(err, sizeof err)) say("%s (the hostfile as it was is used)", err);
+        if (!S.hostfile) S.hosts[0].slots = S.dp0 * S.tp * S.pp;
+        probe();
+        slots = healthy_slots(names, sizeof names);
+        dp = pick_dp(slots);
+        if (dp >= 1) break;
+        say("no layout fits %d healthy slots (%s) for tp %d x pp %d; trying again in %.1f s", slots, names, S.tp, S.pp, wait);
+        nap(wait);
+        if (S.stop_sig) break;
+    }
+    if (S.stop_sig || dp < 1) return 1;
+    f->dp_to = dp, f->accum_to = S.dp0 * S.accum0 / dp;
+    f->resume = latest_step() < 0 ? 0 : latest_step();
+    say("restart %d/%d after %s%s%s%s %s at step %lld; dp %d -> %d, accum %d -> %d, resuming from step %lld (after %.1f s)", restarts,
+        S.max_restarts, f->rank >= 0 ? "rank " : "", f->rank >= 0 ? (snprintf(err, sizeof err, "%d", f->rank), err) : "the launcher",
+        f->host[0] ? " on host " : "", f->host, !strcmp(f->what, "launcher_exited") ? "exited" : f->what, (long long)f->done, S.dp, dp, S.accum,
+        f->accum_to, (long long)f->resume, wait);
+    nap(wait);
+    S.dp = dp, S.accum = f->accum_to;
+    f->t_relaunch = now_wall();
+    S.attempt++; /* the events of the relaunch belong to it */
+    event("ptrun_relaunch", f->resume, f->t_relaunch,
+          "\"restart\":%d,\"max_restarts\":%d,\"dp_from\":%d,\"dp\":%d,\"accum_from\":%d,\"accum\":%d,\"tp\":%d,\"pp\":%d,\"resume_step\":%lld,\"backoff_s\":%.3f",
+          restarts, S.max_restarts, f->dp_from, dp, f->accum_from, f->accum_to, S.tp, S.pp, (long long)f->resume, wait);
+    S.attempt--;
+    return 0;
+}
+
+/* run_job: launch, supervise; after a failure tear down and relaunch on what is left, within the
+   restart budget. The outcome (OUT_*); *restarts: the relaunches */
+static int run_job(int *restarts) {
+    int out = OUT_FAILED;
+    char hosts[2048], h[2100];
     S.t_start = now_wall();
     S.dp = S.dp0, S.accum = S.accum0;
     for (S.attempt = 1;; S.attempt++) {
         failure *f;
-        int left;
-        char h[2100];
         if (launch(hosts, sizeof hosts) != 0) break;
         say("%s %d: %s on %s, dp %d x tp %d x pp %d, accum %d, %d ranks; channels at %s:%d (listening on %s)", S.attempt == 1 ? "launch" : "relaunch", S.attempt,
             S.targv[0], hosts, S.dp, S.tp, S.pp, S.accum, S.dp * S.tp * S.pp, S.adv, S.port, S.listen_ip);
@@ -1269,112 +1341,65 @@ int main(int argc, char **argv) {
             teardown(); /* nothing is left, but make sure */
             break;
         }
-        f = &F[S.nf];
-        f->attempt = S.attempt, f->dp_from = S.dp, f->accum_from = S.accum;
-        {
-            int j;
-            for (j = 0, f->done = 0; j < S.nr; j++)
-                if (R[j].hello && R[j].done > f->done) f->done = R[j].done;
-        }
+        note_failure(f = &F[S.nf]);
         if (out == OUT_CONFIG) {
             say("the job failed before its first step (%s): not restarting, the trainer's messages above say why", f->detail);
             teardown();
             break;
         }
-        say("%s: %s%s%s", !strcmp(f->what, "hung") ? "hang" : !strcmp(f->what, "died") ? "death" : "failure", f->detail,
-            f->has_fault ? "; injected " : "", f->has_fault ? f->kind : "");
-        if (f->has_fault) say("detected %.2f s after the fault", f->t_detect - f->t_fault);
-        {
-            char lat[64] = "";
-            if (f->has_fault) snprintf(lat, sizeof lat, ",\"latency_s\":%.3f", f->t_detect - f->t_fault); /* from the fault's own timestamp */
-            event("ptrun_detected", f->step, f->t_detect, "\"rank\":%d,\"host\":\"%s\",\"what\":\"%s\",\"detail\":\"%s\"%s", f->rank,
-                  jstr(f->host, h, sizeof h), f->what, jstr(f->detail, hosts, sizeof hosts), lat);
-        }
-        left = teardown();
-        f->t_down = now_wall();
-        say("torn down in %.2f s%s", f->t_down - f->t_detect, left ? " (some ranks did not close their channel: their lease ends them)" : "");
-        event("ptrun_teardown", f->step, f->t_down, "\"seconds\":%.3f,\"left\":%d", f->t_down - f->t_detect, left);
+        tear_down_failed(f);
         S.nf++;
-        if (S.stop_sig) {
-            out = OUT_STOPPED;
-            break;
-        }
-        if (restarts >= S.max_restarts) {
+        if (S.stop_sig) return OUT_STOPPED;
+        if (*restarts >= S.max_restarts) {
             say("the restart budget (%d) is spent: stopping", S.max_restarts);
             break;
         }
-        restarts++;
-        /* what is left: the hostfile again, the hosts that answer, the largest DP that fits */
-        {
-            double wait = S.backoff;
-            int k, slots, dp = 0;
-            for (k = 1; k < restarts; k++) wait *= 2;
-            if (wait > 30) wait = 30;
-            for (;;) {
-                char names[2048];
-                if (read_hosts(err, sizeof err)) say("%s (the hostfile as it was is used)", err);
-                if (!S.hostfile) S.hosts[0].slots = S.dp0 * S.tp * S.pp;
-                probe();
-                slots = healthy_slots(names, sizeof names);
-                dp = pick_dp(slots);
-                if (dp >= 1) break;
-                say("no layout fits %d healthy slots (%s) for tp %d x pp %d; trying again in %.1f s", slots, names, S.tp, S.pp, wait);
-                nap(wait);
-                if (S.stop_sig) break;
-            }
-            if (S.stop_sig || dp < 1) {
-                out = OUT_STOPPED;
-                break;
-            }
-            f->dp_to = dp, f->accum_to = S.dp0 * S.accum0 / dp;
-            f->resume = latest_step() < 0 ? 0 : latest_step();
-            say("restart %d/%d after %s%s%s%s %s at step %lld; dp %d -> %d, accum %d -> %d, resuming from step %lld (after %.1f s)", restarts,
-                S.max_restarts, f->rank >= 0 ? "rank " : "", f->rank >= 0 ? (snprintf(err, sizeof err, "%d", f->rank), err) : "the launcher",
-                f->host[0] ? " on host " : "", f->host, !strcmp(f->what, "launcher_exited") ? "exited" : f->what, (long long)f->done, S.dp, dp, S.accum,
-                f->accum_to, (long long)f->resume, wait);
-            nap(wait);
-            S.dp = dp, S.accum = f->accum_to;
-            f->t_relaunch = now_wall();
-            S.attempt++; /* the events of the relaunch belong to it */
-            event("ptrun_relaunch", f->resume, f->t_relaunch,
-                  "\"restart\":%d,\"max_restarts\":%d,\"dp_from\":%d,\"dp\":%d,\"accum_from\":%d,\"accum\":%d,\"tp\":%d,\"pp\":%d,\"resume_step\":%lld,\"backoff_s\":%.3f",
-                  restarts, S.max_restarts, f->dp_from, dp, f->accum_from, f->accum_to, S.tp, S.pp, (long long)f->resume, wait);
-            S.attempt--;
-        }
+        (*restarts)++;
+        if (plan_restart(f, *restarts)) return OUT_STOPPED;
     }
-    /* the report */
-    {
-        double lost_t = 0;
-        int64_t lost_s = 0;
-        char line[2048];
-        for (i = 0; i < S.nf; i++) {
-            failure *f = &F[i];
-            double t0 = f->has_fault ? f->t_fault : f->t_detect;
-            double end = f->t_recovered > 0 ? f->t_recovered : f->t_down;
-            lost_t += end - t0, lost_s += f->done - f->resume;
-            say("failure %d: attempt %d, %s%s%s at step %lld: %s; detected after %.2f s, torn down after %.2f s, %s", i + 1, f->attempt,
-                f->has_fault ? "injected " : "", f->has_fault ? f->kind : f->what, f->has_fault ? "" : "", (long long)f->done, f->detail, f->t_detect - t0,
-                f->t_down - t0,
-                f->t_recovered > 0 ? (snprintf(line, sizeof line, "recovered after %.2f s (dp %d -> %d, %lld steps lost)", f->t_recovered - t0, f->dp_from,
-                                               f->dp_to, (long long)(f->done - f->resume)),
-                                      line)
-                                   : "not recovered");
-        }
-        say("%s: %d failure(s), %d restart(s), %lld step(s) lost, %.1f s lost, %.1f s in all", out == OUT_FINISHED ? "finished" : out == OUT_STOPPED ? "stopped" : "gave up",
-            S.nf, restarts, (long long)lost_s, lost_t, now_wall() - S.t_start);
-        event("ptrun_end", S.nf ? F[S.nf - 1].done : 0, now_wall(), "\"ok\":%s,\"restarts\":%d,\"steps_lost\":%lld,\"time_lost_s\":%.3f,\"exit\":%d",
-              out == OUT_FINISHED ? "true" : "false", restarts, (long long)lost_s, lost_t,
-              out == OUT_FINISHED ? 0 : out == OUT_STOPPED ? 128 + (S.stop_sig ? S.stop_sig : SIGTERM) : 1);
+    return out;
+}
+
+/* report: each failure, the totals, the end event; the events into the trainer's log; the files
+   closed. The exit status: 0 finished, 128+N stopped by signal N, else 1 */
+static int report(int out, int restarts) {
+    double lost_t = 0;
+    int64_t lost_s = 0;
+    char line[2048], hf[512];
+    int i, code = out == OUT_FINISHED ? 0 : out == OUT_STOPPED ? 128 + (S.stop_sig ? S.stop_sig : SIGTERM) : 1;
+    for (i = 0; i < S.nf; i++) {
+        failure *f = &F[i];
+        double t0 = f->has_fault ? f->t_fault : f->t_detect;
+        double end = f->t_recovered > 0 ? f->t_recovered : f->t_down;
+        lost_t += end - t0, lost_s += f->done - f->resume;
+        say("failure %d: attempt %d, %s%s%s at step %lld: %s; detected after %.2f s, torn down after %.2f s, %s", i + 1, f->attempt,
+            f->has_fault ? "injected " : "", f->has_fault ? f->kind : f->what, f->has_fault ? "" : "", (long long)f->done, f->detail, f->t_detect - t0,
+            f->t_down - t0,
+            f->t_recovered > 0 ? (snprintf(line, sizeof line, "recovered after %.2f s (dp %d -> %d, %lld steps lost)", f->t_recovered - t0, f->dp_from,
+                                           f->dp_to, (long long)(f->done - f->resume)),
+                                  line)
+                               : "not recovered");
     }
+    say("%s: %d failure(s), %d restart(s), %lld step(s) lost, %.1f s lost, %.1f s in all", out == OUT_FINISHED ? "finished" : out == OUT_STOPPED ? "stopped" : "gave up",
+        S.nf, restarts, (long long)lost_s, lost_t, now_wall() - S.t_start);
+    event("ptrun_end", S.nf ? F[S.nf - 1].done : 0, now_wall(), "\"ok\":%s,\"restarts\":%d,\"steps_lost\":%lld,\"time_lost_s\":%.3f,\"exit\":%d",
+          out == OUT_FINISHED ? "true" : "false", restarts, (long long)lost_s, lost_t, code);
     if (S.log_path && S.evn) { /* into the trainer's log, now that no rank writes it */
         FILE *lf = fopen(S.log_path, "a");
         if (lf) fwrite(S.evbuf, 1, S.evn, lf), fclose(lf);
     }
-    {
-        char hf[512];
-        snprintf(hf, sizeof hf, "%s/.ptrun.%ld.hosts", S.ckpt_dir, (long)getpid());
-        unlink(hf);
-    }
+    snprintf(hf, sizeof hf, "%s/.ptrun.%ld.hosts", S.ckpt_dir, (long)getpid());
+    unlink(hf);
     if (S.events) fclose(S.events);
-    return out == OUT_FINISHED ? 0 : out == OUT_STOPPED ? 128 + (S.stop_sig ? S.stop_sig : SIGTERM) : 1;
+    return code;
+}
+
+int main(int argc, char **argv) {
+    int rc, restarts = 0;
+    if ((rc = parse_flags(argc, argv)) != PTF_GO || (rc = read_layout()) != PTF_GO) return rc;
+    open_events();
+    read_faults();
+    if ((rc = open_channel()) != PTF_GO) return rc;
+    rc = run_job(&restarts);
+    return report(rc, restarts);
 }

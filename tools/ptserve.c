@@ -382,6 +382,7 @@ static size_t sv_utf8_tail(const unsigned char *s, size_t n) {
 #include <unistd.h>
 
 #include "ptserve_page.h"
+#include "ptflags.h"
 
 /* ==== the server ================================================================================ */
 typedef struct sv_choice {
@@ -1279,12 +1280,14 @@ static void sv_completed(void *cls, struct MHD_Connection *con, void **con_cls, 
 }
 
 /* ---- main ---- */
+static const char usage_text[] =
+    "usage: ptserve (--ckpt DIR | --safetensors FILE | --gguf FILE) [--tokenizer FILE | --bytes] [--quant f32|bf16|q8_0|q4_0] [--host ADDR] [--port N]\n"
+    "               [--max-seqs N] [--kv-blocks N] [--max-batch-tokens N] [--max-queue N] [--timeout S] [--threads N]\n"
+    "               [--model-name NAME] [--step-delay-ms N] [--read-timeout S] [--max-conns-per-ip N] [--max-body-memory BYTES]\n"
+    "               [--api-key KEY | --api-key-file FILE] [--tls-cert FILE --tls-key FILE]   (see the top of tools/ptserve.c, docs/serving.md)\n";
 static int usage(const char *msg, const char *what) {
     if (msg) fprintf(stderr, "ptserve: %s%s%s\n", msg, what ? " " : "", what ? what : "");
-    fprintf(stderr, "usage: ptserve (--ckpt DIR | --safetensors FILE | --gguf FILE) [--tokenizer FILE | --bytes] [--quant f32|bf16|q8_0|q4_0] [--host ADDR] [--port N]\n"
-                    "               [--max-seqs N] [--kv-blocks N] [--max-batch-tokens N] [--max-queue N] [--timeout S] [--threads N]\n"
-                    "               [--model-name NAME] [--step-delay-ms N] [--read-timeout S] [--max-conns-per-ip N] [--max-body-memory BYTES]\n"
-                    "               [--api-key KEY | --api-key-file FILE] [--tls-cert FILE --tls-key FILE]   (see the top of tools/ptserve.c, docs/serving.md)\n");
+    fputs(usage_text, stderr);
     return 2;
 }
 /* a whole file, NUL-terminated (a PEM certificate or key, an API key); NULL with the reason on stderr */
@@ -1306,224 +1309,225 @@ static char *read_small_file(const char *flag, const char *path, size_t *len) {
     *len = n;
     return p;
 }
-static int num_flag(const char *flag, const char *v, long lo, long hi, long *out) {
-    char *end;
-    long x;
-    errno = 0;
-    x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "ptserve: %s expects a whole number in [%ld, %ld], found '%s'\n", flag, lo, hi, v);
-        return -1;
-    }
-    *out = x;
+
+/* the command line, and what main holds from it */
+typedef struct sv_opts {
+    const char *model, *host, *name, *tok_path, *key_arg, *key_file, *tls_cert, *tls_key;
+    long port, max_seqs, kv_blocks, budget, max_queue, threads, per_ip;
+    double timeout, read_timeout, body_mem;
+    int quant, bytes;
+    char *cert_pem, *key_pem, *api_key; /* read from the files */
+    struct sockaddr_in sa;
+    sigset_t signals; /* SIGTERM, SIGINT: sigwait'ed by main */
+    pthread_t wd, engine;
+} sv_opts;
+
+static int flag_model(void *dst, const char *tool, const char *flag, const char *v) {
+    const char **model = (const char **)dst;
+    (void)tool, (void)flag;
+    if (*model) return usage("more than one model given:", v);
+    *model = v;
+    return 0;
+}
+static int flag_quant(void *dst, const char *tool, const char *flag, const char *v) {
+    int *quant = (int *)dst;
+    if ((*quant = pt_wtype_parse(v)) < 0 || *quant == PT_W_F16) return ptf_bad(tool, flag, "f32, bf16, q8_0 or q4_0", v);
     return 0;
 }
 
-int main(int argc, char **argv) {
-    const char *model = NULL, *host = "127.0.0.1", *name = NULL, *tok_path = NULL, *key_arg = NULL, *key_file = NULL, *tls_cert = NULL, *tls_key = NULL;
-    long port = 8080, max_seqs = 16, kv_blocks = 0, budget = 256, max_queue = 64, threads = 0, per_ip = 16;
-    double timeout = 600, read_timeout = 10, body_mem = 64.0 * (1 << 20);
-    char *cert_pem = NULL, *key_pem = NULL, *api_key = NULL;
-    size_t flen = 0;
-    pthread_t wd;
-    int quant = -1, i, sig = 0, bytes = 0;
-    pt_desc pd;
-    pt_infer_desc idesc;
-    pt_engine_desc ed;
-    struct sockaddr_in sa;
-    sigset_t set;
-    pthread_t th;
-    const union MHD_DaemonInfo *di;
-
-    for (i = 1; i < argc; i++) {
-        const char *f = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) return usage(NULL, NULL), 0;
-        if (!strcmp(f, "--bytes")) {
-            bytes = 1;
-            continue;
-        }
-        if (!val) return usage("unknown flag or flag without a value:", f);
-        if (!strcmp(f, "--ckpt") || !strcmp(f, "--safetensors") || !strcmp(f, "--gguf")) {
-            if (model) return usage("more than one model given:", val);
-            model = val;
-        } else if (!strcmp(f, "--quant")) {
-            if ((quant = pt_wtype_parse(val)) < 0 || quant == PT_W_F16) {
-                fprintf(stderr, "ptserve: --quant expects f32, bf16, q8_0 or q4_0, found '%s'\n", val);
-                return 2;
-            }
-        } else if (!strcmp(f, "--tokenizer")) tok_path = val;
-        else if (!strcmp(f, "--host")) host = val;
-        else if (!strcmp(f, "--model-name")) name = val;
-        else if (!strcmp(f, "--port")) { if (num_flag(f, val, 0, 65535, &port)) return 2; }
-        else if (!strcmp(f, "--max-seqs")) { if (num_flag(f, val, 1, 4096, &max_seqs)) return 2; }
-        else if (!strcmp(f, "--kv-blocks")) { if (num_flag(f, val, 1, 1L << 24, &kv_blocks)) return 2; }
-        else if (!strcmp(f, "--max-batch-tokens")) { if (num_flag(f, val, 1, 1L << 20, &budget)) return 2; }
-        else if (!strcmp(f, "--max-queue")) { if (num_flag(f, val, 1, 1L << 20, &max_queue)) return 2; }
-        else if (!strcmp(f, "--threads")) { if (num_flag(f, val, 1, 1024, &threads)) return 2; }
-        else if (!strcmp(f, "--step-delay-ms")) { if (num_flag(f, val, 0, 10000, &S.step_delay_ms)) return 2; }
-        else if (!strcmp(f, "--timeout")) {
-            char *end;
-            timeout = strtod(val, &end);
-            if (end == val || *end || !(timeout > 0 && timeout <= 1e7)) {
-                fprintf(stderr, "ptserve: --timeout expects seconds in (0, 1e7], found '%s'\n", val);
-                return 2;
-            }
-        } else if (!strcmp(f, "--read-timeout")) {
-            char *end;
-            read_timeout = strtod(val, &end);
-            if (end == val || *end || !(read_timeout >= 0.1 && read_timeout <= 3600)) {
-                fprintf(stderr, "ptserve: --read-timeout expects seconds in [0.1, 3600], found '%s'\n", val);
-                return 2;
-            }
-        } else if (!strcmp(f, "--max-conns-per-ip")) { if (num_flag(f, val, 1, SV_MAX_CONNS, &per_ip)) return 2; }
-        else if (!strcmp(f, "--max-body-memory")) {
-            char *end;
-            body_mem = strtod(val, &end);
-            if (end == val || *end || !(body_mem >= 4096 && body_mem <= 1e15) || body_mem != floor(body_mem)) {
-                fprintf(stderr, "ptserve: --max-body-memory expects a whole number of bytes in [4096, 1e15], found '%s'\n", val);
-                return 2;
-            }
-        } else if (!strcmp(f, "--api-key")) key_arg = val;
-        else if (!strcmp(f, "--api-key-file")) key_file = val;
-        else if (!strcmp(f, "--tls-cert")) tls_cert = val;
-        else if (!strcmp(f, "--tls-key")) tls_key = val;
-        else return usage("unknown flag", f);
-        i++;
-    }
-    if (!model) return usage("no model given (--ckpt DIR, --safetensors FILE or --gguf FILE)", NULL);
-    if (bytes && tok_path) return usage("--bytes and --tokenizer exclude each other (bytes are no tokenizer)", NULL);
-    /* the API key: printable ASCII without spaces, from the flag or the file's first line */
-    if (key_arg && key_file) return usage("--api-key and --api-key-file both given: one key, from one of them", NULL);
-    if (key_arg || key_file) {
-        size_t i, n;
-        if (key_file && !(api_key = read_small_file("--api-key-file", key_file, &flen))) return 2;
-        if (key_arg && !(api_key = sv_strdup(key_arg))) return 1;
-        for (n = 0; api_key[n] && api_key[n] != '\n' && api_key[n] != '\r'; n++) {}
-        while (n > 0 && (api_key[n - 1] == ' ' || api_key[n - 1] == '\t')) n--;
-        api_key[n] = 0;
-        for (i = 0; i < n && api_key[i] > 32 && api_key[i] < 127; i++) {}
-        if (n == 0 || i < n) {
-            fprintf(stderr, "ptserve: %s%s%s: expected an API key of printable ASCII without spaces, found %s\n", key_file ? "--api-key-file " : "--api-key",
-                    key_file ? key_file : "", key_file ? " (its first line)" : "", n == 0 ? "an empty one" : "a space or a control byte in it");
-            free(api_key);
-            return 2;
-        }
-        S.api_key = api_key, S.api_key_len = n;
-    }
-    /* HTTPS: both files, PEM, and a libmicrohttpd built with GnuTLS */
-    if (!tls_cert != !tls_key) return usage(tls_cert ? "--tls-cert needs --tls-key (the certificate's private key)" : "--tls-key needs --tls-cert", NULL);
-    if (tls_cert) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            fprintf(stderr, "ptserve: --tls-cert: this libmicrohttpd was built without TLS (GnuTLS): HTTPS cannot be served\n");
-            return 1;
-        }
-        const char *bad = NULL;
-        if (!(cert_pem = read_small_file("--tls-cert", tls_cert, &flen))) bad = "";
-        else if (!strstr(cert_pem, "-----BEGIN CERTIFICATE-----")) bad = "--tls-cert";
-        else if (!(key_pem = read_small_file("--tls-key", tls_key, &flen))) bad = "";
-        else if (!strstr(key_pem, "-----BEGIN") || !strstr(key_pem, "PRIVATE KEY-----")) bad = "--tls-key";
-        if (bad) {
-            if (*bad) fprintf(stderr, "ptserve: %s %s: expected a PEM %s, found none\n", bad, *bad && bad[6] == 'c' ? tls_cert : tls_key,
-                              bad[6] == 'c' ? "certificate (-----BEGIN CERTIFICATE-----)" : "private key (-----BEGIN ... PRIVATE KEY-----)");
-            free(cert_pem), free(key_pem), free(api_key);
-            return 2;
-        }
-    }
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET, sa.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) {
-        fprintf(stderr, "ptserve: --host expects an IPv4 address such as 127.0.0.1 or 0.0.0.0, found '%s'\n", host);
+/* parse_flags: the command line into o; PTF_GO, or the exit status */
+static int parse_flags(sv_opts *o, int argc, char **argv) {
+    int rc;
+    const ptf_flag flags[] = {PTF_FN("--ckpt", flag_model, &o->model),
+                              PTF_FN("--safetensors", flag_model, &o->model),
+                              PTF_FN("--gguf", flag_model, &o->model),
+                              PTF_FN("--quant", flag_quant, &o->quant),
+                              PTF_STR("--tokenizer", &o->tok_path),
+                              PTF_BOOL("--bytes", &o->bytes),
+                              PTF_STR("--host", &o->host),
+                              PTF_STR("--model-name", &o->name),
+                              PTF_LONG("--port", &o->port, 0, 65535),
+                              PTF_LONG("--max-seqs", &o->max_seqs, 1, 4096),
+                              PTF_LONG("--kv-blocks", &o->kv_blocks, 1, 1L << 24),
+                              PTF_LONG("--max-batch-tokens", &o->budget, 1, 1L << 20),
+                              PTF_LONG("--max-queue", &o->max_queue, 1, 1L << 20),
+                              PTF_LONG("--threads", &o->threads, 1, 1024),
+                              PTF_LONG("--step-delay-ms", &S.step_delay_ms, 0, 10000),
+                              PTF_REAL_X("--timeout", &o->timeout, 0, 1e7, PTF_OPEN_LO, "seconds in (0, 1e7]"),
+                              PTF_REAL_X("--read-timeout", &o->read_timeout, 0.1, 3600, 0, "seconds in [0.1, 3600]"),
+                              PTF_LONG("--max-conns-per-ip", &o->per_ip, 1, SV_MAX_CONNS),
+                              PTF_REAL_X("--max-body-memory", &o->body_mem, 4096, 1e15, PTF_WHOLE, "a whole number of bytes in [4096, 1e15]"),
+                              PTF_STR("--api-key", &o->key_arg),
+                              PTF_STR("--api-key-file", &o->key_file),
+                              PTF_STR("--tls-cert", &o->tls_cert),
+                              PTF_STR("--tls-key", &o->tls_key),
+                              PTF_END};
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1", o->port = 8080, o->max_seqs = 16, o->budget = 256, o->max_queue = 64, o->per_ip = 16;
+    o->timeout = 600, o->read_timeout = 10, o->body_mem = 64.0 * (1 << 20), o->quant = -1;
+    if ((rc = ptf_parse("ptserve", usage_text, flags, argc, argv)) != PTF_GO) return rc;
+    if (!o->model) return usage("no model given (--ckpt DIR, --safetensors FILE or --gguf FILE)", NULL);
+    if (o->bytes && o->tok_path) return usage("--bytes and --tokenizer exclude each other (bytes are no tokenizer)", NULL);
+    if (o->key_arg && o->key_file) return usage("--api-key and --api-key-file both given: one key, from one of them", NULL);
+    if (!o->tls_cert != !o->tls_key) return usage(o->tls_cert ? "--tls-cert needs --tls-key (the certificate's private key)" : "--tls-key needs --tls-cert", NULL);
+    memset(&o->sa, 0, sizeof o->sa);
+    o->sa.sin_family = AF_INET, o->sa.sin_port = htons((uint16_t)o->port);
+    if (inet_pton(AF_INET, o->host, &o->sa.sin_addr) != 1) {
+        fprintf(stderr, "ptserve: --host expects an IPv4 address such as 127.0.0.1 or 0.0.0.0, found '%s'\n", o->host);
         return 2;
     }
-    {
-        const char *base = strrchr(model, '/');
-        size_t L;
-        snprintf(S.model_name, sizeof S.model_name, "%s", name ? name : base && base[1] ? base + 1 : model);
-        L = strlen(S.model_name);
-        while (!name && L > 1 && S.model_name[L - 1] == '/') S.model_name[--L] = 0;
+    return PTF_GO;
+}
+
+/* read_api_key: printable ASCII without spaces, from --api-key or --api-key-file's first line, into
+   S.api_key; PTF_GO, or the exit status */
+static int read_api_key(sv_opts *o) {
+    size_t i, n, flen = 0;
+    char *api_key = NULL;
+    if (!o->key_arg && !o->key_file) return PTF_GO;
+    if (o->key_file && !(api_key = read_small_file("--api-key-file", o->key_file, &flen))) return 2;
+    if (o->key_arg && !(api_key = sv_strdup(o->key_arg))) return 1;
+    for (n = 0; api_key[n] && api_key[n] != '\n' && api_key[n] != '\r'; n++) {}
+    while (n > 0 && (api_key[n - 1] == ' ' || api_key[n - 1] == '\t')) n--;
+    api_key[n] = 0;
+    for (i = 0; i < n && api_key[i] > 32 && api_key[i] < 127; i++) {}
+    if (n == 0 || i < n) {
+        fprintf(stderr, "ptserve: %s%s%s: expected an API key of printable ASCII without spaces, found %s\n", o->key_file ? "--api-key-file " : "--api-key",
+                o->key_file ? o->key_file : "", o->key_file ? " (its first line)" : "", n == 0 ? "an empty one" : "a space or a control byte in it");
+        free(api_key);
+        return 2;
     }
+    o->api_key = api_key;
+    S.api_key = api_key, S.api_key_len = n;
+    return PTF_GO;
+}
+
+/* read_tls: with --tls-cert, both PEM files (and a libmicrohttpd built with GnuTLS); PTF_GO, or the
+   exit status */
+static int read_tls(sv_opts *o) {
+    const char *bad = NULL;
+    size_t flen = 0;
+    if (!o->tls_cert) return PTF_GO;
+    if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        fprintf(stderr, "ptserve: --tls-cert: this libmicrohttpd was built without TLS (GnuTLS): HTTPS cannot be served\n");
+        return 1;
+    }
+    if (!(o->cert_pem = read_small_file("--tls-cert", o->tls_cert, &flen))) bad = "";
+    else if (!strstr(o->cert_pem, "-----BEGIN CERTIFICATE-----")) bad = "--tls-cert";
+    else if (!(o->key_pem = read_small_file("--tls-key", o->tls_key, &flen))) bad = "";
+    else if (!strstr(o->key_pem, "-----BEGIN") || !strstr(o->key_pem, "PRIVATE KEY-----")) bad = "--tls-key";
+    if (bad) {
+        if (*bad) fprintf(stderr, "ptserve: %s %s: expected a PEM %s, found none\n", bad, *bad && bad[6] == 'c' ? o->tls_cert : o->tls_key,
+                          bad[6] == 'c' ? "certificate (-----BEGIN CERTIFICATE-----)" : "private key (-----BEGIN ... PRIVATE KEY-----)");
+        return 2;
+    }
+    return PTF_GO;
+}
+
+/* init_state: the model's name, the locks and limits in S; SIGTERM and SIGINT kept for main's
+   sigwait (no other thread gets them), SIGPIPE ignored */
+static void init_state(sv_opts *o) {
+    const char *base = strrchr(o->model, '/');
+    size_t L;
+    snprintf(S.model_name, sizeof S.model_name, "%s", o->name ? o->name : base && base[1] ? base + 1 : o->model);
+    L = strlen(S.model_name);
+    while (!o->name && L > 1 && S.model_name[L - 1] == '/') S.model_name[--L] = 0;
     pthread_mutex_init(&S.mu, NULL);
     pthread_cond_init(&S.work, NULL);
     pthread_mutex_init(&S.cmu, NULL);
     pthread_cond_init(&S.cwake, NULL);
-    S.max_queue = (int)max_queue, S.timeout = timeout, S.max_seqs = (int32_t)max_seqs, S.budget = (int32_t)budget;
-    S.read_timeout = read_timeout, S.max_per_ip = (int)per_ip, S.max_conns = SV_MAX_CONNS, S.max_body_mem = (size_t)body_mem;
-    /* the signals go to sigwait in this thread, none to the others */
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    S.max_queue = (int)o->max_queue, S.timeout = o->timeout, S.max_seqs = (int32_t)o->max_seqs, S.budget = (int32_t)o->budget;
+    S.read_timeout = o->read_timeout, S.max_per_ip = (int)o->per_ip, S.max_conns = SV_MAX_CONNS, S.max_body_mem = (size_t)o->body_mem;
+    sigemptyset(&o->signals);
+    sigaddset(&o->signals, SIGTERM);
+    sigaddset(&o->signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &o->signals, NULL);
     signal(SIGPIPE, SIG_IGN);
+}
 
-    if (pthread_create(&wd, NULL, sv_watchdog, NULL)) {
+/* start_http: the watchdog thread, then the HTTP daemon (first: /health answers 503 while the model
+   loads); 0, or 1 after the message. The connection limit is MHD's too, a little above ours, so that
+   sv_accept (called after MHD's own check) sees and counts each refusal. The TLS options come last:
+   without --tls-cert the first of them is MHD_OPTION_END. */
+static int start_http(sv_opts *o) {
+    const union MHD_DaemonInfo *di;
+    if (pthread_create(&o->wd, NULL, sv_watchdog, NULL)) {
         fprintf(stderr, "ptserve: cannot start the watchdog thread\n");
         return 1;
     }
-    /* HTTP first: /health answers 503 while the model loads. The connection limit is MHD's too, a
-       little above ours, so that sv_accept (called after MHD's own check) sees and counts each refusal.
-       The TLS options come last: without --tls-cert the first of them is MHD_OPTION_END. */
-    S.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (cert_pem ? MHD_USE_TLS : 0),
-                           (uint16_t)port, sv_accept, NULL, sv_handler, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED,
+    S.d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | (o->cert_pem ? MHD_USE_TLS : 0),
+                           (uint16_t)o->port, sv_accept, NULL, sv_handler, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&o->sa, MHD_OPTION_NOTIFY_COMPLETED,
                            sv_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, sv_conn_notify, NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(1 << 20),
                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(SV_MAX_CONNS + 8),
-                           cert_pem ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, key_pem, MHD_OPTION_HTTPS_MEM_CERT, cert_pem, MHD_OPTION_END);
+                           o->cert_pem ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, o->key_pem, MHD_OPTION_HTTPS_MEM_CERT, o->cert_pem, MHD_OPTION_END);
     if (!S.d) {
-        if (cert_pem) fprintf(stderr, "ptserve: cannot serve HTTPS on %s:%ld with --tls-cert %s --tls-key %s (is the key the certificate's? see above; or the port is in use)\n", host, port, tls_cert, tls_key);
-        else fprintf(stderr, "ptserve: cannot listen on %s:%ld (in use? --port 0 takes a free one)\n", host, port);
+        if (o->cert_pem)
+            fprintf(stderr, "ptserve: cannot serve HTTPS on %s:%ld with --tls-cert %s --tls-key %s (is the key the certificate's? see above; or the port is in use)\n",
+                    o->host, o->port, o->tls_cert, o->tls_key);
+        else fprintf(stderr, "ptserve: cannot listen on %s:%ld (in use? --port 0 takes a free one)\n", o->host, o->port);
         return 1;
     }
     di = MHD_get_daemon_info(S.d, MHD_DAEMON_INFO_BIND_PORT);
-    if (di) port = di->port;
+    if (di) o->port = di->port;
+    return 0;
+}
 
+/* load_model: the context, the weights and the text of the ids: the model's tokenizer, --tokenizer
+   FILE, or bytes when asked or the model is a byte model; never bytes instead of a refused
+   tokenizer. 0, or the exit status after the message */
+static int load_model(sv_opts *o) {
+    pt_desc pd;
     memset(&pd, 0, sizeof pd);
     if (!(S.ctx = pt_init(&pd))) return 1;
-    if (threads > 0) pt_set_threads(S.ctx, (int)threads);
-    if (!(S.w = pt_gpt_weights_open(S.ctx, model, quant, tok_path || bytes ? NULL : &S.tok))) {
+    if (o->threads > 0) pt_set_threads(S.ctx, (int)o->threads);
+    if (!(S.w = pt_gpt_weights_open(S.ctx, o->model, o->quant, o->tok_path || o->bytes ? NULL : &S.tok))) {
         fprintf(stderr, "ptserve: %s\n", pt_error(S.ctx));
-        MHD_stop_daemon(S.d);
         return 1;
     }
-    /* the text of the ids: the model's tokenizer, --tokenizer FILE, or bytes when asked or the model is a byte model; never bytes instead of a refused tokenizer */
-    if (tok_path && !(S.tok = pt_tokenizer_load(S.ctx, tok_path)) && !(S.tok = pt_tokenizer_load_dir(S.ctx, tok_path))) {
-        fprintf(stderr, "ptserve: --tokenizer %s: %s\n", tok_path, pt_status_get(S.ctx) ? pt_error(S.ctx) : "no tokenizer.bin in it");
-        MHD_stop_daemon(S.d);
+    if (o->tok_path && !(S.tok = pt_tokenizer_load(S.ctx, o->tok_path)) && !(S.tok = pt_tokenizer_load_dir(S.ctx, o->tok_path))) {
+        fprintf(stderr, "ptserve: --tokenizer %s: %s\n", o->tok_path, pt_status_get(S.ctx) ? pt_error(S.ctx) : "no tokenizer.bin in it");
         return 1;
     }
     if (S.tok && pt_tokenizer_vocab(S.tok) > S.w->cfg.vocab) {
         fprintf(stderr, "ptserve: the tokenizer has %d tokens, more than the model's vocabulary of %d\n", (int)pt_tokenizer_vocab(S.tok), (int)S.w->cfg.vocab);
-        MHD_stop_daemon(S.d);
         return 1;
     }
-    if (bytes && S.w->cfg.vocab > 256) {
+    if (o->bytes && S.w->cfg.vocab > 256) {
         fprintf(stderr, "ptserve: --bytes: the model's vocabulary is %d tokens, more than the 256 bytes (ids 256 and up have no text): give its tokenizer "
                         "(--tokenizer FILE)\n", (int)S.w->cfg.vocab);
-        MHD_stop_daemon(S.d);
         return 2;
     }
-    if (!S.tok && !bytes && (S.w->tokenizer_error[0] || S.w->cfg.vocab > 256)) {
+    if (!S.tok && !o->bytes && (S.w->tokenizer_error[0] || S.w->cfg.vocab > 256)) {
         if (S.w->tokenizer_error[0]) fprintf(stderr, "ptserve: %s: give --tokenizer FILE%s\n", S.w->tokenizer_error, S.w->cfg.vocab <= 256 ? " or --bytes" : "");
-        else fprintf(stderr, "ptserve: %s: a vocabulary of %d tokens and no tokenizer: give --tokenizer FILE\n", model, (int)S.w->cfg.vocab);
-        MHD_stop_daemon(S.d);
+        else fprintf(stderr, "ptserve: %s: a vocabulary of %d tokens and no tokenizer: give --tokenizer FILE\n", o->model, (int)S.w->cfg.vocab);
         return 1;
     }
     if (!S.tok && S.w->cfg.vocab < 256) {
-        fprintf(stderr, "ptserve: %s has no tokenizer and a vocabulary of %d (< 256 bytes): prompts cannot be encoded\n", model, (int)S.w->cfg.vocab);
+        fprintf(stderr, "ptserve: %s has no tokenizer and a vocabulary of %d (< 256 bytes): prompts cannot be encoded\n", o->model, (int)S.w->cfg.vocab);
         return 1;
     }
     S.model.tok = S.tok, S.model.vocab = S.w->cfg.vocab, S.model.max_seq = S.w->cfg.max_seq;
+    return 0;
+}
+
+/* start_engine: the paged KV cache, the engine and its thread; then ready (/health answers 200) and
+   the two lines that say so; 0, or 1 after the message */
+static int start_engine(sv_opts *o) {
+    pt_infer_desc idesc;
+    pt_engine_desc ed;
     memset(&idesc, 0, sizeof idesc);
-    idesc.max_seqs = (int32_t)max_seqs;
+    idesc.max_seqs = (int32_t)o->max_seqs;
     idesc.block_tokens = 16;
-    if (kv_blocks) idesc.kv_tokens = (int64_t)kv_blocks * 16;
+    if (o->kv_blocks) idesc.kv_tokens = (int64_t)o->kv_blocks * 16;
     memset(&ed, 0, sizeof ed);
-    ed.max_running = (int32_t)max_seqs, ed.token_budget = (int32_t)budget, ed.wall_clock = 1;
+    ed.max_running = (int32_t)o->max_seqs, ed.token_budget = (int32_t)o->budget, ed.wall_clock = 1;
     ed.max_events = 1 << 16; /* each request is released once answered and the trace is capped: memory stays flat */
     if (!(S.inf = pt_infer_new(S.ctx, S.w, &idesc)) || !(S.eng = pt_engine_new(S.inf, &ed))) {
         fprintf(stderr, "ptserve: %s\n", pt_error(S.ctx));
         return 1;
     }
     S.kv = pt_infer_kv_stats(S.inf);
-    if (pthread_create(&th, NULL, sv_engine_thread, NULL)) {
+    if (pthread_create(&o->engine, NULL, sv_engine_thread, NULL)) {
         fprintf(stderr, "ptserve: cannot start the engine thread\n");
         return 1;
     }
@@ -1532,12 +1536,17 @@ int main(int argc, char **argv) {
     pthread_mutex_unlock(&S.mu);
     printf("ptserve: %s (%d layers, width %d, context %d, vocabulary %d%s), %lld KV blocks of 16 tokens, %ld sequences\n", S.model_name,
            (int)S.w->cfg.layers, (int)S.w->cfg.width, (int)S.w->cfg.max_seq, (int)S.w->cfg.vocab, S.tok ? ", its tokenizer" : ", bytes",
-           (long long)S.kv.total, max_seqs);
-    printf("ptserve: listening on %s://%s:%ld/\n", cert_pem ? "https" : "http", host, port);
+           (long long)S.kv.total, o->max_seqs);
+    printf("ptserve: listening on %s://%s:%ld/\n", o->cert_pem ? "https" : "http", o->host, o->port);
     fflush(stdout);
+    return 0;
+}
 
-    sigwait(&set, &sig);
-    /* drain: no new requests; the running ones finish; then the connections close */
+/* drain_on_signal: waits for SIGTERM or SIGINT; then no new requests, the running ones finish, the
+   threads end and the connections close */
+static void drain_on_signal(sv_opts *o) {
+    int sig = 0;
+    sigwait(&o->signals, &sig);
     pthread_mutex_lock(&S.mu);
     S.draining = 1;
     printf("ptserve: %s: draining %lld request%s\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)S.live, S.live == 1 ? "" : "s");
@@ -1546,19 +1555,40 @@ int main(int argc, char **argv) {
     S.stop = 1;
     pthread_cond_broadcast(&S.work);
     pthread_mutex_unlock(&S.mu);
-    pthread_join(th, NULL);
+    pthread_join(o->engine, NULL);
     MHD_stop_daemon(S.d);
     pthread_mutex_lock(&S.cmu);
     S.wd_stop = 1;
     pthread_cond_broadcast(&S.cwake);
     pthread_mutex_unlock(&S.cmu);
-    pthread_join(wd, NULL);
-    free(cert_pem), free(key_pem), free(api_key);
+    pthread_join(o->wd, NULL);
+}
+
+/* clean_up: what main read and made */
+static void clean_up(sv_opts *o) {
+    free(o->cert_pem), free(o->key_pem), free(o->api_key);
     pt_engine_free(S.eng);
     pt_infer_free(S.inf);
     pt_tokenizer_free(S.tok);
     pt_gpt_weights_free(S.w);
     pt_shutdown(S.ctx);
+}
+
+int main(int argc, char **argv) {
+    sv_opts o;
+    int rc;
+    if ((rc = parse_flags(&o, argc, argv)) != PTF_GO || (rc = read_api_key(&o)) != PTF_GO || (rc = read_tls(&o)) != PTF_GO) {
+        free(o.cert_pem), free(o.key_pem), free(o.api_key);
+        return rc;
+    }
+    init_state(&o);
+    if (start_http(&o)) return 1;
+    if ((rc = load_model(&o)) || (rc = start_engine(&o))) {
+        MHD_stop_daemon(S.d);
+        return rc;
+    }
+    drain_on_signal(&o);
+    clean_up(&o);
     printf("ptserve: drained, exiting\n");
     return 0;
 }
