@@ -60,7 +60,7 @@ mpi_built() {
 p_asan=""
 if ! mpich && [ "${NO_ASAN:-0}" != 1 ]; then
     build_bg "$BUILD/test_ckpt.asan.build.log" $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer \
-        -Wall -Wextra -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckpt.asan" -lm && p_asan=$!
+        -Wall -Wextra $PT_OWN -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckpt.asan" -lm && p_asan=$!
 fi
 if mpich; then
     if mpi_built; then mrun mpich "test_ckpt (1 rank)" "$BUILD/ckpt_np1.log" 1 CKPT_KEEP=1 "$M" "$T1"; fi

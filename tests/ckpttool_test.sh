@@ -37,7 +37,7 @@ mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpttool.c -o "$T/test_ckptto
 p_b3=$!
 p_asan=""
 [ "${NO_ASAN:-0}" != 1 ] && build_bg "$T/asan.build.log" $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra \
-    -I"$INC" tests/test_ckpttool.c -o "$T/test_ckpttool.asan" -lm && p_asan=$!
+    $PT_OWN -I"$INC" tests/test_ckpttool.c -o "$T/test_ckpttool.asan" -lm && p_asan=$!
 if wait $p_b1; then
     prog "test_ckpttool (1 rank)" "$T/np1.log" "$TA/test_ckpttool" "$T/lib"
 else

@@ -32,7 +32,7 @@ expect() {
     else fail "$name" "exit $rc (want $want), '$pat' $(grep -q -e "$pat" "$log" && echo found || echo 'not found'): $(head -c 400 "$log")"; fi
 }
 
-$CC -std=c99 -O2 -Wall -Wextra -I"$INC" tests/test_gguf.c -o "$T/test_gguf" -lm >"$T/build.log" 2>&1 &
+$CC -std=c99 -O2 -Wall -Wextra $PT_OWN -I"$INC" tests/test_gguf.c -o "$T/test_gguf" -lm >"$T/build.log" 2>&1 &
 p_b1=$!
 build_prog "$T/ptckpt" tools/ptckpt.c tool+posix >"$T/ptckpt.build.log" 2>&1 &
 p_b2=$!

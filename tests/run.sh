@@ -5,8 +5,9 @@
 # A program that does not build, crashes, or prints no final line counts as 1 failed.
 # Env: CC (default cc), TEST_FILTER (only programs whose name contains it), NO_ASAN=1 (skip the
 # sanitizer builds), SOAK=1 (the scripts' long variants too; tests/soak.sh, make soak, sets it),
-# PT_FULL_COMPILE=1 (every program compiles the implementation itself instead of linking to the
-# object of its configuration in $BUILD/impl: tests/build_lib.sh).
+# PT_FULL_COMPILE=1 (the old way, to compare: every program compiles the whole implementation
+# itself instead of linking to the object of its configuration in $BUILD/impl or compiling it with
+# -DPTRAIN_STATIC, and compile_test generates code for every compile: tests/build_lib.sh).
 set -u
 BUILD=${1:-build/tests}
 CC=${CC:-cc}
@@ -31,11 +32,12 @@ rm -rf "$PT_IMPL_DIR"/*.lock
 TOTAL_P=0
 TOTAL_F=0
 
-# build NAME SRC FLAGS: compiles in the background, status in $BUILD/NAME.build
+# build NAME SRC FLAGS: compiles in the background, status in $BUILD/NAME.build; the program compiles
+# the implementation itself, with $PT_OWN (-DPTRAIN_STATIC: only what it reaches; tests/build_lib.sh)
 BPIDS=""
 build() {
     (
-        if $CC $3 "$2" -o "$BUILD/$1" ${4:-} -lm >"$BUILD/$1.build.log" 2>&1; then echo ok >"$BUILD/$1.build"
+        if $CC $3 $PT_OWN "$2" -o "$BUILD/$1" ${4:-} -lm >"$BUILD/$1.build.log" 2>&1; then echo ok >"$BUILD/$1.build"
         else echo fail >"$BUILD/$1.build"; fi
     ) &
     BPIDS="$BPIDS $!"
@@ -51,7 +53,7 @@ build_shared() {
 # tbuild NAME: builds tests/NAME.c (opt) and, unless NO_ASAN=1, NAME.asan (asan); the programs
 # in SHARED link to the configuration's object, the others (pt__ internals, their own PT_MALLOC,
 # ...) compile the implementation themselves
-SHARED=" test_pp test_recompute test_sample "
+SHARED=" test_pp test_recompute test_sample test_engine "
 tbuild() {
     case $SHARED in *" $1 "*) sh_=1 ;; *) sh_=0 ;; esac
     if want "$1"; then

@@ -32,9 +32,10 @@ tsan_prog() {
     fi
 }
 
-# the builds run in two lanes beside the runs (one core each); test_data and test_monitor link to the
-# tsan configuration's implementation object (tests/build_lib.sh), the others (pt__ internals, the
-# implementation's structs, test hooks, PTRAIN_HARNESS with POSIX) compile it themselves.
+# the builds run in two lanes beside the runs (one core each); test_data, test_monitor and test_engine
+# link to the tsan configuration's implementation object (tests/build_lib.sh), the others (pt__ internals, the
+# implementation's structs, test hooks, PTRAIN_HARNESS with POSIX) compile it themselves, with $PT_OWN
+# (-DPTRAIN_STATIC: only the functions they reach).
 # bg NAME CMD...: builds $T/NAME with CMD, then writes $T/NAME.done (ok or fail)
 bg() {
     _n=$1
@@ -55,16 +56,15 @@ mkdir -p "$T/data" "$T/mon" "$T/trace"
 mpi_ok=0
 have mpicc && have mpirun && mpi_ok=1
 (
-    bg test_ckpt $CCT $TS tests/test_ckpt.c -o "$T/test_ckpt" -lm -lpthread
-    bg test_host $CCT $TS tests/test_host.c -o "$T/test_host" -lm -lpthread
-    bg test_trace $CCT $TS tests/test_trace.c -o "$T/test_trace" -lm -lpthread
-    bg test_engine $CCT $TS tests/test_engine.c -o "$T/test_engine" -lm -lpthread
-    bg test_threads $CCT $TS tests/test_threads.c -o "$T/test_threads" -lm -lpthread
-    [ $mpi_ok = 1 ] && bg test_coll mpicc $TS -DPTRAIN_MPI tests/test_coll.c -o "$T/test_coll" -lm
+    bg test_ckpt $CCT $TS $PT_OWN tests/test_ckpt.c -o "$T/test_ckpt" -lm -lpthread
+    bg test_host $CCT $TS $PT_OWN tests/test_host.c -o "$T/test_host" -lm -lpthread
+    bg test_trace $CCT $TS $PT_OWN tests/test_trace.c -o "$T/test_trace" -lm -lpthread
+    bg test_threads $CCT $TS $PT_OWN tests/test_threads.c -o "$T/test_threads" -lm -lpthread
+    [ $mpi_ok = 1 ] && bg test_coll mpicc $TS $PT_OWN -DPTRAIN_MPI tests/test_coll.c -o "$T/test_coll" -lm
 ) &
 (
-    for t in test_data test_monitor; do bg $t build_prog "$T/$t" tests/$t.c tsan; done
-    bg crash_run $CCT $TS tests/crash_run.c -o "$T/crash_run" -lm -lpthread
+    for t in test_data test_monitor test_engine; do bg $t build_prog "$T/$t" tests/$t.c tsan; done
+    bg crash_run $CCT $TS $PT_OWN tests/crash_run.c -o "$T/crash_run" -lm -lpthread
 ) &
 built test_ckpt && tsan_prog "test_ckpt (async saves, retention)" "$T/ckpt.log" "$T/test_ckpt" "$T/ckpt"
 built test_data && tsan_prog "test_data (prefetch thread)" "$T/data.log" "$T/test_data" --quick --dir "$T/data"
