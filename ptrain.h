@@ -1873,7 +1873,8 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     CRC32C. PT_OK, or PT_ERR_IO / PT_ERR_FORMAT with a message naming the file in err. */
 PTDEF pt_status pt_ckpt_verify(const char *step_dir, char *err, size_t errlen);
 /** The checkpoint directory path names: path itself if it holds a manifest, else the step directory
-    path/latest names, else path's newest step_* directory. PT_OK and the path in out, or PT_ERR_IO. */
+    path/latest names, else path's newest step_* directory. PT_OK and the path in out; PT_ERR_IO when
+    there is none; PT_ERR_ARG when out (outlen bytes) is too short for the path (never a cut path). */
 PTDEF pt_status pt_ckpt_step_dir(const char *path, char *out, size_t outlen);
 /** One global tensor of a checkpoint (its pieces together), as pt_ckpt_info lists it. */
 typedef struct pt_ckpt_tensor_info {
@@ -20850,7 +20851,7 @@ static int64_t *pt__ck_list(const pt_ctx *ctx, const char *dir, int *n) {
 static int pt__ck_has_manifest(const char *path) {
     char p[1100];
     struct stat sb;
-    snprintf(p, sizeof p, "%s/manifest", path);
+    if (snprintf(p, sizeof p, "%s/manifest", path) >= (int)sizeof p) return 0; /* a path too long to name holds none */
     return stat(p, &sb) == 0;
 }
 /* The checkpoint dir/latest names, in out: 1 = dir/step_K; 2 = dir/.old.step_K, when step_K is missing
@@ -22552,17 +22553,15 @@ PTDEF pt_status pt_ckpt_step_dir(const char *path, char *out, size_t outlen) {
     int n;
     if (!path || !out || strlen(path) > 900) return PT_ERR_ARG;
     if (pt__ck_has_manifest(path)) {
-        snprintf(out, outlen, "%s", path);
-        return PT_OK;
+        return snprintf(out, outlen, "%s", path) < (int)outlen ? PT_OK : PT_ERR_ARG; /* out too short: no cut path */
     }
     if (pt__ck_latest(NULL, path, p, sizeof p, &k)) { /* step_K, or its .old.step_K (see pt__ck_latest) */
-        snprintf(out, outlen, "%s", p);
-        return PT_OK;
+        return snprintf(out, outlen, "%s", p) < (int)outlen ? PT_OK : PT_ERR_ARG;
     }
     v = pt__ck_list(NULL, path, &n);
-    if (v && n > 0) snprintf(out, outlen, "%s/step_%09lld", path, (long long)v[0]);
+    if (v && n > 0 && snprintf(out, outlen, "%s/step_%09lld", path, (long long)v[0]) >= (int)outlen) k = -2;
     PT_FREE(v);
-    if (n > 0) return PT_OK;
+    if (n > 0) return k == -2 ? PT_ERR_ARG : PT_OK;
     snprintf(out, outlen, "%s: no checkpoint (no manifest, no latest, no step_* directory)", path);
     return PT_ERR_IO;
 }
@@ -26184,7 +26183,7 @@ static float pt__sampler_logprob(const float *x, int64_t V, int32_t t) {
 PTDEF int32_t pt_sampler_next(pt_sampler *s, const float *logits, const int32_t *history, int64_t nhistory, float *logprob) {
     const float *z;
     const int32_t *ids;
-    int32_t best, pick;
+    int32_t best = 0, pick;
     int64_t n, j;
     double total, u, acc = 0;
     if (!s) return -1;

@@ -934,6 +934,8 @@ int main(int argc, char **argv) {
             char sd[1300];
             ok = ok && pt_ckpt_step_dir(rd, sd, sizeof sd) == PT_OK && !strcmp(sd, q);
             CHECK_WHY(ok, "a replacement stopped half-way: latest resolves to the committed .old.step_K (pt_ckpt_step_dir, ptckpt)", sd);
+            CHECK(pt_ckpt_step_dir(rd, sd, strlen(q)) == PT_ERR_ARG && pt_ckpt_step_dir(rd, sd, strlen(q) + 1) == PT_OK && !strcmp(sd, q),
+                  "pt_ckpt_step_dir: an out one byte too short for the path is refused (PT_ERR_ARG, no cut path); one that fits takes it");
         }
         LOG[0] = 0;
         ok = run_open(&b) && pt_ckpt_load(b.ctx, b.o, rd, &step) == PT_OK && step == s1;
