@@ -430,6 +430,10 @@ static void test_bpe(pt_ctx *ctx) {
     pt_rng r = pt_rng_seed(5);
     n = f ? (int64_t)fread(text, 1, 20000, f) : 0;
     if (f) fclose(f);
+    if (n < 20000) { /* the text every check below learns from */
+        CHECKF(0, "BPE: the training text ptrain.h can be read", "read %lld of 20000 bytes of ./ptrain.h (run from the repository root)", (long long)n);
+        return;
+    }
     for (i = 0; i < (int64_t)sizeof rnd; i++) rnd[i] = (unsigned char)(i % 7 == 0 ? 'a' : pt_rng_u32(&r));
     for (i = 1000; i < 1100; i++) rnd[i] = 'a'; /* a long run: overlapping pairs */
     snprintf(path, sizeof path, "%s/tok.bin", dir);
@@ -592,6 +596,16 @@ int main(int argc, char **argv) {
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dir") && i + 1 < argc) snprintf(dir, sizeof dir, "%s", argv[++i]);
         if (!strcmp(argv[i], "--prepared") && i + 2 < argc) return check_prepared(argv[i + 1], argv[i + 2]);
+    }
+    {   /* the shard directory, made as mkdir -p would: without it nothing below can be written */
+        char part[sizeof dir];
+        size_t j, n = strlen(dir);
+        for (j = 1; j <= n; j++)
+            if (j == n || dir[j] == '/') memcpy(part, dir, j), part[j] = 0, mkdir(part, 0755);
+        if (access(dir, W_OK) != 0) {
+            CHECKF(0, "the shard directory can be written", "cannot write to '%s' (give --dir DIR)", dir);
+            return tu_summary();
+        }
     }
     memset(&desc, 0, sizeof desc);
     desc.on_error = on_err;
