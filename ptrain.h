@@ -345,6 +345,7 @@
              runs every threaded kernel, the context struct and its hooks table. Entry: pt_error_set
              pt_status_get pt_error pt_log pt_time pt_hash64 pt_rng_seed pt_crc32c pt_sb_add
              pt_sb_json_str pt_json_parse pt_json_parse_next pt_json_get; parallel loops: pt__par_run
+             pt__par_rows
    dist      The process grid: layout <-> coordinates, nodes, communicators, agreement on errors,
              collective records, watchdog. Entry: pt_dist_init pt_dist_finalize pt_layout_resolve
              pt_dist_agree_msg pt_dist_print pt_dist_records pt_dist_set_watchdog
@@ -2937,7 +2938,7 @@ PTDEF double pt_engine_now(pt_engine *e);
 // >>base  includes, allocator, errors and logging, clock, hashing and RNG, CRC32C, text buffer, JSON string writer and JSON reader, the thread team, the context struct
 /* Owns: the allocator macros and a context's run-time allocator (pt__alloc, pt__realloc, pt__free;
    arrays grown with PT__GROW), a context's thread team (pt__team_set / pt__team_free) and the
-   parallel loop of every threaded kernel (pt__par_run), the CPUs of the affinity mask (pt__cpus),
+   parallel loop of every threaded kernel (pt__par_run, pt__par_rows), the CPUs of the affinity mask (pt__cpus),
    the context struct (one field group per section; later sections hold
    their state through opaque pointers, install what earlier sections call in its hooks table
    (pt__hooks, called through pt__hook_*) and register their teardown with pt__at_shutdown), error
@@ -3954,7 +3955,7 @@ static int pt__cpus(void) {
 }
 
 /* ---- the thread team -------------------------------------------------------------------------- */
-/* Every threaded kernel runs through pt__par_run / pt__par_for: fn(arg, lo, hi, tid) is called on
+/* Every threaded kernel runs through pt__par_run: fn(arg, lo, hi, tid) is called on
    contiguous blocks [lo, hi) of [0, n) (OpenMP's schedule(static) cuts n into nt such blocks: n / nt
    items each, the first n % nt one more). A kernel computes each item the same way whichever thread
    runs it and however [0, n) is cut (tid picks only a scratch buffer), so results do not depend on
@@ -4206,6 +4207,22 @@ static void pt__par_run(const pt_ctx *ctx, int nt, int64_t n, pt__par_fn fn, voi
         pt__par_range(n, 1, 0, &lo, &hi); /* [0, n): the one block of one thread */
         fn(arg, lo, hi, 0);
     }
+}
+
+/* A row function: the body of a parallel loop whose items (rows, planes, column blocks, tiles) are
+   independent, run for item i by thread tid (tid picks only a scratch buffer). */
+typedef void (*pt__row_fn)(void *arg, int64_t i, int tid);
+typedef struct pt__rows_job { pt__row_fn fn; void *arg; } pt__rows_job;
+static void pt__rows_part(void *p, int64_t lo, int64_t hi, int tid) {
+    const pt__rows_job *j = (const pt__rows_job *)p;
+    int64_t i;
+    for (i = lo; i < hi; i++) j->fn(j->arg, i, tid);
+}
+/* fn(arg, i, tid) for each i of [0, n), cut and run as pt__par_run cuts and runs [0, n) */
+static void pt__par_rows(const pt_ctx *ctx, int nt, int64_t n, pt__row_fn fn, void *arg) {
+    pt__rows_job j;
+    j.fn = fn, j.arg = arg;
+    pt__par_run(ctx, nt, n, pt__rows_part, &j);
 }
 
 /* CRC32C (Castagnoli, reflected 0x82F63B78) slicing-by-8 tables: [0] is the byte table, [k][i] =
@@ -6713,12 +6730,10 @@ typedef struct pt__gemm_job {
     float *base;
     size_t asz, bsz, csz;
 } pt__gemm_job;
-static void pt__gemm_part(void *p, int64_t lo, int64_t hi, int tid) {
+static void pt__gemm_row(void *p, int64_t i, int tid) {
     const pt__gemm_job *j = (const pt__gemm_job *)p;
     float *bp = j->base + (size_t)tid * (j->asz + j->bsz + j->csz);
-    int64_t i;
-    for (i = lo; i < hi; i++)
-        pt__gemm_item(j->g, i, j->tile_m, j->tile_n, j->A, j->sa, j->B, j->sb, j->C, j->sc, bp, bp + j->bsz, bp + j->bsz + j->asz);
+    pt__gemm_item(j->g, i, j->tile_m, j->tile_n, j->A, j->sa, j->B, j->sb, j->C, j->sc, bp, bp + j->bsz, bp + j->bsz + j->asz);
 }
 
 /* Both entry points: g holds the shape, transposes, strides, alpha/beta and operand kinds. */
@@ -6761,7 +6776,7 @@ static int pt__gemm_run(pt__gemm_ws *ws, pt__gemm_ctx *g, int64_t batch, const v
         pt__gemm_job j;
         j.g = g, j.tile_m = tile_m, j.tile_n = tile_n, j.A = A, j.sa = sa, j.B = B, j.sb = sb, j.C = C, j.sc = sc;
         j.base = base, j.asz = asz, j.bsz = bsz, j.csz = csz;
-        pt__par_run(ws->ctx, nt, nitems, pt__gemm_part, &j);
+        pt__par_rows(ws->ctx, nt, nitems, pt__gemm_row, &j);
     }
     return 0;
 }
@@ -7209,24 +7224,22 @@ static void pt__attn_fwd_item(const pt__attn_fns *f, float *ws, const float *qkv
     }
 }
 
-/* a threaded attention pass: work items [lo, hi) with thread tid's scratch at work + per * tid */
+/* a threaded attention pass: work item it with thread tid's scratch at work + per * tid */
 typedef struct pt__attn_job {
     const pt__attn_fns *f;
     float *work, *q, *o, *l, *dq, *dO;
     int64_t per;
     int T, C, H;
 } pt__attn_job;
-static void pt__attn_fwd_part(void *p, int64_t lo, int64_t hi, int tid) {
+static void pt__attn_fwd_row(void *p, int64_t it, int tid) {
     const pt__attn_job *j = (const pt__attn_job *)p;
-    int64_t it;
-    for (it = lo; it < hi; it++) pt__attn_fwd_item(j->f, j->work + j->per * tid, j->q, j->o, j->l, it, j->T, j->C, j->H);
+    pt__attn_fwd_item(j->f, j->work + j->per * tid, j->q, j->o, j->l, it, j->T, j->C, j->H);
 }
 static void pt__attn_bwd_bh(const pt__attn_fns *f, float *ws, float *dqkv, const float *dout, const float *qkv,
                             const float *out, const float *lse, int64_t bh, int T, int C, int H);
-static void pt__attn_bwd_part(void *p, int64_t lo, int64_t hi, int tid) {
+static void pt__attn_bwd_row(void *p, int64_t it, int tid) {
     const pt__attn_job *j = (const pt__attn_job *)p;
-    int64_t it;
-    for (it = lo; it < hi; it++) pt__attn_bwd_bh(j->f, j->work + j->per * tid, j->dq, j->dO, j->q, j->o, j->l, it, j->T, j->C, j->H);
+    pt__attn_bwd_bh(j->f, j->work + j->per * tid, j->dq, j->dO, j->q, j->o, j->l, it, j->T, j->C, j->H);
 }
 
 static void pt__cpu_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *lse, const pt_tensor *qkv, int B,
@@ -7253,7 +7266,7 @@ static void pt__cpu_attn_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor 
     {
         pt__attn_job j;
         j.f = &f, j.work = work, j.per = per, j.q = q, j.o = o, j.l = l, j.T = T, j.C = C, j.H = H;
-        pt__par_run(ctx, nt, nitems, pt__attn_fwd_part, &j);
+        pt__par_rows(ctx, nt, nitems, pt__attn_fwd_row, &j);
     }
 }
 
@@ -7333,7 +7346,7 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
     {
         pt__attn_job j;
         j.f = &f, j.work = work, j.per = per, j.dq = dq, j.dO = dO, j.q = q, j.o = o, j.l = l, j.T = T, j.C = C, j.H = H;
-        pt__par_run(ctx, nt, nitems, pt__attn_bwd_part, &j);
+        pt__par_rows(ctx, nt, nitems, pt__attn_bwd_row, &j);
     }
 }
 
@@ -7376,10 +7389,16 @@ static void pt__cpu_attn_bwd(pt_ctx *ctx, const pt_tensor *dqkv, const pt_tensor
 /* A parallel loop of the backend: fn(job, lo, hi, tid) over [0, n) on ctx's threads (base's
    pt__par_run: contiguous blocks, the team or OpenMP) when the loop touches work >= PT__CPU_PAR_MIN
    elements, else on the calling thread; the results are the same either way. Each kernel keeps its
-   loop body in a function KERNEL_part beside it, reading what it needs from a small struct (the
-   kernel's job) under the same local names, so the body reads as the serial loop it was. */
+   loop body beside it, reading what it needs from a small struct (the kernel's job, one struct shared
+   by a family of kernels), as a row function (KERNEL_row: one row, plane, column block or chunk;
+   pt__cpu_rows) or, for the elementwise kernels, a span function (KERNEL_span: the elements [i0, i1);
+   pt__cpu_elems). */
 static void pt__cpu_par(pt_ctx *ctx, int64_t n, int64_t work, pt__par_fn fn, void *job) {
     pt__par_run(ctx, work >= PT__CPU_PAR_MIN ? ctx->nthreads : 1, n, fn, job);
+}
+/* fn(job, i, tid) for each item i of [0, n), threaded as pt__cpu_par */
+static void pt__cpu_rows(pt_ctx *ctx, int64_t n, int64_t work, pt__row_fn fn, void *job) {
+    pt__par_rows(ctx, work >= PT__CPU_PAR_MIN ? ctx->nthreads : 1, n, fn, job);
 }
 
 /* asks for vectorization of the next loop (OpenMP simd: works at -O2, where GCC's cheap cost
@@ -7391,6 +7410,21 @@ static void pt__cpu_par(pt_ctx *ctx, int64_t n, int64_t work, pt__par_fn fn, voi
 #endif
 
 #define PT__CPU_NCHUNK(n) (((n) + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK)
+
+/* An elementwise loop over [0, n): its work items are chunks of PT__CPU_CHUNK elements, and a block
+   of them runs as one call fn(job, i0, i1) (each element computed alone: the cut changes nothing). */
+typedef void (*pt__cpu_span_fn)(void *job, int64_t i0, int64_t i1);
+typedef struct pt__cpu_span_job { pt__cpu_span_fn fn; void *job; int64_t n; } pt__cpu_span_job;
+static void pt__cpu_span_part(void *p, int64_t lo, int64_t hi, int tid) {
+    const pt__cpu_span_job *j = (const pt__cpu_span_job *)p;
+    (void)tid;
+    j->fn(j->job, lo * PT__CPU_CHUNK, PT__MIN(j->n, hi * PT__CPU_CHUNK));
+}
+static void pt__cpu_elems(pt_ctx *ctx, int64_t n, int64_t work, pt__cpu_span_fn fn, void *job) {
+    pt__cpu_span_job j;
+    j.fn = fn, j.job = job, j.n = n;
+    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), work, pt__cpu_span_part, &j);
+}
 
 static int64_t pt__cpu_cols(const pt_tensor *t) { return t->ndim > 0 ? t->shape[t->ndim - 1] : 1; }
 static char *pt__cpu_bytes(const pt_tensor *t) {
@@ -7668,37 +7702,39 @@ static int pt__cpu_read_wait(pt_ctx *ctx, void *h, int block) {
 }
 
 /* ---- elementwise ------------------------------------------------------------------------------ */
-typedef struct pt__cpu_fill_job { void *p; float v; int64_t n; int i32; } pt__cpu_fill_job;
-static void pt__cpu_fill_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__cpu_fill_job *j = (const pt__cpu_fill_job *)job;
-    const int64_t n = j->n;
+/* the storage kernels' job (fill, copy, convert): destination d, source s (elements of esz bytes, or of
+   dtypes dd and sd), fill value v; accumulate (d += s), is_i32 (int32 elements), f16c (F16C's
+   conversions) */
+typedef struct pt__cpu_mem_job {
+    void *d;
+    const void *s;
+    int64_t esz;
+    float v;
+    int accumulate, is_i32, dd, sd, f16c;
+} pt__cpu_mem_job;
+static void pt__cpu_fill_span(void *job, int64_t i0, int64_t i1) {
+    const pt__cpu_mem_job *j = (const pt__cpu_mem_job *)job;
     const float v = j->v;
-    (void)tid;
-    if (j->i32) {
-        int32_t *PT__RESTRICT p = (int32_t *)j->p;
+    if (j->is_i32) {
+        int32_t *PT__RESTRICT p = (int32_t *)j->d;
         int32_t iv = (int32_t)v;
-        for (int64_t c = lo; c < hi; c++) {
-            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-            for (int64_t i = i0; i < i1; i++) p[i] = iv;
-        }
+        for (int64_t i = i0; i < i1; i++) p[i] = iv;
     } else {
-        float *PT__RESTRICT p = (float *)j->p;
-        for (int64_t c = lo; c < hi; c++) {
-            int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-            for (int64_t i = i0; i < i1; i++) p[i] = v;
-        }
+        float *PT__RESTRICT p = (float *)j->d;
+        for (int64_t i = i0; i < i1; i++) p[i] = v;
     }
 }
 static void pt__cpu_fill(pt_ctx *ctx, const pt_tensor *t, float v) {
-    int64_t n = pt_numel(t), nch = PT__CPU_NCHUNK(n);
-    pt__cpu_fill_job j;
+    int64_t n = pt_numel(t);
+    pt__cpu_mem_job j;
     if (t->dtype != PT_F32 && t->dtype != PT_I32) { /* storage types: zero only */
         if (v == 0.0f) memset(pt__cpu_bytes(t), 0, (size_t)(n * pt_dtype_size(t->dtype)));
         else pt__fail(ctx, PT_ERR_DTYPE, "pt: fill of a non-f32/i32 tensor with %g (only 0 is supported)", (double)v);
         return;
     }
-    j.p = pt__cpu_bytes(t), j.v = v, j.n = n, j.i32 = t->dtype == PT_I32;
-    pt__cpu_par(ctx, nch, n, pt__cpu_fill_part, &j);
+    memset(&j, 0, sizeof j);
+    j.d = pt__cpu_bytes(t), j.v = v, j.is_i32 = t->dtype == PT_I32;
+    pt__cpu_elems(ctx, n, n, pt__cpu_fill_span, &j);
 }
 
 static void pt__cpu_add_f(float *PT__RESTRICT d, const float *PT__RESTRICT s, int64_t n) {
@@ -7718,19 +7754,14 @@ static void pt__cpu_move(void *d, const void *s, int64_t n, int64_t esz, int acc
     else pt__cpu_add_f((float *)d, (const float *)s, n);
 }
 
-typedef struct pt__cpu_copy_job { char *d; const char *s; int64_t n, esz; int accumulate, is_i32; } pt__cpu_copy_job;
-static void pt__cpu_copy_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__cpu_copy_job *j = (const pt__cpu_copy_job *)job;
-    const int64_t n = j->n, esz = j->esz;
-    (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-        pt__cpu_move(j->d + i0 * esz, j->s + i0 * esz, i1 - i0, esz, j->accumulate, j->is_i32);
-    }
+static void pt__cpu_copy_span(void *job, int64_t i0, int64_t i1) {
+    const pt__cpu_mem_job *j = (const pt__cpu_mem_job *)job;
+    const int64_t esz = j->esz;
+    pt__cpu_move((char *)j->d + i0 * esz, (const char *)j->s + i0 * esz, i1 - i0, esz, j->accumulate, j->is_i32);
 }
 static void pt__cpu_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
-    pt__cpu_copy_job j;
-    int64_t n = pt_numel(dst), nch = PT__CPU_NCHUNK(n), esz = pt_dtype_size(dst->dtype);
+    pt__cpu_mem_job j;
+    int64_t n = pt_numel(dst), esz = pt_dtype_size(dst->dtype);
     char *d = pt__cpu_bytes(dst);
     const char *s = pt__cpu_bytes(src);
     int is_i32 = dst->dtype == PT_I32;
@@ -7749,8 +7780,9 @@ static void pt__cpu_copy(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src
         return;
     }
     if (d == s) return;
-    j.d = d, j.s = s, j.n = n, j.esz = esz, j.accumulate = accumulate, j.is_i32 = is_i32;
-    pt__cpu_par(ctx, nch, n, pt__cpu_copy_part, &j);
+    memset(&j, 0, sizeof j);
+    j.d = d, j.s = s, j.esz = esz, j.accumulate = accumulate, j.is_i32 = is_i32;
+    pt__cpu_elems(ctx, n, n, pt__cpu_copy_span, &j);
 }
 
 /* o[i] = a[i] op b[i] (o may alias a) */
@@ -7770,32 +7802,38 @@ static void pt__cpu_binary_sc(int op, float *o, const float *a, float b, int64_t
     else
         for (int64_t i = 0; i < n; i++) o[i] = a[i] * b;
 }
-typedef struct pt__cpu_binary_job { float *o; const float *x, *y; int64_t n, nb; int op; } pt__cpu_binary_job;
-static void pt__cpu_binary_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__cpu_binary_job *jb = (const pt__cpu_binary_job *)job;
+/* the elementwise kernels' job: out o (or d), inputs a, g (repeating with period ny when shorter: n
+   elements against ny); kind, s, key, base, flag */
+typedef struct pt__cpu_ew_job {
+    float *o;
+    const float *a, *g;
+    int64_t n, ny, base;
+    float s;
+    uint64_t key;
+    int kind, flag, simd; /* simd: pt__cpu_simd (the NEON paths on AArch64) */
+} pt__cpu_ew_job;
+static void pt__cpu_binary_span(void *job, int64_t i, int64_t i1) {
+    const pt__cpu_ew_job *jb = (const pt__cpu_ew_job *)job;
     float *o = jb->o;
-    const float *x = jb->x, *y = jb->y;
-    const int64_t n = jb->n, nb = jb->nb;
-    const int op = jb->op;
-    (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i + PT__CPU_CHUNK);
-        if (nb == n) pt__cpu_binary_seg(op, o + i, x + i, y + i, i1 - i);
-        else if (nb == 1) pt__cpu_binary_sc(op, o + i, x + i, y[0], i1 - i);
-        else
-            while (i < i1) {
-                int64_t j = i % nb, len = PT__MIN(nb - j, i1 - i);
-                pt__cpu_binary_seg(op, o + i, x + i, y + j, len);
-                i += len;
-            }
-    }
+    const float *x = jb->a, *y = jb->g;
+    const int64_t n = jb->n, nb = jb->ny;
+    const int op = jb->kind;
+    if (nb == n) pt__cpu_binary_seg(op, o + i, x + i, y + i, i1 - i);
+    else if (nb == 1) pt__cpu_binary_sc(op, o + i, x + i, y[0], i1 - i);
+    else
+        while (i < i1) {
+            int64_t j = i % nb, len = PT__MIN(nb - j, i1 - i);
+            pt__cpu_binary_seg(op, o + i, x + i, y + j, len);
+            i += len;
+        }
 }
 static void pt__cpu_binary(pt_ctx *ctx, int op, const pt_tensor *out, const pt_tensor *a, const pt_tensor *b) {
-    int64_t n = pt_numel(a), nb = pt_numel(b), nch = PT__CPU_NCHUNK(n);
-    pt__cpu_binary_job j;
+    int64_t n = pt_numel(a), nb = pt_numel(b);
+    pt__cpu_ew_job j;
     if (nb <= 0) return;
-    j.o = PT__F(out), j.x = PT__F(a), j.y = PT__F(b), j.n = n, j.nb = nb, j.op = op;
-    pt__cpu_par(ctx, nch, n, pt__cpu_binary_part, &j);
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(out), j.a = PT__F(a), j.g = PT__F(b), j.n = n, j.ny = nb, j.kind = op;
+    pt__cpu_elems(ctx, n, n, pt__cpu_binary_span, &j);
 }
 
 /* acc[j] += x[j] * y[(yi + j) % ny] for j < n, where 0 <= yi < ny */
@@ -7834,29 +7872,25 @@ typedef struct pt__cpu_rowsum_job {
     int64_t nd, rows, ny, rc;
     float alpha;
 } pt__cpu_rowsum_job;
-/* column blocks [lo, hi), rows serially inside */
-static void pt__cpu_rowsum_cols(void *job, int64_t lo, int64_t hi, int tid) {
+/* column block b, rows serially inside */
+static void pt__cpu_rowsum_cols_row(void *job, int64_t b, int tid) {
     const pt__cpu_rowsum_job *jb = (const pt__cpu_rowsum_job *)job;
-    const int64_t nd = jb->nd, rows = jb->rows;
+    const int64_t nd = jb->nd;
+    float acc[PT__CPU_CB];
+    int64_t j0 = b * PT__CPU_CB, len = PT__MIN(nd - j0, (int64_t)PT__CPU_CB);
     (void)tid;
-    for (int64_t b = lo; b < hi; b++) {
-        float acc[PT__CPU_CB];
-        int64_t j0 = b * PT__CPU_CB, len = PT__MIN(nd - j0, (int64_t)PT__CPU_CB);
-        for (int64_t j = 0; j < len; j++) acc[j] = 0.0f;
-        pt__cpu_rows_acc(acc, jb->src, jb->y, jb->ny, nd, j0, len, 0, rows);
-        for (int64_t j = 0; j < len; j++) jb->dst[j0 + j] += jb->alpha * acc[j];
-    }
+    for (int64_t j = 0; j < len; j++) acc[j] = 0.0f;
+    pt__cpu_rows_acc(acc, jb->src, jb->y, jb->ny, nd, j0, len, 0, jb->rows);
+    for (int64_t j = 0; j < len; j++) jb->dst[j0 + j] += jb->alpha * acc[j];
 }
-/* row chunks [lo, hi) into their partials */
-static void pt__cpu_rowsum_rows(void *job, int64_t lo, int64_t hi, int tid) {
+/* row chunk c into its partial */
+static void pt__cpu_rowsum_rows_row(void *job, int64_t c, int tid) {
     const pt__cpu_rowsum_job *jb = (const pt__cpu_rowsum_job *)job;
-    const int64_t nd = jb->nd, rows = jb->rows, rc = jb->rc;
+    const int64_t nd = jb->nd, rc = jb->rc;
+    float *p = jb->part + c * nd;
     (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        float *p = jb->part + c * nd;
-        for (int64_t j = 0; j < nd; j++) p[j] = 0.0f;
-        pt__cpu_rows_acc(p, jb->src, jb->y, jb->ny, nd, 0, nd, c * rc, PT__MIN(rows, (c + 1) * rc));
-    }
+    for (int64_t j = 0; j < nd; j++) p[j] = 0.0f;
+    pt__cpu_rows_acc(p, jb->src, jb->y, jb->ny, nd, 0, nd, c * rc, PT__MIN(jb->rows, (c + 1) * rc));
 }
 /* dst[j] += alpha * sum_r (src[r*nd+j] (* y[...])), deterministic for any thread count. */
 static void pt__cpu_rowsum(pt_ctx *ctx, float *dst, int64_t nd, int64_t rows, float alpha, const float *src,
@@ -7867,7 +7901,7 @@ static void pt__cpu_rowsum(pt_ctx *ctx, float *dst, int64_t nd, int64_t rows, fl
     if (nd >= 32 || rows * nd < PT__CPU_PAR_MIN) {
         /* column blocks, rows serially inside */
         int64_t nblk = (nd + PT__CPU_CB - 1) / PT__CPU_CB;
-        pt__cpu_par(ctx, nblk, rows * nd, pt__cpu_rowsum_cols, &jb);
+        pt__cpu_rows(ctx, nblk, rows * nd, pt__cpu_rowsum_cols_row, &jb);
     } else {
         /* few columns, many rows: fixed row chunks, partials combined in chunk order */
         int64_t rc = PT__MAX((int64_t)1, (int64_t)PT__CPU_CHUNK / nd), nch = (rows + rc - 1) / rc;
@@ -7876,7 +7910,7 @@ static void pt__cpu_rowsum(pt_ctx *ctx, float *dst, int64_t nd, int64_t rows, fl
         for (int64_t j = 0; j < nd; j++) tot[j] = 0.0f;
         if (part) {
             jb.part = part, jb.rc = rc;
-            pt__cpu_par(ctx, nch, rows * nd, pt__cpu_rowsum_rows, &jb);
+            pt__cpu_rows(ctx, nch, rows * nd, pt__cpu_rowsum_rows_row, &jb);
             for (int64_t c = 0; c < nch; c++) pt__cpu_add_f(tot, part + c * nd, nd);
         } else {
             for (int64_t c = 0; c < nch; c++) {
@@ -7889,18 +7923,12 @@ static void pt__cpu_rowsum(pt_ctx *ctx, float *dst, int64_t nd, int64_t rows, fl
     }
 }
 
-typedef struct pt__cpu_axpy_job { float *d; const float *s; int64_t ns; float alpha; } pt__cpu_axpy_job;
-static void pt__cpu_axpy_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__cpu_axpy_job *j = (const pt__cpu_axpy_job *)job;
-    const int64_t ns = j->ns;
-    const float alpha = j->alpha;
-    (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(ns, i0 + PT__CPU_CHUNK);
-        float *PT__RESTRICT dd = j->d;
-        const float *PT__RESTRICT ss = j->s;
-        for (int64_t i = i0; i < i1; i++) dd[i] += alpha * ss[i];
-    }
+static void pt__cpu_axpy_span(void *job, int64_t i0, int64_t i1) {
+    const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
+    const float alpha = j->s;
+    float *PT__RESTRICT dd = j->o;
+    const float *PT__RESTRICT ss = j->a;
+    for (int64_t i = i0; i < i1; i++) dd[i] += alpha * ss[i];
 }
 static void pt__cpu_axpy_reduce(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, float alpha) {
     int64_t nd = pt_numel(dst), ns = pt_numel(src);
@@ -7908,23 +7936,18 @@ static void pt__cpu_axpy_reduce(pt_ctx *ctx, const pt_tensor *dst, const pt_tens
     const float *s = PT__F(src);
     if (nd <= 0) return;
     if (nd >= ns) {
-        pt__cpu_axpy_job j;
-        j.d = d, j.s = s, j.ns = ns, j.alpha = alpha;
-        pt__cpu_par(ctx, PT__CPU_NCHUNK(ns), ns, pt__cpu_axpy_part, &j);
+        pt__cpu_ew_job j;
+        memset(&j, 0, sizeof j);
+        j.o = d, j.a = s, j.s = alpha;
+        pt__cpu_elems(ctx, ns, ns, pt__cpu_axpy_span, &j);
     } else {
         pt__cpu_rowsum(ctx, d, nd, ns / nd, alpha, s, NULL, 1);
     }
 }
 
-typedef struct pt__cpu_mul_acc_job { float *d; const float *a, *b; int64_t n, ny; } pt__cpu_mul_acc_job;
-static void pt__cpu_mul_acc_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__cpu_mul_acc_job *j = (const pt__cpu_mul_acc_job *)job;
-    const int64_t n = j->n, ny = j->ny;
-    (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-        pt__cpu_fma_wrap(j->d + i0, j->a + i0, j->b, i0 % ny, ny, i1 - i0);
-    }
+static void pt__cpu_mul_acc_span(void *job, int64_t i0, int64_t i1) {
+    const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
+    pt__cpu_fma_wrap(j->o + i0, j->a + i0, j->g, i0 % j->ny, j->ny, i1 - i0);
 }
 static void pt__cpu_mul_acc(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *x, const pt_tensor *y) {
     int64_t n = pt_numel(x), ny = pt_numel(y), nd = pt_numel(dst);
@@ -7932,124 +7955,99 @@ static void pt__cpu_mul_acc(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *
     const float *a = PT__F(x), *b = PT__F(y);
     if (nd <= 0 || ny <= 0) return;
     if (nd >= n) {
-        pt__cpu_mul_acc_job j;
-        j.d = d, j.a = a, j.b = b, j.n = n, j.ny = ny;
-        pt__cpu_par(ctx, PT__CPU_NCHUNK(n), n, pt__cpu_mul_acc_part, &j);
+        pt__cpu_ew_job j;
+        memset(&j, 0, sizeof j);
+        j.o = d, j.a = a, j.g = b, j.ny = ny;
+        pt__cpu_elems(ctx, n, n, pt__cpu_mul_acc_span, &j);
     } else {
         pt__cpu_rowsum(ctx, d, nd, n / nd, 1.0f, a, b, ny);
     }
 }
 
-/* the elementwise kernels' job: out o (or d), inputs a, g; n elements; kind, p, key, base, flag */
-typedef struct pt__cpu_ew_job {
-    float *o;
-    const float *a, *g;
-    int64_t n, base;
-    float s;
-    uint64_t key;
-    int kind, flag, simd; /* simd: pt__cpu_simd (the NEON paths on AArch64) */
-} pt__cpu_ew_job;
-static void pt__cpu_scale_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_scale_span(void *job, int64_t i0, int64_t i1) {
     const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
     float *o = j->o, s = j->s;
     const float *a = j->a;
-    const int64_t n = j->n;
-    (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-        for (int64_t i = i0; i < i1; i++) o[i] = s * a[i];
-    }
+    for (int64_t i = i0; i < i1; i++) o[i] = s * a[i];
 }
 static void pt__cpu_scale(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float s) {
     int64_t n = pt_numel(x);
     pt__cpu_ew_job j;
     memset(&j, 0, sizeof j);
-    j.o = PT__F(out), j.a = PT__F(x), j.n = n, j.s = s;
-    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), n, pt__cpu_scale_part, &j);
+    j.o = PT__F(out), j.a = PT__F(x), j.s = s;
+    pt__cpu_elems(ctx, n, n, pt__cpu_scale_span, &j);
 }
 
 #define PT__CPU_GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define PT__CPU_GELU_K1 0.044715f
 
-static void pt__cpu_act_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_act_fwd_span(void *job, int64_t i0, int64_t i1) {
     const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
     float *o = j->o;
     const float *a = j->a;
-    const int64_t n = j->n;
     const int kind = j->kind, simd = j->simd;
-    (void)tid, (void)simd;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+    (void)simd;
 #if PT__NEON
-        if (simd && kind == PT__GELU) i0 = pt__neon_gelu_fwd(o, a, i0, i1);
+    if (simd && kind == PT__GELU) i0 = pt__neon_gelu_fwd(o, a, i0, i1);
 #endif
-        if (kind == PT__GELU)
-            PT__SIMD
-            for (int64_t i = i0; i < i1; i++) {
-                float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v), tp, t2;
-                pt__cpu_tanh_parts(u, &tp, &t2);
-                o[i] = 0.5f * v * tp;
-            }
-        else
-            for (int64_t i = i0; i < i1; i++) o[i] = a[i] > 0.0f ? a[i] : 0.0f;
-    }
+    if (kind == PT__GELU)
+        PT__SIMD
+        for (int64_t i = i0; i < i1; i++) {
+            float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v), tp, t2;
+            pt__cpu_tanh_parts(u, &tp, &t2);
+            o[i] = 0.5f * v * tp;
+        }
+    else
+        for (int64_t i = i0; i < i1; i++) o[i] = a[i] > 0.0f ? a[i] : 0.0f;
 }
 static void pt__cpu_act_fwd(pt_ctx *ctx, int kind, const pt_tensor *out, const pt_tensor *x) {
     int64_t n = pt_numel(x);
     pt__cpu_ew_job j;
     memset(&j, 0, sizeof j);
-    j.o = PT__F(out), j.a = PT__F(x), j.n = n, j.kind = kind, j.simd = pt__cpu_simd(ctx);
-    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), kind == PT__GELU ? 8 * n : n, pt__cpu_act_fwd_part, &j);
+    j.o = PT__F(out), j.a = PT__F(x), j.kind = kind, j.simd = pt__cpu_simd(ctx);
+    pt__cpu_elems(ctx, n, kind == PT__GELU ? 8 * n : n, pt__cpu_act_fwd_span, &j);
 }
 
-static void pt__cpu_act_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_act_bwd_span(void *job, int64_t i0, int64_t i1) {
     const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
     float *d = j->o;
     const float *a = j->a, *g = j->g;
-    const int64_t n = j->n;
     const int kind = j->kind, simd = j->simd;
-    (void)tid, (void)simd;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
+    (void)simd;
 #if PT__NEON
-        if (simd && kind == PT__GELU) i0 = pt__neon_gelu_bwd(d, a, g, i0, i1);
+    if (simd && kind == PT__GELU) i0 = pt__neon_gelu_bwd(d, a, g, i0, i1);
 #endif
-        if (kind == PT__GELU)
-            PT__SIMD
-            for (int64_t i = i0; i < i1; i++) {
-                float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v), tp, t2;
-                float du = PT__CPU_GELU_K0 * (1.0f + 3.0f * PT__CPU_GELU_K1 * v * v);
-                pt__cpu_tanh_parts(u, &tp, &t2);
-                d[i] += (0.5f * tp + 0.5f * v * t2 * du) * g[i];
-            }
-        else
-            for (int64_t i = i0; i < i1; i++) d[i] += a[i] > 0.0f ? g[i] : 0.0f;
-    }
+    if (kind == PT__GELU)
+        PT__SIMD
+        for (int64_t i = i0; i < i1; i++) {
+            float v = a[i], u = PT__CPU_GELU_K0 * (v + PT__CPU_GELU_K1 * v * v * v), tp, t2;
+            float du = PT__CPU_GELU_K0 * (1.0f + 3.0f * PT__CPU_GELU_K1 * v * v);
+            pt__cpu_tanh_parts(u, &tp, &t2);
+            d[i] += (0.5f * tp + 0.5f * v * t2 * du) * g[i];
+        }
+    else
+        for (int64_t i = i0; i < i1; i++) d[i] += a[i] > 0.0f ? g[i] : 0.0f;
 }
 static void pt__cpu_act_bwd(pt_ctx *ctx, int kind, const pt_tensor *dx, const pt_tensor *x, const pt_tensor *dy) {
     int64_t n = pt_numel(x);
     pt__cpu_ew_job j;
     memset(&j, 0, sizeof j);
-    j.o = PT__F(dx), j.a = PT__F(x), j.g = PT__F(dy), j.n = n, j.kind = kind;
+    j.o = PT__F(dx), j.a = PT__F(x), j.g = PT__F(dy), j.kind = kind;
     j.simd = pt__cpu_simd(ctx);
-    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), kind == PT__GELU ? 8 * n : n, pt__cpu_act_bwd_part, &j);
+    pt__cpu_elems(ctx, n, kind == PT__GELU ? 8 * n : n, pt__cpu_act_bwd_span, &j);
 }
 
-static void pt__cpu_dropout_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_dropout_span(void *job, int64_t i0, int64_t i1) {
     const pt__cpu_ew_job *j = (const pt__cpu_ew_job *)job;
     float *o = j->o, p = j->s, q = 1.0f - p;
     const float *a = j->a;
-    const int64_t n = j->n, base = j->base;
+    const int64_t base = j->base;
     const uint64_t key = j->key;
     const int accumulate = j->flag;
-    (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-        for (int64_t i = i0; i < i1; i++) {
-            float v = pt__unit(key, (uint64_t)(base + i)) > p ? a[i] / q : 0.0f;
-            if (accumulate) o[i] += v;
-            else o[i] = v;
-        }
+    for (int64_t i = i0; i < i1; i++) {
+        float v = pt__unit(key, (uint64_t)(base + i)) > p ? a[i] / q : 0.0f;
+        if (accumulate) o[i] += v;
+        else o[i] = v;
     }
 }
 static void pt__cpu_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *x, float p, uint64_t key,
@@ -8057,8 +8055,8 @@ static void pt__cpu_dropout(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *
     int64_t n = pt_numel(x);
     pt__cpu_ew_job j;
     memset(&j, 0, sizeof j);
-    j.o = PT__F(out), j.a = PT__F(x), j.n = n, j.s = p, j.key = key, j.base = base, j.flag = accumulate;
-    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), 4 * n, pt__cpu_dropout_part, &j);
+    j.o = PT__F(out), j.a = PT__F(x), j.s = p, j.key = key, j.base = base, j.flag = accumulate;
+    pt__cpu_elems(ctx, n, 4 * n, pt__cpu_dropout_span, &j);
 }
 
 /* ---- row-wise --------------------------------------------------------------------------------- */
@@ -8083,11 +8081,11 @@ typedef struct pt__cpu_rows_job {
     int32_t ignore;
     int flag, simd;
 } pt__cpu_rows_job;
-static void pt__cpu_softmax_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_softmax_fwd_row(void *job, int64_t r, int tid) {
     const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
     const int64_t cols = j->cols;
     (void)tid;
-    for (int64_t r = lo; r < hi; r++) pt__cpu_softmax_row(j->o + r * cols, j->a + r * cols, cols, j->flag, j->simd);
+    pt__cpu_softmax_row(j->o + r * cols, j->a + r * cols, cols, j->flag, j->simd);
 }
 static void pt__cpu_softmax_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, int lg) {
     int64_t cols = pt__cpu_cols(x), rows = cols > 0 ? pt_numel(x) / cols : 0;
@@ -8096,30 +8094,25 @@ static void pt__cpu_softmax_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor
     memset(&j, 0, sizeof j);
     j.o = PT__F(y), j.a = PT__F(x), j.cols = cols, j.flag = lg;
     j.simd = pt__cpu_simd(ctx);
-    pt__cpu_par(ctx, rows, 4 * rows * cols, pt__cpu_softmax_fwd_part, &j);
+    pt__cpu_rows(ctx, rows, 4 * rows * cols, pt__cpu_softmax_fwd_row, &j);
 }
 
-static void pt__cpu_softmax_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_softmax_bwd_row(void *job, int64_t r, int tid) {
     const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
     const int64_t cols = j->cols;
-    const int lg = j->flag;
-    float *d = j->o;
-    const float *p = j->a, *g = j->b;
+    float *PT__RESTRICT dr = j->o + r * cols;
+    const float *PT__RESTRICT yr = j->a + r * cols, *PT__RESTRICT gr = j->b + r * cols;
+    double s = 0.0;
     (void)tid;
-    for (int64_t r = lo; r < hi; r++) {
-        float *PT__RESTRICT dr = d + r * cols;
-        const float *PT__RESTRICT yr = p + r * cols, *PT__RESTRICT gr = g + r * cols;
-        double s = 0.0;
-        if (lg) {
-            for (int64_t i = 0; i < cols; i++) s += (double)gr[i];
-            float sf = (float)s;
-            PT__SIMD
-            for (int64_t i = 0; i < cols; i++) dr[i] += gr[i] - pt__cpu_expf(yr[i]) * sf;
-        } else {
-            for (int64_t i = 0; i < cols; i++) s += (double)gr[i] * (double)yr[i];
-            float sf = (float)s;
-            for (int64_t i = 0; i < cols; i++) dr[i] += yr[i] * (gr[i] - sf);
-        }
+    if (j->flag) {
+        for (int64_t i = 0; i < cols; i++) s += (double)gr[i];
+        float sf = (float)s;
+        PT__SIMD
+        for (int64_t i = 0; i < cols; i++) dr[i] += gr[i] - pt__cpu_expf(yr[i]) * sf;
+    } else {
+        for (int64_t i = 0; i < cols; i++) s += (double)gr[i] * (double)yr[i];
+        float sf = (float)s;
+        for (int64_t i = 0; i < cols; i++) dr[i] += yr[i] * (gr[i] - sf);
     }
 }
 static void pt__cpu_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *y, const pt_tensor *dy, int lg) {
@@ -8128,7 +8121,7 @@ static void pt__cpu_softmax_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tenso
     if (cols <= 0) return;
     memset(&j, 0, sizeof j);
     j.o = PT__F(dx), j.a = PT__F(y), j.b = PT__F(dy), j.cols = cols, j.flag = lg;
-    pt__cpu_par(ctx, rows, 2 * rows * cols, pt__cpu_softmax_bwd_part, &j);
+    pt__cpu_rows(ctx, rows, 2 * rows * cols, pt__cpu_softmax_bwd_row, &j);
 }
 
 #define PT__CPU_LSE_BLOCK 1024 /* logits per block of the one-pass logsumexp (stays in L1) */
@@ -8150,23 +8143,18 @@ static double pt__cpu_lse_row(const float *PT__RESTRICT x, int64_t n, int simd) 
     return (double)m + log(s);
 }
 
-static void pt__cpu_xent_fwd_part(void *job, int64_t r0, int64_t r1, int tid) {
+static void pt__cpu_xent_fwd_row(void *job, int64_t r, int tid) {
     const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
-    const int64_t V = j->cols, nvalid = j->nvalid;
-    const int32_t ignore = j->ignore, *tg = j->tg;
-    float *lo = j->o, *ls = j->o2;
-    const float *x = j->a;
-    const int simd = j->simd;
+    const int64_t V = j->cols;
+    float *lo = j->o;
+    const float *xr = j->a + r * V;
+    double l = pt__cpu_lse_row(xr, j->nvalid, j->simd);
+    int32_t t = j->tg[r];
     (void)tid;
-    for (int64_t r = r0; r < r1; r++) {
-        const float *xr = x + r * V;
-        double l = pt__cpu_lse_row(xr, nvalid, simd);
-        int32_t t = tg[r];
-        ls[r] = (float)l;
-        if (t == ignore) lo[r] = 0.0f;
-        else if (t >= 0 && (int64_t)t < V) lo[r] = (float)(l - (double)xr[t]);
-        else lo[r] = (float)NAN; /* out-of-range target (the op checks; never silently 0) */
-    }
+    j->o2[r] = (float)l;
+    if (t == j->ignore) lo[r] = 0.0f;
+    else if (t >= 0 && (int64_t)t < V) lo[r] = (float)(l - (double)xr[t]);
+    else lo[r] = (float)NAN; /* out-of-range target (the op checks; never silently 0) */
 }
 static void pt__cpu_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_tensor *lse, const pt_tensor *logits,
                              const pt_tensor *targets, int32_t ignore, int64_t nvalid) {
@@ -8177,42 +8165,36 @@ static void pt__cpu_xent_fwd(pt_ctx *ctx, const pt_tensor *loss_rows, const pt_t
     memset(&j, 0, sizeof j);
     j.o = PT__F(loss_rows), j.o2 = PT__F(lse), j.a = PT__F(logits), j.tg = PT__I(targets), j.cols = V, j.nvalid = nvalid, j.ignore = ignore;
     j.simd = pt__cpu_simd(ctx);
-    pt__cpu_par(ctx, rows, 4 * rows * nvalid, pt__cpu_xent_fwd_part, &j);
+    pt__cpu_rows(ctx, rows, 4 * rows * nvalid, pt__cpu_xent_fwd_row, &j);
 }
 
-static void pt__cpu_xent_bwd_part(void *job, int64_t r0, int64_t r1, int tid) {
+static void pt__cpu_xent_bwd_row(void *job, int64_t r, int tid) {
     const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
     const int64_t V = j->cols, nvalid = j->nvalid;
-    const int32_t ignore = j->ignore, *tg = j->tg;
-    const int overwrite = j->flag;
-    float *d = j->o, g = j->s;
-    const float *x = j->a, *ls = j->b;
+    const int32_t ignore = j->ignore, t = j->tg[r];
+    const float g = j->s, l = j->b[r];
+    const int has_t = t >= 0 && (int64_t)t < nvalid && t != ignore;
     (void)tid;
-    for (int64_t r = r0; r < r1; r++) {
-        int32_t t = tg[r];
-        float l = ls[r];
-        int has_t = t >= 0 && (int64_t)t < nvalid && t != ignore;
-        if (overwrite) { /* dlogits may be logits itself: every element read once, then written */
-            float *dr = d + r * V;
-            const float *xr = x + r * V;
-            float xt = has_t ? xr[t] : 0.0f;
-            if (t == ignore) {
-                for (int64_t c = 0; c < V; c++) dr[c] = 0.0f;
-                continue;
-            }
-            PT__SIMD
-            for (int64_t c = 0; c < nvalid; c++) dr[c] = g * pt__cpu_expf(xr[c] - l);
-            for (int64_t c = nvalid; c < V; c++) dr[c] = 0.0f;
-            if (has_t) dr[t] = g * (pt__cpu_expf(xt - l) - 1.0f);
-        } else {
-            float *PT__RESTRICT dr = d + r * V;
-            const float *PT__RESTRICT xr = x + r * V;
-            float old_t = has_t ? dr[t] : 0.0f;
-            if (t == ignore) continue;
-            PT__SIMD
-            for (int64_t c = 0; c < nvalid; c++) dr[c] += g * pt__cpu_expf(xr[c] - l);
-            if (has_t) dr[t] = old_t + g * (pt__cpu_expf(xr[t] - l) - 1.0f);
+    if (j->flag) { /* overwrite: dlogits may be logits itself: every element read once, then written */
+        float *dr = j->o + r * V;
+        const float *xr = j->a + r * V;
+        float xt = has_t ? xr[t] : 0.0f;
+        if (t == ignore) {
+            for (int64_t c = 0; c < V; c++) dr[c] = 0.0f;
+            return;
         }
+        PT__SIMD
+        for (int64_t c = 0; c < nvalid; c++) dr[c] = g * pt__cpu_expf(xr[c] - l);
+        for (int64_t c = nvalid; c < V; c++) dr[c] = 0.0f;
+        if (has_t) dr[t] = g * (pt__cpu_expf(xt - l) - 1.0f);
+    } else {
+        float *PT__RESTRICT dr = j->o + r * V;
+        const float *PT__RESTRICT xr = j->a + r * V;
+        float old_t = has_t ? dr[t] : 0.0f;
+        if (t == ignore) return;
+        PT__SIMD
+        for (int64_t c = 0; c < nvalid; c++) dr[c] += g * pt__cpu_expf(xr[c] - l);
+        if (has_t) dr[t] = old_t + g * (pt__cpu_expf(xr[t] - l) - 1.0f);
     }
 }
 static void pt__cpu_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_tensor *logits, const pt_tensor *lse,
@@ -8225,40 +8207,35 @@ static void pt__cpu_xent_bwd(pt_ctx *ctx, const pt_tensor *dlogits, const pt_ten
     memset(&j, 0, sizeof j);
     j.o = PT__F(dlogits), j.s = PT__F(dloss)[0] * scale, j.a = PT__F(logits), j.b = PT__F(lse), j.tg = PT__I(targets);
     j.cols = V, j.nvalid = nvalid, j.ignore = ignore, j.flag = overwrite;
-    pt__cpu_par(ctx, rows, 4 * rows * nvalid, pt__cpu_xent_bwd_part, &j);
+    pt__cpu_rows(ctx, rows, 4 * rows * nvalid, pt__cpu_xent_bwd_row, &j);
 }
 
-static void pt__cpu_layernorm_fwd_part(void *job, int64_t r0, int64_t r1, int tid) {
+static void pt__cpu_layernorm_fwd_row(void *job, int64_t r, int tid) {
     const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
     const int64_t C = j->cols;
-    const float eps = j->s;
-    float *o = j->o, *mu = j->o2, *rs = j->o3;
-    const float *a = j->a, *wt = j->b, *bs = j->c;
-    const int simd = j->simd;
-    (void)tid, (void)simd;
-    for (int64_t r = r0; r < r1; r++) {
-        const float *PT__RESTRICT xr = a + r * C;
-        float *PT__RESTRICT yr = o + r * C;
-        double s = 0.0, v = 0.0;
-        for (int64_t i = 0; i < C; i++) s += (double)xr[i];
-        s /= (double)C;
-        for (int64_t i = 0; i < C; i++) {
-            double dv = (double)xr[i] - s;
-            v += dv * dv;
-        }
-        v /= (double)C;
-        float m = (float)s, rsd = (float)(1.0 / sqrt(v + (double)eps));
-        mu[r] = m;
-        rs[r] = rsd;
-        int64_t i0 = 0;
-#if PT__NEON
-        if (simd) i0 = pt__neon_ln_out(yr, xr, wt, bs, m, rsd, C);
-#endif
-        if (bs)
-            for (int64_t i = i0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
-        else
-            for (int64_t i = i0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i];
+    const float *wt = j->b, *bs = j->c;
+    const float *PT__RESTRICT xr = j->a + r * C;
+    float *PT__RESTRICT yr = j->o + r * C;
+    double s = 0.0, v = 0.0;
+    (void)tid;
+    for (int64_t i = 0; i < C; i++) s += (double)xr[i];
+    s /= (double)C;
+    for (int64_t i = 0; i < C; i++) {
+        double dv = (double)xr[i] - s;
+        v += dv * dv;
     }
+    v /= (double)C;
+    float m = (float)s, rsd = (float)(1.0 / sqrt(v + (double)j->s));
+    j->o2[r] = m;
+    j->o3[r] = rsd;
+    int64_t i0 = 0;
+#if PT__NEON
+    if (j->simd) i0 = pt__neon_ln_out(yr, xr, wt, bs, m, rsd, C);
+#endif
+    if (bs)
+        for (int64_t i = i0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i] + bs[i];
+    else
+        for (int64_t i = i0; i < C; i++) yr[i] = (xr[i] - m) * rsd * wt[i];
 }
 static void pt__cpu_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *mean, const pt_tensor *rstd,
                                   const pt_tensor *x, const pt_tensor *w, const pt_tensor *b, float eps) {
@@ -8269,57 +8246,52 @@ static void pt__cpu_layernorm_fwd(pt_ctx *ctx, const pt_tensor *y, const pt_tens
     j.o = PT__F(y), j.o2 = PT__F(mean), j.o3 = PT__F(rstd), j.a = PT__F(x), j.b = PT__F(w), j.c = b ? PT__F(b) : NULL;
     j.cols = C, j.s = eps;
     j.simd = pt__cpu_simd(ctx);
-    pt__cpu_par(ctx, rows, 3 * rows * C, pt__cpu_layernorm_fwd_part, &j);
+    pt__cpu_rows(ctx, rows, 3 * rows * C, pt__cpu_layernorm_fwd_row, &j);
 }
 
-static void pt__cpu_layernorm_dx_part(void *job, int64_t r0, int64_t r1, int tid) {
+static void pt__cpu_layernorm_dx_row(void *job, int64_t r, int tid) {
     const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
     const int64_t C = j->cols;
-    float *d = j->o;
-    const float *a = j->a, *g = j->b, *wt = j->c, *mu = j->d, *rs = j->e;
-    const int simd = j->simd;
-    (void)tid, (void)simd;
-    for (int64_t r = r0; r < r1; r++) {
-        const float *PT__RESTRICT xr = a + r * C, *PT__RESTRICT gr = g + r * C;
-        float *PT__RESTRICT dr = d + r * C;
-        float m = mu[r], s = rs[r];
-        double s1 = 0.0, s2 = 0.0;
-        for (int64_t i = 0; i < C; i++) {
-            float gw = gr[i] * wt[i];
-            s1 += (double)gw;
-            s2 += (double)gw * (double)((xr[i] - m) * s);
-        }
-        float m1 = (float)(s1 / (double)C), m2 = (float)(s2 / (double)C);
-        int64_t i0 = 0;
-#if PT__NEON
-        if (simd) i0 = pt__neon_ln_dx(dr, xr, gr, wt, m, s, m1, m2, C);
-#endif
-        for (int64_t i = i0; i < C; i++) dr[i] += s * (gr[i] * wt[i] - m1 - (xr[i] - m) * s * m2);
+    const float *wt = j->c;
+    const float *PT__RESTRICT xr = j->a + r * C, *PT__RESTRICT gr = j->b + r * C;
+    float *PT__RESTRICT dr = j->o + r * C;
+    float m = j->d[r], s = j->e[r];
+    double s1 = 0.0, s2 = 0.0;
+    (void)tid;
+    for (int64_t i = 0; i < C; i++) {
+        float gw = gr[i] * wt[i];
+        s1 += (double)gw;
+        s2 += (double)gw * (double)((xr[i] - m) * s);
     }
+    float m1 = (float)(s1 / (double)C), m2 = (float)(s2 / (double)C);
+    int64_t i0 = 0;
+#if PT__NEON
+    if (j->simd) i0 = pt__neon_ln_dx(dr, xr, gr, wt, m, s, m1, m2, C);
+#endif
+    for (int64_t i = i0; i < C; i++) dr[i] += s * (gr[i] * wt[i] - m1 - (xr[i] - m) * s * m2);
 }
-static void pt__cpu_layernorm_dwb_part(void *job, int64_t lo, int64_t hi, int tid) {
+/* column block bk of dw and db, rows serially inside */
+static void pt__cpu_layernorm_dwb_row(void *job, int64_t bk, int tid) {
     const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
     const int64_t C = j->cols, rows = j->nvalid;
     float *dwp = j->o2, *dbp = j->o3;
     const float *a = j->a, *g = j->b, *mu = j->d, *rs = j->e;
+    float aw[PT__CPU_CB], ab[PT__CPU_CB];
+    int64_t j0 = bk * PT__CPU_CB, len = PT__MIN(C - j0, (int64_t)PT__CPU_CB);
     (void)tid;
-    for (int64_t bk = lo; bk < hi; bk++) {
-        float aw[PT__CPU_CB], ab[PT__CPU_CB];
-        int64_t j0 = bk * PT__CPU_CB, len = PT__MIN(C - j0, (int64_t)PT__CPU_CB);
-        for (int64_t jj = 0; jj < len; jj++) aw[jj] = ab[jj] = 0.0f;
-        for (int64_t r = 0; r < rows; r++) {
-            const float *PT__RESTRICT xr = a + r * C + j0, *PT__RESTRICT gr = g + r * C + j0;
-            float m = mu[r], s = rs[r];
-            for (int64_t jj = 0; jj < len; jj++) {
-                aw[jj] += gr[jj] * ((xr[jj] - m) * s);
-                ab[jj] += gr[jj];
-            }
+    for (int64_t jj = 0; jj < len; jj++) aw[jj] = ab[jj] = 0.0f;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *PT__RESTRICT xr = a + r * C + j0, *PT__RESTRICT gr = g + r * C + j0;
+        float m = mu[r], s = rs[r];
+        for (int64_t jj = 0; jj < len; jj++) {
+            aw[jj] += gr[jj] * ((xr[jj] - m) * s);
+            ab[jj] += gr[jj];
         }
-        if (dwp)
-            for (int64_t jj = 0; jj < len; jj++) dwp[j0 + jj] += aw[jj];
-        if (dbp)
-            for (int64_t jj = 0; jj < len; jj++) dbp[j0 + jj] += ab[jj];
     }
+    if (dwp)
+        for (int64_t jj = 0; jj < len; jj++) dwp[j0 + jj] += aw[jj];
+    if (dbp)
+        for (int64_t jj = 0; jj < len; jj++) dbp[j0 + jj] += ab[jj];
 }
 static void pt__cpu_layernorm_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dw, const pt_tensor *db,
                                   const pt_tensor *dy, const pt_tensor *x, const pt_tensor *w, const pt_tensor *mean,
@@ -8332,53 +8304,47 @@ static void pt__cpu_layernorm_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_ten
     j.simd = pt__cpu_simd(ctx);
     if (dx) {
         j.o = PT__F(dx);
-        pt__cpu_par(ctx, rows, 3 * rows * C, pt__cpu_layernorm_dx_part, &j);
+        pt__cpu_rows(ctx, rows, 3 * rows * C, pt__cpu_layernorm_dx_row, &j);
     }
     if (dw || db) {
         j.o2 = dw ? PT__F(dw) : NULL, j.o3 = db ? PT__F(db) : NULL;
-        pt__cpu_par(ctx, (C + PT__CPU_CB - 1) / PT__CPU_CB, 2 * rows * C, pt__cpu_layernorm_dwb_part, &j);
+        pt__cpu_rows(ctx, (C + PT__CPU_CB - 1) / PT__CPU_CB, 2 * rows * C, pt__cpu_layernorm_dwb_row, &j);
     }
 }
 
-typedef struct pt__cpu_embed_job { float *o; const float *t; const int32_t *id; int64_t C, n, cb; } pt__cpu_embed_job;
-static void pt__cpu_embed_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__cpu_embed_job *j = (const pt__cpu_embed_job *)job;
-    const int64_t C = j->C;
-    float *o = j->o;
-    const float *tb = j->t;
-    const int32_t *id = j->id;
+/* the embedding (a row job): out o, table a, ids tg, width cols, nvalid ids */
+static void pt__cpu_embed_fwd_row(void *job, int64_t i, int tid) {
+    const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
+    const int64_t C = j->cols;
+    const int32_t id = j->tg[i];
     (void)tid;
-    for (int64_t i = lo; i < hi; i++) {
-        if (id[i] >= 0) memcpy(o + i * C, tb + (int64_t)id[i] * C, (size_t)C * sizeof(float));
-        else memset(o + i * C, 0, (size_t)C * sizeof(float));
-    }
+    if (id >= 0) memcpy(j->o + i * C, j->a + (int64_t)id * C, (size_t)C * sizeof(float));
+    else memset(j->o + i * C, 0, (size_t)C * sizeof(float));
 }
 static void pt__cpu_embed_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *table, const pt_tensor *ids) {
     int64_t C = pt__cpu_cols(table), n = pt_numel(ids);
-    pt__cpu_embed_job j;
-    j.o = PT__F(out), j.t = PT__F(table), j.id = PT__I(ids), j.C = C, j.n = n, j.cb = 0;
-    pt__cpu_par(ctx, n, n * C, pt__cpu_embed_fwd_part, &j);
+    pt__cpu_rows_job j;
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(out), j.a = PT__F(table), j.tg = PT__I(ids), j.cols = C, j.nvalid = n;
+    pt__cpu_rows(ctx, n, n * C, pt__cpu_embed_fwd_row, &j);
 }
 
-/* column blocks in parallel; every thread walks all ids in increasing i */
-static void pt__cpu_embed_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__cpu_embed_job *j = (const pt__cpu_embed_job *)job;
-    const int64_t C = j->C, n = j->n, cb = j->cb;
-    float *dt = j->o;
-    const float *g = j->t;
-    const int32_t *id = j->id;
+#define PT__CPU_EMBED_CB 32 /* columns per work item of embed_bwd */
+/* column block bk of dtable (o): every thread walks all ids (tg) in increasing i */
+static void pt__cpu_embed_bwd_row(void *job, int64_t bk, int tid) {
+    const pt__cpu_rows_job *j = (const pt__cpu_rows_job *)job;
+    const int64_t C = j->cols, n = j->nvalid, j0 = bk * PT__CPU_EMBED_CB, len = PT__MIN(C - j0, (int64_t)PT__CPU_EMBED_CB);
+    const int32_t *id = j->tg;
     (void)tid;
-    for (int64_t bk = lo; bk < hi; bk++) {
-        int64_t j0 = bk * cb, len = PT__MIN(C - j0, cb);
-        for (int64_t i = 0; i < n; i++)
-            if (id[i] >= 0) pt__cpu_add_f(dt + (int64_t)id[i] * C + j0, g + i * C + j0, len);
-    }
+    for (int64_t i = 0; i < n; i++)
+        if (id[i] >= 0) pt__cpu_add_f(j->o + (int64_t)id[i] * C + j0, j->a + i * C + j0, len);
 }
 static void pt__cpu_embed_bwd(pt_ctx *ctx, const pt_tensor *dtable, const pt_tensor *dout, const pt_tensor *ids) {
-    int64_t C = pt__cpu_cols(dtable), n = pt_numel(ids), cb = 32, nblk = (C + cb - 1) / cb;
-    pt__cpu_embed_job j;
-    j.o = PT__F(dtable), j.t = PT__F(dout), j.id = PT__I(ids), j.C = C, j.n = n, j.cb = cb;
-    pt__cpu_par(ctx, nblk, n * C, pt__cpu_embed_bwd_part, &j);
+    int64_t C = pt__cpu_cols(dtable), n = pt_numel(ids), nblk = (C + PT__CPU_EMBED_CB - 1) / PT__CPU_EMBED_CB;
+    pt__cpu_rows_job j;
+    memset(&j, 0, sizeof j);
+    j.o = PT__F(dtable), j.a = PT__F(dout), j.tg = PT__I(ids), j.cols = C, j.nvalid = n;
+    pt__cpu_rows(ctx, nblk, n * C, pt__cpu_embed_bwd_row, &j);
 }
 
 /* ---- layout ----------------------------------------------------------------------------------- */
@@ -8458,15 +8424,13 @@ typedef struct pt__cpu_copy_block_job {
     int64_t dst_dim, dst_start, src_dim, src_start, inner, L, np, esz;
     int accumulate, is_i32;
 } pt__cpu_copy_block_job;
-static void pt__cpu_copy_block_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_copy_block_row(void *job, int64_t it, int tid) {
     const pt__cpu_copy_block_job *j = (const pt__cpu_copy_block_job *)job;
-    const int64_t np = j->np, L = j->L, inner = j->inner, esz = j->esz;
+    const int64_t np = j->np, inner = j->inner, esz = j->esz;
+    int64_t o = it / np, p0 = (it % np) * PT__CPU_CHUNK, len = PT__MIN(j->L - p0, (int64_t)PT__CPU_CHUNK);
+    int64_t doff = (o * j->dst_dim + j->dst_start) * inner + p0, soff = (o * j->src_dim + j->src_start) * inner + p0;
     (void)tid;
-    for (int64_t it = lo; it < hi; it++) {
-        int64_t o = it / np, p0 = (it % np) * PT__CPU_CHUNK, len = PT__MIN(L - p0, (int64_t)PT__CPU_CHUNK);
-        int64_t doff = (o * j->dst_dim + j->dst_start) * inner + p0, soff = (o * j->src_dim + j->src_start) * inner + p0;
-        pt__cpu_move(j->d + doff * esz, j->s + soff * esz, len, esz, j->accumulate, j->is_i32);
-    }
+    pt__cpu_move(j->d + doff * esz, j->s + soff * esz, len, esz, j->accumulate, j->is_i32);
 }
 static void pt__cpu_copy_block(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_dim, int64_t dst_start,
                                const pt_tensor *src, int64_t src_dim, int64_t src_start, int64_t count,
@@ -8481,7 +8445,7 @@ static void pt__cpu_copy_block(pt_ctx *ctx, const pt_tensor *dst, int64_t dst_di
     }
     j.d = pt__cpu_bytes(dst), j.s = pt__cpu_bytes(src), j.dst_dim = dst_dim, j.dst_start = dst_start, j.src_dim = src_dim;
     j.src_start = src_start, j.inner = inner, j.L = L, j.np = np, j.esz = esz, j.accumulate = accumulate, j.is_i32 = is_i32;
-    pt__cpu_par(ctx, outer * np, outer * L, pt__cpu_copy_block_part, &j);
+    pt__cpu_rows(ctx, outer * np, outer * L, pt__cpu_copy_block_row, &j);
 }
 
 static double pt__cpu_chunk_sum(const float *PT__RESTRICT x, int64_t n, int sq) {
@@ -8494,14 +8458,11 @@ static double pt__cpu_chunk_sum(const float *PT__RESTRICT x, int64_t n, int sq) 
 }
 
 typedef struct pt__cpu_reduce_job { double *part; const float *x; int64_t n; int sq; } pt__cpu_reduce_job;
-static void pt__cpu_reduce_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_reduce_row(void *job, int64_t c, int tid) { /* chunk c's partial */
     const pt__cpu_reduce_job *j = (const pt__cpu_reduce_job *)job;
-    const int64_t n = j->n;
+    const int64_t i0 = c * PT__CPU_CHUNK;
     (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK;
-        j->part[c] = pt__cpu_chunk_sum(j->x + i0, PT__MIN(n - i0, (int64_t)PT__CPU_CHUNK), j->sq);
-    }
+    j->part[c] = pt__cpu_chunk_sum(j->x + i0, PT__MIN(j->n - i0, (int64_t)PT__CPU_CHUNK), j->sq);
 }
 /* sum (or sum of squares) of x[0, n): chunk partials in double, added in chunk order */
 static double pt__cpu_reduce(pt_ctx *ctx, const float *x, int64_t n, int sq) {
@@ -8512,7 +8473,7 @@ static double pt__cpu_reduce(pt_ctx *ctx, const float *x, int64_t n, int sq) {
     if (part) {
         pt__cpu_reduce_job j;
         j.part = part, j.x = x, j.n = n, j.sq = sq;
-        pt__cpu_par(ctx, nch, n, pt__cpu_reduce_part, &j);
+        pt__cpu_rows(ctx, nch, n, pt__cpu_reduce_row, &j);
         for (int64_t c = 0; c < nch; c++) tot += part[c];
     } else {
         for (int64_t c = 0; c < nch; c++) {
@@ -8564,28 +8525,26 @@ typedef struct pt__cpu_img_job {
     const int32_t *cip;
     int64_t N, C, H, W, k, stride, pad, Ho, Wo, S;
 } pt__cpu_img_job;
-static void pt__cpu_im2col_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_im2col_row(void *job, int64_t rr, int tid) {
     const pt__cpu_img_job *j = (const pt__cpu_img_job *)job;
     const int64_t H = j->H, W = j->W, k = j->k, stride = j->stride, pad = j->pad, Ho = j->Ho, Wo = j->Wo;
     const int64_t kk = k * k, HW = H * W, S = Ho * Wo;
     float *cp = j->o;
     const float *xp = j->a;
+    int64_t plane = rr / kk, rem = rr % kk, ki = rem / k, kj = rem % k;
+    const float *PT__RESTRICT xs = xp + plane * HW;
+    float *PT__RESTRICT out = cp + rr * S;
     (void)tid;
-    for (int64_t rr = lo; rr < hi; rr++) {
-        int64_t plane = rr / kk, rem = rr % kk, ki = rem / k, kj = rem % k;
-        const float *PT__RESTRICT xs = xp + plane * HW;
-        float *PT__RESTRICT out = cp + rr * S;
-        for (int64_t oh = 0; oh < Ho; oh++) {
-            int64_t ih = oh * stride - pad + ki;
-            float *PT__RESTRICT row = out + oh * Wo;
-            if (ih < 0 || ih >= H) {
-                for (int64_t ow = 0; ow < Wo; ow++) row[ow] = 0.0f;
-                continue;
-            }
-            for (int64_t ow = 0; ow < Wo; ow++) {
-                int64_t iw = ow * stride - pad + kj;
-                row[ow] = (iw >= 0 && iw < W) ? xs[ih * W + iw] : 0.0f;
-            }
+    for (int64_t oh = 0; oh < Ho; oh++) {
+        int64_t ih = oh * stride - pad + ki;
+        float *PT__RESTRICT row = out + oh * Wo;
+        if (ih < 0 || ih >= H) {
+            for (int64_t ow = 0; ow < Wo; ow++) row[ow] = 0.0f;
+            continue;
+        }
+        for (int64_t ow = 0; ow < Wo; ow++) {
+            int64_t iw = ow * stride - pad + kj;
+            row[ow] = (iw >= 0 && iw < W) ? xs[ih * W + iw] : 0.0f;
         }
     }
 }
@@ -8599,39 +8558,37 @@ static void pt__cpu_im2col(pt_ctx *ctx, const pt_tensor *cols, const pt_tensor *
     pt__cpu_img_job j;
     pt__cpu_img_init(&j, N, C, H, W, k, stride, pad, Ho, Wo);
     j.o = PT__F(cols), j.a = PT__F(x);
-    pt__cpu_par(ctx, rows, rows * S, pt__cpu_im2col_part, &j);
+    pt__cpu_rows(ctx, rows, rows * S, pt__cpu_im2col_row, &j);
 }
 
 /* gather: each dx element sums its (ki, kj) contributions in increasing order, then adds */
-static void pt__cpu_col2im_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_col2im_row(void *job, int64_t pl, int tid) {
     const pt__cpu_img_job *j = (const pt__cpu_img_job *)job;
     const int64_t H = j->H, W = j->W, k = j->k, stride = j->stride, pad = j->pad, Ho = j->Ho, Wo = j->Wo;
     const int64_t HW = H * W, S = Ho * Wo, kk = k * k;
     float *dp = j->o;
     const float *cp = j->a;
+    const float *cs = cp + pl * kk * S;
+    float *d = dp + pl * HW;
     (void)tid;
-    for (int64_t pl = lo; pl < hi; pl++) {
-        const float *cs = cp + pl * kk * S;
-        float *d = dp + pl * HW;
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t w = 0; w < W; w++) {
-                float acc = 0.0f;
-                for (int64_t ki = 0; ki < k; ki++) {
-                    int64_t th = h + pad - ki, oh;
-                    if (th < 0 || th % stride) continue;
-                    oh = th / stride;
-                    if (oh >= Ho) continue;
-                    for (int64_t kj = 0; kj < k; kj++) {
-                        int64_t tw = w + pad - kj, ow;
-                        if (tw < 0 || tw % stride) continue;
-                        ow = tw / stride;
-                        if (ow >= Wo) continue;
-                        acc += cs[(ki * k + kj) * S + oh * Wo + ow];
-                    }
+    for (int64_t h = 0; h < H; h++)
+        for (int64_t w = 0; w < W; w++) {
+            float acc = 0.0f;
+            for (int64_t ki = 0; ki < k; ki++) {
+                int64_t th = h + pad - ki, oh;
+                if (th < 0 || th % stride) continue;
+                oh = th / stride;
+                if (oh >= Ho) continue;
+                for (int64_t kj = 0; kj < k; kj++) {
+                    int64_t tw = w + pad - kj, ow;
+                    if (tw < 0 || tw % stride) continue;
+                    ow = tw / stride;
+                    if (ow >= Wo) continue;
+                    acc += cs[(ki * k + kj) * S + oh * Wo + ow];
                 }
-                d[h * W + w] += acc;
             }
-    }
+            d[h * W + w] += acc;
+        }
 }
 static void pt__cpu_col2im(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dcols, int N, int C, int H, int W,
                            int k, int stride, int pad, int Ho, int Wo) {
@@ -8639,74 +8596,68 @@ static void pt__cpu_col2im(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dc
     pt__cpu_img_job j;
     pt__cpu_img_init(&j, N, C, H, W, k, stride, pad, Ho, Wo);
     j.o = PT__F(dx), j.a = PT__F(dcols);
-    pt__cpu_par(ctx, planes, planes * kk * S, pt__cpu_col2im_part, &j);
+    pt__cpu_rows(ctx, planes, planes * kk * S, pt__cpu_col2im_row, &j);
 }
 
-static void pt__cpu_chan_bias_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_chan_bias_fwd_row(void *job, int64_t pl, int tid) {
     const pt__cpu_img_job *j = (const pt__cpu_img_job *)job;
     const int64_t S = j->S, C = j->C;
     float *o = j->o;
     const float *bs = j->a;
+    float *PT__RESTRICT op = o + pl * S, v = bs[pl % C];
     (void)tid;
-    for (int64_t pl = lo; pl < hi; pl++) {
-        float *PT__RESTRICT op = o + pl * S, v = bs[pl % C];
-        for (int64_t s = 0; s < S; s++) op[s] += v;
-    }
+    for (int64_t s = 0; s < S; s++) op[s] += v;
 }
 static void pt__cpu_chan_bias_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *b, int N, int C, int64_t S) {
     const int64_t planes = (int64_t)N * C;
     pt__cpu_img_job j;
     pt__cpu_img_init(&j, N, C, 0, 0, 0, 0, 0, 0, 0);
     j.S = S, j.o = PT__F(out), j.a = PT__F(b);
-    pt__cpu_par(ctx, planes, planes * S, pt__cpu_chan_bias_fwd_part, &j);
+    pt__cpu_rows(ctx, planes, planes * S, pt__cpu_chan_bias_fwd_row, &j);
 }
 
-static void pt__cpu_chan_bias_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_chan_bias_bwd_row(void *job, int64_t c, int tid) {
     const pt__cpu_img_job *j = (const pt__cpu_img_job *)job;
     const int64_t S = j->S, C = j->C, N = j->N;
     float *d = j->o;
     const float *g = j->a;
+    double acc = 0.0;
     (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        double acc = 0.0;
-        for (int64_t n = 0; n < N; n++) acc += pt__cpu_chunk_sum(g + (n * C + c) * S, S, 0);
-        d[c] += (float)acc;
-    }
+    for (int64_t n = 0; n < N; n++) acc += pt__cpu_chunk_sum(g + (n * C + c) * S, S, 0);
+    d[c] += (float)acc;
 }
 static void pt__cpu_chan_bias_bwd(pt_ctx *ctx, const pt_tensor *db, const pt_tensor *dout, int N, int C, int64_t S) {
     pt__cpu_img_job j;
     pt__cpu_img_init(&j, N, C, 0, 0, 0, 0, 0, 0, 0);
     j.S = S, j.o = PT__F(db), j.a = PT__F(dout);
-    pt__cpu_par(ctx, C, (int64_t)N * C * S, pt__cpu_chan_bias_bwd_part, &j);
+    pt__cpu_rows(ctx, C, (int64_t)N * C * S, pt__cpu_chan_bias_bwd_row, &j);
 }
 
-static void pt__cpu_maxpool_fwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_maxpool_fwd_row(void *job, int64_t pl, int tid) {
     const pt__cpu_img_job *jb = (const pt__cpu_img_job *)job;
     const int64_t H = jb->H, W = jb->W, k = jb->k, stride = jb->stride, Ho = jb->Ho, Wo = jb->Wo;
     const int64_t HW = H * W, S = Ho * Wo;
     float *op = jb->o;
     int32_t *ip = jb->ip;
     const float *xp = jb->a;
+    const float *xs = xp + pl * HW;
     (void)tid;
-    for (int64_t pl = lo; pl < hi; pl++) {
-        const float *xs = xp + pl * HW;
-        for (int64_t oh = 0; oh < Ho; oh++)
-            for (int64_t ow = 0; ow < Wo; ow++) {
-                int64_t h0 = oh * stride, w0 = ow * stride, bi = h0 * W + w0;
-                float best = xs[bi];
-                for (int64_t ki = 0; ki < k && h0 + ki < H; ki++)
-                    for (int64_t kj = 0; kj < k && w0 + kj < W; kj++) {
-                        int64_t j = (h0 + ki) * W + w0 + kj;
-                        float v = xs[j];
-                        if (v > best || (v != v && best == best)) { /* first max; NaN wins */
-                            best = v;
-                            bi = j;
-                        }
+    for (int64_t oh = 0; oh < Ho; oh++)
+        for (int64_t ow = 0; ow < Wo; ow++) {
+            int64_t h0 = oh * stride, w0 = ow * stride, bi = h0 * W + w0;
+            float best = xs[bi];
+            for (int64_t ki = 0; ki < k && h0 + ki < H; ki++)
+                for (int64_t kj = 0; kj < k && w0 + kj < W; kj++) {
+                    int64_t j = (h0 + ki) * W + w0 + kj;
+                    float v = xs[j];
+                    if (v > best || (v != v && best == best)) { /* first max; NaN wins */
+                        best = v;
+                        bi = j;
                     }
-                op[pl * S + oh * Wo + ow] = best;
-                ip[pl * S + oh * Wo + ow] = (int32_t)bi;
-            }
-    }
+                }
+            op[pl * S + oh * Wo + ow] = best;
+            ip[pl * S + oh * Wo + ow] = (int32_t)bi;
+        }
 }
 static void pt__cpu_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tensor *idx, const pt_tensor *x, int N,
                                 int C, int H, int W, int k, int stride, int Ho, int Wo) {
@@ -8714,20 +8665,18 @@ static void pt__cpu_maxpool_fwd(pt_ctx *ctx, const pt_tensor *out, const pt_tens
     pt__cpu_img_job j;
     pt__cpu_img_init(&j, N, C, H, W, k, stride, 0, Ho, Wo);
     j.o = PT__F(out), j.ip = PT__I(idx), j.a = PT__F(x);
-    pt__cpu_par(ctx, planes, planes * S * k * k, pt__cpu_maxpool_fwd_part, &j);
+    pt__cpu_rows(ctx, planes, planes * S * k * k, pt__cpu_maxpool_fwd_row, &j);
 }
 
-static void pt__cpu_maxpool_bwd_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_maxpool_bwd_row(void *job, int64_t pl, int tid) {
     const pt__cpu_img_job *j = (const pt__cpu_img_job *)job;
     const int64_t HW = j->H * j->W, S = j->S;
     float *dp = j->o;
     const float *g = j->a;
     const int32_t *ip = j->cip;
+    float *d = dp + pl * HW;
     (void)tid;
-    for (int64_t pl = lo; pl < hi; pl++) {
-        float *d = dp + pl * HW;
-        for (int64_t o = 0; o < S; o++) d[ip[pl * S + o]] += g[pl * S + o];
-    }
+    for (int64_t o = 0; o < S; o++) d[ip[pl * S + o]] += g[pl * S + o];
 }
 static void pt__cpu_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tensor *dout, const pt_tensor *idx, int N,
                                 int C, int H, int W, int Ho, int Wo) {
@@ -8735,7 +8684,7 @@ static void pt__cpu_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tenso
     pt__cpu_img_job j;
     pt__cpu_img_init(&j, N, C, H, W, 0, 0, 0, Ho, Wo);
     j.o = PT__F(dx), j.a = PT__F(dout), j.cip = PT__I(idx);
-    pt__cpu_par(ctx, planes, planes * S, pt__cpu_maxpool_bwd_part, &j);
+    pt__cpu_rows(ctx, planes, planes * S, pt__cpu_maxpool_bwd_row, &j);
 }
 
 /* ---- optimizers ------------------------------------------------------------------------------- */
@@ -8743,31 +8692,24 @@ static void pt__cpu_maxpool_bwd(pt_ctx *ctx, const pt_tensor *dx, const pt_tenso
 typedef struct pt__cpu_opt_job {
     float *pp, *mp, *vp;
     const float *gp;
-    int64_t n;
     float lr, b1, b2, eps, wd, bc1, bc2, gscale, momentum;
     int simd;
 } pt__cpu_opt_job;
-static void pt__cpu_adamw_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_adamw_span(void *job, int64_t i0, int64_t i1) {
     const pt__cpu_opt_job *j = (const pt__cpu_opt_job *)job;
-    const int64_t n = j->n;
     const float lr = j->lr, b1 = j->b1, b2 = j->b2, eps = j->eps, wd = j->wd, bc1 = j->bc1, bc2 = j->bc2, gscale = j->gscale;
     const float c1 = 1.0f - b1, c2 = 1.0f - b2;
-    const int simd = j->simd;
-    (void)tid, (void)simd;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-        float *PT__RESTRICT P = j->pp, *PT__RESTRICT M = j->mp, *PT__RESTRICT Vv = j->vp;
-        const float *PT__RESTRICT G = j->gp;
+    float *PT__RESTRICT P = j->pp, *PT__RESTRICT M = j->mp, *PT__RESTRICT Vv = j->vp;
+    const float *PT__RESTRICT G = j->gp;
 #if PT__NEON
-        if (simd) i0 = pt__neon_adamw(P, G, M, Vv, i0, i1, lr, b1, b2, eps, wd, bc1, bc2, gscale, c1, c2);
+    if (j->simd) i0 = pt__neon_adamw(P, G, M, Vv, i0, i1, lr, b1, b2, eps, wd, bc1, bc2, gscale, c1, c2);
 #endif
-        for (int64_t i = i0; i < i1; i++) {
-            float gi = G[i] * gscale;
-            float mi = b1 * M[i] + c1 * gi, vi = b2 * Vv[i] + c2 * gi * gi;
-            M[i] = mi;
-            Vv[i] = vi;
-            P[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * P[i]);
-        }
+    for (int64_t i = i0; i < i1; i++) {
+        float gi = G[i] * gscale;
+        float mi = b1 * M[i] + c1 * gi, vi = b2 * Vv[i] + c2 * gi * gi;
+        M[i] = mi;
+        Vv[i] = vi;
+        P[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * P[i]);
     }
 }
 static void pt__cpu_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *m, const pt_tensor *v,
@@ -8775,41 +8717,35 @@ static void pt__cpu_adamw(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, c
                           float gscale) {
     pt__cpu_opt_job j;
     memset(&j, 0, sizeof j);
-    j.pp = PT__F(p), j.mp = PT__F(m), j.vp = PT__F(v), j.gp = PT__F(g), j.n = n;
+    j.pp = PT__F(p), j.mp = PT__F(m), j.vp = PT__F(v), j.gp = PT__F(g);
     j.lr = lr, j.b1 = b1, j.b2 = b2, j.eps = eps, j.wd = wd, j.bc1 = bc1, j.bc2 = bc2, j.gscale = gscale;
     j.simd = pt__cpu_simd(ctx);
-    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), 4 * n, pt__cpu_adamw_part, &j);
+    pt__cpu_elems(ctx, n, 4 * n, pt__cpu_adamw_span, &j);
 }
 
-static void pt__cpu_sgd_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__cpu_sgd_span(void *job, int64_t i0, int64_t i1) {
     const pt__cpu_opt_job *j = (const pt__cpu_opt_job *)job;
-    const int64_t n = j->n;
     const float lr = j->lr, momentum = j->momentum, wd = j->wd, gscale = j->gscale;
-    float *mp = j->mp;
-    (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-        float *PT__RESTRICT P = j->pp;
-        const float *PT__RESTRICT G = j->gp;
-        if (mp) {
-            float *PT__RESTRICT M = mp;
-            for (int64_t i = i0; i < i1; i++) {
-                float gi = G[i] * gscale + wd * P[i], mi = momentum * M[i] + gi;
-                M[i] = mi;
-                P[i] -= lr * (momentum != 0.0f ? mi : gi);
-            }
-        } else {
-            for (int64_t i = i0; i < i1; i++) P[i] -= lr * (G[i] * gscale + wd * P[i]);
+    float *PT__RESTRICT P = j->pp;
+    const float *PT__RESTRICT G = j->gp;
+    if (j->mp) {
+        float *PT__RESTRICT M = j->mp;
+        for (int64_t i = i0; i < i1; i++) {
+            float gi = G[i] * gscale + wd * P[i], mi = momentum * M[i] + gi;
+            M[i] = mi;
+            P[i] -= lr * (momentum != 0.0f ? mi : gi);
         }
+    } else {
+        for (int64_t i = i0; i < i1; i++) P[i] -= lr * (G[i] * gscale + wd * P[i]);
     }
 }
 static void pt__cpu_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, const pt_tensor *mom, int64_t n, float lr,
                         float momentum, float wd, float gscale) {
     pt__cpu_opt_job j;
     memset(&j, 0, sizeof j);
-    j.pp = PT__F(p), j.mp = mom ? PT__F(mom) : NULL, j.gp = PT__F(g), j.n = n;
+    j.pp = PT__F(p), j.mp = mom ? PT__F(mom) : NULL, j.gp = PT__F(g);
     j.lr = lr, j.momentum = momentum, j.wd = wd, j.gscale = gscale;
-    pt__cpu_par(ctx, PT__CPU_NCHUNK(n), 2 * n, pt__cpu_sgd_part, &j);
+    pt__cpu_elems(ctx, n, 2 * n, pt__cpu_sgd_span, &j);
 }
 
 static double pt__cpu_sumsq(pt_ctx *ctx, const pt_tensor *x, int64_t n) { return pt__cpu_reduce(ctx, PT__F(x), n, 1); }
@@ -8856,43 +8792,37 @@ static int pt__cpu_f16_fast(const void *s, int sd, void *d, int dd, int64_t i0, 
 #endif
     return 0;
 }
-typedef struct pt__cpu_convert_job { void *d; const void *s; int64_t n; int dd, sd, accumulate, f16c; } pt__cpu_convert_job;
-static void pt__cpu_convert_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__cpu_convert_job *j = (const pt__cpu_convert_job *)job;
+static void pt__cpu_convert_span(void *job, int64_t i0, int64_t i1) {
+    const pt__cpu_mem_job *j = (const pt__cpu_mem_job *)job;
     void *d = j->d;
     const void *s = j->s;
-    const int64_t n = j->n;
-    const int dd = j->dd, sd = j->sd, accumulate = j->accumulate, f16c = j->f16c;
-    (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK);
-        if (!accumulate && sd == PT_F32 && dd == PT_BF16) { /* the 16-bit activations' pack and widen: loops that vectorize */
-            const uint32_t *su = (const uint32_t *)s;
-            uint16_t *dh = (uint16_t *)d;
-            PT__SIMD
-            for (int64_t i = i0; i < i1; i++) { /* pt__bf16_from_f32 without a branch */
-                uint32_t u = su[i], r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-                dh[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
-            }
-            continue;
+    const int dd = j->dd, sd = j->sd, accumulate = j->accumulate;
+    if (!accumulate && sd == PT_F32 && dd == PT_BF16) { /* the 16-bit activations' pack and widen: loops that vectorize */
+        const uint32_t *su = (const uint32_t *)s;
+        uint16_t *dh = (uint16_t *)d;
+        PT__SIMD
+        for (int64_t i = i0; i < i1; i++) { /* pt__bf16_from_f32 without a branch */
+            uint32_t u = su[i], r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+            dh[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x40u : r);
         }
-        if (!accumulate && sd == PT_BF16 && dd == PT_F32) {
-            const uint16_t *sh = (const uint16_t *)s;
-            uint32_t *du = (uint32_t *)d;
-            PT__SIMD
-            for (int64_t i = i0; i < i1; i++) du[i] = (uint32_t)sh[i] << 16;
-            continue;
-        }
-        if (f16c && pt__cpu_f16_fast(s, sd, d, dd, i0, i1)) continue; /* fp16 activations' pack and widen */
-        for (int64_t i = i0; i < i1; i++) {
-            float v = accumulate ? pt__cpu_load(s, i, sd) + pt__cpu_load(d, i, dd) : pt__cpu_load(s, i, sd); /* -0 stays -0 */
-            if (dd == PT_F32) ((float *)d)[i] = v;
-            else ((uint16_t *)d)[i] = dd == PT_BF16 ? pt__bf16_from_f32(v) : pt__f16_from_f32(v);
-        }
+        return;
+    }
+    if (!accumulate && sd == PT_BF16 && dd == PT_F32) {
+        const uint16_t *sh = (const uint16_t *)s;
+        uint32_t *du = (uint32_t *)d;
+        PT__SIMD
+        for (int64_t i = i0; i < i1; i++) du[i] = (uint32_t)sh[i] << 16;
+        return;
+    }
+    if (j->f16c && pt__cpu_f16_fast(s, sd, d, dd, i0, i1)) return; /* fp16 activations' pack and widen */
+    for (int64_t i = i0; i < i1; i++) {
+        float v = accumulate ? pt__cpu_load(s, i, sd) + pt__cpu_load(d, i, dd) : pt__cpu_load(s, i, sd); /* -0 stays -0 */
+        if (dd == PT_F32) ((float *)d)[i] = v;
+        else ((uint16_t *)d)[i] = dd == PT_BF16 ? pt__bf16_from_f32(v) : pt__f16_from_f32(v);
     }
 }
 static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate) {
-    int64_t n = pt_numel(dst), nch = PT__CPU_NCHUNK(n);
+    int64_t n = pt_numel(dst);
     void *d = pt__cpu_bytes(dst);
     const void *s = pt__cpu_bytes(src);
     int dd = dst->dtype, sd = src->dtype;
@@ -8901,10 +8831,11 @@ static void pt__cpu_convert(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *
         return;
     }
     if (!ctx->cpu_f16c) ctx->cpu_f16c = 1 + pt__cpu_has_f16c();
-    pt__cpu_convert_job j;
-    j.d = d, j.s = s, j.n = n, j.dd = dd, j.sd = sd, j.accumulate = accumulate;
+    pt__cpu_mem_job j;
+    memset(&j, 0, sizeof j);
+    j.d = d, j.s = s, j.dd = dd, j.sd = sd, j.accumulate = accumulate;
     j.f16c = !accumulate && (sd == PT_F16 || dd == PT_F16) && ctx->cpu_f16c == 2;
-    pt__cpu_par(ctx, nch, n, pt__cpu_convert_part, &j);
+    pt__cpu_elems(ctx, n, n, pt__cpu_convert_span, &j);
 }
 
 static const pt__backend pt__cpu_backend = {
@@ -12226,14 +12157,11 @@ typedef struct pt__qmm_par {
     int64_t fstride, N, nblk;
     int parts; /* ranges of whole 8-row groups (a few per thread: a thread the OS holds back delays only its range) */
 } pt__qmm_par;
-static void pt__qmm_part(void *p, int64_t lo, int64_t hi, int tid) {
+static void pt__qmm_row(void *p, int64_t c, int tid) {
     const pt__qmm_par *q = (const pt__qmm_par *)p;
     const int64_t N = q->N, parts = q->parts;
-    int64_t c;
-    for (c = lo; c < hi; c++) {
-        int64_t a = c ? N * c / parts / 8 * 8 : 0, e = c + 1 < parts ? N * (c + 1) / parts / 8 * 8 : N, n;
-        for (n = a; n < e; n += q->nblk) q->fn(q->j, n, PT__MIN(e, n + q->nblk), q->save ? q->save + tid * q->fstride : NULL);
-    }
+    int64_t a = c ? N * c / parts / 8 * 8 : 0, e = c + 1 < parts ? N * (c + 1) / parts / 8 * 8 : N, n;
+    for (n = a; n < e; n += q->nblk) q->fn(q->j, n, PT__MIN(e, n + q->nblk), q->save ? q->save + tid * q->fstride : NULL);
 }
 
 static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, int64_t M, const float *bias, float *y, int64_t ldy) {
@@ -12297,7 +12225,7 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
         pt__qmm_par par;
         par.j = &j, par.fn = fn, par.save = save, par.fstride = fstride, par.N = N, par.nblk = nblk;
         par.parts = nt > 1 ? (int)PT__MAX(1, PT__MIN(4 * (int64_t)nt, N / 8)) : 1;
-        pt__par_run(ctx, nt, par.parts, pt__qmm_part, &par);
+        pt__par_rows(ctx, nt, par.parts, pt__qmm_row, &par);
     }
 }
 
@@ -16290,21 +16218,19 @@ static void pt__dp_sum(pt_ctx *ctx, double *x, int n) {
 #endif
 }
 
-/* dst[i] = src[i] / d, i < n (dst == src, or not overlapping), threaded like the CPU kernels */
-typedef struct pt__dp_div_job { float *dst; const float *src; int64_t n; float d; } pt__dp_div_job;
-static void pt__dp_div_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__dp_div_job *jb = (const pt__dp_div_job *)job;
-    const int64_t n = jb->n;
-    (void)tid;
-    for (int64_t c = lo; c < hi; c++) {
-        int64_t i0 = c * PT__CPU_CHUNK, i1 = PT__MIN(n, i0 + PT__CPU_CHUNK), j;
-        for (j = i0; j < i1; j++) jb->dst[j] = jb->src[j] / jb->d;
-    }
+/* dst[i] = src[i] / d, i < n (dst == src, or not overlapping), threaded like the CPU kernels (an
+   elementwise job: o = dst, a = src, s = d) */
+static void pt__dp_div_span(void *job, int64_t i0, int64_t i1) {
+    const pt__cpu_ew_job *jb = (const pt__cpu_ew_job *)job;
+    float *dst = jb->o;
+    const float *src = jb->a, d = jb->s;
+    for (int64_t i = i0; i < i1; i++) dst[i] = src[i] / d;
 }
 static void pt__dp_div(pt_ctx *ctx, float *dst, const float *src, int64_t n, float d) {
-    pt__dp_div_job j;
-    j.dst = dst, j.src = src, j.n = n, j.d = d;
-    pt__cpu_par(ctx, (n + PT__CPU_CHUNK - 1) / PT__CPU_CHUNK, n, pt__dp_div_part, &j);
+    pt__cpu_ew_job j;
+    memset(&j, 0, sizeof j);
+    j.o = dst, j.a = src, j.s = d;
+    pt__cpu_elems(ctx, n, n, pt__dp_div_span, &j);
 }
 /* The mean pt_dp_finish may leave owed (dp->pend): the f32 allreduce path (ZeRO-0) on a host slab
    with a power-of-two DP size leaves the sum in the slab and 1/dp in pend instead of a pass over
@@ -26297,11 +26223,10 @@ static int pt__inf_model_ok(const pt_gpt *m, char *why, size_t n) {
 /* the matrix src in type t into *mem (advanced past it): each row dequantized to f32 (f32 rows read in
    place), then quantized; src itself when it is stored in t already */
 typedef struct pt__inf_conv_job { const unsigned char *in; unsigned char *dst; int64_t sb, rb, cols; pt_wtype t; } pt__inf_conv_job;
-static void pt__inf_conv_part(void *job, int64_t lo, int64_t hi, int tid) {
+static void pt__inf_conv_row(void *job, int64_t r, int tid) {
     const pt__inf_conv_job *j = (const pt__inf_conv_job *)job;
-    int64_t r;
     (void)tid;
-    for (r = lo; r < hi; r++) pt_quantize_row(j->t, (const float *)(const void *)(j->in + r * j->sb), j->dst + r * j->rb, j->cols);
+    pt_quantize_row(j->t, (const float *)(const void *)(j->in + r * j->sb), j->dst + r * j->rb, j->cols);
 }
 static pt_qmat pt__inf_conv(pt_ctx *ctx, const pt_qmat *src, pt_wtype t, unsigned char **mem, float *tmp) {
     pt_qmat q = *src;
@@ -26313,7 +26238,7 @@ static pt_qmat pt__inf_conv(pt_ctx *ctx, const pt_qmat *src, pt_wtype t, unsigne
         if (src->type == PT_W_F32) {
             pt__inf_conv_job j;
             j.in = in, j.dst = dst, j.sb = sb, j.rb = rb, j.cols = cols, j.t = t;
-            pt__cpu_par(ctx, rows, rows * cols * 4, pt__inf_conv_part, &j);
+            pt__cpu_rows(ctx, rows, rows * cols * 4, pt__inf_conv_row, &j);
         } else
             for (r = 0; r < rows; r++) pt_dequantize_row(src->type, in + r * sb, tmp, cols), pt_quantize_row(t, tmp, dst + r * rb, cols);
         q.type = t, q.data = dst;
@@ -27218,42 +27143,39 @@ static void pt__inf_embed(const pt_infer *inf, int32_t tok, int64_t pos, float *
     }
 }
 
-/* a step's threaded loops (pt__cpu_par): the rows of layer l (lw), or items of its attention */
+/* a step's threaded loops (pt__cpu_rows): the rows of layer l (lw), or items of its attention */
 typedef struct pt__inf_job {
     pt_infer *inf;
     const pt_gpt_layer_w *lw;
     int l, all_logits;
 } pt__inf_job;
-/* attention items [lo, hi) (sequence it / H, head it % H) with thread tid's scratch */
-static void pt__inf_attention_part(void *job, int64_t lo, int64_t hi, int tid) {
+/* attention item it (sequence it / H, head it % H) with thread tid's scratch */
+static void pt__inf_attention_row(void *job, int64_t it, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
     const int H = inf->H, hs = inf->hs, kern = inf->kern, l = jb->l;
-    int64_t it;
-    for (it = lo; it < hi; it++) {
-        const int32_t si = (int32_t)(it / H), h = (int32_t)(it % H), s = inf->st_seq[si];
-        int64_t t;
-        pt__inf_att a;
-        float *sc;
-        sc = inf->ws + (int64_t)tid * inf->ws_per;
-        a.kv = inf->kv, a.table = inf->table + (int64_t)s * inf->max_blk, a.block_elems = inf->block_elems;
-        a.koff = (int64_t)l * inf->layer_elems + (int64_t)h * hs * inf->bt;
-        a.voff = (int64_t)l * inf->layer_elems + (int64_t)inf->C * inf->bt + (int64_t)h * inf->bt * hs;
-        a.bt = inf->bt, a.hs = hs, a.f16 = inf->kv16, a.scale = 1.0f / sqrtf((float)hs);
-        for (t = 0; t < inf->st_ntok[si]; t++) {
-            const int64_t r = inf->st_row0[si] + t, n = inf->st_len0[si] + t + 1;
-            const float *q = inf->qkv + r * inf->ld3 + (int64_t)h * hs;
-            float *o = inf->att + r * inf->ldc + (int64_t)h * hs;
+    const int32_t si = (int32_t)(it / H), h = (int32_t)(it % H), s = inf->st_seq[si];
+    int64_t t;
+    pt__inf_att a;
+    float *sc;
+    sc = inf->ws + (int64_t)tid * inf->ws_per;
+    a.kv = inf->kv, a.table = inf->table + (int64_t)s * inf->max_blk, a.block_elems = inf->block_elems;
+    a.koff = (int64_t)l * inf->layer_elems + (int64_t)h * hs * inf->bt;
+    a.voff = (int64_t)l * inf->layer_elems + (int64_t)inf->C * inf->bt + (int64_t)h * inf->bt * hs;
+    a.bt = inf->bt, a.hs = hs, a.f16 = inf->kv16, a.scale = 1.0f / sqrtf((float)hs);
+    for (t = 0; t < inf->st_ntok[si]; t++) {
+        const int64_t r = inf->st_row0[si] + t, n = inf->st_len0[si] + t + 1;
+        const float *q = inf->qkv + r * inf->ld3 + (int64_t)h * hs;
+        float *o = inf->att + r * inf->ldc + (int64_t)h * hs;
 #if PT__ATTN_X86
-            if (kern == 2) {
-                if (a.f16) pt__inf_attn_avx512_f16(&a, q, n, sc, o);
-                else pt__inf_attn_avx512(&a, q, n, sc, o);
-                continue;
-            }
-#endif
-            (void)kern;
-            pt__inf_attn_c(&a, q, n, sc, o);
+        if (kern == 2) {
+            if (a.f16) pt__inf_attn_avx512_f16(&a, q, n, sc, o);
+            else pt__inf_attn_avx512(&a, q, n, sc, o);
+            continue;
         }
+#endif
+        (void)kern;
+        pt__inf_attn_c(&a, q, n, sc, o);
     }
 }
 static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
@@ -27264,90 +27186,73 @@ static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
        (below, the fork and join cost more than the items) */
     for (i = 0; i < nseq; i++) work += (int64_t)inf->st_ntok[i] * (inf->st_len0[i] + inf->st_ntok[i]) * inf->C / 8;
     jb.inf = inf, jb.lw = NULL, jb.l = l, jb.all_logits = 0;
-    pt__cpu_par(inf->ctx, (int64_t)nseq * inf->H, work, pt__inf_attention_part, &jb);
+    pt__cpu_rows(inf->ctx, (int64_t)nseq * inf->H, work, pt__inf_attention_row, &jb);
 }
 
-/* layernorm 1 of rows [lo, hi) */
-static void pt__inf_ln1_part(void *job, int64_t lo, int64_t hi, int tid) {
+/* layernorm 1 of row r */
+static void pt__inf_ln1_row(void *job, int64_t r, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
-    const int64_t ldc = inf->ldc, C = inf->C;
-    int64_t r;
     (void)tid;
-    for (r = lo; r < hi; r++) pt__inf_ln(inf->x + r * ldc, inf->h + r * ldc, jb->lw->ln1_w, jb->lw->ln1_b, C);
+    pt__inf_ln(inf->x + r * inf->ldc, inf->h + r * inf->ldc, jb->lw->ln1_w, jb->lw->ln1_b, inf->C);
 }
-/* K transposed and V of rows [lo, hi) into their slots */
-static void pt__inf_kv_part(void *job, int64_t lo, int64_t hi, int tid) {
+/* K transposed and V of row r into its slot */
+static void pt__inf_kv_row(void *job, int64_t r, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
     const int64_t ld3 = inf->ld3, bt = inf->bt, hs = inf->hs, C = inf->C, l = jb->l;
-    int64_t r;
-    for (r = lo; r < hi; r++) { /* K transposed and V into the row's slot */
-        const int64_t pos = inf->tok_pos[r];
-        const int64_t blk = (int64_t)inf->table[(int64_t)inf->tok_seq[r] * inf->max_blk + pos / bt] * inf->block_elems + (int64_t)l * inf->layer_elems;
-        const int64_t kt = blk + pos % bt, vv = blk + C * bt + (pos % bt) * hs;
-        const float *k = inf->qkv + r * ld3 + C, *v = k + C;
-        int64_t h, d;
-        if (inf->kv16) { /* rounded to fp16 (nearest even; F16C's vcvtps2ph gives the same bits) */
-            uint16_t *p = (uint16_t *)inf->kv, *k16;
-            k16 = (uint16_t *)(void *)(inf->ws + (int64_t)tid * inf->ws_per);
+    const int64_t pos = inf->tok_pos[r];
+    const int64_t blk = (int64_t)inf->table[(int64_t)inf->tok_seq[r] * inf->max_blk + pos / bt] * inf->block_elems + (int64_t)l * inf->layer_elems;
+    const int64_t kt = blk + pos % bt, vv = blk + C * bt + (pos % bt) * hs;
+    const float *k = inf->qkv + r * ld3 + C, *v = k + C;
+    int64_t h, d;
+    if (inf->kv16) { /* rounded to fp16 (nearest even; F16C's vcvtps2ph gives the same bits) */
+        uint16_t *p = (uint16_t *)inf->kv, *k16;
+        k16 = (uint16_t *)(void *)(inf->ws + (int64_t)tid * inf->ws_per);
 #if PT__X86
-            if (inf->f16c) {
-                pt__cpu_f16_pack8(k, k16, C);
-                for (h = 0; h < inf->H; h++) pt__cpu_f16_pack8(v + h * hs, p + vv + h * bt * hs, hs);
-            } else
+        if (inf->f16c) {
+            pt__cpu_f16_pack8(k, k16, C);
+            for (h = 0; h < inf->H; h++) pt__cpu_f16_pack8(v + h * hs, p + vv + h * bt * hs, hs);
+        } else
 #endif
-            {
-                for (d = 0; d < C; d++) k16[d] = pt__f16_from_f32(k[d]);
-                for (h = 0; h < inf->H; h++)
-                    for (d = 0; d < hs; d++) p[vv + h * bt * hs + d] = pt__f16_from_f32(v[h * hs + d]);
-            }
-            for (d = 0; d < C; d++) p[kt + d * bt] = k16[d]; /* head h, dimension e: K^T row h * hs + e */
-        } else {
-            float *p = (float *)inf->kv;
-            for (d = 0; d < C; d++) p[kt + d * bt] = k[d];
-            for (h = 0; h < inf->H; h++) memcpy(p + vv + h * bt * hs, v + h * hs, (size_t)hs * sizeof(float));
+        {
+            for (d = 0; d < C; d++) k16[d] = pt__f16_from_f32(k[d]);
+            for (h = 0; h < inf->H; h++)
+                for (d = 0; d < hs; d++) p[vv + h * bt * hs + d] = pt__f16_from_f32(v[h * hs + d]);
         }
+        for (d = 0; d < C; d++) p[kt + d * bt] = k16[d]; /* head h, dimension e: K^T row h * hs + e */
+    } else {
+        float *p = (float *)inf->kv;
+        for (d = 0; d < C; d++) p[kt + d * bt] = k[d];
+        for (h = 0; h < inf->H; h++) memcpy(p + vv + h * bt * hs, v + h * hs, (size_t)hs * sizeof(float));
     }
 }
-/* the residual add and layernorm 2 of rows [lo, hi) */
-static void pt__inf_ln2_part(void *job, int64_t lo, int64_t hi, int tid) {
+/* the residual add and layernorm 2 of row r */
+static void pt__inf_ln2_row(void *job, int64_t r, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
-    const int64_t ldc = inf->ldc, C = inf->C;
-    int64_t r;
+    float *x = inf->x + r * inf->ldc, *h = inf->h + r * inf->ldc;
     (void)tid;
-    for (r = lo; r < hi; r++) {
-        pt__inf_add(inf->x + r * ldc, inf->h + r * ldc, C);
-        pt__inf_ln(inf->x + r * ldc, inf->h + r * ldc, jb->lw->ln2_w, jb->lw->ln2_b, C);
-    }
+    pt__inf_add(x, h, inf->C);
+    pt__inf_ln(x, h, jb->lw->ln2_w, jb->lw->ln2_b, inf->C);
 }
-static void pt__inf_gelu_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__inf_job *jb = (const pt__inf_job *)job;
-    pt_infer *inf = jb->inf;
-    int64_t r;
+static void pt__inf_gelu_row(void *job, int64_t r, int tid) {
+    pt_infer *inf = ((const pt__inf_job *)job)->inf;
     (void)tid;
-    for (r = lo; r < hi; r++) pt__inf_gelu(inf->ff + r * inf->ld4, 4 * inf->C);
+    pt__inf_gelu(inf->ff + r * inf->ld4, 4 * inf->C);
 }
-static void pt__inf_add_part(void *job, int64_t lo, int64_t hi, int tid) {
-    const pt__inf_job *jb = (const pt__inf_job *)job;
-    pt_infer *inf = jb->inf;
-    int64_t r;
+static void pt__inf_add_row(void *job, int64_t r, int tid) {
+    pt_infer *inf = ((const pt__inf_job *)job)->inf;
     (void)tid;
-    for (r = lo; r < hi; r++) pt__inf_add(inf->x + r * inf->ldc, inf->h + r * inf->ldc, inf->C);
+    pt__inf_add(inf->x + r * inf->ldc, inf->h + r * inf->ldc, inf->C);
 }
-/* the final norm of the rows [lo, hi) that want logits (into h) */
-static void pt__inf_lnf_part(void *job, int64_t lo, int64_t hi, int tid) {
+/* the final norm of the r-th row that wants logits (into h) */
+static void pt__inf_lnf_row(void *job, int64_t r, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
-    const pt_gpt_weights *w = inf->w;
-    const int64_t ldc = inf->ldc, C = inf->C;
-    int64_t r;
+    const int64_t src = jb->all_logits ? r : inf->st_row0[r] + inf->st_ntok[r] - 1;
     (void)tid;
-    for (r = lo; r < hi; r++) {
-        const int64_t src = jb->all_logits ? r : inf->st_row0[r] + inf->st_ntok[r] - 1;
-        pt__inf_ln(inf->x + src * ldc, inf->h + r * ldc, w->lnf_w, w->lnf_b, C);
-    }
+    pt__inf_ln(inf->x + src * inf->ldc, inf->h + r * inf->ldc, inf->w->lnf_w, inf->w->lnf_b, inf->C);
 }
 
 PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
@@ -27427,16 +27332,16 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
         const pt_gpt_layer_w *lw = &w->layer[l];
         const int64_t ld3 = inf->ld3, ld4 = inf->ld4;
         jb.lw = lw, jb.l = l;
-        pt__cpu_par(ctx, N, 3 * N * C, pt__inf_ln1_part, &jb);
+        pt__cpu_rows(ctx, N, 3 * N * C, pt__inf_ln1_row, &jb);
         pt__qmm(ctx, &lw->qkv, inf->h, ldc, N, lw->qkv_b, inf->qkv, ld3);
-        pt__cpu_par(ctx, N, 2 * N * C, pt__inf_kv_part, &jb);
+        pt__cpu_rows(ctx, N, 2 * N * C, pt__inf_kv_row, &jb);
         pt__inf_attention(inf, l, nseq);
         pt__qmm(ctx, &lw->proj, inf->att, ldc, N, lw->proj_b, inf->h, ldc);
-        pt__cpu_par(ctx, N, 3 * N * C, pt__inf_ln2_part, &jb);
+        pt__cpu_rows(ctx, N, 3 * N * C, pt__inf_ln2_row, &jb);
         pt__qmm(ctx, &lw->fc, inf->h, ldc, N, lw->fc_b, inf->ff, ld4);
-        pt__cpu_par(ctx, N, 32 * N * C, pt__inf_gelu_part, &jb);
+        pt__cpu_rows(ctx, N, 32 * N * C, pt__inf_gelu_row, &jb);
         pt__qmm(ctx, &lw->fproj, inf->ff, ld4, N, lw->fproj_b, inf->h, ldc);
-        pt__cpu_par(ctx, N, 2 * N * C, pt__inf_add_part, &jb);
+        pt__cpu_rows(ctx, N, 2 * N * C, pt__inf_add_row, &jb);
     }
     for (i = 0; i < nseq; i++) { /* the blocks this step filled get their hashes */
         pt__inf_seq *q = &inf->seq[seqs[i]];
@@ -27448,7 +27353,7 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
     if (!logits) return st0 == PT_OK ? ctx->status : PT_OK; /* an error of pt__qmm (its workspace) */
     /* the final norm of the rows that want logits (into h), then the head's first vocab rows */
     R = all_logits ? N : nseq;
-    pt__cpu_par(ctx, R, 3 * R * C, pt__inf_lnf_part, &jb);
+    pt__cpu_rows(ctx, R, 3 * R * C, pt__inf_lnf_row, &jb);
     {
         pt_qmat hv = w->head;
         hv.rows = inf->V;
