@@ -2700,6 +2700,13 @@ PTDEF int32_t pt_infer_block_ref(const pt_infer *inf, int32_t block);
     hashed block is in the hash table, every cached block is hashed. PT_OK, or PT_ERR_STATE naming the
     block and what was expected and found. */
 PTDEF pt_status pt_infer_check(const pt_infer *inf);
+/* The block API of a scheduler over a pt_infer (internal: pt_generate and the engine use it, and
+   touch no field of the pt_infer): pt__infer_need (blocks the next n tokens of a sequence take, a copy
+   on write of a shared last block counted: the one rule, pt_infer_step's check too), pt__infer_reserve
+   (those blocks taken, the copy on write made), pt__infer_swap_out / _swap_in / _swap_free (a
+   sequence's blocks to host memory and back into a new sequence, full blocks still in the pool taken
+   back rather than copied), pt__infer_dims_of (the sizes); a sequence is released with
+   pt_infer_seq_free, its blocks counted with pt_infer_seq_table. */
 
 /** Why a request stopped. */
 typedef enum pt_finish {
@@ -26966,6 +26973,109 @@ PTDEF pt_status pt_infer_check(const pt_infer *inf) {
     return PT_OK;
 }
 
+/* ---- the block API of the schedulers (pt_infer_step, pt_generate, the engine) -------------------- */
+/* A scheduler asks how many blocks tokens would take (pt__infer_need: the one rule, a copy on write
+   counted), gets them for a step (pt__infer_reserve, which copies a shared last block on write), and
+   moves a sequence's blocks to host memory and back (pt__infer_swap_out, _in, _free). Every copy of a
+   block (on write, out, in) is pt__inf_bcopy. */
+typedef struct pt__infer_dims {
+    pt_ctx *ctx;
+    int32_t V, max_seq, max_seqs, bt; /* vocabulary, context, sequences, tokens a block */
+    int64_t nblocks;
+} pt__infer_dims;
+static pt__infer_dims pt__infer_dims_of(const pt_infer *inf) {
+    pt__infer_dims d;
+    d.ctx = inf->ctx, d.V = inf->V, d.max_seq = inf->max_seq, d.max_seqs = inf->max_seqs, d.bt = inf->bt, d.nblocks = inf->nblocks;
+    return d;
+}
+/* a block's bytes of keys and values; block b's in the pool */
+static size_t pt__inf_bbytes(const pt_infer *inf) { return (size_t)inf->block_elems * (inf->kv16 ? 2 : 4); }
+static void *pt__inf_bkv(const pt_infer *inf, int32_t b) { return (char *)inf->kv + (size_t)b * pt__inf_bbytes(inf); }
+/* the one block copy: its keys and values, then its tokens (pool or host memory on either side) */
+static void pt__inf_bcopy(const pt_infer *inf, void *dkv, void *dtok, const void *skv, const void *stok) {
+    memcpy(dkv, skv, pt__inf_bbytes(inf));
+    memcpy(dtok, stok, (size_t)inf->bt * sizeof(int32_t));
+}
+/* blocks the next n tokens of sequence seq take beyond those it holds: new ones, and one more when its
+   last block is partly filled and shared (copied on write); seq < 0: an empty sequence (blocks for n) */
+static int64_t pt__infer_need(const pt_infer *inf, int32_t seq, int64_t n) {
+    const int64_t len = seq >= 0 ? inf->seq[seq].len : 0, nblk = seq >= 0 ? inf->seq[seq].nblk : 0;
+    int64_t k = (len + n + inf->bt - 1) / inf->bt - nblk;
+    if (len % inf->bt && inf->ref[inf->table[(int64_t)seq * inf->max_blk + len / inf->bt]] > 1) k++;
+    return k;
+}
+/* the partly filled last block of seq is about to be written: copied first when other sequences hold
+   it, out of the hash table when hashed */
+static void pt__infer_cow(pt_infer *inf, int32_t seq) {
+    const pt__inf_seq *q = &inf->seq[seq];
+    int32_t *tb = inf->table + (int64_t)seq * inf->max_blk;
+    const int32_t old = tb[q->len / inf->bt];
+    if (inf->ref[old] > 1) {
+        const int32_t nb = pt__inf_balloc(inf);
+        pt__inf_bcopy(inf, pt__inf_bkv(inf, nb), inf->btok + (int64_t)nb * inf->bt, pt__inf_bkv(inf, old), inf->btok + (int64_t)old * inf->bt);
+        pt__inf_bput(inf, old);
+        tb[q->len / inf->bt] = nb;
+        inf->kst.cow++;
+    } else if (inf->bstate[old] & PT__BLK_PUB)
+        pt__inf_unpub(inf, old);
+}
+/* seq gets the blocks its next n tokens are written to (the caller has checked pt__infer_need against
+   the free blocks) */
+static void pt__infer_reserve(pt_infer *inf, int32_t seq, int64_t n) {
+    pt__inf_seq *q = &inf->seq[seq];
+    int32_t *tb = inf->table + (int64_t)seq * inf->max_blk;
+    if (q->len % inf->bt) pt__infer_cow(inf, seq);
+    while ((int64_t)q->nblk * inf->bt < q->len + n) tb[q->nblk++] = pt__inf_balloc(inf);
+}
+/* a sequence's blocks in host memory: this header, the blocks' bytes, then their tokens */
+typedef struct pt__infer_swap {
+    int64_t len;  /* tokens the sequence held */
+    int32_t nblk; /* its blocks */
+} pt__infer_swap;
+static unsigned char *pt__infer_swap_kv(const pt__infer_swap *sw) { return (unsigned char *)(uintptr_t)(sw + 1); }
+static unsigned char *pt__infer_swap_tok(const pt_infer *inf, const pt__infer_swap *sw, int32_t b) {
+    return pt__infer_swap_kv(sw) + (size_t)sw->nblk * pt__inf_bbytes(inf) + (size_t)b * inf->bt * sizeof(int32_t);
+}
+/* seq's blocks and length copied to host memory (the sequence is left as it is), or NULL when there is
+   no memory (no error set: the caller recomputes instead) */
+static pt__infer_swap *pt__infer_swap_out(pt_infer *inf, int32_t seq) {
+    const pt__inf_seq *q = &inf->seq[seq];
+    const int32_t *tb = inf->table + (int64_t)seq * inf->max_blk;
+    const size_t bb = pt__inf_bbytes(inf);
+    pt__infer_swap *sw = (pt__infer_swap *)pt__malloc(inf->ctx, sizeof *sw + (size_t)q->nblk * (bb + (size_t)inf->bt * sizeof(int32_t)) + 1);
+    int32_t b;
+    if (!sw) return NULL;
+    sw->len = q->len, sw->nblk = q->nblk;
+    for (b = 0; b < q->nblk; b++)
+        pt__inf_bcopy(inf, pt__infer_swap_kv(sw) + (size_t)b * bb, pt__infer_swap_tok(inf, sw, b), pt__inf_bkv(inf, tb[b]), inf->btok + (int64_t)tb[b] * inf->bt);
+    return sw;
+}
+/* a new sequence holding the swapped blocks as they were (a full block still in the pool, shared or
+   cached, is taken, not copied back): its id, or -1 when no sequence is free (the error set). The
+   caller has checked that sw->nblk blocks are free; sw stays the caller's */
+static int32_t pt__infer_swap_in(pt_infer *inf, const pt__infer_swap *sw) {
+    const size_t bb = pt__inf_bbytes(inf);
+    int32_t s, b, *tb;
+    if ((s = pt_infer_seq_new(inf)) < 0) return -1;
+    tb = inf->table + (int64_t)s * inf->max_blk;
+    for (b = 0; b < sw->nblk; b++) {
+        const int32_t *tok = (const int32_t *)(const void *)pt__infer_swap_tok(inf, sw, b); /* 4-aligned: a block's bytes are whole floats or pairs of halves */
+        const int full = (int64_t)(b + 1) * inf->bt <= sw->len;
+        const uint64_t parent = b > 0 ? inf->chash[tb[b - 1]] : 0;
+        int32_t id = full ? pt__inf_find(inf, pt__inf_bhash(parent, tok, inf->bt), tok) : -1;
+        if (id >= 0) pt__inf_bget(inf, id);
+        else {
+            id = pt__inf_balloc(inf);
+            pt__inf_bcopy(inf, pt__inf_bkv(inf, id), inf->btok + (int64_t)id * inf->bt, pt__infer_swap_kv(sw) + (size_t)b * bb, tok);
+            if (full) pt__inf_filled(inf, id, parent);
+        }
+        tb[b] = id;
+    }
+    inf->seq[s].nblk = sw->nblk, inf->seq[s].len = sw->len;
+    return s;
+}
+static void pt__infer_swap_free(pt_infer *inf, pt__infer_swap *sw) { pt__free(inf->ctx, sw); }
+
 /* ---- row kernels ------------------------------------------------------------------------------- */
 /* y = layernorm(x) * w + b over C, eps 1e-5: the CPU backend's layernorm (statistics in double, the
    output in float as there), its double sums in 8 lanes combined in a fixed order (they vectorize; the
@@ -27381,8 +27491,7 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
         }
         inf->mark[s] = 1;
         N += ntok[i];
-        need += (inf->seq[s].len + ntok[i] + inf->bt - 1) / inf->bt - inf->seq[s].nblk;
-        if (inf->seq[s].len % inf->bt && inf->ref[inf->table[(int64_t)s * inf->max_blk + inf->seq[s].len / inf->bt]] > 1) need++; /* copy on write */
+        need += pt__infer_need(inf, s, ntok[i]);
     }
     for (i = 0; i < nseq; i++) inf->mark[seqs[i]] = 0;
     for (r = 0, i = 0; i < nseq; i++)
@@ -27398,22 +27507,8 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
     for (r = 0, i = 0; i < nseq; i++) {
         const int32_t s = seqs[i];
         pt__inf_seq *q = &inf->seq[s];
-        int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
-        if (q->len % inf->bt) { /* the last block is written: copied first when shared, out of the hash table when hashed */
-            const int32_t old = tb[q->len / inf->bt];
-            if (inf->ref[old] > 1) {
-                const int32_t nb = pt__inf_balloc(inf);
-                const size_t es = inf->kv16 ? 2 : 4;
-                memcpy((char *)inf->kv + (size_t)nb * (size_t)inf->block_elems * es, (const char *)inf->kv + (size_t)old * (size_t)inf->block_elems * es,
-                       (size_t)inf->block_elems * es);
-                memcpy(inf->btok + (int64_t)nb * inf->bt, inf->btok + (int64_t)old * inf->bt, (size_t)inf->bt * sizeof(int32_t));
-                pt__inf_bput(inf, old);
-                tb[q->len / inf->bt] = nb;
-                inf->kst.cow++;
-            } else if (inf->bstate[old] & PT__BLK_PUB)
-                pt__inf_unpub(inf, old);
-        }
-        while ((int64_t)q->nblk * inf->bt < q->len + ntok[i]) tb[q->nblk++] = pt__inf_balloc(inf);
+        const int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
+        pt__infer_reserve(inf, s, ntok[i]);
         inf->st_seq[i] = s, inf->st_ntok[i] = ntok[i], inf->st_row0[i] = r, inf->st_len0[i] = q->len;
         for (t = 0; t < ntok[i]; t++, r++) {
             const int64_t pos = q->len + t;
@@ -27473,8 +27568,7 @@ typedef struct pt__gen {
 } pt__gen;
 
 static int64_t pt__gen_blocks(const pt_infer *inf, const pt_gen_request *q) {
-    const int64_t n = PT__MIN((int64_t)q->nprompt + q->max_tokens, (int64_t)inf->max_seq);
-    return (n + inf->bt - 1) / inf->bt;
+    return pt__infer_need(inf, -1, PT__MIN((int64_t)q->nprompt + q->max_tokens, (int64_t)inf->max_seq));
 }
 /* the bytes of token tok appended to g's text (a tokenizer's, or the byte itself below 256) */
 static int pt__gen_text(pt_ctx *ctx, pt__gen *g, const pt_tokenizer *tk, int32_t tok) {
@@ -27877,15 +27971,14 @@ typedef struct pt__ereq {
     pt_engine_token_fn on_token;
     void *user;
     float *logits;
-    void *swap;                    /* swapped out: the blocks' bytes, then their tokens */
-    int64_t swap_len;
-    int32_t swap_nblk;
+    pt__infer_swap *swap;          /* swapped out: its blocks in host memory */
     int32_t planned;               /* tokens scheduled this iteration */
     char err[256];
 } pt__ereq;
 
 struct pt_engine {
     pt_infer *inf;
+    pt__infer_dims dim;            /* the pt_infer's sizes */
     pt_ctx *ctx;
     pt_engine_desc d;
     pt__ereq **req;                /* the requests held, in submission order (ids increasing; released ones removed) */
@@ -27956,8 +28049,9 @@ PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
     pt_engine *e;
     pt_ctx *ctx;
     pt_engine_desc z;
+    pt__infer_dims dim;
     if (!inf) return NULL;
-    ctx = inf->ctx;
+    dim = pt__infer_dims_of(inf), ctx = dim.ctx;
     memset(&z, 0, sizeof z);
     if (d) z = *d;
     if (z.max_running < 0 || z.token_budget < 0 || z.max_chunk < 0 || (z.preempt != PT_PREEMPT_RECOMPUTE && z.preempt != PT_PREEMPT_SWAP) ||
@@ -27965,23 +28059,23 @@ PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
         return (pt_engine *)pt__fail(ctx, PT_ERR_ARG, "pt_engine_new: max_running %d, token_budget %d, max_chunk %d (expected >= 0), preempt %d "
                                      "(expected 0 recompute or 1 swap), aging %d (expected >= -1), a replay of %lld events (expected >= 0, with events)",
                                      (int)z.max_running, (int)z.token_budget, (int)z.max_chunk, (int)z.preempt, (int)z.aging, (long long)z.nreplay);
-    if (!z.max_running || z.max_running > inf->max_seqs) z.max_running = inf->max_seqs;
+    if (!z.max_running || z.max_running > dim.max_seqs) z.max_running = dim.max_seqs;
     if (!z.token_budget) z.token_budget = 256;
     if (!z.max_chunk || z.max_chunk > z.token_budget) z.max_chunk = z.token_budget;
     if (!z.aging) z.aging = 64;
     if (!(e = (pt_engine *)pt__malloc(ctx, sizeof *e))) return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
     memset(e, 0, sizeof *e);
-    e->inf = inf, e->ctx = ctx, e->d = z, e->t0 = pt_time();
-    e->captoks = PT__MAX((int64_t)z.token_budget, (int64_t)z.max_running * inf->max_seq) + inf->max_seqs;
-    e->seqs = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * 2 * sizeof(int32_t));
+    e->inf = inf, e->dim = dim, e->ctx = ctx, e->d = z, e->t0 = pt_time();
+    e->captoks = PT__MAX((int64_t)z.token_budget, (int64_t)z.max_running * dim.max_seq) + dim.max_seqs;
+    e->seqs = (int32_t *)pt__malloc(ctx, (size_t)dim.max_seqs * 2 * sizeof(int32_t));
     e->toks = (int32_t *)pt__malloc(ctx, (size_t)e->captoks * sizeof(int32_t));
-    e->who = (pt__ereq **)pt__malloc(ctx, (size_t)inf->max_seqs * sizeof(pt__ereq *));
-    e->lg = (float *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->V * sizeof(float));
+    e->who = (pt__ereq **)pt__malloc(ctx, (size_t)dim.max_seqs * sizeof(pt__ereq *));
+    e->lg = (float *)pt__malloc(ctx, (size_t)dim.max_seqs * (size_t)dim.V * sizeof(float));
     if (!e->seqs || !e->toks || !e->who || !e->lg) {
         pt_engine_free(e);
         return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
     }
-    e->ntok = e->seqs + inf->max_seqs;
+    e->ntok = e->seqs + dim.max_seqs;
 #ifdef PT__ENG_THREADS
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->work, NULL);
@@ -27992,7 +28086,7 @@ PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
 static void pt__eng_req_free(pt_engine *e, pt__ereq *q) {
     if (!q) return;
     pt_sampler_free(q->smp);
-    pt__free(e->ctx, q->hist), pt__free(e->ctx, q->stops), pt__free(e->ctx, q->swap);
+    pt__free(e->ctx, q->hist), pt__free(e->ctx, q->stops), pt__infer_swap_free(e->inf, q->swap);
     pt__free(e->ctx, q);
 }
 PTDEF void pt_engine_free(pt_engine *e) {
@@ -28015,14 +28109,14 @@ PTDEF void pt_engine_free(pt_engine *e) {
 }
 
 /* blocks a sequence of n tokens holds */
-static int64_t pt__eng_blocks(const pt_engine *e, int64_t n) { return (n + e->inf->bt - 1) / e->inf->bt; }
+static int64_t pt__eng_blocks(const pt_engine *e, int64_t n) { return pt__infer_need(e->inf, -1, n); }
 
 PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
     pt__ereq *q;
-    pt_infer *inf;
+    const pt__infer_dims *dim;
     int64_t id, i;
     if (!e) return -1;
-    inf = e->inf;
+    dim = &e->dim;
     if (!(q = (pt__ereq *)pt__alloc(e->ctx, sizeof *q))) return -1;
     memset(q, 0, sizeof *q);
     q->seq = -1, q->t_first = q->t_done = -1.0, q->state = PT_REQ_PENDING;
@@ -28031,21 +28125,21 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
         snprintf(q->err, sizeof q->err, "invalid request: expected a prompt of >= 1 token (found %d), max_tokens >= 1 (found %d), a stop list that "
                  "matches its count (found %d) and a class in 0..%d (found %d)", r ? (int)r->nprompt : 0, r ? (int)r->max_tokens : 0,
                  r ? (int)r->nstop_tokens : 0, PT_ENGINE_CLASSES - 1, r ? (int)r->priority : 0);
-    else if (r->nprompt >= inf->max_seq)
-        snprintf(q->err, sizeof q->err, "prompt of %d tokens is longer than the context: expected at most max_seq - 1 = %d", (int)r->nprompt, inf->max_seq - 1);
-    else if (pt__eng_blocks(e, (int64_t)r->nprompt + 1) > inf->nblocks)
+    else if (r->nprompt >= dim->max_seq)
+        snprintf(q->err, sizeof q->err, "prompt of %d tokens is longer than the context: expected at most max_seq - 1 = %d", (int)r->nprompt, dim->max_seq - 1);
+    else if (pt__eng_blocks(e, (int64_t)r->nprompt + 1) > dim->nblocks)
         snprintf(q->err, sizeof q->err, "prompt of %d tokens needs %lld KV blocks of %d tokens, more than the whole cache (%lld blocks)", (int)r->nprompt,
-                 (long long)pt__eng_blocks(e, (int64_t)r->nprompt + 1), inf->bt, (long long)inf->nblocks);
+                 (long long)pt__eng_blocks(e, (int64_t)r->nprompt + 1), dim->bt, (long long)dim->nblocks);
     else
         for (i = 0; i < r->nprompt; i++)
-            if (r->prompt[i] < 0 || r->prompt[i] >= inf->V) {
-                snprintf(q->err, sizeof q->err, "invalid request: prompt token %lld is %d, outside the vocabulary [0, %d)", (long long)i, (int)r->prompt[i], inf->V);
+            if (r->prompt[i] < 0 || r->prompt[i] >= dim->V) {
+                snprintf(q->err, sizeof q->err, "invalid request: prompt token %lld is %d, outside the vocabulary [0, %d)", (long long)i, (int)r->prompt[i], dim->V);
                 break;
             }
     if (!q->err[0]) {
         q->cls = r->priority, q->arrival = r->arrival, q->max_tokens = r->max_tokens, q->on_token = r->on_token, q->user = r->user, q->logits = r->logits;
         q->nprompt = q->nhist = r->nprompt;
-        q->cap = PT__MIN((int64_t)r->nprompt + r->max_tokens, (int64_t)inf->max_seq);
+        q->cap = PT__MIN((int64_t)r->nprompt + r->max_tokens, (int64_t)dim->max_seq);
         q->hist = (int32_t *)pt__alloc(e->ctx, (size_t)q->cap * sizeof(int32_t));
         q->stops = r->nstop_tokens ? (int32_t *)pt__alloc(e->ctx, (size_t)r->nstop_tokens * sizeof(int32_t)) : NULL;
         if (!q->hist || (r->nstop_tokens && !q->stops)) {
@@ -28168,6 +28262,8 @@ PTDEF pt_engine_stats pt_engine_stats_get(pt_engine *e) {
 }
 
 /* ---- the executor's actions (the scheduler's and the replay's) ------------------------------------ */
+/* blocks q's sequence holds */
+static int64_t pt__eng_held(const pt_engine *e, const pt__ereq *q) { return pt_infer_seq_table(e->inf, q->seq, NULL, 0); }
 /* q leaves the running set with its sequence dropped */
 static void pt__eng_release(pt_engine *e, pt__ereq *q) {
     if (q->seq >= 0) pt_infer_seq_free(e->inf, q->seq);
@@ -28175,73 +28271,37 @@ static void pt__eng_release(pt_engine *e, pt__ereq *q) {
 }
 static void pt__eng_end(pt_engine *e, pt__ereq *q, int32_t state, int32_t finish) {
     pt__eng_release(e, q);
-    pt__free(e->ctx, q->swap), q->swap = NULL, q->swapped = 0;
+    pt__infer_swap_free(e->inf, q->swap), q->swap = NULL, q->swapped = 0;
     q->state = state, q->finish = finish, q->t_done = pt__eng_clock(e);
     if (state == PT_REQ_DONE) e->st.finished++, pt__eng_event(e, PT_EV_FINISH, q->id, finish, q->ngen);
     else if (state == PT_REQ_ERROR) e->st.errors++, pt__eng_event(e, PT_EV_ERROR, q->id, 0, 0);
 }
 static void pt__eng_preempt(pt_engine *e, pt__ereq *q, int mode) {
-    pt_infer *inf = e->inf;
-    const int64_t len = inf->seq[q->seq].len;
-    pt__eng_event(e, PT_EV_PREEMPT, q->id, mode, len);
+    pt__eng_event(e, PT_EV_PREEMPT, q->id, mode, pt_infer_seq_len(e->inf, q->seq));
     e->st.preempted++, q->preempts++;
-    if (mode == PT_PREEMPT_SWAP) {
-        const size_t es = inf->kv16 ? 2 : 4, bb = (size_t)inf->block_elems * es;
-        const int32_t nb = inf->seq[q->seq].nblk;
-        unsigned char *m = (unsigned char *)pt__malloc(e->ctx, (size_t)nb * (bb + (size_t)inf->bt * sizeof(int32_t)) + 1);
-        if (m) {
-            const int32_t *tb = inf->table + (int64_t)q->seq * inf->max_blk;
-            int32_t b;
-            for (b = 0; b < nb; b++) {
-                memcpy(m + (size_t)b * bb, (const char *)inf->kv + (size_t)tb[b] * bb, bb);
-                memcpy(m + (size_t)nb * bb + (size_t)b * inf->bt * sizeof(int32_t), inf->btok + (int64_t)tb[b] * inf->bt, (size_t)inf->bt * sizeof(int32_t));
-            }
-            q->swap = m, q->swap_len = len, q->swap_nblk = nb, q->swapped = 1;
-            e->st.swapped_out++;
-        }
-    }
+    if (mode == PT_PREEMPT_SWAP && (q->swap = pt__infer_swap_out(e->inf, q->seq)) != NULL) q->swapped = 1, e->st.swapped_out++;
     if (!q->swapped) q->fed = 0; /* recompute (or a swap without host memory): fed again from the start */
     pt__eng_release(e, q);
     q->state = PT_REQ_WAITING;
 }
 static int pt__eng_admit(pt_engine *e, pt__ereq *q) {
-    pt_infer *inf = e->inf;
     int64_t got = 0;
-    if ((q->seq = pt_infer_seq_new(inf)) < 0) return 0;
-    if (!e->d.no_prefix_cache && (got = pt_infer_seq_prefix(inf, q->seq, q->hist, q->nhist)) < 0) got = 0;
+    if ((q->seq = pt_infer_seq_new(e->inf)) < 0) return 0;
+    if (!e->d.no_prefix_cache && (got = pt_infer_seq_prefix(e->inf, q->seq, q->hist, q->nhist)) < 0) got = 0;
     q->fed = got, q->cached += got, q->state = PT_REQ_RUNNING;
     e->st.admitted++;
     return pt__eng_event(e, PT_EV_ADMIT, q->id, q->seq, got);
 }
 static int pt__eng_swapin(pt_engine *e, pt__ereq *q) {
-    pt_infer *inf = e->inf;
-    const size_t es = inf->kv16 ? 2 : 4, bb = (size_t)inf->block_elems * es;
-    const unsigned char *m = (const unsigned char *)q->swap;
-    int32_t *tb, b;
-    if ((q->seq = pt_infer_seq_new(inf)) < 0) return 0;
-    tb = inf->table + (int64_t)q->seq * inf->max_blk;
-    for (b = 0; b < q->swap_nblk; b++) { /* a full block still in the pool (shared or cached) is taken, not copied back */
-        const int32_t *tok = (const int32_t *)(const void *)(m + (size_t)q->swap_nblk * bb + (size_t)b * inf->bt * sizeof(int32_t));
-        const int full = (int64_t)(b + 1) * inf->bt <= q->swap_len;
-        const uint64_t parent = b > 0 ? inf->chash[tb[b - 1]] : 0;
-        int32_t id = full ? pt__inf_find(inf, pt__inf_bhash(parent, tok, inf->bt), tok) : -1;
-        if (id >= 0) pt__inf_bget(inf, id);
-        else {
-            id = pt__inf_balloc(inf);
-            memcpy((char *)inf->kv + (size_t)id * bb, m + (size_t)b * bb, bb);
-            memcpy(inf->btok + (int64_t)id * inf->bt, tok, (size_t)inf->bt * sizeof(int32_t));
-            if (full) pt__inf_filled(inf, id, parent);
-        }
-        tb[b] = id;
-    }
-    inf->seq[q->seq].nblk = q->swap_nblk, inf->seq[q->seq].len = q->swap_len;
-    pt__free(e->ctx, q->swap), q->swap = NULL, q->swapped = 0;
-    q->fed = q->swap_len, q->state = PT_REQ_RUNNING;
+    const int64_t len = q->swap->len;
+    if ((q->seq = pt__infer_swap_in(e->inf, q->swap)) < 0) return 0;
+    pt__infer_swap_free(e->inf, q->swap), q->swap = NULL, q->swapped = 0;
+    q->fed = len, q->state = PT_REQ_RUNNING;
     e->st.swapped_in++;
-    return pt__eng_event(e, PT_EV_SWAPIN, q->id, q->seq, q->swap_len);
+    return pt__eng_event(e, PT_EV_SWAPIN, q->id, q->seq, len);
 }
 static void pt__eng_cancel(pt_engine *e, pt__ereq *q) {
-    const int64_t nb = q->seq >= 0 ? e->inf->seq[q->seq].nblk : 0;
+    const int64_t nb = q->seq >= 0 ? pt__eng_held(e, q) : 0;
     pt__eng_event(e, PT_EV_CANCEL, q->id, nb, 0);
     pt__eng_end(e, q, PT_REQ_CANCELLED, PT_FINISH_NONE);
     e->st.cancelled++;
@@ -28252,16 +28312,10 @@ static int64_t pt__eng_eff(const pt_engine *e, const pt__ereq *q) {
     return q->cls + (e->d.aging > 0 ? (e->iter - q->arrive_iter) / e->d.aging : 0);
 }
 /* blocks q's next n tokens take beyond what its sequence holds (a copy on write included) */
-static int64_t pt__eng_need(const pt_engine *e, const pt__ereq *q, int64_t n) {
-    const pt_infer *inf = e->inf;
-    const pt__inf_seq *s = &inf->seq[q->seq];
-    int64_t k = pt__eng_blocks(e, s->len + n) - s->nblk;
-    if (s->len % inf->bt && inf->ref[inf->table[(int64_t)q->seq * inf->max_blk + s->len / inf->bt]] > 1) k++;
-    return k;
-}
+static int64_t pt__eng_need(const pt_engine *e, const pt__ereq *q, int64_t n) { return pt__infer_need(e->inf, q->seq, n); }
 /* blocks a waiting request needs to be admitted: its whole history and one more token (swapped: its blocks and one) */
 static int64_t pt__eng_admit_need(const pt_engine *e, const pt__ereq *q) {
-    return q->swapped ? q->swap_nblk + 1 : pt__eng_blocks(e, q->nhist + 1);
+    return q->swapped ? q->swap->nblk + 1 : pt__eng_blocks(e, q->nhist + 1);
 }
 /* sorts order[0, n) by (effective class desc, ticket asc) (insertion sort: stable, few items) */
 static void pt__eng_sort(const pt_engine *e, pt__ereq **o, int64_t n, int aged) {
@@ -28290,20 +28344,26 @@ static pt__ereq *pt__eng_victim(pt_engine *e, const pt__ereq *w, const pt__ereq 
     return v;
 }
 /* blocks free for this iteration's plans */
-static int64_t pt__eng_room(const pt_engine *e) { return pt__inf_avail(e->inf) - e->commit; }
+static int64_t pt__eng_avail(const pt_engine *e) {
+    int64_t n = 0;
+    pt_infer_blocks(e->inf, NULL, &n);
+    return n;
+}
+static int64_t pt__eng_room(const pt_engine *e) { return pt__eng_avail(e) - e->commit; }
+/* blocks q still takes for its whole history and one more token */
+static int64_t pt__eng_reserve(const pt_engine *e, const pt__ereq *q) { return PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - pt__eng_held(e, q)); }
 static int pt__eng_plan(pt_engine *e, pt__ereq *q, int64_t n) {
     q->planned = (int32_t)n;
     e->commit += pt__eng_need(e, q, n);
     return pt__eng_event(e, PT_EV_RUN, q->id, n, q->fed);
 }
 static void pt__eng_schedule(pt_engine *e) {
-    pt_infer *inf = e->inf;
     int64_t i, nw = 0, nr = 0, budget = e->d.token_budget, avail, reserve = 0;
     pt__ereq **o = e->order;
     if (e->d.request_level) {
         for (i = 0; i < e->nreq; i++) nr += e->req[i]->state == PT_REQ_RUNNING;
         if (!nr) { /* a new batch: whole requests in arrival order while they fit */
-            avail = pt__inf_avail(inf);
+            avail = pt__eng_avail(e);
             for (i = 0; i < e->nreq && nr < e->d.max_running; i++) {
                 pt__ereq *q = e->req[i];
                 const int64_t nb = pt__eng_blocks(e, q->cap);
@@ -28323,19 +28383,19 @@ static void pt__eng_schedule(pt_engine *e) {
     for (i = 0; i < e->nreq; i++)
         if (e->req[i]->state == PT_REQ_WAITING) o[nw++] = e->req[i];
     pt__eng_sort(e, o, nw, 1);
-    avail = pt__inf_avail(inf);
+    avail = pt__eng_avail(e);
     for (i = 0; i < e->nreq; i++) {
         pt__ereq *q = e->req[i];
-        if (q->state == PT_REQ_RUNNING) nr++, reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
+        if (q->state == PT_REQ_RUNNING) nr++, reserve += pt__eng_reserve(e, q);
     }
     for (i = 0; i < nw; i++) {
         pt__ereq *w = o[i];
         const int64_t need = pt__eng_admit_need(e, w);
         pt__ereq *v;
         while ((nr >= e->d.max_running || need > avail - reserve) && (v = pt__eng_victim(e, w, NULL)) != NULL) {
-            reserve -= PT__MAX((int64_t)0, pt__eng_blocks(e, v->nhist + 1) - inf->seq[v->seq].nblk);
+            reserve -= pt__eng_reserve(e, v);
             pt__eng_preempt(e, v, e->d.preempt);
-            nr--, avail = pt__inf_avail(inf);
+            nr--, avail = pt__eng_avail(e);
         }
         if (nr >= e->d.max_running || need > avail - reserve) break;
         nr++, avail -= need; /* room held for w (admitted below) */
@@ -28355,7 +28415,7 @@ static void pt__eng_schedule(pt_engine *e) {
             pt__ereq *v = pt__eng_victim(e, NULL, NULL);
             if (v == q && !pt__eng_victim(e, NULL, q)) { /* alone and still no room: the pool is too small for it */
                 snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)(q->fed + n),
-                         (long long)pt__eng_blocks(e, q->fed + n), inf->bt, (long long)inf->nblocks);
+                         (long long)pt__eng_blocks(e, q->fed + n), e->dim.bt, (long long)e->dim.nblocks);
                 pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
                 break;
             }
@@ -28375,15 +28435,15 @@ static void pt__eng_schedule(pt_engine *e) {
     for (i = 0; i < e->nreq; i++) {
         pt__ereq *q = e->req[i];
         if (q->state == PT_REQ_WAITING) o[nw++] = q;
-        else if (q->state == PT_REQ_RUNNING) nr++, reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
+        else if (q->state == PT_REQ_RUNNING) nr++, reserve += pt__eng_reserve(e, q);
     }
     pt__eng_sort(e, o, nw, 1);
     for (i = 0; i < nw && budget > 0 && nr < e->d.max_running; i++) {
         pt__ereq *q = o[i];
         int64_t n;
-        if (pt__eng_admit_need(e, q) > inf->nblocks) { /* can never fit (a recompute grown past the pool) */
+        if (pt__eng_admit_need(e, q) > e->dim.nblocks) { /* can never fit (a recompute grown past the pool) */
             snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)q->nhist + 1,
-                     (long long)pt__eng_admit_need(e, q), inf->bt, (long long)inf->nblocks);
+                     (long long)pt__eng_admit_need(e, q), e->dim.bt, (long long)e->dim.nblocks);
             pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
             continue;
         }
@@ -28392,14 +28452,14 @@ static void pt__eng_schedule(pt_engine *e) {
         nr++;
         n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
         if (n > 0 && pt__eng_need(e, q, n) <= pt__eng_room(e)) pt__eng_plan(e, q, n), budget -= n;
-        reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
+        reserve += pt__eng_reserve(e, q);
     }
 }
 
 /* q joins the waiting queue (its sampler made here, on the engine's thread) */
 static void pt__eng_arrive(pt_engine *e, pt__ereq *q, double now) {
     const pt_status before = e->ctx->status;
-    if (!(q->smp = pt_sampler_new(e->ctx, &q->sample, e->inf->V))) {
+    if (!(q->smp = pt_sampler_new(e->ctx, &q->sample, e->dim.V))) {
         pt__eng_err(e, before, q->err, sizeof q->err, "invalid sampling parameters");
         pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
         return;
@@ -28451,14 +28511,13 @@ static int pt__eng_work(const pt_engine *e) {
     return 0;
 }
 PTDEF int pt_engine_step(pt_engine *e) {
-    pt_infer *inf;
     int64_t i, ntoks = 0, V;
     int32_t n = 0, k;
     double now, t;
     pt_status st, before;
     int more;
     if (!e) return -(int)PT_ERR_ARG;
-    inf = e->inf, V = inf->V;
+    V = e->dim.V;
     PT__ENG_LOCK(e);
     now = pt__eng_clock(e);
     for (i = 0; i < e->nreq; i++) { /* arrivals, cancellations, stops asked by callbacks */
@@ -28489,7 +28548,7 @@ PTDEF int pt_engine_step(pt_engine *e) {
     }
     PT__ENG_UNLOCK(e);
     t = pt_time();
-    st = pt_infer_step(inf, n, e->seqs, e->ntok, e->toks, e->lg, 0);
+    st = pt_infer_step(e->inf, n, e->seqs, e->ntok, e->toks, e->lg, 0);
     t = pt_time() - t;
     PT__ENG_LOCK(e);
     e->st.busy_s += t, e->st.iterations++, e->st.tokens_fed += ntoks;
