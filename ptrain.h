@@ -80,8 +80,8 @@
    Inference (see infer, docs/infer.md): pt_gpt_weights_from(model, type) gives the weights (f32 in place,
    or quantized: f16, bf16, q8_0, q4_0); pt_infer_new makes a paged KV cache over them; pt_infer_step
    prefills and decodes ragged batches of sequences (each sequence's logits the same bits whatever runs
-   beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming,
-   the context policy past max_seq) and times them. pt_gpt_generate runs on it at tp = pp = 1.
+   beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming
+   through pt_detok, the context policy past max_seq) and times them. pt_gpt_generate runs on it at tp = pp = 1.
    pt_gpt_weights_open opens a checkpoint, a safetensors or a GGUF file as such weights (in the type
    asked for: pt_gpt_weights_convert), with its tokenizer (a refused one is reported, never replaced by
    bytes: pt_gpt_weights.tokenizer_error), every size of its metadata checked against its tensors and
@@ -422,8 +422,9 @@
    memest    Memory estimate per rank from a GPT config and a layout; one layer's activations against
              Korthikanti et al. 2022. Entry: pt_mem_estimate pt_mem_layer
    sample    One sampler for every generation path: repeat penalty, temperature, top-k, top-p,
-             min-p, seeded per sequence; stop strings. Entry: pt_sampler_new pt_sampler_next
-             pt_sampler_probs pt_stop_find
+             min-p, seeded per sequence; stop strings; the detokenizer that streams a request's text
+             (UTF-8 and stop-string hold-back). Entry: pt_sampler_new pt_sampler_next
+             pt_sampler_probs pt_stop_find pt_detok_new pt_detok_push pt_detok_take
    infer     KV-cached inference: a GPT's weights for inference, the paged KV cache, prefill and decode
              over ragged batches (batch-invariant), generation with sampling, stop tokens and strings,
              streaming and the context policy; a model file opened for inference; evaluation. Entry:
@@ -2605,6 +2606,31 @@ PTDEF void pt_sampler_free(pt_sampler *s);
     text not yet emitted (the held bytes and the new ones): a match cannot start before them, as
     those bytes were held. */
 PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold);
+/** A detokenizer: the text of a stream of generated tokens, handed out once it is safe to show. Each
+    token's bytes (the tokenizer's; without one an id below 256 is that byte; an id with no text adds
+    none) are appended to the text; pt_detok_take then gives the bytes decided since its last call:
+    bytes that may begin a stop string (pt_stop_find) and the bytes of a UTF-8 character not yet
+    complete are held until more text decides them, and the text ends before the first stop string
+    (never shown). pt_generate, the engine and ptserve stream through it. Not thread-safe (one per
+    request). */
+typedef struct pt_detok pt_detok;
+/** tok may be NULL (bytes); stop: nstop strings (copied; NULL or empty ones ignored; stop may be NULL
+    when nstop is 0). NULL with the error in ctx for a bad list or no memory. */
+PTDEF pt_detok *pt_detok_new(pt_ctx *ctx, const pt_tokenizer *tok, const char *const *stop, int32_t nstop);
+/** Appends token's bytes: 1 when the text has reached a stop string (now or before: later tokens add
+    nothing), 0 when not, -1 out of memory (the error in ctx). */
+PTDEF int pt_detok_push(pt_detok *d, int32_t token);
+/** The text decided since the last call: *len bytes at the pointer returned (valid until the next
+    push). final (the request's end): the held bytes too (never a stop string or what follows it). */
+PTDEF const char *pt_detok_take(pt_detok *d, int final, size_t *len);
+/** The whole text so far (*len bytes; before the stop string when one was reached), held bytes
+    included; NUL-terminated unless cut by a stop string. */
+PTDEF const char *pt_detok_text(const pt_detok *d, size_t *len);
+/** The bytes of the last token pushed (*len of them). */
+PTDEF const char *pt_detok_last(const pt_detok *d, size_t *len);
+/** 1 once a stop string was reached. */
+PTDEF int pt_detok_stopped(const pt_detok *d);
+PTDEF void pt_detok_free(pt_detok *d);
 /** The tokenizer a checkpoint carries: path is a checkpoint directory or one step directory (as
     pt_ckpt_step_dir resolves it); its PT_TOKENIZER_FILE is read and checked against the manifest's
     record of it (bytes, CRC32C). NULL and no error when the checkpoint has none (byte-level data);
@@ -2739,9 +2765,9 @@ typedef struct pt_gen_result {
     int64_t text_len;    /**< bytes of generated text (before a stop string; a stop token's bytes not counted) */
 } pt_gen_result;
 /** Streaming: called after every generated token of request req (in order for a request), with the
-    token, its log-probability and the text now safe to show (bytes that may begin a stop string are
-    held back until they resolve; a stop string is never shown; the last call of a request flushes
-    the rest). Return nonzero to end that request (PT_FINISH_CALLBACK). */
+    token, its log-probability and the text now safe to show (pt_detok: bytes that may begin a stop
+    string, and those of a UTF-8 character not yet complete, are held back until they resolve; a stop
+    string is never shown; the last call of a request flushes the rest). Return nonzero to end that request (PT_FINISH_CALLBACK). */
 typedef int (*pt_gen_token_fn)(void *user, int32_t req, int32_t token, float logprob, const char *text, size_t len);
 typedef struct pt_gen_opts {
     const pt_tokenizer *tokenizer; /**< the text of the ids (stop strings, callback, result text); NULL: an id < 256 is that byte */
@@ -25945,13 +25971,14 @@ PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, 
     return PT_OK;
 }
 
-// >>sample  one sampler for every generation path: penalties, temperature, top-k, top-p, min-p; stop strings
-/* Owns: pt_sampler (its parameters, its RNG, its scratch), pt_stop_find
+// >>sample  one sampler for every generation path: penalties, temperature, top-k, top-p, min-p; stop strings; the detokenizer
+/* Owns: pt_sampler (its parameters, its RNG, its scratch), pt_stop_find, pt_detok (a request's text:
+   the bytes of its tokens, what was shown, what is held back)
    Invariants: a pick depends only on the logits, the history window and the sampler's own RNG
    (one draw per sampled token, none when greedy); ties are broken by token id; no allocation per
    call; the same bits for the same inputs whatever the thread count (it runs on the caller's thread)
    Entry points: pt_sampler_new pt_sampler_next pt_sampler_probs pt_sampler_seed pt_sampler_free
-   pt_stop_find */
+   pt_stop_find pt_detok_new pt_detok_push pt_detok_take pt_detok_text pt_detok_free */
 /* =================================================================================================
    the sampler
    =================================================================================================
@@ -26254,6 +26281,108 @@ PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, in
     }
     if (hold) *hold = h;
     return 0;
+}
+
+/* ---- the detokenizer: text of a token stream, held back until it is safe ----------------------- */
+struct pt_detok {
+    pt_ctx *ctx;
+    const pt_tokenizer *tok;
+    char **stop;           /* copies of the non-empty stop strings */
+    int32_t nstop;
+    size_t maxstop;        /* the longest */
+    char *text;            /* every byte pushed (a stop string's too) */
+    size_t ntext, cap;
+    size_t shown;          /* bytes handed out by pt_detok_take */
+    size_t safe;           /* bytes decided: shown next */
+    size_t last;           /* where the last token's bytes start */
+    size_t stop_at;        /* the text's end before the stop string found */
+    int stopped;
+};
+/* bytes at the end of s[0, n) that begin a UTF-8 character not yet complete */
+static size_t pt__utf8_tail(const unsigned char *s, size_t n) {
+    size_t k;
+    for (k = 1; k <= 3 && k <= n; k++) {
+        unsigned char c = s[n - k];
+        if ((c & 0xC0) == 0x80) continue; /* a continuation byte: look further back */
+        if (c >= 0xC0) {
+            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            return need > k ? k : 0;
+        }
+        return 0;
+    }
+    return 0;
+}
+PTDEF pt_detok *pt_detok_new(pt_ctx *ctx, const pt_tokenizer *tok, const char *const *stop, int32_t nstop) {
+    pt_detok *d;
+    int32_t i;
+    size_t bytes = 0;
+    if (nstop < 0 || (nstop > 0 && !stop))
+        return (pt_detok *)pt__fail(ctx, PT_ERR_ARG, "pt_detok_new: %d stop strings at %p: expected a count >= 0 and the strings", (int)nstop, (const void *)stop);
+    for (i = 0; i < nstop; i++) bytes += stop[i] ? strlen(stop[i]) + 1 : 0;
+    if (!(d = (pt_detok *)pt__malloc(ctx, sizeof *d + (size_t)nstop * sizeof(char *) + bytes)))
+        return (pt_detok *)pt__fail(ctx, PT_ERR_OOM, "pt_detok_new: out of memory");
+    memset(d, 0, sizeof *d);
+    d->ctx = ctx, d->tok = tok, d->stop = (char **)(void *)(d + 1);
+    {
+        char *p = (char *)(d->stop + nstop);
+        for (i = 0; i < nstop; i++) {
+            const size_t n = stop[i] ? strlen(stop[i]) : 0;
+            if (!n) continue;
+            memcpy(p, stop[i], n + 1);
+            d->stop[d->nstop++] = p, p += n + 1;
+            d->maxstop = PT__MAX(d->maxstop, n);
+        }
+    }
+    return d;
+}
+PTDEF void pt_detok_free(pt_detok *d) {
+    if (!d) return;
+    pt__free(d->ctx, d->text);
+    pt__free(d->ctx, d);
+}
+PTDEF int pt_detok_stopped(const pt_detok *d) { return d && d->stopped; }
+PTDEF int pt_detok_push(pt_detok *d, int32_t token) {
+    int64_t n;
+    size_t at = 0, hold = 0, u;
+    if (!d) return -1;
+    if (pt_detok_stopped(d)) return 1;
+    d->last = d->ntext;
+    if (!d->tok) n = token >= 0 && token < 256 ? 1 : 0;
+    else if ((n = pt_tokenizer_decode(d->tok, &token, 1, NULL, 0)) < 0) n = 0; /* an id the tokenizer does not know: no text */
+    if (d->ntext + (size_t)n + 1 > d->cap) {
+        const size_t c = PT__MAX(2 * d->cap, d->ntext + (size_t)n + 64);
+        char *p = (char *)pt__realloc(d->ctx, d->text, c);
+        if (!p) return (pt__fail(d->ctx, PT_ERR_OOM, "pt_detok_push: out of memory for %lld bytes of text", (long long)c), -1);
+        d->text = p, d->cap = c;
+    }
+    if (n > 0 && !d->tok) d->text[d->ntext] = (char)(unsigned char)token;
+    else if (n > 0) pt_tokenizer_decode(d->tok, &token, 1, d->text + d->ntext, n);
+    d->ntext += (size_t)n, d->text[d->ntext] = 0;
+    /* a match cannot start before the bytes not shown: those were shown because no stop string begins there */
+    if (d->nstop && pt_stop_find(d->text + d->shown, d->ntext - d->shown, (const char *const *)d->stop, d->nstop, &at, &hold)) {
+        d->stop_at = d->safe = d->shown + at, d->stopped = 1;
+        return 1;
+    }
+    u = pt__utf8_tail((const unsigned char *)d->text + d->shown, d->ntext - d->shown);
+    d->safe = d->ntext - PT__MAX(hold, u);
+    return 0;
+}
+PTDEF const char *pt_detok_take(pt_detok *d, int final, size_t *len) {
+    const char *p;
+    if (!d) return (*len = 0, "");
+    if (final && !d->stopped) d->safe = d->ntext;
+    if (d->safe < d->shown) d->safe = d->shown;
+    p = d->text ? d->text + d->shown : "";
+    *len = d->safe - d->shown, d->shown = d->safe;
+    return p;
+}
+PTDEF const char *pt_detok_text(const pt_detok *d, size_t *len) {
+    *len = !d ? 0 : d->stopped ? d->stop_at : d->ntext;
+    return d && d->text ? d->text : "";
+}
+PTDEF const char *pt_detok_last(const pt_detok *d, size_t *len) {
+    *len = d ? d->ntext - d->last : 0;
+    return d && d->text ? d->text + d->last : "";
 }
 
 // >>infer  KV-cached inference: the paged KV cache, prefill and decode over ragged batches, generation
@@ -27562,40 +27691,20 @@ typedef struct pt__gen {
     int64_t nhist, reserve; /* ids; blocks reserved while running */
     int64_t feed;           /* ids of hist's end fed in the next step */
     pt_sampler *smp;
-    char *text;             /* generated text (bytes) */
-    int64_t ntext, tcap, shown, stop_at;
-    size_t maxstop;         /* longest stop string */
+    pt_detok *dt;           /* its text */
 } pt__gen;
 
 static int64_t pt__gen_blocks(const pt_infer *inf, const pt_gen_request *q) {
     return pt__infer_need(inf, -1, PT__MIN((int64_t)q->nprompt + q->max_tokens, (int64_t)inf->max_seq));
 }
-/* the bytes of token tok appended to g's text (a tokenizer's, or the byte itself below 256) */
-static int pt__gen_text(pt_ctx *ctx, pt__gen *g, const pt_tokenizer *tk, int32_t tok) {
-    int64_t n;
-    if (!tk) {
-        if (tok >= 256) return 1;
-        n = 1;
-    } else if ((n = pt_tokenizer_decode(tk, &tok, 1, NULL, 0)) < 0) {
-        return 1; /* an id the tokenizer does not know: no text */
-    }
-    if (g->ntext + n + 1 > g->tcap) {
-        int64_t c = PT__MAX(2 * g->tcap, g->ntext + n + 64);
-        char *p = (char *)pt__realloc(ctx, g->text, (size_t)c);
-        if (!p) return (pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory for the generated text"), 0);
-        g->text = p, g->tcap = c;
-    }
-    if (!tk) g->text[g->ntext] = (char)(unsigned char)tok;
-    else pt_tokenizer_decode(tk, &tok, 1, g->text + g->ntext, n);
-    g->ntext += n;
-    return 1;
-}
 static void pt__gen_finish(pt_infer *inf, pt__gen *g, pt_gen_result *res, int finish, int64_t *reserved) {
+    size_t len;
+    const char *text = pt_detok_text(g->dt, &len);
     res->finish = finish;
-    res->text_len = finish == PT_FINISH_STOP_STRING ? g->stop_at : g->ntext;
+    res->text_len = (int64_t)len;
     if (res->text && res->text_cap > 0) {
         int64_t n = PT__MIN(res->text_len, res->text_cap - 1);
-        if (n > 0) memcpy(res->text, g->text, (size_t)n);
+        if (n > 0) memcpy(res->text, text, (size_t)n);
         res->text[n] = 0;
     }
     if (g->state == 1) {
@@ -27608,8 +27717,8 @@ static void pt__gen_finish(pt_infer *inf, pt__gen *g, pt_gen_result *res, int fi
 static int pt__gen_take(pt_infer *inf, const pt_gen_request *q, pt_gen_result *res, pt__gen *g, const pt_gen_opts *o, int32_t k, int32_t tok,
                         float lp, int64_t *reserved) {
     int finish = PT_FINISH_NONE, i;
-    size_t hold = 0;
-    int64_t end;
+    size_t len;
+    const char *chunk;
     g->hist[g->nhist++] = tok;
     if (res->tokens) res->tokens[res->ntokens] = tok;
     if (res->logprobs) res->logprobs[res->ntokens] = lp;
@@ -27617,26 +27726,13 @@ static int pt__gen_take(pt_infer *inf, const pt_gen_request *q, pt_gen_result *r
     for (i = 0; i < q->nstop_tokens; i++)
         if (q->stop_tokens[i] == tok) finish = PT_FINISH_STOP_TOKEN;
     if (!finish) {
-        const int64_t before = g->ntext;
-        if (!pt__gen_text(inf->ctx, g, o ? o->tokenizer : NULL, tok)) return 0;
-        if (q->nstop > 0) { /* a new match ends in the new bytes: search from maxstop - 1 bytes before them */
-            const int64_t from = PT__MAX((int64_t)0, before - (int64_t)g->maxstop + 1);
-            size_t at = 0;
-            if (pt_stop_find(g->text + from, (size_t)(g->ntext - from), q->stop, q->nstop, &at, &hold)) {
-                finish = PT_FINISH_STOP_STRING;
-                g->stop_at = from + (int64_t)at;
-                hold = 0;
-            }
-        }
+        const int r = pt_detok_push(g->dt, tok);
+        if (r < 0) return 0;
+        if (r) finish = PT_FINISH_STOP_STRING;
     }
     if (!finish && res->ntokens >= q->max_tokens) finish = PT_FINISH_LENGTH;
-    end = finish == PT_FINISH_STOP_STRING ? g->stop_at : finish ? g->ntext : g->ntext - (int64_t)hold;
-    if (end < g->shown) end = g->shown;
-    if (o && o->on_token) {
-        int stop = o->on_token(o->user, k, tok, lp, g->text ? g->text + g->shown : "", (size_t)(end - g->shown));
-        if (stop && !finish) finish = PT_FINISH_CALLBACK;
-    }
-    g->shown = end;
+    chunk = pt_detok_take(g->dt, finish != PT_FINISH_NONE, &len);
+    if (o && o->on_token && o->on_token(o->user, k, tok, lp, chunk, len) && !finish) finish = PT_FINISH_CALLBACK;
     if (finish) pt__gen_finish(inf, g, res, finish, reserved);
     return 1;
 }
@@ -27694,15 +27790,13 @@ PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *r
         const pt_gen_request *q = &req[k];
         g[k].seq = -1;
         g[k].hist = (int32_t *)pt__malloc(ctx, ((size_t)q->nprompt + (size_t)q->max_tokens) * sizeof(int32_t));
-        g[k].tcap = 4 * (int64_t)q->max_tokens + 64;
-        g[k].text = (char *)pt__malloc(ctx, (size_t)g[k].tcap);
-        if (!g[k].hist || !g[k].text) {
+        g[k].dt = pt_detok_new(ctx, opts ? opts->tokenizer : NULL, q->stop, q->nstop);
+        if (!g[k].hist || !g[k].dt) {
             st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
             goto done;
         }
         memcpy(g[k].hist, q->prompt, (size_t)q->nprompt * sizeof(int32_t));
         g[k].nhist = q->nprompt;
-        for (i = 0; i < q->nstop; i++) g[k].maxstop = PT__MAX(g[k].maxstop, strlen(q->stop[i]));
         if (q->max_tokens == 0) {
             pt__gen_finish(inf, &g[k], &res[k], PT_FINISH_LENGTH, &reserved);
             continue;
@@ -27785,7 +27879,7 @@ done:
         if (g[k].state == 1) pt_infer_seq_free(inf, g[k].seq);
         pt_sampler_free(g[k].smp);
         pt__free(ctx, g[k].hist);
-        pt__free(ctx, g[k].text);
+        pt_detok_free(g[k].dt);
     }
     pt__free(ctx, g);
     pt__free(ctx, logits);
