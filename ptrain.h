@@ -92,8 +92,10 @@
    iteration at a time (pt_engine_step, or pt_engine_run on a thread of its own): continuous batching
    with chunked prefill, prompts sharing cached blocks (the prefix cache: pt_infer_seq_prefix),
    priority classes with aging, preemption by recompute or swap; pt_engine_submit / _poll / _wait /
-   _cancel from any thread; every decision in an event trace that a replay reproduces; each request's
-   logits the bits it would get alone. examples/12_engine.c prints its block tables as they fill.
+   _cancel from any thread; stop strings that end a request in the iteration of their token, its text
+   streamed (on_text), an end callback once a request (on_end: push, not poll) and a per-iteration
+   hook of pt_engine_run (desc.on_iteration); every decision in an event trace that a replay
+   reproduces; each request's logits the bits it would get alone. examples/12_engine.c prints its block tables as they fill.
 
    Observability: pt_trace_start / pt_trace_finish write a Chrome trace-event JSON (Perfetto), one
    track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
@@ -433,8 +435,8 @@
              pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats
    engine    The serving engine: requests over a pt_infer, an iteration-level scheduler (continuous
              batching, chunked prefill, admission by free blocks, priority classes with aging,
-             preemption by recompute or swap, cancellation), the event trace and its replay, a
-             thread-safe API. Entry: pt_engine_new pt_engine_submit pt_engine_step pt_engine_run
+             preemption by recompute or swap, cancellation), stop strings, end callbacks and a
+             per-iteration hook, the event trace and its replay, a thread-safe API. Entry: pt_engine_new pt_engine_submit pt_engine_step pt_engine_run
              pt_engine_poll pt_engine_wait pt_engine_cancel pt_engine_release pt_engine_events
    harness   The run harness of the training programs (switch PTRAIN_HARNESS), the supervisor's channel.
              Entry: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_step_begin pt_run_phase
@@ -2740,7 +2742,9 @@ typedef enum pt_finish {
     PT_FINISH_LENGTH = 1,      /**< max_tokens generated */
     PT_FINISH_STOP_TOKEN = 2,  /**< a stop token was generated (the last of tokens; not in the text) */
     PT_FINISH_STOP_STRING = 3, /**< the text reached a stop string (the text ends before it) */
-    PT_FINISH_CALLBACK = 4     /**< the callback asked to stop */
+    PT_FINISH_CALLBACK = 4,    /**< the callback asked to stop */
+    PT_FINISH_CANCELLED = 5,   /**< cancelled (pt_engine_cancel) */
+    PT_FINISH_ERROR = 6        /**< failed or refused (the engine's result says why) */
 } pt_finish;
 /** One request of a pt_generate batch. */
 typedef struct pt_gen_request {
@@ -2854,6 +2858,9 @@ typedef struct pt_engine_event {
 #define PT_PREEMPT_SWAP 1
 /** Priority classes: 0 (lowest) .. PT_ENGINE_CLASSES - 1. */
 #define PT_ENGINE_CLASSES 8
+/** The per-iteration hook: pt_engine_run calls it after each iteration (on its thread, no engine lock
+    held; it may call the API); nonzero ends the run. */
+typedef int (*pt_engine_iter_fn)(void *user, pt_engine *e);
 /** Settings of a pt_engine (each 0 = its default). */
 typedef struct pt_engine_desc {
     int32_t max_running;     /**< requests running at once (default and at most: the pt_infer's max_seqs) */
@@ -2871,10 +2878,26 @@ typedef struct pt_engine_desc {
     int64_t nreplay;
     int64_t max_events;      /**< > 0: the event trace keeps at most this many, the oldest half dropped when it is full
                                   (a server that runs for days); default 0: every event (replays need the whole trace) */
+    const pt_tokenizer *tokenizer; /**< the text of a request that gives no tokenizer (stop strings, on_text); NULL: an id
+                                        below 256 is that byte */
+    pt_engine_iter_fn on_iteration; /**< or NULL: called by pt_engine_run after each iteration, with hook_user */
+    void *hook_user;
 } pt_engine_desc;
 /** Streaming: called on the engine's thread (no engine lock held) after each token of request id;
     nonzero ends the request (PT_FINISH_CALLBACK). */
 typedef int (*pt_engine_token_fn)(void *user, int64_t id, int32_t token, float logprob);
+/** Streaming text: called after on_token with the text of request id now safe to show (pt_detok: a
+    possible start of a stop string, an incomplete UTF-8 character held back; a stop string never
+    shown); the call of the token that ends the request flushes the rest. */
+typedef void (*pt_engine_text_fn)(void *user, int64_t id, int32_t token, const char *text, size_t len);
+struct pt_engine_result;
+/** The end of a request: called once per request (done, cancelled or failed, a request refused at
+    submission too), after its last token's callbacks, on the engine's thread with no engine lock
+    held, with its result (as pt_engine_poll gives it) and the held text not yet shown (the end of a
+    request that was cancelled, failed or stopped by its callback; none after a stop string). It may
+    call the API: releasing the request here is how a server lets go of it (not before: the request
+    is the engine's until its end callback returns). */
+typedef void (*pt_engine_end_fn)(void *user, int64_t id, const struct pt_engine_result *res, const char *text, size_t len);
 /** One request. Everything is copied at submission except logits. */
 typedef struct pt_engine_request {
     const int32_t *prompt;       /**< nprompt >= 1 ids; nprompt < the model's max_seq */
@@ -2888,6 +2911,12 @@ typedef struct pt_engine_request {
     pt_engine_token_fn on_token; /**< or NULL */
     void *user;
     float *logits;               /**< or NULL: room for max_tokens x vocab floats, the logits each token was sampled from */
+    const char *const *stop;     /**< stop strings (copied; NULL or empty ones ignored): the request ends in the iteration whose
+                                      token completes one (PT_FINISH_STOP_STRING), its text before it; or NULL */
+    int32_t nstop;
+    const pt_tokenizer *tokenizer; /**< the text of the ids; NULL: the desc's */
+    pt_engine_text_fn on_text;   /**< or NULL */
+    pt_engine_end_fn on_end;     /**< or NULL */
 } pt_engine_request;
 /** A request's states. */
 #define PT_REQ_PENDING 0   /**< submitted, not arrived */
@@ -2898,7 +2927,8 @@ typedef struct pt_engine_request {
 #define PT_REQ_ERROR 5     /**< refused or failed: error says why; the engine serves the others */
 /** What pt_engine_poll tells of a request. Times in the engine's clock (-1: not yet). */
 typedef struct pt_engine_result {
-    int32_t state, finish;     /**< PT_REQ_*; pt_finish when done */
+    int32_t state;             /**< PT_REQ_* */
+    pt_finish finish;          /**< why it ended (PT_FINISH_NONE while it runs) */
     int32_t ntokens;           /**< tokens generated so far */
     int32_t seq;               /**< its sequence while running, else -1 */
     int32_t preemptions;       /**< times it was preempted */
@@ -2914,6 +2944,7 @@ typedef struct pt_engine_stats {
     double busy_s;             /**< wall seconds in pt_infer_step */
     int64_t events_dropped;    /**< events dropped from the trace's start (max_events) */
     int64_t released, held;    /**< requests released (pt_engine_release); requests the engine holds now */
+    int64_t waiting, running;  /**< requests now waiting (or yet to arrive), now running */
 } pt_engine_stats;
 /** An engine over inf (not owned; the engine uses its free sequences). NULL with the error in inf's
     context for bad settings. */
@@ -2941,8 +2972,9 @@ PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id);
     sampling. Returns 1 while requests remain (waiting, running or yet to arrive), 0 when none, or a
     negative pt_status on an engine error (a request's own error only ends that request). */
 PTDEF int pt_engine_step(pt_engine *e);
-/** Runs iterations until pt_engine_stop, sleeping on a condition variable while no request is
-    pending, waiting or running. For a thread of its own. (Requests submitted with an arrival time in
+/** Runs iterations until pt_engine_stop or until desc.on_iteration (called after each iteration)
+    returns nonzero, sleeping on a condition variable while no request is pending, waiting or running
+    and no end callback is due. For a thread of its own. (Requests submitted with an arrival time in
     the future are waited for by running empty iterations: a server submits with arrival 0.) */
 PTDEF pt_status pt_engine_run(pt_engine *e);
 /** Asks pt_engine_run to return (after its current iteration). */
@@ -28028,7 +28060,9 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
    applies events the same way whether the scheduler or a replayed trace made them; a request's tokens
    and logits do not depend on what else runs, on chunking, on preemption or on prefix hits (pt_infer's
    batch invariance: every cached key and value is the bits a fresh prefill computes); only the engine's
-   thread touches the pt_infer; the lock is not held during pt_infer_step nor during callbacks
+   thread touches the pt_infer, and only through infer's block API (no field of it is read here); the
+   lock is not held during pt_infer_step nor during callbacks; a request's end callback runs once,
+   after its last token's callbacks
    Entry points: pt_engine_new pt_engine_free pt_engine_submit pt_engine_cancel pt_engine_release pt_engine_poll pt_engine_wait pt_engine_step pt_engine_run
    pt_engine_stop pt_engine_events */
 /* An iteration: (1) arrivals join the queue; (2) cancellations and callback stops end their requests,
@@ -28040,9 +28074,10 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
    then ticket) while a sequence, blocks for their whole prompt (beside what running prompts still
    need) and budget remain; the first that does not fit stops admission (no overtaking inside the
    order). (4) the batch runs as one pt_infer_step; every request whose history is all fed samples its
-   next token. Preemption by recompute drops the blocks (full ones stay in the prefix cache, so the
-   recompute often finds them) and feeds prompt + generated tokens again; by swap copies the blocks to
-   host memory, restored as they were. */
+   next token, its bytes go to the request's pt_detok when it has one (a stop string ends it now);
+   (5) the token and text callbacks, then the end callbacks due. Preemption by recompute drops the
+   blocks (full ones stay in the prefix cache, so the recompute often finds them) and feeds prompt +
+   generated tokens again; by swap copies the blocks to host memory, restored as they were. */
 #if !defined(PTRAIN_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
 #include <pthread.h>
 #define PT__ENG_THREADS 1
@@ -28051,6 +28086,7 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
 typedef struct pt__ereq {
     int64_t id;
     int32_t cls, state, finish, seq, preempts, swapped, cancel, cbstop;
+    int32_t notify;                /* its end callback is due */
     double arrival, t_first, t_done;
     int64_t arrive_iter;           /* the iteration it arrived (aging) */
     int32_t *hist;                 /* prompt then generated ids */
@@ -28063,7 +28099,13 @@ typedef struct pt__ereq {
     pt_sample_params sample;
     pt_sampler *smp;
     pt_engine_token_fn on_token;
+    pt_engine_text_fn on_text;
+    pt_engine_end_fn on_end;
     void *user;
+    char **stopstr;                /* the stop strings (one allocation) */
+    int32_t nstopstr;
+    const pt_tokenizer *tok;
+    pt_detok *dt;                  /* its text (stop strings or on_text), made at arrival */
     float *logits;
     pt__infer_swap *swap;          /* swapped out: its blocks in host memory */
     int32_t planned;               /* tokens scheduled this iteration */
@@ -28089,6 +28131,7 @@ struct pt_engine {
     float *lg;
     int64_t captoks;
     pt__ereq **order;              /* scratch: sorted requests */
+    pt__ereq **ended;              /* scratch: the requests whose end callbacks are due */
 #ifdef PT__ENG_THREADS
     pthread_mutex_t mu;
     pthread_cond_t work, done;
@@ -28180,6 +28223,7 @@ PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
 static void pt__eng_req_free(pt_engine *e, pt__ereq *q) {
     if (!q) return;
     pt_sampler_free(q->smp);
+    pt_detok_free(q->dt), pt__free(e->ctx, q->stopstr);
     pt__free(e->ctx, q->hist), pt__free(e->ctx, q->stops), pt__infer_swap_free(e->inf, q->swap);
     pt__free(e->ctx, q);
 }
@@ -28191,7 +28235,7 @@ PTDEF void pt_engine_free(pt_engine *e) {
         pt__eng_req_free(e, e->req[i]);
     }
     pt__free(e->ctx, e->req), pt__free(e->ctx, e->ev), pt__free(e->ctx, e->seqs), pt__free(e->ctx, e->toks), pt__free(e->ctx, e->who);
-    pt__free(e->ctx, e->lg), pt__free(e->ctx, e->order);
+    pt__free(e->ctx, e->lg), pt__free(e->ctx, e->order), pt__free(e->ctx, e->ended);
     if (e->seqs) {
 #ifdef PT__ENG_THREADS
         pthread_mutex_destroy(&e->mu);
@@ -28214,11 +28258,12 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
     if (!(q = (pt__ereq *)pt__alloc(e->ctx, sizeof *q))) return -1;
     memset(q, 0, sizeof *q);
     q->seq = -1, q->t_first = q->t_done = -1.0, q->state = PT_REQ_PENDING;
+    if (r) q->on_end = r->on_end, q->user = r->user;
     if (!r || !r->prompt || r->nprompt < 1 || r->max_tokens < 1 || r->nstop_tokens < 0 || (r->nstop_tokens > 0 && !r->stop_tokens) || r->priority < 0 ||
-        r->priority >= PT_ENGINE_CLASSES)
-        snprintf(q->err, sizeof q->err, "invalid request: expected a prompt of >= 1 token (found %d), max_tokens >= 1 (found %d), a stop list that "
-                 "matches its count (found %d) and a class in 0..%d (found %d)", r ? (int)r->nprompt : 0, r ? (int)r->max_tokens : 0,
-                 r ? (int)r->nstop_tokens : 0, PT_ENGINE_CLASSES - 1, r ? (int)r->priority : 0);
+        r->priority >= PT_ENGINE_CLASSES || r->nstop < 0 || (r->nstop > 0 && !r->stop))
+        snprintf(q->err, sizeof q->err, "invalid request: expected a prompt of >= 1 token (found %d), max_tokens >= 1 (found %d), stop lists that "
+                 "match their counts (found %d ids, %d strings) and a class in 0..%d (found %d)", r ? (int)r->nprompt : 0, r ? (int)r->max_tokens : 0,
+                 r ? (int)r->nstop_tokens : 0, r ? (int)r->nstop : 0, PT_ENGINE_CLASSES - 1, r ? (int)r->priority : 0);
     else if (r->nprompt >= dim->max_seq)
         snprintf(q->err, sizeof q->err, "prompt of %d tokens is longer than the context: expected at most max_seq - 1 = %d", (int)r->nprompt, dim->max_seq - 1);
     else if (pt__eng_blocks(e, (int64_t)r->nprompt + 1) > dim->nblocks)
@@ -28231,27 +28276,38 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
                 break;
             }
     if (!q->err[0]) {
-        q->cls = r->priority, q->arrival = r->arrival, q->max_tokens = r->max_tokens, q->on_token = r->on_token, q->user = r->user, q->logits = r->logits;
+        size_t sb = 0;
+        q->cls = r->priority, q->arrival = r->arrival, q->max_tokens = r->max_tokens, q->on_token = r->on_token, q->logits = r->logits;
+        q->on_text = r->on_text, q->tok = r->tokenizer ? r->tokenizer : e->d.tokenizer;
+        for (i = 0; i < r->nstop; i++) sb += r->stop[i] ? strlen(r->stop[i]) + 1 : 0;
         q->nprompt = q->nhist = r->nprompt;
         q->cap = PT__MIN((int64_t)r->nprompt + r->max_tokens, (int64_t)dim->max_seq);
         q->hist = (int32_t *)pt__alloc(e->ctx, (size_t)q->cap * sizeof(int32_t));
         q->stops = r->nstop_tokens ? (int32_t *)pt__alloc(e->ctx, (size_t)r->nstop_tokens * sizeof(int32_t)) : NULL;
-        if (!q->hist || (r->nstop_tokens && !q->stops)) {
+        q->stopstr = r->nstop ? (char **)pt__alloc(e->ctx, (size_t)r->nstop * sizeof(char *) + sb) : NULL;
+        if (!q->hist || (r->nstop_tokens && !q->stops) || (r->nstop && !q->stopstr)) {
             pt__eng_req_free(e, q);
             return -1;
         }
         memcpy(q->hist, r->prompt, (size_t)r->nprompt * sizeof(int32_t));
         if (r->nstop_tokens) memcpy(q->stops, r->stop_tokens, (size_t)r->nstop_tokens * sizeof(int32_t));
         q->nstops = r->nstop_tokens, q->sample = r->sample; /* the sampler is made on the engine's thread, at arrival */
+        if (r->nstop) {
+            char *p = (char *)(q->stopstr + r->nstop);
+            for (i = 0; i < r->nstop; i++)
+                if (r->stop[i]) q->stopstr[q->nstopstr++] = p, memcpy(p, r->stop[i], strlen(r->stop[i]) + 1), p += strlen(r->stop[i]) + 1;
+        }
     }
     PT__ENG_LOCK(e);
     if (e->nreq == e->capreq) {
         const int64_t c = e->capreq ? 2 * e->capreq : 64;
         pt__ereq **p = (pt__ereq **)pt__realloc(e->ctx, e->req, (size_t)c * sizeof *p);
         pt__ereq **o = (pt__ereq **)pt__realloc(e->ctx, e->order, (size_t)c * sizeof *o);
+        pt__ereq **x = (pt__ereq **)pt__realloc(e->ctx, e->ended, (size_t)c * sizeof *x);
         if (p) e->req = p;
         if (o) e->order = o;
-        if (!p || !o) {
+        if (x) e->ended = x;
+        if (!p || !o || !x) {
             PT__ENG_UNLOCK(e);
             pt__eng_req_free(e, q);
             return -1;
@@ -28259,7 +28315,7 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
         e->capreq = c;
     }
     id = q->id = e->next_id++;
-    if (q->err[0]) q->state = PT_REQ_ERROR, e->st.errors++, q->t_done = pt__eng_clock(e);
+    if (q->err[0]) q->state = PT_REQ_ERROR, q->finish = PT_FINISH_ERROR, e->st.errors++, q->t_done = pt__eng_clock(e), q->notify = q->on_end != NULL;
     e->req[e->nreq++] = q;
     PT__ENG_SIGNAL(e);
     PT__ENG_UNLOCK(e);
@@ -28294,17 +28350,18 @@ PTDEF pt_status pt_engine_cancel(pt_engine *e, int64_t id) {
     PT__ENG_UNLOCK(e);
     return PT_OK;
 }
+static void pt__eng_result(const pt__ereq *q, pt_engine_result *res) {
+    memset(res, 0, sizeof *res);
+    res->state = q->state, res->finish = (pt_finish)q->finish, res->ntokens = q->ngen, res->seq = q->state == PT_REQ_RUNNING ? q->seq : -1;
+    res->preemptions = q->preempts, res->cached_tokens = q->cached, res->arrival = q->arrival, res->first_token = q->t_first, res->done = q->t_done;
+    snprintf(res->error, sizeof res->error, "%s", q->err);
+}
 PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, int32_t *tokens, int32_t cap) {
     pt__ereq *q = pt__eng_lock_req(e, id);
     int32_t st;
     if (!q) return -1;
     st = q->state;
-    if (res) {
-        memset(res, 0, sizeof *res);
-        res->state = q->state, res->finish = q->finish, res->ntokens = q->ngen, res->seq = q->state == PT_REQ_RUNNING ? q->seq : -1;
-        res->preemptions = q->preempts, res->cached_tokens = q->cached, res->arrival = q->arrival, res->first_token = q->t_first, res->done = q->t_done;
-        snprintf(res->error, sizeof res->error, "%s", q->err);
-    }
+    if (res) pt__eng_result(q, res);
     if (tokens && cap > 0 && q->hist) memcpy(tokens, q->hist + q->nprompt, (size_t)PT__MIN((int64_t)cap, (int64_t)q->ngen) * sizeof(int32_t));
     PT__ENG_UNLOCK(e);
     return st;
@@ -28346,11 +28403,16 @@ PTDEF const pt_engine_event *pt_engine_events(pt_engine *e, int64_t *n) {
 }
 PTDEF pt_engine_stats pt_engine_stats_get(pt_engine *e) {
     pt_engine_stats s;
+    int64_t i;
     memset(&s, 0, sizeof s);
     if (!e) return s;
     PT__ENG_LOCK(e);
     s = e->st;
     s.held = e->nreq;
+    for (i = 0; i < e->nreq; i++) {
+        s.waiting += e->req[i]->state == PT_REQ_PENDING || e->req[i]->state == PT_REQ_WAITING;
+        s.running += e->req[i]->state == PT_REQ_RUNNING;
+    }
     PT__ENG_UNLOCK(e);
     return s;
 }
@@ -28366,7 +28428,7 @@ static void pt__eng_release(pt_engine *e, pt__ereq *q) {
 static void pt__eng_end(pt_engine *e, pt__ereq *q, int32_t state, int32_t finish) {
     pt__eng_release(e, q);
     pt__infer_swap_free(e->inf, q->swap), q->swap = NULL, q->swapped = 0;
-    q->state = state, q->finish = finish, q->t_done = pt__eng_clock(e);
+    q->state = state, q->finish = finish, q->t_done = pt__eng_clock(e), q->notify = q->on_end != NULL;
     if (state == PT_REQ_DONE) e->st.finished++, pt__eng_event(e, PT_EV_FINISH, q->id, finish, q->ngen);
     else if (state == PT_REQ_ERROR) e->st.errors++, pt__eng_event(e, PT_EV_ERROR, q->id, 0, 0);
 }
@@ -28397,7 +28459,7 @@ static int pt__eng_swapin(pt_engine *e, pt__ereq *q) {
 static void pt__eng_cancel(pt_engine *e, pt__ereq *q) {
     const int64_t nb = q->seq >= 0 ? pt__eng_held(e, q) : 0;
     pt__eng_event(e, PT_EV_CANCEL, q->id, nb, 0);
-    pt__eng_end(e, q, PT_REQ_CANCELLED, PT_FINISH_NONE);
+    pt__eng_end(e, q, PT_REQ_CANCELLED, PT_FINISH_CANCELLED);
     e->st.cancelled++;
 }
 
@@ -28510,7 +28572,7 @@ static void pt__eng_schedule(pt_engine *e) {
             if (v == q && !pt__eng_victim(e, NULL, q)) { /* alone and still no room: the pool is too small for it */
                 snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)(q->fed + n),
                          (long long)pt__eng_blocks(e, q->fed + n), e->dim.bt, (long long)e->dim.nblocks);
-                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
                 break;
             }
             if (v->planned) { /* its run withdrawn */
@@ -28538,7 +28600,7 @@ static void pt__eng_schedule(pt_engine *e) {
         if (pt__eng_admit_need(e, q) > e->dim.nblocks) { /* can never fit (a recompute grown past the pool) */
             snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)q->nhist + 1,
                      (long long)pt__eng_admit_need(e, q), e->dim.bt, (long long)e->dim.nblocks);
-            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
             continue;
         }
         if (pt__eng_admit_need(e, q) > pt__eng_room(e) - reserve) break;
@@ -28555,7 +28617,12 @@ static void pt__eng_arrive(pt_engine *e, pt__ereq *q, double now) {
     const pt_status before = e->ctx->status;
     if (!(q->smp = pt_sampler_new(e->ctx, &q->sample, e->dim.V))) {
         pt__eng_err(e, before, q->err, sizeof q->err, "invalid sampling parameters");
-        pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+        pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
+        return;
+    }
+    if ((q->nstopstr || q->on_text) && !(q->dt = pt_detok_new(e->ctx, q->tok, (const char *const *)q->stopstr, q->nstopstr))) {
+        pt__eng_err(e, before, q->err, sizeof q->err, "no memory for the request's text");
+        pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
         return;
     }
     q->state = PT_REQ_WAITING, q->arrive_iter = e->iter;
@@ -28601,8 +28668,24 @@ static int pt__eng_replay(pt_engine *e) {
 static int pt__eng_work(const pt_engine *e) {
     int64_t i;
     for (i = 0; i < e->nreq; i++)
-        if (!pt__eng_final(e->req[i]->state)) return 1;
+        if (!pt__eng_final(e->req[i]->state) || e->req[i]->notify) return 1;
     return 0;
+}
+/* the end callbacks due (called with the lock held; returns unlocked): a request is not touched after
+   its callback (it may release it) */
+static void pt__eng_notify(pt_engine *e) {
+    int64_t i, n = 0;
+    for (i = 0; i < e->nreq; i++)
+        if (e->req[i]->notify) e->req[i]->notify = 0, e->ended[n++] = e->req[i];
+    PT__ENG_UNLOCK(e);
+    for (i = 0; i < n; i++) {
+        pt__ereq *q = e->ended[i];
+        pt_engine_result res;
+        size_t len = 0;
+        const char *text = q->dt ? pt_detok_take(q->dt, 1, &len) : "";
+        pt__eng_result(q, &res);
+        q->on_end(q->user, q->id, &res, text, len);
+    }
 }
 PTDEF int pt_engine_step(pt_engine *e) {
     int64_t i, ntoks = 0, V;
@@ -28637,7 +28720,7 @@ PTDEF int pt_engine_step(pt_engine *e) {
         e->iter++;
         more = pt__eng_work(e);
         PT__ENG_SIGNAL(e);
-        PT__ENG_UNLOCK(e);
+        pt__eng_notify(e);
         return more;
     }
     PT__ENG_UNLOCK(e);
@@ -28656,7 +28739,7 @@ PTDEF int pt_engine_step(pt_engine *e) {
         e->ntok[k] = -1; /* no token (yet) for the callbacks */
         if (st != PT_OK) {
             snprintf(q->err, sizeof q->err, "the step failed: %.200s", e->ctx->err);
-            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
             continue;
         }
         if (q->fed < q->nprompt) e->st.prefill_tokens += PT__MIN((int64_t)q->planned, q->nprompt - q->fed);
@@ -28667,7 +28750,7 @@ PTDEF int pt_engine_step(pt_engine *e) {
         tok = pt_sampler_next(q->smp, e->lg + (int64_t)k * V, q->hist, q->nhist, &l);
         if (tok < 0 || tok >= V) {
             pt__eng_err(e, before, q->err, sizeof q->err, "the sampler gave no token");
-            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
             continue;
         }
         if (q->logits) memcpy(q->logits + (int64_t)q->ngen * V, e->lg + (int64_t)k * V, (size_t)V * sizeof(float));
@@ -28676,8 +28759,18 @@ PTDEF int pt_engine_step(pt_engine *e) {
         e->ntok[k] = tok, e->lg[(int64_t)k * V] = l; /* the token and its log-probability for the callback (the row is used) */
         for (j = 0; j < q->nstops; j++)
             if (q->stops[j] == tok) fin = PT_FINISH_STOP_TOKEN;
+        if (!fin && q->dt && (j = pt_detok_push(q->dt, tok)) != 0) { /* a stop string ends it in this iteration */
+            if (j < 0) {
+                pt__eng_err(e, before, q->err, sizeof q->err, "no memory for the request's text");
+                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
+                e->ntok[k] = -1;
+                continue;
+            }
+            fin = PT_FINISH_STOP_STRING;
+        }
         if (!fin && (q->ngen >= q->max_tokens || q->nhist >= q->cap)) fin = PT_FINISH_LENGTH;
         if (fin) pt__eng_end(e, q, PT_REQ_DONE, fin);
+        e->seqs[k] = fin != 0; /* the step's sequences are done with: the text callback's flush */
     }
     e->iter++;
     more = pt__eng_work(e);
@@ -28685,12 +28778,20 @@ PTDEF int pt_engine_step(pt_engine *e) {
     PT__ENG_UNLOCK(e);
     for (k = 0; k < n; k++) { /* callbacks, unlocked (they may call the API) */
         pt__ereq *q = e->who[k];
-        if (e->ntok[k] >= 0 && q->on_token && q->on_token(q->user, q->id, e->ntok[k], e->lg[(int64_t)k * V])) {
+        if (e->ntok[k] < 0) continue;
+        if (q->on_token && q->on_token(q->user, q->id, e->ntok[k], e->lg[(int64_t)k * V])) {
             PT__ENG_LOCK(e);
             q->cbstop = 1;
             PT__ENG_UNLOCK(e);
         }
+        if (q->on_text) {
+            size_t len = 0;
+            const char *text = pt_detok_take(q->dt, e->seqs[k], &len);
+            q->on_text(q->user, q->id, e->ntok[k], text, len);
+        }
     }
+    PT__ENG_LOCK(e);
+    pt__eng_notify(e);
     return more;
 }
 PTDEF void pt_engine_stop(pt_engine *e) {
@@ -28715,6 +28816,10 @@ PTDEF pt_status pt_engine_run(pt_engine *e) {
 #endif
         PT__ENG_UNLOCK(e);
         r = pt_engine_step(e);
+        if (r >= 0 && e->d.on_iteration && e->d.on_iteration(e->d.hook_user, e)) {
+            PT__ENG_LOCK(e);
+            break;
+        }
         PT__ENG_LOCK(e);
         if (r < 0) break;
     }
