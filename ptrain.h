@@ -81,7 +81,7 @@
    or quantized: f16, bf16, q8_0, q4_0); pt_infer_new makes a paged KV cache over them; pt_infer_step
    prefills and decodes ragged batches of sequences (each sequence's logits the same bits whatever runs
    beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming
-   through pt_detok, the context policy past max_seq) and times them. pt_gpt_generate runs on it at tp = pp = 1.
+   through pt_detok, the context policy past max_seq) on a private pt_engine and times them. pt_gpt_generate runs on it at tp = pp = 1.
    pt_gpt_weights_open opens a checkpoint, a safetensors or a GGUF file as such weights (in the type
    asked for: pt_gpt_weights_convert), with its tokenizer (a refused one is reported, never replaced by
    bytes: pt_gpt_weights.tokenizer_error), every size of its metadata checked against its tensors and
@@ -428,16 +428,18 @@
              (UTF-8 and stop-string hold-back). Entry: pt_sampler_new pt_sampler_next
              pt_sampler_probs pt_stop_find pt_detok_new pt_detok_push pt_detok_take
    infer     KV-cached inference: a GPT's weights for inference, the paged KV cache, prefill and decode
-             over ragged batches (batch-invariant), generation with sampling, stop tokens and strings,
-             streaming and the context policy; a model file opened for inference; evaluation. Entry:
-             pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_new pt_infer_step
-             pt_infer_seq_new pt_generate pt_infer_nll pt_gpt_generate; block sharing and the prefix cache:
+             over ragged batches (batch-invariant), the block API of schedulers; a model file opened for
+             inference; evaluation. Entry: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open
+             pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_nll; block sharing and the prefix cache:
              pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats
    engine    The serving engine: requests over a pt_infer, an iteration-level scheduler (continuous
              batching, chunked prefill, admission by free blocks, priority classes with aging,
              preemption by recompute or swap, cancellation), stop strings, end callbacks and a
-             per-iteration hook, the event trace and its replay, a thread-safe API. Entry: pt_engine_new pt_engine_submit pt_engine_step pt_engine_run
-             pt_engine_poll pt_engine_wait pt_engine_cancel pt_engine_release pt_engine_events
+             per-iteration hook, the event trace and its replay, a thread-safe API. Entry:
+             pt_engine_new pt_engine_submit pt_engine_step pt_engine_run pt_engine_poll pt_engine_wait pt_engine_cancel pt_engine_release pt_engine_events
+   generate  Generation: a batch of requests run to the end on a private engine, with sampling, stop
+             tokens and strings, streaming and the context policy; pt_gpt_generate on it. Entry:
+             pt_generate pt_gpt_generate
    harness   The run harness of the training programs (switch PTRAIN_HARNESS), the supervisor's channel.
              Entry: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_step_begin pt_run_phase
              pt_run_guard pt_run_step_end pt_run_free
@@ -2778,17 +2780,20 @@ typedef struct pt_gen_opts {
     pt_gen_token_fn on_token;      /**< NULL: no streaming */
     void *user;
 } pt_gen_opts;
-/** Timing of a pt_generate call. Prefill: the steps that feed prompts (and re-prefills), which also
-    sample each request's first token; decode: the steps of one token per running request. */
+/** Timing of a pt_generate call. Prefill: the engine iterations that feed prompt tokens (or a
+    re-prefill's), which also sample each request's first token (decodes of other requests may share
+    them); decode: the iterations that feed only one token per running request. */
 typedef struct pt_gen_stats {
     int64_t prefill_tokens, decode_tokens; /**< tokens fed */
     double prefill_s, decode_s;            /**< seconds of those steps, sampling included */
     int64_t decode_steps, refills;         /**< decode steps run; re-prefills by the context policy */
 } pt_gen_stats;
 /** Generates for nreq requests at once over inf (its free sequences and blocks; others' sequences are
-    left alone): up to max_seqs requests run together as a ragged batch, the rest start as earlier ones
-    finish, each admitted only when the pool has blocks for its prompt and max_tokens. Every request's
-    tokens are the same whatever runs beside it. Context policy: a prompt longer than max_seq keeps its
+    left alone) on a private pt_engine: up to max_seqs requests run together as a ragged batch, the
+    rest are admitted in order as sequences and blocks free up (a request whose prompt and max_tokens
+    need more blocks than the pool has free is refused at the call; when the running ones outgrow the
+    pool the newest is preempted and recomputed later). Every request's tokens are the same whatever
+    runs beside it. Context policy: a prompt longer than max_seq keeps its
     last max_seq tokens; a sequence that would pass max_seq is re-prefilled with its last max_seq / 2
     tokens (positions restart at 0) and goes on. res[nreq] receives the results; opts and stats may be
     NULL. PT_OK, or the first error (then the results hold what was generated until then). */
@@ -2882,14 +2887,19 @@ typedef struct pt_engine_desc {
                                         below 256 is that byte */
     pt_engine_iter_fn on_iteration; /**< or NULL: called by pt_engine_run after each iteration, with hook_user */
     void *hook_user;
+    int32_t context_refill;  /**< 1: pt_generate's context policy instead of ending a request at max_seq: a prompt of max_seq
+                                  tokens or more keeps its last max_seq in the cache, and a request whose cache would pass
+                                  max_seq is fed its last max_seq / 2 tokens again (positions restart at 0) and goes on; the
+                                  repeat penalty still sees its whole history. Not for replays. */
 } pt_engine_desc;
 /** Streaming: called on the engine's thread (no engine lock held) after each token of request id;
     nonzero ends the request (PT_FINISH_CALLBACK). */
 typedef int (*pt_engine_token_fn)(void *user, int64_t id, int32_t token, float logprob);
-/** Streaming text: called after on_token with the text of request id now safe to show (pt_detok: a
-    possible start of a stop string, an incomplete UTF-8 character held back; a stop string never
-    shown); the call of the token that ends the request flushes the rest. */
-typedef void (*pt_engine_text_fn)(void *user, int64_t id, int32_t token, const char *text, size_t len);
+/** Streaming text: called after on_token with the token, its log-probability and the text of request
+    id now safe to show (pt_detok: a possible start of a stop string, an incomplete UTF-8 character held
+    back; a stop string never shown); the call of the token that ends the request flushes the rest.
+    Nonzero ends the request (PT_FINISH_CALLBACK), as on_token's. */
+typedef int (*pt_engine_text_fn)(void *user, int64_t id, int32_t token, float logprob, const char *text, size_t len);
 struct pt_engine_result;
 /** The end of a request: called once per request (done, cancelled or failed, a request refused at
     submission too), after its last token's callbacks, on the engine's thread with no engine lock
@@ -2945,6 +2955,7 @@ typedef struct pt_engine_stats {
     int64_t events_dropped;    /**< events dropped from the trace's start (max_events) */
     int64_t released, held;    /**< requests released (pt_engine_release); requests the engine holds now */
     int64_t waiting, running;  /**< requests now waiting (or yet to arrive), now running */
+    int64_t refills;           /**< re-prefills by the context policy (desc.context_refill) */
 } pt_engine_stats;
 /** An engine over inf (not owned; the engine uses its free sequences). NULL with the error in inf's
     context for bad settings. */
@@ -26417,17 +26428,17 @@ PTDEF const char *pt_detok_last(const pt_detok *d, size_t *len) {
     return d && d->text ? d->text + d->last : "";
 }
 
-// >>infer  KV-cached inference: the paged KV cache, prefill and decode over ragged batches, generation
-/* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers), pt_gpt_weights_from and
-   _convert, pt_gpt_weights_open (a checkpoint, safetensors or GGUF file for inference), pt_generate
-   (requests, sampling, stop tokens and strings, the context policy), pt_infer_nll and pt_gpt_generate
+// >>infer  KV-cached inference: the paged KV cache, prefill and decode over ragged batches, the block API
+/* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers, the block API of schedulers),
+   pt_gpt_weights_from and _convert, pt_gpt_weights_open (a checkpoint, safetensors or GGUF file for
+   inference), pt_infer_nll
    Invariants: a sequence's logits do not depend on the other sequences of a step nor on the thread
    count (every row's arithmetic is done alone, by one thread, at the same alignment); a decode step
    allocates nothing; every matrix product goes through pt__qmm; the arithmetic is the training
    forward's (see gpt): layernorm with double statistics and eps 1e-5, GELU's tanh form, attention
    softmax(scale q.k) v
    Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
-   pt_generate pt_gpt_generate pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats */
+   pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats */
 /* The paged KV cache: one pool of nblocks blocks; a block holds bt = block_tokens consecutive
    positions of one sequence for every layer: at kv + block * block_elems + l * layer_elems the keys
    transposed per head, K^T [H][hs][bt], then the values V [H][bt][hs] (layer_elems = 2 C bt; the
@@ -27713,213 +27724,6 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
     return st0 == PT_OK ? ctx->status : PT_OK;
 }
 
-/* ---- generation -------------------------------------------------------------------------------- */
-/* one request's state in pt_generate */
-typedef struct pt__gen {
-    int32_t state;          /* 0 waiting, 1 running, 2 done */
-    int32_t stepped;        /* fed in this round's prefill step */
-    int32_t seq;            /* its sequence while running */
-    int32_t *hist;          /* prompt + generated ids */
-    int64_t nhist, reserve; /* ids; blocks reserved while running */
-    int64_t feed;           /* ids of hist's end fed in the next step */
-    pt_sampler *smp;
-    pt_detok *dt;           /* its text */
-} pt__gen;
-
-static int64_t pt__gen_blocks(const pt_infer *inf, const pt_gen_request *q) {
-    return pt__infer_need(inf, -1, PT__MIN((int64_t)q->nprompt + q->max_tokens, (int64_t)inf->max_seq));
-}
-static void pt__gen_finish(pt_infer *inf, pt__gen *g, pt_gen_result *res, int finish, int64_t *reserved) {
-    size_t len;
-    const char *text = pt_detok_text(g->dt, &len);
-    res->finish = finish;
-    res->text_len = (int64_t)len;
-    if (res->text && res->text_cap > 0) {
-        int64_t n = PT__MIN(res->text_len, res->text_cap - 1);
-        if (n > 0) memcpy(res->text, text, (size_t)n);
-        res->text[n] = 0;
-    }
-    if (g->state == 1) {
-        pt_infer_seq_free(inf, g->seq);
-        *reserved -= g->reserve;
-    }
-    g->state = 2;
-}
-/* request k took token tok: history, result, stops, text, the callback */
-static int pt__gen_take(pt_infer *inf, const pt_gen_request *q, pt_gen_result *res, pt__gen *g, const pt_gen_opts *o, int32_t k, int32_t tok,
-                        float lp, int64_t *reserved) {
-    int finish = PT_FINISH_NONE, i;
-    size_t len;
-    const char *chunk;
-    g->hist[g->nhist++] = tok;
-    if (res->tokens) res->tokens[res->ntokens] = tok;
-    if (res->logprobs) res->logprobs[res->ntokens] = lp;
-    res->ntokens++;
-    for (i = 0; i < q->nstop_tokens; i++)
-        if (q->stop_tokens[i] == tok) finish = PT_FINISH_STOP_TOKEN;
-    if (!finish) {
-        const int r = pt_detok_push(g->dt, tok);
-        if (r < 0) return 0;
-        if (r) finish = PT_FINISH_STOP_STRING;
-    }
-    if (!finish && res->ntokens >= q->max_tokens) finish = PT_FINISH_LENGTH;
-    chunk = pt_detok_take(g->dt, finish != PT_FINISH_NONE, &len);
-    if (o && o->on_token && o->on_token(o->user, k, tok, lp, chunk, len) && !finish) finish = PT_FINISH_CALLBACK;
-    if (finish) pt__gen_finish(inf, g, res, finish, reserved);
-    return 1;
-}
-
-PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *req, pt_gen_result *res, const pt_gen_opts *opts,
-                            pt_gen_stats *stats) {
-    pt_ctx *ctx;
-    pt__gen *g = NULL;
-    float *logits = NULL;
-    int32_t *seqs = NULL, *ntok = NULL, *toks = NULL, *who = NULL;
-    int64_t avail, reserved = 0, k, slots = 0;
-    int32_t next = 0, i;
-    pt_status st = PT_OK;
-    pt_gen_stats sdummy;
-    if (!stats) stats = &sdummy;
-    memset(stats, 0, sizeof *stats);
-    if (!inf) return PT_ERR_ARG;
-    ctx = inf->ctx;
-    if (nreq < 0 || (nreq > 0 && (!req || !res)))
-        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: %d requests (expected >= 0, with requests and results)", (int)nreq), PT_ERR_ARG);
-    for (k = 0; k < nreq; k++) {
-        const pt_gen_request *q = &req[k];
-        if (!q->prompt || q->nprompt < 1 || q->max_tokens < 0 || q->nstop_tokens < 0 || (q->nstop_tokens > 0 && !q->stop_tokens) || q->nstop < 0 ||
-            (q->nstop > 0 && !q->stop))
-            return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: expected a prompt of >= 1 token (found %d), max_tokens >= 0 (found %d) and "
-                                        "stop lists that match their counts", (long long)k, (int)q->nprompt, (int)q->max_tokens), PT_ERR_ARG);
-        for (i = 0; i < q->nprompt; i++)
-            if (q->prompt[i] < 0 || q->prompt[i] >= inf->V)
-                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: prompt token %d is %d, outside the vocabulary [0, %d)", (long long)k,
-                                            (int)i, (int)q->prompt[i], inf->V), PT_ERR_ARG);
-        for (i = 0; i < q->nstop; i++)
-            if (!q->stop[i] || !q->stop[i][0])
-                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: stop string %d is NULL or empty", (long long)k, (int)i), PT_ERR_ARG);
-        if (pt__gen_blocks(inf, q) > pt__inf_avail(inf))
-            return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: request %lld needs %lld KV blocks, the pool has %lld free", (long long)k,
-                                        (long long)pt__gen_blocks(inf, q), (long long)pt__inf_avail(inf)), PT_ERR_OOM);
-        res[k].ntokens = 0, res[k].finish = PT_FINISH_NONE, res[k].text_len = 0;
-        if (res[k].text && res[k].text_cap > 0) res[k].text[0] = 0;
-    }
-    if (nreq == 0) return PT_OK;
-    for (i = 0; i < inf->max_seqs; i++) slots += !inf->seq[i].live;
-    if (slots < 1) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: all %d sequences of the pt_infer are in use", inf->max_seqs), PT_ERR_STATE);
-    avail = pt__inf_avail(inf);
-    g = (pt__gen *)pt__malloc(ctx, (size_t)nreq * sizeof *g);
-    logits = (float *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->V * sizeof(float));
-    seqs = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * 3 * sizeof(int32_t));
-    toks = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->max_seq * sizeof(int32_t));
-    if (!g || !logits || !seqs || !toks) {
-        st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
-        goto done;
-    }
-    ntok = seqs + inf->max_seqs, who = ntok + inf->max_seqs;
-    memset(g, 0, (size_t)nreq * sizeof *g);
-    for (k = 0; k < nreq; k++) {
-        const pt_gen_request *q = &req[k];
-        g[k].seq = -1;
-        g[k].hist = (int32_t *)pt__malloc(ctx, ((size_t)q->nprompt + (size_t)q->max_tokens) * sizeof(int32_t));
-        g[k].dt = pt_detok_new(ctx, opts ? opts->tokenizer : NULL, q->stop, q->nstop);
-        if (!g[k].hist || !g[k].dt) {
-            st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
-            goto done;
-        }
-        memcpy(g[k].hist, q->prompt, (size_t)q->nprompt * sizeof(int32_t));
-        g[k].nhist = q->nprompt;
-        if (q->max_tokens == 0) {
-            pt__gen_finish(inf, &g[k], &res[k], PT_FINISH_LENGTH, &reserved);
-            continue;
-        }
-        if (!(g[k].smp = pt_sampler_new(ctx, &q->sample, inf->V))) {
-            st = ctx->status != PT_OK ? ctx->status : PT_ERR_ARG;
-            goto done;
-        }
-    }
-    for (;;) {
-        int32_t n = 0, running = 0, pass;
-        int64_t ntoks = 0;
-        double t0;
-        for (k = 0; k < nreq; k++) running += g[k].state == 1;
-        /* admit waiting requests in order while a sequence and their blocks are free */
-        while (next < nreq) {
-            pt__gen *a = &g[next];
-            const int64_t nb = pt__gen_blocks(inf, &req[next]);
-            if (a->state == 2) {
-                next++;
-                continue;
-            }
-            if (running >= slots || reserved + nb > avail) break;
-            if ((a->seq = pt_infer_seq_new(inf)) < 0) {
-                st = ctx->status;
-                goto done;
-            }
-            a->state = 1, a->reserve = nb, reserved += nb, running++;
-            a->feed = PT__MIN(a->nhist, (int64_t)inf->max_seq);
-            next++;
-        }
-        if (!running) break;
-        /* pass 0: sequences to (re-)prefill; pass 1: the others decode one token */
-        for (pass = 0; pass < 2; pass++) {
-            n = 0, ntoks = 0;
-            for (k = 0; k < nreq; k++) {
-                pt__gen *a = &g[k];
-                if (a->state != 1) continue;
-                if (pass == 0) {
-                    a->stepped = 0;
-                    if (!a->feed && inf->seq[a->seq].len + 1 > inf->max_seq) { /* the context policy */
-                        pt__inf_seq_clear(inf, a->seq);
-                        a->feed = PT__MAX((int64_t)1, (int64_t)inf->max_seq / 2);
-                        stats->refills++;
-                    }
-                    if (!a->feed) continue;
-                    a->stepped = 1;
-                } else {
-                    if (a->stepped) continue;
-                    a->feed = 1;
-                }
-                memcpy(toks + ntoks, a->hist + a->nhist - a->feed, (size_t)a->feed * sizeof(int32_t));
-                seqs[n] = a->seq, ntok[n] = (int32_t)a->feed, who[n] = (int32_t)k;
-                ntoks += a->feed, n++;
-            }
-            if (!n) continue;
-            t0 = pt_time();
-            if ((st = pt_infer_step(inf, n, seqs, ntok, toks, logits, 0)) != PT_OK) goto done;
-            for (i = 0; i < n; i++) {
-                pt__gen *a = &g[who[i]];
-                float lp = 0.0f;
-                int32_t tok = pt_sampler_next(a->smp, logits + (int64_t)i * inf->V, a->hist, a->nhist, &lp);
-                a->feed = 0;
-                if (tok < 0 || tok >= inf->V) { /* the sampler's error (NaN logits, ...) */
-                    pt__fail(ctx, PT_ERR_STATE, "pt_generate: request %d: the sampler gave no token (%d)", (int)who[i], (int)tok);
-                    st = ctx->status;
-                    goto done;
-                }
-                if (!pt__gen_take(inf, &req[who[i]], &res[who[i]], a, opts, who[i], tok, lp, &reserved)) {
-                    st = ctx->status;
-                    goto done;
-                }
-            }
-            if (pass == 0) stats->prefill_tokens += ntoks, stats->prefill_s += pt_time() - t0;
-            else stats->decode_tokens += ntoks, stats->decode_s += pt_time() - t0, stats->decode_steps++;
-        }
-    }
-done:
-    for (k = 0; g && k < nreq; k++) {
-        if (g[k].state == 1) pt_infer_seq_free(inf, g[k].seq);
-        pt_sampler_free(g[k].smp);
-        pt__free(ctx, g[k].hist);
-        pt_detok_free(g[k].dt);
-    }
-    pt__free(ctx, g);
-    pt__free(ctx, logits);
-    pt__free(ctx, seqs);
-    pt__free(ctx, toks);
-    return st;
-}
-
 /* ---- evaluation: the negative log-likelihood of a token stream ---------------------------------- */
 /* windows of max_seq tokens sliding by max_seq / 2, fed in chunks of 64 with every row's logits; each
    token is scored once, in the first window where it has max_seq / 2 tokens before it (the first
@@ -27965,93 +27769,6 @@ PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, do
     return st;
 }
 
-/* ---- pt_gpt_generate --------------------------------------------------------------------------- */
-/* today's uncached path (TP, pipeline stages, OpenCL, ZeRO-3): the whole window through the graph per
-   token, the last row's logits gathered over TP, the token picked by the sampler (the same on every rank) */
-static pt_status pt__gpt_generate_graph(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, const pt_sample_params *sp,
-                                        int32_t *out) {
-    int t, V, Vp, Vl, saved_grad, saved_train;
-    float *row;
-    pt_sampler *smp;
-    pt_status st = PT_OK;
-    if (!g) return (pt_status)(pt__fail(m->ctx, PT_ERR_ARG, "pt_gpt_generate: this model (TP, stages or a device) needs a graph"), PT_ERR_ARG);
-    V = m->cfg.vocab, Vp = m->cfg.vocab_padded, Vl = Vp / pt_tp_size(m->ctx);
-    row = (float *)pt__alloc(m->ctx, (size_t)Vp * sizeof(float));
-    smp = pt_sampler_new(m->ctx, sp, V);
-    if (!row || !smp) {
-        pt__free(m->ctx, row);
-        pt_sampler_free(smp);
-        return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_gpt_generate: out of memory"), PT_ERR_OOM);
-    }
-    memcpy(out, prompt, (size_t)n * sizeof *out);
-    saved_grad = g->grad_on, saved_train = g->training;
-    pt_graph_set_grad(g, 0);
-    pt_graph_set_training(g, 0);
-    for (t = n; t < n + max_new; t++) {
-        int T = PT__MIN(t, m->cfg.max_seq);
-        pt_tensor *ids, *logits, last;
-        pt_graph_reset(g);
-        ids = pt_tensor_new(g, PT_I32, 2, 1, T, 0, 0);
-        if (!ids || pt_tensor_write(ids, out + t - T) != PT_OK) break;
-        logits = pt_gpt_forward(g, m, ids);
-        if (!logits) break;
-        last = pt__at(logits, (int64_t)(T - 1) * Vl); /* TP: this rank's columns, gathered in rank order */
-        last.ndim = 1;
-        last.shape[0] = Vl;
-        last.shape[1] = last.shape[2] = 1;
-        {
-            int xk = pt__xfer_as(m->ctx, pt_tp_size(m->ctx) > 1 ? PT_XFER_TP : PT_XFER_IO); /* staged for the TP allgather */
-            pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
-            pt__xfer_as(m->ctx, xk);
-        }
-        if (!pt__tp_allgather(m->ctx, "pt_gpt_generate", row, Vl)) break;
-        if ((out[t] = pt_sampler_next(smp, row, out, t, NULL)) < 0) break;
-    }
-    if (t < n + max_new) st = m->ctx->status != PT_OK ? m->ctx->status : PT_ERR_STATE;
-    pt_graph_reset(g);
-    pt_graph_set_grad(g, saved_grad);
-    pt_graph_set_training(g, saved_train);
-    pt_sampler_free(smp);
-    pt__free(m->ctx, row);
-    return st;
-}
-PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, float temperature, uint64_t seed,
-                                int32_t *out) {
-    pt_sample_params sp;
-    char why[128];
-    if (!m || !out || !prompt || n < 1 || max_new < 0 || !(temperature >= 0))
-        return (pt_status)(pt__fail(m ? m->ctx : NULL, PT_ERR_ARG, "pt_gpt_generate: needs a model, a prompt of >= 1 token, max_new >= 0, "
-                                    "temperature >= 0 and out"), PT_ERR_ARG);
-    memset(&sp, 0, sizeof sp);
-    sp.temperature = temperature, sp.seed = seed;
-    if (pt__inf_model_ok(m, why, sizeof why)) { /* one process, the CPU: the KV-cached path over the parameters in place */
-        pt_gpt_weights *w = pt_gpt_weights_from(m, PT_W_F32);
-        pt_infer_desc d;
-        pt_infer *inf;
-        pt_gen_request q;
-        pt_gen_result r;
-        pt_status st;
-        memset(&d, 0, sizeof d);
-        d.max_seqs = 1, d.kv_tokens = m->cfg.max_seq;
-        inf = w ? pt_infer_new(m->ctx, w, &d) : NULL;
-        if (!inf) {
-            pt_gpt_weights_free(w);
-            return m->ctx->status != PT_OK ? m->ctx->status : PT_ERR_OOM;
-        }
-        memset(&q, 0, sizeof q);
-        memset(&r, 0, sizeof r);
-        q.prompt = prompt, q.nprompt = n, q.max_tokens = max_new, q.sample = sp;
-        r.tokens = out + n;
-        memmove(out, prompt, (size_t)n * sizeof *out);
-        q.prompt = out; /* prompt may overlap out */
-        st = pt_generate(inf, 1, &q, &r, NULL, NULL);
-        pt_infer_free(inf);
-        pt_gpt_weights_free(w);
-        return st;
-    }
-    return pt__gpt_generate_graph(m, g, prompt, n, max_new, &sp, out);
-}
-
 // >>engine  the serving engine: requests over a pt_infer, an iteration-level scheduler, priorities, preemption, the event trace
 /* Owns: pt_engine (its requests, the waiting and running sets, the event trace), the scheduler, the
    thread-safe request API
@@ -28090,7 +27807,9 @@ typedef struct pt__ereq {
     double arrival, t_first, t_done;
     int64_t arrive_iter;           /* the iteration it arrived (aging) */
     int32_t *hist;                 /* prompt then generated ids */
-    int64_t nprompt, nhist, cap;   /* cap: ids hist can hold (prompt + max_tokens, at most max_seq) */
+    int64_t nprompt, nhist, cap;   /* cap: ids hist can hold (prompt + max_tokens, at most max_seq without context_refill) */
+    int64_t base;                  /* the cache holds hist[base, base + fed) (context_refill; else 0) */
+    int64_t pfill;                 /* hist[0, pfill) is fed as prefill: the prompt, a context refill's window */
     int64_t fed;                   /* ids of hist in the cache */
     int32_t max_tokens, ngen;
     int32_t *stops;
@@ -28264,11 +27983,11 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
         snprintf(q->err, sizeof q->err, "invalid request: expected a prompt of >= 1 token (found %d), max_tokens >= 1 (found %d), stop lists that "
                  "match their counts (found %d ids, %d strings) and a class in 0..%d (found %d)", r ? (int)r->nprompt : 0, r ? (int)r->max_tokens : 0,
                  r ? (int)r->nstop_tokens : 0, r ? (int)r->nstop : 0, PT_ENGINE_CLASSES - 1, r ? (int)r->priority : 0);
-    else if (r->nprompt >= dim->max_seq)
+    else if (r->nprompt >= dim->max_seq && !e->d.context_refill)
         snprintf(q->err, sizeof q->err, "prompt of %d tokens is longer than the context: expected at most max_seq - 1 = %d", (int)r->nprompt, dim->max_seq - 1);
-    else if (pt__eng_blocks(e, (int64_t)r->nprompt + 1) > dim->nblocks)
+    else if (pt__eng_blocks(e, PT__MIN((int64_t)r->nprompt + 1, (int64_t)dim->max_seq)) > dim->nblocks)
         snprintf(q->err, sizeof q->err, "prompt of %d tokens needs %lld KV blocks of %d tokens, more than the whole cache (%lld blocks)", (int)r->nprompt,
-                 (long long)pt__eng_blocks(e, (int64_t)r->nprompt + 1), dim->bt, (long long)dim->nblocks);
+                 (long long)pt__eng_blocks(e, PT__MIN((int64_t)r->nprompt + 1, (int64_t)dim->max_seq)), dim->bt, (long long)dim->nblocks);
     else
         for (i = 0; i < r->nprompt; i++)
             if (r->prompt[i] < 0 || r->prompt[i] >= dim->V) {
@@ -28280,8 +27999,10 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
         q->cls = r->priority, q->arrival = r->arrival, q->max_tokens = r->max_tokens, q->on_token = r->on_token, q->logits = r->logits;
         q->on_text = r->on_text, q->tok = r->tokenizer ? r->tokenizer : e->d.tokenizer;
         for (i = 0; i < r->nstop; i++) sb += r->stop[i] ? strlen(r->stop[i]) + 1 : 0;
-        q->nprompt = q->nhist = r->nprompt;
-        q->cap = PT__MIN((int64_t)r->nprompt + r->max_tokens, (int64_t)dim->max_seq);
+        q->nprompt = q->nhist = q->pfill = r->nprompt;
+        q->cap = (int64_t)r->nprompt + r->max_tokens;
+        if (!e->d.context_refill) q->cap = PT__MIN(q->cap, (int64_t)dim->max_seq);
+        else q->base = PT__MAX((int64_t)0, (int64_t)r->nprompt - dim->max_seq);
         q->hist = (int32_t *)pt__alloc(e->ctx, (size_t)q->cap * sizeof(int32_t));
         q->stops = r->nstop_tokens ? (int32_t *)pt__alloc(e->ctx, (size_t)r->nstop_tokens * sizeof(int32_t)) : NULL;
         q->stopstr = r->nstop ? (char **)pt__alloc(e->ctx, (size_t)r->nstop * sizeof(char *) + sb) : NULL;
@@ -28443,7 +28164,7 @@ static void pt__eng_preempt(pt_engine *e, pt__ereq *q, int mode) {
 static int pt__eng_admit(pt_engine *e, pt__ereq *q) {
     int64_t got = 0;
     if ((q->seq = pt_infer_seq_new(e->inf)) < 0) return 0;
-    if (!e->d.no_prefix_cache && (got = pt_infer_seq_prefix(e->inf, q->seq, q->hist, q->nhist)) < 0) got = 0;
+    if (!e->d.no_prefix_cache && (got = pt_infer_seq_prefix(e->inf, q->seq, q->hist + q->base, q->nhist - q->base)) < 0) got = 0;
     q->fed = got, q->cached += got, q->state = PT_REQ_RUNNING;
     e->st.admitted++;
     return pt__eng_event(e, PT_EV_ADMIT, q->id, q->seq, got);
@@ -28469,9 +28190,10 @@ static int64_t pt__eng_eff(const pt_engine *e, const pt__ereq *q) {
 }
 /* blocks q's next n tokens take beyond what its sequence holds (a copy on write included) */
 static int64_t pt__eng_need(const pt_engine *e, const pt__ereq *q, int64_t n) { return pt__infer_need(e->inf, q->seq, n); }
-/* blocks a waiting request needs to be admitted: its whole history and one more token (swapped: its blocks and one) */
+/* blocks a waiting request needs to be admitted: its whole history (the cache's window of it) and one more token, at
+   most max_seq (swapped: its blocks and one) */
 static int64_t pt__eng_admit_need(const pt_engine *e, const pt__ereq *q) {
-    return q->swapped ? q->swap->nblk + 1 : pt__eng_blocks(e, q->nhist + 1);
+    return q->swapped ? q->swap->nblk + 1 : pt__eng_blocks(e, PT__MIN(q->nhist - q->base + 1, (int64_t)e->dim.max_seq));
 }
 /* sorts order[0, n) by (effective class desc, ticket asc) (insertion sort: stable, few items) */
 static void pt__eng_sort(const pt_engine *e, pt__ereq **o, int64_t n, int aged) {
@@ -28507,7 +28229,7 @@ static int64_t pt__eng_avail(const pt_engine *e) {
 }
 static int64_t pt__eng_room(const pt_engine *e) { return pt__eng_avail(e) - e->commit; }
 /* blocks q still takes for its whole history and one more token */
-static int64_t pt__eng_reserve(const pt_engine *e, const pt__ereq *q) { return PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - pt__eng_held(e, q)); }
+static int64_t pt__eng_reserve(const pt_engine *e, const pt__ereq *q) { return PT__MAX((int64_t)0, pt__eng_blocks(e, PT__MIN(q->nhist - q->base + 1, (int64_t)e->dim.max_seq)) - pt__eng_held(e, q)); }
 static int pt__eng_plan(pt_engine *e, pt__ereq *q, int64_t n) {
     q->planned = (int32_t)n;
     e->commit += pt__eng_need(e, q, n);
@@ -28522,7 +28244,7 @@ static void pt__eng_schedule(pt_engine *e) {
             avail = pt__eng_avail(e);
             for (i = 0; i < e->nreq && nr < e->d.max_running; i++) {
                 pt__ereq *q = e->req[i];
-                const int64_t nb = pt__eng_blocks(e, q->cap);
+                const int64_t nb = pt__eng_blocks(e, PT__MIN(q->cap - q->base, (int64_t)e->dim.max_seq));
                 if (q->state != PT_REQ_WAITING) continue;
                 if (nb > avail) break;
                 if (!pt__eng_admit(e, q)) break;
@@ -28531,7 +28253,7 @@ static void pt__eng_schedule(pt_engine *e) {
         }
         for (i = 0; i < e->nreq; i++) {
             pt__ereq *q = e->req[i];
-            if (q->state == PT_REQ_RUNNING) pt__eng_plan(e, q, q->nhist - q->fed);
+            if (q->state == PT_REQ_RUNNING) pt__eng_plan(e, q, q->nhist - q->base - q->fed);
         }
         return;
     }
@@ -28565,7 +28287,7 @@ static void pt__eng_schedule(pt_engine *e) {
         pt__ereq *q = o[i];
         int64_t n;
         if (q->state != PT_REQ_RUNNING) continue; /* preempted for an earlier one */
-        n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
+        n = PT__MIN(PT__MIN(q->nhist - q->base - q->fed, (int64_t)e->d.max_chunk), budget);
         while (n > 1 && pt__eng_need(e, q, n) > pt__eng_room(e)) n--; /* a prompt chunk: shorter */
         while (q->state == PT_REQ_RUNNING && pt__eng_need(e, q, n) > pt__eng_room(e)) { /* no room: the lowest running request goes */
             pt__ereq *v = pt__eng_victim(e, NULL, NULL);
@@ -28598,7 +28320,7 @@ static void pt__eng_schedule(pt_engine *e) {
         pt__ereq *q = o[i];
         int64_t n;
         if (pt__eng_admit_need(e, q) > e->dim.nblocks) { /* can never fit (a recompute grown past the pool) */
-            snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)q->nhist + 1,
+            snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)(q->nhist - q->base + 1),
                      (long long)pt__eng_admit_need(e, q), e->dim.bt, (long long)e->dim.nblocks);
             pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
             continue;
@@ -28606,7 +28328,7 @@ static void pt__eng_schedule(pt_engine *e) {
         if (pt__eng_admit_need(e, q) > pt__eng_room(e) - reserve) break;
         if (!(q->swapped ? pt__eng_swapin(e, q) : pt__eng_admit(e, q))) break;
         nr++;
-        n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
+        n = PT__MIN(PT__MIN(q->nhist - q->base - q->fed, (int64_t)e->d.max_chunk), budget);
         if (n > 0 && pt__eng_need(e, q, n) <= pt__eng_room(e)) pt__eng_plan(e, q, n), budget -= n;
         reserve += pt__eng_reserve(e, q);
     }
@@ -28647,7 +28369,7 @@ static int pt__eng_replay(pt_engine *e) {
             case PT_EV_ADMIT: ok = q->state == PT_REQ_WAITING && !q->swapped && pt__eng_admit(e, q) && q->seq == x->a && q->fed == x->b; break;
             case PT_EV_SWAPIN: ok = q->state == PT_REQ_WAITING && q->swapped && pt__eng_swapin(e, q); break;
             case PT_EV_RUN:
-                ok = q->state == PT_REQ_RUNNING && x->b == q->fed && x->a >= 0 && q->fed + x->a <= q->nhist &&
+                ok = q->state == PT_REQ_RUNNING && x->b == q->fed && x->a >= 0 && q->fed + x->a <= q->nhist - q->base &&
                      (x->a == 0 || pt__eng_need(e, q, x->a) <= pt__eng_room(e));
                 if (ok && x->a) pt__eng_plan(e, q, x->a);
                 else if (ok) { /* a withdrawn run */
@@ -28712,7 +28434,7 @@ PTDEF int pt_engine_step(pt_engine *e) {
     for (i = 0; i < e->nreq; i++) { /* the batch */
         pt__ereq *q = e->req[i];
         if (q->state != PT_REQ_RUNNING || !q->planned) continue;
-        memcpy(e->toks + ntoks, q->hist + q->fed, (size_t)q->planned * sizeof(int32_t));
+        memcpy(e->toks + ntoks, q->hist + q->base + q->fed, (size_t)q->planned * sizeof(int32_t));
         e->seqs[n] = q->seq, e->ntok[n] = q->planned, e->who[n] = q;
         ntoks += q->planned, n++;
     }
@@ -28742,10 +28464,10 @@ PTDEF int pt_engine_step(pt_engine *e) {
             pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
             continue;
         }
-        if (q->fed < q->nprompt) e->st.prefill_tokens += PT__MIN((int64_t)q->planned, q->nprompt - q->fed);
-        e->st.decode_tokens += q->planned - PT__MIN((int64_t)q->planned, PT__MAX((int64_t)0, q->nprompt - q->fed));
+        if (q->fed < q->pfill - q->base) e->st.prefill_tokens += PT__MIN((int64_t)q->planned, q->pfill - q->base - q->fed);
+        e->st.decode_tokens += q->planned - PT__MIN((int64_t)q->planned, PT__MAX((int64_t)0, q->pfill - q->base - q->fed));
         q->fed += q->planned;
-        if (q->fed < q->nhist) continue;
+        if (q->fed < q->nhist - q->base) continue;
         before = e->ctx->status;
         tok = pt_sampler_next(q->smp, e->lg + (int64_t)k * V, q->hist, q->nhist, &l);
         if (tok < 0 || tok >= V) {
@@ -28770,6 +28492,11 @@ PTDEF int pt_engine_step(pt_engine *e) {
         }
         if (!fin && (q->ngen >= q->max_tokens || q->nhist >= q->cap)) fin = PT_FINISH_LENGTH;
         if (fin) pt__eng_end(e, q, PT_REQ_DONE, fin);
+        else if (e->d.context_refill && q->nhist - q->base > e->dim.max_seq) { /* the context policy: its last max_seq / 2 tokens fed again */
+            q->base = q->nhist - PT__MAX((int64_t)1, (int64_t)e->dim.max_seq / 2), q->fed = 0, q->pfill = q->nhist;
+            pt__eng_release(e, q);
+            q->state = PT_REQ_WAITING, e->st.refills++;
+        }
         e->seqs[k] = fin != 0; /* the step's sequences are done with: the text callback's flush */
     }
     e->iter++;
@@ -28787,7 +28514,11 @@ PTDEF int pt_engine_step(pt_engine *e) {
         if (q->on_text) {
             size_t len = 0;
             const char *text = pt_detok_take(q->dt, e->seqs[k], &len);
-            q->on_text(q->user, q->id, e->ntok[k], text, len);
+            if (q->on_text(q->user, q->id, e->ntok[k], e->lg[(int64_t)k * V], text, len)) {
+                PT__ENG_LOCK(e);
+                q->cbstop = 1;
+                PT__ENG_UNLOCK(e);
+            }
         }
     }
     PT__ENG_LOCK(e);
@@ -28826,6 +28557,263 @@ PTDEF pt_status pt_engine_run(pt_engine *e) {
     e->stop = 0;
     PT__ENG_UNLOCK(e);
     return r < 0 ? (pt_status)-r : PT_OK;
+}
+
+// >>generate  pt_generate: a batch of requests on a private engine (the context policy, stop strings, streaming, timing); pt_gpt_generate
+/* Owns: pt_generate (its requests' results: tokens, log-probabilities, text, finish; its timing) and
+   pt_gpt_generate
+   Invariants: a request's tokens are those it gets alone (the engine's batch invariance); it admits
+   in request order, uses only the pt_infer's free sequences, never the prefix cache; the context
+   policy (a prompt past max_seq keeps its last max_seq tokens; a sequence that would pass max_seq is
+   fed its last max_seq / 2 tokens again) is the engine's context_refill; the text and its streaming
+   are the engine's pt_detok
+   Entry points: pt_generate pt_gpt_generate */
+/* one request of pt_generate: its result, filled by the engine's callbacks */
+typedef struct pt__gen {
+    pt_ctx *ctx;
+    const pt_gen_opts *o;
+    pt_gen_result *res;
+    int32_t k;              /* its index in the call */
+    char *text;             /* its text (the streamed chunks, then the held rest) */
+    size_t ntext, cap;
+    int32_t finish, failed;
+    char err[256];
+} pt__gen;
+
+/* blocks request q takes at most (its prompt and max_tokens, within the context) */
+static int64_t pt__gen_blocks(const pt_infer *inf, const pt_gen_request *q) {
+    const pt__infer_dims d = pt__infer_dims_of(inf);
+    return pt__infer_need(inf, -1, PT__MIN((int64_t)q->nprompt + q->max_tokens, (int64_t)d.max_seq));
+}
+static int pt__gen_add(pt__gen *g, const char *p, size_t n) {
+    if (g->ntext + n + 1 > g->cap) {
+        const size_t c = PT__MAX(2 * g->cap, g->ntext + n + 64);
+        char *t = (char *)pt__realloc(g->ctx, g->text, c);
+        if (!t) return 0;
+        g->text = t, g->cap = c;
+    }
+    if (n) memcpy(g->text + g->ntext, p, n);
+    g->ntext += n;
+    return 1;
+}
+/* the engine's text callback: the token, its log-probability, the text safe to show; the caller's callback */
+static int pt__gen_on_text(void *user, int64_t id, int32_t tok, float lp, const char *text, size_t len) {
+    pt__gen *g = (pt__gen *)user;
+    pt_gen_result *res = g->res;
+    (void)id;
+    if (res->tokens) res->tokens[res->ntokens] = tok;
+    if (res->logprobs) res->logprobs[res->ntokens] = lp;
+    res->ntokens++;
+    if (!pt__gen_add(g, text, len)) {
+        snprintf(g->err, sizeof g->err, "out of memory for the generated text"), g->failed = 1;
+        return 1;
+    }
+    return g->o && g->o->on_token ? g->o->on_token(g->o->user, g->k, tok, lp, text, len) : 0;
+}
+/* the engine's end callback: the held rest of the text, why it ended */
+static void pt__gen_on_end(void *user, int64_t id, const pt_engine_result *r, const char *text, size_t len) {
+    pt__gen *g = (pt__gen *)user;
+    (void)id;
+    g->finish = (int32_t)r->finish;
+    if (!pt__gen_add(g, text, len)) snprintf(g->err, sizeof g->err, "out of memory for the generated text"), g->failed = 1;
+    if (r->state == PT_REQ_ERROR && !g->failed) snprintf(g->err, sizeof g->err, "%s", r->error), g->failed = 1;
+}
+static void pt__gen_result(pt__gen *g) {
+    pt_gen_result *res = g->res;
+    res->finish = g->finish;
+    res->text_len = (int64_t)g->ntext;
+    if (res->text && res->text_cap > 0) {
+        int64_t n = PT__MIN(res->text_len, res->text_cap - 1);
+        if (n > 0) memcpy(res->text, g->text, (size_t)n);
+        res->text[n] = 0;
+    }
+}
+
+PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *req, pt_gen_result *res, const pt_gen_opts *opts,
+                            pt_gen_stats *stats) {
+    pt_ctx *ctx;
+    pt__infer_dims dim;
+    pt__gen *g = NULL;
+    pt_engine *e = NULL;
+    pt_engine_desc ed;
+    pt_engine_stats s0, s1;
+    int64_t k, slots = 0, avail = 0;
+    int32_t i;
+    int more = 1;
+    pt_status st = PT_OK;
+    pt_gen_stats sdummy;
+    if (!stats) stats = &sdummy;
+    memset(stats, 0, sizeof *stats);
+    if (!inf) return PT_ERR_ARG;
+    dim = pt__infer_dims_of(inf), ctx = dim.ctx;
+    pt_infer_blocks(inf, NULL, &avail);
+    if (nreq < 0 || (nreq > 0 && (!req || !res)))
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: %d requests (expected >= 0, with requests and results)", (int)nreq), PT_ERR_ARG);
+    for (k = 0; k < nreq; k++) {
+        const pt_gen_request *q = &req[k];
+        if (!q->prompt || q->nprompt < 1 || q->max_tokens < 0 || q->nstop_tokens < 0 || (q->nstop_tokens > 0 && !q->stop_tokens) || q->nstop < 0 ||
+            (q->nstop > 0 && !q->stop))
+            return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: expected a prompt of >= 1 token (found %d), max_tokens >= 0 (found %d) and "
+                                        "stop lists that match their counts", (long long)k, (int)q->nprompt, (int)q->max_tokens), PT_ERR_ARG);
+        for (i = 0; i < q->nprompt; i++)
+            if (q->prompt[i] < 0 || q->prompt[i] >= dim.V)
+                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: prompt token %d is %d, outside the vocabulary [0, %d)", (long long)k,
+                                            (int)i, (int)q->prompt[i], dim.V), PT_ERR_ARG);
+        for (i = 0; i < q->nstop; i++)
+            if (!q->stop[i] || !q->stop[i][0])
+                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: stop string %d is NULL or empty", (long long)k, (int)i), PT_ERR_ARG);
+        if (pt__gen_blocks(inf, q) > avail)
+            return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: request %lld needs %lld KV blocks, the pool has %lld free", (long long)k,
+                                        (long long)pt__gen_blocks(inf, q), (long long)avail), PT_ERR_OOM);
+        if (q->max_tokens > 0) { /* its sampling parameters, checked here as before any generation */
+            pt_sampler *smp = pt_sampler_new(ctx, &q->sample, dim.V);
+            if (!smp) return ctx->status != PT_OK ? ctx->status : PT_ERR_ARG;
+            pt_sampler_free(smp);
+        }
+        res[k].ntokens = 0, res[k].finish = PT_FINISH_NONE, res[k].text_len = 0;
+        if (res[k].text && res[k].text_cap > 0) res[k].text[0] = 0;
+    }
+    if (nreq == 0) return PT_OK;
+    for (i = 0; i < dim.max_seqs; i++) slots += pt_infer_seq_len(inf, i) < 0;
+    if (slots < 1) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: all %d sequences of the pt_infer are in use", dim.max_seqs), PT_ERR_STATE);
+    memset(&ed, 0, sizeof ed);
+    ed.max_running = (int32_t)slots, ed.token_budget = (int32_t)PT__MIN(slots * dim.max_seq, (int64_t)INT32_MAX / 2);
+    ed.no_prefix_cache = 1, ed.context_refill = 1, ed.aging = -1;
+    ed.tokenizer = opts ? opts->tokenizer : NULL;
+    if (!(g = (pt__gen *)pt__malloc(ctx, (size_t)nreq * sizeof *g)) || !(e = pt_engine_new(inf, &ed))) {
+        pt__free(ctx, g);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
+    }
+    memset(g, 0, (size_t)nreq * sizeof *g);
+    for (k = 0; k < nreq; k++) {
+        const pt_gen_request *q = &req[k];
+        pt_engine_request r;
+        g[k].ctx = ctx, g[k].o = opts, g[k].res = &res[k], g[k].k = (int32_t)k, g[k].finish = q->max_tokens == 0 ? PT_FINISH_LENGTH : PT_FINISH_NONE;
+        if (q->max_tokens == 0) continue; /* nothing is run for it */
+        memset(&r, 0, sizeof r);
+        r.prompt = q->prompt, r.nprompt = q->nprompt, r.max_tokens = q->max_tokens, r.sample = q->sample;
+        r.stop_tokens = q->stop_tokens, r.nstop_tokens = q->nstop_tokens, r.stop = q->stop, r.nstop = q->nstop;
+        r.on_text = pt__gen_on_text, r.on_end = pt__gen_on_end, r.user = &g[k];
+        if (pt_engine_submit(e, &r) < 0) {
+            st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
+            more = 0;
+            break;
+        }
+    }
+    /* the iterations; the timing of those that feed prompts (or refill) and those that only decode */
+    s0 = pt_engine_stats_get(e);
+    while (more > 0) {
+        const double t0 = pt_time();
+        int64_t pf, dc;
+        double dt;
+        more = pt_engine_step(e);
+        dt = pt_time() - t0;
+        s1 = pt_engine_stats_get(e);
+        pf = s1.prefill_tokens - s0.prefill_tokens, dc = s1.decode_tokens - s0.decode_tokens;
+        stats->prefill_tokens += pf, stats->decode_tokens += dc;
+        if (pf) stats->prefill_s += dt;
+        else if (dc) stats->decode_s += dt, stats->decode_steps++;
+        s0 = s1;
+        for (k = 0; k < nreq && st == PT_OK; k++)
+            if (g[k].failed) st = (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: request %lld: %s", (long long)k, g[k].err), PT_ERR_STATE);
+        if (st != PT_OK) break;
+    }
+    if (more < 0 && st == PT_OK) st = (pt_status)-more;
+    stats->refills = s0.refills;
+    for (k = 0; k < nreq; k++) {
+        pt__gen_result(&g[k]);
+        pt__free(ctx, g[k].text);
+    }
+    pt_engine_free(e);
+    pt__free(ctx, g);
+    return st;
+}
+
+/* ---- pt_gpt_generate --------------------------------------------------------------------------- */
+/* today's uncached path (TP, pipeline stages, OpenCL, ZeRO-3): the whole window through the graph per
+   token, the last row's logits gathered over TP, the token picked by the sampler (the same on every rank) */
+static pt_status pt__gpt_generate_graph(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, const pt_sample_params *sp,
+                                        int32_t *out) {
+    int t, V, Vp, Vl, saved_grad, saved_train;
+    float *row;
+    pt_sampler *smp;
+    pt_status st = PT_OK;
+    if (!g) return (pt_status)(pt__fail(m->ctx, PT_ERR_ARG, "pt_gpt_generate: this model (TP, stages or a device) needs a graph"), PT_ERR_ARG);
+    V = m->cfg.vocab, Vp = m->cfg.vocab_padded, Vl = Vp / pt_tp_size(m->ctx);
+    row = (float *)pt__alloc(m->ctx, (size_t)Vp * sizeof(float));
+    smp = pt_sampler_new(m->ctx, sp, V);
+    if (!row || !smp) {
+        pt__free(m->ctx, row);
+        pt_sampler_free(smp);
+        return (pt_status)(pt__fail(m->ctx, PT_ERR_OOM, "pt_gpt_generate: out of memory"), PT_ERR_OOM);
+    }
+    memcpy(out, prompt, (size_t)n * sizeof *out);
+    saved_grad = g->grad_on, saved_train = g->training;
+    pt_graph_set_grad(g, 0);
+    pt_graph_set_training(g, 0);
+    for (t = n; t < n + max_new; t++) {
+        int T = PT__MIN(t, m->cfg.max_seq);
+        pt_tensor *ids, *logits, last;
+        pt_graph_reset(g);
+        ids = pt_tensor_new(g, PT_I32, 2, 1, T, 0, 0);
+        if (!ids || pt_tensor_write(ids, out + t - T) != PT_OK) break;
+        logits = pt_gpt_forward(g, m, ids);
+        if (!logits) break;
+        last = pt__at(logits, (int64_t)(T - 1) * Vl); /* TP: this rank's columns, gathered in rank order */
+        last.ndim = 1;
+        last.shape[0] = Vl;
+        last.shape[1] = last.shape[2] = 1;
+        {
+            int xk = pt__xfer_as(m->ctx, pt_tp_size(m->ctx) > 1 ? PT_XFER_TP : PT_XFER_IO); /* staged for the TP allgather */
+            pt_tensor_read(&last, row + (int64_t)pt_tp_rank(m->ctx) * Vl);
+            pt__xfer_as(m->ctx, xk);
+        }
+        if (!pt__tp_allgather(m->ctx, "pt_gpt_generate", row, Vl)) break;
+        if ((out[t] = pt_sampler_next(smp, row, out, t, NULL)) < 0) break;
+    }
+    if (t < n + max_new) st = m->ctx->status != PT_OK ? m->ctx->status : PT_ERR_STATE;
+    pt_graph_reset(g);
+    pt_graph_set_grad(g, saved_grad);
+    pt_graph_set_training(g, saved_train);
+    pt_sampler_free(smp);
+    pt__free(m->ctx, row);
+    return st;
+}
+PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new, float temperature, uint64_t seed,
+                                int32_t *out) {
+    pt_sample_params sp;
+    char why[128];
+    if (!m || !out || !prompt || n < 1 || max_new < 0 || !(temperature >= 0))
+        return (pt_status)(pt__fail(m ? m->ctx : NULL, PT_ERR_ARG, "pt_gpt_generate: needs a model, a prompt of >= 1 token, max_new >= 0, "
+                                    "temperature >= 0 and out"), PT_ERR_ARG);
+    memset(&sp, 0, sizeof sp);
+    sp.temperature = temperature, sp.seed = seed;
+    if (pt__inf_model_ok(m, why, sizeof why)) { /* one process, the CPU: the KV-cached path over the parameters in place */
+        pt_gpt_weights *w = pt_gpt_weights_from(m, PT_W_F32);
+        pt_infer_desc d;
+        pt_infer *inf;
+        pt_gen_request q;
+        pt_gen_result r;
+        pt_status st;
+        memset(&d, 0, sizeof d);
+        d.max_seqs = 1, d.kv_tokens = m->cfg.max_seq;
+        inf = w ? pt_infer_new(m->ctx, w, &d) : NULL;
+        if (!inf) {
+            pt_gpt_weights_free(w);
+            return m->ctx->status != PT_OK ? m->ctx->status : PT_ERR_OOM;
+        }
+        memset(&q, 0, sizeof q);
+        memset(&r, 0, sizeof r);
+        q.prompt = prompt, q.nprompt = n, q.max_tokens = max_new, q.sample = sp;
+        r.tokens = out + n;
+        memmove(out, prompt, (size_t)n * sizeof *out);
+        q.prompt = out; /* prompt may overlap out */
+        st = pt_generate(inf, 1, &q, &r, NULL, NULL);
+        pt_infer_free(inf);
+        pt_gpt_weights_free(w);
+        return st;
+    }
+    return pt__gpt_generate_graph(m, g, prompt, n, max_new, &sp, out);
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

@@ -494,10 +494,11 @@ static void on_end_cb(void *u, int64_t id, const pt_engine_result *res, const ch
     if (len && x->ntext[id] + (int)len < 256) memcpy(x->text[id] + x->ntext[id], text, len), x->ntext[id] += (int)len;
     if (x->release) pt_engine_release(x->e, id);
 }
-static void on_text_cb(void *u, int64_t id, int32_t tok, const char *text, size_t len) {
+static int on_text_cb(void *u, int64_t id, int32_t tok, float lp, const char *text, size_t len) {
     ends *x = (ends *)u;
-    (void)tok;
+    (void)tok, (void)lp;
     if (id >= 0 && id < NQ + 2 && len && x->ntext[id] + (int)len < 256) memcpy(x->text[id] + x->ntext[id], text, len), x->ntext[id] += (int)len;
+    return 0;
 }
 static int g_hook_calls, g_hook_stop_at;
 static int hook(void *u, pt_engine *e) {

@@ -636,9 +636,9 @@ static int sv_on_token(void *user, int64_t id, int32_t token, float logprob) {
     return 0;
 }
 /* the engine's text callback: the text safe to show, streamed */
-static void sv_on_text(void *user, int64_t id, int32_t token, const char *text, size_t len) {
+static int sv_on_text(void *user, int64_t id, int32_t token, float logprob, const char *text, size_t len) {
     sv_choice *c = (sv_choice *)user;
-    (void)id, (void)token;
+    (void)id, (void)token, (void)logprob;
     pthread_mutex_lock(&S.mu);
     if (len) sv_append(&c->text, text, len);
     if (!c->done) {
@@ -646,6 +646,7 @@ static void sv_on_text(void *user, int64_t id, int32_t token, const char *text, 
         sv_wake(c->rq);
     }
     pthread_mutex_unlock(&S.mu);
+    return 0;
 }
 
 /* a request's last chunks, or its whole response body (S.mu held) */
