@@ -80,8 +80,8 @@
    Inference (see infer, docs/infer.md): pt_gpt_weights_from(model, type) gives the weights (f32 in place,
    or quantized: f16, bf16, q8_0, q4_0); pt_infer_new makes a paged KV cache over them; pt_infer_step
    prefills and decodes ragged batches of sequences (each sequence's logits the same bits whatever runs
-   beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming,
-   the context policy past max_seq) and times them. pt_gpt_generate runs on it at tp = pp = 1.
+   beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming
+   through pt_detok, the context policy past max_seq) on a private pt_engine and times them. pt_gpt_generate runs on it at tp = pp = 1.
    pt_gpt_weights_open opens a checkpoint, a safetensors or a GGUF file as such weights (in the type
    asked for: pt_gpt_weights_convert), with its tokenizer (a refused one is reported, never replaced by
    bytes: pt_gpt_weights.tokenizer_error), every size of its metadata checked against its tensors and
@@ -92,8 +92,10 @@
    iteration at a time (pt_engine_step, or pt_engine_run on a thread of its own): continuous batching
    with chunked prefill, prompts sharing cached blocks (the prefix cache: pt_infer_seq_prefix),
    priority classes with aging, preemption by recompute or swap; pt_engine_submit / _poll / _wait /
-   _cancel from any thread; every decision in an event trace that a replay reproduces; each request's
-   logits the bits it would get alone. examples/12_engine.c prints its block tables as they fill.
+   _cancel from any thread; stop strings that end a request in the iteration of their token, its text
+   streamed (on_text), an end callback once a request (on_end: push, not poll) and a per-iteration
+   hook of pt_engine_run (desc.on_iteration); every decision in an event trace that a replay
+   reproduces; each request's logits the bits it would get alone. examples/12_engine.c prints its block tables as they fill.
 
    Observability: pt_trace_start / pt_trace_finish write a Chrome trace-event JSON (Perfetto), one
    track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
@@ -423,19 +425,22 @@
    memest    Memory estimate per rank from a GPT config and a layout; one layer's activations against
              Korthikanti et al. 2022. Entry: pt_mem_estimate pt_mem_layer
    sample    One sampler for every generation path: repeat penalty, temperature, top-k, top-p,
-             min-p, seeded per sequence; stop strings. Entry: pt_sampler_new pt_sampler_next
-             pt_sampler_probs pt_stop_find
+             min-p, seeded per sequence; stop strings; the detokenizer that streams a request's text
+             (UTF-8 and stop-string hold-back). Entry: pt_sampler_new pt_sampler_next
+             pt_sampler_probs pt_stop_find pt_detok_new pt_detok_push pt_detok_take
    infer     KV-cached inference: a GPT's weights for inference, the paged KV cache, prefill and decode
-             over ragged batches (batch-invariant), generation with sampling, stop tokens and strings,
-             streaming and the context policy; a model file opened for inference; evaluation. Entry:
-             pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_new pt_infer_step
-             pt_infer_seq_new pt_generate pt_infer_nll pt_gpt_generate; block sharing and the prefix cache:
+             over ragged batches (batch-invariant), the block API of schedulers; a model file opened for
+             inference; evaluation. Entry: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open
+             pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_nll; block sharing and the prefix cache:
              pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats
    engine    The serving engine: requests over a pt_infer, an iteration-level scheduler (continuous
              batching, chunked prefill, admission by free blocks, priority classes with aging,
-             preemption by recompute or swap, cancellation), the event trace and its replay, a
-             thread-safe API. Entry: pt_engine_new pt_engine_submit pt_engine_step pt_engine_run
-             pt_engine_poll pt_engine_wait pt_engine_cancel pt_engine_release pt_engine_events
+             preemption by recompute or swap, cancellation), stop strings, end callbacks and a
+             per-iteration hook, the event trace and its replay, a thread-safe API. Entry:
+             pt_engine_new pt_engine_submit pt_engine_step pt_engine_run pt_engine_poll pt_engine_wait pt_engine_cancel pt_engine_release pt_engine_events
+   generate  Generation: a batch of requests run to the end on a private engine, with sampling, stop
+             tokens and strings, streaming and the context policy; pt_gpt_generate on it. Entry:
+             pt_generate pt_gpt_generate
    harness   The run harness of the training programs (switch PTRAIN_HARNESS), the supervisor's channel.
              Entry: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_step_begin pt_run_phase
              pt_run_guard pt_run_step_end pt_run_free
@@ -2606,6 +2611,31 @@ PTDEF void pt_sampler_free(pt_sampler *s);
     text not yet emitted (the held bytes and the new ones): a match cannot start before them, as
     those bytes were held. */
 PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, int32_t nstop, size_t *at, size_t *hold);
+/** A detokenizer: the text of a stream of generated tokens, handed out once it is safe to show. Each
+    token's bytes (the tokenizer's; without one an id below 256 is that byte; an id with no text adds
+    none) are appended to the text; pt_detok_take then gives the bytes decided since its last call:
+    bytes that may begin a stop string (pt_stop_find) and the bytes of a UTF-8 character not yet
+    complete are held until more text decides them, and the text ends before the first stop string
+    (never shown). pt_generate, the engine and ptserve stream through it. Not thread-safe (one per
+    request). */
+typedef struct pt_detok pt_detok;
+/** tok may be NULL (bytes); stop: nstop strings (copied; NULL or empty ones ignored; stop may be NULL
+    when nstop is 0). NULL with the error in ctx for a bad list or no memory. */
+PTDEF pt_detok *pt_detok_new(pt_ctx *ctx, const pt_tokenizer *tok, const char *const *stop, int32_t nstop);
+/** Appends token's bytes: 1 when the text has reached a stop string (now or before: later tokens add
+    nothing), 0 when not, -1 out of memory (the error in ctx). */
+PTDEF int pt_detok_push(pt_detok *d, int32_t token);
+/** The text decided since the last call: *len bytes at the pointer returned (valid until the next
+    push). final (the request's end): the held bytes too (never a stop string or what follows it). */
+PTDEF const char *pt_detok_take(pt_detok *d, int final, size_t *len);
+/** The whole text so far (*len bytes; before the stop string when one was reached), held bytes
+    included; NUL-terminated unless cut by a stop string. */
+PTDEF const char *pt_detok_text(const pt_detok *d, size_t *len);
+/** The bytes of the last token pushed (*len of them). */
+PTDEF const char *pt_detok_last(const pt_detok *d, size_t *len);
+/** 1 once a stop string was reached. */
+PTDEF int pt_detok_stopped(const pt_detok *d);
+PTDEF void pt_detok_free(pt_detok *d);
 /** The tokenizer a checkpoint carries: path is a checkpoint directory or one step directory (as
     pt_ckpt_step_dir resolves it); its PT_TOKENIZER_FILE is read and checked against the manifest's
     record of it (bytes, CRC32C). NULL and no error when the checkpoint has none (byte-level data);
@@ -2701,6 +2731,13 @@ PTDEF int32_t pt_infer_block_ref(const pt_infer *inf, int32_t block);
     hashed block is in the hash table, every cached block is hashed. PT_OK, or PT_ERR_STATE naming the
     block and what was expected and found. */
 PTDEF pt_status pt_infer_check(const pt_infer *inf);
+/* The block API of a scheduler over a pt_infer (internal: pt_generate and the engine use it, and
+   touch no field of the pt_infer): pt__infer_need (blocks the next n tokens of a sequence take, a copy
+   on write of a shared last block counted: the one rule, pt_infer_step's check too), pt__infer_reserve
+   (those blocks taken, the copy on write made), pt__infer_swap_out / _swap_in / _swap_free (a
+   sequence's blocks to host memory and back into a new sequence, full blocks still in the pool taken
+   back rather than copied), pt__infer_dims_of (the sizes); a sequence is released with
+   pt_infer_seq_free, its blocks counted with pt_infer_seq_table. */
 
 /** Why a request stopped. */
 typedef enum pt_finish {
@@ -2708,7 +2745,9 @@ typedef enum pt_finish {
     PT_FINISH_LENGTH = 1,      /**< max_tokens generated */
     PT_FINISH_STOP_TOKEN = 2,  /**< a stop token was generated (the last of tokens; not in the text) */
     PT_FINISH_STOP_STRING = 3, /**< the text reached a stop string (the text ends before it) */
-    PT_FINISH_CALLBACK = 4     /**< the callback asked to stop */
+    PT_FINISH_CALLBACK = 4,    /**< the callback asked to stop */
+    PT_FINISH_CANCELLED = 5,   /**< cancelled (pt_engine_cancel) */
+    PT_FINISH_ERROR = 6        /**< failed or refused (the engine's result says why) */
 } pt_finish;
 /** One request of a pt_generate batch. */
 typedef struct pt_gen_request {
@@ -2733,26 +2772,29 @@ typedef struct pt_gen_result {
     int64_t text_len;    /**< bytes of generated text (before a stop string; a stop token's bytes not counted) */
 } pt_gen_result;
 /** Streaming: called after every generated token of request req (in order for a request), with the
-    token, its log-probability and the text now safe to show (bytes that may begin a stop string are
-    held back until they resolve; a stop string is never shown; the last call of a request flushes
-    the rest). Return nonzero to end that request (PT_FINISH_CALLBACK). */
+    token, its log-probability and the text now safe to show (pt_detok: bytes that may begin a stop
+    string, and those of a UTF-8 character not yet complete, are held back until they resolve; a stop
+    string is never shown; the last call of a request flushes the rest). Return nonzero to end that request (PT_FINISH_CALLBACK). */
 typedef int (*pt_gen_token_fn)(void *user, int32_t req, int32_t token, float logprob, const char *text, size_t len);
 typedef struct pt_gen_opts {
     const pt_tokenizer *tokenizer; /**< the text of the ids (stop strings, callback, result text); NULL: an id < 256 is that byte */
     pt_gen_token_fn on_token;      /**< NULL: no streaming */
     void *user;
 } pt_gen_opts;
-/** Timing of a pt_generate call. Prefill: the steps that feed prompts (and re-prefills), which also
-    sample each request's first token; decode: the steps of one token per running request. */
+/** Timing of a pt_generate call. Prefill: the engine iterations that feed prompt tokens (or a
+    re-prefill's), which also sample each request's first token (decodes of other requests may share
+    them); decode: the iterations that feed only one token per running request. */
 typedef struct pt_gen_stats {
     int64_t prefill_tokens, decode_tokens; /**< tokens fed */
     double prefill_s, decode_s;            /**< seconds of those steps, sampling included */
     int64_t decode_steps, refills;         /**< decode steps run; re-prefills by the context policy */
 } pt_gen_stats;
 /** Generates for nreq requests at once over inf (its free sequences and blocks; others' sequences are
-    left alone): up to max_seqs requests run together as a ragged batch, the rest start as earlier ones
-    finish, each admitted only when the pool has blocks for its prompt and max_tokens. Every request's
-    tokens are the same whatever runs beside it. Context policy: a prompt longer than max_seq keeps its
+    left alone) on a private pt_engine: up to max_seqs requests run together as a ragged batch, the
+    rest are admitted in order as sequences and blocks free up (a request whose prompt and max_tokens
+    need more blocks than the pool has free is refused at the call; when the running ones outgrow the
+    pool the newest is preempted and recomputed later). Every request's tokens are the same whatever
+    runs beside it. Context policy: a prompt longer than max_seq keeps its
     last max_seq tokens; a sequence that would pass max_seq is re-prefilled with its last max_seq / 2
     tokens (positions restart at 0) and goes on. res[nreq] receives the results; opts and stats may be
     NULL. PT_OK, or the first error (then the results hold what was generated until then). */
@@ -2822,6 +2864,9 @@ typedef struct pt_engine_event {
 #define PT_PREEMPT_SWAP 1
 /** Priority classes: 0 (lowest) .. PT_ENGINE_CLASSES - 1. */
 #define PT_ENGINE_CLASSES 8
+/** The per-iteration hook: pt_engine_run calls it after each iteration (on its thread, no engine lock
+    held; it may call the API); nonzero ends the run. */
+typedef int (*pt_engine_iter_fn)(void *user, pt_engine *e);
 /** Settings of a pt_engine (each 0 = its default). */
 typedef struct pt_engine_desc {
     int32_t max_running;     /**< requests running at once (default and at most: the pt_infer's max_seqs) */
@@ -2839,10 +2884,31 @@ typedef struct pt_engine_desc {
     int64_t nreplay;
     int64_t max_events;      /**< > 0: the event trace keeps at most this many, the oldest half dropped when it is full
                                   (a server that runs for days); default 0: every event (replays need the whole trace) */
+    const pt_tokenizer *tokenizer; /**< the text of a request that gives no tokenizer (stop strings, on_text); NULL: an id
+                                        below 256 is that byte */
+    pt_engine_iter_fn on_iteration; /**< or NULL: called by pt_engine_run after each iteration, with hook_user */
+    void *hook_user;
+    int32_t context_refill;  /**< 1: pt_generate's context policy instead of ending a request at max_seq: a prompt of max_seq
+                                  tokens or more keeps its last max_seq in the cache, and a request whose cache would pass
+                                  max_seq is fed its last max_seq / 2 tokens again (positions restart at 0) and goes on; the
+                                  repeat penalty still sees its whole history. Not for replays. */
 } pt_engine_desc;
 /** Streaming: called on the engine's thread (no engine lock held) after each token of request id;
     nonzero ends the request (PT_FINISH_CALLBACK). */
 typedef int (*pt_engine_token_fn)(void *user, int64_t id, int32_t token, float logprob);
+/** Streaming text: called after on_token with the token, its log-probability and the text of request
+    id now safe to show (pt_detok: a possible start of a stop string, an incomplete UTF-8 character held
+    back; a stop string never shown); the call of the token that ends the request flushes the rest.
+    Nonzero ends the request (PT_FINISH_CALLBACK), as on_token's. */
+typedef int (*pt_engine_text_fn)(void *user, int64_t id, int32_t token, float logprob, const char *text, size_t len);
+struct pt_engine_result;
+/** The end of a request: called once per request (done, cancelled or failed, a request refused at
+    submission too), after its last token's callbacks, on the engine's thread with no engine lock
+    held, with its result (as pt_engine_poll gives it) and the held text not yet shown (the end of a
+    request that was cancelled, failed or stopped by its callback; none after a stop string). It may
+    call the API: releasing the request here is how a server lets go of it (not before: the request
+    is the engine's until its end callback returns). */
+typedef void (*pt_engine_end_fn)(void *user, int64_t id, const struct pt_engine_result *res, const char *text, size_t len);
 /** One request. Everything is copied at submission except logits. */
 typedef struct pt_engine_request {
     const int32_t *prompt;       /**< nprompt >= 1 ids; nprompt < the model's max_seq */
@@ -2856,6 +2922,12 @@ typedef struct pt_engine_request {
     pt_engine_token_fn on_token; /**< or NULL */
     void *user;
     float *logits;               /**< or NULL: room for max_tokens x vocab floats, the logits each token was sampled from */
+    const char *const *stop;     /**< stop strings (copied; NULL or empty ones ignored): the request ends in the iteration whose
+                                      token completes one (PT_FINISH_STOP_STRING), its text before it; or NULL */
+    int32_t nstop;
+    const pt_tokenizer *tokenizer; /**< the text of the ids; NULL: the desc's */
+    pt_engine_text_fn on_text;   /**< or NULL */
+    pt_engine_end_fn on_end;     /**< or NULL */
 } pt_engine_request;
 /** A request's states. */
 #define PT_REQ_PENDING 0   /**< submitted, not arrived */
@@ -2866,7 +2938,8 @@ typedef struct pt_engine_request {
 #define PT_REQ_ERROR 5     /**< refused or failed: error says why; the engine serves the others */
 /** What pt_engine_poll tells of a request. Times in the engine's clock (-1: not yet). */
 typedef struct pt_engine_result {
-    int32_t state, finish;     /**< PT_REQ_*; pt_finish when done */
+    int32_t state;             /**< PT_REQ_* */
+    pt_finish finish;          /**< why it ended (PT_FINISH_NONE while it runs) */
     int32_t ntokens;           /**< tokens generated so far */
     int32_t seq;               /**< its sequence while running, else -1 */
     int32_t preemptions;       /**< times it was preempted */
@@ -2882,6 +2955,8 @@ typedef struct pt_engine_stats {
     double busy_s;             /**< wall seconds in pt_infer_step */
     int64_t events_dropped;    /**< events dropped from the trace's start (max_events) */
     int64_t released, held;    /**< requests released (pt_engine_release); requests the engine holds now */
+    int64_t waiting, running;  /**< requests now waiting (or yet to arrive), now running */
+    int64_t refills;           /**< re-prefills by the context policy (desc.context_refill) */
 } pt_engine_stats;
 /** An engine over inf (not owned; the engine uses its free sequences). NULL with the error in inf's
     context for bad settings. */
@@ -2909,8 +2984,9 @@ PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id);
     sampling. Returns 1 while requests remain (waiting, running or yet to arrive), 0 when none, or a
     negative pt_status on an engine error (a request's own error only ends that request). */
 PTDEF int pt_engine_step(pt_engine *e);
-/** Runs iterations until pt_engine_stop, sleeping on a condition variable while no request is
-    pending, waiting or running. For a thread of its own. (Requests submitted with an arrival time in
+/** Runs iterations until pt_engine_stop or until desc.on_iteration (called after each iteration)
+    returns nonzero, sleeping on a condition variable while no request is pending, waiting or running
+    and no end callback is due. For a thread of its own. (Requests submitted with an arrival time in
     the future are waited for by running empty iterations: a server submits with arrival 0.) */
 PTDEF pt_status pt_engine_run(pt_engine *e);
 /** Asks pt_engine_run to return (after its current iteration). */
@@ -25864,13 +25940,14 @@ PTDEF pt_status pt_mem_layer(const pt_gpt_config *cfg, const pt_mem_plan *plan, 
     return PT_OK;
 }
 
-// >>sample  one sampler for every generation path: penalties, temperature, top-k, top-p, min-p; stop strings
-/* Owns: pt_sampler (its parameters, its RNG, its scratch), pt_stop_find
+// >>sample  one sampler for every generation path: penalties, temperature, top-k, top-p, min-p; stop strings; the detokenizer
+/* Owns: pt_sampler (its parameters, its RNG, its scratch), pt_stop_find, pt_detok (a request's text:
+   the bytes of its tokens, what was shown, what is held back)
    Invariants: a pick depends only on the logits, the history window and the sampler's own RNG
    (one draw per sampled token, none when greedy); ties are broken by token id; no allocation per
    call; the same bits for the same inputs whatever the thread count (it runs on the caller's thread)
    Entry points: pt_sampler_new pt_sampler_next pt_sampler_probs pt_sampler_seed pt_sampler_free
-   pt_stop_find */
+   pt_stop_find pt_detok_new pt_detok_push pt_detok_take pt_detok_text pt_detok_free */
 /* =================================================================================================
    the sampler
    =================================================================================================
@@ -26175,17 +26252,119 @@ PTDEF int pt_stop_find(const char *text, size_t len, const char *const *stop, in
     return 0;
 }
 
-// >>infer  KV-cached inference: the paged KV cache, prefill and decode over ragged batches, generation
-/* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers), pt_gpt_weights_from and
-   _convert, pt_gpt_weights_open (a checkpoint, safetensors or GGUF file for inference), pt_generate
-   (requests, sampling, stop tokens and strings, the context policy), pt_infer_nll and pt_gpt_generate
+/* ---- the detokenizer: text of a token stream, held back until it is safe ----------------------- */
+struct pt_detok {
+    pt_ctx *ctx;
+    const pt_tokenizer *tok;
+    char **stop;           /* copies of the non-empty stop strings */
+    int32_t nstop;
+    size_t maxstop;        /* the longest */
+    char *text;            /* every byte pushed (a stop string's too) */
+    size_t ntext, cap;
+    size_t shown;          /* bytes handed out by pt_detok_take */
+    size_t safe;           /* bytes decided: shown next */
+    size_t last;           /* where the last token's bytes start */
+    size_t stop_at;        /* the text's end before the stop string found */
+    int stopped;
+};
+/* bytes at the end of s[0, n) that begin a UTF-8 character not yet complete */
+static size_t pt__utf8_tail(const unsigned char *s, size_t n) {
+    size_t k;
+    for (k = 1; k <= 3 && k <= n; k++) {
+        unsigned char c = s[n - k];
+        if ((c & 0xC0) == 0x80) continue; /* a continuation byte: look further back */
+        if (c >= 0xC0) {
+            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            return need > k ? k : 0;
+        }
+        return 0;
+    }
+    return 0;
+}
+PTDEF pt_detok *pt_detok_new(pt_ctx *ctx, const pt_tokenizer *tok, const char *const *stop, int32_t nstop) {
+    pt_detok *d;
+    int32_t i;
+    size_t bytes = 0;
+    if (nstop < 0 || (nstop > 0 && !stop))
+        return (pt_detok *)pt__fail(ctx, PT_ERR_ARG, "pt_detok_new: %d stop strings at %p: expected a count >= 0 and the strings", (int)nstop, (const void *)stop);
+    for (i = 0; i < nstop; i++) bytes += stop[i] ? strlen(stop[i]) + 1 : 0;
+    if (!(d = (pt_detok *)pt__malloc(ctx, sizeof *d + (size_t)nstop * sizeof(char *) + bytes)))
+        return (pt_detok *)pt__fail(ctx, PT_ERR_OOM, "pt_detok_new: out of memory");
+    memset(d, 0, sizeof *d);
+    d->ctx = ctx, d->tok = tok, d->stop = (char **)(void *)(d + 1);
+    {
+        char *p = (char *)(d->stop + nstop);
+        for (i = 0; i < nstop; i++) {
+            const size_t n = stop[i] ? strlen(stop[i]) : 0;
+            if (!n) continue;
+            memcpy(p, stop[i], n + 1);
+            d->stop[d->nstop++] = p, p += n + 1;
+            d->maxstop = PT__MAX(d->maxstop, n);
+        }
+    }
+    return d;
+}
+PTDEF void pt_detok_free(pt_detok *d) {
+    if (!d) return;
+    pt__free(d->ctx, d->text);
+    pt__free(d->ctx, d);
+}
+PTDEF int pt_detok_stopped(const pt_detok *d) { return d && d->stopped; }
+PTDEF int pt_detok_push(pt_detok *d, int32_t token) {
+    int64_t n;
+    size_t at = 0, hold = 0, u;
+    if (!d) return -1;
+    if (pt_detok_stopped(d)) return 1;
+    d->last = d->ntext;
+    if (!d->tok) n = token >= 0 && token < 256 ? 1 : 0;
+    else if ((n = pt_tokenizer_decode(d->tok, &token, 1, NULL, 0)) < 0) n = 0; /* an id the tokenizer does not know: no text */
+    if (d->ntext + (size_t)n + 1 > d->cap) {
+        const size_t c = PT__MAX(2 * d->cap, d->ntext + (size_t)n + 64);
+        char *p = (char *)pt__realloc(d->ctx, d->text, c);
+        if (!p) return (pt__fail(d->ctx, PT_ERR_OOM, "pt_detok_push: out of memory for %lld bytes of text", (long long)c), -1);
+        d->text = p, d->cap = c;
+    }
+    if (n > 0 && !d->tok) d->text[d->ntext] = (char)(unsigned char)token;
+    else if (n > 0) pt_tokenizer_decode(d->tok, &token, 1, d->text + d->ntext, n);
+    d->ntext += (size_t)n, d->text[d->ntext] = 0;
+    /* a match cannot start before the bytes not shown: those were shown because no stop string begins there */
+    if (d->nstop && pt_stop_find(d->text + d->shown, d->ntext - d->shown, (const char *const *)d->stop, d->nstop, &at, &hold)) {
+        d->stop_at = d->safe = d->shown + at, d->stopped = 1;
+        return 1;
+    }
+    u = pt__utf8_tail((const unsigned char *)d->text + d->shown, d->ntext - d->shown);
+    d->safe = d->ntext - PT__MAX(hold, u);
+    return 0;
+}
+PTDEF const char *pt_detok_take(pt_detok *d, int final, size_t *len) {
+    const char *p;
+    if (!d) return (*len = 0, "");
+    if (final && !d->stopped) d->safe = d->ntext;
+    if (d->safe < d->shown) d->safe = d->shown;
+    p = d->text ? d->text + d->shown : "";
+    *len = d->safe - d->shown, d->shown = d->safe;
+    return p;
+}
+PTDEF const char *pt_detok_text(const pt_detok *d, size_t *len) {
+    *len = !d ? 0 : d->stopped ? d->stop_at : d->ntext;
+    return d && d->text ? d->text : "";
+}
+PTDEF const char *pt_detok_last(const pt_detok *d, size_t *len) {
+    *len = d ? d->ntext - d->last : 0;
+    return d && d->text ? d->text + d->last : "";
+}
+
+// >>infer  KV-cached inference: the paged KV cache, prefill and decode over ragged batches, the block API
+/* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers, the block API of schedulers),
+   pt_gpt_weights_from and _convert, pt_gpt_weights_open (a checkpoint, safetensors or GGUF file for
+   inference), pt_infer_nll
    Invariants: a sequence's logits do not depend on the other sequences of a step nor on the thread
    count (every row's arithmetic is done alone, by one thread, at the same alignment); a decode step
    allocates nothing; every matrix product goes through pt__qmm; the arithmetic is the training
    forward's (see gpt): layernorm with double statistics and eps 1e-5, GELU's tanh form, attention
    softmax(scale q.k) v
    Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
-   pt_generate pt_gpt_generate pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats */
+   pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats */
 /* The paged KV cache: one pool of nblocks blocks; a block holds bt = block_tokens consecutive
    positions of one sequence for every layer: at kv + block * block_elems + l * layer_elems the keys
    transposed per head, K^T [H][hs][bt], then the values V [H][bt][hs] (layer_elems = 2 C bt; the
@@ -26891,6 +27070,109 @@ PTDEF pt_status pt_infer_check(const pt_infer *inf) {
     return PT_OK;
 }
 
+/* ---- the block API of the schedulers (pt_infer_step, pt_generate, the engine) -------------------- */
+/* A scheduler asks how many blocks tokens would take (pt__infer_need: the one rule, a copy on write
+   counted), gets them for a step (pt__infer_reserve, which copies a shared last block on write), and
+   moves a sequence's blocks to host memory and back (pt__infer_swap_out, _in, _free). Every copy of a
+   block (on write, out, in) is pt__inf_bcopy. */
+typedef struct pt__infer_dims {
+    pt_ctx *ctx;
+    int32_t V, max_seq, max_seqs, bt; /* vocabulary, context, sequences, tokens a block */
+    int64_t nblocks;
+} pt__infer_dims;
+static pt__infer_dims pt__infer_dims_of(const pt_infer *inf) {
+    pt__infer_dims d;
+    d.ctx = inf->ctx, d.V = inf->V, d.max_seq = inf->max_seq, d.max_seqs = inf->max_seqs, d.bt = inf->bt, d.nblocks = inf->nblocks;
+    return d;
+}
+/* a block's bytes of keys and values; block b's in the pool */
+static size_t pt__inf_bbytes(const pt_infer *inf) { return (size_t)inf->block_elems * (inf->kv16 ? 2 : 4); }
+static void *pt__inf_bkv(const pt_infer *inf, int32_t b) { return (char *)inf->kv + (size_t)b * pt__inf_bbytes(inf); }
+/* the one block copy: its keys and values, then its tokens (pool or host memory on either side) */
+static void pt__inf_bcopy(const pt_infer *inf, void *dkv, void *dtok, const void *skv, const void *stok) {
+    memcpy(dkv, skv, pt__inf_bbytes(inf));
+    memcpy(dtok, stok, (size_t)inf->bt * sizeof(int32_t));
+}
+/* blocks the next n tokens of sequence seq take beyond those it holds: new ones, and one more when its
+   last block is partly filled and shared (copied on write); seq < 0: an empty sequence (blocks for n) */
+static int64_t pt__infer_need(const pt_infer *inf, int32_t seq, int64_t n) {
+    const int64_t len = seq >= 0 ? inf->seq[seq].len : 0, nblk = seq >= 0 ? inf->seq[seq].nblk : 0;
+    int64_t k = (len + n + inf->bt - 1) / inf->bt - nblk;
+    if (len % inf->bt && inf->ref[inf->table[(int64_t)seq * inf->max_blk + len / inf->bt]] > 1) k++;
+    return k;
+}
+/* the partly filled last block of seq is about to be written: copied first when other sequences hold
+   it, out of the hash table when hashed */
+static void pt__infer_cow(pt_infer *inf, int32_t seq) {
+    const pt__inf_seq *q = &inf->seq[seq];
+    int32_t *tb = inf->table + (int64_t)seq * inf->max_blk;
+    const int32_t old = tb[q->len / inf->bt];
+    if (inf->ref[old] > 1) {
+        const int32_t nb = pt__inf_balloc(inf);
+        pt__inf_bcopy(inf, pt__inf_bkv(inf, nb), inf->btok + (int64_t)nb * inf->bt, pt__inf_bkv(inf, old), inf->btok + (int64_t)old * inf->bt);
+        pt__inf_bput(inf, old);
+        tb[q->len / inf->bt] = nb;
+        inf->kst.cow++;
+    } else if (inf->bstate[old] & PT__BLK_PUB)
+        pt__inf_unpub(inf, old);
+}
+/* seq gets the blocks its next n tokens are written to (the caller has checked pt__infer_need against
+   the free blocks) */
+static void pt__infer_reserve(pt_infer *inf, int32_t seq, int64_t n) {
+    pt__inf_seq *q = &inf->seq[seq];
+    int32_t *tb = inf->table + (int64_t)seq * inf->max_blk;
+    if (q->len % inf->bt) pt__infer_cow(inf, seq);
+    while ((int64_t)q->nblk * inf->bt < q->len + n) tb[q->nblk++] = pt__inf_balloc(inf);
+}
+/* a sequence's blocks in host memory: this header, the blocks' bytes, then their tokens */
+typedef struct pt__infer_swap {
+    int64_t len;  /* tokens the sequence held */
+    int32_t nblk; /* its blocks */
+} pt__infer_swap;
+static unsigned char *pt__infer_swap_kv(const pt__infer_swap *sw) { return (unsigned char *)(uintptr_t)(sw + 1); }
+static unsigned char *pt__infer_swap_tok(const pt_infer *inf, const pt__infer_swap *sw, int32_t b) {
+    return pt__infer_swap_kv(sw) + (size_t)sw->nblk * pt__inf_bbytes(inf) + (size_t)b * inf->bt * sizeof(int32_t);
+}
+/* seq's blocks and length copied to host memory (the sequence is left as it is), or NULL when there is
+   no memory (no error set: the caller recomputes instead) */
+static pt__infer_swap *pt__infer_swap_out(pt_infer *inf, int32_t seq) {
+    const pt__inf_seq *q = &inf->seq[seq];
+    const int32_t *tb = inf->table + (int64_t)seq * inf->max_blk;
+    const size_t bb = pt__inf_bbytes(inf);
+    pt__infer_swap *sw = (pt__infer_swap *)pt__malloc(inf->ctx, sizeof *sw + (size_t)q->nblk * (bb + (size_t)inf->bt * sizeof(int32_t)) + 1);
+    int32_t b;
+    if (!sw) return NULL;
+    sw->len = q->len, sw->nblk = q->nblk;
+    for (b = 0; b < q->nblk; b++)
+        pt__inf_bcopy(inf, pt__infer_swap_kv(sw) + (size_t)b * bb, pt__infer_swap_tok(inf, sw, b), pt__inf_bkv(inf, tb[b]), inf->btok + (int64_t)tb[b] * inf->bt);
+    return sw;
+}
+/* a new sequence holding the swapped blocks as they were (a full block still in the pool, shared or
+   cached, is taken, not copied back): its id, or -1 when no sequence is free (the error set). The
+   caller has checked that sw->nblk blocks are free; sw stays the caller's */
+static int32_t pt__infer_swap_in(pt_infer *inf, const pt__infer_swap *sw) {
+    const size_t bb = pt__inf_bbytes(inf);
+    int32_t s, b, *tb;
+    if ((s = pt_infer_seq_new(inf)) < 0) return -1;
+    tb = inf->table + (int64_t)s * inf->max_blk;
+    for (b = 0; b < sw->nblk; b++) {
+        const int32_t *tok = (const int32_t *)(const void *)pt__infer_swap_tok(inf, sw, b); /* 4-aligned: a block's bytes are whole floats or pairs of halves */
+        const int full = (int64_t)(b + 1) * inf->bt <= sw->len;
+        const uint64_t parent = b > 0 ? inf->chash[tb[b - 1]] : 0;
+        int32_t id = full ? pt__inf_find(inf, pt__inf_bhash(parent, tok, inf->bt), tok) : -1;
+        if (id >= 0) pt__inf_bget(inf, id);
+        else {
+            id = pt__inf_balloc(inf);
+            pt__inf_bcopy(inf, pt__inf_bkv(inf, id), inf->btok + (int64_t)id * inf->bt, pt__infer_swap_kv(sw) + (size_t)b * bb, tok);
+            if (full) pt__inf_filled(inf, id, parent);
+        }
+        tb[b] = id;
+    }
+    inf->seq[s].nblk = sw->nblk, inf->seq[s].len = sw->len;
+    return s;
+}
+static void pt__infer_swap_free(pt_infer *inf, pt__infer_swap *sw) { pt__free(inf->ctx, sw); }
+
 /* ---- row kernels ------------------------------------------------------------------------------- */
 /* y = layernorm(x) * w + b over C, eps 1e-5: the CPU backend's layernorm (statistics in double, the
    output in float as there), its double sums in 8 lanes combined in a fixed order (they vectorize; the
@@ -27286,8 +27568,7 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
         }
         inf->mark[s] = 1;
         N += ntok[i];
-        need += (inf->seq[s].len + ntok[i] + inf->bt - 1) / inf->bt - inf->seq[s].nblk;
-        if (inf->seq[s].len % inf->bt && inf->ref[inf->table[(int64_t)s * inf->max_blk + inf->seq[s].len / inf->bt]] > 1) need++; /* copy on write */
+        need += pt__infer_need(inf, s, ntok[i]);
     }
     for (i = 0; i < nseq; i++) inf->mark[seqs[i]] = 0;
     for (r = 0, i = 0; i < nseq; i++)
@@ -27303,22 +27584,8 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
     for (r = 0, i = 0; i < nseq; i++) {
         const int32_t s = seqs[i];
         pt__inf_seq *q = &inf->seq[s];
-        int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
-        if (q->len % inf->bt) { /* the last block is written: copied first when shared, out of the hash table when hashed */
-            const int32_t old = tb[q->len / inf->bt];
-            if (inf->ref[old] > 1) {
-                const int32_t nb = pt__inf_balloc(inf);
-                const size_t es = inf->kv16 ? 2 : 4;
-                memcpy((char *)inf->kv + (size_t)nb * (size_t)inf->block_elems * es, (const char *)inf->kv + (size_t)old * (size_t)inf->block_elems * es,
-                       (size_t)inf->block_elems * es);
-                memcpy(inf->btok + (int64_t)nb * inf->bt, inf->btok + (int64_t)old * inf->bt, (size_t)inf->bt * sizeof(int32_t));
-                pt__inf_bput(inf, old);
-                tb[q->len / inf->bt] = nb;
-                inf->kst.cow++;
-            } else if (inf->bstate[old] & PT__BLK_PUB)
-                pt__inf_unpub(inf, old);
-        }
-        while ((int64_t)q->nblk * inf->bt < q->len + ntok[i]) tb[q->nblk++] = pt__inf_balloc(inf);
+        const int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
+        pt__infer_reserve(inf, s, ntok[i]);
         inf->st_seq[i] = s, inf->st_ntok[i] = ntok[i], inf->st_row0[i] = r, inf->st_len0[i] = q->len;
         for (t = 0; t < ntok[i]; t++, r++) {
             const int64_t pos = q->len + t;
@@ -27360,249 +27627,6 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
         pt__qmm(ctx, &hv, inf->h, ldc, R, NULL, logits, inf->V);
     }
     return st0 == PT_OK ? ctx->status : PT_OK;
-}
-
-/* ---- generation -------------------------------------------------------------------------------- */
-/* one request's state in pt_generate */
-typedef struct pt__gen {
-    int32_t state;          /* 0 waiting, 1 running, 2 done */
-    int32_t stepped;        /* fed in this round's prefill step */
-    int32_t seq;            /* its sequence while running */
-    int32_t *hist;          /* prompt + generated ids */
-    int64_t nhist, reserve; /* ids; blocks reserved while running */
-    int64_t feed;           /* ids of hist's end fed in the next step */
-    pt_sampler *smp;
-    char *text;             /* generated text (bytes) */
-    int64_t ntext, tcap, shown, stop_at;
-    size_t maxstop;         /* longest stop string */
-} pt__gen;
-
-static int64_t pt__gen_blocks(const pt_infer *inf, const pt_gen_request *q) {
-    const int64_t n = PT__MIN((int64_t)q->nprompt + q->max_tokens, (int64_t)inf->max_seq);
-    return (n + inf->bt - 1) / inf->bt;
-}
-/* the bytes of token tok appended to g's text (a tokenizer's, or the byte itself below 256) */
-static int pt__gen_text(pt_ctx *ctx, pt__gen *g, const pt_tokenizer *tk, int32_t tok) {
-    int64_t n;
-    if (!tk) {
-        if (tok >= 256) return 1;
-        n = 1;
-    } else if ((n = pt_tokenizer_decode(tk, &tok, 1, NULL, 0)) < 0) {
-        return 1; /* an id the tokenizer does not know: no text */
-    }
-    if (g->ntext + n + 1 > g->tcap) {
-        int64_t c = PT__MAX(2 * g->tcap, g->ntext + n + 64);
-        char *p = (char *)pt__realloc(ctx, g->text, (size_t)c);
-        if (!p) return (pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory for the generated text"), 0);
-        g->text = p, g->tcap = c;
-    }
-    if (!tk) g->text[g->ntext] = (char)(unsigned char)tok;
-    else pt_tokenizer_decode(tk, &tok, 1, g->text + g->ntext, n);
-    g->ntext += n;
-    return 1;
-}
-static void pt__gen_finish(pt_infer *inf, pt__gen *g, pt_gen_result *res, int finish, int64_t *reserved) {
-    res->finish = finish;
-    res->text_len = finish == PT_FINISH_STOP_STRING ? g->stop_at : g->ntext;
-    if (res->text && res->text_cap > 0) {
-        int64_t n = PT__MIN(res->text_len, res->text_cap - 1);
-        if (n > 0) memcpy(res->text, g->text, (size_t)n);
-        res->text[n] = 0;
-    }
-    if (g->state == 1) {
-        pt_infer_seq_free(inf, g->seq);
-        *reserved -= g->reserve;
-    }
-    g->state = 2;
-}
-/* request k took token tok: history, result, stops, text, the callback */
-static int pt__gen_take(pt_infer *inf, const pt_gen_request *q, pt_gen_result *res, pt__gen *g, const pt_gen_opts *o, int32_t k, int32_t tok,
-                        float lp, int64_t *reserved) {
-    int finish = PT_FINISH_NONE, i;
-    size_t hold = 0;
-    int64_t end;
-    g->hist[g->nhist++] = tok;
-    if (res->tokens) res->tokens[res->ntokens] = tok;
-    if (res->logprobs) res->logprobs[res->ntokens] = lp;
-    res->ntokens++;
-    for (i = 0; i < q->nstop_tokens; i++)
-        if (q->stop_tokens[i] == tok) finish = PT_FINISH_STOP_TOKEN;
-    if (!finish) {
-        const int64_t before = g->ntext;
-        if (!pt__gen_text(inf->ctx, g, o ? o->tokenizer : NULL, tok)) return 0;
-        if (q->nstop > 0) { /* a new match ends in the new bytes: search from maxstop - 1 bytes before them */
-            const int64_t from = PT__MAX((int64_t)0, before - (int64_t)g->maxstop + 1);
-            size_t at = 0;
-            if (pt_stop_find(g->text + from, (size_t)(g->ntext - from), q->stop, q->nstop, &at, &hold)) {
-                finish = PT_FINISH_STOP_STRING;
-                g->stop_at = from + (int64_t)at;
-                hold = 0;
-            }
-        }
-    }
-    if (!finish && res->ntokens >= q->max_tokens) finish = PT_FINISH_LENGTH;
-    end = finish == PT_FINISH_STOP_STRING ? g->stop_at : finish ? g->ntext : g->ntext - (int64_t)hold;
-    if (end < g->shown) end = g->shown;
-    if (o && o->on_token) {
-        int stop = o->on_token(o->user, k, tok, lp, g->text ? g->text + g->shown : "", (size_t)(end - g->shown));
-        if (stop && !finish) finish = PT_FINISH_CALLBACK;
-    }
-    g->shown = end;
-    if (finish) pt__gen_finish(inf, g, res, finish, reserved);
-    return 1;
-}
-
-PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *req, pt_gen_result *res, const pt_gen_opts *opts,
-                            pt_gen_stats *stats) {
-    pt_ctx *ctx;
-    pt__gen *g = NULL;
-    float *logits = NULL;
-    int32_t *seqs = NULL, *ntok = NULL, *toks = NULL, *who = NULL;
-    int64_t avail, reserved = 0, k, slots = 0;
-    int32_t next = 0, i;
-    pt_status st = PT_OK;
-    pt_gen_stats sdummy;
-    if (!stats) stats = &sdummy;
-    memset(stats, 0, sizeof *stats);
-    if (!inf) return PT_ERR_ARG;
-    ctx = inf->ctx;
-    if (nreq < 0 || (nreq > 0 && (!req || !res)))
-        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: %d requests (expected >= 0, with requests and results)", (int)nreq), PT_ERR_ARG);
-    for (k = 0; k < nreq; k++) {
-        const pt_gen_request *q = &req[k];
-        if (!q->prompt || q->nprompt < 1 || q->max_tokens < 0 || q->nstop_tokens < 0 || (q->nstop_tokens > 0 && !q->stop_tokens) || q->nstop < 0 ||
-            (q->nstop > 0 && !q->stop))
-            return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: expected a prompt of >= 1 token (found %d), max_tokens >= 0 (found %d) and "
-                                        "stop lists that match their counts", (long long)k, (int)q->nprompt, (int)q->max_tokens), PT_ERR_ARG);
-        for (i = 0; i < q->nprompt; i++)
-            if (q->prompt[i] < 0 || q->prompt[i] >= inf->V)
-                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: prompt token %d is %d, outside the vocabulary [0, %d)", (long long)k,
-                                            (int)i, (int)q->prompt[i], inf->V), PT_ERR_ARG);
-        for (i = 0; i < q->nstop; i++)
-            if (!q->stop[i] || !q->stop[i][0])
-                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: stop string %d is NULL or empty", (long long)k, (int)i), PT_ERR_ARG);
-        if (pt__gen_blocks(inf, q) > pt__inf_avail(inf))
-            return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: request %lld needs %lld KV blocks, the pool has %lld free", (long long)k,
-                                        (long long)pt__gen_blocks(inf, q), (long long)pt__inf_avail(inf)), PT_ERR_OOM);
-        res[k].ntokens = 0, res[k].finish = PT_FINISH_NONE, res[k].text_len = 0;
-        if (res[k].text && res[k].text_cap > 0) res[k].text[0] = 0;
-    }
-    if (nreq == 0) return PT_OK;
-    for (i = 0; i < inf->max_seqs; i++) slots += !inf->seq[i].live;
-    if (slots < 1) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: all %d sequences of the pt_infer are in use", inf->max_seqs), PT_ERR_STATE);
-    avail = pt__inf_avail(inf);
-    g = (pt__gen *)pt__malloc(ctx, (size_t)nreq * sizeof *g);
-    logits = (float *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->V * sizeof(float));
-    seqs = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * 3 * sizeof(int32_t));
-    toks = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->max_seq * sizeof(int32_t));
-    if (!g || !logits || !seqs || !toks) {
-        st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
-        goto done;
-    }
-    ntok = seqs + inf->max_seqs, who = ntok + inf->max_seqs;
-    memset(g, 0, (size_t)nreq * sizeof *g);
-    for (k = 0; k < nreq; k++) {
-        const pt_gen_request *q = &req[k];
-        g[k].seq = -1;
-        g[k].hist = (int32_t *)pt__malloc(ctx, ((size_t)q->nprompt + (size_t)q->max_tokens) * sizeof(int32_t));
-        g[k].tcap = 4 * (int64_t)q->max_tokens + 64;
-        g[k].text = (char *)pt__malloc(ctx, (size_t)g[k].tcap);
-        if (!g[k].hist || !g[k].text) {
-            st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
-            goto done;
-        }
-        memcpy(g[k].hist, q->prompt, (size_t)q->nprompt * sizeof(int32_t));
-        g[k].nhist = q->nprompt;
-        for (i = 0; i < q->nstop; i++) g[k].maxstop = PT__MAX(g[k].maxstop, strlen(q->stop[i]));
-        if (q->max_tokens == 0) {
-            pt__gen_finish(inf, &g[k], &res[k], PT_FINISH_LENGTH, &reserved);
-            continue;
-        }
-        if (!(g[k].smp = pt_sampler_new(ctx, &q->sample, inf->V))) {
-            st = ctx->status != PT_OK ? ctx->status : PT_ERR_ARG;
-            goto done;
-        }
-    }
-    for (;;) {
-        int32_t n = 0, running = 0, pass;
-        int64_t ntoks = 0;
-        double t0;
-        for (k = 0; k < nreq; k++) running += g[k].state == 1;
-        /* admit waiting requests in order while a sequence and their blocks are free */
-        while (next < nreq) {
-            pt__gen *a = &g[next];
-            const int64_t nb = pt__gen_blocks(inf, &req[next]);
-            if (a->state == 2) {
-                next++;
-                continue;
-            }
-            if (running >= slots || reserved + nb > avail) break;
-            if ((a->seq = pt_infer_seq_new(inf)) < 0) {
-                st = ctx->status;
-                goto done;
-            }
-            a->state = 1, a->reserve = nb, reserved += nb, running++;
-            a->feed = PT__MIN(a->nhist, (int64_t)inf->max_seq);
-            next++;
-        }
-        if (!running) break;
-        /* pass 0: sequences to (re-)prefill; pass 1: the others decode one token */
-        for (pass = 0; pass < 2; pass++) {
-            n = 0, ntoks = 0;
-            for (k = 0; k < nreq; k++) {
-                pt__gen *a = &g[k];
-                if (a->state != 1) continue;
-                if (pass == 0) {
-                    a->stepped = 0;
-                    if (!a->feed && inf->seq[a->seq].len + 1 > inf->max_seq) { /* the context policy */
-                        pt__inf_seq_clear(inf, a->seq);
-                        a->feed = PT__MAX((int64_t)1, (int64_t)inf->max_seq / 2);
-                        stats->refills++;
-                    }
-                    if (!a->feed) continue;
-                    a->stepped = 1;
-                } else {
-                    if (a->stepped) continue;
-                    a->feed = 1;
-                }
-                memcpy(toks + ntoks, a->hist + a->nhist - a->feed, (size_t)a->feed * sizeof(int32_t));
-                seqs[n] = a->seq, ntok[n] = (int32_t)a->feed, who[n] = (int32_t)k;
-                ntoks += a->feed, n++;
-            }
-            if (!n) continue;
-            t0 = pt_time();
-            if ((st = pt_infer_step(inf, n, seqs, ntok, toks, logits, 0)) != PT_OK) goto done;
-            for (i = 0; i < n; i++) {
-                pt__gen *a = &g[who[i]];
-                float lp = 0.0f;
-                int32_t tok = pt_sampler_next(a->smp, logits + (int64_t)i * inf->V, a->hist, a->nhist, &lp);
-                a->feed = 0;
-                if (tok < 0 || tok >= inf->V) { /* the sampler's error (NaN logits, ...) */
-                    pt__fail(ctx, PT_ERR_STATE, "pt_generate: request %d: the sampler gave no token (%d)", (int)who[i], (int)tok);
-                    st = ctx->status;
-                    goto done;
-                }
-                if (!pt__gen_take(inf, &req[who[i]], &res[who[i]], a, opts, who[i], tok, lp, &reserved)) {
-                    st = ctx->status;
-                    goto done;
-                }
-            }
-            if (pass == 0) stats->prefill_tokens += ntoks, stats->prefill_s += pt_time() - t0;
-            else stats->decode_tokens += ntoks, stats->decode_s += pt_time() - t0, stats->decode_steps++;
-        }
-    }
-done:
-    for (k = 0; g && k < nreq; k++) {
-        if (g[k].state == 1) pt_infer_seq_free(inf, g[k].seq);
-        pt_sampler_free(g[k].smp);
-        pt__free(ctx, g[k].hist);
-        pt__free(ctx, g[k].text);
-    }
-    pt__free(ctx, g);
-    pt__free(ctx, logits);
-    pt__free(ctx, seqs);
-    pt__free(ctx, toks);
-    return st;
 }
 
 /* ---- evaluation: the negative log-likelihood of a token stream ---------------------------------- */
@@ -27647,6 +27671,966 @@ PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, do
         if (end == n) break;
     }
     pt__free(ctx, logits);
+    return st;
+}
+
+// >>engine  the serving engine: requests over a pt_infer, an iteration-level scheduler, priorities, preemption, the event trace
+/* Owns: pt_engine (its requests, the waiting and running sets, the event trace), the scheduler, the
+   thread-safe request API
+   Invariants: given the same requests and arrival times, the same decisions (ties broken by ticket,
+   the submission order; aging counted in iterations); every decision is an event, and the executor
+   applies events the same way whether the scheduler or a replayed trace made them; a request's tokens
+   and logits do not depend on what else runs, on chunking, on preemption or on prefix hits (pt_infer's
+   batch invariance: every cached key and value is the bits a fresh prefill computes); only the engine's
+   thread touches the pt_infer, and only through infer's block API (no field of it is read here); the
+   lock is not held during pt_infer_step nor during callbacks; a request's end callback runs once,
+   after its last token's callbacks
+   Entry points: pt_engine_new pt_engine_free pt_engine_submit pt_engine_cancel pt_engine_release pt_engine_poll pt_engine_wait pt_engine_step pt_engine_run
+   pt_engine_stop pt_engine_events */
+/* An iteration: (1) arrivals join the queue; (2) cancellations and callback stops end their requests,
+   freeing blocks at once; (3) the schedule: waiting requests of a higher class that cannot fit preempt
+   running ones of a lower class (lowest class, newest ticket first; a request aged above the waiting one
+   is not preempted); the running requests that decode get one token each (a decode that finds no free
+   block preempts the lowest running request, itself if it is the lowest); running prompts get chunks;
+   then waiting requests are admitted in order (effective class = class + waited iterations / aging,
+   then ticket) while a sequence, blocks for their whole prompt (beside what running prompts still
+   need) and budget remain; the first that does not fit stops admission (no overtaking inside the
+   order). (4) the batch runs as one pt_infer_step; every request whose history is all fed samples its
+   next token, its bytes go to the request's pt_detok when it has one (a stop string ends it now);
+   (5) the token and text callbacks, then the end callbacks due. Preemption by recompute drops the
+   blocks (full ones stay in the prefix cache, so the recompute often finds them) and feeds prompt +
+   generated tokens again; by swap copies the blocks to host memory, restored as they were. */
+#if !defined(PTRAIN_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
+#include <pthread.h>
+#define PT__ENG_THREADS 1
+#endif
+
+typedef struct pt__ereq {
+    int64_t id;
+    int32_t cls, state, finish, seq, preempts, swapped, cancel, cbstop;
+    int32_t notify;                /* its end callback is due */
+    double arrival, t_first, t_done;
+    int64_t arrive_iter;           /* the iteration it arrived (aging) */
+    int32_t *hist;                 /* prompt then generated ids */
+    int64_t nprompt, nhist, cap;   /* cap: ids hist can hold (prompt + max_tokens, at most max_seq without context_refill) */
+    int64_t base;                  /* the cache holds hist[base, base + fed) (context_refill; else 0) */
+    int64_t pfill;                 /* hist[0, pfill) is fed as prefill: the prompt, a context refill's window */
+    int64_t fed;                   /* ids of hist in the cache */
+    int32_t max_tokens, ngen;
+    int32_t *stops;
+    int32_t nstops;
+    int64_t cached;
+    pt_sample_params sample;
+    pt_sampler *smp;
+    pt_engine_token_fn on_token;
+    pt_engine_text_fn on_text;
+    pt_engine_end_fn on_end;
+    void *user;
+    char **stopstr;                /* the stop strings (one allocation) */
+    int32_t nstopstr;
+    const pt_tokenizer *tok;
+    pt_detok *dt;                  /* its text (stop strings or on_text), made at arrival */
+    float *logits;
+    pt__infer_swap *swap;          /* swapped out: its blocks in host memory */
+    int32_t planned;               /* tokens scheduled this iteration */
+    char err[256];
+} pt__ereq;
+
+struct pt_engine {
+    pt_infer *inf;
+    pt__infer_dims dim;            /* the pt_infer's sizes */
+    pt_ctx *ctx;
+    pt_engine_desc d;
+    pt__ereq **req;                /* the requests held, in submission order (ids increasing; released ones removed) */
+    int64_t nreq, capreq, next_id;
+    pt_engine_event *ev;
+    int64_t nev, capev, rpos;      /* events; the replay's read position */
+    int64_t iter;
+    int64_t commit;                /* blocks the iteration's planned runs will take */
+    double t0;
+    int stop;
+    pt_engine_stats st;
+    int32_t *seqs, *ntok, *toks;   /* the step's batch */
+    pt__ereq **who;
+    float *lg;
+    int64_t captoks;
+    pt__ereq **order;              /* scratch: sorted requests */
+    pt__ereq **ended;              /* scratch: the requests whose end callbacks are due */
+#ifdef PT__ENG_THREADS
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+#endif
+};
+
+#ifdef PT__ENG_THREADS
+#define PT__ENG_LOCK(e) pthread_mutex_lock(&(e)->mu)
+#define PT__ENG_UNLOCK(e) pthread_mutex_unlock(&(e)->mu)
+#define PT__ENG_SIGNAL(e) (pthread_cond_broadcast(&(e)->work), pthread_cond_broadcast(&(e)->done))
+#else
+#define PT__ENG_LOCK(e) ((void)0)
+#define PT__ENG_UNLOCK(e) ((void)0)
+#define PT__ENG_SIGNAL(e) ((void)0)
+#endif
+
+/* a request's error: what failed, with the context's message when this call set it (then cleared:
+   the request carries it, the engine goes on) */
+static void pt__eng_err(pt_engine *e, pt_status before, char *dst, size_t n, const char *what) {
+    if (before == PT_OK && e->ctx->status != PT_OK) {
+        snprintf(dst, n, "%s: %.200s", what, e->ctx->err);
+        pt_error_clear(e->ctx);
+    } else
+        snprintf(dst, n, "%s", what);
+}
+static double pt__eng_clock(const pt_engine *e) { return e->d.wall_clock ? pt_time() - e->t0 : (double)e->iter; }
+PTDEF double pt_engine_now(pt_engine *e) { return e ? pt__eng_clock(e) : 0.0; }
+
+static int pt__eng_event(pt_engine *e, int32_t kind, int64_t req, int64_t a, int64_t b) {
+    pt_engine_event *x;
+    if (e->d.max_events > 0 && e->nev >= e->d.max_events) { /* full: the oldest half goes */
+        const int64_t drop = e->nev - e->d.max_events / 2;
+        memmove(e->ev, e->ev + drop, (size_t)(e->nev - drop) * sizeof *e->ev);
+        e->nev -= drop, e->st.events_dropped += drop;
+    }
+    if (e->nev == e->capev) {
+        const int64_t c = e->capev ? 2 * e->capev : 256;
+        pt_engine_event *p = (pt_engine_event *)pt__realloc(e->ctx, e->ev, (size_t)c * sizeof *p);
+        if (!p) return (pt__fail(e->ctx, PT_ERR_OOM, "pt_engine: out of memory for the event trace"), 0);
+        e->ev = p, e->capev = c;
+    }
+    x = &e->ev[e->nev++];
+    x->iter = e->iter, x->req = req, x->kind = kind, x->a = a, x->b = b;
+    return 1;
+}
+PTDEF const char *pt_engine_event_name(int32_t kind) {
+    static const char *const nm[] = {"?", "arrive", "admit", "run", "preempt", "swapin", "finish", "cancel", "error"};
+    return kind >= 1 && kind <= 8 ? nm[kind] : "?";
+}
+
+PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
+    pt_engine *e;
+    pt_ctx *ctx;
+    pt_engine_desc z;
+    pt__infer_dims dim;
+    if (!inf) return NULL;
+    dim = pt__infer_dims_of(inf), ctx = dim.ctx;
+    memset(&z, 0, sizeof z);
+    if (d) z = *d;
+    if (z.max_running < 0 || z.token_budget < 0 || z.max_chunk < 0 || (z.preempt != PT_PREEMPT_RECOMPUTE && z.preempt != PT_PREEMPT_SWAP) ||
+        z.aging < -1 || z.nreplay < 0 || (z.nreplay > 0 && !z.replay))
+        return (pt_engine *)pt__fail(ctx, PT_ERR_ARG, "pt_engine_new: max_running %d, token_budget %d, max_chunk %d (expected >= 0), preempt %d "
+                                     "(expected 0 recompute or 1 swap), aging %d (expected >= -1), a replay of %lld events (expected >= 0, with events)",
+                                     (int)z.max_running, (int)z.token_budget, (int)z.max_chunk, (int)z.preempt, (int)z.aging, (long long)z.nreplay);
+    if (!z.max_running || z.max_running > dim.max_seqs) z.max_running = dim.max_seqs;
+    if (!z.token_budget) z.token_budget = 256;
+    if (!z.max_chunk || z.max_chunk > z.token_budget) z.max_chunk = z.token_budget;
+    if (!z.aging) z.aging = 64;
+    if (!(e = (pt_engine *)pt__malloc(ctx, sizeof *e))) return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
+    memset(e, 0, sizeof *e);
+    e->inf = inf, e->dim = dim, e->ctx = ctx, e->d = z, e->t0 = pt_time();
+    e->captoks = PT__MAX((int64_t)z.token_budget, (int64_t)z.max_running * dim.max_seq) + dim.max_seqs;
+    e->seqs = (int32_t *)pt__malloc(ctx, (size_t)dim.max_seqs * 2 * sizeof(int32_t));
+    e->toks = (int32_t *)pt__malloc(ctx, (size_t)e->captoks * sizeof(int32_t));
+    e->who = (pt__ereq **)pt__malloc(ctx, (size_t)dim.max_seqs * sizeof(pt__ereq *));
+    e->lg = (float *)pt__malloc(ctx, (size_t)dim.max_seqs * (size_t)dim.V * sizeof(float));
+    if (!e->seqs || !e->toks || !e->who || !e->lg) {
+        pt_engine_free(e);
+        return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
+    }
+    e->ntok = e->seqs + dim.max_seqs;
+#ifdef PT__ENG_THREADS
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->work, NULL);
+    pthread_cond_init(&e->done, NULL);
+#endif
+    return e;
+}
+static void pt__eng_req_free(pt_engine *e, pt__ereq *q) {
+    if (!q) return;
+    pt_sampler_free(q->smp);
+    pt_detok_free(q->dt), pt__free(e->ctx, q->stopstr);
+    pt__free(e->ctx, q->hist), pt__free(e->ctx, q->stops), pt__infer_swap_free(e->inf, q->swap);
+    pt__free(e->ctx, q);
+}
+PTDEF void pt_engine_free(pt_engine *e) {
+    int64_t i;
+    if (!e) return;
+    for (i = 0; i < e->nreq; i++) {
+        if (e->req[i]->state == PT_REQ_RUNNING && e->req[i]->seq >= 0) pt_infer_seq_free(e->inf, e->req[i]->seq);
+        pt__eng_req_free(e, e->req[i]);
+    }
+    pt__free(e->ctx, e->req), pt__free(e->ctx, e->ev), pt__free(e->ctx, e->seqs), pt__free(e->ctx, e->toks), pt__free(e->ctx, e->who);
+    pt__free(e->ctx, e->lg), pt__free(e->ctx, e->order), pt__free(e->ctx, e->ended);
+    if (e->seqs) {
+#ifdef PT__ENG_THREADS
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->work);
+        pthread_cond_destroy(&e->done);
+#endif
+    }
+    pt__free(e->ctx, e);
+}
+
+/* blocks a sequence of n tokens holds */
+static int64_t pt__eng_blocks(const pt_engine *e, int64_t n) { return pt__infer_need(e->inf, -1, n); }
+
+PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
+    pt__ereq *q;
+    const pt__infer_dims *dim;
+    int64_t id, i;
+    if (!e) return -1;
+    dim = &e->dim;
+    if (!(q = (pt__ereq *)pt__alloc(e->ctx, sizeof *q))) return -1;
+    memset(q, 0, sizeof *q);
+    q->seq = -1, q->t_first = q->t_done = -1.0, q->state = PT_REQ_PENDING;
+    if (r) q->on_end = r->on_end, q->user = r->user;
+    if (!r || !r->prompt || r->nprompt < 1 || r->max_tokens < 1 || r->nstop_tokens < 0 || (r->nstop_tokens > 0 && !r->stop_tokens) || r->priority < 0 ||
+        r->priority >= PT_ENGINE_CLASSES || r->nstop < 0 || (r->nstop > 0 && !r->stop))
+        snprintf(q->err, sizeof q->err, "invalid request: expected a prompt of >= 1 token (found %d), max_tokens >= 1 (found %d), stop lists that "
+                 "match their counts (found %d ids, %d strings) and a class in 0..%d (found %d)", r ? (int)r->nprompt : 0, r ? (int)r->max_tokens : 0,
+                 r ? (int)r->nstop_tokens : 0, r ? (int)r->nstop : 0, PT_ENGINE_CLASSES - 1, r ? (int)r->priority : 0);
+    else if (r->nprompt >= dim->max_seq && !e->d.context_refill)
+        snprintf(q->err, sizeof q->err, "prompt of %d tokens is longer than the context: expected at most max_seq - 1 = %d", (int)r->nprompt, dim->max_seq - 1);
+    else if (pt__eng_blocks(e, PT__MIN((int64_t)r->nprompt + 1, (int64_t)dim->max_seq)) > dim->nblocks)
+        snprintf(q->err, sizeof q->err, "prompt of %d tokens needs %lld KV blocks of %d tokens, more than the whole cache (%lld blocks)", (int)r->nprompt,
+                 (long long)pt__eng_blocks(e, PT__MIN((int64_t)r->nprompt + 1, (int64_t)dim->max_seq)), dim->bt, (long long)dim->nblocks);
+    else
+        for (i = 0; i < r->nprompt; i++)
+            if (r->prompt[i] < 0 || r->prompt[i] >= dim->V) {
+                snprintf(q->err, sizeof q->err, "invalid request: prompt token %lld is %d, outside the vocabulary [0, %d)", (long long)i, (int)r->prompt[i], dim->V);
+                break;
+            }
+    if (!q->err[0]) {
+        size_t sb = 0;
+        q->cls = r->priority, q->arrival = r->arrival, q->max_tokens = r->max_tokens, q->on_token = r->on_token, q->logits = r->logits;
+        q->on_text = r->on_text, q->tok = r->tokenizer ? r->tokenizer : e->d.tokenizer;
+        for (i = 0; i < r->nstop; i++) sb += r->stop[i] ? strlen(r->stop[i]) + 1 : 0;
+        q->nprompt = q->nhist = q->pfill = r->nprompt;
+        q->cap = (int64_t)r->nprompt + r->max_tokens;
+        if (!e->d.context_refill) q->cap = PT__MIN(q->cap, (int64_t)dim->max_seq);
+        else q->base = PT__MAX((int64_t)0, (int64_t)r->nprompt - dim->max_seq);
+        q->hist = (int32_t *)pt__alloc(e->ctx, (size_t)q->cap * sizeof(int32_t));
+        q->stops = r->nstop_tokens ? (int32_t *)pt__alloc(e->ctx, (size_t)r->nstop_tokens * sizeof(int32_t)) : NULL;
+        q->stopstr = r->nstop ? (char **)pt__alloc(e->ctx, (size_t)r->nstop * sizeof(char *) + sb) : NULL;
+        if (!q->hist || (r->nstop_tokens && !q->stops) || (r->nstop && !q->stopstr)) {
+            pt__eng_req_free(e, q);
+            return -1;
+        }
+        memcpy(q->hist, r->prompt, (size_t)r->nprompt * sizeof(int32_t));
+        if (r->nstop_tokens) memcpy(q->stops, r->stop_tokens, (size_t)r->nstop_tokens * sizeof(int32_t));
+        q->nstops = r->nstop_tokens, q->sample = r->sample; /* the sampler is made on the engine's thread, at arrival */
+        if (r->nstop) {
+            char *p = (char *)(q->stopstr + r->nstop);
+            for (i = 0; i < r->nstop; i++)
+                if (r->stop[i]) q->stopstr[q->nstopstr++] = p, memcpy(p, r->stop[i], strlen(r->stop[i]) + 1), p += strlen(r->stop[i]) + 1;
+        }
+    }
+    PT__ENG_LOCK(e);
+    if (e->nreq == e->capreq) {
+        const int64_t c = e->capreq ? 2 * e->capreq : 64;
+        pt__ereq **p = (pt__ereq **)pt__realloc(e->ctx, e->req, (size_t)c * sizeof *p);
+        pt__ereq **o = (pt__ereq **)pt__realloc(e->ctx, e->order, (size_t)c * sizeof *o);
+        pt__ereq **x = (pt__ereq **)pt__realloc(e->ctx, e->ended, (size_t)c * sizeof *x);
+        if (p) e->req = p;
+        if (o) e->order = o;
+        if (x) e->ended = x;
+        if (!p || !o || !x) {
+            PT__ENG_UNLOCK(e);
+            pt__eng_req_free(e, q);
+            return -1;
+        }
+        e->capreq = c;
+    }
+    id = q->id = e->next_id++;
+    if (q->err[0]) q->state = PT_REQ_ERROR, q->finish = PT_FINISH_ERROR, e->st.errors++, q->t_done = pt__eng_clock(e), q->notify = q->on_end != NULL;
+    e->req[e->nreq++] = q;
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+    return id;
+}
+/* locks e and returns request id, or unlocks and returns NULL for an id never submitted (the
+   context's error state is the engine thread's: not touched here) */
+/* the index in e->req of request id, or -1 (ids increase along e->req: a binary search) */
+static int64_t pt__eng_find(const pt_engine *e, int64_t id) {
+    int64_t lo = 0, hi = e->nreq - 1;
+    while (lo <= hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (e->req[mid]->id == id) return mid;
+        if (e->req[mid]->id < id) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+static pt__ereq *pt__eng_lock_req(pt_engine *e, int64_t id) {
+    int64_t k;
+    if (!e) return NULL;
+    PT__ENG_LOCK(e);
+    if ((k = pt__eng_find(e, id)) >= 0) return e->req[k];
+    PT__ENG_UNLOCK(e);
+    return NULL;
+}
+PTDEF pt_status pt_engine_cancel(pt_engine *e, int64_t id) {
+    pt__ereq *q = pt__eng_lock_req(e, id);
+    if (!q) return PT_ERR_ARG;
+    q->cancel = 1;
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+    return PT_OK;
+}
+static void pt__eng_result(const pt__ereq *q, pt_engine_result *res) {
+    memset(res, 0, sizeof *res);
+    res->state = q->state, res->finish = (pt_finish)q->finish, res->ntokens = q->ngen, res->seq = q->state == PT_REQ_RUNNING ? q->seq : -1;
+    res->preemptions = q->preempts, res->cached_tokens = q->cached, res->arrival = q->arrival, res->first_token = q->t_first, res->done = q->t_done;
+    snprintf(res->error, sizeof res->error, "%s", q->err);
+}
+PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, int32_t *tokens, int32_t cap) {
+    pt__ereq *q = pt__eng_lock_req(e, id);
+    int32_t st;
+    if (!q) return -1;
+    st = q->state;
+    if (res) pt__eng_result(q, res);
+    if (tokens && cap > 0 && q->hist) memcpy(tokens, q->hist + q->nprompt, (size_t)PT__MIN((int64_t)cap, (int64_t)q->ngen) * sizeof(int32_t));
+    PT__ENG_UNLOCK(e);
+    return st;
+}
+static int pt__eng_final(int32_t st) { return st == PT_REQ_DONE || st == PT_REQ_CANCELLED || st == PT_REQ_ERROR; }
+PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id) {
+    pt__ereq *q = pt__eng_lock_req(e, id);
+    int64_t k;
+    int32_t st;
+    if (!q) return -1;
+#ifdef PT__ENG_THREADS /* looked up again after each wake: another thread may have released it */
+    while ((k = pt__eng_find(e, id)) >= 0 && !pt__eng_final(e->req[k]->state)) pthread_cond_wait(&e->done, &e->mu);
+#else
+    while ((k = pt__eng_find(e, id)) >= 0 && !pt__eng_final(e->req[k]->state) && pt_engine_step(e) >= 0) {}
+#endif
+    st = k >= 0 ? e->req[k]->state : -1;
+    PT__ENG_UNLOCK(e);
+    (void)q;
+    return st;
+}
+PTDEF pt_status pt_engine_release(pt_engine *e, int64_t id) {
+    int64_t k;
+    pt__ereq *q = pt__eng_lock_req(e, id);
+    if (!q) return PT_ERR_ARG;
+    if (!pt__eng_final(q->state)) {
+        PT__ENG_UNLOCK(e);
+        return PT_ERR_ARG;
+    }
+    k = pt__eng_find(e, id);
+    memmove(e->req + k, e->req + k + 1, (size_t)(e->nreq - k - 1) * sizeof *e->req);
+    e->nreq--, e->st.released++;
+    pt__eng_req_free(e, q);
+    PT__ENG_UNLOCK(e);
+    return PT_OK;
+}
+PTDEF const pt_engine_event *pt_engine_events(pt_engine *e, int64_t *n) {
+    if (n) *n = e ? e->nev : 0;
+    return e ? e->ev : NULL;
+}
+PTDEF pt_engine_stats pt_engine_stats_get(pt_engine *e) {
+    pt_engine_stats s;
+    int64_t i;
+    memset(&s, 0, sizeof s);
+    if (!e) return s;
+    PT__ENG_LOCK(e);
+    s = e->st;
+    s.held = e->nreq;
+    for (i = 0; i < e->nreq; i++) {
+        s.waiting += e->req[i]->state == PT_REQ_PENDING || e->req[i]->state == PT_REQ_WAITING;
+        s.running += e->req[i]->state == PT_REQ_RUNNING;
+    }
+    PT__ENG_UNLOCK(e);
+    return s;
+}
+
+/* ---- the executor's actions (the scheduler's and the replay's) ------------------------------------ */
+/* blocks q's sequence holds */
+static int64_t pt__eng_held(const pt_engine *e, const pt__ereq *q) { return pt_infer_seq_table(e->inf, q->seq, NULL, 0); }
+/* q leaves the running set with its sequence dropped */
+static void pt__eng_release(pt_engine *e, pt__ereq *q) {
+    if (q->seq >= 0) pt_infer_seq_free(e->inf, q->seq);
+    q->seq = -1;
+}
+static void pt__eng_end(pt_engine *e, pt__ereq *q, int32_t state, int32_t finish) {
+    pt__eng_release(e, q);
+    pt__infer_swap_free(e->inf, q->swap), q->swap = NULL, q->swapped = 0;
+    q->state = state, q->finish = finish, q->t_done = pt__eng_clock(e), q->notify = q->on_end != NULL;
+    if (state == PT_REQ_DONE) e->st.finished++, pt__eng_event(e, PT_EV_FINISH, q->id, finish, q->ngen);
+    else if (state == PT_REQ_ERROR) e->st.errors++, pt__eng_event(e, PT_EV_ERROR, q->id, 0, 0);
+}
+static void pt__eng_preempt(pt_engine *e, pt__ereq *q, int mode) {
+    pt__eng_event(e, PT_EV_PREEMPT, q->id, mode, pt_infer_seq_len(e->inf, q->seq));
+    e->st.preempted++, q->preempts++;
+    if (mode == PT_PREEMPT_SWAP && (q->swap = pt__infer_swap_out(e->inf, q->seq)) != NULL) q->swapped = 1, e->st.swapped_out++;
+    if (!q->swapped) q->fed = 0; /* recompute (or a swap without host memory): fed again from the start */
+    pt__eng_release(e, q);
+    q->state = PT_REQ_WAITING;
+}
+static int pt__eng_admit(pt_engine *e, pt__ereq *q) {
+    int64_t got = 0;
+    if ((q->seq = pt_infer_seq_new(e->inf)) < 0) return 0;
+    if (!e->d.no_prefix_cache && (got = pt_infer_seq_prefix(e->inf, q->seq, q->hist + q->base, q->nhist - q->base)) < 0) got = 0;
+    q->fed = got, q->cached += got, q->state = PT_REQ_RUNNING;
+    e->st.admitted++;
+    return pt__eng_event(e, PT_EV_ADMIT, q->id, q->seq, got);
+}
+static int pt__eng_swapin(pt_engine *e, pt__ereq *q) {
+    const int64_t len = q->swap->len;
+    if ((q->seq = pt__infer_swap_in(e->inf, q->swap)) < 0) return 0;
+    pt__infer_swap_free(e->inf, q->swap), q->swap = NULL, q->swapped = 0;
+    q->fed = len, q->state = PT_REQ_RUNNING;
+    e->st.swapped_in++;
+    return pt__eng_event(e, PT_EV_SWAPIN, q->id, q->seq, len);
+}
+static void pt__eng_cancel(pt_engine *e, pt__ereq *q) {
+    const int64_t nb = q->seq >= 0 ? pt__eng_held(e, q) : 0;
+    pt__eng_event(e, PT_EV_CANCEL, q->id, nb, 0);
+    pt__eng_end(e, q, PT_REQ_CANCELLED, PT_FINISH_CANCELLED);
+    e->st.cancelled++;
+}
+
+/* ---- the scheduler -------------------------------------------------------------------------------- */
+static int64_t pt__eng_eff(const pt_engine *e, const pt__ereq *q) {
+    return q->cls + (e->d.aging > 0 ? (e->iter - q->arrive_iter) / e->d.aging : 0);
+}
+/* blocks q's next n tokens take beyond what its sequence holds (a copy on write included) */
+static int64_t pt__eng_need(const pt_engine *e, const pt__ereq *q, int64_t n) { return pt__infer_need(e->inf, q->seq, n); }
+/* blocks a waiting request needs to be admitted: its whole history (the cache's window of it) and one more token, at
+   most max_seq (swapped: its blocks and one) */
+static int64_t pt__eng_admit_need(const pt_engine *e, const pt__ereq *q) {
+    return q->swapped ? q->swap->nblk + 1 : pt__eng_blocks(e, PT__MIN(q->nhist - q->base + 1, (int64_t)e->dim.max_seq));
+}
+/* sorts order[0, n) by (effective class desc, ticket asc) (insertion sort: stable, few items) */
+static void pt__eng_sort(const pt_engine *e, pt__ereq **o, int64_t n, int aged) {
+    int64_t i, j;
+    for (i = 1; i < n; i++) {
+        pt__ereq *x = o[i];
+        const int64_t kx = aged ? pt__eng_eff(e, x) : x->cls;
+        for (j = i; j > 0; j--) {
+            const int64_t kj = aged ? pt__eng_eff(e, o[j - 1]) : o[j - 1]->cls;
+            if (kj > kx || (kj == kx && o[j - 1]->id < x->id)) break;
+            o[j] = o[j - 1];
+        }
+        o[j] = x;
+    }
+}
+/* the running requests, lowest first (class asc, ticket desc): victims */
+static pt__ereq *pt__eng_victim(pt_engine *e, const pt__ereq *w, const pt__ereq *except) {
+    pt__ereq *v = NULL;
+    int64_t i;
+    for (i = 0; i < e->nreq; i++) {
+        pt__ereq *q = e->req[i];
+        if (q->state != PT_REQ_RUNNING || q == except) continue;
+        if (w && !(w->cls > q->cls && pt__eng_eff(e, w) > pt__eng_eff(e, q))) continue;
+        if (!v || q->cls < v->cls || (q->cls == v->cls && q->id > v->id)) v = q;
+    }
+    return v;
+}
+/* blocks free for this iteration's plans */
+static int64_t pt__eng_avail(const pt_engine *e) {
+    int64_t n = 0;
+    pt_infer_blocks(e->inf, NULL, &n);
+    return n;
+}
+static int64_t pt__eng_room(const pt_engine *e) { return pt__eng_avail(e) - e->commit; }
+/* blocks q still takes for its whole history and one more token */
+static int64_t pt__eng_reserve(const pt_engine *e, const pt__ereq *q) { return PT__MAX((int64_t)0, pt__eng_blocks(e, PT__MIN(q->nhist - q->base + 1, (int64_t)e->dim.max_seq)) - pt__eng_held(e, q)); }
+static int pt__eng_plan(pt_engine *e, pt__ereq *q, int64_t n) {
+    q->planned = (int32_t)n;
+    e->commit += pt__eng_need(e, q, n);
+    return pt__eng_event(e, PT_EV_RUN, q->id, n, q->fed);
+}
+static void pt__eng_schedule(pt_engine *e) {
+    int64_t i, nw = 0, nr = 0, budget = e->d.token_budget, avail, reserve = 0;
+    pt__ereq **o = e->order;
+    if (e->d.request_level) {
+        for (i = 0; i < e->nreq; i++) nr += e->req[i]->state == PT_REQ_RUNNING;
+        if (!nr) { /* a new batch: whole requests in arrival order while they fit */
+            avail = pt__eng_avail(e);
+            for (i = 0; i < e->nreq && nr < e->d.max_running; i++) {
+                pt__ereq *q = e->req[i];
+                const int64_t nb = pt__eng_blocks(e, PT__MIN(q->cap - q->base, (int64_t)e->dim.max_seq));
+                if (q->state != PT_REQ_WAITING) continue;
+                if (nb > avail) break;
+                if (!pt__eng_admit(e, q)) break;
+                avail -= nb, nr++;
+            }
+        }
+        for (i = 0; i < e->nreq; i++) {
+            pt__ereq *q = e->req[i];
+            if (q->state == PT_REQ_RUNNING) pt__eng_plan(e, q, q->nhist - q->base - q->fed);
+        }
+        return;
+    }
+    /* (a) a waiting request of a higher class that cannot fit preempts lower running ones */
+    for (i = 0; i < e->nreq; i++)
+        if (e->req[i]->state == PT_REQ_WAITING) o[nw++] = e->req[i];
+    pt__eng_sort(e, o, nw, 1);
+    avail = pt__eng_avail(e);
+    for (i = 0; i < e->nreq; i++) {
+        pt__ereq *q = e->req[i];
+        if (q->state == PT_REQ_RUNNING) nr++, reserve += pt__eng_reserve(e, q);
+    }
+    for (i = 0; i < nw; i++) {
+        pt__ereq *w = o[i];
+        const int64_t need = pt__eng_admit_need(e, w);
+        pt__ereq *v;
+        while ((nr >= e->d.max_running || need > avail - reserve) && (v = pt__eng_victim(e, w, NULL)) != NULL) {
+            reserve -= pt__eng_reserve(e, v);
+            pt__eng_preempt(e, v, e->d.preempt);
+            nr--, avail = pt__eng_avail(e);
+        }
+        if (nr >= e->d.max_running || need > avail - reserve) break;
+        nr++, avail -= need; /* room held for w (admitted below) */
+    }
+    /* (b) the running requests, highest first: decodes one token, prompts a chunk */
+    nr = 0;
+    for (i = 0; i < e->nreq; i++)
+        if (e->req[i]->state == PT_REQ_RUNNING) o[nr++] = e->req[i];
+    pt__eng_sort(e, o, nr, 0);
+    for (i = 0; i < nr && budget > 0; i++) {
+        pt__ereq *q = o[i];
+        int64_t n;
+        if (q->state != PT_REQ_RUNNING) continue; /* preempted for an earlier one */
+        n = PT__MIN(PT__MIN(q->nhist - q->base - q->fed, (int64_t)e->d.max_chunk), budget);
+        while (n > 1 && pt__eng_need(e, q, n) > pt__eng_room(e)) n--; /* a prompt chunk: shorter */
+        while (q->state == PT_REQ_RUNNING && pt__eng_need(e, q, n) > pt__eng_room(e)) { /* no room: the lowest running request goes */
+            pt__ereq *v = pt__eng_victim(e, NULL, NULL);
+            if (v == q && !pt__eng_victim(e, NULL, q)) { /* alone and still no room: the pool is too small for it */
+                snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)(q->fed + n),
+                         (long long)pt__eng_blocks(e, q->fed + n), e->dim.bt, (long long)e->dim.nblocks);
+                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
+                break;
+            }
+            if (v->planned) { /* its run withdrawn */
+                e->commit -= pt__eng_need(e, v, v->planned);
+                budget += v->planned, v->planned = 0;
+                pt__eng_event(e, PT_EV_RUN, v->id, 0, v->fed);
+            }
+            pt__eng_preempt(e, v, e->d.preempt);
+        }
+        if (q->state != PT_REQ_RUNNING) continue;
+        pt__eng_plan(e, q, n);
+        budget -= n;
+    }
+    /* (c) admissions in order while a sequence, blocks and budget remain */
+    nw = 0, nr = 0, reserve = 0;
+    for (i = 0; i < e->nreq; i++) {
+        pt__ereq *q = e->req[i];
+        if (q->state == PT_REQ_WAITING) o[nw++] = q;
+        else if (q->state == PT_REQ_RUNNING) nr++, reserve += pt__eng_reserve(e, q);
+    }
+    pt__eng_sort(e, o, nw, 1);
+    for (i = 0; i < nw && budget > 0 && nr < e->d.max_running; i++) {
+        pt__ereq *q = o[i];
+        int64_t n;
+        if (pt__eng_admit_need(e, q) > e->dim.nblocks) { /* can never fit (a recompute grown past the pool) */
+            snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)(q->nhist - q->base + 1),
+                     (long long)pt__eng_admit_need(e, q), e->dim.bt, (long long)e->dim.nblocks);
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
+            continue;
+        }
+        if (pt__eng_admit_need(e, q) > pt__eng_room(e) - reserve) break;
+        if (!(q->swapped ? pt__eng_swapin(e, q) : pt__eng_admit(e, q))) break;
+        nr++;
+        n = PT__MIN(PT__MIN(q->nhist - q->base - q->fed, (int64_t)e->d.max_chunk), budget);
+        if (n > 0 && pt__eng_need(e, q, n) <= pt__eng_room(e)) pt__eng_plan(e, q, n), budget -= n;
+        reserve += pt__eng_reserve(e, q);
+    }
+}
+
+/* q joins the waiting queue (its sampler made here, on the engine's thread) */
+static void pt__eng_arrive(pt_engine *e, pt__ereq *q, double now) {
+    const pt_status before = e->ctx->status;
+    if (!(q->smp = pt_sampler_new(e->ctx, &q->sample, e->dim.V))) {
+        pt__eng_err(e, before, q->err, sizeof q->err, "invalid sampling parameters");
+        pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
+        return;
+    }
+    if ((q->nstopstr || q->on_text) && !(q->dt = pt_detok_new(e->ctx, q->tok, (const char *const *)q->stopstr, q->nstopstr))) {
+        pt__eng_err(e, before, q->err, sizeof q->err, "no memory for the request's text");
+        pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
+        return;
+    }
+    q->state = PT_REQ_WAITING, q->arrive_iter = e->iter;
+    if (q->arrival < 0 || e->d.wall_clock || e->d.nreplay) q->arrival = now;
+    pt__eng_event(e, PT_EV_ARRIVE, q->id, q->cls, 0);
+}
+/* the decisions of this iteration read from the replayed trace (arrivals too: a run driven by other
+   threads in wall time replays on one thread) */
+static int pt__eng_replay(pt_engine *e) {
+    while (e->rpos < e->d.nreplay && e->d.replay[e->rpos].iter <= e->iter) {
+        const pt_engine_event *x = &e->d.replay[e->rpos++];
+        pt__ereq *q;
+        int ok = 1;
+        const int64_t k = pt__eng_find(e, x->req);
+        if (x->iter < e->iter || k < 0) ok = 0;
+        else {
+            q = e->req[k];
+            switch (x->kind) {
+            case PT_EV_ARRIVE: ok = q->state == PT_REQ_PENDING; if (ok) pt__eng_arrive(e, q, pt__eng_clock(e)); break;
+            case PT_EV_PREEMPT: ok = q->state == PT_REQ_RUNNING && (x->a == 0 || x->a == 1); if (ok) pt__eng_preempt(e, q, (int)x->a); break;
+            case PT_EV_CANCEL: ok = !pt__eng_final(q->state); if (ok) pt__eng_cancel(e, q); break;
+            case PT_EV_ADMIT: ok = q->state == PT_REQ_WAITING && !q->swapped && pt__eng_admit(e, q) && q->seq == x->a && q->fed == x->b; break;
+            case PT_EV_SWAPIN: ok = q->state == PT_REQ_WAITING && q->swapped && pt__eng_swapin(e, q); break;
+            case PT_EV_RUN:
+                ok = q->state == PT_REQ_RUNNING && x->b == q->fed && x->a >= 0 && q->fed + x->a <= q->nhist - q->base &&
+                     (x->a == 0 || pt__eng_need(e, q, x->a) <= pt__eng_room(e));
+                if (ok && x->a) pt__eng_plan(e, q, x->a);
+                else if (ok) { /* a withdrawn run */
+                    if (q->planned) e->commit -= pt__eng_need(e, q, q->planned);
+                    q->planned = 0, pt__eng_event(e, PT_EV_RUN, q->id, 0, q->fed);
+                }
+                break;
+            default: break; /* outcomes (finish, error) follow from the decisions */
+            }
+        }
+        if (!ok)
+            return (pt__fail(e->ctx, PT_ERR_STATE, "pt_engine_step: the replayed trace does not fit the run at event %lld (iteration %lld, request %lld, %s): "
+                             "expected the state it was recorded in", (long long)e->rpos - 1, (long long)x->iter, (long long)x->req,
+                             pt_engine_event_name(x->kind)), 0);
+    }
+    return 1;
+}
+static int pt__eng_work(const pt_engine *e) {
+    int64_t i;
+    for (i = 0; i < e->nreq; i++)
+        if (!pt__eng_final(e->req[i]->state) || e->req[i]->notify) return 1;
+    return 0;
+}
+/* the end callbacks due (called with the lock held; returns unlocked): a request is not touched after
+   its callback (it may release it) */
+static void pt__eng_notify(pt_engine *e) {
+    int64_t i, n = 0;
+    for (i = 0; i < e->nreq; i++)
+        if (e->req[i]->notify) e->req[i]->notify = 0, e->ended[n++] = e->req[i];
+    PT__ENG_UNLOCK(e);
+    for (i = 0; i < n; i++) {
+        pt__ereq *q = e->ended[i];
+        pt_engine_result res;
+        size_t len = 0;
+        const char *text = q->dt ? pt_detok_take(q->dt, 1, &len) : "";
+        pt__eng_result(q, &res);
+        q->on_end(q->user, q->id, &res, text, len);
+    }
+}
+PTDEF int pt_engine_step(pt_engine *e) {
+    int64_t i, ntoks = 0, V;
+    int32_t n = 0, k;
+    double now, t;
+    pt_status st, before;
+    int more;
+    if (!e) return -(int)PT_ERR_ARG;
+    V = e->dim.V;
+    PT__ENG_LOCK(e);
+    now = pt__eng_clock(e);
+    for (i = 0; i < e->nreq; i++) { /* arrivals, cancellations, stops asked by callbacks */
+        pt__ereq *q = e->req[i];
+        q->planned = 0, e->commit = 0;
+        if (q->state == PT_REQ_PENDING && q->arrival <= now && !e->d.nreplay) pt__eng_arrive(e, q, now);
+        if (q->cancel && !e->d.nreplay && !pt__eng_final(q->state) && q->state != PT_REQ_PENDING) pt__eng_cancel(e, q);
+        else if (q->cbstop && !pt__eng_final(q->state)) pt__eng_end(e, q, PT_REQ_DONE, PT_FINISH_CALLBACK);
+    }
+    if (e->d.nreplay ? !pt__eng_replay(e) : (pt__eng_schedule(e), 0)) {
+        PT__ENG_SIGNAL(e);
+        PT__ENG_UNLOCK(e);
+        return -(int)PT_ERR_STATE;
+    }
+    for (i = 0; i < e->nreq; i++) { /* the batch */
+        pt__ereq *q = e->req[i];
+        if (q->state != PT_REQ_RUNNING || !q->planned) continue;
+        memcpy(e->toks + ntoks, q->hist + q->base + q->fed, (size_t)q->planned * sizeof(int32_t));
+        e->seqs[n] = q->seq, e->ntok[n] = q->planned, e->who[n] = q;
+        ntoks += q->planned, n++;
+    }
+    if (n == 0) {
+        e->iter++;
+        more = pt__eng_work(e);
+        PT__ENG_SIGNAL(e);
+        pt__eng_notify(e);
+        return more;
+    }
+    PT__ENG_UNLOCK(e);
+    t = pt_time();
+    st = pt_infer_step(e->inf, n, e->seqs, e->ntok, e->toks, e->lg, 0);
+    t = pt_time() - t;
+    PT__ENG_LOCK(e);
+    e->st.busy_s += t, e->st.iterations++, e->st.tokens_fed += ntoks;
+    e->st.max_running_seen = PT__MAX(e->st.max_running_seen, (int64_t)n);
+    now = pt__eng_clock(e);
+    for (k = 0; k < n; k++) {
+        pt__ereq *q = e->who[k];
+        int32_t tok;
+        float l = 0.0f;
+        int fin = 0, j;
+        e->ntok[k] = -1; /* no token (yet) for the callbacks */
+        if (st != PT_OK) {
+            snprintf(q->err, sizeof q->err, "the step failed: %.200s", e->ctx->err);
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
+            continue;
+        }
+        if (q->fed < q->pfill - q->base) e->st.prefill_tokens += PT__MIN((int64_t)q->planned, q->pfill - q->base - q->fed);
+        e->st.decode_tokens += q->planned - PT__MIN((int64_t)q->planned, PT__MAX((int64_t)0, q->pfill - q->base - q->fed));
+        q->fed += q->planned;
+        if (q->fed < q->nhist - q->base) continue;
+        before = e->ctx->status;
+        tok = pt_sampler_next(q->smp, e->lg + (int64_t)k * V, q->hist, q->nhist, &l);
+        if (tok < 0 || tok >= V) {
+            pt__eng_err(e, before, q->err, sizeof q->err, "the sampler gave no token");
+            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
+            continue;
+        }
+        if (q->logits) memcpy(q->logits + (int64_t)q->ngen * V, e->lg + (int64_t)k * V, (size_t)V * sizeof(float));
+        q->hist[q->nhist++] = tok, q->ngen++;
+        if (q->t_first < 0) q->t_first = now;
+        e->ntok[k] = tok, e->lg[(int64_t)k * V] = l; /* the token and its log-probability for the callback (the row is used) */
+        for (j = 0; j < q->nstops; j++)
+            if (q->stops[j] == tok) fin = PT_FINISH_STOP_TOKEN;
+        if (!fin && q->dt && (j = pt_detok_push(q->dt, tok)) != 0) { /* a stop string ends it in this iteration */
+            if (j < 0) {
+                pt__eng_err(e, before, q->err, sizeof q->err, "no memory for the request's text");
+                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
+                e->ntok[k] = -1;
+                continue;
+            }
+            fin = PT_FINISH_STOP_STRING;
+        }
+        if (!fin && (q->ngen >= q->max_tokens || q->nhist >= q->cap)) fin = PT_FINISH_LENGTH;
+        if (fin) pt__eng_end(e, q, PT_REQ_DONE, fin);
+        else if (e->d.context_refill && q->nhist - q->base > e->dim.max_seq) { /* the context policy: its last max_seq / 2 tokens fed again */
+            q->base = q->nhist - PT__MAX((int64_t)1, (int64_t)e->dim.max_seq / 2), q->fed = 0, q->pfill = q->nhist;
+            pt__eng_release(e, q);
+            q->state = PT_REQ_WAITING, e->st.refills++;
+        }
+        e->seqs[k] = fin != 0; /* the step's sequences are done with: the text callback's flush */
+    }
+    e->iter++;
+    more = pt__eng_work(e);
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+    for (k = 0; k < n; k++) { /* callbacks, unlocked (they may call the API) */
+        pt__ereq *q = e->who[k];
+        if (e->ntok[k] < 0) continue;
+        if (q->on_token && q->on_token(q->user, q->id, e->ntok[k], e->lg[(int64_t)k * V])) {
+            PT__ENG_LOCK(e);
+            q->cbstop = 1;
+            PT__ENG_UNLOCK(e);
+        }
+        if (q->on_text) {
+            size_t len = 0;
+            const char *text = pt_detok_take(q->dt, e->seqs[k], &len);
+            if (q->on_text(q->user, q->id, e->ntok[k], e->lg[(int64_t)k * V], text, len)) {
+                PT__ENG_LOCK(e);
+                q->cbstop = 1;
+                PT__ENG_UNLOCK(e);
+            }
+        }
+    }
+    PT__ENG_LOCK(e);
+    pt__eng_notify(e);
+    return more;
+}
+PTDEF void pt_engine_stop(pt_engine *e) {
+    if (!e) return;
+    PT__ENG_LOCK(e);
+    e->stop = 1;
+    PT__ENG_SIGNAL(e);
+    PT__ENG_UNLOCK(e);
+}
+PTDEF pt_status pt_engine_run(pt_engine *e) {
+    int r = 0;
+    if (!e) return PT_ERR_ARG;
+    PT__ENG_LOCK(e);
+    while (!e->stop) {
+#ifdef PT__ENG_THREADS
+        if (!pt__eng_work(e)) {
+            pthread_cond_wait(&e->work, &e->mu);
+            continue;
+        }
+#else
+        if (!pt__eng_work(e)) break;
+#endif
+        PT__ENG_UNLOCK(e);
+        r = pt_engine_step(e);
+        if (r >= 0 && e->d.on_iteration && e->d.on_iteration(e->d.hook_user, e)) {
+            PT__ENG_LOCK(e);
+            break;
+        }
+        PT__ENG_LOCK(e);
+        if (r < 0) break;
+    }
+    e->stop = 0;
+    PT__ENG_UNLOCK(e);
+    return r < 0 ? (pt_status)-r : PT_OK;
+}
+
+// >>generate  pt_generate: a batch of requests on a private engine (the context policy, stop strings, streaming, timing); pt_gpt_generate
+/* Owns: pt_generate (its requests' results: tokens, log-probabilities, text, finish; its timing) and
+   pt_gpt_generate
+   Invariants: a request's tokens are those it gets alone (the engine's batch invariance); it admits
+   in request order, uses only the pt_infer's free sequences, never the prefix cache; the context
+   policy (a prompt past max_seq keeps its last max_seq tokens; a sequence that would pass max_seq is
+   fed its last max_seq / 2 tokens again) is the engine's context_refill; the text and its streaming
+   are the engine's pt_detok
+   Entry points: pt_generate pt_gpt_generate */
+/* one request of pt_generate: its result, filled by the engine's callbacks */
+typedef struct pt__gen {
+    pt_ctx *ctx;
+    const pt_gen_opts *o;
+    pt_gen_result *res;
+    int32_t k;              /* its index in the call */
+    char *text;             /* its text (the streamed chunks, then the held rest) */
+    size_t ntext, cap;
+    int32_t finish, failed;
+    char err[256];
+} pt__gen;
+
+/* blocks request q takes at most (its prompt and max_tokens, within the context) */
+static int64_t pt__gen_blocks(const pt_infer *inf, const pt_gen_request *q) {
+    const pt__infer_dims d = pt__infer_dims_of(inf);
+    return pt__infer_need(inf, -1, PT__MIN((int64_t)q->nprompt + q->max_tokens, (int64_t)d.max_seq));
+}
+static int pt__gen_add(pt__gen *g, const char *p, size_t n) {
+    if (g->ntext + n + 1 > g->cap) {
+        const size_t c = PT__MAX(2 * g->cap, g->ntext + n + 64);
+        char *t = (char *)pt__realloc(g->ctx, g->text, c);
+        if (!t) return 0;
+        g->text = t, g->cap = c;
+    }
+    if (n) memcpy(g->text + g->ntext, p, n);
+    g->ntext += n;
+    return 1;
+}
+/* the engine's text callback: the token, its log-probability, the text safe to show; the caller's callback */
+static int pt__gen_on_text(void *user, int64_t id, int32_t tok, float lp, const char *text, size_t len) {
+    pt__gen *g = (pt__gen *)user;
+    pt_gen_result *res = g->res;
+    (void)id;
+    if (res->tokens) res->tokens[res->ntokens] = tok;
+    if (res->logprobs) res->logprobs[res->ntokens] = lp;
+    res->ntokens++;
+    if (!pt__gen_add(g, text, len)) {
+        snprintf(g->err, sizeof g->err, "out of memory for the generated text"), g->failed = 1;
+        return 1;
+    }
+    return g->o && g->o->on_token ? g->o->on_token(g->o->user, g->k, tok, lp, text, len) : 0;
+}
+/* the engine's end callback: the held rest of the text, why it ended */
+static void pt__gen_on_end(void *user, int64_t id, const pt_engine_result *r, const char *text, size_t len) {
+    pt__gen *g = (pt__gen *)user;
+    (void)id;
+    g->finish = (int32_t)r->finish;
+    if (!pt__gen_add(g, text, len)) snprintf(g->err, sizeof g->err, "out of memory for the generated text"), g->failed = 1;
+    if (r->state == PT_REQ_ERROR && !g->failed) snprintf(g->err, sizeof g->err, "%s", r->error), g->failed = 1;
+}
+static void pt__gen_result(pt__gen *g) {
+    pt_gen_result *res = g->res;
+    res->finish = g->finish;
+    res->text_len = (int64_t)g->ntext;
+    if (res->text && res->text_cap > 0) {
+        int64_t n = PT__MIN(res->text_len, res->text_cap - 1);
+        if (n > 0) memcpy(res->text, g->text, (size_t)n);
+        res->text[n] = 0;
+    }
+}
+
+PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *req, pt_gen_result *res, const pt_gen_opts *opts,
+                            pt_gen_stats *stats) {
+    pt_ctx *ctx;
+    pt__infer_dims dim;
+    pt__gen *g = NULL;
+    pt_engine *e = NULL;
+    pt_engine_desc ed;
+    pt_engine_stats s0, s1;
+    int64_t k, slots = 0, avail = 0;
+    int32_t i;
+    int more = 1;
+    pt_status st = PT_OK;
+    pt_gen_stats sdummy;
+    if (!stats) stats = &sdummy;
+    memset(stats, 0, sizeof *stats);
+    if (!inf) return PT_ERR_ARG;
+    dim = pt__infer_dims_of(inf), ctx = dim.ctx;
+    pt_infer_blocks(inf, NULL, &avail);
+    if (nreq < 0 || (nreq > 0 && (!req || !res)))
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: %d requests (expected >= 0, with requests and results)", (int)nreq), PT_ERR_ARG);
+    for (k = 0; k < nreq; k++) {
+        const pt_gen_request *q = &req[k];
+        if (!q->prompt || q->nprompt < 1 || q->max_tokens < 0 || q->nstop_tokens < 0 || (q->nstop_tokens > 0 && !q->stop_tokens) || q->nstop < 0 ||
+            (q->nstop > 0 && !q->stop))
+            return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: expected a prompt of >= 1 token (found %d), max_tokens >= 0 (found %d) and "
+                                        "stop lists that match their counts", (long long)k, (int)q->nprompt, (int)q->max_tokens), PT_ERR_ARG);
+        for (i = 0; i < q->nprompt; i++)
+            if (q->prompt[i] < 0 || q->prompt[i] >= dim.V)
+                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: prompt token %d is %d, outside the vocabulary [0, %d)", (long long)k,
+                                            (int)i, (int)q->prompt[i], dim.V), PT_ERR_ARG);
+        for (i = 0; i < q->nstop; i++)
+            if (!q->stop[i] || !q->stop[i][0])
+                return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_generate: request %lld: stop string %d is NULL or empty", (long long)k, (int)i), PT_ERR_ARG);
+        if (pt__gen_blocks(inf, q) > avail)
+            return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: request %lld needs %lld KV blocks, the pool has %lld free", (long long)k,
+                                        (long long)pt__gen_blocks(inf, q), (long long)avail), PT_ERR_OOM);
+        if (q->max_tokens > 0) { /* its sampling parameters, checked here as before any generation */
+            pt_sampler *smp = pt_sampler_new(ctx, &q->sample, dim.V);
+            if (!smp) return ctx->status != PT_OK ? ctx->status : PT_ERR_ARG;
+            pt_sampler_free(smp);
+        }
+        res[k].ntokens = 0, res[k].finish = PT_FINISH_NONE, res[k].text_len = 0;
+        if (res[k].text && res[k].text_cap > 0) res[k].text[0] = 0;
+    }
+    if (nreq == 0) return PT_OK;
+    for (i = 0; i < dim.max_seqs; i++) slots += pt_infer_seq_len(inf, i) < 0;
+    if (slots < 1) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: all %d sequences of the pt_infer are in use", dim.max_seqs), PT_ERR_STATE);
+    memset(&ed, 0, sizeof ed);
+    ed.max_running = (int32_t)slots, ed.token_budget = (int32_t)PT__MIN(slots * dim.max_seq, (int64_t)INT32_MAX / 2);
+    ed.no_prefix_cache = 1, ed.context_refill = 1, ed.aging = -1;
+    ed.tokenizer = opts ? opts->tokenizer : NULL;
+    if (!(g = (pt__gen *)pt__malloc(ctx, (size_t)nreq * sizeof *g)) || !(e = pt_engine_new(inf, &ed))) {
+        pt__free(ctx, g);
+        return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
+    }
+    memset(g, 0, (size_t)nreq * sizeof *g);
+    for (k = 0; k < nreq; k++) {
+        const pt_gen_request *q = &req[k];
+        pt_engine_request r;
+        g[k].ctx = ctx, g[k].o = opts, g[k].res = &res[k], g[k].k = (int32_t)k, g[k].finish = q->max_tokens == 0 ? PT_FINISH_LENGTH : PT_FINISH_NONE;
+        if (q->max_tokens == 0) continue; /* nothing is run for it */
+        memset(&r, 0, sizeof r);
+        r.prompt = q->prompt, r.nprompt = q->nprompt, r.max_tokens = q->max_tokens, r.sample = q->sample;
+        r.stop_tokens = q->stop_tokens, r.nstop_tokens = q->nstop_tokens, r.stop = q->stop, r.nstop = q->nstop;
+        r.on_text = pt__gen_on_text, r.on_end = pt__gen_on_end, r.user = &g[k];
+        if (pt_engine_submit(e, &r) < 0) {
+            st = (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
+            more = 0;
+            break;
+        }
+    }
+    /* the iterations; the timing of those that feed prompts (or refill) and those that only decode */
+    s0 = pt_engine_stats_get(e);
+    while (more > 0) {
+        const double t0 = pt_time();
+        int64_t pf, dc;
+        double dt;
+        more = pt_engine_step(e);
+        dt = pt_time() - t0;
+        s1 = pt_engine_stats_get(e);
+        pf = s1.prefill_tokens - s0.prefill_tokens, dc = s1.decode_tokens - s0.decode_tokens;
+        stats->prefill_tokens += pf, stats->decode_tokens += dc;
+        if (pf) stats->prefill_s += dt;
+        else if (dc) stats->decode_s += dt, stats->decode_steps++;
+        s0 = s1;
+        for (k = 0; k < nreq && st == PT_OK; k++)
+            if (g[k].failed) st = (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_generate: request %lld: %s", (long long)k, g[k].err), PT_ERR_STATE);
+        if (st != PT_OK) break;
+    }
+    if (more < 0 && st == PT_OK) st = (pt_status)-more;
+    stats->refills = s0.refills;
+    for (k = 0; k < nreq; k++) {
+        pt__gen_result(&g[k]);
+        pt__free(ctx, g[k].text);
+    }
+    pt_engine_free(e);
+    pt__free(ctx, g);
     return st;
 }
 
@@ -27735,744 +28719,6 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
         return st;
     }
     return pt__gpt_generate_graph(m, g, prompt, n, max_new, &sp, out);
-}
-
-// >>engine  the serving engine: requests over a pt_infer, an iteration-level scheduler, priorities, preemption, the event trace
-/* Owns: pt_engine (its requests, the waiting and running sets, the event trace), the scheduler, the
-   thread-safe request API
-   Invariants: given the same requests and arrival times, the same decisions (ties broken by ticket,
-   the submission order; aging counted in iterations); every decision is an event, and the executor
-   applies events the same way whether the scheduler or a replayed trace made them; a request's tokens
-   and logits do not depend on what else runs, on chunking, on preemption or on prefix hits (pt_infer's
-   batch invariance: every cached key and value is the bits a fresh prefill computes); only the engine's
-   thread touches the pt_infer; the lock is not held during pt_infer_step nor during callbacks
-   Entry points: pt_engine_new pt_engine_free pt_engine_submit pt_engine_cancel pt_engine_release pt_engine_poll pt_engine_wait pt_engine_step pt_engine_run
-   pt_engine_stop pt_engine_events */
-/* An iteration: (1) arrivals join the queue; (2) cancellations and callback stops end their requests,
-   freeing blocks at once; (3) the schedule: waiting requests of a higher class that cannot fit preempt
-   running ones of a lower class (lowest class, newest ticket first; a request aged above the waiting one
-   is not preempted); the running requests that decode get one token each (a decode that finds no free
-   block preempts the lowest running request, itself if it is the lowest); running prompts get chunks;
-   then waiting requests are admitted in order (effective class = class + waited iterations / aging,
-   then ticket) while a sequence, blocks for their whole prompt (beside what running prompts still
-   need) and budget remain; the first that does not fit stops admission (no overtaking inside the
-   order). (4) the batch runs as one pt_infer_step; every request whose history is all fed samples its
-   next token. Preemption by recompute drops the blocks (full ones stay in the prefix cache, so the
-   recompute often finds them) and feeds prompt + generated tokens again; by swap copies the blocks to
-   host memory, restored as they were. */
-#if !defined(PTRAIN_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
-#include <pthread.h>
-#define PT__ENG_THREADS 1
-#endif
-
-typedef struct pt__ereq {
-    int64_t id;
-    int32_t cls, state, finish, seq, preempts, swapped, cancel, cbstop;
-    double arrival, t_first, t_done;
-    int64_t arrive_iter;           /* the iteration it arrived (aging) */
-    int32_t *hist;                 /* prompt then generated ids */
-    int64_t nprompt, nhist, cap;   /* cap: ids hist can hold (prompt + max_tokens, at most max_seq) */
-    int64_t fed;                   /* ids of hist in the cache */
-    int32_t max_tokens, ngen;
-    int32_t *stops;
-    int32_t nstops;
-    int64_t cached;
-    pt_sample_params sample;
-    pt_sampler *smp;
-    pt_engine_token_fn on_token;
-    void *user;
-    float *logits;
-    void *swap;                    /* swapped out: the blocks' bytes, then their tokens */
-    int64_t swap_len;
-    int32_t swap_nblk;
-    int32_t planned;               /* tokens scheduled this iteration */
-    char err[256];
-} pt__ereq;
-
-struct pt_engine {
-    pt_infer *inf;
-    pt_ctx *ctx;
-    pt_engine_desc d;
-    pt__ereq **req;                /* the requests held, in submission order (ids increasing; released ones removed) */
-    int64_t nreq, capreq, next_id;
-    pt_engine_event *ev;
-    int64_t nev, capev, rpos;      /* events; the replay's read position */
-    int64_t iter;
-    int64_t commit;                /* blocks the iteration's planned runs will take */
-    double t0;
-    int stop;
-    pt_engine_stats st;
-    int32_t *seqs, *ntok, *toks;   /* the step's batch */
-    pt__ereq **who;
-    float *lg;
-    int64_t captoks;
-    pt__ereq **order;              /* scratch: sorted requests */
-#ifdef PT__ENG_THREADS
-    pthread_mutex_t mu;
-    pthread_cond_t work, done;
-#endif
-};
-
-#ifdef PT__ENG_THREADS
-#define PT__ENG_LOCK(e) pthread_mutex_lock(&(e)->mu)
-#define PT__ENG_UNLOCK(e) pthread_mutex_unlock(&(e)->mu)
-#define PT__ENG_SIGNAL(e) (pthread_cond_broadcast(&(e)->work), pthread_cond_broadcast(&(e)->done))
-#else
-#define PT__ENG_LOCK(e) ((void)0)
-#define PT__ENG_UNLOCK(e) ((void)0)
-#define PT__ENG_SIGNAL(e) ((void)0)
-#endif
-
-/* a request's error: what failed, with the context's message when this call set it (then cleared:
-   the request carries it, the engine goes on) */
-static void pt__eng_err(pt_engine *e, pt_status before, char *dst, size_t n, const char *what) {
-    if (before == PT_OK && e->ctx->status != PT_OK) {
-        snprintf(dst, n, "%s: %.200s", what, e->ctx->err);
-        pt_error_clear(e->ctx);
-    } else
-        snprintf(dst, n, "%s", what);
-}
-static double pt__eng_clock(const pt_engine *e) { return e->d.wall_clock ? pt_time() - e->t0 : (double)e->iter; }
-PTDEF double pt_engine_now(pt_engine *e) { return e ? pt__eng_clock(e) : 0.0; }
-
-static int pt__eng_event(pt_engine *e, int32_t kind, int64_t req, int64_t a, int64_t b) {
-    pt_engine_event *x;
-    if (e->d.max_events > 0 && e->nev >= e->d.max_events) { /* full: the oldest half goes */
-        const int64_t drop = e->nev - e->d.max_events / 2;
-        memmove(e->ev, e->ev + drop, (size_t)(e->nev - drop) * sizeof *e->ev);
-        e->nev -= drop, e->st.events_dropped += drop;
-    }
-    if (e->nev == e->capev) {
-        const int64_t c = e->capev ? 2 * e->capev : 256;
-        pt_engine_event *p = (pt_engine_event *)pt__realloc(e->ctx, e->ev, (size_t)c * sizeof *p);
-        if (!p) return (pt__fail(e->ctx, PT_ERR_OOM, "pt_engine: out of memory for the event trace"), 0);
-        e->ev = p, e->capev = c;
-    }
-    x = &e->ev[e->nev++];
-    x->iter = e->iter, x->req = req, x->kind = kind, x->a = a, x->b = b;
-    return 1;
-}
-PTDEF const char *pt_engine_event_name(int32_t kind) {
-    static const char *const nm[] = {"?", "arrive", "admit", "run", "preempt", "swapin", "finish", "cancel", "error"};
-    return kind >= 1 && kind <= 8 ? nm[kind] : "?";
-}
-
-PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
-    pt_engine *e;
-    pt_ctx *ctx;
-    pt_engine_desc z;
-    if (!inf) return NULL;
-    ctx = inf->ctx;
-    memset(&z, 0, sizeof z);
-    if (d) z = *d;
-    if (z.max_running < 0 || z.token_budget < 0 || z.max_chunk < 0 || (z.preempt != PT_PREEMPT_RECOMPUTE && z.preempt != PT_PREEMPT_SWAP) ||
-        z.aging < -1 || z.nreplay < 0 || (z.nreplay > 0 && !z.replay))
-        return (pt_engine *)pt__fail(ctx, PT_ERR_ARG, "pt_engine_new: max_running %d, token_budget %d, max_chunk %d (expected >= 0), preempt %d "
-                                     "(expected 0 recompute or 1 swap), aging %d (expected >= -1), a replay of %lld events (expected >= 0, with events)",
-                                     (int)z.max_running, (int)z.token_budget, (int)z.max_chunk, (int)z.preempt, (int)z.aging, (long long)z.nreplay);
-    if (!z.max_running || z.max_running > inf->max_seqs) z.max_running = inf->max_seqs;
-    if (!z.token_budget) z.token_budget = 256;
-    if (!z.max_chunk || z.max_chunk > z.token_budget) z.max_chunk = z.token_budget;
-    if (!z.aging) z.aging = 64;
-    if (!(e = (pt_engine *)pt__malloc(ctx, sizeof *e))) return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
-    memset(e, 0, sizeof *e);
-    e->inf = inf, e->ctx = ctx, e->d = z, e->t0 = pt_time();
-    e->captoks = PT__MAX((int64_t)z.token_budget, (int64_t)z.max_running * inf->max_seq) + inf->max_seqs;
-    e->seqs = (int32_t *)pt__malloc(ctx, (size_t)inf->max_seqs * 2 * sizeof(int32_t));
-    e->toks = (int32_t *)pt__malloc(ctx, (size_t)e->captoks * sizeof(int32_t));
-    e->who = (pt__ereq **)pt__malloc(ctx, (size_t)inf->max_seqs * sizeof(pt__ereq *));
-    e->lg = (float *)pt__malloc(ctx, (size_t)inf->max_seqs * (size_t)inf->V * sizeof(float));
-    if (!e->seqs || !e->toks || !e->who || !e->lg) {
-        pt_engine_free(e);
-        return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
-    }
-    e->ntok = e->seqs + inf->max_seqs;
-#ifdef PT__ENG_THREADS
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->work, NULL);
-    pthread_cond_init(&e->done, NULL);
-#endif
-    return e;
-}
-static void pt__eng_req_free(pt_engine *e, pt__ereq *q) {
-    if (!q) return;
-    pt_sampler_free(q->smp);
-    pt__free(e->ctx, q->hist), pt__free(e->ctx, q->stops), pt__free(e->ctx, q->swap);
-    pt__free(e->ctx, q);
-}
-PTDEF void pt_engine_free(pt_engine *e) {
-    int64_t i;
-    if (!e) return;
-    for (i = 0; i < e->nreq; i++) {
-        if (e->req[i]->state == PT_REQ_RUNNING && e->req[i]->seq >= 0) pt_infer_seq_free(e->inf, e->req[i]->seq);
-        pt__eng_req_free(e, e->req[i]);
-    }
-    pt__free(e->ctx, e->req), pt__free(e->ctx, e->ev), pt__free(e->ctx, e->seqs), pt__free(e->ctx, e->toks), pt__free(e->ctx, e->who);
-    pt__free(e->ctx, e->lg), pt__free(e->ctx, e->order);
-    if (e->seqs) {
-#ifdef PT__ENG_THREADS
-        pthread_mutex_destroy(&e->mu);
-        pthread_cond_destroy(&e->work);
-        pthread_cond_destroy(&e->done);
-#endif
-    }
-    pt__free(e->ctx, e);
-}
-
-/* blocks a sequence of n tokens holds */
-static int64_t pt__eng_blocks(const pt_engine *e, int64_t n) { return (n + e->inf->bt - 1) / e->inf->bt; }
-
-PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
-    pt__ereq *q;
-    pt_infer *inf;
-    int64_t id, i;
-    if (!e) return -1;
-    inf = e->inf;
-    if (!(q = (pt__ereq *)pt__alloc(e->ctx, sizeof *q))) return -1;
-    memset(q, 0, sizeof *q);
-    q->seq = -1, q->t_first = q->t_done = -1.0, q->state = PT_REQ_PENDING;
-    if (!r || !r->prompt || r->nprompt < 1 || r->max_tokens < 1 || r->nstop_tokens < 0 || (r->nstop_tokens > 0 && !r->stop_tokens) || r->priority < 0 ||
-        r->priority >= PT_ENGINE_CLASSES)
-        snprintf(q->err, sizeof q->err, "invalid request: expected a prompt of >= 1 token (found %d), max_tokens >= 1 (found %d), a stop list that "
-                 "matches its count (found %d) and a class in 0..%d (found %d)", r ? (int)r->nprompt : 0, r ? (int)r->max_tokens : 0,
-                 r ? (int)r->nstop_tokens : 0, PT_ENGINE_CLASSES - 1, r ? (int)r->priority : 0);
-    else if (r->nprompt >= inf->max_seq)
-        snprintf(q->err, sizeof q->err, "prompt of %d tokens is longer than the context: expected at most max_seq - 1 = %d", (int)r->nprompt, inf->max_seq - 1);
-    else if (pt__eng_blocks(e, (int64_t)r->nprompt + 1) > inf->nblocks)
-        snprintf(q->err, sizeof q->err, "prompt of %d tokens needs %lld KV blocks of %d tokens, more than the whole cache (%lld blocks)", (int)r->nprompt,
-                 (long long)pt__eng_blocks(e, (int64_t)r->nprompt + 1), inf->bt, (long long)inf->nblocks);
-    else
-        for (i = 0; i < r->nprompt; i++)
-            if (r->prompt[i] < 0 || r->prompt[i] >= inf->V) {
-                snprintf(q->err, sizeof q->err, "invalid request: prompt token %lld is %d, outside the vocabulary [0, %d)", (long long)i, (int)r->prompt[i], inf->V);
-                break;
-            }
-    if (!q->err[0]) {
-        q->cls = r->priority, q->arrival = r->arrival, q->max_tokens = r->max_tokens, q->on_token = r->on_token, q->user = r->user, q->logits = r->logits;
-        q->nprompt = q->nhist = r->nprompt;
-        q->cap = PT__MIN((int64_t)r->nprompt + r->max_tokens, (int64_t)inf->max_seq);
-        q->hist = (int32_t *)pt__alloc(e->ctx, (size_t)q->cap * sizeof(int32_t));
-        q->stops = r->nstop_tokens ? (int32_t *)pt__alloc(e->ctx, (size_t)r->nstop_tokens * sizeof(int32_t)) : NULL;
-        if (!q->hist || (r->nstop_tokens && !q->stops)) {
-            pt__eng_req_free(e, q);
-            return -1;
-        }
-        memcpy(q->hist, r->prompt, (size_t)r->nprompt * sizeof(int32_t));
-        if (r->nstop_tokens) memcpy(q->stops, r->stop_tokens, (size_t)r->nstop_tokens * sizeof(int32_t));
-        q->nstops = r->nstop_tokens, q->sample = r->sample; /* the sampler is made on the engine's thread, at arrival */
-    }
-    PT__ENG_LOCK(e);
-    if (e->nreq == e->capreq) {
-        const int64_t c = e->capreq ? 2 * e->capreq : 64;
-        pt__ereq **p = (pt__ereq **)pt__realloc(e->ctx, e->req, (size_t)c * sizeof *p);
-        pt__ereq **o = (pt__ereq **)pt__realloc(e->ctx, e->order, (size_t)c * sizeof *o);
-        if (p) e->req = p;
-        if (o) e->order = o;
-        if (!p || !o) {
-            PT__ENG_UNLOCK(e);
-            pt__eng_req_free(e, q);
-            return -1;
-        }
-        e->capreq = c;
-    }
-    id = q->id = e->next_id++;
-    if (q->err[0]) q->state = PT_REQ_ERROR, e->st.errors++, q->t_done = pt__eng_clock(e);
-    e->req[e->nreq++] = q;
-    PT__ENG_SIGNAL(e);
-    PT__ENG_UNLOCK(e);
-    return id;
-}
-/* locks e and returns request id, or unlocks and returns NULL for an id never submitted (the
-   context's error state is the engine thread's: not touched here) */
-/* the index in e->req of request id, or -1 (ids increase along e->req: a binary search) */
-static int64_t pt__eng_find(const pt_engine *e, int64_t id) {
-    int64_t lo = 0, hi = e->nreq - 1;
-    while (lo <= hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (e->req[mid]->id == id) return mid;
-        if (e->req[mid]->id < id) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return -1;
-}
-static pt__ereq *pt__eng_lock_req(pt_engine *e, int64_t id) {
-    int64_t k;
-    if (!e) return NULL;
-    PT__ENG_LOCK(e);
-    if ((k = pt__eng_find(e, id)) >= 0) return e->req[k];
-    PT__ENG_UNLOCK(e);
-    return NULL;
-}
-PTDEF pt_status pt_engine_cancel(pt_engine *e, int64_t id) {
-    pt__ereq *q = pt__eng_lock_req(e, id);
-    if (!q) return PT_ERR_ARG;
-    q->cancel = 1;
-    PT__ENG_SIGNAL(e);
-    PT__ENG_UNLOCK(e);
-    return PT_OK;
-}
-PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, int32_t *tokens, int32_t cap) {
-    pt__ereq *q = pt__eng_lock_req(e, id);
-    int32_t st;
-    if (!q) return -1;
-    st = q->state;
-    if (res) {
-        memset(res, 0, sizeof *res);
-        res->state = q->state, res->finish = q->finish, res->ntokens = q->ngen, res->seq = q->state == PT_REQ_RUNNING ? q->seq : -1;
-        res->preemptions = q->preempts, res->cached_tokens = q->cached, res->arrival = q->arrival, res->first_token = q->t_first, res->done = q->t_done;
-        snprintf(res->error, sizeof res->error, "%s", q->err);
-    }
-    if (tokens && cap > 0 && q->hist) memcpy(tokens, q->hist + q->nprompt, (size_t)PT__MIN((int64_t)cap, (int64_t)q->ngen) * sizeof(int32_t));
-    PT__ENG_UNLOCK(e);
-    return st;
-}
-static int pt__eng_final(int32_t st) { return st == PT_REQ_DONE || st == PT_REQ_CANCELLED || st == PT_REQ_ERROR; }
-PTDEF int32_t pt_engine_wait(pt_engine *e, int64_t id) {
-    pt__ereq *q = pt__eng_lock_req(e, id);
-    int64_t k;
-    int32_t st;
-    if (!q) return -1;
-#ifdef PT__ENG_THREADS /* looked up again after each wake: another thread may have released it */
-    while ((k = pt__eng_find(e, id)) >= 0 && !pt__eng_final(e->req[k]->state)) pthread_cond_wait(&e->done, &e->mu);
-#else
-    while ((k = pt__eng_find(e, id)) >= 0 && !pt__eng_final(e->req[k]->state) && pt_engine_step(e) >= 0) {}
-#endif
-    st = k >= 0 ? e->req[k]->state : -1;
-    PT__ENG_UNLOCK(e);
-    (void)q;
-    return st;
-}
-PTDEF pt_status pt_engine_release(pt_engine *e, int64_t id) {
-    int64_t k;
-    pt__ereq *q = pt__eng_lock_req(e, id);
-    if (!q) return PT_ERR_ARG;
-    if (!pt__eng_final(q->state)) {
-        PT__ENG_UNLOCK(e);
-        return PT_ERR_ARG;
-    }
-    k = pt__eng_find(e, id);
-    memmove(e->req + k, e->req + k + 1, (size_t)(e->nreq - k - 1) * sizeof *e->req);
-    e->nreq--, e->st.released++;
-    pt__eng_req_free(e, q);
-    PT__ENG_UNLOCK(e);
-    return PT_OK;
-}
-PTDEF const pt_engine_event *pt_engine_events(pt_engine *e, int64_t *n) {
-    if (n) *n = e ? e->nev : 0;
-    return e ? e->ev : NULL;
-}
-PTDEF pt_engine_stats pt_engine_stats_get(pt_engine *e) {
-    pt_engine_stats s;
-    memset(&s, 0, sizeof s);
-    if (!e) return s;
-    PT__ENG_LOCK(e);
-    s = e->st;
-    s.held = e->nreq;
-    PT__ENG_UNLOCK(e);
-    return s;
-}
-
-/* ---- the executor's actions (the scheduler's and the replay's) ------------------------------------ */
-/* q leaves the running set with its sequence dropped */
-static void pt__eng_release(pt_engine *e, pt__ereq *q) {
-    if (q->seq >= 0) pt_infer_seq_free(e->inf, q->seq);
-    q->seq = -1;
-}
-static void pt__eng_end(pt_engine *e, pt__ereq *q, int32_t state, int32_t finish) {
-    pt__eng_release(e, q);
-    pt__free(e->ctx, q->swap), q->swap = NULL, q->swapped = 0;
-    q->state = state, q->finish = finish, q->t_done = pt__eng_clock(e);
-    if (state == PT_REQ_DONE) e->st.finished++, pt__eng_event(e, PT_EV_FINISH, q->id, finish, q->ngen);
-    else if (state == PT_REQ_ERROR) e->st.errors++, pt__eng_event(e, PT_EV_ERROR, q->id, 0, 0);
-}
-static void pt__eng_preempt(pt_engine *e, pt__ereq *q, int mode) {
-    pt_infer *inf = e->inf;
-    const int64_t len = inf->seq[q->seq].len;
-    pt__eng_event(e, PT_EV_PREEMPT, q->id, mode, len);
-    e->st.preempted++, q->preempts++;
-    if (mode == PT_PREEMPT_SWAP) {
-        const size_t es = inf->kv16 ? 2 : 4, bb = (size_t)inf->block_elems * es;
-        const int32_t nb = inf->seq[q->seq].nblk;
-        unsigned char *m = (unsigned char *)pt__malloc(e->ctx, (size_t)nb * (bb + (size_t)inf->bt * sizeof(int32_t)) + 1);
-        if (m) {
-            const int32_t *tb = inf->table + (int64_t)q->seq * inf->max_blk;
-            int32_t b;
-            for (b = 0; b < nb; b++) {
-                memcpy(m + (size_t)b * bb, (const char *)inf->kv + (size_t)tb[b] * bb, bb);
-                memcpy(m + (size_t)nb * bb + (size_t)b * inf->bt * sizeof(int32_t), inf->btok + (int64_t)tb[b] * inf->bt, (size_t)inf->bt * sizeof(int32_t));
-            }
-            q->swap = m, q->swap_len = len, q->swap_nblk = nb, q->swapped = 1;
-            e->st.swapped_out++;
-        }
-    }
-    if (!q->swapped) q->fed = 0; /* recompute (or a swap without host memory): fed again from the start */
-    pt__eng_release(e, q);
-    q->state = PT_REQ_WAITING;
-}
-static int pt__eng_admit(pt_engine *e, pt__ereq *q) {
-    pt_infer *inf = e->inf;
-    int64_t got = 0;
-    if ((q->seq = pt_infer_seq_new(inf)) < 0) return 0;
-    if (!e->d.no_prefix_cache && (got = pt_infer_seq_prefix(inf, q->seq, q->hist, q->nhist)) < 0) got = 0;
-    q->fed = got, q->cached += got, q->state = PT_REQ_RUNNING;
-    e->st.admitted++;
-    return pt__eng_event(e, PT_EV_ADMIT, q->id, q->seq, got);
-}
-static int pt__eng_swapin(pt_engine *e, pt__ereq *q) {
-    pt_infer *inf = e->inf;
-    const size_t es = inf->kv16 ? 2 : 4, bb = (size_t)inf->block_elems * es;
-    const unsigned char *m = (const unsigned char *)q->swap;
-    int32_t *tb, b;
-    if ((q->seq = pt_infer_seq_new(inf)) < 0) return 0;
-    tb = inf->table + (int64_t)q->seq * inf->max_blk;
-    for (b = 0; b < q->swap_nblk; b++) { /* a full block still in the pool (shared or cached) is taken, not copied back */
-        const int32_t *tok = (const int32_t *)(const void *)(m + (size_t)q->swap_nblk * bb + (size_t)b * inf->bt * sizeof(int32_t));
-        const int full = (int64_t)(b + 1) * inf->bt <= q->swap_len;
-        const uint64_t parent = b > 0 ? inf->chash[tb[b - 1]] : 0;
-        int32_t id = full ? pt__inf_find(inf, pt__inf_bhash(parent, tok, inf->bt), tok) : -1;
-        if (id >= 0) pt__inf_bget(inf, id);
-        else {
-            id = pt__inf_balloc(inf);
-            memcpy((char *)inf->kv + (size_t)id * bb, m + (size_t)b * bb, bb);
-            memcpy(inf->btok + (int64_t)id * inf->bt, tok, (size_t)inf->bt * sizeof(int32_t));
-            if (full) pt__inf_filled(inf, id, parent);
-        }
-        tb[b] = id;
-    }
-    inf->seq[q->seq].nblk = q->swap_nblk, inf->seq[q->seq].len = q->swap_len;
-    pt__free(e->ctx, q->swap), q->swap = NULL, q->swapped = 0;
-    q->fed = q->swap_len, q->state = PT_REQ_RUNNING;
-    e->st.swapped_in++;
-    return pt__eng_event(e, PT_EV_SWAPIN, q->id, q->seq, q->swap_len);
-}
-static void pt__eng_cancel(pt_engine *e, pt__ereq *q) {
-    const int64_t nb = q->seq >= 0 ? e->inf->seq[q->seq].nblk : 0;
-    pt__eng_event(e, PT_EV_CANCEL, q->id, nb, 0);
-    pt__eng_end(e, q, PT_REQ_CANCELLED, PT_FINISH_NONE);
-    e->st.cancelled++;
-}
-
-/* ---- the scheduler -------------------------------------------------------------------------------- */
-static int64_t pt__eng_eff(const pt_engine *e, const pt__ereq *q) {
-    return q->cls + (e->d.aging > 0 ? (e->iter - q->arrive_iter) / e->d.aging : 0);
-}
-/* blocks q's next n tokens take beyond what its sequence holds (a copy on write included) */
-static int64_t pt__eng_need(const pt_engine *e, const pt__ereq *q, int64_t n) {
-    const pt_infer *inf = e->inf;
-    const pt__inf_seq *s = &inf->seq[q->seq];
-    int64_t k = pt__eng_blocks(e, s->len + n) - s->nblk;
-    if (s->len % inf->bt && inf->ref[inf->table[(int64_t)q->seq * inf->max_blk + s->len / inf->bt]] > 1) k++;
-    return k;
-}
-/* blocks a waiting request needs to be admitted: its whole history and one more token (swapped: its blocks and one) */
-static int64_t pt__eng_admit_need(const pt_engine *e, const pt__ereq *q) {
-    return q->swapped ? q->swap_nblk + 1 : pt__eng_blocks(e, q->nhist + 1);
-}
-/* sorts order[0, n) by (effective class desc, ticket asc) (insertion sort: stable, few items) */
-static void pt__eng_sort(const pt_engine *e, pt__ereq **o, int64_t n, int aged) {
-    int64_t i, j;
-    for (i = 1; i < n; i++) {
-        pt__ereq *x = o[i];
-        const int64_t kx = aged ? pt__eng_eff(e, x) : x->cls;
-        for (j = i; j > 0; j--) {
-            const int64_t kj = aged ? pt__eng_eff(e, o[j - 1]) : o[j - 1]->cls;
-            if (kj > kx || (kj == kx && o[j - 1]->id < x->id)) break;
-            o[j] = o[j - 1];
-        }
-        o[j] = x;
-    }
-}
-/* the running requests, lowest first (class asc, ticket desc): victims */
-static pt__ereq *pt__eng_victim(pt_engine *e, const pt__ereq *w, const pt__ereq *except) {
-    pt__ereq *v = NULL;
-    int64_t i;
-    for (i = 0; i < e->nreq; i++) {
-        pt__ereq *q = e->req[i];
-        if (q->state != PT_REQ_RUNNING || q == except) continue;
-        if (w && !(w->cls > q->cls && pt__eng_eff(e, w) > pt__eng_eff(e, q))) continue;
-        if (!v || q->cls < v->cls || (q->cls == v->cls && q->id > v->id)) v = q;
-    }
-    return v;
-}
-/* blocks free for this iteration's plans */
-static int64_t pt__eng_room(const pt_engine *e) { return pt__inf_avail(e->inf) - e->commit; }
-static int pt__eng_plan(pt_engine *e, pt__ereq *q, int64_t n) {
-    q->planned = (int32_t)n;
-    e->commit += pt__eng_need(e, q, n);
-    return pt__eng_event(e, PT_EV_RUN, q->id, n, q->fed);
-}
-static void pt__eng_schedule(pt_engine *e) {
-    pt_infer *inf = e->inf;
-    int64_t i, nw = 0, nr = 0, budget = e->d.token_budget, avail, reserve = 0;
-    pt__ereq **o = e->order;
-    if (e->d.request_level) {
-        for (i = 0; i < e->nreq; i++) nr += e->req[i]->state == PT_REQ_RUNNING;
-        if (!nr) { /* a new batch: whole requests in arrival order while they fit */
-            avail = pt__inf_avail(inf);
-            for (i = 0; i < e->nreq && nr < e->d.max_running; i++) {
-                pt__ereq *q = e->req[i];
-                const int64_t nb = pt__eng_blocks(e, q->cap);
-                if (q->state != PT_REQ_WAITING) continue;
-                if (nb > avail) break;
-                if (!pt__eng_admit(e, q)) break;
-                avail -= nb, nr++;
-            }
-        }
-        for (i = 0; i < e->nreq; i++) {
-            pt__ereq *q = e->req[i];
-            if (q->state == PT_REQ_RUNNING) pt__eng_plan(e, q, q->nhist - q->fed);
-        }
-        return;
-    }
-    /* (a) a waiting request of a higher class that cannot fit preempts lower running ones */
-    for (i = 0; i < e->nreq; i++)
-        if (e->req[i]->state == PT_REQ_WAITING) o[nw++] = e->req[i];
-    pt__eng_sort(e, o, nw, 1);
-    avail = pt__inf_avail(inf);
-    for (i = 0; i < e->nreq; i++) {
-        pt__ereq *q = e->req[i];
-        if (q->state == PT_REQ_RUNNING) nr++, reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
-    }
-    for (i = 0; i < nw; i++) {
-        pt__ereq *w = o[i];
-        const int64_t need = pt__eng_admit_need(e, w);
-        pt__ereq *v;
-        while ((nr >= e->d.max_running || need > avail - reserve) && (v = pt__eng_victim(e, w, NULL)) != NULL) {
-            reserve -= PT__MAX((int64_t)0, pt__eng_blocks(e, v->nhist + 1) - inf->seq[v->seq].nblk);
-            pt__eng_preempt(e, v, e->d.preempt);
-            nr--, avail = pt__inf_avail(inf);
-        }
-        if (nr >= e->d.max_running || need > avail - reserve) break;
-        nr++, avail -= need; /* room held for w (admitted below) */
-    }
-    /* (b) the running requests, highest first: decodes one token, prompts a chunk */
-    nr = 0;
-    for (i = 0; i < e->nreq; i++)
-        if (e->req[i]->state == PT_REQ_RUNNING) o[nr++] = e->req[i];
-    pt__eng_sort(e, o, nr, 0);
-    for (i = 0; i < nr && budget > 0; i++) {
-        pt__ereq *q = o[i];
-        int64_t n;
-        if (q->state != PT_REQ_RUNNING) continue; /* preempted for an earlier one */
-        n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
-        while (n > 1 && pt__eng_need(e, q, n) > pt__eng_room(e)) n--; /* a prompt chunk: shorter */
-        while (q->state == PT_REQ_RUNNING && pt__eng_need(e, q, n) > pt__eng_room(e)) { /* no room: the lowest running request goes */
-            pt__ereq *v = pt__eng_victim(e, NULL, NULL);
-            if (v == q && !pt__eng_victim(e, NULL, q)) { /* alone and still no room: the pool is too small for it */
-                snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)(q->fed + n),
-                         (long long)pt__eng_blocks(e, q->fed + n), inf->bt, (long long)inf->nblocks);
-                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
-                break;
-            }
-            if (v->planned) { /* its run withdrawn */
-                e->commit -= pt__eng_need(e, v, v->planned);
-                budget += v->planned, v->planned = 0;
-                pt__eng_event(e, PT_EV_RUN, v->id, 0, v->fed);
-            }
-            pt__eng_preempt(e, v, e->d.preempt);
-        }
-        if (q->state != PT_REQ_RUNNING) continue;
-        pt__eng_plan(e, q, n);
-        budget -= n;
-    }
-    /* (c) admissions in order while a sequence, blocks and budget remain */
-    nw = 0, nr = 0, reserve = 0;
-    for (i = 0; i < e->nreq; i++) {
-        pt__ereq *q = e->req[i];
-        if (q->state == PT_REQ_WAITING) o[nw++] = q;
-        else if (q->state == PT_REQ_RUNNING) nr++, reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
-    }
-    pt__eng_sort(e, o, nw, 1);
-    for (i = 0; i < nw && budget > 0 && nr < e->d.max_running; i++) {
-        pt__ereq *q = o[i];
-        int64_t n;
-        if (pt__eng_admit_need(e, q) > inf->nblocks) { /* can never fit (a recompute grown past the pool) */
-            snprintf(q->err, sizeof q->err, "KV cache exhausted: %lld tokens need %lld blocks of %d tokens, the pool has %lld", (long long)q->nhist + 1,
-                     (long long)pt__eng_admit_need(e, q), inf->bt, (long long)inf->nblocks);
-            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
-            continue;
-        }
-        if (pt__eng_admit_need(e, q) > pt__eng_room(e) - reserve) break;
-        if (!(q->swapped ? pt__eng_swapin(e, q) : pt__eng_admit(e, q))) break;
-        nr++;
-        n = PT__MIN(PT__MIN(q->nhist - q->fed, (int64_t)e->d.max_chunk), budget);
-        if (n > 0 && pt__eng_need(e, q, n) <= pt__eng_room(e)) pt__eng_plan(e, q, n), budget -= n;
-        reserve += PT__MAX((int64_t)0, pt__eng_blocks(e, q->nhist + 1) - inf->seq[q->seq].nblk);
-    }
-}
-
-/* q joins the waiting queue (its sampler made here, on the engine's thread) */
-static void pt__eng_arrive(pt_engine *e, pt__ereq *q, double now) {
-    const pt_status before = e->ctx->status;
-    if (!(q->smp = pt_sampler_new(e->ctx, &q->sample, e->inf->V))) {
-        pt__eng_err(e, before, q->err, sizeof q->err, "invalid sampling parameters");
-        pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
-        return;
-    }
-    q->state = PT_REQ_WAITING, q->arrive_iter = e->iter;
-    if (q->arrival < 0 || e->d.wall_clock || e->d.nreplay) q->arrival = now;
-    pt__eng_event(e, PT_EV_ARRIVE, q->id, q->cls, 0);
-}
-/* the decisions of this iteration read from the replayed trace (arrivals too: a run driven by other
-   threads in wall time replays on one thread) */
-static int pt__eng_replay(pt_engine *e) {
-    while (e->rpos < e->d.nreplay && e->d.replay[e->rpos].iter <= e->iter) {
-        const pt_engine_event *x = &e->d.replay[e->rpos++];
-        pt__ereq *q;
-        int ok = 1;
-        const int64_t k = pt__eng_find(e, x->req);
-        if (x->iter < e->iter || k < 0) ok = 0;
-        else {
-            q = e->req[k];
-            switch (x->kind) {
-            case PT_EV_ARRIVE: ok = q->state == PT_REQ_PENDING; if (ok) pt__eng_arrive(e, q, pt__eng_clock(e)); break;
-            case PT_EV_PREEMPT: ok = q->state == PT_REQ_RUNNING && (x->a == 0 || x->a == 1); if (ok) pt__eng_preempt(e, q, (int)x->a); break;
-            case PT_EV_CANCEL: ok = !pt__eng_final(q->state); if (ok) pt__eng_cancel(e, q); break;
-            case PT_EV_ADMIT: ok = q->state == PT_REQ_WAITING && !q->swapped && pt__eng_admit(e, q) && q->seq == x->a && q->fed == x->b; break;
-            case PT_EV_SWAPIN: ok = q->state == PT_REQ_WAITING && q->swapped && pt__eng_swapin(e, q); break;
-            case PT_EV_RUN:
-                ok = q->state == PT_REQ_RUNNING && x->b == q->fed && x->a >= 0 && q->fed + x->a <= q->nhist &&
-                     (x->a == 0 || pt__eng_need(e, q, x->a) <= pt__eng_room(e));
-                if (ok && x->a) pt__eng_plan(e, q, x->a);
-                else if (ok) { /* a withdrawn run */
-                    if (q->planned) e->commit -= pt__eng_need(e, q, q->planned);
-                    q->planned = 0, pt__eng_event(e, PT_EV_RUN, q->id, 0, q->fed);
-                }
-                break;
-            default: break; /* outcomes (finish, error) follow from the decisions */
-            }
-        }
-        if (!ok)
-            return (pt__fail(e->ctx, PT_ERR_STATE, "pt_engine_step: the replayed trace does not fit the run at event %lld (iteration %lld, request %lld, %s): "
-                             "expected the state it was recorded in", (long long)e->rpos - 1, (long long)x->iter, (long long)x->req,
-                             pt_engine_event_name(x->kind)), 0);
-    }
-    return 1;
-}
-static int pt__eng_work(const pt_engine *e) {
-    int64_t i;
-    for (i = 0; i < e->nreq; i++)
-        if (!pt__eng_final(e->req[i]->state)) return 1;
-    return 0;
-}
-PTDEF int pt_engine_step(pt_engine *e) {
-    pt_infer *inf;
-    int64_t i, ntoks = 0, V;
-    int32_t n = 0, k;
-    double now, t;
-    pt_status st, before;
-    int more;
-    if (!e) return -(int)PT_ERR_ARG;
-    inf = e->inf, V = inf->V;
-    PT__ENG_LOCK(e);
-    now = pt__eng_clock(e);
-    for (i = 0; i < e->nreq; i++) { /* arrivals, cancellations, stops asked by callbacks */
-        pt__ereq *q = e->req[i];
-        q->planned = 0, e->commit = 0;
-        if (q->state == PT_REQ_PENDING && q->arrival <= now && !e->d.nreplay) pt__eng_arrive(e, q, now);
-        if (q->cancel && !e->d.nreplay && !pt__eng_final(q->state) && q->state != PT_REQ_PENDING) pt__eng_cancel(e, q);
-        else if (q->cbstop && !pt__eng_final(q->state)) pt__eng_end(e, q, PT_REQ_DONE, PT_FINISH_CALLBACK);
-    }
-    if (e->d.nreplay ? !pt__eng_replay(e) : (pt__eng_schedule(e), 0)) {
-        PT__ENG_SIGNAL(e);
-        PT__ENG_UNLOCK(e);
-        return -(int)PT_ERR_STATE;
-    }
-    for (i = 0; i < e->nreq; i++) { /* the batch */
-        pt__ereq *q = e->req[i];
-        if (q->state != PT_REQ_RUNNING || !q->planned) continue;
-        memcpy(e->toks + ntoks, q->hist + q->fed, (size_t)q->planned * sizeof(int32_t));
-        e->seqs[n] = q->seq, e->ntok[n] = q->planned, e->who[n] = q;
-        ntoks += q->planned, n++;
-    }
-    if (n == 0) {
-        e->iter++;
-        more = pt__eng_work(e);
-        PT__ENG_SIGNAL(e);
-        PT__ENG_UNLOCK(e);
-        return more;
-    }
-    PT__ENG_UNLOCK(e);
-    t = pt_time();
-    st = pt_infer_step(inf, n, e->seqs, e->ntok, e->toks, e->lg, 0);
-    t = pt_time() - t;
-    PT__ENG_LOCK(e);
-    e->st.busy_s += t, e->st.iterations++, e->st.tokens_fed += ntoks;
-    e->st.max_running_seen = PT__MAX(e->st.max_running_seen, (int64_t)n);
-    now = pt__eng_clock(e);
-    for (k = 0; k < n; k++) {
-        pt__ereq *q = e->who[k];
-        int32_t tok;
-        float l = 0.0f;
-        int fin = 0, j;
-        e->ntok[k] = -1; /* no token (yet) for the callbacks */
-        if (st != PT_OK) {
-            snprintf(q->err, sizeof q->err, "the step failed: %.200s", e->ctx->err);
-            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
-            continue;
-        }
-        if (q->fed < q->nprompt) e->st.prefill_tokens += PT__MIN((int64_t)q->planned, q->nprompt - q->fed);
-        e->st.decode_tokens += q->planned - PT__MIN((int64_t)q->planned, PT__MAX((int64_t)0, q->nprompt - q->fed));
-        q->fed += q->planned;
-        if (q->fed < q->nhist) continue;
-        before = e->ctx->status;
-        tok = pt_sampler_next(q->smp, e->lg + (int64_t)k * V, q->hist, q->nhist, &l);
-        if (tok < 0 || tok >= V) {
-            pt__eng_err(e, before, q->err, sizeof q->err, "the sampler gave no token");
-            pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_NONE);
-            continue;
-        }
-        if (q->logits) memcpy(q->logits + (int64_t)q->ngen * V, e->lg + (int64_t)k * V, (size_t)V * sizeof(float));
-        q->hist[q->nhist++] = tok, q->ngen++;
-        if (q->t_first < 0) q->t_first = now;
-        e->ntok[k] = tok, e->lg[(int64_t)k * V] = l; /* the token and its log-probability for the callback (the row is used) */
-        for (j = 0; j < q->nstops; j++)
-            if (q->stops[j] == tok) fin = PT_FINISH_STOP_TOKEN;
-        if (!fin && (q->ngen >= q->max_tokens || q->nhist >= q->cap)) fin = PT_FINISH_LENGTH;
-        if (fin) pt__eng_end(e, q, PT_REQ_DONE, fin);
-    }
-    e->iter++;
-    more = pt__eng_work(e);
-    PT__ENG_SIGNAL(e);
-    PT__ENG_UNLOCK(e);
-    for (k = 0; k < n; k++) { /* callbacks, unlocked (they may call the API) */
-        pt__ereq *q = e->who[k];
-        if (e->ntok[k] >= 0 && q->on_token && q->on_token(q->user, q->id, e->ntok[k], e->lg[(int64_t)k * V])) {
-            PT__ENG_LOCK(e);
-            q->cbstop = 1;
-            PT__ENG_UNLOCK(e);
-        }
-    }
-    return more;
-}
-PTDEF void pt_engine_stop(pt_engine *e) {
-    if (!e) return;
-    PT__ENG_LOCK(e);
-    e->stop = 1;
-    PT__ENG_SIGNAL(e);
-    PT__ENG_UNLOCK(e);
-}
-PTDEF pt_status pt_engine_run(pt_engine *e) {
-    int r = 0;
-    if (!e) return PT_ERR_ARG;
-    PT__ENG_LOCK(e);
-    while (!e->stop) {
-#ifdef PT__ENG_THREADS
-        if (!pt__eng_work(e)) {
-            pthread_cond_wait(&e->work, &e->mu);
-            continue;
-        }
-#else
-        if (!pt__eng_work(e)) break;
-#endif
-        PT__ENG_UNLOCK(e);
-        r = pt_engine_step(e);
-        PT__ENG_LOCK(e);
-        if (r < 0) break;
-    }
-    e->stop = 0;
-    PT__ENG_UNLOCK(e);
-    return r < 0 ? (pt_status)-r : PT_OK;
 }
 
 #endif /* PTRAIN_IMPLEMENTATION */

@@ -476,6 +476,114 @@ static void test_replay(void) {
     free(e1), free(e2), free(e3);
 }
 
+
+/* ---- push: the end callback, stop strings, the per-iteration hook -------------------------------- */
+typedef struct ends {
+    int calls[NQ + 2];
+    pt_finish finish[NQ + 2];
+    int state[NQ + 2];
+    char text[NQ + 2][256];
+    int ntext[NQ + 2];
+    pt_engine *e;
+    int release;
+} ends;
+static void on_end_cb(void *u, int64_t id, const pt_engine_result *res, const char *text, size_t len) {
+    ends *x = (ends *)u;
+    if (id < 0 || id >= NQ + 2) return;
+    x->calls[id]++, x->finish[id] = res->finish, x->state[id] = res->state;
+    if (len && x->ntext[id] + (int)len < 256) memcpy(x->text[id] + x->ntext[id], text, len), x->ntext[id] += (int)len;
+    if (x->release) pt_engine_release(x->e, id);
+}
+static int on_text_cb(void *u, int64_t id, int32_t tok, float lp, const char *text, size_t len) {
+    ends *x = (ends *)u;
+    (void)tok, (void)lp;
+    if (id >= 0 && id < NQ + 2 && len && x->ntext[id] + (int)len < 256) memcpy(x->text[id] + x->ntext[id], text, len), x->ntext[id] += (int)len;
+    return 0;
+}
+static int g_hook_calls, g_hook_stop_at;
+static int hook(void *u, pt_engine *e) {
+    (void)u, (void)e;
+    return ++g_hook_calls >= g_hook_stop_at;
+}
+static void test_push(void) {
+    pt_infer *inf = mk_inf(4, 0);
+    pt_engine_desc d;
+    pt_engine *e;
+    static ends x;
+    char stop[3] = {0, 0, 0};
+    const char *stops[1];
+    int64_t id[6], nev, i;
+    const pt_engine_event *ev;
+    int k, ok = 1, at = -1, want = -1, fin_b = -1;
+    pt_engine_stats st;
+    memset(&x, 0, sizeof x);
+    memset(&d, 0, sizeof d);
+    d.token_budget = 64;
+    e = pt_engine_new(inf, &d);
+    x.e = e, x.release = 1;
+    /* the stop string: two bytes of request 2's reference tokens (nonzero), ending at token 4 or later;
+       the request must end with the token that completes its first occurrence */
+    for (k = 3; k + 1 < g_ref_n[2] && at < 0; k++)
+        if (g_ref_tok[2][k] && g_ref_tok[2][k + 1]) at = k;
+    if (at >= 0) {
+        stop[0] = (char)g_ref_tok[2][at], stop[1] = (char)g_ref_tok[2][at + 1];
+        for (k = 1; k < g_ref_n[2] && want < 0; k++)
+            if ((char)g_ref_tok[2][k - 1] == stop[0] && (char)g_ref_tok[2][k] == stop[1]) want = k + 1; /* tokens generated */
+    }
+    stops[0] = stop;
+    for (k = 0; k < 6; k++) {
+        pt_engine_request r = mk_req(k, 0, 0, NULL);
+        int32_t stok = g_ref_tok[3][4];
+        r.on_end = on_end_cb, r.on_text = on_text_cb, r.user = &x;
+        if (k == 2) r.stop = stops, r.nstop = 1;
+        if (k == 3) r.stop_tokens = &stok, r.nstop_tokens = 1;
+        if (k == 4) r.max_tokens = 0; /* refused at submission */
+        id[k] = pt_engine_submit(e, &r);
+    }
+    pt_engine_cancel(e, id[5]);
+    while (pt_engine_step(e) > 0) {}
+    ev = pt_engine_events(e, &nev);
+    for (i = 0; i < nev; i++)
+        if (ev[i].kind == PT_EV_FINISH && ev[i].req == id[2]) fin_b = (int)ev[i].b;
+    for (k = 0; k < 6; k++) ok &= x.calls[id[k]] == 1;
+    st = pt_engine_stats_get(e);
+    CHECKF(ok && x.finish[id[0]] == PT_FINISH_LENGTH && x.finish[id[1]] == PT_FINISH_LENGTH && x.finish[id[3]] == PT_FINISH_STOP_TOKEN &&
+               x.finish[id[4]] == PT_FINISH_ERROR && x.state[id[4]] == PT_REQ_ERROR && x.finish[id[5]] == PT_FINISH_CANCELLED && st.held == 0,
+           "push: the end callback fires once per request (done, stop token, refused, cancelled) with its pt_finish, and may release it",
+           "calls %d %d %d %d %d %d, finish %d %d %d %d %d, held %lld", x.calls[0], x.calls[1], x.calls[2], x.calls[3], x.calls[4], x.calls[5], x.finish[0],
+           x.finish[1], x.finish[3], x.finish[4], x.finish[5], (long long)st.held);
+    if (at < 0 || want < 0) printf("  (no stop string in request 2's text: skipped)\n");
+    else
+        CHECKF(x.finish[id[2]] == PT_FINISH_STOP_STRING && fin_b == want && x.ntext[id[2]] == want - 2,
+               "push: a stop string ends the request in the iteration of the token that completes it; its text stops before it",
+               "finish %d after %d tokens (expected %d), text %d bytes", x.finish[id[2]], fin_b, want, x.ntext[id[2]]);
+    pt_engine_free(e);
+    /* the hook: once an iteration, and its nonzero answer ends the run */
+    e = pt_engine_new(inf, &d);
+    {
+        pt_engine_desc d2 = d;
+        pt_engine_free(e);
+        d2.on_iteration = hook;
+        e = pt_engine_new(inf, &d2);
+    }
+    {
+        pt_engine_request r = mk_req(0, 0, 0, NULL);
+        pt_engine_stats s1;
+        g_hook_calls = 0, g_hook_stop_at = 3;
+        id[0] = pt_engine_submit(e, &r);
+        pt_engine_run(e);
+        s1 = pt_engine_stats_get(e);
+        CHECKF(g_hook_calls == 3 && s1.iterations == 3 && pt_engine_poll(e, id[0], NULL, NULL, 0) == PT_REQ_RUNNING,
+               "push: the hook runs once an iteration and its nonzero answer ends pt_engine_run", "hook %d, iterations %lld", g_hook_calls,
+               (long long)s1.iterations);
+        g_hook_stop_at = 1 << 30;
+        pt_engine_cancel(e, id[0]);
+        pt_engine_step(e);
+    }
+    pt_engine_free(e);
+    pt_infer_free(inf);
+}
+
 #ifdef TE_THREADS
 static void *engine_thread(void *p) {
     pt_engine_run((pt_engine *)p);
@@ -545,6 +653,7 @@ int main(int argc, char **argv) {
     test_cancel_errors();
     test_replay();
     test_release();
+    test_push();
 #ifdef TE_THREADS
     test_threads();
 #endif

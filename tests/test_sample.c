@@ -384,6 +384,64 @@ int main(int argc, char **argv) {
                    "stopped at token %d, emitted '%s'", stopped, emitted);
         }
     }
+    /* ---- the detokenizer (bytes: an id below 256 is that byte) ---- */
+    {
+        const char *st1[] = {"lo w", "END"}, *st2[] = {"abcd", "ab"}, *nul[] = {NULL, ""};
+        char out[64];
+        size_t n, len;
+        const char *p;
+        int k, r = 0, calls = 0;
+        pt_detok *d = pt_detok_new(ctx, NULL, NULL, 0);
+        /* "é" = C3 A9 then "x": the first byte is held, then the character comes out whole */
+        pt_detok_push(d, 0xC3), p = pt_detok_take(d, 0, &n);
+        CHECKF(n == 0, "detok: the first byte of a two-byte UTF-8 character is held", "%zu bytes out", n);
+        pt_detok_push(d, 0xA9), p = pt_detok_take(d, 0, &n);
+        CHECKF(n == 2 && !memcmp(p, "\xC3\xA9", 2), "detok: the character comes out when complete", "%zu bytes out", n);
+        pt_detok_push(d, 0xE2), pt_detok_push(d, 0x82), p = pt_detok_take(d, 0, &n);
+        CHECKF(n == 0, "detok: two bytes of a three-byte character are held", "%zu bytes out", n);
+        p = pt_detok_take(d, 1, &n);
+        CHECKF(n == 2 && !memcmp(p, "\xE2\x82", 2), "detok: the end flushes an incomplete character", "%zu bytes out", n);
+        pt_detok_push(d, 300), p = pt_detok_text(d, &len);
+        CHECKF(len == 4 && pt_detok_last(d, &n) && n == 0, "detok: an id above the bytes adds no text", "text %zu, last %zu", len, n);
+        pt_detok_free(d);
+        /* a stop string across token boundaries: "Hello world" byte by byte, "lo w" spans four tokens */
+        d = pt_detok_new(ctx, NULL, st1, 2);
+        out[0] = 0;
+        for (k = 0; "Hello world"[k] && r == 0; k++, calls++) {
+            r = pt_detok_push(d, (unsigned char)"Hello world"[k]);
+            p = pt_detok_take(d, 0, &n);
+            strncat(out, p, n);
+        }
+        p = pt_detok_text(d, &len);
+        CHECKF(r == 1 && calls == 7 && !strcmp(out, "Hel") && len == 3 && pt_detok_stopped(d) && pt_detok_push(d, 'x') == 1,
+               "detok: a stop string across tokens ends the text before it, in the token that completes it", "r %d after %d tokens, out '%s', text %zu", r,
+               calls, out, len);
+        p = pt_detok_take(d, 1, &n);
+        CHECKF(n == 0, "detok: after a stop string the end flushes nothing", "%zu bytes", n);
+        pt_detok_free(d);
+        /* held back, then flushed at the end: "abEN" with "END" */
+        d = pt_detok_new(ctx, NULL, st1, 2);
+        out[0] = 0;
+        for (k = 0; k < 4; k++) pt_detok_push(d, (unsigned char)"abEN"[k]), p = pt_detok_take(d, 0, &n), strncat(out, p, n);
+        CHECKF(!strcmp(out, "ab"), "detok: bytes that may begin a stop string are held", "out '%s'", out);
+        p = pt_detok_take(d, 1, &n), strncat(out, p, n);
+        CHECKF(!strcmp(out, "abEN") && !pt_detok_stopped(d), "detok: the end flushes the held bytes", "out '%s'", out);
+        pt_detok_free(d);
+        /* a stop string that is a prefix of another: "ab" ends "xab..." though "abcd" might still come */
+        d = pt_detok_new(ctx, NULL, st2, 2);
+        out[0] = 0;
+        for (k = 0, r = 0; k < 4 && !r; k++) r = pt_detok_push(d, (unsigned char)"xabc"[k]), p = pt_detok_take(d, 0, &n), strncat(out, p, n);
+        p = pt_detok_text(d, &len);
+        CHECKF(r == 1 && k == 3 && !strcmp(out, "x") && len == 1, "detok: a stop string that begins another ends the text at once", "r %d at token %d, out '%s'",
+               r, k, out);
+        pt_detok_free(d);
+        d = pt_detok_new(ctx, NULL, nul, 2);
+        CHECK(d && pt_detok_push(d, 'a') == 0 && pt_detok_take(d, 0, &n) && n == 1, "detok: NULL and empty stop strings are ignored");
+        pt_detok_free(d);
+        CHECK(!pt_detok_new(ctx, NULL, NULL, 2) && strstr(pt_error(ctx), "pt_detok_new"), "detok: a count without strings is refused");
+        pt_error_clear(ctx);
+        (void)p;
+    }
     /* ---- a checkpoint carries its tokenizer ---- */
     {
         char dir[256], sd[300], path[400], err[1024];

@@ -35,8 +35,9 @@
    more than 256 tokens without any tokenizer (its ids are no bytes).
      --print-ids          after the text, a line `ids: a,b,c` of the generated ids
      --logprobs           after the text, a line `logprobs: x,y,z`
-   The text streams to stdout as it is made (bytes that may begin a stop string are held until they
-   resolve). The last line, on stderr, gives the weights' format and bytes, the prefill and the decode
+   The text streams to stdout as it is made, through pt_generate's pt_detok (bytes that may begin a
+   stop string, and those of a UTF-8 character split across tokens, are held until they resolve).
+   The last line, on stderr, gives the weights' format and bytes, the prefill and the decode
    tokens/s: `ptgen: q8_0 weights 91.2 MB, prefill 12 tokens 850.1 tokens/s, decode 128 tokens 301.3 tokens/s`.
    Exit status: 0 done, 1 a bad model file or a failed generation, 2 bad usage. */
 #define PTRAIN_IMPLEMENTATION

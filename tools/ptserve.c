@@ -33,8 +33,12 @@
    model is loaded. Exit status: 0 after a drain, 1 a model or socket that fails, 2 bad usage.
 
    Threads: MHD's internal polling thread serves every connection; one engine thread runs
-   pt_engine_step; a watchdog thread closes connections past --read-timeout. A streaming response's content reader with nothing to send suspends its
-   connection; the engine's per-token callback resumes it. A non-streaming request suspends in the
+   pt_engine_run, whose per-iteration hook (sv_hook) applies the step delay, cancels the requests past
+   their deadline or whose client went away, and reads the metrics; the engine's stop strings end a
+   request in the iteration of its token, its text callback streams the text, its end callback
+   finishes the choice (and the request, its last choice); a watchdog thread closes connections
+   past --read-timeout. A streaming response's content reader with nothing to send suspends its
+   connection; the engine's text and end callbacks resume it. A non-streaming request suspends in the
    access handler until its last token. Request parsing and validation (sv_parse_request) has no HTTP
    in it: tests/fuzz/fuzz_serve_request.c includes this file with PTSERVE_NO_MAIN. */
 #define _GNU_SOURCE
@@ -354,20 +358,11 @@ static void sv_error_json(pt_sb *b, const sv_err *e) {
     pt_sb_add(b, ",\"code\":%d}}", e->status);
 }
 
-/* bytes at the end of s[0, n) that begin a UTF-8 character not yet complete */
-static size_t sv_utf8_tail(const unsigned char *s, size_t n) {
-    size_t k;
-    for (k = 1; k <= 3 && k <= n; k++) {
-        unsigned char c = s[n - k];
-        if ((c & 0xC0) == 0x80) continue; /* a continuation byte: look further back */
-        if (c >= 0xC0) {
-            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-            return need > k ? k : 0;
-        }
-        return 0;
-    }
-    return 0;
-}
+#ifdef PTSERVE_NO_MAIN
+/* bytes at the end of s[0, n) that begin a UTF-8 character not yet complete (pt_detok's hold-back;
+   the request fuzzer checks it) */
+static size_t sv_utf8_tail(const unsigned char *s, size_t n) { return pt__utf8_tail(s, n); }
+#endif
 
 #ifndef PTSERVE_NO_MAIN
 #include <microhttpd.h>
@@ -389,10 +384,10 @@ typedef struct sv_choice {
     struct sv_request *rq;
     int32_t index;
     int64_t eid;            /* the engine's request id */
-    int32_t done, finish;   /* finish: 0 length, 1 stop, 2 timeout, 3 cancelled, 4 error */
-    int32_t ntok, admitted, cancel_sent;
-    pt_sb pend;             /* decoded bytes not emitted yet (an incomplete character, a possible stop) */
-    pt_sb text;             /* emitted text */
+    int32_t done;
+    pt_finish finish;       /* why it ended (cancelled: a timeout when its request timed out) */
+    int32_t ntok, cancel_sent;
+    pt_sb text;             /* emitted text (the engine's pt_detok holds back the rest) */
     pt_sb lp_tok;           /* logprobs: the tokens' texts, NUL-separated */
     float *lp;
     int32_t nlp, caplp, lp_streamed;
@@ -401,7 +396,7 @@ typedef struct sv_choice {
 } sv_choice;
 
 typedef struct sv_request {
-    struct sv_request *next;
+    struct sv_request *next, *prev;
     int refs;                     /* the engine side and the connection */
     sv_req q;
     sv_choice *ch;
@@ -493,7 +488,7 @@ static void sv_release(sv_request *rq) {
     if (--rq->refs > 0) return;
     for (i = 0; rq->ch && i < rq->q.n; i++) {
         sv_choice *c = &rq->ch[i];
-        pt_sb_free(&c->pend), pt_sb_free(&c->text), pt_sb_free(&c->lp_tok);
+        pt_sb_free(&c->text), pt_sb_free(&c->lp_tok);
         free(c->lp);
     }
     free(rq->ch);
@@ -559,9 +554,13 @@ static void sv_logprobs_json(pt_sb *b, const sv_choice *c, int32_t from, int32_t
     }
     pt_sb_add(b, "]}");
 }
-static const char *sv_finish_name(int f) {
-    static const char *const n[] = {"length", "stop", "timeout", "cancelled", "error"};
-    return f >= 0 && f < 5 ? n[f] : "length";
+static const char *sv_finish_name(const sv_choice *c) {
+    switch (c->finish) {
+    case PT_FINISH_STOP_STRING: case PT_FINISH_STOP_TOKEN: case PT_FINISH_CALLBACK: return "stop";
+    case PT_FINISH_CANCELLED: return c->rq->timed_out ? "timeout" : "cancelled";
+    case PT_FINISH_ERROR: return "error";
+    default: return "length";
+    }
 }
 /* the chunk of choice c's text since the last one (and its finish when done) */
 static void sv_stream_choice(sv_request *rq, sv_choice *c) {
@@ -583,55 +582,34 @@ static void sv_stream_choice(sv_request *rq, sv_choice *c) {
     pt_sb_add(b, "\"logprobs\":");
     if (rq->q.logprobs && c->nlp > c->lp_streamed) sv_logprobs_json(b, c, c->lp_streamed, c->nlp, rq->q.chat), c->lp_streamed = c->nlp;
     else pt_sb_add(b, "null");
-    if (c->done) pt_sb_add(b, ",\"finish_reason\":\"%s\"}]}\n\n", sv_finish_name(c->finish));
+    if (c->done) pt_sb_add(b, ",\"finish_reason\":\"%s\"}]}\n\n", sv_finish_name(c));
     else pt_sb_add(b, ",\"finish_reason\":null}]}\n\n");
     c->streamed = c->text.n;
 }
 
-/* emits what of c->pend is decided: complete characters, and no possible start of a stop string;
-   at the end (final) everything left; 1 when a stop string was found */
-static int sv_emit(sv_choice *c, int final) {
-    sv_request *rq = c->rq;
-    size_t at = c->pend.n, hold = 0;
-    int hit = rq->q.nstop ? pt_stop_find(c->pend.s ? c->pend.s : "", c->pend.n, (const char *const *)rq->q.stop, rq->q.nstop, &at, &hold) : 0;
-    size_t emit;
-    if (hit) emit = at;
-    else if (final) emit = c->pend.n;
-    else {
-        size_t u = sv_utf8_tail((const unsigned char *)c->pend.s, c->pend.n);
-        emit = c->pend.n - (hold > u ? hold : u);
-    }
-    if (emit) sv_append(&c->text, c->pend.s, emit);
-    if (hit) c->pend.n = 0;
-    else {
-        memmove(c->pend.s, c->pend.s + emit, c->pend.n - emit);
-        c->pend.n -= emit;
-    }
-    return hit;
-}
-
-/* the engine's per-token callback (the engine thread, no engine lock held) */
+/* the engine's per-token callback (the engine thread, no engine lock held): the metrics, the logprobs */
 static int sv_on_token(void *user, int64_t id, int32_t token, float logprob) {
     sv_choice *c = (sv_choice *)user;
     sv_request *rq = c->rq;
     char small[256], *buf = small; /* a token of any length: a longer one is decoded into the heap */
-    int64_t k;
+    int64_t k = 0;
     double now = pt_time();
-    int stop = 0;
     (void)id;
-    if (S.tok) {
-        k = pt_tokenizer_decode(S.tok, &token, 1, small, sizeof small - 1);
-        if (k > (int64_t)sizeof small - 1) {
-            buf = k < ((int64_t)1 << 31) ? (char *)malloc((size_t)k + 1) : NULL;
-            if (!buf || pt_tokenizer_decode(S.tok, &token, 1, buf, k) != k) {
-                fprintf(stderr, "ptserve: token %d (%lld bytes) not decoded: out of memory\n", (int)token, (long long)k);
-                free(buf);
-                buf = small, k = 0;
+    if (rq->q.logprobs) { /* the token's own text */
+        if (S.tok) {
+            k = pt_tokenizer_decode(S.tok, &token, 1, small, sizeof small - 1);
+            if (k > (int64_t)sizeof small - 1) {
+                buf = k < ((int64_t)1 << 31) ? (char *)malloc((size_t)k + 1) : NULL;
+                if (!buf || pt_tokenizer_decode(S.tok, &token, 1, buf, k) != k) {
+                    fprintf(stderr, "ptserve: token %d (%lld bytes) not decoded: out of memory\n", (int)token, (long long)k);
+                    free(buf);
+                    buf = small, k = 0;
+                }
             }
-        }
-    } else buf[0] = (char)token, k = token < 256 ? 1 : 0;
-    if (k < 0) k = 0;
-    buf[k] = 0;
+        } else buf[0] = (char)token, k = token < 256 ? 1 : 0;
+        if (k < 0) k = 0;
+        buf[k] = 0;
+    }
     pthread_mutex_lock(&S.mu);
     S.tok_out++;
     if (c->ntok == 0) {
@@ -653,15 +631,22 @@ static int sv_on_token(void *user, int64_t id, int32_t token, float logprob) {
             c->lp[c->nlp++] = logprob;
         }
     }
-    if (k) sv_append(&c->pend, buf, (size_t)k);
-    if (sv_emit(c, 0)) stop = 1, c->finish = 1;
-    if (!stop) {
-        sv_stream_choice(rq, c);
-        sv_wake(rq);
-    }
     pthread_mutex_unlock(&S.mu);
     if (buf != small) free(buf);
-    return stop;
+    return 0;
+}
+/* the engine's text callback: the text safe to show, streamed */
+static int sv_on_text(void *user, int64_t id, int32_t token, float logprob, const char *text, size_t len) {
+    sv_choice *c = (sv_choice *)user;
+    (void)id, (void)token, (void)logprob;
+    pthread_mutex_lock(&S.mu);
+    if (len) sv_append(&c->text, text, len);
+    if (!c->done) {
+        sv_stream_choice(c->rq, c);
+        sv_wake(c->rq);
+    }
+    pthread_mutex_unlock(&S.mu);
+    return 0;
 }
 
 /* a request's last chunks, or its whole response body (S.mu held) */
@@ -685,7 +670,7 @@ static void sv_body_json(pt_sb *b, sv_request *rq) {
         pt_sb_add(b, "%s,\"logprobs\":", rq->q.chat ? "}" : "");
         if (rq->q.logprobs) sv_logprobs_json(b, c, 0, c->nlp, rq->q.chat);
         else pt_sb_add(b, "null");
-        pt_sb_add(b, ",\"finish_reason\":\"%s\"}", sv_finish_name(c->finish));
+        pt_sb_add(b, ",\"finish_reason\":\"%s\"}", sv_finish_name(c));
     }
     pt_sb_add(b, "],");
     sv_usage_json(b, rq);
@@ -693,6 +678,55 @@ static void sv_body_json(pt_sb *b, sv_request *rq) {
 }
 
 /* ---- the engine thread ---- */
+/* every choice of rq has ended: its last bytes, then it leaves the list (S.mu held) */
+static void sv_request_done(sv_request *rq) {
+    if (rq->half_closed && !rq->stream_end) { /* the whole answer for the reader (its status, 200, went out) */
+        if (rq->error) {
+            sv_err e;
+            memset(&e, 0, sizeof e);
+            sv_fail(&e, 500, "", "%s", rq->errmsg);
+            sv_error_json(&rq->out, &e);
+        } else sv_body_json(&rq->out, rq);
+        rq->stream_end = 1;
+    }
+    if (rq->q.stream && !rq->stream_end) {
+        if (rq->q.include_usage) {
+            sv_chunk_head(rq, &rq->out);
+            pt_sb_add(&rq->out, ",\"choices\":[],");
+            sv_usage_json(&rq->out, rq);
+            pt_sb_add(&rq->out, "}\n\n");
+        }
+        pt_sb_add(&rq->out, "data: [DONE]\n\n");
+        rq->stream_end = 1;
+    }
+    rq->all_done = 1;
+    S.req_total[rq->timed_out ? 4 : rq->gone ? 5 : 0]++;
+    sv_wake(rq);
+    if (rq->prev) rq->prev->next = rq->next;
+    else S.reqs = rq->next;
+    if (rq->next) rq->next->prev = rq->prev;
+    sv_release(rq);
+}
+/* choice c has ended (finish, error: its message); the request when it was the last (S.mu held) */
+static void sv_choice_done(sv_choice *c, pt_finish finish, const char *error) {
+    sv_request *rq = c->rq;
+    int32_t i, ndone = 0;
+    c->done = 1, c->finish = finish;
+    if (finish == PT_FINISH_ERROR) rq->error = 1, snprintf(rq->errmsg, sizeof rq->errmsg, "%s", error);
+    sv_stream_choice(rq, c);
+    sv_wake(rq);
+    for (i = 0; i < rq->q.n; i++) ndone += rq->ch[i].done;
+    if (ndone == rq->q.n) sv_request_done(rq);
+}
+/* the engine's end callback (once a choice; the engine thread, no engine lock held) */
+static void sv_on_end(void *user, int64_t id, const pt_engine_result *res, const char *text, size_t len) {
+    sv_choice *c = (sv_choice *)user;
+    pthread_mutex_lock(&S.mu);
+    pt_engine_release(S.eng, id); /* read: the engine forgets it (res is a copy) */
+    if (len) sv_append(&c->text, text, len);
+    sv_choice_done(c, res->finish, res->error);
+    pthread_mutex_unlock(&S.mu);
+}
 static void sv_submit(sv_request *rq) {
     int32_t i;
     for (i = 0; i < rq->q.n; i++) {
@@ -702,9 +736,17 @@ static void sv_submit(sv_request *rq) {
         er.prompt = rq->q.ids, er.nprompt = rq->q.nids, er.max_tokens = rq->q.max_tokens;
         er.sample.temperature = rq->q.temperature, er.sample.top_p = rq->q.top_p >= 1 ? 0 : rq->q.top_p, er.sample.top_k = rq->q.top_k;
         er.sample.seed = rq->q.seed + (uint64_t)i;
-        er.priority = rq->q.priority, er.arrival = 0, er.on_token = sv_on_token, er.user = c;
+        er.stop = (const char *const *)rq->q.stop, er.nstop = rq->q.nstop;
+        er.priority = rq->q.priority, er.arrival = 0, er.on_token = sv_on_token, er.on_text = sv_on_text, er.on_end = sv_on_end, er.user = c;
         c->eid = pt_engine_submit(S.eng, &er);
     }
+}
+/* the choices the engine refused (out of memory: no id, so no end callback) end here, once the
+   connection is suspended or answered by a reader (S.mu held) */
+static void sv_refused(sv_request *rq) {
+    int32_t i, n = rq->q.n;
+    for (i = 0; i < n && !rq->all_done; i++)
+        if (rq->ch[i].eid < 0 && !rq->ch[i].done) sv_choice_done(&rq->ch[i], PT_FINISH_ERROR, "the engine refused the request");
 }
 
 /* the client of a suspended connection went away. A reset socket is gone. End of file (a FIN) is
@@ -722,97 +764,36 @@ static int sv_peer_gone(sv_request *rq) {
     return k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
 
-/* after a step: the requests' states, finishes, timeouts, disconnects (S.mu held) */
-static void sv_sweep(void) {
-    sv_request **pp = &S.reqs, *rq;
-    double now = pt_time();
-    int waiting = 0, running = 0;
-    while ((rq = *pp) != NULL) {
-        int32_t i, ndone = 0;
-        int expire, gone;
+/* the engine's per-iteration hook: the step delay, deadlines and clients gone (their requests
+   cancelled: the end callback finishes them), the metrics */
+static int sv_hook(void *user, pt_engine *e) {
+    sv_request *rq;
+    double now;
+    (void)user;
+    if (S.step_delay_ms > 0) {
+        struct timespec ts;
+        ts.tv_sec = S.step_delay_ms / 1000, ts.tv_nsec = (S.step_delay_ms % 1000) * 1000000L;
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&S.mu);
+    now = pt_time();
+    for (rq = S.reqs; rq; rq = rq->next) {
+        int32_t i;
         if (!rq->timed_out && now > rq->deadline) rq->timed_out = 1;
         if (!rq->gone && sv_peer_gone(rq)) rq->gone = 1;
-        expire = rq->timed_out, gone = rq->gone;
-        for (i = 0; i < rq->q.n; i++) {
-            sv_choice *c = &rq->ch[i];
-            pt_engine_result res;
-            int32_t st;
-            if (c->done) {
-                ndone++;
-                continue;
-            }
-            if ((expire || gone) && c->eid >= 0 && !c->cancel_sent) pt_engine_cancel(S.eng, c->eid), c->cancel_sent = 1;
-            st = c->eid >= 0 ? pt_engine_poll(S.eng, c->eid, &res, NULL, 0) : PT_REQ_ERROR;
-            if (st == PT_REQ_RUNNING) c->admitted = 1, running++;
-            else if (st == PT_REQ_WAITING || st == PT_REQ_PENDING) waiting++;
-            if (st == PT_REQ_DONE || st == PT_REQ_CANCELLED || st == PT_REQ_ERROR) {
-                c->done = 1, ndone++;
-                if (c->eid >= 0) pt_engine_release(S.eng, c->eid); /* read: the engine forgets it (res is a copy) */
-                if (st == PT_REQ_DONE) {
-                    if (res.finish != PT_FINISH_CALLBACK) c->finish = 0;
-                } else if (st == PT_REQ_CANCELLED) c->finish = rq->timed_out ? 2 : 3;
-                else {
-                    c->finish = 4, rq->error = 1;
-                    snprintf(rq->errmsg, sizeof rq->errmsg, "%s", c->eid >= 0 ? res.error : "the engine refused the request");
-                }
-                if (c->finish != 1) sv_emit(c, 1);
-                sv_stream_choice(rq, c);
-                sv_wake(rq);
-            }
-        }
-        if (ndone == rq->q.n) {
-            if (rq->half_closed && !rq->stream_end) { /* the whole answer for the reader (its status, 200, went out) */
-                if (rq->error) {
-                    sv_err e;
-                    memset(&e, 0, sizeof e);
-                    sv_fail(&e, 500, "", "%s", rq->errmsg);
-                    sv_error_json(&rq->out, &e);
-                } else sv_body_json(&rq->out, rq);
-                rq->stream_end = 1;
-            }
-            if (rq->q.stream && !rq->stream_end) {
-                if (rq->q.include_usage) {
-                    sv_chunk_head(rq, &rq->out);
-                    pt_sb_add(&rq->out, ",\"choices\":[],");
-                    sv_usage_json(&rq->out, rq);
-                    pt_sb_add(&rq->out, "}\n\n");
-                }
-                pt_sb_add(&rq->out, "data: [DONE]\n\n");
-                rq->stream_end = 1;
-            }
-            rq->all_done = 1;
-            S.req_total[rq->timed_out ? 4 : rq->gone ? 5 : 0]++;
-            sv_wake(rq);
-            *pp = rq->next;
-            sv_release(rq);
-            continue;
-        }
-        pp = &rq->next;
+        if (!rq->timed_out && !rq->gone) continue;
+        for (i = 0; i < rq->q.n; i++)
+            if (!rq->ch[i].done && rq->ch[i].eid >= 0 && !rq->ch[i].cancel_sent) pt_engine_cancel(e, rq->ch[i].eid), rq->ch[i].cancel_sent = 1;
     }
-    S.waiting = waiting, S.running = running;
+    S.kv = pt_infer_kv_stats(S.inf);
+    S.es = pt_engine_stats_get(e);
+    S.waiting = (int)S.es.waiting, S.running = (int)S.es.running;
+    pthread_mutex_unlock(&S.mu);
+    return 0;
 }
-
 static void *sv_engine_thread(void *arg) {
     (void)arg;
-    pthread_mutex_lock(&S.mu);
-    for (;;) {
-        int rc;
-        while (!S.reqs && !S.stop) pthread_cond_wait(&S.work, &S.mu);
-        if (!S.reqs && S.stop) break;
-        pthread_mutex_unlock(&S.mu);
-        rc = pt_engine_step(S.eng);
-        if (S.step_delay_ms > 0) {
-            struct timespec ts;
-            ts.tv_sec = S.step_delay_ms / 1000, ts.tv_nsec = (S.step_delay_ms % 1000) * 1000000L;
-            nanosleep(&ts, NULL);
-        }
-        pthread_mutex_lock(&S.mu);
-        if (rc < 0) fprintf(stderr, "ptserve: engine: %s\n", pt_error(S.ctx)), pt_error_clear(S.ctx);
-        sv_sweep(); /* before the stats: the requests it released are not counted as held */
-        S.kv = pt_infer_kv_stats(S.inf);
-        S.es = pt_engine_stats_get(S.eng);
-    }
-    pthread_mutex_unlock(&S.mu);
+    if (pt_engine_run(S.eng) != PT_OK) fprintf(stderr, "ptserve: engine: %s\n", pt_error(S.ctx));
     return NULL;
 }
 
@@ -1228,14 +1209,15 @@ static enum MHD_Result sv_handler(void *cls, struct MHD_Connection *con, const c
         ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
         rq->conn_fd = ci ? ci->connect_fd : -1;
         pt_sb_init(&rq->out);
-        for (i = 0; i < q.n; i++) rq->ch[i].rq = rq, rq->ch[i].index = i, rq->ch[i].eid = -1, pt_sb_init(&rq->ch[i].text), pt_sb_init(&rq->ch[i].pend), pt_sb_init(&rq->ch[i].lp_tok);
+        for (i = 0; i < q.n; i++) rq->ch[i].rq = rq, rq->ch[i].index = i, rq->ch[i].eid = -1, pt_sb_init(&rq->ch[i].text), pt_sb_init(&rq->ch[i].lp_tok);
         pthread_mutex_lock(&S.mu);
         rq->serial = S.nextserial++;
         S.live++;
         S.tok_in += q.nids;
         S.waiting += q.n;
+        rq->next = S.reqs, rq->prev = NULL, S.reqs = rq;
+        if (rq->next) rq->next->prev = rq;
         sv_submit(rq);
-        rq->next = S.reqs, S.reqs = rq;
         cc->rq = rq;
         pthread_cond_broadcast(&S.work);
         if (!q.stream && rq->conn_fd >= 0) { /* the client has half-closed already: the answer must be under way before MHD reads the end */
@@ -1246,6 +1228,7 @@ static enum MHD_Result sv_handler(void *cls, struct MHD_Connection *con, const c
             struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sv_reader, rq, sv_reader_free);
             enum MHD_Result ok;
             cc->rq = NULL; /* the response holds the connection's reference */
+            sv_refused(rq);
             pthread_mutex_unlock(&S.mu);
             if (!r) return MHD_NO;
             MHD_add_response_header(r, "Content-Type", q.stream ? "text/event-stream" : "application/json");
@@ -1257,6 +1240,7 @@ static enum MHD_Result sv_handler(void *cls, struct MHD_Connection *con, const c
         }
         rq->suspended = 1;
         MHD_suspend_connection(con);
+        sv_refused(rq);
         pthread_mutex_unlock(&S.mu);
         return MHD_YES;
     }
@@ -1522,6 +1506,7 @@ static int start_engine(sv_opts *o) {
     memset(&ed, 0, sizeof ed);
     ed.max_running = (int32_t)o->max_seqs, ed.token_budget = (int32_t)o->budget, ed.wall_clock = 1;
     ed.max_events = 1 << 16; /* each request is released once answered and the trace is capped: memory stays flat */
+    ed.tokenizer = S.tok, ed.on_iteration = sv_hook;
     if (!(S.inf = pt_infer_new(S.ctx, S.w, &idesc)) || !(S.eng = pt_engine_new(S.inf, &ed))) {
         fprintf(stderr, "ptserve: %s\n", pt_error(S.ctx));
         return 1;
@@ -1555,6 +1540,7 @@ static void drain_on_signal(sv_opts *o) {
     S.stop = 1;
     pthread_cond_broadcast(&S.work);
     pthread_mutex_unlock(&S.mu);
+    pt_engine_stop(S.eng);
     pthread_join(o->engine, NULL);
     MHD_stop_daemon(S.d);
     pthread_mutex_lock(&S.cmu);
