@@ -17,7 +17,7 @@ mkdir -p "$T" "$T/no_icd_vendors"
 
 # ---- tuning files ----
 # the builds start together (one core each); each is waited for where it is first needed
-$CC $W -D_POSIX_C_SOURCE=200809L -DPTRAIN_OPENCL tests/test_cltune.c -o "$T/test_cltune" -lm >"$T/test_cltune.build.log" 2>&1 &
+$CC $W -D_POSIX_C_SOURCE=200809L -DPTRAIN_OPENCL $PT_OWN tests/test_cltune.c -o "$T/test_cltune" -lm >"$T/test_cltune.build.log" 2>&1 &
 p_b1=$!
 build_prog "$T/test_cltune_nocl" tests/test_cltune.c w+posix -D_POSIX_C_SOURCE=200809L >"$T/test_cltune_nocl.build.log" 2>&1 &
 p_b2=$!

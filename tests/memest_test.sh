@@ -33,7 +33,7 @@ p_plain=$!
 p_asan=""
 [ "${NO_ASAN:-0}" != 1 ] && build_bg "$BUILD/test_memest.asan.build.log" build_prog "$BUILD/test_memest.asan" \
     tests/test_memest.c asan -Werror && p_asan=$!
-build_bg "$BUILD/test_memest.mutant.build.log" $CC -I"$BUILD/mutant" $W tests/test_memest.c -o "$BUILD/test_memest.mutant" -lm
+build_bg "$BUILD/test_memest.mutant.build.log" $CC -I"$BUILD/mutant" $W $PT_OWN tests/test_memest.c -o "$BUILD/test_memest.mutant" -lm
 p_mutant=$!
 p_mpi=""
 have mpicc && build_bg "$BUILD/test_memest_mpi.build.log" build_prog "$BUILD/test_memest_mpi" tests/test_memest.c mpi && p_mpi=$!
