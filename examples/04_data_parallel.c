@@ -27,6 +27,7 @@
 #include "ptrain.h"
 
 #include <math.h>
+#include <mpi.h> /* MPI_Allreduce below */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

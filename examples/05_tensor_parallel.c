@@ -26,6 +26,7 @@
 #include "ptrain.h"
 
 #include <math.h>
+#include <mpi.h> /* MPI_Gather below */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -32,6 +32,7 @@
 #define PTRAIN_HARNESS
 #include "ptrain.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -57,6 +57,7 @@
 #include "ptrain.h"
 
 #include <math.h>
+#include <mpi.h> /* MPI_Allreduce below */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

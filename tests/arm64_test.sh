@@ -47,7 +47,7 @@ fi
 # the builds at once (one core each)
 PIDS=""
 for t in $PROGS; do
-    build_bg "$A/$t.build.log" $XCC $XW "tests/$t.c" -o "$A/$t" -lm
+    build_bg "$A/$t.build.log" $XCC $XW $PT_OWN "tests/$t.c" -o "$A/$t" -lm
     PIDS="$PIDS $!"
 done
 # shellcheck disable=SC2086

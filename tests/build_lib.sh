@@ -35,10 +35,11 @@
 # functions the program reaches (a test of a few functions compiles in a tenth of the time of the
 # whole implementation; test_core, which reaches most of it, in two thirds). The code compiled is
 # the same; only its linkage differs (docs: PTRAIN_STATIC). Not for a check of the implementation as
-# users build it (compile_test, impl_compiles, the tutorials' and tools' Build: lines), and only in
-# builds without -Werror, whose logs no check reads for warnings: with every function static, gcc's
-# optimizer sees through more calls and warns where the extern build does not (format-truncation in
-# pt_ckpt_step_dir, maybe-uninitialized in pt__sampler_keep). Empty under PT_FULL_COMPILE=1.
+# users build it (compile_test, impl_compiles, the tools' Build: lines, the tutorials that
+# examples_test builds verbatim). The scripts' -Werror builds ($W) use it too: with every function
+# static, gcc's optimizer sees through more calls and may warn where the extern build does not
+# (format-truncation in pt_ckpt_step_dir and maybe-uninitialized in the sampler did, since fixed),
+# so those builds hold ptrain.h to -Werror under -DPTRAIN_STATIC as well. Empty under PT_FULL_COMPILE=1.
 
 PT_IMPL_DIR=${PT_IMPL_DIR:-${BUILD:-build/tests}/impl}
 PT_OWN=-DPTRAIN_STATIC

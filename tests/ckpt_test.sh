@@ -27,7 +27,7 @@ TMPS="$T1 $T2 $T3 $T8 $TT $TD $TC $TZ $TZ3 $TZ8"
 rm -rf $TMPS "$BUILD"/ckpt_rd[0-9]* "$BUILD"/ckpt_l[1234] "$BUILD/ckpt_4" "$BUILD/ckpt_asan"
 
 # the MPI build starts now, beside the build and the runs without MPI (one core each)
-build_bg "$BUILD/test_ckpt_mpi.build.log" "$MPICC" $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckpt_mpi" -lm
+build_bg "$BUILD/test_ckpt_mpi.build.log" "$MPICC" $W -DPTRAIN_MPI -fopenmp $PT_OWN -I"$INC" tests/test_ckpt.c -o "$BUILD/test_ckpt_mpi" -lm
 p_mpi1=$!
 M=$B/test_ckpt_mpi
 # mrun [mpich] NAME LOG NP [VAR=VALUE...] PROG ARG...: one run of test_ckpt_mpi on NP ranks, the variables in its
@@ -64,7 +64,7 @@ if ! mpich && [ "${NO_ASAN:-0}" != 1 ]; then
 fi
 if mpich; then
     if mpi_built; then mrun mpich "test_ckpt (1 rank)" "$BUILD/ckpt_np1.log" 1 CKPT_KEEP=1 "$M" "$T1"; fi
-elif $CC $W tests/test_ckpt.c -o "$BUILD/test_ckpt" -lm >"$BUILD/test_ckpt.build.log" 2>&1; then
+elif $CC $W $PT_OWN tests/test_ckpt.c -o "$BUILD/test_ckpt" -lm >"$BUILD/test_ckpt.build.log" 2>&1; then
     prog "test_ckpt (1 rank)" "$BUILD/ckpt_np1.log" env CKPT_KEEP=1 "$B/test_ckpt" "$T1"
 else
     fail "build test_ckpt ($CC)" "see $BUILD/test_ckpt.build.log"

@@ -29,11 +29,11 @@ expect() {
 }
 
 # the builds start together (one core each); each is waited for where it is first needed
-$CC $W tests/test_ckpttool.c -o "$T/test_ckpttool" -lm >"$T/build.log" 2>&1 &
+$CC $W $PT_OWN tests/test_ckpttool.c -o "$T/test_ckpttool" -lm >"$T/build.log" 2>&1 &
 p_b1=$!
 build_prog "$T/ptckpt" tools/ptckpt.c tool+posix >"$T/ptckpt.build.log" 2>&1 &
 p_b2=$!
-mpicc $W -DPTRAIN_MPI -fopenmp -I"$INC" tests/test_ckpttool.c -o "$T/test_ckpttool_mpi" -lm >"$T/mpi.build.log" 2>&1 &
+mpicc $W -DPTRAIN_MPI -fopenmp $PT_OWN -I"$INC" tests/test_ckpttool.c -o "$T/test_ckpttool_mpi" -lm >"$T/mpi.build.log" 2>&1 &
 p_b3=$!
 p_asan=""
 [ "${NO_ASAN:-0}" != 1 ] && build_bg "$T/asan.build.log" $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra \

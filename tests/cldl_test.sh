@@ -14,7 +14,7 @@ export PTRAIN_THREADS=1 OMP_WAIT_POLICY=passive
 unset PTRAIN_DEVICE PTRAIN_CL_TUNE
 T=$BUILD/cldl
 mkdir -p "$T"
-if ! $CC $W -O1 -DPTRAIN_OPENCL tests/test_cldl.c -o "$T/test_cldl" -lm >"$T/build.log" 2>&1; then
+if ! $CC $W -O1 -DPTRAIN_OPENCL $PT_OWN tests/test_cldl.c -o "$T/test_cldl" -lm >"$T/build.log" 2>&1; then
     fail "build test_cldl (-DPTRAIN_OPENCL, no -l flag)" "see $T/build.log"
     head -n 20 "$T/build.log" | sed 's/^/    /'
     echo "$NP passed, $NF failed"

@@ -17,15 +17,15 @@ mkdir -p "$T" "$T/no_icd_vendors"
 
 # ---- tuning files ----
 # the builds start together (one core each); each is waited for where it is first needed
-$CC $W -D_POSIX_C_SOURCE=200809L -DPTRAIN_OPENCL tests/test_cltune.c -o "$T/test_cltune" -lm >"$T/test_cltune.build.log" 2>&1 &
+$CC $W -D_POSIX_C_SOURCE=200809L -DPTRAIN_OPENCL $PT_OWN tests/test_cltune.c -o "$T/test_cltune" -lm >"$T/test_cltune.build.log" 2>&1 &
 p_b1=$!
 build_prog "$T/test_cltune_nocl" tests/test_cltune.c w+posix -D_POSIX_C_SOURCE=200809L >"$T/test_cltune_nocl.build.log" 2>&1 &
 p_b2=$!
-$CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. tools/ptcl.c -o "$T/ptcl" -lm >"$T/ptcl.build.log" 2>&1 &
+$CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL $PT_OWN -I. tools/ptcl.c -o "$T/ptcl" -lm >"$T/ptcl.build.log" 2>&1 &
 p_b3=$!
 # bench_cl alone calls OpenCL and CLBlast itself (its direct baselines): it needs their headers and -l flags
 if [ -e /usr/include/CL/cl.h ] && [ -e /usr/include/clblast_c.h ]; then
-    $CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL -I. bench/bench_cl.c -o "$T/bench_cl" -lOpenCL -lclblast -lm >"$T/bench_cl.build.log" 2>&1 &
+    $CC -O2 -fopenmp -Wall -Wextra -Werror -DPTRAIN_OPENCL $PT_OWN -I. bench/bench_cl.c -o "$T/bench_cl" -lOpenCL -lclblast -lm >"$T/bench_cl.build.log" 2>&1 &
     p_b4=$!
 else
     echo "CL/cl.h or clblast_c.h missing: install ocl-icd-opencl-dev opencl-headers libclblast-dev (make deps)" >"$T/bench_cl.build.log"

@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.." || exit 1
 
 # ---- without MPI: a world of one ----
 # the MPI builds start now, beside the build and the runs without MPI (one core each)
-build_bg "$BUILD/test_coll_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_coll.c -o "$B/test_coll_mpi" -lm
+build_bg "$BUILD/test_coll_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp $PT_OWN tests/test_coll.c -o "$B/test_coll_mpi" -lm
 p_mpi1=$!
 # dp_test builds the same program with the same command: its binary is used when it is newer than
 # every source (make test runs dp_test first)
@@ -25,10 +25,10 @@ newer() { _n=$1; shift; for _f; do [ "$_n" -nt "$_f" ] || return 1; done; }
 if [ "$INC" = . ] && [ -x "$BUILD/test_dp_mpi" ] && newer "$BUILD/test_dp_mpi" tests/test_dp.c tests/dp_common.h tests/test_util.h ptrain.h; then
     build_bg "$BUILD/test_dp_coll.build.log" cp "$BUILD/test_dp_mpi" "$B/test_dp_coll"
 else
-    build_bg "$BUILD/test_dp_coll.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$B/test_dp_coll" -lm
+    build_bg "$BUILD/test_dp_coll.build.log" mpicc $W -DPTRAIN_MPI -fopenmp $PT_OWN tests/test_dp.c -o "$B/test_dp_coll" -lm
 fi
 p_mpi2=$!
-if $CC $W tests/test_coll.c -o "$BUILD/test_coll" -lm >"$BUILD/test_coll.build.log" 2>&1; then
+if $CC $W $PT_OWN tests/test_coll.c -o "$BUILD/test_coll" -lm >"$BUILD/test_coll.build.log" 2>&1; then
     prog "test_coll (no MPI)" "$BUILD/test_coll.log" "$B/test_coll"
 else
     fail "build test_coll ($CC)" "see $BUILD/test_coll.build.log"

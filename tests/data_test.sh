@@ -15,7 +15,7 @@ export PTRAIN_THREADS=${PTRAIN_THREADS:-1}
 # the builds start together (one core each); each is waited for where it is first needed
 build_prog "$BUILD/test_data" tests/test_data.c w >"$BUILD/test_data.build.log" 2>&1 &
 p_b1=$!
-$CC $W -DPTRAIN_NO_THREADS tests/test_data.c -o "$BUILD/test_data_nothreads" -lm >"$BUILD/test_data_nt.build.log" 2>&1 &
+$CC $W -DPTRAIN_NO_THREADS $PT_OWN tests/test_data.c -o "$BUILD/test_data_nothreads" -lm >"$BUILD/test_data_nt.build.log" 2>&1 &
 p_b2=$!
 build_prog "$BUILD/prepare_shards" tools/prepare_shards.c w >"$BUILD/prepare_shards.build.log" 2>&1 &
 p_b3=$!
@@ -30,7 +30,7 @@ else
     fail "build test_data -DPTRAIN_NO_THREADS" "see $BUILD/test_data_nt.build.log"
 fi
 if [ "${NO_ASAN:-0}" != 1 ] && have g++; then
-    if g++ -x c++ -std=c++11 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra -Werror -I. tests/test_data.c \
+    if g++ -x c++ -std=c++11 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -Wall -Wextra -Werror $PT_OWN -I. tests/test_data.c \
         -o "$BUILD/test_data_asan" -lm >"$BUILD/test_data_asan.build.log" 2>&1; then
         prog "test_data (C++, sanitizers)" "$BUILD/test_data_asan.log" env UBSAN_OPTIONS=halt_on_error=1 timeout 120 "$B/test_data_asan" --dir "$D"
     else

@@ -13,9 +13,9 @@ cd "$(dirname "$0")/.." || exit 1
 
 # ---- without MPI: pure functions and the world of one ----
 # the MPI build starts now, beside the build and the runs without MPI (one core each)
-build_bg "$BUILD/test_dist_mpi.build.log" mpicc $W -DPTRAIN_MPI tests/test_dist.c -o "$BUILD/test_dist_mpi" -lm
+build_bg "$BUILD/test_dist_mpi.build.log" mpicc $W -DPTRAIN_MPI $PT_OWN tests/test_dist.c -o "$BUILD/test_dist_mpi" -lm
 p_mpi1=$!
-if $CC $W tests/test_dist.c -o "$BUILD/test_dist" -lm >"$BUILD/test_dist.build.log" 2>&1; then
+if $CC $W $PT_OWN tests/test_dist.c -o "$BUILD/test_dist" -lm >"$BUILD/test_dist.build.log" 2>&1; then
     prog "test_dist (no MPI)" "$BUILD/test_dist.log" "$B/test_dist"
     prog "test_dist (no MPI, PTRAIN_THREADS=3)" "$BUILD/test_dist.t3.log" env PTRAIN_THREADS=3 "$B/test_dist"
 else

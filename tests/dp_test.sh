@@ -16,15 +16,15 @@ cd "$(dirname "$0")/.." || exit 1
 
 # ---- without MPI: a world of one ----
 # the MPI builds start now, beside the build and the runs without MPI (one core each)
-build_bg "$BUILD/test_dp_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_dp.c -o "$BUILD/test_dp_mpi" -lm
+build_bg "$BUILD/test_dp_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp $PT_OWN tests/test_dp.c -o "$BUILD/test_dp_mpi" -lm
 p_mpi1=$!
-build_bg "$BUILD/test_zero_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_zero.c -o "$BUILD/test_zero_mpi" -lm
+build_bg "$BUILD/test_zero_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp $PT_OWN tests/test_zero.c -o "$BUILD/test_zero_mpi" -lm
 p_mpi2=$!
 build_bg "$BUILD/bench_zero.build.log" build_prog "$BUILD/bench_zero" bench/bench_zero.c mpi
 p_mpi3=$!
 build_bg "$BUILD/bench_largest.build.log" build_prog "$BUILD/bench_largest" bench/bench_largest.c mpi
 p_mpi4=$!
-if $CC $W tests/test_dp.c -o "$BUILD/test_dp" -lm >"$BUILD/test_dp.build.log" 2>&1; then
+if $CC $W $PT_OWN tests/test_dp.c -o "$BUILD/test_dp" -lm >"$BUILD/test_dp.build.log" 2>&1; then
     prog "test_dp (no MPI)" "$BUILD/test_dp.log" "$B/test_dp"
 else
     fail "build test_dp ($CC)" "see $BUILD/test_dp.build.log"

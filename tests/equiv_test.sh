@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.." || exit 1
 
 # both builds at once (one core each)
 p_nompi=""
-mpich || { build_bg "$BUILD/test_equiv_nompi.build.log" $CC $W tests/test_equiv.c -o "$BUILD/test_equiv_nompi" -lm && p_nompi=$!; }
+mpich || { build_bg "$BUILD/test_equiv_nompi.build.log" $CC $W $PT_OWN tests/test_equiv.c -o "$BUILD/test_equiv_nompi" -lm && p_nompi=$!; }
 # the MPI build links to the implementation object of $MPICC $W -DPTRAIN_MPI -fopenmp (build_prog mpi)
 have_mpi && build_bg "$BUILD/test_equiv.build.log" build_prog "$BUILD/test_equiv" tests/test_equiv.c mpi && p_mpi=$!
 # without MPI: a world of one (micro-batches; v chunks on one rank handed over in memory)

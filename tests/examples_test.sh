@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/examples_test.sh [WORKDIR] - the tutorials as a student meets them, and the trainer.
-# Each tutorial's "Build:" line is extracted and run verbatim from the repository root, and so is
-# tools/pttrain.c's (which must be the Makefile's recipe); then short runs check what each teaches:
+# Each tutorial's "Build:" line is extracted and run from the repository root (verbatim, or, where
+# tutorials share its compiler and flags, as the tutorial linked to the implementation compiled once
+# with them: see 1. below), and so is tools/pttrain.c's, verbatim (it must be the Makefile's recipe);
+# then short runs check what each teaches:
 # 03 the training loop (step lines from 0, --stop-after keeps the schedule, same seed same losses,
 # falling losses, validation, a sample, BPE shards decoded, bad flags and a missing corpus as clear
 # errors); 08 the OpenCL device (on the CPU 03's losses bit for bit and no transfers; on OpenCL 03's
@@ -32,19 +34,66 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 unset PTRAIN_PROGRESS
 PT=./build/pttrain
 
-# 1. every Build: line compiles as written, and names a Run: line; pttrain builds with its own
-#    Build: line, which is the Makefile's recipe for build/pttrain
+# 1. every Build: line is a single cc/mpicc command and names a Run: line; pttrain builds with its
+#    own Build: line, which is the Makefile's recipe for build/pttrain
+#    A tutorial whose compiler and flags (the Build: line up to its source) and #defines before
+#    ptrain.h (PTRAIN_HARNESS aside) no other tutorial shares runs its Build: line verbatim, as a
+#    student would, and so does pttrain; the tutorials that share them are built the way of
+#    tests/build_lib.sh: the implementation compiled once with those flags (with PTRAIN_HARNESS) into
+#    $W/impl/KEY.o, each tutorial its own translation unit (-DPTRAIN_IMPLEMENTATION_DONE
+#    -DPTRAIN_HARNESS_DONE) linked to it, with the rest of its Build: line (-o, libraries).
+#    PT_FULL_COMPILE=1: every Build: line verbatim.
 #    (the builds run together, one core each, and so do the test-only builds of below: prepare_shards,
 #    ptreport, pttrain with test hooks)
+# ex_key SRC BLINE: the Build: line up to SRC, then the source's #define lines before ptrain.h
+ex_key() {
+    printf '%s|' "${2%% "$1" *}"
+    sed -n '/#include "ptrain.h"/q; s:/\*.*::; s/[[:space:]]*$//; /^#define PTRAIN_IMPLEMENTATION$/d; /^#define PTRAIN_HARNESS$/d; /^#define/p' "$1" | tr '\n' ';'
+}
+keys=""
+for src in examples/*.c; do
+    bline=$(sed -n 's/^ *Build: //p' "$src" | head -n 1)
+    case "$bline" in *" $src "*) keys="$keys$(ex_key "$src" "$bline")
+" ;; esac
+done
+mkdir -p "$W/impl"
+rm -f "$W/impl/"*.o "$W/impl/"*.rc
 bpids=""
+linked=""
 for src in examples/*.c tools/pttrain.c; do
     name=$(basename "$src" .c)
     bline=$(sed -n 's/^ *Build: //p' "$src" | head -n 1)
     rline=$(sed -n 's/^ *Run: //p' "$src" | head -n 1)
     if [ -z "$bline" ] || { [ -z "$rline" ] && [ "$name" != pttrain ]; }; then fail "$name: first comment needs 'Build:' and 'Run:' lines"; continue; fi
     case "$bline" in cc\ *|mpicc\ *) ;; *) fail "$name: Build line is not a single cc/mpicc command: $bline"; continue ;; esac
-    sh -c "$bline" >"$W/$name.build.log" 2>&1 &
-    bpids="$bpids $name:$!"
+    key=$(ex_key "$src" "$bline")
+    if [ "$name" = pttrain ] || [ "${PT_FULL_COMPILE:-0}" = 1 ] || [ "$(printf '%s' "$keys" | grep -c -x -F -e "$key")" -lt 2 ]; then
+        sh -c "$bline" >"$W/$name.build.log" 2>&1 &
+        bpids="$bpids $name:$!"
+        continue
+    fi
+    # the first tutorial of a key compiles its implementation object; the others wait for its .rc
+    k=$(printf '%s' "$key" | cksum | cut -d' ' -f1)
+    case " $linked " in *" $k "*) first=0 ;; *) first=1; linked="$linked $k" ;; esac
+    pre=${bline%% "$src" *} post=${bline#*" $src "}
+    if [ $first = 1 ]; then
+        { printf '%s' "${key#*|}" | tr ';' '\n'; printf '#define PTRAIN_IMPLEMENTATION\n#define PTRAIN_HARNESS\n#include "ptrain.h"\n'; } >"$W/impl/$k.c"
+    fi
+    (
+        if [ $first = 1 ]; then
+            sh -c "$pre -c $W/impl/$k.c -o $W/impl/$k.o" >"$W/impl/$k.log" 2>&1
+            echo $? >"$W/impl/$k.rc.tmp" && mv "$W/impl/$k.rc.tmp" "$W/impl/$k.rc"
+        fi
+        while [ ! -f "$W/impl/$k.rc" ]; do sleep 1; done
+        if [ "$(cat "$W/impl/$k.rc")" != 0 ]; then
+            echo "the implementation with '$pre' does not compile ($W/impl/$k.c):"
+            head -c 400 "$W/impl/$k.log"
+            exit 1
+        fi
+        echo "$pre -DPTRAIN_IMPLEMENTATION_DONE -DPTRAIN_HARNESS_DONE $src $W/impl/$k.o $post"
+        sh -c "$pre -DPTRAIN_IMPLEMENTATION_DONE -DPTRAIN_HARNESS_DONE $src $W/impl/$k.o $post"
+    ) >"$W/$name.build.log" 2>&1 &
+    bpids="$bpids $name=$!"
 done
 # the test-only tools through their Makefile targets (make test builds them before the suites: then
 # there is nothing to do)
@@ -56,11 +105,12 @@ PTH=./build/pttrain-hooks
 make --no-print-directory "$PTH" >"$W/pttrain_hooks.build.log" 2>&1 &
 p_hooks=$!
 for np_ in $bpids; do
-    name=${np_%%:*}
+    case $np_ in *:*) name=${np_%%:*} pid=${np_#*:} how="its Build: line" ;;
+    *) name=${np_%%=*} pid=${np_#*=} how="its Build: line's flags, linked to the implementation compiled once with them" ;; esac
     src=examples/$name.c
     [ "$name" = pttrain ] && src=tools/pttrain.c
-    if wait "${np_#*:}"; then pass "$name builds with its Build: line"
-    else fail "$name: '$(sed -n 's/^ *Build: //p' "$src" | head -n 1)' failed: $(head -c 400 "$W/$name.build.log")"; fi
+    if wait "$pid"; then pass "$name builds with $how"
+    else fail "$name: '$(sed -n 's/^ *Build: //p' "$src" | head -n 1)' ($how) failed: $(head -c 400 "$W/$name.build.log")"; fi
 done
 recipe=$(sed -n '/^$(BUILD)\/pttrain:/{n;p;}' Makefile | sed 's/^[[:space:]]*//; s|\$@|build/pttrain|; s|\$(MPICC)|mpicc|')
 if [ -n "$recipe" ] && [ "$recipe" = "$(sed -n 's/^ *Build: //p' tools/pttrain.c | head -n 1)" ]; then pass "pttrain: its Build: line is the Makefile's recipe"

@@ -23,6 +23,11 @@ cd "$(dirname "$0")/.." || exit 1
 export PTRAIN_THREADS=${PTRAIN_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 ratios() { grep -E '^(layout|  rank)' "$1" | sed 's/^/    /'; }
+# bg_run LOG CMD...: runs a test program in the background (one core), its output in LOG, its exit
+# status in LOG.rc; bg_prog NAME LOG PID: waits for it and counts it as prog does. The one-process runs
+# (ASan, the mutant) go beside the MPI layouts and are counted after them.
+bg_run() { _br_log=$1; shift; ( "$@" >"$_br_log" 2>&1; echo $? >"$_br_log.rc" ) & }
+bg_prog() { wait "$3"; prog "$1" "$2.counted" sh -c 'cat "$1"; exit "$(cat "$1.rc" 2>/dev/null || echo 1)"' sh "$2"; }
 
 # the builds start together (one core each); each is waited for where it is first needed
 mkdir -p "$BUILD/mutant"
@@ -33,12 +38,23 @@ p_plain=$!
 p_asan=""
 [ "${NO_ASAN:-0}" != 1 ] && build_bg "$BUILD/test_memest.asan.build.log" build_prog "$BUILD/test_memest.asan" \
     tests/test_memest.c asan -Werror && p_asan=$!
-build_bg "$BUILD/test_memest.mutant.build.log" $CC -I"$BUILD/mutant" $W tests/test_memest.c -o "$BUILD/test_memest.mutant" -lm
+build_bg "$BUILD/test_memest.mutant.build.log" $CC -I"$BUILD/mutant" $W $PT_OWN tests/test_memest.c -o "$BUILD/test_memest.mutant" -lm
 p_mutant=$!
 p_mpi=""
 have mpicc && build_bg "$BUILD/test_memest_mpi.build.log" build_prog "$BUILD/test_memest_mpi" tests/test_memest.c mpi && p_mpi=$!
 build_bg "$BUILD/ptmem.build.log" build_prog "$BUILD/ptmem" tools/ptmem.c w
 p_ptmem=$!
+
+# the one-process checks under AddressSanitizer / UBSan (leaks included), started first: the longest run
+# (about 90 s of CPU; its bound is wide, as it shares the cores with the runs below)
+r_asan=""
+if [ -n "$p_asan" ]; then
+    if wait $p_asan; then
+        bg_run "$BUILD/test_memest_asan.log" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+            timeout 600 "$B/test_memest.asan" --real
+        r_asan=$!
+    else fail "build test_memest.asan" "see $BUILD/test_memest.asan.build.log"; fi
+fi
 
 if wait $p_plain; then
     prog "test_memest (no MPI, one rank)" "$BUILD/test_memest.log" timeout 120 "$B/test_memest" 1 1 1 0 1f1b 2
@@ -48,25 +64,15 @@ else
     head -n 20 "$BUILD/test_memest.build.log" | sed 's/^/    /'
 fi
 
-# the one-process checks under AddressSanitizer / UBSan (leaks included)
-if [ -n "$p_asan" ]; then
-    if wait $p_asan; then
-        prog "test_memest --real (ASan/UBSan)" "$BUILD/test_memest_asan.log" env ASAN_OPTIONS=detect_leaks=1 \
-            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 timeout 300 "$B/test_memest.asan" --real
-    else fail "build test_memest.asan" "see $BUILD/test_memest.asan.build.log"; fi
-fi
-
 # the estimate runs the real constructors: a GPT whose MLP is 3C wide instead of 4C (pt_block_new
 # edited, memest untouched) is still estimated to the byte, and its parameter counts differ
-# (the copy is made above, before the builds)
+# (the copy is made above, before the builds); it runs beside the MPI layouts, counted after them
+r_mutant=""
 if [ "$(diff "$INC/ptrain.h" "$BUILD/mutant/ptrain.h" | grep -c '^>')" -ne 2 ]; then
     fail "mutant GPT" "the two MLP lines of pt_block_new were not found in ptrain.h (update the sed above)"
 elif wait $p_mutant; then
-    prog "test_memest --real on a GPT with a 3C-wide MLP" "$BUILD/test_memest_mutant.log" timeout 120 "$B/test_memest.mutant" --real
-    a=$(grep 'estimated parameters' "$BUILD/test_memest_mutant.log" | sed 's/.*(//')
-    b=$(grep 'estimated parameters' "$BUILD/test_memest.log" | sed 's/.*(//')
-    if [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]; then pass "the mutant's estimated parameters differ from the GPT's (it was estimated, not replayed)"
-    else fail "mutant GPT" "its parameter counts equal the GPT's: '$a'"; fi
+    bg_run "$BUILD/test_memest_mutant.log" timeout 300 "$B/test_memest.mutant" --real
+    r_mutant=$!
 else
     fail "build test_memest.mutant" "see $BUILD/test_memest.mutant.build.log"
 fi
@@ -96,6 +102,15 @@ if have_mpi; then
         fail "build test_memest_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_memest_mpi.build.log"
         head -n 20 "$BUILD/test_memest_mpi.build.log" | sed 's/^/    /'
     fi
+fi
+
+[ -n "$r_asan" ] && bg_prog "test_memest --real (ASan/UBSan)" "$BUILD/test_memest_asan.log" "$r_asan"
+if [ -n "$r_mutant" ]; then
+    bg_prog "test_memest --real on a GPT with a 3C-wide MLP" "$BUILD/test_memest_mutant.log" "$r_mutant"
+    a=$(grep 'estimated parameters' "$BUILD/test_memest_mutant.log" | sed 's/.*(//')
+    b=$(grep 'estimated parameters' "$BUILD/test_memest.log" | sed 's/.*(//')
+    if [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ]; then pass "the mutant's estimated parameters differ from the GPT's (it was estimated, not replayed)"
+    else fail "mutant GPT" "its parameter counts equal the GPT's: '$a'"; fi
 fi
 
 # ---- tools/ptmem ----

@@ -24,7 +24,7 @@ if have clinfo; then
 fi
 
 # the builds start together (one core each); each is waited for where it is first needed
-$CC $W -DPTRAIN_OPENCL tests/test_opencl.c -o "$BUILD/test_opencl" -lm >"$BUILD/test_opencl.build.log" 2>&1 &
+$CC $W -DPTRAIN_OPENCL $PT_OWN tests/test_opencl.c -o "$BUILD/test_opencl" -lm >"$BUILD/test_opencl.build.log" 2>&1 &
 p_b1=$!
 build_prog "$BUILD/test_opencl_nocl" tests/test_opencl.c w+posix >"$BUILD/test_opencl_nocl.build.log" 2>&1 &
 p_b2=$!

@@ -52,7 +52,7 @@ if ! wait $p_b2; then
 fi
 R=$T/ptreport
 if [ "${NO_ASAN:-0}" != 1 ] &&
-    $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -I. tools/ptreport.c -o "$T/ptreport_asan" -lm >"$T/asan.build.log" 2>&1; then
+    $CC -std=c99 -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer $PT_OWN -I. tools/ptreport.c -o "$T/ptreport_asan" -lm >"$T/asan.build.log" 2>&1; then
     R=$T/ptreport_asan
     export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 fi

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 T=$BUILD/threads
 mkdir -p "$T" || exit 1
-F="-std=c99 -O1 -march=native -Wall -Wextra -Werror -I$INC"
+F="-std=c99 -O1 -march=native -Wall -Wextra -Werror $PT_OWN -I$INC"
 rm -f "$T"/*.dump
 build_bg "$T/team.build.log" $CC $F tests/test_threads.c -o "$T/team" -lm
 p_team=$!

@@ -13,8 +13,8 @@ export PTRAIN_THREADS=${PTRAIN_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-pa
 
 # the MPI build starts now, beside the build and the run without MPI (one core each)
 p_mpi=""
-have mpicc && build_bg "$BUILD/test_trace_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_trace.c -o "$BUILD/test_trace_mpi" -lm && p_mpi=$!
-if $CC $W tests/test_trace.c -o "$BUILD/test_trace" -lm >"$BUILD/test_trace.build.log" 2>&1; then
+have mpicc && build_bg "$BUILD/test_trace_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp $PT_OWN tests/test_trace.c -o "$BUILD/test_trace_mpi" -lm && p_mpi=$!
+if $CC $W $PT_OWN tests/test_trace.c -o "$BUILD/test_trace" -lm >"$BUILD/test_trace.build.log" 2>&1; then
     prog "test_trace (no MPI, one rank)" "$BUILD/test_trace.log" timeout 120 "$B/test_trace" "$BUILD"
     prog "test_trace (no MPI, PTRAIN_PROFILE=1)" "$BUILD/test_trace_prof.log" env PTRAIN_PROFILE=1 timeout 120 "$B/test_trace" "$BUILD"
 else

@@ -12,14 +12,14 @@ cd "$(dirname "$0")/.." || exit 1
 . tests/mpi_lib.sh
 
 # the three builds at once (one core each), then the runs
-build_bg "$BUILD/test_xent.build.log" $CC $W -fopenmp tests/test_xent.c -o "$BUILD/test_xent" -lm
+build_bg "$BUILD/test_xent.build.log" $CC $W -fopenmp $PT_OWN tests/test_xent.c -o "$BUILD/test_xent" -lm
 p_plain=$!
 p_mpi=""
 if have_mpi; then
     build_bg "$BUILD/test_xent_mpi.build.log" build_prog "$BUILD/test_xent_mpi" tests/test_xent.c mpi
     p_mpi=$!
 fi
-build_bg "$BUILD/test_xent_cl.build.log" $CC $W -fopenmp -DPTRAIN_OPENCL tests/test_xent.c -o "$BUILD/test_xent_cl" -lm
+build_bg "$BUILD/test_xent_cl.build.log" $CC $W -fopenmp -DPTRAIN_OPENCL $PT_OWN tests/test_xent.c -o "$BUILD/test_xent_cl" -lm
 p_cl=$!
 if wait $p_plain; then
     prog "test_xent (no MPI, tp=1)" "$BUILD/test_xent.log" "$B/test_xent"
