@@ -20746,7 +20746,7 @@ static int pt__ck_open_reg(const char *path, int64_t want, int64_t *size, char *
 
 /* checks the size and CRC32C of file f (a rank's data file, the tokenizer) of the checkpoint in dir */
 static int pt__ck_blob_check(const char *dir, const pt__ck_man *m, const pt__ck_file *f, char *err, size_t errlen) {
-    char path[1024];
+    char path[1100];
     unsigned char *buf;
     uint32_t crc = 0;
     int64_t total = 0;
@@ -21903,7 +21903,7 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     if (!ctx) return PT_ERR_ARG;
     if (!path || !path[0] || strlen(path) > 900) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_load: need a directory name (at most 900 characters)"), PT_ERR_ARG);
     if (o && o->ctx != ctx) return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_ckpt_load: the optimizer belongs to another context"), PT_ERR_ARG);
-    snprintf(cdir, sizeof cdir, "%s/manifest", path);
+    snprintf(cdir, sizeof cdir, "%.900s/manifest", path); /* path: at most 900 (checked above) */
     single = stat(cdir, &sb) == 0;
     if (!single) {
         steps = pt__ck_list(ctx, path, &n);
@@ -21918,9 +21918,9 @@ PTDEF pt_status pt_ckpt_load(pt_ctx *ctx, pt_optim *o, const char *path, int64_t
     }
     last[0] = 0;
     for (i = 0; i < (single ? 1 : n); i++) {
-        if (single) snprintf(cdir, sizeof cdir, "%s", path);
+        if (single) snprintf(cdir, sizeof cdir, "%.900s", path);
         else if (f && i == 0) snprintf(cdir, sizeof cdir, "%s", first);
-        else snprintf(cdir, sizeof cdir, "%s/step_%09lld", path, (long long)steps[i - f]);
+        else snprintf(cdir, sizeof cdir, "%.900s/step_%09lld", path, (long long)steps[i - f]);
         err[0] = 0;
         if (pt__ck_load_one(ctx, o, cdir, &step, err, sizeof err)) {
             pt__free(ctx, steps);

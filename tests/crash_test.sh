@@ -25,11 +25,9 @@ TRIALS=${CRASH_TRIALS:-50}
 NSTEPS=16
 echo "crash_test: $TRIALS trials, seed $SEED (CRASH_SEED=$SEED repeats them), $NSTEPS steps, a save after each"
 
-# the programs, built in parallel (each compiles the whole implementation, not with $PT_OWN: under
-# -DPTRAIN_STATIC gcc -O1 inlines pt_ckpt_load into main and -Werror=format-truncation fails on its
-# snprintf of the path into cdir[1024])
-($CC $W -O1 -fopenmp tests/crash_run.c -o "$C/crash_run" -lm >"$C/build1.log" 2>&1 && echo ok >"$C/build1") &
-(have mpicc && mpicc $W -O1 -fopenmp -DPTRAIN_MPI tests/crash_run.c -o "$C/crash_run_mpi" -lm >"$C/build4.log" 2>&1 && echo ok >"$C/build4") &
+# the programs, built in parallel (each compiles the implementation itself, with $PT_OWN)
+($CC $W $PT_OWN -O1 -fopenmp tests/crash_run.c -o "$C/crash_run" -lm >"$C/build1.log" 2>&1 && echo ok >"$C/build1") &
+(have mpicc && mpicc $W $PT_OWN -O1 -fopenmp -DPTRAIN_MPI tests/crash_run.c -o "$C/crash_run_mpi" -lm >"$C/build4.log" 2>&1 && echo ok >"$C/build4") &
 wait
 (build_prog "$C/ptckpt" tools/ptckpt.c tool+posix >"$C/buildp.log" 2>&1 && echo ok >"$C/buildp") &
 wait

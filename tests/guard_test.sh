@@ -15,8 +15,8 @@ export PTRAIN_THREADS=${PTRAIN_THREADS:-1} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-pa
 
 # the MPI build starts now, beside the build and the run without MPI (one core each)
 p_mpi=""
-have mpicc && build_bg "$BUILD/test_guard_mpi.build.log" mpicc $W -DPTRAIN_MPI -fopenmp tests/test_guard.c -o "$BUILD/test_guard_mpi" -lm && p_mpi=$!
-if $CC $W tests/test_guard.c -o "$BUILD/test_guard" -lm >"$BUILD/test_guard.build.log" 2>&1; then
+have mpicc && build_bg "$BUILD/test_guard_mpi.build.log" mpicc $W $PT_OWN -DPTRAIN_MPI -fopenmp tests/test_guard.c -o "$BUILD/test_guard_mpi" -lm && p_mpi=$!
+if $CC $W $PT_OWN tests/test_guard.c -o "$BUILD/test_guard" -lm >"$BUILD/test_guard.build.log" 2>&1; then
     prog "test_guard (no MPI, one rank)" "$BUILD/test_guard.log" timeout 120 "$B/test_guard" "$BUILD/guard_np1"
 else
     fail "build test_guard ($CC)" "see $BUILD/test_guard.build.log"

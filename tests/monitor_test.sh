@@ -43,7 +43,7 @@ if ! have_mpi; then
     echo "$NP passed, $NF failed"
     exit 1
 fi
-if mpicc $W -DPTRAIN_MPI tests/test_monitor.c -o "$BUILD/test_monitor_mpi" -lm >"$BUILD/test_monitor_mpi.build.log" 2>&1; then
+if mpicc $W $PT_OWN -DPTRAIN_MPI tests/test_monitor.c -o "$BUILD/test_monitor_mpi" -lm >"$BUILD/test_monitor_mpi.build.log" 2>&1; then
     prog "mpirun -np 2 test_monitor dp (dp2, a straggler)" "$BUILD/monitor_dp.log" mpi_run 2 -- "$B/test_monitor_mpi" "$D" dp
     prog "mpirun -np 2 test_monitor pp (pp2, 1F1B)" "$BUILD/monitor_pp.log" mpi_run 2 -- "$B/test_monitor_mpi" "$D" pp
 else
