@@ -217,6 +217,11 @@ b_recovery() { mpi "$RECOVERY" && step "$RECOVERY"; }
 # SERVE_REQUESTS, SERVE_OUTPUT... widen or narrow it): about 3 minutes on 2 busy cores; with BENCH_LLAMA_SERVER=llama.cpp's
 # llama-server binary, the same sweep on it serving the same GGUF (bench/peers/llama_server.sh) and the rates under the SLO
 b_serve() { built "$SERVE" && step "$SERVE"; }
+# peer_error MODEL FORMAT WHY: the decode_peer line of a peer that did not run, on stdout (WHY escaped for JSON)
+peer_error() {
+    e=$(printf '%s' "$3" | tr -d '\000-\037' | cut -c1-400 | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')
+    printf '{"bench":"decode_peer","model":"%s","format":"%s","batch":1,"error":"%s"}\n' "$1" "$2" "$e"
+}
 # decode: each model, each format, ptrain then (with BENCH_LLAMA) llama.cpp on the same weights, interleaved;
 # DECODE_MODELS / DECODE_FORMATS / DECODE_TOKENS / DECODE_REPS narrow or widen it
 b_decode() {
@@ -226,13 +231,19 @@ b_decode() {
         for fmt in ${DECODE_FORMATS:-f32 bf16 q8_0 q4_0}; do
             step "$DECODE" "$model" "$fmt" 1,4,16 "${DECODE_TOKENS:-64}" "${DECODE_REPS:-3}" >"$out"
             cat "$out"
-            [ -n "$LLAMA" ] || continue
             case $fmt in bf16) continue ;; esac # the peer runs f32, q8_0 and q4_0
+            if [ -z "$LLAMA" ]; then
+                peer_error "$model" "$fmt" "not run: BENCH_LLAMA is not set (a python with llama-cpp-python)"
+                continue
+            fi
             g=${TMPDIR:-/tmp}/ptrain_bench_decode_$model.$fmt.gguf
-            step "$DECODE" "$model" --gguf-out "$g" "$fmt"
-            $LLAMA bench/peers/llama_decode.py "$g" "$model" "$fmt" "${DECODE_TOKENS:-64}" "${DECODE_REPS:-3}" >>"$out" 2>/dev/null ||
-                echo "bench decode: the llama.cpp peer failed on $g ($LLAMA)" >&2
-            rm -rf "$g" "$g.ckpt"
+            step "$DECODE" "$model" --gguf-out "$g" "$fmt" 2>"$out.err"
+            if [ "$rc" -ne 0 ]; then
+                peer_error "$model" "$fmt" "not run: the GGUF export failed: $(grep . "$out.err" | tail -n 1)"
+            elif ! $LLAMA bench/peers/llama_decode.py "$g" "$model" "$fmt" "${DECODE_TOKENS:-64}" "${DECODE_REPS:-3}" >>"$out" 2>"$out.err"; then
+                peer_error "$model" "$fmt" "the llama.cpp peer ($LLAMA) failed on $g: $(grep . "$out.err" | tail -n 1)"
+            fi
+            rm -rf "$g" "$g.ckpt" "$out.err"
             a=$(grep '"batch":1,' "$out" | grep -v decode_peer | head -n 1 | sed -n 's/.*"tokens_per_s":\([0-9.]*\).*/\1/p')
             b=$(grep decode_peer "$out" | head -n 1 | sed -n 's/.*"tokens_per_s": *\([0-9.]*\).*/\1/p')
             grep decode_peer "$out"

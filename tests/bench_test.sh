@@ -247,5 +247,30 @@ if sh bench/plot_serve.sh "$T/none.jsonl" "$T/none.svg" 2>"$T/plot.err"; then fa
 elif grep -q 'no serve lines' "$T/plot.err" && [ ! -f "$T/none.svg" ]; then pass "plot_serve.sh with no serve lines: an error, no file"
 else fail "plot_serve.sh with no serve lines" "$(cat "$T/plot.err")"; fi
 
+# decode's peer: each format it does not run gets a decode_peer line on stdout (valid JSON) naming why:
+# no BENCH_LLAMA, a failing GGUF export, a failing peer (its last stderr line, quotes escaped)
+# dpeer CASE EXPECTED-ERROR-SUBSTRING [VAR=VALUE...]
+dpeer() {
+    c=$1 want=$2
+    shift 2
+    env BENCH=decode BENCH_BUILD="$T/bin" DECODE_MODELS=gpt2-124m DECODE_FORMATS="f32 bf16 q4_0" "$@" sh bench/run.sh >"$T/dout" 2>"$T/derr"
+    if python3 -c '
+import json, sys
+want = sys.argv[2]
+ls = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"bench\":\"decode_peer\"")]
+ok = [l for l in ls if l["model"] == "gpt2-124m" and want in l.get("error", "")]
+fm = sorted(l["format"] for l in ok)
+sys.exit(0 if len(ls) == 2 and fm == ["f32", "q4_0"] else 1)' "$T/dout" "$want" 2>"$T/dpy"; then
+        pass "decode peer $c: a decode_peer line on stdout for f32 and q4_0 (not bf16) saying '$want'"
+    else
+        fail "decode peer $c" "stdout: $(grep decode_peer "$T/dout" | head -c 600) $(head -c 300 "$T/dpy")"
+    fi
+}
+dpeer "not configured" "not run: BENCH_LLAMA is not set"
+printf '#!/bin/sh\necho '"'"'llama_model_load: error "vocab" \\ 50257'"'"' >&2\nexit 1\n' >"$T/bin/badpeer"
+chmod +x "$T/bin/badpeer"
+dpeer "failing" 'llama_model_load: error "vocab" \ 50257' BENCH_LLAMA="$T/bin/badpeer"
+dpeer "export failing" "not run: the GGUF export failed" BENCH_LLAMA="$T/bin/badpeer" FAKE_FAIL="bench_decode gpt2-124m --gguf-out*"
+
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]
