@@ -16,7 +16,7 @@ if ! command -v valgrind >/dev/null 2>&1; then
 fi
 mkdir -p "$BUILD" || exit 1
 FLAGS="-std=c99 -O1 -g -fopenmp -Wall -Wextra -I."
-PROGS="test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc test_host test_recompute test_xent test_memest test_sample test_gguf test_data"
+PROGS="test_core test_json test_ops test_gemm test_attn test_kernels test_pp test_alloc test_host test_recompute test_xent test_memest test_sample test_gguf test_data test_infer test_engine"
 P=0
 F=0
 for t in $PROGS; do
