@@ -20,6 +20,15 @@
    with PTRAIN_THREADS=1 a measure that a loaded machine disturbs little (no thread waits for another),
    the llama.cpp peer's the same with LLAMA_THREADS=1; load: the 1-minute load average at the end.
 
+   bench_decode MODEL --profile FORMATS [tokens] (tokens: rounds, default 32): where a batch-1 decode step's
+   time goes, per format, on PTRAIN_THREADS threads (default 2). Each round, in turn: a streaming read of the
+   step's weight bytes (op "stream"), the hand-off probe (op "handoff"), the step's 49 matrix products
+   timed call by call (pt__qmm on the model's own matrices and biases, one activation row, in the step's
+   order: per layer qkv, attn_proj, fc, fc_proj, then lm_head), and one real pt_infer_step of one token
+   (op "step"); after a warm-up round, the medians over the rounds. One decode_profile line per op:
+   us_per_call, bytes_per_call (the weight bytes it reads), gb_per_s, of_stream (over the stream's GB/s),
+   share_of_step; "matmul" sums the products (us x calls), "other" is step - matmul (attention, norms,
+   GELU, embedding, the cache).
    --gguf-out FILE TYPE (after the other arguments) writes the same model as GGUF in TYPE (f32, f16,
    q8_0, q4_0) and exits: the llama.cpp peer reads that file (bench/run.sh's decode benchmark).
    Build: cc -O3 -march=native -fopenmp -I. bench/bench_decode.c -o build/bench_decode -lm */
@@ -101,6 +110,190 @@ static double prefill_run(pt_infer *inf, int V, int T) {
     return ok && dt > 0 ? T / dt : 0;
 }
 
+/* ---- --profile: where a batch-1 decode step's time goes ----
+   The matrix products of one step, in the step's order (per layer qkv, attn_proj, fc, fc_proj, then
+   lm_head), each a pt__qmm call on the model's own weight matrix and bias with one activation row, timed
+   call by call; a streaming read of the same weight bytes (uint64 sums, 128 bytes a step, prefetching
+   4 KiB ahead, on the thread team: one parallel loop over 256 KiB chunks); one whole pt_infer_step of one token. Each round runs the three in turn (so they see the same
+   machine load and the same cache state: the step's weights pass through the caches between two calls
+   on one matrix); the medians over the rounds are reported. */
+enum { OP_QKV, OP_PROJ, OP_FC, OP_FPROJ, OP_HEAD, NOPS };
+static const char *const op_name[NOPS] = {"qkv", "attn_proj", "fc", "fc_proj", "lm_head"};
+typedef struct { const unsigned char *p; int64_t n; } span;
+typedef struct { const span *chunk; uint64_t sum[64 * 8]; } stream_job; /* sum: one cache line per thread */
+static volatile uint64_t g_sink;
+static void stream_part(void *arg, int64_t lo, int64_t hi, int tid) {
+    stream_job *j = (stream_job *)arg;
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    int64_t c, i;
+    for (c = lo; c < hi; c++) {
+        const unsigned char *p = j->chunk[c].p;
+        const int64_t n = j->chunk[c].n, w = n / 128 * 128;
+        for (i = 0; i < w; i += 128) {
+            uint64_t v[16];
+            int k;
+#if defined(__GNUC__) || defined(__clang__)
+            __builtin_prefetch(p + i + 4096), __builtin_prefetch(p + i + 4096 + 64); /* 4 KiB ahead, as pt__qmm's tiles */
+#endif
+            memcpy(v, p + i, 128);
+            for (k = 0; k < 16; k += 4) a0 += v[k], a1 += v[k + 1], a2 += v[k + 2], a3 += v[k + 3];
+        }
+        for (; i < n; i++) a0 += p[i];
+    }
+    j->sum[(tid & 63) * 8] += a0 + a1 + a2 + a3;
+}
+
+/* the hand-off probe: each item spins 5 us, so every thread of the team takes part; the loop's time over
+   its ideal (items x 5 us / threads) is what starting and joining the team cost */
+#define HAND_ITEM_US 5.0
+static void spin_part(void *arg, int64_t lo, int64_t hi, int tid) {
+    const double end = pt_time() + 1e-6 * HAND_ITEM_US * (double)(hi - lo);
+    (void)arg, (void)tid;
+    while (pt_time() < end) {}
+}
+
+static int profile(pt_ctx *ctx, const char *model, const pt_gpt_config *cfg, pt_gpt *m, const char *fmt, int rounds) {
+    enum { CHUNK = 256 << 10 };
+    const int64_t C = cfg->width, V = cfg->vocab, L = cfg->layers;
+    int t = pt_wtype_parse(fmt), r, l, o, nt = pt_threads(ctx);
+    pt_gpt_weights *w;
+    pt_infer *inf;
+    pt_infer_desc id;
+    pt_qmat head;
+    span *chunk = NULL;
+    stream_job *sj = NULL;
+    float *x = NULL, *y = NULL, *logits = NULL;
+    double *us[NOPS], *stream_us = NULL, *step_us = NULL, *hand_us = NULL, med[NOPS], smed, tmed, hmed, mm = 0;
+    int64_t bytes[NOPS], total = 0, nchunk = 0;
+    int32_t seq, one = 1, tok, prompt[16], np = 16;
+    const int calls[NOPS] = {(int)L, (int)L, (int)L, (int)L, 1};
+    int rc = 1;
+    if (t < 0) {
+        fprintf(stderr, "bench_decode: --profile: unknown format '%s' (f32, bf16, f16, q8_0, q4_0)\n", fmt);
+        return 2;
+    }
+    for (o = 0; o < NOPS; o++) us[o] = NULL;
+    memset(&id, 0, sizeof id);
+    id.max_seqs = 1;
+    id.kv_tokens = 16 + rounds + 32;
+    if (!(w = pt_gpt_weights_from(m, (pt_wtype)t)) || !(inf = pt_infer_new(ctx, w, &id))) {
+        fprintf(stderr, "bench_decode: --profile %s: %s\n", fmt, pt_error(ctx));
+        if (w) pt_gpt_weights_free(w);
+        return 1;
+    }
+    head = w->head;
+    head.rows = V;
+    bytes[OP_QKV] = pt__qmat_bytes(&w->layer[0].qkv), bytes[OP_PROJ] = pt__qmat_bytes(&w->layer[0].proj);
+    bytes[OP_FC] = pt__qmat_bytes(&w->layer[0].fc), bytes[OP_FPROJ] = pt__qmat_bytes(&w->layer[0].fproj);
+    bytes[OP_HEAD] = pt__qmat_bytes(&head);
+    for (o = 0; o < NOPS; o++) total += bytes[o] * calls[o];
+    /* the stream's chunks: every matrix of the step, in the step's order, cut in CHUNK bytes */
+    chunk = (span *)malloc((size_t)(total / CHUNK + 5 * L + 8) * sizeof(span));
+    sj = (stream_job *)calloc(1, sizeof *sj);
+    x = (float *)malloc((size_t)(4 * C) * sizeof(float));
+    y = (float *)malloc((size_t)(4 * C > V ? 4 * C : V) * sizeof(float));
+    logits = (float *)malloc((size_t)V * sizeof(float));
+    stream_us = (double *)malloc((size_t)rounds * sizeof(double));
+    step_us = (double *)malloc((size_t)rounds * sizeof(double));
+    hand_us = (double *)malloc((size_t)rounds * sizeof(double));
+    for (o = 0; o < NOPS; o++) us[o] = (double *)malloc((size_t)rounds * sizeof(double));
+    if (!chunk || !sj || !x || !y || !logits || !stream_us || !step_us || !hand_us || !us[0] || !us[1] || !us[2] || !us[3] || !us[4]) {
+        fprintf(stderr, "bench_decode: --profile %s: out of memory\n", fmt);
+        goto done;
+    }
+    for (l = 0; l <= L; l++) {
+        const pt_qmat *mat[4];
+        int k, nm = l < L ? 4 : 1;
+        if (l < L) mat[0] = &w->layer[l].qkv, mat[1] = &w->layer[l].proj, mat[2] = &w->layer[l].fc, mat[3] = &w->layer[l].fproj;
+        else mat[0] = &head;
+        for (k = 0; k < nm; k++) {
+            const int64_t n = pt__qmat_bytes(mat[k]);
+            int64_t off;
+            for (off = 0; off < n; off += CHUNK) chunk[nchunk].p = (const unsigned char *)mat[k]->data + off, chunk[nchunk++].n = PT__MIN(CHUNK, n - off);
+        }
+    }
+    sj->chunk = chunk;
+    for (o = 0; o < 4 * C; o++) x[o] = (float)((o * 37 % 101) - 50) / 50.0f;
+    for (o = 0; o < np; o++) prompt[o] = (int32_t)((o * 13 + 7) % V);
+    if ((seq = pt_infer_seq_new(inf)) < 0 || pt_infer_step(inf, 1, &seq, &np, prompt, logits, 0) != PT_OK) {
+        fprintf(stderr, "bench_decode: --profile %s: the prompt's step failed: %s\n", fmt, pt_error(ctx));
+        goto done;
+    }
+    for (r = -1; r < rounds; r++) { /* round -1: a warm-up (workspaces, pages), not counted */
+        double tt[NOPS] = {0, 0, 0, 0, 0}, t0;
+        t0 = pt_time();
+        pt__par_run(ctx, nt, nchunk, stream_part, sj);
+        if (r >= 0) stream_us[r] = 1e6 * (pt_time() - t0);
+        t0 = pt_time();
+        for (o = 0; o < 16; o++) pt__par_run(ctx, nt, 4 * nt, spin_part, NULL);
+        if (r >= 0) hand_us[r] = 1e6 * (pt_time() - t0) / 16 - 4 * HAND_ITEM_US;
+        for (l = 0; l < L; l++) {
+            const pt_gpt_layer_w *lw = &w->layer[l];
+            t0 = pt_time(), pt__qmm(ctx, &lw->qkv, x, C, 1, lw->qkv_b, y, 3 * C), tt[OP_QKV] += pt_time() - t0;
+            t0 = pt_time(), pt__qmm(ctx, &lw->proj, x, C, 1, lw->proj_b, y, C), tt[OP_PROJ] += pt_time() - t0;
+            t0 = pt_time(), pt__qmm(ctx, &lw->fc, x, C, 1, lw->fc_b, y, 4 * C), tt[OP_FC] += pt_time() - t0;
+            t0 = pt_time(), pt__qmm(ctx, &lw->fproj, x, 4 * C, 1, lw->fproj_b, y, C), tt[OP_FPROJ] += pt_time() - t0;
+        }
+        t0 = pt_time(), pt__qmm(ctx, &head, x, C, 1, NULL, y, V), tt[OP_HEAD] += pt_time() - t0;
+        if (ctx->status != PT_OK) {
+            fprintf(stderr, "bench_decode: --profile %s: pt__qmm: %s\n", fmt, pt_error(ctx));
+            goto done;
+        }
+        tok = argmax(logits, (int)V);
+        t0 = pt_time();
+        if (pt_infer_step(inf, 1, &seq, &one, &tok, logits, 0) != PT_OK) {
+            fprintf(stderr, "bench_decode: --profile %s: the decode step failed: %s\n", fmt, pt_error(ctx));
+            goto done;
+        }
+        if (r >= 0) {
+            step_us[r] = 1e6 * (pt_time() - t0);
+            for (o = 0; o < NOPS; o++) us[o][r] = 1e6 * tt[o] / calls[o];
+        }
+    }
+    {
+        const char *kern = pt__qmm_kernel((pt_wtype)t);
+        double sgb, load = bench_loadavg();
+        uint64_t s = 0;
+        for (o = 0; o < 64; o++) s += sj->sum[o * 8];
+        g_sink = s;
+        smed = median(stream_us, rounds), tmed = median(step_us, rounds);
+        sgb = (double)total / (smed * 1e3);
+#define PROF_HEAD "{\"bench\":\"decode_profile\",\"model\":\"%s\",\"format\":\"%s\",\"threads\":%d,\"kernel\":\"%s\",\"op\":\"%s\""
+#define PROF_ARGS model, fmt, nt, kern
+        for (o = 0; o < NOPS; o++) {
+            med[o] = median(us[o], rounds), mm += med[o] * calls[o];
+            printf(PROF_HEAD ",\"calls_per_token\":%d,\"us_per_call\":%.1f,\"bytes_per_call\":%lld,\"gb_per_s\":%.2f,\"stream_gb_per_s\":%.2f,"
+                   "\"of_stream\":%.3f,\"share_of_step\":%.3f,\"rounds\":%d,\"load\":%.2f}\n",
+                   PROF_ARGS, op_name[o], calls[o], med[o], (long long)bytes[o], (double)bytes[o] / (med[o] * 1e3), sgb,
+                   (double)bytes[o] / (med[o] * 1e3) / sgb, med[o] * calls[o] / tmed, rounds, load);
+        }
+        printf(PROF_HEAD ",\"calls_per_token\":%d,\"us_per_call\":%.1f,\"bytes_per_call\":%lld,\"gb_per_s\":%.2f,\"stream_gb_per_s\":%.2f,"
+               "\"of_stream\":%.3f,\"share_of_step\":%.3f,\"rounds\":%d,\"load\":%.2f}\n",
+               PROF_ARGS, "matmul", (int)(4 * L + 1), mm, (long long)total, (double)total / (mm * 1e3), sgb, (double)total / (mm * 1e3) / sgb, mm / tmed, rounds, load);
+        printf(PROF_HEAD ",\"calls_per_token\":1,\"us_per_call\":%.1f,\"bytes_per_call\":%lld,\"gb_per_s\":%.2f,\"stream_gb_per_s\":%.2f,"
+               "\"share_of_step\":%.3f,\"chunks\":%lld,\"rounds\":%d,\"load\":%.2f}\n",
+               PROF_ARGS, "stream", smed, (long long)total, sgb, sgb, smed / tmed, (long long)nchunk, rounds, load);
+        printf(PROF_HEAD ",\"calls_per_token\":1,\"us_per_call\":%.1f,\"bytes_per_call\":%lld,\"gb_per_s\":%.2f,\"stream_gb_per_s\":%.2f,"
+               "\"of_stream\":%.3f,\"share_of_step\":1.000,\"tokens_per_s\":%.1f,\"rounds\":%d,\"load\":%.2f}\n",
+               PROF_ARGS, "step", tmed, (long long)total, (double)total / (tmed * 1e3), sgb, (double)total / (tmed * 1e3) / sgb, 1e6 / tmed, rounds, load);
+        printf(PROF_HEAD ",\"us_per_call\":%.1f,\"share_of_step\":%.3f,\"rounds\":%d,\"load\":%.2f}\n", PROF_ARGS, "other", tmed - mm, (tmed - mm) / tmed,
+               rounds, load);
+        hmed = median(hand_us, rounds);
+        printf(PROF_HEAD ",\"calls_per_token\":%d,\"us_per_call\":%.2f,\"share_of_step\":%.3f,\"rounds\":%d,\"load\":%.2f}\n", PROF_ARGS, "handoff",
+               (int)(4 * L + 1), hmed, hmed * (4 * L + 1) / tmed, rounds, load);
+#undef PROF_HEAD
+#undef PROF_ARGS
+        fflush(stdout);
+    }
+    rc = 0;
+done:
+    for (o = 0; o < NOPS; o++) free(us[o]);
+    free(chunk), free(sj), free(x), free(y), free(logits), free(stream_us), free(step_us), free(hand_us);
+    pt_infer_free(inf);
+    pt_gpt_weights_free(w);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *model = argc > 1 ? argv[1] : "gpt2-85m-bytes";
     char fmts[8][16], bs[8][16];
@@ -110,8 +303,18 @@ int main(int argc, char **argv) {
     pt_ctx *ctx;
     pt_gpt *m;
     const char *gguf_out = NULL, *gguf_type = NULL;
+    const char *prof = NULL;
+    int prof_rounds = 32;
     for (i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--gguf-out") && i + 2 < argc) gguf_out = argv[i + 1], gguf_type = argv[i + 2], argc = i;
+    if (argc > 2 && !strcmp(argv[2], "--profile")) {
+        if (argc < 4 || argc > 5 || (argc == 5 && (prof_rounds = atoi(argv[4])) < 1) || prof_rounds > 100000) {
+            fprintf(stderr, "bench_decode: usage: bench_decode MODEL --profile FORMATS [tokens >= 1]%s%s\n", argc == 5 ? "; found tokens " : "",
+                    argc == 5 ? argv[4] : "");
+            return 2;
+        }
+        prof = argv[3];
+    }
     nf = split_list(argc > 2 ? argv[2] : "f32,bf16,q8_0,q4_0", fmts, 8);
     nb = split_list(argc > 3 ? argv[3] : "1,4,16", bs, 8);
     new_tokens = argc > 4 ? atoi(argv[4]) : 64;
@@ -130,6 +333,7 @@ int main(int argc, char **argv) {
     }
     memset(&d, 0, sizeof d);
     d.seed = 1;
+    if (prof && !getenv("PTRAIN_THREADS")) d.threads = 2; /* the profile: PTRAIN_THREADS, else 2 */
     if (!(ctx = pt_init(&d)) || !(m = pt_gpt_new(ctx, &cfg))) {
         fprintf(stderr, "bench_decode: %s\n", ctx ? pt_error(ctx) : "pt_init failed");
         return 1;
@@ -152,6 +356,14 @@ int main(int argc, char **argv) {
         pt_gpt_free(m);
         pt_shutdown(ctx);
         return 0;
+    }
+    if (prof) { /* --profile FORMATS [tokens]: each format's step profile */
+        int rc = 0;
+        nf = split_list(prof, fmts, 8);
+        for (f = 0; f < nf && rc == 0; f++) rc = profile(ctx, model, &cfg, m, fmts[f], prof_rounds);
+        pt_gpt_free(m);
+        pt_shutdown(ctx);
+        return rc;
     }
     for (f = 0; f < nf; f++) {
         int t = pt_wtype_parse(fmts[f]);

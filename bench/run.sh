@@ -49,7 +49,7 @@ zero bench_zero ZeRO-0..3 at dp 2 and dp 4 (config B): model state per rank apar
 largest_model bench_largest the largest GPT-2 shape that trains 10 steps on 4 ranks within 22 GiB: f32 ZeRO-0 vs bf16 ZeRO-3 full recompute, total RSS (about 10 minutes)
 qmm bench_qmm the inference matrix kernel pt__qmm (f32 f16 bf16 q8_0 q4_0; 3072 x 768 and 768 x 3072; M = 1, 4, 16, 256; 2 threads): GB/s of weights, GFLOP/s
 recovery bench_recovery the supervisor (build/ptrun) on the tutorial GPT, 4 ranks: detection, teardown and recovery time and steps lost per fault kind
-decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA
+decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA; the batch-1 step's profile per model (decode_profile)
 kv bench_engine the paged KV cache: requests running at once in a fixed budget, paged vs contiguous; a shared 512-token prefix's savings; the prefix-cache hit rate of a multi-turn chat
 engine bench_engine the serving engine on GPT-2 124M in q8_0: Poisson arrivals, continuous vs request-level batching, the highest rate under an SLO of 5x the unloaded p99 TTFT; priority under overload
 serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 5 Poisson rates from 0.25x to 4x saturation; HTTP vs the engine driven directly; llama-server (BENCH_LLAMA_SERVER) at the same rates
@@ -223,7 +223,9 @@ peer_error() {
     printf '{"bench":"decode_peer","model":"%s","format":"%s","batch":1,"error":"%s"}\n' "$1" "$2" "$e"
 }
 # decode: each model, each format, ptrain then (with BENCH_LLAMA) llama.cpp on the same weights, interleaved;
-# DECODE_MODELS / DECODE_FORMATS / DECODE_TOKENS / DECODE_REPS narrow or widen it
+# DECODE_MODELS / DECODE_FORMATS / DECODE_TOKENS / DECODE_REPS narrow or widen it; after each model's formats,
+# `bench_decode MODEL --profile f32,q8_0,q4_0 32` (decode_profile lines; DECODE_PROFILE=0 skips it,
+# DECODE_PROFILE_FORMATS / DECODE_PROFILE_TOKENS change it)
 b_decode() {
     built "$DECODE" || return
     out=${TMPDIR:-/tmp}/ptrain_bench_decode.$$
@@ -251,6 +253,8 @@ b_decode() {
                 awk -v a="$a" -v b="$b" -v m="$model" -v f="$fmt" 'BEGIN { printf "{\"bench\":\"decode_vs_llama\",\"model\":\"%s\",\"format\":\"%s\",\"batch\":1,\"ptrain_tokens_per_s\":%s,\"llama_tokens_per_s\":%s,\"ratio\":%.3f}\n", m, f, a, b, a / b }'
             fi
         done
+        # the batch-1 step's profile: time per matrix product against its bytes and a streaming read of them
+        [ "${DECODE_PROFILE:-1}" = 0 ] || step "$DECODE" "$model" --profile "${DECODE_PROFILE_FORMATS:-f32,q8_0,q4_0}" "${DECODE_PROFILE_TOKENS:-32}"
     done
     rm -f "$out"
 }

@@ -126,10 +126,12 @@ bench_decode gpt2-85m-bytes f32 1,4,16 64 3
 bench_decode gpt2-85m-bytes bf16 1,4,16 64 3
 bench_decode gpt2-85m-bytes q8_0 1,4,16 64 3
 bench_decode gpt2-85m-bytes q4_0 1,4,16 64 3
+bench_decode gpt2-85m-bytes --profile f32,q8_0,q4_0 32
 bench_decode gpt2-124m f32 1,4,16 64 3
 bench_decode gpt2-124m bf16 1,4,16 64 3
 bench_decode gpt2-124m q8_0 1,4,16 64 3
 bench_decode gpt2-124m q4_0 1,4,16 64 3
+bench_decode gpt2-124m --profile f32,q8_0,q4_0 32
 bench_engine kv
 bench_engine engine 48 20 1,2,3,4,6
 bench_serve
@@ -246,6 +248,14 @@ echo '{"bench":"gemm"}' >"$T/none.jsonl"
 if sh bench/plot_serve.sh "$T/none.jsonl" "$T/none.svg" 2>"$T/plot.err"; then fail "plot_serve.sh with no serve lines" "exit 0"
 elif grep -q 'no serve lines' "$T/plot.err" && [ ! -f "$T/none.svg" ]; then pass "plot_serve.sh with no serve lines: an error, no file"
 else fail "plot_serve.sh with no serve lines" "$(cat "$T/plot.err")"; fi
+
+# decode's profile: once per model after its formats; DECODE_PROFILE=0 skips it, DECODE_PROFILE_FORMATS / _TOKENS change it
+go decode DECODE_MODELS=gpt2-85m-bytes DECODE_FORMATS="q8_0" DECODE_PROFILE_FORMATS=q4_0 DECODE_PROFILE_TOKENS=8
+ran "decode: the profile after the model's formats" "bench_decode gpt2-85m-bytes q8_0 1,4,16 64 3
+bench_decode gpt2-85m-bytes --profile q4_0 8"
+go decode DECODE_MODELS="gpt2-85m-bytes gpt2-124m" DECODE_FORMATS="q8_0" DECODE_PROFILE=0
+ran "decode: DECODE_PROFILE=0 skips the profile" "bench_decode gpt2-85m-bytes q8_0 1,4,16 64 3
+bench_decode gpt2-124m q8_0 1,4,16 64 3"
 
 # decode's peer: each format it does not run gets a decode_peer line on stdout (valid JSON) naming why:
 # no BENCH_LLAMA, a failing GGUF export, a failing peer (its last stderr line, quotes escaped)
