@@ -24,8 +24,8 @@
    time goes, per format, on PTRAIN_THREADS threads (default 2). Each round, in turn: a streaming read of the
    step's weight bytes (op "stream"), the hand-off probe (op "handoff"), the step's 49 matrix products
    timed call by call (pt__qmm on the model's own matrices and biases, one activation row, in the step's
-   order: per layer qkv, attn_proj, fc, fc_proj, then lm_head), and one real pt_infer_step of one token
-   (op "step"); after a warm-up round, the medians over the rounds. One decode_profile line per op:
+   order: per layer qkv, attn_proj, fc, fc_proj, then lm_head), for q8_0 / q4_0 the activation row's
+   quantization alone (op "act_quant"), and one real pt_infer_step of one token (op "step"); after a warm-up round, the medians over the rounds. One decode_profile line per op:
    us_per_call, bytes_per_call (the weight bytes it reads), gb_per_s, of_stream (over the stream's GB/s),
    share_of_step; "matmul" sums the products (us x calls), "other" is step - matmul (attention, norms,
    GELU, embedding, the cache).
@@ -163,7 +163,13 @@ static int profile(pt_ctx *ctx, const char *model, const pt_gpt_config *cfg, pt_
     span *chunk = NULL;
     stream_job *sj = NULL;
     float *x = NULL, *y = NULL, *logits = NULL;
-    double *us[NOPS], *stream_us = NULL, *step_us = NULL, *hand_us = NULL, med[NOPS], smed, tmed, hmed, mm = 0;
+    double *us[NOPS], *stream_us = NULL, *step_us = NULL, *hand_us = NULL, *aq_us = NULL, med[NOPS], smed, tmed, hmed, mm = 0;
+    /* the activation row's quantization to q8_0 (q8_0 and q4_0 weights), as pt__qmm does it on the calling thread */
+    void (*qx)(const float *, int64_t, int8_t *, float *, int32_t *, int32_t) = pt__qmm_quant_x;
+    int8_t *xq = NULL;
+    float *xd = NULL;
+    int32_t *xs = NULL;
+    const pt__wt *wt = NULL;
     int64_t bytes[NOPS], total = 0, nchunk = 0;
     int32_t seq, one = 1, tok, prompt[16], np = 16;
     const int calls[NOPS] = {(int)L, (int)L, (int)L, (int)L, 1};
@@ -181,6 +187,14 @@ static int profile(pt_ctx *ctx, const char *model, const pt_gpt_config *cfg, pt_
         if (w) pt_gpt_weights_free(w);
         return 1;
     }
+    wt = pt__wt_of((pt_wtype)t);
+#if PT__X86
+    {
+        const int kern = pt__qmm_resolve(PT__QMM_KERN_AUTO, (pt_wtype)t);
+        if (kern == PT__QMM_KERN_AVX512) qx = pt__qmm_quant_x_512;
+        else if (kern == PT__QMM_KERN_AVX2) qx = pt__qmm_quant_x_256;
+    }
+#endif
     head = w->head;
     head.rows = V;
     bytes[OP_QKV] = pt__qmat_bytes(&w->layer[0].qkv), bytes[OP_PROJ] = pt__qmat_bytes(&w->layer[0].proj);
@@ -196,8 +210,12 @@ static int profile(pt_ctx *ctx, const char *model, const pt_gpt_config *cfg, pt_
     stream_us = (double *)malloc((size_t)rounds * sizeof(double));
     step_us = (double *)malloc((size_t)rounds * sizeof(double));
     hand_us = (double *)malloc((size_t)rounds * sizeof(double));
+    aq_us = (double *)malloc((size_t)rounds * sizeof(double));
+    xq = (int8_t *)malloc((size_t)(4 * C));
+    xd = (float *)malloc((size_t)(4 * C / 32 + 2) * sizeof(float));
+    xs = (int32_t *)malloc((size_t)C * sizeof(int32_t));
     for (o = 0; o < NOPS; o++) us[o] = (double *)malloc((size_t)rounds * sizeof(double));
-    if (!chunk || !sj || !x || !y || !logits || !stream_us || !step_us || !hand_us || !us[0] || !us[1] || !us[2] || !us[3] || !us[4]) {
+    if (!chunk || !sj || !x || !y || !logits || !stream_us || !step_us || !hand_us || !aq_us || !xq || !xd || !xs || !us[0] || !us[1] || !us[2] || !us[3] || !us[4]) {
         fprintf(stderr, "bench_decode: --profile %s: out of memory\n", fmt);
         goto done;
     }
@@ -239,6 +257,12 @@ static int profile(pt_ctx *ctx, const char *model, const pt_gpt_config *cfg, pt_
             fprintf(stderr, "bench_decode: --profile %s: pt__qmm: %s\n", fmt, pt_error(ctx));
             goto done;
         }
+        t0 = pt_time();
+        if (wt && wt->xc) {
+            for (o = 0; o < 3 * L + 1; o++) qx(x, C, xq, xd, xs, wt->xc);     /* qkv, attn_proj, fc, lm_head: K = C */
+            for (o = 0; o < L; o++) qx(x, 4 * C, xq, xd, xs, wt->xc);         /* fc_proj: K = 4C */
+        }
+        if (r >= 0) aq_us[r] = 1e6 * (pt_time() - t0) / (4 * L + 1);
         tok = argmax(logits, (int)V);
         t0 = pt_time();
         if (pt_infer_step(inf, 1, &seq, &one, &tok, logits, 0) != PT_OK) {
@@ -278,6 +302,11 @@ static int profile(pt_ctx *ctx, const char *model, const pt_gpt_config *cfg, pt_
                PROF_ARGS, "step", tmed, (long long)total, (double)total / (tmed * 1e3), sgb, (double)total / (tmed * 1e3) / sgb, 1e6 / tmed, rounds, load);
         printf(PROF_HEAD ",\"us_per_call\":%.1f,\"share_of_step\":%.3f,\"rounds\":%d,\"load\":%.2f}\n", PROF_ARGS, "other", tmed - mm, (tmed - mm) / tmed,
                rounds, load);
+        if (wt && wt->xc) {
+            double amed = median(aq_us, rounds);
+            printf(PROF_HEAD ",\"calls_per_token\":%d,\"us_per_call\":%.2f,\"share_of_step\":%.3f,\"rounds\":%d,\"load\":%.2f}\n", PROF_ARGS,
+                   "act_quant", (int)(4 * L + 1), amed, amed * (4 * L + 1) / tmed, rounds, load);
+        }
         hmed = median(hand_us, rounds);
         printf(PROF_HEAD ",\"calls_per_token\":%d,\"us_per_call\":%.2f,\"share_of_step\":%.3f,\"rounds\":%d,\"load\":%.2f}\n", PROF_ARGS, "handoff",
                (int)(4 * L + 1), hmed, hmed * (4 * L + 1) / tmed, rounds, load);
@@ -288,7 +317,7 @@ static int profile(pt_ctx *ctx, const char *model, const pt_gpt_config *cfg, pt_
     rc = 0;
 done:
     for (o = 0; o < NOPS; o++) free(us[o]);
-    free(chunk), free(sj), free(x), free(y), free(logits), free(stream_us), free(step_us), free(hand_us);
+    free(chunk), free(sj), free(x), free(y), free(logits), free(stream_us), free(step_us), free(hand_us), free(aq_us), free(xq), free(xd), free(xs);
     pt_infer_free(inf);
     pt_gpt_weights_free(w);
     return rc;
