@@ -11241,7 +11241,8 @@ static pt_status pt__clt_env(pt_ctx *ctx) {
  *   Tiling: rows of W are split across the threads in contiguous ranges (each output element is computed
  *   by one thread, whole); within a range, blocks of rows small enough to stay in L2 while every row of x
  *   passes over them, in register tiles of 4 (2, 1) rows of x by 4 rows of W (AVX2: 1 by 4 at M = 1, else
- *   2 by 2); each tile prefetches the rows about 4 KiB ahead (at least the next tile). The AVX-512 float
+ *   2 by 2 for float weights, 4 by 3 for quantized ones: the even blocks' lanes in one pass over the
+ *   tile, the odd blocks' in a second); each tile prefetches the rows about 4 KiB ahead (at least the next tile). The AVX-512 float
  *   kernels at M > 1 and K > 1024 take K in blocks of 512, the tile's 16-lane sums saved between blocks
  *   (the same values in the same order).
  * ========================================================================== */
@@ -11790,57 +11791,89 @@ PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_f(const pt__qmm_job *j, int64_t m
             j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
         }
 }
-/* -- quantized weights, AVX2: one block per register (even blocks into lanes 0-7, odd into 8-15) -- */
-PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_q(const pt__qmm_job *j, int64_t m0, int mv, int64_t n0, int nv, const int MR, const pt_wtype t) {
-    const int nr = MR == 1 ? 4 : 2;
+/* -- quantized weights, AVX2: the even blocks feed lanes 0-7 of an output, the odd ones lanes 8-15. At
+   M = 1, tiles of 1 row of x by 4 rows of W hold both halves in registers; at M > 1, tiles of 4 rows of
+   x by 3 of W (each unpacked weight block serves 4 rows of x) take two passes over the tile's blocks,
+   the even ones then the odd ones, one register per output each (the second pass finds the tile's
+   blocks in L1). A block's scales of the tile's rows widen in one conversion. -- */
+/* block b of a tile: MR rows of x at xq (row i at + i K, its scales at xd + i ldd, its 4-sums at xs + i K / 4)
+   by NR rows of W (row r's blocks at w + r rb) into acc[i][r] */
+PT__Q256_TGT PT__QMM_INLINE void pt__q256_blk_q(const pt__qmm_job *j, const int8_t *xq, const float *xd, const int32_t *xs, const unsigned char *w,
+                                                int64_t b, __m256 acc[4][8], const int MR, const int NR, const pt_wtype t, const int pf) {
     const int64_t bs = t == PT_W_Q8_0 ? (int64_t)sizeof(pt__block_q8_0) : (int64_t)sizeof(pt__block_q4_0);
-    const int8_t *xq[2];
-    const float *xd[2];
-    const int32_t *xs[2];
-    const unsigned char *wp[4];
-    __m256 acc[2][4][2];
+    const int64_t rb = j->rb, K = j->K, ldd = j->ldd;
+    const unsigned char *wb = w + b * bs;
     const __m256i ones = _mm256_set1_epi16(1);
-    int64_t b, nb = j->nb;
+    __m128i dh = _mm_setzero_si128();
+    __m256 dw;
     int i, r;
-    if (nv > nr) nv = nr;
-    PT__QMM_UNROLL for (r = 0; r < 4; r++) wp[r] = j->w + (n0 + (r < nv ? r : nv - 1)) * j->rb;
-    PT__QMM_UNROLL for (i = 0; i < MR; i++) {
-        const int64_t m = m0 + (i < mv ? i : mv - 1);
-        xq[i] = j->xq + m * j->K, xd[i] = j->xd + m * j->ldd, xs[i] = j->xs + m * (j->K / 4);
+    PT__QMM_UNROLL for (r = 0; r < NR; r++) {
+        uint16_t h;
+        memcpy(&h, wb + r * rb, 2);
+        dh = _mm_insert_epi16(dh, h, r);
+        if (pf) _mm_prefetch((const char *)(wb + r * rb + j->pf), _MM_HINT_T0);
     }
-    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < 4; r++) acc[i][r][0] = acc[i][r][1] = _mm256_setzero_ps();
-    for (b = 0; b < nb; b++) {
-        const int e = (int)(b & 1);
-        PT__QMM_UNROLL for (r = 0; r < 4; r++) {
-            const unsigned char *blk = wp[r] + b * bs;
-            uint16_t dh;
-            __m256i wv;
-            float dw;
-            if (r >= nr) break;
-            _mm_prefetch((const char *)(blk + j->pf), _MM_HINT_T0);
-            memcpy(&dh, blk, 2);
-            dw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(dh)));
-            if (t == PT_W_Q8_0) wv = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
-            else {
-                const __m128i q = _mm_loadu_si128((const __m128i *)(const void *)(blk + 2)), f = _mm_set1_epi8(15);
-                wv = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), f), _mm_and_si128(q, f));
-            }
-            PT__QMM_UNROLL for (i = 0; i < MR; i++) {
-                const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xq[i] + b * PT__QK));
-                __m256i p;
-                if (t == PT_W_Q8_0) /* |w| against x with w's sign (as ggml): pairs <= 2 x 128 x 127, no saturation */
-                    p = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wv), _mm256_sign_epi8(xv, wv)), ones);
-                else /* nibbles 0..15 against x, then - 8 x the 4-sums of x */
-                    p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), ones),
-                                         _mm256_loadu_si256((const __m256i *)(const void *)(xs[i] + b * (PT__QK / 4))));
-                acc[i][r][e] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * xd[i][b]), acc[i][r][e]);
-            }
+    dw = _mm256_cvtph_ps(dh); /* lane r: row r's scale */
+    if (MR == 1) dw = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd + b)); /* s = dw dx, exact */
+    PT__QMM_UNROLL for (r = 0; r < NR; r++) {
+        const unsigned char *blk = wb + r * rb;
+        const __m256 dr = _mm256_permutevar8x32_ps(dw, _mm256_set1_epi32(r));
+        __m256i wv, wa = _mm256_setzero_si256();
+        if (t == PT_W_Q8_0) {
+            wv = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+            wa = _mm256_abs_epi8(wv);
+        } else {
+            const __m256i q = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2))); /* [qs | qs] */
+            wv = _mm256_and_si256(_mm256_blend_epi32(q, _mm256_srli_epi16(q, 4), 0xf0), _mm256_set1_epi8(15)); /* [low nibbles | high] */
+        }
+        PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xq + i * K + b * PT__QK));
+            __m256i p;
+            if (t == PT_W_Q8_0) /* |w| against x with w's sign (as ggml): pairs <= 2 x 128 x 127, no saturation */
+                p = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wv)), ones);
+            else /* nibbles 0..15 against x, then - 8 x the 4-sums of x */
+                p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wv, xv), ones),
+                                     _mm256_loadu_si256((const __m256i *)(const void *)(xs + i * (K / 4) + b * (PT__QK / 4))));
+            acc[i][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), MR == 1 ? dr : _mm256_mul_ps(dr, _mm256_broadcast_ss(xd + i * ldd + b)), acc[i][r]);
         }
     }
-    for (i = 0; i < mv && i < MR; i++)
-        for (r = 0; r < nv; r++) {
-            float v = pt__q256_hsum(acc[i][r][0], acc[i][r][1]);
-            j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
+}
+/* a tile's blocks: E = 0 the even ones, 1 the odd ones (one register per output), 2 both (two: MR = 1);
+   output (i, r)'s 8 even lanes to ev + 8 (NR i + r), its odd ones to od + 8 (NR i + r) */
+PT__Q256_TGT PT__QMM_INLINE void pt__q256_pass_q(const pt__qmm_job *j, const int8_t *xq, const float *xd, const int32_t *xs, const unsigned char *w,
+                                                 float *ev, float *od, const int MR, const int NR, const pt_wtype t, const int E) {
+    __m256 acc[4][8], acc1[4][8];
+    int64_t b, nb = j->nb;
+    int i, r;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < NR; r++) acc[i][r] = acc1[i][r] = _mm256_setzero_ps();
+    for (b = E == 1; b < nb; b += 2) {
+        pt__q256_blk_q(j, xq, xd, xs, w, b, E == 1 ? acc1 : acc, MR, NR, t, E != 1);
+        if (E == 2 && b + 1 < nb) pt__q256_blk_q(j, xq, xd, xs, w, b + 1, acc1, MR, NR, t, 1);
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < NR; r++) {
+        if (E != 1) _mm256_storeu_ps(ev + 8 * (NR * i + r), acc[i][r]);
+        if (E != 0) _mm256_storeu_ps(od + 8 * (NR * i + r), acc1[i][r]);
+    }
+}
+/* rows m0.. (MR of them) of x by rows n0.. of W (nv <= NR stored; rows past the edge repeat the last) */
+PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_q(const pt__qmm_job *j, int64_t m0, int64_t n0, int nv, const int MR, const int NR, const pt_wtype t) {
+    const int8_t *xq = j->xq + m0 * j->K;
+    const float *xd = j->xd + m0 * j->ldd;
+    const int32_t *xs = j->xs + m0 * (j->K / 4);
+    float even[4 * 8 * 8], odd[4 * 8 * 8];
+    int64_t n = n0;
+    int i, r, r0 = 0;
+    if (nv < NR) /* the last rows of W: step back to a whole tile (the callers give at least NR rows; rows before n0 are only read) */
+        n = n0 + nv - NR, r0 = NR - nv, nv = NR;
+    if (MR == 1) pt__q256_pass_q(j, xq, xd, xs, j->w + n * j->rb, even, odd, MR, NR, t, 2);
+    else {
+        pt__q256_pass_q(j, xq, xd, xs, j->w + n * j->rb, even, odd, MR, NR, t, 0);
+        pt__q256_pass_q(j, xq, xd, xs, j->w + n * j->rb, even, odd, MR, NR, t, 1);
+    }
+    for (i = 0; i < MR; i++)
+        for (r = r0; r < nv && r < NR; r++) {
+            float v = pt__q256_hsum(_mm256_loadu_ps(even + 8 * (NR * i + r)), _mm256_loadu_ps(odd + 8 * (NR * i + r)));
+            j->y[(m0 + i) * j->ldy + n + r] = j->bias ? v + j->bias[n + r] : v;
         }
 }
 #define PT__QMM_ROWS256(NAME, TILE, T)                                                                \
@@ -11854,11 +11887,35 @@ PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_q(const pt__qmm_job *j, int64_t m
         for (m = 0; m < j->M; m += 2)                                                                \
             for (n = n0; n < n1; n += 2) TILE(j, m, (int)PT__MIN(2, j->M - m), n, (int)PT__MIN(2, n1 - n), 2, T); \
     }
+/* the quantized rows: at M = 1 tiles of 1 x 4 rows of W (both parities at once), else 4 x 3 (the last rows
+   of x by 3, 2 or 1; two passes); fewer rows of W than a tile's (n1 - n0 < 4 or 3): 1 x 1 tiles */
+#define PT__QMM_ROWS256Q(NAME, T)                                                                     \
+    PT__Q256_TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save) {        \
+        int64_t m, n;                                                                                \
+        (void)save;                                                                                  \
+        if (j->M == 1 && n1 - n0 >= 4) {                                                             \
+            for (n = n0; n < n1; n += 4) pt__q256_tile_q(j, 0, n, (int)PT__MIN(4, n1 - n), 1, 4, T); \
+        } else if (j->M > 1 && n1 - n0 >= 3) {                                                       \
+            for (m = 0; m < j->M; m += 4) {                                                          \
+                const int64_t mv = PT__MIN(4, j->M - m);                                             \
+                for (n = n0; n < n1; n += 3) {                                                       \
+                    const int nv = (int)PT__MIN(3, n1 - n);                                          \
+                    if (mv == 4) pt__q256_tile_q(j, m, n, nv, 4, 3, T);                              \
+                    else if (mv == 3) pt__q256_tile_q(j, m, n, nv, 3, 3, T);                         \
+                    else if (mv == 2) pt__q256_tile_q(j, m, n, nv, 2, 3, T);                         \
+                    else pt__q256_tile_q(j, m, n, nv, 1, 3, T);                                      \
+                }                                                                                    \
+            }                                                                                        \
+        } else {                                                                                     \
+            for (m = 0; m < j->M; m++)                                                               \
+                for (n = n0; n < n1; n++) pt__q256_tile_q(j, m, n, 1, 1, 1, T);                      \
+        }                                                                                            \
+    }
 PT__QMM_ROWS256(pt__qmm_rows_f32_256, pt__q256_tile_f, PT_W_F32)
 PT__QMM_ROWS256(pt__qmm_rows_f16_256, pt__q256_tile_f, PT_W_F16)
 PT__QMM_ROWS256(pt__qmm_rows_bf16_256, pt__q256_tile_f, PT_W_BF16)
-PT__QMM_ROWS256(pt__qmm_rows_q8_0_256, pt__q256_tile_q, PT_W_Q8_0)
-PT__QMM_ROWS256(pt__qmm_rows_q4_0_256, pt__q256_tile_q, PT_W_Q4_0)
+PT__QMM_ROWS256Q(pt__qmm_rows_q8_0_256, PT_W_Q8_0)
+PT__QMM_ROWS256Q(pt__qmm_rows_q4_0_256, PT_W_Q4_0)
 
 /* -- x quantized to q8_0 (pt__qmm_quant_x's bits): roundf(v) as t + (|v - t| >= 0.5 ? sign(v) : 0), t = trunc(v)
    (v - t is exact); the 4-sums as byte pair sums -- */
