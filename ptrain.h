@@ -11791,6 +11791,83 @@ PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_f(const pt__qmm_job *j, int64_t m
             j->y[(m0 + i) * j->ldy + n0 + r] = j->bias ? v + j->bias[n0 + r] : v;
         }
 }
+/* -- float weights, AVX2, M > 1: tiles of 4 rows of x by 3 rows of W in two passes over the tile's columns,
+   lanes 0-7 of every 16 (H = 0) then lanes 8-15 (H = 1), one register per output each, over columns
+   [k0, k1) (K in blocks of PT__QMM_KC: the second pass finds the tile's rows in L1; the caller keeps W's
+   rows in L2 blocks). Output (i, r)'s 8 lanes of pass H go to out + 8 (NR i + r) (and start from there
+   when k0 > 0). -- */
+PT__Q256_TGT PT__QMM_INLINE void pt__q256_pass_f(const pt__qmm_job *j, const float *x, const unsigned char *w, float *out, const int MR, const int NR,
+                                                 const pt_wtype t, const int H, int64_t k0, int64_t k1) {
+    const int64_t K = j->K, kf = PT__MIN(k1, K / 16 * 16), ldx = j->ldx, rb = j->rb, es = t == PT_W_F32 ? 4 : 2;
+    __m256 acc[4][4];
+    int64_t k;
+    int i, r;
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < NR; r++)
+        acc[i][r] = k0 ? _mm256_loadu_ps(out + 8 * (NR * i + r)) : _mm256_setzero_ps();
+    for (k = k0 + 8 * H; k < kf; k += 16) {
+        __m256 wv[4];
+        PT__QMM_UNROLL for (r = 0; r < NR; r++) {
+            if (!H) _mm_prefetch((const char *)(w + r * rb + j->pf + k * es), _MM_HINT_T0);
+            wv[r] = pt__q256_wload(w + r * rb, k, t);
+        }
+        PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+            const __m256 xv = _mm256_loadu_ps(x + i * ldx + k);
+            PT__QMM_UNROLL for (r = 0; r < NR; r++) acc[i][r] = _mm256_fmadd_ps(xv, wv[r], acc[i][r]);
+        }
+    }
+    if (k1 == K && kf < K) { /* the partial last 16: zero-padded float copies */
+        float xt[16], wt[4][16];
+        PT__QMM_UNROLL for (r = 0; r < NR; r++) {
+            memset(wt[r], 0, sizeof wt[r]);
+            pt_dequantize_row(t, w + r * rb + kf * es, wt[r], K - kf);
+        }
+        PT__QMM_UNROLL for (i = 0; i < MR; i++) {
+            __m256 xv;
+            memset(xt, 0, sizeof xt);
+            memcpy(xt, x + i * ldx + kf, (size_t)(K - kf) * 4);
+            xv = _mm256_loadu_ps(xt + 8 * H);
+            PT__QMM_UNROLL for (r = 0; r < NR; r++) acc[i][r] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(wt[r] + 8 * H), acc[i][r]);
+        }
+    }
+    PT__QMM_UNROLL for (i = 0; i < MR; i++) PT__QMM_UNROLL for (r = 0; r < NR; r++) _mm256_storeu_ps(out + 8 * (NR * i + r), acc[i][r]);
+}
+PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_f2(const pt__qmm_job *j, int64_t m0, int64_t n0, int nv, const int MR, const int NR, const pt_wtype t) {
+    float lo[4 * 4 * 8], hi[4 * 4 * 8];
+    int64_t n = n0, k;
+    int i, r, r0 = 0;
+    if (nv < NR) /* the last rows of W: step back to a whole tile (the callers give at least NR rows; rows before n0 are only read) */
+        n = n0 + nv - NR, r0 = NR - nv, nv = NR;
+    for (k = 0; k < j->K; k += PT__QMM_KC) { /* columns in blocks of KC: a tile's rows stay in L1 for the second pass */
+        pt__q256_pass_f(j, j->x + m0 * j->ldx, j->w + n * j->rb, lo, MR, NR, t, 0, k, PT__MIN(j->K, k + PT__QMM_KC));
+        pt__q256_pass_f(j, j->x + m0 * j->ldx, j->w + n * j->rb, hi, MR, NR, t, 1, k, PT__MIN(j->K, k + PT__QMM_KC));
+    }
+    for (i = 0; i < MR; i++)
+        for (r = r0; r < nv; r++) {
+            float v = pt__q256_hsum(_mm256_loadu_ps(lo + 8 * (NR * i + r)), _mm256_loadu_ps(hi + 8 * (NR * i + r)));
+            j->y[(m0 + i) * j->ldy + n + r] = j->bias ? v + j->bias[n + r] : v;
+        }
+}
+/* the float rows: at M = 1 tiles of 1 x 4 (pt__q256_tile_f), else 4 x 3 (the last rows of x by 3, 2 or 1) */
+#define PT__QMM_ROWS256F(NAME, T)                                                                     \
+    PT__Q256_TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save) {        \
+        int64_t m, n;                                                                                \
+        (void)save;                                                                                  \
+        if (j->M == 1 || n1 - n0 < 3) {                                                              \
+            for (m = 0; m < j->M; m++)                                                               \
+                for (n = n0; n < n1; n += 4) pt__q256_tile_f(j, m, 1, n, (int)PT__MIN(4, n1 - n), 1, T); \
+            return;                                                                                  \
+        }                                                                                            \
+        for (m = 0; m < j->M; m += 4) {                                                              \
+            const int64_t mv = PT__MIN(4, j->M - m);                                                 \
+            for (n = n0; n < n1; n += 3) {                                                           \
+                const int nv = (int)PT__MIN(3, n1 - n);                                              \
+                if (mv == 4) pt__q256_tile_f2(j, m, n, nv, 4, 3, T);                                 \
+                else if (mv == 3) pt__q256_tile_f2(j, m, n, nv, 3, 3, T);                            \
+                else if (mv == 2) pt__q256_tile_f2(j, m, n, nv, 2, 3, T);                            \
+                else pt__q256_tile_f2(j, m, n, nv, 1, 3, T);                                         \
+            }                                                                                        \
+        }                                                                                            \
+    }
 /* -- quantized weights, AVX2: the even blocks feed lanes 0-7 of an output, the odd ones lanes 8-15. At
    M = 1, tiles of 1 row of x by 4 rows of W hold both halves in registers; at M > 1, tiles of 4 rows of
    x by 3 of W (each unpacked weight block serves 4 rows of x) take two passes over the tile's blocks,
@@ -11876,17 +11953,6 @@ PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_q(const pt__qmm_job *j, int64_t m
             j->y[(m0 + i) * j->ldy + n + r] = j->bias ? v + j->bias[n + r] : v;
         }
 }
-#define PT__QMM_ROWS256(NAME, TILE, T)                                                                \
-    PT__Q256_TGT static void NAME(const pt__qmm_job *j, int64_t n0, int64_t n1, float *save) {        \
-        int64_t m, n;                                                                                \
-        (void)save;                                                                                  \
-        if (j->M == 1) {                                                                             \
-            for (n = n0; n < n1; n += 4) TILE(j, 0, 1, n, (int)PT__MIN(4, n1 - n), 1, T);            \
-            return;                                                                                  \
-        }                                                                                            \
-        for (m = 0; m < j->M; m += 2)                                                                \
-            for (n = n0; n < n1; n += 2) TILE(j, m, (int)PT__MIN(2, j->M - m), n, (int)PT__MIN(2, n1 - n), 2, T); \
-    }
 /* the quantized rows: at M = 1 tiles of 1 x 4 rows of W (both parities at once), else 4 x 3 (the last rows
    of x by 3, 2 or 1; two passes); fewer rows of W than a tile's (n1 - n0 < 4 or 3): 1 x 1 tiles */
 #define PT__QMM_ROWS256Q(NAME, T)                                                                     \
@@ -11911,9 +11977,9 @@ PT__Q256_TGT PT__QMM_INLINE void pt__q256_tile_q(const pt__qmm_job *j, int64_t m
                 for (n = n0; n < n1; n++) pt__q256_tile_q(j, m, n, 1, 1, 1, T);                      \
         }                                                                                            \
     }
-PT__QMM_ROWS256(pt__qmm_rows_f32_256, pt__q256_tile_f, PT_W_F32)
-PT__QMM_ROWS256(pt__qmm_rows_f16_256, pt__q256_tile_f, PT_W_F16)
-PT__QMM_ROWS256(pt__qmm_rows_bf16_256, pt__q256_tile_f, PT_W_BF16)
+PT__QMM_ROWS256F(pt__qmm_rows_f32_256, PT_W_F32)
+PT__QMM_ROWS256F(pt__qmm_rows_f16_256, PT_W_F16)
+PT__QMM_ROWS256F(pt__qmm_rows_bf16_256, PT_W_BF16)
 PT__QMM_ROWS256Q(pt__qmm_rows_q8_0_256, PT_W_Q8_0)
 PT__QMM_ROWS256Q(pt__qmm_rows_q4_0_256, PT_W_Q4_0)
 
