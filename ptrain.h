@@ -11413,6 +11413,9 @@ PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w) {
 #ifndef PT__QMM_L2
 #define PT__QMM_L2 (512 << 10) /* bytes of W rows a block keeps in L2 while every row of x passes (M > 1) */
 #endif
+#ifndef PT__QMM_PF
+#define PT__QMM_PF 4096 /* bytes of W ahead (whole rows) that the kernels prefetch */
+#endif
 #define PT__QMM_KC 512 /* AVX-512 float kernels at M > 1 and K > 2 KC: K in blocks of KC (the 16-lane sums saved between) */
 #define PT__QMM_KERN_AUTO   0
 #define PT__QMM_KERN_C      1
@@ -12414,7 +12417,7 @@ static void pt__qmm(pt_ctx *ctx, const pt_qmat *w, const float *x, int64_t ldx, 
         for (m = 0; m < M; m++)
             qx(x + m * ldx, K, (int8_t *)s + m * K, (float *)(void *)(s + qb) + m * ldd, (int32_t *)(void *)(s + qb + db) + m * (K / 4), wt->xc);
     }
-    j.pf = PT__MAX(4, (4096 + rb / 2) / rb) * rb;
+    j.pf = PT__MAX(4, (PT__QMM_PF + rb / 2) / rb) * rb;
     fn = pt__qmm_fn(kern, wt);
     if (kern == PT__QMM_KERN_AVX512 && !wt->xc && M > 1 && w->cols > 2 * PT__QMM_KC) {
         fstride = (PT__MIN(nblk, N) / 4 + 2) * 256; /* a tile's 16 x 16 sums per 4 rows of a block, per thread */
