@@ -5,7 +5,10 @@
 # (the same bytes as the library's; an export of a corrupted checkpoint fails and leaves the old
 # file), import (the forward loss of the imported checkpoint equals the original's bit for bit; a
 # malformed file or another shape is refused with a message and the existing checkpoint stays
-# valid; the tool, built without PTRAIN_TEST_HOOKS, ignores PTRAIN_CKPT_FAIL). When a Python with
+# valid; the tool, built without PTRAIN_TEST_HOOKS, ignores PTRAIN_CKPT_FAIL), import of GPT-2's tokenizer
+# files (a hand-made vocab.json + merges.txt in GPT-2's layout: `ptckpt encode` gives GPT-2's ids and the
+# text back; a malformed line, merges out of order, a vocab.json that is not JSON or has a non-integer id
+# are refused naming file, line and what was expected). When a Python with
 # the safetensors package is at hand (env PTRAIN_PYTHON, default python3), it reads every export and writes a file that the tool imports; without it that part is
 # skipped with a NOTE (the spec checks of test_ckpttool stand in). Prints PASS/FAIL lines and
 # "N passed, N failed"; ~10 s.
