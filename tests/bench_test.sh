@@ -28,6 +28,9 @@ if [ "${n%% *}" = ptcl ]; then
     echo "{\"fake\":\"ptcl tune\"}"
     exit 0
 fi
+# FAKE_DECODE=1: a run of bench_decode (not --gguf-out, not --profile) prints a batch-1 decode line too
+[ "${FAKE_DECODE:-}" = 1 ] && [ "${n%% *}" = bench_decode ] && [ "$2" != --gguf-out ] && [ "$2" != --profile ] &&
+    echo "{\"bench\":\"decode\",\"model\":\"$1\",\"format\":\"$2\",\"batch\":1,\"tokens_per_s\":50.0,\"prefill_tokens_per_s\":450.0}"
 echo "{\"fake\":\"$n\",\"tune\":\"${PTRAIN_CL_TUNE:+tuned}\",\"alg\":\"${OMPI_MCA_coll_libnbc_iallreduce_algorithm:-}\"}"
 case $n in ${FAKE_FAIL:-}) exit 1 ;; esac
 # FAKE_SEE=FILE: exit 1 unless the line just printed reaches FILE within 3 s (the output is not held back)
@@ -284,7 +287,7 @@ dpeer "export failing" "not run: the GGUF export failed" BENCH_LLAMA="$T/bin/bad
 
 # decode's peer as llama.cpp's own llama-bench (BENCH_LLAMA_BENCH): a fake printing llama-bench-shaped jsonl
 # (decode for -p 0, prefill for -p 256; FAKE_LB_FAIL=1: a message on stderr and exit 1), its calls in $T/lb_calls;
-# FAKE_DECODE=1 makes the fake bench_decode print a batch-1 decode line (50 tokens/s, prefill 450)
+# FAKE_DECODE=1 makes the fake bench_decode print a batch-1 decode line (50 tokens/s, prefill 450: see the fakes)
 cat >"$T/bin/llama-bench" <<'EOF'
 #!/bin/sh
 echo "$*" >>"${FAKE_LB_CALLS:-/dev/null}"
@@ -296,7 +299,6 @@ ts=100.5
 echo "{\"build_commit\": \"0c1e570\", \"build_number\": 1, \"model_type\": \"gpt2 0.1B Q4_0\", \"n_threads\": 2, \"n_prompt\": $p, \"n_gen\": $n, \"avg_ns\": 42554143, \"stddev_ns\": 0, \"avg_ts\": $ts, \"stddev_ts\": 0.000000, \"samples_ns\": [ 42554143 ],\"samples_ts\": [ $ts ]}"
 EOF
 chmod +x "$T/bin/llama-bench"
-sed -i 's|^echo "{\\"fake\\":\\"$n\\"|[ "${FAKE_DECODE:-}" = 1 ] \&\& [ "${n%% *}" = bench_decode ] \&\& [ "$2" != --gguf-out ] \&\& [ "$2" != --profile ] \&\& echo "{\\"bench\\":\\"decode\\",\\"model\\":\\"$1\\",\\"format\\":\\"$2\\",\\"batch\\":1,\\"tokens_per_s\\":50.0,\\"prefill_tokens_per_s\\":450.0}"\n&|' "$T/bin/bench_decode"
 : >"$T/tok.bin"
 # lbpeer CASE CHECK [VAR=VALUE...]: bench/run.sh's decode on gpt2-124m f32, bf16, q4_0 with the fake llama-bench; CHECK is
 # Python over the JSON lines of stdout (ls), the fakes' calls (ran) and llama-bench's (lb)
