@@ -24031,7 +24031,8 @@ static int pt__gg_vocab_make(pt__gg_vocab *v, const pt_tokenizer *tk, char *err,
         len[i] = pt__gg_byte_chr(tk ? tk->byte[i] : (int)i, c);
     }
     for (i = 0; i < nm; i++) {
-        v->ids[2 * i] = M ? tk->pair[2 * i] : 255, v->ids[2 * i + 1] = M ? tk->pair[2 * i + 1] : 255;
+        int32_t ff = tk ? tk->id[255] : 255; /* the byte 0xFF's id: the merge of a byte vocabulary */
+        v->ids[2 * i] = M ? tk->pair[2 * i] : ff, v->ids[2 * i + 1] = M ? tk->pair[2 * i + 1] : ff;
         len[256 + i] = len[v->ids[2 * i]] + len[v->ids[2 * i + 1]];
         if (len[256 + i] > cap) {
             pt__msg(err, errlen, "pt_gguf_export: token %lld of the tokenizer: expected at most 2^30 bytes of text, found %lld", (long long)(256 + i),
