@@ -193,6 +193,9 @@ if [ -x "$P" ]; then
     expect "a vocab.json id that is no integer refused, naming the token" 1 'v_str.json line 1, column [0-9]*: token "Ġcat": expected an id' "$G/bad4.log" \
         "$P" import "$G/v_str.json" "$G/merges.txt" "$G/x.bin"
     if [ ! -e "$G/x.bin" ]; then pass "... and none of them wrote a file"; else fail "refused imports" "wrote $G/x.bin"; fi
+    # a checkpoint imported with --tokenizer carries it; one whose model has fewer ids than the tokenizer is refused
+    expect "ptckpt import --tokenizer of a model of vocabulary 60 refused (the tokenizer has 268 ids)" 1 \
+        "the tokenizer's vocabulary of 268 exceeds the model's vocab of 60" "$G/imp_tok.log" "$P" import "$T/f32.safetensors" "$G/ck" --tokenizer "$G/tok.bin"
 fi
 
 # ---- dp2 x tp2 with ZeRO-1: shards, ranges and the tied embedding assembled ----

@@ -34,7 +34,7 @@
                                   vocabulary's rows are the model's vocab_padded); the step is --step,
                                   else the file's ptrain.step, else 0.
    ptckpt import IN.safetensors OUTDIR [--step K] [--vocab N] [--vocab-padded N] [--max-seq N]
-                 [--layers N] [--width N] [--heads N] [--untied 0|1]
+                 [--layers N] [--width N] [--heads N] [--untied 0|1] [--tokenizer FILE]
                                   a 1-rank checkpoint (parameters only) of the GPT that the metadata
                                   (or the flags, which win) describe, every parameter taken from the
                                   tensor of its name (F32, BF16 or F16); a missing, extra or
@@ -42,7 +42,10 @@
                                   before the model is made (pt_safetensors_check: a configuration
                                   out of range or larger than the file holds allocates nothing).
                                   The step is --step, else the metadata's, else 0. pt_ckpt_load with
-                                  an optimizer starts its moments at zero.
+                                  an optimizer starts its moments at zero. --tokenizer FILE: the
+                                  checkpoint carries that tokenizer (a BPE model's: GPT-2's from
+                                  `ptckpt import vocab.json merges.txt FILE`; its vocabulary at most
+                                  the model's), which export --format gguf then uses.
    ptckpt import VOCAB.json MERGES.txt OUT.bin
                                   GPT-2's own tokenizer files (Hugging Face's vocab.json + merges.txt)
                                   as a ptrain tokenizer file (pt_tokenizer_load_gpt2: the files' ids
@@ -74,7 +77,7 @@ static int usage(void) {
                     "       ptckpt import VOCAB.json MERGES.txt OUT.bin\n"
                     "       ptckpt encode TOKENIZER TEXT\n"
                     "       ptckpt import IN.safetensors OUTDIR [--step K] [--vocab N] [--vocab-padded N] [--max-seq N]\n"
-                    "                     [--layers N] [--width N] [--heads N] [--untied 0|1]\n");
+                    "                     [--layers N] [--width N] [--heads N] [--untied 0|1] [--tokenizer FILE]\n");
     return 2;
 }
 
@@ -386,11 +389,17 @@ static int cmd_import(int argc, char **argv) {
     pt_ctx *ctx;
     pt_gpt *m;
     pt_ckpt_opts co;
+    pt_tokenizer *tk = NULL;
+    const char *tokf = NULL;
     if (argc < 2) return usage();
     if (is_gguf(argv[0])) return cmd_import_gguf(argc, argv);
     if (strlen(argv[0]) >= 5 && !strcmp(argv[0] + strlen(argv[0]) - 5, ".json")) return cmd_import_gpt2(argc, argv);
     for (i = 2; i < argc; i++) {
         char *end;
+        if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
+            tokf = argv[++i];
+            continue;
+        }
         for (k = 0; k < 8 && strcmp(argv[i], flags[k]); k++) {}
         if (k == 8 || i + 1 >= argc) return usage();
         errno = 0;
@@ -425,26 +434,29 @@ static int cmd_import(int argc, char **argv) {
         fprintf(stderr, "ptckpt import: %s\n", err);
         return 1;
     }
+    if (tokf && !(tk = pt_tokenizer_load(NULL, tokf))) return 1; /* its message is on stderr */
     memset(&desc, 0, sizeof desc);
     desc.device = "cpu";
     if (!(ctx = pt_init(&desc))) {
         fprintf(stderr, "ptckpt import: cannot create a context\n");
+        pt_tokenizer_free(tk);
         return 1;
     }
     if ((m = pt_gpt_new(ctx, &cfg)) == NULL) fprintf(stderr, "ptckpt import: the model of the configuration: %s\n", pt_error(ctx));
     else if (pt_safetensors_load(ctx, argv[0]) != PT_OK) fprintf(stderr, "ptckpt import: %s\n", pt_error(ctx));
     else {
         memset(&co, 0, sizeof co);
-        co.model = &m->cfg;
+        co.model = &m->cfg, co.tokenizer = tk;
         if (pt_ckpt_save(ctx, NULL, argv[1], step, &co) != PT_OK) fprintf(stderr, "ptckpt import: %s\n", pt_error(ctx));
         else {
-            printf("wrote %s/step_%09lld (%d parameters, %lld elements, no optimizer state)\n", argv[1], (long long)step, pt_param_count(ctx),
-                   (long long)pt_param_numel(ctx));
+            printf("wrote %s/step_%09lld (%d parameters, %lld elements, no optimizer state%s)\n", argv[1], (long long)step, pt_param_count(ctx),
+                   (long long)pt_param_numel(ctx), tk ? ", the tokenizer of --tokenizer" : "");
             rc = 0;
         }
     }
     if (m) pt_gpt_free(m);
     pt_shutdown(ctx);
+    pt_tokenizer_free(tk);
     return rc;
 }
 
