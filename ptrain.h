@@ -50,7 +50,7 @@
    when a program defines PTRAIN_HARNESS (see harness). The other tools (make tools): tools/ptcl.c
    lists OpenCL devices, checks one against the CPU backend and tunes CLBlast's GEMM for it;
    tools/ptckpt.c inspects, verifies, exports and imports checkpoints (safetensors, and GGUF for
-   llama.cpp: f32 / f16 / bf16 / q8_0 / q4_0);
+   llama.cpp: f32 / f16 / bf16 / q8_0 / q4_0) and GPT-2's own tokenizer files (vocab.json + merges.txt);
    tools/ptreport.c draws a run's log and trace as SVG charts, a pipeline timeline and an HTML
    page; tools/ptmem.c predicts the memory per rank; tools/prepare_shards.c makes token shards;
    tools/ptrun.c supervises a training job under mpirun: heartbeats from every rank over its own
