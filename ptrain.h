@@ -50,7 +50,7 @@
    when a program defines PTRAIN_HARNESS (see harness). The other tools (make tools): tools/ptcl.c
    lists OpenCL devices, checks one against the CPU backend and tunes CLBlast's GEMM for it;
    tools/ptckpt.c inspects, verifies, exports and imports checkpoints (safetensors, and GGUF for
-   llama.cpp: f32 / f16 / bf16 / q8_0 / q4_0);
+   llama.cpp: f32 / f16 / bf16 / q8_0 / q4_0) and GPT-2's own tokenizer files (vocab.json + merges.txt);
    tools/ptreport.c draws a run's log and trace as SVG charts, a pipeline timeline and an HTML
    page; tools/ptmem.c predicts the memory per rank; tools/prepare_shards.c makes token shards;
    tools/ptrun.c supervises a training job under mpirun: heartbeats from every rank over its own
@@ -69,7 +69,8 @@
 
    Data: tools/prepare_shards.c turns text files into train/val token shards (byte-level, or with
    --bpe N a byte-level BPE tokenizer saved as tokenizer.bin beside them: pt_tokenizer_load_dir,
-   pt_tokenizer_encode / decode; a token at most PT_TOK_MAX_TOKEN_BYTES); llm.c's shards are read too. pt_loader_new streams them memory-mapped (desc.dir + prefix, or a path list),
+   pt_tokenizer_encode / decode; a token at most PT_TOK_MAX_TOKEN_BYTES; GPT-2's own vocab.json +
+   merges.txt through pt_tokenizer_load_gpt2, with their ids); llm.c's shards are read too. pt_loader_new streams them memory-mapped (desc.dir + prefix, or a path list),
    each DP rank taking its slice of every global batch (desc.rank of desc.ranks), shuffled per epoch
    by a seed, a prefetch thread keeping batches ready; pt_loader_next fills x and y. Its state
    (pt_loader_get_state / set_state, or pt_loader_register into the checkpointed state) continues the
@@ -409,7 +410,7 @@
              pt_pp_set_dp pt_pp_stats_get; the schedule interpreter: pt__pp_exec
    data      Token shards, the streaming loader, the byte-level BPE tokenizer. Entry:
              pt_shard_write pt_loader_new pt_loader_next pt_loader_register pt_tokenizer_train
-             pt_tokenizer_load_dir
+             pt_tokenizer_load_dir pt_tokenizer_load_gpt2
    ckpt      Checkpoints: manifest, save (synchronous or asynchronous), load with fallback and
              resharding, inspection, safetensors, the tokenizer a checkpoint carries. Entry: pt_ckpt_save
              pt_ckpt_poll pt_ckpt_load pt_ckpt_verify pt_ckpt_export pt_safetensors_load pt_ckpt_tokenizer
@@ -1334,7 +1335,11 @@ PTDEF void pt_loader_free(pt_loader *L);
    encode(x)) == x for every byte string. The file (PT_TOKENIZER_FILE, written next to the shards by
    tools/prepare_shards --bpe N): a 32-byte header of little-endian uint32s: magic 0x45504250 ("PBPE"),
    version 1, merges N, vocabulary 256 + N, CRC32C of the pair data, 12 bytes of zero; then N pairs
-   (left, right) as uint32, pair i's ids < 256 + i. Bounded at load (pt_tokenizer_load, and the
+   (left, right) as uint32, pair i's ids < 256 + i. Version 2 (GPT-2's own tokenizer, whose ids 0..255
+   are the bytes in another order: pt_tokenizer_load_gpt2) adds 256 bytes after the pairs, the byte of
+   each id 0..255 (a permutation), and its CRC32C covers pairs and table. The encoder has no
+   pre-tokenizer: on GPT-2's merges it gives GPT-2's ids except where GPT-2's regex would split the
+   text first (a merge across a word's edge, runs of spaces), and decode is exact. Bounded at load (pt_tokenizer_load, and the
    vocabulary of a GGUF file): a token expands to at most PT_TOK_MAX_TOKEN_BYTES bytes, all tokens
    together to at most PT_TOK_MAX_TOTAL_BYTES; a file past either is refused (PT_ERR_FORMAT naming the
    token, its length and the limit) before anything of that size is made, so that decoding any id
@@ -1356,6 +1361,12 @@ PTDEF pt_tokenizer *pt_tokenizer_train(pt_ctx *ctx, const void *text, int64_t n,
 PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path);
 /** DIR/PT_TOKENIZER_FILE when it exists (NULL and no error when it does not: byte-level shards). */
 PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir);
+/** GPT-2's tokenizer files (Hugging Face's vocab.json: token -> id, in GPT-2's characters of bytes;
+    merges.txt: an optional "#version" line, then "LEFT RIGHT" a line) with the files' ids: ids 0..255
+    the 256 single bytes in any order, merge i making id 256 + i; ids past those (<|endoftext|>) are
+    not the tokenizer's. PT_ERR_IO, or PT_ERR_FORMAT naming the file, the line (and column) and what was
+    expected and found. ptckpt import vocab.json merges.txt OUT.bin writes it as a tokenizer file. */
+PTDEF pt_tokenizer *pt_tokenizer_load_gpt2(pt_ctx *ctx, const char *vocab_json, const char *merges_txt);
 /** Writes the tokenizer (under path.tmp, then renamed). */
 PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path);
 /** 256 + merges. */
@@ -2513,7 +2524,7 @@ PTDEF void pt_gguf_writer_free(pt_gguf_writer *w);
 /** Options of pt_gguf_export (zero-initialize). */
 typedef struct pt_gguf_export_opts {
     pt_wtype type;                 /**< the matrices: PT_W_F32 (0, the default), PT_W_F16, PT_W_BF16, PT_W_Q8_0, PT_W_Q4_0 */
-    const pt_tokenizer *tokenizer; /**< the model's BPE (vocab = 256 + merges); NULL: the byte vocabulary (vocab <= 256) */
+    const pt_tokenizer *tokenizer; /**< the model's BPE (vocab at most 256 + merges + 1, the end-of-text token); NULL: the byte vocabulary (vocab <= 256) */
     const char *name;              /**< general.name (NULL: "ptrain") */
 } pt_gguf_export_opts;
 /** Writes checkpoint step_dir (any layout: global tensors; its manifest must record the model) as a
@@ -2521,10 +2532,11 @@ typedef struct pt_gguf_export_opts {
     attn_output, ffn_norm, ffn_up, ffn_down}.{weight,bias}, output_norm.{weight,bias}, output.weight
     (untied models only: llama.cpp reuses token_embd when it is absent), the gpt2.* hyper-parameters
     (layer_norm_epsilon 1e-5) and a GPT-2 byte-level BPE vocabulary: tokens 0..255 are the bytes as
-    GPT-2's printable characters, token 256 + i merge i of the tokenizer; a byte vocabulary gets one
+    GPT-2's printable characters (in the tokenizer's order of them: byte b, or GPT-2's own order for
+    its files, pt_tokenizer_load_gpt2), token 256 + i merge i of the tokenizer; a byte vocabulary gets one
     merge (0xFF + 0xFF, which no UTF-8 text holds) because llama.cpp wants merges; then the control
     token "<|endoftext|>" (bos = eos; ptrain has none, so nothing produces it: its rows are zero, as
-    the merge's). ptrain.vocab records the model's own vocabulary, ptrain.merge_ids the ids of each
+    the merge's; a model of vocabulary 256 + merges + 1 has its own row for it, as GPT-2's 50,257). ptrain.vocab records the model's own vocabulary, ptrain.merge_ids the ids of each
     merge, ptrain.step the step. Types as llama.cpp's own tools make them: vectors and position_embd
     f32 always; f16 / bf16 make every matrix (token_embd, output.weight too) f16 / bf16 (as
     convert_hf_to_gguf.py); q8_0 every matrix and token_embd q8_0; q4_0 the blocks' matrices q4_0
@@ -19136,7 +19148,7 @@ PTDEF pt_status pt_pp_split(int layers, int nstages, const double *cost, double 
    Invariants: every file is validated on open; the loader's state continues the stream exactly,
    also on another DP size
    Entry points: pt_shard_write pt_loader_new pt_loader_next pt_loader_register pt_tokenizer_train
-   pt_tokenizer_load_dir */
+   pt_tokenizer_load_dir pt_tokenizer_load_gpt2 */
 /* =================================================================================================
    token shards (llm.c and ptrain layouts), the memory-mapped streaming loader with a
    prefetch thread (token windows, or IDX records + labels), its resumable state, the BPE tokenizer
@@ -20050,6 +20062,8 @@ struct pt_tokenizer {
     int32_t merges;
     int32_t *pair; /* 2 x merges: the (left, right) ids of merge i */
     int64_t *len;  /* bytes of each id (saturated at 2^62) */
+    int permuted;  /* ids 0..255 are the bytes in another order (byte[], id[]): a file of version 2 */
+    unsigned char byte[256], id[256]; /* the byte of id i < 256; the id of byte b */
 };
 
 typedef struct pt__bpe_pair {
@@ -20204,8 +20218,8 @@ static pt_status pt__bpe_run(pt_tokenizer *tk, const unsigned char *text, int64_
     E.prv = (int32_t *)pt__alloc(E.ctx, sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
     E.oom = !E.tok || !E.nxt || !E.prv;
     for (i = 0; i < n && !E.oom; i++) {
-        E.tok[i] = text[i], E.nxt[i] = i + 1 < n ? (int32_t)(i + 1) : -1, E.prv[i] = (int32_t)(i - 1);
-        if (i > 0) pt__bpe_add(&E, text[i - 1], text[i], (int32_t)(i - 1), -1);
+        E.tok[i] = tk->id[text[i]], E.nxt[i] = i + 1 < n ? (int32_t)(i + 1) : -1, E.prv[i] = (int32_t)(i - 1);
+        if (i > 0) pt__bpe_add(&E, E.tok[i - 1], E.tok[i], (int32_t)(i - 1), -1);
     }
     if (E.train) {
         int64_t total = 256, l = 0; /* the tokens' bytes (pt__tok_lengths' limits: a merge past them is not made) */
@@ -20254,8 +20268,10 @@ static pt_status pt__bpe_run(pt_tokenizer *tk, const unsigned char *text, int64_
 /* a tokenizer with room for merges pairs; lengths filled by pt__tok_lengths */
 static pt_tokenizer *pt__tok_new(pt_ctx *ctx, int32_t merges) {
     pt_tokenizer *tk = (pt_tokenizer *)pt__alloc(ctx, sizeof *tk);
+    int i;
     if (!tk) return NULL;
-    tk->ctx = ctx, tk->merges = merges;
+    tk->ctx = ctx, tk->merges = merges, tk->permuted = 0;
+    for (i = 0; i < 256; i++) tk->byte[i] = tk->id[i] = (unsigned char)i;
     tk->pair = (int32_t *)pt__alloc(ctx, sizeof(int32_t) * (size_t)(2 * merges + 2));
     tk->len = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)(256 + merges));
     if (!tk->pair || !tk->len) {
@@ -20359,7 +20375,7 @@ PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, in
         stack[sp++] = ids[i];
         while (sp > 0) {
             int32_t t = stack[--sp];
-            if (t < 256) o[at++] = (unsigned char)t;
+            if (t < 256) o[at++] = tk->byte[t];
             else stack[sp++] = tk->pair[2 * (t - 256) + 1], stack[sp++] = tk->pair[2 * (t - 256)];
         }
     }
@@ -20368,27 +20384,52 @@ PTDEF int64_t pt_tokenizer_decode(const pt_tokenizer *tk, const int32_t *ids, in
 }
 
 #define PT__TOK_HDR 32
-PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path) {
-    unsigned char h[PT__TOK_HDR], *body;
-    char tmp[4096];
+/* the file's bytes (*n of them; NULL when out of memory): version 1, or 2 with the table of the bytes of
+   ids 0..255 after the pairs when they are permuted (checkpoints hold the same bytes) */
+static unsigned char *pt__tok_bytes(const pt_tokenizer *tk, int64_t *n) {
+    int64_t body = 8 * (int64_t)tk->merges + (tk->permuted ? 256 : 0);
+    unsigned char *b = (unsigned char *)pt__alloc(tk->ctx, (size_t)(PT__TOK_HDR + body));
     int32_t i;
+    *n = PT__TOK_HDR + body;
+    if (!b) return NULL;
+    memset(b, 0, PT__TOK_HDR);
+    for (i = 0; i < 2 * tk->merges; i++) pt__put32(b + PT__TOK_HDR + 4 * i, (uint32_t)tk->pair[i]);
+    if (tk->permuted) memcpy(b + PT__TOK_HDR + 8 * (int64_t)tk->merges, tk->byte, 256);
+    pt__put32(b, PT_TOKENIZER_MAGIC), pt__put32(b + 4, tk->permuted ? 2 : 1), pt__put32(b + 8, (uint32_t)tk->merges), pt__put32(b + 12, (uint32_t)(256 + tk->merges));
+    pt__put32(b + 16, pt_crc32c(0, b + PT__TOK_HDR, (size_t)body));
+    return b;
+}
+/* ids 0..255 stand for the bytes byte[0..255] (a permutation); 0 and a message when it is none */
+static int pt__tok_permute(pt_tokenizer *tk, const unsigned char *byte, char *err, size_t errlen) {
+    int seen[256], i;
+    for (i = 0; i < 256; i++) seen[i] = -1;
+    for (i = 0; i < 256; i++) {
+        if (seen[byte[i]] >= 0) {
+            pt__msg(err, errlen, "the byte table: ids %d and %d both stand for byte %d, expected each byte once", seen[byte[i]], i, (int)byte[i]);
+            return 0;
+        }
+        seen[byte[i]] = i;
+    }
+    tk->permuted = 0;
+    for (i = 0; i < 256; i++) tk->byte[i] = byte[i], tk->id[byte[i]] = (unsigned char)i, tk->permuted |= byte[i] != i;
+    return 1;
+}
+PTDEF pt_status pt_tokenizer_save(const pt_tokenizer *tk, const char *path) {
+    unsigned char *b;
+    char tmp[4096];
+    int64_t n = 0;
     int ok;
     FILE *f;
     if (!tk || !path) return PT_ERR_ARG;
-    body = (unsigned char *)pt__alloc(tk->ctx, (size_t)(8 * tk->merges + 8));
-    if (!body) {
+    if (!(b = pt__tok_bytes(tk, &n))) {
         pt__fail(tk->ctx, PT_ERR_OOM, "pt_tokenizer_save: out of memory");
         return PT_ERR_OOM;
     }
-    for (i = 0; i < 2 * tk->merges; i++) pt__put32(body + 4 * i, (uint32_t)tk->pair[i]);
-    memset(h, 0, sizeof h);
-    pt__put32(h, PT_TOKENIZER_MAGIC), pt__put32(h + 4, 1), pt__put32(h + 8, (uint32_t)tk->merges), pt__put32(h + 12, (uint32_t)(256 + tk->merges));
-    pt__put32(h + 16, pt_crc32c(0, body, (size_t)(8 * tk->merges)));
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     f = strlen(path) + 5 <= sizeof tmp ? fopen(tmp, "wb") : NULL;
-    ok = f && fwrite(h, 1, sizeof h, f) == sizeof h && fwrite(body, 1, (size_t)(8 * tk->merges), f) == (size_t)(8 * tk->merges);
+    ok = f && fwrite(b, 1, (size_t)n, f) == (size_t)n;
     ok = (f && fclose(f) == 0) && ok;
-    pt__free(tk->ctx, body);
+    pt__free(tk->ctx, b);
     if (!ok || rename(tmp, path) != 0) {
         if (f) remove(tmp);
         pt__fail(tk->ctx, PT_ERR_IO, "pt_tokenizer_save: writing %s failed", path);
@@ -20403,31 +20444,34 @@ PTDEF pt_tokenizer *pt_tokenizer_load(pt_ctx *ctx, const char *path) {
     int64_t size = path ? pt__file_head(path, h, sizeof h, &hgot) : -1; /* the size of the file opened */
     FILE *f = size >= 0 ? fopen(path, "rb") : NULL;
     pt_tokenizer *tk = NULL;
-    uint32_t merges, crc;
+    uint32_t merges, crc, ver = 0;
     char err[PT__ERRLEN];
     int i;
     err[0] = 0;
     if (!f) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_tokenizer_load: cannot open %s%s", path ? path : "(NULL)", size == -2 ? ": not a regular file" : "");
     if (hgot != sizeof h || fseek(f, (long)sizeof h, SEEK_SET) != 0) pt__msg(err, sizeof err, "truncated header, expected %d bytes, found a %lld-byte file", PT__TOK_HDR, (long long)size);
     else if (pt__le32(h) != PT_TOKENIZER_MAGIC) pt__msg(err, sizeof err, "bad magic: expected 0x%08X (\"PBPE\"), found 0x%08X", PT_TOKENIZER_MAGIC, (unsigned)pt__le32(h));
-    else if (pt__le32(h + 4) != 1) pt__msg(err, sizeof err, "version: expected 1, found %u", (unsigned)pt__le32(h + 4));
+    else if ((ver = pt__le32(h + 4)) != 1 && ver != 2) pt__msg(err, sizeof err, "version: expected 1 or 2, found %u", (unsigned)ver);
     else if ((merges = pt__le32(h + 8)) > (1u << 24)) pt__msg(err, sizeof err, "merges: expected 0..%d, found %u", 1 << 24, (unsigned)merges);
     else if (pt__le32(h + 12) != 256 + merges) pt__msg(err, sizeof err, "vocabulary: expected 256 + %u merges = %u, found %u", (unsigned)merges, (unsigned)(256 + merges), (unsigned)pt__le32(h + 12));
-    else if (size != PT__TOK_HDR + 8 * (int64_t)merges)
-        pt__msg(err, sizeof err, "size: expected %lld bytes (%d-byte header + %u merges x 8 bytes), found %lld bytes", (long long)(PT__TOK_HDR + 8 * (int64_t)merges), PT__TOK_HDR,
-                (unsigned)merges, (long long)size);
+    else if (size != PT__TOK_HDR + 8 * (int64_t)merges + (ver == 2 ? 256 : 0))
+        pt__msg(err, sizeof err, "size: expected %lld bytes (%d-byte header + %u merges x 8 bytes%s), found %lld bytes",
+                (long long)(PT__TOK_HDR + 8 * (int64_t)merges + (ver == 2 ? 256 : 0)), PT__TOK_HDR, (unsigned)merges, ver == 2 ? " + the 256-byte table" : "", (long long)size);
     else {
         for (i = 20; i < PT__TOK_HDR; i++)
             if (h[i]) {
                 pt__msg(err, sizeof err, "reserved header byte %d: expected 0, found %u", i, (unsigned)h[i]);
                 break;
             }
-        body = err[0] ? NULL : (unsigned char *)pt__alloc(ctx, (size_t)(8 * merges + 8));
+        size_t nb = (size_t)(8 * (int64_t)merges + (ver == 2 ? 256 : 0));
+        body = err[0] ? NULL : (unsigned char *)pt__alloc(ctx, nb + 8);
         tk = body ? pt__tok_new(ctx, (int32_t)merges) : NULL;
         if (!err[0] && !tk) pt__msg(err, sizeof err, "out of memory for %u merges", (unsigned)merges);
-        else if (!err[0] && fread(body, 1, (size_t)(8 * merges), f) != (size_t)(8 * merges)) pt__msg(err, sizeof err, "reading the %u merges failed", (unsigned)merges);
-        else if (!err[0] && (crc = pt_crc32c(0, body, (size_t)(8 * merges))) != pt__le32(h + 16))
-            pt__msg(err, sizeof err, "checksum of the merges: expected CRC32C %08X (header), found %08X", (unsigned)pt__le32(h + 16), (unsigned)crc);
+        else if (!err[0] && fread(body, 1, nb, f) != nb) pt__msg(err, sizeof err, "reading the %u merges failed", (unsigned)merges);
+        else if (!err[0] && (crc = pt_crc32c(0, body, nb)) != pt__le32(h + 16))
+            pt__msg(err, sizeof err, "checksum of the merges%s: expected CRC32C %08X (header), found %08X", ver == 2 ? " and the byte table" : "", (unsigned)pt__le32(h + 16),
+                    (unsigned)crc);
+        else if (!err[0] && ver == 2) pt__tok_permute(tk, body + 8 * (int64_t)merges, err, sizeof err);
         for (i = 0; !err[0] && i < (int)(2 * merges); i++) {
             uint32_t v = pt__le32(body + 4 * i);
             if (v >= 256u + (uint32_t)(i / 2)) pt__msg(err, sizeof err, "merge %d: expected ids < %d, found %u", i / 2, 256 + i / 2, (unsigned)v);
@@ -20451,6 +20495,240 @@ PTDEF pt_tokenizer *pt_tokenizer_load_dir(pt_ctx *ctx, const char *dir) {
     snprintf(path, sizeof path, "%s/%s", dir, PT_TOKENIZER_FILE);
     if (pt__file_size(path) < 0) return NULL;
     return pt_tokenizer_load(ctx, path);
+}
+
+/* ---- GPT-2's tokenizer files (Hugging Face's vocab.json + merges.txt) ----
+   vocab.json maps each token, written in GPT-2's characters of bytes (bytes '!'..'~', 0xA1..0xAC,
+   0xAE..0xFF as themselves, the other 68 as U+0100.. in byte order), to its id; merges.txt is an
+   optional "#version" line, then one merge a line, "LEFT RIGHT" in those characters. Merge i (from 0)
+   must make the token vocab.json numbers 256 + i, and ids 0..255 must be the 256 single bytes in any
+   order (GPT-2's are in the order of its characters): the tokenizer keeps that order (a file of version
+   2), so its ids are the files'. Tokens numbered past the merges' (GPT-2's <|endoftext|>, 50256) are
+   not the tokenizer's (a model's vocabulary may hold one more: see pt_gguf_export). */
+#define PT__TOK_MAX_FILE ((int64_t)1 << 30)
+/* the byte of GPT-2's character cp, or -1 */
+static int pt__tok_gpt2_byte(uint32_t cp) {
+    if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255)) return (int)cp;
+    if (cp < 256 || cp > 323) return -1;
+    cp -= 256; /* the 68 others in byte order: 0..32, 127..160, 173 */
+    return cp <= 32 ? (int)cp : cp <= 66 ? (int)(127 + cp - 33) : 173;
+}
+/* GPT-2's characters s[0..n) (UTF-8) into bytes (out: room for n); their count, or -1 and in *bad the
+   character (or 0xFFFFFFFF: not UTF-8) and in *at its index */
+static int64_t pt__tok_gpt2_bytes(const char *s, int64_t n, unsigned char *out, uint32_t *bad, int64_t *at) {
+    int64_t i = 0, k = 0, c = 0;
+    while (i < n) {
+        unsigned char a = (unsigned char)s[i];
+        uint32_t cp;
+        int b;
+        if (a < 0x80) cp = a, i++;
+        else if ((a & 0xE0) == 0xC0 && i + 1 < n && ((unsigned char)s[i + 1] & 0xC0) == 0x80) cp = (uint32_t)(a & 0x1F) << 6 | ((unsigned char)s[i + 1] & 0x3F), i += 2;
+        else {
+            int l = (a & 0xF0) == 0xE0 ? 3 : (a & 0xF8) == 0xF0 ? 4 : 1, j;
+            cp = a & (l == 3 ? 0x0F : 0x07);
+            for (j = 1; j < l && i + j < n && ((unsigned char)s[i + j] & 0xC0) == 0x80; j++) cp = cp << 6 | ((unsigned char)s[i + j] & 0x3F);
+            *bad = l == 1 || j < l ? 0xFFFFFFFFu : cp, *at = c;
+            return -1;
+        }
+        if ((b = pt__tok_gpt2_byte(cp)) < 0) {
+            *bad = cp, *at = c;
+            return -1;
+        }
+        out[k++] = (unsigned char)b, c++;
+    }
+    return k;
+}
+/* a text file's bytes (NUL-terminated; *n of them) or NULL and a message */
+static char *pt__tok_read(pt_ctx *ctx, const char *path, int64_t *n, char *err, size_t errlen) {
+    size_t got = 0;
+    int64_t size = pt__file_head(path, NULL, 0, &got);
+    FILE *f = size >= 0 && size <= PT__TOK_MAX_FILE ? fopen(path, "rb") : NULL;
+    char *t = f ? (char *)pt__alloc(ctx, (size_t)size + 1) : NULL;
+    if (!f) pt__msg(err, errlen, "cannot open %s%s", path, size == -2 ? ": not a regular file" : size > PT__TOK_MAX_FILE ? ": larger than 1 GiB" : "");
+    else if (!t) pt__msg(err, errlen, "%s: out of memory for %lld bytes", path, (long long)size);
+    else if (fread(t, 1, (size_t)size, f) != (size_t)size) pt__msg(err, errlen, "%s: reading %lld bytes failed", path, (long long)size);
+    else {
+        fclose(f);
+        t[size] = 0, *n = size;
+        return t;
+    }
+    if (f) fclose(f);
+    pt__free(ctx, t);
+    return NULL;
+}
+/* s[0..n) for a message: at most 48 bytes, control bytes as '?' */
+static const char *pt__tok_show(const char *s, int64_t n, char *out, size_t cap) {
+    size_t i, k = 0;
+    for (i = 0; i < (size_t)n && k + 4 < cap && i < 48; i++) out[k++] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    if ((size_t)n > i) out[k++] = '.', out[k++] = '.', out[k++] = '.';
+    out[k] = 0;
+    return out;
+}
+/* the line and column of byte at of text */
+static void pt__tok_linecol(const char *text, size_t at, int64_t *line, int64_t *col) {
+    size_t i;
+    *line = 1, *col = 1;
+    for (i = 0; i < at; i++) {
+        if (text[i] == '\n') ++*line, *col = 1;
+        else if (((unsigned char)text[i] & 0xC0) != 0x80) ++*col;
+    }
+}
+
+PTDEF pt_tokenizer *pt_tokenizer_load_gpt2(pt_ctx *ctx, const char *vocab_json, const char *merges_txt) {
+    char err[PT__ERRLEN], sh[3][64], *vt = NULL, *mt = NULL, *key = NULL;
+    int64_t vn = 0, mn = 0, M = 0, i, nv, *idof = NULL, line = 0, extra = 0, first_extra = -1;
+    pt_json *root = NULL;
+    pt_tokenizer *tk = NULL;
+    unsigned char byte[256], *buf = NULL;
+    const char *p, *e;
+    err[0] = 0;
+    if (!vocab_json || !merges_txt) return (pt_tokenizer *)pt__fail(ctx, PT_ERR_ARG, "pt_tokenizer_load_gpt2: need the paths of vocab.json and merges.txt");
+    if (!(vt = pt__tok_read(ctx, vocab_json, &vn, err, sizeof err)) || !(mt = pt__tok_read(ctx, merges_txt, &mn, err, sizeof err))) goto io;
+    /* merges.txt: count the merges (an optional #version line first, blank lines only at the end) */
+    for (p = mt, line = 1; p < mt + mn; p = e + 1, line++) {
+        for (e = p; e < mt + mn && *e != '\n'; e++) {}
+        if (line == 1 && !strncmp(p, "#version", 8)) continue;
+        if (e == p || (e == p + 1 && *p == '\r')) {
+            const char *q = e;
+            while (q < mt + mn && (*q == '\n' || *q == '\r')) q++;
+            if (q < mt + mn) {
+                pt__msg(err, sizeof err, "%s line %lld: expected a merge \"LEFT RIGHT\", found an empty line", merges_txt, (long long)line);
+                goto fmt;
+            }
+            break;
+        }
+        M++;
+    }
+    if (M > (1 << 24)) {
+        pt__msg(err, sizeof err, "%s: expected at most %d merges, found %lld", merges_txt, 1 << 24, (long long)M);
+        goto fmt;
+    }
+    /* vocab.json: {"token": id, ...}; every id below 256 + M once, those past it extra */
+    if (!(root = pt_json_parse(vt, (size_t)vn, 0, err, sizeof err))) {
+        char e2[PT__ERRLEN];
+        pt__msg(e2, sizeof e2, "%s: %s", vocab_json, err);
+        memcpy(err, e2, sizeof err);
+        goto fmt;
+    }
+    if (pt_json_type(root) != PT_JSON_OBJECT) {
+        pt__msg(err, sizeof err, "%s: expected an object {\"token\": id, ...}, found another JSON value", vocab_json);
+        goto fmt;
+    }
+    nv = (int64_t)root->n;
+    if (!(idof = (int64_t *)pt__alloc(ctx, sizeof(int64_t) * (size_t)(256 + M))) || !(buf = (unsigned char *)pt__alloc(ctx, (size_t)vn + 1)) ||
+        !(key = (char *)pt__alloc(ctx, (size_t)mn + 1)) || !(tk = pt__tok_new(ctx, (int32_t)M))) {
+        pt__msg(err, sizeof err, "out of memory for %lld tokens", (long long)(256 + M));
+        pt_json_free(root), pt__free(ctx, vt), pt__free(ctx, mt), pt__free(ctx, idof), pt__free(ctx, buf), pt__free(ctx, key), pt_tokenizer_free(tk);
+        return (pt_tokenizer *)pt__fail(ctx, PT_ERR_OOM, "pt_tokenizer_load_gpt2: %s", err);
+    }
+    for (i = 0; i < 256 + M; i++) idof[i] = -1;
+    for (i = 0; i < nv; i++) {
+        const pt_json *v = pt_json_at(root, (size_t)i);
+        const char *k = pt_json_key(root, (size_t)i);
+        int64_t id = -1, l, c, nb, at = 0;
+        uint32_t bad = 0;
+        l = c = 0; /* the line and column of the value, for a message only (a pass over the text before it) */
+        if (!pt_json_int64(v, &id) || id < 0 || id > 2147483647 || (id < 256 + M && idof[id] >= 0)) pt__tok_linecol(vt, v->off, &l, &c);
+        if (!pt_json_int64(v, &id) || id < 0 || id > 2147483647) {
+            pt__msg(err, sizeof err, "%s line %lld, column %lld: token \"%s\": expected an id (an integer 0..2^31-1), found %s", vocab_json, (long long)l, (long long)c,
+                    pt__tok_show(k, (int64_t)v->keylen, sh[0], sizeof sh[0]), pt_json_type(v) == PT_JSON_NUMBER ? "another number" : "no number");
+            goto fmt;
+        }
+        if (id >= 256 + M) { /* a token past the merges' (GPT-2's <|endoftext|>): not the tokenizer's */
+            if (!extra++) first_extra = i;
+            continue;
+        }
+        if (idof[id] >= 0) {
+            pt__msg(err, sizeof err, "%s line %lld, column %lld: tokens \"%s\" and \"%s\" both have id %lld, expected each id once", vocab_json, (long long)l, (long long)c,
+                    pt__tok_show(pt_json_key(root, (size_t)idof[id]), (int64_t)pt_json_at(root, (size_t)idof[id])->keylen, sh[0], sizeof sh[0]),
+                    pt__tok_show(k, (int64_t)v->keylen, sh[1], sizeof sh[1]), (long long)id);
+            goto fmt;
+        }
+        if ((nb = pt__tok_gpt2_bytes(k, (int64_t)v->keylen, buf, &bad, &at)) < 0 || (id < 256) != (nb == 1)) pt__tok_linecol(vt, v->off, &l, &c);
+        if (nb < 0) {
+            if (bad == 0xFFFFFFFFu) pt__msg(sh[1], sizeof sh[1], "a character that is not UTF-8");
+            else pt__msg(sh[1], sizeof sh[1], "U+%04X", (unsigned)bad);
+            pt__msg(err, sizeof err, "%s line %lld, column %lld: token \"%s\" (id %lld): expected GPT-2's characters of bytes, found %s (its character %lld)", vocab_json,
+                    (long long)l, (long long)c, pt__tok_show(k, (int64_t)v->keylen, sh[0], sizeof sh[0]), (long long)id, sh[1], (long long)at + 1);
+            goto fmt;
+        }
+        if ((id < 256) != (nb == 1)) {
+            pt__msg(err, sizeof err, "%s line %lld, column %lld: token \"%s\" (id %lld) is %lld bytes: expected ids 0..255 to be the 256 single bytes and the merges' tokens after them",
+                    vocab_json, (long long)l, (long long)c, pt__tok_show(k, (int64_t)v->keylen, sh[0], sizeof sh[0]), (long long)id, (long long)nb);
+            goto fmt;
+        }
+        if (id < 256) byte[id] = buf[0];
+        idof[id] = i;
+    }
+    for (i = 0; i < 256 + M; i++)
+        if (idof[i] < 0) {
+            pt__msg(err, sizeof err, "%s: no token has id %lld: expected ids 0..%lld (256 bytes + %lld merges), each once", vocab_json, (long long)i, (long long)(255 + M),
+                    (long long)M);
+            goto fmt;
+        }
+    if (!pt__tok_permute(tk, byte, err, sizeof err)) { /* cannot fail: 256 distinct single bytes */
+        char e2[PT__ERRLEN];
+        pt__msg(e2, sizeof e2, "%s: %s", vocab_json, err);
+        memcpy(err, e2, sizeof err);
+        goto fmt;
+    }
+    /* merges.txt again: merge i is "LEFT RIGHT", two tokens of vocab.json, and makes token 256 + i */
+    for (p = mt, line = 1, i = 0; i < M; p = e + 1, line++) {
+        const char *sp, *q;
+        const pt_json *part[3];
+        int64_t len = 0, k;
+        for (e = p; e < mt + mn && *e != '\n'; e++) {}
+        if (line == 1 && !strncmp(p, "#version", 8)) continue;
+        len = e - p - (e > p && e[-1] == '\r');
+        for (sp = p; sp < p + len && *sp != ' '; sp++) {}
+        for (q = sp + 1; q < p + len && *q != ' '; q++) {}
+        if (sp == p || sp >= p + len - 1 || q < p + len) {
+            pt__msg(err, sizeof err, "%s line %lld: expected a merge \"LEFT RIGHT\" (two tokens, one space between), found \"%s\"", merges_txt, (long long)line,
+                    pt__tok_show(p, len, sh[0], sizeof sh[0]));
+            goto fmt;
+        }
+        for (k = 0; k < 3; k++) { /* left, right, the two joined */
+            const char *a = k == 1 ? sp + 1 : p;
+            int64_t al = k == 0 ? sp - p : k == 1 ? p + len - sp - 1 : 0;
+            if (k == 2) memcpy(key, p, (size_t)(sp - p)), memcpy(key + (sp - p), sp + 1, (size_t)(p + len - sp - 1)), al = len - 1;
+            else memcpy(key, a, (size_t)al);
+            key[al] = 0;
+            part[k] = pt_json_get(root, key);
+            if (!part[k] || (int64_t)strlen(key) != al) {
+                pt__msg(err, sizeof err, "%s line %lld: the merge \"%s\": %s \"%s\" is not a token of %s", merges_txt, (long long)line, pt__tok_show(p, len, sh[0], sizeof sh[0]),
+                        k == 0 ? "its left part" : k == 1 ? "its right part" : "the token it makes,", pt__tok_show(key, al, sh[1], sizeof sh[1]), vocab_json);
+                goto fmt;
+            }
+        }
+        if (part[2]->i != 256 + i || part[0]->i >= 256 + i || part[1]->i >= 256 + i) {
+            int64_t bad = part[2]->i != 256 + i ? 2 : part[0]->i >= 256 + i ? 0 : 1;
+            pt__msg(err, sizeof err, "%s line %lld: the merge \"%s\" (merge %lld): %s \"%s\" has id %lld in %s, expected %s %lld (a merge makes the token after the 256 bytes and the merges before it, of two earlier tokens)",
+                    merges_txt, (long long)line, pt__tok_show(p, len, sh[0], sizeof sh[0]), (long long)i,
+                    bad == 0 ? "its left part" : bad == 1 ? "its right part" : "the token it makes,", pt__tok_show(key, bad == 2 ? len - 1 : bad == 0 ? sp - p : p + len - sp - 1, sh[1], sizeof sh[1]),
+                    (long long)part[bad]->i, vocab_json, bad == 2 ? "id" : "an id below", (long long)(256 + i));
+            goto fmt;
+        }
+        tk->pair[2 * i] = (int32_t)part[0]->i, tk->pair[2 * i + 1] = (int32_t)part[1]->i;
+        i++;
+    }
+    if (!pt__tok_lengths(tk, err, sizeof err)) {
+        char e2[PT__ERRLEN];
+        pt__msg(e2, sizeof e2, "%s + %s: %s", vocab_json, merges_txt, err);
+        memcpy(err, e2, sizeof err);
+        goto fmt;
+    }
+    if (extra)
+        pt_log(ctx, PT_LOG_INFO, "pt_tokenizer_load_gpt2: %s: %lld token(s) past the %lld merges' ids (\"%s\", id %lld%s) are not the tokenizer's", vocab_json, (long long)extra,
+               (long long)M, pt__tok_show(pt_json_key(root, (size_t)first_extra), (int64_t)pt_json_at(root, (size_t)first_extra)->keylen, sh[0], sizeof sh[0]),
+               (long long)pt_json_at(root, (size_t)first_extra)->i, extra > 1 ? ", ..." : "");
+    pt_json_free(root), pt__free(ctx, vt), pt__free(ctx, mt), pt__free(ctx, idof), pt__free(ctx, buf), pt__free(ctx, key);
+    return tk;
+io:
+    pt__free(ctx, vt);
+    return (pt_tokenizer *)pt__fail(ctx, PT_ERR_IO, "pt_tokenizer_load_gpt2: %s", err);
+fmt:
+    pt_json_free(root), pt__free(ctx, vt), pt__free(ctx, mt), pt__free(ctx, idof), pt__free(ctx, buf), pt__free(ctx, key), pt_tokenizer_free(tk);
+    return (pt_tokenizer *)pt__fail(ctx, PT_ERR_FORMAT, "pt_tokenizer_load_gpt2: %s", err);
 }
 
 // >>ckpt  checkpoints
@@ -21107,10 +21385,9 @@ static int pt__ck_add_piece(pt__ck_job *j, pt_storage *st, int64_t el, const voi
    writes), fsynced, and its record into the manifest's head. 0 and a message in err on failure. */
 static int pt__ck_tok_save(pt__ck_job *j, const pt_ckpt_opts *opts, char *err, size_t errlen) {
     const pt_tokenizer *tk = opts->tokenizer;
-    int64_t n = PT__TOK_HDR + 8 * (int64_t)tk->merges;
+    int64_t n = 0;
     unsigned char *b;
     char path[1200];
-    int32_t i;
     int fd, ok;
     uint32_t crc;
     if (opts->model && 256 + tk->merges > opts->model->vocab) {
@@ -21118,14 +21395,10 @@ static int pt__ck_tok_save(pt__ck_job *j, const pt_ckpt_opts *opts, char *err, s
                 (int)opts->model->vocab);
         return 0;
     }
-    if (!(b = (unsigned char *)pt__alloc(j->ctx, (size_t)n))) {
-        pt__msg(err, errlen, "pt_ckpt_save: out of memory for the tokenizer (%lld bytes)", (long long)n);
+    if (!(b = pt__tok_bytes(tk, &n))) { /* the bytes pt_tokenizer_save writes (see data) */
+        pt__msg(err, errlen, "pt_ckpt_save: out of memory for the tokenizer (%lld bytes)", (long long)PT__TOK_HDR + 8 * (int64_t)tk->merges + 256);
         return 0;
     }
-    memset(b, 0, PT__TOK_HDR);
-    for (i = 0; i < 2 * tk->merges; i++) pt__put32(b + PT__TOK_HDR + 4 * i, (uint32_t)tk->pair[i]);
-    pt__put32(b, PT_TOKENIZER_MAGIC), pt__put32(b + 4, 1), pt__put32(b + 8, (uint32_t)tk->merges), pt__put32(b + 12, (uint32_t)(256 + tk->merges));
-    pt__put32(b + 16, pt_crc32c(0, b + PT__TOK_HDR, (size_t)(n - PT__TOK_HDR)));
     crc = pt_crc32c(0, b, (size_t)n);
     snprintf(path, sizeof path, "%s/%s", j->tmp, PT_TOKENIZER_FILE);
     ok = (fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644)) >= 0;
@@ -21133,7 +21406,7 @@ static int pt__ck_tok_save(pt__ck_job *j, const pt_ckpt_opts *opts, char *err, s
         ok = pt__ck_write_fd(fd, b, (size_t)n) && fsync(fd) == 0;
         ok = close(fd) == 0 && ok;
     }
-    pt__free(j->ctx, b);
+    pt__free(tk->ctx, b);
     if (!ok) {
         pt__msg(err, errlen, "pt_ckpt_save: %s: write/fsync failed", path);
         return 0;
@@ -23826,15 +24099,18 @@ PTDEF void pt_gguf_writer_free(pt_gguf_writer *w) {
        output.weight                   lm_head (untied models)
    The vocabulary (tokenizer.ggml.*, model "gpt2", pre "gpt-2"): GPT-2's byte-level BPE writes each
    byte as a printable character (bytes '!'..'~', 0xA1..0xAC, 0xAE..0xFF as themselves, the other
-   68 as U+0100.. in byte order); token b < 256 is byte b, token 256 + i is merge i of ptrain's
+   68 as U+0100.. in byte order); token b < 256 is the tokenizer's id b (byte b, or the byte its table
+   says: GPT-2's own tokenizer, pt_tokenizer_load_gpt2), token 256 + i is merge i of ptrain's
    tokenizer (its text the two parts' texts joined; the merge string "LEFT RIGHT"). A byte
    vocabulary gets the merge 0xFF 0xFF (llama.cpp refuses a gpt2 vocabulary without merges; no UTF-8
    text holds the byte 0xFF, so llama.cpp never forms it from text), then "<|endoftext|>", a control
-   token, is bos and eos. ptrain.vocab holds the model's own vocabulary (token_embd has rows for
-   every token), ptrain.merge_ids the ids of each merge (exact even where two tokens have the same
-   text). The import reproduces a tokenizer from any file whose tokens 0..255 are the bytes in this
-   order and whose merge i makes token 256 + i of two earlier tokens (ptrain's exports; a foreign
-   file of that shape too): the merge_ids when present, else each part's first token of that text.
+   token, is bos and eos. The model's vocabulary may be 256 + merges + 1: its last row is that token
+   (GPT-2's 50,257 = 256 + 50,000 merges + <|endoftext|>). ptrain.vocab holds the model's own
+   vocabulary (token_embd has rows for every token), ptrain.merge_ids the ids of each merge (exact
+   even where two tokens have the same text; llama.cpp refuses a file with two tokens of one text).
+   The import reproduces a tokenizer from any file whose tokens 0..255 are the bytes in any order
+   and whose merge i makes token 256 + i of two earlier tokens (ptrain's exports; GPT-2's files as
+   llama.cpp converts them too): the merge_ids when present, else each part's first token of that text.
    ================================================================================================= */
 #define PT__GG_EOT "<|endoftext|>"
 
@@ -23878,10 +24154,11 @@ static int pt__gg_vocab_make(pt__gg_vocab *v, const pt_tokenizer *tk, char *err,
     if (!len || !v->tok || !v->merge || !v->ttype || !v->ids) goto oom;
     for (i = 0; i < 256; i++) {
         char c[2];
-        len[i] = pt__gg_byte_chr((int)i, c);
+        len[i] = pt__gg_byte_chr(tk ? tk->byte[i] : (int)i, c);
     }
     for (i = 0; i < nm; i++) {
-        v->ids[2 * i] = M ? tk->pair[2 * i] : 255, v->ids[2 * i + 1] = M ? tk->pair[2 * i + 1] : 255;
+        int32_t ff = tk ? tk->id[255] : 255; /* the byte 0xFF's id: the merge of a byte vocabulary */
+        v->ids[2 * i] = M ? tk->pair[2 * i] : ff, v->ids[2 * i + 1] = M ? tk->pair[2 * i + 1] : ff;
         len[256 + i] = len[v->ids[2 * i]] + len[v->ids[2 * i + 1]];
         if (len[256 + i] > cap) {
             pt__msg(err, errlen, "pt_gguf_export: token %lld of the tokenizer: expected at most 2^30 bytes of text, found %lld", (long long)(256 + i),
@@ -23902,7 +24179,7 @@ static int pt__gg_vocab_make(pt__gg_vocab *v, const pt_tokenizer *tk, char *err,
     if (!(v->text = (char *)PT_MALLOC((size_t)total + 1))) goto oom;
     for (q = v->text, i = 0; i < v->ntok; i++) {
         v->tok[i] = q, v->ttype[i] = 1; /* normal */
-        if (i < 256) q += pt__gg_byte_chr((int)i, q);
+        if (i < 256) q += pt__gg_byte_chr(tk ? tk->byte[i] : (int)i, q);
         else if (i < 256 + nm) {
             const char *a = v->tok[v->ids[2 * (i - 256)]], *b = v->tok[v->ids[2 * (i - 256) + 1]];
             memcpy(q, a, strlen(a)), q += strlen(a);
@@ -24021,10 +24298,10 @@ PTDEF pt_status pt_gguf_export(const char *step_dir, const char *out_path, const
                 (long long)c.layers * 12 + 4, (int)info.ntensors);
         goto out;
     }
-    if (opts && opts->tokenizer ? c.vocab > 256 + opts->tokenizer->merges : c.vocab > 256) {
+    if (opts && opts->tokenizer ? c.vocab > 256 + opts->tokenizer->merges + 1 : c.vocab > 256) { /* + 1: the end-of-text token (GPT-2's 50,256) */
         if (opts && opts->tokenizer)
-            pt__msg(err, errlen, "pt_gguf_export: the model's vocabulary is %d tokens, the tokenizer's %d (256 + %d merges): another tokenizer?", (int)c.vocab,
-                    (int)(256 + opts->tokenizer->merges), (int)opts->tokenizer->merges);
+            pt__msg(err, errlen, "pt_gguf_export: the model's vocabulary is %d tokens, the tokenizer's %d (256 + %d merges; + 1 end-of-text token at most): another tokenizer?",
+                    (int)c.vocab, (int)(256 + opts->tokenizer->merges), (int)opts->tokenizer->merges);
         else pt__msg(err, errlen, "pt_gguf_export: the model's vocabulary is %d tokens, a byte vocabulary 256: give its BPE tokenizer (opts.tokenizer)", (int)c.vocab);
         st = PT_ERR_ARG;
         goto out;
@@ -24192,20 +24469,25 @@ static pt_tokenizer *pt__gg_tokenizer(pt_ctx *ctx, const pt_gguf *g, int64_t voc
     const char *s;
     int64_t sl;
     pt_tokenizer *tk = NULL;
+    unsigned char byte[256], seen[256];
     why[0] = 0;
+    memset(seen, 0, sizeof seen);
     s = pt_gguf_kv_str(g, kmod, 0, &sl);
     if (!s || !pt__gg_same(s, sl, "gpt2", 4)) return pt__msg(why, wl, "tokenizer.ggml.model is not \"gpt2\""), (pt_tokenizer *)NULL;
     if (pt_gguf_kv_type(g, kt, &et, &ntok) != PT_GGUF_ARRAY || et != PT_GGUF_STRING) return pt__msg(why, wl, "no tokenizer.ggml.tokens strings"), (pt_tokenizer *)NULL;
     if (pt_gguf_kv_type(g, km, &et2, &nm) != PT_GGUF_ARRAY || et2 != PT_GGUF_STRING) nm = 0;
     if (ki >= 0 && (pt_gguf_kv_type(g, ki, &et, &nids) != PT_GGUF_ARRAY || et != PT_GGUF_I32)) return pt__msg(why, wl, "ptrain.merge_ids is not an i32 array"), (pt_tokenizer *)NULL;
     M = has_vocab ? (vocab > 256 ? vocab - 256 : 0) : nm;
+    if (has_vocab && M == nm + 1) M = nm; /* the model's last row is the end-of-text token (GPT-2's 50,256) */
     if (ntok < 256 || M > nm || 256 + M > ntok || M > (1 << 24) || (ki >= 0 && nids < 2 * M))
         return pt__msg(why, wl, "%lld tokens and %lld merges (%lld needed) are not bytes + merges", (long long)ntok, (long long)nm, (long long)M), (pt_tokenizer *)NULL;
-    for (i = 0; i < 256; i++) {
+    for (i = 0; i < 256; i++) { /* the bytes, in any order (GPT-2's files: the order of its characters) */
         char c[2];
-        int k = pt__gg_byte_chr((int)i, c);
+        int k, b;
         s = pt_gguf_kv_str(g, kt, i, &sl);
-        if (!pt__gg_same(s, sl, c, k)) return pt__msg(why, wl, "token %lld is not GPT-2's character of byte %lld", (long long)i, (long long)i), (pt_tokenizer *)NULL;
+        for (b = 0; b < 256 && !pt__gg_same(s, sl, c, (k = pt__gg_byte_chr(b, c))); b++) {}
+        if (b == 256 || seen[b]) return pt__msg(why, wl, "token %lld is not GPT-2's character of a byte%s", (long long)i, b < 256 ? " not seen before" : ""), (pt_tokenizer *)NULL;
+        seen[b] = 1, byte[i] = (unsigned char)b;
     }
     /* text -> its first id among the tokens 0 .. 256 + M - 1 (open addressing, at most half full) */
     for (cap = 1024; cap < 2 * (256 + M); cap *= 2) {}
@@ -24258,6 +24540,7 @@ static pt_tokenizer *pt__gg_tokenizer(pt_ctx *ctx, const pt_gguf *g, int64_t voc
         tk->pair[2 * i] = (int32_t)id[0], tk->pair[2 * i + 1] = (int32_t)id[1];
     }
     PT_FREE(tab);
+    if (!why[0]) pt__tok_permute(tk, byte, why, wl);
     if (!why[0]) pt__tok_lengths(tk, why, wl); /* the tokens' bytes bounded (PT_TOK_MAX_*) */
     if (why[0]) {
         pt_tokenizer_free(tk);

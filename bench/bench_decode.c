@@ -30,7 +30,13 @@
    share_of_step; "matmul" sums the products (us x calls), "other" is step - matmul (attention, norms,
    GELU, embedding, the cache).
    --gguf-out FILE TYPE (after the other arguments) writes the same model as GGUF in TYPE (f32, f16,
-   q8_0, q4_0) and exits: the llama.cpp peer reads that file (bench/run.sh's decode benchmark).
+   q8_0, q4_0) and exits: the llama.cpp peer reads that file (bench/run.sh's decode benchmark). The
+   124M model's vocabulary is a byte-level BPE of 50,001 merges: --tokenizer FILE (default
+   build/bench_bpe_50001.bin), trained on --corpus TEXT (default data/fortunes/train.txt, written by
+   sh tools/prepare_text.sh data/fortunes) the first time, about 2 s, and kept in FILE; GPT-2's own
+   (ptckpt import vocab.json merges.txt FILE) serves as well. The checkpoint carries it and the GGUF
+   holds it as llama.cpp's gpt2 vocabulary (tokenizer.ggml.model "gpt2", pre "gpt-2", tokens,
+   token_type, merges, <|endoftext|> as bos / eos); every token's text is checked distinct first.
    Build: cc -O3 -march=native -fopenmp -I. bench/bench_decode.c -o build/bench_decode -lm */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
@@ -323,6 +329,88 @@ done:
     return rc;
 }
 
+/* ---- the 124M model's tokenizer (--tokenizer FILE [--corpus TEXT]) ----
+   The GGUF of a model of vocabulary 50,257 needs a BPE of 50,001 merges (256 + 50,001 ids; llama.cpp's
+   <|endoftext|> is the export's token 50,257) or GPT-2's own 50,000 (+ its <|endoftext|> row): FILE
+   when it exists (any tokenizer file: `ptckpt import vocab.json merges.txt FILE` makes GPT-2's), else
+   pt_tokenizer_train of 50,001 merges on TEXT (default data/fortunes/train.txt: tools/prepare_text.sh),
+   saved as FILE for the next run. Each token's text must be distinct: llama.cpp aborts on a
+   vocabulary with two tokens of one text. */
+#define BPE_MERGES 50001
+static pt_tokenizer *bench_tokenizer(pt_ctx *ctx, const char *path, const char *corpus, int vocab) {
+    pt_tokenizer *tk = NULL;
+    FILE *f = fopen(path, "rb");
+    int64_t V, i, cap, *tab = NULL, total = 0, dup = -1, first = -1;
+    unsigned char *text = NULL, *all = NULL;
+    int64_t *off = NULL;
+    if (f) {
+        fclose(f);
+        if (!(tk = pt_tokenizer_load(ctx, path))) {
+            fprintf(stderr, "bench_decode: --tokenizer %s: %s\n", path, pt_error(ctx));
+            return NULL;
+        }
+    } else {
+        long n = -1;
+        double t0 = pt_time();
+        if ((f = fopen(corpus, "rb")) && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 && (text = (unsigned char *)malloc((size_t)n)) &&
+            fread(text, 1, (size_t)n, f) == (size_t)n)
+            tk = pt_tokenizer_train(ctx, text, n, BPE_MERGES);
+        if (f) fclose(f);
+        free(text);
+        if (!tk || pt_tokenizer_vocab(tk) != 256 + BPE_MERGES) {
+            fprintf(stderr, "bench_decode: no tokenizer %s, and the corpus %s %s (sh tools/prepare_text.sh data/fortunes writes the default one)\n", path, corpus,
+                    !f ? "cannot be opened" : tk ? "gives fewer than 50,001 merges" : n <= 0 ? "is empty" : pt_error(ctx));
+            pt_tokenizer_free(tk);
+            return NULL;
+        }
+        if (pt_tokenizer_save(tk, path) != PT_OK) {
+            fprintf(stderr, "bench_decode: --tokenizer %s: %s\n", path, pt_error(ctx));
+            pt_tokenizer_free(tk);
+            return NULL;
+        }
+        fprintf(stderr, "bench_decode: trained %d merges on %s (%ld bytes) in %.2f s: %s\n", BPE_MERGES, corpus, n, pt_time() - t0, path);
+    }
+    V = pt_tokenizer_vocab(tk);
+    if (V + 1 < vocab || V > vocab) {
+        fprintf(stderr, "bench_decode: --tokenizer %s has a vocabulary of %lld, the model %d: expected %d (256 + 50,001 merges) or %d (GPT-2's 50,000 merges + <|endoftext|>)\n", path,
+                (long long)V, vocab, vocab, vocab - 1);
+        pt_tokenizer_free(tk);
+        return NULL;
+    }
+    /* every token's text distinct (open addressing over FNV-1a of the bytes) */
+    for (cap = 1; cap < 2 * V; cap *= 2) {}
+    off = (int64_t *)malloc(sizeof(int64_t) * (size_t)(V + 1));
+    tab = (int64_t *)malloc(sizeof(int64_t) * (size_t)cap);
+    for (i = 0; off && i < V; i++) {
+        int32_t id = (int32_t)i;
+        off[i] = total, total += pt_tokenizer_decode(tk, &id, 1, NULL, 0);
+    }
+    if (off) off[V] = total;
+    all = off && tab ? (unsigned char *)malloc((size_t)total + 1) : NULL;
+    for (i = 0; all && i < cap; i++) tab[i] = -1;
+    for (i = 0; all && i < V && dup < 0; i++) {
+        int32_t id = (int32_t)i;
+        int64_t l = pt_tokenizer_decode(tk, &id, 1, all + off[i], off[i + 1] - off[i]), h = (int64_t)0xcbf29ce484222325ull, k;
+        for (k = 0; k < l; k++) h = (int64_t)(((uint64_t)h ^ all[off[i] + k]) * 0x100000001b3ull);
+        for (h = (int64_t)((uint64_t)h & (uint64_t)(cap - 1)); tab[h] >= 0; h = (h + 1) & (cap - 1)) {
+            int64_t o = tab[h];
+            if (off[o + 1] - off[o] == l && !memcmp(all + off[o], all + off[i], (size_t)l)) {
+                dup = i, first = o;
+                break;
+            }
+        }
+        if (dup < 0) tab[h] = i;
+    }
+    if (!all || dup >= 0) {
+        if (!all) fprintf(stderr, "bench_decode: out of memory\n");
+        else fprintf(stderr, "bench_decode: --tokenizer %s: tokens %lld and %lld have the same text: llama.cpp refuses such a vocabulary\n", path, (long long)first, (long long)dup);
+        pt_tokenizer_free(tk);
+        tk = NULL;
+    }
+    free(off), free(tab), free(all);
+    return tk;
+}
+
 int main(int argc, char **argv) {
     const char *model = argc > 1 ? argv[1] : "gpt2-85m-bytes";
     char fmts[8][16], bs[8][16];
@@ -332,8 +420,15 @@ int main(int argc, char **argv) {
     pt_ctx *ctx;
     pt_gpt *m;
     const char *gguf_out = NULL, *gguf_type = NULL;
-    const char *prof = NULL;
-    int prof_rounds = 32;
+    const char *prof = NULL, *tok_path = "build/bench_bpe_50001.bin", *corpus = "data/fortunes/train.txt";
+    int prof_rounds = 32, j;
+    for (i = j = 1; i < argc; i++) /* --tokenizer FILE and --corpus TEXT, anywhere: taken out of argv */
+        if ((!strcmp(argv[i], "--tokenizer") || !strcmp(argv[i], "--corpus")) && i + 1 < argc) {
+            if (argv[i][2] == 't') tok_path = argv[i + 1];
+            else corpus = argv[i + 1];
+            i++;
+        } else argv[j++] = argv[i];
+    argc = j;
     for (i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--gguf-out") && i + 2 < argc) gguf_out = argv[i + 1], gguf_type = argv[i + 2], argc = i;
     if (argc > 2 && !strcmp(argv[2], "--profile")) {
@@ -372,16 +467,19 @@ int main(int argc, char **argv) {
         char err[512], dir[600], step[700];
         pt_gguf_export_opts eo;
         pt_ckpt_opts co;
+        pt_tokenizer *tk = NULL;
         memset(&eo, 0, sizeof eo);
         memset(&co, 0, sizeof co);
-        co.model = &cfg;
-        eo.type = (pt_wtype)t;
+        if (cfg.vocab > 256 && !(tk = bench_tokenizer(ctx, tok_path, corpus, cfg.vocab))) return 1; /* a BPE model: its vocabulary */
+        co.model = &cfg, co.tokenizer = tk;
+        eo.type = (pt_wtype)t, eo.tokenizer = tk;
         snprintf(dir, sizeof dir, "%s.ckpt", gguf_out);
         if (t < 0 || pt_ckpt_save(ctx, NULL, dir, 0, &co) != PT_OK || pt_ckpt_step_dir(dir, step, sizeof step) != PT_OK ||
             pt_gguf_export(step, gguf_out, &eo, err, sizeof err) != PT_OK) {
             fprintf(stderr, "bench_decode: --gguf-out %s %s: %s\n", gguf_out, gguf_type, t < 0 ? "unknown type" : ctx->status ? pt_error(ctx) : err);
             return 1;
         }
+        pt_tokenizer_free(tk);
         pt_gpt_free(m);
         pt_shutdown(ctx);
         return 0;

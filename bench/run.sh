@@ -49,7 +49,7 @@ zero bench_zero ZeRO-0..3 at dp 2 and dp 4 (config B): model state per rank apar
 largest_model bench_largest the largest GPT-2 shape that trains 10 steps on 4 ranks within 22 GiB: f32 ZeRO-0 vs bf16 ZeRO-3 full recompute, total RSS (about 10 minutes)
 qmm bench_qmm the inference matrix kernel pt__qmm (f32 f16 bf16 q8_0 q4_0; 3072 x 768 and 768 x 3072; M = 1, 4, 16, 256; 2 threads): GB/s of weights, GFLOP/s
 recovery bench_recovery the supervisor (build/ptrun) on the tutorial GPT, 4 ranks: detection, teardown and recovery time and steps lost per fault kind
-decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA; the batch-1 step's profile per model (decode_profile)
+decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA_BENCH (llama-bench) or BENCH_LLAMA, DECODE_ROUNDS interleaved; the batch-1 step's profile per model (decode_profile)
 kv bench_engine the paged KV cache: requests running at once in a fixed budget, paged vs contiguous; a shared 512-token prefix's savings; the prefix-cache hit rate of a multi-turn chat
 engine bench_engine the serving engine on GPT-2 124M in q8_0: Poisson arrivals, continuous vs request-level batching, the highest rate under an SLO of 5x the unloaded p99 TTFT; priority under overload
 serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 5 Poisson rates from 0.25x to 4x saturation; HTTP vs the engine driven directly; llama-server (BENCH_LLAMA_SERVER) at the same rates
@@ -118,6 +118,9 @@ SERVE=${BENCH_SERVE:-$B/bench_serve} # bench/bench_serve.sh, beside build/ptserv
 # minutes here): the decode bench then runs llama.cpp (bench/peers/llama_decode.py) on the same model, exported by
 # ptrain as GGUF, after each of ptrain's formats, and prints decode_peer lines and decode_vs_llama ratios
 LLAMA=${BENCH_LLAMA:-}
+# BENCH_LLAMA_BENCH: llama.cpp's own C benchmark, llama-bench (a build of llama.cpp: build/bin/llama-bench): the decode
+# bench then runs it instead of BENCH_LLAMA (preferred when both are set), with the same decode_peer lines
+LLAMA_BENCH=${BENCH_LLAMA_BENCH:-}
 # BENCH_TORCH: a python with PyTorch (e.g. ../shared/peers/torchpy.sh of a scratch venv): the zero bench then runs
 # the FSDP2 peer (bench/peers/fsdp2_gpt.py) after each DP size and prints zero_vs_fsdp2 (tokens/s, ZeRO-3 / FSDP2)
 TORCH=${BENCH_TORCH:-}
@@ -222,42 +225,108 @@ peer_error() {
     e=$(printf '%s' "$3" | tr -d '\000-\037' | cut -c1-400 | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')
     printf '{"bench":"decode_peer","model":"%s","format":"%s","batch":1,"error":"%s"}\n' "$1" "$2" "$e"
 }
-# decode: each model, each format, ptrain then (with BENCH_LLAMA) llama.cpp on the same weights, interleaved;
+# llama_bench_peer GGUF MODEL FORMAT: llama.cpp's own llama-bench (BENCH_LLAMA_BENCH) on GGUF, decode (-p 0 -n
+# DECODE_TOKENS) then prefill (-p 256 -n 0), DECODE_REPS repetitions each, LLAMA_THREADS (default 2) threads, its jsonl
+# turned into one decode_peer line on stdout (status 0); status 1 with the reason in $out.err when it fails
+llama_bench_peer() {
+    th=${LLAMA_THREADS:-2}
+    "$LLAMA_BENCH" -m "$1" -t "$th" -p 0 -n "${DECODE_TOKENS:-64}" -r "${DECODE_REPS:-3}" -o jsonl >"$out.lb" 2>"$out.err" &&
+        "$LLAMA_BENCH" -m "$1" -t "$th" -p 256 -n 0 -r "${DECODE_REPS:-3}" -o jsonl >>"$out.lb" 2>"$out.err" || return 1
+    awk -v m="$2" -v f="$3" -v th="$th" -v r="${DECODE_REPS:-3}" '
+        function val(k,   s) { if (!match($0, "\"" k "\": *\"?[-0-9A-Za-z_.+]*")) return ""; s = substr($0, RSTART, RLENGTH); sub(/^[^:]*: *"?/, "", s); return s }
+        /"avg_ts"/ { g = val("n_gen") + 0; p = val("n_prompt") + 0; ts = val("avg_ts")
+                     if (g > 0 && p == 0) d = ts; else if (p > 0 && g == 0) pf = ts
+                     if (bc == "") bc = val("build_commit") }
+        END { if (d == "" || pf == "") { print "llama-bench printed no decode (n_prompt 0) and prefill (n_gen 0) results with avg_ts"; exit 1 }
+              printf "{\"bench\":\"decode_peer\",\"peer\":\"llama-bench\",\"build\":\"%s\",\"model\":\"%s\",\"format\":\"%s\",\"batch\":1,\"tokens_per_s\":%.1f,\"prefill_tokens_per_s\":%.1f,\"threads\":%d,\"reps\":%d}\n", bc, m, f, d, pf, th, r }' \
+        "$out.lb" >"$out.pl" || { cp "$out.pl" "$out.err"; return 1; }
+    cat "$out.pl"
+}
+# decode: each model, each format: ptrain (bench_decode), then the llama.cpp peer on the same weights (the GGUF that
+# bench_decode --gguf-out writes; the 124M model's is a 50,257-token byte-level BPE, DECODE_TOKENIZER, default
+# BENCH_BUILD/bench_bpe_50001.bin: 50,001 merges trained once on the fortunes corpus, data/fortunes/train.txt, made by
+# tools/prepare_text.sh when missing; GPT-2's own from `ptckpt import vocab.json merges.txt FILE` serves as well).
+# The peer: BENCH_LLAMA_BENCH (llama.cpp's own C llama-bench: decode lines marked "peer":"llama-bench"), else
+# BENCH_LLAMA (a python with llama-cpp-python: bench/peers/llama_decode.py); one that is not set, whose GGUF export
+# fails or that fails prints a decode_peer line with "error" on stdout. DECODE_ROUNDS (default 1) rounds interleave the
+# two (ptrain, peer, ptrain, peer, ...); each round's decode_vs_llama line (batch-1 tokens/s and prefill, ptrain over
+# the peer) has "round", and with more than one round a last one has the medians over the rounds ("rounds": N).
 # DECODE_MODELS / DECODE_FORMATS / DECODE_TOKENS / DECODE_REPS narrow or widen it; after each model's formats,
 # `bench_decode MODEL --profile f32,q8_0,q4_0 32` (decode_profile lines; DECODE_PROFILE=0 skips it,
 # DECODE_PROFILE_FORMATS / DECODE_PROFILE_TOKENS change it)
 b_decode() {
     built "$DECODE" || return
     out=${TMPDIR:-/tmp}/ptrain_bench_decode.$$
+    tok=${DECODE_TOKENIZER:-$B/bench_bpe_50001.bin}
     for model in ${DECODE_MODELS:-gpt2-85m-bytes gpt2-124m}; do
         for fmt in ${DECODE_FORMATS:-f32 bf16 q8_0 q4_0}; do
-            step "$DECODE" "$model" "$fmt" 1,4,16 "${DECODE_TOKENS:-64}" "${DECODE_REPS:-3}" >"$out"
-            cat "$out"
-            case $fmt in bf16) continue ;; esac # the peer runs f32, q8_0 and q4_0
-            if [ -z "$LLAMA" ]; then
-                peer_error "$model" "$fmt" "not run: BENCH_LLAMA is not set (a python with llama-cpp-python)"
-                continue
-            fi
+            peer="" # the peer's command for this format, once its GGUF is there
             g=${TMPDIR:-/tmp}/ptrain_bench_decode_$model.$fmt.gguf
-            step "$DECODE" "$model" --gguf-out "$g" "$fmt" 2>"$out.err"
-            if [ "$rc" -ne 0 ]; then
-                peer_error "$model" "$fmt" "not run: the GGUF export failed: $(grep . "$out.err" | tail -n 1)"
-            elif ! $LLAMA bench/peers/llama_decode.py "$g" "$model" "$fmt" "${DECODE_TOKENS:-64}" "${DECODE_REPS:-3}" >>"$out" 2>"$out.err"; then
-                peer_error "$model" "$fmt" "the llama.cpp peer ($LLAMA) failed on $g: $(grep . "$out.err" | tail -n 1)"
+            case $fmt in
+            bf16) ;; # the peer runs f32, q8_0 and q4_0
+            *)
+                if [ -z "$LLAMA_BENCH" ] && [ -z "$LLAMA" ]; then
+                    peer_error "$model" "$fmt" "not run: BENCH_LLAMA is not set (a python with llama-cpp-python), nor BENCH_LLAMA_BENCH (llama.cpp's llama-bench)"
+                else
+                    tk=""
+                    if [ "$model" = gpt2-124m ]; then
+                        tk="--tokenizer $tok"
+                        # the tokenizer's corpus, the first time (the Debian fortunes; tools/prepare_text.sh says what is missing)
+                        [ -f "$tok" ] || [ -f data/fortunes/train.txt ] || sh tools/prepare_text.sh data/fortunes >&2
+                    fi
+                    # shellcheck disable=SC2086 # $tk: two words or none
+                    step "$DECODE" "$model" --gguf-out "$g" "$fmt" $tk 2>"$out.err"
+                    grep '^bench_decode: trained' "$out.err" >&2 # the tokenizer made this time: how long it took
+                    if [ "$rc" -ne 0 ]; then peer_error "$model" "$fmt" "not run: the GGUF export failed: $(grep . "$out.err" | tail -n 1)"
+                    elif [ -n "$LLAMA_BENCH" ]; then peer=llama_bench_peer
+                    else peer=python_peer; fi
+                fi
+                ;;
+            esac
+            : >"$out.vals"
+            r=1
+            while [ "$r" -le "${DECODE_ROUNDS:-1}" ]; do
+                step "$DECODE" "$model" "$fmt" 1,4,16 "${DECODE_TOKENS:-64}" "${DECODE_REPS:-3}" >"$out"
+                cat "$out"
+                if [ -n "$peer" ]; then
+                    if $peer "$g" "$model" "$fmt" >"$out.p"; then
+                        cat "$out.p"
+                        a=$(grep '"batch":1,' "$out" | grep -v decode_peer | head -n 1)
+                        b=$(grep decode_peer "$out.p" | head -n 1)
+                        # ptrain's and the peer's tokens/s and prefill tokens/s (0: not there)
+                        for v in "$a:tokens_per_s" "$b:tokens_per_s" "$a:prefill_tokens_per_s" "$b:prefill_tokens_per_s"; do
+                            x=$(echo "${v%:*}" | sed -n 's/.*[{,] *"'"${v##*:}"'": *\([0-9.]*\).*/\1/p')
+                            printf '%s ' "${x:-0}"
+                        done >>"$out.vals"
+                        echo >>"$out.vals"
+                        awk -v m="$model" -v f="$fmt" -v r="$r" 'END { if ($1 > 0 && $2 > 0) {
+                            printf "{\"bench\":\"decode_vs_llama\",\"model\":\"%s\",\"format\":\"%s\",\"batch\":1,\"round\":%d,\"ptrain_tokens_per_s\":%s,\"llama_tokens_per_s\":%s,\"ratio\":%.3f", m, f, r, $1, $2, $1 / $2
+                            if ($3 > 0 && $4 > 0) printf ",\"ptrain_prefill_tokens_per_s\":%s,\"llama_prefill_tokens_per_s\":%s,\"prefill_ratio\":%.3f", $3, $4, $3 / $4
+                            printf "}\n" } }' "$out.vals"
+                    else
+                        peer_error "$model" "$fmt" "the llama.cpp peer ($(if [ "$peer" = llama_bench_peer ]; then echo "$LLAMA_BENCH"; else echo "$LLAMA"; fi)) failed on $g: $(grep . "$out.err" | tail -n 1)"
+                        peer="" # not again in the next rounds
+                    fi
+                fi
+                r=$((r + 1))
+            done
+            # the medians over the rounds (each column on its own)
+            if [ "${DECODE_ROUNDS:-1}" -gt 1 ] && [ -s "$out.vals" ]; then
+                for c in 1 2 3 4; do awk -v c="$c" '$c > 0 { print $c }' "$out.vals" | sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2); else print 0 }'; done |
+                    tr '\n' ' ' | awk -v m="$model" -v f="$fmt" -v n="$(wc -l <"$out.vals")" '{ if ($1 > 0 && $2 > 0) {
+                        printf "{\"bench\":\"decode_vs_llama\",\"model\":\"%s\",\"format\":\"%s\",\"batch\":1,\"rounds\":%d,\"ptrain_tokens_per_s\":%s,\"llama_tokens_per_s\":%s,\"ratio\":%.3f", m, f, n, $1, $2, $1 / $2
+                        if ($3 > 0 && $4 > 0) printf ",\"ptrain_prefill_tokens_per_s\":%s,\"llama_prefill_tokens_per_s\":%s,\"prefill_ratio\":%.3f", $3, $4, $3 / $4
+                        printf "}\n" } }'
             fi
-            rm -rf "$g" "$g.ckpt" "$out.err"
-            a=$(grep '"batch":1,' "$out" | grep -v decode_peer | head -n 1 | sed -n 's/.*"tokens_per_s":\([0-9.]*\).*/\1/p')
-            b=$(grep decode_peer "$out" | head -n 1 | sed -n 's/.*"tokens_per_s": *\([0-9.]*\).*/\1/p')
-            grep decode_peer "$out"
-            if [ -n "$a" ] && [ -n "$b" ]; then
-                awk -v a="$a" -v b="$b" -v m="$model" -v f="$fmt" 'BEGIN { printf "{\"bench\":\"decode_vs_llama\",\"model\":\"%s\",\"format\":\"%s\",\"batch\":1,\"ptrain_tokens_per_s\":%s,\"llama_tokens_per_s\":%s,\"ratio\":%.3f}\n", m, f, a, b, a / b }'
-            fi
+            rm -rf "$g" "$g.ckpt" "$out.err" "$out.p" "$out.lb" "$out.pl" "$out.vals"
         done
         # the batch-1 step's profile: time per matrix product against its bytes and a streaming read of them
         [ "${DECODE_PROFILE:-1}" = 0 ] || step "$DECODE" "$model" --profile "${DECODE_PROFILE_FORMATS:-f32,q8_0,q4_0}" "${DECODE_PROFILE_TOKENS:-32}"
     done
     rm -f "$out"
 }
+# python_peer GGUF MODEL FORMAT: llama-cpp-python (BENCH_LLAMA) on GGUF: its decode_peer line (bench/peers/llama_decode.py)
+python_peer() { $LLAMA bench/peers/llama_decode.py "$1" "$2" "$3" "${DECODE_TOKENS:-64}" "${DECODE_REPS:-3}" 2>"$out.err"; }
 # threads: the header's thread team against the OpenMP build (-DPTRAIN_OPENMP -fopenmp), 2 threads each, on
 # config A's training step (5 steps) and batch-1 q8_0 decode (gpt2-85m-bytes, THREADS_TOKENS, default 32, new
 # tokens, 3 reps), first on a quiet machine, then beside a busy loop on one core (sh -c 'while :; do :; done',

@@ -28,6 +28,9 @@ if [ "${n%% *}" = ptcl ]; then
     echo "{\"fake\":\"ptcl tune\"}"
     exit 0
 fi
+# FAKE_DECODE=1: a run of bench_decode (not --gguf-out, not --profile) prints a batch-1 decode line too
+[ "${FAKE_DECODE:-}" = 1 ] && [ "${n%% *}" = bench_decode ] && [ "$2" != --gguf-out ] && [ "$2" != --profile ] &&
+    echo "{\"bench\":\"decode\",\"model\":\"$1\",\"format\":\"$2\",\"batch\":1,\"tokens_per_s\":50.0,\"prefill_tokens_per_s\":450.0}"
 echo "{\"fake\":\"$n\",\"tune\":\"${PTRAIN_CL_TUNE:+tuned}\",\"alg\":\"${OMPI_MCA_coll_libnbc_iallreduce_algorithm:-}\"}"
 case $n in ${FAKE_FAIL:-}) exit 1 ;; esac
 # FAKE_SEE=FILE: exit 1 unless the line just printed reaches FILE within 3 s (the output is not held back)
@@ -281,6 +284,54 @@ printf '#!/bin/sh\necho '"'"'llama_model_load: error "vocab" \\ 50257'"'"' >&2\n
 chmod +x "$T/bin/badpeer"
 dpeer "failing" 'llama_model_load: error "vocab" \ 50257' BENCH_LLAMA="$T/bin/badpeer"
 dpeer "export failing" "not run: the GGUF export failed" BENCH_LLAMA="$T/bin/badpeer" FAKE_FAIL="bench_decode gpt2-124m --gguf-out*"
+
+# decode's peer as llama.cpp's own llama-bench (BENCH_LLAMA_BENCH): a fake printing llama-bench-shaped jsonl
+# (decode for -p 0, prefill for -p 256; FAKE_LB_FAIL=1: a message on stderr and exit 1), its calls in $T/lb_calls;
+# FAKE_DECODE=1 makes the fake bench_decode print a batch-1 decode line (50 tokens/s, prefill 450: see the fakes)
+cat >"$T/bin/llama-bench" <<'EOF'
+#!/bin/sh
+echo "$*" >>"${FAKE_LB_CALLS:-/dev/null}"
+if [ "${FAKE_LB_FAIL:-0}" = 1 ]; then echo 'llama_model_load: error loading model: "vocab" \ bad' >&2; exit 1; fi
+p=0 n=0
+while [ $# -gt 0 ]; do case $1 in -p) p=$2; shift 2 ;; -n) n=$2; shift 2 ;; *) shift ;; esac; done
+ts=100.5
+[ "$p" -gt 0 ] && ts=900.25
+echo "{\"build_commit\": \"0c1e570\", \"build_number\": 1, \"model_type\": \"gpt2 0.1B Q4_0\", \"n_threads\": 2, \"n_prompt\": $p, \"n_gen\": $n, \"avg_ns\": 42554143, \"stddev_ns\": 0, \"avg_ts\": $ts, \"stddev_ts\": 0.000000, \"samples_ns\": [ 42554143 ],\"samples_ts\": [ $ts ]}"
+EOF
+chmod +x "$T/bin/llama-bench"
+: >"$T/tok.bin"
+# lbpeer CASE CHECK [VAR=VALUE...]: bench/run.sh's decode on gpt2-124m f32, bf16, q4_0 with the fake llama-bench; CHECK is
+# Python over the JSON lines of stdout (ls), the fakes' calls (ran) and llama-bench's (lb)
+lbpeer() {
+    c=$1 chk=$2
+    shift 2
+    : >"$T/lb_calls"
+    env BENCH=decode BENCH_BUILD="$T/bin" DECODE_MODELS=gpt2-124m DECODE_FORMATS="f32 bf16 q4_0" DECODE_PROFILE=0 DECODE_TOKENIZER="$T/tok.bin" FAKE_DECODE=1 \
+        BENCH_LLAMA_BENCH="$T/bin/llama-bench" FAKE_LB_CALLS="$T/lb_calls" "$@" sh bench/run.sh >"$T/dout" 2>"$T/derr"
+    if python3 -c '
+import json, sys
+ls = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{\"bench\"")]
+ran = [json.loads(l)["fake"] for l in open(sys.argv[1]) if l.startswith("{\"fake\"")]
+lb = [l.split() for l in open(sys.argv[2])]
+peer = [l for l in ls if l["bench"] == "decode_peer"]
+vs = [l for l in ls if l["bench"] == "decode_vs_llama"]
+sys.exit(0 if eval("(" + sys.argv[3] + ")") else 1)' "$T/dout" "$T/lb_calls" "$chk" 2>"$T/dpy"; then pass "decode peer llama-bench: $c"
+    else fail "decode peer llama-bench: $c" "stdout: $(grep -v fake "$T/dout" | head -c 900) calls: $(head -c 300 "$T/lb_calls") $(head -c 300 "$T/dpy")"; fi
+}
+lbpeer "decode_peer lines for f32 and q4_0 (not bf16) from its jsonl: tokens/s, prefill, \"peer\":\"llama-bench\"" \
+    'len(peer) == 2 and sorted(p["format"] for p in peer) == ["f32", "q4_0"] and all(p["peer"] == "llama-bench" and p["model"] == "gpt2-124m" and p["batch"] == 1
+     and p["tokens_per_s"] == 100.5 and p["prefill_tokens_per_s"] == 900.2 and p["build"] == "0c1e570" and "error" not in p for p in peer)'
+lbpeer "decode_vs_llama lines: ptrain over llama-bench, decode and prefill, round 1" \
+    'len(vs) == 2 and all(v["round"] == 1 and v["ratio"] == 0.498 and v["prefill_ratio"] == 0.5 and v["llama_tokens_per_s"] == 100.5 and v["ptrain_tokens_per_s"] == 50 for v in vs)'
+lbpeer "llama-bench runs -m GGUF -t 2 -p 0 -n 64 -r 3 -o jsonl (decode), then -p 256 -n 0 (prefill); the GGUF export has the 124M tokenizer" \
+    'len(lb) == 4 and lb[0][2:] == "-t 2 -p 0 -n 64 -r 3 -o jsonl".split() and lb[1][2:] == "-t 2 -p 256 -n 0 -r 3 -o jsonl".split() and lb[0][1].endswith("gpt2-124m.f32.gguf")
+     and lb[2][1].endswith("gpt2-124m.q4_0.gguf") and any(r.startswith("bench_decode gpt2-124m --gguf-out ") and r.endswith(" f32 --tokenizer " + sys.argv[1][:-4] + "tok.bin") for r in ran)'
+lbpeer "BENCH_LLAMA set too: llama-bench preferred" 'len(peer) == 2 and all(p["peer"] == "llama-bench" for p in peer) and len(lb) == 4' BENCH_LLAMA="$T/bin/badpeer"
+lbpeer "a failing llama-bench: a decode_peer line with its error on stdout, per format" \
+    'len(peer) == 2 and all("the llama.cpp peer" in p["error"] and "error loading model: \"vocab\" \\ bad" in p["error"] for p in peer) and not vs' FAKE_LB_FAIL=1
+lbpeer "DECODE_ROUNDS=3: ptrain and llama-bench interleaved, a decode_vs_llama line per round, then the medians" \
+    '[r.split()[0] for r in ran if "--gguf-out" not in r] == ["bench_decode"] * 9 and len(lb) == 12 and [v.get("round") for v in vs] == [1, 2, 3, None, 1, 2, 3, None]
+     and all(v["rounds"] == 3 and v["ratio"] == 0.498 for v in vs if "rounds" in v)' DECODE_ROUNDS=3
 
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

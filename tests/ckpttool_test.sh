@@ -5,7 +5,10 @@
 # (the same bytes as the library's; an export of a corrupted checkpoint fails and leaves the old
 # file), import (the forward loss of the imported checkpoint equals the original's bit for bit; a
 # malformed file or another shape is refused with a message and the existing checkpoint stays
-# valid; the tool, built without PTRAIN_TEST_HOOKS, ignores PTRAIN_CKPT_FAIL). When a Python with
+# valid; the tool, built without PTRAIN_TEST_HOOKS, ignores PTRAIN_CKPT_FAIL), import of GPT-2's tokenizer
+# files (a hand-made vocab.json + merges.txt in GPT-2's layout: `ptckpt encode` gives GPT-2's ids and the
+# text back; a malformed line, merges out of order, a vocab.json that is not JSON or has a non-integer id
+# are refused naming file, line and what was expected). When a Python with
 # the safetensors package is at hand (env PTRAIN_PYTHON, default python3), it reads every export and writes a file that the tool imports; without it that part is
 # skipped with a NOTE (the spec checks of test_ckpttool stand in). Prints PASS/FAIL lines and
 # "N passed, N failed"; ~10 s.
@@ -148,6 +151,51 @@ EOF
     else
         echo "NOTE $PY has no safetensors package: the Python round trip is skipped (the spec checks of test_ckpttool stand in)"
     fi
+fi
+
+# ---- GPT-2's tokenizer files (vocab.json + merges.txt) -> a ptrain tokenizer, with their ids ----
+# a hand-made pair in GPT-2's layout: ids 0..255 the bytes in the order of GPT-2's characters of them
+# (printable '!'..'~', 0xA1..0xAC, 0xAE..0xFF as themselves, the other 68 as U+0100..), then 12 merges
+# making 256..267, then <|endoftext|> 268 (not the tokenizer's)
+if [ -x "$P" ]; then
+    G=$T/gpt2tok
+    mkdir -p "$G"
+    LC_ALL=C awk 'function chr(cp) { if (cp == 34 || cp == 92) return "\\" sprintf("%c", cp); if (cp < 128) return sprintf("%c", cp)
+                                     return sprintf("%c%c", 192 + int(cp / 64), 128 + cp % 64) }
+        function p(b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174 }
+        BEGIN { s = "{"; id = 0
+            for (b = 0; b < 256; b++) if (p(b)) s = s (id ? ", " : "") "\"" chr(b) "\": " id++
+            n = 0; for (b = 0; b < 256; b++) if (!p(b)) s = s ", \"" chr(256 + n++) "\": " id++
+            split("Ġt he Ġthe at Ġc Ġcat Ġs Ġsat Ġm Ġmat on Ġon", m, " ")
+            for (i = 1; i <= 12; i++) s = s ", \"" m[i] "\": " id++
+            print s ", \"<|endoftext|>\": " id "}" }' >"$G/vocab.json"
+    printf '#version: 0.2\nĠ t\nh e\nĠt he\na t\nĠ c\nĠc at\nĠ s\nĠs at\nĠ m\nĠm at\no n\nĠ on\n' >"$G/merges.txt"
+    expect "ptckpt import vocab.json merges.txt: a tokenizer of 256 bytes + 12 merges" 0 "12 merges = vocabulary 268" "$G/imp.log" \
+        "$P" import "$G/vocab.json" "$G/merges.txt" "$G/tok.bin"
+    printf 'the cat sat on the mat\n\303\251\n' >"$G/want.txt"
+    "$P" encode "$G/tok.bin" "$(printf 'the cat sat on the mat\n\303\251')" >"$G/enc.log" 2>&1
+    # GPT-2's ids: "t" 83, "he" 257, " cat" 261, " sat" 263, " on" 267, " the" 258, " mat" 265, "\n" 198, 0xC3 127, 0xA9 102
+    if [ "$(head -n 1 "$G/enc.log")" = "83 257 261 263 267 258 265 198 127 102" ] && tail -n +2 "$G/enc.log" | cmp -s - "$G/want.txt"; then
+        pass "ptckpt encode with it: GPT-2's ids (83 257 261 ...), and they decode to the text"
+    else fail "ptckpt encode with GPT-2's files" "$(head -c 300 "$G/enc.log")"; fi
+    # malformed files: refused naming the file, the line and what was expected
+    sed '4s/.*/h e x/' "$G/merges.txt" >"$G/m_bad.txt"
+    expect "merges.txt with a line of three parts refused, naming the line" 1 'm_bad.txt line 4: expected a merge "LEFT RIGHT" (two tokens, one space between), found "h e x"' \
+        "$G/bad1.log" "$P" import "$G/vocab.json" "$G/m_bad.txt" "$G/x.bin"
+    sed -e '3{h;d}' -e '4G' "$G/merges.txt" >"$G/m_order.txt"
+    expect "merges.txt out of vocab.json's order refused, naming the line and the ids" 1 \
+        'm_order.txt line 3: the merge "Ġt he" (merge 1): the token it makes, "Ġthe" has id 258 in .*vocab.json, expected id 257' "$G/bad2.log" \
+        "$P" import "$G/vocab.json" "$G/m_order.txt" "$G/x.bin"
+    sed 's/, "Ġs": 262/, "Ġs" 262/' "$G/vocab.json" >"$G/v_colon.json"
+    expect "a vocab.json that is not JSON refused, naming where" 1 "v_colon.json: expected ':' after the key, found '2' at byte 2695" "$G/bad3.log" \
+        "$P" import "$G/v_colon.json" "$G/merges.txt" "$G/x.bin"
+    sed 's/"Ġcat": 261/"Ġcat": "261"/' "$G/vocab.json" >"$G/v_str.json"
+    expect "a vocab.json id that is no integer refused, naming the token" 1 'v_str.json line 1, column [0-9]*: token "Ġcat": expected an id' "$G/bad4.log" \
+        "$P" import "$G/v_str.json" "$G/merges.txt" "$G/x.bin"
+    if [ ! -e "$G/x.bin" ]; then pass "... and none of them wrote a file"; else fail "refused imports" "wrote $G/x.bin"; fi
+    # a checkpoint imported with --tokenizer carries it; one whose model has fewer ids than the tokenizer is refused
+    expect "ptckpt import --tokenizer of a model of vocabulary 60 refused (the tokenizer has 268 ids)" 1 \
+        "the tokenizer's vocabulary of 268 exceeds the model's vocab of 60" "$G/imp_tok.log" "$P" import "$T/f32.safetensors" "$G/ck" --tokenizer "$G/tok.bin"
 fi
 
 # ---- dp2 x tp2 with ZeRO-1: shards, ranges and the tied embedding assembled ----

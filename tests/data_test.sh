@@ -3,7 +3,7 @@
 # three ways (with the prefetch thread; -DPTRAIN_NO_THREADS; C++ with address/undefined sanitizers) and
 # runs each (exactly-once epochs for dp 1, 2, 4, resume = uninterrupted stream, bad shards refused, a
 # dataset smaller than one batch refused; the same for IDX records; the BPE tokenizer against a naive one); then builds tools/prepare_shards.c, turns two text files into
-# train/val shards (ptrain layout, several shards; llm.c layout; --val FILE; --bpe 300; --prose) and checks that the
+# train/val shards (ptrain layout, several shards; llm.c layout; --val FILE; --bpe 300; --tokenizer FILE; --prose) and checks that the
 # shards hold the text's bytes in order (with --bpe: that the ids decode to the text). Prints PASS/FAIL lines, then "N passed, N failed". A few seconds.
 set -u
 cd "$(dirname "$0")/.." || exit 1
@@ -60,6 +60,11 @@ if wait $p_b3; then
         [ -f "$T/bpe/tokenizer.bin" ] && [ "$(ls "$T/bpe" | grep -c '^train_')" -ge 2 ]; then pass "prepare_shards --bpe 300: tokenizer.bin and several shards"
     else fail "prepare_shards --bpe 300" "$(cat "$T/bpe.log"; ls "$T/bpe")"; fi
     prog "prepared --bpe shards decode to the text" "$T/bpec.log" "$B/test_data" --prepared "$T/bpe" "$T/all.txt"
+    # --tokenizer FILE: the tokenizer a --bpe run saved encodes the same text into the same shards
+    if "$B/prepare_shards" --tokenizer "$T/bpe/tokenizer.bin" --val-fraction 0.1 --shard-tokens 8000 "$T/bpet" "$T/a.txt" "$T/b.txt" >"$T/bpet.log" 2>&1 &&
+        cmp -s "$T/bpe/train_000000.bin" "$T/bpet/train_000000.bin" && cmp -s "$T/bpe/val_000000.bin" "$T/bpet/val_000000.bin" &&
+        cmp -s "$T/bpe/tokenizer.bin" "$T/bpet/tokenizer.bin"; then pass "prepare_shards --tokenizer FILE (the --bpe run's): the same shards and tokenizer.bin"
+    else fail "prepare_shards --tokenizer FILE" "$(cat "$T/bpet.log"; ls "$T/bpet")"; fi
     if "$B/prepare_shards" --val-fraction 0.1 "$T/bpe" "$T/a.txt" "$T/b.txt" >"$T/bpe2.log" 2>&1 && [ ! -f "$T/bpe/tokenizer.bin" ]; then
         pass "prepare_shards without --bpe into the same directory: the tokenizer is removed"
     else fail "prepare_shards without --bpe after --bpe" "$(cat "$T/bpe2.log"; ls "$T/bpe")"; fi

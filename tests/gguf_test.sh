@@ -6,7 +6,8 @@
 #     without, naming the flag) and with it gives the library's bytes; `inspect FILE.gguf` lists the
 #     keys and tensors; `import X.gguf` makes a checkpoint whose f32 export is the original file byte
 #     for byte (GGUF -> checkpoint -> GGUF), also from a q4_0 file; a truncated file and a bad
-#     --type are refused (exit 1 naming the problem, exit 2);
+#     --type are refused (exit 1 naming the problem, exit 2); a checkpoint imported from safetensors with
+#     --tokenizer (GPT-2's files, bytes in GPT-2's order) carries it into its export, the library's bytes;
 #   - Python's `gguf` package (PyPI; the tests' venv, PTRAIN_PYENV or build/pyenv, made by
 #     tools/deps.sh / make deps) reads every export (tests/gguf_check.py: names, shapes, types,
 #     metadata, values dequantized by gguf.quants against the f32 export; q8_0 the same bytes as
@@ -72,6 +73,15 @@ else
     if cmp -s "$T/reexp.gguf" "$F/A_f32.gguf"; then pass "GGUF -> checkpoint -> GGUF: the same bytes"; else fail "GGUF -> checkpoint -> GGUF: the same bytes" "they differ"; fi
     expect "ptckpt import of a q4_0 file (dequantized)" 0 "wrote .*step_000000007" "$T/imp4.log" "$P" import "$F/B_q4_0.gguf" "$T/imp4" --step 7
     expect "ptckpt import of a gguf with safetensors flags refused" 2 "takes only --step" "$T/imp5.log" "$P" import "$F/A_f32.gguf" "$T/imp5" --width 8
+    # GPT-2's tokenizer files (test_gguf wrote them and ckG, a model of vocabulary 256 + 12 merges + 1): a checkpoint
+    # imported from safetensors with --tokenizer carries it, and its export is the library's, GPT-2's byte order included
+    if [ -f "$F/gpt2_tok.bin" ] && [ -f "$F/G_q8_0.gguf" ]; then
+        "$P" export "$F/ckG" "$T/g.safetensors" >"$T/g_st.log" 2>&1
+        expect "ptckpt import X.safetensors --tokenizer (GPT-2's files): the checkpoint carries it" 0 "the tokenizer of --tokenizer" "$T/g_imp.log" \
+            "$P" import "$T/g.safetensors" "$T/impg" --tokenizer "$F/gpt2_tok.bin"
+        expect "... and export --format gguf uses it" 0 "with its BPE vocabulary" "$T/g_exp.log" "$P" export --format gguf --type q8_0 "$T/impg" "$T/g.gguf"
+        if cmp -s "$T/g.gguf" "$F/G_q8_0.gguf"; then pass "... the bytes of the library's export (tokens 0..255 in GPT-2's order)"; else fail "... the bytes of the library's export" "they differ"; fi
+    else fail "GPT-2's tokenizer files" "test_gguf left no $F/gpt2_tok.bin or G_q8_0.gguf"; fi
     head -c 3000 "$F/A_f32.gguf" >"$T/trunc.gguf"
     expect "ptckpt import of a truncated gguf refused" 1 "trunc.gguf: truncated" "$T/imp6.log" "$P" import "$T/trunc.gguf" "$T/imp6"
     expect "ptckpt inspect of a truncated gguf refused" 1 "truncated" "$T/insp6.log" "$P" inspect "$T/trunc.gguf"
@@ -91,6 +101,6 @@ else
     echo "NOTE no Python with the gguf package at $PY (tools/deps.sh makes it; PyPI unreachable?): the independent reader's checks are skipped"
 fi
 
-rm -rf "$T/imp" "$T/imp4"
+rm -rf "$T/imp" "$T/imp4" "$T/impg"
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

@@ -27,7 +27,9 @@
    merges; the same ids for a text). Refused by pt_gguf_load, naming the field or tensor: another
    architecture, a missing tensor, another shape, a q6_K tensor, an extra tensor, feed_forward
    not 4 x width, another layernorm epsilon, a token list of another length, a block_count that the
-   tensors cannot hold; a file of alignment 1 (misaligned data) loads through copies.
+   tensors cannot hold; a file of alignment 1 (misaligned data) loads through copies. GPT-2's own
+   tokenizer files (pt_tokenizer_load_gpt2, ids 0..255 in GPT-2's order): its ids, the file of
+   version 2, a checkpoint of vocabulary 256 + merges + 1 carrying it, its GGUF export and load.
 
    Run: test_gguf [DIR] [--quick] (DIR default: gguf beside the program; it keeps the checkpoints,
    the BPE's tokenizer.bin and the exports for tests/gguf_test.sh, whose Python reads them with the
@@ -651,6 +653,103 @@ static void check_export(const char *label, const char *dir, const pt_gpt_config
     free(zero);
 }
 
+/* ---- GPT-2's own tokenizer files (pt_tokenizer_load_gpt2): ids 0..255 the bytes in GPT-2's order ----
+   A vocab.json + merges.txt of 12 merges written here: the ids of a text are GPT-2's; the tokenizer
+   (a file of version 2) saved and loaded, carried by a checkpoint of vocabulary 256 + 12 + 1 (the
+   end-of-text row, as GPT-2's 50,257), exported as GGUF (tokens 0..255 in GPT-2's order, the
+   checkpoint's own end-of-text row) and loaded back: the same ids each time. */
+static const int GPT2_IDS[10] = {83, 257, 261, 263, 267, 258, 265, 198, 127, 102}; /* "the cat sat on the mat\n\xc3\xa9" */
+static int same_ids(const pt_tokenizer *t, const char *what) {
+    static const char s[] = "the cat sat on the mat\n\xc3\xa9";
+    int32_t ids[32];
+    unsigned char back[32];
+    int64_t n = t ? pt_tokenizer_encode(t, s, (int64_t)strlen(s), ids) : -1, i;
+    int ok = n == 10 && pt_tokenizer_decode(t, ids, n, back, sizeof back) == (int64_t)strlen(s) && !memcmp(back, s, strlen(s));
+    for (i = 0; ok && i < n; i++) ok = ids[i] == GPT2_IDS[i];
+    return CHECKF(ok, tu_name("GPT-2's files: %s: GPT-2's ids (83 257 261 ...) and the text back", what), "%lld ids, the first %d", (long long)n, n > 0 ? (int)ids[0] : -1);
+}
+static void test_gpt2_files(void) {
+    static const char *const mg[12] = {"\xc4\xa0 t", "h e", "\xc4\xa0t he", "a t", "\xc4\xa0 c", "\xc4\xa0" "c at", "\xc4\xa0 s", "\xc4\xa0s at", "\xc4\xa0 m", "\xc4\xa0m at", "o n", "\xc4\xa0 on"};
+    char vj[900], mt[900], tb[900], ck[900], gg[900], e[512];
+    int order[256], n = 0, b, k;
+    FILE *f;
+    pt_tokenizer *tk, *t2 = NULL;
+    pt_ctx *ctx;
+    pt_gpt_config c;
+    snprintf(vj, sizeof vj, "%s/gpt2_vocab.json", OUT), snprintf(mt, sizeof mt, "%s/gpt2_merges.txt", OUT), snprintf(tb, sizeof tb, "%s/gpt2_tok.bin", OUT);
+    snprintf(ck, sizeof ck, "%s/ckG", OUT), snprintf(gg, sizeof gg, "%s/G_q8_0.gguf", OUT);
+    for (b = 0; b < 256; b++) /* GPT-2's order: its printable bytes, then the others */
+        if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) order[n++] = b;
+    for (b = 0; b < 256; b++)
+        if (!((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE)) order[n++] = b;
+    if ((f = fopen(vj, "w")) != NULL) {
+        fputc('{', f);
+        for (k = 0; k < 256; k++) fprintf(f, "%s\"%s%s\": %d", k ? ", " : "", order[k] == '"' || order[k] == '\\' ? "\\" : "", BYTECH[order[k]], k);
+        for (k = 0; k < 12; k++) {
+            const char *sp = strchr(mg[k], ' ');
+            fprintf(f, ", \"%.*s%s\": %d", (int)(sp - mg[k]), mg[k], sp + 1, 256 + k);
+        }
+        fprintf(f, ", \"<|endoftext|>\": 268}");
+        fclose(f);
+    }
+    if ((f = fopen(mt, "w")) != NULL) {
+        fprintf(f, "#version: 0.2\n");
+        for (k = 0; k < 12; k++) fprintf(f, "%s\n", mg[k]);
+        fclose(f);
+    }
+    tk = pt_tokenizer_load_gpt2(NULL, vj, mt);
+    if (!CHECKF(tk && pt_tokenizer_vocab(tk) == 268, "GPT-2's files: pt_tokenizer_load_gpt2 (12 merges, vocabulary 268)", "%d", tk ? pt_tokenizer_vocab(tk) : -1)) return;
+    same_ids(tk, "loaded");
+    {
+        long len = 0;
+        unsigned char *bytes = NULL;
+        if (pt_tokenizer_save(tk, tb) == PT_OK) bytes = slurp(tb, &len);
+        CHECKF(bytes && len == 32 + 8 * 12 + 256 && bytes[4] == 2 && bytes[32 + 96] == '!', "GPT-2's files: saved as version 2 (the byte table after the pairs)", "%ld bytes", len);
+        free(bytes);
+    }
+    t2 = pt_tokenizer_load(NULL, tb);
+    same_ids(t2, "saved and loaded");
+    pt_tokenizer_free(t2);
+    /* a checkpoint carrying it, of vocabulary 256 + 12 + 1 */
+    memset(&c, 0, sizeof c);
+    c.vocab = 269, c.max_seq = 8, c.layers = 1, c.width = 32, c.heads = 2;
+    ctx = new_ctx();
+    {
+        pt_gpt *m = ctx ? pt_gpt_new(ctx, &c) : NULL;
+        pt_ckpt_opts co;
+        memset(&co, 0, sizeof co);
+        co.model = &c, co.tokenizer = tk;
+        CHECKF(m && pt_ckpt_save(ctx, NULL, ck, 0, &co) == PT_OK, "GPT-2's files: a checkpoint of vocabulary 269 carries the tokenizer", "%s", ctx ? pt_error(ctx) : "");
+        t2 = pt_ckpt_tokenizer(ctx, ck);
+        same_ids(t2, "pt_ckpt_tokenizer");
+        pt_tokenizer_free(t2);
+        if (m) pt_gpt_free(m);
+    }
+    {
+        pt_gguf_export_opts eo;
+        pt_gguf *g;
+        memset(&eo, 0, sizeof eo);
+        eo.type = PT_W_Q8_0, eo.tokenizer = tk;
+        CHECKF(pt_gguf_export(ck, gg, &eo, e, sizeof e) == PT_OK, "GPT-2's files: pt_gguf_export of vocabulary 256 + 12 merges + 1", "%s", e);
+        g = pt_gguf_open(gg, e, sizeof e);
+        CHECKF(g && str_is(g, "tokenizer.ggml.tokens", 0, "!") && str_is(g, "tokenizer.ggml.tokens", 198, "\xc4\x8a") && str_is(g, "tokenizer.ggml.tokens", 258, "\xc4\xa0the") &&
+                   str_is(g, "tokenizer.ggml.tokens", 268, "<|endoftext|>") && int_of(g, "ptrain.vocab", 0) == 269 && str_is(g, "tokenizer.ggml.merges", 2, "\xc4\xa0t he") &&
+                   pt_gguf_tensor_find(g, "token_embd.weight") && pt_gguf_tensor_find(g, "token_embd.weight")->ne[1] == 269,
+               "GPT-2's files: the GGUF's tokens in GPT-2's order (0 \"!\", 198 newline, 258 \" the\", 268 <|endoftext|>), 269 rows", "%s", g ? "" : e);
+        pt_gguf_free(g);
+    }
+    {
+        pt_gpt_weights *w = ctx ? pt_gguf_load(ctx, gg, &t2) : NULL;
+        CHECKF(w && t2 && pt_tokenizer_vocab(t2) == 268 && w->cfg.vocab == 269, "GPT-2's files: pt_gguf_load gives the tokenizer back (12 merges, the model's vocabulary 269)", "%s",
+               ctx ? pt_error(ctx) : "");
+        same_ids(t2, "from the GGUF");
+        pt_tokenizer_free(t2);
+        pt_gpt_weights_free(w);
+    }
+    if (ctx) pt_shutdown(ctx);
+    pt_tokenizer_free(tk);
+}
+
 /* ---- gpt2 files written with the writer from a formula (exact in f16): load, refusals ---- */
 static float fval(int k, int64_t i) { return (float)((int)((i * 37 + (int64_t)k * 11) % 97) - 48) / 512.0f; }
 enum { D_NONE, D_ARCH, D_MISSING, D_SHAPE, D_Q6K, D_EXTRA, D_FF, D_EPS, D_TOKENS, D_BLOCKS, D_COUNT };
@@ -941,6 +1040,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/align1.gguf", OUT);
     test_truncations(path, "align1.gguf (alignment 1)");
     test_load_files();
+    test_gpt2_files();
     pt_tokenizer_free(tk);
     return tu_summary();
 }

@@ -1,13 +1,15 @@
 /* prepare_shards.c - text files -> train/val token shards for the ptrain.h loader (byte-level tokens,
    or byte-level BPE).
    Build: cc -O2 -I. tools/prepare_shards.c -o build/prepare_shards -lm      (or: make tools)
-   Usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N] [--prose]
-                         OUTDIR TEXT...
+   Usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N | --tokenizer FILE]
+                         [--prose] OUTDIR TEXT...
    The TEXT files are read in order as one byte stream; every byte is one token (vocabulary 256).
    With --bpe N, a byte-level BPE tokenizer of N merges (vocabulary 256 + N) is trained on the
    training part, saved as OUTDIR/tokenizer.bin (pt_tokenizer_load_dir finds it), and the shards hold
    its ids (the training and validation parts encoded separately; decoding the train shards then the
-   val shards gives the input back). Without --bpe, a tokenizer.bin left in OUTDIR is removed. OUTDIR is created if needed.
+   val shards gives the input back). With --tokenizer FILE instead, that tokenizer file encodes them (one
+   a --bpe run saved, or GPT-2's own from `ptckpt import vocab.json merges.txt FILE`: GPT-2's ids) and is
+   saved as OUTDIR/tokenizer.bin. Without either, a tokenizer.bin left in OUTDIR is removed. OUTDIR is created if needed.
    Without --val, the last F of the stream (default 0.05) becomes the validation set; with --val FILE,
    FILE's bytes are the validation set and every TEXT goes to training. Writes OUTDIR/train_000000.bin,
    train_000001.bin, ... and OUTDIR/val_000000.bin, ... of at most N tokens each (default 16777216),
@@ -65,11 +67,12 @@ static int push_ids(writer *w, const int32_t *p, int64_t n) {
     return 0;
 }
 
-/* --bpe: train on text[0, cut), encode text[0, cut) and text[cut, n) into the two writers */
-static int bpe_shards(pt_ctx *ctx, const char *out, int merges, const unsigned char *text, long long n, long long cut, writer *tw, writer *vw) {
+/* --bpe: train on text[0, cut) (--tokenizer FILE: load tokf instead), encode text[0, cut) and text[cut, n)
+   into the two writers */
+static int bpe_shards(pt_ctx *ctx, const char *out, int merges, const char *tokf, const unsigned char *text, long long n, long long cut, writer *tw, writer *vw) {
     char path[4096];
     double t0 = pt_time();
-    pt_tokenizer *tk = pt_tokenizer_train(ctx, text, cut, merges);
+    pt_tokenizer *tk = tokf ? pt_tokenizer_load(ctx, tokf) : pt_tokenizer_train(ctx, text, cut, merges);
     int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
     int64_t a, b;
     int rc = 0;
@@ -78,7 +81,14 @@ static int bpe_shards(pt_ctx *ctx, const char *out, int merges, const unsigned c
         pt_tokenizer_free(tk);
         return -1;
     }
-    printf("bpe: %d merges (vocabulary %d) learned from %lld bytes in %.2f s\n", pt_tokenizer_vocab(tk) - 256, pt_tokenizer_vocab(tk), cut, pt_time() - t0);
+    if (tw->format == PT_SHARD_LLMC && pt_tokenizer_vocab(tk) > 65280) {
+        fprintf(stderr, "prepare_shards: --tokenizer %s has a vocabulary of %d, --format llmc holds 16-bit ids: at most 65280\n", tokf, (int)pt_tokenizer_vocab(tk));
+        free(ids);
+        pt_tokenizer_free(tk);
+        return -1;
+    }
+    if (tokf) printf("bpe: the tokenizer %s, %d merges (vocabulary %d)\n", tokf, pt_tokenizer_vocab(tk) - 256, pt_tokenizer_vocab(tk));
+    else printf("bpe: %d merges (vocabulary %d) learned from %lld bytes in %.2f s\n", pt_tokenizer_vocab(tk) - 256, pt_tokenizer_vocab(tk), cut, pt_time() - t0);
     snprintf(path, sizeof path, "%s/%s", out, PT_TOKENIZER_FILE);
     t0 = pt_time();
     tw->vocab = vw->vocab = pt_tokenizer_vocab(tk);
@@ -137,11 +147,11 @@ static long long file_size(const char *path) {
 }
 
 static const char usage_text[] =
-    "usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N] [--prose] OUTDIR TEXT...\n";
+    "usage: prepare_shards [--val-fraction F] [--val FILE] [--shard-tokens N] [--format ptrain|llmc] [--bpe N | --tokenizer FILE] [--prose] OUTDIR TEXT...\n";
 
 /* the command line, and the run's state */
 typedef struct prep {
-    const char *val, *out, **text; /* --val FILE, OUTDIR, the TEXT files */
+    const char *val, *out, **text, *tokf; /* --val FILE, OUTDIR, the TEXT files, --tokenizer FILE */
     int ntext, format, prose;
     double frac;
     long shard_tokens, bpe;
@@ -168,6 +178,7 @@ static int parse_flags(prep *p, int argc, char **argv) {
                               PTF_STR("--val", &p->val),
                               PTF_LONG("--shard-tokens", &p->shard_tokens, 2, 1e15),
                               PTF_LONG("--bpe", &p->bpe, 0, 1L << 24),
+                              PTF_STR("--tokenizer", &p->tokf),
                               PTF_CHOICE("--format", &p->format, "ptrain|llmc", formats),
                               PTF_BOOL("--prose", &p->prose),
                               PTF_END};
@@ -176,6 +187,8 @@ static int parse_flags(prep *p, int argc, char **argv) {
     if (!(p->text = (const char **)calloc((size_t)argc, sizeof *p->text))) return 1;
     if ((rc = ptf_parse("prepare_shards", usage_text, flags, argc, argv)) != PTF_GO) return rc;
     if (!p->ntext) return fprintf(stderr, "prepare_shards: expected OUTDIR TEXT..., found %s\n", p->out ? "no TEXT file" : "neither"), fputs(usage_text, stderr), 2;
+    if (p->tokf && p->bpe >= 0) return fprintf(stderr, "prepare_shards: --bpe N trains a tokenizer, --tokenizer FILE reads one: give one of them\n"), 2;
+    if (p->tokf) p->bpe = 0; /* the BPE path, with the file's tokenizer */
     if (p->bpe > (p->format == PT_SHARD_LLMC ? 65280 : 1 << 24)) {
         fprintf(stderr, "prepare_shards: --bpe expects a whole number in [0, 65280] with --format llmc (16-bit ids), found '%ld'\n", p->bpe);
         return 2;
@@ -262,7 +275,7 @@ static int write_shards(prep *p) {
     char tkpath[4096];
     snprintf(tkpath, sizeof tkpath, "%s/%s", p->out, PT_TOKENIZER_FILE);
     if (p->all && p->bpe < 0 && (push(&p->tw, p->all, (size_t)p->train_end) != 0 || push(&p->vw, p->all + p->train_end, (size_t)(p->pos - p->train_end)) != 0)) return 1;
-    if (p->all && p->bpe >= 0 && bpe_shards(p->ctx, p->out, (int)p->bpe, p->all, p->pos, p->train_end, &p->tw, &p->vw) != 0) return 1;
+    if (p->all && p->bpe >= 0 && bpe_shards(p->ctx, p->out, (int)p->bpe, p->tokf, p->all, p->pos, p->train_end, &p->tw, &p->vw) != 0) return 1;
     if (p->bpe < 0) remove(tkpath); /* byte-level shards: no tokenizer */
     return flush_shard(&p->tw) != 0 || flush_shard(&p->vw) != 0;
 }

@@ -34,7 +34,7 @@
                                   vocabulary's rows are the model's vocab_padded); the step is --step,
                                   else the file's ptrain.step, else 0.
    ptckpt import IN.safetensors OUTDIR [--step K] [--vocab N] [--vocab-padded N] [--max-seq N]
-                 [--layers N] [--width N] [--heads N] [--untied 0|1]
+                 [--layers N] [--width N] [--heads N] [--untied 0|1] [--tokenizer FILE]
                                   a 1-rank checkpoint (parameters only) of the GPT that the metadata
                                   (or the flags, which win) describe, every parameter taken from the
                                   tensor of its name (F32, BF16 or F16); a missing, extra or
@@ -42,7 +42,20 @@
                                   before the model is made (pt_safetensors_check: a configuration
                                   out of range or larger than the file holds allocates nothing).
                                   The step is --step, else the metadata's, else 0. pt_ckpt_load with
-                                  an optimizer starts its moments at zero.
+                                  an optimizer starts its moments at zero. --tokenizer FILE: the
+                                  checkpoint carries that tokenizer (a BPE model's: GPT-2's from
+                                  `ptckpt import vocab.json merges.txt FILE`; its vocabulary at most
+                                  the model's), which export --format gguf then uses.
+   ptckpt import VOCAB.json MERGES.txt OUT.bin
+                                  GPT-2's own tokenizer files (Hugging Face's vocab.json + merges.txt)
+                                  as a ptrain tokenizer file (pt_tokenizer_load_gpt2: the files' ids
+                                  kept, ids 0..255 the bytes in GPT-2's order; <|endoftext|> and other
+                                  ids past the merges' are not the tokenizer's), for ptckpt export
+                                  --tokenizer, bench_decode --tokenizer, pt_tokenizer_load. A
+                                  malformed file is refused naming the file, the line and what was
+                                  expected. Prints the vocabulary.
+   ptckpt encode TOKENIZER TEXT   the ids of TEXT under a tokenizer file (pt_tokenizer_encode), one
+                                  line, then the text they decode to (pt_tokenizer_decode).
    Exit status: 0 done, 1 a bad checkpoint or file, 2 bad usage. */
 #define _POSIX_C_SOURCE 200809L
 #define PTRAIN_IMPLEMENTATION
@@ -61,8 +74,10 @@ static int usage(void) {
                     "       ptckpt export DIR|STEPDIR OUT.safetensors [--dtype f32|bf16] [--moments]\n"
                     "       ptckpt export --format gguf [--type f32|f16|bf16|q8_0|q4_0] [--tokenizer FILE] DIR|STEPDIR OUT.gguf\n"
                     "       ptckpt import IN.gguf OUTDIR [--step K]\n"
+                    "       ptckpt import VOCAB.json MERGES.txt OUT.bin\n"
+                    "       ptckpt encode TOKENIZER TEXT\n"
                     "       ptckpt import IN.safetensors OUTDIR [--step K] [--vocab N] [--vocab-padded N] [--max-seq N]\n"
-                    "                     [--layers N] [--width N] [--heads N] [--untied 0|1]\n");
+                    "                     [--layers N] [--width N] [--heads N] [--untied 0|1] [--tokenizer FILE]\n");
     return 2;
 }
 
@@ -344,6 +359,24 @@ static int cmd_import_gguf(int argc, char **argv) {
     return rc;
 }
 
+/* VOCAB.json MERGES.txt OUT.bin: GPT-2's tokenizer files as a ptrain tokenizer file */
+static int cmd_import_gpt2(int argc, char **argv) {
+    pt_tokenizer *tk;
+    int rc = 1;
+    if (argc != 3) {
+        fprintf(stderr, "ptckpt import: GPT-2's tokenizer files take exactly VOCAB.json MERGES.txt OUT.bin (found %d arguments)\n", argc);
+        return 2;
+    }
+    if (!(tk = pt_tokenizer_load_gpt2(NULL, argv[0], argv[1]))) return 1; /* its message is on stderr */
+    if (pt_tokenizer_save(tk, argv[2]) == PT_OK) {
+        printf("wrote %s (BPE tokenizer: 256 bytes + %d merges = vocabulary %d, the ids of %s)\n", argv[2], (int)pt_tokenizer_vocab(tk) - 256, (int)pt_tokenizer_vocab(tk),
+               argv[0]);
+        rc = 0;
+    }
+    pt_tokenizer_free(tk);
+    return rc;
+}
+
 static int cmd_import(int argc, char **argv) {
     static const char *const flags[] = {"--vocab", "--vocab-padded", "--max-seq", "--layers", "--width", "--heads", "--untied", "--step"};
     long long val[8];
@@ -356,10 +389,17 @@ static int cmd_import(int argc, char **argv) {
     pt_ctx *ctx;
     pt_gpt *m;
     pt_ckpt_opts co;
+    pt_tokenizer *tk = NULL;
+    const char *tokf = NULL;
     if (argc < 2) return usage();
     if (is_gguf(argv[0])) return cmd_import_gguf(argc, argv);
+    if (strlen(argv[0]) >= 5 && !strcmp(argv[0] + strlen(argv[0]) - 5, ".json")) return cmd_import_gpt2(argc, argv);
     for (i = 2; i < argc; i++) {
         char *end;
+        if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
+            tokf = argv[++i];
+            continue;
+        }
         for (k = 0; k < 8 && strcmp(argv[i], flags[k]); k++) {}
         if (k == 8 || i + 1 >= argc) return usage();
         errno = 0;
@@ -394,26 +434,46 @@ static int cmd_import(int argc, char **argv) {
         fprintf(stderr, "ptckpt import: %s\n", err);
         return 1;
     }
+    if (tokf && !(tk = pt_tokenizer_load(NULL, tokf))) return 1; /* its message is on stderr */
     memset(&desc, 0, sizeof desc);
     desc.device = "cpu";
     if (!(ctx = pt_init(&desc))) {
         fprintf(stderr, "ptckpt import: cannot create a context\n");
+        pt_tokenizer_free(tk);
         return 1;
     }
     if ((m = pt_gpt_new(ctx, &cfg)) == NULL) fprintf(stderr, "ptckpt import: the model of the configuration: %s\n", pt_error(ctx));
     else if (pt_safetensors_load(ctx, argv[0]) != PT_OK) fprintf(stderr, "ptckpt import: %s\n", pt_error(ctx));
     else {
         memset(&co, 0, sizeof co);
-        co.model = &m->cfg;
+        co.model = &m->cfg, co.tokenizer = tk;
         if (pt_ckpt_save(ctx, NULL, argv[1], step, &co) != PT_OK) fprintf(stderr, "ptckpt import: %s\n", pt_error(ctx));
         else {
-            printf("wrote %s/step_%09lld (%d parameters, %lld elements, no optimizer state)\n", argv[1], (long long)step, pt_param_count(ctx),
-                   (long long)pt_param_numel(ctx));
+            printf("wrote %s/step_%09lld (%d parameters, %lld elements, no optimizer state%s)\n", argv[1], (long long)step, pt_param_count(ctx),
+                   (long long)pt_param_numel(ctx), tk ? ", the tokenizer of --tokenizer" : "");
             rc = 0;
         }
     }
     if (m) pt_gpt_free(m);
     pt_shutdown(ctx);
+    pt_tokenizer_free(tk);
+    return rc;
+}
+
+/* TOKENIZER TEXT: the ids of TEXT, then the text they decode to */
+static int cmd_encode(const char *tokf, const char *text) {
+    pt_tokenizer *tk = pt_tokenizer_load(NULL, tokf);
+    int64_t n = (int64_t)strlen(text), k, i, m;
+    int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n + 1));
+    char *back = (char *)malloc((size_t)n + 1);
+    int rc = 1;
+    if (tk && ids && back && (k = pt_tokenizer_encode(tk, text, n, ids)) >= 0 && (m = pt_tokenizer_decode(tk, ids, k, back, n)) == n) {
+        for (i = 0; i < k; i++) printf(i ? " %d" : "%d", (int)ids[i]);
+        printf("\n%.*s\n", (int)m, back);
+        rc = 0;
+    } else if (tk) fprintf(stderr, "ptckpt encode: %s\n", ids && back ? "the ids do not decode to the text" : "out of memory");
+    free(ids), free(back);
+    pt_tokenizer_free(tk);
     return rc;
 }
 
@@ -423,5 +483,6 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "verify") && argc == 3) return cmd_verify(argv[2]);
     if (!strcmp(argv[1], "export")) return cmd_export(argc - 2, argv + 2);
     if (!strcmp(argv[1], "import")) return cmd_import(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "encode") && argc == 4) return cmd_encode(argv[2], argv[3]);
     return usage();
 }

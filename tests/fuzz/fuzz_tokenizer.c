@@ -3,7 +3,9 @@
    decode agrees, every token within PT_TOK_MAX_TOKEN_BYTES and the vocabulary within
    PT_TOK_MAX_TOTAL_BYTES. Input: the tokenizer file, then (optional) FZ_SEP and the text (at most 4 KiB
    used). Unless the input starts with '!', the harness writes the true CRC32C of the merges into
-   the header (so the fuzzer gets past it); with '!' the file is written as it is. */
+   the header (so the fuzzer gets past it); with '!' the file is written as it is. An input that starts
+   with '{' is GPT-2's tokenizer files instead, for pt_tokenizer_load_gpt2: vocab.json FZ_SEP
+   merges.txt [FZ_SEP text], with the same checks. */
 #define _POSIX_C_SOURCE 200809L
 #define PTRAIN_IMPLEMENTATION
 #include "../../ptrain.h"
@@ -20,16 +22,28 @@ FZ_ENTRY(tokenizer) {
     uint8_t *file;
     if (raw) data++, size--;
     fz_split(data, size, &n1, &text, &n2);
-    if (!(file = (uint8_t *)malloc(n1 + 1))) return 0;
-    memcpy(file, data, n1);
-    if (!raw && n1 >= 32) {
-        uint32_t crc = pt_crc32c(0, file + 32, n1 - 32);
-        file[16] = (uint8_t)crc, file[17] = (uint8_t)(crc >> 8), file[18] = (uint8_t)(crc >> 16), file[19] = (uint8_t)(crc >> 24);
+    if (!raw && size > 0 && data[0] == '{') { /* GPT-2's vocab.json FZ_SEP merges.txt [FZ_SEP text] */
+        char vpath[700];
+        const uint8_t *m = text;
+        size_t nm = n2;
+        if (!fz_write(vpath, sizeof vpath, dir, "vocab.json", data, n1)) abort();
+        if (m) fz_split(m, nm, &nm, &text, &n2);
+        else nm = 0, n2 = 0;
+        if (!fz_write(path, sizeof path, dir, "merges.txt", m ? m : data, nm)) abort();
+        tk = pt_tokenizer_load_gpt2(ctx, vpath, path);
+        fz_note("pt_tokenizer_load_gpt2", tk != NULL, pt_error(ctx));
+    } else {
+        if (!(file = (uint8_t *)malloc(n1 + 1))) return 0;
+        memcpy(file, data, n1);
+        if (!raw && n1 >= 32) {
+            uint32_t crc = pt_crc32c(0, file + 32, n1 - 32);
+            file[16] = (uint8_t)crc, file[17] = (uint8_t)(crc >> 8), file[18] = (uint8_t)(crc >> 16), file[19] = (uint8_t)(crc >> 24);
+        }
+        if (!fz_write(path, sizeof path, dir, PT_TOKENIZER_FILE, file, n1)) abort();
+        free(file);
+        tk = pt_tokenizer_load(ctx, path);
+        fz_note("pt_tokenizer_load", tk != NULL, pt_error(ctx));
     }
-    if (!fz_write(path, sizeof path, dir, PT_TOKENIZER_FILE, file, n1)) abort();
-    free(file);
-    tk = pt_tokenizer_load(ctx, path);
-    fz_note("pt_tokenizer_load", tk != NULL, pt_error(ctx));
     if (tk) {
         int64_t n = n2 > 4096 ? 4096 : (int64_t)n2, m, back;
         int32_t *ids = (int32_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));

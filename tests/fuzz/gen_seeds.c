@@ -6,7 +6,7 @@
      DIR/shard/        ptrain shards (uint16 and uint32 tokens) and an llm.c shard, each after a byte of
                        loader settings (see fuzz_shard.c)
      DIR/idx/          an IDX record file (12 x 2 x 3) with and without its label file (fuzz_idx.c)
-     DIR/tokenizer/    a trained BPE tokenizer FZ_SEP text
+     DIR/tokenizer/    a trained BPE tokenizer FZ_SEP text; GPT-2's vocab.json FZ_SEP merges.txt FZ_SEP text
      DIR/cltune/       a tuning file of every kernel's parameters (pt_cl_tune_params)
      DIR/runlog/       a pt_monitor log of a few steps, alone and FZ_SEP a pt_trace timeline
      DIR/gguf/         pt_gguf_export of the tiny GPT (f32; q8_0, whose width 4 falls back to f16) and of
@@ -144,6 +144,33 @@ static int gs_tokenizer(const char *dir, const char *tmp) {
         ok = b && gs_put(dir, "tokenizer", "trained_text", "", 0, b, n, text, strlen(text)) &&
              gs_put(dir, "tokenizer", "trained_other", "", 0, b, n, other, strlen(other)) && gs_put(dir, "tokenizer", "file_only", "", 0, b, n, NULL, 0);
         free(b);
+    }
+    { /* GPT-2's tokenizer files: vocab.json (ids 0..255 the bytes in GPT-2's order) FZ_SEP merges.txt FZ_SEP text */
+        static const char *const mg[4] = {"\xc4\xa0 t", "h e", "\xc4\xa0t he", "a t"};
+        char v[4096], *q = v, m[256];
+        int bs[256], nb = 0, b, k, cp;
+        for (b = 0; b < 256; b++)
+            if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) bs[nb++] = b;
+        for (b = 0; b < 256; b++)
+            if (!((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE)) bs[nb++] = b;
+        *q++ = '{';
+        for (k = 0; k < 256; k++) { /* GPT-2's character of byte bs[k]: itself, or U+0100 + its place among the others */
+            cp = k < 188 ? bs[k] : 256 + k - 188;
+            q += sprintf(q, "%s\"%s", k ? ", " : "", cp == '"' || cp == '\\' ? "\\" : "");
+            if (cp < 128) *q++ = (char)cp;
+            else *q++ = (char)(0xC0 | (cp >> 6)), *q++ = (char)(0x80 | (cp & 0x3F));
+            q += sprintf(q, "\": %d", k);
+        }
+        q += sprintf(q, ", \"\xc4\xa0t\": 256, \"he\": 257, \"\xc4\xa0the\": 258, \"at\": 259, \"<|endoftext|>\": 260}");
+        for (k = 0, m[0] = 0; k < 4; k++) strcat(m, mg[k]), strcat(m, "\n");
+        ok = ok && gs_put(dir, "tokenizer", "gpt2_files", "", 0, v, (size_t)(q - v), m, strlen(m));
+        if (ok) { /* the same with a text: append FZ_SEP text to the file just written */
+            char path[1200];
+            FILE *f;
+            snprintf(path, sizeof path, "%s/tokenizer/gpt2_files", dir);
+            ok = (f = fopen(path, "ab")) != NULL && fwrite(FZ_SEP, 1, sizeof FZ_SEP - 1, f) == sizeof FZ_SEP - 1 && fwrite(text, 1, strlen(text), f) == strlen(text);
+            ok = (f && fclose(f) == 0) && ok;
+        }
     }
     return ok;
 }
