@@ -28407,11 +28407,11 @@ static int32_t pt__eng_spec_k(const pt_engine *e, const pt__ereq *q, int32_t kma
 static void pt__eng_draft_model(pt_engine *e, pt__ereq **w, int32_t n, int32_t *nd) {
     pt_infer *di = e->dinf;
     const int64_t V = e->dim.V;
-    int64_t avail = 0, ntok = 0, j;
+    int64_t avail = 0, ntok = 0, j, cmax = 0;
     int32_t i, m = 0, kmax = 0;
     pt_status st;
     const pt_status before = e->ddim.ctx->status;
-    double t = pt_time();
+    double t = pt_time(), ts;
     pt_infer_blocks(di, NULL, &avail);
     for (i = 0; i < n; i++) { /* sequences, and the catch-up tokens */
         pt__ereq *q = w[i];
@@ -28440,13 +28440,17 @@ static void pt__eng_draft_model(pt_engine *e, pt__ereq **w, int32_t n, int32_t *
         }
         avail -= need;
         memcpy(e->dtoks + ntok, q->hist + q->base + q->dlen, (size_t)c * sizeof(int32_t));
-        e->dseqs[m] = q->dseq, e->dntok[m] = (int32_t)c, e->dwho[m] = q, ntok += c, m++;
+        e->dseqs[m] = q->dseq, e->dntok[m] = (int32_t)c, e->dwho[m] = q, ntok += c, m++, cmax = PT__MAX(cmax, c);
         kmax = PT__MAX(kmax, nd[i]);
         q->ndraft = 0;
     }
     for (j = 0; j < kmax && m > 0; j++) { /* step j: each one's token after its last, the most likely (ties: the lowest id) */
         int32_t r = 0, k;
+        ts = pt_time();
         st = pt_infer_step(di, m, e->dseqs, e->dntok, e->dtoks, e->dlg, 0);
+        ts = pt_time() - ts;
+        if (st == PT_OK && (j > 0 || cmax <= 2)) /* the seconds a drafted token (a catch-up of a whole prompt is not one) */
+            e->dcost = e->dcost > 0 ? 0.9 * e->dcost + 0.1 * ts / (double)m : ts / (double)m;
         if (st != PT_OK) { /* no draft: its steps stopped here (the sequences as they were before this step) */
             if (before == PT_OK) pt_error_clear(e->ddim.ctx);
             for (k = 0; k < m; k++) e->dwho[k]->dlen = pt_infer_seq_len(di, e->dwho[k]->dseq);
@@ -28466,9 +28470,7 @@ static void pt__eng_draft_model(pt_engine *e, pt__ereq **w, int32_t n, int32_t *
         m = r;
     }
     for (i = 0; i < n; i++) nd[i] = nd[i] > 0 ? PT__MIN(nd[i], w[i]->ndraft) : 0;
-    t = pt_time() - t, e->st.draft_s += t;
-    for (i = 0, j = 0; i < n; i++) j += nd[i];
-    if (j > 0) e->dcost = e->dcost > 0 ? 0.9 * e->dcost + 0.1 * t / (double)j : t / (double)j;
+    e->st.draft_s += pt_time() - t;
 }
 /* the iteration's drafts: every running request that decodes one token and drafts (lookup or the draft model; a
    replay: as its trace says) gets drafted tokens within the budget and blocks left, its run extended by them
