@@ -27746,7 +27746,7 @@ PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, do
    and logits do not depend on what else runs, on chunking, on preemption or on prefix hits (pt_infer's
    batch invariance: every cached key and value is the bits a fresh prefill computes); only the engine's
    thread touches the pt_infer, and only through infer's block API (no field of it is read here); the
-   lock is not held during pt_infer_step nor during callbacks; a request's end callback runs once,
+   lock is not held during pt_infer_step (the draft model's too) nor during callbacks; a request's end callback runs once,
    after its last token's callbacks; speculative decoding changes no token and no logit (each drafted
    position is sampled from its own row, with the request's sampler in plain decoding's order, and
    the rejected positions are cut from the cache); the draft model's pt_infer is touched by the
@@ -27847,7 +27847,7 @@ struct pt_engine {
     pt_infer *dinf;                /* the draft model (desc.draft) */
     pt__infer_dims ddim;
     int32_t *dseqs, *dntok, *dtoks;
-    pt__ereq **dwho;
+    pt__ereq **dwho, **spec;       /* spec: the iteration's drafting requests, then the draft model's (2 x max_seqs) */
     float *dlg;
     int64_t capdtoks;
     double cs[5];                  /* the step cost's fit t = c0 + c1 rows: decayed sums of 1, N, N^2, t, N t */
@@ -27938,13 +27938,15 @@ PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
     e->otok = (int32_t *)pt__malloc(ctx, (size_t)e->captoks * sizeof(int32_t));
     e->olp = (float *)pt__malloc(ctx, (size_t)e->captoks * sizeof(float));
     e->ooff = (size_t *)pt__malloc(ctx, (size_t)e->captoks * 2 * sizeof(size_t));
+    e->spec = (pt__ereq **)pt__malloc(ctx, (size_t)dim.max_seqs * 2 * sizeof(pt__ereq *));
     if (z.draft) {
         e->dinf = z.draft, e->ddim = pt__infer_dims_of(z.draft);
         e->dseqs = (int32_t *)pt__malloc(ctx, (size_t)e->ddim.max_seqs * 2 * sizeof(int32_t));
         e->dwho = (pt__ereq **)pt__malloc(ctx, (size_t)e->ddim.max_seqs * sizeof(pt__ereq *));
         e->dlg = (float *)pt__malloc(ctx, (size_t)e->ddim.max_seqs * (size_t)dim.V * sizeof(float));
     }
-    if (!e->seqs || !e->toks || !e->who || !e->lg || !e->nlog || !e->otok || !e->olp || !e->ooff || (z.draft && (!e->dseqs || !e->dwho || !e->dlg))) {
+    if (!e->seqs || !e->toks || !e->who || !e->lg || !e->nlog || !e->otok || !e->olp || !e->ooff || !e->spec ||
+        (z.draft && (!e->dseqs || !e->dwho || !e->dlg))) {
         pt_engine_free(e);
         return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
     }
@@ -27976,7 +27978,7 @@ PTDEF void pt_engine_free(pt_engine *e) {
     }
     pt__free(e->ctx, e->req), pt__free(e->ctx, e->ev), pt__free(e->ctx, e->seqs), pt__free(e->ctx, e->toks), pt__free(e->ctx, e->who);
     pt__free(e->ctx, e->lg), pt__free(e->ctx, e->order), pt__free(e->ctx, e->ended);
-    pt__free(e->ctx, e->nlog), pt__free(e->ctx, e->otok), pt__free(e->ctx, e->olp), pt__free(e->ctx, e->ooff);
+    pt__free(e->ctx, e->nlog), pt__free(e->ctx, e->otok), pt__free(e->ctx, e->olp), pt__free(e->ctx, e->ooff), pt__free(e->ctx, e->spec);
     pt__free(e->ctx, e->dseqs), pt__free(e->ctx, e->dwho), pt__free(e->ctx, e->dlg), pt__free(e->ctx, e->dtoks);
     if (e->seqs) {
 #ifdef PT__ENG_THREADS
@@ -28411,7 +28413,7 @@ static void pt__eng_draft_model(pt_engine *e, pt__ereq **w, int32_t n, int32_t *
     int32_t i, m = 0, kmax = 0;
     pt_status st;
     const pt_status before = e->ddim.ctx->status;
-    double t = pt_time(), ts;
+    double ts;
     pt_infer_blocks(di, NULL, &avail);
     for (i = 0; i < n; i++) { /* sequences, and the catch-up tokens */
         pt__ereq *q = w[i];
@@ -28470,7 +28472,6 @@ static void pt__eng_draft_model(pt_engine *e, pt__ereq **w, int32_t n, int32_t *
         m = r;
     }
     for (i = 0; i < n; i++) nd[i] = nd[i] > 0 ? PT__MIN(nd[i], w[i]->ndraft) : 0;
-    e->st.draft_s += pt_time() - t;
 }
 /* the iteration's drafts: every running request that decodes one token and drafts (lookup or the draft model; a
    replay: as its trace says) gets drafted tokens within the budget and blocks left, its run extended by them
@@ -28478,7 +28479,7 @@ static void pt__eng_draft_model(pt_engine *e, pt__ereq **w, int32_t n, int32_t *
 static int pt__eng_speculate(pt_engine *e) {
     int64_t i, left = e->d.token_budget, rows = 0, B = 0, room, extra;
     int32_t n = 0, nm = 0, k;
-    pt__ereq **w = e->order, **dm;
+    pt__ereq **w = e->spec, **dm = e->spec + e->dim.max_seqs; /* fixed: the lock is let go around the draft model's steps */
     int32_t *nd;
     for (i = 0; i < e->nreq; i++) {
         pt__ereq *q = e->req[i];
@@ -28489,7 +28490,7 @@ static int pt__eng_speculate(pt_engine *e) {
             w[n++] = q;
     }
     if (!n) return 1;
-    nd = e->on, dm = e->who; /* scratch before the batch is made */
+    nd = e->on; /* scratch before the batch is made */
     room = pt__eng_room(e);
     for (i = 0; i < n; i++) {
         pt__ereq *q = w[i];
@@ -28516,11 +28517,16 @@ static int pt__eng_speculate(pt_engine *e) {
         else dm[nm++] = q;
     }
     if (i < n) return 0;
-    if (nm) { /* the draft model's requests, their nd in submission order */
+    if (nm) { /* the draft model's requests, their nd in submission order; its steps without the lock (the requests
+                 are running: no other thread changes them; arrays the API grows are not used here) */
         int32_t *dn = e->o0, j = 0;
+        double t = pt_time();
         for (i = 0; i < n; i++)
-            if (w[i] == dm[j] && j < nm) dn[j++] = nd[i];
+            if (j < nm && w[i] == dm[j]) dn[j++] = nd[i];
+        PT__ENG_UNLOCK(e);
         pt__eng_draft_model(e, dm, nm, dn);
+        PT__ENG_LOCK(e);
+        e->st.draft_s += pt_time() - t;
         for (i = 0, j = 0; i < n && j < nm; i++)
             if (w[i] == dm[j]) nd[i] = dn[j++];
     }

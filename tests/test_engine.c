@@ -17,12 +17,13 @@
      recorded trace (with other settings) reproduces the events and the tokens;
    - release: a finished request's memory goes back and its id is unknown after, the others (ids on
      both sides of it) still answer; an unfinished one is refused; the event trace capped (max_events);
-   - threads: an engine thread runs while this thread submits, polls, cancels and waits;
+   - threads: an engine thread runs while this thread submits, polls, cancels and waits (prompt lookup on);
    - speculative decoding: prompt lookup, a draft model that is the model itself (every greedy draft
      accepted) and a 1-layer draft model, greedy and sampled (top-k, top-p, repeat penalty): every
      request's tokens and logits bitwise those without drafting (a stop string, max_tokens, prompt
      chunks, 10 requests together), drafts accepted; a trace with drafts replays; the off-switch turns
-     drafting off where it does not pay; pt_generate with drafts past max_seq (refills) = without. */
+     drafting off where it does not pay; pt_generate with drafts past max_seq (refills) = without;
+     callbacks once per token in order, a callback stop inside an accepted run ends it at its token. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 #include "tests/test_util.h"
@@ -552,6 +553,24 @@ static int spec_same(const spec_run *a, const spec_run *b, char *why, size_t n) 
     }
     return 1;
 }
+/* callbacks under drafting: every token once, in order; a stop asked at token g_cb_stop ends the request there */
+typedef struct spec_cb {
+    int32_t tok[SPEC_MAXT];
+    int n, ntext, stop_at;
+    char text[SPEC_MAXT + 8];
+} spec_cb;
+static int spec_on_token(void *u, int64_t id, int32_t tok, float lp) {
+    spec_cb *c = (spec_cb *)u;
+    (void)id, (void)lp;
+    if (c->n < SPEC_MAXT) c->tok[c->n] = tok;
+    return ++c->n == c->stop_at;
+}
+static int spec_on_text(void *u, int64_t id, int32_t tok, float lp, const char *text, size_t len) {
+    spec_cb *c = (spec_cb *)u;
+    (void)id, (void)tok, (void)lp;
+    if (c->ntext + (int)len <= SPEC_MAXT) memcpy(c->text + c->ntext, text, len), c->ntext += (int)len;
+    return 0;
+}
 static pt_ctx *g_ctx1;
 static pt_gpt *g_m1;
 static pt_gpt_weights *g_w1;
@@ -629,6 +648,37 @@ static void test_spec(void) {
                "%s (drafted %lld, accepted %lld)", why, (long long)run.st.drafted, (long long)run.st.accepted);
         free(run.ev), free(base.ev);
         stop[0] = 0;
+    }
+    { /* callbacks: with every greedy draft accepted (the model as its draft), each token once and in order; a callback
+         stop at token 5 ends the request at token 5 although its run accepted more */
+        pt_infer *inf = mk_inf(2, 0);
+        pt_engine *e;
+        static spec_cb cb[2];
+        int32_t tk[2][SPEC_MAXT];
+        pt_engine_result res[2];
+        int64_t id[2];
+        memset(&d, 0, sizeof d), memset(cb, 0, sizeof cb);
+        d.draft = same, d.draft_tokens = 6, d.spec_fixed = 1;
+        e = pt_engine_new(inf, &d);
+        for (k = 0; k < 2; k++) {
+            pt_engine_request r = mk_req(k, 0, 0, NULL);
+            memset(&r.sample, 0, sizeof r.sample);
+            r.max_tokens = 30, r.on_token = spec_on_token, r.on_text = spec_on_text, r.user = &cb[k];
+            cb[k].stop_at = k ? 5 : -1;
+            id[k] = pt_engine_submit(e, &r);
+        }
+        drive(e, inf, 100000);
+        for (k = 0; k < 2; k++) pt_engine_poll(e, id[k], &res[k], tk[k], SPEC_MAXT);
+        ok = res[0].ntokens == 30 && cb[0].n == 30 && !memcmp(cb[0].tok, tk[0], sizeof(int32_t) * 30) && cb[0].ntext == 30 && res[0].accepted > 10;
+        for (k = 0; k < 30 && ok; k++) ok = cb[0].text[k] == (char)tk[0][k];
+        ok = ok && res[1].ntokens == 5 && res[1].finish == PT_FINISH_CALLBACK && cb[1].n == 5 && !memcmp(cb[1].tok, tk[1], sizeof(int32_t) * 5) &&
+             cb[1].ntext <= 5 && res[1].accepted >= 4;
+        for (k = 0; k < cb[1].ntext && ok; k++) ok = cb[1].text[k] == (char)tk[1][k];
+        CHECKF(ok, "spec: callbacks once per token in order under drafting; a callback stop inside an accepted run ends the request at its token",
+               "tokens %d (callbacks %d, text %d, accepted %lld); stopped one: %d tokens, finish %d, callbacks %d, accepted %lld", res[0].ntokens,
+               cb[0].n, cb[0].ntext, (long long)res[0].accepted, res[1].ntokens, res[1].finish, cb[1].n, (long long)res[1].accepted);
+        pt_engine_free(e);
+        pt_infer_free(inf);
     }
     { /* the off-switch: sampled at temperature 2 (nothing to look up that gets accepted), lookup 8, the engine's cost model */
         pt_infer *inf = mk_inf(2, 0);
@@ -807,7 +857,7 @@ static void test_threads(void) {
     int64_t id[NQ];
     int k, ok = 1, calls;
     memset(&d, 0, sizeof d);
-    d.token_budget = 64, d.wall_clock = 1;
+    d.token_budget = 64, d.wall_clock = 1, d.lookup = 4; /* drafting too: the same tokens */
     e = pt_engine_new(inf, &d);
     pthread_create(&th, NULL, engine_thread, e);
     for (k = 0; k < NQ; k++) {
