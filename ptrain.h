@@ -28506,7 +28506,7 @@ static int pt__eng_speculate(pt_engine *e) {
                 q->off_until = e->iter + ((int64_t)8 << PT__MIN(q->offs, 6)), q->offs++, e->st.spec_off++;
             kmax = PT__MAX(k, 0);
         }
-        while (kmax > 0 && (kmax > left || pt__eng_need(e, q, 1 + kmax) - pt__eng_need(e, q, 1) > room)) kmax--;
+        while (kmax > 0 && ((kmax > left && !e->d.nreplay) || pt__eng_need(e, q, 1 + kmax) - pt__eng_need(e, q, 1) > room)) kmax--; /* a replay: the trace's, not the budget's */
         if (kmax <= 0) {
             if (e->d.nreplay) break;
             nd[i] = 0;
