@@ -59,7 +59,8 @@ help:
 	@echo "make bench     benchmarks as JSON lines (GEMM vs OpenBLAS, bf16 GEMM vs SGEMM, GPT training step, monitor overhead, token loader, checkpoint save/resume,"
 	@echo "               DP allreduce/overlap/ZeRO, pipeline bubbles, OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise"
 	@echo "               bandwidth, GPT step on OpenCL, activation recomputation, the inference matrix kernel qmm, KV-cached decode,"
-	@echo "               the supervisor's recovery per fault kind, the paged KV cache, the serving engine, ptserve over HTTP, the thread team vs OpenMP); BENCH=name[,name...] runs only those, BENCH=list names them;"
+	@echo "               the supervisor's recovery per fault kind, the paged KV cache, the serving engine, ptserve over HTTP, the thread team vs OpenMP,
+	@echo "               speculative decoding); BENCH=name[,name...] runs only those, BENCH=list names them;"
 	@echo "               one that fails is reported and the others still run (a summary last, exit 1 if any failed); docs/bench.md"
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/pttrain (the GPT trainer: any dp x tp x pp layout, CPU or OpenCL, checkpoints, log, trace, guard),"
@@ -244,6 +245,9 @@ $(BUILD)/bench_decode: bench/bench_decode.c bench/bench_util.h ptrain.h | $(BUIL
 
 $(BUILD)/bench_engine: bench/bench_engine.c ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -I. bench/bench_engine.c -o $@ -lm
+
+$(BUILD)/bench_spec: bench/bench_spec.c ptrain.h | $(BUILD)
+	$(CC) -O3 -march=native -fopenmp -I. bench/bench_spec.c -o $@ -lm
 
 # the recovery bench: a script run beside the supervisor and the trainer with the test hooks
 $(BUILD)/bench_recovery: bench/bench_recovery.sh $(BUILD)/ptrun $(BUILD)/pttrain-hooks | $(BUILD)

@@ -96,7 +96,10 @@
    _cancel from any thread; stop strings that end a request in the iteration of their token, its text
    streamed (on_text), an end callback once a request (on_end: push, not poll) and a per-iteration
    hook of pt_engine_run (desc.on_iteration); every decision in an event trace that a replay
-   reproduces; each request's logits the bits it would get alone. examples/12_engine.c prints its block tables as they fill.
+   reproduces; each request's logits the bits it would get alone. Speculative decoding (desc.lookup:
+   prompt lookup; desc.draft: a smaller model with the same vocabulary) verifies drafted tokens as one
+   chunk and keeps the sampled ones: the tokens and logits are the bits decoding without it gives, and
+   the engine turns it off for a request where its measured cost does not pay. examples/12_engine.c prints its block tables as they fill.
 
    Observability: pt_trace_start / pt_trace_finish write a Chrome trace-event JSON (Perfetto), one
    track per rank: forward, backward, bubble, every MPI call, your own events (pt_trace_event).
@@ -437,10 +440,11 @@
    engine    The serving engine: requests over a pt_infer, an iteration-level scheduler (continuous
              batching, chunked prefill, admission by free blocks, priority classes with aging,
              preemption by recompute or swap, cancellation), stop strings, end callbacks and a
-             per-iteration hook, the event trace and its replay, a thread-safe API. Entry:
+             per-iteration hook, the event trace and its replay, speculative decoding (prompt lookup, a
+             draft model; bit-identical, with an off-switch), a thread-safe API. Entry:
              pt_engine_new pt_engine_submit pt_engine_step pt_engine_run pt_engine_poll pt_engine_wait pt_engine_cancel pt_engine_release pt_engine_events
    generate  Generation: a batch of requests run to the end on a private engine, with sampling, stop
-             tokens and strings, streaming and the context policy; pt_gpt_generate on it. Entry:
+             tokens and strings, streaming, the context policy and speculative decoding; pt_gpt_generate on it. Entry:
              pt_generate pt_gpt_generate
    harness   The run harness of the training programs (switch PTRAIN_HARNESS), the supervisor's channel.
              Entry: pt_args_parse pt_run_parse pt_run_data pt_run_start pt_run_step_begin pt_run_phase
@@ -2748,8 +2752,10 @@ PTDEF pt_status pt_infer_check(const pt_infer *inf);
    on write of a shared last block counted: the one rule, pt_infer_step's check too), pt__infer_reserve
    (those blocks taken, the copy on write made), pt__infer_swap_out / _swap_in / _swap_free (a
    sequence's blocks to host memory and back into a new sequence, full blocks still in the pool taken
-   back rather than copied), pt__infer_dims_of (the sizes); a sequence is released with
-   pt_infer_seq_free, its blocks counted with pt_infer_seq_table. */
+   back rather than copied), pt__infer_dims_of (the sizes), pt__infer_truncate (a sequence cut back to
+   its first n tokens: a rejected draft's positions dropped), pt__infer_step_rows (pt_infer_step with
+   logits for the last n tokens of each sequence: speculative decoding's verification rows); a sequence
+   is released with pt_infer_seq_free, its blocks counted with pt_infer_seq_table. */
 
 /** Why a request stopped. */
 typedef enum pt_finish {
@@ -2792,14 +2798,21 @@ typedef struct pt_gen_opts {
     const pt_tokenizer *tokenizer; /**< the text of the ids (stop strings, callback, result text); NULL: an id < 256 is that byte */
     pt_gen_token_fn on_token;      /**< NULL: no streaming */
     void *user;
+    int32_t lookup;                /**< > 0: speculative decoding by prompt lookup, up to this many drafted tokens a step
+                                        (pt_engine_desc.lookup); the tokens and logits are the same bits as without */
+    pt_infer *draft;               /**< or NULL: a draft model's pt_infer (same vocabulary) drafting for every request
+                                        (pt_engine_desc.draft); its free sequences are used */
+    int32_t draft_tokens;          /**< tokens the draft model drafts a step (0: 4) */
+    int32_t spec_fixed;            /**< 1: drafting is never turned off (pt_engine_desc.spec_fixed) */
 } pt_gen_opts;
 /** Timing of a pt_generate call. Prefill: the engine iterations that feed prompt tokens (or a
     re-prefill's), which also sample each request's first token (decodes of other requests may share
     them); decode: the iterations that feed only one token per running request. */
 typedef struct pt_gen_stats {
-    int64_t prefill_tokens, decode_tokens; /**< tokens fed */
+    int64_t prefill_tokens, decode_tokens; /**< tokens fed (decode: kept; a rejected drafted token is not counted) */
     double prefill_s, decode_s;            /**< seconds of those steps, sampling included */
     int64_t decode_steps, refills;         /**< decode steps run; re-prefills by the context policy */
+    int64_t drafted, accepted;             /**< speculative decoding: tokens drafted, drafted tokens accepted */
 } pt_gen_stats;
 /** Generates for nreq requests at once over inf (its free sequences and blocks; others' sequences are
     left alone) on a private pt_engine: up to max_seqs requests run together as a ragged batch, the
@@ -2863,7 +2876,9 @@ typedef enum pt_engine_event_kind {
     PT_EV_SWAPIN = 5,  /**< a swapped request's blocks come back; a = the sequence, b = its tokens */
     PT_EV_FINISH = 6,  /**< it ends; a = pt_finish, b = tokens generated */
     PT_EV_CANCEL = 7,  /**< it was cancelled; a = the blocks it held */
-    PT_EV_ERROR = 8    /**< it ends with an error (its message in pt_engine_poll) */
+    PT_EV_ERROR = 8,   /**< it ends with an error (its message in pt_engine_poll) */
+    PT_EV_DRAFT = 9    /**< its run this iteration carries drafted tokens after its own (speculative decoding); a = their
+                            count, b = 1 prompt lookup, 2 the draft model (a replay drafts the same: give it the same draft) */
 } pt_engine_event_kind;
 typedef struct pt_engine_event {
     int64_t iter; /**< the iteration */
@@ -2904,6 +2919,20 @@ typedef struct pt_engine_desc {
                                   tokens or more keeps its last max_seq in the cache, and a request whose cache would pass
                                   max_seq is fed its last max_seq / 2 tokens again (positions restart at 0) and goes on; the
                                   repeat penalty still sees its whole history. Not for replays. */
+    /* Speculative decoding: a decoding request's step feeds its token and up to k drafted ones as one chunk, samples
+       each position from its logits as plain decoding would (the same history, the same draws of its RNG), keeps the
+       drafted tokens while they equal the sampled ones, and the first sampled token that differs; the rejected
+       positions are cut from its cache. Every row's arithmetic is batch-invariant, so the tokens and logits are the
+       bits decoding without it gives, greedy or sampled. The engine times its steps (the cost of a row beside the
+       step's fixed cost, and the draft model's steps) and counts each request's acceptance; it turns drafting off for
+       a request (or shortens k) when the tokens expected per second fall below plain decoding's, and tries again later
+       (PT_EV_DRAFT events record the drafts, so replays reproduce them). */
+    int32_t lookup;          /**< > 0: prompt lookup for requests that do not say: the last 3, 2 or 1 tokens matched in their
+                                  earlier prompt and output, the tokens that followed drafted, up to this many (at most 16) */
+    pt_infer *draft;         /**< or NULL: a draft model (a smaller one with the same vocabulary; not owned, used by the engine's
+                                  thread only, its free sequences): it drafts greedily for requests that do not turn it off */
+    int32_t draft_tokens;    /**< tokens the draft model drafts a step (default 4, at most 16) */
+    int32_t spec_fixed;      /**< 1: drafting is never turned off or shortened (tests; benchmarks of the mechanism) */
 } pt_engine_desc;
 /** Streaming: called on the engine's thread (no engine lock held) after each token of request id;
     nonzero ends the request (PT_FINISH_CALLBACK). */
@@ -2940,6 +2969,8 @@ typedef struct pt_engine_request {
     const pt_tokenizer *tokenizer; /**< the text of the ids; NULL: the desc's */
     pt_engine_text_fn on_text;   /**< or NULL */
     pt_engine_end_fn on_end;     /**< or NULL */
+    int32_t lookup;              /**< prompt lookup's drafted tokens a step: 0 the desc's, -1 none, > 0 this many (at most 16) */
+    int32_t no_draft;            /**< 1: not drafted by the desc's draft model */
 } pt_engine_request;
 /** A request's states. */
 #define PT_REQ_PENDING 0   /**< submitted, not arrived */
@@ -2958,10 +2989,12 @@ typedef struct pt_engine_result {
     int64_t cached_tokens;     /**< prompt tokens found in the prefix cache (all admissions) */
     double arrival, first_token, done;
     char error[256];
+    int64_t drafted, accepted;   /**< speculative decoding: tokens drafted for it, and those accepted */
 } pt_engine_result;
 /** Counters of an engine. */
 typedef struct pt_engine_stats {
-    int64_t iterations, tokens_fed, prefill_tokens, decode_tokens;
+    int64_t iterations, tokens_fed, prefill_tokens, decode_tokens; /**< tokens_fed: all (drafted ones too); decode_tokens: those
+                                                                     a decode kept (drafted tokens only when accepted) */
     int64_t admitted, preempted, swapped_out, swapped_in, cancelled, finished, errors;
     int64_t max_running_seen;  /**< the most requests that ran in one iteration */
     double busy_s;             /**< wall seconds in pt_infer_step */
@@ -2969,6 +3002,10 @@ typedef struct pt_engine_stats {
     int64_t released, held;    /**< requests released (pt_engine_release); requests the engine holds now */
     int64_t waiting, running;  /**< requests now waiting (or yet to arrive), now running */
     int64_t refills;           /**< re-prefills by the context policy (desc.context_refill) */
+    int64_t drafted, accepted; /**< speculative decoding: tokens drafted, drafted tokens accepted */
+    int64_t spec_runs;         /**< runs that carried drafted tokens */
+    int64_t spec_off;          /**< times drafting was turned off for a request (it did not pay) */
+    double draft_s;            /**< wall seconds in the draft model's steps */
 } pt_engine_stats;
 /** An engine over inf (not owned; the engine uses its free sequences). NULL with the error in inf's
     context for bad settings. */
@@ -27581,6 +27618,17 @@ static int32_t pt__infer_swap_in(pt_infer *inf, const pt__infer_swap *sw) {
     return s;
 }
 static void pt__infer_swap_free(pt_infer *inf, pt__infer_swap *sw) { pt__free(inf->ctx, sw); }
+/* seq cut back to its first len tokens (len <= its length): the blocks wholly past them back to the
+   pool (speculative decoding drops a rejected draft's positions). A last block left partly filled
+   stays as it is: a later write copies it first when it is shared or takes it out of the hash table
+   (pt__infer_cow), and its slots past len are written before they are read */
+static void pt__infer_truncate(pt_infer *inf, int32_t seq, int64_t len) {
+    pt__inf_seq *q = &inf->seq[seq];
+    const int32_t *tb = inf->table + (int64_t)seq * inf->max_blk;
+    if (len < 0 || len >= q->len) return;
+    while (q->nblk > 0 && (int64_t)(q->nblk - 1) * inf->bt >= len) pt__inf_bput(inf, tb[--q->nblk]);
+    q->len = len;
+}
 
 /* ---- row kernels ------------------------------------------------------------------------------- */
 /* y = layernorm(x) * w + b over C, eps 1e-5: the CPU backend's layernorm (statistics in double, the
@@ -27839,6 +27887,7 @@ typedef struct pt__inf_job {
     pt_infer *inf;
     const pt_gpt_layer_w *lw;
     int l, all_logits;
+    const int32_t *rows; /* or NULL: the row of each logits row (pt__infer_step_rows) */
 } pt__inf_job;
 /* attention item it (sequence it / H, head it % H) with thread tid's scratch */
 static void pt__inf_attention_row(void *job, int64_t it, int tid) {
@@ -27876,7 +27925,7 @@ static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
     /* floats of K and V read; a decode step of one sequence goes parallel past about 340 positions
        (below, the fork and join cost more than the items) */
     for (i = 0; i < nseq; i++) work += (int64_t)inf->st_ntok[i] * (inf->st_len0[i] + inf->st_ntok[i]) * inf->C / 8;
-    jb.inf = inf, jb.lw = NULL, jb.l = l, jb.all_logits = 0;
+    jb.inf = inf, jb.lw = NULL, jb.l = l, jb.all_logits = 0, jb.rows = NULL;
     pt__cpu_rows(inf->ctx, (int64_t)nseq * inf->H, work, pt__inf_attention_row, &jb);
 }
 
@@ -27941,13 +27990,22 @@ static void pt__inf_add_row(void *job, int64_t r, int tid) {
 static void pt__inf_lnf_row(void *job, int64_t r, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
-    const int64_t src = jb->all_logits ? r : inf->st_row0[r] + inf->st_ntok[r] - 1;
+    const int64_t src = jb->rows ? jb->rows[r] : jb->all_logits ? r : inf->st_row0[r] + inf->st_ntok[r] - 1;
     (void)tid;
     pt__inf_ln(inf->x + src * inf->ldc, inf->h + r * inf->ldc, inf->w->lnf_w, inf->w->lnf_b, inf->C);
 }
 
+/* pt_infer_step, or with nlog (not NULL) the logits of the last nlog[i] tokens of each sequence i
+   (1 <= nlog[i] <= ntok[i]; rows in the order of tokens): speculative decoding's verification rows
+   beside other sequences' one row */
+static pt_status pt__infer_step_rows(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
+                                     float *logits, int all_logits, const int32_t *nlog);
 PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
                               float *logits, int all_logits) {
+    return pt__infer_step_rows(inf, nseq, seqs, ntok, tokens, logits, all_logits, NULL);
+}
+static pt_status pt__infer_step_rows(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
+                                     float *logits, int all_logits, const int32_t *nlog) {
     pt_ctx *ctx;
     const pt_gpt_weights *w;
     int64_t N = 0, need = 0, r, R, C, ldc;
@@ -28003,7 +28061,7 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
             pt__inf_embed(inf, tokens[r], pos, inf->x + r * ldc);
         }
     }
-    jb.inf = inf, jb.all_logits = all_logits;
+    jb.inf = inf, jb.all_logits = all_logits, jb.rows = NULL;
     for (l = 0; l < inf->L; l++) {
         const pt_gpt_layer_w *lw = &w->layer[l];
         const int64_t ld3 = inf->ld3, ld4 = inf->ld4;
@@ -28029,6 +28087,11 @@ PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, 
     if (!logits) return st0 == PT_OK ? ctx->status : PT_OK; /* an error of pt__qmm (its workspace) */
     /* the final norm of the rows that want logits (into h), then the head's first vocab rows */
     R = all_logits ? N : nseq;
+    if (nlog && !all_logits) { /* the rows asked for: their map in tok_seq (not read after the layers) */
+        for (R = 0, i = 0; i < nseq; i++)
+            for (t = ntok[i] - PT__MAX(1, PT__MIN(nlog[i], ntok[i])); t < ntok[i]; t++) inf->tok_seq[R++] = (int32_t)(inf->st_row0[i] + t);
+        jb.rows = inf->tok_seq;
+    }
     pt__cpu_rows(ctx, R, 3 * R * C, pt__inf_lnf_row, &jb);
     {
         pt_qmat hv = w->head;
@@ -28092,8 +28155,11 @@ PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, do
    and logits do not depend on what else runs, on chunking, on preemption or on prefix hits (pt_infer's
    batch invariance: every cached key and value is the bits a fresh prefill computes); only the engine's
    thread touches the pt_infer, and only through infer's block API (no field of it is read here); the
-   lock is not held during pt_infer_step nor during callbacks; a request's end callback runs once,
-   after its last token's callbacks
+   lock is not held during pt_infer_step (the draft model's too) nor during callbacks; a request's end callback runs once,
+   after its last token's callbacks; speculative decoding changes no token and no logit (each drafted
+   position is sampled from its own row, with the request's sampler in plain decoding's order, and
+   the rejected positions are cut from the cache); the draft model's pt_infer is touched by the
+   engine's thread only; callbacks come once per token, in order, however many an iteration accepts
    Entry points: pt_engine_new pt_engine_free pt_engine_submit pt_engine_cancel pt_engine_release pt_engine_poll pt_engine_wait pt_engine_step pt_engine_run
    pt_engine_stop pt_engine_events */
 /* An iteration: (1) arrivals join the queue; (2) cancellations and callback stops end their requests,
@@ -28106,7 +28172,12 @@ PTDEF pt_status pt_infer_nll(pt_infer *inf, const int32_t *tokens, int64_t n, do
    need) and budget remain; the first that does not fit stops admission (no overtaking inside the
    order). (4) the batch runs as one pt_infer_step; every request whose history is all fed samples its
    next token, its bytes go to the request's pt_detok when it has one (a stop string ends it now);
-   (5) the token and text callbacks, then the end callbacks due. Preemption by recompute drops the
+   (5) the token and text callbacks, then the end callbacks due. Between (3) and (4), speculative
+   decoding: each running request that decodes and drafts (prompt lookup or the draft model, as the
+   off-switch allows) gets its drafted tokens after its own in its run (PT_EV_DRAFT), within the budget
+   and blocks left; (4) then samples every drafted position in order, keeps the drafts while they are
+   the sampled tokens, stops at the first one that is not (its sampled token kept: the bonus) or at
+   the end (a stop token or string, max_tokens, the context), and cuts the rest from the caches. Preemption by recompute drops the
    blocks (full ones stay in the prefix cache, so the recompute often finds them) and feeds prompt +
    generated tokens again; by swap copies the blocks to host memory, restored as they were. */
 #if !defined(PTRAIN_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
@@ -28141,7 +28212,17 @@ typedef struct pt__ereq {
     pt_detok *dt;                  /* its text (stop strings or on_text), made at arrival */
     float *logits;
     pt__infer_swap *swap;          /* swapped out: its blocks in host memory */
-    int32_t planned;               /* tokens scheduled this iteration */
+    int32_t planned;               /* tokens scheduled this iteration (its draft's included) */
+    /* speculative decoding */
+    int32_t lookup, no_draft;      /* prompt lookup's k (0: none); 1: not the draft model's */
+    int32_t draft[16], ndraft;     /* this iteration's drafted tokens (after hist's last) */
+    int32_t want, wmethod;         /* a replayed PT_EV_DRAFT: the draft length and method */
+    int32_t dseq;                  /* its sequence in the draft model's pt_infer, or -1 */
+    int64_t dlen;                  /* it holds hist[base, base + dlen) */
+    int64_t drafted, accepted;     /* tokens drafted, accepted */
+    double acc, rej;               /* the off-switch's counts: accepted tokens, runs ended by a mismatch */
+    int64_t off_until;             /* drafting off until this iteration */
+    int32_t offs;                  /* times turned off */
     char err[256];
 } pt__ereq;
 
@@ -28165,6 +28246,21 @@ struct pt_engine {
     int64_t captoks;
     pt__ereq **order;              /* scratch: sorted requests */
     pt__ereq **ended;              /* scratch: the requests whose end callbacks are due */
+    /* speculative decoding: logits rows per batch entry (nlog, from row lrow), the iteration's tokens for the
+       callbacks (per entry from o0, on of them: token, log-probability, its text's offset and length) */
+    int32_t *nlog, *lrow, *o0, *on;
+    int64_t caplg;                 /* rows lg holds */
+    int32_t *otok;
+    float *olp;
+    size_t *ooff, *olen;
+    pt_infer *dinf;                /* the draft model (desc.draft) */
+    pt__infer_dims ddim;
+    int32_t *dseqs, *dntok, *dtoks;
+    pt__ereq **dwho, **spec;       /* spec: the iteration's drafting requests, then the draft model's (2 x max_seqs) */
+    float *dlg;
+    int64_t capdtoks;
+    double cs[5];                  /* the step cost's fit t = c0 + c1 rows: decayed sums of 1, N, N^2, t, N t */
+    double dcost;                  /* the draft model's seconds a drafted token (decayed mean) */
 #ifdef PT__ENG_THREADS
     pthread_mutex_t mu;
     pthread_cond_t work, done;
@@ -28211,8 +28307,8 @@ static int pt__eng_event(pt_engine *e, int32_t kind, int64_t req, int64_t a, int
     return 1;
 }
 PTDEF const char *pt_engine_event_name(int32_t kind) {
-    static const char *const nm[] = {"?", "arrive", "admit", "run", "preempt", "swapin", "finish", "cancel", "error"};
-    return kind >= 1 && kind <= 8 ? nm[kind] : "?";
+    static const char *const nm[] = {"?", "arrive", "admit", "run", "preempt", "swapin", "finish", "cancel", "error", "draft"};
+    return kind >= 1 && kind <= 9 ? nm[kind] : "?";
 }
 
 PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
@@ -28225,14 +28321,19 @@ PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
     memset(&z, 0, sizeof z);
     if (d) z = *d;
     if (z.max_running < 0 || z.token_budget < 0 || z.max_chunk < 0 || (z.preempt != PT_PREEMPT_RECOMPUTE && z.preempt != PT_PREEMPT_SWAP) ||
-        z.aging < -1 || z.nreplay < 0 || (z.nreplay > 0 && !z.replay))
+        z.aging < -1 || z.nreplay < 0 || (z.nreplay > 0 && !z.replay) || z.lookup < 0 || z.lookup > 16 || z.draft_tokens < 0 || z.draft_tokens > 16)
         return (pt_engine *)pt__fail(ctx, PT_ERR_ARG, "pt_engine_new: max_running %d, token_budget %d, max_chunk %d (expected >= 0), preempt %d "
-                                     "(expected 0 recompute or 1 swap), aging %d (expected >= -1), a replay of %lld events (expected >= 0, with events)",
-                                     (int)z.max_running, (int)z.token_budget, (int)z.max_chunk, (int)z.preempt, (int)z.aging, (long long)z.nreplay);
+                                     "(expected 0 recompute or 1 swap), aging %d (expected >= -1), a replay of %lld events (expected >= 0, with events), "
+                                     "lookup %d and draft_tokens %d (expected 0..16)", (int)z.max_running, (int)z.token_budget, (int)z.max_chunk, (int)z.preempt,
+                                     (int)z.aging, (long long)z.nreplay, (int)z.lookup, (int)z.draft_tokens);
+    if (z.draft && (pt__infer_dims_of(z.draft).V != dim.V || z.draft == inf))
+        return (pt_engine *)pt__fail(ctx, PT_ERR_ARG, "pt_engine_new: the draft model's vocabulary is %d tokens, the model's %d (expected the same, "
+                                     "and a pt_infer of its own)", pt__infer_dims_of(z.draft).V, dim.V);
     if (!z.max_running || z.max_running > dim.max_seqs) z.max_running = dim.max_seqs;
     if (!z.token_budget) z.token_budget = 256;
     if (!z.max_chunk || z.max_chunk > z.token_budget) z.max_chunk = z.token_budget;
     if (!z.aging) z.aging = 64;
+    if (!z.draft_tokens) z.draft_tokens = 4;
     if (!(e = (pt_engine *)pt__malloc(ctx, sizeof *e))) return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
     memset(e, 0, sizeof *e);
     e->inf = inf, e->dim = dim, e->ctx = ctx, e->d = z, e->t0 = pt_time();
@@ -28241,11 +28342,27 @@ PTDEF pt_engine *pt_engine_new(pt_infer *inf, const pt_engine_desc *d) {
     e->toks = (int32_t *)pt__malloc(ctx, (size_t)e->captoks * sizeof(int32_t));
     e->who = (pt__ereq **)pt__malloc(ctx, (size_t)dim.max_seqs * sizeof(pt__ereq *));
     e->lg = (float *)pt__malloc(ctx, (size_t)dim.max_seqs * (size_t)dim.V * sizeof(float));
-    if (!e->seqs || !e->toks || !e->who || !e->lg) {
+    e->caplg = dim.max_seqs;
+    e->nlog = (int32_t *)pt__malloc(ctx, (size_t)dim.max_seqs * 4 * sizeof(int32_t));
+    e->otok = (int32_t *)pt__malloc(ctx, (size_t)e->captoks * sizeof(int32_t));
+    e->olp = (float *)pt__malloc(ctx, (size_t)e->captoks * sizeof(float));
+    e->ooff = (size_t *)pt__malloc(ctx, (size_t)e->captoks * 2 * sizeof(size_t));
+    e->spec = (pt__ereq **)pt__malloc(ctx, (size_t)dim.max_seqs * 2 * sizeof(pt__ereq *));
+    if (z.draft) {
+        e->dinf = z.draft, e->ddim = pt__infer_dims_of(z.draft);
+        e->dseqs = (int32_t *)pt__malloc(ctx, (size_t)e->ddim.max_seqs * 2 * sizeof(int32_t));
+        e->dwho = (pt__ereq **)pt__malloc(ctx, (size_t)e->ddim.max_seqs * sizeof(pt__ereq *));
+        e->dlg = (float *)pt__malloc(ctx, (size_t)e->ddim.max_seqs * (size_t)dim.V * sizeof(float));
+    }
+    if (!e->seqs || !e->toks || !e->who || !e->lg || !e->nlog || !e->otok || !e->olp || !e->ooff || !e->spec ||
+        (z.draft && (!e->dseqs || !e->dwho || !e->dlg))) {
         pt_engine_free(e);
         return (pt_engine *)pt__fail(ctx, PT_ERR_OOM, "pt_engine_new: out of memory");
     }
     e->ntok = e->seqs + dim.max_seqs;
+    e->lrow = e->nlog + dim.max_seqs, e->o0 = e->lrow + dim.max_seqs, e->on = e->o0 + dim.max_seqs;
+    e->olen = e->ooff + e->captoks;
+    if (e->dinf) e->dntok = e->dseqs + e->ddim.max_seqs;
 #ifdef PT__ENG_THREADS
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->work, NULL);
@@ -28258,6 +28375,7 @@ static void pt__eng_req_free(pt_engine *e, pt__ereq *q) {
     pt_sampler_free(q->smp);
     pt_detok_free(q->dt), pt__free(e->ctx, q->stopstr);
     pt__free(e->ctx, q->hist), pt__free(e->ctx, q->stops), pt__infer_swap_free(e->inf, q->swap);
+    if (q->dseq >= 0 && e->dinf) pt_infer_seq_free(e->dinf, q->dseq);
     pt__free(e->ctx, q);
 }
 PTDEF void pt_engine_free(pt_engine *e) {
@@ -28269,6 +28387,8 @@ PTDEF void pt_engine_free(pt_engine *e) {
     }
     pt__free(e->ctx, e->req), pt__free(e->ctx, e->ev), pt__free(e->ctx, e->seqs), pt__free(e->ctx, e->toks), pt__free(e->ctx, e->who);
     pt__free(e->ctx, e->lg), pt__free(e->ctx, e->order), pt__free(e->ctx, e->ended);
+    pt__free(e->ctx, e->nlog), pt__free(e->ctx, e->otok), pt__free(e->ctx, e->olp), pt__free(e->ctx, e->ooff), pt__free(e->ctx, e->spec);
+    pt__free(e->ctx, e->dseqs), pt__free(e->ctx, e->dwho), pt__free(e->ctx, e->dlg), pt__free(e->ctx, e->dtoks);
     if (e->seqs) {
 #ifdef PT__ENG_THREADS
         pthread_mutex_destroy(&e->mu);
@@ -28290,13 +28410,14 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
     dim = &e->dim;
     if (!(q = (pt__ereq *)pt__alloc(e->ctx, sizeof *q))) return -1;
     memset(q, 0, sizeof *q);
-    q->seq = -1, q->t_first = q->t_done = -1.0, q->state = PT_REQ_PENDING;
+    q->seq = -1, q->dseq = -1, q->t_first = q->t_done = -1.0, q->state = PT_REQ_PENDING;
     if (r) q->on_end = r->on_end, q->user = r->user;
     if (!r || !r->prompt || r->nprompt < 1 || r->max_tokens < 1 || r->nstop_tokens < 0 || (r->nstop_tokens > 0 && !r->stop_tokens) || r->priority < 0 ||
-        r->priority >= PT_ENGINE_CLASSES || r->nstop < 0 || (r->nstop > 0 && !r->stop))
+        r->priority >= PT_ENGINE_CLASSES || r->nstop < 0 || (r->nstop > 0 && !r->stop) || r->lookup < -1 || r->lookup > 16)
         snprintf(q->err, sizeof q->err, "invalid request: expected a prompt of >= 1 token (found %d), max_tokens >= 1 (found %d), stop lists that "
-                 "match their counts (found %d ids, %d strings) and a class in 0..%d (found %d)", r ? (int)r->nprompt : 0, r ? (int)r->max_tokens : 0,
-                 r ? (int)r->nstop_tokens : 0, r ? (int)r->nstop : 0, PT_ENGINE_CLASSES - 1, r ? (int)r->priority : 0);
+                 "match their counts (found %d ids, %d strings), a class in 0..%d (found %d) and lookup in -1..16 (found %d)", r ? (int)r->nprompt : 0,
+                 r ? (int)r->max_tokens : 0, r ? (int)r->nstop_tokens : 0, r ? (int)r->nstop : 0, PT_ENGINE_CLASSES - 1, r ? (int)r->priority : 0,
+                 r ? (int)r->lookup : 0);
     else if (r->nprompt >= dim->max_seq && !e->d.context_refill)
         snprintf(q->err, sizeof q->err, "prompt of %d tokens is longer than the context: expected at most max_seq - 1 = %d", (int)r->nprompt, dim->max_seq - 1);
     else if (pt__eng_blocks(e, PT__MIN((int64_t)r->nprompt + 1, (int64_t)dim->max_seq)) > dim->nblocks)
@@ -28327,6 +28448,7 @@ PTDEF int64_t pt_engine_submit(pt_engine *e, const pt_engine_request *r) {
         memcpy(q->hist, r->prompt, (size_t)r->nprompt * sizeof(int32_t));
         if (r->nstop_tokens) memcpy(q->stops, r->stop_tokens, (size_t)r->nstop_tokens * sizeof(int32_t));
         q->nstops = r->nstop_tokens, q->sample = r->sample; /* the sampler is made on the engine's thread, at arrival */
+        q->lookup = r->lookup < 0 ? 0 : r->lookup ? r->lookup : e->d.lookup, q->no_draft = r->no_draft != 0;
         if (r->nstop) {
             char *p = (char *)(q->stopstr + r->nstop);
             for (i = 0; i < r->nstop; i++)
@@ -28390,6 +28512,7 @@ static void pt__eng_result(const pt__ereq *q, pt_engine_result *res) {
     res->state = q->state, res->finish = (pt_finish)q->finish, res->ntokens = q->ngen, res->seq = q->state == PT_REQ_RUNNING ? q->seq : -1;
     res->preemptions = q->preempts, res->cached_tokens = q->cached, res->arrival = q->arrival, res->first_token = q->t_first, res->done = q->t_done;
     snprintf(res->error, sizeof res->error, "%s", q->err);
+    res->drafted = q->drafted, res->accepted = q->accepted;
 }
 PTDEF int32_t pt_engine_poll(pt_engine *e, int64_t id, pt_engine_result *res, int32_t *tokens, int32_t cap) {
     pt__ereq *q = pt__eng_lock_req(e, id);
@@ -28458,7 +28581,8 @@ static int64_t pt__eng_held(const pt_engine *e, const pt__ereq *q) { return pt_i
 /* q leaves the running set with its sequence dropped */
 static void pt__eng_release(pt_engine *e, pt__ereq *q) {
     if (q->seq >= 0) pt_infer_seq_free(e->inf, q->seq);
-    q->seq = -1;
+    if (q->dseq >= 0) pt_infer_seq_free(e->dinf, q->dseq);
+    q->seq = q->dseq = -1, q->dlen = 0;
 }
 static void pt__eng_end(pt_engine *e, pt__ereq *q, int32_t state, int32_t finish) {
     pt__eng_release(e, q);
@@ -28648,6 +28772,202 @@ static void pt__eng_schedule(pt_engine *e) {
     }
 }
 
+/* ---- speculative decoding ------------------------------------------------------------------------ */
+/* prompt lookup: up to k tokens that followed an earlier occurrence of q's last 3 (else 2, else 1) tokens in
+   its prompt and output: the latest one followed by k tokens, else the one followed by the most (a repeating
+   stretch: its latest occurrence is followed by less than k); their count */
+static int32_t pt__eng_lookup(const pt__ereq *q, int32_t k, int32_t *out) {
+    const int32_t *h = q->hist;
+    const int64_t n = q->nhist;
+    int64_t g, i, j, m = 0, at = -1;
+    for (g = PT__MIN((int64_t)3, n - 1); g >= 1 && k > 0 && at < 0; g--)
+        for (i = n - g - 1; i >= 0 && m < k; i--) {
+            for (j = 0; j < g && h[i + j] == h[n - g + j]; j++) {}
+            if (j == g && PT__MIN((int64_t)k, n - i - g) > m) m = PT__MIN((int64_t)k, n - i - g), at = i + g;
+        }
+    if (at >= 0) memcpy(out, h + at, (size_t)m * sizeof(int32_t));
+    return (int32_t)m;
+}
+/* the drafted tokens a step for q that pay (the off-switch): with acceptance a per position (its accepted tokens
+   over those and its runs ended by a mismatch, a prior of 1/2), k drafted tokens bring a + a^2 + .. + a^k tokens
+   more for k rows more in a step that gives B tokens in T seconds (the fit of the engine's timed steps: T = c0 + c1
+   rows), and k of the draft model's tokens: the k with the most tokens a second over plain decoding's, 0 when none
+   gains. Before the fit knows a row's cost: 2 x (accepted + 1) / (mismatches + 1), within 1..kmax (now and
+   then -1: a step without drafts, to time it) */
+static int32_t pt__eng_spec_k(const pt_engine *e, const pt__ereq *q, int32_t kmax, int64_t rows, int64_t B, int method) {
+    const double *c = e->cs, den = c[0] * c[2] - c[1] * c[1];
+    double c0, c1, T, a, A = 0, p = 1, best = 0, g;
+    int32_t k, bk = 0;
+    if (e->d.spec_fixed || kmax <= 0) return kmax;
+    if (c[0] < 4 || !(den > 1e-6 * c[0] * c[2])) /* short drafts, longer as they are accepted; a step without now and then */
+        return e->iter % 16 == 15 ? -1 : (int32_t)PT__MIN((double)kmax, PT__MAX(1.0, 2.0 * (q->acc + 1.0) / (q->rej + 1.0)));
+    c1 = PT__MAX(0.0, (c[0] * c[4] - c[1] * c[3]) / den);
+    c0 = PT__MAX(0.0, (c[3] - c1 * c[1]) / c[0]);
+    T = c0 + c1 * (double)rows;
+    if (!(T > 0) || B < 1) return kmax;
+    a = (q->acc + 1.0) / (q->acc + q->rej + 2.0);
+    for (k = 1; k <= kmax; k++) {
+        p *= a, A += p;
+        g = A * T / (double)B - k * (c1 + (method == 2 ? e->dcost : 0.0));
+        if (g > best) best = g, bk = k;
+    }
+    return bk;
+}
+/* the draft model drafts nd[i] tokens greedily for the requests w[0, n) (their draft sequences caught up with
+   their histories first); a request it cannot take (no sequence, no blocks, its context) gets 0 */
+static void pt__eng_draft_model(pt_engine *e, pt__ereq **w, int32_t n, int32_t *nd) {
+    pt_infer *di = e->dinf;
+    const int64_t V = e->dim.V;
+    int64_t avail = 0, ntok = 0, j, cmax = 0;
+    int32_t i, m = 0, kmax = 0;
+    pt_status st;
+    const pt_status before = e->ddim.ctx->status;
+    double ts;
+    pt_infer_blocks(di, NULL, &avail);
+    for (i = 0; i < n; i++) { /* sequences, and the catch-up tokens */
+        pt__ereq *q = w[i];
+        int64_t c, need;
+        if (nd[i] <= 0) continue;
+        if (q->dseq < 0 && (q->dseq = pt_infer_seq_new(di)) < 0) {
+            if (before == PT_OK) pt_error_clear(e->ddim.ctx);
+            nd[i] = 0;
+            continue;
+        }
+        c = q->nhist - q->base - q->dlen;
+        if (q->dlen + c + nd[i] - 1 > e->ddim.max_seq) nd[i] = (int32_t)PT__MAX((int64_t)0, e->ddim.max_seq - q->dlen - c + 1);
+        need = nd[i] > 0 ? pt__infer_need(di, q->dseq, c + nd[i] - 1) : 0;
+        if (nd[i] <= 0 || need > avail) {
+            nd[i] = 0;
+            continue;
+        }
+        if (ntok + c > e->capdtoks) {
+            const int64_t cc = PT__MAX(2 * e->capdtoks, ntok + c + 256);
+            int32_t *p = (int32_t *)pt__realloc(e->ctx, e->dtoks, (size_t)cc * sizeof(int32_t));
+            if (!p) {
+                nd[i] = 0;
+                continue;
+            }
+            e->dtoks = p, e->capdtoks = cc;
+        }
+        avail -= need;
+        memcpy(e->dtoks + ntok, q->hist + q->base + q->dlen, (size_t)c * sizeof(int32_t));
+        e->dseqs[m] = q->dseq, e->dntok[m] = (int32_t)c, e->dwho[m] = q, ntok += c, m++, cmax = PT__MAX(cmax, c);
+        kmax = PT__MAX(kmax, nd[i]);
+        q->ndraft = 0;
+    }
+    for (j = 0; j < kmax && m > 0; j++) { /* step j: each one's token after its last, the most likely (ties: the lowest id) */
+        int32_t r = 0, k;
+        ts = pt_time();
+        st = pt_infer_step(di, m, e->dseqs, e->dntok, e->dtoks, e->dlg, 0);
+        ts = pt_time() - ts;
+        if (st == PT_OK && (j > 0 || cmax <= 2)) /* the seconds a drafted token (a catch-up of a whole prompt is not one) */
+            e->dcost = e->dcost > 0 ? 0.9 * e->dcost + 0.1 * ts / (double)m : ts / (double)m;
+        if (st != PT_OK) { /* no draft: its steps stopped here (the sequences as they were before this step) */
+            if (before == PT_OK) pt_error_clear(e->ddim.ctx);
+            for (k = 0; k < m; k++) e->dwho[k]->dlen = pt_infer_seq_len(di, e->dwho[k]->dseq);
+            break;
+        }
+        for (k = 0; k < m; k++) {
+            pt__ereq *q = e->dwho[k];
+            const float *row = e->dlg + (int64_t)k * V;
+            int32_t best = 0, v;
+            for (v = 1; v < V; v++)
+                if (row[v] > row[best]) best = v;
+            q->draft[q->ndraft++] = best;
+            q->dlen = pt_infer_seq_len(di, q->dseq);
+            for (i = 0; i < n && w[i] != q; i++) {}
+            if (q->ndraft < nd[i]) e->dseqs[r] = q->dseq, e->dntok[r] = 1, e->dtoks[r] = best, e->dwho[r] = q, r++;
+        }
+        m = r;
+    }
+    for (i = 0; i < n; i++) nd[i] = nd[i] > 0 ? PT__MIN(nd[i], w[i]->ndraft) : 0;
+}
+/* the iteration's drafts: every running request that decodes one token and drafts (lookup or the draft model; a
+   replay: as its trace says) gets drafted tokens within the budget and blocks left, its run extended by them
+   (PT_EV_DRAFT); 0 when a replayed draft cannot be made */
+static int pt__eng_speculate(pt_engine *e) {
+    int64_t i, left = e->d.token_budget, rows = 0, B = 0, room, extra;
+    int32_t n = 0, nm = 0, k;
+    pt__ereq **w = e->spec, **dm = e->spec + e->dim.max_seqs; /* fixed: the lock is let go around the draft model's steps */
+    int32_t *nd;
+    for (i = 0; i < e->nreq; i++) {
+        pt__ereq *q = e->req[i];
+        q->ndraft = 0;
+        if (q->state != PT_REQ_RUNNING || !q->planned) continue;
+        left -= q->planned, rows += q->planned, B += q->fed + q->planned == q->nhist - q->base;
+        if (q->planned == 1 && q->fed + 1 == q->nhist - q->base && (e->d.nreplay ? q->want > 0 : (q->lookup > 0 || (e->dinf && !q->no_draft))))
+            w[n++] = q;
+    }
+    if (!n) return 1;
+    nd = e->on; /* scratch before the batch is made */
+    room = pt__eng_room(e);
+    for (i = 0; i < n; i++) {
+        pt__ereq *q = w[i];
+        const int method = e->d.nreplay ? q->wmethod : e->dinf && !q->no_draft ? 2 : 1;
+        int64_t kmax = e->d.nreplay ? q->want : method == 2 ? e->d.draft_tokens : q->lookup;
+        kmax = PT__MIN(kmax, (int64_t)q->max_tokens - q->ngen - 1);
+        kmax = PT__MIN(kmax, e->d.context_refill ? (int64_t)e->dim.max_seq - (q->nhist - q->base) : q->cap - q->nhist - 1);
+        if (!e->d.nreplay && !e->d.spec_fixed) {
+            if (e->iter < q->off_until) kmax = 0;
+            else if (q->off_until > 0) q->off_until = 0, q->acc = q->rej = 0; /* tried again, measured afresh */
+            k = pt__eng_spec_k(e, q, (int32_t)PT__MAX((int64_t)0, kmax), rows, B, method);
+            if (kmax > 0 && k == 0) /* it does not pay: off for a while (8, 16, .. 512 iterations) */
+                q->off_until = e->iter + ((int64_t)8 << PT__MIN(q->offs, 6)), q->offs++, e->st.spec_off++;
+            kmax = PT__MAX(k, 0);
+        }
+        while (kmax > 0 && ((kmax > left && !e->d.nreplay) || pt__eng_need(e, q, 1 + kmax) - pt__eng_need(e, q, 1) > room)) kmax--; /* a replay: the trace's, not the budget's */
+        if (kmax <= 0) {
+            if (e->d.nreplay) break;
+            nd[i] = 0;
+            continue;
+        }
+        nd[i] = (int32_t)kmax, left -= kmax, room -= pt__eng_need(e, q, 1 + kmax) - pt__eng_need(e, q, 1);
+        if (method == 1) nd[i] = pt__eng_lookup(q, nd[i], q->draft);
+        else dm[nm++] = q;
+    }
+    if (i < n) return 0;
+    if (nm) { /* the draft model's requests, their nd in submission order; its steps without the lock (the requests
+                 are running: no other thread changes them; arrays the API grows are not used here) */
+        int32_t *dn = e->o0, j = 0;
+        double t = pt_time();
+        for (i = 0; i < n; i++)
+            if (j < nm && w[i] == dm[j]) dn[j++] = nd[i];
+        PT__ENG_UNLOCK(e);
+        pt__eng_draft_model(e, dm, nm, dn);
+        PT__ENG_LOCK(e);
+        e->st.draft_s += pt_time() - t;
+        for (i = 0, j = 0; i < n && j < nm; i++)
+            if (w[i] == dm[j]) nd[i] = dn[j++];
+    }
+    for (i = 0; i < n; i++) {
+        pt__ereq *q = w[i];
+        const int method = e->d.nreplay ? q->wmethod : e->dinf && !q->no_draft ? 2 : 1;
+        if (e->d.nreplay && nd[i] != q->want) return 0;
+        q->want = 0;
+        if (nd[i] <= 0) continue;
+        extra = pt__eng_need(e, q, 1 + nd[i]) - pt__eng_need(e, q, 1);
+        q->ndraft = nd[i], q->planned = 1 + nd[i], e->commit += extra;
+        q->drafted += nd[i], e->st.drafted += nd[i], e->st.spec_runs++;
+        pt__eng_event(e, PT_EV_DRAFT, q->id, nd[i], method);
+    }
+    return 1;
+}
+/* q's tokens past its first keep generated ones dropped (a callback stopped it inside a run of accepted
+   tokens): its text made again from the tokens it keeps, all of it shown */
+static void pt__eng_cut(pt_engine *e, pt__ereq *q, int32_t keep) {
+    int64_t i;
+    size_t len;
+    if (keep >= q->ngen) return;
+    q->nhist -= q->ngen - keep, q->ngen = keep;
+    if (pt__eng_final(q->state)) q->finish = PT_FINISH_CALLBACK;
+    if (q->dt) {
+        pt_detok *d = pt_detok_new(e->ctx, q->tok, (const char *const *)q->stopstr, q->nstopstr);
+        if (!d) return;
+        for (i = q->nprompt; i < q->nhist; i++) pt_detok_push(d, q->hist[i]);
+        pt_detok_take(d, 0, &len);
+        pt_detok_free(q->dt), q->dt = d;
+    }
+}
 /* q joins the waiting queue (its sampler made here, on the engine's thread) */
 static void pt__eng_arrive(pt_engine *e, pt__ereq *q, double now) {
     const pt_status before = e->ctx->status;
@@ -28682,6 +29002,11 @@ static int pt__eng_replay(pt_engine *e) {
             case PT_EV_CANCEL: ok = !pt__eng_final(q->state); if (ok) pt__eng_cancel(e, q); break;
             case PT_EV_ADMIT: ok = q->state == PT_REQ_WAITING && !q->swapped && pt__eng_admit(e, q) && q->seq == x->a && q->fed == x->b; break;
             case PT_EV_SWAPIN: ok = q->state == PT_REQ_WAITING && q->swapped && pt__eng_swapin(e, q); break;
+            case PT_EV_DRAFT: /* drafted in pt__eng_speculate, the length the trace says */
+                ok = q->state == PT_REQ_RUNNING && q->planned == 1 && q->fed + 1 == q->nhist - q->base && x->a >= 1 && x->a <= 16 &&
+                     (x->b == 1 || (x->b == 2 && e->dinf));
+                if (ok) q->want = (int32_t)x->a, q->wmethod = (int32_t)x->b;
+                break;
             case PT_EV_RUN:
                 ok = q->state == PT_REQ_RUNNING && x->b == q->fed && x->a >= 0 && q->fed + x->a <= q->nhist - q->base &&
                      (x->a == 0 || pt__eng_need(e, q, x->a) <= pt__eng_room(e));
@@ -28724,11 +29049,11 @@ static void pt__eng_notify(pt_engine *e) {
     }
 }
 PTDEF int pt_engine_step(pt_engine *e) {
-    int64_t i, ntoks = 0, V;
-    int32_t n = 0, k;
+    int64_t i, ntoks = 0, V, rows = 0, nout = 0;
+    int32_t n = 0, k, j;
     double now, t;
     pt_status st, before;
-    int more;
+    int more, alldec = 1;
     if (!e) return -(int)PT_ERR_ARG;
     V = e->dim.V;
     PT__ENG_LOCK(e);
@@ -28740,17 +29065,23 @@ PTDEF int pt_engine_step(pt_engine *e) {
         if (q->cancel && !e->d.nreplay && !pt__eng_final(q->state) && q->state != PT_REQ_PENDING) pt__eng_cancel(e, q);
         else if (q->cbstop && !pt__eng_final(q->state)) pt__eng_end(e, q, PT_REQ_DONE, PT_FINISH_CALLBACK);
     }
-    if (e->d.nreplay ? !pt__eng_replay(e) : (pt__eng_schedule(e), 0)) {
+    if ((e->d.nreplay ? !pt__eng_replay(e) : (pt__eng_schedule(e), 0)) || !pt__eng_speculate(e)) {
+        if (e->ctx->status == PT_OK)
+            pt__fail(e->ctx, PT_ERR_STATE, "pt_engine_step: the replayed trace's drafts do not fit the run at iteration %lld (expected the drafted tokens "
+                     "it records: the same requests, and the same draft model)", (long long)e->iter);
         PT__ENG_SIGNAL(e);
         PT__ENG_UNLOCK(e);
         return -(int)PT_ERR_STATE;
     }
     for (i = 0; i < e->nreq; i++) { /* the batch */
         pt__ereq *q = e->req[i];
+        const int64_t own = q->planned - q->ndraft;
         if (q->state != PT_REQ_RUNNING || !q->planned) continue;
-        memcpy(e->toks + ntoks, q->hist + q->base + q->fed, (size_t)q->planned * sizeof(int32_t));
-        e->seqs[n] = q->seq, e->ntok[n] = q->planned, e->who[n] = q;
-        ntoks += q->planned, n++;
+        memcpy(e->toks + ntoks, q->hist + q->base + q->fed, (size_t)own * sizeof(int32_t));
+        if (q->ndraft) memcpy(e->toks + ntoks + own, q->draft, (size_t)q->ndraft * sizeof(int32_t));
+        alldec &= q->fed + own == q->nhist - q->base && own == 1;
+        e->seqs[n] = q->seq, e->ntok[n] = q->planned, e->who[n] = q, e->nlog[n] = 1 + q->ndraft, e->lrow[n] = (int32_t)rows;
+        ntoks += q->planned, rows += 1 + q->ndraft, n++;
     }
     if (n == 0) {
         e->iter++;
@@ -28759,57 +29090,96 @@ PTDEF int pt_engine_step(pt_engine *e) {
         pt__eng_notify(e);
         return more;
     }
+    if (rows > e->caplg) { /* verification rows: more logits */
+        float *p = (float *)pt__realloc(e->ctx, e->lg, (size_t)rows * (size_t)V * sizeof(float));
+        if (p) e->lg = p, e->caplg = rows;
+    }
     PT__ENG_UNLOCK(e);
     t = pt_time();
-    st = pt_infer_step(e->inf, n, e->seqs, e->ntok, e->toks, e->lg, 0);
+    st = rows > e->caplg ? (pt_status)(pt__fail(e->ctx, PT_ERR_OOM, "pt_engine_step: out of memory for %lld rows of logits", (long long)rows), PT_ERR_OOM)
+         : rows > n ? pt__infer_step_rows(e->inf, n, e->seqs, e->ntok, e->toks, e->lg, 0, e->nlog)
+                    : pt_infer_step(e->inf, n, e->seqs, e->ntok, e->toks, e->lg, 0);
     t = pt_time() - t;
     PT__ENG_LOCK(e);
     e->st.busy_s += t, e->st.iterations++, e->st.tokens_fed += ntoks;
     e->st.max_running_seen = PT__MAX(e->st.max_running_seen, (int64_t)n);
+    if (st == PT_OK && alldec) { /* the step cost's fit (the off-switch's): decodes and verifications only */
+        const double x = (double)ntoks;
+        for (k = 0; k < 5; k++) e->cs[k] *= 0.97;
+        e->cs[0] += 1, e->cs[1] += x, e->cs[2] += x * x, e->cs[3] += t, e->cs[4] += x * t;
+    }
     now = pt__eng_clock(e);
     for (k = 0; k < n; k++) {
         pt__ereq *q = e->who[k];
-        int32_t tok;
+        const int64_t pend = q->nhist - q->base;
+        const int32_t nd = q->ndraft;
+        int32_t tok, j, a = 0;
         float l = 0.0f;
-        int fin = 0, j;
-        e->ntok[k] = -1; /* no token (yet) for the callbacks */
+        int fin = 0, bad = 0;
+        e->o0[k] = (int32_t)nout, e->on[k] = 0;
         if (st != PT_OK) {
             snprintf(q->err, sizeof q->err, "the step failed: %.200s", e->ctx->err);
             pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
             continue;
         }
         if (q->fed < q->pfill - q->base) e->st.prefill_tokens += PT__MIN((int64_t)q->planned, q->pfill - q->base - q->fed);
-        e->st.decode_tokens += q->planned - PT__MIN((int64_t)q->planned, PT__MAX((int64_t)0, q->pfill - q->base - q->fed));
+        e->st.decode_tokens += q->planned - nd - PT__MIN((int64_t)q->planned, PT__MAX((int64_t)0, q->pfill - q->base - q->fed));
         q->fed += q->planned;
-        if (q->fed < q->nhist - q->base) continue;
+        if (q->fed < pend) continue;
         before = e->ctx->status;
-        tok = pt_sampler_next(q->smp, e->lg + (int64_t)k * V, q->hist, q->nhist, &l);
-        if (tok < 0 || tok >= V) {
-            pt__eng_err(e, before, q->err, sizeof q->err, "the sampler gave no token");
+        for (j = 0; j <= nd; j++) { /* each position as plain decoding samples it; drafted tokens kept while they are sampled */
+            const float *row = e->lg + (int64_t)(e->lrow[k] + j) * V;
+            tok = pt_sampler_next(q->smp, row, q->hist, q->nhist, &l);
+            if (tok < 0 || tok >= V) {
+                pt__eng_err(e, before, q->err, sizeof q->err, "the sampler gave no token");
+                bad = 1;
+                break;
+            }
+            if (q->logits) memcpy(q->logits + (int64_t)q->ngen * V, row, (size_t)V * sizeof(float));
+            q->hist[q->nhist++] = tok, q->ngen++;
+            if (q->t_first < 0) q->t_first = now;
+            for (i = 0; i < q->nstops; i++)
+                if (q->stops[i] == tok) fin = PT_FINISH_STOP_TOKEN;
+            if (!fin && q->dt && (i = pt_detok_push(q->dt, tok)) != 0) { /* a stop string ends it in this iteration */
+                if (i < 0) {
+                    pt__eng_err(e, before, q->err, sizeof q->err, "no memory for the request's text");
+                    bad = 1;
+                    break;
+                }
+                fin = PT_FINISH_STOP_STRING;
+            }
+            if (!fin && (q->ngen >= q->max_tokens || q->nhist >= q->cap)) fin = PT_FINISH_LENGTH;
+            e->otok[nout] = tok, e->olp[nout] = l, e->ooff[nout] = 0, e->olen[nout] = 0;
+            if (q->dt) { /* its text for the callbacks: an offset (the text may move) */
+                size_t len = 0, all = 0;
+                const char *p = pt_detok_take(q->dt, fin != 0, &len), *base = pt_detok_text(q->dt, &all);
+                e->ooff[nout] = len ? (size_t)(p - base) : 0, e->olen[nout] = len;
+            }
+            nout++, e->on[k]++;
+            if (fin || j == nd || tok != q->draft[j]) break;
+            a++;
+        }
+        if (bad) {
             pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
+            e->on[k] = 0;
             continue;
         }
-        if (q->logits) memcpy(q->logits + (int64_t)q->ngen * V, e->lg + (int64_t)k * V, (size_t)V * sizeof(float));
-        q->hist[q->nhist++] = tok, q->ngen++;
-        if (q->t_first < 0) q->t_first = now;
-        e->ntok[k] = tok, e->lg[(int64_t)k * V] = l; /* the token and its log-probability for the callback (the row is used) */
-        for (j = 0; j < q->nstops; j++)
-            if (q->stops[j] == tok) fin = PT_FINISH_STOP_TOKEN;
-        if (!fin && q->dt && (j = pt_detok_push(q->dt, tok)) != 0) { /* a stop string ends it in this iteration */
-            if (j < 0) {
-                pt__eng_err(e, before, q->err, sizeof q->err, "no memory for the request's text");
-                pt__eng_end(e, q, PT_REQ_ERROR, PT_FINISH_ERROR);
-                e->ntok[k] = -1;
-                continue;
-            }
-            fin = PT_FINISH_STOP_STRING;
-        }
-        if (!fin && (q->ngen >= q->max_tokens || q->nhist >= q->cap)) fin = PT_FINISH_LENGTH;
+        if (nd) q->accepted += a, e->st.accepted += a, e->st.decode_tokens += a, q->acc += a, q->rej += a < nd;
         if (fin) pt__eng_end(e, q, PT_REQ_DONE, fin);
-        else if (e->d.context_refill && q->nhist - q->base > e->dim.max_seq) { /* the context policy: its last max_seq / 2 tokens fed again */
-            q->base = q->nhist - PT__MAX((int64_t)1, (int64_t)e->dim.max_seq / 2), q->fed = 0, q->pfill = q->nhist;
-            pt__eng_release(e, q);
-            q->state = PT_REQ_WAITING, e->st.refills++;
+        else {
+            if (nd) { /* the rejected positions cut from the caches (the draft model's too) */
+                q->fed = pend + a;
+                pt__infer_truncate(e->inf, q->seq, q->fed);
+            }
+            if (q->dseq >= 0 && q->dlen > q->nhist - q->base - 1) {
+                q->dlen = q->nhist - q->base - 1;
+                pt__infer_truncate(e->dinf, q->dseq, q->dlen);
+            }
+            if (e->d.context_refill && q->nhist - q->base > e->dim.max_seq) { /* the context policy: its last max_seq / 2 tokens fed again */
+                q->base = q->nhist - PT__MAX((int64_t)1, (int64_t)e->dim.max_seq / 2), q->fed = 0, q->pfill = q->nhist;
+                pt__eng_release(e, q);
+                q->state = PT_REQ_WAITING, e->st.refills++;
+            }
         }
         e->seqs[k] = fin != 0; /* the step's sequences are done with: the text callback's flush */
     }
@@ -28817,21 +29187,23 @@ PTDEF int pt_engine_step(pt_engine *e) {
     more = pt__eng_work(e);
     PT__ENG_SIGNAL(e);
     PT__ENG_UNLOCK(e);
-    for (k = 0; k < n; k++) { /* callbacks, unlocked (they may call the API) */
+    for (k = 0; k < n; k++) { /* callbacks, unlocked (they may call the API), once per token in order */
         pt__ereq *q = e->who[k];
-        if (e->ntok[k] < 0) continue;
-        if (q->on_token && q->on_token(q->user, q->id, e->ntok[k], e->lg[(int64_t)k * V])) {
-            PT__ENG_LOCK(e);
-            q->cbstop = 1;
-            PT__ENG_UNLOCK(e);
-        }
-        if (q->on_text) {
-            size_t len = 0;
-            const char *text = pt_detok_take(q->dt, e->seqs[k], &len);
-            if (q->on_text(q->user, q->id, e->ntok[k], e->lg[(int64_t)k * V], text, len)) {
+        for (j = 0; j < e->on[k]; j++) {
+            const int64_t o = e->o0[k] + j;
+            int stop = 0;
+            if (q->on_token && q->on_token(q->user, q->id, e->otok[o], e->olp[o])) stop = 1;
+            if (q->on_text) {
+                size_t all = 0;
+                const char *text = pt_detok_text(q->dt, &all) + e->ooff[o];
+                if (q->on_text(q->user, q->id, e->otok[o], e->olp[o], e->olen[o] ? text : "", e->olen[o])) stop = 1;
+            }
+            if (stop) { /* it ends with this token: the later ones of the run dropped */
                 PT__ENG_LOCK(e);
                 q->cbstop = 1;
+                if (j + 1 < e->on[k]) pt__eng_cut(e, q, q->ngen - (e->on[k] - j - 1));
                 PT__ENG_UNLOCK(e);
+                break;
             }
         }
     }
@@ -28994,8 +29366,10 @@ PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *r
     ed.max_running = (int32_t)slots, ed.token_budget = (int32_t)PT__MIN(slots * dim.max_seq, (int64_t)INT32_MAX / 2);
     ed.no_prefix_cache = 1, ed.context_refill = 1, ed.aging = -1;
     ed.tokenizer = opts ? opts->tokenizer : NULL;
+    if (opts) ed.lookup = opts->lookup, ed.draft = opts->draft, ed.draft_tokens = opts->draft_tokens, ed.spec_fixed = opts->spec_fixed;
     if (!(g = (pt__gen *)pt__malloc(ctx, (size_t)nreq * sizeof *g)) || !(e = pt_engine_new(inf, &ed))) {
         pt__free(ctx, g);
+        if (g && ctx->status != PT_OK) return ctx->status; /* the engine's settings (lookup, draft) refused: its message */
         return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_generate: out of memory"), PT_ERR_OOM);
     }
     memset(g, 0, (size_t)nreq * sizeof *g);
@@ -29033,7 +29407,7 @@ PTDEF pt_status pt_generate(pt_infer *inf, int32_t nreq, const pt_gen_request *r
         if (st != PT_OK) break;
     }
     if (more < 0 && st == PT_OK) st = (pt_status)-more;
-    stats->refills = s0.refills;
+    stats->refills = s0.refills, stats->drafted = s0.drafted, stats->accepted = s0.accepted;
     for (k = 0; k < nreq; k++) {
         pt__gen_result(&g[k]);
         pt__free(ctx, g[k].text);

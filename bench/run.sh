@@ -10,7 +10,7 @@
 #            Makefile builds only those
 # Programs: in BENCH_BUILD (default build); each path can be set on its own by BENCH_BIN (bench),
 # BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, BENCH_XENT, BENCH_RECOMPUTE, BENCH_ZERO,
-# BENCH_LARGEST, BENCH_QMM, BENCH_DECODE, BENCH_ENGINE, BENCH_RECOVERY, BENCH_SERVE, BENCH_OMP, BENCH_DECODE_OMP (the OpenMP
+# BENCH_LARGEST, BENCH_QMM, BENCH_DECODE, BENCH_ENGINE, BENCH_RECOVERY, BENCH_SERVE, BENCH_SPEC, BENCH_OMP, BENCH_DECODE_OMP (the OpenMP
 # builds of bench and bench_decode: -DPTRAIN_OPENMP -fopenmp), or by the arguments above. LARGEST_BUDGET_GIB (default 22): the memory the largest_model bench may fill.
 # MPIRUN (default mpirun) starts dist and pp on 2 ranks. CL_TUNE (default BENCH_BUILD/ptrain_cl_tune.txt)
 # is the file `ptcl tune` writes for CLBlast's GEMM; it is searched for once, when it is missing and
@@ -54,6 +54,7 @@ kv bench_engine the paged KV cache: requests running at once in a fixed budget, 
 engine bench_engine the serving engine on GPT-2 124M in q8_0: Poisson arrivals, continuous vs request-level batching, the highest rate under an SLO of 5x the unloaded p99 TTFT; priority under overload
 serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 5 Poisson rates from 0.25x to 4x saturation; HTTP vs the engine driven directly; llama-server (BENCH_LLAMA_SERVER) at the same rates
 threads bench,bench_omp,bench_decode,bench_decode_omp the thread team vs OpenMP (-DPTRAIN_OPENMP builds): config A's training step and batch-1 q8_0 decode on 2 threads, quiet and beside a 1-core busy loop
+spec bench_spec speculative decoding, batch 1: tokens/s with prompt lookup over without on an input whose answer quotes the prompt and on one with nothing to look up (gpt2-85m-bytes, q8_0); a 2-layer draft of the 124M shape; acceptance
 EOF
 }
 ALL=$(units | cut -d' ' -f1)
@@ -110,6 +111,7 @@ LARGEST=${BENCH_LARGEST:-$B/bench_largest}
 QMM=${BENCH_QMM:-$B/bench_qmm}
 DECODE=${BENCH_DECODE:-$B/bench_decode}
 ENGINE=${BENCH_ENGINE:-$B/bench_engine}
+SPEC=${BENCH_SPEC:-$B/bench_spec}
 BIN_OMP=${BENCH_OMP:-$B/bench_omp}
 DECODE_OMP=${BENCH_DECODE_OMP:-$B/bench_decode_omp}
 RECOVERY=${BENCH_RECOVERY:-$B/bench_recovery} # bench/bench_recovery.sh, beside build/ptrun and build/pttrain-hooks
@@ -214,6 +216,13 @@ b_qmm() { built "$QMM" && step "$QMM" 2; }
 # ENGINE_REQUESTS (20) and ENGINE_RATES (multiples of the unloaded service rate, default 1,2,3,4,6): about 6 minutes on 2 busy cores
 b_kv() { built "$ENGINE" && step "$ENGINE" kv; }
 b_engine() { built "$ENGINE" && step "$ENGINE" engine "${ENGINE_MAX_LEN:-48}" "${ENGINE_REQUESTS:-20}" "${ENGINE_RATES:-1,2,3,4,6}"; }
+# spec: prompt lookup on SPEC_MODEL (gpt2-85m-bytes), then the 124M shape with its 2-layer draft; SPEC_FORMAT (q8_0),
+# SPEC_TOKENS new tokens (128), SPEC_REPS interleaved pairs (3): a few minutes on 2 cores
+b_spec() {
+    built "$SPEC" || return
+    step "$SPEC" lookup "${SPEC_MODEL:-gpt2-85m-bytes}" "${SPEC_FORMAT:-q8_0}" "${SPEC_TOKENS:-128}" "${SPEC_REPS:-3}"
+    step "$SPEC" draft gpt2-124m "${SPEC_FORMAT:-q8_0}" "${SPEC_TOKENS:-128}" "${SPEC_REPS:-3}"
+}
 # recovery: one supervised run per fault kind (bench/bench_recovery.sh; RECOVERY_FAULTS narrows it)
 b_recovery() { mpi "$RECOVERY" && step "$RECOVERY"; }
 # serve: ptserve on loopback under ptload, and the same requests on the engine alone (bench/bench_serve.sh; SERVE_RATES,

@@ -5,7 +5,8 @@
 # arguments (FAKE_FAIL=PATTERN: the one whose "name args" matches exits 1). Checks the order of a full
 # run, that only the selected names run, in the order given, that an unknown name fails before anything
 # runs, that a failing or missing program is reported while the next benchmark still runs, when
-# `ptcl tune` runs, that each line is written while its program still runs, --list and --needs. Prints PASS/FAIL lines, then "N passed, N failed"; about a second.
+# `ptcl tune` runs, that each line is written while its program still runs, --list and --needs; and, for real,
+# bench_spec on its tiny model (the shape of its lines). Prints PASS/FAIL lines, then "N passed, N failed"; about 20 seconds (the build).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${1:-build/tests}
@@ -42,7 +43,7 @@ while [ -n "${FAKE_SEE:-}" ] && ! grep -q "\"fake\":\"$n\"" "$FAKE_SEE"; do
 done
 exit 0
 EOF
-for p in bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_decode bench_engine bench_recovery bench_serve bench_omp bench_decode_omp; do cp "$T/bin/fake" "$T/bin/$p" && chmod +x "$T/bin/$p"; done
+for p in bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_decode bench_engine bench_recovery bench_serve bench_omp bench_decode_omp bench_spec; do cp "$T/bin/fake" "$T/bin/$p" && chmod +x "$T/bin/$p"; done
 cat >"$T/bin/mpirun" <<'EOF'
 #!/bin/sh
 while [ $# -gt 0 ]; do case $1 in -np | -x) shift 2 ;; --oversubscribe) shift ;; *) break ;; esac; done
@@ -84,7 +85,7 @@ order() {
     pass "$d"
 }
 
-NAMES="gemm gemm_bf16 gpt precision monitor data ckpt xent dist pp cl_gemm cl_bandwidth cl_gpt recompute zero largest_model qmm recovery decode kv engine serve threads"
+NAMES="gemm gemm_bf16 gpt precision monitor data ckpt xent dist pp cl_gemm cl_bandwidth cl_gpt recompute zero largest_model qmm recovery decode kv engine serve threads spec"
 
 # --list and BENCH=list: every name once, with a description
 out=$(sh bench/run.sh --list 2>&1)
@@ -153,15 +154,17 @@ bench_decode_omp gpt2-85m-bytes q8_0 1 32 3
 bench gpt A 5
 bench_decode gpt2-85m-bytes q8_0 1 32 3
 bench_omp gpt A 5
-bench_decode_omp gpt2-85m-bytes q8_0 1 32 3"
+bench_decode_omp gpt2-85m-bytes q8_0 1 32 3
+bench_spec lookup gpt2-85m-bytes q8_0 128 3
+bench_spec draft gpt2-124m q8_0 128 3"
 has "all: the second dist run takes the ring, the second OpenCL GEMM and the GPT step the tune file" \
     '"bench_dist","tune":"","alg":""' '"bench_dist","tune":"","alg":"1"' '"bench_cl gemm 1024","tune":"","alg"' \
     '"bench_cl gemm 1024","tune":"tuned"' '"bench_cl bandwidth","tune":""' '"bench_cl gpt A 3","tune":"tuned"'
 order "all: JSON lines and the ok line of each benchmark in order" '"bench gemm 1024"' '^bench gemm: ok' '"bench gpt C 5"' \
     '^bench gpt: ok' '"bench_cl gpt A 3"' '^bench cl_gpt: ok' '"bench_recompute L12 3"' '^bench recompute: ok' '"bench_zero B 5"' '^bench zero: ok' \
-    '"bench_largest after auto 10 22"' '^bench largest_model: ok' '^bench qmm: ok' '^bench recovery: ok' '^bench decode: ok' '^bench kv: ok' '^bench engine: ok' '^bench serve: ok' '^bench threads: ok' '^bench: 23 ok, 0 failed, 0 skipped$'
+    '"bench_largest after auto 10 22"' '^bench largest_model: ok' '^bench qmm: ok' '^bench recovery: ok' '^bench decode: ok' '^bench kv: ok' '^bench engine: ok' '^bench serve: ok' '^bench threads: ok' '^bench spec: ok' '^bench: 24 ok, 0 failed, 0 skipped$'
 BENCH="" sh bench/run.sh --needs >"$T/needs" 2>&1
-if [ "$(tr '\n' ' ' <"$T/needs")" = "bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_recovery bench_decode bench_engine bench_serve bench_omp bench_decode_omp " ]; then pass "--needs: every program once"
+if [ "$(tr '\n' ' ' <"$T/needs")" = "bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_recovery bench_decode bench_engine bench_serve bench_omp bench_decode_omp bench_spec " ]; then pass "--needs: every program once"
 else fail "--needs" "$(cat "$T/needs")"; fi
 
 # each line reaches the output while its program still runs
@@ -332,6 +335,20 @@ lbpeer "a failing llama-bench: a decode_peer line with its error on stdout, per 
 lbpeer "DECODE_ROUNDS=3: ptrain and llama-bench interleaved, a decode_vs_llama line per round, then the medians" \
     '[r.split()[0] for r in ran if "--gguf-out" not in r] == ["bench_decode"] * 9 and len(lb) == 12 and [v.get("round") for v in vs] == [1, 2, 3, None, 1, 2, 3, None]
      and all(v["rounds"] == 3 and v["ratio"] == 0.498 for v in vs if "rounds" in v)' DECODE_ROUNDS=3
+
+# spec: the real program on its tiny model (about a second): each line's shape, and the same tokens with drafting
+if cc -std=c99 -O1 -DPTRAIN_STATIC -I. bench/bench_spec.c -o "$T/bench_spec_real" -lm >"$T/spec.build" 2>&1; then
+    { "$T/bench_spec_real" lookup tiny q8_0 24 1 && "$T/bench_spec_real" draft tiny q8_0 24 1; } >"$T/spec.out" 2>"$T/spec.err"
+    if python3 -c '
+import json, sys
+ls = [json.loads(l) for l in open(sys.argv[1])]
+num = lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)
+ok = len(ls) == 3 and [(l["case"], l["method"]) for l in ls] == [("quote", "lookup"), ("novel", "lookup"), ("quote", "draft")]
+ok = ok and all(l["bench"] == "spec" and all(num(l[k]) and l[k] >= 0 for k in ("speedup", "acceptance", "tokens_per_s", "base_tokens_per_s"))
+                and l["acceptance"] <= 1 and l["identical"] == 1 for l in ls)
+sys.exit(0 if ok else 1)' "$T/spec.out" 2>"$T/spec.py"; then pass "spec: bench_spec (tiny model) prints quote/novel lookup and quote draft lines of the documented shape, identical tokens"
+    else fail "spec lines" "$(cat "$T/spec.out" "$T/spec.err" "$T/spec.py" | head -c 800)"; fi
+else fail "spec: bench_spec does not build" "$(head -c 600 "$T/spec.build")"; fi
 
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

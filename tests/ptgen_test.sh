@@ -4,7 +4,8 @@
 # tokenizer); ptgen continues a prompt from the checkpoint, from its safetensors export and from its
 # GGUF export (ptckpt export --format gguf), greedy: the same ids from all three (f32); --quant q8_0
 # runs the quantized path (other ids or logprobs than f32); --n 3 batches three seeds, each the same
-# text as alone; a stop string ends the text before it. Bad input: a missing model, a file of
+# text as alone; a stop string ends the text before it; --lookup and --draft give the ids and logprobs
+# without them. Bad input: a missing model, a file of
 # another kind, a bad flag, a prompt longer than the context, an unknown --quant: exit 1 or 2 with a
 # message naming it. 11_inference prints its quality table: four formats, each with a perplexity.
 # Prints PASS/FAIL lines and "N passed, N failed".
@@ -60,6 +61,27 @@ for f in m.safetensors m.gguf; do
     if [ $rc -eq 0 ] && [ -n "$ids" ] && [ "$got" = "$ids" ]; then pass "ptgen $f: the checkpoint's greedy ids"
     else fail "ptgen $f: exit $rc, '$got' vs '$ids'; $(cat "$W/exp1.log" "$W/exp2.log" "$W/g_$f.err" | head -c 600)"; fi
 done
+
+# 2b. speculative decoding: --lookup (greedy) and --draft (the safetensors export as its own draft model,
+# sampled), past the context (refills): the ids and logprobs of the run without, tokens drafted
+sp="--max-tokens 40 --print-ids --logprobs"
+$G "$W/ck" --prompt "$prompt" $sp --temperature 0 >"$W/s0.out" 2>/dev/null
+$G "$W/ck" --prompt "$prompt" $sp --temperature 0 --lookup 4 >"$W/s1.out" 2>"$W/s1.err"
+rc=$?
+dr=$(sed -n 's/^ptgen: speculative decoding (prompt lookup): \([0-9]*\) tokens drafted.*/\1/p' "$W/s1.err")
+if [ $rc -eq 0 ] && [ -s "$W/s0.out" ] && cmp -s "$W/s0.out" "$W/s1.out" && [ "${dr:-0}" -gt 0 ]; then
+    pass "ptgen --lookup 4: the ids and logprobs of greedy decoding without it ($(tail -n 1 "$W/s1.err"))"
+else fail "ptgen --lookup: exit $rc, drafted '$dr', $(diff "$W/s0.out" "$W/s1.out" | head -c 300) $(cat "$W/s1.err" | head -c 300)"; fi
+$G "$W/ck" --prompt "$prompt" $sp --temperature 0.8 --seed 5 >"$W/s2.out" 2>/dev/null
+$G "$W/ck" --prompt "$prompt" $sp --temperature 0.8 --seed 5 --draft "$W/m.safetensors" --draft-tokens 3 >"$W/s3.out" 2>"$W/s3.err"
+rc=$?
+if [ $rc -eq 0 ] && [ -s "$W/s2.out" ] && cmp -s "$W/s2.out" "$W/s3.out" && grep -q '^ptgen: speculative decoding (draft model): [1-9][0-9]* tokens drafted' "$W/s3.err"; then
+    pass "ptgen --draft MODEL (sampled, seed 5): the ids and logprobs without it ($(tail -n 1 "$W/s3.err"))"
+else fail "ptgen --draft: exit $rc, $(diff "$W/s2.out" "$W/s3.out" | head -c 300) $(cat "$W/s3.err" | head -c 300)"; fi
+$G "$W/ck" --prompt "$prompt" --lookup 17 >/dev/null 2>"$W/s4.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q -- '--lookup' "$W/s4.err"; then pass "ptgen --lookup 17: exit 2 naming the flag"
+else fail "ptgen --lookup 17: exit $rc, $(head -c 300 "$W/s4.err")"; fi
 
 # 3. q8_0 really runs: the logprobs of the same prompt differ from f32's
 $G "$W/ck" --prompt "$prompt" --max-tokens 8 --temperature 0 --logprobs >"$W/f32lp.out" 2>/dev/null

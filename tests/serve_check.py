@@ -2,7 +2,8 @@
 """tests/serve_check.py MODE URL - the HTTP checks of tests/serve_test.sh against a running ptserve
 (python3's http.client, no other package). MODE: main (every endpoint and field, streamed == plain,
 n, stop, logprobs, the 400s, 20 concurrent streams, a timeout), queue (429 + Retry-After past
---max-queue), prio (a disconnect cancels and frees its blocks; a higher priority overtakes a queue).
+--max-queue), prio (a disconnect cancels and frees its blocks; a higher priority overtakes a queue), spec NAME
+(--lookup / --draft: text and logprobs with drafting = with "speculative": false; the metrics count drafts).
 Prints PASS/FAIL lines (the shell script counts them)."""
 import http.client, json, socket, sys, threading, time, urllib.parse
 
@@ -233,4 +234,27 @@ def prio_checks():
        sorted(done.items(), key=lambda kv: kv[1][0]))
 
 
-{"main": main_checks, "queue": queue_checks, "prio": prio_checks}[MODE]()
+def spec_checks():
+    """a server with --lookup or --draft: each request's text and logprobs with drafting equal those of the same request
+    with "speculative": false (greedy and sampled, streamed too); the drafted tokens counted in /metrics"""
+    name = sys.argv[3] if len(sys.argv) > 3 else "spec"
+    for temp in (0, 0.9):
+        base = {"prompt": "dog 7 times.\nthe quick", "max_tokens": 40, "temperature": temp,
+                "seed": 3, "logprobs": 1}
+        st0, h, a = post("/v1/completions", dict(base, speculative=False))
+        st1, h, b = post("/v1/completions", base)
+        st2, h, ev, done = stream("/v1/completions", dict(base, stream=True))
+        sa = "".join(e["choices"][0]["text"] for e in ev if e.get("choices"))
+        same = st0 == st1 == st2 == 200 and a["choices"][0]["text"] == b["choices"][0]["text"] == sa and \
+            a["choices"][0]["logprobs"]["token_logprobs"] == b["choices"][0]["logprobs"]["token_logprobs"]
+        ok(same, "%s, temperature %g: text and logprobs with drafting = with \"speculative\": false (streamed too)" % (name, temp),
+           (st0, st1, st2, a, b, sa))
+    m = metrics()
+    ok(m.get("ptserve_spec_drafted_tokens_total", 0) > 0 and "ptserve_spec_accepted_tokens_total" in m,
+       "%s: /metrics counts the drafted tokens (%d, %d accepted)" % (name, m.get("ptserve_spec_drafted_tokens_total", 0),
+                                                                   m.get("ptserve_spec_accepted_tokens_total", 0)), m)
+    st, h, e = post("/v1/completions", {"prompt": "a", "speculative": "yes"})
+    ok(st == 400 and e["error"]["param"] == "speculative", "%s: \"speculative\": \"yes\" is a 400 naming the field" % name, (st, e))
+
+
+{"main": main_checks, "queue": queue_checks, "prio": prio_checks, "spec": spec_checks}[MODE]()

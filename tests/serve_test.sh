@@ -5,7 +5,8 @@
 # seed, the usage chunk, n > 1, stop strings, logprobs, each 400 naming its field, 20 concurrent
 # streaming clients, a timeout (408), /metrics parsed; a second server (--max-seqs 1 --max-queue 2):
 # 429 with Retry-After; a third (--max-seqs 1): a disconnect cancels and frees its blocks, a higher
-# priority overtakes a queue; SIGTERM during a request: /health 503 draining, new requests 503, the
+# priority overtakes a queue; two more (--lookup 4; --draft, the model itself): a request's text and
+# logprobs with drafting equal those with "speculative": false, greedy and sampled; SIGTERM during a request: /health 503 draining, new requests 503, the
 # running one finishes, exit 0. Then the playground page in headless Chromium (tests/serve_browser.py,
 # chromium-driver + python3-selenium): a screenshot is kept in WORKDIR/playground.png. Without
 # python3 or libmicrohttpd: one failure naming what to install (make deps).
@@ -62,6 +63,7 @@ fi
 start() {
     name=$1
     shift
+    rm -f "$W/$name.out" # a rerun's old URL is not read before the new server truncates it
     "$S" --ckpt "$W/ck" --port 0 --threads 1 "$@" >"$W/$name.out" 2>"$W/$name.err" &
     SPID=$!
     PIDS="$PIDS $SPID"
@@ -113,6 +115,18 @@ if [ -n "$URL" ]; then
     stop "$SPID" queue
 fi
 
+# speculative decoding: prompt lookup, then a draft model (the model itself: a checkpoint as --draft)
+for sv in "--lookup 4" "--draft $W/ck --draft-tokens 3"; do
+    nm=spec_${sv%% *}
+    nm=spec_${nm#spec_--}
+    # shellcheck disable=SC2086
+    start "$nm" $sv
+    if [ -n "$URL" ]; then
+        python3 tests/serve_check.py spec "$URL" "ptserve $sv" 2>&1 | tee "$W/$nm.log"
+        stop "$SPID" "$nm"
+    fi
+done
+
 start prio --max-seqs 1 --step-delay-ms 5
 if [ -n "$URL" ]; then
     python3 tests/serve_check.py prio "$URL" 2>&1 | tee "$W/prio.log"
@@ -145,7 +159,7 @@ PY
     else fail "draining: /health $h, a new request $n (expected 503, 503)"; fi
     stop "$SPID" prio
 fi
-P=$((P + $(cat "$W/main.log" "$W/queue.log" "$W/prio.log" 2>/dev/null | grep -c '^PASS')))
-F=$((F + $(cat "$W/main.log" "$W/queue.log" "$W/prio.log" 2>/dev/null | grep -c '^FAIL')))
+P=$((P + $(cat "$W/main.log" "$W/queue.log" "$W/prio.log" "$W/spec_lookup.log" "$W/spec_draft.log" 2>/dev/null | grep -c '^PASS')))
+F=$((F + $(cat "$W/main.log" "$W/queue.log" "$W/prio.log" "$W/spec_lookup.log" "$W/spec_draft.log" 2>/dev/null | grep -c '^FAIL')))
 PIDS=""
 finish

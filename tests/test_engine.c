@@ -17,7 +17,13 @@
      recorded trace (with other settings) reproduces the events and the tokens;
    - release: a finished request's memory goes back and its id is unknown after, the others (ids on
      both sides of it) still answer; an unfinished one is refused; the event trace capped (max_events);
-   - threads: an engine thread runs while this thread submits, polls, cancels and waits. */
+   - threads: an engine thread runs while this thread submits, polls, cancels and waits (prompt lookup on);
+   - speculative decoding: prompt lookup, a draft model that is the model itself (every greedy draft
+     accepted) and a 1-layer draft model, greedy and sampled (top-k, top-p, repeat penalty): every
+     request's tokens and logits bitwise those without drafting (a stop string, max_tokens, prompt
+     chunks, 10 requests together), drafts accepted; a trace with drafts replays; the off-switch turns
+     drafting off where it does not pay; pt_generate with drafts past max_seq (refills) = without;
+     callbacks once per token in order, a callback stop inside an accepted run ends it at its token. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 #include "tests/test_util.h"
@@ -477,6 +483,251 @@ static void test_replay(void) {
 }
 
 
+/* ---- speculative decoding: the tokens and logits of every request bitwise those without it ---------- */
+#define SPEC_MAXT 64
+typedef struct spec_run {
+    int32_t tok[NQ][SPEC_MAXT];
+    float *lg[NQ];
+    int n[NQ], fin[NQ];
+    pt_engine_stats st;
+    pt_engine_event *ev;
+    int64_t nev;
+    int ok;
+    char why[300];
+} spec_run;
+/* the NQ requests (sampled: temperature 0.9, top-k 40, top-p 0.9, repeat penalty 1.1; or greedy), request 2
+   with a stop string and request 7 with max_tokens 5, through one engine with desc d */
+static void spec_go(spec_run *o, const pt_engine_desc *d, int greedy, const char *stop2, pt_infer *draft_inf) {
+    pt_infer *inf = mk_inf(NQ, 0);
+    pt_engine_desc dd = *d;
+    pt_engine *e;
+    int64_t id[NQ];
+    const char *stops[1];
+    int k;
+    memset(o->tok, 0, sizeof o->tok), memset(o->n, 0, sizeof o->n);
+    o->ok = 1, o->why[0] = 0, g_inv_bad = 0;
+    pt_error_clear(g_ctx);
+    stops[0] = stop2;
+    dd.draft = draft_inf;
+    e = pt_engine_new(inf, &dd);
+    if (!e) {
+        o->ok = 0, snprintf(o->why, sizeof o->why, "pt_engine_new: %.250s", pt_error(g_ctx));
+        pt_infer_free(inf);
+        return;
+    }
+    for (k = 0; k < NQ; k++) {
+        pt_engine_request r = mk_req(k, 0, 0, o->lg[k]);
+        memset(o->lg[k], 0, sizeof(float) * V * SPEC_MAXT);
+        r.max_tokens = k == 7 ? 5 : 24 + 4 * k;
+        if (greedy) memset(&r.sample, 0, sizeof r.sample);
+        else r.sample.top_p = 0.9f, r.sample.repeat_penalty = 1.1f;
+        if (k == 2 && stop2) r.stop = stops, r.nstop = 1;
+        id[k] = pt_engine_submit(e, &r);
+    }
+    if (drive(e, inf, 100000) < 0) o->ok = 0, snprintf(o->why, sizeof o->why, "the engine failed: %.250s", pt_error(g_ctx));
+    if (g_inv_bad) o->ok = 0, snprintf(o->why, sizeof o->why, "allocator invariant: %.250s", g_inv_msg);
+    for (k = 0; k < NQ; k++) {
+        pt_engine_result res;
+        if (pt_engine_poll(e, id[k], &res, o->tok[k], SPEC_MAXT) != PT_REQ_DONE && o->ok)
+            o->ok = 0, snprintf(o->why, sizeof o->why, "request %d: state %d (%s)", k, res.state, res.error);
+        o->n[k] = res.ntokens, o->fin[k] = res.finish;
+    }
+    o->st = pt_engine_stats_get(e);
+    {
+        const pt_engine_event *x = pt_engine_events(e, &o->nev);
+        o->ev = (pt_engine_event *)malloc(sizeof(pt_engine_event) * (size_t)(o->nev + 1));
+        memcpy(o->ev, x, sizeof(pt_engine_event) * (size_t)o->nev);
+    }
+    pt_engine_free(e);
+    pt_infer_free(inf);
+}
+/* 1 when b's tokens, counts, finishes and logits equal a's */
+static int spec_same(const spec_run *a, const spec_run *b, char *why, size_t n) {
+    int k;
+    if (!a->ok || !b->ok) return snprintf(why, n, "%s", !a->ok ? a->why : b->why), 0;
+    for (k = 0; k < NQ; k++) {
+        if (a->n[k] != b->n[k] || a->fin[k] != b->fin[k] || memcmp(a->tok[k], b->tok[k], sizeof(int32_t) * (size_t)a->n[k]))
+            return snprintf(why, n, "request %d: %d tokens (finish %d) vs %d (finish %d) without drafting, tokens %s", k, b->n[k], b->fin[k], a->n[k], a->fin[k],
+                            a->n[k] == b->n[k] ? "differ" : "-"), 0;
+        if (memcmp(a->lg[k], b->lg[k], sizeof(float) * V * (size_t)a->n[k])) return snprintf(why, n, "request %d: logits not bitwise equal", k), 0;
+    }
+    return 1;
+}
+/* callbacks under drafting: every token once, in order; a stop asked at token g_cb_stop ends the request there */
+typedef struct spec_cb {
+    int32_t tok[SPEC_MAXT];
+    int n, ntext, stop_at;
+    char text[SPEC_MAXT + 8];
+} spec_cb;
+static int spec_on_token(void *u, int64_t id, int32_t tok, float lp) {
+    spec_cb *c = (spec_cb *)u;
+    (void)id, (void)lp;
+    if (c->n < SPEC_MAXT) c->tok[c->n] = tok;
+    return ++c->n == c->stop_at;
+}
+static int spec_on_text(void *u, int64_t id, int32_t tok, float lp, const char *text, size_t len) {
+    spec_cb *c = (spec_cb *)u;
+    (void)id, (void)tok, (void)lp;
+    if (c->ntext + (int)len <= SPEC_MAXT) memcpy(c->text + c->ntext, text, len), c->ntext += (int)len;
+    return 0;
+}
+static pt_ctx *g_ctx1;
+static pt_gpt *g_m1;
+static pt_gpt_weights *g_w1;
+static void test_spec(void) {
+    static spec_run base, run;
+    pt_engine_desc d;
+    pt_infer *same, *small;
+    pt_infer_desc idd;
+    char why[300], stop[3] = {0, 0, 0};
+    int greedy, k, ok;
+    for (k = 0; k < NQ; k++) base.lg[k] = (float *)malloc(sizeof(float) * V * SPEC_MAXT), run.lg[k] = (float *)malloc(sizeof(float) * V * SPEC_MAXT);
+    { /* the draft models: the model itself (its own pt_infer: every greedy draft accepted), and 1 layer of the same shape */
+        pt_desc cd;
+        pt_gpt_config c;
+        pt_tensor slab;
+        tu_rng r = {5};
+        int64_t i;
+        memset(&cd, 0, sizeof cd);
+        cd.seed = 3, cd.threads = 1, cd.log = quiet, cd.on_error = no_err, cd.log_level = PT_LOG_ERROR;
+        g_ctx1 = pt_init(&cd);
+        memset(&c, 0, sizeof c);
+        c.vocab = V, c.max_seq = MAXSEQ, c.layers = 1, c.width = 64, c.heads = 4;
+        g_m1 = g_ctx1 ? pt_gpt_new(g_ctx1, &c) : NULL;
+        if (g_m1) {
+            slab = pt_param_slab(g_ctx1);
+            for (i = 0; i < slab.shape[0]; i++) pt_f32(&slab)[i] += tu_uniform(&r, -0.15f, 0.15f);
+            g_w1 = pt_gpt_weights_from(g_m1, PT_W_F32);
+        }
+        memset(&idd, 0, sizeof idd);
+        idd.max_seqs = 4; /* fewer than the requests: the others are not drafted */
+        same = pt_infer_new(g_ctx, g_w, &idd);
+        small = g_w1 ? pt_infer_new(g_ctx1, g_w1, &idd) : NULL;
+    }
+    for (greedy = 1; greedy >= 0; greedy--) {
+        memset(&d, 0, sizeof d);
+        d.token_budget = 64, d.max_chunk = 16;
+        spec_go(&base, &d, greedy, NULL, NULL);
+        free(base.ev);
+        for (k = 3; k + 1 < base.n[2] && !stop[0]; k++) /* a stop string from request 2's text */
+            if (base.tok[2][k] && base.tok[2][k + 1]) stop[0] = (char)base.tok[2][k], stop[1] = (char)base.tok[2][k + 1];
+        spec_go(&base, &d, greedy, stop, NULL);
+        d.lookup = 6, d.spec_fixed = 1;
+        spec_go(&run, &d, greedy, stop, NULL);
+        ok = spec_same(&base, &run, why, sizeof why);
+        CHECKF(ok && run.st.drafted > 0 && run.st.accepted > 0 && base.fin[2] == PT_FINISH_STOP_STRING && base.fin[7] == PT_FINISH_LENGTH,
+               greedy ? "spec: prompt lookup, greedy: 10 requests' tokens and logits bitwise = without (stop string, max_tokens, chunks)"
+                      : "spec: prompt lookup, sampled (top-k, top-p, repeat penalty): tokens and logits bitwise = without",
+               "%s (drafted %lld, accepted %lld, finish %d %d)", why, (long long)run.st.drafted, (long long)run.st.accepted, base.fin[2], base.fin[7]);
+        if (greedy) { /* the trace of a run with drafts replays */
+            pt_engine_event *e1 = run.ev;
+            int64_t n1 = run.nev, nd = 0, i;
+            pt_engine_desc r = d;
+            for (i = 0; i < n1; i++) nd += e1[i].kind == PT_EV_DRAFT;
+            r.replay = e1, r.nreplay = n1, r.lookup = 0, r.token_budget = 24; /* the trace decides, not the budget */
+            run.ev = NULL;
+            spec_go(&run, &r, greedy, stop, NULL);
+            ok = spec_same(&base, &run, why, sizeof why) && same_events(e1, n1, run.ev, run.nev);
+            CHECKF(ok && nd > 0, "spec: a trace with drafts (PT_EV_DRAFT) replays: the same events and tokens", "%s (%lld draft events; %lld vs %lld events)", why,
+                   (long long)nd, (long long)n1, (long long)run.nev);
+            free(e1);
+        }
+        free(run.ev);
+        d.lookup = 0, d.draft_tokens = 4;
+        spec_go(&run, &d, greedy, stop, same);
+        ok = spec_same(&base, &run, why, sizeof why) && (!same || pt_infer_check(same) == PT_OK);
+        CHECKF(ok && run.st.accepted > 0 && (!greedy || run.st.accepted * 10 >= run.st.drafted * 9),
+               greedy ? "spec: a draft model (the model itself, greedy drafts all accepted), greedy: bitwise = without"
+                      : "spec: a draft model (the model itself), sampled: bitwise = without",
+               "%s (drafted %lld, accepted %lld)", why, (long long)run.st.drafted, (long long)run.st.accepted);
+        free(run.ev);
+        d.draft_tokens = 3;
+        spec_go(&run, &d, greedy, stop, small);
+        ok = spec_same(&base, &run, why, sizeof why) && (!small || pt_infer_check(small) == PT_OK);
+        CHECKF(ok && small && run.st.drafted > 0, greedy ? "spec: a 1-layer draft model, greedy: bitwise = without" : "spec: a 1-layer draft model, sampled: bitwise = without",
+               "%s (drafted %lld, accepted %lld)", why, (long long)run.st.drafted, (long long)run.st.accepted);
+        free(run.ev), free(base.ev);
+        stop[0] = 0;
+    }
+    { /* callbacks: with every greedy draft accepted (the model as its draft), each token once and in order; a callback
+         stop at token 5 ends the request at token 5 although its run accepted more */
+        pt_infer *inf = mk_inf(2, 0);
+        pt_engine *e;
+        static spec_cb cb[2];
+        int32_t tk[2][SPEC_MAXT];
+        pt_engine_result res[2];
+        int64_t id[2];
+        memset(&d, 0, sizeof d), memset(cb, 0, sizeof cb);
+        d.draft = same, d.draft_tokens = 6, d.spec_fixed = 1;
+        e = pt_engine_new(inf, &d);
+        for (k = 0; k < 2; k++) {
+            pt_engine_request r = mk_req(k, 0, 0, NULL);
+            memset(&r.sample, 0, sizeof r.sample);
+            r.max_tokens = 30, r.on_token = spec_on_token, r.on_text = spec_on_text, r.user = &cb[k];
+            cb[k].stop_at = k ? 5 : -1;
+            id[k] = pt_engine_submit(e, &r);
+        }
+        drive(e, inf, 100000);
+        for (k = 0; k < 2; k++) pt_engine_poll(e, id[k], &res[k], tk[k], SPEC_MAXT);
+        ok = res[0].ntokens == 30 && cb[0].n == 30 && !memcmp(cb[0].tok, tk[0], sizeof(int32_t) * 30) && cb[0].ntext == 30 && res[0].accepted > 10;
+        for (k = 0; k < 30 && ok; k++) ok = cb[0].text[k] == (char)tk[0][k];
+        ok = ok && res[1].ntokens == 5 && res[1].finish == PT_FINISH_CALLBACK && cb[1].n == 5 && !memcmp(cb[1].tok, tk[1], sizeof(int32_t) * 5) &&
+             cb[1].ntext <= 5 && res[1].accepted >= 4;
+        for (k = 0; k < cb[1].ntext && ok; k++) ok = cb[1].text[k] == (char)tk[1][k];
+        CHECKF(ok, "spec: callbacks once per token in order under drafting; a callback stop inside an accepted run ends the request at its token",
+               "tokens %d (callbacks %d, text %d, accepted %lld); stopped one: %d tokens, finish %d, callbacks %d, accepted %lld", res[0].ntokens,
+               cb[0].n, cb[0].ntext, (long long)res[0].accepted, res[1].ntokens, res[1].finish, cb[1].n, (long long)res[1].accepted);
+        pt_engine_free(e);
+        pt_infer_free(inf);
+    }
+    { /* the off-switch: sampled at temperature 2 (nothing to look up that gets accepted), lookup 8, the engine's cost model */
+        pt_infer *inf = mk_inf(2, 0);
+        pt_engine *e;
+        pt_engine_stats st;
+        memset(&d, 0, sizeof d);
+        d.lookup = 8;
+        e = pt_engine_new(inf, &d);
+        for (k = 0; k < 6; k++) {
+            pt_engine_request r = mk_req(k, 0, 0, NULL);
+            r.nprompt = g_np[k] < 20 ? g_np[k] : 20, r.max_tokens = 100, r.sample.temperature = 2.0f, r.sample.top_k = 0;
+            pt_engine_submit(e, &r);
+        }
+        drive(e, inf, 100000);
+        st = pt_engine_stats_get(e);
+        CHECKF(st.spec_off > 0 && st.finished == 6, "spec: the off-switch turns drafting off for requests whose drafts do not pay",
+               "turned off %lld times; drafted %lld, accepted %lld over %lld iterations", (long long)st.spec_off, (long long)st.drafted,
+               (long long)st.accepted, (long long)st.iterations);
+        pt_engine_free(e);
+        pt_infer_free(inf);
+    }
+    { /* pt_generate with lookup and a draft model past the context (the context policy refills): = without */
+        pt_infer *inf = mk_inf(2, 0);
+        pt_gen_request q[2];
+        pt_gen_result r0[2], r1[2];
+        pt_gen_opts go;
+        pt_gen_stats gs;
+        int32_t t0[2][120], t1[2][120];
+        pt_status s0, s1;
+        memset(q, 0, sizeof q), memset(r0, 0, sizeof r0), memset(r1, 0, sizeof r1), memset(&go, 0, sizeof go);
+        for (k = 0; k < 2; k++) {
+            q[k].prompt = g_prompt[k + 5], q[k].nprompt = 60, q[k].max_tokens = 110;
+            q[k].sample.temperature = k ? 0.8f : 0.0f, q[k].sample.seed = 77 + (uint64_t)k;
+            r0[k].tokens = t0[k], r1[k].tokens = t1[k];
+        }
+        s0 = pt_generate(inf, 2, q, r0, NULL, NULL);
+        go.lookup = 4, go.draft = same, go.spec_fixed = 1;
+        s1 = pt_generate(inf, 2, q, r1, &go, &gs);
+        ok = s0 == PT_OK && s1 == PT_OK;
+        for (k = 0; k < 2 && ok; k++) ok = r0[k].ntokens == 110 && r1[k].ntokens == 110 && !memcmp(t0[k], t1[k], sizeof(int32_t) * 110);
+        CHECKF(ok && gs.drafted > 0 && gs.refills > 0, "spec: pt_generate with a draft model past max_seq (context refills): tokens = without",
+               "status %d %d, drafted %lld, refills %lld: %s", s0, s1, (long long)gs.drafted, (long long)gs.refills, pt_error(g_ctx));
+        pt_infer_free(inf);
+    }
+    pt_infer_free(same), pt_infer_free(small);
+    pt_gpt_weights_free(g_w1), pt_gpt_free(g_m1), pt_shutdown(g_ctx1);
+    for (k = 0; k < NQ; k++) free(base.lg[k]), free(run.lg[k]);
+}
+
 /* ---- push: the end callback, stop strings, the per-iteration hook -------------------------------- */
 typedef struct ends {
     int calls[NQ + 2];
@@ -606,7 +857,7 @@ static void test_threads(void) {
     int64_t id[NQ];
     int k, ok = 1, calls;
     memset(&d, 0, sizeof d);
-    d.token_budget = 64, d.wall_clock = 1;
+    d.token_budget = 64, d.wall_clock = 1, d.lookup = 4; /* drafting too: the same tokens */
     e = pt_engine_new(inf, &d);
     pthread_create(&th, NULL, engine_thread, e);
     for (k = 0; k < NQ; k++) {
@@ -654,6 +905,7 @@ int main(int argc, char **argv) {
     test_replay();
     test_release();
     test_push();
+    test_spec();
 #ifdef TE_THREADS
     test_threads();
 #endif

@@ -27,6 +27,12 @@
                           checkpoint or safetensors, the file's own types for GGUF)
      --threads N          CPU threads (default: the CPUs available)
      --tokenizer PATH     a tokenizer.bin (or a directory holding one) instead of the model's
+     --lookup N           speculative decoding by prompt lookup: up to N (1..16) tokens drafted a step
+                          from earlier matches of the last tokens in the prompt and output (0 = off)
+     --draft MODEL        speculative decoding by a draft model (a smaller one with the same
+                          vocabulary, any MODEL kind, in --quant's format); --draft-tokens N drafted a
+                          step (4). Either way the tokens are those without it, bit for bit; the speed
+                          line adds the tokens drafted and accepted
      --bytes              the ids are the bytes (no tokenizer, the model's not read): only for a
                           vocabulary of at most 256 tokens (else refused: ids 256 and up have no text)
    A model whose file carries a tokenizer that is refused (a GGUF vocabulary ptrain cannot reproduce, a
@@ -55,6 +61,7 @@ static const char usage_text[] =
     "usage: ptgen MODEL [--prompt TEXT | --prompt-ids I,J,..] [--max-tokens N] [--temperature X] [--top-k K]\n"
     "             [--top-p P] [--min-p P] [--repeat-penalty X] [--seed S] [--n N] [--stop STRING] [--stop-id ID]\n"
     "             [--quant f32|bf16|q8_0|q4_0] [--threads N] [--tokenizer PATH | --bytes] [--print-ids] [--logprobs]\n"
+    "             [--lookup N] [--draft MODEL [--draft-tokens N]]\n"
     "MODEL: a checkpoint directory, a .safetensors file or a .gguf file (see the top of tools/ptgen.c)\n";
 
 static int usage(const char *msg, const char *what) {
@@ -65,9 +72,9 @@ static int usage(const char *msg, const char *what) {
 
 /* the command line */
 typedef struct gen_opts {
-    const char *model, *prompt, *prompt_ids, *tok_path, *stops[MAXSTOP];
+    const char *model, *prompt, *prompt_ids, *tok_path, *stops[MAXSTOP], *draft;
     int32_t stop_ids[MAXSTOP], nstop, nstop_ids;
-    long max_tokens, top_k, seed, n, threads;
+    long max_tokens, top_k, seed, n, threads, lookup, draft_tokens;
     double temperature, top_p, min_p, repeat_penalty;
     int quant, print_ids, print_lp, bytes;
 } gen_opts;
@@ -77,8 +84,8 @@ typedef struct gen {
     gen_opts o;
     pt_ctx *ctx;
     pt_tokenizer *tok;
-    pt_gpt_weights *w;
-    pt_infer *inf;
+    pt_gpt_weights *w, *dw; /* the model, the draft model */
+    pt_infer *inf, *dinf;
     int32_t *ids, nids;
     int ids_only; /* no usable tokenizer: ids in, ids out, no text */
     pt_gen_request *req;
@@ -152,6 +159,9 @@ static int parse_flags(gen_opts *o, int argc, char **argv) {
                               PTF_BOOL("--print-ids", &o->print_ids),
                               PTF_BOOL("--bytes", &o->bytes),
                               PTF_BOOL("--logprobs", &o->print_lp),
+                              PTF_LONG("--lookup", &o->lookup, 0, 16),
+                              PTF_STR("--draft", &o->draft),
+                              PTF_LONG("--draft-tokens", &o->draft_tokens, 1, 16),
                               PTF_END};
     memset(o, 0, sizeof *o);
     o->prompt = "\n", o->max_tokens = 128, o->seed = 1, o->n = 1, o->temperature = 0.8, o->top_p = 1, o->repeat_penalty = 1, o->quant = -1;
@@ -176,6 +186,17 @@ static int load_model(gen *g) {
     if (o->tok_path && !(g->tok = pt_tokenizer_load(g->ctx, o->tok_path)) && !(g->tok = pt_tokenizer_load_dir(g->ctx, o->tok_path))) {
         fprintf(stderr, "ptgen: --tokenizer %s: %s\n", o->tok_path, pt_error(g->ctx));
         return 1;
+    }
+    if (o->draft) {
+        if (!(g->dw = pt_gpt_weights_open(g->ctx, o->draft, o->quant, NULL))) {
+            fprintf(stderr, "ptgen: --draft %s: %s\n", o->draft, pt_error(g->ctx));
+            return 1;
+        }
+        if (g->dw->cfg.vocab != g->w->cfg.vocab) {
+            fprintf(stderr, "ptgen: --draft %s: a vocabulary of %d tokens, the model's is %d (expected the same tokenizer)\n", o->draft,
+                    (int)g->dw->cfg.vocab, (int)g->w->cfg.vocab);
+            return 1;
+        }
     }
     return 0;
 }
@@ -263,7 +284,7 @@ static int make_requests(gen *g) {
     long i;
     memset(&idesc, 0, sizeof idesc);
     idesc.max_seqs = (int32_t)o->n;
-    if (!(g->inf = pt_infer_new(g->ctx, g->w, &idesc))) {
+    if (!(g->inf = pt_infer_new(g->ctx, g->w, &idesc)) || (g->dw && !(g->dinf = pt_infer_new(g->ctx, g->dw, &idesc)))) {
         fprintf(stderr, "ptgen: %s\n", pt_error(g->ctx));
         return 1;
     }
@@ -297,6 +318,7 @@ static int generate(gen *g) {
     stream s;
     memset(&go, 0, sizeof go);
     go.tokenizer = g->tok, go.on_token = on_token, go.user = &s;
+    go.lookup = (int32_t)g->o.lookup, go.draft = g->dinf, go.draft_tokens = (int32_t)g->o.draft_tokens;
     s.n = g->ids_only ? 0 : (int)g->o.n; /* ids only: no text streamed */
     if (pt_generate(g->inf, (int32_t)g->o.n, g->req, g->res, &go, &g->st) != PT_OK) {
         fprintf(stderr, "\nptgen: %s\n", pt_error(g->ctx));
@@ -333,6 +355,9 @@ static void print_results(const gen *g, int ok) {
                 (double)pt_gpt_weights_bytes(w) / 1e6, pt_threads(g->ctx), pt_threads(g->ctx) == 1 ? "" : "s", (long long)st->prefill_tokens,
                 st->prefill_s > 0 ? (double)st->prefill_tokens / st->prefill_s : 0.0, (long long)st->decode_tokens,
                 st->decode_s > 0 ? (double)st->decode_tokens / st->decode_s : 0.0);
+    if (ok && (o->lookup || o->draft))
+        fprintf(stderr, "ptgen: speculative decoding (%s): %lld tokens drafted, %lld accepted (%.1f%%)\n", o->draft ? "draft model" : "prompt lookup",
+                (long long)st->drafted, (long long)st->accepted, st->drafted ? 100.0 * (double)st->accepted / (double)st->drafted : 0.0);
 }
 
 /* clean_up: everything g holds */
@@ -342,6 +367,8 @@ static void clean_up(gen *g) {
     free(g->req);
     free(g->res);
     pt_infer_free(g->inf);
+    pt_infer_free(g->dinf);
+    pt_gpt_weights_free(g->dw);
     free(g->ids);
     pt_tokenizer_free(g->tok);
     pt_gpt_weights_free(g->w);

@@ -26,6 +26,12 @@
      --max-body-memory B  bytes held by request bodies being received, all together (64 MiB); past it 503
      --api-key KEY, --api-key-file FILE   every /v1/ endpoint needs "Authorization: Bearer KEY" (else 401)
      --tls-cert FILE --tls-key FILE       HTTPS (PEM certificate and private key; libmicrohttpd's GnuTLS)
+     --lookup N           speculative decoding by prompt lookup: up to N (1..16) tokens drafted a step from
+                          earlier matches in each request's prompt and output (0: off)
+     --draft MODEL        speculative decoding by a draft model (a smaller checkpoint, safetensors or GGUF
+                          file with the same vocabulary; in --quant's format); --draft-tokens N a step (4).
+                          The tokens are those without it, bit for bit; the engine turns drafting off for a
+                          request where it does not pay; a request's "speculative": false turns it off
    Endpoints: POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health,
    GET /metrics (Prometheus text), GET / (the playground page). docs/serving.md has the details:
    the fields, the chat template, the errors, the metrics. SIGTERM or SIGINT drains: no new
@@ -81,6 +87,7 @@ typedef struct sv_req {
     int32_t logprobs; /* completions: 0 none, k >= 1 (top 1 only); chat: 1 when asked */
     int32_t stream, include_usage, priority;
     double timeout; /* seconds; 0 = the server's */
+    int speculative; /* 0: no drafting for it (the server's --lookup / --draft) */
 } sv_req;
 
 /* An error for the client: HTTP status, message, the field it names (or "") and OpenAI's type. */
@@ -205,7 +212,7 @@ static int sv_parse_request(const char *body, size_t len, int chat, const sv_mod
     double d;
     int t, rc = -1;
     memset(r, 0, sizeof *r);
-    r->chat = chat, r->temperature = 1.0f, r->top_p = 1.0f, r->n = 1, r->seed = 0;
+    r->chat = chat, r->temperature = 1.0f, r->top_p = 1.0f, r->n = 1, r->seed = 0, r->speculative = 1;
     r->max_tokens = chat ? 0 : 16;
     pt_sb_init(&b);
     if (!(root = pt_json_parse(body, len, 0, perr, sizeof perr))) return sv_fail(e, 400, "", "the body is not valid JSON: %s", perr);
@@ -265,6 +272,7 @@ static int sv_parse_request(const char *body, size_t len, int chat, const sv_mod
     if ((t = sv_num(root, "timeout", 1e-6, 1e6, &d, e)) < 0) goto out;
     if (t) r->timeout = d;
     if (sv_bool(root, "stream", &r->stream, e) < 0) goto out;
+    if (sv_bool(root, "speculative", &r->speculative, e) < 0) goto out;
     v = pt_json_get(root, "stream_options");
     if (v && pt_json_type(v) != PT_JSON_NULL) {
         if (pt_json_type(v) != PT_JSON_OBJECT) {
@@ -445,9 +453,9 @@ static struct {
     pthread_cond_t work;
     struct MHD_Daemon *d;
     pt_ctx *ctx;
-    pt_gpt_weights *w;
+    pt_gpt_weights *w, *dw;     /* the model, the draft model (--draft) */
     pt_tokenizer *tok;
-    pt_infer *inf;
+    pt_infer *inf, *dinf;
     pt_engine *eng;
     sv_model model;
     char model_name[256];
@@ -738,6 +746,7 @@ static void sv_submit(sv_request *rq) {
         er.sample.seed = rq->q.seed + (uint64_t)i;
         er.stop = (const char *const *)rq->q.stop, er.nstop = rq->q.nstop;
         er.priority = rq->q.priority, er.arrival = 0, er.on_token = sv_on_token, er.on_text = sv_on_text, er.on_end = sv_on_end, er.user = c;
+        er.lookup = rq->q.speculative ? 0 : -1, er.no_draft = !rq->q.speculative;
         c->eid = pt_engine_submit(S.eng, &er);
     }
 }
@@ -1039,6 +1048,10 @@ static void sv_metrics(pt_sb *b) {
                  "# TYPE ptserve_engine_requests_held gauge\nptserve_engine_requests_held %lld\n", (long long)S.es.held);
     pt_sb_add(b, "# HELP ptserve_engine_preemptions_total Requests preempted.\n# TYPE ptserve_engine_preemptions_total counter\nptserve_engine_preemptions_total %lld\n",
               (long long)S.es.preempted);
+    pt_sb_add(b, "# HELP ptserve_spec_drafted_tokens_total Tokens drafted (speculative decoding).\n# TYPE ptserve_spec_drafted_tokens_total counter\n"
+                 "ptserve_spec_drafted_tokens_total %lld\n", (long long)S.es.drafted);
+    pt_sb_add(b, "# HELP ptserve_spec_accepted_tokens_total Drafted tokens accepted.\n# TYPE ptserve_spec_accepted_tokens_total counter\n"
+                 "ptserve_spec_accepted_tokens_total %lld\n", (long long)S.es.accepted);
     for (i = 0; i < 2; i++) {
         const sv_hist *h = i ? &S.itl : &S.ttft;
         const double *bk = i ? sv_itl_b : sv_ttft_b;
@@ -1296,8 +1309,8 @@ static char *read_small_file(const char *flag, const char *path, size_t *len) {
 
 /* the command line, and what main holds from it */
 typedef struct sv_opts {
-    const char *model, *host, *name, *tok_path, *key_arg, *key_file, *tls_cert, *tls_key;
-    long port, max_seqs, kv_blocks, budget, max_queue, threads, per_ip;
+    const char *model, *host, *name, *tok_path, *key_arg, *key_file, *tls_cert, *tls_key, *draft;
+    long port, max_seqs, kv_blocks, budget, max_queue, threads, per_ip, lookup, draft_tokens;
     double timeout, read_timeout, body_mem;
     int quant, bytes;
     char *cert_pem, *key_pem, *api_key; /* read from the files */
@@ -1345,6 +1358,9 @@ static int parse_flags(sv_opts *o, int argc, char **argv) {
                               PTF_STR("--api-key-file", &o->key_file),
                               PTF_STR("--tls-cert", &o->tls_cert),
                               PTF_STR("--tls-key", &o->tls_key),
+                              PTF_LONG("--lookup", &o->lookup, 0, 16),
+                              PTF_STR("--draft", &o->draft),
+                              PTF_LONG("--draft-tokens", &o->draft_tokens, 1, 16),
                               PTF_END};
     memset(o, 0, sizeof *o);
     o->host = "127.0.0.1", o->port = 8080, o->max_seqs = 16, o->budget = 256, o->max_queue = 64, o->per_ip = 16;
@@ -1491,6 +1507,15 @@ static int load_model(sv_opts *o) {
         return 1;
     }
     S.model.tok = S.tok, S.model.vocab = S.w->cfg.vocab, S.model.max_seq = S.w->cfg.max_seq;
+    if (o->draft && !(S.dw = pt_gpt_weights_open(S.ctx, o->draft, o->quant, NULL))) {
+        fprintf(stderr, "ptserve: --draft %s: %s\n", o->draft, pt_error(S.ctx));
+        return 1;
+    }
+    if (S.dw && S.dw->cfg.vocab != S.w->cfg.vocab) {
+        fprintf(stderr, "ptserve: --draft %s: a vocabulary of %d tokens, the model's is %d (expected the same tokenizer)\n", o->draft, (int)S.dw->cfg.vocab,
+                (int)S.w->cfg.vocab);
+        return 1;
+    }
     return 0;
 }
 
@@ -1507,6 +1532,17 @@ static int start_engine(sv_opts *o) {
     ed.max_running = (int32_t)o->max_seqs, ed.token_budget = (int32_t)o->budget, ed.wall_clock = 1;
     ed.max_events = 1 << 16; /* each request is released once answered and the trace is capped: memory stays flat */
     ed.tokenizer = S.tok, ed.on_iteration = sv_hook;
+    ed.lookup = (int32_t)o->lookup, ed.draft_tokens = (int32_t)o->draft_tokens;
+    if (S.dw) { /* the draft model's cache: a sequence per running request, its own context */
+        pt_infer_desc dd;
+        memset(&dd, 0, sizeof dd);
+        dd.max_seqs = (int32_t)o->max_seqs;
+        if (!(S.dinf = pt_infer_new(S.ctx, S.dw, &dd))) {
+            fprintf(stderr, "ptserve: --draft: %s\n", pt_error(S.ctx));
+            return 1;
+        }
+        ed.draft = S.dinf;
+    }
     if (!(S.inf = pt_infer_new(S.ctx, S.w, &idesc)) || !(S.eng = pt_engine_new(S.inf, &ed))) {
         fprintf(stderr, "ptserve: %s\n", pt_error(S.ctx));
         return 1;
@@ -1555,6 +1591,8 @@ static void clean_up(sv_opts *o) {
     free(o->cert_pem), free(o->key_pem), free(o->api_key);
     pt_engine_free(S.eng);
     pt_infer_free(S.inf);
+    pt_infer_free(S.dinf);
+    pt_gpt_weights_free(S.dw);
     pt_tokenizer_free(S.tok);
     pt_gpt_weights_free(S.w);
     pt_shutdown(S.ctx);
