@@ -78,7 +78,8 @@
    in examples/02) the same way: pt_loader_next_records (floats 0..1) or pt_loader_next_bytes.
 
    Inference (see infer, docs/infer.md): pt_gpt_weights_from(model, type) gives the weights (f32 in place,
-   or quantized: f16, bf16, q8_0, q4_0); pt_infer_new makes a paged KV cache over them; pt_infer_step
+   or quantized: f16, bf16, q8_0, q4_0); pt_infer_new makes a paged KV cache over them (f32, f16 or q8_0
+   keys and values: pt_infer_desc.kv_type; its size in tokens or bytes); pt_infer_step
    prefills and decodes ragged batches of sequences (each sequence's logits the same bits whatever runs
    beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming
    through pt_detok, the context policy past max_seq) on a private pt_engine and times them. pt_gpt_generate runs on it at tp = pp = 1.
@@ -428,7 +429,7 @@
              min-p, seeded per sequence; stop strings; the detokenizer that streams a request's text
              (UTF-8 and stop-string hold-back). Entry: pt_sampler_new pt_sampler_next
              pt_sampler_probs pt_stop_find pt_detok_new pt_detok_push pt_detok_take
-   infer     KV-cached inference: a GPT's weights for inference, the paged KV cache, prefill and decode
+   infer     KV-cached inference: a GPT's weights for inference, the paged KV cache (f32, f16 or q8_0), prefill and decode
              over ragged batches (batch-invariant), the block API of schedulers; a model file opened for
              inference; evaluation. Entry: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open
              pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_nll; block sharing and the prefix cache:
