@@ -79,7 +79,8 @@
    in examples/02) the same way: pt_loader_next_records (floats 0..1) or pt_loader_next_bytes.
 
    Inference (see infer, docs/infer.md): pt_gpt_weights_from(model, type) gives the weights (f32 in place,
-   or quantized: f16, bf16, q8_0, q4_0); pt_infer_new makes a paged KV cache over them; pt_infer_step
+   or quantized: f16, bf16, q8_0, q4_0); pt_infer_new makes a paged KV cache over them (f32, f16 or q8_0
+   keys and values: pt_infer_desc.kv_type; its size in tokens or bytes); pt_infer_step
    prefills and decodes ragged batches of sequences (each sequence's logits the same bits whatever runs
    beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming
    through pt_detok, the context policy past max_seq) on a private pt_engine and times them. pt_gpt_generate runs on it at tp = pp = 1.
@@ -432,7 +433,7 @@
              min-p, seeded per sequence; stop strings; the detokenizer that streams a request's text
              (UTF-8 and stop-string hold-back). Entry: pt_sampler_new pt_sampler_next
              pt_sampler_probs pt_stop_find pt_detok_new pt_detok_push pt_detok_take
-   infer     KV-cached inference: a GPT's weights for inference, the paged KV cache, prefill and decode
+   infer     KV-cached inference: a GPT's weights for inference, the paged KV cache (f32, f16 or q8_0), prefill and decode
              over ragged batches (batch-invariant), the block API of schedulers; a model file opened for
              inference; evaluation. Entry: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open
              pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_nll; block sharing and the prefix cache:
@@ -2682,13 +2683,18 @@ typedef struct pt_infer_desc {
     int32_t block_tokens;  /**< tokens per KV block (default 16) */
     int64_t kv_tokens;     /**< KV capacity over all sequences in tokens (default max_seqs * max_seq), rounded up to blocks */
     int32_t kv_type;       /**< the cache's element type: PT_W_F32 (0, default; logits as pt_gpt_forward's within float
-                                rounding) or PT_W_F16 (half the cache's bytes and attention's memory traffic; keys
-                                and values rounded to fp16: logits within about 1e-3 relative) */
+                                rounding), PT_W_F16 (half the cache's bytes and attention's memory traffic; keys
+                                and values rounded to fp16: logits within about 1e-3 relative) or PT_W_Q8_0 (as
+                                llama.cpp's -ctk q8_0 -ctv q8_0: each head row of a key and a value in blocks of 32,
+                                an fp16 scale and 32 int8, 8.5 bits a value, 3.76x the tokens of f32 in the same
+                                bytes; needs a head size that is a multiple of 32) */
+    int64_t kv_bytes;      /**< KV capacity in bytes instead (0: kv_tokens decides): the blocks of the cache's type that fit */
 } pt_infer_desc;
 typedef struct pt_infer pt_infer;
 /** A KV cache and the step's buffers for w (not owned: it must outlive the pt_infer). The cache holds
-    2 x layers x width values a token (f32, or fp16 with desc.kv_type), reserved (not touched) here. NULL with the error in ctx
-    for weights that do not fit their config (shapes, vocabulary) or bad sizes. */
+    2 x layers x width values a token (f32, fp16 or q8_0 with desc.kv_type: 4, 2 or 34/32 bytes a value), reserved (not touched)
+    here; every value is rounded to the cache's type once, when its token is written, and widened as attention reads it. NULL with
+    the error in ctx for weights that do not fit their config (shapes, vocabulary), bad sizes or a kv_type not one of the three. */
 PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infer_desc *d);
 PTDEF void pt_infer_free(pt_infer *inf);
 /** A new empty sequence: its id (0 .. max_seqs-1), or -1 with the error set (all in use). */
@@ -26814,7 +26820,11 @@ PTDEF const char *pt_detok_last(const pt_detok *d, size_t *len) {
 /* The paged KV cache: one pool of nblocks blocks; a block holds bt = block_tokens consecutive
    positions of one sequence for every layer: at kv + block * block_elems + l * layer_elems the keys
    transposed per head, K^T [H][hs][bt], then the values V [H][bt][hs] (layer_elems = 2 C bt; the
-   elements f32, or fp16 with pt_infer_desc.kv_type: written rounded, widened as they are read). A
+   elements f32, or fp16 with pt_infer_desc.kv_type: written rounded, widened as they are read). The
+   q8_0 cache (ggml's blocks of 32: an fp16 scale, 32 int8) counts bytes (block_bytes, layer_bytes):
+   per layer K^T's int8 [H][hs][bt], their scales [H][hs / 32][bt] (fp16; one per position and
+   32-dimension block of a head), then V's rows [H][bt] of hs / 32 q8_0 blocks; scores stay vectors
+   over a block's positions, each 32-dimension partial sum scaled once. A
    sequence's block table lists its blocks in position order (position p: table[p / bt], slot p % bt);
    blocks come from a stack of free ids and go back when the sequence is freed. Keys transposed make a
    block's 16 scores of one query one vector: s[0..bt) += q[d] * K^T[d][0..bt) over d, no horizontal
@@ -27089,9 +27099,10 @@ struct pt_infer {
     const pt_gpt_weights *w;
     int32_t L, C, H, hs, V, max_seq, max_seqs, bt, max_blk;
     int64_t ldc, ld3, ld4;               /* row strides of the step buffers (floats, multiples of 16) */
-    int64_t nblocks, nfree, layer_elems, block_elems; /* elements of the cache's type */
-    void *kv;                            /* the pool (aligned into kv_mem): floats, or fp16 (kv16) */
-    int kv16, f16c;                      /* fp16 cache; the CPU has F16C */
+    int64_t nblocks, nfree, layer_elems, block_elems; /* values (keys and values) of a layer in a block, of a block */
+    int64_t layer_bytes, block_bytes;    /* their bytes in the cache's type */
+    void *kv;                            /* the pool (aligned into kv_mem): floats, fp16 (kv16) or q8_0 (kvq8) */
+    int kv16, kvq8, f16c;                /* fp16 cache; q8_0 cache; the CPU has F16C */
     void *kv_mem;
     int64_t kv_bytes;
     int32_t *free_ids;                   /* [nblocks]: a stack, free_ids[0 .. nfree) */
@@ -27121,6 +27132,7 @@ struct pt_infer {
     int64_t ws_per;
     int ws_threads;
     int kern;                            /* attention kernel: 2 AVX-512, 1 portable C */
+    int kern_q8;                         /* over a q8_0 cache: 3 AVX2 + FMA + F16C, 1 portable C */
 };
 
 static int64_t pt__inf_rup16(int64_t n) { return (n + 15) & ~(int64_t)15; }
@@ -27167,8 +27179,15 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
                                     (long long)max_seqs, (long long)bt, d ? (long long)d->kv_tokens : 0LL);
     kvt = d && d->kv_tokens ? d->kv_tokens : max_seqs * c->max_seq;
     kvtype = d ? d->kv_type : PT_W_F32;
-    if (kvtype != PT_W_F32 && kvtype != PT_W_F16)
-        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_type %d (expected PT_W_F32 (0) or PT_W_F16 (1))", (int)kvtype);
+    if (kvtype != PT_W_F32 && kvtype != PT_W_F16 && kvtype != PT_W_Q8_0)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_type %d%s%s%s is not a KV cache type (expected PT_W_F32 (0), PT_W_F16 (1) or PT_W_Q8_0 (8))",
+                                    (int)kvtype, pt_wtype_name((pt_wtype)kvtype) ? " (" : "", pt_wtype_name((pt_wtype)kvtype) ? pt_wtype_name((pt_wtype)kvtype) : "",
+                                    pt_wtype_name((pt_wtype)kvtype) ? ")" : "");
+    if (kvtype == PT_W_Q8_0 && (c->width / c->heads) % 32)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_type q8_0 needs a head size that is a multiple of 32 (blocks of 32 values per head "
+                                    "row), found head size %d (width %d / %d heads)", c->width / c->heads, c->width, c->heads);
+    if (d && d->kv_bytes < 0)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_bytes %lld (expected >= 0)", (long long)d->kv_bytes);
     inf = (pt_infer *)pt__malloc(ctx, sizeof *inf);
     if (!inf) return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory");
     memset(inf, 0, sizeof *inf);
@@ -27176,16 +27195,32 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->L = c->layers, inf->C = c->width, inf->H = c->heads, inf->hs = c->width / c->heads, inf->V = c->vocab, inf->max_seq = c->max_seq;
     inf->max_seqs = (int32_t)max_seqs, inf->bt = (int32_t)bt, inf->max_blk = (int32_t)((c->max_seq + bt - 1) / bt);
     inf->ldc = pt__inf_rup16(c->width), inf->ld3 = pt__inf_rup16(3 * (int64_t)c->width), inf->ld4 = pt__inf_rup16(4 * (int64_t)c->width);
-    inf->nblocks = (kvt + bt - 1) / bt;
     inf->layer_elems = 2 * (int64_t)c->width * bt;
     inf->block_elems = inf->layer_elems * c->layers;
-    inf->kv16 = kvtype == PT_W_F16, inf->f16c = pt__cpu_has_f16c();
-    if (inf->nblocks < 1 || inf->nblocks > INT32_MAX || (double)inf->nblocks * (double)inf->block_elems * 4.0 > 9.0e18) {
+    inf->kv16 = kvtype == PT_W_F16, inf->kvq8 = kvtype == PT_W_Q8_0, inf->f16c = pt__cpu_has_f16c();
+    /* q8_0: 34 bytes (an fp16 scale, 32 int8) per 32 values */
+    inf->layer_bytes = inf->kvq8 ? inf->layer_elems / PT__QK * (int64_t)sizeof(pt__block_q8_0) : inf->layer_elems * (inf->kv16 ? 2 : 4);
+    inf->block_bytes = inf->layer_bytes * c->layers;
+    if (d && d->kv_bytes > 0) { /* a budget in bytes: the blocks that fit */
+        inf->nblocks = d->kv_bytes / inf->block_bytes;
+        if (inf->nblocks < 1) {
+            const int64_t bb = inf->block_bytes;
+            pt_infer_free(inf);
+            return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_bytes %lld holds no block (a block of %lld tokens takes %lld bytes in %s)",
+                                        (long long)d->kv_bytes, (long long)bt, (long long)bb, pt_wtype_name((pt_wtype)kvtype));
+        }
+    } else
+        inf->nblocks = (kvt + bt - 1) / bt;
+    if (inf->nblocks < 1 || inf->nblocks > INT32_MAX || (double)inf->nblocks * (double)inf->block_bytes > 9.0e18) {
+        const int64_t nb = inf->nblocks;
         pt_infer_free(inf);
+        if (d && d->kv_bytes > 0)
+            return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_bytes %lld gives %lld blocks (expected 1..2^31-1 blocks)", (long long)d->kv_bytes,
+                                        (long long)nb);
         return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_tokens %lld gives %lld blocks (expected 1..2^31-1 blocks)", (long long)kvt,
                                     (long long)((kvt + bt - 1) / bt));
     }
-    inf->kv_bytes = inf->nblocks * inf->block_elems * (inf->kv16 ? 2 : 4) + PT__ALIGN;
+    inf->kv_bytes = inf->nblocks * inf->block_bytes + PT__ALIGN;
     inf->kv_mem = pt__malloc(ctx, (size_t)inf->kv_bytes); /* not touched: pages arrive as blocks are used */
     inf->free_ids = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
     inf->seq = (pt__inf_seq *)pt__malloc(ctx, (size_t)max_seqs * sizeof(pt__inf_seq));
@@ -27206,9 +27241,10 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->lru_next = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
     if (!inf->kv_mem || !inf->free_ids || !inf->seq || !inf->table || !inf->mark || !inf->st_seq || !inf->st_ntok || !inf->st_row0 || !inf->st_len0 ||
         !inf->ref || !inf->bstate || !inf->chash || !inf->btok || !inf->hnext || !inf->hhead || !inf->lru_prev || !inf->lru_next) {
+        const int64_t nb = inf->nblocks, bb = inf->block_bytes;
         pt_infer_free(inf);
-        return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory for a KV cache of %lld tokens (%.1f MiB)", (long long)kvt,
-                                    (double)(kvt * 2 * (int64_t)c->layers * c->width * (inf->kv16 ? 2 : 4)) / 1048576.0);
+        return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory for a KV cache of %lld tokens (%.1f MiB)", (long long)(nb * bt),
+                                    (double)(nb * bb) / 1048576.0);
     }
     pt__mem_add(ctx, PT__MEM_WORK, inf->kv_bytes);
     inf->kv = (void *)pt__inf_align(inf->kv_mem);
@@ -27227,6 +27263,10 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     if (ctx->attn_kernel != 1 && ctx->attn_kernel != 3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && inf->hs % 16 == 0)
         inf->kern = 2;
+#endif
+    inf->kern_q8 = 1;
+#if PT__ATTN_X86
+    if (ctx->attn_kernel != 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && inf->f16c) inf->kern_q8 = 3;
 #endif
     return inf;
 }
@@ -27532,7 +27572,7 @@ static pt__infer_dims pt__infer_dims_of(const pt_infer *inf) {
     return d;
 }
 /* a block's bytes of keys and values; block b's in the pool */
-static size_t pt__inf_bbytes(const pt_infer *inf) { return (size_t)inf->block_elems * (inf->kv16 ? 2 : 4); }
+static size_t pt__inf_bbytes(const pt_infer *inf) { return (size_t)inf->block_bytes; }
 static void *pt__inf_bkv(const pt_infer *inf, int32_t b) { return (char *)inf->kv + (size_t)b * pt__inf_bbytes(inf); }
 /* the one block copy: its keys and values, then its tokens (pool or host memory on either side) */
 static void pt__inf_bcopy(const pt_infer *inf, void *dkv, void *dtok, const void *skv, const void *stok) {
@@ -27602,7 +27642,8 @@ static int32_t pt__infer_swap_in(pt_infer *inf, const pt__infer_swap *sw) {
     if ((s = pt_infer_seq_new(inf)) < 0) return -1;
     tb = inf->table + (int64_t)s * inf->max_blk;
     for (b = 0; b < sw->nblk; b++) {
-        const int32_t *tok = (const int32_t *)(const void *)pt__infer_swap_tok(inf, sw, b); /* 4-aligned: a block's bytes are whole floats or pairs of halves */
+        const int32_t *tok = (const int32_t *)(const void *)pt__infer_swap_tok(inf, sw, b); /* 4-aligned: a block's bytes are whole floats, pairs of
+                                                                                               halves, or q8_0 blocks of 32-value multiples (68 bytes) */
         const int full = (int64_t)(b + 1) * inf->bt <= sw->len;
         const uint64_t parent = b > 0 ? inf->chash[tb[b - 1]] : 0;
         int32_t id = full ? pt__inf_find(inf, pt__inf_bhash(parent, tok, inf->bt), tok) : -1;
@@ -27671,9 +27712,10 @@ static void pt__inf_add(float *PT__RESTRICT x, const float *PT__RESTRICT y, int6
 
 /* ---- attention over the paged cache: one query row of one head --------------------------------- */
 typedef struct pt__inf_att {
-    const void *kv;         /* the pool: floats, or fp16 bit patterns (f16) */
+    const void *kv;         /* the pool: floats, fp16 bit patterns (f16), or q8_0 bytes (q8) */
     const int32_t *table;   /* the sequence's block table */
-    int64_t block_elems, koff, voff; /* elements: a block; layer + head offset of K^T in a block; of V */
+    int64_t block_elems, koff, voff; /* elements: a block; layer + head offset of K^T in a block; of V (q8: bytes) */
+    int64_t kdoff;          /* q8: bytes: layer + head offset of K^T's scales in a block */
     int bt, hs, f16;
     float scale;
 } pt__inf_att;
@@ -27720,6 +27762,71 @@ static void pt__inf_attn_c(const pt__inf_att *a, const float *q, int64_t n, floa
             const float e = sc[b * bt + t];
             const int64_t vt = v + (int64_t)t * hs;
             for (d = 0; d < hs; d++) out[d] += e * pt__inf_kvf(a->kv, vt + d, f16);
+        }
+    }
+    for (d = 0; d < hs; d++) out[d] *= inv;
+}
+
+/* the same over a q8_0 cache (hs % 32 == 0; see pt__inf_kv_row for the layout), dequantized as read:
+   a key's score is the sum over its 32-value blocks g of d_g * (the sum of q[e] * k_e over the
+   block), a value row adds (p_j d_g) * v_e */
+static float pt__inf_h(const unsigned char *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return pt__f32_from_f16(h);
+}
+static void pt__inf_attn_c_q8(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
+    const int bt = a->bt, hs = a->hs, ng = hs / PT__QK, hsb = ng * (int)sizeof(pt__block_q8_0);
+    const int64_t nb = (n + bt - 1) / bt;
+    const unsigned char *kv = (const unsigned char *)a->kv;
+    float mx = -INFINITY, ls[PT__CPU_LANES], sum, inv;
+    int64_t b, j;
+    int t, t0, d, l, g, e;
+    for (b = 0; b < nb; b++) {
+        const unsigned char *blk = kv + (int64_t)a->table[b] * a->block_elems;
+        const int8_t *kq = (const int8_t *)(const void *)(blk + a->koff);
+        const unsigned char *kd = blk + a->kdoff;
+        const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+        float *s = sc + b * bt;
+        for (t0 = 0; t0 < nt; t0 += 16) {
+            const int m = PT__MIN(16, nt - t0);
+            float acc[16], part[16];
+            for (t = 0; t < m; t++) acc[t] = 0.0f;
+            for (g = 0; g < ng; g++) {
+                for (t = 0; t < m; t++) part[t] = 0.0f;
+                for (e = 0; e < PT__QK; e++) {
+                    const float qd = q[g * PT__QK + e];
+                    const int8_t *kr = kq + (int64_t)(g * PT__QK + e) * bt + t0;
+                    for (t = 0; t < m; t++) part[t] += qd * (float)kr[t];
+                }
+                for (t = 0; t < m; t++) acc[t] += part[t] * pt__inf_h(kd + ((int64_t)g * bt + t0 + t) * 2);
+            }
+            for (t = 0; t < m; t++) {
+                s[t0 + t] = acc[t] * a->scale;
+                mx = s[t0 + t] > mx ? s[t0 + t] : mx;
+            }
+        }
+    }
+    for (l = 0; l < PT__CPU_LANES; l++) ls[l] = 0.0f;
+    for (j = 0; j < n; j++) {
+        sc[j] = pt__cpu_expf(sc[j] - mx);
+        ls[j % PT__CPU_LANES] += sc[j];
+    }
+    sum = 0.0f;
+    for (l = 0; l < PT__CPU_LANES; l++) sum += ls[l];
+    inv = 1.0f / sum;
+    for (d = 0; d < hs; d++) out[d] = 0.0f;
+    for (b = 0; b < nb; b++) {
+        const unsigned char *v = kv + (int64_t)a->table[b] * a->block_elems + a->voff;
+        const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+        for (t = 0; t < nt; t++) {
+            const unsigned char *row = v + (int64_t)t * hsb;
+            for (g = 0; g < ng; g++) {
+                const unsigned char *blq = row + g * (int)sizeof(pt__block_q8_0);
+                const float w = sc[b * bt + t] * pt__inf_h(blq);
+                const int8_t *qs = (const int8_t *)(const void *)(blq + 2);
+                for (e = 0; e < PT__QK; e++) out[g * PT__QK + e] += w * (float)qs[e];
+            }
         }
     }
     for (d = 0; d < hs; d++) out[d] *= inv;
@@ -27826,6 +27933,108 @@ PT__INF_TGT static void pt__inf_attn_avx512(const pt__inf_att *a, const float *q
 PT__INF_TGT static void pt__inf_attn_avx512_f16(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
     pt__inf_attn_512(a, q, n, sc, out, 1);
 }
+/* the q8_0 cache with AVX2, FMA and F16C (also on AVX-512 machines): pt__inf_attn_c_q8's order of
+   blocks, 8 keys a vector, four partial sums over a block's 32 dimensions combined, times the keys'
+   scales; a last group of fewer than 8 keys is copied into zeroed buffers first, so every key gets
+   the same lane arithmetic. Values: one 32-value block of the output at a time, even and odd keys
+   apart, summed at the end. */
+#define PT__INF_TGT2 __attribute__((target("avx2,fma,f16c")))
+PT__INF_TGT2 static inline __m256 pt__inf_i8x8(const int8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p))); }
+PT__INF_TGT2 static void pt__inf_attn_avx2_q8(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
+    const int bt = a->bt, hs = a->hs, ng = hs / PT__QK, hsb = ng * (int)sizeof(pt__block_q8_0);
+    const int64_t nb = (n + bt - 1) / bt;
+    const unsigned char *kv = (const unsigned char *)a->kv;
+    const __m256 z = _mm256_setzero_ps(), vs = _mm256_set1_ps(a->scale);
+    float mx = -INFINITY, ls[PT__CPU_LANES], sum, inv;
+    int64_t b, j;
+    int t0, g, e, l;
+    for (b = 0; b < nb; b++) {
+        const unsigned char *blk = kv + (int64_t)a->table[b] * a->block_elems;
+        const int8_t *kq = (const int8_t *)(const void *)(blk + a->koff);
+        const uint16_t *kd = (const uint16_t *)(const void *)(blk + a->kdoff);
+        const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+        float *s = sc + b * bt;
+        for (t0 = 0; t0 < nt; t0 += 8) {
+            const int m = PT__MIN(8, nt - t0);
+            __m256 acc = z;
+            for (g = 0; g < ng; g++) {
+                int8_t kb[PT__QK * 8];
+                uint16_t db[8];
+                const int8_t *k0 = kq + (int64_t)g * PT__QK * bt + t0;
+                const uint16_t *d0 = kd + (int64_t)g * bt + t0;
+                const float *qg = q + g * PT__QK;
+                int64_t ks = bt;
+                __m256 s0 = z, s1 = z, s2 = z, s3 = z;
+                if (m < 8) { /* the last keys: zero-padded copies */
+                    memset(kb, 0, sizeof kb), memset(db, 0, sizeof db);
+                    for (e = 0; e < PT__QK; e++) memcpy(kb + e * 8, k0 + (int64_t)e * bt, (size_t)m);
+                    memcpy(db, d0, (size_t)m * 2);
+                    k0 = kb, d0 = db, ks = 8;
+                }
+                for (e = 0; e < PT__QK; e += 4) {
+                    s0 = _mm256_fmadd_ps(_mm256_set1_ps(qg[e]), pt__inf_i8x8(k0 + (int64_t)e * ks), s0);
+                    s1 = _mm256_fmadd_ps(_mm256_set1_ps(qg[e + 1]), pt__inf_i8x8(k0 + (int64_t)(e + 1) * ks), s1);
+                    s2 = _mm256_fmadd_ps(_mm256_set1_ps(qg[e + 2]), pt__inf_i8x8(k0 + (int64_t)(e + 2) * ks), s2);
+                    s3 = _mm256_fmadd_ps(_mm256_set1_ps(qg[e + 3]), pt__inf_i8x8(k0 + (int64_t)(e + 3) * ks), s3);
+                }
+                acc = _mm256_fmadd_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)),
+                                      _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)d0)), acc);
+            }
+            acc = _mm256_mul_ps(acc, vs);
+            if (m == 8) _mm256_storeu_ps(s + t0, acc);
+            else {
+                float lane[8];
+                _mm256_storeu_ps(lane, acc);
+                memcpy(s + t0, lane, (size_t)m * sizeof(float));
+            }
+            for (e = 0; e < m; e++) mx = s[t0 + e] > mx ? s[t0 + e] : mx;
+        }
+    }
+    for (l = 0; l < PT__CPU_LANES; l++) ls[l] = 0.0f;
+    for (j = 0; j < n; j++) {
+        sc[j] = pt__cpu_expf(sc[j] - mx);
+        ls[j % PT__CPU_LANES] += sc[j];
+    }
+    sum = 0.0f;
+    for (l = 0; l < PT__CPU_LANES; l++) sum += ls[l];
+    inv = 1.0f / sum;
+    for (g = 0; g < ng; g++) {
+        const __m256 vi = _mm256_set1_ps(inv);
+        __m256 a0 = z, a1 = z, a2 = z, a3 = z, c0 = z, c1 = z, c2 = z, c3 = z;
+        for (b = 0; b < nb; b++) {
+            const unsigned char *v = kv + (int64_t)a->table[b] * a->block_elems + a->voff + (int64_t)g * (int64_t)sizeof(pt__block_q8_0);
+            const float *ep = sc + b * bt;
+            const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
+            int t = 0;
+            for (; t + 2 <= nt; t += 2) {
+                const unsigned char *r0 = v + (int64_t)t * hsb, *r1 = r0 + hsb;
+                const int8_t *q0 = (const int8_t *)(const void *)(r0 + 2), *q1 = (const int8_t *)(const void *)(r1 + 2);
+                const __m256 w0 = _mm256_set1_ps(ep[t] * pt__inf_h(r0)), w1 = _mm256_set1_ps(ep[t + 1] * pt__inf_h(r1));
+                a0 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0), a0);
+                a1 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0 + 8), a1);
+                a2 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0 + 16), a2);
+                a3 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0 + 24), a3);
+                c0 = _mm256_fmadd_ps(w1, pt__inf_i8x8(q1), c0);
+                c1 = _mm256_fmadd_ps(w1, pt__inf_i8x8(q1 + 8), c1);
+                c2 = _mm256_fmadd_ps(w1, pt__inf_i8x8(q1 + 16), c2);
+                c3 = _mm256_fmadd_ps(w1, pt__inf_i8x8(q1 + 24), c3);
+            }
+            if (t < nt) {
+                const unsigned char *r0 = v + (int64_t)t * hsb;
+                const int8_t *q0 = (const int8_t *)(const void *)(r0 + 2);
+                const __m256 w0 = _mm256_set1_ps(ep[t] * pt__inf_h(r0));
+                a0 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0), a0);
+                a1 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0 + 8), a1);
+                a2 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0 + 16), a2);
+                a3 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0 + 24), a3);
+            }
+        }
+        _mm256_storeu_ps(out + g * PT__QK, _mm256_mul_ps(_mm256_add_ps(a0, c0), vi));
+        _mm256_storeu_ps(out + g * PT__QK + 8, _mm256_mul_ps(_mm256_add_ps(a1, c1), vi));
+        _mm256_storeu_ps(out + g * PT__QK + 16, _mm256_mul_ps(_mm256_add_ps(a2, c2), vi));
+        _mm256_storeu_ps(out + g * PT__QK + 24, _mm256_mul_ps(_mm256_add_ps(a3, c3), vi));
+    }
+}
 #endif
 
 /* ---- a step ------------------------------------------------------------------------------------ */
@@ -27902,11 +28111,27 @@ static void pt__inf_attention_row(void *job, int64_t it, int tid) {
     a.kv = inf->kv, a.table = inf->table + (int64_t)s * inf->max_blk, a.block_elems = inf->block_elems;
     a.koff = (int64_t)l * inf->layer_elems + (int64_t)h * hs * inf->bt;
     a.voff = (int64_t)l * inf->layer_elems + (int64_t)inf->C * inf->bt + (int64_t)h * inf->bt * hs;
+    a.kdoff = 0;
+    if (inf->kvq8) { /* bytes (pt__inf_kv_row's layout) */
+        const int64_t bt = inf->bt, C = inf->C, lb = (int64_t)l * inf->layer_bytes;
+        a.block_elems = inf->block_bytes;
+        a.koff = lb + (int64_t)h * hs * bt;
+        a.kdoff = lb + C * bt + (int64_t)h * (hs / PT__QK) * bt * 2;
+        a.voff = lb + C * bt + C / PT__QK * bt * 2 + (int64_t)h * bt * (hs / PT__QK) * (int64_t)sizeof(pt__block_q8_0);
+    }
     a.bt = inf->bt, a.hs = hs, a.f16 = inf->kv16, a.scale = 1.0f / sqrtf((float)hs);
     for (t = 0; t < inf->st_ntok[si]; t++) {
         const int64_t r = inf->st_row0[si] + t, n = inf->st_len0[si] + t + 1;
         const float *q = inf->qkv + r * inf->ld3 + (int64_t)h * hs;
         float *o = inf->att + r * inf->ldc + (int64_t)h * hs;
+        if (inf->kvq8) {
+#if PT__ATTN_X86
+            if (inf->kern_q8 == 3) pt__inf_attn_avx2_q8(&a, q, n, sc, o);
+            else
+#endif
+                pt__inf_attn_c_q8(&a, q, n, sc, o);
+            continue;
+        }
 #if PT__ATTN_X86
         if (kern == 2) {
             if (a.f16) pt__inf_attn_avx512_f16(&a, q, n, sc, o);
@@ -27946,7 +28171,22 @@ static void pt__inf_kv_row(void *job, int64_t r, int tid) {
     const int64_t kt = blk + pos % bt, vv = blk + C * bt + (pos % bt) * hs;
     const float *k = inf->qkv + r * ld3 + C, *v = k + C;
     int64_t h, d;
-    if (inf->kv16) { /* rounded to fp16 (nearest even; F16C's vcvtps2ph gives the same bits) */
+    if (inf->kvq8) { /* q8_0, per layer of a block: K^T's int8 [C][bt], its scales (fp16) [C / 32][bt] (a key's 32-value block g of
+                        the C: row g), then V's rows [H][bt] of hs / 32 q8_0 blocks; each rounded once here (ggml's rule) */
+        const int64_t ng = C / PT__QK, hsb = hs / PT__QK * (int64_t)sizeof(pt__block_q8_0), slot = pos % bt;
+        unsigned char *p = (unsigned char *)inf->kv + (int64_t)inf->table[(int64_t)inf->tok_seq[r] * inf->max_blk + pos / bt] * inf->block_bytes +
+                           (int64_t)l * inf->layer_bytes;
+        unsigned char *kd = p + C * bt, *vq = kd + ng * bt * 2;
+        pt__block_q8_0 *kb = (pt__block_q8_0 *)(void *)(inf->ws + (int64_t)tid * inf->ws_per); /* C / 32 blocks: 34 C / 32 bytes < 4 C */
+        int64_t g;
+        int e;
+        pt_quantize_row(PT_W_Q8_0, k, kb, C);
+        for (g = 0; g < ng; g++) {
+            memcpy(kd + (g * bt + slot) * 2, &kb[g].d, 2);
+            for (e = 0; e < PT__QK; e++) p[(g * PT__QK + e) * bt + slot] = (unsigned char)kb[g].qs[e];
+        }
+        for (h = 0; h < inf->H; h++) pt_quantize_row(PT_W_Q8_0, v + h * hs, vq + (h * bt + slot) * hsb, hs);
+    } else if (inf->kv16) { /* rounded to fp16 (nearest even; F16C's vcvtps2ph gives the same bits) */
         uint16_t *p = (uint16_t *)inf->kv, *k16;
         k16 = (uint16_t *)(void *)(inf->ws + (int64_t)tid * inf->ws_per);
 #if PT__X86

@@ -9,7 +9,16 @@
      tokens of their own: blocks held with and without sharing (saved_fraction). Multi-turn chat: 8
      conversations x 4 turns interleaved, each turn's prompt = the conversation so far + a 32-token
      message: the prefix cache's hit rate (hit tokens / prompt tokens looked up), beside the rate if
-     every earlier turn were found whole (ideal).
+     every earlier turn were found whole (ideal). Then kvq8 (below), requests and context as given.
+   bench_engine kvq8 [requests [context]]
+     The q8_0 KV cache against f32 and f16 in one byte budget (pt_infer_desc.kv_bytes: the bytes of
+     4 x 1024 f32 tokens of a 1-layer, width 64, 2 heads of 32 GPT): the same requests (default 96,
+     prompts and outputs uniform in 16..512) through the engine with each cache type; requests running
+     at once while others wait (mean, max), q8_0's over f32's and over f16's. Then decode speed at a
+     long context: 4 sequences of context tokens (default 768) in a GPT of 4 layers, width 512, 8 heads
+     of 64 (GPT-2's head size), q8_0 weights, 2 threads; 3 rounds of 32 decode steps of the batch per
+     cache type, interleaved, the best round: tokens/s, q8_0's over f32's and f16's (attention reads
+     the whole cache every token, so what dequantizing costs or saves shows).
    bench_engine engine [max_len [requests [rates]]]
      The GPT-2 124M shape (12 layers, width 768, 12 heads, vocabulary 50,257, max_seq 1024) in Q8_0,
      random weights; requests (default 24) with prompt and output lengths uniform in 16..max_len
@@ -191,6 +200,131 @@ static int bench_kv(int nreq) {
     return 0;
 }
 
+/* ---- kvq8: the q8_0 cache in the same bytes --------------------------------------------------------- */
+/* the requests of bench_kv (seeded by g_rng as it is now) through an engine over a cache of type kt in
+   budget bytes: mean and max requests running while others wait */
+static int kvq8_run(pt_ctx *ctx, const pt_gpt_weights *w, int32_t kt, int64_t budget, int nreq, double *mean, int64_t *maxr, int64_t *blocks) {
+    pt_infer_desc idd;
+    pt_infer *inf;
+    pt_engine_desc ed;
+    pt_engine *e;
+    int32_t *prompt = (int32_t *)malloc(sizeof(int32_t) * 512);
+    double run_sum = 0, run_n = 0;
+    int k, i;
+    memset(&idd, 0, sizeof idd);
+    idd.max_seqs = 256, idd.kv_bytes = budget, idd.kv_type = kt;
+    if (!(inf = pt_infer_new(ctx, w, &idd))) return free(prompt), 0;
+    pt_infer_blocks(inf, blocks, NULL);
+    memset(&ed, 0, sizeof ed);
+    ed.token_budget = 2048, ed.no_prefix_cache = 1;
+    if (!(e = pt_engine_new(inf, &ed))) return pt_infer_free(inf), free(prompt), 0;
+    for (k = 0; k < nreq; k++) {
+        pt_engine_request r;
+        memset(&r, 0, sizeof r);
+        r.nprompt = uni(16, 512), r.max_tokens = uni(16, 512);
+        for (i = 0; i < r.nprompt; i++) prompt[i] = (int32_t)(rnd() % 256);
+        r.prompt = prompt, r.sample.seed = (uint64_t)k;
+        pt_engine_submit(e, &r);
+    }
+    for (;;) {
+        int64_t waiting = 0, running = 0, j;
+        int more = pt_engine_step(e);
+        for (j = 0; j < nreq; j++) {
+            const int32_t st = pt_engine_poll(e, j, NULL, NULL, 0);
+            waiting += st == PT_REQ_WAITING, running += st == PT_REQ_RUNNING;
+        }
+        if (waiting > 0) run_sum += (double)running, run_n++;
+        if (more <= 0) break;
+    }
+    *mean = run_sum / (run_n > 0 ? run_n : 1), *maxr = pt_engine_stats_get(e).max_running_seen;
+    pt_engine_free(e);
+    pt_infer_free(inf);
+    free(prompt);
+    return 1;
+}
+static int bench_kvq8(int nreq, int context) {
+    static const int32_t types[3] = {PT_W_F32, PT_W_F16, PT_W_Q8_0};
+    static const char *const tn[3] = {"f32", "f16", "q8_0"};
+    pt_ctx *ctx = mk_ctx(1);
+    pt_gpt_config c;
+    pt_gpt *m;
+    pt_gpt_weights *w;
+    double mean[3], tps[3] = {0, 0, 0};
+    int64_t maxr[3], blocks[3];
+    const int64_t budget = (int64_t)4 * 1024 * 2 * 64 * 4; /* 4 x 1024 f32 tokens of 1 layer of width 64 */
+    const uint64_t seed = g_rng;
+    int k;
+    memset(&c, 0, sizeof c);
+    c.vocab = 256, c.max_seq = 1024, c.layers = 1, c.width = 64, c.heads = 2;
+    m = pt_gpt_new(ctx, &c);
+    w = m ? pt_gpt_weights_from(m, PT_W_F32) : NULL;
+    for (k = 0; k < 3; k++) {
+        g_rng = seed; /* the same requests for every type */
+        if (!w || !kvq8_run(ctx, w, types[k], budget, nreq, &mean[k], &maxr[k], &blocks[k]))
+            return fprintf(stderr, "bench_engine kvq8: %s cache: %s\n", tn[k], pt_error(ctx)), 1;
+    }
+    printf("{\"bench\":\"kv\",\"case\":\"kv_q8_0\",\"requests\":%d,\"kv_budget_bytes\":%lld,\"block_tokens\":16,\"context\":%d,\"blocks_f32\":%lld,\"blocks_f16\":%lld,"
+           "\"blocks_q8_0\":%lld,\"mean_running_f32\":%.2f,\"mean_running_f16\":%.2f,\"mean_running_q8_0\":%.2f,\"max_running_f32\":%lld,\"max_running_f16\":%lld,"
+           "\"max_running_q8_0\":%lld,\"q8_over_f32_requests\":%.3f,\"q8_over_f16_requests\":%.3f}\n",
+           nreq, (long long)budget, c.max_seq, (long long)blocks[0], (long long)blocks[1], (long long)blocks[2], mean[0], mean[1], mean[2], (long long)maxr[0],
+           (long long)maxr[1], (long long)maxr[2], mean[2] / mean[0], mean[2] / mean[1]);
+    fflush(stdout);
+    pt_gpt_weights_free(w);
+    pt_gpt_free(m);
+    pt_shutdown(ctx);
+    /* decode at a long context: 4 sequences, GPT-2's head size */
+    {
+        enum { B = 4, D = 32, R = 3 };
+        pt_infer *inf[3] = {NULL, NULL, NULL};
+        int32_t seq[3][B], ntok[B], *toks;
+        int r, s, d, ok = 1;
+        if (context < 1) context = 1;
+        if (context > 1024 - R * D) context = 1024 - R * D;
+        toks = (int32_t *)malloc(sizeof(int32_t) * (size_t)B * (size_t)context);
+        ctx = mk_ctx(2);
+        memset(&c, 0, sizeof c);
+        c.vocab = 256, c.max_seq = 1024, c.layers = 4, c.width = 512, c.heads = 8;
+        m = pt_gpt_new(ctx, &c);
+        w = m ? pt_gpt_weights_from(m, PT_W_Q8_0) : NULL;
+        for (k = 0; ok && k < 3; k++) {
+            pt_infer_desc idd;
+            memset(&idd, 0, sizeof idd);
+            idd.max_seqs = B, idd.kv_tokens = (int64_t)B * 1024, idd.kv_type = types[k];
+            ok = w && (inf[k] = pt_infer_new(ctx, w, &idd)) != NULL;
+            for (s = 0; ok && s < B; s++) {
+                ok = (seq[k][s] = pt_infer_seq_new(inf[k])) >= 0;
+                ntok[s] = context;
+                for (d = 0; d < context; d++) toks[s * context + d] = (int32_t)((s * 131 + d * 7) % 256);
+            }
+            ok = ok && pt_infer_step(inf[k], B, seq[k], ntok, toks, NULL, 0) == PT_OK; /* the prefill, not timed */
+        }
+        for (r = 0; ok && r < R; r++)
+            for (k = 0; ok && k < 3; k++) {
+                const double t0 = pt_time();
+                double dt;
+                for (d = 0; ok && d < D; d++) {
+                    int32_t one[B], tk[B];
+                    for (s = 0; s < B; s++) one[s] = 1, tk[s] = (int32_t)((r * D + d + s) % 256);
+                    ok = pt_infer_step(inf[k], B, seq[k], one, tk, NULL, 0) == PT_OK;
+                }
+                dt = pt_time() - t0;
+                if (dt > 0 && (double)(B * D) / dt > tps[k]) tps[k] = (double)(B * D) / dt;
+            }
+        if (!ok) fprintf(stderr, "bench_engine kvq8 decode: %s\n", pt_error(ctx));
+        else
+            printf("{\"bench\":\"kv\",\"case\":\"kv_q8_0_decode\",\"model\":\"4 layers, width 512, 8 heads of 64, q8_0 weights\",\"threads\":2,\"batch\":%d,"
+                   "\"context\":%d,\"decode_steps\":%d,\"f32_tokens_per_s\":%.1f,\"f16_tokens_per_s\":%.1f,\"q8_0_tokens_per_s\":%.1f,\"q8_over_f32_speed\":%.3f,"
+                   "\"q8_over_f16_speed\":%.3f}\n",
+                   B, context, D, tps[0], tps[1], tps[2], tps[2] / tps[0], tps[2] / tps[1]);
+        for (k = 0; k < 3; k++) pt_infer_free(inf[k]);
+        pt_gpt_weights_free(w);
+        pt_gpt_free(m);
+        pt_shutdown(ctx);
+        free(toks);
+        return ok ? 0 : 1;
+    }
+}
+
 /* ---- engine ------------------------------------------------------------------------------------- */
 typedef struct trace_req {
     int32_t prompt[600];
@@ -350,9 +484,13 @@ static int bench_engine(int maxlen, int n, const char *rates) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "kv")) return bench_kv(argc > 2 ? atoi(argv[2]) : 96);
+    if (argc > 1 && !strcmp(argv[1], "kv")) {
+        const int n = argc > 2 ? atoi(argv[2]) : 96;
+        return bench_kv(n) || bench_kvq8(n, argc > 3 ? atoi(argv[3]) : 768);
+    }
+    if (argc > 1 && !strcmp(argv[1], "kvq8")) return bench_kvq8(argc > 2 ? atoi(argv[2]) : 96, argc > 3 ? atoi(argv[3]) : 768);
     if (argc > 1 && !strcmp(argv[1], "engine"))
         return bench_engine(argc > 2 ? atoi(argv[2]) : 64, argc > 3 ? atoi(argv[3]) : 24, argc > 4 ? argv[4] : NULL);
-    fprintf(stderr, "usage: bench_engine kv [requests] | engine [max_len [requests [rates as multiples of the service rate, comma-separated]]]\n");
+    fprintf(stderr, "usage: bench_engine kv [requests [context]] | kvq8 [requests [context]] | engine [max_len [requests [rates as multiples of the service rate, comma-separated]]]\n");
     return 2;
 }

@@ -50,7 +50,7 @@ largest_model bench_largest the largest GPT-2 shape that trains 10 steps on 4 ra
 qmm bench_qmm the inference matrix kernel pt__qmm (f32 f16 bf16 q8_0 q4_0; 3072 x 768 and 768 x 3072; M = 1, 4, 16, 256; 2 threads): GB/s of weights, GFLOP/s
 recovery bench_recovery the supervisor (build/ptrun) on the tutorial GPT, 4 ranks: detection, teardown and recovery time and steps lost per fault kind
 decode bench_decode KV-cached decode tokens/s at batch 1, 4, 16 and prefill tokens/s in f32, bf16, q8_0, q4_0, two GPT-2 shapes; llama.cpp on the same GGUF with BENCH_LLAMA_BENCH (llama-bench) or BENCH_LLAMA, DECODE_ROUNDS interleaved; the batch-1 step's profile per model (decode_profile)
-kv bench_engine the paged KV cache: requests running at once in a fixed budget, paged vs contiguous; a shared 512-token prefix's savings; the prefix-cache hit rate of a multi-turn chat
+kv bench_engine the paged KV cache: requests running at once in a fixed budget, paged vs contiguous; a shared 512-token prefix's savings; the prefix-cache hit rate of a multi-turn chat; the q8_0 cache vs f32 and f16 in one byte budget (requests held, decode tokens/s at context 768)
 engine bench_engine the serving engine on GPT-2 124M in q8_0: Poisson arrivals, continuous vs request-level batching, the highest rate under an SLO of 5x the unloaded p99 TTFT; priority under overload
 serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 5 Poisson rates from 0.25x to 4x saturation; HTTP vs the engine driven directly; llama-server (BENCH_LLAMA_SERVER) at the same rates
 threads bench,bench_omp,bench_decode,bench_decode_omp the thread team vs OpenMP (-DPTRAIN_OPENMP builds): config A's training step and batch-1 q8_0 decode on 2 threads, quiet and beside a 1-core busy loop
@@ -212,7 +212,8 @@ b_largest_model() {
     for mode in before after; do step $MPIRUN --oversubscribe -np 4 "$LARGEST" $mode auto 10 "${LARGEST_BUDGET_GIB:-22}"; done
 }
 b_qmm() { built "$QMM" && step "$QMM" 2; }
-# kv: the block bookkeeping on a tiny model (seconds); engine: GPT-2 124M q8_0 in wall time, ENGINE_MAX_LEN (default 48),
+# kv: the block bookkeeping on a tiny model, then the q8_0 cache against f32 and f16 in one byte budget (requests held at
+# once) and at decode over 4 x 768 cached tokens (a minute or two on 2 busy cores); engine: GPT-2 124M q8_0 in wall time, ENGINE_MAX_LEN (default 48),
 # ENGINE_REQUESTS (20) and ENGINE_RATES (multiples of the unloaded service rate, default 1,2,3,4,6): about 6 minutes on 2 busy cores
 b_kv() { built "$ENGINE" && step "$ENGINE" kv; }
 b_engine() { built "$ENGINE" && step "$ENGINE" engine "${ENGINE_MAX_LEN:-48}" "${ENGINE_REQUESTS:-20}" "${ENGINE_RATES:-1,2,3,4,6}"; }

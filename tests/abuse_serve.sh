@@ -154,6 +154,7 @@ done <<EOF
 --read-timeout|--read-timeout 0
 --max-conns-per-ip|--max-conns-per-ip 0
 --max-body-memory|--max-body-memory 12
+--kv-type|--kv-type q4_0
 EOF
 [ $bf -eq 0 ] && pass "abuse key: bad key, certificate and limit flags refused: exit 2, the message naming the flag"
 finish

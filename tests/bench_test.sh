@@ -5,8 +5,9 @@
 # arguments (FAKE_FAIL=PATTERN: the one whose "name args" matches exits 1). Checks the order of a full
 # run, that only the selected names run, in the order given, that an unknown name fails before anything
 # runs, that a failing or missing program is reported while the next benchmark still runs, when
-# `ptcl tune` runs, that each line is written while its program still runs, --list and --needs; and, for real,
-# bench_spec on its tiny model (the shape of its lines). Prints PASS/FAIL lines, then "N passed, N failed"; about 20 seconds (the build).
+# `ptcl tune` runs, that each line is written while its program still runs, --list and --needs; then the
+# real programs it runs: bench_spec on its tiny model and bench_engine kvq8 at its smallest settings, their
+# JSON lines' fields. Prints PASS/FAIL lines, then "N passed, N failed"; about 20 seconds (the builds).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${1:-build/tests}
@@ -349,6 +350,28 @@ ok = ok and all(l["bench"] == "spec" and all(num(l[k]) and l[k] >= 0 for k in ("
 sys.exit(0 if ok else 1)' "$T/spec.out" 2>"$T/spec.py"; then pass "spec: bench_spec (tiny model) prints quote/novel lookup and quote draft lines of the documented shape, identical tokens"
     else fail "spec lines" "$(cat "$T/spec.out" "$T/spec.err" "$T/spec.py" | head -c 800)"; fi
 else fail "spec: bench_spec does not build" "$(head -c 600 "$T/spec.build")"; fi
+
+# kv's q8_0 lines from the real bench_engine at its smallest settings (8 requests, context 16; a few
+# seconds): the fields the checks read, numbers where numbers belong
+INC=.
+CC=${CC:-cc}
+. tests/build_lib.sh
+if ! build_prog "$T/bench_engine" bench/bench_engine.c opt -D_POSIX_C_SOURCE=200809L >"$T/bench_engine.build.log" 2>&1; then
+    fail "kv kv_q8_0: bench_engine builds" "$(head -c 600 "$T/bench_engine.build.log")"
+elif ! "$T/bench_engine" kvq8 8 16 >"$T/kvq8.out" 2>"$T/kvq8.err"; then
+    fail "kv kv_q8_0: bench_engine kvq8 8 16 runs" "$(head -c 600 "$T/kvq8.err")"
+elif python3 -c '
+import json, sys
+ls = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+c = {l.get("case"): l for l in ls if l.get("bench") == "kv"}
+num = lambda l, k: isinstance(l.get(k), (int, float)) and not isinstance(l.get(k), bool) and l[k] > 0
+a, b = c.get("kv_q8_0", {}), c.get("kv_q8_0_decode", {})
+ok = all(num(a, k) for k in ("q8_over_f32_requests", "q8_over_f16_requests", "mean_running_f32", "mean_running_q8_0", "kv_budget_bytes"))
+ok = ok and a["blocks_q8_0"] * 4 // a["blocks_f32"] == 15 and a["requests"] == 8
+ok = ok and all(num(b, k) for k in ("f32_tokens_per_s", "f16_tokens_per_s", "q8_0_tokens_per_s", "q8_over_f32_speed")) and b["context"] == 16 and b["batch"] == 4
+sys.exit(0 if ok and len(ls) == 2 else 1)' "$T/kvq8.out" 2>"$T/kvq8.py"; then
+    pass "kv kv_q8_0: bench_engine kvq8 prints the requests line (q8_over_f32_requests, q8_over_f16_requests; 3.76x the f32 blocks) and the decode line"
+else fail "kv kv_q8_0 lines" "$(head -c 800 "$T/kvq8.out") $(head -c 300 "$T/kvq8.py")"; fi
 
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

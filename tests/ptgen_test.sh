@@ -93,6 +93,17 @@ if [ $rc -eq 0 ] && [ -n "$a" ] && [ -n "$b" ] && [ "$a" != "$b" ] && grep -q '^
     pass "ptgen --quant q8_0: the quantized path ran (logprobs differ from f32's)"
 else fail "ptgen --quant q8_0: exit $rc, f32 '$a', q8_0 '$b'; $(cat "$W/q8lp.err")"; fi
 
+# the KV cache in fp16 (--kv-type f16): it runs, and its logprobs are f32's rounded (near, not equal)
+$G "$W/ck" --prompt "$prompt" --max-tokens 8 --temperature 0 --logprobs --kv-type f16 >"$W/kv16.out" 2>"$W/kv16.err"
+rc=$?
+c=$(sed -n 's/^logprobs: //p' "$W/kv16.out")
+if [ $rc -eq 0 ] && [ -n "$c" ] && [ -n "$a" ] && python3 -c '
+import sys
+a, c = [[float(x) for x in v.split(",")] for v in sys.argv[1:3]]
+sys.exit(0 if len(a) == len(c) == 8 and max(abs(x - y) for x, y in zip(a, c)) < 0.05 else 1)' "$a" "$c"; then
+    pass "ptgen --kv-type f16: runs, logprobs within 0.05 of the f32 cache's"
+else fail "ptgen --kv-type f16: exit $rc, f32 '$a', f16 '$c'; $(cat "$W/kv16.err")"; fi
+
 # 4. --n 3: three seeds in one batch, each the text it has alone
 $G "$W/ck" --prompt "$prompt" --max-tokens 16 --seed 7 --n 3 >"$W/batch.out" 2>/dev/null
 ok=1
@@ -128,6 +139,8 @@ check_err "a text file as model" 1 "neither a checkpoint directory" $G "$W/corpu
 check_err "unknown flag" 2 "unknown flag --frobnicate" $G "$W/ck" --frobnicate
 check_err "bad --max-tokens" 2 "max-tokens expects a whole number" $G "$W/ck" --max-tokens x
 check_err "bad --quant" 2 "quant expects f32, bf16, q8_0 or q4_0, found 'q3'" $G "$W/ck" --quant q3
+check_err "bad --kv-type" 2 "kv-type expects f32, f16 or q8_0, found 'q4_0'" $G "$W/ck" --kv-type q4_0
+check_err "--kv-type q8_0 on heads of 16" 1 "kv_type q8_0 needs a head size that is a multiple of 32.*found head size 16" $G "$W/ck" --kv-type q8_0
 check_err "prompt past the context" 2 "longer than the model's context of 32 tokens" $G "$W/ck" --prompt "$(head -c 100 "$W/corpus/train.txt")"
 check_err "prompt ids past the vocabulary" 2 "prompt-ids expects comma-separated ids in \[0, 256)" $G "$W/ck" --prompt-ids 1,999
 printf 'GGUF\003\000\000\000' >"$W/trunc.gguf"

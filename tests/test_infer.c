@@ -16,7 +16,13 @@
    - stop tokens and stop strings (bytes and a BPE tokenizer, matches across token boundaries, held
      prefixes never shown, the streamed text = the result text);
    - errors: bad and dead sequence ids, a duplicate, past max_seq, a token outside the vocabulary, a
-     vocabulary mismatch, a full KV pool, all sequences in use; a failed step changes nothing. */
+     vocabulary mismatch, a full KV pool, all sequences in use; a failed step changes nothing;
+   - the q8_0 cache (kv_type PT_W_Q8_0, head size 64): near pt_gpt_forward, prefill = token by token =
+     ragged chunks bitwise (block sizes 16 and 7, both attention kernels); batch and thread invariance
+     bitwise (f32 and q8_0 weights); a fork's copy on write, a prefix-cache hit and a swap out and in
+     give the logits of a fresh prefill, bitwise; perplexity of a model trained here for a few hundred
+     steps on a validation text within 0.5% of the f32 cache's; kv_bytes: the blocks a byte budget
+     holds in each type; a bad kv_type and a head size not a multiple of 32 are named. */
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 #include "tests/test_util.h"
@@ -85,10 +91,11 @@ static int ref_logits(model *md, const int32_t *ids, int T, float *out) {
 }
 
 static int g_kv16; /* the caches mk_inf makes: fp16 (pt_infer_desc.kv_type) */
+static int g_kvq8; /* or q8_0 */
 static pt_infer *mk_inf(model *md, int max_seqs, int bt, int64_t kv_tokens) {
     pt_infer_desc d;
     memset(&d, 0, sizeof d);
-    d.max_seqs = max_seqs, d.block_tokens = bt, d.kv_tokens = kv_tokens, d.kv_type = g_kv16 ? PT_W_F16 : PT_W_F32;
+    d.max_seqs = max_seqs, d.block_tokens = bt, d.kv_tokens = kv_tokens, d.kv_type = g_kvq8 ? PT_W_Q8_0 : g_kv16 ? PT_W_F16 : PT_W_F32;
     return pt_infer_new(md->ctx, md->w, &d);
 }
 
@@ -602,6 +609,229 @@ static void test_errors(void) {
     model_free(&md);
 }
 
+/* ---- the q8_0 cache ------------------------------------------------------------------------------------ */
+/* text of words from a small grammar (seeded), for a model to learn something */
+static int64_t make_text(tu_rng *r, char *buf, int64_t n) {
+    static const char *const subj[] = {"the cat", "a dog", "the old man", "my sister", "the bird", "a child"};
+    static const char *const verb[] = {"sat on", "ate", "saw", "ran to", "liked", "found"};
+    static const char *const obj[] = {"the mat", "a fish", "the red ball", "the garden", "a hat", "the river"};
+    int64_t k = 0;
+    while (k < n - 64) {
+        k += snprintf(buf + k, (size_t)(n - k), "%s %s %s. ", subj[tu_next(r) % 6], verb[tu_next(r) % 6], obj[tu_next(r) % 6]);
+    }
+    return k;
+}
+/* trains md (a byte model, max_seq T) for steps AdamW steps on text: 1 when it ran */
+static int train_text(model *md, const char *text, int64_t n, int steps) {
+    enum { B = 8 };
+    const int T = md->cfg.max_seq;
+    pt_optim_desc od;
+    pt_optim *o;
+    pt_graph *g = pt_graph_new(md->ctx);
+    int32_t *x = (int32_t *)malloc(sizeof(int32_t) * B * (size_t)T), *y = (int32_t *)malloc(sizeof(int32_t) * B * (size_t)T);
+    tu_rng r = {5};
+    int k, b, t, ok;
+    memset(&od, 0, sizeof od);
+    od.kind = PT_OPTIM_ADAMW, od.lr = 3e-3f;
+    ok = g && x && y && (o = pt_optim_new(md->ctx, &od)) != NULL;
+    for (k = 0; ok && k < steps; k++) {
+        pt_tensor *xt, *yt, *loss;
+        for (b = 0; b < B; b++) {
+            const int64_t at = (int64_t)(tu_next(&r) % (unsigned)(n - T - 1));
+            for (t = 0; t < T; t++) x[b * T + t] = (unsigned char)text[at + t], y[b * T + t] = (unsigned char)text[at + t + 1];
+        }
+        pt_graph_reset(g);
+        xt = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0), yt = pt_tensor_new(g, PT_I32, 2, B, T, 0, 0);
+        pt_tensor_write(xt, x), pt_tensor_write(yt, y);
+        loss = pt_gpt_loss(g, md->m, xt, yt);
+        pt_zero_grad(md->ctx);
+        ok = loss && pt_backward(g, loss) == PT_OK;
+        if (ok) pt_optim_step(o, 3e-3f), ok = pt_status_get(md->ctx) == PT_OK;
+    }
+    if (g) pt_graph_free(g);
+    if (ok) pt_optim_free(o);
+    free(x), free(y);
+    return ok;
+}
+/* the logits of tokens[0, n) through fresh sequences of inf: sequence s fed ids[0, n - 1) then the last token, into lg */
+static int kv_last(pt_infer *inf, const int32_t *ids, int n, float *lg) {
+    int32_t s = pt_infer_seq_new(inf);
+    int a = n - 1, one = 1, ok = s >= 0 && pt_infer_step(inf, 1, &s, &a, ids, NULL, 0) == PT_OK && pt_infer_step(inf, 1, &s, &one, ids + n - 1, lg, 0) == PT_OK;
+    if (s >= 0) pt_infer_seq_free(inf, s);
+    return ok;
+}
+
+static void test_kvq8(void) {
+    model md, m1;
+    const int T = tu_quick ? 96 : 200, V = 61;
+    int32_t *ids = (int32_t *)malloc(sizeof(int32_t) * (size_t)T), *bids[NS];
+    float *ref = (float *)malloc(sizeof(float) * (size_t)T * V), *got = (float *)malloc(sizeof(float) * (size_t)T * V),
+          *g2 = (float *)malloc(sizeof(float) * (size_t)T * V), *a[NS], *b[NS], *c[NS];
+    static const int all[] = {0}, one[] = {1}, ragged[] = {1, 7, 33, 2, 100, 5};
+    tu_rng r = {13};
+    int kern, s, k;
+    if (!CHECK_WHY(model_new(&md, 2, V, 256, 2, 128, 2), "kv q8_0: a GPT (vocab 61, 2 x 128, 2 heads of 64, max_seq 256) and its f32 weights", g_err)) return;
+    if (!CHECK_WHY(model_new(&m1, 1, V, 256, 2, 128, 2), "kv q8_0: the same GPT on 1 thread", g_err)) return;
+    rand_ids(&r, ids, T, V);
+    if (!CHECK_WHY(ref_logits(&md, ids, T, ref), "kv q8_0: pt_gpt_forward of the sequence", g_err)) goto out;
+    /* cache = no cache within the rounding; the chunking changes no bit */
+    g_kvq8 = 1;
+    for (kern = 0; kern < 2; kern++) {
+        static const int bts[2] = {16, 7};
+        int bi;
+        md.ctx->attn_kernel = kern ? 1 : 0;
+        for (bi = 0; bi < 2; bi++) {
+            double e0 = run_chunks(&md, bts[bi], all, 1, ids, T, got), d0 = tu_max_rel(got, ref, (long)T * V, 1.0, NULL), e2 = 0, r2 = 0;
+            int same;
+            long i;
+            for (i = 0; i < (long)T * V; i++) e2 += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]), r2 += (double)ref[i] * ref[i];
+            e0 += run_chunks(&md, bts[bi], one, 1, ids, T, g2);
+            same = !memcmp(got, g2, sizeof(float) * (size_t)T * V);
+            e0 += run_chunks(&md, bts[bi], ragged, 6, ids, T, g2);
+            same = same && !memcmp(got, g2, sizeof(float) * (size_t)T * V);
+            CHECKF(e0 == 0 && sqrt(e2 / r2) <= 0.02 && d0 <= 0.1,
+                   tu_name("q8_0 cache: %d positions, block %d, %s attention: near pt_gpt_forward (normwise 2e-2)", T, bts[bi], kern ? "portable C" : "best"),
+                   "steps %s; max relative difference %.3g, normwise %.3g (%s)", e0 == 0 ? "ran" : "failed", d0, sqrt(e2 / r2), g_err);
+            CHECK(e0 == 0 && same, tu_name("q8_0 cache, block %d, %s attention: prefill = token by token = ragged chunks, bitwise", bts[bi],
+                                           kern ? "portable C" : "best"));
+            printf("       q8_0 cache: max relative difference %.3g, normwise %.3g\n", d0, sqrt(e2 / r2));
+        }
+    }
+    md.ctx->attn_kernel = 0;
+    /* batch and thread invariance, f32 and q8_0 weights */
+    for (s = 0; s < NS; s++) {
+        bids[s] = (int32_t *)malloc(sizeof(int32_t) * 128);
+        rand_ids(&r, bids[s], plen[s] + NDEC, V);
+        a[s] = (float *)malloc(sizeof(float) * 128 * V), b[s] = (float *)malloc(sizeof(float) * 128 * V), c[s] = (float *)malloc(sizeof(float) * 128 * V);
+    }
+    for (k = 0; k < 2; k++) {
+        pt_gpt_weights *w0 = md.w, *w1 = m1.w;
+        int ok, same = 1, same_t = 1;
+        if (k) md.w = pt_gpt_weights_from(md.m, PT_W_Q8_0), m1.w = pt_gpt_weights_from(m1.m, PT_W_Q8_0);
+        ok = md.w && m1.w && run_batch(&md, 1, 16, bids, a) && run_batch(&md, 0, 16, bids, b) && run_batch(&m1, 1, 16, bids, c);
+        for (s = 0; ok && s < NS; s++) {
+            const size_t n = (size_t)(plen[s] + NDEC) * V * sizeof(float);
+            same = same && !memcmp(a[s], b[s], n), same_t = same_t && !memcmp(a[s], c[s], n);
+        }
+        CHECK_WHY(ok && same, tu_name("batch invariance (q8_0 cache, %s weights): each sequence alone = in the ragged batch, bitwise", k ? "q8_0" : "f32"), g_err);
+        CHECK_WHY(ok && same_t, tu_name("thread invariance (q8_0 cache, %s weights): 1 thread = 2 threads, bitwise", k ? "q8_0" : "f32"), g_err);
+        if (k) pt_gpt_weights_free(md.w), pt_gpt_weights_free(m1.w), md.w = w0, m1.w = w1;
+    }
+    for (s = 0; s < NS; s++) free(bids[s]), free(a[s]), free(b[s]), free(c[s]);
+    /* the block API with q8_0 blocks (34 bytes a 32 values): fork + copy on write, a prefix hit, a swap out and in */
+    {
+        pt_infer *inf = mk_inf(&md, 6, 16, 0);
+        const int n = 41;
+        float *fresh = got, *lg = g2;
+        int32_t sa, sb, sc, sd, na = n - 1, one1 = 1;
+        int64_t hit = -1;
+        pt__infer_swap *sw = NULL;
+        int ok = inf && kv_last(inf, ids, n, fresh);
+        sa = pt_infer_seq_new(inf);
+        ok = ok && sa >= 0 && pt_infer_step(inf, 1, &sa, &na, ids, NULL, 0) == PT_OK && (sb = pt_infer_seq_fork(inf, sa)) >= 0;
+        ok = ok && pt_infer_step(inf, 1, &sb, &one1, ids + n - 1, lg, 0) == PT_OK;
+        CHECK_WHY(ok && !memcmp(lg, fresh, sizeof(float) * V) && pt_infer_kv_stats(inf).cow == 1,
+                  "q8_0 cache: a fork's first step copies the shared last block on write; its logits = a fresh prefill's, bitwise", g_err);
+        ok = ok && pt_infer_step(inf, 1, &sa, &one1, ids + n - 1, lg, 0) == PT_OK;
+        CHECK_WHY(ok && !memcmp(lg, fresh, sizeof(float) * V), "q8_0 cache: the forked-from sequence's next step too", g_err);
+        sc = ok ? pt_infer_seq_new(inf) : -1;
+        ok = ok && sc >= 0 && (hit = pt_infer_seq_prefix(inf, sc, ids, n)) == 32;
+        na = n - 1 - (int)hit;
+        ok = ok && pt_infer_step(inf, 1, &sc, &na, ids + hit, NULL, 0) == PT_OK && pt_infer_step(inf, 1, &sc, &one1, ids + n - 1, lg, 0) == PT_OK;
+        CHECKF(ok && !memcmp(lg, fresh, sizeof(float) * V), "q8_0 cache: a prefix-cache hit (2 blocks) then the rest: a fresh prefill's logits, bitwise",
+               "hit %lld: %s", (long long)hit, g_err);
+        sw = ok ? pt__infer_swap_out(inf, sc) : NULL;
+        if (sw) pt_infer_seq_free(inf, sc), pt_infer_seq_free(inf, sa);
+        sd = sw ? pt__infer_swap_in(inf, sw) : -1;
+        /* sc holds n tokens: its last one fed again at position n gives other logits; compare a fresh run of n + 1 */
+        ok = ok && sd >= 0 && pt_infer_seq_len(inf, sd) == n && pt_infer_step(inf, 1, &sd, &one1, ids + n, lg, 0) == PT_OK && kv_last(inf, ids, n + 1, fresh);
+        CHECK_WHY(ok && !memcmp(lg, fresh, sizeof(float) * V) && pt_infer_check(inf) == PT_OK,
+                  "q8_0 cache: a sequence swapped out and back in: the next step = a fresh prefill's, bitwise; the pool's invariants hold", g_err);
+        if (sw) pt__infer_swap_free(inf, sw);
+        pt_infer_free(inf);
+    }
+    g_kvq8 = 0;
+    /* kv_bytes: the same budget in each type */
+    {
+        int64_t nb[3] = {0, 0, 0};
+        static const int32_t tys[3] = {PT_W_F32, PT_W_F16, PT_W_Q8_0};
+        pt_infer_desc d;
+        pt_infer *inf;
+        for (k = 0; k < 3; k++) {
+            memset(&d, 0, sizeof d);
+            d.kv_type = tys[k], d.kv_bytes = 1 << 20, d.max_seqs = 2;
+            if ((inf = pt_infer_new(md.ctx, md.w, &d)) != NULL) pt_infer_blocks(inf, &nb[k], NULL);
+            pt_infer_free(inf);
+        }
+        /* a block of 16 tokens: 2 layers x 2 x 128 x 16 values: 32768 bytes in f32, 16384 in f16, 8704 in q8_0 */
+        CHECKF(nb[0] == 32 && nb[1] == 64 && nb[2] == 120, "kv_bytes: 1 MiB holds 32 f32 blocks, 64 f16 and 120 q8_0 (3.75x f32, 1.88x f16)",
+               "%lld %lld %lld blocks", (long long)nb[0], (long long)nb[1], (long long)nb[2]);
+        d.kv_type = PT_W_Q8_0, d.kv_bytes = 4000;
+        g_err[0] = 0;
+        CHECKF(!pt_infer_new(md.ctx, md.w, &d) && strstr(g_err, "kv_bytes 4000 holds no block") && strstr(g_err, "8704 bytes"),
+               "kv_bytes below one block is refused, naming both sizes", "%s", g_err);
+        pt_error_clear(md.ctx);
+        d.kv_bytes = 0, d.kv_type = PT_W_Q4_0;
+        CHECKF(!pt_infer_new(md.ctx, md.w, &d) && strstr(g_err, "kv_type 2 (q4_0)") && strstr(g_err, "PT_W_Q8_0 (8)"),
+               "a kv_type other than f32, f16 and q8_0 is refused, naming it and the accepted ones", "%s", g_err);
+        pt_error_clear(md.ctx);
+        d.kv_type = 77;
+        CHECKF(!pt_infer_new(md.ctx, md.w, &d) && strstr(g_err, "kv_type 77 is not"), "an unknown kv_type number is named", "%s", g_err);
+        pt_error_clear(md.ctx);
+    }
+    {
+        model m4;
+        pt_infer_desc d;
+        if (model_new(&m4, 1, V, 16, 1, 64, 4)) {
+            memset(&d, 0, sizeof d);
+            d.kv_type = PT_W_Q8_0;
+            g_err[0] = 0;
+            CHECKF(!pt_infer_new(m4.ctx, m4.w, &d) && strstr(g_err, "head size 16") && strstr(g_err, "multiple of 32"),
+                   "kv_type q8_0 with a head size of 16 is refused, naming the head size", "%s", g_err);
+        }
+        model_free(&m4);
+    }
+out:
+    free(ids), free(ref), free(got), free(g2);
+    model_free(&m1);
+    model_free(&md);
+}
+
+/* perplexity of a trained byte model on a validation text: each cache type */
+static void test_kvq8_ppl(void) {
+    model md;
+    enum { NTRAIN = 16384, NVAL = 2048 };
+    char *train = (char *)malloc(NTRAIN), *val = (char *)malloc(NVAL);
+    int32_t *vid = (int32_t *)malloc(sizeof(int32_t) * NVAL);
+    static const int32_t tys[3] = {PT_W_F32, PT_W_F16, PT_W_Q8_0};
+    double ppl[3] = {0, 0, 0};
+    tu_rng r1 = {21}, r2 = {22};
+    int64_t nt, nv, i, cnt;
+    int k, ok;
+    nt = make_text(&r1, train, NTRAIN), nv = make_text(&r2, val, tu_quick ? 512 : NVAL);
+    for (i = 0; i < nv; i++) vid[i] = (unsigned char)val[i];
+    ok = model_new(&md, 2, 256, 64, 2, 64, 2) && train_text(&md, train, nt, tu_quick ? 20 : 120);
+    if (CHECK_WHY(ok, "kv q8_0 perplexity: a byte GPT (2 x 64, 2 heads of 32, context 64) trained on a text of a small grammar", g_err)) {
+        for (k = 0; k < 3; k++) {
+            pt_infer_desc d;
+            pt_infer *inf;
+            double nll = 0;
+            memset(&d, 0, sizeof d);
+            d.max_seqs = 1, d.kv_type = tys[k];
+            inf = pt_infer_new(md.ctx, md.w, &d);
+            if (inf && pt_infer_nll(inf, vid, nv, &nll, &cnt) == PT_OK && cnt > 0) ppl[k] = exp(nll / (double)cnt);
+            pt_infer_free(inf);
+        }
+        CHECKF(ppl[0] > 1 && ppl[0] < (tu_quick ? 32 : 8) && fabs(ppl[2] / ppl[0] - 1) <= 0.005 && fabs(ppl[1] / ppl[0] - 1) <= 0.005,
+               tu_name("perplexity of %lld validation bytes: the q8_0 cache within 0.5%% of the f32 cache's (and fp16's)", (long long)nv),
+               "f32 %.4f, f16 %.4f, q8_0 %.4f (%s)", ppl[0], ppl[1], ppl[2], g_err);
+        printf("       perplexity: f32 cache %.5f, f16 %.5f (%+.3f%%), q8_0 %.5f (%+.3f%%)\n", ppl[0], ppl[1], 100 * (ppl[1] / ppl[0] - 1), ppl[2],
+               100 * (ppl[2] / ppl[0] - 1));
+    }
+    model_free(&md);
+    free(train), free(val), free(vid);
+}
+
 /* pt_gpt_generate on a model whose weights change: the f32 weights point into the slab */
 static void test_weights(void) {
     model md;
@@ -624,5 +854,7 @@ int main(int argc, char **argv) {
     test_sampling();
     test_stop();
     test_errors();
+    test_kvq8();
+    test_kvq8_ppl();
     return tu_summary();
 }

@@ -25,6 +25,8 @@
      --stop-id ID         stop at this token id (repeatable, up to 8)
      --quant f32|bf16|q8_0|q4_0   the weights' format for decode (default: as stored: f32 for a
                           checkpoint or safetensors, the file's own types for GGUF)
+     --kv-type f32|f16|q8_0   the KV cache's type (f32; q8_0: blocks of 32 as llama.cpp's -ctk/-ctv
+                          q8_0, 3.76x the tokens in the same bytes; needs a head size that is a multiple of 32)
      --threads N          CPU threads (default: the CPUs available)
      --tokenizer PATH     a tokenizer.bin (or a directory holding one) instead of the model's
      --lookup N           speculative decoding by prompt lookup: up to N (1..16) tokens drafted a step
@@ -60,7 +62,7 @@
 static const char usage_text[] =
     "usage: ptgen MODEL [--prompt TEXT | --prompt-ids I,J,..] [--max-tokens N] [--temperature X] [--top-k K]\n"
     "             [--top-p P] [--min-p P] [--repeat-penalty X] [--seed S] [--n N] [--stop STRING] [--stop-id ID]\n"
-    "             [--quant f32|bf16|q8_0|q4_0] [--threads N] [--tokenizer PATH | --bytes] [--print-ids] [--logprobs]\n"
+    "             [--quant f32|bf16|q8_0|q4_0] [--kv-type f32|f16|q8_0] [--threads N] [--tokenizer PATH | --bytes] [--print-ids] [--logprobs]\n"
     "             [--lookup N] [--draft MODEL [--draft-tokens N]]\n"
     "MODEL: a checkpoint directory, a .safetensors file or a .gguf file (see the top of tools/ptgen.c)\n";
 
@@ -76,7 +78,7 @@ typedef struct gen_opts {
     int32_t stop_ids[MAXSTOP], nstop, nstop_ids;
     long max_tokens, top_k, seed, n, threads, lookup, draft_tokens;
     double temperature, top_p, min_p, repeat_penalty;
-    int quant, print_ids, print_lp, bytes;
+    int quant, kv_type, print_ids, print_lp, bytes;
 } gen_opts;
 
 /* one run: the options, the model, the prompt's ids, the requests and their results */
@@ -137,6 +139,7 @@ static int flag_quant(void *dst, const char *tool, const char *flag, const char 
     return 0;
 }
 
+static const int kv_types[] = {PT_W_F32, PT_W_F16, PT_W_Q8_0}; /* --kv-type's values */
 /* parse_flags: the command line into o; PTF_GO, or the exit status */
 static int parse_flags(gen_opts *o, int argc, char **argv) {
     int rc;
@@ -156,6 +159,7 @@ static int parse_flags(gen_opts *o, int argc, char **argv) {
                               PTF_FN("--stop", flag_stop, o),
                               PTF_FN("--stop-id", flag_stop_id, o),
                               PTF_FN("--quant", flag_quant, &o->quant),
+                              PTF_CHOICE("--kv-type", &o->kv_type, "f32|f16|q8_0", kv_types),
                               PTF_BOOL("--print-ids", &o->print_ids),
                               PTF_BOOL("--bytes", &o->bytes),
                               PTF_BOOL("--logprobs", &o->print_lp),
@@ -283,7 +287,7 @@ static int make_requests(gen *g) {
     pt_infer_desc idesc;
     long i;
     memset(&idesc, 0, sizeof idesc);
-    idesc.max_seqs = (int32_t)o->n;
+    idesc.max_seqs = (int32_t)o->n, idesc.kv_type = o->kv_type;
     if (!(g->inf = pt_infer_new(g->ctx, g->w, &idesc)) || (g->dw && !(g->dinf = pt_infer_new(g->ctx, g->dw, &idesc)))) {
         fprintf(stderr, "ptgen: %s\n", pt_error(g->ctx));
         return 1;
