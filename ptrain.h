@@ -7595,7 +7595,12 @@ static inline float pt__cpu_expf(float x) {
    1 - |tanh u| = 2a/(1+a); so 1 + tanh u and 1 - tanh^2 u = (1+t)(1-t) are exact to a few ulp. */
 static inline void pt__cpu_tanh_parts(float u, float *one_plus_t, float *one_minus_t2) {
     float a = pt__cpu_expf(-2.0f * (u < 0.0f ? -u : u)), s = 2.0f / (1.0f + a), q = a * s;
-    *one_plus_t = u < 0.0f ? q : s;
+    uint32_t qb, sb, m = 0u - (uint32_t)(u < 0.0f), rb; /* u < 0: q, else s, as a blend of bits (a select here keeps */
+    float r;                                               /* GCC from vectorizing the loops that call this) */
+    memcpy(&qb, &q, sizeof qb), memcpy(&sb, &s, sizeof sb);
+    rb = (qb & m) | (sb & ~m);
+    memcpy(&r, &rb, sizeof r);
+    *one_plus_t = r;
     *one_minus_t2 = s * q;
 }
 
