@@ -11944,16 +11944,16 @@ PT__Q256_TGT PT__QMM_INLINE void pt__q256_blk_q(const pt__qmm_job *j, const int8
     const int64_t rb = j->rb, K = j->K, ldd = j->ldd;
     const unsigned char *wb = w + b * bs;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m128i dh = _mm_setzero_si128();
+    uint64_t dv[2] = {0, 0}; /* the NR fp16 scales, row r's in bits 16 (r & 3) of dv[r >> 2] (no lane immediates: any -O, clang) */
     __m256 dw;
     int i, r;
     PT__QMM_UNROLL for (r = 0; r < NR; r++) {
         uint16_t h;
         memcpy(&h, wb + r * rb, 2);
-        dh = _mm_insert_epi16(dh, h, r);
+        dv[r >> 2] |= (uint64_t)h << (16 * (r & 3));
         if (pf) _mm_prefetch((const char *)(wb + r * rb + j->pf), _MM_HINT_T0);
     }
-    dw = _mm256_cvtph_ps(dh); /* lane r: row r's scale */
+    dw = _mm256_cvtph_ps(_mm_set_epi64x((long long)dv[1], (long long)dv[0])); /* lane r: row r's scale */
     if (MR == 1) dw = _mm256_mul_ps(dw, _mm256_broadcast_ss(xd + b)); /* s = dw dx, exact */
     PT__QMM_UNROLL for (r = 0; r < NR; r++) {
         const unsigned char *blk = wb + r * rb;
