@@ -27730,12 +27730,25 @@ static inline float pt__inf_kvf(const void *kv, int64_t i, int f16) {
     return f16 ? pt__f32_from_f16(((const uint16_t *)kv)[i]) : ((const float *)kv)[i];
 }
 /* out[hs] = softmax_j(scale q.k_j) v_j over positions j < n; sc: n (rounded up to bt) floats of scratch */
+/* sc[j] = exp(sc[j] - mx) over [0, n) in place; returns 1 / their sum (16 float lanes, combined in order) */
+static float pt__inf_softmax(float *sc, int64_t n, float mx) {
+    float ls[PT__CPU_LANES], sum = 0.0f;
+    int64_t j;
+    int l;
+    for (l = 0; l < PT__CPU_LANES; l++) ls[l] = 0.0f;
+    for (j = 0; j < n; j++) {
+        sc[j] = pt__cpu_expf(sc[j] - mx);
+        ls[j % PT__CPU_LANES] += sc[j];
+    }
+    for (l = 0; l < PT__CPU_LANES; l++) sum += ls[l];
+    return 1.0f / sum;
+}
 static void pt__inf_attn_c(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
     const int bt = a->bt, hs = a->hs, f16 = a->f16;
     const int64_t nb = (n + bt - 1) / bt;
-    float mx = -INFINITY, ls[PT__CPU_LANES], sum, inv;
-    int64_t b, j;
-    int t, d, l;
+    float mx = -INFINITY, inv;
+    int64_t b;
+    int t, d;
     for (b = 0; b < nb; b++) {
         const int64_t kt = (int64_t)a->table[b] * a->block_elems + a->koff;
         const int nt = (int)PT__MIN((int64_t)bt, n - b * bt);
@@ -27751,14 +27764,7 @@ static void pt__inf_attn_c(const pt__inf_att *a, const float *q, int64_t n, floa
             mx = s[t] > mx ? s[t] : mx;
         }
     }
-    for (l = 0; l < PT__CPU_LANES; l++) ls[l] = 0.0f;
-    for (j = 0; j < n; j++) {
-        sc[j] = pt__cpu_expf(sc[j] - mx);
-        ls[j % PT__CPU_LANES] += sc[j];
-    }
-    sum = 0.0f;
-    for (l = 0; l < PT__CPU_LANES; l++) sum += ls[l];
-    inv = 1.0f / sum;
+    inv = pt__inf_softmax(sc, n, mx);
     for (d = 0; d < hs; d++) out[d] = 0.0f;
     for (b = 0; b < nb; b++) {
         const int64_t v = (int64_t)a->table[b] * a->block_elems + a->voff;
@@ -27784,9 +27790,9 @@ static void pt__inf_attn_c_q8(const pt__inf_att *a, const float *q, int64_t n, f
     const int bt = a->bt, hs = a->hs, ng = hs / PT__QK, hsb = ng * (int)sizeof(pt__block_q8_0);
     const int64_t nb = (n + bt - 1) / bt;
     const unsigned char *kv = (const unsigned char *)a->kv;
-    float mx = -INFINITY, ls[PT__CPU_LANES], sum, inv;
-    int64_t b, j;
-    int t, t0, d, l, g, e;
+    float mx = -INFINITY, inv;
+    int64_t b;
+    int t, t0, d, g, e;
     for (b = 0; b < nb; b++) {
         const unsigned char *blk = kv + (int64_t)a->table[b] * a->block_elems;
         const int8_t *kq = (const int8_t *)(const void *)(blk + a->koff);
@@ -27812,14 +27818,7 @@ static void pt__inf_attn_c_q8(const pt__inf_att *a, const float *q, int64_t n, f
             }
         }
     }
-    for (l = 0; l < PT__CPU_LANES; l++) ls[l] = 0.0f;
-    for (j = 0; j < n; j++) {
-        sc[j] = pt__cpu_expf(sc[j] - mx);
-        ls[j % PT__CPU_LANES] += sc[j];
-    }
-    sum = 0.0f;
-    for (l = 0; l < PT__CPU_LANES; l++) sum += ls[l];
-    inv = 1.0f / sum;
+    inv = pt__inf_softmax(sc, n, mx);
     for (d = 0; d < hs; d++) out[d] = 0.0f;
     for (b = 0; b < nb; b++) {
         const unsigned char *v = kv + (int64_t)a->table[b] * a->block_elems + a->voff;

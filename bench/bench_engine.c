@@ -71,31 +71,11 @@ static pt_ctx *mk_ctx(int threads) {
     return pt_init(&d);
 }
 
-/* ---- kv ----------------------------------------------------------------------------------------- */
-static int bench_kv(int nreq) {
-    pt_ctx *ctx = mk_ctx(1);
-    pt_gpt_config c;
-    pt_gpt *m;
-    pt_gpt_weights *w;
-    pt_infer_desc idd;
-    pt_infer *inf;
-    pt_engine_desc ed;
-    pt_engine *e;
-    int32_t *prompt = (int32_t *)malloc(sizeof(int32_t) * 4096);
-    int k, i, it = 0;
+/* nreq requests (prompts and lengths of 16..512 from g_rng, prompt: room for 512 ids) through e until all
+   end; returns the mean number running over the iterations where some wait; *iters: the iterations */
+static double kv_mix(pt_engine *e, int nreq, int32_t *prompt, int *iters) {
     double run_sum = 0, run_n = 0;
-    const int budget = 16 * 1024;
-    memset(&c, 0, sizeof c);
-    c.vocab = 256, c.max_seq = 1024, c.layers = 1, c.width = 32, c.heads = 2;
-    m = pt_gpt_new(ctx, &c);
-    w = pt_gpt_weights_from(m, PT_W_F32);
-    memset(&idd, 0, sizeof idd);
-    idd.max_seqs = 256, idd.kv_tokens = budget;
-    inf = pt_infer_new(ctx, w, &idd);
-    memset(&ed, 0, sizeof ed);
-    ed.token_budget = 2048, ed.no_prefix_cache = 1;
-    e = pt_engine_new(inf, &ed);
-    if (!e) return fprintf(stderr, "bench_engine kv: %s\n", pt_error(ctx)), 1;
+    int k, i, it = 0;
     for (k = 0; k < nreq; k++) {
         pt_engine_request r;
         memset(&r, 0, sizeof r);
@@ -108,16 +88,45 @@ static int bench_kv(int nreq) {
         int64_t waiting = 0, running = 0, j;
         int more = pt_engine_step(e);
         for (j = 0; j < nreq; j++) {
-            const int32_t s = pt_engine_poll(e, j, NULL, NULL, 0);
-            waiting += s == PT_REQ_WAITING, running += s == PT_REQ_RUNNING;
+            const int32_t st = pt_engine_poll(e, j, NULL, NULL, 0);
+            waiting += st == PT_REQ_WAITING, running += st == PT_REQ_RUNNING;
         }
         if (waiting > 0) run_sum += (double)running, run_n++;
         it++;
         if (more <= 0) break;
     }
+    if (iters) *iters = it;
+    return run_sum / (run_n > 0 ? run_n : 1);
+}
+/* ---- kv ----------------------------------------------------------------------------------------- */
+static int bench_kv(int nreq) {
+    pt_ctx *ctx = mk_ctx(1);
+    pt_gpt_config c;
+    pt_gpt *m;
+    pt_gpt_weights *w;
+    pt_infer_desc idd;
+    pt_infer *inf;
+    pt_engine_desc ed;
+    pt_engine *e;
+    int32_t *prompt = (int32_t *)malloc(sizeof(int32_t) * 4096);
+    int k, i, it = 0;
+    double run_sum = 0, run_mean;
+    const int budget = 16 * 1024;
+    memset(&c, 0, sizeof c);
+    c.vocab = 256, c.max_seq = 1024, c.layers = 1, c.width = 32, c.heads = 2;
+    m = pt_gpt_new(ctx, &c);
+    w = pt_gpt_weights_from(m, PT_W_F32);
+    memset(&idd, 0, sizeof idd);
+    idd.max_seqs = 256, idd.kv_tokens = budget;
+    inf = pt_infer_new(ctx, w, &idd);
+    memset(&ed, 0, sizeof ed);
+    ed.token_budget = 2048, ed.no_prefix_cache = 1;
+    e = pt_engine_new(inf, &ed);
+    if (!e) return fprintf(stderr, "bench_engine kv: %s\n", pt_error(ctx)), 1;
+    run_mean = kv_mix(e, nreq, prompt, &it);
     {
         const pt_engine_stats st = pt_engine_stats_get(e);
-        const double paged = run_sum / (run_n > 0 ? run_n : 1), contig = (double)budget / c.max_seq;
+        const double paged = run_mean, contig = (double)budget / c.max_seq;
         printf("{\"bench\":\"kv\",\"case\":\"concurrency\",\"requests\":%d,\"kv_budget_tokens\":%d,\"block_tokens\":16,\"context\":%d,"
                "\"paged_mean_running\":%.2f,\"paged_max_running\":%lld,\"contiguous_running\":%.0f,\"paged_over_contiguous\":%.3f,\"preemptions\":%lld,\"iterations\":%d}\n",
                nreq, budget, c.max_seq, paged, (long long)st.max_running_seen, contig, paged / contig, (long long)st.preempted, it);
@@ -209,8 +218,6 @@ static int kvq8_run(pt_ctx *ctx, const pt_gpt_weights *w, int32_t kt, int64_t bu
     pt_engine_desc ed;
     pt_engine *e;
     int32_t *prompt = (int32_t *)malloc(sizeof(int32_t) * 512);
-    double run_sum = 0, run_n = 0;
-    int k, i;
     memset(&idd, 0, sizeof idd);
     idd.max_seqs = 256, idd.kv_bytes = budget, idd.kv_type = kt;
     if (!(inf = pt_infer_new(ctx, w, &idd))) return free(prompt), 0;
@@ -218,25 +225,7 @@ static int kvq8_run(pt_ctx *ctx, const pt_gpt_weights *w, int32_t kt, int64_t bu
     memset(&ed, 0, sizeof ed);
     ed.token_budget = 2048, ed.no_prefix_cache = 1;
     if (!(e = pt_engine_new(inf, &ed))) return pt_infer_free(inf), free(prompt), 0;
-    for (k = 0; k < nreq; k++) {
-        pt_engine_request r;
-        memset(&r, 0, sizeof r);
-        r.nprompt = uni(16, 512), r.max_tokens = uni(16, 512);
-        for (i = 0; i < r.nprompt; i++) prompt[i] = (int32_t)(rnd() % 256);
-        r.prompt = prompt, r.sample.seed = (uint64_t)k;
-        pt_engine_submit(e, &r);
-    }
-    for (;;) {
-        int64_t waiting = 0, running = 0, j;
-        int more = pt_engine_step(e);
-        for (j = 0; j < nreq; j++) {
-            const int32_t st = pt_engine_poll(e, j, NULL, NULL, 0);
-            waiting += st == PT_REQ_WAITING, running += st == PT_REQ_RUNNING;
-        }
-        if (waiting > 0) run_sum += (double)running, run_n++;
-        if (more <= 0) break;
-    }
-    *mean = run_sum / (run_n > 0 ? run_n : 1), *maxr = pt_engine_stats_get(e).max_running_seen;
+    *mean = kv_mix(e, nreq, prompt, NULL), *maxr = pt_engine_stats_get(e).max_running_seen;
     pt_engine_free(e);
     pt_infer_free(inf);
     free(prompt);
