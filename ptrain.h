@@ -27781,11 +27781,6 @@ static void pt__inf_attn_c(const pt__inf_att *a, const float *q, int64_t n, floa
 /* the same over a q8_0 cache (hs % 32 == 0; see pt__inf_kv_row for the layout), dequantized as read:
    a key's score is the sum over its 32-value blocks g of d_g * (the sum of q[e] * k_e over the
    block), a value row adds (p_j d_g) * v_e */
-static float pt__inf_h(const unsigned char *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return pt__f32_from_f16(h);
-}
 static void pt__inf_attn_c_q8(const pt__inf_att *a, const float *q, int64_t n, float *sc, float *out) {
     const int bt = a->bt, hs = a->hs, ng = hs / PT__QK, hsb = ng * (int)sizeof(pt__block_q8_0);
     const int64_t nb = (n + bt - 1) / bt;
@@ -27810,7 +27805,7 @@ static void pt__inf_attn_c_q8(const pt__inf_att *a, const float *q, int64_t n, f
                     const int8_t *kr = kq + (int64_t)(g * PT__QK + e) * bt + t0;
                     for (t = 0; t < m; t++) part[t] += qd * (float)kr[t];
                 }
-                for (t = 0; t < m; t++) acc[t] += part[t] * pt__inf_h(kd + ((int64_t)g * bt + t0 + t) * 2);
+                for (t = 0; t < m; t++) acc[t] += part[t] * pt__qd(kd + ((int64_t)g * bt + t0 + t) * 2);
             }
             for (t = 0; t < m; t++) {
                 s[t0 + t] = acc[t] * a->scale;
@@ -27827,7 +27822,7 @@ static void pt__inf_attn_c_q8(const pt__inf_att *a, const float *q, int64_t n, f
             const unsigned char *row = v + (int64_t)t * hsb;
             for (g = 0; g < ng; g++) {
                 const unsigned char *blq = row + g * (int)sizeof(pt__block_q8_0);
-                const float w = sc[b * bt + t] * pt__inf_h(blq);
+                const float w = sc[b * bt + t] * pt__qd(blq);
                 const int8_t *qs = (const int8_t *)(const void *)(blq + 2);
                 for (e = 0; e < PT__QK; e++) out[g * PT__QK + e] += w * (float)qs[e];
             }
@@ -28013,7 +28008,7 @@ PT__INF_TGT2 static void pt__inf_attn_avx2_q8(const pt__inf_att *a, const float 
             for (; t + 2 <= nt; t += 2) {
                 const unsigned char *r0 = v + (int64_t)t * hsb, *r1 = r0 + hsb;
                 const int8_t *q0 = (const int8_t *)(const void *)(r0 + 2), *q1 = (const int8_t *)(const void *)(r1 + 2);
-                const __m256 w0 = _mm256_set1_ps(ep[t] * pt__inf_h(r0)), w1 = _mm256_set1_ps(ep[t + 1] * pt__inf_h(r1));
+                const __m256 w0 = _mm256_set1_ps(ep[t] * pt__qd(r0)), w1 = _mm256_set1_ps(ep[t + 1] * pt__qd(r1));
                 a0 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0), a0);
                 a1 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0 + 8), a1);
                 a2 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0 + 16), a2);
@@ -28026,7 +28021,7 @@ PT__INF_TGT2 static void pt__inf_attn_avx2_q8(const pt__inf_att *a, const float 
             if (t < nt) {
                 const unsigned char *r0 = v + (int64_t)t * hsb;
                 const int8_t *q0 = (const int8_t *)(const void *)(r0 + 2);
-                const __m256 w0 = _mm256_set1_ps(ep[t] * pt__inf_h(r0));
+                const __m256 w0 = _mm256_set1_ps(ep[t] * pt__qd(r0));
                 a0 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0), a0);
                 a1 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0 + 8), a1);
                 a2 = _mm256_fmadd_ps(w0, pt__inf_i8x8(q0 + 16), a2);
