@@ -83,7 +83,10 @@
    keys and values: pt_infer_desc.kv_type; its size in tokens or bytes); pt_infer_step
    prefills and decodes ragged batches of sequences (each sequence's logits the same bits whatever runs
    beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming
-   through pt_detok, the context policy past max_seq) on a private pt_engine and times them. pt_gpt_generate runs on it at tp = pp = 1.
+   through pt_detok, the context policy past max_seq) on a private pt_engine and times them. pt_gpt_generate runs on it.
+   Model-parallel inference: on a TP x PP grid every rank opens its shard (pt_gpt_weights_open reshards a
+   checkpoint of any training layout as it reads it) and calls pt_infer_new; world rank 0 (the leader)
+   steps, runs pt_generate or an engine, and the other ranks follow its calls (pt_infer_follow).
    pt_gpt_weights_open opens a checkpoint, a safetensors or a GGUF file as such weights (in the type
    asked for: pt_gpt_weights_convert), with its tokenizer (a refused one is reported, never replaced by
    bytes: pt_gpt_weights.tokenizer_error), every size of its metadata checked against its tensors and
@@ -437,7 +440,8 @@
              over ragged batches (batch-invariant), the block API of schedulers; a model file opened for
              inference; evaluation. Entry: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open
              pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_nll; block sharing and the prefix cache:
-             pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats
+             pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats; model-parallel
+             inference (TP x PP shards, the leader and its followers): pt_infer_follow pt_infer_mp_get
    engine    The serving engine: requests over a pt_infer, an iteration-level scheduler (continuous
              batching, chunked prefill, admission by free blocks, priority classes with aging,
              preemption by recompute or swap, cancellation), stop strings, end callbacks and a
@@ -1110,12 +1114,13 @@ PTDEF pt_tensor *pt_gpt_forward(pt_graph *g, const pt_gpt *m, pt_tensor *ids);
     cfg.loss_chunk > 0: the head and loss fused (pt_linear_cross_entropy, TP: _vp), no logits kept. */
 PTDEF pt_tensor *pt_gpt_loss(pt_graph *g, const pt_gpt *m, pt_tensor *ids, pt_tensor *targets);
 /** Samples max_new tokens after prompt (n tokens) into out (n + max_new); temperature 0 = greedy
-    (pt_sampler with this temperature and seed). One process on the CPU (tp = pp = 1, not ZeRO-3): the
-    KV-cached path (pt_infer over the parameters in place; g is not used and may be NULL), f32
-    arithmetic whatever pt_set_precision says; the context policy of pt_generate past max_seq. Else
-    (TP, pipeline stages, OpenCL, ZeRO-3) the uncached graph path through g, the window of the last
-    max_seq tokens each step; under TP (collective) the last row's logits are gathered over TP and every
-    rank samples the same. See infer. */
+    (pt_sampler with this temperature and seed). On the CPU without ZeRO-3, one process or a TP x PP
+    grid of dp 1 (collective): the KV-cached path (pt_infer over the parameters in place, each rank its
+    shard, world rank 0 generating while the others follow, the tokens then broadcast; g is not used
+    and may be NULL), f32 arithmetic whatever pt_set_precision says; the context policy of pt_generate
+    past max_seq. Else (dp > 1, OpenCL, ZeRO-3) the uncached graph path through g, the window of the
+    last max_seq tokens each step; under TP (collective) the last row's logits are gathered over TP and
+    every rank samples the same. See infer. */
 PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, int n, int max_new,
                                 float temperature, uint64_t seed, int32_t *out);
 /** Parameters used in matmuls (all block weights and the LM head; no positions). */
@@ -2431,6 +2436,16 @@ typedef struct pt_gpt_weights {
     void (*release)(void *owner);
     char tokenizer_error[256]; /**< pt_gguf_load / pt_gpt_weights_open asked for the model's tokenizer and the file carries
                                     one that was refused: why ("" when it was loaded, not asked for, or the file has none) */
+    /* A shard of model-parallel inference (pt_gpt_weights_from a TP / PP model, pt_gpt_weights_open on a grid with tp or
+       pp > 1); all zero: the whole model. */
+    int32_t tp, tp_rank;       /**< tensor parallelism (0 or 1: none): this rank holds heads [tp_rank H / tp, (tp_rank + 1) H / tp)
+                                    (qkv's rows q | k | v of them, proj's columns of them), fc's rows and fproj's columns
+                                    [tp_rank 4C / tp, (tp_rank + 1) 4C / tp), and the token table's and head's rows
+                                    [vocab0, vocab0 + rows) (vocab_padded / tp of them); norms, wpe, proj_b, fproj_b whole */
+    int32_t layer0, layer1;    /**< the layers held, [layer0, layer1) (a pipeline stage; both 0: all); layer[] is indexed by the
+                                    model's layer (the others zero); wte and wpe only where layer0 = 0, the final norm and the
+                                    head only where layer1 = layers */
+    int64_t vocab0;            /**< the first vocabulary id of wte's and head's rows */
 } pt_gpt_weights;
 /** Frees mem[*], layer and the struct itself, all through w->ctx's allocator, then calls
     release(owner) when set (last: the owner may hold w->ctx itself). NULL is a no-op. */
@@ -2689,6 +2704,8 @@ typedef struct pt_infer_desc {
                                 an fp16 scale and 32 int8, 8.5 bits a value, 3.76x the tokens of f32 in the same
                                 bytes; needs a head size that is a multiple of 32) */
     int64_t kv_bytes;      /**< KV capacity in bytes instead (0: kv_tokens decides): the blocks of the cache's type that fit */
+    int32_t pp_groups;     /**< model-parallel inference with pp > 1: the micro-batches of sequences a step splits into, in flight
+                                through the stages at once (0: 2 x pp; at most the step's sequences) */
 } pt_infer_desc;
 typedef struct pt_infer pt_infer;
 /** A KV cache and the step's buffers for w (not owned: it must outlive the pt_infer). The cache holds
@@ -2853,6 +2870,39 @@ PTDEF pt_gpt_weights *pt_gpt_weights_convert(const pt_gpt_weights *src, pt_wtype
     kind, a bad checkpoint, a malformed GGUF, a size the tensors do not have: the field, the tensor,
     both values). */
 PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wtype, pt_tokenizer **tok);
+/* ---- model-parallel inference (see infer) --------------------------------------------------------
+   A pt_infer made over a shard (weights with tp > 1 or a layer range: pt_gpt_weights_open on a context
+   whose grid has tp or pp > 1, or pt_gpt_weights_from a TP / PP model) is one rank of a model-parallel
+   layout. Every rank of the grid (dp 1) calls pt_infer_new with its shard, together. World rank 0 is
+   the leader: it alone calls pt_infer_step, the sequence calls, pt_generate and the engine; each call
+   that changes the cache is first sent to the other ranks (one broadcast: the step's sequences, counts
+   and tokens), which run it in pt_infer_follow until the leader's pt_infer_free. The block
+   bookkeeping is the same on every rank (the same calls in the same order), the blocks' bytes hold
+   each rank's own heads and layers. TP: heads and MLP columns split; per layer one sum over the TP
+   ranks after attention and one after the MLP (a pairwise exchange at tp 2, an all-gather summed in
+   rank order beyond: the same bits on every rank and for any batch); the embedding's vocabulary rows
+   summed the same way; the head's vocabulary rows gathered on the leader, where sampling runs. PP:
+   each stage its layers and their cache; a step's sequences are cut into pp_groups micro-batches that
+   flow through the stages at once. A sequence's logits are within float rounding of one process's and
+   do not depend on the batch, on the layout's groups or on the thread count. */
+/** A follower's loop (every rank but the leader): runs the leader's calls until its pt_infer_free, then
+    returns PT_OK; an error (a failed call, a failed MPI call: the message names it) returns at once.
+    PT_ERR_ARG on the leader or a pt_infer that is not model-parallel. */
+PTDEF pt_status pt_infer_follow(pt_infer *inf);
+/** What a rank of a model-parallel pt_infer holds and what its steps communicated (a whole model: tp = pp = 1). */
+typedef struct pt_infer_mp {
+    int32_t tp, pp, tp_rank, pp_rank, leader; /**< the layout and this rank's place; leader 1 on world rank 0 */
+    int32_t layer0, layer1, heads;            /**< layers [layer0, layer1) and heads held */
+    int64_t vocab0, vocab_rows;               /**< the head's rows held */
+    int64_t kv_bytes, kv_blocks;              /**< this rank's KV pool: bytes and blocks (the same block count on every rank) */
+    int64_t steps;                            /**< steps run */
+    int64_t sums, sum_bytes;                  /**< TP sums (of a layer's rows or of the embeddings) and the bytes each rank sent */
+    int64_t p2p, p2p_bytes;                   /**< pipeline messages sent or received (activations, logits) and their bytes */
+    int64_t gathers, gather_bytes;            /**< gathers of the head's logits over TP, and their bytes */
+    int64_t commands;                         /**< calls broadcast by the leader */
+    double comm_s, step_s;                    /**< seconds in MPI calls during steps; seconds of steps */
+} pt_infer_mp;
+PTDEF pt_infer_mp pt_infer_mp_get(const pt_infer *inf);
 /** Evaluation: the summed negative log-likelihood (natural log) of tokens[1..n), each given the
     tokens before it within the context, in *nll, and the tokens scored (n - 1) in *count; so the
     perplexity is exp(*nll / *count). Windows of max_seq tokens slide by max_seq / 2 and each token is
@@ -11464,7 +11514,7 @@ PTDEF int64_t pt_gpt_weights_bytes(const pt_gpt_weights *w) {
             if ((b = pt__qmat_bytes(m[i])) < 0) return -1;
             tot += b;
         }
-        for (i = 0; i < 8; i++) tot += v[i] ? vn[i] * C * 4 : 0;
+        for (i = 0; i < 8; i++) tot += v[i] ? vn[i] * C * 4 / (i == 4 || i == 6 ? PT__MAX(w->tp, 1) : 1) : 0; /* qkv_b, fc_b: a TP shard's */
     }
     return tot;
 }
@@ -26821,7 +26871,11 @@ PTDEF const char *pt_detok_last(const pt_detok *d, size_t *len) {
    forward's (see gpt): layernorm with double statistics and eps 1e-5, GELU's tanh form, attention
    softmax(scale q.k) v
    Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
-   pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats */
+   pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats pt_infer_follow pt_infer_mp_get
+   Model parallelism: a pt_infer over a TP / PP shard is one rank of a layout; the leader's calls that
+   change the cache are sent to the followers first (commands), so the bookkeeping is the same on
+   every rank and only a step's compute differs (its heads, its layers); see "model-parallel
+   inference" below */
 /* The paged KV cache: one pool of nblocks blocks; a block holds bt = block_tokens consecutive
    positions of one sequence for every layer: at kv + block * block_elems + l * layer_elems the keys
    transposed per head, K^T [H][hs][bt], then the values V [H][bt][hs] (layer_elems = 2 C bt; the
@@ -26850,14 +26904,18 @@ static pt_qmat pt__inf_f32mat(const pt_tensor *t) {
     q.type = PT_W_F32, q.rows = t->shape[0], q.cols = t->ndim > 1 ? t->shape[1] : 1, q.data = pt_f32(t);
     return q;
 }
-/* 1 when m's parameters can be read in place: one process's whole model on the CPU backend */
-static int pt__inf_model_ok(const pt_gpt *m, char *why, size_t n) {
+/* 1 when m's parameters can be read in place: a model (or this rank's TP shard of one stage of it) on
+   the CPU backend; *stage = the stage held */
+static int pt__inf_model_ok(const pt_gpt *m, int *stage, char *why, size_t n) {
     const char *be = pt_backend_name(m->ctx);
-    if (pt_tp_size(m->ctx) > 1) return snprintf(why, n, "tensor parallelism (tp %d): each rank holds a shard", pt_tp_size(m->ctx)), 0;
-    if (m->nstages != 1) return snprintf(why, n, "a model cut into %d pipeline stages", (int)m->nstages), 0;
+    int s, held = 0;
+    for (s = 0; s < m->nstages; s++)
+        if (m->mine[s]) held++, *stage = s;
+    if (held != 1) return snprintf(why, n, "a rank holding %d of the %d pipeline stages (expected one)", held, (int)m->nstages), 0;
     if (strcmp(be, "cpu") != 0) return snprintf(why, n, "the %s backend (parameters off the host)", be), 0;
     if (m->ctx->hooks.pread) return snprintf(why, n, "ZeRO-3 (the parameters are sharded)"), 0;
-    if (!m->wte || !m->wpe || !m->lnf_w || !m->lnf_b || !m->lm_head) return snprintf(why, n, "missing embedding or head parameters"), 0;
+    if ((*stage == 0 && (!m->wte || !m->wpe)) || (*stage == m->nstages - 1 && (!m->lnf_w || !m->lnf_b || !m->lm_head)))
+        return snprintf(why, n, "missing embedding or head parameters"), 0;
     return 1;
 }
 /* the matrix src in type t into *mem (advanced past it): each row dequantized to f32 (f32 rows read in
@@ -26870,7 +26928,7 @@ static void pt__inf_conv_row(void *job, int64_t r, int tid) {
 }
 static pt_qmat pt__inf_conv(pt_ctx *ctx, const pt_qmat *src, pt_wtype t, unsigned char **mem, float *tmp) {
     pt_qmat q = *src;
-    if (src->type != t) {
+    if (src->type != t && src->data) {
         const int64_t rb = pt_wtype_row_bytes(t, src->cols), sb = pt_wtype_row_bytes(src->type, src->cols), rows = src->rows, cols = src->cols;
         const unsigned char *in = (const unsigned char *)src->data;
         unsigned char *dst = *mem;
@@ -26888,7 +26946,7 @@ static pt_qmat pt__inf_conv(pt_ctx *ctx, const pt_qmat *src, pt_wtype t, unsigne
 }
 /* bytes one converted matrix takes in *mem (0 when it keeps its type), rounded up to the alignment */
 static int64_t pt__inf_conv_bytes(const pt_qmat *src, pt_wtype t) {
-    return src->type == t ? 0 : (src->rows * pt_wtype_row_bytes(t, src->cols) + PT__ALIGN - 1) & ~(int64_t)(PT__ALIGN - 1);
+    return src->type == t || !src->data ? 0 : (src->rows * pt_wtype_row_bytes(t, src->cols) + PT__ALIGN - 1) & ~(int64_t)(PT__ALIGN - 1);
 }
 PTDEF pt_gpt_weights *pt_gpt_weights_convert(const pt_gpt_weights *src, pt_wtype t) {
     pt_gpt_weights *w;
@@ -26900,9 +26958,10 @@ PTDEF pt_gpt_weights *pt_gpt_weights_convert(const pt_gpt_weights *src, pt_wtype
     if (!src) return NULL;
     ctx = src->ctx, C = src->cfg.width, maxc = 4 * C;
     tied = src->head.data == src->wte.data;
-    if (!pt_wtype_name(t) || pt_wtype_row_bytes(t, C) < 0 || pt_wtype_row_bytes(t, 4 * C) < 0)
-        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_convert: weight type %d (%s) does not fit width %lld (rows of whole %lld-element blocks)",
-                                          (int)t, pt_wtype_name(t) ? pt_wtype_name(t) : "unknown", (long long)C, (long long)pt_wtype_block(t));
+    if (!pt_wtype_name(t) || pt_wtype_row_bytes(t, C) < 0 || pt_wtype_row_bytes(t, 4 * C) < 0 || pt_wtype_row_bytes(t, C / PT__MAX(src->tp, 1)) < 0)
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_convert: weight type %d (%s) does not fit width %lld%s (rows of whole %lld-element blocks)",
+                                          (int)t, pt_wtype_name(t) ? pt_wtype_name(t) : "unknown", (long long)C, src->tp > 1 ? " split over tp" : "",
+                                          (long long)pt_wtype_block(t));
     bytes += pt__inf_conv_bytes(&src->wte, t) + (tied ? 0 : pt__inf_conv_bytes(&src->head, t));
     for (l = 0; l < src->cfg.layers; l++) {
         const pt_gpt_layer_w *a = &src->layer[l];
@@ -26941,12 +27000,13 @@ PTDEF pt_gpt_weights *pt_gpt_weights_from(pt_gpt *m, pt_wtype t) {
     pt_gpt_weights *w, *q;
     pt_ctx *ctx;
     char why[128];
-    int l;
+    int l, stage = 0, tp;
     if (!m) return NULL;
-    ctx = m->ctx;
-    if (!pt__inf_model_ok(m, why, sizeof why))
-        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: expected a whole model on the CPU, found %s", why);
-    if (!pt_wtype_name(t) || pt_wtype_row_bytes(t, m->cfg.width) < 0 || pt_wtype_row_bytes(t, 4 * (int64_t)m->cfg.width) < 0)
+    ctx = m->ctx, tp = pt_tp_size(m->ctx);
+    if (!pt__inf_model_ok(m, &stage, why, sizeof why))
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: expected a model (or one stage of it) on the CPU, found %s", why);
+    if (!pt_wtype_name(t) || pt_wtype_row_bytes(t, m->cfg.width) < 0 || pt_wtype_row_bytes(t, 4 * (int64_t)m->cfg.width) < 0 ||
+        pt_wtype_row_bytes(t, m->cfg.width / tp) < 0)
         return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_from: weight type %d (%s) does not fit width %lld (rows of whole %lld-element blocks)",
                                           (int)t, pt_wtype_name(t) ? pt_wtype_name(t) : "unknown", (long long)m->cfg.width, (long long)pt_wtype_block(t));
     /* the f32 weights in place (pointing into the slab), then converted to t */
@@ -26959,10 +27019,15 @@ PTDEF pt_gpt_weights *pt_gpt_weights_from(pt_gpt *m, pt_wtype t) {
         pt_gpt_weights_free(w);
         return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_from: out of memory");
     }
-    w->wte = pt__inf_f32mat(m->wte);
-    w->head = m->lm_head == m->wte ? w->wte : pt__inf_f32mat(m->lm_head);
-    w->wpe = pt_f32(m->wpe), w->lnf_w = pt_f32(m->lnf_w), w->lnf_b = pt_f32(m->lnf_b);
-    for (l = 0; l < m->cfg.layers; l++) {
+    memset(w->layer, 0, (size_t)m->cfg.layers * sizeof *w->layer);
+    if (tp > 1) w->tp = tp, w->tp_rank = pt_tp_rank(ctx), w->vocab0 = pt__gpt_vocab_offset(m);
+    if (m->nstages > 1) w->layer0 = m->first[stage], w->layer1 = m->first[stage + 1];
+    if (m->wte) w->wte = pt__inf_f32mat(m->wte), w->wpe = pt_f32(m->wpe);
+    if (m->lm_head) {
+        w->head = m->lm_head == m->wte ? w->wte : pt__inf_f32mat(m->lm_head);
+        w->lnf_w = pt_f32(m->lnf_w), w->lnf_b = pt_f32(m->lnf_b);
+    }
+    for (l = m->first[stage]; l < m->first[stage + 1]; l++) {
         const pt_block *b = &m->blocks[l];
         pt_gpt_layer_w *lw = &w->layer[l];
         lw->ln1_w = pt_f32(b->ln1_w), lw->ln1_b = pt_f32(b->ln1_b), lw->ln2_w = pt_f32(b->ln2_w), lw->ln2_b = pt_f32(b->ln2_b);
@@ -27017,16 +27082,24 @@ static int pt__model_kind(const char *path, char *step, size_t steplen, char *er
 }
 PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wtype, pt_tokenizer **tok) {
     char step[1024], err[PT__ERRLEN];
-    int kind;
+    int kind, grid;
     pt_gpt_weights *w = NULL, *q;
+    pt_layout lay;
     if (tok) *tok = NULL;
     if (!ctx) return NULL;
+    memset(&lay, 0, sizeof lay);
+    if (ctx->desc.dist) lay = pt_dist_layout(ctx->desc.dist);
+    grid = ctx->desc.dist && (lay.tp > 1 || lay.pp > 1); /* this rank's shard of a TP x PP layout */
     if (!path) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_open: no path");
     if (wtype != -1 && !pt_wtype_name((pt_wtype)wtype))
         return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_open: weight type %d is none of f32 (0), f16 (1), q4_0 (2), q8_0 (8), "
                                           "bf16 (30), or -1 (as stored)", wtype);
     err[0] = 0;
     if (!(kind = pt__model_kind(path, step, sizeof step, err, sizeof err))) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_IO, "%s", err);
+    if (grid && kind != 1)
+        return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_open: %s is a %s file; a TP x PP layout (tp %d, pp %d) loads a checkpoint "
+                                          "directory (resharded as it is read): convert with ptckpt or serve the file on one process",
+                                          path, kind == 2 ? "safetensors" : "GGUF", lay.tp, lay.pp);
     if (kind == 3) {
         if (!(w = pt_gguf_load(ctx, path, tok))) return NULL;
     } else {
@@ -27052,13 +27125,25 @@ PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wty
         } else if (pt_safetensors_config(path, &cfg, NULL, err, sizeof err) != PT_OK)
             return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_FORMAT, "%s", err);
         cfg.dropout = 0, cfg.recompute = 0;
-        d = ctx->desc; /* the same allocator, log and threads; one process on the CPU */
-        d.dist = NULL, d.device = "cpu", d.threads = pt_threads(ctx);
+        d = ctx->desc; /* the same allocator, log and threads; one process on the CPU, or this rank's shard of the grid */
+        d.dist = grid ? ctx->desc.dist : NULL, d.device = "cpu", d.threads = pt_threads(ctx);
         if (!(c = pt_init(&d))) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_OOM, "pt_gpt_weights_open: no context for %s", path);
         if ((om = (pt__open_model *)pt__malloc(c, sizeof *om)) != NULL) {
             memset(om, 0, sizeof *om);
             om->own = om->alloc = c;
-            if ((om->m = pt_gpt_new(c, &cfg)) != NULL && (kind == 1 ? pt_ckpt_load(c, NULL, step, NULL) : pt_safetensors_load(c, path)) == PT_OK)
+            if (grid && lay.pp > 1) { /* stages of balanced layers; the checkpoint resharded onto them as it is read */
+                int32_t *first = (int32_t *)pt__alloc(c, (size_t)(lay.pp + 1) * sizeof(int32_t)), mine = pt_dist_coords(ctx->desc.dist).pp;
+                double *cost = (double *)pt__alloc(c, (size_t)PT__MAX(cfg.layers, 1) * sizeof(double));
+                int l;
+                if (first && cost) {
+                    for (l = 0; l < cfg.layers; l++) cost[l] = 1.0;
+                    if (pt_pp_split(cfg.layers, lay.pp, cost, 0, 0, first, err, sizeof err) != PT_OK) pt__fail(c, PT_ERR_ARG, "%s", err);
+                    else om->m = pt_gpt_new_stages(c, &cfg, lay.pp, first, 1, &mine);
+                }
+                pt__free(c, first), pt__free(c, cost);
+            } else
+                om->m = pt_gpt_new(c, &cfg);
+            if (om->m && (kind == 1 ? pt_ckpt_load(c, NULL, step, NULL) : pt_safetensors_load(c, path)) == PT_OK)
                 w = pt_gpt_weights_from(om->m, PT_W_F32);
         }
         if (!w) {
@@ -27138,6 +27223,25 @@ struct pt_infer {
     int ws_threads;
     int kern;                            /* attention kernel: 2 AVX-512, 1 portable C */
     int kern_q8;                         /* over a q8_0 cache: 3 AVX2 + FMA + F16C, 1 portable C */
+    /* model parallelism (see "model-parallel inference" below); a whole model: Ca = C, F = 4C, layers [0, L) */
+    int32_t Ca, F, l0, l1;               /* attention width (H heads held x hs), MLP width held; the layers held */
+    int mp, lead, first, last;           /* a rank of a model-parallel layout; the leader; holds the embedding; holds the head */
+    int tp, tpr, pp, ppr, groups;        /* the layout, this rank's coordinates, the micro-batches of a pipelined step */
+    int64_t vocab0, vrows, vvalid;       /* the head's rows held: first id, rows, rows below the vocabulary */
+    float *red;                          /* TP sums' scratch: (tp - 1) x cap rows of ldc floats (or tp x with tp > 2) */
+    float *lg;                           /* logits staging: tp x cap x vrows floats (a rank of the last stage) */
+    int32_t *lrow;                       /* [cap]: the step's row of each logits row */
+    void *mp_mem;
+    int64_t mp_cap;                      /* rows the buffers above hold */
+    int64_t mp_vrows;                    /* the head's rows on a rank of the last stage (every rank knows it) */
+    int64_t *st_q0;                      /* [max_seqs + 1]: the step's first logits row of each sequence */
+    void *mp_rq;                         /* [max_seqs]: MPI requests of a pipelined step */
+    int32_t *cmd_pay;                    /* a command's payload (grown) */
+    int64_t cmd_cap;
+    int64_t swap_serial;                 /* swaps out made (their ids, the same on every rank) */
+    void **fsw;                          /* a follower's swaps, [nfsw] pairs (id as a pointer-sized integer, the swap) */
+    int32_t nfsw, cap_fsw;
+    pt_infer_mp mps;                     /* counters */
 };
 
 static int64_t pt__inf_rup16(int64_t n) { return (n + 15) & ~(int64_t)15; }
@@ -27151,28 +27255,201 @@ static int pt__inf_mat_ok(pt_ctx *ctx, const char *name, int l, const pt_qmat *q
     return 1;
 }
 
+/* ---- model-parallel inference: the grid, the leader's commands, the ranks' messages ---------------
+   (the manual's part "model-parallel inference" in api). Every rank of the layout holds a pt_infer of
+   its shard with the same bookkeeping: the leader (world rank 0) sends each call that changes it as a
+   command (an op, five integers and an int32 payload: one MPI_Bcast over the world when the payload
+   fits in the command, two beyond) before running it, and the followers run the same call in
+   pt_infer_follow. A step communicates besides: the TP sums (the embeddings, each layer's two halves),
+   the pipeline's activations of each micro-batch to the next stage, the head's logits gathered over
+   TP on the last stage and sent to the leader. Every MPI call is recorded (the collective records of
+   dist: the trace, the watchdog) and timed into pt_infer_mp.comm_s. */
+enum { PT__IC_END = 1, PT__IC_NEW, PT__IC_FREE, PT__IC_PREFIX, PT__IC_FORK, PT__IC_SWOUT, PT__IC_SWIN, PT__IC_SWFREE, PT__IC_TRUNC, PT__IC_STEP };
+#define PT__IC_INLINE 40
+typedef struct pt__inf_cmd {
+    int64_t op, a, b, c, d, n; /* the op, its integers, the payload's int32 count */
+    int32_t pay[PT__IC_INLINE];
+} pt__inf_cmd;
+#ifdef PTRAIN_MPI
+static MPI_Comm pt__inf_comm(const pt_infer *inf, int which) { return *(MPI_Comm *)pt_dist_comm(inf->ctx->desc.dist, which); }
+/* the end of a recorded call started at t0 (pt_time): 1, or 0 and an error naming the call */
+static int pt__inf_mpi_end(pt_infer *inf, uint64_t s, int rc, double t0, const char *what, int64_t n) {
+    const pt_dist *d = inf->ctx->desc.dist;
+    rc = pt__coll_end(d, s, rc);
+    inf->mps.comm_s += pt_time() - t0;
+    if (rc == MPI_SUCCESS) return 1;
+    pt__fail(inf->ctx, PT_ERR_DEVICE, "pt_infer (world rank %d: tp %d, pp %d): %s of %lld values failed: %s", pt_dist_rank(d), inf->tpr, inf->ppr, what,
+             (long long)n, pt__coll_why(d, rc));
+    return 0;
+}
+static int pt__inf_bcast(pt_infer *inf, void *p, int64_t bytes) {
+    const double t0 = pt_time();
+    uint64_t s = pt__coll_begin(inf->ctx->desc.dist, PT_COLL_BCAST, PT_COMM_WORLD, bytes, PT_COLL_BYTE, 0);
+    return pt__inf_mpi_end(inf, s, s ? MPI_Bcast(p, (int)bytes, MPI_BYTE, 0, pt__inf_comm(inf, PT_COMM_WORLD)) : PT__COLL_REFUSED, t0,
+                           "the leader's command (MPI_Bcast)", bytes);
+}
+/* n floats to / from rank peer of communicator which */
+static int pt__inf_send(pt_infer *inf, int which, int peer, const float *p, int64_t n, const char *what) {
+    const double t0 = pt_time();
+    uint64_t s = pt__coll_begin(inf->ctx->desc.dist, PT_COLL_SEND, which, n, PT_COLL_F32, peer);
+    inf->mps.p2p++, inf->mps.p2p_bytes += n * 4;
+    return pt__inf_mpi_end(inf, s, s ? MPI_Send(p, (int)n, MPI_FLOAT, peer, 77, pt__inf_comm(inf, which)) : PT__COLL_REFUSED, t0, what, n);
+}
+static int pt__inf_recv(pt_infer *inf, int which, int peer, float *p, int64_t n, const char *what) {
+    const double t0 = pt_time();
+    uint64_t s = pt__coll_begin(inf->ctx->desc.dist, PT_COLL_RECV, which, n, PT_COLL_F32, peer);
+    inf->mps.p2p++, inf->mps.p2p_bytes += n * 4;
+    return pt__inf_mpi_end(inf, s, s ? MPI_Recv(p, (int)n, MPI_FLOAT, peer, 77, pt__inf_comm(inf, which), MPI_STATUS_IGNORE) : PT__COLL_REFUSED, t0,
+                           what, n);
+}
+#endif
+/* rows [r0, r0 + n) of p (stride ldc) summed over the TP ranks, in rank order (the same bits on every
+   rank whatever the batch): at tp 2 one exchange with the other rank, beyond an all-gather */
+static int pt__inf_tp_sum(pt_infer *inf, float *p, int64_t n) {
+#ifdef PTRAIN_MPI
+    const int64_t m = n * inf->ldc;
+    float *o = inf->red;
+    int64_t i;
+    int k;
+    const double t0 = pt_time();
+    uint64_t s;
+    if (inf->tp < 2 || n < 1) return 1;
+    inf->mps.sums++, inf->mps.sum_bytes += m * 4;
+    if (inf->tp == 2) {
+        s = pt__coll_begin(inf->ctx->desc.dist, PT_COLL_SEND, PT_COMM_TP, m, PT_COLL_F32, 1 - inf->tpr);
+        if (!pt__inf_mpi_end(inf, s,
+                             s ? MPI_Sendrecv(p, (int)m, MPI_FLOAT, 1 - inf->tpr, 78, o, (int)m, MPI_FLOAT, 1 - inf->tpr, 78, pt__inf_comm(inf, PT_COMM_TP),
+                                              MPI_STATUS_IGNORE)
+                               : PT__COLL_REFUSED,
+                             t0, "the TP sum's exchange (MPI_Sendrecv)", m))
+            return 0;
+        if (inf->tpr == 0)
+            for (i = 0; i < m; i++) p[i] = p[i] + o[i];
+        else
+            for (i = 0; i < m; i++) p[i] = o[i] + p[i];
+        return 1;
+    }
+    s = pt__coll_begin(inf->ctx->desc.dist, PT_COLL_ALLGATHER, PT_COMM_TP, m, PT_COLL_F32, -1);
+    if (!pt__inf_mpi_end(inf, s, s ? MPI_Allgather(p, (int)m, MPI_FLOAT, o, (int)m, MPI_FLOAT, pt__inf_comm(inf, PT_COMM_TP)) : PT__COLL_REFUSED, t0,
+                         "the TP sum's all-gather", m))
+        return 0;
+    for (i = 0; i < m; i++) {
+        float acc = o[i];
+        for (k = 1; k < inf->tp; k++) acc += o[(int64_t)k * m + i];
+        p[i] = acc;
+    }
+    return 1;
+#else
+    (void)inf, (void)p, (void)n;
+    return 1;
+#endif
+}
+/* the ranks agree on the layout of their shards (one all-gather over the world, so every rank finds
+   the same fault): one TP x PP grid of dp 1, the TP ranks of a stage holding its layers, the stages
+   cutting [0, layers) in order; every rank takes the smallest pool (its blocks: the same ids
+   everywhere). 0 and the error on every rank otherwise. */
+static int pt__inf_mp_setup(pt_infer *inf, const pt_gpt_weights *w) {
+    pt_ctx *ctx = inf->ctx;
+#ifdef PTRAIN_MPI
+    enum { NV = 8 };
+    const pt_dist *d = ctx->desc.dist;
+    pt_layout lay;
+    pt_coords co;
+    int64_t mine[NV], *all;
+    char err[PT__ERRLEN];
+    int n, r, rc;
+    uint64_t s;
+    double t0;
+    if (!d) return pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: the weights are a shard (tp %d, layers [%d, %d) of %d) but the context has no grid (pt_desc.dist)",
+                            inf->tp, inf->l0, inf->l1, inf->L), 0;
+    lay = pt_dist_layout(d), co = pt_dist_coords(d), n = pt_dist_size(d);
+    inf->pp = lay.pp, inf->ppr = co.pp, inf->tpr = co.tp, inf->lead = pt_dist_rank(d) == 0;
+    mine[0] = lay.dp == 1 && lay.tp == inf->tp && co.tp == w->tp_rank, mine[1] = co.tp, mine[2] = co.pp, mine[3] = inf->l0, mine[4] = inf->l1;
+    mine[5] = inf->nblocks, mine[6] = inf->vrows, mine[7] = w->tp_rank;
+    if (!(all = (int64_t *)pt__alloc(ctx, (size_t)n * NV * sizeof(int64_t)))) return pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory"), 0;
+    t0 = pt_time();
+    s = pt__coll_begin(d, PT_COLL_ALLGATHER, PT_COMM_WORLD, NV, PT_COLL_I64, -1);
+    rc = pt__inf_mpi_end(inf, s, s ? MPI_Allgather(mine, NV, MPI_INT64_T, all, NV, MPI_INT64_T, pt__inf_comm(inf, PT_COMM_WORLD)) : PT__COLL_REFUSED, t0,
+                         "pt_infer_new's check of the layout (MPI_Allgather)", NV);
+    err[0] = 0;
+    for (r = 0; rc && r < n && !err[0]; r++) {
+        const int64_t *a = all + (int64_t)r * NV;
+        int q;
+        if (!a[0])
+            snprintf(err, sizeof err, "pt_infer_new: world rank %d holds the shard of TP rank %lld of %d, on a grid of dp %d, tp %d at tp %lld: expected "
+                     "a grid of dp 1 whose tp is the shard's, each rank holding the shard of its own TP coordinate", r, (long long)a[7], inf->tp, lay.dp, lay.tp,
+                     (long long)a[1]);
+        else if ((a[2] == 0) != (a[3] == 0) || (a[2] == lay.pp - 1) != (a[4] == inf->L))
+            snprintf(err, sizeof err, "pt_infer_new: world rank %d (stage %lld of %d) holds layers [%lld, %lld) of %d: the first stage must hold layer 0 and the "
+                     "last the last layer", r, (long long)a[2], lay.pp, (long long)a[3], (long long)a[4], inf->L);
+        for (q = 0; q < n && !err[0]; q++) {
+            const int64_t *b = all + (int64_t)q * NV;
+            if ((b[2] == a[2] && (b[3] != a[3] || b[4] != a[4])) || (b[2] == a[2] + 1 && b[3] != a[4]))
+                snprintf(err, sizeof err, "pt_infer_new: world ranks %d (stage %lld) and %d (stage %lld) hold layers [%lld, %lld) and [%lld, %lld): expected the "
+                         "ranks of a stage to hold the same layers and each stage to start where the one before ends", r, (long long)a[2], q, (long long)b[2],
+                         (long long)a[3], (long long)a[4], (long long)b[3], (long long)b[4]);
+        }
+        if (a[5] < inf->nblocks) inf->nblocks = a[5];
+        if (a[6] > inf->vrows && a[2] == lay.pp - 1) inf->mp_vrows = a[6];
+    }
+    if (inf->vrows > inf->mp_vrows) inf->mp_vrows = inf->vrows;
+    pt__free(ctx, all);
+    if (!rc) return 0;
+    if (err[0]) return pt__fail(ctx, PT_ERR_ARG, "%s", err), 0;
+    return 1;
+#else
+    (void)w;
+    return pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: the weights are a shard (tp %d, layers [%d, %d) of %d): model-parallel inference needs MPI "
+                    "(build with -DPTRAIN_MPI and run under mpirun)", inf->tp, inf->l0, inf->l1, inf->L), 0;
+#endif
+}
+/* the leader sends a command (a no-op elsewhere and for a whole model); n payload ints at pay */
+static int pt__inf_cmd_send(pt_infer *inf, int op, int64_t a, int64_t b, int64_t c, int64_t d, const int32_t *pay, int64_t n) {
+#ifdef PTRAIN_MPI
+    pt__inf_cmd m;
+    if (!inf->mp || !inf->lead) return 1;
+    memset(&m, 0, sizeof m);
+    m.op = op, m.a = a, m.b = b, m.c = c, m.d = d, m.n = n;
+    if (n > 0 && n <= PT__IC_INLINE) memcpy(m.pay, pay, (size_t)n * sizeof(int32_t));
+    inf->mps.commands++;
+    if (!pt__inf_bcast(inf, &m, (int64_t)sizeof m)) return 0;
+    return n <= PT__IC_INLINE || pt__inf_bcast(inf, (void *)(uintptr_t)pay, n * (int64_t)sizeof(int32_t));
+#else
+    (void)inf, (void)op, (void)a, (void)b, (void)c, (void)d, (void)pay, (void)n;
+    return 1;
+#endif
+}
+
 PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infer_desc *d) {
     pt_infer *inf;
     const pt_gpt_config *c;
     int64_t kvt, i, max_seqs, bt;
-    int l, kvtype;
+    int l, kvtype, tp, l0, l1, mp;
     if (!ctx) return NULL;
     if (!w || !w->layer) return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: needs weights (with their layers)");
     c = &w->cfg;
     if (c->layers < 1 || c->width < 1 || c->heads < 1 || c->width % c->heads || c->max_seq < 1 || c->vocab < 1)
         return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: invalid config: layers %d, width %d, heads %d (must divide width), max_seq %d, vocab %d",
                                     c->layers, c->width, c->heads, c->max_seq, c->vocab);
-    if (w->wte.rows < c->vocab || w->head.rows < c->vocab)
-        return (pt_infer *)pt__fail(ctx, PT_ERR_SHAPE, "pt_infer_new: vocabulary mismatch: the config has %d tokens, the token table %lld rows and the head %lld rows",
-                                    c->vocab, (long long)w->wte.rows, (long long)w->head.rows);
-    if (!pt__inf_mat_ok(ctx, "token_embd", -1, &w->wte, w->wte.rows, c->width) || !pt__inf_mat_ok(ctx, "head", -1, &w->head, w->head.rows, c->width))
+    tp = PT__MAX(w->tp, 1), l0 = w->layer0, l1 = w->layer1 ? w->layer1 : c->layers;
+    mp = tp > 1 || l0 > 0 || l1 < c->layers;
+    if (c->heads % tp || w->tp_rank < 0 || w->tp_rank >= tp || l0 < 0 || l1 > c->layers || l0 >= l1 || w->vocab0 < 0)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: a shard of tp %d (rank %d) over %d heads, layers [%d, %d) of %d, vocab0 %lld: expected "
+                                    "heads divisible by tp, 0 <= rank < tp, 0 <= layer0 < layer1 <= layers, vocab0 >= 0",
+                                    tp, w->tp_rank, c->heads, l0, l1, c->layers, (long long)w->vocab0);
+    if ((l0 == 0 && w->wte.rows * tp < c->vocab) || (l1 == c->layers && w->head.rows * tp < c->vocab))
+        return (pt_infer *)pt__fail(ctx, PT_ERR_SHAPE, "pt_infer_new: vocabulary mismatch: the config has %d tokens, the token table %lld rows and the head %lld rows%s",
+                                    c->vocab, (long long)w->wte.rows, (long long)w->head.rows, tp > 1 ? " per TP rank" : "");
+    if ((l0 == 0 && !pt__inf_mat_ok(ctx, "token_embd", -1, &w->wte, w->wte.rows, c->width)) ||
+        (l1 == c->layers && !pt__inf_mat_ok(ctx, "head", -1, &w->head, w->head.rows, c->width)))
         return NULL;
-    if (!w->wpe || !w->lnf_w || !w->lnf_b) return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: the weights lack wpe or the final norm");
-    for (l = 0; l < c->layers; l++) {
+    if ((l0 == 0 && !w->wpe) || (l1 == c->layers && (!w->lnf_w || !w->lnf_b)))
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: the weights lack wpe or the final norm");
+    for (l = l0; l < l1; l++) {
         const pt_gpt_layer_w *lw = &w->layer[l];
-        const int64_t C = c->width;
-        if (!pt__inf_mat_ok(ctx, "attn_qkv", l, &lw->qkv, 3 * C, C) || !pt__inf_mat_ok(ctx, "attn_output", l, &lw->proj, C, C) ||
-            !pt__inf_mat_ok(ctx, "ffn_up", l, &lw->fc, 4 * C, C) || !pt__inf_mat_ok(ctx, "ffn_down", l, &lw->fproj, C, 4 * C))
+        const int64_t C = c->width, Ca = C / tp;
+        if (!pt__inf_mat_ok(ctx, "attn_qkv", l, &lw->qkv, 3 * Ca, C) || !pt__inf_mat_ok(ctx, "attn_output", l, &lw->proj, C, Ca) ||
+            !pt__inf_mat_ok(ctx, "ffn_up", l, &lw->fc, 4 * Ca, C) || !pt__inf_mat_ok(ctx, "ffn_down", l, &lw->fproj, C, 4 * Ca))
             return NULL;
         if (!lw->ln1_w || !lw->ln1_b || !lw->ln2_w || !lw->ln2_b)
             return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: layer %d lacks a layernorm weight or bias", l);
@@ -27188,6 +27465,8 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
         return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_type %d%s%s%s is not a KV cache type (expected PT_W_F32 (0), PT_W_F16 (1) or PT_W_Q8_0 (8))",
                                     (int)kvtype, pt_wtype_name((pt_wtype)kvtype) ? " (" : "", pt_wtype_name((pt_wtype)kvtype) ? pt_wtype_name((pt_wtype)kvtype) : "",
                                     pt_wtype_name((pt_wtype)kvtype) ? ")" : "");
+    if (d && d->pp_groups < 0)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: pp_groups %d (expected >= 0; 0: twice the stages)", (int)d->pp_groups);
     if (kvtype == PT_W_Q8_0 && (c->width / c->heads) % 32)
         return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_type q8_0 needs a head size that is a multiple of 32 (blocks of 32 values per head "
                                     "row), found head size %d (width %d / %d heads)", c->width / c->heads, c->width, c->heads);
@@ -27197,15 +27476,18 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     if (!inf) return (pt_infer *)pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory");
     memset(inf, 0, sizeof *inf);
     inf->ctx = ctx, inf->w = w;
-    inf->L = c->layers, inf->C = c->width, inf->H = c->heads, inf->hs = c->width / c->heads, inf->V = c->vocab, inf->max_seq = c->max_seq;
+    inf->L = c->layers, inf->C = c->width, inf->H = c->heads / tp, inf->hs = c->width / c->heads, inf->V = c->vocab, inf->max_seq = c->max_seq;
+    inf->Ca = c->width / tp, inf->F = 4 * c->width / tp, inf->l0 = l0, inf->l1 = l1, inf->tp = tp;
+    inf->first = l0 == 0, inf->last = l1 == c->layers, inf->mp = mp, inf->pp = 1, inf->lead = 1;
+    inf->vocab0 = w->vocab0, inf->vrows = inf->last ? w->head.rows : 0, inf->vvalid = PT__MAX(0, PT__MIN(inf->vrows, (int64_t)c->vocab - w->vocab0));
     inf->max_seqs = (int32_t)max_seqs, inf->bt = (int32_t)bt, inf->max_blk = (int32_t)((c->max_seq + bt - 1) / bt);
-    inf->ldc = pt__inf_rup16(c->width), inf->ld3 = pt__inf_rup16(3 * (int64_t)c->width), inf->ld4 = pt__inf_rup16(4 * (int64_t)c->width);
-    inf->layer_elems = 2 * (int64_t)c->width * bt;
-    inf->block_elems = inf->layer_elems * c->layers;
+    inf->ldc = pt__inf_rup16(c->width), inf->ld3 = pt__inf_rup16(3 * (int64_t)inf->Ca), inf->ld4 = pt__inf_rup16(inf->F);
+    inf->layer_elems = 2 * (int64_t)inf->Ca * bt;
+    inf->block_elems = inf->layer_elems * (l1 - l0);
     inf->kv16 = kvtype == PT_W_F16, inf->kvq8 = kvtype == PT_W_Q8_0, inf->f16c = pt__cpu_has_f16c();
     /* q8_0: 34 bytes (an fp16 scale, 32 int8) per 32 values */
     inf->layer_bytes = inf->kvq8 ? inf->layer_elems / PT__QK * (int64_t)sizeof(pt__block_q8_0) : inf->layer_elems * (inf->kv16 ? 2 : 4);
-    inf->block_bytes = inf->layer_bytes * c->layers;
+    inf->block_bytes = inf->layer_bytes * (l1 - l0);
     if (d && d->kv_bytes > 0) { /* a budget in bytes: the blocks that fit */
         inf->nblocks = d->kv_bytes / inf->block_bytes;
         if (inf->nblocks < 1) {
@@ -27225,6 +27507,14 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
         return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_tokens %lld gives %lld blocks (expected 1..2^31-1 blocks)", (long long)kvt,
                                     (long long)((kvt + bt - 1) / bt));
     }
+    if (mp) { /* the ranks check their shards against each other and take the smallest pool */
+        inf->groups = d && d->pp_groups ? d->pp_groups : 0;
+        if (!pt__inf_mp_setup(inf, w)) {
+            pt_infer_free(inf);
+            return NULL;
+        }
+        if (!inf->groups) inf->groups = 2 * inf->pp;
+    }
     inf->kv_bytes = inf->nblocks * inf->block_bytes + PT__ALIGN;
     inf->kv_mem = pt__malloc(ctx, (size_t)inf->kv_bytes); /* not touched: pages arrive as blocks are used */
     inf->free_ids = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
@@ -27235,6 +27525,10 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->st_ntok = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int32_t));
     inf->st_row0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
     inf->st_len0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
+    inf->st_q0 = (int64_t *)pt__malloc(ctx, (size_t)(max_seqs + 1) * sizeof(int64_t));
+#ifdef PTRAIN_MPI
+    if (mp) inf->mp_rq = pt__malloc(ctx, (size_t)max_seqs * sizeof(MPI_Request));
+#endif
     for (inf->hcap = 16; inf->hcap < 2 * inf->nblocks; inf->hcap *= 2) {}
     inf->ref = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
     inf->bstate = (unsigned char *)pt__malloc(ctx, (size_t)inf->nblocks);
@@ -27245,6 +27539,7 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->lru_prev = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
     inf->lru_next = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
     if (!inf->kv_mem || !inf->free_ids || !inf->seq || !inf->table || !inf->mark || !inf->st_seq || !inf->st_ntok || !inf->st_row0 || !inf->st_len0 ||
+        !inf->st_q0 || (mp && !inf->mp_rq) ||
         !inf->ref || !inf->bstate || !inf->chash || !inf->btok || !inf->hnext || !inf->hhead || !inf->lru_prev || !inf->lru_next) {
         const int64_t nb = inf->nblocks, bb = inf->block_bytes;
         pt_infer_free(inf);
@@ -27278,8 +27573,17 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
 
 PTDEF void pt_infer_free(pt_infer *inf) {
     pt_ctx *ctx;
+    int32_t i;
     if (!inf) return;
     ctx = inf->ctx;
+    if (inf->kv) pt__inf_cmd_send(inf, PT__IC_END, 0, 0, 0, 0, NULL, 0); /* the leader ends the followers' loops */
+    for (i = 0; i < inf->nfsw; i++) pt__free(ctx, inf->fsw[2 * i + 1]);
+    pt__free(ctx, inf->fsw);
+    pt__free(ctx, inf->st_q0);
+    pt__free(ctx, inf->mp_rq);
+    pt__free(ctx, inf->mp_mem);
+    pt__free(ctx, inf->lrow);
+    pt__free(ctx, inf->cmd_pay);
     if (inf->kv) pt__mem_add(ctx, PT__MEM_WORK, -inf->kv_bytes);
     if (inf->buf_mem) pt__mem_add(ctx, PT__MEM_WORK, -inf->cap * (int64_t)(3 * inf->ldc + inf->ld3 + inf->ld4) * (int64_t)sizeof(float));
     pt__free(ctx, inf->kv_mem);
@@ -27306,9 +27610,9 @@ PTDEF void pt_infer_free(pt_infer *inf) {
     pt__free(ctx, inf);
 }
 
-PTDEF int32_t pt_infer_seq_new(pt_infer *inf) {
+/* a free sequence id made alive (the leader's callers send their own command) */
+static int32_t pt__inf_seq_alloc(pt_infer *inf) {
     int32_t s;
-    if (!inf) return -1;
     for (s = 0; s < inf->max_seqs; s++)
         if (!inf->seq[s].live) {
             inf->seq[s].live = 1, inf->seq[s].len = 0, inf->seq[s].nblk = 0;
@@ -27316,6 +27620,12 @@ PTDEF int32_t pt_infer_seq_new(pt_infer *inf) {
         }
     pt__fail(inf->ctx, PT_ERR_STATE, "pt_infer_seq_new: all %d sequences are in use (pt_infer_desc.max_seqs)", inf->max_seqs);
     return -1;
+}
+PTDEF int32_t pt_infer_seq_new(pt_infer *inf) {
+    int32_t s;
+    if (!inf) return -1;
+    if ((s = pt__inf_seq_alloc(inf)) >= 0 && !pt__inf_cmd_send(inf, PT__IC_NEW, s, 0, 0, 0, NULL, 0)) return -1;
+    return s;
 }
 /* ---- block sharing: reference counts, the hash table, the LRU cache ------------------------------- */
 #define PT__BLK_FREE 0
@@ -27411,6 +27721,7 @@ PTDEF void pt_infer_seq_free(pt_infer *inf, int32_t seq) {
         pt__fail(inf->ctx, PT_ERR_ARG, "pt_infer_seq_free: sequence %d is not alive (ids 0..%d)", (int)seq, inf->max_seqs - 1);
         return;
     }
+    pt__inf_cmd_send(inf, PT__IC_FREE, seq, 0, 0, 0, NULL, 0);
     pt__inf_seq_clear(inf, seq);
     inf->seq[seq].live = 0;
 }
@@ -27467,18 +27778,20 @@ PTDEF int64_t pt_infer_seq_prefix(pt_infer *inf, int32_t seq, const int32_t *tok
     q->len = PT__MIN((int64_t)q->nblk * inf->bt, n - 1);
     while (q->nblk > 0 && (int64_t)(q->nblk - 1) * inf->bt >= q->len) pt__inf_bput(inf, tb[--q->nblk]); /* a table covers its tokens, no more */
     inf->kst.hit_blocks += q->nblk, inf->kst.hit_tokens += q->len;
+    if (!pt__inf_cmd_send(inf, PT__IC_PREFIX, seq, q->len, 0, 0, tokens, n)) return -1;
     return q->len;
 }
 PTDEF int32_t pt_infer_seq_fork(pt_infer *inf, int32_t src) {
     int32_t s, b;
     if (!inf) return -1;
-    if (!pt__inf_seq_ok(inf, src, "pt_infer_seq_fork") || (s = pt_infer_seq_new(inf)) < 0) return -1;
+    if (!pt__inf_seq_ok(inf, src, "pt_infer_seq_fork") || (s = pt__inf_seq_alloc(inf)) < 0) return -1;
     for (b = 0; b < inf->seq[src].nblk; b++) {
         const int32_t id = inf->table[(int64_t)src * inf->max_blk + b];
         pt__inf_bget(inf, id);
         inf->table[(int64_t)s * inf->max_blk + b] = id;
     }
     inf->seq[s].nblk = inf->seq[src].nblk, inf->seq[s].len = inf->seq[src].len;
+    if (!pt__inf_cmd_send(inf, PT__IC_FORK, src, s, 0, 0, NULL, 0)) return -1;
     return s;
 }
 PTDEF int32_t pt_infer_seq_table(const pt_infer *inf, int32_t seq, int32_t *ids, int32_t cap) {
@@ -27618,7 +27931,9 @@ static void pt__infer_reserve(pt_infer *inf, int32_t seq, int64_t n) {
 /* a sequence's blocks in host memory: this header, the blocks' bytes, then their tokens */
 typedef struct pt__infer_swap {
     int64_t len;  /* tokens the sequence held */
+    int64_t id;   /* its number among the swaps out (model-parallel: the followers' copies are found by it) */
     int32_t nblk; /* its blocks */
+    int32_t pad;
 } pt__infer_swap;
 static unsigned char *pt__infer_swap_kv(const pt__infer_swap *sw) { return (unsigned char *)(uintptr_t)(sw + 1); }
 static unsigned char *pt__infer_swap_tok(const pt_infer *inf, const pt__infer_swap *sw, int32_t b) {
@@ -27632,8 +27947,13 @@ static pt__infer_swap *pt__infer_swap_out(pt_infer *inf, int32_t seq) {
     const size_t bb = pt__inf_bbytes(inf);
     pt__infer_swap *sw = (pt__infer_swap *)pt__malloc(inf->ctx, sizeof *sw + (size_t)q->nblk * (bb + (size_t)inf->bt * sizeof(int32_t)) + 1);
     int32_t b;
-    if (!sw) return NULL;
-    sw->len = q->len, sw->nblk = q->nblk;
+    const int64_t id = inf->swap_serial++;
+    if (!pt__inf_cmd_send(inf, PT__IC_SWOUT, seq, id, 0, 0, NULL, 0) || !sw) {
+        if (sw) pt__free(inf->ctx, sw);
+        else pt__inf_cmd_send(inf, PT__IC_SWFREE, id, 0, 0, 0, NULL, 0); /* the followers' copies dropped too */
+        return NULL;
+    }
+    sw->len = q->len, sw->nblk = q->nblk, sw->id = id, sw->pad = 0;
     for (b = 0; b < q->nblk; b++)
         pt__inf_bcopy(inf, pt__infer_swap_kv(sw) + (size_t)b * bb, pt__infer_swap_tok(inf, sw, b), pt__inf_bkv(inf, tb[b]), inf->btok + (int64_t)tb[b] * inf->bt);
     return sw;
@@ -27644,7 +27964,7 @@ static pt__infer_swap *pt__infer_swap_out(pt_infer *inf, int32_t seq) {
 static int32_t pt__infer_swap_in(pt_infer *inf, const pt__infer_swap *sw) {
     const size_t bb = pt__inf_bbytes(inf);
     int32_t s, b, *tb;
-    if ((s = pt_infer_seq_new(inf)) < 0) return -1;
+    if ((s = pt__inf_seq_alloc(inf)) < 0) return -1;
     tb = inf->table + (int64_t)s * inf->max_blk;
     for (b = 0; b < sw->nblk; b++) {
         const int32_t *tok = (const int32_t *)(const void *)pt__infer_swap_tok(inf, sw, b); /* 4-aligned: a block's bytes are whole floats, pairs of
@@ -27661,9 +27981,13 @@ static int32_t pt__infer_swap_in(pt_infer *inf, const pt__infer_swap *sw) {
         tb[b] = id;
     }
     inf->seq[s].nblk = sw->nblk, inf->seq[s].len = sw->len;
+    if (!pt__inf_cmd_send(inf, PT__IC_SWIN, sw->id, s, 0, 0, NULL, 0)) return -1;
     return s;
 }
-static void pt__infer_swap_free(pt_infer *inf, pt__infer_swap *sw) { pt__free(inf->ctx, sw); }
+static void pt__infer_swap_free(pt_infer *inf, pt__infer_swap *sw) {
+    if (sw) pt__inf_cmd_send(inf, PT__IC_SWFREE, sw->id, 0, 0, 0, NULL, 0);
+    pt__free(inf->ctx, sw);
+}
 /* seq cut back to its first len tokens (len <= its length): the blocks wholly past them back to the
    pool (speculative decoding drops a rejected draft's positions). A last block left partly filled
    stays as it is: a later write copies it first when it is shared or takes it out of the hash table
@@ -27672,6 +27996,7 @@ static void pt__infer_truncate(pt_infer *inf, int32_t seq, int64_t len) {
     pt__inf_seq *q = &inf->seq[seq];
     const int32_t *tb = inf->table + (int64_t)seq * inf->max_blk;
     if (len < 0 || len >= q->len) return;
+    pt__inf_cmd_send(inf, PT__IC_TRUNC, seq, len, 0, 0, NULL, 0);
     while (q->nblk > 0 && (int64_t)(q->nblk - 1) * inf->bt >= len) pt__inf_bput(inf, tb[--q->nblk]);
     q->len = len;
 }
@@ -28044,17 +28369,22 @@ static int pt__inf_reserve(pt_infer *inf, int64_t n) {
     if (n > inf->cap) {
         const int64_t per = 3 * inf->ldc + inf->ld3 + inf->ld4, c = pt__inf_rup16(n);
         void *m = pt__malloc(ctx, (size_t)(c * per) * sizeof(float) + PT__ALIGN);
-        int32_t *ts = (int32_t *)pt__malloc(ctx, (size_t)c * sizeof(int32_t));
+        int32_t *ts = (int32_t *)pt__malloc(ctx, (size_t)c * sizeof(int32_t)), *lr = (int32_t *)pt__malloc(ctx, (size_t)c * sizeof(int32_t));
         int64_t *tp = (int64_t *)pt__malloc(ctx, (size_t)c * sizeof(int64_t));
+        /* model-parallel: the TP sums' scratch, the logits staging ((tp + 1) x rows x the head's rows) */
+        const int64_t mpn = !inf->mp ? 0 : (inf->tp > 1 ? (inf->tp == 2 ? 1 : inf->tp) * c * inf->ldc : 0) + (inf->tp + 1) * c * inf->mp_vrows;
+        void *mm = mpn ? pt__malloc(ctx, (size_t)mpn * sizeof(float) + PT__ALIGN) : NULL;
         float *p;
-        if (!m || !ts || !tp) {
-            pt__free(ctx, m), pt__free(ctx, ts), pt__free(ctx, tp);
+        if (!m || !ts || !tp || !lr || (mpn && !mm)) {
+            pt__free(ctx, m), pt__free(ctx, ts), pt__free(ctx, tp), pt__free(ctx, lr), pt__free(ctx, mm);
             pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: out of memory for the buffers of %lld tokens", (long long)n);
             return 0;
         }
         if (inf->buf_mem) pt__mem_add(ctx, PT__MEM_WORK, -inf->cap * per * (int64_t)sizeof(float));
-        pt__free(ctx, inf->buf_mem), pt__free(ctx, inf->tok_seq), pt__free(ctx, inf->tok_pos);
-        inf->buf_mem = m, inf->tok_seq = ts, inf->tok_pos = tp, inf->cap = c;
+        pt__free(ctx, inf->buf_mem), pt__free(ctx, inf->tok_seq), pt__free(ctx, inf->tok_pos), pt__free(ctx, inf->lrow), pt__free(ctx, inf->mp_mem);
+        inf->buf_mem = m, inf->tok_seq = ts, inf->tok_pos = tp, inf->lrow = lr, inf->cap = c, inf->mp_mem = mm;
+        if (inf->mp) memset(m, 0, (size_t)(c * per) * sizeof(float) + PT__ALIGN); /* rows are sent whole: their padding zero */
+        if (mm) inf->red = pt__inf_align(mm), inf->lg = inf->red + (inf->tp > 1 ? (inf->tp == 2 ? 1 : inf->tp) * c * inf->ldc : 0);
         pt__mem_add(ctx, PT__MEM_WORK, c * per * (int64_t)sizeof(float));
         p = pt__inf_align(m);
         inf->x = p, p += c * inf->ldc;
@@ -28081,6 +28411,13 @@ static void pt__inf_embed(const pt_infer *inf, int32_t tok, int64_t pos, float *
     const pt_gpt_weights *w = inf->w;
     const float *pe = w->wpe + pos * inf->C;
     int64_t i;
+    if (inf->tp > 1) { /* a vocabulary-parallel table: the rank holding the row gives it, the others zeros (summed over TP) */
+        if (tok < w->vocab0 || tok - w->vocab0 >= w->wte.rows) {
+            memset(x, 0, (size_t)inf->C * sizeof(float));
+            return;
+        }
+        tok = (int32_t)(tok - w->vocab0);
+    }
     if (w->wte.type == PT_W_F32) {
         const float *te = (const float *)w->wte.data + (int64_t)tok * inf->C;
         for (i = 0; i < inf->C; i++) x[i] = te[i] + pe[i];
@@ -28094,25 +28431,27 @@ static void pt__inf_embed(const pt_infer *inf, int32_t tok, int64_t pos, float *
 typedef struct pt__inf_job {
     pt_infer *inf;
     const pt_gpt_layer_w *lw;
-    int l, all_logits;
-    const int32_t *rows; /* or NULL: the row of each logits row (pt__infer_step_rows) */
+    int l;               /* the layer's index among those held */
+    const int32_t *rows; /* the lnf rows: the step row of each logits row */
+    int64_t r0;          /* the first row (of the step, or of the logits) */
+    const float *bias;   /* or NULL: a row-parallel bias added after the TP sum (ln2, add) */
 } pt__inf_job;
 /* attention item it (sequence it / H, head it % H) with thread tid's scratch */
 static void pt__inf_attention_row(void *job, int64_t it, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
     const int H = inf->H, hs = inf->hs, kern = inf->kern, l = jb->l;
-    const int32_t si = (int32_t)(it / H), h = (int32_t)(it % H), s = inf->st_seq[si];
+    const int32_t si = (int32_t)(jb->r0 + it / H), h = (int32_t)(it % H), s = inf->st_seq[si];
     int64_t t;
     pt__inf_att a;
     float *sc;
     sc = inf->ws + (int64_t)tid * inf->ws_per;
     a.kv = inf->kv, a.table = inf->table + (int64_t)s * inf->max_blk, a.block_elems = inf->block_elems;
     a.koff = (int64_t)l * inf->layer_elems + (int64_t)h * hs * inf->bt;
-    a.voff = (int64_t)l * inf->layer_elems + (int64_t)inf->C * inf->bt + (int64_t)h * inf->bt * hs;
+    a.voff = (int64_t)l * inf->layer_elems + (int64_t)inf->Ca * inf->bt + (int64_t)h * inf->bt * hs;
     a.kdoff = 0;
     if (inf->kvq8) { /* bytes (pt__inf_kv_row's layout) */
-        const int64_t bt = inf->bt, C = inf->C, lb = (int64_t)l * inf->layer_bytes;
+        const int64_t bt = inf->bt, C = inf->Ca, lb = (int64_t)l * inf->layer_bytes;
         a.block_elems = inf->block_bytes;
         a.koff = lb + (int64_t)h * hs * bt;
         a.kdoff = lb + C * bt + (int64_t)h * (hs / PT__QK) * bt * 2;
@@ -28142,15 +28481,17 @@ static void pt__inf_attention_row(void *job, int64_t it, int tid) {
         pt__inf_attn_c(&a, q, n, sc, o);
     }
 }
-static void pt__inf_attention(pt_infer *inf, int l, int32_t nseq) {
+/* the attention of the step's sequences [i0, i1) in layer l (of those held) */
+static void pt__inf_attention(pt_infer *inf, int l, int32_t i0, int32_t i1) {
     pt__inf_job jb;
     int64_t work = 0;
     int32_t i;
     /* floats of K and V read; a decode step of one sequence goes parallel past about 340 positions
        (below, the fork and join cost more than the items) */
-    for (i = 0; i < nseq; i++) work += (int64_t)inf->st_ntok[i] * (inf->st_len0[i] + inf->st_ntok[i]) * inf->C / 8;
-    jb.inf = inf, jb.lw = NULL, jb.l = l, jb.all_logits = 0, jb.rows = NULL;
-    pt__cpu_rows(inf->ctx, (int64_t)nseq * inf->H, work, pt__inf_attention_row, &jb);
+    for (i = i0; i < i1; i++) work += (int64_t)inf->st_ntok[i] * (inf->st_len0[i] + inf->st_ntok[i]) * inf->Ca / 8;
+    memset(&jb, 0, sizeof jb);
+    jb.inf = inf, jb.l = l, jb.r0 = i0; /* r0: the first sequence */
+    pt__cpu_rows(inf->ctx, (int64_t)(i1 - i0) * inf->H, work, pt__inf_attention_row, &jb);
 }
 
 /* layernorm 1 of row r */
@@ -28158,14 +28499,15 @@ static void pt__inf_ln1_row(void *job, int64_t r, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
     (void)tid;
+    r += jb->r0;
     pt__inf_ln(inf->x + r * inf->ldc, inf->h + r * inf->ldc, jb->lw->ln1_w, jb->lw->ln1_b, inf->C);
 }
 /* K transposed and V of row r into its slot */
 static void pt__inf_kv_row(void *job, int64_t r, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
-    const int64_t ld3 = inf->ld3, bt = inf->bt, hs = inf->hs, C = inf->C, l = jb->l;
-    const int64_t pos = inf->tok_pos[r];
+    const int64_t ld3 = inf->ld3, bt = inf->bt, hs = inf->hs, C = inf->Ca, l = jb->l;
+    const int64_t pos = inf->tok_pos[r += jb->r0];
     const int64_t blk = (int64_t)inf->table[(int64_t)inf->tok_seq[r] * inf->max_blk + pos / bt] * inf->block_elems + (int64_t)l * inf->layer_elems;
     const int64_t kt = blk + pos % bt, vv = blk + C * bt + (pos % bt) * hs;
     const float *k = inf->qkv + r * ld3 + C, *v = k + C;
@@ -28210,26 +28552,31 @@ static void pt__inf_kv_row(void *job, int64_t r, int tid) {
 static void pt__inf_ln2_row(void *job, int64_t r, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
-    float *x = inf->x + r * inf->ldc, *h = inf->h + r * inf->ldc;
+    float *x = inf->x + (r + jb->r0) * inf->ldc, *h = inf->h + (r + jb->r0) * inf->ldc;
     (void)tid;
+    if (jb->bias) pt__inf_add(h, jb->bias, inf->C);
     pt__inf_add(x, h, inf->C);
     pt__inf_ln(x, h, jb->lw->ln2_w, jb->lw->ln2_b, inf->C);
 }
 static void pt__inf_gelu_row(void *job, int64_t r, int tid) {
-    pt_infer *inf = ((const pt__inf_job *)job)->inf;
+    const pt__inf_job *jb = (const pt__inf_job *)job;
+    pt_infer *inf = jb->inf;
     (void)tid;
-    pt__inf_gelu(inf->ff + r * inf->ld4, 4 * inf->C);
+    pt__inf_gelu(inf->ff + (r + jb->r0) * inf->ld4, inf->F);
 }
 static void pt__inf_add_row(void *job, int64_t r, int tid) {
-    pt_infer *inf = ((const pt__inf_job *)job)->inf;
+    const pt__inf_job *jb = (const pt__inf_job *)job;
+    pt_infer *inf = jb->inf;
     (void)tid;
+    r += jb->r0;
+    if (jb->bias) pt__inf_add(inf->h + r * inf->ldc, jb->bias, inf->C);
     pt__inf_add(inf->x + r * inf->ldc, inf->h + r * inf->ldc, inf->C);
 }
 /* the final norm of the r-th row that wants logits (into h) */
 static void pt__inf_lnf_row(void *job, int64_t r, int tid) {
     const pt__inf_job *jb = (const pt__inf_job *)job;
     pt_infer *inf = jb->inf;
-    const int64_t src = jb->rows ? jb->rows[r] : jb->all_logits ? r : inf->st_row0[r] + inf->st_ntok[r] - 1;
+    const int64_t src = jb->rows[r += jb->r0];
     (void)tid;
     pt__inf_ln(inf->x + src * inf->ldc, inf->h + r * inf->ldc, inf->w->lnf_w, inf->w->lnf_b, inf->C);
 }
@@ -28237,25 +28584,151 @@ static void pt__inf_lnf_row(void *job, int64_t r, int tid) {
 /* pt_infer_step, or with nlog (not NULL) the logits of the last nlog[i] tokens of each sequence i
    (1 <= nlog[i] <= ntok[i]; rows in the order of tokens): speculative decoding's verification rows
    beside other sequences' one row */
-static pt_status pt__infer_step_rows(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
-                                     float *logits, int all_logits, const int32_t *nlog);
-PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
-                              float *logits, int all_logits) {
-    return pt__infer_step_rows(inf, nseq, seqs, ntok, tokens, logits, all_logits, NULL);
-}
+static pt_status pt__infer_step_x(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens, float *logits,
+                                  int want, int all_logits, const int32_t *nlog);
 static pt_status pt__infer_step_rows(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
                                      float *logits, int all_logits, const int32_t *nlog) {
-    pt_ctx *ctx;
-    const pt_gpt_weights *w;
-    int64_t N = 0, need = 0, r, R, C, ldc;
-    int32_t i, t, l;
-    pt_status st0;
+    return pt__infer_step_x(inf, nseq, seqs, ntok, tokens, logits, logits != NULL, all_logits, nlog);
+}
+PTDEF pt_status pt_infer_step(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens,
+                              float *logits, int all_logits) {
+    return pt__infer_step_x(inf, nseq, seqs, ntok, tokens, logits, logits != NULL, all_logits, NULL);
+}
+/* the layers held, over sequences [i0, i1) of the step (rows [r0, r1)): with TP, the attention's and
+   the MLP's row-parallel products summed over the ranks before their bias */
+static int pt__inf_layers(pt_infer *inf, int32_t i0, int32_t i1) {
+    pt_ctx *ctx = inf->ctx;
+    const int64_t r0 = inf->st_row0[i0], n = inf->st_row0[i1 - 1] + inf->st_ntok[i1 - 1] - r0, C = inf->C, ldc = inf->ldc, ld3 = inf->ld3,
+                  ld4 = inf->ld4;
+    float *x = inf->x + r0 * ldc, *h = inf->h + r0 * ldc, *att = inf->att + r0 * ldc, *qkv = inf->qkv + r0 * ld3, *ff = inf->ff + r0 * ld4;
+    const int tps = inf->tp > 1;
     pt__inf_job jb;
+    int32_t l;
+    memset(&jb, 0, sizeof jb);
+    jb.inf = inf, jb.r0 = r0;
+    for (l = inf->l0; l < inf->l1; l++) {
+        const pt_gpt_layer_w *lw = &inf->w->layer[l];
+        jb.lw = lw, jb.l = l - inf->l0;
+        pt__cpu_rows(ctx, n, 3 * n * C, pt__inf_ln1_row, &jb);
+        pt__qmm(ctx, &lw->qkv, h, ldc, n, lw->qkv_b, qkv, ld3);
+        pt__cpu_rows(ctx, n, 2 * n * C, pt__inf_kv_row, &jb);
+        pt__inf_attention(inf, jb.l, i0, i1);
+        pt__qmm(ctx, &lw->proj, att, ldc, n, tps ? NULL : lw->proj_b, h, ldc);
+        if (tps && !pt__inf_tp_sum(inf, h, n)) return 0;
+        jb.bias = tps ? lw->proj_b : NULL;
+        pt__cpu_rows(ctx, n, 3 * n * C, pt__inf_ln2_row, &jb);
+        pt__qmm(ctx, &lw->fc, h, ldc, n, lw->fc_b, ff, ld4);
+        pt__cpu_rows(ctx, n, 32 * n * inf->F / 4, pt__inf_gelu_row, &jb);
+        pt__qmm(ctx, &lw->fproj, ff, ld4, n, tps ? NULL : lw->fproj_b, h, ldc);
+        if (tps && !pt__inf_tp_sum(inf, h, n)) return 0;
+        jb.bias = tps ? lw->fproj_b : NULL;
+        pt__cpu_rows(ctx, n, 2 * n * C, pt__inf_add_row, &jb);
+        jb.bias = NULL;
+    }
+    (void)x;
+    return 1;
+}
+/* the final norm and the head on logits rows [q0, q1) (their step rows in lrow), into out (ld floats a
+   row, the head's valid rows of this rank) */
+static void pt__inf_head(pt_infer *inf, int64_t q0, int64_t q1, float *out, int64_t ld) {
+    pt__inf_job jb;
+    pt_qmat hv = inf->w->head;
+    memset(&jb, 0, sizeof jb);
+    jb.inf = inf, jb.rows = inf->lrow, jb.r0 = q0;
+    pt__cpu_rows(inf->ctx, q1 - q0, 3 * (q1 - q0) * inf->C, pt__inf_lnf_row, &jb);
+    hv.rows = inf->vvalid;
+    pt__qmm(inf->ctx, &hv, inf->h + q0 * inf->ldc, inf->ldc, q1 - q0, NULL, out, ld);
+}
+#ifdef PTRAIN_MPI
+/* the leader: logits rows [q0, q1) of every TP rank as gathered ([tp][rows][mp_vrows] in lg) into the
+   caller's rows of vocab floats */
+static void pt__inf_logits_place(pt_infer *inf, int64_t q0, int64_t q1, float *logits) {
+    const int64_t nr = q1 - q0, vr = inf->mp_vrows;
+    int64_t r;
+    int k;
+    for (k = 0; k < inf->tp; k++) {
+        const int64_t v0 = (int64_t)k * vr, nv = PT__MAX(0, PT__MIN(vr, (int64_t)inf->V - v0));
+        for (r = 0; r < nr; r++) memcpy(logits + (q0 + r) * inf->V + v0, inf->lg + ((int64_t)k * nr + r) * vr, (size_t)nv * sizeof(float));
+    }
+}
+/* the last stage's logits rows [q0, q1): computed on every TP rank, gathered on TP rank 0, placed there
+   (the leader) or sent to the leader (pp > 1) */
+static int pt__inf_mp_head(pt_infer *inf, int64_t q0, int64_t q1, float *logits) {
+    const int64_t nr = q1 - q0, vr = inf->mp_vrows, m = nr * vr;
+    float *mine = inf->lg + (int64_t)inf->tp * nr * vr; /* past the gathered rows */
+    pt__inf_head(inf, q0, q1, mine, vr);
+    if (inf->tp > 1) {
+        const double t0 = pt_time();
+        uint64_t s = pt__coll_begin(inf->ctx->desc.dist, PT_COLL_GATHER, PT_COMM_TP, m, PT_COLL_F32, 0);
+        inf->mps.gathers++, inf->mps.gather_bytes += m * 4;
+        if (!pt__inf_mpi_end(inf, s, s ? MPI_Gather(mine, (int)m, MPI_FLOAT, inf->lg, (int)m, MPI_FLOAT, 0, pt__inf_comm(inf, PT_COMM_TP)) : PT__COLL_REFUSED,
+                             t0, "the head's logits gathered over TP (MPI_Gather)", m))
+            return 0;
+    } else
+        memcpy(inf->lg, mine, (size_t)m * sizeof(float));
+    if (inf->tpr != 0) return 1;
+    if (inf->lead) return pt__inf_logits_place(inf, q0, q1, logits), 1;
+    return pt__inf_send(inf, PT_COMM_PP, 0, inf->lg, (int64_t)inf->tp * m, "the logits sent to the leader");
+}
+/* a model-parallel step's compute: the step's sequences in micro-batches (pp > 1) through this rank's
+   stage: the activations received from the stage before (or the embeddings), the layers, then sent on
+   (or the head); the leader of a pipeline then receives every micro-batch's logits */
+static int pt__inf_mp_run(pt_infer *inf, int32_t nseq, const int64_t *q0s, float *logits, int want) {
+    const int64_t ldc = inf->ldc;
+    const int32_t G = inf->pp > 1 ? PT__MIN(nseq, inf->groups) : 1;
+    MPI_Request *rq = (MPI_Request *)inf->mp_rq;
+    int32_t g, ok = 1, nrq = 0;
+    if (inf->first && inf->tp > 1 && !pt__inf_tp_sum(inf, inf->x, inf->st_row0[nseq - 1] + inf->st_ntok[nseq - 1])) return 0;
+    for (g = 0; g < G && ok; g++) {
+        const int32_t i0 = (int32_t)((int64_t)nseq * g / G), i1 = (int32_t)((int64_t)nseq * (g + 1) / G);
+        const int64_t r0 = inf->st_row0[i0], n = inf->st_row0[i1 - 1] + inf->st_ntok[i1 - 1] - r0;
+        if (!inf->first) ok = pt__inf_recv(inf, PT_COMM_PP, inf->ppr - 1, inf->x + r0 * ldc, n * ldc, "the activations from the stage before");
+        ok = ok && pt__inf_layers(inf, i0, i1);
+        if (ok && !inf->last) {
+            const double t0 = pt_time();
+            uint64_t s = pt__coll_begin(inf->ctx->desc.dist, PT_COLL_ISEND, PT_COMM_PP, n * ldc, PT_COLL_F32, inf->ppr + 1);
+            inf->mps.p2p++, inf->mps.p2p_bytes += n * ldc * 4;
+            ok = pt__inf_mpi_end(inf, s, s ? MPI_Isend(inf->x + r0 * ldc, (int)(n * ldc), MPI_FLOAT, inf->ppr + 1, 77, pt__inf_comm(inf, PT_COMM_PP), &rq[nrq++])
+                                           : PT__COLL_REFUSED,
+                                 t0, "the activations sent to the next stage (MPI_Isend)", n * ldc);
+        }
+        if (ok && inf->last && want) ok = pt__inf_mp_head(inf, q0s[i0], q0s[i1], logits);
+    }
+    if (nrq) {
+        const double t0 = pt_time();
+        int rc = MPI_Waitall(nrq, rq, MPI_STATUSES_IGNORE);
+        inf->mps.comm_s += pt_time() - t0;
+        if (rc != MPI_SUCCESS && ok) {
+            pt__fail(inf->ctx, PT_ERR_DEVICE, "pt_infer_step: the activations sent to stage %d failed (MPI error %d)", inf->ppr + 1, rc);
+            ok = 0;
+        }
+    }
+    if (ok && want && inf->lead && !inf->last)
+        for (g = 0; g < G && ok; g++) {
+            const int32_t i0 = (int32_t)((int64_t)nseq * g / G), i1 = (int32_t)((int64_t)nseq * (g + 1) / G);
+            const int64_t nr = q0s[i1] - q0s[i0];
+            ok = pt__inf_recv(inf, PT_COMM_PP, inf->pp - 1, inf->lg, (int64_t)inf->tp * nr * inf->mp_vrows, "the logits from the last stage");
+            if (ok) pt__inf_logits_place(inf, q0s[i0], q0s[i1], logits);
+        }
+    return ok;
+}
+#endif
+/* want: logits are computed (into logits on the leader; a follower has none) */
+static pt_status pt__infer_step_x(pt_infer *inf, int32_t nseq, const int32_t *seqs, const int32_t *ntok, const int32_t *tokens, float *logits,
+                                  int want, int all_logits, const int32_t *nlog) {
+    pt_ctx *ctx;
+    int64_t N = 0, need = 0, r, R, ldc;
+    int32_t i, t;
+    pt_status st0;
+    double t0 = pt_time();
     if (!inf) return PT_ERR_ARG;
-    ctx = inf->ctx, w = inf->w, C = inf->C, ldc = inf->ldc, st0 = ctx->status;
+    ctx = inf->ctx, ldc = inf->ldc, st0 = ctx->status;
     if (nseq < 1 || nseq > inf->max_seqs || !seqs || !ntok || !tokens)
         return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: %d sequences (expected 1..%d) with their ids, counts and tokens", (int)nseq,
                                     inf->max_seqs), PT_ERR_ARG);
+    if (inf->mp && inf->lead == 0 && logits)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_step: rank %d of a model-parallel layout follows the leader (pt_infer_follow); only world "
+                                    "rank 0 steps", pt_dist_rank(ctx->desc.dist)), PT_ERR_ARG);
     for (i = 0; i < nseq; i++) {
         const int32_t s = seqs[i];
         pt_status st = PT_OK;
@@ -28285,36 +28758,45 @@ static pt_status pt__infer_step_rows(pt_infer *inf, int32_t nseq, const int32_t 
     if (need > pt__inf_avail(inf))
         return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: the KV pool has %lld free blocks of %d tokens, the step needs %lld more",
                                     (long long)pt__inf_avail(inf), inf->bt, (long long)need), PT_ERR_OOM);
+    if (inf->mp && inf->lead) { /* the followers run the same step: sequences, counts, logits rows, tokens */
+        int32_t *p;
+        const int64_t np = 3 * (int64_t)nseq + N;
+        if (np > inf->cmd_cap) {
+            if (!(p = (int32_t *)pt__realloc(ctx, inf->cmd_pay, (size_t)np * sizeof(int32_t))))
+                return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: out of memory"), PT_ERR_OOM);
+            inf->cmd_pay = p, inf->cmd_cap = np;
+        }
+        p = inf->cmd_pay;
+        memcpy(p, seqs, (size_t)nseq * 4), memcpy(p + nseq, ntok, (size_t)nseq * 4);
+        for (i = 0; i < nseq; i++) p[2 * nseq + i] = nlog ? nlog[i] : 1;
+        memcpy(p + 3 * nseq, tokens, (size_t)N * 4);
+        if (!pt__inf_cmd_send(inf, PT__IC_STEP, nseq, all_logits, nlog != NULL, want, p, np)) return ctx->status;
+    }
     if (!pt__inf_reserve(inf, N)) return PT_ERR_OOM;
-    /* blocks, rows and positions */
-    for (r = 0, i = 0; i < nseq; i++) {
+    /* blocks, rows and positions; the logits rows */
+    for (r = 0, R = 0, i = 0; i < nseq; i++) {
         const int32_t s = seqs[i];
         pt__inf_seq *q = &inf->seq[s];
         const int32_t *tb = inf->table + (int64_t)s * inf->max_blk;
+        const int32_t nl = all_logits ? ntok[i] : nlog ? PT__MAX(1, PT__MIN(nlog[i], ntok[i])) : 1;
         pt__infer_reserve(inf, s, ntok[i]);
-        inf->st_seq[i] = s, inf->st_ntok[i] = ntok[i], inf->st_row0[i] = r, inf->st_len0[i] = q->len;
+        inf->st_seq[i] = s, inf->st_ntok[i] = ntok[i], inf->st_row0[i] = r, inf->st_len0[i] = q->len, inf->st_q0[i] = R;
+        for (t = ntok[i] - nl; t < ntok[i]; t++) inf->lrow[R++] = (int32_t)(r + t);
         for (t = 0; t < ntok[i]; t++, r++) {
             const int64_t pos = q->len + t;
             inf->tok_seq[r] = s, inf->tok_pos[r] = pos;
             inf->btok[(int64_t)tb[pos / inf->bt] * inf->bt + pos % inf->bt] = tokens[r];
-            pt__inf_embed(inf, tokens[r], pos, inf->x + r * ldc);
+            if (inf->first) pt__inf_embed(inf, tokens[r], pos, inf->x + r * ldc);
         }
     }
-    jb.inf = inf, jb.all_logits = all_logits, jb.rows = NULL;
-    for (l = 0; l < inf->L; l++) {
-        const pt_gpt_layer_w *lw = &w->layer[l];
-        const int64_t ld3 = inf->ld3, ld4 = inf->ld4;
-        jb.lw = lw, jb.l = l;
-        pt__cpu_rows(ctx, N, 3 * N * C, pt__inf_ln1_row, &jb);
-        pt__qmm(ctx, &lw->qkv, inf->h, ldc, N, lw->qkv_b, inf->qkv, ld3);
-        pt__cpu_rows(ctx, N, 2 * N * C, pt__inf_kv_row, &jb);
-        pt__inf_attention(inf, l, nseq);
-        pt__qmm(ctx, &lw->proj, inf->att, ldc, N, lw->proj_b, inf->h, ldc);
-        pt__cpu_rows(ctx, N, 3 * N * C, pt__inf_ln2_row, &jb);
-        pt__qmm(ctx, &lw->fc, inf->h, ldc, N, lw->fc_b, inf->ff, ld4);
-        pt__cpu_rows(ctx, N, 32 * N * C, pt__inf_gelu_row, &jb);
-        pt__qmm(ctx, &lw->fproj, inf->ff, ld4, N, lw->fproj_b, inf->h, ldc);
-        pt__cpu_rows(ctx, N, 2 * N * C, pt__inf_add_row, &jb);
+    inf->st_q0[nseq] = R;
+    if (inf->mp) {
+#ifdef PTRAIN_MPI
+        if (!pt__inf_mp_run(inf, nseq, inf->st_q0, logits, want)) return ctx->status;
+#endif
+    } else {
+        if (!pt__inf_layers(inf, 0, nseq)) return ctx->status;
+        if (want) pt__inf_head(inf, 0, R, logits, inf->V);
     }
     for (i = 0; i < nseq; i++) { /* the blocks this step filled get their hashes */
         pt__inf_seq *q = &inf->seq[seqs[i]];
@@ -28323,21 +28805,99 @@ static pt_status pt__infer_step_rows(pt_infer *inf, int32_t nseq, const int32_t 
         for (b = q->len / inf->bt; (b + 1) * inf->bt <= q->len + ntok[i]; b++) pt__inf_filled(inf, tb[b], b > 0 ? inf->chash[tb[b - 1]] : 0);
         q->len += ntok[i];
     }
-    if (!logits) return st0 == PT_OK ? ctx->status : PT_OK; /* an error of pt__qmm (its workspace) */
-    /* the final norm of the rows that want logits (into h), then the head's first vocab rows */
-    R = all_logits ? N : nseq;
-    if (nlog && !all_logits) { /* the rows asked for: their map in tok_seq (not read after the layers) */
-        for (R = 0, i = 0; i < nseq; i++)
-            for (t = ntok[i] - PT__MAX(1, PT__MIN(nlog[i], ntok[i])); t < ntok[i]; t++) inf->tok_seq[R++] = (int32_t)(inf->st_row0[i] + t);
-        jb.rows = inf->tok_seq;
+    inf->mps.steps++, inf->mps.step_s += pt_time() - t0;
+    return st0 == PT_OK ? ctx->status : PT_OK; /* an error of pt__qmm (its workspace) */
+}
+
+/* ---- model-parallel inference: the followers' loop ---------------------------------------------- */
+PTDEF pt_status pt_infer_follow(pt_infer *inf) {
+    pt_ctx *ctx;
+    if (!inf) return PT_ERR_ARG;
+    ctx = inf->ctx;
+    if (!inf->mp || inf->lead)
+        return (pt_status)(pt__fail(ctx, PT_ERR_ARG, "pt_infer_follow: %s", inf->mp ? "called on the leader (world rank 0 runs the calls)"
+                                                                                      : "this pt_infer holds a whole model (no layout to follow)"), PT_ERR_ARG);
+#ifdef PTRAIN_MPI
+    for (;;) {
+        pt__inf_cmd m;
+        const int32_t *pay = m.pay;
+        int64_t got = 0;
+        int32_t i, k;
+        if (!pt__inf_bcast(inf, &m, (int64_t)sizeof m)) return ctx->status;
+        if (m.n < 0 || m.n > ((int64_t)1 << 30)) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_infer_follow: a command with %lld payload values", (long long)m.n), PT_ERR_STATE);
+        if (m.n > PT__IC_INLINE) {
+            if (m.n > inf->cmd_cap) {
+                int32_t *p = (int32_t *)pt__realloc(ctx, inf->cmd_pay, (size_t)m.n * sizeof(int32_t));
+                if (!p) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_follow: out of memory"), PT_ERR_OOM);
+                inf->cmd_pay = p, inf->cmd_cap = m.n;
+            }
+            if (!pt__inf_bcast(inf, inf->cmd_pay, m.n * (int64_t)sizeof(int32_t))) return ctx->status;
+            pay = inf->cmd_pay;
+        }
+        inf->mps.commands++;
+        switch ((int)m.op) {
+        case PT__IC_END: return PT_OK;
+        case PT__IC_NEW: got = pt__inf_seq_alloc(inf); break;
+        case PT__IC_FREE: pt_infer_seq_free(inf, (int32_t)m.a), got = m.a; break;
+        case PT__IC_PREFIX: got = pt_infer_seq_prefix(inf, (int32_t)m.a, pay, m.n), m.a = m.b; break;
+        case PT__IC_FORK: got = pt_infer_seq_fork(inf, (int32_t)m.a), m.a = m.b; break;
+        case PT__IC_TRUNC: pt__infer_truncate(inf, (int32_t)m.a, m.b), got = m.a; break;
+        case PT__IC_SWOUT: {
+            pt__infer_swap *sw;
+            if (inf->nfsw == inf->cap_fsw) {
+                void **p = (void **)pt__realloc(ctx, inf->fsw, (size_t)(2 * inf->cap_fsw + 8) * 2 * sizeof(void *));
+                if (!p) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_follow: out of memory"), PT_ERR_OOM);
+                inf->fsw = p, inf->cap_fsw = 2 * inf->cap_fsw + 8;
+            }
+            inf->swap_serial = m.b;
+            if (!(sw = pt__infer_swap_out(inf, (int32_t)m.a)))
+                return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_follow: out of memory for a swap of sequence %d", (int)m.a), PT_ERR_OOM);
+            inf->fsw[2 * inf->nfsw] = (void *)(uintptr_t)m.b, inf->fsw[2 * inf->nfsw + 1] = sw, inf->nfsw++;
+            got = m.a;
+            break;
+        }
+        case PT__IC_SWIN:
+        case PT__IC_SWFREE:
+            for (i = 0; i < inf->nfsw && (int64_t)(uintptr_t)inf->fsw[2 * i] != m.a; i++) {}
+            if (i == inf->nfsw) { /* the leader's swap out failed after ours: nothing was kept */
+                if (m.op == PT__IC_SWFREE) continue;
+                return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_infer_follow: swap %lld is not held here", (long long)m.a), PT_ERR_STATE);
+            }
+            if (m.op == PT__IC_SWIN) {
+                got = pt__infer_swap_in(inf, (const pt__infer_swap *)inf->fsw[2 * i + 1]), m.a = m.b;
+                break;
+            }
+            pt__free(ctx, inf->fsw[2 * i + 1]);
+            for (k = i + 1; k < inf->nfsw; k++) inf->fsw[2 * k - 2] = inf->fsw[2 * k], inf->fsw[2 * k - 1] = inf->fsw[2 * k + 1];
+            inf->nfsw--;
+            continue;
+        case PT__IC_STEP: {
+            const int32_t ns = (int32_t)m.a;
+            if (ns < 1 || 3 * (int64_t)ns > m.n)
+                return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_infer_follow: a step of %d sequences with %lld values", (int)ns, (long long)m.n), PT_ERR_STATE);
+            if (pt__infer_step_x(inf, ns, pay, pay + ns, pay + 3 * ns, NULL, (int)m.d, (int)m.b, m.c ? pay + 2 * ns : NULL) != PT_OK) return ctx->status;
+            continue;
+        }
+        default: return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_infer_follow: unknown command %lld", (long long)m.op), PT_ERR_STATE);
+        }
+        if (got != m.a || ctx->status != PT_OK)
+            return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_infer_follow: world rank %d left the leader's state: command %d gave %lld where the leader "
+                                        "had %lld%s%s", pt_dist_rank(ctx->desc.dist), (int)m.op, (long long)got, (long long)m.a,
+                                        ctx->status != PT_OK ? ": " : "", ctx->status != PT_OK ? pt_error(ctx) : ""), PT_ERR_STATE);
     }
-    pt__cpu_rows(ctx, R, 3 * R * C, pt__inf_lnf_row, &jb);
-    {
-        pt_qmat hv = w->head;
-        hv.rows = inf->V;
-        pt__qmm(ctx, &hv, inf->h, ldc, R, NULL, logits, inf->V);
-    }
-    return st0 == PT_OK ? ctx->status : PT_OK;
+#else
+    return PT_ERR_ARG;
+#endif
+}
+PTDEF pt_infer_mp pt_infer_mp_get(const pt_infer *inf) {
+    pt_infer_mp m;
+    memset(&m, 0, sizeof m);
+    if (!inf) return m;
+    m = inf->mps;
+    m.tp = inf->tp, m.pp = inf->pp, m.tp_rank = inf->tpr, m.pp_rank = inf->ppr, m.leader = inf->lead;
+    m.layer0 = inf->l0, m.layer1 = inf->l1, m.heads = inf->H, m.vocab0 = inf->vocab0, m.vocab_rows = inf->vrows;
+    m.kv_bytes = inf->nblocks * inf->block_bytes, m.kv_blocks = inf->nblocks;
+    return m;
 }
 
 /* ---- evaluation: the negative log-likelihood of a token stream ---------------------------------- */
@@ -29710,12 +30270,15 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
                                 int32_t *out) {
     pt_sample_params sp;
     char why[128];
+    int stage = 0;
     if (!m || !out || !prompt || n < 1 || max_new < 0 || !(temperature >= 0))
         return (pt_status)(pt__fail(m ? m->ctx : NULL, PT_ERR_ARG, "pt_gpt_generate: needs a model, a prompt of >= 1 token, max_new >= 0, "
                                     "temperature >= 0 and out"), PT_ERR_ARG);
     memset(&sp, 0, sizeof sp);
     sp.temperature = temperature, sp.seed = seed;
-    if (pt__inf_model_ok(m, why, sizeof why)) { /* one process, the CPU: the KV-cached path over the parameters in place */
+    if (pt__inf_model_ok(m, &stage, why, sizeof why) && (!m->ctx->desc.dist || pt_dist_layout(m->ctx->desc.dist).dp == 1)) {
+        /* the CPU, one process or a TP x PP layout (the leader generates, the other ranks follow, then
+           every rank gets the tokens): the KV-cached path over the parameters in place */
         pt_gpt_weights *w = pt_gpt_weights_from(m, PT_W_F32);
         pt_infer_desc d;
         pt_infer *inf;
@@ -29735,9 +30298,24 @@ PTDEF pt_status pt_gpt_generate(pt_gpt *m, pt_graph *g, const int32_t *prompt, i
         r.tokens = out + n;
         memmove(out, prompt, (size_t)n * sizeof *out);
         q.prompt = out; /* prompt may overlap out */
-        st = pt_generate(inf, 1, &q, &r, NULL, NULL);
+        st = pt_infer_mp_get(inf).leader || pt_infer_mp_get(inf).tp * pt_infer_mp_get(inf).pp == 1 ? pt_generate(inf, 1, &q, &r, NULL, NULL)
+                                                                                                : pt_infer_follow(inf);
         pt_infer_free(inf);
         pt_gpt_weights_free(w);
+#ifdef PTRAIN_MPI
+        if (m->ctx->desc.dist && pt_dist_size(m->ctx->desc.dist) > 1) { /* every rank: the leader's status and tokens */
+            const pt_dist *dd = m->ctx->desc.dist;
+            int32_t stv = (int32_t)st;
+            uint64_t s = pt__coll_begin(dd, PT_COLL_BCAST, PT_COMM_WORLD, 1, PT_COLL_I32, 0);
+            int rc = pt__coll_end(dd, s, s ? MPI_Bcast(&stv, 1, MPI_INT32_T, 0, *(MPI_Comm *)pt_dist_comm(dd, PT_COMM_WORLD)) : PT__COLL_REFUSED);
+            if (rc == MPI_SUCCESS) {
+                s = pt__coll_begin(dd, PT_COLL_BCAST, PT_COMM_WORLD, n + max_new, PT_COLL_I32, 0);
+                rc = pt__coll_end(dd, s, s ? MPI_Bcast(out, n + max_new, MPI_INT32_T, 0, *(MPI_Comm *)pt_dist_comm(dd, PT_COMM_WORLD)) : PT__COLL_REFUSED);
+            }
+            if (rc != MPI_SUCCESS) return (pt_status)(pt__fail(m->ctx, PT_ERR_DEVICE, "pt_gpt_generate: the tokens' broadcast failed: %s", pt__coll_why(dd, rc)), PT_ERR_DEVICE);
+            if (stv != PT_OK && st == PT_OK) st = (pt_status)(pt__fail(m->ctx, (pt_status)stv, "pt_gpt_generate: failed on the leader (world rank 0)"), stv);
+        }
+#endif
         return st;
     }
     return pt__gpt_generate_graph(m, g, prompt, n, max_new, &sp, out);

@@ -1,5 +1,6 @@
 #!/bin/sh
-# tests/tp_test.sh [BUILD_DIR] - tensor parallelism (>>tp). Builds tests/test_tp.c (the TP layers) and
+# tests/tp_test.sh [BUILD_DIR] - tensor parallelism (>>tp), and model-parallel inference (tests/test_infer_mp.c:
+# a pt_infer over TP / PP shards against one process, under mpirun -np 2 and 4). Builds tests/test_tp.c (the TP layers) and
 # tests/test_tp_gpt.c (the TP GPT against one process) twice each (cc without MPI, mpicc -DPTRAIN_MPI
 # -fopenmp), runs the plain ones (tp=1) and the MPI ones under mpirun -np 2 and -np 4
 # (layout tp = world size), and compiles the implementation as C99/C++ without MPI (with MPI under
@@ -22,6 +23,8 @@ if have mpicc; then
     p_test_tp_mpi=$!
     build_bg "$BUILD/test_tp_gpt_mpi.build.log" build_prog "$BUILD/test_tp_gpt_mpi" tests/test_tp_gpt.c mpi
     p_test_tp_gpt_mpi=$!
+    build_bg "$BUILD/test_infer_mp_mpi.build.log" build_prog "$BUILD/test_infer_mp_mpi" tests/test_infer_mp.c mpi
+    p_test_infer_mp_mpi=$!
 fi
 
 # ---- without MPI: tp = 1 ----
@@ -49,6 +52,17 @@ for t in test_tp test_tp_gpt; do
         head -n 20 "$BUILD/${t}_mpi.build.log" | sed 's/^/    /'
     fi
 done
+
+# ---- model-parallel inference: tp 2, pp 2, tp 2 x pp 2, tp 4 against one process ----
+if wait $p_test_infer_mp_mpi; then
+    for l in "2 1" "1 2" "2 2" "4 1"; do
+        set -- $l
+        prog "test_infer_mp: mpirun -np $(($1 * $2)) (tp=$1, pp=$2)" "$BUILD/test_infer_mp_$1x$2.log" mpi_run $(($1 * $2)) -- env -u PTRAIN_FAKE_NODE_SIZE "$B/test_infer_mp_mpi" $1 $2
+    done
+else
+    fail "build test_infer_mp_mpi (mpicc -DPTRAIN_MPI)" "see $BUILD/test_infer_mp_mpi.build.log"
+    head -n 20 "$BUILD/test_infer_mp_mpi.build.log" | sed 's/^/    /'
+fi
 
 # ---- the implementation compiles as C and C++, with and without MPI, defining only pt_*/PT_* symbols ----
 # (with MPI: dist_test compiles the same in make test; g++ -std=c++11: compile_test, with the same nm check)
