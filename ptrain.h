@@ -27282,11 +27282,26 @@ static int pt__inf_mpi_end(pt_infer *inf, uint64_t s, int rc, double t0, const c
              (long long)n, pt__coll_why(d, rc));
     return 0;
 }
-static int pt__inf_bcast(pt_infer *inf, void *p, int64_t bytes) {
+/* a command's bytes from the leader (MPI_Ibcast, so that a follower waiting for the next command --
+   a server with no requests -- polls with growing sleeps, up to 1 ms, instead of spinning a core;
+   the leader waits at once). idle: the wait is not counted in comm_s */
+static int pt__inf_bcast(pt_infer *inf, void *p, int64_t bytes, int idle) {
     const double t0 = pt_time();
     uint64_t s = pt__coll_begin(inf->ctx->desc.dist, PT_COLL_BCAST, PT_COMM_WORLD, bytes, PT_COLL_BYTE, 0);
-    return pt__inf_mpi_end(inf, s, s ? MPI_Bcast(p, (int)bytes, MPI_BYTE, 0, pt__inf_comm(inf, PT_COMM_WORLD)) : PT__COLL_REFUSED, t0,
-                           "the leader's command (MPI_Bcast)", bytes);
+    MPI_Request rq;
+    int rc = s ? MPI_Ibcast(p, (int)bytes, MPI_BYTE, 0, pt__inf_comm(inf, PT_COMM_WORLD), &rq) : PT__COLL_REFUSED, done = 0;
+    long spins = 0;
+    if (rc == MPI_SUCCESS && (inf->lead || !idle)) rc = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    else
+        while (rc == MPI_SUCCESS && !(rc = MPI_Test(&rq, &done, MPI_STATUS_IGNORE)) && !done)
+            if (++spins > 4096) { /* about a millisecond of spinning first: a busy server's next step comes sooner */
+#if defined(CLOCK_MONOTONIC)
+                struct timespec ts;
+                ts.tv_sec = 0, ts.tv_nsec = spins > 8192 ? 1000000L : 50000L;
+                nanosleep(&ts, NULL);
+#endif
+            }
+    return pt__inf_mpi_end(inf, s, rc, idle ? pt_time() : t0, "the leader's command (MPI_Ibcast)", bytes);
 }
 /* n floats to / from rank peer of communicator which */
 static int pt__inf_send(pt_infer *inf, int which, int peer, const float *p, int64_t n, const char *what) {
@@ -27412,8 +27427,8 @@ static int pt__inf_cmd_send(pt_infer *inf, int op, int64_t a, int64_t b, int64_t
     m.op = op, m.a = a, m.b = b, m.c = c, m.d = d, m.n = n;
     if (n > 0 && n <= PT__IC_INLINE) memcpy(m.pay, pay, (size_t)n * sizeof(int32_t));
     inf->mps.commands++;
-    if (!pt__inf_bcast(inf, &m, (int64_t)sizeof m)) return 0;
-    return n <= PT__IC_INLINE || pt__inf_bcast(inf, (void *)(uintptr_t)pay, n * (int64_t)sizeof(int32_t));
+    if (!pt__inf_bcast(inf, &m, (int64_t)sizeof m, 0)) return 0;
+    return n <= PT__IC_INLINE || pt__inf_bcast(inf, (void *)(uintptr_t)pay, n * (int64_t)sizeof(int32_t), 0);
 #else
     (void)inf, (void)op, (void)a, (void)b, (void)c, (void)d, (void)pay, (void)n;
     return 1;
@@ -28823,7 +28838,7 @@ PTDEF pt_status pt_infer_follow(pt_infer *inf) {
         const int32_t *pay = m.pay;
         int64_t got = 0;
         int32_t i, k;
-        if (!pt__inf_bcast(inf, &m, (int64_t)sizeof m)) return ctx->status;
+        if (!pt__inf_bcast(inf, &m, (int64_t)sizeof m, 1)) return ctx->status;
         if (m.n < 0 || m.n > ((int64_t)1 << 30)) return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_infer_follow: a command with %lld payload values", (long long)m.n), PT_ERR_STATE);
         if (m.n > PT__IC_INLINE) {
             if (m.n > inf->cmd_cap) {
@@ -28831,7 +28846,7 @@ PTDEF pt_status pt_infer_follow(pt_infer *inf) {
                 if (!p) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_follow: out of memory"), PT_ERR_OOM);
                 inf->cmd_pay = p, inf->cmd_cap = m.n;
             }
-            if (!pt__inf_bcast(inf, inf->cmd_pay, m.n * (int64_t)sizeof(int32_t))) return ctx->status;
+            if (!pt__inf_bcast(inf, inf->cmd_pay, m.n * (int64_t)sizeof(int32_t), 0)) return ctx->status;
             pay = inf->cmd_pay;
         }
         inf->mps.commands++;

@@ -36,7 +36,7 @@ BPY=/usr/bin/python3
 S=${SERVE_BIN:-}
 if [ -z "$S" ]; then
     bline=$(sed -n 's/^ *Build: //p' tools/ptserve.c | head -n 1)
-    recipe=$(sed -n '/^$(BUILD)\/ptserve:/{n;p;}' Makefile | sed 's/^[[:space:]]*//; s|\$@|build/ptserve|; s|\$(CC)|cc|')
+    recipe=$(sed -n '/^$(BUILD)\/ptserve:/{n;p;}' Makefile | sed 's/^[[:space:]]*//; s|\$@|build/ptserve|; s|\$(CC)|cc|; s|\$(MPICC)|mpicc|')
     if [ "$bline" = "$recipe" ] && sh -c "$bline -Wall -Wextra" >"$W/build.log" 2>&1 && ! grep -q 'warning:' "$W/build.log"; then
         pass "ptserve builds with its Build: line (the Makefile's recipe), -Wall -Wextra clean"
     else
@@ -158,6 +158,44 @@ PY
     if [ "$h" = 503 ] && [ "$n" = 503 ]; then pass "draining: /health $h, a new request $n"
     else fail "draining: /health $h, a new request $n (expected 503, 503)"; fi
     stop "$SPID" prio
+fi
+# model-parallel serving: ptserve --tp 2 and --pp 2 under mpirun answer as one process does (greedy text
+# equal); SIGTERM to rank 0 drains every rank (exit 0); a follower killed ends the job, mpirun naming it
+if command -v mpirun >/dev/null 2>&1; then
+    start ref
+    REF=""
+    [ -n "$URL" ] && REF=$(curl -s -d '{"prompt":"the ","max_tokens":24,"temperature":0}' "${URL}v1/completions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])' 2>/dev/null)
+    [ -n "$URL" ] && stop "$SPID" ref
+    for lay in "--tp 2" "--pp 2"; do
+        name=mp$(echo "$lay" | tr -d ' -')
+        rm -f "$W/$name.out"
+        timeout 120 mpirun --oversubscribe -np 2 "$S" --ckpt "$W/ck" --port 0 --threads 1 $lay >"$W/$name.out" 2>"$W/$name.err" &
+        MPID=$!
+        URL=""
+        t=0
+        while [ $t -lt 300 ] && [ -z "$URL" ] && kill -0 $MPID 2>/dev/null; do URL=$(sed -n 's/^ptserve: listening on //p' "$W/$name.out"); sleep 0.1; t=$((t + 1)); done
+        GOT=""
+        [ -n "$URL" ] && GOT=$(curl -s -d '{"prompt":"the ","max_tokens":24,"temperature":0}' "${URL}v1/completions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])' 2>/dev/null)
+        if [ -n "$GOT" ] && [ "$GOT" = "$REF" ]; then pass "ptserve $lay under mpirun -np 2: the greedy text of one process"
+        else fail "ptserve $lay under mpirun -np 2: '$GOT', one process '$REF' ($(head -c 400 "$W/$name.err"))"; fi
+        if [ "$lay" = "--tp 2" ]; then # the drain, through rank 0
+            P0=$(sed -n 's/.*pids 0:\([0-9]*\) .*/\1/p' "$W/$name.out")
+            [ -n "$P0" ] && kill -TERM "$P0"
+            wait $MPID
+            rc=$?
+            if [ $rc -eq 0 ] && grep -q 'drained, exiting' "$W/$name.out"; then pass "ptserve $lay: SIGTERM to rank 0 drains and ends every rank (mpirun exits 0)"
+            else fail "ptserve $lay: after SIGTERM to rank 0 ($P0): mpirun exit $rc: $(tail -c 400 "$W/$name.err")"; fi
+        else # a follower killed: the job ends, mpirun naming the rank, no hang
+            P1=$(sed -n 's/.*pids 0:[0-9]* 1:\([0-9]*\) .*/\1/p' "$W/$name.out")
+            [ -n "$P1" ] && kill -9 "$P1"
+            t=0
+            while kill -0 $MPID 2>/dev/null && [ $t -lt 300 ]; do sleep 0.1; t=$((t + 1)); done
+            if kill -0 $MPID 2>/dev/null; then fail "ptserve $lay: still running 30 s after rank 1 was killed"; kill -9 $MPID
+            elif grep -q 'rank 1' "$W/$name.err"; then pass "ptserve $lay: rank 1 killed ends the job within $((t / 10)) s, the message naming rank 1"
+            else fail "ptserve $lay: rank 1 killed: the job ended without naming it: $(tail -c 400 "$W/$name.err")"; fi
+            wait $MPID 2>/dev/null
+        fi
+    done
 fi
 P=$((P + $(cat "$W/main.log" "$W/queue.log" "$W/prio.log" "$W/spec_lookup.log" "$W/spec_draft.log" 2>/dev/null | grep -c '^PASS')))
 F=$((F + $(cat "$W/main.log" "$W/queue.log" "$W/prio.log" "$W/spec_lookup.log" "$W/spec_draft.log" 2>/dev/null | grep -c '^FAIL')))

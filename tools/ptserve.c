@@ -1,7 +1,8 @@
 /* ptserve.c - an OpenAI-compatible HTTP server on ptrain.h's serving engine (pt_engine).
 
-   Build: cc -O2 -fopenmp -march=native -I. tools/ptserve.c -o build/ptserve -lmicrohttpd -lm
-   (make tools builds it too; libmicrohttpd: Debian's libmicrohttpd-dev, `make deps`)
+   Build: mpicc -O2 -fopenmp -march=native -DPTRAIN_MPI -I. tools/ptserve.c -o build/ptserve -lmicrohttpd -lm
+   (make tools builds it too; libmicrohttpd: Debian's libmicrohttpd-dev, `make deps`; without MPI,
+   cc and no -DPTRAIN_MPI: the same server without --tp / --pp)
 
    ptserve (--ckpt DIR | --safetensors FILE | --gguf FILE) [flags]
      --quant f32|bf16|q8_0|q4_0   the weights' format for decode (default: as stored)
@@ -31,6 +32,11 @@
      --tls-cert FILE --tls-key FILE       HTTPS (PEM certificate and private key; libmicrohttpd's GnuTLS)
      --lookup N           speculative decoding by prompt lookup: up to N (1..16) tokens drafted a step from
                           earlier matches in each request's prompt and output (0: off)
+     --tp N, --pp N       a model-parallel layout (tensor x pipeline) under mpirun -np N*N: every rank loads its
+                          shard of the checkpoint (resharded as it is read: any training layout), holds its
+                          heads / layers of the KV cache and runs its part of each step; world rank 0 answers
+                          HTTP and schedules. SIGTERM to rank 0 drains and ends every rank; a rank that dies ends
+                          the job (mpirun names it). Checkpoints only (not --safetensors / --gguf), no --draft
      --draft MODEL        speculative decoding by a draft model (a smaller checkpoint, safetensors or GGUF
                           file with the same vocabulary; in --quant's format); --draft-tokens N a step (4).
                           The tokens are those without it, bit for bit; the engine turns drafting off for a
@@ -485,6 +491,8 @@ static struct {
     sv_hist ttft, itl;
     pt_kv_stats kv;
     pt_engine_stats es;
+    pt_dist *dist; /* --tp / --pp: the layout's grid (NULL: one process) */
+    char pids[512]; /* the ranks' process ids, "0:PID 1:PID ..." (rank 0) */
 } S;
 
 static void sv_hist_add(sv_hist *h, const double *b, double x) {
@@ -1284,7 +1292,8 @@ static const char usage_text[] =
     "usage: ptserve (--ckpt DIR | --safetensors FILE | --gguf FILE) [--tokenizer FILE | --bytes] [--quant f32|bf16|q8_0|q4_0] [--host ADDR] [--port N]\n"
     "               [--max-seqs N] [--kv-blocks N] [--kv-type f32|f16|q8_0] [--max-batch-tokens N] [--max-queue N] [--timeout S] [--threads N]\n"
     "               [--model-name NAME] [--step-delay-ms N] [--read-timeout S] [--max-conns-per-ip N] [--max-body-memory BYTES]\n"
-    "               [--api-key KEY | --api-key-file FILE] [--tls-cert FILE --tls-key FILE]   (see the top of tools/ptserve.c, docs/serving.md)\n";
+    "               [--api-key KEY | --api-key-file FILE] [--tls-cert FILE --tls-key FILE] [--tp N --pp N under mpirun -np N*N]\n"
+    "               (see the top of tools/ptserve.c, docs/serving.md)\n";
 static int usage(const char *msg, const char *what) {
     if (msg) fprintf(stderr, "ptserve: %s%s%s\n", msg, what ? " " : "", what ? what : "");
     fputs(usage_text, stderr);
@@ -1313,7 +1322,7 @@ static char *read_small_file(const char *flag, const char *path, size_t *len) {
 /* the command line, and what main holds from it */
 typedef struct sv_opts {
     const char *model, *host, *name, *tok_path, *key_arg, *key_file, *tls_cert, *tls_key, *draft;
-    long port, max_seqs, kv_blocks, budget, max_queue, threads, per_ip, lookup, draft_tokens;
+    long port, max_seqs, kv_blocks, budget, max_queue, threads, per_ip, lookup, draft_tokens, tp, pp;
     double timeout, read_timeout, body_mem;
     int quant, bytes, kv_type;
     char *cert_pem, *key_pem, *api_key; /* read from the files */
@@ -1366,15 +1375,22 @@ static int parse_flags(sv_opts *o, int argc, char **argv) {
                               PTF_LONG("--lookup", &o->lookup, 0, 16),
                               PTF_STR("--draft", &o->draft),
                               PTF_LONG("--draft-tokens", &o->draft_tokens, 1, 16),
+                              PTF_LONG("--tp", &o->tp, 1, 4096),
+                              PTF_LONG("--pp", &o->pp, 1, 4096),
                               PTF_END};
     memset(o, 0, sizeof *o);
     o->host = "127.0.0.1", o->port = 8080, o->max_seqs = 16, o->budget = 256, o->max_queue = 64, o->per_ip = 16;
-    o->timeout = 600, o->read_timeout = 10, o->body_mem = 64.0 * (1 << 20), o->quant = -1;
+    o->timeout = 600, o->read_timeout = 10, o->body_mem = 64.0 * (1 << 20), o->quant = -1, o->tp = o->pp = 1;
     if ((rc = ptf_parse("ptserve", usage_text, flags, argc, argv)) != PTF_GO) return rc;
     if (!o->model) return usage("no model given (--ckpt DIR, --safetensors FILE or --gguf FILE)", NULL);
     if (o->bytes && o->tok_path) return usage("--bytes and --tokenizer exclude each other (bytes are no tokenizer)", NULL);
     if (o->key_arg && o->key_file) return usage("--api-key and --api-key-file both given: one key, from one of them", NULL);
     if (!o->tls_cert != !o->tls_key) return usage(o->tls_cert ? "--tls-cert needs --tls-key (the certificate's private key)" : "--tls-key needs --tls-cert", NULL);
+    if (o->tp * o->pp > 1 && o->draft)
+        return usage("--draft runs on one process: it cannot be combined with --tp / --pp (a model-parallel layout)", NULL);
+#ifndef PTRAIN_MPI
+    if (o->tp * o->pp > 1) return usage("--tp / --pp need a ptserve built with MPI (mpicc -DPTRAIN_MPI; make tools builds it so)", NULL);
+#endif
     memset(&o->sa, 0, sizeof o->sa);
     o->sa.sin_family = AF_INET, o->sa.sin_port = htons((uint16_t)o->port);
     if (inet_pton(AF_INET, o->host, &o->sa.sin_addr) != 1) {
@@ -1483,6 +1499,7 @@ static int start_http(sv_opts *o) {
 static int load_model(sv_opts *o) {
     pt_desc pd;
     memset(&pd, 0, sizeof pd);
+    pd.dist = S.dist; /* a TP x PP layout: this rank's shard */
     if (!(S.ctx = pt_init(&pd))) return 1;
     if (o->threads > 0) pt_set_threads(S.ctx, (int)o->threads);
     if (!(S.w = pt_gpt_weights_open(S.ctx, o->model, o->quant, o->tok_path || o->bytes ? NULL : &S.tok))) {
@@ -1526,14 +1543,19 @@ static int load_model(sv_opts *o) {
 
 /* start_engine: the paged KV cache, the engine and its thread; then ready (/health answers 200) and
    the two lines that say so; 0, or 1 after the message */
-static int start_engine(sv_opts *o) {
+/* the KV cache's sizes from the flags (every rank of a layout the same) */
+static pt_infer_desc infer_desc(const sv_opts *o) {
     pt_infer_desc idesc;
-    pt_engine_desc ed;
     memset(&idesc, 0, sizeof idesc);
     idesc.max_seqs = (int32_t)o->max_seqs;
     idesc.block_tokens = 16;
     if (o->kv_blocks) idesc.kv_tokens = (int64_t)o->kv_blocks * 16;
     idesc.kv_type = o->kv_type;
+    return idesc;
+}
+static int start_engine(sv_opts *o) {
+    pt_infer_desc idesc = infer_desc(o);
+    pt_engine_desc ed;
     memset(&ed, 0, sizeof ed);
     ed.max_running = (int32_t)o->max_seqs, ed.token_budget = (int32_t)o->budget, ed.wall_clock = 1;
     ed.max_events = 1 << 16; /* each request is released once answered and the trace is capped: memory stays flat */
@@ -1564,6 +1586,13 @@ static int start_engine(sv_opts *o) {
     printf("ptserve: %s (%d layers, width %d, context %d, vocabulary %d%s), %lld KV blocks of 16 tokens (%s), %ld sequences\n", S.model_name,
            (int)S.w->cfg.layers, (int)S.w->cfg.width, (int)S.w->cfg.max_seq, (int)S.w->cfg.vocab, S.tok ? ", its tokenizer" : ", bytes",
            (long long)S.kv.total, pt_wtype_name((pt_wtype)o->kv_type), o->max_seqs);
+    if (S.dist) {
+        pt_infer_mp mp = pt_infer_mp_get(S.inf);
+        printf("ptserve: a layout of tp %d x pp %d over %d ranks: rank 0 serves HTTP and holds layers %d..%d, %d of %d heads, %.1f MiB of "
+               "weights, %.1f MiB of KV cache; every rank runs its shard; the ranks' pids %s (SIGTERM to rank 0's drains; to mpirun's "
+               "ends the job at once)\n", (int)mp.tp, (int)mp.pp, pt_dist_size(S.dist), (int)mp.layer0, (int)mp.layer1 - 1, (int)mp.heads,
+               (int)S.w->cfg.heads, (double)pt_gpt_weights_bytes(S.w) / 1048576.0, (double)mp.kv_bytes / 1048576.0, S.pids);
+    }
     printf("ptserve: listening on %s://%s:%ld/\n", o->cert_pem ? "https" : "http", o->host, o->port);
     fflush(stdout);
     return 0;
@@ -1604,6 +1633,44 @@ static void clean_up(sv_opts *o) {
     pt_shutdown(S.ctx);
 }
 
+#ifdef PTRAIN_MPI
+/* a rank of a layout that cannot go on: the message, then the whole job ends (the other ranks would
+   wait for it in their next collective) */
+static int abort_job(int rc) {
+    fprintf(stderr, "ptserve: world rank %d of the layout failed (above): ending the job\n", pt_dist_rank(S.dist));
+    fflush(stderr);
+    MPI_Abort(*(MPI_Comm *)pt_dist_comm(S.dist, PT_COMM_WORLD), rc ? rc : 1);
+    return rc;
+}
+/* every rank but 0: no HTTP; its shard and its part of the KV cache, then the leader's calls until its
+   drain ends them. SIGTERM / SIGINT (mpirun passes them on to every rank) are left to rank 0, which
+   drains and then ends the followers. */
+static int follower_main(sv_opts *o) {
+    pt_infer_desc idesc = infer_desc(o);
+    pt_status st;
+    sigset_t sg;
+    sigemptyset(&sg);
+    sigaddset(&sg, SIGTERM);
+    sigaddset(&sg, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sg, NULL);
+    if (load_model(o)) return abort_job(1);
+    if (!(S.inf = pt_infer_new(S.ctx, S.w, &idesc))) {
+        fprintf(stderr, "ptserve: world rank %d: %s\n", pt_dist_rank(S.dist), pt_error(S.ctx));
+        return abort_job(1);
+    }
+    if ((st = pt_infer_follow(S.inf)) != PT_OK) {
+        fprintf(stderr, "ptserve: world rank %d: %s\n", pt_dist_rank(S.dist), pt_error(S.ctx));
+        return abort_job(1);
+    }
+    pt_infer_free(S.inf);
+    pt_tokenizer_free(S.tok);
+    pt_gpt_weights_free(S.w);
+    pt_shutdown(S.ctx);
+    pt_dist_finalize(S.dist);
+    return 0;
+}
+#endif
+
 int main(int argc, char **argv) {
     sv_opts o;
     int rc;
@@ -1611,14 +1678,40 @@ int main(int argc, char **argv) {
         free(o.cert_pem), free(o.key_pem), free(o.api_key);
         return rc;
     }
+#ifdef PTRAIN_MPI
+    if (o.tp * o.pp > 1) { /* a TP x PP layout under mpirun: rank 0 serves, every rank runs its shard */
+        pt_layout lay;
+        char err[512];
+        memset(&lay, 0, sizeof lay);
+        lay.dp = 1, lay.tp = (int32_t)o.tp, lay.pp = (int32_t)o.pp;
+        if (!(S.dist = pt_dist_init(&argc, &argv, &lay, err, sizeof err))) {
+            fprintf(stderr, "ptserve: --tp %ld --pp %ld: %s (run under mpirun -np %ld)\n", o.tp, o.pp, err, o.tp * o.pp);
+            return 2;
+        }
+        { /* rank 0 prints every rank's process id (a drain: SIGTERM to rank 0's) */
+            int me = (int)getpid(), n = pt_dist_size(S.dist), *all = (int *)calloc((size_t)n, sizeof(int)), r;
+            size_t at = 0;
+            MPI_Gather(&me, 1, MPI_INT, all, 1, MPI_INT, 0, *(MPI_Comm *)pt_dist_comm(S.dist, PT_COMM_WORLD));
+            for (r = 0; all && r < n && at + 24 < sizeof S.pids; r++) at += (size_t)snprintf(S.pids + at, sizeof S.pids - at, "%s%d:%d", r ? " " : "", r, all[r]);
+            free(all);
+        }
+        if (pt_dist_rank(S.dist) != 0) return follower_main(&o);
+    }
+#endif
     init_state(&o);
-    if (start_http(&o)) return 1;
-    if ((rc = load_model(&o)) || (rc = start_engine(&o))) {
-        MHD_stop_daemon(S.d);
+    if (start_http(&o)) rc = 1;
+    else if ((rc = load_model(&o)) || (rc = start_engine(&o))) MHD_stop_daemon(S.d);
+    if (rc) {
+#ifdef PTRAIN_MPI
+        if (S.dist) abort_job(rc);
+#endif
         return rc;
     }
     drain_on_signal(&o);
     clean_up(&o);
+#ifdef PTRAIN_MPI
+    pt_dist_finalize(S.dist);
+#endif
     printf("ptserve: drained, exiting\n");
     return 0;
 }
