@@ -159,9 +159,15 @@ PY
     else fail "draining: /health $h, a new request $n (expected 503, 503)"; fi
     stop "$SPID" prio
 fi
-# model-parallel serving: ptserve --tp 2 and --pp 2 under mpirun answer as one process does (greedy text
-# equal); SIGTERM to rank 0 drains every rank (exit 0); a follower killed ends the job, mpirun naming it
-if command -v mpirun >/dev/null 2>&1; then
+# model-parallel serving: a checkpoint trained on dp 2 x pp 2 with ZeRO-3 served by ptserve --tp 2 and
+# --pp 2 under mpirun answers as one process does (greedy text equal); SIGTERM to rank 0 drains every
+# rank (exit 0); a follower killed ends the job, mpirun naming it
+rm -rf "$W/ck3"
+if command -v mpirun >/dev/null 2>&1 && PTRAIN_THREADS=1 timeout 300 mpirun --oversubscribe -x PTRAIN_THREADS -np 4 ./build/pttrain --data "$W/corpus" \
+    --layers 2 --width 64 --heads 4 --seq 64 --batch 8 --seed 5 --val-every 0 --lr 1e-2 --steps 12 --dp 2 --pp 2 --zero 3 --ckpt-dir "$W/ck3" \
+    >"$W/train3.log" 2>&1; then
+    pass "pttrain on dp 2 x pp 2 with ZeRO-3 saves a checkpoint (the model served below)"
+    rm -rf "$W/ck1" && mv "$W/ck" "$W/ck1" && mv "$W/ck3" "$W/ck" # start / the layouts below serve W/ck
     start ref
     REF=""
     [ -n "$URL" ] && REF=$(curl -s -d '{"prompt":"the ","max_tokens":24,"temperature":0}' "${URL}v1/completions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])' 2>/dev/null)
@@ -196,6 +202,9 @@ if command -v mpirun >/dev/null 2>&1; then
             wait $MPID 2>/dev/null
         fi
     done
+    rm -rf "$W/ck3" && mv "$W/ck" "$W/ck3" && mv "$W/ck1" "$W/ck"
+elif command -v mpirun >/dev/null 2>&1; then
+    fail "pttrain on dp 2 x pp 2 with ZeRO-3: $(tail -n 5 "$W/train3.log")"
 fi
 P=$((P + $(cat "$W/main.log" "$W/queue.log" "$W/prio.log" "$W/spec_lookup.log" "$W/spec_draft.log" 2>/dev/null | grep -c '^PASS')))
 F=$((F + $(cat "$W/main.log" "$W/queue.log" "$W/prio.log" "$W/spec_lookup.log" "$W/spec_draft.log" 2>/dev/null | grep -c '^FAIL')))
