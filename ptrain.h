@@ -27098,8 +27098,8 @@ PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wty
     if (!(kind = pt__model_kind(path, step, sizeof step, err, sizeof err))) return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_IO, "%s", err);
     if (grid && kind != 1)
         return (pt_gpt_weights *)pt__fail(ctx, PT_ERR_ARG, "pt_gpt_weights_open: %s is a %s file; a TP x PP layout (tp %d, pp %d) loads a checkpoint "
-                                          "directory (resharded as it is read): convert with ptckpt or serve the file on one process",
-                                          path, kind == 2 ? "safetensors" : "GGUF", lay.tp, lay.pp);
+                                          "directory (resharded as it is read): make it one with `ptckpt import %s DIR`, or serve the file on one process",
+                                          path, kind == 2 ? "safetensors" : "GGUF", lay.tp, lay.pp, path);
     if (kind == 3) {
         if (!(w = pt_gguf_load(ctx, path, tok))) return NULL;
     } else {
