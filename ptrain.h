@@ -2870,6 +2870,11 @@ PTDEF pt_gpt_weights *pt_gpt_weights_convert(const pt_gpt_weights *src, pt_wtype
     kind, a bad checkpoint, a malformed GGUF, a size the tensors do not have: the field, the tensor,
     both values). */
 PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wtype, pt_tokenizer **tok);
+/** The memory counters (pt_mem) of the contexts holding the model pt_gpt_weights_open built for w (a
+    checkpoint's or safetensors file's parameters: on a grid, this rank's shard; the f32 source of
+    converted weights included), summed; all zero for weights that own no context (a GGUF file,
+    pt_gpt_weights_from: see the model's own context). */
+PTDEF pt_mem_stats pt_gpt_weights_mem(const pt_gpt_weights *w);
 /* ---- model-parallel inference (see infer) --------------------------------------------------------
    A pt_infer made over a shard (weights with tp > 1 or a layer range: pt_gpt_weights_open on a context
    whose grid has tp or pp > 1, or pt_gpt_weights_from a TP / PP model) is one rank of a model-parallel
@@ -26870,7 +26875,7 @@ PTDEF const char *pt_detok_last(const pt_detok *d, size_t *len) {
    allocates nothing; every matrix product goes through pt__qmm; the arithmetic is the training
    forward's (see gpt): layernorm with double statistics and eps 1e-5, GELU's tanh form, attention
    softmax(scale q.k) v
-   Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
+   Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_gpt_weights_mem pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
    pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats pt_infer_follow pt_infer_mp_get
    Model parallelism: a pt_infer over a TP / PP shard is one rank of a layout; the leader's calls that
    change the cache are sent to the followers first (commands), so the bookkeeping is the same on
@@ -27177,6 +27182,20 @@ PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wty
         q->owner = om, q->release = pt__open_release;
     }
     return q;
+}
+PTDEF pt_mem_stats pt_gpt_weights_mem(const pt_gpt_weights *w) {
+    pt_mem_stats m;
+    memset(&m, 0, sizeof m);
+    while (w && w->release == pt__open_release && w->owner) {
+        const pt__open_model *om = (const pt__open_model *)w->owner;
+        if (om->own) {
+            pt_mem_stats a = pt_mem(om->own);
+            m.params += a.params, m.grads += a.grads, m.optim += a.optim, m.activations += a.activations, m.workspace += a.workspace;
+            m.peak_total += a.peak_total, m.allocs += a.allocs;
+        }
+        w = om->src; /* converted: the weights they were made from */
+    }
+    return m;
 }
 /* ---- the cache and its sequences --------------------------------------------------------------- */
 typedef struct pt__inf_seq {

@@ -1543,6 +1543,40 @@ static int load_model(sv_opts *o) {
 
 /* start_engine: the paged KV cache, the engine and its thread; then ready (/health answers 200) and
    the two lines that say so; 0, or 1 after the message */
+#ifdef PTRAIN_MPI
+/* this process's resident memory in bytes (Linux: /proc/self/status VmRSS; else 0) */
+static int64_t rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kb = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return (int64_t)kb * 1024;
+}
+/* every rank (collective, after its pt_infer_new): what it holds, printed by rank 0 in rank order:
+   its layers and heads, its weights (pt_gpt_weights_bytes, and pt_mem of the model's context), its KV
+   pool, its resident memory */
+static void rank_memory(void) {
+    enum { NV = 9 };
+    pt_infer_mp mp = pt_infer_mp_get(S.inf);
+    pt_mem_stats wm = pt_gpt_weights_mem(S.w);
+    int64_t mine[NV], *all = NULL;
+    int n = pt_dist_size(S.dist), r, me = pt_dist_rank(S.dist);
+    mine[0] = mp.tp_rank, mine[1] = mp.pp_rank, mine[2] = mp.layer0, mine[3] = mp.layer1, mine[4] = mp.heads;
+    mine[5] = pt_gpt_weights_bytes(S.w), mine[6] = wm.params, mine[7] = mp.kv_bytes, mine[8] = rss_bytes();
+    if (me == 0 && !(all = (int64_t *)calloc((size_t)n * NV, sizeof(int64_t)))) return;
+    MPI_Gather(mine, NV, MPI_INT64_T, all, NV, MPI_INT64_T, 0, *(MPI_Comm *)pt_dist_comm(S.dist, PT_COMM_WORLD));
+    for (r = 0; me == 0 && r < n; r++) {
+        const int64_t *a = all + (int64_t)r * NV;
+        printf("ptserve: rank %d (tp %lld, pp %lld): layers %lld..%lld, %lld heads, weights %.1f MiB (pt_mem: %.1f MiB of parameters), KV cache %.1f MiB, "
+               "resident %.1f MiB\n", r, (long long)a[0], (long long)a[1], (long long)a[2], (long long)a[3] - 1, (long long)a[4], (double)a[5] / 1048576.0,
+               (double)a[6] / 1048576.0, (double)a[7] / 1048576.0, (double)a[8] / 1048576.0);
+    }
+    free(all);
+}
+#endif
 /* the KV cache's sizes from the flags (every rank of a layout the same) */
 static pt_infer_desc infer_desc(const sv_opts *o) {
     pt_infer_desc idesc;
@@ -1575,6 +1609,9 @@ static int start_engine(sv_opts *o) {
         fprintf(stderr, "ptserve: %s\n", pt_error(S.ctx));
         return 1;
     }
+#ifdef PTRAIN_MPI
+    if (S.dist) rank_memory();
+#endif
     S.kv = pt_infer_kv_stats(S.inf);
     if (pthread_create(&o->engine, NULL, sv_engine_thread, NULL)) {
         fprintf(stderr, "ptserve: cannot start the engine thread\n");
@@ -1658,6 +1695,7 @@ static int follower_main(sv_opts *o) {
         fprintf(stderr, "ptserve: world rank %d: %s\n", pt_dist_rank(S.dist), pt_error(S.ctx));
         return abort_job(1);
     }
+    rank_memory();
     if ((st = pt_infer_follow(S.inf)) != PT_OK) {
         fprintf(stderr, "ptserve: world rank %d: %s\n", pt_dist_rank(S.dist), pt_error(S.ctx));
         return abort_job(1);
