@@ -27439,7 +27439,8 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
                                     (long long)((kvt + bt - 1) / bt));
     }
     inf->kv_bytes = inf->nblocks * inf->block_bytes + PT__ALIGN;
-    inf->kv_mem = pt__malloc(ctx, (size_t)inf->kv_bytes); /* not touched: pages arrive as blocks are used */
+    inf->kv_mem = pt__malloc(ctx, (size_t)(ctx->be->inf ? 1 : inf->kv_bytes)); /* not touched: pages arrive as blocks are used (on a
+                                                                                device: the pool is there, see pt__inf_dev_new) */
     inf->free_ids = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
     inf->seq = (pt__inf_seq *)pt__malloc(ctx, (size_t)max_seqs * sizeof(pt__inf_seq));
     inf->table = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * (size_t)inf->max_blk * sizeof(int32_t));
