@@ -12,7 +12,8 @@
    bad platform / device index, an accumulating move of a storage type). KV-cached inference on the
    device (pt_infer on an OpenCL context): the tutorial-sized GPT in f32 and bf16, every step's logits
    within 1e-4 of the CPU's, greedy tokens equal, a batch of two sequences of different lengths, a
-   fork's copy on write, a swap out and in, the engine, all-rows logits (--infer: those checks alone).
+   fork's copy on write, a swap out and in, the engine, all-rows logits, the transfers of a decode
+   step (--infer: those checks alone).
    Without -DPTRAIN_OPENCL it checks only that asking for "opencl" fails with a clear message.
    Env: PTRAIN_CL_CACHE is set by the test to a fresh directory under the build directory (argv[1]
    or build/tests). */
@@ -858,6 +859,17 @@ static void test_infer(pt_wtype wt) {
     }
     CHECKF(same, tu_name("%s: greedy tokens of a batch of two sequences (%d and %d prompt tokens, %d steps) equal on cpu and opencl", what, NA, NB,
                          DEC), "a token differs");
+    {   /* what a decode step of the two moves: its integers and the logits rows' map in, two rows of logits out */
+        pt_transfers x;
+        pt_transfer_reset(cl);
+        tok[0] = 1, tok[1] = 2;
+        if (!inf_both(ic, il, 2, sc, sl, nt, tok, lc, ll, what, V)) goto done;
+        x = pt_transfer_stats(cl);
+        CHECKF(x.h2d_total_count == 2 && x.d2h_total_count == 1 && x.d2h_total_bytes == 2 * V * 4 && x.h2d_total_bytes < 1024,
+               tu_name("%s: a decode step of two sequences writes 2 small arrays to the device, reads 2 rows of logits back", what),
+               "h2d %lld copies %lld bytes, d2h %lld copies %lld bytes", (long long)x.h2d_total_count, (long long)x.h2d_total_bytes,
+               (long long)x.d2h_total_count, (long long)x.d2h_total_bytes);
+    }
     {   /* a fork of sequence 0 (43 tokens: its last block shared and partly filled): both written in one step */
         int32_t fc = pt_infer_seq_fork(ic, sc[0]), fl = pt_infer_seq_fork(il, sl[0]), s2c[2], s2l[2];
         s2c[0] = sc[0], s2c[1] = fc, s2l[0] = sl[0], s2l[1] = fl, tok[0] = 5, tok[1] = 77;
