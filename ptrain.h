@@ -84,14 +84,14 @@
    prefills and decodes ragged batches of sequences (each sequence's logits the same bits whatever runs
    beside it); pt_generate runs requests (sampling by pt_sampler, stop tokens and strings, streaming
    through pt_detok, the context policy past max_seq) on a private pt_engine and times them. pt_gpt_generate runs on it at tp = pp = 1.
-   On an OpenCL context pt_infer_new puts the weights and the KV cache on the device and every step runs
-   there, the logits read back for the sampler (ptgen / ptserve --device opencl; docs/inference.md).
    pt_gpt_weights_open opens a checkpoint, a safetensors or a GGUF file as such weights (in the type
    asked for: pt_gpt_weights_convert), with its tokenizer (a refused one is reported, never replaced by
    bytes: pt_gpt_weights.tokenizer_error), every size of its metadata checked against its tensors and
    its files before anything is allocated; pt_infer_nll scores a token stream
    (perplexity). tools/ptgen.c generates from any of those files, streaming (make tools);
    examples/11_inference.c walks through it and measures each format's quality and speed.
+   On an OpenCL context pt_infer_new puts the weights and the KV cache on the device and every step runs
+   there, the logits read back for the sampler (ptgen / ptserve --device opencl; docs/inference.md).
    Serving (see engine, docs/engine.md): pt_engine_new over a pt_infer runs many requests, an
    iteration at a time (pt_engine_step, or pt_engine_run on a thread of its own): continuous batching
    with chunked prefill, prompts sharing cached blocks (the prefix cache: pt_infer_seq_prefix),
@@ -368,8 +368,8 @@
    cpu       The CPU backend: reference kernels for every table entry (NEON paths of the hot loops
              on AArch64). Entry: pt__cpu_backend
    opencl    The OpenCL backend: OpenCL and CLBlast loaded at run time (dlopen), devices, kernel
-             sources (with the kernels of inference's step), program cache, CLBlast GEMM and tuning. Entry: pt_device_list
-             pt_device_query pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
+             sources (with the kernels of inference's step), program cache, CLBlast GEMM and tuning.
+             Entry: pt_device_list pt_device_query pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
              through CLBlast: pt__cl_gemm; the libraries: pt__clf_load
    quant     Weight formats of inference (f32, f16, bf16, q8_0, q4_0: ggml's blocks and quantizers), the
              matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / NEON / C), a GPT's weight set. Entry:
@@ -436,8 +436,8 @@
              (UTF-8 and stop-string hold-back). Entry: pt_sampler_new pt_sampler_next
              pt_sampler_probs pt_stop_find pt_detok_new pt_detok_push pt_detok_take
    infer     KV-cached inference: a GPT's weights for inference, the paged KV cache (f32, f16 or q8_0), prefill and decode
-             over ragged batches (batch-invariant), the block API of schedulers, the step on a device
-             (OpenCL: pt__backend.inf); a model file opened for inference; evaluation. Entry: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open
+             over ragged batches (batch-invariant; on OpenCL too), the block API of schedulers; a model file opened for
+             inference; evaluation. Entry: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open
              pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_nll; block sharing and the prefix cache:
              pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats
    engine    The serving engine: requests over a pt_infer, an iteration-level scheduler (continuous
