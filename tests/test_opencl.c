@@ -10,7 +10,8 @@
    vload_half / vstore_half, core OpenCL), the transfer counts of a tiny forward/backward, the program binary
    cache (a second context loads it, a corrupt entry is rebuilt), the error paths (malformed device,
    bad platform / device index, an accumulating move of a storage type). KV-cached inference on the
-   device (pt_infer on an OpenCL context): the tutorial-sized GPT in f32 and bf16, every step's logits
+   device (pt_infer on an OpenCL context): the tutorial-sized GPT in f32, bf16 and f16 (q8_0: widened
+   on the device, against the CPU on its f32 widening), every step's logits
    within 1e-4 of the CPU's, greedy tokens equal, a batch of two sequences of different lengths, a
    fork's copy on write, a swap out and in, the engine, all-rows logits, the transfers of a decode
    step (--infer: those checks alone).
@@ -793,9 +794,9 @@ static void test_errors(void) {
 
 /* ---- KV-cached inference on the device (infer's "the step on a device") ---------------------------
    The tutorial-sized model (4 layers, width 256, 8 heads, context 256, 256 tokens; random weights) in
-   f32 or bf16 on a CPU and an OpenCL pt_infer side by side: every step's logits within 1e-4 relative
-   (max |cpu - opencl| / max |cpu| over the step), greedy tokens equal: two sequences of different lengths prefilled in one
-   step, then decoded in one batch; a fork (its shared, partly filled last block copied on write); a
+   f32, bf16, f16 or q8_0 (the CPU on its f32 widening) on a CPU and an OpenCL pt_infer side by side:
+   every step's logits within 1e-4 relative (max |cpu - opencl| / max |cpu| over the step), greedy
+   tokens equal: two sequences of different lengths prefilled in one step, then decoded in one batch; a fork (its shared, partly filled last block copied on write); a
    swap out and in; the engine (pt_generate, two greedy requests); pt_infer_nll (every row's logits). */
 static int amax(const float *x, int n) {
     int i, b = 0;
@@ -821,7 +822,7 @@ static void test_infer(pt_wtype wt) {
     pt_ctx *cc = open_ctx("cpu", 7), *cl = open_ctx("opencl", 7);
     pt_gpt_config cfg;
     pt_gpt *m = NULL;
-    pt_gpt_weights *w32 = NULL, *w = NULL;
+    pt_gpt_weights *w32 = NULL, *w = NULL, *wd = NULL;
     pt_infer *ic = NULL, *il = NULL;
     pt_infer_desc d;
     char what[64];
@@ -834,13 +835,13 @@ static void test_infer(pt_wtype wt) {
     if (cc && cl && (m = pt_gpt_new(cc, &cfg)) != NULL) /* the token table (the tied head) 5x its init: logits of a few units, as trained */
         for (i = 0; i < (int32_t)pt_numel(m->wte); i++) pt_f32(m->wte)[i] *= 5.0f;
     if (!cc || !cl || !m || !(w32 = pt_gpt_weights_from(m, PT_W_F32)) ||
-        !(w = wt == PT_W_F32 ? w32 : pt_gpt_weights_convert(w32, wt))) {
+        !(w = wt == PT_W_F32 ? w32 : pt_gpt_weights_convert(w32, wt)) || (wt == PT_W_Q8_0 && !(wd = pt_gpt_weights_convert(w, PT_W_F32)))) {
         CHECKF(0, tu_name("%s: the model", what), "%s", errmsg());
         goto done;
     }
     memset(&d, 0, sizeof d);
     d.max_seqs = 4, d.block_tokens = 16;
-    ic = pt_infer_new(cc, w, &d), il = pt_infer_new(cl, w, &d);
+    ic = pt_infer_new(cc, wd ? wd : w, &d), il = pt_infer_new(cl, w, &d); /* q8_0: widened to f32 on the device, the CPU on those f32 */
     CHECKF(ic && il, tu_name("%s: pt_infer_new on cpu and opencl", what), "%s", errmsg());
     if (!ic || !il) goto done;
     r.s = 11;
@@ -928,6 +929,7 @@ static void test_infer(pt_wtype wt) {
 done:
     pt_infer_free(ic), pt_infer_free(il);
     if (w != w32) pt_gpt_weights_free(w);
+    pt_gpt_weights_free(wd);
     pt_gpt_weights_free(w32);
     pt_gpt_free(m);
     pt_shutdown(cc), pt_shutdown(cl);
@@ -967,6 +969,8 @@ int main(int argc, char **argv) {
     if (infer_only) { /* --infer: the inference checks alone */
         test_infer(PT_W_F32);
         test_infer(PT_W_BF16);
+        test_infer(PT_W_F16);
+        test_infer(PT_W_Q8_0);
         for (i = 0; i < nrows; i++) printf("%-36s %12.3g %12.3g %8.0e %9ld\n", rows[i].op, rows[i].abs, rows[i].rel, rows[i].tol, rows[i].n);
         return tu_summary();
     }
@@ -1007,6 +1011,8 @@ int main(int argc, char **argv) {
     test_cnn();
     test_infer(PT_W_F32);
     test_infer(PT_W_BF16);
+    test_infer(PT_W_F16);
+    test_infer(PT_W_Q8_0);
     printf("\nparity table (cpu vs opencl; rel = |a-b| / max(1e-3, |a|, |b|))\n");
     printf("%-36s %12s %12s %8s %9s\n", "op", "max abs err", "max rel err", "tol", "values");
     for (i = 0; i < nrows; i++) printf("%-36s %12.3g %12.3g %8.0e %9ld\n", rows[i].op, rows[i].abs, rows[i].rel, rows[i].tol, rows[i].n);
