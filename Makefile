@@ -125,11 +125,11 @@ $(BUILD)/ptrun: tools/ptrun.c tools/ptflags.h tools/ptrun_line.h | $(BUILD)
 	$(CC) -O2 -Wall tools/ptrun.c -o $@
 
 $(BUILD)/ptgen: tools/ptgen.c tools/ptflags.h ptrain.h | $(BUILD)
-	$(CC) -O2 -fopenmp -march=native -I. tools/ptgen.c -o $@ -lm
+	$(CC) -O2 -fopenmp -march=native -DPTRAIN_OPENCL -I. tools/ptgen.c -o $@ -lm
 
 # the OpenAI-compatible server (libmicrohttpd) and its load generator
 $(BUILD)/ptserve: tools/ptserve.c tools/ptflags.h tools/ptserve_page.h ptrain.h $(MPI_STAMP) | $(BUILD)
-	$(MPICC) -O2 -fopenmp -march=native -DPTRAIN_MPI -I. tools/ptserve.c -o $@ -lmicrohttpd -lm
+	$(MPICC) -O2 -fopenmp -march=native -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/ptserve.c -o $@ -lmicrohttpd -lm
 
 $(BUILD)/ptload: tools/ptload.c tools/ptflags.h | $(BUILD)
 	$(CC) -O2 -fopenmp -march=native -I. tools/ptload.c -o $@ -lm -lpthread

@@ -93,6 +93,8 @@
    its files before anything is allocated; pt_infer_nll scores a token stream
    (perplexity). tools/ptgen.c generates from any of those files, streaming (make tools);
    examples/11_inference.c walks through it and measures each format's quality and speed.
+   On an OpenCL context pt_infer_new puts the weights and the KV cache on the device and every step runs
+   there, the logits read back for the sampler (ptgen / ptserve --device opencl; docs/inference.md).
    Serving (see engine, docs/engine.md): pt_engine_new over a pt_infer runs many requests, an
    iteration at a time (pt_engine_step, or pt_engine_run on a thread of its own): continuous batching
    with chunked prefill, prompts sharing cached blocks (the prefix cache: pt_infer_seq_prefix),
@@ -369,8 +371,8 @@
    cpu       The CPU backend: reference kernels for every table entry (NEON paths of the hot loops
              on AArch64). Entry: pt__cpu_backend
    opencl    The OpenCL backend: OpenCL and CLBlast loaded at run time (dlopen), devices, kernel
-             sources, program cache, CLBlast GEMM and tuning. Entry: pt_device_list
-             pt_device_query pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
+             sources (with the kernels of inference's step), program cache, CLBlast GEMM and tuning.
+             Entry: pt_device_list pt_device_query pt_device_info_get pt_cl_tune_load pt_sync pt_cl_mem; matmul
              through CLBlast: pt__cl_gemm; the libraries: pt__clf_load
    quant     Weight formats of inference (f32, f16, bf16, q8_0, q4_0: ggml's blocks and quantizers), the
              matrix-times-rows kernel of decode (AVX-512 VNNI / AVX2 / NEON / C), a GPT's weight set. Entry:
@@ -437,7 +439,7 @@
              (UTF-8 and stop-string hold-back). Entry: pt_sampler_new pt_sampler_next
              pt_sampler_probs pt_stop_find pt_detok_new pt_detok_push pt_detok_take
    infer     KV-cached inference: a GPT's weights for inference, the paged KV cache (f32, f16 or q8_0), prefill and decode
-             over ragged batches (batch-invariant), the block API of schedulers; a model file opened for
+             over ragged batches (batch-invariant; on OpenCL too), the block API of schedulers; a model file opened for
              inference; evaluation. Entry: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open
              pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_nll; block sharing and the prefix cache:
              pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats; model-parallel
@@ -2711,7 +2713,11 @@ typedef struct pt_infer pt_infer;
 /** A KV cache and the step's buffers for w (not owned: it must outlive the pt_infer). The cache holds
     2 x layers x width values a token (f32, fp16 or q8_0 with desc.kv_type: 4, 2 or 34/32 bytes a value), reserved (not touched)
     here; every value is rounded to the cache's type once, when its token is written, and widened as attention reads it. NULL with
-    the error in ctx for weights that do not fit their config (shapes, vocabulary), bad sizes or a kv_type not one of the three. */
+    the error in ctx for weights that do not fit their config (shapes, vocabulary), bad sizes or a kv_type not one of the three.
+    On an OpenCL context (device "opencl..."; w stays host memory, e.g. from a CPU context or pt_gpt_weights_open) the steps run
+    on the device: the weights are copied there (f32, bf16, f16 as they are; q8_0 and q4_0 widened to f32), the cache lives there
+    (f32 or f16; q8_0 is refused), and only the logits asked for come back (the sampler stays on the host); the tokens are the
+    CPU's, the logits within float rounding (1e-4 relative is tested); the block API, sharing and swapping work the same. */
 PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infer_desc *d);
 PTDEF void pt_infer_free(pt_infer *inf);
 /** A new empty sequence: its id (0 .. max_seqs-1), or -1 with the error set (all in use). */
@@ -5690,8 +5696,9 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
 }
 
 // >>backend  the kernel table a device backend supplies; element sizes; host <-> device transfer counts
-/* Owns: pt__backend (one function pointer per kernel), pt_numel / pt_dtype_size, the transfer
-   counters, the scratch sizes of the CPU attention kernels, the counting backend (pt__count_backend)
+/* Owns: pt__backend (one function pointer per kernel; optional: pt__inf_be, inference's step on a
+   device), pt_numel / pt_dtype_size, the transfer counters, the scratch sizes of the CPU attention
+   kernels, the counting backend (pt__count_backend)
    Invariants: an op never dereferences device memory: it calls through the table; adding a kernel =
    one table entry + a CPU and an OpenCL implementation + a test against the CPU (+ a counting one
    that does nothing, or takes the CPU kernel's pt__work scratch)
@@ -5709,6 +5716,39 @@ PTDEF void pt_dist_print(const pt_dist *d, void *file) {
 
 enum { PT__ADD = 0, PT__SUB, PT__MUL };
 enum { PT__RELU = 0, PT__GELU };
+
+/* KV-cached inference on a device (infer's "the step on a device"): the kernels a backend supplies
+   beside its table, through pt__backend.inf (NULL: inference runs on the host, as on the CPU).
+   Tensors are flat views (storage, element offset) of buffers infer allocates with st_alloc; row
+   strides are the widths (no padding). The paged cache has infer's layout (K^T [H][hs][bt], then V
+   [H][bt][hs] per layer of a block; f32 or f16 elements: kv's dtype). A step's small integer array ix
+   (i32) holds the rows' tokens [N] at 0, and at the offsets of pt__kvgeo their positions [N], each
+   row's index in the step's sequences [N], and those sequences' block tables [nseq][max_blk]. */
+typedef struct pt__kvgeo {
+    int64_t N, C, hs, bt, max_blk;          /* rows of the step; width; head size; tokens a block; a table's entries */
+    int64_t block_elems, layer_elems;       /* elements of a block; of one layer in it */
+    int64_t pos_off, seq_off, tab_off;      /* in ix: positions, sequence indices, block tables */
+    int64_t S;                              /* floats of attention scores per (row, head) item in sc */
+    float scale;                            /* 1 / sqrt(hs) */
+} pt__kvgeo;
+typedef struct pt__inf_be {
+    /* x[r, :] = wte[ix[r], :] + wpe[ix[n + r], :], r < n, C columns; wte f32, bf16 or f16 (its dtype) */
+    void (*embed)(pt_ctx *ctx, const pt_tensor *x, const pt_tensor *wte, const pt_tensor *wpe, const pt_tensor *ix, int64_t n, int64_t C);
+    /* y[r, :] = layernorm(x[map ? map[r] : r, :]) * w + b over C, eps 1e-5, statistics in double in 8
+       lanes (infer's pt__inf_ln) */
+    void (*ln)(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, const pt_tensor *w, const pt_tensor *b, const pt_tensor *map, int64_t rows,
+               int64_t C);
+    /* y[m, n] = (accumulate ? y[m, n] : 0) + (sum_k x[m, k] W[n, k] + bias[n]), m < M, n < N, k < K
+       (bias may be NULL; W f32, bf16 or f16: its dtype, widened) */
+    void (*mm)(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, const pt_tensor *W, const pt_tensor *bias, int64_t M, int64_t N, int64_t K,
+               int accumulate);
+    /* layer l's keys and values of the N rows of qkv [N, 3C] written into their slots of the cache */
+    void (*kv)(pt_ctx *ctx, const pt_tensor *kv, const pt_tensor *qkv, const pt_tensor *ix, const pt__kvgeo *g, int l);
+    /* att[r, h*hs ..] = softmax_j(scale q.k_j) v_j over the positions j <= the row's, read through its
+       sequence's block table (infer's pt__inf_attn_c); sc: N H S floats of scratch */
+    void (*attn)(pt_ctx *ctx, const pt_tensor *att, const pt_tensor *sc, const pt_tensor *kv, const pt_tensor *qkv, const pt_tensor *ix,
+                 const pt__kvgeo *g, int l);
+} pt__inf_be;
 
 typedef struct pt__backend {
     const char *name;
@@ -5825,6 +5865,9 @@ typedef struct pt__backend {
        nearest even (NaN stays a quiet NaN, overflow gives Inf, f16 keeps subnormals); accumulate: dst =
        round(dst + src) computed in f32 */
     void (*convert)(pt_ctx *ctx, const pt_tensor *dst, const pt_tensor *src, int accumulate);
+    /* ---- optional ---- */
+    /* the kernels of KV-cached inference on the device (see pt__inf_be), or NULL */
+    const pt__inf_be *inf;
 } pt__backend;
 
 #define PT__F(t) ((float *)(t)->st->host + (t)->off)
@@ -6030,6 +6073,7 @@ static const pt__backend pt__count_backend = {
     pt__count_maxpool_bwd,
     pt__count_adamw, pt__count_sgd, pt__count_sumsq,
     pt__count_convert,
+    NULL,
 };
 /* 1 when ctx counts bytes without data (the counting backend): host-side work on values is skipped */
 static int pt__be_counts(const pt_ctx *ctx) { return ctx->be == &pt__count_backend; }
@@ -9043,6 +9087,7 @@ static const pt__backend pt__cpu_backend = {
     pt__cpu_maxpool_bwd,
     pt__cpu_adamw, pt__cpu_sgd, pt__cpu_sumsq,
     pt__cpu_convert,
+    NULL,
 };
 
 // >>opencl  the OpenCL backend
@@ -9073,7 +9118,10 @@ static const pt__backend pt__cpu_backend = {
    pt__cl_launch(ctx, PT__CLK_<name>, items, 0, "<sig>", args...). Every entry of the kernel table
    is implemented. Attention: one work item per (b, h, row), flash-style (lse saved, nothing T x T
    kept); the backward computes dQ per query row, then dK and dV per key row (no atomics), with
-   D_i = dO_i . O_i passed between the two in the scratch buffer. */
+   D_i = dO_i . O_i passed between the two in the scratch buffer. Inference's step on the device
+   (pt__cl_inf, the backend's inf entry; see infer): embedding, layernorm, the matrix product over
+   f32 / bf16 / f16 weights, K and V into the paged cache and attention through its block tables,
+   infer's host loops ported in their order. */
 #ifdef PTRAIN_OPENCL
 /* ---- run-time loading of OpenCL and CLBlast ---------------------------------------------------
    The backend needs neither OpenCL's nor CLBlast's headers nor their libraries at link time: it
@@ -10029,6 +10077,128 @@ static const char *const pt__cl_src[] = {
     "        }\n"
     "    }\n"
     "}\n",
+    /* ---- KV-cached inference (infer's step on a device, pt__inf_be): infer's host loops ported, the same
+       formulas and orders (pt__inf_ln's 8 double lanes, pt__inf_attn_c's scores and 16-lane softmax);
+       one work item per element, row or (row, head); the paged cache in infer's layout ---- */
+    "__kernel void pt_inf_embed(__global float *x, long x_o, __global const uchar *te, long te_o, int tdt,\n"
+    "                           __global const float *pe, long pe_o, __global const int *ix, long ix_o, long n, long C) {\n"
+    "    long e = get_global_id(0), r, c;\n"
+    "    if (e >= n * C) return;\n"
+    "    r = PT_DIV(e, C), c = e - r * C;\n"
+    "    x[x_o + e] = pt_ld(te, te_o + (long)ix[ix_o + r] * C + c, tdt) + pe[pe_o + (long)ix[ix_o + n + r] * C + c];\n"
+    "}\n"
+    "__kernel void pt_inf_ln(__global float *y, long y_o, __global const float *x, long x_o, __global const float *w, long w_o,\n"
+    "                        __global const float *b, long b_o, __global const int *map, long map_o, int has_map, long rows, long C) {\n"
+    "    long r = get_global_id(0), i, c8 = C & ~7L;\n"
+    "    __global const float *xr;\n"
+    "    __global float *yr;\n"
+    "    pt_acc s8[8], v8[8], s, v;\n"
+    "    float m, rsd;\n"
+    "    if (r >= rows) return;\n"
+    "    xr = x + x_o + (has_map ? (long)map[map_o + r] : r) * C, yr = y + y_o + r * C;\n"
+    "    for (int l = 0; l < 8; l++) s8[l] = 0, v8[l] = 0;\n"
+    "    for (i = 0; i < c8; i += 8)\n"
+    "        for (int l = 0; l < 8; l++) s8[l] += (pt_acc)xr[i + l];\n"
+    "    for (; i < C; i++) s8[i & 7] += (pt_acc)xr[i];\n"
+    "    s = (((s8[0] + s8[1]) + (s8[2] + s8[3])) + ((s8[4] + s8[5]) + (s8[6] + s8[7]))) / (pt_acc)C;\n"
+    "    for (i = 0; i < c8; i += 8)\n"
+    "        for (int l = 0; l < 8; l++) {\n"
+    "            pt_acc d = (pt_acc)xr[i + l] - s;\n"
+    "            v8[l] += d * d;\n"
+    "        }\n"
+    "    for (; i < C; i++) v8[i & 7] += ((pt_acc)xr[i] - s) * ((pt_acc)xr[i] - s);\n"
+    "    v = (((v8[0] + v8[1]) + (v8[2] + v8[3])) + ((v8[4] + v8[5]) + (v8[6] + v8[7]))) / (pt_acc)C;\n"
+    "    m = (float)s, rsd = (float)((pt_acc)1 / sqrt(v + (pt_acc)1e-5f));\n"
+    "    for (i = 0; i < C; i++) yr[i] = (xr[i] - m) * rsd * w[w_o + i] + b[b_o + i];\n"
+    "}\n"
+    /* y = x W^T (+ bias): one item per output element, the weight row widened as read, 4 partial sums */
+    "__kernel void pt_inf_mm(__global float *y, long y_o, __global const float *x, long x_o, __global const uchar *w, long w_o,\n"
+    "                        int wdt, __global const float *b, long b_o, int has_b, long M, long N, long K, int acc) {\n"
+    "    long e = get_global_id(0), m, n, k, k4 = K & ~3L;\n"
+    "    __global const float *xr;\n"
+    "    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f, s;\n"
+    "    if (e >= M * N) return;\n"
+    "    m = PT_DIV(e, N), n = e - m * N, xr = x + x_o + m * K;\n"
+    "    if (wdt == 0) {\n"
+    "        __global const float *wr = (__global const float *)w + w_o + n * K;\n"
+    "        for (k = 0; k < k4; k += 4) {\n"
+    "            s0 += xr[k] * wr[k], s1 += xr[k + 1] * wr[k + 1];\n"
+    "            s2 += xr[k + 2] * wr[k + 2], s3 += xr[k + 3] * wr[k + 3];\n"
+    "        }\n"
+    "        for (; k < K; k++) s0 += xr[k] * wr[k];\n"
+    "    } else if (wdt == 1) {\n"
+    "        __global const ushort *wr = (__global const ushort *)w + w_o + n * K;\n"
+    "        for (k = 0; k < k4; k += 4) {\n"
+    "            s0 += xr[k] * as_float((uint)wr[k] << 16), s1 += xr[k + 1] * as_float((uint)wr[k + 1] << 16);\n"
+    "            s2 += xr[k + 2] * as_float((uint)wr[k + 2] << 16), s3 += xr[k + 3] * as_float((uint)wr[k + 3] << 16);\n"
+    "        }\n"
+    "        for (; k < K; k++) s0 += xr[k] * as_float((uint)wr[k] << 16);\n"
+    "    } else {\n"
+    "        __global const half *wr = (__global const half *)w + w_o + n * K;\n"
+    "        for (k = 0; k < K; k++) s0 += xr[k] * vload_half(k, wr);\n"
+    "    }\n"
+    "    s = (s0 + s1) + (s2 + s3);\n"
+    "    if (has_b) s += b[b_o + n];\n"
+    "    y[y_o + e] = acc ? y[y_o + e] + s : s;\n"
+    "}\n",
+    /* the rows' keys (transposed) and values into their slots; ix: see pt__kvgeo */
+    "__kernel void pt_inf_kv(__global uchar *kv, long kv_o, int kdt, __global const float *q, long q_o, __global const int *ix,\n"
+    "                        long ix_o, long N, long C, long hs, long bt, long mb, long be, long lo, long pos_o, long si_o,\n"
+    "                        long tb_o) {\n"
+    "    long e = get_global_id(0), r, c, pos, slot, base, h, d;\n"
+    "    if (e >= N * C) return;\n"
+    "    r = PT_DIV(e, C), c = e - r * C;\n"
+    "    pos = ix[ix_o + pos_o + r], slot = PT_MOD(pos, bt);\n"
+    "    base = kv_o + (long)ix[ix_o + tb_o + (long)ix[ix_o + si_o + r] * mb + PT_DIV(pos, bt)] * be + lo;\n"
+    "    h = PT_DIV(c, hs), d = c - h * hs;\n"
+    "    pt_st(kv, base + c * bt + slot, kdt, q[q_o + r * 3 * C + C + c]);\n"
+    "    pt_st(kv, base + C * bt + (h * bt + slot) * hs + d, kdt, q[q_o + r * 3 * C + 2 * C + c]);\n"
+    "}\n"
+    "__kernel void pt_inf_attn(__global float *o, long o_o, __global float *sc, long sc_o, __global const uchar *kv, long kv_o,\n"
+    "                          int kdt, __global const float *q, long q_o, __global const int *ix, long ix_o, long N, long C,\n"
+    "                          long hs, long bt, long mb, long be, long lo, long pos_o, long si_o, long tb_o, long S, float scale) {\n"
+    "    long e = get_global_id(0), H = PT_DIV(C, hs), r, h, n, nb, koff, voff;\n"
+    "    __global const float *qr;\n"
+    "    __global const int *tb;\n"
+    "    __global float *s, *orow;\n"
+    "    float mx = -INFINITY, ls[PT_LANES], sum = 0.0f, inv;\n"
+    "    if (e >= N * H) return;\n"
+    "    r = PT_DIV(e, H), h = e - r * H;\n"
+    "    n = (long)ix[ix_o + pos_o + r] + 1, nb = (n + bt - 1) / bt;\n"
+    "    tb = ix + ix_o + tb_o + (long)ix[ix_o + si_o + r] * mb;\n"
+    "    qr = q + q_o + r * 3 * C + h * hs, orow = o + o_o + r * C + h * hs, s = sc + sc_o + e * S;\n"
+    "    koff = kv_o + lo + h * hs * bt, voff = kv_o + lo + C * bt + h * bt * hs;\n"
+    "    for (long b = 0; b < nb; b++) {\n"
+    "        long kt = (long)tb[b] * be + koff, nt = min(bt, n - b * bt);\n"
+    "        __global float *sb = s + b * bt;\n"
+    "        for (long t = 0; t < nt; t++) sb[t] = 0.0f;\n"
+    "        for (long d = 0; d < hs; d++) {\n"
+    "            float qd = qr[d];\n"
+    "            for (long t = 0; t < nt; t++) sb[t] += qd * pt_ld(kv, kt + d * bt + t, kdt);\n"
+    "        }\n"
+    "        for (long t = 0; t < nt; t++) {\n"
+    "            sb[t] *= scale;\n"
+    "            mx = sb[t] > mx ? sb[t] : mx;\n"
+    "        }\n"
+    "    }\n"
+    "    for (int l = 0; l < PT_LANES; l++) ls[l] = 0.0f;\n"
+    "    for (long j = 0; j < n; j++) {\n"
+    "        float x = pt_expf(s[j] - mx);\n"
+    "        s[j] = x;\n"
+    "        ls[j % PT_LANES] += x;\n"
+    "    }\n"
+    "    for (int l = 0; l < PT_LANES; l++) sum += ls[l];\n"
+    "    inv = 1.0f / sum;\n"
+    "    for (long d = 0; d < hs; d++) orow[d] = 0.0f;\n"
+    "    for (long b = 0; b < nb; b++) {\n"
+    "        long v = (long)tb[b] * be + voff, nt = min(bt, n - b * bt);\n"
+    "        for (long t = 0; t < nt; t++) {\n"
+    "            float p = s[b * bt + t];\n"
+    "            for (long d = 0; d < hs; d++) orow[d] += p * pt_ld(kv, v + t * hs + d, kdt);\n"
+    "        }\n"
+    "    }\n"
+    "    for (long d = 0; d < hs; d++) orow[d] *= inv;\n"
+    "}\n",
 };
 
 /* every kernel of the program, in the order of the PT__CLK_* indices */
@@ -10038,7 +10208,7 @@ static const char *const pt__cl_src[] = {
     X(layernorm_fwd) X(layernorm_bwd_dx) X(layernorm_bwd_wb) X(embed_fwd) X(embed_bwd) X(permute)           \
     X(copy_block) X(gemm_scale) X(permute_u16) X(copy_block_u16) X(permute_u8) X(copy_block_u8) X(im2col)    \
     X(col2im) X(chan_bias_fwd) X(chan_bias_bwd) X(maxpool_fwd) X(maxpool_bwd) X(attn_fwd) X(attn_bwd_dq)      \
-    X(attn_bwd_dkv) X(convert) X(round16)
+    X(attn_bwd_dkv) X(convert) X(round16) X(inf_embed) X(inf_ln) X(inf_mm) X(inf_kv) X(inf_attn)
 
 enum {
 #define PT__CL_ENUM(name) PT__CLK_##name,
@@ -10704,6 +10874,40 @@ static void pt__cl_sgd(pt_ctx *ctx, const pt_tensor *p, const pt_tensor *g, cons
     pt__cl_launch(ctx, PT__CLK_sgd, n, 0, "TTTLFFFFI", p, g, mom, n, (double)lr, (double)momentum, (double)wd, (double)gscale, mom != NULL);
 }
 
+/* ---- KV-cached inference (pt__inf_be; see infer's "the step on a device") ------------------------ */
+static int pt__cl_wdt(pt_ctx *ctx, const pt_tensor *t, const char *what) {
+    if (t->dtype == PT_F32 || t->dtype == PT_BF16 || t->dtype == PT_F16) return (int)t->dtype; /* pt_ld's codes */
+    pt__fail(ctx, PT_ERR_DTYPE, "opencl: inference %s of type %s (expected f32, bf16 or f16)", what, pt__dtname(t->dtype));
+    return -1;
+}
+static void pt__cl_inf_embed(pt_ctx *ctx, const pt_tensor *x, const pt_tensor *wte, const pt_tensor *wpe, const pt_tensor *ix, int64_t n, int64_t C) {
+    const int dt = pt__cl_wdt(ctx, wte, "token table");
+    if (dt >= 0) pt__cl_launch(ctx, PT__CLK_inf_embed, n * C, 0, "TTITTLL", x, wte, dt, wpe, ix, n, C);
+}
+static void pt__cl_inf_ln(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, const pt_tensor *w, const pt_tensor *b, const pt_tensor *map,
+                          int64_t rows, int64_t C) {
+    pt__cl_launch(ctx, PT__CLK_inf_ln, rows, 0, "TTTTTILL", y, x, w, b, map, map != NULL, rows, C);
+}
+static void pt__cl_inf_mm(pt_ctx *ctx, const pt_tensor *y, const pt_tensor *x, const pt_tensor *W, const pt_tensor *bias, int64_t M, int64_t N,
+                          int64_t K, int accumulate) {
+    const int dt = pt__cl_wdt(ctx, W, "matrix");
+    if (dt >= 0) pt__cl_launch(ctx, PT__CLK_inf_mm, M * N, 0, "TTTITILLLI", y, x, W, dt, bias, bias != NULL, M, N, K, accumulate);
+}
+static void pt__cl_inf_kv(pt_ctx *ctx, const pt_tensor *kv, const pt_tensor *qkv, const pt_tensor *ix, const pt__kvgeo *g, int l) {
+    const int dt = pt__cl_wdt(ctx, kv, "KV cache");
+    if (dt >= 0)
+        pt__cl_launch(ctx, PT__CLK_inf_kv, g->N * g->C, 0, "TITTLLLLLLLLLL", kv, dt, qkv, ix, g->N, g->C, g->hs, g->bt, g->max_blk, g->block_elems,
+                      (int64_t)l * g->layer_elems, g->pos_off, g->seq_off, g->tab_off);
+}
+static void pt__cl_inf_attn(pt_ctx *ctx, const pt_tensor *att, const pt_tensor *sc, const pt_tensor *kv, const pt_tensor *qkv, const pt_tensor *ix,
+                            const pt__kvgeo *g, int l) {
+    const int dt = pt__cl_wdt(ctx, kv, "KV cache");
+    if (dt >= 0)
+        pt__cl_launch(ctx, PT__CLK_inf_attn, g->N * (g->C / g->hs), 0, "TTTITTLLLLLLLLLLLF", att, sc, kv, dt, qkv, ix, g->N, g->C, g->hs, g->bt,
+                      g->max_blk, g->block_elems, (int64_t)l * g->layer_elems, g->pos_off, g->seq_off, g->tab_off, g->S, (double)g->scale);
+}
+static const pt__inf_be pt__cl_inf = {pt__cl_inf_embed, pt__cl_inf_ln, pt__cl_inf_mm, pt__cl_inf_kv, pt__cl_inf_attn};
+
 static const pt__backend pt__cl_backend = {
     "opencl",
     pt__cl_st_alloc, pt__cl_st_free, pt__cl_write, pt__cl_read, pt__cl_read_start, pt__cl_read_wait,
@@ -10718,6 +10922,7 @@ static const pt__backend pt__cl_backend = {
     pt__cl_maxpool_bwd,
     pt__cl_adamw, pt__cl_sgd, pt__cl_sumsq,
     pt__cl_convert,
+    &pt__cl_inf,
 };
 
 /* ---- the program: built from source once per context, binaries cached on disk ------------------
@@ -26867,7 +27072,8 @@ PTDEF const char *pt_detok_last(const pt_detok *d, size_t *len) {
 }
 
 // >>infer  KV-cached inference: the paged KV cache, prefill and decode over ragged batches, the block API
-/* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers, the block API of schedulers),
+/* Owns: pt_infer (the paged KV cache, its sequences, the step's buffers, the block API of schedulers,
+   the step on a device: pt__inf_dev),
    pt_gpt_weights_from and _convert, pt_gpt_weights_open (a checkpoint, safetensors or GGUF file for
    inference), pt_infer_nll
    Invariants: a sequence's logits do not depend on the other sequences of a step nor on the thread
@@ -27261,7 +27467,14 @@ struct pt_infer {
     void **fsw;                          /* a follower's swaps, [nfsw] pairs (id as a pointer-sized integer, the swap) */
     int32_t nfsw, cap_fsw;
     pt_infer_mp mps;                     /* counters */
+    struct pt__inf_dev *dev;             /* the step on a device (NULL: on the host; see "the step on a device") */
 };
+/* the step on a device (defined after the host step) */
+static int pt__inf_dev_new(pt_infer *inf);
+static void pt__inf_dev_free(pt_infer *inf);
+static void pt__inf_dev_bcopy(const pt_infer *inf, void *dkv, const void *dtok, const void *skv, const void *stok);
+static void pt__inf_dev_layers(pt_infer *inf, int64_t N, int32_t nseq, const int32_t *tokens);
+static void pt__inf_dev_logits(pt_infer *inf, int64_t R, const int32_t *rows, int all_logits, float *logits);
 
 static int64_t pt__inf_rup16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
@@ -27471,6 +27684,9 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
         return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: a shard of tp %d (rank %d) over %d heads, layers [%d, %d) of %d, vocab0 %lld: expected "
                                     "heads divisible by tp, 0 <= rank < tp, 0 <= layer0 < layer1 <= layers, vocab0 >= 0",
                                     tp, w->tp_rank, c->heads, l0, l1, c->layers, (long long)w->vocab0);
+    if (mp && ctx->be->inf)
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: a shard of a model-parallel layout (tp %d, layers [%d, %d) of %d) runs on the CPU "
+                                    "backend; this context runs %s", tp, l0, l1, c->layers, pt_backend_name(ctx));
     if ((l0 == 0 && w->wte.rows * tp < c->vocab) || (l1 == c->layers && w->head.rows * tp < c->vocab))
         return (pt_infer *)pt__fail(ctx, PT_ERR_SHAPE, "pt_infer_new: vocabulary mismatch: the config has %d tokens, the token table %lld rows and the head %lld rows%s",
                                     c->vocab, (long long)w->wte.rows, (long long)w->head.rows, tp > 1 ? " per TP rank" : "");
@@ -27550,7 +27766,8 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
         if (!inf->groups) inf->groups = 2 * inf->pp;
     }
     inf->kv_bytes = inf->nblocks * inf->block_bytes + PT__ALIGN;
-    inf->kv_mem = pt__malloc(ctx, (size_t)inf->kv_bytes); /* not touched: pages arrive as blocks are used */
+    inf->kv_mem = pt__malloc(ctx, (size_t)(ctx->be->inf ? 1 : inf->kv_bytes)); /* not touched: pages arrive as blocks are used (on a
+                                                                                device: the pool is there, see pt__inf_dev_new) */
     inf->free_ids = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
     inf->seq = (pt__inf_seq *)pt__malloc(ctx, (size_t)max_seqs * sizeof(pt__inf_seq));
     inf->table = (int32_t *)pt__malloc(ctx, (size_t)max_seqs * (size_t)inf->max_blk * sizeof(int32_t));
@@ -27602,6 +27819,7 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
 #if PT__ATTN_X86
     if (ctx->attn_kernel != 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && inf->f16c) inf->kern_q8 = 3;
 #endif
+    if (ctx->be->inf && !pt__inf_dev_new(inf)) return pt_infer_free(inf), (pt_infer *)NULL; /* the backend computes the steps */
     return inf;
 }
 
@@ -27618,6 +27836,7 @@ PTDEF void pt_infer_free(pt_infer *inf) {
     pt__free(ctx, inf->mp_mem);
     pt__free(ctx, inf->lrow);
     pt__free(ctx, inf->cmd_pay);
+    pt__inf_dev_free(inf);
     if (inf->kv) pt__mem_add(ctx, PT__MEM_WORK, -inf->kv_bytes);
     if (inf->buf_mem) pt__mem_add(ctx, PT__MEM_WORK, -inf->cap * (int64_t)(3 * inf->ldc + inf->ld3 + inf->ld4) * (int64_t)sizeof(float));
     pt__free(ctx, inf->kv_mem);
@@ -27925,10 +28144,12 @@ static pt__infer_dims pt__infer_dims_of(const pt_infer *inf) {
 }
 /* a block's bytes of keys and values; block b's in the pool */
 static size_t pt__inf_bbytes(const pt_infer *inf) { return (size_t)inf->block_bytes; }
-static void *pt__inf_bkv(const pt_infer *inf, int32_t b) { return (char *)inf->kv + (size_t)b * pt__inf_bbytes(inf); }
-/* the one block copy: its keys and values, then its tokens (pool or host memory on either side) */
+static void *pt__inf_bkv(const pt_infer *inf, int32_t b) { return inf->kv ? (char *)inf->kv + (size_t)b * pt__inf_bbytes(inf) : NULL; }
+/* the one block copy: its keys and values, then its tokens (pool or host memory on either side; a
+   pool on a device: NULL keys and values, the block told by its tokens' slot) */
 static void pt__inf_bcopy(const pt_infer *inf, void *dkv, void *dtok, const void *skv, const void *stok) {
-    memcpy(dkv, skv, pt__inf_bbytes(inf));
+    if (inf->dev) pt__inf_dev_bcopy(inf, dkv, dtok, skv, stok);
+    else memcpy(dkv, skv, pt__inf_bbytes(inf));
     memcpy(dtok, stok, (size_t)inf->bt * sizeof(int32_t));
 }
 /* blocks the next n tokens of sequence seq take beyond those it holds: new ones, and one more when its
@@ -28824,7 +29045,10 @@ static pt_status pt__infer_step_x(pt_infer *inf, int32_t nseq, const int32_t *se
         }
     }
     inf->st_q0[nseq] = R;
-    if (inf->mp) {
+    if (inf->dev) { /* the step on a device (see "the step on a device") */
+        pt__inf_dev_layers(inf, N, nseq, tokens);
+        if (want) pt__inf_dev_logits(inf, R, inf->lrow, 0, logits);
+    } else if (inf->mp) {
 #ifdef PTRAIN_MPI
         if (!pt__inf_mp_run(inf, nseq, inf->st_q0, logits, want)) return ctx->status;
 #endif
@@ -28932,6 +29156,231 @@ PTDEF pt_infer_mp pt_infer_mp_get(const pt_infer *inf) {
     m.layer0 = inf->l0, m.layer1 = inf->l1, m.heads = inf->H, m.vocab0 = inf->vocab0, m.vocab_rows = inf->vrows;
     m.kv_bytes = inf->nblocks * inf->block_bytes, m.kv_blocks = inf->nblocks;
     return m;
+}
+
+/* ---- the step on a device --------------------------------------------------------------------------
+   When the context's backend supplies inference kernels (pt__backend.inf: the OpenCL backend),
+   pt_infer_new hands the steps to it (pt__inf_dev_new): the weights are copied to the device (f32,
+   bf16 and f16 matrices as they are, widened as read; q8_0 and q4_0 dequantized to f32 on the way:
+   4 bytes a weight there, the arithmetic then that of the f32 weights, not the CPU's integer dot
+   products), and the paged KV pool lives there (f32 or f16: kv_type q8_0 is refused), in the host
+   pool's layout; the host pool is not kept. Everything else stays on the host and unchanged: the
+   sequences, the block tables, the reference counts and the hash table of the prefix cache, the
+   tokens of each slot. A step (pt__infer_step_rows) reserves blocks and assigns rows and positions
+   as on the host, then pt__inf_dev_layers writes one small integer array (the rows' tokens,
+   positions and sequence indices, the step's block tables: pt__kvgeo) and runs the layers on the
+   device (embedding, ln1, qkv, K and V into the cache, attention through the tables, proj with the
+   residual, ln2, fc, GELU, fproj with the residual); pt__inf_dev_logits runs the final norm on the
+   rows that want logits and the head, and reads their logits back: the sampler runs on the host.
+   Block copies (copy on write, swap out and in) are device copies, reads and writes of a block
+   (pt__inf_dev_bcopy). Each matrix and vector is a storage of its own (no buffer larger than the
+   largest matrix); the step's buffers grow with the rows of a step, never shrink. */
+typedef struct pt__inf_dlayer {
+    pt_tensor ln1_w, ln1_b, ln2_w, ln2_b, qkv, qkv_b, proj, proj_b, fc, fc_b, fproj, fproj_b; /* an absent bias: st NULL */
+} pt__inf_dlayer;
+typedef struct pt__inf_dev {
+    const pt__inf_be *k;                  /* the backend's kernels */
+    pt_storage *st;                       /* [nst]: a storage per weight tensor */
+    int nst;
+    pt_tensor wte, head, wpe, lnf_w, lnf_b;
+    pt__inf_dlayer *layer;                /* [L] */
+    pt_storage kvst, buf, ixst;           /* the pool; the step's floats; its integers */
+    pt_tensor kv;                         /* the pool: nblocks * block_elems elements (f32 or f16) */
+    int64_t cap, ixcap;                   /* rows the buffers hold; integers ix holds */
+    int64_t ox, oh, oatt, oqkv, off, olg, osc; /* the buffers' offsets in buf (floats) */
+    int32_t *ixh;                         /* [ixcap]: ix staged on the host */
+    int64_t map_off;                      /* where the logits rows' map goes in ix this step */
+    pt__kvgeo g;                          /* the cache's geometry; the step's offsets */
+} pt__inf_dev;
+
+/* a flat view of n elements of type dt at element offset off of st */
+static pt_tensor pt__inf_dview(pt_storage *st, pt_dtype dt, int64_t off, int64_t n) {
+    pt_tensor t;
+    int i;
+    memset(&t, 0, sizeof t);
+    t.st = st, t.off = off, t.ndim = 1, t.dtype = dt, t.shape[0] = n;
+    for (i = 1; i < PT_MAX_DIMS; i++) t.shape[i] = 1;
+    return t;
+}
+static const pt_tensor *pt__inf_dopt(const pt_tensor *t) { return t->st ? t : NULL; }
+/* rows x cols of type t at src (f32 vectors: PT_W_F32, one row) copied into storage st: f32, bf16 and
+   f16 as they are, other types dequantized to f32 in chunks of rows; *out its view. 0 on failure */
+static int pt__inf_dup(pt_infer *inf, pt_storage *st, pt_tensor *out, const void *src, pt_wtype t, int64_t rows, int64_t cols) {
+    pt_ctx *ctx = inf->ctx;
+    const pt_dtype dt = t == PT_W_BF16 ? PT_BF16 : t == PT_W_F16 ? PT_F16 : PT_F32;
+    const int64_t n = rows * cols, esz = pt_dtype_size(dt);
+    if (pt__st_alloc(ctx, st, n * esz, PT__MEM_PARAMS) != PT_OK) return 0;
+    *out = pt__inf_dview(st, dt, 0, n);
+    if (t == PT_W_F32 || t == PT_W_BF16 || t == PT_W_F16) ctx->be->write(ctx, out, src, n * esz);
+    else {
+        const int64_t rb = pt_wtype_row_bytes(t, cols), chunk = PT__MAX(1, (1 << 20) / cols);
+        float *tmp = (float *)pt__malloc(ctx, (size_t)(PT__MIN(chunk, rows) * cols) * sizeof(float));
+        int64_t r0, r;
+        if (!tmp) return pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory dequantizing a %s matrix for the device", pt_wtype_name(t)), 0;
+        for (r0 = 0; r0 < rows; r0 += chunk) {
+            const int64_t m = PT__MIN(chunk, rows - r0);
+            pt_tensor part = pt__inf_dview(st, PT_F32, r0 * cols, m * cols);
+            for (r = 0; r < m; r++) pt_dequantize_row(t, (const unsigned char *)src + (r0 + r) * rb, tmp + r * cols, cols);
+            ctx->be->write(ctx, &part, tmp, m * cols * 4);
+        }
+        pt__free(ctx, tmp);
+    }
+    return ctx->status == PT_OK;
+}
+static void pt__inf_dev_free(pt_infer *inf) {
+    pt__inf_dev *dev = inf->dev;
+    pt_ctx *ctx = inf->ctx;
+    int i;
+    if (!dev) return;
+    for (i = 0; dev->st && i < dev->nst; i++) pt__st_free(ctx, &dev->st[i]);
+    pt__st_free(ctx, &dev->kvst), pt__st_free(ctx, &dev->buf), pt__st_free(ctx, &dev->ixst);
+    pt__free(ctx, dev->st), pt__free(ctx, dev->layer), pt__free(ctx, dev->ixh), pt__free(ctx, dev);
+    inf->dev = NULL;
+}
+static int pt__inf_dev_new(pt_infer *inf) {
+    pt_ctx *ctx = inf->ctx;
+    const pt_gpt_weights *w = inf->w;
+    const int64_t C = inf->C, V = inf->V, L = inf->L;
+    pt__inf_dev *dev;
+    int k, l, ok;
+    if (inf->kvq8)
+        return pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_type q8_0 on the %s backend: its KV cache holds f32 or f16 (kv_type PT_W_F32 or PT_W_F16)",
+                        pt_backend_name(ctx)), 0;
+    if (!(dev = (pt__inf_dev *)pt__malloc(ctx, sizeof *dev))) return pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory"), 0;
+    memset(dev, 0, sizeof *dev);
+    inf->dev = dev, dev->k = ctx->be->inf, dev->nst = (int)(5 + 12 * L);
+    dev->st = (pt_storage *)pt__malloc(ctx, (size_t)dev->nst * sizeof(pt_storage));
+    dev->layer = (pt__inf_dlayer *)pt__malloc(ctx, (size_t)L * sizeof(pt__inf_dlayer));
+    if (!dev->st || !dev->layer) return pt__fail(ctx, PT_ERR_OOM, "pt_infer_new: out of memory"), 0;
+    memset(dev->st, 0, (size_t)dev->nst * sizeof(pt_storage)), memset(dev->layer, 0, (size_t)L * sizeof(pt__inf_dlayer));
+    k = pt__xfer_as(ctx, PT_XFER_PARAM);
+    ok = pt__inf_dup(inf, &dev->st[0], &dev->wte, w->wte.data, w->wte.type, V, C) &&
+         (w->head.data == w->wte.data ? (dev->head = dev->wte, 1) : pt__inf_dup(inf, &dev->st[1], &dev->head, w->head.data, w->head.type, V, C)) &&
+         pt__inf_dup(inf, &dev->st[2], &dev->wpe, w->wpe, PT_W_F32, inf->max_seq, C) && pt__inf_dup(inf, &dev->st[3], &dev->lnf_w, w->lnf_w, PT_W_F32, 1, C) &&
+         pt__inf_dup(inf, &dev->st[4], &dev->lnf_b, w->lnf_b, PT_W_F32, 1, C);
+    for (l = 0; l < L && ok; l++) {
+        const pt_gpt_layer_w *a = &w->layer[l];
+        pt__inf_dlayer *b = &dev->layer[l];
+        pt_storage *s = dev->st + 5 + 12 * l;
+        ok = pt__inf_dup(inf, s, &b->ln1_w, a->ln1_w, PT_W_F32, 1, C) && pt__inf_dup(inf, s + 1, &b->ln1_b, a->ln1_b, PT_W_F32, 1, C) &&
+             pt__inf_dup(inf, s + 2, &b->ln2_w, a->ln2_w, PT_W_F32, 1, C) && pt__inf_dup(inf, s + 3, &b->ln2_b, a->ln2_b, PT_W_F32, 1, C) &&
+             pt__inf_dup(inf, s + 4, &b->qkv, a->qkv.data, a->qkv.type, 3 * C, C) && pt__inf_dup(inf, s + 5, &b->proj, a->proj.data, a->proj.type, C, C) &&
+             pt__inf_dup(inf, s + 6, &b->fc, a->fc.data, a->fc.type, 4 * C, C) &&
+             pt__inf_dup(inf, s + 7, &b->fproj, a->fproj.data, a->fproj.type, C, 4 * C) &&
+             (!a->qkv_b || pt__inf_dup(inf, s + 8, &b->qkv_b, a->qkv_b, PT_W_F32, 1, 3 * C)) &&
+             (!a->proj_b || pt__inf_dup(inf, s + 9, &b->proj_b, a->proj_b, PT_W_F32, 1, C)) &&
+             (!a->fc_b || pt__inf_dup(inf, s + 10, &b->fc_b, a->fc_b, PT_W_F32, 1, 4 * C)) &&
+             (!a->fproj_b || pt__inf_dup(inf, s + 11, &b->fproj_b, a->fproj_b, PT_W_F32, 1, C));
+    }
+    pt__xfer_as(ctx, k);
+    if (!ok) return 0;
+    if (pt__st_alloc(ctx, &dev->kvst, inf->nblocks * inf->block_bytes, PT__MEM_WORK) != PT_OK) return 0;
+    dev->kv = pt__inf_dview(&dev->kvst, inf->kv16 ? PT_F16 : PT_F32, 0, inf->nblocks * inf->block_elems);
+    /* the host pool is not used: given back */
+    pt__mem_add(ctx, PT__MEM_WORK, -inf->kv_bytes);
+    pt__free(ctx, inf->kv_mem);
+    inf->kv_mem = inf->kv = NULL;
+    dev->g.C = C, dev->g.hs = inf->hs, dev->g.bt = inf->bt, dev->g.max_blk = inf->max_blk;
+    dev->g.block_elems = inf->block_elems, dev->g.layer_elems = inf->layer_elems;
+    dev->g.S = pt__inf_rup16((int64_t)inf->max_blk * inf->bt), dev->g.scale = 1.0f / sqrtf((float)inf->hs);
+    return 1;
+}
+/* the step's buffers for n rows (grown only): x, h, att [C], qkv [3C], ff [4C], logits [V] and the
+   attention scores [H S] a row; ix: tokens, positions and sequence indices [3n], the tables, the map [n] */
+static int pt__inf_dev_grow(pt_infer *inf, int64_t n) {
+    pt__inf_dev *dev = inf->dev;
+    pt_ctx *ctx = inf->ctx;
+    const int64_t c = pt__inf_rup16(n), C = inf->C, ixn = 4 * c + (int64_t)inf->max_seqs * inf->max_blk;
+    const int64_t per = 6 * C + 4 * C + pt__inf_rup16(inf->V) + (int64_t)inf->H * dev->g.S;
+    pt_storage b, ix;
+    int32_t *ixh;
+    if (n <= dev->cap) return 1;
+    memset(&b, 0, sizeof b), memset(&ix, 0, sizeof ix);
+    if (pt__st_alloc(ctx, &b, c * per * 4, PT__MEM_WORK) != PT_OK) return 0;
+    if (pt__st_alloc(ctx, &ix, ixn * 4, PT__MEM_WORK) != PT_OK) return pt__st_free(ctx, &b), 0;
+    if (!(ixh = (int32_t *)pt__malloc(ctx, (size_t)ixn * sizeof(int32_t)))) {
+        pt__st_free(ctx, &b), pt__st_free(ctx, &ix);
+        return pt__fail(ctx, PT_ERR_OOM, "pt_infer_step: out of memory for the step's indices"), 0;
+    }
+    pt__st_free(ctx, &dev->buf), pt__st_free(ctx, &dev->ixst), pt__free(ctx, dev->ixh);
+    dev->buf = b, dev->ixst = ix, dev->ixh = ixh, dev->cap = c, dev->ixcap = ixn;
+    dev->ox = 0, dev->oh = c * C, dev->oatt = 2 * c * C, dev->oqkv = 3 * c * C, dev->off = 6 * c * C, dev->olg = 10 * c * C;
+    dev->osc = dev->olg + c * pt__inf_rup16(inf->V);
+    return 1;
+}
+/* block copies: the pool side's keys and values are NULL, its block the one whose token slots hold
+   its tokens (pt__inf_bcopy) */
+static void pt__inf_dev_bcopy(const pt_infer *inf, void *dkv, const void *dtok, const void *skv, const void *stok) {
+    pt_ctx *ctx = inf->ctx;
+    pt__inf_dev *dev = inf->dev;
+    const int64_t be = inf->block_elems;
+    const int64_t db = dkv ? 0 : ((const int32_t *)dtok - inf->btok) / inf->bt, sb = skv ? 0 : ((const int32_t *)stok - inf->btok) / inf->bt;
+    pt_tensor d = pt__inf_dview(&dev->kvst, dev->kv.dtype, db * be, be), s = pt__inf_dview(&dev->kvst, dev->kv.dtype, sb * be, be);
+    if (!dkv && !skv) ctx->be->copy(ctx, &d, &s, 0);
+    else if (!skv) ctx->be->read(ctx, &s, dkv, inf->block_bytes);
+    else if (!dkv) ctx->be->write(ctx, &d, skv, inf->block_bytes);
+    else memcpy(dkv, skv, (size_t)inf->block_bytes);
+}
+/* the layers of a step of N rows (tokens: theirs), rows and positions assigned (tok_pos, st_*) */
+static void pt__inf_dev_layers(pt_infer *inf, int64_t N, int32_t nseq, const int32_t *tokens) {
+    pt_ctx *ctx = inf->ctx;
+    pt__inf_dev *dev = inf->dev;
+    const pt__inf_be *k = dev->k;
+    const int64_t C = inf->C, mb = inf->max_blk;
+    pt__kvgeo *g = &dev->g;
+    pt_tensor ix, x, h, att, qkv, ff, sc;
+    int32_t *ih;
+    int64_t r, t;
+    int32_t i;
+    int l;
+    if (!pt__inf_dev_grow(inf, N)) return;
+    ih = dev->ixh;
+    g->N = N, g->pos_off = N, g->seq_off = 2 * N, g->tab_off = 3 * N;
+    for (r = 0; r < N; r++) ih[r] = tokens[r], ih[N + r] = (int32_t)inf->tok_pos[r];
+    for (i = 0; i < nseq; i++) {
+        const int32_t s = inf->st_seq[i], nb = inf->seq[s].nblk;
+        for (t = 0; t < inf->st_ntok[i]; t++) ih[2 * N + inf->st_row0[i] + t] = i;
+        memcpy(ih + 3 * N + i * mb, inf->table + (int64_t)s * mb, (size_t)nb * sizeof(int32_t));
+        memset(ih + 3 * N + i * mb + nb, 0, (size_t)(mb - nb) * sizeof(int32_t));
+    }
+    dev->map_off = 3 * N + nseq * mb;
+    ix = pt__inf_dview(&dev->ixst, PT_I32, 0, dev->map_off);
+    ctx->be->write(ctx, &ix, ih, dev->map_off * 4);
+    x = pt__inf_dview(&dev->buf, PT_F32, dev->ox, N * C), h = pt__inf_dview(&dev->buf, PT_F32, dev->oh, N * C);
+    att = pt__inf_dview(&dev->buf, PT_F32, dev->oatt, N * C), qkv = pt__inf_dview(&dev->buf, PT_F32, dev->oqkv, 3 * N * C);
+    ff = pt__inf_dview(&dev->buf, PT_F32, dev->off, 4 * N * C), sc = pt__inf_dview(&dev->buf, PT_F32, dev->osc, N * inf->H * g->S);
+    k->embed(ctx, &x, &dev->wte, &dev->wpe, &ix, N, C);
+    for (l = 0; l < inf->L && ctx->status == PT_OK; l++) {
+        const pt__inf_dlayer *a = &dev->layer[l];
+        k->ln(ctx, &h, &x, &a->ln1_w, &a->ln1_b, NULL, N, C);
+        k->mm(ctx, &qkv, &h, &a->qkv, pt__inf_dopt(&a->qkv_b), N, 3 * C, C, 0);
+        k->kv(ctx, &dev->kv, &qkv, &ix, g, l);
+        k->attn(ctx, &att, &sc, &dev->kv, &qkv, &ix, g, l);
+        k->mm(ctx, &x, &att, &a->proj, pt__inf_dopt(&a->proj_b), N, C, C, 1);
+        k->ln(ctx, &h, &x, &a->ln2_w, &a->ln2_b, NULL, N, C);
+        k->mm(ctx, &ff, &h, &a->fc, pt__inf_dopt(&a->fc_b), N, 4 * C, C, 0);
+        ctx->be->act_fwd(ctx, PT__GELU, &ff, &ff);
+        k->mm(ctx, &x, &ff, &a->fproj, pt__inf_dopt(&a->fproj_b), N, C, 4 * C, 1);
+    }
+}
+/* the final norm and the head on R rows (rows: their map, else all rows or each sequence's last),
+   their logits read into logits [R, V] */
+static void pt__inf_dev_logits(pt_infer *inf, int64_t R, const int32_t *rows, int all_logits, float *logits) {
+    pt_ctx *ctx = inf->ctx;
+    pt__inf_dev *dev = inf->dev;
+    const int64_t C = inf->C, V = inf->V;
+    pt_tensor map, x, h, lg;
+    int64_t r;
+    if (ctx->status != PT_OK || dev->cap < R) return;
+    for (r = 0; r < R; r++)
+        dev->ixh[dev->map_off + r] = rows ? rows[r] : all_logits ? (int32_t)r : (int32_t)(inf->st_row0[r] + inf->st_ntok[r] - 1);
+    map = pt__inf_dview(&dev->ixst, PT_I32, dev->map_off, R);
+    ctx->be->write(ctx, &map, dev->ixh + dev->map_off, R * 4);
+    x = pt__inf_dview(&dev->buf, PT_F32, dev->ox, R * C), h = pt__inf_dview(&dev->buf, PT_F32, dev->oh, R * C);
+    lg = pt__inf_dview(&dev->buf, PT_F32, dev->olg, R * V);
+    dev->k->ln(ctx, &h, &x, &dev->lnf_w, &dev->lnf_b, &map, R, C);
+    dev->k->mm(ctx, &lg, &h, &dev->head, NULL, R, V, C, 0);
+    if (ctx->status == PT_OK) ctx->be->read(ctx, &lg, logits, R * V * 4);
 }
 
 /* ---- evaluation: the negative log-likelihood of a token stream ---------------------------------- */

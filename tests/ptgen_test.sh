@@ -5,7 +5,7 @@
 # GGUF export (ptckpt export --format gguf), greedy: the same ids from all three (f32); --quant q8_0
 # runs the quantized path (other ids or logprobs than f32); --n 3 batches three seeds, each the same
 # text as alone; a stop string ends the text before it; --lookup and --draft give the ids and logprobs
-# without them. Bad input: a missing model, a file of
+# without them; --device opencl gives the text of --device cpu. Bad input: a missing model, a file of
 # another kind, a bad flag, a prompt longer than the context, an unknown --quant: exit 1 or 2 with a
 # message naming it. 11_inference prints its quality table: four formats, each with a perplexity.
 # Prints PASS/FAIL lines and "N passed, N failed".
@@ -82,6 +82,36 @@ $G "$W/ck" --prompt "$prompt" --lookup 17 >/dev/null 2>"$W/s4.err"
 rc=$?
 if [ $rc -eq 2 ] && grep -q -- '--lookup' "$W/s4.err"; then pass "ptgen --lookup 17: exit 2 naming the flag"
 else fail "ptgen --lookup 17: exit $rc, $(head -c 300 "$W/s4.err")"; fi
+
+# 2c. --device opencl: the steps on the OpenCL device (PoCL in the CI), the sampler on the host: the
+# greedy text and ids of --device cpu, logprobs within 2e-4; two sampled sequences in one batch (the
+# engine) and an f16 KV cache likewise; no OpenCL platform or library: skipped (not counted)
+dv="--max-tokens 40 --print-ids --logprobs"
+$G "$W/ck" --prompt "$prompt" $dv --temperature 0 --device opencl >"$W/d1.out" 2>"$W/d1.err"
+rc=$?
+if [ $rc -ne 0 ] && grep -q -e 'no OpenCL platform' -e 'cannot load' "$W/d1.err"; then
+    echo "SKIP ptgen --device opencl: $(grep -m 1 -e 'no OpenCL platform' -e 'cannot load' "$W/d1.err" | head -c 200) (not counted)"
+else
+    $G "$W/ck" --prompt "$prompt" $dv --temperature 0 --device cpu >"$W/d0.out" 2>/dev/null
+    lpclose() { python3 -c '
+import sys
+a, c = [[float(x) for x in open(f).read().split("logprobs: ")[1].split(",")] for f in sys.argv[1:3]]
+sys.exit(0 if len(a) == len(c) and max(abs(x - y) for x, y in zip(a, c)) <= 2e-4 else 1)' "$1" "$2"; }
+    if [ $rc -eq 0 ] && [ "$(sed '/^logprobs: /d' "$W/d1.out")" = "$(sed '/^logprobs: /d' "$W/d0.out")" ] && lpclose "$W/d0.out" "$W/d1.out" &&
+        grep -q '^ptgen: f32 weights .*, opencl, .* decode [0-9]* tokens' "$W/d1.err"; then
+        pass "ptgen --device opencl: the greedy text and ids of --device cpu, logprobs within 2e-4 ($(tail -n 1 "$W/d1.err"))"
+    else fail "ptgen --device opencl: exit $rc, $(diff "$W/d0.out" "$W/d1.out" | head -c 400) $(head -c 300 "$W/d1.err")"; fi
+    for dvc in cpu opencl; do
+        $G "$W/ck" --prompt "$prompt" --max-tokens 24 --temperature 0.8 --seed 5 --n 2 --kv-type f16 --print-ids --device $dvc >"$W/d2_$dvc.out" 2>"$W/d2_$dvc.err"
+    done
+    if [ -s "$W/d2_cpu.out" ] && cmp -s "$W/d2_cpu.out" "$W/d2_opencl.out"; then
+        pass "ptgen --device opencl --n 2 --kv-type f16 (sampled, one batch through the engine): the sequences of --device cpu"
+    else fail "ptgen --device opencl --n 2: $(diff "$W/d2_cpu.out" "$W/d2_opencl.out" | head -c 400) $(head -c 300 "$W/d2_opencl.err")"; fi
+fi
+$G "$W/ck" --device gpu >/dev/null 2>"$W/d3.err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--device expects cpu or opencl" "$W/d3.err"; then pass "ptgen --device gpu: exit 2 naming the flag and what it expects"
+else fail "ptgen --device gpu: exit $rc, $(head -c 300 "$W/d3.err")"; fi
 
 # 3. q8_0 really runs: the logprobs of the same prompt differ from f32's
 $G "$W/ck" --prompt "$prompt" --max-tokens 8 --temperature 0 --logprobs >"$W/f32lp.out" 2>/dev/null

@@ -6,7 +6,8 @@
 # streaming clients, a timeout (408), /metrics parsed; a second server (--max-seqs 1 --max-queue 2):
 # 429 with Retry-After; a third (--max-seqs 1): a disconnect cancels and frees its blocks, a higher
 # priority overtakes a queue; two more (--lookup 4; --draft, the model itself): a request's text and
-# logprobs with drafting equal those with "speculative": false, greedy and sampled; SIGTERM during a request: /health 503 draining, new requests 503, the
+# logprobs with drafting equal those with "speculative": false, greedy and sampled; --device opencl:
+# two greedy requests at once, the texts of a CPU server; SIGTERM during a request: /health 503 draining, new requests 503, the
 # running one finishes, exit 0. Then the playground page in headless Chromium (tests/serve_browser.py,
 # chromium-driver + python3-selenium): a screenshot is kept in WORKDIR/playground.png. Without
 # python3 or libmicrohttpd: one failure naming what to install (make deps).
@@ -127,6 +128,36 @@ for sv in "--lookup 4" "--draft $W/ck --draft-tokens 3"; do
     fi
 done
 
+# --device opencl (the engine's steps on the OpenCL device: PoCL here): two greedy requests at once
+# give the texts of a server on the CPU; without an OpenCL driver and CLBlast: skipped (not counted)
+if ls /etc/OpenCL/vendors/*.icd >/dev/null 2>&1 && ldconfig -p 2>/dev/null | grep -q 'libOpenCL\.so\.1 ' && ldconfig -p 2>/dev/null | grep -q 'libclblast\.so\.1 '; then
+    start clcpu --max-seqs 2
+    U0=$URL P0=$SPID
+    start cl --max-seqs 2 --device opencl
+    if [ -n "$U0" ] && [ -n "$URL" ]; then
+        if python3 - "$U0" "$URL" >"$W/cl.log" 2>&1 <<'PY'
+import http.client, json, sys, threading, urllib.parse
+def texts(url):
+    u, out = urllib.parse.urlparse(url), {}
+    def one(i, prompt):
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+        c.request("POST", "/v1/completions", json.dumps({"prompt": prompt, "max_tokens": 24, "temperature": 0}))
+        out[i] = json.loads(c.getresponse().read())["choices"][0]["text"]
+    ts = [threading.Thread(target=one, args=(i, p)) for i, p in enumerate(["the quick", "over the lazy dog 1"])]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    return [out[0], out[1]]
+a, b = texts(sys.argv[1]), texts(sys.argv[2])
+print("texts of %d and %d characters" % (len(a[0]), len(a[1])) if a == b else "cpu %r, opencl %r" % (a, b))
+sys.exit(0 if a == b and all(len(x) > 0 for x in a) else 1)
+PY
+        then pass "ptserve --device opencl: two greedy requests at once, the texts of the server on the CPU ($(head -c 120 "$W/cl.log"))"
+        else fail "ptserve --device opencl: $(head -c 600 "$W/cl.log" | tr '\\' '/')"; fi
+    fi
+    [ -n "$URL" ] && stop "$SPID" cl
+    [ -n "$U0" ] && stop "$P0" clcpu
+else echo "SKIP ptserve --device opencl: no OpenCL driver or CLBlast (not counted)"; fi
+
 start prio --max-seqs 1 --step-delay-ms 5
 if [ -n "$URL" ]; then
     python3 tests/serve_check.py prio "$URL" 2>&1 | tee "$W/prio.log"
@@ -179,7 +210,7 @@ if command -v mpirun >/dev/null 2>&1 && PTRAIN_THREADS=1 timeout 300 mpirun --ov
         MPID=$!
         URL=""
         t=0
-        while [ $t -lt 300 ] && [ -z "$URL" ] && kill -0 $MPID 2>/dev/null; do URL=$(sed -n 's/^ptserve: listening on //p' "$W/$name.out"); sleep 0.1; t=$((t + 1)); done
+        while [ $t -lt 300 ] && [ -z "$URL" ] && kill -0 $MPID 2>/dev/null; do URL=$(sed -n 's/^ptserve: listening on //p' "$W/$name.out" 2>/dev/null); sleep 0.1; t=$((t + 1)); done
         GOT=""
         [ -n "$URL" ] && GOT=$(curl -s -d '{"prompt":"the ","max_tokens":24,"temperature":0}' "${URL}v1/completions" | python3 -c 'import json,sys; print(json.load(sys.stdin)["choices"][0]["text"])' 2>/dev/null)
         if [ -n "$GOT" ] && [ "$GOT" = "$REF" ]; then pass "ptserve $lay under mpirun -np 2: the greedy text of one process"

@@ -9,7 +9,12 @@
    linear), bf16/i8 layout moves, casts to bf16 and f16 and back (bit-equal; f16 storage through
    vload_half / vstore_half, core OpenCL), the transfer counts of a tiny forward/backward, the program binary
    cache (a second context loads it, a corrupt entry is rebuilt), the error paths (malformed device,
-   bad platform / device index, an accumulating move of a storage type).
+   bad platform / device index, an accumulating move of a storage type). KV-cached inference on the
+   device (pt_infer on an OpenCL context): the tutorial-sized GPT in f32, bf16 and f16 (q8_0: widened
+   on the device, against the CPU on its f32 widening), every step's logits
+   within 1e-4 of the CPU's, greedy tokens equal, a batch of two sequences of different lengths, a
+   fork's copy on write, a swap out and in, the engine, all-rows logits, the transfers of a decode
+   step (--infer: those checks alone).
    Without -DPTRAIN_OPENCL it checks only that asking for "opencl" fails with a clear message.
    Env: PTRAIN_CL_CACHE is set by the test to a fresh directory under the build directory (argv[1]
    or build/tests). */
@@ -787,6 +792,150 @@ static void test_errors(void) {
     pt_shutdown(c);
 }
 
+/* ---- KV-cached inference on the device (infer's "the step on a device") ---------------------------
+   The tutorial-sized model (4 layers, width 256, 8 heads, context 256, 256 tokens; random weights) in
+   f32, bf16, f16 or q8_0 (the CPU on its f32 widening) on a CPU and an OpenCL pt_infer side by side:
+   every step's logits within 1e-4 relative (max |cpu - opencl| / max |cpu| over the step), greedy
+   tokens equal: two sequences of different lengths prefilled in one step, then decoded in one batch; a fork (its shared, partly filled last block copied on write); a
+   swap out and in; the engine (pt_generate, two greedy requests); pt_infer_nll (every row's logits). */
+static int amax(const float *x, int n) {
+    int i, b = 0;
+    for (i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+/* one step on both: same sequences, counts and tokens; logits compared; returns 0 on an error */
+static int inf_both(pt_infer *ic, pt_infer *il, int32_t n, const int32_t *sc, const int32_t *sl, const int32_t *nt, const int32_t *tok,
+                    float *lc, float *ll, const char *what, int V) {
+    pt_status a = pt_infer_step(ic, n, sc, nt, tok, lc, 0), b = pt_infer_step(il, n, sl, nt, tok, ll, 0);
+    if (a != PT_OK || b != PT_OK) {
+        CHECKF(0, tu_name("%s: a step runs on cpu and opencl", what), "cpu %d opencl %d: %s", (int)a, (int)b, errmsg());
+        return 0;
+    }
+    cur_floor = 1.0; /* relative to the largest logit of the step */
+    compare(what, "logits", lc, ll, (long)n * V, 1e-4);
+    cur_floor = 0;
+    return 1;
+}
+static void test_infer(pt_wtype wt) {
+    enum { V = 256, NA = 19, NB = 7, DEC = 24 };
+    pt_ctx *cc = open_ctx("cpu", 7), *cl = open_ctx("opencl", 7);
+    pt_gpt_config cfg;
+    pt_gpt *m = NULL;
+    pt_gpt_weights *w32 = NULL, *w = NULL, *wd = NULL;
+    pt_infer *ic = NULL, *il = NULL;
+    pt_infer_desc d;
+    char what[64];
+    float *lc = (float *)malloc(sizeof(float) * 64 * V), *ll = (float *)malloc(sizeof(float) * 64 * V);
+    int32_t tok[64], sc[2], sl[2], nt[2], i, k, same = 1;
+    tu_rng r;
+    snprintf(what, sizeof what, "infer %s", pt_wtype_name(wt));
+    memset(&cfg, 0, sizeof cfg);
+    cfg.vocab = V, cfg.max_seq = 256, cfg.layers = 4, cfg.width = 256, cfg.heads = 8;
+    if (cc && cl && (m = pt_gpt_new(cc, &cfg)) != NULL) /* the token table (the tied head) 5x its init: logits of a few units, as trained */
+        for (i = 0; i < (int32_t)pt_numel(m->wte); i++) pt_f32(m->wte)[i] *= 5.0f;
+    if (!cc || !cl || !m || !(w32 = pt_gpt_weights_from(m, PT_W_F32)) ||
+        !(w = wt == PT_W_F32 ? w32 : pt_gpt_weights_convert(w32, wt)) || (wt == PT_W_Q8_0 && !(wd = pt_gpt_weights_convert(w, PT_W_F32)))) {
+        CHECKF(0, tu_name("%s: the model", what), "%s", errmsg());
+        goto done;
+    }
+    memset(&d, 0, sizeof d);
+    d.max_seqs = 4, d.block_tokens = 16;
+    ic = pt_infer_new(cc, wd ? wd : w, &d), il = pt_infer_new(cl, w, &d); /* q8_0: widened to f32 on the device, the CPU on those f32 */
+    CHECKF(ic && il, tu_name("%s: pt_infer_new on cpu and opencl", what), "%s", errmsg());
+    if (!ic || !il) goto done;
+    r.s = 11;
+    for (i = 0; i < NA + NB; i++) tok[i] = (int32_t)(tu_next(&r) % V);
+    /* two sequences of different lengths in one prefill step, then decoded together */
+    sc[0] = pt_infer_seq_new(ic), sc[1] = pt_infer_seq_new(ic), sl[0] = pt_infer_seq_new(il), sl[1] = pt_infer_seq_new(il);
+    nt[0] = NA, nt[1] = NB;
+    if (!inf_both(ic, il, 2, sc, sl, nt, tok, lc, ll, what, V)) goto done;
+    nt[0] = nt[1] = 1;
+    for (k = 0; k < DEC; k++) {
+        for (i = 0; i < 2; i++) {
+            tok[i] = amax(lc + i * V, V);
+            same &= tok[i] == amax(ll + i * V, V);
+        }
+        if (!inf_both(ic, il, 2, sc, sl, nt, tok, lc, ll, what, V)) goto done;
+    }
+    CHECKF(same, tu_name("%s: greedy tokens of a batch of two sequences (%d and %d prompt tokens, %d steps) equal on cpu and opencl", what, NA, NB,
+                         DEC), "a token differs");
+    {   /* what a decode step of the two moves: its integers and the logits rows' map in, two rows of logits out */
+        pt_transfers x;
+        pt_transfer_reset(cl);
+        tok[0] = 1, tok[1] = 2;
+        if (!inf_both(ic, il, 2, sc, sl, nt, tok, lc, ll, what, V)) goto done;
+        x = pt_transfer_stats(cl);
+        CHECKF(x.h2d_total_count == 2 && x.d2h_total_count == 1 && x.d2h_total_bytes == 2 * V * 4 && x.h2d_total_bytes < 1024,
+               tu_name("%s: a decode step of two sequences writes 2 small arrays to the device, reads 2 rows of logits back", what),
+               "h2d %lld copies %lld bytes, d2h %lld copies %lld bytes", (long long)x.h2d_total_count, (long long)x.h2d_total_bytes,
+               (long long)x.d2h_total_count, (long long)x.d2h_total_bytes);
+    }
+    {   /* a fork of sequence 0 (43 tokens: its last block shared and partly filled): both written in one step */
+        int32_t fc = pt_infer_seq_fork(ic, sc[0]), fl = pt_infer_seq_fork(il, sl[0]), s2c[2], s2l[2];
+        s2c[0] = sc[0], s2c[1] = fc, s2l[0] = sl[0], s2l[1] = fl, tok[0] = 5, tok[1] = 77;
+        if (!inf_both(ic, il, 2, s2c, s2l, nt, tok, lc, ll, what, V)) goto done;
+        CHECKF(pt_infer_kv_stats(il).cow == 1 && pt_infer_check(il) == PT_OK, tu_name("%s: a forked sequence's shared last block copied on write on opencl", what),
+               "cow %lld: %s", (long long)pt_infer_kv_stats(il).cow, errmsg());
+        same = amax(lc, V) == amax(ll, V) && amax(lc + V, V) == amax(ll + V, V);
+        CHECK(same && memcmp(lc, lc + V, sizeof(float) * V) != 0, tu_name("%s: the fork and its source, other tokens: other logits, each as on cpu", what));
+        pt_infer_seq_free(ic, fc), pt_infer_seq_free(il, fl);
+    }
+    {   /* sequence 1 swapped out, freed, swapped in (its blocks read from and written to the device), decoded on */
+        pt__infer_swap *wc = pt__infer_swap_out(ic, sc[1]), *wl = pt__infer_swap_out(il, sl[1]);
+        pt_infer_seq_free(ic, sc[1]), pt_infer_seq_free(il, sl[1]);
+        tok[0] = 9;
+        if (!inf_both(ic, il, 1, sc, sl, nt, tok, lc, ll, what, V)) goto done; /* another sequence takes free blocks meanwhile */
+        sc[1] = pt__infer_swap_in(ic, wc), sl[1] = pt__infer_swap_in(il, wl);
+        pt__infer_swap_free(ic, wc), pt__infer_swap_free(il, wl);
+        same = 1;
+        for (k = 0; k < 8; k++) {
+            tok[0] = amax(lc, V);
+            if (!inf_both(ic, il, 1, sc + 1, sl + 1, nt, tok, lc, ll, what, V)) goto done;
+            same &= amax(lc, V) == amax(ll, V);
+        }
+        CHECKF(same && pt_infer_check(il) == PT_OK, tu_name("%s: a sequence swapped out and in decodes on as on cpu", what), "%s", errmsg());
+    }
+    pt_infer_seq_free(ic, sc[0]), pt_infer_seq_free(il, sl[0]), pt_infer_seq_free(ic, sc[1]), pt_infer_seq_free(il, sl[1]);
+    {   /* the engine: two greedy requests */
+        pt_gen_request rq[2];
+        pt_gen_result rc[2], rl[2];
+        int32_t out[4][16];
+        pt_status a, b;
+        memset(rq, 0, sizeof rq), memset(rc, 0, sizeof rc), memset(rl, 0, sizeof rl);
+        for (i = 0; i < 2; i++) {
+            rq[i].prompt = tok + 10 * i, rq[i].nprompt = 5 + 9 * i, rq[i].max_tokens = 16;
+            rc[i].tokens = out[i], rl[i].tokens = out[2 + i];
+        }
+        for (i = 0; i < 24; i++) tok[i] = (int32_t)(tu_next(&r) % V);
+        a = pt_generate(ic, 2, rq, rc, NULL, NULL), b = pt_generate(il, 2, rq, rl, NULL, NULL);
+        CHECKF(a == PT_OK && b == PT_OK && rc[0].ntokens == 16 && rl[1].ntokens == 16 && !memcmp(out[0], out[2], sizeof out[0]) &&
+                   !memcmp(out[1], out[3], sizeof out[1]),
+               tu_name("%s: pt_generate (the engine), two greedy requests: the same tokens on cpu and opencl", what), "%d %d %s", (int)a, (int)b, errmsg());
+    }
+    {   /* every row's logits: the negative log-likelihood of 40 tokens */
+        double nc = 0, nl = 0;
+        int64_t cc_ = 0, cl_ = 0;
+        pt_status a = pt_infer_nll(ic, tok, 24, &nc, &cc_), b = pt_infer_nll(il, tok, 24, &nl, &cl_);
+        CHECKF(a == PT_OK && b == PT_OK && cc_ == cl_ && fabs(nc - nl) <= 1e-4 * fabs(nc), tu_name("%s: pt_infer_nll (all rows' logits) as on cpu", what),
+               "cpu %.8g (%lld) opencl %.8g (%lld): %s", nc, (long long)cc_, nl, (long long)cl_, errmsg());
+    }
+    if (wt == PT_W_F32) {
+        d.kv_type = PT_W_Q8_0;
+        pt_infer *q = pt_infer_new(cl, w, &d);
+        CHECK(!q && strstr(errmsg(), "q8_0") && strstr(errmsg(), "opencl"), "infer: a q8_0 KV cache on opencl is refused, naming the type and the backend");
+        pt_infer_free(q);
+    }
+done:
+    pt_infer_free(ic), pt_infer_free(il);
+    if (w != w32) pt_gpt_weights_free(w);
+    pt_gpt_weights_free(wd);
+    pt_gpt_weights_free(w32);
+    pt_gpt_free(m);
+    pt_shutdown(cc), pt_shutdown(cl);
+    free(lc), free(ll);
+}
+
 /* run with OCL_ICD_VENDORS pointing at an empty directory: no platform at all */
 static int no_platform(void) {
     pt_ctx *c = open_ctx("opencl", 1);
@@ -799,11 +948,12 @@ static int no_platform(void) {
 int main(int argc, char **argv) {
     char dir[512];
     const char *build = "build/tests";
-    int i;
+    int i, infer_only = 0;
     tu_init(argc, argv);
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--no-platform")) return no_platform();
-        if (argv[i][0] != '-') build = argv[i];
+        if (!strcmp(argv[i], "--infer")) infer_only = 1;
+        else if (argv[i][0] != '-') build = argv[i];
     }
     snprintf(dir, sizeof dir, "%s/clcache", build);
     setenv("PTRAIN_CL_CACHE", dir, 1);
@@ -815,6 +965,14 @@ int main(int argc, char **argv) {
         }
         remove(pt_device_info_get(c).cache_file);
         pt_shutdown(c);
+    }
+    if (infer_only) { /* --infer: the inference checks alone */
+        test_infer(PT_W_F32);
+        test_infer(PT_W_BF16);
+        test_infer(PT_W_F16);
+        test_infer(PT_W_Q8_0);
+        for (i = 0; i < nrows; i++) printf("%-36s %12.3g %12.3g %8.0e %9ld\n", rows[i].op, rows[i].abs, rows[i].rel, rows[i].tol, rows[i].n);
+        return tu_summary();
     }
     test_cache();
     test_errors();
@@ -851,6 +1009,10 @@ int main(int argc, char **argv) {
         pt_shutdown(c);
     }
     test_cnn();
+    test_infer(PT_W_F32);
+    test_infer(PT_W_BF16);
+    test_infer(PT_W_F16);
+    test_infer(PT_W_Q8_0);
     printf("\nparity table (cpu vs opencl; rel = |a-b| / max(1e-3, |a|, |b|))\n");
     printf("%-36s %12s %12s %8s %9s\n", "op", "max abs err", "max rel err", "tol", "values");
     for (i = 0; i < nrows; i++) printf("%-36s %12.3g %12.3g %8.0e %9ld\n", rows[i].op, rows[i].abs, rows[i].rel, rows[i].tol, rows[i].n);

@@ -1,6 +1,6 @@
 /* ptgen.c - generate text from a trained GPT with ptrain.h's KV-cached inference.
 
-   Build: cc -O2 -fopenmp -march=native -I. tools/ptgen.c -o build/ptgen -lm
+   Build: cc -O2 -fopenmp -march=native -DPTRAIN_OPENCL -I. tools/ptgen.c -o build/ptgen -lm
    (make tools builds it too)
 
    ptgen MODEL [flags]
@@ -28,6 +28,11 @@
      --kv-type f32|f16|q8_0   the KV cache's type (f32; q8_0: blocks of 32 as llama.cpp's -ctk/-ctv
                           q8_0, 3.76x the tokens in the same bytes; needs a head size that is a multiple of 32)
      --threads N          CPU threads (default: the CPUs available)
+     --device DEV         where the steps run: cpu (the default) or opencl[:P[:D]] (platform P, device D:
+                          the weights, the KV cache and every layer on the device, the sampler on the
+                          host; f32, bf16 and f16 weights as they are, q8_0 and q4_0 widened to f32 there;
+                          --kv-type f32 or f16). The tokens are the CPU's (logits within float rounding).
+                          OpenCL and CLBlast are loaded when asked for (no link flags)
      --tokenizer PATH     a tokenizer.bin (or a directory holding one) instead of the model's
      --lookup N           speculative decoding by prompt lookup: up to N (1..16) tokens drafted a step
                           from earlier matches of the last tokens in the prompt and output (0 = off)
@@ -62,7 +67,8 @@
 static const char usage_text[] =
     "usage: ptgen MODEL [--prompt TEXT | --prompt-ids I,J,..] [--max-tokens N] [--temperature X] [--top-k K]\n"
     "             [--top-p P] [--min-p P] [--repeat-penalty X] [--seed S] [--n N] [--stop STRING] [--stop-id ID]\n"
-    "             [--quant f32|bf16|q8_0|q4_0] [--kv-type f32|f16|q8_0] [--threads N] [--tokenizer PATH | --bytes] [--print-ids] [--logprobs]\n"
+    "             [--quant f32|bf16|q8_0|q4_0] [--kv-type f32|f16|q8_0] [--threads N] [--device cpu|opencl[:P[:D]]]\n"
+    "             [--tokenizer PATH | --bytes] [--print-ids] [--logprobs]\n"
     "             [--lookup N] [--draft MODEL [--draft-tokens N]]\n"
     "MODEL: a checkpoint directory, a .safetensors file or a .gguf file (see the top of tools/ptgen.c)\n";
 
@@ -74,7 +80,7 @@ static int usage(const char *msg, const char *what) {
 
 /* the command line */
 typedef struct gen_opts {
-    const char *model, *prompt, *prompt_ids, *tok_path, *stops[MAXSTOP], *draft;
+    const char *model, *prompt, *prompt_ids, *tok_path, *stops[MAXSTOP], *draft, *device;
     int32_t stop_ids[MAXSTOP], nstop, nstop_ids;
     long max_tokens, top_k, seed, n, threads, lookup, draft_tokens;
     double temperature, top_p, min_p, repeat_penalty;
@@ -152,6 +158,7 @@ static int parse_flags(gen_opts *o, int argc, char **argv) {
                               PTF_LONG("--seed", &o->seed, 0, 0x7fffffffL),
                               PTF_LONG("--n", &o->n, 1, 256),
                               PTF_LONG("--threads", &o->threads, 1, 1024),
+                              PTF_STR("--device", &o->device),
                               PTF_REAL("--temperature", &o->temperature, 0, 100),
                               PTF_REAL("--top-p", &o->top_p, 0, 1),
                               PTF_REAL("--min-p", &o->min_p, 0, 1),
@@ -172,6 +179,8 @@ static int parse_flags(gen_opts *o, int argc, char **argv) {
     if ((rc = ptf_parse("ptgen", usage_text, flags, argc, argv)) != PTF_GO) return rc;
     if (!o->model) return usage("no MODEL given", NULL);
     if (o->bytes && o->tok_path) return usage("--bytes and --tokenizer exclude each other (bytes are no tokenizer)", NULL);
+    if (o->device && strcmp(o->device, "cpu") && strncmp(o->device, "opencl", 6))
+        return usage("--device expects cpu or opencl[:P[:D]], found", o->device);
     return PTF_GO;
 }
 
@@ -181,7 +190,11 @@ static int load_model(gen *g) {
     const gen_opts *o = &g->o;
     pt_desc d;
     memset(&d, 0, sizeof d);
-    if (!(g->ctx = pt_init(&d))) return 1;
+    d.device = o->device ? o->device : "cpu";
+    if (!(g->ctx = pt_init(&d))) {
+        fprintf(stderr, "ptgen: --device %s: no context (the reason above)\n", d.device);
+        return 1;
+    }
     if (o->threads > 0) pt_set_threads(g->ctx, (int)o->threads);
     if (!(g->w = pt_gpt_weights_open(g->ctx, o->model, o->quant, o->tok_path || o->bytes ? NULL : &g->tok))) {
         fprintf(stderr, "ptgen: %s\n", pt_error(g->ctx));
@@ -354,9 +367,9 @@ static void print_results(const gen *g, int ok) {
     printf("\n");
     fflush(stdout);
     if (ok)
-        fprintf(stderr, "ptgen: %s weights %.1f MB, %d thread%s, prefill %lld tokens %.1f tokens/s, decode %lld tokens %.1f tokens/s\n",
-                pt_wtype_name(w->layer[0].qkv.type),
-                (double)pt_gpt_weights_bytes(w) / 1e6, pt_threads(g->ctx), pt_threads(g->ctx) == 1 ? "" : "s", (long long)st->prefill_tokens,
+        fprintf(stderr, "ptgen: %s weights %.1f MB, %s%s%d thread%s, prefill %lld tokens %.1f tokens/s, decode %lld tokens %.1f tokens/s\n",
+                pt_wtype_name(w->layer[0].qkv.type), (double)pt_gpt_weights_bytes(w) / 1e6,
+                strcmp(pt_backend_name(g->ctx), "cpu") ? pt_backend_name(g->ctx) : "", strcmp(pt_backend_name(g->ctx), "cpu") ? ", " : "", pt_threads(g->ctx), pt_threads(g->ctx) == 1 ? "" : "s", (long long)st->prefill_tokens,
                 st->prefill_s > 0 ? (double)st->prefill_tokens / st->prefill_s : 0.0, (long long)st->decode_tokens,
                 st->decode_s > 0 ? (double)st->decode_tokens / st->decode_s : 0.0);
     if (ok && (o->lookup || o->draft))

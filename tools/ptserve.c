@@ -1,6 +1,6 @@
 /* ptserve.c - an OpenAI-compatible HTTP server on ptrain.h's serving engine (pt_engine).
 
-   Build: mpicc -O2 -fopenmp -march=native -DPTRAIN_MPI -I. tools/ptserve.c -o build/ptserve -lmicrohttpd -lm
+   Build: mpicc -O2 -fopenmp -march=native -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/ptserve.c -o build/ptserve -lmicrohttpd -lm
    (make tools builds it too; libmicrohttpd: Debian's libmicrohttpd-dev, `make deps`; without MPI,
    cc and no -DPTRAIN_MPI: the same server without --tp / --pp)
 
@@ -21,6 +21,8 @@
      --max-queue N        requests waiting for a sequence at most; past it 429 + Retry-After (64)
      --timeout S          seconds a request may take at most (600; a request's "timeout" field may lower it)
      --threads N          CPU threads (default: the CPUs available)
+     --device DEV         where the engine's steps run: cpu (the default) or opencl[:P[:D]] (weights, KV
+                          cache and layers on the device, the sampler on the host: ptgen's --device)
      --model-name NAME    the id /v1/models gives (default: the model path's last part)
      --step-delay-ms N    sleep N ms after each engine iteration (0): a tiny model made slow, as a
                           larger one would be, for tests and demonstrations of queueing
@@ -1291,7 +1293,7 @@ static void sv_completed(void *cls, struct MHD_Connection *con, void **con_cls, 
 static const char usage_text[] =
     "usage: ptserve (--ckpt DIR | --safetensors FILE | --gguf FILE) [--tokenizer FILE | --bytes] [--quant f32|bf16|q8_0|q4_0] [--host ADDR] [--port N]\n"
     "               [--max-seqs N] [--kv-blocks N] [--kv-type f32|f16|q8_0] [--max-batch-tokens N] [--max-queue N] [--timeout S] [--threads N]\n"
-    "               [--model-name NAME] [--step-delay-ms N] [--read-timeout S] [--max-conns-per-ip N] [--max-body-memory BYTES]\n"
+    "               [--device cpu|opencl[:P[:D]]] [--model-name NAME] [--step-delay-ms N] [--read-timeout S] [--max-conns-per-ip N] [--max-body-memory BYTES]\n"
     "               [--api-key KEY | --api-key-file FILE] [--tls-cert FILE --tls-key FILE] [--tp N --pp N under mpirun -np N*N]\n"
     "               (see the top of tools/ptserve.c, docs/serving.md)\n";
 static int usage(const char *msg, const char *what) {
@@ -1321,7 +1323,7 @@ static char *read_small_file(const char *flag, const char *path, size_t *len) {
 
 /* the command line, and what main holds from it */
 typedef struct sv_opts {
-    const char *model, *host, *name, *tok_path, *key_arg, *key_file, *tls_cert, *tls_key, *draft;
+    const char *model, *host, *name, *tok_path, *key_arg, *key_file, *tls_cert, *tls_key, *draft, *device;
     long port, max_seqs, kv_blocks, budget, max_queue, threads, per_ip, lookup, draft_tokens, tp, pp;
     double timeout, read_timeout, body_mem;
     int quant, bytes, kv_type;
@@ -1363,6 +1365,7 @@ static int parse_flags(sv_opts *o, int argc, char **argv) {
                               PTF_LONG("--max-batch-tokens", &o->budget, 1, 1L << 20),
                               PTF_LONG("--max-queue", &o->max_queue, 1, 1L << 20),
                               PTF_LONG("--threads", &o->threads, 1, 1024),
+                              PTF_STR("--device", &o->device),
                               PTF_LONG("--step-delay-ms", &S.step_delay_ms, 0, 10000),
                               PTF_REAL_X("--timeout", &o->timeout, 0, 1e7, PTF_OPEN_LO, "seconds in (0, 1e7]"),
                               PTF_REAL_X("--read-timeout", &o->read_timeout, 0.1, 3600, 0, "seconds in [0.1, 3600]"),
@@ -1384,6 +1387,8 @@ static int parse_flags(sv_opts *o, int argc, char **argv) {
     if ((rc = ptf_parse("ptserve", usage_text, flags, argc, argv)) != PTF_GO) return rc;
     if (!o->model) return usage("no model given (--ckpt DIR, --safetensors FILE or --gguf FILE)", NULL);
     if (o->bytes && o->tok_path) return usage("--bytes and --tokenizer exclude each other (bytes are no tokenizer)", NULL);
+    if (o->device && strcmp(o->device, "cpu") && strncmp(o->device, "opencl", 6))
+        return usage("--device expects cpu or opencl[:P[:D]], found", o->device);
     if (o->key_arg && o->key_file) return usage("--api-key and --api-key-file both given: one key, from one of them", NULL);
     if (!o->tls_cert != !o->tls_key) return usage(o->tls_cert ? "--tls-cert needs --tls-key (the certificate's private key)" : "--tls-key needs --tls-cert", NULL);
     if (o->tp * o->pp > 1 && o->draft)
@@ -1500,7 +1505,11 @@ static int load_model(sv_opts *o) {
     pt_desc pd;
     memset(&pd, 0, sizeof pd);
     pd.dist = S.dist; /* a TP x PP layout: this rank's shard */
-    if (!(S.ctx = pt_init(&pd))) return 1;
+    pd.device = o->device ? o->device : "cpu";
+    if (!(S.ctx = pt_init(&pd))) {
+        fprintf(stderr, "ptserve: --device %s: no context (the reason above)\n", pd.device);
+        return 1;
+    }
     if (o->threads > 0) pt_set_threads(S.ctx, (int)o->threads);
     if (!(S.w = pt_gpt_weights_open(S.ctx, o->model, o->quant, o->tok_path || o->bytes ? NULL : &S.tok))) {
         fprintf(stderr, "ptserve: %s\n", pt_error(S.ctx));
