@@ -131,6 +131,10 @@ $(BUILD)/ptgen: tools/ptgen.c tools/ptflags.h ptrain.h | $(BUILD)
 $(BUILD)/ptserve: tools/ptserve.c tools/ptflags.h tools/ptserve_page.h ptrain.h $(MPI_STAMP) | $(BUILD)
 	$(MPICC) -O2 -fopenmp -march=native -DPTRAIN_MPI -DPTRAIN_OPENCL -I. tools/ptserve.c -o $@ -lmicrohttpd -lm
 
+# a checkpoint of any GPT shape, deterministic initialization (bench/serve_large.sh)
+$(BUILD)/make_gpt_ckpt: bench/make_gpt_ckpt.c ptrain.h | $(BUILD)
+	$(CC) -O2 -fopenmp -march=native -I. bench/make_gpt_ckpt.c -o $@ -lm
+
 $(BUILD)/ptload: tools/ptload.c tools/ptflags.h | $(BUILD)
 	$(CC) -O2 -fopenmp -march=native -I. tools/ptload.c -o $@ -lm -lpthread
 
