@@ -27460,7 +27460,7 @@ struct pt_infer {
     int64_t mp_cap;                      /* rows the buffers above hold */
     int64_t mp_vrows;                    /* the head's rows on a rank of the last stage (every rank knows it) */
     int64_t *st_q0;                      /* [max_seqs + 1]: the step's first logits row of each sequence */
-    void *mp_rq;                         /* [max_seqs]: MPI requests of a pipelined step */
+    void *mp_rq;                         /* [2 max_seqs]: MPI requests of a pipelined step (sends, the leader's receives) */
     int32_t *cmd_pay;                    /* a command's payload (grown) */
     int64_t cmd_cap;
     int64_t swap_serial;                 /* swaps out made (their ids, the same on every rank) */
@@ -27778,7 +27778,7 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
     inf->st_len0 = (int64_t *)pt__malloc(ctx, (size_t)max_seqs * sizeof(int64_t));
     inf->st_q0 = (int64_t *)pt__malloc(ctx, (size_t)(max_seqs + 1) * sizeof(int64_t));
 #ifdef PTRAIN_MPI
-    if (mp) inf->mp_rq = pt__malloc(ctx, (size_t)max_seqs * sizeof(MPI_Request));
+    if (mp) inf->mp_rq = pt__malloc(ctx, (size_t)(2 * max_seqs) * sizeof(MPI_Request)); /* a step's sends and receives */
 #endif
     for (inf->hcap = 16; inf->hcap < 2 * inf->nblocks; inf->hcap *= 2) {}
     inf->ref = (int32_t *)pt__malloc(ctx, (size_t)inf->nblocks * sizeof(int32_t));
@@ -28897,13 +28897,13 @@ static void pt__inf_head(pt_infer *inf, int64_t q0, int64_t q1, float *out, int6
 #ifdef PTRAIN_MPI
 /* the leader: logits rows [q0, q1) of every TP rank as gathered ([tp][rows][mp_vrows] in lg) into the
    caller's rows of vocab floats */
-static void pt__inf_logits_place(pt_infer *inf, int64_t q0, int64_t q1, float *logits) {
+static void pt__inf_logits_place(pt_infer *inf, int64_t q0, int64_t q1, float *logits, const float *lg) {
     const int64_t nr = q1 - q0, vr = inf->mp_vrows;
     int64_t r;
     int k;
     for (k = 0; k < inf->tp; k++) {
         const int64_t v0 = (int64_t)k * vr, nv = PT__MAX(0, PT__MIN(vr, (int64_t)inf->V - v0));
-        for (r = 0; r < nr; r++) memcpy(logits + (q0 + r) * inf->V + v0, inf->lg + ((int64_t)k * nr + r) * vr, (size_t)nv * sizeof(float));
+        for (r = 0; r < nr; r++) memcpy(logits + (q0 + r) * inf->V + v0, lg + ((int64_t)k * nr + r) * vr, (size_t)nv * sizeof(float));
     }
 }
 /* the last stage's logits rows [q0, q1): computed on every TP rank, gathered on TP rank 0, placed there
@@ -28922,7 +28922,7 @@ static int pt__inf_mp_head(pt_infer *inf, int64_t q0, int64_t q1, float *logits)
     } else
         memcpy(inf->lg, mine, (size_t)m * sizeof(float));
     if (inf->tpr != 0) return 1;
-    if (inf->lead) return pt__inf_logits_place(inf, q0, q1, logits), 1;
+    if (inf->lead) return pt__inf_logits_place(inf, q0, q1, logits, inf->lg), 1;
     return pt__inf_send(inf, PT_COMM_PP, 0, inf->lg, (int64_t)inf->tp * m, "the logits sent to the leader");
 }
 /* a model-parallel step's compute: the step's sequences in micro-batches (pp > 1) through this rank's
@@ -28934,6 +28934,20 @@ static int pt__inf_mp_run(pt_infer *inf, int32_t nseq, const int64_t *q0s, float
     MPI_Request *rq = (MPI_Request *)inf->mp_rq;
     int32_t g, ok = 1, nrq = 0;
     if (inf->first && inf->tp > 1 && !pt__inf_tp_sum(inf, inf->x, inf->st_row0[nseq - 1] + inf->st_ntok[nseq - 1])) return 0;
+    if (want && inf->lead && !inf->last) /* the leader of a pipeline: every micro-batch's logits received into a slice of its own,
+                                            posted first (the last stage's send of micro-batch g must not wait for the leader's
+                                            sends of later micro-batches: a message past MPI's eager size needs its receive) */
+        for (g = 0; g < G && ok; g++) {
+            const int32_t i0 = (int32_t)((int64_t)nseq * g / G), i1 = (int32_t)((int64_t)nseq * (g + 1) / G);
+            const int64_t n = (int64_t)inf->tp * (q0s[i1] - q0s[i0]) * inf->mp_vrows;
+            const double t0 = pt_time();
+            uint64_t s = pt__coll_begin(inf->ctx->desc.dist, PT_COLL_IRECV, PT_COMM_PP, n, PT_COLL_F32, inf->pp - 1);
+            inf->mps.p2p++, inf->mps.p2p_bytes += n * 4;
+            ok = pt__inf_mpi_end(inf, s, s ? MPI_Irecv(inf->lg + (int64_t)inf->tp * q0s[i0] * inf->mp_vrows, (int)n, MPI_FLOAT, inf->pp - 1, 77,
+                                                       pt__inf_comm(inf, PT_COMM_PP), &rq[nrq++])
+                                           : PT__COLL_REFUSED,
+                                 t0, "the logits from the last stage (MPI_Irecv)", n);
+        }
     for (g = 0; g < G && ok; g++) {
         const int32_t i0 = (int32_t)((int64_t)nseq * g / G), i1 = (int32_t)((int64_t)nseq * (g + 1) / G);
         const int64_t r0 = inf->st_row0[i0], n = inf->st_row0[i1 - 1] + inf->st_ntok[i1 - 1] - r0;
@@ -28954,16 +28968,14 @@ static int pt__inf_mp_run(pt_infer *inf, int32_t nseq, const int64_t *q0s, float
         int rc = MPI_Waitall(nrq, rq, MPI_STATUSES_IGNORE);
         inf->mps.comm_s += pt_time() - t0;
         if (rc != MPI_SUCCESS && ok) {
-            pt__fail(inf->ctx, PT_ERR_DEVICE, "pt_infer_step: the activations sent to stage %d failed (MPI error %d)", inf->ppr + 1, rc);
+            pt__fail(inf->ctx, PT_ERR_DEVICE, "pt_infer_step: the pipeline's messages of a step (stage %d) failed (MPI error %d)", inf->ppr, rc);
             ok = 0;
         }
     }
     if (ok && want && inf->lead && !inf->last)
-        for (g = 0; g < G && ok; g++) {
+        for (g = 0; g < G; g++) {
             const int32_t i0 = (int32_t)((int64_t)nseq * g / G), i1 = (int32_t)((int64_t)nseq * (g + 1) / G);
-            const int64_t nr = q0s[i1] - q0s[i0];
-            ok = pt__inf_recv(inf, PT_COMM_PP, inf->pp - 1, inf->lg, (int64_t)inf->tp * nr * inf->mp_vrows, "the logits from the last stage");
-            if (ok) pt__inf_logits_place(inf, q0s[i0], q0s[i1], logits);
+            pt__inf_logits_place(inf, q0s[i0], q0s[i1], logits, inf->lg + (int64_t)inf->tp * q0s[i0] * inf->mp_vrows);
         }
     return ok;
 }
@@ -29089,7 +29101,7 @@ PTDEF pt_status pt_infer_follow(pt_infer *inf) {
                 if (!p) return (pt_status)(pt__fail(ctx, PT_ERR_OOM, "pt_infer_follow: out of memory"), PT_ERR_OOM);
                 inf->cmd_pay = p, inf->cmd_cap = m.n;
             }
-            if (!pt__inf_bcast(inf, inf->cmd_pay, m.n * (int64_t)sizeof(int32_t), 0)) return ctx->status;
+            if (!pt__inf_bcast(inf, inf->cmd_pay, m.n * (int64_t)sizeof(int32_t), 1)) return ctx->status;
             pay = inf->cmd_pay;
         }
         inf->mps.commands++;

@@ -1,7 +1,7 @@
 /* test_infer_mp.c - model-parallel inference (>>infer): a pt_infer over this rank's shard of a TP, PP
    or TP x PP layout against one process. Build: mpicc -std=c99 -DPTRAIN_MPI -I. tests/test_infer_mp.c
-   -lm; run: mpirun -np N test_infer_mp TP PP (N = TP x PP). Every rank builds the GPT (vocab 100 ->
-   padded 128, max_seq 64, 4 layers, width 128, 4 heads: the shards of TP 4 still hold whole q8_0
+   -lm; run: mpirun -np N test_infer_mp TP PP (N = TP x PP). Every rank builds the GPT (vocab 2000 ->
+   padded 2048: a row of logits past MPI's eager size, max_seq 64, 4 layers, width 128, 4 heads: the shards of TP 4 still hold whole q8_0
    blocks) on the grid: deterministic initialization makes each shard the slice of the one-process
    model's parameters, which rank 0 also builds whole in a context of its own. The leader (world rank
    0) then runs, while the other ranks follow (pt_infer_follow):
@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the vocabulary: its logits rows (8 KB) pass MPI's eager size, so the pipeline's messages rendezvous */
+#define NV 2000
 static pt_dist *g_d;
 static int g_rank, g_tp = 1, g_pp = 1;
 
@@ -49,7 +51,7 @@ static pt_ctx *mk_ctx(const pt_dist *d) {
 static pt_gpt_config cfg_of(void) {
     pt_gpt_config c;
     memset(&c, 0, sizeof c);
-    c.vocab = 100, c.max_seq = 64, c.layers = 4, c.width = 128, c.heads = 4;
+    c.vocab = NV, c.max_seq = 64, c.layers = 4, c.width = 128, c.heads = 4;
     return c;
 }
 /* the model on the grid: this rank's stage (equal stages) and TP shard */
@@ -68,19 +70,19 @@ static int32_t tok_at(int i, int salt) { return (int32_t)(pt_hash64(1000u * (uin
    composition on a: *inv */
 static double ragged_cmp(pt_infer *a, pt_infer *r, int *inv, int *ok) {
     int32_t sa[3], sr[3], nt[3] = {5, 11, 1}, tk[64];
-    float *la = (float *)malloc(3 * 16 * 100 * sizeof(float)), *lr = la + 16 * 100, *solo = lr + 16 * 100;
+    float *la = (float *)malloc(3 * 16 * NV * sizeof(float)), *lr = la + 16 * NV, *solo = lr + 16 * NV;
     double worst = 0;
     int i, k, step;
     *ok = 1, *inv = 1;
     for (i = 0; i < 2; i++) sa[i] = pt_infer_seq_new(a), sr[i] = pt_infer_seq_new(r);
     for (i = 0; i < 16; i++) tk[i] = tok_at(i, 1);
     *ok &= pt_infer_step(a, 2, sa, nt, tk, la, 1) == PT_OK && pt_infer_step(r, 2, sr, nt, tk, lr, 1) == PT_OK;
-    worst = fmax(worst, rel(la, lr, 16 * 100));
+    worst = fmax(worst, rel(la, lr, 16 * NV));
     for (step = 0; step < 6 && *ok; step++) {
         int32_t one[2] = {1, 1};
         for (i = 0; i < 2; i++) tk[i] = tok_at(step * 2 + i, 2);
         *ok &= pt_infer_step(a, 2, sa, one, tk, la, 0) == PT_OK && pt_infer_step(r, 2, sr, one, tk, lr, 0) == PT_OK;
-        worst = fmax(worst, rel(la, lr, 2 * 100));
+        worst = fmax(worst, rel(la, lr, 2 * NV));
     }
     /* batch invariance on a: sequence 0 forked, decoded alone, and decoded beside 2 others */
     if (*ok) {
@@ -91,7 +93,7 @@ static double ragged_cmp(pt_infer *a, pt_infer *r, int *inv, int *ok) {
         *ok &= pt_infer_step(a, 1, &f, one, t3, solo, 0) == PT_OK; /* the fork alone */
         seqs[0] = x, seqs[1] = sa[0], seqs[2] = sa[1], t3[0] = 7, t3[1] = 42, t3[2] = 8;
         *ok &= pt_infer_step(a, 3, seqs, one, t3, la, 0) == PT_OK; /* the original beside two others */
-        for (k = 0; k < 100 && *ok; k++) *inv &= memcmp(&solo[k], &la[100 + k], sizeof(float)) == 0;
+        for (k = 0; k < NV && *ok; k++) *inv &= memcmp(&solo[k], &la[NV + k], sizeof(float)) == 0;
         pt_infer_seq_free(a, f), pt_infer_seq_free(a, x);
     }
     for (i = 0; i < 2; i++) pt_infer_seq_free(a, sa[i]), pt_infer_seq_free(r, sr[i]);
@@ -170,7 +172,7 @@ int main(int argc, char **argv) {
         CHECKF(inf != NULL, name, "%s", pt_error(ctx));
         if (!inf) break;
         if (g_rank != 0) {
-            pt_status st = pt_infer_step(inf, 1, (const int32_t[]){0}, (const int32_t[]){1}, (const int32_t[]){1}, (float[100]){0}, 0);
+            pt_status st = pt_infer_step(inf, 1, (const int32_t[]){0}, (const int32_t[]){1}, (const int32_t[]){1}, (float[NV]){0}, 0);
             int refused = st == PT_ERR_ARG && strstr(pt_error(ctx), "follows the leader") != NULL;
             pt_error_clear(ctx);
             st = pt_infer_follow(inf);
