@@ -60,7 +60,8 @@ help:
 	@echo "               DP allreduce/overlap/ZeRO, pipeline bubbles, OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise"
 	@echo "               bandwidth, GPT step on OpenCL, activation recomputation, the inference matrix kernel qmm, KV-cached decode,"
 	@echo "               the supervisor's recovery per fault kind, the paged KV cache, the serving engine, ptserve over HTTP, the thread team vs OpenMP,
-	@echo "               speculative decoding); BENCH=name[,name...] runs only those, BENCH=list names them;"
+	@echo "               speculative decoding, model-parallel decode on tp2 / pp2 / tp2 x pp2 and the small-message TP sum);"
+	@echo "               BENCH=name[,name...] runs only those, BENCH=list names them;"
 	@echo "               one that fails is reported and the others still run (a summary last, exit 1 if any failed); docs/bench.md"
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/pttrain (the GPT trainer: any dp x tp x pp layout, CPU or OpenCL, checkpoints, log, trace, guard),"
@@ -225,6 +226,10 @@ $(BUILD)/bench_zero: bench/bench_zero.c bench/bench_util.h ptrain.h $(MPI_STAMP)
 
 $(BUILD)/bench_largest: bench/bench_largest.c ptrain.h $(MPI_STAMP) | $(BUILD)
 	$(MPICC) -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_largest.c -o $@ -lm
+
+# model-parallel decode on tp2, pp2, tp2 x pp2 against one process, and the small-message TP sum (bench/run.sh: infer_layout)
+$(BUILD)/bench_infer_layout: bench/bench_infer_layout.c bench/bench_util.h ptrain.h $(MPI_STAMP) | $(BUILD)
+	$(MPICC) -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_infer_layout.c -o $@ -lm
 
 $(BUILD)/bench_pp: bench/bench_pp.c bench/bench_util.h ptrain.h $(MPI_STAMP) | $(BUILD)
 	$(MPICC) -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_pp.c -o $@ -lm
