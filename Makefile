@@ -5,7 +5,7 @@ BUILD   := build
 EXAMPLES := $(BUILD)/01_autograd $(BUILD)/11_inference $(BUILD)/12_engine
 # the tutorials that train have OpenCL compiled in (loaded at run time: no headers, no -l flags)
 CL_EXAMPLES := $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/08_opencl
-MPI_EXAMPLES := $(BUILD)/10_memory
+MPI_EXAMPLES := $(BUILD)/10_memory $(BUILD)/13_parallel_inference
 MPI_CL_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume
 # the MPI implementation of the MPI builds, the demo and `make test MPI=mpich` (docs/mpi.md):
 # openmpi (mpicc / mpirun, the Debian alternatives) or mpich (mpicc.mpich / mpiexec.mpich, named
