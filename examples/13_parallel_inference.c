@@ -33,6 +33,8 @@
 #define PTRAIN_IMPLEMENTATION
 #include "ptrain.h"
 
+#include <mpi.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
