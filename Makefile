@@ -5,7 +5,7 @@ BUILD   := build
 EXAMPLES := $(BUILD)/01_autograd $(BUILD)/11_inference $(BUILD)/12_engine
 # the tutorials that train have OpenCL compiled in (loaded at run time: no headers, no -l flags)
 CL_EXAMPLES := $(BUILD)/02_mnist_mlp $(BUILD)/03_gpt $(BUILD)/08_opencl
-MPI_EXAMPLES := $(BUILD)/10_memory
+MPI_EXAMPLES := $(BUILD)/10_memory $(BUILD)/13_parallel_inference
 MPI_CL_EXAMPLES := $(BUILD)/04_data_parallel $(BUILD)/05_tensor_parallel $(BUILD)/06_pipeline_parallel $(BUILD)/07_gpt_3d $(BUILD)/09_checkpoint_resume
 # the MPI implementation of the MPI builds, the demo and `make test MPI=mpich` (docs/mpi.md):
 # openmpi (mpicc / mpirun, the Debian alternatives) or mpich (mpicc.mpich / mpiexec.mpich, named
@@ -60,7 +60,8 @@ help:
 	@echo "               DP allreduce/overlap/ZeRO, pipeline bubbles, OpenCL GEMM vs direct CLBlast untuned and tuned, elementwise"
 	@echo "               bandwidth, GPT step on OpenCL, activation recomputation, the inference matrix kernel qmm, KV-cached decode,"
 	@echo "               the supervisor's recovery per fault kind, the paged KV cache, the serving engine, ptserve over HTTP, the thread team vs OpenMP,
-	@echo "               speculative decoding); BENCH=name[,name...] runs only those, BENCH=list names them;"
+	@echo "               speculative decoding, model-parallel decode on tp2 / pp2 / tp2 x pp2 and the small-message TP sum);"
+	@echo "               BENCH=name[,name...] runs only those, BENCH=list names them;"
 	@echo "               one that fails is reported and the others still run (a summary last, exit 1 if any failed); docs/bench.md"
 	@echo "make examples  build the tutorials into build/"
 	@echo "make tools     build build/pttrain (the GPT trainer: any dp x tp x pp layout, CPU or OpenCL, checkpoints, log, trace, guard),"
@@ -230,6 +231,10 @@ $(BUILD)/bench_zero: bench/bench_zero.c bench/bench_util.h ptrain.h $(MPI_STAMP)
 $(BUILD)/bench_largest: bench/bench_largest.c ptrain.h $(MPI_STAMP) | $(BUILD)
 	$(MPICC) -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_largest.c -o $@ -lm
 
+# model-parallel decode on tp2, pp2, tp2 x pp2 against one process, and the small-message TP sum (bench/run.sh: infer_layout)
+$(BUILD)/bench_infer_layout: bench/bench_infer_layout.c bench/bench_util.h ptrain.h $(MPI_STAMP) | $(BUILD)
+	$(MPICC) -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_infer_layout.c -o $@ -lm
+
 $(BUILD)/bench_pp: bench/bench_pp.c bench/bench_util.h ptrain.h $(MPI_STAMP) | $(BUILD)
 	$(MPICC) -O3 -march=native -fopenmp -DPTRAIN_MPI -I. bench/bench_pp.c -o $@ -lm
 
@@ -264,6 +269,12 @@ $(BUILD)/bench_serve_engine: bench/bench_serve_engine.c ptrain.h | $(BUILD)
 
 $(BUILD)/bench_serve: bench/bench_serve.sh $(BUILD)/ptserve $(BUILD)/ptload $(BUILD)/bench_serve_engine | $(BUILD)
 	cp bench/bench_serve.sh $@ && chmod +x $@
+
+$(BUILD)/bench_serve_layout: bench/serve_layout.sh $(BUILD)/ptserve $(BUILD)/ptload $(BUILD)/make_gpt_ckpt | $(BUILD)
+	cp bench/serve_layout.sh $@ && chmod +x $@
+
+$(BUILD)/bench_infer_large: bench/serve_large.sh $(BUILD)/ptserve $(BUILD)/make_gpt_ckpt | $(BUILD)
+	cp bench/serve_large.sh $@ && chmod +x $@
 
 $(BUILD)/bench_cl: bench/bench_cl.c bench/bench_util.h ptrain.h | $(BUILD)
 	$(CC) -O3 -march=native -fopenmp -DPTRAIN_OPENCL -I. bench/bench_cl.c -o $@ -lOpenCL -lclblast -lm

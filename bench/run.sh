@@ -10,7 +10,7 @@
 #            Makefile builds only those
 # Programs: in BENCH_BUILD (default build); each path can be set on its own by BENCH_BIN (bench),
 # BENCH_DIST, BENCH_PP, BENCH_CL, BENCH_PTCL, BENCH_DATA, BENCH_CKPT, BENCH_XENT, BENCH_RECOMPUTE, BENCH_ZERO,
-# BENCH_LARGEST, BENCH_QMM, BENCH_DECODE, BENCH_ENGINE, BENCH_RECOVERY, BENCH_SERVE, BENCH_SPEC, BENCH_OMP, BENCH_DECODE_OMP (the OpenMP
+# BENCH_LARGEST, BENCH_QMM, BENCH_DECODE, BENCH_ENGINE, BENCH_RECOVERY, BENCH_SERVE, BENCH_SPEC, BENCH_INFER_LAYOUT, BENCH_OMP, BENCH_DECODE_OMP (the OpenMP
 # builds of bench and bench_decode: -DPTRAIN_OPENMP -fopenmp), or by the arguments above. LARGEST_BUDGET_GIB (default 22): the memory the largest_model bench may fill.
 # MPIRUN (default mpirun) starts dist and pp on 2 ranks. CL_TUNE (default BENCH_BUILD/ptrain_cl_tune.txt)
 # is the file `ptcl tune` writes for CLBlast's GEMM; it is searched for once, when it is missing and
@@ -55,6 +55,9 @@ engine bench_engine the serving engine on GPT-2 124M in q8_0: Poisson arrivals, 
 serve bench_serve tools/ptserve over HTTP under tools/ptload (GPT-2 124M shape, byte vocabulary, q8_0): TTFT/TPOT/goodput at 5 Poisson rates from 0.25x to 4x saturation; HTTP vs the engine driven directly; llama-server (BENCH_LLAMA_SERVER) at the same rates
 threads bench,bench_omp,bench_decode,bench_decode_omp the thread team vs OpenMP (-DPTRAIN_OPENMP builds): config A's training step and batch-1 q8_0 decode on 2 threads, quiet and beside a 1-core busy loop
 spec bench_spec speculative decoding, batch 1: tokens/s with prompt lookup over without on an input whose answer quotes the prompt and on one with nothing to look up (gpt2-85m-bytes, q8_0); a 2-layer draft of the 124M shape; acceptance
+infer_layout bench_infer_layout model-parallel decode (GPT-2 124M shape, f32 and q8_0, batch 1 and 16) on tp2, pp2 and tp2 x pp2 against one process of 2 threads: tokens/s, vs_one, communication share; the 768-float TP sum vs MPI_Allreduce and a Sendrecv exchange
+serve_layout bench_serve_layout ptserve --tp 2 and --pp 2 under mpirun against ptserve on one process of 2 threads, GPT-2 124M shape in q8_0, at one saturating rate of ptload (batch 16): output tokens/s, TPOT, TTFT, vs_one
+infer_large bench_infer_large a model no rank holds: GPT-2 large's shape (774M, f32) served by ptserve --tp 2 --pp 2 on 4 ranks: each rank's layers, heads, weights, pt_mem, KV and resident bytes; a completion through HTTP
 EOF
 }
 ALL=$(units | cut -d' ' -f1)
@@ -112,6 +115,9 @@ QMM=${BENCH_QMM:-$B/bench_qmm}
 DECODE=${BENCH_DECODE:-$B/bench_decode}
 ENGINE=${BENCH_ENGINE:-$B/bench_engine}
 SPEC=${BENCH_SPEC:-$B/bench_spec}
+INFER_LAYOUT=${BENCH_INFER_LAYOUT:-$B/bench_infer_layout}
+SERVE_LAYOUT=${BENCH_SERVE_LAYOUT:-$B/bench_serve_layout} # bench/serve_layout.sh, beside build/ptserve, build/ptload, build/make_gpt_ckpt
+INFER_LARGE=${BENCH_INFER_LARGE:-$B/bench_infer_large}    # bench/serve_large.sh, beside build/ptserve and build/make_gpt_ckpt
 BIN_OMP=${BENCH_OMP:-$B/bench_omp}
 DECODE_OMP=${BENCH_DECODE_OMP:-$B/bench_decode_omp}
 RECOVERY=${BENCH_RECOVERY:-$B/bench_recovery} # bench/bench_recovery.sh, beside build/ptrun and build/pttrain-hooks
@@ -230,6 +236,10 @@ b_recovery() { mpi "$RECOVERY" && step "$RECOVERY"; }
 # SERVE_REQUESTS, SERVE_OUTPUT... widen or narrow it): about 3 minutes on 2 busy cores; with BENCH_LLAMA_SERVER=llama.cpp's
 # llama-server binary, the same sweep on it serving the same GGUF (bench/peers/llama_server.sh) and the rates under the SLO
 b_serve() { built "$SERVE" && step "$SERVE"; }
+# serve_layout: bench/serve_layout.sh (SLAYOUT_RATE, SLAYOUT_REQUESTS, SLAYOUT_LAYOUTS, SLAYOUT_ROUNDS): about 4 minutes
+b_serve_layout() { mpi "$SERVE_LAYOUT" && step "$SERVE_LAYOUT"; }
+# infer_large: bench/serve_large.sh (the 2.9 GiB checkpoint made once, about a minute; LARGE_CKPT, LARGE_LAYOUT, LARGE_NP)
+b_infer_large() { mpi "$INFER_LARGE" && step "$INFER_LARGE"; }
 # peer_error MODEL FORMAT WHY: the decode_peer line of a peer that did not run, on stdout (WHY escaped for JSON)
 peer_error() {
     e=$(printf '%s' "$3" | tr -d '\000-\037' | cut -c1-400 | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')
@@ -388,6 +398,36 @@ b_threads() {
             }
         }' "$out"
     rm -f "$out" "$out.x"
+}
+# infer_layout: bench_infer_layout (built with mpicc): the baseline, one process of 2 threads, then tp2 and pp2 (mpirun -np 2)
+# and tp2 x pp2 (mpirun --oversubscribe -np 4), 1 thread a rank, each on INFER_LAYOUT_MODEL (gpt2-124m; tiny: a smoke run) in
+# INFER_LAYOUT_FORMATS (f32,q8_0) at INFER_LAYOUT_BATCHES (1,16), INFER_LAYOUT_STEPS (16) timed decode steps;
+# INFER_LAYOUT_PP_GROUPS (0: ptrain's default, 2 x pp) micro-batches of a pipelined step (see bench/bench_infer_layout.c); every line gets
+# vs_one, its tokens/s over the baseline's at the same format and batch. Then the 768-float sum over 2 ranks
+# three ways, INFER_LAYOUT_REPS (2000) calls each. About 2 minutes on 2 cores.
+# shellcheck disable=SC2086 # $MPIRUN, $args
+b_infer_layout() {
+    mpi "$INFER_LAYOUT" || return
+    out=${TMPDIR:-/tmp}/ptrain_bench_infer_layout.$$
+    model=${INFER_LAYOUT_MODEL:-gpt2-124m}
+    args="${INFER_LAYOUT_FORMATS:-f32,q8_0} ${INFER_LAYOUT_BATCHES:-1,16} ${INFER_LAYOUT_STEPS:-16}"
+    export INFER_LAYOUT_PP_GROUPS=${INFER_LAYOUT_PP_GROUPS:-0}
+    step "$INFER_LAYOUT" layout "$model" 1 1 2 $args >"$out.one"
+    for l in one 2:1:2 1:2:2 2:2:4; do
+        case $l in
+        one) cp "$out.one" "$out" ;;
+        *:4) step $MPIRUN --oversubscribe -np 4 -x INFER_LAYOUT_PP_GROUPS "$INFER_LAYOUT" layout "$model" ${l%%:*} 2 1 $args >"$out" ;;
+        *) tp=${l%%:*} pp=${l#*:}; step $MPIRUN -np 2 -x INFER_LAYOUT_PP_GROUPS "$INFER_LAYOUT" layout "$model" $tp ${pp%%:*} 1 $args >"$out" ;;
+        esac
+        # vs_one after tokens_per_s: this line's tokens/s over the baseline line's of the same format and batch
+        awk 'function val(k,   s) { if (!match($0, "\"" k "\":\"?[-0-9A-Za-z_.]*")) return ""; s = substr($0, RSTART, RLENGTH); sub(/^[^:]*:"?/, "", s); return s }
+            NR == FNR { if (/"bench":"infer_layout"/) base[val("format") " " val("batch")] = val("tokens_per_s"); next }
+            /"bench":"infer_layout"/ { b = base[val("format") " " val("batch")]
+                if (b + 0 > 0) sub(/,"comm_share":/, sprintf(",\"vs_one\":%.3f,\"comm_share\":", val("tokens_per_s") / b)) }
+            { print }' "$out.one" "$out"
+    done
+    step $MPIRUN -np 2 "$INFER_LAYOUT" allreduce 768 "${INFER_LAYOUT_REPS:-2000}"
+    rm -f "$out" "$out.one"
 }
 b_cl_gpt() {
     opencl || return

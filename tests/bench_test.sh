@@ -1,13 +1,14 @@
 #!/bin/sh
 # tests/bench_test.sh [BUILD_DIR] - bench/run.sh's selection by name, without running a real benchmark:
-# every program it starts (bench, bench_data, bench_ckpt, bench_xent, bench_dist, bench_pp, bench_cl, ptcl, bench_recompute, bench_serve, mpirun)
+# every program it starts (bench, bench_data, bench_ckpt, bench_xent, bench_dist, bench_pp, bench_cl, ptcl, bench_recompute, bench_serve, bench_infer_layout, mpirun)
 # is a small shell script in BUILD_DIR/bench_test that prints one JSON line naming itself and its
 # arguments (FAKE_FAIL=PATTERN: the one whose "name args" matches exits 1). Checks the order of a full
 # run, that only the selected names run, in the order given, that an unknown name fails before anything
 # runs, that a failing or missing program is reported while the next benchmark still runs, when
 # `ptcl tune` runs, that each line is written while its program still runs, --list and --needs; then the
-# real programs it runs: bench_spec on its tiny model and bench_engine kvq8 at its smallest settings, their
-# JSON lines' fields. Prints PASS/FAIL lines, then "N passed, N failed"; about 20 seconds (the builds).
+# real programs it runs: bench_spec on its tiny model, bench_engine kvq8 at its smallest settings and
+# bench_infer_layout (mpicc) on its tiny model through run.sh, their JSON lines' fields. Prints PASS/FAIL lines,
+# then "N passed, N failed"; about 30 seconds (the builds).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${1:-build/tests}
@@ -44,7 +45,7 @@ while [ -n "${FAKE_SEE:-}" ] && ! grep -q "\"fake\":\"$n\"" "$FAKE_SEE"; do
 done
 exit 0
 EOF
-for p in bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_decode bench_engine bench_recovery bench_serve bench_omp bench_decode_omp bench_spec; do cp "$T/bin/fake" "$T/bin/$p" && chmod +x "$T/bin/$p"; done
+for p in bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_decode bench_engine bench_recovery bench_serve bench_omp bench_decode_omp bench_spec bench_infer_layout bench_serve_layout bench_infer_large; do cp "$T/bin/fake" "$T/bin/$p" && chmod +x "$T/bin/$p"; done
 cat >"$T/bin/mpirun" <<'EOF'
 #!/bin/sh
 while [ $# -gt 0 ]; do case $1 in -np | -x) shift 2 ;; --oversubscribe) shift ;; *) break ;; esac; done
@@ -86,7 +87,7 @@ order() {
     pass "$d"
 }
 
-NAMES="gemm gemm_bf16 gpt precision monitor data ckpt xent dist pp cl_gemm cl_bandwidth cl_gpt recompute zero largest_model qmm recovery decode kv engine serve threads spec"
+NAMES="gemm gemm_bf16 gpt precision monitor data ckpt xent dist pp cl_gemm cl_bandwidth cl_gpt recompute zero largest_model qmm recovery decode kv engine serve threads spec infer_layout serve_layout infer_large"
 
 # --list and BENCH=list: every name once, with a description
 out=$(sh bench/run.sh --list 2>&1)
@@ -157,15 +158,22 @@ bench_decode gpt2-85m-bytes q8_0 1 32 3
 bench_omp gpt A 5
 bench_decode_omp gpt2-85m-bytes q8_0 1 32 3
 bench_spec lookup gpt2-85m-bytes q8_0 128 3
-bench_spec draft gpt2-124m q8_0 128 3"
+bench_spec draft gpt2-124m q8_0 128 3
+bench_infer_layout layout gpt2-124m 1 1 2 f32,q8_0 1,16 16
+bench_infer_layout layout gpt2-124m 2 1 1 f32,q8_0 1,16 16
+bench_infer_layout layout gpt2-124m 1 2 1 f32,q8_0 1,16 16
+bench_infer_layout layout gpt2-124m 2 2 1 f32,q8_0 1,16 16
+bench_infer_layout allreduce 768 2000
+bench_serve_layout
+bench_infer_large"
 has "all: the second dist run takes the ring, the second OpenCL GEMM and the GPT step the tune file" \
     '"bench_dist","tune":"","alg":""' '"bench_dist","tune":"","alg":"1"' '"bench_cl gemm 1024","tune":"","alg"' \
     '"bench_cl gemm 1024","tune":"tuned"' '"bench_cl bandwidth","tune":""' '"bench_cl gpt A 3","tune":"tuned"'
 order "all: JSON lines and the ok line of each benchmark in order" '"bench gemm 1024"' '^bench gemm: ok' '"bench gpt C 5"' \
     '^bench gpt: ok' '"bench_cl gpt A 3"' '^bench cl_gpt: ok' '"bench_recompute L12 3"' '^bench recompute: ok' '"bench_zero B 5"' '^bench zero: ok' \
-    '"bench_largest after auto 10 22"' '^bench largest_model: ok' '^bench qmm: ok' '^bench recovery: ok' '^bench decode: ok' '^bench kv: ok' '^bench engine: ok' '^bench serve: ok' '^bench threads: ok' '^bench spec: ok' '^bench: 24 ok, 0 failed, 0 skipped$'
+    '"bench_largest after auto 10 22"' '^bench largest_model: ok' '^bench qmm: ok' '^bench recovery: ok' '^bench decode: ok' '^bench kv: ok' '^bench engine: ok' '^bench serve: ok' '^bench threads: ok' '^bench spec: ok' '^bench infer_layout: ok' '^bench serve_layout: ok' '^bench infer_large: ok' '^bench: 27 ok, 0 failed, 0 skipped$'
 BENCH="" sh bench/run.sh --needs >"$T/needs" 2>&1
-if [ "$(tr '\n' ' ' <"$T/needs")" = "bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_recovery bench_decode bench_engine bench_serve bench_omp bench_decode_omp bench_spec " ]; then pass "--needs: every program once"
+if [ "$(tr '\n' ' ' <"$T/needs")" = "bench bench_data bench_ckpt bench_xent bench_dist bench_pp bench_cl ptcl bench_recompute bench_zero bench_largest bench_qmm bench_recovery bench_decode bench_engine bench_serve bench_omp bench_decode_omp bench_spec bench_infer_layout bench_serve_layout bench_infer_large " ]; then pass "--needs: every program once"
 else fail "--needs" "$(cat "$T/needs")"; fi
 
 # each line reaches the output while its program still runs
@@ -372,6 +380,36 @@ ok = ok and all(num(b, k) for k in ("f32_tokens_per_s", "f16_tokens_per_s", "q8_
 sys.exit(0 if ok and len(ls) == 2 else 1)' "$T/kvq8.out" 2>"$T/kvq8.py"; then
     pass "kv kv_q8_0: bench_engine kvq8 prints the requests line (q8_over_f32_requests, q8_over_f16_requests; 3.76x the f32 blocks) and the decode line"
 else fail "kv kv_q8_0 lines" "$(head -c 800 "$T/kvq8.out") $(head -c 300 "$T/kvq8.py")"; fi
+
+# infer_layout: the real program (mpicc) through bench/run.sh on the tiny model, 2 timed steps, 100 sums a path (about 10 s,
+# most of it the build): one line per layout (one, tp2, pp2, tp2xpp2), format and batch with the documented fields, vs_one
+# joined from the baseline, tp2xpp2 noted as oversubscribed; the three allreduce_small paths
+if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then
+    if mpicc -std=c99 -O1 -DPTRAIN_STATIC -DPTRAIN_MPI -fopenmp -I. bench/bench_infer_layout.c -o "$T/bench_infer_layout_real" -lm >"$T/il.build" 2>&1; then
+        env BENCH=infer_layout BENCH_INFER_LAYOUT="$T/bench_infer_layout_real" INFER_LAYOUT_MODEL=tiny INFER_LAYOUT_STEPS=2 INFER_LAYOUT_REPS=100 \
+            OMPI_MCA_mpi_yield_when_idle=1 timeout 120 sh bench/run.sh >"$T/il.out" 2>"$T/il.err"
+        if python3 -c '
+import json, sys
+ls = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+num = lambda l, k: isinstance(l.get(k), (int, float)) and not isinstance(l.get(k), bool)
+il = [l for l in ls if l["bench"] == "infer_layout"]
+ar = [l for l in ls if l["bench"] == "allreduce_small"]
+want = [(y, f, b) for y in ("one", "tp2", "pp2", "tp2xpp2") for f in ("f32", "q8_0") for b in (1, 16)]
+ok = [(l["layout"], l["format"], l["batch"]) for l in il] == want
+ok = ok and all(all(num(l, k) for k in ("tokens_per_s", "vs_one", "comm_share", "comm_share_max", "sums_per_step", "p2p_per_step", "gathers_per_step",
+                                          "commands_per_step", "weight_bytes_max")) and l["tokens_per_s"] > 0 and l["vs_one"] > 0 and l["model"] == "tiny"
+                and 0 <= l["comm_share"] <= 1 and 0 <= l["comm_share_max"] <= 1 and l["weight_bytes_max"] > 0 for l in il)
+ok = ok and all(l["vs_one"] == 1 and l["comm_share"] == 0 and l["ranks"] == 1 and l["threads"] == 2 for l in il if l["layout"] == "one")
+ok = ok and all(l["comm_share"] > 0 and l["commands_per_step"] > 0 and l["threads"] == 1 for l in il if l["layout"] != "one")
+ok = ok and all(l["sums_per_step"] == 9 and l["gathers_per_step"] == 1 for l in il if l["layout"] == "tp2")
+ok = ok and all(l["p2p_per_step"] == 2 * min(l["batch"], 4) and l["pp_groups"] == 0 for l in il if l["layout"] == "pp2") # micro-batches: 2 x pp at most
+ok = ok and all(l["ranks"] == 4 and "oversubscribed" in l.get("note", "") for l in il if l["layout"] == "tp2xpp2")
+ok = ok and sorted(l["path"] for l in ar) == ["mpi_allreduce", "ptrain", "sendrecv"] and all(l["n"] == 768 and l["ranks"] == 2 and num(l, "us") and l["us"] > 0 for l in ar)
+sys.exit(0 if ok else 1)' "$T/il.out" 2>"$T/il.py"; then
+            pass "infer_layout: bench_infer_layout (tiny model) through run.sh: one, tp2, pp2, tp2xpp2 x f32, q8_0 x batch 1, 16 with tokens_per_s, vs_one, comm_share; 3 allreduce_small paths"
+        else fail "infer_layout lines" "$(head -c 900 "$T/il.out") $(tail -c 400 "$T/il.err") $(head -c 300 "$T/il.py")"; fi
+    else fail "infer_layout: bench_infer_layout does not build" "$(head -c 600 "$T/il.build")"; fi
+else fail "infer_layout" "mpicc / mpirun not found (make deps installs openmpi-bin and libopenmpi-dev)"; fi
 
 echo "$NP passed, $NF failed"
 [ "$NF" -eq 0 ]

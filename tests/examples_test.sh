@@ -11,7 +11,8 @@
 # platform or with a bad device); the MPI tutorials 04, 05, 06 run their Run: lines verbatim and
 # must end with their equality checks; 07 (its Run: line shortened by later flags, and three more
 # layouts) must reproduce 03's losses, and print what its DP reducer did. 09 runs its Run: lines;
-# 10 its memory table (each technique's measured total within 3% of pt_mem_estimate).
+# 10 its memory table (each technique's measured total within 3% of pt_mem_estimate); 13 (tp 2 x pp 2,
+# then pp 2) its rank table, its text equal to one process's, its TP sums counted as the layout predicts.
 # tools/pttrain carries the production features: on one process checkpoints (stop and resume bit for
 # bit, --resume errors, --resume-if-any), SIGINT, --log, --trace, the guard (skip, rollback), async
 # checkpoints, a progress line that does not overprint the step lines on a terminal (a pty); saved
@@ -920,6 +921,30 @@ for mode in "" --recompute; do
         pass "12_engine $mode: chunked prefill, shared blocks, a preemption and a prefix-cache hit shown; the 5 requests finish"
     else fail "12_engine $mode: $(tail -n 5 "$W/12$mode.log")"; fi
 done
+
+# 13: its Run: line (4 ranks, tp 2 x pp 2), then on 2 ranks with --pp 2 (its other Run: form): the rank table (a row
+# per rank, each holding its layers and half the heads on tp 2), the layout's greedy text equal to one process's
+# and not empty, the traffic table with the TP sums' check line (the count the layout predicts, the bytes counted)
+if command -v mpirun >/dev/null 2>&1; then
+    rline=$(sed -n 's/^ *Run: //p' examples/13_parallel_inference.c | head -n 1)
+    timeout 180 sh -c "$rline" >"$W/13.log" 2>&1
+    rc=$?
+    rows=$(grep -c '^  rank [0-9]  [0-9]  [0-9]  \[' "$W/13.log")
+    chk=$(sed -n 's/^    Rank 0: 5 sums a step = 1 (the embedding) + 2 x 2 layers; 5 x \([0-9]*\) tokens fed x 256 bytes = \([0-9]*\) bytes (counted: \([0-9]*\))\.$/\2 \3/p' "$W/13.log")
+    if [ $rc -eq 0 ] && grep -q '^grid: 4 ranks = tp 2 x pp 2' "$W/13.log" && [ "$rows" -eq 4 ] && grep -q '^  rank 3  1  1  \[2, 4)  2-3 of 4 ' "$W/13.log" &&
+        grep -q '^same tokens as one process: yes (22 tokens)$' "$W/13.log" && grep -q '^  on the layout: *"[^"]*[a-z][^"]*"$' "$W/13.log" &&
+        [ -n "$chk" ] && [ "${chk% *}" = "${chk#* }" ]; then
+        pass "13_parallel_inference '$rline': 4 ranks' weights and KV blocks, the layout's text equal to one process's, the TP sums counted as predicted ($chk bytes)"
+    else fail "13_parallel_inference '$rline': exit $rc, $rows table rows, check '$chk'; $(grep -E '^(same|  on )' "$W/13.log" | tr '\n' ' '); $(tail -n 3 "$W/13.log" | tr '\n' ' ')"; fi
+    timeout 120 mpirun -np 2 ./build/13_parallel_inference --pp 2 --steps 100 --tokens 8 >"$W/13pp.log" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q '^grid: 2 ranks = tp 1 x pp 2' "$W/13pp.log" && grep -q '^same tokens as one process: yes (8 tokens)$' "$W/13pp.log" &&
+        grep -q '^  rank 1  0  1  \[2, 4)  0-3 of 4 ' "$W/13pp.log" && ! grep -q 'TP sum:' "$W/13pp.log" && grep -q '^  pipeline: ' "$W/13pp.log"; then
+        pass "13_parallel_inference on 2 ranks --pp 2: two stages of 2 layers with every head, the same text as one process, no TP sums"
+    else fail "13_parallel_inference --pp 2: exit $rc; $(tail -n 4 "$W/13pp.log" | tr '\n' ' ')"; fi
+else
+    fail "13_parallel_inference: mpirun not found (make deps installs openmpi-bin)"
+fi
 
 echo "$P passed, $F failed"
 [ $F -eq 0 ]
