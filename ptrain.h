@@ -2707,7 +2707,8 @@ typedef struct pt_infer_desc {
                                 bytes; needs a head size that is a multiple of 32) */
     int64_t kv_bytes;      /**< KV capacity in bytes instead (0: kv_tokens decides): the blocks of the cache's type that fit */
     int32_t pp_groups;     /**< model-parallel inference with pp > 1: the micro-batches of sequences a step splits into, in flight
-                                through the stages at once (0: 2 x pp; at most the step's sequences) */
+                                through the stages at once (0: pp, one a stage; at most the step's sequences: each micro-batch reads every
+                                weight again, so more of them trade weight traffic for less idle time) */
 } pt_infer_desc;
 typedef struct pt_infer pt_infer;
 /** A KV cache and the step's buffers for w (not owned: it must outlive the pt_infer). The cache holds
@@ -2876,6 +2877,11 @@ PTDEF pt_gpt_weights *pt_gpt_weights_convert(const pt_gpt_weights *src, pt_wtype
     kind, a bad checkpoint, a malformed GGUF, a size the tensors do not have: the field, the tensor,
     both values). */
 PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wtype, pt_tokenizer **tok);
+/** The layers of an inference pipeline's nstages stages (first[nstages + 1], as pt_pp_split): balanced by
+    the weights each stage reads a token, 12 width^2 a layer and the head's vocab_padded x width on the
+    last stage (GPT-2 small's head weighs as 5.5 of its layers), so that no stage holds up the others.
+    pt_gpt_weights_open cuts a checkpoint so on a grid. PT_ERR_ARG and a message naming the numbers. */
+PTDEF pt_status pt_infer_split(const pt_gpt_config *cfg, int nstages, int32_t *first, char *err, size_t errlen);
 /** The memory counters (pt_mem) of the contexts holding the model pt_gpt_weights_open built for w (a
     checkpoint's or safetensors file's parameters: on a grid, this rank's shard; the f32 source of
     converted weights included), summed; all zero for weights that own no context (a GGUF file,
@@ -27081,7 +27087,7 @@ PTDEF const char *pt_detok_last(const pt_detok *d, size_t *len) {
    allocates nothing; every matrix product goes through pt__qmm; the arithmetic is the training
    forward's (see gpt): layernorm with double statistics and eps 1e-5, GELU's tanh form, attention
    softmax(scale q.k) v
-   Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_gpt_weights_mem pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
+   Entry points: pt_gpt_weights_from pt_gpt_weights_convert pt_gpt_weights_open pt_gpt_weights_mem pt_infer_split pt_infer_nll pt_infer_new pt_infer_step pt_infer_seq_new pt_infer_seq_free
    pt_infer_seq_prefix pt_infer_seq_fork pt_infer_check pt_infer_kv_stats pt_infer_follow pt_infer_mp_get
    Model parallelism: a pt_infer over a TP / PP shard is one rank of a layout; the leader's calls that
    change the cache are sent to the followers first (commands), so the bookkeeping is the same on
@@ -27342,16 +27348,13 @@ PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wty
         if ((om = (pt__open_model *)pt__malloc(c, sizeof *om)) != NULL) {
             memset(om, 0, sizeof *om);
             om->own = om->alloc = c;
-            if (grid && lay.pp > 1) { /* stages of balanced layers; the checkpoint resharded onto them as it is read */
+            if (grid && lay.pp > 1) { /* stages balanced by the weights they read (pt_infer_split); the checkpoint resharded onto them */
                 int32_t *first = (int32_t *)pt__alloc(c, (size_t)(lay.pp + 1) * sizeof(int32_t)), mine = pt_dist_coords(ctx->desc.dist).pp;
-                double *cost = (double *)pt__alloc(c, (size_t)PT__MAX(cfg.layers, 1) * sizeof(double));
-                int l;
-                if (first && cost) {
-                    for (l = 0; l < cfg.layers; l++) cost[l] = 1.0;
-                    if (pt_pp_split(cfg.layers, lay.pp, cost, 0, 0, first, err, sizeof err) != PT_OK) pt__fail(c, PT_ERR_ARG, "%s", err);
+                if (first) {
+                    if (pt_infer_split(&cfg, lay.pp, first, err, sizeof err) != PT_OK) pt__fail(c, PT_ERR_ARG, "%s", err);
                     else om->m = pt_gpt_new_stages(c, &cfg, lay.pp, first, 1, &mine);
                 }
-                pt__free(c, first), pt__free(c, cost);
+                pt__free(c, first);
             } else
                 om->m = pt_gpt_new(c, &cfg);
             if (om->m && (kind == 1 ? pt_ckpt_load(c, NULL, step, NULL) : pt_safetensors_load(c, path)) == PT_OK)
@@ -27388,6 +27391,17 @@ PTDEF pt_gpt_weights *pt_gpt_weights_open(pt_ctx *ctx, const char *path, int wty
         q->owner = om, q->release = pt__open_release;
     }
     return q;
+}
+PTDEF pt_status pt_infer_split(const pt_gpt_config *cfg, int nstages, int32_t *first, char *err, size_t errlen) {
+    double cost[4096];
+    const double C = cfg ? (double)cfg->width : 0, Vp = cfg ? (double)(cfg->vocab_padded ? cfg->vocab_padded : (cfg->vocab + 63) / 64 * 64) : 0;
+    int l;
+    if (!cfg || !first || cfg->layers < 1 || cfg->layers > 4096) {
+        if (err && errlen) snprintf(err, errlen, "pt_infer_split: a config of 1..4096 layers and first[] expected, found %d layers", cfg ? cfg->layers : 0);
+        return PT_ERR_ARG;
+    }
+    for (l = 0; l < cfg->layers; l++) cost[l] = 12.0 * C * C;
+    return pt_pp_split(cfg->layers, nstages, cost, 0, Vp * C, first, err, errlen);
 }
 PTDEF pt_mem_stats pt_gpt_weights_mem(const pt_gpt_weights *w) {
     pt_mem_stats m;
@@ -27716,7 +27730,7 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
                                     (int)kvtype, pt_wtype_name((pt_wtype)kvtype) ? " (" : "", pt_wtype_name((pt_wtype)kvtype) ? pt_wtype_name((pt_wtype)kvtype) : "",
                                     pt_wtype_name((pt_wtype)kvtype) ? ")" : "");
     if (d && d->pp_groups < 0)
-        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: pp_groups %d (expected >= 0; 0: twice the stages)", (int)d->pp_groups);
+        return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: pp_groups %d (expected >= 0; 0: one a stage)", (int)d->pp_groups);
     if (kvtype == PT_W_Q8_0 && (c->width / c->heads) % 32)
         return (pt_infer *)pt__fail(ctx, PT_ERR_ARG, "pt_infer_new: kv_type q8_0 needs a head size that is a multiple of 32 (blocks of 32 values per head "
                                     "row), found head size %d (width %d / %d heads)", c->width / c->heads, c->width, c->heads);
@@ -27763,7 +27777,7 @@ PTDEF pt_infer *pt_infer_new(pt_ctx *ctx, const pt_gpt_weights *w, const pt_infe
             pt_infer_free(inf);
             return NULL;
         }
-        if (!inf->groups) inf->groups = 2 * inf->pp;
+        if (!inf->groups) inf->groups = inf->pp;
     }
     inf->kv_bytes = inf->nblocks * inf->block_bytes + PT__ALIGN;
     inf->kv_mem = pt__malloc(ctx, (size_t)(ctx->be->inf ? 1 : inf->kv_bytes)); /* not touched: pages arrive as blocks are used (on a

@@ -25,8 +25,9 @@
    sums (TP sums), p2p (pipeline messages), gathers (the head's logits over TP), commands (the leader's
    broadcasts), and their bytes. weight_bytes_max: the largest pt_gpt_weights_bytes of a rank.
    "note" says when there are more ranks than CPUs (oversubscribed). INFER_LAYOUT_PP_GROUPS (default 0):
-   pt_infer_desc.pp_groups of the pp > 1 layouts, printed as pp_groups (0: ptrain's default, 2 x pp
-   micro-batches in flight; 1: one micro-batch a step, no pipelining, for comparison).
+   pt_infer_desc.pp_groups of the pp > 1 layouts, printed as pp_groups (0: ptrain's default, pp
+   micro-batches in flight; 1: one micro-batch a step, no pipelining, for comparison). The stages are cut by
+   pt_infer_split (balanced by the weights each reads, the head on the last).
 
    bench_infer_layout allreduce [n [reps]]  (mpirun -np 2)
      a vector of n floats (default 768: GPT-2 small's width) summed over 2 ranks by pt_infer's TP sum
@@ -98,7 +99,7 @@ static pt_gpt *rank_model(pt_ctx *ctx, const pt_gpt_config *c) {
     char err[256];
     if (g_pp == 1) return pt_gpt_new(ctx, c);
     mine = pt_dist_coords(g_d).pp;
-    if (g_pp > 63 || pt_pp_split(c->layers, g_pp, NULL, 0, 0, first, err, sizeof err) != PT_OK) {
+    if (g_pp > 63 || pt_infer_split(c, g_pp, first, err, sizeof err) != PT_OK) {
         fprintf(stderr, "bench_infer_layout: cannot cut %d layers into %d stages: %s\n", c->layers, g_pp, err);
         return NULL;
     }

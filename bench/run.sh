@@ -402,7 +402,7 @@ b_threads() {
 # infer_layout: bench_infer_layout (built with mpicc): the baseline, one process of 2 threads, then tp2 and pp2 (mpirun -np 2)
 # and tp2 x pp2 (mpirun --oversubscribe -np 4), 1 thread a rank, each on INFER_LAYOUT_MODEL (gpt2-124m; tiny: a smoke run) in
 # INFER_LAYOUT_FORMATS (f32,q8_0) at INFER_LAYOUT_BATCHES (1,16), INFER_LAYOUT_STEPS (16) timed decode steps;
-# INFER_LAYOUT_PP_GROUPS (0: ptrain's default, 2 x pp) micro-batches of a pipelined step (see bench/bench_infer_layout.c); every line gets
+# INFER_LAYOUT_PP_GROUPS (0: ptrain's default, pp) micro-batches of a pipelined step (see bench/bench_infer_layout.c); every line gets
 # vs_one, its tokens/s over the baseline's at the same format and batch. Then the 768-float sum over 2 ranks
 # three ways, INFER_LAYOUT_REPS (2000) calls each. About 2 minutes on 2 cores.
 # shellcheck disable=SC2086 # $MPIRUN, $args

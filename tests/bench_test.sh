@@ -402,7 +402,7 @@ ok = ok and all(all(num(l, k) for k in ("tokens_per_s", "vs_one", "comm_share", 
 ok = ok and all(l["vs_one"] == 1 and l["comm_share"] == 0 and l["ranks"] == 1 and l["threads"] == 2 for l in il if l["layout"] == "one")
 ok = ok and all(l["comm_share"] > 0 and l["commands_per_step"] > 0 and l["threads"] == 1 for l in il if l["layout"] != "one")
 ok = ok and all(l["sums_per_step"] == 9 and l["gathers_per_step"] == 1 for l in il if l["layout"] == "tp2")
-ok = ok and all(l["p2p_per_step"] == 2 * min(l["batch"], 4) and l["pp_groups"] == 0 for l in il if l["layout"] == "pp2") # micro-batches: 2 x pp at most
+ok = ok and all(l["p2p_per_step"] == 2 * min(l["batch"], 2) and l["pp_groups"] == 0 for l in il if l["layout"] == "pp2") # micro-batches: pp at most
 ok = ok and all(l["ranks"] == 4 and "oversubscribed" in l.get("note", "") for l in il if l["layout"] == "tp2xpp2")
 ok = ok and sorted(l["path"] for l in ar) == ["mpi_allreduce", "ptrain", "sendrecv"] and all(l["n"] == 768 and l["ranks"] == 2 and num(l, "us") and l["us"] > 0 for l in ar)
 sys.exit(0 if ok else 1)' "$T/il.out" 2>"$T/il.py"; then

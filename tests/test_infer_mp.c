@@ -234,8 +234,12 @@ int main(int argc, char **argv) {
         }
         MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
         wo = dir[0] ? pt_gpt_weights_open(ctx, dir, -1, NULL) : NULL;
-        CHECKF(wo && pt_gpt_weights_bytes(wo) < pt_gpt_weights_bytes(w) * 11 / 10 + 4096, "pt_gpt_weights_open of a checkpoint on the grid loads this rank's shard",
-               "%s", wo ? "more bytes than the shard" : pt_error(ctx));
+        {
+            int64_t whole = g_rank == 0 ? pt_gpt_weights_bytes(rw) : 0, mine = wo ? pt_gpt_weights_bytes(wo) : -1;
+            MPI_Bcast(&whole, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+            CHECKF(wo && mine > 0 && mine <= whole * 9 / 10, "pt_gpt_weights_open of a checkpoint on the grid loads this rank's shard (at most 90% of the model)",
+                   "%s: %lld of %lld bytes", wo ? "too many bytes" : pt_error(ctx), (long long)mine, (long long)whole);
+        }
         inf = wo ? pt_infer_new(ctx, wo, &idesc) : NULL;
         if (inf && g_rank != 0) pt_infer_follow(inf);
         else if (inf) {
