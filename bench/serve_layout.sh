@@ -31,9 +31,9 @@ out=${TMPDIR:-/tmp}/ptrain_serve_layout.$$
 run() { # run LAYOUT: one JSON line of ptload into $out.$1
     lay=$1
     case $lay in
-    one) ./build/ptserve --ckpt "$CK" --quant "$Q" --port 0 --threads 2 --max-seqs 16 >"$out.srv" 2>"$out.err" & ;;
-    tp2) timeout 900 mpirun --oversubscribe -np 2 ./build/ptserve --ckpt "$CK" --quant "$Q" --port 0 --threads 1 --max-seqs 16 --tp 2 >"$out.srv" 2>"$out.err" & ;;
-    pp2) timeout 900 mpirun --oversubscribe -np 2 ./build/ptserve --ckpt "$CK" --quant "$Q" --port 0 --threads 1 --max-seqs 16 --pp 2 >"$out.srv" 2>"$out.err" & ;;
+    one) ./build/ptserve --ckpt "$CK" --quant "$Q" --port 0 --threads 2 --max-seqs 16 --max-conns-per-ip 64 >"$out.srv" 2>"$out.err" & ;;
+    tp2) timeout 900 mpirun --oversubscribe -np 2 ./build/ptserve --ckpt "$CK" --quant "$Q" --port 0 --threads 1 --max-seqs 16 --max-conns-per-ip 64 --tp 2 >"$out.srv" 2>"$out.err" & ;;
+    pp2) timeout 900 mpirun --oversubscribe -np 2 ./build/ptserve --ckpt "$CK" --quant "$Q" --port 0 --threads 1 --max-seqs 16 --max-conns-per-ip 64 --pp 2 >"$out.srv" 2>"$out.err" & ;;
     esac
     SP=$!
     URL=""
