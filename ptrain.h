@@ -28979,7 +28979,11 @@ static int pt__inf_mp_run(pt_infer *inf, int32_t nseq, const int64_t *q0s, float
     }
     if (nrq) {
         const double t0 = pt_time();
-        int rc = MPI_Waitall(nrq, rq, MPI_STATUSES_IGNORE);
+        int rc = MPI_SUCCESS, i;
+        for (i = 0; i < nrq; i++) { /* one MPI_Wait a request (see pt__coll_wait: MPICH's MPI_STATUSES_IGNORE and gcc 12) */
+            const int r = MPI_Wait(&rq[i], MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS) rc = r;
+        }
         inf->mps.comm_s += pt_time() - t0;
         if (rc != MPI_SUCCESS && ok) {
             pt__fail(inf->ctx, PT_ERR_DEVICE, "pt_infer_step: the pipeline's messages of a step (stage %d) failed (MPI error %d)", inf->ppr, rc);

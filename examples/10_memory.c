@@ -71,6 +71,9 @@
 #define PTRAIN_IMPLEMENTATION
 #define PTRAIN_HARNESS
 #include "ptrain.h"
+#ifdef PTRAIN_MPI
+#include <mpi.h> /* MPI_Allreduce below (a program built against an implementation compiled apart gets ptrain.h's declarations only) */
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
