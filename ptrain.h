@@ -27470,8 +27470,7 @@ struct pt_infer {
     float *red;                          /* TP sums' scratch: (tp - 1) x cap rows of ldc floats (or tp x with tp > 2) */
     float *lg;                           /* logits staging: tp x cap x vrows floats (a rank of the last stage) */
     int32_t *lrow;                       /* [cap]: the step's row of each logits row */
-    void *mp_mem;
-    int64_t mp_cap;                      /* rows the buffers above hold */
+    void *mp_mem;                        /* red and lg, sized with the step buffers (cap rows) */
     int64_t mp_vrows;                    /* the head's rows on a rank of the last stage (every rank knows it) */
     int64_t *st_q0;                      /* [max_seqs + 1]: the step's first logits row of each sequence */
     void *mp_rq;                         /* [2 max_seqs]: MPI requests of a pipelined step (sends, the leader's receives) */
@@ -28869,7 +28868,7 @@ static int pt__inf_layers(pt_infer *inf, int32_t i0, int32_t i1) {
     pt_ctx *ctx = inf->ctx;
     const int64_t r0 = inf->st_row0[i0], n = inf->st_row0[i1 - 1] + inf->st_ntok[i1 - 1] - r0, C = inf->C, ldc = inf->ldc, ld3 = inf->ld3,
                   ld4 = inf->ld4;
-    float *x = inf->x + r0 * ldc, *h = inf->h + r0 * ldc, *att = inf->att + r0 * ldc, *qkv = inf->qkv + r0 * ld3, *ff = inf->ff + r0 * ld4;
+    float *h = inf->h + r0 * ldc, *att = inf->att + r0 * ldc, *qkv = inf->qkv + r0 * ld3, *ff = inf->ff + r0 * ld4;
     const int tps = inf->tp > 1;
     pt__inf_job jb;
     int32_t l;
@@ -28894,7 +28893,6 @@ static int pt__inf_layers(pt_infer *inf, int32_t i0, int32_t i1) {
         pt__cpu_rows(ctx, n, 2 * n * C, pt__inf_add_row, &jb);
         jb.bias = NULL;
     }
-    (void)x;
     return 1;
 }
 /* the final norm and the head on logits rows [q0, q1) (their step rows in lrow), into out (ld floats a
@@ -29161,8 +29159,11 @@ PTDEF pt_status pt_infer_follow(pt_infer *inf) {
             continue;
         case PT__IC_STEP: {
             const int32_t ns = (int32_t)m.a;
-            if (ns < 1 || 3 * (int64_t)ns > m.n)
-                return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_infer_follow: a step of %d sequences with %lld values", (int)ns, (long long)m.n), PT_ERR_STATE);
+            int64_t ntok = 0;
+            for (i = 0; ns >= 1 && 3 * (int64_t)ns <= m.n && i < ns; i++) ntok += pay[ns + i];
+            if (ns < 1 || 3 * (int64_t)ns + ntok != m.n) /* sequences, counts, logits rows, then exactly the tokens counted */
+                return (pt_status)(pt__fail(ctx, PT_ERR_STATE, "pt_infer_follow: a step of %d sequences counting %lld tokens came with %lld values "
+                                            "(expected 3 per sequence and one per token)", (int)ns, (long long)ntok, (long long)m.n), PT_ERR_STATE);
             if (pt__infer_step_x(inf, ns, pay, pay + ns, pay + 3 * ns, NULL, (int)m.d, (int)m.b, m.c ? pay + 2 * ns : NULL) != PT_OK) return ctx->status;
             continue;
         }

@@ -136,7 +136,7 @@ static void profile(pt_ctx *ctx, const pt_gpt_weights *w, const char *tn, int n,
         /* attention of one query per sequence over n + 1 positions, every layer */
         for (k = 0; k < B; k++) inf->st_seq[k] = seq[k], inf->st_ntok[k] = 1, inf->st_row0[k] = k, inf->st_len0[k] = n;
         c0 = cpu_now();
-        for (l = 0; l < w->cfg.layers; l++) pt__inf_attention(inf, l, B);
+        for (l = 0; l < w->cfg.layers; l++) pt__inf_attention(inf, l, 0, B); /* sequences [0, B) */
         att += cpu_now() - c0;
         /* the row-wise work: 2 layernorms, GELU, 2 residual adds a layer and row, the final norm */
         c0 = cpu_now();

@@ -63,19 +63,6 @@ static void die(pt_ctx *ctx, const char *what) {
     exit(1);
 }
 
-static int split_list(const char *s, char out[][16], int max) {
-    int n = 0;
-    while (s && *s && n < max) {
-        const char *e = strchr(s, ',');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (len >= 16) len = 15;
-        memcpy(out[n], s, len);
-        out[n][len] = 0;
-        n++;
-        s = e ? e + 1 : NULL;
-    }
-    return n;
-}
 
 static int model_cfg(const char *name, pt_gpt_config *c) {
     memset(c, 0, sizeof *c);

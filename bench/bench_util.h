@@ -2,6 +2,7 @@
    ptrain.h) the GPT loss of one batch. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* the 1-minute load average (what else runs on the machine), -1 where unknown */
 #if defined(__GNUC__) || defined(__clang__)
@@ -28,6 +29,24 @@ __attribute__((unused))
 static double median(double *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* a comma-separated list ("f32,q8_0", "1,16") into at most max words of up to 15 bytes; returns the count */
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((unused))
+#endif
+static int split_list(const char *s, char out[][16], int max) {
+    int n = 0;
+    while (s && *s && n < max) {
+        const char *e = strchr(s, ',');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len >= 16) len = 15;
+        memcpy(out[n], s, len);
+        out[n][len] = 0;
+        n++;
+        s = e ? e + 1 : NULL;
+    }
+    return n;
 }
 
 #ifdef PTRAIN_H
